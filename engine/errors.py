@@ -1,0 +1,41 @@
+"""Typed errors of the IREE Lens engine.
+
+Every problem a user can cause (a bad file, a bad program, a faulting kernel) ends in one of these,
+never in a bare ``AssertionError``/``IndexError``/``struct.error``. Each says what is wrong and where.
+"""
+
+from __future__ import annotations
+
+
+class LensError(Exception):
+    """Base class of every error the engine reports to its users."""
+
+
+class FormatError(LensError):
+    """A file is not what it claims to be: truncated, corrupted, or of another format.
+
+    ``where`` names the place: a byte offset, a table path such as ``function_descriptors[3]``, or both.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None, where: str | None = None):
+        self.message = message
+        self.path = path
+        self.where = where
+        parts = [message]
+        if where:
+            parts.append(f"at {where}")
+        if path:
+            parts.append(f"in {path}")
+        super().__init__(" ".join(parts))
+
+
+class VmfbFormatError(FormatError):
+    """A ``.vmfb`` module cannot be read."""
+
+
+class CompileError(LensError):
+    """IREE's compiler rejected a program; ``diagnostics`` holds its messages."""
+
+    def __init__(self, message: str, diagnostics: list | None = None):
+        super().__init__(message)
+        self.diagnostics = list(diagnostics or [])

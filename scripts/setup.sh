@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Set up IREE Lens on a fresh Debian/Ubuntu machine: system libraries for Qt and Vulkan (lavapipe),
+# the virtual environment .venv in the repository root, and the Python packages.
+# Idempotent: a second run only checks what is already there.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+# Qt offscreen/xcb needs these shared libraries; Vulkan on the CPU needs the loader and Mesa's lavapipe;
+# spirv-tools gives spirv-dis for the SPIR-V disassembly view.
+apt_packages=(
+  libglib2.0-0 libegl1 libgl1 libx11-6 libxkbcommon0 libfontconfig1 libfreetype6 libdbus-1-3
+  fonts-dejavu-core libx11-xcb1 libxkbcommon-x11-0 libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1
+  libxcb-image0 libxcb-randr0 libxcb-render-util0 libxcb-shape0 libxcb-xinerama0 libxcb-xkb1
+  libvulkan1 mesa-vulkan-drivers spirv-tools
+)
+missing=()
+for p in "${apt_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+    echo "setup: installing system packages: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  else
+    echo "setup: these system packages are missing; install them with:" >&2
+    echo "  sudo apt-get install ${missing[*]}" >&2
+    echo "setup: continuing; Qt or Vulkan features that need them will report what is missing." >&2
+  fi
+fi
+
+py="${PYTHON:-python3}"
+if [[ ! -x .venv/bin/python ]]; then
+  echo "setup: creating .venv"
+  "$py" -m venv .venv
+fi
+stamp=.venv/.lens-installed
+if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
+  echo "setup: installing Python packages into .venv"
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e ".[test]"
+  touch "$stamp"
+fi

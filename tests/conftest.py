@@ -1,0 +1,61 @@
+"""Shared fixtures: the offscreen Qt platform, and the sample programs compiled once per test session."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+# Qt tests run headless; set before anything imports Qt.
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import pytest  # noqa: E402
+
+from engine.compiler.targets import TARGETS  # noqa: E402
+from engine.samples import KNOWN_COMPILE_FAILURES, sample_names, sample_path  # noqa: E402
+
+VENV_BIN = Path(sys.executable).parent
+
+
+def iree_tool(name: str) -> str:
+    """Path of one of IREE's command-line tools installed beside this interpreter."""
+    p = VENV_BIN / name
+    return str(p) if p.exists() else name
+
+
+class CompiledSamples:
+    """Compiles sample programs with the real ``iree-compile`` on first use; caches them for the session."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self._cache: dict[tuple[str, str], Path] = {}
+
+    def path(self, sample: str, target: str) -> Path:
+        key = (sample, target)
+        if key in KNOWN_COMPILE_FAILURES:
+            pytest.skip(f"IREE 3.13 cannot compile {sample} for {target}: {KNOWN_COMPILE_FAILURES[key]}")
+        if key not in self._cache:
+            out = self.root / f"{sample}.{target}.vmfb"
+            cmd = [iree_tool("iree-compile"), str(sample_path(sample)), *TARGETS[target].flags, "-o", str(out)]
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise RuntimeError(f"iree-compile failed for {sample} on {target}:\n{proc.stderr[-4000:]}")
+            self._cache[key] = out
+        return self._cache[key]
+
+    def all(self, targets=tuple(TARGETS)) -> list[tuple[str, str]]:
+        """Every (sample, target) pair that IREE 3.13 can compile."""
+        return [(s, t) for s in sample_names() for t in targets if (s, t) not in KNOWN_COMPILE_FAILURES]
+
+
+@pytest.fixture(scope="session")
+def compiled(tmp_path_factory) -> CompiledSamples:
+    return CompiledSamples(tmp_path_factory.mktemp("compiled"))
+
+
+def pytest_generate_tests(metafunc):
+    # Tests that take `sample_target` run once per compilable (sample, target) pair.
+    if "sample_target" in metafunc.fixturenames:
+        pairs = [(s, t) for s in sample_names() for t in TARGETS if (s, t) not in KNOWN_COMPILE_FAILURES]
+        metafunc.parametrize("sample_target", pairs, ids=[f"{s}-{t}" for s, t in pairs])
