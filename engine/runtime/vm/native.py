@@ -1,0 +1,100 @@
+"""The interface between the VM and modules written in Python (``hal``, ``check``, ``vmvx``...).
+
+A bytecode module's import ``hal.buffer_view.create`` resolves to the function ``buffer_view.create`` of the
+native module named ``hal``. The VM marshals arguments by walking the function's calling convention
+(``0rIIiiCID_r``, see runtime facts §2.5):
+
+* ``i``/``I`` -> Python ``int`` (signed two's complement value of 32/64 bits);
+* ``f``/``F`` -> Python ``float``;
+* ``r`` -> the ref object, or ``None`` for null;
+* a span ``C...D`` -> a ``list``; each element is a ``tuple`` of the span's fields, except for spans of a single
+  field (``CiD``, ``CID``, ``CrD``), whose elements are the bare values.
+
+The function returns ``None`` for no results, the value for one result, a ``tuple`` for several. Ints it
+returns are wrapped to the result's width by the VM. Errors are raised as ``VmStatusError`` (an IREE
+status code and message); the VM turns them into a trap annotated with the import being called.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any
+
+from engine.errors import LensError
+
+
+class StatusCode(IntEnum):
+    """IREE status codes (``iree/base/status.h``)."""
+
+    OK = 0
+    CANCELLED = 1
+    UNKNOWN = 2
+    INVALID_ARGUMENT = 3
+    DEADLINE_EXCEEDED = 4
+    NOT_FOUND = 5
+    ALREADY_EXISTS = 6
+    PERMISSION_DENIED = 7
+    RESOURCE_EXHAUSTED = 8
+    FAILED_PRECONDITION = 9
+    ABORTED = 10
+    OUT_OF_RANGE = 11
+    UNIMPLEMENTED = 12
+    INTERNAL = 13
+    UNAVAILABLE = 14
+    DATA_LOSS = 15
+    UNAUTHENTICATED = 16
+    DEFERRED = 17
+    INCOMPATIBLE = 18
+
+
+class VmStatusError(LensError):
+    """An operation failed with an IREE status, e.g. ``VmStatusError(StatusCode.OUT_OF_RANGE, "...")``."""
+
+    def __init__(self, code: StatusCode | int, message: str):
+        self.code = StatusCode(int(code) & 0x1F)
+        self.message = message
+        super().__init__(f"{self.code.name}; {message}")
+
+
+@dataclass(frozen=True)
+class NativeFunction:
+    """One function a native module exports: its local name (``buffer_view.create``), cconv and body."""
+
+    name: str
+    cconv: str
+    fn: Callable[..., Any]
+
+
+class NativeModule:
+    """Base class of modules implemented in Python. Subclasses register functions with ``@export``."""
+
+    name: str = ""
+    version: int = 0
+
+    def __init__(self) -> None:
+        self._functions: dict[str, NativeFunction] = {}
+        for attr in dir(type(self)):
+            member = getattr(type(self), attr, None)
+            spec = getattr(member, "_native_export", None)
+            if spec is not None:
+                local_name, cconv = spec
+                self._functions[local_name] = NativeFunction(local_name, cconv, getattr(self, attr))
+
+    @property
+    def functions(self) -> dict[str, NativeFunction]:
+        return self._functions
+
+    def lookup(self, local_name: str) -> NativeFunction | None:
+        return self._functions.get(local_name)
+
+
+def export(local_name: str, cconv: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Mark a method of a ``NativeModule`` subclass as the export ``local_name`` with calling convention ``cconv``."""
+
+    def mark(method: Callable[..., Any]) -> Callable[..., Any]:
+        method._native_export = (local_name, cconv)  # type: ignore[attr-defined]
+        return method
+
+    return mark
