@@ -39,3 +39,23 @@ class CompileError(LensError):
     def __init__(self, message: str, diagnostics: list | None = None):
         super().__init__(message)
         self.diagnostics = list(diagnostics or [])
+
+
+class ExecutableFormatError(FormatError):
+    """An executable embedded in a module (a ``VKE1`` Vulkan executable, an ELF library, ...) cannot be read."""
+
+
+class HalError(LensError):
+    """The emulated HAL or one of its devices failed: a bad argument, a device error, a faulting dispatch."""
+
+
+class VulkanError(HalError):
+    """A Vulkan call failed; ``result`` is the ``VkResult`` name when Vulkan returned one."""
+
+    def __init__(self, message: str, result: str | None = None):
+        self.result = result
+        super().__init__(f"{message} ({result})" if result else message)
+
+
+class VulkanUnavailableError(VulkanError):
+    """There is no usable Vulkan: no loader library, no driver (ICD), or no device."""
