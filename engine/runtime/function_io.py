@@ -1,0 +1,288 @@
+"""Function inputs and outputs the way IREE's tools take and print them.
+
+``--input=`` strings as ``iree-run-module`` parses them (``iree/tooling/function_io.c``): ``2x3xf32=1 2 3 4 5 6``,
+a splat ``4xf32=0.5``, a scalar ``7`` or ``1.5`` (typed by the function's calling convention), ``(null)``,
+``@file.npy`` (and, beyond IREE, ``@file.npz`` for every array in the archive, in order). Results print as
+``iree-run-module`` prints them (``result[0]: hal.buffer_view`` then ``4xf32=1 2 3 4``; at most 1024 elements,
+then ``...``) and can be written with ``--output=@file.npy`` / ``+file.npy`` (append).
+
+Both engines exchange values as the plain data below, so their outputs can be compared and printed alike.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from engine.errors import LensError
+from engine.runtime import element_types as et
+from engine.runtime.element_types import ElementType
+
+DEFAULT_MAX_ELEMENT_COUNT = 1024  # iree-run-module --output_max_element_count
+
+
+class InputError(LensError):
+    """An ``--input`` string or file could not be turned into a function argument."""
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """The contents of a HAL buffer view on the host: a dense row-major array and its IREE element type."""
+
+    array: np.ndarray
+    element_type: ElementType
+
+    @classmethod
+    def from_numpy(cls, array: np.ndarray) -> Tensor:
+        array = np.ascontiguousarray(array)
+        return cls(array, et.element_type_for_dtype(array.dtype))
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(int(d) for d in self.array.shape)
+
+
+@dataclass(frozen=True)
+class Scalar:
+    """A primitive VM value: ``kind`` is ``i32``, ``i64``, ``f32`` or ``f64``."""
+
+    kind: str
+    value: int | float
+
+
+@dataclass(frozen=True)
+class OpaqueRef:
+    """A ref result the tools cannot print (``(no printer)``), e.g. a ``!hal.buffer``; or a null ref (type ``None``)."""
+
+    type_name: str | None
+
+
+Value = Tensor | Scalar | OpaqueRef | list
+
+CCONV_SCALAR_KINDS = {"i": "i32", "I": "i64", "f": "f32", "F": "f64"}
+
+
+# ---------------------------------------------------------------------------------------------- parsing
+
+
+def split_cconv(cconv: str) -> tuple[str, str]:
+    """``0rIf_r`` -> (``rIf``, ``r``): the argument and result characters of a calling convention."""
+    if not cconv.startswith("0"):
+        raise InputError(f"unsupported calling convention {cconv!r}")
+    args, _, results = cconv[1:].partition("_")
+    return ("" if args == "v" else args), ("" if results == "v" else results)
+
+
+def _parse_shape_and_type(metadata: str) -> tuple[tuple[int, ...], ElementType]:
+    parts = metadata.strip().split("x")
+    try:
+        element_type = et.parse_element_type(parts[-1])
+        shape = tuple(int(p) for p in parts[:-1])
+    except ValueError as e:
+        raise InputError(f"invalid shape and element type `{metadata}`: {e}") from None
+    if any(d < 0 for d in shape):
+        raise InputError(f"invalid shape `{metadata}`: negative dimension")
+    return shape, element_type
+
+
+_SEPARATORS = re.compile(r"[\s,\[\]]+")
+
+
+def _parse_element(token: str, element_type: ElementType):
+    try:
+        if element_type.is_float:
+            return float(token)
+        if element_type.numerical_type == et.BOOLEAN:
+            return {"true": 1, "false": 0}.get(token.lower(), None) if token.isalpha() else int(token)
+        return int(token, 10)
+    except ValueError:
+        raise InputError(f"cannot parse `{token}` as {element_type.name}") from None
+
+
+def _float_to_storage(values: list[float], element_type: ElementType) -> np.ndarray:
+    if element_type.numerical_type == et.FLOAT_BRAIN:
+        # bf16 = the top 16 bits of the f32 pattern, rounded to nearest even.
+        bits = np.asarray(values, dtype=np.float32).view(np.uint32).astype(np.uint64)
+        rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+        return rounded.astype(np.uint16)
+    return np.asarray(values, dtype=element_type.dtype)
+
+
+def parse_tensor(spec: str) -> Tensor:
+    """``2x3xf32=1 2 3 4 5 6`` (or a splat ``2x3xf32=1``, or ``2x3xf32`` for zeros) as a Tensor."""
+    metadata, has_data, contents = spec.partition("=")
+    shape, element_type = _parse_shape_and_type(metadata)
+    count = int(np.prod(shape, dtype=np.int64))
+    if contents.strip().startswith(("@", "+")):
+        path = contents.strip()[1:]
+        raw = np.fromfile(path, dtype=np.uint8)
+        nbytes = count * element_type.byte_size
+        if raw.size < nbytes:
+            raise InputError(f"file {path} has {raw.size} bytes; `{metadata}` needs {nbytes}")
+        return Tensor(raw[:nbytes].view(element_type.dtype).reshape(shape), element_type)
+    tokens = [t for t in _SEPARATORS.split(contents) if t] if has_data else []
+    if not tokens:
+        return Tensor(np.zeros(shape, dtype=element_type.dtype), element_type)
+    values = [_parse_element(t, element_type) for t in tokens]
+    if len(values) == 1 and count > 1:
+        values = values * count
+    elif len(values) > count:
+        raise InputError(
+            f"output data buffer overflow: element_capacity={count} < dst_i={count}+ in `{spec}`"
+        )
+    elif len(values) < count:
+        raise InputError(
+            f"input data string underflow: dst_i={len(values)} < element_capacity={count} in `{spec}`"
+        )
+    if element_type.is_float:
+        array = _float_to_storage(values, element_type)
+    else:
+        bits = element_type.dtype.itemsize * 8
+        mask = (1 << bits) - 1
+        wrapped = [(v & mask) for v in values]
+        array = np.asarray(wrapped, dtype=np.dtype(f"uint{bits}")).view(element_type.dtype)
+    return Tensor(array.reshape(shape), element_type)
+
+
+def _load_numpy_file(path: str) -> list[Tensor]:
+    if not Path(path).exists():
+        raise InputError(f"input file {path} does not exist")
+    try:
+        loaded = np.load(path, allow_pickle=False)
+    except Exception as e:  # numpy raises several types for a bad file
+        raise InputError(f"cannot read {path} as a numpy file: {e}") from None
+    if isinstance(loaded, np.lib.npyio.NpzFile):
+        with loaded:
+            return [Tensor.from_numpy(loaded[k]) for k in loaded.files]
+    return [Tensor.from_numpy(loaded)]
+
+
+def parse_inputs(specs: list[str], argument_kinds: str) -> list[Value]:
+    """Turn ``--input`` strings into values for a function whose cconv arguments are ``argument_kinds``.
+
+    ``argument_kinds`` is the argument part of the calling convention (``rrI``); spans are not supported as
+    top-level arguments of exported functions.
+    """
+    values: list[Value] = []
+    for raw in specs:
+        spec = raw.strip()
+        index = len(values)
+        kind = argument_kinds[index] if index < len(argument_kinds) else "r"
+        try:
+            if not spec:
+                raise InputError("no value specified for input")
+            if spec in ("(null)", "(ignored)"):
+                values.append(OpaqueRef(None))
+            elif spec[0] in "@+*":
+                path = spec[1:]
+                if not (path.endswith(".npy") or path.endswith(".npz")):
+                    raise InputError("only numpy (.npy, .npz) files are supported for metadata-less input")
+                values.extend(_load_numpy_file(path))
+            elif kind in CCONV_SCALAR_KINDS:
+                text = spec.partition("=")[2] if "=" in spec else spec
+                scalar_kind = CCONV_SCALAR_KINDS[kind]
+                try:
+                    number = float(text) if scalar_kind[0] == "f" else int(text, 10)
+                except ValueError:
+                    raise InputError(f"cannot parse `{text}` as {scalar_kind}") from None
+                values.append(Scalar(scalar_kind, number))
+            else:
+                if "=" not in spec and "x" not in spec:
+                    raise InputError(
+                        "invalid tensor specification, requires at least a shape/type (`4x2xf32=...`)"
+                    )
+                values.append(parse_tensor(spec.lstrip("&")))
+        except InputError as e:
+            raise InputError(f"{e}; parsing input `{spec}`") from None
+    return values
+
+
+# ---------------------------------------------------------------------------------------------- printing
+
+
+def _element_to_text(value, element_type: ElementType) -> str:
+    if element_type.is_float:
+        if element_type.numerical_type == et.FLOAT_BRAIN:
+            value = float(np.array([int(value) << 16], dtype=np.uint32).view(np.float32)[0])
+        return "%G" % float(value)
+    return str(int(value))
+
+
+def format_tensor(tensor: Tensor, max_element_count: int = DEFAULT_MAX_ELEMENT_COUNT) -> str:
+    """``4x2xf32=[1 2][3 4]...``: IREE's ``iree_hal_buffer_view_format``."""
+    shape = tensor.shape
+    prefix = "".join(f"{d}x" for d in shape) + tensor.element_type.name
+    flat = tensor.array.reshape(-1)
+    if tensor.element_type.numerical_type == et.BOOLEAN:
+        flat = flat.view(np.uint8)
+    budget = [max_element_count]
+    # Converting to Python scalars once keeps the per-element formatting cheap.
+    items = flat[: min(flat.size, max_element_count + 1)].tolist() if flat.size else []
+
+    def leaf(offset: int, length: int) -> str:
+        count = min(budget[0], length)
+        budget[0] -= count
+        text = " ".join(_element_to_text(items[offset + i], tensor.element_type) for i in range(count))
+        return text + ("..." if count < length else "")
+
+    def recurse(dims: tuple[int, ...], offset: int) -> str:
+        if len(dims) == 1:
+            return leaf(offset, dims[0])
+        stride = int(np.prod(dims[1:], dtype=np.int64))
+        return "".join("[" + recurse(dims[1:], offset + i * stride) + "]" for i in range(dims[0]))
+
+    body = recurse(shape if shape else (1,), 0)
+    return f"{prefix}={body}"
+
+
+def format_value(value: Value, max_element_count: int = DEFAULT_MAX_ELEMENT_COUNT) -> str:
+    if isinstance(value, Scalar):
+        if value.kind == "f32":
+            return "f32=" + "%g" % float(np.float32(value.value))
+        if value.kind == "f64":
+            return "f64=" + "%g" % float(value.value)
+        return f"{value.kind}={int(value.value)}"
+    if isinstance(value, Tensor):
+        return "hal.buffer_view\n" + format_tensor(value, max_element_count)
+    if isinstance(value, list):
+        lines = "".join(
+            f"child_list[{i}]: {format_value(v, max_element_count)}\n" for i, v in enumerate(value)
+        )
+        return "vm.list\n" + lines
+    if isinstance(value, OpaqueRef) and value.type_name is not None:
+        return f"{value.type_name}\n(no printer)"
+    return "(null)"
+
+
+def format_results(values: list[Value], max_element_count: int = DEFAULT_MAX_ELEMENT_COUNT) -> str:
+    """All results the way ``iree-run-module`` prints them (without its ``EXEC @fn`` header)."""
+    return "".join(f"result[{i}]: {format_value(v, max_element_count)}\n" for i, v in enumerate(values))
+
+
+# ---------------------------------------------------------------------------------------------- writing
+
+
+def write_outputs(specs: list[str], values: list[Value]) -> str:
+    """Apply ``--output=`` specs to results in order; returns the text of results sent to stdout (``-``).
+
+    ``@f.npy`` writes a new file, ``+f.npy`` appends to it (numpy reads consecutive arrays with repeated
+    ``np.load`` on one open file), ``-`` prints, an empty spec drops the result.
+    """
+    printed = []
+    for i, value in enumerate(values):
+        spec = specs[i] if i < len(specs) else "-"
+        if spec == "-":
+            printed.append(f"result[{i}]: {format_value(value)}\n")
+        elif spec == "":
+            continue
+        elif spec[0] in "@+" and spec.endswith(".npy"):
+            if not isinstance(value, Tensor):
+                raise InputError(f"result[{i}] is not a tensor; only tensors can be written to {spec[1:]}")
+            with open(spec[1:], "wb" if spec[0] == "@" else "ab") as f:
+                np.save(f, value.array, allow_pickle=False)
+        else:
+            raise InputError(f"unsupported output specification `{spec}` (use -, @file.npy or +file.npy)")
+    return "".join(printed)

@@ -1,0 +1,145 @@
+"""The reference run: a program executed by IREE's own runtime (``iree.runtime``), the ground truth.
+
+Inputs and outputs are the plain values of ``engine.runtime.function_io``, so the debug run's results can
+be compared with these bit for bit and printed the same way.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from engine.errors import LensError
+from engine.runtime.element_types import ElementType
+from engine.runtime.function_io import OpaqueRef, Scalar, Tensor, Value, split_cconv
+
+
+class ReferenceRunError(LensError):
+    """IREE's runtime refused to load or run a program; the message is IREE's status text.
+
+    ``status`` is the IREE status code name found in that text (``INVALID_ARGUMENT``...), if any.
+    """
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        found = re.search(r"\b([A-Z][A-Z_]+[A-Z]); ", message)
+        self.status = found.group(1) if found else None
+
+
+@dataclass
+class ReferenceRunner:
+    """One module loaded into IREE's runtime on one device (``local-sync``, ``local-task``, ``vulkan``...).
+
+    Extra modules (for example the ``check`` module of IREE's e2e tests) are ``iree.runtime`` module objects
+    or factories ``f(instance, device) -> module`` registered between ``hal`` and the program.
+    """
+
+    module_path: str | Path
+    device_uri: str = "local-sync"
+    extra_modules: list = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        import iree.runtime as rt  # the heavy import happens only when a reference run is wanted
+
+        self._rt = rt
+        try:
+            self.instance = rt.VmInstance()
+            self.device = rt.get_device(self.device_uri)
+            hal = rt.create_hal_module(self.instance, self.device)
+            self.module = rt.VmModule.mmap(self.instance, str(self.module_path))
+            extra = [m(self.instance, self.device) if callable(m) else m for m in self.extra_modules]
+            self.context = rt.VmContext(self.instance, [hal, *extra, self.module])
+        except (RuntimeError, ValueError, OSError) as e:
+            raise ReferenceRunError(f"cannot load {self.module_path} on {self.device_uri}: {e}") from None
+
+    @property
+    def function_names(self) -> list[str]:
+        return [n for n in self.module.function_names if not n.startswith("__")]
+
+    def _lookup(self, function: str):
+        fn = self.module.lookup_function(function)
+        if fn is None:
+            raise ReferenceRunError(
+                f"function {function!r} not found in {self.module.name}; exports: {', '.join(self.function_names)}"
+            )
+        return fn
+
+    def cconv(self, function: str) -> str:
+        """The calling convention of an exported function, e.g. ``0rr_r``."""
+        # VmFunction prints as `<VmFunction name(0rr_r), reflection = ...>`.
+        text = repr(self._lookup(function))
+        return text[text.index("(") + 1 : text.index(")")]
+
+    def invoke(self, function: str, args: list[Value]) -> list[Value]:
+        """Call ``function`` with ``args``; returns its results as plain values (tensors copied to the host)."""
+        rt = self._rt
+        fn = self._lookup(function)
+        cconv = self.cconv(function)
+        arg_kinds, result_kinds = split_cconv(cconv)
+        if len(args) != len(arg_kinds):
+            raise ReferenceRunError(f"{function} takes {len(arg_kinds)} inputs ({cconv}); {len(args)} given")
+        arg_list = rt.VmVariantList(len(args))
+        for kind, value in zip(arg_kinds, args):
+            self._push(arg_list, kind, value)
+        ret_list = rt.VmVariantList(len(result_kinds))
+        try:
+            self.context.invoke(fn, arg_list, ret_list)
+        except (RuntimeError, ValueError) as e:
+            raise ReferenceRunError(str(e)) from None
+        return [self._pull(ret_list, i, kind) for i, kind in enumerate(result_kinds)]
+
+    # -- marshaling
+
+    def _push(self, arg_list, kind: str, value: Value) -> None:
+        rt = self._rt
+        if kind in "iI":
+            arg_list.push_int(int(value.value if isinstance(value, Scalar) else value))
+        elif kind in "fF":
+            arg_list.push_float(float(value.value if isinstance(value, Scalar) else value))
+        elif isinstance(value, Tensor):
+            bv = self.device.allocator.allocate_buffer_copy(
+                memory_type=rt.MemoryType.DEVICE_LOCAL,
+                allowed_usage=rt.BufferUsage.DEFAULT,
+                device=self.device,
+                buffer=np.ascontiguousarray(value.array),
+                element_type=value.element_type.code,
+            )
+            arg_list.push_ref(bv)
+        else:
+            raise ReferenceRunError(f"cannot pass {value!r} as a ref argument")
+
+    def _pull(self, ret_list, index: int, kind: str) -> Value:
+        rt = self._rt
+        if kind in "iIfF":
+            return Scalar({"i": "i32", "I": "i64", "f": "f32", "F": "f64"}[kind], ret_list.get_variant(index))
+        try:
+            bv = ret_list.get_as_object(index, rt.HalBufferView)
+        except (RuntimeError, ValueError, TypeError):
+            variant = ret_list.get_variant(index)
+            return OpaqueRef(None if variant is None else type(variant).__name__)
+        if bv is None:
+            return OpaqueRef(None)
+        return Tensor(self._read_buffer_view(bv), ElementType(int(bv.element_type)))
+
+    def _read_buffer_view(self, bv) -> np.ndarray:
+        rt = self._rt
+        element_type = ElementType(int(bv.element_type))
+        shape = tuple(bv.shape)
+        nbytes = int(bv.byte_length)
+        try:
+            raw = np.array(bv.map().asarray([nbytes], np.dtype(np.uint8)), copy=True)
+        except RuntimeError:
+            # Device-local memory that cannot be mapped (Vulkan): copy through a host-visible staging buffer.
+            staging = self.device.allocator.allocate_buffer(
+                memory_type=rt.MemoryType.HOST_LOCAL | rt.MemoryType.DEVICE_VISIBLE,
+                allowed_usage=rt.BufferUsage.TRANSFER | rt.BufferUsage.MAPPING,
+                allocation_size=max(nbytes, 1),
+            )
+            sem = self.device.create_semaphore(0)
+            self.device.queue_copy(bv.get_buffer(), staging, [(sem, 0)], [(sem, 1)])
+            sem.wait(1)
+            raw = np.array(staging.map().asarray([nbytes], np.dtype(np.uint8)), copy=True)
+        return raw.view(element_type.dtype).reshape(shape)
