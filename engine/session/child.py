@@ -1,0 +1,278 @@
+"""A session in a child process: the debuggee can crash or hang without taking the client down.
+
+``ChildSession`` has the same surface as an in-process session (``send(command)``, events delivered to a
+callback) and runs a handler class (given as ``"module:Class"``, imported in the child) that follows the
+``SessionHandler`` shape: ``__init__(emit)``, ``handle(command)``, ``pause()``. The child reads commands on
+its main thread and the handler runs them on its own worker thread, so a pause request is always read.
+
+Crash: the child's death is noticed through its process sentinel and reported as ``Crashed`` with the last
+``Progress``/``Stopped`` location it sent. Hang: no event for ``hang_timeout`` seconds while a command runs,
+or ``stop()`` not answered within a second, kills the child. ``restart()`` starts a new child and replays
+the commands that set the session up (open, breakpoints), so the user can rerun to the same point.
+"""
+
+from __future__ import annotations
+
+import importlib
+import multiprocessing as mp
+import signal
+import threading
+import time
+from collections.abc import Callable
+from multiprocessing import shared_memory
+from typing import Any
+
+import numpy as np
+
+from engine.session.protocol import (
+    Answer,
+    Call,
+    Command,
+    Continue,
+    Crashed,
+    Event,
+    Failed,
+    Finished,
+    Location,
+    Open,
+    Progress,
+    RunTo,
+    SetBreakpoints,
+    Shutdown,
+    Step,
+    Stopped,
+    TensorRef,
+)
+
+_PAUSE = "__pause__"
+
+
+# ------------------------------------------------------------------------------------------------ child
+
+
+def _export_tensors(event: Event) -> Event:
+    """Move inline arrays of ``Finished.outputs`` into shared memory before the event crosses the pipe."""
+    if isinstance(event, Finished):
+        for ref in event.outputs:
+            if ref.array is not None:
+                array = np.ascontiguousarray(ref.array)
+                block = shared_memory.SharedMemory(create=True, size=max(array.nbytes, 1))
+                np.ndarray(array.shape, array.dtype, buffer=block.buf)[...] = array
+                ref.shm_name, ref.array = block.name, None
+                block.close()  # the parent unlinks it after reading
+    return event
+
+
+def _child_main(conn, handler_path: str) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in a terminal belongs to the parent
+    send_lock = threading.Lock()
+
+    def emit(event: Event) -> None:
+        with send_lock:
+            conn.send(_export_tensors(event))
+
+    module_name, _, class_name = handler_path.partition(":")
+    handler = getattr(importlib.import_module(module_name), class_name)(emit)
+    work: list[Command] = []
+    ready = threading.Condition()
+
+    def worker() -> None:
+        while True:
+            with ready:
+                while not work:
+                    ready.wait()
+                command = work.pop(0)
+            if isinstance(command, Shutdown):
+                return
+            try:
+                handler.handle(command)
+            except Exception as e:  # a bug in a handler is reported, not fatal to the session
+                emit(Failed(f"{type(e).__name__}: {e}"))
+
+    thread = threading.Thread(target=worker, name="session-worker", daemon=True)
+    thread.start()
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            message = Shutdown()
+        if message == _PAUSE:
+            handler.pause()
+            continue
+        with ready:
+            work.append(message)
+            ready.notify()
+        if isinstance(message, Shutdown):
+            thread.join(timeout=2)
+            return
+
+
+# ----------------------------------------------------------------------------------------------- parent
+
+# Commands whose effect is state a rerun needs again; the others are replayed by the user.
+_REPLAYED = (Open, SetBreakpoints)
+_RUNNING = (Call, Step, Continue, RunTo)
+
+
+def describe_exit(exitcode: int | None) -> str:
+    if exitcode is None:
+        return "the session process stopped answering"
+    if exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        meaning = {
+            "SIGSEGV": "segmentation fault",
+            "SIGABRT": "abort",
+            "SIGBUS": "bus error",
+            "SIGILL": "illegal instruction",
+            "SIGFPE": "arithmetic fault",
+            "SIGKILL": "killed",
+        }
+        return f"the session process died: {meaning.get(name, name)} ({name})"
+    return f"the session process exited with code {exitcode}"
+
+
+class ChildSession:
+    def __init__(
+        self, handler_path: str, on_event: Callable[[Event], Any], *, hang_timeout: float | None = None
+    ):
+        self.handler_path = handler_path
+        self.on_event = on_event
+        self.hang_timeout = hang_timeout
+        self._ctx = mp.get_context("spawn")
+        self._replay: list[Command] = []
+        self._last_location = Location()
+        self._running_since: float | None = None
+        self._last_event_at = time.monotonic()
+        self._lock = threading.Lock()
+        self._process = None
+        self._conn = None
+        self._expected_exit = False
+        self.start()
+
+    # -- life cycle
+
+    def start(self) -> None:
+        parent_conn, child_conn = self._ctx.Pipe()
+        self._process = self._ctx.Process(
+            target=_child_main, args=(child_conn, self.handler_path), name="iree-lens-session", daemon=True
+        )
+        self._process.start()
+        child_conn.close()
+        self._conn = parent_conn
+        self._expected_exit = False
+        self._reader = threading.Thread(
+            target=self._read_events, args=(parent_conn, self._process), daemon=True
+        )
+        self._reader.start()
+        if self.hang_timeout:
+            threading.Thread(target=self._watchdog, args=(self._process,), daemon=True).start()
+
+    @property
+    def alive(self) -> bool:
+        return bool(self._process and self._process.is_alive())
+
+    def restart(self) -> None:
+        """A new child with the set-up commands (open, breakpoints) replayed."""
+        self.kill(report=False)
+        self.start()
+        for command in self._replay:
+            self._conn.send(command)
+
+    def close(self) -> None:
+        if self.alive:
+            self._expected_exit = True
+            try:
+                self._conn.send(Shutdown())
+            except OSError:
+                pass
+            self._process.join(timeout=3)
+        self.kill(report=False)
+
+    def kill(self, *, report: bool = True, reason: str | None = None) -> None:
+        process = self._process
+        if process is None:
+            return
+        if process.is_alive():
+            self._expected_exit = not report
+            process.kill()
+            process.join(timeout=2)
+        if report:
+            self._emit(
+                Crashed(reason or describe_exit(process.exitcode), self._last_location, process.exitcode)
+            )
+
+    # -- commands
+
+    def send(self, command: Command) -> None:
+        if isinstance(command, _REPLAYED):
+            # A newer open/breakpoint set replaces the older one of the same kind.
+            self._replay = [c for c in self._replay if type(c) is not type(command)]
+            if isinstance(command, Open):
+                self._replay = [c for c in self._replay if not isinstance(c, SetBreakpoints)]
+            self._replay.append(command)
+        if isinstance(command, _RUNNING):
+            self._running_since = time.monotonic()
+            self._last_event_at = time.monotonic()
+        self._conn.send(command)
+
+    def pause(self) -> None:
+        self._conn.send(_PAUSE)
+
+    def stop(self, timeout: float = 1.0) -> bool:
+        """Pause the run; if the session does not stop within ``timeout`` s, kill it. True if it paused."""
+        if not self.alive:
+            return False
+        stopped = threading.Event()
+        self._stop_waiter = stopped
+        self.pause()
+        if stopped.wait(timeout):
+            return True
+        self.kill(reason=f"the run did not stop within {timeout:g} s and was killed")
+        return False
+
+    # -- events
+
+    def _emit(self, event: Event) -> None:
+        with self._lock:
+            self.on_event(event)
+
+    def _read_events(self, conn, process) -> None:
+        while True:
+            try:
+                event = conn.recv()
+            except (EOFError, OSError):
+                break
+            self._last_event_at = time.monotonic()
+            if isinstance(event, (Progress, Stopped)):
+                self._last_location = event.location
+            if isinstance(event, (Stopped, Finished, Failed, Answer)):
+                self._running_since = None
+            if isinstance(event, Stopped):
+                waiter = getattr(self, "_stop_waiter", None)
+                if waiter is not None:
+                    waiter.set()
+            if isinstance(event, Finished):
+                for ref in event.outputs:
+                    if isinstance(ref, TensorRef) and ref.shm_name:
+                        ref.to_numpy()  # copy out of shared memory and free the block
+            if isinstance(event, Progress):
+                continue
+            self._emit(event)
+        process.join(timeout=5)
+        if not self._expected_exit and process is self._process:
+            self._running_since = None
+            self._emit(Crashed(describe_exit(process.exitcode), self._last_location, process.exitcode))
+
+    def _watchdog(self, process) -> None:
+        while process.is_alive() and process is self._process:
+            time.sleep(0.1)
+            since = self._running_since
+            if since is not None and time.monotonic() - self._last_event_at > self.hang_timeout:
+                self._running_since = None
+                self.kill(
+                    reason=f"no answer from the session for {self.hang_timeout:g} s (a hang); it was killed"
+                )
+                return
