@@ -196,7 +196,7 @@ class ChildSession:
         if process is None:
             return
         if process.is_alive():
-            self._expected_exit = not report
+            self._expected_exit = True  # the reader thread must not report this death a second time
             process.kill()
             process.join(timeout=2)
         if report:
