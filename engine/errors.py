@@ -59,3 +59,7 @@ class VulkanError(HalError):
 
 class VulkanUnavailableError(VulkanError):
     """There is no usable Vulkan: no loader library, no driver (ICD), or no device."""
+
+
+class CompileCancelled(LensError):
+    """A compile job was cancelled (or ran past its time limit) and its compiler process was stopped."""

@@ -1,0 +1,211 @@
+"""The compile job: runs IREE's own ``iree-compile`` in a child process with every capture flag at once.
+
+A child process, not the in-process API, because several capture flags (``--mlir-timing``,
+``--compile-from``, ``--dump-compilation-phases-to``, substitution, dispatch tracing) are process-global
+in IREE, a compiler crash must not take the application down, and IREE has no cancel: killing the
+process is the cancel. Progress is the phase snapshot files appearing in the output folder.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.compiler.compilation import Compilation, Replacement
+from engine.compiler.diagnostics import Diagnostic, parse_diagnostics
+from engine.compiler.executables import DUMP_KINDS, collect_executables, executable_names
+from engine.compiler.phases import PHASES, PhaseSnapshot, find_snapshot_files, phase_index
+from engine.compiler.request import CompileRequest
+from engine.compiler.task import Progress, TaskState
+from engine.compiler.timing import parse_timing, split_timing_output
+from engine.errors import CompileCancelled
+
+_POLL_S = 0.02  # cancel latency and progress granularity; a compile takes ~0.3 s and more
+
+
+def iree_compile_path() -> str:
+    """The ``iree-compile`` installed beside this interpreter (the pinned IREE), else the one on PATH."""
+    beside = Path(sys.executable).parent / "iree-compile"
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("iree-compile")
+    if found is None:
+        raise FileNotFoundError("iree-compile not found (install iree-base-compiler)")
+    return found
+
+
+@dataclass(frozen=True)
+class _Lineage:
+    # Passed by resume/substitution: what the new compilation descends from.
+    parent: Compilation | None = None
+    resumed_from: str | None = None
+    substitutions: tuple[Replacement, ...] = ()
+
+
+def _write_source(request: CompileRequest, out_dir: Path) -> Path:
+    if isinstance(request.source, Path):
+        if request.name is None:
+            return request.source
+        data: str | bytes = request.source.read_bytes()
+        suffix = ".mlirbc" if request.source.suffix == ".mlirbc" else ".mlir"
+    else:
+        data = request.source
+        suffix = ".mlirbc" if isinstance(data, bytes) else ".mlir"
+    folder = out_dir / "source"
+    folder.mkdir(parents=True, exist_ok=True)
+    # The file's stem becomes the module name, which names the snapshots and the module in the vmfb.
+    path = folder / f"{request.module_name}{suffix}"
+    if isinstance(data, bytes):
+        path.write_bytes(data)
+    else:
+        path.write_text(data)
+    return path
+
+
+def build_command(request: CompileRequest, source_path: Path, out_dir: Path) -> list[str]:
+    """The full ``iree-compile`` command line of a job writing its results under ``out_dir``."""
+    cmd = [iree_compile_path(), str(source_path), *request.compiler_flags()]
+    cmd.append(f"--dump-compilation-phases-to={out_dir}")
+    if request.dump_executables:
+        for kind in DUMP_KINDS:
+            cmd.append(f"--iree-hal-dump-executable-{kind}-to={out_dir / 'executables' / kind}")
+    if request.timing:
+        cmd += ["--mlir-timing", "--mlir-output-format=json"]
+    # A failing op is otherwise printed whole with its diagnostic: megabytes for a big module.
+    cmd.append("--mlir-print-op-on-diagnostic=false")
+    cmd += ["-o", str(out_dir / f"{request.module_name}.vmfb")]
+    return cmd
+
+
+def _report_new_phases(task: TaskState | None, out_dir: Path, seen: int, start: float) -> int:
+    if task is None:
+        return seen
+    snapshots = find_snapshot_files(out_dir)
+    reached = max((s.index for s in snapshots), default=0)
+    if reached > seen:
+        task.report(Progress(PHASES[reached - 1], reached, len(PHASES), time.monotonic() - start))
+    return max(seen, reached)
+
+
+def compile_program(
+    request: CompileRequest,
+    *,
+    out_dir: Path | str | None = None,
+    task: TaskState | None = None,
+    timeout_s: float | None = None,
+    _lineage: _Lineage = _Lineage(),
+) -> Compilation:
+    """Compile ``request`` with iree-compile and capture everything into ``out_dir`` (a new temporary
+    folder when ``None``; it must be empty or absent).
+
+    Returns the ``Compilation`` whether or not IREE accepted the program (check ``.ok`` or call
+    ``.raise_if_failed()``); a compiler crash is a failed compilation too. Raises ``CompileCancelled``
+    when ``task`` is cancelled or ``timeout_s`` passes (the compiler process is killed at once).
+    """
+    out = Path(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix="iree-lens-compile-"))
+    out.mkdir(parents=True, exist_ok=True)
+    source_path = _write_source(request, out)
+    cmd = build_command(request, source_path, out)
+    stderr_path = out / "stderr.raw.txt"
+    start = time.monotonic()
+    seen = phase_index(request.compile_from) if request.compile_from not in (None, "start") else 0
+    with stderr_path.open("wb") as stderr_file:
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr_file)
+        try:
+            while True:
+                try:
+                    proc.wait(timeout=_POLL_S)
+                    break
+                except subprocess.TimeoutExpired:
+                    pass
+                if task is not None and task.cancelled:
+                    raise CompileCancelled("compile cancelled")
+                if timeout_s is not None and time.monotonic() - start > timeout_s:
+                    raise CompileCancelled(f"compile ran past its {timeout_s:g} s limit")
+                seen = _report_new_phases(task, out, seen, start)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    elapsed = time.monotonic() - start
+    _report_new_phases(task, out, seen, start)
+
+    raw = stderr_path.read_text(errors="replace")
+    stderr_path.unlink()
+    rest, timing_json = split_timing_output(raw)
+    (out / "stderr.txt").write_text(rest)
+    timing = None
+    if timing_json is not None:
+        import json
+
+        (out / "timing.json").write_text(json.dumps(timing_json, indent=1))
+        timing = parse_timing(timing_json)
+    diagnostics = parse_diagnostics(rest)
+    if proc.returncode < 0:
+        diagnostics.append(Diagnostic("error", f"iree-compile crashed (signal {-proc.returncode})"))
+    elif proc.returncode != 0 and not any(d.severity == "error" for d in diagnostics):
+        tail = rest.strip().splitlines()[-1:] or [f"exit code {proc.returncode}"]
+        diagnostics.append(Diagnostic("error", tail[0]))
+
+    phases = _collect_phases(out, request)
+    names: list[str] = []
+    for phase in ("executable-sources", "hal"):
+        snapshot = next((p for p in phases if p.phase == phase), None)
+        if snapshot is not None:
+            names += [n for n in executable_names(snapshot.text()) if n not in names]
+    executables = collect_executables(out / "executables", names)
+    vmfb = out / f"{request.module_name}.vmfb"
+    failed = _failed_executables(diagnostics, executables) if proc.returncode != 0 else ()
+    return Compilation(
+        request=request,
+        out_dir=out,
+        module_name=request.module_name,
+        source_path=source_path,
+        command=tuple(cmd),
+        returncode=proc.returncode,
+        elapsed_s=elapsed,
+        phases=tuple(phases),
+        executables=tuple(executables),
+        timing=timing,
+        diagnostics=tuple(diagnostics),
+        vmfb_path=vmfb if proc.returncode == 0 and vmfb.exists() else None,
+        failed_executables=failed,
+        parent=_lineage.parent,
+        resumed_from=_lineage.resumed_from,
+        substitutions=_lineage.substitutions,
+    )
+
+
+def _collect_phases(out: Path, request: CompileRequest) -> list[PhaseSnapshot]:
+    # Snapshots up to the resume point were placed there by resume_from_phase (copied or edited);
+    # the compiler wrote the rest.
+    start = phase_index(request.compile_from) if request.compile_from not in (None, "start") else 0
+    phases = []
+    for s in find_snapshot_files(out):
+        if s.module != request.module_name:
+            continue
+        origin = "compiled" if s.index > start else ("edited" if s.index == start else "inherited")
+        phases.append(PhaseSnapshot(s.phase, s.index, s.path, origin))
+    return phases
+
+
+def _failed_executables(diagnostics: list[Diagnostic], executables: list) -> tuple[str, ...]:
+    # IREE reports an executable's failure at a location in its dumped source or configuration file.
+    by_file: dict[str, str] = {}
+    for e in executables:
+        for path in (e.source, e.configuration):
+            if path is not None:
+                by_file[os.path.realpath(path)] = e.name
+    failed: list[str] = []
+    for d in diagnostics:
+        if d.severity == "error" and d.file is not None:
+            name = by_file.get(os.path.realpath(d.file))
+            if name is not None and name not in failed:
+                failed.append(name)
+    return tuple(failed)
