@@ -1,0 +1,115 @@
+"""Inputs parsed and results printed exactly as IREE's own iree-run-module does (differential)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from conftest import iree_tool
+
+from engine.runtime.function_io import (
+    InputError,
+    Scalar,
+    Tensor,
+    format_results,
+    parse_inputs,
+    parse_tensor,
+    write_outputs,
+)
+from engine.runtime.reference import ReferenceRunError, ReferenceRunner
+
+# (sample, function, inputs): covers f32/f16/i8/i32/i64 tensors, scalars, rank 0, splats, >1024 elements.
+CASES = [
+    ("matmul", "main", ["4x8xf32=" + " ".join(str(i / 10) for i in range(32)), "8x16xf32=0.3"]),
+    ("multi_function", "scalar_math", ["1e-7", "-3"]),
+    ("multi_function", "add", ["4xf32=1e-10 1e20 -0.0 inf", "4xf32=0 0 0 -1e-30"]),
+    ("int_types", "i8_ops", ["16xi8=100 -1 2 3 4 5 6 7 8 9 10 11 12 13 14 127", "16xi8=100"]),
+    ("int_types", "widen_sum", ["16xi8=1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 -16"]),
+    ("f16", "fma_f16", ["8xf16=1.5 2 3 4 5 6 7 8", "8xf16=2", "8xf16=0.25"]),
+    ("large_constant", "main", ["16384xf32=2.5"]),
+    ("control_flow", "collatz_steps", ["27"]),
+    (
+        "dynamic",
+        "matmul_rows",
+        ["3x8xf32=[1 2 3 4 5 6 7 8][1 1 1 1 1 1 1 1][0 0 0 0 0 0 0 1]", "8x4xf32=0.5"],
+    ),
+]
+
+
+def iree_run_module(vmfb, function, inputs, device="local-sync"):
+    cmd = [iree_tool("iree-run-module"), f"--module={vmfb}", f"--device={device}", f"--function={function}"]
+    cmd += [f"--input={i}" for i in inputs]
+    return subprocess.run(cmd, capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("sample,function,inputs", CASES, ids=[f"{c[0]}.{c[1]}" for c in CASES])
+def test_reference_run_prints_like_iree_run_module(compiled, sample, function, inputs):
+    vmfb = compiled.path(sample, "llvm-cpu")
+    expected = iree_run_module(vmfb, function, inputs)
+    assert expected.returncode == 0, expected.stderr
+    cli = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "app.launcher",
+            "run",
+            str(vmfb),
+            f"--function={function}",
+            "--engine=reference",
+            *[f"--input={i}" for i in inputs],
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert cli.returncode == 0, cli.stderr
+    assert cli.stdout == expected.stdout
+
+
+def test_bad_input_shape_fails_with_iree_status(compiled):
+    runner = ReferenceRunner(compiled.path("matmul", "llvm-cpu"))
+    with pytest.raises(ReferenceRunError) as e:
+        runner.invoke("main", parse_inputs(["4x7xf32=1", "8x16xf32=1"], "rr"))
+    assert e.value.status == "INVALID_ARGUMENT"
+    assert "input0 shape dimension 1 mismatch" in str(e.value)
+
+
+def test_parse_tensor_forms():
+    t = parse_tensor("2x3xf32=[1 2 3][4 5 6]")
+    assert t.element_type.name == "f32" and t.array.tolist() == [[1, 2, 3], [4, 5, 6]]
+    assert parse_tensor("2x2xi32=7").array.tolist() == [[7, 7], [7, 7]]
+    assert parse_tensor("3xi8=-1 255 128").array.tolist() == [-1, -1, -128]  # wraps like C
+    assert parse_tensor("f32=2.5").shape == ()
+    assert parse_tensor("4xf32").array.tolist() == [0, 0, 0, 0]
+    with pytest.raises(InputError, match="underflow"):
+        parse_tensor("4xf32=1 2")
+    with pytest.raises(InputError, match="overflow"):
+        parse_tensor("2xf32=1 2 3")
+    with pytest.raises(InputError, match="element type"):
+        parse_tensor("2xq7=1")
+
+
+def test_numpy_files_round_trip(tmp_path):
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    b = np.array([1, -2], dtype=np.int64)
+    np.save(tmp_path / "a.npy", a)
+    np.savez(tmp_path / "ab.npz", a=a, b=b)
+    values = parse_inputs([f"@{tmp_path / 'a.npy'}", f"@{tmp_path / 'ab.npz'}", "7"], "rrrI")
+    assert [type(v) for v in values] == [Tensor, Tensor, Tensor, Scalar]
+    assert np.array_equal(values[2].array, b) and values[2].element_type.name == "i64"
+    out = tmp_path / "out.npy"
+    printed = write_outputs([f"@{out}", f"+{out}", "-"], [values[0], values[2], values[3]])
+    with open(out, "rb") as f:
+        assert np.array_equal(np.load(f), a) and np.array_equal(np.load(f), b)
+    assert printed == "result[2]: i64=7\n"
+    with pytest.raises(InputError, match="does not exist"):
+        parse_inputs(["@/nonexistent/x.npy"], "r")
+
+
+def test_format_truncates_after_1024_elements():
+    text = format_results([parse_tensor("2x1000xi32=1")])
+    # IREE's budget is shared across rows: 1000 in the first row, 24 then "..." in the second.
+    first, second = text.split("=", 1)[1].strip().split("][")
+    assert first.count("1") == 1000 and not first.endswith("...")
+    assert second.count("1") == 24 and second.endswith("...]")
