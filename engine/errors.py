@@ -63,3 +63,18 @@ class VulkanUnavailableError(VulkanError):
 
 class CompileCancelled(LensError):
     """A compile job was cancelled (or ran past its time limit) and its compiler process was stopped."""
+
+
+class ExecutableLoadError(HalError):
+    """A CPU executable library cannot be loaded: not an x86-64 ELF, no query symbol, wrong ABI version, ..."""
+
+
+class DispatchError(HalError):
+    """A dispatch function returned non-zero for a workgroup (IREE treats it as a lost device)."""
+
+    def __init__(self, executable: str, export: str, workgroup: tuple[int, int, int], code: int):
+        self.executable = executable
+        self.export = export
+        self.workgroup = workgroup
+        self.code = code
+        super().__init__(f"dispatch {export!r} of executable {executable!r} failed in workgroup {workgroup} (returned {code})")
