@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from engine.compiler.phases import COMPILE_FROM_PHASES, COMPILE_TO_PHASES
@@ -64,8 +64,6 @@ class CompileRequest:
     compile_to: str | None = None
     dump_executables: bool = True
     timing: bool = True
-    # Executable-source substitutions as (executable name, path of an MLIR file): --iree-hal-substitute-executable-source.
-    substitute_sources: tuple[tuple[str, Path], ...] = field(default=())
 
     def __post_init__(self) -> None:
         find_target(self.target)  # raises ValueError for an unknown target
@@ -103,8 +101,6 @@ class CompileRequest:
         flags += [f"--iree-input-{c}" for c in self.type_conversions]
         if self.trace_dispatch_tensors:
             flags.append("--iree-flow-trace-dispatch-tensors")
-        for executable, path in self.substitute_sources:
-            flags.append(f"--iree-hal-substitute-executable-source={executable}={path}")
         if self.compile_from:
             flags.append(f"--compile-from={self.compile_from}")
         if self.compile_to:
