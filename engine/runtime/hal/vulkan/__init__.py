@@ -1,0 +1,49 @@
+"""The Vulkan device of the emulated HAL: IREE's ``vulkan-spirv-fb`` executables on any Vulkan device
+(a GPU, or Mesa's lavapipe on the CPU) through the ``vulkan`` package.
+
+Importing this package never needs Vulkan; opening a device without one raises
+:class:`~engine.errors.VulkanUnavailableError` naming the packages to install.
+"""
+
+from engine.runtime.hal.vulkan.commands import (
+    BufferRange,
+    DispatchEvent,
+    DispatchObserver,
+    VulkanCommandBuffer,
+)
+from engine.runtime.hal.vulkan.device import (
+    Submission,
+    VulkanBuffer,
+    VulkanDevice,
+    VulkanExecutable,
+    VulkanPipeline,
+)
+from engine.runtime.hal.vulkan.executable_def import ExecutableDef, parse_executable
+from engine.runtime.hal.vulkan.loader import (
+    INSTALL_HINT,
+    MemoryHeapInfo,
+    MemoryTypeInfo,
+    PhysicalDeviceInfo,
+    list_physical_devices,
+    vulkan_available,
+)
+
+__all__ = [
+    "INSTALL_HINT",
+    "BufferRange",
+    "DispatchEvent",
+    "DispatchObserver",
+    "ExecutableDef",
+    "MemoryHeapInfo",
+    "MemoryTypeInfo",
+    "PhysicalDeviceInfo",
+    "Submission",
+    "VulkanBuffer",
+    "VulkanCommandBuffer",
+    "VulkanDevice",
+    "VulkanExecutable",
+    "VulkanPipeline",
+    "list_physical_devices",
+    "parse_executable",
+    "vulkan_available",
+]
