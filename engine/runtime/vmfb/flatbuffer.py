@@ -194,6 +194,11 @@ class Table:
             return 0
         return self.fb.u32(r[0], r[1])
 
+    def vector_span(self, field_id: int, elem_size: int, name: str | None = None) -> tuple[int, int] | None:
+        """(absolute position of element 0, element count) of a vector field, or None when absent."""
+        r = self._vector(field_id, name, elem_size)
+        return None if r is None else (r[0], r[1])
+
     def byte_vector(self, field_id: int, name: str | None = None) -> memoryview | None:
         """A ``[ubyte]`` vector as a zero-copy memoryview (None when absent)."""
         r = self._vector(field_id, name, 1)
