@@ -1,0 +1,102 @@
+"""``iree-lens phases``: compile a program and write every phase snapshot, its executables, pass timing
+and the ``.vmfb`` into a folder (the snapshots under the names ``--dump-compilation-phases-to`` gives them).
+
+    iree-lens phases SOURCE.mlir --out=DIR [--target=llvm-cpu|vmvx|vulkan-spirv] [IREE flags...]
+
+Flags the command does not know are passed to iree-compile verbatim.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+from engine.compiler import CompileRequest, compile_program
+from engine.compiler.phases import find_snapshot_files
+from engine.compiler.targets import COMPILE_ONLY_TARGETS, TARGETS
+from engine.errors import CompileCancelled
+
+_OWN_OUTPUTS = ("executables", "source", "timing.json", "stderr.txt")
+
+
+def _own_options(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
+    default = (lambda v: v) if defaults else (lambda v: argparse.SUPPRESS)
+    parser.add_argument("--out", "-o", type=Path, default=default(None), help="folder to write into")
+    parser.add_argument(
+        "--target",
+        default=default("llvm-cpu"),
+        choices=[*TARGETS, *COMPILE_ONLY_TARGETS],
+        help="IREE target backend (default llvm-cpu)",
+    )
+    parser.add_argument("--target-cpu", default=default(None), help="llvm-cpu target CPU (default host)")
+    parser.add_argument(
+        "--timeout", type=float, default=default(None), help="stop the compile after this many seconds"
+    )
+    parser.add_argument(
+        "--force", action="store_true", default=default(False), help="replace earlier results in --out"
+    )
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "phases",
+        help="compile and write every phase snapshot, executable, timing.json and the .vmfb",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _own_options(parser, defaults=True)
+    parser.add_argument("source", type=Path, help=".mlir or .mlirbc program")
+    parser.add_argument("iree_flags", nargs=argparse.REMAINDER, help="IREE flags, passed verbatim")
+    parser.set_defaults(func=run)
+
+
+def _clear_previous(out: Path, module: str, force: bool) -> None:
+    previous = [s.path for s in find_snapshot_files(out) if s.module == module]
+    previous += [out / name for name in _OWN_OUTPUTS if (out / name).exists()]
+    if (out / f"{module}.vmfb").exists():
+        previous.append(out / f"{module}.vmfb")
+    if previous and not force:
+        raise FileExistsError(f"{out} already holds compile results (use --force to replace them)")
+    for path in previous:
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+
+
+def run(args: argparse.Namespace) -> int:
+    # Options given after SOURCE land in iree_flags with IREE's own flags: pick ours out of them.
+    own = argparse.ArgumentParser(add_help=False)
+    _own_options(own, defaults=False)
+    parsed, iree_flags = own.parse_known_args(args.iree_flags)
+    for key, value in vars(parsed).items():
+        setattr(args, key, value)
+    if args.out is None:
+        print("iree-lens phases: --out=DIR is required", file=sys.stderr)
+        return 2
+    try:
+        request = CompileRequest(
+            args.source, target=args.target, target_cpu=args.target_cpu, extra_flags=tuple(iree_flags)
+        )
+        args.out.mkdir(parents=True, exist_ok=True)
+        _clear_previous(args.out, request.module_name, args.force)
+        compilation = compile_program(request, out_dir=args.out, timeout_s=args.timeout)
+    except (ValueError, FileNotFoundError, FileExistsError, CompileCancelled) as e:
+        print(f"iree-lens phases: {e}", file=sys.stderr)
+        return 2
+    if not compilation.ok:
+        sys.stderr.write(compilation.stderr())
+        for d in compilation.diagnostics:
+            if d.message.startswith("iree-compile crashed"):
+                print(d, file=sys.stderr)
+        if compilation.failed_executables:
+            print(f"failing executables: {', '.join(compilation.failed_executables)}", file=sys.stderr)
+        return 1
+    for snapshot in compilation.phases:
+        print(snapshot.path)
+    for executable in compilation.executables:
+        files = [executable.source, executable.configuration, *executable.intermediates, *executable.binaries]
+        print(f"executable {executable.name}: {len([f for f in files if f])} files")
+    if compilation.timing is not None:
+        print(f"{args.out / 'timing.json'} (total {compilation.timing.total_wall_s:.3f} s wall)")
+    print(compilation.vmfb_path)
+    return 0
