@@ -1,0 +1,836 @@
+"""IREE's CPU executables (embedded ELF, executable library ABI v0.6) loaded and dispatched through ctypes.
+
+An llvm-cpu executable in a ``.vmfb`` is a small ELF shared object exporting one symbol,
+``iree_hal_executable_library_query``. It returns ``iree_hal_executable_library_v0_t``: exported
+dispatch functions with their attributes, an import table, constants and debug sources. The layouts
+mirror ``runtime/src/iree/hal/local/executable_library.h``. ``dispatch`` runs the workgroups the way
+IREE's local-sync device does (``inline_command_buffer.c``): workgroup size (1,1,1),
+``max_concurrency`` 1, workgroups in z, y, x order, denormals flushed to zero, and a stop at the first
+workgroup that returns non-zero.
+"""
+
+from __future__ import annotations
+
+import _ctypes
+import ctypes
+import os
+import tempfile
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+
+import numpy as np
+
+from engine.errors import DispatchError, ExecutableLoadError, HalError
+from engine.runtime.hal.machine_code import (
+    DISPATCH_FN,
+    MXCSR_FLUSH_DENORMALS,
+    FlushDenormals,
+    cpuid,
+    machine_code,
+)
+
+LIBRARY_VERSION = 6  # IREE_HAL_EXECUTABLE_LIBRARY_VERSION_0_6; the query answers for exactly this one
+QUERY_SYMBOL = "iree_hal_executable_library_query"
+LOCAL_MEMORY_PAGE_SIZE = 4096
+MAX_CONSTANT_COUNT = 64
+MAX_BINDING_COUNT = 64
+# IREE's local HAL hands kernels 64-byte aligned binding pointers and the compiler relies on it
+# (``hal.interface.binding.subspan ... alignment(64)`` becomes aligned vector loads that fault otherwise).
+BINDING_ALIGNMENT = 64
+
+_c = ctypes
+_char_pp = _c.POINTER(_c.c_char_p)
+
+
+# --- The ABI's structs (x86-64 layouts; ctypes' natural alignment matches the C compiler's). ---
+
+
+class _Header(_c.Structure):
+    _fields_ = [
+        ("version", _c.c_uint32),
+        ("name", _c.c_char_p),
+        ("features", _c.c_uint32),
+        ("sanitizer", _c.c_int32),
+    ]
+
+
+class _DispatchAttrs(_c.Structure):
+    _fields_ = [
+        ("flags", _c.c_uint64),
+        ("local_memory_pages", _c.c_uint16),
+        ("constant_count", _c.c_uint8),
+        ("binding_count", _c.c_uint8),
+        ("workgroup_size_x", _c.c_uint32),
+        ("workgroup_size_y", _c.c_uint32),
+        ("workgroup_size_z", _c.c_uint16),
+        ("parameter_count", _c.c_uint16),
+        ("reserved_1", _c.c_uint64 * 5),
+    ]
+
+
+class _DispatchParameter(_c.Structure):
+    _fields_ = [
+        ("type", _c.c_uint8),
+        ("size", _c.c_uint8),
+        ("flags", _c.c_uint16),
+        ("name", _c.c_uint16),
+        ("offset", _c.c_uint16),
+    ]
+
+
+class _SourceLocation(_c.Structure):
+    _fields_ = [("line", _c.c_uint32), ("path_length", _c.c_uint32), ("path", _c.c_void_p)]
+
+
+class _StageLocationTable(_c.Structure):
+    _fields_ = [("count", _c.c_uint32), ("names", _char_pp), ("locations", _c.POINTER(_SourceLocation))]
+
+
+class _SourceFile(_c.Structure):
+    _fields_ = [
+        ("path_length", _c.c_uint32),
+        ("path", _c.c_void_p),
+        ("content_length", _c.c_uint32),
+        ("content", _c.c_void_p),
+    ]
+
+
+class _LibraryV0(_c.Structure):
+    _fields_ = [
+        ("header", _c.POINTER(_Header)),
+        ("imports_count", _c.c_uint32),
+        ("imports_symbols", _char_pp),
+        ("exports_count", _c.c_uint32),
+        ("exports_ptrs", _c.POINTER(_c.c_void_p)),
+        ("exports_attrs", _c.POINTER(_DispatchAttrs)),
+        ("exports_params", _c.POINTER(_c.POINTER(_DispatchParameter))),
+        ("exports_occupancy", _c.c_void_p),
+        ("exports_names", _char_pp),
+        ("exports_tags", _char_pp),
+        ("exports_parameter_names", _char_pp),
+        ("exports_source_locations", _c.POINTER(_SourceLocation)),
+        ("exports_stage_locations", _c.POINTER(_StageLocationTable)),
+        ("constants_count", _c.c_uint32),
+        ("_constants_table_padding", _c.c_uint32),  # the constant table is its own 4-byte struct
+        ("sources_count", _c.c_uint32),
+        ("sources_files", _c.POINTER(_SourceFile)),
+    ]
+
+
+class _Environment(_c.Structure):
+    _fields_ = [
+        ("constants", _c.c_void_p),
+        ("import_thunk", _c.c_void_p),
+        ("import_funcs", _c.c_void_p),
+        ("import_contexts", _c.c_void_p),
+        ("processor_data", _c.c_uint64 * 8),
+    ]
+
+
+class _DispatchState(_c.Structure):
+    _fields_ = [
+        ("workgroup_size_x", _c.c_uint32),
+        ("workgroup_size_y", _c.c_uint32),
+        ("workgroup_size_z", _c.c_uint16),
+        ("constant_count", _c.c_uint16),
+        ("workgroup_count_x", _c.c_uint32),
+        ("workgroup_count_y", _c.c_uint32),
+        ("workgroup_count_z", _c.c_uint16),
+        ("max_concurrency", _c.c_uint8),
+        ("binding_count", _c.c_uint8),
+        ("constants", _c.c_void_p),
+        ("binding_ptrs", _c.c_void_p),
+        ("binding_lengths", _c.c_void_p),
+    ]
+
+
+class _WorkgroupState(_c.Structure):
+    _fields_ = [
+        ("workgroup_id_x", _c.c_uint32),
+        ("workgroup_id_y", _c.c_uint32),
+        ("workgroup_id_z", _c.c_uint16),
+        ("reserved", _c.c_uint16),
+        ("processor_id", _c.c_uint32),
+        ("local_memory", _c.c_void_p),
+        ("local_memory_size", _c.c_uint32),
+    ]
+
+
+for _struct, _size in (
+    (_Header, 24),
+    (_LibraryV0, 128),
+    (_DispatchAttrs, 64),
+    (_DispatchParameter, 8),
+    (_SourceLocation, 16),
+    (_Environment, 96),
+    (_DispatchState, 48),
+    (_WorkgroupState, 32),
+):
+    if (
+        _c.sizeof(_struct) != _size
+    ):  # pragma: no cover - a layout slip would corrupt memory, so fail at import
+        raise ImportError(f"{_struct.__name__} is {_c.sizeof(_struct)} bytes, IREE's is {_size}")
+
+
+# --- Plain data read from a library. ---
+
+PARAMETER_TYPES = {0: "constant", 1: "binding", 2: "buffer_ptr"}
+DISPATCH_FLAG_SEQUENTIAL = 1
+DISPATCH_FLAG_WORKGROUP_SIZE_DYNAMIC = 2
+
+
+@dataclass(frozen=True)
+class DispatchAttributes:
+    """``iree_hal_executable_dispatch_attrs_v0_t`` of one export."""
+
+    flags: int
+    local_memory_pages: int
+    constant_count: int
+    binding_count: int
+    workgroup_size: tuple[int, int, int]
+    parameter_count: int
+
+    @property
+    def local_memory_size(self) -> int:
+        return self.local_memory_pages * LOCAL_MEMORY_PAGE_SIZE
+
+
+@dataclass(frozen=True)
+class DispatchParameter:
+    """One declared parameter of an export (only when the library has a parameter table)."""
+
+    type: str  # constant | binding | buffer_ptr (or "type N" for an unknown one)
+    size: int
+    flags: int
+    name: str | None
+    offset: int
+
+
+@dataclass(frozen=True)
+class SourceLocation:
+    path: str
+    line: int
+
+
+@dataclass(frozen=True)
+class ExecutableExport:
+    """One dispatch function of the library."""
+
+    ordinal: int
+    name: str
+    attributes: DispatchAttributes
+    tag: str | None
+    parameters: tuple[DispatchParameter, ...]
+    source_location: SourceLocation | None
+    stage_locations: tuple[tuple[str, SourceLocation], ...]
+
+
+@dataclass(frozen=True)
+class LibraryImport:
+    """One imported function; ``optional`` when its symbol starts with ``?`` (a weak import)."""
+
+    ordinal: int
+    name: str
+    optional: bool
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    path: str
+    content: bytes
+
+
+# --- The processor data IREE gives executables (runtime/src/iree/base/internal/cpu.c). ---
+
+
+@cache
+def processor_data() -> tuple[int, ...]:
+    """``processor.data[8]`` as IREE fills it on x86-64: word 0 holds the CPU feature bits."""
+    max_base = cpuid(0)[0]
+    max_ext = cpuid(0x80000000)[0]
+    max_ext = max_ext if max_ext >= 0x80000000 else 0
+
+    def leaf(eax: int, ecx: int = 0) -> tuple[int, int, int, int]:
+        if eax > (max_base if eax < 0x80000000 else max_ext):
+            return (0, 0, 0, 0)
+        if ecx and ecx > cpuid(eax, 0)[0]:
+            return (0, 0, 0, 0)
+        return cpuid(eax, ecx)
+
+    leaf1, leaf7_0, leaf7_1, leaf_d, leaf_ext1 = leaf(1), leaf(7, 0), leaf(7, 1), leaf(0xD), leaf(0x80000001)
+    out = 0
+
+    def copy(bit: int, reg: int, mask_bit: int) -> None:
+        nonlocal out
+        if reg & (1 << mask_bit):
+            out |= 1 << bit
+
+    eax, ebx, ecx, edx = 0, 1, 2, 3
+    copy(0, leaf1[ecx], 0)  # sse3
+    copy(1, leaf1[ecx], 9)  # ssse3
+    copy(2, leaf1[ecx], 19)  # sse4.1
+    copy(3, leaf1[ecx], 20)  # sse4.2
+    copy(4, leaf_ext1[ecx], 6)  # sse4a
+    if leaf_d[eax] & 0x7 == 0x7:  # YMM state enabled
+        copy(10, leaf1[ecx], 28)  # avx
+        copy(11, leaf1[ecx], 12)  # fma
+        copy(12, leaf_ext1[ecx], 16)  # fma4
+        copy(13, leaf_ext1[ecx], 11)  # xop
+        copy(14, leaf1[ecx], 29)  # f16c
+        copy(15, leaf7_0[ebx], 5)  # avx2
+    if leaf_d[eax] & 0xE7 == 0xE7:  # ZMM state enabled
+        copy(20, leaf7_0[ebx], 16)  # avx512f
+        copy(21, leaf7_0[ebx], 28)  # avx512cd
+        copy(22, leaf7_0[ebx], 31)  # avx512vl
+        copy(23, leaf7_0[ebx], 17)  # avx512dq
+        copy(24, leaf7_0[ebx], 30)  # avx512bw
+        copy(25, leaf7_0[ebx], 21)  # avx512ifma
+        copy(26, leaf7_0[ecx], 1)  # avx512vbmi
+        copy(27, leaf7_0[ecx], 14)  # avx512vpopcntdq
+        copy(28, leaf7_0[ecx], 11)  # avx512vnni
+        copy(29, leaf7_0[ecx], 6)  # avx512vbmi2
+        copy(30, leaf7_0[ecx], 12)  # avx512bitalg
+        copy(31, leaf7_1[eax], 5)  # avx512bf16
+        copy(32, leaf7_0[edx], 23)  # avx512fp16
+    if leaf_d[eax] & 0x60000 == 0x60000:  # AMX tile state enabled
+        copy(50, leaf7_0[edx], 24)  # amx-tile
+        copy(51, leaf7_0[edx], 25)  # amx-int8
+        copy(52, leaf7_0[edx], 22)  # amx-bf16
+    return (out, 0, 0, 0, 0, 0, 0, 0)
+
+
+# --- Helpers. ---
+
+
+def _string(ptr: int | None, length: int | None = None) -> str:
+    if not ptr:
+        return ""
+    raw = _c.string_at(ptr, length) if length is not None else _c.string_at(ptr)
+    return raw.decode("utf-8", "replace")
+
+
+def _check_elf(data: memoryview, name: str) -> None:
+    if len(data) < 64 or bytes(data[:4]) != b"\x7fELF":
+        raise ExecutableLoadError(
+            f"executable {name!r} is not an ELF file (it starts with {bytes(data[:4])!r})"
+        )
+    if data[4] != 2 or data[5] != 1:
+        raise ExecutableLoadError(f"executable {name!r} is not a 64-bit little-endian ELF")
+    e_type = int.from_bytes(data[16:18], "little")
+    e_machine = int.from_bytes(data[18:20], "little")
+    if e_machine != 62:
+        raise ExecutableLoadError(f"executable {name!r} is for ELF machine {e_machine}, not x86-64 (62)")
+    if e_type != 3:
+        raise ExecutableLoadError(
+            f"executable {name!r} is not a shared object (ELF type {e_type}, expected 3)"
+        )
+
+
+ImportFunction = (
+    int | _c._CFuncPtr
+)  # an address, or a ctypes function ``int f(void* params, void* ctx, void* r)``
+
+
+class CpuExecutableLibrary:
+    """One loaded embedded-ELF executable library: its exports and a way to dispatch them.
+
+    Load with ``CpuExecutableLibrary.load(elf_bytes)``. Dispatches of one library are serialised by a
+    lock (they share the cached argument structs); different libraries may run at the same time on
+    different threads (the native workgroup loop releases the GIL).
+    """
+
+    def __init__(self) -> None:  # use load()
+        raise TypeError("use CpuExecutableLibrary.load(elf_bytes)")
+
+    # -- loading --
+
+    @classmethod
+    def load(
+        cls,
+        elf_bytes: bytes | bytearray | memoryview,
+        name: str = "executable",
+        *,
+        constants: Sequence[int] = (),
+        imports: Mapping[str, ImportFunction] | None = None,
+    ) -> CpuExecutableLibrary:
+        """Load an embedded-ELF executable library.
+
+        ``constants`` are the executable-level constants (``hal.executable.create``'s), as many as
+        the library declares. ``imports`` resolves imported functions by name (without the ``?``);
+        a required import that is missing fails the load, an optional one is passed as NULL.
+        Raises ``ExecutableLoadError`` for a file that is not a loadable x86-64 library, lacks the
+        query symbol, or does not answer for ABI version 6.
+        """
+        data = memoryview(elf_bytes).cast("B")
+        _check_elf(data, name)
+        code = machine_code()
+        self = object.__new__(cls)
+        self.name = name
+        self._closed = False
+        self._lock = threading.Lock()
+        fd, path = tempfile.mkstemp(prefix="iree-lens-", suffix=".so")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            try:
+                self._dll = _c.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL)
+            except OSError as e:
+                raise ExecutableLoadError(f"executable {name!r} cannot be loaded: {e}") from None
+        finally:
+            os.unlink(path)  # the loader keeps its mapping; nothing is left on disk
+        try:
+            query = getattr(self._dll, QUERY_SYMBOL)
+        except AttributeError:
+            self._unload()
+            raise ExecutableLoadError(f"executable {name!r} has no {QUERY_SYMBOL} symbol") from None
+        query.restype = _c.c_void_p
+        query.argtypes = (_c.c_uint32, _c.c_void_p)
+        self.query_address = _c.cast(query, _c.c_void_p).value
+
+        self._environment = _Environment()
+        self._environment.processor_data[:] = processor_data()
+        result = query(LIBRARY_VERSION, _c.addressof(self._environment))
+        if not result:
+            self._unload()
+            raise ExecutableLoadError(
+                f"executable {name!r} does not answer for executable library version {LIBRARY_VERSION}"
+            )
+        # The query returns header**; the header pointer is the library struct's first field.
+        lib = _LibraryV0.from_address(result)
+        header = lib.header.contents
+        if header.version != LIBRARY_VERSION:
+            self._unload()
+            raise ExecutableLoadError(
+                f"executable {name!r} reports library version {header.version}, expected 6"
+            )
+        self._lib = lib
+        self.library_name = _string(_c.cast(lib.header, _c.POINTER(_c.c_void_p))[1])
+        self.features = header.features
+        self.sanitizer = header.sanitizer
+        try:
+            self.imports = self._read_imports(lib)
+            self.exports = self._read_exports(lib)
+        except HalError:
+            self._unload()
+            raise
+        self.constant_count = lib.constants_count
+        self.sources = tuple(
+            SourceFile(
+                _string(f.path, f.path_length),
+                _c.string_at(f.content, f.content_length) if f.content else b"",
+            )
+            for f in (lib.sources_files[i] for i in range(lib.sources_count if lib.sources_files else 0))
+        )
+        self._export_index = {e.name: e.ordinal for e in self.exports}
+        self._functions = [DISPATCH_FN(lib.exports_ptrs[i]) for i in range(len(self.exports))]
+        self._export_addresses = [lib.exports_ptrs[i] for i in range(len(self.exports))]
+
+        if len(constants) != self.constant_count:
+            self._unload()
+            raise ExecutableLoadError(
+                f"executable {name!r} declares {self.constant_count} constants, {len(constants)} were given"
+            )
+        self._constants = (_c.c_uint32 * max(1, len(constants)))(*(int(v) & 0xFFFFFFFF for v in constants))
+        self._environment.constants = _c.addressof(self._constants) if constants else None
+        self._bind_imports(imports or {}, code.import_thunk_address)
+        return self
+
+    def _read_imports(self, lib: _LibraryV0) -> tuple[LibraryImport, ...]:
+        out = []
+        for i in range(lib.imports_count if lib.imports_symbols else 0):
+            symbol = (lib.imports_symbols[i] or b"").decode("utf-8", "replace")
+            out.append(LibraryImport(i, symbol.lstrip("?"), symbol.startswith("?")))
+        return tuple(out)
+
+    def _read_exports(self, lib: _LibraryV0) -> tuple[ExecutableExport, ...]:
+        count = lib.exports_count
+        if count and (not lib.exports_ptrs or not lib.exports_attrs or not lib.exports_names):
+            raise ExecutableLoadError(
+                f"executable {self.name!r} has {count} exports but no function/attribute/name table"
+            )
+        parameter_names = lib.exports_parameter_names
+        exports = []
+        for i in range(count):
+            a = lib.exports_attrs[i]
+            attrs = DispatchAttributes(
+                flags=a.flags,
+                local_memory_pages=a.local_memory_pages,
+                constant_count=a.constant_count,
+                binding_count=a.binding_count,
+                workgroup_size=(a.workgroup_size_x, a.workgroup_size_y, a.workgroup_size_z),
+                parameter_count=a.parameter_count,
+            )
+            params: list[DispatchParameter] = []
+            if lib.exports_params and lib.exports_params[i]:
+                for p in (lib.exports_params[i][k] for k in range(a.parameter_count)):
+                    pname = None
+                    if parameter_names and p.name != 0xFFFF:
+                        pname = (parameter_names[p.name] or b"").decode("utf-8", "replace")
+                    params.append(
+                        DispatchParameter(
+                            PARAMETER_TYPES.get(p.type, f"type {p.type}"), p.size, p.flags, pname, p.offset
+                        )
+                    )
+            location = None
+            if lib.exports_source_locations:
+                loc = lib.exports_source_locations[i]
+                if loc.path:
+                    location = SourceLocation(_string(loc.path, loc.path_length), loc.line)
+            stages: list[tuple[str, SourceLocation]] = []
+            if lib.exports_stage_locations:
+                table = lib.exports_stage_locations[i]
+                for k in range(table.count if table.names and table.locations else 0):
+                    loc = table.locations[k]
+                    stages.append(
+                        (
+                            (table.names[k] or b"").decode(),
+                            SourceLocation(_string(loc.path, loc.path_length), loc.line),
+                        )
+                    )
+            tag = (lib.exports_tags[i] or b"").decode() if lib.exports_tags else None
+            exports.append(
+                ExecutableExport(
+                    ordinal=i,
+                    name=(lib.exports_names[i] or b"").decode("utf-8", "replace"),
+                    attributes=attrs,
+                    tag=tag or None,
+                    parameters=tuple(params),
+                    source_location=location,
+                    stage_locations=tuple(stages),
+                )
+            )
+        return tuple(exports)
+
+    def _bind_imports(self, provided: Mapping[str, ImportFunction], thunk_address: int) -> None:
+        count = len(self.imports)
+        self._import_refs = list(provided.values())  # keep ctypes callbacks alive
+        if not count:
+            return
+        funcs = (_c.c_void_p * count)()
+        contexts = (_c.c_void_p * count)()
+        for imp in self.imports:
+            fn = provided.get(imp.name)
+            if fn is None:
+                if not imp.optional:
+                    missing = imp.name
+                    self._unload()
+                    raise ExecutableLoadError(
+                        f"executable {self.name!r} needs the import {missing!r}, which was not provided"
+                    )
+                continue
+            funcs[imp.ordinal] = fn if isinstance(fn, int) else _c.cast(fn, _c.c_void_p).value
+        self._import_tables = (funcs, contexts)
+        self._environment.import_thunk = thunk_address
+        self._environment.import_funcs = _c.addressof(funcs)
+        self._environment.import_contexts = _c.addressof(contexts)
+
+    def _unload(self) -> None:
+        if getattr(self, "_dll", None) is not None and not self._closed:
+            _ctypes.dlclose(self._dll._handle)
+        self._closed = True
+
+    def close(self) -> None:
+        """Unload the library. Dispatching it afterwards raises ``HalError``."""
+        with self._lock:
+            self._unload()
+
+    def __enter__(self) -> CpuExecutableLibrary:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- lookups --
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def export(self, export: int | str) -> ExecutableExport:
+        """An export by ordinal or by name; ``HalError`` when there is no such export."""
+        if isinstance(export, str):
+            if export not in self._export_index:
+                raise HalError(f"executable {self.name!r} has no export named {export!r}")
+            return self.exports[self._export_index[export]]
+        if not 0 <= export < len(self.exports):
+            raise HalError(
+                f"export ordinal {export} out of range for {self.name!r} ({len(self.exports)} exports)"
+            )
+        return self.exports[export]
+
+    def export_address(self, export: int | str) -> int:
+        """The address of an export's dispatch function in this process (for mapping faults to code)."""
+        return self._export_addresses[self.export(export).ordinal]
+
+    @property
+    def load_base(self) -> int:
+        """The address the ELF was loaded at: ELF virtual address + ``load_base`` = runtime address."""
+
+        class _DlInfo(_c.Structure):
+            _fields_ = [
+                ("fname", _c.c_char_p),
+                ("fbase", _c.c_void_p),
+                ("sname", _c.c_char_p),
+                ("saddr", _c.c_void_p),
+            ]
+
+        info = _DlInfo()
+        libc = _c.CDLL(None)
+        libc.dladdr.argtypes = (_c.c_void_p, _c.POINTER(_DlInfo))
+        if not libc.dladdr(self.query_address, _c.byref(info)):
+            raise HalError(f"cannot find where {self.name!r} is loaded")
+        return info.fbase or 0
+
+    # -- dispatching --
+
+    def prepare_dispatch(
+        self,
+        export: int | str,
+        workgroup_count: Sequence[int],
+        constants: Sequence[int] = (),
+        bindings: Sequence[object] = (),
+        *,
+        workgroup_size: Sequence[int] | None = None,
+        dynamic_local_memory: int = 0,
+        processor_id: int = 0,
+        min_alignment: int = BINDING_ALIGNMENT,
+    ) -> PreparedDispatch:
+        """Check the arguments and build the dispatch's structs; run it with ``.run()`` (any number of times).
+
+        ``bindings`` are writable, C-contiguous numpy arrays or buffer-protocol objects (their memory is
+        passed to the kernel as is: zero-copy, and the kernel writes its results there).
+        ``constants`` are the dispatch's 32-bit push constants (negative values are taken mod 2**32).
+        ``workgroup_size`` defaults to (1, 1, 1), what local-sync passes for a VM dispatch.
+        Each binding must start on a ``min_alignment`` boundary (IREE guarantees 64 bytes and kernels
+        use aligned vector loads); lower it only for a kernel known to need less.
+        """
+        return PreparedDispatch(
+            self,
+            self.export(export),
+            workgroup_count,
+            constants,
+            bindings,
+            workgroup_size,
+            dynamic_local_memory,
+            processor_id,
+            min_alignment,
+        )
+
+    def dispatch(
+        self,
+        export: int | str,
+        workgroup_count: Sequence[int],
+        constants: Sequence[int] = (),
+        bindings: Sequence[object] = (),
+        *,
+        workgroup_size: Sequence[int] | None = None,
+        dynamic_local_memory: int = 0,
+        processor_id: int = 0,
+        min_alignment: int = BINDING_ALIGNMENT,
+        native_loop: bool = True,
+    ) -> None:
+        """Run every workgroup of one dispatch, as local-sync does; ``DispatchError`` if one fails.
+
+        ``native_loop`` runs the workgroup loop in machine code (fast, GIL released); ``False``
+        calls each workgroup from Python (the reference path, and what a per-workgroup stepper uses).
+        """
+        self.prepare_dispatch(
+            export,
+            workgroup_count,
+            constants,
+            bindings,
+            workgroup_size=workgroup_size,
+            dynamic_local_memory=dynamic_local_memory,
+            processor_id=processor_id,
+            min_alignment=min_alignment,
+        ).run(native_loop=native_loop)
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"{len(self.exports)} exports"
+        return f"<CpuExecutableLibrary {self.name!r} ({self.library_name}) {state}>"
+
+
+def aligned_empty(shape: int | Sequence[int], dtype: object = np.uint8) -> np.ndarray:
+    """An uninitialised C-contiguous numpy array whose data starts on a ``BINDING_ALIGNMENT`` boundary."""
+    dt = np.dtype(dtype)
+    shape_t = (int(shape),) if isinstance(shape, int | np.integer) else tuple(int(v) for v in shape)
+    nbytes = int(np.prod(shape_t, dtype=np.int64)) * dt.itemsize
+    raw = np.empty(nbytes + BINDING_ALIGNMENT, dtype=np.uint8)
+    start = (-raw.ctypes.data) % BINDING_ALIGNMENT
+    return raw[start : start + nbytes].view(dt).reshape(shape_t)
+
+
+def aligned_copy(array: np.ndarray) -> np.ndarray:
+    """A ``BINDING_ALIGNMENT``-aligned, C-contiguous, writable copy of ``array``."""
+    out = aligned_empty(array.shape, array.dtype)
+    out[...] = array
+    return out
+
+
+def _binding_array(binding: object, index: int, export: ExecutableExport, alignment: int) -> np.ndarray:
+    if isinstance(binding, np.ndarray):
+        arr = binding
+    else:
+        try:
+            arr = np.frombuffer(binding, dtype=np.uint8)
+        except (TypeError, ValueError) as e:
+            raise HalError(f"binding {index} of {export.name!r} is not an array or buffer: {e}") from None
+    if not arr.flags.c_contiguous:
+        raise HalError(f"binding {index} of {export.name!r} is not C-contiguous")
+    if not arr.flags.writeable:
+        # Kernels may write into any binding (even one holding module constants); a read-only page would
+        # crash the process instead of raising, so refuse it here.
+        raise HalError(f"binding {index} of {export.name!r} is read-only; pass a writable copy")
+    if arr.ctypes.data % alignment:
+        # The kernel would fault on an aligned vector load; say so instead.
+        raise HalError(
+            f"binding {index} of {export.name!r} starts at {arr.ctypes.data:#x}, not on a {alignment}-byte "
+            "boundary; allocate it with aligned_empty() or aligned_copy()"
+        )
+    return arr
+
+
+class PreparedDispatch:
+    """One dispatch with its argument structs built: ``run()`` runs all workgroups, ``run_workgroup`` one.
+
+    Holds references to the binding arrays for as long as it lives (their memory is used in place).
+    """
+
+    def __init__(
+        self,
+        library: CpuExecutableLibrary,
+        export: ExecutableExport,
+        workgroup_count: Sequence[int],
+        constants: Sequence[int],
+        bindings: Sequence[object],
+        workgroup_size: Sequence[int] | None,
+        dynamic_local_memory: int,
+        processor_id: int,
+        min_alignment: int = BINDING_ALIGNMENT,
+    ) -> None:
+        attrs = export.attributes
+        where = f"dispatch of {export.name!r}"
+        count = tuple(int(v) for v in workgroup_count)
+        if len(count) != 3 or not all(0 <= v <= 0xFFFFFFFF for v in count) or count[2] > 0xFFFF:
+            raise HalError(
+                f"{where}: workgroup count must be 3 values (x, y < 2**32, z < 2**16), got {workgroup_count}"
+            )
+        size = tuple(int(v) for v in workgroup_size) if workgroup_size is not None else (1, 1, 1)
+        if len(size) != 3 or not all(1 <= v <= 0xFFFFFFFF for v in size) or size[2] > 0xFFFF:
+            raise HalError(f"{where}: workgroup size must be 3 positive values, got {workgroup_size}")
+        if len(constants) != attrs.constant_count:
+            raise HalError(
+                f"{where}: constant count mismatch, expected {attrs.constant_count} but was provided {len(constants)}"
+            )
+        if len(bindings) != attrs.binding_count:
+            raise HalError(
+                f"{where}: binding count mismatch, expected {attrs.binding_count} but was provided {len(bindings)}"
+            )
+        if dynamic_local_memory < 0:
+            raise HalError(f"{where}: negative dynamic local memory {dynamic_local_memory}")
+        self.library = library
+        self.export = export
+        self.workgroup_count = count
+        self._fn = library._functions[export.ordinal]
+        self._fn_address = library._export_addresses[export.ordinal]
+        if min_alignment < 1:
+            raise HalError(f"{where}: min_alignment must be positive, got {min_alignment}")
+        self._arrays = [_binding_array(b, i, export, min_alignment) for i, b in enumerate(bindings)]
+        n = len(self._arrays)
+        self._constants = (_c.c_uint32 * max(1, len(constants)))(*(int(v) & 0xFFFFFFFF for v in constants))
+        self._binding_ptrs = (_c.c_void_p * max(1, n))(*(a.ctypes.data for a in self._arrays))
+        self._binding_lengths = (_c.c_size_t * max(1, n))(*(a.nbytes for a in self._arrays))
+        local_size = attrs.local_memory_size + int(dynamic_local_memory)
+        self._local_memory = (_c.c_uint8 * local_size)() if local_size else None
+
+        ds = self._dispatch_state = _DispatchState()
+        ds.workgroup_size_x, ds.workgroup_size_y, ds.workgroup_size_z = size
+        ds.constant_count = attrs.constant_count
+        ds.workgroup_count_x, ds.workgroup_count_y, ds.workgroup_count_z = count
+        ds.max_concurrency = 1
+        ds.binding_count = n
+        ds.constants = _c.addressof(self._constants)
+        ds.binding_ptrs = _c.addressof(self._binding_ptrs)
+        ds.binding_lengths = _c.addressof(self._binding_lengths)
+        ws = self._workgroup_state = _WorkgroupState()
+        ws.processor_id = processor_id
+        ws.local_memory = _c.addressof(self._local_memory) if self._local_memory is not None else None
+        ws.local_memory_size = local_size
+        self._env_address = _c.addressof(library._environment)
+        self._ds_address = _c.addressof(ds)
+        self._ws_address = _c.addressof(ws)
+
+    @property
+    def workgroup_total(self) -> int:
+        x, y, z = self.workgroup_count
+        return x * y * z
+
+    def _check_open(self) -> None:
+        if self.library._closed:
+            raise HalError(
+                f"executable {self.library.name!r} was closed; cannot dispatch {self.export.name!r}"
+            )
+
+    def _failed(self, code: int) -> DispatchError:
+        ws = self._workgroup_state
+        workgroup = (ws.workgroup_id_x, ws.workgroup_id_y, ws.workgroup_id_z)
+        return DispatchError(self.library.name, self.export.name, workgroup, code)
+
+    def run(
+        self, *, native_loop: bool = True, on_workgroup: Callable[[int, int, int], None] | None = None
+    ) -> None:
+        """Run all workgroups in local-sync order (z, y, x); ``DispatchError`` at the first non-zero return.
+
+        ``on_workgroup(x, y, z)``, when given, is called before each workgroup (Python loop only).
+        """
+        with self.library._lock:
+            self._check_open()
+            if native_loop and on_workgroup is None:
+                code = machine_code().run_workgroups(
+                    self._fn_address,
+                    self._env_address,
+                    self._ds_address,
+                    self._ws_address,
+                    MXCSR_FLUSH_DENORMALS,
+                )
+                if code:
+                    raise self._failed(code)
+                return
+            fn, env, ds, ws_address, ws = (
+                self._fn,
+                self._env_address,
+                self._ds_address,
+                self._ws_address,
+                self._workgroup_state,
+            )
+            cx, cy, cz = self.workgroup_count
+            with FlushDenormals():
+                for z in range(cz):
+                    ws.workgroup_id_z = z
+                    for y in range(cy):
+                        ws.workgroup_id_y = y
+                        for x in range(cx):
+                            ws.workgroup_id_x = x
+                            if on_workgroup is not None:
+                                on_workgroup(x, y, z)
+                            code = fn(env, ds, ws_address)
+                            if code:
+                                raise self._failed(code)
+
+    def run_workgroup(self, x: int, y: int, z: int) -> None:
+        """Run one workgroup (denormals flushed around it); ``DispatchError`` if it returns non-zero."""
+        cx, cy, cz = self.workgroup_count
+        if not (0 <= x < cx and 0 <= y < cy and 0 <= z < cz):
+            raise HalError(
+                f"workgroup ({x}, {y}, {z}) is outside the dispatch's count {self.workgroup_count}"
+            )
+        with self.library._lock:
+            self._check_open()
+            ws = self._workgroup_state
+            ws.workgroup_id_x, ws.workgroup_id_y, ws.workgroup_id_z = x, y, z
+            with FlushDenormals():
+                code = self._fn(self._env_address, self._ds_address, self._ws_address)
+            if code:
+                raise self._failed(code)
