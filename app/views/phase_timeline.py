@@ -1,0 +1,228 @@
+"""The phase timeline: IREE's phases and the passes nested in them on a time axis (pyqtgraph).
+
+One graphics item paints every rectangle from the columnar ``TimelineLayout``; a paint draws only the
+rectangles overlapping the visible time range (a ``searchsorted`` window), in pixel space so labels
+keep their size at any zoom. Hovering shows a pass's name and time; clicking a phase (or any pass in
+it) emits ``phaseClicked`` with IREE's phase name.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QPointF, QRectF, Qt, Signal
+from PySide6.QtGui import QBrush, QColor, QFontMetrics, QPainter, QPen
+from PySide6.QtWidgets import QLabel, QToolTip, QVBoxLayout, QWidget
+
+from app.views.phase_timing_layout import ROW_PHASE, TimelineLayout, layout_report, layout_timing
+
+# One colour per phase, cycled; passes take a lighter shade of their phase's colour.
+_PHASE_COLORS = [
+    "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948",
+    "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac", "#86bcb6", "#d4a6c8",
+]  # fmt: skip
+_ROW_HEIGHT = 0.9
+
+
+def format_seconds(s: float) -> str:
+    if s >= 1:
+        return f"{s:.3f} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.1f} ms"
+    return f"{s * 1e6:.0f} µs"
+
+
+class PhaseTimelineItem(pg.GraphicsObject):
+    """Paints a ``TimelineLayout``; x is seconds, y is the row (0 = phases)."""
+
+    phaseClicked = Signal(str)
+    passClicked = Signal(str, str)  # pass name, phase name
+
+    def __init__(self, layout: TimelineLayout):
+        super().__init__()
+        self.layout = layout
+        self.current_phase: str | None = None
+        self.painted_count = 0  # rectangles drawn by the last paint (culling is tested on it)
+        self.setAcceptHoverEvents(True)
+        self._phase_brushes = [QColor(c) for c in _PHASE_COLORS]
+        self._pass_brushes = [QColor(c).lighter(135) for c in _PHASE_COLORS]
+
+    def boundingRect(self) -> QRectF:  # noqa: N802
+        return QRectF(0, 0, max(self.layout.span, 1e-9), self.layout.rows)
+
+    def set_current_phase(self, name: str | None) -> None:
+        self.current_phase = name
+        self.update()
+
+    def paint(self, p: QPainter, *args) -> None:
+        lay = self.layout
+        vb = self.getViewBox()
+        if vb is None or not len(lay.start):
+            return
+        (x0, x1), _ = vb.viewRange()
+        idx = lay.visible(x0, x1)
+        tr = p.transform()
+        sx, dx, sy, dy = tr.m11(), tr.dx(), tr.m22(), tr.dy()
+        p.save()
+        p.resetTransform()
+        p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
+        fm = QFontMetrics(p.font())
+        px0 = dx + sx * lay.start[idx]
+        px1 = dx + sx * (lay.start[idx] + lay.duration[idx])
+        py0 = dy + sy * lay.row[idx]
+        py1 = dy + sy * (lay.row[idx] + _ROW_HEIGHT)
+        top, height = np.minimum(py0, py1), np.abs(py1 - py0)
+        outline = QPen(QColor(255, 255, 255, 160))
+        outline.setWidth(0)
+        text_pen = QPen(QColor("#111111"))
+        # sub-pixel rectangles of one row are merged into the pixel column they fall in
+        last_px = {}
+        count = 0
+        for j, i in enumerate(idx.tolist()):
+            a, b = float(px0[j]), float(px1[j])
+            row = int(lay.row[i])
+            if b - a < 1.0:
+                col = int(a)
+                if last_px.get(row) == col:
+                    continue
+                last_px[row] = col
+                b = a + 1.0
+            color_i = int(lay.phase[i]) % len(_PHASE_COLORS)
+            brush = self._phase_brushes[color_i] if row == ROW_PHASE else self._pass_brushes[color_i]
+            if lay.scaled[i]:
+                brush = QBrush(brush, Qt.BrushStyle.Dense3Pattern)
+            rect = QRectF(a, float(top[j]), b - a, float(height[j]))
+            p.setPen(outline)
+            p.setBrush(brush)
+            p.drawRect(rect)
+            count += 1
+            if row == ROW_PHASE and lay.names[i] == self.current_phase:
+                p.setPen(QPen(QColor("black"), 2))
+                p.setBrush(Qt.BrushStyle.NoBrush)
+                p.drawRect(rect.adjusted(1, 1, -1, -1))
+            if b - a > 30:
+                label = (
+                    lay.names[i] if row != ROW_PHASE else f"{lay.names[i]}  {format_seconds(lay.duration[i])}"
+                )
+                text = fm.elidedText(label, Qt.TextElideMode.ElideRight, int(b - a) - 6)
+                p.setPen(text_pen)
+                p.drawText(
+                    rect.adjusted(3, 0, -3, 0),
+                    Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft,
+                    text,
+                )
+        p.restore()
+        self.painted_count = count
+
+    # -- interaction -------------------------------------------------------------------------------------
+    def index_at(self, pos: QPointF) -> int | None:
+        row = int(np.floor(pos.y()))
+        if pos.y() - row > _ROW_HEIGHT or row < 0:
+            return None
+        return self.layout.hit(pos.x(), row)
+
+    def describe(self, i: int) -> str:
+        lay = self.layout
+        phase = lay.phase_names[int(lay.phase[i])] if lay.phase_names else ""
+        if int(lay.row[i]) == ROW_PHASE:
+            return f"phase {lay.names[i]}: {format_seconds(lay.duration[i])}"
+        text = f"{lay.names[i]}: {format_seconds(lay.measured[i])} (phase {phase})"
+        if lay.scaled[i]:
+            text += "\nran in parallel with its siblings; drawn scaled to fit its parent"
+        return text
+
+    def hoverEvent(self, ev) -> None:  # noqa: N802
+        if ev.isExit():
+            QToolTip.hideText()
+            return
+        i = self.index_at(ev.pos())
+        if i is None:
+            self.setToolTip("")
+            return
+        self.setToolTip(self.describe(i))
+
+    def mouseClickEvent(self, ev) -> None:  # noqa: N802
+        if ev.button() != Qt.MouseButton.LeftButton:
+            return
+        i = self.index_at(ev.pos())
+        if i is None:
+            return
+        ev.accept()
+        lay = self.layout
+        phase = lay.phase_names[int(lay.phase[i])]
+        if int(lay.row[i]) != ROW_PHASE:
+            self.passClicked.emit(lay.names[i], phase)
+        self.phaseClicked.emit(phase)
+
+
+class PhaseTimeline(QWidget):
+    """A timeline of one compilation's phases and passes, with a one-line summary above it."""
+
+    phaseClicked = Signal(str)
+    passClicked = Signal(str, str)
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.summary = QLabel("no timing", self)
+        self.plot = pg.PlotWidget(self, background="w")
+        self.plot.setMenuEnabled(False)
+        self.plot.hideButtons()
+        self.plot.getPlotItem().hideAxis("left")
+        self.plot.setLabel("bottom", "time", units="s")
+        vb = self.plot.getViewBox()
+        vb.invertY(True)
+        vb.setMouseEnabled(x=True, y=False)
+        vb.setLimits(xMin=0)
+        self.item: PhaseTimelineItem | None = None
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(self.summary)
+        lay.addWidget(self.plot, 1)
+        self.setMinimumHeight(120)
+
+    def set_layout(self, layout: TimelineLayout) -> None:
+        if self.item is not None:
+            self.plot.removeItem(self.item)
+        self.item = PhaseTimelineItem(layout)
+        self.item.phaseClicked.connect(self.phaseClicked)
+        self.item.passClicked.connect(self.passClicked)
+        self.plot.addItem(self.item)
+        span = max(layout.span, 1e-6)
+        vb = self.plot.getViewBox()
+        vb.setLimits(xMin=0, xMax=span * 1.02, yMin=-0.1, yMax=layout.rows + 0.1)
+        vb.setRange(xRange=(0, span), yRange=(0, layout.rows), padding=0.01)
+        drawn = layout.span
+        text = f"{len(layout.phase_names)} phases, {len(layout.names) - len(layout.phase_names)} passes"
+        if layout.total_wall_s:
+            text += f"; total {format_seconds(layout.total_wall_s)} wall"
+            if drawn > layout.total_wall_s * 1.05:
+                text += f" (passes add up to {format_seconds(drawn)}: nested pipelines ran in parallel)"
+        self.summary.setText(text)
+
+    def set_timing(self, report, phase_names) -> None:
+        """Show an ``engine.compiler.TimingReport``; ``phase_names`` are the phases whose dumps it contains."""
+        self.set_layout(layout_report(report, phase_names))
+
+    def set_passes(self, passes, phase_names) -> None:
+        self.set_layout(layout_timing(passes, phase_names))
+
+    def clear(self) -> None:
+        if self.item is not None:
+            self.plot.removeItem(self.item)
+            self.item = None
+        self.summary.setText("no timing")
+
+    def set_current_phase(self, name: str | None) -> None:
+        if self.item is not None:
+            self.item.set_current_phase(name)
+
+    def timeline_layout(self) -> TimelineLayout | None:
+        return self.item.layout if self.item is not None else None
+
+    def phase_scene_pos(self, name: str) -> QPointF:
+        """Where phase ``name``'s rectangle is, in the plot widget's coordinates (for tests and tools)."""
+        lay = self.item.layout
+        i = lay.phase_rect(name)
+        center = QPointF(lay.start[i] + lay.duration[i] / 2, _ROW_HEIGHT / 2)
+        scene = self.item.mapToScene(center)
+        return self.plot.mapFromScene(scene)
