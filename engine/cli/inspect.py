@@ -1,0 +1,78 @@
+"""``iree-lens inspect MODULE.vmfb``: a module's metadata, disassembly or everything as JSON.
+
+``--output=metadata`` and ``--output=disassembly`` print what ``iree-dump-module`` prints;
+``--output=json`` prints the whole parsed module (executables and their details included).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from engine.errors import FormatError
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("inspect", help="show a .vmfb module's metadata, disassembly or JSON")
+    p.add_argument("module", help="the .vmfb file")
+    p.add_argument(
+        "--output",
+        choices=("metadata", "disassembly", "json", "executables"),
+        default="metadata",
+        help="what to print (default: metadata)",
+    )
+    p.add_argument("--bytecode_offsets", "--bytecode-offsets", action="store_true", help="prefix pcs")
+    p.add_argument("--function", default="", help="disassemble only this function (name or ordinal)")
+    p.add_argument("--no-rodata", action="store_true", help="leave rodata hex out of the disassembly")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from engine.runtime.vmfb.describe import metadata_lines, module_json
+    from engine.runtime.vmfb.disassembler import FunctionDisassembler, module_lines
+    from engine.runtime.vmfb.module import open_vmfb
+
+    out = sys.stdout
+    try:
+        module = open_vmfb(args.module)
+        if args.output == "metadata":
+            for line in metadata_lines(module):
+                out.write(line + "\n")
+        elif args.output == "disassembly":
+            if args.function:
+                key = int(args.function) if args.function.isdigit() else args.function
+                dis = FunctionDisassembler(module)
+                for line in dis.function_text(module.function(key), bytecode_offsets=args.bytecode_offsets):
+                    out.write(line + "\n")
+            else:
+                for line in module_lines(
+                    module, bytecode_offsets=args.bytecode_offsets, rodata=not args.no_rodata
+                ):
+                    out.write(line + "\n")
+        elif args.output == "executables":
+            from engine.runtime.vmfb.executables import describe_executable
+
+            for x in module.executables:
+                out.write(describe_executable(x) + "\n")
+        else:
+            data = module_json(module)
+            try:
+                from engine.runtime.vmfb.executables import executable_details
+
+                for entry, x in zip(data["executables"], module.executables):
+                    entry["details"] = executable_details(x)
+            except ImportError:
+                pass
+            json.dump(data, out, indent=2, default=str)
+            out.write("\n")
+    except FormatError as e:
+        print(f"iree-lens inspect: {e}", file=sys.stderr)
+        return 1
+    except KeyError as e:
+        print(f"iree-lens inspect: {e.args[0] if e.args else e}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"iree-lens inspect: {e}", file=sys.stderr)
+        return 1
+    return 0
