@@ -54,6 +54,9 @@ class Compilation:
     diagnostics: tuple[Diagnostic, ...]
     vmfb_path: Path | None
     failed_executables: tuple[str, ...] = ()
+    # When the compile failed inside executables: the errors located in those executables' own files
+    # (``executables/failure/``), from a second compile with IREE's executable dumps.
+    executable_diagnostics: tuple[Diagnostic, ...] = ()
     parent: Compilation | None = None
     resumed_from: str | None = None
     substitutions: tuple[Replacement, ...] = ()

@@ -77,3 +77,33 @@ def collect_executables(dump_dir: Path, names: list[str]) -> list[ExecutableArti
             )
         )
     return result
+
+
+def extract_executables(snapshot_text: str) -> dict[str, str]:
+    """Each ``hal.executable`` of a phase snapshot as a standalone MLIR file, by name.
+
+    The op is taken as printed in the snapshot, preceded by the snapshot's attribute aliases
+    (``#map = ...``) it may refer to, so the text parses on its own (and can be given to
+    ``--iree-hal-substitute-executable-source``).
+    """
+    lines = snapshot_text.splitlines()
+    aliases = []
+    for line in lines:
+        if line.startswith("#"):
+            aliases.append(line)
+        elif line.startswith("module"):
+            break
+    found: dict[str, str] = {}
+    i = 0
+    while i < len(lines):
+        m = re.match(r"^  hal\.executable(?: (?:private|public|nested))? @([\w$.-]+) \{$", lines[i])
+        if not m:
+            i += 1
+            continue
+        end = i + 1
+        while end < len(lines) and lines[end] != "  }":
+            end += 1
+        body = [line[2:] for line in lines[i : end + 1]]
+        found[m[1]] = "\n".join([*aliases, *body]) + "\n"
+        i = end + 1
+    return found

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from engine.compiler.compilation import Compilation, Replacement
 from engine.compiler.diagnostics import Diagnostic, parse_diagnostics
-from engine.compiler.executables import DUMP_KINDS, collect_executables, executable_names
+from engine.compiler.executables import collect_executables, executable_names, extract_executables
 from engine.compiler.phases import PHASES, PhaseSnapshot, find_snapshot_files, phase_index
 from engine.compiler.request import CompileRequest
 from engine.compiler.task import Progress, TaskState
@@ -30,14 +30,36 @@ _POLL_S = 0.02  # cancel latency and progress granularity; a compile takes ~0.3 
 
 
 def iree_compile_path() -> str:
-    """The ``iree-compile`` installed beside this interpreter (the pinned IREE), else the one on PATH."""
-    beside = Path(sys.executable).parent / "iree-compile"
-    if beside.exists():
-        return str(beside)
-    found = shutil.which("iree-compile")
-    if found is None:
-        raise FileNotFoundError("iree-compile not found (install iree-base-compiler)")
-    return found
+    """The native ``iree-compile`` of the installed ``iree-base-compiler`` package.
+
+    Not the ``bin/iree-compile`` console script: that is a Python wrapper which starts the native tool
+    as its own child, so killing it (cancel) would leave the compiler running.
+    """
+    try:
+        from iree.compiler.tools.binaries import find_tool
+
+        return str(Path(find_tool("iree-compile")).resolve())
+    except Exception:  # the package is missing or broken: fall back to the tool on PATH
+        found = shutil.which("iree-compile")
+        if found is None:
+            raise FileNotFoundError("iree-compile not found (install iree-base-compiler)") from None
+        return found
+
+
+def _start(cmd: list[str], **kwargs) -> subprocess.Popen:
+    # Own process group, so a cancel also stops anything the compiler started (iree-lld).
+    return subprocess.Popen(
+        cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True, **kwargs
+    )
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
 
 
 @dataclass(frozen=True)
@@ -73,7 +95,9 @@ def build_command(request: CompileRequest, source_path: Path, out_dir: Path) -> 
     cmd = [iree_compile_path(), str(source_path), *request.compiler_flags()]
     cmd.append(f"--dump-compilation-phases-to={out_dir}")
     if request.dump_executables:
-        for kind in DUMP_KINDS:
+        # Not sources/configurations: IREE re-locates the executables at their dump files, which changes
+        # the debug locations in the hal/vm phases and the .vmfb. Those two are cut out of the snapshots.
+        for kind in ("intermediates", "binaries"):
             cmd.append(f"--iree-hal-dump-executable-{kind}-to={out_dir / 'executables' / kind}")
     if request.timing:
         cmd += ["--mlir-timing", "--mlir-output-format=json"]
@@ -116,7 +140,7 @@ def compile_program(
     start = time.monotonic()
     seen = phase_index(request.compile_from) if request.compile_from not in (None, "start") else 0
     with stderr_path.open("wb") as stderr_file:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr_file)
+        proc = _start(cmd, stderr=stderr_file)
         try:
             while True:
                 try:
@@ -130,9 +154,7 @@ def compile_program(
                     raise CompileCancelled(f"compile ran past its {timeout_s:g} s limit")
                 seen = _report_new_phases(task, out, seen, start)
         finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+            _stop(proc)
     elapsed = time.monotonic() - start
     _report_new_phases(task, out, seen, start)
 
@@ -159,9 +181,14 @@ def compile_program(
         snapshot = next((p for p in phases if p.phase == phase), None)
         if snapshot is not None:
             names += [n for n in executable_names(snapshot.text()) if n not in names]
+    if request.dump_executables:
+        _write_executable_files(out, request.module_name, phases)
     executables = collect_executables(out / "executables", names)
     vmfb = out / f"{request.module_name}.vmfb"
-    failed = _failed_executables(diagnostics, executables) if proc.returncode != 0 else ()
+    executable_diagnostics: list[Diagnostic] = []
+    failed: tuple[str, ...] = ()
+    if proc.returncode > 0 and any(p.phase == "executable-sources" for p in phases):
+        executable_diagnostics, failed = _locate_failure(request, source_path, out, task, timeout_s)
     return Compilation(
         request=request,
         out_dir=out,
@@ -176,6 +203,7 @@ def compile_program(
         diagnostics=tuple(diagnostics),
         vmfb_path=vmfb if proc.returncode == 0 and vmfb.exists() else None,
         failed_executables=failed,
+        executable_diagnostics=tuple(executable_diagnostics),
         parent=_lineage.parent,
         resumed_from=_lineage.resumed_from,
         substitutions=_lineage.substitutions,
@@ -195,17 +223,52 @@ def _collect_phases(out: Path, request: CompileRequest) -> list[PhaseSnapshot]:
     return phases
 
 
-def _failed_executables(diagnostics: list[Diagnostic], executables: list) -> tuple[str, ...]:
-    # IREE reports an executable's failure at a location in its dumped source or configuration file.
-    by_file: dict[str, str] = {}
-    for e in executables:
-        for path in (e.source, e.configuration):
-            if path is not None:
-                by_file[os.path.realpath(path)] = e.name
+def _write_executable_files(out: Path, module: str, phases: list[PhaseSnapshot]) -> None:
+    # IREE's file names: sources/module_<name>.mlir, configurations/configured_module_<name>.mlir.
+    for phase, kind, prefix in (
+        ("executable-sources", "sources", "module_"),
+        ("executable-configurations", "configurations", "configured_module_"),
+    ):
+        snapshot = next((p for p in phases if p.phase == phase), None)
+        if snapshot is None:
+            continue
+        folder = out / "executables" / kind
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, text in extract_executables(snapshot.text()).items():
+            (folder / f"{prefix}{name}.mlir").write_text(text)
+
+
+def _locate_failure(
+    request: CompileRequest, source_path: Path, out: Path, task: TaskState | None, timeout_s: float | None
+) -> tuple[list[Diagnostic], tuple[str, ...]]:
+    """Compile again with IREE's executable dumps, which make IREE report an executable's errors at its
+    dumped file: the diagnostics so located, and the executables they name."""
+    dumps = out / "executables" / "failure"
+    cmd = [iree_compile_path(), str(source_path), *request.compiler_flags()]
+    cmd += [f"--iree-hal-dump-executable-{kind}-to={dumps / kind}" for kind in ("sources", "configurations")]
+    cmd += ["--mlir-print-op-on-diagnostic=false", "-o", os.devnull]
+    proc = _start(cmd, stderr=subprocess.PIPE, text=True)
+    start = time.monotonic()
+    try:
+        while True:
+            try:
+                _, stderr = proc.communicate(timeout=_POLL_S)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            if task is not None and task.cancelled:
+                raise CompileCancelled("compile cancelled")
+            if timeout_s is not None and time.monotonic() - start > timeout_s:
+                raise CompileCancelled(f"compile ran past its {timeout_s:g} s limit")
+    finally:
+        _stop(proc)
+    located = []
     failed: list[str] = []
-    for d in diagnostics:
-        if d.severity == "error" and d.file is not None:
-            name = by_file.get(os.path.realpath(d.file))
-            if name is not None and name not in failed:
-                failed.append(name)
-    return tuple(failed)
+    for d in parse_diagnostics(stderr):
+        if d.file is None or not Path(d.file).is_relative_to(dumps):
+            continue
+        located.append(d)
+        name = Path(d.file).name.split(".")[0].removeprefix("configured_").removeprefix("module_")
+        if d.severity == "error" and name not in failed:
+            failed.append(name)
+    return located, tuple(failed)
