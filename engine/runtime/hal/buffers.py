@@ -1,0 +1,247 @@
+"""HAL memory as the VM sees it: allocations, buffers (zero-copy subspans), buffer views, allocators, files.
+
+Storage design: every allocation has **host memory**, a 1-D ``uint8`` numpy array (``Allocation.data``). The
+HAL's host-side operations (fill, copy, update, ``buffer.load/store``, reading a buffer view) reach it only
+through ``Allocation.read_view``/``write_view``. A device whose memory lives elsewhere (Vulkan) subclasses
+``Allocation``: it keeps its device copy in ``device_state`` and overrides the two views to download before a
+host read and to mark the device copy stale after a host write, and uploads/downloads around its own work.
+The CPU device uses the host array directly, so a kernel writes straight into it, with no copy.
+
+Buffers alias an allocation (``byte_offset``/``byte_length``); ``subspan`` follows ``iree_hal_buffer_subspan``:
+a subspan of a subspan refers to the allocated buffer directly. Range errors carry IREE's own status texts.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from engine.runtime import element_types as et
+from engine.runtime.hal import constants as c
+from engine.runtime.vm.native import StatusCode, VmStatusError
+
+if TYPE_CHECKING:
+    from engine.runtime.hal.device import Device
+
+
+class Allocation:
+    """One block of memory that buffers alias. ``owners`` is IREE's async-allocation owner count."""
+
+    def __init__(self, data: np.ndarray, device: Device | None = None, origin: str = ""):
+        if data.dtype != np.uint8 or data.ndim != 1:
+            raise ValueError("an allocation's host memory is a 1-D uint8 array")
+        self.data = data
+        self.device = device
+        self.origin = origin  # "alloca", "allocate", "import rodata 3", "numpy"...
+        self.owners = 1
+        self.device_state: Any = None  # for devices that mirror the memory elsewhere
+
+    @property
+    def size(self) -> int:
+        return int(self.data.shape[0])
+
+    def read_view(self, offset: int, length: int) -> np.ndarray:
+        """Bytes ``[offset, offset + length)`` for reading on the host (zero-copy here)."""
+        return self.data[offset : offset + length]
+
+    def write_view(self, offset: int, length: int) -> np.ndarray:
+        """Bytes ``[offset, offset + length)`` for writing on the host (zero-copy here)."""
+        return self.data[offset : offset + length]
+
+
+def calculate_range(base_offset: int, max_length: int, offset: int, length: int) -> tuple[int, int]:
+    """``iree_hal_buffer_calculate_range``: (absolute offset, length) of ``[offset, +length)`` in a range."""
+    if offset > max_length or offset < 0:
+        raise VmStatusError(
+            StatusCode.OUT_OF_RANGE,
+            "attempted to access an address off the end of the valid buffer range "
+            f"(offset={offset}, length={length}, buffer byte_length={max_length})",
+        )
+    adjusted_length = max_length - offset if length == c.WHOLE_BUFFER else length
+    if adjusted_length == 0:
+        return base_offset + offset, 0
+    end = offset + adjusted_length - 1
+    if adjusted_length < 0 or end >= max_length:
+        raise VmStatusError(
+            StatusCode.OUT_OF_RANGE,
+            "attempted to access an address outside of the valid buffer range "
+            f"(offset={offset}, adjusted_length={adjusted_length}, end={end}, buffer byte_length={max_length})",
+        )
+    return base_offset + offset, adjusted_length
+
+
+class HalBuffer:
+    """A ``!hal.buffer``: ``[byte_offset, +byte_length)`` of an allocation, with its memory type and usage."""
+
+    vm_type_name = "hal.buffer"
+
+    def __init__(
+        self,
+        allocation: Allocation,
+        byte_offset: int,
+        byte_length: int,
+        memory_type: int,
+        allowed_usage: int,
+        allowed_access: int = c.MEMORY_ACCESS_ALL,
+        parent: HalBuffer | None = None,
+    ):
+        self.allocation = allocation
+        self.byte_offset = byte_offset
+        self.byte_length = byte_length
+        self.memory_type = memory_type & 0xFFFFFFFF
+        self.allowed_usage = allowed_usage & 0xFFFFFFFF
+        self.allowed_access = allowed_access
+        self._parent = parent
+
+    @property
+    def allocated_buffer(self) -> HalBuffer:
+        return self._parent if self._parent is not None else self
+
+    @property
+    def device(self) -> Device | None:
+        return self.allocation.device
+
+    def subspan(self, offset: int, length: int) -> HalBuffer:
+        """``iree_hal_buffer_subspan``; the whole range returns ``self``."""
+        offset, length = calculate_range(self.byte_offset, self.byte_length, offset, length)
+        if offset == self.byte_offset and length == self.byte_length:
+            return self
+        # Subspans always refer to the allocated buffer (no nesting), like IREE.
+        return HalBuffer(
+            self.allocation,
+            offset,
+            length,
+            self.memory_type,
+            self.allowed_usage,
+            self.allowed_access,
+            parent=self.allocated_buffer,
+        )
+
+    def resolve(self, offset: int, length: int) -> tuple[int, int]:
+        """Allocation offset and length of ``[offset, +length)`` of this buffer (``-1`` = to the end)."""
+        return calculate_range(self.byte_offset, self.byte_length, offset, length)
+
+    def read_view(self, offset: int = 0, length: int = c.WHOLE_BUFFER) -> np.ndarray:
+        start, n = self.resolve(offset, length)
+        return self.allocation.read_view(start, n)
+
+    def write_view(self, offset: int = 0, length: int = c.WHOLE_BUFFER) -> np.ndarray:
+        start, n = self.resolve(offset, length)
+        return self.allocation.write_view(start, n)
+
+    def __repr__(self) -> str:
+        return (
+            f"HalBuffer({self.byte_length} bytes at +{self.byte_offset} of {self.allocation.size}, "
+            f"{c.format_memory_type(self.memory_type)}, {self.allocation.origin})"
+        )
+
+
+class HalBufferView:
+    """A ``!hal.buffer_view``: a buffer with a shape, an IREE element type code and an encoding."""
+
+    vm_type_name = "hal.buffer_view"
+
+    def __init__(
+        self,
+        buffer: HalBuffer,
+        shape: tuple[int, ...],
+        element_type: int,
+        encoding_type: int = c.ENCODING_TYPE_DENSE_ROW_MAJOR,
+    ):
+        self.buffer = buffer
+        self.shape = tuple(int(d) for d in shape)
+        self.element_type = element_type & 0xFFFFFFFF
+        self.encoding_type = encoding_type & 0xFFFFFFFF
+
+    @property
+    def element(self) -> et.ElementType:
+        return et.ElementType(self.element_type)
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def element_count(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+
+    @property
+    def byte_length(self) -> int:
+        """Bytes the dense contents occupy (``iree_hal_buffer_view_byte_length``)."""
+        bits = self.element.bit_count
+        return (
+            (self.element_count * bits + 7) // 8 if bits < 8 else self.element_count * self.element.byte_size
+        )
+
+    def to_numpy(self, *, writable: bool = False) -> np.ndarray:
+        """The contents as an array of the element type's dtype and this shape, a view of the buffer's memory.
+
+        Types numpy lacks (bf16, f8...) come as unsigned integers of the same width (their raw bits).
+        ``writable=True`` gives a view for writing (on devices that mirror memory, marks the device copy stale).
+        """
+        dtype = self.element.dtype
+        nbytes = self.element_count * dtype.itemsize
+        if nbytes > self.buffer.byte_length:
+            raise VmStatusError(
+                StatusCode.OUT_OF_RANGE,
+                f"buffer view {self.describe()} needs {nbytes} bytes; its buffer has {self.buffer.byte_length}",
+            )
+        raw = self.buffer.write_view(0, nbytes) if writable else self.buffer.read_view(0, nbytes)
+        return raw.view(dtype).reshape(self.shape)
+
+    def describe(self) -> str:
+        dims = "x".join(str(d) for d in self.shape)
+        return f"{dims}x{self.element.name}" if dims else self.element.name
+
+    def __repr__(self) -> str:
+        return f"HalBufferView({self.describe()})"
+
+
+class HalAllocator:
+    """A ``!hal.allocator``: allocates and imports buffers for its device."""
+
+    vm_type_name = "hal.allocator"
+
+    def __init__(self, device: Device):
+        self.device = device
+
+    def allocate(self, memory_type: int, usage: int, size: int, origin: str = "allocate") -> HalBuffer:
+        if size < 0:
+            raise VmStatusError(
+                StatusCode.INVALID_ARGUMENT, f"failed to allocate buffer of length {size}; negative size"
+            )
+        memory_type, usage = self.device.buffer_params(memory_type, usage)
+        allocation = self.device.new_allocation(size, origin)
+        return HalBuffer(allocation, 0, size, memory_type, usage)
+
+    def wrap(
+        self, data: np.ndarray, memory_type: int, usage: int, access: int, origin: str
+    ) -> HalBuffer | None:
+        """Alias existing host memory (``allocator.import``); ``None`` if this device cannot (then callers copy)."""
+        memory_type, usage = self.device.buffer_params(memory_type, usage)
+        allocation = self.device.import_allocation(data, origin)
+        if allocation is None:
+            return None
+        return HalBuffer(allocation, 0, allocation.size, memory_type, usage, access)
+
+    def __repr__(self) -> str:
+        return f"HalAllocator({self.device.name})"
+
+
+class HalFile:
+    """A ``!hal.file``: a host memory range (from ``ex.file.from_memory``) that queue reads copy from."""
+
+    vm_type_name = "hal.file"
+
+    def __init__(self, data: np.ndarray, access: int, origin: str = ""):
+        self.data = data
+        self.access = access
+        self.origin = origin
+
+    @property
+    def length(self) -> int:
+        return int(self.data.shape[0])
+
+    def __repr__(self) -> str:
+        return f"HalFile({self.length} bytes, {self.origin})"

@@ -1,0 +1,173 @@
+"""The CPU device: IREE's local-sync device emulated on host memory.
+
+It answers device queries like local-sync (id ``local-sync``, formats ``embedded-elf-x86_64`` and
+``vmvx-bytecode-fb``, concurrency 1, ``hal.cpu:<feature>`` bits), so a compiled module's ``__init`` selects it.
+llvm-cpu executables run natively through ``CpuExecutableLibrary`` (ctypes); VMVX executables run in our
+own VM interpreter (``engine.runtime.vm.vmvx``). Bindings are views of the buffers' host memory: kernels
+read and write it in place.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from engine.errors import DispatchError, HalError
+from engine.runtime.hal.buffers import HalBuffer
+from engine.runtime.hal.commands import ResolvedRange
+from engine.runtime.hal.device import BUFFER_ALIGNMENT, Device, HalExecutable, aligned_zeros
+from engine.runtime.vm.native import StatusCode, VmStatusError
+
+FORMAT_EMBEDDED_ELF = "embedded-elf-x86_64"
+FORMAT_VMVX = "vmvx-bytecode-fb"
+
+# iree/schemas/cpu_feature_bits.inl for x86-64: LLVM feature name -> bit of processor data word 0.
+X86_64_FEATURE_BITS = {
+    "sse3": 0,
+    "ssse3": 1,
+    "sse4.1": 2,
+    "sse4.2": 3,
+    "sse4a": 4,
+    "avx": 10,
+    "fma": 11,
+    "fma4": 12,
+    "xop": 13,
+    "f16c": 14,
+    "avx2": 15,
+    "avx512f": 20,
+    "avx512cd": 21,
+    "avx512vl": 22,
+    "avx512dq": 23,
+    "avx512bw": 24,
+    "avx512ifma": 25,
+    "avx512vbmi": 26,
+    "avx512vpopcntdq": 27,
+    "avx512vnni": 28,
+    "avx512vbmi2": 29,
+    "avx512bitalg": 30,
+    "avx512bf16": 31,
+    "avx512fp16": 32,
+    "amx-tile": 50,
+    "amx-int8": 51,
+    "amx-bf16": 52,
+}
+
+
+class CpuDevice(Device):
+    """``local-sync`` on the host: synchronous queue, native ELF dispatches, VMVX in our interpreter."""
+
+    identifier = "local-sync"
+    formats = (FORMAT_EMBEDDED_ELF, FORMAT_VMVX)
+
+    def __init__(self, name: str | None = None) -> None:
+        super().__init__(name)
+
+    def supports_format(self, executable_format: str) -> bool:
+        return executable_format in self.formats
+
+    def query_i64(self, category: str, key: str) -> int | None:
+        if category == "hal.cpu":
+            bit = X86_64_FEATURE_BITS.get(key)
+            if bit is None:
+                return None
+            from engine.runtime.hal.cpu_library import processor_data
+
+            return (processor_data()[0] >> bit) & 1
+        return super().query_i64(category, key)
+
+    # -- executables
+
+    def create_executable(
+        self, executable_format: str, data: np.ndarray, constants: tuple[int, ...], label: str
+    ) -> HalExecutable:
+        if executable_format == FORMAT_EMBEDDED_ELF:
+            from engine.runtime.hal.cpu_library import CpuExecutableLibrary
+
+            try:
+                library = CpuExecutableLibrary.load(
+                    memoryview(np.ascontiguousarray(data)), label, constants=constants
+                )
+            except HalError as e:
+                raise VmStatusError(
+                    StatusCode.INVALID_ARGUMENT, f"cannot load executable {label}: {e}"
+                ) from None
+            names = [e.name for e in library.exports]
+            return HalExecutable(self, executable_format, label, names, library)
+        if executable_format == FORMAT_VMVX:
+            from engine.runtime.vm.vmvx import VmvxExecutable  # another engineer's module; imported on demand
+
+            try:
+                executable = VmvxExecutable.load(data)
+            except HalError as e:
+                raise VmStatusError(
+                    StatusCode.INVALID_ARGUMENT, f"cannot load executable {label}: {e}"
+                ) from None
+            return HalExecutable(self, executable_format, label, _vmvx_export_names(executable), executable)
+        return super().create_executable(executable_format, data, constants, label)
+
+    # -- dispatch
+
+    def run_dispatch(
+        self,
+        executable: HalExecutable,
+        ordinal: int,
+        workgroup_count: tuple[int, int, int],
+        constants: tuple[int, ...],
+        bindings: list[ResolvedRange],
+    ) -> None:
+        impl = executable.impl
+        if executable.format == FORMAT_EMBEDDED_ELF:
+            attrs = impl.exports[ordinal].attributes
+            expected_constants, expected_bindings = attrs.constant_count, attrs.binding_count
+        else:
+            expected_constants, expected_bindings = _vmvx_counts(impl, ordinal)
+        if expected_constants is not None and len(constants) != expected_constants:
+            raise VmStatusError(
+                StatusCode.INVALID_ARGUMENT,
+                f"constant count mismatch, expected {expected_constants} but was provided {len(constants)}",
+            )
+        if expected_bindings is not None and len(bindings) != expected_bindings:
+            raise VmStatusError(
+                StatusCode.INVALID_ARGUMENT,
+                f"binding count mismatch, expected {expected_bindings} but was provided {len(bindings)}",
+            )
+        views = [_binding_view(b) for b in bindings]
+        try:
+            impl.dispatch(
+                ordinal, tuple(workgroup_count), tuple(int(v) & 0xFFFFFFFF for v in constants), views
+            )
+        except DispatchError as e:
+            raise VmStatusError(StatusCode.INTERNAL, str(e)) from None
+        except HalError as e:
+            raise VmStatusError(StatusCode.INVALID_ARGUMENT, str(e)) from None
+
+
+def _binding_view(r: ResolvedRange) -> np.ndarray:
+    buffer: HalBuffer = r.buffer  # type: ignore[assignment]
+    if r.length == 0:
+        return aligned_zeros(0)  # an empty binding still needs an aligned pointer
+    view = buffer.write_view(r.offset, r.length)
+    if view.ctypes.data % BUFFER_ALIGNMENT:
+        # Not IREE's layout (its buffers and binding offsets are 64-byte aligned); kernels would fault.
+        raise VmStatusError(
+            StatusCode.INVALID_ARGUMENT,
+            f"binding at offset {r.offset} of {buffer!r} is not {BUFFER_ALIGNMENT}-byte aligned",
+        )
+    return view
+
+
+def _vmvx_export_names(executable: Any) -> list[str]:
+    names = getattr(executable, "export_names", None)
+    if names is None:
+        names = [getattr(e, "name", e) for e in getattr(executable, "exports", ())]
+    return [str(n) for n in names]
+
+
+def _vmvx_counts(executable: Any, ordinal: int) -> tuple[int | None, int | None]:
+    exports = getattr(executable, "exports", None)
+    if exports is None:
+        return None, None
+    export = exports[ordinal]
+    attrs = getattr(export, "attributes", export)
+    return getattr(attrs, "constant_count", None), getattr(attrs, "binding_count", None)

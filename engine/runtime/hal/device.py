@@ -1,0 +1,417 @@
+"""The device interface of the emulated HAL, its synchronous queue, and dispatch observation.
+
+A ``Device`` (the ``!hal.device`` ref) owns an allocator, loads executables, and runs queue work: transfers
+(fill, copy, update) on host memory by default, and dispatches through ``run_dispatch``, which each device
+implements (``CpuDevice`` through ctypes or the VMVX interpreter; a Vulkan device on the GPU). Queue work
+runs on the calling thread as soon as its wait fence is reached, as IREE's local-sync device does.
+
+Every dispatch is reported to the device's ``observers`` (``DispatchObserver``) before and after it runs,
+as a ``DispatchRecord``: executable, export, workgroup count, constants, and each binding, whose bytes are
+read on demand (a zero-copy numpy view on the CPU). Observers run on the invoking thread and may block
+(a debugger pauses a run there).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from engine.runtime.hal import commands as cmd
+from engine.runtime.hal import constants as c
+from engine.runtime.hal.buffers import Allocation, HalAllocator, HalBuffer
+from engine.runtime.hal.commands import BindingTableEntry, HalCommandBuffer, ResolvedRange, resolve_ref
+from engine.runtime.hal.sync import HalFence, fence_failure, fence_reached
+from engine.runtime.vm.native import StatusCode, VmStatusError
+
+BUFFER_ALIGNMENT = 64  # IREE's local allocators hand out 64-byte aligned memory and kernels rely on it
+
+
+def aligned_zeros(size: int) -> np.ndarray:
+    """A zeroed 1-D uint8 array whose data starts on a ``BUFFER_ALIGNMENT`` boundary."""
+    raw = np.zeros(size + BUFFER_ALIGNMENT, dtype=np.uint8)
+    start = (-raw.ctypes.data) % BUFFER_ALIGNMENT
+    return raw[start : start + size]
+
+
+class HalExecutable:
+    """A ``!hal.executable``: a loaded executable with its exports; ``impl`` is the device's own object."""
+
+    vm_type_name = "hal.executable"
+
+    def __init__(self, device: Device, format: str, label: str, export_names: Sequence[str], impl: Any):
+        self.device = device
+        self.format = format
+        self.label = label  # where it came from, e.g. "rodata 4"
+        self.export_names = tuple(export_names)
+        self.impl = impl
+
+    def lookup(self, name: str) -> int:
+        """``executable.lookup.function``: the export's ordinal (the function id of CPU/VMVX/Vulkan)."""
+        try:
+            return self.export_names.index(name)
+        except ValueError:
+            raise VmStatusError(
+                StatusCode.NOT_FOUND, f"executable does not export a function named '{name}'"
+            ) from None
+
+    def export_name(self, ordinal: int) -> str:
+        if 0 <= ordinal < len(self.export_names):
+            return self.export_names[ordinal]
+        return f"#{ordinal}"
+
+    def __repr__(self) -> str:
+        return f"HalExecutable({self.format}, {self.label}, exports={list(self.export_names)})"
+
+
+@dataclass(frozen=True)
+class DispatchBinding:
+    """One binding of a dispatch: ``length`` bytes at ``offset`` of ``buffer``; ``data`` reads them."""
+
+    index: int
+    buffer: HalBuffer
+    offset: int
+    length: int
+
+    @property
+    def data(self) -> np.ndarray:
+        """The binding's bytes as a uint8 numpy array (a view of the memory itself on host devices)."""
+        return self.buffer.read_view(self.offset, self.length)
+
+
+@dataclass(frozen=True)
+class DispatchRecord:
+    """What one dispatch ran with; ``sequence`` counts the device's dispatches from 0."""
+
+    sequence: int
+    device: str
+    executable: str  # the executable's label (where it came from)
+    executable_format: str
+    export_name: str
+    export_ordinal: int
+    workgroup_count: tuple[int, int, int]
+    constants: tuple[int, ...]
+    bindings: tuple[DispatchBinding, ...]
+
+
+class DispatchObserver:
+    """Receives every dispatch of a device; subclass and override what you need. Methods may block."""
+
+    def before_dispatch(self, record: DispatchRecord) -> None:
+        pass
+
+    def after_dispatch(self, record: DispatchRecord) -> None:
+        pass
+
+    def dispatch_failed(self, record: DispatchRecord, error: Exception) -> None:
+        pass
+
+
+@dataclass
+class _PendingWork:
+    wait: HalFence | None
+    signal: HalFence | None
+    action: Callable[[], None]
+    what: str
+
+
+class Device:
+    """Base class of the emulated HAL's devices; also the ``!hal.device`` ref the VM holds."""
+
+    vm_type_name = "hal.device"
+    identifier = "device"  # what `hal.device.id` patterns match (IREE's driver name, e.g. local-sync)
+
+    def __init__(self, name: str | None = None) -> None:
+        self.name = name or self.identifier
+        self.allocator = HalAllocator(self)
+        self.observers: list[DispatchObserver] = []
+        self._dispatches = 0
+        self._pending: list[_PendingWork] = []
+        self._pumping = False
+        self._lock = threading.RLock()
+
+    # -- capabilities (override)
+
+    def supports_format(self, executable_format: str) -> bool:
+        return False
+
+    def query_i64(self, category: str, key: str) -> int | None:
+        """``iree_hal_device_query_i64``; ``None`` where IREE answers NOT_FOUND."""
+        if category == "hal.device.id":
+            return 1 if c.match_pattern(self.identifier, key) else 0
+        if category == "hal.executable.format":
+            return 1 if self.supports_format(key) else 0
+        if category in ("hal.device", "hal.dispatch") and key == "concurrency":
+            return 1
+        return None
+
+    # -- memory (override to place memory elsewhere)
+
+    def buffer_params(self, memory_type: int, usage: int) -> tuple[int, int]:
+        """The memory type and usage a buffer really gets (IREE's heap allocator: host-visible, mappable)."""
+        memory_type = (memory_type | c.MEMORY_TYPE_HOST_VISIBLE) & ~c.MEMORY_TYPE_OPTIMAL
+        usage |= (
+            c.BUFFER_USAGE_MAPPING_SCOPED
+            | c.BUFFER_USAGE_MAPPING_PERSISTENT
+            | c.BUFFER_USAGE_MAPPING_ACCESS_RANDOM
+            | c.BUFFER_USAGE_TRANSFER
+        )
+        return memory_type & 0xFFFFFFFF, usage & 0xFFFFFFFF
+
+    def new_allocation(self, size: int, origin: str) -> Allocation:
+        return Allocation(aligned_zeros(size), self, origin)
+
+    def import_allocation(self, data: np.ndarray, origin: str) -> Allocation | None:
+        """Alias host memory, or ``None`` when this device cannot use it in place (the program then copies).
+
+        Kernels may write into any binding and rely on 64-byte alignment, so only writable, aligned memory
+        is aliased (module constants come from a private writable mapping; see the architecture notes).
+        """
+        if (
+            data.dtype != np.uint8
+            or data.ndim != 1
+            or not data.flags.writeable
+            or not data.flags.c_contiguous
+        ):
+            return None
+        if data.ctypes.data % BUFFER_ALIGNMENT:
+            return None
+        return Allocation(data, self, origin)
+
+    def allocate(
+        self,
+        size: int,
+        *,
+        memory_type: int = c.MEMORY_TYPE_DEVICE_LOCAL,
+        usage: int = c.BUFFER_USAGE_DEFAULT,
+        origin: str = "allocate",
+    ) -> HalBuffer:
+        return self.allocator.allocate(memory_type, usage, size, origin)
+
+    # -- executables (override)
+
+    def create_executable(
+        self, executable_format: str, data: np.ndarray, constants: tuple[int, ...], label: str
+    ) -> HalExecutable:
+        raise VmStatusError(
+            StatusCode.NOT_FOUND,
+            f"no executable loader registered for the format '{executable_format}' on device {self.name}",
+        )
+
+    def run_dispatch(
+        self,
+        executable: HalExecutable,
+        ordinal: int,
+        workgroup_count: tuple[int, int, int],
+        constants: tuple[int, ...],
+        bindings: list[ResolvedRange],
+    ) -> None:
+        raise VmStatusError(StatusCode.UNIMPLEMENTED, f"device {self.name} cannot dispatch")
+
+    # -- transfers on host memory (override for devices with their own memory)
+
+    def fill(self, target: ResolvedRange, pattern: bytes) -> None:
+        buffer = _require(target, "fill target")
+        n = len(pattern)
+        if n not in (1, 2, 4):
+            raise VmStatusError(
+                StatusCode.INVALID_ARGUMENT, f"fill patterns must be 1, 2, or 4 bytes (got {n})"
+            )
+        if target.length == 0:
+            return
+        start, length = buffer.resolve(target.offset, target.length)
+        if target.offset % n or length % n:
+            raise VmStatusError(
+                StatusCode.INVALID_ARGUMENT,
+                f"attempting to fill a range with {n} byte values that is not aligned "
+                f"(offset={target.offset}, length={length})",
+            )
+        view = buffer.allocation.write_view(start, length)
+        view.view(np.dtype(f"<u{n}"))[:] = int.from_bytes(pattern, "little")
+
+    def copy(self, source: ResolvedRange, target: ResolvedRange) -> None:
+        src_buffer = _require(source, "copy source")
+        dst_buffer = _require(target, "copy target")
+        src = src_buffer.read_view(source.offset, source.length)
+        dst = dst_buffer.write_view(target.offset, len(src))
+        dst[:] = src  # numpy handles overlap like memmove
+
+    def update(self, data: bytes | np.ndarray, target: ResolvedRange) -> None:
+        buffer = _require(target, "update target")
+        src = (
+            np.frombuffer(data, dtype=np.uint8) if isinstance(data, bytes | bytearray | memoryview) else data
+        )
+        dst = buffer.write_view(target.offset, len(src))
+        dst[:] = src
+
+    def barrier(self, command: cmd.BarrierCommand) -> None:
+        """An execution barrier; in-order host execution needs nothing."""
+
+    # -- dispatch with observation
+
+    def dispatch(
+        self,
+        executable: HalExecutable,
+        ordinal: int,
+        workgroup_count: tuple[int, int, int],
+        constants: tuple[int, ...],
+        bindings: list[ResolvedRange],
+    ) -> None:
+        """Run one dispatch, telling the observers before and after."""
+        if not 0 <= ordinal < len(executable.export_names):
+            raise VmStatusError(
+                StatusCode.OUT_OF_RANGE,
+                f"function id {ordinal} out of range (count: {len(executable.export_names)})",
+            )
+        for i, b in enumerate(bindings):
+            if b.buffer is None:
+                raise VmStatusError(
+                    StatusCode.FAILED_PRECONDITION,
+                    f"required binding {i} is NULL; all bindings must have a valid pointer",
+                )
+        if not self.observers:
+            self._dispatches += 1
+            self.run_dispatch(executable, ordinal, workgroup_count, constants, bindings)
+            return
+        record = DispatchRecord(
+            sequence=self._dispatches,
+            device=self.name,
+            executable=executable.label,
+            executable_format=executable.format,
+            export_name=executable.export_name(ordinal),
+            export_ordinal=ordinal,
+            workgroup_count=tuple(workgroup_count),
+            constants=tuple(constants),
+            bindings=tuple(
+                DispatchBinding(i, b.buffer, b.offset, b.length)
+                for i, b in enumerate(bindings)  # type: ignore[arg-type]
+            ),
+        )
+        self._dispatches += 1
+        for observer in list(self.observers):
+            observer.before_dispatch(record)
+        try:
+            self.run_dispatch(executable, ordinal, workgroup_count, constants, bindings)
+        except Exception as e:
+            for observer in list(self.observers):
+                observer.dispatch_failed(record, e)
+            raise
+        for observer in list(self.observers):
+            observer.after_dispatch(record)
+
+    @property
+    def dispatch_count(self) -> int:
+        """How many dispatches this device has run (the next record's ``sequence``)."""
+        return self._dispatches
+
+    # -- command buffers
+
+    def execute(self, command_buffer: HalCommandBuffer, table: list[BindingTableEntry]) -> None:
+        """Replay a recorded command buffer with a binding table (empty for direct command buffers)."""
+        if not command_buffer.finalized:
+            raise VmStatusError(
+                StatusCode.FAILED_PRECONDITION, "command buffer must be finalized before it is submitted"
+            )
+        if len(table) < command_buffer.binding_capacity:
+            raise VmStatusError(
+                StatusCode.INVALID_ARGUMENT,
+                f"indirect command buffer requires at least {command_buffer.binding_capacity} bindings but "
+                f"only {len(table)} were provided",
+            )
+        command_buffer.submissions += 1
+        for command in command_buffer.commands:
+            self.execute_command(command, table)
+
+    def execute_command(self, command: cmd.Command, table: list[BindingTableEntry]) -> None:
+        if isinstance(command, cmd.DispatchCommand):
+            if command.workgroups_ref is not None:
+                ref = resolve_ref(command.workgroups_ref, table)
+                buffer = _require(ref, "indirect workgroup count")
+                counts = buffer.read_view(ref.offset, 12).view("<u4")
+                workgroup_count = (int(counts[0]), int(counts[1]), int(counts[2]) & 0xFFFF)
+            else:
+                workgroup_count = command.workgroup_count  # type: ignore[assignment]
+            bindings = [resolve_ref(b, table) for b in command.bindings]
+            self.dispatch(command.executable, command.ordinal, workgroup_count, command.constants, bindings)
+        elif isinstance(command, cmd.FillCommand):
+            self.fill(resolve_ref(command.target, table), command.pattern)
+        elif isinstance(command, cmd.CopyCommand):
+            self.copy(resolve_ref(command.source, table), resolve_ref(command.target, table))
+        elif isinstance(command, cmd.UpdateCommand):
+            self.update(command.data, resolve_ref(command.target, table))
+        elif isinstance(command, cmd.BarrierCommand):
+            self.barrier(command)
+        # Debug groups, advice, flush and invalidate change nothing on coherent host memory.
+
+    # -- the queue
+
+    def submit(
+        self, wait: HalFence | None, signal: HalFence | None, action: Callable[[], None], what: str
+    ) -> None:
+        """Run ``action`` once ``wait`` is reached, then signal ``signal``; a failed wait fails ``signal``."""
+        with self._lock:
+            failure = fence_failure(wait)
+            if failure is not None:
+                if signal is not None:
+                    signal.fail(failure)
+                return
+            if fence_reached(wait):
+                self._run(action, signal, raise_errors=True)
+                return
+            self._pending.append(_PendingWork(wait, signal, action, what))
+            for semaphore, _ in wait.timepoints:  # type: ignore[union-attr]
+                if self._pump not in semaphore.listeners:
+                    semaphore.listeners.append(self._pump)
+
+    @property
+    def pending_work(self) -> list[str]:
+        """What is queued behind a fence nobody signaled yet."""
+        return [p.what for p in self._pending]
+
+    def _run(self, action: Callable[[], None], signal: HalFence | None, raise_errors: bool) -> None:
+        try:
+            action()
+        except VmStatusError as e:
+            if signal is not None:
+                signal.fail(e)
+            if raise_errors:
+                raise
+            return
+        if signal is not None:
+            signal.signal()
+
+    def _pump(self) -> None:
+        with self._lock:
+            if self._pumping:
+                return
+            self._pumping = True
+            try:
+                progressed = True
+                while progressed:
+                    progressed = False
+                    for work in list(self._pending):
+                        failure = fence_failure(work.wait)
+                        if failure is None and not fence_reached(work.wait):
+                            continue
+                        self._pending.remove(work)
+                        progressed = True
+                        if failure is not None:
+                            if work.signal is not None:
+                                work.signal.fail(failure)
+                        else:
+                            # Errors of deferred work reach the program through the signal fence.
+                            self._run(work.action, work.signal, raise_errors=False)
+            finally:
+                self._pumping = False
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name})"
+
+
+def _require(r: ResolvedRange, what: str) -> HalBuffer:
+    if r.buffer is None:
+        raise VmStatusError(StatusCode.INVALID_ARGUMENT, f"{what} buffer is NULL")
+    return r.buffer
