@@ -64,15 +64,16 @@ def resume_from_phase(
         timeout_s=timeout_s,
         _lineage=_Lineage(parent=parent, resumed_from=phase, substitutions=_substitutions),
     )
-    if phase_index(phase) >= phase_index("executable-targets") and not result.executables:
+    if phase_index(phase) >= phase_index("executable-targets"):
         # From here on the compiler only serialises executables it no longer dumps: they are the parent's.
-        parent_dumps = parent.out_dir / "executables"
-        if parent_dumps.is_dir():
-            shutil.copytree(parent_dumps, out / "executables", dirs_exist_ok=True)
-            result = dataclasses.replace(
-                result,
-                executables=tuple(
-                    collect_executables(out / "executables", [e.name for e in parent.executables])
-                ),
-            )
+        copied = False
+        for kind in ("intermediates", "binaries"):
+            theirs, ours = parent.out_dir / "executables" / kind, out / "executables" / kind
+            if theirs.is_dir() and not ours.exists():
+                shutil.copytree(theirs, ours)
+                copied = True
+        if copied:
+            names = [e.name for e in result.executables] + [e.name for e in parent.executables]
+            executables = collect_executables(out / "executables", list(dict.fromkeys(names)))
+            result = dataclasses.replace(result, executables=tuple(executables))
     return result
