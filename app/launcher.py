@@ -7,7 +7,8 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    from engine.cli import is_command, main as cli_main
+    from engine.cli import is_command
+    from engine.cli import main as cli_main
 
     if is_command(argv):
         return cli_main(argv)

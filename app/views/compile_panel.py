@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
     QComboBox,
     QFileDialog,
     QFormLayout,
+    QGridLayout,
     QGroupBox,
     QHBoxLayout,
     QLabel,
@@ -52,15 +53,15 @@ class CompileOptionsForm(QWidget):
         self.target_cpu = QLineEdit(self)
         self.target_cpu.setPlaceholderText("host")
         self.conversions = {name: QCheckBox(name, self) for name in TYPE_CONVERSIONS}
-        self.trace = QCheckBox("trace dispatch tensors (--iree-flow-trace-dispatch-tensors)", self)
+        self.trace = QCheckBox("trace dispatch tensors", self)
+        self.trace.setToolTip("--iree-flow-trace-dispatch-tensors")
         self.flags = QLineEdit(self)
         self.flags.setPlaceholderText("extra iree-compile flags, e.g. --iree-opt-level=O3")
         conv_box = QWidget(self)
-        conv = QHBoxLayout(conv_box)
+        conv = QGridLayout(conv_box)
         conv.setContentsMargins(0, 0, 0, 0)
-        for box in self.conversions.values():
-            conv.addWidget(box)
-        conv.addStretch(1)
+        for k, box in enumerate(self.conversions.values()):
+            conv.addWidget(box, k // 3, k % 3)
         form = QFormLayout(self)
         form.setContentsMargins(0, 0, 0, 0)
         form.addRow("Target", self.target)

@@ -1,0 +1,44 @@
+"""Starting the application: ``run_app(argv)`` opens the main window (on a file given as argument)."""
+
+from __future__ import annotations
+
+import sys
+
+from PySide6.QtWidgets import QApplication
+
+from app.settings import APPLICATION, ORGANIZATION
+
+
+def configure_pyqtgraph() -> None:
+    """Once per process: tensors are row-major numpy arrays, and pyqtgraph must not transpose them."""
+    import pyqtgraph as pg
+
+    pg.setConfigOptions(imageAxisOrder="row-major", antialias=True)
+
+
+def make_application(argv: list[str] | None = None) -> QApplication:
+    app = QApplication.instance()
+    if app is None:
+        app = QApplication([sys.argv[0] if sys.argv else "iree-lens", *(argv or [])])
+    app.setOrganizationName(ORGANIZATION)
+    app.setApplicationName(APPLICATION)
+    app.setApplicationDisplayName(APPLICATION)
+    configure_pyqtgraph()
+    return app
+
+
+def run_app(argv: list[str]) -> int:
+    """Open the window; ``argv`` may hold one file to open (``.vmfb``, or ``.mlir`` to compile first)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="iree-lens", description="Open IREE Lens (on FILE if given).")
+    parser.add_argument("file", nargs="?", help="a .vmfb module or an .mlir source")
+    args, qt_args = parser.parse_known_args(argv)
+    app = make_application(qt_args)
+    from app.main_window import MainWindow
+
+    window = MainWindow()
+    window.show()
+    if args.file:
+        window.open_file(args.file)
+    return app.exec()

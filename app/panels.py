@@ -1,0 +1,76 @@
+"""The registry of dockable panels.
+
+Adding a panel is one line in :data:`PANELS` (or one call of :func:`register_panel` from a plug-in)::
+
+    PanelSpec("stepper", "VM Stepper", "app.views.stepper_view:StepperPanel", area="right"),
+
+The factory named by ``factory`` ("module:callable", imported when the window is built) is called as
+``factory(services)`` with the :class:`PanelServices` of the window and returns the panel's widget.
+A panel reads and moves the current position only through ``services.context`` (a
+:class:`~app.context.LensContext`), runs long work through ``services.worker``, and reports problems
+through ``services.messages``; it never reaches into another panel.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QWidget
+
+if TYPE_CHECKING:
+    from app.context import LensContext
+    from app.messages import MessageLog
+    from app.workers import EngineWorker
+
+AREAS = {
+    "left": Qt.DockWidgetArea.LeftDockWidgetArea,
+    "right": Qt.DockWidgetArea.RightDockWidgetArea,
+    "top": Qt.DockWidgetArea.TopDockWidgetArea,
+    "bottom": Qt.DockWidgetArea.BottomDockWidgetArea,
+}
+
+
+@dataclass(frozen=True)
+class PanelServices:
+    """What every panel gets: the shared position, the engine worker, the message log."""
+
+    context: LensContext
+    worker: EngineWorker
+    messages: MessageLog
+    open_file: Callable[[str], None]  # ask the window to open a file (path as text)
+
+
+@dataclass(frozen=True)
+class PanelSpec:
+    id: str  # stable: names the dock's objectName, so saved layouts find it again
+    title: str
+    factory: str | Callable[[PanelServices], QWidget]  # "package.module:callable" or the callable
+    area: str = "bottom"  # one of AREAS
+    visible: bool = True  # shown on first start (later, the saved layout decides)
+    tabify_with: str | None = None  # id of a panel to share a tab group with
+
+    def create(self, services: PanelServices) -> QWidget:
+        factory = self.factory
+        if isinstance(factory, str):
+            module_name, _, attr = factory.partition(":")
+            factory = getattr(importlib.import_module(module_name), attr)
+        return factory(services)
+
+
+# The panels of the main window, in the order of the View menu.
+PANELS: list[PanelSpec] = [
+    PanelSpec("log", "Log", "app.views.log_view:LogPanel", area="bottom"),
+]
+
+
+def register_panel(spec: PanelSpec) -> None:
+    """Add (or replace, by id) a panel; windows built afterwards show it."""
+    for i, existing in enumerate(PANELS):
+        if existing.id == spec.id:
+            PANELS[i] = spec
+            return
+    PANELS.append(spec)

@@ -1,0 +1,50 @@
+"""A non-modal banner across the top of the window: the latest error, with a close button.
+
+It never blocks (no message box): the application keeps running and tests keep driving it; the
+full text and details also go to the Log panel.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QToolButton, QWidget
+
+from app.messages import Level, Message
+
+_STYLE = {
+    Level.ERROR: "background:#f8d7da; color:#58151c; border-bottom:1px solid #f1aeb5;",
+    Level.WARNING: "background:#fff3cd; color:#664d03; border-bottom:1px solid #ffe69c;",
+    Level.INFO: "background:#cfe2ff; color:#052c65; border-bottom:1px solid #9ec5fe;",
+}
+
+
+class MessageBanner(QFrame):
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("messageBanner")
+        self.label = QLabel(self)
+        self.label.setWordWrap(True)
+        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.close_button = QToolButton(self)
+        self.close_button.setText("✕")
+        self.close_button.setAutoRaise(True)
+        self.close_button.setToolTip("Dismiss")
+        self.close_button.clicked.connect(self.hide)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(10, 6, 6, 6)
+        layout.addWidget(self.label, 1)
+        layout.addWidget(self.close_button, 0, Qt.AlignmentFlag.AlignTop)
+        self.message: Message | None = None
+        self.hide()
+
+    def show_message(self, msg: Message) -> None:
+        self.message = msg
+        self.setStyleSheet(
+            f"#messageBanner {{{_STYLE[msg.level]}}} QLabel {{{_STYLE[msg.level]} border:none;}}"
+        )
+        self.label.setText(msg.text)
+        self.label.setToolTip(msg.details[-4000:] if msg.details else "")
+        self.show()
+
+    def text(self) -> str:
+        return self.label.text() if self.isVisible() else ""
