@@ -18,6 +18,7 @@ from engine.runtime import isa
 from engine.runtime.vm import numeric as N
 from engine.runtime.vm.handlers import DONE, RELOAD
 from engine.runtime.vm.native import StatusCode, VmStatusError
+from engine.runtime.vm.trace import format_instruction, read_values
 
 if TYPE_CHECKING:
     from engine.runtime.vm.context import ImportBinding, ModuleInstance
@@ -98,6 +99,7 @@ class StepRecord:
     import_call: ImportCall | None = None
     event: str | None = None  # "call", "return", "done" (the invocation finished) or None
     depth: int = 0  # call-stack depth before the instruction
+    read: tuple[tuple[str, str], ...] = ()  # read register operands and their values (display text)
 
     @property
     def pc(self) -> int:
@@ -429,8 +431,6 @@ class Interpreter:
         stack = tuple(f.location for f in self.frames)
         try:
             ins = frame.instance.instruction_at(frame.ordinal, pc)
-            from engine.runtime.vm.trace import format_instruction
-
             text = format_instruction(ins)
         except Exception:
             ins, text = None, f"<pc {pc:#06x}>"
@@ -521,6 +521,7 @@ class Interpreter:
         inst = f.instance
         ins = inst.instruction_at(f.ordinal, pc)
         loc = f.location
+        read = read_values(ins, f.i, f.r)
         before_i, before_r = list(f.i), list(f.r)
         caller = self.frames[-2] if depth - 1 > self.base else None
         caller_i = list(caller.i) if caller is not None else None
@@ -534,7 +535,7 @@ class Interpreter:
         event = None
         if npc >= 0:
             f.pc = npc
-            written = _diff(before_i, before_r, f.i, f.r)
+            written = _written(ins, f.i, f.r, _diff(before_i, before_r, f.i, f.r))
         elif npc == RELOAD and len(self.frames) > depth:
             event = "call"
             written = ()
@@ -546,7 +547,7 @@ class Interpreter:
             written = ()
         else:
             written = ()
-        rec = StepRecord(loc, ins, written, self.last_import, event, depth - self.base)
+        rec = StepRecord(loc, ins, written, self.last_import, event, depth - self.base, read)
         if self.trace_hook is not None:
             self.trace_hook(rec)
         return rec
@@ -555,11 +556,38 @@ class Interpreter:
         return tuple(f.location for f in self.frames)
 
 
+_TYPED = {isa.REG_I32: "i", isa.REG_I64: "I", isa.REG_F32: "f", isa.REG_F64: "F"}
+
+
+def _written(ins: Instruction, i: list, r: list, diff: tuple) -> tuple:
+    """The instruction's result registers (typed values), then any other register that changed."""
+    out = []
+    covered = set()
+    for spec, raw in zip(ins.opcode.operands, ins.operands):
+        if spec.access != "write" or spec.kind not in isa.REGISTER_KINDS:
+            continue
+        if spec.kind == isa.REG_REF:
+            idx = raw & isa.REF_INDEX_MASK
+            out.append((f"%r{idx}", r[idx]))
+            covered.add(f"%r{idx}")
+            continue
+        idx = raw & 0x7FFF
+        kind = _TYPED[spec.kind]
+        if kind in "IF":
+            out.append((f"%i{idx}:{idx + 1}", value_of(kind, i, idx)))
+            covered.update((f"%i{idx}", f"%i{idx + 1}"))
+        else:
+            out.append((f"%i{idx}", value_of(kind, i, idx)))
+            covered.add(f"%i{idx}")
+    out.extend(d for d in diff if d[0] not in covered)
+    return tuple(out)
+
+
 def _diff(bi: list, br: list, ai: list, ar: list) -> tuple:
     out = []
     for k, (x, y) in enumerate(zip(bi, ai)):
         if x != y:
-            out.append((f"%i{k}", y))
+            out.append((f"%i{k}", N.s32(y)))
     for k, (x, y) in enumerate(zip(br, ar)):
         if x is not y:
             out.append((f"%r{k}", y))
