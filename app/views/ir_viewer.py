@@ -321,7 +321,8 @@ class IrTextView(QAbstractScrollArea):
             return None
         text = self._doc.line(target, 8192)
         c = text.find(name)
-        self.go_to_line(target, max(c, 0), len(name) if c >= 0 else 0, remember=True)
+        self._history.append(line)  # Alt+Left comes back to where the name was clicked
+        self.go_to_line(target, max(c, 0), len(name) if c >= 0 else 0)
         return target
 
     def selected_text(self) -> str:

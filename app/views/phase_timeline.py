@@ -219,8 +219,8 @@ class PhaseTimeline(QWidget):
     def timeline_layout(self) -> TimelineLayout | None:
         return self.item.layout if self.item is not None else None
 
-    def phase_scene_pos(self, name: str) -> QPointF:
-        """Where phase ``name``'s rectangle is, in the plot widget's coordinates (for tests and tools)."""
+    def phase_scene_pos(self, name: str):
+        """Where phase ``name``'s rectangle is, in the plot widget's viewport coordinates (a QPoint)."""
         lay = self.item.layout
         i = lay.phase_rect(name)
         center = QPointF(lay.start[i] + lay.duration[i] / 2, _ROW_HEIGHT / 2)
