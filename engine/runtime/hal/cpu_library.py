@@ -14,6 +14,7 @@ from __future__ import annotations
 import _ctypes
 import ctypes
 import os
+import struct
 import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -669,27 +670,41 @@ def aligned_copy(array: np.ndarray) -> np.ndarray:
     return out
 
 
-def _binding_array(binding: object, index: int, export: ExecutableExport, alignment: int) -> np.ndarray:
-    if isinstance(binding, np.ndarray):
-        arr = binding
-    else:
+def _binding_address(
+    binding: object, index: int, export: ExecutableExport, alignment: int
+) -> tuple[object, int, int]:
+    """``(array, address, length)`` of one binding, after the checks that keep the kernel from faulting."""
+    arr = binding
+    if not isinstance(arr, np.ndarray):
         try:
             arr = np.frombuffer(binding, dtype=np.uint8)
         except (TypeError, ValueError) as e:
             raise HalError(f"binding {index} of {export.name!r} is not an array or buffer: {e}") from None
-    if not arr.flags.c_contiguous:
+    flags = arr.flags
+    if not flags["C_CONTIGUOUS"]:
         raise HalError(f"binding {index} of {export.name!r} is not C-contiguous")
-    if not arr.flags.writeable:
+    if not flags["WRITEABLE"]:
         # Kernels may write into any binding (even one holding module constants); a read-only page would
         # crash the process instead of raising, so refuse it here.
         raise HalError(f"binding {index} of {export.name!r} is read-only; pass a writable copy")
-    if arr.ctypes.data % alignment:
+    nbytes = arr.nbytes
+    # c_char.from_buffer is ~3x cheaper than ndarray.ctypes.data, but needs at least one byte.
+    address = _c.addressof(_c.c_char.from_buffer(arr)) if nbytes else arr.ctypes.data
+    if address % alignment:
         # The kernel would fault on an aligned vector load; say so instead.
         raise HalError(
-            f"binding {index} of {export.name!r} starts at {arr.ctypes.data:#x}, not on a {alignment}-byte "
+            f"binding {index} of {export.name!r} starts at {address:#x}, not on a {alignment}-byte "
             "boundary; allocate it with aligned_empty() or aligned_copy()"
         )
-    return arr
+    return arr, address, nbytes
+
+
+# The dispatch state and first workgroup state packed in one buffer (layouts checked against the structs).
+_STATE_FORMAT = "<IIHHIIHBBQQQ" + "IIHHIQI4x"
+_DS_SIZE = _c.sizeof(_DispatchState)
+_STATE_SIZE = _DS_SIZE + _c.sizeof(_WorkgroupState)
+if struct.calcsize(_STATE_FORMAT) != _STATE_SIZE:  # pragma: no cover
+    raise ImportError("dispatch/workgroup state pack format does not match the structs")
 
 
 class PreparedDispatch:
@@ -711,56 +726,75 @@ class PreparedDispatch:
         min_alignment: int = BINDING_ALIGNMENT,
     ) -> None:
         attrs = export.attributes
-        where = f"dispatch of {export.name!r}"
-        count = tuple(int(v) for v in workgroup_count)
-        if len(count) != 3 or not all(0 <= v <= 0xFFFFFFFF for v in count) or count[2] > 0xFFFF:
+        try:
+            cx, cy, cz = (int(v) for v in workgroup_count)
+        except (TypeError, ValueError):
             raise HalError(
-                f"{where}: workgroup count must be 3 values (x, y < 2**32, z < 2**16), got {workgroup_count}"
-            )
-        size = tuple(int(v) for v in workgroup_size) if workgroup_size is not None else (1, 1, 1)
-        if len(size) != 3 or not all(1 <= v <= 0xFFFFFFFF for v in size) or size[2] > 0xFFFF:
-            raise HalError(f"{where}: workgroup size must be 3 positive values, got {workgroup_size}")
-        if len(constants) != attrs.constant_count:
+                f"dispatch of {export.name!r}: workgroup count must be 3 integers, got {workgroup_count}"
+            ) from None
+        if not (0 <= cx <= 0xFFFFFFFF and 0 <= cy <= 0xFFFFFFFF and 0 <= cz <= 0xFFFF):
             raise HalError(
-                f"{where}: constant count mismatch, expected {attrs.constant_count} but was provided {len(constants)}"
+                f"dispatch of {export.name!r}: workgroup count must be x, y < 2**32, z < 2**16; got {workgroup_count}"
             )
-        if len(bindings) != attrs.binding_count:
+        sx, sy, sz = (1, 1, 1) if workgroup_size is None else (int(v) for v in workgroup_size)
+        if not (1 <= sx <= 0xFFFFFFFF and 1 <= sy <= 0xFFFFFFFF and 1 <= sz <= 0xFFFF):
             raise HalError(
-                f"{where}: binding count mismatch, expected {attrs.binding_count} but was provided {len(bindings)}"
+                f"dispatch of {export.name!r}: workgroup size must be 3 positive values, got {workgroup_size}"
             )
-        if dynamic_local_memory < 0:
-            raise HalError(f"{where}: negative dynamic local memory {dynamic_local_memory}")
+        m, n = len(constants), len(bindings)
+        if m != attrs.constant_count:
+            raise HalError(
+                f"dispatch of {export.name!r}: constant count mismatch, "
+                f"expected {attrs.constant_count} but was provided {m}"
+            )
+        if n != attrs.binding_count:
+            raise HalError(
+                f"dispatch of {export.name!r}: binding count mismatch, "
+                f"expected {attrs.binding_count} but was provided {n}"
+            )
+        if dynamic_local_memory < 0 or min_alignment < 1:
+            raise HalError(
+                f"dispatch of {export.name!r}: bad dynamic_local_memory {dynamic_local_memory} "
+                f"or min_alignment {min_alignment}"
+            )
         self.library = library
         self.export = export
-        self.workgroup_count = count
+        self.workgroup_count = (cx, cy, cz)
         self._fn = library._functions[export.ordinal]
         self._fn_address = library._export_addresses[export.ordinal]
-        if min_alignment < 1:
-            raise HalError(f"{where}: min_alignment must be positive, got {min_alignment}")
-        self._arrays = [_binding_array(b, i, export, min_alignment) for i, b in enumerate(bindings)]
-        n = len(self._arrays)
-        self._constants = (_c.c_uint32 * max(1, len(constants)))(*(int(v) & 0xFFFFFFFF for v in constants))
-        self._binding_ptrs = (_c.c_void_p * max(1, n))(*(a.ctypes.data for a in self._arrays))
-        self._binding_lengths = (_c.c_size_t * max(1, n))(*(a.nbytes for a in self._arrays))
+        resolved = [_binding_address(b, i, export, min_alignment) for i, b in enumerate(bindings)]
+        self._arrays = [r[0] for r in resolved]  # keeps the memory alive while the kernel may use it
         local_size = attrs.local_memory_size + int(dynamic_local_memory)
         self._local_memory = (_c.c_uint8 * local_size)() if local_size else None
 
-        ds = self._dispatch_state = _DispatchState()
-        ds.workgroup_size_x, ds.workgroup_size_y, ds.workgroup_size_z = size
-        ds.constant_count = attrs.constant_count
-        ds.workgroup_count_x, ds.workgroup_count_y, ds.workgroup_count_z = count
-        ds.max_concurrency = 1
-        ds.binding_count = n
-        ds.constants = _c.addressof(self._constants)
-        ds.binding_ptrs = _c.addressof(self._binding_ptrs)
-        ds.binding_lengths = _c.addressof(self._binding_lengths)
-        ws = self._workgroup_state = _WorkgroupState()
-        ws.processor_id = processor_id
-        ws.local_memory = _c.addressof(self._local_memory) if self._local_memory is not None else None
-        ws.local_memory_size = local_size
+        # One buffer: [dispatch state][workgroup state][constants, 8-aligned][binding ptrs][binding lengths].
+        constants_size = (4 * m + 7) & ~7
+        buf = self._state = (_c.c_uint8 * (_STATE_SIZE + constants_size + 16 * n))()
+        base = _c.addressof(buf)
+        constants_at, ptrs_at = base + _STATE_SIZE, base + _STATE_SIZE + constants_size
+        struct.pack_into(
+            f"{_STATE_FORMAT}{m}I{constants_size - 4 * m}x{n}Q{n}Q",
+            buf,
+            0,
+            sx, sy, sz, m, cx, cy, cz, 1, n,  # max_concurrency 1, like local-sync
+            constants_at, ptrs_at, ptrs_at + 8 * n,
+            0, 0, 0, 0, processor_id,
+            _c.addressof(self._local_memory) if self._local_memory is not None else 0,
+            local_size,
+            *(int(v) & 0xFFFFFFFF for v in constants),
+            *(r[1] for r in resolved),
+            *(r[2] for r in resolved),
+        )  # fmt: skip
         self._env_address = _c.addressof(library._environment)
-        self._ds_address = _c.addressof(ds)
-        self._ws_address = _c.addressof(ws)
+        self._ds_address = base
+        self._ws_address = base + _DS_SIZE
+        self._ws: _WorkgroupState | None = None
+
+    @property
+    def _workgroup_state(self) -> _WorkgroupState:
+        if self._ws is None:
+            self._ws = _WorkgroupState.from_buffer(self._state, _DS_SIZE)
+        return self._ws
 
     @property
     def workgroup_total(self) -> int:
