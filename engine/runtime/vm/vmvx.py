@@ -1,0 +1,155 @@
+"""VMVX executables (``vmvx-bytecode-fb``): nested VM bytecode modules run by our own interpreter.
+
+The executable data is a complete ``.vmfb``; every export is a dispatch function with cconv
+``0rrriiiiiiiii_v``: (local memory ``!vm.buffer``, constants ``!vm.buffer`` of u32, bindings
+``!vm.list<!vm.buffer>``, workgroup id x/y/z, workgroup size x/y/z, workgroup count x/y/z)
+(``runtime/src/iree/hal/local/loaders/vmvx_module_loader.c``). A dispatch calls it once per workgroup,
+iterating z, then y, then x, with workgroup size (1, 1, 1), as local-sync does.
+
+Pass ``interpreter=`` to ``dispatch`` to run the workgroups nested on that interpreter's call stack
+(so a debugger stepping the host program sees, and can trace, the generated code); without it the
+executable runs on its own interpreter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.errors import DispatchError, ExecutableLoadError, LensError
+from engine.runtime.vm.context import ModuleInstance, VmContext
+from engine.runtime.vm.interpreter import Interpreter, VmTrap
+from engine.runtime.vm.values import VmBuffer, VmList
+from engine.runtime.vmfb.module import VmfbModule
+
+DISPATCH_CCONV = "0rrriiiiiiiii_v"
+FORMAT = "vmvx-bytecode-fb"
+
+
+@dataclass(frozen=True)
+class VmvxExportAttributes:
+    binding_count: int | None
+    constant_count: int | None
+    local_memory: int
+    parameter_count: int | None
+
+
+@dataclass(frozen=True)
+class VmvxExport:
+    ordinal: int  # export ordinal (the HAL's function index)
+    name: str
+    function_ordinal: int  # internal function ordinal in the nested module
+    attributes: VmvxExportAttributes
+
+
+def _int_attr(attrs: dict[str, str], key: str) -> int | None:
+    v = attrs.get(key)
+    try:
+        return int(v) if v is not None else None
+    except ValueError:
+        return None
+
+
+class VmvxExecutable:
+    """A loaded VMVX executable: its nested module, a context of its own and its dispatch functions."""
+
+    def __init__(self, module: VmfbModule, constants: list[int] | None = None):
+        self.module = module
+        try:
+            self.context = VmContext([module])
+        except LensError as e:
+            raise ExecutableLoadError(f"cannot link VMVX module @{module.name}: {e}") from e
+        self.instance: ModuleInstance = self.context.main
+        exports = []
+        for e in module.exports:
+            cconv = e.signature.calling_convention
+            if e.name == "__set_constants" or e.name == "__init":
+                continue
+            if cconv != DISPATCH_CCONV:
+                raise ExecutableLoadError(
+                    f"VMVX export '{e.name}' has calling convention {cconv!r}, expected {DISPATCH_CCONV!r}"
+                )
+            a = e.signature.attrs
+            attrs = VmvxExportAttributes(
+                _int_attr(a, "binding_count"),
+                _int_attr(a, "constant_count"),
+                _int_attr(a, "local_memory") or 0,
+                _int_attr(a, "parameter_count"),
+            )
+            exports.append(VmvxExport(len(exports), e.name, e.internal_ordinal, attrs))
+        self.exports: list[VmvxExport] = exports
+        if constants and any(e.name == "__set_constants" for e in module.exports):
+            data = np.asarray(constants, dtype=np.uint32).view(np.uint8)
+            self.context.invoke("__set_constants", [VmBuffer(data.copy(), False, "executable constants")])
+
+    @classmethod
+    def load(
+        cls, data: bytes | bytearray | memoryview | np.ndarray, constants: list[int] | None = None
+    ) -> VmvxExecutable:
+        """Open the nested ``.vmfb`` (copied into private writable memory: kernels may write constants)."""
+        raw = bytearray(
+            np.asarray(data, dtype=np.uint8).tobytes() if isinstance(data, np.ndarray) else bytes(data)
+        )
+        try:
+            module = VmfbModule.from_bytes(memoryview(raw), name="vmvx executable")
+            _ = module.exports, module.functions
+        except LensError as e:
+            raise ExecutableLoadError(f"cannot read VMVX executable: {e}") from e
+        return cls(module, constants)
+
+    @property
+    def export_names(self) -> list[str]:
+        return [e.name for e in self.exports]
+
+    def export_attrs(self, ordinal: int) -> VmvxExportAttributes:
+        return self.exports[ordinal].attributes
+
+    def dispatch(
+        self,
+        export_ordinal: int,
+        workgroup_count: tuple[int, int, int],
+        constants: list[int] | tuple[int, ...],
+        bindings: list[np.ndarray],
+        *,
+        interpreter: Interpreter | None = None,
+    ) -> int:
+        """Run every workgroup of one dispatch; ``bindings`` are uint8 views the kernel writes through.
+
+        Returns the number of VM instructions executed. Raises ``DispatchError`` wrapping the ``VmTrap``
+        (``__cause__``) if the kernel traps.
+        """
+        if not 0 <= export_ordinal < len(self.exports):
+            raise DispatchError(
+                f"entry point ordinal {export_ordinal} out of bounds ({len(self.exports)} exports)"
+            )
+        export = self.exports[export_ordinal]
+        const_data = np.asarray([int(c) & 0xFFFFFFFF for c in constants], dtype=np.uint32).view(np.uint8)
+        const_buf = VmBuffer(const_data, False, "dispatch constants")
+        binding_list = VmList(
+            "!vm.buffer",
+            [
+                VmBuffer(np.asarray(b).reshape(-1).view(np.uint8), True, f"binding {k}")
+                for k, b in enumerate(bindings)
+            ],
+        )
+        local = VmBuffer.allocate(export.attributes.local_memory, "local memory")
+        cx, cy, cz = (int(v) for v in workgroup_count)
+        t = interpreter if interpreter is not None else self.context.interpreter
+        before = t.steps_executed
+        try:
+            for z in range(cz):
+                for y in range(cy):
+                    for x in range(cx):
+                        args = [local, const_buf, binding_list, x, y, z, 1, 1, 1, cx, cy, cz]
+                        if interpreter is not None:
+                            t.invoke_nested(self.instance, export.function_ordinal, args)
+                        else:
+                            self.context._invoke_instance(self.instance, export.function_ordinal, args)
+        except VmTrap as e:
+            if interpreter is None:
+                del t.frames[t.base :]
+            raise DispatchError(
+                f"VMVX dispatch {export.name} workgroup ({x}, {y}, {z}) failed: {e.describe()}"
+            ) from e
+        return t.steps_executed - before
