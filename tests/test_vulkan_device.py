@@ -30,6 +30,8 @@ from engine.samples import KNOWN_COMPILE_FAILURES, sample_names, sample_path
 
 pytestmark = pytest.mark.vulkan
 
+ROOT = Path(__file__).resolve().parent.parent
+
 _NO_VULKAN = vulkan_available()
 needs_vulkan = pytest.mark.skipif(_NO_VULKAN is not None, reason=f"no Vulkan: {_NO_VULKAN}")
 
@@ -217,7 +219,9 @@ def test_missing_vulkan_is_a_clear_error_in_a_subprocess():
         "    print('ERROR:', e)\n"
         "print('available:', v.vulkan_available() is None)\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
     assert proc.returncode == 0, proc.stderr
     assert "ERROR:" in proc.stdout and "libvulkan1 mesa-vulkan-drivers" in proc.stdout
     assert "available: False" in proc.stdout
@@ -469,6 +473,9 @@ def _single_dispatch_cases():
         ("reductions", "column_max"),
         ("large_constant", "main"),
         ("int_types", "i32_ops"),
+        ("int_types", "i8_ops"),
+        ("f16", "fma_f16"),
+        ("f16", "widen"),
     ]
 
 
@@ -508,3 +515,27 @@ def test_single_dispatch_bit_equal_to_iree_runtime_on_vulkan(device, compiled, t
     reference = run_reference(vmfb, function, inputs)
     assert ours.shape == reference.shape
     np.testing.assert_array_equal(ours.view(np.uint8), np.ascontiguousarray(reference).view(np.uint8))
+
+
+@needs_vulkan
+def test_every_sample_entry_point_builds_a_pipeline(device, compiled):
+    """f16, i8/i64, reductions...: each needs its SPIR-V capabilities enabled on the device."""
+    built = 0
+    for sample in VULKAN_SAMPLES:
+        for data in vke1_executables(compiled.path(sample, "vulkan-spirv")):
+            exe = device.load_executable(data)
+            for name in exe.entry_points:
+                pipeline = exe.pipeline(name)
+                assert pipeline is exe.pipeline(name)  # built once
+                assert pipeline.binding_count == exe.definition.binding_count(
+                    exe.definition.pipeline_index(name)
+                )
+                built += 1
+            exe.release()
+    assert built >= len(VULKAN_SAMPLES)
+
+
+def test_importing_the_device_does_not_load_vulkan():
+    code = "import sys, engine.runtime.hal.vulkan; print('vulkan' in sys.modules)"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert proc.stdout.strip() == "False", proc.stderr
