@@ -1,0 +1,53 @@
+"""Fixtures of the Qt application tests: isolated settings and a main window checked for leaks."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import QSettings
+from PySide6.QtWidgets import QApplication
+
+
+@pytest.fixture(autouse=True)
+def isolated_settings(tmp_path_factory, monkeypatch):
+    """Every app test gets its own settings folder; the user's own settings are never read or written."""
+    root = tmp_path_factory.mktemp("settings")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(root / "xdg"))
+    QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope, str(root))
+    QSettings.setPath(QSettings.Format.NativeFormat, QSettings.Scope.UserScope, str(root))
+    return root
+
+
+@pytest.fixture
+def make_main_window(qtbot, qapp):
+    """Factory of main windows (like napari's ``make_napari_viewer``); checks no widget leaks after."""
+    from app.main import configure_pyqtgraph
+    from app.main_window import MainWindow
+
+    configure_pyqtgraph()
+    before = {id(w) for w in QApplication.topLevelWidgets()}
+    windows: list[MainWindow] = []
+
+    def make(**kwargs) -> MainWindow:
+        window = MainWindow(**kwargs)
+        qtbot.addWidget(window)
+        window.show()
+        qtbot.waitExposed(window)
+        windows.append(window)
+        return window
+
+    yield make
+    for w in windows:
+        w.close()
+        w.deleteLater()
+    qapp.processEvents()
+    leaked = [
+        w
+        for w in QApplication.topLevelWidgets()
+        if w.isVisible() and id(w) not in before and not any(w is x for x in windows)
+    ]
+    assert not leaked, f"widgets left open: {leaked}"
+
+
+@pytest.fixture
+def main_window(make_main_window):
+    return make_main_window()

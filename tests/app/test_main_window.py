@@ -1,0 +1,194 @@
+"""The main window: drop a real .vmfb, see its functions; bad files; recent files and layout persist."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import QMimeData, QPointF, Qt, QTimer, QUrl
+from PySide6.QtGui import QDragEnterEvent, QDropEvent
+from PySide6.QtWidgets import QApplication
+
+
+def iree_tool(name: str) -> str:
+    return str(Path(sys.executable).parent / name)
+
+
+def tool_exports(vmfb: Path) -> list[str]:
+    """Exported function names as ``iree-dump-module --output=metadata`` lists them."""
+    out = subprocess.run(
+        [iree_tool("iree-dump-module"), "--output=metadata", str(vmfb)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    section = out.split("Exported Functions:", 1)[1].split("//===", 1)[0]
+    return re.findall(r"^\s*\[\s*\d+\]\s+([\w$.-]+)\(", section, re.MULTILINE)
+
+
+def drop_files(qtbot, widget, paths: list[Path]) -> bool:
+    """Drag ``paths`` over ``widget`` and drop them, with real Qt drag-and-drop events."""
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(p)) for p in paths])
+    pos = widget.rect().center()
+    enter = QDragEnterEvent(
+        QPointF(pos),
+        Qt.DropAction.CopyAction,
+        mime,
+        Qt.MouseButton.LeftButton,
+        Qt.KeyboardModifier.NoModifier,
+    )
+    QApplication.sendEvent(widget, enter)
+    accepted = enter.isAccepted()
+    drop = QDropEvent(
+        QPointF(pos),
+        Qt.DropAction.CopyAction,
+        mime,
+        Qt.MouseButton.LeftButton,
+        Qt.KeyboardModifier.NoModifier,
+    )
+    QApplication.sendEvent(widget, drop)
+    return accepted and drop.isAccepted()
+
+
+def group_children(window, group: str) -> list[str]:
+    item = window.module_view.expand_path(group)
+    assert item is not None, f"no {group} group in the tree"
+    return [item.child(i).text(0) for i in range(item.childCount())]
+
+
+def test_drop_vmfb_shows_exported_functions(qtbot, main_window, compiled):
+    vmfb = compiled.path("multi_function", "llvm-cpu")
+    assert drop_files(qtbot, main_window, [vmfb])
+    qtbot.waitUntil(lambda: main_window.context.module is not None, timeout=10000)
+    expected = tool_exports(vmfb)
+    assert {"add", "mul", "add_then_mul", "scalar_math"} <= set(expected)
+    shown = [re.sub(r"^\[\d+\] ", "", label) for label in group_children(main_window, "Exports")]
+    assert shown == expected
+    functions = group_children(main_window, "Functions")
+    for name in expected:
+        assert any(label.endswith(f" {name}") for label in functions), (name, functions)
+    assert main_window.windowTitle().startswith(vmfb.name)
+    assert main_window.context.module.path == vmfb
+
+
+def test_drop_ignores_things_that_are_not_files(qtbot, main_window):
+    mime = QMimeData()
+    mime.setText("not a file")
+    enter = QDragEnterEvent(
+        QPointF(10, 10),
+        Qt.DropAction.CopyAction,
+        mime,
+        Qt.MouseButton.LeftButton,
+        Qt.KeyboardModifier.NoModifier,
+    )
+    QApplication.sendEvent(main_window, enter)
+    assert not enter.isAccepted()
+
+
+@pytest.mark.parametrize("damage", ["truncated", "empty", "not-a-module"])
+def test_bad_file_shows_error_and_window_survives(qtbot, main_window, compiled, tmp_path, damage):
+    good = compiled.path("multi_function", "llvm-cpu")
+    data = good.read_bytes()
+    bad = tmp_path / f"{damage}.vmfb"
+    bad.write_bytes(
+        {"truncated": data[: len(data) // 3], "empty": b"", "not-a-module": b"hello world\n" * 10}[damage]
+    )
+
+    main_window.open_file(bad)
+    qtbot.waitUntil(lambda: main_window.banner.isVisible(), timeout=10000)
+    text = main_window.banner.text()
+    assert bad.name in text and "Cannot open" in text
+    assert main_window.context.module is None
+    assert any(bad.name in m.text for m in main_window.messages.messages)
+    log = main_window.panels["log"].text.toPlainText()
+    assert f"Cannot open {bad.name}" in log
+
+    # The application keeps working: a good file opens next, and the banner goes away.
+    assert drop_files(qtbot, main_window, [good])
+    qtbot.waitUntil(lambda: main_window.context.module is not None, timeout=10000)
+    assert not main_window.banner.isVisible()
+    assert "add" in [re.sub(r"^\[\d+\] ", "", s) for s in group_children(main_window, "Exports")]
+
+
+def test_recent_files_and_layout_persist(qtbot, make_main_window, compiled):
+    vmfb = compiled.path("multi_function", "llvm-cpu")
+    first = make_main_window()
+    first.open_file(vmfb)
+    qtbot.waitUntil(lambda: first.context.module is not None, timeout=10000)
+    first.resize(701, 502)  # inside the offscreen screen (800x600), so nothing is clamped
+    first.docks["log"].hide()
+    first.close()
+
+    second = make_main_window()
+    assert second.settings.recent_files()[0] == vmfb.resolve()
+    assert [a.text() for a in second.recent_menu.actions()][0] == str(vmfb.resolve())
+    assert not second.docks["log"].isVisible()
+    assert (second.width(), second.height()) == (701, 502)
+    # Open Recent opens it again.
+    second.recent_menu.actions()[0].trigger()
+    qtbot.waitUntil(lambda: second.context.module is not None, timeout=10000)
+    second.docks["log"].show()
+
+
+def test_settings_are_isolated(isolated_settings, main_window):
+    assert str(isolated_settings) in main_window.settings.store.fileName()
+
+
+def test_view_menu_toggles_each_panel(main_window):
+    view_menu = next(a.menu() for a in main_window.menuBar().actions() if a.text() == "&View")
+    toggles = {a.text(): a for a in view_menu.actions()}
+    for dock in main_window.docks.values():
+        assert dock.windowTitle() in toggles
+    log = toggles["Log"]
+    was = main_window.docks["log"].isVisible()
+    log.trigger()
+    assert main_window.docks["log"].isVisible() != was
+    log.trigger()
+    assert main_window.docks["log"].isVisible() == was
+
+
+def test_open_mlir_compiles_and_opens(qtbot, main_window):
+    from engine.samples import sample_path
+
+    source = sample_path("elementwise")
+    main_window.open_file(source)
+    qtbot.waitUntil(lambda: main_window.context.module is not None, timeout=120000)
+    loaded = main_window.context.module
+    assert loaded.source == source and loaded.path.suffix == ".vmfb"
+    assert tool_exports(loaded.path) == [
+        re.sub(r"^\[\d+\] ", "", s) for s in group_children(main_window, "Exports")
+    ]
+
+
+def test_open_invalid_mlir_reports_compile_error(qtbot, main_window, tmp_path):
+    bad = tmp_path / "bad.mlir"
+    bad.write_text("func.func @f( {\n")
+    main_window.open_file(bad)
+    qtbot.waitUntil(lambda: main_window.banner.isVisible(), timeout=60000)
+    assert "iree-compile failed" in main_window.banner.text()
+
+
+def test_run_app_opens_file_from_command_line(qtbot, compiled):
+    from app.main import run_app
+    from app.main_window import MainWindow
+
+    vmfb = compiled.path("multi_function", "llvm-cpu")
+    seen: dict[str, object] = {}
+
+    def poll():
+        windows = [w for w in QApplication.topLevelWidgets() if isinstance(w, MainWindow) and w.isVisible()]
+        if windows and windows[0].context.module is not None:
+            seen["path"] = windows[0].context.module.path
+            windows[0].close()
+            QApplication.quit()
+        else:
+            QTimer.singleShot(50, poll)
+
+    QTimer.singleShot(50, poll)
+    QTimer.singleShot(20000, QApplication.quit)  # never hang the suite
+    assert run_app([str(vmfb)]) == 0
+    assert seen.get("path") == vmfb
