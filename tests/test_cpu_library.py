@@ -30,6 +30,7 @@ from engine.runtime.hal.cpu_library import (
     processor_data,
 )
 from engine.runtime.vmfb.module import open_vmfb
+from engine.samples import sample_path
 
 PROGRAM = """
 func.func @ew(%a: tensor<64x1024xf32>, %b: tensor<64x1024xf32>) -> tensor<64x1024xf32> {
@@ -547,3 +548,25 @@ def test_flush_denormals_context_restores_mxcsr():
         assert np.float32(1e-40) * np.float32(1) == 0
     assert machine_code.get_mxcsr() == before
     assert np.float32(1e-40) * np.float32(1) != 0
+
+
+@pytest.mark.parametrize(
+    "sample", ["elementwise", "matmul", "mlp", "softmax", "int_types", "dynamic", "conv"]
+)
+def test_bundled_samples_load_and_list_their_exports(compiled, sample):
+    path = compiled.path(sample, "llvm-cpu")
+    elfs = [x for x in open_vmfb(path).executables if x.format.startswith("embedded-elf")]
+    assert elfs
+    for x in elfs:
+        with CpuExecutableLibrary.load(x.data, x.name) as lib:
+            assert lib.library_name == x.name
+            assert lib.imports == () and lib.constant_count == 0 and lib.sanitizer == 0
+            names = [e.name for e in lib.exports]
+            assert names and len(set(names)) == len(names)
+            assert all(n.startswith(tuple(f"{f}_dispatch_" for f in _function_names(sample))) for n in names)
+            assert all(e.attributes.binding_count >= 1 for e in lib.exports)
+        assert lib.closed
+
+
+def _function_names(sample: str) -> list[str]:
+    return re.findall(r"func\.func @(\w+)", sample_path(sample).read_text())
