@@ -62,6 +62,9 @@ class CpuDevice(Device):
 
     def __init__(self, name: str | None = None) -> None:
         super().__init__(name)
+        # When set (by a debug session), VMVX workgroups run nested on this interpreter's call stack, so
+        # stepping into a dispatch steps through the generated code; otherwise on the executable's own.
+        self.vmvx_interpreter: Any = None
 
     def supports_format(self, executable_format: str) -> bool:
         return executable_format in self.formats
@@ -98,7 +101,7 @@ class CpuDevice(Device):
             from engine.runtime.vm.vmvx import VmvxExecutable  # another engineer's module; imported on demand
 
             try:
-                executable = VmvxExecutable.load(data)
+                executable = VmvxExecutable.load(data, list(constants))
             except HalError as e:
                 raise VmStatusError(
                     StatusCode.INVALID_ARGUMENT, f"cannot load executable {label}: {e}"
