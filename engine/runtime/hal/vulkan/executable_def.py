@@ -5,7 +5,7 @@ content size) followed by a FlatBuffer whose file identifier is also ``VKE1``. I
 ``vulkan_executable_def.fbs``: pipelines (one per export), descriptor set layouts, pipeline layouts with
 push-constant ranges, and shader modules holding SPIR-V words.
 
-Every read is bounds-checked; a malformed executable raises :class:`ExecutableFormatError` naming the
+Every read is bounds-checked (the shared reader of ``engine.runtime.vmfb.flatbuffer``); a malformed executable raises :class:`ExecutableFormatError` naming the
 table path and byte offset, never an ``IndexError`` or ``struct.error``.
 """
 
@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.errors import ExecutableFormatError
+from engine.runtime.vmfb.flatbuffer import FlatBuffer
 
 VKE1_MAGIC = b"VKE1"
 HEADER_SIZE = 64
@@ -26,6 +27,9 @@ DISPATCH_ABI_DESCRIPTOR = 0
 DISPATCH_ABI_BDA_V1 = 1
 
 SPIRV_MAGIC = 0x07230203
+
+# struct PushConstantRange { uint32 stage_flags; uint32 offset; uint32 size; }
+_PUSH_CONSTANT_RANGE = np.dtype([("stage_flags", "<u4"), ("offset", "<u4"), ("size", "<u4")])
 
 
 @dataclass(frozen=True)
@@ -116,109 +120,6 @@ class ExecutableDef:
         )
 
 
-class _Reader:
-    """Bounds-checked FlatBuffer reads over one buffer (little endian, offsets relative to ``base``)."""
-
-    def __init__(self, data: memoryview, base: int):
-        self.data = data
-        self.base = base  # absolute position of the FlatBuffer's byte 0 within ``data``
-
-    def fail(self, message: str, where: str, pos: int | None = None) -> ExecutableFormatError:
-        at = where if pos is None else f"{where} (byte {pos})"
-        return ExecutableFormatError(f"malformed VKE1 executable: {message}", where=at)
-
-    def _unpack(self, fmt: str, pos: int, where: str):
-        size = struct.calcsize(fmt)
-        if pos < 0 or pos + size > len(self.data):
-            raise self.fail(f"read of {size} bytes out of bounds (size {len(self.data)})", where, pos)
-        return struct.unpack_from(fmt, self.data, pos)[0]
-
-    def u8(self, pos: int, where: str) -> int:
-        return self._unpack("<B", pos, where)
-
-    def u16(self, pos: int, where: str) -> int:
-        return self._unpack("<H", pos, where)
-
-    def u32(self, pos: int, where: str) -> int:
-        return self._unpack("<I", pos, where)
-
-    def i32(self, pos: int, where: str) -> int:
-        return self._unpack("<i", pos, where)
-
-    def table(self, pos: int, where: str) -> _Table:
-        vtable = pos - self.i32(pos, where)
-        vsize = self.u16(vtable, f"{where}.vtable")
-        if vsize < 4 or vsize % 2:
-            raise self.fail(f"bad vtable size {vsize}", where, vtable)
-        self.u16(vtable + vsize - 2, f"{where}.vtable")  # the whole vtable is in bounds
-        return _Table(self, pos, vtable, vsize, where)
-
-    def deref(self, pos: int, where: str) -> int:
-        return pos + self.u32(pos, where)
-
-    def vector(self, pos: int, elem_size: int, where: str) -> tuple[int, int]:
-        """(first element position, length) of the vector at ``pos``."""
-        n = self.u32(pos, where)
-        start = pos + 4
-        if start + n * elem_size > len(self.data):
-            raise self.fail(f"vector of {n} elements runs past the end", where, pos)
-        return start, n
-
-    def string(self, pos: int, where: str) -> str:
-        start, n = self.vector(pos, 1, where)
-        try:
-            return bytes(self.data[start : start + n]).decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise self.fail(f"string is not UTF-8 ({e})", where, pos) from None
-
-
-class _Table:
-    def __init__(self, r: _Reader, pos: int, vtable: int, vsize: int, where: str):
-        self.r, self.pos, self.vtable, self.vsize, self.where = r, pos, vtable, vsize, where
-
-    def _field(self, fid: int) -> int | None:
-        voff = 4 + 2 * fid
-        if voff + 2 > self.vsize:
-            return None
-        off = self.r.u16(self.vtable + voff, self.where)
-        return None if off == 0 else self.pos + off
-
-    def scalar(self, fid: int, kind: str, default: int = 0) -> int:
-        p = self._field(fid)
-        if p is None:
-            return default
-        return getattr(self.r, kind)(p, f"{self.where}.field{fid}")
-
-    def ref(self, fid: int, name: str) -> int | None:
-        p = self._field(fid)
-        return None if p is None else self.r.deref(p, f"{self.where}.{name}")
-
-    def string(self, fid: int, name: str) -> str | None:
-        p = self.ref(fid, name)
-        return None if p is None else self.r.string(p, f"{self.where}.{name}")
-
-    def tables(self, fid: int, name: str) -> list[_Table]:
-        p = self.ref(fid, name)
-        if p is None:
-            return []
-        start, n = self.r.vector(p, 4, f"{self.where}.{name}")
-        out = []
-        for i in range(n):
-            w = f"{self.where}.{name}[{i}]"
-            out.append(self.r.table(self.r.deref(start + 4 * i, w), w))
-        return out
-
-    def table(self, fid: int, name: str) -> _Table | None:
-        p = self.ref(fid, name)
-        return None if p is None else self.r.table(p, f"{self.where}.{name}")
-
-    def u32_vector(self, fid: int, name: str) -> tuple[int, int]:
-        p = self.ref(fid, name)
-        if p is None:
-            return 0, 0
-        return self.r.vector(p, 4, f"{self.where}.{name}")
-
-
 def is_vke1(data: bytes | memoryview) -> bool:
     """Whether ``data`` starts with a VKE1 executable header."""
     return bytes(data[:4]) == VKE1_MAGIC
@@ -242,33 +143,30 @@ def parse_executable(data: bytes | bytearray | memoryview | np.ndarray) -> Execu
             f"VKE1 content size {content_size} does not fit the {len(mv) - HEADER_SIZE} bytes after the header",
             where="byte 8",
         )
-    fb = mv[HEADER_SIZE : HEADER_SIZE + content_size]
-    r = _Reader(fb, HEADER_SIZE)
-    if bytes(fb[4:8]) != VKE1_MAGIC:
-        raise ExecutableFormatError(
-            f"FlatBuffer identifier is {bytes(fb[4:8])!r}, expected b'VKE1'", where=f"byte {HEADER_SIZE + 4}"
-        )
-    root = r.table(r.deref(0, "root"), "ExecutableDef")
+    fb = FlatBuffer(mv, HEADER_SIZE, HEADER_SIZE + content_size, error=ExecutableFormatError)
+    root = fb.root("ExecutableDef", expect_identifier=VKE1_MAGIC)
 
     pipelines = []
     for t in root.tables(0, "pipelines"):
         entry = t.string(1, "entry_point")
         if entry is None:
-            raise r.fail("pipeline has no entry_point", t.where, t.pos)
+            raise ExecutableFormatError(
+                "malformed VKE1 executable: a pipeline has no entry_point", where=t.path
+            )
         debug = t.table(4, "debug_info")
         debug_name = location = None
         if debug is not None:
             debug_name = debug.string(0, "name")
             loc = debug.table(1, "location")
             if loc is not None:
-                location = SourceLocation(loc.string(0, "filename") or "", loc.scalar(1, "u32"))
+                location = SourceLocation(loc.string(0, "filename") or "", loc.scalar(1, "u32", name="line"))
         pipelines.append(
             Pipeline(
                 entry_point=entry,
-                shader_module_ordinal=t.scalar(0, "u32"),
-                pipeline_layout_ordinal=t.scalar(2, "u32"),
-                subgroup_size=t.scalar(3, "u32"),
-                dispatch_abi=t.scalar(5, "u8"),
+                shader_module_ordinal=t.scalar(0, "u32", name="shader_module_ordinal"),
+                pipeline_layout_ordinal=t.scalar(2, "u32", name="pipeline_layout_ordinal"),
+                subgroup_size=t.scalar(3, "u32", name="subgroup_size"),
+                dispatch_abi=t.scalar(5, "u8", name="dispatch_abi"),
                 debug_name=debug_name,
                 location=location,
             )
@@ -278,10 +176,10 @@ def parse_executable(data: bytes | bytearray | memoryview | np.ndarray) -> Execu
     for t in root.tables(1, "descriptor_set_layouts"):
         bindings = tuple(
             DescriptorSetLayoutBinding(
-                binding=b.scalar(0, "u32"),
-                descriptor_type=b.scalar(1, "u32"),
-                descriptor_count=b.scalar(2, "u32"),
-                stage_flags=b.scalar(3, "u32"),
+                binding=b.scalar(0, "u32", name="binding"),
+                descriptor_type=b.scalar(1, "u32", name="descriptor_type"),
+                descriptor_count=b.scalar(2, "u32", name="descriptor_count"),
+                stage_flags=b.scalar(3, "u32", name="stage_flags"),
             )
             for b in t.tables(0, "bindings")
         )
@@ -289,25 +187,25 @@ def parse_executable(data: bytes | bytearray | memoryview | np.ndarray) -> Execu
 
     layouts = []
     for t in root.tables(2, "pipeline_layouts"):
-        start, n = t.u32_vector(0, "descriptor_set_layout_ordinals")
-        ordinals = tuple(r.u32(start + 4 * i, t.where) for i in range(n))
-        p = t.ref(1, "push_constant_ranges")
-        ranges: list[PushConstantRange] = []
-        if p is not None:
-            start, n = r.vector(p, 12, f"{t.where}.push_constant_ranges")
-            for i in range(n):
-                stage, offset, size = struct.unpack_from("<III", fb, start + 12 * i)
-                ranges.append(PushConstantRange(stage, offset, size))
-        layouts.append(PipelineLayout(ordinals, tuple(ranges)))
+        ordinals = tuple(int(x) for x in t.scalars(0, "u32", "descriptor_set_layout_ordinals"))
+        ranges = t.structs(1, _PUSH_CONSTANT_RANGE, "push_constant_ranges")
+        layouts.append(
+            PipelineLayout(
+                ordinals,
+                tuple(
+                    PushConstantRange(int(r["stage_flags"]), int(r["offset"]), int(r["size"])) for r in ranges
+                ),
+            )
+        )
 
     modules = []
     for t in root.tables(3, "shader_modules"):
-        start, n = t.u32_vector(0, "spirv_code")
-        abs_start = HEADER_SIZE + start
-        raw = np.frombuffer(mv, dtype=np.uint8, count=4 * n, offset=abs_start)
-        words = raw.view("<u4")  # a zero-copy view; numpy allows it unaligned
-        if n == 0 or int(words[0]) != SPIRV_MAGIC:
-            raise r.fail("shader module does not start with the SPIR-V magic number", t.where, start)
+        words = t.scalars(0, "u32", "spirv_code")  # a zero-copy view
+        if words.size == 0 or int(words[0]) != SPIRV_MAGIC:
+            raise ExecutableFormatError(
+                "malformed VKE1 executable: shader module does not start with the SPIR-V magic number",
+                where=f"{t.path}.spirv_code",
+            )
         modules.append(ShaderModule(words))
 
     exe = ExecutableDef(tuple(pipelines), tuple(set_layouts), tuple(layouts), tuple(modules))
