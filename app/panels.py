@@ -64,6 +64,7 @@ class PanelSpec:
 # The panels of the main window, in the order of the View menu.
 PANELS: list[PanelSpec] = [
     PanelSpec("log", "Log", "app.views.log_view:LogPanel", area="bottom"),
+    PanelSpec("compile", "Compile & Phases", "app.views.compile_panel:CompilePanel", area="right"),
 ]
 
 
