@@ -276,10 +276,13 @@ class VmfbModule:
 
     def close(self) -> None:
         """Release the memory map (views handed out earlier keep it alive until they are dropped)."""
+        mapping, buf = self._mapping, self._buf
         self.__dict__.clear()
-        if self._mapping is not None:
+        self._mapping = None
+        if mapping is not None:
             try:
-                self._mapping.close()
+                buf.release()
+                mapping.close()
             except BufferError:
                 pass  # a view of the data is still in use; the map is released when it is collected
 
