@@ -28,7 +28,9 @@ def buffer_view_from_numpy(
 
     ``element_type`` defaults to the type IREE's tools give the dtype (signless integers, ``i1`` for bool).
     """
-    array = np.ascontiguousarray(array)
+    array = np.asarray(array)
+    if not array.flags.c_contiguous:
+        array = array.copy(order="C")  # (np.ascontiguousarray would turn a 0-d array into 1-d)
     if element_type is None:
         code = et.element_type_for_dtype(array.dtype).code
     else:
