@@ -240,3 +240,25 @@ def test_vmvx_dispatch_nested_in_a_stepping_interpreter(compiled):
     np.testing.assert_array_equal(out, a * b + np.abs(a))
     assert steps == len(lines) > 0
     assert any("vm.buffer.load.f32" in line for line in lines)
+
+
+def test_vmvx_dispatches_nest_in_the_host_trace(compiled):
+    from engine.runtime.vm import vmvx
+
+    ctx, hal = _context(compiled.path("elementwise", "vmvx"))
+    a, b = _inputs(np.random.default_rng(5))
+    dev = hal.devices[0]
+    lines = []
+    t = ctx.interpreter
+    t.trace_hook = lambda rec: lines.append(format_step(rec))
+    vmvx.nest_dispatches_in(t)
+    try:
+        (out,) = ctx.invoke("main", [buffer_view_from_numpy(dev, a), buffer_view_from_numpy(dev, b)])
+    finally:
+        vmvx.nest_dispatches_in(None)
+    np.testing.assert_allclose(buffer_view_to_numpy(out), a * b + np.abs(a), rtol=1e-6)
+    host_functions = {f.name for f in ctx.main.functions}
+    host = [ln for ln in lines if ln.split("+")[0].split(".", 1)[1] in host_functions]
+    kernel = [ln for ln in lines if "_dispatch_" in ln.split("+")[0]]
+    assert host and kernel
+    assert any("vm.buffer.store.f32" in ln for ln in kernel)

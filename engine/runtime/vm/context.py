@@ -314,11 +314,9 @@ class VmContext:
 
     def _invoke_instance(self, inst: ModuleInstance, ordinal: int, args: list) -> list:
         t = self.interpreter
-        if len(t.frames) > t.base:
+        if t.native_depth > 0:  # called from inside an import (e.g. a nested dispatch)
             return t.invoke_nested(inst, ordinal, args)
         t.begin_call(inst, ordinal, args)
-        try:
-            return t.run_to_completion()
-        finally:
-            if t.trap is None:
-                del t.frames[t.base :]
+        results = t.run_to_completion()
+        del t.frames[t.base :]
+        return results

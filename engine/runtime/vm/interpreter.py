@@ -198,6 +198,7 @@ class Interpreter:
         self.last_import: ImportCall | None = None
         self.trap: VmTrap | None = None
         self.steps_executed = 0
+        self.native_depth = 0  # > 0 while a native (Python) import function runs
         # Called with each StepRecord when set; run() then takes the (slow) stepping path.
         self.trace_hook = None
         self._entry_kinds: tuple = ()
@@ -212,8 +213,14 @@ class Interpreter:
     def top(self) -> Frame | None:
         return self.frames[-1] if len(self.frames) > self.base else None
 
-    def begin_call(self, instance: ModuleInstance, ordinal: int, args: list) -> None:
-        """Push the entry frame of ``instance``'s function ``ordinal`` with Python ``args`` per its cconv."""
+    def begin_call(self, instance: ModuleInstance, ordinal: int, args: list, *, nested: bool = False) -> None:
+        """Push the entry frame of ``instance``'s function ``ordinal`` with Python ``args`` per its cconv.
+
+        A new (not nested) call first drops what is left of an earlier invocation (e.g. a trapped one).
+        """
+        if not nested:
+            self.frames.clear()
+            self.base = 0
         cconv = instance.cconv(ordinal)
         frame = instance.new_frame(ordinal)
         ri = ii = 0
@@ -249,7 +256,7 @@ class Interpreter:
         saved = (self.base, self.results, self._entry_kinds)
         self.base = len(self.frames)
         try:
-            self.begin_call(instance, ordinal, args)
+            self.begin_call(instance, ordinal, args, nested=True)
             self.run_to_completion()
             return self.results or []
         finally:
@@ -356,6 +363,7 @@ class Interpreter:
             )
         values, moved = self._marshal_native(i, r, binding, segments, args)
         self.last_import = ImportCall(binding.name, binding.cconv, tuple(values))
+        self.native_depth += 1
         try:
             out = binding.native.fn(*values)
         except VmStatusError as e:
@@ -367,6 +375,7 @@ class Interpreter:
                 StatusCode.INTERNAL, f"{type(e).__name__}: {e}; while calling import '{binding.name}'"
             ) from e
         finally:
+            self.native_depth -= 1
             for idx in moved:
                 r[idx] = None
         kinds = binding.result_kinds

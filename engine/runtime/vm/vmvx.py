@@ -24,6 +24,19 @@ from engine.runtime.vm.values import VmBuffer, VmList
 from engine.runtime.vmfb.module import VmfbModule
 
 DISPATCH_CCONV = "0rrriiiiiiiii_v"
+
+# Interpreter that every executable without its own ``nest_in`` nests its dispatches on (see
+# ``nest_dispatches_in``); process-wide, like a debugger's "step into dispatches" switch.
+_default_nest: Interpreter | None = None
+
+
+def nest_dispatches_in(interpreter: Interpreter | None) -> None:
+    """Run VMVX dispatches nested on ``interpreter`` (its trace hook then sees the generated code's
+    instructions and a trap shows host and kernel frames in one stack); ``None`` turns nesting off."""
+    global _default_nest
+    _default_nest = interpreter
+
+
 FORMAT = "vmvx-bytecode-fb"
 
 
@@ -79,6 +92,8 @@ class VmvxExecutable:
             )
             exports.append(VmvxExport(len(exports), e.name, e.internal_ordinal, attrs))
         self.exports: list[VmvxExport] = exports
+        # When set, dispatches run nested on this interpreter's call stack (step into generated code, trace).
+        self.nest_in: Interpreter | None = None
         if constants and any(e.name == "__set_constants" for e in module.exports):
             data = np.asarray(constants, dtype=np.uint32).view(np.uint8)
             self.context.invoke("__set_constants", [VmBuffer(data.copy(), False, "executable constants")])
@@ -135,6 +150,8 @@ class VmvxExecutable:
         )
         local = VmBuffer.allocate(export.attributes.local_memory, "local memory")
         cx, cy, cz = (int(v) for v in workgroup_count)
+        if interpreter is None:
+            interpreter = self.nest_in or _default_nest
         t = interpreter if interpreter is not None else self.context.interpreter
         before = t.steps_executed
         try:
@@ -147,8 +164,6 @@ class VmvxExecutable:
                         else:
                             self.context._invoke_instance(self.instance, export.function_ordinal, args)
         except VmTrap as e:
-            if interpreter is None:
-                del t.frames[t.base :]
             raise DispatchError(
                 f"VMVX dispatch {export.name} workgroup ({x}, {y}, {z}) failed: {e.describe()}"
             ) from e
