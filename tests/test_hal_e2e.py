@@ -1,8 +1,10 @@
-"""End to end: sample programs run by our VM with the emulated HAL equal IREE's runtime (local-sync) bit for bit.
+"""End to end: sample programs run by our VM with the emulated HAL equal IREE's runtime bit for bit.
 
-Every exported function of every sample compiled for llvm-cpu and vmvx gets random inputs shaped from its
+Every exported function of every sample compiled for llvm-cpu, vmvx and vulkan-spirv gets random inputs shaped from its
 ``iree.abi.declaration``; outputs are compared byte for byte with ``iree.runtime``. Functions are called
-twice (programs with mutable globals must stay equal), and a bad input shape must fail in both engines
+twice (programs with mutable globals must stay equal). Programs compiled for vulkan-spirv run on the
+Vulkan device and are compared with IREE's runtime on the same Vulkan device (lavapipe is not a numeric
+oracle, so never with numpy). A a bad input shape must fail in both engines
 with the same status and IREE's own message text.
 """
 
@@ -24,6 +26,7 @@ from engine.runtime.vm.native import VmStatusError
 from engine.runtime.vmfb.module import open_vmfb
 
 CPU_TARGETS = ("llvm-cpu", "vmvx")
+ALL_TARGETS = (*CPU_TARGETS, "vulkan-spirv")
 DYNAMIC_DIM = 5
 SCALAR_INT = 3  # small: some samples loop that many times
 
@@ -31,7 +34,21 @@ SCALAR_INT = 3  # small: some samples loop that many times
 def _pairs():
     from engine.samples import KNOWN_COMPILE_FAILURES, sample_names
 
-    return [(s, t) for s in sample_names() for t in CPU_TARGETS if (s, t) not in KNOWN_COMPILE_FAILURES]
+    return [(s, t) for s in sample_names() for t in ALL_TARGETS if (s, t) not in KNOWN_COMPILE_FAILURES]
+
+
+def _device_for(target: str):
+    """Our device for a target, and the IREE device the reference runs on."""
+    if target != "vulkan-spirv":
+        return CpuDevice(), "local-sync"
+    from engine.runtime.hal.vulkan.loader import vulkan_available
+
+    reason = vulkan_available()
+    if reason is not None:
+        pytest.skip(f"no Vulkan: {reason}")
+    from engine.runtime.hal.vulkan_hal_device import VulkanHalDevice
+
+    return VulkanHalDevice(), "vulkan"
 
 
 _ARG = re.compile(r"%\w+:\s*(tensor<[^>]*>|[a-z]+\d+)")
@@ -68,7 +85,7 @@ def _random_value(type_text: str, rng: np.random.Generator):
     return Tensor(np.ascontiguousarray(array), element)
 
 
-def _debug_args(device: CpuDevice, args: list) -> list:
+def _debug_args(device, args: list) -> list:
     return [buffer_view_from_tensor(device, a) if isinstance(a, Tensor) else a.value for a in args]
 
 
@@ -92,9 +109,9 @@ def _same(debug, reference) -> bool:
 def test_debug_run_equals_reference(sample, target, compiled):
     path = compiled.path(sample, target)
     module = open_vmfb(path, writable=True)
-    device = CpuDevice()
+    device, reference_device = _device_for(target)
     context = VmContext([HalModule(device), module])
-    reference = ReferenceRunner(path, "local-sync")
+    reference = ReferenceRunner(path, reference_device)
     rng = np.random.default_rng(abs(hash((sample, target))) % (1 << 32))
     functions = [e for e in module.exports if not e.name.startswith("__")]
     assert functions
