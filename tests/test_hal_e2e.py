@@ -1,11 +1,11 @@
 """End to end: sample programs run by our VM with the emulated HAL equal IREE's runtime bit for bit.
 
-Every exported function of every sample compiled for llvm-cpu, vmvx and vulkan-spirv gets random inputs shaped from its
-``iree.abi.declaration``; outputs are compared byte for byte with ``iree.runtime``. Functions are called
-twice (programs with mutable globals must stay equal). Programs compiled for vulkan-spirv run on the
-Vulkan device and are compared with IREE's runtime on the same Vulkan device (lavapipe is not a numeric
-oracle, so never with numpy). A a bad input shape must fail in both engines
-with the same status and IREE's own message text.
+Every exported function of every sample compiled for llvm-cpu, vmvx and vulkan-spirv gets random inputs
+shaped from its ``iree.abi.declaration``; outputs are compared byte for byte with ``iree.runtime``. Functions
+are called twice (programs with mutable globals must stay equal). Programs compiled for vulkan-spirv run on
+the Vulkan device and are compared with IREE's runtime on the same Vulkan device (lavapipe is not a numeric
+oracle, so never with numpy). A bad input shape must fail in both engines with the same status and IREE's
+own message text.
 """
 
 from __future__ import annotations
