@@ -415,3 +415,6 @@ def _require(r: ResolvedRange, what: str) -> HalBuffer:
     if r.buffer is None:
         raise VmStatusError(StatusCode.INVALID_ARGUMENT, f"{what} buffer is NULL")
     return r.buffer
+
+
+HalDevice = Device  # the ``!hal.device`` ref type under its HAL name
