@@ -1,0 +1,161 @@
+"""The debug run: a program executed by our stepping VM and emulated HAL, with the reference's surface.
+
+``DebugRunner`` and ``engine.runtime.reference.ReferenceRunner`` take and return the same plain values
+(``engine.runtime.function_io``), so ``iree-lens run`` prints the same text on either engine and tests
+compare them directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from engine.errors import LensError
+from engine.runtime.function_io import OpaqueRef, Scalar, Tensor, Value, split_cconv
+from engine.runtime.hal.buffers import HalBufferView
+from engine.runtime.hal.convert import buffer_view_from_tensor, tensor_from_buffer_view
+from engine.runtime.hal.device import Device
+from engine.runtime.hal.module import HalModule
+from engine.runtime.vm.context import VmContext
+from engine.runtime.vm.native import NativeModule, VmStatusError
+from engine.runtime.vm.trace import format_step
+from engine.runtime.vm.values import VmList, ref_type_name
+from engine.runtime.vmfb.module import VmfbModule, open_vmfb
+
+
+class DebugRunError(LensError):
+    """The debug run failed: a VM trap (with IREE's status and the VM stack) or a HAL/link error."""
+
+    def __init__(self, message: str, status: str | None = None):
+        super().__init__(message)
+        self.status = status
+
+
+def create_device(uri: str) -> Device:
+    """The emulated HAL device for an IREE device URI (``local-sync``, ``vulkan``, ``vulkan://1``...)."""
+    try:
+        from engine.runtime.hal.devices import create_device as factory
+    except ImportError:  # the device factory is optional until the Vulkan device lands
+        factory = None
+    if factory is not None:
+        return factory(uri)
+    from engine.runtime.hal.cpu_device import CpuDevice
+
+    if uri.split(":")[0] in ("local-sync", "local-task", "local"):
+        return CpuDevice()
+    raise DebugRunError(f"device {uri!r} is not available in the debug engine")
+
+
+class DebugRunner:
+    """One module loaded into our VM with the emulated HAL on one device.
+
+    ``trace`` receives one line per executed instruction (``--trace``). ``extra_modules`` are native modules
+    (for example the ``check`` module) registered between ``hal`` and the program.
+    """
+
+    def __init__(
+        self,
+        module_path: str | Path,
+        device_uri: str = "local-sync",
+        *,
+        trace: Callable[[str], Any] | None = None,
+        extra_modules: list[NativeModule] | None = None,
+        hal_module: HalModule | None = None,
+    ):
+        self.module_path = str(module_path)
+        self.device_uri = device_uri
+        try:
+            # Private copy-on-write mapping: kernels may write in place into buffers imported from rodata.
+            self.module: VmfbModule = open_vmfb(module_path, writable=True)
+            self.device = hal_module.devices[0] if hal_module else create_device(device_uri)
+            self.hal = hal_module or HalModule(self.device)
+            self.context = VmContext([self.hal, *(extra_modules or []), self.module], call_init=False)
+            if trace is not None:
+                self.context.interpreter.trace_hook = lambda record: trace(format_step(record))
+            self._init()
+        except LensError as e:
+            raise DebugRunError(self._message(e), self._status(e)) from e
+
+    def _init(self) -> None:
+        if any(e.name == "__init" for e in self.module.exports):
+            self.context.invoke("__init", [])
+
+    @staticmethod
+    def _status(e: Exception) -> str | None:
+        return e.code.name if isinstance(e, VmStatusError) else None
+
+    @staticmethod
+    def _message(e: Exception) -> str:
+        describe = getattr(e, "describe", None)
+        return describe() if callable(describe) else str(e)
+
+    @property
+    def function_names(self) -> list[str]:
+        return [e.name for e in self.module.exports if not e.name.startswith("__")]
+
+    def cconv(self, function: str) -> str:
+        for e in self.module.exports:
+            if e.name == function:
+                return e.signature.calling_convention
+        raise DebugRunError(
+            f"function {function!r} not found in {self.module.name}; exports: {', '.join(self.function_names)}"
+        )
+
+    def invoke(self, function: str, args: list[Value]) -> list[Value]:
+        """Call ``function``; results as plain values (tensors copied to the host)."""
+        arg_kinds, result_kinds = split_cconv(self.cconv(function))
+        if len(args) != len(arg_kinds):
+            raise DebugRunError(
+                f"{function} takes {len(arg_kinds)} inputs ({self.cconv(function)}); {len(args)} given"
+            )
+        vm_args = [self._to_vm(kind, value) for kind, value in zip(arg_kinds, args)]
+        try:
+            results = self.context.invoke(function, vm_args)
+        except LensError as e:
+            raise DebugRunError(self._message(e), self._status(e)) from e
+        finally:
+            # A trapped invocation leaves its frames for inspection; a runner starts the next call clean.
+            interpreter = self.context.interpreter
+            del interpreter.frames[interpreter.base :]
+            interpreter.trap = None
+        return [self._from_vm(kind, value) for kind, value in zip(result_kinds, results)]
+
+    def _to_vm(self, kind: str, value: Value):
+        if kind in "iIfF":
+            if isinstance(value, Scalar):
+                return value.value
+            raise DebugRunError(f"expected a scalar for a '{kind}' argument, got {value!r}")
+        if isinstance(value, Tensor):
+            return buffer_view_from_tensor(self.device, value)
+        if isinstance(value, OpaqueRef) and value.type_name is None:
+            return None
+        raise DebugRunError(f"cannot pass {value!r} as a ref argument")
+
+    def _from_vm(self, kind: str, value) -> Value:
+        if kind in "iIfF":
+            return Scalar({"i": "i32", "I": "i64", "f": "f32", "F": "f64"}[kind], _signed(kind, value))
+        if value is None:
+            return OpaqueRef(None)
+        if isinstance(value, HalBufferView):
+            return tensor_from_buffer_view(value)
+        if isinstance(value, VmList):
+            return [self._from_vm(_list_kind(value.element_type), v) for v in value.items]
+        return OpaqueRef(ref_type_name(value))
+
+
+def _signed(kind: str, value):
+    if kind == "i":
+        v = int(value) & 0xFFFFFFFF
+        return v - (1 << 32) if v & 0x80000000 else v
+    if kind == "I":
+        v = int(value) & 0xFFFFFFFFFFFFFFFF
+        return v - (1 << 64) if v & (1 << 63) else v
+    return float(value)
+
+
+def _list_kind(element_type: str) -> str:
+    return {"i32": "i", "i64": "I", "f32": "f", "f64": "F"}.get(element_type, "r")
+
+
+__all__ = ["DebugRunner", "DebugRunError", "create_device"]
