@@ -27,8 +27,11 @@ def make_application(argv: list[str] | None = None) -> QApplication:
     return app
 
 
-def run_app(argv: list[str]) -> int:
-    """Open the window; ``argv`` may hold one file to open (``.vmfb``, or ``.mlir`` to compile first)."""
+def start_app(argv: list[str]):
+    """Create the application and show the main window, opening the file named in ``argv`` if any.
+
+    Returns ``(app, window)``; :func:`run_app` then runs the event loop (tests drive it themselves).
+    """
     import argparse
 
     parser = argparse.ArgumentParser(prog="iree-lens", description="Open IREE Lens (on FILE if given).")
@@ -41,4 +44,10 @@ def run_app(argv: list[str]) -> int:
     window.show()
     if args.file:
         window.open_file(args.file)
+    return app, window
+
+
+def run_app(argv: list[str]) -> int:
+    """Open the window; ``argv`` may hold one file to open (``.vmfb``, or ``.mlir`` to compile first)."""
+    app, window = start_app(argv)
     return app.exec()

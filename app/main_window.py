@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, Qt, QUrl
-from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence
+from PySide6.QtCore import QByteArray, Qt, QTimer, QUrl
+from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence, QShowEvent
 from PySide6.QtWidgets import (
     QDockWidget,
     QFileDialog,
@@ -257,18 +257,26 @@ class MainWindow(QMainWindow):
         geometry, state = self.settings.window_layout()
         if geometry is not None:
             self.restoreGeometry(geometry)
-        if state is not None:
-            self.restoreState(state)
-        else:
-            self._default_layout()
+        self._needs_default_layout = state is None or not self.restoreState(state)
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        if self._needs_default_layout:
+            self._needs_default_layout = False
+            # Dock sizes apply once the window has its real size, i.e. after the first show.
+            QTimer.singleShot(0, self._default_layout)
 
     def _default_layout(self) -> None:
-        # Side panels a third of the width, bottom panels a fifth of the height.
-        bottom = [
-            d for d in self.docks.values() if self.dockWidgetArea(d) == Qt.DockWidgetArea.BottomDockWidgetArea
-        ]
-        if bottom:
-            self.resizeDocks(bottom, [180] * len(bottom), Qt.Orientation.Vertical)
+        # The module inspector keeps most of the room: side panels about a third of the width,
+        # bottom panels a few lines of text.
+        for area, size, orientation in (
+            (Qt.DockWidgetArea.BottomDockWidgetArea, 130, Qt.Orientation.Vertical),
+            (Qt.DockWidgetArea.RightDockWidgetArea, int(self.width() * 0.34), Qt.Orientation.Horizontal),
+            (Qt.DockWidgetArea.LeftDockWidgetArea, int(self.width() * 0.25), Qt.Orientation.Horizontal),
+        ):
+            docks = [d for d in self.docks.values() if self.dockWidgetArea(d) == area and not d.isFloating()]
+            if docks:
+                self.resizeDocks(docks, [size] * len(docks), orientation)
 
     def save_layout(self) -> None:
         self.settings.save_window_layout(QByteArray(self.saveGeometry()), QByteArray(self.saveState()))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from PySide6.QtCore import QSize
 from PySide6.QtGui import QFont, QFontDatabase
 from PySide6.QtWidgets import QPlainTextEdit, QVBoxLayout, QWidget
 
@@ -30,6 +31,9 @@ class LogPanel(QWidget):
         for msg in services.messages.messages:
             self.append(msg)
         services.messages.messageAdded.connect(self.append)
+
+    def sizeHint(self) -> QSize:
+        return QSize(600, 110)  # a few lines: the log is a side show, the module is the main one
 
     def append(self, msg: Message) -> None:
         stamp = time.strftime("%H:%M:%S", time.localtime(msg.when))

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QMimeData, QPointF, Qt, QTimer, QUrl
+from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QApplication
 
@@ -172,23 +172,13 @@ def test_open_invalid_mlir_reports_compile_error(qtbot, main_window, tmp_path):
     assert "iree-compile failed" in main_window.banner.text()
 
 
-def test_run_app_opens_file_from_command_line(qtbot, compiled):
-    from app.main import run_app
-    from app.main_window import MainWindow
+def test_start_app_opens_file_from_command_line(qtbot, compiled):
+    from app.main import start_app
 
     vmfb = compiled.path("multi_function", "llvm-cpu")
-    seen: dict[str, object] = {}
-
-    def poll():
-        windows = [w for w in QApplication.topLevelWidgets() if isinstance(w, MainWindow) and w.isVisible()]
-        if windows and windows[0].context.module is not None:
-            seen["path"] = windows[0].context.module.path
-            windows[0].close()
-            QApplication.quit()
-        else:
-            QTimer.singleShot(50, poll)
-
-    QTimer.singleShot(50, poll)
-    QTimer.singleShot(20000, QApplication.quit)  # never hang the suite
-    assert run_app([str(vmfb)]) == 0
-    assert seen.get("path") == vmfb
+    app, window = start_app([str(vmfb)])
+    qtbot.addWidget(window)
+    assert app is QApplication.instance() and window.isVisible()
+    qtbot.waitUntil(lambda: window.context.module is not None, timeout=10000)
+    assert window.context.module.path == vmfb
+    window.close()
