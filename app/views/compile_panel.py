@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
     QListWidgetItem,
     QProgressBar,
     QPushButton,
+    QScrollArea,
     QSplitter,
     QTabWidget,
     QVBoxLayout,
@@ -257,9 +258,15 @@ class CompilePanel(QWidget):
         vsplit.addWidget(self.timeline)
         vsplit.addWidget(main_split)
         vsplit.setStretchFactor(2, 3)
+        # inside a scroll area, so that a small dock does not force its minimum size on the window
+        scroll = QScrollArea(self)
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        scroll.setWidget(vsplit)
+        vsplit.setMinimumSize(640, 560)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(2, 2, 2, 2)
-        lay.addWidget(vsplit)
+        lay.addWidget(scroll)
 
         self.compile_button.clicked.connect(lambda: self.compile())
         self.compile_two_button.clicked.connect(lambda: self.compile_two_variants())
@@ -275,9 +282,8 @@ class CompilePanel(QWidget):
             services.context.phaseChanged.connect(
                 lambda ph: ph and ph != self.shown_phase and self.current and self.show_phase(ph)
             )
-            module = services.context.module
-            if module is not None and module.source is not None:
-                self.source.setText(str(module.source))
+            services.context.moduleChanged.connect(self._module_changed)
+            self._module_changed(services.context.module)
         self.load_settings()
 
     # -- settings ---------------------------------------------------------------------------------------
@@ -299,6 +305,12 @@ class CompilePanel(QWidget):
         )
         if path:
             self.source.setText(path)
+
+    def _module_changed(self, module) -> None:
+        # a module opened from (or compiled from) an .mlir makes that program the one to compile
+        source = getattr(module, "source", None)
+        if source is not None:
+            self.source.setText(str(source))
 
     def set_source(self, path: str | Path) -> None:
         self.source.setText(str(path))
