@@ -116,7 +116,11 @@ def _f8_values(code: int) -> np.ndarray:
 
 def _floats(operand: Operand) -> np.ndarray | None:
     """The operand's values as float64 through the arithmetic type IREE loads them into, or None."""
-    code, raw = operand.element_type.code, operand.data
+    with np.errstate(invalid="ignore"):  # signalling NaNs stay NaNs
+        return _floats_of(operand.element_type.code, operand.data)
+
+
+def _floats_of(code: int, raw: np.ndarray) -> np.ndarray | None:
     if code == et.F64.code:
         return raw.view("<f8").astype(np.float64)
     if code == et.F32.code:
