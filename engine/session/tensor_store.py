@@ -1,9 +1,10 @@
-"""Captured tensors with bounded memory: the newest stay in memory, older ones spill to ``.npy`` files.
+"""Captured tensors with bounded memory: the newest stay in memory, older ones spill to disk.
 
 A run with a million dispatches and tensor capture on must not grow without bound. Each tensor is stored
-under a key (e.g. ``(dispatch_index, "output", binding)``); when the bytes held in memory pass
-``memory_limit_bytes``, the least recently used tensors are written to ``spill_dir`` and dropped from memory.
-Reading a spilled tensor memory-maps its file, so even reads do not pull everything back in.
+under a key (e.g. ``(dispatch_sequence, binding_index)``). When the tensors held in memory pass
+``memory_limit_bytes`` or ``max_in_memory`` tensors, the least recently used ones are appended to one
+spill file and dropped from memory; only a small index entry (offset, dtype, shape) stays. Reading a
+spilled tensor maps its bytes from that file, so reads do not pull everything back in either.
 """
 
 from __future__ import annotations
@@ -27,13 +28,23 @@ class StoreStats:
 
 
 class TensorStore:
-    def __init__(self, memory_limit_bytes: int = 256 << 20, spill_dir: str | Path | None = None):
+    def __init__(
+        self,
+        memory_limit_bytes: int = 256 << 20,
+        spill_dir: str | Path | None = None,
+        *,
+        max_in_memory: int = 4096,
+    ):
         self.memory_limit_bytes = memory_limit_bytes
+        self.max_in_memory = max_in_memory
         self._tmp = None if spill_dir else tempfile.TemporaryDirectory(prefix="iree-lens-tensors-")
         self.spill_dir = Path(spill_dir or self._tmp.name)
         self.spill_dir.mkdir(parents=True, exist_ok=True)
+        self.spill_path = self.spill_dir / "tensors.bin"
+        self._spill_file = open(self.spill_path, "w+b")  # noqa: SIM115 (lives as long as the store)
         self._memory: OrderedDict[Hashable, np.ndarray] = OrderedDict()
-        self._spilled: dict[Hashable, Path] = {}
+        # key -> (offset, nbytes, dtype string, shape) in the spill file.
+        self._spilled: dict[Hashable, tuple[int, int, str, tuple[int, ...]]] = {}
         self._memory_bytes = 0
         self._spilled_bytes = 0
 
@@ -49,23 +60,26 @@ class TensorStore:
         copy = np.array(array, copy=True)
         self._memory[key] = copy
         self._memory_bytes += copy.nbytes
-        self._spill_until_within_limit()
+        if self._memory_bytes > self.memory_limit_bytes or len(self._memory) > self.max_in_memory:
+            self._spill()
 
     def get(self, key: Hashable) -> np.ndarray:
         if key in self._memory:
             self._memory.move_to_end(key)
             return self._memory[key]
         if key in self._spilled:
-            return np.load(self._spilled[key], mmap_mode="r")
+            offset, nbytes, dtype, shape = self._spilled[key]
+            if nbytes == 0:
+                return np.zeros(shape, dtype=np.dtype(dtype))
+            return np.memmap(self.spill_path, dtype=np.dtype(dtype), mode="r", offset=offset, shape=shape)
         raise KeyError(key)
 
     def discard(self, key: Hashable) -> None:
+        """Forget a tensor (the bytes of a spilled one stay in the file until the store closes)."""
         if key in self._memory:
             self._memory_bytes -= self._memory.pop(key).nbytes
         elif key in self._spilled:
-            path = self._spilled.pop(key)
-            self._spilled_bytes -= path.stat().st_size
-            path.unlink(missing_ok=True)
+            self._spilled.pop(key)
 
     def keys(self) -> list[Hashable]:
         return [*self._spilled.keys(), *self._memory.keys()]
@@ -75,17 +89,24 @@ class TensorStore:
             len(self), len(self._memory), len(self._spilled), self._memory_bytes, self._spilled_bytes
         )
 
-    def _spill_until_within_limit(self) -> None:
-        while self._memory_bytes > self.memory_limit_bytes and len(self._memory) > 1:
+    def _spill(self) -> None:
+        """Move the older half of what is in memory to the spill file, in one sequential write."""
+        keep_bytes = self.memory_limit_bytes // 2
+        keep_count = self.max_in_memory // 2
+        f = self._spill_file
+        f.seek(0, 2)
+        while self._memory and (self._memory_bytes > keep_bytes or len(self._memory) > keep_count):
             key, array = self._memory.popitem(last=False)
-            path = self.spill_dir / f"t{len(self._spilled)}_{abs(hash(key)) & 0xFFFFFFFF:08x}.npy"
-            np.save(path, array, allow_pickle=False)
-            self._spilled[key] = path
+            offset = f.tell()
+            f.write(array.tobytes())
+            self._spilled[key] = (offset, array.nbytes, array.dtype.str, array.shape)
             self._memory_bytes -= array.nbytes
-            self._spilled_bytes += path.stat().st_size
+            self._spilled_bytes += array.nbytes
+        f.flush()  # spilled tensors are read back through a separate memory map
 
     def close(self) -> None:
         self._memory.clear()
         self._spilled.clear()
+        self._spill_file.close()
         if self._tmp is not None:
             self._tmp.cleanup()
