@@ -72,8 +72,8 @@ def main() -> None:
             values = parse_inputs(inputs, kinds)
             reference = ReferenceRunner(vmfb)
             debug = DebugRunner(vmfb)
-            t_ref = median_time(lambda: reference.invoke(function, values), args.repeats)
-            t_dbg = median_time(lambda: debug.invoke(function, values), args.repeats)
+            t_ref = median_time(lambda r=reference, f=function, v=values: r.invoke(f, v), args.repeats)
+            t_dbg = median_time(lambda d=debug, f=function, v=values: d.invoke(f, v), args.repeats)
             dispatches = debug.device.dispatch_count
             print(
                 f"{sample}.{function} on {args.target}: reference {t_ref * 1e3:.2f} ms, debug {t_dbg * 1e3:.2f} ms "
