@@ -4,24 +4,16 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 # Qt tests run headless; set before anything imports Qt.
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import pytest  # noqa: E402
+from support import iree_tool  # noqa: E402
 
 from engine.compiler.targets import TARGETS  # noqa: E402
 from engine.samples import KNOWN_COMPILE_FAILURES, sample_names, sample_path  # noqa: E402
-
-VENV_BIN = Path(sys.executable).parent
-
-
-def iree_tool(name: str) -> str:
-    """Path of one of IREE's command-line tools installed beside this interpreter."""
-    p = VENV_BIN / name
-    return str(p) if p.exists() else name
 
 
 class CompiledSamples:

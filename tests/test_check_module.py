@@ -14,7 +14,7 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 import pytest
-from conftest import iree_tool
+from support import iree_tool
 
 from engine.cli import main as cli_main
 from engine.compiler.targets import TARGETS

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import iree_tool
+from support import iree_tool
 
 from engine.cli import main as cli_main
 from engine.compiler import PHASES, CompileRequest, TaskState, compile_program

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import iree_tool
 from elftools.elf.elffile import ELFFile
+from support import iree_tool
 
 from engine.compiler.targets import target_flags
 from engine.errors import DispatchError, ExecutableLoadError, HalError

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import iree_tool
+from support import iree_tool
 from test_function_io import CASES
 
 from engine.runtime.function_io import parse_inputs

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import subprocess
 
-from conftest import iree_tool
+from support import iree_tool
 
 from engine.runtime.vmfb.describe import metadata_text
 from engine.runtime.vmfb.disassembler import (

@@ -7,7 +7,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import iree_tool
+from support import iree_tool
 
 from engine.runtime.function_io import (
     InputError,

@@ -10,7 +10,7 @@ import time
 import iree.runtime as rt
 import numpy as np
 import pytest
-from conftest import iree_tool
+from support import iree_tool
 
 from engine.runtime import isa
 from engine.runtime.hal.convert import buffer_view_from_numpy, buffer_view_to_numpy

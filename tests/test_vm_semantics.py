@@ -11,7 +11,7 @@ import subprocess
 
 import iree.runtime as rt
 import pytest
-from conftest import iree_tool
+from support import iree_tool
 
 from engine.runtime.vm.context import VmContext
 from engine.runtime.vm.interpreter import VmTrap

@@ -7,7 +7,7 @@ import subprocess
 import zipfile
 
 import pytest
-from conftest import iree_tool
+from support import iree_tool
 
 from engine.errors import VmfbFormatError
 from engine.runtime.vmfb.module import VmfbModule, open_vmfb

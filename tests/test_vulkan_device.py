@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import iree_tool
+from support import iree_tool
 
 from engine.compiler.targets import TARGETS
 from engine.errors import ExecutableFormatError, HalError, VulkanError
