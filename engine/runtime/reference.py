@@ -49,7 +49,10 @@ class ReferenceRunner:
             self.instance = rt.VmInstance()
             self.device = rt.get_device(self.device_uri)
             hal = rt.create_hal_module(self.instance, self.device)
-            self.module = rt.VmModule.mmap(self.instance, str(self.module_path))
+            # Loaded into writable memory, as IREE's tools do: some kernels write in place into buffers imported
+            # from the module's constant data, and a read-only map makes them crash (architecture note).
+            with open(self.module_path, "rb") as fh:
+                self.module = rt.VmModule.copy_buffer(self.instance, fh.read())
             extra = [m(self.instance, self.device) if callable(m) else m for m in self.extra_modules]
             self.context = rt.VmContext(self.instance, [hal, *extra, self.module])
         except (RuntimeError, ValueError, OSError) as e:
