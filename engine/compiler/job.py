@@ -24,7 +24,7 @@ from engine.compiler.phases import PHASES, PhaseSnapshot, find_snapshot_files, p
 from engine.compiler.request import CompileRequest
 from engine.compiler.task import Progress, TaskState
 from engine.compiler.timing import parse_timing, split_timing_output
-from engine.errors import CompileCancelled
+from engine.errors import CompileCancelled, FormatError
 
 _POLL_S = 0.02  # cancel latency and progress granularity; a compile takes ~0.3 s and more
 
@@ -163,12 +163,18 @@ def compile_program(
     rest, timing_json = split_timing_output(raw)
     (out / "stderr.txt").write_text(rest)
     timing = None
+    timing_problem = None
     if timing_json is not None:
         import json
 
         (out / "timing.json").write_text(json.dumps(timing_json, indent=1))
-        timing = parse_timing(timing_json)
+        try:
+            timing = parse_timing(timing_json)
+        except FormatError as e:  # the compile itself is fine; say why the timeline is missing
+            timing_problem = str(e)
     diagnostics = parse_diagnostics(rest)
+    if timing_problem:
+        diagnostics.append(Diagnostic("warning", timing_problem))
     if proc.returncode < 0:
         diagnostics.append(Diagnostic("error", f"iree-compile crashed (signal {-proc.returncode})"))
     elif proc.returncode != 0 and not any(d.severity == "error" for d in diagnostics):

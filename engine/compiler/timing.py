@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from engine.errors import FormatError
+
 
 @dataclass(frozen=True)
 class PassTiming:
@@ -41,7 +43,14 @@ def _node(entry: dict) -> PassTiming:
 
 
 def parse_timing(data: list) -> TimingReport:
-    """The report from IREE's parsed JSON list."""
+    """The report from IREE's parsed JSON list; ``FormatError`` when it is not shaped like one."""
+    try:
+        return _parse_timing(data)
+    except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as e:
+        raise FormatError(f"pass timing is not MLIR's timing JSON: {type(e).__name__}: {e}") from None
+
+
+def _parse_timing(data: list) -> TimingReport:
     passes: list[PassTiming] = []
     rest = total = None
     for entry in data:
