@@ -1,0 +1,108 @@
+"""The emulated HAL's device factory: an IREE device URI (``--device=``) to a ``Device``.
+
+``local-sync``, ``local-task`` and ``local`` give the CPU device (our HAL runs queue work synchronously,
+so the task executor's device is the same thing here). ``vulkan``, ``vulkan://N`` (an index into
+``list_physical_devices()``) and ``vulkan://NAME`` (a case-insensitive substring of a device name) give
+the Vulkan device. Without Vulkan, the ``vulkan`` URIs raise ``VulkanUnavailableError`` whose message
+names the packages to install; the CPU URIs never touch Vulkan.
+"""
+
+from __future__ import annotations
+
+from engine.errors import HalError
+from engine.runtime.hal.device import Device
+
+CPU_DRIVERS = ("local-sync", "local-task", "local")
+VULKAN_DRIVER = "vulkan"
+
+
+def split_device_uri(uri: str) -> tuple[str, str]:
+    """``(driver, rest)`` of an IREE device URI: ``vulkan://1`` → ``("vulkan", "1")``, ``vulkan`` → ``("vulkan", "")``."""
+    driver, sep, rest = uri.strip().partition("://")
+    if not sep:
+        driver, _, rest = driver.partition(":")
+    return driver, rest
+
+
+def vulkan_selector(rest: str) -> int | str | None:
+    """What ``VulkanDevice`` takes for the part of a ``vulkan://`` URI after the scheme."""
+    if not rest:
+        return None
+    return int(rest) if rest.isdigit() else rest
+
+
+def create_device(uri: str) -> Device:
+    """The emulated HAL device for ``uri``; ``HalError`` for an unknown driver."""
+    driver, rest = split_device_uri(uri)
+    if driver in CPU_DRIVERS:
+        from engine.runtime.hal.cpu_device import CpuDevice
+
+        return CpuDevice()
+    if driver == VULKAN_DRIVER:
+        from engine.runtime.hal.vulkan_hal_device import VulkanHalDevice
+
+        return VulkanHalDevice(vulkan_selector(rest))
+    known = ", ".join([*CPU_DRIVERS, VULKAN_DRIVER, "vulkan://N", "vulkan://NAME"])
+    raise HalError(f"device {uri!r} is not available in the debug engine; known devices: {known}")
+
+
+def device_uris() -> list[str]:
+    """The device URIs a user can pick here: ``local-sync`` and one ``vulkan://N`` per Vulkan device."""
+    from engine.runtime.hal.vulkan.loader import list_physical_devices
+
+    uris = ["local-sync"]
+    try:
+        uris += [f"vulkan://{info.index}" for info in list_physical_devices()]
+    except HalError:
+        pass  # no Vulkan: the CPU alone
+    return uris
+
+
+def _bytes_text(n: int) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size and n % (size // 16) == 0:
+            return f"{n / size:g} {unit}"
+    return f"{n} B"
+
+
+def vulkan_device_properties(info) -> list[tuple[str, str]]:
+    """The main properties and compute limits of a ``PhysicalDeviceInfo`` as (label, text) rows."""
+    xyz = "x".join
+    rows = [
+        ("Name", info.name),
+        ("Type", info.device_type),
+        ("URI", f"vulkan://{info.index}"),
+        ("Vulkan API", info.api_version),
+        ("Vendor / device id", f"{info.vendor_id:#06x} / {info.device_id:#06x}"),
+        ("Driver version", str(info.driver_version)),
+        ("Subgroup size", str(info.subgroup_size) if info.subgroup_size else "not reported"),
+        ("Max workgroup count", xyz(str(v) for v in info.max_compute_workgroup_count)),
+        ("Max workgroup size", xyz(str(v) for v in info.max_compute_workgroup_size)),
+        ("Max workgroup invocations", str(info.max_compute_workgroup_invocations)),
+        ("Max shared memory", _bytes_text(info.max_compute_shared_memory_size)),
+        ("Max push constants", _bytes_text(info.max_push_constants_size)),
+        ("Max storage buffer range", _bytes_text(info.max_storage_buffer_range)),
+        ("Max bound descriptor sets", str(info.max_bound_descriptor_sets)),
+        ("Max storage buffers per stage", str(info.max_per_stage_descriptor_storage_buffers)),
+        ("Min storage buffer offset alignment", str(info.min_storage_buffer_offset_alignment)),
+        ("Timestamp period", f"{info.timestamp_period_ns:g} ns"),
+    ]
+    for i, heap in enumerate(info.memory_heaps):
+        rows.append(
+            (f"Memory heap {i}", _bytes_text(heap.size) + (" (device local)" if heap.device_local else ""))
+        )
+    for i, mt in enumerate(info.memory_types):
+        rows.append((f"Memory type {i}", f"heap {mt.heap_index}: {' | '.join(mt.flag_names) or 'none'}"))
+    rows.append(("Extensions", str(len(info.extensions))))
+    return rows
+
+
+__all__ = [
+    "CPU_DRIVERS",
+    "VULKAN_DRIVER",
+    "create_device",
+    "device_uris",
+    "split_device_uri",
+    "vulkan_device_properties",
+    "vulkan_selector",
+]
