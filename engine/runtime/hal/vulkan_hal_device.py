@@ -18,8 +18,9 @@ from typing import Any
 import numpy as np
 
 from engine.errors import HalError
+from engine.runtime.hal import commands as cmd
 from engine.runtime.hal.buffers import Allocation
-from engine.runtime.hal.commands import ResolvedRange
+from engine.runtime.hal.commands import BindingTableEntry, HalCommandBuffer, ResolvedRange, resolve_ref
 from engine.runtime.hal.device import Device, HalExecutable, aligned_zeros
 from engine.runtime.vm.native import StatusCode, VmStatusError
 
@@ -95,14 +96,16 @@ class VulkanHalDevice(Device):
             raise VmStatusError(StatusCode.INVALID_ARGUMENT, f"cannot load executable {label}: {e}") from None
         return HalExecutable(self, executable_format, label, list(executable.entry_points), executable)
 
-    def run_dispatch(
+    # -- dispatch: one Vulkan submission per dispatch (observed or a command buffer that mixes in transfers)
+
+    def _dispatch_op(
         self,
         executable: HalExecutable,
         ordinal: int,
-        workgroup_count: tuple[int, int, int],
         constants: tuple[int, ...],
         bindings: list[ResolvedRange],
-    ) -> None:
+    ) -> tuple[Any, list[tuple[Any, int, int]], list[MirroredAllocation]]:
+        """The pipeline, the device ranges and the allocations of one dispatch (validated like IREE)."""
         try:
             pipeline = executable.impl.pipeline(ordinal)
         except HalError as e:
@@ -122,20 +125,150 @@ class VulkanHalDevice(Device):
         touched: list[MirroredAllocation] = []
         for b in bindings:
             allocation = b.buffer.allocation  # type: ignore[union-attr]
-            if not isinstance(allocation, MirroredAllocation):
+            if not isinstance(allocation, MirroredAllocation) or allocation.device is not self:
                 raise VmStatusError(
                     StatusCode.INVALID_ARGUMENT, f"binding buffer {b.buffer!r} does not belong to {self.name}"
                 )
             start, length = b.buffer.resolve(b.offset, b.length)  # type: ignore[union-attr]
-            ranges.append((allocation.device_buffer(), start, length))
+            ranges.append((allocation, start, length))
             touched.append(allocation)
+        return pipeline, ranges, touched
+
+    def _record_uploads(self, cb: Any, allocations: list[MirroredAllocation]) -> None:
+        """Record the host → device copies of the allocations whose host side is newer, then a barrier.
+
+        The bytes travel inside the command buffer (``vkCmdUpdateBuffer``, or an upload buffer of their own
+        when large), so uploads cost no submission of their own.
+        """
+        uploaded = False
+        seen: set[int] = set()
+        for allocation in allocations:
+            if id(allocation) in seen:
+                continue
+            seen.add(id(allocation))
+            if allocation.device_state is None:
+                allocation.device_state = self.vulkan.allocate(max(allocation.size, 4), allocation.origin)
+                allocation.host_newer = True
+            if allocation.host_newer:
+                if allocation.size:
+                    cb.update((allocation.device_state, 0, allocation.size), allocation.data)
+                    uploaded = True
+                allocation.host_newer = False
+        if uploaded:
+            cb.execution_barrier()
+
+    def _run_vulkan(self, cb: Any, touched: list[MirroredAllocation]) -> None:
         try:
-            cb = self.vulkan.create_command_buffer(executable.export_name(ordinal))
-            cb.begin()
-            cb.dispatch(pipeline, workgroup_count, list(constants), ranges)
             cb.end()
             self.vulkan.submit(cb).wait()
         except HalError as e:
+            for allocation in touched:  # what was recorded as uploaded may not have arrived
+                allocation.host_newer = True
             raise VmStatusError(StatusCode.INTERNAL, str(e)) from None
         for allocation in touched:
-            allocation.device_newer = True  # the kernel may have written any binding
+            allocation.device_newer = True  # the kernels may have written any binding
+
+    def run_dispatch(
+        self,
+        executable: HalExecutable,
+        ordinal: int,
+        workgroup_count: tuple[int, int, int],
+        constants: tuple[int, ...],
+        bindings: list[ResolvedRange],
+    ) -> None:
+        pipeline, ranges, touched = self._dispatch_op(executable, ordinal, constants, bindings)
+        cb = self.vulkan.create_command_buffer(executable.export_name(ordinal))
+        cb.begin()
+        self._record_uploads(cb, touched)
+        try:
+            cb.dispatch(
+                pipeline, workgroup_count, list(constants), [(a.device_state, s, n) for a, s, n in ranges]
+            )
+        except HalError as e:
+            raise VmStatusError(StatusCode.INVALID_ARGUMENT, str(e)) from None
+        self._run_vulkan(cb, touched)
+
+    # -- command buffers: one Vulkan submission for a whole HAL command buffer when nobody observes
+
+    def execute(self, command_buffer: HalCommandBuffer, table: list[BindingTableEntry]) -> None:
+        """Replay a HAL command buffer as one ``VulkanCommandBuffer``: its dispatches, with a pipeline barrier
+        at each execution barrier, in one submission waited on with a fence.
+
+        Observed runs, indirect workgroup counts and command buffers with transfers replay command by command
+        (the base class), so observers see every dispatch alone and transfers keep the host's exact checks.
+        """
+        if self.observers or not all(_batchable(k) for k in command_buffer.commands):
+            super().execute(command_buffer, table)
+            return
+        if not command_buffer.finalized:
+            raise VmStatusError(
+                StatusCode.FAILED_PRECONDITION, "command buffer must be finalized before it is submitted"
+            )
+        if len(table) < command_buffer.binding_capacity:
+            raise VmStatusError(
+                StatusCode.INVALID_ARGUMENT,
+                f"indirect command buffer requires at least {command_buffer.binding_capacity} bindings but "
+                f"only {len(table)} were provided",
+            )
+        # Resolve and validate everything before recording anything, like the command-by-command replay.
+        steps: list[Any] = []
+        touched: list[MirroredAllocation] = []
+        for command in command_buffer.commands:
+            if isinstance(command, cmd.BarrierCommand):
+                steps.append(None)
+            elif isinstance(command, cmd.DispatchCommand):
+                executable = command.executable
+                if not 0 <= command.ordinal < len(executable.export_names):
+                    raise VmStatusError(
+                        StatusCode.OUT_OF_RANGE,
+                        f"function id {command.ordinal} out of range (count: {len(executable.export_names)})",
+                    )
+                bindings = [resolve_ref(b, table) for b in command.bindings]
+                for i, b in enumerate(bindings):
+                    if b.buffer is None:
+                        raise VmStatusError(
+                            StatusCode.FAILED_PRECONDITION,
+                            f"required binding {i} is NULL; all bindings must have a valid pointer",
+                        )
+                pipeline, ranges, used = self._dispatch_op(
+                    executable, command.ordinal, command.constants, bindings
+                )
+                steps.append((pipeline, command.workgroup_count, list(command.constants), ranges))
+                touched += used
+        command_buffer.submissions += 1
+        cb = self.vulkan.create_command_buffer(f"command buffer ({len(steps)} commands)")
+        cb.begin()
+        self._record_uploads(cb, touched)
+        try:
+            for step in steps:
+                if step is None:
+                    cb.execution_barrier()
+                    continue
+                pipeline, workgroup_count, constants, ranges = step
+                cb.dispatch(
+                    pipeline, workgroup_count, constants, [(a.device_state, s, n) for a, s, n in ranges]
+                )
+                self._dispatches += 1
+        except HalError as e:
+            raise VmStatusError(StatusCode.INVALID_ARGUMENT, str(e)) from None
+        self._run_vulkan(cb, touched)
+
+
+def _batchable(command: cmd.Command) -> bool:
+    """Whether a whole-command-buffer submission handles ``command`` (indirect workgroup counts are read
+    on the host, so they replay command by command)."""
+    if isinstance(command, cmd.DispatchCommand):
+        return command.workgroups_ref is None
+    return isinstance(command, _BATCHABLE)
+
+
+# Commands a whole-command-buffer submission handles; the rest change nothing on coherent memory.
+_BATCHABLE = (
+    cmd.DispatchCommand,
+    cmd.BarrierCommand,
+    cmd.BeginDebugGroupCommand,
+    cmd.EndDebugGroupCommand,
+    cmd.AdviseBufferCommand,
+    cmd.FlushBufferCommand,
+    cmd.InvalidateBufferCommand,
+)
