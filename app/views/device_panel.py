@@ -1,0 +1,162 @@
+"""The Device panel: which device a debug run uses (the CPU or one of the Vulkan devices) and what that
+device is (properties and compute limits, as ``iree-lens devices`` prints them).
+
+The choice is the device URI of ``engine.runtime.hal.devices.create_device`` (``local-sync``,
+``vulkan://N``); it is remembered in the settings (``run/device``), read back with
+:func:`selected_device_uri`, and announced by ``DevicePanel.deviceChanged``. Vulkan devices are listed on
+the engine worker (creating a Vulkan instance can take a moment); without Vulkan the panel says why and
+which packages to install, and the CPU stays selectable.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+
+from PySide6.QtCore import QSize, Signal
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QComboBox,
+    QFormLayout,
+    QHeaderView,
+    QLabel,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.panels import PanelServices
+from app.settings import open_settings
+
+SETTINGS_KEY = "run/device"
+CPU_URI = "local-sync"
+
+
+def selected_device_uri() -> str:
+    """The device the user chose for runs (``local-sync`` until a choice is made)."""
+    value = open_settings().value(SETTINGS_KEY, CPU_URI)
+    return str(value) if value else CPU_URI
+
+
+def _list_vulkan_devices() -> tuple[list, str | None]:
+    """(PhysicalDeviceInfo list, None) or ([], why Vulkan is unavailable). Runs on the engine worker."""
+    from engine.errors import HalError
+    from engine.runtime.hal.vulkan.loader import list_physical_devices
+
+    try:
+        return list_physical_devices(), None
+    except HalError as e:
+        return [], str(e)
+
+
+def cpu_device_properties() -> list[tuple[str, str]]:
+    from engine.runtime.hal.cpu_device import CpuDevice
+
+    return [
+        ("Name", "local-sync (the emulated HAL's CPU device)"),
+        ("Type", "cpu"),
+        ("URI", CPU_URI),
+        ("Executable formats", ", ".join(CpuDevice.formats)),
+        ("Host", f"{platform.machine()} {platform.system()}, {os.cpu_count()} logical cores"),
+    ]
+
+
+class DevicePanel(QWidget):
+    deviceChanged = Signal(str)  # the device URI now selected
+    devicesListed = Signal()  # the Vulkan listing arrived (with devices or with the reason there are none)
+
+    def __init__(self, services: PanelServices, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.vulkan_devices: list = []
+        self.vulkan_missing: str | None = None
+        self.listed = False
+
+        self.combo = QComboBox(self)
+        self.combo.setObjectName("deviceCombo")
+        self.combo.setToolTip("The device the debug engine (and the reference engine) runs programs on")
+        self.combo.addItem("local-sync — CPU", CPU_URI)
+        self.status = QLabel("Looking for Vulkan devices…", self)
+        self.status.setObjectName("deviceStatus")
+        self.status.setWordWrap(True)
+        self.table = QTableWidget(0, 2, self)
+        self.table.setObjectName("deviceProperties")
+        self.table.setHorizontalHeaderLabels(["Property", "Value"])
+        self.table.verticalHeader().setVisible(False)
+        self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 6)  # compact rows
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
+        self.table.horizontalHeader().setStretchLastSection(True)
+
+        form = QFormLayout()
+        form.addRow("Run on:", self.combo)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addLayout(form)
+        layout.addWidget(self.status)
+        layout.addWidget(self.table, 1)
+
+        self._show(CPU_URI)
+        self.combo.currentIndexChanged.connect(self._on_choice)
+        services.worker.submit(
+            _list_vulkan_devices,
+            tag="device-panel-list",
+            on_result=self._on_listed,
+            on_error=lambda error: self._on_listed(([], str(getattr(error, "message", error)))),
+        )
+
+    def sizeHint(self) -> QSize:
+        return QSize(380, 420)
+
+    @property
+    def device_uri(self) -> str:
+        return str(self.combo.currentData())
+
+    def select(self, uri: str) -> bool:
+        """Select the device with ``uri``; False when it is not listed."""
+        index = self.combo.findData(uri)
+        if index < 0:
+            return False
+        self.combo.setCurrentIndex(index)
+        return True
+
+    def _on_listed(self, listed: tuple[list, str | None]) -> None:
+        self.vulkan_devices, self.vulkan_missing = listed
+        for info in self.vulkan_devices:
+            self.combo.addItem(f"vulkan://{info.index} — {info.name}", f"vulkan://{info.index}")
+        if self.vulkan_missing:
+            self.status.setText(f"Vulkan is not available: {self.vulkan_missing}")
+        else:
+            n = len(self.vulkan_devices)
+            self.status.setText(f"{n} Vulkan device{'s' if n != 1 else ''} found.")
+        self.listed = True
+        saved = selected_device_uri()
+        if saved != self.device_uri and not self.select(saved):
+            self._show(self.device_uri)
+        self.devicesListed.emit()
+
+    def _on_choice(self, _index: int) -> None:
+        uri = self.device_uri
+        self._show(uri)
+        if self.listed:  # the saved choice is restored once the list is complete, not overwritten before
+            open_settings().setValue(SETTINGS_KEY, uri)
+        self.deviceChanged.emit(uri)
+
+    def properties_of(self, uri: str) -> list[tuple[str, str]]:
+        if uri == CPU_URI:
+            return cpu_device_properties()
+        from engine.runtime.hal.devices import vulkan_device_properties
+
+        index = int(uri.rpartition("/")[2])
+        info = next(i for i in self.vulkan_devices if i.index == index)
+        return vulkan_device_properties(info)
+
+    def _show(self, uri: str) -> None:
+        rows = self.properties_of(uri)
+        self.table.setRowCount(len(rows))
+        for r, (label, text) in enumerate(rows):
+            self.table.setItem(r, 0, QTableWidgetItem(label))
+            item = QTableWidgetItem(text)
+            item.setToolTip(text)
+            self.table.setItem(r, 1, item)
