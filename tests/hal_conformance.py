@@ -257,6 +257,31 @@ def barrier_orders_dispatch_then_copy(target: ConformanceTarget) -> None:
     assert not _read(out).any()
 
 
+def barrier_orders_dispatch_then_dispatch(target: ConformanceTarget) -> None:
+    """dispatch → execution barrier → a dispatch reading what the first wrote, in one command buffer."""
+    hal, device = _setup(target)
+    case, exe, ordinal = _executable(hal, device, target)
+    a, b = _inputs(9)
+    ba, bb, mid, out = (_alloc(hal, device, 128) for _ in range(4))
+    _write(ba, a)
+    _write(bb, b)
+    cb = hal.command_buffer_create(device, c.COMMAND_BUFFER_MODE_ONE_SHOT, 3, ANY, 0)
+    x, y, z = case.workgroup_count
+    hal.command_buffer_dispatch(
+        cb, exe, ordinal, x, y, z, 0, [], [(0, 0, ba, 0, 128), (0, 0, bb, 0, 128), (0, 0, mid, 0, 128)]
+    )
+    hal.command_buffer_execution_barrier(cb, 28, 13, 0)
+    hal.command_buffer_dispatch(
+        cb, exe, ordinal, x, y, z, 0, [], [(0, 0, mid, 0, 128), (0, 0, bb, 0, 128), (0, 0, out, 0, 128)]
+    )
+    hal.command_buffer_finalize(cb)
+    _execute(hal, device, cb)
+    first = _read(mid, np.float32).reshape(4, 8)
+    _check(first, a, b)
+    _check(_read(out, np.float32).reshape(4, 8), first, b)
+    assert device.dispatch_count == 2
+
+
 def fences_defer_until_signaled(target: ConformanceTarget) -> None:
     """Work waiting on a fence the host signals later runs when it is signaled, in submission order."""
     hal, device = _setup(target)
@@ -368,6 +393,7 @@ CASES: list[Callable[[ConformanceTarget], None]] = [
     dispatch_indirect_bindings_reused,
     dispatch_indirect_workgroup_count,
     barrier_orders_dispatch_then_copy,
+    barrier_orders_dispatch_then_dispatch,
     fences_defer_until_signaled,
     fence_failure_propagates,
     dispatch_observed,
