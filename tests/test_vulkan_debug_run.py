@@ -24,6 +24,7 @@ import pytest
 
 from engine.runtime import element_types as et
 from engine.runtime.function_io import OpaqueRef, Scalar, Tensor
+from engine.runtime.hal.device import DispatchObserver, DispatchRecord
 from engine.runtime.hal.vulkan.loader import vulkan_available
 from engine.runtime.reference import ReferenceRunner
 from engine.runtime.vmfb.module import open_vmfb
@@ -117,6 +118,45 @@ def test_debug_run_on_vulkan_equals_reference(sample, compiled):
             for k, (g, e) in enumerate(zip(got, expected)):
                 assert_same(g, e, f"{sample} @{export.name} call {call} result {k}")
     assert debug.device.dispatch_count > 0  # the work really ran on our Vulkan device
+
+
+class _ReadEverything(DispatchObserver):
+    """Reads every binding before and after every dispatch (what a debugger showing tensors does)."""
+
+    def __init__(self) -> None:
+        self.dispatches = 0
+
+    def before_dispatch(self, record: DispatchRecord) -> None:
+        for b in record.bindings:
+            assert len(np.array(b.data)) == b.length
+
+    def after_dispatch(self, record: DispatchRecord) -> None:
+        self.dispatches += 1
+        for b in record.bindings:
+            assert len(np.array(b.data)) == b.length
+
+
+@needs_vulkan
+@pytest.mark.parametrize("sample", [s for s in ("mlp", "globals", "softmax") if s in SAMPLES])
+def test_observed_debug_run_on_vulkan_equals_reference(sample, compiled):
+    """Dispatch by dispatch with every binding read back: still IREE's results, bit for bit."""
+    from engine.session.debug_run import DebugRunner
+
+    path = compiled.path(sample, "vulkan-spirv")
+    debug = DebugRunner(path, "vulkan")
+    observer = _ReadEverything()
+    debug.device.observers.append(observer)
+    reference = ReferenceRunner(path, "vulkan")
+    rng = np.random.default_rng(zlib.crc32(sample.encode()) + 1)
+    for export in [e for e in open_vmfb(path).exports if not e.name.startswith("__")]:
+        types = argument_types(export.signature.attrs["iree.abi.declaration"])
+        for call in range(2):
+            args = [random_value(t, rng) for t in types]
+            expected = reference.invoke(export.name, args)
+            got = debug.invoke(export.name, args)
+            for k, (g, e) in enumerate(zip(got, expected)):
+                assert_same(g, e, f"{sample} @{export.name} call {call} result {k} (observed)")
+    assert observer.dispatches > 0
 
 
 _MAIN = "import sys; from engine.cli import main; sys.exit(main(sys.argv[1:]))"
