@@ -66,6 +66,7 @@ PANELS: list[PanelSpec] = [
     PanelSpec("log", "Log", "app.views.log_view:LogPanel", area="bottom"),
     PanelSpec("compile", "Compile & Phases", "app.views.compile_panel:CompilePanel", area="right"),
     PanelSpec("device", "Device", "app.views.device_panel:DevicePanel", area="right", tabify_with="compile"),
+    PanelSpec("stepper", "VM Stepper", "app.views.stepper_panel:StepperPanel", area="bottom", tabify_with="log"),
 ]
 
 

@@ -1,0 +1,106 @@
+"""The stepper's breakpoint list: every breakpoint of the session, and adding one on a function entry or on
+an import call by name (``hal.command_buffer.dispatch``, ``hal.device.queue.execute.indirect``...)."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QComboBox,
+    QCompleter,
+    QHBoxLayout,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.session_bridge import describe_breakpoint
+from engine.session.protocol import Breakpoint
+
+KINDS = (("import", "Import call"), ("function", "Function entry"))
+
+
+class BreakpointsView(QWidget):
+    """Shows ``set_breakpoints(bps)``; asks for changes with ``addRequested`` / ``removeRequested``."""
+
+    addRequested = Signal(object)  # Breakpoint
+    removeRequested = Signal(object)  # Breakpoint
+    activated = Signal(object)  # Breakpoint (double-click: show it)
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.list = QListWidget(self)
+        self.list.setObjectName("stepperBreakpointList")
+        self.kind = QComboBox(self)
+        self.kind.setObjectName("stepperBreakpointKind")
+        for key, label in KINDS:
+            self.kind.addItem(label, key)
+        self.name = QLineEdit(self)
+        self.name.setObjectName("stepperBreakpointName")
+        self.name.setPlaceholderText("hal.command_buffer.dispatch")
+        self.name.returnPressed.connect(self.add_from_fields)
+        self.add_button = QPushButton("Add", self)
+        self.add_button.clicked.connect(self.add_from_fields)
+        self.remove_button = QPushButton("Remove", self)
+        self.remove_button.clicked.connect(self.remove_selected)
+        self.kind.currentIndexChanged.connect(lambda _: self._update_completer())
+        row = QHBoxLayout()
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(self.kind)
+        row.addWidget(self.name, 1)
+        row.addWidget(self.add_button)
+        row.addWidget(self.remove_button)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(2, 2, 2, 2)
+        layout.addLayout(row)
+        layout.addWidget(self.list, 1)
+        self.list.itemDoubleClicked.connect(
+            lambda item: self.activated.emit(item.data(Qt.ItemDataRole.UserRole))
+        )
+        self.breakpoints: tuple[Breakpoint, ...] = ()
+        self._names = {"import": [], "function": []}
+
+    def set_names(self, imports: list[str], functions: list[str]) -> None:
+        """Names offered for completion: the module's imports and functions."""
+        self._names = {"import": sorted(imports), "function": sorted(functions)}
+        self._update_completer()
+
+    def _update_completer(self) -> None:
+        names = self._names.get(self.kind.currentData(), [])
+        completer = QCompleter(names, self.name)
+        completer.setCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
+        completer.setFilterMode(Qt.MatchFlag.MatchContains)
+        self.name.setCompleter(completer)
+        self.name.setPlaceholderText(
+            "hal.command_buffer.dispatch" if self.kind.currentData() == "import" else "main"
+        )
+
+    def set_breakpoints(self, breakpoints: tuple[Breakpoint, ...]) -> None:
+        self.breakpoints = tuple(breakpoints)
+        self.list.clear()
+        for bp in self.breakpoints:
+            item = QListWidgetItem(f"● {describe_breakpoint(bp)}")
+            item.setData(Qt.ItemDataRole.UserRole, bp)
+            self.list.addItem(item)
+
+    def add(self, kind: str, name: str) -> Breakpoint | None:
+        name = name.strip().lstrip("@")
+        if not name:
+            return None
+        bp = (
+            Breakpoint("import", import_name=name)
+            if kind == "import"
+            else Breakpoint("function", function=name)
+        )
+        self.addRequested.emit(bp)
+        return bp
+
+    def add_from_fields(self) -> None:
+        if self.add(self.kind.currentData(), self.name.text()) is not None:
+            self.name.clear()
+
+    def remove_selected(self) -> None:
+        for item in self.list.selectedItems():
+            self.removeRequested.emit(item.data(Qt.ItemDataRole.UserRole))

@@ -1,0 +1,603 @@
+"""The VM stepper panel: run a function of the open module in the debug engine, one instruction at a time.
+
+Left, the disassembly of the current function (the next instruction marked, breakpoints in the margin);
+right, the registers of the selected frame, the call stack, globals and the breakpoint list; below, the
+output (results as ``iree-run-module`` prints them, failures, crash reports). The run bar picks the
+function and its inputs (``--input`` syntax). Keys are the ones debuggers use: F5 continue, F10 step over,
+F11 step into, Shift+F11 step out, F9 toggle breakpoint, Ctrl+F10 run to cursor, Shift+F5 stop.
+
+The panel only talks to a :class:`~app.session_bridge.SessionBridge` (commands in, signals out); the
+debuggee runs in the session's own process, so the window never waits for it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QEvent, QObject, QSize, Qt
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import (
+    QApplication,
+    QComboBox,
+    QDockWidget,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPlainTextEdit,
+    QPushButton,
+    QSplitter,
+    QTabWidget,
+    QToolBar,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.context import LoadedModule
+from app.panels import PanelServices
+from app.session_bridge import SessionBridge
+from app.views.hex_view import monospace_font
+from app.views.stepper_breakpoints import BreakpointsView
+from app.views.stepper_inputs import format_inputs_line, parse_inputs_line
+from app.views.stepper_listing import StepperListing
+from app.views.stepper_state import CallStackView, GlobalsView, RegistersView
+from engine.session.protocol import Answer, Breakpoint, Call, Crashed, Failed, Finished, Opened, Stopped
+
+_BANNER = "QFrame#{name} {{ background:{bg}; border:1px solid {border}; border-radius:3px; }} QLabel {{ color:{fg}; }}"
+
+
+def _banner(name: str, bg: str, border: str, fg: str) -> QFrame:
+    frame = QFrame()
+    frame.setObjectName(name)
+    frame.setStyleSheet(_BANNER.format(name=name, bg=bg, border=border, fg=fg))
+    frame.hide()
+    return frame
+
+
+def selected_device() -> str:
+    """The device the Device panel chose (``local-sync`` until one is chosen, or without that panel)."""
+    try:
+        from app.views.device_panel import selected_device_uri
+    except ImportError:
+        return "local-sync"
+    return selected_device_uri()
+
+
+class StepperPanel(QWidget):
+    def __init__(
+        self, services: PanelServices, bridge: SessionBridge | None = None, parent: QWidget | None = None
+    ):
+        super().__init__(parent)
+        self.setObjectName("stepperPanel")
+        self.services = services
+        self.context = services.context
+        self.bridge = bridge if bridge is not None else SessionBridge(services.context, parent=self)
+        self.vmfb: Any = None  # the parsed module (engine.runtime.vmfb.VmfbModule) whose code is shown
+        self.shown_function: str | None = None
+        self.shown_ordinal: int | None = None
+        self.selected_frame: int | None = None  # index in the stop's frames (0 = outermost)
+        self._listings: dict[int, list] = {}
+        self._pending_restore = None
+        self._watching_window = False
+
+        self._build_actions()
+        self._build_widgets()
+        self._connect()
+        self._on_state(self.bridge.state)
+
+        saved = self.bridge.saved_session()
+        if saved is not None:
+            self._offer_restore(saved)
+        if self.context.module is not None:
+            self._on_module(self.context.module)
+
+    def sizeHint(self) -> QSize:
+        return QSize(1000, 420)
+
+    def minimumSizeHint(self) -> QSize:
+        return QSize(400, 300)
+
+    # -- construction ---------------------------------------------------------------------------
+
+    def _action(self, text: str, key: str | None, slot, tip: str) -> QAction:
+        action = QAction(text, self)
+        if key:
+            action.setShortcut(QKeySequence(key))
+            action.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
+            tip = f"{tip} ({key})"
+        action.setToolTip(tip)
+        action.triggered.connect(slot)
+        self.addAction(action)
+        return action
+
+    def _build_actions(self) -> None:
+        b = self.bridge
+        self.continue_action = self._action(
+            "▶ Continue", "F5", b.continue_, "Continue to the next breakpoint"
+        )
+        self.step_over_action = self._action("↷ Step Over", "F10", b.step_over, "Step over calls")
+        self.step_into_action = self._action("↓ Step Into", "F11", b.step_into, "Execute one instruction")
+        self.step_out_action = self._action(
+            "↑ Step Out", "Shift+F11", b.step_out, "Run until this function returns"
+        )
+        self.run_to_cursor_action = self._action(
+            "⇥ Run to Cursor", "Ctrl+F10", self.run_to_cursor, "Run to the line of the cursor"
+        )
+        self.stop_action = self._action(
+            "■ Stop", "Shift+F5", b.stop, "Pause the run; kill it if it does not answer"
+        )
+        self.toggle_bp_action = self._action(
+            "● Breakpoint", "F9", self.toggle_breakpoint_at_cursor, "Toggle a breakpoint on the cursor's line"
+        )
+
+    def _build_widgets(self) -> None:
+        # Restore offer and crash report: non-modal banners at the top.
+        self.restore_banner = _banner("stepperRestoreBanner", "#cfe2ff", "#9ec5fe", "#052c65")
+        self.restore_label = QLabel(self.restore_banner)
+        self.restore_label.setWordWrap(True)
+        self.restore_button = QPushButton("Restore", self.restore_banner)
+        self.restore_button.clicked.connect(self.restore_last_session)
+        self.dismiss_restore_button = QPushButton("Dismiss", self.restore_banner)
+        self.dismiss_restore_button.clicked.connect(self.restore_banner.hide)
+        row = QHBoxLayout(self.restore_banner)
+        row.setContentsMargins(8, 4, 4, 4)
+        row.addWidget(self.restore_label, 1)
+        row.addWidget(self.restore_button)
+        row.addWidget(self.dismiss_restore_button)
+
+        self.crash_banner = _banner("stepperCrashReport", "#f8d7da", "#f1aeb5", "#58151c")
+        self.crash_label = QLabel(self.crash_banner)
+        self.crash_label.setObjectName("stepperCrashText")
+        self.crash_label.setWordWrap(True)
+        self.crash_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.rerun_button = QPushButton("Rerun", self.crash_banner)
+        self.rerun_button.setObjectName("stepperRerun")
+        self.rerun_button.clicked.connect(self.rerun)
+        self.dismiss_crash_button = QPushButton("Dismiss", self.crash_banner)
+        self.dismiss_crash_button.clicked.connect(self.crash_banner.hide)
+        row = QHBoxLayout(self.crash_banner)
+        row.setContentsMargins(8, 4, 4, 4)
+        row.addWidget(self.crash_label, 1)
+        buttons = QVBoxLayout()
+        buttons.addWidget(self.rerun_button)
+        buttons.addWidget(self.dismiss_crash_button)
+        buttons.addStretch(1)
+        row.addLayout(buttons)
+
+        # Run bar: function, inputs, run buttons.
+        self.function_combo = QComboBox(self)
+        self.function_combo.setObjectName("stepperFunction")
+        self.function_combo.setMinimumContentsLength(14)
+        self.function_combo.currentTextChanged.connect(self._on_function_chosen)
+        self.inputs_edit = QLineEdit(self)
+        self.inputs_edit.setObjectName("stepperInputs")
+        self.inputs_edit.setPlaceholderText('--input="4x8xf32=1 2 3" --input=7   (iree-run-module syntax)')
+        self.inputs_edit.setFont(monospace_font())
+        self.inputs_edit.returnPressed.connect(self.run)
+        self.run_button = QPushButton("▶ Run", self)
+        self.run_button.setObjectName("stepperRun")
+        self.run_button.setToolTip("Run the function to its end or to a breakpoint")
+        self.run_button.clicked.connect(self.run)
+        self.entry_button = QPushButton("Run to Entry", self)
+        self.entry_button.setObjectName("stepperRunToEntry")
+        self.entry_button.setToolTip("Start the call and stop at its first instruction")
+        self.entry_button.clicked.connect(self.run_to_entry)
+        self.device_label = QLabel(self)
+        self.device_label.setStyleSheet("color:#555;")
+        run_bar = QHBoxLayout()
+        run_bar.setContentsMargins(4, 2, 4, 2)
+        run_bar.addWidget(QLabel("Function:"))
+        run_bar.addWidget(self.function_combo)
+        run_bar.addWidget(QLabel("Inputs:"))
+        run_bar.addWidget(self.inputs_edit, 1)
+        run_bar.addWidget(self.run_button)
+        run_bar.addWidget(self.entry_button)
+        run_bar.addWidget(self.device_label)
+
+        # Toolbar: the stepping actions and where the run is.
+        self.toolbar = QToolBar(self)
+        self.toolbar.setObjectName("stepperToolbar")
+        self.toolbar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+        for action in (
+            self.continue_action,
+            self.step_over_action,
+            self.step_into_action,
+            self.step_out_action,
+            self.run_to_cursor_action,
+            self.stop_action,
+        ):
+            self.toolbar.addAction(action)
+        self.toolbar.addSeparator()
+        self.toolbar.addAction(self.toggle_bp_action)
+        self.toolbar.addSeparator()
+        self.status_label = QLabel(self)
+        self.status_label.setObjectName("stepperStatus")
+        self.toolbar.addWidget(self.status_label)
+
+        # Disassembly.
+        self.function_title = QLabel(self)
+        self.function_title.setObjectName("stepperFunctionTitle")
+        self.function_title.setStyleSheet("font-weight:bold; padding:2px 4px;")
+        self.listing = StepperListing(self)
+        self.listing.marginClicked.connect(self._on_margin_clicked)
+        code = QWidget(self)
+        code_layout = QVBoxLayout(code)
+        code_layout.setContentsMargins(0, 0, 0, 0)
+        code_layout.setSpacing(0)
+        code_layout.addWidget(self.function_title)
+        code_layout.addWidget(self.listing, 1)
+
+        # State: registers; call stack / globals / breakpoints.
+        self.registers = RegistersView(self)
+        self.call_stack = CallStackView(self)
+        self.call_stack.frameSelected.connect(self.select_frame)
+        self.globals_view = GlobalsView(self)
+        self.breakpoints_view = BreakpointsView(self)
+        self.breakpoints_view.addRequested.connect(self.bridge.add_breakpoint)
+        self.breakpoints_view.removeRequested.connect(self.bridge.remove_breakpoint)
+        self.breakpoints_view.activated.connect(self._show_breakpoint)
+        self.state_tabs = QTabWidget(self)
+        self.state_tabs.setObjectName("stepperStateTabs")
+        self.state_tabs.addTab(self.call_stack, "Call Stack")
+        self.state_tabs.addTab(self.breakpoints_view, "Breakpoints")
+        self.state_tabs.addTab(self.globals_view, "Globals")
+        self.output = QPlainTextEdit(self)
+        self.output.setObjectName("stepperOutput")
+        self.output.setReadOnly(True)
+        self.output.setFont(monospace_font())
+        self.output.setMaximumBlockCount(20000)
+        self.output.setPlaceholderText("Results and errors of runs appear here.")
+
+        right = QSplitter(Qt.Orientation.Vertical, self)
+        right.addWidget(self.registers)
+        right.addWidget(self.state_tabs)
+        right.setSizes([260, 160])
+        left = QSplitter(Qt.Orientation.Vertical, self)
+        left.addWidget(code)
+        left.addWidget(self.output)
+        left.setSizes([320, 90])
+        self.splitter = QSplitter(Qt.Orientation.Horizontal, self)
+        self.splitter.addWidget(left)
+        self.splitter.addWidget(right)
+        self.splitter.setSizes([600, 420])
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(2, 2, 2, 2)
+        layout.setSpacing(2)
+        layout.addWidget(self.restore_banner)
+        layout.addWidget(self.crash_banner)
+        layout.addLayout(run_bar)
+        layout.addWidget(self.toolbar)
+        layout.addWidget(self.splitter, 1)
+
+    def _connect(self) -> None:
+        b = self.bridge
+        b.opened.connect(self._on_opened)
+        b.stopped.connect(self._on_stopped)
+        b.finished.connect(self._on_finished)
+        b.failed.connect(self._on_failed)
+        b.crashed.connect(self._on_crashed)
+        b.answered.connect(self._on_answer)
+        b.logged.connect(lambda text: self.services.messages.info(text))
+        b.stateChanged.connect(self._on_state)
+        b.breakpointsChanged.connect(self._on_breakpoints)
+        b.callChanged.connect(self._on_call_changed)
+        self.context.moduleChanged.connect(self._on_module)
+        app = QApplication.instance()
+        if app is not None:
+            app.aboutToQuit.connect(self.bridge.shutdown)
+
+    # -- the window's life: the session ends with it ----------------------------------------------
+
+    def showEvent(self, event) -> None:  # noqa: ANN001 - QShowEvent
+        super().showEvent(event)
+        if not self._watching_window and self.window() is not self:
+            self.window().installEventFilter(self)
+            self._watching_window = True
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if watched is self.window() and event.type() == QEvent.Type.Close:
+            self.bridge.shutdown()
+        return False
+
+    # -- commands -------------------------------------------------------------------------------
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        return parse_inputs_line(self.inputs_edit.text())
+
+    def set_inputs(self, inputs: tuple[str, ...] | list[str]) -> None:
+        self.inputs_edit.setText(format_inputs_line(inputs))
+
+    def run(self) -> None:
+        self._start(stop_at_entry=False)
+
+    def run_to_entry(self) -> None:
+        self._start(stop_at_entry=True)
+
+    def _start(self, stop_at_entry: bool) -> None:
+        function = self.function_combo.currentText()
+        if not function or self.bridge.state in ("closed", "running", "starting"):
+            return
+        self.crash_banner.hide()
+        self.bridge.call(function, self.inputs, stop_at_entry)
+        self.output.appendPlainText(f"$ {function} {self.inputs_edit.text()}".rstrip())
+
+    def rerun(self) -> None:
+        self.crash_banner.hide()
+        call = self.bridge.last_call
+        if call is not None:
+            self.output.appendPlainText(
+                f"$ {call.function} {format_inputs_line(call.inputs)}  (rerun)".rstrip()
+            )
+        self.bridge.rerun()
+
+    def run_to_cursor(self) -> None:
+        pc = self.listing.cursor_pc()
+        if pc is not None and self.shown_function:
+            self.bridge.run_to(self.shown_function, pc)
+
+    def toggle_breakpoint_at_cursor(self) -> bool | None:
+        """F9: toggle the instruction breakpoint of the cursor's line (or of the current pc)."""
+        pc = self.listing.cursor_pc()
+        if pc is None:
+            pc = self.listing.current_pc
+        return self.toggle_breakpoint(pc)
+
+    def toggle_breakpoint(self, pc: int | None) -> bool | None:
+        if pc is None or not self.shown_function:
+            return None
+        return self.bridge.toggle_instruction_breakpoint(self.shown_function, pc)
+
+    def _on_margin_clicked(self, line: int) -> None:
+        self.toggle_breakpoint(self.listing.pc_of_line(line))
+
+    def select_frame(self, index: int) -> None:
+        """Show frame ``index`` of the stop (0 = outermost): its code, its pc, its registers."""
+        stop = self.bridge.last_stop
+        if stop is None or not 0 <= index < len(stop.location.frames):
+            return
+        self.selected_frame = index
+        frames = stop.location.frames
+        frame = frames[index]
+        innermost = index == len(frames) - 1
+        self._show_function(frame.function, self._frame_ordinal(stop, index), frame.module)
+        # A caller's saved pc is its return address; debuggers mark the call it waits on instead.
+        pc = frame.pc if innermost else self.listing.instruction_before(frame.pc)
+        self.listing.set_current(pc, innermost)
+        if innermost:
+            self.registers.set_registers(stop.detail.get("registers"), compare=True)
+        else:
+            self.bridge.evaluate("registers", index)
+        self.context.set_position(function=frame.function, pc=frame.pc)
+
+    # -- restoring ------------------------------------------------------------------------------
+
+    def _offer_restore(self, saved) -> None:
+        self._saved = saved
+        what = Path(saved.source_path or saved.module_path or "").name or "no module"
+        parts = [what]
+        if saved.breakpoints:
+            parts.append(f"{len(saved.breakpoints)} breakpoint{'s' if len(saved.breakpoints) != 1 else ''}")
+        if saved.function:
+            parts.append(f"last run: {saved.function}")
+        self.restore_label.setText("Restore the last debug session? " + " · ".join(parts))
+        self.restore_banner.show()
+
+    def restore_last_session(self) -> bool:
+        """Take back the saved breakpoints, function, inputs and reopen the saved module. False if none."""
+        saved = getattr(self, "_saved", None) or self.bridge.saved_session()
+        self.restore_banner.hide()
+        if saved is None:
+            return False
+        self.bridge.restore_setup(saved)
+        if saved.inputs:
+            self.set_inputs(saved.inputs)
+        path = next((p for p in (saved.source_path, saved.module_path) if p and Path(p).exists()), None)
+        if path is not None:
+            self._pending_restore = saved
+            self.services.open_file(path)
+        elif saved.module_path:
+            self.services.messages.warning(f"the last session's module is gone: {saved.module_path}")
+        return True
+
+    # -- events ---------------------------------------------------------------------------------
+
+    def _on_module(self, loaded: LoadedModule | None) -> None:
+        self._listings.clear()
+        self.vmfb = loaded.module if loaded is not None else None
+        if loaded is None:
+            return
+        device = selected_device()
+        self.device_label.setText(f"on {device}")
+        names = []
+        try:
+            names = [imp.full_name for imp in self.vmfb.imports]
+        except Exception:  # a module without readable imports still runs; completion just has none
+            pass
+        self.breakpoints_view.set_names(names, [f.name for f in getattr(self.vmfb, "functions", [])])
+        self.bridge.open(loaded.path, device, loaded.source)
+
+    def _on_opened(self, event: Opened) -> None:
+        keep = self.bridge.last_call.function if self.bridge.last_call else self.function_combo.currentText()
+        self.function_combo.blockSignals(True)
+        self.function_combo.clear()
+        self.function_combo.addItems(list(event.functions))
+        if keep in event.functions:
+            self.function_combo.setCurrentText(keep)
+        self.function_combo.blockSignals(False)
+        self._on_function_chosen(self.function_combo.currentText())
+        self._pending_restore = None
+
+    def _on_function_chosen(self, name: str) -> None:
+        if name and self.bridge.state in ("idle", "starting", "closed") and self.vmfb is not None:
+            self._show_function(name)
+            self.listing.set_current(None)
+            cconv = self._cconv(name)
+            self.inputs_edit.setToolTip(f"{name}: calling convention {cconv}" if cconv else "")
+
+    def _on_call_changed(self, call: Call) -> None:
+        if call.function and self.function_combo.findText(call.function) >= 0:
+            self.function_combo.setCurrentText(call.function)
+        if parse_inputs_line(self.inputs_edit.text()) != call.inputs:
+            self.set_inputs(call.inputs)
+
+    def _on_stopped(self, event: Stopped) -> None:
+        frames = event.location.frames
+        self.call_stack.set_frames(frames, event.location.dispatch)
+        if frames:
+            self.select_frame(len(frames) - 1)
+        self.bridge.evaluate("globals")
+        self.status_label.setText(self._describe_stop(event))
+        self._raise_dock()
+
+    def _on_finished(self, event: Finished) -> None:
+        self.listing.set_current(None)
+        self.call_stack.set_frames(())
+        self.output.appendPlainText(event.results_text.rstrip() or f"{event.function}: no results")
+        self.status_label.setText(f"Finished {event.function}")
+
+    def _on_failed(self, event: Failed) -> None:
+        where = f" at {event.location.describe()}" if event.location.frames else ""
+        text = f"error{' ' + event.status if event.status else ''}{where}: {event.message}"
+        self.output.appendPlainText(text)
+        self.status_label.setText("Failed")
+        self.services.messages.error(
+            f"the run failed: {event.message.splitlines()[0] if event.message else ''}"
+        )
+
+    def _on_crashed(self, event: Crashed) -> None:
+        report = self.bridge.crash_report
+        self.crash_label.setText(report)
+        self.crash_banner.show()
+        self.output.appendPlainText(report)
+        self.listing.set_current(None)
+        self.call_stack.set_frames(())
+        self.status_label.setText("Crashed; session restarted")
+        self.services.messages.error(report.splitlines()[0], report)
+        self._raise_dock()
+
+    def _on_answer(self, answer: Answer) -> None:
+        if answer.query == "globals" and isinstance(answer.value, dict):
+            self.globals_view.set_globals(answer.value)
+        elif answer.query == "registers":
+            self.registers.set_registers(answer.value, compare=False)
+
+    def _on_state(self, state: str) -> None:
+        stopped = state == "stopped"
+        for action in (
+            self.continue_action,
+            self.step_over_action,
+            self.step_into_action,
+            self.step_out_action,
+            self.run_to_cursor_action,
+        ):
+            action.setEnabled(stopped)
+        self.stop_action.setEnabled(state == "running")
+        can_start = state in ("idle", "stopped")
+        self.run_button.setEnabled(can_start)
+        self.entry_button.setEnabled(can_start)
+        text = {
+            "closed": "No module open",
+            "starting": "Starting the session…",
+            "idle": "Ready",
+            "running": "Running…  (Shift+F5 stops)",
+        }.get(state)
+        if text is not None:
+            self.status_label.setText(text)
+
+    def _on_breakpoints(self, breakpoints: tuple[Breakpoint, ...]) -> None:
+        self.breakpoints_view.set_breakpoints(breakpoints)
+        self._refresh_margin()
+
+    def _show_breakpoint(self, bp: Breakpoint) -> None:
+        if bp is not None and bp.kind in ("instruction", "function") and bp.function:
+            self._show_function(bp.function)
+            if bp.pc is not None:
+                line = self.listing.line_of_pc(bp.pc)
+                if line is not None:
+                    self.listing.setTextCursor(self.listing.textCursor())
+                    self.listing.verticalScrollBar().setValue(max(0, line - 4))
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def _describe_stop(self, event: Stopped) -> str:
+        reason = {
+            "entry": "at entry",
+            "step": "after a step",
+            "breakpoint": "at a breakpoint",
+            "paused": "paused",
+        }
+        text = f"Stopped {reason.get(event.reason, event.reason)}"
+        if event.location.frames:
+            f = event.location.frames[-1]
+            text += f" — {f.function} pc {f.pc:#x}"
+        hits = event.detail.get("breakpoints")
+        if hits:
+            text += f" [{', '.join(hits)}]"
+        return text
+
+    @staticmethod
+    def _frame_ordinal(stop: Stopped, index: int) -> int | None:
+        frames = stop.detail.get("frames") or []
+        if 0 <= index < len(frames):
+            return frames[index].get("ordinal")
+        return None
+
+    def _function_object(self, name: str, ordinal: int | None):
+        if self.vmfb is None:
+            return None
+        functions = self.vmfb.functions
+        if ordinal is not None and 0 <= ordinal < len(functions) and functions[ordinal].name == name:
+            return functions[ordinal]
+        for export in self.vmfb.exports:
+            if export.name == name:
+                return functions[export.internal_ordinal]
+        return next((f for f in functions if f.name == name), None)
+
+    def _cconv(self, name: str) -> str:
+        function = self._function_object(name, None)
+        try:
+            return function.signature.calling_convention if function is not None else ""
+        except Exception:
+            return ""
+
+    def _show_function(self, name: str, ordinal: int | None = None, module: str | None = None) -> None:
+        main = getattr(self.vmfb, "name", None)
+        function = self._function_object(name, ordinal) if module in (None, main) else None
+        if function is None:
+            self.shown_function, self.shown_ordinal = name, None
+            self.function_title.setText(f"{module or main}.{name}: no disassembly (not in the open module)")
+            self.listing.set_listing([])
+            return
+        if self.shown_ordinal == function.ordinal and self.shown_function == name:
+            return
+        from app.engine_adapter import function_listing
+
+        lines = self._listings.get(function.ordinal)
+        if lines is None:
+            lines = self._listings[function.ordinal] = function_listing(self.vmfb, function)
+        self.shown_function, self.shown_ordinal = name, function.ordinal
+        self.function_title.setText(
+            f"@{main}.{name}   (function #{function.ordinal}, {len(function.code)} bytes)"
+        )
+        self.listing.set_listing(lines)
+        self._refresh_margin()
+
+    def _refresh_margin(self) -> None:
+        pcs = {
+            bp.pc
+            for bp in self.bridge.breakpoints
+            if bp.kind == "instruction" and bp.function == self.shown_function and bp.pc is not None
+        }
+        self.listing.set_breakpoint_pcs(pcs)
+
+    def _raise_dock(self) -> None:
+        dock = self.parentWidget()
+        while dock is not None and not isinstance(dock, QDockWidget):
+            dock = dock.parentWidget()
+        if dock is not None and not dock.isVisible():
+            dock.show()
+        if dock is not None:
+            dock.raise_()

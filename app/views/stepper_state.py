@@ -1,0 +1,170 @@
+"""The stepper's state views: registers (i32 bank with i64/f32 readings, ref bank), call stack, globals.
+
+Values come from the session's plain-data answers (``Stopped.detail`` and ``Answer``); a register that
+changed since the previous stop is shown in red, as debuggers do.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QBrush, QColor
+from PySide6.QtWidgets import QAbstractItemView, QTreeWidget, QTreeWidgetItem, QWidget
+
+from app.views.hex_view import monospace_font
+from engine.session.protocol import FrameInfo
+
+CHANGED = QBrush(QColor("#c62828"))
+
+
+def s32(word: int) -> int:
+    word &= 0xFFFFFFFF
+    return word - (1 << 32) if word & 0x80000000 else word
+
+
+def s64(lo: int, hi: int) -> int:
+    v = (lo & 0xFFFFFFFF) | ((hi & 0xFFFFFFFF) << 32)
+    return v - (1 << 64) if v & (1 << 63) else v
+
+
+def f32_of(word: int) -> float:
+    return struct.unpack("<f", struct.pack("<I", word & 0xFFFFFFFF))[0]
+
+
+def f64_of(lo: int, hi: int) -> float:
+    return struct.unpack("<d", struct.pack("<Q", (lo & 0xFFFFFFFF) | ((hi & 0xFFFFFFFF) << 32)))[0]
+
+
+class RegistersView(QTreeWidget):
+    """Two banks: ``i32`` (signed, hex, f32, and the i64/f64 of each even pair) and ``ref`` (descriptions)."""
+
+    COLUMNS = ["Register", "i32", "hex", "f32", "i64 (pair)", "f64 (pair)"]
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("stepperRegisters")
+        self.setHeaderLabels(self.COLUMNS)
+        self.setUniformRowHeights(True)
+        self.setAlternatingRowColors(True)
+        self.setFont(monospace_font())
+        self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self._previous: dict[str, Any] = {}
+        self.registers: dict[str, Any] = {}
+
+    def set_registers(self, registers: dict[str, Any] | None, compare: bool = True) -> None:
+        registers = registers or {"i32": [], "ref": []}
+        before = self._previous if compare else {}
+        self.registers = registers
+        self.clear()
+        words = [int(w) for w in registers.get("i32", [])]
+        refs = [str(r) for r in registers.get("ref", [])]
+        old_words = before.get("i32") or []
+        old_refs = before.get("ref") or []
+        i32_bank = QTreeWidgetItem(self, [f"i32 bank ({len(words)})"])
+        for i, w in enumerate(words):
+            row = [f"%i{i}", str(s32(w)), f"0x{w & 0xFFFFFFFF:08x}", f"{f32_of(w):.7g}", "", ""]
+            if i % 2 == 0 and i + 1 < len(words):
+                row[4] = f"%i{i}:{i + 1} = {s64(w, words[i + 1])}"
+                row[5] = f"{f64_of(w, words[i + 1]):.10g}"
+            item = QTreeWidgetItem(i32_bank, row)
+            item.setToolTip(
+                1, f"%i{i}: i32 {s32(w)}, u32 {w & 0xFFFFFFFF}, f32 {f32_of(w)!r}, hex 0x{w & 0xFFFFFFFF:08x}"
+            )
+            if i < len(old_words) and int(old_words[i]) != w:
+                for c in range(len(row)):
+                    item.setForeground(c, CHANGED)
+        ref_bank = QTreeWidgetItem(self, [f"ref bank ({len(refs)})"])
+        for i, r in enumerate(refs):
+            item = QTreeWidgetItem(ref_bank, [f"%r{i}", r])
+            item.setFirstColumnSpanned(False)
+            item.setToolTip(1, r)
+            if i < len(old_refs) and old_refs[i] != r:
+                item.setForeground(0, CHANGED)
+                item.setForeground(1, CHANGED)
+        self.expandAll()
+        for c in range(len(self.COLUMNS)):
+            self.resizeColumnToContents(c)
+        self._previous = registers
+
+    def value_text(self, bank: str, index: int, column: int = 1) -> str:
+        top = self.topLevelItem(0 if bank == "i32" else 1)
+        return top.child(index).text(column) if top is not None and index < top.childCount() else ""
+
+
+class CallStackView(QTreeWidget):
+    """The frames of the stopped call, innermost first; selecting one emits its index (outermost = 0)."""
+
+    frameSelected = Signal(int)
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("stepperCallStack")
+        self.setHeaderLabels(["#", "Function", "pc", "Instruction"])
+        self.setRootIsDecorated(False)
+        self.setUniformRowHeights(True)
+        self.setFont(monospace_font())
+        self.frames: tuple[FrameInfo, ...] = ()
+        self.itemClicked.connect(self._on_clicked)
+        self.currentItemChanged.connect(lambda item, _: item is not None and self._on_clicked(item))
+
+    def set_frames(self, frames: tuple[FrameInfo, ...], dispatch: str | None = None) -> None:
+        self.blockSignals(True)
+        self.clear()
+        self.frames = tuple(frames)
+        n = len(frames)
+        for depth, frame in enumerate(reversed(frames)):
+            index = n - 1 - depth
+            item = QTreeWidgetItem(
+                self, [str(depth), f"{frame.module}.{frame.function}", f"{frame.pc:#06x}", frame.instruction]
+            )
+            item.setData(0, Qt.ItemDataRole.UserRole, index)
+        if dispatch:
+            QTreeWidgetItem(self, ["", f"in dispatch {dispatch}", "", ""])
+        if n:
+            self.setCurrentItem(self.topLevelItem(0))
+        for c in range(3):
+            self.resizeColumnToContents(c)
+        self.blockSignals(False)
+
+    def select_frame(self, index: int) -> None:
+        """Select the frame at ``index`` (0 = outermost), as a click would."""
+        row = len(self.frames) - 1 - index
+        item = self.topLevelItem(row)
+        if item is not None:
+            self.setCurrentItem(item)
+            self._on_clicked(item)
+
+    def _on_clicked(self, item: QTreeWidgetItem) -> None:
+        index = item.data(0, Qt.ItemDataRole.UserRole)
+        if index is not None:
+            self.frameSelected.emit(int(index))
+
+
+class GlobalsView(QTreeWidget):
+    """Module globals: the ``rwdata`` bytes (as i32 words, hex) and the ``refs`` (descriptions)."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("stepperGlobals")
+        self.setHeaderLabels(["Global", "Value", "hex"])
+        self.setUniformRowHeights(True)
+        self.setFont(monospace_font())
+        self.value: dict[str, Any] = {}
+
+    def set_globals(self, value: dict[str, Any]) -> None:
+        self.value = value
+        self.clear()
+        data = bytes.fromhex(value.get("rwdata", "") or "")
+        rw = QTreeWidgetItem(self, [f".rwdata ({len(data)} bytes)"])
+        for off in range(0, len(data) - len(data) % 4, 4):
+            (word,) = struct.unpack_from("<I", data, off)
+            QTreeWidgetItem(rw, [f".rwdata[{off}]", str(s32(word)), f"0x{word:08x}"])
+        refs = value.get("refs", []) or []
+        rf = QTreeWidgetItem(self, [f".refs ({len(refs)})"])
+        for i, r in enumerate(refs):
+            QTreeWidgetItem(rf, [f".refs[{i}]", str(r), ""])
+        self.expandAll()
+        for c in range(3):
+            self.resizeColumnToContents(c)
