@@ -171,7 +171,8 @@ class SessionBridge(QObject):
         self.crash_count = 0
         self._closed = False
         self._event.connect(self._on_event, Qt.ConnectionType.QueuedConnection)
-        self.session = self._make_session()
+        # The session process starts with the first command: a window that never debugs never spawns one.
+        self.session: Any = None
 
     # -- session life cycle ---------------------------------------------------------------------
 
@@ -199,6 +200,9 @@ class SessionBridge(QObject):
         if self._closed:
             return
         self._closed = True
+        if self.session is None:
+            self._set_state("closed")
+            return
         try:
             self.session.close()
         except Exception:  # a dead pipe while closing: the child is gone anyway
@@ -207,12 +211,12 @@ class SessionBridge(QObject):
 
     @property
     def is_alive(self) -> bool:
-        return not self._closed and self.session.alive
+        return not self._closed and self.session is not None and self.session.alive
 
     def set_hang_timeout(self, seconds: float) -> None:
         """The watchdog limit (0 turns it off); applies to the session process from its next start."""
         self.hang_timeout = seconds or None
-        if hasattr(self.session, "hang_timeout"):
+        if self.session is not None and hasattr(self.session, "hang_timeout"):
             self.session.hang_timeout = self.hang_timeout
         save_timeouts(hang_timeout=seconds)
 
@@ -225,6 +229,8 @@ class SessionBridge(QObject):
     def _send(self, command) -> None:
         if self._closed:
             return
+        if self.session is None:
+            self.session = self._make_session()
         self.session.send(command)
 
     def open(
@@ -288,7 +294,7 @@ class SessionBridge(QObject):
 
         The wait happens on a helper thread: the window never waits for the debuggee.
         """
-        if self.state != "running" or self._closed:
+        if self.state != "running" or self._closed or self.session is None:
             return
         session, timeout = self.session, self.stop_timeout
         threading.Thread(target=session.stop, args=(timeout,), name="session-stop", daemon=True).start()

@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QLineEdit,
+    QMainWindow,
     QPlainTextEdit,
     QPushButton,
     QSplitter,
@@ -80,6 +81,7 @@ class StepperPanel(QWidget):
         self._listings: dict[int, list] = {}
         self._pending_restore = None
         self._watching_window = False
+        self._grown = False
 
         self._build_actions()
         self._build_widgets()
@@ -96,7 +98,7 @@ class StepperPanel(QWidget):
         return QSize(1000, 420)
 
     def minimumSizeHint(self) -> QSize:
-        return QSize(400, 300)
+        return QSize(320, 150)
 
     # -- construction ---------------------------------------------------------------------------
 
@@ -599,5 +601,12 @@ class StepperPanel(QWidget):
             dock = dock.parentWidget()
         if dock is not None and not dock.isVisible():
             dock.show()
-        if dock is not None:
-            dock.raise_()
+        if dock is None:
+            return
+        dock.raise_()
+        # A stop is when the stepper needs room: grow its dock to about half the window once.
+        window = dock.parentWidget()
+        if isinstance(window, QMainWindow) and not dock.isFloating() and not self._grown:
+            self._grown = True
+            if dock.height() < window.height() * 0.4:
+                window.resizeDocks([dock], [int(window.height() * 0.5)], Qt.Orientation.Vertical)
