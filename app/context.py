@@ -30,9 +30,10 @@ class Position:
     module: LoadedModule | None = None
     function: str | None = None  # function name as exported/defined in the module
     pc: int | None = None  # bytecode offset inside ``function``
-    dispatch: int | None = None  # ordinal of a dispatch in a run
+    dispatch: int | str | None = None  # ordinal of a dispatch in a run, or a dispatch by IREE's name
     phase: str | None = None  # compiler phase name, IREE's spelling
     time: float | None = None  # seconds on the timeline of a run
+    compilation: Any = None  # engine.compiler.Compilation shown by the compile panel
 
 
 class LensContext(QObject):
@@ -48,6 +49,7 @@ class LensContext(QObject):
     dispatchChanged = Signal(object)  # int | None
     phaseChanged = Signal(object)  # str | None
     timeChanged = Signal(object)  # float | None
+    compilationChanged = Signal(object)  # Compilation | None
     positionChanged = Signal(object)  # Position
 
     _FIELDS = tuple(f.name for f in fields(Position))
@@ -84,6 +86,10 @@ class LensContext(QObject):
     def time(self) -> float | None:
         return self._position.time
 
+    @property
+    def compilation(self) -> Any:
+        return self._position.compilation
+
     def set_position(self, **changes: Any) -> None:
         """Change several fields at once, e.g. ``set_position(function="main", pc=0)``."""
         unknown = set(changes) - set(self._FIELDS)
@@ -118,7 +124,7 @@ class LensContext(QObject):
     def set_pc(self, pc: int | None) -> None:
         self.set_position(pc=pc)
 
-    def set_dispatch(self, dispatch: int | None) -> None:
+    def set_dispatch(self, dispatch: int | str | None) -> None:
         self.set_position(dispatch=dispatch)
 
     def set_phase(self, phase: str | None) -> None:
@@ -126,3 +132,6 @@ class LensContext(QObject):
 
     def set_time(self, time: float | None) -> None:
         self.set_position(time=time)
+
+    def set_compilation(self, compilation: Any) -> None:
+        self.set_position(compilation=compilation)

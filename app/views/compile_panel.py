@@ -284,6 +284,11 @@ class CompilePanel(QWidget):
             )
             services.context.moduleChanged.connect(self._module_changed)
             self._module_changed(services.context.module)
+            # A dispatch picked anywhere (by IREE's name) moves the IR to its line (dispatch panel).
+            services.context.dispatchChanged.connect(self.show_dispatch)
+            self.phaseShown.connect(
+                lambda _ph: self.show_dispatch(services.context.dispatch, switch_phase=False)
+            )
         self.load_settings()
 
     # -- settings ---------------------------------------------------------------------------------------
@@ -433,6 +438,8 @@ class CompilePanel(QWidget):
             return
         label, comp = self.compilations[index]
         self.current = comp
+        if self.services is not None:
+            self.services.context.set_compilation(comp)
         self.phase_list.clear()
         for snap in comp.phases:
             item = QListWidgetItem(
@@ -481,6 +488,34 @@ class CompilePanel(QWidget):
         if self.services is not None:
             self.services.context.set_phase(phase)
         self.phaseShown.emit(phase)
+        return True
+
+    def show_dispatch(self, name, switch_phase: bool = True) -> bool:
+        """Move the IR viewer to dispatch ``name`` (IREE's name; ints, run ordinals, are ignored): its line
+        in the phase shown when it appears there, else (``switch_phase``) in the flow phase. False if the
+        dispatch is not found."""
+        if not isinstance(name, str) or self.current is None:
+            return False
+        from engine.compiler.dispatch_index import DispatchIndex
+
+        comp = self.current
+        cached = getattr(self, "_dispatch_index", None)
+        if cached is None or cached[0] is not comp:
+            cached = (comp, DispatchIndex.from_compilation(comp))
+            self._dispatch_index = cached
+        try:
+            dispatch = cached[1].get(name)
+        except KeyError:
+            return False
+        phase = self.shown_phase
+        if phase is None or dispatch.line_in(phase) is None:
+            if not switch_phase:
+                return False
+            phase = next((p for p in ("flow", "stream", "dispatch-creation") if dispatch.line_in(p)), None)
+            if phase is None or not self.show_phase(phase):
+                return False
+        self.viewer.go_to_line(dispatch.line_in(phase) - 1)
+        self.tabs.setCurrentWidget(self.viewer)
         return True
 
     def diff_phases(self, a: str, b: str) -> None:
