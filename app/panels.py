@@ -67,6 +67,9 @@ PANELS: list[PanelSpec] = [
     PanelSpec("compile", "Compile & Phases", "app.views.compile_panel:CompilePanel", area="right"),
     PanelSpec("device", "Device", "app.views.device_panel:DevicePanel", area="right", tabify_with="compile"),
     PanelSpec("stepper", "VM Stepper", "app.views.stepper_panel:StepperPanel", area="bottom", tabify_with="log"),
+    PanelSpec(
+        "dispatches", "Dispatches", "app.views.dispatch_panel:DispatchPanel", area="bottom", tabify_with="log"
+    ),
 ]
 
 
