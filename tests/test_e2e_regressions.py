@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -21,12 +22,40 @@ from engine.runtime.vmfb.module import open_vmfb
 PROGRAMS = Path(__file__).parent / "e2e_programs"
 ENGINES = ("reference", "debug")
 
-# program -> targets it is compiled for
-REGRESSIONS = {
+MICROKERNELS = (
+    "--iree-vmvx-enable-microkernels",
+    "--iree-vmvx-enable-ukernels-decompose-linalg-generic=false",
+)
+
+
+@dataclass(frozen=True)
+class Regression:
+    program: str  # tests/e2e_programs/<program>.mlir
+    target: str
+    extra_flags: tuple[str, ...] = ()
+    debug_bug: str | None = None  # an open bug of the debug engine this program shows (strict xfail)
+
+    @property
+    def label(self) -> str:
+        return f"{self.program}-{self.target}" + (
+            "-" + "-".join(f.strip("-") for f in self.extra_flags[:1]) if self.extra_flags else ""
+        )
+
+
+REGRESSIONS = [
     # Kernels writing in place into buffers imported from the module's constant data: both engines must
     # load the module into writable memory (the reference runner once used a read-only mmap and crashed).
-    "in_place_on_constant": ("vmvx", "llvm-cpu"),
-}
+    Regression("in_place_on_constant", "vmvx"),
+    Regression("in_place_on_constant", "llvm-cpu"),
+    # VMVX executables compiled with microkernels import IREE's `vmvx` module (vmvx.add.2d.f32, vmvx.pack...);
+    # 57 cases of IREE's suite (its *_microkernels / *_ukernel variants) need it.
+    Regression(
+        "vmvx_microkernels",
+        "vmvx",
+        MICROKERNELS,
+        debug_bug="the debug engine registers no `vmvx` microkernel module for VMVX executables",
+    ),
+]
 
 
 @pytest.fixture(scope="module")
@@ -34,14 +63,18 @@ def compiled_programs(tmp_path_factory):
     out = tmp_path_factory.mktemp("e2e_regressions")
     cache = {}
 
-    def path(program: str, target: str) -> Path:
-        if (program, target) not in cache:
-            vmfb = out / f"{program}-{target}.vmfb"
-            cmd = [iree_tool("iree-compile"), str(PROGRAMS / f"{program}.mlir"), *TARGETS[target].flags]
-            done = subprocess.run([*cmd, "-o", str(vmfb)], capture_output=True, text=True)
+    def path(case: Regression) -> Path:
+        if case.label not in cache:
+            vmfb = out / f"{case.label}.vmfb"
+            cmd = [
+                iree_tool("iree-compile"),
+                str(PROGRAMS / f"{case.program}.mlir"),
+                *TARGETS[case.target].flags,
+            ]
+            done = subprocess.run([*cmd, *case.extra_flags, "-o", str(vmfb)], capture_output=True, text=True)
             assert done.returncode == 0, done.stderr
-            cache[program, target] = vmfb
-        return cache[program, target]
+            cache[case.label] = vmfb
+        return cache[case.label]
 
     return path
 
@@ -69,16 +102,26 @@ def run_all_functions(
     return results
 
 
-CASES = [(p, t, e) for p, targets in REGRESSIONS.items() for t in targets for e in ENGINES]
+def _marks(case: Regression, engine: str):
+    if engine == "debug" and case.debug_bug:
+        return [pytest.mark.xfail(strict=True, reason=case.debug_bug)]
+    return []
 
 
-@pytest.mark.parametrize("program,target,engine", CASES, ids=["-".join(c) for c in CASES])
-def test_regression_program_passes(compiled_programs, program, target, engine):
-    vmfb = compiled_programs(program, target)
+CASES = [
+    pytest.param(case, engine, id=f"{case.label}-{engine}", marks=_marks(case, engine))
+    for case in REGRESSIONS
+    for engine in ENGINES
+]
+
+
+@pytest.mark.parametrize("case,engine", CASES)
+def test_regression_program_passes(compiled_programs, case, engine):
+    vmfb = compiled_programs(case)
     before = hashlib.sha256(vmfb.read_bytes()).hexdigest()
     for name, done in run_all_functions(vmfb, engine).items():
         assert done.returncode == 0, (
-            f"{name} on {engine}/{target}: exit {done.returncode}\n{done.stderr[-2000:]}"
+            f"{name} on {engine}/{case.target}: exit {done.returncode}\n{done.stderr[-2000:]}"
         )
     # Writes into constants stay in the process: the file on disk is untouched.
     assert hashlib.sha256(vmfb.read_bytes()).hexdigest() == before
