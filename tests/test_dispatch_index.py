@@ -234,3 +234,21 @@ def test_from_phase_texts_without_files():
     assert d.code_files == () and d.line_in("stream") is None
     with pytest.raises(KeyError):
         index.get("nope")
+
+
+def test_cached_index_is_shared_until_a_snapshot_changes(compilations):
+    c = compilations("mlp", "llvm-cpu")
+    first = DispatchIndex.cached(c)
+    assert DispatchIndex.cached(c) is first
+    flow = c.phase("flow").path
+    text = flow.read_text()
+    # An edited snapshot (another modification time) is indexed again: one blank line moves every line.
+    flow.write_text("\n" + text)
+    try:
+        again = DispatchIndex.cached(c)
+        assert again is not first
+        assert (
+            again.get("main_dispatch_0").line_in("flow") == first.get("main_dispatch_0").line_in("flow") + 1
+        )
+    finally:
+        flow.write_text(text)

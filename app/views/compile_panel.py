@@ -498,13 +498,8 @@ class CompilePanel(QWidget):
             return False
         from engine.compiler.dispatch_index import DispatchIndex
 
-        comp = self.current
-        cached = getattr(self, "_dispatch_index", None)
-        if cached is None or cached[0] is not comp:
-            cached = (comp, DispatchIndex.from_compilation(comp))
-            self._dispatch_index = cached
         try:
-            dispatch = cached[1].get(name)
+            dispatch = DispatchIndex.cached(self.current).get(name)
         except KeyError:
             return False
         phase = self.shown_phase

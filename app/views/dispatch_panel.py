@@ -78,6 +78,9 @@ class DispatchPanel(QWidget):
             lay.addWidget(QLabel(f"<b>{title}</b>", box))
             lay.addWidget(widget, 1)
             left.addWidget(box)
+        left.setStretchFactor(0, 1)
+        left.setStretchFactor(1, 3)
+        left.setStretchFactor(2, 1)
         split = QSplitter(Qt.Orientation.Horizontal, self)
         split.addWidget(left)
         split.addWidget(self.code_tabs)
@@ -107,7 +110,7 @@ class DispatchPanel(QWidget):
         self.index = None
         if compilation is not None:
             try:
-                self.index = DispatchIndex.from_compilation(compilation)
+                self.index = DispatchIndex.cached(compilation)
             except OSError as exc:  # snapshot files removed under us
                 self.services.messages.error(f"dispatches: cannot read the phases: {exc}")
         self._rebuild()

@@ -31,6 +31,8 @@ lookup) is reported with that ordinal and no export name.
 from __future__ import annotations
 
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,6 +67,9 @@ _USE_OPS = (
     "hal.executable.lookup.function",
 )
 _TEXT_LIMIT = 240
+_CACHE_SIZE = 4
+_CACHE: OrderedDict[tuple, DispatchIndex] = OrderedDict()
+_CACHE_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -176,6 +181,30 @@ class DispatchIndex:
             if snapshot.phase in INDEXED_PHASES and snapshot.path.exists():
                 texts[snapshot.phase] = snapshot.text()
         return cls.from_phase_texts(texts, compilation.executables)
+
+    @classmethod
+    def cached(cls, compilation: Compilation) -> DispatchIndex:
+        """``from_compilation``, remembered for the last few compilations (views that follow one
+        compilation share one index; an edited snapshot file, by modification time and size, rebuilds it)."""
+        key = (
+            str(compilation.out_dir),
+            tuple(
+                (s.phase, str(s.path), *_stamp(s.path))
+                for s in compilation.phases
+                if s.phase in INDEXED_PHASES
+            ),
+        )
+        with _CACHE_LOCK:
+            found = _CACHE.get(key)
+            if found is not None:
+                _CACHE.move_to_end(key)
+                return found
+        index = cls.from_compilation(compilation)
+        with _CACHE_LOCK:
+            _CACHE[key] = index
+            while len(_CACHE) > _CACHE_SIZE:
+                _CACHE.popitem(last=False)
+        return index
 
     @classmethod
     def from_phase_texts(
@@ -301,6 +330,14 @@ class DispatchIndex:
             return [s for s in sites if s.export in self._by_export]
         wanted = set(self.get(name).exports)
         return [s for s in sites if s.export in wanted]
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    try:
+        st = path.stat()
+    except OSError:
+        return (0, -1)
+    return (st.st_mtime_ns, st.st_size)
 
 
 # -- phase scanning ---------------------------------------------------------------------------------------
