@@ -276,3 +276,42 @@ def test_command_exit_status(programs):
     )
     assert bad.returncode == 1
     assert "3xi32=2 4 7" in bad.stderr and "nanobind" not in bad.stderr
+
+
+@pytest.mark.vulkan
+def test_vulkan_expectations_on_both_engines(tmp_path, capsys):
+    """On Vulkan the operands live in device memory: both engines read them back and agree."""
+    paths = {}
+    for name in ("check_pass", "check_fail"):
+        vmfb = paths[name] = tmp_path / f"{name}.vmfb"
+        cmd = [iree_tool("iree-compile"), str(PROGRAMS / f"{name}.mlir"), *TARGETS["vulkan-spirv"].flags]
+        done = subprocess.run([*cmd, "-o", str(vmfb)], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+    reports = {}
+    for engine in _engines():
+        for function in ("eq_i32", "almost_eq_default_tolerance", "all_true_i32"):
+            rc = cli_main(
+                [
+                    "run",
+                    str(paths["check_pass"]),
+                    f"--function={function}",
+                    "--device=vulkan",
+                    f"--engine={engine}",
+                ]
+            )
+            assert (rc, capsys.readouterr().err) == (0, ""), (engine, function)
+        for function in ("eq_contents", "two_failures_then_a_pass", "all_true_with_a_zero"):
+            rc = cli_main(
+                [
+                    "run",
+                    str(paths["check_fail"]),
+                    f"--function={function}",
+                    "--device=vulkan",
+                    f"--engine={engine}",
+                ]
+            )
+            reports[engine, function] = (rc, capsys.readouterr().err)
+            assert rc == 1 and "failed: Expected" in reports[engine, function][1], (engine, function)
+    if "debug" in _engines():
+        for function in ("eq_contents", "two_failures_then_a_pass", "all_true_with_a_zero"):
+            assert reports["debug", function] == reports["reference", function]
