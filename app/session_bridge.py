@@ -372,8 +372,8 @@ class SessionBridge(QObject):
             self.finished.emit(event)
         elif isinstance(event, Failed):
             self.last_stop = None
-            if self.state != "closed":
-                self._set_state("idle" if self.module_path else "closed")
+            if self.state in ("running", "stopped"):  # a failed call ends it; a rejected setting does not
+                self._set_state("idle")
             self.failed.emit(event)
         elif isinstance(event, Crashed):
             self._on_crashed(event)

@@ -23,14 +23,17 @@ from PySide6.QtWidgets import (
     QDockWidget,
     QFrame,
     QHBoxLayout,
+    QInputDialog,
     QLabel,
     QLineEdit,
     QMainWindow,
+    QMenu,
     QPlainTextEdit,
     QPushButton,
     QSplitter,
     QTabWidget,
     QToolBar,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -212,6 +215,15 @@ class StepperPanel(QWidget):
             self.toolbar.addAction(action)
         self.toolbar.addSeparator()
         self.toolbar.addAction(self.toggle_bp_action)
+        self.limits_menu = QMenu("Limits", self)
+        self.limits_menu.addAction("Stop limit (kill a run that does not pause)…", self._ask_stop_limit)
+        self.limits_menu.addAction("Hang limit (kill a silent run; 0 = off)…", self._ask_hang_limit)
+        limits = QToolButton(self)
+        limits.setText("Limits")
+        limits.setToolTip("How long Stop waits before killing the run, and the hang watchdog")
+        limits.setMenu(self.limits_menu)
+        limits.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.toolbar.addWidget(limits)
         self.toolbar.addSeparator()
         self.status_label = QLabel(self)
         self.status_label.setObjectName("stepperStatus")
@@ -373,6 +385,32 @@ class StepperPanel(QWidget):
         else:
             self.bridge.evaluate("registers", index)
         self.context.set_position(function=frame.function, pc=frame.pc)
+
+    def _ask_stop_limit(self) -> None:
+        value, ok = QInputDialog.getDouble(
+            self,
+            "Stop limit",
+            "Seconds Stop waits for a pause before killing the run:",
+            self.bridge.stop_timeout,
+            0.1,
+            600,
+            1,
+        )
+        if ok:
+            self.bridge.set_stop_timeout(value)
+
+    def _ask_hang_limit(self) -> None:
+        value, ok = QInputDialog.getDouble(
+            self,
+            "Hang limit",
+            "Kill a run that sends nothing for this many seconds (0 = never; applies from the next session start):",
+            self.bridge.hang_timeout or 0.0,
+            0.0,
+            3600,
+            1,
+        )
+        if ok:
+            self.bridge.set_hang_timeout(value)
 
     # -- restoring ------------------------------------------------------------------------------
 
