@@ -188,3 +188,28 @@ def test_window_stays_responsive_and_long_run_pauses(qtbot, main_window, compile
         qtbot.keyClick(panel.listing, Qt.Key.Key_F5, Qt.KeyboardModifier.ShiftModifier)
     assert blocker.args[0].reason == "paused"
     assert panel.shown_function == "repeat_double" and panel.listing.current_line() is not None
+
+
+def test_bridge_in_process_runs_without_a_window(qtbot, compiled, tmp_path):
+    """The bridge's in-process mode (scripts, tests): same signals, delivered on the GUI thread."""
+    from PySide6.QtCore import QThread
+
+    from app.session_bridge import SessionBridge
+    from engine.session.persist import SessionStore
+
+    bridge = SessionBridge(in_process=True, store=SessionStore(tmp_path / "bridge-state"))
+    threads = []
+    bridge.stopped.connect(lambda _: threads.append(QThread.currentThread()))
+    try:
+        with qtbot.waitSignal(bridge.opened, timeout=TIMEOUT):
+            bridge.open(compiled.path("matmul", "llvm-cpu"))
+        with qtbot.waitSignal(bridge.stopped, timeout=TIMEOUT):
+            bridge.call("main", ("4x8xf32=0.1", "8x16xf32=0.3"), stop_at_entry=True)
+        assert threads == [bridge.thread()] and bridge.state == "stopped"
+        with qtbot.waitSignal(bridge.finished, timeout=TIMEOUT) as blocker:
+            bridge.continue_()
+        assert blocker.args[0].results_text.startswith("result[0]: hal.buffer_view\n4x16xf32=[0.235")
+        saved = SessionStore(tmp_path / "bridge-state").load()
+        assert saved.function == "main" and saved.inputs == ["4x8xf32=0.1", "8x16xf32=0.3"]
+    finally:
+        bridge.shutdown()

@@ -95,3 +95,17 @@ def test_a_hanging_kernel_is_stopped_within_a_second(qtbot, main_window, compile
     assert "did not stop within 1 s" in blocker.args[0].reason
     assert "main_dispatch_0" in panel.crash_label.text()
     qtbot.waitUntil(lambda: panel.bridge.state == "idle", timeout=TIMEOUT)
+
+
+def test_the_hang_limit_setting_kills_a_silent_run(qtbot, make_main_window, compiled, tmp_path):
+    from app.session_bridge import save_timeouts
+
+    save_timeouts(hang_timeout=1.0)  # what the Limits menu stores
+    window = make_main_window()
+    spinning = tmp_path / "spin.vmfb"
+    _patched_kernel_copy(compiled.path("elementwise", "llvm-cpu"), spinning, SPIN)
+    panel = open_patched(qtbot, window, spinning)
+    assert panel.bridge.hang_timeout == 1.0
+    with qtbot.waitSignal(panel.bridge.crashed, timeout=10_000) as blocker:
+        qtbot.mouseClick(panel.run_button, Qt.MouseButton.LeftButton)
+    assert "hang" in blocker.args[0].reason and "hang" in panel.crash_label.text()
