@@ -65,22 +65,20 @@ class DispatchPanel(QWidget):
         self.code_tabs = QTabWidget(self)
         self.code_tabs.setDocumentMode(True)
 
+        # Where it appears / call sites share one tab group, so the dock stays small when docked low.
+        self.detail_tabs = QTabWidget(self)
+        self.detail_tabs.setDocumentMode(True)
+        self.detail_tabs.addTab(self.locations, "Where it appears")
+        self.detail_tabs.addTab(self.call_sites, "Call sites")
+        self.locations.setToolTip("Click a line to show that phase at the dispatch in the compile panel")
+        self.call_sites.setToolTip("Click a call to show it in the module's disassembly")
+        for widget in (self.dispatch_list, self.locations, self.call_sites):
+            widget.setMinimumHeight(40)
         left = QSplitter(Qt.Orientation.Vertical, self)
-        for title, widget in (
-            ("Dispatches", self.dispatch_list),
-            ("Where it appears (click: show the phase)", self.locations),
-            ("Call sites in the module (click: show in the disassembly)", self.call_sites),
-        ):
-            box = QWidget(left)
-            lay = QVBoxLayout(box)
-            lay.setContentsMargins(0, 0, 0, 0)
-            lay.setSpacing(1)
-            lay.addWidget(QLabel(f"<b>{title}</b>", box))
-            lay.addWidget(widget, 1)
-            left.addWidget(box)
+        left.addWidget(self.dispatch_list)
+        left.addWidget(self.detail_tabs)
         left.setStretchFactor(0, 1)
-        left.setStretchFactor(1, 3)
-        left.setStretchFactor(2, 1)
+        left.setStretchFactor(1, 2)
         split = QSplitter(Qt.Orientation.Horizontal, self)
         split.addWidget(left)
         split.addWidget(self.code_tabs)
@@ -211,7 +209,8 @@ class DispatchPanel(QWidget):
         return self.index.get(self.current)
 
     def shown_call_sites(self) -> list[CallSite]:
-        return [self.call_sites.item(i).data(_ROLE) for i in range(self.call_sites.count())]
+        items = [self.call_sites.item(i).data(_ROLE) for i in range(self.call_sites.count())]
+        return [site for site in items if site is not None]
 
     def _show(self, name: str | None) -> None:
         self.current = name
@@ -239,6 +238,9 @@ class DispatchPanel(QWidget):
                 item.setData(_ROLE, site)
                 item.setToolTip(site.text)
                 self.call_sites.addItem(item)
+        self.detail_tabs.setTabText(
+            1, f"Call sites ({len(self.shown_call_sites())})" if self.sites else "Call sites"
+        )
         if not self.sites:
             hint = "open this program's .vmfb to see its call sites" if self.context.module is None else ""
             if hint:

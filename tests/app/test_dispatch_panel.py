@@ -95,6 +95,8 @@ def test_picking_a_dispatch_moves_the_ir_and_lists_call_sites(qtbot, compiled_in
     # Clicking the call site moves the inspector's disassembly to that instruction.
     site = shown[0]
     view = window.module_view
+    panel.detail_tabs.setCurrentWidget(panel.call_sites)
+    assert panel.detail_tabs.tabText(1) == f"Call sites ({len(expected_sites)})"
     qtbot.mouseClick(
         panel.call_sites.viewport(),
         Qt.MouseButton.LeftButton,
