@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import iree_tool
+from support import iree_tool
 
 from engine.compiler.targets import TARGETS
 from engine.runtime.vmfb.module import open_vmfb
