@@ -33,6 +33,7 @@ class Regression:
     program: str  # tests/e2e_programs/<program>.mlir
     target: str
     extra_flags: tuple[str, ...] = ()
+    device: str = "local-sync"
     debug_bug: str | None = None  # an open bug of the debug engine this program shows (strict xfail)
 
     @property
@@ -54,6 +55,16 @@ REGRESSIONS = [
         "vmvx",
         MICROKERNELS,
         debug_bug="the debug engine registers no `vmvx` microkernel module for VMVX executables",
+    ),
+    # Vulkan executables with the buffer-device-address dispatch ABI (format vulkan-spirv-bda-v1); IREE's
+    # suite runs stablehlo_ops/add.mlir this way (check_vulkan-spirv-bda_vulkan).
+    Regression(
+        "vulkan_bda",
+        "vulkan-spirv",
+        ("--iree-vulkan-dispatch-abi=bda",),
+        device="vulkan",
+        debug_bug="the debug engine's Vulkan device does not offer the vulkan-spirv-bda-v1 format "
+        "(HAL device `__device_0` not found or unavailable)",
     ),
 ]
 
@@ -103,9 +114,10 @@ def run_all_functions(
 
 
 def _marks(case: Regression, engine: str):
+    marks = [pytest.mark.vulkan] if case.device == "vulkan" else []
     if engine == "debug" and case.debug_bug:
-        return [pytest.mark.xfail(strict=True, reason=case.debug_bug)]
-    return []
+        marks.append(pytest.mark.xfail(strict=True, reason=case.debug_bug))
+    return marks
 
 
 CASES = [
@@ -119,7 +131,7 @@ CASES = [
 def test_regression_program_passes(compiled_programs, case, engine):
     vmfb = compiled_programs(case)
     before = hashlib.sha256(vmfb.read_bytes()).hexdigest()
-    for name, done in run_all_functions(vmfb, engine).items():
+    for name, done in run_all_functions(vmfb, engine, case.device).items():
         assert done.returncode == 0, (
             f"{name} on {engine}/{case.target}: exit {done.returncode}\n{done.stderr[-2000:]}"
         )
