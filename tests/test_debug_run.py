@@ -4,28 +4,13 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 
 import pytest
-from support import iree_tool
+from support import iree_tool, lens_run
 from test_function_io import CASES
 
 from engine.runtime.function_io import parse_inputs
 from engine.session.debug_run import DebugRunError, DebugRunner
-
-
-def lens_run(vmfb, function, inputs, engine, *extra):
-    cmd = [
-        sys.executable,
-        "-m",
-        "app.launcher",
-        "run",
-        str(vmfb),
-        f"--function={function}",
-        f"--engine={engine}",
-    ]
-    cmd += [f"--input={i}" for i in inputs] + list(extra)
-    return subprocess.run(cmd, capture_output=True, text=True)
 
 
 @pytest.mark.parametrize("target", ["llvm-cpu", "vmvx"])

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from support import iree_tool
+from support import iree_tool, lens_run
 
 from engine.compiler.targets import TARGETS
 from engine.runtime.vmfb.module import open_vmfb
@@ -98,18 +97,7 @@ def run_all_functions(
     module.close()
     results = {}
     for name in names:
-        cmd = [
-            sys.executable,
-            "-m",
-            "app.launcher",
-            "run",
-            str(vmfb),
-            f"--function={name}",
-            f"--engine={engine}",
-        ]
-        results[name] = subprocess.run(
-            [*cmd, f"--device={device}"], capture_output=True, text=True, timeout=300
-        )
+        results[name] = lens_run(vmfb, name, (), engine, f"--device={device}", timeout=300)
     return results
 
 

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 
 import numpy as np
 import pytest
-from support import iree_tool
+from support import iree_tool, lens_run
 
 from engine.runtime.function_io import (
     InputError,
@@ -49,20 +48,7 @@ def test_reference_run_prints_like_iree_run_module(compiled, sample, function, i
     vmfb = compiled.path(sample, "llvm-cpu")
     expected = iree_run_module(vmfb, function, inputs)
     assert expected.returncode == 0, expected.stderr
-    cli = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "app.launcher",
-            "run",
-            str(vmfb),
-            f"--function={function}",
-            "--engine=reference",
-            *[f"--input={i}" for i in inputs],
-        ],
-        capture_output=True,
-        text=True,
-    )
+    cli = lens_run(vmfb, function, inputs, "reference")
     assert cli.returncode == 0, cli.stderr
     assert cli.stdout == expected.stdout
 

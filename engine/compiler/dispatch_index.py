@@ -39,21 +39,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from engine.compiler.executables import ExecutableArtifacts
+from engine.compiler.phases import PHASES
 
 if TYPE_CHECKING:
     from engine.compiler.compilation import Compilation
     from engine.runtime.vmfb.module import VmfbModule
 
 # The phases the index reads, in order. The first three are where dispatches are formed and scheduled.
-INDEXED_PHASES: tuple[str, ...] = (
-    "dispatch-creation",
-    "flow",
-    "stream",
-    "executable-sources",
-    "executable-configurations",
-    "executable-targets",
-    "hal",
-)
+INDEXED_PHASES: tuple[str, ...] = PHASES[PHASES.index("dispatch-creation") : PHASES.index("hal") + 1]
 
 _SYM = r"[\w$.-]+"
 _HOST_FUNCTION = re.compile(rf"^  (?:util\.func|func\.func) (?:(?:public|private|nested) )?@({_SYM})")
