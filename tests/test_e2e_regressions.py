@@ -53,7 +53,6 @@ REGRESSIONS = [
         "vmvx_microkernels",
         "vmvx",
         MICROKERNELS,
-        debug_bug="the debug engine registers no `vmvx` microkernel module for VMVX executables",
     ),
     # Vulkan executables with the buffer-device-address dispatch ABI (format vulkan-spirv-bda-v1); IREE's
     # suite runs stablehlo_ops/add.mlir this way (check_vulkan-spirv-bda_vulkan).

@@ -21,6 +21,7 @@ from engine.errors import DispatchError, ExecutableLoadError, LensError
 from engine.runtime.vm.context import ModuleInstance, VmContext
 from engine.runtime.vm.interpreter import Interpreter, VmTrap
 from engine.runtime.vm.values import VmBuffer, VmList
+from engine.runtime.vm.vmvx_module import VmvxModule
 from engine.runtime.vmfb.module import VmfbModule
 
 DISPATCH_CCONV = "0rrriiiiiiiii_v"
@@ -38,6 +39,9 @@ def nest_dispatches_in(interpreter: Interpreter | None) -> None:
 
 
 FORMAT = "vmvx-bytecode-fb"
+
+# Stateless, so one instance serves every executable.
+_VMVX_MODULE = VmvxModule()
 
 
 @dataclass(frozen=True)
@@ -70,7 +74,9 @@ class VmvxExecutable:
     def __init__(self, module: VmfbModule, constants: list[int] | None = None):
         self.module = module
         try:
-            self.context = VmContext([module])
+            # IREE's VMVX loader registers the `vmvx` microkernel module next to every executable; programs
+            # compiled with --iree-vmvx-enable-microkernels import it (vmvx.add.2d.f32, vmvx.mmt4d...).
+            self.context = VmContext([_VMVX_MODULE, module])
         except LensError as e:
             raise ExecutableLoadError(f"cannot link VMVX module @{module.name}: {e}") from e
         self.instance: ModuleInstance = self.context.main
