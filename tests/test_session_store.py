@@ -61,3 +61,20 @@ def test_unreadable_session_file_gives_an_empty_session(tmp_path):
     assert store.load().function is None
     store.session_file.write_text(json.dumps({"function": "f", "unknown_field": 1}))
     assert store.load().function == "f"
+
+
+def test_integer_keys_are_indexed_compactly_and_read_back(tmp_path):
+    store = TensorStore(memory_limit_bytes=1 << 20, spill_dir=tmp_path, max_in_memory=16)
+    arrays = {k: np.arange(k % 7 + 1, dtype=np.int32) * k for k in range(0, 3000, 3)}
+    for k, a in arrays.items():
+        store.put(k, a)
+    store.put(("named", 1), np.ones(3))  # a non-integer key goes through the dict
+    assert not store._spilled or ("named", 1) in store
+    assert len(store._int_keys) >= 900  # spilled integer keys live in flat arrays
+    store.discard(9)
+    assert 9 not in store and 12 in store and 10 not in store
+    for k, a in arrays.items():
+        if k != 9:
+            assert np.array_equal(store.get(k), a)
+    assert np.array_equal(store.get(("named", 1)), np.ones(3))
+    assert store.stats().tensors == len(arrays)  # one discarded, one named added

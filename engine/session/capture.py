@@ -58,11 +58,16 @@ class TensorCapture(DispatchObserver):
         for binding in record.bindings:
             if self.max_binding_bytes is not None and binding.length > self.max_binding_bytes:
                 continue
-            self.store.put((record.sequence, binding.index), binding.data)
+            self.store.put(self.key(record.sequence, binding.index), binding.data)
 
     def dispatch_failed(self, record: DispatchRecord, error: Exception) -> None:
         pass
 
+    @staticmethod
+    def key(sequence: int, index: int) -> int:
+        """The store key of one binding: one increasing integer, which the store indexes compactly."""
+        return (sequence << 16) | index
+
     def binding(self, sequence: int, index: int):
         """The bytes binding ``index`` held after dispatch ``sequence`` (uint8; reinterpret as needed)."""
-        return self.store.get((sequence, index))
+        return self.store.get(self.key(sequence, index))
