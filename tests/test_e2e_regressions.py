@@ -61,8 +61,6 @@ REGRESSIONS = [
         "vulkan-spirv",
         ("--iree-vulkan-dispatch-abi=bda",),
         device="vulkan",
-        debug_bug="the debug engine's Vulkan device does not offer the vulkan-spirv-bda-v1 format "
-        "(HAL device `__device_0` not found or unavailable)",
     ),
 ]
 

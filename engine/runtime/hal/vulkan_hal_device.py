@@ -8,7 +8,8 @@ marks every bound allocation as written on the device; the next host read downlo
 copy, update) run on the host side, so only dispatches touch the GPU, and a run that never reads back a
 buffer between dispatches never copies it.
 
-It answers ``hal.device.id`` as ``vulkan`` and supports ``vulkan-spirv-fb``, like IREE's Vulkan driver.
+It answers ``hal.device.id`` as ``vulkan`` and supports ``vulkan-spirv-fb`` (and ``vulkan-spirv-bda-v1`` on
+devices with buffer device addresses), like IREE's Vulkan driver.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ from engine.runtime.hal.device import Device, HalExecutable, aligned_zeros
 from engine.runtime.vm.native import StatusCode, VmStatusError
 
 FORMAT_VULKAN_SPIRV = "vulkan-spirv-fb"
+# The buffer-device-address dispatch ABI (``--iree-vulkan-dispatch-abi=bda``): same VKE1 container, pipelines
+# with ``dispatch_abi=BDA_V1``. Offered only by devices with the bufferDeviceAddress feature.
+FORMAT_VULKAN_SPIRV_BDA = "vulkan-spirv-bda-v1"
 
 
 class MirroredAllocation(Allocation):
@@ -77,7 +81,12 @@ class VulkanHalDevice(Device):
         super().__init__(name or f"vulkan ({getattr(vulkan_device.info, 'name', 'device')})")
 
     def supports_format(self, executable_format: str) -> bool:
-        return executable_format == FORMAT_VULKAN_SPIRV
+        return executable_format in self._formats()
+
+    def _formats(self) -> tuple[str, ...]:
+        if getattr(self.vulkan, "buffer_device_address", False):
+            return (FORMAT_VULKAN_SPIRV, FORMAT_VULKAN_SPIRV_BDA)
+        return (FORMAT_VULKAN_SPIRV,)
 
     def new_allocation(self, size: int, origin: str) -> Allocation:
         return MirroredAllocation(aligned_zeros(size), self, origin)
@@ -88,7 +97,7 @@ class VulkanHalDevice(Device):
     def create_executable(
         self, executable_format: str, data: np.ndarray, constants: tuple[int, ...], label: str
     ) -> HalExecutable:
-        if executable_format != FORMAT_VULKAN_SPIRV:
+        if executable_format not in self._formats():
             return super().create_executable(executable_format, data, constants, label)
         try:
             executable = self.vulkan.load_executable(np.array(data, dtype=np.uint8), constants)

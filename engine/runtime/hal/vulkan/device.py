@@ -32,6 +32,8 @@ from engine.runtime.hal.vulkan.commands import (
     as_range,
 )
 from engine.runtime.hal.vulkan.executable_def import (
+    BDA_ENTRY_ADDRESS64,
+    DISPATCH_ABI_BDA_V1,
     DISPATCH_ABI_DESCRIPTOR,
     ExecutableDef,
     parse_executable,
@@ -47,6 +49,24 @@ _WHOLE_SIZE = 0xFFFFFFFFFFFFFFFF
 _COMPUTE = 0x20  # VK_SHADER_STAGE_COMPUTE_BIT
 _STORAGE_BUFFER = 7
 _UPDATE_INLINE_LIMIT = 65536  # vkCmdUpdateBuffer's maximum
+
+# Buffer device addresses (Vulkan 1.2 core), spelled out: the ``vulkan`` package only names the KHR aliases.
+_BUFFER_USAGE_SHADER_DEVICE_ADDRESS = 0x20000
+_MEMORY_ALLOCATE_DEVICE_ADDRESS = 0x2
+_STYPE_MEMORY_ALLOCATE_FLAGS_INFO = 1000060000
+_STYPE_BUFFER_DEVICE_ADDRESS_INFO = 1000244001
+# iree_hal_vulkan_bda_dispatch_root_v1_t: binding_table_address, constants_address (u64, zero),
+# binding_base, constant_base, flags, reserved0 (u32, zero): 32 bytes.
+_BDA_ROOT_V1 = np.dtype(
+    [
+        ("binding_table_address", "<u8"),
+        ("constants_address", "<u8"),
+        ("binding_base", "<u4"),
+        ("constant_base", "<u4"),
+        ("flags", "<u4"),
+        ("reserved0", "<u4"),
+    ]
+)
 
 # execution_barrier: compute and transfer writes → compute, transfer and indirect-argument reads.
 _STAGES = 0x800 | 0x1000 | 0x2  # COMPUTE_SHADER | TRANSFER | DRAW_INDIRECT
@@ -69,6 +89,13 @@ class VulkanBuffer:
     def released(self) -> bool:
         return self.handle is None
 
+    @property
+    def device_address(self) -> int:
+        """The buffer's ``VkDeviceAddress`` (devices with buffer device addresses only)."""
+        if self.handle is None:
+            raise VulkanError(f"{self.label}: the buffer is released")
+        return self.device._buffer_address(self.handle)
+
     def release(self) -> None:
         if self.handle is not None and self.device.handle is not None:
             self.device._destroy_buffer(self.handle, self.memory)
@@ -84,11 +111,25 @@ class VulkanPipeline:
     def __init__(self, executable: VulkanExecutable, ordinal: int):
         d = executable.definition
         p = d.pipelines[ordinal]
-        if p.dispatch_abi != DISPATCH_ABI_DESCRIPTOR:
-            raise VulkanError(
-                f"{p.entry_point}: dispatch ABI {p.dispatch_abi} (buffer device addresses) is not supported; "
-                "compile for the default vulkan-spirv-fb format"
-            )
+        if p.dispatch_abi not in (DISPATCH_ABI_DESCRIPTOR, DISPATCH_ABI_BDA_V1):
+            raise VulkanError(f"{p.entry_point}: unknown dispatch ABI {p.dispatch_abi}")
+        self.bda_layout = p.bda_layout if p.dispatch_abi == DISPATCH_ABI_BDA_V1 else None
+        if self.bda_layout is not None:
+            if not executable.device.buffer_device_address:
+                raise VulkanError(
+                    f"{p.entry_point}: the BDA dispatch ABI needs buffer device addresses, which "
+                    f"{executable.device.info.name} does not support; compile for vulkan-spirv-fb"
+                )
+            if self.bda_layout.binding_table_entry_type != BDA_ENTRY_ADDRESS64:
+                raise VulkanError(
+                    f"{p.entry_point}: BDA binding table entry type "
+                    f"{self.bda_layout.binding_table_entry_type} is not supported (only ADDRESS64)"
+                )
+            if self.bda_layout.root_push_constant_length < _BDA_ROOT_V1.itemsize:
+                raise VulkanError(
+                    f"{p.entry_point}: BDA root push constants of "
+                    f"{self.bda_layout.root_push_constant_length} bytes, need {_BDA_ROOT_V1.itemsize}"
+                )
         self.executable = executable
         self.ordinal = ordinal
         self.entry_point = p.entry_point
@@ -108,7 +149,10 @@ class VulkanPipeline:
             for b in d.descriptor_set_layouts[s].bindings
             for _ in range(b.descriptor_count)
         ]
-        self.binding_count = len(self.descriptor_slots)
+        # A BDA pipeline has no descriptor sets: its bindings are entries of the binding table.
+        self.binding_count = (
+            self.bda_layout.binding_count if self.bda_layout is not None else len(self.descriptor_slots)
+        )
         self.handle = executable.device._create_compute_pipeline(
             executable._shader_module(p.shader_module_ordinal),
             p.entry_point,
@@ -295,6 +339,10 @@ class VulkanDevice:
         self.subgroup_size_control = bool(
             chain and api >= vk.VK_MAKE_VERSION(1, 3, 0) and chain[0].subgroupSizeControl
         )
+        # Every supported feature is enabled (features2 goes into the create info as queried), so
+        # bufferDeviceAddress is on exactly when the device has it; BDA executables need it.
+        v12 = [c for c in chain if ffi.typeof(c) is ffi.typeof("VkPhysicalDeviceVulkan12Features*")]
+        self.buffer_device_address = bool(v12 and v12[0].bufferDeviceAddress)
         priorities = ffi.new("float[]", [1.0])
         queue_info = ffi.new(
             "VkDeviceQueueCreateInfo*",
@@ -386,6 +434,8 @@ class VulkanDevice:
             | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT
             | vk.VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT
         )
+        if self.buffer_device_address:
+            usage |= _BUFFER_USAGE_SHADER_DEVICE_ADDRESS
         info = vk.VkBufferCreateInfo(size=size, usage=usage, sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE)
         buf = self._call("vkCreateBuffer", vk.vkCreateBuffer, self.handle, info, None)
         req = vk.vkGetBufferMemoryRequirements(self.handle, buf)
@@ -395,9 +445,17 @@ class VulkanDevice:
         else:
             required = 0
             preferred = vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
+        # ``flags_info`` stays referenced until vkAllocateMemory returns (cffi lifetimes).
+        flags_info = None
+        if self.buffer_device_address:
+            flags_info = self.ffi.new(
+                "VkMemoryAllocateFlagsInfo*",
+                {"sType": _STYPE_MEMORY_ALLOCATE_FLAGS_INFO, "flags": _MEMORY_ALLOCATE_DEVICE_ADDRESS},
+            )
         alloc = vk.VkMemoryAllocateInfo(
             allocationSize=req.size,
             memoryTypeIndex=self._memory_type(req.memoryTypeBits, required, preferred),
+            **({"pNext": flags_info} if flags_info is not None else {}),
         )
         try:
             mem = self._call(f"vkAllocateMemory({size} bytes)", vk.vkAllocateMemory, self.handle, alloc, None)
@@ -406,6 +464,12 @@ class VulkanDevice:
             raise
         vk.vkBindBufferMemory(self.handle, buf, mem, 0)
         return buf, mem
+
+    def _buffer_address(self, buf) -> int:
+        info = self.ffi.new(
+            "VkBufferDeviceAddressInfo*", {"sType": _STYPE_BUFFER_DEVICE_ADDRESS_INFO, "buffer": buf}
+        )
+        return int(self.vk.lib.vkGetBufferDeviceAddress(self.handle, info))
 
     def _destroy_buffer(self, buf, mem) -> None:
         self.vk.vkDestroyBuffer(self.handle, buf, None)
@@ -706,7 +770,9 @@ class VulkanDevice:
                 pool = out[0]
                 resources.append(("pool", pool))
             for op in ops:
-                if isinstance(op, (DispatchOp, DispatchIndirectOp)):
+                if isinstance(op, (DispatchOp, DispatchIndirectOp)) and op.pipeline.bda_layout is not None:
+                    self._encode_dispatch_bda(cb, op, resources)
+                elif isinstance(op, (DispatchOp, DispatchIndirectOp)):
                     self._encode_dispatch(cb, pool, op)
                 elif isinstance(op, BarrierOp):
                     barrier = ffi.new(
@@ -769,6 +835,53 @@ class VulkanDevice:
             self.vk.lib.vkCmdFillBuffer(cb, t.buffer.handle, t.offset, n, int.from_bytes(word, "little"))
         else:  # vkCmdFillBuffer needs 4-byte alignment; IREE allows 1- and 2-byte patterns anywhere
             self._encode_update(cb, t, op.pattern * (n // len(op.pattern)), resources)
+
+    def _encode_dispatch_bda(self, cb, op: AnyDispatch, resources: list) -> None:
+        """A ``BDA_V1`` dispatch: a binding table of device addresses (buffer address + binding offset),
+        its address in the 32-byte push-constant root, the dispatch constants after it (IREE's
+        ``record_dispatch_bda_native``)."""
+        vk, ffi = self.vk, self.ffi
+        p = op.pipeline
+        bda = p.bda_layout
+        if len(op.bindings) < p.binding_count:
+            raise HalError(
+                f"{p.entry_point} takes {p.binding_count} bindings; the dispatch gives {len(op.bindings)}"
+            )
+        root = np.zeros(1, _BDA_ROOT_V1)
+        if p.binding_count:
+            table = np.array(
+                [r.buffer.device_address + r.offset for r in op.bindings[: p.binding_count]], dtype="<u8"
+            )
+            buf, mem = self._create_buffer(table.nbytes, host_visible=True)
+            resources.append(("buffer", (buf, mem)))
+            mapped = self._call("vkMapMemory", vk.vkMapMemory, self.handle, mem, 0, table.nbytes, 0)
+            mapped[0 : table.nbytes] = table.tobytes()
+            vk.vkUnmapMemory(self.handle, mem)  # host writes before vkQueueSubmit are visible to the queue
+            root["binding_table_address"] = self._buffer_address(buf)
+        vk.lib.vkCmdBindPipeline(cb, vk.VK_PIPELINE_BIND_POINT_COMPUTE, p.handle)
+        root_bytes = root.tobytes()
+        vk.lib.vkCmdPushConstants(
+            cb,
+            p.layout,
+            _COMPUTE,
+            bda.root_push_constant_offset,
+            len(root_bytes),
+            ffi.from_buffer(root_bytes),
+        )
+        if op.constants:
+            data = ffi.new("uint32_t[]", list(op.constants))
+            vk.lib.vkCmdPushConstants(
+                cb, p.layout, _COMPUTE, bda.constant_push_constant_offset, 4 * len(op.constants), data
+            )
+        self._cmd_dispatch(cb, op)
+
+    def _cmd_dispatch(self, cb, op: AnyDispatch) -> None:
+        if isinstance(op, DispatchOp):
+            x, y, z = op.workgroup_count
+            self.vk.lib.vkCmdDispatch(cb, x, y, z)
+        else:
+            wc = op.workgroup_count_range
+            self.vk.lib.vkCmdDispatchIndirect(cb, wc.buffer.handle, wc.offset)
 
     def _encode_dispatch(self, cb, pool, op: AnyDispatch) -> None:
         vk, ffi = self.vk, self.ffi

@@ -25,6 +25,8 @@ HEADER_SIZE = 64
 # PipelineDef.dispatch_abi values.
 DISPATCH_ABI_DESCRIPTOR = 0
 DISPATCH_ABI_BDA_V1 = 1
+# BdaDispatchLayoutDef.binding_table_entry_type values: ADDRESS64 = one u64 device address per binding.
+BDA_ENTRY_ADDRESS64 = 0
 
 SPIRV_MAGIC = 0x07230203
 
@@ -70,6 +72,27 @@ class SourceLocation:
 
 
 @dataclass(frozen=True)
+class BdaDispatchLayout:
+    """``BdaDispatchLayoutDef``: where a ``BDA_V1`` pipeline takes its push-constant root and constants."""
+
+    abi_version: int = 1
+    root_push_constant_offset: int = 0
+    root_push_constant_length: int = 32
+    constant_push_constant_offset: int = 32
+    constant_count: int = 0
+    binding_table_entry_type: int = BDA_ENTRY_ADDRESS64
+    binding_count: int = 0
+
+    @property
+    def push_constant_end(self) -> int:
+        """End of the push-constant range the pipeline layout declares (root, then constants)."""
+        root_end = self.root_push_constant_offset + self.root_push_constant_length
+        if not self.constant_count:
+            return root_end
+        return max(root_end, self.constant_push_constant_offset + 4 * self.constant_count)
+
+
+@dataclass(frozen=True)
 class Pipeline:
     """One exported entry point (``PipelineDef``)."""
 
@@ -80,6 +103,7 @@ class Pipeline:
     dispatch_abi: int  # DISPATCH_ABI_DESCRIPTOR or DISPATCH_ABI_BDA_V1
     debug_name: str | None = None
     location: SourceLocation | None = None
+    bda_layout: BdaDispatchLayout | None = None  # set for DISPATCH_ABI_BDA_V1
 
 
 @dataclass(frozen=True)
@@ -160,13 +184,31 @@ def parse_executable(data: bytes | bytearray | memoryview | np.ndarray) -> Execu
             loc = debug.table(1, "location")
             if loc is not None:
                 location = SourceLocation(loc.string(0, "filename") or "", loc.scalar(1, "u32", name="line"))
+        dispatch_abi = t.scalar(5, "u8", name="dispatch_abi")
+        bda_layout = None
+        if dispatch_abi == DISPATCH_ABI_BDA_V1:
+            b = t.table(6, "bda_dispatch_layout")
+            if b is None:
+                raise ExecutableFormatError(
+                    "malformed VKE1 executable: a BDA_V1 pipeline has no bda_dispatch_layout", where=t.path
+                )
+            bda_layout = BdaDispatchLayout(
+                abi_version=b.scalar(0, "u32", 1, name="abi_version"),
+                root_push_constant_offset=b.scalar(1, "u32", 0, name="root_push_constant_offset"),
+                root_push_constant_length=b.scalar(2, "u32", 32, name="root_push_constant_length"),
+                constant_push_constant_offset=b.scalar(3, "u32", 32, name="constant_push_constant_offset"),
+                constant_count=b.scalar(4, "u32", 0, name="constant_count"),
+                binding_table_entry_type=b.scalar(5, "u8", 0, name="binding_table_entry_type"),
+                binding_count=b.scalar(6, "u32", 0, name="binding_count"),
+            )
         pipelines.append(
             Pipeline(
                 entry_point=entry,
                 shader_module_ordinal=t.scalar(0, "u32", name="shader_module_ordinal"),
                 pipeline_layout_ordinal=t.scalar(2, "u32", name="pipeline_layout_ordinal"),
                 subgroup_size=t.scalar(3, "u32", name="subgroup_size"),
-                dispatch_abi=t.scalar(5, "u8", name="dispatch_abi"),
+                dispatch_abi=dispatch_abi,
+                bda_layout=bda_layout,
                 debug_name=debug_name,
                 location=location,
             )
