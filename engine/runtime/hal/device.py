@@ -311,6 +311,14 @@ class Device:
 
     def execute(self, command_buffer: HalCommandBuffer, table: list[BindingTableEntry]) -> None:
         """Replay a recorded command buffer with a binding table (empty for direct command buffers)."""
+        self.check_submittable(command_buffer, table)
+        command_buffer.submissions += 1
+        for command in command_buffer.commands:
+            self.execute_command(command, table)
+
+    @staticmethod
+    def check_submittable(command_buffer: HalCommandBuffer, table: list[BindingTableEntry]) -> None:
+        """IREE's checks before a command buffer runs: finalized, and a binding table large enough."""
         if not command_buffer.finalized:
             raise VmStatusError(
                 StatusCode.FAILED_PRECONDITION, "command buffer must be finalized before it is submitted"
@@ -321,9 +329,6 @@ class Device:
                 f"indirect command buffer requires at least {command_buffer.binding_capacity} bindings but "
                 f"only {len(table)} were provided",
             )
-        command_buffer.submissions += 1
-        for command in command_buffer.commands:
-            self.execute_command(command, table)
 
     def execute_command(self, command: cmd.Command, table: list[BindingTableEntry]) -> None:
         if isinstance(command, cmd.DispatchCommand):

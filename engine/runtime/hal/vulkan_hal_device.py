@@ -209,16 +209,7 @@ class VulkanHalDevice(Device):
         if self.observers or not all(_batchable(k) for k in command_buffer.commands):
             super().execute(command_buffer, table)
             return
-        if not command_buffer.finalized:
-            raise VmStatusError(
-                StatusCode.FAILED_PRECONDITION, "command buffer must be finalized before it is submitted"
-            )
-        if len(table) < command_buffer.binding_capacity:
-            raise VmStatusError(
-                StatusCode.INVALID_ARGUMENT,
-                f"indirect command buffer requires at least {command_buffer.binding_capacity} bindings but "
-                f"only {len(table)} were provided",
-            )
+        self.check_submittable(command_buffer, table)
         # Resolve and validate everything before recording anything, like the command-by-command replay.
         steps: list[Any] = []
         touched: list[MirroredAllocation] = []
