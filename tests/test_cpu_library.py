@@ -23,12 +23,8 @@ from support import iree_tool
 from engine.compiler.targets import target_flags
 from engine.errors import DispatchError, ExecutableLoadError, HalError
 from engine.runtime.hal import machine_code
-from engine.runtime.hal.cpu_library import (
-    CpuExecutableLibrary,
-    aligned_copy,
-    aligned_empty,
-    processor_data,
-)
+from engine.runtime.hal.cpu_abi import processor_data
+from engine.runtime.hal.cpu_library import CpuExecutableLibrary, aligned_copy, aligned_empty
 from engine.runtime.vmfb.module import open_vmfb
 from engine.samples import sample_path
 

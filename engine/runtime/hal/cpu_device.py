@@ -74,7 +74,7 @@ class CpuDevice(Device):
             bit = X86_64_FEATURE_BITS.get(key)
             if bit is None:
                 return None
-            from engine.runtime.hal.cpu_library import processor_data
+            from engine.runtime.hal.cpu_abi import processor_data
 
             return (processor_data()[0] >> bit) & 1
         return super().query_i64(category, key)
