@@ -144,9 +144,9 @@ def executable_entry_points(x: Any) -> list[str]:
         nested = _nested_module(x.data)
         return [e.name for e in nested.exports]
     if x.format.startswith("vulkan"):
-        from engine.runtime.hal.vulkan.executable_def import parse_executable
+        from engine.runtime.vmfb.vke1 import read_vke1
 
-        return list(parse_executable(x.data).entry_points)
+        return list(read_vke1(x.data).entry_points)
     if bytes(x.data[:4]) == b"\x7fELF":
         return _elf_dispatch_names(x.data)
     return []
@@ -183,9 +183,9 @@ def executable_children(module: Any, x: Any) -> list:
             )
         )
     elif x.format.startswith("vulkan"):
-        from engine.runtime.hal.vulkan.executable_def import parse_executable
+        from engine.runtime.vmfb.vke1 import read_vke1
 
-        exe = parse_executable(x.data)
+        exe = read_vke1(x.data)
         nodes += [
             _leaf(f"shader module {i}", f"{m.byte_size:,} bytes of SPIR-V")
             for i, m in enumerate(exe.shader_modules)
@@ -288,9 +288,9 @@ def vmvx_disassembly(data: Any) -> str:
 
 
 def spirv_summary(data: Any, with_text: bool = False) -> str:
-    from engine.runtime.hal.vulkan.executable_def import parse_executable
+    from engine.runtime.vmfb.vke1 import read_vke1
 
-    exe = parse_executable(data)
+    exe = read_vke1(data)
     lines = ["Vulkan SPIR-V executable (VKE1)", "", "pipelines:"]
     for i, p in enumerate(exe.pipelines):
         lines.append(

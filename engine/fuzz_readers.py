@@ -37,13 +37,12 @@ def _read_vmfb(data: bytes) -> object:
 
 
 def _read_vke1(data: bytes) -> object:
-    from engine.runtime.hal.vulkan.executable_def import parse_executable
-    from engine.runtime.vmfb.executables import read_vke1
+    from engine.runtime.vmfb.vke1 import read_vke1
 
-    parsed = parse_executable(data)
-    for p in parsed.pipelines:
-        parsed.binding_count(p.pipeline_layout_ordinal) if hasattr(parsed, "binding_count") else None
-    return read_vke1(data)
+    parsed = read_vke1(data)
+    for i in range(len(parsed.pipelines)):
+        parsed.binding_count(i)
+    return parsed
 
 
 def _read_elf(data: bytes) -> object:

@@ -17,10 +17,10 @@ from support import iree_tool
 from test_vulkan_debug_run import argument_types, assert_same, random_value
 
 from engine.compiler.targets import TARGETS
-from engine.runtime.hal.vulkan.executable_def import DISPATCH_ABI_BDA_V1, parse_executable
 from engine.runtime.hal.vulkan.loader import vulkan_available
 from engine.runtime.reference import ReferenceRunner
 from engine.runtime.vmfb.module import open_vmfb
+from engine.runtime.vmfb.vke1 import DISPATCH_ABI_BDA_V1, read_vke1
 from engine.samples import SAMPLES_DIR
 
 _NO_VULKAN = vulkan_available()
@@ -67,7 +67,7 @@ def test_bda_debug_run_equals_reference(sample, bda_vmfb):
     assert module.executables
     for exe in module.executables:
         assert exe.format == "vulkan-spirv-bda-v1"
-        assert all(p.dispatch_abi == DISPATCH_ABI_BDA_V1 for p in parse_executable(exe.data).pipelines)
+        assert all(p.dispatch_abi == DISPATCH_ABI_BDA_V1 for p in read_vke1(exe.data).pipelines)
 
     debug = DebugRunner(path, "vulkan")
     assert isinstance(debug.device, VulkanHalDevice)
@@ -97,7 +97,7 @@ def test_bda_binding_offsets_reach_the_shader(bda_vmfb, tmp_path):
 
     path = bda_vmfb("elementwise")
     (exe,) = [bytes(e.data) for e in open_vmfb(path).executables]
-    definition = parse_executable(exe)
+    definition = read_vke1(exe)
     (entry,) = definition.entry_points
     count = hal_dispatches("elementwise", tmp_path)[entry]  # the same workgroups as the descriptor ABI
     rng = np.random.default_rng(11)

@@ -23,9 +23,9 @@ from engine.runtime.hal.vulkan import (
     BufferRange,
     VulkanDevice,
     list_physical_devices,
-    parse_executable,
     vulkan_available,
 )
+from engine.runtime.vmfb.vke1 import read_vke1
 from engine.samples import KNOWN_COMPILE_FAILURES, sample_names, sample_path
 
 pytestmark = pytest.mark.vulkan
@@ -307,7 +307,7 @@ def test_parse_vke1_executables_agrees_with_spirv_dis(compiled, sample, tmp_path
     exes = vke1_executables(compiled.path(sample, "vulkan-spirv"))
     assert exes, "every vulkan-spirv program embeds VKE1 executables"
     for data in exes:
-        exe = parse_executable(data)
+        exe = read_vke1(data)
         assert exe.pipelines and exe.shader_modules
         for i, p in enumerate(exe.pipelines):
             assert p.dispatch_abi == 0 and p.debug_name in (None, p.entry_point)
@@ -338,19 +338,19 @@ def test_malformed_vke1_raises_format_errors(compiled):
     data = vke1_executables(compiled.path("matmul", "vulkan-spirv"))[0]
     content = 64 + int.from_bytes(data[8:16], "little")
     data = data[:content]
-    parse_executable(data)
+    read_vke1(data)
     with pytest.raises(ExecutableFormatError, match="magic"):
-        parse_executable(b"XXXX" + data[4:])
+        read_vke1(b"XXXX" + data[4:])
     for cut in (0, 10, 63, 64, 70, 200, content - 1):
         with pytest.raises(ExecutableFormatError):
-            parse_executable(data[:cut])
+            read_vke1(data[:cut])
     rng = np.random.default_rng(1)
     for _ in range(300):  # corrupt bytes of the FlatBuffer: a typed error or a parse, never anything else
         bad = bytearray(data)
         for pos in rng.integers(64, 400, 3):
             bad[pos] = int(rng.integers(0, 256))
         try:
-            parse_executable(bytes(bad))
+            read_vke1(bytes(bad))
         except ExecutableFormatError:
             pass
 
@@ -391,7 +391,7 @@ def test_matmul_and_softmax_dispatches_match_numpy(device, compiled):
 @needs_vulkan
 def test_push_constants_and_indirect_dispatch(device, compiled):
     """``dynamic.scale``: N as push constants (i64 split into lo/hi words), one workgroup per 64 elements."""
-    exes = [parse_executable(e) for e in vke1_executables(compiled.path("dynamic", "vulkan-spirv"))]
+    exes = [read_vke1(e) for e in vke1_executables(compiled.path("dynamic", "vulkan-spirv"))]
     (scale,) = [e for e in exes if e.entry_points[0].startswith("scale_dispatch")]
     pipeline = device.load_executable(scale).pipeline(0)
     assert pipeline.push_constant_bytes == 8
@@ -484,7 +484,7 @@ def _single_dispatch_cases():
 def test_single_dispatch_bit_equal_to_iree_runtime_on_vulkan(device, compiled, tmp_path, sample, function):
     vmfb = compiled.path(sample, "vulkan-spirv")
     counts = hal_dispatches(sample, tmp_path)
-    exes = [(e, parse_executable(e)) for e in vke1_executables(vmfb)]
+    exes = [(e, read_vke1(e)) for e in vke1_executables(vmfb)]
     mine = [
         (raw, d, name)
         for raw, d in exes

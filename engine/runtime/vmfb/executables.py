@@ -1,5 +1,5 @@
 """What can be read statically from embedded executables: ELF sections and symbols, VMVX nested
-modules, and the ``VKE1`` Vulkan flatbuffer (pipelines, layouts, push constants, SPIR-V words).
+modules, ``VKE1`` Vulkan executables (read by ``vke1``) and their SPIR-V as text.
 
 Damaged executables raise :class:`~engine.errors.VmfbFormatError` (the executable is part of the
 module) naming the executable.
@@ -9,20 +9,16 @@ from __future__ import annotations
 
 import io
 import shutil
-import struct
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
-from engine.errors import VmfbFormatError
-from engine.runtime.vmfb.flatbuffer import FlatBuffer, Table
+from engine.errors import ExecutableFormatError, VmfbFormatError
 from engine.runtime.vmfb.module import Executable, VmfbModule
-
-VKE1_HEADER_SIZE = 64
-
+from engine.runtime.vmfb.vke1 import read_vke1
 
 # -- ELF ------------------------------------------------------------------------------------------------
 
@@ -97,89 +93,7 @@ def read_elf(data: bytes | memoryview, name: str = "executable") -> ElfInfo:
         raise VmfbFormatError(f"embedded ELF cannot be read: {e}", where=f"executable {name}") from None
 
 
-# -- Vulkan VKE1 ------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class VulkanPipeline:
-    entry_point: str
-    shader_module_ordinal: int
-    pipeline_layout_ordinal: int
-    subgroup_size: int
-    dispatch_abi: int  # 0 descriptor sets, 1 BDA_V1
-    debug_name: str | None
-
-
-@dataclass(frozen=True)
-class VulkanDescriptorBinding:
-    binding: int
-    descriptor_type: int  # 7 = STORAGE_BUFFER
-    descriptor_count: int
-    stage_flags: int
-
-
-@dataclass(frozen=True)
-class VulkanPipelineLayout:
-    descriptor_set_layout_ordinals: tuple[int, ...]
-    push_constant_ranges: tuple[tuple[int, int, int], ...]  # (stage_flags, offset, size)
-
-
-@dataclass(frozen=True, eq=False)
-class VulkanExecutable:
-    pipelines: tuple[VulkanPipeline, ...]
-    descriptor_set_layouts: tuple[tuple[VulkanDescriptorBinding, ...], ...]
-    pipeline_layouts: tuple[VulkanPipelineLayout, ...]
-    shader_modules: tuple[np.ndarray, ...]  # SPIR-V words (uint32 views)
-
-
-_PUSH_RANGE = np.dtype([("stage_flags", "<u4"), ("offset", "<u4"), ("size", "<u4")])
-
-
-def read_vke1(data: bytes | memoryview, name: str = "executable") -> VulkanExecutable:
-    """Parse a ``vulkan-spirv-fb`` executable (64-byte ``VKE1`` header, then the flatbuffer)."""
-    buf = memoryview(data)
-    if len(buf) < VKE1_HEADER_SIZE or bytes(buf[:4]) != b"VKE1":
-        raise VmfbFormatError("not a VKE1 Vulkan executable (bad magic)", where=f"executable {name}")
-    (content_size,) = struct.unpack_from("<Q", buf, 8)
-    end = VKE1_HEADER_SIZE + content_size
-    if end > len(buf):
-        raise VmfbFormatError(
-            f"VKE1 content of {content_size} bytes runs past the {len(buf)}-byte executable",
-            where=f"executable {name}",
-        )
-    fb = FlatBuffer(buf, VKE1_HEADER_SIZE, end, source=f"executable {name}")
-    root = fb.root("ExecutableDef", b"VKE1")
-    pipelines = []
-    for p in root.tables(0, "pipelines"):
-        dbg: Table | None = p.table(4, "debug_info")
-        pipelines.append(
-            VulkanPipeline(
-                p.string(1, "entry_point") or "",
-                p.scalar(0, "u32", 0, "shader_module_ordinal"),
-                p.scalar(2, "u32", 0, "pipeline_layout_ordinal"),
-                p.scalar(3, "u32", 0, "subgroup_size"),
-                p.scalar(5, "u8", 0, "dispatch_abi"),
-                dbg.string(0, "name") if dbg is not None else None,
-            )
-        )
-    set_layouts = tuple(
-        tuple(
-            VulkanDescriptorBinding(
-                b.scalar(0, "u32", 0), b.scalar(1, "u32", 0), b.scalar(2, "u32", 0), b.scalar(3, "u32", 0)
-            )
-            for b in t.tables(0, "bindings")
-        )
-        for t in root.tables(1, "descriptor_set_layouts")
-    )
-    layouts = tuple(
-        VulkanPipelineLayout(
-            tuple(int(v) for v in t.scalars(0, "u32", "descriptor_set_layout_ordinals")),
-            tuple(tuple(int(x) for x in r) for r in t.structs(1, _PUSH_RANGE, "push_constant_ranges")),
-        )
-        for t in root.tables(2, "pipeline_layouts")
-    )
-    shaders = tuple(t.scalars(0, "u32", "spirv_code") for t in root.tables(3, "shader_modules"))
-    return VulkanExecutable(tuple(pipelines), set_layouts, layouts, shaders)
+# -- Vulkan SPIR-V (the VKE1 container itself is read by ``vke1.read_vke1``) ---------------------------
 
 
 def spirv_disassembly(words: np.ndarray) -> str | None:
@@ -225,19 +139,24 @@ def executable_details(executable: Executable) -> dict[str, Any]:
             "functions": [f.name for f in m.functions],
         }
     if fmt.startswith("vulkan") or bytes(executable.data[:4]) == b"VKE1":
-        vk = read_vke1(executable.data, name)
+        try:
+            vk = read_vke1(executable.data)
+        except ExecutableFormatError as e:
+            raise VmfbFormatError(str(e), where=f"executable {name}") from None
         return {
             "kind": "vulkan-spirv",
-            "pipelines": [p.__dict__ for p in vk.pipelines],
-            "descriptor_set_layouts": [[b.__dict__ for b in s] for s in vk.descriptor_set_layouts],
+            "pipelines": [asdict(p) for p in vk.pipelines],
+            "descriptor_set_layouts": [[asdict(b) for b in s.bindings] for s in vk.descriptor_set_layouts],
             "pipeline_layouts": [
                 {
                     "sets": list(p.descriptor_set_layout_ordinals),
-                    "push_constant_ranges": list(p.push_constant_ranges),
+                    "push_constant_ranges": [
+                        (r.stage_flags, r.offset, r.size) for r in p.push_constant_ranges
+                    ],
                 }
                 for p in vk.pipeline_layouts
             ],
-            "shader_module_words": [len(w) for w in vk.shader_modules],
+            "shader_module_words": [int(m.spirv.size) for m in vk.shader_modules],
         }
     return {"kind": "unknown"}
 

@@ -18,7 +18,6 @@ from engine.runtime.hal.vulkan.device import (
     VulkanExecutable,
     VulkanPipeline,
 )
-from engine.runtime.hal.vulkan.executable_def import ExecutableDef, parse_executable
 from engine.runtime.hal.vulkan.loader import (
     INSTALL_HINT,
     MemoryHeapInfo,
@@ -33,7 +32,6 @@ __all__ = [
     "BufferRange",
     "DispatchEvent",
     "DispatchObserver",
-    "ExecutableDef",
     "MemoryHeapInfo",
     "MemoryTypeInfo",
     "PhysicalDeviceInfo",
@@ -44,6 +42,5 @@ __all__ = [
     "VulkanExecutable",
     "VulkanPipeline",
     "list_physical_devices",
-    "parse_executable",
     "vulkan_available",
 ]

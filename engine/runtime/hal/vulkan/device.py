@@ -31,18 +31,18 @@ from engine.runtime.hal.vulkan.commands import (
     VulkanCommandBuffer,
     as_range,
 )
-from engine.runtime.hal.vulkan.executable_def import (
-    BDA_ENTRY_ADDRESS64,
-    DISPATCH_ABI_BDA_V1,
-    DISPATCH_ABI_DESCRIPTOR,
-    ExecutableDef,
-    parse_executable,
-)
 from engine.runtime.hal.vulkan.loader import (
     Instance,
     PhysicalDeviceInfo,
     describe_physical_device,
     result_name,
+)
+from engine.runtime.vmfb.vke1 import (
+    BDA_ENTRY_ADDRESS64,
+    DISPATCH_ABI_BDA_V1,
+    DISPATCH_ABI_DESCRIPTOR,
+    ExecutableDef,
+    read_vke1,
 )
 
 _WHOLE_SIZE = 0xFFFFFFFFFFFFFFFF
@@ -558,7 +558,7 @@ class VulkanDevice:
     ) -> VulkanExecutable:
         """Load a ``VKE1`` executable (bytes or parsed). ``constants`` are the executable-level constants
         (specialization constants ``constantID = i``)."""
-        definition = data if isinstance(data, ExecutableDef) else parse_executable(data)
+        definition = data if isinstance(data, ExecutableDef) else read_vke1(data)
         exe = VulkanExecutable(self, definition, constants)
         self._executables.append(exe)
         return exe

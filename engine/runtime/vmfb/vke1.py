@@ -35,7 +35,7 @@ _PUSH_CONSTANT_RANGE = np.dtype([("stage_flags", "<u4"), ("offset", "<u4"), ("si
 
 
 @dataclass(frozen=True)
-class DescriptorSetLayoutBinding:
+class DescriptorSetLayoutBindingDef:
     binding: int
     descriptor_type: int  # VkDescriptorType: 7 = STORAGE_BUFFER, 6 = UNIFORM_BUFFER
     descriptor_count: int
@@ -43,8 +43,8 @@ class DescriptorSetLayoutBinding:
 
 
 @dataclass(frozen=True)
-class DescriptorSetLayout:
-    bindings: tuple[DescriptorSetLayoutBinding, ...]
+class DescriptorSetLayoutDef:
+    bindings: tuple[DescriptorSetLayoutBindingDef, ...]
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ class PushConstantRange:
 
 
 @dataclass(frozen=True)
-class PipelineLayout:
+class PipelineLayoutDef:
     descriptor_set_layout_ordinals: tuple[int, ...]
     push_constant_ranges: tuple[PushConstantRange, ...]
 
@@ -66,13 +66,13 @@ class PipelineLayout:
 
 
 @dataclass(frozen=True)
-class SourceLocation:
+class SourceLocationDef:
     filename: str
     line: int
 
 
 @dataclass(frozen=True)
-class BdaDispatchLayout:
+class BdaDispatchLayoutDef:
     """``BdaDispatchLayoutDef``: where a ``BDA_V1`` pipeline takes its push-constant root and constants."""
 
     abi_version: int = 1
@@ -93,7 +93,7 @@ class BdaDispatchLayout:
 
 
 @dataclass(frozen=True)
-class Pipeline:
+class PipelineDef:
     """One exported entry point (``PipelineDef``)."""
 
     entry_point: str
@@ -102,12 +102,12 @@ class Pipeline:
     subgroup_size: int  # 0: no required subgroup size
     dispatch_abi: int  # DISPATCH_ABI_DESCRIPTOR or DISPATCH_ABI_BDA_V1
     debug_name: str | None = None
-    location: SourceLocation | None = None
-    bda_layout: BdaDispatchLayout | None = None  # set for DISPATCH_ABI_BDA_V1
+    location: SourceLocationDef | None = None
+    bda_layout: BdaDispatchLayoutDef | None = None  # set for DISPATCH_ABI_BDA_V1
 
 
 @dataclass(frozen=True)
-class ShaderModule:
+class ShaderModuleDef:
     spirv: np.ndarray  # uint32 words, a read-only view into the executable's bytes
 
     @property
@@ -119,10 +119,10 @@ class ShaderModule:
 class ExecutableDef:
     """A parsed ``VKE1`` executable."""
 
-    pipelines: tuple[Pipeline, ...]
-    descriptor_set_layouts: tuple[DescriptorSetLayout, ...]
-    pipeline_layouts: tuple[PipelineLayout, ...]
-    shader_modules: tuple[ShaderModule, ...]
+    pipelines: tuple[PipelineDef, ...]
+    descriptor_set_layouts: tuple[DescriptorSetLayoutDef, ...]
+    pipeline_layouts: tuple[PipelineLayoutDef, ...]
+    shader_modules: tuple[ShaderModuleDef, ...]
 
     @property
     def entry_points(self) -> tuple[str, ...]:
@@ -149,7 +149,7 @@ def is_vke1(data: bytes | memoryview) -> bool:
     return bytes(data[:4]) == VKE1_MAGIC
 
 
-def parse_executable(data: bytes | bytearray | memoryview | np.ndarray) -> ExecutableDef:
+def read_vke1(data: bytes | bytearray | memoryview | np.ndarray) -> ExecutableDef:
     """Parse a ``VKE1`` executable (header + FlatBuffer). SPIR-V words are views into ``data``."""
     mv = memoryview(data).cast("B") if not isinstance(data, np.ndarray) else memoryview(data.view(np.uint8))
     if len(mv) < HEADER_SIZE:
@@ -183,7 +183,7 @@ def parse_executable(data: bytes | bytearray | memoryview | np.ndarray) -> Execu
             debug_name = debug.string(0, "name")
             loc = debug.table(1, "location")
             if loc is not None:
-                location = SourceLocation(loc.string(0, "filename") or "", loc.scalar(1, "u32", name="line"))
+                location = SourceLocationDef(loc.string(0, "filename") or "", loc.scalar(1, "u32", name="line"))
         dispatch_abi = t.scalar(5, "u8", name="dispatch_abi")
         bda_layout = None
         if dispatch_abi == DISPATCH_ABI_BDA_V1:
@@ -192,7 +192,7 @@ def parse_executable(data: bytes | bytearray | memoryview | np.ndarray) -> Execu
                 raise ExecutableFormatError(
                     "malformed VKE1 executable: a BDA_V1 pipeline has no bda_dispatch_layout", where=t.path
                 )
-            bda_layout = BdaDispatchLayout(
+            bda_layout = BdaDispatchLayoutDef(
                 abi_version=b.scalar(0, "u32", 1, name="abi_version"),
                 root_push_constant_offset=b.scalar(1, "u32", 0, name="root_push_constant_offset"),
                 root_push_constant_length=b.scalar(2, "u32", 32, name="root_push_constant_length"),
@@ -202,7 +202,7 @@ def parse_executable(data: bytes | bytearray | memoryview | np.ndarray) -> Execu
                 binding_count=b.scalar(6, "u32", 0, name="binding_count"),
             )
         pipelines.append(
-            Pipeline(
+            PipelineDef(
                 entry_point=entry,
                 shader_module_ordinal=t.scalar(0, "u32", name="shader_module_ordinal"),
                 pipeline_layout_ordinal=t.scalar(2, "u32", name="pipeline_layout_ordinal"),
@@ -217,7 +217,7 @@ def parse_executable(data: bytes | bytearray | memoryview | np.ndarray) -> Execu
     set_layouts = []
     for t in root.tables(1, "descriptor_set_layouts"):
         bindings = tuple(
-            DescriptorSetLayoutBinding(
+            DescriptorSetLayoutBindingDef(
                 binding=b.scalar(0, "u32", name="binding"),
                 descriptor_type=b.scalar(1, "u32", name="descriptor_type"),
                 descriptor_count=b.scalar(2, "u32", name="descriptor_count"),
@@ -225,14 +225,14 @@ def parse_executable(data: bytes | bytearray | memoryview | np.ndarray) -> Execu
             )
             for b in t.tables(0, "bindings")
         )
-        set_layouts.append(DescriptorSetLayout(bindings))
+        set_layouts.append(DescriptorSetLayoutDef(bindings))
 
     layouts = []
     for t in root.tables(2, "pipeline_layouts"):
         ordinals = tuple(int(x) for x in t.scalars(0, "u32", "descriptor_set_layout_ordinals"))
         ranges = t.structs(1, _PUSH_CONSTANT_RANGE, "push_constant_ranges")
         layouts.append(
-            PipelineLayout(
+            PipelineLayoutDef(
                 ordinals,
                 tuple(
                     PushConstantRange(int(r["stage_flags"]), int(r["offset"]), int(r["size"])) for r in ranges
@@ -248,7 +248,7 @@ def parse_executable(data: bytes | bytearray | memoryview | np.ndarray) -> Execu
                 "malformed VKE1 executable: shader module does not start with the SPIR-V magic number",
                 where=f"{t.path}.spirv_code",
             )
-        modules.append(ShaderModule(words))
+        modules.append(ShaderModuleDef(words))
 
     exe = ExecutableDef(tuple(pipelines), tuple(set_layouts), tuple(layouts), tuple(modules))
     _check_ordinals(exe)
