@@ -11,13 +11,7 @@ from engine.runtime.hal.vulkan.commands import (
     DispatchObserver,
     VulkanCommandBuffer,
 )
-from engine.runtime.hal.vulkan.device import (
-    Submission,
-    VulkanBuffer,
-    VulkanDevice,
-    VulkanExecutable,
-    VulkanPipeline,
-)
+from engine.runtime.hal.vulkan.device import VulkanDevice
 from engine.runtime.hal.vulkan.loader import (
     INSTALL_HINT,
     MemoryHeapInfo,
@@ -26,6 +20,7 @@ from engine.runtime.hal.vulkan.loader import (
     list_physical_devices,
     vulkan_available,
 )
+from engine.runtime.hal.vulkan.resources import Submission, VulkanBuffer, VulkanExecutable, VulkanPipeline
 
 __all__ = [
     "INSTALL_HINT",

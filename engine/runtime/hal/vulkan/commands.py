@@ -18,7 +18,7 @@ import numpy as np
 from engine.errors import HalError
 
 if TYPE_CHECKING:
-    from engine.runtime.hal.vulkan.device import VulkanBuffer, VulkanPipeline
+    from engine.runtime.hal.vulkan.resources import VulkanBuffer, VulkanPipeline
 
 
 @dataclass(frozen=True)

@@ -17,252 +17,37 @@ import numpy as np
 
 from engine.errors import HalError, VulkanError
 from engine.runtime.hal.vulkan.commands import (
-    AnyDispatch,
-    BarrierOp,
     BindingLike,
     BufferRange,
-    CopyOp,
     DispatchEvent,
     DispatchIndirectOp,
     DispatchOp,
-    FillOp,
     Op,
-    UpdateOp,
     VulkanCommandBuffer,
     as_range,
 )
+from engine.runtime.hal.vulkan.encoding import CommandEncoding, ranges_of
 from engine.runtime.hal.vulkan.loader import (
     Instance,
     PhysicalDeviceInfo,
     describe_physical_device,
     result_name,
 )
+from engine.runtime.hal.vulkan.resources import Submission, VulkanBuffer, VulkanExecutable
+from engine.runtime.hal.vulkan.vk_constants import (
+    BUFFER_USAGE_SHADER_DEVICE_ADDRESS,
+    COMPUTE,
+    MEMORY_ALLOCATE_DEVICE_ADDRESS,
+    STYPE_BUFFER_DEVICE_ADDRESS_INFO,
+    STYPE_MEMORY_ALLOCATE_FLAGS_INFO,
+)
 from engine.runtime.vmfb.vke1 import (
-    BDA_ENTRY_ADDRESS64,
-    DISPATCH_ABI_BDA_V1,
-    DISPATCH_ABI_DESCRIPTOR,
     ExecutableDef,
     read_vke1,
 )
 
-_WHOLE_SIZE = 0xFFFFFFFFFFFFFFFF
-_COMPUTE = 0x20  # VK_SHADER_STAGE_COMPUTE_BIT
-_STORAGE_BUFFER = 7
-_UPDATE_INLINE_LIMIT = 65536  # vkCmdUpdateBuffer's maximum
 
-# Buffer device addresses (Vulkan 1.2 core), spelled out: the ``vulkan`` package only names the KHR aliases.
-_BUFFER_USAGE_SHADER_DEVICE_ADDRESS = 0x20000
-_MEMORY_ALLOCATE_DEVICE_ADDRESS = 0x2
-_STYPE_MEMORY_ALLOCATE_FLAGS_INFO = 1000060000
-_STYPE_BUFFER_DEVICE_ADDRESS_INFO = 1000244001
-# iree_hal_vulkan_bda_dispatch_root_v1_t: binding_table_address, constants_address (u64, zero),
-# binding_base, constant_base, flags, reserved0 (u32, zero): 32 bytes.
-_BDA_ROOT_V1 = np.dtype(
-    [
-        ("binding_table_address", "<u8"),
-        ("constants_address", "<u8"),
-        ("binding_base", "<u4"),
-        ("constant_base", "<u4"),
-        ("flags", "<u4"),
-        ("reserved0", "<u4"),
-    ]
-)
-
-# execution_barrier: compute and transfer writes → compute, transfer and indirect-argument reads.
-_STAGES = 0x800 | 0x1000 | 0x2  # COMPUTE_SHADER | TRANSFER | DRAW_INDIRECT
-_SRC_ACCESS = 0x40 | 0x1000  # SHADER_WRITE | TRANSFER_WRITE
-_DST_ACCESS = (
-    0x20 | 0x40 | 0x800 | 0x1000 | 0x1
-)  # SHADER_READ|WRITE, TRANSFER_READ|WRITE, INDIRECT_COMMAND_READ
-
-
-class VulkanBuffer:
-    """A buffer in device memory. Host access goes through the device's staging buffer."""
-
-    def __init__(self, device: VulkanDevice, size: int, label: str):
-        self.device = device
-        self.size = size
-        self.label = label
-        self.handle, self.memory = device._create_buffer(max(size, 4), host_visible=False)
-
-    @property
-    def released(self) -> bool:
-        return self.handle is None
-
-    @property
-    def device_address(self) -> int:
-        """The buffer's ``VkDeviceAddress`` (devices with buffer device addresses only)."""
-        if self.handle is None:
-            raise VulkanError(f"{self.label}: the buffer is released")
-        return self.device._buffer_address(self.handle)
-
-    def release(self) -> None:
-        if self.handle is not None and self.device.handle is not None:
-            self.device._destroy_buffer(self.handle, self.memory)
-        self.handle = self.memory = None
-
-    def __repr__(self) -> str:
-        return f"VulkanBuffer({self.label!r}, {self.size} bytes)"
-
-
-class VulkanPipeline:
-    """One entry point of an executable, built as a ``VkPipeline``."""
-
-    def __init__(self, executable: VulkanExecutable, ordinal: int):
-        d = executable.definition
-        p = d.pipelines[ordinal]
-        if p.dispatch_abi not in (DISPATCH_ABI_DESCRIPTOR, DISPATCH_ABI_BDA_V1):
-            raise VulkanError(f"{p.entry_point}: unknown dispatch ABI {p.dispatch_abi}")
-        self.bda_layout = p.bda_layout if p.dispatch_abi == DISPATCH_ABI_BDA_V1 else None
-        if self.bda_layout is not None:
-            if not executable.device.buffer_device_address:
-                raise VulkanError(
-                    f"{p.entry_point}: the BDA dispatch ABI needs buffer device addresses, which "
-                    f"{executable.device.info.name} does not support; compile for vulkan-spirv-fb"
-                )
-            if self.bda_layout.binding_table_entry_type != BDA_ENTRY_ADDRESS64:
-                raise VulkanError(
-                    f"{p.entry_point}: BDA binding table entry type "
-                    f"{self.bda_layout.binding_table_entry_type} is not supported (only ADDRESS64)"
-                )
-            if self.bda_layout.root_push_constant_length < _BDA_ROOT_V1.itemsize:
-                raise VulkanError(
-                    f"{p.entry_point}: BDA root push constants of "
-                    f"{self.bda_layout.root_push_constant_length} bytes, need {_BDA_ROOT_V1.itemsize}"
-                )
-        self.executable = executable
-        self.ordinal = ordinal
-        self.entry_point = p.entry_point
-        layout = d.pipeline_layouts[p.pipeline_layout_ordinal]
-        self.push_constant_bytes = layout.push_constant_bytes
-        self.layout, self.set_layouts = executable._pipeline_layout(p.pipeline_layout_ordinal)
-        # HAL binding i → (set number, binding number, array element), in declaration order.
-        self.descriptor_slots: list[tuple[int, int, int]] = [
-            (set_no, b.binding, e)
-            for set_no, s in enumerate(layout.descriptor_set_layout_ordinals)
-            for b in d.descriptor_set_layouts[s].bindings
-            for e in range(b.descriptor_count)
-        ]
-        self.descriptor_types = [
-            b.descriptor_type
-            for s in layout.descriptor_set_layout_ordinals
-            for b in d.descriptor_set_layouts[s].bindings
-            for _ in range(b.descriptor_count)
-        ]
-        # A BDA pipeline has no descriptor sets: its bindings are entries of the binding table.
-        self.binding_count = (
-            self.bda_layout.binding_count if self.bda_layout is not None else len(self.descriptor_slots)
-        )
-        self.handle = executable.device._create_compute_pipeline(
-            executable._shader_module(p.shader_module_ordinal),
-            p.entry_point,
-            self.layout,
-            executable.constants,
-            p.subgroup_size,
-        )
-
-    def __repr__(self) -> str:
-        return f"VulkanPipeline({self.entry_point!r}, {self.binding_count} bindings)"
-
-
-class VulkanExecutable:
-    """A loaded ``VKE1`` executable; its pipelines are built on first use and kept."""
-
-    def __init__(self, device: VulkanDevice, definition: ExecutableDef, constants: Sequence[int]):
-        self.device = device
-        self.definition = definition
-        self.constants = tuple(int(c) & 0xFFFFFFFF for c in constants)
-        self._modules: dict[int, object] = {}
-        self._set_layouts: dict[int, object] = {}
-        self._layouts: dict[int, tuple[object, list]] = {}
-        self._pipelines: dict[int, VulkanPipeline] = {}
-
-    @property
-    def entry_points(self) -> tuple[str, ...]:
-        return self.definition.entry_points
-
-    def pipeline(self, export: int | str) -> VulkanPipeline:
-        """The pipeline of an export, by ordinal or entry-point name (built once)."""
-        ordinal = self.definition.pipeline_index(export) if isinstance(export, str) else int(export)
-        if not 0 <= ordinal < len(self.definition.pipelines):
-            raise HalError(
-                f"export ordinal {ordinal} out of range ({len(self.definition.pipelines)} exports)"
-            )
-        if ordinal not in self._pipelines:
-            self._pipelines[ordinal] = VulkanPipeline(self, ordinal)
-        return self._pipelines[ordinal]
-
-    def _shader_module(self, ordinal: int):
-        if ordinal not in self._modules:
-            self._modules[ordinal] = self.device._create_shader_module(
-                self.definition.shader_modules[ordinal].spirv
-            )
-        return self._modules[ordinal]
-
-    def _set_layout(self, ordinal: int):
-        if ordinal not in self._set_layouts:
-            self._set_layouts[ordinal] = self.device._create_set_layout(
-                self.definition.descriptor_set_layouts[ordinal]
-            )
-        return self._set_layouts[ordinal]
-
-    def _pipeline_layout(self, ordinal: int):
-        if ordinal not in self._layouts:
-            layout_def = self.definition.pipeline_layouts[ordinal]
-            sets = [self._set_layout(s) for s in layout_def.descriptor_set_layout_ordinals]
-            self._layouts[ordinal] = (self.device._create_pipeline_layout(sets, layout_def), sets)
-        return self._layouts[ordinal]
-
-    def release(self) -> None:
-        dev = self.device
-        if dev.handle is None:
-            return
-        vk = dev.vk
-        for p in self._pipelines.values():
-            vk.vkDestroyPipeline(dev.handle, p.handle, None)
-        for layout, _ in self._layouts.values():
-            vk.vkDestroyPipelineLayout(dev.handle, layout, None)
-        for s in self._set_layouts.values():
-            vk.vkDestroyDescriptorSetLayout(dev.handle, s, None)
-        for m in self._modules.values():
-            vk.vkDestroyShaderModule(dev.handle, m, None)
-        self._pipelines.clear()
-        self._layouts.clear()
-        self._set_layouts.clear()
-        self._modules.clear()
-
-
-class Submission:
-    """Work handed to the queue; :meth:`wait` blocks until it finished and frees its resources."""
-
-    def __init__(self, device: VulkanDevice, fence, resources: list):
-        self.device = device
-        self._fence = fence
-        self._resources = resources
-
-    @property
-    def done(self) -> bool:
-        if self._fence is None:
-            return True
-        return self.device.vk.lib.vkGetFenceStatus(self.device.handle, self._fence) == 0
-
-    def wait(self, timeout_s: float | None = None) -> None:
-        if self._fence is None:
-            return
-        dev = self.device
-        vk = dev.vk
-        timeout = _WHOLE_SIZE if timeout_s is None else int(timeout_s * 1e9)
-        rc = vk.lib.vkWaitForFences(dev.handle, 1, [self._fence], 1, timeout)
-        if rc == vk.VK_TIMEOUT:
-            raise VulkanError(f"submission did not finish within {timeout_s} s", "VK_TIMEOUT")
-        if rc != 0:
-            raise VulkanError("waiting for a submission failed", dev._result_str(rc))
-        dev._release_encoding(self._fence, self._resources)
-        self._fence = None
-        self._resources = []
-
-
-class VulkanDevice:
+class VulkanDevice(CommandEncoding):
     """One Vulkan physical device opened for compute.
 
     ``selector``: an index into :func:`list_physical_devices`, a substring of a device name (case-insensitive),
@@ -435,7 +220,7 @@ class VulkanDevice:
             | vk.VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT
         )
         if self.buffer_device_address:
-            usage |= _BUFFER_USAGE_SHADER_DEVICE_ADDRESS
+            usage |= BUFFER_USAGE_SHADER_DEVICE_ADDRESS
         info = vk.VkBufferCreateInfo(size=size, usage=usage, sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE)
         buf = self._call("vkCreateBuffer", vk.vkCreateBuffer, self.handle, info, None)
         req = vk.vkGetBufferMemoryRequirements(self.handle, buf)
@@ -450,7 +235,7 @@ class VulkanDevice:
         if self.buffer_device_address:
             flags_info = self.ffi.new(
                 "VkMemoryAllocateFlagsInfo*",
-                {"sType": _STYPE_MEMORY_ALLOCATE_FLAGS_INFO, "flags": _MEMORY_ALLOCATE_DEVICE_ADDRESS},
+                {"sType": STYPE_MEMORY_ALLOCATE_FLAGS_INFO, "flags": MEMORY_ALLOCATE_DEVICE_ADDRESS},
             )
         alloc = vk.VkMemoryAllocateInfo(
             allocationSize=req.size,
@@ -467,7 +252,7 @@ class VulkanDevice:
 
     def _buffer_address(self, buf) -> int:
         info = self.ffi.new(
-            "VkBufferDeviceAddressInfo*", {"sType": _STYPE_BUFFER_DEVICE_ADDRESS_INFO, "buffer": buf}
+            "VkBufferDeviceAddressInfo*", {"sType": STYPE_BUFFER_DEVICE_ADDRESS_INFO, "buffer": buf}
         )
         return int(self.vk.lib.vkGetBufferDeviceAddress(self.handle, info))
 
@@ -589,7 +374,7 @@ class VulkanDevice:
                 binding=b.binding,
                 descriptorType=b.descriptor_type,
                 descriptorCount=b.descriptor_count,
-                stageFlags=b.stage_flags or _COMPUTE,
+                stageFlags=b.stage_flags or COMPUTE,
             )
             for b in layout_def.bindings
         ]
@@ -601,7 +386,7 @@ class VulkanDevice:
     def _create_pipeline_layout(self, set_layouts: list, layout_def):
         vk = self.vk
         ranges = [
-            vk.VkPushConstantRange(stageFlags=r.stage_flags or _COMPUTE, offset=r.offset, size=r.size)
+            vk.VkPushConstantRange(stageFlags=r.stage_flags or COMPUTE, offset=r.offset, size=r.size)
             for r in layout_def.push_constant_ranges
         ]
         if sum(r.size for r in layout_def.push_constant_ranges) > self.info.max_push_constants_size:
@@ -658,7 +443,7 @@ class VulkanDevice:
                 "stage": {
                     "sType": vk.VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
                     "pNext": stage_next,
-                    "stage": _COMPUTE,
+                    "stage": COMPUTE,
                     "module": module,
                     "pName": name,
                     "pSpecializationInfo": spec,
@@ -672,268 +457,6 @@ class VulkanDevice:
         if rc != 0:
             raise VulkanError(f"vkCreateComputePipelines for {entry_point} failed", self._result_str(rc))
         return out[0]
-
-    # ----------------------------------------------------------------- command encoding
-
-    def _cmd_copy(self, cb, src, src_offset: int, dst, dst_offset: int, n: int) -> None:
-        region = self.ffi.new("VkBufferCopy*", {"srcOffset": src_offset, "dstOffset": dst_offset, "size": n})
-        self.vk.lib.vkCmdCopyBuffer(cb, src, dst, 1, region)
-
-    def _begin_cb(self):
-        vk, ffi = self.vk, self.ffi
-        alloc = ffi.new(
-            "VkCommandBufferAllocateInfo*",
-            {
-                "sType": vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
-                "commandPool": self._pool,
-                "level": vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-                "commandBufferCount": 1,
-            },
-        )
-        out = ffi.new("VkCommandBuffer*")
-        rc = vk.lib.vkAllocateCommandBuffers(self.handle, alloc, out)
-        if rc != 0:
-            raise VulkanError("vkAllocateCommandBuffers failed", self._result_str(rc))
-        begin = ffi.new(
-            "VkCommandBufferBeginInfo*",
-            {
-                "sType": vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-                "flags": vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
-            },
-        )
-        vk.lib.vkBeginCommandBuffer(out[0], begin)
-        return out[0]
-
-    def _submit_cb(self, cb, resources: list) -> Submission:
-        vk, ffi = self.vk, self.ffi
-        rc = vk.lib.vkEndCommandBuffer(cb)
-        if rc != 0:
-            raise VulkanError("vkEndCommandBuffer failed", self._result_str(rc))
-        fence_info = ffi.new("VkFenceCreateInfo*", {"sType": vk.VK_STRUCTURE_TYPE_FENCE_CREATE_INFO})
-        fence = ffi.new("VkFence*")
-        vk.lib.vkCreateFence(self.handle, fence_info, ffi.NULL, fence)
-        cbs = ffi.new("VkCommandBuffer[]", [cb])
-        submit = ffi.new(
-            "VkSubmitInfo*",
-            {"sType": vk.VK_STRUCTURE_TYPE_SUBMIT_INFO, "commandBufferCount": 1, "pCommandBuffers": cbs},
-        )
-        rc = vk.lib.vkQueueSubmit(self.queue, 1, submit, fence[0])
-        if rc != 0:
-            vk.lib.vkDestroyFence(self.handle, fence[0], ffi.NULL)
-            raise VulkanError("vkQueueSubmit failed", self._result_str(rc))
-        return Submission(self, fence[0], [("cb", cb), *resources])
-
-    def _release_encoding(self, fence, resources: list) -> None:
-        vk, ffi = self.vk, self.ffi
-        vk.lib.vkDestroyFence(self.handle, fence, ffi.NULL)
-        for kind, obj in resources:
-            if kind == "cb":
-                vk.lib.vkFreeCommandBuffers(self.handle, self._pool, 1, ffi.new("VkCommandBuffer[]", [obj]))
-            elif kind == "pool":
-                vk.lib.vkDestroyDescriptorPool(self.handle, obj, ffi.NULL)
-            elif kind == "buffer":
-                self._destroy_buffer(*obj)
-
-    def _run_now(self, record) -> None:
-        cb = self._begin_cb()
-        record(cb)
-        self._submit_cb(cb, []).wait()
-
-    def _encode(self, ops: Sequence[Op]) -> Submission:
-        """Record ``ops`` into one ``VkCommandBuffer`` and submit it."""
-        vk, ffi = self.vk, self.ffi
-        resources: list = []
-        cb = self._begin_cb()
-        try:
-            dispatches = [op for op in ops if isinstance(op, (DispatchOp, DispatchIndirectOp))]
-            pool = None
-            if dispatches:
-                n_sets = sum(len(op.pipeline.set_layouts) for op in dispatches)
-                n_desc = sum(op.pipeline.binding_count for op in dispatches)
-                sizes = ffi.new(
-                    "VkDescriptorPoolSize[]",
-                    [{"type": t, "descriptorCount": max(n_desc, 1)} for t in (_STORAGE_BUFFER, 6)],
-                )
-                pool_info = ffi.new(
-                    "VkDescriptorPoolCreateInfo*",
-                    {
-                        "sType": vk.VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
-                        "maxSets": max(n_sets, 1),
-                        "poolSizeCount": 2,
-                        "pPoolSizes": sizes,
-                    },
-                )
-                out = ffi.new("VkDescriptorPool*")
-                rc = vk.lib.vkCreateDescriptorPool(self.handle, pool_info, ffi.NULL, out)
-                if rc != 0:
-                    raise VulkanError("vkCreateDescriptorPool failed", self._result_str(rc))
-                pool = out[0]
-                resources.append(("pool", pool))
-            for op in ops:
-                if isinstance(op, (DispatchOp, DispatchIndirectOp)) and op.pipeline.bda_layout is not None:
-                    self._encode_dispatch_bda(cb, op, resources)
-                elif isinstance(op, (DispatchOp, DispatchIndirectOp)):
-                    self._encode_dispatch(cb, pool, op)
-                elif isinstance(op, BarrierOp):
-                    barrier = ffi.new(
-                        "VkMemoryBarrier*",
-                        {
-                            "sType": vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-                            "srcAccessMask": _SRC_ACCESS,
-                            "dstAccessMask": _DST_ACCESS,
-                        },
-                    )
-                    vk.lib.vkCmdPipelineBarrier(cb, _STAGES, _STAGES, 0, 1, barrier, 0, ffi.NULL, 0, ffi.NULL)
-                elif isinstance(op, CopyOp):
-                    s, t = op.source, op.target
-                    if s.byte_length:
-                        self._cmd_copy(
-                            cb, s.buffer.handle, s.offset, t.buffer.handle, t.offset, s.byte_length
-                        )
-                elif isinstance(op, FillOp):
-                    self._encode_fill(cb, op, resources)
-                elif isinstance(op, UpdateOp):
-                    self._encode_update(cb, op.target, op.data, resources)
-        except BaseException:
-            vk.lib.vkEndCommandBuffer(cb)
-            resources.insert(0, ("cb", cb))
-            fence = ffi.new("VkFence*")
-            vk.lib.vkCreateFence(
-                self.handle,
-                ffi.new("VkFenceCreateInfo*", {"sType": vk.VK_STRUCTURE_TYPE_FENCE_CREATE_INFO}),
-                ffi.NULL,
-                fence,
-            )
-            self._release_encoding(fence[0], resources)
-            raise
-        return self._submit_cb(cb, resources)
-
-    def _encode_update(self, cb, target: BufferRange, data: bytes, resources: list) -> None:
-        n = len(data)
-        if n == 0:
-            return
-        if n <= _UPDATE_INLINE_LIMIT and n % 4 == 0 and target.offset % 4 == 0:
-            self.vk.lib.vkCmdUpdateBuffer(
-                cb, target.buffer.handle, target.offset, n, self.ffi.from_buffer(data)
-            )
-            return
-        # Unaligned or large: a host-visible upload buffer of its own, copied on the queue.
-        buf, mem = self._create_buffer(n, host_visible=True)
-        resources.append(("buffer", (buf, mem)))
-        mapped = self._call("vkMapMemory", self.vk.vkMapMemory, self.handle, mem, 0, n, 0)
-        mapped[0:n] = data
-        self.vk.vkUnmapMemory(self.handle, mem)
-        self._cmd_copy(cb, buf, 0, target.buffer.handle, target.offset, n)
-
-    def _encode_fill(self, cb, op: FillOp, resources: list) -> None:
-        t = op.target
-        n = t.byte_length
-        if n == 0:
-            return
-        word = (op.pattern * (4 // len(op.pattern)))[:4]
-        if t.offset % 4 == 0 and n % 4 == 0:
-            self.vk.lib.vkCmdFillBuffer(cb, t.buffer.handle, t.offset, n, int.from_bytes(word, "little"))
-        else:  # vkCmdFillBuffer needs 4-byte alignment; IREE allows 1- and 2-byte patterns anywhere
-            self._encode_update(cb, t, op.pattern * (n // len(op.pattern)), resources)
-
-    def _encode_dispatch_bda(self, cb, op: AnyDispatch, resources: list) -> None:
-        """A ``BDA_V1`` dispatch: a binding table of device addresses (buffer address + binding offset),
-        its address in the 32-byte push-constant root, the dispatch constants after it (IREE's
-        ``record_dispatch_bda_native``)."""
-        vk, ffi = self.vk, self.ffi
-        p = op.pipeline
-        bda = p.bda_layout
-        if len(op.bindings) < p.binding_count:
-            raise HalError(
-                f"{p.entry_point} takes {p.binding_count} bindings; the dispatch gives {len(op.bindings)}"
-            )
-        root = np.zeros(1, _BDA_ROOT_V1)
-        if p.binding_count:
-            table = np.array(
-                [r.buffer.device_address + r.offset for r in op.bindings[: p.binding_count]], dtype="<u8"
-            )
-            buf, mem = self._create_buffer(table.nbytes, host_visible=True)
-            resources.append(("buffer", (buf, mem)))
-            mapped = self._call("vkMapMemory", vk.vkMapMemory, self.handle, mem, 0, table.nbytes, 0)
-            mapped[0 : table.nbytes] = table.tobytes()
-            vk.vkUnmapMemory(self.handle, mem)  # host writes before vkQueueSubmit are visible to the queue
-            root["binding_table_address"] = self._buffer_address(buf)
-        vk.lib.vkCmdBindPipeline(cb, vk.VK_PIPELINE_BIND_POINT_COMPUTE, p.handle)
-        root_bytes = root.tobytes()
-        vk.lib.vkCmdPushConstants(
-            cb,
-            p.layout,
-            _COMPUTE,
-            bda.root_push_constant_offset,
-            len(root_bytes),
-            ffi.from_buffer(root_bytes),
-        )
-        if op.constants:
-            data = ffi.new("uint32_t[]", list(op.constants))
-            vk.lib.vkCmdPushConstants(
-                cb, p.layout, _COMPUTE, bda.constant_push_constant_offset, 4 * len(op.constants), data
-            )
-        self._cmd_dispatch(cb, op)
-
-    def _cmd_dispatch(self, cb, op: AnyDispatch) -> None:
-        if isinstance(op, DispatchOp):
-            x, y, z = op.workgroup_count
-            self.vk.lib.vkCmdDispatch(cb, x, y, z)
-        else:
-            wc = op.workgroup_count_range
-            self.vk.lib.vkCmdDispatchIndirect(cb, wc.buffer.handle, wc.offset)
-
-    def _encode_dispatch(self, cb, pool, op: AnyDispatch) -> None:
-        vk, ffi = self.vk, self.ffi
-        p = op.pipeline
-        sets = ffi.NULL
-        n_sets = len(p.set_layouts)
-        if n_sets:
-            layouts = ffi.new("VkDescriptorSetLayout[]", p.set_layouts)
-            alloc = ffi.new(
-                "VkDescriptorSetAllocateInfo*",
-                {
-                    "sType": vk.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
-                    "descriptorPool": pool,
-                    "descriptorSetCount": n_sets,
-                    "pSetLayouts": layouts,
-                },
-            )
-            sets = ffi.new("VkDescriptorSet[]", n_sets)
-            rc = vk.lib.vkAllocateDescriptorSets(self.handle, alloc, sets)
-            if rc != 0:
-                raise VulkanError("vkAllocateDescriptorSets failed", self._result_str(rc))
-        n = p.binding_count
-        if n:
-            infos = ffi.new("VkDescriptorBufferInfo[]", n)
-            writes = ffi.new("VkWriteDescriptorSet[]", n)
-            for i, ((set_no, binding, element), r) in enumerate(zip(p.descriptor_slots, op.bindings)):
-                infos[i].buffer = r.buffer.handle
-                infos[i].offset = r.offset
-                infos[i].range = _WHOLE_SIZE if r.length is None or r.length == 0 else r.length
-                w = writes[i]
-                w.sType = vk.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET
-                w.dstSet = sets[set_no]
-                w.dstBinding = binding
-                w.dstArrayElement = element
-                w.descriptorCount = 1
-                w.descriptorType = p.descriptor_types[i]
-                w.pBufferInfo = infos + i
-            vk.lib.vkUpdateDescriptorSets(self.handle, n, writes, 0, ffi.NULL)
-        vk.lib.vkCmdBindPipeline(cb, vk.VK_PIPELINE_BIND_POINT_COMPUTE, p.handle)
-        if n_sets:
-            vk.lib.vkCmdBindDescriptorSets(
-                cb, vk.VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, n_sets, sets, 0, ffi.NULL
-            )
-        if op.constants:
-            data = ffi.new("uint32_t[]", list(op.constants))
-            vk.lib.vkCmdPushConstants(cb, p.layout, _COMPUTE, 0, 4 * len(op.constants), data)
-        if isinstance(op, DispatchOp):
-            x, y, z = op.workgroup_count
-            vk.lib.vkCmdDispatch(cb, x, y, z)
-        else:
-            wc = op.workgroup_count_range
-            vk.lib.vkCmdDispatchIndirect(cb, wc.buffer.handle, wc.offset)
 
     # ----------------------------------------------------------------- submission
 
@@ -955,7 +478,7 @@ class VulkanDevice:
         if self.handle is None:
             raise VulkanError("submit: the device is closed")
         for op in command_buffer.ops:
-            for r in _ranges_of(op):
+            for r in ranges_of(op):
                 if r.buffer.released or r.buffer.device is not self:
                     raise HalError(
                         f"submit: buffer {r.buffer.label!r} is released or belongs to another device"
@@ -986,15 +509,3 @@ class VulkanDevice:
             rc = self.vk.lib.vkDeviceWaitIdle(self.handle)
             if rc != 0:
                 raise VulkanError("vkDeviceWaitIdle failed", self._result_str(rc))
-
-
-def _ranges_of(op: Op) -> list[BufferRange]:
-    if isinstance(op, DispatchOp):
-        return list(op.bindings)
-    if isinstance(op, DispatchIndirectOp):
-        return [*op.bindings, op.workgroup_count_range]
-    if isinstance(op, CopyOp):
-        return [op.source, op.target]
-    if isinstance(op, (FillOp, UpdateOp)):
-        return [op.target]
-    return []
