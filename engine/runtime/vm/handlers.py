@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from engine.runtime import isa
+from engine.runtime.vm.native import StatusCode, VmStatusError
+from engine.runtime.vm.values import ref_type_name, type_matches
 
 if TYPE_CHECKING:
     from engine.runtime.vmfb.decoder import Instruction
@@ -77,3 +79,26 @@ def reg(raw: int) -> int:
 def ref(raw: int) -> tuple[int, bool]:
     """Index and MOVE bit of a ref register."""
     return raw & isa.REF_INDEX_MASK, bool(raw & isa.REF_MOVE_BIT)
+
+
+M32 = 0xFFFFFFFF
+
+
+def read_i64(i: list, k: int) -> int:
+    """The i64 held in primitive registers ``k`` (low word) and ``k + 1`` (high word), unsigned."""
+    return i[k] | (i[k + 1] << 32)
+
+
+def write_i64(i: list, k: int, v: int) -> None:
+    """Store ``v`` as an i64 in primitive registers ``k`` and ``k + 1``."""
+    i[k] = v & M32
+    i[k + 1] = (v >> 32) & M32
+
+
+def check_ref_type(value: object, type_name: str) -> None:
+    """IREE's check that a ref (or null) is of ``type_name`` before it is stored or moved."""
+    if value is not None and not type_matches(value, type_name):
+        raise VmStatusError(
+            StatusCode.INVALID_ARGUMENT,
+            f"source ref type mismatch: {ref_type_name(value)} is not {type_name}",
+        )

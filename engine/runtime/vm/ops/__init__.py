@@ -1,3 +1,3 @@
 """Every VM opcode's handler; importing this package registers them all (``handlers.HANDLERS``)."""
 
-from engine.runtime.vm.ops import arith, control, memory  # noqa: F401
+from engine.runtime.vm.ops import arith, buffers, constants, control, global_access, lists, select  # noqa: F401

@@ -8,12 +8,8 @@ through the interpreter (``thread``), which the closures receive as their third 
 from __future__ import annotations
 
 from engine.runtime import isa
-from engine.runtime.vm.handlers import CompileEnv, handler, ref
+from engine.runtime.vm.handlers import CompileEnv, handler, ref, reg
 from engine.runtime.vm.native import StatusCode, VmStatusError
-
-
-def _p(raw: int) -> int:
-    return raw & 0x7FFF
 
 
 def compile_remap(pairs) -> tuple:
@@ -87,7 +83,7 @@ def _branch(ins, env: CompileEnv):
 @handler("CondBranch")
 def _cond_branch(ins, env: CompileEnv):
     craw, t_target, t_pairs, f_target, f_pairs = ins.operands
-    c = _p(craw)
+    c = reg(craw)
     t_remap, f_remap = compile_remap(t_pairs), compile_remap(f_pairs)
     td, fd = t_target + 1, f_target + 1
     if not t_remap and not f_remap:
@@ -117,7 +113,7 @@ def _cond_break(ins, env: CompileEnv):
 @handler("BranchTable")
 def _branch_table(ins, env: CompileEnv):
     xraw, default_target, default_pairs, _size, cases = ins.operands
-    x = _p(xraw)
+    x = reg(xraw)
     default = (default_target + 1, compile_remap(default_pairs))
     table = tuple((target + 1, compile_remap(pairs)) for target, pairs in cases)
     count = len(table)
@@ -135,7 +131,7 @@ def _branch_table(ins, env: CompileEnv):
 @handler("Fail")
 def _fail(ins, env: CompileEnv):
     sraw, message = ins.operands
-    s = _p(sraw)
+    s = reg(sraw)
     n = env.next_pc
 
     def h(i, r, t):
@@ -150,7 +146,7 @@ def _fail(ins, env: CompileEnv):
 @handler("ImportResolved")
 def _import_resolved(ins, env: CompileEnv):
     func, wraw = ins.operands
-    w = _p(wraw)
+    w = reg(wraw)
     binding = env.instance.imports[func & 0x7FFFFFFF]
     n = env.next_pc
 
