@@ -10,7 +10,8 @@ import pytest
 from support import iree_tool
 
 from engine.compiler import CompileRequest, compile_program
-from engine.compiler.dispatch_index import DispatchIndex, dispatch_call_sites
+from engine.compiler.dispatch_index import DispatchIndex
+from engine.runtime.vmfb.call_sites import dispatch_call_sites
 from engine.runtime.vmfb.module import open_vmfb
 from engine.samples import sample_path
 

@@ -27,7 +27,8 @@ from PySide6.QtWidgets import (
 )
 
 from app.views.ir_viewer import IrViewer
-from engine.compiler.dispatch_index import CallSite, Dispatch, DispatchIndex, IrLocation, dispatch_call_sites
+from engine.compiler.dispatch_index import Dispatch, DispatchIndex, IrLocation
+from engine.runtime.vmfb.call_sites import CallSite, dispatch_call_sites
 
 _ROLE = Qt.ItemDataRole.UserRole
 _ROLE_NAMES = {

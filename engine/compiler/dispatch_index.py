@@ -19,13 +19,7 @@ The files come from the compilation's executable dumps: the dispatch's own sourc
 and the intermediates / binaries of the executable it was linked into (LLVM IR, assembly, SPIR-V as
 ``spirv-dis`` text when the tool is installed, SPIR-V dialect MLIR).
 
-Call sites in a loaded ``.vmfb`` (:func:`dispatch_call_sites`) are found in the host bytecode: IREE 3.13
-records ``hal.command_buffer.dispatch(cmd, executable, function, ...)`` where ``function`` is the i64
-result of ``hal.executable.lookup.function(executable, name)`` and ``name`` is a rodata string holding the
-export name. A straight-line walk of each function tracks which register holds which rodata segment and
-which looked-up export (following branch remaps and forgetting registers when they are overwritten), so
-each dispatch call resolves to an export name. A dispatch whose function operand is a constant (no
-lookup) is reported with that ordinal and no export name.
+Call sites in a loaded ``.vmfb`` come from ``engine.runtime.vmfb.call_sites``.
 """
 
 from __future__ import annotations
@@ -40,6 +34,7 @@ from typing import TYPE_CHECKING
 
 from engine.compiler.executables import ExecutableArtifacts
 from engine.compiler.phases import PHASES
+from engine.runtime.vmfb.call_sites import CallSite, dispatch_call_sites
 
 if TYPE_CHECKING:
     from engine.compiler.compilation import Compilation
@@ -133,24 +128,6 @@ class Dispatch:
                 if loc.role == role:
                     return loc.line
         return None
-
-
-@dataclass(frozen=True)
-class CallSite:
-    """A ``hal.command_buffer.dispatch`` call in a module's host code.
-
-    ``export`` is the looked-up export name (None when unresolved); ``ordinal`` is the constant function
-    ordinal when the call used one instead of a lookup. ``text`` is the instruction as
-    ``iree-dump-module --output=disassembly`` prints it.
-    """
-
-    function_ordinal: int
-    function_name: str
-    pc: int
-    export: str | None
-    ordinal: int | None
-    lookup_pc: int | None
-    text: str
 
 
 @dataclass
@@ -525,107 +502,3 @@ def symbol_line(text: str, kind: str, export: str) -> int | None:
         if m:
             return text.count("\n", 0, m.start()) + 1
     return None
-
-
-# -- call sites in a .vmfb --------------------------------------------------------------------------------
-
-
-def dispatch_call_sites(module: VmfbModule) -> list[CallSite]:
-    """Every ``hal.command_buffer.dispatch`` call in ``module``'s functions, resolved to export names."""
-    from engine.errors import VmfbFormatError
-    from engine.runtime import isa
-    from engine.runtime.vmfb.decoder import iter_instructions
-    from engine.runtime.vmfb.disassembler import FunctionDisassembler
-
-    imports = {imp.full_name: imp.ordinal for imp in module.imports}
-    dispatch = imports.get("hal.command_buffer.dispatch")
-    lookup = imports.get("hal.executable.lookup.function")
-    if dispatch is None:
-        return []
-    segments = module.rodata_segments
-    disassembler = FunctionDisassembler(module)
-    calls = ("Call", "CallVariadic", "CallYieldable", "CallVariadicYieldable")
-    sites: list[CallSite] = []
-    for function in module.functions:
-        # Register -> what it holds: ("rodata", ordinal), ("export", name, lookup_pc) or ("const", value).
-        held: dict[tuple[str, int], tuple] = {}
-        try:
-            instructions = list(iter_instructions(function.code))
-        except VmfbFormatError:
-            continue
-        for ins in instructions:
-            sym = ins.opcode.symbol
-            record: tuple[tuple[str, int], tuple] | None = None
-            if sym == "ConstRefRodata":
-                ordinal, reg = ins.operands
-                record = (_ref_key(reg), ("rodata", ordinal))
-            elif sym in ("ConstI64", "ConstI32"):
-                record = (("i", ins.operands[1] & isa.PRIMITIVE_INDEX_MASK), ("const", ins.operands[0]))
-            elif sym in ("ConstI64Zero", "ConstI32Zero"):
-                record = (("i", ins.operands[0] & isa.PRIMITIVE_INDEX_MASK), ("const", 0))
-            elif sym in calls and ins.operands[0] & isa.IMPORT_BIT:
-                callee = ins.operands[0] & ~isa.IMPORT_BIT
-                args = ins.operands[2] if sym.startswith("CallVariadic") else ins.operands[1]
-                results = ins.operands[-1]
-                if callee == lookup and len(args) >= 2 and results:
-                    name_reg = held.get(_ref_key(args[1]))
-                    if name_reg and name_reg[0] == "rodata" and name_reg[1] < len(segments):
-                        name = segments[name_reg[1]].text()
-                        if name:
-                            record = (_reg_key(results[0]), ("export", name, ins.pc))
-                elif callee == dispatch and len(args) >= 3:
-                    fn = held.get(_reg_key(args[2]))
-                    export = fn[1] if fn and fn[0] == "export" else None
-                    sites.append(
-                        CallSite(
-                            function_ordinal=function.ordinal,
-                            function_name=function.name,
-                            pc=ins.pc,
-                            export=export,
-                            ordinal=fn[1] if fn and fn[0] == "const" else None,
-                            lookup_pc=fn[2] if fn and fn[0] == "export" else None,
-                            text=disassembler.instruction_text(ins, {}),
-                        )
-                    )
-            _forget_writes(ins, held, isa)
-            if record is not None:
-                held[record[0]] = record[1]
-    return sites
-
-
-def _ref_key(reg: int) -> tuple[str, int]:
-    from engine.runtime import isa
-
-    return ("r", reg & isa.REF_INDEX_MASK)
-
-
-def _reg_key(reg: int) -> tuple[str, int]:
-    from engine.runtime import isa
-
-    if reg & isa.REF_BANK_BIT:
-        return ("r", reg & isa.REF_INDEX_MASK)
-    return ("i", reg & isa.PRIMITIVE_INDEX_MASK)
-
-
-def _forget_writes(ins, held: dict, isa) -> None:
-    """Drop what ``held`` knows about registers ``ins`` writes; carry values along branch remaps."""
-    for spec, value in zip(ins.opcode.operands, ins.operands):
-        if spec.kind == isa.REMAP:
-            moved = [(_reg_key(d), held.get(_reg_key(s))) for s, d in value]
-            for key, val in moved:
-                if val is None:
-                    held.pop(key, None)
-                else:
-                    held[key] = val
-        elif spec.access != "write":
-            continue
-        elif spec.kind == isa.REG_REF:
-            held.pop(_ref_key(value), None)
-        elif spec.kind in isa.REGISTER_KINDS:
-            base = value & isa.PRIMITIVE_INDEX_MASK
-            held.pop(("i", base), None)
-            if spec.kind in (isa.REG_I64, isa.REG_F64):
-                held.pop(("i", base + 1), None)
-        elif spec.kind == isa.REG_LIST:
-            for r in value:
-                held.pop(_reg_key(r), None)
