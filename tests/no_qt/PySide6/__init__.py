@@ -1,0 +1,3 @@
+# Put tests/no_qt first on PYTHONPATH to run the engine's tests as if PySide6 were not installed: the
+# engine must never need it (scripts/test.sh does this; napari runs its model tests without Qt alike).
+raise ImportError("PySide6 is blocked: the engine must work without Qt")
