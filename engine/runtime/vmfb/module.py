@@ -21,11 +21,12 @@ from pathlib import Path
 import numpy as np
 
 from engine.errors import VmfbFormatError
-from engine.runtime import isa
 from engine.runtime.vmfb.cconv import CallingConvention, parse_cconv
 from engine.runtime.vmfb.container import ContainerLayout, locate
 from engine.runtime.vmfb.decoder import iter_instructions
 from engine.runtime.vmfb.flatbuffer import FlatBuffer, Table
+from engine.runtime.vmfb.locations import LocationTable, bad_location
+from engine.runtime.vmfb.register_values import CALL_SYMBOLS, call_arguments, ref_key, walk_with_constants
 
 FEATURE_BITS: dict[int, str] = {1: "EXT_F32", 2: "EXT_F64", 4: "YIELD", 8: "UNWIND"}
 DEPENDENCY_REQUIRED = 1
@@ -221,29 +222,31 @@ class DebugDatabase:
             for t in self._table.tables(2, "functions")
         ]
 
-    def location_text(self, index: int, _depth: int = 0) -> str:
+    @cached_property
+    def location_texts(self) -> list[str]:
+        """Every location-table entry as MLIR-like text, in table order (see ``locations.py``: linear
+        time, cycles and damaged entries read ``<bad location N>``, each text bounded)."""
+        return LocationTable(self._table).render_all()
+
+    def location_text(self, index: int) -> str:
         """A location-table entry as MLIR-like text (``"file.mlir":3:5``)."""
-        if not 0 <= index < len(self.locations) or _depth > 32:
-            return f"<bad location {index}>"
-        kind, t = self.locations[index]
-        if t is None:
-            return "unknown"
-        if kind == "FileLineColLoc":
-            return f'"{t.string(0) or ""}":{t.scalar(1, "i32")}:{t.scalar(2, "i32")}'
-        if kind == "NameLoc":
-            child = t.scalar(1, "i32", -1)
-            inner = f"({self.location_text(child, _depth + 1)})" if child >= 0 and t.has(1) else ""
-            return f'"{t.string(0) or ""}"{inner}'
-        if kind == "CallSiteLoc":
-            return (
-                f"callsite({self.location_text(t.scalar(0, 'i32'), _depth + 1)} at "
-                f"{self.location_text(t.scalar(1, 'i32'), _depth + 1)})"
-            )
-        if kind == "FusedLoc":
-            inner = ", ".join(self.location_text(int(i), _depth + 1) for i in t.scalars(1, "i32"))
-            meta = t.string(0)
-            return f"fused{f'<{meta}>' if meta else ''}[{inner}]"
-        return kind
+        texts = self.location_texts
+        return texts[index] if 0 <= index < len(texts) else bad_location(index)
+
+    def source_map(self, function: Function, function_count: int) -> FunctionSourceMap | None:
+        """The source map of ``function``, or None.
+
+        3.13 writes every function's source map into slot 0 (facts note §1.2), so a slot is trusted by
+        position only when there is one per function; otherwise a map whose name is one of the
+        function's export names is its own (the one map 3.13 writes names the last function encoded).
+        """
+        maps = self.functions
+        if len(maps) == function_count and function.ordinal < len(maps):
+            return maps[function.ordinal]
+        for m in maps:
+            if m.local_name and m.local_name in function.aliases:
+                return m
+        return None
 
 
 class VmfbModule:
@@ -524,32 +527,18 @@ class VmfbModule:
 
 def _executable_create_calls(f: Function, create: set[int], nseg: int, segs) -> dict[int, str]:
     """Rodata ordinals passed as (format, data) to hal.executable.create in function ``f``."""
-    ref_rodata: dict[int, int] = {}
     found: dict[int, str] = {}
-    for ins in iter_instructions(f.code):
-        sym = ins.opcode.symbol
-        if sym == "ConstRefRodata":
-            ref_rodata[ins.operands[1] & isa.REF_INDEX_MASK] = ins.operands[0]
+    for ins, held in walk_with_constants(iter_instructions(f.code)):
+        if ins.opcode.symbol not in CALL_SYMBOLS:
             continue
-        if sym in ("Call", "CallVariadic", "CallYieldable", "CallVariadicYieldable"):
-            callee = ins.operands[0]
-            if callee & isa.IMPORT_BIT and (callee & ~isa.IMPORT_BIT) in create:
-                args = ins.operands[2] if sym.startswith("CallVariadic") else ins.operands[1]
-                # (device, affinity:i64, format, data, constants): an i64 takes one list entry.
-                if len(args) >= 4:
-                    fmt_r = ref_rodata.get(args[2] & isa.REF_INDEX_MASK)
-                    data_r = ref_rodata.get(args[3] & isa.REF_INDEX_MASK)
-                    if fmt_r is not None and data_r is not None and fmt_r < nseg and data_r < nseg:
-                        fmt = segs[fmt_r].text()
-                        if fmt:
-                            found[data_r] = fmt
-        for spec, value in zip(ins.opcode.operands, ins.operands):
-            if spec.kind == isa.REG_REF and spec.access == "write":
-                ref_rodata.pop(value & isa.REF_INDEX_MASK, None)
-            elif spec.kind == isa.REG_LIST and spec.access == "write":
-                for r in value:
-                    if r & isa.REF_BANK_BIT:
-                        ref_rodata.pop(r & isa.REF_INDEX_MASK, None)
+        callee, args, _ = call_arguments(ins)
+        # (device, affinity:i64, format, data, constants): an i64 takes one list entry.
+        if callee in create and len(args) >= 4:
+            fmt_r, data_r = held.get(ref_key(args[2])), held.get(ref_key(args[3]))
+            if fmt_r and data_r and fmt_r[0] == data_r[0] == "rodata" and max(fmt_r[1], data_r[1]) < nseg:
+                fmt = segs[fmt_r[1]].text()
+                if fmt:
+                    found[data_r[1]] = fmt
     return found
 
 
