@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.context import LensContext, LoadedModule
+from app.documents import DocumentArea
 from app.messages import Level, Message, MessageLog
 from app.module_loader import OPENABLE_SUFFIXES, load_file
 from app.panels import AREAS, PANELS, PanelServices, PanelSpec
@@ -47,18 +48,21 @@ class MainWindow(QMainWindow):
         self.context = LensContext(self)
         self.messages = MessageLog(self)
         self.worker = EngineWorker(self)
-        self.services = PanelServices(self.context, self.worker, self.messages, self.open_file)
-        self._loading: Path | None = None
-
-        # Middle: the error banner over the module inspector.
+        # Middle: the error banner over the document tabs (created first: panels may open documents).
         self.banner = MessageBanner()
+        self.documents = DocumentArea(self)
+        self.services = PanelServices(
+            self.context, self.worker, self.messages, self.open_file, open_document=self.open_document
+        )
+        self._loading: Path | None = None
         self.module_view = ModuleView(self.services)
+        self.documents.open_document(self.module_view, "Module", key="module", closable=False)
         central = QWidget(self)
         layout = QVBoxLayout(central)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(0)
         layout.addWidget(self.banner)
-        layout.addWidget(self.module_view, 1)
+        layout.addWidget(self.documents, 1)
         self.setCentralWidget(central)
 
         self.docks: dict[str, QDockWidget] = {}
@@ -95,6 +99,10 @@ class MainWindow(QMainWindow):
         if hasattr(self, "_view_menu"):
             self._view_menu.addAction(dock.toggleViewAction())
         return dock
+
+    def open_document(self, widget: QWidget, title: str, key: str | None = None) -> QWidget:
+        """Show ``widget`` as a document tab (re-activating the open one with the same ``key``)."""
+        return self.documents.open_document(widget, title, key)
 
     # -- menus and status bar ------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt
@@ -34,6 +34,13 @@ AREAS = {
 }
 
 
+def _standalone(widget: QWidget, title: str) -> QWidget:
+    """Without a main window (a panel built on its own), a document opens as a top-level window."""
+    widget.setWindowTitle(title)
+    widget.show()
+    return widget
+
+
 @dataclass(frozen=True)
 class PanelServices:
     """What every panel gets: the shared position, the engine worker, the message log."""
@@ -42,6 +49,9 @@ class PanelServices:
     worker: EngineWorker
     messages: MessageLog
     open_file: Callable[[str], None]  # ask the window to open a file (path as text)
+    # Show a widget as a document tab in the window's centre: ``open_document(widget, title, key=None)``
+    # returns the tab's widget; an open document with the same key is re-activated instead.
+    open_document: Callable[..., QWidget] = field(default=lambda widget, title, key=None: _standalone(widget, title))
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,49 @@
+"""The main window's centre is document tabs: open, re-activate by key, close, move; panels reach it."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QLabel, QTabWidget
+
+
+def test_open_document_adds_a_closable_movable_tab(main_window):
+    docs = main_window.documents
+    assert isinstance(docs, QTabWidget) and docs.tabsClosable() and docs.isMovable()
+    assert main_window.centralWidget().isAncestorOf(docs)
+    before = docs.count()
+    label = QLabel("listing of @main")
+    shown = main_window.services.open_document(label, "@main", key="fn:main")
+    assert shown is label
+    assert docs.count() == before + 1 and docs.currentWidget() is label
+    assert docs.tabText(docs.currentIndex()) == "@main"
+
+
+def test_same_key_reactivates_the_open_document(qtbot, main_window):
+    docs = main_window.documents
+    first = main_window.services.open_document(QLabel("a"), "@f", key="fn:f")
+    other = main_window.services.open_document(QLabel("b"), "@g", key="fn:g")
+    assert docs.currentWidget() is other
+    count = docs.count()
+    again = main_window.services.open_document(QLabel("a twin"), "@f (again)", key="fn:f")
+    assert again is first and docs.count() == count
+    assert docs.currentWidget() is first and docs.tabText(docs.currentIndex()) == "@f (again)"
+    # Without a key, every call opens its own tab.
+    main_window.services.open_document(QLabel("x"), "x")
+    main_window.services.open_document(QLabel("y"), "x")
+    assert docs.count() == count + 2
+
+
+def test_close_request_closes_the_tab_and_the_key_can_reopen(qtbot, main_window):
+    docs = main_window.documents
+    label = main_window.services.open_document(QLabel("a"), "@f", key="fn:f")
+    docs.tabCloseRequested.emit(docs.indexOf(label))
+    assert docs.document("fn:f") is None and docs.indexOf(label) < 0
+    fresh = QLabel("new")
+    assert main_window.services.open_document(fresh, "@f", key="fn:f") is fresh
+
+
+def test_module_tab_cannot_be_closed(main_window):
+    docs = main_window.documents
+    index = docs.indexOf(main_window.module_view)
+    assert index >= 0
+    docs.tabCloseRequested.emit(index)
+    assert docs.indexOf(main_window.module_view) >= 0
