@@ -3,8 +3,20 @@ by name reliably, since ``tests/`` and ``tests/app/`` each have one)."""
 
 from __future__ import annotations
 
+import io
+import re
+import shutil
+import subprocess
 import sys
 from pathlib import Path
+
+import numpy as np
+
+from engine.compiler.targets import TARGETS
+from engine.runtime import element_types as et
+from engine.runtime.function_io import OpaqueRef, Scalar, Tensor
+from engine.runtime.vmfb.module import open_vmfb
+from engine.samples import sample_path
 
 VENV_BIN = Path(sys.executable).parent
 
@@ -32,3 +44,216 @@ def lens_run(
     ]
     cmd += [f"--input={i}" for i in inputs] + list(extra)
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+# -- programs run by several test modules ------------------------------------------------------------------
+
+# (sample, function, inputs): covers f32/f16/i8/i32/i64 tensors, scalars, rank 0, splats, >1024 elements.
+RUN_CASES = [
+    ("matmul", "main", ["4x8xf32=" + " ".join(str(i / 10) for i in range(32)), "8x16xf32=0.3"]),
+    ("multi_function", "scalar_math", ["1e-7", "-3"]),
+    ("multi_function", "add", ["4xf32=1e-10 1e20 -0.0 inf", "4xf32=0 0 0 -1e-30"]),
+    ("int_types", "i8_ops", ["16xi8=100 -1 2 3 4 5 6 7 8 9 10 11 12 13 14 127", "16xi8=100"]),
+    ("int_types", "widen_sum", ["16xi8=1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 -16"]),
+    ("f16", "fma_f16", ["8xf16=1.5 2 3 4 5 6 7 8", "8xf16=2", "8xf16=0.25"]),
+    ("large_constant", "main", ["16384xf32=2.5"]),
+    ("control_flow", "collatz_steps", ["27"]),
+    (
+        "dynamic",
+        "matmul_rows",
+        ["3x8xf32=[1 2 3 4 5 6 7 8][1 1 1 1 1 1 1 1][0 0 0 0 0 0 0 1]", "8x4xf32=0.5"],
+    ),
+]
+
+
+# -- reading what IREE's tools print -----------------------------------------------------------------------
+
+
+def grep(text: str, pattern: str) -> list[int]:
+    """1-based numbers of the lines matching ``pattern`` (a regular expression), like ``grep -n``."""
+    return [n for n, line in enumerate(text.splitlines(), 1) if re.search(pattern, line)]
+
+
+def tool_call_sites(vmfb) -> list[tuple[int, int, str, str]]:
+    """(function ordinal, pc, export, line text) of each dispatch call, read from iree-dump-module's text.
+
+    A straight-line reading of the text: ``%rN = vm.const.ref.rodata K`` puts rodata K in rN, a
+    ``hal.executable.lookup.function(%rX, %rY)`` result holds the export named by rY's rodata, and a
+    ``hal.command_buffer.dispatch(cmd, executable, %iF, ...)`` dispatches what %iF holds.
+    """
+    text = subprocess.run(
+        [iree_tool("iree-dump-module"), "--output=disassembly", "--bytecode_offsets", str(vmfb)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    rodata = {
+        int(k): bytes.fromhex(v)
+        for k, v in re.findall(r"^vm\.rodata\[(\d+)\] = ([0-9A-F]*)$", text, re.MULTILINE)
+    }
+    sites = []
+    function = -1
+    regs: dict[str, object] = {}
+    for line in text.splitlines():
+        if line.startswith("vm.func "):
+            function += 1
+            regs = {}
+            continue
+        m = re.match(r"^\[([0-9A-F]{8})\]\s*(.*)$", line)
+        if not m:
+            continue
+        pc, body = int(m[1], 16), m[2]
+        if r := re.match(r"%r(\d+) = vm\.const\.ref\.rodata (\d+)", body):
+            regs[f"r{r[1]}"] = rodata[int(r[2])]
+        elif r := re.match(
+            r"%i(\d+) = vm\.call @hal\.executable\.lookup\.function\(%[rR]\d+, %[rR](\d+)\)", body
+        ):
+            regs[f"i{r[1]}"] = regs.get(f"r{r[2]}", b"").decode()
+        elif "@hal.command_buffer.dispatch" in body:
+            args = re.search(r"\)?\((.*)\)$", body)[1].split(", ")
+            sites.append((function, pc, regs.get("i" + args[2].lstrip("%i")), body))
+        else:
+            # Anything else that writes a register we track forgets it.
+            if " = " in body:
+                for bank, reg in re.findall(r"%([ri])(\d+)", body.split(" = ")[0]):
+                    regs.pop(f"{bank}{reg}", None)
+    return sites
+
+
+def hal_dispatches(sample: str, tmp_path: Path) -> dict[str, tuple[int, int, int]]:
+    """Entry point → static workgroup count, read from ``iree-compile --compile-to=hal`` (dynamic ones left out)."""
+    out = tmp_path / f"{sample}.hal.mlir"
+    cmd = [
+        iree_tool("iree-compile"),
+        str(sample_path(sample)),
+        *TARGETS["vulkan-spirv"].flags,
+        "--compile-to=hal",
+    ]
+    subprocess.run([*cmd, "-o", str(out)], check=True, capture_output=True)
+    found: dict[str, tuple[int, int, int]] = {}
+    for block in out.read_text().split("util.func ")[1:]:
+        consts = dict(re.findall(r"(%[\w-]+) = arith\.constant (-?\d+) : index", block))
+        entries = re.findall(
+            r"hal\.executable\.lookup\.function .*?function\(@[\w$.-]+::@[\w$.-]+::@([\w$.-]+)\)", block
+        )
+        counts = re.findall(r"hal\.command_buffer\.dispatch<.*?workgroups\(\[([^\]]*)\]\)", block)
+        for entry, count in zip(entries, counts):
+            names = [c.strip() for c in count.split(",")]
+            if all(n in consts for n in names):
+                found[entry] = tuple(int(consts[n]) for n in names)
+    return found
+
+
+# -- running on IREE's runtime and comparing ---------------------------------------------------------------
+
+
+def run_reference(vmfb: Path, function: str, inputs: list[np.ndarray]) -> np.ndarray:
+    """Run ``function`` with IREE's runtime on its vulkan driver; read the result through a staging buffer."""
+    import iree.runtime as rt
+
+    config = rt.Config("vulkan")
+    ctx = rt.SystemContext(config=config)
+    ctx.add_vm_module(rt.VmModule.copy_buffer(ctx.instance, vmfb.read_bytes()))
+    result = ctx.modules.module[function](*inputs)
+    bv = result._buffer_view
+    dev = config.device
+    n = bv.byte_length
+    staging = dev.allocator.allocate_buffer(
+        memory_type=rt.MemoryType.HOST_LOCAL | rt.MemoryType.DEVICE_VISIBLE,
+        allowed_usage=rt.BufferUsage.TRANSFER | rt.BufferUsage.MAPPING,
+        allocation_size=n,
+    )
+    sem = dev.create_semaphore(0)
+    dev.queue_copy(bv.get_buffer(), staging, [(sem, 0)], [(sem, 1)])
+    sem.wait(1)
+    raw = bytes(staging.map().asarray([n], np.dtype(np.uint8)))
+    return np.frombuffer(raw, dtype=rt.HalElementType.map_to_dtype(bv.element_type)).reshape(bv.shape)
+
+
+_ARGUMENT = re.compile(r"%\w+:\s*(tensor<[^>]*>|[a-z]+\d+)")
+
+
+def argument_types(declaration: str) -> list[str]:
+    """The argument types of an ``iree.abi.declaration`` (``sync func @f(%a: tensor<4xf32>, %n: i32) -> ...``)."""
+    start = declaration.index("(") + 1
+    end = declaration.index(") ->") if ") ->" in declaration else declaration.rindex(")")
+    return _ARGUMENT.findall(declaration[start:end])
+
+
+DYNAMIC_DIM = 6  # the size random_value gives a dynamic dimension
+SCALAR_INT = 3  # the value random_value gives an integer scalar (small: some samples loop that many times)
+
+
+def random_value(type_text: str, rng: np.random.Generator) -> Tensor | Scalar:
+    if not type_text.startswith("tensor<"):
+        element = et.parse_element_type(type_text)
+        if element.is_float:
+            return Scalar(
+                "f32" if element.bit_count == 32 else "f64", float(np.float32(rng.standard_normal()))
+            )
+        return Scalar("i64" if element.bit_count == 64 else "i32", SCALAR_INT)
+    *dims, element_text = type_text[len("tensor<") : -1].split("x")
+    shape = tuple(DYNAMIC_DIM if d == "?" else int(d) for d in dims)
+    element = et.parse_element_type(element_text)
+    dtype = element.dtype
+    if element.numerical_type == et.BOOLEAN:
+        array = rng.integers(0, 2, shape).astype(dtype)
+    elif element.is_float and dtype.kind == "f":
+        array = rng.standard_normal(shape).astype(dtype)
+    elif element.is_float:  # bf16 stored as raw bits: small finite values
+        array = (rng.standard_normal(shape).astype(np.float32).view(np.uint32) >> 16).astype(dtype)
+    else:
+        info = np.iinfo(dtype)
+        array = rng.integers(max(info.min, -100), min(info.max, 100), shape, endpoint=True).astype(dtype)
+    return Tensor(np.ascontiguousarray(array), element)
+
+
+def assert_same(got, expected, where: str) -> None:
+    if isinstance(expected, Tensor):
+        assert isinstance(got, Tensor), f"{where}: {got!r} is not a tensor"
+        assert got.element_type == expected.element_type, where
+        assert got.shape == expected.shape, where
+        raw_got = np.ascontiguousarray(got.array).view(np.uint8)
+        raw_expected = np.ascontiguousarray(expected.array).view(np.uint8)
+        assert np.array_equal(raw_got, raw_expected), f"{where}: bytes differ"
+    elif isinstance(expected, Scalar):
+        assert isinstance(got, Scalar), where
+        assert got.kind == expected.kind, where
+        if expected.kind in ("f32", "f64"):
+            assert np.float64(got.value).tobytes() == np.float64(expected.value).tobytes(), where
+        else:
+            assert int(got.value) == int(expected.value), where
+    elif isinstance(expected, list):
+        assert isinstance(got, list) and len(got) == len(expected), where
+        for i, (g, e) in enumerate(zip(got, expected)):
+            assert_same(g, e, f"{where}[{i}]")
+    else:
+        assert isinstance(got, OpaqueRef), where
+
+
+# -- kernels that misbehave on purpose ---------------------------------------------------------------------
+
+NULL_WRITE = bytes.fromhex("48c704250000000000000000")  # mov qword ptr [0], 0
+SPIN = bytes.fromhex("ebfe")  # jmp . (a kernel that never returns)
+
+
+def patched_kernel_copy(vmfb, out, code: bytes = NULL_WRITE):
+    """A copy of an llvm-cpu module whose first dispatch function starts with ``code``."""
+    from elftools.elf.elffile import ELFFile
+
+    from engine.runtime.hal.cpu_library import CpuExecutableLibrary
+
+    shutil.copy(vmfb, out)
+    module = open_vmfb(out)
+    executable = module.executables[0]
+    segment = module.rodata_segments[executable.rodata_ordinal]
+    elf_bytes = bytes(executable.data)
+    with CpuExecutableLibrary.load(elf_bytes) as lib:
+        vaddr = lib.export_address(0) - lib.load_base
+    elf = ELFFile(io.BytesIO(elf_bytes))
+    text = next(s for s in elf.iter_segments() if s["p_type"] == "PT_LOAD" and s["p_flags"] & 1)
+    offset = segment.file_offset + vaddr - text["p_vaddr"] + text["p_offset"]
+    module.close()
+    with open(out, "r+b") as f:
+        f.seek(offset)
+        f.write(code)

@@ -6,8 +6,8 @@ import re
 import subprocess
 
 import pytest
+from support import RUN_CASES as CASES
 from support import iree_tool, lens_run
-from test_function_io import CASES
 
 from engine.runtime.function_io import parse_inputs
 from engine.session.debug_run import DebugRunError, DebugRunner

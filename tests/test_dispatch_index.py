@@ -4,10 +4,9 @@ call sites read from ``iree-dump-module --output=disassembly --bytecode_offsets`
 from __future__ import annotations
 
 import re
-import subprocess
 
 import pytest
-from support import iree_tool
+from support import grep, tool_call_sites
 
 from engine.compiler import CompileRequest, compile_program
 from engine.compiler.dispatch_index import DispatchIndex
@@ -50,9 +49,6 @@ def compilations(tmp_path_factory):
     return get
 
 
-def grep(text: str, pattern: str) -> list[int]:
-    """1-based numbers of the lines matching ``pattern`` (a regular expression), like ``grep -n``."""
-    return [n for n, line in enumerate(text.splitlines(), 1) if re.search(pattern, line)]
 
 
 def signature(line: str) -> str:
@@ -120,50 +116,6 @@ def test_deduplicated_regions_share_one_dispatch(compilations):
     assert len(index.call_sites(open_vmfb(c.vmfb_path), d.name)) == 2
 
 
-def tool_call_sites(vmfb) -> list[tuple[int, int, str, str]]:
-    """(function ordinal, pc, export, line text) of each dispatch call, read from iree-dump-module's text.
-
-    A straight-line reading of the text: ``%rN = vm.const.ref.rodata K`` puts rodata K in rN, a
-    ``hal.executable.lookup.function(%rX, %rY)`` result holds the export named by rY's rodata, and a
-    ``hal.command_buffer.dispatch(cmd, executable, %iF, ...)`` dispatches what %iF holds.
-    """
-    text = subprocess.run(
-        [iree_tool("iree-dump-module"), "--output=disassembly", "--bytecode_offsets", str(vmfb)],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    rodata = {
-        int(k): bytes.fromhex(v)
-        for k, v in re.findall(r"^vm\.rodata\[(\d+)\] = ([0-9A-F]*)$", text, re.MULTILINE)
-    }
-    sites = []
-    function = -1
-    regs: dict[str, object] = {}
-    for line in text.splitlines():
-        if line.startswith("vm.func "):
-            function += 1
-            regs = {}
-            continue
-        m = re.match(r"^\[([0-9A-F]{8})\]\s*(.*)$", line)
-        if not m:
-            continue
-        pc, body = int(m[1], 16), m[2]
-        if r := re.match(r"%r(\d+) = vm\.const\.ref\.rodata (\d+)", body):
-            regs[f"r{r[1]}"] = rodata[int(r[2])]
-        elif r := re.match(
-            r"%i(\d+) = vm\.call @hal\.executable\.lookup\.function\(%[rR]\d+, %[rR](\d+)\)", body
-        ):
-            regs[f"i{r[1]}"] = regs.get(f"r{r[2]}", b"").decode()
-        elif "@hal.command_buffer.dispatch" in body:
-            args = re.search(r"\)?\((.*)\)$", body)[1].split(", ")
-            sites.append((function, pc, regs.get("i" + args[2].lstrip("%i")), body))
-        else:
-            # Anything else that writes a register we track forgets it.
-            if " = " in body:
-                for bank, reg in re.findall(r"%([ri])(\d+)", body.split(" = ")[0]):
-                    regs.pop(f"{bank}{reg}", None)
-    return sites
 
 
 @pytest.mark.parametrize(("sample", "target"), CASES, ids=[f"{s}-{t}" for s, t in CASES])

@@ -6,7 +6,7 @@ import subprocess
 
 import numpy as np
 import pytest
-from support import iree_tool, lens_run
+from support import RUN_CASES, iree_tool, lens_run
 
 from engine.runtime.function_io import (
     InputError,
@@ -19,23 +19,6 @@ from engine.runtime.function_io import (
 )
 from engine.runtime.reference import ReferenceRunError, ReferenceRunner
 
-# (sample, function, inputs): covers f32/f16/i8/i32/i64 tensors, scalars, rank 0, splats, >1024 elements.
-CASES = [
-    ("matmul", "main", ["4x8xf32=" + " ".join(str(i / 10) for i in range(32)), "8x16xf32=0.3"]),
-    ("multi_function", "scalar_math", ["1e-7", "-3"]),
-    ("multi_function", "add", ["4xf32=1e-10 1e20 -0.0 inf", "4xf32=0 0 0 -1e-30"]),
-    ("int_types", "i8_ops", ["16xi8=100 -1 2 3 4 5 6 7 8 9 10 11 12 13 14 127", "16xi8=100"]),
-    ("int_types", "widen_sum", ["16xi8=1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 -16"]),
-    ("f16", "fma_f16", ["8xf16=1.5 2 3 4 5 6 7 8", "8xf16=2", "8xf16=0.25"]),
-    ("large_constant", "main", ["16384xf32=2.5"]),
-    ("control_flow", "collatz_steps", ["27"]),
-    (
-        "dynamic",
-        "matmul_rows",
-        ["3x8xf32=[1 2 3 4 5 6 7 8][1 1 1 1 1 1 1 1][0 0 0 0 0 0 0 1]", "8x4xf32=0.5"],
-    ),
-]
-
 
 def iree_run_module(vmfb, function, inputs, device="local-sync"):
     cmd = [iree_tool("iree-run-module"), f"--module={vmfb}", f"--device={device}", f"--function={function}"]
@@ -43,7 +26,7 @@ def iree_run_module(vmfb, function, inputs, device="local-sync"):
     return subprocess.run(cmd, capture_output=True, text=True)
 
 
-@pytest.mark.parametrize("sample,function,inputs", CASES, ids=[f"{c[0]}.{c[1]}" for c in CASES])
+@pytest.mark.parametrize("sample,function,inputs", RUN_CASES, ids=[f"{c[0]}.{c[1]}" for c in RUN_CASES])
 def test_reference_run_prints_like_iree_run_module(compiled, sample, function, inputs):
     vmfb = compiled.path(sample, "llvm-cpu")
     expected = iree_run_module(vmfb, function, inputs)

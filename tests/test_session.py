@@ -6,16 +6,12 @@ null pointer must crash the child, not the test process, and a run that never en
 
 from __future__ import annotations
 
-import io
-import shutil
 import threading
 import time
 
 import pytest
-from elftools.elf.elffile import ELFFile
+from support import SPIN, patched_kernel_copy
 
-from engine.runtime.hal.cpu_library import CpuExecutableLibrary
-from engine.runtime.vmfb.module import open_vmfb
 from engine.session.child import ChildSession
 from engine.session.debug_session import DebugSession
 from engine.session.inprocess import InProcessSession
@@ -111,31 +107,13 @@ def test_program_failure_is_reported_and_the_session_lives_on(session, compiled)
     assert isinstance(events.next(), Finished)
 
 
-NULL_WRITE = bytes.fromhex("48c704250000000000000000")  # mov qword ptr [0], 0
-SPIN = bytes.fromhex("ebfe")  # jmp . (a kernel that never returns)
 
 
-def _patched_kernel_copy(vmfb, out, code: bytes = NULL_WRITE):
-    """A copy of an llvm-cpu module whose first dispatch function starts with ``code``."""
-    shutil.copy(vmfb, out)
-    module = open_vmfb(out)
-    executable = module.executables[0]
-    segment = module.rodata_segments[executable.rodata_ordinal]
-    elf_bytes = bytes(executable.data)
-    with CpuExecutableLibrary.load(elf_bytes) as lib:
-        vaddr = lib.export_address(0) - lib.load_base
-    elf = ELFFile(io.BytesIO(elf_bytes))
-    text = next(s for s in elf.iter_segments() if s["p_type"] == "PT_LOAD" and s["p_flags"] & 1)
-    offset = segment.file_offset + vaddr - text["p_vaddr"] + text["p_offset"]
-    module.close()
-    with open(out, "r+b") as f:
-        f.seek(offset)
-        f.write(code)
 
 
 def test_faulting_kernel_crashes_the_child_not_us(compiled, tmp_path):
     bad = tmp_path / "null_write.vmfb"
-    _patched_kernel_copy(compiled.path("elementwise", "llvm-cpu"), bad)
+    patched_kernel_copy(compiled.path("elementwise", "llvm-cpu"), bad)
     events = Events()
     session = ChildSession(HANDLER, events)
     try:
@@ -179,7 +157,7 @@ def test_hanging_run_stops_within_a_second_of_stop(compiled):
 
 def test_a_kernel_that_never_returns_is_killed_on_stop(compiled, tmp_path):
     spinning = tmp_path / "spin.vmfb"
-    _patched_kernel_copy(compiled.path("elementwise", "llvm-cpu"), spinning, SPIN)
+    patched_kernel_copy(compiled.path("elementwise", "llvm-cpu"), spinning, SPIN)
     events = Events()
     session = ChildSession(HANDLER, events)
     try:
@@ -201,7 +179,7 @@ def test_a_kernel_that_never_returns_is_killed_on_stop(compiled, tmp_path):
 
 def test_a_session_that_stops_answering_is_killed(compiled, tmp_path):
     spinning = tmp_path / "spin.vmfb"
-    _patched_kernel_copy(compiled.path("elementwise", "llvm-cpu"), spinning, SPIN)
+    patched_kernel_copy(compiled.path("elementwise", "llvm-cpu"), spinning, SPIN)
     events = Events()
     session = ChildSession(HANDLER, events, hang_timeout=1.0)
     try:

@@ -13,8 +13,7 @@ import zlib
 
 import numpy as np
 import pytest
-from support import iree_tool
-from test_vulkan_debug_run import argument_types, assert_same, random_value
+from support import argument_types, assert_same, hal_dispatches, iree_tool, random_value, run_reference
 
 from engine.compiler.targets import TARGETS
 from engine.runtime.hal.vulkan.loader import vulkan_available
@@ -91,7 +90,6 @@ def test_bda_binding_offsets_reach_the_shader(bda_vmfb, tmp_path):
     """One BDA dispatch on ``VulkanDevice`` with every binding at a non-zero offset of a larger buffer: the
     binding table must hold buffer address + offset. Equal to IREE's runtime, and bytes outside the
     result range stay untouched."""
-    from test_vulkan_device import hal_dispatches, run_reference
 
     from engine.runtime.hal.vulkan import VulkanDevice
 

@@ -14,16 +14,14 @@ CPU device keeps working.
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 import zlib
 
 import numpy as np
 import pytest
+from support import argument_types, assert_same, random_value
 
-from engine.runtime import element_types as et
-from engine.runtime.function_io import OpaqueRef, Scalar, Tensor
 from engine.runtime.hal.device import DispatchObserver, DispatchRecord
 from engine.runtime.hal.vulkan.loader import vulkan_available
 from engine.runtime.reference import ReferenceRunner
@@ -35,64 +33,13 @@ needs_vulkan = pytest.mark.skipif(_NO_VULKAN is not None, reason=f"no Vulkan: {_
 pytestmark = pytest.mark.vulkan
 
 SAMPLES = [s for s in sample_names() if (s, "vulkan-spirv") not in KNOWN_COMPILE_FAILURES]
-DYNAMIC_DIM = 6
-SCALAR_INT = 3  # small: some samples loop that many times
 CALLS = 3
-_ARG = re.compile(r"%\w+:\s*(tensor<[^>]*>|[a-z]+\d+)")
 
 
-def argument_types(declaration: str) -> list[str]:
-    """The argument types of an ``iree.abi.declaration`` (``sync func @f(%a: tensor<4xf32>, %n: i32) -> ...``)."""
-    start = declaration.index("(") + 1
-    end = declaration.index(") ->") if ") ->" in declaration else declaration.rindex(")")
-    return _ARG.findall(declaration[start:end])
 
 
-def random_value(type_text: str, rng: np.random.Generator) -> Tensor | Scalar:
-    if not type_text.startswith("tensor<"):
-        element = et.parse_element_type(type_text)
-        if element.is_float:
-            return Scalar(
-                "f32" if element.bit_count == 32 else "f64", float(np.float32(rng.standard_normal()))
-            )
-        return Scalar("i64" if element.bit_count == 64 else "i32", SCALAR_INT)
-    *dims, element_text = type_text[len("tensor<") : -1].split("x")
-    shape = tuple(DYNAMIC_DIM if d == "?" else int(d) for d in dims)
-    element = et.parse_element_type(element_text)
-    dtype = element.dtype
-    if element.numerical_type == et.BOOLEAN:
-        array = rng.integers(0, 2, shape).astype(dtype)
-    elif element.is_float and dtype.kind == "f":
-        array = rng.standard_normal(shape).astype(dtype)
-    elif element.is_float:  # bf16 stored as raw bits: small finite values
-        array = (rng.standard_normal(shape).astype(np.float32).view(np.uint32) >> 16).astype(dtype)
-    else:
-        info = np.iinfo(dtype)
-        array = rng.integers(max(info.min, -100), min(info.max, 100), shape, endpoint=True).astype(dtype)
-    return Tensor(np.ascontiguousarray(array), element)
 
 
-def assert_same(got, expected, where: str) -> None:
-    if isinstance(expected, Tensor):
-        assert isinstance(got, Tensor), f"{where}: {got!r} is not a tensor"
-        assert got.element_type == expected.element_type, where
-        assert got.shape == expected.shape, where
-        raw_got = np.ascontiguousarray(got.array).view(np.uint8)
-        raw_expected = np.ascontiguousarray(expected.array).view(np.uint8)
-        assert np.array_equal(raw_got, raw_expected), f"{where}: bytes differ"
-    elif isinstance(expected, Scalar):
-        assert isinstance(got, Scalar), where
-        assert got.kind == expected.kind, where
-        if expected.kind in ("f32", "f64"):
-            assert np.float64(got.value).tobytes() == np.float64(expected.value).tobytes(), where
-        else:
-            assert int(got.value) == int(expected.value), where
-    elif isinstance(expected, list):
-        assert isinstance(got, list) and len(got) == len(expected), where
-        for i, (g, e) in enumerate(zip(got, expected)):
-            assert_same(g, e, f"{where}[{i}]")
-    else:
-        assert isinstance(got, OpaqueRef), where
 
 
 @needs_vulkan

@@ -15,9 +15,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import iree_tool
+from support import hal_dispatches, iree_tool, run_reference
 
-from engine.compiler.targets import TARGETS
 from engine.errors import ExecutableFormatError, HalError, VulkanError
 from engine.runtime.hal.vulkan import (
     BufferRange,
@@ -26,7 +25,7 @@ from engine.runtime.hal.vulkan import (
     vulkan_available,
 )
 from engine.runtime.vmfb.vke1 import read_vke1
-from engine.samples import KNOWN_COMPILE_FAILURES, sample_names, sample_path
+from engine.samples import KNOWN_COMPILE_FAILURES, sample_names
 
 pytestmark = pytest.mark.vulkan
 
@@ -56,28 +55,6 @@ def vke1_executables(vmfb: Path) -> list[bytes]:
     return [bytes(x.data) for x in m.executables if x.format == "vulkan-spirv-fb"]
 
 
-def hal_dispatches(sample: str, tmp_path: Path) -> dict[str, tuple[int, int, int]]:
-    """Entry point → static workgroup count, read from ``iree-compile --compile-to=hal`` (dynamic ones left out)."""
-    out = tmp_path / f"{sample}.hal.mlir"
-    cmd = [
-        iree_tool("iree-compile"),
-        str(sample_path(sample)),
-        *TARGETS["vulkan-spirv"].flags,
-        "--compile-to=hal",
-    ]
-    subprocess.run([*cmd, "-o", str(out)], check=True, capture_output=True)
-    found: dict[str, tuple[int, int, int]] = {}
-    for block in out.read_text().split("util.func ")[1:]:
-        consts = dict(re.findall(r"(%[\w-]+) = arith\.constant (-?\d+) : index", block))
-        entries = re.findall(
-            r"hal\.executable\.lookup\.function .*?function\(@[\w$.-]+::@[\w$.-]+::@([\w$.-]+)\)", block
-        )
-        counts = re.findall(r"hal\.command_buffer\.dispatch<.*?workgroups\(\[([^\]]*)\]\)", block)
-        for entry, count in zip(entries, counts):
-            names = [c.strip() for c in count.split(",")]
-            if all(n in consts for n in names):
-                found[entry] = tuple(int(consts[n]) for n in names)
-    return found
 
 
 def random_input(shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
@@ -108,27 +85,6 @@ def parse_signature(declaration: str):
     ]
 
 
-def run_reference(vmfb: Path, function: str, inputs: list[np.ndarray]) -> np.ndarray:
-    """Run ``function`` with IREE's runtime on its vulkan driver; read the result through a staging buffer."""
-    import iree.runtime as rt
-
-    config = rt.Config("vulkan")
-    ctx = rt.SystemContext(config=config)
-    ctx.add_vm_module(rt.VmModule.copy_buffer(ctx.instance, vmfb.read_bytes()))
-    result = ctx.modules.module[function](*inputs)
-    bv = result._buffer_view
-    dev = config.device
-    n = bv.byte_length
-    staging = dev.allocator.allocate_buffer(
-        memory_type=rt.MemoryType.HOST_LOCAL | rt.MemoryType.DEVICE_VISIBLE,
-        allowed_usage=rt.BufferUsage.TRANSFER | rt.BufferUsage.MAPPING,
-        allocation_size=n,
-    )
-    sem = dev.create_semaphore(0)
-    dev.queue_copy(bv.get_buffer(), staging, [(sem, 0)], [(sem, 1)])
-    sem.wait(1)
-    raw = bytes(staging.map().asarray([n], np.dtype(np.uint8)))
-    return np.frombuffer(raw, dtype=rt.HalElementType.map_to_dtype(bv.element_type)).reshape(bv.shape)
 
 
 def run_single_dispatch(

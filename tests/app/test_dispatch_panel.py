@@ -8,7 +8,7 @@ import re
 
 import pytest
 from PySide6.QtCore import QPoint, Qt
-from test_dispatch_index import grep, tool_call_sites
+from support import grep, tool_call_sites
 
 from app.context import LensContext, LoadedModule
 from app.messages import MessageLog

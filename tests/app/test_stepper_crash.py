@@ -10,7 +10,7 @@ import time
 
 import pytest
 from PySide6.QtCore import Qt
-from test_session import NULL_WRITE, SPIN, _patched_kernel_copy
+from support import NULL_WRITE, SPIN, patched_kernel_copy
 
 INPUTS = ("4x8xf32=1", "4x8xf32=2")
 TIMEOUT = 60_000
@@ -36,7 +36,7 @@ def test_null_write_crashes_the_child_the_window_reports_and_rerun_works(
     qtbot, main_window, compiled, tmp_path
 ):
     bad = tmp_path / "null_write.vmfb"
-    _patched_kernel_copy(compiled.path("elementwise", "llvm-cpu"), bad, NULL_WRITE)
+    patched_kernel_copy(compiled.path("elementwise", "llvm-cpu"), bad, NULL_WRITE)
     panel = open_patched(qtbot, main_window, bad)
     first_child = panel.bridge.session._process.pid
     with qtbot.waitSignal(panel.bridge.crashed, timeout=TIMEOUT) as blocker:
@@ -64,7 +64,7 @@ def test_null_write_crashes_the_child_the_window_reports_and_rerun_works(
 def test_rerun_after_a_crash_stops_at_the_same_breakpoint(qtbot, main_window, compiled, tmp_path):
     """The breakpoints survive the restart: a rerun stops where the user was before the crash."""
     bad = tmp_path / "null_write.vmfb"
-    _patched_kernel_copy(compiled.path("elementwise", "llvm-cpu"), bad, NULL_WRITE)
+    patched_kernel_copy(compiled.path("elementwise", "llvm-cpu"), bad, NULL_WRITE)
     panel = open_patched(qtbot, main_window, bad)
     panel.breakpoints_view.add("import", "hal.device.queue.execute.indirect")
     with qtbot.waitSignal(panel.bridge.stopped, timeout=TIMEOUT) as blocker:
@@ -81,7 +81,7 @@ def test_rerun_after_a_crash_stops_at_the_same_breakpoint(qtbot, main_window, co
 
 def test_a_hanging_kernel_is_stopped_within_a_second(qtbot, main_window, compiled, tmp_path):
     spinning = tmp_path / "spin.vmfb"
-    _patched_kernel_copy(compiled.path("elementwise", "llvm-cpu"), spinning, SPIN)
+    patched_kernel_copy(compiled.path("elementwise", "llvm-cpu"), spinning, SPIN)
     panel = open_patched(qtbot, main_window, spinning)
     assert panel.bridge.stop_timeout == 1.0  # the default limit (a setting)
     qtbot.mouseClick(panel.run_button, Qt.MouseButton.LeftButton)
@@ -103,7 +103,7 @@ def test_the_hang_limit_setting_kills_a_silent_run(qtbot, make_main_window, comp
     save_timeouts(hang_timeout=1.0)  # what the Limits menu stores
     window = make_main_window()
     spinning = tmp_path / "spin.vmfb"
-    _patched_kernel_copy(compiled.path("elementwise", "llvm-cpu"), spinning, SPIN)
+    patched_kernel_copy(compiled.path("elementwise", "llvm-cpu"), spinning, SPIN)
     panel = open_patched(qtbot, window, spinning)
     assert panel.bridge.hang_timeout == 1.0
     with qtbot.waitSignal(panel.bridge.crashed, timeout=10_000) as blocker:

@@ -14,7 +14,7 @@ from typing import Any
 
 import engine.runtime.vm.ops  # noqa: F401,E402  (registers the handlers)
 from engine.errors import LensError
-from engine.runtime.vm.handlers import HANDLERS, CompileEnv
+from engine.runtime.vm.handlers import BREAK, HANDLERS, CompileEnv
 from engine.runtime.vm.interpreter import Frame, Interpreter
 from engine.runtime.vm.native import NativeFunction, NativeModule, StatusCode, VmStatusError
 from engine.runtime.vm.values import VmBuffer
@@ -166,7 +166,7 @@ class ModuleInstance:
         code = self.code(ordinal)
 
         def stub(i, r, t):
-            return -3  # handlers.BREAK
+            return BREAK
 
         code[pc] = stub
         self.breakpoints.add((ordinal, pc))
