@@ -26,24 +26,61 @@ def add_parser(subparsers) -> None:
         help="debug: IREE Lens's stepping VM and emulated HAL; reference: IREE's runtime",
     )
     p.add_argument("--trace", action="store_true", help="(debug engine) print every executed instruction")
+    p.add_argument(
+        "--substitute",
+        action="append",
+        default=[],
+        metavar="NAME=FILE",
+        help="run an edited executable: NAME is an executable or export (main_dispatch_0), FILE its MLIR "
+        "source (.mlir), LLVM IR (.ll, CPU) or SPIR-V (.spv/.spvasm, Vulkan); repeatable",
+    )
     p.set_defaults(func=run)
 
 
 def _runner(args, checks: CheckRecorder | None):
     """The engine's runner; with ``checks``, the ``check`` module (IREE's e2e expectations) is linked in."""
+    replacements = _replacements(args)
     if args.engine == "reference":
         from engine.runtime.reference import ReferenceRunner
 
         extra = [reference_check_module(checks)] if checks is not None else []
-        return ReferenceRunner(args.module, args.device, extra_modules=extra)
+        module_path = args.module
+        if replacements:
+            from engine.runtime.vmfb.module import open_vmfb
+            from engine.substitute.apply import write_patched_module
+
+            module_path = str(write_patched_module(open_vmfb(args.module), replacements))
+        return ReferenceRunner(module_path, args.device, extra_modules=extra)
     from engine.session.debug_run import DebugRunner
 
     trace = (lambda line: print(line)) if args.trace else None
-    if checks is None:
-        return DebugRunner(args.module, args.device, trace=trace)
-    from engine.runtime.check.debug_module import CheckModule
+    hal_module = None
+    if replacements:
+        from engine.runtime.hal.module import HalModule
+        from engine.session.debug_run import create_device
+        from engine.substitute.apply import install_on_device
 
-    return DebugRunner(args.module, args.device, trace=trace, extra_modules=[CheckModule(checks)])
+        device = create_device(args.device)
+        install_on_device(device, replacements)
+        hal_module = HalModule(device)
+    extra_modules = []
+    if checks is not None:
+        from engine.runtime.check.debug_module import CheckModule
+
+        extra_modules.append(CheckModule(checks))
+    return DebugRunner(args.module, args.device, trace=trace, extra_modules=extra_modules, hal_module=hal_module)
+
+
+def _replacements(args) -> list:
+    """The built ``--substitute`` replacements (each compiled and checked against the module's interface)."""
+    if not getattr(args, "substitute", None):
+        return []
+    from engine.runtime.vmfb.module import open_vmfb
+    from engine.substitute.apply import build_all
+    from engine.substitute.build import SubstitutionSpec
+
+    specs = [SubstitutionSpec.parse(text) for text in args.substitute]
+    return build_all(open_vmfb(args.module), specs)
 
 
 def run(args: argparse.Namespace) -> int:

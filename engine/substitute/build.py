@@ -1,0 +1,238 @@
+"""From ``NAME=FILE`` to a replacement binary for one executable of a module.
+
+NAME is how IREE names things: an executable (``main_dispatch_0``, or a linked ``module_linked``), an export
+(``main_dispatch_0_elementwise_4_f32``), or a dispatch executable that linking merged into a bigger one
+(``main_dispatch_0`` inside ``module_linked``: its exports are ``main_dispatch_0_*``). FILE is, by suffix:
+
+* ``.mlir``: a ``hal.executable`` as IREE dumps it (``--iree-hal-dump-executable-sources-to``), compiled
+  alone with ``iree-compile --compile-mode=hal-executable`` (its variant names the target);
+* ``.ll``: LLVM IR of a CPU executable (IREE's ``*.linked.ll``/``*.optimized.ll``), built by ``llvm_ir``;
+* ``.spv``/``.spvasm``: SPIR-V of a Vulkan executable, put into the module's own ``VKE1`` in place of the
+  shader module of the replaced pipeline.
+
+The result says which exports it replaces: all of them (the binary replaces the executable whole) or some
+(an executable of one dispatch built from the source of a linked executable's part: the debug engine
+overlays those exports, the reference engine merges the libraries, see ``elf_merge``).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from engine.runtime.vmfb.module import Executable, VmfbModule
+from engine.substitute.errors import EditCompileError, SourceDiagnostic, SubstitutionError
+from engine.substitute.interface import ExecutableInterface, check_interface, read_interface
+
+SUFFIXES = (".mlir", ".ll", ".spv", ".spvasm")
+
+
+@dataclass(frozen=True)
+class SubstitutionSpec:
+    """One ``--substitute=NAME=FILE``."""
+
+    name: str
+    path: Path
+
+    @classmethod
+    def parse(cls, text: str) -> SubstitutionSpec:
+        name, sep, path = text.partition("=")
+        if not sep or not name or not path:
+            raise SubstitutionError(f"--substitute takes NAME=FILE, got {text!r}")
+        p = Path(path)
+        if p.suffix not in SUFFIXES:
+            raise SubstitutionError(
+                f"{path}: unknown kind of executable file {p.suffix!r} (expected {', '.join(SUFFIXES)})"
+            )
+        if not p.is_file():
+            raise SubstitutionError(f"{path}: no such file")
+        return cls(name, p)
+
+
+@dataclass(frozen=True)
+class Target:
+    """The executable a NAME selects in a module, and which of its exports."""
+
+    executable: Executable
+    interface: ExecutableInterface
+    exports: tuple[str, ...]
+
+    @property
+    def whole(self) -> bool:
+        return self.exports == self.interface.export_names
+
+
+@dataclass(frozen=True)
+class Replacement:
+    """A built replacement: ``data`` is an executable binary that provides ``exports`` of ``target``."""
+
+    spec: SubstitutionSpec
+    target: Target
+    data: bytes
+    interface: ExecutableInterface
+    exports: tuple[str, ...]
+    build_s: float = 0.0
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def whole(self) -> bool:
+        """Whether ``data`` replaces the whole executable (same exports in the same order)."""
+        return self.interface.export_names == self.target.interface.export_names
+
+
+def executable_interfaces(module: VmfbModule) -> dict[int, ExecutableInterface]:
+    """The interface of each of the module's executables (by ``Executable.ordinal``)."""
+    out = {}
+    for e in module.executables:
+        try:
+            out[e.ordinal] = read_interface(e.data, e.name)
+        except SubstitutionError:
+            continue  # VMVX and unknown formats: not substitutable
+    return out
+
+
+def resolve(module: VmfbModule, name: str, interfaces: dict[int, ExecutableInterface] | None = None) -> Target:
+    """The executable and exports ``name`` selects (``SubstitutionError`` naming what exists when none)."""
+    interfaces = executable_interfaces(module) if interfaces is None else interfaces
+    executables = [e for e in module.executables if e.ordinal in interfaces]
+    candidates = [name]
+    prefix = f"{module.name}_"
+    if name.startswith(prefix):
+        candidates.append(name[len(prefix) :])  # a dump file's stem: module_main_dispatch_0
+    for n in candidates:
+        for e in executables:
+            if e.name == n:
+                return Target(e, interfaces[e.ordinal], interfaces[e.ordinal].export_names)
+        hits = []
+        for e in executables:
+            names = interfaces[e.ordinal].export_names
+            picked = tuple(x for x in names if x == n) or tuple(x for x in names if x.startswith(n + "_"))
+            if picked:
+                hits.append(Target(e, interfaces[e.ordinal], picked))
+        if len(hits) == 1:
+            return hits[0]
+        if len(hits) > 1:
+            raise SubstitutionError(
+                f"{name!r} names exports of several executables ({', '.join(h.executable.name for h in hits)})"
+            )
+    known = [f"{e.name} ({', '.join(interfaces[e.ordinal].export_names)})" for e in executables]
+    raise SubstitutionError(
+        f"no executable or export named {name!r} in module @{module.name}; executables: {'; '.join(known) or 'none'}"
+    )
+
+
+# -- building -------------------------------------------------------------------------------------------
+
+
+def compile_executable_source(path: Path, *, timeout_s: float = 300.0) -> bytes:
+    """``iree-compile --compile-mode=hal-executable``: the binary of one ``hal.executable`` source."""
+    from engine.compiler.diagnostics import parse_diagnostics
+    from engine.compiler.job import iree_compile_path
+
+    with tempfile.TemporaryDirectory(prefix="iree-lens-exe-") as d:
+        out = Path(d) / "executable.bin"
+        try:
+            proc = subprocess.run(
+                [
+                    iree_compile_path(),
+                    "--compile-mode=hal-executable",
+                    "--mlir-print-op-on-diagnostic=false",
+                    str(path),
+                    "-o",
+                    str(out),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
+                stdin=subprocess.DEVNULL,
+            )
+        except subprocess.TimeoutExpired:
+            raise SubstitutionError(f"{path}: iree-compile ran past {timeout_s:.0f} s") from None
+        if proc.returncode != 0 or not out.exists():
+            diagnostics = [
+                SourceDiagnostic(d.file or str(path), d.line or 0, d.column or 0, d.severity, d.message)
+                for d in parse_diagnostics(proc.stderr)
+            ]
+            if proc.returncode < 0:
+                diagnostics.append(SourceDiagnostic(str(path), 0, 0, "error", f"iree-compile crashed (signal {-proc.returncode})"))
+            raise EditCompileError(str(path), diagnostics, proc.stderr)
+        return out.read_bytes()
+
+
+def _spirv_replacement(target: Target, path: Path) -> bytes:
+    from engine.runtime.vmfb.vke1 import read_vke1
+    from engine.substitute.binary_patch import replace_shader_module
+    from engine.substitute.spirv import assemble, entry_points, words_of
+
+    if target.interface.kind != "vke1":
+        raise SubstitutionError(f"{path}: SPIR-V replaces Vulkan executables; {target.executable.name} is not one")
+    original = bytes(target.executable.data)
+    exe = read_vke1(original)
+    modules = {exe.pipelines[exe.pipeline_index(n)].shader_module_ordinal for n in target.exports}
+    if len(modules) != 1:
+        raise SubstitutionError(
+            f"{path}: {target.executable.name} spreads {', '.join(target.exports)} over several shader modules; "
+            "name one export"
+        )
+    index = modules.pop()
+    if path.suffix == ".spvasm":
+        from engine.substitute.spirv import spirv_version_env
+
+        words = assemble(path.read_text(), str(path), spirv_version_env(exe.shader_modules[index].spirv))
+    else:
+        words = words_of(path.read_bytes(), str(path))
+    needed = [p.entry_point for p in exe.pipelines if p.shader_module_ordinal == index]
+    found = entry_points(words)
+    missing = [n for n in needed if n not in found]
+    if missing:
+        from engine.substitute.errors import InterfaceMismatchError
+
+        raise InterfaceMismatchError(
+            f"{path}: the SPIR-V has no entry point {', '.join(repr(m) for m in missing)} "
+            f"(it has {', '.join(found) or 'none'})"
+        )
+    return replace_shader_module(original, index, words)
+
+
+def build_replacement(module: VmfbModule, spec: SubstitutionSpec, interfaces=None) -> Replacement:
+    """Build ``spec`` for ``module``: resolve the name, compile or assemble the file, check the interface."""
+    target = resolve(module, spec.name, interfaces)
+    t0 = time.perf_counter()
+    suffix = spec.path.suffix
+    if suffix == ".mlir":
+        data = compile_executable_source(spec.path)
+    elif suffix == ".ll":
+        if target.interface.kind != "elf":
+            raise SubstitutionError(f"{spec.path}: LLVM IR replaces CPU executables; {target.executable.name} is not one")
+        from engine.substitute.llvm_ir import build_from_llvm_ir
+
+        data = build_from_llvm_ir(spec.path.read_text(errors="replace"), str(spec.path)).library
+    else:
+        data = _spirv_replacement(target, spec.path)
+    return finish_replacement(spec, target, data, time.perf_counter() - t0)
+
+
+def finish_replacement(spec: SubstitutionSpec, target: Target, data: bytes, build_s: float) -> Replacement:
+    """Check a built binary against ``target`` and say which exports it replaces."""
+    what = f"{spec.path} for {target.executable.name}"
+    interface = read_interface(data, str(spec.path))
+    if interface.export_names == target.interface.export_names:
+        exports = target.interface.export_names
+    else:
+        # Only the exports NAME selected, which the replacement must all provide.
+        exports = tuple(n for n in target.exports if n in interface.export_names) or target.exports
+    check_interface(target.interface, interface, exports, what)
+    return Replacement(spec, target, data, interface, exports, build_s)
+
+
+_NAME = re.compile(r"^\s*hal\.executable(?:\s+(?:public|private))?\s+@([\w$.-]+)", re.M)
+
+
+def executable_name_in_source(text: str) -> str | None:
+    """The ``hal.executable`` name of an MLIR executable source (its first)."""
+    m = _NAME.search(text)
+    return m.group(1) if m else None

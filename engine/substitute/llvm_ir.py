@@ -1,0 +1,300 @@
+"""LLVM IR of a CPU executable -> an embedded-ELF executable library, through llvmlite and IREE's iree-lld.
+
+IREE 3.13 writes LLVM 24 syntax; llvmlite 0.50 parses LLVM 22. ``normalize_llvm24`` rewrites what differs
+in IREE's output (the differences found by the tooling probe), one line at a time so error lines stay put:
+
+* ``f0x`` hexadecimal literals (LLVM 24) -> the legacy ``0x``/``0xH``/``0xR``/``0xK``/``0xL`` forms, with a
+  ``float``'s single-precision bits widened exactly to double (how older LLVM spells float constants);
+* ``qnan``/``snan``/``inf`` keywords -> their hexadecimal bit patterns;
+* decimal ``half``/``bfloat``/``float`` literals that are not exact in the type (LLVM 22 rejects them) ->
+  rounded to the type, then exact hex;
+* ``target_mem: X`` in ``memory(...)`` attributes -> ``target_mem0: X, target_mem1: X`` (LLVM 24 merged them).
+
+The object is linked with the exact command IREE's llvm-cpu target uses, so the result is what IREE would
+have embedded.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import struct
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from engine.substitute.errors import EditCompileError, SourceDiagnostic, SubstitutionError
+
+_FP_TYPES = ("half", "bfloat", "float", "double", "x86_fp80", "fp128", "ppc_fp128")
+_TYPE_WORD = re.compile(r"\b(half|bfloat|float|double|x86_fp80|fp128|ppc_fp128)\b")
+_HEX24 = re.compile(r"(?<![\w.])(-?)f0x([0-9A-Fa-f]+)\b")
+_SPECIAL = re.compile(r"(?<![\w%@.$\"-])(-?)(qnan|snan|inf)\b")
+_DECIMAL = re.compile(r"\b(half|bfloat|float)(\s+)(-?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?)(?![\w.])")
+_TARGET_MEM = re.compile(r"\btarget_mem:\s*(\w+)")
+_STRING = re.compile(r'c?"[^"]*"')
+
+
+def _double_hex(value: float) -> str:
+    return "0x%016X" % struct.unpack("<Q", struct.pack("<d", value))[0]
+
+
+def _convert_hex(bits: str, fp_type: str | None, negate: bool) -> str:
+    """An ``f0x`` literal of ``fp_type`` as legacy LLVM text."""
+    value = int(bits, 16)
+    n = len(bits)
+    if fp_type is None:  # guess from the width
+        fp_type = {4: "half", 8: "float", 16: "double", 20: "x86_fp80", 32: "fp128"}.get(n, "double")
+    if fp_type == "float":
+        f = np.frombuffer(struct.pack("<I", value & 0xFFFFFFFF), dtype="<f4")[0]
+        if np.isnan(f):  # keep the payload: float NaN bits widened like LLVM does (mantissa shifted)
+            sign = (value >> 31) & 1
+            mant = value & 0x7FFFFF
+            text = "0x%016X" % ((sign << 63) | (0x7FF << 52) | (mant << 29))
+        else:
+            text = _double_hex(float(f))
+    elif fp_type == "double":
+        text = "0x%016X" % value
+    elif fp_type == "half":
+        text = "0xH%04X" % value
+    elif fp_type == "bfloat":
+        text = "0xR%04X" % value
+    elif fp_type == "x86_fp80":
+        text = "0xK%020X" % value
+    elif fp_type == "fp128":
+        text = "0xL%032X" % value
+    else:  # ppc_fp128
+        text = "0xM%032X" % value
+    return _negate(text) if negate else text
+
+
+def _negate(text: str) -> str:
+    # A leading '-' on a hex literal is not valid LLVM: flip the sign bit instead.
+    prefix, digits = (text[:3], text[3:]) if text[2] in "HRKLM" else (text[:2], text[2:])
+    width = len(digits) * 4
+    return prefix + format(int(digits, 16) ^ (1 << (width - 1)), f"0{len(digits)}X")
+
+
+_SPECIAL_BITS = {
+    # type: (qnan, snan, inf) in legacy text, positive sign.
+    "half": ("0xH7E00", "0xH7D00", "0xH7C00"),
+    "bfloat": ("0xR7FC0", "0xR7FA0", "0xR7F80"),
+    "float": ("0x7FF8000000000000", "0x7FF4000000000000", "0x7FF0000000000000"),
+    "double": ("0x7FF8000000000000", "0x7FF4000000000000", "0x7FF0000000000000"),
+    "x86_fp80": ("0xK7FFFC000000000000000", "0xK7FFFA000000000000000", "0xK7FFF8000000000000000"),
+    "fp128": ("0xL00000000000000007FFF800000000000", "0xL00000000000000007FFF400000000000",
+              "0xL00000000000000007FFF000000000000"),
+}
+
+
+def _round_decimal(fp_type: str, text: str) -> str:
+    value = float(text)
+    if fp_type == "float":
+        return _double_hex(float(np.float32(value)))
+    if fp_type == "half":
+        return "0xH%04X" % int(np.array(value, dtype=np.float16).view(np.uint16))
+    # bfloat: round to nearest even on the top 16 bits of the float.
+    bits = int(np.array(value, dtype=np.float32).view(np.uint32))
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+    return "0xR%04X" % (bits & 0xFFFF)
+
+
+def _exact(fp_type: str, text: str) -> bool:
+    value = float(text)
+    if fp_type == "float":
+        return float(np.float32(value)) == value
+    if fp_type == "half":
+        return float(np.float16(value)) == value
+    return False
+
+
+def _type_before(line: str, pos: int) -> str | None:
+    found = None
+    for m in _TYPE_WORD.finditer(line, 0, pos):
+        found = m.group(1)
+    return found
+
+
+def _normalize_line(line: str) -> str:
+    if ";" in line:  # leave comments alone (a ';' inside a string is rare in IREE's IR; strings checked below)
+        code, sep, comment = _split_comment(line)
+    else:
+        code, sep, comment = line, "", ""
+    strings = [(m.start(), m.end()) for m in _STRING.finditer(code)]
+
+    def outside_strings(pos: int) -> bool:
+        return not any(a <= pos < b for a, b in strings)
+
+    def hex_sub(m: re.Match) -> str:
+        if not outside_strings(m.start()):
+            return m.group(0)
+        return _convert_hex(m.group(2), _type_before(code, m.start()), bool(m.group(1)))
+
+    def special_sub(m: re.Match) -> str:
+        if not outside_strings(m.start()):
+            return m.group(0)
+        fp_type = _type_before(code, m.start()) or "double"
+        table = _SPECIAL_BITS.get(fp_type, _SPECIAL_BITS["double"])
+        text = table[("qnan", "snan", "inf").index(m.group(2))]
+        return _negate(text) if m.group(1) else text
+
+    def decimal_sub(m: re.Match) -> str:
+        if not outside_strings(m.start()) or _exact(m.group(1), m.group(3)):
+            return m.group(0)
+        return m.group(1) + m.group(2) + _round_decimal(m.group(1), m.group(3))
+
+    if "f0x" in code:
+        code = _HEX24.sub(hex_sub, code)
+    if "nan" in code or "inf" in code:
+        code = _SPECIAL.sub(special_sub, code)
+    if any(t in code for t in ("half", "bfloat", "float")):
+        code = _DECIMAL.sub(decimal_sub, code)
+    if "target_mem:" in code:
+        code = _TARGET_MEM.sub(lambda m: f"target_mem0: {m.group(1)}, target_mem1: {m.group(1)}", code)
+    return code + sep + comment
+
+
+def _split_comment(line: str) -> tuple[str, str, str]:
+    in_string = False
+    for i, ch in enumerate(line):
+        if ch == '"':
+            in_string = not in_string
+        elif ch == ";" and not in_string:
+            return line[:i], ";", line[i + 1 :]
+    return line, "", ""
+
+
+def normalize_llvm24(text: str) -> str:
+    """IREE 3.13's LLVM IR text in the syntax llvmlite's LLVM 22 parses (line count unchanged)."""
+    return "\n".join(_normalize_line(line) for line in text.split("\n"))
+
+
+# -- building -------------------------------------------------------------------------------------------
+
+LINK_FLAGS = (
+    "-flavor", "gnu", "--build-id=none", "-nostdlib", "-static", "-shared", "--no-undefined",
+    "--no-allow-shlib-undefined", "--allow-multiple-definition", "--gc-sections", "-z", "now", "-z", "relro",
+    "--discard-all", "--icf=all", "--ignore-data-address-equality", "--ignore-function-address-equality",
+    "--hash-style=sysv",
+)  # fmt: skip
+
+
+def iree_lld() -> Path:
+    """IREE's bundled linker (``iree/compiler/_mlir_libs/iree-lld``)."""
+    try:
+        import iree.compiler as ic
+    except ImportError as e:
+        raise SubstitutionError(f"IREE's compiler package is not installed: {e}") from None
+    path = Path(ic.__file__).parent / "_mlir_libs" / "iree-lld"
+    if not path.exists():
+        raise SubstitutionError(f"iree-lld not found at {path}")
+    return path
+
+
+def link_object(obj: bytes, *, extra_flags: tuple[str, ...] = ()) -> bytes:
+    """Link one relocatable object into an embedded-ELF executable library (IREE's command line)."""
+    with tempfile.TemporaryDirectory(prefix="iree-lens-lld-") as d:
+        o = Path(d) / "executable.o"
+        so = Path(d) / "executable.so"
+        o.write_bytes(obj)
+        proc = subprocess.run(
+            [str(iree_lld()), *LINK_FLAGS[:2], "-o", str(so), *LINK_FLAGS[2:], *extra_flags, str(o)],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "LLD_VERSION": "IREE"},
+            timeout=120,
+        )
+        if proc.returncode != 0:
+            raise SubstitutionError(f"iree-lld failed: {proc.stderr.strip() or proc.stdout.strip()}")
+        return so.read_bytes()
+
+
+_LLVM_DIAG = re.compile(r"^<string>:(\d+):(\d+): (error|warning|note): (.*)$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class LlvmBuild:
+    """An executable library built from LLVM IR, with the time each step took (seconds)."""
+
+    library: bytes
+    parse_s: float
+    optimize_s: float
+    codegen_s: float
+    link_s: float
+
+
+def _initialize_llvm():
+    import llvmlite.binding as llvm
+
+    try:
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        llvm.initialize_native_asmparser()
+    except RuntimeError:
+        pass  # already initialised
+    return llvm
+
+
+def parse_llvm_ir(text: str, path: str = "<llvm ir>"):
+    """An llvmlite module of ``text`` (normalised), or ``EditCompileError`` with the line of the fault."""
+    llvm = _initialize_llvm()
+    try:
+        module = llvm.parse_assembly(normalize_llvm24(text))
+        module.verify()
+    except RuntimeError as e:
+        message = str(e)
+        diagnostics = [
+            SourceDiagnostic(path, int(m.group(1)), int(m.group(2)), m.group(3), m.group(4))
+            for m in _LLVM_DIAG.finditer(message)
+        ]
+        if not diagnostics:
+            first = message.strip().splitlines()[0] if message.strip() else "invalid LLVM IR"
+            diagnostics = [SourceDiagnostic(path, 0, 0, "error", first)]
+        raise EditCompileError(path, diagnostics, message) from None
+    return module
+
+
+def object_from_module(module, *, optimize: bool) -> tuple[bytes, float, float]:
+    """Machine code of an llvmlite module for its own triple, for this host's CPU (like ``cpu=host``)."""
+    llvm = _initialize_llvm()
+    triple = module.triple or "x86_64-unknown-unknown-eabi-elf"
+    target = llvm.Target.from_triple(triple)
+    tm = target.create_target_machine(
+        cpu=llvm.get_host_cpu_name(),
+        features=llvm.get_host_cpu_features().flatten(),
+        opt=3,
+        reloc="pic",
+        codemodel="default",
+    )
+    t0 = time.perf_counter()
+    if optimize:
+        pto = llvm.create_pipeline_tuning_options(speed_level=2)
+        pb = llvm.create_pass_builder(tm, pto)
+        pb.getModulePassManager().run(module, pb)
+    t1 = time.perf_counter()
+    obj = tm.emit_object(module)
+    return obj, t1 - t0, time.perf_counter() - t1
+
+
+def build_from_llvm_ir(text: str, path: str = "<llvm ir>", *, optimize: bool | None = None) -> LlvmBuild:
+    """An embedded-ELF library from IREE's LLVM IR of one executable (``*.linked.ll``/``*.optimized.ll``).
+
+    ``optimize`` runs LLVM's O2 pipeline first (default: unless the file is IREE's ``optimized`` stage).
+    """
+    if optimize is None:
+        optimize = ".optimized." not in Path(path).name
+    t0 = time.perf_counter()
+    module = parse_llvm_ir(text, path)
+    parse_s = time.perf_counter() - t0
+    if not any(f.name == "iree_hal_executable_library_query" for f in module.functions):
+        raise SubstitutionError(
+            f"{path}: no iree_hal_executable_library_query function; give IREE's linked or optimized .ll of a "
+            "whole executable (the codegen stage is not linked yet)"
+        )
+    obj, optimize_s, codegen_s = object_from_module(module, optimize=optimize)
+    t1 = time.perf_counter()
+    library = link_object(obj)
+    return LlvmBuild(library, parse_s, optimize_s, codegen_s, time.perf_counter() - t1)

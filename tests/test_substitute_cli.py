@@ -1,0 +1,182 @@
+"""``iree-lens run --substitute=NAME=FILE``: edited executables on both engines, CPU and Vulkan (lavapipe).
+
+Each edit changes the arithmetic of the elementwise sample (``a * b + |a|``); the expected values are computed
+with numpy from the inputs, independently of either engine.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine.cli import main as cli_main
+from engine.runtime.hal.vulkan.loader import vulkan_available
+from engine.samples import sample_path
+from tests.support import iree_tool
+
+_NO_VULKAN = vulkan_available()
+needs_vulkan = pytest.mark.skipif(_NO_VULKAN is not None, reason=f"no Vulkan: {_NO_VULKAN}")
+
+TARGETS = {
+    "cpu": ["--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu",
+            "--iree-llvmcpu-target-cpu=host"],
+    "vulkan": ["--iree-hal-target-device=vulkan"],
+}  # fmt: skip
+
+
+def compile_with_dumps(sample: str, target: str, out: Path) -> Path:
+    """Compile a sample, dumping executable sources, intermediates (.ll, .spirv) and binaries under ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    vmfb = out / f"{sample}.vmfb"
+    subprocess.run(
+        [iree_tool("iree-compile"), str(sample_path(sample)), *TARGETS[target], "-o", str(vmfb),
+         f"--iree-hal-dump-executable-sources-to={out / 'sources'}",
+         f"--iree-hal-dump-executable-intermediates-to={out / 'intermediates'}",
+         f"--iree-hal-dump-executable-binaries-to={out / 'binaries'}"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return vmfb
+
+
+@pytest.fixture(scope="module")
+def ew(tmp_path_factory):
+    base = tmp_path_factory.mktemp("subst")
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((4, 8)).astype(np.float32)
+    b = rng.standard_normal((4, 8)).astype(np.float32)
+    np.save(base / "a.npy", a)
+    np.save(base / "b.npy", b)
+    return base, a, b
+
+
+def run_lens(vmfb: Path, base: Path, engine: str, device: str, *subs: str, capsys) -> tuple[int, str, np.ndarray | None]:
+    out = base / f"out_{engine}_{device}.npy"
+    out.unlink(missing_ok=True)
+    rc = cli_main(
+        ["run", str(vmfb), "--function=main", f"--input=@{base / 'a.npy'}", f"--input=@{base / 'b.npy'}",
+         f"--engine={engine}", f"--device={device}", f"--output=@{out}", *[f"--substitute={s}" for s in subs]]
+    )  # fmt: skip
+    err = capsys.readouterr().err
+    return rc, err, (np.load(out) if out.exists() else None)
+
+
+def edited_source(sources: Path, out: Path) -> Path:
+    """The dumped MLIR source of main_dispatch_0 with the final ``addf`` made a ``mulf``."""
+    text = (sources / "module_main_dispatch_0.mlir").read_text()
+    edited, n = re.subn(r"arith\.addf (%\w+), (%\w+) : f32", r"arith.mulf \1, \2 : f32", text)
+    assert n == 1
+    out.write_text(edited)
+    return out
+
+
+@pytest.mark.parametrize("engine", ["debug", "reference"])
+def test_mlir_edit_on_cpu(ew, engine, capsys):
+    base, a, b = ew
+    vmfb = compile_with_dumps("elementwise", "cpu", base / "cpu")
+    src = edited_source(base / "cpu" / "sources", base / "cpu_edit.mlir")
+    rc, err, got = run_lens(vmfb, base, engine, "local-sync", f"main_dispatch_0={src}", capsys=capsys)
+    assert rc == 0, err
+    np.testing.assert_array_equal(got, (a * b) * np.abs(a))
+    # Without the substitution the module computes the original.
+    rc, err, got = run_lens(vmfb, base, engine, "local-sync", capsys=capsys)
+    fused = (a.astype(np.float64) * b + np.abs(a)).astype(np.float32)  # IREE fuses a*b+c into one FMA
+    np.testing.assert_array_equal(got, fused)
+
+
+@pytest.mark.parametrize("engine", ["debug", "reference"])
+@pytest.mark.parametrize("stage", ["optimized", "linked"])
+def test_llvm_ir_edit_on_cpu(ew, engine, stage, capsys):
+    base, a, b = ew
+    vmfb = compile_with_dumps("elementwise", "cpu", base / "cpu")
+    ll = next((base / "cpu" / "intermediates").glob(f"*main_dispatch_0*.{stage}.ll"))
+    text = ll.read_text()
+    # The dispatch's vector add of (a*b) and |a| becomes a multiply.
+    edited, n = re.subn(r"= fadd (contract )?<(\d+) x float>", r"= fmul \1<\2 x float>", text)
+    assert n >= 1
+    out = base / f"edit.{stage}.ll"
+    out.write_text(edited)
+    rc, err, got = run_lens(vmfb, base, engine, "local-sync", f"main_dispatch_0={out}", capsys=capsys)
+    assert rc == 0, err
+    np.testing.assert_array_equal(got, (a * b) * np.abs(a))
+
+
+@needs_vulkan
+@pytest.mark.parametrize("engine", ["debug", "reference"])
+@pytest.mark.parametrize("kind", ["mlir", "spvasm", "spv"])
+def test_vulkan_edits(ew, engine, kind, capsys):
+    base, a, b = ew
+    vmfb = compile_with_dumps("elementwise", "vulkan", base / "vk")
+    if kind == "mlir":
+        path = edited_source(base / "vk" / "sources", base / "vk_edit.mlir")
+        name = "main_dispatch_0"
+    else:
+        spv = next((base / "vk" / "binaries").glob("*.spv"))
+        text = subprocess.run(["spirv-dis", str(spv)], check=True, capture_output=True, text=True).stdout
+        edited, n = re.subn(r"OpFAdd %float", "OpFMul %float", text)
+        assert n == 1
+        path = base / "vk_edit.spvasm"
+        path.write_text(edited)
+        if kind == "spv":
+            out = base / "vk_edit.spv"
+            subprocess.run(["spirv-as", "--target-env", "spv1.3", str(path), "-o", str(out)], check=True)
+            path = out
+        name = "main_dispatch_0_elementwise_32_f32"  # an export name
+    rc, err, got = run_lens(vmfb, base, engine, "vulkan", f"{name}={path}", capsys=capsys)
+    assert rc == 0, err
+    np.testing.assert_array_equal(got, (a * b) * np.abs(a))
+
+
+def test_syntax_errors_name_their_line(ew, capsys):
+    base, a, b = ew
+    vmfb = compile_with_dumps("elementwise", "cpu", base / "cpu")
+    src = edited_source(base / "cpu" / "sources", base / "bad.mlir")
+    lines = src.read_text().splitlines()
+    line = next(i for i, t in enumerate(lines) if "arith.mulf" in t and "%in" not in t) + 1
+    lines[line - 1] = lines[line - 1].replace("arith.mulf", "arith.mulfx")
+    src.write_text("\n".join(lines) + "\n")
+    rc, err, got = run_lens(vmfb, base, "debug", "local-sync", f"main_dispatch_0={src}", capsys=capsys)
+    assert rc == 1 and got is None
+    assert f"bad.mlir:{line}:" in err and "arith.mulfx" in err
+
+    ll = next((base / "cpu" / "intermediates").glob("*.optimized.ll"))
+    lines = ll.read_text().splitlines()
+    k = next(i for i, t in enumerate(lines) if " fadd " in t)
+    lines[k] = lines[k].replace(" fadd ", " faddz ")
+    bad_ll = base / "bad.ll"
+    bad_ll.write_text("\n".join(lines) + "\n")
+    rc, err, got = run_lens(vmfb, base, "reference", "local-sync", f"main_dispatch_0={bad_ll}", capsys=capsys)
+    assert rc == 1 and got is None
+    assert f"bad.ll:{k + 1}:" in err
+
+
+def test_interface_mismatch_is_refused(ew, capsys):
+    base, a, b = ew
+    vmfb = compile_with_dumps("elementwise", "cpu", base / "cpu")
+    text = (base / "cpu" / "sources" / "module_main_dispatch_0.mlir").read_text()
+    # Same export name, one binding fewer: the output goes to binding 1.
+    layout3 = re.search(r"#hal\.pipeline\.layout<bindings = \[(.*?)\], flags = Indirect>", text).group(0)
+    layout2 = layout3.replace('#hal.pipeline.binding<storage_buffer, "ReadOnly|Indirect">, ', "", 1)
+    assert layout2 != layout3
+    short = text.replace(layout3, layout2)
+    short = short.replace(layout3.replace("#hal.pipeline.layout", ""), layout2.replace("#hal.pipeline.layout", ""))
+    short = re.sub(r"binding\(2\)", "binding(1)", short)
+    short = re.sub(r"(%1 = hal\.interface\.binding\.subspan .*? binding\()1\)", r"\g<1>0)", short)
+    path = base / "two_bindings.mlir"
+    path.write_text(short)
+    for engine in ("debug", "reference"):
+        rc, err, got = run_lens(vmfb, base, engine, "local-sync", f"main_dispatch_0={path}", capsys=capsys)
+        assert rc == 1 and got is None, err
+        assert "interface mismatch" in err and "2 bindings, the module passes 3" in err
+
+
+def test_unknown_name_lists_executables(ew, capsys):
+    base, a, b = ew
+    vmfb = compile_with_dumps("elementwise", "cpu", base / "cpu")
+    src = edited_source(base / "cpu" / "sources", base / "cpu_edit.mlir")
+    rc, err, _ = run_lens(vmfb, base, "debug", "local-sync", f"main_dispatch_7={src}", capsys=capsys)
+    assert rc == 1
+    assert "main_dispatch_7" in err and "main_dispatch_0_elementwise_32_f32" in err
