@@ -3,12 +3,12 @@ other, and rendered the way IREE's own flatbuffer dump describes them when the t
 
 from __future__ import annotations
 
-import json
 import struct
 import subprocess
 import time
 
 import pytest
+from lens_fuzz.iree_dump import iree_flatbuffer_json, iree_location_texts
 from support import iree_tool
 
 from engine.runtime.vmfb.locations import CALL_SITE, FUSED, MAX_LOCATION_CHARS
@@ -98,36 +98,9 @@ def test_a_self_reference_and_an_index_outside_the_table_read_as_bad_locations(f
     assert all(text in db.location_text(i) for i, tag, _ in entries if tag == CALL_SITE)
 
 
-def _iree_text(table, types, i):
-    """A location as MLIR prints it, from iree-dump-module's flatbuffer JSON (an independent reading)."""
-    kind, loc = types[i], table[i]
-    if kind == "FileLineColLocDef":
-        return f'"{loc.get("filename", "")}":{loc.get("line", 0)}:{loc.get("column", 0)}'
-    if kind == "CallSiteLocDef":
-        callee = _iree_text(table, types, loc.get("callee", 0))
-        return f"callsite({callee} at {_iree_text(table, types, loc.get('caller', 0))})"
-    if kind == "FusedLocDef":
-        inner = ", ".join(_iree_text(table, types, c) for c in loc.get("locations", []))
-        meta = loc.get("metadata")
-        return f"fused<{meta}>[{inner}]" if meta else f"fused[{inner}]"
-    if kind == "NameLocDef":
-        child = loc.get("child_location")
-        name = f'"{loc.get("name", "")}"'
-        return name if child is None else f"{name}({_iree_text(table, types, child)})"
-    return "unknown"
-
-
 def test_locations_match_iree_dump_module(fused_vmfb, compiled):
     for path in (fused_vmfb, compiled.path("softmax", "vmvx"), compiled.path("mlp", "llvm-cpu")):
-        proc = subprocess.run(
-            [iree_tool("iree-dump-module"), "--output=flatbuffer-json", str(path)],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        dump = json.loads(proc.stdout[proc.stdout.index("{") :])["debug_database"]
-        types, table = dump["location_table_type"], dump["location_table"]
-        expected = [_iree_text(table, types, i) for i in range(len(types))]
+        expected = iree_location_texts(iree_flatbuffer_json(path))
         module = VmfbModule.from_bytes(path.read_bytes())
         assert module.debug_database.location_texts == expected
         assert any(t.startswith("fused") for t in expected) or path != fused_vmfb

@@ -1,12 +1,24 @@
-"""Every file reader, fed a few hundred damaged inputs each, ends in a result or its one typed error."""
+"""Every file reader, fed a few hundred damaged inputs each under a time and memory limit, ends in a
+result or its one typed error."""
 
 from __future__ import annotations
 
 import pytest
+from lens_fuzz.bounded import Limits, run_cases
+from lens_fuzz.mutate import reader_cases
+from lens_fuzz.readers import READERS, seed_corpus
 
-from engine.fuzz_readers import READERS, fuzz, seed_corpus
-
-CASES = {"vmfb": 300, "vke1": 400, "elf": 300, "npy": 400, "timing": 400, "diagnostics": 200, "session": 300}
+CASES = {
+    "vmfb": 300,
+    "vke1": 300,
+    "elf": 300,
+    "input": 300,
+    "npy": 300,
+    "timing": 300,
+    "diagnostics": 200,
+    "session": 200,
+}
+LIMITS = Limits(seconds=20.0, memory_bytes=1 << 30)
 
 
 @pytest.fixture(scope="module")
@@ -17,13 +29,19 @@ def corpus(compiled):
     return seed_corpus(paths)
 
 
+def test_every_reader_is_fuzzed():
+    assert set(CASES) == set(READERS)
+
+
 @pytest.mark.parametrize("name", sorted(READERS))
-def test_damaged_inputs_end_in_a_result_or_a_typed_error(corpus, name):
+def test_damaged_inputs_end_in_a_result_or_a_typed_error(corpus, name, tmp_path):
     assert corpus[name], f"no seed inputs for {name}"
-    result = fuzz(READERS[name], corpus[name], CASES[name], seed=1234)
-    assert not result.failures, f"{len(result.failures)} inputs crashed the {name} reader:\n" + "\n".join(
-        f"{what}\n{tb}" for what, tb in result.failures[:3]
+    result = run_cases(
+        READERS[name], reader_cases(corpus[name], CASES[name], seed=1234), limits=LIMITS, corpus_dir=tmp_path
     )
-    assert result.parsed + result.rejected == result.cases
+    assert not result.failures, f"{len(result.failures)} inputs failed the {name} reader:\n" + "\n".join(
+        f"{f.kind} ({f.mutation}): {f.command}\n{f.detail}" for f in result.failures[:3]
+    )
+    assert result.parsed + result.rejected == result.cases == CASES[name]
     if READERS[name].allowed:
         assert result.rejected > 0  # the mutations do reach the error paths

@@ -1,12 +1,16 @@
-"""Mutated modules end in a parsed module (fully disassembled, executables listed) or one VmfbFormatError."""
+"""Mutated modules end in a parsed module (fully disassembled with source locations, executables
+described) or one VmfbFormatError, each case under a time and memory limit."""
 
 from __future__ import annotations
 
-from engine.runtime.vmfb.fuzzing import FuzzFailure, campaign, read_everything
+from lens_fuzz.bounded import Limits, run_cases
+from lens_fuzz.mutate import module_cases
+from lens_fuzz.readers import READERS, read_everything
+
 from engine.runtime.vmfb.module import open_vmfb
 
 
-def test_fuzz_sample_modules(compiled):
+def test_fuzz_sample_modules(compiled, tmp_path):
     samples = {}
     for sample, target in [
         ("mlp", "llvm-cpu"),
@@ -21,8 +25,12 @@ def test_fuzz_sample_modules(compiled):
                 samples[f"{path.name}:{x.name}"] = bytes(x.data)
     for data in samples.values():
         assert read_everything(data) > 0  # the unmutated modules read cleanly
-    outcomes = list(campaign(samples, cases=2500, seed=1234))
-    failures = [o for *_, o in outcomes if isinstance(o, FuzzFailure)]
-    assert not failures, failures[0].error
-    kinds = {o for *_, o in outcomes}
-    assert kinds == {"ok", "error"}  # both ends are reached
+    report = run_cases(
+        READERS["vmfb"],
+        module_cases(samples, cases=2000, seed=1234),
+        limits=Limits(seconds=20.0, memory_bytes=1 << 30),
+        corpus_dir=tmp_path,
+    )
+    assert not report.failures, "\n".join(f"{f.kind}: {f.command}\n{f.detail}" for f in report.failures[:3])
+    assert report.parsed > 0 and report.rejected > 0  # both ends are reached
+    assert report.parsed + report.rejected == report.cases == 2000

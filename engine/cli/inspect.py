@@ -1,7 +1,9 @@
 """``iree-lens inspect MODULE.vmfb``: a module's metadata, disassembly or everything as JSON.
 
 ``--output=metadata`` and ``--output=disassembly`` print what ``iree-dump-module`` prints;
-``--output=json`` prints the whole parsed module (executables and their details included).
+``--output=json`` prints the whole parsed module (executables and their details included, and the
+debug database's locations as text in table order); ``--locations`` adds each instruction's source
+location to the disassembly (``  loc("model.mlir":3:5)`` after it).
 """
 
 from __future__ import annotations
@@ -25,6 +27,11 @@ def add_parser(subparsers) -> None:
     p.add_argument("--bytecode_offsets", "--bytecode-offsets", action="store_true", help="prefix pcs")
     p.add_argument("--function", default="", help="disassemble only this function (name or ordinal)")
     p.add_argument("--no-rodata", action="store_true", help="leave rodata hex out of the disassembly")
+    p.add_argument(
+        "--locations",
+        action="store_true",
+        help="after each instruction of the disassembly, its source location from the debug database",
+    )
     p.set_defaults(func=run)
 
 
@@ -43,11 +50,17 @@ def run(args: argparse.Namespace) -> int:
             if args.function:
                 key = int(args.function) if args.function.isdigit() else args.function
                 dis = FunctionDisassembler(module)
-                for line in dis.function_text(module.function(key), bytecode_offsets=args.bytecode_offsets):
+                lines = dis.function_text(
+                    module.function(key), bytecode_offsets=args.bytecode_offsets, locations=args.locations
+                )
+                for line in lines:
                     out.write(line + "\n")
             else:
                 for line in module_lines(
-                    module, bytecode_offsets=args.bytecode_offsets, rodata=not args.no_rodata
+                    module,
+                    bytecode_offsets=args.bytecode_offsets,
+                    rodata=not args.no_rodata,
+                    locations=args.locations,
                 ):
                     out.write(line + "\n")
         elif args.output == "executables":

@@ -113,8 +113,18 @@ def _float_to_storage(values: list[float], element_type: ElementType) -> np.ndar
 
 def parse_tensor(spec: str) -> Tensor:
     """``2x3xf32=1 2 3 4 5 6`` (or a splat ``2x3xf32=1``, or ``2x3xf32`` for zeros) as a Tensor."""
+    metadata = spec.partition("=")[0]
+    try:
+        return _parse_tensor(spec)
+    except MemoryError:
+        raise InputError(f"`{metadata.strip()}` is too large to allocate") from None
+
+
+def _parse_tensor(spec: str) -> Tensor:
     metadata, has_data, contents = spec.partition("=")
     shape, element_type = _parse_shape_and_type(metadata)
+    if element_type.dtype.kind == "V":  # e.g. i72: IREE can name it, numpy has no arithmetic type for it
+        raise InputError(f"element type {element_type.name} cannot be parsed from text")
     count = int(np.prod(shape, dtype=np.int64))
     if contents.strip().startswith(("@", "+")):
         path = contents.strip()[1:]
@@ -156,7 +166,11 @@ def _load_numpy_file(path: str) -> list[Tensor]:
         raise InputError(f"cannot read {path} as a numpy file: {e}") from None
     if isinstance(loaded, np.lib.npyio.NpzFile):
         with loaded:
-            return [Tensor.from_numpy(loaded[k]) for k in loaded.files]
+            try:
+                # Members are read lazily: a damaged member fails here, with zipfile's or numpy's errors.
+                return [Tensor.from_numpy(loaded[k]) for k in loaded.files]
+            except Exception as e:  # noqa: BLE001 - numpy and zipfile raise several types
+                raise InputError(f"cannot read {path} as a numpy file: {e}") from None
     return [Tensor.from_numpy(loaded)]
 
 

@@ -228,7 +228,7 @@ def module_json(module: VmfbModule) -> dict[str, Any]:
         "debug_database": None
         if module.debug_database is None
         else {
-            "locations": len(module.debug_database.locations),
+            "locations": list(module.debug_database.location_texts),
             "functions": [f.local_name for f in module.debug_database.functions],
         },
         "executables": [

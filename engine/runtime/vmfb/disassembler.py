@@ -275,8 +275,29 @@ class FunctionDisassembler:
             for ins in instructions
         ]
 
-    def function_text(self, function: Function, *, bytecode_offsets: bool = False) -> Iterator[str]:
-        """The lines of one function, header and closing brace included (each without newline)."""
+    def instruction_locations(self, function: Function) -> dict[int, str]:
+        """Source location text of each instruction pc that the debug database maps (``{pc: text}``)."""
+        db = self.module.debug_database
+        if db is None:
+            return {}
+        source_map = db.source_map(function, len(self.module.functions))
+        if source_map is None:
+            return {}
+        out: dict[int, str] = {}
+        for pc, index in source_map.locations.tolist():
+            # IREE looks an instruction up by its exact pc and takes the first entry that matches.
+            if pc not in out:
+                out[pc] = _one_line(db.location_text(index))
+        return out
+
+    def function_text(
+        self, function: Function, *, bytecode_offsets: bool = False, locations: bool = False
+    ) -> Iterator[str]:
+        """The lines of one function, header and closing brace included (each without newline).
+
+        ``locations=True`` appends each instruction's source location (``  loc("model.mlir":3:5)``) where
+        the debug database has one.
+        """
         for export in self.module.exports:
             if export.internal_ordinal != function.ordinal:
                 continue
@@ -287,11 +308,18 @@ class FunctionDisassembler:
                 else f"vm.export @{export.name} = @{fname}"
             )
         yield f"vm.func @{_tool_function_name(self.module, function)}{_signature_text(function)} {{"
+        where = self.instruction_locations(function) if locations else {}
         for line in self.lines(function):
             indent = "" if line.is_block_label else "  "
             prefix = f"[{line.pc:08X}]" if bytecode_offsets else ""
-            yield f"{prefix}{indent}{line.text}"
+            loc = where.get(line.pc) if not line.is_block_label else None
+            yield f"{prefix}{indent}{line.text}" + (f"  loc({loc})" if loc is not None else "")
         yield "}"
+
+
+def _one_line(text: str) -> str:
+    """A location read from a file on one line (names may hold line breaks)."""
+    return text.replace("\n", "\\n").replace("\r", "\\r")
 
 
 @dataclass(frozen=True)
@@ -345,10 +373,13 @@ def _signature_text(function: Function) -> str:
     return f"({', '.join(parts)}) -> ({', '.join(res)})"
 
 
-def module_lines(module: VmfbModule, *, bytecode_offsets: bool = False, rodata: bool = True) -> Iterator[str]:
+def module_lines(
+    module: VmfbModule, *, bytecode_offsets: bool = False, rodata: bool = True, locations: bool = False
+) -> Iterator[str]:
     """The whole ``--output=disassembly`` text, line by line (without newlines).
 
-    ``rodata=False`` leaves out the ``vm.rodata[i] = HEX`` directives (huge for big constants).
+    ``rodata=False`` leaves out the ``vm.rodata[i] = HEX`` directives (huge for big constants);
+    ``locations=True`` appends each instruction's source location (see ``function_text``).
     """
     yield f"vm.module @{module.name} version {module.version}"
     directives = False
@@ -371,7 +402,7 @@ def module_lines(module: VmfbModule, *, bytecode_offsets: bool = False, rodata: 
     for i, f in enumerate(module.functions):
         if i or not directives:
             yield ""  # exactly one blank line before each function
-        yield from dis.function_text(f, bytecode_offsets=bytecode_offsets)
+        yield from dis.function_text(f, bytecode_offsets=bytecode_offsets, locations=locations)
 
 
 def disassemble_module(module: VmfbModule, *, bytecode_offsets: bool = False, rodata: bool = True) -> str:

@@ -96,16 +96,23 @@ def read_elf(data: bytes | memoryview, name: str = "executable") -> ElfInfo:
 # -- Vulkan SPIR-V (the VKE1 container itself is read by ``vke1.read_vke1``) ---------------------------
 
 
+SPIRV_DIS_SECONDS = 30  # a damaged module must not hold the caller forever
+
+
 def spirv_disassembly(words: np.ndarray) -> str | None:
-    """``spirv-dis`` text of a shader module, or None when the tool is not on PATH or fails."""
+    """``spirv-dis`` text of a shader module, or None when the tool is not on PATH, fails or times out."""
     tool = shutil.which("spirv-dis")
     if tool is None:
         return None
     with tempfile.NamedTemporaryFile(suffix=".spv") as f:
         f.write(np.ascontiguousarray(words, dtype="<u4").tobytes())
         f.flush()
-        proc = subprocess.run([tool, f.name], capture_output=True, text=True)
-    return proc.stdout if proc.returncode == 0 else None
+        try:
+            proc = subprocess.run([tool, f.name], capture_output=True, timeout=SPIRV_DIS_SECONDS)
+        except subprocess.TimeoutExpired:
+            return None
+    # OpString/OpName operands come from the file: not necessarily UTF-8.
+    return proc.stdout.decode("utf-8", errors="replace") if proc.returncode == 0 else None
 
 
 # -- any executable --------------------------------------------------------------------------------------
