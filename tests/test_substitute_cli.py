@@ -180,3 +180,26 @@ def test_unknown_name_lists_executables(ew, capsys):
     rc, err, _ = run_lens(vmfb, base, "debug", "local-sync", f"main_dispatch_7={src}", capsys=capsys)
     assert rc == 1
     assert "main_dispatch_7" in err and "main_dispatch_0_elementwise_32_f32" in err
+
+
+@pytest.mark.parametrize("engine", ["debug", "reference"])
+def test_one_dispatch_of_a_linked_cpu_library(ew, engine, capsys, tmp_path):
+    """mlp links its two dispatches into one library; editing main_dispatch_0 keeps main_dispatch_1 intact."""
+    base, _, _ = ew
+    vmfb = compile_with_dumps("mlp", "cpu", base / "mlp")
+    text = (base / "mlp" / "sources" / "module_main_dispatch_0.mlir").read_text()
+    edited, n = re.subn(r"arith\.maximumf (%\w+), (%\w+) : f32", r"arith.minimumf \1, \2 : f32", text)
+    assert n == 1  # relu becomes min(x, 0)
+    src = tmp_path / "relu_min.mlir"
+    src.write_text(edited)
+    x = np.random.default_rng(3).integers(-4, 5, (2, 16)).astype(np.float32)  # exact sums in f32
+    np.save(tmp_path / "x.npy", x)
+    out = tmp_path / "o.npy"
+    rc = cli_main(["run", str(vmfb), "--function=main", f"--input=@{tmp_path / 'x.npy'}", f"--engine={engine}",
+                   f"--output=@{out}", f"--substitute=main_dispatch_0={src}"])  # fmt: skip
+    assert rc == 0, capsys.readouterr().err
+    b1 = np.array([-1.0, -0.5, 0.0, 0.5, 1.0, 1.5, -1.5, 2.0, -2.0, 0.25, -0.25, 0.75, -0.75, 1.25, -1.25, 0.1,
+                   0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, -0.1, -0.2, -0.3, -0.4, -0.5, -0.6, -0.7, -0.8], np.float32)  # fmt: skip
+    h = x @ np.full((16, 32), 0.125, np.float32) + b1
+    expected = np.minimum(h, 0) @ np.full((32, 4), -0.0625, np.float32) + np.array([0.5, -0.5, 1, -1], np.float32)
+    np.testing.assert_array_equal(np.load(out), expected)
