@@ -84,7 +84,7 @@ def test_timing_adds_up_to_total(tmp_path):
 
 
 def test_invalid_mlir_gives_located_diagnostic(tmp_path):
-    c = compile_program(CompileRequest(BAD_MLIR, name="bad"), out_dir=tmp_path)
+    c = compile_program(CompileRequest.from_text(BAD_MLIR, name="bad"), out_dir=tmp_path)
     assert not c.ok and c.vmfb_path is None and not c.crashed
     (error,) = c.errors
     assert (error.line, error.column) == (2, 23)
@@ -157,13 +157,13 @@ def test_timeout_stops_compile(tmp_path):
 
 def test_request_validation():
     with pytest.raises(ValueError):
-        CompileRequest("x", target="nope")
+        CompileRequest(source_text="x", target="nope")
     with pytest.raises(ValueError):
-        CompileRequest("x", type_conversions=("demote-f32-to-f8",))
+        CompileRequest(source_text="x", type_conversions=("demote-f32-to-f8",))
     with pytest.raises(ValueError):
-        CompileRequest("x", extra_flags=("--compile-to=hal",))
+        CompileRequest(source_text="x", extra_flags=("--compile-to=hal",))
     flags = CompileRequest(
-        "x", target_cpu="znver4", type_conversions=("demote-f32-to-f16",), trace_dispatch_tensors=True
+        source_text="x", target_cpu="znver4", type_conversions=("demote-f32-to-f16",), trace_dispatch_tensors=True
     ).compiler_flags()
     assert "--iree-llvmcpu-target-cpu=znver4" in flags and "--iree-llvmcpu-target-cpu=host" not in flags
     assert "--iree-input-demote-f32-to-f16" in flags and "--iree-flow-trace-dispatch-tensors" in flags

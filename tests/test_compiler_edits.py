@@ -76,7 +76,7 @@ def elementwise(tmp_path_factory):
     base = compile_program(CompileRequest(sample_path("elementwise")), out_dir=root / "base")
     # The same program with a different kernel (a*b - |a|) under the same names.
     variant = compile_program(
-        CompileRequest(ELEMENTWISE_VARIANT, name="elementwise"), out_dir=root / "variant"
+        CompileRequest.from_text(ELEMENTWISE_VARIANT, name="elementwise"), out_dir=root / "variant"
     )
     base.raise_if_failed()
     variant.raise_if_failed()

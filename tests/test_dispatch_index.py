@@ -39,8 +39,10 @@ def compilations(tmp_path_factory):
 
     def get(sample: str, target: str):
         if (sample, target) not in cache:
-            source = DEDUP_MLIR if sample == "dedup" else sample_path(sample)
-            request = CompileRequest(source, name="dedup" if sample == "dedup" else None, target=target)
+            if sample == "dedup":
+                request = CompileRequest.from_text(DEDUP_MLIR, name="dedup", target=target)
+            else:
+                request = CompileRequest.from_file(sample_path(sample), target=target)
             c = compile_program(request, out_dir=root / f"{sample}-{target}")
             c.raise_if_failed()
             cache[sample, target] = c

@@ -38,6 +38,7 @@ from app.views.ir_diff import IrDiffView
 from app.views.ir_viewer import IrViewer
 from app.views.phase_timeline import PhaseTimeline
 from engine.compiler import PHASES, TYPE_CONVERSIONS, Compilation, CompileRequest, Progress, TaskState
+from engine.compiler.request import selects_target
 from engine.compiler.targets import TARGETS
 from engine.errors import CompileCancelled
 
@@ -76,13 +77,16 @@ class CompileOptionsForm(QWidget):
         """The request for ``source`` with these options (raises ValueError on bad flags or options)."""
         target = self.target.currentText()
         cpu = self.target_cpu.text().strip() or None
-        return CompileRequest(
-            Path(source) if not isinstance(source, Path) else source,
+        extra_flags = tuple(shlex.split(self.flags.text()))
+        # IREE's own target flags in the Flags field replace the Target choice (and its CPU).
+        own_target = selects_target(extra_flags)
+        return CompileRequest.from_file(
+            source,
             target=target,
-            target_cpu=cpu if target == "llvm-cpu" else None,
+            target_cpu=cpu if target == "llvm-cpu" and not own_target else None,
             type_conversions=tuple(n for n, b in self.conversions.items() if b.isChecked()),
             trace_dispatch_tensors=self.trace.isChecked(),
-            extra_flags=tuple(shlex.split(self.flags.text())),
+            extra_flags=extra_flags,
         )
 
     def describe(self) -> str:

@@ -34,7 +34,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        # Commands that pass flags through to IREE take them anywhere on the line (before SOURCE too).
+        if not hasattr(args, "iree_flags"):
+            parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+        args.iree_flags = [*unknown, *args.iree_flags]
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

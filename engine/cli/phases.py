@@ -3,7 +3,11 @@ and the ``.vmfb`` into a folder (the snapshots under the names ``--dump-compilat
 
     iree-lens phases SOURCE.mlir --out=DIR [--target=llvm-cpu|vmvx|vulkan-spirv] [IREE flags...]
 
-Flags the command does not know are passed to iree-compile verbatim.
+Flags the command does not know are passed to iree-compile verbatim. IREE's own target flags
+(--iree-hal-target-device=..., --iree-hal-local-target-device-backends=..., --iree-hal-target-backends=...)
+replace the default target, so the snapshots are those `iree-compile --dump-compilation-phases-to` writes
+for the same flags. Snapshots are found by the module's name as IREE gives it (`module @name`, else the
+file's stem).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from pathlib import Path
 
 from engine.compiler import CompileRequest, compile_program
 from engine.compiler.phases import find_snapshot_files
+from engine.compiler.request import selects_target
 from engine.compiler.targets import COMPILE_ONLY_TARGETS, TARGETS
 from engine.errors import CompileCancelled
 
@@ -26,9 +31,10 @@ def _own_options(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
     parser.add_argument("--out", "-o", type=Path, default=default(None), help="folder to write into")
     parser.add_argument(
         "--target",
-        default=default("llvm-cpu"),
+        default=default(None),
         choices=[*TARGETS, *COMPILE_ONLY_TARGETS],
-        help="IREE target backend (default llvm-cpu)",
+        help="IREE target backend (default llvm-cpu, unless IREE's own target flags such as "
+        "--iree-hal-target-device=... are given: then those alone choose the target)",
     )
     parser.add_argument("--target-cpu", default=default(None), help="llvm-cpu target CPU (default host)")
     parser.add_argument(
@@ -74,8 +80,13 @@ def run(args: argparse.Namespace) -> int:
         print("iree-lens phases: --out=DIR is required", file=sys.stderr)
         return 2
     try:
-        request = CompileRequest(
-            args.source, target=args.target, target_cpu=args.target_cpu, extra_flags=tuple(iree_flags)
+        if args.target is not None and selects_target(iree_flags):
+            raise ValueError("--target and IREE's own target flags both choose the target; give one of them")
+        request = CompileRequest.from_file(
+            args.source,
+            target=args.target or "llvm-cpu",
+            target_cpu=args.target_cpu,
+            extra_flags=tuple(iree_flags),
         )
         args.out.mkdir(parents=True, exist_ok=True)
         _clear_previous(args.out, request.module_name, args.force)

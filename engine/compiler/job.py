@@ -71,13 +71,13 @@ class _Lineage:
 
 
 def _write_source(request: CompileRequest, out_dir: Path) -> Path:
-    if isinstance(request.source, Path):
+    if request.source_path is not None:
         if request.name is None:
-            return request.source
-        data: str | bytes = request.source.read_bytes()
-        suffix = ".mlirbc" if request.source.suffix == ".mlirbc" else ".mlir"
+            return request.source_path
+        data: str | bytes = request.source_path.read_bytes()
+        suffix = ".mlirbc" if request.source_path.suffix == ".mlirbc" else ".mlir"
     else:
-        data = request.source
+        data = request.source_text
         suffix = ".mlirbc" if isinstance(data, bytes) else ".mlir"
     folder = out_dir / "source"
     folder.mkdir(parents=True, exist_ok=True)
@@ -221,8 +221,15 @@ def _collect_phases(out: Path, request: CompileRequest) -> list[PhaseSnapshot]:
     # the compiler wrote the rest.
     start = phase_index(request.compile_from) if request.compile_from not in (None, "start") else 0
     phases = []
-    for s in find_snapshot_files(out):
-        if s.module != request.module_name:
+    found = find_snapshot_files(out)
+    module = request.module_name
+    if not any(s.module == module for s in found):
+        # A bytecode source's module name cannot be read ahead: take the one module IREE wrote.
+        modules = {s.module for s in found}
+        if len(modules) == 1:
+            module = modules.pop()
+    for s in found:
+        if s.module != module:
             continue
         origin = "compiled" if s.index > start else ("edited" if s.index == start else "inherited")
         phases.append(PhaseSnapshot(s.phase, s.index, s.path, origin))

@@ -52,7 +52,8 @@ def resume_from_phase(
     shutil.copyfile(edited, source)
     request = dataclasses.replace(
         parent.request,
-        source=source,
+        source_path=source,
+        source_text=None,
         name=None,
         compile_from=phase,
         extra_flags=parent.request.extra_flags + tuple(extra_flags),
