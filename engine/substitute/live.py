@@ -1,0 +1,263 @@
+"""Substitutions in a live debug run: swap an executable while the program is paused, rerun a dispatch, revert.
+
+``LiveSubstitutions`` belongs to one emulated-HAL device (CPU or Vulkan) and the module it runs:
+
+* ``apply(name, file)`` builds the edit (``build``), checks its interface, and swaps it into the executables
+  the device already created from that module's segment; executables created later get it too (the device
+  registry's hook). The next dispatch runs the edited code.
+* ``DispatchSnapshots`` (a ``DispatchObserver``) keeps a copy of each dispatch's bindings before and after it
+  ran; ``rerun(snapshot)`` runs that dispatch again on fresh buffers filled with the saved inputs, with the
+  executable as it is now, and returns the bindings after (the dispatch's outputs, before vs after the edit).
+* ``revert(name)`` puts the original back; ``history`` records every apply and revert; ``export(dir)``
+  writes the edited files and the ``iree-compile`` flags that reproduce the change outside IREE Lens.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from engine.runtime.hal.commands import ResolvedRange
+from engine.runtime.hal.device import (
+    BUFFER_ALIGNMENT,
+    Device,
+    DispatchObserver,
+    DispatchRecord,
+    HalExecutable,
+)
+from engine.runtime.hal.executable_swap import registry, revert
+from engine.runtime.vmfb.module import VmfbModule
+from engine.substitute.apply import rodata_label, swap_into
+from engine.substitute.build import (
+    Replacement,
+    SubstitutionSpec,
+    build_replacement,
+    executable_interfaces,
+    executable_name_in_source,
+)
+from engine.substitute.errors import SubstitutionError
+
+
+@dataclass(frozen=True)
+class SubstitutionEvent:
+    """One entry of the history: ``action`` is ``apply`` or ``revert``."""
+
+    action: str
+    name: str
+    path: Path | None
+    exports: tuple[str, ...]
+    executable: str
+    seconds: float  # building and swapping (apply), 0 for revert
+    at: float = field(default_factory=time.time)
+
+
+@dataclass(frozen=True)
+class DispatchSnapshot:
+    """A dispatch's parameters and each binding's bytes before and after it ran (copies)."""
+
+    record: DispatchRecord
+    executable: HalExecutable
+    before: tuple[np.ndarray, ...]
+    after: tuple[np.ndarray, ...] | None
+
+
+class DispatchSnapshots(DispatchObserver):
+    """Keeps the last ``keep`` dispatches' bindings (before and after), for reruns and before/after views."""
+
+    def __init__(self, device: Device, keep: int = 4):
+        self.device = device
+        self.snapshots: deque[DispatchSnapshot] = deque(maxlen=keep)
+        self._pending: dict[int, DispatchSnapshot] = {}
+
+    def before_dispatch(self, record: DispatchRecord) -> None:
+        executable = _executable_of(self.device, record)
+        before = tuple(np.array(b.data, copy=True) for b in record.bindings)
+        self._pending[record.sequence] = DispatchSnapshot(record, executable, before, None)
+
+    def after_dispatch(self, record: DispatchRecord) -> None:
+        snap = self._pending.pop(record.sequence, None)
+        if snap is None:
+            return
+        after = tuple(np.array(b.data, copy=True) for b in record.bindings)
+        self.snapshots.append(DispatchSnapshot(snap.record, snap.executable, snap.before, after))
+
+    def dispatch_failed(self, record: DispatchRecord, error: Exception) -> None:
+        self._pending.pop(record.sequence, None)
+
+    def pending(self) -> DispatchSnapshot | None:
+        """The dispatch being run now (a run paused before it): its inputs, no outputs yet."""
+        return max(self._pending.values(), key=lambda s: s.record.sequence, default=None)
+
+    def last(self) -> DispatchSnapshot | None:
+        return self.snapshots[-1] if self.snapshots else None
+
+
+def _executable_of(device: Device, record: DispatchRecord) -> HalExecutable:
+    candidates = [
+        e
+        for e in registry(device).by_label(record.executable)
+        if e.format == record.executable_format and record.export_name in e.export_names
+    ]
+    if not candidates:
+        raise SubstitutionError(f"executable {record.executable} of dispatch {record.sequence} is not known")
+    return candidates[-1]
+
+
+def rerun_dispatch(device: Device, snapshot: DispatchSnapshot) -> tuple[np.ndarray, ...]:
+    """Run ``snapshot``'s dispatch again from its saved inputs on fresh buffers; each binding's bytes after.
+
+    Bindings of one buffer keep their relative placement (a dispatch may read and write the same buffer),
+    and offsets keep their alignment, so the kernel sees the same layout.
+    """
+    record = snapshot.record
+    groups: dict[int, list[int]] = {}
+    for i, b in enumerate(record.bindings):
+        groups.setdefault(id(b.buffer), []).append(i)
+    ranges: list[ResolvedRange | None] = [None] * len(record.bindings)
+    for indices in groups.values():
+        start = min(record.bindings[i].offset for i in indices)
+        start -= start % BUFFER_ALIGNMENT
+        end = max(record.bindings[i].offset + record.bindings[i].length for i in indices)
+        buffer = device.allocate(max(end - start, 4), origin=f"rerun of dispatch {record.sequence}")
+        for i in indices:
+            b = record.bindings[i]
+            offset = b.offset - start
+            if b.length:
+                buffer.write_view(offset, b.length)[:] = snapshot.before[i]
+            ranges[i] = ResolvedRange(buffer, offset, b.length)
+    executable = snapshot.executable
+    ordinal = executable.lookup(record.export_name)
+    device.run_dispatch(executable, ordinal, record.workgroup_count, record.constants, ranges)  # type: ignore[arg-type]
+    return tuple(
+        np.array(r.buffer.read_view(r.offset, r.length), copy=True)  # type: ignore[union-attr]
+        for r in ranges
+    )
+
+
+class LiveSubstitutions:
+    """The substitutions of one debug run (one device, one module). Not thread-safe: use it while paused."""
+
+    def __init__(self, device: Device, module: VmfbModule, work_dir: Path | str | None = None):
+        self.device = device
+        self.module = module
+        self.interfaces = executable_interfaces(module)
+        self.history: list[SubstitutionEvent] = []
+        self.active: dict[str, Replacement] = {}  # by executable name
+        self.snapshots = DispatchSnapshots(device)
+        self._hook_installed = False
+        self.work_dir = Path(work_dir) if work_dir is not None else None
+
+    def observe(self) -> DispatchSnapshots:
+        """Start keeping dispatch snapshots (needed for ``rerun``); returns the observer."""
+        if self.snapshots not in self.device.observers:
+            self.device.observers.append(self.snapshots)
+        return self.snapshots
+
+    def _install_hook(self) -> None:
+        if self._hook_installed:
+            return
+
+        def hook(executable: HalExecutable) -> None:
+            for r in self.active.values():
+                if executable.label == rodata_label(r):
+                    swap_into(executable, r)
+
+        registry(self.device).hooks.append(hook)
+        self._hook_installed = True
+
+    def _loaded(self, replacement: Replacement) -> list[HalExecutable]:
+        return registry(self.device).by_label(rodata_label(replacement))
+
+    def apply(self, name: str, path: Path | str) -> Replacement:
+        """Build ``path`` for ``name`` and swap it in; raises (changing nothing) if it does not build or fit."""
+        t0 = time.perf_counter()
+        spec = SubstitutionSpec.parse(f"{name}={path}")
+        replacement = build_replacement(self.module, spec, self.interfaces)
+        for executable in self._loaded(replacement):
+            swap_into(executable, replacement)
+        executable_name = replacement.target.executable.name
+        previous = self.active.get(executable_name)
+        if previous is not None and not replacement.whole and not previous.whole:
+            # Two partial edits of one linked library: both stay (the overlay routes each export).
+            self.active[f"{executable_name}:{','.join(replacement.exports)}"] = replacement
+        else:
+            self.active[executable_name] = replacement
+        self._install_hook()
+        self.history.append(
+            SubstitutionEvent("apply", name, Path(path), replacement.exports, executable_name, time.perf_counter() - t0)
+        )
+        return replacement
+
+    def revert(self, name: str) -> None:
+        """Restore the original code of the executable ``name`` selects (the module's own)."""
+        keys = [k for k, r in self.active.items() if k.split(":")[0] == name or r.spec.name == name]
+        if not keys:
+            raise SubstitutionError(f"nothing substituted under {name!r}; active: {', '.join(self.active) or 'none'}")
+        for key in keys:
+            r = self.active.pop(key)
+            for executable in self._loaded(r):
+                revert(executable)
+            self.history.append(SubstitutionEvent("revert", name, None, r.exports, r.target.executable.name, 0.0))
+        # Other edits of the same executable (partial overlays) are applied again.
+        for r in list(self.active.values()):
+            for executable in self._loaded(r):
+                swap_into(executable, r)
+
+    def revert_all(self) -> None:
+        for key in list(self.active):
+            if key in self.active:
+                self.revert(key.split(":")[0])
+
+    def rerun(self, snapshot: DispatchSnapshot | None = None) -> tuple[np.ndarray, ...]:
+        """Recompute a dispatch (default: the one paused at, else the last) with the current code."""
+        snapshot = snapshot or self.snapshots.pending() or self.snapshots.last()
+        if snapshot is None:
+            raise SubstitutionError("no dispatch saved to rerun (call observe() before the run reaches one)")
+        return rerun_dispatch(self.device, snapshot)
+
+    # -- export
+
+    def export(self, out_dir: Path | str) -> Path:
+        """Write the edited files and ``substitutions.txt``: the flags and commands that reproduce them."""
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        compile_flags: list[str] = []
+        run_flags: list[str] = []
+        notes: list[str] = []
+        for r in self.active.values():
+            dest = out / r.spec.path.name
+            if r.spec.path.resolve() != dest.resolve():
+                shutil.copyfile(r.spec.path, dest)
+            run_flags.append(f"--substitute={r.spec.name}={dest.name}")
+            suffix = r.spec.path.suffix
+            if suffix == ".mlir":
+                executable = executable_name_in_source(dest.read_text()) or r.spec.name
+                compile_flags.append(f"--iree-hal-substitute-executable-source={executable}={dest.name}")
+            else:
+                binary = out / f"{r.target.executable.name}.{'so' if r.interface.kind == 'elf' else 'vkbin'}"
+                binary.write_bytes(r.data)
+                if r.interface.kind == "elf":
+                    notes.append(
+                        f"# {dest.name}: built into {binary.name}. IREE 3.13's llvm-cpu target crashes on "
+                        "--iree-hal-substitute-executable-object; compile with --compile-to=hal, replace the "
+                        f"hal.executable.binary of {r.target.executable.name} with {binary.name}, then "
+                        "--compile-from=hal."
+                    )
+                else:
+                    compile_flags.append(f"--iree-hal-substitute-executable-object={r.target.executable.name}={binary.name}")
+        lines = ["# Reproduce these substitutions outside IREE Lens (run from this folder)."]
+        if compile_flags:
+            lines += ["# iree-compile flags (add to the program's own compile command):", " ".join(compile_flags)]
+        lines += notes
+        module = Path(self.module.source or "module.vmfb").name
+        lines += ["# or run the unchanged module with the edits:",
+                  shlex.join(["iree-lens", "run", module, *run_flags]) + " --function=... --input=..."]  # fmt: skip
+        text = "\n".join(lines) + "\n"
+        (out / "substitutions.txt").write_text(text)
+        return out / "substitutions.txt"
