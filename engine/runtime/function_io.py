@@ -118,6 +118,10 @@ def parse_tensor(spec: str) -> Tensor:
         return _parse_tensor(spec)
     except MemoryError:
         raise InputError(f"`{metadata.strip()}` is too large to allocate") from None
+    except OSError as e:  # contents `@path`: a file that cannot be read
+        raise InputError(f"cannot read `{spec.partition('=')[2].strip()}`: {e.strerror or e}") from None
+    except (OverflowError, ValueError, TypeError) as e:  # a value numpy cannot store in the element type
+        raise InputError(f"`{spec}` does not fit its element type: {e}") from None
 
 
 def _parse_tensor(spec: str) -> Tensor:

@@ -19,6 +19,13 @@ import numpy as np
 
 from engine.errors import FormatError, VmfbFormatError
 
+# Reads are metered: a damaged buffer can make many tables share one long vector or string (each table
+# small, the shared data read once per table), so walking it takes time quadratic in the file's size.
+# Every vector element, string byte and table read is charged against a budget proportional to the
+# buffer's size; a valid file's readers read each part a few times at most, far below it.
+READ_BUDGET_PER_BYTE = 16
+READ_BUDGET_MINIMUM = 1 << 16
+
 _U16 = struct.Struct("<H")
 _I32 = struct.Struct("<i")
 _U32 = struct.Struct("<I")
@@ -48,7 +55,7 @@ class FlatBuffer:
     ``data`` plus ``origin`` (where ``data`` itself sits in the file, for nested buffers).
     """
 
-    __slots__ = ("buf", "start", "end", "error", "origin", "source")
+    __slots__ = ("buf", "start", "end", "error", "origin", "source", "budget")
 
     def __init__(
         self,
@@ -71,6 +78,7 @@ class FlatBuffer:
         self.source = source
         if not (0 <= start <= self.end <= n):
             self.fail(f"flatbuffer extent [{start}, {end}) lies outside the {n}-byte buffer", start, "root")
+        self.budget = READ_BUDGET_PER_BYTE * (self.end - self.start) + READ_BUDGET_MINIMUM
 
     # -- errors -------------------------------------------------------------------------------------------
 
@@ -82,6 +90,17 @@ class FlatBuffer:
             self.fail(
                 f"read of {size} bytes at offset {pos + self.origin} is outside the flatbuffer "
                 f"[{self.start + self.origin}, {self.end + self.origin})",
+                pos,
+                path,
+            )
+
+    def charge(self, units: int, pos: int, path: str) -> None:
+        """Count ``units`` elements (or bytes) read; fail once the reads exceed the buffer's budget."""
+        self.budget -= units
+        if self.budget < 0:
+            self.fail(
+                f"reading needs more than {READ_BUDGET_PER_BYTE}x the flatbuffer's size "
+                "(tables share data: a damaged or hostile file)",
                 pos,
                 path,
             )
@@ -132,6 +151,7 @@ class Table:
         fb.check(pos, max(tbl_len, 4), path)
         self._vt = vt
         self._vt_len = vt_len
+        fb.charge(1, pos, path)
 
     def __repr__(self) -> str:
         return f"<Table {self.path} @ {self.pos + self.fb.origin}>"
@@ -186,6 +206,7 @@ class Table:
         if n * elem_size > self.fb.end - pos - 4:
             self.fb.fail(f"vector of {n} x {elem_size}-byte elements runs past the flatbuffer end", pos, path)
         self.fb.check(pos + 4, n * elem_size, path)
+        self.fb.charge(n, pos, path)
         return pos + 4, n, path
 
     def vector_len(self, field_id: int, name: str | None = None) -> int:
@@ -268,6 +289,7 @@ def read_string(fb: FlatBuffer, pos: int, path: str) -> str:
     if n > fb.end - pos - 4:
         fb.fail(f"string of {n} bytes runs past the flatbuffer end", pos, path)
     fb.check(pos + 4, n, path)
+    fb.charge(n, pos, path)
     raw = fb.buf[pos + 4 : pos + 4 + n]
     try:
         return str(raw, "utf-8")

@@ -415,6 +415,15 @@ class VmfbModule:
             debug_names = [f.local_name for f in self.debug_database.functions]
         # 3.13 writes every source map into slot 0 (see the facts note §1.2): only trust a complete table.
         debug_trusted = len(debug_names) == len(desc)
+        # The compiler writes each function's bytecode once, back to back. Descriptors that share bytecode
+        # (a damaged file) would make every reader decode the shared part once per descriptor.
+        total = int(desc["bytecode_length"].astype(np.int64).clip(0).sum()) if len(desc) else 0
+        if total > len(code):
+            raise VmfbFormatError(
+                f"functions claim {total} bytes of bytecode but bytecode_data holds {len(code)}: they overlap",
+                path=self.source,
+                where="function_descriptors",
+            )
         out = []
         for i in range(len(desc)):
             d = desc[i]
