@@ -6,6 +6,7 @@ import sys
 
 from PySide6.QtWidgets import QApplication
 
+from app.qt_none_refcount import pin_none
 from app.settings import APPLICATION, ORGANIZATION
 
 
@@ -17,6 +18,8 @@ def configure_pyqtgraph() -> None:
 
 
 def make_application(argv: list[str] | None = None) -> QApplication:
+    # Every Qt view paints; pin None before any widget exists (see app/qt_none_refcount.py).
+    pin_none()
     app = QApplication.instance()
     if app is None:
         app = QApplication([sys.argv[0] if sys.argv else "iree-lens", *(argv or [])])

@@ -6,6 +6,9 @@ removes one reference from ``None``; after a few thousand painted items ``None``
 and CPython aborts with "Fatal Python error: none_dealloc". (Measured: 1000 ``painter.setPen(color)``
 calls lower ``sys.getrefcount(None)`` by 1000.) CPython 3.12 made ``None`` immortal, which is what this
 does by hand: it adds 2**40 references once, so ``None`` can never reach zero in a process's life.
+
+It runs when the window's application starts (``app.main.make_application``), not on import: the
+command line imports parts of ``app`` too and must leave the interpreter as it is.
 """
 
 from __future__ import annotations
@@ -23,6 +26,3 @@ def pin_none() -> None:
     refcount = ctypes.c_ssize_t.from_address(id(None))  # ob_refcnt is a PyObject's first field
     if refcount.value < _PINNED:
         refcount.value += _PINNED
-
-
-pin_none()

@@ -9,6 +9,25 @@ from pathlib import Path
 # Qt tests run headless; set before anything imports Qt.
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
+# The test session never reads or writes the user's own settings, saved session or recent files: every
+# per-user location (QSettings' INI files follow XDG_CONFIG_HOME, the saved session XDG_STATE_HOME) points
+# into one temporary folder for the whole session, subprocesses included. The user's real locations are
+# kept in LENS_TEST_REAL_* so a test can prove they stay untouched.
+if "LENS_TEST_ISOLATED_HOME" not in os.environ:
+    import atexit
+    import shutil
+    import tempfile
+
+    _isolated = Path(tempfile.mkdtemp(prefix="iree-lens-tests-home-"))
+    atexit.register(shutil.rmtree, _isolated, True)
+    _real_home = Path(os.path.expanduser("~"))
+    os.environ["LENS_TEST_REAL_CONFIG_HOME"] = os.environ.get("XDG_CONFIG_HOME") or str(_real_home / ".config")
+    os.environ["LENS_TEST_REAL_STATE_HOME"] = os.environ.get("XDG_STATE_HOME") or str(_real_home / ".local" / "state")
+    for _var in ("XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME"):
+        os.environ[_var] = str(_isolated / _var.lower())
+    os.environ["IREE_LENS_STATE_DIR"] = str(_isolated / "iree-lens-state")
+    os.environ["LENS_TEST_ISOLATED_HOME"] = str(_isolated)
+
 import pytest  # noqa: E402
 from support import iree_tool  # noqa: E402
 

@@ -38,7 +38,6 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-import app.qt_none_refcount  # noqa: F401  (PySide6 6.12 None refcount bug; see there)
 from app.views.ir_document import IrDocument, Match
 from app.views.ir_mlir_syntax import KIND_BOLD, KIND_COLORS, token_at, tokenize
 

@@ -14,7 +14,6 @@ from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QFontMetrics, QPainter, QPen
 from PySide6.QtWidgets import QLabel, QToolTip, QVBoxLayout, QWidget
 
-import app.qt_none_refcount  # noqa: F401  (PySide6 6.12 None refcount bug; see there)
 from app.views.phase_timing_layout import ROW_PHASE, TimelineLayout, layout_report, layout_timing
 
 # One colour per phase, cycled; passes take a lighter shade of their phase's colour.

@@ -6,6 +6,11 @@ import pytest
 from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QApplication
 
+from app.qt_none_refcount import pin_none
+
+# The window pins None when its application starts; views tested on their own need the same.
+pin_none()
+
 
 @pytest.fixture(autouse=True)
 def isolated_settings(tmp_path_factory, monkeypatch):
