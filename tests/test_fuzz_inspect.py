@@ -89,3 +89,24 @@ def test_a_misplaced_source_map_attaches_to_the_function_it_names(compiled):
     functions = re.split(r"\n(?=vm\.func @)", text)
     with_locations = [f.split("(", 1)[0] for f in functions if "  loc(" in f]
     assert with_locations == [f"vm.func @{name}"]
+
+
+def test_a_real_frontend_model_has_fused_locations_as_iree_reads_them(tmp_path):
+    """An ONNX import: fused locations over the model's lines, the same text as IREE's dump gives."""
+    from pathlib import Path
+
+    from engine.compiler.targets import target_flags
+
+    model = Path(__file__).parents[1] / ".." / "shared" / "models" / "small_cnn.mlir"
+    if not model.exists():
+        pytest.skip("the shared real-frontend models are not on this machine")
+    out = tmp_path / "small_cnn.vmfb"
+    subprocess.run(
+        [iree_tool("iree-compile"), str(model), *target_flags("llvm-cpu"), "-o", str(out)], check=True
+    )
+    locations = json.loads(inspect(out, "--output=json"))["debug_database"]["locations"]
+    assert locations == iree_location_texts(iree_flatbuffer_json(out))
+    assert any(t.startswith("fused[") and "small_cnn.mlir" in t for t in locations)
+    text = inspect(out, "--output=disassembly", "--locations", "--no-rodata")
+    shown = re.findall(r"  loc\((.*)\)$", text, re.M)
+    assert shown and set(shown) <= set(locations)
