@@ -1,0 +1,238 @@
+"""Chrome trace-event JSON in and out (what chrome://tracing, Perfetto and PyTorch's profiler read and write).
+
+Read: a list of events or ``{"traceEvents": [...]}``; ``ph`` X (complete), B/E (begin/end, matched per
+thread), i/I (instant), C (counter: one series per key of ``args``), M (``thread_name``/``process_name``,
+``thread_sort_index`` ignored). Other phases (flows, async, samples) are counted in
+``trace.metadata["skipped_events"]``. Times are microseconds (floats) in the file, integer nanoseconds in
+the model. Each ``(pid, tid)`` is a track.
+
+Write: the same format, one ``M`` per track, one ``X`` per zone (args = the zone's payload), ``i`` per
+instant, ``C`` per counter sample; reading the output back gives the same trace.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from engine.trace.model import Trace, TraceBuilder, TraceFormatError
+
+MAX_JSON_BYTES = 1 << 30  # json.load needs ~10x the file in memory; refuse what cannot fit
+
+
+def _ns(us: Any) -> int:
+    return int(round(float(us) * 1000.0))
+
+
+def _key(value: Any) -> Any:
+    # pid/tid are ints in Chrome's own traces, strings in some exporters (PyTorch's "Stream 7").
+    return value if isinstance(value, (int, str)) else str(value)
+
+
+def load_chrome_json(path: str | Path, max_bytes: int = MAX_JSON_BYTES) -> Trace:
+    """Read a Chrome trace-event JSON file; ``TraceFormatError`` when it is not one."""
+    path = Path(path)
+    try:
+        size = os.path.getsize(path)
+    except OSError as e:
+        raise TraceFormatError(f"cannot read trace: {e.strerror}", path=str(path)) from None
+    if size > max_bytes:
+        raise TraceFormatError(
+            f"trace JSON is {size / 2**20:.0f} MiB; the limit is {max_bytes / 2**20:.0f} MiB", path=str(path)
+        )
+    try:
+        with open(path, "rb") as f:
+            data = json.load(f)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise TraceFormatError(f"not valid JSON ({e})", path=str(path)) from None
+    except RecursionError:
+        raise TraceFormatError("JSON nested too deeply", path=str(path)) from None
+    return chrome_trace_from_data(data, source=str(path))
+
+
+def chrome_trace_from_data(data: Any, source: str = "") -> Trace:
+    """Build a trace from already-parsed Chrome trace JSON (a list of events or an object)."""
+    if isinstance(data, dict):
+        events = data.get("traceEvents")
+        if events is None:
+            raise TraceFormatError(
+                "a JSON object without 'traceEvents' is not a Chrome trace", path=source or None
+            )
+    else:
+        events = data
+    if not isinstance(events, list):
+        raise TraceFormatError("Chrome trace events must be a JSON list", path=source or None)
+    b = TraceBuilder(source)
+    if isinstance(data, dict):
+        b.metadata.update(
+            {k: v for k, v in data.items() if k != "traceEvents" and isinstance(v, (str, int, float))}
+        )
+    stacks: dict[tuple, list] = {}
+    process_names: dict[Any, str] = {}
+    thread_names: dict[tuple, str] = {}
+    thread_kinds: dict[tuple, str] = {}
+    skipped = 0
+    add_zone = b.add_zone
+    for k, ev in enumerate(events):
+        if not isinstance(ev, dict):
+            raise TraceFormatError(f"event {k} is not a JSON object", path=source or None)
+        ph = ev.get("ph")
+        try:
+            if ph == "X":
+                pid, tid = _key(ev.get("pid", 0)), _key(ev.get("tid", 0))
+                start = _ns(ev["ts"])
+                track = b.track(
+                    (pid, tid), thread_names.get((pid, tid), f"{pid}:{tid}"), pid=_int(pid), tid=_int(tid)
+                )
+                add_zone(
+                    start,
+                    start + _ns(ev.get("dur", 0)),
+                    track,
+                    str(ev.get("name", "")),
+                    str(ev.get("cat", "")),
+                    ev.get("args") or None,
+                )
+            elif ph == "B":
+                pid, tid = _key(ev.get("pid", 0)), _key(ev.get("tid", 0))
+                stacks.setdefault((pid, tid), []).append(ev)
+            elif ph == "E":
+                pid, tid = _key(ev.get("pid", 0)), _key(ev.get("tid", 0))
+                stack = stacks.get((pid, tid))
+                if not stack:
+                    skipped += 1  # an end without a begin (a trace cut at its start)
+                    continue
+                begin = stack.pop()
+                args = dict(begin.get("args") or {})
+                args.update(ev.get("args") or {})
+                track = b.track(
+                    (pid, tid), thread_names.get((pid, tid), f"{pid}:{tid}"), pid=_int(pid), tid=_int(tid)
+                )
+                add_zone(
+                    _ns(begin["ts"]),
+                    _ns(ev["ts"]),
+                    track,
+                    str(begin.get("name", ev.get("name", ""))),
+                    str(begin.get("cat", "")),
+                    args or None,
+                )
+            elif ph in ("i", "I", "R"):
+                pid, tid = _key(ev.get("pid", 0)), _key(ev.get("tid", 0))
+                track = b.track(
+                    (pid, tid), thread_names.get((pid, tid), f"{pid}:{tid}"), pid=_int(pid), tid=_int(tid)
+                )
+                b.add_instant(_ns(ev["ts"]), track, str(ev.get("name", "")), ev.get("args") or None)
+            elif ph == "C":
+                name = str(ev.get("name", ""))
+                t = _ns(ev["ts"])
+                for key, value in (ev.get("args") or {}).items():
+                    b.add_counter(t, name if key in ("value", name) else f"{name}.{key}", float(value))
+            elif ph == "M":
+                pid, tid = _key(ev.get("pid", 0)), _key(ev.get("tid", 0))
+                label = str((ev.get("args") or {}).get("name", ""))
+                if ev.get("name") == "thread_name":
+                    thread_names[(pid, tid)] = label
+                    kind = str((ev.get("args") or {}).get("lens_kind", "thread"))
+                    thread_kinds[(pid, tid)] = kind
+                    b.track((pid, tid), label, kind, process_names.get(pid, ""), _int(pid), _int(tid))
+                    b.rename_track((pid, tid), label, kind=kind)
+                elif ev.get("name") == "process_name":
+                    process_names[pid] = label
+            else:
+                skipped += 1
+        except (KeyError, TypeError, ValueError, OverflowError) as e:
+            raise TraceFormatError(
+                f"event {k} (ph {ph!r}) is malformed: {type(e).__name__}: {e}", path=source or None
+            ) from None
+    for stack in stacks.values():
+        skipped += len(stack)  # begins never ended (a trace cut at its end)
+    for i, t in enumerate(b.tracks):
+        if t.pid in process_names or str(t.pid) in process_names:
+            group = process_names.get(t.pid, process_names.get(str(t.pid), ""))
+            b.tracks[i] = type(t)(t.id, t.name, t.kind, group, t.pid, t.tid)
+    b.metadata["skipped_events"] = skipped
+    return b.build()
+
+
+def _int(v: Any) -> int:
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return 0
+
+
+def chrome_events(trace: Trace) -> list[dict]:
+    """The trace as Chrome trace events (metadata first, then zones in time order)."""
+    events: list[dict] = []
+    groups: dict[str, int] = {}
+    ids: list[tuple[int, int]] = []
+    for t in trace.tracks:
+        pid = t.pid if (t.pid or t.tid) else groups.setdefault(t.group, len(groups) + 1)
+        tid = t.tid if (t.pid or t.tid) else t.id + 1
+        ids.append((pid, tid))
+        if t.group:
+            events.append(
+                {"ph": "M", "name": "process_name", "pid": pid, "tid": tid, "args": {"name": t.group}}
+            )
+        events.append(
+            {
+                "ph": "M",
+                "name": "thread_name",
+                "pid": pid,
+                "tid": tid,
+                "args": {"name": t.name, "lens_kind": t.kind},
+            }
+        )
+    z = trace.zones
+    order = trace.zones_in_time_order()
+    names, cats, payloads = trace.names.strings, trace.categories.strings, trace.payloads
+    starts, ends, tracks, nm, ct, pl = (
+        a[order].tolist() for a in (z.start, z.end, z.track, z.name, z.category, z.payload)
+    )
+    for s, e, tr, n, c, p in zip(starts, ends, tracks, nm, ct, pl):
+        pid, tid = ids[tr]
+        ev = {
+            "ph": "X",
+            "name": names[n],
+            "cat": cats[c],
+            "ts": s / 1000,
+            "dur": (e - s) / 1000,
+            "pid": pid,
+            "tid": tid,
+        }
+        if p >= 0:
+            ev["args"] = payloads[p]
+        events.append(ev)
+    ins = trace.instants
+    for t, tr, n, p in zip(ins.time.tolist(), ins.track.tolist(), ins.name.tolist(), ins.payload.tolist()):
+        pid, tid = ids[tr]
+        ev = {"ph": "i", "s": "t", "name": names[n], "ts": t / 1000, "pid": pid, "tid": tid}
+        if p >= 0:
+            ev["args"] = payloads[p]
+        events.append(ev)
+    cs = trace.counters
+    for t, sid, v in zip(cs.time.tolist(), cs.series.tolist(), cs.value.tolist()):
+        events.append(
+            {"ph": "C", "name": cs.series_names[sid], "ts": t / 1000, "pid": 0, "args": {"value": v}}
+        )
+    return events
+
+
+def write_chrome_json(trace: Trace, path: str | Path, extra_events: list[dict] | None = None) -> None:
+    """Write ``{"traceEvents": [...], "displayTimeUnit": "ns"}``."""
+    events = chrome_events(trace) + list(extra_events or [])
+    with open(path, "w") as f:
+        json.dump(
+            {"traceEvents": events, "displayTimeUnit": "ns"}, f, separators=(",", ":"), default=_jsonable
+        )
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, (tuple, set)):
+        return list(v)
+    return str(v)
