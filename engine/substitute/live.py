@@ -140,6 +140,16 @@ def rerun_dispatch(device: Device, snapshot: DispatchSnapshot) -> tuple[np.ndarr
     )
 
 
+def _median_seconds(fn, repeats: int) -> float:
+    fn()  # warm: first-use costs (pipeline creation, page faults) are not the kernel's
+    times = []
+    for _ in range(max(1, repeats)):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
 class LiveSubstitutions:
     """The substitutions of one debug run (one device, one module). Not thread-safe: use it while paused."""
 
@@ -220,6 +230,27 @@ class LiveSubstitutions:
         if snapshot is None:
             raise SubstitutionError("no dispatch saved to rerun (call observe() before the run reaches one)")
         return rerun_dispatch(self.device, snapshot)
+
+    def benchmark(self, snapshot: DispatchSnapshot | None = None, repeats: int = 20) -> tuple[float, float]:
+        """Median seconds of one run of a dispatch with the module's original code and with the current edits.
+
+        The same loop as ``rerun`` (fresh buffers from the saved inputs), so both figures include the same
+        host work; the edits are put back afterwards.
+        """
+        snapshot = snapshot or self.snapshots.pending() or self.snapshots.last()
+        if snapshot is None:
+            raise SubstitutionError("no dispatch saved to benchmark (call observe() before the run reaches one)")
+        current = _median_seconds(lambda: rerun_dispatch(self.device, snapshot), repeats)
+        swapped = [e for r in self.active.values() for e in self._loaded(r)]
+        for executable in swapped:
+            revert(executable)
+        try:
+            original = _median_seconds(lambda: rerun_dispatch(self.device, snapshot), repeats)
+        finally:
+            for r in self.active.values():
+                for executable in self._loaded(r):
+                    swap_into(executable, r)
+        return original, current
 
     # -- export
 

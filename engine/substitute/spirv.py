@@ -20,7 +20,9 @@ from engine.substitute.errors import EditCompileError, SourceDiagnostic, Substit
 _OP_ENTRY_POINT = 15
 _OP_DECORATE = 71
 _DECORATION_BINDING = 33
-_DIAG = re.compile(r"^(?P<path>[^:\n]*):(?P<line>\d+):(?P<col>\d+): (?P<sev>error|warning): (?P<msg>.*)$", re.M)
+# spirv-as prints `error: LINE: COLUMN: message` (older releases: `FILE:LINE:COLUMN: error: message`).
+_DIAG = re.compile(r"^(?P<sev>error|warning): (?P<line>\d+): (?P<col>\d+): (?P<msg>.*)$", re.M)
+_DIAG_OLD = re.compile(r"^(?P<path>[^:\n]*):(?P<line>\d+):(?P<col>\d+): (?P<sev>error|warning): (?P<msg>.*)$", re.M)
 
 
 def spirv_version_env(words: np.ndarray) -> str:
@@ -46,7 +48,9 @@ def assemble(text: str, path: str = "<spirv>", target_env: str = "spv1.3") -> np
         if proc.returncode != 0:
             message = (proc.stderr or proc.stdout).replace(str(src), path)
             diagnostics = [
-                SourceDiagnostic(path, int(m["line"]), int(m["col"]), m["sev"], m["msg"]) for m in _DIAG.finditer(message)
+                SourceDiagnostic(path, int(m["line"]), int(m["col"]), m["sev"], m["msg"])
+                for rx in (_DIAG, _DIAG_OLD)
+                for m in rx.finditer(message)
             ]
             if not diagnostics:
                 diagnostics = [SourceDiagnostic(path, 0, 0, "error", message.strip() or "spirv-as failed")]

@@ -1,0 +1,485 @@
+"""The executable editor: a document with the executables of the current compilation or module, editable.
+
+Left, the executables' texts (MLIR source per dispatch; LLVM IR of CPU libraries; SPIR-V of Vulkan
+pipelines). Right, the text with MLIR highlighting (the IR viewer's tokenizer), a find bar, and compile
+errors marked on their lines with the messages listed below (a click goes to the line). Edits are saved as
+the user types (atomically, in the app's state folder) and come back after a restart or a crash.
+
+Apply builds the edit off the GUI thread (``engine.substitute``): with a live debug session
+(``set_live``) it swaps the executable into the paused run and reruns the dispatch, showing the outputs
+before and after as a table (``output_view_factory`` is the hook for the tensor inspector); without one it
+builds and checks the interface against the module. Revert, Export (files + the ``iree-compile`` flags) and
+Benchmark (the dispatch before/after the edit) act on the same session.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QColor, QFont, QKeySequence, QShortcut, QTextCursor, QTextFormat
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QPlainTextEdit,
+    QPushButton,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QTextEdit,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.views.ir_mlir_syntax import MlirHighlighter
+from engine.errors import LensError
+from engine.substitute.documents import DraftStore, EditableText
+from engine.substitute.errors import EditCompileError, SourceDiagnostic
+
+AUTOSAVE_DELAY_MS = 250
+ERROR_LINE_COLOR = QColor("#fde2e2")
+
+
+class ExecutableEditor(QWidget):
+    """Edit executables and apply them to a module or a paused run; see the module docstring."""
+
+    applied = Signal(str)  # the document's name, after a successful apply
+    failed = Signal(str)  # the first error
+
+    def __init__(
+        self,
+        documents: list[EditableText],
+        *,
+        scope: str,
+        module_path: str | Path | None = None,
+        drafts: DraftStore | None = None,
+        parent: QWidget | None = None,
+    ):
+        super().__init__(parent)
+        self.documents = list(documents)
+        self.scope = scope  # what the drafts belong to (the module or compilation path)
+        self.module_path = Path(module_path) if module_path is not None else None
+        self.drafts = drafts or DraftStore()
+        self.live = None  # engine.substitute.live.LiveSubstitutions of a paused debug run
+        # Hook for the tensor inspector: f(before, after, title) -> QWidget replaces the built-in table.
+        self.output_view_factory: Callable[[np.ndarray, np.ndarray, str], QWidget] | None = None
+        self.diagnostics: list[SourceDiagnostic] = []
+        self.last_outputs: tuple[np.ndarray, np.ndarray] | None = None
+        self._current = -1
+        self._loading = False
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="editor-build")
+        self._job: concurrent.futures.Future | None = None
+        self._job_done: Callable | None = None
+
+        self.list = QListWidget()
+        for doc in self.documents:
+            self.list.addItem(QListWidgetItem(doc.title))
+        self.text = QPlainTextEdit()
+        self.text.setObjectName("executableText")
+        font = QFont("monospace")
+        font.setStyleHint(QFont.StyleHint.Monospace)
+        self.text.setFont(font)
+        self.text.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        self.highlighter = MlirHighlighter(self.text.document())
+        self.find_edit = QLineEdit()
+        self.find_edit.setPlaceholderText("Find (Enter: next, Shift+Enter: previous)")
+        self.find_edit.returnPressed.connect(lambda: self.find(self.find_edit.text()))
+        QShortcut(QKeySequence.StandardKey.Find, self, activated=self._focus_find)
+        self.errors = QListWidget()
+        self.errors.setMaximumHeight(110)
+        self.errors.itemActivated.connect(self._error_clicked)
+        self.errors.itemClicked.connect(self._error_clicked)
+        self.status = QLabel("")
+        self.status.setWordWrap(True)
+        self.apply_button = QPushButton("Apply")
+        self.revert_button = QPushButton("Revert")
+        self.export_button = QPushButton("Export…")
+        self.benchmark_button = QPushButton("Benchmark")
+        self.apply_button.clicked.connect(self.apply)
+        self.revert_button.clicked.connect(self.revert)
+        self.export_button.clicked.connect(self._export_clicked)
+        self.benchmark_button.clicked.connect(self.benchmark)
+        self.outputs = QWidget()
+        self.outputs_layout = QVBoxLayout(self.outputs)
+        self.outputs_layout.setContentsMargins(0, 0, 0, 0)
+
+        buttons = QHBoxLayout()
+        for b in (self.apply_button, self.revert_button, self.export_button, self.benchmark_button):
+            buttons.addWidget(b)
+        buttons.addWidget(self.find_edit, 1)
+        right = QWidget()
+        rl = QVBoxLayout(right)
+        rl.setContentsMargins(0, 0, 0, 0)
+        rl.addLayout(buttons)
+        rl.addWidget(self.text, 1)
+        rl.addWidget(self.errors)
+        rl.addWidget(self.status)
+        split = QSplitter(Qt.Orientation.Horizontal)
+        split.addWidget(self.list)
+        split.addWidget(right)
+        split.addWidget(self.outputs)
+        split.setStretchFactor(1, 3)
+        split.setSizes([180, 620, 260])
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(2, 2, 2, 2)
+        layout.addWidget(split)
+
+        self._autosave = QTimer(self, singleShot=True, interval=AUTOSAVE_DELAY_MS)
+        self._autosave.timeout.connect(self.save_draft)
+        self._poll = QTimer(self, interval=20)
+        self._poll.timeout.connect(self._check_job)
+        self.text.textChanged.connect(self._text_changed)
+        self.list.currentRowChanged.connect(self.open_document)
+        if self.documents:
+            self.list.setCurrentRow(0)
+
+    # -- documents and drafts
+
+    @property
+    def document(self) -> EditableText | None:
+        return self.documents[self._current] if 0 <= self._current < len(self.documents) else None
+
+    def open_document(self, index: int) -> None:
+        if self._autosave.isActive():
+            self._autosave.stop()
+            self.save_draft()
+        if not 0 <= index < len(self.documents):
+            return
+        self._current = index
+        doc = self.documents[index]
+        draft = self.drafts.load(self.scope, doc)
+        self._loading = True
+        self.text.setPlainText(draft if draft is not None else doc.original)
+        self._loading = False
+        self.show_diagnostics([])
+        restored = draft is not None and draft != doc.original
+        self.status.setText(f"Restored your edit of {doc.name}." if restored else doc.origin)
+        if self.list.currentRow() != index:
+            self.list.setCurrentRow(index)
+
+    def select(self, name: str, kind: str | None = None) -> None:
+        for i, doc in enumerate(self.documents):
+            if doc.name == name and (kind is None or doc.kind == kind):
+                self.open_document(i)
+                return
+        raise KeyError(name)
+
+    def _text_changed(self) -> None:
+        if not self._loading:
+            self._autosave.start()
+
+    def save_draft(self) -> Path | None:
+        doc = self.document
+        if doc is None:
+            return None
+        return self.drafts.save(self.scope, doc, self.text.toPlainText())
+
+    def is_edited(self) -> bool:
+        doc = self.document
+        return doc is not None and self.text.toPlainText() != doc.original
+
+    # -- find
+
+    def _focus_find(self) -> None:
+        self.find_edit.setFocus()
+        self.find_edit.selectAll()
+
+    def find(self, needle: str, backward: bool = False) -> bool:
+        """Select the next (or previous) occurrence of ``needle``, wrapping around; False if there is none."""
+        if not needle:
+            return False
+        from PySide6.QtGui import QTextDocument
+
+        flags = QTextDocument.FindFlag.FindBackward if backward else QTextDocument.FindFlag(0)
+        if self.text.find(needle, flags):
+            return True
+        cursor = self.text.textCursor()
+        cursor.movePosition(QTextCursor.MoveOperation.End if backward else QTextCursor.MoveOperation.Start)
+        self.text.setTextCursor(cursor)
+        return self.text.find(needle, flags)
+
+    # -- diagnostics
+
+    def show_diagnostics(self, diagnostics: list[SourceDiagnostic]) -> None:
+        """List the messages and mark their lines in the text."""
+        self.diagnostics = list(diagnostics)
+        self.errors.clear()
+        selections = []
+        for d in self.diagnostics:
+            item = QListWidgetItem(f"line {d.line}: {d.severity}: {d.message}" if d.line else f"{d.severity}: {d.message}")
+            item.setData(Qt.ItemDataRole.UserRole, d.line)
+            self.errors.addItem(item)
+            if d.line and d.severity == "error":
+                block = self.text.document().findBlockByLineNumber(d.line - 1)
+                if block.isValid():
+                    sel = QTextEdit.ExtraSelection()
+                    sel.format.setBackground(ERROR_LINE_COLOR)
+                    sel.format.setProperty(QTextFormat.Property.FullWidthSelection, True)
+                    sel.format.setToolTip(d.message)
+                    sel.cursor = QTextCursor(block)
+                    selections.append(sel)
+        self.text.setExtraSelections(selections)
+        self.errors.setVisible(bool(self.diagnostics))
+
+    def error_lines(self) -> list[int]:
+        return [s.cursor.blockNumber() + 1 for s in self.text.extraSelections()]
+
+    def _error_clicked(self, item: QListWidgetItem) -> None:
+        line = item.data(Qt.ItemDataRole.UserRole)
+        if line:
+            self.go_to_line(int(line))
+
+    def go_to_line(self, line: int) -> None:
+        block = self.text.document().findBlockByLineNumber(max(0, line - 1))
+        self.text.setTextCursor(QTextCursor(block))
+        self.text.centerCursor()
+
+    # -- actions
+
+    def set_live(self, live) -> None:
+        """Attach the paused debug run (``LiveSubstitutions``): Apply then swaps and reruns the dispatch."""
+        self.live = live
+
+    def busy(self) -> bool:
+        return self._job is not None
+
+    def _run(self, fn: Callable, done: Callable) -> None:
+        if self._job is not None:
+            self.status.setText("Still working on the last action…")
+            return
+        self._job = self._pool.submit(fn)
+        self._job_done = done
+        self._poll.start()
+        for b in (self.apply_button, self.revert_button, self.benchmark_button):
+            b.setEnabled(False)
+
+    def _check_job(self) -> None:
+        job = self._job
+        if job is None or not job.done():
+            return
+        self._poll.stop()
+        self._job = None
+        done, self._job_done = self._job_done, None
+        for b in (self.apply_button, self.revert_button, self.benchmark_button):
+            b.setEnabled(True)
+        error = job.exception()
+        if error is not None:
+            self._report_error(error)
+            return
+        if done is not None:
+            done(job.result())
+
+    def _report_error(self, error: BaseException) -> None:
+        if isinstance(error, EditCompileError):
+            self.show_diagnostics(error.diagnostics)
+            errors = [d for d in error.diagnostics if d.severity == "error"] or error.diagnostics
+            first = errors[0] if errors else None
+            where = f"line {first.line}: " if first is not None and first.line else ""
+            text = f"{len(errors)} error(s); {where}{first.message if first else error}"
+        else:
+            self.show_diagnostics([])
+            text = str(error) if isinstance(error, LensError) else f"{type(error).__name__}: {error}"
+        self.status.setText(f"Not applied: {text}")
+        self.failed.emit(text)
+
+    def apply(self) -> None:
+        """Build the edit; with a live run swap it in and rerun the dispatch; otherwise check it builds and fits."""
+        doc = self.document
+        if doc is None:
+            return
+        path = self.save_draft()
+        self.status.setText(f"Building {doc.name}…")
+        live = self.live
+        if live is not None:
+
+            def work():
+                import time
+
+                t0 = time.perf_counter()
+                replacement = live.apply(doc.name, path)
+                snapshot = live.snapshots.pending() or live.snapshots.last()
+                outputs = live.rerun(snapshot) if snapshot is not None else None
+                return replacement, snapshot, outputs, time.perf_counter() - t0
+
+            self._run(work, self._applied_live)
+            return
+        if self.module_path is None:
+            self.status.setText("No module to apply to: open a module or start a debug run.")
+            return
+        module_path = self.module_path
+
+        def build():
+            from engine.runtime.vmfb.module import open_vmfb
+            from engine.substitute.build import SubstitutionSpec, build_replacement
+
+            return build_replacement(open_vmfb(module_path), SubstitutionSpec.parse(f"{doc.name}={path}"))
+
+        self._run(build, self._built)
+
+    def _built(self, replacement) -> None:
+        self.show_diagnostics([])
+        self.status.setText(
+            f"Built {replacement.spec.name}: {len(replacement.data)} bytes in {replacement.build_s:.2f} s; "
+            f"interface matches ({', '.join(replacement.exports)}). Start a debug run to apply it."
+        )
+        self.applied.emit(replacement.spec.name)
+
+    def _applied_live(self, result) -> None:
+        replacement, snapshot, outputs, seconds = result
+        self.show_diagnostics([])
+        message = f"Applied {replacement.spec.name} in {seconds:.2f} s"
+        if snapshot is not None and outputs is not None and snapshot.after is not None:
+            index = _changed_binding(snapshot.after, outputs)
+            before = snapshot.after[index]
+            after = outputs[index]
+            self.show_outputs(before, after, f"dispatch {snapshot.record.sequence} binding {index}")
+            message += f"; dispatch {snapshot.record.sequence} rerun"
+        self.status.setText(message + ".")
+        self.applied.emit(replacement.spec.name)
+
+    def show_outputs(self, before: np.ndarray, after: np.ndarray, title: str) -> None:
+        """The dispatch's output before and after the edit (as float32 when the bytes allow)."""
+        self.last_outputs = (before, after)
+        while self.outputs_layout.count():
+            w = self.outputs_layout.takeAt(0).widget()
+            if w is not None:
+                w.deleteLater()
+        if self.output_view_factory is not None:
+            self.outputs_layout.addWidget(self.output_view_factory(before, after, title))
+            return
+        self.outputs_layout.addWidget(QLabel(title))
+        self.outputs_layout.addWidget(output_table(before, after))
+
+    def revert(self) -> None:
+        """Give the document its original text back (and the live run its original code)."""
+        doc = self.document
+        if doc is None:
+            return
+        if self.live is not None and any(
+            r.spec.name == doc.name for r in getattr(self.live, "active", {}).values()
+        ):
+            self.live.revert(doc.name)
+        self.drafts.discard(self.scope, doc)
+        self._loading = True
+        self.text.setPlainText(doc.original)
+        self._loading = False
+        self.show_diagnostics([])
+        self.status.setText(f"Reverted {doc.name}.")
+
+    def _export_clicked(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Export the edits to")
+        if folder:
+            self.export_to(folder)
+
+    def export_to(self, folder: str | Path) -> Path:
+        """Write the edited files and the flags that reproduce them (``substitutions.txt``)."""
+        folder = Path(folder)
+        if self.live is not None and getattr(self.live, "active", None):
+            out = self.live.export(folder)
+        else:
+            doc = self.document
+            folder.mkdir(parents=True, exist_ok=True)
+            file = folder / f"{doc.name}{doc.suffix}" if doc else folder / "edit"
+            if doc is not None:
+                file.write_text(self.text.toPlainText())
+            lines = ["# Reproduce this edit outside IREE Lens (run from this folder)."]
+            if doc is not None and doc.kind == "mlir":
+                lines.append(f"--iree-hal-substitute-executable-source={doc.name}={file.name}")
+            if doc is not None:
+                module = self.module_path.name if self.module_path else "MODULE.vmfb"
+                lines.append(f"iree-lens run {module} --substitute={doc.name}={file.name} --function=... --input=...")
+            out = folder / "substitutions.txt"
+            out.write_text("\n".join(lines) + "\n")
+        self.status.setText(f"Exported to {out}.")
+        return out
+
+    def benchmark(self) -> None:
+        """Time the paused dispatch with the module's code and with the edit (same loop, fresh buffers)."""
+        if self.live is None:
+            self.status.setText("Benchmark needs a paused debug run (the dispatch's real bindings).")
+            return
+        live = self.live
+        self._run(lambda: live.benchmark(), self._benchmarked)
+
+    def _benchmarked(self, result) -> None:
+        original, current = result
+        self.benchmark_result = result
+        self.status.setText(
+            f"Dispatch: original {original * 1e6:.1f} µs, edited {current * 1e6:.1f} µs "
+            f"({current / original:.2f}x)" if original else "Dispatch timed."
+        )
+
+    def closeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        if self._autosave.isActive():
+            self._autosave.stop()
+            self.save_draft()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        super().closeEvent(event)
+
+
+def editor_for_compilation(compilation, drafts: DraftStore | None = None) -> ExecutableEditor:
+    """An editor of a ``Compilation``'s executables (its dumps), applying to its module."""
+    from engine.substitute.documents import documents_from_dumps
+
+    docs = documents_from_dumps(Path(compilation.out_dir) / "executables", "module")
+    return ExecutableEditor(docs, scope=str(compilation.out_dir), module_path=compilation.vmfb_path, drafts=drafts)
+
+
+def editor_for_module(path: str | Path, drafts: DraftStore | None = None) -> ExecutableEditor:
+    """An editor of what a ``.vmfb`` alone offers (Vulkan SPIR-V), with dumps beside it when there are."""
+    from engine.runtime.vmfb.module import open_vmfb
+    from engine.substitute.documents import documents_from_dumps, documents_from_module
+
+    path = Path(path)
+    docs: list[EditableText] = []
+    for folder in (path.parent / "executables", path.parent):
+        if (folder / "sources").is_dir() or (folder / "intermediates").is_dir():
+            docs = documents_from_dumps(folder)
+            break
+    if not docs:
+        docs = documents_from_module(open_vmfb(path))
+    return ExecutableEditor(docs, scope=str(path.resolve()), module_path=path, drafts=drafts)
+
+
+def _changed_binding(before: tuple[np.ndarray, ...], after: tuple[np.ndarray, ...]) -> int:
+    """The binding the edit changed (the last one if none did: the dispatch's output, by IREE's order)."""
+    for i in range(len(after) - 1, -1, -1):
+        if before[i].shape != after[i].shape or not np.array_equal(before[i], after[i]):
+            return i
+    return len(after) - 1
+
+
+def output_table(before: np.ndarray, after: np.ndarray, limit: int = 4096) -> QTableWidget:
+    """Element, before, after, difference; the bytes read as float32 when their length allows."""
+    as_float = before.size % 4 == 0 and after.size % 4 == 0
+    b = before.view(np.float32) if as_float else before
+    a = after.view(np.float32) if as_float else after
+    n = min(max(b.size, a.size), limit)
+    table = QTableWidget(n, 4)
+    table.setObjectName("outputsTable")
+    table.setHorizontalHeaderLabels(["#", "before", "after", "after − before"])
+    table.verticalHeader().setVisible(False)
+    for i in range(n):
+        bv = b[i] if i < b.size else None
+        av = a[i] if i < a.size else None
+        cells = [str(i), _fmt(bv), _fmt(av), _fmt(av - bv) if bv is not None and av is not None else ""]
+        for j, text in enumerate(cells):
+            item = QTableWidgetItem(text)
+            if j == 2 and bv is not None and av is not None and bv != av:
+                item.setBackground(QColor("#fff3c4"))
+            table.setItem(i, j, item)
+    table.resizeColumnsToContents()
+    return table
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return ""
+    return f"{v:.6g}" if isinstance(v, np.floating | float) else str(v)

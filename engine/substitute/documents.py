@@ -1,0 +1,156 @@
+"""The editable texts of a module's executables, and the drafts that keep a user's edits across restarts.
+
+What can be edited depends on what is known: a compilation's dumps (``sources/`` MLIR per dispatch,
+``intermediates/`` LLVM IR of CPU libraries, ``binaries/`` SPIR-V) or the module alone (a Vulkan executable's
+SPIR-V, disassembled). Each ``EditableText`` names what ``--substitute`` takes (NAME and a file suffix).
+
+``DraftStore`` writes each edit atomically (temporary file + rename) as the user types, under the app's
+state folder, keyed by the module and the text, so a restart or a crash loses nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.runtime.vmfb.module import VmfbModule
+
+KIND_SUFFIX = {"mlir": ".mlir", "llvm": ".ll", "spirv": ".spvasm"}
+KIND_TITLE = {"mlir": "MLIR source", "llvm": "LLVM IR", "spirv": "SPIR-V"}
+
+
+@dataclass(frozen=True)
+class EditableText:
+    name: str  # what --substitute takes as NAME (a dispatch executable, a linked library, an export)
+    kind: str  # mlir, llvm or spirv
+    original: str
+    origin: str  # the file it came from, or where in the module
+
+    @property
+    def suffix(self) -> str:
+        return KIND_SUFFIX[self.kind]
+
+    @property
+    def title(self) -> str:
+        return f"{self.name} ({KIND_TITLE[self.kind]})"
+
+
+def _dispatch_name(path: Path, module_name: str | None) -> str:
+    stem = path.name.split(".")[0]
+    if module_name and stem.startswith(module_name + "_"):
+        return stem[len(module_name) + 1 :]
+    return stem.split("_", 1)[1] if "_" in stem else stem
+
+
+def _library_name(path: Path, module_name: str | None) -> str:
+    # module_<module>_linked_embedded_elf_x86_64.optimized.ll -> <module>_linked; module_main_dispatch_0_... too.
+    stem = _dispatch_name(path, module_name)
+    for tail in ("_embedded_elf_x86_64", "_embedded_elf_aarch64", "_embedded_elf_riscv_64"):
+        if tail in stem:
+            return stem[: stem.index(tail)]
+    return stem
+
+
+def documents_from_dumps(dump_dir: Path, module_name: str | None = "module") -> list[EditableText]:
+    """Texts IREE dumped for a compilation (``sources``, ``intermediates``, ``binaries`` under ``dump_dir``)."""
+    out: list[EditableText] = []
+    sources = dump_dir / "sources"
+    if sources.is_dir():
+        from engine.substitute.build import executable_name_in_source
+
+        for p in sorted(sources.glob("*.mlir"), key=_natural):
+            text = p.read_text(errors="replace")
+            name = executable_name_in_source(text) or _dispatch_name(p, module_name)
+            out.append(EditableText(name, "mlir", text, str(p)))
+    inter = dump_dir / "intermediates"
+    if inter.is_dir():
+        for p in sorted(inter.glob("*.optimized.ll"), key=_natural):
+            out.append(EditableText(_library_name(p, module_name), "llvm", p.read_text(errors="replace"), str(p)))
+    binaries = dump_dir / "binaries"
+    if binaries.is_dir():
+        from engine.runtime.vmfb.executables import spirv_disassembly
+        from engine.substitute.spirv import entry_points, words_of
+
+        for p in sorted(binaries.glob("*.spv"), key=_natural):
+            words = words_of(p.read_bytes(), str(p))
+            text = spirv_disassembly(words)
+            if text is not None:
+                names = entry_points(words)
+                out.append(EditableText(names[0] if names else p.stem, "spirv", text, str(p)))
+    return out
+
+
+def documents_from_module(module: VmfbModule) -> list[EditableText]:
+    """What the module alone offers: each Vulkan pipeline's SPIR-V as text (CPU code has no editable text)."""
+    from engine.runtime.vmfb.executables import spirv_disassembly
+    from engine.runtime.vmfb.vke1 import is_vke1, read_vke1
+
+    out = []
+    for e in module.executables:
+        if not is_vke1(e.data):
+            continue
+        exe = read_vke1(bytes(e.data))
+        for p in exe.pipelines:
+            text = spirv_disassembly(exe.shader_modules[p.shader_module_ordinal].spirv)
+            if text is not None:
+                out.append(EditableText(p.entry_point, "spirv", text, f"{module.source}: executable {e.name}"))
+    return out
+
+
+def _natural(p: Path) -> list:
+    import re
+
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", p.name)]
+
+
+def default_drafts_dir() -> Path:
+    """``$IREE_LENS_STATE_DIR/../edits`` when set (tests), else ``$XDG_STATE_HOME/iree-lens/edits``."""
+    state = os.environ.get("IREE_LENS_STATE_DIR")
+    if state:
+        return Path(state).parent / "edits"
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(base) / "iree-lens" / "edits"
+
+
+class DraftStore:
+    """Edited texts on disk, one file per (scope, document); written atomically."""
+
+    def __init__(self, root: Path | str | None = None):
+        self.root = Path(root) if root is not None else default_drafts_dir()
+
+    def key(self, scope: str, doc: EditableText) -> str:
+        digest = hashlib.sha1(f"{scope}\0{doc.name}\0{doc.kind}".encode()).hexdigest()[:16]
+        return f"{doc.name.replace('$', '_')[:60]}-{digest}"
+
+    def path(self, scope: str, doc: EditableText) -> Path:
+        return self.root / f"{self.key(scope, doc)}{doc.suffix}"
+
+    def save(self, scope: str, doc: EditableText, text: str) -> Path:
+        path = self.path(scope, doc)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        meta = path.with_suffix(path.suffix + ".json")
+        meta_tmp = meta.with_name(meta.name + ".tmp")
+        meta_tmp.write_text(json.dumps({"scope": scope, "name": doc.name, "kind": doc.kind}))
+        os.replace(meta_tmp, meta)
+        return path
+
+    def load(self, scope: str, doc: EditableText) -> str | None:
+        path = self.path(scope, doc)
+        try:
+            return path.read_text(encoding="utf-8")
+        except OSError:
+            return None
+
+    def discard(self, scope: str, doc: EditableText) -> None:
+        path = self.path(scope, doc)
+        for p in (path, path.with_suffix(path.suffix + ".json")):
+            p.unlink(missing_ok=True)
