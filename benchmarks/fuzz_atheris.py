@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import re
 import shlex
 import subprocess
@@ -33,7 +34,26 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from lens_fuzz.readers import READERS  # noqa: E402
 
-NAMES = sorted(READERS)
+# An input's first byte picks a reader by position here: the order only grows at the end, so inputs
+# saved by earlier campaigns keep naming the same reader (names.json in a work directory says which
+# readers a campaign used).
+ALL_NAMES = ("diagnostics", "elf", "input", "npy", "session", "timing", "vke1", "vmfb", "bundle", "trace")
+NAMES: tuple[str, ...] = ALL_NAMES
+
+
+def use_names(work: Path, create: bool = True) -> None:
+    """Take the reader order of the campaign in ``work`` (the first 8 for one started before names.json)."""
+    global NAMES
+    names_file = work / "names.json"
+    if names_file.exists():
+        NAMES = tuple(json.loads(names_file.read_text()))
+    elif (work / "corpus").exists():
+        NAMES = ALL_NAMES[:8]
+    else:
+        if create:
+            work.mkdir(parents=True, exist_ok=True)
+            names_file.write_text(json.dumps(ALL_NAMES))
+        NAMES = ALL_NAMES
 SEED_PROGRAMS = (
     ("mlp", "llvm-cpu"),
     ("softmax", "vulkan-spirv"),
@@ -265,6 +285,7 @@ def main() -> int:
     if "--child" in sys.argv:
         i = sys.argv.index("--")
         work = Path(sys.argv[sys.argv.index("--work") + 1])
+        use_names(work)
         child(sys.argv[i + 1 :], work / "failures")
         return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -277,7 +298,9 @@ def main() -> int:
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args()
     if args.replay:
+        use_names(args.replay.resolve().parent.parent, create=False)  # WORK/artifacts/x or WORK/failures/x
         return replay(args.replay, args)
+    use_names(Path(args.work))
     if args.coverage:
         return coverage(args)
     return drive(args)

@@ -17,8 +17,15 @@ CASES = {
     "timing": 300,
     "diagnostics": 200,
     "session": 200,
+    "trace": 200,
+    "bundle": 200,
 }
 LIMITS = Limits(seconds=20.0, memory_bytes=1 << 30)
+# Failures found in readers of other areas, reported to their owners; strict, so a fix shows up here.
+KNOWN_FAILURES = {
+    "trace": "engine/trace/ireeprof.py: an executable_function row without executable_id/function_ordinal "
+    "raises KeyError outside the row's try (trace_from_jsonl_rows' first pass)",
+}
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +40,15 @@ def test_every_reader_is_fuzzed():
     assert set(CASES) == set(READERS)
 
 
-@pytest.mark.parametrize("name", sorted(READERS))
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=pytest.mark.xfail(reason=KNOWN_FAILURES[n], strict=True))
+        if n in KNOWN_FAILURES
+        else n
+        for n in sorted(READERS)
+    ],
+)
 def test_damaged_inputs_end_in_a_result_or_a_typed_error(corpus, name, tmp_path):
     assert corpus[name], f"no seed inputs for {name}"
     result = run_cases(

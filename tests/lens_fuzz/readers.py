@@ -119,6 +119,49 @@ def _read_session(data: bytes) -> object:
         return store.load()
 
 
+def _read_trace(data: bytes) -> object:
+    """A trace file as the zones view opens it (Chrome JSON, ireeperf-jsonl, compile timing...)."""
+    from engine.trace.open import load_trace
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "trace.json"
+        path.write_bytes(data)
+        trace = load_trace(path)
+    return trace
+
+
+def _read_bundle(data: bytes) -> object:
+    """A capture bundle's manifest (its tensor files are valid), read with every tensor it names."""
+    from engine.dispatch.bundle import MANIFEST, Bundle
+
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / MANIFEST).write_bytes(data)
+        np.save(Path(tmp) / "t0.npy", np.arange(6, dtype=np.float32).reshape(2, 3))
+        np.save(Path(tmp) / "t1.npy", np.array([1, 2], np.uint16))
+        bundle = Bundle(tmp)
+        out = [
+            bundle.module,
+            bundle.function,
+            bundle.program_tensors("inputs"),
+            bundle.program_tensors("outputs"),
+        ]
+        for entry in bundle.dispatches:
+            out += [bundle.dispatch_tensors(entry, "inputs"), bundle.dispatch_tensors(entry, "outputs")]
+    return out
+
+
+def _trace_errors() -> tuple[type[BaseException], ...]:
+    from engine.trace.model import TraceFormatError
+
+    return (TraceFormatError,)
+
+
+def _bundle_errors() -> tuple[type[BaseException], ...]:
+    from engine.dispatch.bundle import BundleError
+
+    return (BundleError,)
+
+
 READERS: dict[str, Reader] = {
     "vmfb": Reader("vmfb", _read_vmfb, (VmfbFormatError,)),
     "input": Reader("input", _read_input_text, (LensError,)),
@@ -128,6 +171,8 @@ READERS: dict[str, Reader] = {
     "timing": Reader("timing", _read_timing, (FormatError,)),
     "diagnostics": Reader("diagnostics", _read_diagnostics, ()),
     "session": Reader("session", _read_session, ()),
+    "trace": Reader("trace", _read_trace, _trace_errors()),
+    "bundle": Reader("bundle", _read_bundle, _bundle_errors()),
 }
 
 
@@ -177,6 +222,72 @@ def seed_corpus(vmfb_paths: list[Path]) -> dict[str, list[bytes]]:
                 "breakpoints": [{"kind": "import", "import_name": "x"}],
                 "compile_options": {"target": "vmvx"},
                 "inputs": ["4xf32=1"],
+            }
+        ).encode()
+    )
+    corpus["trace"] += [
+        json.dumps(
+            {
+                "traceEvents": [
+                    {
+                        "name": "dispatch_0",
+                        "ph": "X",
+                        "ts": 1,
+                        "dur": 5,
+                        "pid": 1,
+                        "tid": 1,
+                        "args": {"n": 1},
+                    },
+                    {"name": "dispatch_1", "ph": "X", "ts": 2, "dur": 1, "pid": 1, "tid": 1},
+                    {"name": "mark", "ph": "i", "ts": 3, "pid": 1, "tid": 2, "s": "t"},
+                    {"name": "mem", "ph": "C", "ts": 4, "pid": 1, "args": {"bytes": 10}},
+                ]
+            }
+        ).encode(),
+        b"\n".join(
+            json.dumps(r).encode()
+            for r in (
+                {"record_type": "schema", "version": 1},
+                {
+                    "record_type": "executable_function",
+                    "executable_id": 1,
+                    "function_ordinal": 0,
+                    "name": "d0",
+                },
+                {
+                    "record_type": "host_execution_event",
+                    "op": "dispatch",
+                    "start_host_time_ns": 100,
+                    "end_host_time_ns": 250,
+                    "executable_id": 1,
+                    "function_ordinal": 0,
+                },
+                {"record_type": "queue_event", "op": "barrier", "host_time_ns": 120},
+                {"record_type": "memory_event", "event_type": "alloc", "host_time_ns": 130, "length": 64},
+            )
+        ),
+        corpus["timing"][0].split(b"\n", 1)[1],
+    ]
+    corpus["bundle"].append(
+        json.dumps(
+            {
+                "format": "iree-lens-capture/1",
+                "module": "m.vmfb",
+                "function": "main",
+                "inputs": ["t0.npy"],
+                "input_types": ["2x3xf32"],
+                "outputs": ["t1.npy"],
+                "output_types": ["2xbf16"],
+                "dispatches": [
+                    {
+                        "ordinal": 0,
+                        "name": "main_dispatch_0",
+                        "inputs": ["t0.npy"],
+                        "outputs": ["t1.npy"],
+                        "input_types": ["2x3xf32"],
+                        "output_types": ["2xf16"],
+                    }
+                ],
             }
         ).encode()
     )
