@@ -50,16 +50,28 @@ _PAUSE = "__pause__"
 # ------------------------------------------------------------------------------------------------ child
 
 
-def _export_tensors(event: Event) -> Event:
-    """Move inline arrays of ``Finished.outputs`` into shared memory before the event crosses the pipe."""
+def _tensor_refs(event: Event) -> list[TensorRef]:
+    """The tensors an event carries: ``Finished.outputs``, an ``Answer`` value (alone or in a list)."""
     if isinstance(event, Finished):
-        for ref in event.outputs:
-            if ref.array is not None:
-                array = np.ascontiguousarray(ref.array)
-                block = shared_memory.SharedMemory(create=True, size=max(array.nbytes, 1))
-                np.ndarray(array.shape, array.dtype, buffer=block.buf)[...] = array
-                ref.shm_name, ref.array = block.name, None
-                block.close()  # the parent unlinks it after reading
+        return [r for r in event.outputs if isinstance(r, TensorRef)]
+    if isinstance(event, Answer):
+        value = event.value
+        if isinstance(value, TensorRef):
+            return [value]
+        if isinstance(value, list | tuple):
+            return [r for r in value if isinstance(r, TensorRef)]
+    return []
+
+
+def _export_tensors(event: Event) -> Event:
+    """Move inline arrays into shared memory before the event crosses the pipe."""
+    for ref in _tensor_refs(event):
+        if ref.array is not None:
+            array = np.ascontiguousarray(ref.array)
+            block = shared_memory.SharedMemory(create=True, size=max(array.nbytes, 1))
+            np.ndarray(array.shape, array.dtype, buffer=block.buf)[...] = array
+            ref.shm_name, ref.array = block.name, None
+            block.close()  # the parent unlinks it after reading
     return event
 
 
@@ -136,10 +148,16 @@ def describe_exit(exitcode: int | None) -> str:
 
 class ChildSession:
     def __init__(
-        self, handler_path: str, on_event: Callable[[Event], Any], *, hang_timeout: float | None = None
+        self,
+        handler_path: str,
+        on_event: Callable[[Event], Any],
+        *,
+        hang_timeout: float | None = None,
+        progress: bool = False,
     ):
         self.handler_path = handler_path
         self.on_event = on_event
+        self.progress = progress  # deliver Progress events (one per dispatch) too
         self.hang_timeout = hang_timeout
         self._ctx = mp.get_context("spawn")
         self._replay: list[Command] = []
@@ -254,11 +272,10 @@ class ChildSession:
                 waiter = getattr(self, "_stop_waiter", None)
                 if waiter is not None:
                     waiter.set()
-            if isinstance(event, Finished):
-                for ref in event.outputs:
-                    if isinstance(ref, TensorRef) and ref.shm_name:
-                        ref.to_numpy()  # copy out of shared memory and free the block
-            if isinstance(event, Progress):
+            for ref in _tensor_refs(event):
+                if ref.shm_name:
+                    ref.to_numpy()  # copy out of shared memory and free the block
+            if isinstance(event, Progress) and not self.progress:
                 continue
             self._emit(event)
         process.join(timeout=5)

@@ -15,7 +15,7 @@ from engine.errors import LensError
 from engine.runtime.function_io import OpaqueRef, Scalar, Tensor, Value, split_cconv
 from engine.runtime.hal.buffers import HalBufferView
 from engine.runtime.hal.convert import buffer_view_from_tensor, tensor_from_buffer_view
-from engine.runtime.hal.device import Device
+from engine.runtime.hal.devices import create_device
 from engine.runtime.hal.module import HalModule
 from engine.runtime.vm.context import VmContext
 from engine.runtime.vm.native import NativeModule, VmStatusError
@@ -30,21 +30,6 @@ class DebugRunError(LensError):
     def __init__(self, message: str, status: str | None = None):
         super().__init__(message)
         self.status = status
-
-
-def create_device(uri: str) -> Device:
-    """The emulated HAL device for an IREE device URI (``local-sync``, ``vulkan``, ``vulkan://1``...)."""
-    try:
-        from engine.runtime.hal.devices import create_device as factory
-    except ImportError:  # the device factory is optional until the Vulkan device lands
-        factory = None
-    if factory is not None:
-        return factory(uri)
-    from engine.runtime.hal.cpu_device import CpuDevice
-
-    if uri.split(":")[0] in ("local-sync", "local-task", "local"):
-        return CpuDevice()
-    raise DebugRunError(f"device {uri!r} is not available in the debug engine")
 
 
 class DebugRunner:
@@ -109,19 +94,19 @@ class DebugRunner:
             raise DebugRunError(
                 f"{function} takes {len(arg_kinds)} inputs ({self.cconv(function)}); {len(args)} given"
             )
-        vm_args = [self._to_vm(kind, value) for kind, value in zip(arg_kinds, args)]
+        vm_args = [self.to_vm(kind, value) for kind, value in zip(arg_kinds, args)]
         try:
             results = self.context.invoke(function, vm_args)
         except LensError as e:
             raise DebugRunError(self._message(e), self._status(e)) from e
         finally:
             # A trapped invocation leaves its frames for inspection; a runner starts the next call clean.
-            interpreter = self.context.interpreter
-            del interpreter.frames[interpreter.base :]
-            interpreter.trap = None
-        return [self._from_vm(kind, value) for kind, value in zip(result_kinds, results)]
+            self.context.interpreter.reset()
+        return [self.from_vm(kind, value) for kind, value in zip(result_kinds, results)]
 
-    def _to_vm(self, kind: str, value: Value):
+    def to_vm(self, kind: str, value: Value):
+        """A plain value as the VM takes it for an argument of cconv ``kind`` (a tensor becomes a buffer view
+        on this runner's device)."""
         if kind in "iIfF":
             if isinstance(value, Scalar):
                 return value.value
@@ -132,7 +117,8 @@ class DebugRunner:
             return None
         raise DebugRunError(f"cannot pass {value!r} as a ref argument")
 
-    def _from_vm(self, kind: str, value) -> Value:
+    def from_vm(self, kind: str, value) -> Value:
+        """A VM result of cconv ``kind`` as a plain value (buffer views copied to host tensors)."""
         if kind in "iIfF":
             return Scalar({"i": "i32", "I": "i64", "f": "f32", "F": "f64"}[kind], _signed(kind, value))
         if value is None:
@@ -140,7 +126,7 @@ class DebugRunner:
         if isinstance(value, HalBufferView):
             return tensor_from_buffer_view(value)
         if isinstance(value, VmList):
-            return [self._from_vm(_list_kind(value.element_type), v) for v in value.items]
+            return [self.from_vm(_list_kind(value.element_type), v) for v in value.items]
         return OpaqueRef(ref_type_name(value))
 
 

@@ -1,30 +1,46 @@
 """The debug session: one program in our VM and emulated HAL, driven by protocol commands.
 
 ``DebugSession(emit)`` follows the handler shape that ``InProcessSession`` and ``ChildSession`` run:
-``handle(command)`` executes one command synchronously and reports through ``emit(event)``;
-``pause()`` may be called from any thread. Everything it emits is plain data (``engine.session.protocol``).
+``handle(command)`` executes one command and reports through ``emit(event)``; ``pause()`` may be called
+from any thread; ``close()`` abandons a paused run. Everything it emits is plain data
+(``engine.session.protocol``).
+
+Two threads. The program runs on a *run thread*; ``handle`` (the command loop) starts or resumes it and
+returns once it stops or ends, so commands stay strictly ordered. The HAL runs each dispatch on the run
+thread and tells the ``DispatchGate`` before and after; at a dispatch breakpoint the gate *parks* the run
+thread inside that native call (``Stopped(reason="dispatch")``) and the command loop keeps serving
+commands: ``Evaluate`` (registers, the dispatch, its binding bytes), ``SetBreakpoints``, and the command
+that resumes the run (``Continue``, ``Step``, ``RunTo``). A resumed ``Step`` first finishes the native
+call the dispatch ran in (one step), then steps on, so ``Step(count=N)`` executes exactly N instructions.
 """
 
 from __future__ import annotations
 
+import bisect
 import threading
 from collections.abc import Callable
+from enum import StrEnum
 from typing import Any
+
+import numpy as np
 
 from engine.errors import LensError
 from engine.runtime.function_io import Tensor, format_results, parse_inputs, split_cconv
-from engine.runtime.hal.device import DispatchObserver, DispatchRecord
+from engine.runtime.hal.device import DispatchRecord
 from engine.runtime.vm import controller as vmc
 from engine.runtime.vm.context import ModuleInstance
 from engine.runtime.vm.interpreter import FrameLocation
 from engine.runtime.vm.trace import describe_ref, format_instruction
 from engine.session.debug_run import DebugRunError, DebugRunner
+from engine.session.dispatch_gate import DispatchGate, GateStop, is_dispatch_breakpoint
 from engine.session.protocol import (
     Answer,
     Breakpoint,
+    BreakpointKind,
     Call,
     Command,
     Continue,
+    DispatchInfo,
     Evaluate,
     Event,
     Failed,
@@ -37,23 +53,25 @@ from engine.session.protocol import (
     RunTo,
     SetBreakpoints,
     Step,
+    StepMode,
     Stopped,
+    StopReason,
     TensorRef,
 )
 
 
-class _DispatchProgress(DispatchObserver):
-    """Reports each dispatch before it runs, so a crash in a kernel can be attributed to it."""
+class RunState(StrEnum):
+    IDLE = "idle"  # no run thread (no call, or a call stopped at a VM instruction)
+    RUNNING = "running"  # the run thread executes
+    PARKED = "parked"  # the run thread waits inside a dispatch for the command that resumes it
 
-    def __init__(self, session: DebugSession):
-        self.session = session
 
-    def before_dispatch(self, record: DispatchRecord) -> None:
-        self.session._dispatch = record
-        self.session.emit(Progress(self.session.location()))
+class _Abandoned(BaseException):
+    """Unwinds a parked run the client gave up (a new call, a new module, shutdown). A BaseException so
+    that no ``except Exception`` on the way (HAL, VM imports) turns it into a program error."""
 
-    def after_dispatch(self, record: DispatchRecord) -> None:
-        self.session._dispatch = None
+
+_ABANDON = object()
 
 
 class DebugSession:
@@ -61,18 +79,43 @@ class DebugSession:
         self.emit = emit
         self.runner: DebugRunner | None = None
         self.controller: vmc.Controller | None = None
+        self.gate: DispatchGate | None = None
         self.breakpoints: tuple[Breakpoint, ...] = ()
         self._function: str | None = None
         self._result_kinds = ""
-        self._dispatch: DispatchRecord | None = None
-        self._lock = threading.Lock()
+        self._cv = threading.Condition()
+        self._state = RunState.IDLE
+        self._resume: Any = None  # handed from the command loop to the parked run thread
+        self._resumed: Command | None = None  # the latest command that resumed the current action
+        self._thread: threading.Thread | None = None
+        self._code_pcs: dict[tuple[int, int], list[int]] = {}
+        self._handlers: dict[type, Callable[[Any], None]] = {
+            Open: self._on_open,
+            SetBreakpoints: self._on_set_breakpoints,
+            Call: self._on_call,
+            Step: self._on_step,
+            Continue: self._on_continue,
+            RunTo: self._on_run_to,
+            Evaluate: self._on_evaluate,
+        }
+        self._queries: dict[str, Callable[..., Any]] = {
+            "registers": self._registers,
+            "globals": self._globals,
+            "frames": self._frames,
+            "dispatch": self._dispatch_info,
+            "binding": self._binding,
+            "bindings": self._bindings,
+        }
 
     # ---------------------------------------------------------------------------------------- commands
 
+    @property
+    def state(self) -> RunState:
+        return self._state
+
     def handle(self, command: Command) -> None:
-        try:
-            handler = getattr(self, "_on_" + type(command).__name__.lower())
-        except AttributeError:
+        handler = self._handlers.get(type(command))
+        if handler is None:
             self.emit(Failed(f"unknown command {type(command).__name__}"))
             return
         try:
@@ -84,52 +127,187 @@ class DebugSession:
         if self.controller is not None:
             self.controller.pause()
 
+    def close(self) -> None:
+        """Abandon a parked run (its thread ends)."""
+        self._abandon()
+
     def _on_open(self, command: Open) -> None:
+        self._abandon()
         self.runner = DebugRunner(command.module_path, command.device)
         self.controller = vmc.Controller(self.runner.context)
+        self.gate = DispatchGate(self._park, self.controller.take_pause, self._progress)
+        self.runner.device.observers.append(self.gate)
         self._install_breakpoints()
-        self._observe_dispatches()
         self.emit(Opened(command.module_path, tuple(self.runner.function_names), command.device))
 
-    def _on_setbreakpoints(self, command: SetBreakpoints) -> None:
+    def _on_set_breakpoints(self, command: SetBreakpoints) -> None:
         self.breakpoints = command.breakpoints
         if self.controller is not None:
             self._install_breakpoints()
 
     def _on_call(self, command: Call) -> None:
+        self._abandon()
         runner = self._need_runner()
         arg_kinds, self._result_kinds = split_cconv(runner.cconv(command.function))
         args = parse_inputs(list(command.inputs), arg_kinds)
-        vm_args = [runner._to_vm(kind, value) for kind, value in zip(arg_kinds, args)]
-        interpreter = runner.context.interpreter
-        del interpreter.frames[interpreter.base :]
-        interpreter.trap = None
+        vm_args = [runner.to_vm(kind, value) for kind, value in zip(arg_kinds, args)]
+        runner.context.interpreter.reset()
+        self.gate.begin_call(runner.device.dispatch_count)
         self._function = command.function
         runner.context.begin_call(command.function, vm_args)
         if command.stop_at_entry:
-            self.emit(Stopped("entry", self.location(), self._snapshot()))
+            self.emit(Stopped(StopReason.ENTRY, self.location(), self._snapshot()))
         else:
-            self._report(self.controller.continue_())
+            self._start(self.controller.continue_)
 
     def _on_step(self, command: Step) -> None:
-        c = self._need_controller()
-        action = {"into": c.step_into, "over": c.step_over, "out": c.step_out}.get(command.mode)
-        if action is None:
-            raise DebugRunError(f"unknown step mode {command.mode!r} (into, over, out)")
-        self._report(action())
+        try:
+            mode = StepMode(command.mode)
+        except ValueError:
+            raise DebugRunError(
+                f"unknown step mode {command.mode!r} ({', '.join(m.value for m in StepMode)})"
+            ) from None
+        if command.count < 1:
+            raise DebugRunError(f"a step count is at least 1 (got {command.count})")
+        if self._state == RunState.PARKED:
+            self._resume_with(command)
+            return
+        self._need_controller()
+        self._start(lambda: self._steps(mode, command.count))
 
     def _on_continue(self, command: Continue) -> None:
-        self._report(self._need_controller().continue_())
+        if self._state == RunState.PARKED:
+            self._resume_with(command)
+            return
+        self._start(self._need_controller().continue_)
 
-    def _on_runto(self, command: RunTo) -> None:
-        runner = self._need_runner()
-        self._report(self._need_controller().run_to(runner.module.name, command.function, command.pc))
+    def _on_run_to(self, command: RunTo) -> None:
+        if self._state == RunState.PARKED:
+            self._resume_with(command)
+            return
+        controller = self._need_controller()
+        self._start(lambda: controller.run_to(self.runner.module.name, command.function, command.pc))
 
     def _on_evaluate(self, command: Evaluate) -> None:
-        queries = {"registers": self._registers, "globals": self._globals, "frames": self._frames}
-        if command.query not in queries:
-            raise DebugRunError(f"unknown query {command.query!r} ({', '.join(queries)})")
-        self.emit(Answer(command.query, queries[command.query](*command.args)))
+        query = self._queries.get(command.query)
+        if query is None:
+            raise DebugRunError(f"unknown query {command.query!r} ({', '.join(self._queries)})")
+        self.emit(Answer(command.query, query(*command.args), tuple(command.args)))
+
+    # --------------------------------------------------------------------------------- the run thread
+
+    def _start(self, action: Callable[[], vmc.StopEvent]) -> None:
+        with self._cv:
+            self._state = RunState.RUNNING
+        self._thread = threading.Thread(target=self._run, args=(action,), name="session-run", daemon=True)
+        self._thread.start()
+        self._wait_settled()
+
+    def _wait_settled(self) -> None:
+        """Return once the run parks at a dispatch or ends (its events are emitted by then)."""
+        with self._cv:
+            self._cv.wait_for(lambda: self._state != RunState.RUNNING)
+
+    def _resume_with(self, command: Any) -> None:
+        with self._cv:
+            self._resume = command
+            self._state = RunState.RUNNING
+            self._cv.notify_all()
+        self._wait_settled()
+
+    def _abandon(self) -> None:
+        if self._state == RunState.PARKED:
+            self._resume_with(_ABANDON)
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def _run(self, action: Callable[[], vmc.StopEvent]) -> None:
+        try:
+            self._resumed = None
+            stop = action()
+            while self._resumed is not None:
+                command, self._resumed = self._resumed, None
+                stop = self._after_resume(command, stop)
+            self._report(stop)
+        except _Abandoned:
+            pass
+        except LensError as e:
+            self.emit(Failed(str(e), getattr(e, "status", None), self.location()))
+        except Exception as e:  # a bug must end the run with a message, not leave the client waiting
+            self.emit(Failed(f"{type(e).__name__}: {e}", None, self.location()))
+        finally:
+            if self.controller is not None:
+                self.controller.clear_stop_targets()
+            if self.gate is not None:
+                self.gate.current = None
+                self.gate.current_info = None
+            with self._cv:
+                self._state = RunState.IDLE
+                self._cv.notify_all()
+
+    def _steps(self, mode: StepMode, count: int) -> vmc.StopEvent:
+        """``count`` steps (a dispatch stop inside one ends them early; the stop's ``steps`` says how many)."""
+        c = self.controller
+        if mode == StepMode.DISPATCH:
+            self.gate.stop_at_next = True
+            return c.continue_()
+        action = {StepMode.INTO: c.step_into, StepMode.OVER: c.step_over, StepMode.OUT: c.step_out}[mode]
+        stop = action()
+        for _ in range(count - 1):
+            if stop.reason != "step" or self._resumed is not None:
+                break
+            stop = action()
+        return stop
+
+    def _after_resume(self, command: Command, stop: vmc.StopEvent) -> vmc.StopEvent:
+        """Carry on with the command that resumed a parked run, once the action it parked in returned."""
+        c = self.controller
+        c.clear_stop_targets()
+        if stop.reason != "step":  # the program ended, trapped, paused or hit a breakpoint: report that
+            return stop
+        if isinstance(command, Continue):
+            return c.continue_()
+        if isinstance(command, RunTo):
+            return c.run_to(self.runner.module.name, command.function, command.pc)
+        mode = StepMode(command.mode)
+        if mode == StepMode.DISPATCH:
+            return c.continue_()
+        if mode == StepMode.OUT:
+            return c.step_out()
+        # Finishing the native call the dispatch ran in was the first step.
+        return self._steps(mode, command.count - 1) if command.count > 1 else stop
+
+    def _park(self, record: DispatchRecord, info: DispatchInfo, why: GateStop) -> None:
+        """On the run thread, inside a dispatch: report the stop and wait for the command that resumes."""
+        reason = StopReason.PAUSED if why.paused and not (why.breakpoints or why.step) else StopReason.DISPATCH
+        detail = self._snapshot()
+        detail["dispatch"] = info
+        if why.breakpoints:
+            detail["breakpoints"] = [repr(b) for b in why.breakpoints]
+        if why.nan_bindings:
+            detail["nan_bindings"] = list(why.nan_bindings)
+        self.emit(Stopped(reason, self.location(), detail))
+        with self._cv:
+            self._state = RunState.PARKED
+            self._cv.notify_all()
+            self._cv.wait_for(lambda: self._resume is not None)
+            command, self._resume = self._resume, None
+        if command is _ABANDON:
+            raise _Abandoned()
+        self._resumed = command
+        c = self.controller
+        c.clear_stop_targets()
+        if isinstance(command, Step) and command.mode == StepMode.DISPATCH:
+            self.gate.stop_at_next = True
+        elif not isinstance(command, Continue):
+            # Stop right after the native call this dispatch runs in (pc: where the caller resumes).
+            top = self.runner.context.interpreter.top
+            if top is not None:
+                c.add_stop_target(top.instance, top.ordinal, top.pc)
+
+    def _progress(self, record: DispatchRecord) -> None:
+        self.emit(Progress(self.location()))
 
     # ------------------------------------------------------------------------------------------ helpers
 
@@ -150,20 +328,18 @@ class DebugSession:
             c.remove_breakpoint(bp)
         module = self.runner.module.name
         for bp in self.breakpoints:
-            if bp.kind == "instruction" and bp.function is not None and bp.pc is not None:
+            if bp.kind == BreakpointKind.INSTRUCTION and bp.function is not None and bp.pc is not None:
                 c.add_breakpoint(vmc.InstructionBreakpoint(bp.module or module, bp.function, bp.pc))
-            elif bp.kind == "function" and bp.function:
+            elif bp.kind == BreakpointKind.FUNCTION and bp.function:
                 c.add_breakpoint(vmc.FunctionBreakpoint(bp.function, bp.module))
-            elif bp.kind == "import" and bp.import_name:
+            elif bp.kind == BreakpointKind.IMPORT and bp.import_name:
                 c.add_breakpoint(vmc.ImportBreakpoint(bp.import_name))
-
-    def _observe_dispatches(self) -> None:
-        self.runner.device.observers.append(_DispatchProgress(self))
+        self.gate.breakpoints = tuple(bp for bp in self.breakpoints if is_dispatch_breakpoint(bp))
 
     def _report(self, stop: vmc.StopEvent) -> None:
         if stop.reason == "done":
             runner = self.runner
-            values = [runner._from_vm(kind, v) for kind, v in zip(self._result_kinds, stop.results or [])]
+            values = [runner.from_vm(kind, v) for kind, v in zip(self._result_kinds, stop.results or [])]
             outputs = tuple(
                 TensorRef(v.shape, v.array.dtype.str, v.element_type.name, array=v.array)
                 for v in values
@@ -179,24 +355,39 @@ class DebugSession:
                 detail["import_call"] = stop.record.import_call.name
             if stop.breakpoints:
                 detail["breakpoints"] = [repr(b) for b in stop.breakpoints]
-            self.emit(Stopped(stop.reason, self.location(), detail))
+            detail["steps"] = stop.steps
+            self.emit(Stopped(StopReason(stop.reason), self.location(), detail))
 
     # ---------------------------------------------------------------------------------------- snapshots
 
     def location(self, stack: tuple[FrameLocation, ...] | None = None) -> Location:
         frames: list[FrameInfo] = []
+        record = self.gate.current if self.gate is not None else None
         if self.runner is not None:
             interpreter = self.runner.context.interpreter
-            for frame in interpreter.frames[interpreter.base :] if stack is None else ():
-                frames.append(self._frame_info(frame.instance, frame.ordinal, frame.pc))
+            live = interpreter.frames[interpreter.base :] if stack is None else []
+            for k, frame in enumerate(live):
+                pc = frame.pc
+                if record is not None and k == len(live) - 1:
+                    pc = self._call_pc(frame.instance, frame.ordinal, pc)  # inside the call that dispatches
+                frames.append(self._frame_info(frame.instance, frame.ordinal, pc))
             for loc in stack or ():
                 frames.append(
                     FrameInfo(getattr(loc, "module", ""), getattr(loc, "function", ""), getattr(loc, "pc", 0))
                 )
-        record = self._dispatch
         if record is None:
             return Location(tuple(frames))
-        return Location(tuple(frames), record.export_name, record.sequence)
+        info = self.gate.current_info
+        return Location(tuple(frames), record.export_name, self.gate.ordinal(record), info)
+
+    def _call_pc(self, instance: ModuleInstance, ordinal: int, resume: int) -> int:
+        """The pc of the instruction before ``resume`` (the call a native function runs in)."""
+        key = (id(instance), ordinal)
+        pcs = self._code_pcs.get(key)
+        if pcs is None:
+            pcs = self._code_pcs[key] = sorted(instance.instructions(ordinal))
+        k = bisect.bisect_left(pcs, resume)
+        return pcs[k - 1] if k > 0 else resume
 
     @staticmethod
     def _frame_info(instance: ModuleInstance, ordinal: int, pc: int) -> FrameInfo:
@@ -211,14 +402,10 @@ class DebugSession:
 
     def _frames(self) -> list[dict[str, Any]]:
         interpreter = self.runner.context.interpreter
+        live = interpreter.frames[interpreter.base :]
         return [
-            {
-                "module": f.instance.name,
-                "function": f.instance.function_name(f.ordinal),
-                "ordinal": f.ordinal,
-                "pc": f.pc,
-            }
-            for f in interpreter.frames[interpreter.base :]
+            {"module": info.module, "function": info.function, "ordinal": f.ordinal, "pc": info.pc}
+            for f, info in zip(live, self.location().frames)
         ]
 
     def _registers(self, depth: int = -1) -> dict[str, Any]:
@@ -236,3 +423,27 @@ class DebugSession:
             "rwdata": bytes(instance.rwdata).hex(),
             "refs": [describe_ref(r) for r in instance.global_refs],
         }
+
+    # -- the paused dispatch (served while the run thread is parked)
+
+    def _paused_record(self) -> DispatchRecord:
+        record = self.gate.current if self.gate is not None else None
+        if record is None or self._state != RunState.PARKED:
+            raise DebugRunError("no dispatch is paused: stop at one first (a dispatch breakpoint)")
+        return record
+
+    def _dispatch_info(self) -> DispatchInfo | None:
+        if self.gate is None or self._state != RunState.PARKED:
+            return None
+        return self.gate.current_info
+
+    def _binding(self, index: int) -> TensorRef:
+        """The bytes of binding ``index`` of the paused dispatch now (before or after it ran)."""
+        record = self._paused_record()
+        if not 0 <= index < len(record.bindings):
+            raise DebugRunError(f"binding {index} out of range: the dispatch has {len(record.bindings)}")
+        data = np.array(record.bindings[index].data, copy=True)
+        return TensorRef(data.shape, data.dtype.str, "u8", array=data)
+
+    def _bindings(self) -> list[TensorRef]:
+        return [self._binding(k) for k in range(len(self._paused_record().bindings))]

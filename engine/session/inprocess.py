@@ -14,18 +14,30 @@ from typing import Any
 from engine.session.protocol import Command, Event, Failed, Progress, Shutdown
 
 
+class _Call:
+    """Work for the worker thread that is not a protocol command (closing the handler)."""
+
+    def __init__(self, fn: Callable[[], Any]):
+        self.fn = fn
+
+
 class InProcessSession:
     def __init__(
-        self, handler_factory: Callable[[Callable[[Event], Any]], Any], on_event: Callable[[Event], Any]
+        self,
+        handler_factory: Callable[[Callable[[Event], Any]], Any],
+        on_event: Callable[[Event], Any],
+        *,
+        progress: bool = False,
     ):
         self.on_event = on_event
+        self.progress = progress  # deliver Progress events (one per dispatch) too
         self.handler = handler_factory(self._emit)
         self._commands: queue.Queue[Command] = queue.Queue()
         self._thread = threading.Thread(target=self._work, name="session-worker", daemon=True)
         self._thread.start()
 
     def _emit(self, event: Event) -> None:
-        if not isinstance(event, Progress):  # progress only matters when the process can die
+        if self.progress or not isinstance(event, Progress):
             self.on_event(event)
 
     def _work(self) -> None:
@@ -34,6 +46,9 @@ class InProcessSession:
             if isinstance(command, Shutdown):
                 return
             try:
+                if isinstance(command, _Call):
+                    command.fn()
+                    continue
                 self.handler.handle(command)
             except Exception as e:  # a bug in a handler is reported, not fatal to the worker
                 self._emit(Failed(f"{type(e).__name__}: {e}"))
@@ -53,5 +68,8 @@ class InProcessSession:
         return self._thread.is_alive()
 
     def close(self) -> None:
+        close = getattr(self.handler, "close", None)
+        if callable(close):  # a run parked at a dispatch waits for a command: abandon it
+            self._commands.put(_Call(close))
         self._commands.put(Shutdown())
         self._thread.join(timeout=5)

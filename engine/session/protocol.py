@@ -8,22 +8,63 @@ as ``TensorRef``: inline numpy arrays in-process, shared-memory blocks across pr
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
+
+# ----------------------------------------------------------------------------------------------- names
+
+
+class BreakpointKind(StrEnum):
+    INSTRUCTION = "instruction"  # function + pc
+    FUNCTION = "function"  # entry of a function
+    IMPORT = "import"  # every call of an import (``hal.device.queue.execute``...)
+    DISPATCH = "dispatch"  # a dispatch: by run ordinal, by IREE's name (globs), or every one ("*")
+    NAN = "nan"  # after the first dispatch that writes NaN or Inf
+
+
+class StepMode(StrEnum):
+    INTO = "into"
+    OVER = "over"
+    OUT = "out"
+    DISPATCH = "dispatch"  # run to the next dispatch (stops before it)
+
+
+class StopReason(StrEnum):
+    ENTRY = "entry"
+    STEP = "step"
+    BREAKPOINT = "breakpoint"
+    PAUSED = "paused"
+    DISPATCH = "dispatch"  # before or after a dispatch (``Location.dispatch_info`` says which)
+
+
+class DispatchWhen(StrEnum):
+    BEFORE = "before"
+    AFTER = "after"
+
 
 # ------------------------------------------------------------------------------------------------ data
 
 
 @dataclass(frozen=True)
 class Breakpoint:
-    """Where to stop: ``kind`` is ``instruction`` (function + pc), ``function`` (entry) or ``import`` (name)."""
+    """Where to stop (``kind`` a ``BreakpointKind``).
+
+    ``instruction``: ``function`` + ``pc``; ``function``: entry of ``function``; ``import``: ``import_name``;
+    ``dispatch``: ``ordinal`` (the N-th dispatch of the run, from 0) or ``dispatch`` (an executable or export
+    name, globs allowed; ``*`` is every dispatch), ``when`` before or after it runs; ``nan``: after the first
+    dispatch that writes NaN or Inf.
+    """
 
     kind: str
     function: str | None = None
     pc: int | None = None
     import_name: str | None = None
     module: str | None = None
+    dispatch: str | None = None
+    ordinal: int | None = None
+    when: str = DispatchWhen.BEFORE
 
 
 @dataclass(frozen=True)
@@ -35,12 +76,43 @@ class FrameInfo:
 
 
 @dataclass(frozen=True)
+class BindingInfo:
+    """One binding of a dispatch: ``length`` bytes at ``offset`` of a buffer (``buffer`` names it, stable
+    for the run). ``access`` is ``read``, ``write``, ``readwrite`` (known after the dispatch ran: the bytes
+    it changed) or ``unknown`` (before it ran)."""
+
+    index: int
+    buffer: str
+    offset: int
+    length: int
+    access: str = "unknown"
+
+
+@dataclass(frozen=True)
+class DispatchInfo:
+    """A dispatch as the session reports it: ``ordinal`` counts the run's dispatches from 0."""
+
+    ordinal: int
+    executable: str
+    export: str
+    workgroup_count: tuple[int, int, int]
+    constants: tuple[int, ...]
+    bindings: tuple[BindingInfo, ...]
+    when: str = DispatchWhen.BEFORE
+    device: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ordinal": self.ordinal, "name": self.export, "when": str(self.when)}
+
+
+@dataclass(frozen=True)
 class Location:
     """Where a run is: its call stack (innermost last) and, during a dispatch, which one."""
 
     frames: tuple[FrameInfo, ...] = ()
     dispatch: str | None = None
     dispatch_index: int | None = None
+    dispatch_info: DispatchInfo | None = None
 
     def describe(self) -> str:
         parts = []
@@ -106,7 +178,10 @@ class Call(Command):
 
 @dataclass(frozen=True)
 class Step(Command):
-    mode: str = "into"  # into | over | out
+    """``count`` steps of ``mode`` (a ``StepMode``); one ``Stopped`` at the end, or earlier at a breakpoint."""
+
+    mode: str = StepMode.INTO
+    count: int = 1
 
 
 @dataclass(frozen=True)
@@ -132,7 +207,12 @@ class Shutdown(Command):
 
 @dataclass(frozen=True)
 class Evaluate(Command):
-    """Run a named engine-side query (e.g. ``registers``, ``globals``) and answer with ``Answer``."""
+    """Run a named engine-side query and answer with ``Answer``.
+
+    Queries: ``registers`` (depth=-1), ``globals``, ``frames``, ``dispatch`` (the paused dispatch's
+    ``DispatchInfo`` or None), ``binding`` (index: the paused dispatch's binding bytes now, a uint8
+    ``TensorRef``), ``bindings`` (all of them, a list of ``TensorRef``). Served while a run is paused.
+    """
 
     query: str
     args: tuple[Any, ...] = ()
@@ -155,7 +235,7 @@ class Opened(Event):
 
 @dataclass(frozen=True)
 class Stopped(Event):
-    reason: str  # entry | step | breakpoint | pause | dispatch
+    reason: str  # a StopReason: entry | step | breakpoint | paused | dispatch
     location: Location
     detail: dict[str, Any] = field(default_factory=dict)
 
@@ -194,8 +274,11 @@ class Crashed(Event):
 
 @dataclass(frozen=True)
 class Answer(Event):
+    """The answer to ``Evaluate(query, args)``; ``value`` may hold ``TensorRef``s (alone or in a list)."""
+
     query: str
     value: Any
+    args: tuple[Any, ...] = ()
 
 
 @dataclass(frozen=True)

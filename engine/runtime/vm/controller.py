@@ -79,15 +79,11 @@ class Controller:
         self._breakpoints: dict[Breakpoint, set[tuple[ModuleInstance, int, int]]] = {}
         self._installed: dict[tuple[int, int, int], tuple[ModuleInstance, set]] = {}
         self._pause = threading.Event()
+        # One-shot stops (e.g. right after the native call a paused dispatch runs in): a run that reaches
+        # one returns a ``step`` event there.
+        self._stop_targets: dict[tuple[int, int, int], ModuleInstance] = {}
 
     # -- breakpoints ----------------------------------------------------------------------------------------
-
-    def attach_instance(self, instance: ModuleInstance) -> None:
-        """Also apply breakpoints to ``instance`` (e.g. a VMVX executable's module loaded later)."""
-        if instance not in self.instances:
-            self.instances.append(instance)
-            for bp in self._breakpoints:
-                self._install(bp, self._resolve_in(bp, instance))
 
     @property
     def breakpoints(self) -> list[Breakpoint]:
@@ -109,7 +105,8 @@ class Controller:
                 continue
             entry[1].discard(bp)
             if not entry[1]:
-                inst.clear_breakpoint(ordinal, pc)
+                if key not in self._stop_targets:
+                    inst.clear_breakpoint(ordinal, pc)
                 del self._installed[key]
 
     def _install(self, bp: Breakpoint, locations: set) -> None:
@@ -158,6 +155,27 @@ class Controller:
     def pause(self) -> None:
         """Ask a running command to stop at the next chunk boundary (thread-safe)."""
         self._pause.set()
+
+    def take_pause(self) -> bool:
+        """True (once) when a pause was asked for: lets code inside a native call (a dispatch) stop too."""
+        if self._pause.is_set():
+            self._pause.clear()
+            return True
+        return False
+
+    def add_stop_target(self, instance: ModuleInstance, ordinal: int, pc: int) -> None:
+        """Stop the running command (as a ``step``) when it reaches ``pc`` of ``instance``'s function."""
+        key = (id(instance), ordinal, pc)
+        if key not in self._stop_targets:
+            self._stop_targets[key] = instance
+            if key not in self._installed:
+                instance.set_breakpoint(ordinal, pc)
+
+    def clear_stop_targets(self) -> None:
+        for key, instance in self._stop_targets.items():
+            if key not in self._installed:
+                instance.clear_breakpoint(key[1], key[2])
+        self._stop_targets.clear()
 
     def _event(self, reason: str, **kw) -> StopEvent:
         t = self.interpreter
@@ -240,6 +258,10 @@ class Controller:
                 if outcome.reason == "done":
                     return self._event("done", results=outcome.results, steps=steps)
                 if outcome.reason == "break":
+                    f = t.frames[-1]
+                    if (id(f.instance), f.ordinal, f.pc) in self._stop_targets:
+                        self.clear_stop_targets()
+                        return self._event("step", steps=steps, breakpoints=self._breakpoints_at(t))
                     if condition is not None and condition():
                         return self._event("step", steps=steps, breakpoints=self._breakpoints_at(t))
                     hit = self._breakpoints_at(t)
@@ -248,5 +270,6 @@ class Controller:
                     # A temporary stop for a deeper activation: keep going.
         finally:
             for inst, ordinal, pc in temp:
-                if (id(inst), ordinal, pc) not in self._installed:
+                key = (id(inst), ordinal, pc)
+                if key not in self._installed and key not in self._stop_targets:
                     inst.clear_breakpoint(ordinal, pc)

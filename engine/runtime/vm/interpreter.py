@@ -201,6 +201,8 @@ class Interpreter:
         self.native_depth = 0  # > 0 while a native (Python) import function runs
         # Called with each StepRecord when set; run() then takes the (slow) stepping path.
         self.trace_hook = None
+        # Timing zones (engine.trace.recorder.ZoneRecorder) when set: told of calls, returns and imports.
+        self.zone_hook = None
         self._entry_kinds: tuple = ()
 
     # -- invocation set-up ------------------------------------------------------------------------------
@@ -250,6 +252,15 @@ class Interpreter:
         self.results = None
         self._entry_kinds = cconv.results
         self.frames.append(frame)
+        if self.zone_hook is not None:
+            self.zone_hook.call(instance, ordinal)
+
+    def reset(self) -> None:
+        """Drop what is left of an earlier invocation (a trapped or abandoned one): no frames, no trap."""
+        self.frames.clear()
+        self.base = 0
+        self.trap = None
+        self.results = None
 
     def invoke_nested(self, instance: ModuleInstance, ordinal: int, args: list) -> list:
         """Run a function to completion on top of the current stack (e.g. from inside an import call)."""
@@ -281,6 +292,8 @@ class Interpreter:
         callee.ret_kinds = instance.cconv(ordinal).results
         self.frames[-1].pc = resume
         self.frames.append(callee)
+        if self.zone_hook is not None:
+            self.zone_hook.call(instance, ordinal)
         return RELOAD
 
     @staticmethod
@@ -308,6 +321,8 @@ class Interpreter:
 
     def do_return(self, i: list, r: list, regs) -> int:
         frame = self.frames.pop()
+        if self.zone_hook is not None:
+            self.zone_hook.ret()
         kinds = frame.ret_kinds
         values = []
         for k, raw in enumerate(regs):
@@ -362,8 +377,14 @@ class Interpreter:
                 i, r, binding.target_instance, binding.target_ordinal, args, results, resume
             )
         values, moved = self._marshal_native(i, r, binding, segments, args)
+        # While a native function runs, the caller's pc says where it resumes (a debugger paused inside
+        # the call, e.g. at a dispatch, stops there next).
+        self.frames[-1].pc = resume
         self.last_import = ImportCall(binding.name, binding.cconv, tuple(values))
         self.native_depth += 1
+        zones = self.zone_hook
+        if zones is not None:
+            zones.import_begin(binding.name)
         try:
             out = binding.native.fn(*values)
         except VmStatusError as e:
@@ -375,6 +396,8 @@ class Interpreter:
                 StatusCode.INTERNAL, f"{type(e).__name__}: {e}; while calling import '{binding.name}'"
             ) from e
         finally:
+            if zones is not None:
+                zones.import_end(binding.name)
             self.native_depth -= 1
             for idx in moved:
                 r[idx] = None

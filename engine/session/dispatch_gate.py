@@ -1,0 +1,231 @@
+"""Dispatch breakpoints: which dispatches a run stops at, and what the session reports about one.
+
+The HAL runs each dispatch synchronously on the thread that runs the program and tells its observers
+before and after (``engine.runtime.hal.device``). ``DispatchGate`` is that observer for a debug session:
+it numbers the run's dispatches (the *run ordinal*, from 0 at the start of each call), matches them with
+the dispatch breakpoints (by ordinal, by IREE's executable or export name with globs, every one, before or
+after it runs; NaN/Inf written), and when one matches calls ``park``, which blocks the run thread until
+the client resumes it. Bindings stay readable while it is blocked (the device is idle).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.runtime.hal.device import DispatchObserver, DispatchRecord
+from engine.session.protocol import (
+    BindingInfo,
+    Breakpoint,
+    BreakpointKind,
+    DispatchInfo,
+    DispatchWhen,
+)
+
+# Element types a NaN/Inf check reads a binding as: IREE's dispatch names end with the element type.
+_FLOAT_DTYPES = {"f16": np.float16, "f32": np.float32, "f64": np.float64}
+
+
+def is_dispatch_breakpoint(bp: Breakpoint) -> bool:
+    return bp.kind in (BreakpointKind.DISPATCH, BreakpointKind.NAN)
+
+
+def name_matches(pattern: str, executable: str, export: str) -> bool:
+    """IREE's name of a dispatch is its export (``main_dispatch_0_matmul_4x16x8_f32``) or its executable
+    (``main_dispatch_0``, also spelled ``module.executable``); globs (``*softmax*``) match either."""
+    if pattern == "*":
+        return True
+    names = (export, executable, executable.rsplit(".", 1)[-1], f"{executable}::{export}")
+    return any(fnmatch.fnmatchcase(n, pattern) for n in names if n)
+
+
+def dispatch_matches(bp: Breakpoint, ordinal: int, executable: str, export: str, when: str) -> bool:
+    if bp.kind != BreakpointKind.DISPATCH or str(bp.when) != str(when):
+        return False
+    if bp.ordinal is not None:
+        return bp.ordinal == ordinal and (bp.dispatch is None or name_matches(bp.dispatch, executable, export))
+    return name_matches(bp.dispatch or "*", executable, export)
+
+
+def executable_name(record: DispatchRecord) -> str:
+    """IREE's executable name: the export name up to its ``_dispatch_N`` part (``main_dispatch_0``), as
+    ``--iree-flow-trace-dispatch-tensors`` keys spell it; the export name when it has no such part."""
+    export = record.export_name
+    marker = export.find("_dispatch_")
+    if marker < 0:
+        return export
+    end = marker + len("_dispatch_")
+    while end < len(export) and export[end].isdigit():
+        end += 1
+    return export[:end]
+
+
+def float_view(data: np.ndarray, export: str) -> np.ndarray | None:
+    """The binding's bytes as the float type its dispatch name says (f32 when the name says nothing);
+    ``None`` for integer dispatches, whose bit patterns are not NaN."""
+    from engine.dispatch.tensor_types import name_candidates
+
+    found = name_candidates(export)
+    element = found[1] if found else "f32"
+    dtype = _FLOAT_DTYPES.get(element)
+    if dtype is None:
+        if element == "bf16":
+            import ml_dtypes
+
+            dtype = ml_dtypes.bfloat16
+        else:
+            return None
+    itemsize = np.dtype(dtype).itemsize
+    n = len(data) - len(data) % itemsize
+    return data[:n].view(dtype)
+
+
+def nonfinite_count(data: np.ndarray, export: str) -> int:
+    values = float_view(data, export)
+    if values is None or values.size == 0:
+        return 0
+    as_float = values.astype(np.float32) if values.dtype.itemsize < 2 or values.dtype.kind != "f" else values
+    return int(values.size - np.count_nonzero(np.isfinite(as_float)))
+
+
+@dataclass(frozen=True)
+class GateStop:
+    """Why the gate stops at a dispatch: the breakpoints that matched, NaN written, a dispatch step."""
+
+    breakpoints: tuple[Breakpoint, ...] = ()
+    nan_bindings: tuple[int, ...] = ()
+    step: bool = False
+    paused: bool = False
+
+
+class DispatchGate(DispatchObserver):
+    """The session's observer on the device. ``park(record, info, stop)`` blocks until resumed."""
+
+    def __init__(
+        self,
+        park: Callable[[DispatchRecord, DispatchInfo, GateStop], None],
+        pause_requested: Callable[[], bool],
+        progress: Callable[[DispatchRecord], None],
+    ):
+        self.park = park
+        self.pause_requested = pause_requested
+        self.progress = progress  # told before each dispatch (a crash in its kernel is attributed to it)
+        self.breakpoints: tuple[Breakpoint, ...] = ()
+        self.stop_at_next = False  # a "next dispatch" step: stop before the next one
+        self.base = 0  # the device's dispatch count when the current call began
+        self.current: DispatchRecord | None = None
+        self.current_info: DispatchInfo | None = None
+        self._buffers: dict[int, int] = {}
+        self._before_bytes: list[np.ndarray | None] = []
+        self._nonfinite_before: list[int] = []
+
+    def begin_call(self, dispatch_count: int) -> None:
+        self.base = dispatch_count
+        self.stop_at_next = False
+        self._buffers.clear()
+
+    def ordinal(self, record: DispatchRecord) -> int:
+        return record.sequence - self.base
+
+    # -- what is reported
+
+    def info(self, record: DispatchRecord, when: str, access: tuple[str, ...] | None = None) -> DispatchInfo:
+        bindings = []
+        for k, b in enumerate(record.bindings):
+            allocation = b.buffer.allocation
+            number = self._buffers.setdefault(id(allocation), len(self._buffers))
+            try:
+                start, length = b.buffer.resolve(b.offset, b.length)
+            except Exception:  # an invalid range is reported by the dispatch itself
+                start, length = b.offset, b.length
+            label = f"buffer{number}" + (f" ({allocation.origin})" if allocation.origin else "")
+            bindings.append(
+                BindingInfo(b.index, label, int(start), int(length), access[k] if access else "unknown")
+            )
+        return DispatchInfo(
+            ordinal=self.ordinal(record),
+            executable=executable_name(record),
+            export=record.export_name,
+            workgroup_count=tuple(int(x) for x in record.workgroup_count),  # type: ignore[arg-type]
+            constants=tuple(int(c) for c in record.constants),
+            bindings=tuple(bindings),
+            when=DispatchWhen(when),
+            device=record.device,
+        )
+
+    def _matching(self, record: DispatchRecord, when: str) -> tuple[Breakpoint, ...]:
+        ordinal = self.ordinal(record)
+        executable = executable_name(record)
+        return tuple(
+            bp for bp in self.breakpoints if dispatch_matches(bp, ordinal, executable, record.export_name, when)
+        )
+
+    def _watch_nan(self) -> bool:
+        return any(bp.kind == BreakpointKind.NAN for bp in self.breakpoints)
+
+    def _wants_after(self, record: DispatchRecord) -> bool:
+        return self._watch_nan() or bool(self._matching(record, DispatchWhen.AFTER))
+
+    # -- the observer
+
+    def before_dispatch(self, record: DispatchRecord) -> None:
+        self.current = record
+        self.progress(record)
+        # What an "after" stop needs to know what the dispatch wrote.
+        if self._wants_after(record):
+            self._before_bytes = [np.array(b.data, copy=True) for b in record.bindings]
+            if self._watch_nan():
+                self._nonfinite_before = [nonfinite_count(d, record.export_name) for d in self._before_bytes]
+        else:
+            self._before_bytes = []
+        hit = self._matching(record, DispatchWhen.BEFORE)
+        step = self.stop_at_next
+        paused = self.pause_requested()
+        if hit or step or paused:
+            self.stop_at_next = False
+            self.current_info = self.info(record, DispatchWhen.BEFORE)
+            self.park(record, self.current_info, GateStop(hit, (), step, paused))
+
+    def after_dispatch(self, record: DispatchRecord) -> None:
+        try:
+            if not self._before_bytes:
+                return
+            after = [b.data for b in record.bindings]
+            access = tuple(
+                "write" if not np.array_equal(a, before) else "read" for a, before in zip(after, self._before_bytes)
+            )
+            nan: tuple[int, ...] = ()
+            if self._watch_nan():
+                nan = tuple(
+                    k
+                    for k, (a, count) in enumerate(zip(after, self._nonfinite_before))
+                    if access[k] == "write" and nonfinite_count(a, record.export_name) > count
+                )
+            hit = self._matching(record, DispatchWhen.AFTER)
+            if nan:
+                hit = hit + tuple(bp for bp in self.breakpoints if bp.kind == BreakpointKind.NAN)
+            if hit:
+                self.current_info = self.info(record, DispatchWhen.AFTER, access)
+                self.park(record, self.current_info, GateStop(hit, nan))
+        finally:
+            self._before_bytes = []
+            self.current = None
+            self.current_info = None
+
+    def dispatch_failed(self, record: DispatchRecord, error: Exception) -> None:
+        self._before_bytes = []
+        # ``current`` stays: a failure report names the dispatch that failed.
+
+
+__all__ = [
+    "DispatchGate",
+    "GateStop",
+    "dispatch_matches",
+    "executable_name",
+    "is_dispatch_breakpoint",
+    "name_matches",
+    "nonfinite_count",
+]
