@@ -21,6 +21,7 @@ class LoadedModule:
     path: Path  # the .vmfb that was parsed
     module: Any  # engine.runtime.vmfb.VmfbModule
     source: Path | None = None  # the .mlir it was compiled from, when it was
+    compilation: Any = None  # engine.compiler.Compilation that produced it, when compiled here
 
 
 @dataclass(frozen=True)

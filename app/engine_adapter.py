@@ -1,42 +1,30 @@
-"""Adapter between the module inspector and engine APIs that are still landing (no Qt here).
+"""Text the module inspector shows, built from the engine's readers (no Qt here, no parsing of its own).
 
-Everything the inspector needs beyond ``engine.runtime.vmfb.module`` goes through this file: the
-disassembler (``engine.runtime.vmfb.disassembler`` when present; until then a plain listing from
-the instruction decoder), ELF details (pyelftools), VMVX (the nested module, read with the same
-reader) and SPIR-V (the Vulkan executable parser of ``engine.runtime.hal.vulkan`` and ``spirv-dis``).
-When the engine grows the same capability, the functions here should just call it.
+The disassembly comes from ``engine.runtime.vmfb.disassembler``; executables are read by
+``engine.runtime.vmfb.executables`` (ELF sections and symbols, the nested VMVX module, ``spirv-dis``)
+and ``engine.runtime.vmfb.vke1`` (Vulkan ``VKE1`` containers). This module only lays their results out
+as text; the tree nodes built from them live in ``app.views.module_tree``.
 """
 
 from __future__ import annotations
 
-import io
-import re
-import shutil
-import subprocess
 from typing import Any
 
+import numpy as np
+
 from app.views.disassembly_view import ListingLine
-
-_LABEL_RE = re.compile(r"^\s*\^bb\d+")
-
+from engine.runtime.vmfb.executables import read_elf, spirv_disassembly
+from engine.runtime.vmfb.module import VmfbModule
+from engine.runtime.vmfb.vke1 import read_vke1
 
 # -- disassembly -----------------------------------------------------------------------------------
 
 
 def function_listing(module: Any, function: Any) -> list[ListingLine]:
     """The disassembly of ``function`` of ``module``: the text ``iree-dump-module`` prints, with pcs."""
-    try:
-        from engine.runtime.vmfb import disassembler
-    except ModuleNotFoundError as e:
-        if e.name != "engine.runtime.vmfb.disassembler":
-            raise
-        return _decoder_listing(function)
-    return _engine_listing(disassembler, module, function)
+    from engine.runtime.vmfb.disassembler import FunctionDisassembler
 
-
-def _engine_listing(disassembler: Any, module: Any, function: Any) -> list[ListingLine]:
-    """The tool's text for the function (export lines, header, body, brace) with each line's pc."""
-    dis = disassembler.FunctionDisassembler(module)
+    dis = FunctionDisassembler(module)
     structured = dis.lines(function)
     text = list(dis.function_text(function))
     header = len(text) - len(structured) - 1  # export lines + the vm.func line; "}" closes
@@ -44,32 +32,6 @@ def _engine_listing(disassembler: Any, module: Any, function: Any) -> list[Listi
     out += [ListingLine(t, line.pc) for t, line in zip(text[header:-1], structured)]
     out.append(ListingLine(text[-1]))
     return out
-
-
-def _as_line(x: Any) -> ListingLine:
-    if isinstance(x, str):
-        return ListingLine(x)
-    text = getattr(x, "text", None)
-    if text is None:
-        text = str(x)
-    pc = getattr(x, "pc", None)
-    return ListingLine(text, pc if isinstance(pc, int) else None)
-
-
-def _decoder_listing(function: Any) -> list[ListingLine]:
-    """Stopgap listing from the decoder: one line per instruction, blocks labelled."""
-    lines = [ListingLine(f"vm.func @{function.name}  // {function.signature.calling_convention}")]
-    block = 0
-    for ins in function.instructions():
-        if ins.opcode.is_block_marker:
-            lines.append(ListingLine(f"^bb{block}:", ins.pc))
-            block += 1
-            continue
-        if ins.opcode.is_prefix:
-            continue
-        operands = ", ".join(str(o) for o in ins.operands)
-        lines.append(ListingLine(f"  {ins.opcode.mnemonic or ins.opcode.symbol} {operands}".rstrip(), ins.pc))
-    return lines
 
 
 # -- rodata ----------------------------------------------------------------------------------------
@@ -90,7 +52,7 @@ def describe_rodata(module: Any, seg: Any) -> str:
     if fmt == "vke1":
         return spirv_summary(seg.data)
     if seg.length >= 4 and int.from_bytes(bytes(seg.data[:4]), "little") == 0x07230203:
-        return spirv_dis(bytes(seg.data))
+        return spirv_text(np.frombuffer(bytes(seg.data[: seg.length // 4 * 4]), dtype="<u4"))
     return f"{seg.length:,} bytes of binary data (no known format); see the Hex tab."
 
 
@@ -141,91 +103,31 @@ def executable_text(module: Any, x: Any) -> str:
 
 def executable_entry_points(x: Any) -> list[str]:
     if x.format.startswith("vmvx"):
-        nested = _nested_module(x.data)
+        nested = nested_module(x.data)
         return [e.name for e in nested.exports]
     if x.format.startswith("vulkan"):
-        from engine.runtime.vmfb.vke1 import read_vke1
-
         return list(read_vke1(x.data).entry_points)
     if bytes(x.data[:4]) == b"\x7fELF":
-        return _elf_dispatch_names(x.data)
+        return elf_dispatch_names(x.data)
     return []
 
 
-def executable_children(module: Any, x: Any) -> list:
-    """Tree children of an executable node: entry points, and per format its sections/functions."""
-    from app.views.module_tree import TreeNode, _function_node, _leaf
-
-    nodes = [_leaf(f"entry point {i}", name) for i, name in enumerate(executable_entry_points(x))]
-    if x.format.startswith("vmvx"):
-        nested = _nested_module(x.data)
-        nodes += [_function_node(nested, f) for f in nested.functions]
-    elif bytes(x.data[:4]) == b"\x7fELF":
-        elf = _elf(x.data)
-        nodes.append(
-            TreeNode(
-                "sections",
-                str(elf.num_sections()),
-                children=lambda: [
-                    _leaf(s.name or "(null)", f"{s['sh_type']}, {s['sh_size']:,} B at {s['sh_offset']:#x}")
-                    for s in elf.iter_sections()
-                ],
-            )
-        )
-        symbols = _elf_symbols(elf)
-        nodes.append(
-            TreeNode(
-                "symbols",
-                str(len(symbols)),
-                children=lambda: [
-                    _leaf(name, f"{kind} {value:#x} size {size}") for name, kind, value, size in symbols
-                ],
-            )
-        )
-    elif x.format.startswith("vulkan"):
-        from engine.runtime.vmfb.vke1 import read_vke1
-
-        exe = read_vke1(x.data)
-        nodes += [
-            _leaf(f"shader module {i}", f"{m.byte_size:,} bytes of SPIR-V")
-            for i, m in enumerate(exe.shader_modules)
-        ]
-    return nodes
+# -- ELF --------------------------------------------------------------------------------------------
 
 
-# -- ELF (pyelftools) ------------------------------------------------------------------------------
-
-
-def _elf(data: Any):
-    from elftools.elf.elffile import ELFFile
-
-    return ELFFile(io.BytesIO(bytes(data)))
-
-
-def _elf_symbols(elf: Any) -> list[tuple[str, str, int, int]]:
-    from elftools.elf.sections import SymbolTableSection
-
-    out = []
-    for sec in elf.iter_sections():
-        if isinstance(sec, SymbolTableSection):
-            for sym in sec.iter_symbols():
-                if sym.name:
-                    out.append((sym.name, sym["st_info"]["type"], sym["st_value"], sym["st_size"]))
-    return out
-
-
-def _elf_dispatch_names(data: Any) -> list[str]:
+def elf_dispatch_names(data: Any) -> list[str]:
     """Dispatch export names: the NUL-terminated names in .rodata that IREE's export table points at.
 
-    Stopgap: IREE's library export table is reached through relocations; the names it lists are the
-    ``*_dispatch_*`` strings of the read-only data.
+    IREE's library export table is reached through relocations and its ELF keeps no symbol per dispatch;
+    the names the table lists are the ``*_dispatch_*`` strings of the read-only data.
     """
-    elf = _elf(data)
-    sec = elf.get_section_by_name(".rodata")
-    if sec is None:
+    info = read_elf(data)
+    rodata = next((s for s in info.sections if s.name == ".rodata"), None)
+    if rodata is None:
         return []
+    raw_bytes = bytes(data)[rodata.offset : rodata.offset + rodata.size]
     names = []
-    for raw in sec.data().split(b"\0"):
+    for raw in raw_bytes.split(b"\0"):
         try:
             s = raw.decode("ascii")
         except UnicodeDecodeError:
@@ -236,38 +138,33 @@ def _elf_dispatch_names(data: Any) -> list[str]:
 
 
 def elf_summary(data: Any) -> str:
-    elf = _elf(data)
-    h = elf.header
+    info = read_elf(data)
     lines = [
-        f"ELF {elf.elfclass}-bit {'little' if elf.little_endian else 'big'} endian, {h['e_type']}, "
-        f"machine {h['e_machine']}, entry {h['e_entry']:#x}",
+        f"ELF {info.elf_class}-bit, machine {info.machine}",
         "",
         "dispatches:",
-        *[f"  {n}" for n in _elf_dispatch_names(data)],
+        *[f"  {n}" for n in elf_dispatch_names(data)],
         "",
         f"{'section':<22} {'type':<16} {'address':>10} {'offset':>10} {'size':>10}",
     ]
-    for s in elf.iter_sections():
-        lines.append(
-            f"{(s.name or '(null)'):<22} {s['sh_type']:<16} {s['sh_addr']:>#10x} {s['sh_offset']:>#10x} {s['sh_size']:>10,}"
-        )
+    for s in info.sections:
+        lines.append(f"{(s.name or '(null)'):<22} {s.type:<16} {s.address:>#10x} {s.offset:>#10x} {s.size:>10,}")
     lines += ["", f"{'symbol':<48} {'type':<10} {'value':>10} {'size':>8}"]
-    for name, kind, value, size in _elf_symbols(elf):
-        lines.append(f"{name:<48} {kind:<10} {value:>#10x} {size:>8}")
+    for sym in info.symbols:
+        lines.append(f"{sym.name:<48} {sym.type:<10} {sym.value:>#10x} {sym.size:>8}")
     return "\n".join(lines)
 
 
 # -- VMVX (a nested VM module) ---------------------------------------------------------------------
 
 
-def _nested_module(data: Any):
-    from engine.runtime.vmfb.module import VmfbModule
-
+def nested_module(data: Any) -> VmfbModule:
+    """The nested VM module of a VMVX executable, read by the engine's own ``.vmfb`` reader."""
     return VmfbModule.from_bytes(data, name="nested VMVX module")
 
 
 def nested_module_summary(data: Any) -> str:
-    m = _nested_module(data)
+    m = nested_module(data)
     lines = [f"nested VM module @{m.name} : version {m.version}", "", "exports:"]
     for e in m.exports:
         lines.append(f"  {e.name}  {e.signature.calling_convention}")
@@ -276,7 +173,7 @@ def nested_module_summary(data: Any) -> str:
 
 
 def vmvx_disassembly(data: Any) -> str:
-    m = _nested_module(data)
+    m = nested_module(data)
     out = [nested_module_summary(data), ""]
     for f in m.functions:
         out += [ln.text for ln in function_listing(m, f)]
@@ -288,8 +185,6 @@ def vmvx_disassembly(data: Any) -> str:
 
 
 def spirv_summary(data: Any, with_text: bool = False) -> str:
-    from engine.runtime.vmfb.vke1 import read_vke1
-
     exe = read_vke1(data)
     lines = ["Vulkan SPIR-V executable (VKE1)", "", "pipelines:"]
     for i, p in enumerate(exe.pipelines):
@@ -300,15 +195,12 @@ def spirv_summary(data: Any, with_text: bool = False) -> str:
     for i, m in enumerate(exe.shader_modules):
         lines.append(f"shader module [{i}]: {m.byte_size:,} bytes")
         if with_text:
-            lines += ["", spirv_dis(m.spirv.tobytes()), ""]
+            lines += ["", spirv_text(m.spirv), ""]
     return "\n".join(lines)
 
 
-def spirv_dis(words: bytes) -> str:
-    tool = shutil.which("spirv-dis")
-    if tool is None:
-        return f"({len(words):,} bytes of SPIR-V; install spirv-dis (SPIRV-Tools) to see them as text)"
-    proc = subprocess.run([tool, "-", "-o", "-"], input=words, capture_output=True, timeout=60)
-    if proc.returncode != 0:
-        return f"spirv-dis failed: {proc.stderr.decode(errors='replace').strip()}"
-    return proc.stdout.decode(errors="replace")
+def spirv_text(words: np.ndarray) -> str:
+    text = spirv_disassembly(words)
+    if text is None:
+        return f"({words.size * 4:,} bytes of SPIR-V; spirv-dis (SPIRV-Tools) is missing or failed on them)"
+    return text

@@ -1,20 +1,18 @@
 """Turning a file the user opened into a :class:`~app.context.LoadedModule` (runs on the worker).
 
-A ``.vmfb`` is parsed by the engine's reader. A ``.mlir`` source is compiled first: through
-``engine.compiler`` once it offers a one-shot compile, until then with the real ``iree-compile``
-installed beside this interpreter, for the llvm-cpu target.
+A ``.vmfb`` is parsed by the engine's reader. A ``.mlir`` source is compiled first by the engine's
+compile job (``engine.compiler.compile_program``) for the llvm-cpu target, which keeps its phase
+snapshots and timing: the window opens them as documents.
 """
 
 from __future__ import annotations
 
 import hashlib
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 from app.context import LoadedModule
-from app.workers import Cancelled, TaskState
+from engine.compiler import Compilation, CompileRequest, TaskState, compile_program
 from engine.errors import CompileError, LensError
 
 MODULE_SUFFIXES = (".vmfb",)
@@ -34,8 +32,9 @@ def load_file(path: str | Path, task: TaskState | None = None) -> LoadedModule:
         raise LensError(f"no such file: {path}")
     suffix = path.suffix.lower()
     if suffix in SOURCE_SUFFIXES:
-        vmfb = compile_source(path, task=task)
-        return LoadedModule(path=vmfb, module=open_module(vmfb), source=path)
+        compilation = compile_source(path, task=task)
+        vmfb = compilation.vmfb_path
+        return LoadedModule(path=vmfb, module=open_module(vmfb), source=path, compilation=compilation)
     if suffix in MODULE_SUFFIXES or _looks_like_vmfb(path):
         return LoadedModule(path=path, module=open_module(path))
     raise UnsupportedFileError(f"cannot open {path.name}: expected a .vmfb module or an .mlir source")
@@ -64,44 +63,30 @@ def _looks_like_vmfb(path: Path) -> bool:
     return head.startswith(b"PK\x03\x04") and b"module.fb" in head
 
 
-def compile_source(source: Path, target: str = DEFAULT_SOURCE_TARGET, task: TaskState | None = None) -> Path:
-    """Compile ``source`` with the real ``iree-compile`` for ``target``; returns the ``.vmfb``.
+def compile_source(source: Path, target: str = DEFAULT_SOURCE_TARGET, task: TaskState | None = None) -> Compilation:
+    """Compile ``source`` for ``target`` through the engine's compile job (every phase snapshot, the
+    executables and the pass timing are captured); returns the ``Compilation``.
 
-    Stopgap until the app drives ``engine.compiler``: the output goes to a cache folder named by the
-    source's content, so opening the same source twice compiles once.
+    The results go to a folder named by the source's content and the target; opening the same source
+    twice in one session compiles once. A failed compile raises ``CompileError`` with IREE's first error.
     """
-    from engine.compiler.targets import target_flags
-
-    flags = target_flags(target)
-    digest = hashlib.sha256(source.read_bytes() + "\0".join(flags).encode()).hexdigest()[:16]
-    out_dir = Path(tempfile.gettempdir()) / "iree-lens-compiled"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    out = out_dir / f"{source.stem}.{target}.{digest}.vmfb"
-    if out.exists():
-        return out
-    tool = Path(sys.executable).parent / "iree-compile"
-    cmd = [str(tool) if tool.exists() else "iree-compile", str(source), *flags]
-    cmd += ["--mlir-print-op-on-diagnostic=false", "-o", str(out.with_suffix(".partial"))]
+    request = CompileRequest.from_file(source, target=target)
+    digest = hashlib.sha256(source.read_bytes() + "\0".join(request.compiler_flags()).encode()).hexdigest()[:16]
+    cached = _CACHE.get(digest)
+    if cached is not None and cached.vmfb_path is not None and cached.vmfb_path.exists():
+        return cached
+    root = Path(tempfile.gettempdir()) / "iree-lens-compiled"
+    root.mkdir(parents=True, exist_ok=True)
+    out = Path(tempfile.mkdtemp(prefix=f"{request.module_name}.{target}.", dir=root))
     if task is not None:
         task.progress(0.0, f"compiling {source.name} for {target}")
-    try:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    except OSError as e:
-        raise CompileError(f"cannot run iree-compile: {e}") from e
-    while True:
-        try:
-            _, stderr = proc.communicate(timeout=0.1)
-            break
-        except subprocess.TimeoutExpired:
-            if task is not None and task.cancelled:
-                proc.kill()
-                proc.communicate()
-                raise Cancelled() from None
-    if proc.returncode != 0:
-        lines = [ln for ln in stderr.splitlines() if ln.strip()]
-        first = next((ln for ln in lines if "error" in ln), lines[0] if lines else "no message")
-        raise CompileError(f"iree-compile failed on {source.name}: {first}", lines)
-    out.with_suffix(".partial").replace(out)
-    if task is not None:
-        task.progress(1.0, f"compiled {source.name}")
-    return out
+    compilation = compile_program(request, out_dir=out, task=task)
+    if not compilation.ok or compilation.vmfb_path is None:
+        errors = [str(d) for d in compilation.errors] or [compilation.stderr().strip() or "no message"]
+        raise CompileError(f"iree-compile failed on {source.name}: {errors[0]}", errors)
+    _CACHE[digest] = compilation
+    return compilation
+
+
+# Compilations of this process by source content and flags: a second open of the same source reuses the result.
+_CACHE: dict[str, Compilation] = {}

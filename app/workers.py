@@ -22,33 +22,15 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
+from engine.compiler.task import Progress, TaskState
+from engine.errors import CompileCancelled
 
-class Cancelled(Exception):
-    """Raised inside a job by :meth:`TaskState.check` once the job was cancelled."""
+__all__ = ["Cancelled", "EngineWorker", "TaskState", "WorkError", "WorkProgress", "WorkResult"]
 
 
-class TaskState:
-    """What a running job sees: a cancel flag to poll and a way to report progress."""
-
-    def __init__(self, report: Callable[[float, str], None] | None = None):
-        self._cancel = threading.Event()
-        self._report = report
-
-    @property
-    def cancelled(self) -> bool:
-        return self._cancel.is_set()
-
-    def cancel(self) -> None:
-        self._cancel.set()
-
-    def check(self) -> None:
-        """Raise :class:`Cancelled` when the job should stop."""
-        if self._cancel.is_set():
-            raise Cancelled()
-
-    def progress(self, fraction: float, text: str = "") -> None:
-        if self._report is not None:
-            self._report(fraction, text)
+# One TaskState for the whole program: the engine's (a compile job and a worker job see the same object).
+# A job stops by raising CompileCancelled (TaskState.check does); the worker then drops its result.
+Cancelled = CompileCancelled
 
 
 @dataclass(frozen=True)
@@ -87,6 +69,12 @@ class _Request:
     task: TaskState
     on_result: Callable[[Any], None] | None
     on_error: Callable[[WorkError], None] | None
+
+
+def _progress_text(progress: Progress) -> str:
+    if progress.message or progress.phase is None:
+        return progress.message
+    return f"phase {progress.phase_index}/{progress.phases_total}: {progress.phase}"
 
 
 def _error_message(exc: BaseException) -> str:
@@ -139,10 +127,12 @@ class EngineWorker(QObject):
         **kwargs: Any,
     ) -> int:
         request_id = next(self._ids)
-        req = _Request(request_id, tag, fn, args, kwargs, TaskState(), on_result, on_error)
-        req.task._report = lambda fraction, text, r=req: self.progressed.emit(
-            WorkProgress(r.request_id, r.tag, fraction, text)
+        task = TaskState(
+            on_progress=lambda p, rid=request_id: self.progressed.emit(
+                WorkProgress(rid, tag, p.phase_index / p.phases_total if p.phases_total else 0.0, _progress_text(p))
+            )
         )
+        req = _Request(request_id, tag, fn, args, kwargs, task, on_result, on_error)
         dropped: list[_Request] = []
         with self._cond:
             if self._stopping:
@@ -203,10 +193,13 @@ class EngineWorker(QObject):
                 if _takes_task(req.fn):
                     kwargs["task"] = req.task
                 value = req.fn(*req.args, **kwargs)
-            except Cancelled:
+            except Cancelled as exc:
                 with self._cond:
                     self._running = None
-                self.dropped.emit((req.request_id, req.tag))
+                if req.task.cancelled:  # superseded or cancelled by us: nobody waits for it
+                    self.dropped.emit((req.request_id, req.tag))
+                else:  # stopped by its own limit (a compile timeout): the user hears why
+                    self.failed.emit(WorkError(req.request_id, req.tag, _error_message(exc), "", exc))
             except BaseException as exc:  # noqa: BLE001 - every failure becomes a message, never a crash
                 with self._cond:
                     self._running = None

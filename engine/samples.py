@@ -1,10 +1,11 @@
-"""The sample programs bundled with IREE Lens (``resources/samples``)."""
+"""The sample programs bundled with IREE Lens (``engine/resources/samples``, shipped as package data)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-SAMPLES_DIR = Path(__file__).resolve().parent.parent / "resources" / "samples"
+# Package data (pyproject.toml), so an installed wheel has them too, not only a checkout.
+SAMPLES_DIR = Path(__file__).resolve().parent / "resources" / "samples"
 
 # Programs IREE 3.13 itself cannot compile for a target (not our bug; kept as examples of a failing compile).
 KNOWN_COMPILE_FAILURES: dict[tuple[str, str], str] = {

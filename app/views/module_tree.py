@@ -15,6 +15,8 @@ from typing import Any
 
 from app import engine_adapter as executable_details
 from app.views.disassembly_view import ListingLine
+from engine.runtime.vmfb.executables import read_elf
+from engine.runtime.vmfb.vke1 import read_vke1
 
 RANGE_SIZE = 500
 
@@ -298,8 +300,40 @@ def _executable_node(m: Any, x: Any) -> TreeNode:
         data=lambda: (x.data, m.rodata_segments[x.rodata_ordinal].file_offset),
         decode=lambda: executable_details.executable_text(m, x),
         decode_title=executable_details.text_title(x),
-        children=lambda: executable_details.executable_children(m, x),
+        children=lambda: executable_children(m, x),
     )
+
+
+def executable_children(m: Any, x: Any) -> list[TreeNode]:
+    """Tree children of an executable node: entry points, and per format its sections/functions."""
+    nodes = [_leaf(f"entry point {i}", name) for i, name in enumerate(executable_details.executable_entry_points(x))]
+    if x.format.startswith("vmvx"):
+        nested = executable_details.nested_module(x.data)
+        nodes += [_function_node(nested, f) for f in nested.functions]
+    elif bytes(x.data[:4]) == b"\x7fELF":
+        info = read_elf(x.data, x.name)
+        nodes.append(
+            TreeNode(
+                "sections",
+                str(len(info.sections)),
+                children=lambda: [
+                    _leaf(s.name or "(null)", f"{s.type}, {s.size:,} B at {s.offset:#x}") for s in info.sections
+                ],
+            )
+        )
+        nodes.append(
+            TreeNode(
+                "symbols",
+                str(len(info.symbols)),
+                children=lambda: [_leaf(s.name, f"{s.type} {s.value:#x} size {s.size}") for s in info.symbols],
+            )
+        )
+    elif x.format.startswith("vulkan"):
+        exe = read_vke1(x.data)
+        nodes += [
+            _leaf(f"shader module {i}", f"{mod.byte_size:,} bytes of SPIR-V") for i, mod in enumerate(exe.shader_modules)
+        ]
+    return nodes
 
 
 # -- disassembly ---------------------------------------------------------------------------------

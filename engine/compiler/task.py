@@ -10,6 +10,8 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from engine.errors import CompileCancelled
+
 
 @dataclass(frozen=True)
 class Progress:
@@ -44,3 +46,19 @@ class TaskState:
         self.last_progress = progress
         if self._on_progress is not None:
             self._on_progress(progress)
+
+    def check(self) -> None:
+        """Raise ``CompileCancelled`` once the job was cancelled (for jobs that poll between steps)."""
+        if self._cancel.is_set():
+            raise CompileCancelled("cancelled")
+
+    def progress(self, fraction: float, message: str = "") -> None:
+        """Report progress that is not a compiler phase: ``fraction`` of the work done, and what."""
+        total = 1000
+        self.report(Progress(None, round(max(0.0, min(1.0, fraction)) * total), total, 0.0, message))
+
+    @property
+    def fraction(self) -> float:
+        """The last reported progress as a fraction of the whole (0 before any report)."""
+        p = self.last_progress
+        return p.phase_index / p.phases_total if p is not None and p.phases_total else 0.0
