@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from engine.dispatch.golden import add_golden_arguments, apply_golden, check_golden
 from engine.errors import LensError
 from engine.runtime.check import CheckRecorder, imports_check_module, reference_check_module
 from engine.runtime.function_io import format_results, parse_inputs, split_cconv, write_outputs
@@ -12,8 +13,9 @@ from engine.runtime.function_io import format_results, parse_inputs, split_cconv
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("run", help="run a function of a .vmfb (like iree-run-module)")
-    p.add_argument("module", help="the .vmfb to run")
-    p.add_argument("--function", required=True, help="exported function to call")
+    p.add_argument("module", nargs="?", help="the .vmfb to run (default: the --golden bundle's)")
+    p.add_argument("--function", help="exported function to call")
+    add_golden_arguments(p)
     p.add_argument("--input", action="append", default=[], help="an input, as iree-run-module takes it")
     p.add_argument("--output", action="append", default=[], help="where each result goes: -, @f.npy, +f.npy")
     p.add_argument(
@@ -87,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
     checks = None
     try:
         # The check imports are optional: without the module a program would skip its expectations silently.
+        apply_golden(args)
         checks = CheckRecorder() if imports_check_module(args.module) else None
         runner = _runner(args, checks)
         arg_kinds, _ = split_cconv(runner.cconv(args.function))
@@ -99,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(write_outputs(args.output, results))
         else:
             sys.stdout.write(format_results(results))
-        return _report_checks(checks)
+        return max(_report_checks(checks), check_golden(args, results))
     except LensError as e:
         _report_checks(checks)  # expectations that failed before the error are still news
         print(f"iree-lens run: {e}", file=sys.stderr)

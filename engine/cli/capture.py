@@ -1,0 +1,87 @@
+"""``iree-lens capture``: run a function and write its golden bundle (every dispatch's tensors)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from engine.errors import LensError
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "capture", help="run a function and save its inputs, outputs and every dispatch's tensors"
+    )
+    p.add_argument("module", help="the .vmfb to run")
+    p.add_argument("--function", required=True, help="exported function to call")
+    p.add_argument("--input", action="append", default=[], help="an input, as iree-run-module takes it")
+    p.add_argument(
+        "--engine",
+        choices=("debug", "reference"),
+        default="debug",
+        help="debug: IREE Lens's VM (sees every dispatch); reference: IREE's runtime (needs a "
+        "module compiled with --iree-flow-trace-dispatch-tensors)",
+    )
+    p.add_argument("--device", default="local-sync", help="local-sync, local-task or vulkan")
+    p.add_argument("--out", required=True, help="the bundle directory to write")
+    p.add_argument(
+        "--sources",
+        action="append",
+        default=[],
+        help="(debug engine) executable sources (files or a directory from "
+        "--iree-hal-dump-executable-sources-to, or a hal-phase snapshot) to type bindings",
+    )
+    p.add_argument(
+        "--type",
+        action="append",
+        default=[],
+        metavar="ORDINAL:input|output:N=TYPE",
+        help="override a tensor's type, e.g. 3:output:0=4x16xf32",
+    )
+    p.set_defaults(func=run)
+
+
+def parse_overrides(specs: list[str]) -> dict:
+    from engine.dispatch.tensor_types import TensorType
+
+    out = {}
+    for spec in specs:
+        where, _, type_text = spec.partition("=")
+        parts = where.split(":")
+        if len(parts) != 3 or parts[1] not in ("input", "output") or not type_text:
+            raise LensError(f"bad --type {spec!r}: expected ORDINAL:input|output:N=TYPE")
+        try:
+            out[(int(parts[0]), parts[1], int(parts[2]))] = TensorType.parse(type_text)
+        except ValueError as e:
+            raise LensError(f"bad --type {spec!r}: {e}") from None
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from engine.dispatch.capture import capture_debug, capture_reference
+    from engine.dispatch.tensor_types import interfaces_from_files
+
+    try:
+        if args.engine == "reference":
+            if args.sources or args.type:
+                print("iree-lens capture: --sources/--type apply to the debug engine only", file=sys.stderr)
+            result = capture_reference(args.module, args.function, args.input, args.out, device=args.device)
+        else:
+            interfaces = interfaces_from_files(args.sources) if args.sources else None
+            result = capture_debug(
+                args.module,
+                args.function,
+                args.input,
+                args.out,
+                device=args.device,
+                interfaces=interfaces,
+                overrides=parse_overrides(args.type),
+            )
+    except LensError as e:
+        print(f"iree-lens capture: {e}", file=sys.stderr)
+        return 1
+    print(
+        f"captured {result.dispatches} dispatches of @{args.function} into {result.directory} "
+        f"({result.bytes_written} bytes of tensors)"
+    )
+    return 0

@@ -1,0 +1,210 @@
+"""Golden bundles: one directory with ``manifest.json``, the program's inputs and outputs, and every
+dispatch's tensors as ``.npy`` files (paths in the manifest are relative to the directory).
+
+``BundleWriter`` writes tensors as they come (a long capture holds no tensor in memory after it is on
+disk, and identical bytes are written once); ``Bundle`` reads one back, typed by the manifest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from engine.dispatch.tensor_types import TensorType, from_storage, to_storage
+from engine.errors import LensError
+
+MANIFEST = "manifest.json"
+FORMAT = "iree-lens-capture/1"
+
+
+class BundleError(LensError):
+    """A capture bundle is missing, unreadable or inconsistent."""
+
+
+@dataclass
+class DispatchEntry:
+    """One dispatch of a capture, in execution order; ``inputs``/``outputs`` are file names in the bundle."""
+
+    ordinal: int
+    name: str
+    executable: str | None
+    workgroups: list[int] | None
+    inputs: list[str] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)
+    input_types: list[str] = field(default_factory=list)
+    output_types: list[str] = field(default_factory=list)
+    constants: list[int] = field(default_factory=list)
+    # One per binding: {"index", "buffer", "offset", "length", "access"} (debug engine only): the graph's input.
+    bindings: list[dict] = field(default_factory=list)
+    tensors_from: str = "bindings"  # "trace" when the trace points' buffer views were captured
+    health: str = "ok"
+
+    def to_json(self) -> dict:
+        return {
+            "ordinal": self.ordinal,
+            "name": self.name,
+            "executable": self.executable,
+            "workgroups": self.workgroups,
+            "inputs": self.inputs,
+            "outputs": self.outputs,
+            "input_types": self.input_types,
+            "output_types": self.output_types,
+            "constants": self.constants,
+            "bindings": self.bindings,
+            "tensors_from": self.tensors_from,
+            "health": self.health,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict) -> DispatchEntry:
+        return cls(
+            int(d["ordinal"]),
+            str(d["name"]),
+            d.get("executable"),
+            d.get("workgroups"),
+            list(d.get("inputs", [])),
+            list(d.get("outputs", [])),
+            list(d.get("input_types", [])),
+            list(d.get("output_types", [])),
+            list(d.get("constants", [])),
+            list(d.get("bindings", [])),
+            d.get("tensors_from", "bindings"),
+            d.get("health", "ok"),
+        )
+
+
+def executable_of(export_name: str) -> str:
+    """IREE's executable name for an export: ``main_dispatch_0_matmul_4x8_f32`` -> ``main_dispatch_0``
+    (what trace keys and ``--iree-hal-substitute-executable-source`` use)."""
+    import re
+
+    m = re.match(r"^(.*?_dispatch_\d+)(?:_|$)", export_name)
+    return m[1] if m else export_name
+
+
+class BundleWriter:
+    """Writes a bundle directory as a capture runs; ``finish`` writes the manifest."""
+
+    def __init__(self, directory: str | Path, *, module: str, function: str, engine: str, device: str):
+        self.directory = Path(directory)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise BundleError(f"cannot create {self.directory}: {e}") from None
+        self.manifest: dict = {
+            "format": FORMAT,
+            "module": str(Path(module).resolve()),
+            "function": function,
+            "engine": engine,
+            "device": device,
+            "inputs": [],
+            "outputs": [],
+            "input_types": [],
+            "output_types": [],
+            "dispatches": [],
+        }
+        self.dispatches: list[DispatchEntry] = []
+        self._by_digest: dict[bytes, str] = {}
+        self.bytes_written = 0
+
+    def write_tensor(
+        self, stem: str, array: np.ndarray, tensor_type: TensorType | None = None
+    ) -> tuple[str, str]:
+        """Save ``array`` as ``stem.npy`` (or reuse an identical file already written); returns the file
+        name and the type string recorded in the manifest."""
+        array = np.ascontiguousarray(array)
+        stored = to_storage(array)
+        digest = hashlib.blake2b(stored.view(np.uint8).reshape(-1).data, digest_size=16)
+        digest.update(f"{stored.dtype.str}{stored.shape}".encode())
+        key = digest.digest()
+        type_text = str(tensor_type) if tensor_type is not None else _type_of(array)
+        name = self._by_digest.get(key)
+        if name is None:
+            name = f"{stem}.npy"
+            np.save(self.directory / name, stored, allow_pickle=False)
+            self._by_digest[key] = name
+            self.bytes_written += stored.nbytes
+        return name, type_text
+
+    def add_dispatch(self, entry: DispatchEntry) -> None:
+        self.dispatches.append(entry)
+
+    def finish(self, extra: dict | None = None) -> Path:
+        self.manifest["dispatches"] = [d.to_json() for d in self.dispatches]
+        if extra:
+            self.manifest.update(extra)
+        path = self.directory / MANIFEST
+        path.write_text(json.dumps(self.manifest, indent=1) + "\n")
+        return path
+
+
+def _type_of(array: np.ndarray) -> str:
+    from engine.dispatch.tensor_types import element_name
+
+    return "x".join([*(str(d) for d in array.shape), element_name(array.dtype)])
+
+
+class Bundle:
+    """A capture read back: the manifest, and tensors loaded (typed) on demand."""
+
+    def __init__(self, path: str | Path):
+        path = Path(path)
+        if path.suffix == ".zip" and path.is_file():
+            path = _unzip(path)
+        if path.is_file() and path.name == MANIFEST:
+            path = path.parent
+        self.directory = path
+        manifest_path = path / MANIFEST
+        if not manifest_path.is_file():
+            raise BundleError(f"{path} is not a capture bundle: no {MANIFEST}")
+        try:
+            self.manifest = json.loads(manifest_path.read_text())
+            self.dispatches = [DispatchEntry.from_json(d) for d in self.manifest.get("dispatches", [])]
+        except (ValueError, KeyError, TypeError) as e:
+            raise BundleError(f"{manifest_path} is not a valid manifest: {e}") from None
+
+    @property
+    def module(self) -> str:
+        return self.manifest.get("module", "")
+
+    @property
+    def function(self) -> str:
+        return self.manifest.get("function", "")
+
+    def load(self, name: str, type_text: str | None = None) -> np.ndarray:
+        """The tensor in file ``name`` (memory-mapped), typed by ``type_text`` when that is bf16/f8."""
+        p = self.directory / name
+        try:
+            array = np.load(p, mmap_mode="r", allow_pickle=False)
+        except (OSError, ValueError) as e:
+            raise BundleError(f"cannot read {p}: {e}") from None
+        element = type_text.split("x")[-1] if type_text else None
+        return from_storage(array, element)
+
+    def dispatch_tensors(self, entry: DispatchEntry, which: str) -> list[np.ndarray]:
+        names = entry.inputs if which == "inputs" else entry.outputs
+        types = entry.input_types if which == "inputs" else entry.output_types
+        return [self.load(n, types[i] if i < len(types) else None) for i, n in enumerate(names)]
+
+    def program_tensors(self, which: str) -> list[np.ndarray]:
+        names = self.manifest.get(which, [])
+        types = self.manifest.get(f"{which[:-1]}_types", [])
+        return [self.load(n, types[i] if i < len(types) else None) for i, n in enumerate(names)]
+
+
+def _unzip(path: Path) -> Path:
+    import tempfile
+
+    target = Path(tempfile.mkdtemp(prefix="iree-lens-bundle-"))
+    try:
+        with zipfile.ZipFile(path) as z:
+            z.extractall(target)
+    except (zipfile.BadZipFile, OSError) as e:
+        raise BundleError(f"cannot open {path} as a zip bundle: {e}") from None
+    found = list(target.rglob(MANIFEST))
+    return found[0].parent if found else target

@@ -1,0 +1,226 @@
+"""``capture``: run a program on either engine and write its golden bundle (see ``bundle``).
+
+The debug engine sees every dispatch through the HAL's observers (``DispatchRecorder``); IREE's runtime
+only through the trace points of a module compiled with ``--iree-flow-trace-dispatch-tensors``, which it
+reports to a ``HalModuleDebugSink``. Both write the same manifest.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from engine.dispatch.bundle import BundleWriter, DispatchEntry, executable_of
+from engine.dispatch.debug_capture import (
+    DispatchRecorder,
+    health_of,
+    module_has_trace_points,
+    parse_trace_key,
+)
+from engine.dispatch.tensor_types import BindingInterface, TensorType, view_bytes
+from engine.errors import LensError
+from engine.runtime.function_io import Scalar, Tensor, Value, parse_inputs, split_cconv
+from engine.runtime.reference import ReferenceRunError, ReferenceRunner
+
+
+class CaptureError(LensError):
+    """A capture could not be made (no trace points for the reference engine, a failed run...)."""
+
+
+@dataclass(frozen=True)
+class CaptureResult:
+    directory: Path
+    dispatches: int
+    results: list[Value]
+    bytes_written: int
+
+
+def _write_program_values(writer: BundleWriter, kind: str, values: list[Value]) -> None:
+    names, types = [], []
+    for i, v in enumerate(values):
+        if isinstance(v, Tensor):
+            array = v.array
+            tt = TensorType(tuple(v.shape), v.element_type.name, "trace")
+            array, tt = view_bytes(array, tt)
+        elif isinstance(v, Scalar):
+            array = np.array(
+                v.value, dtype={"i32": np.int32, "i64": np.int64, "f32": np.float32}.get(v.kind, np.float64)
+            )
+            tt = TensorType((), v.kind, "trace")
+        else:
+            continue  # opaque refs have no data
+        name, text = writer.write_tensor(f"{kind[:-1]}_{i}", array, tt)
+        names.append(name)
+        types.append(text)
+    writer.manifest[kind] = names
+    writer.manifest[f"{kind[:-1]}_types"] = types
+
+
+def capture_debug(
+    module: str | Path,
+    function: str,
+    input_specs: list[str],
+    out: str | Path,
+    *,
+    device: str = "local-sync",
+    interfaces: dict[str, dict[int, BindingInterface]] | None = None,
+    overrides: dict | None = None,
+    on_dispatch: Callable[[DispatchEntry], None] | None = None,
+) -> CaptureResult:
+    """Run ``function`` on the debug engine, every dispatch observed, and write the bundle to ``out``."""
+    from engine.runtime.hal.devices import create_device
+    from engine.runtime.hal.module import HalModule
+    from engine.session.debug_run import DebugRunner
+
+    writer = BundleWriter(out, module=str(module), function=function, engine="debug", device=device)
+    recorder = DispatchRecorder(writer, interfaces, overrides)
+    if on_dispatch is not None:
+        original = writer.add_dispatch
+
+        def add(entry: DispatchEntry) -> None:
+            original(entry)
+            on_dispatch(entry)
+
+        writer.add_dispatch = add  # type: ignore[method-assign]
+    hal_device = create_device(device)
+    hal_device.observers.append(recorder)
+    try:
+        runner = DebugRunner(module, device, hal_module=HalModule(hal_device, trace_sink=recorder.trace))
+        args = parse_inputs(input_specs, split_cconv(runner.cconv(function))[0])
+        _write_program_values(writer, "inputs", args)
+        results = runner.invoke(function, args)
+    finally:
+        hal_device.observers.remove(recorder)
+    _write_program_values(writer, "outputs", results)
+    writer.finish()
+    return CaptureResult(writer.directory, len(writer.dispatches), results, writer.bytes_written)
+
+
+class _TracingReferenceRunner(ReferenceRunner):
+    """IREE's runtime with a ``HalModuleDebugSink`` whose callback receives every trace point."""
+
+    def __init__(self, module_path, device_uri: str, sink: Callable[[str, list], None]):
+        self._sink = sink
+        super().__init__(module_path, device_uri)
+
+    def __post_init__(self) -> None:
+        import iree.runtime as rt
+
+        self._rt = rt
+        try:
+            self.instance = rt.VmInstance()
+            self.device = rt.get_device(self.device_uri)
+            debug_sink = rt.HalModuleDebugSink(self._sink)
+            hal = rt.create_hal_module(self.instance, self.device, debug_sink=debug_sink)
+            self._debug_sink = debug_sink  # kept alive as long as the module uses it
+            with open(self.module_path, "rb") as fh:
+                self.module = rt.VmModule.copy_buffer(self.instance, fh.read())
+            self.context = rt.VmContext(self.instance, [hal, self.module])
+        except (RuntimeError, ValueError, OSError) as e:
+            raise ReferenceRunError(f"cannot load {self.module_path} on {self.device_uri}: {e}") from None
+
+
+NO_TRACE_POINTS = (
+    "{module} has no dispatch trace points: IREE's runtime shows a dispatch's tensors only at trace points; "
+    "recompile with --iree-flow-trace-dispatch-tensors, or capture with --engine=debug (no flags needed)"
+)
+
+
+def capture_reference(
+    module: str | Path,
+    function: str,
+    input_specs: list[str],
+    out: str | Path,
+    *,
+    device: str = "local-sync",
+    on_dispatch: Callable[[DispatchEntry], None] | None = None,
+) -> CaptureResult:
+    """Run ``function`` on IREE's runtime and write the bundle from its trace points."""
+    if not module_has_trace_points(module):
+        raise CaptureError(NO_TRACE_POINTS.format(module=module))
+    writer = BundleWriter(out, module=str(module), function=function, engine="reference", device=device)
+    state: dict = {"pending": None, "errors": []}
+    runner_box: list[_TracingReferenceRunner] = []
+
+    def sink(key: str, buffer_views: list) -> None:
+        try:
+            runner = runner_box[0]
+            executable, export, kind = parse_trace_key(key)
+            arrays, types = [], []
+            for bv in buffer_views:
+                array = runner._read_buffer_view(bv)
+                from engine.runtime.element_types import ElementType
+
+                tt = TensorType(
+                    tuple(int(d) for d in bv.shape), ElementType(int(bv.element_type)).name, "trace"
+                )
+                array, tt = view_bytes(array, tt)
+                arrays.append(array)
+                types.append(tt)
+            ordinal = len(writer.dispatches)  # the n-th traced dispatch
+            if kind == "inputs":
+                entry = DispatchEntry(ordinal, export, executable or executable_of(export), None)
+                entry.tensors_from = "trace"
+                entry.inputs, entry.input_types = _write(writer, ordinal, "input", arrays, types)
+                state["pending"] = entry
+            elif kind == "outputs":
+                entry = state["pending"]
+                if entry is None or entry.name != export:
+                    entry = DispatchEntry(ordinal, export, executable or executable_of(export), None)
+                    entry.tensors_from = "trace"
+                state["pending"] = None
+                entry.outputs, entry.output_types = _write(writer, entry.ordinal, "output", arrays, types)
+                entry.health = health_of(arrays)
+                writer.add_dispatch(entry)
+                if on_dispatch is not None:
+                    on_dispatch(entry)
+        except Exception as e:  # an exception must not cross into IREE's runtime
+            state["errors"].append(f"{key}: {e}")
+
+    runner = _TracingReferenceRunner(module, device, sink)
+    runner_box.append(runner)
+    args = parse_inputs(input_specs, split_cconv(runner.cconv(function))[0])
+    _write_program_values(writer, "inputs", args)
+    try:
+        results = _invoke_on_thread(runner, function, args)
+    finally:
+        runner_box.clear()  # the sink refers to the runner: break the cycle so IREE's objects die in order
+    del runner
+    if state["errors"]:
+        raise CaptureError("reading trace points failed: " + "; ".join(state["errors"][:3]))
+    if not writer.dispatches:
+        raise CaptureError(NO_TRACE_POINTS.format(module=module) + f" (none reached by {function})")
+    _write_program_values(writer, "outputs", results)
+    writer.finish()
+    return CaptureResult(writer.directory, len(writer.dispatches), results, writer.bytes_written)
+
+
+def _invoke_on_thread(runner: ReferenceRunner, function: str, args: list[Value]) -> list[Value]:
+    """Invoke on the calling thread (IREE calls the sink there); a thread only keeps signals deliverable."""
+    box: dict = {}
+
+    def work() -> None:
+        try:
+            box["results"] = runner.invoke(function, args)
+        except Exception as e:  # re-raised on the caller's thread
+            box["error"] = e
+
+    t = threading.Thread(target=work, name="lens-reference-capture", daemon=True)
+    t.start()
+    t.join()
+    if "error" in box:
+        raise box["error"]
+    return box["results"]
+
+
+def _write(writer: BundleWriter, ordinal: int, kind: str, arrays, types) -> tuple[list[str], list[str]]:
+    names, texts = [], []
+    for position, (array, tt) in enumerate(zip(arrays, types)):
+        name, text = writer.write_tensor(f"d{ordinal:05d}_{kind}{position}", array, tt)
+        names.append(name)
+        texts.append(text)
+    return names, texts

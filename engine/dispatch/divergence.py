@@ -1,0 +1,294 @@
+"""The first-divergence finder: two runs, dispatch by dispatch, the first whose outputs differ beyond a
+tolerance while its inputs agreed; and a reproducer of that one dispatch.
+
+Both configurations are captured to bundles on disk (debug engine: it needs no trace flags and sees every
+dispatch), so memory stays bounded however long the runs. The reproducer holds the dispatch's bindings as
+they were before and after it ran in configuration A (``.npy``), the program inputs, the executable's
+source when known, and ``repro.json``; ``replay`` reruns configuration B's module up to that dispatch,
+gives it A's input bytes, runs it, and compares what it wrote with A's.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from engine.dispatch.bundle import Bundle, DispatchEntry
+from engine.dispatch.compare import Comparison, compare
+from engine.errors import LensError
+from engine.runtime.hal.device import DispatchObserver, DispatchRecord
+
+
+class DivergenceError(LensError):
+    """The two runs cannot be compared, or a reproducer cannot be made or replayed."""
+
+
+@dataclass(frozen=True)
+class Divergence:
+    ordinal: int
+    name: str
+    executable: str | None
+    max_abs_error: float
+    max_rel_error: float
+    mismatches: int
+    output_index: int  # which output of the dispatch diverged first
+    first_mismatch: tuple[int, ...] | None
+    workgroups: list[int] | None
+    inputs_agreed: bool = True
+
+    def to_json(self) -> dict:
+        return {
+            "ordinal": self.ordinal,
+            "name": self.name,
+            "executable": self.executable,
+            "max_abs_error": _finite(self.max_abs_error),
+            "max_rel_error": _finite(self.max_rel_error),
+            "mismatches": self.mismatches,
+            "output": self.output_index,
+            "first_mismatch": list(self.first_mismatch) if self.first_mismatch is not None else None,
+            "workgroups": self.workgroups,
+            "inputs_agreed": self.inputs_agreed,
+        }
+
+
+@dataclass
+class WalkResult:
+    first_divergence: Divergence | None
+    compared: int
+    notes: list[str] = field(default_factory=list)
+    first_input_difference: int | None = None
+
+
+def _finite(x: float) -> float | str:
+    """JSON has no Inf/NaN: those are written as strings."""
+    return x if math.isfinite(x) else str(x)
+
+
+def _worst(comparisons: list[Comparison]) -> tuple[int, Comparison] | None:
+    bad = [(i, c) for i, c in enumerate(comparisons) if not c.ok]
+    return bad[0] if bad else None
+
+
+def walk(a: Bundle, b: Bundle, atol: float = 0.0, rtol: float = 0.0) -> WalkResult:
+    """Compare two captures dispatch by dispatch in execution order (see module doc)."""
+    result = WalkResult(None, 0)
+    n = min(len(a.dispatches), len(b.dispatches))
+    if len(a.dispatches) != len(b.dispatches):
+        result.notes.append(f"dispatch counts differ: {len(a.dispatches)} vs {len(b.dispatches)}")
+    for da, db in zip(a.dispatches[:n], b.dispatches[:n]):
+        if da.name != db.name:
+            result.notes.append(f"dispatch {da.ordinal} differs: {da.name} vs {db.name}; stopped there")
+            break
+        result.compared += 1
+        inputs = _compare_lists(a, da, b, db, "inputs", atol, rtol)
+        outputs = _compare_lists(a, da, b, db, "outputs", atol, rtol)
+        inputs_ok = _worst(inputs) is None
+        bad_out = _worst(outputs)
+        if not inputs_ok and result.first_input_difference is None:
+            result.first_input_difference = da.ordinal
+        if bad_out is not None and inputs_ok:
+            index, c = bad_out
+            result.first_divergence = Divergence(
+                da.ordinal,
+                da.name,
+                da.executable,
+                c.max_abs_error,
+                c.max_rel_error,
+                c.mismatches,
+                index,
+                c.first_mismatch,
+                da.workgroups,
+            )
+            return result
+        if bad_out is not None and result.first_input_difference == da.ordinal:
+            result.notes.append(
+                f"dispatch {da.ordinal} ({da.name}) got different inputs already: a difference outside "
+                "dispatches (a transfer or the program inputs)"
+            )
+    return result
+
+
+def _compare_lists(a: Bundle, da: DispatchEntry, b: Bundle, db: DispatchEntry, which: str, atol, rtol):
+    ta, tb = a.dispatch_tensors(da, which), b.dispatch_tensors(db, which)
+    if len(ta) != len(tb):
+        return [Comparison(False, 0, 1, math.inf, math.inf, None, atol, rtol, f"{which} counts differ")]
+    return [compare(y, x, atol, rtol) for x, y in zip(ta, tb)]  # B measured against A
+
+
+# ------------------------------------------------------------------------------------ reproducer
+
+
+class _Snapshot(DispatchObserver):
+    """Keeps every binding of dispatch ``ordinal`` before and after it runs (or overwrites them)."""
+
+    def __init__(self, ordinal: int, replace_before: list[np.ndarray] | None = None):
+        self.ordinal = ordinal
+        self.replace_before = replace_before
+        self.before: list[np.ndarray] = []
+        self.after: list[np.ndarray] = []
+        self.record: DispatchRecord | None = None
+
+    def before_dispatch(self, record: DispatchRecord) -> None:
+        if record.sequence != self.ordinal:
+            return
+        if self.replace_before is not None:
+            if len(self.replace_before) != len(record.bindings):
+                raise DivergenceError(
+                    f"dispatch {self.ordinal} has {len(record.bindings)} bindings here, "
+                    f"{len(self.replace_before)} in the reproducer"
+                )
+            for b, data in zip(record.bindings, self.replace_before):
+                if data.nbytes != b.length:
+                    raise DivergenceError(f"binding {b.index}: {b.length} bytes here, {data.nbytes} saved")
+                b.buffer.write_view(b.offset, b.length)[...] = data.reshape(-1).view(np.uint8)
+        self.before = [np.array(b.data, copy=True) for b in record.bindings]
+
+    def after_dispatch(self, record: DispatchRecord) -> None:
+        if record.sequence == self.ordinal:
+            self.record = record
+            self.after = [np.array(b.data, copy=True) for b in record.bindings]
+
+
+def _run_with(observer: DispatchObserver, module: str, function: str, inputs: list[str], device: str) -> None:
+    from engine.runtime.function_io import parse_inputs, split_cconv
+    from engine.runtime.hal.devices import create_device
+    from engine.runtime.hal.module import HalModule
+    from engine.session.debug_run import DebugRunner
+
+    hal_device = create_device(device)
+    hal_device.observers.append(observer)
+    runner = DebugRunner(module, device, hal_module=HalModule(hal_device))
+    args = parse_inputs(inputs, split_cconv(runner.cconv(function))[0])
+    runner.invoke(function, args)
+
+
+def write_reproducer(
+    directory: str | Path,
+    divergence: Divergence,
+    *,
+    module_a: str,
+    module_b: str,
+    function: str,
+    inputs: list[str],
+    device_a: str,
+    device_b: str,
+    atol: float,
+    rtol: float,
+    sources: list[str] | None = None,
+) -> Path:
+    """Write the reproducer of ``divergence`` (see module doc); returns ``repro.json``."""
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    snap = _Snapshot(divergence.ordinal)
+    _run_with(snap, module_a, function, inputs, device_a)
+    if snap.record is None:
+        raise DivergenceError(f"dispatch {divergence.ordinal} did not run again in {module_a}")
+    written = [i for i, (x, y) in enumerate(zip(snap.before, snap.after)) if not np.array_equal(x, y)]
+    if not written:
+        written = [len(snap.after) - 1]
+    for i, data in enumerate(snap.before):
+        np.save(out / f"binding{i}_before.npy", data)
+    for i in written:
+        np.save(out / f"binding{i}_expected.npy", snap.after[i])
+    program_inputs = []
+    for k, spec in enumerate(inputs):
+        if spec.startswith("@") and Path(spec[1:]).is_file():
+            target = out / f"program_input{k}{Path(spec[1:]).suffix}"
+            shutil.copyfile(spec[1:], target)
+            program_inputs.append("@" + target.name)
+        else:
+            program_inputs.append(spec)
+    source_file = _copy_source(out, divergence, sources or [])
+    repro = {
+        "ordinal": divergence.ordinal,
+        "name": divergence.name,
+        "executable": divergence.executable,
+        "module": str(Path(module_b).resolve()),
+        "reference_module": str(Path(module_a).resolve()),
+        "function": function,
+        "inputs": program_inputs,
+        "device": device_b,
+        "workgroups": list(snap.record.workgroup_count),
+        "constants": [int(c) for c in snap.record.constants],
+        "bindings": [
+            {
+                "index": b.index,
+                "length": int(b.length),
+                "before": f"binding{b.index}_before.npy",
+                "expected": f"binding{b.index}_expected.npy" if b.index in written else None,
+            }
+            for b in snap.record.bindings
+        ],
+        "atol": atol,
+        "rtol": rtol,
+        "source": source_file,
+        "command": f"iree-lens diverge --replay={out.resolve()}",
+    }
+    (out / "repro.json").write_text(json.dumps(repro, indent=1) + "\n")
+    (out / "README.txt").write_text(
+        f"Dispatch {divergence.ordinal} ({divergence.name}) of {function} diverged: "
+        f"max abs error {divergence.max_abs_error}.\n"
+        f"Rerun it alone (exit status 1 while it still diverges):\n  {repro['command']}\n"
+    )
+    return out / "repro.json"
+
+
+def _copy_source(out: Path, divergence: Divergence, sources: list[str]) -> str | None:
+    """The executable's source among ``sources`` (files or directories of dumped sources), copied."""
+    exe = divergence.executable or ""
+    for s in sources:
+        p = Path(s)
+        files = sorted(p.glob("*.mlir")) if p.is_dir() else [p]
+        for f in files:
+            stem = f.stem
+            if stem == exe or stem.endswith("_" + exe) or stem.endswith(exe):
+                target = out / f"{exe}.mlir"
+                shutil.copyfile(f, target)
+                return target.name
+    return None
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    ordinal: int
+    name: str
+    comparisons: dict[int, Comparison]
+
+    @property
+    def reproduced(self) -> bool:
+        return any(not c.ok for c in self.comparisons.values())
+
+
+def replay(directory: str | Path, device: str | None = None) -> ReplayResult:
+    """Rerun the reproduced dispatch with A's input bytes in B's module and compare with A's outputs."""
+    d = Path(directory)
+    try:
+        repro = json.loads((d / "repro.json").read_text())
+    except (OSError, ValueError) as e:
+        raise DivergenceError(f"{d} is not a reproducer: {e}") from None
+    before = [np.load(d / b["before"]) for b in repro["bindings"]]
+    inputs = [("@" + str(d / s[1:])) if s.startswith("@") else s for s in repro["inputs"]]
+    snap = _Snapshot(int(repro["ordinal"]), replace_before=before)
+    _run_with(snap, repro["module"], repro["function"], inputs, device or repro["device"])
+    if snap.record is None:
+        raise DivergenceError(f"dispatch {repro['ordinal']} was not reached in {repro['module']}")
+    comparisons = {}
+    for b in repro["bindings"]:
+        if b["expected"]:
+            expected = np.load(d / b["expected"])
+            got = snap.after[b["index"]]
+            comparisons[b["index"]] = compare(
+                _typed(got, repro["name"]), _typed(expected, repro["name"]), repro["atol"], repro["rtol"]
+            )
+    return ReplayResult(int(repro["ordinal"]), repro["name"], comparisons)
+
+
+def _typed(raw: np.ndarray, export_name: str) -> np.ndarray:
+    from engine.dispatch.tensor_types import type_from_name, view_bytes
+
+    return view_bytes(raw, type_from_name(export_name, raw.nbytes))[0]

@@ -1,0 +1,287 @@
+"""Types for untyped binding bytes: ``4x16xf32`` and the numpy dtype that holds it.
+
+A binding is a byte range; a user wants a tensor. The sources of a type, most trusted first, are the trace
+points' buffer views, the executable's interface in its source (``binding_interfaces``),
+IREE's dispatch names (``..._4x16_f32``, ``name_candidates``) and a user override. Whatever the source,
+``view_bytes`` never fails: bytes that do not fit the type stay raw ``u8``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+
+# Element type name (IREE's spelling) -> numpy dtype used for arithmetic on it.
+_DTYPES: dict[str, np.dtype] = {
+    "i1": np.dtype(np.bool_),
+    "i8": np.dtype(np.int8),
+    "si8": np.dtype(np.int8),
+    "ui8": np.dtype(np.uint8),
+    "u8": np.dtype(np.uint8),
+    "i16": np.dtype(np.int16),
+    "si16": np.dtype(np.int16),
+    "ui16": np.dtype(np.uint16),
+    "i32": np.dtype(np.int32),
+    "si32": np.dtype(np.int32),
+    "ui32": np.dtype(np.uint32),
+    "i64": np.dtype(np.int64),
+    "si64": np.dtype(np.int64),
+    "ui64": np.dtype(np.uint64),
+    "f16": np.dtype(np.float16),
+    "bf16": np.dtype(ml_dtypes.bfloat16),
+    "f32": np.dtype(np.float32),
+    "f64": np.dtype(np.float64),
+    "f8E4M3FN": np.dtype(ml_dtypes.float8_e4m3fn),
+    "f8E5M2": np.dtype(ml_dtypes.float8_e5m2),
+    "f8E4M3FNUZ": np.dtype(ml_dtypes.float8_e4m3fnuz),
+    "f8E5M2FNUZ": np.dtype(ml_dtypes.float8_e5m2fnuz),
+}
+_NAMES = {
+    np.dtype(np.bool_): "i1",
+    np.dtype(np.int8): "i8",
+    np.dtype(np.uint8): "ui8",
+    np.dtype(np.int16): "i16",
+    np.dtype(np.uint16): "ui16",
+    np.dtype(np.int32): "i32",
+    np.dtype(np.uint32): "ui32",
+    np.dtype(np.int64): "i64",
+    np.dtype(np.uint64): "ui64",
+    np.dtype(np.float16): "f16",
+    np.dtype(ml_dtypes.bfloat16): "bf16",
+    np.dtype(np.float32): "f32",
+    np.dtype(np.float64): "f64",
+}
+# Storage dtypes .npy files can hold without ml_dtypes (bf16 and f8 are kept as their bits).
+_STORAGE = {"bf16": np.dtype(np.uint16)} | {n: np.dtype(np.uint8) for n in _DTYPES if n.startswith("f8")}
+
+RAW = "u8"  # the element type of bytes nobody could type
+
+
+def element_dtype(name: str) -> np.dtype:
+    """The numpy dtype of an element type name (``f32``, ``bf16``, ``i1``...); ``ValueError`` if unknown."""
+    try:
+        return _DTYPES[name]
+    except KeyError:
+        raise ValueError(f"unknown element type {name!r}") from None
+
+
+def element_name(dtype: np.dtype) -> str:
+    """IREE's name for a numpy dtype; ``u8`` for anything else (raw bytes)."""
+    return _NAMES.get(np.dtype(dtype), RAW)
+
+
+@dataclass(frozen=True)
+class TensorType:
+    """A shape and element type, as IREE writes it: ``4x16xf32`` (``f32`` for a scalar)."""
+
+    shape: tuple[int, ...]
+    element: str
+    source: str = "user"  # where the type came from: trace, interface, spirv, name, user, raw
+
+    @classmethod
+    def parse(cls, text: str, source: str = "user") -> TensorType:
+        """``4x16xf32`` / ``?`` free shapes only; ``ValueError`` with the reason otherwise."""
+        parts = text.strip().split("x")
+        element = parts[-1]
+        element_dtype(element)
+        try:
+            shape = tuple(int(p) for p in parts[:-1])
+        except ValueError:
+            raise ValueError(f"bad tensor type {text!r}: dimensions must be integers") from None
+        if any(d < 0 for d in shape):
+            raise ValueError(f"bad tensor type {text!r}: negative dimension")
+        return cls(shape, element, source)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return element_dtype(self.element)
+
+    @property
+    def element_count(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+
+    @property
+    def byte_length(self) -> int:
+        return self.element_count * self.dtype.itemsize
+
+    def __str__(self) -> str:
+        return "x".join([*(str(d) for d in self.shape), self.element])
+
+
+def raw_type(nbytes: int) -> TensorType:
+    return TensorType((nbytes,), RAW, "raw")
+
+
+def view_bytes(data: np.ndarray, tensor_type: TensorType | None) -> tuple[np.ndarray, TensorType]:
+    """``data`` (any array) seen as ``tensor_type``; raw ``u8`` bytes when the type is absent or does not fit.
+
+    Only the first ``tensor_type.byte_length`` bytes are used when the range is longer (a binding padded to
+    an alignment); a range too short for the type stays raw.
+    """
+    raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+    if tensor_type is None or tensor_type.element == RAW:
+        return raw, raw_type(raw.size)
+    try:
+        dtype = tensor_type.dtype
+    except ValueError:
+        return raw, raw_type(raw.size)
+    if tensor_type.byte_length > raw.size:
+        return raw, raw_type(raw.size)
+    return raw[: tensor_type.byte_length].view(dtype).reshape(tensor_type.shape), tensor_type
+
+
+def to_storage(array: np.ndarray) -> np.ndarray:
+    """The array as .npy can store it without ml_dtypes: bf16/f8 as their bits, everything else unchanged."""
+    name = element_name(array.dtype)
+    if name in _STORAGE:
+        return array.view(_STORAGE[name])
+    return array
+
+
+def from_storage(array: np.ndarray, element: str | None) -> np.ndarray:
+    """Undo ``to_storage``: stored bits seen as ``element`` (as named in a bundle's manifest)."""
+    if element and element in _STORAGE and array.dtype == _STORAGE[element]:
+        return array.view(element_dtype(element))
+    return array
+
+
+# ------------------------------------------------------------------------------------- IREE's names
+
+
+def name_candidates(export_name: str) -> tuple[tuple[int, ...], str] | None:
+    """The loop sizes and element type IREE's dispatch name ends with: ``..._matmul_4x16x8_f32`` ->
+    ``((4, 16, 8), "f32")``; ``..._softmax_4x16xf32_...`` works too. ``None`` without such a suffix."""
+    m = re.search(r"_((?:\d+x)*\d+)_?x?((?:b?f|u?i)\d+)(?:_|$)", export_name)
+    if not m:
+        return None
+    element = m[2]
+    if element not in _DTYPES:
+        return None
+    return tuple(int(d) for d in m[1].split("x")), element
+
+
+def type_from_name(export_name: str, nbytes: int) -> TensorType | None:
+    """A type for a binding of ``nbytes`` from the dispatch name: the largest ordered subset of the name's
+    loop sizes whose product fits the byte count (a matmul MxNxK has operands MxK, KxN, MxN)."""
+    found = name_candidates(export_name)
+    if found is None:
+        return None
+    dims, element = found
+    itemsize = element_dtype(element).itemsize
+    if nbytes % itemsize:
+        return None
+    count = nbytes // itemsize
+    if "matmul" in export_name and len(dims) >= 3:
+        # IREE names a contraction by its loops (batch..., M, N, K): operands are MxK, KxN, result MxN.
+        *batch, m, n, k = dims
+        for shape in ((*batch, m, k), (*batch, k, n), (*batch, m, n)):
+            if int(np.prod(shape)) == count:
+                return TensorType(tuple(shape), element, "name")
+    best: tuple[int, ...] | None = None
+    n = len(dims)
+    for mask in range((1 << n) - 1, 0, -1):
+        subset = tuple(d for i, d in enumerate(dims) if mask >> i & 1)
+        if int(np.prod(subset)) == count and (best is None or len(subset) > len(best)):
+            best = subset
+    if best is None:
+        best = (count,)
+    return TensorType(best, element, "name")
+
+
+# ------------------------------------------------------------------------------- executable sources
+
+
+@dataclass(frozen=True)
+class BindingInterface:
+    """What an executable's source says about one binding: read-only or written, and the tensors in it."""
+
+    index: int
+    read_only: bool
+    tensors: tuple[TensorType, ...]
+    modes: tuple[str, ...] = ()  # readonly / writeonly / readwrite of each subspan
+
+    @property
+    def access(self) -> str:
+        if self.read_only:
+            return "read"
+        return "write" if set(self.modes) == {"writeonly"} else "readwrite"
+
+
+_EXPORT = re.compile(r"hal\.executable\.export\s+(?:public\s+|private\s+)?@([\w$.-]+)")
+_FUNC = re.compile(r"func\.func\s+@([\w$.-]+)\s*\(")
+_SUBSPAN = re.compile(
+    r"hal\.interface\.binding\.subspan\b.*?binding\((\d+)\).*?:\s*"
+    r"!(?:flow|iree_tensor_ext)\.dispatch\.tensor<(readonly|writeonly|readwrite):tensor<([^>]*)>>"
+)
+_MEMREF_SUBSPAN = re.compile(
+    r"hal\.interface\.binding\.subspan\b.*?binding\((\d+)\).*?flags\(\"?([\w|]+)\"?\).*?:\s*memref<([^,>]*)"
+)
+
+
+def binding_interfaces(source: str) -> dict[str, dict[int, BindingInterface]]:
+    """Per export name, its bindings as declared in an executable's source (a ``hal.executable`` or the
+    hal-phase snapshot): access from ``dispatch.tensor<readonly|writeonly|readwrite:...>`` and the tensor
+    types bound there. Functions whose name is an export are attributed to it (IREE names them alike)."""
+    exports = set(_EXPORT.findall(source))
+    result: dict[str, dict[int, BindingInterface]] = {}
+    current: str | None = None
+    found: dict[int, list[tuple[str, TensorType]]] = {}
+
+    def close() -> None:
+        if current is not None and found:
+            result[current] = {
+                i: BindingInterface(
+                    i,
+                    all(mode == "readonly" for mode, _ in entries),
+                    tuple(t for _, t in entries),
+                    tuple(mode for mode, _ in entries),
+                )
+                for i, entries in sorted(found.items())
+            }
+
+    for line in source.splitlines():
+        m = _FUNC.search(line)
+        if m:
+            close()
+            current = m[1] if (m[1] in exports or not exports) else None
+            found = {}
+            continue
+        if current is None or "hal.interface.binding.subspan" not in line:
+            continue
+        s = _SUBSPAN.search(line)
+        if s:
+            try:
+                t = TensorType.parse(s[3].replace("?", "0"), "interface")
+            except ValueError:
+                continue
+            found.setdefault(int(s[1]), []).append((s[2], t))
+            continue
+        mm = _MEMREF_SUBSPAN.search(line)
+        if mm:  # after bufferization: memref<4x16xf32, ...> with the ReadOnly flag
+            try:
+                t = TensorType.parse(mm[3].replace("?", "0"), "interface")
+            except ValueError:
+                continue
+            mode = "readonly" if "ReadOnly" in mm[2] else "readwrite"
+            found.setdefault(int(mm[1]), []).append((mode, t))
+    close()
+    return result
+
+
+def interfaces_from_files(paths: list[str]) -> dict[str, dict[int, BindingInterface]]:
+    """``binding_interfaces`` of every file given (executable sources, or a directory of them)."""
+    from pathlib import Path
+
+    merged: dict[str, dict[int, BindingInterface]] = {}
+    for p in paths:
+        path = Path(p)
+        files = sorted(path.glob("*.mlir")) if path.is_dir() else [path]
+        for f in files:
+            try:
+                merged.update(binding_interfaces(f.read_text(errors="replace")))
+            except OSError:
+                continue
+    return merged

@@ -1,0 +1,178 @@
+"""Capture bundles (iree-lens capture) on both engines, checked against IREE's own traced tensors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from support import iree_tool
+
+from engine.compiler.targets import target_flags
+from engine.dispatch.bundle import Bundle
+from engine.dispatch.capture import CaptureError, capture_debug, capture_reference
+from engine.dispatch.graph import dependency_graph
+from engine.samples import sample_path
+
+MODELS = Path(__file__).resolve().parents[1] / ".." / "shared" / "models"
+TRACE = "--iree-flow-trace-dispatch-tensors"
+
+
+def _compile(source: Path, out: Path, *flags: str) -> Path:
+    proc = subprocess.run(
+        [iree_tool("iree-compile"), str(source), *target_flags("llvm-cpu"), *flags, "-o", str(out)],
+        capture_output=True, text=True,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def programs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("capture")
+    return {
+        "mlp": _compile(sample_path("mlp"), root / "mlp.vmfb"),
+        "mlp_traced": _compile(sample_path("mlp"), root / "mlp_t.vmfb", TRACE),
+        "softmax_traced": _compile(sample_path("softmax"), root / "softmax_t.vmfb", TRACE),
+    }
+
+
+def _iree_traced_tensors(vmfb: Path, function: str, args: list[np.ndarray]) -> list[tuple[str, list]]:
+    """IREE's runtime with a HalModuleDebugSink, written here without engine code: (key, arrays) in order."""
+    import iree.runtime as rt
+
+    seen: list[tuple[str, list]] = []
+
+    def sink(key, views):
+        arrays = []
+        for bv in views:
+            dtype = rt.HalElementType.map_to_dtype(bv.element_type)
+            arrays.append(np.array(bv.map().asarray(bv.shape, dtype), copy=True))
+        seen.append((key, arrays))
+
+    instance = rt.VmInstance()
+    device = rt.get_device("local-sync")
+    debug_sink = rt.HalModuleDebugSink(sink)
+    hal = rt.create_hal_module(instance, device, debug_sink=debug_sink)
+    module = rt.VmModule.copy_buffer(instance, vmfb.read_bytes())
+    context = rt.VmContext(instance, [hal, module])
+    fn = module.lookup_function(function)
+    arg_list = rt.VmVariantList(len(args))
+    for a in args:
+        arg_list.push_ref(device.allocator.allocate_buffer_copy(
+            memory_type=rt.MemoryType.DEVICE_LOCAL, allowed_usage=rt.BufferUsage.DEFAULT, device=device,
+            buffer=a, element_type=rt.HalElementType.FLOAT_32))
+    context.invoke(fn, arg_list, rt.VmVariantList(1))
+    del context, hal, debug_sink
+    return seen
+
+
+def _assert_bundles_identical(a: Bundle, b: Bundle) -> None:
+    assert [d.name for d in a.dispatches] == [d.name for d in b.dispatches]
+    for da, db in zip(a.dispatches, b.dispatches):
+        for which in ("inputs", "outputs"):
+            ta, tb = a.dispatch_tensors(da, which), b.dispatch_tensors(db, which)
+            assert len(ta) == len(tb) and len(ta) > 0, (da.ordinal, which)
+            for x, y in zip(ta, tb):
+                assert x.dtype == y.dtype and x.shape == y.shape
+                assert np.asarray(x).tobytes() == np.asarray(y).tobytes(), (da.ordinal, which)
+
+
+def _check_against_iree(bundle: Bundle, traced: list[tuple[str, list]]) -> None:
+    outputs = [(k, arrays) for k, arrays in traced if k.endswith(" outputs")]
+    inputs = [(k, arrays) for k, arrays in traced if k.endswith(" inputs")]
+    assert len(bundle.dispatches) == len(outputs) == len(inputs) > 0
+    for d, (key, arrays), (_, in_arrays) in zip(bundle.dispatches, outputs, inputs):
+        assert key.split("::")[1].rsplit(" ", 1)[0] == d.name
+        for got, want in zip(bundle.dispatch_tensors(d, "outputs"), arrays, strict=True):
+            assert got.shape == want.shape and np.asarray(got).tobytes() == want.tobytes()
+        for got, want in zip(bundle.dispatch_tensors(d, "inputs"), in_arrays, strict=True):
+            assert np.asarray(got).tobytes() == want.tobytes()
+
+
+def test_both_engines_capture_the_same_bits_and_equal_iree_traces(programs, tmp_path):
+    x = np.linspace(-2, 2, 32, dtype=np.float32).reshape(2, 16)
+    np.save(tmp_path / "x.npy", x)
+    spec = [f"@{tmp_path / 'x.npy'}"]
+    debug = capture_debug(programs["mlp_traced"], "main", spec, tmp_path / "dbg")
+    ref = capture_reference(programs["mlp_traced"], "main", spec, tmp_path / "ref")
+    assert debug.dispatches == ref.dispatches == 2
+    a, b = Bundle(tmp_path / "dbg"), Bundle(tmp_path / "ref")
+    _assert_bundles_identical(a, b)
+    _check_against_iree(a, _iree_traced_tensors(programs["mlp_traced"], "main", [x]))
+    # The manifest: paths relative to the bundle, the program's own inputs and outputs, typed.
+    m = json.loads((tmp_path / "dbg" / "manifest.json").read_text())
+    assert m["function"] == "main" and m["dispatches"][1]["workgroups"] == [1, 1, 1]
+    assert m["dispatches"][0]["name"] == "main_dispatch_0_matmul_2x32x16_f32"
+    assert m["dispatches"][0]["executable"] == "main_dispatch_0"
+    assert m["dispatches"][0]["output_types"] == ["2x32xf32"]
+    assert np.array_equal(np.load(tmp_path / "dbg" / m["inputs"][0]), x)
+    assert np.array_equal(a.program_tensors("outputs")[0], a.dispatch_tensors(a.dispatches[-1], "outputs")[0])
+
+
+def test_plain_module_capture_is_typed_binding_ranges_equal_to_traced_outputs(programs, tmp_path):
+    # Without trace points the debug engine keeps each binding's bytes; mlp's bindings hold one tensor each,
+    # so they are IREE's traced tensors of the traced build.
+    x = np.ones((2, 16), np.float32)
+    capture_debug(programs["mlp"], "main", ["2x16xf32=1"], tmp_path / "plain")
+    bundle = Bundle(tmp_path / "plain")
+    _check_against_iree(bundle, _iree_traced_tensors(programs["mlp_traced"], "main", [x]))
+    graph = dependency_graph(bundle.dispatches)
+    assert [(e.source, e.target) for e in graph.edges] == [(0, 1)]
+    assert "d0 -> d1" in graph.to_dot()
+
+
+def test_reference_capture_without_trace_points_says_so(programs, tmp_path):
+    with pytest.raises(CaptureError, match="trace-dispatch-tensors"):
+        capture_reference(programs["mlp"], "main", ["2x16xf32=1"], tmp_path / "none")
+    proc = subprocess.run(
+        [sys.executable, "-m", "app.launcher", "capture", str(programs["mlp"]), "--function=main",
+         "--input=2x16xf32=1", "--engine=reference", f"--out={tmp_path / 'cli'}"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode != 0 and "--iree-flow-trace-dispatch-tensors" in proc.stderr
+
+
+def test_cli_capture_and_run_golden(programs, tmp_path):
+    out = tmp_path / "golden"
+    proc = subprocess.run(
+        [sys.executable, "-m", "app.launcher", "capture", str(programs["softmax_traced"]),
+         "--function=main", "--input=4x16xf32=0.5", "--engine=reference", f"--out={out}"],
+        capture_output=True, text=True, timeout=120,
+    )
+    if proc.returncode != 0 and "not found" in proc.stderr:
+        pytest.fail(proc.stderr)
+    assert proc.returncode == 0, proc.stderr
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["dispatches"] and all(Path(out / f).is_file() for d in m["dispatches"] for f in d["outputs"])
+    ok = subprocess.run([sys.executable, "-m", "app.launcher", "run", f"--golden={out}"],
+                        capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0 and "golden: output 0 matches" in ok.stdout, ok.stderr
+    # Different inputs, same bundle: the outputs no longer match and the run says so.
+    bad = subprocess.run([sys.executable, "-m", "app.launcher", "run", f"--golden={out}",
+                          "--input=4x16xf32=0.5", "--engine=reference"], capture_output=True, text=True,
+                         timeout=120)
+    assert bad.returncode == 0  # same inputs given explicitly still match
+    np.save(tmp_path / "other.npy", np.arange(64, dtype=np.float32).reshape(4, 16))
+    bad = subprocess.run([sys.executable, "-m", "app.launcher", "run", f"--golden={out}",
+                          f"--input=@{tmp_path / 'other.npy'}"], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 1 and "DIFFERS" in bad.stderr
+
+
+@pytest.mark.parametrize("model,function", [("attention_block", "attention_block"), ("small_cnn", "small_cnn")])
+def test_real_frontend_models_capture_identically_on_both_engines(model, function, tmp_path):
+    source = MODELS / f"{model}.mlir"
+    if not source.exists():
+        pytest.skip(f"{source} is absent (the shared models are not on this machine)")
+    vmfb = _compile(source, tmp_path / f"{model}.vmfb", TRACE)
+    spec = [f"@{MODELS / f'{model}_x.npy'}"]
+    capture_debug(vmfb, function, spec, tmp_path / "dbg")
+    capture_reference(vmfb, function, spec, tmp_path / "ref")
+    a, b = Bundle(tmp_path / "dbg"), Bundle(tmp_path / "ref")
+    assert len(a.dispatches) >= 5
+    _assert_bundles_identical(a, b)
+    x = np.load(MODELS / f"{model}_x.npy")
+    _check_against_iree(a, _iree_traced_tensors(vmfb, function, [x]))
