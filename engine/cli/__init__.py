@@ -11,7 +11,7 @@ import importlib
 import sys
 
 # Sub-command modules, in the order `iree-lens --help` lists them.
-COMMAND_MODULES = ("inspect", "run", "phases", "devices", "capture", "diverge")
+COMMAND_MODULES = ("inspect", "run", "phases", "devices", "capture", "diverge", "profile", "zones", "debug")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -164,12 +164,20 @@ def trace_from_jsonl_rows(rows: Iterable[dict], source: str = "") -> Trace:
             raise TraceFormatError(
                 f"row {k} ({rt}) is malformed: {type(e).__name__}: {e}", path=source or None
             ) from None
-    dispatches.sort(key=lambda d: (d[0], d[1]))
+    # Ordinals follow the order the program issued them (submission, then place in the command buffer),
+    # which on a multi-worker device can differ from the order they started in.
+    dispatches.sort(
+        key=lambda d: (_int_or(d[4].get("submission_id")), _int_or(d[4].get("command_index")), d[0], d[1])
+    )
     for ordinal, (start, end, t, name, args) in enumerate(dispatches):
         b.add_zone(start, end, t, name, "dispatch", {"ordinal": ordinal, **args})
     b.metadata["kind"] = "ireeprof"
     b.metadata["dispatch_time"] = "device" if device_dispatch else "host"
     return b.build(rebase=True)
+
+
+def _int_or(v: object, default: int = 0) -> int:
+    return v if isinstance(v, int) else default
 
 
 def _device_times(r: dict, clock: _ClockFit, dev: int) -> tuple[int, int]:
@@ -328,12 +336,13 @@ def concatenate(traces: Sequence[Trace], gap_ns: int = 1000) -> Trace:
             [b.track(("t", t.name), t.name, t.kind, t.group) for t in tr.tracks] or [0], dtype=np.int64
         )
         order = tr.zones_in_time_order()
+        run_dispatches = 0
         for i in order.tolist():  # per zone: --repeat traces are small (one entry per dispatch and queue op)
             p = int(z.payload[i])
             args = dict(tr.payloads[p]) if p >= 0 else None
             if args is not None and "ordinal" in args and tr.categories[int(z.category[i])] == "dispatch":
-                args["ordinal"] = ordinal
-                ordinal += 1
+                args["ordinal"] = ordinal + int(args["ordinal"])
+                run_dispatches += 1
             b.add_zone(
                 int(z.start[i]) + offset,
                 int(z.end[i]) + offset,
@@ -348,5 +357,6 @@ def concatenate(traces: Sequence[Trace], gap_ns: int = 1000) -> Trace:
         ):
             b.add_instant(t + offset, int(track_map[tk]), tr.names[n], tr.payloads[p] if p >= 0 else None)
         offset += tr.span[1] + gap_ns
+        ordinal += run_dispatches
     b.metadata.update(traces[0].metadata if traces else {})
     return b.build()

@@ -1,0 +1,111 @@
+"""``iree-lens profile``: run a function and write its timing zones as Chrome trace-event JSON.
+
+Every executed dispatch is one complete event (``"ph": "X"``, ``"cat": "dispatch"``) named by its export,
+with ``args`` ``ordinal`` (its place in the run), ``executable`` and ``workgroup_count``; the rest of what
+the engine saw is there too (VM calls and imports, command buffers, IREE's queue operations).
+
+* ``--engine=reference``: IREE's own HAL profiler (``iree-run-module --device_profiling_mode=...``, then
+  ``iree-profile export``), so the dispatches are exactly those IREE records;
+* ``--engine=debug``: IREE Lens's VM and emulated HAL with a ``ZoneRecorder``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+from engine.errors import LensError
+from engine.trace.chrome import write_chrome_json
+from engine.trace.model import Trace
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("profile", help="run a function and write its timing zones (Chrome trace JSON)")
+    p.add_argument("module", help="the .vmfb to run")
+    p.add_argument("--function", required=True, help="exported function to call")
+    p.add_argument("--input", action="append", default=[], help="an input, as iree-run-module takes it")
+    p.add_argument(
+        "--engine",
+        choices=("reference", "debug"),
+        default="reference",
+        help="reference: IREE's runtime and HAL profiler; debug: IREE Lens's VM and emulated HAL",
+    )
+    p.add_argument(
+        "--device", default="local-sync", help="local-sync, local-task or vulkan (default local-sync)"
+    )
+    p.add_argument("--repeat", type=int, default=1, help="call the function N times (default 1)")
+    p.add_argument("--out", required=True, help="where the Chrome trace JSON goes")
+    p.add_argument(
+        "--timeout", type=float, default=600.0, help="seconds one reference run may take (default 600)"
+    )
+    p.set_defaults(func=run)
+
+
+def profile_reference(
+    module: str, function: str, inputs: list[str], device: str, repeat: int = 1, timeout_s: float = 600.0
+) -> Trace:
+    """IREE's HAL profile of ``repeat`` runs (one ``iree-run-module`` each), one after another in time."""
+    from engine.trace.ireeprof import capture_ireeprof, concatenate, load_ireeprof
+
+    traces = []
+    with tempfile.TemporaryDirectory(prefix="lens-profile-") as d:
+        for k in range(repeat):
+            out = Path(d) / f"run{k}.ireeprof"
+            capture_ireeprof(module, function, inputs, out, device=device, timeout_s=timeout_s)
+            traces.append(load_ireeprof(out))
+    trace = traces[0] if repeat == 1 else concatenate(traces)
+    trace.source = str(module)
+    return trace
+
+
+def profile_debug(module: str, function: str, inputs: list[str], device: str, repeat: int = 1) -> Trace:
+    """Zones of ``repeat`` calls on the debug engine (VM calls, imports, command buffers, dispatches)."""
+    from engine.runtime.function_io import parse_inputs, split_cconv
+    from engine.runtime.hal.module import HalModule
+    from engine.session.debug_run import DebugRunner, create_device
+    from engine.trace.recorder import ZoneRecorder
+
+    recorder = ZoneRecorder()
+    hal_device = create_device(device)
+
+    class _RecordedRunner(DebugRunner):
+        def _init(self) -> None:  # record the module's initializer too: IREE's profile has its dispatches
+            recorder.attach(self.context.interpreter, self.device)
+            super()._init()
+
+    runner = _RecordedRunner(module, device, hal_module=HalModule(hal_device))
+    arg_kinds, _ = split_cconv(runner.cconv(function))
+    values = parse_inputs(inputs, arg_kinds)
+    for _ in range(repeat):
+        runner.invoke(function, values)
+    recorder.detach(runner.context.interpreter, runner.device)
+    trace = recorder.trace(source=str(module))
+    trace.metadata["device"] = device
+    return trace
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.repeat < 1:
+        print("iree-lens profile: --repeat must be at least 1", file=sys.stderr)
+        return 2
+    try:
+        if args.engine == "reference":
+            trace = profile_reference(
+                args.module, args.function, args.input, args.device, args.repeat, args.timeout
+            )
+        else:
+            trace = profile_debug(args.module, args.function, args.input, args.device, args.repeat)
+        write_chrome_json(trace, args.out)
+    except LensError as e:
+        print(f"iree-lens profile: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"iree-lens profile: {e}", file=sys.stderr)
+        return 1
+    dispatches = (
+        int((trace.zones.category == trace.categories.id_of("dispatch")).sum()) if len(trace.zones) else 0
+    )
+    print(f"{dispatches} dispatches, {len(trace.zones)} zones -> {args.out}")
+    return 0

@@ -1,0 +1,150 @@
+"""Zones of a debug run: VM function calls, import calls, command-buffer execution and dispatches.
+
+``ZoneRecorder`` is both the interpreter's ``zone_hook`` (calls, returns, imports) and a HAL
+``DispatchObserver`` (every dispatch with its executable, export and workgroup count). Recording appends
+a few integers to Python lists per event (``perf_counter_ns`` and an interned name id); the trace model
+is built once at the end with numpy. Zones left open by a trap are closed at ``finish`` and marked.
+
+Tracks: ``VM`` (function calls and import calls, nested as the VM stack) and ``device <name>`` (command
+buffers executed by ``hal.device.queue.execute*`` and the dispatches inside them), both on one clock.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from engine.runtime.hal.device import DispatchObserver, DispatchRecord
+from engine.trace.model import StringTable, Trace, TraceBuilder
+
+CAT_CALL, CAT_IMPORT, CAT_QUEUE, CAT_DISPATCH = 1, 2, 3, 4
+CATEGORIES = ("", "vm call", "import", "queue", "dispatch")
+_EXECUTE_IMPORTS = frozenset({"hal.device.queue.execute", "hal.device.queue.execute.indirect"})
+
+
+class ZoneRecorder(DispatchObserver):
+    """Records zones; attach with ``attach(interpreter, device)`` before a run, ``trace()`` after."""
+
+    def __init__(self, clock=time.perf_counter_ns) -> None:
+        self.clock = clock
+        self.names = StringTable()
+        self._fn_names: dict[tuple[int, int], int] = {}
+        self._stack: list[tuple[int, int, int]] = []  # (start, name id, category) of the open VM zones
+        # Finished zones, column lists: start, end, track (0 VM, 1 device), name id, category, payload.
+        self.start: list[int] = []
+        self.end: list[int] = []
+        self.track: list[int] = []
+        self.name: list[int] = []
+        self.category: list[int] = []
+        self.payload: list[int] = []
+        self.payloads: list[dict] = []
+        self._dispatch_start: dict[int, int] = {}
+        self._queue_open: list[int] = []
+        self.device_name = "device"
+        self.aborted = 0
+
+    # -- wiring
+
+    def attach(self, interpreter: Any, device: Any) -> None:
+        interpreter.zone_hook = self
+        if self not in device.observers:
+            device.observers.append(self)
+        self.device_name = getattr(device, "name", "device")
+
+    def detach(self, interpreter: Any, device: Any) -> None:
+        if getattr(interpreter, "zone_hook", None) is self:
+            interpreter.zone_hook = None
+        if self in device.observers:
+            device.observers.remove(self)
+
+    # -- the interpreter's hook (keep these short: they run per VM call)
+
+    def call(self, instance: Any, ordinal: int) -> None:
+        key = (id(instance), ordinal)
+        nid = self._fn_names.get(key)
+        if nid is None:
+            nid = self._fn_names[key] = self.names.intern(instance.function_name(ordinal))
+        self._stack.append((self.clock(), nid, CAT_CALL))
+
+    def ret(self) -> None:
+        if self._stack:
+            s, nid, cat = self._stack.pop()
+            self._close(s, self.clock(), 0, nid, cat, -1)
+
+    def import_begin(self, name: str) -> None:
+        now = self.clock()
+        self._stack.append((now, self.names.intern(name), CAT_IMPORT))
+        if name in _EXECUTE_IMPORTS:
+            self._queue_open.append(now)
+
+    def import_end(self, name: str) -> None:
+        now = self.clock()
+        if self._stack:
+            s, nid, cat = self._stack.pop()
+            self._close(s, now, 0, nid, cat, -1)
+        if name in _EXECUTE_IMPORTS and self._queue_open:
+            self._close(self._queue_open.pop(), now, 1, self.names.intern("command buffer"), CAT_QUEUE, -1)
+
+    # -- the HAL's observer
+
+    def before_dispatch(self, record: DispatchRecord) -> None:
+        self._dispatch_start[record.sequence] = self.clock()
+
+    def after_dispatch(self, record: DispatchRecord, failed: str | None = None) -> None:
+        end = self.clock()
+        start = self._dispatch_start.pop(record.sequence, end)
+        args = {
+            "ordinal": record.sequence,
+            "executable": record.executable,
+            "export_ordinal": record.export_ordinal,
+            "workgroup_count": list(record.workgroup_count),
+            "device": record.device,
+        }
+        if failed:
+            args["error"] = failed
+        self.payloads.append(args)
+        self._close(
+            start, end, 1, self.names.intern(record.export_name), CAT_DISPATCH, len(self.payloads) - 1
+        )
+
+    def dispatch_failed(self, record: DispatchRecord, error: Exception) -> None:
+        self.after_dispatch(record, failed=str(error))
+
+    # -- results
+
+    def _close(self, start: int, end: int, track: int, nid: int, cat: int, payload: int) -> None:
+        self.start.append(start)
+        self.end.append(end)
+        self.track.append(track)
+        self.name.append(nid)
+        self.category.append(cat)
+        self.payload.append(payload)
+
+    def finish(self) -> None:
+        """Close zones a trap left open (the VM unwound without returning)."""
+        now = self.clock()
+        while self._stack:
+            s, nid, cat = self._stack.pop()
+            self.aborted += 1
+            self._close(s, now, 0, nid, cat, -1)
+        while self._queue_open:
+            self._close(self._queue_open.pop(), now, 1, self.names.intern("command buffer"), CAT_QUEUE, -1)
+
+    @property
+    def dispatch_count(self) -> int:
+        return sum(1 for c in self.category if c == CAT_DISPATCH)
+
+    def trace(self, source: str = "debug run") -> Trace:
+        """The recorded zones as a trace (times rebased so the first zone starts at 0)."""
+        self.finish()
+        b = TraceBuilder(source)
+        b.names = self.names
+        for c in CATEGORIES[1:]:
+            b.categories.intern(c)
+        b.track(("vm",), "VM", "vm", "debug run")
+        b.track(("device",), f"device {self.device_name}", "device", "debug run")
+        b.payloads = list(self.payloads)
+        b.add_zone_arrays(self.start, self.end, self.track, self.name, self.category, self.payload)
+        b.metadata["kind"] = "debug-run"
+        b.metadata["aborted_zones"] = self.aborted
+        return b.build(rebase=True)
