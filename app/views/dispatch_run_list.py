@@ -1,0 +1,222 @@
+"""The dispatch list of a run (ordinal, name, workgroups, tensor health), from a capture bundle or a live
+capture, with the tensor inspector for the picked dispatch.
+
+Dropping a bundle (its directory, ``manifest.json`` or a ``.zip``) on the view, or opening one, reopens
+all of it: dispatches, their tensors, and the dependency graph (exported as DOT).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt, Signal
+from PySide6.QtGui import QBrush, QColor
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QPushButton,
+    QSplitter,
+    QTableView,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.views.tensor_inspector import InspectedTensor, TensorInspector
+from engine.dispatch.bundle import Bundle, BundleError, DispatchEntry
+from engine.dispatch.graph import dependency_graph
+
+COLUMNS = ("#", "Dispatch", "Workgroups", "Inputs", "Outputs", "Health")
+_ROOT = QModelIndex()  # the invalid parent of a flat table
+
+
+class DispatchRunModel(QAbstractTableModel):
+    """Dispatch entries as rows; appending keeps the view live during a capture."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.entries: list[DispatchEntry] = []
+
+    def set_entries(self, entries: list[DispatchEntry]) -> None:
+        self.beginResetModel()
+        self.entries = list(entries)
+        self.endResetModel()
+
+    def append(self, entry: DispatchEntry) -> None:
+        n = len(self.entries)
+        self.beginInsertRows(QModelIndex(), n, n)
+        self.entries.append(entry)
+        self.endInsertRows()
+
+    def rowCount(self, parent=_ROOT) -> int:  # noqa: N802 (Qt's name)
+        return 0 if parent.isValid() else len(self.entries)
+
+    def columnCount(self, parent=_ROOT) -> int:  # noqa: N802
+        return 0 if parent.isValid() else len(COLUMNS)
+
+    def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):  # noqa: N802
+        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
+            return COLUMNS[section]
+        return None
+
+    def data(self, index: QModelIndex, role=Qt.ItemDataRole.DisplayRole):
+        if not index.isValid():
+            return None
+        e = self.entries[index.row()]
+        col = index.column()
+        if role == Qt.ItemDataRole.DisplayRole:
+            if col == 0:
+                return str(e.ordinal)
+            if col == 1:
+                return e.name
+            if col == 2:
+                return "x".join(str(w) for w in e.workgroups) if e.workgroups else "-"
+            if col == 3:
+                return " ".join(e.input_types) or "-"
+            if col == 4:
+                return " ".join(e.output_types) or "-"
+            return e.health
+        if role == Qt.ItemDataRole.ForegroundRole and col == 5 and e.health != "ok":
+            return QBrush(QColor(200, 30, 30))
+        if role == Qt.ItemDataRole.ToolTipRole and col == 1:
+            return f"executable {e.executable}; tensors from {e.tensors_from}"
+        return None
+
+
+class DispatchRunView(QWidget):
+    """The run's dispatches over the tensor inspector of the picked one."""
+
+    dispatchSelected = Signal(object)  # noqa: N815 (Qt signal naming) - the DispatchEntry
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.bundle: Bundle | None = None
+        self.reference: Bundle | None = None
+        self.setAcceptDrops(True)
+        self.title = QLabel("Open or drop a capture bundle (iree-lens capture --out=DIR).", self)
+        self.title.setWordWrap(True)
+        self.open_button = QPushButton("Open bundle…", self)
+        self.open_button.clicked.connect(self._pick_bundle)
+        self.compare_button = QPushButton("Compare with bundle…", self)
+        self.compare_button.clicked.connect(self._pick_reference)
+        self.dot_button = QPushButton("Export graph (DOT)…", self)
+        self.dot_button.clicked.connect(self._export_dot)
+        self.model = DispatchRunModel(self)
+        self.table = QTableView(self)
+        self.table.setModel(self.model)
+        self.table.setSelectionBehavior(QTableView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QTableView.SelectionMode.SingleSelection)
+        self.table.verticalHeader().setVisible(False)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)  # IREE's long export names
+        self.table.selectionModel().currentRowChanged.connect(lambda cur, _prev: self.show_row(cur.row()))
+        self.inspector = TensorInspector(self)
+
+        bar = QHBoxLayout()
+        bar.addWidget(self.title, 1)
+        bar.addWidget(self.open_button)
+        bar.addWidget(self.compare_button)
+        bar.addWidget(self.dot_button)
+        splitter = QSplitter(Qt.Orientation.Vertical, self)
+        splitter.addWidget(self.table)
+        splitter.addWidget(self.inspector)
+        splitter.setSizes([220, 500])
+        layout = QVBoxLayout(self)
+        layout.addLayout(bar)
+        layout.addWidget(splitter, 1)
+
+    # -- feeding
+
+    def open_bundle(self, path: str | Path) -> bool:
+        """Show a capture bundle; a bad one is reported in the title (never raised)."""
+        try:
+            bundle = Bundle(path)
+        except BundleError as e:
+            self.title.setText(f"Cannot open {path}: {e}")
+            return False
+        self.bundle = bundle
+        m = bundle.manifest
+        self.title.setText(
+            f"{Path(bundle.module).name} @{bundle.function} — {len(bundle.dispatches)} dispatches "
+            f"({m.get('engine', '?')} engine, {m.get('device', '?')})"
+        )
+        self.model.set_entries(bundle.dispatches)
+        if bundle.dispatches:
+            self.table.selectRow(0)
+        return True
+
+    def add_live_dispatch(self, entry: DispatchEntry) -> None:
+        """A dispatch captured by a run in progress (call on the GUI thread)."""
+        self.model.append(entry)
+
+    def set_reference(self, path: str | Path) -> bool:
+        """Another run's bundle: each dispatch's tensors are compared with the same ordinal's there."""
+        try:
+            self.reference = Bundle(path)
+        except BundleError as e:
+            self.title.setText(f"Cannot open {path}: {e}")
+            return False
+        row = self.table.currentIndex().row()
+        if row >= 0:
+            self.show_row(row)
+        return True
+
+    def show_row(self, row: int) -> None:
+        if self.bundle is None or not 0 <= row < len(self.model.entries):
+            return
+        entry = self.model.entries[row]
+        tensors = []
+        for which in ("inputs", "outputs"):
+            arrays = self.bundle.dispatch_tensors(entry, which)
+            types = entry.input_types if which == "inputs" else entry.output_types
+            refs = self._reference_tensors(entry, which)
+            for i, a in enumerate(arrays):
+                label = f"{which[:-1]} {i}"
+                ref = refs[i] if refs is not None and i < len(refs) else None
+                tensors.append(InspectedTensor(label, a, types[i] if i < len(types) else "", ref))
+        self.inspector.set_tensors(tensors)
+        self.dispatchSelected.emit(entry)
+
+    def _reference_tensors(self, entry: DispatchEntry, which: str):
+        if self.reference is None:
+            return None
+        same = [d for d in self.reference.dispatches if d.ordinal == entry.ordinal and d.name == entry.name]
+        return self.reference.dispatch_tensors(same[0], which) if same else None
+
+    def dot(self) -> str:
+        return dependency_graph(self.model.entries).to_dot()
+
+    # -- user actions
+
+    def _pick_bundle(self) -> None:
+        path = QFileDialog.getExistingDirectory(self, "Capture bundle")
+        if path:
+            self.open_bundle(path)
+
+    def _pick_reference(self) -> None:
+        path = QFileDialog.getExistingDirectory(self, "Bundle to compare with")
+        if path:
+            self.set_reference(path)
+
+    def _export_dot(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, "Dependency graph", "dispatches.dot", "DOT (*.dot)")
+        if path:
+            Path(path).write_text(self.dot())
+
+    def dragEnterEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        if event.mimeData().hasUrls():
+            event.acceptProposedAction()
+
+    def dropEvent(self, event) -> None:  # noqa: N802
+        for url in event.mimeData().urls():
+            if url.isLocalFile() and self.open_bundle(url.toLocalFile()):
+                event.acceptProposedAction()
+                return
+
+
+def is_bundle(path: str | Path) -> bool:
+    """Whether ``path`` is a capture bundle (a directory with manifest.json, the manifest, or a .zip)."""
+    p = Path(path)
+    return (p.is_dir() and (p / "manifest.json").is_file()) or p.name == "manifest.json" or p.suffix == ".zip"

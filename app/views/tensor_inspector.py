@@ -1,0 +1,425 @@
+"""The tensor inspector: each input and output of a dispatch, with statistics, a 2-D slice as a table and
+as a heatmap, a histogram, and a comparison with golden data or another run.
+
+The engine (``engine.dispatch``) keeps and computes; this view draws. Big tensors stay fluid: the table
+model is asked only for visible cells, and the heatmap shows at most ``MAX_PIXELS`` samples per side of
+the visible region (re-sampled at full resolution when the user zooms in).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QRectF, Qt, QTimer, Signal
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDoubleSpinBox,
+    QFileDialog,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QPushButton,
+    QSpinBox,
+    QSplitter,
+    QTableView,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from engine.dispatch.compare import Comparison, compare, error_map, load_golden
+from engine.dispatch.statistics import TensorStats, histogram, plane, tensor_stats
+from engine.dispatch.tensor_types import TensorType, element_name, view_bytes
+
+MAX_PIXELS = 1024
+_ROOT = QModelIndex()  # the invalid parent of a flat table
+
+
+@dataclass
+class InspectedTensor:
+    """One tensor shown by the inspector: a label (``output 0``), its array and its type."""
+
+    label: str
+    array: np.ndarray
+    type_text: str = ""
+    reference: np.ndarray | None = None  # the same tensor in another run / golden data
+
+
+def _fmt(value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def stats_text(s: TensorStats) -> str:
+    shape = "x".join(str(d) for d in s.shape) or "scalar"
+    return (
+        f"{shape} {s.element}   min {_fmt(s.min)}   max {_fmt(s.max)}   mean {_fmt(s.mean)}   "
+        f"std {_fmt(s.std)}   NaN {s.nan}   Inf {s.posinf + s.neginf}"
+    )
+
+
+class PlaneModel(QAbstractTableModel):
+    """A 2-D numpy array as a table; Qt asks only for the cells it shows, so size does not matter."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.values = np.zeros((0, 0))
+
+    def set_plane(self, values: np.ndarray) -> None:
+        self.beginResetModel()
+        self.values = values
+        self.endResetModel()
+
+    def rowCount(self, parent=_ROOT) -> int:  # noqa: N802 (Qt's name)
+        return 0 if parent.isValid() else int(self.values.shape[0])
+
+    def columnCount(self, parent=_ROOT) -> int:  # noqa: N802
+        return 0 if parent.isValid() else int(self.values.shape[1])
+
+    def data(self, index: QModelIndex, role=Qt.ItemDataRole.DisplayRole):
+        if role == Qt.ItemDataRole.DisplayRole and index.isValid():
+            v = self.values[index.row(), index.column()]
+            return str(v) if self.values.dtype.kind in "iub" else f"{float(v):.6g}"
+        if role == Qt.ItemDataRole.TextAlignmentRole:
+            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        return None
+
+    def headerData(self, section: int, orientation, role=Qt.ItemDataRole.DisplayRole):  # noqa: N802
+        if role == Qt.ItemDataRole.DisplayRole:
+            return str(section)
+        return None
+
+
+class Heatmap(pg.GraphicsLayoutWidget):
+    """A 2-D array as an image with a colour bar; hovering reports the index and value under the mouse.
+
+    Only the visible region is sampled (at most ``MAX_PIXELS`` per side): zooming in re-samples it.
+    """
+
+    hovered = Signal(int, int, object)  # row, column, value
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.values = np.zeros((1, 1), np.float32)
+        self.view = self.addViewBox(lockAspect=False, invertY=True)
+        self.image = pg.ImageItem(axisOrder="row-major")
+        self.image.setColorMap(pg.colormap.get("viridis"))
+        self.view.addItem(self.image)
+        self.colorbar = pg.ColorBarItem(colorMap=pg.colormap.get("viridis"), interactive=False, width=12)
+        self.colorbar.setImageItem(self.image)
+        self.addItem(self.colorbar)
+        self.levels = (0.0, 1.0)
+        self.sampled: tuple[int, int, int, int, int, int] = (0, 1, 1, 0, 1, 1)  # r0, r1, rs, c0, c1, cs
+        self._resample = QTimer(self, singleShot=True, interval=60)
+        self._resample.timeout.connect(self._sample_visible)
+        self.view.sigRangeChanged.connect(lambda *_: self._resample.start())
+        self.scene().sigMouseMoved.connect(self._mouse_moved)
+
+    def set_values(self, values: np.ndarray, levels: tuple[float, float] | None = None) -> None:
+        self.values = values
+        if levels is None:
+            finite = _finite_levels(values)
+            levels = finite if finite is not None else (0.0, 1.0)
+        if levels[0] == levels[1]:
+            levels = (levels[0] - 0.5, levels[1] + 0.5)
+        self.levels = levels
+        self._sample(0, values.shape[0], 0, values.shape[1])
+        self.view.setRange(QRectF(0, 0, values.shape[1], values.shape[0]), padding=0)
+
+    def _sample(self, r0: int, r1: int, c0: int, c1: int) -> None:
+        rs = max(1, -(-(r1 - r0) // MAX_PIXELS))
+        cs = max(1, -(-(c1 - c0) // MAX_PIXELS))
+        block = np.asarray(self.values[r0:r1:rs, c0:c1:cs], dtype=np.float32)
+        self.sampled = (r0, r1, rs, c0, c1, cs)
+        self.image.setImage(block, levels=self.levels, autoLevels=False)
+        self.image.setRect(QRectF(c0, r0, block.shape[1] * cs, block.shape[0] * rs))
+        self.colorbar.setLevels(self.levels)
+
+    def _sample_visible(self) -> None:
+        (x0, x1), (y0, y1) = self.view.viewRange()
+        rows, cols = self.values.shape
+        r0, r1 = max(0, int(y0)), min(rows, int(np.ceil(y1)) + 1)
+        c0, c1 = max(0, int(x0)), min(cols, int(np.ceil(x1)) + 1)
+        if r1 <= r0 or c1 <= c0:
+            return
+        if (r0, r1, c0, c1) != (self.sampled[0], self.sampled[1], self.sampled[3], self.sampled[4]):
+            self._sample(r0, r1, c0, c1)
+
+    def _mouse_moved(self, pos) -> None:
+        if not self.view.sceneBoundingRect().contains(pos):
+            return
+        p = self.view.mapSceneToView(pos)
+        r, c = int(np.floor(p.y())), int(np.floor(p.x()))
+        if 0 <= r < self.values.shape[0] and 0 <= c < self.values.shape[1]:
+            self.hovered.emit(r, c, self.values[r, c])
+
+
+def _finite_levels(values: np.ndarray) -> tuple[float, float] | None:
+    sample = np.asarray(values[:: max(1, values.shape[0] // 512), :: max(1, values.shape[1] // 512)])
+    sample = sample.astype(np.float64)
+    finite = sample[np.isfinite(sample)]
+    if finite.size == 0:
+        return None
+    return float(finite.min()), float(finite.max())
+
+
+class TensorInspector(QWidget):
+    """Tensors of one dispatch (or any arrays): pick one, see its numbers, compare it."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.tensors: list[InspectedTensor] = []
+        self.current: InspectedTensor | None = None
+        self.array: np.ndarray = np.zeros(0)  # the current tensor as typed now
+        self.stats: TensorStats | None = None
+        self.comparison: Comparison | None = None
+
+        self.tensor_list = QListWidget(self)
+        self.tensor_list.currentRowChanged.connect(self._show_index)
+        self.summary = QLabel("No tensor.", self)
+        self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.hover = QLabel("", self)
+
+        # Slice: which two axes are rows/columns, and the index along the others.
+        self.row_axis = QComboBox(self)
+        self.col_axis = QComboBox(self)
+        self.row_axis.currentIndexChanged.connect(self._axes_changed)
+        self.col_axis.currentIndexChanged.connect(self._axes_changed)
+        self.index_box = QHBoxLayout()
+        self.index_spins: list[QSpinBox] = []
+        # Type override: reinterpret the bytes (``4x16xf32``).
+        self.type_edit = QLineEdit(self)
+        self.type_edit.setPlaceholderText("type, e.g. 4x16xf32")
+        self.type_edit.returnPressed.connect(self._apply_type)
+        self.type_error = QLabel("", self)
+
+        self.table_model = PlaneModel(self)
+        self.table = QTableView(self)
+        self.table.setModel(self.table_model)
+        self.heatmap = Heatmap(self)
+        self.heatmap.hovered.connect(self._hovered)
+        self.histogram = pg.PlotWidget(self)
+        self.histogram.setLabel("bottom", "value")
+        self.histogram.setLabel("left", "count")
+
+        # Compare: golden file or the reference set by the caller; tolerances; error heatmap.
+        self.atol = QDoubleSpinBox(self, decimals=8, maximum=1e9, singleStep=1e-6)
+        self.rtol = QDoubleSpinBox(self, decimals=8, maximum=1e9, singleStep=1e-6)
+        self.atol.valueChanged.connect(self._compare)
+        self.rtol.valueChanged.connect(self._compare)
+        self.golden_button = QPushButton("Load golden .npy/.npz…", self)
+        self.golden_button.clicked.connect(self._pick_golden)
+        self.compare_summary = QLabel("No reference: load golden data or open another run.", self)
+        self.compare_summary.setWordWrap(True)
+        self.error_heatmap = Heatmap(self)
+        compare_page = QWidget(self)
+        cl = QVBoxLayout(compare_page)
+        row = QHBoxLayout()
+        row.addWidget(self.golden_button)
+        row.addWidget(QLabel("atol"))
+        row.addWidget(self.atol)
+        row.addWidget(QLabel("rtol"))
+        row.addWidget(self.rtol)
+        cl.addLayout(row)
+        cl.addWidget(self.compare_summary)
+        cl.addWidget(self.error_heatmap, 1)
+
+        self.tabs = QTabWidget(self)
+        self.tabs.addTab(self.heatmap, "Heatmap")
+        self.tabs.addTab(self.table, "Table")
+        self.tabs.addTab(self.histogram, "Histogram")
+        self.tabs.addTab(compare_page, "Compare")
+
+        controls = QFormLayout()
+        axes = QHBoxLayout()
+        axes.addWidget(QLabel("rows"))
+        axes.addWidget(self.row_axis)
+        axes.addWidget(QLabel("columns"))
+        axes.addWidget(self.col_axis)
+        axes.addLayout(self.index_box)
+        axes.addStretch(1)
+        controls.addRow("Slice", axes)
+        type_row = QHBoxLayout()
+        type_row.addWidget(self.type_edit)
+        type_row.addWidget(self.type_error, 1)
+        controls.addRow("Type", type_row)
+
+        right = QWidget(self)
+        rl = QVBoxLayout(right)
+        rl.setContentsMargins(0, 0, 0, 0)
+        rl.addWidget(self.summary)
+        rl.addLayout(controls)
+        rl.addWidget(self.tabs, 1)
+        rl.addWidget(self.hover)
+        splitter = QSplitter(self)
+        splitter.addWidget(self.tensor_list)
+        splitter.addWidget(right)
+        splitter.setStretchFactor(1, 4)
+        splitter.setSizes([160, 800])
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(splitter)
+
+    # -- public
+
+    def set_tensors(self, tensors: list[InspectedTensor]) -> None:
+        self.tensors = list(tensors)
+        self.tensor_list.clear()
+        for t in self.tensors:
+            self.tensor_list.addItem(f"{t.label}  {t.type_text}")
+        if self.tensors:
+            self.tensor_list.setCurrentRow(0)
+        else:
+            self.current = None
+            self.summary.setText("No tensor.")
+
+    def set_reference(self, position: int, reference: np.ndarray | None) -> None:
+        """Compare tensor ``position`` with ``reference`` (the same tensor of another run)."""
+        self.tensors[position].reference = reference
+        if self.current is self.tensors[position]:
+            self._compare()
+
+    def load_golden(self, path: str) -> None:
+        """Golden data for the current tensor: the .npy, or the .npz entry at its position (or its label)."""
+        arrays = load_golden(path)
+        if self.current is None or not arrays:
+            return
+        names = dict(arrays)
+        position = self.tensors.index(self.current)
+        chosen = names.get(self.current.label) or arrays[min(position, len(arrays) - 1)][1]
+        self.current.reference = chosen
+        self._compare()
+
+    # -- showing one tensor
+
+    def _show_index(self, i: int) -> None:
+        if not 0 <= i < len(self.tensors):
+            return
+        self.current = self.tensors[i]
+        self.array = np.asarray(self.current.array)
+        self.type_edit.setText(self.current.type_text or _type_text(self.array))
+        self.type_error.setText("")
+        self._show_array()
+
+    def _show_array(self) -> None:
+        a = self.array
+        self.stats = tensor_stats(a)
+        self.summary.setText(f"{self.current.label}: {stats_text(self.stats)}")
+        dims = [f"d{k} ({n})" for k, n in enumerate(a.shape)] or ["scalar"]
+        for combo, default in ((self.row_axis, max(0, a.ndim - 2)), (self.col_axis, max(0, a.ndim - 1))):
+            combo.blockSignals(True)
+            combo.clear()
+            combo.addItems(dims)
+            combo.setCurrentIndex(default)
+            combo.blockSignals(False)
+        self._axes_changed()
+        counts, edges = histogram(a)
+        self.histogram.clear()
+        self.histogram.plot(edges, counts, stepMode="center", fillLevel=0, brush=(80, 140, 220, 160))
+        self._compare()
+
+    def _axes_changed(self) -> None:
+        a = self.array
+        for spin in self.index_spins:
+            self.index_box.removeWidget(spin)
+            spin.deleteLater()
+        self.index_spins = []
+        if a.ndim >= 2:
+            rows, cols = self.row_axis.currentIndex(), self.col_axis.currentIndex()
+            if rows == cols:
+                cols = a.ndim - 1 if rows != a.ndim - 1 else a.ndim - 2
+            for d in range(a.ndim):
+                if d in (rows, cols):
+                    continue
+                spin = QSpinBox(self, minimum=0, maximum=max(0, a.shape[d] - 1))
+                spin.setPrefix(f"d{d}=")
+                spin.valueChanged.connect(self._update_plane)
+                self.index_box.addWidget(spin)
+                self.index_spins.append(spin)
+        self._update_plane()
+
+    def current_plane(self, array: np.ndarray | None = None) -> np.ndarray:
+        """The slice shown (of ``array``, default the current tensor; same shape as it)."""
+        a = self.array if array is None else array
+        if a.ndim < 2:
+            return plane(a)
+        rows, cols = self.row_axis.currentIndex(), self.col_axis.currentIndex()
+        if rows == cols:
+            cols = a.ndim - 1 if rows != a.ndim - 1 else a.ndim - 2
+        return plane(a, (rows, cols), tuple(s.value() for s in self.index_spins))
+
+    def _update_plane(self) -> None:
+        p = self.current_plane()
+        self.table_model.set_plane(p)
+        values = p if p.dtype.kind in "fiub" and p.dtype.itemsize >= 1 else p.astype(np.float32)
+        if values.dtype == np.bool_:
+            values = values.astype(np.uint8)
+        levels = (self.stats.min, self.stats.max) if self.stats and self.stats.min is not None else None
+        self.heatmap.set_values(values, levels)
+        if self.current is not None and self.current.reference is not None:
+            self._compare()
+
+    def _hovered(self, r: int, c: int, value) -> None:
+        text = str(value) if np.asarray(value).dtype.kind in "iub" else f"{float(value):.7g}"
+        self.hover.setText(f"[{r}, {c}] = {text}")
+
+    def _apply_type(self) -> None:
+        if self.current is None:
+            return
+        try:
+            wanted = TensorType.parse(self.type_edit.text())
+        except ValueError as e:
+            self.type_error.setText(str(e))
+            return
+        typed, got = view_bytes(np.asarray(self.current.array), wanted)
+        if got.source == "raw":
+            self.type_error.setText(
+                f"{wanted} needs {wanted.byte_length} bytes; the tensor has {np.asarray(self.current.array).nbytes}"
+            )
+            return
+        self.type_error.setText("")
+        self.array = typed
+        item = self.tensor_list.currentItem()
+        if item is not None:
+            item.setText(f"{self.current.label}  {got}")
+        self._show_array()
+
+    # -- comparing
+
+    def _pick_golden(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Golden data", "", "NumPy (*.npy *.npz)")
+        if path:
+            self.load_golden(path)
+
+    def _compare(self) -> None:
+        ref = self.current.reference if self.current is not None else None
+        if ref is None:
+            self.comparison = None
+            self.compare_summary.setText("No reference: load golden data or open another run.")
+            return
+        a = self.array
+        ref = np.asarray(ref)
+        if ref.size == a.size and ref.shape != a.shape:
+            ref = ref.reshape(a.shape)
+        self.comparison = c = compare(a, ref, self.atol.value(), self.rtol.value())
+        if not c.shape_matches:
+            self.compare_summary.setText(f"Cannot compare: {c.note}")
+            return
+        verdict = "match" if c.ok else f"{c.mismatches} of {c.count} elements differ"
+        self.compare_summary.setText(
+            f"{verdict}; max abs error {c.max_abs_error:.6g}, max rel error {c.max_rel_error:.6g}"
+            + (f", first at {list(c.first_mismatch)}" if c.first_mismatch is not None else "")
+        )
+        errors = error_map(a, ref)
+        self.error_heatmap.set_values(self.current_plane(errors))
+
+
+def _type_text(array: np.ndarray) -> str:
+    return "x".join([*(str(d) for d in array.shape), element_name(array.dtype)])

@@ -1,0 +1,151 @@
+"""The tensor inspector and the dispatch run list, on real captures of compiled programs."""
+
+from __future__ import annotations
+
+import subprocess
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
+from PySide6.QtGui import QDropEvent
+from support import iree_tool
+
+from app.main import configure_pyqtgraph
+from app.views.dispatch_run_list import DispatchRunView
+from app.views.tensor_inspector import InspectedTensor, TensorInspector
+from engine.compiler.targets import target_flags
+from engine.dispatch.capture import capture_debug
+from engine.samples import sample_path
+
+configure_pyqtgraph()
+
+
+@pytest.fixture(scope="module")
+def mlp_bundle(tmp_path_factory):
+    root = tmp_path_factory.mktemp("views")
+    vmfb = root / "mlp.vmfb"
+    subprocess.run(
+        [iree_tool("iree-compile"), str(sample_path("mlp")), *target_flags("llvm-cpu"), "-o", str(vmfb)],
+        check=True, capture_output=True,
+    )
+    x = np.linspace(-3, 3, 32, dtype=np.float32).reshape(2, 16)
+    np.save(root / "x.npy", x)
+    capture_debug(vmfb, "main", [f"@{root / 'x.npy'}"], root / "bundle")
+    return root / "bundle"
+
+
+def _shot(widget, name: str) -> None:
+    widget.grab().save(f"/tmp/tensor_{name}.png")
+
+
+def test_inspector_shows_stats_slices_and_hover_values(qtbot):
+    view = TensorInspector()
+    qtbot.addWidget(view)
+    view.resize(1000, 700)
+    a = np.arange(3 * 40 * 60, dtype=np.float32).reshape(3, 40, 60) / 100.0
+    a[1, 5, 7] = np.nan
+    view.set_tensors([InspectedTensor("output 0", a, "3x40x60xf32")])
+    view.show()
+    qtbot.waitExposed(view)
+    assert "3x40x60 f32" in view.summary.text() and "NaN 1" in view.summary.text()
+    # Default slice: the last two axes at d0 = 0; moving d0 to 1 shows that plane in the table.
+    assert view.table_model.rowCount() == 40 and view.table_model.columnCount() == 60
+    view.index_spins[0].setValue(1)
+    idx = view.table_model.index(2, 3)
+    assert view.table_model.data(idx) == f"{a[1, 2, 3]:.6g}"
+    assert view.table_model.data(view.table_model.index(5, 7)) == "nan"
+    # Rows = d0, columns = d2 at d1 = 4.
+    view.row_axis.setCurrentIndex(0)
+    view.col_axis.setCurrentIndex(2)
+    view.index_spins[0].setValue(4)
+    assert np.array_equal(view.current_plane(), a[:, 4, :], equal_nan=True)
+    # Hovering the heatmap reports the index and value under the mouse.
+    view.row_axis.setCurrentIndex(1)
+    view.col_axis.setCurrentIndex(2)
+    view.index_spins[0].setValue(2)
+    heat = view.heatmap
+    qtbot.wait(50)
+    scene_pos = heat.view.mapViewToScene(QPointF(10.5, 20.5))
+    heat.scene().sigMouseMoved.emit(scene_pos)
+    assert view.hover.text() == f"[20, 10] = {a[2, 20, 10]:.7g}"
+    _shot(view, "inspector_heatmap")
+    view.tabs.setCurrentIndex(1)
+    _shot(view, "inspector_table")
+    view.tabs.setCurrentIndex(2)
+    _shot(view, "inspector_histogram")
+
+
+def test_type_override_and_golden_compare(qtbot, tmp_path):
+    view = TensorInspector()
+    qtbot.addWidget(view)
+    view.resize(1000, 700)
+    values = np.linspace(0, 1, 64, dtype=np.float32).reshape(8, 8)
+    raw = values.view(np.uint8).reshape(-1)  # what an untyped binding looks like
+    view.set_tensors([InspectedTensor("binding 1", raw, "256xu8")])
+    view.type_edit.setText("8x8xf32")
+    view.type_edit.returnPressed.emit()
+    assert view.array.shape == (8, 8) and view.array.dtype == np.float32
+    view.type_edit.setText("100xf32")
+    view.type_edit.returnPressed.emit()
+    assert "needs 400 bytes" in view.type_error.text() and view.array.shape == (8, 8)
+    golden = values.copy()
+    golden[3, 4] += 0.25
+    np.save(tmp_path / "golden.npy", golden)
+    view.load_golden(str(tmp_path / "golden.npy"))
+    assert "1 of 64 elements differ" in view.compare_summary.text()
+    assert view.comparison.first_mismatch == (3, 4)
+    err = view.error_heatmap.values
+    assert err[3, 4] == pytest.approx(0.25) and err.sum() == pytest.approx(0.25)
+    view.atol.setValue(0.3)
+    assert view.compare_summary.text().startswith("match")
+    view.tabs.setCurrentIndex(3)
+    view.show()
+    qtbot.waitExposed(view)
+    view.atol.setValue(0.0)
+    _shot(view, "inspector_compare")
+
+
+def test_big_tensor_heatmap_samples_only_the_visible_region(qtbot):
+    view = TensorInspector()
+    qtbot.addWidget(view)
+    big = np.random.default_rng(0).standard_normal((4096, 4096)).astype(np.float32)
+    view.set_tensors([InspectedTensor("output 0", big)])
+    heat = view.heatmap
+    assert heat.image.image.shape == (1024, 1024)  # downsampled whole tensor
+    heat.view.setRange(xRange=(100, 300), yRange=(1000, 1100), padding=0)
+    qtbot.waitUntil(lambda: heat.sampled[2] == 1, timeout=3000)
+    r0, r1, rs, c0, c1, cs = heat.sampled
+    assert rs == cs == 1 and r0 <= 1000 and r1 >= 1100 and r1 - r0 < 200
+    assert np.array_equal(heat.image.image, big[r0:r1, c0:c1])
+
+
+def test_run_list_opens_a_bundle_by_drop_and_shows_each_dispatch(qtbot, mlp_bundle, tmp_path):
+    view = DispatchRunView()
+    qtbot.addWidget(view)
+    view.resize(1100, 800)
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(mlp_bundle))])
+    drop = QDropEvent(QPoint(10, 10), Qt.DropAction.CopyAction, mime, Qt.MouseButton.NoButton,
+                      Qt.KeyboardModifier.NoModifier)
+    view.dropEvent(drop)
+    assert view.model.rowCount() == 2 and "2 dispatches" in view.title.text()
+    m = view.model
+    assert m.data(m.index(0, 1)) == "main_dispatch_0_matmul_2x32x16_f32"
+    assert m.data(m.index(0, 2)) == "1x1x1" and m.data(m.index(1, 5)) == "ok"
+    with qtbot.waitSignal(view.dispatchSelected) as picked:
+        view.table.selectRow(1)
+    assert picked.args[0].ordinal == 1
+    labels = [t.label for t in view.inspector.tensors]
+    assert labels == ["input 0", "output 0"] and view.inspector.array.shape == (2, 32)
+    assert [t.type_text for t in view.inspector.tensors] == ["2x32xf32", "2x4xf32"]
+    assert "d0 -> d1" in view.dot()
+    # Compared with itself, every tensor matches.
+    assert view.set_reference(mlp_bundle)
+    view.inspector.tensor_list.setCurrentRow(1)
+    assert view.inspector.compare_summary.text().startswith("match")
+    view.show()
+    qtbot.waitExposed(view)
+    _shot(view, "run_list")
+    # A folder that is not a bundle is reported, and the shown run stays.
+    assert not view.open_bundle(tmp_path)
+    assert "no manifest.json" in view.title.text() and view.model.rowCount() == 2
