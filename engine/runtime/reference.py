@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -40,6 +41,9 @@ class ReferenceRunner:
     module_path: str | Path
     device_uri: str = "local-sync"
     extra_modules: list = field(default_factory=list)
+    # An ``iree.runtime.HalModuleDebugSink``: its callback receives each trace point (a module compiled
+    # with ``--iree-flow-trace-dispatch-tensors``) on the invoking thread, and may block there.
+    debug_sink: Any = None
 
     def __post_init__(self) -> None:
         import iree.runtime as rt  # the heavy import happens only when a reference run is wanted
@@ -48,7 +52,7 @@ class ReferenceRunner:
         try:
             self.instance = rt.VmInstance()
             self.device = rt.get_device(self.device_uri)
-            hal = rt.create_hal_module(self.instance, self.device)
+            hal = rt.create_hal_module(self.instance, self.device, debug_sink=self.debug_sink)
             # Loaded into writable memory, as IREE's tools do: some kernels write in place into buffers imported
             # from the module's constant data, and a read-only map makes them crash (architecture note).
             with open(self.module_path, "rb") as fh:

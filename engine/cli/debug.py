@@ -1,0 +1,333 @@
+"""``iree-lens debug``: a headless debugger over the session protocol, in the manner of ``gdb -batch -x``.
+
+The commands file (``engine.session.script``) drives an in-process session, the window's protocol: the
+debug engine (``DebugSession``: our VM and emulated HAL, every breakpoint kind) or the reference engine
+(``ReferenceSession``: IREE's runtime, dispatch breakpoints at a traced module's trace points).
+
+The program starts with the first run command (``continue`` runs to the first stop; ``step``/``next``
+start from the function's entry, which prints nothing). With ``--json`` each stop prints exactly one line
+
+    {"reason": ..., "function": ..., "pc": ..., "depth": ..., "dispatch": null | {"ordinal": N,
+     "name": ..., "when": "before"|"after"}, "registers": {"i32": [...], "ref": [...]}}
+
+and the end of the program ``{"reason": "finished", ..., "results": TEXT, "outputs": [...]}``. Exit
+status: 0, 1 when the program or a command failed, 2 for a bad commands file or arguments.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from engine.errors import LensError
+from engine.session.protocol import (
+    Answer,
+    Breakpoint,
+    Call,
+    Continue,
+    Crashed,
+    Evaluate,
+    Event,
+    Failed,
+    Finished,
+    Open,
+    Opened,
+    SetBreakpoints,
+    Step,
+    StepMode,
+    Stopped,
+)
+from engine.session.script import ScriptCommand, ScriptError, check_for_reference, parse_script
+
+_STEP_MODES = {"step": StepMode.INTO, "next": StepMode.OVER, "finish": StepMode.OUT}
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "debug", help="run a debugger commands file on a function of a .vmfb (like gdb -batch -x)"
+    )
+    p.add_argument("module", help="the .vmfb to debug")
+    p.add_argument("--function", required=True, help="exported function to call")
+    p.add_argument("--input", action="append", default=[], help="an input, as iree-run-module takes it")
+    p.add_argument("--device", default="local-sync", help="local-sync, local-task or vulkan (default local-sync)")
+    p.add_argument(
+        "--engine",
+        choices=("debug", "reference"),
+        default="debug",
+        help="debug: IREE Lens's VM and emulated HAL (every breakpoint); reference: IREE's runtime, "
+        "dispatch breakpoints at the trace points of a module compiled with --iree-flow-trace-dispatch-tensors",
+    )
+    p.add_argument("--commands", required=True, metavar="FILE", help="one debugger command a line")
+    p.add_argument("--json", action="store_true", help="one JSON object a line for each stop")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    try:
+        text = Path(args.commands).read_text()
+    except OSError as e:
+        print(f"iree-lens debug: cannot read the commands file: {e}", file=sys.stderr)
+        return 2
+    try:
+        commands = parse_script(text, args.commands)
+        if args.engine == "reference":
+            check_for_reference(commands, args.commands)
+    except ScriptError as e:
+        print(f"iree-lens debug: {e}", file=sys.stderr)
+        return 2
+    return Debugger(args, commands).run()
+
+
+def stop_json(stop: Stopped | None, function: str, registers: dict | None = None) -> dict[str, Any]:
+    """The one-line JSON of a stop (the format ``--json`` prints)."""
+    frames = stop.location.frames if stop is not None else ()
+    info = stop.location.dispatch_info if stop is not None else None
+    top = frames[-1] if frames else None
+    return {
+        "reason": str(stop.reason) if stop is not None else None,
+        "function": top.function if top is not None else function,
+        "pc": top.pc if top is not None else None,
+        "depth": len(frames),
+        "dispatch": info.to_json() if info is not None else None,
+        "registers": registers if registers is not None else (stop.detail.get("registers", {}) if stop else {}),
+    }
+
+
+def describe_stop(stop: Stopped, function: str) -> str:
+    parts = [f"Stopped ({stop.reason})"]
+    info = stop.location.dispatch_info
+    if info is not None:
+        parts.append(f"{info.when} dispatch #{info.ordinal} {info.export}")
+    frames = stop.location.frames
+    if frames:
+        f = frames[-1]
+        parts.append(f"in {f.function} pc {f.pc:#x}" + (f": {f.instruction}" if f.instruction else ""))
+    else:
+        parts.append(f"in {function}")
+    if stop.detail.get("nan_bindings"):
+        parts.append(f"(NaN/Inf written to bindings {stop.detail['nan_bindings']})")
+    return " ".join(parts)
+
+
+class Debugger:
+    """Runs parsed script commands against a session; prints stops as text or JSON lines."""
+
+    def __init__(self, args, commands: list[ScriptCommand]):
+        self.args = args
+        self.commands = commands
+        self.events: queue.Queue[Event] = queue.Queue()
+        self.breakpoints: list[Breakpoint] = []
+        self.state = "not started"  # not started | stopped | finished
+        self.last_stop: Stopped | None = None
+        self.finished: Finished | None = None
+        self.status = 0
+
+    # -- output
+
+    def _print(self, obj: dict[str, Any] | str) -> None:
+        print(json.dumps(obj) if isinstance(obj, dict) else obj, flush=True)
+
+    def _error(self, command: ScriptCommand | None, message: str) -> None:
+        where = f"{self.args.commands}:{command.line}: " if command is not None else ""
+        print(f"iree-lens debug: {where}{message}", file=sys.stderr, flush=True)
+        self.status = 1
+
+    # -- the session
+
+    def _make_session(self):
+        from engine.session.inprocess import InProcessSession
+
+        if self.args.engine == "reference":
+            from engine.session.reference_session import ReferenceSession
+
+            return InProcessSession(ReferenceSession, self.events.put)
+        from engine.session.debug_session import DebugSession
+
+        return InProcessSession(DebugSession, self.events.put)
+
+    def _next(self) -> Event:
+        return self.events.get()
+
+    def run(self) -> int:
+        self.session = self._make_session()
+        try:
+            self.session.send(Open(str(self.args.module), self.args.device))
+            opened = self._next()
+            if not isinstance(opened, Opened):
+                print(f"iree-lens debug: {getattr(opened, 'message', opened)}", file=sys.stderr)
+                return 1
+            if self.args.function not in opened.functions:
+                print(
+                    f"iree-lens debug: function {self.args.function!r} not found; exports: "
+                    f"{', '.join(opened.functions)}",
+                    file=sys.stderr,
+                )
+                return 1
+            for command in self.commands:
+                self._do(command)
+                if self.status and self.state == "failed":
+                    break
+        except LensError as e:
+            print(f"iree-lens debug: {e}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            return 130
+        finally:
+            self.session.close()
+            self.session = None
+            import gc
+
+            gc.collect()  # IREE's runtime objects go now, not during interpreter exit
+        return self.status
+
+    def _do(self, command: ScriptCommand) -> None:
+        verb = command.verb
+        if verb == "break":
+            self.breakpoints.append(command.breakpoint)
+            self.session.send(SetBreakpoints(tuple(self.breakpoints)))
+            self._expect_no_failure(command)
+        elif verb == "continue":
+            if self.state == "not started":
+                self._call(stop_at_entry=False, command=command)
+            elif self._running_or_error(command):
+                self.session.send(Continue())
+                self._await_stop(command)
+        elif verb in _STEP_MODES:
+            if self.state == "not started":
+                if not self._call(stop_at_entry=True, command=command, quiet=True):
+                    return
+            if self._running_or_error(command):
+                self.session.send(Step(_STEP_MODES[verb], command.count))
+                self._await_stop(command)
+        elif verb == "info registers":
+            self._info_registers(command)
+        elif verb == "save-tensors":
+            self._save_tensors(command)
+
+    def _expect_no_failure(self, command: ScriptCommand) -> None:
+        """SetBreakpoints answers only when it fails: ask a cheap query to know it was taken."""
+        self.session.send(Evaluate("dispatch"))
+        while True:
+            event = self._next()
+            if isinstance(event, Failed):
+                self._error(command, event.message)
+                self.state = "failed"
+            if isinstance(event, Answer):
+                return
+
+    def _running_or_error(self, command: ScriptCommand) -> bool:
+        if self.state == "stopped":
+            return True
+        self._error(command, f"{command.text!r}: the program is not being run ({self.state})")
+        return False
+
+    def _call(self, *, stop_at_entry: bool, command: ScriptCommand, quiet: bool = False) -> bool:
+        self.session.send(Call(self.args.function, tuple(self.args.input), stop_at_entry))
+        return self._await_stop(command, quiet=quiet)
+
+    def _await_stop(self, command: ScriptCommand, quiet: bool = False) -> bool:
+        """Wait for the run's stop or end and print it; True when the program is stopped."""
+        event = self._next()
+        if isinstance(event, Stopped):
+            self.state = "stopped"
+            self.last_stop = event
+            if not quiet:
+                if self.args.json:
+                    self._print(stop_json(event, self.args.function))
+                else:
+                    self._print(describe_stop(event, self.args.function))
+            return True
+        if isinstance(event, Finished):
+            self.state = "finished"
+            self.finished = event
+            self.last_stop = None
+            if self.args.json:
+                line = stop_json(None, self.args.function)
+                line.update(reason="finished", function=event.function, registers={})
+                line["results"] = event.results_text
+                line["outputs"] = [_output_json(ref.to_numpy(), ref.element_type) for ref in event.outputs]
+                self._print(line)
+            else:
+                self._print(f"Finished {event.function}\n{event.results_text}")
+            return False
+        if isinstance(event, Failed | Crashed):
+            message = getattr(event, "message", None) or getattr(event, "reason", "")
+            self.state = "failed"
+            if self.args.json:
+                line = stop_json(None, self.args.function)
+                frames = event.location.frames
+                if frames:
+                    line.update(function=frames[-1].function, pc=frames[-1].pc, depth=len(frames))
+                line.update(reason="failed", message=message, status=getattr(event, "status", None))
+                self._print(line)
+            self._error(command, message)
+            return False
+        self._error(command, f"unexpected event {event!r}")
+        return False
+
+    def _info_registers(self, command: ScriptCommand) -> None:
+        if self.state != "stopped":
+            self._error(command, f"no registers: the program is not stopped ({self.state})")
+            return
+        registers = self.last_stop.detail.get("registers", {})
+        if self.args.json:  # not a stop: no "reason"
+            line = stop_json(self.last_stop, self.args.function, registers)
+            self._print({"info": "registers", **{k: line[k] for k in ("function", "pc", "depth", "registers")}})
+            return
+        i32 = registers.get("i32", [])
+        refs = registers.get("ref", [])
+        lines = [f"i{k} = {v}" for k, v in enumerate(i32)] + [f"r{k} = {v}" for k, v in enumerate(refs)]
+        self._print("\n".join(lines) if lines else "(no registers)")
+
+    def _save_tensors(self, command: ScriptCommand) -> None:
+        out = Path(command.path)
+        saved: list[str] = []
+        if self.state == "finished" and self.finished is not None:
+            out.mkdir(parents=True, exist_ok=True)
+            for k, ref in enumerate(self.finished.outputs):
+                path = out / f"output{k}.npy"
+                np.save(path, ref.to_numpy())
+                saved.append(str(path))
+        elif self.state == "stopped" and self.last_stop.location.dispatch_info is not None:
+            info = self.last_stop.location.dispatch_info
+            self.session.send(Evaluate("bindings"))
+            answer = self._next()
+            if not isinstance(answer, Answer):
+                self._error(command, getattr(answer, "message", str(answer)))
+                return
+            out.mkdir(parents=True, exist_ok=True)
+            for k, ref in enumerate(answer.value):
+                array = _typed(ref.to_numpy(), info.export)
+                path = out / f"dispatch{info.ordinal}_{info.when}_binding{k}.npy"
+                np.save(path, array)
+                saved.append(str(path))
+        else:
+            self._error(command, "save-tensors needs a stop at a dispatch, or the finished program's outputs")
+            return
+        if self.args.json:
+            self._print({"saved": saved})
+        else:
+            self._print(f"saved {len(saved)} tensors to {out}")
+
+
+def _typed(array: np.ndarray, export: str) -> np.ndarray:
+    """Binding bytes typed from IREE's dispatch name when it fits (``..._4x16_f32``), else raw bytes."""
+    if array.dtype != np.uint8:
+        return array  # already typed (the reference engine's trace points)
+    from engine.dispatch.tensor_types import type_from_name, view_bytes
+
+    typed, _ = view_bytes(array, type_from_name(export, array.nbytes))
+    return typed
+
+
+def _output_json(array: np.ndarray, element_type: str) -> dict[str, Any]:
+    out: dict[str, Any] = {"shape": list(array.shape), "element_type": element_type}
+    if array.size <= 4096:
+        values = array.astype(np.float64) if array.dtype.kind == "f" else array
+        out["values"] = [None if isinstance(v, float) and not np.isfinite(v) else v for v in values.ravel().tolist()]
+    return out

@@ -1,0 +1,286 @@
+"""A session on IREE's own runtime (``iree.runtime``): dispatch stops at the module's trace points.
+
+IREE's runtime runs a program natively; the only places it calls back into Python are the trace points a
+module compiled with ``--iree-flow-trace-dispatch-tensors`` has before (``inputs``) and after (``outputs``)
+each dispatch, which reach a ``HalModuleDebugSink`` callback on the invoking thread. ``ReferenceSession``
+runs the program on a run thread and blocks in that callback at a dispatch breakpoint, so the protocol is
+the debug session's: ``Stopped(reason="dispatch")`` with a ``DispatchInfo``, ``Evaluate("binding", k)``
+while parked, ``Continue`` and ``Step(mode="dispatch")`` to resume. It has no VM to step: instruction,
+function and import breakpoints and instruction steps are refused with a message saying so.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from engine.errors import LensError
+from engine.runtime.function_io import Tensor, format_results, parse_inputs, split_cconv
+from engine.session.dispatch_gate import dispatch_matches
+from engine.session.protocol import (
+    Answer,
+    BindingInfo,
+    Breakpoint,
+    BreakpointKind,
+    Call,
+    Command,
+    Continue,
+    DispatchInfo,
+    DispatchWhen,
+    Evaluate,
+    Event,
+    Failed,
+    Finished,
+    Location,
+    Open,
+    Opened,
+    SetBreakpoints,
+    Step,
+    StepMode,
+    Stopped,
+    StopReason,
+    TensorRef,
+)
+
+TRACE_IMPORT = "hal.buffer_view.trace"
+NO_TRACE_POINTS = (
+    "{module} has no dispatch trace points, so IREE's runtime cannot stop at its dispatches: recompile it "
+    "with --iree-flow-trace-dispatch-tensors, or use --engine=debug (any module)"
+)
+
+
+class ReferenceSessionError(LensError):
+    """A command the reference engine cannot do (it only stops at trace points)."""
+
+
+def has_trace_points(module_path: str) -> bool:
+    """True when the module imports ``hal.buffer_view.trace`` (it was compiled with trace flags)."""
+    from engine.runtime.vmfb.module import open_vmfb
+
+    return any(imp.full_name == TRACE_IMPORT for imp in open_vmfb(module_path).imports)
+
+
+class _Abandoned(BaseException):
+    """Unwinds a parked reference run the client gave up."""
+
+
+_ABANDON = object()
+
+
+class ReferenceSession:
+    def __init__(self, emit: Callable[[Event], Any]):
+        self.emit = emit
+        self.runner: Any = None
+        self.breakpoints: tuple[Breakpoint, ...] = ()
+        self._cv = threading.Condition()
+        self._parked = False
+        self._running = False
+        self._resume: Any = None
+        self._stop_at_next = False
+        self._ordinal = -1
+        self._info: DispatchInfo | None = None
+        self._arrays: list[np.ndarray] = []
+        self._function = ""
+        self._sink: Any = None
+        self._thread: threading.Thread | None = None
+        self._handlers: dict[type, Callable[[Any], None]] = {
+            Open: self._on_open,
+            SetBreakpoints: self._on_set_breakpoints,
+            Call: self._on_call,
+            Continue: self._on_continue,
+            Step: self._on_step,
+            Evaluate: self._on_evaluate,
+        }
+
+    def handle(self, command: Command) -> None:
+        handler = self._handlers.get(type(command))
+        try:
+            if handler is None:
+                raise ReferenceSessionError(
+                    f"the reference engine cannot do {type(command).__name__}: it stops only at dispatches"
+                )
+            handler(command)
+        except LensError as e:
+            self.emit(Failed(str(e), getattr(e, "status", None), self._location()))
+
+    def pause(self) -> None:
+        self._stop_at_next = True  # the next trace point stops
+
+    def close(self) -> None:
+        """Abandon a paused run and let IREE's runtime objects go (before the interpreter exits)."""
+        self._abandon()
+        self.runner = None
+        self._sink = None
+
+    def _abandon(self) -> None:
+        if self._parked:
+            self._resume_with(_ABANDON)
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    # -- commands
+
+    def _on_open(self, command: Open) -> None:
+        import iree.runtime as rt
+
+        from engine.runtime.reference import ReferenceRunner
+
+        self.close()
+        if not has_trace_points(command.module_path):
+            raise ReferenceSessionError(NO_TRACE_POINTS.format(module=command.module_path))
+        sink = rt.HalModuleDebugSink(self._trace)
+        self.runner = ReferenceRunner(command.module_path, command.device, debug_sink=sink)
+        self._sink = sink  # alive as long as the module
+        self.emit(Opened(command.module_path, tuple(self.runner.function_names), command.device))
+
+    def _on_set_breakpoints(self, command: SetBreakpoints) -> None:
+        refused = [b for b in command.breakpoints if b.kind not in (BreakpointKind.DISPATCH, BreakpointKind.NAN)]
+        if refused:
+            raise ReferenceSessionError(
+                f"the reference engine stops only at dispatches (trace points); not at {refused[0].kind} "
+                "breakpoints: use --engine=debug"
+            )
+        self.breakpoints = command.breakpoints
+
+    def _on_call(self, command: Call) -> None:
+        self._abandon()
+        if self.runner is None:
+            raise ReferenceSessionError("no module is open")
+        arg_kinds, _ = split_cconv(self.runner.cconv(command.function))
+        args = parse_inputs(list(command.inputs), arg_kinds)
+        self._function = command.function
+        self._ordinal = -1
+        self._stop_at_next = command.stop_at_entry  # no VM entry to stop at: the first dispatch
+        with self._cv:
+            self._running = True
+        self._thread = threading.Thread(target=self._run, args=(command.function, args), daemon=True)
+        self._thread.start()
+        self._wait_settled()
+
+    def _on_continue(self, command: Continue) -> None:
+        self._need_parked()
+        self._resume_with(command)
+
+    def _on_step(self, command: Step) -> None:
+        if command.mode != StepMode.DISPATCH:
+            raise ReferenceSessionError(
+                "the reference engine has no VM to step: it steps only from dispatch to dispatch "
+                "(use --engine=debug)"
+            )
+        self._need_parked()
+        self._resume_with(command)
+
+    def _on_evaluate(self, command: Evaluate) -> None:
+        queries = {"dispatch": self._dispatch, "binding": self._binding, "bindings": self._bindings}
+        query = queries.get(command.query)
+        if query is None:
+            raise ReferenceSessionError(
+                f"the reference engine answers only {', '.join(queries)} (asked {command.query!r})"
+            )
+        self.emit(Answer(command.query, query(*command.args), tuple(command.args)))
+
+    # -- the run thread
+
+    def _run(self, function: str, args: list) -> None:
+        try:
+            values = self.runner.invoke(function, args)
+            outputs = tuple(
+                TensorRef(v.shape, v.array.dtype.str, v.element_type.name, array=v.array)
+                for v in values
+                if isinstance(v, Tensor)
+            )
+            self.emit(Finished(function, format_results(values), outputs))
+        except _Abandoned:
+            pass
+        except LensError as e:
+            self.emit(Failed(str(e), getattr(e, "status", None), self._location()))
+        except Exception as e:  # a bug must end the run with a message
+            self.emit(Failed(f"{type(e).__name__}: {e}", None, self._location()))
+        finally:
+            with self._cv:
+                self._running = False
+                self._parked = False
+                self._info = None
+                self._cv.notify_all()
+
+    def _trace(self, key: str, buffer_views: list) -> None:
+        """The debug sink's callback (run thread): one trace point, ``exe::export inputs|outputs``."""
+        head, _, kind = key.rpartition(" ")
+        parts = head.split("::")
+        executable, export = parts[0], parts[1] if len(parts) > 1 else parts[0]
+        when = DispatchWhen.AFTER if kind == "outputs" else DispatchWhen.BEFORE
+        if when == DispatchWhen.BEFORE:
+            self._ordinal += 1
+        arrays = [self.runner._read_buffer_view(bv) for bv in buffer_views]
+        hit = [b for b in self.breakpoints if dispatch_matches(b, self._ordinal, executable, export, when)]
+        nan: list[int] = []
+        if when == DispatchWhen.AFTER and any(b.kind == BreakpointKind.NAN for b in self.breakpoints):
+            nan = [k for k, a in enumerate(arrays) if a.dtype.kind == "f" and not np.isfinite(a).all()]
+        step = self._stop_at_next and when == DispatchWhen.BEFORE
+        if not (hit or nan or step):
+            return
+        self._stop_at_next = False
+        access = "write" if when == DispatchWhen.AFTER else "read"
+        bindings = tuple(
+            BindingInfo(k, f"{kind}[{k}]", 0, int(a.nbytes), access) for k, a in enumerate(arrays)
+        )
+        self._info = DispatchInfo(self._ordinal, executable, export, (0, 0, 0), (), bindings, when, self.runner.device_uri)
+        self._arrays = arrays
+        detail: dict[str, Any] = {"dispatch": self._info, "registers": {}, "frames": []}
+        if hit:
+            detail["breakpoints"] = [repr(b) for b in hit]
+        if nan:
+            detail["nan_bindings"] = nan
+        self.emit(Stopped(StopReason.DISPATCH, self._location(), detail))
+        with self._cv:
+            self._parked = True
+            self._cv.notify_all()
+            self._cv.wait_for(lambda: self._resume is not None)
+            command, self._resume = self._resume, None
+            self._parked = False
+        self._info = None
+        if command is _ABANDON:
+            raise _Abandoned()
+        if isinstance(command, Step):
+            self._stop_at_next = True
+
+    # -- helpers
+
+    def _resume_with(self, command: Any) -> None:
+        with self._cv:
+            self._resume = command
+            self._parked = False
+            self._cv.notify_all()
+        self._wait_settled()
+
+    def _wait_settled(self) -> None:
+        with self._cv:
+            self._cv.wait_for(lambda: self._parked or not self._running)
+
+    def _need_parked(self) -> None:
+        if not self._parked:
+            raise ReferenceSessionError("no call is paused at a dispatch")
+
+    def _location(self) -> Location:
+        info = self._info
+        if info is None:
+            return Location()
+        return Location((), info.export, info.ordinal, info)
+
+    def _dispatch(self) -> DispatchInfo | None:
+        return self._info if self._parked else None
+
+    def _binding(self, index: int) -> TensorRef:
+        self._need_parked()
+        if not 0 <= index < len(self._arrays):
+            raise ReferenceSessionError(f"binding {index} out of range: the trace point has {len(self._arrays)}")
+        a = np.ascontiguousarray(self._arrays[index])
+        return TensorRef(a.shape, a.dtype.str, "", array=a)
+
+    def _bindings(self) -> list[TensorRef]:
+        self._need_parked()
+        return [self._binding(k) for k in range(len(self._arrays))]

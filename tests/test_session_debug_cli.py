@@ -1,0 +1,164 @@
+"""``iree-lens debug``: commands files run on both engines, one JSON line a stop.
+
+The programs are compiled here with the real iree-compile: ``session_programs/nan_log.mlir`` (three
+dispatches, NaN from the second for a < b), with and without IREE's trace points, and the real-frontend
+ONNX imports of the shared models folder when it is there.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from support import iree_tool
+from test_session_dispatch import PROGRAMS
+
+from engine.cli import main as lens_main
+from engine.compiler.targets import TARGETS
+
+MODELS = Path(__file__).resolve().parents[1] / ".." / "shared" / "models"
+TRACE_FLAG = "--iree-flow-trace-dispatch-tensors"
+HEALTHY = ["--input=4x8xf32=3", "--input=4x8xf32=1"]
+NAN = ["--input=4x8xf32=1", "--input=4x8xf32=2"]
+
+
+def _compile(source: Path, out: Path, *flags: str) -> Path:
+    if not out.exists():
+        cmd = [iree_tool("iree-compile"), str(source), *TARGETS["llvm-cpu"].flags, *flags, "-o", str(out)]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def modules(tmp_path_factory):
+    root = tmp_path_factory.mktemp("debug_cli")
+    return {
+        "plain": _compile(PROGRAMS / "nan_log.mlir", root / "nan_log.vmfb"),
+        "traced": _compile(PROGRAMS / "nan_log.mlir", root / "nan_log.traced.vmfb", TRACE_FLAG),
+    }
+
+
+def debug(capsys, tmp_path, module, commands: str, *args: str) -> tuple[int, list[dict], str]:
+    script = tmp_path / "commands.gdb"
+    script.write_text(commands)
+    code = lens_main(["debug", str(module), f"--commands={script}", "--json", *args])
+    out = capsys.readouterr()
+    lines = [json.loads(line) for line in out.out.splitlines() if line.strip()]
+    return code, lines, out.err
+
+
+def test_break_dispatch_json_lines_and_finished(capsys, tmp_path, modules):
+    code, lines, err = debug(
+        capsys, tmp_path, modules["plain"], "break dispatch 1\n# comment\n\ncontinue\ncontinue\n",
+        "--function=main", *HEALTHY,
+    )
+    assert code == 0, err
+    stop, end = lines
+    assert set(stop) >= {"reason", "function", "pc", "depth", "dispatch", "registers"}
+    assert stop["reason"] == "dispatch" and stop["function"] == "main" and stop["depth"] == 1
+    assert stop["dispatch"]["ordinal"] == 1 and stop["dispatch"]["when"] == "before"
+    assert stop["dispatch"]["name"].startswith("main_dispatch_1_")
+    assert isinstance(stop["pc"], int) and len(stop["registers"]["i32"]) > 0
+    assert end["reason"] == "finished" and end["dispatch"] is None
+    assert np.allclose(end["outputs"][0]["values"], np.log(2.0) ** 2)
+
+
+def test_break_nan_stops_after_the_log(capsys, tmp_path, modules):
+    code, lines, err = debug(
+        capsys, tmp_path, modules["plain"], "break nan\ncontinue\n", "--function=main", *NAN
+    )
+    assert code == 0, err
+    assert [(x["dispatch"]["ordinal"], x["dispatch"]["when"]) for x in lines] == [(1, "after")]
+
+
+def test_break_by_name_function_and_pc(capsys, tmp_path, modules):
+    code, lines, err = debug(
+        capsys, tmp_path, modules["plain"],
+        "break dispatch *dispatch_2* after\nbreak pc main:0\nbreak function main\ncontinue\ncontinue\n",
+        "--function=main", *HEALTHY,
+    )
+    assert code == 0, err
+    assert lines[0]["dispatch"]["ordinal"] == 2 and lines[0]["dispatch"]["when"] == "after"
+    assert lines[1]["reason"] == "finished"
+
+
+def test_step_n_is_exact_and_deterministic(capsys, tmp_path, modules):
+    """step 7 lands where step 3 + step 4 lands, with the same registers, every time."""
+    args = ("--function=main", *HEALTHY)
+    _, once, _ = debug(capsys, tmp_path, modules["plain"], "step 7\n", *args)
+    _, split, _ = debug(capsys, tmp_path, modules["plain"], "step 3\nstep 4\n", *args)
+    _, again, _ = debug(capsys, tmp_path, modules["plain"], "step 7\n", *args)
+    assert once[-1] == split[-1] == again[-1]
+    assert once[-1]["reason"] == "step"
+    # next 1 / finish work too
+    code, lines, err = debug(capsys, tmp_path, modules["plain"], "next 2\nfinish\n", *args)
+    assert code == 0, err and lines[-1]["reason"] == "finished"
+
+
+def test_both_engines_stop_at_the_same_dispatch_with_the_same_inputs(capsys, tmp_path, modules):
+    for ordinal in range(3):
+        saved = {}
+        for engine in ("debug", "reference"):
+            out = tmp_path / f"{engine}{ordinal}"
+            code, lines, err = debug(
+                capsys, tmp_path, modules["traced"], f"break dispatch {ordinal}\ncontinue\nsave-tensors {out}\n",
+                "--function=main", *HEALTHY, f"--engine={engine}",
+            )
+            assert code == 0, err
+            assert lines[0]["dispatch"]["ordinal"] == ordinal
+            saved[engine] = (lines[0]["dispatch"]["name"], [np.load(p) for p in lines[1]["saved"]])
+        assert saved["debug"][0] == saved["reference"][0]
+        reference_inputs = saved["reference"][1]
+        debug_bindings = saved["debug"][1]
+        assert reference_inputs
+        for k, expected in enumerate(reference_inputs):
+            assert debug_bindings[k].tobytes() == expected.tobytes(), (ordinal, k)
+
+
+def test_reference_engine_needs_trace_points(capsys, tmp_path, modules):
+    code, lines, err = debug(
+        capsys, tmp_path, modules["plain"], "break dispatch 0\ncontinue\n", "--function=main", *HEALTHY,
+        "--engine=reference",
+    )
+    assert code != 0 and "trace points" in err and "--iree-flow-trace-dispatch-tensors" in err
+
+
+def test_reference_engine_refuses_vm_commands_by_line(capsys, tmp_path, modules):
+    code, _, err = debug(
+        capsys, tmp_path, modules["traced"], "break dispatch 0\n\nstep 2\n", "--function=main", *HEALTHY,
+        "--engine=reference",
+    )
+    assert code == 2 and ":3:" in err
+
+
+@pytest.mark.parametrize(
+    "script, line",
+    [("continue\nfrobnicate\n", 2), ("break dispatch\n", 1), ("# x\nstep zero\n", 2), ("break pc main\n", 1)],
+)
+def test_a_bad_line_is_an_error_naming_its_number(capsys, tmp_path, modules, script, line):
+    code, lines, err = debug(capsys, tmp_path, modules["plain"], script, "--function=main", *HEALTHY)
+    assert code == 2 and lines == [] and f"commands.gdb:{line}:" in err
+
+
+@pytest.mark.parametrize("model, function", [("small_cnn", "small_cnn"), ("attention_block", "attention_block")])
+def test_real_frontend_model_every_dispatch_in_both_engines(capsys, tmp_path, model, function):
+    source = MODELS / f"{model}.mlir"
+    if not source.exists():
+        pytest.skip(f"{source} is absent (the shared models folder)")
+    module = _compile(source, tmp_path / f"{model}.vmfb", TRACE_FLAG)
+    x = f"--input=@{MODELS / f'{model}_x.npy'}"
+    names = {}
+    for engine in ("debug", "reference"):
+        code, lines, err = debug(
+            capsys, tmp_path, module, "break dispatch *\n" + "continue\n" * 200, f"--function={function}", x,
+            f"--engine={engine}",
+        )
+        assert code in (0, 1), err
+        stops = [line for line in lines if line["reason"] == "dispatch"]
+        assert lines[len(stops)]["reason"] == "finished"
+        names[engine] = [(s["dispatch"]["ordinal"], s["dispatch"]["name"]) for s in stops]
+    assert names["debug"] == names["reference"] and len(names["debug"]) >= 3
