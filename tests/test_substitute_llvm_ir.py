@@ -1,0 +1,55 @@
+"""The LLVM 24 -> 22 normaliser and the llvmlite + iree-lld route, on literal forms IREE 3.13 writes."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+
+from engine.substitute.llvm_ir import build_from_llvm_ir, normalize_llvm24, parse_llvm_ir
+
+
+def _double_bits(x: float) -> str:
+    return "0x%016X" % struct.unpack("<Q", struct.pack("<d", x))[0]
+
+
+@pytest.mark.parametrize(
+    "source,expected",
+    [
+        ("splat (float f0x40FFF644)", f"splat (float {_double_bits(float(np.frombuffer(bytes.fromhex('44F6FF40'), '<f4')[0]))})"),
+        ("double f0x4000000000000000", "double 0x4000000000000000"),
+        ("half f0x3C00", "half 0xH3C00"),
+        ("bfloat f0x3F80", "bfloat 0xR3F80"),
+        ("float -qnan", "float 0xFFF8000000000000"),
+        ("float inf", "float 0x7FF0000000000000"),
+        ("half -inf", "half 0xHFC00"),
+        ("float -8.780000e+01", f"float {_double_bits(float(np.float32(-87.8)))}"),
+        ("float 1.500000e+00", "float 1.500000e+00"),  # exact: unchanged
+        ("memory(readwrite, target_mem: none)", "memory(readwrite, target_mem0: none, target_mem1: none)"),
+        ("%ninf = fadd ninf float %x, %inf", "%ninf = fadd ninf float %x, %inf"),  # names and flags untouched
+    ],
+)
+def test_literals(source, expected):
+    assert normalize_llvm24(source) == expected
+
+
+def test_normalised_module_parses_and_keeps_its_lines():
+    text = (
+        "define float @f(float %x) {\n"
+        "  %a = fadd float %x, f0x3F800000\n"
+        "  %b = fmul float %a, -8.780000e+01\n"
+        "  %c = fcmp oeq float %b, -qnan\n"
+        "  ret float %b\n"
+        "}\n"
+    )
+    out = normalize_llvm24(text)
+    assert out.count("\n") == text.count("\n")
+    parse_llvm_ir(text, "f.ll")
+
+
+def test_a_library_without_a_query_function_is_refused():
+    from engine.substitute.errors import SubstitutionError
+
+    with pytest.raises(SubstitutionError, match="iree_hal_executable_library_query"):
+        build_from_llvm_ir("define void @f() {\n  ret void\n}\n", "f.ll")
