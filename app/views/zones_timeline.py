@@ -1,0 +1,334 @@
+"""The zones timeline: one culling graphics item paints a trace's zones, a row per track and depth.
+
+The item asks ``engine.trace.query.ZoneIndex`` for the boxes of the visible time range at the current
+resolution (ns per pixel), so a paint costs what is visible, never what the trace holds; runs of
+sub-pixel zones come back merged and are drawn hatched grey. Navigation follows Tracy: the wheel zooms
+at the cursor, a left drag pans, W/S zoom in/out, A/D pan left/right. Hover shows a zone's name, time and
+arguments; a click selects it (``zoneSelected`` with an ``engine.trace.model.ZoneInfo``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QPointF, QRectF, Qt, Signal
+from PySide6.QtGui import QBrush, QColor, QFontMetrics, QPainter, QPen
+from PySide6.QtWidgets import QToolTip
+
+from engine.trace.model import Trace, ZoneInfo
+from engine.trace.query import ZoneIndex
+
+_PALETTE = [
+    "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948",
+    "#b07aa1", "#ff9da7", "#9c755f", "#86bcb6", "#d4a6c8", "#8cd17d",
+]  # fmt: skip
+ROW_HEIGHT = 0.85
+TRACK_GAP = 0.6
+
+
+def format_ns(ns: float) -> str:
+    a = abs(ns)
+    if a >= 1e9:
+        return f"{ns / 1e9:.3f} s"
+    if a >= 1e6:
+        return f"{ns / 1e6:.3f} ms"
+    if a >= 1e3:
+        return f"{ns / 1e3:.2f} µs"
+    return f"{ns:.0f} ns"
+
+
+class TrackRows:
+    """Where each (track, depth) is drawn: ``row_of(track, depth)``; tracks stacked with a gap."""
+
+    def __init__(self, trace: Trace) -> None:
+        z = trace.zones
+        n_tracks = len(trace.tracks)
+        depth_count = np.zeros(max(n_tracks, 1), np.int64)
+        if len(z.lane_track):
+            np.maximum.at(depth_count, z.lane_track.astype(np.int64), z.lane_depth.astype(np.int64) + 1)
+        has_instants = np.zeros(max(n_tracks, 1), bool)
+        has_instants[np.unique(trace.instants.track)] = True
+        depth_count = np.maximum(depth_count, has_instants.astype(np.int64))
+        shown = depth_count > 0
+        self.offset = np.zeros(max(n_tracks, 1), np.float64)
+        y = 0.0
+        for t in range(n_tracks):  # one iteration per track
+            self.offset[t] = y
+            if shown[t]:
+                y += depth_count[t] + TRACK_GAP
+        self.depth_count = depth_count
+        self.shown = shown
+        self.height = max(y, 1.0)
+
+    def rows(self, track: np.ndarray, depth: np.ndarray) -> np.ndarray:
+        return self.offset[track.astype(np.int64)] + depth
+
+    def at(self, y: float) -> tuple[int, int] | None:
+        """(track, depth) under the row coordinate ``y``."""
+        for t in np.flatnonzero(self.shown).tolist():
+            d = y - self.offset[t]
+            if 0 <= d < self.depth_count[t] and (d - np.floor(d)) <= ROW_HEIGHT:
+                return t, int(np.floor(d))
+        return None
+
+
+class ZoneTimelineItem(pg.GraphicsObject):
+    """Paints one trace; x is nanoseconds since the trace's first event, y the row."""
+
+    zoneClicked = Signal(object)  # ZoneInfo
+
+    def __init__(self, trace: Trace, index: ZoneIndex | None = None):
+        super().__init__()
+        self.trace = trace
+        self.index = index or ZoneIndex(trace)
+        self.rows = TrackRows(trace)
+        self.origin = trace.span[0]
+        self.span = max(trace.span[1] - self.origin, 1)
+        self.selected: int | None = None
+        self.highlight_name: int | None = None
+        self.painted_count = 0  # boxes drawn by the last paint (tests check the culling on it)
+        self.merged_count = 0
+        self.setAcceptHoverEvents(True)
+        self._brushes = [QBrush(QColor(c)) for c in _PALETTE]
+        self._merged_brush = QBrush(QColor("#9a9a9a"), Qt.BrushStyle.Dense4Pattern)
+
+    def boundingRect(self) -> QRectF:  # noqa: N802
+        return QRectF(0, 0, float(self.span), self.rows.height)
+
+    def visible_range(self) -> tuple[int, int, int] | None:
+        """(t0, t1, ns per pixel) of what the view shows now, in trace time."""
+        vb = self.getViewBox()
+        if vb is None:
+            return None
+        (x0, x1), _ = vb.viewRange()
+        width = max(vb.width(), 1.0)
+        res = max(int((x1 - x0) / width), 1)
+        return int(np.floor(x0)) + self.origin, int(np.ceil(x1)) + self.origin, res
+
+    def paint(self, p: QPainter, *args) -> None:
+        vr = self.visible_range()
+        if vr is None:
+            return
+        t0, t1, res = vr
+        boxes = self.index.visible(t0, t1, res)
+        tr = p.transform()
+        sx, dx, sy, dy = tr.m11(), tr.dx(), tr.m22(), tr.dy()
+        p.save()
+        p.resetTransform()
+        p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
+        n = len(boxes)
+        if n:
+            x0 = dx + sx * (boxes.start - self.origin).astype(np.float64)
+            x1 = dx + sx * (boxes.end - self.origin).astype(np.float64)
+            x1 = np.maximum(x1, x0 + 1.0)  # at least a pixel wide
+            x0 = np.maximum(x0, -2.0)  # long zones: keep numbers small for Qt
+            x1 = np.minimum(x1, dx + sx * self.span + 2.0)
+            rows = self.rows.rows(boxes.track, boxes.depth)
+            y0 = dy + sy * rows
+            h = sy * ROW_HEIGHT
+            merged = boxes.count > 1
+            names = self.trace.zones.name[boxes.index]
+            color = np.where(merged, -1, names % len(_PALETTE))
+            p.setPen(Qt.PenStyle.NoPen)
+            # One drawRects call per colour: the Python work is one QRectF per visible box.
+            for c in np.unique(color).tolist():
+                sel = np.flatnonzero(color == c)
+                rects = [
+                    QRectF(a, b, w, h)
+                    for a, b, w in zip(x0[sel].tolist(), y0[sel].tolist(), (x1[sel] - x0[sel]).tolist())
+                ]
+                p.setBrush(self._merged_brush if c < 0 else self._brushes[c])
+                p.drawRects(rects)
+            (vx0, _vx1), _ = self.getViewBox().viewRange()
+            self._paint_labels(p, x0, x1, y0, h, boxes, merged, dx + sx * vx0)
+            self._paint_marks(p, x0, x1, y0, h, boxes, names)
+            self.merged_count = int(merged.sum())
+        else:
+            self.merged_count = 0
+        self._paint_instants(p, t0, t1, sx, dx, sy, dy)
+        p.restore()
+        self.painted_count = n
+
+    def _paint_labels(self, p, x0, x1, y0, h, boxes, merged, view_left: float) -> None:
+        wide = np.flatnonzero((x1 - x0) > 40)
+        if wide.shape[0] > 400:
+            wide = wide[np.argsort(x0[wide] - x1[wide])[:400]]  # the widest first; labels are a luxury
+        fm = QFontMetrics(p.font())
+        p.setPen(QPen(QColor("#111111")))
+        names = self.trace.names.strings
+        for j in wide.tolist():
+            left = max(float(x0[j]), view_left)  # a zone that began off-screen keeps its label visible
+            width = float(x1[j]) - left
+            if width < 30:
+                continue
+            if merged[j]:
+                label = f"{int(boxes.count[j])} zones"
+            else:
+                i = int(boxes.index[j])
+                label = (
+                    f"{names[int(self.trace.zones.name[i])]} {format_ns(int(boxes.end[j] - boxes.start[j]))}"
+                )
+            text = fm.elidedText(label, Qt.TextElideMode.ElideRight, int(width) - 6)
+            p.drawText(QRectF(left + 3, float(y0[j]), width - 6, h), Qt.AlignmentFlag.AlignVCenter, text)
+
+    def _paint_marks(self, p, x0, x1, y0, h, boxes, names) -> None:
+        marks = np.zeros(len(boxes), bool)
+        if self.highlight_name is not None:
+            marks |= (names == self.highlight_name) & (boxes.count == 1)
+        p.setBrush(Qt.BrushStyle.NoBrush)
+        if marks.any():
+            p.setPen(QPen(QColor("#ffcc00"), 2))
+            for j in np.flatnonzero(marks)[:2000].tolist():
+                p.drawRect(QRectF(float(x0[j]), float(y0[j]), float(x1[j] - x0[j]), h))
+        if self.selected is not None:
+            hit = np.flatnonzero(boxes.index == self.selected)
+            p.setPen(QPen(QColor("black"), 2))
+            for j in hit.tolist():
+                p.drawRect(QRectF(float(x0[j]), float(y0[j]), float(x1[j] - x0[j]), h))
+
+    def _paint_instants(self, p, t0, t1, sx, dx, sy, dy) -> None:
+        ins = self.trace.instants
+        if not len(ins.time):
+            return
+        sel = np.flatnonzero((ins.time >= t0) & (ins.time <= t1))[:5000]
+        if not sel.shape[0]:
+            return
+        p.setPen(QPen(QColor("#c0392b"), 1))
+        xs = dx + sx * (ins.time[sel] - self.origin).astype(np.float64)
+        ys = dy + sy * self.rows.offset[ins.track[sel].astype(np.int64)]
+        for x, y in zip(xs.tolist(), ys.tolist()):
+            p.drawLine(QPointF(x, y), QPointF(x, y + sy * ROW_HEIGHT))
+
+    # -- interaction -------------------------------------------------------------------------------------
+
+    def zone_at(self, pos: QPointF) -> int | None:
+        """The zone under an item-coordinate point (x ns since origin, y row)."""
+        hit = self.rows.at(pos.y())
+        if hit is None:
+            return None
+        track, depth = hit
+        return self.index.zone_at(track, depth, int(pos.x()) + self.origin)
+
+    def describe(self, i: int) -> str:
+        z = self.trace.zone(i)
+        lines = [
+            f"{z.name}  {format_ns(z.duration_ns)}",
+            f"{z.track} · depth {z.depth} · at {format_ns(z.start_ns - self.origin)}",
+        ]
+        if z.category:
+            lines.append(f"category {z.category}")
+        for k, v in list(z.args.items())[:8]:
+            lines.append(f"{k}: {v}")
+        return "\n".join(lines)
+
+    def hoverEvent(self, ev) -> None:  # noqa: N802
+        if ev.isExit():
+            QToolTip.hideText()
+            return
+        i = self.zone_at(ev.pos())
+        self.setToolTip(self.describe(i) if i is not None else "")
+
+    def mouseClickEvent(self, ev) -> None:  # noqa: N802
+        if ev.button() != Qt.MouseButton.LeftButton:
+            return
+        i = self.zone_at(ev.pos())
+        if i is None:
+            return
+        ev.accept()
+        self.select(i)
+
+    def select(self, i: int | None) -> ZoneInfo | None:
+        self.selected = i
+        self.update()
+        if i is None:
+            return None
+        info = self.trace.zone(i)
+        self.zoneClicked.emit(info)
+        return info
+
+
+class ZoneTimeline(pg.PlotWidget):
+    """A plot holding one ``ZoneTimelineItem``, with Tracy's keys and track names on the left axis."""
+
+    zoneSelected = Signal(object)  # ZoneInfo
+
+    def __init__(self, parent=None):
+        super().__init__(parent, background="w")
+        self.setMenuEnabled(False)
+        self.hideButtons()
+        self.setLabel("bottom", "time", units="s")
+        vb = self.getViewBox()
+        vb.invertY(True)
+        vb.setMouseEnabled(x=True, y=False)
+        self.item: ZoneTimelineItem | None = None
+        self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+        # The bottom axis shows seconds; the item's x is nanoseconds.
+        self.getPlotItem().getAxis("bottom").setScale(1e-9)
+
+    def set_trace(self, trace: Trace | None, index: ZoneIndex | None = None) -> None:
+        if self.item is not None:
+            self.removeItem(self.item)
+            self.item = None
+        if trace is None:
+            return
+        self.item = ZoneTimelineItem(trace, index)
+        self.item.zoneClicked.connect(self.zoneSelected)
+        self.addItem(self.item)
+        rows = self.item.rows
+        ticks = [
+            (float(rows.offset[t.id]) + ROW_HEIGHT / 2, t.name[:28])
+            for t in trace.tracks
+            if t.id < len(rows.shown) and rows.shown[t.id]
+        ]
+        self.getPlotItem().getAxis("left").setTicks([ticks, []])
+        vb = self.getViewBox()
+        span = float(self.item.span)
+        vb.setLimits(xMin=-span * 0.05, xMax=span * 1.05, minXRange=10.0, yMin=-0.5, yMax=rows.height + 0.5)
+        self.zoom_all()
+
+    def zoom_all(self) -> None:
+        if self.item is not None:
+            self.getViewBox().setRange(
+                xRange=(0, float(self.item.span)), yRange=(0, self.item.rows.height), padding=0.01
+            )
+
+    def x_range(self) -> tuple[float, float]:
+        return tuple(self.getViewBox().viewRange()[0])  # type: ignore[return-value]
+
+    def zoom(self, factor: float, center: float | None = None) -> None:
+        """Zoom the time axis by ``factor`` (< 1 zooms in) around ``center`` (ns; default the middle)."""
+        x0, x1 = self.x_range()
+        c = (x0 + x1) / 2 if center is None else center
+        self.getViewBox().setXRange(c - (c - x0) * factor, c + (x1 - c) * factor, padding=0)
+
+    def pan(self, fraction: float) -> None:
+        x0, x1 = self.x_range()
+        d = (x1 - x0) * fraction
+        self.getViewBox().setXRange(x0 + d, x1 + d, padding=0)
+
+    def show_zone(self, i: int) -> None:
+        """Zoom so zone ``i`` fills most of the view, and select it."""
+        if self.item is None:
+            return
+        z = self.item.trace.zones
+        s, e = int(z.start[i]) - self.item.origin, int(z.end[i]) - self.item.origin
+        pad = max((e - s) * 0.25, 50)
+        self.getViewBox().setXRange(s - pad, e + pad, padding=0)
+        self.item.select(i)
+
+    def keyPressEvent(self, ev) -> None:  # noqa: N802
+        key = ev.key()
+        if key == Qt.Key.Key_W:
+            self.zoom(0.8)
+        elif key == Qt.Key.Key_S:
+            self.zoom(1.25)
+        elif key == Qt.Key.Key_A:
+            self.pan(-0.1)
+        elif key == Qt.Key.Key_D:
+            self.pan(0.1)
+        elif key == Qt.Key.Key_Home:
+            self.zoom_all()
+        else:
+            super().keyPressEvent(ev)
+            return
+        ev.accept()

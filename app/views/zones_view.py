@@ -1,0 +1,459 @@
+"""The zones view: a trace's timeline, its statistics per zone name with a duration histogram, find, and
+open/drop of trace files; ``ZonesCompareView`` puts two traces side by side with the A/B table.
+
+Traces load on the engine worker (``load_trace_job``) with a progress bar; a bad file shows its error in
+the view and the current trace stays. Selecting a dispatch zone moves the shared context to that dispatch
+(its ordinal in the run, or its export name when the trace has no ordinal).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSortFilterProxyModel, Qt, Signal
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QProgressBar,
+    QPushButton,
+    QSplitter,
+    QTableView,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.views.zones_timeline import ZoneTimeline, format_ns
+from engine.trace.model import Trace, ZoneInfo
+from engine.trace.query import ZoneIndex
+from engine.trace.stats import ZoneDiff, ZoneStats, compare, durations_of, histogram, zone_statistics
+
+TRACE_FILTER = "Traces (*.json *.ireeprof *.jsonl *.lenstrace *.txt);;All files (*)"
+LOAD_TAG = "zones-load"
+_ROOT = QModelIndex()
+
+
+@dataclass(frozen=True)
+class LoadedTrace:
+    """What a load job hands the GUI: the trace, its index and its statistics, all built off the GUI thread."""
+
+    trace: Trace
+    index: ZoneIndex
+    stats: list[ZoneStats]
+
+
+def load_trace_job(path: str, task: Any = None) -> LoadedTrace:
+    """Read a trace file and prepare what the view shows (runs on the engine worker)."""
+    from engine.trace.open import load_trace
+
+    if task is not None:
+        task.progress(0.05, f"reading {Path(path).name}")
+    trace = load_trace(path)
+    if task is not None:
+        task.check()
+        task.progress(0.7, f"{len(trace.zones):,} zones; statistics")
+    stats = zone_statistics(trace)
+    if task is not None:
+        task.progress(0.95, "index")
+    return LoadedTrace(trace, ZoneIndex(trace), stats)
+
+
+class StatsModel(QAbstractTableModel):
+    """Rows of ``ZoneStats``; ``Qt.UserRole`` holds numbers for sorting."""
+
+    COLUMNS = ("name", "count", "total", "self", "mean", "min", "p50", "p90", "p99", "max")
+    FIELDS = (
+        "name",
+        "count",
+        "total_ns",
+        "self_ns",
+        "mean_ns",
+        "min_ns",
+        "p50_ns",
+        "p90_ns",
+        "p99_ns",
+        "max_ns",
+    )
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.rows: list[ZoneStats] = []
+
+    def set_rows(self, rows: list[ZoneStats]) -> None:
+        self.beginResetModel()
+        self.rows = list(rows)
+        self.endResetModel()
+
+    def rowCount(self, parent=_ROOT) -> int:  # noqa: N802
+        return 0 if parent.isValid() else len(self.rows)
+
+    def columnCount(self, parent=_ROOT) -> int:  # noqa: N802
+        return len(self.COLUMNS)
+
+    def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):  # noqa: N802
+        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
+            return self.COLUMNS[section]
+        return None
+
+    def data(self, index, role=Qt.ItemDataRole.DisplayRole):
+        r = self.rows[index.row()]
+        value = getattr(r, self.FIELDS[index.column()])
+        if role == Qt.ItemDataRole.UserRole:
+            return value
+        if role == Qt.ItemDataRole.DisplayRole:
+            if index.column() == 0:
+                return value
+            if index.column() == 1:
+                return f"{value:,}"
+            return format_ns(value)
+        if role == Qt.ItemDataRole.TextAlignmentRole and index.column() > 0:
+            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        return None
+
+
+class DiffModel(QAbstractTableModel):
+    """Rows of ``ZoneDiff`` (A/B), slower-in-B first; the difference column is red when B is slower."""
+
+    COLUMNS = ("name", "count A", "count B", "total A", "total B", "Δ total", "mean A", "mean B", "Δ mean")
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.rows: list[ZoneDiff] = []
+
+    def set_rows(self, rows: list[ZoneDiff]) -> None:
+        self.beginResetModel()
+        self.rows = list(rows)
+        self.endResetModel()
+
+    def rowCount(self, parent=_ROOT) -> int:  # noqa: N802
+        return 0 if parent.isValid() else len(self.rows)
+
+    def columnCount(self, parent=_ROOT) -> int:  # noqa: N802
+        return len(self.COLUMNS)
+
+    def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):  # noqa: N802
+        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
+            return self.COLUMNS[section]
+        return None
+
+    def _values(self, d: ZoneDiff) -> tuple:
+        return (
+            d.name, d.count_a, d.count_b, d.total_a_ns, d.total_b_ns, d.total_diff_ns,
+            d.mean_a_ns, d.mean_b_ns, d.mean_diff_ns,
+        )  # fmt: skip
+
+    def data(self, index, role=Qt.ItemDataRole.DisplayRole):
+        d = self.rows[index.row()]
+        value = self._values(d)[index.column()]
+        col = index.column()
+        if role == Qt.ItemDataRole.UserRole:
+            return value
+        if role == Qt.ItemDataRole.DisplayRole:
+            if col == 0:
+                return value
+            if col in (1, 2):
+                return f"{value:,}"
+            text = format_ns(value)
+            return ("+" + text) if col in (5, 8) and value > 0 else text
+        if role == Qt.ItemDataRole.ForegroundRole and col in (5, 8):
+            return QColor("#c0392b") if value > 0 else QColor("#1e8449") if value < 0 else None
+        if role == Qt.ItemDataRole.TextAlignmentRole and col > 0:
+            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        return None
+
+
+def _table(model: QAbstractTableModel) -> tuple[QTableView, QSortFilterProxyModel]:
+    proxy = QSortFilterProxyModel()
+    proxy.setSourceModel(model)
+    proxy.setSortRole(Qt.ItemDataRole.UserRole)
+    proxy.setFilterKeyColumn(0)
+    proxy.setFilterCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
+    view = QTableView()
+    view.setModel(proxy)
+    view.setSortingEnabled(True)
+    view.setSelectionBehavior(QTableView.SelectionBehavior.SelectRows)
+    view.setSelectionMode(QTableView.SelectionMode.SingleSelection)
+    view.verticalHeader().setVisible(False)
+    view.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+    view.horizontalHeader().setStretchLastSection(False)
+    view.horizontalHeader().setDefaultSectionSize(78)
+    view.horizontalHeader().setMinimumSectionSize(40)
+    view.verticalHeader().setDefaultSectionSize(20)
+    view.setWordWrap(False)
+    return view, proxy
+
+
+class ZonesView(QWidget):
+    """Timeline + statistics + histogram of one trace."""
+
+    zoneSelected = Signal(object)  # ZoneInfo
+    traceLoaded = Signal(object)  # Trace
+    loadFailed = Signal(str)
+
+    def __init__(self, context=None, worker=None, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.context = context
+        self._own_worker = worker is None
+        self._worker = worker
+        self.trace: Trace | None = None
+        self.stats: list[ZoneStats] = []
+        self._find_from = -1
+        self.setAcceptDrops(True)
+
+        self.open_button = QPushButton("Open…")
+        self.open_button.clicked.connect(self._open_dialog)
+        self.find_edit = QLineEdit()
+        self.find_edit.setPlaceholderText("find zone (Enter: next)")
+        self.find_edit.textChanged.connect(self._filter)
+        self.find_edit.returnPressed.connect(lambda: self.find(self.find_edit.text()))
+        zoom_all = QPushButton("Zoom all")
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 100)
+        self.progress.setMaximumWidth(160)
+        self.progress.setVisible(False)
+        self.summary = QLabel("no trace: open or drop a Chrome trace, .ireeprof or compile timing JSON")
+        self.error = QLabel()
+        self.error.setStyleSheet("color: #b03030")
+        self.error.setWordWrap(True)
+        self.error.setVisible(False)
+
+        self.timeline = ZoneTimeline()
+        zoom_all.clicked.connect(self.timeline.zoom_all)
+        self.timeline.zoneSelected.connect(self._on_zone)
+        self.stats_model = StatsModel(self)
+        self.table, self.proxy = _table(self.stats_model)
+        self.table.selectionModel().currentRowChanged.connect(self._on_row)
+        self.histogram = pg.PlotWidget(background="w")
+        self.histogram.setMenuEnabled(False)
+        self.histogram.hideButtons()
+        self.histogram.setLabel("bottom", "duration", units="s")
+        self.histogram.setLabel("left", "zones")
+        self.histogram.setMinimumWidth(220)
+        self._bars: pg.BarGraphItem | None = None
+
+        bar = QHBoxLayout()
+        for w in (self.open_button, zoom_all, self.find_edit, self.progress):
+            bar.addWidget(w)
+        lower = QSplitter(Qt.Orientation.Horizontal)
+        lower.addWidget(self.table)
+        lower.addWidget(self.histogram)
+        lower.setStretchFactor(0, 3)
+        lower.setStretchFactor(1, 1)
+        lower.setSizes([700, 300])
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.addWidget(self.timeline)
+        split.addWidget(lower)
+        split.setStretchFactor(0, 3)
+        split.setStretchFactor(1, 2)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(2, 2, 2, 2)
+        lay.addLayout(bar)
+        lay.addWidget(self.summary)
+        lay.addWidget(self.error)
+        lay.addWidget(split, 1)
+
+    # -- data
+
+    def set_trace(
+        self, trace: Trace, index: ZoneIndex | None = None, stats: list[ZoneStats] | None = None
+    ) -> None:
+        self.trace = trace
+        self.stats = stats if stats is not None else zone_statistics(trace)
+        self.stats_model.set_rows(self.stats)
+        self.table.sortByColumn(2, Qt.SortOrder.DescendingOrder)
+        self.timeline.set_trace(trace, index)
+        a, b = trace.span
+        self.summary.setText(
+            f"{Path(trace.source).name or 'trace'}: {len(trace.zones):,} zones on {len(trace.tracks)} tracks, "
+            f"{len(self.stats)} names, {format_ns(b - a)}"
+        )
+        self.error.setVisible(False)
+        self._find_from = -1
+        self.traceLoaded.emit(trace)
+
+    def open_path(self, path: str | Path) -> int:
+        """Load ``path`` on the engine worker (a newer open replaces a waiting one)."""
+        worker = self._ensure_worker()
+        self.progress.setValue(0)
+        self.progress.setVisible(True)
+        return worker.submit(
+            load_trace_job, str(path), tag=LOAD_TAG, on_result=self._loaded, on_error=self._failed
+        )
+
+    def _ensure_worker(self):
+        if self._worker is None:
+            from app.workers import EngineWorker
+
+            self._worker = EngineWorker(self, name="lens-zones-loader")
+        if not getattr(self, "_progress_connected", False):
+            self._worker.progressed.connect(self._on_progress)
+            self._progress_connected = True
+        return self._worker
+
+    def _on_progress(self, p) -> None:
+        if p.tag == LOAD_TAG:
+            self.progress.setValue(int(p.fraction * 100))
+            self.progress.setFormat(p.text or "%p%")
+
+    def _loaded(self, loaded: LoadedTrace) -> None:
+        self.progress.setVisible(False)
+        self.set_trace(loaded.trace, loaded.index, loaded.stats)
+
+    def _failed(self, err) -> None:
+        self.progress.setVisible(False)
+        self.error.setText(f"Cannot open the trace: {err.message}")
+        self.error.setVisible(True)
+        self.loadFailed.emit(err.message)
+
+    def closeEvent(self, ev) -> None:  # noqa: N802
+        self.shutdown()
+        super().closeEvent(ev)
+
+    def shutdown(self) -> None:
+        if self._own_worker and self._worker is not None:
+            self._worker.shutdown()
+            self._worker = None
+
+    # -- selection, find, histogram
+
+    def _on_zone(self, info: ZoneInfo) -> None:
+        self.select_name(info.name)
+        if self.context is not None and info.category == "dispatch":
+            ordinal = info.args.get("ordinal")
+            self.context.set_dispatch(int(ordinal) if isinstance(ordinal, int) else info.name)
+        self.zoneSelected.emit(info)
+
+    def select_name(self, name: str) -> None:
+        for r in range(self.proxy.rowCount()):
+            if self.proxy.index(r, 0).data() == name:
+                self.table.selectRow(r)
+                return
+
+    def _on_row(self, current: QModelIndex, _previous: QModelIndex) -> None:
+        if not current.isValid() or self.trace is None:
+            return
+        name = self.proxy.index(current.row(), 0).data()
+        self.show_histogram(name)
+        item = self.timeline.item
+        if item is not None:
+            item.highlight_name = self.trace.names.id_of(name)
+            item.update()
+
+    def show_histogram(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """Draw the duration histogram of ``name``; returns (counts, edges in ns)."""
+        assert self.trace is not None
+        counts, edges = histogram(durations_of(self.trace, name))
+        if self._bars is not None:
+            self.histogram.removeItem(self._bars)
+        x0, x1 = edges[:-1] * 1e-9, edges[1:] * 1e-9
+        self._bars = pg.BarGraphItem(x0=x0, x1=x1, height=counts, brush="#4e79a7", pen="w")
+        self.histogram.addItem(self._bars)
+        self.histogram.setTitle(name[:60], size="9pt")
+        self.histogram.autoRange()
+        return counts, edges
+
+    def _filter(self, text: str) -> None:
+        self.proxy.setFilterFixedString(text)
+        self._find_from = -1
+
+    def find(self, text: str) -> ZoneInfo | None:
+        """Select and show the next zone (in time) whose name contains ``text`` (case-insensitive)."""
+        if self.trace is None or not text:
+            return None
+        wanted = [i for i, s in enumerate(self.trace.names.strings) if text.lower() in s.lower()]
+        if not wanted:
+            self.summary.setText(f"no zone named like {text!r}")
+            return None
+        z = self.trace.zones
+        candidates = np.flatnonzero(np.isin(z.name, wanted))
+        order = candidates[np.lexsort((z.track[candidates], z.start[candidates]))]
+        # The next one after the previous find, in time order (wrapping around).
+        pos = 0
+        if self._find_from >= 0:
+            hits = np.flatnonzero(order == self._find_from)
+            pos = (int(hits[0]) + 1) % len(order) if hits.shape[0] else 0
+        i = int(order[pos])
+        self._find_from = i
+        self.timeline.show_zone(i)
+        return self.trace.zone(i)
+
+    # -- files
+
+    def _open_dialog(self) -> None:
+        name, _ = QFileDialog.getOpenFileName(self, "Open trace", "", TRACE_FILTER)
+        if name:
+            self.open_path(name)
+
+    def dragEnterEvent(self, ev) -> None:  # noqa: N802
+        if ev.mimeData() is not None and ev.mimeData().hasUrls():
+            ev.acceptProposedAction()
+
+    def dropEvent(self, ev) -> None:  # noqa: N802
+        urls = [u for u in ev.mimeData().urls() if u.isLocalFile()]
+        if urls:
+            self.open_path(urls[0].toLocalFile())
+            ev.acceptProposedAction()
+
+
+class ZonesCompareView(QWidget):
+    """Two traces side by side (A left, B right) above the per-name A/B table, slower in B first.
+
+    For two compilations' timing this is the regression hunt: the passes that got slower are at the top.
+    """
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.a = ZoneTimeline()
+        self.b = ZoneTimeline()
+        self.label_a = QLabel("A")
+        self.label_b = QLabel("B")
+        self.diff_model = DiffModel(self)
+        self.table, self.proxy = _table(self.diff_model)
+        self.table.selectionModel().currentRowChanged.connect(self._on_row)
+        left, right = QWidget(), QWidget()
+        for w, lab, tl in ((left, self.label_a, self.a), (right, self.label_b, self.b)):
+            v = QVBoxLayout(w)
+            v.setContentsMargins(0, 0, 0, 0)
+            v.addWidget(lab)
+            v.addWidget(tl, 1)
+        sides = QSplitter(Qt.Orientation.Horizontal)
+        sides.addWidget(left)
+        sides.addWidget(right)
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.addWidget(sides)
+        split.addWidget(self.table)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(2, 2, 2, 2)
+        lay.addWidget(split)
+        self.diffs: list[ZoneDiff] = []
+
+    def set_traces(self, a: Trace, b: Trace) -> list[ZoneDiff]:
+        self.a.set_trace(a)
+        self.b.set_trace(b)
+        sa, sb = zone_statistics(a), zone_statistics(b)
+        self.label_a.setText(f"A: {Path(a.source).name or 'trace'} — {format_ns(a.span[1] - a.span[0])}")
+        self.label_b.setText(f"B: {Path(b.source).name or 'trace'} — {format_ns(b.span[1] - b.span[0])}")
+        self.diffs = compare(sa, sb)
+        self.diff_model.set_rows(self.diffs)
+        self.table.sortByColumn(5, Qt.SortOrder.DescendingOrder)
+        return self.diffs
+
+    def top_names(self, n: int) -> list[str]:
+        """The first ``n`` names as the table shows them."""
+        return [self.proxy.index(r, 0).data() for r in range(min(n, self.proxy.rowCount()))]
+
+    def _on_row(self, current: QModelIndex, _previous: QModelIndex) -> None:
+        if not current.isValid():
+            return
+        name = self.proxy.index(current.row(), 0).data()
+        for tl in (self.a, self.b):
+            if tl.item is not None:
+                tl.item.highlight_name = tl.item.trace.names.id_of(name)
+                tl.item.update()

@@ -1,0 +1,255 @@
+"""The zones view: zoom and pan (Tracy's keys, wheel), culling, select (context follows a dispatch),
+statistics with histogram, find, compare, and opening files (good and bad) on the worker."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QPoint, QPointF, Qt
+
+from app.context import LensContext
+from app.views.zones_timeline import ROW_HEIGHT
+from app.views.zones_view import ZonesCompareView, ZonesView
+from engine.trace.chrome import write_chrome_json
+from engine.trace.model import TraceBuilder
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from support import iree_tool  # noqa: E402
+
+SHOTS = Path("/tmp")
+
+
+def big_trace(n_per_track: int = 100_000, tracks: int = 3, seed: int = 0):
+    """Flat dispatch-like zones plus a parent zone per 100 of them, on a few tracks."""
+    rng = np.random.default_rng(seed)
+    b = TraceBuilder("synthetic")
+    for name in ("dispatch_a", "dispatch_b", "dispatch_c", "batch"):
+        b.names.intern(name)
+    cat = b.categories.intern("dispatch")
+    for t in range(tracks):
+        tid = b.track(("t", t), f"queue {t}", "queue")
+        dur = rng.integers(200, 2000, n_per_track)
+        gap = rng.integers(10, 500, n_per_track)
+        start = np.cumsum(dur + gap) - dur
+        end = start + dur
+        b.add_zone_arrays(
+            start, end, np.full(n_per_track, tid), rng.integers(0, 3, n_per_track), np.full(n_per_track, cat)
+        )
+        g = np.arange(0, n_per_track, 100)
+        last = np.minimum(g + 99, n_per_track - 1)
+        b.add_zone_arrays(start[g], end[last], np.full(len(g), tid), np.full(len(g), 3))
+    return b.build()
+
+
+def small_trace():
+    b = TraceBuilder("small.json")
+    vm = b.track(("vm",), "VM", "vm")
+    dev = b.track(("dev",), "device local-sync", "device")
+    b.add_zone(0, 10_000, vm, "main", "vm call")
+    b.add_zone(1_000, 9_000, vm, "hal.device.queue.execute", "import")
+    b.add_zone(1_000, 9_000, dev, "command buffer", "queue")
+    for k in range(3):
+        s = 1_500 + k * 2_500
+        b.add_zone(
+            s,
+            s + 2_000,
+            dev,
+            f"main_dispatch_{k}",
+            "dispatch",
+            {"ordinal": k, "workgroup_count": [k + 1, 1, 1]},
+        )
+    b.add_instant(9_500, dev, "fence signaled")
+    return b.build()
+
+
+@pytest.fixture
+def view(qtbot):
+    v = ZonesView()
+    qtbot.addWidget(v)
+    v.resize(1100, 700)
+    v.show()
+    qtbot.waitExposed(v)
+    yield v
+    v.shutdown()
+
+
+def _click_zone(qtbot, timeline, index: int) -> None:
+    item = timeline.item
+    z = item.trace.zones
+    x = (int(z.start[index]) + int(z.end[index])) / 2 - item.origin
+    y = float(item.rows.rows(z.track[index : index + 1], z.depth[index : index + 1])[0]) + ROW_HEIGHT / 2
+    scene = item.mapToScene(QPointF(x, y))
+    pos = timeline.mapFromScene(scene)
+    qtbot.mouseClick(timeline.viewport(), Qt.MouseButton.LeftButton, pos=pos)
+
+
+def test_zoom_pan_keys_and_culling(view, qtbot):
+    trace = big_trace()
+    view.set_trace(trace)
+    tl = view.timeline
+    qtbot.wait(50)
+    full = tl.x_range()
+    tl.grab().save(str(SHOTS / "zones_full.png"))
+    item = tl.item
+    # Full zoom-out: 300k zones are drawn as a bounded number of boxes, most of them merged runs.
+    assert 0 < item.painted_count < 20_000 and item.merged_count > 0
+    tl.setFocus()
+    qtbot.keyClick(tl, Qt.Key.Key_W)
+    x0, x1 = tl.x_range()
+    assert (x1 - x0) == pytest.approx((full[1] - full[0]) * 0.8, rel=1e-3)
+    before = tl.x_range()
+    qtbot.keyClick(tl, Qt.Key.Key_D)
+    after = tl.x_range()
+    assert after[0] - before[0] == pytest.approx((before[1] - before[0]) * 0.1, rel=1e-3)
+    qtbot.keyClick(tl, Qt.Key.Key_A)
+    qtbot.keyClick(tl, Qt.Key.Key_S)
+    assert tl.x_range()[1] - tl.x_range()[0] == pytest.approx(full[1] - full[0], rel=1e-2)
+    # Wheel at the cursor zooms in and keeps the time under the cursor in place.
+    vb = tl.getViewBox()
+    tl.zoom(1e-4, center=5_000_000)
+    qtbot.wait(50)
+    tl.repaint()
+    assert item.painted_count < 200 and item.merged_count == 0  # deep zoom: single zones with labels
+    tl.grab().save(str(SHOTS / "zones_deep.png"))
+    c = vb.mapViewToScene(QPointF(5_000_000, 0.5))
+    pos = tl.mapFromScene(c)
+    r0 = tl.x_range()
+    from PySide6.QtCore import QPoint as _P
+    from PySide6.QtGui import QWheelEvent
+
+    ev = QWheelEvent(
+        QPointF(pos), QPointF(tl.mapToGlobal(pos)), _P(0, 0), _P(0, 120),
+        Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier, Qt.ScrollPhase.NoScrollPhase, False,
+    )  # fmt: skip
+    from PySide6.QtWidgets import QApplication
+
+    QApplication.sendEvent(tl.viewport(), ev)
+    r1 = tl.x_range()
+    assert (r1[1] - r1[0]) < (r0[1] - r0[0])
+    under = vb.mapSceneToView(c).x()
+    assert abs(under - 5_000_000) < (r1[1] - r1[0]) * 0.02
+
+
+def test_select_dispatch_moves_context_and_statistics(qtbot):
+    context = LensContext()
+    v = ZonesView(context=context)
+    qtbot.addWidget(v)
+    v.resize(1000, 600)
+    v.show()
+    qtbot.waitExposed(v)
+    trace = small_trace()
+    v.set_trace(trace)
+    qtbot.wait(50)
+    target = int(
+        np.flatnonzero(np.asarray([trace.names[i] for i in trace.zones.name]) == "main_dispatch_1")[0]
+    )
+    with qtbot.waitSignal(v.zoneSelected, timeout=2000) as sig:
+        _click_zone(qtbot, v.timeline, target)
+    info = sig.args[0]
+    assert info.name == "main_dispatch_1" and info.args["ordinal"] == 1
+    assert context.dispatch == 1
+    # The statistics row of the selected name is selected and its histogram drawn.
+    row = v.table.currentIndex()
+    assert v.proxy.index(row.row(), 0).data() == "main_dispatch_1"
+    counts, edges = v.show_histogram("main_dispatch_1")
+    assert counts.sum() == 1 and edges[0] <= 2000 <= edges[-1]
+    # Hover text names the zone with its arguments.
+    assert "workgroup_count: [2, 1, 1]" in v.timeline.item.describe(target)
+    v.grab().save(str(SHOTS / "zones_select.png"))
+    v.shutdown()
+
+
+def test_statistics_table_find_and_histogram(view, qtbot):
+    trace = big_trace(20_000, 2, seed=3)
+    view.set_trace(trace)
+    names = {view.proxy.index(r, 0).data() for r in range(view.proxy.rowCount())}
+    assert names == {"dispatch_a", "dispatch_b", "dispatch_c", "batch"}
+    # Sorted by total, largest first (the batch zones enclose everything).
+    assert view.proxy.index(0, 0).data() == "batch"
+    counts, _ = view.show_histogram("dispatch_b")
+    expected = int((trace.zones.name == trace.names.id_of("dispatch_b")).sum())
+    assert counts.sum() == expected
+    view.find_edit.setText("disp")
+    assert view.proxy.rowCount() == 3
+    first = view.find("dispatch_c")
+    second = view.find("dispatch_c")
+    assert first.name == second.name == "dispatch_c" and second.start_ns > first.start_ns
+    x0, x1 = view.timeline.x_range()
+    assert (
+        x0 <= second.start_ns - view.timeline.item.origin and x1 >= second.end_ns - view.timeline.item.origin
+    )
+    assert view.timeline.item.selected == second.index
+    view.find_edit.setText("")
+    qtbot.wait(20)
+    view.grab().save(str(SHOTS / "zones_stats.png"))
+
+
+def test_compare_traces_slower_first(qtbot):
+    def trace(scale: dict):
+        b = TraceBuilder(f"{scale}")
+        t = b.track(("c",), "iree-compile", "compiler")
+        at = 0
+        for name, (n, d) in scale.items():
+            for _ in range(n):
+                b.add_zone(at, at + d, t, name, "pass")
+                at += d
+        return b.build()
+
+    a = trace({"canonicalize": (10, 1000), "cse": (5, 400), "inline": (1, 5000)})
+    b = trace({"canonicalize": (10, 3000), "cse": (5, 300), "inline": (1, 5000), "new-pass": (2, 100)})
+    v = ZonesCompareView()
+    qtbot.addWidget(v)
+    v.resize(1100, 600)
+    v.show()
+    diffs = v.set_traces(a, b)
+    assert v.top_names(2) == ["canonicalize", "new-pass"]
+    d = {x.name: x for x in diffs}
+    assert d["canonicalize"].total_diff_ns == 20_000 and d["cse"].total_diff_ns == -500
+    v.table.selectRow(0)
+    assert v.a.item.highlight_name == a.names.id_of("canonicalize")
+    v.grab().save(str(SHOTS / "zones_compare.png"))
+
+
+def test_compile_ab_real_timing(qtbot, tmp_path):
+    from engine.samples import sample_path
+    from engine.trace.open import load_trace
+
+    traces = []
+    for k, sample in enumerate(("matmul", "mlp")):
+        proc = subprocess.run(
+            [iree_tool("iree-compile"), str(sample_path(sample)), "--iree-hal-target-device=local",
+             "--iree-hal-local-target-device-backends=llvm-cpu", "--mlir-timing", "--mlir-output-format=json",
+             "-o", str(tmp_path / f"{k}.vmfb")],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        (tmp_path / f"{k}.txt").write_text(proc.stderr)
+        traces.append(load_trace(tmp_path / f"{k}.txt"))
+    v = ZonesCompareView()
+    qtbot.addWidget(v)
+    v.resize(1200, 700)
+    v.show()
+    diffs = v.set_traces(*traces)
+    shown = v.top_names(len(diffs))
+    by_name = {d.name: d.total_diff_ns for d in diffs}
+    assert [by_name[n] for n in shown] == sorted(by_name.values(), reverse=True)
+    v.grab().save(str(SHOTS / "zones_compile_ab.png"))
+
+
+def test_open_files_on_the_worker(view, qtbot, tmp_path):
+    good = tmp_path / "t.json"
+    write_chrome_json(small_trace(), good)
+    with qtbot.waitSignal(view.traceLoaded, timeout=10_000):
+        view.open_path(good)
+    assert len(view.trace.zones) == 6 and not view.progress.isVisible()
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"traceEvents": [{"ph": "X", "name": "a"}]}))
+    with qtbot.waitSignal(view.loadFailed, timeout=10_000) as sig:
+        view.open_path(bad)
+    assert "event 0" in sig.args[0]
+    assert view.error.isVisible() and len(view.trace.zones) == 6  # the good trace stays
+    _ = QPoint  # keep the import used for readers of the click helper
