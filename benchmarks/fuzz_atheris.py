@@ -196,6 +196,7 @@ def drive(args) -> int:
             f"-artifact_prefix={artifacts}/",
             "-print_final_stats=1",
             "-max_len=1048576",
+            "-len_control=0",  # modules are tens of KB: mutate at full length from the start
         ]
         proc = subprocess.Popen(
             cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, errors="replace"
