@@ -483,3 +483,51 @@ def _fmt(v) -> str:
     if v is None:
         return ""
     return f"{v:.6g}" if isinstance(v, np.floating | float) else str(v)
+
+
+class ExecutableEditorPanel(QWidget):
+    """The editor as a document of the main window: follows the current compilation (or module)."""
+
+    def __init__(self, services, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.services = services
+        self.editor: ExecutableEditor | None = None
+        self.placeholder = QLabel("Compile a program or open a module to edit its executables.")
+        self.placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.placeholder.setWordWrap(True)
+        # A document tab must not widen the window (the layout would impose its children's minimum).
+        self.setMinimumSize(1, 1)
+        self._layout = QVBoxLayout(self)
+        self._layout.setContentsMargins(0, 0, 0, 0)
+        self._layout.addWidget(self.placeholder)
+        context = services.context
+        context.compilationChanged.connect(self._follow)
+        context.moduleChanged.connect(self._follow)
+        self._follow()
+
+    def minimumSizeHint(self):  # noqa: N802 (Qt's name)
+        from PySide6.QtCore import QSize
+
+        return QSize(1, 1)
+
+    def _follow(self, *_args) -> None:
+        context = self.services.context
+        compilation = context.compilation
+        module = context.module
+        try:
+            if compilation is not None and getattr(compilation, "vmfb_path", None):
+                editor = editor_for_compilation(compilation)
+            elif module is not None:
+                editor = editor_for_module(module.path)
+            else:
+                return
+        except LensError as e:
+            self.placeholder.setText(f"Cannot list the executables: {e}")
+            return
+        if self.editor is not None:
+            self._layout.removeWidget(self.editor)
+            self.editor.close()
+            self.editor.deleteLater()
+        self.editor = editor
+        self.placeholder.hide()
+        self._layout.addWidget(editor)

@@ -163,3 +163,19 @@ def test_editor_for_a_module_with_dumps_beside_it(qtbot, cpu_build, tmp_path):
     editor = editor_for_module(vmfb, drafts=DraftStore(tmp_path / "d"))
     qtbot.addWidget(editor)
     assert {d.kind for d in editor.documents} == {"mlir", "llvm"}
+
+
+def test_panel_follows_the_current_module(qtbot, cpu_build):
+    from app.context import LensContext, LoadedModule
+    from app.views.executable_editor import ExecutableEditorPanel
+
+    vmfb, dumps = cpu_build
+
+    class Services:
+        context = LensContext()
+
+    panel = ExecutableEditorPanel(Services())
+    qtbot.addWidget(panel)
+    assert panel.editor is None
+    Services.context.set_position(module=LoadedModule(vmfb, open_vmfb(vmfb)))
+    assert panel.editor is not None and {d.kind for d in panel.editor.documents} == {"mlir", "llvm"}
