@@ -62,3 +62,34 @@ def test_functions_sharing_bytecode_are_a_format_error(compiled):
         struct.pack_into("<ii", data, pos + k * len(first), biggest.bytecode_offset, biggest.bytecode_length)
     with pytest.raises(VmfbFormatError, match="overlap"):
         len(VmfbModule.from_bytes(bytes(data)).functions)
+
+
+def test_overlapping_elf_symbol_tables_are_a_format_error(compiled):
+    from engine.runtime.vmfb.executables import read_elf
+    from engine.runtime.vmfb.module import open_vmfb
+
+    elf = next(
+        x
+        for x in open_vmfb(compiled.path("mlp", "llvm-cpu")).executables
+        if x.format.startswith("embedded-elf")
+    )
+    data = bytearray(elf.data)
+    assert read_elf(bytes(data)).sections  # the valid one reads
+    shoff = struct.unpack_from("<Q", data, 0x28)[0]
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+    types = [struct.unpack_from("<I", data, shoff + k * shentsize + 4)[0] for k in range(shnum)]
+    strtab = next(k for k, t in enumerate(types) if t == 3 and k != shstrndx)  # SHT_STRTAB
+    converted = 0
+    for k in range(1, shnum):  # every other section becomes a symbol table over the whole file
+        if k in (shstrndx, strtab):
+            continue
+        h = shoff + k * shentsize
+        struct.pack_into("<I", data, h + 4, 2)  # SHT_SYMTAB
+        struct.pack_into("<QQI", data, h + 24, 0, len(data), strtab)  # sh_offset, sh_size, sh_link
+        struct.pack_into("<Q", data, h + 56, 24)  # sh_entsize
+        converted += 1
+    assert converted >= 2
+    start = time.perf_counter()
+    with pytest.raises(VmfbFormatError, match="symbol tables claim"):
+        read_elf(bytes(data))
+    assert time.perf_counter() - start < 5

@@ -57,6 +57,19 @@ def read_elf(data: bytes | memoryview, name: str = "executable") -> ElfInfo:
 
     try:
         elf = ELFFile(io.BytesIO(bytes(data)))
+        # Symbol tables may overlap in a damaged file: many sections over one region would be read once
+        # each (time quadratic in the size). Valid tables are disjoint, so they hold at most size/16
+        # entries (ELF32 symbols are 16 bytes, ELF64 ones 24).
+        claimed = sum(
+            s["sh_size"] // max(1, s["sh_entsize"])
+            for s in elf.iter_sections()
+            if isinstance(s, SymbolTableSection)
+        )
+        if claimed > len(data) // 16:
+            raise VmfbFormatError(
+                f"symbol tables claim {claimed} entries, more than a {len(data)}-byte file can hold",
+                where=f"executable {name}",
+            )
         sections = []
         symbols = []
         for s in elf.iter_sections():
@@ -89,6 +102,8 @@ def read_elf(data: bytes | memoryview, name: str = "executable") -> ElfInfo:
             }
         )
         return ElfInfo(elf["e_machine"], elf.elfclass, tuple(sections), tuple(symbols), tuple(exported))
+    except VmfbFormatError:
+        raise
     except Exception as e:  # noqa: BLE001 - pyelftools raises many kinds of errors on a damaged ELF
         raise VmfbFormatError(f"embedded ELF cannot be read: {e}", where=f"executable {name}") from None
 
