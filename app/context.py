@@ -52,12 +52,21 @@ class LensContext(QObject):
     timeChanged = Signal(object)  # float | None
     compilationChanged = Signal(object)  # Compilation | None
     positionChanged = Signal(object)  # Position
+    # The dispatch a debug run is paused at (``engine.session.protocol.DispatchInfo``), or None once the run
+    # moves on: what a tensor view shows (its bytes come from ``SessionBridge.request_bindings``).
+    pausedDispatchChanged = Signal(object)  # DispatchInfo | None
 
     _FIELDS = tuple(f.name for f in fields(Position))
 
     def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
         self._position = Position()
+        self.paused_dispatch: Any = None
+
+    def set_paused_dispatch(self, info: Any) -> None:
+        if info != self.paused_dispatch:
+            self.paused_dispatch = info
+            self.pausedDispatchChanged.emit(info)
 
     @property
     def position(self) -> Position:

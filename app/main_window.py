@@ -27,6 +27,7 @@ from app.documents import DocumentArea
 from app.messages import Level, Message, MessageLog
 from app.module_loader import OPENABLE_SUFFIXES, load_file
 from app.panels import AREAS, PANELS, PanelServices, PanelSpec
+from app.session_bridge import SessionBridge
 from app.settings import LensSettings
 from app.views.message_banner import MessageBanner
 from app.views.module_view import ModuleView
@@ -51,8 +52,15 @@ class MainWindow(QMainWindow):
         # Middle: the error banner over the document tabs (created first: panels may open documents).
         self.banner = MessageBanner()
         self.documents = DocumentArea(self)
+        # One debug session for the whole window, handed to every panel.
+        self.session_bridge = SessionBridge(self.context, parent=self)
         self.services = PanelServices(
-            self.context, self.worker, self.messages, self.open_file, open_document=self.open_document
+            self.context,
+            self.worker,
+            self.messages,
+            self.open_file,
+            open_document=self.open_document,
+            session_bridge=self.session_bridge,
         )
         self._loading: Path | None = None
         self.module_view = ModuleView(self.services)

@@ -24,6 +24,7 @@ from PySide6.QtWidgets import QWidget
 if TYPE_CHECKING:
     from app.context import LensContext
     from app.messages import MessageLog
+    from app.session_bridge import SessionBridge
     from app.workers import EngineWorker
 
 AREAS = {
@@ -52,6 +53,9 @@ class PanelServices:
     # Show a widget as a document tab in the window's centre: ``open_document(widget, title, key=None)``
     # returns the tab's widget; an open document with the same key is re-activated instead.
     open_document: Callable[..., QWidget] = field(default=lambda widget, title, key=None: _standalone(widget, title))
+    # The window's one debug session (``app.session_bridge.SessionBridge``): every panel that runs, steps
+    # or inspects a program talks to this one; ``None`` for a panel built on its own (it makes its own).
+    session_bridge: SessionBridge | None = None
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from dataclasses import asdict
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,7 @@ from engine.session.persist import SavedSession, SessionStore, default_state_dir
 from engine.session.protocol import (
     Answer,
     Breakpoint,
+    BreakpointKind,
     Call,
     Continue,
     Crashed,
@@ -40,9 +43,11 @@ from engine.session.protocol import (
     Log,
     Open,
     Opened,
+    Progress,
     RunTo,
     SetBreakpoints,
     Step,
+    StepMode,
     Stopped,
 )
 
@@ -53,6 +58,23 @@ STOP_TIMEOUT_KEY = "session/stop_timeout_s"
 HANG_TIMEOUT_KEY = "session/hang_timeout_s"
 DEFAULT_STOP_TIMEOUT = 1.0  # seconds a run may take to answer Stop before it is killed
 DEFAULT_HANG_TIMEOUT = 0.0  # 0: no watchdog (a long, silent Continue is legitimate in a debugger)
+DEVICE_KEY = "run/device"  # the device URI debug runs use (the Device panel writes it)
+CPU_DEVICE = "local-sync"
+PROGRESS_INTERVAL = 0.05  # seconds between Progress events handed to the GUI thread (one per dispatch)
+
+
+class BridgeState(StrEnum):
+    CLOSED = "closed"  # no module
+    IDLE = "idle"  # module open, no call in progress
+    RUNNING = "running"
+    STOPPED = "stopped"  # a call is paused: step, breakpoint, entry, pause, dispatch
+    STARTING = "starting"  # the session process is (re)starting
+
+
+def selected_device() -> str:
+    """The device URI debug runs use, from the settings (``local-sync`` until one is chosen)."""
+    value = open_settings().value(DEVICE_KEY, CPU_DEVICE)
+    return str(value) if value else CPU_DEVICE
 
 
 def state_dir() -> Path:
@@ -95,6 +117,11 @@ def describe_breakpoint(bp: Breakpoint) -> str:
         return f"entry of {bp.function}"
     if bp.kind == "import":
         return f"call of {bp.import_name}"
+    if bp.kind == BreakpointKind.DISPATCH:
+        target = f"#{bp.ordinal}" if bp.ordinal is not None else (bp.dispatch or "*")
+        return f"{bp.when} dispatch {'every one' if target == '*' else target}"
+    if bp.kind == BreakpointKind.NAN:
+        return "after a dispatch that writes NaN/Inf"
     return repr(bp)
 
 
@@ -124,9 +151,12 @@ def describe_crash(crash: Crashed, call: Call | None) -> str:
 class SessionBridge(QObject):
     """Owns a debug session; commands in (methods), events out (signals, always on the GUI thread).
 
-    ``state`` is one of ``closed`` (no module), ``idle`` (module open, no call in progress), ``running``,
-    ``stopped`` (a call is paused: step, breakpoint, entry, pause) and ``starting`` (the session process
-    is (re)starting after a crash).
+    ``state`` is a ``BridgeState``: ``closed`` (no module), ``idle`` (module open, no call in progress),
+    ``running``, ``stopped`` (a call is paused: step, breakpoint, entry, pause, dispatch) and ``starting``
+    (the session process is (re)starting after a crash).
+
+    A stop at a dispatch also emits ``dispatchStopped(DispatchInfo)`` and sets the context's paused
+    dispatch; ``request_bindings()`` then answers with ``bindingsRead(DispatchInfo, [uint8 arrays])``.
     """
 
     opened = Signal(object)  # Opened
@@ -139,6 +169,9 @@ class SessionBridge(QObject):
     stateChanged = Signal(str)
     breakpointsChanged = Signal(object)  # tuple[Breakpoint, ...]
     callChanged = Signal(object)  # Call: the last call (function, inputs), e.g. restored
+    progressed = Signal(object)  # Progress: what runs now (a dispatch), at most every PROGRESS_INTERVAL
+    dispatchStopped = Signal(object)  # DispatchInfo: the run paused at this dispatch
+    bindingsRead = Signal(object, object)  # DispatchInfo, list[np.ndarray]: the paused dispatch's bindings
     _event = Signal(object)  # from the session's thread to the GUI thread (queued)
 
     def __init__(
@@ -158,10 +191,11 @@ class SessionBridge(QObject):
         self.stop_timeout = stop_timeout if stop_timeout is not None else stop_timeout_setting()
         hang = hang_timeout if hang_timeout is not None else hang_timeout_setting()
         self.hang_timeout = hang or None
-        self.state = "closed"
+        self.state = BridgeState.CLOSED
+        self._last_progress = 0.0
         self.module_path: str | None = None
         self.source_path: str | None = None
-        self.device = "local-sync"
+        self.device = CPU_DEVICE
         self.functions: tuple[str, ...] = ()
         self.breakpoints: tuple[Breakpoint, ...] = ()
         self.last_call: Call | None = None
@@ -181,15 +215,20 @@ class SessionBridge(QObject):
             from engine.session.debug_session import DebugSession
             from engine.session.inprocess import InProcessSession
 
-            return InProcessSession(DebugSession, self._from_session)
+            return InProcessSession(DebugSession, self._from_session, progress=True)
         from engine.session.child import ChildSession
 
-        return ChildSession(HANDLER, self._from_session, hang_timeout=self.hang_timeout)
+        return ChildSession(HANDLER, self._from_session, hang_timeout=self.hang_timeout, progress=True)
 
     def _from_session(self, event: Event) -> None:
         """Called on the session's thread: queue the event for the GUI thread."""
         if self._closed:
             return
+        if isinstance(event, Progress):  # one per dispatch: the GUI needs a few a second
+            now = time.monotonic()
+            if now - self._last_progress < PROGRESS_INTERVAL:
+                return
+            self._last_progress = now
         try:
             self._event.emit(event)
         except RuntimeError:  # the QObject is gone (window closed while the child was talking)
@@ -273,6 +312,10 @@ class SessionBridge(QObject):
     def step_out(self) -> None:
         self.step("out")
 
+    def next_dispatch(self) -> None:
+        """Run to the next dispatch (stops before it runs)."""
+        self.step(StepMode.DISPATCH)
+
     def continue_(self) -> None:
         if self.state == "stopped":
             self._run(Continue())
@@ -285,8 +328,15 @@ class SessionBridge(QObject):
         if self.state in ("stopped", "idle"):
             self._send(Evaluate(query, tuple(args)))
 
+    def request_bindings(self) -> None:
+        """Ask for the bytes of every binding of the paused dispatch (answered by ``bindingsRead``)."""
+        if self.state == BridgeState.STOPPED and self.last_stop is not None:
+            if self.last_stop.location.dispatch_info is not None:
+                self._send(Evaluate("bindings"))
+
     def _run(self, command) -> None:
         self._set_state("running")
+        self._publish_dispatch(None)
         self._send(command)
 
     def stop(self) -> None:
@@ -366,9 +416,14 @@ class SessionBridge(QObject):
             self._set_state("stopped")
             self._move_context(event.location)
             self.stopped.emit(event)
+            info = event.location.dispatch_info
+            self._publish_dispatch(info)
+            if info is not None:
+                self.dispatchStopped.emit(info)
         elif isinstance(event, Finished):
             self.last_stop = None
             self._set_state("idle")
+            self._publish_dispatch(None)
             self.finished.emit(event)
         elif isinstance(event, Failed):
             self.last_stop = None
@@ -378,7 +433,12 @@ class SessionBridge(QObject):
         elif isinstance(event, Crashed):
             self._on_crashed(event)
         elif isinstance(event, Answer):
+            if event.query == "bindings" and self.last_stop is not None:
+                info = self.last_stop.location.dispatch_info
+                self.bindingsRead.emit(info, [ref.to_numpy() for ref in event.value])
             self.answered.emit(event)
+        elif isinstance(event, Progress):
+            self.progressed.emit(event)
         elif isinstance(event, Log):
             self.logged.emit(event.text)
 
@@ -399,7 +459,13 @@ class SessionBridge(QObject):
         frame = location.frames[-1]
         self.context.set_position(function=frame.function, pc=frame.pc, dispatch=location.dispatch_index)
 
+    def _publish_dispatch(self, info) -> None:
+        """The context's paused dispatch (what tensor views show) follows the run."""
+        if self.context is not None:
+            self.context.set_paused_dispatch(info)
+
     def _set_state(self, state: str) -> None:
+        state = BridgeState(state)
         if state != self.state:
             self.state = state
             self.stateChanged.emit(state)

@@ -6,10 +6,10 @@ null pointer must crash the child, not the test process, and a run that never en
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
+from session_support import Events
 from support import SPIN, patched_kernel_copy
 
 from engine.session.child import ChildSession
@@ -32,27 +32,6 @@ from engine.session.protocol import (
 
 HANDLER = "engine.session.debug_session:DebugSession"
 MATMUL_INPUTS = ("4x8xf32=0.1", "8x16xf32=0.3")
-
-
-class Events:
-    """Collects a session's events; ``next()`` waits for the next one."""
-
-    def __init__(self):
-        self.items: list = []
-        self._cv = threading.Condition()
-        self._read = 0
-
-    def __call__(self, event):
-        with self._cv:
-            self.items.append(event)
-            self._cv.notify_all()
-
-    def next(self, timeout: float = 60.0):
-        with self._cv:
-            if not self._cv.wait_for(lambda: len(self.items) > self._read, timeout):
-                raise AssertionError(f"no event within {timeout} s; so far: {self.items}")
-            self._read += 1
-            return self.items[self._read - 1]
 
 
 @pytest.fixture(params=["in-process", "child"])

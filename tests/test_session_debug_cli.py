@@ -8,16 +8,13 @@ ONNX imports of the shared models folder when it is there.
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
-from support import iree_tool
-from test_session_dispatch import PROGRAMS
+from session_support import compile_program
 
 from engine.cli import main as lens_main
-from engine.compiler.targets import TARGETS
 
 MODELS = Path(__file__).resolve().parents[1] / ".." / "shared" / "models"
 TRACE_FLAG = "--iree-flow-trace-dispatch-tensors"
@@ -25,20 +22,12 @@ HEALTHY = ["--input=4x8xf32=3", "--input=4x8xf32=1"]
 NAN = ["--input=4x8xf32=1", "--input=4x8xf32=2"]
 
 
-def _compile(source: Path, out: Path, *flags: str) -> Path:
-    if not out.exists():
-        cmd = [iree_tool("iree-compile"), str(source), *TARGETS["llvm-cpu"].flags, *flags, "-o", str(out)]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-    return out
-
-
 @pytest.fixture(scope="module")
 def modules(tmp_path_factory):
     root = tmp_path_factory.mktemp("debug_cli")
     return {
-        "plain": _compile(PROGRAMS / "nan_log.mlir", root / "nan_log.vmfb"),
-        "traced": _compile(PROGRAMS / "nan_log.mlir", root / "nan_log.traced.vmfb", TRACE_FLAG),
+        "plain": compile_program("nan_log", "llvm-cpu", root),
+        "traced": compile_program("nan_log", "llvm-cpu", root, TRACE_FLAG),
     }
 
 
@@ -149,7 +138,7 @@ def test_real_frontend_model_every_dispatch_in_both_engines(capsys, tmp_path, mo
     source = MODELS / f"{model}.mlir"
     if not source.exists():
         pytest.skip(f"{source} is absent (the shared models folder)")
-    module = _compile(source, tmp_path / f"{model}.vmfb", TRACE_FLAG)
+    module = compile_program(str(source), "llvm-cpu", tmp_path, TRACE_FLAG)
     x = f"--input=@{MODELS / f'{model}_x.npy'}"
     names = {}
     for engine in ("debug", "reference"):

@@ -8,15 +8,10 @@ Vulkan (Mesa's lavapipe), in this process and in a child process.
 
 from __future__ import annotations
 
-import subprocess
-from pathlib import Path
-
 import numpy as np
 import pytest
-from support import iree_tool
-from test_session import Events
+from session_support import Events, compile_program
 
-from engine.compiler.targets import TARGETS
 from engine.session.child import ChildSession
 from engine.session.debug_session import DebugSession
 from engine.session.inprocess import InProcessSession
@@ -35,18 +30,9 @@ from engine.session.protocol import (
     Stopped,
 )
 
-PROGRAMS = Path(__file__).parent / "session_programs"
 NAN_INPUTS = ("4x8xf32=1", "4x8xf32=2")  # log(1 - 2): NaN everywhere
 HEALTHY_INPUTS = ("4x8xf32=3", "4x8xf32=1")
 MATMUL_INPUTS = ("4x8xf32=0.1", "8x16xf32=0.3")
-
-
-def compile_program(name: str, target: str, out_dir: Path) -> Path:
-    out = out_dir / f"{name}.{target}.vmfb"
-    if not out.exists():
-        cmd = [iree_tool("iree-compile"), str(PROGRAMS / f"{name}.mlir"), *TARGETS[target].flags, "-o", str(out)]
-        subprocess.run(cmd, check=True, capture_output=True)
-    return out
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,7 @@
-"""The stepper's breakpoint list: every breakpoint of the session, and adding one on a function entry or on
-an import call by name (``hal.command_buffer.dispatch``, ``hal.device.queue.execute.indirect``...)."""
+"""The stepper's breakpoint list: every breakpoint of the session, and adding one on a function entry, on
+an import call by name (``hal.command_buffer.dispatch``, ``hal.device.queue.execute.indirect``...), on a
+dispatch (its run ordinal ``3``, IREE's name ``main_dispatch_1*`` or ``*`` for every one; before or after
+it runs) or after the first dispatch that writes NaN/Inf."""
 
 from __future__ import annotations
 
@@ -17,9 +19,20 @@ from PySide6.QtWidgets import (
 )
 
 from app.session_bridge import describe_breakpoint
-from engine.session.protocol import Breakpoint
+from engine.session.protocol import Breakpoint, BreakpointKind, DispatchWhen
 
-KINDS = (("import", "Import call"), ("function", "Function entry"))
+KINDS = (
+    (BreakpointKind.IMPORT, "Import call"),
+    (BreakpointKind.FUNCTION, "Function entry"),
+    (BreakpointKind.DISPATCH, "Dispatch"),
+    (BreakpointKind.NAN, "NaN/Inf written"),
+)
+PLACEHOLDERS = {
+    BreakpointKind.IMPORT: "hal.command_buffer.dispatch",
+    BreakpointKind.FUNCTION: "main",
+    BreakpointKind.DISPATCH: "run ordinal (3), name (main_dispatch_1*), or * for every one",
+    BreakpointKind.NAN: "(stops after the first dispatch that writes NaN or Inf)",
+}
 
 
 class BreakpointsView(QWidget):
@@ -41,6 +54,11 @@ class BreakpointsView(QWidget):
         self.name.setObjectName("stepperBreakpointName")
         self.name.setPlaceholderText("hal.command_buffer.dispatch")
         self.name.returnPressed.connect(self.add_from_fields)
+        self.when = QComboBox(self)
+        self.when.setObjectName("stepperBreakpointWhen")
+        self.when.addItem("before", DispatchWhen.BEFORE)
+        self.when.addItem("after", DispatchWhen.AFTER)
+        self.when.setToolTip("Stop before the dispatch runs, or after it (its outputs written)")
         self.add_button = QPushButton("Add", self)
         self.add_button.clicked.connect(self.add_from_fields)
         self.remove_button = QPushButton("Remove", self)
@@ -50,6 +68,7 @@ class BreakpointsView(QWidget):
         row.setContentsMargins(0, 0, 0, 0)
         row.addWidget(self.kind)
         row.addWidget(self.name, 1)
+        row.addWidget(self.when)
         row.addWidget(self.add_button)
         row.addWidget(self.remove_button)
         layout = QVBoxLayout(self)
@@ -61,6 +80,7 @@ class BreakpointsView(QWidget):
         )
         self.breakpoints: tuple[Breakpoint, ...] = ()
         self._names = {"import": [], "function": []}
+        self._update_completer()
 
     def set_names(self, imports: list[str], functions: list[str]) -> None:
         """Names offered for completion: the module's imports and functions."""
@@ -68,14 +88,15 @@ class BreakpointsView(QWidget):
         self._update_completer()
 
     def _update_completer(self) -> None:
-        names = self._names.get(self.kind.currentData(), [])
+        kind = self.kind.currentData()
+        self.when.setVisible(kind == BreakpointKind.DISPATCH)
+        self.name.setEnabled(kind != BreakpointKind.NAN)
+        names = self._names.get(kind, [])
         completer = QCompleter(names, self.name)
         completer.setCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
         completer.setFilterMode(Qt.MatchFlag.MatchContains)
         self.name.setCompleter(completer)
-        self.name.setPlaceholderText(
-            "hal.command_buffer.dispatch" if self.kind.currentData() == "import" else "main"
-        )
+        self.name.setPlaceholderText(PLACEHOLDERS.get(kind, ""))
 
     def set_breakpoints(self, breakpoints: tuple[Breakpoint, ...]) -> None:
         self.breakpoints = tuple(breakpoints)
@@ -85,20 +106,27 @@ class BreakpointsView(QWidget):
             item.setData(Qt.ItemDataRole.UserRole, bp)
             self.list.addItem(item)
 
-    def add(self, kind: str, name: str) -> Breakpoint | None:
+    def add(self, kind: str, name: str, when: str = DispatchWhen.BEFORE) -> Breakpoint | None:
         name = name.strip().lstrip("@")
-        if not name:
+        if kind == BreakpointKind.NAN:
+            bp = Breakpoint(BreakpointKind.NAN, when=DispatchWhen.AFTER)
+        elif not name:
             return None
-        bp = (
-            Breakpoint("import", import_name=name)
-            if kind == "import"
-            else Breakpoint("function", function=name)
-        )
+        elif kind == BreakpointKind.DISPATCH:
+            bp = (
+                Breakpoint(BreakpointKind.DISPATCH, ordinal=int(name), when=when)
+                if name.isdigit()
+                else Breakpoint(BreakpointKind.DISPATCH, dispatch=name, when=when)
+            )
+        elif kind == BreakpointKind.IMPORT:
+            bp = Breakpoint(BreakpointKind.IMPORT, import_name=name)
+        else:
+            bp = Breakpoint(BreakpointKind.FUNCTION, function=name)
         self.addRequested.emit(bp)
         return bp
 
     def add_from_fields(self) -> None:
-        if self.add(self.kind.currentData(), self.name.text()) is not None:
+        if self.add(self.kind.currentData(), self.name.text(), self.when.currentData()) is not None:
             self.name.clear()
 
     def remove_selected(self) -> None:

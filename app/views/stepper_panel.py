@@ -40,7 +40,7 @@ from PySide6.QtWidgets import (
 
 from app.context import LoadedModule
 from app.panels import PanelServices
-from app.session_bridge import SessionBridge
+from app.session_bridge import SessionBridge, selected_device
 from app.views.hex_view import monospace_font
 from app.views.stepper_breakpoints import BreakpointsView
 from app.views.stepper_inputs import format_inputs_line, parse_inputs_line
@@ -59,15 +59,6 @@ def _banner(name: str, bg: str, border: str, fg: str) -> QFrame:
     return frame
 
 
-def selected_device() -> str:
-    """The device the Device panel chose (``local-sync`` until one is chosen, or without that panel)."""
-    try:
-        from app.views.device_panel import selected_device_uri
-    except ImportError:
-        return "local-sync"
-    return selected_device_uri()
-
-
 class StepperPanel(QWidget):
     def __init__(
         self, services: PanelServices, bridge: SessionBridge | None = None, parent: QWidget | None = None
@@ -76,6 +67,9 @@ class StepperPanel(QWidget):
         self.setObjectName("stepperPanel")
         self.services = services
         self.context = services.context
+        # The window's one session (PanelServices.session_bridge); a panel built on its own makes one.
+        if bridge is None:
+            bridge = getattr(services, "session_bridge", None)
         self.bridge = bridge if bridge is not None else SessionBridge(services.context, parent=self)
         self.vmfb: Any = None  # the parsed module (engine.runtime.vmfb.VmfbModule) whose code is shown
         self.shown_function: str | None = None
@@ -125,6 +119,9 @@ class StepperPanel(QWidget):
         self.step_into_action = self._action("↓ Step Into", "F11", b.step_into, "Execute one instruction")
         self.step_out_action = self._action(
             "↑ Step Out", "Shift+F11", b.step_out, "Run until this function returns"
+        )
+        self.next_dispatch_action = self._action(
+            "⇢ Next Dispatch", "F6", b.next_dispatch, "Run to the next dispatch (stops before it runs)"
         )
         self.run_to_cursor_action = self._action(
             "⇥ Run to Cursor", "Ctrl+F10", self.run_to_cursor, "Run to the line of the cursor"
@@ -209,6 +206,7 @@ class StepperPanel(QWidget):
             self.step_over_action,
             self.step_into_action,
             self.step_out_action,
+            self.next_dispatch_action,
             self.run_to_cursor_action,
             self.stop_action,
         ):
@@ -449,7 +447,7 @@ class StepperPanel(QWidget):
         self.vmfb = loaded.module if loaded is not None else None
         if loaded is None:
             return
-        device = selected_device()
+        device = selected_device()  # the settings' choice (the Device panel writes it)
         self.device_label.setText(f"on {device}")
         names = []
         try:
@@ -531,6 +529,7 @@ class StepperPanel(QWidget):
             self.step_over_action,
             self.step_into_action,
             self.step_out_action,
+            self.next_dispatch_action,
             self.run_to_cursor_action,
         ):
             action.setEnabled(stopped)
@@ -568,8 +567,14 @@ class StepperPanel(QWidget):
             "step": "after a step",
             "breakpoint": "at a breakpoint",
             "paused": "paused",
+            "dispatch": "at a dispatch",
         }
         text = f"Stopped {reason.get(event.reason, event.reason)}"
+        info = event.location.dispatch_info
+        if info is not None:
+            text += f" ({info.when} #{info.ordinal} {info.export})"
+            if event.detail.get("nan_bindings"):
+                text += f", NaN/Inf written to bindings {event.detail['nan_bindings']}"
         if event.location.frames:
             f = event.location.frames[-1]
             text += f" — {f.function} pc {f.pc:#x}"

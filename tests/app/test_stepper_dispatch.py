@@ -1,0 +1,110 @@
+"""Dispatch breakpoints in the stepper: the window's one session bridge, dispatch stops published on the
+context (what a tensor view shows), binding bytes on request, Next Dispatch (F6), NaN stops on the CPU
+and on Vulkan (lavapipe). The program (``session_programs/nan_log.mlir``) is compiled with iree-compile.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PySide6.QtCore import Qt
+from session_support import compile_program
+
+from app.session_bridge import DEVICE_KEY
+from app.settings import open_settings
+from engine.session.protocol import DispatchInfo
+
+TIMEOUT = 60_000
+HEALTHY = ("4x8xf32=3", "4x8xf32=1")
+NAN = ("4x8xf32=1", "4x8xf32=2")
+
+
+@pytest.fixture(autouse=True)
+def state_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("IREE_LENS_STATE_DIR", str(tmp_path / "state"))
+
+
+@pytest.fixture(scope="module")
+def programs(tmp_path_factory):
+    return tmp_path_factory.mktemp("stepper_dispatch")
+
+
+def open_in_stepper(qtbot, window, vmfb):
+    panel = window.panels["stepper"]
+    window.docks["stepper"].show()
+    with qtbot.waitSignal(panel.bridge.opened, timeout=TIMEOUT):
+        window.open_file(vmfb)
+    return panel
+
+
+def add_breakpoint(qtbot, panel, kind: str, name: str = "", when: str = "before"):
+    view = panel.breakpoints_view
+    view.kind.setCurrentIndex(view.kind.findData(kind))
+    if kind == "dispatch":
+        view.when.setCurrentIndex(view.when.findData(when))
+    view.name.setText(name)
+    with qtbot.waitSignal(panel.bridge.breakpointsChanged, timeout=TIMEOUT):
+        qtbot.mouseClick(view.add_button, Qt.MouseButton.LeftButton)
+
+
+def test_the_window_hands_one_bridge_to_every_panel(main_window):
+    bridge = main_window.session_bridge
+    assert main_window.services.session_bridge is bridge
+    assert main_window.panels["stepper"].bridge is bridge
+
+
+def test_dispatch_breakpoint_next_dispatch_and_bindings(qtbot, main_window, programs):
+    vmfb = compile_program("nan_log", "llvm-cpu", programs)
+    panel = open_in_stepper(qtbot, main_window, vmfb)
+    add_breakpoint(qtbot, panel, "dispatch", "1", "after")
+    assert panel.breakpoints_view.list.item(0).text() == "● after dispatch #1"
+    panel.set_inputs(HEALTHY)
+    published = []
+    main_window.context.pausedDispatchChanged.connect(published.append)
+    with qtbot.waitSignal(panel.bridge.dispatchStopped, timeout=TIMEOUT) as blocker:
+        qtbot.mouseClick(panel.run_button, Qt.MouseButton.LeftButton)
+    info = blocker.args[0]
+    assert isinstance(info, DispatchInfo) and info.ordinal == 1 and info.when == "after"
+    assert main_window.context.paused_dispatch == info and published[-1] == info
+    assert "#1 main_dispatch_1" in panel.status_label.text()
+    assert main_window.context.dispatch == 1
+    # The tensors of the paused dispatch, on request (the tensor inspector's path).
+    with qtbot.waitSignal(panel.bridge.bindingsRead, timeout=TIMEOUT) as read:
+        panel.bridge.request_bindings()
+    read_info, arrays = read.args
+    assert read_info == info
+    assert np.allclose(arrays[1].view(np.float32), np.log(2.0))
+    # F6: the next dispatch, before it runs.
+    assert panel.next_dispatch_action.isEnabled()
+    with qtbot.waitSignal(panel.bridge.dispatchStopped, timeout=TIMEOUT) as blocker:
+        qtbot.keyClick(panel.listing, Qt.Key.Key_F6)
+    assert blocker.args[0].ordinal == 2 and blocker.args[0].when == "before"
+    assert published[-2] is None  # the run moved on between the two stops
+    with qtbot.waitSignal(panel.bridge.finished, timeout=TIMEOUT):
+        qtbot.keyClick(panel.listing, Qt.Key.Key_F5)
+    assert main_window.context.paused_dispatch is None
+
+
+@pytest.mark.parametrize("target, device", [("llvm-cpu", "local-sync"), ("vulkan-spirv", "vulkan")])
+def test_nan_breakpoint_on_cpu_and_vulkan(qtbot, make_main_window, programs, target, device):
+    if device == "vulkan":
+        from engine.runtime.hal.vulkan.loader import vulkan_available
+
+        reason = vulkan_available()
+        if reason is not None:
+            pytest.skip(f"no Vulkan: {reason}")
+    settings = open_settings()
+    settings.setValue(DEVICE_KEY, device)  # the device choice travels through the settings
+    settings.sync()
+    window = make_main_window()
+    vmfb = compile_program("nan_log", target, programs)
+    panel = open_in_stepper(qtbot, window, vmfb)
+    assert panel.device_label.text() == f"on {device}"
+    add_breakpoint(qtbot, panel, "nan")
+    panel.set_inputs(NAN)
+    with qtbot.waitSignal(panel.bridge.stopped, timeout=TIMEOUT) as blocker:
+        qtbot.mouseClick(panel.run_button, Qt.MouseButton.LeftButton)
+    stop = blocker.args[0]
+    assert stop.reason == "dispatch" and stop.detail["nan_bindings"] == [1]
+    assert stop.location.dispatch_info.ordinal == 1
+    assert "NaN/Inf written" in panel.status_label.text()

@@ -1,0 +1,47 @@
+"""Helpers of the session tests: an event collector, and the session test programs compiled on demand."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+from pathlib import Path
+
+from support import iree_tool
+
+from engine.compiler.targets import TARGETS
+
+PROGRAMS = Path(__file__).parent / "session_programs"
+
+
+class Events:
+    """Collects a session's events; ``next()`` waits for the next one."""
+
+    def __init__(self):
+        self.items: list = []
+        self._cv = threading.Condition()
+        self._read = 0
+
+    def __call__(self, event):
+        with self._cv:
+            self.items.append(event)
+            self._cv.notify_all()
+
+    def next(self, timeout: float = 60.0):
+        with self._cv:
+            if not self._cv.wait_for(lambda: len(self.items) > self._read, timeout):
+                raise AssertionError(f"no event within {timeout} s; so far: {self.items}")
+            self._read += 1
+            return self.items[self._read - 1]
+
+
+def compile_program(name: str, target: str, out_dir: Path, *flags: str) -> Path:
+    """``session_programs/NAME.mlir`` (or the absolute path NAME) compiled for ``target`` (a ``TARGETS`` key) with the real iree-compile."""
+    source = Path(name) if Path(name).is_absolute() else PROGRAMS / f"{name}.mlir"
+    suffix = ".traced" if flags else ""
+    out = out_dir / f"{source.stem}.{target}{suffix}.vmfb"
+    if not out.exists():
+        cmd = [iree_tool("iree-compile"), str(source), *TARGETS[target].flags, *flags, "-o", str(out)]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"iree-compile failed for {source}:\n{proc.stderr[-3000:]}")
+    return out
