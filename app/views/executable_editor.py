@@ -109,6 +109,9 @@ class ExecutableEditor(QWidget):
         self.outputs = QWidget()
         self.outputs_layout = QVBoxLayout(self.outputs)
         self.outputs_layout.setContentsMargins(0, 0, 0, 0)
+        self.outputs.hide()  # until a rerun has outputs to show
+        self.list.setMinimumWidth(120)
+        self.find_edit.setMinimumWidth(140)
 
         buttons = QHBoxLayout()
         for b in (self.apply_button, self.revert_button, self.export_button, self.benchmark_button):
@@ -347,6 +350,7 @@ class ExecutableEditor(QWidget):
     def show_outputs(self, before: np.ndarray, after: np.ndarray, title: str) -> None:
         """The dispatch's output before and after the edit (as float32 when the bytes allow)."""
         self.last_outputs = (before, after)
+        self.outputs.show()
         while self.outputs_layout.count():
             w = self.outputs_layout.takeAt(0).widget()
             if w is not None:
