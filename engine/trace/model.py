@@ -207,17 +207,24 @@ class ZoneInfo:
         return self.end_ns - self.start_ns
 
 
-def _nesting_depth(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+def _time_order(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Zone indices in (track, start, -end) order: stable argsorts from the last key to the first
+    (faster than ``np.lexsort`` on int64 keys; the uint16 track sort is a radix sort)."""
+    order = np.argsort(-end, kind="stable")
+    order = order[np.argsort(start[order], kind="stable")]
+    return order[np.argsort(track[order], kind="stable")]
+
+
+def _nesting_depth(track: np.ndarray, start: np.ndarray, end: np.ndarray, order: np.ndarray) -> np.ndarray:
     """Depth of each zone in its track: how many zones of the track enclose it (vectorised).
 
-    In (track, start, -end) order a zone's rank among its track's zones counts the zones that began no
-    later; those that ended at or before its start are closed, the rest enclose it.
+    In (track, start, -end) ``order`` a zone's rank among its track's zones counts the zones that began
+    no later; those that ended at or before its start are closed, the rest enclose it.
     """
     n = start.shape[0]
     depth = np.zeros(n, dtype=np.int64)
     if n == 0:
         return depth.astype(np.uint8)
-    order = np.lexsort((-end, start, track))
     t_sorted = track[order]
     bounds = np.flatnonzero(np.diff(t_sorted)) + 1
     segments = np.concatenate(([0], bounds, [n]))
@@ -249,14 +256,16 @@ def build_zones(
     name = np.asarray(name, dtype=np.int32)
     category = np.zeros(n, np.uint16) if category is None else np.asarray(category, dtype=np.uint16)
     payload = np.full(n, -1, np.int32) if payload is None else np.asarray(payload, dtype=np.int32)
+    order = _time_order(track, start, end) if n else np.zeros(0, np.int64)
     if depth is None:
-        depth = _nesting_depth(track, start, end)
+        depth = _nesting_depth(track, start, end, order)
     else:
         depth = np.minimum(np.asarray(depth), MAX_DEPTH).astype(np.uint8)
     if n:
-        order = np.lexsort((-end, start, depth, track))
-        already = bool(np.all(order[1:] > order[:-1]))
-        if not already:
+        # Lanes: (track, depth) over the time order; a stable sort on the small lane key keeps time order.
+        lane_of = track[order].astype(np.int32) * 256 + depth[order]
+        order = order[np.argsort(lane_of, kind="stable")]
+        if not bool(np.all(order[1:] > order[:-1])):
             start, end, depth, track, name, category, payload = (
                 a[order] for a in (start, end, depth, track, name, category, payload)
             )
