@@ -137,3 +137,18 @@ def test_export_writes_files_and_flags(tmp_path):
     a, b = _inputs()
     (got,) = ReferenceRunner(out, "local-sync").invoke("main", [Tensor.from_numpy(a), Tensor.from_numpy(b)])
     np.testing.assert_array_equal(got.array, (a * b) * np.abs(a))
+
+
+def test_errors_travel_as_plain_data(tmp_path):
+    import pickle
+
+    from engine.substitute.errors import plain_error
+
+    vmfb, runner, device, live = _session(tmp_path, "local-sync", "cpu")
+    live = LiveSubstitutions.for_runner(runner)
+    bad = tmp_path / "bad.mlir"
+    bad.write_text((tmp_path / "cpu" / "sources" / "module_main_dispatch_0.mlir").read_text().replace("arith.addf", "x.y"))
+    with pytest.raises(EditCompileError) as e:
+        live.apply("main_dispatch_0", bad)
+    plain = pickle.loads(pickle.dumps(plain_error(e.value)))
+    assert plain["kind"] == "compile" and plain["diagnostics"][0]["line"] > 0

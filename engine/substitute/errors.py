@@ -43,3 +43,20 @@ class EditCompileError(SubstitutionError):
 
 class InterfaceMismatchError(SubstitutionError):
     """The replacement does not take what the module passes (bindings, constants, export names)."""
+
+
+def plain_error(error: Exception) -> dict:
+    """An error as plain data for a session's ``Answer``/``Failed`` event (these exceptions do not pickle)."""
+    diagnostics = [
+        {"path": d.path, "line": d.line, "column": d.column, "severity": d.severity, "message": d.message}
+        for d in getattr(error, "diagnostics", ())
+        if isinstance(d, SourceDiagnostic)
+    ]
+    kind = (
+        "compile"
+        if isinstance(error, EditCompileError)
+        else "interface"
+        if isinstance(error, InterfaceMismatchError)
+        else "substitution"
+    )
+    return {"kind": kind, "message": str(error), "diagnostics": diagnostics}

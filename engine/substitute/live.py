@@ -163,6 +163,11 @@ class LiveSubstitutions:
         self._hook_installed = False
         self.work_dir = Path(work_dir) if work_dir is not None else None
 
+    @classmethod
+    def for_runner(cls, runner, work_dir: Path | str | None = None) -> LiveSubstitutions:
+        """The substitutions of a ``DebugRunner`` (what a session handler creates at ``Open``)."""
+        return cls(runner.device, runner.module, work_dir)
+
     def observe(self) -> DispatchSnapshots:
         """Start keeping dispatch snapshots (needed for ``rerun``); returns the observer."""
         if self.snapshots not in self.device.observers:
