@@ -7,9 +7,10 @@ disk, and identical bytes are written once); ``Bundle`` reads one back, typed by
 
 from __future__ import annotations
 
-import hashlib
 import json
 import zipfile
+import zlib
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +20,8 @@ from engine.dispatch.tensor_types import TensorType, from_storage, to_storage
 from engine.errors import LensError
 
 MANIFEST = "manifest.json"
+ENTRIES = "dispatches.jsonl"  # written during a capture, folded into the manifest at the end
+DEDUPLICATE_RECENT = 4096
 FORMAT = "iree-lens-capture/1"
 
 
@@ -108,8 +111,11 @@ class BundleWriter:
             "output_types": [],
             "dispatches": [],
         }
-        self.dispatches: list[DispatchEntry] = []
-        self._by_digest: dict[bytes, str] = {}
+        # Entries go to disk as they come (one JSON line each), so a long capture's memory stays flat.
+        self.dispatch_count = 0
+        self._entries = open(self.directory / ENTRIES, "w")  # noqa: SIM115 (closed by finish)
+        # fingerprint -> files with it; the most recent only (neighbouring dispatches share tensors).
+        self._by_digest: OrderedDict[tuple, list[str]] = OrderedDict()
         self.bytes_written = 0
 
     def write_tensor(
@@ -119,28 +125,52 @@ class BundleWriter:
         name and the type string recorded in the manifest."""
         array = np.ascontiguousarray(array)
         stored = to_storage(array)
-        digest = hashlib.blake2b(stored.view(np.uint8).reshape(-1).data, digest_size=16)
-        digest.update(f"{stored.dtype.str}{stored.shape}".encode())
-        key = digest.digest()
         type_text = str(tensor_type) if tensor_type is not None else _type_of(array)
-        name = self._by_digest.get(key)
-        if name is None:
-            name = f"{stem}.npy"
-            np.save(self.directory / name, stored, allow_pickle=False)
-            self._by_digest[key] = name
-            self.bytes_written += stored.nbytes
+        # Identical tensors (a dispatch's output is the next one's input) are written once. A cheap
+        # fingerprint finds candidates; the bytes themselves decide (hashing everything costs more than the
+        # write it saves).
+        key = _fingerprint(stored)
+        for name in self._by_digest.get(key, ()):
+            existing = np.load(self.directory / name, mmap_mode="r", allow_pickle=False)
+            if existing.dtype == stored.dtype and np.array_equal(existing, stored):
+                return name, type_text
+        name = f"{stem}.npy"
+        np.save(self.directory / name, stored, allow_pickle=False)
+        self._by_digest.setdefault(key, []).append(name)
+        self._by_digest.move_to_end(key)
+        if len(self._by_digest) > DEDUPLICATE_RECENT:
+            self._by_digest.popitem(last=False)
+        self.bytes_written += stored.nbytes
         return name, type_text
 
     def add_dispatch(self, entry: DispatchEntry) -> None:
-        self.dispatches.append(entry)
+        self._entries.write(json.dumps(entry.to_json()) + "\n")
+        self.dispatch_count += 1
 
     def finish(self, extra: dict | None = None) -> Path:
-        self.manifest["dispatches"] = [d.to_json() for d in self.dispatches]
+        """Write ``manifest.json``: the header, then the dispatches streamed from the entries file."""
+        self._entries.close()
         if extra:
             self.manifest.update(extra)
+        head = dict(self.manifest)
+        head.pop("dispatches", None)
         path = self.directory / MANIFEST
-        path.write_text(json.dumps(self.manifest, indent=1) + "\n")
+        entries = self.directory / ENTRIES
+        with open(path, "w") as out, open(entries) as lines:
+            text = json.dumps(head, indent=1)
+            out.write(text[:-2] + ',\n "dispatches": [')
+            for i, line in enumerate(lines):
+                out.write(("\n  " if i == 0 else ",\n  ") + line.rstrip("\n"))
+            out.write("\n ]\n}\n")
+        entries.unlink()
         return path
+
+
+def _fingerprint(stored: np.ndarray) -> tuple:
+    """dtype, shape and a CRC of at most ~64 KiB sampled evenly over the bytes."""
+    raw = stored.reshape(-1).view(np.uint8)
+    step = max(1, raw.size // 65536)
+    return stored.dtype.str, stored.shape, zlib.crc32(np.ascontiguousarray(raw[::step]).data)
 
 
 def _type_of(array: np.ndarray) -> str:

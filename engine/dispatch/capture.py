@@ -7,7 +7,6 @@ reports to a ``HalModuleDebugSink``. Both write the same manifest.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,11 +92,12 @@ def capture_debug(
         args = parse_inputs(input_specs, split_cconv(runner.cconv(function))[0])
         _write_program_values(writer, "inputs", args)
         results = runner.invoke(function, args)
+        recorder.flush()
     finally:
         hal_device.observers.remove(recorder)
     _write_program_values(writer, "outputs", results)
     writer.finish()
-    return CaptureResult(writer.directory, len(writer.dispatches), results, writer.bytes_written)
+    return CaptureResult(writer.directory, writer.dispatch_count, results, writer.bytes_written)
 
 
 class _TracingReferenceRunner(ReferenceRunner):
@@ -152,7 +152,7 @@ def capture_reference(
             executable, export, kind = parse_trace_key(key)
             arrays, types = [], []
             for bv in buffer_views:
-                array = runner._read_buffer_view(bv)
+                array = _map_buffer_view(runner, bv)
                 from engine.runtime.element_types import ElementType
 
                 tt = TensorType(
@@ -161,7 +161,7 @@ def capture_reference(
                 array, tt = view_bytes(array, tt)
                 arrays.append(array)
                 types.append(tt)
-            ordinal = len(writer.dispatches)  # the n-th traced dispatch
+            ordinal = writer.dispatch_count  # the n-th traced dispatch
             if kind == "inputs":
                 entry = DispatchEntry(ordinal, export, executable or executable_of(export), None)
                 entry.tensors_from = "trace"
@@ -186,35 +186,30 @@ def capture_reference(
     args = parse_inputs(input_specs, split_cconv(runner.cconv(function))[0])
     _write_program_values(writer, "inputs", args)
     try:
-        results = _invoke_on_thread(runner, function, args)
+        results = runner.invoke(function, args)  # IREE calls the sink on this thread
     finally:
         runner_box.clear()  # the sink refers to the runner: break the cycle so IREE's objects die in order
     del runner
     if state["errors"]:
         raise CaptureError("reading trace points failed: " + "; ".join(state["errors"][:3]))
-    if not writer.dispatches:
+    if not writer.dispatch_count:
         raise CaptureError(NO_TRACE_POINTS.format(module=module) + f" (none reached by {function})")
     _write_program_values(writer, "outputs", results)
     writer.finish()
-    return CaptureResult(writer.directory, len(writer.dispatches), results, writer.bytes_written)
+    return CaptureResult(writer.directory, writer.dispatch_count, results, writer.bytes_written)
 
 
-def _invoke_on_thread(runner: ReferenceRunner, function: str, args: list[Value]) -> list[Value]:
-    """Invoke on the calling thread (IREE calls the sink there); a thread only keeps signals deliverable."""
-    box: dict = {}
+def _map_buffer_view(runner: ReferenceRunner, bv) -> np.ndarray:
+    """The buffer view's bytes without a copy where the memory maps (valid while the sink runs: the
+    tensor is written out before it returns); a staging copy otherwise (Vulkan)."""
+    from engine.runtime.element_types import ElementType
 
-    def work() -> None:
-        try:
-            box["results"] = runner.invoke(function, args)
-        except Exception as e:  # re-raised on the caller's thread
-            box["error"] = e
-
-    t = threading.Thread(target=work, name="lens-reference-capture", daemon=True)
-    t.start()
-    t.join()
-    if "error" in box:
-        raise box["error"]
-    return box["results"]
+    element = ElementType(int(bv.element_type))
+    try:
+        raw = bv.map().asarray([int(bv.byte_length)], np.dtype(np.uint8))
+    except RuntimeError:
+        return runner._read_buffer_view(bv)
+    return np.asarray(raw).view(element.dtype).reshape(tuple(bv.shape))
 
 
 def _write(writer: BundleWriter, ordinal: int, kind: str, arrays, types) -> tuple[list[str], list[str]]:

@@ -76,7 +76,8 @@ class DispatchRecorder(DispatchObserver):
         self._awaiting_outputs: DispatchEntry | None = None
         self._buffer_ids: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._next_buffer_id = 0
-        self._written: dict[int, list[tuple[int, int]]] = {}  # buffer id -> byte ranges dispatches wrote
+        # allocation -> byte ranges dispatches wrote (weak: forgotten with the allocation).
+        self._written: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self.traced = 0
 
     # -- the HAL module's trace sink
@@ -105,6 +106,13 @@ class DispatchRecorder(DispatchObserver):
                 entry.ordinal, "output", point.tensors, point.types
             )
             entry.health = health_of(list(point.tensors))
+            self.writer.add_dispatch(entry)
+
+    def flush(self) -> None:
+        """Write a traced dispatch still waiting for its outputs trace point (call at the end of a run)."""
+        entry, self._awaiting_outputs = self._awaiting_outputs, None
+        if entry is not None:
+            self.writer.add_dispatch(entry)
 
     # -- the observer
 
@@ -143,15 +151,17 @@ class DispatchRecorder(DispatchObserver):
             entry.inputs, entry.input_types = self._write(
                 entry.ordinal, "input", pending.tensors, pending.types
             )
-            self._awaiting_outputs = entry  # the outputs trace point follows the dispatch
-        else:
-            ins = [i for i, a in enumerate(access) if a in ("read", "readwrite")]
-            outs = [i for i, a in enumerate(access) if a in ("write", "readwrite")]
-            in_arrays, in_types = self._typed(record, [before[i] for i in ins], ins)
-            out_arrays, out_types = self._typed(record, [np.array(after[i], copy=True) for i in outs], outs)
-            entry.inputs, entry.input_types = self._write(entry.ordinal, "input", in_arrays, in_types)
-            entry.outputs, entry.output_types = self._write(entry.ordinal, "output", out_arrays, out_types)
-            entry.health = health_of(out_arrays)
+            self.flush()
+            self._awaiting_outputs = entry  # the outputs trace point follows the dispatch; written then
+            return
+        self.flush()
+        ins = [i for i, a in enumerate(access) if a in ("read", "readwrite")]
+        outs = [i for i, a in enumerate(access) if a in ("write", "readwrite")]
+        in_arrays, in_types = self._typed(record, [before[i] for i in ins], ins)
+        out_arrays, out_types = self._typed(record, [np.array(after[i], copy=True) for i in outs], outs)
+        entry.inputs, entry.input_types = self._write(entry.ordinal, "input", in_arrays, in_types)
+        entry.outputs, entry.output_types = self._write(entry.ordinal, "output", out_arrays, out_types)
+        entry.health = health_of(out_arrays)
         self.writer.add_dispatch(entry)
 
     def dispatch_failed(self, record: DispatchRecord, error: Exception) -> None:
@@ -184,21 +194,29 @@ class DispatchRecorder(DispatchObserver):
                 continue
             # A written binding that holds bytes an earlier dispatch wrote is a fused slab (IREE packs
             # several tensors in one binding): the dispatch may read them too.
-            key, start, end = self._range(binding)
-            access.append("readwrite" if self._overlaps_written(key, start, end) else "write")
+            allocation, start, end = self._range(binding)
+            access.append("readwrite" if self._overlaps_written(allocation, start, end) else "write")
         return access
 
-    def _range(self, binding) -> tuple[int, int, int]:
+    @staticmethod
+    def _range(binding) -> tuple[object, int, int]:
         allocation = getattr(binding.buffer, "allocation", binding.buffer)
         start = int(getattr(binding.buffer, "byte_offset", 0)) + int(binding.offset)
-        return self._buffer_id(allocation), start, start + int(binding.length)
+        return allocation, start, start + int(binding.length)
 
-    def _overlaps_written(self, key: int, start: int, end: int) -> bool:
-        return any(s < end and start < e for s, e in self._written.get(key, ()))
+    def _overlaps_written(self, key, start: int, end: int) -> bool:
+        try:
+            return any(s < end and start < e for s, e in self._written.get(key, ()))
+        except TypeError:  # not weak-referenceable
+            return False
 
-    def _mark_written(self, key: int, start: int, end: int) -> None:
+    def _mark_written(self, key, start: int, end: int) -> None:
         merged = []
-        for s, e in self._written.get(key, ()):
+        try:
+            ranges = self._written.get(key, ())
+        except TypeError:
+            return
+        for s, e in ranges:
             if s <= end and start <= e:
                 start, end = min(s, start), max(e, end)
             else:
