@@ -77,17 +77,25 @@ def chrome_trace_from_data(data: Any, source: str = "") -> Trace:
     thread_kinds: dict[tuple, str] = {}
     skipped = 0
     add_zone = b.add_zone
+    known: dict[tuple, int] = {}
+
+    def track_of(pid: Any, tid: Any) -> int:
+        t = known.get((pid, tid))
+        if t is None:
+            name = thread_names.get((pid, tid), f"{pid}:{tid}")
+            t = known[(pid, tid)] = b.track((pid, tid), name, pid=_int(pid), tid=_int(tid))
+        return t
+
     for k, ev in enumerate(events):
         if not isinstance(ev, dict):
             raise TraceFormatError(f"event {k} is not a JSON object", path=source or None)
         ph = ev.get("ph")
         try:
             if ph == "X":
-                pid, tid = _key(ev.get("pid", 0)), _key(ev.get("tid", 0))
+                track = known.get((ev.get("pid", 0), ev.get("tid", 0)))
+                if track is None:
+                    track = track_of(_key(ev.get("pid", 0)), _key(ev.get("tid", 0)))
                 start = _ns(ev["ts"])
-                track = b.track(
-                    (pid, tid), thread_names.get((pid, tid), f"{pid}:{tid}"), pid=_int(pid), tid=_int(tid)
-                )
                 add_zone(
                     start,
                     start + _ns(ev.get("dur", 0)),
@@ -108,9 +116,7 @@ def chrome_trace_from_data(data: Any, source: str = "") -> Trace:
                 begin = stack.pop()
                 args = dict(begin.get("args") or {})
                 args.update(ev.get("args") or {})
-                track = b.track(
-                    (pid, tid), thread_names.get((pid, tid), f"{pid}:{tid}"), pid=_int(pid), tid=_int(tid)
-                )
+                track = track_of(pid, tid)
                 add_zone(
                     _ns(begin["ts"]),
                     _ns(ev["ts"]),
@@ -121,9 +127,7 @@ def chrome_trace_from_data(data: Any, source: str = "") -> Trace:
                 )
             elif ph in ("i", "I", "R"):
                 pid, tid = _key(ev.get("pid", 0)), _key(ev.get("tid", 0))
-                track = b.track(
-                    (pid, tid), thread_names.get((pid, tid), f"{pid}:{tid}"), pid=_int(pid), tid=_int(tid)
-                )
+                track = track_of(pid, tid)
                 b.add_instant(_ns(ev["ts"]), track, str(ev.get("name", "")), ev.get("args") or None)
             elif ph == "C":
                 name = str(ev.get("name", ""))
