@@ -18,6 +18,7 @@ import pytest
 from support import hal_dispatches, iree_tool, run_reference
 
 from engine.errors import ExecutableFormatError, HalError, VulkanError
+from engine.runtime.hal.device import DispatchObserver
 from engine.runtime.hal.vulkan import (
     BufferRange,
     VulkanDevice,
@@ -387,13 +388,13 @@ def test_observer_sees_bindings_before_and_after_each_dispatch(device, elementwi
 
     seen = []
 
-    class Recorder:
-        def before(self, event):
+    class Recorder(DispatchObserver):  # the HAL's one observer API, told DispatchEvents here
+        def before_dispatch(self, event):
             seen.append(
                 ("before", event.index, [device.read_binding(r).view(np.float32) for r in event.op.bindings])
             )
 
-        def after(self, event):
+        def after_dispatch(self, event):
             seen.append(
                 ("after", event.index, [device.read_binding(r).view(np.float32) for r in event.op.bindings])
             )

@@ -98,7 +98,11 @@ class DispatchRecord:
 
 
 class DispatchObserver:
-    """Receives every dispatch of a device; subclass and override what you need. Methods may block."""
+    """Receives every dispatch of a device; subclass and override what you need. Methods may block.
+
+    The one observer API of the HAL: a ``Device`` tells it ``DispatchRecord``s (``Device.observers``); the raw
+    Vulkan device (``VulkanDevice.submit(cb, observer=...)``) tells it ``vulkan.commands.DispatchEvent``s.
+    """
 
     def before_dispatch(self, record: DispatchRecord) -> None:
         pass

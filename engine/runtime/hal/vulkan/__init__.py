@@ -8,7 +8,6 @@ Importing this package never needs Vulkan; opening a device without one raises
 from engine.runtime.hal.vulkan.commands import (
     BufferRange,
     DispatchEvent,
-    DispatchObserver,
     VulkanCommandBuffer,
 )
 from engine.runtime.hal.vulkan.device import VulkanDevice
@@ -26,7 +25,6 @@ __all__ = [
     "INSTALL_HINT",
     "BufferRange",
     "DispatchEvent",
-    "DispatchObserver",
     "MemoryHeapInfo",
     "MemoryTypeInfo",
     "PhysicalDeviceInfo",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -100,21 +100,15 @@ AnyDispatch = DispatchOp | DispatchIndirectOp
 
 @dataclass(frozen=True)
 class DispatchEvent:
-    """Told to a :class:`DispatchObserver` before and after one dispatch runs."""
+    """What ``VulkanDevice.submit(cb, observer=...)`` tells the HAL's one observer API
+    (:class:`engine.runtime.hal.device.DispatchObserver`) before and after one dispatch runs: its
+    ``before_dispatch(event)``/``after_dispatch(event)`` run while the device is idle, so they may read any
+    buffer (``device.read``/``device.read_binding``); an optional ``wants(index, op)`` picks the dispatches
+    to stop at, the others run batched."""
 
     phase: str  # "before" or "after"
     index: int  # the dispatch's position among the command buffer's dispatches
     op: AnyDispatch
-
-
-class DispatchObserver(Protocol):
-    """Watches dispatches of a submission. While ``before``/``after`` run the device is idle, so they
-    may read any buffer (``device.read``/``device.read_binding``). ``wants`` (optional) picks the
-    dispatches to stop at; the others run batched."""
-
-    def before(self, event: DispatchEvent) -> None: ...
-
-    def after(self, event: DispatchEvent) -> None: ...
 
 
 def _u32_words(constants: Sequence[int] | np.ndarray, what: str) -> tuple[int, ...]:

@@ -468,9 +468,10 @@ class VulkanDevice(CommandEncoding):
 
         Without ``observer`` every command goes into one ``VkCommandBuffer`` and the returned
         :class:`Submission` is still running (``wait()`` it). With an observer (see
-        :class:`~engine.runtime.hal.vulkan.commands.DispatchObserver`) the submission is split at each
-        observed dispatch: the commands before it run and finish, ``observer.before(event)`` is called,
-        the dispatch runs alone and finishes, ``observer.after(event)`` is called; the returned
+        :class:`~engine.runtime.hal.device.DispatchObserver`, told a ``DispatchEvent``) the submission is
+        split at each observed dispatch: the commands before it run and finish,
+        ``observer.before_dispatch(event)`` is called, the dispatch runs alone and finishes,
+        ``observer.after_dispatch(event)`` is called; the returned
         submission has already finished.
         """
         if command_buffer.state != "executable":
@@ -493,9 +494,9 @@ class VulkanDevice(CommandEncoding):
                 if pending:
                     self._encode(pending).wait()
                     pending = []
-                observer.before(DispatchEvent("before", index, op))
+                observer.before_dispatch(DispatchEvent("before", index, op))
                 self._encode([op]).wait()
-                observer.after(DispatchEvent("after", index, op))
+                observer.after_dispatch(DispatchEvent("after", index, op))
             else:
                 pending.append(op)
             if isinstance(op, (DispatchOp, DispatchIndirectOp)):
