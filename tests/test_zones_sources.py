@@ -271,3 +271,36 @@ def test_lenstrace_round_trip_and_damage(tmp_path, attention):
     (tmp_path / "cut.lenstrace").write_bytes(data[: len(data) // 2])
     with pytest.raises(TraceFormatError):
         load_lenstrace(tmp_path / "cut.lenstrace")
+
+
+def test_cli_zones_compare_json_and_errors(tmp_path):
+    from engine.trace.chrome import write_chrome_json
+    from engine.trace.model import TraceBuilder
+
+    def trace(durations: dict, path: Path) -> Path:
+        b = TraceBuilder()
+        t = b.track(("t",), "t")
+        at = 0
+        for name, ds in durations.items():
+            for d in ds:
+                b.add_zone(at, at + d, t, name)
+                at += d
+        write_chrome_json(b.build(), path)
+        return path
+
+    a = trace({"cse": [100, 100], "canonicalize": [1000]}, tmp_path / "a.json")
+    b = trace({"cse": [100, 100, 100], "canonicalize": [5000]}, tmp_path / "b.json")
+    run = [sys.executable, "-m", "app.launcher", "zones"]
+    out = subprocess.run(
+        [*run, str(a), f"--compare={b}", "--json", "--top=1"], capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)["zones"]
+    assert len(rows) == 1 and rows[0]["name"] == "canonicalize"
+    assert (rows[0]["total_a_ns"], rows[0]["total_b_ns"], rows[0]["total_diff_ns"]) == (1000, 5000, 4000)
+    out = subprocess.run([*run, str(a), "--json"], capture_output=True, text=True)
+    rows = {r["name"]: r for r in json.loads(out.stdout)["zones"]}
+    assert rows["cse"]["count"] == 2 and rows["cse"]["total_ns"] == 200 and rows["cse"]["mean_ns"] == 100
+    (tmp_path / "m.vmfb").write_bytes(b"PK\x03\x04" + b"\0" * 26 + b"module.fb" + b"\0" * 64)
+    out = subprocess.run([*run, str(tmp_path / "m.vmfb")], capture_output=True, text=True)
+    assert out.returncode == 1 and "not a trace" in out.stderr

@@ -457,3 +457,9 @@ class ZonesCompareView(QWidget):
             if tl.item is not None:
                 tl.item.highlight_name = tl.item.trace.names.id_of(name)
                 tl.item.update()
+
+
+def zones_panel(services) -> ZonesView:
+    """The panel factory (``PanelSpec(..., "app.views.zones_view:zones_panel", area="document")``):
+    the view on the window's shared context and engine worker."""
+    return ZonesView(context=services.context, worker=services.worker)

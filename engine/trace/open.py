@@ -32,8 +32,15 @@ def sniff(path: str | Path) -> str:
         raise TraceFormatError(f"cannot open: {e.strerror}", path=str(path)) from None
     if not head:
         raise TraceFormatError("the file is empty", path=str(path))
-    if head.startswith(LENSTRACE_MAGIC) or (head.startswith(b"PK") and path.suffix == ".lenstrace"):
-        return "lenstrace"
+    if head.startswith(LENSTRACE_MAGIC):
+        # numpy.savez writes the first column first; a .vmfb is a zip too, and is not a trace.
+        if b"zones_start.npy" in head[:128] or path.suffix == ".lenstrace":
+            return "lenstrace"
+        if b"module.fb" in head[:128] or path.suffix == ".vmfb":
+            raise TraceFormatError(
+                "a .vmfb module is not a trace (profile it with iree-lens profile)", path=str(path)
+            )
+        raise TraceFormatError("a zip archive that is not a .lenstrace", path=str(path))
     if path.suffix in IREEPROF_SUFFIXES or head.lstrip()[:1] not in (b"{", b"["):
         if path.suffix in IREEPROF_SUFFIXES:
             return "ireeprof"
