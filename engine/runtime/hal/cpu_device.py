@@ -62,9 +62,6 @@ class CpuDevice(Device):
 
     def __init__(self, name: str | None = None) -> None:
         super().__init__(name)
-        # When set (by a debug session), VMVX workgroups run nested on this interpreter's call stack, so
-        # stepping into a dispatch steps through the generated code; otherwise on the executable's own.
-        self.vmvx_interpreter: Any = None
 
     def supports_format(self, executable_format: str) -> bool:
         return executable_format in self.formats
