@@ -205,3 +205,41 @@ def test_one_dispatch_of_a_linked_cpu_library(ew, engine, capsys, tmp_path):
     h = x @ np.full((16, 32), 0.125, np.float32) + b1
     expected = np.minimum(h, 0) @ np.full((32, 4), -0.0625, np.float32) + np.array([0.5, -0.5, 1, -1], np.float32)
     np.testing.assert_array_equal(np.load(out), expected)
+
+
+MODELS = Path(__file__).resolve().parents[1] / ".." / "shared" / "models"
+
+
+@pytest.mark.skipif(not (MODELS / "attention_block.mlir").exists(), reason="shared models are not here")
+@pytest.mark.parametrize("engine", ["debug", "reference"])
+def test_real_frontend_program(tmp_path, engine, capsys):
+    """attention_block (an ONNX import, 12 dispatches linked into one CPU library): its last dispatch (the
+    residual add) edited to add 1.0 gives the unedited result + 1 on both engines."""
+    out = tmp_path / "att"
+    out.mkdir()
+    vmfb = out / "att.vmfb"
+    subprocess.run(
+        [iree_tool("iree-compile"), str(MODELS / "attention_block.mlir"), *TARGETS["cpu"], "-o", str(vmfb),
+         f"--iree-hal-dump-executable-sources-to={out / 'sources'}"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    last = max(out.glob("sources/*.mlir"), key=lambda p: int(re.search(r"dispatch_(\d+)", p.name).group(1)))
+    text = last.read_text()
+    m = re.search(r"linalg\.yield (%\w+) : f32\n(\s*)\} -> tensor", text)
+    assert m is not None
+    edited = text.replace(
+        m.group(0),
+        f"%plus_one = arith.constant 1.000000e+00 : f32\n          %edited = arith.addf {m.group(1)}, %plus_one : f32\n"
+        f"          linalg.yield %edited : f32\n{m.group(2)}}} -> tensor",
+    )
+    src = tmp_path / "plus_one.mlir"
+    src.write_text(edited)
+    name = re.search(r"hal\.executable public @([\w$]+)", text).group(1)
+    x = MODELS / "attention_block_x.npy"
+    fn = "--function=attention_block"
+    assert cli_main(["run", str(vmfb), fn, f"--input=@{x}", f"--engine={engine}", f"--output=@{tmp_path / 'o.npy'}"]) == 0
+    rc = cli_main(["run", str(vmfb), fn, f"--input=@{x}", f"--engine={engine}", f"--output=@{tmp_path / 'e.npy'}",
+                   f"--substitute={name}={src}"])  # fmt: skip
+    assert rc == 0, capsys.readouterr().err
+    original, got = np.load(tmp_path / "o.npy"), np.load(tmp_path / "e.npy")
+    np.testing.assert_array_equal(got, original + np.float32(1.0))
