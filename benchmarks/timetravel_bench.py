@@ -1,0 +1,150 @@
+"""Time travel figures: recording overhead, reverse-step latency, memory of the history.
+
+    nice -n 19 .venv/bin/python benchmarks/timetravel_bench.py [--instructions 1000000] [--samples 30]
+
+Programs (compiled here with the real iree-compile for llvm-cpu):
+* ``spin``: a host loop of scalar arithmetic, about 9 instructions an iteration, sized to the requested
+  instruction count (one long run of the VM, as the collatz loop but as long as asked);
+* ``repeat_double`` of the control_flow sample: a loop with one dispatch each iteration (buffers, fences
+  and command buffers in every checkpoint).
+
+For each: a forward run to the end without history (plain ``Interpreter`` + ``Controller.continue_``),
+the same with history (``TimeTravel``, default interval and budget), their ratio (goal <= 1.3x); then
+reverse steps from random positions anywhere in the run (``goto(p)`` then ``reverse_step(1)``, timed: the
+restore of the nearest checkpoint plus the replay; goal < 100 ms); the history's memory per million
+instructions. Each reverse step's state is checked against the position it claims.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from engine.compiler.targets import TARGETS  # noqa: E402
+from engine.runtime.function_io import parse_inputs, split_cconv  # noqa: E402
+from engine.runtime.vm.controller import Controller  # noqa: E402
+from engine.samples import sample_path  # noqa: E402
+from engine.session.debug_run import DebugRunner  # noqa: E402
+from engine.timetravel import TimeTravel  # noqa: E402
+
+SPIN = """
+func.func @spin(%n: i32) -> i32 {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c7 = arith.constant 7 : i32
+  %r:2 = scf.while (%i = %c0, %acc = %c1) : (i32, i32) -> (i32, i32) {
+    %more = arith.cmpi slt, %i, %n : i32
+    scf.condition(%more) %i, %acc : i32, i32
+  } do {
+  ^bb0(%i: i32, %acc: i32):
+    %m = arith.muli %acc, %c7 : i32
+    %x = arith.xori %m, %i : i32
+    %next = arith.addi %i, %c1 : i32
+    scf.yield %next, %x : i32, i32
+  }
+  return %r#1 : i32
+}
+"""
+
+
+def compile_mlir(src: Path, out: Path) -> Path:
+    iree_compile = ROOT / ".venv" / "bin" / "iree-compile"
+    subprocess.run([str(iree_compile), str(src), *TARGETS["llvm-cpu"].flags, "-o", str(out)], check=True)
+    return out
+
+
+def begin(path: Path, function: str, inputs: list[str], history: bool):
+    runner = DebugRunner(path)
+    kinds = split_cconv(runner.cconv(function))[0]
+    args = [runner.to_vm(k, v) for k, v in zip(kinds, parse_inputs(inputs, kinds))]
+    if history:
+        tt = TimeTravel.for_runner(runner)
+        tt.begin_call(function, args)
+        return runner, tt, tt.controller
+    runner.context.begin_call(function, args)
+    return runner, None, Controller(runner.context)
+
+
+def forward_seconds(path, function, inputs, history: bool, repeats: int = 3) -> tuple[float, object]:
+    best = float("inf")
+    keep = None
+    for _ in range(repeats):
+        runner, tt, controller = begin(path, function, inputs, history)
+        start = time.perf_counter()
+        stop = controller.continue_()
+        best = min(best, time.perf_counter() - start)
+        assert stop.reason == "done", stop
+        keep = tt
+    return best, keep
+
+
+def bench(name: str, path: Path, function: str, inputs: list[str], samples: int) -> None:
+    plain, _ = forward_seconds(path, function, inputs, history=False)
+    recorded, tt = forward_seconds(path, function, inputs, history=True)
+    total = tt.position
+    print(f"== {name}: {total:,} instructions, {tt.dispatch_count} dispatches")
+    print(f"forward run, history off: {plain * 1e3:9.1f} ms ({total / plain / 1e6:.2f} M instructions/s)")
+    print(f"forward run, history on : {recorded * 1e3:9.1f} ms  -> overhead {recorded / plain:.3f}x (goal <= 1.3x)")
+    print(
+        f"checkpoints: {len(tt.checkpoints)} every {tt.interval:,} instructions, "
+        f"snapshots took {tt.snapshot_seconds * 1e3:.1f} ms in all"
+    )
+    mem = tt.memory_bytes
+    print(f"history memory: {mem / 1024:.1f} KiB = {mem / 1024 / (total / 1e6):.1f} KiB per million instructions")
+    rng = random.Random(1)
+    latencies = []
+    for _ in range(samples):
+        p = rng.randrange(1, total + 1)
+        tt.goto(p)
+        start = time.perf_counter()
+        stop = tt.reverse_step(1)
+        latencies.append(time.perf_counter() - start)
+        assert stop.position == p - 1 == tt.position
+    latencies.sort()
+    print(
+        f"reverse-step anywhere ({samples} random positions): median {statistics.median(latencies) * 1e3:.1f} ms, "
+        f"p90 {latencies[int(0.9 * (len(latencies) - 1))] * 1e3:.1f} ms, max {latencies[-1] * 1e3:.1f} ms "
+        "(goal < 100 ms)"
+    )
+    tt.goto(total)
+    start = time.perf_counter()
+    stop = tt.reverse_continue()
+    print(f"reverse-continue with no breakpoint, end -> start: {(time.perf_counter() - start) * 1e3:.1f} ms ({stop.reason})")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--instructions", type=int, default=1_000_000)
+    ap.add_argument("--samples", type=int, default=30)
+    ap.add_argument("--dispatch-iterations", type=int, default=300)
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp_path = Path(tmp)
+        (tmp_path / "spin.mlir").write_text(SPIN)
+        spin = compile_mlir(tmp_path / "spin.mlir", tmp_path / "spin.vmfb")
+        flow = compile_mlir(sample_path("control_flow"), tmp_path / "control_flow.vmfb")
+        # Measure instructions per iteration once, then size the loop to the requested count.
+        _, tt = forward_seconds(spin, "spin", ["1000"], history=True, repeats=1)
+        per_iteration = tt.position / 1000
+        n = max(1, int(a.instructions / per_iteration))
+        bench(f"spin({n})", spin, "spin", [str(n)], a.samples)
+        bench(
+            f"control_flow.repeat_double(n={a.dispatch_iterations})",
+            flow,
+            "repeat_double",
+            ["4xf32=1 2 3 4", str(a.dispatch_iterations)],
+            a.samples,
+        )
+
+
+if __name__ == "__main__":
+    main()

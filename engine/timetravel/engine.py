@@ -1,0 +1,594 @@
+"""Reverse execution for the debug engine: checkpoints plus deterministic replay.
+
+The VM and the emulated HAL are deterministic given the same inputs, so the state at any earlier position
+of a call (see ``recorder``) is rebuilt exactly by restoring the nearest earlier checkpoint (``snapshot``)
+and running forward, with the fast ``run`` loop, to that position. Checkpoints are taken every
+``interval`` instructions while the program runs forward (the interval grows when a snapshot is costly,
+so recording stays cheap), position 0 (the start of the call) included. Memory is bounded by
+``budget_bytes``: the oldest checkpoints are dropped first, and ``earliest`` says how far back one can go.
+
+Operations follow gdb: ``reverse_step`` (reverse-stepi: back N instructions), ``reverse_next`` (back over
+calls: to the previous instruction of this frame), ``reverse_finish`` (back to the call instruction that
+entered the current function), ``reverse_continue`` (back to the previous breakpoint hit of the
+controller's breakpoints, or a dispatch stop), ``goto`` (any recorded position, or a dispatch) and
+``last_change`` ("when did this change?" for a register, a global or a buffer element).
+
+Dispatches are reported at instruction granularity: "before dispatch k" is the position of the instruction
+whose native call ran it, "after" the position that follows. While the engine replays, the devices'
+observers (a session's dispatch gate) are set aside: replayed dispatches are not new events.
+"""
+
+from __future__ import annotations
+
+import bisect
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from engine.errors import LensError
+from engine.runtime.hal.buffers import Allocation
+from engine.runtime.hal.device import Device, DispatchObserver, DispatchRecord
+from engine.runtime.vm.context import ModuleInstance, VmContext
+from engine.runtime.vm.controller import Controller, StopEvent
+from engine.runtime.vm.interpreter import FrameLocation, VmTrap
+from engine.timetravel.recorder import RecordingInterpreter
+from engine.timetravel.snapshot import ArrayStore, Snapshot, restore_snapshot, take_snapshot
+from engine.timetravel.watch import Change, Watch, read_watch, serial_of
+
+DEFAULT_INTERVAL = 20_000  # instructions between checkpoints (about 10 ms of fast run)
+DEFAULT_BUDGET = 512 << 20  # bytes of checkpoints kept
+SNAPSHOT_SHARE = 0.05  # at most this share of forward run time goes to taking snapshots
+REPLAY_SECONDS = 0.03  # the replay of one checkpoint interval (adaptive spacing)
+MIN_INTERVAL = 64
+
+
+class TimeTravelError(LensError):
+    """A reverse command cannot be done (no recorded call, a position outside the history...)."""
+
+
+@dataclass(frozen=True)
+class DispatchMark:
+    """Dispatch ``ordinal`` ran inside the instruction at ``position`` (when ``exact``; otherwise inside a
+    fast run that started at ``position``, and ``TimeTravel.locate_dispatch`` finds the instruction)."""
+
+    ordinal: int
+    position: int
+    export_name: str
+    executable: str
+    exact: bool = True
+
+
+@dataclass(frozen=True)
+class TravelStop:
+    """Where a reverse command stopped. ``reason``: ``step``, ``breakpoint``, ``dispatch`` (a dispatch stop;
+    ``dispatch`` and ``when`` say which), or ``history-start`` (nothing earlier is recorded)."""
+
+    reason: str
+    position: int
+    dispatches: int
+    location: FrameLocation | None
+    stack: tuple[FrameLocation, ...]
+    breakpoints: tuple[Any, ...] = ()
+    dispatch: DispatchMark | None = None
+    when: str | None = None
+
+
+DispatchStop = Callable[[DispatchRecord, str], bool]  # (record, "before"|"after") -> stop there?
+
+
+class _Observer(DispatchObserver):
+    """Logs each dispatch's position; during a scan, also asks a predicate whether it is a stop."""
+
+    def __init__(self, travel: TimeTravel):
+        self.travel = travel
+        self.predicate: DispatchStop | None = None
+        self.hits: list[tuple[int, str]] = []  # (ordinal, "before"|"after")
+        self.hook: Callable[[DispatchRecord, str], None] | None = None
+
+    def _mark(self, record: DispatchRecord) -> DispatchMark:
+        t = self.travel
+        mark = t.dispatch_log.get(record.sequence)
+        exact = t.interpreter.run_budget <= 1
+        if mark is None or exact and not mark.exact:
+            mark = DispatchMark(
+                record.sequence, t.interpreter.position, record.export_name, record.executable, exact
+            )
+            t.dispatch_log[record.sequence] = mark
+        return mark
+
+    def _see(self, record: DispatchRecord, when: str) -> None:
+        self._mark(record)
+        if self.hook is not None:
+            self.hook(record, when)
+        if self.predicate is not None and self.predicate(record, when):
+            self.hits.append((record.sequence, when))
+
+    def before_dispatch(self, record: DispatchRecord) -> None:
+        self._see(record, "before")
+
+    def after_dispatch(self, record: DispatchRecord) -> None:
+        self._see(record, "after")
+
+
+class TimeTravel:
+    """History of the current call of ``context`` (see the module docstring).
+
+    Install it before the call begins: it replaces ``context.interpreter`` by a ``RecordingInterpreter``
+    (the controller is pointed at it) and numbers the devices' allocations. Then ``begin_call`` (or the
+    caller's own ``context.begin_call`` followed by ``start_recording``), forward commands through
+    ``controller`` or the helpers here, reverse commands here.
+    """
+
+    def __init__(
+        self,
+        context: VmContext,
+        controller: Controller | None = None,
+        devices: list[Device] | None = None,
+        *,
+        interval: int = DEFAULT_INTERVAL,
+        budget_bytes: int = DEFAULT_BUDGET,
+        adaptive: bool = True,
+    ):
+        old = context.interpreter
+        if isinstance(old, RecordingInterpreter):
+            interp = old
+        else:
+            interp = RecordingInterpreter()
+            interp.trace_hook, interp.zone_hook = old.trace_hook, old.zone_hook
+            context.interpreter = interp
+        self.context = context
+        self.interpreter: RecordingInterpreter = interp
+        self.controller = controller or Controller(context)
+        self.controller.interpreter = interp
+        self.instances = [m for m in context.instances if isinstance(m, ModuleInstance)]
+        if devices is None:
+            devices = [d for m in context.instances for d in getattr(m, "devices", ())]
+        self.devices: list[Device] = devices
+        self.min_interval = self.interval = max(1, interval)
+        self.budget_bytes = budget_bytes
+        self.adaptive = adaptive  # widen the interval when snapshots are costly
+        self.checkpoints: dict[int, Snapshot] = {}
+        self._positions: list[int] = []  # sorted keys of checkpoints
+        self.dispatch_log: dict[int, DispatchMark] = {}
+        self.snapshot_seconds = 0.0
+        self._store = ArrayStore()
+        self._serial = 0
+        self._allocations: dict[int, Allocation] = {}
+        self._observer = _Observer(self)
+        self._last_boundary = (0, 0.0)
+        for device in self.devices:
+            self._number_allocations(device)
+            device.observers.append(self._observer)
+        interp.on_boundary = self._on_boundary
+
+    @classmethod
+    def for_runner(cls, runner: Any, **kw: Any) -> TimeTravel:
+        """For a ``DebugRunner`` (its context and device)."""
+        return cls(runner.context, devices=[runner.device], **kw)
+
+    # -- recording ---------------------------------------------------------------------------------------
+
+    def _number_allocations(self, device: Device) -> None:
+        # Wrap the device's allocation entry points (instance attributes): replay creates allocations in
+        # the same order, so the serial names the same buffer in every replay of the run.
+        for name in ("new_allocation", "import_allocation"):
+            original = getattr(device, name)
+
+            def numbered(*args: Any, _original: Callable = original, **kw: Any) -> Any:
+                allocation = _original(*args, **kw)
+                if allocation is not None:
+                    self._name(allocation)
+                return allocation
+
+            setattr(device, name, numbered)
+
+    def _name(self, allocation: Allocation) -> None:
+        if serial_of(allocation) is None:
+            allocation.lens_serial = self._serial  # type: ignore[attr-defined]
+            self._serial += 1
+        self._allocations[allocation.lens_serial] = allocation  # type: ignore[attr-defined]
+
+    def begin_call(self, function: str, args: list) -> None:
+        """Begin a call of ``function`` (VM values) and record it from its first instruction."""
+        self.interpreter.reset()
+        self.context.begin_call(function, list(args))
+        self.start_recording()
+
+    def start_recording(self) -> None:
+        """Make the current state (a call just begun) position 0 of a new history."""
+        t = self.interpreter
+        t.position = 0
+        t.high_water = 0
+        t.recording = True
+        self.checkpoints.clear()
+        self._positions.clear()
+        self.dispatch_log.clear()
+        self._store = ArrayStore()
+        self.interval = self.min_interval
+        self._last_boundary = (0, t.busy_seconds)
+        self._checkpoint(0)
+        # Buffers made before the call (module constants, globals, inputs) get their serials now.
+        for obj, _ in self.checkpoints[0].objects:
+            if isinstance(obj, Allocation):
+                self._name(obj)
+        self.checkpoints[0].extra["serial"] = self._serial
+
+    def _checkpoint(self, position: int) -> None:
+        start = time.perf_counter()
+        snap = take_snapshot(self.interpreter, self.instances, self.devices, position, self._store)
+        snap.extra["serial"] = self._serial
+        self.snapshot_seconds += time.perf_counter() - start
+        self.checkpoints[position] = snap
+        bisect.insort(self._positions, position)
+        self._enforce_budget()
+        self.interpreter.checkpoint_at = self._positions[-1] + self.interval
+
+    def _on_boundary(self, position: int) -> None:
+        t = self.interpreter
+        if position in self.checkpoints or position <= self._positions[-1]:
+            t.checkpoint_at = self._positions[-1] + self.interval
+            return
+        last_pos, last_busy = self._last_boundary
+        start = time.perf_counter()
+        self._checkpoint(position)
+        cost = time.perf_counter() - start
+        busy = t.busy_seconds - last_busy
+        if self.adaptive and position > last_pos and busy > 0:
+            # Space checkpoints by time, not instructions: a replay of one interval takes about
+            # REPLAY_SECONDS (dispatch-heavy code runs far fewer instructions a second), and taking a
+            # snapshot stays under SNAPSHOT_SHARE of the run.
+            rate = (position - last_pos) / busy
+            self.interval = max(
+                MIN_INTERVAL, int(rate * REPLAY_SECONDS), int(rate * cost / SNAPSHOT_SHARE)
+            )
+            t.checkpoint_at = position + self.interval
+        self._last_boundary = (position, t.busy_seconds)
+
+    def _enforce_budget(self) -> None:
+        while len(self._positions) > 1 and self.memory_bytes > self.budget_bytes:
+            del self.checkpoints[self._positions.pop(0)]
+        self._store.forget_dead()
+
+    # -- where we are --------------------------------------------------------------------------------------
+
+    @property
+    def position(self) -> int:
+        return self.interpreter.position
+
+    @property
+    def earliest(self) -> int:
+        """The first position one can go back to (older checkpoints were dropped to stay in budget)."""
+        if not self._positions:
+            raise TimeTravelError("no call is being recorded")
+        return self._positions[0]
+
+    @property
+    def latest(self) -> int:
+        """The furthest position the call has reached."""
+        return self.interpreter.high_water
+
+    @property
+    def memory_bytes(self) -> int:
+        return sum(s.nbytes for s in self.checkpoints.values())
+
+    @property
+    def dispatch_count(self) -> int:
+        return self.devices[0].dispatch_count if self.devices else 0
+
+    def _depth(self) -> int:
+        t = self.interpreter
+        return max(0, len(t.frames) - t.base)
+
+    def _stop(self, reason: str, **kw: Any) -> TravelStop:
+        t = self.interpreter
+        top = t.top
+        return TravelStop(
+            reason, t.position, self.dispatch_count, top.location if top else None, t.call_stack(), **kw
+        )
+
+    # -- forward helpers (the controller's commands, N times) --------------------------------------------
+
+    def step(self, count: int = 1) -> StopEvent:
+        return self._repeat(self.controller.step_into, count)
+
+    def next(self, count: int = 1) -> StopEvent:
+        return self._repeat(self.controller.step_over, count)
+
+    def finish(self) -> StopEvent:
+        return self.controller.step_out()
+
+    def continue_(self) -> StopEvent:
+        return self.controller.continue_()
+
+    def _repeat(self, action: Callable[[], StopEvent], count: int) -> StopEvent:
+        if count < 1:
+            return self.controller._event("step")
+        stop = action()
+        for _ in range(count - 1):
+            if stop.reason != "step":
+                break
+            stop = action()
+        return stop
+
+    # -- moving in the history -----------------------------------------------------------------------------
+
+    def _need_history(self) -> None:
+        if not self.interpreter.recording or not self._positions:
+            raise TimeTravelError("no call is being recorded: begin one under time travel first")
+
+    def goto(self, position: int) -> TravelStop:
+        """Make the state exactly what it was at ``position`` (earliest <= position <= latest)."""
+        self._need_history()
+        if position < self.earliest:
+            raise TimeTravelError(
+                f"position {position} is before the recorded history (it starts at {self.earliest})"
+            )
+        if position > self.latest:
+            raise TimeTravelError(f"position {position} has not been reached yet (latest: {self.latest})")
+        t = self.interpreter
+        k = bisect.bisect_right(self._positions, position) - 1
+        base = self._positions[k]
+        if not (base <= t.position <= position):
+            self._restore(base)
+        self._run_to(position)
+        return self._stop("step")
+
+    def goto_dispatch(self, ordinal: int, when: str = "before") -> TravelStop:
+        """Go to the instruction that ran dispatch ``ordinal`` (``before``) or just after it (``after``)."""
+        mark = self.locate_dispatch(ordinal)
+        self.goto(mark.position + (when == "after"))
+        return self._stop("dispatch", dispatch=mark, when=when)
+
+    def locate_dispatch(self, ordinal: int) -> DispatchMark:
+        """The dispatch's mark with the exact position of the instruction that ran it (found by replay
+        when the dispatch ran inside a fast run); the state is left where it was."""
+        mark = self.dispatch_log.get(ordinal)
+        if mark is None or mark.position < self.earliest:
+            raise TimeTravelError(f"dispatch {ordinal} is not in the recorded history")
+        if mark.exact:
+            return mark
+        here = self.position
+        k = bisect.bisect_right(self._positions, mark.position) - 1
+        self._restore(self._positions[k])
+        t = self.interpreter
+        saved = self._aside()
+        try:
+            while self.dispatch_count <= ordinal and not t.finished:
+                t.run(1, ignore_breakpoints=True)
+        finally:
+            self._back(saved)
+        self.goto(here)
+        mark = self.dispatch_log[ordinal]
+        if not mark.exact:
+            raise TimeTravelError(f"dispatch {ordinal} was not found again by replay")
+        return mark
+
+    def _aside(self) -> tuple:
+        """Set the devices' observers aside (ours only) and stop taking checkpoints, for a replay."""
+        t = self.interpreter
+        saved = ([(d, d.observers) for d in self.devices], t.checkpoint_at)
+        for d in self.devices:
+            d.observers = [self._observer]
+        t.checkpoint_at = None
+        return saved
+
+    def _back(self, saved: tuple) -> None:
+        observers, self.interpreter.checkpoint_at = saved
+        for d, obs in observers:
+            d.observers = obs
+
+    def _restore(self, position: int) -> None:
+        snap = self.checkpoints[position]
+        self.controller.clear_stop_targets()
+        restore_snapshot(snap, self.interpreter)
+        self.interpreter.position = position
+        self._serial = snap.extra["serial"]
+
+    def _run_to(self, target: int) -> None:
+        """Replay (observers set aside, no new checkpoints) up to ``target``."""
+        t = self.interpreter
+        if t.position >= target:
+            return
+        saved = self._aside()
+        try:
+            while t.position < target and not t.finished:
+                t.run(target - t.position, ignore_breakpoints=True)
+        except VmTrap as e:
+            raise TimeTravelError(f"replay trapped at position {t.position}: {e.describe()}") from e
+        finally:
+            self._back(saved)
+
+    def _segments(self, end: int):
+        """(start, end) ranges from the latest checkpoint before ``end`` back to the earliest."""
+        for p in reversed(self._positions):
+            if p < end:
+                yield p, end
+                end = p
+
+    def _scan(self, start: int, end: int, visit: Callable[[int], None]) -> None:
+        """Replay ``[start, end)`` one instruction at a time; ``visit(p)`` at each boundary p in [start, end]."""
+        t = self.interpreter
+        self._restore(start)
+        saved = self._aside()
+        try:
+            visit(t.position)
+            while t.position < end and not t.finished:
+                t.run(1, ignore_breakpoints=True)
+                visit(t.position)
+        finally:
+            self._back(saved)
+
+    # -- reverse commands ------------------------------------------------------------------------------------
+
+    def reverse_step(self, count: int = 1) -> TravelStop:
+        """Back ``count`` instructions (gdb's reverse-stepi)."""
+        self._need_history()
+        target = self.position - count
+        if target < self.earliest:
+            self.goto(self.earliest)
+            return self._stop("history-start")
+        return self.goto(target)
+
+    def _back_to(self, accept: Callable[[int], bool]) -> int | None:
+        """The last position before the current one whose state satisfies ``accept`` (checked at each
+        boundary of a replay), or None."""
+        here = self.position
+        found: list[int] = []
+        for start, end in self._segments(here):
+            found.clear()
+
+            def visit(p: int, end: int = end) -> None:
+                if p < end and accept(p):
+                    found.append(p)
+
+            self._scan(start, end, visit)
+            if found:
+                return found[-1]
+        return None
+
+    def reverse_next(self, count: int = 1) -> TravelStop:
+        """Back ``count`` instructions of this frame, stepping back over calls (gdb's reverse-nexti)."""
+        self._need_history()
+        stop = self._stop("step")
+        for _ in range(count):
+            stop = self._reverse_next_one()
+            if stop.reason != "step":
+                break
+        return stop
+
+    def _reverse_next_one(self) -> TravelStop:
+        if self.position <= self.earliest:
+            return self._stop("history-start")
+        depth = self._depth()
+        if depth == 0:  # the call returned: back to its return instruction
+            return self.goto(self.position - 1)
+        target = self._back_to(lambda p: self._depth() <= depth)
+        if target is None:
+            self.goto(self.earliest)
+            return self._stop("history-start")
+        return self.goto(target)
+
+    def reverse_finish(self) -> TravelStop:
+        """Back to the call instruction that entered the current function (gdb's reverse-finish)."""
+        self._need_history()
+        depth = self._depth()
+        if depth <= 1:
+            raise TimeTravelError('"reverse-finish" not meaningful in the outermost frame')
+        here = self.position
+        target = self._back_to(lambda p: self._depth() < depth)
+        if target is None:
+            self.goto(here)
+            return self._stop("history-start")
+        return self.goto(target)
+
+    def reverse_continue(self, dispatch_stop: DispatchStop | None = None) -> TravelStop:
+        """Back to the previous hit of a breakpoint of the controller (instruction, function, import) or,
+        with ``dispatch_stop``, of a dispatch for which it answers True; else to the history's start."""
+        self._need_history()
+        here = self.position
+        obs = self._observer
+        t = self.interpreter
+        for start, end in self._segments(here):
+            hits: list[tuple[int, tuple]] = []
+            self._restore(start)
+            saved = self._aside()
+            obs.predicate, obs.hits = dispatch_stop, []
+            try:
+                bps = self.controller._breakpoints_at(t) if t._at_stub() else ()
+                if bps:
+                    hits.append((t.position, bps))
+                while t.position < end and not t.finished:
+                    out = t.run(end - t.position)
+                    if out.reason == "break" and t.position < end:
+                        bps = self.controller._breakpoints_at(t)
+                        if bps:
+                            hits.append((t.position, bps))
+            except VmTrap:
+                pass  # the history ends with this trap: hits before it count
+            finally:
+                obs.predicate = None
+                self._back(saved)
+            best = max(hits, key=lambda h: h[0]) if hits else None
+            # The latest dispatch stop before ``end`` (marks found by a fast run are located exactly).
+            dispatch_hit = None
+            for ordinal, when in sorted(obs.hits, key=lambda h: (h[0], h[1] == "after"), reverse=True):
+                mark = self.locate_dispatch(ordinal)
+                p = mark.position + (when == "after")
+                if p < end:
+                    dispatch_hit = (p, mark, when)
+                    break
+            if dispatch_hit is not None and (best is None or dispatch_hit[0] > best[0]):
+                p, mark, when = dispatch_hit
+                self.goto(p)
+                return self._stop("dispatch", dispatch=mark, when=when)
+            if best is not None:
+                self.goto(best[0])
+                return self._stop("breakpoint", breakpoints=best[1])
+        self.goto(self.earliest)
+        return self._stop("history-start")
+
+    # -- when did this change? ----------------------------------------------------------------------------------
+
+    def last_change(self, watch: Watch) -> Change | None:
+        """The last instruction before the current position after which ``watch``'s value differed, with
+        the dispatch that wrote it when one did; the state is left at the current position. None when the
+        value did not change in the recorded history."""
+        self._need_history()
+        here = self.position
+        t = self.interpreter
+        try:
+            for start, end in self._segments(here):
+                prev: list[Any] = [None, None]  # value, and where the next instruction is
+                last: list[tuple] = []
+
+                def visit(p: int, start: int = start, prev: list = prev, last: list = last) -> None:
+                    value = read_watch(watch, t, self.instances, self._allocations)
+                    if p > start and value != prev[0]:
+                        last[:] = [(p - 1, prev[0], value, *prev[1], self.dispatch_count)]
+                    top = t.top
+                    where = (top.instance.name, top.function_name, top.pc) if top else ("", "", -1)
+                    prev[:] = [value, (*where, self.dispatch_count)]
+
+                self._allocations = self._allocations_of(self.checkpoints[start])
+                self._scan(start, end, visit)
+                if last:
+                    p, before, after, module, function, pc, d_before, d_after = last[0]
+                    dispatch = self._dispatch_that_wrote(watch, p) if d_after > d_before else None
+                    return Change(watch, p, module, function, pc, before, after, dispatch)
+            return None
+        finally:
+            self.goto(here)
+
+    def _allocations_of(self, snap: Snapshot) -> dict[int, Allocation]:
+        out = {}
+        for obj, _ in snap.objects:
+            if isinstance(obj, Allocation) and serial_of(obj) is not None:
+                out[obj.lens_serial] = obj  # type: ignore[attr-defined]
+        return out
+
+    def _dispatch_that_wrote(self, watch: Watch, position: int) -> int | None:
+        """Replays the instruction at ``position`` and returns the last of its dispatches that changed
+        the watched value."""
+        k = bisect.bisect_right(self._positions, position) - 1
+        self._restore(self._positions[k])
+        self._allocations = self._allocations_of(self.checkpoints[self._positions[k]])
+        self._run_to(position)
+        changed: list[int] = []
+        before: dict[int, Any] = {}
+
+        def hook(record: DispatchRecord, when: str) -> None:
+            value = read_watch(watch, self.interpreter, self.instances, self._allocations)
+            if when == "before":
+                before[record.sequence] = value
+            elif value != before.get(record.sequence):
+                changed.append(record.sequence)
+
+        self._observer.hook = hook
+        saved = self._aside()
+        try:
+            self.interpreter.run(1, ignore_breakpoints=True)
+        finally:
+            self._back(saved)
+            self._observer.hook = None
+        return changed[-1] if changed else None

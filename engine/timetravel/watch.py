@@ -1,0 +1,143 @@
+"""What "when did this change?" watches: a register, a global, or an element of a HAL buffer.
+
+A watch reads its value from the live VM at any instruction boundary; the time-travel engine replays
+the run and reports the last instruction (and dispatch) after which the value differed.
+
+HAL buffers are named by their allocation's *serial*: the engine numbers allocations in the order the
+device creates them, which replay reproduces, so a buffer is found again at any earlier moment even
+when replay rebuilt it as a new Python object.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from engine.runtime.hal.buffers import Allocation, HalBuffer, HalBufferView
+from engine.runtime.vm.context import ModuleInstance
+from engine.runtime.vm.interpreter import Interpreter
+
+ABSENT = ("<absent>",)  # the value of a watch whose frame or buffer does not exist at that moment
+
+
+@dataclass(frozen=True)
+class RegisterWatch:
+    """Register ``index`` of bank ``bank`` ("i" or "r") in the frame at ``depth`` (0 = the call's entry
+    frame). Refs compare by identity (a write stores another object or null)."""
+
+    depth: int
+    bank: str
+    index: int
+
+    def describe(self) -> str:
+        return f"frame {self.depth} %{self.bank}{self.index}"
+
+
+@dataclass(frozen=True)
+class GlobalWatch:
+    """``length`` bytes at ``offset`` of a module's primitive globals (``rwdata``), or, with ``ref=True``,
+    global ref ``offset``."""
+
+    module: str
+    offset: int
+    length: int = 4
+    ref: bool = False
+
+    def describe(self) -> str:
+        what = f"global ref {self.offset}" if self.ref else f"rwdata[{self.offset}:{self.offset + self.length}]"
+        return f"@{self.module} {what}"
+
+
+@dataclass(frozen=True)
+class BufferWatch:
+    """``length`` bytes at ``offset`` of the allocation numbered ``serial`` (see the module docstring)."""
+
+    serial: int
+    offset: int
+    length: int
+
+    def describe(self) -> str:
+        return f"allocation #{self.serial} bytes [{self.offset}, {self.offset + self.length})"
+
+
+Watch = RegisterWatch | GlobalWatch | BufferWatch
+
+
+@dataclass(frozen=True)
+class Change:
+    """The last change of a watched value before a position: the instruction at ``position`` (``function``
+    and ``pc`` say where it was) changed it from ``before`` to ``after``; ``dispatch`` is the ordinal of
+    the dispatch that wrote it when a dispatch did."""
+
+    watch: Watch
+    position: int
+    module: str
+    function: str
+    pc: int
+    before: Any
+    after: Any
+    dispatch: int | None = None
+
+
+class RefValue:
+    """A ref as a watched value: equal only to the same object (a store of another object is a change)."""
+
+    __slots__ = ("ref",)
+
+    def __init__(self, ref: Any):
+        self.ref = ref
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RefValue) and other.ref is self.ref
+
+    def __hash__(self) -> int:
+        return id(self.ref)
+
+    def __repr__(self) -> str:
+        return "null" if self.ref is None else repr(self.ref)
+
+
+def serial_of(allocation: Allocation) -> int | None:
+    return getattr(allocation, "lens_serial", None)
+
+
+def watch_element(ref: Any, element: int) -> BufferWatch:
+    """A watch on element ``element`` (flat index) of a buffer view, or byte ``element`` of a buffer."""
+    if isinstance(ref, HalBufferView):
+        size = ref.element.byte_size or 1
+        buffer, offset = ref.buffer, element * size
+    elif isinstance(ref, HalBuffer):
+        buffer, offset, size = ref, element, 1
+    else:
+        raise TypeError(f"cannot watch an element of {type(ref).__name__}; a hal.buffer_view or hal.buffer")
+    serial = serial_of(buffer.allocation)
+    if serial is None:
+        raise ValueError("this buffer was not created under time travel; its history is unknown")
+    start, _ = buffer.resolve(offset, size)
+    return BufferWatch(serial, start, size)
+
+
+def read_watch(
+    watch: Watch, interpreter: Interpreter, instances: list[ModuleInstance], allocations: dict[int, Allocation]
+) -> Any:
+    """The watched value now (``ABSENT`` when its frame or buffer does not exist)."""
+    if isinstance(watch, RegisterWatch):
+        k = interpreter.base + watch.depth
+        if k >= len(interpreter.frames):
+            return ABSENT
+        bank = interpreter.frames[k].i if watch.bank == "i" else interpreter.frames[k].r
+        if watch.index >= len(bank):
+            return ABSENT
+        v = bank[watch.index]
+        return v if watch.bank == "i" else RefValue(v)
+    if isinstance(watch, GlobalWatch):
+        for inst in instances:
+            if inst.name == watch.module:
+                if watch.ref:
+                    return RefValue(inst.global_refs[watch.offset])
+                return bytes(inst.rwdata[watch.offset : watch.offset + watch.length])
+        return ABSENT
+    a = allocations.get(watch.serial)
+    if a is None:
+        return ABSENT
+    return bytes(a.read_view(watch.offset, watch.length))
