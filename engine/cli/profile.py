@@ -33,7 +33,9 @@ def add_parser(subparsers) -> None:
         help="reference: IREE's runtime and HAL profiler; debug: IREE Lens's VM and emulated HAL",
     )
     p.add_argument(
-        "--device", default="local-sync", help="local-sync, local-task or vulkan (default local-sync)"
+        "--device",
+        default=None,
+        help="local-sync, local-task or vulkan (default: vulkan for a Vulkan module, else local-sync)",
     )
     p.add_argument("--repeat", type=int, default=1, help="call the function N times (default 1)")
     p.add_argument("--out", required=True, help="where the Chrome trace JSON goes")
@@ -86,7 +88,20 @@ def profile_debug(module: str, function: str, inputs: list[str], device: str, re
     return trace
 
 
+def default_device(module: str) -> str:
+    """The device a module was compiled for: vulkan when its executables are SPIR-V, else local-sync."""
+    from engine.runtime.vmfb.module import open_vmfb
+
+    try:
+        formats = {getattr(e, "format", "") or "" for e in open_vmfb(module).executables}
+    except (LensError, OSError):
+        return "local-sync"  # the run itself reports what is wrong with the module
+    return "vulkan" if any(f.startswith("vulkan") for f in formats) else "local-sync"
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.device is None:
+        args.device = default_device(args.module)
     if args.repeat < 1:
         print("iree-lens profile: --repeat must be at least 1", file=sys.stderr)
         return 2
