@@ -452,6 +452,25 @@ def editor_for_module(path: str | Path, drafts: DraftStore | None = None) -> Exe
     return ExecutableEditor(docs, scope=str(path.resolve()), module_path=path, drafts=drafts)
 
 
+def inspector_output_view(before: np.ndarray, after: np.ndarray, title: str) -> QWidget:
+    """The outputs in the tensor inspector: the edited output, compared with the original (its reference)."""
+    from app.views.tensor_inspector import InspectedTensor, TensorInspector
+
+    as_float = before.size % 4 == 0 and after.size % 4 == 0
+    b = before.view(np.float32) if as_float else before
+    a = after.view(np.float32) if as_float else after
+    inspector = TensorInspector()
+    inspector.setObjectName("outputsInspector")
+    kind = f"{a.size}x{'f32' if as_float else 'i8'}"
+    inspector.set_tensors(
+        [
+            InspectedTensor(f"{title} after the edit", a, kind, reference=b),
+            InspectedTensor(f"{title} before", b, kind),
+        ]
+    )
+    return inspector
+
+
 def _changed_binding(before: tuple[np.ndarray, ...], after: tuple[np.ndarray, ...]) -> int:
     """The binding the edit changed (the last one if none did: the dispatch's output, by IREE's order)."""
     for i in range(len(after) - 1, -1, -1):
@@ -532,6 +551,7 @@ class ExecutableEditorPanel(QWidget):
             self._layout.removeWidget(self.editor)
             self.editor.close()
             self.editor.deleteLater()
+        editor.output_view_factory = inspector_output_view
         self.editor = editor
         self.placeholder.hide()
         self._layout.addWidget(editor)

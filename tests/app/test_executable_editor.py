@@ -179,3 +179,15 @@ def test_panel_follows_the_current_module(qtbot, cpu_build):
     assert panel.editor is None
     Services.context.set_position(module=LoadedModule(vmfb, open_vmfb(vmfb)))
     assert panel.editor is not None and {d.kind for d in panel.editor.documents} == {"mlir", "llvm"}
+
+
+def test_outputs_in_the_tensor_inspector(qtbot):
+    from app.views.executable_editor import inspector_output_view
+
+    before = np.arange(8, dtype=np.float32)
+    after = before * 2
+    view = inspector_output_view(before.view(np.uint8), after.view(np.uint8), "binding 2")
+    qtbot.addWidget(view)
+    assert view.tensors[0].reference is not None
+    np.testing.assert_array_equal(view.tensors[0].array, after)
+    np.testing.assert_array_equal(view.tensors[1].array, before)
