@@ -219,3 +219,20 @@ def test_chrome_size_limit(tmp_path):
     p.write_text('{"traceEvents": []}' + " " * 2000)
     with pytest.raises(TraceFormatError, match="limit"):
         load_chrome_json(p, max_bytes=1000)
+
+
+def test_chrome_progress_and_cancel():
+    events = [{"ph": "X", "name": "z", "ts": k, "dur": 0.5, "pid": 1, "tid": 1} for k in range(70_000)]
+    seen = []
+    trace = chrome_trace_from_data(events, progress=lambda f, m: seen.append(f))
+    assert len(trace.zones) == 70_000 and seen == [0.0, 65536 / 70_000]
+
+    class Stop(Exception):
+        pass
+
+    def cancel(f, m):
+        if f > 0:
+            raise Stop
+
+    with pytest.raises(Stop):
+        chrome_trace_from_data(events, progress=cancel)

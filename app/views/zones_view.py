@@ -55,7 +55,12 @@ def load_trace_job(path: str, task: Any = None) -> LoadedTrace:
 
     if task is not None:
         task.progress(0.05, f"reading {Path(path).name}")
-    trace = load_trace(path)
+    def progress(fraction: float, message: str) -> None:
+        if task is not None:
+            task.check()  # a newer open cancels this one
+            task.progress(0.05 + 0.6 * fraction, message)
+
+    trace = load_trace(path, progress)
     if task is not None:
         task.check()
         task.progress(0.7, f"{len(trace.zones):,} zones; statistics")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,8 @@ import numpy as np
 
 from engine.trace.model import Trace, TraceBuilder, TraceFormatError
 
-MAX_JSON_BYTES = 1 << 30  # json.load needs ~10x the file in memory; refuse what cannot fit
+MAX_JSON_BYTES = 1 << 30
+Progress = Callable[[float, str], None]  # json.load needs ~10x the file in memory; refuse what cannot fit
 
 
 def _ns(us: Any) -> int:
@@ -54,8 +56,10 @@ def load_chrome_json(path: str | Path, max_bytes: int = MAX_JSON_BYTES) -> Trace
     return chrome_trace_from_data(data, source=str(path))
 
 
-def chrome_trace_from_data(data: Any, source: str = "") -> Trace:
-    """Build a trace from already-parsed Chrome trace JSON (a list of events or an object)."""
+def chrome_trace_from_data(data: Any, source: str = "", progress: Progress | None = None) -> Trace:
+    """Build a trace from already-parsed Chrome trace JSON (a list of events or an object).
+
+    ``progress(fraction, message)`` is called every 65,536 events; it may raise to cancel."""
     if isinstance(data, dict):
         events = data.get("traceEvents")
         if events is None:
@@ -86,7 +90,10 @@ def chrome_trace_from_data(data: Any, source: str = "") -> Trace:
             t = known[(pid, tid)] = b.track((pid, tid), name, pid=_int(pid), tid=_int(tid))
         return t
 
+    total = max(len(events), 1)
     for k, ev in enumerate(events):
+        if progress is not None and not k & 0xFFFF:
+            progress(k / total, f"{k:,} of {total:,} events")
         if not isinstance(ev, dict):
             raise TraceFormatError(f"event {k} is not a JSON object", path=source or None)
         ph = ev.get("ph")

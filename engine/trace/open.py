@@ -13,7 +13,7 @@ import json
 import os
 from pathlib import Path
 
-from engine.trace.chrome import MAX_JSON_BYTES, chrome_trace_from_data
+from engine.trace.chrome import MAX_JSON_BYTES, Progress, chrome_trace_from_data
 from engine.trace.compile_timing import load_compile_timing, looks_like_timing
 from engine.trace.ireeprof import load_ireeperf_jsonl, load_ireeprof
 from engine.trace.model import Trace, TraceFormatError
@@ -57,8 +57,8 @@ def sniff(path: str | Path) -> str:
     return "list"  # a JSON list: Chrome events or MLIR timing; decided after parsing
 
 
-def load_trace(path: str | Path) -> Trace:
-    """Read any supported trace file into the model."""
+def load_trace(path: str | Path, progress: Progress | None = None) -> Trace:
+    """Read any supported trace file into the model (``progress`` as for Chrome JSON events)."""
     path = Path(path)
     kind = sniff(path)
     if kind == "lenstrace":
@@ -80,4 +80,4 @@ def load_trace(path: str | Path) -> Trace:
         raise TraceFormatError("JSON nested too deeply", path=str(path)) from None
     if looks_like_timing(data):
         return load_compile_timing(path)
-    return chrome_trace_from_data(data, source=str(path))
+    return chrome_trace_from_data(data, source=str(path), progress=progress)
