@@ -36,9 +36,15 @@ class Boxes:
         return int(self.start.shape[0])
 
 
-def _merge(s: np.ndarray, e: np.ndarray, idx: np.ndarray, cnt: np.ndarray, res: int):
-    """Merge runs of boxes narrower than ``res`` whose gaps are narrower than ``res``."""
+def _merge(
+    s: np.ndarray, e: np.ndarray, idx: np.ndarray | None, cnt: np.ndarray | None, res: int, base: int = 0
+):
+    """Merge runs of boxes narrower than ``res`` whose gaps are narrower than ``res``.
+
+    ``idx``/``cnt`` None means plain zones: indices ``base + i`` and counts of 1 (not materialised)."""
     n = s.shape[0]
+    if idx is None and (n == 0 or res <= 1):
+        return s, e, np.arange(base, base + n), np.ones(n, np.int64)
     if n == 0 or res <= 1:
         return s, e, idx, cnt
     tiny = (e - s) < res
@@ -47,6 +53,11 @@ def _merge(s: np.ndarray, e: np.ndarray, idx: np.ndarray, cnt: np.ndarray, res: 
         close = (s[1:] - e[:-1]) < res
         new_run[1:] = ~(tiny[1:] & tiny[:-1] & close)
     firsts = np.flatnonzero(new_run)
+    if idx is None:
+        counts = np.diff(np.append(firsts, n))
+        if firsts.shape[0] == n:
+            return s, e, base + firsts, counts
+        return s[firsts], np.maximum.reduceat(e, firsts), base + firsts, counts
     if firsts.shape[0] == n:
         return s, e, idx, cnt
     return s[firsts], np.maximum.reduceat(e, firsts), idx[firsts], np.add.reduceat(cnt, firsts)
@@ -68,10 +79,14 @@ class ZoneIndex:
         if cached is None:
             z = self.trace.zones
             a, b = int(z.lane_offsets[lane]), int(z.lane_offsets[lane + 1])
-            if k <= 0:
-                cached = (z.start[a:b], z.end[a:b], np.arange(a, b), np.ones(b - a, np.int64))
+            # From the nearest finer level already built, else from the zones themselves: one pass,
+            # not one per level in between.
+            finer = next(
+                (self._levels[(lane, j)] for j in range(k - 1, 0, -1) if (lane, j) in self._levels), None
+            )
+            if finer is None:
+                cached = _merge(z.start[a:b], z.end[a:b], None, None, 4**k, a)
             else:
-                finer = self._level(lane, k - 1)  # build from the next finer level: each pass shrinks it
                 cached = _merge(*finer[:4], 4**k)
             # Running max of ends (merged runs may end after the next box starts in odd traces).
             cached = (*cached, np.maximum.accumulate(cached[1]) if cached[1].shape[0] else cached[1])
@@ -101,11 +116,9 @@ class ZoneIndex:
                 continue
             s, e = s_all[i0:i1], e_all[i0:i1]
             if i_all is None:
-                idx = np.arange(a + i0, a + i1)
-                cnt = np.ones(i1 - i0, np.int64)
+                s, e, idx, cnt = _merge(s, e, None, None, res, a + i0)
             else:
-                idx, cnt = i_all[i0:i1], c_all[i0:i1]
-            s, e, idx, cnt = _merge(s, e, idx, cnt, res)
+                s, e, idx, cnt = _merge(s, e, i_all[i0:i1], c_all[i0:i1], res)
             parts.append((s, e, idx, cnt, tr, int(z.lane_depth[lane])))
         if not parts:
             empty = np.zeros(0, np.int64)
