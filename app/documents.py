@@ -12,6 +12,8 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QTabWidget, QWidget
 
 KEY_PROPERTY = "lensDocumentKey"
+# A document whose owner keeps it (the module inspector): closing its tab hides it instead of deleting it.
+KEEP_ALIVE_PROPERTY = "lensKeepAlive"
 
 
 class DocumentArea(QTabWidget):
@@ -93,5 +95,6 @@ class DocumentArea(QTabWidget):
             return False
         self.removeTab(index)
         self.documentClosed.emit(widget)
-        widget.deleteLater()
+        if not widget.property(KEEP_ALIVE_PROPERTY):
+            widget.deleteLater()
         return True

@@ -44,7 +44,10 @@ def start_app(argv: list[str]):
     from app.main_window import MainWindow
 
     window = MainWindow()
-    window.show()
+    if window.has_saved_geometry:
+        window.show()
+    else:
+        window.showMaximized()  # a first start fills the screen, whatever its size
     if args.file:
         window.open_file(args.file)
     return app, window

@@ -1,4 +1,10 @@
-"""The main window: the module inspector in the middle, dockable panels around it, menus, status bar.
+"""The main window, laid out like a debugger: documents in the middle, small panels docked around them.
+
+The centre is document tabs (:class:`~app.documents.DocumentArea`): the start page, the module
+inspector (a function's disassembly, a segment's bytes, an executable), the compile panel, and the
+phase timeline and IR of each compilation. Around it, docks that are small by nature: the module tree
+and the devices on the left, the VM stepper (disassembly, registers, call stack, breakpoints) on the
+right, the log and the dispatch list at the bottom. A toolbar holds the main actions and shortcuts.
 
 The window owns the shared services (current-position context, engine worker, message log) and
 hands them to every panel; panels talk to each other only through the context.
@@ -8,8 +14,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, Qt, QTimer, QUrl
-from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence, QShowEvent
+from PySide6.QtCore import QByteArray, QSize, Qt, QTimer, QUrl
+from PySide6.QtGui import (
+    QAction,
+    QCloseEvent,
+    QDragEnterEvent,
+    QDropEvent,
+    QGuiApplication,
+    QKeySequence,
+    QShowEvent,
+)
 from PySide6.QtWidgets import (
     QDockWidget,
     QFileDialog,
@@ -18,12 +32,15 @@ from PySide6.QtWidgets import (
     QMenu,
     QMessageBox,
     QProgressBar,
+    QToolBar,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
 from app.context import LensContext, LoadedModule
 from app.documents import DocumentArea
+from app.input_defaults import FILLS
 from app.messages import Level, Message, MessageLog
 from app.module_loader import OPENABLE_SUFFIXES, load_file
 from app.panels import AREAS, PANELS, PanelServices, PanelSpec
@@ -31,10 +48,18 @@ from app.session_bridge import SessionBridge
 from app.settings import LensSettings
 from app.views.message_banner import MessageBanner
 from app.views.module_view import ModuleView
-from app.workers import EngineWorker, WorkError
+from app.views.start_page import StartPage
+from app.workers import EngineWorker, WorkError, WorkProgress
 
 APP_TITLE = "IREE Lens"
 LOAD_TAG = "open-file"
+NUMPY_SUFFIXES = (".npy", ".npz")
+START_KEY = "start"
+KEEP_ALIVE = "lensKeepAlive"  # app.documents.KEEP_ALIVE_PROPERTY: closing the tab hides the widget
+# The default layout, as fractions of the window (with a floor in pixels): docks small, documents the rest.
+LEFT_FRACTION, LEFT_MIN = 0.17, 200
+RIGHT_FRACTION, RIGHT_MIN = 0.36, 330
+BOTTOM_FRACTION, BOTTOM_MIN = 0.2, 140
 
 
 class MainWindow(QMainWindow):
@@ -44,6 +69,9 @@ class MainWindow(QMainWindow):
         self.setWindowTitle(APP_TITLE)
         self.setAcceptDrops(True)
         self.setDockNestingEnabled(True)
+        # Side docks run the full height; the bottom docks (log, dispatches) sit under the documents only.
+        self.setCorner(Qt.Corner.BottomLeftCorner, Qt.DockWidgetArea.LeftDockWidgetArea)
+        self.setCorner(Qt.Corner.BottomRightCorner, Qt.DockWidgetArea.RightDockWidgetArea)
         self.settings = settings if settings is not None else LensSettings()
 
         self.context = LensContext(self)
@@ -63,8 +91,9 @@ class MainWindow(QMainWindow):
             session_bridge=self.session_bridge,
         )
         self._loading: Path | None = None
-        self.module_view = ModuleView(self.services)
-        self.documents.open_document(self.module_view, "Module", key="module", closable=False)
+        self.start_page = StartPage(self.open_file, self._open_dialog)
+        self.start_page.setProperty(KEEP_ALIVE, True)
+        self.documents.open_document(self.start_page, "Start", key=START_KEY)
         central = QWidget(self)
         layout = QVBoxLayout(central)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -75,49 +104,97 @@ class MainWindow(QMainWindow):
 
         self.docks: dict[str, QDockWidget] = {}
         self.panels: dict[str, QWidget] = {}
+        self._document_panels: dict[str, tuple[QWidget, str]] = {}
+        # The module tree is a narrow dock; what a node shows opens as the inspector document.
+        self.module_view = ModuleView(self.services, details_as_document=True)
+        self._add_dock("module", "Module", self.module_view, "left")
         for spec in PANELS if panels is None else panels:
             self.add_panel(spec)
+        self.run_inputs = None
+        if "stepper" in self.panels:
+            from app.run_inputs import RunInputs
+
+            self.run_inputs = RunInputs(self.panels["stepper"], self.context, self.settings.store, parent=self)
 
         self._build_menus()
+        self._build_toolbar()
         self._build_status_bar()
 
         self.messages.messageAdded.connect(self._on_message)
-        self.worker.started.connect(lambda _: self._busy.setVisible(True))
+        self.worker.started.connect(lambda _: self._show_busy())
         self.worker.idle.connect(lambda: self._busy.setVisible(False))
-        self.worker.progressed.connect(lambda p: p.text and self.statusBar().showMessage(p.text, 5000))
+        self.worker.progressed.connect(self._on_progress)
         self.context.moduleChanged.connect(self._on_module_changed)
+        self.documents.setCurrentWidget(self.start_page)
+        self._raise_default_tabs()
 
-        self.resize(1400, 900)
+        # The arrangement before any saved layout applies: what View > Reset Layout returns to.
+        self._default_state = self.saveState()
+        self.resize(self.screen_size())
         self._restore_layout()
 
-    # -- panels --------------------------------------------------------------------------------
+    # -- panels and documents ------------------------------------------------------------------
 
-    def add_panel(self, spec: PanelSpec) -> QDockWidget:
-        """Create the panel of ``spec`` in a dock (its objectName is ``dock-<id>`` for saved layouts)."""
+    def add_panel(self, spec: PanelSpec) -> QDockWidget | QWidget:
+        """Create the panel of ``spec``: in a dock (objectName ``dock-<id>`` for saved layouts), or as a
+        document tab for ``area="document"`` (View menu brings it back once closed)."""
         widget = spec.create(self.services)
-        dock = QDockWidget(spec.title, self)
-        dock.setObjectName(f"dock-{spec.id}")
-        dock.setWidget(widget)
-        self.addDockWidget(AREAS[spec.area], dock)
-        if spec.tabify_with and spec.tabify_with in self.docks:
-            self.tabifyDockWidget(self.docks[spec.tabify_with], dock)
-        dock.setVisible(spec.visible)
-        self.docks[spec.id] = dock
         self.panels[spec.id] = widget
+        if spec.area == "document":
+            widget.setProperty(KEEP_ALIVE, True)
+            self._document_panels[spec.id] = (widget, spec.title)
+            self.documents.open_document(widget, spec.title, key=f"panel:{spec.id}")
+            if hasattr(self, "_view_menu"):
+                self._view_menu.addAction(self._document_action(spec.id))
+            return widget
+        dock = self._add_dock(spec.id, spec.title, widget, spec.area, spec.tabify_with)
+        dock.setVisible(spec.visible)
+        return dock
+
+    def _add_dock(
+        self, panel_id: str, title: str, widget: QWidget, area: str, tabify_with: str | None = None
+    ) -> QDockWidget:
+        dock = QDockWidget(title, self)
+        dock.setObjectName(f"dock-{panel_id}")
+        dock.setWidget(widget)
+        self.addDockWidget(AREAS[area], dock)
+        if tabify_with and tabify_with in self.docks:
+            self.tabifyDockWidget(self.docks[tabify_with], dock)
+        self.docks[panel_id] = dock
         if hasattr(self, "_view_menu"):
             self._view_menu.addAction(dock.toggleViewAction())
         return dock
+
+    def _document_action(self, panel_id: str) -> QAction:
+        widget, title = self._document_panels[panel_id]
+        action = QAction(title, self)
+        action.triggered.connect(lambda: self.show_panel(panel_id))
+        return action
+
+    def show_panel(self, panel_id: str) -> QWidget:
+        """Bring panel ``panel_id`` forward, in its dock or as its document tab."""
+        if panel_id in self._document_panels:
+            widget, title = self._document_panels[panel_id]
+            return self.documents.open_document(widget, title, key=f"panel:{panel_id}")
+        dock = self.docks[panel_id]
+        dock.show()
+        dock.raise_()
+        return dock.widget()
 
     def open_document(self, widget: QWidget, title: str, key: str | None = None) -> QWidget:
         """Show ``widget`` as a document tab (re-activating the open one with the same ``key``)."""
         return self.documents.open_document(widget, title, key)
 
-    # -- menus and status bar ------------------------------------------------------------------
+    def show_start_page(self) -> None:
+        self.documents.open_document(self.start_page, "Start", key=START_KEY)
+
+    # -- menus, toolbar and status bar ---------------------------------------------------------
 
     def _build_menus(self) -> None:
         file_menu = self.menuBar().addMenu("&File")
         self.open_action = QAction("&Open...", self)
         self.open_action.setShortcut(QKeySequence.StandardKey.Open)
+        self.open_action.setToolTip("Open a .vmfb module or an .mlir source (Ctrl+O)")
         self.open_action.triggered.connect(self._open_dialog)
         file_menu.addAction(self.open_action)
         self.recent_menu = QMenu("Open &Recent", self)
@@ -130,19 +207,72 @@ class MainWindow(QMainWindow):
         self._update_recent_menu()
 
         self._view_menu = self.menuBar().addMenu("&View")
+        self.reset_layout_action = QAction("&Reset Layout", self)
+        self.reset_layout_action.triggered.connect(self.reset_layout)
+        self._view_menu.addAction(self.reset_layout_action)
+        start = QAction("&Start Page", self)
+        start.triggered.connect(self.show_start_page)
+        self._view_menu.addAction(start)
+        self._view_menu.addSeparator()
         for dock in self.docks.values():
             self._view_menu.addAction(dock.toggleViewAction())
+        for panel_id in self._document_panels:
+            self._view_menu.addAction(self._document_action(panel_id))
 
         help_menu = self.menuBar().addMenu("&Help")
         about = QAction("&About IREE Lens", self)
         about.triggered.connect(self._about)
         help_menu.addAction(about)
 
+    def _build_toolbar(self) -> None:
+        bar = QToolBar("Main", self)
+        bar.setObjectName("toolbar-main")
+        bar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+        bar.setIconSize(QSize(16, 16))
+        self.addToolBar(Qt.ToolBarArea.TopToolBarArea, bar)
+        self.toolbar = bar
+        bar.addAction(self.open_action)
+        self.compile_action = QAction("Compile", self)
+        self.compile_action.setShortcut(QKeySequence("Ctrl+B"))
+        self.compile_action.setToolTip("Compile the open program with the compile panel's options (Ctrl+B)")
+        self.compile_action.triggered.connect(self.compile_current)
+        self.addAction(self.compile_action)
+        bar.addAction(self.compile_action)
+        stepper = self.panels.get("stepper")
+        if stepper is None:
+            return
+        bar.addSeparator()
+        self.run_action = QAction("▶ Run", self)
+        self.run_action.setShortcut(QKeySequence("Ctrl+R"))
+        self.run_action.setToolTip("Run the chosen function; empty inputs are made from its signature (Ctrl+R)")
+        self.run_action.triggered.connect(self.run_function)
+        self.addAction(self.run_action)
+        bar.addAction(self.run_action)
+        # The stepper's own actions (they carry the debugger keys: F5, F10, F11, Shift+F11, Shift+F5).
+        for name in ("step_over_action", "step_into_action", "step_out_action", "continue_action", "stop_action"):
+            action = getattr(stepper, name, None)
+            if action is not None:
+                bar.addAction(action)
+        bar.addSeparator()
+        inputs = QMenu("Inputs", self)
+        for fill in FILLS:
+            inputs.addAction(f"Fill with {fill}", lambda f=fill: self.run_inputs and self.run_inputs.prefill(fill=f))
+        inputs.addSeparator()
+        inputs.addAction("Load .npy / .npz...", self._load_numpy_dialog)
+        button = QToolButton(self)
+        button.setText("Inputs")
+        button.setToolTip("Fill the function's inputs from its signature, or load them from numpy files")
+        button.setMenu(inputs)
+        button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        bar.addWidget(button)
+        self.inputs_menu = inputs
+
     def _build_status_bar(self) -> None:
         self.module_label = QLabel("No module")
         self._busy = QProgressBar()
-        self._busy.setRange(0, 0)  # busy indicator: the engine worker is running something
-        self._busy.setMaximumWidth(120)
+        self._busy.setObjectName("busyProgress")
+        self._busy.setRange(0, 0)  # busy until a job reports progress (a compile: its phases)
+        self._busy.setMaximumWidth(220)
         self._busy.setMaximumHeight(14)
         self._busy.setVisible(False)
         self.statusBar().addPermanentWidget(self._busy)
@@ -159,6 +289,7 @@ class MainWindow(QMainWindow):
             self.recent_menu.addSeparator()
             self.recent_menu.addAction("Clear", self._clear_recent)
         self.recent_menu.setEnabled(bool(files))
+        self.start_page.set_recent_files(files)
 
     def _clear_recent(self) -> None:
         self.settings.clear_recent_files()
@@ -172,6 +303,44 @@ class MainWindow(QMainWindow):
         )
         if name:
             self.open_file(name)
+
+    def _load_numpy_dialog(self) -> None:
+        name, _ = QFileDialog.getOpenFileName(self, "Load inputs", "", "numpy arrays (*.npy *.npz)")
+        if name:
+            self.load_numpy_inputs(Path(name))
+
+    def load_numpy_inputs(self, path: Path) -> None:
+        if self.run_inputs is None:
+            self.messages.warning(f"{path.name}: no function to give inputs to (the VM stepper is not open)")
+            return
+        self.run_inputs.load_numpy(path)
+        self.show_panel("stepper")
+        self.messages.info(f"inputs from {path}")
+
+    # -- actions -------------------------------------------------------------------------------
+
+    def compile_current(self) -> None:
+        """Compile the program in the compile panel (the open module's source when it has one)."""
+        panel = self.panels.get("compile")
+        if panel is None:
+            return
+        self.show_panel("compile")
+        if not panel.source.text().strip():
+            loaded = self.context.module
+            if loaded is not None and loaded.source is not None:
+                panel.set_source(loaded.source)
+        panel.compile()
+
+    def run_function(self) -> None:
+        """Run the stepper's function, making inputs from its signature when the line is empty."""
+        stepper = self.panels.get("stepper")
+        if stepper is None:
+            return
+        self.show_panel("stepper")
+        if self.run_inputs is not None:
+            self.run_inputs.ensure()
+            self.run_inputs.remember()
+        stepper.run()
 
     def _about(self) -> None:
         QMessageBox.about(
@@ -210,7 +379,34 @@ class MainWindow(QMainWindow):
         self.settings.add_recent_file(opened)
         self._update_recent_menu()
         self.context.set_module(loaded)
+        if loaded.compilation is not None:
+            self.open_compilation(loaded.compilation, loaded.source)
         self.messages.info(f"opened {opened}" + (f" (compiled to {loaded.path})" if loaded.source else ""))
+
+    def open_compilation(self, compilation, source: Path | None = None):
+        """Open a compilation's phase timeline and last snapshot as a document (and list it in the
+        compile panel, for diffs and variants)."""
+        from app.views.compilation_document import CompilationDocument
+
+        panel = self.panels.get("compile")
+        if panel is not None and all(c is not compilation for _, c in panel.compilations):
+            panel.add_compilation(compilation, f"{compilation.request.target} (opened)")
+        name = source.name if source is not None else compilation.module_name
+        document = CompilationDocument(compilation, self.context)
+        return self.open_document(document, f"Phases — {name}", key=f"compilation:{compilation.out_dir}")
+
+    def _show_busy(self) -> None:
+        self._busy.setRange(0, 0)
+        self._busy.setVisible(True)
+
+    def _on_progress(self, progress: WorkProgress) -> None:
+        if progress.fraction > 0:
+            self._busy.setRange(0, 1000)
+            self._busy.setValue(round(progress.fraction * 1000))
+        if progress.text:
+            self._busy.setFormat(progress.text)
+            self._busy.setTextVisible(True)
+            self.statusBar().showMessage(progress.text, 5000)
 
     def _on_load_failed(self, path: Path, err: WorkError) -> None:
         self._loading = None
@@ -262,6 +458,9 @@ class MainWindow(QMainWindow):
             event.ignore()
             return
         event.acceptProposedAction()
+        if all(f.suffix.lower() in NUMPY_SUFFIXES for f in files):
+            self.load_numpy_inputs(files[0])  # arrays dropped: they are the inputs of the function
+            return
         # One module at a time: the first file wins; say so when several were dropped.
         if len(files) > 1:
             self.messages.info(f"{len(files)} files dropped; opening {files[0].name}")
@@ -269,10 +468,15 @@ class MainWindow(QMainWindow):
 
     # -- layout persistence --------------------------------------------------------------------
 
+    @staticmethod
+    def screen_size() -> QSize:
+        """The room the primary screen offers (the window opens that large, or maximised)."""
+        screen = QGuiApplication.primaryScreen()
+        return screen.availableGeometry().size() if screen is not None else QSize(1366, 768)
+
     def _restore_layout(self) -> None:
         geometry, state = self.settings.window_layout()
-        if geometry is not None:
-            self.restoreGeometry(geometry)
+        self.has_saved_geometry = geometry is not None and self.restoreGeometry(geometry)
         self._needs_default_layout = state is None or not self.restoreState(state)
 
     def showEvent(self, event: QShowEvent) -> None:
@@ -280,15 +484,30 @@ class MainWindow(QMainWindow):
         if self._needs_default_layout:
             self._needs_default_layout = False
             # Dock sizes apply once the window has its real size, i.e. after the first show.
-            QTimer.singleShot(0, self._default_layout)
+            QTimer.singleShot(0, self.apply_default_sizes)
 
-    def _default_layout(self) -> None:
-        # The module inspector keeps most of the room: side panels about a third of the width,
-        # bottom panels a few lines of text.
+    def reset_layout(self) -> None:
+        """View > Reset Layout: every dock back in its place and at its default size."""
+        self.restoreState(self._default_state)
+        for dock in self.docks.values():
+            dock.setFloating(False)
+            dock.show()
+        self._raise_default_tabs()
+        self.apply_default_sizes()
+
+    def _raise_default_tabs(self) -> None:
+        # In each tab group, the panel a first look needs: the module tree, the stepper, the log.
+        for panel_id in ("module", "stepper", "log"):
+            if panel_id in self.docks:
+                self.docks[panel_id].raise_()
+
+    def apply_default_sizes(self) -> None:
+        """Dock sizes of the default layout for the window's current size."""
+        w, h = self.width(), self.height()
         for area, size, orientation in (
-            (Qt.DockWidgetArea.BottomDockWidgetArea, 130, Qt.Orientation.Vertical),
-            (Qt.DockWidgetArea.RightDockWidgetArea, int(self.width() * 0.34), Qt.Orientation.Horizontal),
-            (Qt.DockWidgetArea.LeftDockWidgetArea, int(self.width() * 0.25), Qt.Orientation.Horizontal),
+            (Qt.DockWidgetArea.LeftDockWidgetArea, max(LEFT_MIN, int(w * LEFT_FRACTION)), Qt.Orientation.Horizontal),
+            (Qt.DockWidgetArea.RightDockWidgetArea, max(RIGHT_MIN, int(w * RIGHT_FRACTION)), Qt.Orientation.Horizontal),
+            (Qt.DockWidgetArea.BottomDockWidgetArea, max(BOTTOM_MIN, int(h * BOTTOM_FRACTION)), Qt.Orientation.Vertical),
         ):
             docks = [d for d in self.docks.values() if self.dockWidgetArea(d) == area and not d.isFloating()]
             if docks:

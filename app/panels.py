@@ -63,7 +63,7 @@ class PanelSpec:
     id: str  # stable: names the dock's objectName, so saved layouts find it again
     title: str
     factory: str | Callable[[PanelServices], QWidget]  # "package.module:callable" or the callable
-    area: str = "bottom"  # one of AREAS
+    area: str = "bottom"  # one of AREAS, or "document": a tab of the central area (for wide views)
     visible: bool = True  # shown on first start (later, the saved layout decides)
     tabify_with: str | None = None  # id of a panel to share a tab group with
 
@@ -78,12 +78,13 @@ class PanelSpec:
 # The panels of the main window, in the order of the View menu.
 PANELS: list[PanelSpec] = [
     PanelSpec("log", "Log", "app.views.log_view:LogPanel", area="bottom"),
-    PanelSpec("compile", "Compile & Phases", "app.views.compile_panel:CompilePanel", area="right"),
-    PanelSpec("device", "Device", "app.views.device_panel:DevicePanel", area="right", tabify_with="compile"),
-    PanelSpec("stepper", "VM Stepper", "app.views.stepper_panel:StepperPanel", area="bottom", tabify_with="log"),
+    PanelSpec("compile", "Compile & Phases", "app.views.compile_panel:CompilePanel", area="document"),
+    PanelSpec("device", "Device", "app.views.device_panel:DevicePanel", area="left", tabify_with="module"),
+    PanelSpec("stepper", "VM Stepper", "app.views.stepper_panel:StepperPanel", area="right"),
     PanelSpec(
-        "dispatches", "Dispatches", "app.views.dispatch_panel:DispatchPanel", area="bottom", tabify_with="log"
+        "dispatches", "Dispatches", "app.views.dispatch_panel:DispatchPanel", area="right", tabify_with="stepper"
     ),
+    PanelSpec("editor", "Executable Editor", "app.views.executable_editor:ExecutableEditorPanel", area="document"),
 ]
 
 

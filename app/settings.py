@@ -18,7 +18,7 @@ _RECENT_KEY = "files/recent"
 _GEOMETRY_KEY = "window/geometry"
 _STATE_KEY = "window/state"
 # Bump when the set or the names of docks change, so an old saved state is not applied to new docks.
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2
 
 
 def open_settings() -> QSettings:

@@ -44,12 +44,20 @@ def _text_view(parent: QWidget) -> QPlainTextEdit:
     return view
 
 
+INSPECTOR_KEY = "module-inspector"
+
+
 class ModuleView(QWidget):
-    def __init__(self, services: PanelServices, parent: QWidget | None = None):
+    """The module tree with its detail tabs beside it; with ``details_as_document`` the detail tabs are a
+    document of the main window instead (the tree then lives in a narrow dock), brought forward and
+    titled after the node whenever a node is chosen."""
+
+    def __init__(self, services: PanelServices, parent: QWidget | None = None, details_as_document: bool = False):
         super().__init__(parent)
         self.services = services
         self.context = services.context
         self.loaded: LoadedModule | None = None
+        self.details_as_document = details_as_document
 
         self.welcome = QLabel(
             "<h2>IREE Lens</h2><p>Drop a <b>.vmfb</b> module (or an <b>.mlir</b> source) here,<br>"
@@ -91,7 +99,14 @@ class ModuleView(QWidget):
 
         self.splitter = QSplitter(Qt.Orientation.Horizontal, self)
         self.splitter.addWidget(left)
-        self.splitter.addWidget(self.detail)
+        if details_as_document:
+            self.detail.setParent(None)
+            self.detail.setObjectName("moduleInspector")
+            self.detail.setProperty("lensKeepAlive", True)  # closing its tab hides it; a click reopens it
+            self.welcome.setText("<p>No module open.</p><p>Drop a <b>.vmfb</b> or <b>.mlir</b> file here.</p>")
+            self.welcome.setWordWrap(True)
+        else:
+            self.splitter.addWidget(self.detail)
         self.splitter.setStretchFactor(0, 0)
         self.splitter.setStretchFactor(1, 1)
         self.splitter.setSizes([420, 900])
@@ -131,6 +146,9 @@ class ModuleView(QWidget):
         first = self.tree.topLevelItem(0)
         if first is not None:
             self.tree.setCurrentItem(first)
+        if self.details_as_document:  # an opened module shows its inspector at once
+            name = getattr(loaded.module, "name", None) or loaded.path.stem
+            self.services.open_document(self.detail, f"@{name}", INSPECTOR_KEY)
 
     # -- tree ----------------------------------------------------------------------------------
 
@@ -267,6 +285,9 @@ class ModuleView(QWidget):
             self._show_tabs(tabs)
         else:
             self._show_tabs([(self.info, "Details")])
+        if self.details_as_document and node.kind not in (DetailKind.GROUP, DetailKind.RANGE):
+            title = f"@{node.function_name}" if node.kind == DetailKind.FUNCTION else node.label
+            self.services.open_document(self.detail, title, INSPECTOR_KEY)
 
     def _request_listing(self, node: TreeNode) -> None:
         self.disassembly.set_listing(f"@{node.function_name}", [ListingLine("disassembling...")])

@@ -222,6 +222,8 @@ class PhaseTimeline(QWidget):
     def phase_scene_pos(self, name: str):
         """Where phase ``name``'s rectangle is, in the plot widget's viewport coordinates (a QPoint)."""
         lay = self.item.layout
+        # The view applies a new range lazily (on its next paint): apply it now, so the position is current.
+        self.plot.getViewBox().updateMatrix()
         i = lay.phase_rect(name)
         center = QPointF(lay.start[i] + lay.duration[i] / 2, _ROW_HEIGHT / 2)
         scene = self.item.mapToScene(center)

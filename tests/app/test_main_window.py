@@ -119,7 +119,7 @@ def test_recent_files_and_layout_persist(qtbot, make_main_window, compiled):
     first = make_main_window()
     first.open_file(vmfb)
     qtbot.waitUntil(lambda: first.context.module is not None, timeout=10000)
-    first.resize(701, 502)  # inside the offscreen screen (800x600), so nothing is clamped
+    first.resize(797, 553)  # inside the offscreen screen (800x600), above the docks' minimum width
     first.docks["log"].hide()
     first.close()
 
@@ -127,7 +127,7 @@ def test_recent_files_and_layout_persist(qtbot, make_main_window, compiled):
     assert second.settings.recent_files()[0] == vmfb.resolve()
     assert [a.text() for a in second.recent_menu.actions()][0] == str(vmfb.resolve())
     assert not second.docks["log"].isVisible()
-    assert (second.width(), second.height()) == (701, 502)
+    assert (second.width(), second.height()) == (797, 553)
     # Open Recent opens it again.
     second.recent_menu.actions()[0].trigger()
     qtbot.waitUntil(lambda: second.context.module is not None, timeout=10000)

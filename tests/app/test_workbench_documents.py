@@ -41,9 +41,22 @@ def test_close_request_closes_the_tab_and_the_key_can_reopen(qtbot, main_window)
     assert main_window.services.open_document(fresh, "@f", key="fn:f") is fresh
 
 
-def test_module_tab_cannot_be_closed(main_window):
+def test_kept_documents_survive_closing_and_come_back(qtbot, main_window, compiled):
     docs = main_window.documents
-    index = docs.indexOf(main_window.module_view)
-    assert index >= 0
-    docs.tabCloseRequested.emit(index)
-    assert docs.indexOf(main_window.module_view) >= 0
+    # The start page is a kept document: its tab closes, View > Start Page brings the same widget back.
+    assert docs.currentWidget() is main_window.start_page
+    docs.tabCloseRequested.emit(docs.indexOf(main_window.start_page))
+    assert docs.indexOf(main_window.start_page) < 0
+    main_window.show_start_page()
+    assert docs.currentWidget() is main_window.start_page
+    # The module inspector opens when a tree node is chosen, and again after its tab was closed.
+    main_window.open_file(compiled.path("multi_function", "llvm-cpu"))
+    qtbot.waitUntil(lambda: main_window.context.module is not None, timeout=10000)
+    inspector = main_window.module_view.detail
+    qtbot.waitUntil(lambda: docs.indexOf(inspector) >= 0, timeout=5000)
+    docs.tabCloseRequested.emit(docs.indexOf(inspector))
+    assert docs.indexOf(inspector) < 0
+    group = main_window.module_view.expand_path("Functions")
+    main_window.module_view.tree.setCurrentItem(group.child(0))
+    assert docs.indexOf(inspector) >= 0 and docs.currentWidget() is inspector
+    assert docs.tabText(docs.currentIndex()).startswith("@")

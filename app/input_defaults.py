@@ -1,0 +1,145 @@
+"""Inputs for a function, made from its signature so a user can run it without typing any.
+
+The shapes and element types come from IREE's reflection (the export's ``iree.abi.declaration``, e.g.
+``sync func @main(%input0: tensor<2x16xf32>, %input1: i32) -> ...``); a function without one falls back
+to its calling convention (``0rr_r``: two refs, shapes unknown, so none can be made). Dynamic
+dimensions (``?``) become 1. Values are written in ``iree-run-module``'s ``--input`` syntax, which the
+stepper's inputs line takes; large random tensors go to a ``.npy`` file instead of a long line.
+No Qt here: this runs in tests and on the worker.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+FILLS = ("zeros", "ones", "random")
+DYNAMIC_DIM = 1  # what a ``?`` dimension becomes
+MAX_INLINE_RANDOM = 256  # random tensors with more elements are written to a .npy file
+
+_ARG = re.compile(r"%[\w$.-]+\s*:\s*(?P<type>tensor<[^>]*>|[a-z]+\d*)")
+_NUMPY_OF = {
+    "f16": np.float16,
+    "f32": np.float32,
+    "f64": np.float64,
+    "bf16": None,  # no numpy type: written as a splat, not as a .npy file
+    "i1": np.bool_,
+    "i8": np.int8,
+    "i16": np.int16,
+    "i32": np.int32,
+    "i64": np.int64,
+    "si8": np.int8,
+    "si16": np.int16,
+    "si32": np.int32,
+    "si64": np.int64,
+    "ui8": np.uint8,
+    "ui16": np.uint16,
+    "ui32": np.uint32,
+    "ui64": np.uint64,
+}
+
+
+@dataclass(frozen=True)
+class Argument:
+    """One argument: a tensor (``shape`` is a tuple) or a scalar (``shape`` is ``None``)."""
+
+    element_type: str  # IREE's spelling: f32, i32, si8, ...
+    shape: tuple[int, ...] | None
+
+    @property
+    def is_tensor(self) -> bool:
+        return self.shape is not None
+
+
+def parse_declaration(declaration: str) -> list[Argument] | None:
+    """The arguments of an ``iree.abi.declaration``, or ``None`` when it cannot be read."""
+    m = re.search(r"@[\w$.-]+\((?P<args>.*?)\)\s*(->|$)", declaration)
+    if m is None:
+        return None
+    args: list[Argument] = []
+    for a in _ARG.finditer(m["args"]):
+        text = a["type"]
+        if text.startswith("tensor<"):
+            parts = text[len("tensor<") : -1].split("x")
+            dims = tuple(DYNAMIC_DIM if d == "?" else int(d) for d in parts[:-1] if d)
+            args.append(Argument(parts[-1], dims))
+        else:
+            args.append(Argument(text, None))
+    return args
+
+
+def function_arguments(module: Any, function: str) -> list[Argument] | None:
+    """The arguments of exported ``function`` of a ``VmfbModule``, or ``None`` when unknown."""
+    for export in getattr(module, "exports", []):
+        if export.name != function:
+            continue
+        attrs = dict(getattr(export.signature, "attrs", {}) or {})
+        declaration = attrs.get("iree.abi.declaration")
+        if declaration:
+            return parse_declaration(declaration)
+        cconv = export.signature.calling_convention or ""
+        args = cconv[1:].split("_", 1)[0] if cconv else ""
+        if args in ("", "v"):
+            return []
+        if "r" in args:
+            return None  # buffers of unknown shape: nothing sensible to make
+        return [Argument({"i": "i32", "I": "i64", "f": "f32", "F": "f64"}.get(c, "i32"), None) for c in args]
+    return None
+
+
+def _literal(value: float, element_type: str) -> str:
+    if element_type.startswith(("f", "bf")):
+        return f"{value:g}" if value != int(value) else f"{int(value)}"
+    return str(int(value))
+
+
+def default_input(arg: Argument, fill: str = "zeros", seed: int = 0, folder: Path | None = None) -> str:
+    """One ``--input`` value for ``arg`` filled with ``fill`` (one of ``FILLS``)."""
+    if fill not in FILLS:
+        raise ValueError(f"unknown fill {fill!r}; one of {', '.join(FILLS)}")
+    if fill != "random":
+        value = "1" if fill == "ones" else "0"
+        if arg.element_type == "i1":
+            value = "1" if fill == "ones" else "0"
+        return f"{'x'.join(map(str, arg.shape))}x{arg.element_type}={value}" if arg.is_tensor else value
+    rng = np.random.default_rng(seed)
+    count = int(np.prod(arg.shape)) if arg.is_tensor else 1
+    floating = arg.element_type.startswith(("f", "bf"))
+    values = rng.uniform(-1.0, 1.0, count) if floating else rng.integers(0, 8, count)
+    if not arg.is_tensor:
+        return _literal(round(float(values[0]), 3), arg.element_type)
+    dtype = _NUMPY_OF.get(arg.element_type)
+    if count > MAX_INLINE_RANDOM and dtype is not None:
+        folder = folder or Path(tempfile.mkdtemp(prefix="iree-lens-inputs-"))
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"random_{'x'.join(map(str, arg.shape))}x{arg.element_type}_{seed}.npy"
+        np.save(path, values.astype(dtype).reshape(arg.shape))
+        return f"@{path}"
+    text = " ".join(_literal(round(float(v), 3), arg.element_type) for v in values)
+    return f"{'x'.join(map(str, arg.shape))}x{arg.element_type}={text}"
+
+
+def default_inputs(
+    module: Any, function: str, fill: str = "zeros", folder: Path | None = None
+) -> tuple[str, ...] | None:
+    """Inputs for every argument of ``function``, or ``None`` when its signature does not say enough."""
+    args = function_arguments(module, function)
+    if args is None:
+        return None
+    return tuple(default_input(a, fill, seed=i, folder=folder) for i, a in enumerate(args))
+
+
+def numpy_inputs(path: Path) -> tuple[str, ...]:
+    """The ``--input`` values for a ``.npy`` (one input) or ``.npz`` (one per member, in order) file."""
+    path = Path(path)
+    if path.suffix.lower() == ".npz":
+        with np.load(path, allow_pickle=False) as data:
+            count = len(data.files)
+        # iree-run-module's @file.npz would be one input; our engine reads every member in order.
+        return (f"@{path}",) if count else ()
+    return (f"@{path}",)
