@@ -152,3 +152,29 @@ def test_errors_travel_as_plain_data(tmp_path):
         live.apply("main_dispatch_0", bad)
     plain = pickle.loads(pickle.dumps(plain_error(e.value)))
     assert plain["kind"] == "compile" and plain["diagnostics"][0]["line"] > 0
+
+
+def test_session_queries_while_paused_at_a_dispatch(tmp_path):
+    """What a session answers when the editor applies while the run waits at the dispatch."""
+    from engine.substitute.session_queries import answer
+
+    vmfb, runner, device, live = _session(tmp_path, "local-sync", "cpu")
+    a, b = _inputs()
+    edit = edited_source(tmp_path / "cpu" / "sources", tmp_path / "edit.mlir")
+    bad = tmp_path / "bad.mlir"
+    bad.write_text(edit.read_text().replace("arith.mulf %7", "arith.mulq %7"))
+    answers = {}
+
+    class Paused(DispatchObserver):
+        def before_dispatch(self, record):
+            answers["bad"] = answer(live, "substitute", ("main_dispatch_0", str(bad)), record)
+            answers["apply"] = answer(live, "substitute", ("main_dispatch_0", str(edit)), record)
+            answers["rerun"] = answer(live, "rerun_dispatch", (), record)
+
+    device.observers.append(Paused())
+    np.testing.assert_array_equal(_call(runner, a, b), (a * b) * np.abs(a))
+    assert answers["bad"]["error"]["kind"] == "compile" and answers["bad"]["error"]["diagnostics"][0]["line"] > 0
+    assert answers["apply"]["whole"] and answers["apply"]["exports"] == ["main_dispatch_0_elementwise_32_f32"]
+    out = answers["rerun"]["after"][-1].view(np.float32).reshape(4, 8)
+    np.testing.assert_array_equal(out, (a * b) * np.abs(a))
+    assert answer(live, "revert_substitution", ("main_dispatch_0",)) == {"reverted": "main_dispatch_0"}

@@ -229,6 +229,16 @@ class LiveSubstitutions:
             if key in self.active:
                 self.revert(key.split(":")[0])
 
+    def snapshot_now(self, record: DispatchRecord) -> DispatchSnapshot:
+        """A snapshot of a dispatch from its bindings' current bytes (a run paused at it, not yet observed).
+
+        Paused before the dispatch, they are its inputs; paused after it, its outputs are ``after`` and
+        the inputs are right unless the dispatch wrote over one of them.
+        """
+        current = tuple(np.array(b.data, copy=True) for b in record.bindings)
+        ran = record.sequence < self.device.dispatch_count and self.snapshots.pending() is None
+        return DispatchSnapshot(record, _executable_of(self.device, record), current, current if ran else None)
+
     def rerun(self, snapshot: DispatchSnapshot | None = None) -> tuple[np.ndarray, ...]:
         """Recompute a dispatch (default: the one paused at, else the last) with the current code."""
         snapshot = snapshot or self.snapshots.pending() or self.snapshots.last()
