@@ -27,7 +27,7 @@ def add_parser(subparsers) -> None:
         "--sources",
         action="append",
         default=[],
-        help="executable sources of B (files or dump directory): copied into the reproducer",
+        help="executable sources (files or a dump directory): type tensors, and the diverging one's source is copied into the reproducer",
     )
     p.add_argument("--keep", metavar="DIR", help="keep both captures (DIR/a, DIR/b) instead of a temporary")
     p.add_argument("--replay", metavar="DIR", help="rerun a reproducer; exit 1 while it still diverges")
@@ -53,14 +53,19 @@ def _diverge(args) -> int:
     from engine.dispatch.bundle import Bundle
     from engine.dispatch.capture import capture_debug
     from engine.dispatch.divergence import walk, write_reproducer
+    from engine.dispatch.tensor_types import interfaces_from_files
 
     module_a, module_b = args.modules
     device_b = args.device_b or args.device_a
     tmp = None if args.keep else tempfile.TemporaryDirectory(prefix="iree-lens-diverge-")
     root = Path(args.keep or tmp.name)
     try:
-        capture_debug(module_a, args.function, args.input, root / "a", device=args.device_a)
-        capture_debug(module_b, args.function, args.input, root / "b", device=device_b)
+        # Sources type the tensors and cut packed bindings into them (same interfaces in A and B).
+        interfaces = interfaces_from_files(args.sources) if args.sources else None
+        capture_debug(
+            module_a, args.function, args.input, root / "a", device=args.device_a, interfaces=interfaces
+        )
+        capture_debug(module_b, args.function, args.input, root / "b", device=device_b, interfaces=interfaces)
         result = walk(Bundle(root / "a"), Bundle(root / "b"), args.atol, args.rtol)
         repro_path = None
         if result.first_divergence is not None and args.repro:

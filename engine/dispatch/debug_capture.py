@@ -23,7 +23,13 @@ import numpy as np
 
 from engine.dispatch.bundle import BundleWriter, DispatchEntry, executable_of
 from engine.dispatch.statistics import tensor_stats
-from engine.dispatch.tensor_types import BindingInterface, TensorType, type_from_name, view_bytes
+from engine.dispatch.tensor_types import (
+    BindingInterface,
+    TensorType,
+    resolve_offset,
+    type_from_name,
+    view_bytes,
+)
 from engine.runtime.hal.device import DispatchObserver, DispatchRecord
 
 
@@ -155,6 +161,15 @@ class DispatchRecorder(DispatchObserver):
             self._awaiting_outputs = entry  # the outputs trace point follows the dispatch; written then
             return
         self.flush()
+        tensors = self._interface_tensors(record, before, after)
+        if tensors is not None:
+            (in_arrays, in_types), (out_arrays, out_types) = tensors
+            entry.tensors_from = "interface"
+            entry.inputs, entry.input_types = self._write(entry.ordinal, "input", in_arrays, in_types)
+            entry.outputs, entry.output_types = self._write(entry.ordinal, "output", out_arrays, out_types)
+            entry.health = health_of(out_arrays)
+            self.writer.add_dispatch(entry)
+            return
         ins = [i for i, a in enumerate(access) if a in ("read", "readwrite")]
         outs = [i for i, a in enumerate(access) if a in ("write", "readwrite")]
         in_arrays, in_types = self._typed(record, [before[i] for i in ins], ins)
@@ -223,6 +238,37 @@ class DispatchRecorder(DispatchObserver):
                 merged.append((s, e))
         merged.append((start, end))
         self._written[key] = sorted(merged)
+
+    def _interface_tensors(self, record: DispatchRecord, before: list[np.ndarray], after: list[np.ndarray]):
+        """Each tensor the executable's source binds, cut from its binding at its offset (several tensors
+        share a binding when IREE packs them), in the source's order; None unless every one resolves."""
+        interface = self.interfaces.get(record.export_name)
+        if not interface:
+            return None
+        subspans = []
+        for index, bi in interface.items():
+            if index >= len(before):
+                return None
+            for k, t in enumerate(bi.tensors):
+                offset = resolve_offset(bi.offsets[k], record.constants) if k < len(bi.offsets) else None
+                if offset is None or t.byte_length == 0 or offset + t.byte_length > before[index].size:
+                    return None
+                position = bi.positions[k] if k < len(bi.positions) else index
+                subspans.append(
+                    (position, index, offset, t, bi.modes[k] if k < len(bi.modes) else "readonly")
+                )
+        ins: tuple[list, list] = ([], [])
+        outs: tuple[list, list] = ([], [])
+        for _, index, offset, t, mode in sorted(subspans, key=lambda s: s[0]):
+            if mode in ("readonly", "readwrite"):
+                array, tt = view_bytes(before[index][offset : offset + t.byte_length], t)
+                ins[0].append(array)
+                ins[1].append(tt)
+            if mode in ("writeonly", "readwrite"):
+                array, tt = view_bytes(np.array(after[index][offset : offset + t.byte_length]), t)
+                outs[0].append(array)
+                outs[1].append(tt)
+        return ins, outs
 
     def _typed(self, record: DispatchRecord, arrays: list[np.ndarray], indices: list[int]):
         interface = self.interfaces.get(record.export_name, {})

@@ -202,6 +202,8 @@ class BindingInterface:
     read_only: bool
     tensors: tuple[TensorType, ...]
     modes: tuple[str, ...] = ()  # readonly / writeonly / readwrite of each subspan
+    offsets: tuple[tuple, ...] = ()  # where each subspan starts (see ``resolve_offset``)
+    positions: tuple[int, ...] = ()  # each subspan's place among the function's (IREE's operand order)
 
     @property
     def access(self) -> str:
@@ -223,41 +225,51 @@ _MEMREF_SUBSPAN = re.compile(
 
 def binding_interfaces(source: str) -> dict[str, dict[int, BindingInterface]]:
     """Per export name, its bindings as declared in an executable's source (a ``hal.executable`` or the
-    hal-phase snapshot): access from ``dispatch.tensor<readonly|writeonly|readwrite:...>`` and the tensor
-    types bound there. Functions whose name is an export are attributed to it (IREE names them alike)."""
+    hal-phase snapshot): access from ``dispatch.tensor<readonly|writeonly|readwrite:...>``, the tensor
+    types bound there, and where each starts in the binding (a constant, or a push constant IREE passes
+    when it packs several tensors in one binding). Functions whose name is an export are attributed to it
+    (IREE names them alike)."""
     exports = set(_EXPORT.findall(source))
     result: dict[str, dict[int, BindingInterface]] = {}
     current: str | None = None
-    found: dict[int, list[tuple[str, TensorType]]] = {}
+    found: dict[int, list[tuple[str, TensorType, Offset, int]]] = {}
+    values: dict[str, Offset] = {}
 
     def close() -> None:
         if current is not None and found:
             result[current] = {
                 i: BindingInterface(
                     i,
-                    all(mode == "readonly" for mode, _ in entries),
-                    tuple(t for _, t in entries),
-                    tuple(mode for mode, _ in entries),
+                    all(e[0] == "readonly" for e in entries),
+                    tuple(e[1] for e in entries),
+                    tuple(e[0] for e in entries),
+                    tuple(e[2] for e in entries),
+                    tuple(e[3] for e in entries),
                 )
                 for i, entries in sorted(found.items())
             }
 
-    for line in source.splitlines():
+    for line in _joined_lines(source):
         m = _FUNC.search(line)
         if m:
             close()
             current = m[1] if (m[1] in exports or not exports) else None
-            found = {}
+            found, values = {}, {}
             continue
-        if current is None or "hal.interface.binding.subspan" not in line:
+        if current is None:
             continue
+        if "hal.interface.binding.subspan" not in line:
+            _track_value(line, values)
+            continue
+        offset_token = re.search(r"offset\((%[\w#]+)\)", line)
+        offset = values.get(offset_token[1], UNKNOWN_OFFSET) if offset_token else ("const", 0)
         s = _SUBSPAN.search(line)
         if s:
             try:
                 t = TensorType.parse(s[3].replace("?", "0"), "interface")
             except ValueError:
                 continue
-            found.setdefault(int(s[1]), []).append((s[2], t))
+            found.setdefault(int(s[1]), []).append((s[2], t, offset, sum(map(len, found.values()))))
             continue
         mm = _MEMREF_SUBSPAN.search(line)
         if mm:  # after bufferization: memref<4x16xf32, ...> with the ReadOnly flag
@@ -266,9 +278,67 @@ def binding_interfaces(source: str) -> dict[str, dict[int, BindingInterface]]:
             except ValueError:
                 continue
             mode = "readonly" if "ReadOnly" in mm[2] else "readwrite"
-            found.setdefault(int(mm[1]), []).append((mode, t))
+            found.setdefault(int(mm[1]), []).append((mode, t, offset, sum(map(len, found.values()))))
     close()
     return result
+
+
+def _joined_lines(source: str):
+    """Source lines with an op's continuation lines joined (``util.assume.int`` spreads over several)."""
+    pending = ""
+    for line in source.splitlines():
+        if pending:
+            pending += " " + line.strip()
+            if re.search(r"^\s*:|\s:\s", line):
+                yield pending
+                pending = ""
+            continue
+        if line.rstrip().endswith("util.assume.int"):
+            pending = line.rstrip()
+            continue
+        yield line
+    if pending:
+        yield pending
+
+
+# Where a subspan starts: ("const", bytes), ("push", constant ordinal), or unknown.
+Offset = tuple
+UNKNOWN_OFFSET: Offset = ("unknown",)
+_PASS_THROUGH = ("arith.index_castui", "arith.index_cast", "arith.extui", "arith.extsi")
+
+
+def _track_value(line: str, values: dict[str, Offset]) -> None:
+    """Follow the few ops between a push constant and a subspan offset (casts, ``util.assume.int``)."""
+    m = re.match(r"\s*(%[\w]+)(?::(\d+))? = (\S+)(.*)$", line)
+    if not m:
+        return
+    name, count, op, rest = m[1], m[2], m[3], m[4]
+    if op == "arith.constant":
+        c = re.match(r"\s*(-?\d+) : (?:index|i32|i64)", rest)
+        if c:
+            values[name] = ("const", int(c[1]))
+    elif op == "hal.interface.constant.load":
+        o = re.search(r"ordinal\((\d+)\)", rest)
+        if o:
+            values[name] = ("push", int(o[1]))
+    elif op in _PASS_THROUGH:
+        src = re.match(r"\s*(%[\w#]+)", rest)
+        if src and src[1] in values:
+            values[name] = values[src[1]]
+    elif op == "util.assume.int":
+        operands = re.findall(r"(%[\w#]+)<", rest) or re.findall(r"(%[\w#]+)\[", rest)
+        for k, operand in enumerate(operands):
+            if operand in values:
+                values[f"{name}#{k}" if count else name] = values[operand]
+
+
+def resolve_offset(offset: Offset, constants: tuple[int, ...] | list[int]) -> int | None:
+    """The byte offset an ``Offset`` stands for in a dispatch with these push constants (None: unknown)."""
+    if offset[0] == "const":
+        return int(offset[1])
+    if offset[0] == "push" and offset[1] < len(constants):
+        return int(constants[offset[1]]) & 0xFFFFFFFF
+    return None
 
 
 def interfaces_from_files(paths: list[str]) -> dict[str, dict[int, BindingInterface]]:
