@@ -6,6 +6,13 @@ never in a bare ``AssertionError``/``IndexError``/``struct.error``. Each says wh
 
 from __future__ import annotations
 
+from enum import IntEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from engine.runtime.vm.interpreter import FrameLocation
+    from engine.runtime.vmfb.decoder import Instruction
+
 
 class LensError(Exception):
     """Base class of every error the engine reports to its users."""
@@ -78,3 +85,77 @@ class DispatchError(HalError):
         self.workgroup = workgroup
         self.code = code
         super().__init__(f"dispatch {export!r} of executable {executable!r} failed in workgroup {workgroup} (returned {code})")
+
+
+# ------------------------------------------------------------------------------------------- the VM
+
+
+class StatusCode(IntEnum):
+    """IREE status codes (``iree/base/status.h``)."""
+
+    OK = 0
+    CANCELLED = 1
+    UNKNOWN = 2
+    INVALID_ARGUMENT = 3
+    DEADLINE_EXCEEDED = 4
+    NOT_FOUND = 5
+    ALREADY_EXISTS = 6
+    PERMISSION_DENIED = 7
+    RESOURCE_EXHAUSTED = 8
+    FAILED_PRECONDITION = 9
+    ABORTED = 10
+    OUT_OF_RANGE = 11
+    UNIMPLEMENTED = 12
+    INTERNAL = 13
+    UNAVAILABLE = 14
+    DATA_LOSS = 15
+    UNAUTHENTICATED = 16
+    DEFERRED = 17
+    INCOMPATIBLE = 18
+
+
+class VmStatusError(LensError):
+    """An operation failed with an IREE status, e.g. ``VmStatusError(StatusCode.OUT_OF_RANGE, "...")``."""
+
+    def __init__(self, code: StatusCode | int, message: str):
+        self.code = StatusCode(int(code) & 0x1F)
+        self.message = message
+        super().__init__(f"{self.code.name}; {message}")
+
+
+class VmTrap(VmStatusError):
+    """The VM stopped with an IREE status: code, message, the VM call stack and the failing instruction."""
+
+    def __init__(
+        self,
+        code: StatusCode | int,
+        message: str,
+        stack: tuple[FrameLocation, ...] = (),
+        instruction: Instruction | None = None,
+        instruction_text: str = "",
+    ):
+        super().__init__(code, message)
+        self.stack = stack
+        self.instruction = instruction
+        self.instruction_text = instruction_text
+
+    @property
+    def status_text(self) -> str:
+        """IREE's status text: ``PERMISSION_DENIED; message``."""
+        return f"{self.code.name}; {self.message}"
+
+    def describe(self) -> str:
+        lines = [self.status_text]
+        if self.instruction_text:
+            lines.append(f"  at: {self.instruction_text}")
+        for loc in reversed(self.stack):
+            lines.append(f"  {loc}")
+        return "\n".join(lines)
+
+
+class DebugRunError(LensError):
+    """The debug run failed: a VM trap (with IREE's status and the VM stack) or a HAL/link error."""
+
+    def __init__(self, message: str, status: str | None = None):
+        super().__init__(message)
+        self.status = status

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from engine.errors import LensError
+from engine.errors import DebugRunError, LensError
 from engine.runtime.function_io import OpaqueRef, Scalar, Tensor, Value, split_cconv
 from engine.runtime.hal.buffers import HalBufferView
 from engine.runtime.hal.convert import buffer_view_from_tensor, tensor_from_buffer_view
@@ -22,14 +22,6 @@ from engine.runtime.vm.native import NativeModule, VmStatusError
 from engine.runtime.vm.trace import format_step
 from engine.runtime.vm.values import VmList, ref_type_name
 from engine.runtime.vmfb.module import VmfbModule, open_vmfb
-
-
-class DebugRunError(LensError):
-    """The debug run failed: a VM trap (with IREE's status and the VM stack) or a HAL/link error."""
-
-    def __init__(self, message: str, status: str | None = None):
-        super().__init__(message)
-        self.status = status
 
 
 class DebugRunner:

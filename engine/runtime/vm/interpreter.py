@@ -14,10 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from engine.errors import StatusCode, VmStatusError, VmTrap  # noqa: F401 - VmTrap is importable here too
 from engine.runtime import isa
 from engine.runtime.vm import numeric as N
 from engine.runtime.vm.handlers import DONE, RELOAD
-from engine.runtime.vm.native import StatusCode, VmStatusError
 from engine.runtime.vm.trace import format_instruction, read_values
 
 if TYPE_CHECKING:
@@ -108,36 +108,6 @@ class StepRecord:
     @property
     def function(self) -> str:
         return self.location.function
-
-
-class VmTrap(VmStatusError):
-    """The VM stopped with an IREE status: code, message, the VM call stack and the failing instruction."""
-
-    def __init__(
-        self,
-        code: StatusCode | int,
-        message: str,
-        stack: tuple[FrameLocation, ...] = (),
-        instruction: Instruction | None = None,
-        instruction_text: str = "",
-    ):
-        super().__init__(code, message)
-        self.stack = stack
-        self.instruction = instruction
-        self.instruction_text = instruction_text
-
-    @property
-    def status_text(self) -> str:
-        """IREE's status text: ``PERMISSION_DENIED; message``."""
-        return f"{self.code.name}; {self.message}"
-
-    def describe(self) -> str:
-        lines = [self.status_text]
-        if self.instruction_text:
-            lines.append(f"  at: {self.instruction_text}")
-        for loc in reversed(self.stack):
-            lines.append(f"  {loc}")
-        return "\n".join(lines)
 
 
 @dataclass

@@ -19,43 +19,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import IntEnum
 from typing import Any
 
-from engine.errors import LensError
-
-
-class StatusCode(IntEnum):
-    """IREE status codes (``iree/base/status.h``)."""
-
-    OK = 0
-    CANCELLED = 1
-    UNKNOWN = 2
-    INVALID_ARGUMENT = 3
-    DEADLINE_EXCEEDED = 4
-    NOT_FOUND = 5
-    ALREADY_EXISTS = 6
-    PERMISSION_DENIED = 7
-    RESOURCE_EXHAUSTED = 8
-    FAILED_PRECONDITION = 9
-    ABORTED = 10
-    OUT_OF_RANGE = 11
-    UNIMPLEMENTED = 12
-    INTERNAL = 13
-    UNAVAILABLE = 14
-    DATA_LOSS = 15
-    UNAUTHENTICATED = 16
-    DEFERRED = 17
-    INCOMPATIBLE = 18
-
-
-class VmStatusError(LensError):
-    """An operation failed with an IREE status, e.g. ``VmStatusError(StatusCode.OUT_OF_RANGE, "...")``."""
-
-    def __init__(self, code: StatusCode | int, message: str):
-        self.code = StatusCode(int(code) & 0x1F)
-        self.message = message
-        super().__init__(f"{self.code.name}; {message}")
+from engine.errors import LensError, StatusCode, VmStatusError  # noqa: F401 - the VM errors, importable here too
 
 
 @dataclass(frozen=True)
