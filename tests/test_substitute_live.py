@@ -178,3 +178,18 @@ def test_session_queries_while_paused_at_a_dispatch(tmp_path):
     out = answers["rerun"]["after"][-1].view(np.float32).reshape(4, 8)
     np.testing.assert_array_equal(out, (a * b) * np.abs(a))
     assert answer(live, "revert_substitution", ("main_dispatch_0",)) == {"reverted": "main_dispatch_0"}
+
+
+def test_benchmark_before_and_after(tmp_path):
+    from engine.substitute.benchmark import benchmark_tool
+
+    vmfb, runner, device, live = _session(tmp_path, "local-sync", "cpu")
+    live.observe()
+    a, b = _inputs()
+    _call(runner, a, b)
+    live.apply("main_dispatch_0", edited_source(tmp_path / "cpu" / "sources", tmp_path / "edit.mlir"))
+    original, edited = live.benchmark(repeats=3)
+    assert 0 < original < 1 and 0 < edited < 1
+    if benchmark_tool() is not None:
+        original, edited = live.benchmark_with_iree()
+        assert 0 < original < 1e-3 and 0 < edited < 1e-3

@@ -267,6 +267,31 @@ class LiveSubstitutions:
                     swap_into(executable, r)
         return original, current
 
+    def benchmark_with_iree(self, snapshot: DispatchSnapshot | None = None) -> tuple[float, float]:
+        """Seconds per dispatch of the module's binary and of the edit, by ``iree-benchmark-executable`` on the
+        dispatch's saved inputs and workgroup count (local-sync for CPU libraries, vulkan for SPIR-V)."""
+        from engine.substitute.benchmark import benchmark_binary
+
+        snapshot = snapshot or self.snapshots.pending() or self.snapshots.last()
+        if snapshot is None:
+            raise SubstitutionError("no dispatch saved to benchmark (call observe() before the run reaches one)")
+        record = snapshot.record
+        label = record.executable
+        replacement = next((r for r in self.active.values() if rodata_label(r) == label and record.export_name in r.exports), None)
+        if replacement is None:
+            raise SubstitutionError(f"dispatch {record.sequence} ({record.export_name}) runs no edited code")
+        original = bytes(replacement.target.executable.data)
+        fmt = replacement.target.executable.format
+        device = "vulkan" if replacement.interface.kind == "vke1" else "local-sync"
+        common = (snapshot.before, record.workgroup_count, record.constants)
+        before = benchmark_binary(
+            original, fmt, replacement.target.interface.export_names.index(record.export_name), *common, device=device
+        )
+        after = benchmark_binary(
+            replacement.data, fmt, replacement.interface.export_names.index(record.export_name), *common, device=device
+        )
+        return before, after
+
     # -- export
 
     def export(self, out_dir: Path | str) -> Path:

@@ -126,6 +126,7 @@ def test_apply_to_a_live_run_shows_before_and_after(qtbot, cpu_build, tmp_path):
     qtbot.waitUntil(lambda: not editor.busy(), timeout=60000)
     original_s, edited_s = editor.benchmark_result
     assert original_s > 0 and edited_s > 0
+    assert "iree-benchmark-executable" in editor.status.text()
     editor.grab().save("/tmp/editor_applied.png")
 
     out = editor.export_to(tmp_path / "export")
