@@ -51,7 +51,12 @@ def _runner(args, checks: CheckRecorder | None):
             from engine.runtime.vmfb.module import open_vmfb
             from engine.substitute.apply import write_patched_module
 
-            module_path = str(write_patched_module(open_vmfb(args.module), replacements))
+            patched = write_patched_module(open_vmfb(args.module), replacements)
+            try:
+                # IREE's runtime copies the module into memory: the temporary file can go at once.
+                return ReferenceRunner(str(patched), args.device, extra_modules=extra)
+            finally:
+                patched.unlink(missing_ok=True)
         return ReferenceRunner(module_path, args.device, extra_modules=extra)
     from engine.session.debug_run import DebugRunner
 
