@@ -197,3 +197,35 @@ def test_plain_model_with_its_executable_sources_captures_each_tensor_exactly(tm
     bundle = Bundle(tmp_path / "plain_bundle")
     assert {d.tensors_from for d in bundle.dispatches} == {"interface"}
     _check_against_iree(bundle, _iree_traced_tensors(traced, "attention_block", [np.load(x)]))
+
+
+NAN_PROGRAM = """
+func.func @main(%x: tensor<8xf32>) -> tensor<8xf32> {
+  %e = tensor.empty() : tensor<8xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i)>],
+                       iterator_types = ["parallel"]} ins(%x : tensor<8xf32>) outs(%e : tensor<8xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %s = math.sqrt %v : f32
+    linalg.yield %s : f32
+  } -> tensor<8xf32>
+  return %r : tensor<8xf32>
+}
+"""
+
+
+def test_health_counts_nan_and_the_graph_exports_as_dot(tmp_path):
+    src = tmp_path / "nan.mlir"
+    src.write_text(NAN_PROGRAM)
+    vmfb = _compile(src, tmp_path / "nan.vmfb")
+    dot = tmp_path / "g.dot"
+    proc = subprocess.run(
+        [sys.executable, "-m", "app.launcher", "capture", str(vmfb), "--function=main",
+         "--input=8xf32=4 -1 9 -4 0 1 -2 16", f"--out={tmp_path / 'b'}", f"--dot={dot}"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    [entry] = Bundle(tmp_path / "b").dispatches
+    assert entry.health == "3 NaN"
+    [out] = Bundle(tmp_path / "b").dispatch_tensors(entry, "outputs")
+    assert np.isnan(out).sum() == 3 and out[2] == 3.0
+    assert dot.read_text().startswith("digraph dispatches {") and "3 NaN" in dot.read_text()

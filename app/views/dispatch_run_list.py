@@ -7,9 +7,10 @@ all of it: dispatches, their tensors, and the dependency graph (exported as DOT)
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt, Signal
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, Qt, Signal
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (
     QFileDialog,
@@ -26,6 +27,7 @@ from PySide6.QtWidgets import (
 from app.views.tensor_inspector import InspectedTensor, TensorInspector
 from engine.dispatch.bundle import Bundle, BundleError, DispatchEntry
 from engine.dispatch.graph import dependency_graph
+from engine.errors import LensError
 
 COLUMNS = ("#", "Dispatch", "Workgroups", "Inputs", "Outputs", "Health")
 _ROOT = QModelIndex()  # the invalid parent of a flat table
@@ -84,6 +86,42 @@ class DispatchRunModel(QAbstractTableModel):
         return None
 
 
+class LiveCapture(QObject):
+    """A debug-engine capture on a worker thread; each dispatch arrives as a queued signal on the GUI."""
+
+    dispatched = Signal(object)  # DispatchEntry
+    finished = Signal(str)  # the bundle directory
+    failed = Signal(str)
+
+    def __init__(
+        self,
+        module: str,
+        function: str,
+        inputs: list[str],
+        out: str,
+        device: str = "local-sync",
+        parent: QObject | None = None,
+    ):
+        super().__init__(parent)
+        self.args = (module, function, inputs, out, device)
+        self.thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self.thread = threading.Thread(target=self._run, name="lens-live-capture", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        from engine.dispatch.capture import capture_debug
+
+        module, function, inputs, out, device = self.args
+        try:
+            capture_debug(module, function, inputs, out, device=device, on_dispatch=self.dispatched.emit)
+        except LensError as e:
+            self.failed.emit(str(e))
+            return
+        self.finished.emit(str(out))
+
+
 class DispatchRunView(QWidget):
     """The run's dispatches over the tensor inspector of the picked one."""
 
@@ -93,6 +131,7 @@ class DispatchRunView(QWidget):
         super().__init__(parent)
         self.bundle: Bundle | None = None
         self.reference: Bundle | None = None
+        self.live: LiveCapture | None = None
         self.setAcceptDrops(True)
         self.title = QLabel("Open or drop a capture bundle (iree-lens capture --out=DIR).", self)
         self.title.setWordWrap(True)
@@ -150,6 +189,20 @@ class DispatchRunView(QWidget):
     def add_live_dispatch(self, entry: DispatchEntry) -> None:
         """A dispatch captured by a run in progress (call on the GUI thread)."""
         self.model.append(entry)
+        self.title.setText(f"Capturing… {len(self.model.entries)} dispatches")
+
+    def capture_live(
+        self, module: str, function: str, inputs: list[str], out: str, device: str = "local-sync"
+    ) -> LiveCapture:
+        """Run ``function`` on the debug engine, listing dispatches as they run; reopens the bundle after."""
+        self.bundle = Bundle.in_progress(out, module, function)
+        self.model.set_entries([])
+        self.live = LiveCapture(module, function, inputs, out, device, self)
+        self.live.dispatched.connect(self.add_live_dispatch)
+        self.live.finished.connect(self.open_bundle)
+        self.live.failed.connect(lambda message: self.title.setText(f"Capture failed: {message}"))
+        self.live.start()
+        return self.live
 
     def set_reference(self, path: str | Path) -> bool:
         """Another run's bundle: each dispatch's tensors are compared with the same ordinal's there."""

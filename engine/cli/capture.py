@@ -38,6 +38,7 @@ def add_parser(subparsers) -> None:
         metavar="ORDINAL:input|output:N=TYPE",
         help="override a tensor's type, e.g. 3:output:0=4x16xf32",
     )
+    p.add_argument("--dot", metavar="FILE", help="also write the dispatch dependency graph (Graphviz DOT)")
     p.set_defaults(func=run)
 
 
@@ -80,6 +81,12 @@ def run(args: argparse.Namespace) -> int:
     except LensError as e:
         print(f"iree-lens capture: {e}", file=sys.stderr)
         return 1
+    if args.dot:
+        from engine.dispatch.bundle import Bundle
+        from engine.dispatch.graph import dependency_graph
+
+        with open(args.dot, "w") as f:
+            f.write(dependency_graph(Bundle(result.directory).dispatches).to_dot())
     print(
         f"captured {result.dispatches} dispatches of @{args.function} into {result.directory} "
         f"({result.bytes_written} bytes of tensors)"

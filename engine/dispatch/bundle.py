@@ -198,6 +198,15 @@ class Bundle:
         except (ValueError, KeyError, TypeError) as e:
             raise BundleError(f"{manifest_path} is not a valid manifest: {e}") from None
 
+    @classmethod
+    def in_progress(cls, directory: str | Path, module: str = "", function: str = "") -> Bundle:
+        """A bundle still being written (no manifest yet): its tensor files can be read already."""
+        bundle = cls.__new__(cls)
+        bundle.directory = Path(directory)
+        bundle.manifest = {"module": module, "function": function, "dispatches": []}
+        bundle.dispatches = []
+        return bundle
+
     @property
     def module(self) -> str:
         return self.manifest.get("module", "")

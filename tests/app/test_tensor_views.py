@@ -149,3 +149,21 @@ def test_run_list_opens_a_bundle_by_drop_and_shows_each_dispatch(qtbot, mlp_bund
     # A folder that is not a bundle is reported, and the shown run stays.
     assert not view.open_bundle(tmp_path)
     assert "no manifest.json" in view.title.text() and view.model.rowCount() == 2
+
+
+def test_live_capture_lists_dispatches_as_they_run_then_reopens_the_bundle(qtbot, mlp_bundle, tmp_path):
+    import json
+    import shutil
+
+    view = DispatchRunView()
+    qtbot.addWidget(view)
+    module = json.loads((mlp_bundle / "manifest.json").read_text())["module"]
+    view.capture_live(module, "main", ["2x16xf32=0.5"], str(tmp_path / "live"))
+    # Rows arrive as dispatches run; the finished bundle then replaces them (same rows, manifest title).
+    qtbot.waitUntil(lambda: "2 dispatches" in view.title.text(), timeout=60000)
+    assert [e.ordinal for e in view.model.entries] == [0, 1]
+    view.table.selectRow(1)
+    assert view.inspector.tensors[-1].array.shape == (2, 4)
+    # A zipped bundle opens too.
+    archive = shutil.make_archive(str(tmp_path / "zipped"), "zip", str(mlp_bundle))
+    assert view.open_bundle(archive) and view.model.rowCount() == 2
