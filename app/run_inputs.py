@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QObject, QSettings
+from PySide6.QtCore import QObject, QSettings, QTimer
 
 from app.input_defaults import default_inputs, numpy_inputs
 from app.views.stepper_inputs import format_inputs_line, parse_inputs_line
@@ -29,6 +29,11 @@ class RunInputs(QObject):
         self._written: str | None = None  # the line as this object last wrote it
         self.fill = "zeros"
         stepper.function_combo.currentTextChanged.connect(self._on_function)
+        # The stepper fills its function list and restores the last call when a module opens: fill after it.
+        bridge = getattr(stepper, "bridge", None)
+        for signal in ("opened", "callChanged"):
+            if bridge is not None and hasattr(bridge, signal):
+                getattr(bridge, signal).connect(lambda *_: QTimer.singleShot(0, self._after_open))
         stepper.run_button.clicked.connect(self.remember)
         stepper.inputs_edit.returnPressed.connect(self.remember)
 
@@ -63,6 +68,9 @@ class RunInputs(QObject):
     def _write(self, inputs: tuple[str, ...]) -> None:
         self.stepper.set_inputs(inputs)
         self._written = self.stepper.inputs_edit.text().strip()
+
+    def _after_open(self) -> None:
+        self._on_function(self.stepper.function_combo.currentText())
 
     def _on_function(self, function: str) -> None:
         if function and self._is_ours():
