@@ -45,6 +45,7 @@ from engine.session.protocol import (
 from engine.session.script import ScriptCommand, ScriptError, check_for_reference, parse_script
 
 _STEP_MODES = {"step": StepMode.INTO, "next": StepMode.OVER, "finish": StepMode.OUT}
+_REVERSE_VERBS = ("reverse-step", "reverse-next", "reverse-finish", "reverse-continue")
 
 
 def add_parser(subparsers) -> None:
@@ -146,6 +147,11 @@ class Debugger:
             from engine.session.reference_session import ReferenceSession
 
             return InProcessSession(ReferenceSession, self.events.put)
+        if any(c.verb in _REVERSE_VERBS for c in self.commands):
+            # Reverse commands need the run's history (engine.timetravel records it).
+            from engine.timetravel.session import TimeTravelSession
+
+            return InProcessSession(TimeTravelSession, self.events.put)
         from engine.session.debug_session import DebugSession
 
         return InProcessSession(DebugSession, self.events.put)
@@ -204,10 +210,22 @@ class Debugger:
             if self._running_or_error(command):
                 self.session.send(Step(_STEP_MODES[verb], command.count))
                 self._await_stop(command)
+        elif verb in _REVERSE_VERBS:
+            self._reverse(command)
         elif verb == "info registers":
             self._info_registers(command)
         elif verb == "save-tensors":
             self._save_tensors(command)
+
+    def _reverse(self, command: ScriptCommand) -> None:
+        """reverse-step/next [N], reverse-finish, reverse-continue: also from the finished program."""
+        from engine.timetravel.session import Reverse
+
+        if self.state not in ("stopped", "finished"):
+            self._error(command, f"{command.text!r}: the program has no history yet ({self.state})")
+            return
+        self.session.send(Reverse(command.verb, command.count))
+        self._await_stop(command)
 
     def _expect_no_failure(self, command: ScriptCommand) -> None:
         """SetBreakpoints answers only when it fails: ask a cheap query to know it was taken."""

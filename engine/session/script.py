@@ -7,6 +7,7 @@
     break function NAME                            # entry of a VM function
     break pc FUNCTION:PC                           # an instruction (PC decimal or 0x...)
     continue | step [N] | next [N] | finish        # run
+    reverse-step [N] | reverse-next [N] | reverse-finish | reverse-continue   # run backwards (history)
     info registers | save-tensors DIR
 
 ``#`` starts a comment; blank lines are ignored. ``parse_script`` turns a text into ``ScriptCommand``s or
@@ -91,7 +92,7 @@ def parse_line(number: int, line: str) -> ScriptCommand | None:
     verb, rest = words[0], words[1:]
     if verb == "break":
         return ScriptCommand(number, "break", breakpoint=_parse_break(rest), text=text)
-    if verb in ("step", "next"):
+    if verb in ("step", "next", "reverse-step", "reverse-next"):
         if len(rest) > 1:
             raise ValueError(f"{verb} takes at most one count")
         count = 1
@@ -103,7 +104,7 @@ def parse_line(number: int, line: str) -> ScriptCommand | None:
             if count < 1:
                 raise ValueError(f"{verb} count must be at least 1")
         return ScriptCommand(number, verb, count=count, text=text)
-    if verb in ("continue", "finish"):
+    if verb in ("continue", "finish", "reverse-finish", "reverse-continue"):
         if rest:
             raise ValueError(f"{verb} takes no arguments")
         return ScriptCommand(number, verb, text=text)
@@ -116,7 +117,8 @@ def parse_line(number: int, line: str) -> ScriptCommand | None:
             raise ValueError("save-tensors takes one DIR")
         return ScriptCommand(number, "save-tensors", path=rest[0], text=text)
     raise ValueError(
-        f"unknown command {verb!r} (break, continue, step, next, finish, info registers, save-tensors)"
+        f"unknown command {verb!r} (break, continue, step, next, finish, reverse-step, reverse-next, "
+        "reverse-finish, reverse-continue, info registers, save-tensors)"
     )
 
 

@@ -36,7 +36,7 @@ from engine.timetravel.recorder import RecordingInterpreter
 from engine.timetravel.snapshot import ArrayStore, Snapshot, restore_snapshot, take_snapshot
 from engine.timetravel.watch import Change, Watch, read_watch, serial_of
 
-DEFAULT_INTERVAL = 20_000  # instructions between checkpoints (about 10 ms of fast run)
+DEFAULT_INTERVAL = 1_000  # instructions to the first checkpoint after the start; then adaptive
 DEFAULT_BUDGET = 512 << 20  # bytes of checkpoints kept
 SNAPSHOT_SHARE = 0.05  # at most this share of forward run time goes to taking snapshots
 REPLAY_SECONDS = 0.03  # the replay of one checkpoint interval (adaptive spacing)
@@ -157,10 +157,12 @@ class TimeTravel:
         self._allocations: dict[int, Allocation] = {}
         self._observer = _Observer(self)
         self._last_boundary = (0, 0.0)
+        self._dirty = False
         for device in self.devices:
             self._number_allocations(device)
-            device.observers.append(self._observer)
+            device.observers.insert(0, self._observer)  # before a gate that may park the run
         interp.on_boundary = self._on_boundary
+        interp.on_begin = self.start_recording  # every new call (a session's, an invoke) is recorded
 
     @classmethod
     def for_runner(cls, runner: Any, **kw: Any) -> TimeTravel:
@@ -192,8 +194,7 @@ class TimeTravel:
     def begin_call(self, function: str, args: list) -> None:
         """Begin a call of ``function`` (VM values) and record it from its first instruction."""
         self.interpreter.reset()
-        self.context.begin_call(function, list(args))
-        self.start_recording()
+        self.context.begin_call(function, list(args))  # starts the recording (``on_begin``)
 
     def start_recording(self) -> None:
         """Make the current state (a call just begun) position 0 of a new history."""
@@ -329,7 +330,7 @@ class TimeTravel:
         t = self.interpreter
         k = bisect.bisect_right(self._positions, position) - 1
         base = self._positions[k]
-        if not (base <= t.position <= position):
+        if self._dirty or not (base <= t.position <= position):
             self._restore(base)
         self._run_to(position)
         return self._stop("step")
@@ -340,6 +341,11 @@ class TimeTravel:
         self.goto(mark.position + (when == "after"))
         return self._stop("dispatch", dispatch=mark, when=when)
 
+    def invalidate(self) -> None:
+        """The live state left the history (a run abandoned inside a native call): the next move
+        restores a checkpoint instead of running on from here."""
+        self._dirty = True
+
     def locate_dispatch(self, ordinal: int) -> DispatchMark:
         """The dispatch's mark with the exact position of the instruction that ran it (found by replay
         when the dispatch ran inside a fast run); the state is left where it was."""
@@ -348,7 +354,7 @@ class TimeTravel:
             raise TimeTravelError(f"dispatch {ordinal} is not in the recorded history")
         if mark.exact:
             return mark
-        here = self.position
+        here = None if self._dirty else self.position
         k = bisect.bisect_right(self._positions, mark.position) - 1
         self._restore(self._positions[k])
         t = self.interpreter
@@ -358,7 +364,8 @@ class TimeTravel:
                 t.run(1, ignore_breakpoints=True)
         finally:
             self._back(saved)
-        self.goto(here)
+        if here is not None:
+            self.goto(here)
         mark = self.dispatch_log[ordinal]
         if not mark.exact:
             raise TimeTravelError(f"dispatch {ordinal} was not found again by replay")
@@ -384,6 +391,7 @@ class TimeTravel:
         restore_snapshot(snap, self.interpreter)
         self.interpreter.position = position
         self._serial = snap.extra["serial"]
+        self._dirty = False
 
     def _run_to(self, target: int) -> None:
         """Replay (observers set aside, no new checkpoints) up to ``target``."""
@@ -489,6 +497,9 @@ class TimeTravel:
         here = self.position
         obs = self._observer
         t = self.interpreter
+        if dispatch_stop is None and not self.controller.breakpoints:
+            self.goto(self.earliest)
+            return self._stop("history-start")
         for start, end in self._segments(here):
             hits: list[tuple[int, tuple]] = []
             self._restore(start)

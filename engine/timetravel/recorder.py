@@ -28,11 +28,17 @@ class RecordingInterpreter(Interpreter):
         self.recording = False
         self.checkpoint_at: int | None = None  # the next position where ``on_boundary`` wants a call
         self.on_boundary: Callable[[int], None] | None = None
+        self.on_begin: Callable[[], None] | None = None  # a new top-level call began (history restarts)
         self.high_water = 0  # the furthest position reached
         # The budget of the run in progress: when it is 1 (or a step), ``position`` is exact inside a
         # native call (a dispatch observer can trust it); otherwise the run started at ``position``.
         self.run_budget = 0
         self.busy_seconds = 0.0  # time spent executing the recorded call (not paused between commands)
+
+    def begin_call(self, instance, ordinal: int, args: list, *, nested: bool = False) -> None:
+        super().begin_call(instance, ordinal, args, nested=nested)
+        if not nested and self.on_begin is not None:
+            self.on_begin()
 
     @property
     def top_level(self) -> bool:

@@ -1,0 +1,162 @@
+"""The debug session with history: ``DebugSession`` plus the ``Reverse`` command.
+
+``TimeTravelSession`` records every call it runs (``TimeTravel`` attached when a module opens) and answers
+``Reverse(mode, count)`` — gdb's ``reverse-step``, ``reverse-next``, ``reverse-finish`` and
+``reverse-continue`` — with the same ``Stopped`` events as the forward commands (reason ``step``,
+``breakpoint`` or ``dispatch``; ``history-start`` when nothing earlier is recorded). Reverse commands run on
+the command loop: the run thread is idle (a run parked inside a dispatch is abandoned first; the history
+puts the state back exactly). Stepping back is allowed after the program finished.
+
+From a run parked inside a dispatch (within the instruction at position p, which a forward ``step``
+would finish as its first step), ``reverse-step K`` goes to ``p + 1 - K``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from typing import Any
+
+from engine.runtime.hal.device import DispatchRecord
+from engine.session.debug_session import DebugSession, RunState
+from engine.session.dispatch_gate import dispatch_matches, executable_name, nonfinite_count
+from engine.session.protocol import BreakpointKind, Command, Failed, Open, Stopped
+from engine.timetravel.engine import TimeTravel, TimeTravelError, TravelStop
+
+
+class ReverseMode(StrEnum):
+    STEP = "reverse-step"
+    NEXT = "reverse-next"
+    FINISH = "reverse-finish"
+    CONTINUE = "reverse-continue"
+
+
+@dataclass(frozen=True)
+class Reverse(Command):
+    """Run backwards: ``mode`` a ``ReverseMode``; ``count`` for reverse-step and reverse-next."""
+
+    mode: str = ReverseMode.STEP
+    count: int = 1
+
+
+class TimeTravelSession(DebugSession):
+    def __init__(self, emit):
+        super().__init__(emit)
+        self.travel: TimeTravel | None = None
+        self._handlers[Reverse] = self._on_reverse
+
+    def _on_open(self, command: Open) -> None:
+        super()._on_open(command)
+        self.travel = TimeTravel(self.runner.context, self.controller, [self.runner.device])
+
+    def _on_reverse(self, command: Reverse) -> None:
+        travel = self.travel
+        if travel is None or not travel.checkpoints:
+            self.emit(Failed("no call is being recorded: start the program first"))
+            return
+        try:
+            mode = ReverseMode(command.mode)
+        except ValueError:
+            self.emit(Failed(f"unknown reverse mode {command.mode!r}"))
+            return
+        if command.count < 1:
+            self.emit(Failed(f"a step count is at least 1 (got {command.count})"))
+            return
+        parked = self._leave_dispatch() if self._state == RunState.PARKED else None
+        try:
+            if parked is not None:
+                position, ordinal = parked
+                travel.goto(position)
+            else:
+                ordinal = None
+            stop = self._reverse(travel, mode, command.count, ordinal)
+        except TimeTravelError as e:
+            self.emit(Failed(str(e), None, self.location()))
+            return
+        self._report_travel(stop)
+
+    def _leave_dispatch(self) -> tuple[int, int]:
+        """Abandon the run parked inside a dispatch; the position just after its instruction, and the
+        dispatch's ordinal on the device."""
+        record = self.gate.current
+        self._abandon()
+        self.travel.invalidate()
+        mark = self.travel.locate_dispatch(record.sequence)
+        return mark.position + 1, record.sequence
+
+    def _reverse(self, travel: TimeTravel, mode: ReverseMode, count: int, parked: int | None) -> TravelStop:
+        if mode == ReverseMode.STEP:
+            return travel.reverse_step(count)
+        if mode == ReverseMode.NEXT:
+            return travel.reverse_next(count)
+        if mode == ReverseMode.FINISH:
+            return travel.reverse_finish()
+        return travel.reverse_continue(self._dispatch_stop(parked))
+
+    def _dispatch_stop(self, parked: int | None):
+        """The dispatch breakpoints (and NaN stops) of the session as a reverse-continue predicate."""
+        bps = tuple(bp for bp in self.breakpoints if bp.kind in (BreakpointKind.DISPATCH, BreakpointKind.NAN))
+        if not bps:
+            return None
+        nan = any(bp.kind == BreakpointKind.NAN for bp in bps)
+        counts: dict[int, list[int]] = {}
+
+        def stop(record: DispatchRecord, when: str) -> bool:
+            if parked is not None and record.sequence >= parked:
+                return False  # the dispatch we were parked in, or later
+            ordinal = self.gate.ordinal(record)
+            executable = executable_name(record)
+            if any(dispatch_matches(bp, ordinal, executable, record.export_name, when) for bp in bps):
+                return True
+            if not nan:
+                return False
+            now = [nonfinite_count(b.data, record.export_name) for b in record.bindings]
+            if when == "before":
+                counts[record.sequence] = now
+                return False
+            before = counts.pop(record.sequence, [0] * len(now))
+            return any(a > b for a, b in zip(now, before))
+
+        return stop
+
+    def _report_travel(self, stop: TravelStop) -> None:
+        location = self.location()
+        if stop.dispatch is not None:
+            record_like = _MarkRecord(stop.dispatch.export_name, stop.dispatch.executable)
+            info = self.gate.info(record_like, stop.when or "before")  # type: ignore[arg-type]
+            info = replace(info, ordinal=stop.dispatch.ordinal - self.gate.base)
+            frames = location.frames
+            top = self.runner.context.interpreter.top
+            if stop.when == "after" and top is not None and frames:
+                # As a forward stop inside the dispatch reports it: at the call instruction that ran it.
+                pc = self._call_pc(top.instance, top.ordinal, top.pc)
+                frames = (*frames[:-1], self._frame_info(top.instance, top.ordinal, pc))
+            location = replace(
+                location,
+                frames=frames,
+                dispatch=stop.dispatch.export_name,
+                dispatch_index=info.ordinal,
+                dispatch_info=info,
+            )
+        detail: dict[str, Any] = self._snapshot()
+        detail["position"] = stop.position
+        detail["earliest"] = self.travel.earliest
+        if stop.breakpoints:
+            detail["breakpoints"] = [repr(b) for b in stop.breakpoints]
+        self.emit(Stopped(stop.reason, location, detail))
+
+
+@dataclass(frozen=True)
+class _MarkRecord:
+    """Enough of a ``DispatchRecord`` for ``DispatchGate.info`` (no bindings: the dispatch is not running)."""
+
+    export_name: str
+    executable: str
+    sequence: int = 0
+    device: str = ""
+    workgroup_count: tuple = (0, 0, 0)
+    constants: tuple = ()
+    bindings: tuple = ()
+
+
+__all__ = ["Reverse", "ReverseMode", "TimeTravelSession"]

@@ -1,0 +1,92 @@
+"""``iree-lens debug --json`` with reverse commands: ``step N`` + ``reverse-step K`` prints what ``step N-K``
+prints (pc, depth, registers), on llvm-cpu, vmvx and Vulkan; reverse-next/finish/continue stop records.
+The expectation of every comparison is a separate run of the forward commands alone.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from engine.cli import main as lens_main
+from engine.runtime.hal.vulkan.loader import vulkan_available
+
+_NO_VULKAN = vulkan_available()
+DEVICE = {"llvm-cpu": "local-sync", "vmvx": "local-sync", "vulkan-spirv": "vulkan"}
+
+
+def debug(capsys, tmp_path, module, commands: str, *args: str) -> list[dict]:
+    script = tmp_path / "commands.gdb"
+    script.write_text(commands)
+    code = lens_main(["debug", str(module), f"--commands={script}", "--json", *args])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    return [json.loads(line) for line in out.out.splitlines() if line.strip()]
+
+
+CASES = [
+    ("control_flow", "collatz_steps", ["27"], [(60, 1), (60, 25), (200, 199), (9, 9)]),
+    ("control_flow", "repeat_double", ["4xf32=1 2 3 4", "4"], [(30, 1), (45, 20), (52, 3)]),
+    ("globals", "accumulate", ["4xf32=1 2 3 4"], [(20, 1), (25, 11)]),
+]
+
+
+@pytest.mark.parametrize("target", ["llvm-cpu", "vmvx", "vulkan-spirv"])
+@pytest.mark.parametrize("sample,function,inputs,pairs", CASES, ids=[c[0] + "." + c[1] for c in CASES])
+def test_step_n_reverse_step_k_prints_step_n_minus_k(capsys, tmp_path, compiled, target, sample, function, inputs, pairs):
+    if target == "vulkan-spirv" and _NO_VULKAN is not None:
+        pytest.skip(f"no Vulkan: {_NO_VULKAN}")
+    module = compiled.path(sample, target)
+    args = [f"--function={function}", *(f"--input={i}" for i in inputs), f"--device={DEVICE[target]}"]
+    for n, k in pairs:
+        back = debug(capsys, tmp_path, module, f"step {n}\nreverse-step {k}\ninfo registers\n", *args)
+        assert len(back) == 3
+        if n - k == 0:
+            # Back to the entry: the state the call starts in (history-start only when asked for more).
+            assert back[1]["reason"] == "step" and back[1]["pc"] == 0
+            continue
+        ahead = debug(capsys, tmp_path, module, f"step {n - k}\ninfo registers\n", *args)
+        assert back[1] == ahead[0], (n, k)
+        assert back[2] == ahead[1]
+
+
+def test_reverse_next_finish_and_continue_records(capsys, tmp_path, compiled):
+    module = compiled.path("control_flow", "llvm-cpu")
+    args = ["--function=repeat_double", "--input=4xf32=1 2 3 4", "--input=5"]
+    lines = debug(
+        capsys,
+        tmp_path,
+        module,
+        "break dispatch 1\nbreak dispatch 3 after\ncontinue\ncontinue\ncontinue\n"
+        "reverse-continue\nreverse-continue\nreverse-continue\nreverse-next 2\n",
+        *args,
+    )
+    first, second, end, back_second, back_first, start, nexted = lines
+    assert first["dispatch"] == {**first["dispatch"], "ordinal": 1, "when": "before"}
+    assert second["dispatch"]["ordinal"] == 3 and second["dispatch"]["when"] == "after"
+    assert end["reason"] == "finished"
+    # From the end back through the same stops, in reverse order, with the same pc and registers.
+    assert back_second["reason"] == "dispatch"
+    assert back_second["dispatch"]["ordinal"] == 3 and back_second["dispatch"]["when"] == "after"
+    assert (back_second["function"], back_second["pc"], back_second["depth"]) == (
+        second["function"],
+        second["pc"],
+        second["depth"],
+    )
+    assert back_first["dispatch"]["ordinal"] == 1 and back_first["dispatch"]["when"] == "before"
+    assert back_first["pc"] == first["pc"] and back_first["registers"]["i32"] == first["registers"]["i32"]
+    assert start["reason"] == "history-start" and start["pc"] == 0
+    assert nexted["reason"] == "history-start"
+
+
+def test_reverse_before_the_program_runs_is_an_error(capsys, tmp_path, compiled):
+    module = compiled.path("control_flow", "llvm-cpu")
+    script = tmp_path / "c.gdb"
+    script.write_text("reverse-step\n")
+    code = lens_main(["debug", str(module), f"--commands={script}", "--json", "--function=collatz_steps", "--input=27"])
+    err = capsys.readouterr().err
+    assert code == 1 and "no history yet" in err
+    script.write_text("reverse-step 0\n")
+    code = lens_main(["debug", str(module), f"--commands={script}", "--function=collatz_steps", "--input=27"])
+    assert code == 2 and "count must be at least 1" in capsys.readouterr().err
