@@ -236,3 +236,13 @@ def test_chrome_progress_and_cancel():
 
     with pytest.raises(Stop):
         chrome_trace_from_data(events, progress=cancel)
+
+
+def test_zones_starting_together_nest_by_length():
+    b = TraceBuilder()
+    t = b.track(("a",), "a")
+    for s, e, name in [(0, 2, "leaf"), (0, 10, "root"), (5, 9, "late"), (0, 5, "mid"), (5, 7, "late-leaf")]:
+        b.add_zone(s, e, t, name)
+    trace = b.build()
+    depth = {trace.names[n]: d for n, d in zip(trace.zones.name.tolist(), trace.zones.depth.tolist())}
+    assert depth == {"root": 0, "mid": 1, "leaf": 2, "late": 1, "late-leaf": 2}
