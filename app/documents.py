@@ -16,6 +16,10 @@ KEY_PROPERTY = "lensDocumentKey"
 KEEP_ALIVE_PROPERTY = "lensKeepAlive"
 
 
+def _tab_text(title: str) -> str:
+    return title.replace("&", "&&")
+
+
 class DocumentArea(QTabWidget):
     """Closable, movable document tabs; one tab per key."""
 
@@ -48,11 +52,11 @@ class DocumentArea(QTabWidget):
                 if widget is not existing:
                     widget.deleteLater()
                 index = self.indexOf(existing)
-                self.setTabText(index, title)
+                self.setTabText(index, _tab_text(title))
                 self.setCurrentIndex(index)
                 return existing
             widget.setProperty(KEY_PROPERTY, key)
-        index = self.addTab(widget, title)
+        index = self.addTab(widget, _tab_text(title))
         self.setTabToolTip(index, title)
         if not closable:
             self._pinned.add(id(widget))
@@ -78,7 +82,11 @@ class DocumentArea(QTabWidget):
         return [self.widget(i) for i in range(self.count())]
 
     def titles(self) -> list[str]:
-        return [self.tabText(i) for i in range(self.count())]
+        return [self.title(i) for i in range(self.count())]
+
+    def title(self, index: int) -> str:
+        """The title as given (a tab's text doubles ``&``, which Qt would take for a shortcut mark)."""
+        return self.tabText(index).replace("&&", "&")
 
     def close_document(self, which: int | QWidget | str) -> bool:
         """Close a tab by index, widget or key; returns whether one was closed (pinned tabs stay)."""

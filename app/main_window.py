@@ -58,7 +58,7 @@ START_KEY = "start"
 KEEP_ALIVE = "lensKeepAlive"  # app.documents.KEEP_ALIVE_PROPERTY: closing the tab hides the widget
 # The default layout, as fractions of the window (with a floor in pixels): docks small, documents the rest.
 LEFT_FRACTION, LEFT_MIN = 0.17, 200
-RIGHT_FRACTION, RIGHT_MIN = 0.36, 330
+RIGHT_FRACTION, RIGHT_MIN = 0.38, 330
 BOTTOM_FRACTION, BOTTOM_MIN = 0.2, 140
 
 

@@ -105,6 +105,7 @@ class ModuleView(QWidget):
             self.detail.setProperty("lensKeepAlive", True)  # closing its tab hides it; a click reopens it
             self.welcome.setText("<p>No module open.</p><p>Drop a <b>.vmfb</b> or <b>.mlir</b> file here.</p>")
             self.welcome.setWordWrap(True)
+            self.tree.header().resizeSection(0, 150)  # a narrow dock: the value column must show too
         else:
             self.splitter.addWidget(self.detail)
         self.splitter.setStretchFactor(0, 0)

@@ -67,11 +67,21 @@ def test_default_layout_is_usable(qtbot, main_window, compiled, tmp_path, size):
     # The stepper (disassembly, registers, call stack) gets a tall column.
     assert window.docks["stepper"].height() >= 0.6 * size[1]
 
-    # With a module open (the inspector document) and the stepper in front: the screenshots.
-    window.open_file(compiled.path("mlp", "llvm-cpu"))
-    qtbot.waitUntil(lambda: window.context.module is not None, timeout=20_000)
+    # A module open, function main's disassembly in the inspector, the stepper stopped at its entry with
+    # inputs made from the signature: the screenshots.
+    panel = window.panels["stepper"]
+    with qtbot.waitSignal(panel.bridge.opened, timeout=60_000):
+        window.open_file(compiled.path("mlp", "llvm-cpu"))
+    qtbot.waitUntil(lambda: bool(panel.inputs), timeout=10_000)
+    panel.restore_banner.hide()
+    functions = window.module_view.expand_path("Functions")
+    main = next(functions.child(i) for i in range(functions.childCount()) if functions.child(i).text(0).endswith(" main"))
+    window.module_view.tree.setCurrentItem(main)
+    with qtbot.waitSignal(panel.bridge.stopped, timeout=60_000):
+        panel.run_to_entry()
     window._raise_default_tabs()
     settle(qtbot, window)
+    qtbot.wait(300)
     out = Path(os.environ.get(SCREENSHOT_ENV) or tmp_path)
     out.mkdir(parents=True, exist_ok=True)
     shot = out / f"window-{size[0]}x{size[1]}.png"
