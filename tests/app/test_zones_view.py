@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from PySide6.QtCore import QPoint, QPointF, Qt
+from PySide6.QtCore import QPointF, Qt
 
 from app.context import LensContext
 from app.views.zones_timeline import ROW_HEIGHT
@@ -252,4 +252,29 @@ def test_open_files_on_the_worker(view, qtbot, tmp_path):
         view.open_path(bad)
     assert "event 0" in sig.args[0]
     assert view.error.isVisible() and len(view.trace.zones) == 6  # the good trace stays
-    _ = QPoint  # keep the import used for readers of the click helper
+
+
+def test_zones_panel_in_the_main_window(make_main_window, qtbot, tmp_path):
+    """The panel factory on the window's services: opens on the window's worker, moves its context."""
+    from app.panels import PANELS, PanelSpec, register_panel
+
+    register_panel(PanelSpec("zones-test", "Zones", "app.views.zones_view:zones_panel", area="bottom"))
+    try:
+        window = make_main_window()
+    finally:
+        PANELS[:] = [p for p in PANELS if p.id != "zones-test"]
+    view = window.panels["zones-test"]
+    assert isinstance(view, ZonesView) and view.context is window.context
+    path = tmp_path / "t.json"
+    write_chrome_json(small_trace(), path)
+    with qtbot.waitSignal(view.traceLoaded, timeout=10_000):
+        view.open_path(path)
+    view.resize(900, 500)
+    qtbot.wait(50)
+    trace = view.trace
+    target = int(
+        np.flatnonzero(np.asarray([trace.names[i] for i in trace.zones.name]) == "main_dispatch_2")[0]
+    )
+    with qtbot.waitSignal(window.context.dispatchChanged, timeout=2000):
+        view.timeline.item.select(target)
+    assert window.context.dispatch == 2
