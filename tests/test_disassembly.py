@@ -14,7 +14,7 @@ from engine.runtime.vmfb.disassembler import (
 )
 from engine.runtime.vmfb.module import open_vmfb
 
-# Lines naming these are where the 3.13 tool is wrong (facts note §9.6); functions holding them are exempt.
+# Lines naming these are where the 3.13 tool is wrong (docs/iree-3.13-runtime-facts.md §9.6); functions holding them are exempt.
 TOOL_BUG_MNEMONICS = ("vm.switch.ref", "vm.cast.ui64.f32")
 
 

@@ -14,7 +14,7 @@ from engine.runtime.vmfb.decoder import decode, iter_instructions
 
 
 def test_table_sizes_match_isa_json():
-    # 139 core entries (2 prefixes included), 62 ext_f32, 64 ext_f64 (facts note §2).
+    # 139 core entries (2 prefixes included), 62 ext_f32, 64 ext_f64 (docs/iree-3.13-runtime-facts.md §2).
     assert (len(isa.CORE), len(isa.EXT_F32), len(isa.EXT_F64)) == (139, 62, 64)
     assert len(isa.BY_SYMBOL) == len(isa.ALL_OPCODES)
 
@@ -34,7 +34,7 @@ def test_known_entries():
 
 
 def _encode(op: isa.Opcode, rng: random.Random, base: int) -> tuple[bytes, list]:
-    """Encode ``op`` with random operands following the facts note §2.2; returns bytes and the values."""
+    """Encode ``op`` with random operands following the docs/iree-3.13-runtime-facts.md §2.2; returns bytes and the values."""
     out = bytearray(op.encoding)
     values: list = []
     table_size = 0

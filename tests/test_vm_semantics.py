@@ -1,4 +1,4 @@
-"""The interpreter against IREE's own runtime on VM-dialect programs (numeric quirks of runtime facts §3.9).
+"""The interpreter against IREE's own runtime on VM-dialect programs (numeric quirks of docs/iree-3.13-runtime-facts.md §3.9).
 
 Each program is compiled with ``iree-compile --compile-from=vm`` and run by ``iree.runtime`` and by our
 interpreter with the same arguments; results must be equal exactly (floats compared by their f32 bits).
@@ -220,7 +220,7 @@ def test_same_results_as_iree(ours, theirs, name, args, nresults):
 
 
 def test_switch_i64_quirk(ours):
-    # Documented quirk (facts §3.9): selecting 4294967301 yields 5.
+    # Documented quirk (docs/iree-3.13-runtime-facts.md §3.9): selecting 4294967301 yields 5.
     assert ours.invoke("switch64", [0]) == [5]
     assert ours.invoke("switch64", [5]) == [-7]
 

@@ -1,7 +1,7 @@
 """LLVM IR of a CPU executable -> an embedded-ELF executable library, through llvmlite and IREE's iree-lld.
 
 IREE 3.13 writes LLVM 24 syntax; llvmlite 0.50 parses LLVM 22. ``normalize_llvm24`` rewrites what differs
-in IREE's output (the differences found by the tooling probe), one line at a time so error lines stay put:
+in IREE's output (the differences listed in docs/iree-3.13-tooling-probe.md), one line at a time so error lines stay put:
 
 * ``f0x`` hexadecimal literals (LLVM 24) -> the legacy ``0x``/``0xH``/``0xR``/``0xK``/``0xL`` forms, with a
   ``float``'s single-precision bits widened exactly to double (how older LLVM spells float constants);

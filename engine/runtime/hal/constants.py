@@ -1,6 +1,6 @@
 """HAL enum values as compiled programs pass them, and IREE's ways of printing and matching them.
 
-Values are those of ``iree/hal/buffer.h``, ``command_buffer.h`` and ``buffer_view.h`` (runtime facts §4.3).
+Values are those of ``iree/hal/buffer.h``, ``command_buffer.h`` and ``buffer_view.h`` (docs/iree-3.13-runtime-facts.md §4.3).
 ``format_memory_type``/``format_buffer_usage`` print bitfields exactly like ``iree_bitfield_format`` so error
 messages match IREE's; ``match_pattern`` is ``iree_string_view_match_pattern`` (``hal.device.id`` queries).
 """

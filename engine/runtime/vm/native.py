@@ -2,7 +2,7 @@
 
 A bytecode module's import ``hal.buffer_view.create`` resolves to the function ``buffer_view.create`` of the
 native module named ``hal``. The VM marshals arguments by walking the function's calling convention
-(``0rIIiiCID_r``, see runtime facts §2.5):
+(``0rIIiiCID_r``, see docs/iree-3.13-runtime-facts.md §2.5):
 
 * ``i``/``I`` -> Python ``int`` (signed two's complement value of 32/64 bits);
 * ``f``/``F`` -> Python ``float``;

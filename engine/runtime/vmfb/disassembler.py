@@ -1,7 +1,7 @@
 """VM bytecode disassembly in the text format of IREE 3.13's ``iree-dump-module --output=disassembly``.
 
 The output matches the tool line for line, with two deliberate differences where the 3.13 tool is
-wrong (see the facts note, §9.6):
+wrong (see docs/iree-3.13-runtime-facts.md §9.6):
 
 * ``vm.switch.ref`` is decoded with its type-id field (the tool skips it and mis-decodes the rest of
   the function);

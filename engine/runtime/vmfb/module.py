@@ -236,7 +236,7 @@ class DebugDatabase:
     def source_map(self, function: Function, function_count: int) -> FunctionSourceMap | None:
         """The source map of ``function``, or None.
 
-        3.13 writes every function's source map into slot 0 (facts note §1.2), so a slot is trusted by
+        3.13 writes every function's source map into slot 0 (docs/iree-3.13-runtime-facts.md §1.2), so a slot is trusted by
         position only when there is one per function; otherwise a map whose name is one of the
         function's export names is its own (the one map 3.13 writes names the last function encoded).
         """
@@ -413,7 +413,7 @@ class VmfbModule:
         debug_names: list[str] = []
         if self.debug_database is not None:
             debug_names = [f.local_name for f in self.debug_database.functions]
-        # 3.13 writes every source map into slot 0 (see the facts note §1.2): only trust a complete table.
+        # 3.13 writes every source map into slot 0 (see docs/iree-3.13-runtime-facts.md §1.2): only trust a complete table.
         debug_trusted = len(debug_names) == len(desc)
         # The compiler writes each function's bytecode once, back to back. Descriptors that share bytecode
         # (a damaged file) would make every reader decode the shared part once per descriptor.

@@ -1,5 +1,5 @@
 """``!vm.buffer`` ops (dispatch.c). ``load``/``store``/``fill`` offsets and lengths are in elements of the
-op's width; ``copy``, ``compare``, ``clone`` and ``hash`` use bytes (runtime facts §3.4). Errors are
+op's width; ``copy``, ``compare``, ``clone`` and ``hash`` use bytes (docs/iree-3.13-runtime-facts.md §3.4). Errors are
 ``VmStatusError`` with IREE's status code and message; the interpreter turns them into a trap."""
 
 from __future__ import annotations
