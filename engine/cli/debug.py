@@ -11,7 +11,8 @@ start from the function's entry, which prints nothing). With ``--json`` each sto
      "name": ..., "when": "before"|"after"}, "registers": {"i32": [...], "ref": [...]}}
 
 and the end of the program ``{"reason": "finished", ..., "results": TEXT, "outputs": [...]}``. Exit
-status: 0, 1 when the program or a command failed, 2 for a bad commands file or arguments.
+status: 0, 1 when the program failed (a trap, a HAL error) or a command could not be done (save-tensors
+with nothing to save), 2 for a bad commands file; a run command after the end is a note on stderr.
 """
 
 from __future__ import annotations
@@ -133,10 +134,11 @@ class Debugger:
     def _print(self, obj: dict[str, Any] | str) -> None:
         print(json.dumps(obj) if isinstance(obj, dict) else obj, flush=True)
 
-    def _error(self, command: ScriptCommand | None, message: str) -> None:
+    def _error(self, command: ScriptCommand | None, message: str, *, fatal: bool = True) -> None:
         where = f"{self.args.commands}:{command.line}: " if command is not None else ""
         print(f"iree-lens debug: {where}{message}", file=sys.stderr, flush=True)
-        self.status = 1
+        if fatal:
+            self.status = 1
 
     # -- the session
 
@@ -241,7 +243,8 @@ class Debugger:
     def _running_or_error(self, command: ScriptCommand) -> bool:
         if self.state == "stopped":
             return True
-        self._error(command, f"{command.text!r}: the program is not being run ({self.state})")
+        # As gdb says "The program is not being run.": a note, not a failure of the run.
+        self._error(command, f"{command.text!r}: the program is not being run ({self.state})", fatal=False)
         return False
 
     def _call(self, *, stop_at_entry: bool, command: ScriptCommand, quiet: bool = False) -> bool:
@@ -290,7 +293,7 @@ class Debugger:
 
     def _info_registers(self, command: ScriptCommand) -> None:
         if self.state != "stopped":
-            self._error(command, f"no registers: the program is not stopped ({self.state})")
+            self._error(command, f"no registers: the program is not stopped ({self.state})", fatal=False)
             return
         registers = self.last_stop.detail.get("registers", {})
         if self.args.json:  # not a stop: no "reason"
