@@ -7,12 +7,5 @@ bash scripts/setup.sh
 if [[ $# -gt 0 ]]; then
   exec .venv/bin/iree-lens "$@"
 fi
-# The bundled sample is compiled with the real iree-compile on first start.
-sample=resources/samples/mlp.mlir
-out=build/samples/mlp.llvm-cpu.vmfb
-if [[ ! -f $out || $sample -nt $out ]]; then
-  mkdir -p build/samples
-  .venv/bin/iree-compile "$sample" --iree-hal-target-device=local \
-    --iree-hal-local-target-device-backends=llvm-cpu --iree-llvmcpu-target-cpu=host -o "$out"
-fi
-exec .venv/bin/iree-lens "$out"
+# The bundled sample: the window compiles it (progress in the status bar) and opens its phases.
+exec .venv/bin/iree-lens engine/resources/samples/mlp.mlir
