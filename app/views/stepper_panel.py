@@ -293,6 +293,7 @@ class StepperPanel(QWidget):
         b.answered.connect(self._on_answer)
         b.logged.connect(lambda text: self.services.messages.info(text))
         b.stateChanged.connect(self._on_state)
+        b.progressed.connect(self._on_progress)
         b.breakpointsChanged.connect(self._on_breakpoints)
         b.callChanged.connect(self._on_call_changed)
         self.context.moduleChanged.connect(self._on_module)
@@ -521,6 +522,14 @@ class StepperPanel(QWidget):
             self.globals_view.set_globals(answer.value)
         elif answer.query == "registers":
             self.registers.set_registers(answer.value, compare=False)
+
+    def _on_progress(self, progress) -> None:
+        """What a long run is doing (a few times a second): the dispatch it runs."""
+        location = progress.location
+        if self.bridge.state == "running" and location.dispatch:
+            self.status_label.setText(
+                f"Running… dispatch #{location.dispatch_index} {location.dispatch}  (Shift+F5 stops)"
+            )
 
     def _on_state(self, state: str) -> None:
         stopped = state == "stopped"

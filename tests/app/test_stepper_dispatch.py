@@ -59,8 +59,9 @@ def test_dispatch_breakpoint_next_dispatch_and_bindings(qtbot, main_window, prog
     add_breakpoint(qtbot, panel, "dispatch", "1", "after")
     assert panel.breakpoints_view.list.item(0).text() == "● after dispatch #1"
     panel.set_inputs(HEALTHY)
-    published = []
+    published, progress = [], []
     main_window.context.pausedDispatchChanged.connect(published.append)
+    panel.bridge.progressed.connect(progress.append)
     with qtbot.waitSignal(panel.bridge.dispatchStopped, timeout=TIMEOUT) as blocker:
         qtbot.mouseClick(panel.run_button, Qt.MouseButton.LeftButton)
     info = blocker.args[0]
@@ -68,6 +69,8 @@ def test_dispatch_breakpoint_next_dispatch_and_bindings(qtbot, main_window, prog
     assert main_window.context.paused_dispatch == info and published[-1] == info
     assert "#1 main_dispatch_1" in panel.status_label.text()
     assert main_window.context.dispatch == 1
+    # Progress reached the panel while it ran (the dispatch it was running).
+    assert progress and progress[0].location.dispatch.startswith("main_dispatch_0")
     # The tensors of the paused dispatch, on request (the tensor inspector's path).
     with qtbot.waitSignal(panel.bridge.bindingsRead, timeout=TIMEOUT) as read:
         panel.bridge.request_bindings()
