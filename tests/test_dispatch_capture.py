@@ -229,3 +229,22 @@ def test_health_counts_nan_and_the_graph_exports_as_dot(tmp_path):
     [out] = Bundle(tmp_path / "b").dispatch_tensors(entry, "outputs")
     assert np.isnan(out).sum() == 3 and out[2] == 3.0
     assert dot.read_text().startswith("digraph dispatches {") and "3 NaN" in dot.read_text()
+
+
+def test_both_engines_capture_the_same_bits_on_vulkan(tmp_path):
+    from engine.runtime.hal.vulkan.loader import vulkan_available
+
+    missing = vulkan_available()
+    if missing is not None:
+        pytest.skip(f"no Vulkan: {missing}")
+    proc = subprocess.run(
+        [iree_tool("iree-compile"), str(sample_path("mlp")), *target_flags("vulkan-spirv"), TRACE,
+         "-o", str(tmp_path / "mlp_vk.vmfb")], capture_output=True, text=True,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    spec = ["2x16xf32=0.75"]
+    capture_debug(tmp_path / "mlp_vk.vmfb", "main", spec, tmp_path / "dbg", device="vulkan")
+    capture_reference(tmp_path / "mlp_vk.vmfb", "main", spec, tmp_path / "ref", device="vulkan")
+    a, b = Bundle(tmp_path / "dbg"), Bundle(tmp_path / "ref")
+    assert len(a.dispatches) == 2
+    _assert_bundles_identical(a, b)

@@ -298,8 +298,22 @@ class DispatchRecorder(DispatchObserver):
 
 
 def module_has_trace_points(module_path: str | Path) -> bool:
-    """True when the module imports ``hal.buffer_view.trace`` (compiled with trace flags)."""
-    from engine.runtime.vmfb.module import open_vmfb
+    """True when the module imports ``hal.buffer_view.trace`` (compiled with trace flags).
 
-    module = open_vmfb(module_path)
-    return any(imp.full_name == "hal.buffer_view.trace" for imp in module.imports)
+    The import's name is stored as a string in the module, so a byte search answers without parsing it
+    (a multi-GiB module is mapped, not read).
+    """
+    import mmap
+
+    try:
+        f = open(module_path, "rb")  # noqa: SIM115 (closed by the with below)
+    except OSError as e:
+        from engine.errors import LensError
+
+        raise LensError(f"cannot open {module_path}: {e.strerror}") from None
+    with f:
+        try:
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                return data.find(b"hal.buffer_view.trace") >= 0
+        except ValueError:  # an empty file cannot be mapped
+            return False

@@ -348,6 +348,10 @@ def interfaces_from_files(paths: list[str]) -> dict[str, dict[int, BindingInterf
     merged: dict[str, dict[int, BindingInterface]] = {}
     for p in paths:
         path = Path(p)
+        if not path.exists():
+            from engine.errors import LensError
+
+            raise LensError(f"executable sources {path} do not exist")
         files = sorted(path.glob("*.mlir")) if path.is_dir() else [path]
         for f in files:
             try:
