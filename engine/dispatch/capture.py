@@ -76,7 +76,9 @@ def capture_debug(
     from engine.session.debug_run import DebugRunner
 
     writer = BundleWriter(out, module=str(module), function=function, engine="debug", device=device)
-    recorder = DispatchRecorder(writer, interfaces, overrides)
+    from engine.dispatch.spirv_types import module_binding_elements
+
+    recorder = DispatchRecorder(writer, interfaces, overrides, module_binding_elements(module))
     if on_dispatch is not None:
         original = writer.add_dispatch
 

@@ -73,10 +73,12 @@ class DispatchRecorder(DispatchObserver):
         writer: BundleWriter,
         interfaces: dict[str, dict[int, BindingInterface]] | None = None,
         overrides: dict[tuple[int, str, int], TensorType] | None = None,
+        spirv: dict[str, dict[int, str]] | None = None,
     ):
         self.writer = writer
         self.interfaces = interfaces or {}
         self.overrides = overrides or {}  # (ordinal, "input"|"output", position) -> type
+        self.spirv = spirv or {}  # export -> binding -> element type declared in its SPIR-V
         self._before: list[np.ndarray] = []
         self._pending_inputs: TracePoint | None = None
         self._awaiting_outputs: DispatchEntry | None = None
@@ -279,11 +281,31 @@ class DispatchRecorder(DispatchObserver):
             if bi is not None and len(bi.tensors) == 1 and bi.tensors[0].byte_length == array.nbytes:
                 tt = bi.tensors[0]
             if tt is None:
+                tt = self._spirv_type(record.export_name, index, array.nbytes)
+            if tt is None:
                 tt = type_from_name(record.export_name, array.nbytes)
             typed, tt = view_bytes(array, tt)
             out_arrays.append(typed)
             out_types.append(tt)
         return out_arrays, out_types
+
+    def _spirv_type(self, export_name: str, index: int, nbytes: int) -> TensorType | None:
+        """The SPIR-V element of the binding, shaped by IREE's name when the name agrees on the element.
+        An ``i32`` against a name's narrower or float type is IREE packing (i8/f16 in i32): the name wins."""
+        element = self.spirv.get(export_name, {}).get(index)
+        if element is None:
+            return None
+        named = type_from_name(export_name, nbytes)
+        if named is not None and (named.element == element or element == "i32"):
+            return TensorType(named.shape, named.element, "spirv" if named.element == element else "name")
+        itemsize = (
+            TensorType((1,), element).dtype.itemsize
+            if element in ("f16", "f32", "f64", "i8", "i16", "i32", "i64")
+            else 0
+        )
+        if not itemsize or nbytes % itemsize:
+            return None
+        return TensorType((nbytes // itemsize,), element, "spirv")
 
     def _write(self, ordinal: int, kind: str, arrays, types) -> tuple[list[str], list[str]]:
         names, texts = [], []
