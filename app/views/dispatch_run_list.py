@@ -273,3 +273,15 @@ def is_bundle(path: str | Path) -> bool:
     """Whether ``path`` is a capture bundle (a directory with manifest.json, the manifest, or a .zip)."""
     p = Path(path)
     return (p.is_dir() and (p / "manifest.json").is_file()) or p.name == "manifest.json" or p.suffix == ".zip"
+
+
+def open_bundle_document(open_document, path: str | Path) -> DispatchRunView | None:
+    """Open a capture bundle as a document of the main window (``MainWindow.open_document`` or
+    ``PanelServices.open_document``); one tab per bundle, reused when it is open already. None (and no
+    tab) when ``path`` is not a bundle."""
+    view = DispatchRunView()
+    if not view.open_bundle(path):
+        view.deleteLater()
+        return None
+    key = f"capture:{Path(view.bundle.directory).resolve()}"
+    return open_document(view, f"Capture {Path(view.bundle.directory).name}", key)

@@ -167,3 +167,15 @@ def test_live_capture_lists_dispatches_as_they_run_then_reopens_the_bundle(qtbot
     # A zipped bundle opens too.
     archive = shutil.make_archive(str(tmp_path / "zipped"), "zip", str(mlp_bundle))
     assert view.open_bundle(archive) and view.model.rowCount() == 2
+
+
+def test_bundle_opens_as_a_main_window_document(make_main_window, mlp_bundle, tmp_path):
+    from app.views.dispatch_run_list import open_bundle_document
+
+    window = make_main_window()
+    view = open_bundle_document(window.open_document, mlp_bundle)
+    assert isinstance(view, DispatchRunView) and window.documents.currentWidget() is view
+    assert view.model.rowCount() == 2
+    again = open_bundle_document(window.open_document, mlp_bundle)
+    assert again is view  # the same bundle reuses its tab
+    assert open_bundle_document(window.open_document, tmp_path) is None
