@@ -304,3 +304,11 @@ def test_cli_zones_compare_json_and_errors(tmp_path):
     (tmp_path / "m.vmfb").write_bytes(b"PK\x03\x04" + b"\0" * 26 + b"module.fb" + b"\0" * 64)
     out = subprocess.run([*run, str(tmp_path / "m.vmfb")], capture_output=True, text=True)
     assert out.returncode == 1 and "not a trace" in out.stderr
+
+
+def test_profile_repeat_runs_the_function_n_times_in_one_process(compiled, tmp_path):
+    vmfb = compiled.path("matmul", "llvm-cpu")
+    expected = iree_dispatches(vmfb, "main", MM_INPUTS, "local-sync", tmp_path)
+    for profile in (profile_reference, profile_debug):
+        got = dispatches_of(profile(str(vmfb), "main", MM_INPUTS, "local-sync", repeat=3))
+        assert got == expected * 3, profile.__name__

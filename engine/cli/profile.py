@@ -48,17 +48,16 @@ def add_parser(subparsers) -> None:
 def profile_reference(
     module: str, function: str, inputs: list[str], device: str, repeat: int = 1, timeout_s: float = 600.0
 ) -> Trace:
-    """IREE's HAL profile of ``repeat`` runs (one ``iree-run-module`` each), one after another in time."""
-    from engine.trace.ireeprof import capture_ireeprof, concatenate, load_ireeprof
+    """IREE's HAL profile of ``repeat`` calls in one process (``iree-run-module``, or
+    ``iree-benchmark-module`` for several calls: the initializer runs once, as on the debug engine)."""
+    from engine.trace.ireeprof import capture_ireeprof, load_ireeprof
 
-    traces = []
     with tempfile.TemporaryDirectory(prefix="lens-profile-") as d:
-        for k in range(repeat):
-            out = Path(d) / f"run{k}.ireeprof"
-            capture_ireeprof(module, function, inputs, out, device=device, timeout_s=timeout_s)
-            traces.append(load_ireeprof(out))
-    trace = traces[0] if repeat == 1 else concatenate(traces)
+        out = Path(d) / "run.ireeprof"
+        capture_ireeprof(module, function, inputs, out, device=device, timeout_s=timeout_s, repeat=repeat)
+        trace = load_ireeprof(out)
     trace.source = str(module)
+    trace.metadata["device"] = device
     return trace
 
 

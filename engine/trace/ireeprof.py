@@ -27,8 +27,6 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-import numpy as np
-
 from engine.trace.model import Trace, TraceBuilder, TraceFormatError
 
 EXPORT_TIMEOUT_S = 120.0
@@ -301,10 +299,18 @@ def capture_ireeprof(
     mode: str | None = None,
     timeout_s: float = 600.0,
     extra_flags: Sequence[str] = (),
+    repeat: int = 1,
 ) -> subprocess.CompletedProcess:
-    """Run ``iree-run-module`` with HAL profiling, writing ``out`` (.ireeprof). Raises on failure."""
+    """Run ``iree-run-module`` with HAL profiling, writing ``out`` (.ireeprof). Raises on failure.
+
+    With ``repeat`` > 1, ``iree-benchmark-module`` calls the function exactly ``repeat`` times in one
+    process (``--benchmark_min_time=Nx``), so the module's initializer runs once, as in a debug run."""
+    tool = "iree-run-module"
+    if repeat > 1:
+        tool = "iree-benchmark-module"
+        extra_flags = [f"--benchmark_min_time={repeat}x", "--benchmark_repetitions=1", *extra_flags]
     cmd = [
-        iree_tool("iree-run-module"),
+        iree_tool(tool),
         f"--module={module}",
         f"--device={device}",
         f"--function={function}",
@@ -316,47 +322,8 @@ def capture_ireeprof(
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        raise TraceFormatError(f"iree-run-module did not finish in {timeout_s:.0f} s") from None
+        raise TraceFormatError(f"{tool} did not finish in {timeout_s:.0f} s") from None
     if proc.returncode != 0:
         lines = (proc.stderr or proc.stdout).strip().splitlines()
-        raise TraceFormatError(
-            f"iree-run-module failed: {' '.join(lines[-3:]) if lines else proc.returncode}"
-        )
+        raise TraceFormatError(f"{tool} failed: {' '.join(lines[-3:]) if lines else proc.returncode}")
     return proc
-
-
-def concatenate(traces: Sequence[Trace], gap_ns: int = 1000) -> Trace:
-    """Several runs one after another on one axis (``--repeat``); dispatch ordinals continue."""
-    b = TraceBuilder(traces[0].source if traces else "")
-    offset = 0
-    ordinal = 0
-    for tr in traces:
-        z = tr.zones
-        track_map = np.asarray(
-            [b.track(("t", t.name), t.name, t.kind, t.group) for t in tr.tracks] or [0], dtype=np.int64
-        )
-        order = tr.zones_in_time_order()
-        run_dispatches = 0
-        for i in order.tolist():  # per zone: --repeat traces are small (one entry per dispatch and queue op)
-            p = int(z.payload[i])
-            args = dict(tr.payloads[p]) if p >= 0 else None
-            if args is not None and "ordinal" in args and tr.categories[int(z.category[i])] == "dispatch":
-                args["ordinal"] = ordinal + int(args["ordinal"])
-                run_dispatches += 1
-            b.add_zone(
-                int(z.start[i]) + offset,
-                int(z.end[i]) + offset,
-                int(track_map[int(z.track[i])]),
-                tr.names[int(z.name[i])],
-                tr.categories[int(z.category[i])],
-                args,
-            )
-        ins = tr.instants
-        for t, tk, n, p in zip(
-            ins.time.tolist(), ins.track.tolist(), ins.name.tolist(), ins.payload.tolist()
-        ):
-            b.add_instant(t + offset, int(track_map[tk]), tr.names[n], tr.payloads[p] if p >= 0 else None)
-        offset += tr.span[1] + gap_ns
-        ordinal += run_dispatches
-    b.metadata.update(traces[0].metadata if traces else {})
-    return b.build()
