@@ -90,3 +90,36 @@ def test_reverse_before_the_program_runs_is_an_error(capsys, tmp_path, compiled)
     script.write_text("reverse-step 0\n")
     code = lens_main(["debug", str(module), f"--commands={script}", "--function=collatz_steps", "--input=27"])
     assert code == 2 and "count must be at least 1" in capsys.readouterr().err
+
+
+def test_reverse_step_from_inside_a_dispatch_and_forward_again(capsys, tmp_path, compiled):
+    """Parked inside dispatch 2, one reverse step goes before its instruction; one step forward parks
+    in the same dispatch again, with the same record."""
+    module = compiled.path("control_flow", "llvm-cpu")
+    args = ["--function=repeat_double", "--input=4xf32=1 2 3 4", "--input=5"]
+    parked, back, again = debug(
+        capsys, tmp_path, module, "break dispatch 2\ncontinue\nreverse-step 1\nstep 1\n", *args
+    )
+    assert parked["reason"] == "dispatch" and parked["dispatch"]["ordinal"] == 2
+    assert back["reason"] == "step" and back["dispatch"] is None and back["pc"] == parked["pc"]
+    assert again == parked
+
+
+def test_reverse_continue_to_a_nan_stop(capsys, tmp_path):
+    from session_support import compile_program
+
+    module = compile_program("nan_log", "llvm-cpu", tmp_path)
+    args = ["--function=main", "--input=4x8xf32=1", "--input=4x8xf32=2"]
+    forward = debug(capsys, tmp_path, module, "break nan\ncontinue\ncontinue\n", *args)
+    stops = [line for line in forward if line["reason"] == "dispatch"]
+    assert stops and all(stop["dispatch"]["when"] == "after" for stop in stops)
+    script = "break nan\n" + "continue\n" * (len(stops) + 1) + "reverse-continue\n" * (len(stops) + 1)
+    lines = debug(capsys, tmp_path, module, script, *args)
+    assert lines[: len(stops)] == stops and lines[len(stops)]["reason"] == "finished"
+    back = lines[len(stops) + 1 :]
+    # Back through the NaN stops, latest first, with the records the forward run printed; then the start.
+    for stop, again in zip(reversed(stops), back):
+        assert again["reason"] == "dispatch"
+        assert again["dispatch"]["ordinal"] == stop["dispatch"]["ordinal"] and again["dispatch"]["when"] == "after"
+        assert (again["function"], again["pc"], again["depth"]) == (stop["function"], stop["pc"], stop["depth"])
+    assert back[-1]["reason"] == "history-start"

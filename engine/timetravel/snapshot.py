@@ -37,6 +37,7 @@ from engine.runtime.hal.device import Device, HalExecutable
 from engine.runtime.vm.context import ModuleInstance, VmContext
 from engine.runtime.vm.interpreter import Frame, Interpreter
 from engine.runtime.vm.native import NativeModule
+from engine.runtime.vm.values import VmBuffer
 from engine.runtime.vmfb.module import VmfbModule
 
 _SCALARS = (int, float, str, bytes, bool, complex, type(None))
@@ -143,11 +144,14 @@ class _Walker:
             return
         if isinstance(obj, Allocation):
             obj.read_view(0, obj.size)  # a mirrored allocation downloads its device copy first
+        # The VM cannot store into a read-only vm.buffer (rodata): its bytes are not state. (Memory that a
+        # kernel writes through an allocation imported from rodata is copied with that allocation.)
+        frozen = isinstance(obj, VmBuffer) and not obj.mutable
         saved: dict[str, Any] = {}
         for name, value in attrs.items():
             if isinstance(value, np.ndarray):
                 saved[name] = value
-                if value.flags.writeable:
+                if value.flags.writeable and not frozen:
                     self.arrays.append((obj, name, self.store.copy_of(value)))
                 continue
             if isinstance(value, list):
