@@ -31,7 +31,6 @@ from engine.session.persist import SavedSession, SessionStore, default_state_dir
 from engine.session.protocol import (
     Answer,
     Breakpoint,
-    BreakpointKind,
     Call,
     Continue,
     Crashed,
@@ -111,18 +110,7 @@ def breakpoint_from_dict(data: dict[str, Any]) -> Breakpoint | None:
 
 
 def describe_breakpoint(bp: Breakpoint) -> str:
-    if bp.kind == "instruction":
-        return f"{bp.function} pc {bp.pc:#x}" if bp.pc is not None else str(bp.function)
-    if bp.kind == "function":
-        return f"entry of {bp.function}"
-    if bp.kind == "import":
-        return f"call of {bp.import_name}"
-    if bp.kind == BreakpointKind.DISPATCH:
-        target = f"#{bp.ordinal}" if bp.ordinal is not None else (bp.dispatch or "*")
-        return f"{bp.when} dispatch {'every one' if target == '*' else target}"
-    if bp.kind == BreakpointKind.NAN:
-        return "after a dispatch that writes NaN/Inf"
-    return repr(bp)
+    return bp.describe()
 
 
 def describe_crash(crash: Crashed, call: Call | None) -> str:

@@ -284,7 +284,7 @@ class DebugSession:
         detail = self._snapshot()
         detail["dispatch"] = info
         if why.breakpoints:
-            detail["breakpoints"] = [repr(b) for b in why.breakpoints]
+            detail["breakpoints"] = [b.describe() for b in why.breakpoints]
         if why.nan_bindings:
             detail["nan_bindings"] = list(why.nan_bindings)
         self.emit(Stopped(reason, self.location(), detail))

@@ -66,6 +66,21 @@ class Breakpoint:
     ordinal: int | None = None
     when: str = DispatchWhen.BEFORE
 
+    def describe(self) -> str:
+        """Short text for lists and stop reports (``before dispatch #1``, ``entry of main``...)."""
+        if self.kind == BreakpointKind.INSTRUCTION:
+            return f"{self.function} pc {self.pc:#x}" if self.pc is not None else str(self.function)
+        if self.kind == BreakpointKind.FUNCTION:
+            return f"entry of {self.function}"
+        if self.kind == BreakpointKind.IMPORT:
+            return f"call of {self.import_name}"
+        if self.kind == BreakpointKind.DISPATCH:
+            target = f"#{self.ordinal}" if self.ordinal is not None else (self.dispatch or "*")
+            return f"{self.when} dispatch {'every one' if target == '*' else target}"
+        if self.kind == BreakpointKind.NAN:
+            return "after a dispatch that writes NaN/Inf"
+        return repr(self)
+
 
 @dataclass(frozen=True)
 class FrameInfo:

@@ -232,7 +232,7 @@ class ReferenceSession:
         self._arrays = arrays
         detail: dict[str, Any] = {"dispatch": self._info, "registers": {}, "frames": []}
         if hit:
-            detail["breakpoints"] = [repr(b) for b in hit]
+            detail["breakpoints"] = [b.describe() for b in hit]
         if nan:
             detail["nan_bindings"] = nan
         self.emit(Stopped(StopReason.DISPATCH, self._location(), detail))
