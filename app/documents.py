@@ -8,7 +8,7 @@ function, an IR snapshot, a diff, the phase timeline of a compilation. A documen
 
 from __future__ import annotations
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QTabWidget, QWidget
 
 KEY_PROPERTY = "lensDocumentKey"
@@ -33,6 +33,7 @@ class DocumentArea(QTabWidget):
         self.setMovable(True)
         self.setDocumentMode(True)
         self.setUsesScrollButtons(True)
+        self.setElideMode(Qt.TextElideMode.ElideRight)  # many tabs shrink before any scrolls out of sight
         self.tabCloseRequested.connect(self.close_document)
         self._pinned: set[int] = set()  # ids of widgets without a close button (the start page)
 

@@ -41,7 +41,7 @@ class CompilationDocument(QWidget):
             self.timeline.set_timing(compilation.timing, [p.phase for p in compilation.phases])
         request = compilation.request
         self.summary.setText(
-            f"<b>@{compilation.module_name}</b> · {request.target} · {len(compilation.phases)}/{len(PHASES)} phases"
+            f"<b>{compilation.source_path.name}</b> · {request.target} · {len(compilation.phases)}/{len(PHASES)} phases"
             f" · {len(compilation.executables)} executables · {compilation.elapsed_s:.2f} s"
             f" · <span style='color:#666'>{compilation.out_dir}</span>"
         )
