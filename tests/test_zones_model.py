@@ -185,12 +185,19 @@ def test_chrome_begin_end_and_pytorch_shapes():
         {"ph": "M", "name": "thread_name", "pid": 7, "tid": "stream 1", "args": {"name": "main"}},
         {"ph": "C", "name": "mem", "pid": 7, "ts": 12, "args": {"used": 10, "free": 5}},
         {"ph": "s", "name": "flow", "pid": 7, "tid": 1, "ts": 1, "id": 3},
+        {"ph": "b", "name": "request", "cat": "net", "id": "0x1", "pid": 7, "ts": 30},
+        {"ph": "b", "name": "request", "cat": "net", "id": "0x2", "pid": 7, "ts": 31},
+        {"ph": "e", "name": "request", "cat": "net", "id": "0x1", "pid": 7, "ts": 35},
+        {"ph": "e", "name": "request", "cat": "net", "id": "0x2", "pid": 7, "ts": 40, "args": {"ok": 1}},
     ]
     trace = chrome_trace_from_data({"traceEvents": events})
     names = [trace.names[i] for i in trace.zones.name]
-    assert names == ["forward", "aten::mm"]
-    assert trace.zones.depth.tolist() == [0, 1]
-    assert trace.zones.start.tolist() == [10_000, 11_500] and trace.zones.end.tolist() == [20_000, 13_750]
+    assert names == ["forward", "aten::mm", "request", "request"]
+    assert trace.zones.depth.tolist() == [0, 1, 0, 1]
+    assert trace.zones.start.tolist() == [10_000, 11_500, 30_000, 31_000]
+    assert trace.zones.end.tolist() == [20_000, 13_750, 35_000, 40_000]
+    assert trace.tracks[int(trace.zones.track[2])].name == "async net"
+    assert trace.zone(3).args == {"ok": 1}
     assert trace.tracks[0].name == "main" and trace.tracks[0].group == "python"
     assert trace.counters.series_names == ("mem.used", "mem.free")
     assert trace.metadata["skipped_events"] == 2

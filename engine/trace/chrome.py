@@ -2,7 +2,8 @@
 
 Read: a list of events or ``{"traceEvents": [...]}``; ``ph`` X (complete), B/E (begin/end, matched per
 thread), i/I (instant), C (counter: one series per key of ``args``), M (``thread_name``/``process_name``,
-``thread_sort_index`` ignored). Other phases (flows, async, samples) are counted in
+``thread_sort_index`` ignored), b/e (async slices, matched by category, id and name, one track per
+category). Other phases (flows, samples, object events) are counted in
 ``trace.metadata["skipped_events"]``. Times are microseconds (floats) in the file, integer nanoseconds in
 the model. Each ``(pid, tid)`` is a track.
 
@@ -132,6 +133,26 @@ def chrome_trace_from_data(data: Any, source: str = "", progress: Progress | Non
                     str(begin.get("cat", "")),
                     args or None,
                 )
+            elif ph in ("b", "e"):
+                # Async (nestable) slices: matched by category, id and name; one track per category.
+                pid = _key(ev.get("pid", 0))
+                cat = str(ev.get("cat", ""))
+                ident = ev.get("id", ev.get("id2", ""))
+                key = ("async", pid, cat, str(ident), str(ev.get("name", "")))
+                if ph == "b":
+                    stacks.setdefault(key, []).append(ev)
+                    continue
+                stack = stacks.get(key)
+                if not stack:
+                    skipped += 1
+                    continue
+                begin = stack.pop()
+                args = dict(begin.get("args") or {})
+                args.update(ev.get("args") or {})
+                lane = f"async {cat}".strip()
+                thread_names.setdefault((pid, lane), lane)
+                track = track_of(pid, lane)
+                add_zone(_ns(begin["ts"]), _ns(ev["ts"]), track, key[4], cat, args or None)
             elif ph in ("i", "I", "R"):
                 pid, tid = _key(ev.get("pid", 0)), _key(ev.get("tid", 0))
                 track = track_of(pid, tid)
