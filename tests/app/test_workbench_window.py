@@ -107,8 +107,13 @@ def test_reset_layout_brings_every_dock_back(qtbot, main_window):
 def test_open_torch_style_module_shows_all_twelve_phases(qtbot, main_window, tmp_path):
     source = tmp_path / "exported.mlir"  # named unlike its module: IREE calls it "module"
     source.write_text(TORCH_STYLE)
+    progress = []
+    main_window.worker.progressed.connect(progress.append)
     main_window.open_file(source)
     qtbot.waitUntil(lambda: phases_document(main_window) is not None, timeout=120_000)
+    # The compile reported its phases as it went (the status bar's progress bar shows them).
+    assert any(p.fraction > 0 and "phase" in p.text for p in progress), progress
+    assert max(p.fraction for p in progress) == 1.0
     document = phases_document(main_window)
     assert document.phases == list(PHASES)
     assert main_window.documents.currentWidget() is document
@@ -117,7 +122,7 @@ def test_open_torch_style_module_shows_all_twelve_phases(qtbot, main_window, tmp
     assert document.compilation.phase("vm").path.name == "module.12.vm.mlir"
     assert "vm.module public @module" in document.compilation.phase("vm").text()
     assert main_window.documents.tabText(main_window.documents.currentIndex()) == "Phases — exported.mlir"
-    # Progress went through the status bar's bar; the compile panel lists the compilation too.
+    # The compile panel lists the compilation too.
     panel = main_window.panels["compile"]
     assert any(c is document.compilation for _, c in panel.compilations)
     assert document.show_phase("flow") and main_window.context.phase == "flow"
