@@ -8,7 +8,7 @@ Programs (compiled here with the real iree-compile for llvm-cpu):
 * ``repeat_double`` of the control_flow sample: a loop with one dispatch each iteration (buffers, fences
   and command buffers in every checkpoint).
 
-For each: a forward run to the end without history (plain ``Interpreter`` + ``Controller.continue_``),
+For each: forward runs to the end (five of each, interleaved, medians) without history (plain ``Interpreter`` + ``Controller.continue_``),
 the same with history (``TimeTravel``, default interval and budget), their ratio (goal <= 1.3x); then
 reverse steps from random positions anywhere in the run (``goto(p)`` then ``reverse_step(1)``, timed: the
 restore of the nearest checkpoint plus the replay; goal < 100 ms); the history's memory per million
@@ -59,14 +59,17 @@ func.func @spin(%n: i32) -> i32 {
 """
 
 
-def compile_mlir(src: Path, out: Path) -> Path:
+def compile_mlir(src: Path, out: Path, target: str = "llvm-cpu") -> Path:
     iree_compile = ROOT / ".venv" / "bin" / "iree-compile"
-    subprocess.run([str(iree_compile), str(src), *TARGETS["llvm-cpu"].flags, "-o", str(out)], check=True)
+    subprocess.run([str(iree_compile), str(src), *TARGETS[target].flags, "-o", str(out)], check=True)
     return out
 
 
+DEVICE = {"local-sync": "local-sync"}
+
+
 def begin(path: Path, function: str, inputs: list[str], history: bool):
-    runner = DebugRunner(path)
+    runner = DebugRunner(path, DEVICE.get(str(path), "local-sync"))
     kinds = split_cconv(runner.cconv(function))[0]
     args = [runner.to_vm(k, v) for k, v in zip(kinds, parse_inputs(inputs, kinds))]
     if history:
@@ -77,22 +80,28 @@ def begin(path: Path, function: str, inputs: list[str], history: bool):
     return runner, None, Controller(runner.context)
 
 
-def forward_seconds(path, function, inputs, history: bool, repeats: int = 3) -> tuple[float, object]:
-    best = float("inf")
-    keep = None
+def forward_seconds(path, function, inputs, history: bool) -> tuple[float, object]:
+    runner, tt, controller = begin(path, function, inputs, history)
+    start = time.process_time()
+    stop = controller.continue_()
+    seconds = time.process_time() - start
+    assert stop.reason == "done", stop
+    return seconds, tt
+
+
+def forward_pair(path, function, inputs, repeats: int = 5) -> tuple[float, float, object]:
+    """Median CPU seconds of runs without and with history, interleaved (the machine's load drifts)."""
+    off, on = [], []
+    tt = None
     for _ in range(repeats):
-        runner, tt, controller = begin(path, function, inputs, history)
-        start = time.process_time()
-        stop = controller.continue_()
-        best = min(best, time.process_time() - start)
-        assert stop.reason == "done", stop
-        keep = tt
-    return best, keep
+        off.append(forward_seconds(path, function, inputs, history=False)[0])
+        seconds, tt = forward_seconds(path, function, inputs, history=True)
+        on.append(seconds)
+    return statistics.median(off), statistics.median(on), tt
 
 
 def bench(name: str, path: Path, function: str, inputs: list[str], samples: int) -> None:
-    plain, _ = forward_seconds(path, function, inputs, history=False)
-    recorded, tt = forward_seconds(path, function, inputs, history=True)
+    plain, recorded, tt = forward_pair(path, function, inputs)
     total = tt.position
     print(f"== {name}: {total:,} instructions, {tt.dispatch_count} dispatches")
     print(f"forward run, history off: {plain * 1e3:9.1f} ms ({total / plain / 1e6:.2f} M instructions/s)")
@@ -135,6 +144,7 @@ def main() -> None:
     ap.add_argument("--instructions", type=int, default=1_000_000)
     ap.add_argument("--samples", type=int, default=30)
     ap.add_argument("--dispatch-iterations", type=int, default=300)
+    ap.add_argument("--vulkan", action="store_true", help="also the dispatch loop on Vulkan (lavapipe here)")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
@@ -142,7 +152,7 @@ def main() -> None:
         spin = compile_mlir(tmp_path / "spin.mlir", tmp_path / "spin.vmfb")
         flow = compile_mlir(sample_path("control_flow"), tmp_path / "control_flow.vmfb")
         # Measure instructions per iteration once, then size the loop to the requested count.
-        _, tt = forward_seconds(spin, "spin", ["1000"], history=True, repeats=1)
+        _, tt = forward_seconds(spin, "spin", ["1000"], history=True)
         per_iteration = tt.position / 1000
         n = max(1, int(a.instructions / per_iteration))
         bench(f"spin({n})", spin, "spin", [str(n)], a.samples)
@@ -153,6 +163,16 @@ def main() -> None:
             ["4xf32=1 2 3 4", str(a.dispatch_iterations)],
             a.samples,
         )
+        if a.vulkan:
+            vk = compile_mlir(sample_path("control_flow"), tmp_path / "control_flow.vk.vmfb", "vulkan-spirv")
+            DEVICE[str(vk)] = "vulkan"
+            bench(
+                f"control_flow.repeat_double(n={a.dispatch_iterations}) on Vulkan",
+                vk,
+                "repeat_double",
+                ["4xf32=1 2 3 4", str(a.dispatch_iterations)],
+                a.samples,
+            )
 
 
 if __name__ == "__main__":
