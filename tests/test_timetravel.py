@@ -13,7 +13,7 @@ import subprocess
 
 import numpy as np
 import pytest
-from support import iree_tool
+from support import RUN_CASES, iree_tool
 
 from engine.compiler.targets import TARGETS
 from engine.runtime.function_io import parse_inputs, split_cconv
@@ -300,3 +300,19 @@ def test_function_breakpoint_and_forward_stops_are_unchanged_by_recording(compil
         assert stop.reason == "done"
         positions.append(seen)
     assert positions[0] == positions[1] == positions[2] and positions[0]
+
+
+@pytest.mark.parametrize("target", ["llvm-cpu", "vmvx"])
+@pytest.mark.parametrize("sample,function,inputs", RUN_CASES, ids=[f"{c[0]}.{c[1]}" for c in RUN_CASES])
+def test_every_run_case_goes_back_exactly(compiled, target, sample, function, inputs):
+    """The samples `iree-lens run` is tested on (f16, i8, dynamic shapes, a 64 KiB constant...)."""
+    path = compiled.path(sample, target)
+    run = Run(path, target, function, inputs, interval=8)
+    assert run.tt.continue_().reason == "done"
+    total = run.tt.position
+    for n, k in ((total - 1, total // 2), (total, 1)):
+        run.tt.goto(n)
+        run.tt.reverse_step(k)
+        fresh = Run(path, target, function, inputs)
+        fresh.tt.step(n - k)
+        assert run.state() == fresh.state(), (n, k)

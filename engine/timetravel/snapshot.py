@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.runtime.hal.buffers import Allocation
+from engine.runtime.hal.buffers import Allocation, HalFile
 from engine.runtime.hal.device import Device, HalExecutable
 from engine.runtime.vm.context import ModuleInstance, VmContext
 from engine.runtime.vm.interpreter import Frame, Interpreter
@@ -146,7 +146,8 @@ class _Walker:
             obj.read_view(0, obj.size)  # a mirrored allocation downloads its device copy first
         # The VM cannot store into a read-only vm.buffer (rodata): its bytes are not state. (Memory that a
         # kernel writes through an allocation imported from rodata is copied with that allocation.)
-        frozen = isinstance(obj, VmBuffer) and not obj.mutable
+        # Files (``ex.file.from_memory``) are only read from, by queue reads.
+        frozen = isinstance(obj, VmBuffer) and not obj.mutable or isinstance(obj, HalFile)
         saved: dict[str, Any] = {}
         for name, value in attrs.items():
             if isinstance(value, np.ndarray):
