@@ -41,7 +41,7 @@ def main() -> None:
     print(f"statistics {stats * 1e3:.0f} ms ({s.health}; mean {s.mean:.3g}, std {s.std:.4f})")
     print(f"heatmap image (1024x1024 RGBA) {heat * 1e3:.0f} ms")
     print(f"statistics + heatmap {both * 1e3:.0f} ms (goal < 1000 ms)")
-    print(f"histogram (4M samples) {hist * 1e3:.0f} ms")
+    print(f"histogram (1M samples) {hist * 1e3:.0f} ms")
     b = a.copy()
     b[5, 5] += 1.0
     cmp = best(lambda: compare(a, b, 1e-6, 0.0), 1)

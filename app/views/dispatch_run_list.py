@@ -222,7 +222,11 @@ class DispatchRunView(QWidget):
         entry = self.model.entries[row]
         tensors = []
         for which in ("inputs", "outputs"):
-            arrays = self.bundle.dispatch_tensors(entry, which)
+            try:
+                arrays = self.bundle.dispatch_tensors(entry, which)
+            except BundleError as e:
+                self.title.setText(f"Dispatch {entry.ordinal}: {e}")
+                return
             types = entry.input_types if which == "inputs" else entry.output_types
             refs = self._reference_tensors(entry, which)
             for i, a in enumerate(arrays):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import zipfile
 import zlib
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +22,8 @@ from engine.errors import LensError
 MANIFEST = "manifest.json"
 ENTRIES = "dispatches.jsonl"  # written during a capture, folded into the manifest at the end
 DEDUPLICATE_RECENT = 4096
+PENDING_BYTES = 128 << 20  # tensors copied and waiting for the writer thread, at most
+RECENT_BYTES = 64 << 20  # copies of the newest tensors kept to compare against
 FORMAT = "iree-lens-capture/1"
 
 
@@ -116,6 +118,11 @@ class BundleWriter:
         self._entries = open(self.directory / ENTRIES, "w")  # noqa: SIM115 (closed by finish)
         # fingerprint -> files with it; the most recent only (neighbouring dispatches share tensors).
         self._by_digest: OrderedDict[tuple, list[str]] = OrderedDict()
+        self._recent: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._recent_bytes = 0
+        self._saver = None  # a one-thread pool that writes the .npy files
+        self._pending: deque = deque()  # (future, bytes, path) not yet known to be written
+        self._pending_bytes = 0
         self.bytes_written = 0
 
     def write_tensor(
@@ -131,11 +138,15 @@ class BundleWriter:
         # write it saves).
         key = _fingerprint(stored)
         for name in self._by_digest.get(key, ()):
-            existing = np.load(self.directory / name, mmap_mode="r", allow_pickle=False)
+            existing = self._recent.get(name)
+            if existing is None:
+                existing = np.load(self.directory / name, mmap_mode="r", allow_pickle=False)
             if existing.dtype == stored.dtype and np.array_equal(existing, stored):
                 return name, type_text
         name = f"{stem}.npy"
-        np.save(self.directory / name, stored, allow_pickle=False)
+        copy = np.array(stored, copy=True)  # the caller's memory is only valid until it returns
+        self._save_async(self.directory / name, copy)
+        self._remember(name, copy)
         self._by_digest.setdefault(key, []).append(name)
         self._by_digest.move_to_end(key)
         if len(self._by_digest) > DEDUPLICATE_RECENT:
@@ -143,12 +154,56 @@ class BundleWriter:
         self.bytes_written += stored.nbytes
         return name, type_text
 
+    def _save_async(self, path: Path, array: np.ndarray) -> None:
+        """Write on a worker thread (file writes release the GIL, so the run goes on meanwhile); at most
+        ``PENDING_BYTES`` wait to be written, the caller blocks beyond that."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        if self._saver is None:
+            self._saver = ThreadPoolExecutor(1, thread_name_prefix="lens-bundle-writer")
+        while self._pending and self._pending_bytes + array.nbytes > PENDING_BYTES:
+            self._settle(self._pending.popleft())
+        future = self._saver.submit(np.save, path, array, allow_pickle=False)
+        self._pending.append((future, array.nbytes, path))
+        self._pending_bytes += array.nbytes
+
+    def _settle(self, item) -> None:
+        future, nbytes, path = item
+        self._pending_bytes -= nbytes
+        try:
+            future.result()
+        except OSError as e:
+            raise BundleError(f"cannot write {path}: {e}") from None
+
+    def wait_written(self) -> None:
+        """Block until every tensor handed over so far is on disk (a live viewer reads them next)."""
+        while self._pending:
+            self._settle(self._pending.popleft())
+
+    def _drain(self) -> None:
+        self.wait_written()
+        if self._saver is not None:
+            self._saver.shutdown()
+            self._saver = None
+
+    def _remember(self, name: str, stored: np.ndarray) -> None:
+        """Keep a copy of the newest tensors (bounded): the next dispatch usually reads what this one
+        wrote, and comparing in memory is cheaper than mapping the file again."""
+        if stored.nbytes > RECENT_BYTES // 4:
+            return
+        self._recent[name] = np.array(stored, copy=True)
+        self._recent_bytes += stored.nbytes
+        while self._recent_bytes > RECENT_BYTES:
+            _, old = self._recent.popitem(last=False)
+            self._recent_bytes -= old.nbytes
+
     def add_dispatch(self, entry: DispatchEntry) -> None:
         self._entries.write(json.dumps(entry.to_json()) + "\n")
         self.dispatch_count += 1
 
     def finish(self, extra: dict | None = None) -> Path:
         """Write ``manifest.json``: the header, then the dispatches streamed from the entries file."""
+        self._drain()
         self._entries.close()
         if extra:
             self.manifest.update(extra)

@@ -84,6 +84,7 @@ def capture_debug(
 
         def add(entry: DispatchEntry) -> None:
             original(entry)
+            writer.wait_written()  # whoever is told can read the dispatch's files
             on_dispatch(entry)
 
         writer.add_dispatch = add  # type: ignore[method-assign]
@@ -179,6 +180,7 @@ def capture_reference(
                 entry.health = health_of(arrays)
                 writer.add_dispatch(entry)
                 if on_dispatch is not None:
+                    writer.wait_written()
                     on_dispatch(entry)
         except Exception as e:  # an exception must not cross into IREE's runtime
             state["errors"].append(f"{key}: {e}")
