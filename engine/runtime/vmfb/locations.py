@@ -24,7 +24,12 @@ MAX_LOCATION_CHARS = 1024
 ELLIPSIS = "…"
 
 CALL_SITE, FILE_LINE_COL, FUSED, NAME = 1, 2, 3, 4
-LOCATION_KINDS = {CALL_SITE: "CallSiteLoc", FILE_LINE_COL: "FileLineColLoc", FUSED: "FusedLoc", NAME: "NameLoc"}
+LOCATION_KINDS = {
+    CALL_SITE: "CallSiteLoc",
+    FILE_LINE_COL: "FileLineColLoc",
+    FUSED: "FusedLoc",
+    NAME: "NameLoc",
+}
 
 
 def bad_location(index: int) -> str:

@@ -25,7 +25,7 @@ from engine.runtime.vmfb.cconv import CallingConvention, parse_cconv
 from engine.runtime.vmfb.container import ContainerLayout, locate
 from engine.runtime.vmfb.decoder import iter_instructions
 from engine.runtime.vmfb.flatbuffer import FlatBuffer, Table
-from engine.runtime.vmfb.locations import LocationTable, bad_location
+from engine.runtime.vmfb.locations import LOCATION_KINDS, LocationTable, bad_location
 from engine.runtime.vmfb.register_values import CALL_SYMBOLS, call_arguments, ref_key, walk_with_constants
 
 FEATURE_BITS: dict[int, str] = {1: "EXT_F32", 2: "EXT_F64", 4: "YIELD", 8: "UNWIND"}
@@ -201,7 +201,7 @@ class FunctionSourceMap:
 class DebugDatabase:
     """The module's debug database: a location table and per-function source maps."""
 
-    LOCATION_KINDS = {1: "CallSiteLoc", 2: "FileLineColLoc", 3: "FusedLoc", 4: "NameLoc"}
+    LOCATION_KINDS = LOCATION_KINDS
 
     def __init__(self, table: Table):
         self._table = table
