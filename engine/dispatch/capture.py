@@ -94,7 +94,11 @@ def capture_debug(
         runner = DebugRunner(module, device, hal_module=HalModule(hal_device, trace_sink=recorder.trace))
         args = parse_inputs(input_specs, split_cconv(runner.cconv(function))[0])
         _write_program_values(writer, "inputs", args)
-        results = runner.invoke(function, args)
+        try:
+            results = runner.invoke(function, args)
+        except LensError as e:
+            recorder.flush()
+            raise _failed_run(writer, e) from e
         recorder.flush()
     finally:
         hal_device.observers.remove(recorder)
@@ -191,6 +195,8 @@ def capture_reference(
     _write_program_values(writer, "inputs", args)
     try:
         results = runner.invoke(function, args)  # IREE calls the sink on this thread
+    except LensError as e:
+        raise _failed_run(writer, e) from e
     finally:
         runner_box.clear()  # the sink refers to the runner: break the cycle so IREE's objects die in order
     del runner
@@ -201,6 +207,16 @@ def capture_reference(
     _write_program_values(writer, "outputs", results)
     writer.finish()
     return CaptureResult(writer.directory, writer.dispatch_count, results, writer.bytes_written)
+
+
+def _failed_run(writer: BundleWriter, error: LensError) -> CaptureError:
+    """Keep what a failed run captured (the dispatches up to the failure, with the error in the manifest)
+    and say so; the bundle opens like any other."""
+    writer.finish(extra={"error": str(error)})
+    return CaptureError(
+        f"the run failed after {writer.dispatch_count} dispatches: {error}\n"
+        f"the dispatches before the failure are in {writer.directory}"
+    )
 
 
 def _map_buffer_view(runner: ReferenceRunner, bv) -> np.ndarray:
