@@ -186,7 +186,10 @@ def chrome_trace_from_data(data: Any, source: str = "", progress: Progress | Non
             group = process_names.get(t.pid, process_names.get(str(t.pid), ""))
             b.tracks[i] = type(t)(t.id, t.name, t.kind, group, t.pid, t.tid)
     b.metadata["skipped_events"] = skipped
-    return b.build()
+    try:
+        return b.build()
+    except OverflowError:
+        raise TraceFormatError("a time does not fit in 64-bit nanoseconds", path=source or None) from None
 
 
 def _int(v: Any) -> int:

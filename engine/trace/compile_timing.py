@@ -128,4 +128,9 @@ def load_compile_timing(path: str | Path, max_bytes: int = MAX_TIMING_BYTES) -> 
         report = parse_timing(data)
     except FormatError as e:
         raise TraceFormatError(e.message, path=str(path)) from None
-    return trace_from_timing_report(report, str(path))
+    try:
+        return trace_from_timing_report(report, str(path))
+    except (OverflowError, ValueError, RecursionError) as e:
+        raise TraceFormatError(
+            f"timing values out of range ({type(e).__name__}: {e})", path=str(path)
+        ) from None

@@ -89,14 +89,19 @@ def trace_from_jsonl_rows(rows: Iterable[dict], source: str = "") -> Trace:
     clock = _ClockFit()
     functions: dict[tuple[int, int], str] = {}
     device_dispatch = False
-    for r in rows:
+    for k, r in enumerate(rows):
         rt = r.get("record_type")
-        if rt == "clock_correlation":
-            clock.add(r)
-        elif rt == "executable_function":
-            functions[(int(r["executable_id"]), int(r["function_ordinal"]))] = str(r.get("name", ""))
-        elif rt == "dispatch_event":
-            device_dispatch = True
+        try:
+            if rt == "clock_correlation":
+                clock.add(r)
+            elif rt == "executable_function":
+                functions[(int(r["executable_id"]), int(r["function_ordinal"]))] = str(r.get("name", ""))
+            elif rt == "dispatch_event":
+                device_dispatch = True
+        except (KeyError, TypeError, ValueError, OverflowError) as e:
+            raise TraceFormatError(
+                f"row {k} ({rt}) is malformed: {type(e).__name__}: {e}", path=source or None
+            ) from None
     b = TraceBuilder(source)
     dispatches: list[tuple[int, int, int, str, dict]] = []  # start, end, track, name, args
 
@@ -158,7 +163,7 @@ def trace_from_jsonl_rows(rows: Iterable[dict], source: str = "") -> Trace:
                     b.add_instant(
                         int(time), t, str(r.get("event_type", "memory")), {"length": r.get("length")}
                     )
-        except (KeyError, TypeError, ValueError) as e:
+        except (KeyError, TypeError, ValueError, OverflowError) as e:
             raise TraceFormatError(
                 f"row {k} ({rt}) is malformed: {type(e).__name__}: {e}", path=source or None
             ) from None
@@ -171,7 +176,10 @@ def trace_from_jsonl_rows(rows: Iterable[dict], source: str = "") -> Trace:
         b.add_zone(start, end, t, name, "dispatch", {"ordinal": ordinal, **args})
     b.metadata["kind"] = "ireeprof"
     b.metadata["dispatch_time"] = "device" if device_dispatch else "host"
-    return b.build(rebase=True)
+    try:
+        return b.build(rebase=True)
+    except OverflowError:
+        raise TraceFormatError("a time does not fit in 64-bit nanoseconds", path=source or None) from None
 
 
 def _int_or(v: object, default: int = 0) -> int:
