@@ -191,6 +191,41 @@ class ExecutableSubstitutions:
         self._map[executable] = r
         return r
 
+    def replace_llvm_ir(self, executable: str, llvm_ir: str | Path, variant: str | None = None) -> Replacement:
+        """Replace a CPU executable's binary by one built from its edited LLVM IR (``engine.substitute.llvm_ir``:
+        IREE 3.13's syntax normalised for llvmlite, linked by iree-lld); raises ``EditCompileError`` with the
+        line of a syntax error."""
+        from engine.substitute.llvm_ir import build_from_llvm_ir
+
+        text, name = (llvm_ir.read_text(), str(llvm_ir)) if isinstance(llvm_ir, Path) else (llvm_ir, "<llvm ir>")
+        return self.replace_binary(executable, build_from_llvm_ir(text, name).library, variant)
+
+    def replace_spirv(self, executable: str, spirv: str | bytes | Path, variant: str | None = None) -> Replacement:
+        """Replace the SPIR-V of a Vulkan executable's only shader module: words (``.spv`` bytes) or text
+        (assembled by ``spirv-as``); descriptor layouts and pipelines stay the compiled ones."""
+        import numpy as np
+
+        from engine.runtime.vmfb.vke1 import read_vke1
+        from engine.substitute.binary_patch import replace_shader_module
+        from engine.substitute.spirv import assemble, spirv_version_env, words_of
+
+        candidates = [b for b in hal_binaries(self.base.phase("hal").text()) if b.executable == executable]
+        if variant is not None:
+            candidates = [b for b in candidates if b.variant == variant]
+        if len(candidates) != 1:
+            raise KeyError(f"executable {executable!r} has {len(candidates)} binaries (variant {variant})")
+        vke1 = candidates[0].data(self.base.phase("hal").text())
+        modules = read_vke1(vke1).shader_modules
+        if len(modules) != 1:
+            raise ValueError(f"executable {executable!r} has {len(modules)} shader modules; expected one")
+        if isinstance(spirv, Path):
+            spirv = spirv.read_bytes() if spirv.suffix == ".spv" else spirv.read_text()
+        if isinstance(spirv, str):
+            words = assemble(spirv, f"{executable}.spvasm", spirv_version_env(modules[0].spirv))
+        else:
+            words = words_of(spirv, executable)
+        return self.replace_binary(executable, replace_shader_module(vke1, 0, np.asarray(words)), candidates[0].variant)
+
     def replace_source(self, executable: str, mlir: str | Path) -> Replacement:
         """Replace ``executable`` (a dispatch executable such as ``main_dispatch_0``) by an MLIR ``hal.executable``."""
         text = mlir.read_text() if isinstance(mlir, Path) else mlir
