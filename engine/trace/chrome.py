@@ -27,6 +27,9 @@ MAX_JSON_BYTES = 1 << 30
 Progress = Callable[[float, str], None]  # json.load needs ~10x the file in memory; refuse what cannot fit
 
 
+_NUMBERS = (int, float)
+
+
 def _ns(us: Any) -> int:
     return int(round(float(us) * 1000.0))
 
@@ -92,6 +95,9 @@ def chrome_trace_from_data(data: Any, source: str = "", progress: Progress | Non
         return t
 
     total = max(len(events), 1)
+    z_start, z_end, z_track, z_name, z_cat, z_payload = b._z  # the builder's column lists
+    name_ids, cat_ids = b.names._ids, b.categories._ids
+    intern_name, intern_cat, payload = b.names.intern, b.categories.intern, b.payload
     for k, ev in enumerate(events):
         if progress is not None and not k & 0xFFFF:
             progress(k / total, f"{k:,} of {total:,} events")
@@ -99,19 +105,25 @@ def chrome_trace_from_data(data: Any, source: str = "", progress: Progress | Non
             raise TraceFormatError(f"event {k} is not a JSON object", path=source or None)
         ph = ev.get("ph")
         try:
-            if ph == "X":
-                track = known.get((ev.get("pid", 0), ev.get("tid", 0)))
+            if ph == "X":  # the common event: appended to the builder's columns without calls
+                get = ev.get
+                track = known.get((get("pid", 0), get("tid", 0)))
                 if track is None:
-                    track = track_of(_key(ev.get("pid", 0)), _key(ev.get("tid", 0)))
-                start = _ns(ev["ts"])
-                add_zone(
-                    start,
-                    start + _ns(ev.get("dur", 0)),
-                    track,
-                    str(ev.get("name", "")),
-                    str(ev.get("cat", "")),
-                    ev.get("args") or None,
-                )
+                    track = track_of(_key(get("pid", 0)), _key(get("tid", 0)))
+                ts = ev["ts"]
+                start = round(ts * 1000) if type(ts) in _NUMBERS else _ns(ts)
+                dur = get("dur", 0)
+                z_start.append(start)
+                z_end.append(start + (round(dur * 1000) if type(dur) in _NUMBERS else _ns(dur)))
+                z_track.append(track)
+                name = get("name", "")
+                nid = name_ids.get(name) if type(name) is str else None
+                z_name.append(nid if nid is not None else intern_name(str(name)))
+                cat = get("cat", "")
+                cid = cat_ids.get(cat) if type(cat) is str else None
+                z_cat.append(cid if cid is not None else intern_cat(str(cat)))
+                args = get("args")
+                z_payload.append(payload(args) if args else -1)
             elif ph == "B":
                 pid, tid = _key(ev.get("pid", 0)), _key(ev.get("tid", 0))
                 stacks.setdefault((pid, tid), []).append(ev)
