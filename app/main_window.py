@@ -32,15 +32,12 @@ from PySide6.QtWidgets import (
     QMenu,
     QMessageBox,
     QProgressBar,
-    QToolBar,
-    QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
 from app.context import LensContext, LoadedModule
 from app.documents import DocumentArea
-from app.input_defaults import FILLS
 from app.messages import Level, Message, MessageLog
 from app.module_loader import OPENABLE_SUFFIXES, load_file
 from app.panels import AREAS, PANELS, PanelServices, PanelSpec
@@ -225,47 +222,9 @@ class MainWindow(QMainWindow):
         help_menu.addAction(about)
 
     def _build_toolbar(self) -> None:
-        bar = QToolBar("Main", self)
-        bar.setObjectName("toolbar-main")
-        bar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
-        bar.setIconSize(QSize(16, 16))
-        self.addToolBar(Qt.ToolBarArea.TopToolBarArea, bar)
-        self.toolbar = bar
-        bar.addAction(self.open_action)
-        self.compile_action = QAction("Compile", self)
-        self.compile_action.setShortcut(QKeySequence("Ctrl+B"))
-        self.compile_action.setToolTip("Compile the open program with the compile panel's options (Ctrl+B)")
-        self.compile_action.triggered.connect(self.compile_current)
-        self.addAction(self.compile_action)
-        bar.addAction(self.compile_action)
-        stepper = self.panels.get("stepper")
-        if stepper is None:
-            return
-        bar.addSeparator()
-        self.run_action = QAction("▶ Run", self)
-        self.run_action.setShortcut(QKeySequence("Ctrl+R"))
-        self.run_action.setToolTip("Run the chosen function; empty inputs are made from its signature (Ctrl+R)")
-        self.run_action.triggered.connect(self.run_function)
-        self.addAction(self.run_action)
-        bar.addAction(self.run_action)
-        # The stepper's own actions (they carry the debugger keys: F5, F10, F11, Shift+F11, Shift+F5).
-        for name in ("step_over_action", "step_into_action", "step_out_action", "continue_action", "stop_action"):
-            action = getattr(stepper, name, None)
-            if action is not None:
-                bar.addAction(action)
-        bar.addSeparator()
-        inputs = QMenu("Inputs", self)
-        for fill in FILLS:
-            inputs.addAction(f"Fill with {fill}", lambda f=fill: self.run_inputs and self.run_inputs.prefill(fill=f))
-        inputs.addSeparator()
-        inputs.addAction("Load .npy / .npz...", self._load_numpy_dialog)
-        button = QToolButton(self)
-        button.setText("Inputs")
-        button.setToolTip("Fill the function's inputs from its signature, or load them from numpy files")
-        button.setMenu(inputs)
-        button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
-        bar.addWidget(button)
-        self.inputs_menu = inputs
+        from app.toolbar import build_main_toolbar
+
+        self.toolbar = build_main_toolbar(self)
 
     def _build_status_bar(self) -> None:
         self.module_label = QLabel("No module")

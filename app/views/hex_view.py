@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
-from PySide6.QtGui import QFont, QFontDatabase
+from PySide6.QtGui import QFont, QFontDatabase, QFontInfo
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView, QWidget
 
 BYTES_PER_ROW = 16
@@ -18,9 +18,23 @@ _PRINTABLE = bytes(b if 0x20 <= b < 0x7F else 0x2E for b in range(256))  # '.' f
 _Index = QModelIndex | QPersistentModelIndex
 
 
+# Tried in order when the system's fixed font does not resolve to a fixed-pitch face (fontconfig may map
+# "monospace" to Noto Sans Mono, which Qt does not report as fixed pitch: columns would not line up).
+_FIXED_FAMILIES = ("DejaVu Sans Mono", "Liberation Mono", "Noto Mono", "Ubuntu Mono", "Courier New", "Nimbus Mono PS")
+
+
 def monospace_font() -> QFont:
     font = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
     font.setStyleHint(QFont.StyleHint.Monospace)
+    if QFontInfo(font).fixedPitch():
+        return font
+    families = set(QFontDatabase.families())
+    for family in _FIXED_FAMILIES:
+        if family in families:
+            candidate = QFont(family, font.pointSize())
+            candidate.setStyleHint(QFont.StyleHint.Monospace)
+            if QFontInfo(candidate).fixedPitch():
+                return candidate
     return font
 
 

@@ -1,0 +1,59 @@
+"""The main window's toolbar: Open, Compile, Run, the stepper's step/continue/stop actions (they carry the
+debugger keys) and the Inputs menu (made from the signature, or loaded from numpy files)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QSize, Qt
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import QMenu, QToolBar, QToolButton
+
+from app.input_defaults import FILLS
+
+if TYPE_CHECKING:
+    from app.main_window import MainWindow
+
+
+def build_main_toolbar(window: MainWindow) -> QToolBar:
+    bar = QToolBar("Main", window)
+    bar.setObjectName("toolbar-main")
+    bar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+    bar.setIconSize(QSize(16, 16))
+    window.addToolBar(Qt.ToolBarArea.TopToolBarArea, bar)
+    bar.addAction(window.open_action)
+    window.compile_action = QAction("Compile", window)
+    window.compile_action.setShortcut(QKeySequence("Ctrl+B"))
+    window.compile_action.setToolTip("Compile the open program with the compile panel's options (Ctrl+B)")
+    window.compile_action.triggered.connect(window.compile_current)
+    window.addAction(window.compile_action)
+    bar.addAction(window.compile_action)
+    stepper = window.panels.get("stepper")
+    if stepper is None:
+        return bar
+    bar.addSeparator()
+    window.run_action = QAction("▶ Run", window)
+    window.run_action.setShortcut(QKeySequence("Ctrl+R"))
+    window.run_action.setToolTip("Run the chosen function; empty inputs are made from its signature (Ctrl+R)")
+    window.run_action.triggered.connect(window.run_function)
+    window.addAction(window.run_action)
+    bar.addAction(window.run_action)
+    # The stepper's own actions (they carry the debugger keys: F5, F10, F11, Shift+F11, Shift+F5).
+    for name in ("step_over_action", "step_into_action", "step_out_action", "continue_action", "stop_action"):
+        action = getattr(stepper, name, None)
+        if action is not None:
+            bar.addAction(action)
+    bar.addSeparator()
+    inputs = QMenu("Inputs", window)
+    for fill in FILLS:
+        inputs.addAction(f"Fill with {fill}", lambda f=fill: window.run_inputs and window.run_inputs.prefill(fill=f))
+    inputs.addSeparator()
+    inputs.addAction("Load .npy / .npz...", window._load_numpy_dialog)
+    button = QToolButton(window)
+    button.setText("Inputs")
+    button.setToolTip("Fill the function's inputs from its signature, or load them from numpy files")
+    button.setMenu(inputs)
+    button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+    bar.addWidget(button)
+    window.inputs_menu = inputs
+    return bar
