@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QTabWidget
 
 
@@ -60,3 +61,21 @@ def test_kept_documents_survive_closing_and_come_back(qtbot, main_window, compil
     main_window.module_view.tree.setCurrentItem(group.child(0))
     assert docs.indexOf(inspector) >= 0 and docs.currentWidget() is inspector
     assert docs.tabText(docs.currentIndex()).startswith("@")
+
+
+def test_start_page_lists_samples_and_recent_files(qtbot, main_window, compiled):
+    from engine.samples import sample_names
+
+    page = main_window.start_page
+    listed = [page.samples.item(i).text() for i in range(page.samples.count())]
+    assert listed == [f"{n}.mlir" for n in sample_names()] and "mlp.mlir" in listed
+    vmfb = compiled.path("multi_function", "llvm-cpu")
+    main_window.open_file(vmfb)
+    qtbot.waitUntil(lambda: main_window.context.module is not None, timeout=10000)
+    assert page.recent.item(0).text() == vmfb.name
+    # Activating a sample opens it: the .mlir is compiled and its phases open as a document.
+    main_window.show_start_page()
+    item = page.samples.findItems("elementwise.mlir", Qt.MatchFlag.MatchExactly)[0]
+    page.samples.itemActivated.emit(item)
+    qtbot.waitUntil(lambda: any(t.startswith("Phases — elementwise") for t in main_window.documents.titles()), timeout=120000)
+    assert main_window.context.module.source.name == "elementwise.mlir"
