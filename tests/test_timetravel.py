@@ -316,3 +316,29 @@ def test_every_run_case_goes_back_exactly(compiled, target, sample, function, in
         fresh = Run(path, target, function, inputs)
         fresh.tt.step(n - k)
         assert run.state() == fresh.state(), (n, k)
+
+
+def test_a_long_search_is_interrupted_by_pause_and_leaves_the_state_where_it_was(compiled):
+    import threading
+
+    path = compiled.path("control_flow", "llvm-cpu")
+    run = Run(path, "llvm-cpu", "collatz_steps", ["27"], interval=1 << 20)
+    run.tt.continue_()
+    run.tt.reverse_step(5)
+    here, state = run.tt.position, run.state()
+    gate = threading.Event()
+    original = run.tt.interpreter.run
+
+    def slow_run(*a, **kw):  # the first replayed instruction asks for a pause, as a user would
+        gate.set()
+        run.tt.controller.pause()
+        return original(*a, **kw)
+
+    run.tt.interpreter.run = slow_run
+    try:
+        with pytest.raises(TimeTravelError, match="interrupted"):
+            run.tt.last_change(RegisterWatch(0, "i", 2))
+    finally:
+        del run.tt.interpreter.run
+    assert gate.is_set()
+    assert run.tt.position == here and run.state() == state

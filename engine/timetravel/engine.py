@@ -23,6 +23,7 @@ from __future__ import annotations
 import bisect
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +31,7 @@ from engine.errors import LensError
 from engine.runtime.hal.buffers import Allocation
 from engine.runtime.hal.device import Device, DispatchObserver, DispatchRecord
 from engine.runtime.vm.context import ModuleInstance, VmContext
-from engine.runtime.vm.controller import Controller, StopEvent
+from engine.runtime.vm.controller import CHUNK, Controller, StopEvent
 from engine.runtime.vm.interpreter import FrameLocation, VmTrap
 from engine.timetravel.recorder import RecordingInterpreter
 from engine.timetravel.snapshot import ArrayStore, Snapshot, restore_snapshot, take_snapshot
@@ -45,6 +46,14 @@ MIN_INTERVAL = 64
 
 class TimeTravelError(LensError):
     """A reverse command cannot be done (no recorded call, a position outside the history...)."""
+
+
+class TimeTravelInterrupted(TimeTravelError):
+    """``Controller.pause()`` was asked while a reverse command searched the history; the state is back
+    where the command started."""
+
+
+PAUSE_CHECK = 256  # instructions of a one-at-a-time replay between checks of the pause flag
 
 
 @dataclass(frozen=True)
@@ -419,11 +428,16 @@ class TimeTravel:
         t = self.interpreter
         self._restore(start)
         saved = self._aside()
+        pause = self.controller._pause
+        n = 0
         try:
             visit(t.position)
             while t.position < end and not t.finished:
                 t.run(1, ignore_breakpoints=True)
                 visit(t.position)
+                n += 1
+                if n % PAUSE_CHECK == 0 and pause.is_set():
+                    raise TimeTravelInterrupted(f"interrupted while replaying (at position {t.position})")
         finally:
             self._back(saved)
 
@@ -458,12 +472,25 @@ class TimeTravel:
     def reverse_next(self, count: int = 1) -> TravelStop:
         """Back ``count`` instructions of this frame, stepping back over calls (gdb's reverse-nexti)."""
         self._need_history()
+        here = self.position
         stop = self._stop("step")
-        for _ in range(count):
-            stop = self._reverse_next_one()
-            if stop.reason != "step":
-                break
+        with self._back_here_if_interrupted(here):
+            for _ in range(count):
+                stop = self._reverse_next_one()
+                if stop.reason != "step":
+                    break
         return stop
+
+    @contextmanager
+    def _back_here_if_interrupted(self, here: int):
+        self.controller._pause.clear()
+        try:
+            yield
+        except TimeTravelInterrupted:
+            self.controller._pause.clear()
+            self._dirty = True
+            self.goto(here)
+            raise
 
     def _reverse_next_one(self) -> TravelStop:
         if self.position <= self.earliest:
@@ -484,7 +511,8 @@ class TimeTravel:
         if depth <= 1:
             raise TimeTravelError('"reverse-finish" not meaningful in the outermost frame')
         here = self.position
-        target = self._back_to(lambda p: self._depth() < depth)
+        with self._back_here_if_interrupted(here):
+            target = self._back_to(lambda p: self._depth() < depth)
         if target is None:
             self.goto(here)
             return self._stop("history-start")
@@ -495,11 +523,15 @@ class TimeTravel:
         with ``dispatch_stop``, of a dispatch for which it answers True; else to the history's start."""
         self._need_history()
         here = self.position
-        obs = self._observer
-        t = self.interpreter
         if dispatch_stop is None and not self.controller.breakpoints:
             self.goto(self.earliest)
             return self._stop("history-start")
+        with self._back_here_if_interrupted(here):
+            return self._reverse_continue(here, dispatch_stop)
+
+    def _reverse_continue(self, here: int, dispatch_stop: DispatchStop | None) -> TravelStop:
+        obs = self._observer
+        t = self.interpreter
         for start, end in self._segments(here):
             hits: list[tuple[int, tuple]] = []
             self._restore(start)
@@ -510,7 +542,9 @@ class TimeTravel:
                 if bps:
                     hits.append((t.position, bps))
                 while t.position < end and not t.finished:
-                    out = t.run(end - t.position)
+                    if self.controller._pause.is_set():
+                        raise TimeTravelInterrupted(f"interrupted while replaying (at position {t.position})")
+                    out = t.run(min(end - t.position, CHUNK))
                     if out.reason == "break" and t.position < end:
                         bps = self.controller._breakpoints_at(t)
                         if bps:
@@ -548,6 +582,7 @@ class TimeTravel:
         self._need_history()
         here = self.position
         t = self.interpreter
+        self.controller._pause.clear()
         try:
             for start, end in self._segments(here):
                 prev: list[Any] = [None, None]  # value, and where the next instruction is
@@ -569,6 +604,8 @@ class TimeTravel:
                     return Change(watch, p, module, function, pc, before, after, dispatch)
             return None
         finally:
+            self.controller._pause.clear()
+            self._dirty = True
             self.goto(here)
 
     def _allocations_of(self, snap: Snapshot) -> dict[int, Allocation]:
