@@ -53,3 +53,20 @@ def test_a_library_without_a_query_function_is_refused():
 
     with pytest.raises(SubstitutionError, match="iree_hal_executable_library_query"):
         build_from_llvm_ir("define void @f() {\n  ret void\n}\n", "f.ll")
+
+
+def test_runtime_functions_kept_when_code_generation_calls_them():
+    """Unused functions are dropped before code generation, but a libcall (memset here) brings them back."""
+    from engine.substitute.interface import binary_kind
+
+    text = (
+        "@buf = internal global [4096 x i8] zeroinitializer\n"
+        "define internal ptr @memset(ptr %d, i32 %c, i64 %n) {\n  ret ptr %d\n}\n"
+        "define dso_local ptr @iree_hal_executable_library_query(i32 %v, ptr %e) {\n"
+        "  %n = zext i32 %v to i64\n"
+        "  call void @llvm.memset.p0.i64(ptr @buf, i8 0, i64 %n, i1 false)\n"
+        "  ret ptr null\n}\n"
+        "declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)\n"
+    )
+    built = build_from_llvm_ir(text, "x.optimized.ll")
+    assert binary_kind(built.library) == "elf"
