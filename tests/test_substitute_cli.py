@@ -25,6 +25,7 @@ TARGETS = {
     "cpu": ["--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu",
             "--iree-llvmcpu-target-cpu=host"],
     "vulkan": ["--iree-hal-target-device=vulkan"],
+    "vmvx": ["--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=vmvx"],
 }  # fmt: skip
 
 
@@ -243,3 +244,13 @@ def test_real_frontend_program(tmp_path, engine, capsys):
     assert rc == 0, capsys.readouterr().err
     original, got = np.load(tmp_path / "o.npy"), np.load(tmp_path / "e.npy")
     np.testing.assert_array_equal(got, original + np.float32(1.0))
+
+
+@pytest.mark.parametrize("engine", ["debug", "reference"])
+def test_mlir_edit_on_vmvx(ew, engine, capsys):
+    base, a, b = ew
+    vmfb = compile_with_dumps("elementwise", "vmvx", base / "vmvx")
+    src = edited_source(base / "vmvx" / "sources", base / "vmvx_edit.mlir")
+    rc, err, got = run_lens(vmfb, base, engine, "local-sync", f"main_dispatch_0={src}", capsys=capsys)
+    assert rc == 0, err
+    np.testing.assert_array_equal(got, (a * b) * np.abs(a))

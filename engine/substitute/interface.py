@@ -48,6 +48,8 @@ def binary_kind(data: bytes | memoryview) -> str:
         return "elf"
     if head == VKE1_MAGIC:
         return "vke1"
+    if head == b"PK\x03\x04" or bytes(data[8:12]) == b"IREE":
+        return "vmvx"  # a VM bytecode module (VMVX executables are one)
     return "unknown"
 
 
@@ -70,7 +72,26 @@ def read_interface(data: bytes | memoryview, label: str = "executable") -> Execu
                 ExportInterface(p.entry_point, exe.binding_count(i), layout.push_constant_bytes // 4, p.dispatch_abi)
             )
         return ExecutableInterface("vke1", tuple(exports))
-    raise SubstitutionError(f"{label}: not an embedded-ELF or VKE1 executable (starts with {bytes(data[:4])!r})")
+    if kind == "vmvx":
+        return _vmvx_interface(bytes(data), label)
+    raise SubstitutionError(f"{label}: not an embedded-ELF, VKE1 or VMVX executable (starts with {bytes(data[:4])!r})")
+
+
+def _vmvx_interface(data: bytes, label: str) -> ExecutableInterface:
+    """A VMVX executable's exports, with the counts its reflection attributes give."""
+    from engine.runtime.vmfb.module import VmfbModule
+
+    try:
+        module = VmfbModule.from_bytes(data, name=label)
+        exports = []
+        for e in module.exports:
+            attrs = dict(e.signature.attrs)
+            exports.append(
+                ExportInterface(e.name, int(attrs.get("binding_count", 0)), int(attrs.get("constant_count", 0)))
+            )
+    except (LensError, ValueError) as e:
+        raise SubstitutionError(f"{label}: {e}") from None
+    return ExecutableInterface("vmvx", tuple(exports))
 
 
 def _elf_interface(data: bytes, label: str) -> ExecutableInterface:
@@ -130,4 +151,9 @@ def check_interface(
         raise InterfaceMismatchError(f"{what}: interface mismatch: " + "; ".join(problems))
 
 
-_KIND = {"elf": "an embedded ELF (llvm-cpu)", "vke1": "a Vulkan SPIR-V executable (VKE1)", "unknown": "unknown"}
+_KIND = {
+    "elf": "an embedded ELF (llvm-cpu)",
+    "vke1": "a Vulkan SPIR-V executable (VKE1)",
+    "vmvx": "a VMVX bytecode module",
+    "unknown": "unknown",
+}
