@@ -2,7 +2,8 @@
 
 ``TimeTravelSession`` records every call it runs (``TimeTravel`` attached when a module opens) and answers
 ``Reverse(mode, count)`` — gdb's ``reverse-step``, ``reverse-next``, ``reverse-finish`` and
-``reverse-continue`` — with the same ``Stopped`` events as the forward commands (reason ``step``,
+``reverse-continue`` — and ``TravelTo(position | dispatch)`` (a timeline's jump) with the same ``Stopped``
+events as the forward commands (reason ``step``,
 ``breakpoint`` or ``dispatch``; ``history-start`` when nothing earlier is recorded). Reverse commands run on
 the command loop: the run thread is idle (a run parked inside a dispatch is abandoned first; the history
 puts the state back exactly). Stepping back is allowed after the program finished.
@@ -39,11 +40,26 @@ class Reverse(Command):
     count: int = 1
 
 
+@dataclass(frozen=True)
+class TravelTo(Command):
+    """Go to a recorded moment: ``position`` (instructions since the call began), or ``dispatch`` (its
+    run ordinal) ``before`` or ``after`` it ran. Answered with ``Stopped`` (reason ``step``/``dispatch``)."""
+
+    position: int | None = None
+    dispatch: int | None = None
+    when: str = "before"
+
+
 class TimeTravelSession(DebugSession):
     def __init__(self, emit):
         super().__init__(emit)
         self.travel: TimeTravel | None = None
         self._handlers[Reverse] = self._on_reverse
+        self._handlers[TravelTo] = self._on_travel_to
+        # Evaluate("history"): where the run is in its history; Evaluate("when_changed", KIND, ...): the
+        # last change of a register, global or tensor element before now (see ``_when_changed``).
+        self._queries["history"] = self._history
+        self._queries["when_changed"] = self._when_changed
 
     def _on_open(self, command: Open) -> None:
         super()._on_open(command)
@@ -74,6 +90,94 @@ class TimeTravelSession(DebugSession):
             self.emit(Failed(str(e), None, self.location()))
             return
         self._report_travel(stop)
+
+    def _on_travel_to(self, command: TravelTo) -> None:
+        travel = self.travel
+        if travel is None or not travel.checkpoints:
+            self.emit(Failed("no call is being recorded: start the program first"))
+            return
+        if self._state == RunState.PARKED:
+            self._leave_dispatch()
+        try:
+            if command.dispatch is not None:
+                stop = travel.goto_dispatch(command.dispatch + self.gate.base, command.when)
+            elif command.position is not None:
+                stop = travel.goto(command.position)
+            else:
+                raise TimeTravelError("travel where? a position or a dispatch")
+        except TimeTravelError as e:
+            self.emit(Failed(str(e), None, self.location()))
+            return
+        self._report_travel(stop)
+
+    def _history(self) -> dict[str, Any]:
+        """The recorded span and where the run is in it (instructions; dispatches as run ordinals)."""
+        travel = self.travel
+        if travel is None or not travel.checkpoints:
+            return {"recording": False}
+        inside = self.gate.current is not None
+        return {
+            "recording": True,
+            "position": None if inside else travel.position,
+            "earliest": travel.earliest,
+            "latest": travel.latest,
+            "memory_bytes": travel.memory_bytes,
+            "dispatches": [
+                {"ordinal": m.ordinal - self.gate.base, "name": m.export_name, "position": m.position, "exact": m.exact}
+                for m in sorted(travel.dispatch_log.values(), key=lambda m: m.ordinal)
+                if m.ordinal >= self.gate.base
+            ],
+        }
+
+    def _when_changed(self, kind: str, *args: Any) -> dict[str, Any] | None:
+        """``register DEPTH BANK INDEX`` (bank ``i`` or ``r``; depth 0 = the call's entry frame), ``global
+        MODULE OFFSET LENGTH`` (bytes of the primitive globals), ``global_ref MODULE INDEX``, or ``element
+        DEPTH REF_REGISTER INDEX`` (an element of the buffer view in a ref register). None: no change in
+        the recorded history."""
+        from engine.timetravel.watch import GlobalWatch, RegisterWatch, watch_element
+
+        travel = self.travel
+        if travel is None or not travel.checkpoints:
+            raise TimeTravelError("no call is being recorded")
+        if self._state == RunState.PARKED:
+            raise TimeTravelError("inside a dispatch: step or continue out of it first")
+        try:
+            if kind == "register":
+                watch: Any = RegisterWatch(int(args[0]), str(args[1]), int(args[2]))
+            elif kind == "global":
+                watch = GlobalWatch(str(args[0]), int(args[1]), int(args[2]))
+            elif kind == "global_ref":
+                watch = GlobalWatch(str(args[0]), int(args[1]), ref=True)
+            elif kind == "element":
+                t = travel.interpreter
+                frame = t.frames[t.base + int(args[0])]
+                watch = watch_element(frame.r[int(args[1])], int(args[2]))
+            else:
+                raise TimeTravelError(f"unknown watch {kind!r} (register, global, global_ref, element)")
+        except (IndexError, ValueError, TypeError) as e:
+            raise TimeTravelError(f"cannot watch {kind} {args}: {e}") from e
+        change = travel.last_change(watch)
+        if change is None:
+            return None
+        dispatch = None if change.dispatch is None else change.dispatch - self.gate.base
+        return {
+            "watch": watch.describe(),
+            "position": change.position,
+            "module": change.module,
+            "function": change.function,
+            "pc": change.pc,
+            "dispatch": dispatch,
+            "before": _plain(change.before),
+            "after": _plain(change.after),
+        }
+
+    def _snapshot(self) -> dict[str, Any]:
+        detail = super()._snapshot()
+        travel = self.travel
+        if travel is not None and travel.checkpoints and self.gate.current is None:
+            detail["position"] = travel.position
+            detail["earliest"] = travel.earliest
+        return detail
 
     def _leave_dispatch(self) -> tuple[int, int]:
         """Abandon the run parked inside a dispatch; the position just after its instruction, and the
@@ -139,11 +243,21 @@ class TimeTravelSession(DebugSession):
                 dispatch_info=info,
             )
         detail: dict[str, Any] = self._snapshot()
-        detail["position"] = stop.position
-        detail["earliest"] = self.travel.earliest
         if stop.breakpoints:
             detail["breakpoints"] = [repr(b) for b in stop.breakpoints]
         self.emit(Stopped(stop.reason, location, detail))
+
+
+def _plain(value: Any) -> Any:
+    """A watched value as plain data: ints stay, bytes become hex, refs their type name."""
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, tuple):  # watch.ABSENT: the frame or buffer did not exist
+        return None
+    if isinstance(value, int):
+        return value
+    ref = getattr(value, "ref", value)
+    return None if ref is None else str(getattr(ref, "vm_type_name", type(ref).__name__))
 
 
 @dataclass(frozen=True)
@@ -159,4 +273,4 @@ class _MarkRecord:
     bindings: tuple = ()
 
 
-__all__ = ["Reverse", "ReverseMode", "TimeTravelSession"]
+__all__ = ["Reverse", "ReverseMode", "TimeTravelSession", "TravelTo"]

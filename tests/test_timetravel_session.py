@@ -1,0 +1,71 @@
+"""``TimeTravelSession``: the protocol surface of time travel (what the window's timeline and watch use).
+
+Driven synchronously through ``handle`` as ``InProcessSession``'s worker does; every expectation is a
+forward run of the same session commands.
+"""
+
+from __future__ import annotations
+
+from engine.session.protocol import Answer, Call, Evaluate, Failed, Open, Step, Stopped
+from engine.timetravel.session import Reverse, TimeTravelSession, TravelTo
+
+
+class Client:
+    def __init__(self, module, function, inputs):
+        self.events = []
+        self.session = TimeTravelSession(self.events.append)
+        self.send(Open(str(module), "local-sync"))
+        self.send(Call(function, tuple(inputs), True))
+
+    def send(self, command):
+        self.events.clear()
+        self.session.handle(command)
+        assert not any(isinstance(e, Failed) for e in self.events), self.events
+        return self.events[-1]
+
+
+def test_travel_to_positions_and_dispatches_and_the_history_query(compiled):
+    module = compiled.path("control_flow", "llvm-cpu")
+    c = Client(module, "repeat_double", ["4xf32=1 2 3 4", "4"])
+    stop = c.send(Step("into", 60))
+    assert isinstance(stop, Stopped) and stop.detail["position"] == 60
+    history = c.send(Evaluate("history")).value
+    assert history["position"] == 60 and history["earliest"] == 0 and history["latest"] == 60
+    assert len(history["dispatches"]) >= 2
+    assert [d["ordinal"] for d in history["dispatches"]] == list(range(len(history["dispatches"])))
+    back = c.send(Reverse("reverse-step", 35))
+    fresh = Client(module, "repeat_double", ["4xf32=1 2 3 4", "4"])
+    ahead = fresh.send(Step("into", 25))
+    assert back.detail["registers"] == ahead.detail["registers"]
+    assert back.location.frames == ahead.location.frames
+    to = c.send(TravelTo(position=33))
+    assert to.detail["position"] == 33
+    at = c.send(TravelTo(dispatch=1, when="after"))
+    assert at.reason == "dispatch" and at.location.dispatch_info.ordinal == 1
+    assert str(at.location.dispatch_info.when) == "after"
+    assert c.send(Evaluate("history")).value["position"] == history["dispatches"][1]["position"] + 1
+
+
+def test_when_changed_answers_the_last_write(compiled):
+    module = compiled.path("control_flow", "llvm-cpu")
+    c = Client(module, "collatz_steps", ["27"])
+    c.send(Step("into", 300))
+    # The expectation: a fresh session stepped one instruction at a time over the last 30 positions.
+    fresh = Client(module, "collatz_steps", ["27"])
+    states = {270: fresh.send(Step("into", 270)).detail["registers"]["i32"]}
+    for n in range(271, 301):
+        states[n] = fresh.send(Step("into", 1)).detail["registers"]["i32"]
+    checked = 0
+    for reg in range(len(states[300])):
+        changed = [n for n in range(271, 301) if states[n][reg] != states[n - 1][reg]]
+        if not changed:
+            continue
+        answer = c.send(Evaluate("when_changed", ("register", 0, "i", reg)))
+        assert isinstance(answer, Answer)
+        assert answer.value["position"] == changed[-1] - 1  # the instruction at that position wrote it
+        assert answer.value["after"] == states[changed[-1]][reg]
+        assert answer.value["before"] == states[changed[-1] - 1][reg]
+        checked += 1
+    assert checked >= 2
+    # The session is where it was.
+    assert c.send(Evaluate("history")).value["position"] == 300
