@@ -20,9 +20,12 @@ _PINNED = 1 << 40
 
 
 def pin_none() -> None:
-    """Make ``None``'s reference count unreachably high (no-op where CPython makes it immortal)."""
+    """Make the reference counts of ``None``, ``True`` and ``False`` unreachably high (no-op where CPython
+    makes them immortal). The booleans too: the same binding bug drops references to ``True``/``False``
+    returned by bool-returning Qt calls, which aborted a test run at exit with "bool_dealloc"."""
     if sys.version_info >= (3, 12) or sys.implementation.name != "cpython":
         return
-    refcount = ctypes.c_ssize_t.from_address(id(None))  # ob_refcnt is a PyObject's first field
-    if refcount.value < _PINNED:
-        refcount.value += _PINNED
+    for singleton in (None, True, False):
+        refcount = ctypes.c_ssize_t.from_address(id(singleton))  # ob_refcnt is a PyObject's first field
+        if refcount.value < _PINNED:
+            refcount.value += _PINNED
