@@ -79,6 +79,12 @@ READER_MODULES = (
     "engine.compiler.timing",
     "engine.compiler.diagnostics",
     "engine.session.persist",
+    "engine.trace.open",
+    "engine.trace.chrome",
+    "engine.trace.ireeprof",
+    "engine.trace.compile_timing",
+    "engine.trace.model",
+    "engine.dispatch.bundle",
     "elftools.elf.elffile",
 )
 
