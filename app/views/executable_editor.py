@@ -536,7 +536,14 @@ class ExecutableEditorPanel(QWidget):
         context = services.context
         context.compilationChanged.connect(self._follow)
         context.moduleChanged.connect(self._follow)
-        self._follow()
+        self._stale = True  # built when shown: listing a big module's SPIR-V runs spirv-dis per pipeline
+        if self.isVisible():
+            self._rebuild()
+
+    def showEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        super().showEvent(event)
+        if self._stale:
+            self._rebuild()
 
     def minimumSizeHint(self):  # noqa: N802 (Qt's name)
         from PySide6.QtCore import QSize
@@ -544,6 +551,12 @@ class ExecutableEditorPanel(QWidget):
         return QSize(1, 1)
 
     def _follow(self, *_args) -> None:
+        self._stale = True
+        if self.isVisible():
+            self._rebuild()
+
+    def _rebuild(self) -> None:
+        self._stale = False
         context = self.services.context
         compilation = context.compilation
         module = context.module

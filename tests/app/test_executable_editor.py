@@ -179,6 +179,8 @@ def test_panel_follows_the_current_module(qtbot, cpu_build):
     qtbot.addWidget(panel)
     assert panel.editor is None
     Services.context.set_position(module=LoadedModule(vmfb, open_vmfb(vmfb)))
+    assert panel.editor is None  # hidden: nothing listed yet
+    panel.show()
     assert panel.editor is not None and {d.kind for d in panel.editor.documents} == {"mlir", "llvm"}
 
 
