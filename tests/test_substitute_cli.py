@@ -254,3 +254,19 @@ def test_mlir_edit_on_vmvx(ew, engine, capsys):
     rc, err, got = run_lens(vmfb, base, engine, "local-sync", f"main_dispatch_0={src}", capsys=capsys)
     assert rc == 0, err
     np.testing.assert_array_equal(got, (a * b) * np.abs(a))
+
+
+@needs_vulkan
+def test_spirv_binding_outside_the_layout_is_refused(ew, capsys):
+    base, a, b = ew
+    vmfb = compile_with_dumps("elementwise", "vulkan", base / "vk")
+    spv = next((base / "vk" / "binaries").glob("*.spv"))
+    text = subprocess.run(["spirv-dis", str(spv)], check=True, capture_output=True, text=True).stdout
+    edited, n = re.subn(r"(OpDecorate %\S+ Binding) 2\b", r"\1 5", text)
+    assert n == 1
+    path = base / "binding5.spvasm"
+    path.write_text(edited)
+    for engine in ("debug", "reference"):
+        rc, err, got = run_lens(vmfb, base, engine, "vulkan", f"main_dispatch_0={path}", capsys=capsys)
+        assert rc == 1 and got is None
+        assert "interface mismatch" in err and "binding(s) 5" in err

@@ -188,9 +188,23 @@ def _spirv_replacement(target: Target, path: Path) -> bytes:
     needed = [p.entry_point for p in exe.pipelines if p.shader_module_ordinal == index]
     found = entry_points(words)
     missing = [n for n in needed if n not in found]
-    if missing:
-        from engine.substitute.errors import InterfaceMismatchError
+    from engine.substitute.errors import InterfaceMismatchError
+    from engine.substitute.spirv import binding_decorations
 
+    declared = {
+        b.binding
+        for p in exe.pipelines
+        if p.shader_module_ordinal == index
+        for s in exe.pipeline_layouts[p.pipeline_layout_ordinal].descriptor_set_layout_ordinals
+        for b in exe.descriptor_set_layouts[s].bindings
+    }
+    extra = sorted(binding_decorations(words) - declared)
+    if extra and all(p.dispatch_abi == 0 for p in exe.pipelines):
+        raise InterfaceMismatchError(
+            f"{path}: interface mismatch: the SPIR-V uses binding(s) {', '.join(map(str, extra))}; the module's "
+            f"layout has {', '.join(map(str, sorted(declared))) or 'none'}"
+        )
+    if missing:
         raise InterfaceMismatchError(
             f"{path}: the SPIR-V has no entry point {', '.join(repr(m) for m in missing)} "
             f"(it has {', '.join(found) or 'none'})"
