@@ -29,13 +29,14 @@ from typing import Any
 
 from engine.errors import LensError
 from engine.runtime.hal.buffers import Allocation
-from engine.runtime.hal.device import Device, DispatchObserver, DispatchRecord
+from engine.runtime.hal.device import Device
 from engine.runtime.vm.context import ModuleInstance, VmContext
 from engine.runtime.vm.controller import CHUNK, Controller, StopEvent
 from engine.runtime.vm.interpreter import FrameLocation, VmTrap
+from engine.timetravel.dispatch_marks import DispatchMark, DispatchStop, MarkingObserver
 from engine.timetravel.recorder import RecordingInterpreter
 from engine.timetravel.snapshot import ArrayStore, Snapshot, restore_snapshot, take_snapshot
-from engine.timetravel.watch import Change, Watch, read_watch, serial_of
+from engine.timetravel.watch import Change, Watch, serial_of
 
 DEFAULT_INTERVAL = 1_000  # instructions to the first checkpoint after the start; then adaptive
 DEFAULT_BUDGET = 512 << 20  # bytes of checkpoints kept
@@ -57,18 +58,6 @@ PAUSE_CHECK = 256  # instructions of a one-at-a-time replay between checks of th
 
 
 @dataclass(frozen=True)
-class DispatchMark:
-    """Dispatch ``ordinal`` ran inside the instruction at ``position`` (when ``exact``; otherwise inside a
-    fast run that started at ``position``, and ``TimeTravel.locate_dispatch`` finds the instruction)."""
-
-    ordinal: int
-    position: int
-    export_name: str
-    executable: str
-    exact: bool = True
-
-
-@dataclass(frozen=True)
 class TravelStop:
     """Where a reverse command stopped. ``reason``: ``step``, ``breakpoint``, ``dispatch`` (a dispatch stop;
     ``dispatch`` and ``when`` say which), or ``history-start`` (nothing earlier is recorded)."""
@@ -81,43 +70,6 @@ class TravelStop:
     breakpoints: tuple[Any, ...] = ()
     dispatch: DispatchMark | None = None
     when: str | None = None
-
-
-DispatchStop = Callable[[DispatchRecord, str], bool]  # (record, "before"|"after") -> stop there?
-
-
-class _Observer(DispatchObserver):
-    """Logs each dispatch's position; during a scan, also asks a predicate whether it is a stop."""
-
-    def __init__(self, travel: TimeTravel):
-        self.travel = travel
-        self.predicate: DispatchStop | None = None
-        self.hits: list[tuple[int, str]] = []  # (ordinal, "before"|"after")
-        self.hook: Callable[[DispatchRecord, str], None] | None = None
-
-    def _mark(self, record: DispatchRecord) -> DispatchMark:
-        t = self.travel
-        mark = t.dispatch_log.get(record.sequence)
-        exact = t.interpreter.run_budget <= 1
-        if mark is None or exact and not mark.exact:
-            mark = DispatchMark(
-                record.sequence, t.interpreter.position, record.export_name, record.executable, exact
-            )
-            t.dispatch_log[record.sequence] = mark
-        return mark
-
-    def _see(self, record: DispatchRecord, when: str) -> None:
-        self._mark(record)
-        if self.hook is not None:
-            self.hook(record, when)
-        if self.predicate is not None and self.predicate(record, when):
-            self.hits.append((record.sequence, when))
-
-    def before_dispatch(self, record: DispatchRecord) -> None:
-        self._see(record, "before")
-
-    def after_dispatch(self, record: DispatchRecord) -> None:
-        self._see(record, "after")
 
 
 class TimeTravel:
@@ -164,7 +116,7 @@ class TimeTravel:
         self._store = ArrayStore()
         self._serial = 0
         self._allocations: dict[int, Allocation] = {}
-        self._observer = _Observer(self)
+        self._observer = MarkingObserver(self)
         self._last_boundary = (0, 0.0)
         self._dirty = False
         for device in self.devices:
@@ -579,64 +531,7 @@ class TimeTravel:
         """The last instruction before the current position after which ``watch``'s value differed, with
         the dispatch that wrote it when one did; the state is left at the current position. None when the
         value did not change in the recorded history."""
+        from engine.timetravel.when_changed import last_change
+
         self._need_history()
-        here = self.position
-        t = self.interpreter
-        self.controller._pause.clear()
-        try:
-            for start, end in self._segments(here):
-                prev: list[Any] = [None, None]  # value, and where the next instruction is
-                last: list[tuple] = []
-
-                def visit(p: int, start: int = start, prev: list = prev, last: list = last) -> None:
-                    value = read_watch(watch, t, self.instances, self._allocations)
-                    if p > start and value != prev[0]:
-                        last[:] = [(p - 1, prev[0], value, *prev[1], self.dispatch_count)]
-                    top = t.top
-                    where = (top.instance.name, top.function_name, top.pc) if top else ("", "", -1)
-                    prev[:] = [value, (*where, self.dispatch_count)]
-
-                self._allocations = self._allocations_of(self.checkpoints[start])
-                self._scan(start, end, visit)
-                if last:
-                    p, before, after, module, function, pc, d_before, d_after = last[0]
-                    dispatch = self._dispatch_that_wrote(watch, p) if d_after > d_before else None
-                    return Change(watch, p, module, function, pc, before, after, dispatch)
-            return None
-        finally:
-            self.controller._pause.clear()
-            self._dirty = True
-            self.goto(here)
-
-    def _allocations_of(self, snap: Snapshot) -> dict[int, Allocation]:
-        out = {}
-        for obj, _ in snap.objects:
-            if isinstance(obj, Allocation) and serial_of(obj) is not None:
-                out[obj.lens_serial] = obj  # type: ignore[attr-defined]
-        return out
-
-    def _dispatch_that_wrote(self, watch: Watch, position: int) -> int | None:
-        """Replays the instruction at ``position`` and returns the last of its dispatches that changed
-        the watched value."""
-        k = bisect.bisect_right(self._positions, position) - 1
-        self._restore(self._positions[k])
-        self._allocations = self._allocations_of(self.checkpoints[self._positions[k]])
-        self._run_to(position)
-        changed: list[int] = []
-        before: dict[int, Any] = {}
-
-        def hook(record: DispatchRecord, when: str) -> None:
-            value = read_watch(watch, self.interpreter, self.instances, self._allocations)
-            if when == "before":
-                before[record.sequence] = value
-            elif value != before.get(record.sequence):
-                changed.append(record.sequence)
-
-        self._observer.hook = hook
-        saved = self._aside()
-        try:
-            self.interpreter.run(1, ignore_breakpoints=True)
-        finally:
-            self._back(saved)
-            self._observer.hook = None
-        return changed[-1] if changed else None
+        return last_change(self, watch)
