@@ -123,3 +123,16 @@ def test_reverse_continue_to_a_nan_stop(capsys, tmp_path):
         assert again["dispatch"]["ordinal"] == stop["dispatch"]["ordinal"] and again["dispatch"]["when"] == "after"
         assert (again["function"], again["pc"], again["depth"]) == (stop["function"], stop["pc"], stop["depth"])
     assert back[-1]["reason"] == "history-start"
+
+
+def test_a_reverse_command_that_cannot_be_done_leaves_the_program_where_it_was(capsys, tmp_path, compiled):
+    module = compiled.path("control_flow", "llvm-cpu")
+    script = tmp_path / "c.gdb"
+    script.write_text("step 10\nreverse-finish\ninfo registers\nstep 1\n")
+    code = lens_main(["debug", str(module), f"--commands={script}", "--json", "--function=collatz_steps", "--input=27"])
+    out = capsys.readouterr()
+    assert code == 1 and "outermost frame" in out.err
+    stepped, info, after = [json.loads(line) for line in out.out.splitlines()]
+    assert info["registers"] == stepped["registers"] and info["pc"] == stepped["pc"]
+    expected = debug(capsys, tmp_path, module, "step 11\n", "--function=collatz_steps", "--input=27")
+    assert after == expected[0]

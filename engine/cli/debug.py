@@ -227,7 +227,19 @@ class Debugger:
             self._error(command, f"{command.text!r}: the program has no history yet ({self.state})")
             return
         self.session.send(Reverse(command.verb, command.count))
-        self._await_stop(command)
+        event = self._next()
+        if isinstance(event, Stopped):
+            self.state = "stopped"
+            self.last_stop = event
+            if self.args.json:
+                self._print(stop_json(event, self.args.function))
+            else:
+                self._print(describe_stop(event, self.args.function))
+        elif isinstance(event, Failed):
+            # Nothing moved (e.g. reverse-finish in the outermost frame): the program stays where it was.
+            self._error(command, event.message)
+        else:
+            self._error(command, f"unexpected event {event!r}")
 
     def _expect_no_failure(self, command: ScriptCommand) -> None:
         """SetBreakpoints answers only when it fails: ask a cheap query to know it was taken."""
