@@ -351,7 +351,7 @@ class MainWindow(QMainWindow):
         if panel is not None and all(c is not compilation for _, c in panel.compilations):
             panel.add_compilation(compilation, f"{compilation.request.target} (opened)")
         name = source.name if source is not None else compilation.module_name
-        document = CompilationDocument(compilation, self.context)
+        document = CompilationDocument(compilation, self.context, open_document=self.open_document)
         return self.open_document(document, f"Phases — {name}", key=f"compilation:{compilation.out_dir}")
 
     def _show_busy(self) -> None:

@@ -8,16 +8,28 @@ compilation for diffs and variants.
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QLabel, QListWidget, QListWidgetItem, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QLabel,
+    QListWidget,
+    QListWidgetItem,
+    QPushButton,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
 
+from app.views.ir_diff import IrDiffView
 from app.views.ir_viewer import IrViewer
 from app.views.phase_timeline import PhaseTimeline
 from engine.compiler import PHASES, Compilation
 
 
 class CompilationDocument(QWidget):
-    def __init__(self, compilation: Compilation, context=None, parent: QWidget | None = None):
+    """``open_document(widget, title, key)`` (the window's) opens the diffs this document makes."""
+
+    def __init__(self, compilation: Compilation, context=None, parent: QWidget | None = None, open_document=None):
         super().__init__(parent)
+        self._open_document = open_document
         self.setObjectName("compilationDocument")
         self.compilation = compilation
         self.context = context
@@ -37,6 +49,9 @@ class CompilationDocument(QWidget):
             item.setToolTip(str(snap.path))
             self.phase_list.addItem(item)
         self.phase_list.setMaximumWidth(260)
+        self.diff_button = QPushButton("Diff with previous phase", self)
+        self.diff_button.setToolTip("Open the changes this phase made to the IR as a document")
+        self.diff_button.clicked.connect(lambda: self.diff_with_previous())
         if compilation.timing is not None:
             self.timeline.set_timing(compilation.timing, [p.phase for p in compilation.phases])
         request = compilation.request
@@ -46,8 +61,14 @@ class CompilationDocument(QWidget):
             f" · <span style='color:#666'>{compilation.out_dir}</span>"
         )
 
+        side = QWidget(self)
+        side_layout = QVBoxLayout(side)
+        side_layout.setContentsMargins(0, 0, 0, 0)
+        side_layout.addWidget(self.phase_list, 1)
+        side_layout.addWidget(self.diff_button)
+        side.setMaximumWidth(260)
         body = QSplitter(Qt.Orientation.Horizontal, self)
-        body.addWidget(self.phase_list)
+        body.addWidget(side)
         body.addWidget(self.viewer)
         body.setStretchFactor(1, 1)
         body.setSizes([200, 800])
@@ -67,6 +88,25 @@ class CompilationDocument(QWidget):
         self.timeline.phaseClicked.connect(self.show_phase)
         if compilation.phases:
             self.show_phase(compilation.phases[-1].phase)
+
+    def diff_with_previous(self, phase: str | None = None):
+        """Open the diff of ``phase`` (the shown one by default) against the phase before it as a document;
+        returns the diff view, or ``None`` for the first phase."""
+        phase = phase or self.shown_phase
+        names = [p.phase for p in self.compilation.phases]
+        if phase not in names or names.index(phase) == 0:
+            return None
+        before = self.compilation.phases[names.index(phase) - 1]
+        after = self.compilation.phase(phase)
+        view = IrDiffView()
+        view.set_texts(before.path.read_bytes(), after.path.read_bytes(), before.path.name, after.path.name)
+        view.next_change()
+        title = f"Diff {before.phase} → {phase}"
+        key = f"diff:{self.compilation.out_dir}:{before.phase}:{phase}"
+        if self._open_document is None:
+            view.setWindowTitle(title)
+            return view
+        return self._open_document(view, title, key)
 
     @property
     def phases(self) -> list[str]:

@@ -126,6 +126,11 @@ def test_open_torch_style_module_shows_all_twelve_phases(qtbot, main_window, tmp
     panel = main_window.panels["compile"]
     assert any(c is document.compilation for _, c in panel.compilations)
     assert document.show_phase("flow") and main_window.context.phase == "flow"
+    # A diff is a document too: flow against dispatch-creation, with changes on both sides.
+    document.diff_button.click()
+    diff = main_window.documents.currentWidget()
+    assert main_window.documents.title(main_window.documents.currentIndex()) == "Diff dispatch-creation → flow"
+    assert diff.diff.changes and diff.diff.changed_lines("left") and diff.diff.changed_lines("right")
     # The functions are there under IREE's names, main$async included.
     names = {f.name for f in main_window.context.module.module.exports}
     assert {"main", "main$async"} <= names
