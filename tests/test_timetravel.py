@@ -342,3 +342,23 @@ def test_a_long_search_is_interrupted_by_pause_and_leaves_the_state_where_it_was
         del run.tt.interpreter.run
     assert gate.is_set()
     assert run.tt.position == here and run.state() == state
+
+
+def test_reverse_next_and_finish_follow_the_depth_rule_at_every_position(calls_vmfb):
+    """reverse-next: the last earlier position at this depth or shallower; reverse-finish: the last
+    earlier position shallower than this one (the call), computed here from a forward walk's depths."""
+    run = Run(calls_vmfb, "llvm-cpu", "twice", ["5"], interval=3)
+    tt, t = run.tt, run.tt.interpreter
+    depths = [len(t.frames)]
+    while not t.finished:
+        tt.step()
+        depths.append(len(t.frames) if not t.finished else 0)
+    for p in range(1, len(depths) - 1):
+        d = depths[p]
+        tt.goto(p)
+        expect_next = max(q for q in range(p) if depths[q] <= d)
+        assert tt.reverse_next().position == expect_next, p
+        tt.goto(p)
+        if d > 1:
+            expect_finish = max(q for q in range(p) if depths[q] < d)
+            assert tt.reverse_finish().position == expect_finish, p

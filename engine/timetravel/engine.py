@@ -404,10 +404,9 @@ class TimeTravel:
             return self._stop("history-start")
         return self.goto(target)
 
-    def _back_to(self, accept: Callable[[int], bool]) -> int | None:
-        """The last position before the current one whose state satisfies ``accept`` (checked at each
-        boundary of a replay), or None."""
-        here = self.position
+    def _back_to(self, accept: Callable[[int], bool], here: int) -> int | None:
+        """The last position before ``here`` whose state satisfies ``accept`` (checked at each boundary
+        of a replay), or None."""
         found: list[int] = []
         for start, end in self._segments(here):
             found.clear()
@@ -450,7 +449,16 @@ class TimeTravel:
         depth = self._depth()
         if depth == 0:  # the call returned: back to its return instruction
             return self.goto(self.position - 1)
-        target = self._back_to(lambda p: self._depth() <= depth)
+        here = self.position
+        top = self.interpreter.top
+        instance, ordinal, pc = top.instance, top.ordinal, top.pc
+        self.goto(here - 1)
+        if self._depth() <= depth:  # the previous instruction ran in this frame (or this one began)
+            return self._stop("step")
+        # It ran in a callee that just returned: back to the call instruction, before ``pc``.
+        target = self._last_at(instance, ordinal, _call_pc(instance, ordinal, pc), depth, here)
+        if target is None:
+            target = self._back_to(lambda p: self._depth() <= depth, here)
         if target is None:
             self.goto(self.earliest)
             return self._stop("history-start")
@@ -463,12 +471,59 @@ class TimeTravel:
         if depth <= 1:
             raise TimeTravelError('"reverse-finish" not meaningful in the outermost frame')
         here = self.position
+        caller = self.interpreter.frames[-2]
         with self._back_here_if_interrupted(here):
-            target = self._back_to(lambda p: self._depth() < depth)
+            call = _call_pc(caller.instance, caller.ordinal, caller.pc)
+            target = self._last_at(caller.instance, caller.ordinal, call, depth - 1, here)
+            if target is None:
+                target = self._back_to(lambda p: self._depth() < depth, here)
         if target is None:
             self.goto(here)
             return self._stop("history-start")
         return self.goto(target)
+
+    def _last_at(self, instance: ModuleInstance, ordinal: int, pc: int, depth: int, before: int) -> int | None:
+        """The last position before ``before`` where the top frame (at ``depth``) was about to execute
+        ``pc`` of ``instance``'s function ``ordinal``: fast replays with a stub there, newest segment first."""
+        if pc < 0:
+            return None
+        t = self.interpreter
+        pause = self.controller._pause
+        ours = (ordinal, pc) not in instance.breakpoints
+        if ours:
+            instance.set_breakpoint(ordinal, pc)
+
+        def at_target() -> bool:
+            f = t.top
+            return (
+                f is not None and f.instance is instance and f.ordinal == ordinal and f.pc == pc
+                and self._depth() == depth
+            )
+
+        try:
+            for start, end in self._segments(before):
+                hits: list[int] = []
+                self._restore(start)
+                saved = self._aside()
+                try:
+                    if at_target():
+                        hits.append(t.position)
+                    while t.position < end and not t.finished:
+                        if pause.is_set():
+                            raise TimeTravelInterrupted(f"interrupted while replaying (at position {t.position})")
+                        out = t.run(min(end - t.position, CHUNK))
+                        if out.reason == "break" and t.position < end and at_target():
+                            hits.append(t.position)
+                except VmTrap:
+                    pass
+                finally:
+                    self._back(saved)
+                if hits:
+                    return hits[-1]
+            return None
+        finally:
+            if ours:
+                instance.clear_breakpoint(ordinal, pc)
 
     def reverse_continue(self, dispatch_stop: DispatchStop | None = None) -> TravelStop:
         """Back to the previous hit of a breakpoint of the controller (instruction, function, import) or,
@@ -535,3 +590,11 @@ class TimeTravel:
 
         self._need_history()
         return last_change(self, watch)
+
+
+def _call_pc(instance: ModuleInstance, ordinal: int, resume: int) -> int:
+    """The pc of the instruction that ends at ``resume`` (the call a frame resumes after), or -1."""
+    for ins in instance.instructions(ordinal).values():
+        if ins.next_pc == resume:
+            return ins.pc
+    return -1
