@@ -107,6 +107,10 @@ class MainWindow(QMainWindow):
         self._add_dock("module", "Module", self.module_view, "left")
         for spec in PANELS if panels is None else panels:
             self.add_panel(spec)
+        if "compile" in self.panels:  # a compile from the panel (or the toolbar) opens its phases too
+            self.panels["compile"].compilationFinished.connect(
+                lambda c: c.ok and c.phases and self.open_compilation(c, c.source_path)
+            )
         self.run_inputs = None
         if "stepper" in self.panels:
             from app.run_inputs import RunInputs

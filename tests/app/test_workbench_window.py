@@ -176,3 +176,17 @@ def test_numpy_inputs_by_drop(qtbot, main_window, compiled, tmp_path):
     assert drop_files(qtbot, main_window, [x])
     assert panel.inputs == (f"@{x}",)
     assert main_window.context.module.path == vmfb  # a dropped array is an input, not a file to open
+
+
+def test_toolbar_compile_opens_the_phases(qtbot, main_window):
+    from engine.samples import sample_path
+
+    panel = main_window.panels["compile"]
+    panel.set_source(sample_path("softmax"))
+    panel.options.target.setCurrentText("vmvx")
+    with qtbot.waitSignal(panel.compilationFinished, timeout=120_000):
+        main_window.compile_action.trigger()
+    qtbot.waitUntil(lambda: phases_document(main_window) is not None, timeout=10_000)
+    document = phases_document(main_window)
+    assert document.phases == list(PHASES) and document.compilation.request.target == "vmvx"
+    assert main_window.documents.currentWidget() is document
