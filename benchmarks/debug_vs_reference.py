@@ -21,10 +21,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine.compiler.targets import target_flags  # noqa: E402
+from engine.runtime.debug_runner import DebugRunner  # noqa: E402
 from engine.runtime.function_io import parse_inputs  # noqa: E402
 from engine.runtime.reference import ReferenceRunner  # noqa: E402
 from engine.samples import sample_path  # noqa: E402
-from engine.session.debug_run import DebugRunner  # noqa: E402
 
 BIG_MATMUL = """
 func.func @main(%a: tensor<512x512xf32>, %b: tensor<512x512xf32>) -> tensor<512x512xf32> {

@@ -26,10 +26,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from engine.compiler.targets import TARGETS  # noqa: E402
+from engine.runtime.debug_runner import DebugRunner  # noqa: E402
 from engine.runtime.function_io import parse_inputs, split_cconv  # noqa: E402
 from engine.samples import sample_path  # noqa: E402
 from engine.session.child import ChildSession  # noqa: E402
-from engine.session.debug_run import DebugRunner  # noqa: E402
 from engine.session.debug_session import DebugSession  # noqa: E402
 from engine.session.inprocess import InProcessSession  # noqa: E402
 from engine.session.protocol import (  # noqa: E402

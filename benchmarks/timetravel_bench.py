@@ -33,10 +33,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from engine.compiler.targets import TARGETS  # noqa: E402
+from engine.runtime.debug_runner import DebugRunner  # noqa: E402
 from engine.runtime.function_io import parse_inputs, split_cconv  # noqa: E402
 from engine.runtime.vm.controller import Controller, FunctionBreakpoint  # noqa: E402
 from engine.samples import sample_path  # noqa: E402
-from engine.session.debug_run import DebugRunner  # noqa: E402
 from engine.timetravel import TimeTravel  # noqa: E402
 
 SPIN = """

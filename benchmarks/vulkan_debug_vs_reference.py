@@ -24,11 +24,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from engine.compiler.targets import TARGETS  # noqa: E402
+from engine.runtime.debug_runner import DebugRunner  # noqa: E402
 from engine.runtime.function_io import Tensor  # noqa: E402
 from engine.runtime.hal.device import DispatchObserver, DispatchRecord  # noqa: E402
 from engine.runtime.reference import ReferenceRunner  # noqa: E402
 from engine.samples import sample_path  # noqa: E402
-from engine.session.debug_run import DebugRunner  # noqa: E402
 
 
 class ReadEveryBinding(DispatchObserver):

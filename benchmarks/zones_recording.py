@@ -20,9 +20,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from engine.runtime.debug_runner import DebugRunner  # noqa: E402
 from engine.runtime.function_io import parse_inputs, split_cconv  # noqa: E402
 from engine.samples import sample_path  # noqa: E402
-from engine.session.debug_run import DebugRunner  # noqa: E402
 from engine.trace.recorder import ZoneRecorder  # noqa: E402
 
 MODELS = ROOT / ".." / "shared" / "models"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine.runtime.debug_runner import DebugRunner
 from engine.runtime.function_io import parse_inputs
 from engine.session.capture import TensorCapture
-from engine.session.debug_run import DebugRunner
 from engine.session.tensor_store import TensorStore
 
 

@@ -214,7 +214,7 @@ def programs(tmp_path_factory):
 def _engines():
     engines = ["reference"]
     try:
-        import engine.session.debug_run  # noqa: F401
+        import engine.runtime.debug_runner  # noqa: F401
     except ImportError:  # the debug engine lands separately
         return engines
     return [*engines, "debug"]

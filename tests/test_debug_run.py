@@ -9,8 +9,8 @@ import pytest
 from support import RUN_CASES as CASES
 from support import iree_tool, lens_run
 
+from engine.runtime.debug_runner import DebugRunError, DebugRunner
 from engine.runtime.function_io import parse_inputs
-from engine.session.debug_run import DebugRunError, DebugRunner
 
 
 @pytest.mark.parametrize("target", ["llvm-cpu", "vmvx"])

@@ -10,12 +10,12 @@ import re
 import numpy as np
 import pytest
 
+from engine.runtime.debug_runner import DebugRunner, create_device
 from engine.runtime.function_io import Tensor
 from engine.runtime.hal.device import DispatchObserver
 from engine.runtime.hal.module import HalModule
 from engine.runtime.hal.vulkan.loader import vulkan_available
 from engine.runtime.vmfb.module import open_vmfb
-from engine.session.debug_run import DebugRunner, create_device
 from engine.substitute.errors import EditCompileError, InterfaceMismatchError
 from engine.substitute.live import LiveSubstitutions
 from tests.test_substitute_cli import compile_with_dumps, edited_source

@@ -16,11 +16,11 @@ import pytest
 from support import RUN_CASES, iree_tool
 
 from engine.compiler.targets import TARGETS
+from engine.runtime.debug_runner import DebugRunner
 from engine.runtime.function_io import parse_inputs, split_cconv
 from engine.runtime.hal.buffers import HalBufferView
 from engine.runtime.hal.vulkan.loader import vulkan_available
 from engine.runtime.vm.controller import FunctionBreakpoint, ImportBreakpoint
-from engine.session.debug_run import DebugRunner
 from engine.timetravel import (
     GlobalWatch,
     RegisterWatch,

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from support import iree_tool, lens_run
 
+from engine.runtime.debug_runner import DebugRunner
 from engine.runtime.function_io import Tensor
 from engine.runtime.reference import ReferenceRunner
 from engine.runtime.vm.vmvx_module import VmvxModule
-from engine.session.debug_run import DebugRunner
 
 FLAGS = (
     "--iree-hal-target-device=local",

@@ -57,8 +57,8 @@ def bda_vmfb(tmp_path_factory):
 
 @pytest.mark.parametrize("sample", ["mlp", "dynamic"])
 def test_bda_debug_run_equals_reference(sample, bda_vmfb):
+    from engine.runtime.debug_runner import DebugRunner
     from engine.runtime.hal.vulkan_hal_device import VulkanHalDevice
-    from engine.session.debug_run import DebugRunner
 
     path = bda_vmfb(sample)
     module = open_vmfb(path)

@@ -45,8 +45,8 @@ CALLS = 3
 @needs_vulkan
 @pytest.mark.parametrize("sample", SAMPLES)
 def test_debug_run_on_vulkan_equals_reference(sample, compiled):
+    from engine.runtime.debug_runner import DebugRunner
     from engine.runtime.hal.vulkan_hal_device import VulkanHalDevice
-    from engine.session.debug_run import DebugRunner
 
     path = compiled.path(sample, "vulkan-spirv")
     debug = DebugRunner(path, "vulkan")
@@ -87,7 +87,7 @@ class _ReadEverything(DispatchObserver):
 @pytest.mark.parametrize("sample", [s for s in ("mlp", "globals", "softmax") if s in SAMPLES])
 def test_observed_debug_run_on_vulkan_equals_reference(sample, compiled):
     """Dispatch by dispatch with every binding read back: still IREE's results, bit for bit."""
-    from engine.session.debug_run import DebugRunner
+    from engine.runtime.debug_runner import DebugRunner
 
     path = compiled.path(sample, "vulkan-spirv")
     debug = DebugRunner(path, "vulkan")

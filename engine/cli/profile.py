@@ -63,9 +63,9 @@ def profile_reference(
 
 def profile_debug(module: str, function: str, inputs: list[str], device: str, repeat: int = 1) -> Trace:
     """Zones of ``repeat`` calls on the debug engine (VM calls, imports, command buffers, dispatches)."""
+    from engine.runtime.debug_runner import DebugRunner, create_device
     from engine.runtime.function_io import parse_inputs, split_cconv
     from engine.runtime.hal.module import HalModule
-    from engine.session.debug_run import DebugRunner, create_device
     from engine.trace.recorder import ZoneRecorder
 
     recorder = ZoneRecorder()

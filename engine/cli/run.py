@@ -58,13 +58,13 @@ def _runner(args, checks: CheckRecorder | None):
             finally:
                 patched.unlink(missing_ok=True)
         return ReferenceRunner(module_path, args.device, extra_modules=extra)
-    from engine.session.debug_run import DebugRunner
+    from engine.runtime.debug_runner import DebugRunner
 
     trace = (lambda line: print(line)) if args.trace else None
     hal_module = None
     if replacements:
+        from engine.runtime.debug_runner import create_device
         from engine.runtime.hal.module import HalModule
-        from engine.session.debug_run import create_device
         from engine.substitute.apply import install_on_device
 
         device = create_device(args.device)

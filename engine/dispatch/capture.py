@@ -71,9 +71,9 @@ def capture_debug(
     on_dispatch: Callable[[DispatchEntry], None] | None = None,
 ) -> CaptureResult:
     """Run ``function`` on the debug engine, every dispatch observed, and write the bundle to ``out``."""
+    from engine.runtime.debug_runner import DebugRunner
     from engine.runtime.hal.devices import create_device
     from engine.runtime.hal.module import HalModule
-    from engine.session.debug_run import DebugRunner
 
     writer = BundleWriter(out, module=str(module), function=function, engine="debug", device=device)
     from engine.dispatch.spirv_types import module_binding_elements

@@ -155,10 +155,10 @@ class _Snapshot(DispatchObserver):
 
 
 def _run_with(observer: DispatchObserver, module: str, function: str, inputs: list[str], device: str) -> None:
+    from engine.runtime.debug_runner import DebugRunner
     from engine.runtime.function_io import parse_inputs, split_cconv
     from engine.runtime.hal.devices import create_device
     from engine.runtime.hal.module import HalModule
-    from engine.session.debug_run import DebugRunner
 
     hal_device = create_device(device)
     hal_device.observers.append(observer)

@@ -25,13 +25,13 @@ from typing import Any
 import numpy as np
 
 from engine.errors import LensError
+from engine.runtime.debug_runner import DebugRunError, DebugRunner
 from engine.runtime.function_io import Tensor, format_results, parse_inputs, split_cconv
 from engine.runtime.hal.device import DispatchRecord
 from engine.runtime.vm import controller as vmc
 from engine.runtime.vm.context import ModuleInstance
 from engine.runtime.vm.interpreter import FrameLocation
 from engine.runtime.vm.trace import describe_ref, format_instruction
-from engine.session.debug_run import DebugRunError, DebugRunner
 from engine.session.dispatch_gate import DispatchGate, GateStop, is_dispatch_breakpoint
 from engine.session.protocol import (
     Answer,

@@ -8,10 +8,10 @@ import pytest
 from PySide6.QtWidgets import QTableWidget
 
 from app.views.executable_editor import ExecutableEditor
+from engine.runtime.debug_runner import DebugRunner, create_device
 from engine.runtime.function_io import Tensor
 from engine.runtime.hal.module import HalModule
 from engine.runtime.vmfb.module import open_vmfb
-from engine.session.debug_run import DebugRunner, create_device
 from engine.substitute.documents import DraftStore, documents_from_dumps, documents_from_module
 from engine.substitute.live import LiveSubstitutions
 from tests.test_substitute_cli import compile_with_dumps

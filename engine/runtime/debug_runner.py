@@ -1,4 +1,6 @@
-"""The debug run: a program executed by our stepping VM and emulated HAL, with the reference's surface.
+"""The debug engine's runner: a program executed by our stepping VM and emulated HAL, with the surface of
+``engine.runtime.reference.ReferenceRunner`` (IREE's runtime). ``iree-lens run``/``capture``/``profile``
+and the debug session load programs through it.
 
 ``DebugRunner`` and ``engine.runtime.reference.ReferenceRunner`` take and return the same plain values
 (``engine.runtime.function_io``), so ``iree-lens run`` prints the same text on either engine and tests
