@@ -43,6 +43,7 @@ from app.module_loader import OPENABLE_SUFFIXES, load_file
 from app.panels import AREAS, PANELS, PanelServices, PanelSpec
 from app.session_bridge import SessionBridge
 from app.settings import LensSettings
+from app.views.dispatch_run_list import is_bundle, open_bundle_document
 from app.views.message_banner import MessageBanner
 from app.views.module_view import ModuleView
 from app.views.start_page import StartPage
@@ -51,6 +52,8 @@ from app.workers import EngineWorker, WorkError, WorkProgress
 APP_TITLE = "IREE Lens"
 LOAD_TAG = "open-file"
 NUMPY_SUFFIXES = (".npy", ".npz")
+# Chrome trace-event JSON (Perfetto, PyTorch's profiler), IREE's HAL profiles, compile timing, our own.
+TRACE_SUFFIXES = (".json", ".jsonl", ".ireeprof", ".lenstrace")
 START_KEY = "start"
 KEEP_ALIVE = "lensKeepAlive"  # app.documents.KEEP_ALIVE_PROPERTY: closing the tab hides the widget
 # The default layout, as fractions of the window (with a floor in pixels): docks small, documents the rest.
@@ -144,7 +147,8 @@ class MainWindow(QMainWindow):
         if spec.area == "document":
             widget.setProperty(KEEP_ALIVE, True)
             self._document_panels[spec.id] = (widget, spec.title)
-            self.documents.open_document(widget, spec.title, key=f"panel:{spec.id}")
+            if spec.visible:  # the others open from the View menu or when something is shown in them
+                self.documents.open_document(widget, spec.title, key=f"panel:{spec.id}")
             if hasattr(self, "_view_menu"):
                 self._view_menu.addAction(self._document_action(spec.id))
             return widget
@@ -261,8 +265,13 @@ class MainWindow(QMainWindow):
     def _open_dialog(self) -> None:
         start = str(self.settings.recent_files()[0].parent) if self.settings.recent_files() else ""
         patterns = " ".join(f"*{s}" for s in OPENABLE_SUFFIXES)
+        traces = " ".join(f"*{s}" for s in TRACE_SUFFIXES)
         name, _ = QFileDialog.getOpenFileName(
-            self, "Open module", start, f"IREE modules and sources ({patterns});;All files (*)"
+            self,
+            "Open",
+            start,
+            f"IREE modules and sources ({patterns});;Traces ({traces});;Capture bundles (manifest.json *.zip)"
+            ";;All files (*)",
         )
         if name:
             self.open_file(name)
@@ -321,6 +330,12 @@ class MainWindow(QMainWindow):
         an error shows in the banner and the log, and the current module stays.
         """
         path = Path(path)
+        if is_bundle(path):  # a capture: its dispatch list as a document
+            if open_bundle_document(self.open_document, path) is None:
+                self.messages.error(f"{path}: not a readable capture bundle")
+            return -1
+        if path.suffix.lower() in TRACE_SUFFIXES:  # a trace: the zones timeline
+            return self.show_panel("zones").open_path(path)
         self._loading = path
         self.statusBar().showMessage(f"Opening {path.name}...")
         return self.worker.submit(

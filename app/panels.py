@@ -85,6 +85,7 @@ PANELS: list[PanelSpec] = [
         "dispatches", "Dispatches", "app.views.dispatch_panel:DispatchPanel", area="right", tabify_with="stepper"
     ),
     PanelSpec("editor", "Executable Editor", "app.views.executable_editor:ExecutableEditorPanel", area="document"),
+    PanelSpec("zones", "Zones", "app.views.zones_view:zones_panel", area="document", visible=False),
 ]
 
 

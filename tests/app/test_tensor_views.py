@@ -179,3 +179,32 @@ def test_bundle_opens_as_a_main_window_document(make_main_window, mlp_bundle, tm
     again = open_bundle_document(window.open_document, mlp_bundle)
     assert again is view  # the same bundle reuses its tab
     assert open_bundle_document(window.open_document, tmp_path) is None
+
+
+def test_window_open_file_routes_a_bundle_to_its_dispatch_list(make_main_window, mlp_bundle):
+    window = make_main_window()
+    assert window.open_file(mlp_bundle) == -1  # opened at once, no module load
+    view = window.documents.currentWidget()
+    assert isinstance(view, DispatchRunView) and view.model.rowCount() == 2
+    assert window.context.module is None  # the open module did not change
+
+
+def test_window_open_file_shows_a_chrome_trace_in_the_zones_view(make_main_window, qtbot, tmp_path):
+    import json
+
+    from app.views.zones_view import ZonesView
+
+    events = [
+        {"ph": "X", "name": "main_dispatch_0", "ts": 0, "dur": 10, "pid": 1, "tid": 1},
+        {"ph": "X", "name": "main_dispatch_1", "ts": 12, "dur": 5, "pid": 1, "tid": 1},
+        {"ph": "X", "name": "main_dispatch_0", "ts": 20, "dur": 8, "pid": 1, "tid": 1},
+    ]
+    trace = tmp_path / "run.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    window = make_main_window()
+    assert "Zones" not in [window.documents.tabText(i) for i in range(window.documents.count())]
+    window.open_file(trace)
+    view = window.documents.currentWidget()
+    assert isinstance(view, ZonesView)
+    qtbot.waitUntil(lambda: view.trace is not None, timeout=30000)
+    assert len(view.trace.zones) == 3
