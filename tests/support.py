@@ -257,3 +257,40 @@ def patched_kernel_copy(vmfb, out, code: bytes = NULL_WRITE):
     with open(out, "r+b") as f:
         f.seek(offset)
         f.write(code)
+
+
+# -- programs compiled with their executables dumped (substitution tests) ----------------------------------
+
+
+# Target flags of the substitution tests, as a user writes them for iree-compile.
+TARGET_FLAGS = {
+    "cpu": ["--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu",
+            "--iree-llvmcpu-target-cpu=host"],
+    "vulkan": ["--iree-hal-target-device=vulkan"],
+    "vmvx": ["--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=vmvx"],
+}  # fmt: skip
+
+
+def compile_with_dumps(sample: str, target: str, out: Path) -> Path:
+    """Compile a sample, dumping executable sources, intermediates (.ll, .spirv) and binaries under ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    vmfb = out / f"{sample}.vmfb"
+    if vmfb.exists():  # compiled by an earlier test of the module (same folder, same flags)
+        return vmfb
+    subprocess.run(
+        [iree_tool("iree-compile"), str(sample_path(sample)), *TARGET_FLAGS[target], "-o", str(vmfb),
+         f"--iree-hal-dump-executable-sources-to={out / 'sources'}",
+         f"--iree-hal-dump-executable-intermediates-to={out / 'intermediates'}",
+         f"--iree-hal-dump-executable-binaries-to={out / 'binaries'}"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return vmfb
+
+
+def edited_source(sources: Path, out: Path) -> Path:
+    """The dumped MLIR source of main_dispatch_0 with the final ``addf`` made a ``mulf``."""
+    text = (sources / "module_main_dispatch_0.mlir").read_text()
+    edited, n = re.subn(r"arith\.addf (%\w+), (%\w+) : f32", r"arith.mulf \1, \2 : f32", text)
+    assert n == 1
+    out.write_text(edited)
+    return out

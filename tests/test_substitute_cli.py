@@ -12,38 +12,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support import TARGET_FLAGS as TARGETS
+from support import compile_with_dumps, edited_source, iree_tool
 
 from engine.cli import main as cli_main
 from engine.runtime.hal.vulkan.loader import vulkan_available
-from engine.samples import sample_path
-from tests.support import iree_tool
 
 _NO_VULKAN = vulkan_available()
 needs_vulkan = pytest.mark.skipif(_NO_VULKAN is not None, reason=f"no Vulkan: {_NO_VULKAN}")
-
-TARGETS = {
-    "cpu": ["--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu",
-            "--iree-llvmcpu-target-cpu=host"],
-    "vulkan": ["--iree-hal-target-device=vulkan"],
-    "vmvx": ["--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=vmvx"],
-}  # fmt: skip
-
-
-def compile_with_dumps(sample: str, target: str, out: Path) -> Path:
-    """Compile a sample, dumping executable sources, intermediates (.ll, .spirv) and binaries under ``out``."""
-    out.mkdir(parents=True, exist_ok=True)
-    vmfb = out / f"{sample}.vmfb"
-    if vmfb.exists():  # compiled by an earlier test of the module (same folder, same flags)
-        return vmfb
-    subprocess.run(
-        [iree_tool("iree-compile"), str(sample_path(sample)), *TARGETS[target], "-o", str(vmfb),
-         f"--iree-hal-dump-executable-sources-to={out / 'sources'}",
-         f"--iree-hal-dump-executable-intermediates-to={out / 'intermediates'}",
-         f"--iree-hal-dump-executable-binaries-to={out / 'binaries'}"],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    return vmfb
-
 
 @pytest.fixture(scope="module")
 def ew(tmp_path_factory):
@@ -65,15 +41,6 @@ def run_lens(vmfb: Path, base: Path, engine: str, device: str, *subs: str, capsy
     )  # fmt: skip
     err = capsys.readouterr().err
     return rc, err, (np.load(out) if out.exists() else None)
-
-
-def edited_source(sources: Path, out: Path) -> Path:
-    """The dumped MLIR source of main_dispatch_0 with the final ``addf`` made a ``mulf``."""
-    text = (sources / "module_main_dispatch_0.mlir").read_text()
-    edited, n = re.subn(r"arith\.addf (%\w+), (%\w+) : f32", r"arith.mulf \1, \2 : f32", text)
-    assert n == 1
-    out.write_text(edited)
-    return out
 
 
 @pytest.mark.parametrize("engine", ["debug", "reference"])

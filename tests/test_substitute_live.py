@@ -9,6 +9,7 @@ import re
 
 import numpy as np
 import pytest
+from support import compile_with_dumps, edited_source
 
 from engine.runtime.debug_runner import DebugRunner, create_device
 from engine.runtime.function_io import Tensor
@@ -18,7 +19,6 @@ from engine.runtime.hal.vulkan.loader import vulkan_available
 from engine.runtime.vmfb.module import open_vmfb
 from engine.substitute.errors import EditCompileError, InterfaceMismatchError
 from engine.substitute.live import LiveSubstitutions
-from tests.test_substitute_cli import compile_with_dumps, edited_source
 
 _NO_VULKAN = vulkan_available()
 
@@ -123,10 +123,11 @@ def test_export_writes_files_and_flags(tmp_path):
     # The flag reproduces the edit with IREE's own compiler and runtime.
     import subprocess
 
+    from support import TARGET_FLAGS as TARGETS
+    from support import iree_tool
+
     from engine.runtime.reference import ReferenceRunner
     from engine.samples import sample_path
-    from tests.support import iree_tool
-    from tests.test_substitute_cli import TARGETS
 
     out = tmp_path / "reproduced.vmfb"
     subprocess.run(

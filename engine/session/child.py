@@ -51,16 +51,24 @@ _PAUSE = "__pause__"
 
 
 def _tensor_refs(event: Event) -> list[TensorRef]:
-    """The tensors an event carries: ``Finished.outputs``, an ``Answer`` value (alone or in a list)."""
+    """The tensors an event carries: ``Finished.outputs``, or anywhere in an ``Answer`` value (alone, in
+    lists, or in the values of a dict, as substitution answers hold them)."""
     if isinstance(event, Finished):
         return [r for r in event.outputs if isinstance(r, TensorRef)]
     if isinstance(event, Answer):
-        value = event.value
-        if isinstance(value, TensorRef):
-            return [value]
-        if isinstance(value, list | tuple):
-            return [r for r in value if isinstance(r, TensorRef)]
+        return list(_refs_in(event.value))
     return []
+
+
+def _refs_in(value: object):
+    if isinstance(value, TensorRef):
+        yield value
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from _refs_in(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _refs_in(v)
 
 
 def _export_tensors(event: Event) -> Event:

@@ -58,6 +58,9 @@ from engine.session.protocol import (
     StopReason,
     TensorRef,
 )
+from engine.substitute.live import LiveSubstitutions
+from engine.substitute.session_queries import QUERIES as SUBSTITUTION_QUERIES
+from engine.substitute.session_queries import answer as answer_substitution
 
 
 class RunState(StrEnum):
@@ -106,6 +109,10 @@ class DebugSession:
             "binding": self._binding,
             "bindings": self._bindings,
         }
+        # Hot substitution of executables (engine.substitute), answered for the paused dispatch.
+        for name in SUBSTITUTION_QUERIES:
+            self._queries[name] = lambda *args, _name=name: self._substitution(_name, args)
+        self.live: LiveSubstitutions | None = None
 
     # ---------------------------------------------------------------------------------------- commands
 
@@ -137,6 +144,7 @@ class DebugSession:
         self.controller = vmc.Controller(self.runner.context)
         self.gate = DispatchGate(self._park, self.controller.take_pause, self._progress)
         self.runner.device.observers.append(self.gate)
+        self.live = LiveSubstitutions.for_runner(self.runner)
         self._install_breakpoints()
         self.emit(Opened(command.module_path, tuple(self.runner.function_names), command.device))
 
@@ -444,6 +452,17 @@ class DebugSession:
             raise DebugRunError(f"binding {index} out of range: the dispatch has {len(record.bindings)}")
         data = np.array(record.bindings[index].data, copy=True)
         return TensorRef(data.shape, data.dtype.str, "u8", array=data)
+
+    def _substitution(self, query: str, args: tuple) -> Any:
+        """A substitution query; binding bytes in the answer become tensors (shared across processes)."""
+        if self.live is None:
+            raise DebugRunError("no module is open")
+        value = answer_substitution(self.live, query, args, self.gate.current if self.gate else None)
+        if isinstance(value, dict):
+            for key in ("before", "after"):
+                if value.get(key) is not None:
+                    value[key] = [TensorRef(a.shape, a.dtype.str, "u8", array=np.asarray(a)) for a in value[key]]
+        return value
 
     def _bindings(self) -> list[TensorRef]:
         return [self._binding(k) for k in range(len(self._paused_record().bindings))]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from PySide6.QtWidgets import QTableWidget
+from support import compile_with_dumps
 
 from app.views.executable_editor import ExecutableEditor
 from engine.runtime.debug_runner import DebugRunner, create_device
@@ -14,7 +15,6 @@ from engine.runtime.hal.module import HalModule
 from engine.runtime.vmfb.module import open_vmfb
 from engine.substitute.documents import DraftStore, documents_from_dumps, documents_from_module
 from engine.substitute.live import LiveSubstitutions
-from tests.test_substitute_cli import compile_with_dumps
 
 
 def fused_sub(a: np.ndarray, b: np.ndarray) -> np.ndarray:
