@@ -147,8 +147,11 @@ class MainWindow(QMainWindow):
         if spec.area == "document":
             widget.setProperty(KEEP_ALIVE, True)
             self._document_panels[spec.id] = (widget, spec.title)
-            if spec.visible:  # the others open from the View menu or when something is shown in them
+            if spec.visible:
                 self.documents.open_document(widget, spec.title, key=f"panel:{spec.id}")
+            else:  # opens from the View menu or when something is shown in it; owned by the window till then
+                widget.setParent(self)
+                widget.hide()
             if hasattr(self, "_view_menu"):
                 self._view_menu.addAction(self._document_action(spec.id))
             return widget
