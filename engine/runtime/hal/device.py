@@ -425,5 +425,3 @@ def _require(r: ResolvedRange, what: str) -> HalBuffer:
         raise VmStatusError(StatusCode.INVALID_ARGUMENT, f"{what} buffer is NULL")
     return r.buffer
 
-
-HalDevice = Device  # the ``!hal.device`` ref type under its HAL name
