@@ -249,8 +249,10 @@ class Bundle:
             raise BundleError(f"{path} is not a capture bundle: no {MANIFEST}")
         try:
             self.manifest = json.loads(manifest_path.read_text())
+            if not isinstance(self.manifest, dict):
+                raise ValueError("the manifest is not a JSON object")
             self.dispatches = [DispatchEntry.from_json(d) for d in self.manifest.get("dispatches", [])]
-        except (ValueError, KeyError, TypeError) as e:
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise BundleError(f"{manifest_path} is not a valid manifest: {e}") from None
 
     @classmethod

@@ -62,6 +62,8 @@ class SessionStore:
         """The saved session; an unreadable file gives an empty session rather than an error."""
         try:
             data = json.loads(self.session_file.read_text(encoding="utf-8"))
+            if not isinstance(data, dict):
+                raise ValueError("the session file does not hold a JSON object")
             known = {k: v for k, v in data.items() if k in SavedSession.__dataclass_fields__}
             self.session = SavedSession(**known)
         except (OSError, ValueError, TypeError):
