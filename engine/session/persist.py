@@ -19,7 +19,8 @@ def default_state_dir() -> Path:
     return Path(base) / "iree-lens" / "last-session"
 
 
-def _atomic_write(path: Path, text: str) -> None:
+def atomic_write(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so that a crash leaves the old file or the new one, never half of one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w", encoding="utf-8") as f:
@@ -71,7 +72,7 @@ class SessionStore:
         return self.session
 
     def save(self) -> None:
-        _atomic_write(self.session_file, json.dumps(asdict(self.session), indent=2))
+        atomic_write(self.session_file, json.dumps(asdict(self.session), indent=2))
 
     def update(self, **changes: Any) -> None:
         for key, value in changes.items():
@@ -84,7 +85,7 @@ class SessionStore:
         """Save an edited source (an executable's MLIR/LLVM IR, a phase snapshot) under ``name``."""
         safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in name)
         path = self.root / "sources" / safe
-        _atomic_write(path, text)
+        atomic_write(path, text)
         self.session.edited_sources[name] = str(path)
         self.save()
         return path

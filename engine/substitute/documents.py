@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.runtime.vmfb.module import VmfbModule
+from engine.session.persist import atomic_write
 
 KIND_SUFFIX = {"mlir": ".mlir", "llvm": ".ll", "spirv": ".spvasm"}
 KIND_TITLE = {"mlir": "MLIR source", "llvm": "LLVM IR", "spirv": "SPIR-V"}
@@ -130,17 +131,9 @@ class DraftStore:
 
     def save(self, scope: str, doc: EditableText, text: str) -> Path:
         path = self.path(scope, doc)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        atomic_write(path, text)
         meta = path.with_suffix(path.suffix + ".json")
-        meta_tmp = meta.with_name(meta.name + ".tmp")
-        meta_tmp.write_text(json.dumps({"scope": scope, "name": doc.name, "kind": doc.kind}))
-        os.replace(meta_tmp, meta)
+        atomic_write(meta, json.dumps({"scope": scope, "name": doc.name, "kind": doc.kind}))
         return path
 
     def load(self, scope: str, doc: EditableText) -> str | None:
