@@ -84,6 +84,10 @@ PANELS: list[PanelSpec] = [
     PanelSpec(
         "dispatches", "Dispatches", "app.views.dispatch_panel:DispatchPanel", area="right", tabify_with="stepper"
     ),
+    PanelSpec(
+        "run_dispatches", "Run Dispatches", "app.views.dispatch_run_live:run_dispatches_panel", area="document",
+        visible=False,
+    ),
     PanelSpec("editor", "Executable Editor", "app.views.executable_editor:ExecutableEditorPanel", area="document"),
     PanelSpec("zones", "Zones", "app.views.zones_view:zones_panel", area="document", visible=False),
 ]

@@ -79,7 +79,7 @@ class DispatchRunModel(QAbstractTableModel):
             if col == 4:
                 return " ".join(e.output_types) or "-"
             return e.health
-        if role == Qt.ItemDataRole.ForegroundRole and col == 5 and e.health != "ok":
+        if role == Qt.ItemDataRole.ForegroundRole and col == 5 and e.health not in ("ok", "-"):
             return QBrush(QColor(200, 30, 30))
         if role == Qt.ItemDataRole.ToolTipRole and col == 1:
             return f"executable {e.executable}; tensors from {e.tensors_from}"
