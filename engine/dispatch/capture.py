@@ -23,7 +23,7 @@ from engine.dispatch.debug_capture import (
 from engine.dispatch.tensor_types import BindingInterface, TensorType, view_bytes
 from engine.errors import LensError
 from engine.runtime.function_io import Scalar, Tensor, Value, parse_inputs, split_cconv
-from engine.runtime.reference import ReferenceRunError, ReferenceRunner
+from engine.runtime.reference import ReferenceRunner
 
 
 class CaptureError(LensError):
@@ -107,30 +107,6 @@ def capture_debug(
     return CaptureResult(writer.directory, writer.dispatch_count, results, writer.bytes_written)
 
 
-class _TracingReferenceRunner(ReferenceRunner):
-    """IREE's runtime with a ``HalModuleDebugSink`` whose callback receives every trace point."""
-
-    def __init__(self, module_path, device_uri: str, sink: Callable[[str, list], None]):
-        self._sink = sink
-        super().__init__(module_path, device_uri)
-
-    def __post_init__(self) -> None:
-        import iree.runtime as rt
-
-        self._rt = rt
-        try:
-            self.instance = rt.VmInstance()
-            self.device = rt.get_device(self.device_uri)
-            debug_sink = rt.HalModuleDebugSink(self._sink)
-            hal = rt.create_hal_module(self.instance, self.device, debug_sink=debug_sink)
-            self._debug_sink = debug_sink  # kept alive as long as the module uses it
-            with open(self.module_path, "rb") as fh:
-                self.module = rt.VmModule.copy_buffer(self.instance, fh.read())
-            self.context = rt.VmContext(self.instance, [hal, self.module])
-        except (RuntimeError, ValueError, OSError) as e:
-            raise ReferenceRunError(f"cannot load {self.module_path} on {self.device_uri}: {e}") from None
-
-
 NO_TRACE_POINTS = (
     "{module} has no dispatch trace points: IREE's runtime shows a dispatch's tensors only at trace points; "
     "recompile with --iree-flow-trace-dispatch-tensors, or capture with --engine=debug (no flags needed)"
@@ -151,7 +127,7 @@ def capture_reference(
         raise CaptureError(NO_TRACE_POINTS.format(module=module))
     writer = BundleWriter(out, module=str(module), function=function, engine="reference", device=device)
     state: dict = {"pending": None, "errors": []}
-    runner_box: list[_TracingReferenceRunner] = []
+    runner_box: list[ReferenceRunner] = []
 
     def sink(key: str, buffer_views: list) -> None:
         try:
@@ -189,7 +165,10 @@ def capture_reference(
         except Exception as e:  # an exception must not cross into IREE's runtime
             state["errors"].append(f"{key}: {e}")
 
-    runner = _TracingReferenceRunner(module, device, sink)
+    import iree.runtime as rt
+
+    # ReferenceRunner keeps the sink alive as long as its HAL module uses it (its ``debug_sink`` field).
+    runner = ReferenceRunner(module, device, debug_sink=rt.HalModuleDebugSink(sink))
     runner_box.append(runner)
     args = parse_inputs(input_specs, split_cconv(runner.cconv(function))[0])
     _write_program_values(writer, "inputs", args)
