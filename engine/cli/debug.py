@@ -64,7 +64,17 @@ def add_parser(subparsers) -> None:
         help="debug: IREE Lens's VM and emulated HAL (every breakpoint); reference: IREE's runtime, "
         "dispatch breakpoints at the trace points of a module compiled with --iree-flow-trace-dispatch-tensors",
     )
-    p.add_argument("--commands", required=True, metavar="FILE", help="one debugger command a line")
+    p.add_argument(
+        "--commands",
+        required=True,
+        metavar="FILE",
+        help="one debugger command a line: break dispatch ORDINAL|NAME|* [before|after]; break nan; "
+        "break diverge BUNDLE_DIR|MODULE.vmfb [ATOL] [RTOL] (after the first dispatch whose outputs differ "
+        "from a reference run beyond the tolerance: a capture bundle of iree-lens capture, or a module run "
+        "on the debug engine with the same function and inputs; debug engine only); break function NAME; "
+        "break pc FUNCTION:PC; continue; step [N]; next [N]; finish; reverse-step [N]; reverse-next [N]; "
+        "reverse-finish; reverse-continue; info registers; save-tensors DIR",
+    )
     p.add_argument("--json", action="store_true", help="one JSON object a line for each stop")
     p.set_defaults(func=run)
 
@@ -90,7 +100,7 @@ def stop_json(stop: Stopped | None, function: str, registers: dict | None = None
     frames = stop.location.frames if stop is not None else ()
     info = stop.location.dispatch_info if stop is not None else None
     top = frames[-1] if frames else None
-    return {
+    line = {
         "reason": str(stop.reason) if stop is not None else None,
         "function": top.function if top is not None else function,
         "pc": top.pc if top is not None else None,
@@ -98,6 +108,9 @@ def stop_json(stop: Stopped | None, function: str, registers: dict | None = None
         "dispatch": info.to_json() if info is not None else None,
         "registers": registers if registers is not None else (stop.detail.get("registers", {}) if stop else {}),
     }
+    if stop is not None and stop.detail.get("divergence"):  # break diverge: where and how far
+        line["divergence"] = {k: v for k, v in stop.detail["divergence"].items() if k != "text"}
+    return line
 
 
 def describe_stop(stop: Stopped, function: str) -> str:
@@ -113,6 +126,8 @@ def describe_stop(stop: Stopped, function: str) -> str:
         parts.append(f"in {function}")
     if stop.detail.get("nan_bindings"):
         parts.append(f"(NaN/Inf written to bindings {stop.detail['nan_bindings']})")
+    if stop.detail.get("divergence"):
+        parts.append(f"({stop.detail['divergence']['text']})")
     return " ".join(parts)
 
 

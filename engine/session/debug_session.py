@@ -160,7 +160,7 @@ class DebugSession:
         args = parse_inputs(list(command.inputs), arg_kinds)
         vm_args = [runner.to_vm(kind, value) for kind, value in zip(arg_kinds, args)]
         runner.context.interpreter.reset()
-        self.gate.begin_call(runner.device.dispatch_count)
+        self.gate.begin_call(runner.device.dispatch_count, command.function, tuple(command.inputs))
         self._function = command.function
         runner.context.begin_call(command.function, vm_args)
         if command.stop_at_entry:
@@ -295,6 +295,8 @@ class DebugSession:
             detail["breakpoints"] = [b.describe() for b in why.breakpoints]
         if why.nan_bindings:
             detail["nan_bindings"] = list(why.nan_bindings)
+        if why.divergence:
+            detail["divergence"] = why.divergence
         self.emit(Stopped(reason, self.location(), detail))
         with self._cv:
             self._state = RunState.PARKED

@@ -30,7 +30,7 @@ _FLOAT_DTYPES = {"f16": np.float16, "f32": np.float32, "f64": np.float64}
 
 
 def is_dispatch_breakpoint(bp: Breakpoint) -> bool:
-    return bp.kind in (BreakpointKind.DISPATCH, BreakpointKind.NAN)
+    return bp.kind in (BreakpointKind.DISPATCH, BreakpointKind.NAN, BreakpointKind.DIVERGE)
 
 
 def name_matches(pattern: str, executable: str, export: str) -> bool:
@@ -99,6 +99,7 @@ class GateStop:
     nan_bindings: tuple[int, ...] = ()
     step: bool = False
     paused: bool = False
+    divergence: dict | None = None  # DivergeHit.to_json() of a diverge breakpoint
 
 
 class DispatchGate(DispatchObserver):
@@ -121,11 +122,33 @@ class DispatchGate(DispatchObserver):
         self._buffers: dict[int, int] = {}
         self._before_bytes: list[np.ndarray | None] = []
         self._nonfinite_before: list[int] = []
+        # Diverge breakpoints: their reference runs (engine.dispatch.diverge_condition), by breakpoint.
+        self._references: dict[Breakpoint, object] = {}
+        self._call: tuple[str, tuple[str, ...]] | None = None
+        self._diverged: set[Breakpoint] = set()  # fired in this call: later dispatches inherit the difference
 
-    def begin_call(self, dispatch_count: int) -> None:
+    def begin_call(self, dispatch_count: int, function: str | None = None, inputs: tuple[str, ...] = ()) -> None:
         self.base = dispatch_count
         self.stop_at_next = False
         self._buffers.clear()
+        self._diverged.clear()
+        if function is not None:
+            self._call = (function, tuple(inputs))
+            for bp in self._diverge_breakpoints():
+                self._reference(bp)  # a module reference runs now: an error fails the call, named
+
+    def _diverge_breakpoints(self) -> tuple[Breakpoint, ...]:
+        return tuple(bp for bp in self.breakpoints if bp.kind == BreakpointKind.DIVERGE and bp not in self._diverged)
+
+    def _reference(self, bp: Breakpoint):
+        from engine.dispatch.diverge_condition import DivergeReference
+
+        ref = self._references.get(bp)
+        if ref is None:
+            ref = self._references[bp] = DivergeReference(bp.reference or "", bp.atol or 0.0, bp.rtol or 0.0)
+        if self._call is not None:
+            ref.prepare(*self._call)
+        return ref
 
     def ordinal(self, record: DispatchRecord) -> int:
         return record.sequence - self.base
@@ -167,7 +190,7 @@ class DispatchGate(DispatchObserver):
         return any(bp.kind == BreakpointKind.NAN for bp in self.breakpoints)
 
     def _wants_after(self, record: DispatchRecord) -> bool:
-        return self._watch_nan() or bool(self._matching(record, DispatchWhen.AFTER))
+        return self._watch_nan() or bool(self._diverge_breakpoints()) or bool(self._matching(record, DispatchWhen.AFTER))
 
     # -- the observer
 
@@ -207,9 +230,18 @@ class DispatchGate(DispatchObserver):
             hit = self._matching(record, DispatchWhen.AFTER)
             if nan:
                 hit = hit + tuple(bp for bp in self.breakpoints if bp.kind == BreakpointKind.NAN)
+            divergence = None
+            for bp in self._diverge_breakpoints():
+                written = [a for a, acc in zip(after, access) if acc == "write"]
+                found = self._reference(bp).check(self.ordinal(record), record.export_name, written)
+                if found is not None:
+                    self._diverged.add(bp)
+                    hit, divergence = hit + (bp,), found.to_json()
+                    divergence["text"] = found.describe()
+                    break
             if hit:
                 self.current_info = self.info(record, DispatchWhen.AFTER, access)
-                self.park(record, self.current_info, GateStop(hit, nan))
+                self.park(record, self.current_info, GateStop(hit, nan, divergence=divergence))
         finally:
             self._before_bytes = []
             self.current = None

@@ -22,6 +22,7 @@ class BreakpointKind(StrEnum):
     IMPORT = "import"  # every call of an import (``hal.device.queue.execute``...)
     DISPATCH = "dispatch"  # a dispatch: by run ordinal, by IREE's name (globs), or every one ("*")
     NAN = "nan"  # after the first dispatch that writes NaN or Inf
+    DIVERGE = "diverge"  # after the first dispatch whose outputs differ from a reference run (``reference``)
 
 
 class StepMode(StrEnum):
@@ -65,6 +66,10 @@ class Breakpoint:
     dispatch: str | None = None
     ordinal: int | None = None
     when: str = DispatchWhen.BEFORE
+    # ``diverge``: the reference run (a capture bundle or a .vmfb module) and the tolerance.
+    reference: str | None = None
+    atol: float | None = None
+    rtol: float | None = None
 
     def describe(self) -> str:
         """Short text for lists and stop reports (``before dispatch #1``, ``entry of main``...)."""
@@ -79,6 +84,8 @@ class Breakpoint:
             return f"{self.when} dispatch {'every one' if target == '*' else target}"
         if self.kind == BreakpointKind.NAN:
             return "after a dispatch that writes NaN/Inf"
+        if self.kind == BreakpointKind.DIVERGE:
+            return f"after a dispatch that diverges from {self.reference} (atol {self.atol or 0}, rtol {self.rtol or 0})"
         return repr(self)
 
 

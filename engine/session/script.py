@@ -4,6 +4,9 @@
 
     break dispatch ORDINAL|NAME|* [before|after]   # a dispatch breakpoint (NAME: IREE's name, globs)
     break nan                                      # after the first dispatch that writes NaN or Inf
+    break diverge BUNDLE_DIR|MODULE.vmfb [ATOL] [RTOL]   # after the first dispatch whose outputs differ
+                                                   # from a reference run (a capture bundle, or a module
+                                                   # run with the same inputs) beyond the tolerance
     break function NAME                            # entry of a VM function
     break pc FUNCTION:PC                           # an instruction (PC decimal or 0x...)
     continue | step [N] | next [N] | finish        # run
@@ -50,7 +53,7 @@ def _int(text: str) -> int:
 
 def _parse_break(words: list[str]) -> Breakpoint:
     if not words:
-        raise ValueError("break what? (dispatch ORDINAL|NAME|*, nan, function NAME, pc FUNCTION:PC)")
+        raise ValueError("break what? (dispatch ORDINAL|NAME|*, nan, diverge REF, function NAME, pc FUNCTION:PC)")
     kind, rest = words[0], words[1:]
     if kind == "dispatch":
         when = DispatchWhen.BEFORE
@@ -62,6 +65,17 @@ def _parse_break(words: list[str]) -> Breakpoint:
         if target.isdigit():
             return Breakpoint(BreakpointKind.DISPATCH, ordinal=int(target), when=when)
         return Breakpoint(BreakpointKind.DISPATCH, dispatch=target, when=when)
+    if kind == "diverge":
+        if not 1 <= len(rest) <= 3:
+            raise ValueError("break diverge takes BUNDLE_DIR|MODULE.vmfb [ATOL] [RTOL]")
+        try:
+            tolerances = [float(x) for x in rest[1:]]
+        except ValueError:
+            raise ValueError(f"break diverge: tolerances must be numbers, not {' '.join(rest[1:])!r}") from None
+        if any(t < 0 for t in tolerances):
+            raise ValueError("break diverge: tolerances must not be negative")
+        atol, rtol = (tolerances + [0.0, 0.0])[:2]
+        return Breakpoint(BreakpointKind.DIVERGE, when=DispatchWhen.AFTER, reference=rest[0], atol=atol, rtol=rtol)
     if kind == "nan":
         if rest:
             raise ValueError("break nan takes nothing more")
@@ -81,7 +95,7 @@ def _parse_break(words: list[str]) -> Breakpoint:
         if not function or value < 0:
             raise ValueError("break pc takes FUNCTION:PC")
         return Breakpoint(BreakpointKind.INSTRUCTION, function=function, pc=value)
-    raise ValueError(f"unknown breakpoint kind {kind!r} (dispatch, nan, function, pc)")
+    raise ValueError(f"unknown breakpoint kind {kind!r} (dispatch, nan, diverge, function, pc)")
 
 
 def parse_line(number: int, line: str) -> ScriptCommand | None:
