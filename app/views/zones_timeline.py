@@ -157,39 +157,48 @@ class ZoneTimelineItem(pg.GraphicsObject):
         self.painted_count = n
 
     def _paint_raster(self, p, x0, x1, y0, h, color, left, right) -> None:
-        """Fill the boxes lane by lane: one scanline of colours per lane, found with ``searchsorted``,
-        drawn as a one-pixel-high image stretched to the lane's height.
+        """Fill the boxes: one scanline of colours per visible lane, all lanes found by a single
+        ``searchsorted`` and drawn from one image (a row per lane) stretched to each lane's height.
 
         The boxes of one lane are contiguous, sorted and (for nested traces) disjoint, so pixel ``x``
-        shows the last box starting at or before it, if that box reaches past ``x``. Python work is per
-        lane, never per box; a box's first pixel is darkened so neighbours stay apart.
+        shows the last box starting at or before it, if that box reaches past ``x``. Keys ``lane * W + x``
+        make every lane one sorted run, so no Python loop touches boxes or pixels; the per-lane work left
+        is one ``drawImage``. A box's first pixel is darkened so neighbours stay apart.
         """
         ix0 = int(np.floor(min(left, right)))
         width = int(np.ceil(abs(right - left))) + 1
-        if width <= 0 or width > 16384:
+        n = len(y0)
+        if width <= 0 or width > 16384 or n == 0:
             return
-        px = np.arange(width, dtype=np.float64) + ix0 + 0.5
-        hatch_cols = (np.arange(width) // 2) % 2 == 0
-        lane_change = np.flatnonzero(np.diff(y0)) + 1
-        bounds = np.concatenate(([0], lane_change, [len(y0)]))
-        colors, edges = self._colors, self._edge_colors
+        lane_start = np.empty(n, bool)
+        lane_start[0] = True
+        np.not_equal(y0[1:], y0[:-1], out=lane_start[1:])
+        lane = np.cumsum(lane_start) - 1  # lane number of each box, 0..L-1
+        firsts = np.flatnonzero(lane_start)
+        n_lanes = firsts.shape[0]
+        stride = float(width + 8)
+        # Box starts in scanline pixels, clamped into [-2, width + 2] so lanes never reach into each other.
+        bx0 = np.clip(x0 - ix0, -2.0, width + 2.0)
+        bx1 = np.clip(x1 - ix0, -2.0, width + 2.0)
+        keys = lane * stride + bx0
+        px = (np.arange(n_lanes, dtype=np.float64)[:, None] * stride + (np.arange(width) + 0.5)[None, :]).ravel()
+        j = np.searchsorted(keys, px, side="right") - 1
+        jj = np.maximum(j, 0)
+        pixel_lane = np.repeat(np.arange(n_lanes), width)
+        covered = (j >= 0) & (lane[jj] == pixel_lane) & ((px - pixel_lane * stride) < bx1[jj])
+        c = color[jj]
+        lines = np.where(covered, self._colors[c], 0).astype(np.uint32)
+        first = np.floor(bx0).astype(np.int64)
+        wide = (x1 - x0 > 4) & (first >= 0) & (first < width)
+        lines[lane[wide] * width + first[wide]] = self._edge_colors[color[wide]]
+        if np.any(color < 0):  # merged runs: a two-pixel hatch
+            hatch = np.tile((np.arange(width) // 2) % 2 == 0, n_lanes)
+            lines[covered & (c < 0) & hatch] = 0xFF8A8A8A
+        image = QImage(lines.data, width, n_lanes, width * 4, QImage.Format.Format_ARGB32_Premultiplied)
         p.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, False)
-        lines = []  # keep each scanline alive until its image is drawn
-        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):  # one iteration per visible lane
-            lx0, lx1, lc = x0[a:b], x1[a:b], color[a:b]
-            j = np.searchsorted(lx0, px, side="right") - 1
-            jj = np.maximum(j, 0)
-            covered = (j >= 0) & (px < lx1[jj])
-            c = lc[jj]
-            line = np.where(covered, colors[c], 0).astype(np.uint32)
-            first = (lx0 - ix0).astype(np.int64)
-            wide = (lx1 - lx0 > 4) & (first >= 0) & (first < width)
-            line[first[wide]] = edges[lc[wide]]
-            if np.any(lc < 0):  # merged runs: a two-pixel hatch
-                line[covered & (c < 0) & hatch_cols] = 0xFF8A8A8A
-            lines.append(line)
-            image = QImage(line.data, width, 1, width * 4, QImage.Format.Format_ARGB32_Premultiplied)
-            p.drawImage(QRectF(ix0, float(y0[a]), width, h), image)
+        for k, a in enumerate(firsts.tolist()):  # one draw per visible lane
+            p.drawImage(QRectF(ix0, float(y0[a]), width, h), image, QRectF(0, k, width, 1))
+        del lines  # the image borrowed its memory until the draws above
 
     def _paint_labels(self, p, x0, x1, y0, h, boxes, merged, view_left: float) -> None:
         """Names on boxes wide enough to read (at most 300, widest first). Labels are the zone's name

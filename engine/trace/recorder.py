@@ -93,13 +93,7 @@ class ZoneRecorder(DispatchObserver):
     def after_dispatch(self, record: DispatchRecord, failed: str | None = None) -> None:
         end = self.clock()
         start = self._dispatch_start.pop(record.sequence, end)
-        args = {
-            "ordinal": record.sequence,
-            "executable": record.executable,
-            "export_ordinal": record.export_ordinal,
-            "workgroup_count": list(record.workgroup_count),
-            "device": record.device,
-        }
+        args = self._args(record)
         if failed:
             args["error"] = failed
         self.payloads.append(args)
@@ -109,6 +103,40 @@ class ZoneRecorder(DispatchObserver):
 
     def dispatch_failed(self, record: DispatchRecord, error: Exception) -> None:
         self.after_dispatch(record, failed=str(error))
+
+    # Zones need times and records only, so a Vulkan device keeps batching command buffers for us.
+    reads_bindings = False
+
+    def dispatch_batch(self, records: list[DispatchRecord], start_ns: int, end_ns: int) -> None:
+        """A command buffer that ran as one submission: the host saw only its start and end, so its time is
+        split among its dispatches in proportion to their workgroup counts (marked ``"timing": "batch share"``
+        in each zone's args, with the batch's size)."""
+        if not records:
+            return
+        weights = [max(r.workgroup_count[0] * r.workgroup_count[1] * r.workgroup_count[2], 1) for r in records]
+        total = sum(weights)
+        span = max(end_ns - start_ns, 0)
+        at, acc = start_ns, 0
+        for r, w in zip(records, weights):
+            acc += w
+            end = start_ns + span * acc // total
+            args = self._args(r)
+            args["timing"] = "batch share"
+            args["batch_dispatches"] = len(records)
+            self.payloads.append(args)
+            self._close(at, end, 1, self.names.intern(r.export_name), CAT_DISPATCH, len(self.payloads) - 1)
+            at = end
+
+    @staticmethod
+    def _args(record: DispatchRecord) -> dict:
+        return {
+            "ordinal": record.sequence,
+            "executable": record.executable_id or record.executable,
+            "executable_label": record.executable,
+            "export_ordinal": record.export_ordinal,
+            "workgroup_count": list(record.workgroup_count),
+            "device": record.device,
+        }
 
     # -- results
 

@@ -48,6 +48,9 @@ class HalExecutable:
         self.label = label  # where it came from, e.g. "rodata 4"
         self.export_names = tuple(export_names)
         self.impl = impl
+        # IREE's profile names executables by creation order on their device, from 1 (``executable_id``).
+        device._executables_created = getattr(device, "_executables_created", 0) + 1
+        self.creation_id = device._executables_created
 
     def lookup(self, name: str) -> int:
         """``executable.lookup.function``: the export's ordinal (the function id of CPU/VMVX/Vulkan)."""
@@ -95,6 +98,7 @@ class DispatchRecord:
     workgroup_count: tuple[int, int, int]
     constants: tuple[int, ...]
     bindings: tuple[DispatchBinding, ...]
+    executable_id: int = 0  # the executable's creation order on the device, from 1 (IREE's executable_id)
 
 
 class DispatchObserver:
@@ -112,6 +116,18 @@ class DispatchObserver:
 
     def dispatch_failed(self, record: DispatchRecord, error: Exception) -> None:
         pass
+
+    # An observer that only needs timing and records (never reads a binding's bytes while the device is
+    # idle) sets this False: a device may then run a whole command buffer at once (Vulkan batches it) and
+    # tell it ``dispatch_batch`` afterwards instead of stopping around each dispatch.
+    reads_bindings = True
+
+    def dispatch_batch(self, records: list[DispatchRecord], start_ns: int, end_ns: int) -> None:
+        """Dispatches that ran together in one submission between ``start_ns`` and ``end_ns``
+        (``time.perf_counter_ns``); only told to observers with ``reads_bindings = False``."""
+        for record in records:
+            self.before_dispatch(record)
+            self.after_dispatch(record)
 
 
 @dataclass
@@ -293,6 +309,7 @@ class Device:
                 DispatchBinding(i, b.buffer, b.offset, b.length)
                 for i, b in enumerate(bindings)  # type: ignore[arg-type]
             ),
+            executable_id=getattr(executable, "creation_id", 0),
         )
         self._dispatches += 1
         for observer in list(self.observers):

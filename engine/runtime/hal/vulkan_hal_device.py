@@ -14,6 +14,7 @@ devices with buffer device addresses), like IREE's Vulkan driver.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -22,7 +23,13 @@ from engine.errors import HalError
 from engine.runtime.hal import commands as cmd
 from engine.runtime.hal.buffers import Allocation
 from engine.runtime.hal.commands import BindingTableEntry, HalCommandBuffer, ResolvedRange, resolve_ref
-from engine.runtime.hal.device import Device, HalExecutable, aligned_zeros
+from engine.runtime.hal.device import (
+    Device,
+    DispatchBinding,
+    DispatchRecord,
+    HalExecutable,
+    aligned_zeros,
+)
 from engine.runtime.vm.native import StatusCode, VmStatusError
 
 FORMAT_VULKAN_SPIRV = "vulkan-spirv-fb"
@@ -207,22 +214,28 @@ class VulkanHalDevice(Device):
             raise VmStatusError(StatusCode.INVALID_ARGUMENT, str(e)) from None
         self._run_vulkan(cb, touched)
 
-    # -- command buffers: one Vulkan submission for a whole HAL command buffer when nobody observes
+    # -- command buffers: one Vulkan submission for a whole HAL command buffer unless an observer reads bindings
 
     def execute(self, command_buffer: HalCommandBuffer, table: list[BindingTableEntry]) -> None:
         """Replay a HAL command buffer as one ``VulkanCommandBuffer``: its dispatches, with a pipeline barrier
         at each execution barrier, in one submission waited on with a fence.
 
-        Observed runs, indirect workgroup counts and command buffers with transfers replay command by command
-        (the base class), so observers see every dispatch alone and transfers keep the host's exact checks.
+        Runs observed by an observer that reads bindings, indirect workgroup counts and command buffers with
+        transfers replay command by command (the base class), so observers see every dispatch alone and
+        transfers keep the host's exact checks. Timing-only observers (``reads_bindings = False``) keep the
+        batch and are told ``dispatch_batch(records, start_ns, end_ns)`` once it has finished: the
+        submission's host-measured time, not per-dispatch device times (no timestamp queries here).
         """
-        if self.observers or not all(_batchable(k) for k in command_buffer.commands):
+        if any(getattr(o, "reads_bindings", True) for o in self.observers) or not all(
+            _batchable(k) for k in command_buffer.commands
+        ):
             super().execute(command_buffer, table)
             return
         self.check_submittable(command_buffer, table)
         # Resolve and validate everything before recording anything, like the command-by-command replay.
         steps: list[Any] = []
         touched: list[MirroredAllocation] = []
+        records: list[DispatchRecord] = []
         for command in command_buffer.commands:
             if isinstance(command, cmd.BarrierCommand):
                 steps.append(None)
@@ -245,6 +258,8 @@ class VulkanHalDevice(Device):
                 )
                 steps.append((pipeline, command.workgroup_count, list(command.constants), ranges))
                 touched += used
+                if self.observers:  # timing-only observers: told the whole batch after it ran
+                    records.append(self._batch_record(executable, command, bindings, len(records)))
         command_buffer.submissions += 1
         cb = self.vulkan.create_command_buffer(f"command buffer ({len(steps)} commands)")
         cb.begin()
@@ -261,7 +276,31 @@ class VulkanHalDevice(Device):
                 self._dispatches += 1
         except HalError as e:
             raise VmStatusError(StatusCode.INVALID_ARGUMENT, str(e)) from None
+        started = time.perf_counter_ns()
         self._run_vulkan(cb, touched)
+        if records:
+            ended = time.perf_counter_ns()
+            for observer in list(self.observers):
+                observer.dispatch_batch(records, started, ended)
+
+    def _batch_record(
+        self, executable: HalExecutable, command: Any, bindings: list[ResolvedRange], k: int
+    ) -> DispatchRecord:
+        return DispatchRecord(
+            sequence=self._dispatches + k,
+            device=self.name,
+            executable=executable.label,
+            executable_format=executable.format,
+            export_name=executable.export_name(command.ordinal),
+            export_ordinal=command.ordinal,
+            workgroup_count=tuple(command.workgroup_count),
+            constants=tuple(command.constants),
+            bindings=tuple(
+                DispatchBinding(i, b.buffer, b.offset, b.length)  # type: ignore[arg-type]
+                for i, b in enumerate(bindings)
+            ),
+            executable_id=executable.creation_id,
+        )
 
 
 def _batchable(command: cmd.Command) -> bool:
