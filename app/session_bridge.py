@@ -49,8 +49,10 @@ from engine.session.protocol import (
     StepMode,
     Stopped,
 )
+from engine.timetravel.session import Reverse, ReverseMode, TravelTo
 
-HANDLER = "engine.session.debug_session:DebugSession"
+# Every debug run records its history (engine.timetravel), so the window can step back and travel in time.
+HANDLER = "engine.timetravel.session:TimeTravelSession"
 STATE_DIR_ENV = "IREE_LENS_STATE_DIR"  # where the last session is saved (tests point it at a tmp dir)
 
 STOP_TIMEOUT_KEY = "session/stop_timeout_s"
@@ -160,6 +162,7 @@ class SessionBridge(QObject):
     progressed = Signal(object)  # Progress: what runs now (a dispatch), at most every PROGRESS_INTERVAL
     dispatchStopped = Signal(object)  # DispatchInfo: the run paused at this dispatch
     bindingsRead = Signal(object, object)  # DispatchInfo, list[np.ndarray]: the paused dispatch's bindings
+    historyChanged = Signal(object)  # dict: Evaluate("history") after each stop (recorded span, dispatches)
     _event = Signal(object)  # from the session's thread to the GUI thread (queued)
 
     def __init__(
@@ -192,6 +195,9 @@ class SessionBridge(QObject):
         self.crash_report = ""
         self.crash_count = 0
         self._closed = False
+        self.history: dict[str, Any] | None = None  # the last Evaluate("history") answer
+        self._history_alive = False  # a recorded call one can go back in (stopped, or finished)
+        self._reverse_from: str | None = None  # the state a reverse/travel command in flight started from
         self._event.connect(self._on_event, Qt.ConnectionType.QueuedConnection)
         # The session process starts with the first command: a window that never debugs never spawns one.
         self.session: Any = None
@@ -200,10 +206,10 @@ class SessionBridge(QObject):
 
     def _make_session(self):
         if self.in_process:
-            from engine.session.debug_session import DebugSession
             from engine.session.inprocess import InProcessSession
+            from engine.timetravel.session import TimeTravelSession
 
-            return InProcessSession(DebugSession, self._from_session, progress=True)
+            return InProcessSession(TimeTravelSession, self._from_session, progress=True)
         from engine.session.child import ChildSession
 
         return ChildSession(HANDLER, self._from_session, hang_timeout=self.hang_timeout, progress=True)
@@ -268,6 +274,7 @@ class SessionBridge(QObject):
         self.source_path = str(source_path) if source_path else None
         self.device = device
         self.last_stop = None
+        self._forget_history()
         self._set_state("starting")
         self._send(Open(self.module_path, device))
         self._send(SetBreakpoints(self.breakpoints))
@@ -277,6 +284,7 @@ class SessionBridge(QObject):
         command = Call(function, tuple(inputs), stop_at_entry)
         self.last_call = command
         self.last_stop = None
+        self._forget_history()
         self._save(function=function, inputs=list(command.inputs))
         self.callChanged.emit(command)
         self._run(command)
@@ -287,9 +295,9 @@ class SessionBridge(QObject):
             self._send(SetBreakpoints(self.breakpoints))
             self.call(self.last_call.function, self.last_call.inputs, self.last_call.stop_at_entry)
 
-    def step(self, mode: str = "into") -> None:
+    def step(self, mode: str = "into", count: int = 1) -> None:
         if self.state == "stopped":
-            self._run(Step(mode))
+            self._run(Step(mode, count))
 
     def step_into(self) -> None:
         self.step("into")
@@ -311,6 +319,77 @@ class SessionBridge(QObject):
     def run_to(self, function: str, pc: int) -> None:
         if self.state == "stopped":
             self._run(RunTo(function, pc))
+
+    # -- time travel (the session records every call) -----------------------------------------------
+
+    @property
+    def can_reverse(self) -> bool:
+        """A recorded call can be gone back in: paused, or finished (not failed, not crashed)."""
+        return self._history_alive and self.state in (BridgeState.STOPPED, BridgeState.IDLE)
+
+    def reverse(self, mode: str = ReverseMode.STEP, count: int = 1) -> None:
+        """``mode`` a ``ReverseMode`` (gdb's reverse-step/next/finish/continue); answered by ``stopped``."""
+        if self.can_reverse:
+            self._reverse_from = self.state
+            self._run(Reverse(str(mode), count))
+
+    def reverse_step_into(self) -> None:
+        self.reverse(ReverseMode.STEP)
+
+    def reverse_step_over(self) -> None:
+        self.reverse(ReverseMode.NEXT)
+
+    def reverse_step_out(self) -> None:
+        self.reverse(ReverseMode.FINISH)
+
+    def reverse_continue(self) -> None:
+        self.reverse(ReverseMode.CONTINUE)
+
+    def travel_to(self, position: int | None = None, dispatch: int | None = None, when: str = "before") -> None:
+        """Go to a recorded moment: an instruction ``position``, or a dispatch (its run ordinal): before it
+        runs, parked inside it so its tensors can be read, or ``after`` it."""
+        if self.can_reverse:
+            self._reverse_from = self.state
+            park = dispatch is not None and when == "before"
+            self._run(TravelTo(position, dispatch, when, park))
+
+    def previous_dispatch_ordinal(self) -> int | None:
+        """The dispatch before where the run is (from the history), or None when none was recorded."""
+        history = self.history or {}
+        marks = history.get("dispatches") or []
+        info = self.last_stop.location.dispatch_info if self.last_stop is not None else None
+        if info is not None and self.state == BridgeState.STOPPED:
+            target = info.ordinal - 1 if str(info.when) == "before" else info.ordinal
+            return target if any(m["ordinal"] == target for m in marks) else None
+        position = history.get("position")
+        if position is None:
+            return None
+        earlier = [m["ordinal"] for m in marks if m["position"] < position]
+        return max(earlier) if earlier else None
+
+    def previous_dispatch(self) -> bool:
+        """Go back to the dispatch before this moment and park in it (False: none recorded)."""
+        target = self.previous_dispatch_ordinal()
+        if target is None or not self.can_reverse:
+            return False
+        self.travel_to(dispatch=target)
+        return True
+
+    def when_changed(self, kind: str, *args: Any) -> None:
+        """Ask when a register/global/element last changed (``Evaluate("when_changed")``; see the session)."""
+        if self.can_reverse:
+            self.evaluate("when_changed", kind, *args)
+
+    def refresh_history(self) -> None:
+        if self._history_alive:
+            self.evaluate("history")
+
+    def _forget_history(self) -> None:
+        self._history_alive = False
+        self._reverse_from = None
+        if self.history is not None:
+            self.history = None
+            self.historyChanged.emit(None)
 
     def evaluate(self, query: str, *args: Any) -> None:
         if self.state in ("stopped", "idle"):
@@ -401,6 +480,8 @@ class SessionBridge(QObject):
             self.opened.emit(event)
         elif isinstance(event, Stopped):
             self.last_stop = event
+            self._history_alive = True
+            self._reverse_from = None
             self._set_state("stopped")
             self._move_context(event.location)
             self.stopped.emit(event)
@@ -408,14 +489,25 @@ class SessionBridge(QObject):
             self._publish_dispatch(info)
             if info is not None:
                 self.dispatchStopped.emit(info)
+            self.refresh_history()
         elif isinstance(event, Finished):
             self.last_stop = None
+            self._history_alive = True  # one can still go back from the end
+            self._reverse_from = None
             self._set_state("idle")
             self._publish_dispatch(None)
             self.finished.emit(event)
+            self.refresh_history()
         elif isinstance(event, Failed):
-            self.last_stop = None
-            if self.state in ("running", "stopped"):  # a failed call ends it; a rejected setting does not
+            if self._reverse_from is not None and self.state == BridgeState.RUNNING:
+                # A reverse command that cannot be done leaves the program where it was.
+                state, self._reverse_from = self._reverse_from, None
+                self._set_state(state)
+                if self.last_stop is not None:
+                    self._publish_dispatch(None)
+            elif self.state == BridgeState.RUNNING:  # a failed call ends it; a rejected query does not
+                self.last_stop = None
+                self._history_alive = False
                 self._set_state("idle")
             self.failed.emit(event)
         elif isinstance(event, Crashed):
@@ -424,6 +516,9 @@ class SessionBridge(QObject):
             if event.query == "bindings" and self.last_stop is not None:
                 info = self.last_stop.location.dispatch_info
                 self.bindingsRead.emit(info, [ref.to_numpy() for ref in event.value])
+            elif event.query == "history":
+                self.history = event.value if isinstance(event.value, dict) and event.value.get("recording") else None
+                self.historyChanged.emit(self.history)
             self.answered.emit(event)
         elif isinstance(event, Progress):
             self.progressed.emit(event)
@@ -433,6 +528,7 @@ class SessionBridge(QObject):
     def _on_crashed(self, crash: Crashed) -> None:
         self.last_crash = crash
         self.last_stop = None
+        self._forget_history()
         self.crash_count += 1
         self.crash_report = describe_crash(crash, self.last_call)
         # Restart first, so the report's Rerun works as soon as it is shown.

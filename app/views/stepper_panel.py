@@ -4,7 +4,9 @@ Left, the disassembly of the current function (the next instruction marked, brea
 right, the registers of the selected frame, the call stack, globals and the breakpoint list; below, the
 output (results as ``iree-run-module`` prints them, failures, crash reports). The run bar picks the
 function and its inputs (``--input`` syntax). Keys are the ones debuggers use: F5 continue, F10 step over,
-F11 step into, Shift+F11 step out, F9 toggle breakpoint, Ctrl+F10 run to cursor, Shift+F5 stop.
+F11 step into, Shift+F11 step out, F9 toggle breakpoint, Ctrl+F10 run to cursor, Shift+F5 stop. The run is
+recorded, so it can also go back (``stepper_reverse``: Ctrl+Shift+F11/F10, Alt+Shift+F11, Ctrl+Shift+F5,
+Shift+F6, the run position timeline and "When did this change?" on registers and globals).
 
 The panel only talks to a :class:`~app.session_bridge.SessionBridge` (commands in, signals out); the
 debuggee runs in the session's own process, so the window never waits for it.
@@ -45,6 +47,7 @@ from app.views.hex_view import monospace_font
 from app.views.stepper_breakpoints import BreakpointsView
 from app.views.stepper_inputs import format_inputs_line, parse_inputs_line
 from app.views.stepper_listing import StepperListing
+from app.views.stepper_reverse import ReverseControls
 from app.views.stepper_state import CallStackView, GlobalsView, RegistersView
 from engine.session.protocol import Answer, Breakpoint, Call, Crashed, Failed, Finished, Opened, Stopped
 
@@ -82,6 +85,8 @@ class StepperPanel(QWidget):
 
         self._build_actions()
         self._build_widgets()
+        self.reverse = ReverseControls(self)  # reverse actions, the timeline, when-changed menus
+        self.layout().insertWidget(self.layout().indexOf(self.toolbar) + 1, self.reverse.bar)
         self._connect()
         self._on_state(self.bridge.state)
 
@@ -222,10 +227,10 @@ class StepperPanel(QWidget):
         limits.setMenu(self.limits_menu)
         limits.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         self.toolbar.addWidget(limits)
-        self.toolbar.addSeparator()
+        # Where the run is (stop reason, position, answers): on the history bar's row (stepper_reverse), which
+        # has the width a long line needs; elided there rather than pushing the toolbar into overflow.
         self.status_label = QLabel(self)
         self.status_label.setObjectName("stepperStatus")
-        self.toolbar.addWidget(self.status_label)
 
         # Disassembly.
         self.function_title = QLabel(self)
@@ -488,16 +493,21 @@ class StepperPanel(QWidget):
         if frames:
             self.select_frame(len(frames) - 1)
         self.bridge.evaluate("globals")
-        self.status_label.setText(self._describe_stop(event))
+        self.status_label.setText(self.reverse.describe_stop(event, self._describe_stop(event)))
         self._raise_dock()
 
     def _on_finished(self, event: Finished) -> None:
         self.listing.set_current(None)
         self.call_stack.set_frames(())
         self.output.appendPlainText(event.results_text.rstrip() or f"{event.function}: no results")
-        self.status_label.setText(f"Finished {event.function}")
+        self.status_label.setText(f"Finished {event.function}  (recorded: Ctrl+Shift+F11 steps back, or click the timeline)")
 
     def _on_failed(self, event: Failed) -> None:
+        if self.bridge.state == "stopped" or (self.bridge.state == "idle" and self.bridge.can_reverse):
+            # A reverse command or query that cannot be done: the program is where it was.
+            self.output.appendPlainText(f"not done: {event.message}")
+            self.status_label.setText(f"Not done: {event.message.splitlines()[0] if event.message else ''}")
+            return
         where = f" at {event.location.describe()}" if event.location.frames else ""
         text = f"error{' ' + event.status if event.status else ''}{where}: {event.message}"
         self.output.appendPlainText(text)
@@ -543,6 +553,8 @@ class StepperPanel(QWidget):
         ):
             action.setEnabled(stopped)
         self.stop_action.setEnabled(state == "running")
+        if hasattr(self, "reverse"):
+            self.reverse.update_enabled()
         can_start = state in ("idle", "stopped")
         self.run_button.setEnabled(can_start)
         self.entry_button.setEnabled(can_start)
@@ -577,6 +589,7 @@ class StepperPanel(QWidget):
             "breakpoint": "at a breakpoint",
             "paused": "paused",
             "dispatch": "at a dispatch",
+            "history-start": "at the start of the history",
         }
         text = f"Stopped {reason.get(event.reason, event.reason)}"
         info = event.location.dispatch_info

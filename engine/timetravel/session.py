@@ -48,6 +48,9 @@ class TravelTo(Command):
     position: int | None = None
     dispatch: int | None = None
     when: str = "before"
+    # With ``dispatch`` and ``when="before"``: run forward into the dispatch and park there, as a forward
+    # dispatch stop does, so its bindings can be read (``Evaluate("bindings")``): what a window shows.
+    park: bool = False
 
 
 class TimeTravelSession(DebugSession):
@@ -101,6 +104,10 @@ class TimeTravelSession(DebugSession):
         try:
             if command.dispatch is not None:
                 stop = travel.goto_dispatch(command.dispatch + self.gate.base, command.when)
+                if command.park and command.when == "before":
+                    self.gate.stop_at_next = True
+                    self._start(self._need_controller().continue_)
+                    return
             elif command.position is not None:
                 stop = travel.goto(command.position)
             else:

@@ -1,0 +1,229 @@
+"""The stepper's time-travel controls: reverse stepping, the run position timeline, "when did this change?".
+
+The session records every call (``engine.timetravel``); this module gives the stepper panel:
+
+* the reverse actions beside the forward ones — Reverse Step Into (Ctrl+Shift+F11), Reverse Step Over
+  (Ctrl+Shift+F10), Reverse Step Out (Alt+Shift+F11), Reverse Continue (Ctrl+Shift+F5) and Previous
+  Dispatch (Shift+F6, the mirror of Next Dispatch's F6);
+* a history bar with the run position timeline (``RunTimeline``): click or drag to travel to an instruction,
+  click a dispatch tick to stop inside that dispatch (its tensors shown);
+* a context menu on the registers and globals: "When did this change?" runs back to the instruction (or
+  dispatch) that last wrote the value, and says what it wrote in the status line.
+
+Every travel ends in an ordinary ``Stopped`` event, so every panel (registers, call stack, globals,
+disassembly, the paused dispatch's tensors) shows the moment travelled to, as after a forward step.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from PySide6.QtCore import QObject, QPoint, Qt
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QLabel,
+    QMenu,
+    QSizePolicy,
+    QToolBar,
+    QTreeWidget,
+    QTreeWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.views.run_timeline import RunTimeline
+from engine.session.protocol import Answer, Stopped
+
+if TYPE_CHECKING:
+    from app.views.stepper_panel import StepperPanel
+
+_RWDATA = re.compile(r"^\.rwdata\[(\d+)\]$")
+_REFS = re.compile(r"^\.refs\[(\d+)\]$")
+
+
+class ReverseControls(QObject):
+    def __init__(self, panel: StepperPanel):
+        super().__init__(panel)
+        self.panel = panel
+        b = panel.bridge
+        self.bridge = b
+        self.note: str | None = None  # said with the next stop (the answer of "when did this change?")
+        a = panel._action
+        self.reverse_continue_action = a(
+            "◀ Rev Continue", "Ctrl+Shift+F5", b.reverse_continue,
+            "Run backwards to the previous breakpoint or dispatch stop (or the start of the history)",
+        )
+        self.reverse_step_over_action = a(
+            "↶ Rev Over", "Ctrl+Shift+F10", b.reverse_step_over, "Step back one instruction of this function, over calls"
+        )
+        self.reverse_step_into_action = a(
+            "↑ Rev Into", "Ctrl+Shift+F11", b.reverse_step_into, "Step back one instruction (into calls)"
+        )
+        self.reverse_step_out_action = a(
+            "⇡ Rev Out", "Alt+Shift+F11", b.reverse_step_out, "Run back to the call that entered this function"
+        )
+        self.previous_dispatch_action = a(
+            "⇠ Prev Dispatch", "Shift+F6", self.previous_dispatch, "Go back to the previous dispatch (stops in it)"
+        )
+        self.actions = (
+            self.reverse_continue_action,
+            self.reverse_step_over_action,
+            self.reverse_step_into_action,
+            self.reverse_step_out_action,
+            self.previous_dispatch_action,
+        )
+
+        # The history bar: reverse actions, the timeline, where the run is.
+        self.bar = QWidget(panel)
+        self.bar.setObjectName("stepperHistoryBar")
+        self.toolbar = QToolBar(self.bar)
+        self.toolbar.setObjectName("stepperReverseToolbar")
+        self.toolbar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+        for action in self.actions:
+            self.toolbar.addAction(action)
+        self.timeline = RunTimeline(self.bar)
+        self.timeline.positionRequested.connect(lambda p: self.bridge.travel_to(position=p))
+        self.timeline.dispatchRequested.connect(lambda k: self.bridge.travel_to(dispatch=k))
+        self.position_label = QLabel(self.bar)
+        self.position_label.setObjectName("stepperPosition")
+        self.position_label.setStyleSheet("color:#444;")
+        # Two rows: the reverse actions under the forward ones, then the timeline across the whole width.
+        column = QVBoxLayout(self.bar)
+        column.setContentsMargins(4, 0, 4, 0)
+        column.setSpacing(0)
+        row = QHBoxLayout()
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(self.toolbar)
+        status = panel.status_label
+        status.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        status.setStyleSheet("padding-left:8px;")
+        row.addWidget(status, 1)
+        row.addWidget(self.position_label)
+        column.addLayout(row)
+        column.addWidget(self.timeline)
+
+        for view in (panel.registers, panel.globals_view):
+            view.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+            view.customContextMenuRequested.connect(lambda pos, v=view: self._context_menu(v, pos))
+        b.historyChanged.connect(self._on_history)
+        b.answered.connect(self._on_answer)
+        self.update_enabled()
+        self._on_history(b.history)
+
+    # -- commands -------------------------------------------------------------------------------------
+
+    def previous_dispatch(self) -> None:
+        if not self.bridge.can_reverse:
+            return
+        if not self.bridge.previous_dispatch():
+            self.panel.status_label.setText("No earlier dispatch in the recorded history")
+
+    def watch_of(self, view: QTreeWidget, item: QTreeWidgetItem | None) -> tuple[Any, ...] | None:
+        """The ``when_changed`` arguments for a register or global row (None for other rows)."""
+        if item is None or item.parent() is None:
+            return None
+        if view is self.panel.registers:
+            bank = "i" if view.indexOfTopLevelItem(item.parent()) == 0 else "r"
+            depth = self.panel.selected_frame
+            if depth is None:
+                return None
+            return ("register", depth, bank, item.parent().indexOfChild(item))
+        module = getattr(self.panel.vmfb, "name", None)
+        if module is None:
+            return None
+        name = item.text(0)
+        if m := _RWDATA.match(name):
+            return ("global", module, int(m.group(1)), 4)
+        if m := _REFS.match(name):
+            return ("global_ref", module, int(m.group(1)))
+        return None
+
+    def when_changed(self, watch: tuple[Any, ...]) -> None:
+        """Ask when ``watch`` last changed; the answer travels there (see ``_on_answer``)."""
+        if not self.bridge.can_reverse:
+            self.panel.status_label.setText("When did this change? needs a recorded run (paused or finished)")
+            return
+        self.panel.status_label.setText(f"Searching the history for the last change of {describe_watch(watch)}…")
+        self.bridge.when_changed(*watch)
+
+    def _context_menu(self, view: QTreeWidget, pos: QPoint) -> None:
+        watch = self.watch_of(view, view.itemAt(pos))
+        if watch is None:
+            return
+        menu = QMenu(view)
+        action = menu.addAction(f"When did {describe_watch(watch)} change?  (run back to the last write)")
+        action.setEnabled(self.bridge.can_reverse)
+        action.triggered.connect(lambda: self.when_changed(watch))
+        menu.popup(view.viewport().mapToGlobal(pos))
+
+    # -- events ---------------------------------------------------------------------------------------
+
+    def update_enabled(self) -> None:
+        can = self.bridge.can_reverse
+        for action in self.actions:
+            action.setEnabled(can)
+        self.timeline.setEnabled(can)
+
+    def _on_history(self, history: dict[str, Any] | None) -> None:
+        inside = None
+        stop = self.bridge.last_stop
+        if history and history.get("position") is None and stop is not None:
+            info = stop.location.dispatch_info
+            mark = next((d for d in history.get("dispatches", ()) if info and d["ordinal"] == info.ordinal), None)
+            inside = mark["position"] if mark else None
+        self.timeline.set_history(history, inside)
+        if not history:
+            self.position_label.setText("no history")
+            return
+        position = history.get("position")
+        where = f"in dispatch @ {inside:,}" if position is None and inside is not None else f"@ {position:,}"
+        self.position_label.setText(f"{where} / {history.get('latest', 0):,}  (back to {history.get('earliest', 0):,})")
+
+    def _on_answer(self, answer: Answer) -> None:
+        if answer.query != "when_changed":
+            return
+        what = describe_watch(tuple(answer.args))
+        value = answer.value
+        if value is None:
+            earliest = (self.bridge.history or {}).get("earliest", 0)
+            self.panel.status_label.setText(f"{what} did not change in the recorded history (since instruction {earliest:,})")
+            return
+        by = f"dispatch #{value['dispatch']}" if value.get("dispatch") is not None else f"{value['function']} pc {value['pc']:#x}"
+        self.note = (
+            f"{what} was last written at instruction {value['position']:,} by {by}: "
+            f"{format_value(value.get('before'))} → {format_value(value.get('after'))}"
+        )
+        self.panel.services.messages.info(self.note)
+        self.bridge.travel_to(position=int(value["position"]))
+
+    def describe_stop(self, event: Stopped, text: str) -> str:
+        """The status line of a stop: the stepper's description, the position, and a pending note."""
+        position = event.detail.get("position")
+        if position is not None:
+            text += f"  @ {position:,}"
+        if event.reason == "history-start":
+            text = f"At the start of the recorded history  @ {position:,}" if position is not None else text
+        if self.note:
+            text = f"{text} — {self.note}"
+            self.note = None
+        return text
+
+
+def describe_watch(watch: tuple[Any, ...]) -> str:
+    kind = watch[0] if watch else ""
+    if kind == "register" and len(watch) >= 4:
+        return f"%{'i' if watch[2] == 'i' else 'r'}{watch[3]} (frame {watch[1]})"
+    if kind == "global" and len(watch) >= 3:
+        return f".rwdata[{watch[2]}]"
+    if kind == "global_ref" and len(watch) >= 3:
+        return f".refs[{watch[2]}]"
+    return " ".join(str(w) for w in watch)
+
+
+def format_value(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, int):
+        return str(value - (1 << 32) if 0x80000000 <= value < (1 << 32) else value)
+    return str(value)

@@ -1,0 +1,253 @@
+"""Time travel in the stepper: reverse keys, reverse continue, the run position timeline, "when did this change?".
+
+Real compiled samples run in the window's session (a child process that records every call). Every
+expectation is a forward run in the same window: the state after N steps forward and K back must be the
+state after N-K steps of a fresh run; a timeline jump to a dispatch must show the bytes a forward Next
+Dispatch parks at.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QPoint, Qt
+
+from engine.session.protocol import Breakpoint
+
+TIMEOUT = 60_000
+CTRL_SHIFT = Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier
+SHOTS = "/tmp/reverse_{}.png"
+
+
+@pytest.fixture(autouse=True)
+def state_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("IREE_LENS_STATE_DIR", str(tmp_path / "state"))
+
+
+def open_in_stepper(qtbot, window, vmfb, function, inputs):
+    panel = window.panels["stepper"]
+    dock = window.docks["stepper"]
+    dock.show()
+    dock.raise_()
+    window.resize(1600, 1000)  # room for the screenshots: the stepper at a usable size
+    window.resizeDocks([dock], [1200], Qt.Orientation.Horizontal)
+    window.resizeDocks([dock], [700], Qt.Orientation.Vertical)
+    with qtbot.waitSignal(panel.bridge.opened, timeout=TIMEOUT):
+        window.open_file(vmfb)
+    window.activateWindow()
+    panel.function_combo.setCurrentText(function)
+    panel.set_inputs(inputs)
+    return panel
+
+
+def press(qtbot, panel, key, modifier=Qt.KeyboardModifier.NoModifier, signal="stopped"):
+    with qtbot.waitSignal(getattr(panel.bridge, signal), timeout=TIMEOUT) as blocker:
+        qtbot.keyClick(panel.listing, key, modifier)
+    return blocker.args[0]
+
+
+def to_entry(qtbot, panel):
+    with qtbot.waitSignal(panel.bridge.stopped, timeout=TIMEOUT) as blocker:
+        qtbot.mouseClick(panel.entry_button, Qt.MouseButton.LeftButton)
+    return blocker.args[0]
+
+
+def finish(qtbot, panel):
+    """F5 to the end of the call, then the history answered after it (the recorded span)."""
+    answers = []  # histories answered once the call finished (the bridge is idle then)
+    record = lambda h: panel.bridge.state == "idle" and answers.append(h)  # noqa: E731
+    panel.bridge.historyChanged.connect(record)
+    with qtbot.waitSignal(panel.bridge.finished, timeout=TIMEOUT):
+        qtbot.keyClick(panel.listing, Qt.Key.Key_F5)
+    qtbot.waitUntil(lambda: bool(answers), timeout=TIMEOUT)
+    panel.bridge.historyChanged.disconnect(record)
+    assert answers[-1]["position"] == answers[-1]["latest"]
+
+
+def wait_history(qtbot, panel, position):
+    qtbot.waitUntil(lambda: (panel.bridge.history or {}).get("position") == position, timeout=TIMEOUT)
+
+
+def shown(panel):
+    """What the panel shows of the state: pc line, the i32 register column, the call stack."""
+    regs = panel.registers.topLevelItem(0)
+    words = [regs.child(i).text(1) for i in range(regs.childCount())]
+    stack = [panel.call_stack.topLevelItem(i).text(1) for i in range(panel.call_stack.topLevelItemCount())]
+    return panel.listing.current_pc, words, stack
+
+
+def test_step_n_then_reverse_k_shows_the_state_after_n_minus_k_steps(qtbot, main_window, compiled):
+    vmfb = compiled.path("control_flow", "llvm-cpu")
+    panel = open_in_stepper(qtbot, main_window, vmfb, "repeat_double", ("4xf32=1 2 3 4", "3"))
+    assert not panel.reverse.reverse_step_into_action.isEnabled()  # nothing recorded yet
+    to_entry(qtbot, panel)
+    assert panel.reverse.reverse_step_into_action.isEnabled()
+    n, k = 60, 30
+    forward = {0: shown(panel)}
+    details = {}
+    for i in range(1, n + 1):
+        stop = press(qtbot, panel, Qt.Key.Key_F11)
+        forward[i] = shown(panel)
+        details[i] = stop
+    assert stop.detail["position"] == n
+    wait_history(qtbot, panel, n)
+    assert len(panel.bridge.history["dispatches"]) >= 2  # the 60 steps ran dispatches, the way back crosses them
+    for j in range(1, k + 1):
+        stop = press(qtbot, panel, Qt.Key.Key_F11, CTRL_SHIFT)  # Ctrl+Shift+F11: reverse step into
+        assert stop.detail["position"] == n - j
+        assert shown(panel) == forward[n - j]
+        assert stop.detail["registers"] == details[n - j].detail["registers"]
+    wait_history(qtbot, panel, n - k)
+    panel.grab().save(SHOTS.format("step_back"))
+    assert "@ 30" in panel.status_label.text()
+    # A fresh run of the same call, N-K steps forward, shows the same (independent of the first history).
+    to_entry(qtbot, panel)
+    for _ in range(n - k):
+        fresh = press(qtbot, panel, Qt.Key.Key_F11)
+    assert shown(panel) == forward[n - k]
+    assert fresh.detail["registers"] == stop.detail["registers"]
+    assert fresh.location.frames == stop.location.frames
+    # Forward again from a travelled state continues the same history.
+    press(qtbot, panel, Qt.Key.Key_F11, CTRL_SHIFT)
+    press(qtbot, panel, Qt.Key.Key_F11)
+    assert shown(panel) == forward[n - k]
+
+
+def test_reverse_continue_returns_to_the_breakpoint_and_reverse_over_out(qtbot, main_window, compiled):
+    from engine.runtime.vmfb.disassembler import function_lines
+    from engine.runtime.vmfb.module import open_vmfb
+
+    vmfb = compiled.path("multi_function", "llvm-cpu")
+    panel = open_in_stepper(qtbot, main_window, vmfb, "main", ())
+    if panel.function_combo.findText("__init") < 0:
+        panel.function_combo.addItem("__init")
+    panel.function_combo.setCurrentText("__init")
+    panel.inputs_edit.clear()
+    lines = function_lines(open_vmfb(vmfb), "__init")
+    call = next(ln for ln in lines if ln.instruction.opcode.symbol == "Call" and "@module" in ln.text)
+    panel.bridge.add_breakpoint(Breakpoint("instruction", function="__init", pc=call.pc))
+    to_entry(qtbot, panel)
+    hit = press(qtbot, panel, Qt.Key.Key_F5)
+    assert hit.reason == "breakpoint" and panel.listing.current_pc == call.pc
+    at_call = shown(panel)
+    inside = press(qtbot, panel, Qt.Key.Key_F11)
+    assert len(inside.location.frames) == 2
+    for _ in range(3):
+        press(qtbot, panel, Qt.Key.Key_F11)
+    # Alt+Shift+F11 (reverse step out) goes back to the call that entered the callee.
+    out = press(qtbot, panel, Qt.Key.Key_F11, Qt.KeyboardModifier.AltModifier | Qt.KeyboardModifier.ShiftModifier)
+    assert len(out.location.frames) == 1 and shown(panel) == at_call
+    # Forward over the call, then Ctrl+Shift+F10 (reverse step over) comes back over it in one step.
+    press(qtbot, panel, Qt.Key.Key_F10)
+    assert panel.listing.current_pc != call.pc
+    back = press(qtbot, panel, Qt.Key.Key_F10, CTRL_SHIFT)
+    assert len(back.location.frames) == 1 and shown(panel) == at_call
+    # Past the breakpoint (into the callee and on), Ctrl+Shift+F5 returns to the breakpoint hit.
+    for _ in range(5):
+        press(qtbot, panel, Qt.Key.Key_F11)
+    stop = press(qtbot, panel, Qt.Key.Key_F5, CTRL_SHIFT)
+    assert stop.reason == "breakpoint"
+    assert shown(panel) == at_call and stop.detail["registers"] == hit.detail["registers"]
+    # Once more: nothing earlier than the breakpoint but the history's start.
+    stop = press(qtbot, panel, Qt.Key.Key_F5, CTRL_SHIFT)
+    assert stop.detail["position"] == 0 and panel.listing.current_pc == 0
+    panel.grab().save(SHOTS.format("continue"))
+    # Reverse step out of the outermost frame cannot be done: said, and the program stays.
+    with qtbot.waitSignal(panel.bridge.failed, timeout=TIMEOUT):
+        qtbot.keyClick(panel.listing, Qt.Key.Key_F11, Qt.KeyboardModifier.AltModifier | Qt.KeyboardModifier.ShiftModifier)
+    assert panel.bridge.state == "stopped" and panel.status_label.text().startswith("Not done")
+    assert panel.reverse.reverse_step_into_action.isEnabled()
+
+
+def test_timeline_jumps_to_positions_and_dispatches_after_the_run_finished(qtbot, main_window, compiled):
+    vmfb = compiled.path("control_flow", "llvm-cpu")
+    inputs = ("4xf32=1 2 3 4", "3")
+    panel = open_in_stepper(qtbot, main_window, vmfb, "repeat_double", inputs)
+    # A forward reference: parked at dispatch #1 by Next Dispatch (F6) twice, its bindings read.
+    to_entry(qtbot, panel)
+    press(qtbot, panel, Qt.Key.Key_F6)
+    second = press(qtbot, panel, Qt.Key.Key_F6)
+    assert second.location.dispatch_info.ordinal == 1
+    with qtbot.waitSignal(panel.bridge.bindingsRead, timeout=TIMEOUT) as blocker:
+        panel.bridge.request_bindings()
+    reference = [np.array(a, copy=True) for a in blocker.args[1]]
+    # Shift+F6: previous dispatch (parked in #0).
+    prev = press(qtbot, panel, Qt.Key.Key_F6, Qt.KeyboardModifier.ShiftModifier)
+    assert prev.location.dispatch_info.ordinal == 0 and str(prev.location.dispatch_info.when) == "before"
+    assert main_window.context.paused_dispatch.ordinal == 0
+    # Run to the end; the history stays and the timeline covers it.
+    finish(qtbot, panel)
+    timeline = panel.reverse.timeline
+    latest = panel.bridge.history["latest"]
+    assert timeline.latest == latest == panel.bridge.history["position"] > 0 and panel.reverse.reverse_step_into_action.isEnabled()
+    panel.grab().save(SHOTS.format("finished"))
+    # Click in the middle of the strip: the run travels to that instruction.
+    ticks = [timeline.x_of(p) for p, _, _ in timeline.dispatches]
+    x = next(
+        x for x in range(int(timeline.x_of(latest // 2)), timeline.width()) if all(abs(t - x) > 6 for t in ticks)
+    )
+    target = timeline.position_at(x)
+    assert 0 < target < latest
+    with qtbot.waitSignal(panel.bridge.stopped, timeout=TIMEOUT) as blocker:
+        qtbot.mouseClick(timeline, Qt.MouseButton.LeftButton, pos=QPoint(x, timeline.height() // 2))
+    stop = blocker.args[0]
+    assert stop.detail["position"] == target
+    assert main_window.context.pc == stop.location.frames[-1].pc == panel.listing.current_pc
+    wait_history(qtbot, panel, target)
+    at_target = shown(panel)
+    # The same position reached by stepping a fresh run forward.
+    to_entry(qtbot, panel)
+    with qtbot.waitSignal(panel.bridge.stopped, timeout=TIMEOUT) as blocker:
+        panel.bridge.step("into", target)
+    assert shown(panel) == at_target and blocker.args[0].detail["registers"] == stop.detail["registers"]
+    # Finish again, then click dispatch #1's tick: the run stops inside it, tensors as the forward stop saw.
+    finish(qtbot, panel)
+    assert timeline.latest == latest and timeline.position == latest
+    position = next(p for p, o, _ in timeline.dispatches if o == 1)
+    with qtbot.waitSignal(panel.bridge.dispatchStopped, timeout=TIMEOUT) as blocker:
+        qtbot.mouseClick(timeline, Qt.MouseButton.LeftButton, pos=QPoint(int(timeline.x_of(position)), 12))
+    assert blocker.args[0].ordinal == 1 and main_window.context.paused_dispatch.ordinal == 1
+    with qtbot.waitSignal(panel.bridge.bindingsRead, timeout=TIMEOUT) as blocker:
+        panel.bridge.request_bindings()
+    travelled = blocker.args[1]
+    assert len(travelled) == len(reference)
+    for a, b in zip(travelled, reference):
+        np.testing.assert_array_equal(a, b)
+    panel.grab().save(SHOTS.format("timeline_dispatch"))
+
+
+def test_when_did_this_change_runs_back_to_the_last_write(qtbot, main_window, compiled):
+    vmfb = compiled.path("control_flow", "llvm-cpu")
+    panel = open_in_stepper(qtbot, main_window, vmfb, "collatz_steps", ("27",))
+    to_entry(qtbot, panel)
+    words = {0: panel.bridge.last_stop.detail["registers"]["i32"]}
+    n = 30
+    for i in range(1, n + 1):
+        words[i] = press(qtbot, panel, Qt.Key.Key_F11).detail["registers"]["i32"]
+    wait_history(qtbot, panel, n)
+    # A register that changed, and one step after which it last changed.
+    reg, last = max(
+        ((r, max(i for i in range(1, n + 1) if words[i][r] != words[i - 1][r]))
+         for r in range(len(words[n])) if any(words[i][r] != words[i - 1][r] for i in range(1, n + 1))),
+        key=lambda rl: -rl[1],
+    )
+    assert last < n  # something to run back over
+    bank = panel.registers.topLevelItem(0)
+    watch = panel.reverse.watch_of(panel.registers, bank.child(reg))
+    assert watch == ("register", 0, "i", reg)
+    with qtbot.waitSignal(panel.bridge.stopped, timeout=TIMEOUT) as blocker:
+        panel.reverse.when_changed(watch)
+    stop = blocker.args[0]
+    # The instruction at position last-1 wrote it: the run is just before it, the pc on that instruction.
+    assert stop.detail["position"] == last - 1
+    assert stop.detail["registers"]["i32"] == words[last - 1]
+    text = panel.status_label.text()
+    assert f"%i{reg} (frame 0) was last written at instruction {last - 1}" in text
+    assert "→" in text
+    wait_history(qtbot, panel, last - 1)
+    panel.grab().save(SHOTS.format("when_changed"))
+    # A global row of the globals view maps to a global watch.
+    qtbot.waitUntil(lambda: panel.globals_view.topLevelItemCount() == 2, timeout=TIMEOUT)
+    refs = panel.globals_view.topLevelItem(1)
+    if refs.childCount():
+        assert panel.reverse.watch_of(panel.globals_view, refs.child(0))[0] == "global_ref"
