@@ -4,6 +4,11 @@ One graphics item paints every rectangle from the columnar ``TimelineLayout``; a
 rectangles overlapping the visible time range (a ``searchsorted`` window), in pixel space so labels
 keep their size at any zoom. Hovering shows a pass's name and time; clicking a phase (or any pass in
 it) emits ``phaseClicked`` with IREE's phase name.
+
+The same timing is also a trace of the engine's one trace model (``engine.trace.compile_timing``):
+"Open in Zones" shows it in the Zones document (statistics per pass, histogram, find) and "Compare
+with…" sets it against another compilation of this session or a timing/trace file, the passes that got
+slower first.
 """
 
 from __future__ import annotations
@@ -12,9 +17,25 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QFontMetrics, QPainter, QPen
-from PySide6.QtWidgets import QLabel, QToolTip, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QDialog,
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QMenu,
+    QToolButton,
+    QToolTip,
+    QVBoxLayout,
+    QWidget,
+)
 
 from app.views.phase_timing_layout import ROW_PHASE, TimelineLayout, layout_report, layout_timing
+from engine.trace.compile_timing import trace_from_timing_report
+from engine.trace.model import Trace
+
+# Timings shown in this session, newest last (label, report): what "Compare with…" offers. Bounded.
+_RECENT: list[tuple[str, object]] = []
+_RECENT_MAX = 8
 
 # One colour per phase, cycled; passes take a lighter shade of their phase's colour.
 _PHASE_COLORS = [
@@ -174,9 +195,27 @@ class PhaseTimeline(QWidget):
         vb.setMouseEnabled(x=True, y=False)
         vb.setLimits(xMin=0)
         self.item: PhaseTimelineItem | None = None
+        self.report = None  # the TimingReport shown, when set_timing gave one
+        self.label = "compilation"
+        self.zones_button = QToolButton(self)
+        self.zones_button.setText("Open in Zones")
+        self.zones_button.clicked.connect(self.open_in_zones)
+        self.compare_button = QToolButton(self)
+        self.compare_button.setText("Compare with…")
+        self.compare_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.compare_menu = QMenu(self.compare_button)
+        self.compare_menu.aboutToShow.connect(self._fill_compare_menu)
+        self.compare_button.setMenu(self.compare_menu)
+        for b in (self.zones_button, self.compare_button):
+            b.setEnabled(False)
+        self.compare_view = None  # the last A/B window opened
+        top = QHBoxLayout()
+        top.addWidget(self.summary, 1)
+        top.addWidget(self.zones_button)
+        top.addWidget(self.compare_button)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
-        lay.addWidget(self.summary)
+        lay.addLayout(top)
         lay.addWidget(self.plot, 1)
         self.setMinimumHeight(120)
 
@@ -199,9 +238,81 @@ class PhaseTimeline(QWidget):
                 text += f" (passes add up to {format_seconds(drawn)}: nested pipelines ran in parallel)"
         self.summary.setText(text)
 
-    def set_timing(self, report, phase_names) -> None:
+    def set_timing(self, report, phase_names, label: str | None = None) -> None:
         """Show an ``engine.compiler.TimingReport``; ``phase_names`` are the phases whose dumps it contains."""
         self.set_layout(layout_report(report, phase_names))
+        if self.report is not report:
+            self.label = label or f"compilation {len(_RECENT) + 1} ({format_seconds(report.total_wall_s)})"
+            if not any(r is report for _, r in _RECENT):
+                _RECENT.append((self.label, report))
+                del _RECENT[:-_RECENT_MAX]
+        self.report = report
+        for b in (self.zones_button, self.compare_button):
+            b.setEnabled(True)
+
+    # -- the timing as a trace (Zones)
+
+    def timing_trace(self) -> Trace | None:
+        """The shown timing as zones of the engine's trace model (None without a report)."""
+        if self.report is None:
+            return None
+        return trace_from_timing_report(self.report, self.label)
+
+    def open_in_zones(self) -> Trace | None:
+        """Show the timing in the window's Zones document (found by duck typing: ``show_panel``)."""
+        trace = self.timing_trace()
+        if trace is None:
+            return None
+        window = self.window()
+        show_panel = getattr(window, "show_panel", None)
+        if show_panel is not None:
+            view = show_panel("zones")
+            if view is not None and hasattr(view, "set_trace"):
+                view.set_trace(trace)
+        return trace
+
+    def _fill_compare_menu(self) -> None:
+        self.compare_menu.clear()
+        for label, report in reversed(_RECENT):
+            if report is self.report:
+                continue
+            act = self.compare_menu.addAction(label)
+            act.triggered.connect(lambda _=False, r=report, n=label: self.compare_with(r, n))
+        self.compare_menu.addSeparator()
+        self.compare_menu.addAction("Timing or trace file…").triggered.connect(self._compare_file)
+
+    def _compare_file(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Compare with", "", "Timing or trace (*.json *.ireeprof)")
+        if not path:
+            return
+        from engine.errors import LensError
+        from engine.trace.open import load_trace
+
+        try:
+            other = load_trace(path)
+        except (LensError, OSError) as e:
+            self.summary.setText(f"cannot compare with {path}: {e}")
+            return
+        self.compare_with(other)
+
+    def compare_with(self, other, label: str | None = None):
+        """Open an A/B window: this timing (A) against ``other`` (B: a TimingReport or a Trace), passes
+        that got slower in B first. Returns the ``ZonesCompareView``."""
+        from app.views.zones_view import ZonesCompareView
+
+        a = self.timing_trace()
+        if a is None:
+            return None
+        b = other if isinstance(other, Trace) else trace_from_timing_report(other, label or "other")
+        dialog = QDialog(self)
+        dialog.setWindowTitle(f"{self.label} vs {b.source or 'other'}")
+        view = ZonesCompareView(dialog)
+        QVBoxLayout(dialog).addWidget(view)
+        view.set_traces(a, b)
+        dialog.resize(1100, 700)
+        dialog.show()
+        self.compare_view = view
+        return view
 
     def set_passes(self, passes, phase_names) -> None:
         self.set_layout(layout_timing(passes, phase_names))
@@ -211,6 +322,9 @@ class PhaseTimeline(QWidget):
             self.plot.removeItem(self.item)
             self.item = None
         self.summary.setText("no timing")
+        self.report = None
+        for b in (self.zones_button, self.compare_button):
+            b.setEnabled(False)
 
     def set_current_phase(self, name: str | None) -> None:
         if self.item is not None:
