@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import shiboken6
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QHeaderView, QLabel, QTableView, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QHeaderView, QLabel, QTableView, QTabWidget, QVBoxLayout, QWidget
 
 from app.views.dispatch_run_list import DispatchRunModel
 from app.views.tensor_inspector import InspectedTensor, TensorInspector
@@ -166,10 +167,26 @@ class RunDispatchesPanel(QWidget):
         """Show the paused dispatch in its document (one tab, reused and renamed for each stop; a closed
         tab is deleted by the window, so each stop offers a fresh view and gets the open one back)."""
         title = f"Dispatch #{info.ordinal} {info.export}"
+        view = self.paused_view
+        tabs = _tab_widget(view) if view is not None and shiboken6.isValid(view) else None
+        if tabs is not None and tabs.currentWidget() is not view:
+            # Open but behind another document (the editor the user works in): update it, do not jump.
+            view.show_dispatch(info, tensors)
+            index = tabs.indexOf(view)
+            tabs.setTabText(index, title)
+            tabs.setTabToolTip(index, title)
+            return view
         view = self.services.open_document(PausedDispatchView(), title, "paused-dispatch")
         view.show_dispatch(info, tensors)
         self.paused_view = view
         return view
+
+
+def _tab_widget(widget: QWidget) -> QTabWidget | None:
+    parent = widget.parent()
+    while parent is not None and not isinstance(parent, QTabWidget):
+        parent = parent.parent()
+    return parent if parent is not None and parent.indexOf(widget) >= 0 else None
 
 
 def run_dispatches_panel(services) -> RunDispatchesPanel:

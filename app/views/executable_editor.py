@@ -68,6 +68,9 @@ class ExecutableEditor(QWidget):
         self.module_path = Path(module_path) if module_path is not None else None
         self.drafts = drafts or DraftStore()
         self.live = None  # engine.substitute.live.LiveSubstitutions of a paused debug run
+        # The window's session (executable_editor_session.SessionSubstitutions): used while it is paused at
+        # a dispatch, before ``live`` (the in-process path, for standalone use).
+        self.session = None
         # Hook for the tensor inspector: f(before, after, title) -> QWidget replaces the built-in table.
         self.output_view_factory: Callable[[np.ndarray, np.ndarray, str], QWidget] | None = None
         self.diagnostics: list[SourceDiagnostic] = []
@@ -102,6 +105,9 @@ class ExecutableEditor(QWidget):
         self.revert_button = QPushButton("Revert")
         self.export_button = QPushButton("Export…")
         self.benchmark_button = QPushButton("Benchmark")
+        self.rerun_button = QPushButton("Rerun")
+        self.rerun_button.setToolTip("Run the paused dispatch again from its inputs, with the applied edits")
+        self.rerun_button.clicked.connect(self.rerun)
         self.apply_button.clicked.connect(self.apply)
         self.revert_button.clicked.connect(self.revert)
         self.export_button.clicked.connect(self._export_clicked)
@@ -114,7 +120,7 @@ class ExecutableEditor(QWidget):
         self.find_edit.setMinimumWidth(140)
 
         buttons = QHBoxLayout()
-        for b in (self.apply_button, self.revert_button, self.export_button, self.benchmark_button):
+        for b in (self.apply_button, self.revert_button, self.rerun_button, self.export_button, self.benchmark_button):
             buttons.addWidget(b)
         buttons.addWidget(self.find_edit, 1)
         right = QWidget()
@@ -246,6 +252,53 @@ class ExecutableEditor(QWidget):
 
     # -- actions
 
+    def set_bridge(self, bridge) -> None:
+        """Act through the window's session bridge whenever its run is paused at a dispatch."""
+        from app.views.executable_editor_session import SessionSubstitutions
+
+        self.session = SessionSubstitutions(bridge, self) if bridge is not None else None
+        if self.session is not None:
+            self.session.failed.connect(self._session_failed)
+
+    def _through_session(self) -> bool:
+        return self.session is not None and self.session.available
+
+    def _session_failed(self, text: str, error) -> None:
+        from app.views.executable_editor_session import diagnostics_of
+
+        self.show_diagnostics(diagnostics_of(error) if error else [])
+        if error and error.get("diagnostics"):
+            first = next((d for d in error["diagnostics"] if d.get("severity") == "error"), error["diagnostics"][0])
+            text = f"line {first.get('line')}: {first.get('message')}" if first.get("line") else text
+        self.status.setText(f"Not applied: {text}")
+        self.failed.emit(text)
+
+    def rerun(self) -> None:
+        """Rerun the paused dispatch from its inputs (through the session; in-process with ``live``)."""
+        if self._through_session():
+            self.session.ask("rerun_dispatch", then=self._rerun_answered)
+            self.status.setText("Rerunning the dispatch in the session…")
+        elif self.live is not None:
+            live = self.live
+
+            def work():
+                snapshot = live.snapshots.pending() or live.snapshots.last()
+                return None, snapshot, live.rerun(snapshot) if snapshot is not None else None, 0.0
+
+            self._run(work, self._applied_live)
+        else:
+            self.status.setText("Rerun needs a run paused at a dispatch.")
+
+    def _rerun_answered(self, value: dict) -> None:
+        before, after = value.get("before"), value.get("after") or []
+        message = f"Dispatch {value.get('sequence')} rerun"
+        if after:
+            before = before if before and len(before) == len(after) else after
+            index = _changed_binding(tuple(before), tuple(after))
+            self.show_outputs(before[index], after[index], f"dispatch {value.get('sequence')} binding {index}")
+        prefix = self.status.text().removesuffix("…") if self.status.text().startswith(("Applied", "Reverted")) else ""
+        self.status.setText(f"{prefix}{'; ' if prefix else ''}{message}.")
+
     def set_live(self, live) -> None:
         """Attach the paused debug run (``LiveSubstitutions``): Apply then swaps and reruns the dispatch."""
         self.live = live
@@ -299,6 +352,16 @@ class ExecutableEditor(QWidget):
             return
         path = self.save_draft()
         self.status.setText(f"Building {doc.name}…")
+        if self._through_session():
+            # In the session process: a faulting kernel takes down only that process; the draft is saved.
+            def applied(value: dict) -> None:
+                self.show_diagnostics([])
+                self.status.setText(f"Applied {doc.name} in {value.get('seconds', 0):.2f} s…")
+                self.applied.emit(doc.name)
+                self.session.ask("rerun_dispatch", then=self._rerun_answered)
+
+            self.session.ask("substitute", doc.name, str(path), then=applied)
+            return
         live = self.live
         if live is not None:
 
@@ -366,7 +429,9 @@ class ExecutableEditor(QWidget):
         doc = self.document
         if doc is None:
             return
-        if self.live is not None and any(
+        if self._through_session():
+            self.session.ask("revert_substitution", doc.name, then=lambda _v: self.rerun())
+        elif self.live is not None and any(
             r.spec.name == doc.name for r in getattr(self.live, "active", {}).values()
         ):
             self.live.revert(doc.name)
@@ -406,6 +471,12 @@ class ExecutableEditor(QWidget):
 
     def benchmark(self) -> None:
         """Time the paused dispatch with the module's code and with the edit (same loop, fresh buffers)."""
+        if self._through_session():
+            self.session.ask(
+                "benchmark_dispatch",
+                then=lambda v: self._benchmarked(((v["original_s"], v["edited_s"]), None)),
+            )
+            return
         if self.live is None:
             self.status.setText("Benchmark needs a paused debug run (the dispatch's real bindings).")
             return
@@ -575,6 +646,7 @@ class ExecutableEditorPanel(QWidget):
             self.editor.close()
             self.editor.deleteLater()
         editor.output_view_factory = inspector_output_view
+        editor.set_bridge(getattr(self.services, "session_bridge", None))  # paused runs: through the session
         self.editor = editor
         self.placeholder.hide()
         self._layout.addWidget(editor)

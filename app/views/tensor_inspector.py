@@ -262,7 +262,7 @@ class TensorInspector(QWidget):
         splitter.addWidget(self.tensor_list)
         splitter.addWidget(right)
         splitter.setStretchFactor(1, 4)
-        splitter.setSizes([160, 800])
+        splitter.setSizes([240, 800])
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(splitter)

@@ -1,0 +1,100 @@
+"""The executable editor in the window, with a run paused at a dispatch: Apply goes through the session
+bridge (the session process builds, swaps and reruns the dispatch), the outputs before and after show in
+the tensor inspector, Revert gives the module's code back, and the run continues. The elementwise sample
+computes ``a * b + |a|``; the edit (tests/support.py ``edited_source``) makes the ``addf`` a ``mulf``.
+Expected values are computed with numpy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PySide6.QtCore import Qt
+from support import compile_with_dumps, edited_source
+from test_stepper_dispatch import TIMEOUT, add_breakpoint, open_in_stepper
+
+from app.views.tensor_inspector import TensorInspector
+
+SCREENSHOT = "/tmp/dispatch_ui_editor_rerun.png"
+
+
+@pytest.fixture(autouse=True)
+def state_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("IREE_LENS_STATE_DIR", str(tmp_path / "state"))
+
+
+def test_apply_rerun_revert_through_the_session_and_continue(qtbot, main_window, tmp_path):
+    vmfb = compile_with_dumps("elementwise", "cpu", tmp_path / "cpu")
+    edit = edited_source(tmp_path / "cpu" / "sources", tmp_path / "edit.mlir")
+    a = (np.arange(32, dtype=np.float32).reshape(4, 8) / 7 - 2).astype(np.float32)
+    b = np.full((4, 8), 1.5, dtype=np.float32)
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "b.npy", b)
+    stepper = open_in_stepper(qtbot, main_window, vmfb)
+    bridge = stepper.bridge
+    add_breakpoint(qtbot, stepper, "dispatch", "0", "after")
+    stepper.set_inputs((f"@{tmp_path / 'a.npy'}", f"@{tmp_path / 'b.npy'}"))
+    with qtbot.waitSignal(bridge.dispatchStopped, timeout=TIMEOUT):
+        qtbot.mouseClick(stepper.run_button, Qt.MouseButton.LeftButton)
+
+    panel = main_window.show_panel("editor")
+    qtbot.waitUntil(lambda: panel.editor is not None, timeout=TIMEOUT)
+    editor = panel.editor
+    assert editor.session is not None and editor.session.available
+    editor.live = None  # nothing in-process: only the session can do it
+    editor.select("main_dispatch_0", "mlir")
+    editor.text.setPlainText(edit.read_text())
+    pid_before = bridge.session.pid if hasattr(bridge.session, "pid") else None
+    with qtbot.waitSignal(editor.applied, timeout=TIMEOUT):
+        qtbot.mouseClick(editor.apply_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: editor.last_outputs is not None, timeout=TIMEOUT)
+    before, after = (x.view(np.float32).reshape(4, 8) for x in editor.last_outputs)
+    np.testing.assert_allclose(before, a * b + np.abs(a), rtol=1e-6)
+    np.testing.assert_array_equal(after, (a * b) * np.abs(a))
+    assert "rerun" in editor.status.text(), editor.status.text()
+    inspector = editor.outputs.findChild(TensorInspector, "outputsInspector")
+    assert inspector is not None and len(inspector.tensors) == 2  # after the edit (vs before), before
+    main_window.show_panel("editor")
+    main_window.resize(1400, 900)
+    qtbot.wait(200)
+    main_window.grab().save(SCREENSHOT)
+
+    # Rerun alone: the same edited outputs again.
+    editor.last_outputs = None
+    qtbot.mouseClick(editor.rerun_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: editor.last_outputs is not None, timeout=TIMEOUT)
+    np.testing.assert_array_equal(editor.last_outputs[1].view(np.float32).reshape(4, 8), (a * b) * np.abs(a))
+
+    # Revert: the module's code back, the rerun gives the original outputs.
+    editor.last_outputs = None
+    qtbot.mouseClick(editor.revert_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: editor.last_outputs is not None, timeout=TIMEOUT)
+    np.testing.assert_allclose(editor.last_outputs[1].view(np.float32).reshape(4, 8), a * b + np.abs(a), rtol=1e-6)
+    assert editor.text.toPlainText() == editor.document.original
+
+    with qtbot.waitSignal(bridge.finished, timeout=TIMEOUT):
+        bridge.continue_()
+    assert bridge.crash_count == 0 and (pid_before is None or bridge.session.pid == pid_before)
+
+
+def test_a_bad_edit_through_the_session_reports_its_line_and_the_run_stays(qtbot, main_window, tmp_path):
+    vmfb = compile_with_dumps("elementwise", "cpu", tmp_path / "cpu")
+    edit = edited_source(tmp_path / "cpu" / "sources", tmp_path / "edit.mlir")
+    stepper = open_in_stepper(qtbot, main_window, vmfb)
+    add_breakpoint(qtbot, stepper, "dispatch", "0", "before")
+    stepper.set_inputs(("4x8xf32=1", "4x8xf32=2"))
+    with qtbot.waitSignal(stepper.bridge.dispatchStopped, timeout=TIMEOUT):
+        qtbot.mouseClick(stepper.run_button, Qt.MouseButton.LeftButton)
+    panel = main_window.show_panel("editor")
+    qtbot.waitUntil(lambda: panel.editor is not None, timeout=TIMEOUT)
+    editor = panel.editor
+    editor.select("main_dispatch_0", "mlir")
+    bad = edit.read_text().replace("arith.mulf", "arith.mulq", 1)
+    editor.text.setPlainText(bad)
+    with qtbot.waitSignal(editor.failed, timeout=TIMEOUT):
+        qtbot.mouseClick(editor.apply_button, Qt.MouseButton.LeftButton)
+    assert editor.status.text().startswith("Not applied: line "), editor.status.text()
+    assert editor.errors.count() >= 1
+    assert editor.text.toPlainText() == bad  # the edit is kept
+    assert stepper.bridge.state == "stopped"
+    with qtbot.waitSignal(stepper.bridge.finished, timeout=TIMEOUT):
+        stepper.bridge.continue_()
