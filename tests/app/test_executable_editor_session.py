@@ -98,3 +98,32 @@ def test_a_bad_edit_through_the_session_reports_its_line_and_the_run_stays(qtbot
     assert stepper.bridge.state == "stopped"
     with qtbot.waitSignal(stepper.bridge.finished, timeout=TIMEOUT):
         stepper.bridge.continue_()
+
+
+def test_a_faulting_edit_takes_down_only_the_session_and_the_edit_survives(qtbot, main_window, tmp_path):
+    vmfb = compile_with_dumps("elementwise", "cpu", tmp_path / "cpu")
+    source = (tmp_path / "cpu" / "sources" / "module_main_dispatch_0.mlir").read_text()
+    # The output subspan 2^50 bytes past its binding: the kernel writes to unmapped memory (SIGSEGV).
+    faulting = source.replace(
+        "%c0 = arith.constant 0 : index", "%c0 = arith.constant 0 : index\n        %cbig = arith.constant 1125899906842624 : index", 1
+    ).replace("binding(2) alignment(64) offset(%c0)", "binding(2) alignment(64) offset(%cbig)", 1)
+    assert "offset(%cbig)" in faulting
+    stepper = open_in_stepper(qtbot, main_window, vmfb)
+    bridge = stepper.bridge
+    add_breakpoint(qtbot, stepper, "dispatch", "0", "after")
+    stepper.set_inputs(("4x8xf32=1", "4x8xf32=2"))
+    with qtbot.waitSignal(bridge.dispatchStopped, timeout=TIMEOUT):
+        qtbot.mouseClick(stepper.run_button, Qt.MouseButton.LeftButton)
+    panel = main_window.show_panel("editor")
+    qtbot.waitUntil(lambda: panel.editor is not None, timeout=TIMEOUT)
+    editor = panel.editor
+    editor.select("main_dispatch_0", "mlir")
+    editor.text.setPlainText(faulting)
+    with qtbot.waitSignal(bridge.crashed, timeout=TIMEOUT):
+        qtbot.mouseClick(editor.apply_button, Qt.MouseButton.LeftButton)
+    assert main_window.isVisible() and bridge.crash_count == 1
+    assert "crashed" in editor.status.text() and "edit is kept" in editor.status.text(), editor.status.text()
+    assert editor.text.toPlainText() == faulting
+    assert editor.drafts.load(editor.scope, editor.document) == faulting  # and in its draft, for a restart
+    # The session came back (restarted): the program runs again, with the module's own code.
+    qtbot.waitUntil(lambda: bridge.state == "idle", timeout=TIMEOUT)
