@@ -88,7 +88,7 @@ class ReverseControls(QObject):
         self.position_label = QLabel(self.bar)
         self.position_label.setObjectName("stepperPosition")
         self.position_label.setStyleSheet("color:#444;")
-        # Two rows: the reverse actions under the forward ones, then the timeline across the whole width.
+        # Two rows: the reverse actions under the forward ones with the status line, then the timeline.
         column = QVBoxLayout(self.bar)
         column.setContentsMargins(4, 0, 4, 0)
         column.setSpacing(0)
@@ -99,9 +99,12 @@ class ReverseControls(QObject):
         status.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         status.setStyleSheet("padding-left:8px;")
         row.addWidget(status, 1)
-        row.addWidget(self.position_label)
         column.addLayout(row)
-        column.addWidget(self.timeline)
+        strip = QHBoxLayout()
+        strip.setContentsMargins(0, 0, 0, 0)
+        strip.addWidget(self.timeline, 1)
+        strip.addWidget(self.position_label)
+        column.addLayout(strip)
 
         for view in (panel.registers, panel.globals_view):
             view.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)

@@ -123,6 +123,8 @@ class TimeTravelSession(DebugSession):
         if travel is None or not travel.checkpoints:
             return {"recording": False}
         inside = self.gate.current is not None
+        if not inside:
+            self._locate_marks(travel)
         return {
             "recording": True,
             "position": None if inside else travel.position,
@@ -135,6 +137,25 @@ class TimeTravelSession(DebugSession):
                 if m.ordinal >= self.gate.base
             ],
         }
+
+    @staticmethod
+    def _locate_marks(travel: TimeTravel, seconds: float = 0.25) -> None:
+        """Give the dispatches that ran inside fast runs their exact positions (for a timeline), latest
+        first: one replay from a checkpoint places every dispatch before it in that interval too. Bounded
+        in time: what is left keeps its run's start position (``exact`` False) until travelled to."""
+        import time
+
+        deadline = time.perf_counter() + seconds
+        for ordinal in sorted(travel.dispatch_log, reverse=True):
+            mark = travel.dispatch_log[ordinal]
+            if mark.exact or mark.position < travel.earliest:
+                continue
+            if time.perf_counter() > deadline:
+                break
+            try:
+                travel.locate_dispatch(ordinal)
+            except TimeTravelError:
+                continue
 
     def _when_changed(self, kind: str, *args: Any) -> dict[str, Any] | None:
         """``register DEPTH BANK INDEX`` (bank ``i`` or ``r``; depth 0 = the call's entry frame), ``global

@@ -180,6 +180,10 @@ def test_timeline_jumps_to_positions_and_dispatches_after_the_run_finished(qtbot
     timeline = panel.reverse.timeline
     latest = panel.bridge.history["latest"]
     assert timeline.latest == latest == panel.bridge.history["position"] > 0 and panel.reverse.reverse_step_into_action.isEnabled()
+    # The dispatches that ran inside the fast run (F5) have their exact positions, in run order.
+    marks = panel.bridge.history["dispatches"]
+    assert [m["ordinal"] for m in marks] == [0, 1, 2] and all(m["exact"] for m in marks)
+    assert marks[0]["position"] < marks[1]["position"] < marks[2]["position"] < latest
     panel.grab().save(SHOTS.format("finished"))
     # Click in the middle of the strip: the run travels to that instruction.
     ticks = [timeline.x_of(p) for p, _, _ in timeline.dispatches]
