@@ -62,3 +62,40 @@ def test_break_at_dispatch_1_shows_its_typed_tensors(qtbot, main_window, tmp_pat
     with qtbot.waitSignal(runs.bridge.finished, timeout=TIMEOUT):
         qtbot.keyClick(panel.listing, Qt.Key.Key_F5)
     assert "finished" in runs.title.text()
+
+
+def test_a_program_compiled_in_the_app_is_typed_by_its_executable_sources(qtbot, main_window, tmp_path):
+    from engine.compiler.job import compile_program as compile_in_app
+    from engine.compiler.request import CompileRequest
+    from engine.samples import sample_path
+
+    compilation = compile_in_app(CompileRequest.from_file(sample_path("mlp")), out_dir=tmp_path / "c")
+    assert compilation.ok, compilation.stderr()
+    main_window.context.set_compilation(compilation)
+    x = (np.arange(32, dtype=np.float32).reshape(2, 16) / 8 - 1).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    b1 = np.array([-1.0, -0.5, 0.0, 0.5, 1.0, 1.5, -1.5, 2.0, -2.0, 0.25, -0.25, 0.75, -0.75, 1.25, -1.25, 0.1,
+                   0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, -0.1, -0.2, -0.3, -0.4, -0.5, -0.6, -0.7, -0.8], np.float32)  # fmt: skip
+    hidden = np.maximum(x @ np.full((16, 32), 0.125, np.float32) + b1, 0)
+    out = hidden @ np.full((32, 4), -0.0625, np.float32) + np.array([0.5, -0.5, 1.0, -1.0], np.float32)
+    panel = open_in_stepper(qtbot, main_window, compilation.vmfb_path)
+    runs = main_window.panels["run_dispatches"]
+    add_breakpoint(qtbot, panel, "dispatch", "1", "after")
+    panel.set_inputs((f"@{tmp_path / 'x.npy'}",))
+    with qtbot.waitSignal(runs.bridge.bindingsRead, timeout=TIMEOUT):
+        qtbot.mouseClick(panel.run_button, Qt.MouseButton.LeftButton)
+    view = runs.paused_view
+    assert "types from interface" in view.header.text(), view.header.text()
+    shapes = {(t.role, t.array.shape) for t in view.tensors}
+    assert ("input", (2, 32)) in shapes and ("output", (2, 4)) in shapes, shapes
+    [h] = [t for t in view.tensors if t.role == "input" and t.array.shape == (2, 32)]
+    [o] = [t for t in view.tensors if t.role == "output"]
+    assert h.type.source == "interface" and str(o.type) == "2x4xf32"
+    np.testing.assert_allclose(h.array, hidden, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(o.array, out, rtol=1e-5, atol=1e-6)
+    view.inspector.tensor_list.setCurrentRow(view.tensors.index(o))
+    main_window.resize(1400, 900)
+    qtbot.wait(200)
+    main_window.grab().save("/tmp/dispatch_ui_interface_types.png")
+    with qtbot.waitSignal(runs.bridge.finished, timeout=TIMEOUT):
+        runs.bridge.continue_()
