@@ -205,6 +205,10 @@ class ReverseControls(QObject):
         position = event.detail.get("position")
         if position is not None:
             text += f"  @ {position:,}"
+            # The needle moves with the stop; the span and the dispatches follow with the history answer.
+            self.timeline.position = int(position)
+            self.timeline.preview = None
+            self.timeline.update()
         if event.reason == "history-start":
             text = f"At the start of the recorded history  @ {position:,}" if position is not None else text
         if self.note:
