@@ -14,6 +14,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import numpy as np
+
 from engine.runtime.hal.device import DispatchObserver, DispatchRecord
 from engine.trace.model import StringTable, Trace, TraceBuilder
 
@@ -30,13 +32,9 @@ class ZoneRecorder(DispatchObserver):
         self.names = StringTable()
         self._fn_names: dict[tuple[int, int], int] = {}
         self._stack: list[tuple[int, int, int]] = []  # (start, name id, category) of the open VM zones
-        # Finished zones, column lists: start, end, track (0 VM, 1 device), name id, category, payload.
-        self.start: list[int] = []
-        self.end: list[int] = []
-        self.track: list[int] = []
-        self.name: list[int] = []
-        self.category: list[int] = []
-        self.payload: list[int] = []
+        # Finished zones as (start, end, track (0 VM, 1 device), name id, category, payload) rows: one append
+        # per zone on the hot path, turned into columns once in ``trace()``.
+        self.rows: list[tuple[int, int, int, int, int, int]] = []
         self.payloads: list[dict] = []
         self._dispatch_start: dict[int, int] = {}
         self._queue_open: list[int] = []
@@ -69,7 +67,7 @@ class ZoneRecorder(DispatchObserver):
     def ret(self) -> None:
         if self._stack:
             s, nid, cat = self._stack.pop()
-            self._close(s, self.clock(), 0, nid, cat, -1)
+            self.rows.append((s, self.clock(), 0, nid, cat, -1))
 
     def import_begin(self, name: str) -> None:
         now = self.clock()
@@ -141,12 +139,7 @@ class ZoneRecorder(DispatchObserver):
     # -- results
 
     def _close(self, start: int, end: int, track: int, nid: int, cat: int, payload: int) -> None:
-        self.start.append(start)
-        self.end.append(end)
-        self.track.append(track)
-        self.name.append(nid)
-        self.category.append(cat)
-        self.payload.append(payload)
+        self.rows.append((start, end, track, nid, cat, payload))
 
     def finish(self) -> None:
         """Close zones a trap left open (the VM unwound without returning)."""
@@ -160,7 +153,7 @@ class ZoneRecorder(DispatchObserver):
 
     @property
     def dispatch_count(self) -> int:
-        return sum(1 for c in self.category if c == CAT_DISPATCH)
+        return sum(1 for r in self.rows if r[4] == CAT_DISPATCH)
 
     def trace(self, source: str = "debug run") -> Trace:
         """The recorded zones as a trace (times rebased so the first zone starts at 0)."""
@@ -172,7 +165,8 @@ class ZoneRecorder(DispatchObserver):
         b.track(("vm",), "VM", "vm", "debug run")
         b.track(("device",), f"device {self.device_name}", "device", "debug run")
         b.payloads = list(self.payloads)
-        b.add_zone_arrays(self.start, self.end, self.track, self.name, self.category, self.payload)
+        cols = np.array(self.rows, dtype=np.int64).reshape(-1, 6).T
+        b.add_zone_arrays(cols[0], cols[1], cols[2], cols[3], cols[4], cols[5])
         b.metadata["kind"] = "debug-run"
         b.metadata["aborted_zones"] = self.aborted
         return b.build(rebase=True)

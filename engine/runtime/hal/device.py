@@ -308,7 +308,9 @@ class Device:
             bindings=tuple(
                 DispatchBinding(i, b.buffer, b.offset, b.length)
                 for i, b in enumerate(bindings)  # type: ignore[arg-type]
-            ),
+            )
+            if any(getattr(o, "reads_bindings", True) for o in self.observers)
+            else (),  # timing-only observers never look at them: skip the per-binding objects
             executable_id=getattr(executable, "creation_id", 0),
         )
         self._dispatches += 1
