@@ -6,6 +6,12 @@ forward run of the same session commands.
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import numpy as np
+import pytest
+from session_support import compile_program
+
 from engine.session.protocol import Answer, Call, Evaluate, Failed, Open, Step, Stopped
 from engine.timetravel.session import Reverse, TimeTravelSession, TravelTo
 
@@ -69,3 +75,35 @@ def test_when_changed_answers_the_last_write(compiled):
     assert checked >= 2
     # The session is where it was.
     assert c.send(Evaluate("history")).value["position"] == 300
+
+
+def test_travel_to_each_dispatch_of_one_command_buffer_parks_in_that_dispatch(tmp_path):
+    """A real-frontend model: its dispatches share one instruction (one command buffer); a timeline's
+    jump to dispatch k (TravelTo park) stops inside k with the bindings a forward Next Dispatch sees."""
+    models = Path(__file__).resolve().parents[1] / ".." / "shared" / "models"
+    source = models / "small_cnn.mlir"
+    if not source.exists():
+        pytest.skip(f"{source} is absent (the shared models folder)")
+    module = compile_program(str(source), "llvm-cpu", tmp_path)
+    inputs = [f"@{models / 'small_cnn_x.npy'}"]
+    forward = Client(module, "small_cnn", inputs)
+    seen = []
+    while True:
+        forward.events.clear()
+        forward.session.handle(Step("dispatch"))
+        stop = forward.events[-1]
+        if not isinstance(stop, Stopped):
+            break
+        seen.append([b.to_numpy() for b in forward.send(Evaluate("bindings")).value])
+    assert len(seen) >= 3
+    c = Client(module, "small_cnn", inputs)
+    c.send(Step("into", 10_000))  # to the end (fewer instructions than that)
+    marks = c.send(Evaluate("history")).value["dispatches"]
+    assert len(marks) == len(seen) and all(m["exact"] for m in marks)
+    for k in reversed(range(len(seen))):
+        stop = c.send(TravelTo(dispatch=k, park=True))
+        assert stop.reason == "dispatch" and stop.location.dispatch_info.ordinal == k
+        got = [b.to_numpy() for b in c.send(Evaluate("bindings")).value]
+        assert len(got) == len(seen[k])
+        for a, b in zip(got, seen[k]):
+            np.testing.assert_array_equal(a, b)

@@ -105,7 +105,8 @@ class TimeTravelSession(DebugSession):
             if command.dispatch is not None:
                 stop = travel.goto_dispatch(command.dispatch + self.gate.base, command.when)
                 if command.park and command.when == "before":
-                    self.gate.stop_at_next = True
+                    # Several dispatches can share the instruction (one command buffer): stop at this one.
+                    self.gate.stop_at_next = _StopAtSequence(self.gate, stop.dispatch.ordinal)  # type: ignore[assignment]
                     self._start(self._need_controller().continue_)
                     return
             elif command.position is not None:
@@ -286,6 +287,18 @@ def _plain(value: Any) -> Any:
         return value
     ref = getattr(value, "ref", value)
     return None if ref is None else str(getattr(ref, "vm_type_name", type(ref).__name__))
+
+
+class _StopAtSequence:
+    """A dispatch gate's ``stop_at_next`` that is true only for one dispatch: the gate reads it, once per
+    dispatch, after it set ``current`` to the dispatch about to run."""
+
+    def __init__(self, gate: Any, sequence: int):
+        self.gate, self.sequence = gate, sequence
+
+    def __bool__(self) -> bool:
+        current = self.gate.current
+        return current is not None and current.sequence >= self.sequence
 
 
 @dataclass(frozen=True)
