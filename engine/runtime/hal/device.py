@@ -272,15 +272,9 @@ class Device:
 
     # -- dispatch with observation
 
-    def dispatch(
-        self,
-        executable: HalExecutable,
-        ordinal: int,
-        workgroup_count: tuple[int, int, int],
-        constants: tuple[int, ...],
-        bindings: list[ResolvedRange],
-    ) -> None:
-        """Run one dispatch, telling the observers before and after."""
+    @staticmethod
+    def check_dispatch(executable: HalExecutable, ordinal: int, bindings: list[ResolvedRange]) -> None:
+        """IREE's checks before a dispatch runs: the export exists and no binding is NULL."""
         if not 0 <= ordinal < len(executable.export_names):
             raise VmStatusError(
                 StatusCode.OUT_OF_RANGE,
@@ -292,12 +286,19 @@ class Device:
                     StatusCode.FAILED_PRECONDITION,
                     f"required binding {i} is NULL; all bindings must have a valid pointer",
                 )
-        if not self.observers:
-            self._dispatches += 1
-            self.run_dispatch(executable, ordinal, workgroup_count, constants, bindings)
-            return
-        record = DispatchRecord(
-            sequence=self._dispatches,
+
+    def dispatch_record(
+        self,
+        executable: HalExecutable,
+        ordinal: int,
+        workgroup_count: tuple[int, int, int],
+        constants: tuple[int, ...],
+        bindings: list[ResolvedRange],
+        sequence: int,
+    ) -> DispatchRecord:
+        """What observers are told about one dispatch (the bindings only when an observer reads them)."""
+        return DispatchRecord(
+            sequence=sequence,
             device=self.name,
             executable=executable.label,
             executable_format=executable.format,
@@ -309,10 +310,31 @@ class Device:
                 DispatchBinding(i, b.buffer, b.offset, b.length)
                 for i, b in enumerate(bindings)  # type: ignore[arg-type]
             )
-            if any(getattr(o, "reads_bindings", True) for o in self.observers)
+            if self.observers_read_bindings
             else (),  # timing-only observers never look at them: skip the per-binding objects
             executable_id=getattr(executable, "creation_id", 0),
         )
+
+    @property
+    def observers_read_bindings(self) -> bool:
+        """Whether an observer reads bindings (a timing-only one says ``reads_bindings = False``)."""
+        return any(getattr(o, "reads_bindings", True) for o in self.observers)
+
+    def dispatch(
+        self,
+        executable: HalExecutable,
+        ordinal: int,
+        workgroup_count: tuple[int, int, int],
+        constants: tuple[int, ...],
+        bindings: list[ResolvedRange],
+    ) -> None:
+        """Run one dispatch, telling the observers before and after."""
+        self.check_dispatch(executable, ordinal, bindings)
+        if not self.observers:
+            self._dispatches += 1
+            self.run_dispatch(executable, ordinal, workgroup_count, constants, bindings)
+            return
+        record = self.dispatch_record(executable, ordinal, workgroup_count, constants, bindings, self._dispatches)
         self._dispatches += 1
         for observer in list(self.observers):
             observer.before_dispatch(record)
@@ -324,6 +346,10 @@ class Device:
             raise
         for observer in list(self.observers):
             observer.after_dispatch(record)
+
+    def count_dispatch(self) -> None:
+        """Count a dispatch a device ran without ``dispatch`` (a batched submission)."""
+        self._dispatches += 1
 
     @property
     def dispatch_count(self) -> int:

@@ -25,7 +25,6 @@ from engine.runtime.hal.buffers import Allocation
 from engine.runtime.hal.commands import BindingTableEntry, HalCommandBuffer, ResolvedRange, resolve_ref
 from engine.runtime.hal.device import (
     Device,
-    DispatchBinding,
     DispatchRecord,
     HalExecutable,
     aligned_zeros,
@@ -226,7 +225,7 @@ class VulkanHalDevice(Device):
         batch and are told ``dispatch_batch(records, start_ns, end_ns)`` once it has finished: the
         submission's host-measured time, not per-dispatch device times (no timestamp queries here).
         """
-        if any(getattr(o, "reads_bindings", True) for o in self.observers) or not all(
+        if self.observers_read_bindings or not all(
             _batchable(k) for k in command_buffer.commands
         ):
             super().execute(command_buffer, table)
@@ -241,25 +240,24 @@ class VulkanHalDevice(Device):
                 steps.append(None)
             elif isinstance(command, cmd.DispatchCommand):
                 executable = command.executable
-                if not 0 <= command.ordinal < len(executable.export_names):
-                    raise VmStatusError(
-                        StatusCode.OUT_OF_RANGE,
-                        f"function id {command.ordinal} out of range (count: {len(executable.export_names)})",
-                    )
                 bindings = [resolve_ref(b, table) for b in command.bindings]
-                for i, b in enumerate(bindings):
-                    if b.buffer is None:
-                        raise VmStatusError(
-                            StatusCode.FAILED_PRECONDITION,
-                            f"required binding {i} is NULL; all bindings must have a valid pointer",
-                        )
+                self.check_dispatch(executable, command.ordinal, bindings)
                 pipeline, ranges, used = self._dispatch_op(
                     executable, command.ordinal, command.constants, bindings
                 )
                 steps.append((pipeline, command.workgroup_count, list(command.constants), ranges))
                 touched += used
                 if self.observers:  # timing-only observers: told the whole batch after it ran
-                    records.append(self._batch_record(executable, command, bindings, len(records)))
+                    records.append(
+                        self.dispatch_record(
+                            executable,
+                            command.ordinal,
+                            command.workgroup_count,
+                            command.constants,
+                            bindings,
+                            self.dispatch_count + len(records),
+                        )
+                    )
         command_buffer.submissions += 1
         cb = self.vulkan.create_command_buffer(f"command buffer ({len(steps)} commands)")
         cb.begin()
@@ -273,7 +271,7 @@ class VulkanHalDevice(Device):
                 cb.dispatch(
                     pipeline, workgroup_count, constants, [(a.device_state, s, n) for a, s, n in ranges]
                 )
-                self._dispatches += 1
+                self.count_dispatch()
         except HalError as e:
             raise VmStatusError(StatusCode.INVALID_ARGUMENT, str(e)) from None
         started = time.perf_counter_ns()
@@ -282,25 +280,6 @@ class VulkanHalDevice(Device):
             ended = time.perf_counter_ns()
             for observer in list(self.observers):
                 observer.dispatch_batch(records, started, ended)
-
-    def _batch_record(
-        self, executable: HalExecutable, command: Any, bindings: list[ResolvedRange], k: int
-    ) -> DispatchRecord:
-        return DispatchRecord(
-            sequence=self._dispatches + k,
-            device=self.name,
-            executable=executable.label,
-            executable_format=executable.format,
-            export_name=executable.export_name(command.ordinal),
-            export_ordinal=command.ordinal,
-            workgroup_count=tuple(command.workgroup_count),
-            constants=tuple(command.constants),
-            bindings=tuple(
-                DispatchBinding(i, b.buffer, b.offset, b.length)  # type: ignore[arg-type]
-                for i, b in enumerate(bindings)
-            ),
-            executable_id=executable.creation_id,
-        )
 
 
 def _batchable(command: cmd.Command) -> bool:
