@@ -14,7 +14,7 @@ from PySide6.QtCore import QPoint, Qt
 
 from engine.session.protocol import Breakpoint
 
-TIMEOUT = 60_000
+TIMEOUT = 120_000  # a child process opening Vulkan on a loaded 2-core machine can take a minute
 CTRL_SHIFT = Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier
 SHOTS = "/tmp/reverse_{}.png"
 
