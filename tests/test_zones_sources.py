@@ -94,7 +94,11 @@ def test_ireeprof_imports_every_dispatch(attention, tmp_path, device):
     assert execs.size
     lo, hi = z.start[execs].min(), z.end[execs].max()
     assert np.all(z.start[disp] >= lo) and np.all(z.end[disp] <= hi)
-    assert np.all(z.depth[disp] == 1)
+    # Below their execute operation; local-task may run independent dispatches at the same time on its
+    # workers, and a zone overlapping a sibling goes one lane deeper, so only Vulkan's queue is exactly 1.
+    assert np.all(z.depth[disp] >= 1)
+    if device == "vulkan":
+        assert np.all(z.depth[disp] == 1)
 
 
 @pytest.mark.parametrize(

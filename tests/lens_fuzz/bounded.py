@@ -1,6 +1,8 @@
 """Fuzz cases run under a real time limit and memory limit, in worker processes.
 
-A worker process (forked, so any reader callable works) runs a batch of cases one at a time. Before its
+A worker process (from a fork server: a clean single-threaded process, because forking the test process
+itself inherits whatever locks its other threads hold and can deadlock the worker) runs a batch of cases
+one at a time; readers are module-level functions, passed by reference. Before its
 first case it limits its own address space (``RLIMIT_AS``) to what it holds plus ``Limits.memory_bytes``;
 the parent waits at most ``Limits.seconds`` of wall-clock time for each case and kills the worker when a
 case takes longer. So every case ends in one of:
@@ -109,9 +111,15 @@ def _worker(conn, reader: Reader, memory_bytes: int) -> None:
         conn.send(run_one(reader, data))
 
 
+def _context():
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["lens_fuzz.readers"])  # workers start with the readers imported
+    return ctx
+
+
 class _Worker:
     def __init__(self, reader: Reader, limits: Limits):
-        ctx = multiprocessing.get_context("fork")
+        ctx = _context()
         self.conn, child = ctx.Pipe()
         self.process = ctx.Process(target=_worker, args=(child, reader, limits.memory_bytes), daemon=True)
         self.process.start()
