@@ -70,7 +70,33 @@ def load_trace_job(path: str, task: Any = None) -> LoadedTrace:
     return LoadedTrace(trace, ZoneIndex(trace), stats)
 
 
-class StatsModel(QAbstractTableModel):
+class _RowsModel(QAbstractTableModel):
+    """A table over a list of plain rows; subclasses name the ``COLUMNS`` and say what ``data`` shows."""
+
+    COLUMNS: tuple[str, ...] = ()
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.rows: list[Any] = []
+
+    def set_rows(self, rows: list[Any]) -> None:
+        self.beginResetModel()
+        self.rows = list(rows)
+        self.endResetModel()
+
+    def rowCount(self, parent=_ROOT) -> int:  # noqa: N802
+        return 0 if parent.isValid() else len(self.rows)
+
+    def columnCount(self, parent=_ROOT) -> int:  # noqa: N802
+        return len(self.COLUMNS)
+
+    def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):  # noqa: N802
+        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
+            return self.COLUMNS[section]
+        return None
+
+
+class StatsModel(_RowsModel):
     """Rows of ``ZoneStats``; ``Qt.UserRole`` holds numbers for sorting."""
 
     COLUMNS = ("name", "count", "total", "self", "mean", "min", "p50", "p90", "p99", "max")
@@ -86,26 +112,6 @@ class StatsModel(QAbstractTableModel):
         "p99_ns",
         "max_ns",
     )
-
-    def __init__(self, parent=None):
-        super().__init__(parent)
-        self.rows: list[ZoneStats] = []
-
-    def set_rows(self, rows: list[ZoneStats]) -> None:
-        self.beginResetModel()
-        self.rows = list(rows)
-        self.endResetModel()
-
-    def rowCount(self, parent=_ROOT) -> int:  # noqa: N802
-        return 0 if parent.isValid() else len(self.rows)
-
-    def columnCount(self, parent=_ROOT) -> int:  # noqa: N802
-        return len(self.COLUMNS)
-
-    def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):  # noqa: N802
-        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
-            return self.COLUMNS[section]
-        return None
 
     def data(self, index, role=Qt.ItemDataRole.DisplayRole):
         r = self.rows[index.row()]
@@ -123,30 +129,10 @@ class StatsModel(QAbstractTableModel):
         return None
 
 
-class DiffModel(QAbstractTableModel):
+class DiffModel(_RowsModel):
     """Rows of ``ZoneDiff`` (A/B), slower-in-B first; the difference column is red when B is slower."""
 
     COLUMNS = ("name", "count A", "count B", "total A", "total B", "Δ total", "mean A", "mean B", "Δ mean")
-
-    def __init__(self, parent=None):
-        super().__init__(parent)
-        self.rows: list[ZoneDiff] = []
-
-    def set_rows(self, rows: list[ZoneDiff]) -> None:
-        self.beginResetModel()
-        self.rows = list(rows)
-        self.endResetModel()
-
-    def rowCount(self, parent=_ROOT) -> int:  # noqa: N802
-        return 0 if parent.isValid() else len(self.rows)
-
-    def columnCount(self, parent=_ROOT) -> int:  # noqa: N802
-        return len(self.COLUMNS)
-
-    def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):  # noqa: N802
-        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
-            return self.COLUMNS[section]
-        return None
 
     def _values(self, d: ZoneDiff) -> tuple:
         return (
