@@ -92,6 +92,7 @@ class DebugSession:
         self._resumed: Command | None = None  # the latest command that resumed the current action
         self._thread: threading.Thread | None = None
         self._code_pcs: dict[tuple[int, int], list[int]] = {}
+        self._frame_infos: dict[tuple[ModuleInstance, int, int], FrameInfo] = {}
         self._handlers: dict[type, Callable[[Any], None]] = {
             Open: self._on_open,
             SetBreakpoints: self._on_set_breakpoints,
@@ -399,13 +400,19 @@ class DebugSession:
         k = bisect.bisect_left(pcs, resume)
         return pcs[k - 1] if k > 0 else resume
 
-    @staticmethod
-    def _frame_info(instance: ModuleInstance, ordinal: int, pc: int) -> FrameInfo:
-        try:
-            text = format_instruction(instance.instruction_at(ordinal, pc))
-        except LensError:
-            text = ""
-        return FrameInfo(instance.name, instance.function_name(ordinal), pc, text)
+    def _frame_info(self, instance: ModuleInstance, ordinal: int, pc: int) -> FrameInfo:
+        # Cached: every dispatch reports its location (Progress), mostly from the same few call sites.
+        key = (instance, ordinal, pc)
+        found = self._frame_infos.get(key)
+        if found is None:
+            try:
+                text = format_instruction(instance.instruction_at(ordinal, pc))
+            except LensError:
+                text = ""
+            if len(self._frame_infos) > 4096:
+                self._frame_infos.clear()
+            found = self._frame_infos[key] = FrameInfo(instance.name, instance.function_name(ordinal), pc, text)
+        return found
 
     def _snapshot(self) -> dict[str, Any]:
         return {"registers": self._registers(), "frames": self._frames()}
