@@ -46,7 +46,7 @@ class DispatchEntry:
     constants: list[int] = field(default_factory=list)
     # One per binding: {"index", "buffer", "offset", "length", "access"} (debug engine only): the graph's input.
     bindings: list[dict] = field(default_factory=list)
-    tensors_from: str = "bindings"  # "trace" when the trace points' buffer views were captured
+    tensors_from: str = "untyped"  # runtime (trace points), sources (executable sources) or untyped (bytes)
     health: str = "ok"
 
     def to_json(self) -> dict:
@@ -78,7 +78,7 @@ class DispatchEntry:
             list(d.get("output_types", [])),
             list(d.get("constants", [])),
             list(d.get("bindings", [])),
-            d.get("tensors_from", "bindings"),
+            d.get("tensors_from", "untyped"),
             d.get("health", "ok"),
         )
 
@@ -130,7 +130,7 @@ class BundleWriter:
     ) -> tuple[str, str]:
         """Save ``array`` as ``stem.npy`` (or reuse an identical file already written); returns the file
         name and the type string recorded in the manifest."""
-        array = np.ascontiguousarray(array)
+        array = np.asarray(array, order="C")  # (np.ascontiguousarray would make a rank-0 tensor 1-d)
         stored = to_storage(array)
         type_text = str(tensor_type) if tensor_type is not None else _type_of(array)
         # Identical tensors (a dispatch's output is the next one's input) are written once. A cheap

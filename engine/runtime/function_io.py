@@ -37,7 +37,7 @@ class Tensor:
 
     @classmethod
     def from_numpy(cls, array: np.ndarray) -> Tensor:
-        array = np.ascontiguousarray(array)
+        array = np.asarray(array, order="C")  # keeps a rank-0 array rank 0 (ascontiguousarray does not)
         return cls(array, et.element_type_for_dtype(array.dtype))
 
     @property

@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from engine.dispatch.snapshot import DispatchSnapshots
+from engine.dispatch.typed_tensors import find_sources
 from engine.errors import LensError
 from engine.runtime.debug_runner import DebugRunError, DebugRunner
 from engine.runtime.function_io import Tensor, format_results, parse_inputs, split_cconv
@@ -144,7 +146,9 @@ class DebugSession:
         self.runner = DebugRunner(command.module_path, command.device)
         self.controller = vmc.Controller(self.runner.context)
         self.gate = DispatchGate(self._park, self.controller.take_pause, self._progress)
-        self.runner.device.observers.append(self.gate)
+        snapshots = DispatchSnapshots.for_device(self.runner.device)
+        snapshots.sources = find_sources(command.module_path)
+        snapshots.subscribe(self.gate)
         self.live = LiveSubstitutions.for_runner(self.runner)
         self._install_breakpoints()
         self.emit(Opened(command.module_path, tuple(self.runner.function_names), command.device))

@@ -278,7 +278,7 @@ class ReferenceSession:
         self._need_parked()
         if not 0 <= index < len(self._arrays):
             raise ReferenceSessionError(f"binding {index} out of range: the trace point has {len(self._arrays)}")
-        a = np.ascontiguousarray(self._arrays[index])
+        a = np.asarray(self._arrays[index], order="C")  # a rank-0 tensor stays rank 0
         return TensorRef(a.shape, a.dtype.str, "", array=a)
 
     def _bindings(self) -> list[TensorRef]:
