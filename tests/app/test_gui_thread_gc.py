@@ -66,7 +66,7 @@ def test_windows_closed_while_the_engine_worker_allocates_die_on_the_gui_thread(
         done = []
         window.worker.submit(_allocate_like_a_parser, on_result=done.append)
         window.worker.submit(_allocate_like_a_parser, on_result=done.append)
-        qtbot.waitUntil(lambda: len(done) == 2, timeout=60_000)
+        qtbot.waitUntil(lambda done=done: len(done) == 2, timeout=60_000)
         window.close()
         window.deleteLater()
         del window
@@ -91,10 +91,10 @@ def test_the_worker_never_drops_the_last_reference_to_a_job(qapp, qtbot):
             done = []
             worker.submit(lambda h=holder: h.objectName(), on_result=done.append)
             del holder
-            qtbot.waitUntil(lambda: bool(done), timeout=10_000)
+            qtbot.waitUntil(lambda done=done: bool(done), timeout=10_000)
             done2 = []
             worker.submit(lambda: 0, on_result=done2.append)  # the worker takes its next request
-            qtbot.waitUntil(lambda: bool(done2), timeout=10_000)
+            qtbot.waitUntil(lambda done2=done2: bool(done2), timeout=10_000)
             qapp.processEvents()
         gc.collect()
         assert len(destroyed.threads) == 3
