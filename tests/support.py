@@ -324,7 +324,10 @@ def iree_dump_replay_rows(path) -> list[dict]:
     import json
 
     proc = subprocess.run(
-        [iree_tool("iree-dump-replay"), "--format=jsonl", str(path)], capture_output=True, text=True, timeout=120
+        [iree_tool("iree-dump-replay"), "--format=jsonl", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
@@ -349,3 +352,52 @@ def assert_within_ulps(got, expected, ulps: int, magnitude=None) -> None:
     assert not err.size or err.flat[worst] <= ulps, (
         f"{err.flat[worst]:.1f} ulps apart at flat index {worst}: {got.flat[worst]!r} vs {expected.flat[worst]!r}"
     )
+
+
+def iree_traced_tensors(
+    vmfb, function: str, args: list[np.ndarray], device: str = "local-sync"
+) -> list[tuple[str, list]]:
+    """IREE's own traced dispatch tensors (a module built with ``--iree-flow-trace-dispatch-tensors``) read
+    with a ``HalModuleDebugSink``, with no engine code: ``(key, arrays)`` in the order IREE traced them."""
+    import iree.runtime as rt
+
+    seen: list[tuple[str, list]] = []
+
+    def sink(key, views):
+        arrays = []
+        for bv in views:
+            dtype = rt.HalElementType.map_to_dtype(bv.element_type)
+            arrays.append(np.array(bv.map().asarray(bv.shape, dtype), copy=True))
+        seen.append((key, arrays))
+
+    instance = rt.VmInstance()
+    hal_device = rt.get_device(device)
+    debug_sink = rt.HalModuleDebugSink(sink)
+    hal = rt.create_hal_module(instance, hal_device, debug_sink=debug_sink)
+    module = rt.VmModule.copy_buffer(instance, Path(vmfb).read_bytes())
+    context = rt.VmContext(instance, [hal, module])
+    arg_list = rt.VmVariantList(len(args))
+    for a in args:
+        arg_list.push_ref(
+            hal_device.allocator.allocate_buffer_copy(
+                memory_type=rt.MemoryType.DEVICE_LOCAL,
+                allowed_usage=rt.BufferUsage.DEFAULT,
+                device=hal_device,
+                buffer=np.ascontiguousarray(a),
+                element_type=_iree_element_type(rt, a.dtype),
+            )
+        )
+    context.invoke(module.lookup_function(function), arg_list, rt.VmVariantList(4))
+    del context, hal, debug_sink
+    return seen
+
+
+def _iree_element_type(rt, dtype):
+    names = {
+        "float32": "FLOAT_32",
+        "float16": "FLOAT_16",
+        "int32": "SINT_32",
+        "int8": "SINT_8",
+        "int64": "SINT_64",
+    }
+    return getattr(rt.HalElementType, names[np.dtype(dtype).name])
