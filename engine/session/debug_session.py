@@ -295,6 +295,8 @@ class DebugSession:
             detail["breakpoints"] = [b.describe() for b in why.breakpoints]
         if why.nan_bindings:
             detail["nan_bindings"] = list(why.nan_bindings)
+        if why.nonfinite:
+            detail["nonfinite"] = [dict(n) for n in why.nonfinite]
         if why.divergence:
             detail["divergence"] = why.divergence
         self.emit(Stopped(reason, self.location(), detail))

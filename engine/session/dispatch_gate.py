@@ -91,6 +91,21 @@ def nonfinite_count(data: np.ndarray, export: str) -> int:
     return int(values.size - np.count_nonzero(np.isfinite(as_float)))
 
 
+def nonfinite_summary(data: np.ndarray, export: str, binding: int) -> dict[str, int] | None:
+    """NaN and Inf in one binding, as a stop reports them: ``{"binding", "count", "nan", "inf", "first"}``
+    (``first``: the flat element index of the first non-finite value); ``None`` when all are finite."""
+    values = float_view(data, export)
+    if values is None or values.size == 0:
+        return None
+    as_float = values.astype(np.float32) if values.dtype.kind != "f" else values
+    bad = ~np.isfinite(as_float)
+    count = int(np.count_nonzero(bad))
+    if not count:
+        return None
+    nan = int(np.count_nonzero(np.isnan(as_float)))
+    return {"binding": binding, "count": count, "nan": nan, "inf": count - nan, "first": int(np.argmax(bad))}
+
+
 @dataclass(frozen=True)
 class GateStop:
     """Why the gate stops at a dispatch: the breakpoints that matched, NaN written, a dispatch step."""
@@ -100,6 +115,7 @@ class GateStop:
     step: bool = False
     paused: bool = False
     divergence: dict | None = None  # DivergeHit.to_json() of a diverge breakpoint
+    nonfinite: tuple[dict, ...] = ()  # nonfinite_summary of each binding in nan_bindings
 
 
 class DispatchGate(DispatchObserver):
@@ -241,7 +257,9 @@ class DispatchGate(DispatchObserver):
                     break
             if hit:
                 self.current_info = self.info(record, DispatchWhen.AFTER, access)
-                self.park(record, self.current_info, GateStop(hit, nan, divergence=divergence))
+                found = (nonfinite_summary(after[k], record.export_name, k) for k in nan)
+                summaries = tuple(f for f in found if f is not None)
+                self.park(record, self.current_info, GateStop(hit, nan, divergence=divergence, nonfinite=summaries))
         finally:
             self._before_bytes = []
             self.current = None
@@ -258,6 +276,7 @@ __all__ = [
     "dispatch_matches",
     "executable_name",
     "is_dispatch_breakpoint",
+    "nonfinite_summary",
     "name_matches",
     "nonfinite_count",
 ]
