@@ -240,12 +240,13 @@ class Workbench(QObject):
     # -- session events --------------------------------------------------------------------------
 
     def _on_stopped(self, event: Any) -> None:
-        position = event.detail.get("position") if isinstance(event.detail, dict) else None
+        position = event.detail.position
         self._update(position=position if position is not None else self.state.position)
 
-    def _on_history(self, history: dict | None) -> None:
-        if history and history.get("position") is not None:
-            self._update(position=int(history["position"]))
+    def _on_history(self, history: Any) -> None:
+        """``History`` (engine.session.protocol) or None."""
+        if history is not None and history.position is not None:
+            self._update(position=int(history.position))
 
     def set_stop_text(self, text: str) -> None:
         self._update(stop_text=text)

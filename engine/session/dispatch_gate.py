@@ -23,6 +23,8 @@ from engine.session.protocol import (
     BreakpointKind,
     DispatchInfo,
     DispatchWhen,
+    DivergenceStop,
+    NonFinite,
 )
 
 # Element types a NaN/Inf check reads a binding as: IREE's dispatch names end with the element type.
@@ -91,9 +93,9 @@ def nonfinite_count(data: np.ndarray, export: str) -> int:
     return int(values.size - np.count_nonzero(np.isfinite(as_float)))
 
 
-def nonfinite_summary(data: np.ndarray, export: str, binding: int) -> dict[str, int] | None:
-    """NaN and Inf in one binding, as a stop reports them: ``{"binding", "count", "nan", "inf", "first"}``
-    (``first``: the flat element index of the first non-finite value); ``None`` when all are finite."""
+def nonfinite_summary(data: np.ndarray, export: str, binding: int) -> NonFinite | None:
+    """NaN and Inf in one binding (as the float type its dispatch name says), or ``None`` when all are
+    finite: counts and the flat element index of the first."""
     values = float_view(data, export)
     if values is None or values.size == 0:
         return None
@@ -103,7 +105,7 @@ def nonfinite_summary(data: np.ndarray, export: str, binding: int) -> dict[str, 
     if not count:
         return None
     nan = int(np.count_nonzero(np.isnan(as_float)))
-    return {"binding": binding, "count": count, "nan": nan, "inf": count - nan, "first": int(np.argmax(bad))}
+    return NonFinite(binding, count, nan, count - nan, int(np.argmax(bad)))
 
 
 @dataclass(frozen=True)
@@ -114,8 +116,8 @@ class GateStop:
     nan_bindings: tuple[int, ...] = ()
     step: bool = False
     paused: bool = False
-    divergence: dict | None = None  # DivergeHit.to_json() of a diverge breakpoint
-    nonfinite: tuple[dict, ...] = ()  # nonfinite_summary of each binding in nan_bindings
+    divergence: DivergenceStop | None = None  # a diverge breakpoint's finding
+    nonfinite: tuple[NonFinite, ...] = ()  # nonfinite_summary of each binding in nan_bindings
 
 
 class DispatchGate(DispatchObserver):
@@ -252,8 +254,9 @@ class DispatchGate(DispatchObserver):
                 found = self._reference(bp).check(self.ordinal(record), record.export_name, written)
                 if found is not None:
                     self._diverged.add(bp)
-                    hit, divergence = hit + (bp,), found.to_json()
-                    divergence["text"] = found.describe()
+                    plain = found.to_json()
+                    plain["first_mismatch"] = found.first_mismatch
+                    hit, divergence = hit + (bp,), DivergenceStop(**plain, text=found.describe())
                     break
             if hit:
                 self.current_info = self.info(record, DispatchWhen.AFTER, access)

@@ -170,8 +170,8 @@ def test_a_nan_stop_names_the_first_nan(qtbot, main_window, tmp_path):
         expected_first = int(np.argmax(~np.isfinite(np.log(a - b))))
     panel.set_inputs((f"@{tmp_path / 'a.npy'}", f"@{tmp_path / 'b.npy'}"))
     stop = run_and_wait(qtbot, window, "stopped")
-    nonfinite = stop.detail["nonfinite"]
-    assert nonfinite and nonfinite[0]["first"] == expected_first == 13 and nonfinite[0]["nan"] == 2
+    nonfinite = stop.detail.nonfinite
+    assert nonfinite and nonfinite[0].first == expected_first == 13 and nonfinite[0].nan == 2
     assert f"first at index {expected_first}" in panel.status_label.text()
     assert f"first at index {expected_first}" in window.statusBar().currentMessage()
     assert "2 NaN" in window.workbench.state.stop_text
