@@ -103,7 +103,7 @@ def test_opening_a_second_module_leaves_nothing_of_the_first(qtbot, main_window,
     # Stop at entry so the registers and call stack hold something of this module.
     with qtbot.waitSignal(panel.bridge.stopped, timeout=TIMEOUT):
         assert window.workbench.run(stop_at_entry=True)
-    assert panel.call_stack.topLevelItemCount() and panel.registers.registers.get("i32") is not None
+    assert panel.call_stack.topLevelItemCount() and panel.registers.registers.i32
     assert panel.output.toPlainText()
 
     # The transformer: nothing of the CNN remains.
@@ -111,7 +111,7 @@ def test_opening_a_second_module_leaves_nothing_of_the_first(qtbot, main_window,
     assert window.workbench.module.path == transformer
     assert panel.output.toPlainText() == ""
     assert panel.call_stack.topLevelItemCount() == 0
-    assert not panel.registers.registers.get("i32")
+    assert not panel.registers.registers.i32
     assert not window.banner.isVisible()
     assert window.documents.document("paused-dispatch") is None
     assert panel.function_combo.currentText() == "attention_block"
