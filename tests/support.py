@@ -271,29 +271,9 @@ TARGET_FLAGS = {
 }  # fmt: skip
 
 
-def compile_with_dumps(sample: str, target: str, out: Path) -> Path:
-    """Compile a sample, dumping executable sources, intermediates (.ll, .spirv) and binaries under ``out``."""
-    out.mkdir(parents=True, exist_ok=True)
-    vmfb = out / f"{sample}.vmfb"
-    if vmfb.exists():  # compiled by an earlier test of the module (same folder, same flags)
-        return vmfb
-    subprocess.run(
-        [iree_tool("iree-compile"), str(sample_path(sample)), *TARGET_FLAGS[target], "-o", str(vmfb),
-         f"--iree-hal-dump-executable-sources-to={out / 'sources'}",
-         f"--iree-hal-dump-executable-intermediates-to={out / 'intermediates'}",
-         f"--iree-hal-dump-executable-binaries-to={out / 'binaries'}"],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    return vmfb
-
-
-def edited_source(sources: Path, out: Path) -> Path:
-    """The dumped MLIR source of main_dispatch_0 with the final ``addf`` made a ``mulf``."""
-    text = (sources / "module_main_dispatch_0.mlir").read_text()
-    edited, n = re.subn(r"arith\.addf (%\w+), (%\w+) : f32", r"arith.mulf \1, \2 : f32", text)
-    assert n == 1
-    out.write_text(edited)
-    return out
+# Shared with the benchmarks (benchmarks/ is on the tests' path): one way to compile a sample with IREE's
+# executable dumps, and the edit the substitution tests make.
+from bench_support import compile_with_dumps, edited_source  # noqa: E402, F401
 
 
 def assert_within_ulps(got, expected, ulps: int, magnitude=None) -> None:
