@@ -161,8 +161,14 @@ class _Close:
 
 
 def serve_stdio() -> int:
-    """``iree-lens serve --stdio``: the frames use the process's real stdin/stdout; anything else that
-    would print to stdout (a library, a stray print) goes to stderr instead, so the stream stays clean."""
+    """``iree-lens serve --stdio``: serve one client on this process's stdin/stdout."""
+    frames_in, frames_out = claim_stdio()
+    return serve(frames_in, frames_out)
+
+
+def claim_stdio() -> tuple[BinaryIO, BinaryIO]:
+    """This process's real stdin/stdout as binary streams for a protocol; anything else that would print
+    to stdout (a library, a stray print) goes to stderr from now on, so the stream stays clean."""
     frames_in = os.fdopen(os.dup(0), "rb", buffering=1 << 16)
     frames_out = os.fdopen(os.dup(1), "wb", buffering=1 << 16)
     _grow_pipe(frames_in.fileno())
@@ -173,7 +179,7 @@ def serve_stdio() -> int:
     os.dup2(devnull, 0)
     os.close(devnull)
     sys.stdout = sys.stderr
-    return serve(frames_in, frames_out)
+    return frames_in, frames_out
 
 
 def _grow_pipe(fd: int) -> None:
