@@ -100,7 +100,7 @@ def serve(reader: BinaryIO, writer: BinaryIO, *, compress: bool = True) -> int:
             send({"k": "event", "event": event})
 
     handler = handler_class(emit)
-    send({"k": "hello", "version": PROTOCOL_VERSION, "host": socket.gethostname(), "pid": os.getpid()})
+    send({"k": "hello", "role": "server", "version": PROTOCOL_VERSION, "host": socket.gethostname(), "pid": os.getpid()})
 
     work: collections.deque[Command | _Close] = collections.deque()
     ready = threading.Condition()
@@ -235,7 +235,7 @@ class StreamSession:
         except WireError as e:
             self.process.wait(timeout=10)
             raise RemoteError(self._ended_text(e)) from None
-        if not isinstance(hello, dict) or hello.get("k") != "hello":
+        if not isinstance(hello, dict) or hello.get("k") != "hello" or hello.get("role") != "server":
             message = hello.get("message") if isinstance(hello, dict) else repr(hello)
             self.close()
             raise RemoteError(f"the session server refused: {message}")

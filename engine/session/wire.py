@@ -78,7 +78,7 @@ class _Encoder:
                 return {k: self.value(x) for k, x in v.items()}
             return {"$m": [[self.value(k), self.value(x)] for k, x in v.items()]}
         if isinstance(v, np.ndarray):
-            array = np.ascontiguousarray(v)
+            array = v if v.flags.c_contiguous else v.copy(order="C")  # (ascontiguousarray makes rank 0 rank 1)
             out = {"$a": self.buffer(_bytes_view(array)), "shape": list(array.shape)}
             out.update(_dtype_json(array.dtype))
             return out
