@@ -296,6 +296,27 @@ def edited_source(sources: Path, out: Path) -> Path:
     return out
 
 
+def assert_within_ulps(got, expected, ulps: int, magnitude=None) -> None:
+    """``got`` equals ``expected`` to ``ulps`` units in the last place (for float results computed in
+    another order or with fused multiply-adds, never bit for bit). The ulp is that of the larger of the
+    two values, or of ``magnitude`` where given: the size of the operands, when a sum cancels (an FMA
+    and a rounded product differ by half an ulp of the product, not of the small result)."""
+    import numpy as np
+
+    got = np.asarray(got)
+    expected = np.asarray(expected)
+    assert got.shape == expected.shape and got.dtype == expected.dtype, (got.shape, got.dtype, expected.dtype)
+    size = np.maximum(np.abs(got), np.abs(expected))
+    if magnitude is not None:
+        size = np.maximum(size, np.abs(np.asarray(magnitude)))
+    scale = np.spacing(size.astype(got.dtype))
+    err = np.abs(got.astype(np.float64) - expected.astype(np.float64)) / scale.astype(np.float64)
+    worst = int(np.argmax(err)) if err.size else 0
+    assert not err.size or err.flat[worst] <= ulps, (
+        f"{err.flat[worst]:.1f} ulps apart at flat index {worst}: {got.flat[worst]!r} vs {expected.flat[worst]!r}"
+    )
+
+
 class LocalSshd:
     """A real ``sshd`` on a loopback port (127.0.0.1) with throwaway host and user keys, for tests of
     ``--remote='ssh ...'``. ``start()`` returns a reason string instead when sshd cannot run here (not
