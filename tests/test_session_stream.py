@@ -24,18 +24,20 @@ from support import LocalSshd
 
 from engine.errors import LensError
 from engine.session.protocol import (
-    Answer,
+    Bindings,
     Breakpoint,
     BreakpointKind,
     Call,
     Crashed,
     DispatchInfo,
-    Evaluate,
     Finished,
     Location,
     Open,
     Opened,
+    ReadBindings,
+    RegisterFile,
     SetBreakpoints,
+    StopDetail,
     Stopped,
     TensorRef,
 )
@@ -74,35 +76,36 @@ def roundtrip(value, **options):
 def test_protocol_values_roundtrip_exactly():
     info = DispatchInfo(1, "exe", "main_dispatch_1", (4, 1, 1), (7, 8), (), "after", "local-sync")
     event = Stopped("dispatch", Location(dispatch="main_dispatch_1", dispatch_index=1, dispatch_info=info),
-                    {"registers": {"i32": [1, 2**32 - 1], "ref": ["!hal.buffer"]}, "nan": float("nan"),
-                     "pcs": {3: "x", (1, 2): None}, "flags": (True, None)})
+                    StopDetail(RegisterFile((1, 2**32 - 1), ("!hal.buffer",)), nan_bindings=(1,)))
     back = roundtrip(event)
-    assert type(back) is Stopped and back.location.dispatch_info == info
-    assert back.detail["registers"] == event.detail["registers"]
-    assert back.detail["pcs"] == {3: "x", (1, 2): None} and back.detail["flags"] == (True, None)
-    assert np.isnan(back.detail["nan"])
+    assert type(back) is Stopped and back == event
+    assert type(back.detail.registers.i32) is tuple
+    other = {"nan": float("nan"), "pcs": {3: "x", (1, 2): None}, "flags": (True, None), "list": [1, "a"]}
+    back = roundtrip(other)
+    assert back["pcs"] == {3: "x", (1, 2): None} and back["flags"] == (True, None) and back["list"] == [1, "a"]
+    assert np.isnan(back["nan"])
     arrays = [np.arange(12, dtype=np.float32).reshape(3, 4), np.array(5, np.int64), np.zeros((0, 3), np.uint8),
               np.arange(6, dtype=np.float16)[::2], np.ones(4, ml_dtypes.bfloat16), np.array([1 + 2j])]
     for array in arrays:
-        got = roundtrip(Answer("t", TensorRef(array.shape, array.dtype.str, "", array=array))).value.array
+        got = roundtrip(TensorRef(array.shape, array.dtype.str, "", array=array)).array
         assert got.dtype == array.dtype and got.shape == array.shape
         assert got.tobytes() == np.ascontiguousarray(array).tobytes()
-    assert roundtrip(Answer("b", b"\x00\xff" * 3)).value == b"\x00\xff" * 3
+    assert roundtrip(b"\x00\xff" * 3) == b"\x00\xff" * 3
 
 
 def test_tensors_compress_only_when_it_pays():
     zeros = np.zeros(8 << 20, np.uint8)
     noise = np.random.default_rng(0).integers(0, 256, 1 << 20, dtype=np.uint8)
-    sizes = {name: sum(len(b) if isinstance(b, bytes) else b.nbytes for b in encode(Answer("x", a)))
+    sizes = {name: sum(len(b) if isinstance(b, bytes) else b.nbytes for b in encode(a))
              for name, a in (("zeros", zeros), ("noise", noise))}
     assert sizes["zeros"] < zeros.nbytes // 50  # zlib chunks
     assert noise.nbytes <= sizes["noise"] < noise.nbytes + 4096  # sent raw
-    assert np.array_equal(roundtrip(Answer("x", zeros)).value, zeros)
+    assert np.array_equal(roundtrip(zeros), zeros)
 
 
 def test_foreign_types_and_broken_frames_are_refused():
-    frame = b"".join(bytes(b) for b in encode(Answer("x", 1)))
-    hostile = frame.replace(b'"$d":"engine.session.protocol:Answer"', b'"$d":"subprocess:Popen"')
+    frame = b"".join(bytes(b) for b in encode(ReadBindings()))
+    hostile = frame.replace(b'"$d":"engine.session.protocol:ReadBindings"', b'"$d":"subprocess:Popen"')
     assert hostile != frame
     with pytest.raises(WireError):
         read_frame(io.BytesIO(hostile))
@@ -113,7 +116,7 @@ def test_foreign_types_and_broken_frames_are_refused():
     with pytest.raises(WireError, match="does not carry"):
         read_frame(io.BytesIO(b"Welcome to the machine\n" + frame))
     with pytest.raises(WireError):
-        encode(Answer("x", object()))
+        encode([object()])
 
 
 # --------------------------------------------------------------------------------- the stream session
@@ -138,11 +141,11 @@ def test_stream_session_runs_and_reports_a_dropped_connection(modules):
         session.send(Call("main", ("4x8xf32=3", "4x8xf32=1")))
         stop = events.next()
         assert isinstance(stop, Stopped) and stop.location.dispatch_info.ordinal == 2
-        session.send(Evaluate("bindings"))
+        session.send(ReadBindings())
         answer = events.next()
-        assert isinstance(answer, Answer) and len(answer.value) == len(stop.location.dispatch_info.bindings)
+        assert isinstance(answer, Bindings) and len(answer.tensors) == len(stop.location.dispatch_info.bindings)
         expected = np.full((4, 8), np.log(2.0), np.float32)  # dispatch 2 reads log(3 - 1)
-        assert any(np.array_equal(ref.to_numpy().view(np.float32), expected.ravel()) for ref in answer.value)
+        assert any(np.array_equal(ref.to_numpy().view(np.float32), expected.ravel()) for ref in answer.tensors)
         session.process.kill()  # the connection drops (as when ssh dies)
         crashed = events.next()
         assert isinstance(crashed, Crashed) and "lost" in crashed.reason and crashed.exitcode == -9

@@ -44,12 +44,18 @@ from engine.session.protocol import (
     Crashed,
     DispatchInfo,
     DispatchWhen,
-    Evaluate,
     Event,
     Failed,
     Finished,
     Open,
     Opened,
+    Query,
+    ReadBinding,
+    ReadDispatch,
+    ReadGlobals,
+    ReadRegisters,
+    Reverse,
+    ReverseMode,
     SetBreakpoints,
     Step,
     StepMode,
@@ -312,7 +318,7 @@ class DebugAdapter:
         breakpoints = tuple(self._function_bps + self._instruction_bps + self._exception_bps)
         self.session.send(SetBreakpoints(breakpoints))
         if self.state in ("launched", "stopped"):
-            answer = self._query(Evaluate("dispatch"))  # SetBreakpoints answers only when it fails
+            answer = self._query(ReadDispatch())  # SetBreakpoints answers only when it fails
             if isinstance(answer, Failed):
                 raise RequestError(answer.message)
 
@@ -334,10 +340,10 @@ class DebugAdapter:
         return self._resume(request, Step(StepMode.OUT))
 
     def _on_step_back(self, args: dict, request: dict) -> Any:
-        return self._reverse(request, "reverse-next")
+        return self._reverse(request, ReverseMode.NEXT)
 
     def _on_reverse_continue(self, args: dict, request: dict) -> Any:
-        return self._reverse(request, "reverse-continue")
+        return self._reverse(request, ReverseMode.CONTINUE)
 
     def _on_pause(self, args: dict, request: dict) -> dict | None:
         self._need_launched()
@@ -358,8 +364,6 @@ class DebugAdapter:
             raise RequestError("the reference engine (IREE's runtime) has no history: use engine 'debug'")
         if self.state not in ("stopped", "ended") or self._ended and self.session is None:
             raise RequestError(f"the program has no history here ({self.state})")
-        from engine.timetravel.session import Reverse
-
         outcome = self._query(Reverse(mode, 1), until=(Stopped, Failed, Crashed))
         if not isinstance(outcome, Stopped):
             raise RequestError(_message(outcome))
@@ -493,22 +497,22 @@ class DebugAdapter:
         return {"variables": variables}
 
     def _register_variables(self, depth: int) -> list[dict[str, Any]]:
-        answer = self._evaluate("registers", depth)
+        registers = self._ask(ReadRegisters(depth)).registers
         out = [{"name": f"i{k}", "value": str(v), "type": "i32", "variablesReference": 0}
-               for k, v in enumerate(answer.get("i32", []))]
+               for k, v in enumerate(registers.i32)]
         out += [{"name": f"r{k}", "value": str(v), "type": "ref", "variablesReference": 0}
-                for k, v in enumerate(answer.get("ref", []))]
+                for k, v in enumerate(registers.ref)]
         return out
 
     def _global_variables(self) -> list[dict[str, Any]]:
-        answer = self._evaluate("globals")
-        data = bytes.fromhex(answer.get("rwdata", ""))
+        answer = self._ask(ReadGlobals())
+        data = bytes(answer.rwdata)
         out = []
         for offset in range(0, len(data) - len(data) % 4, 4):
             word = int.from_bytes(data[offset : offset + 4], "little")
             out.append({"name": f"rwdata[{offset}]", "value": str(word), "type": "i32", "variablesReference": 0})
         out += [{"name": f"ref{k}", "value": str(v), "type": "ref", "variablesReference": 0}
-                for k, v in enumerate(answer.get("refs", []))]
+                for k, v in enumerate(answer.refs)]
         return out
 
     def _binding_variables(self, stop: _Stop, info: DispatchInfo) -> list[dict[str, Any]]:
@@ -542,7 +546,7 @@ class DebugAdapter:
             raise RequestError(f"dispatch #{ordinal} is not the paused dispatch: its bindings are gone")
         data = stop.bindings.get(index)
         if data is None:
-            data = stop.bindings[index] = np.ascontiguousarray(self._evaluate("binding", index).to_numpy()).view(np.uint8).reshape(-1)
+            data = stop.bindings[index] = np.ascontiguousarray(self._ask(ReadBinding(index)).tensor.to_numpy()).view(np.uint8).reshape(-1)
         offset, count = int(args.get("offset") or 0), int(args.get("count") or 0)
         start = max(offset, 0)
         end = min(offset + count, data.size)
@@ -637,11 +641,11 @@ class DebugAdapter:
                 return frame.function
         return self.function
 
-    def _evaluate(self, query: str, *args: Any) -> Any:
-        answer = self._query(Evaluate(query, args))
+    def _ask(self, query: Query) -> Any:
+        answer = self._query(query)
         if not isinstance(answer, Answer):
             raise RequestError(_message(answer))
-        return answer.value
+        return answer
 
 
 _ANSWERED = object()  # a handler that wrote its own response (before events that must follow it)
@@ -690,10 +694,10 @@ def _address(reference: Any) -> int:
 def _stop_reason(event: Stopped) -> tuple[str, str]:
     detail = event.detail
     info = event.location.dispatch_info
-    if detail.get("nan_bindings"):
-        return "exception", f"NaN/Inf written by dispatch #{info.ordinal} {info.export} to bindings {detail['nan_bindings']}"
-    if detail.get("divergence"):
-        return "exception", str(detail["divergence"].get("text", "diverged from the reference"))
+    if detail.nan_bindings:
+        return "exception", f"NaN/Inf written by dispatch #{info.ordinal} {info.export} to bindings {list(detail.nan_bindings)}"
+    if detail.divergence is not None:
+        return "exception", detail.divergence.text or "diverged from the reference"
     reason = str(event.reason)
     if reason == StopReason.ENTRY:
         return "entry", ""
@@ -701,7 +705,7 @@ def _stop_reason(event: Stopped) -> tuple[str, str]:
         return "pause", ""
     if reason == StopReason.DISPATCH:
         where = f"{info.when} dispatch #{info.ordinal} {info.export}" if info else "at a dispatch"
-        return ("function breakpoint" if detail.get("breakpoints") else "step"), where
+        return ("function breakpoint" if detail.breakpoints else "step"), where
     if reason == StopReason.BREAKPOINT:
         return "breakpoint", ""
     if reason == "history-start":
