@@ -296,6 +296,40 @@ def edited_source(sources: Path, out: Path) -> Path:
     return out
 
 
+def record_replay(vmfb, function: str, inputs, out: Path, device: str = "local-sync") -> Path:
+    """``iree-run-module --device_replay_output=out``: IREE's own HAL replay of one call."""
+    cmd = [iree_tool("iree-run-module"), f"--device={device}", f"--module={vmfb}", f"--function={function}"]
+    cmd += [f"--input={i}" for i in inputs] + [f"--device_replay_output={out}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0 and device.startswith("vulkan") and _replay_finished(Path(out)):
+        # iree-run-module 3.13 on lavapipe often dies in its Vulkan teardown (SIGSEGV, exit 245) after the
+        # run and after the recorder finalized the replay (its header holds the final length).
+        return Path(out)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:], proc.stdout[-2000:])
+    return Path(out)
+
+
+def _replay_finished(path: Path) -> bool:
+    import struct
+
+    if not path.is_file() or path.stat().st_size < 24:
+        return False
+    with open(path, "rb") as fh:
+        length = struct.unpack("<Q", fh.read(24)[16:24])[0]
+    return length == path.stat().st_size
+
+
+def iree_dump_replay_rows(path) -> list[dict]:
+    """``iree-dump-replay --format=jsonl``, one parsed row per line."""
+    import json
+
+    proc = subprocess.run(
+        [iree_tool("iree-dump-replay"), "--format=jsonl", str(path)], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+
+
 def assert_within_ulps(got, expected, ulps: int, magnitude=None) -> None:
     """``got`` equals ``expected`` to ``ulps`` units in the last place (for float results computed in
     another order or with fused multiply-adds, never bit for bit). The ulp is that of the larger of the
