@@ -49,7 +49,20 @@ from app.views.stepper_inputs import format_inputs_line, parse_inputs_line
 from app.views.stepper_listing import StepperListing
 from app.views.stepper_reverse import ReverseControls
 from app.views.stepper_state import CallStackView, GlobalsView, RegistersView
-from engine.session.protocol import Answer, Breakpoint, Call, Crashed, Failed, Finished, Opened, Stopped
+from engine.session.protocol import (
+    Answer,
+    Breakpoint,
+    Call,
+    Crashed,
+    Failed,
+    Finished,
+    Globals,
+    Opened,
+    ReadGlobals,
+    ReadRegisters,
+    Registers,
+    Stopped,
+)
 
 _BANNER = "QFrame#{name} {{ background:{bg}; border:1px solid {border}; border-radius:3px; }} QLabel {{ color:{fg}; }}"
 
@@ -385,9 +398,9 @@ class StepperPanel(QWidget):
         pc = frame.pc if innermost else self.listing.instruction_before(frame.pc)
         self.listing.set_current(pc, innermost)
         if innermost:
-            self.registers.set_registers(stop.detail.get("registers"), compare=True)
+            self.registers.set_registers(stop.detail.registers, compare=True)
         else:
-            self.bridge.evaluate("registers", index)
+            self.bridge.evaluate(ReadRegisters(index))
         self.context.set_position(function=frame.function, pc=frame.pc)
 
     def _ask_stop_limit(self) -> None:
@@ -492,7 +505,7 @@ class StepperPanel(QWidget):
         self.call_stack.set_frames(frames, event.location.dispatch)
         if frames:
             self.select_frame(len(frames) - 1)
-        self.bridge.evaluate("globals")
+        self.bridge.evaluate(ReadGlobals())
         self.status_label.setText(self.reverse.describe_stop(event, self._describe_stop(event)))
         self._raise_dock()
 
@@ -528,10 +541,10 @@ class StepperPanel(QWidget):
         self._raise_dock()
 
     def _on_answer(self, answer: Answer) -> None:
-        if answer.query == "globals" and isinstance(answer.value, dict):
-            self.globals_view.set_globals(answer.value)
-        elif answer.query == "registers":
-            self.registers.set_registers(answer.value, compare=False)
+        if isinstance(answer, Globals):
+            self.globals_view.set_globals(answer)
+        elif isinstance(answer, Registers):
+            self.registers.set_registers(answer.registers, compare=False)
 
     def _on_progress(self, progress) -> None:
         """What a long run is doing (a few times a second): the dispatch it runs."""
@@ -595,22 +608,20 @@ class StepperPanel(QWidget):
         info = event.location.dispatch_info
         if info is not None:
             text += f" ({info.when} #{info.ordinal} {info.export})"
-            if event.detail.get("nan_bindings"):
-                text += f", NaN/Inf written to bindings {event.detail['nan_bindings']}"
+            if event.detail.nan_bindings:
+                text += f", NaN/Inf written to bindings {list(event.detail.nan_bindings)}"
         if event.location.frames:
             f = event.location.frames[-1]
             text += f" — {f.function} pc {f.pc:#x}"
-        hits = event.detail.get("breakpoints")
+        hits = event.detail.breakpoints
         if hits:
             text += f" [{', '.join(hits)}]"
         return text
 
     @staticmethod
     def _frame_ordinal(stop: Stopped, index: int) -> int | None:
-        frames = stop.detail.get("frames") or []
-        if 0 <= index < len(frames):
-            return frames[index].get("ordinal")
-        return None
+        frames = stop.location.frames
+        return frames[index].ordinal if 0 <= index < len(frames) else None
 
     def _function_object(self, name: str, ordinal: int | None):
         if self.vmfb is None:

@@ -23,6 +23,7 @@ from engine.session.protocol import (
     BreakpointKind,
     DispatchInfo,
     DispatchWhen,
+    DivergenceStop,
 )
 
 # Element types a NaN/Inf check reads a binding as: IREE's dispatch names end with the element type.
@@ -99,7 +100,7 @@ class GateStop:
     nan_bindings: tuple[int, ...] = ()
     step: bool = False
     paused: bool = False
-    divergence: dict | None = None  # DivergeHit.to_json() of a diverge breakpoint
+    divergence: DivergenceStop | None = None  # a diverge breakpoint's finding
 
 
 class DispatchGate(DispatchObserver):
@@ -236,8 +237,9 @@ class DispatchGate(DispatchObserver):
                 found = self._reference(bp).check(self.ordinal(record), record.export_name, written)
                 if found is not None:
                     self._diverged.add(bp)
-                    hit, divergence = hit + (bp,), found.to_json()
-                    divergence["text"] = found.describe()
+                    plain = found.to_json()
+                    plain["first_mismatch"] = found.first_mismatch
+                    hit, divergence = hit + (bp,), DivergenceStop(**plain, text=found.describe())
                     break
             if hit:
                 self.current_info = self.info(record, DispatchWhen.AFTER, access)
