@@ -48,6 +48,7 @@ from engine.session.protocol import (
     Stopped,
 )
 from engine.session.script import ScriptCommand, ScriptError, check_for_reference, parse_script
+from engine.session.stream import add_remote_argument
 
 _STEP_MODES = {"step": StepMode.INTO, "next": StepMode.OVER, "finish": StepMode.OUT}
 _REVERSE_VERBS = ("reverse-step", "reverse-next", "reverse-finish", "reverse-continue")
@@ -80,6 +81,7 @@ def add_parser(subparsers) -> None:
         "reverse-finish; reverse-continue; info registers; save-tensors DIR",
     )
     p.add_argument("--json", action="store_true", help="one JSON object a line for each stop")
+    add_remote_argument(p)
     p.set_defaults(func=run)
 
 
@@ -170,6 +172,12 @@ class Debugger:
     def _make_session(self):
         from engine.session.inprocess import InProcessSession
 
+        if getattr(self.args, "remote", None):
+            from engine.session.stream import open_remote
+
+            reverse = any(c.verb in _REVERSE_VERBS for c in self.commands)
+            handler = "reference" if self.args.engine == "reference" else "timetravel" if reverse else "debug"
+            return open_remote(self.args.remote, handler, self.events.put)
         if self.args.engine == "reference":
             from engine.session.reference_session import ReferenceSession
 
@@ -187,7 +195,11 @@ class Debugger:
         return self.events.get()
 
     def run(self) -> int:
-        self.session = self._make_session()
+        try:
+            self.session = self._make_session()
+        except LensError as e:  # --remote: the server could not be started or refused
+            print(f"iree-lens debug: {e}", file=sys.stderr)
+            return 1
         try:
             self.session.send(Open(str(self.args.module), self.args.device))
             opened = self._next()
