@@ -12,16 +12,8 @@ import sys
 
 # Sub-command modules, in the order `iree-lens --help` lists them.
 COMMAND_MODULES = (
-    "inspect",
-    "run",
-    "sources",
-    "phases",
-    "devices",
-    "capture",
-    "diverge",
-    "profile",
-    "zones",
-    "debug",
+    "inspect", "run", "sources", "phases", "devices", "capture", "diverge", "profile", "zones", "debug", "serve",
+    "dap",
 )
 
 
