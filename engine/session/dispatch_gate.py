@@ -25,6 +25,8 @@ from engine.session.protocol import (
     BreakpointKind,
     DispatchInfo,
     DispatchWhen,
+    DivergenceStop,
+    NonFinite,
 )
 
 # Element types a NaN/Inf check reads a binding as: IREE's dispatch names end with the element type.
@@ -93,6 +95,21 @@ def nonfinite_count(data: np.ndarray, export: str) -> int:
     return int(values.size - np.count_nonzero(np.isfinite(as_float)))
 
 
+def nonfinite_summary(data: np.ndarray, export: str, binding: int) -> NonFinite | None:
+    """NaN and Inf in one binding (as the float type its dispatch name says), or ``None`` when all are
+    finite: counts and the flat element index of the first."""
+    values = float_view(data, export)
+    if values is None or values.size == 0:
+        return None
+    as_float = values.astype(np.float32) if values.dtype.kind != "f" else values
+    bad = ~np.isfinite(as_float)
+    count = int(np.count_nonzero(bad))
+    if not count:
+        return None
+    nan = int(np.count_nonzero(np.isnan(as_float)))
+    return NonFinite(binding, count, nan, count - nan, int(np.argmax(bad)))
+
+
 @dataclass(frozen=True)
 class GateStop:
     """Why the gate stops at a dispatch: the breakpoints that matched, NaN written, a dispatch step."""
@@ -101,7 +118,8 @@ class GateStop:
     nan_bindings: tuple[int, ...] = ()
     step: bool = False
     paused: bool = False
-    divergence: dict | None = None  # DivergeHit.to_json() of a diverge breakpoint
+    divergence: DivergenceStop | None = None  # a diverge breakpoint's finding
+    nonfinite: tuple[NonFinite, ...] = ()  # nonfinite_summary of each binding in nan_bindings
 
 
 class DispatchGate(SnapshotSubscriber):
@@ -167,7 +185,7 @@ class DispatchGate(SnapshotSubscriber):
 
         ref = self._references.get(bp)
         if ref is None:
-            ref = self._references[bp] = DivergeReference(bp.reference or "", bp.atol or 0.0, bp.rtol or 0.0)
+            ref = self._references[bp] = DivergeReference(bp.reference or "", bp.atol, bp.rtol)
         if self._call is not None:
             ref.prepare(*self._call)
         return ref
@@ -262,12 +280,15 @@ class DispatchGate(SnapshotSubscriber):
                 found = self._reference(bp).check(self.ordinal(record), record.export_name, written)
                 if found is not None:
                     self._diverged.add(bp)
-                    hit, divergence = hit + (bp,), found.to_json()
-                    divergence["text"] = found.describe()
+                    plain = found.to_json()
+                    plain["first_mismatch"] = found.first_mismatch
+                    hit, divergence = hit + (bp,), DivergenceStop(**plain, text=found.describe())
                     break
             if hit:
                 self.current_info = self.info(record, DispatchWhen.AFTER, access)
-                self.park(record, self.current_info, GateStop(hit, nan, divergence=divergence))
+                found = (nonfinite_summary(snapshot.after(k), record.export_name, k) for k in nan)
+                summaries = tuple(f for f in found if f is not None)
+                self.park(record, self.current_info, GateStop(hit, nan, divergence=divergence, nonfinite=summaries))
         finally:
             self._nonfinite_before = []
             self.current = None
@@ -285,6 +306,7 @@ __all__ = [
     "dispatch_matches",
     "executable_name",
     "is_dispatch_breakpoint",
+    "nonfinite_summary",
     "name_matches",
     "nonfinite_count",
 ]
