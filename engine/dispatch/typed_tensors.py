@@ -112,7 +112,8 @@ NO_SOURCES = ExecutableSources({})
 
 # Where IREE Lens and people put a module's executable sources, relative to the .vmfb's folder: IREE Lens's
 # compile output (<out>/executables/sources beside <out>/<module>.vmfb), then common dump folder names.
-BESIDE = ("executables/sources", "{stem}.sources", "{stem}_sources", "sources")
+BESIDE = ("executables/sources", "{stem}.sources", "{stem}_sources", "sources", ".")
+MAX_SOURCE_BYTES = 256 << 20  # a larger .mlir beside a module is a program, not an executable's source
 
 
 def read_sources(paths: Sequence[str | Path], origin: str = "given") -> ExecutableSources:
@@ -134,6 +135,8 @@ def read_sources(paths: Sequence[str | Path], origin: str = "given") -> Executab
             found = [path]
         for f in found:
             try:
+                if f.stat().st_size > MAX_SOURCE_BYTES or not _binds_anything(f):
+                    continue
                 text = f.read_text(errors="replace")
             except OSError:
                 continue
@@ -144,9 +147,23 @@ def read_sources(paths: Sequence[str | Path], origin: str = "given") -> Executab
     return ExecutableSources(interfaces, origin if interfaces else "none", label, files)
 
 
+def _binds_anything(path: Path) -> bool:
+    """Whether the file declares an interface binding (a program's own source does not): a byte search of
+    the mapped file, so the program beside a module is not parsed at every open."""
+    import mmap
+
+    with open(path, "rb") as f:
+        try:
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                return data.find(b"hal.interface.binding.subspan") >= 0
+        except ValueError:  # an empty file cannot be mapped
+            return False
+
+
 def find_sources(module_path: str | Path, given: Sequence[str | Path] = ()) -> ExecutableSources:
     """The best executable sources for the module at ``module_path``: those ``given`` (``--sources``), else
-    a sources folder beside the ``.vmfb`` (``BESIDE``), else none."""
+    a sources folder beside the ``.vmfb`` (``BESIDE``; ``.``: ``hal.executable`` files in the module's own
+    folder, as ``iree-lens sources`` writes them), else none."""
     if given:
         return read_sources(given, "given")
     module = Path(module_path)
