@@ -1,7 +1,7 @@
 """The debug session types a paused dispatch's tensors itself (ReadTensors), once, from the best source
-there is: for a module compiled by plain iree-compile (no sources anywhere) each tensor is exactly a bound
-byte range, untyped; for the same module with its executable sources beside it, the tensors IREE's runtime
-traces (HalModuleDebugSink on a --iree-flow-trace-dispatch-tensors build), in shape, element type and bytes.
+there is: for a module compiled by plain iree-compile (no sources anywhere, no rebuild) each tensor is
+exactly a bound byte range, untyped; for the same module with its executable sources beside it, or rebuilt
+from the program its debug locations name, the tensors IREE's runtime traces (HalModuleDebugSink on a --iree-flow-trace-dispatch-tensors build), in shape, element type and bytes.
 The session stops after every dispatch of a real-frontend program (attention_block: packed bindings whose
 tensors lie at push-constant offsets)."""
 
@@ -25,6 +25,7 @@ from engine.session.protocol import (
     Continue,
     Failed,
     Finished,
+    Log,
     Open,
     Opened,
     ReadTensors,
@@ -82,26 +83,47 @@ def iree_traced(vmfb: Path, function: str, args: list[np.ndarray]) -> dict[tuple
     }
 
 
-def stop_at_every_dispatch(vmfb: Path, function: str, inputs: tuple[str, ...], when: str = "after") -> list[Tensors]:
-    """A session stopped ``when`` (before/after) every dispatch; its ReadTensors answer at each stop."""
+def stop_at_every_dispatch(
+    vmfb: Path, function: str, inputs: tuple[str, ...], when: str = "after", rebuild: bool = False
+) -> list[Tensors]:
+    """A session stopped ``when`` (before/after) every dispatch; its ReadTensors answer at each stop. With
+    ``rebuild`` the session may rebuild the module's sources: the first stop waits for the rebuild's Log and
+    asks again."""
     events: queue.Queue = queue.Queue()
     session = InProcessSession(DebugSession, events.put)
     answers: list[Tensors] = []
+
+    def next_event(timeout: float = 120):
+        while True:
+            event = events.get(timeout=timeout)
+            if not isinstance(event, Log):
+                return event
+            logs.append(event.text)
+
+    logs: list[str] = []
     try:
-        session.send(Open(str(vmfb)))
-        assert isinstance(events.get(timeout=60), Opened)
+        session.send(Open(str(vmfb), rebuild_sources=rebuild))
+        assert isinstance(next_event(60), Opened)
         session.send(SetBreakpoints((Breakpoint("dispatch", dispatch="*", when=when),)))
         session.send(Call(function, inputs))
         while True:
-            event = events.get(timeout=120)
+            event = next_event()
             if isinstance(event, Finished):
                 return answers
             assert not isinstance(event, Failed), event
             if not isinstance(event, Stopped):
                 continue
             session.send(ReadTensors())
-            answer = events.get(timeout=60)
+            answer = next_event(60)
             assert isinstance(answer, Tensors), answer
+            if rebuild and not answers:
+                first = answer.tensors[0]
+                assert first.type_source == TypeSource.SOURCES or "rebuilding" in first.type_note, first
+                while not logs:  # the rebuild says when it is done
+                    logs.append(events.get(timeout=600).text)
+                assert "identical" in logs[0], logs
+                session.send(ReadTensors())
+                answer = next_event(60)
             answers.append(answer)
             session.send(Continue())
     finally:
@@ -129,7 +151,10 @@ def attention(tmp_path_factory):
 
 def test_with_sources_found_every_stop_has_iree_traced_tensors(attention):
     _, vmfb, traced, x = attention
-    answers = stop_at_every_dispatch(vmfb, "attention_block", (f"@{x}",))
+    _assert_traced(stop_at_every_dispatch(vmfb, "attention_block", (f"@{x}",)), traced)
+
+
+def _assert_traced(answers: list[Tensors], traced) -> None:
     assert len(answers) == len(traced) >= 5
     seen: dict[str, int] = {}
     for answer in answers:
@@ -144,6 +169,14 @@ def test_with_sources_found_every_stop_has_iree_traced_tensors(attention):
                 a = t.tensor.to_numpy()
                 assert (a.shape, a.dtype, a.tobytes()) == (w.shape, w.dtype, w.tobytes()), (name, role, t.position)
                 assert t.length == w.nbytes and t.offset + t.length <= answer.info.bindings[t.index].length
+
+
+def test_rebuilt_from_the_program_the_module_names_every_stop_has_iree_traced_tensors(attention):
+    # The plain module names /…/attention_block.mlir in its debug locations: the session compiles it again,
+    # finds the executables byte for byte the module's, and types with the rebuild's sources.
+    vmfb, _, traced, x = attention
+    answers = stop_at_every_dispatch(vmfb, "attention_block", (f"@{x}",), rebuild=True)
+    _assert_traced(answers, traced)
 
 
 def test_without_sources_every_stop_has_exactly_the_bound_bytes(attention):

@@ -22,7 +22,7 @@ one ``wants_before`` call per subscriber.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -38,16 +38,22 @@ from engine.runtime.hal.device import Device, DispatchObserver, DispatchRecord
 class DispatchSnapshot:
     """One dispatch as its subscribers see it; ``ran`` once the kernel returned."""
 
-    def __init__(self, record: DispatchRecord, before: tuple[np.ndarray | None, ...], sources: ExecutableSources):
+    def __init__(
+        self, record: DispatchRecord, before: tuple[np.ndarray | None, ...], sources: Callable[[], ExecutableSources]
+    ):
         self.record = record
         self.before = before  # copies of each binding's bytes before the dispatch (None: nobody asked)
-        self.sources = sources
+        self._sources = sources  # the observer's sources now (they may arrive later: a rebuild)
         self.ran = False
         self.failed: Exception | None = None
         self._after_copies: dict[int, np.ndarray] = {}
         self._access: tuple[str, ...] | None = None
         self._written: dict[int, tuple[tuple[int, int], ...]] = {}
-        self._tensors: list[TypedTensor] | None = None
+        self._tensors: tuple[ExecutableSources, list[TypedTensor]] | None = None
+
+    @property
+    def sources(self) -> ExecutableSources:
+        return self._sources()
 
     @property
     def sequence(self) -> int:
@@ -108,8 +114,9 @@ class DispatchSnapshot:
     def tensors(self) -> list[TypedTensor]:
         """The dispatch's typed tensors (inputs from the bytes before, outputs from the bytes after; before
         it ran, everything from the current bytes). Views: copy what you keep."""
-        if self._tensors is not None:
-            return self._tensors
+        sources = self.sources
+        if self._tensors is not None and self._tensors[0] is sources:
+            return self._tensors[1]
         n = len(self.record.bindings)
         if self.ran:
             before: Sequence[np.ndarray | None] = self.before if self.before else (None,) * n
@@ -118,13 +125,13 @@ class DispatchSnapshot:
                 self.record.constants,
                 before,
                 [self.after(k) for k in range(n)],
-                self.sources,
+                sources,
                 self.observed_access(),
             )
-            self._tensors = result
+            self._tensors = (sources, result)
             return result
         return dispatch_tensors(
-            self.record.export_name, self.record.constants, [self.current(k) for k in range(n)], None, self.sources
+            self.record.export_name, self.record.constants, [self.current(k) for k in range(n)], None, sources
         )
 
 
@@ -157,6 +164,9 @@ class DispatchSnapshots(DispatchObserver):
         self.current: DispatchSnapshot | None = None
         self._pending: dict[int, DispatchSnapshot] = {}
 
+    def _current_sources(self) -> ExecutableSources:
+        return self.sources
+
     @classmethod
     def for_device(cls, device: Device) -> DispatchSnapshots:
         """The device's snapshot observer, installed among its observers on first use."""
@@ -188,7 +198,7 @@ class DispatchSnapshots(DispatchObserver):
             before: tuple[np.ndarray | None, ...] = tuple(np.array(b.data, copy=True) for b in record.bindings)
         else:
             before = ()
-        snapshot = DispatchSnapshot(record, before, self.sources)
+        snapshot = DispatchSnapshot(record, before, self._current_sources)
         self._pending[record.sequence] = snapshot
         self.current = snapshot
         for s in subscribers:

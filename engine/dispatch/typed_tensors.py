@@ -97,6 +97,7 @@ class ExecutableSources:
     origin: str = "none"
     path: str | None = None
     files: dict[str, str] = field(default_factory=dict)  # export -> the source file that declares it
+    note: str = ""  # how they were found, or why there are none
 
     @property
     def found(self) -> bool:
@@ -104,7 +105,7 @@ class ExecutableSources:
 
     def describe(self) -> str:
         if not self.found:
-            return "no executable sources: bindings are shown as their bytes"
+            return "no executable sources: bindings are shown as their bytes" + (f" ({self.note})" if self.note else "")
         return f"executable sources {self.origin} ({self.path}): {len(self.interfaces)} exports"
 
 
@@ -128,9 +129,12 @@ def read_sources(paths: Sequence[str | Path], origin: str = "given") -> Executab
         if not path.exists():
             raise SourcesError(f"executable sources {path} do not exist")
         if path.is_dir():
+            # IREE Lens's compile folder: its executables' sources; a folder of phase snapshots
+            # (--dump-compilation-phases-to): the executable-sources phase, whose interfaces are the
+            # dispatches' (later phases rewrite them); else every .mlir (IREE's dump of the sources).
             nested = path / "executables" / "sources"
-            folder = nested if nested.is_dir() and not any(path.glob("*.mlir")) else path
-            found = sorted(folder.glob("*.mlir"))
+            phase = sorted(path.glob("*.executable-sources.mlir"))
+            found = sorted(nested.glob("*.mlir")) if nested.is_dir() else phase or sorted(path.glob("*.mlir"))
         else:
             found = [path]
         for f in found:
@@ -266,6 +270,8 @@ def dispatch_tensors(
         note = f"the executable source does not fit this dispatch ({note}): shown as bytes"
     elif sources.found:
         note = f"the executable sources do not declare {export}: shown as bytes"
+    else:
+        note = sources.note
     return _untyped(len(lengths), raw, ran, observed_access, note)
 
 

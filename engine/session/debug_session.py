@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
+from engine.dispatch.rebuild_sources import SessionSources
 from engine.dispatch.snapshot import DispatchSnapshots
 from engine.dispatch.tensor_types import to_storage
-from engine.dispatch.typed_tensors import find_sources
 from engine.errors import LensError
 from engine.runtime.debug_runner import DebugRunError, DebugRunner
 from engine.runtime.function_io import Tensor, format_results, parse_inputs, split_cconv
@@ -56,6 +56,7 @@ from engine.session.protocol import (
     Frames,
     Globals,
     Location,
+    Log,
     Open,
     Opened,
     PausedDispatch,
@@ -135,6 +136,7 @@ class DebugSession:
         for kind in SUBSTITUTION_QUERIES:
             self._queries[kind] = self._substitution
         self.live: LiveSubstitutions | None = None
+        self.sources: SessionSources | None = None  # the executables' sources that type tensors
 
     # ---------------------------------------------------------------------------------------- commands
 
@@ -166,7 +168,8 @@ class DebugSession:
         self.controller = vmc.Controller(self.runner.context)
         self.gate = DispatchGate(self._park, self.controller.take_pause, self._progress)
         snapshots = DispatchSnapshots.for_device(self.runner.device)
-        snapshots.sources = find_sources(command.module_path, command.sources)
+        tell = lambda text: self.emit(Log(text))  # noqa: E731
+        self.sources = SessionSources(snapshots, command.module_path, command.sources, command.rebuild_sources, tell)
         snapshots.subscribe(self.gate)
         self.live = LiveSubstitutions.for_runner(self.runner)
         self._install_breakpoints()
@@ -499,6 +502,7 @@ class DebugSession:
         """The paused dispatch's tensors, typed here once (``engine.dispatch.typed_tensors``: the executables'
         sources, else exactly the bound bytes), each labelled with where its type came from."""
         self._paused_record()
+        self.sources.ensure()  # no sources: rebuild them from the program the module names (once, on a thread)
         snapshot = self.gate.snapshot
         tensors = tuple(
             DispatchTensor(

@@ -290,11 +290,14 @@ class Command:
 @dataclass(frozen=True)
 class Open(Command):
     """Open a module; ``sources``: its executables' sources named by the user (files or folders, see
-    ``engine.dispatch.typed_tensors.read_sources``), else those found beside it type the tensors."""
+    ``engine.dispatch.typed_tensors.read_sources``), else those found beside it type the tensors, else (with
+    ``rebuild_sources``) those of a rebuild of the program its debug locations name, when the rebuild's
+    executables are the module's own (``engine.dispatch.rebuild_sources``)."""
 
     module_path: str
     device: str = "local-sync"
     sources: tuple[str, ...] = ()
+    rebuild_sources: bool = True  # none found: rebuild them from the program the module's locations name
 
 
 @dataclass(frozen=True)
