@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from engine.errors import LensError
-from engine.session.client import SessionClient, in_process
+from engine.session.client import SessionClient, TransportFactory, in_process
 from engine.session.protocol import (
     Answer,
     Bindings,
@@ -42,6 +42,7 @@ from engine.session.protocol import (
     Stopped,
 )
 from engine.session.script import ScriptCommand, ScriptError, check_for_reference, parse_script
+from engine.session.stream import add_remote_argument
 
 _STEP_MODES = {"step": StepMode.INTO, "next": StepMode.OVER, "finish": StepMode.OUT}
 _REVERSE_VERBS = ("reverse-step", "reverse-next", "reverse-finish", "reverse-continue")
@@ -74,6 +75,7 @@ def add_parser(subparsers) -> None:
         "reverse-finish; reverse-continue; info registers; save-tensors DIR",
     )
     p.add_argument("--json", action="store_true", help="one JSON object a line for each stop")
+    add_remote_argument(p)
     p.set_defaults(func=run)
 
 
@@ -174,12 +176,26 @@ class Debugger:
 
         return DebugSession
 
+    def _transport(self) -> TransportFactory:
+        if getattr(self.args, "remote", None):
+            from engine.session.stream import open_remote
+
+            reverse = any(c.verb in _REVERSE_VERBS for c in self.commands)
+            handler = "reference" if self.args.engine == "reference" else "timetravel" if reverse else "debug"
+            return lambda on_event: open_remote(self.args.remote, handler, on_event)
+        return in_process(self._handler())
+
     def _next(self) -> Event:
         return self.client.next_event()
 
     def run(self) -> int:
         # One event per command, in order (no history requests of its own, no progress events).
-        self.client = SessionClient(in_process(self._handler()), blocking=True, track_history=False)
+        self.client = SessionClient(self._transport(), blocking=True, track_history=False)
+        try:
+            self.client.connect()  # --remote: the server starts here
+        except LensError as e:  # --remote: the server could not be started or refused
+            print(f"iree-lens debug: {e}", file=sys.stderr)
+            return 1
         try:
             self.client.open(str(self.args.module), self.args.device)
             opened = self._next()

@@ -257,13 +257,17 @@ class SessionClient:
             self._last_progress = now
         self.deliver(event)
 
+    def connect(self) -> Transport:
+        """Start the transport now (otherwise the first command starts it); a failure to start raises here."""
+        if self.transport is None:
+            self.transport = self.transport_factory(self._from_transport)
+        return self.transport
+
     def send(self, command: Command) -> None:
         """Send a command as it is (the methods below keep the state; this is for what they do not cover)."""
         if self.closed:
             return
-        if self.transport is None:
-            self.transport = self.transport_factory(self._from_transport)
-        self.transport.send(command)
+        self.connect().send(command)
 
     @property
     def alive(self) -> bool:
