@@ -203,9 +203,9 @@ def float_info(dtype: np.dtype):
     dtype = np.dtype(dtype)
     if dtype.kind == "f":
         return np.finfo(dtype)
-    if dtype.kind == "V" or dtype.kind == "c":
+    if dtype.kind in "iubcSUOM":
         return None
-    try:
+    try:  # ml_dtypes' floats (kind "V")
         import ml_dtypes
 
         return ml_dtypes.finfo(dtype)
