@@ -27,6 +27,10 @@ def make_application(argv: list[str] | None = None) -> QApplication:
     app.setApplicationName(APPLICATION)
     app.setApplicationDisplayName(APPLICATION)
     configure_pyqtgraph()
+    # Qt objects must never be destroyed by a collection that happens to run on a worker thread.
+    from app.gui_gc import collect_on_gui_thread
+
+    collect_on_gui_thread()
     return app
 
 

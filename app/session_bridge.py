@@ -30,26 +30,34 @@ from app.settings import open_settings
 from engine.session.persist import SavedSession, SessionStore, default_state_dir
 from engine.session.protocol import (
     Answer,
+    Bindings,
     Breakpoint,
     Call,
     Continue,
     Crashed,
-    Evaluate,
     Event,
     Failed,
     Finished,
+    History,
     Location,
     Log,
     Open,
     Opened,
     Progress,
+    Query,
+    ReadBindings,
+    ReadHistory,
+    Reverse,
+    ReverseMode,
     RunTo,
     SetBreakpoints,
     Step,
     StepMode,
     Stopped,
+    TravelTo,
+    Watch,
+    WhenChanged,
 )
-from engine.timetravel.session import Reverse, ReverseMode, TravelTo
 
 # Every debug run records its history (engine.timetravel), so the window can step back and travel in time.
 HANDLER = "engine.timetravel.session:TimeTravelSession"
@@ -154,7 +162,7 @@ class SessionBridge(QObject):
     finished = Signal(object)  # Finished
     failed = Signal(object)  # Failed
     crashed = Signal(object)  # Crashed (the report text is ``crash_report``)
-    answered = Signal(object)  # Answer
+    answered = Signal(object)  # an Answer (engine.session.protocol: one type per query)
     logged = Signal(str)
     stateChanged = Signal(str)
     breakpointsChanged = Signal(object)  # tuple[Breakpoint, ...]
@@ -162,7 +170,7 @@ class SessionBridge(QObject):
     progressed = Signal(object)  # Progress: what runs now (a dispatch), at most every PROGRESS_INTERVAL
     dispatchStopped = Signal(object)  # DispatchInfo: the run paused at this dispatch
     bindingsRead = Signal(object, object)  # DispatchInfo, list[np.ndarray]: the paused dispatch's bindings
-    historyChanged = Signal(object)  # dict: Evaluate("history") after each stop (recorded span, dispatches)
+    historyChanged = Signal(object)  # History | None: asked after each stop (recorded span, dispatches)
     _event = Signal(object)  # from the session's thread to the GUI thread (queued)
 
     def __init__(
@@ -195,7 +203,7 @@ class SessionBridge(QObject):
         self.crash_report = ""
         self.crash_count = 0
         self._closed = False
-        self.history: dict[str, Any] | None = None  # the last Evaluate("history") answer
+        self.history: History | None = None  # the last ReadHistory answer (None: nothing recorded)
         self._history_alive = False  # a recorded call one can go back in (stopped, or finished)
         self._reverse_from: str | None = None  # the state a reverse/travel command in flight started from
         self._event.connect(self._on_event, Qt.ConnectionType.QueuedConnection)
@@ -355,16 +363,15 @@ class SessionBridge(QObject):
 
     def previous_dispatch_ordinal(self) -> int | None:
         """The dispatch before where the run is (from the history), or None when none was recorded."""
-        history = self.history or {}
-        marks = history.get("dispatches") or []
+        marks = self.history.dispatches if self.history is not None else ()
         info = self.last_stop.location.dispatch_info if self.last_stop is not None else None
         if info is not None and self.state == BridgeState.STOPPED:
             target = info.ordinal - 1 if str(info.when) == "before" else info.ordinal
-            return target if any(m["ordinal"] == target for m in marks) else None
-        position = history.get("position")
+            return target if any(m.ordinal == target for m in marks) else None
+        position = self.history.position if self.history is not None else None
         if position is None:
             return None
-        earlier = [m["ordinal"] for m in marks if m["position"] < position]
+        earlier = [m.ordinal for m in marks if m.position < position]
         return max(earlier) if earlier else None
 
     def previous_dispatch(self) -> bool:
@@ -375,14 +382,14 @@ class SessionBridge(QObject):
         self.travel_to(dispatch=target)
         return True
 
-    def when_changed(self, kind: str, *args: Any) -> None:
-        """Ask when a register/global/element last changed (``Evaluate("when_changed")``; see the session)."""
+    def when_changed(self, watch: Watch) -> None:
+        """Ask when a register/global/element last changed (answered by ``LastChange``)."""
         if self.can_reverse:
-            self.evaluate("when_changed", kind, *args)
+            self.evaluate(WhenChanged(watch))
 
     def refresh_history(self) -> None:
         if self._history_alive:
-            self.evaluate("history")
+            self.evaluate(ReadHistory())
 
     def _forget_history(self) -> None:
         self._history_alive = False
@@ -391,15 +398,16 @@ class SessionBridge(QObject):
             self.history = None
             self.historyChanged.emit(None)
 
-    def evaluate(self, query: str, *args: Any) -> None:
+    def evaluate(self, query: Query) -> None:
+        """Send a query (``engine.session.protocol``); its answer comes through ``answered``."""
         if self.state in ("stopped", "idle"):
-            self._send(Evaluate(query, tuple(args)))
+            self._send(query)
 
     def request_bindings(self) -> None:
         """Ask for the bytes of every binding of the paused dispatch (answered by ``bindingsRead``)."""
         if self.state == BridgeState.STOPPED and self.last_stop is not None:
             if self.last_stop.location.dispatch_info is not None:
-                self._send(Evaluate("bindings"))
+                self._send(ReadBindings())
 
     def _run(self, command) -> None:
         self._set_state("running")
@@ -513,11 +521,11 @@ class SessionBridge(QObject):
         elif isinstance(event, Crashed):
             self._on_crashed(event)
         elif isinstance(event, Answer):
-            if event.query == "bindings" and self.last_stop is not None:
+            if isinstance(event, Bindings) and self.last_stop is not None:
                 info = self.last_stop.location.dispatch_info
-                self.bindingsRead.emit(info, [ref.to_numpy() for ref in event.value])
-            elif event.query == "history":
-                self.history = event.value if isinstance(event.value, dict) and event.value.get("recording") else None
+                self.bindingsRead.emit(info, [ref.to_numpy() for ref in event.tensors])
+            elif isinstance(event, History):
+                self.history = event if event.recording else None
                 self.historyChanged.emit(self.history)
             self.answered.emit(event)
         elif isinstance(event, Progress):

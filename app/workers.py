@@ -188,35 +188,38 @@ class EngineWorker(QObject):
                 req = self._queue.popleft()
                 self._running = req
             self.started.emit((req.request_id, req.tag))
-            try:
-                kwargs = dict(req.kwargs)
-                if _takes_task(req.fn):
-                    kwargs["task"] = req.task
-                value = req.fn(*req.args, **kwargs)
-            except Cancelled as exc:
-                with self._cond:
-                    self._running = None
-                if req.task.cancelled:  # superseded or cancelled by us: nobody waits for it
-                    self.dropped.emit((req.request_id, req.tag))
-                else:  # stopped by its own limit (a compile timeout): the user hears why
-                    self.failed.emit(WorkError(req.request_id, req.tag, _error_message(exc), "", exc))
-            except BaseException as exc:  # noqa: BLE001 - every failure becomes a message, never a crash
-                with self._cond:
-                    self._running = None
-                self.failed.emit(
-                    WorkError(req.request_id, req.tag, _error_message(exc), traceback.format_exc(), exc)
-                )
-            else:
-                with self._cond:
-                    self._running = None
-                if req.task.cancelled:  # superseded while running: its result is stale
-                    self.dropped.emit((req.request_id, req.tag))
-                else:
-                    self.resultReady.emit(WorkResult(req.request_id, req.tag, value))
+            signal, payload = self._execute(req)
             with self._cond:
-                now_idle = not self._queue and self._running is None
+                self._running = None
+                now_idle = not self._queue
+            # Drop this thread's references before the GUI thread can drop its own: until the signal
+            # below is delivered, ``_callbacks`` keeps the request (its function, arguments and
+            # callbacks, which may hold widgets), so the last reference always goes on the GUI thread
+            # and no Qt object is ever destroyed here.
+            req = None
+            signal.emit(payload)
+            payload = None
             if now_idle:
                 self.idle.emit()
+
+    def _execute(self, req: _Request) -> tuple[Any, Any]:
+        """Run one request; returns the signal to emit and its payload."""
+        try:
+            kwargs = dict(req.kwargs)
+            if _takes_task(req.fn):
+                kwargs["task"] = req.task
+            value = req.fn(*req.args, **kwargs)
+        except Cancelled as exc:
+            if req.task.cancelled:  # superseded or cancelled by us: nobody waits for it
+                return self.dropped, (req.request_id, req.tag)
+            # Stopped by its own limit (a compile timeout): the user hears why.
+            return self.failed, WorkError(req.request_id, req.tag, _error_message(exc), "", _without_frames(exc))
+        except BaseException as exc:  # noqa: BLE001 - every failure becomes a message, never a crash
+            details = traceback.format_exc()
+            return self.failed, WorkError(req.request_id, req.tag, _error_message(exc), details, _without_frames(exc))
+        if req.task.cancelled:  # superseded while running: its result is stale
+            return self.dropped, (req.request_id, req.tag)
+        return self.resultReady, WorkResult(req.request_id, req.tag, value)
 
     # -- GUI thread again ----------------------------------------------------------------------
 
@@ -232,6 +235,18 @@ class EngineWorker(QObject):
         req = self._callbacks.pop(error.request_id, None)
         if req is not None and req.on_error is not None:
             req.on_error(error)
+
+
+def _without_frames(exc: BaseException) -> BaseException:
+    """``exc`` without its tracebacks (already formatted): their frames may hold the job's objects,
+    and they must not be released on the worker thread when the GUI thread is done with the error."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        e.__traceback__ = None
+        e = e.__cause__ or e.__context__
+    return exc
 
 
 def _takes_task(fn: Callable[..., Any]) -> bool:

@@ -1,5 +1,5 @@
 """Time from "Apply" to the rerun dispatch's outputs when the editor goes through the session process
-(what the window does with a paused run): Evaluate("substitute") then Evaluate("rerun_dispatch") on a
+(what the window does with a paused run): ``Substitute`` then ``RerunDispatch`` on a
 child session paused after dispatch 0 of the elementwise sample (llvm-cpu). Prints the median of N.
 
     .venv/bin/python benchmarks/dispatch_ui_session_apply.py [N]
@@ -13,13 +13,20 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from bench_support import Events, compile_with_dumps, edited_source
 
-from session_support import Events  # noqa: E402
-from support import compile_with_dumps, edited_source  # noqa: E402
-
-from engine.session.child import ChildSession  # noqa: E402
-from engine.session.protocol import Breakpoint, Call, Continue, Evaluate, Open, SetBreakpoints  # noqa: E402
+from engine.session.child import ChildSession
+from engine.session.protocol import (
+    Breakpoint,
+    Call,
+    Continue,
+    Open,
+    RerunDispatch,
+    RevertSubstitution,
+    SetBreakpoints,
+    Substitute,
+    SubstitutionRefused,
+)
 
 
 def main(n: int = 5) -> None:
@@ -37,14 +44,14 @@ def main(n: int = 5) -> None:
             session.send(Call("main", ("4x8xf32=1.5", "4x8xf32=2")))
             events.next()  # the stop
             t0 = time.perf_counter()
-            session.send(Evaluate("substitute", ("main_dispatch_0", str(edit))))
-            applied = events.next().value
-            assert "error" not in applied, applied
-            session.send(Evaluate("rerun_dispatch"))
-            rerun = events.next().value
-            rerun["after"][-1].to_numpy()
+            session.send(Substitute("main_dispatch_0", str(edit)))
+            applied = events.next()
+            assert not isinstance(applied, SubstitutionRefused), applied
+            session.send(RerunDispatch())
+            rerun = events.next()
+            rerun.after[-1].to_numpy()
             times.append(time.perf_counter() - t0)
-            session.send(Evaluate("revert_substitution", ("main_dispatch_0",)))
+            session.send(RevertSubstitution("main_dispatch_0"))
             events.next()
             session.send(Continue())
             events.next()

@@ -40,6 +40,10 @@ class VmfbFormatError(FormatError):
     """A ``.vmfb`` module cannot be read."""
 
 
+class ReplayFormatError(FormatError):
+    """An IREE HAL replay (``.ireereplay``) cannot be read: damaged, truncated or of another version."""
+
+
 class CompileError(LensError):
     """IREE's compiler rejected a program; ``diagnostics`` holds its messages."""
 

@@ -32,14 +32,30 @@ if ((${#missing[@]})); then
 fi
 
 py="${PYTHON:-python3}"
+# CI proves the lock alone makes a working environment: a new .venv every run, no pip cache.
+if [[ "${CI:-}" == "true" ]]; then
+  rm -rf .venv
+  export PIP_NO_CACHE_DIR=1
+fi
 if [[ ! -x .venv/bin/python ]]; then
   echo "setup: creating .venv"
   "$py" -m venv .venv
 fi
+# requirements.lock pins every package, direct and transitive, with its hashes (scripts/lock.sh makes
+# it from pyproject.toml); --require-hashes makes pip refuse anything the lock does not name.
 stamp=.venv/.lens-installed
-if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
-  echo "setup: installing Python packages into .venv"
-  .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e ".[test]"
+if [[ ! -f $stamp || pyproject.toml -nt $stamp || requirements.lock -nt $stamp ]]; then
+  echo "setup: installing the locked Python packages into .venv"
+  .venv/bin/python -m pip install -q --disable-pip-version-check --require-hashes -r requirements.lock
+  # The project itself: its dependencies are the lock's, and its build backend too (no isolation).
+  .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
+  # The environment is the lock, nothing more: packages installed by hand earlier are removed.
+  extra=$(.venv/bin/python scripts/lock_extras.py requirements.lock)
+  if [[ -n $extra ]]; then
+    echo "setup: removing packages the lock does not name: $extra"
+    # shellcheck disable=SC2086
+    .venv/bin/python -m pip uninstall -q -y $extra
+  fi
+  .venv/bin/python -m pip check
   touch "$stamp"
 fi

@@ -7,6 +7,7 @@ import pytest
 from lens_fuzz.bounded import Limits, run_cases
 from lens_fuzz.mutate import reader_cases
 from lens_fuzz.readers import READERS, seed_corpus
+from support import record_replay
 
 CASES = {
     "vmfb": 300,
@@ -19,6 +20,7 @@ CASES = {
     "session": 200,
     "trace": 200,
     "bundle": 200,
+    "replay": 300,
 }
 LIMITS = Limits(seconds=20.0, memory_bytes=1 << 30)
 # Failures found in readers of other areas, reported to their owners; strict, so a fix shows up here.
@@ -26,11 +28,12 @@ KNOWN_FAILURES: dict[str, str] = {}
 
 
 @pytest.fixture(scope="module")
-def corpus(compiled):
+def corpus(compiled, tmp_path_factory):
     paths = [
         compiled.path(s, t) for s, t in (("mlp", "llvm-cpu"), ("softmax", "vulkan-spirv"), ("matmul", "vmvx"))
     ]
-    return seed_corpus(paths)
+    replay = record_replay(paths[0], "main", ["2x16xf32=0.5"], tmp_path_factory.mktemp("fuzz") / "mlp.ireereplay")
+    return seed_corpus(paths, [replay])
 
 
 def test_every_reader_is_fuzzed():

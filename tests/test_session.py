@@ -20,11 +20,12 @@ from engine.session.protocol import (
     Call,
     Continue,
     Crashed,
-    Evaluate,
     Failed,
     Finished,
     Open,
     Opened,
+    ReadRegisters,
+    Registers,
     SetBreakpoints,
     Step,
     Stopped,
@@ -62,10 +63,10 @@ def test_step_break_and_finish(session, compiled):
     session.send(Continue())
     hit = events.next()
     assert hit.reason == "breakpoint", hit
-    assert "execute.indirect" in hit.location.frames[-1].instruction or hit.detail.get("breakpoints")
-    session.send(Evaluate("registers"))
+    assert "execute.indirect" in hit.location.frames[-1].instruction or hit.detail.breakpoints
+    session.send(ReadRegisters())
     answer = events.next()
-    assert answer.query == "registers" and len(answer.value["ref"]) > 0
+    assert isinstance(answer, Registers) and answer.query == ReadRegisters() and len(answer.registers.ref) > 0
     session.send(Continue())
     done = events.next()
     assert isinstance(done, Finished), done

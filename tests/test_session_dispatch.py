@@ -16,15 +16,19 @@ from engine.session.child import ChildSession
 from engine.session.debug_session import DebugSession
 from engine.session.inprocess import InProcessSession
 from engine.session.protocol import (
+    BindingBytes,
     Breakpoint,
     Call,
     Continue,
     DispatchInfo,
-    Evaluate,
     Failed,
     Finished,
     Open,
     Opened,
+    ReadBinding,
+    ReadBindings,
+    ReadDispatch,
+    ReadRegisters,
     SetBreakpoints,
     Step,
     Stopped,
@@ -86,14 +90,14 @@ def test_break_before_dispatch_by_ordinal_serves_commands_while_paused(session, 
     assert [b.length for b in info.bindings] == [128, 128]
     assert stop.location.frames[-1].function == "main" and "call" in stop.location.frames[-1].instruction
     # While parked: the input binding holds a - b = 2.0; registers answer too.
-    session.send(Evaluate("binding", (0,)))
+    session.send(ReadBinding(0))
     answer = session.events.next()
-    assert answer.args == (0,)
-    assert np.array_equal(answer.value.to_numpy().view(np.float32), np.full(32, 2.0, np.float32))
-    session.send(Evaluate("registers"))
-    assert len(session.events.next().value["ref"]) > 0
-    session.send(Evaluate("dispatch"))
-    assert session.events.next().value == info
+    assert isinstance(answer, BindingBytes) and answer.query == ReadBinding(0) and answer.index == 0
+    assert np.array_equal(answer.tensor.to_numpy().view(np.float32), np.full(32, 2.0, np.float32))
+    session.send(ReadRegisters())
+    assert len(session.events.next().registers.ref) > 0
+    session.send(ReadDispatch())
+    assert session.events.next().info == info
     session.send(Continue())
     done = session.events.next()
     assert isinstance(done, Finished), done
@@ -111,10 +115,10 @@ def test_nan_breakpoint_stops_after_the_dispatch_that_writes_nan(session, progra
     assert isinstance(stop, Stopped) and stop.reason == "dispatch", stop
     info = stop.location.dispatch_info
     assert info.ordinal == 1 and info.when == "after" and "dispatch_1" in info.export
-    assert stop.detail["nan_bindings"] == [1]
+    assert stop.detail.nan_bindings == (1,)
     assert [b.access for b in info.bindings] == ["read", "write"]
-    session.send(Evaluate("binding", (1,)))
-    written = session.events.next().value.to_numpy().view(np.float32)
+    session.send(ReadBinding(1))
+    written = session.events.next().tensor.to_numpy().view(np.float32)
     assert np.isnan(written).all()
 
 
@@ -125,8 +129,8 @@ def test_break_by_name_glob_and_after(session, programs):
     stop = session.events.next()
     info = stop.location.dispatch_info
     assert info.ordinal == 2 and info.when == "after"
-    session.send(Evaluate("binding", (1,)))
-    assert np.allclose(session.events.next().value.to_numpy().view(np.float32), np.log(2.0) ** 2)
+    session.send(ReadBinding(1))
+    assert np.allclose(session.events.next().tensor.to_numpy().view(np.float32), np.log(2.0) ** 2)
 
 
 def test_every_dispatch_and_next_dispatch(session, programs):
@@ -166,7 +170,7 @@ def test_step_from_a_dispatch_finishes_its_call_then_counts_instructions(session
     call_pc = stop.location.frames[-1].pc
     session.send(Step("into", 3))
     after = session.events.next()
-    assert after.reason == "step" and after.detail["steps"] >= 1
+    assert after.reason == "step" and after.detail.steps >= 1
     # The same from a stop at the call instruction itself, by instruction breakpoint.
     session.send(
         SetBreakpoints((Breakpoint("instruction", function="main", pc=call_pc),))
@@ -177,7 +181,7 @@ def test_step_from_a_dispatch_finishes_its_call_then_counts_instructions(session
     session.send(Step("into", 3))
     again = session.events.next()
     assert again.location.frames[-1].pc == after.location.frames[-1].pc
-    assert again.detail["registers"] == after.detail["registers"]
+    assert again.detail.registers == after.detail.registers
 
 
 def test_a_new_call_abandons_a_paused_run(session, programs):
@@ -198,7 +202,7 @@ def test_binding_read_without_a_paused_dispatch_fails_clearly(session, programs)
     _open(session, path, "local-sync")
     session.send(Call("main", HEALTHY_INPUTS, stop_at_entry=True))
     session.events.next()
-    session.send(Evaluate("binding", (0,)))
+    session.send(ReadBinding(0))
     failed = session.events.next()
     assert isinstance(failed, Failed) and "no dispatch is paused" in failed.message
 
@@ -214,8 +218,8 @@ def test_dispatch_stop_in_a_child_process_with_shared_memory_tensors(programs):
         session.send(Call("main", HEALTHY_INPUTS))
         stop = events.next()
         assert stop.reason == "dispatch" and stop.location.dispatch_info.ordinal == 2
-        session.send(Evaluate("bindings"))
-        tensors = events.next().value
+        session.send(ReadBindings())
+        tensors = events.next().tensors
         first = tensors[0].to_numpy().view(np.float32)
         assert np.allclose(first, np.log(2.0))
         session.send(Continue())

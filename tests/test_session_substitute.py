@@ -13,15 +13,18 @@ from support import compile_with_dumps, edited_source
 
 from engine.session.child import ChildSession
 from engine.session.protocol import (
-    Answer,
     Breakpoint,
     Call,
     Continue,
-    Evaluate,
+    DispatchRerun,
     Finished,
     Open,
     Opened,
+    RerunDispatch,
     SetBreakpoints,
+    Substitute,
+    Substituted,
+    SubstitutionRefused,
 )
 
 
@@ -46,18 +49,20 @@ def test_apply_rerun_and_continue_in_a_child_session(tmp_path):
         stop = events.next()
         assert stop.reason == "dispatch"
 
-        session.send(Evaluate("substitute", ("main_dispatch_0", str(bad))))
+        session.send(Substitute("main_dispatch_0", str(bad)))
         refused = events.next()
-        assert isinstance(refused, Answer) and refused.value["error"]["kind"] == "compile"
+        assert isinstance(refused, SubstitutionRefused) and refused.kind == "compile"
 
-        session.send(Evaluate("substitute", ("main_dispatch_0", str(edit))))
-        applied = events.next().value
-        assert applied["exports"] == ["main_dispatch_0_elementwise_32_f32"], applied
+        session.send(Substitute("main_dispatch_0", str(edit)))
+        applied = events.next()
+        assert isinstance(applied, Substituted), applied
+        assert applied.exports == ("main_dispatch_0_elementwise_32_f32",), applied
 
-        session.send(Evaluate("rerun_dispatch"))
-        rerun = events.next().value
-        before = rerun["before"][-1].to_numpy().view(np.float32).reshape(4, 8)
-        after = rerun["after"][-1].to_numpy().view(np.float32).reshape(4, 8)
+        session.send(RerunDispatch())
+        rerun = events.next()
+        assert isinstance(rerun, DispatchRerun), rerun
+        before = rerun.before[-1].to_numpy().view(np.float32).reshape(4, 8)
+        after = rerun.after[-1].to_numpy().view(np.float32).reshape(4, 8)
         # What the module's kernel wrote (it may fuse the multiply-add: numpy does not, so within an ulp).
         np.testing.assert_allclose(before, a * b + np.abs(a), rtol=1e-6)
         np.testing.assert_array_equal(after, (a * b) * np.abs(a))  # what the edit computes

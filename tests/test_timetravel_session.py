@@ -12,8 +12,23 @@ import numpy as np
 import pytest
 from session_support import compile_program
 
-from engine.session.protocol import Answer, Call, Evaluate, Failed, Open, Step, Stopped
-from engine.timetravel.session import Reverse, TimeTravelSession, TravelTo
+from engine.session.protocol import (
+    Bindings,
+    Call,
+    Failed,
+    History,
+    LastChange,
+    Open,
+    ReadBindings,
+    ReadHistory,
+    Reverse,
+    Step,
+    Stopped,
+    TravelTo,
+    WatchRegister,
+    WhenChanged,
+)
+from engine.timetravel.session import TimeTravelSession
 
 
 class Client:
@@ -34,22 +49,23 @@ def test_travel_to_positions_and_dispatches_and_the_history_query(compiled):
     module = compiled.path("control_flow", "llvm-cpu")
     c = Client(module, "repeat_double", ["4xf32=1 2 3 4", "4"])
     stop = c.send(Step("into", 60))
-    assert isinstance(stop, Stopped) and stop.detail["position"] == 60
-    history = c.send(Evaluate("history")).value
-    assert history["position"] == 60 and history["earliest"] == 0 and history["latest"] == 60
-    assert len(history["dispatches"]) >= 2
-    assert [d["ordinal"] for d in history["dispatches"]] == list(range(len(history["dispatches"])))
+    assert isinstance(stop, Stopped) and stop.detail.position == 60
+    history = c.send(ReadHistory())
+    assert isinstance(history, History)
+    assert history.position == 60 and history.earliest == 0 and history.latest == 60
+    assert len(history.dispatches) >= 2
+    assert [d.ordinal for d in history.dispatches] == list(range(len(history.dispatches)))
     back = c.send(Reverse("reverse-step", 35))
     fresh = Client(module, "repeat_double", ["4xf32=1 2 3 4", "4"])
     ahead = fresh.send(Step("into", 25))
-    assert back.detail["registers"] == ahead.detail["registers"]
+    assert back.detail.registers == ahead.detail.registers
     assert back.location.frames == ahead.location.frames
     to = c.send(TravelTo(position=33))
-    assert to.detail["position"] == 33
+    assert to.detail.position == 33
     at = c.send(TravelTo(dispatch=1, when="after"))
     assert at.reason == "dispatch" and at.location.dispatch_info.ordinal == 1
     assert str(at.location.dispatch_info.when) == "after"
-    assert c.send(Evaluate("history")).value["position"] == history["dispatches"][1]["position"] + 1
+    assert c.send(ReadHistory()).position == history.dispatches[1].position + 1
 
 
 def test_when_changed_answers_the_last_write(compiled):
@@ -58,23 +74,23 @@ def test_when_changed_answers_the_last_write(compiled):
     c.send(Step("into", 300))
     # The expectation: a fresh session stepped one instruction at a time over the last 30 positions.
     fresh = Client(module, "collatz_steps", ["27"])
-    states = {270: fresh.send(Step("into", 270)).detail["registers"]["i32"]}
+    states = {270: fresh.send(Step("into", 270)).detail.registers.i32}
     for n in range(271, 301):
-        states[n] = fresh.send(Step("into", 1)).detail["registers"]["i32"]
+        states[n] = fresh.send(Step("into", 1)).detail.registers.i32
     checked = 0
     for reg in range(len(states[300])):
         changed = [n for n in range(271, 301) if states[n][reg] != states[n - 1][reg]]
         if not changed:
             continue
-        answer = c.send(Evaluate("when_changed", ("register", 0, "i", reg)))
-        assert isinstance(answer, Answer)
-        assert answer.value["position"] == changed[-1] - 1  # the instruction at that position wrote it
-        assert answer.value["after"] == states[changed[-1]][reg]
-        assert answer.value["before"] == states[changed[-1] - 1][reg]
+        answer = c.send(WhenChanged(WatchRegister(0, "i", reg)))
+        assert isinstance(answer, LastChange) and answer.change is not None
+        assert answer.change.position == changed[-1] - 1  # the instruction at that position wrote it
+        assert answer.change.after == states[changed[-1]][reg]
+        assert answer.change.before == states[changed[-1] - 1][reg]
         checked += 1
     assert checked >= 2
     # The session is where it was.
-    assert c.send(Evaluate("history")).value["position"] == 300
+    assert c.send(ReadHistory()).position == 300
 
 
 def test_travel_to_each_dispatch_of_one_command_buffer_parks_in_that_dispatch(tmp_path):
@@ -94,16 +110,18 @@ def test_travel_to_each_dispatch_of_one_command_buffer_parks_in_that_dispatch(tm
         stop = forward.events[-1]
         if not isinstance(stop, Stopped):
             break
-        seen.append([b.to_numpy() for b in forward.send(Evaluate("bindings")).value])
+        seen.append([b.to_numpy() for b in forward.send(ReadBindings()).tensors])
     assert len(seen) >= 3
     c = Client(module, "small_cnn", inputs)
     c.send(Step("into", 10_000))  # to the end (fewer instructions than that)
-    marks = c.send(Evaluate("history")).value["dispatches"]
-    assert len(marks) == len(seen) and all(m["exact"] for m in marks)
+    marks = c.send(ReadHistory()).dispatches
+    assert len(marks) == len(seen) and all(m.exact for m in marks)
     for k in reversed(range(len(seen))):
         stop = c.send(TravelTo(dispatch=k, park=True))
         assert stop.reason == "dispatch" and stop.location.dispatch_info.ordinal == k
-        got = [b.to_numpy() for b in c.send(Evaluate("bindings")).value]
+        answer = c.send(ReadBindings())
+        assert isinstance(answer, Bindings)
+        got = [b.to_numpy() for b in answer.tensors]
         assert len(got) == len(seen[k])
         for a, b in zip(got, seen[k]):
             np.testing.assert_array_equal(a, b)

@@ -40,6 +40,14 @@ from PySide6.QtWidgets import (
 
 from app.views.ir_mlir_syntax import MlirHighlighter
 from engine.errors import LensError
+from engine.session.protocol import (
+    BenchmarkDispatch,
+    DispatchRerun,
+    RerunDispatch,
+    RevertSubstitution,
+    Substitute,
+    Substituted,
+)
 from engine.substitute.documents import DraftStore, EditableText
 from engine.substitute.errors import EditCompileError, SourceDiagnostic
 
@@ -263,20 +271,21 @@ class ExecutableEditor(QWidget):
     def _through_session(self) -> bool:
         return self.session is not None and self.session.available
 
-    def _session_failed(self, text: str, error) -> None:
+    def _session_failed(self, text: str, refused) -> None:
         from app.views.executable_editor_session import diagnostics_of
 
-        self.show_diagnostics(diagnostics_of(error) if error else [])
-        if error and error.get("diagnostics"):
-            first = next((d for d in error["diagnostics"] if d.get("severity") == "error"), error["diagnostics"][0])
-            text = f"line {first.get('line')}: {first.get('message')}" if first.get("line") else text
+        diagnostics = diagnostics_of(refused) if refused is not None else []
+        self.show_diagnostics(diagnostics)
+        if diagnostics:
+            first = next((d for d in diagnostics if d.severity == "error"), diagnostics[0])
+            text = f"line {first.line}: {first.message}" if first.line else text
         self.status.setText(f"Not applied: {text}")
         self.failed.emit(text)
 
     def rerun(self) -> None:
         """Rerun the paused dispatch from its inputs (through the session; in-process with ``live``)."""
         if self._through_session():
-            self.session.ask("rerun_dispatch", then=self._rerun_answered)
+            self.session.ask(RerunDispatch(), then=self._rerun_answered)
             self.status.setText("Rerunning the dispatch in the session…")
         elif self.live is not None:
             live = self.live
@@ -289,13 +298,14 @@ class ExecutableEditor(QWidget):
         else:
             self.status.setText("Rerun needs a run paused at a dispatch.")
 
-    def _rerun_answered(self, value: dict) -> None:
-        before, after = value.get("before"), value.get("after") or []
-        message = f"Dispatch {value.get('sequence')} rerun"
+    def _rerun_answered(self, answer: DispatchRerun) -> None:
+        after = [t.to_numpy() for t in answer.after]
+        before = [t.to_numpy() for t in answer.before] if answer.before is not None else None
+        message = f"Dispatch {answer.sequence} rerun"
         if after:
             before = before if before and len(before) == len(after) else after
             index = _changed_binding(tuple(before), tuple(after))
-            self.show_outputs(before[index], after[index], f"dispatch {value.get('sequence')} binding {index}")
+            self.show_outputs(before[index], after[index], f"dispatch {answer.sequence} binding {index}")
         prefix = self.status.text().removesuffix("…") if self.status.text().startswith(("Applied", "Reverted")) else ""
         self.status.setText(f"{prefix}{'; ' if prefix else ''}{message}.")
 
@@ -354,13 +364,13 @@ class ExecutableEditor(QWidget):
         self.status.setText(f"Building {doc.name}…")
         if self._through_session():
             # In the session process: a faulting kernel takes down only that process; the draft is saved.
-            def applied(value: dict) -> None:
+            def applied(answer: Substituted) -> None:
                 self.show_diagnostics([])
-                self.status.setText(f"Applied {doc.name} in {value.get('seconds', 0):.2f} s…")
+                self.status.setText(f"Applied {doc.name} in {answer.seconds:.2f} s…")
                 self.applied.emit(doc.name)
-                self.session.ask("rerun_dispatch", then=self._rerun_answered)
+                self.session.ask(RerunDispatch(), then=self._rerun_answered)
 
-            self.session.ask("substitute", doc.name, str(path), then=applied)
+            self.session.ask(Substitute(doc.name, str(path)), then=applied)
             return
         live = self.live
         if live is not None:
@@ -430,7 +440,7 @@ class ExecutableEditor(QWidget):
         if doc is None:
             return
         if self._through_session():
-            self.session.ask("revert_substitution", doc.name, then=lambda _v: self.rerun())
+            self.session.ask(RevertSubstitution(doc.name), then=lambda _answer: self.rerun())
         elif self.live is not None and any(
             r.spec.name == doc.name for r in getattr(self.live, "active", {}).values()
         ):
@@ -473,8 +483,8 @@ class ExecutableEditor(QWidget):
         """Time the paused dispatch with the module's code and with the edit (same loop, fresh buffers)."""
         if self._through_session():
             self.session.ask(
-                "benchmark_dispatch",
-                then=lambda v: self._benchmarked(((v["original_s"], v["edited_s"]), None)),
+                BenchmarkDispatch(),
+                then=lambda answer: self._benchmarked(((answer.original_s, answer.edited_s), None)),
             )
             return
         if self.live is None:

@@ -7,17 +7,18 @@ needle. Clicking or dragging moves a preview needle; releasing the mouse asks fo
 (``positionRequested``), or for the dispatch when the press landed on a dispatch tick
 (``dispatchRequested``). One request per gesture: scrubbing never floods the session.
 
-The data is the session's ``Evaluate("history")`` answer (``SessionBridge.historyChanged``).
+The data is the session's ``History`` answer (``SessionBridge.historyChanged``).
 """
 
 from __future__ import annotations
 
 import bisect
-from typing import Any
 
 from PySide6.QtCore import QPointF, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QFont, QMouseEvent, QPainter, QPaintEvent, QPen
 from PySide6.QtWidgets import QSizePolicy, QWidget
+
+from engine.session.protocol import History
 
 MARGIN = 8  # pixels left and right of the axis
 TICK_HIT = 4  # pixels either side of a dispatch tick that select it
@@ -48,20 +49,20 @@ class RunTimeline(QWidget):
 
     # -- data -------------------------------------------------------------------------------------------
 
-    def set_history(self, history: dict[str, Any] | None, dispatch_position: int | None = None) -> None:
+    def set_history(self, history: History | None, dispatch_position: int | None = None) -> None:
         """Show ``history`` (None: nothing recorded). ``dispatch_position``: the run is inside the dispatch
         at that position (the history answers no position then)."""
-        if not history or not history.get("recording"):
+        if history is None or not history.recording:
             self.latest = self.earliest = 0
             self.position = None
             self.dispatches = []
         else:
-            self.earliest = int(history.get("earliest") or 0)
-            self.latest = int(history.get("latest") or 0)
-            position = history.get("position")
+            self.earliest = history.earliest
+            self.latest = history.latest
+            position = history.position
             self.position = int(position) if position is not None else dispatch_position
-            self.memory_bytes = int(history.get("memory_bytes") or 0)
-            self.dispatches = sorted((int(d["position"]), int(d["ordinal"]), str(d["name"])) for d in history.get("dispatches", ()))
+            self.memory_bytes = history.memory_bytes
+            self.dispatches = sorted((d.position, d.ordinal, d.name) for d in history.dispatches)
         self._dispatch_positions = [p for p, _, _ in self.dispatches]
         self.preview = None
         self.setToolTip(self.describe())

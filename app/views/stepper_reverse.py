@@ -33,7 +33,16 @@ from PySide6.QtWidgets import (
 )
 
 from app.views.run_timeline import RunTimeline
-from engine.session.protocol import Answer, Stopped
+from engine.session.protocol import (
+    Answer,
+    History,
+    LastChange,
+    Stopped,
+    Watch,
+    WatchGlobal,
+    WatchGlobalRef,
+    WatchRegister,
+)
 
 if TYPE_CHECKING:
     from app.views.stepper_panel import StepperPanel
@@ -122,8 +131,8 @@ class ReverseControls(QObject):
         if not self.bridge.previous_dispatch():
             self.panel.status_label.setText("No earlier dispatch in the recorded history")
 
-    def watch_of(self, view: QTreeWidget, item: QTreeWidgetItem | None) -> tuple[Any, ...] | None:
-        """The ``when_changed`` arguments for a register or global row (None for other rows)."""
+    def watch_of(self, view: QTreeWidget, item: QTreeWidgetItem | None) -> Watch | None:
+        """What "when did this change?" watches for a register or global row (None for other rows)."""
         if item is None or item.parent() is None:
             return None
         if view is self.panel.registers:
@@ -131,31 +140,31 @@ class ReverseControls(QObject):
             depth = self.panel.selected_frame
             if depth is None:
                 return None
-            return ("register", depth, bank, item.parent().indexOfChild(item))
+            return WatchRegister(depth, bank, item.parent().indexOfChild(item))
         module = getattr(self.panel.vmfb, "name", None)
         if module is None:
             return None
         name = item.text(0)
         if m := _RWDATA.match(name):
-            return ("global", module, int(m.group(1)), 4)
+            return WatchGlobal(module, int(m.group(1)), 4)
         if m := _REFS.match(name):
-            return ("global_ref", module, int(m.group(1)))
+            return WatchGlobalRef(module, int(m.group(1)))
         return None
 
-    def when_changed(self, watch: tuple[Any, ...]) -> None:
+    def when_changed(self, watch: Watch) -> None:
         """Ask when ``watch`` last changed; the answer travels there (see ``_on_answer``)."""
         if not self.bridge.can_reverse:
             self.panel.status_label.setText("When did this change? needs a recorded run (paused or finished)")
             return
-        self.panel.status_label.setText(f"Searching the history for the last change of {describe_watch(watch)}…")
-        self.bridge.when_changed(*watch)
+        self.panel.status_label.setText(f"Searching the history for the last change of {watch.describe()}…")
+        self.bridge.when_changed(watch)
 
     def _context_menu(self, view: QTreeWidget, pos: QPoint) -> None:
         watch = self.watch_of(view, view.itemAt(pos))
         if watch is None:
             return
         menu = QMenu(view)
-        action = menu.addAction(f"When did {describe_watch(watch)} change?  (run back to the last write)")
+        action = menu.addAction(f"When did {watch.describe()} change?  (run back to the last write)")
         action.setEnabled(self.bridge.can_reverse)
         action.triggered.connect(lambda: self.when_changed(watch))
         menu.popup(view.viewport().mapToGlobal(pos))
@@ -168,41 +177,41 @@ class ReverseControls(QObject):
             action.setEnabled(can)
         self.timeline.setEnabled(can)
 
-    def _on_history(self, history: dict[str, Any] | None) -> None:
+    def _on_history(self, history: History | None) -> None:
         inside = None
         stop = self.bridge.last_stop
-        if history and history.get("position") is None and stop is not None:
+        if history is not None and history.position is None and stop is not None:
             info = stop.location.dispatch_info
-            mark = next((d for d in history.get("dispatches", ()) if info and d["ordinal"] == info.ordinal), None)
-            inside = mark["position"] if mark else None
+            mark = next((d for d in history.dispatches if info and d.ordinal == info.ordinal), None)
+            inside = mark.position if mark else None
         self.timeline.set_history(history, inside)
-        if not history:
+        if history is None:
             self.position_label.setText("no history")
             return
-        position = history.get("position")
+        position = history.position
         where = f"in dispatch @ {inside:,}" if position is None and inside is not None else f"@ {position:,}"
-        self.position_label.setText(f"{where} / {history.get('latest', 0):,}  (back to {history.get('earliest', 0):,})")
+        self.position_label.setText(f"{where} / {history.latest:,}  (back to {history.earliest:,})")
 
     def _on_answer(self, answer: Answer) -> None:
-        if answer.query != "when_changed":
+        if not isinstance(answer, LastChange):
             return
-        what = describe_watch(tuple(answer.args))
-        value = answer.value
-        if value is None:
-            earliest = (self.bridge.history or {}).get("earliest", 0)
+        what = answer.query.watch.describe()
+        change = answer.change
+        if change is None:
+            earliest = self.bridge.history.earliest if self.bridge.history is not None else 0
             self.panel.status_label.setText(f"{what} did not change in the recorded history (since instruction {earliest:,})")
             return
-        by = f"dispatch #{value['dispatch']}" if value.get("dispatch") is not None else f"{value['function']} pc {value['pc']:#x}"
+        by = f"dispatch #{change.dispatch}" if change.dispatch is not None else f"{change.function} pc {change.pc:#x}"
         self.note = (
-            f"{what} was last written at instruction {value['position']:,} by {by}: "
-            f"{format_value(value.get('before'))} → {format_value(value.get('after'))}"
+            f"{what} was last written at instruction {change.position:,} by {by}: "
+            f"{format_value(change.before)} → {format_value(change.after)}"
         )
         self.panel.services.messages.info(self.note)
-        self.bridge.travel_to(position=int(value["position"]))
+        self.bridge.travel_to(position=int(change.position))
 
     def describe_stop(self, event: Stopped, text: str) -> str:
         """The status line of a stop: the stepper's description, the position, and a pending note."""
-        position = event.detail.get("position")
+        position = event.detail.position
         if position is not None:
             text += f"  @ {position:,}"
             # The needle moves with the stop; the span and the dispatches follow with the history answer.
@@ -215,17 +224,6 @@ class ReverseControls(QObject):
             text = f"{text} — {self.note}"
             self.note = None
         return text
-
-
-def describe_watch(watch: tuple[Any, ...]) -> str:
-    kind = watch[0] if watch else ""
-    if kind == "register" and len(watch) >= 4:
-        return f"%{'i' if watch[2] == 'i' else 'r'}{watch[3]} (frame {watch[1]})"
-    if kind == "global" and len(watch) >= 3:
-        return f".rwdata[{watch[2]}]"
-    if kind == "global_ref" and len(watch) >= 3:
-        return f".refs[{watch[2]}]"
-    return " ".join(str(w) for w in watch)
 
 
 def format_value(value: Any) -> str:

@@ -1,20 +1,19 @@
 """The stepper's state views: registers (i32 bank with i64/f32 readings, ref bank), call stack, globals.
 
-Values come from the session's plain-data answers (``Stopped.detail`` and ``Answer``); a register that
+Values come from the session's typed answers (``Stopped.detail.registers``, ``Registers``, ``Globals``); a register that
 changed since the previous stop is shown in red, as debuggers do.
 """
 
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import QAbstractItemView, QTreeWidget, QTreeWidgetItem, QWidget
 
 from app.views.hex_view import monospace_font
-from engine.session.protocol import FrameInfo
+from engine.session.protocol import FrameInfo, Globals, RegisterFile
 
 CHANGED = QBrush(QColor("#c62828"))
 
@@ -50,18 +49,18 @@ class RegistersView(QTreeWidget):
         self.setAlternatingRowColors(True)
         self.setFont(monospace_font())
         self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self._previous: dict[str, Any] = {}
-        self.registers: dict[str, Any] = {}
+        self._previous = RegisterFile()
+        self.registers = RegisterFile()
 
-    def set_registers(self, registers: dict[str, Any] | None, compare: bool = True) -> None:
-        registers = registers or {"i32": [], "ref": []}
-        before = self._previous if compare else {}
+    def set_registers(self, registers: RegisterFile | None, compare: bool = True) -> None:
+        registers = registers or RegisterFile()
+        before = self._previous if compare else RegisterFile()
         self.registers = registers
         self.clear()
-        words = [int(w) for w in registers.get("i32", [])]
-        refs = [str(r) for r in registers.get("ref", [])]
-        old_words = before.get("i32") or []
-        old_refs = before.get("ref") or []
+        words = [int(w) for w in registers.i32]
+        refs = [str(r) for r in registers.ref]
+        old_words = before.i32
+        old_refs = before.ref
         i32_bank = QTreeWidgetItem(self, [f"i32 bank ({len(words)})"])
         for i, w in enumerate(words):
             row = [f"%i{i}", str(s32(w)), f"0x{w & 0xFFFFFFFF:08x}", f"{f32_of(w):.7g}", "", ""]
@@ -151,17 +150,17 @@ class GlobalsView(QTreeWidget):
         self.setHeaderLabels(["Global", "Value", "hex"])
         self.setUniformRowHeights(True)
         self.setFont(monospace_font())
-        self.value: dict[str, Any] = {}
+        self.value: Globals | None = None
 
-    def set_globals(self, value: dict[str, Any]) -> None:
+    def set_globals(self, value: Globals) -> None:
         self.value = value
         self.clear()
-        data = bytes.fromhex(value.get("rwdata", "") or "")
+        data = bytes(value.rwdata)
         rw = QTreeWidgetItem(self, [f".rwdata ({len(data)} bytes)"])
         for off in range(0, len(data) - len(data) % 4, 4):
             (word,) = struct.unpack_from("<I", data, off)
             QTreeWidgetItem(rw, [f".rwdata[{off}]", str(s32(word)), f"0x{word:08x}"])
-        refs = value.get("refs", []) or []
+        refs = value.refs
         rf = QTreeWidgetItem(self, [f".refs ({len(refs)})"])
         for i, r in enumerate(refs):
             QTreeWidgetItem(rf, [f".refs[{i}]", str(r), ""])

@@ -11,7 +11,10 @@ import importlib
 import sys
 
 # Sub-command modules, in the order `iree-lens --help` lists them.
-COMMAND_MODULES = ("inspect", "run", "phases", "devices", "capture", "diverge", "profile", "zones", "debug")
+COMMAND_MODULES = (
+    "inspect", "run", "sources", "phases", "devices", "capture", "diverge", "profile", "zones", "debug", "serve",
+    "dap",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

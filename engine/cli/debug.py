@@ -28,22 +28,27 @@ import numpy as np
 from engine.errors import LensError
 from engine.session.protocol import (
     Answer,
+    Bindings,
     Breakpoint,
     Call,
     Continue,
     Crashed,
-    Evaluate,
     Event,
     Failed,
     Finished,
     Open,
     Opened,
+    ReadBindings,
+    ReadDispatch,
+    RegisterFile,
+    Reverse,
     SetBreakpoints,
     Step,
     StepMode,
     Stopped,
 )
 from engine.session.script import ScriptCommand, ScriptError, check_for_reference, parse_script
+from engine.session.stream import add_remote_argument
 
 _STEP_MODES = {"step": StepMode.INTO, "next": StepMode.OVER, "finish": StepMode.OUT}
 _REVERSE_VERBS = ("reverse-step", "reverse-next", "reverse-finish", "reverse-continue")
@@ -76,6 +81,7 @@ def add_parser(subparsers) -> None:
         "reverse-finish; reverse-continue; info registers; save-tensors DIR",
     )
     p.add_argument("--json", action="store_true", help="one JSON object a line for each stop")
+    add_remote_argument(p)
     p.set_defaults(func=run)
 
 
@@ -95,7 +101,11 @@ def run(args) -> int:
     return Debugger(args, commands).run()
 
 
-def stop_json(stop: Stopped | None, function: str, registers: dict | None = None) -> dict[str, Any]:
+def registers_json(registers: RegisterFile) -> dict[str, Any]:
+    return {"i32": list(registers.i32), "ref": list(registers.ref)}
+
+
+def stop_json(stop: Stopped | None, function: str, registers: RegisterFile | None = None) -> dict[str, Any]:
     """The one-line JSON of a stop (the format ``--json`` prints)."""
     frames = stop.location.frames if stop is not None else ()
     info = stop.location.dispatch_info if stop is not None else None
@@ -106,10 +116,12 @@ def stop_json(stop: Stopped | None, function: str, registers: dict | None = None
         "pc": top.pc if top is not None else None,
         "depth": len(frames),
         "dispatch": info.to_json() if info is not None else None,
-        "registers": registers if registers is not None else (stop.detail.get("registers", {}) if stop else {}),
+        "registers": registers_json(registers if registers is not None else stop.detail.registers)
+        if registers is not None or stop is not None
+        else {},
     }
-    if stop is not None and stop.detail.get("divergence"):  # break diverge: where and how far
-        line["divergence"] = {k: v for k, v in stop.detail["divergence"].items() if k != "text"}
+    if stop is not None and stop.detail.divergence is not None:  # break diverge: where and how far
+        line["divergence"] = stop.detail.divergence.to_json()
     return line
 
 
@@ -124,10 +136,10 @@ def describe_stop(stop: Stopped, function: str) -> str:
         parts.append(f"in {f.function} pc {f.pc:#x}" + (f": {f.instruction}" if f.instruction else ""))
     else:
         parts.append(f"in {function}")
-    if stop.detail.get("nan_bindings"):
-        parts.append(f"(NaN/Inf written to bindings {stop.detail['nan_bindings']})")
-    if stop.detail.get("divergence"):
-        parts.append(f"({stop.detail['divergence']['text']})")
+    if stop.detail.nan_bindings:
+        parts.append(f"(NaN/Inf written to bindings {list(stop.detail.nan_bindings)})")
+    if stop.detail.divergence is not None:
+        parts.append(f"({stop.detail.divergence.text})")
     return " ".join(parts)
 
 
@@ -160,6 +172,12 @@ class Debugger:
     def _make_session(self):
         from engine.session.inprocess import InProcessSession
 
+        if getattr(self.args, "remote", None):
+            from engine.session.stream import open_remote
+
+            reverse = any(c.verb in _REVERSE_VERBS for c in self.commands)
+            handler = "reference" if self.args.engine == "reference" else "timetravel" if reverse else "debug"
+            return open_remote(self.args.remote, handler, self.events.put)
         if self.args.engine == "reference":
             from engine.session.reference_session import ReferenceSession
 
@@ -177,7 +195,11 @@ class Debugger:
         return self.events.get()
 
     def run(self) -> int:
-        self.session = self._make_session()
+        try:
+            self.session = self._make_session()
+        except LensError as e:  # --remote: the server could not be started or refused
+            print(f"iree-lens debug: {e}", file=sys.stderr)
+            return 1
         try:
             self.session.send(Open(str(self.args.module), self.args.device))
             opened = self._next()
@@ -236,8 +258,6 @@ class Debugger:
 
     def _reverse(self, command: ScriptCommand) -> None:
         """reverse-step/next [N], reverse-finish, reverse-continue: also from the finished program."""
-        from engine.timetravel.session import Reverse
-
         if self.state not in ("stopped", "finished"):
             self._error(command, f"{command.text!r}: the program has no history yet ({self.state})")
             return
@@ -258,7 +278,7 @@ class Debugger:
 
     def _expect_no_failure(self, command: ScriptCommand) -> None:
         """SetBreakpoints answers only when it fails: ask a cheap query to know it was taken."""
-        self.session.send(Evaluate("dispatch"))
+        self.session.send(ReadDispatch())
         while True:
             event = self._next()
             if isinstance(event, Failed):
@@ -322,13 +342,13 @@ class Debugger:
         if self.state != "stopped":
             self._error(command, f"no registers: the program is not stopped ({self.state})", fatal=False)
             return
-        registers = self.last_stop.detail.get("registers", {})
+        registers = self.last_stop.detail.registers
         if self.args.json:  # not a stop: no "reason"
             line = stop_json(self.last_stop, self.args.function, registers)
             self._print({"info": "registers", **{k: line[k] for k in ("function", "pc", "depth", "registers")}})
             return
-        i32 = registers.get("i32", [])
-        refs = registers.get("ref", [])
+        i32 = registers.i32
+        refs = registers.ref
         lines = [f"i{k} = {v}" for k, v in enumerate(i32)] + [f"r{k} = {v}" for k, v in enumerate(refs)]
         self._print("\n".join(lines) if lines else "(no registers)")
 
@@ -343,13 +363,13 @@ class Debugger:
                 saved.append(str(path))
         elif self.state == "stopped" and self.last_stop.location.dispatch_info is not None:
             info = self.last_stop.location.dispatch_info
-            self.session.send(Evaluate("bindings"))
+            self.session.send(ReadBindings())
             answer = self._next()
-            if not isinstance(answer, Answer):
+            if not isinstance(answer, Bindings):
                 self._error(command, getattr(answer, "message", str(answer)))
                 return
             out.mkdir(parents=True, exist_ok=True)
-            for k, ref in enumerate(answer.value):
+            for k, ref in enumerate(answer.tensors):
                 array = _typed(ref.to_numpy(), info.export)
                 path = out / f"dispatch{info.ordinal}_{info.when}_binding{k}.npy"
                 np.save(path, array)

@@ -17,7 +17,7 @@ from engine.errors import FormatError
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("inspect", help="show a .vmfb module's metadata, disassembly or JSON")
-    p.add_argument("module", help="the .vmfb file")
+    p.add_argument("module", help="the .vmfb file (or an .ireereplay)")
     p.add_argument(
         "--output",
         choices=("metadata", "disassembly", "json", "executables"),
@@ -36,6 +36,10 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.module.endswith(".ireereplay"):  # IREE's HAL replays: engine/cli/replay.py
+        from engine.cli.replay import inspect
+
+        return inspect(args)
     from engine.runtime.vmfb.describe import metadata_lines, module_json
     from engine.runtime.vmfb.disassembler import FunctionDisassembler, module_lines
     from engine.runtime.vmfb.module import open_vmfb

@@ -42,6 +42,7 @@ from engine.session.protocol import (
     Step,
     Stopped,
     TensorRef,
+    tensor_refs,
 )
 
 _PAUSE = "__pause__"
@@ -51,24 +52,10 @@ _PAUSE = "__pause__"
 
 
 def _tensor_refs(event: Event) -> list[TensorRef]:
-    """The tensors an event carries: ``Finished.outputs``, or anywhere in an ``Answer`` value (alone, in
-    lists, or in the values of a dict, as substitution answers hold them)."""
-    if isinstance(event, Finished):
-        return [r for r in event.outputs if isinstance(r, TensorRef)]
-    if isinstance(event, Answer):
-        return list(_refs_in(event.value))
+    """The tensors an event carries (``Finished.outputs``, the tensors of an answer)."""
+    if isinstance(event, Finished | Answer):
+        return list(tensor_refs(event))
     return []
-
-
-def _refs_in(value: object):
-    if isinstance(value, TensorRef):
-        yield value
-    elif isinstance(value, list | tuple):
-        for v in value:
-            yield from _refs_in(v)
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from _refs_in(v)
 
 
 def _export_tensors(event: Event) -> Event:

@@ -9,7 +9,7 @@ Two threads. The program runs on a *run thread*; ``handle`` (the command loop) s
 returns once it stops or ends, so commands stay strictly ordered. The HAL runs each dispatch on the run
 thread and tells the ``DispatchGate`` before and after; at a dispatch breakpoint the gate *parks* the run
 thread inside that native call (``Stopped(reason="dispatch")``) and the command loop keeps serving
-commands: ``Evaluate`` (registers, the dispatch, its binding bytes), ``SetBreakpoints``, and the command
+commands: queries (``ReadRegisters``, ``ReadDispatch``, ``ReadBindings``...), ``SetBreakpoints``, and the command
 that resumes the run (``Continue``, ``Step``, ``RunTo``). A resumed ``Step`` first finishes the native
 call the dispatch ran in (one step), then steps on, so ``Step(count=N)`` executes exactly N instructions.
 """
@@ -19,6 +19,7 @@ from __future__ import annotations
 import bisect
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from enum import StrEnum
 from typing import Any
 
@@ -34,32 +35,50 @@ from engine.runtime.vm.interpreter import FrameLocation
 from engine.runtime.vm.trace import describe_ref, format_instruction
 from engine.session.dispatch_gate import DispatchGate, GateStop, is_dispatch_breakpoint
 from engine.session.protocol import (
+    SUBSTITUTION_QUERIES,
     Answer,
+    BindingBytes,
+    Bindings,
     Breakpoint,
     BreakpointKind,
     Call,
     Command,
     Continue,
     DispatchInfo,
-    Evaluate,
+    DispatchTensor,
     Event,
     Failed,
     Finished,
     FrameInfo,
+    Frames,
+    Globals,
     Location,
     Open,
     Opened,
+    PausedDispatch,
     Progress,
+    Query,
+    ReadBinding,
+    ReadBindings,
+    ReadDispatch,
+    ReadFrames,
+    ReadGlobals,
+    ReadRegisters,
+    ReadTensors,
+    RegisterFile,
+    Registers,
     RunTo,
     SetBreakpoints,
     Step,
     StepMode,
+    StopDetail,
     Stopped,
     StopReason,
     TensorRef,
+    Tensors,
+    TypeSource,
 )
 from engine.substitute.live import LiveSubstitutions
-from engine.substitute.session_queries import QUERIES as SUBSTITUTION_QUERIES
 from engine.substitute.session_queries import answer as answer_substitution
 
 
@@ -99,19 +118,19 @@ class DebugSession:
             Step: self._on_step,
             Continue: self._on_continue,
             RunTo: self._on_run_to,
-            Evaluate: self._on_evaluate,
         }
-        self._queries: dict[str, Callable[..., Any]] = {
-            "registers": self._registers,
-            "globals": self._globals,
-            "frames": self._frames,
-            "dispatch": self._dispatch_info,
-            "binding": self._binding,
-            "bindings": self._bindings,
+        self._queries: dict[type[Query], Callable[[Any], Answer]] = {
+            ReadRegisters: lambda q: Registers(q, self._registers(q.depth)),
+            ReadGlobals: self._globals,
+            ReadFrames: lambda q: Frames(q, self._frames()),
+            ReadDispatch: lambda q: PausedDispatch(q, self._dispatch_info()),
+            ReadBinding: lambda q: BindingBytes(q, q.index, self._binding(q.index)),
+            ReadBindings: lambda q: Bindings(q, tuple(self._bindings())),
+            ReadTensors: self._tensors,
         }
         # Hot substitution of executables (engine.substitute), answered for the paused dispatch.
-        for name in SUBSTITUTION_QUERIES:
-            self._queries[name] = lambda *args, _name=name: self._substitution(_name, args)
+        for kind in SUBSTITUTION_QUERIES:
+            self._queries[kind] = self._substitution
         self.live: LiveSubstitutions | None = None
 
     # ---------------------------------------------------------------------------------------- commands
@@ -121,7 +140,7 @@ class DebugSession:
         return self._state
 
     def handle(self, command: Command) -> None:
-        handler = self._handlers.get(type(command))
+        handler = self._on_query if isinstance(command, Query) else self._handlers.get(type(command))
         if handler is None:
             self.emit(Failed(f"unknown command {type(command).__name__}"))
             return
@@ -164,7 +183,7 @@ class DebugSession:
         self._function = command.function
         runner.context.begin_call(command.function, vm_args)
         if command.stop_at_entry:
-            self.emit(Stopped(StopReason.ENTRY, self.location(), self._snapshot()))
+            self.emit(Stopped(StopReason.ENTRY, self.location(), self._stop_detail()))
         else:
             self._start(self.controller.continue_)
 
@@ -196,11 +215,12 @@ class DebugSession:
         controller = self._need_controller()
         self._start(lambda: controller.run_to(self.runner.module.name, command.function, command.pc))
 
-    def _on_evaluate(self, command: Evaluate) -> None:
-        query = self._queries.get(command.query)
-        if query is None:
-            raise DebugRunError(f"unknown query {command.query!r} ({', '.join(self._queries)})")
-        self.emit(Answer(command.query, query(*command.args), tuple(command.args)))
+    def _on_query(self, query: Query) -> None:
+        answer = self._queries.get(type(query))
+        if answer is None:
+            known = ", ".join(sorted(k.__name__ for k in self._queries))
+            raise DebugRunError(f"this session does not answer {type(query).__name__} (it answers {known})")
+        self.emit(answer(query))
 
     # --------------------------------------------------------------------------------- the run thread
 
@@ -289,14 +309,13 @@ class DebugSession:
     def _park(self, record: DispatchRecord, info: DispatchInfo, why: GateStop) -> None:
         """On the run thread, inside a dispatch: report the stop and wait for the command that resumes."""
         reason = StopReason.PAUSED if why.paused and not (why.breakpoints or why.step) else StopReason.DISPATCH
-        detail = self._snapshot()
-        detail["dispatch"] = info
-        if why.breakpoints:
-            detail["breakpoints"] = [b.describe() for b in why.breakpoints]
-        if why.nan_bindings:
-            detail["nan_bindings"] = list(why.nan_bindings)
-        if why.divergence:
-            detail["divergence"] = why.divergence
+        detail = replace(
+            self._stop_detail(),
+            breakpoints=tuple(b.describe() for b in why.breakpoints),
+            nan_bindings=tuple(why.nan_bindings),
+            nonfinite=tuple(why.nonfinite),
+            divergence=why.divergence,
+        )
         self.emit(Stopped(reason, self.location(), detail))
         with self._cv:
             self._state = RunState.PARKED
@@ -360,12 +379,15 @@ class DebugSession:
             trap = stop.trap
             self.emit(Failed(trap.describe(), trap.code.name, self.location(trap.stack)))
         else:
-            detail = self._snapshot()
+            import_call = None
             if stop.record is not None and stop.record.import_call is not None:
-                detail["import_call"] = stop.record.import_call.name
-            if stop.breakpoints:
-                detail["breakpoints"] = [repr(b) for b in stop.breakpoints]
-            detail["steps"] = stop.steps
+                import_call = stop.record.import_call.name
+            detail = replace(
+                self._stop_detail(),
+                import_call=import_call,
+                breakpoints=tuple(repr(b) for b in stop.breakpoints),
+                steps=stop.steps,
+            )
             self.emit(Stopped(StopReason(stop.reason), self.location(), detail))
 
     # ---------------------------------------------------------------------------------------- snapshots
@@ -405,34 +427,30 @@ class DebugSession:
             text = format_instruction(instance.instruction_at(ordinal, pc))
         except LensError:
             text = ""
-        return FrameInfo(instance.name, instance.function_name(ordinal), pc, text)
+        return FrameInfo(instance.name, instance.function_name(ordinal), pc, text, ordinal)
 
-    def _snapshot(self) -> dict[str, Any]:
-        return {"registers": self._registers(), "frames": self._frames()}
+    def _stop_detail(self) -> StopDetail:
+        """What every stop reports besides its location (subclasses add to it)."""
+        return StopDetail(registers=self._registers())
 
-    def _frames(self) -> list[dict[str, Any]]:
-        interpreter = self.runner.context.interpreter
-        live = interpreter.frames[interpreter.base :]
-        return [
-            {"module": info.module, "function": info.function, "ordinal": f.ordinal, "pc": info.pc}
-            for f, info in zip(live, self.location().frames)
-        ]
+    def _frames(self) -> tuple[FrameInfo, ...]:
+        return self.location().frames
 
-    def _registers(self, depth: int = -1) -> dict[str, Any]:
+    def _registers(self, depth: int = -1) -> RegisterFile:
         """The registers of a frame (innermost by default): i32 words and ref descriptions."""
-        interpreter = self.runner.context.interpreter
+        interpreter = self._need_runner().context.interpreter
         frames = interpreter.frames[interpreter.base :]
         if not frames:
-            return {"i32": [], "ref": []}
-        frame = frames[depth]
-        return {"i32": [int(w) for w in frame.i], "ref": [describe_ref(r) for r in frame.r]}
+            return RegisterFile()
+        try:
+            frame = frames[depth]
+        except IndexError:
+            raise DebugRunError(f"no frame {depth}: the call has {len(frames)}") from None
+        return RegisterFile(tuple(int(w) for w in frame.i), tuple(describe_ref(r) for r in frame.r))
 
-    def _globals(self) -> dict[str, Any]:
-        instance = self.runner.context.main
-        return {
-            "rwdata": bytes(instance.rwdata).hex(),
-            "refs": [describe_ref(r) for r in instance.global_refs],
-        }
+    def _globals(self, query: ReadGlobals) -> Globals:
+        instance = self._need_runner().context.main
+        return Globals(query, bytes(instance.rwdata), tuple(describe_ref(r) for r in instance.global_refs))
 
     # -- the paused dispatch (served while the run thread is parked)
 
@@ -455,16 +473,23 @@ class DebugSession:
         data = np.array(record.bindings[index].data, copy=True)
         return TensorRef(data.shape, data.dtype.str, "u8", array=data)
 
-    def _substitution(self, query: str, args: tuple) -> Any:
-        """A substitution query; binding bytes in the answer become tensors (shared across processes)."""
+    def _substitution(self, query: Query) -> Answer:
+        """A substitution query, answered for the paused dispatch (if any)."""
         if self.live is None:
             raise DebugRunError("no module is open")
-        value = answer_substitution(self.live, query, args, self.gate.current if self.gate else None)
-        if isinstance(value, dict):
-            for key in ("before", "after"):
-                if value.get(key) is not None:
-                    value[key] = [TensorRef(a.shape, a.dtype.str, "u8", array=np.asarray(a)) for a in value[key]]
-        return value
+        return answer_substitution(self.live, query, self.gate.current if self.gate else None)
 
     def _bindings(self) -> list[TensorRef]:
         return [self._binding(k) for k in range(len(self._paused_record().bindings))]
+
+    def _tensors(self, query: ReadTensors) -> Tensors:
+        """The paused dispatch's bindings as tensors. Untyped for now: exactly the bytes each binding binds,
+        labelled so (typing them in the session from the executables' sources is issue 23's next step)."""
+        record = self._paused_record()
+        info = self.gate.current_info
+        access = {b.index: b.access for b in info.bindings} if info is not None else {}
+        tensors = tuple(
+            DispatchTensor(k, access.get(k, "unknown"), self._binding(k), TypeSource.UNTYPED)
+            for k in range(len(record.bindings))
+        )
+        return Tensors(query, info, tensors)

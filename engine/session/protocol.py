@@ -1,13 +1,25 @@
-"""Commands in, events out: the plain-data protocol between a client (the window, a script) and a session.
+"""Commands in, events out: the typed, plain-data protocol between a client (the window, the CLI, a
+script, an adapter) and a session.
 
-Nothing here is a Qt object or a live native handle, so a session can run in this process, in a child
-process (a crashing kernel must not take the window down), or one day on another machine. Tensors travel
-as ``TensorRef``: inline numpy arrays in-process, shared-memory blocks across processes.
+Every message is a dataclass defined here, and only plain data: numbers, strings, tuples, enums, other
+dataclasses of this module, numpy arrays inside ``TensorRef``. Nothing is a Qt object or a live native
+handle, so every message pickles and a session can run in this process, in a child process (a crashing
+kernel must not take the window down), or behind a byte stream. Tensors travel as ``TensorRef``: inline
+numpy arrays in-process, shared-memory blocks across processes.
+
+Three kinds of message:
+
+* **commands** (``Command``): ``Open``, ``SetBreakpoints``, ``Call``, ``Step``, ``Continue``, ``RunTo``,
+  ``Reverse``, ``TravelTo``, ``Shutdown``;
+* **queries** (``Query``, a command that changes nothing and is answered by exactly one ``Answer`` or a
+  ``Failed``): each names its answer class in ``ANSWERS``; the answer carries the query it answers;
+* **events** (``Event``): ``Opened``, ``Stopped`` (with a ``StopDetail``), ``Progress``, ``Finished``,
+  ``Failed``, ``Crashed``, ``Log`` and the answers.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, fields, is_dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -43,6 +55,15 @@ class StopReason(StrEnum):
 class DispatchWhen(StrEnum):
     BEFORE = "before"
     AFTER = "after"
+
+
+class ReverseMode(StrEnum):
+    """gdb's reverse execution commands."""
+
+    STEP = "reverse-step"
+    NEXT = "reverse-next"
+    FINISH = "reverse-finish"
+    CONTINUE = "reverse-continue"
 
 
 # ------------------------------------------------------------------------------------------------ data
@@ -93,10 +114,13 @@ class Breakpoint:
 
 @dataclass(frozen=True)
 class FrameInfo:
+    """One frame of the call stack: ``ordinal`` is the function's ordinal in its module (None: unknown)."""
+
     module: str
     function: str
     pc: int
     instruction: str = ""
+    ordinal: int | None = None
 
 
 @dataclass(frozen=True)
@@ -177,6 +201,86 @@ class TensorRef:
         return self.array
 
 
+# ------------------------------------------------------------------------------------------ stop details
+
+
+@dataclass(frozen=True)
+class RegisterFile:
+    """The registers of one frame: the i32 bank as words, the ref bank as descriptions."""
+
+    i32: tuple[int, ...] = ()
+    ref: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class DivergenceStop:
+    """Where a ``diverge`` breakpoint found the live run leaving its reference, and how far."""
+
+    ordinal: int
+    name: str
+    reference_name: str | None
+    output: int | None
+    max_abs_error: float | str  # a str for inf/nan ("inf"), so it stays JSON
+    max_rel_error: float | str
+    mismatches: int
+    first_mismatch: tuple[int, ...] | None = None
+    note: str = ""
+    text: str = ""  # one sentence for people
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ordinal": self.ordinal,
+            "name": self.name,
+            "reference_name": self.reference_name,
+            "output": self.output,
+            "max_abs_error": self.max_abs_error,
+            "max_rel_error": self.max_rel_error,
+            "mismatches": self.mismatches,
+            "first_mismatch": list(self.first_mismatch) if self.first_mismatch is not None else None,
+            "note": self.note,
+        }
+
+
+@dataclass(frozen=True)
+class NonFinite:
+    """NaN and Inf a dispatch wrote to one binding: how many, and the flat index of the first."""
+
+    binding: int
+    count: int
+    nan: int
+    inf: int
+    first: int
+
+    def describe(self) -> str:
+        parts = [f"{n:,} {what}" for n, what in ((self.nan, "NaN"), (self.inf, "Inf")) if n]
+        return (
+            f"NaN/Inf written to binding {self.binding}: {' and '.join(parts) or 'non-finite values'};"
+            f" first at index {self.first}"
+        )
+
+
+@dataclass(frozen=True)
+class StopDetail:
+    """What a stop knows besides its location.
+
+    ``registers``: the innermost frame's; ``breakpoints``: descriptions of those that matched;
+    ``nan_bindings``: bindings a dispatch wrote NaN/Inf to; ``divergence``: a diverge breakpoint's finding;
+    ``import_call``: the import a stop is at; ``steps``: instructions a step executed; ``position`` and
+    ``earliest``: where a recorded run is in its history (instructions since the call began; None when the
+    run is inside a dispatch or not recorded).
+    """
+
+    registers: RegisterFile = RegisterFile()
+    breakpoints: tuple[str, ...] = ()
+    nan_bindings: tuple[int, ...] = ()
+    nonfinite: tuple[NonFinite, ...] = ()  # per binding in ``nan_bindings``: counts and the first index
+    divergence: DivergenceStop | None = None
+    import_call: str | None = None
+    steps: int | None = None
+    position: int | None = None
+    earliest: int | None = None
+
+
 # -------------------------------------------------------------------------------------------- commands
 
 
@@ -225,21 +329,174 @@ class SetBreakpoints(Command):
 
 
 @dataclass(frozen=True)
+class Reverse(Command):
+    """Run backwards: ``mode`` a ``ReverseMode``; ``count`` for reverse-step and reverse-next. Answered with
+    ``Stopped`` (reason ``step``, ``breakpoint``, ``dispatch``, or ``history-start``)."""
+
+    mode: str = ReverseMode.STEP
+    count: int = 1
+
+
+@dataclass(frozen=True)
+class TravelTo(Command):
+    """Go to a recorded moment: ``position`` (instructions since the call began), or ``dispatch`` (its
+    run ordinal) ``before`` or ``after`` it ran. Answered with ``Stopped`` (reason ``step``/``dispatch``).
+    With ``dispatch``, ``when="before"`` and ``park``: run forward into the dispatch and park there, as a
+    forward dispatch stop does, so its bindings can be read (what a window shows)."""
+
+    position: int | None = None
+    dispatch: int | None = None
+    when: str = DispatchWhen.BEFORE
+    park: bool = False
+
+
+@dataclass(frozen=True)
 class Shutdown(Command):
     pass
 
 
+# --------------------------------------------------------------------------------------------- queries
+
+
 @dataclass(frozen=True)
-class Evaluate(Command):
-    """Run a named engine-side query and answer with ``Answer``.
+class Query(Command):
+    """A question to the session: answered by one ``Answer`` (``ANSWERS[type(query)]``) or a ``Failed``."""
 
-    Queries: ``registers`` (depth=-1), ``globals``, ``frames``, ``dispatch`` (the paused dispatch's
-    ``DispatchInfo`` or None), ``binding`` (index: the paused dispatch's binding bytes now, a uint8
-    ``TensorRef``), ``bindings`` (all of them, a list of ``TensorRef``). Served while a run is paused.
-    """
 
-    query: str
-    args: tuple[Any, ...] = ()
+@dataclass(frozen=True)
+class ReadRegisters(Query):
+    """The registers of frame ``depth`` (Python indexing over the call's frames: -1 the innermost)."""
+
+    depth: int = -1
+
+
+@dataclass(frozen=True)
+class ReadGlobals(Query):
+    """The main module's globals."""
+
+
+@dataclass(frozen=True)
+class ReadFrames(Query):
+    """The call stack (outermost first)."""
+
+
+@dataclass(frozen=True)
+class ReadDispatch(Query):
+    """The dispatch the run is paused in (None when it is not)."""
+
+
+@dataclass(frozen=True)
+class ReadBinding(Query):
+    """The bytes of binding ``index`` of the paused dispatch, now (before or after it ran)."""
+
+    index: int
+
+
+@dataclass(frozen=True)
+class ReadBindings(Query):
+    """The bytes of every binding of the paused dispatch."""
+
+
+@dataclass(frozen=True)
+class ReadTensors(Query):
+    """The paused dispatch's bindings as tensors, typed in the session from the best source there is."""
+
+
+@dataclass(frozen=True)
+class ReadHistory(Query):
+    """Where a recorded run is in its history (``History``)."""
+
+
+@dataclass(frozen=True)
+class Watch:
+    """Something whose last change a ``WhenChanged`` looks for."""
+
+    def describe(self) -> str:
+        return repr(self)
+
+
+@dataclass(frozen=True)
+class WatchRegister(Watch):
+    """Register ``index`` of bank ``bank`` (``i`` or ``r``) in frame ``depth`` (0: the call's entry frame)."""
+
+    depth: int
+    bank: str
+    index: int
+
+    def describe(self) -> str:
+        return f"%{'i' if self.bank == 'i' else 'r'}{self.index} (frame {self.depth})"
+
+
+@dataclass(frozen=True)
+class WatchGlobal(Watch):
+    """``length`` bytes at ``offset`` of module ``module``'s primitive globals (``.rwdata``)."""
+
+    module: str
+    offset: int
+    length: int = 4
+
+    def describe(self) -> str:
+        return f".rwdata[{self.offset}]"
+
+
+@dataclass(frozen=True)
+class WatchGlobalRef(Watch):
+    """Ref global ``index`` of module ``module``."""
+
+    module: str
+    index: int
+
+    def describe(self) -> str:
+        return f".refs[{self.index}]"
+
+
+@dataclass(frozen=True)
+class WatchElement(Watch):
+    """Element ``index`` of the buffer view in ref register ``register`` of frame ``depth``."""
+
+    depth: int
+    register: int
+    index: int
+
+    def describe(self) -> str:
+        return f"element {self.index} of %r{self.register} (frame {self.depth})"
+
+
+@dataclass(frozen=True)
+class WhenChanged(Query):
+    """When did ``watch`` last change before now (in the recorded history)? Answered by ``LastChange``."""
+
+    watch: Watch
+
+
+@dataclass(frozen=True)
+class Substitute(Query):
+    """Build the replacement source at ``path`` for executable ``executable``, check it and swap it in."""
+
+    executable: str
+    path: str
+
+
+@dataclass(frozen=True)
+class RerunDispatch(Query):
+    """The paused (or last observed) dispatch again, from its inputs, with the current code."""
+
+
+@dataclass(frozen=True)
+class RevertSubstitution(Query):
+    executable: str
+
+
+@dataclass(frozen=True)
+class ExportSubstitutions(Query):
+    """Write the edited files and the iree-compile flags that reproduce them into ``folder``."""
+
+    folder: str
+
+
+@dataclass(frozen=True)
+class BenchmarkDispatch(Query):
+    repeats: int = 20
 
 
 # ---------------------------------------------------------------------------------------------- events
@@ -259,9 +516,9 @@ class Opened(Event):
 
 @dataclass(frozen=True)
 class Stopped(Event):
-    reason: str  # a StopReason: entry | step | breakpoint | paused | dispatch
+    reason: str  # a StopReason (or history-start after a reverse command)
     location: Location
-    detail: dict[str, Any] = field(default_factory=dict)
+    detail: StopDetail = StopDetail()
 
 
 @dataclass(frozen=True)
@@ -280,7 +537,8 @@ class Finished(Event):
 
 @dataclass(frozen=True)
 class Failed(Event):
-    """The program failed the way IREE's runtime would (a VM trap, a HAL error): the session lives on."""
+    """The program failed the way IREE's runtime would (a VM trap, a HAL error), or a command or query could
+    not be done: the session lives on."""
 
     message: str
     status: str | None = None
@@ -297,14 +555,209 @@ class Crashed(Event):
 
 
 @dataclass(frozen=True)
-class Answer(Event):
-    """The answer to ``Evaluate(query, args)``; ``value`` may hold ``TensorRef``s (alone or in a list)."""
+class Log(Event):
+    text: str
 
-    query: str
-    value: Any
-    args: tuple[Any, ...] = ()
+
+# --------------------------------------------------------------------------------------------- answers
 
 
 @dataclass(frozen=True)
-class Log(Event):
-    text: str
+class Answer(Event):
+    """The answer to ``query`` (each query type has its own answer type, ``ANSWERS``)."""
+
+    query: Query
+
+
+@dataclass(frozen=True)
+class Registers(Answer):
+    registers: RegisterFile
+
+
+@dataclass(frozen=True)
+class Globals(Answer):
+    """The main module's ``.rwdata`` bytes and ref globals (descriptions)."""
+
+    rwdata: bytes
+    refs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Frames(Answer):
+    frames: tuple[FrameInfo, ...]
+
+
+@dataclass(frozen=True)
+class PausedDispatch(Answer):
+    info: DispatchInfo | None
+
+
+@dataclass(frozen=True)
+class BindingBytes(Answer):
+    """One binding's bytes (a uint8 tensor; the reference engine's trace points are typed already)."""
+
+    index: int
+    tensor: TensorRef
+
+
+@dataclass(frozen=True)
+class Bindings(Answer):
+    tensors: tuple[TensorRef, ...]
+
+
+class TypeSource(StrEnum):
+    """Where a tensor's shape and element type came from."""
+
+    UNTYPED = "untyped"  # exactly the bound bytes (uint8), no type claimed
+    RUNTIME = "runtime"  # IREE's runtime typed it (a trace point's buffer view)
+    SOURCES = "sources"  # the executables' sources (hal.interface bindings)
+    NAME = "name"  # IREE's dispatch name (a guess, shown as such)
+
+
+@dataclass(frozen=True)
+class DispatchTensor:
+    """One binding of the paused dispatch as a tensor: ``access`` read/write/readwrite/unknown, and where its
+    type came from (``type_source``, a ``TypeSource``; ``type_note`` says more, e.g. the sources' file)."""
+
+    index: int
+    access: str
+    tensor: TensorRef
+    type_source: str = TypeSource.UNTYPED
+    type_note: str = ""
+
+
+@dataclass(frozen=True)
+class Tensors(Answer):
+    info: DispatchInfo | None
+    tensors: tuple[DispatchTensor, ...]
+
+
+@dataclass(frozen=True)
+class DispatchMark:
+    """A recorded dispatch: its run ordinal, IREE's name, and the instruction position it ran at (``exact``
+    False: the start of the fast run it ran in, until travelled to)."""
+
+    ordinal: int
+    name: str
+    position: int
+    exact: bool
+
+
+@dataclass(frozen=True)
+class History(Answer):
+    """A recorded run's span and where the run is in it (``position`` None: inside a dispatch)."""
+
+    recording: bool
+    position: int | None = None
+    earliest: int = 0
+    latest: int = 0
+    memory_bytes: int = 0
+    dispatches: tuple[DispatchMark, ...] = ()
+
+
+@dataclass(frozen=True)
+class Change:
+    """The last change of a watch: at instruction ``position`` in ``module.function`` at ``pc`` (by dispatch
+    ``dispatch``, a run ordinal, when a dispatch wrote it), from ``before`` to ``after`` (ints, hex bytes, ref
+    type names; None: absent)."""
+
+    watch: str
+    position: int
+    module: str
+    function: str
+    pc: int
+    dispatch: int | None
+    before: int | str | None
+    after: int | str | None
+
+
+@dataclass(frozen=True)
+class LastChange(Answer):
+    change: Change | None  # None: no change in the recorded history
+
+
+@dataclass(frozen=True)
+class EditDiagnostic:
+    """One compiler message at a line of an edited file (1-based; 0 when the tool gave none)."""
+
+    path: str
+    line: int
+    column: int
+    severity: str
+    message: str
+
+
+@dataclass(frozen=True)
+class SubstitutionRefused(Answer):
+    """A substitution query that could not be done: ``kind`` compile | interface | substitution."""
+
+    kind: str
+    message: str
+    diagnostics: tuple[EditDiagnostic, ...] = ()
+
+
+@dataclass(frozen=True)
+class Substituted(Answer):
+    exports: tuple[str, ...]
+    whole: bool
+    seconds: float
+
+
+@dataclass(frozen=True)
+class DispatchRerun(Answer):
+    """Each binding's bytes after the rerun, and before (the original run's, when known)."""
+
+    sequence: int | None
+    before: tuple[TensorRef, ...] | None
+    after: tuple[TensorRef, ...]
+
+
+@dataclass(frozen=True)
+class SubstitutionReverted(Answer):
+    executable: str
+
+
+@dataclass(frozen=True)
+class SubstitutionsExported(Answer):
+    path: str
+
+
+@dataclass(frozen=True)
+class DispatchBenchmark(Answer):
+    original_s: float
+    edited_s: float
+
+
+# The answer type of each query (a substitution query may also answer ``SubstitutionRefused``).
+ANSWERS: dict[type[Query], type[Answer]] = {
+    ReadRegisters: Registers,
+    ReadGlobals: Globals,
+    ReadFrames: Frames,
+    ReadDispatch: PausedDispatch,
+    ReadBinding: BindingBytes,
+    ReadBindings: Bindings,
+    ReadTensors: Tensors,
+    ReadHistory: History,
+    WhenChanged: LastChange,
+    Substitute: Substituted,
+    RerunDispatch: DispatchRerun,
+    RevertSubstitution: SubstitutionReverted,
+    ExportSubstitutions: SubstitutionsExported,
+    BenchmarkDispatch: DispatchBenchmark,
+}
+SUBSTITUTION_QUERIES = (Substitute, RerunDispatch, RevertSubstitution, ExportSubstitutions, BenchmarkDispatch)
+
+
+def tensor_refs(message: object):
+    """Every ``TensorRef`` a message holds, at any depth (dataclass fields, tuples, lists, dicts)."""
+    if isinstance(message, TensorRef):
+        yield message
+    elif isinstance(message, list | tuple):
+        for v in message:
+            yield from tensor_refs(v)
+    elif isinstance(message, dict):
+        for v in message.values():
+            yield from tensor_refs(v)
+    elif is_dataclass(message) and not isinstance(message, type):
+        for f in fields(message):
+            yield from tensor_refs(getattr(message, f.name))

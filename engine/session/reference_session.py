@@ -4,7 +4,7 @@ IREE's runtime runs a program natively; the only places it calls back into Pytho
 module compiled with ``--iree-flow-trace-dispatch-tensors`` has before (``inputs``) and after (``outputs``)
 each dispatch, which reach a ``HalModuleDebugSink`` callback on the invoking thread. ``ReferenceSession``
 runs the program on a run thread and blocks in that callback at a dispatch breakpoint, so the protocol is
-the debug session's: ``Stopped(reason="dispatch")`` with a ``DispatchInfo``, ``Evaluate("binding", k)``
+the debug session's: ``Stopped(reason="dispatch")`` with a ``DispatchInfo``, ``ReadBinding(k)``
 while parked, ``Continue`` and ``Step(mode="dispatch")`` to resume. It has no VM to step: instruction,
 function and import breakpoints and instruction steps are refused with a message saying so.
 """
@@ -21,28 +21,38 @@ from engine.errors import LensError
 from engine.runtime.function_io import Tensor, format_results, parse_inputs, split_cconv
 from engine.session.dispatch_gate import dispatch_matches
 from engine.session.protocol import (
-    Answer,
+    BindingBytes,
     BindingInfo,
+    Bindings,
     Breakpoint,
     BreakpointKind,
     Call,
     Command,
     Continue,
     DispatchInfo,
+    DispatchTensor,
     DispatchWhen,
-    Evaluate,
     Event,
     Failed,
     Finished,
     Location,
     Open,
     Opened,
+    PausedDispatch,
+    Query,
+    ReadBinding,
+    ReadBindings,
+    ReadDispatch,
+    ReadTensors,
     SetBreakpoints,
     Step,
     StepMode,
+    StopDetail,
     Stopped,
     StopReason,
     TensorRef,
+    Tensors,
+    TypeSource,
 )
 
 TRACE_IMPORT = "hal.buffer_view.trace"
@@ -92,11 +102,10 @@ class ReferenceSession:
             Call: self._on_call,
             Continue: self._on_continue,
             Step: self._on_step,
-            Evaluate: self._on_evaluate,
         }
 
     def handle(self, command: Command) -> None:
-        handler = self._handlers.get(type(command))
+        handler = self._on_query if isinstance(command, Query) else self._handlers.get(type(command))
         try:
             if handler is None:
                 raise ReferenceSessionError(
@@ -174,14 +183,25 @@ class ReferenceSession:
         self._need_parked()
         self._resume_with(command)
 
-    def _on_evaluate(self, command: Evaluate) -> None:
-        queries = {"dispatch": self._dispatch, "binding": self._binding, "bindings": self._bindings}
-        query = queries.get(command.query)
-        if query is None:
-            raise ReferenceSessionError(
-                f"the reference engine answers only {', '.join(queries)} (asked {command.query!r})"
+    def _on_query(self, query: Query) -> None:
+        if isinstance(query, ReadDispatch):
+            self.emit(PausedDispatch(query, self._dispatch()))
+        elif isinstance(query, ReadBinding):
+            self.emit(BindingBytes(query, query.index, self._binding(query.index)))
+        elif isinstance(query, ReadBindings):
+            self.emit(Bindings(query, tuple(self._bindings())))
+        elif isinstance(query, ReadTensors):
+            # IREE's runtime typed them: the trace point's buffer views (inputs before, outputs after).
+            access = "write" if self._info is not None and self._info.when == DispatchWhen.AFTER else "read"
+            tensors = tuple(
+                DispatchTensor(k, access, t, TypeSource.RUNTIME) for k, t in enumerate(self._bindings())
             )
-        self.emit(Answer(command.query, query(*command.args), tuple(command.args)))
+            self.emit(Tensors(query, self._dispatch(), tensors))
+        else:
+            raise ReferenceSessionError(
+                "the reference engine answers only ReadDispatch, ReadBinding, ReadBindings and ReadTensors "
+                f"(asked {type(query).__name__})"
+            )
 
     # -- the run thread
 
@@ -230,11 +250,7 @@ class ReferenceSession:
         )
         self._info = DispatchInfo(self._ordinal, executable, export, (0, 0, 0), (), bindings, when, self.runner.device_uri)
         self._arrays = arrays
-        detail: dict[str, Any] = {"dispatch": self._info, "registers": {}, "frames": []}
-        if hit:
-            detail["breakpoints"] = [b.describe() for b in hit]
-        if nan:
-            detail["nan_bindings"] = nan
+        detail = StopDetail(breakpoints=tuple(b.describe() for b in hit), nan_bindings=tuple(nan))
         self.emit(Stopped(StopReason.DISPATCH, self._location(), detail))
         with self._cv:
             self._parked = True

@@ -1,55 +1,84 @@
-"""Substitution as named queries of a debug session (``Evaluate(query, args)`` → ``Answer(value)``).
+"""Substitution as typed queries of a debug session (``engine.session.protocol``).
 
 A session handler that owns a ``DebugRunner`` keeps one ``LiveSubstitutions`` (``for_runner``) and passes
-these queries to ``answer``; values are plain data (uint8 arrays for binding bytes, which the session
-turns into shared tensors), and a failed edit answers ``{"error": plain_error(...)}`` so its diagnostics
-(file, line, message) reach the editor across the process boundary:
+these queries to ``answer``, which returns the query's typed answer (binding bytes as uint8 ``TensorRef``s,
+which cross processes through shared memory); a failed edit answers ``SubstitutionRefused`` with its
+diagnostics (file, line, message), so they reach the editor across the process boundary:
 
-* ``substitute`` (name, path): build, check and swap; ``{"exports", "whole", "seconds"}``;
-* ``rerun_dispatch`` (): the paused (or last observed) dispatch again from its inputs; ``{"sequence",
-  "before", "after"}`` (each binding's bytes, before = the original run's outputs when known);
-* ``revert_substitution`` (name): the module's code back;
-* ``export_substitutions`` (folder): the edited files and flags; the path of ``substitutions.txt``;
-* ``benchmark_dispatch`` (repeats=20): ``{"original_s", "edited_s"}``.
+* ``Substitute(executable, path)``: build, check and swap; ``Substituted(exports, whole, seconds)``;
+* ``RerunDispatch()``: the paused (or last observed) dispatch again from its inputs;
+  ``DispatchRerun(sequence, before, after)`` (each binding's bytes, before = the original run's outputs
+  when known);
+* ``RevertSubstitution(executable)``: the module's code back;
+* ``ExportSubstitutions(folder)``: the edited files and flags; the path of ``substitutions.txt``;
+* ``BenchmarkDispatch(repeats)``: ``DispatchBenchmark(original_s, edited_s)``.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import numpy as np
 
 from engine.errors import LensError
 from engine.runtime.hal.device import DispatchRecord
+from engine.session.protocol import (
+    Answer,
+    BenchmarkDispatch,
+    DispatchBenchmark,
+    DispatchRerun,
+    EditDiagnostic,
+    ExportSubstitutions,
+    Query,
+    RerunDispatch,
+    RevertSubstitution,
+    Substitute,
+    Substituted,
+    SubstitutionRefused,
+    SubstitutionReverted,
+    SubstitutionsExported,
+    TensorRef,
+)
 from engine.substitute.errors import plain_error
 from engine.substitute.live import LiveSubstitutions
 
-QUERIES = ("substitute", "rerun_dispatch", "revert_substitution", "export_substitutions", "benchmark_dispatch")
+
+def _bytes(arrays) -> tuple[TensorRef, ...]:
+    out = []
+    for a in arrays:
+        a = np.asarray(a)
+        out.append(TensorRef(a.shape, a.dtype.str, "u8", array=a))
+    return tuple(out)
 
 
-def answer(live: LiveSubstitutions, query: str, args: tuple[Any, ...], paused: DispatchRecord | None = None) -> Any:
-    """The value of one substitution query; ``paused`` is the dispatch the run is stopped at, if any."""
+def refused(query: Query, error: Exception) -> SubstitutionRefused:
+    plain = plain_error(error)
+    diagnostics = tuple(
+        EditDiagnostic(d["path"] or "", d["line"] or 0, d["column"] or 0, d["severity"], d["message"])
+        for d in plain["diagnostics"]
+    )
+    return SubstitutionRefused(query, plain["kind"], plain["message"], diagnostics)
+
+
+def answer(live: LiveSubstitutions, query: Query, paused: DispatchRecord | None = None) -> Answer:
+    """The answer to one substitution query; ``paused`` is the dispatch the run is stopped at, if any."""
     try:
-        if query == "substitute":
-            name, path = args
+        if isinstance(query, Substitute):
             live.observe()
-            r = live.apply(str(name), str(path))
-            return {"exports": list(r.exports), "whole": r.whole, "seconds": live.history[-1].seconds}
-        if query == "rerun_dispatch":
+            r = live.apply(query.executable, query.path)
+            return Substituted(query, tuple(r.exports), r.whole, live.history[-1].seconds)
+        if isinstance(query, RerunDispatch):
             snapshot = live.snapshots.pending() or (live.snapshot_now(paused) if paused is not None else None)
             snapshot = snapshot or live.snapshots.last()
             after = live.rerun(snapshot)
-            before = list(snapshot.after) if snapshot is not None and snapshot.after is not None else None
-            return {"sequence": snapshot.record.sequence if snapshot else None, "before": before, "after": list(after)}
-        if query == "revert_substitution":
-            (name,) = args
-            live.revert(str(name))
-            return {"reverted": str(name)}
-        if query == "export_substitutions":
-            (folder,) = args
-            return {"path": str(live.export(folder))}
-        if query == "benchmark_dispatch":
-            repeats = int(args[0]) if args else 20
-            original, edited = live.benchmark(repeats=repeats)
-            return {"original_s": original, "edited_s": edited}
+            before = _bytes(snapshot.after) if snapshot is not None and snapshot.after is not None else None
+            return DispatchRerun(query, snapshot.record.sequence if snapshot else None, before, _bytes(after))
+        if isinstance(query, RevertSubstitution):
+            live.revert(query.executable)
+            return SubstitutionReverted(query, query.executable)
+        if isinstance(query, ExportSubstitutions):
+            return SubstitutionsExported(query, str(live.export(query.folder)))
+        if isinstance(query, BenchmarkDispatch):
+            original, edited = live.benchmark(repeats=int(query.repeats))
+            return DispatchBenchmark(query, original, edited)
     except LensError as e:
-        return {"error": plain_error(e)}
-    raise KeyError(f"unknown substitution query {query!r}; known: {', '.join(QUERIES)}")
+        return refused(query, e)
+    raise TypeError(f"not a substitution query: {type(query).__name__}")

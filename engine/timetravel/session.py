@@ -1,4 +1,4 @@
-"""The debug session with history: ``DebugSession`` plus the ``Reverse`` command.
+"""The debug session with history: ``DebugSession`` plus the ``Reverse`` and ``TravelTo`` commands.
 
 ``TimeTravelSession`` records every call it runs (``TimeTravel`` attached when a module opens) and answers
 ``Reverse(mode, count)`` — gdb's ``reverse-step``, ``reverse-next``, ``reverse-finish`` and
@@ -15,42 +15,32 @@ would finish as its first step), ``reverse-step K`` goes to ``p + 1 - K``.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from enum import StrEnum
 from typing import Any
 
 from engine.runtime.hal.device import DispatchRecord
 from engine.session.debug_session import DebugSession, RunState
 from engine.session.dispatch_gate import dispatch_matches, executable_name, nonfinite_count
-from engine.session.protocol import BreakpointKind, Command, Failed, Open, Stopped
+from engine.session.protocol import (
+    BreakpointKind,
+    Change,
+    DispatchMark,
+    Failed,
+    History,
+    LastChange,
+    Open,
+    ReadHistory,
+    Reverse,
+    ReverseMode,
+    StopDetail,
+    Stopped,
+    TravelTo,
+    WatchElement,
+    WatchGlobal,
+    WatchGlobalRef,
+    WatchRegister,
+    WhenChanged,
+)
 from engine.timetravel.engine import TimeTravel, TimeTravelError, TravelStop
-
-
-class ReverseMode(StrEnum):
-    STEP = "reverse-step"
-    NEXT = "reverse-next"
-    FINISH = "reverse-finish"
-    CONTINUE = "reverse-continue"
-
-
-@dataclass(frozen=True)
-class Reverse(Command):
-    """Run backwards: ``mode`` a ``ReverseMode``; ``count`` for reverse-step and reverse-next."""
-
-    mode: str = ReverseMode.STEP
-    count: int = 1
-
-
-@dataclass(frozen=True)
-class TravelTo(Command):
-    """Go to a recorded moment: ``position`` (instructions since the call began), or ``dispatch`` (its
-    run ordinal) ``before`` or ``after`` it ran. Answered with ``Stopped`` (reason ``step``/``dispatch``)."""
-
-    position: int | None = None
-    dispatch: int | None = None
-    when: str = "before"
-    # With ``dispatch`` and ``when="before"``: run forward into the dispatch and park there, as a forward
-    # dispatch stop does, so its bindings can be read (``Evaluate("bindings")``): what a window shows.
-    park: bool = False
 
 
 class TimeTravelSession(DebugSession):
@@ -59,10 +49,10 @@ class TimeTravelSession(DebugSession):
         self.travel: TimeTravel | None = None
         self._handlers[Reverse] = self._on_reverse
         self._handlers[TravelTo] = self._on_travel_to
-        # Evaluate("history"): where the run is in its history; Evaluate("when_changed", KIND, ...): the
-        # last change of a register, global or tensor element before now (see ``_when_changed``).
-        self._queries["history"] = self._history
-        self._queries["when_changed"] = self._when_changed
+        # ReadHistory: where the run is in its history; WhenChanged: the last change of a register, global
+        # or tensor element before now (see ``_when_changed``).
+        self._queries[ReadHistory] = self._history
+        self._queries[WhenChanged] = self._when_changed
 
     def _on_open(self, command: Open) -> None:
         super()._on_open(command)
@@ -118,26 +108,27 @@ class TimeTravelSession(DebugSession):
             return
         self._report_travel(stop)
 
-    def _history(self) -> dict[str, Any]:
+    def _history(self, query: ReadHistory) -> History:
         """The recorded span and where the run is in it (instructions; dispatches as run ordinals)."""
         travel = self.travel
         if travel is None or not travel.checkpoints:
-            return {"recording": False}
+            return History(query, recording=False)
         inside = self.gate.current is not None
         if not inside:
             self._locate_marks(travel)
-        return {
-            "recording": True,
-            "position": None if inside else travel.position,
-            "earliest": travel.earliest,
-            "latest": travel.latest,
-            "memory_bytes": travel.memory_bytes,
-            "dispatches": [
-                {"ordinal": m.ordinal - self.gate.base, "name": m.export_name, "position": m.position, "exact": m.exact}
+        return History(
+            query,
+            recording=True,
+            position=None if inside else travel.position,
+            earliest=travel.earliest,
+            latest=travel.latest,
+            memory_bytes=travel.memory_bytes,
+            dispatches=tuple(
+                DispatchMark(m.ordinal - self.gate.base, m.export_name, m.position, m.exact)
                 for m in sorted(travel.dispatch_log.values(), key=lambda m: m.ordinal)
                 if m.ordinal >= self.gate.base
-            ],
-        }
+            ),
+        )
 
     @staticmethod
     def _locate_marks(travel: TimeTravel, seconds: float = 0.25) -> None:
@@ -158,11 +149,10 @@ class TimeTravelSession(DebugSession):
             except TimeTravelError:
                 continue
 
-    def _when_changed(self, kind: str, *args: Any) -> dict[str, Any] | None:
-        """``register DEPTH BANK INDEX`` (bank ``i`` or ``r``; depth 0 = the call's entry frame), ``global
-        MODULE OFFSET LENGTH`` (bytes of the primitive globals), ``global_ref MODULE INDEX``, or ``element
-        DEPTH REF_REGISTER INDEX`` (an element of the buffer view in a ref register). None: no change in
-        the recorded history."""
+    def _when_changed(self, query: WhenChanged) -> LastChange:
+        """The last change of a register (depth 0 = the call's entry frame), bytes of the primitive globals,
+        a ref global, or an element of the buffer view in a ref register. ``change`` None: no change in the
+        recorded history."""
         from engine.timetravel.watch import GlobalWatch, RegisterWatch, watch_element
 
         travel = self.travel
@@ -170,42 +160,45 @@ class TimeTravelSession(DebugSession):
             raise TimeTravelError("no call is being recorded")
         if self._state == RunState.PARKED:
             raise TimeTravelError("inside a dispatch: step or continue out of it first")
+        w = query.watch
         try:
-            if kind == "register":
-                watch: Any = RegisterWatch(int(args[0]), str(args[1]), int(args[2]))
-            elif kind == "global":
-                watch = GlobalWatch(str(args[0]), int(args[1]), int(args[2]))
-            elif kind == "global_ref":
-                watch = GlobalWatch(str(args[0]), int(args[1]), ref=True)
-            elif kind == "element":
+            if isinstance(w, WatchRegister):
+                watch: Any = RegisterWatch(int(w.depth), str(w.bank), int(w.index))
+            elif isinstance(w, WatchGlobal):
+                watch = GlobalWatch(str(w.module), int(w.offset), int(w.length))
+            elif isinstance(w, WatchGlobalRef):
+                watch = GlobalWatch(str(w.module), int(w.index), ref=True)
+            elif isinstance(w, WatchElement):
                 t = travel.interpreter
-                frame = t.frames[t.base + int(args[0])]
-                watch = watch_element(frame.r[int(args[1])], int(args[2]))
+                frame = t.frames[t.base + int(w.depth)]
+                watch = watch_element(frame.r[int(w.register)], int(w.index))
             else:
-                raise TimeTravelError(f"unknown watch {kind!r} (register, global, global_ref, element)")
+                raise TimeTravelError(f"unknown watch {type(w).__name__} (register, global, global ref, element)")
         except (IndexError, ValueError, TypeError) as e:
-            raise TimeTravelError(f"cannot watch {kind} {args}: {e}") from e
+            raise TimeTravelError(f"cannot watch {w}: {e}") from e
         change = travel.last_change(watch)
         if change is None:
-            return None
+            return LastChange(query, None)
         dispatch = None if change.dispatch is None else change.dispatch - self.gate.base
-        return {
-            "watch": watch.describe(),
-            "position": change.position,
-            "module": change.module,
-            "function": change.function,
-            "pc": change.pc,
-            "dispatch": dispatch,
-            "before": _plain(change.before),
-            "after": _plain(change.after),
-        }
+        return LastChange(
+            query,
+            Change(
+                watch.describe(),
+                change.position,
+                change.module,
+                change.function,
+                change.pc,
+                dispatch,
+                _plain(change.before),
+                _plain(change.after),
+            ),
+        )
 
-    def _snapshot(self) -> dict[str, Any]:
-        detail = super()._snapshot()
+    def _stop_detail(self) -> StopDetail:
+        detail = super()._stop_detail()
         travel = self.travel
         if travel is not None and travel.checkpoints and self.gate.current is None:
-            detail["position"] = travel.position
-            detail["earliest"] = travel.earliest
+            detail = replace(detail, position=travel.position, earliest=travel.earliest)
         return detail
 
     def _leave_dispatch(self) -> tuple[int, int]:
@@ -271,9 +264,7 @@ class TimeTravelSession(DebugSession):
                 dispatch_index=info.ordinal,
                 dispatch_info=info,
             )
-        detail: dict[str, Any] = self._snapshot()
-        if stop.breakpoints:
-            detail["breakpoints"] = [repr(b) for b in stop.breakpoints]
+        detail = replace(self._stop_detail(), breakpoints=tuple(repr(b) for b in stop.breakpoints))
         self.emit(Stopped(stop.reason, location, detail))
 
 
@@ -314,4 +305,4 @@ class _MarkRecord:
     bindings: tuple = ()
 
 
-__all__ = ["Reverse", "ReverseMode", "TimeTravelSession", "TravelTo"]
+__all__ = ["TimeTravelSession"]

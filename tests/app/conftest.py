@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QApplication
@@ -10,6 +12,23 @@ from app.qt_none_refcount import pin_none
 
 # The window pins None when its application starts; views tested on their own need the same.
 pin_none()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def gui_thread_gc(qapp):
+    """As in the application: the cyclic collector runs on the GUI thread only (app/gui_gc.py)."""
+    from app.gui_gc import collect_on_gui_thread
+
+    collect_on_gui_thread()
+    yield
+
+
+@pytest.fixture(autouse=True)
+def collect_garbage_on_gui_thread(qapp):
+    """What a test left unreachable (closed windows, panels) is destroyed here, on the GUI thread."""
+    yield
+    qapp.processEvents()
+    gc.collect()
 
 
 @pytest.fixture(autouse=True)

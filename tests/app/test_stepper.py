@@ -76,11 +76,11 @@ def test_run_to_entry_and_step_into_follow_the_disassembly(qtbot, main_window, c
     # The context (one current position for every panel) follows the stop.
     assert main_window.context.function == "main" and main_window.context.pc == seen[-1]
     # Registers show the i32 bank with its words and the ref bank with buffer-view descriptions.
-    regs = stop.detail["registers"]
+    regs = stop.detail.registers
     top = panel.registers.topLevelItem(0)
-    assert top.childCount() == len(regs["i32"])
+    assert top.childCount() == len(regs.i32)
     refs = panel.registers.topLevelItem(1)
-    assert refs.child(0).text(1) == regs["ref"][0] and "4x8xf32" in regs["ref"][0]
+    assert refs.child(0).text(1) == regs.ref[0] and "4x8xf32" in regs.ref[0]
     assert "8x16xf32" in refs.child(1).text(1)
     assert panel.call_stack.topLevelItem(0).text(1) == "module.main"
 
@@ -156,7 +156,7 @@ def test_import_breakpoint_and_results(qtbot, main_window, compiled, tmp_path):
     text = panel.listing.document().findBlockByNumber(panel.listing.current_line()).text()
     assert "@hal.device.queue.execute.indirect" in text
     assert "breakpoint" in panel.status_label.text()
-    # Globals of the module arrive through Evaluate("globals").
+    # Globals of the module arrive through ReadGlobals.
     qtbot.waitUntil(lambda: panel.globals_view.topLevelItemCount() == 2, timeout=TIMEOUT)
     with qtbot.waitSignal(panel.bridge.finished, timeout=TIMEOUT) as blocker:
         qtbot.keyClick(panel.listing, Qt.Key.Key_F5)

@@ -108,6 +108,6 @@ def test_nan_breakpoint_on_cpu_and_vulkan(qtbot, make_main_window, programs, tar
     with qtbot.waitSignal(panel.bridge.stopped, timeout=TIMEOUT) as blocker:
         qtbot.mouseClick(panel.run_button, Qt.MouseButton.LeftButton)
     stop = blocker.args[0]
-    assert stop.reason == "dispatch" and stop.detail["nan_bindings"] == [1]
+    assert stop.reason == "dispatch" and stop.detail.nan_bindings == (1,)
     assert stop.location.dispatch_info.ordinal == 1
     assert "NaN/Inf written" in panel.status_label.text()

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from PySide6.QtCore import QPoint, Qt
 
-from engine.session.protocol import Breakpoint
+from engine.session.protocol import Breakpoint, WatchGlobalRef, WatchRegister
 
 TIMEOUT = 120_000  # a child process opening Vulkan on a loaded 2-core machine can take a minute
 CTRL_SHIFT = Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier
@@ -61,11 +61,13 @@ def finish(qtbot, panel):
         qtbot.keyClick(panel.listing, Qt.Key.Key_F5)
     qtbot.waitUntil(lambda: bool(answers), timeout=TIMEOUT)
     panel.bridge.historyChanged.disconnect(record)
-    assert answers[-1]["position"] == answers[-1]["latest"]
+    assert answers[-1].position == answers[-1].latest
 
 
 def wait_history(qtbot, panel, position):
-    qtbot.waitUntil(lambda: (panel.bridge.history or {}).get("position") == position, timeout=TIMEOUT)
+    qtbot.waitUntil(
+        lambda: panel.bridge.history is not None and panel.bridge.history.position == position, timeout=TIMEOUT
+    )
 
 
 def shown(panel):
@@ -89,14 +91,14 @@ def test_step_n_then_reverse_k_shows_the_state_after_n_minus_k_steps(qtbot, main
         stop = press(qtbot, panel, Qt.Key.Key_F11)
         forward[i] = shown(panel)
         details[i] = stop
-    assert stop.detail["position"] == n
+    assert stop.detail.position == n
     wait_history(qtbot, panel, n)
-    assert len(panel.bridge.history["dispatches"]) >= 2  # the 60 steps ran dispatches, the way back crosses them
+    assert len(panel.bridge.history.dispatches) >= 2  # the 60 steps ran dispatches, the way back crosses them
     for j in range(1, k + 1):
         stop = press(qtbot, panel, Qt.Key.Key_F11, CTRL_SHIFT)  # Ctrl+Shift+F11: reverse step into
-        assert stop.detail["position"] == n - j
+        assert stop.detail.position == n - j
         assert shown(panel) == forward[n - j]
-        assert stop.detail["registers"] == details[n - j].detail["registers"]
+        assert stop.detail.registers == details[n - j].detail.registers
     wait_history(qtbot, panel, n - k)
     panel.grab().save(SHOTS.format("step_back"))
     assert "@ 30" in panel.status_label.text()
@@ -105,7 +107,7 @@ def test_step_n_then_reverse_k_shows_the_state_after_n_minus_k_steps(qtbot, main
     for _ in range(n - k):
         fresh = press(qtbot, panel, Qt.Key.Key_F11)
     assert shown(panel) == forward[n - k]
-    assert fresh.detail["registers"] == stop.detail["registers"]
+    assert fresh.detail.registers == stop.detail.registers
     assert fresh.location.frames == stop.location.frames
     # Forward again from a travelled state continues the same history.
     press(qtbot, panel, Qt.Key.Key_F11, CTRL_SHIFT)
@@ -147,10 +149,10 @@ def test_reverse_continue_returns_to_the_breakpoint_and_reverse_over_out(qtbot, 
         press(qtbot, panel, Qt.Key.Key_F11)
     stop = press(qtbot, panel, Qt.Key.Key_F5, CTRL_SHIFT)
     assert stop.reason == "breakpoint"
-    assert shown(panel) == at_call and stop.detail["registers"] == hit.detail["registers"]
+    assert shown(panel) == at_call and stop.detail.registers == hit.detail.registers
     # Once more: nothing earlier than the breakpoint but the history's start.
     stop = press(qtbot, panel, Qt.Key.Key_F5, CTRL_SHIFT)
-    assert stop.detail["position"] == 0 and panel.listing.current_pc == 0
+    assert stop.detail.position == 0 and panel.listing.current_pc == 0
     panel.grab().save(SHOTS.format("continue"))
     # Reverse step out of the outermost frame cannot be done: said, and the program stays.
     with qtbot.waitSignal(panel.bridge.failed, timeout=TIMEOUT):
@@ -178,12 +180,12 @@ def test_timeline_jumps_to_positions_and_dispatches_after_the_run_finished(qtbot
     # Run to the end; the history stays and the timeline covers it.
     finish(qtbot, panel)
     timeline = panel.reverse.timeline
-    latest = panel.bridge.history["latest"]
-    assert timeline.latest == latest == panel.bridge.history["position"] > 0 and panel.reverse.reverse_step_into_action.isEnabled()
+    latest = panel.bridge.history.latest
+    assert timeline.latest == latest == panel.bridge.history.position > 0 and panel.reverse.reverse_step_into_action.isEnabled()
     # The dispatches that ran inside the fast run (F5) have their exact positions, in run order.
-    marks = panel.bridge.history["dispatches"]
-    assert [m["ordinal"] for m in marks] == [0, 1, 2] and all(m["exact"] for m in marks)
-    assert marks[0]["position"] < marks[1]["position"] < marks[2]["position"] < latest
+    marks = panel.bridge.history.dispatches
+    assert [m.ordinal for m in marks] == [0, 1, 2] and all(m.exact for m in marks)
+    assert marks[0].position < marks[1].position < marks[2].position < latest
     panel.grab().save(SHOTS.format("finished"))
     # Click in the middle of the strip: the run travels to that instruction.
     ticks = [timeline.x_of(p) for p, _, _ in timeline.dispatches]
@@ -195,7 +197,7 @@ def test_timeline_jumps_to_positions_and_dispatches_after_the_run_finished(qtbot
     with qtbot.waitSignal(panel.bridge.stopped, timeout=TIMEOUT) as blocker:
         qtbot.mouseClick(timeline, Qt.MouseButton.LeftButton, pos=QPoint(x, timeline.height() // 2))
     stop = blocker.args[0]
-    assert stop.detail["position"] == target
+    assert stop.detail.position == target
     assert main_window.context.pc == stop.location.frames[-1].pc == panel.listing.current_pc
     wait_history(qtbot, panel, target)
     at_target = shown(panel)
@@ -203,7 +205,7 @@ def test_timeline_jumps_to_positions_and_dispatches_after_the_run_finished(qtbot
     to_entry(qtbot, panel)
     with qtbot.waitSignal(panel.bridge.stopped, timeout=TIMEOUT) as blocker:
         panel.bridge.step("into", target)
-    assert shown(panel) == at_target and blocker.args[0].detail["registers"] == stop.detail["registers"]
+    assert shown(panel) == at_target and blocker.args[0].detail.registers == stop.detail.registers
     # Finish again, then click dispatch #1's tick: the run stops inside it, tensors as the forward stop saw.
     finish(qtbot, panel)
     assert timeline.latest == latest and timeline.position == latest
@@ -224,10 +226,10 @@ def test_when_did_this_change_runs_back_to_the_last_write(qtbot, main_window, co
     vmfb = compiled.path("control_flow", "llvm-cpu")
     panel = open_in_stepper(qtbot, main_window, vmfb, "collatz_steps", ("27",))
     to_entry(qtbot, panel)
-    words = {0: panel.bridge.last_stop.detail["registers"]["i32"]}
+    words = {0: panel.bridge.last_stop.detail.registers.i32}
     n = 30
     for i in range(1, n + 1):
-        words[i] = press(qtbot, panel, Qt.Key.Key_F11).detail["registers"]["i32"]
+        words[i] = press(qtbot, panel, Qt.Key.Key_F11).detail.registers.i32
     wait_history(qtbot, panel, n)
     # A register that changed, and one step after which it last changed.
     reg, last = max(
@@ -238,13 +240,13 @@ def test_when_did_this_change_runs_back_to_the_last_write(qtbot, main_window, co
     assert last < n  # something to run back over
     bank = panel.registers.topLevelItem(0)
     watch = panel.reverse.watch_of(panel.registers, bank.child(reg))
-    assert watch == ("register", 0, "i", reg)
+    assert watch == WatchRegister(0, "i", reg)
     with qtbot.waitSignal(panel.bridge.stopped, timeout=TIMEOUT) as blocker:
         panel.reverse.when_changed(watch)
     stop = blocker.args[0]
     # The instruction at position last-1 wrote it: the run is just before it, the pc on that instruction.
-    assert stop.detail["position"] == last - 1
-    assert stop.detail["registers"]["i32"] == words[last - 1]
+    assert stop.detail.position == last - 1
+    assert stop.detail.registers.i32 == words[last - 1]
     text = panel.status_label.text()
     assert f"%i{reg} (frame 0) was last written at instruction {last - 1}" in text
     assert "→" in text
@@ -254,4 +256,4 @@ def test_when_did_this_change_runs_back_to_the_last_write(qtbot, main_window, co
     qtbot.waitUntil(lambda: panel.globals_view.topLevelItemCount() == 2, timeout=TIMEOUT)
     refs = panel.globals_view.topLevelItem(1)
     if refs.childCount():
-        assert panel.reverse.watch_of(panel.globals_view, refs.child(0))[0] == "global_ref"
+        assert isinstance(panel.reverse.watch_of(panel.globals_view, refs.child(0)), WatchGlobalRef)

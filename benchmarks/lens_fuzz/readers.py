@@ -150,6 +150,26 @@ def _read_bundle(data: bytes) -> object:
     return out
 
 
+def _read_replay(data: bytes) -> object:
+    """An IREE HAL replay (``.ireereplay``) listed as iree-dump-replay lists it, described, and every
+    executable's metadata read."""
+    from engine.replay.model import describe_replay
+    from engine.replay.projection import jsonl_rows
+    from engine.replay.reader import ReplayFile
+
+    replay = ReplayFile.from_bytes(data)
+    rows = list(jsonl_rows(replay))
+    for r in replay.records():
+        replay.executable_metadata(r)
+    return rows, describe_replay(replay)
+
+
+def _replay_errors() -> tuple[type[BaseException], ...]:
+    from engine.errors import ReplayFormatError
+
+    return (ReplayFormatError,)
+
+
 def _trace_errors() -> tuple[type[BaseException], ...]:
     from engine.trace.model import TraceFormatError
 
@@ -173,14 +193,17 @@ READERS: dict[str, Reader] = {
     "session": Reader("session", _read_session, ()),
     "trace": Reader("trace", _read_trace, _trace_errors()),
     "bundle": Reader("bundle", _read_bundle, _bundle_errors()),
+    "replay": Reader("replay", _read_replay, _replay_errors()),
 }
 
 
-def seed_corpus(vmfb_paths: list[Path]) -> dict[str, list[bytes]]:
-    """Valid inputs for every reader, taken from compiled modules and made here."""
+def seed_corpus(vmfb_paths: list[Path], replay_paths: list[Path] = ()) -> dict[str, list[bytes]]:
+    """Valid inputs for every reader, taken from compiled modules (and replays IREE recorded of them)
+    and made here."""
     from engine.runtime.vmfb.module import VmfbModule
 
     corpus: dict[str, list[bytes]] = {name: [] for name in READERS}
+    corpus["replay"] += [Path(p).read_bytes() for p in replay_paths]
     for path in vmfb_paths:
         data = Path(path).read_bytes()
         corpus["vmfb"].append(data)

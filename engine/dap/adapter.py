@@ -1,0 +1,721 @@
+"""The Debug Adapter Protocol on top of the debug session.
+
+``DebugAdapter(reader, writer, remote=None).run()`` serves one DAP client. Requests are read on the calling
+thread; the session runs in this process (``TimeTravelSession``, so ``stepBack`` and ``reverseContinue``
+work; ``ReferenceSession`` with ``"engine": "reference"``) or in a server started by ``remote``
+(``iree-lens serve --stdio``, over ssh for another machine). Session events arrive on the session's thread
+and become DAP events there (``stopped``, ``output``, ``exited``, ``terminated``); the answers to queries
+(registers, bindings) are handed back to the request that waits for them.
+
+Mapping (the names the DAP specification uses):
+
+- ``launch``: ``program`` (a ``.vmfb``, the server's path), ``function`` (default ``main``, else the only
+  export), ``inputs`` (``iree-run-module --input`` strings), ``device``, ``engine``, ``stopOnEntry``;
+  the call starts at ``configurationDone``.
+- function breakpoints: ``dispatch:ORDINAL`` or ``dispatch:GLOB`` (IREE's export names; ``... after`` to stop
+  after it ran) are dispatch breakpoints, any other name a VM function's entry; instruction breakpoints take
+  an ``instructionReference`` (a pc, as stack frames and ``disassemble`` give them); the exception filters
+  ``nan`` (after a dispatch writes NaN/Inf) and ``divergence`` (condition: ``REFERENCE [ATOL [RTOL]]``).
+- ``stackTrace``: VM frames innermost first, ``instructionPointerReference`` the pc (``0x..``); at a
+  dispatch, the dispatch itself on top (its name holds IREE's export name).
+- ``scopes``: ``Dispatch`` (the paused dispatch's bindings; each has a ``memoryReference`` that
+  ``readMemory`` reads), ``Registers``, ``Globals``.
+"""
+
+from __future__ import annotations
+
+import base64
+import queue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from engine.dap.framing import DapStreamError, MessageWriter, read_message
+from engine.errors import LensError
+from engine.session.protocol import (
+    Answer,
+    Breakpoint,
+    BreakpointKind,
+    Call,
+    Continue,
+    Crashed,
+    DispatchInfo,
+    DispatchWhen,
+    Event,
+    Failed,
+    Finished,
+    Open,
+    Opened,
+    Query,
+    ReadBinding,
+    ReadDispatch,
+    ReadGlobals,
+    ReadRegisters,
+    Reverse,
+    ReverseMode,
+    SetBreakpoints,
+    Step,
+    StepMode,
+    Stopped,
+    StopReason,
+)
+
+THREAD_ID = 1
+EXCEPTION_FILTERS = [
+    {
+        "filter": "nan",
+        "label": "NaN/Inf written",
+        "description": "Stop after the first dispatch that writes NaN or Inf",
+        "default": False,
+    },
+    {
+        "filter": "divergence",
+        "label": "Diverges from a reference",
+        "description": "Stop after the first dispatch whose outputs differ from a reference run "
+        "(condition: a capture bundle or .vmfb, then optional atol and rtol)",
+        "default": False,
+        "supportsCondition": True,
+        "conditionDescription": "REFERENCE [ATOL [RTOL]]: a capture bundle folder or a .vmfb on the session's side",
+    },
+]
+CAPABILITIES = {
+    "supportsConfigurationDoneRequest": True,
+    "supportsFunctionBreakpoints": True,
+    "supportsInstructionBreakpoints": True,
+    "supportsDisassembleRequest": True,
+    "supportsReadMemoryRequest": True,
+    "supportsStepBack": True,
+    "supportsSteppingGranularity": False,
+    "supportsTerminateRequest": True,
+    "supportsExceptionFilterOptions": True,
+    "exceptionBreakpointFilters": EXCEPTION_FILTERS,
+}
+_QUERY_TIMEOUT = 300.0
+
+
+class RequestError(LensError):
+    """A request the adapter cannot do now (answered with ``success: false`` and this message)."""
+
+
+@dataclass
+class _Frame:
+    """A DAP stack frame of the current stop: the paused dispatch, or a VM frame (``depth`` from the top)."""
+
+    name: str
+    pc: int
+    function: str
+    depth: int | None = None  # registers query depth (-1 innermost); None for the dispatch frame
+    dispatch: DispatchInfo | None = None
+
+
+@dataclass
+class _Stop:
+    """What the adapter knows of the current stop; references handed out are valid until the run moves."""
+
+    event: Stopped
+    frames: list[_Frame] = field(default_factory=list)
+    variables: dict[int, Callable[[], list[dict[str, Any]]]] = field(default_factory=dict)
+    bindings: dict[int, np.ndarray] = field(default_factory=dict)
+
+
+class DebugAdapter:
+    def __init__(self, reader: BinaryIO, writer: BinaryIO, *, remote: str | None = None):
+        self.reader = reader
+        self.out = MessageWriter(writer)
+        self.remote = remote
+        self.session = None
+        self.launch: dict[str, Any] = {}
+        self.function = ""
+        self.functions: tuple[str, ...] = ()
+        self.engine = "debug"
+        self.state = "idle"  # idle | launched | running | stopped | ended
+        self.stop: _Stop | None = None
+        self._answers: queue.Queue[Event] = queue.Queue()
+        self._waiting = threading.Lock()  # one query at a time
+        self._query_pending = False
+        self._state_lock = threading.Lock()
+        self._function_bps: list[Breakpoint] = []
+        self._instruction_bps: list[Breakpoint] = []
+        self._exception_bps: list[Breakpoint] = []
+        self._pc_functions: dict[int, str] = {}  # pc -> function, for instruction references
+        self._disassembly: dict[str, list] = {}
+        self._ended = False
+        self._done = threading.Event()
+
+    # ------------------------------------------------------------------------------------ the loop
+
+    def run(self) -> int:
+        try:
+            while not self._done.is_set():
+                try:
+                    message = read_message(self.reader)
+                except DapStreamError as e:
+                    self._output(f"iree-lens dap: {e}\n", "stderr")
+                    return 1
+                if message is None:
+                    break
+                if message.get("type") == "request":
+                    self._dispatch(message)
+        finally:
+            self._close_session()
+        return 0
+
+    def _dispatch(self, request: dict[str, Any]) -> None:
+        command = str(request.get("command", ""))
+        handler = getattr(self, f"_on_{_snake(command)}", None)
+        if handler is None:
+            self._respond(request, success=False, message=f"'{command}' is not supported by iree-lens dap")
+            return
+        try:
+            body = handler(request.get("arguments") or {}, request)
+        except (RequestError, LensError) as e:
+            self._respond(request, success=False, message=str(e))
+            return
+        except Exception as e:  # a bug answers the request with its message instead of hanging the client
+            self._respond(request, success=False, message=f"{type(e).__name__}: {e}")
+            return
+        if body is not _ANSWERED:
+            self._respond(request, body=body)
+
+    def _respond(self, request: dict, *, body: dict | None = None, success: bool = True, message: str = "") -> None:
+        response: dict[str, Any] = {
+            "type": "response",
+            "request_seq": request.get("seq", 0),
+            "success": success,
+            "command": request.get("command", ""),
+        }
+        if not success:
+            response["message"] = message
+            response["body"] = {"error": {"id": 1, "format": message.replace("{", "(").replace("}", ")")}}
+        elif body is not None:
+            response["body"] = body
+        self.out.write(response)
+
+    def _event(self, event: str, body: dict | None = None) -> None:
+        message: dict[str, Any] = {"type": "event", "event": event}
+        if body is not None:
+            message["body"] = body
+        self.out.write(message)
+
+    def _output(self, text: str, category: str = "console") -> None:
+        self._event("output", {"category": category, "output": text})
+
+    # ------------------------------------------------------------------------------ initialization
+
+    def _on_initialize(self, args: dict, request: dict) -> dict:
+        return dict(CAPABILITIES)
+
+    def _on_launch(self, args: dict, request: dict) -> Any:
+        if self.session is not None:
+            raise RequestError("already launched")
+        program = args.get("program")
+        if not program:
+            raise RequestError("launch needs 'program': the .vmfb to debug")
+        self.launch = dict(args)
+        self.engine = str(args.get("engine") or "debug")
+        if self.engine not in ("debug", "reference"):
+            raise RequestError(f"'engine' is debug or reference, not {self.engine!r}")
+        self.session = self._make_session(args.get("remote") or self.remote)
+        opened = self._query(Open(str(program), str(args.get("device") or "local-sync")))
+        if not isinstance(opened, Opened):
+            raise RequestError(_message(opened))
+        self.functions = opened.functions
+        function = args.get("function") or ("main" if "main" in opened.functions else None)
+        if function is None and len(opened.functions) == 1:
+            function = opened.functions[0]
+        if function not in opened.functions:
+            raise RequestError(
+                f"function {function!r} is not exported by {program} (exports: {', '.join(opened.functions)})"
+            )
+        self.function = function
+        self.state = "launched"
+        self._respond(request)
+        self._event("initialized")
+        return _ANSWERED
+
+    def _make_session(self, remote: str | None):
+        handler = "reference" if self.engine == "reference" else "timetravel"
+        if remote:
+            from engine.session.stream import open_remote
+
+            return open_remote(str(remote), handler, self._on_session_event)
+        from engine.session.inprocess import InProcessSession
+
+        if handler == "reference":
+            from engine.session.reference_session import ReferenceSession as handler_class
+        else:
+            from engine.timetravel.session import TimeTravelSession as handler_class
+        return InProcessSession(handler_class, self._on_session_event)
+
+    def _on_configuration_done(self, args: dict, request: dict) -> Any:
+        self._need_launched()
+        self._respond(request)
+        self._run(Call(self.function, tuple(str(i) for i in self.launch.get("inputs") or ()),
+                       bool(self.launch.get("stopOnEntry"))))
+        return _ANSWERED
+
+    # --------------------------------------------------------------------------------- breakpoints
+
+    def _on_set_function_breakpoints(self, args: dict, request: dict) -> dict:
+        self._function_bps, answers = [], []
+        for spec in args.get("breakpoints") or ():
+            name = str(spec.get("name", "")).strip()
+            try:
+                self._function_bps.append(function_breakpoint(name))
+                answers.append({"verified": True})
+            except RequestError as e:
+                answers.append({"verified": False, "message": str(e)})
+        self._apply_breakpoints()
+        return {"breakpoints": answers}
+
+    def _on_set_instruction_breakpoints(self, args: dict, request: dict) -> dict:
+        self._instruction_bps, answers = [], []
+        for spec in args.get("breakpoints") or ():
+            try:
+                pc = _address(spec.get("instructionReference")) + int(spec.get("offset") or 0)
+            except RequestError as e:
+                answers.append({"verified": False, "message": str(e)})
+                continue
+            function = self._pc_functions.get(pc) or self._top_function()
+            self._instruction_bps.append(Breakpoint(BreakpointKind.INSTRUCTION, function=function, pc=pc))
+            answers.append({"verified": True, "instructionReference": f"0x{pc:x}"})
+        self._apply_breakpoints()
+        return {"breakpoints": answers}
+
+    def _on_set_exception_breakpoints(self, args: dict, request: dict) -> dict:
+        options = [{"filterId": f} for f in args.get("filters") or ()] + list(args.get("filterOptions") or ())
+        self._exception_bps, answers = [], []
+        for option in options:
+            kind = option.get("filterId")
+            if kind == "nan":
+                self._exception_bps.append(Breakpoint(BreakpointKind.NAN))
+                answers.append({"verified": True})
+            elif kind == "divergence":
+                words = str(option.get("condition") or "").split()
+                if not words:
+                    answers.append({"verified": False, "message": "the divergence filter needs a condition: "
+                                    "REFERENCE [ATOL [RTOL]] (a capture bundle or .vmfb)"})
+                    continue
+                try:
+                    tolerances = [float(w) for w in words[1:3]]
+                except ValueError:
+                    answers.append({"verified": False, "message": f"bad tolerance in {option.get('condition')!r}"})
+                    continue
+                atol, rtol = (tolerances + [None, None])[:2]
+                self._exception_bps.append(Breakpoint(BreakpointKind.DIVERGE, reference=words[0], atol=atol, rtol=rtol))
+                answers.append({"verified": True})
+            else:
+                answers.append({"verified": False, "message": f"no exception filter {kind!r} (nan, divergence)"})
+        self._apply_breakpoints()
+        return {"breakpoints": answers}
+
+    def _apply_breakpoints(self) -> None:
+        if self.session is None:
+            return  # sent once the session exists (launch comes first in VS Code, but not always)
+        breakpoints = tuple(self._function_bps + self._instruction_bps + self._exception_bps)
+        self.session.send(SetBreakpoints(breakpoints))
+        if self.state in ("launched", "stopped"):
+            answer = self._query(ReadDispatch())  # SetBreakpoints answers only when it fails
+            if isinstance(answer, Failed):
+                raise RequestError(answer.message)
+
+    # ------------------------------------------------------------------------------------ running
+
+    def _on_threads(self, args: dict, request: dict) -> dict:
+        return {"threads": [{"id": THREAD_ID, "name": self.function or "main"}]}
+
+    def _on_continue(self, args: dict, request: dict) -> Any:
+        return self._resume(request, Continue(), {"allThreadsContinued": True})
+
+    def _on_next(self, args: dict, request: dict) -> Any:
+        return self._resume(request, Step(StepMode.OVER))
+
+    def _on_step_in(self, args: dict, request: dict) -> Any:
+        return self._resume(request, Step(StepMode.INTO))
+
+    def _on_step_out(self, args: dict, request: dict) -> Any:
+        return self._resume(request, Step(StepMode.OUT))
+
+    def _on_step_back(self, args: dict, request: dict) -> Any:
+        return self._reverse(request, ReverseMode.NEXT)
+
+    def _on_reverse_continue(self, args: dict, request: dict) -> Any:
+        return self._reverse(request, ReverseMode.CONTINUE)
+
+    def _on_pause(self, args: dict, request: dict) -> dict | None:
+        self._need_launched()
+        if self.state == "running":
+            self.session.pause()
+        return None
+
+    def _resume(self, request: dict, command, body: dict | None = None) -> Any:
+        if self.state != "stopped":
+            raise RequestError(f"the program is not stopped ({self.state})")
+        self._respond(request, body=body)
+        self._run(command)
+        return _ANSWERED
+
+    def _reverse(self, request: dict, mode: str) -> Any:
+        """Reverse commands run on the session's command loop (no pause): answer once they are done."""
+        if self.engine == "reference":
+            raise RequestError("the reference engine (IREE's runtime) has no history: use engine 'debug'")
+        if self.state not in ("stopped", "ended") or self._ended and self.session is None:
+            raise RequestError(f"the program has no history here ({self.state})")
+        outcome = self._query(Reverse(mode, 1), until=(Stopped, Failed, Crashed))
+        if not isinstance(outcome, Stopped):
+            raise RequestError(_message(outcome))
+        self._respond(request)
+        self._stopped(outcome)
+        return _ANSWERED
+
+    def _run(self, command) -> None:
+        with self._state_lock:
+            self.state = "running"
+            self.stop = None
+        self.session.send(command)
+
+    # ------------------------------------------------------------------------------ session events
+
+    def _on_session_event(self, event: Event) -> None:
+        """On the session's thread: answers go to the waiting request, the rest become DAP events."""
+        if self._query_pending and isinstance(event, Answer | Opened | Failed | Stopped | Crashed):
+            self._answers.put(event)
+            return
+        if isinstance(event, Stopped):
+            self._stopped(event)
+        elif isinstance(event, Finished):
+            if event.results_text:
+                self._output(event.results_text.rstrip("\n") + "\n", "stdout")
+            self._end(0)
+        elif isinstance(event, Failed):
+            self._output(f"{event.message}\n", "stderr")
+            if self.state == "running":
+                self._end(1)
+        elif isinstance(event, Crashed):
+            self._output(f"{event.reason}\n", "stderr")
+            self._end(event.exitcode if isinstance(event.exitcode, int) and event.exitcode > 0 else 1)
+
+    def _stopped(self, event: Stopped) -> None:
+        stop = _Stop(event, frames=self._frames_of(event))
+        for frame in stop.frames:
+            self._pc_functions.setdefault(frame.pc, frame.function)
+        with self._state_lock:
+            self.stop, self.state = stop, "stopped"
+        reason, description = _stop_reason(event)
+        body: dict[str, Any] = {"reason": reason, "threadId": THREAD_ID, "allThreadsStopped": True}
+        if description:
+            body["description"] = description
+            body["text"] = description
+        self._event("stopped", body)
+
+    def _end(self, code: int) -> None:
+        with self._state_lock:
+            if self._ended:
+                return
+            self._ended, self.state, self.stop = True, "ended", None
+        self._event("exited", {"exitCode": code})
+        self._event("terminated")
+
+    def _query(self, command, *, until: tuple[type, ...] = (Answer, Opened, Failed, Crashed)) -> Event:
+        """Send ``command`` and wait for its answer (the session serves commands in order)."""
+        with self._waiting:
+            self._query_pending = True
+            try:
+                self.session.send(command)
+                while True:
+                    try:
+                        event = self._answers.get(timeout=_QUERY_TIMEOUT)
+                    except queue.Empty:
+                        raise RequestError(f"no answer from the session within {_QUERY_TIMEOUT:g} s") from None
+                    if isinstance(event, until) or isinstance(event, Failed | Crashed):
+                        if isinstance(event, Crashed):
+                            threading.Thread(target=self._on_session_event, args=(event,), daemon=True).start()
+                        return event
+            finally:
+                self._query_pending = False
+
+    # ----------------------------------------------------------------------------------- inspection
+
+    def _frames_of(self, event: Stopped) -> list[_Frame]:
+        vm = list(reversed(event.location.frames))
+        frames = [_Frame(f.function, f.pc, f.function, depth=-1 - k) for k, f in enumerate(vm)]
+        info = event.location.dispatch_info
+        if info is not None:
+            top = vm[0] if vm else None
+            name = f"{info.export} (dispatch #{info.ordinal}, {info.when})"
+            frames.insert(0, _Frame(name, top.pc if top else 0, top.function if top else "", None, info))
+        return frames
+
+    def _on_stack_trace(self, args: dict, request: dict) -> dict:
+        stop = self._need_stop()
+        start = int(args.get("startFrame") or 0)
+        levels = int(args.get("levels") or 0) or len(stop.frames)
+        frames = []
+        for k, frame in enumerate(stop.frames[start : start + levels], start=start):
+            item: dict[str, Any] = {
+                "id": k + 1,
+                "name": frame.name,
+                "line": 0,
+                "column": 0,
+                "instructionPointerReference": f"0x{frame.pc:x}",
+            }
+            if frame.dispatch is not None:
+                item["presentationHint"] = "label"
+            frames.append(item)
+        return {"stackFrames": frames, "totalFrames": len(stop.frames)}
+
+    def _on_scopes(self, args: dict, request: dict) -> dict:
+        stop = self._need_stop()
+        frame = self._frame(stop, args.get("frameId"))
+        scopes = []
+        dispatch = stop.event.location.dispatch_info
+        if dispatch is not None:
+            ref = self._reference(stop, lambda: self._binding_variables(stop, dispatch))
+            scopes.append({"name": "Dispatch", "variablesReference": ref, "expensive": False,
+                           "namedVariables": len(dispatch.bindings)})
+        depth = frame.depth if frame.depth is not None else -1
+        if stop.frames and any(f.depth is not None for f in stop.frames):
+            ref = self._reference(stop, lambda: self._register_variables(depth))
+            scopes.append({"name": "Registers", "presentationHint": "registers", "variablesReference": ref,
+                           "expensive": False})
+            ref = self._reference(stop, self._global_variables)
+            scopes.append({"name": "Globals", "variablesReference": ref, "expensive": False})
+        return {"scopes": scopes}
+
+    def _on_variables(self, args: dict, request: dict) -> dict:
+        stop = self._need_stop()
+        producer = stop.variables.get(int(args.get("variablesReference", 0)))
+        if producer is None:
+            raise RequestError("these variables belong to an earlier stop")
+        variables = producer()
+        start, count = int(args.get("start") or 0), int(args.get("count") or 0)
+        if start or count:
+            variables = variables[start : start + count if count else None]
+        return {"variables": variables}
+
+    def _register_variables(self, depth: int) -> list[dict[str, Any]]:
+        registers = self._ask(ReadRegisters(depth)).registers
+        out = [{"name": f"i{k}", "value": str(v), "type": "i32", "variablesReference": 0}
+               for k, v in enumerate(registers.i32)]
+        out += [{"name": f"r{k}", "value": str(v), "type": "ref", "variablesReference": 0}
+                for k, v in enumerate(registers.ref)]
+        return out
+
+    def _global_variables(self) -> list[dict[str, Any]]:
+        answer = self._ask(ReadGlobals())
+        data = bytes(answer.rwdata)
+        out = []
+        for offset in range(0, len(data) - len(data) % 4, 4):
+            word = int.from_bytes(data[offset : offset + 4], "little")
+            out.append({"name": f"rwdata[{offset}]", "value": str(word), "type": "i32", "variablesReference": 0})
+        out += [{"name": f"ref{k}", "value": str(v), "type": "ref", "variablesReference": 0}
+                for k, v in enumerate(answer.refs)]
+        return out
+
+    def _binding_variables(self, stop: _Stop, info: DispatchInfo) -> list[dict[str, Any]]:
+        from engine.dispatch.tensor_types import type_from_name
+
+        out = []
+        for binding in info.bindings:
+            guess = type_from_name(info.export, binding.length)
+            typed = (f"{'x'.join(map(str, guess.shape))}x{guess.element} (type from IREE's dispatch name)"
+                     if guess is not None and guess.shape else "untyped")
+            value = f"{typed}, {binding.length} bytes at {binding.buffer}+{binding.offset}, {binding.access}"
+            out.append({
+                "name": f"binding {binding.index}",
+                "value": value,
+                "type": "binding",
+                "variablesReference": 0,
+                "memoryReference": memory_reference(info, binding.index),
+            })
+        return out
+
+    def _reference(self, stop: _Stop, producer: Callable[[], list[dict[str, Any]]]) -> int:
+        ref = len(stop.variables) + 1
+        stop.variables[ref] = producer
+        return ref
+
+    def _on_read_memory(self, args: dict, request: dict) -> dict:
+        stop = self._need_stop()
+        info = stop.event.location.dispatch_info
+        ordinal, index = parse_memory_reference(str(args.get("memoryReference", "")))
+        if info is None or info.ordinal != ordinal:
+            raise RequestError(f"dispatch #{ordinal} is not the paused dispatch: its bindings are gone")
+        data = stop.bindings.get(index)
+        if data is None:
+            data = stop.bindings[index] = np.ascontiguousarray(self._ask(ReadBinding(index)).tensor.to_numpy()).view(np.uint8).reshape(-1)
+        offset, count = int(args.get("offset") or 0), int(args.get("count") or 0)
+        start = max(offset, 0)
+        end = min(offset + count, data.size)
+        piece = data[start:end].tobytes() if end > start else b""
+        body: dict[str, Any] = {"address": f"0x{start:x}", "data": base64.b64encode(piece).decode("ascii")}
+        unreadable = count - len(piece)
+        if unreadable > 0:
+            body["unreadableBytes"] = unreadable
+        return body
+
+    def _on_disassemble(self, args: dict, request: dict) -> dict:
+        pc = _address(args.get("memoryReference")) + int(args.get("offset") or 0)
+        function = self._pc_functions.get(pc) or self._top_function()
+        lines = self._function_lines(function)
+        pcs = [line.pc for line in lines]
+        import bisect
+
+        at = max(bisect.bisect_right(pcs, pc) - 1, 0)
+        start = at + int(args.get("instructionOffset") or 0)
+        count = int(args.get("instructionCount") or 0)
+        out = []
+        for k in range(start, start + count):
+            if 0 <= k < len(lines):
+                line = lines[k]
+                item = {"address": f"0x{line.pc:x}", "instruction": line.text}
+                if k == 0:
+                    item["symbol"] = function
+                out.append(item)
+                self._pc_functions.setdefault(line.pc, function)
+            else:
+                out.append({"address": f"0x{max(k, 0):x}", "instruction": "", "presentationHint": "invalid"})
+        return {"instructions": out}
+
+    def _function_lines(self, function: str) -> list:
+        """The iree-dump-module lines of ``function``: from the module file on this side."""
+        lines = self._disassembly.get(function)
+        if lines is None:
+            from pathlib import Path
+
+            from engine.runtime.vmfb.disassembler import function_lines
+            from engine.runtime.vmfb.module import open_vmfb
+
+            program = Path(str(self.launch.get("program", "")))
+            if not program.is_file():
+                raise RequestError(f"disassembly reads the module here, and {program} is not on this machine")
+            lines = self._disassembly[function] = function_lines(open_vmfb(program), function)
+        return lines
+
+    # ------------------------------------------------------------------------------------- the end
+
+    def _on_disconnect(self, args: dict, request: dict) -> dict | None:
+        self._close_session()
+        self._done.set()
+        return None
+
+    def _on_terminate(self, args: dict, request: dict) -> Any:
+        self._respond(request)
+        self._close_session()
+        self._end(0 if self._ended else 1)
+        return _ANSWERED
+
+    def _close_session(self) -> None:
+        session, self.session = self.session, None
+        if session is not None:
+            try:
+                session.close()
+            except (OSError, LensError):
+                pass
+
+    # ------------------------------------------------------------------------------------- helpers
+
+    def _need_launched(self) -> None:
+        if self.session is None:
+            raise RequestError("launch a program first")
+
+    def _need_stop(self) -> _Stop:
+        stop = self.stop
+        if stop is None:
+            raise RequestError(f"the program is not stopped ({self.state})")
+        return stop
+
+    def _frame(self, stop: _Stop, frame_id: Any) -> _Frame:
+        try:
+            return stop.frames[int(frame_id) - 1]
+        except (TypeError, ValueError, IndexError):
+            raise RequestError(f"no frame {frame_id!r} in this stop") from None
+
+    def _top_function(self) -> str:
+        stop = self.stop
+        for frame in stop.frames if stop else ():
+            if frame.function:
+                return frame.function
+        return self.function
+
+    def _ask(self, query: Query) -> Any:
+        answer = self._query(query)
+        if not isinstance(answer, Answer):
+            raise RequestError(_message(answer))
+        return answer
+
+
+_ANSWERED = object()  # a handler that wrote its own response (before events that must follow it)
+
+
+# --------------------------------------------------------------------------------------------- naming
+
+
+def function_breakpoint(name: str) -> Breakpoint:
+    """A DAP function breakpoint name as a session breakpoint: ``dispatch:ORDINAL``, ``dispatch:GLOB``
+    (``... after`` for after it ran), else the entry of a VM function."""
+    if not name:
+        raise RequestError("a function breakpoint needs a name")
+    if not name.startswith("dispatch:"):
+        return Breakpoint(BreakpointKind.FUNCTION, function=name)
+    target, *rest = name[len("dispatch:") :].split()
+    when = rest[0] if rest else DispatchWhen.BEFORE
+    if when not in (DispatchWhen.BEFORE, DispatchWhen.AFTER) or len(rest) > 1:
+        raise RequestError(f"{name!r}: dispatch:ORDINAL|GLOB [before|after]")
+    if target.isdigit():
+        return Breakpoint(BreakpointKind.DISPATCH, ordinal=int(target), when=when)
+    return Breakpoint(BreakpointKind.DISPATCH, dispatch=target, when=when)
+
+
+def memory_reference(info: DispatchInfo, index: int) -> str:
+    return f"dispatch{info.ordinal}.binding{index}"
+
+
+def parse_memory_reference(text: str) -> tuple[int, int]:
+    head, _, tail = text.partition(".binding")
+    try:
+        if not head.startswith("dispatch"):
+            raise ValueError
+        return int(head[len("dispatch") :]), int(tail)
+    except ValueError:
+        raise RequestError(f"{text!r} is not a binding's memory reference (dispatchN.bindingK)") from None
+
+
+def _address(reference: Any) -> int:
+    try:
+        return int(str(reference), 0)
+    except ValueError:
+        raise RequestError(f"{reference!r} is not an instruction reference (a pc such as 0x1c)") from None
+
+
+def _stop_reason(event: Stopped) -> tuple[str, str]:
+    detail = event.detail
+    info = event.location.dispatch_info
+    if detail.nan_bindings:
+        return "exception", f"NaN/Inf written by dispatch #{info.ordinal} {info.export} to bindings {list(detail.nan_bindings)}"
+    if detail.divergence is not None:
+        return "exception", detail.divergence.text or "diverged from the reference"
+    reason = str(event.reason)
+    if reason == StopReason.ENTRY:
+        return "entry", ""
+    if reason == StopReason.PAUSED:
+        return "pause", ""
+    if reason == StopReason.DISPATCH:
+        where = f"{info.when} dispatch #{info.ordinal} {info.export}" if info else "at a dispatch"
+        return ("function breakpoint" if detail.breakpoints else "step"), where
+    if reason == StopReason.BREAKPOINT:
+        return "breakpoint", ""
+    if reason == "history-start":
+        return "step", "the start of the recorded history"
+    return "step", ""
+
+
+def _message(event: Any) -> str:
+    return getattr(event, "message", None) or getattr(event, "reason", None) or repr(event)
+
+
+def _snake(name: str) -> str:
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name)

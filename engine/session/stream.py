@@ -1,0 +1,349 @@
+"""A session over a byte stream: ``iree-lens serve --stdio`` on one end, ``StreamSession`` on the other.
+
+The stream carries frames (``engine.session.wire``). The client opens with a hello naming the session
+handler to run (``DebugSession``, ``TimeTravelSession``, ``ReferenceSession``: a ``module:Class`` inside
+``engine``) and whether it wants ``Progress`` events; the server answers with its own hello, then reads
+commands and sends events until the stream ends or a ``Shutdown`` arrives. A pause request is a control
+message read while a command runs, as ``ChildSession`` reads one.
+
+``StreamSession(argv, handler, on_event)`` starts ``argv`` (``iree-lens serve --stdio``, or
+``ssh HOST iree-lens serve --stdio``: SSH gives authentication and encryption, and nothing listens on a
+port) and has the surface of ``ChildSession`` and ``InProcessSession``: ``send(command)``, ``pause()``,
+``stop()``, ``close()``, ``alive``, events to a callback on a reader thread. A stream that ends before
+``close()`` is reported once as ``Crashed`` with the server's exit status and its last lines on stderr.
+"""
+
+from __future__ import annotations
+
+import collections
+import importlib
+import os
+import shlex
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, BinaryIO
+
+from engine.session.protocol import (
+    Command,
+    Crashed,
+    Event,
+    Failed,
+    Location,
+    Progress,
+    Shutdown,
+    Stopped,
+)
+from engine.session.wire import ConnectionLost, WireError, read_frame, write_frame
+
+PROTOCOL_VERSION = 1
+# Handlers the client names by a short word (any ``engine`` class of the handler shape is accepted too).
+HANDLERS = {
+    "debug": "engine.session.debug_session:DebugSession",
+    "timetravel": "engine.timetravel.session:TimeTravelSession",
+    "reference": "engine.session.reference_session:ReferenceSession",
+}
+_PIPE_SIZE = 1 << 20  # a bigger pipe buffer: fewer wake-ups when a tensor streams through
+
+
+# ----------------------------------------------------------------------------------------------- server
+
+
+def _handler_class(name: str) -> type:
+    path = HANDLERS.get(name, name)
+    module_name, _, class_name = path.partition(":")
+    if not module_name.startswith("engine.") or not class_name:
+        raise WireError(f"unknown session handler {name!r} (one of {', '.join(HANDLERS)}, or engine.MODULE:CLASS)")
+    try:
+        return getattr(importlib.import_module(module_name), class_name)
+    except (ImportError, AttributeError):
+        raise WireError(f"no session handler {path!r} in this IREE Lens") from None
+
+
+def serve(reader: BinaryIO, writer: BinaryIO, *, compress: bool = True) -> int:
+    """Serve one client on a pair of byte streams until it shuts down or the stream ends; the exit status."""
+    send_lock = threading.Lock()
+    closed = threading.Event()
+
+    def send(message: Any) -> None:
+        with send_lock:
+            if closed.is_set():
+                return
+            try:
+                write_frame(writer, message, compress=compress)
+            except (BrokenPipeError, ConnectionError, ValueError):
+                closed.set()  # the client went away: the command loop ends on its next read
+            except WireError as e:  # a value that cannot travel: say so instead of dropping the event
+                write_frame(writer, {"k": "event", "event": Failed(f"cannot send the answer: {e}")})
+
+    try:
+        hello = read_frame(reader)
+    except ConnectionLost:
+        return 0
+    if not (isinstance(hello, dict) and hello.get("k") == "hello"):
+        send({"k": "error", "message": "the session stream must open with a hello"})
+        return 2
+    if hello.get("version") != PROTOCOL_VERSION:
+        send({"k": "error", "message": f"protocol version {hello.get('version')} asked, {PROTOCOL_VERSION} spoken"})
+        return 2
+    try:
+        handler_class = _handler_class(str(hello.get("handler", "debug")))
+    except WireError as e:
+        send({"k": "error", "message": str(e)})
+        return 2
+    progress = bool(hello.get("progress"))
+
+    def emit(event: Event) -> None:
+        if progress or not isinstance(event, Progress):
+            send({"k": "event", "event": event})
+
+    handler = handler_class(emit)
+    send({"k": "hello", "role": "server", "version": PROTOCOL_VERSION, "host": socket.gethostname(), "pid": os.getpid()})
+
+    work: collections.deque[Command | _Close] = collections.deque()
+    ready = threading.Condition()
+
+    def worker() -> None:
+        while True:
+            with ready:
+                ready.wait_for(lambda: bool(work))
+                command = work.popleft()
+            if isinstance(command, Shutdown):
+                return
+            try:
+                if isinstance(command, _Close):
+                    command.fn()
+                    continue
+                handler.handle(command)
+            except Exception as e:  # a bug in a handler is reported, not fatal to the session
+                emit(Failed(f"{type(e).__name__}: {e}"))
+
+    thread = threading.Thread(target=worker, name="session-worker", daemon=True)
+    thread.start()
+    status = 0
+    while True:
+        try:
+            message = read_frame(reader)
+        except ConnectionLost:
+            message = {"k": "command", "command": Shutdown()}
+        except WireError as e:
+            send({"k": "error", "message": str(e)})
+            message, status = {"k": "command", "command": Shutdown()}, 2
+        kind = message.get("k") if isinstance(message, dict) else None
+        if kind == "pause":
+            handler.pause()
+            continue
+        command = message.get("command") if kind == "command" else None
+        if not isinstance(command, Command):
+            send({"k": "error", "message": f"not a command: {type(command).__name__}"})
+            continue
+        if isinstance(command, Shutdown):
+            close = getattr(handler, "close", None)
+            if callable(close):  # a run parked at a dispatch waits for a command: abandon it
+                with ready:
+                    work.appendleft(_Close(close))
+                    ready.notify()
+        with ready:
+            work.append(command)
+            ready.notify()
+        if isinstance(command, Shutdown):
+            thread.join(timeout=5)
+            return status
+
+
+class _Close:
+    """Work for the server's worker that is not a protocol command (abandoning a parked run)."""
+
+    def __init__(self, fn: Callable[[], Any]):
+        self.fn = fn
+
+
+def serve_stdio() -> int:
+    """``iree-lens serve --stdio``: serve one client on this process's stdin/stdout."""
+    frames_in, frames_out = claim_stdio()
+    return serve(frames_in, frames_out)
+
+
+def claim_stdio() -> tuple[BinaryIO, BinaryIO]:
+    """This process's real stdin/stdout as binary streams for a protocol; anything else that would print
+    to stdout (a library, a stray print) goes to stderr from now on, so the stream stays clean."""
+    frames_in = os.fdopen(os.dup(0), "rb", buffering=1 << 16)
+    frames_out = os.fdopen(os.dup(1), "wb", buffering=1 << 16)
+    _grow_pipe(frames_in.fileno())
+    _grow_pipe(frames_out.fileno())
+    sys.stdout.flush()
+    os.dup2(2, 1)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    sys.stdout = sys.stderr
+    return frames_in, frames_out
+
+
+def _grow_pipe(fd: int) -> None:
+    try:
+        import fcntl
+
+        fcntl.fcntl(fd, 1031, _PIPE_SIZE)  # F_SETPIPE_SZ (Linux); other kinds of fd refuse, harmlessly
+    except (OSError, ImportError, ValueError):
+        pass
+
+
+# ----------------------------------------------------------------------------------------------- client
+
+
+class RemoteError(WireError):
+    """The server refused the session (another protocol version, an unknown handler) or could not start."""
+
+
+class StreamSession:
+    def __init__(
+        self,
+        argv: Sequence[str],
+        handler: str,
+        on_event: Callable[[Event], Any],
+        *,
+        progress: bool = False,
+        compress: bool = True,
+        stderr: BinaryIO | None = None,
+    ):
+        self.argv = list(argv)
+        self.on_event = on_event
+        self.compress = compress
+        self._stderr_sink = stderr if stderr is not None else getattr(sys.stderr, "buffer", None)
+        self._stderr_tail: collections.deque[str] = collections.deque(maxlen=8)
+        self._send_lock = threading.Lock()
+        self._closing = False
+        self._reported = False
+        self._last_location = Location()
+        try:
+            self.process = subprocess.Popen(
+                self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0
+            )
+        except OSError as e:
+            raise RemoteError(f"cannot start the session server {self.argv[0]!r}: {e}") from None
+        for fd in (self.process.stdin.fileno(), self.process.stdout.fileno()):
+            _grow_pipe(fd)
+        self._in = self.process.stdout
+        self._out = self.process.stdin
+        threading.Thread(target=self._pump_stderr, name="session-stderr", daemon=True).start()
+        self._write({"k": "hello", "version": PROTOCOL_VERSION, "handler": handler, "progress": progress})
+        try:
+            hello = read_frame(self._in)
+        except WireError as e:
+            self.process.wait(timeout=10)
+            raise RemoteError(self._ended_text(e)) from None
+        if not isinstance(hello, dict) or hello.get("k") != "hello" or hello.get("role") != "server":
+            message = hello.get("message") if isinstance(hello, dict) else repr(hello)
+            self.close()
+            raise RemoteError(f"the session server refused: {message}")
+        self.server = hello
+        self._reader = threading.Thread(target=self._read_events, name="session-stream", daemon=True)
+        self._reader.start()
+
+    # -- the surface of ChildSession / InProcessSession
+
+    @property
+    def alive(self) -> bool:
+        return self.process.poll() is None and not self._reported
+
+    def send(self, command: Command) -> None:
+        self._write({"k": "command", "command": command})
+
+    def pause(self) -> None:
+        self._write({"k": "pause"})
+
+    def stop(self, timeout: float = 1.0) -> bool:
+        self.pause()
+        return self.alive
+
+    def close(self) -> None:
+        self._closing = True
+        try:
+            self._write({"k": "command", "command": Shutdown()})
+            self._out.close()
+        except (OSError, ValueError):
+            pass
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=5)
+
+    # -- streams
+
+    def _write(self, message: Any) -> None:
+        with self._send_lock:
+            try:
+                write_frame(self._out, message, compress=self.compress)
+            except (BrokenPipeError, ConnectionError, ValueError, OSError):
+                if not self._closing:
+                    self._lost(ConnectionLost("the session stream is closed"))
+
+    def _read_events(self) -> None:
+        while True:
+            try:
+                message = read_frame(self._in)
+            except WireError as e:
+                if not self._closing or not isinstance(e, ConnectionLost):
+                    self._lost(e)
+                return
+            if not isinstance(message, dict):
+                continue
+            if message.get("k") == "error":
+                self.on_event(Failed(f"session server: {message.get('message')}"))
+                continue
+            event = message.get("event")
+            if isinstance(event, Progress | Stopped):
+                self._last_location = event.location
+            if isinstance(event, Event):
+                self.on_event(event)
+
+    def _lost(self, error: Exception) -> None:
+        """Report a dropped connection once, as a ``Crashed`` event with what the server said last."""
+        if self._reported:
+            return
+        self._reported = True
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        self.on_event(Crashed(self._ended_text(error), self._last_location, self.process.returncode))
+
+    def _ended_text(self, error: Exception) -> str:
+        code = self.process.poll()
+        status = "still running" if code is None else f"exit status {code}"
+        tail = " | ".join(line for line in self._stderr_tail if line)
+        text = f"the connection to the session server was lost ({error}; {' '.join(self.argv[:3])}...: {status})"
+        return text + (f": {tail}" if tail else "")
+
+    def _pump_stderr(self) -> None:
+        for line in iter(self.process.stderr.readline, b""):
+            self._stderr_tail.append(line.decode("utf-8", "replace").rstrip())
+            if self._stderr_sink is not None:
+                try:
+                    self._stderr_sink.write(line)
+                    self._stderr_sink.flush()
+                except (OSError, ValueError):
+                    pass
+
+
+
+def add_remote_argument(parser) -> None:
+    """``--remote=COMMAND``, the same on every client sub-command."""
+    parser.add_argument(
+        "--remote",
+        metavar="COMMAND",
+        help="run the session in the server that COMMAND starts, e.g. 'ssh HOST iree-lens serve --stdio' "
+        "(paths are the server's)",
+    )
+
+
+def open_remote(command: str, handler: str, on_event: Callable[[Event], Any], **options: Any) -> StreamSession:
+    """A ``StreamSession`` on the server that the shell-style command line ``command`` starts."""
+    argv = shlex.split(command)
+    if not argv:
+        raise RemoteError("--remote needs a command line that starts 'iree-lens serve --stdio'")
+    return StreamSession(argv, handler, on_event, **options)

@@ -1,0 +1,322 @@
+"""``iree-lens dap``: a DAP client written against the protocol's JSON schema drives the adapter.
+
+Every message the adapter sends is validated against the official schema (``dap_schema/``, vendored from
+microsoft/debug-adapter-protocol), as is every request this client sends. The program is compiled here with
+the real iree-compile, with IREE's trace points (``--iree-flow-trace-dispatch-tensors``), so the bindings
+``readMemory`` returns are compared with the tensors IREE's own runtime hands a ``HalModuleDebugSink``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from session_support import compile_program
+
+# The validator is in the project's test extra (pyproject.toml).
+fastjsonschema = pytest.importorskip("fastjsonschema", reason="fastjsonschema (the test extra) validates DAP messages")
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = json.loads((Path(__file__).parent / "dap_schema" / "debugAdapterProtocol.json").read_text())
+_FORMATS = {name: (lambda value: True) for name in ("int32", "int64", "uint32", "uint64")}
+_validators: dict[str, object] = {}
+TRACE_FLAG = "--iree-flow-trace-dispatch-tensors"
+A = np.arange(32, dtype=np.float32).reshape(4, 8) + 3.0
+B = np.full((4, 8), 1.0, np.float32)
+
+
+def validate(definition: str, message: dict) -> None:
+    """``message`` against ``definitions/DEFINITION`` of the DAP schema (raises on the first mismatch)."""
+    check = _validators.get(definition)
+    if check is None:
+        if definition not in SCHEMA["definitions"]:
+            raise AssertionError(f"the DAP schema has no {definition}")
+        schema = {"$schema": SCHEMA["$schema"], "definitions": SCHEMA["definitions"], "$ref": f"#/definitions/{definition}"}
+        check = _validators[definition] = fastjsonschema.compile(schema, formats=_FORMATS)
+    check(message)
+
+
+def lens_command() -> list[str]:
+    """The installed ``iree-lens`` launcher (this worktree's code through PYTHONPATH)."""
+    script = Path(sys.executable).parent / "iree-lens"
+    return [str(script)] if script.exists() else [sys.executable, "-c", "import sys; from engine.cli import main; sys.exit(main())"]
+
+
+def lens_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+class DapClient:
+    """A DAP client over the adapter's stdin/stdout: requests by name, events in arrival order."""
+
+    def __init__(self, argv: list[str]):
+        self.process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=lens_env())
+        self.seq = 0
+        self.messages: queue.Queue[dict] = queue.Queue()
+        self.events: list[dict] = []
+        self.sent_by_adapter: list[dict] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        stream = self.process.stdout
+        while True:
+            header = b""
+            while not header.endswith(b"\r\n\r\n"):
+                byte = stream.read(1)
+                if not byte:
+                    self.messages.put({"type": "eof"})
+                    return
+                header += byte
+            length = int(header.split(b":")[1].strip().split(b"\r\n")[0])
+            message = json.loads(stream.read(length))
+            self.messages.put(message)
+
+    def _next(self, timeout: float) -> dict:
+        message = self.messages.get(timeout=timeout)
+        if message["type"] == "eof":
+            raise AssertionError("the adapter closed its output")
+        self.sent_by_adapter.append(message)
+        validate("ProtocolMessage", message)
+        if message["type"] == "event":
+            validate(message["event"][0].upper() + message["event"][1:] + "Event", message)
+            self.events.append(message)
+        elif message["type"] == "response":
+            if message["success"]:
+                validate(message["command"][0].upper() + message["command"][1:] + "Response", message)
+            else:
+                validate("ErrorResponse", message)
+        return message
+
+    def request(self, command: str, arguments: dict | None = None, *, timeout: float = 120, ok: bool = True) -> dict:
+        self.seq += 1
+        message = {"seq": self.seq, "type": "request", "command": command}
+        if arguments is not None:
+            message["arguments"] = arguments
+        validate(command[0].upper() + command[1:] + "Request", message)
+        body = json.dumps(message).encode()
+        self.process.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        self.process.stdin.flush()
+        while True:
+            reply = self._next(timeout)
+            if reply["type"] == "response" and reply["request_seq"] == self.seq:
+                if ok:
+                    assert reply["success"], reply.get("message")
+                return reply
+
+    def wait_event(self, name: str, timeout: float = 120) -> dict:
+        for k, event in enumerate(self.events):
+            if event["event"] == name:
+                return self.events.pop(k)
+        while True:
+            message = self._next(timeout)
+            if message["type"] == "event" and message["event"] == name:
+                self.events.remove(message)
+                return message
+
+    def stopped(self) -> dict:
+        return self.wait_event("stopped")["body"]
+
+    def top_frame(self) -> dict:
+        return self.request("stackTrace", {"threadId": 1})["body"]["stackFrames"][0]
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            try:
+                self.request("disconnect", {}, timeout=30)
+            except (AssertionError, OSError, queue.Empty):
+                pass
+            self.process.stdin.close()
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+
+
+def iree_traced_inputs(vmfb: Path, function: str, args: list[np.ndarray]) -> dict[str, list[np.ndarray]]:
+    """The input tensors of each dispatch as IREE's runtime traces them (``HalModuleDebugSink``)."""
+    import iree.runtime as rt
+
+    seen: dict[str, list[np.ndarray]] = {}
+
+    def sink(key, views):
+        arrays = []
+        for bv in views:
+            dtype = rt.HalElementType.map_to_dtype(bv.element_type)
+            arrays.append(np.array(bv.map().asarray(bv.shape, dtype), copy=True))
+        seen[key] = arrays
+
+    instance = rt.VmInstance()
+    device = rt.get_device("local-sync")
+    debug_sink = rt.HalModuleDebugSink(sink)
+    hal = rt.create_hal_module(instance, device, debug_sink=debug_sink)
+    module = rt.VmModule.copy_buffer(instance, vmfb.read_bytes())
+    context = rt.VmContext(instance, [hal, module])
+    arg_list = rt.VmVariantList(len(args))
+    for a in args:
+        arg_list.push_ref(device.allocator.allocate_buffer_copy(
+            memory_type=rt.MemoryType.DEVICE_LOCAL, allowed_usage=rt.BufferUsage.DEFAULT, device=device,
+            buffer=a, element_type=rt.HalElementType.FLOAT_32))
+    context.invoke(module.lookup_function(function), arg_list, rt.VmVariantList(1))
+    del context, hal, debug_sink
+    return {k[: -len(" inputs")]: v for k, v in seen.items() if k.endswith(" inputs")}
+
+
+@pytest.fixture(scope="module")
+def program(tmp_path_factory):
+    root = tmp_path_factory.mktemp("dap")
+    vmfb = compile_program("nan_log", "llvm-cpu", root, TRACE_FLAG)
+    np.save(root / "a.npy", A)
+    np.save(root / "b.npy", B)
+    return vmfb, [f"@{root / 'a.npy'}", f"@{root / 'b.npy'}"]
+
+
+def launch(client: DapClient, vmfb: Path, inputs: list[str], **extra) -> dict:
+    caps = client.request("initialize", {"adapterID": "iree-lens", "clientID": "pytest", "linesStartAt1": True,
+                                         "columnsStartAt1": True, "pathFormat": "path"})["body"]
+    client.request("launch", {"program": str(vmfb), "function": "main", "inputs": inputs, "device": "local-sync",
+                              "engine": "debug", **extra})
+    client.wait_event("initialized")
+    return caps
+
+
+def read_binding(client: DapClient, reference: str, size: int) -> bytes:
+    """A binding's bytes in two readMemory requests (as a client pages memory)."""
+    half = size // 2
+    out = b""
+    for offset, count in ((0, half), (half, size - half)):
+        body = client.request("readMemory", {"memoryReference": reference, "offset": offset, "count": count})["body"]
+        assert int(body["address"], 0) == offset and "unreadableBytes" not in body
+        out += base64.b64decode(body["data"])
+    return out
+
+
+def test_held_out_path(program):
+    """stopOnEntry, next, stepBack to the previous pc, dispatch:NAME*, the Dispatch scope's bindings hold
+    IREE's traced input tensors, continue to exited 0 and terminated."""
+    vmfb, inputs = program
+    traced = iree_traced_inputs(vmfb, "main", [A, B])
+    key = next(k for k in traced if "dispatch_1" in k)  # EXECUTABLE::EXPORT
+    name = key.split("::")[-1]
+    client = DapClient([*lens_command(), "dap"])
+    try:
+        caps = launch(client, vmfb, inputs, stopOnEntry=True)
+        for flag in ("supportsStepBack", "supportsConfigurationDoneRequest", "supportsFunctionBreakpoints",
+                     "supportsInstructionBreakpoints", "supportsDisassembleRequest", "supportsReadMemoryRequest"):
+            assert caps[flag] is True, flag
+        assert {f["filter"] for f in caps["exceptionBreakpointFilters"]} == {"nan", "divergence"}
+        answer = client.request("setFunctionBreakpoints", {"breakpoints": [{"name": f"dispatch:{name[:-6]}*"}]})
+        assert answer["body"]["breakpoints"][0]["verified"]
+        client.request("configurationDone")
+        assert client.stopped()["reason"] == "entry"
+        entry = client.top_frame()
+        assert entry["name"] == "main" and int(entry["instructionPointerReference"], 0) == 0
+
+        client.request("next", {"threadId": 1})
+        assert client.stopped()["reason"] == "step"
+        after = client.top_frame()
+        assert int(after["instructionPointerReference"], 0) > 0
+        client.request("stepBack", {"threadId": 1})
+        assert client.stopped()["reason"] == "step"
+        assert client.top_frame()["instructionPointerReference"] == entry["instructionPointerReference"]
+
+        client.request("continue", {"threadId": 1})
+        assert client.stopped()["reason"] == "function breakpoint"
+        frames = client.request("stackTrace", {"threadId": 1})["body"]["stackFrames"]
+        assert name in frames[0]["name"] and frames[1]["name"] == "main"
+        scopes = client.request("scopes", {"frameId": frames[0]["id"]})["body"]["scopes"]
+        assert [s["name"] for s in scopes] == ["Dispatch", "Registers", "Globals"]
+        bindings = client.request("variables", {"variablesReference": scopes[0]["variablesReference"]})["body"]["variables"]
+        contents = []
+        for variable in bindings:
+            size = int(variable["value"].split(" bytes")[0].split()[-1])
+            contents.append(read_binding(client, variable["memoryReference"], size))
+        for tensor in traced[key]:
+            assert any(tensor.tobytes() in data for data in contents), "a traced input is in no binding"
+        registers = client.request("variables", {"variablesReference": scopes[1]["variablesReference"]})["body"]
+        assert registers["variables"][0]["name"] == "i0"
+
+        client.request("continue", {"threadId": 1})
+        assert client.wait_event("exited")["body"]["exitCode"] == 0
+        client.wait_event("terminated")
+    finally:
+        client.close()
+    assert client.process.returncode == 0
+
+
+def test_disassemble_matches_iree_dump_module(program, tmp_path):
+    from support import iree_tool
+
+    vmfb, inputs = program
+    dump = subprocess.run([iree_tool("iree-dump-module"), "--output=disassembly", str(vmfb)],
+                          capture_output=True, text=True, check=True).stdout
+    client = DapClient([*lens_command(), "dap"])
+    try:
+        launch(client, vmfb, inputs, stopOnEntry=True)
+        client.request("configurationDone")
+        client.stopped()
+        frame = client.top_frame()
+        body = client.request("disassemble", {"memoryReference": frame["instructionPointerReference"],
+                                              "instructionOffset": -2, "instructionCount": 12})["body"]
+        instructions = body["instructions"]
+        assert len(instructions) == 12
+        assert [i.get("presentationHint") for i in instructions[:2]] == ["invalid", "invalid"]
+        lines = {line.strip() for line in dump.splitlines()}
+        for item in instructions[2:]:
+            assert item["instruction"] in lines, item
+        assert int(instructions[2]["address"], 0) == 0
+    finally:
+        client.close()
+
+
+def test_nan_filter_instruction_breakpoint_step_out_and_reverse_continue(program, tmp_path):
+    vmfb, _ = program
+    np.save(tmp_path / "a.npy", B)
+    np.save(tmp_path / "b.npy", A)  # a < b: log of a negative number, NaN in dispatch 1
+    client = DapClient([*lens_command(), "dap"])
+    try:
+        launch(client, vmfb, [f"@{tmp_path / 'a.npy'}", f"@{tmp_path / 'b.npy'}"], stopOnEntry=True)
+        client.request("setExceptionBreakpoints", {"filters": ["nan"]})
+        client.request("configurationDone")
+        client.stopped()
+        client.request("stepIn", {"threadId": 1})
+        client.stopped()
+        second = client.top_frame()["instructionPointerReference"]
+        answer = client.request("setInstructionBreakpoints", {"breakpoints": [{"instructionReference": second}]})
+        assert answer["body"]["breakpoints"][0]["verified"]
+        client.request("continue", {"threadId": 1})
+        stop = client.stopped()
+        assert stop["reason"] == "exception" and "NaN/Inf" in stop["description"]
+        assert "dispatch #1" in stop["description"]
+        client.request("reverseContinue", {"threadId": 1})
+        assert client.stopped()["reason"] in ("breakpoint", "step")
+        assert client.top_frame()["instructionPointerReference"] == second
+        client.request("setExceptionBreakpoints", {"filters": []})
+        client.request("setInstructionBreakpoints", {"breakpoints": []})
+        client.request("stepOut", {"threadId": 1})  # out of main: the program ends
+        assert client.wait_event("exited")["body"]["exitCode"] == 0
+        client.wait_event("terminated")
+    finally:
+        client.close()
+
+
+def test_bad_launch_is_an_error_response(tmp_path):
+    client = DapClient([*lens_command(), "dap"])
+    try:
+        client.request("initialize", {"adapterID": "iree-lens"})
+        reply = client.request("launch", {"program": str(tmp_path / "missing.vmfb")}, ok=False)
+        assert reply["success"] is False and reply["message"]
+        reply = client.request("readMemory", {"memoryReference": "dispatch0.binding0", "count": 4}, ok=False)
+        assert reply["success"] is False
+    finally:
+        client.close()

@@ -1,0 +1,275 @@
+"""The session over a byte stream: the wire encoding, ``iree-lens serve --stdio``, and ``--remote``.
+
+``iree-lens debug --remote='<iree-lens> serve --stdio'`` must print the same stop records and save the same
+tensors as the same commands run locally: both run as a user runs them (separate processes), on a program
+compiled here with the real iree-compile; the same again through a real ``ssh`` to a local ``sshd`` (skipped
+with the reason when sshd cannot start).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shlex
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+from session_support import Events, compile_program
+from support import LocalSshd
+
+from engine.errors import LensError
+from engine.session.protocol import (
+    Bindings,
+    Breakpoint,
+    BreakpointKind,
+    Call,
+    Crashed,
+    DispatchInfo,
+    Finished,
+    Location,
+    Open,
+    Opened,
+    ReadBindings,
+    RegisterFile,
+    SetBreakpoints,
+    StopDetail,
+    Stopped,
+    TensorRef,
+)
+from engine.session.stream import RemoteError, StreamSession
+from engine.session.wire import ConnectionLost, WireError, encode, read_frame, write_frame
+
+ROOT = Path(__file__).resolve().parents[1]
+HEALTHY = ["--input=4x8xf32=3", "--input=4x8xf32=1"]
+
+
+def lens_argv() -> list[str]:
+    script = Path(sys.executable).parent / "iree-lens"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "app.launcher"]
+
+
+def lens_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def serve_command() -> str:
+    return shlex.join([*lens_argv(), "serve", "--stdio"])
+
+
+def roundtrip(value, **options):
+    stream = io.BytesIO()
+    write_frame(stream, value, **options)
+    stream.seek(0)
+    return read_frame(stream)
+
+
+# ------------------------------------------------------------------------------------------ the wire
+
+
+def test_protocol_values_roundtrip_exactly():
+    info = DispatchInfo(1, "exe", "main_dispatch_1", (4, 1, 1), (7, 8), (), "after", "local-sync")
+    event = Stopped("dispatch", Location(dispatch="main_dispatch_1", dispatch_index=1, dispatch_info=info),
+                    StopDetail(RegisterFile((1, 2**32 - 1), ("!hal.buffer",)), nan_bindings=(1,)))
+    back = roundtrip(event)
+    assert type(back) is Stopped and back == event
+    assert type(back.detail.registers.i32) is tuple
+    other = {"nan": float("nan"), "pcs": {3: "x", (1, 2): None}, "flags": (True, None), "list": [1, "a"]}
+    back = roundtrip(other)
+    assert back["pcs"] == {3: "x", (1, 2): None} and back["flags"] == (True, None) and back["list"] == [1, "a"]
+    assert np.isnan(back["nan"])
+    arrays = [np.arange(12, dtype=np.float32).reshape(3, 4), np.array(5, np.int64), np.zeros((0, 3), np.uint8),
+              np.arange(6, dtype=np.float16)[::2], np.ones(4, ml_dtypes.bfloat16), np.array([1 + 2j])]
+    for array in arrays:
+        got = roundtrip(TensorRef(array.shape, array.dtype.str, "", array=array)).array
+        assert got.dtype == array.dtype and got.shape == array.shape
+        assert got.tobytes() == np.ascontiguousarray(array).tobytes()
+    assert roundtrip(b"\x00\xff" * 3) == b"\x00\xff" * 3
+
+
+def test_tensors_compress_only_when_it_pays():
+    zeros = np.zeros(8 << 20, np.uint8)
+    noise = np.random.default_rng(0).integers(0, 256, 1 << 20, dtype=np.uint8)
+    sizes = {name: sum(len(b) if isinstance(b, bytes) else b.nbytes for b in encode(a))
+             for name, a in (("zeros", zeros), ("noise", noise))}
+    assert sizes["zeros"] < zeros.nbytes // 50  # zlib chunks
+    assert noise.nbytes <= sizes["noise"] < noise.nbytes + 4096  # sent raw
+    assert np.array_equal(roundtrip(zeros), zeros)
+
+
+def test_foreign_types_and_broken_frames_are_refused():
+    frame = b"".join(bytes(b) for b in encode(ReadBindings()))
+    hostile = frame.replace(b'"$d":"engine.session.protocol:ReadBindings"', b'"$d":"subprocess:Popen"')
+    assert hostile != frame
+    with pytest.raises(WireError):
+        read_frame(io.BytesIO(hostile))
+    with pytest.raises(ConnectionLost):
+        read_frame(io.BytesIO(frame[:-3]))
+    with pytest.raises(ConnectionLost):
+        read_frame(io.BytesIO(b""))
+    with pytest.raises(WireError, match="does not carry"):
+        read_frame(io.BytesIO(b"Welcome to the machine\n" + frame))
+    with pytest.raises(WireError):
+        encode([object()])
+
+
+# --------------------------------------------------------------------------------- the stream session
+
+
+@pytest.fixture(scope="module")
+def modules(tmp_path_factory):
+    root = tmp_path_factory.mktemp("stream")
+    return {
+        "plain": compile_program("nan_log", "llvm-cpu", root),
+        "traced": compile_program("nan_log", "llvm-cpu", root, "--iree-flow-trace-dispatch-tensors"),
+    }
+
+
+def test_stream_session_runs_and_reports_a_dropped_connection(modules):
+    events = Events()
+    session = StreamSession([*lens_argv(), "serve", "--stdio"], "debug", events, stderr=io.BytesIO())
+    try:
+        session.send(Open(str(modules["plain"])))
+        assert isinstance(events.next(), Opened)
+        session.send(SetBreakpoints((Breakpoint(BreakpointKind.DISPATCH, ordinal=2),)))
+        session.send(Call("main", ("4x8xf32=3", "4x8xf32=1")))
+        stop = events.next()
+        assert isinstance(stop, Stopped) and stop.location.dispatch_info.ordinal == 2
+        session.send(ReadBindings())
+        answer = events.next()
+        assert isinstance(answer, Bindings) and len(answer.tensors) == len(stop.location.dispatch_info.bindings)
+        expected = np.full((4, 8), np.log(2.0), np.float32)  # dispatch 2 reads log(3 - 1)
+        assert any(np.array_equal(ref.to_numpy().view(np.float32), expected.ravel()) for ref in answer.tensors)
+        session.process.kill()  # the connection drops (as when ssh dies)
+        crashed = events.next()
+        assert isinstance(crashed, Crashed) and "lost" in crashed.reason and crashed.exitcode == -9
+        assert crashed.location.dispatch_info.ordinal == 2  # where the session was
+        assert not session.alive
+    finally:
+        session.close()
+
+
+def test_a_server_that_is_not_one_is_a_clear_error():
+    with pytest.raises(RemoteError, match="lost"):
+        StreamSession(["false"], "debug", lambda e: None, stderr=io.BytesIO())
+    with pytest.raises(RemoteError):
+        StreamSession(["cat"], "debug", lambda e: None, stderr=io.BytesIO())  # echoes our own hello
+    with pytest.raises(RemoteError, match="handler"):
+        StreamSession([*lens_argv(), "serve", "--stdio"], "os:system", lambda e: None, stderr=io.BytesIO())
+    with pytest.raises(LensError):
+        StreamSession(["/nonexistent/iree-lens"], "debug", lambda e: None)
+
+
+def test_finished_outputs_cross_the_stream(modules):
+    events = Events()
+    session = StreamSession([*lens_argv(), "serve", "--stdio"], "debug", events, stderr=io.BytesIO())
+    try:
+        session.send(Open(str(modules["plain"])))
+        events.next()
+        session.send(Call("main", ("4x8xf32=3", "4x8xf32=1")))
+        finished = events.next()
+        assert isinstance(finished, Finished)
+        assert np.allclose(finished.outputs[0].to_numpy(), np.log(2.0) ** 2)
+    finally:
+        session.close()
+    assert session.process.returncode == 0
+
+
+# ------------------------------------------------------------------------------ iree-lens debug --remote
+
+SCRIPT = """break dispatch 1
+break dispatch *dispatch_2* after
+continue
+save-tensors {out}/a
+info registers
+step 3
+next
+continue
+save-tensors {out}/b
+reverse-step 2
+reverse-continue
+continue
+continue
+save-tensors {out}/c
+"""
+REFERENCE_SCRIPT = "break dispatch *\ncontinue\nsave-tensors {out}/a\ncontinue\ncontinue\ncontinue\nsave-tensors {out}/b\n"
+
+
+def run_debug(module: Path, script: str, out: Path, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
+    out.mkdir(parents=True)
+    commands = out / "commands.gdb"
+    commands.write_text(script.format(out=out))
+    proc = subprocess.run(
+        [*lens_argv(), "debug", str(module), "--function=main", *HEALTHY, f"--commands={commands}", "--json", *extra],
+        capture_output=True, text=True, env=lens_env(), timeout=300, cwd=out,
+    )
+    saved = {p.relative_to(out).as_posix(): np.load(p) for p in sorted(out.rglob("*.npy"))}
+    return proc, saved
+
+
+def assert_same_run(local, remote, out_local: Path, out_remote: Path) -> None:
+    (proc_l, saved_l), (proc_r, saved_r) = local, remote
+    assert proc_l.returncode == proc_r.returncode == 0, (proc_l.stderr, proc_r.stderr)
+    assert proc_r.stdout.replace(str(out_remote), "OUT") == proc_l.stdout.replace(str(out_local), "OUT")
+    assert saved_l.keys() == saved_r.keys() and len(saved_l) >= 3
+    for name, array in saved_l.items():
+        assert saved_r[name].dtype == array.dtype and saved_r[name].tobytes() == array.tobytes(), name
+
+
+@pytest.mark.parametrize("engine", ["debug", "reference"])
+def test_debug_remote_prints_and_saves_what_a_local_run_does(modules, tmp_path, engine):
+    module = modules["plain" if engine == "debug" else "traced"]
+    script = SCRIPT if engine == "debug" else REFERENCE_SCRIPT
+    local = run_debug(module, script, tmp_path / "local", f"--engine={engine}")
+    remote = run_debug(module, script, tmp_path / "remote", f"--engine={engine}", f"--remote={serve_command()}")
+    assert local[0].stdout.count('"reason"') >= 4
+    assert_same_run(local, remote, tmp_path / "local", tmp_path / "remote")
+
+
+def test_debug_remote_that_drops_is_an_error(modules, tmp_path):
+    # A "server" that dies after the first command it reads: the client says so and exits 1.
+    dying = shlex.join([sys.executable, "-c", "import sys; sys.stdin.buffer.read(64); sys.exit(3)"])
+    proc, _ = run_debug(modules["plain"], "continue\n", tmp_path / "x", f"--remote={dying}")
+    assert proc.returncode == 1 and "lost" in proc.stderr and proc.stdout == ""
+
+
+# ------------------------------------------------------------------------------------------ over ssh
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory):
+    server = LocalSshd(tmp_path_factory.mktemp("sshd"))
+    reason = server.start()
+    if reason is not None:
+        server.stop()
+        pytest.skip(reason)
+    yield server
+    server.stop()
+
+
+def test_debug_over_ssh(modules, tmp_path, sshd):
+    remote_serve = shlex.join(["env", f"PYTHONPATH={ROOT}", *lens_argv(), "serve", "--stdio"])
+    remote = shlex.join([*sshd.ssh_argv(), remote_serve])
+    local = run_debug(modules["plain"], SCRIPT, tmp_path / "local")
+    over_ssh = run_debug(modules["plain"], SCRIPT, tmp_path / "ssh", f"--remote={remote}")
+    assert_same_run(local, over_ssh, tmp_path / "local", tmp_path / "ssh")
+
+
+def test_ssh_connection_killed_mid_session_is_reported(modules, sshd):
+    remote_serve = shlex.join(["env", f"PYTHONPATH={ROOT}", *lens_argv(), "serve", "--stdio"])
+    events = Events()
+    session = StreamSession([*sshd.ssh_argv(), remote_serve], "debug", events, stderr=io.BytesIO())
+    try:
+        session.send(Open(str(modules["plain"])))
+        assert isinstance(events.next(), Opened)
+        threading.Timer(0.1, session.process.kill).start()  # the ssh client dies
+        crashed = events.next(timeout=30)
+        assert isinstance(crashed, Crashed) and "lost" in crashed.reason
+    finally:
+        session.close()
