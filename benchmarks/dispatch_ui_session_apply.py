@@ -13,13 +13,10 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from bench_support import Events, compile_with_dumps, edited_source
 
-from session_support import Events  # noqa: E402
-from support import compile_with_dumps, edited_source  # noqa: E402
-
-from engine.session.child import ChildSession  # noqa: E402
-from engine.session.protocol import (  # noqa: E402
+from engine.session.child import ChildSession
+from engine.session.protocol import (
     Breakpoint,
     Call,
     Continue,

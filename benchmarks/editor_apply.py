@@ -13,22 +13,19 @@ from __future__ import annotations
 
 import re
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+from bench_support import compile_with_dumps
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from engine.runtime.debug_runner import DebugRunner, create_device  # noqa: E402
-from engine.runtime.function_io import Tensor  # noqa: E402
-from engine.runtime.hal.module import HalModule  # noqa: E402
-from engine.runtime.vmfb.module import open_vmfb  # noqa: E402
-from engine.substitute.benchmark import benchmark_binary, benchmark_tool  # noqa: E402
-from engine.substitute.live import LiveSubstitutions  # noqa: E402
-from tests.test_substitute_cli import compile_with_dumps  # noqa: E402
+from engine.runtime.debug_runner import DebugRunner, create_device
+from engine.runtime.function_io import Tensor
+from engine.runtime.hal.module import HalModule
+from engine.runtime.vmfb.module import open_vmfb
+from engine.substitute.benchmark import benchmark_binary, benchmark_tool
+from engine.substitute.live import LiveSubstitutions
 
 REPEATS = 5
 

@@ -30,7 +30,7 @@ import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
 from lens_fuzz.readers import READERS  # noqa: E402
 

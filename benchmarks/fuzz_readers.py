@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
 from lens_fuzz.bounded import Limits, run_cases  # noqa: E402
 from lens_fuzz.mutate import reader_cases  # noqa: E402

@@ -1,6 +1,6 @@
 """Interpreter speed in VM instructions per second on host-code-heavy loops.
 
-* ``collatz_steps`` of engine/resources/samples/control_flow.mlir (compiled for llvm-cpu: the function is pure
+* ``collatz_steps`` of resources/samples/control_flow.mlir (compiled for llvm-cpu: the function is pure
   host code), called for many starting values;
 * a tight VM-dialect counting loop (cmp, cond_br, add, add, br per iteration).
 

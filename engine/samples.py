@@ -1,11 +1,24 @@
-"""The sample programs bundled with IREE Lens (``engine/resources/samples``, shipped as package data)."""
+"""The sample programs bundled with IREE Lens: ``resources/samples`` at the top of the repository, which
+an installed wheel carries as the package data of ``engine.resources`` (setup.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-# Package data (pyproject.toml), so an installed wheel has them too, not only a checkout.
-SAMPLES_DIR = Path(__file__).resolve().parent / "resources" / "samples"
+
+def _resources_dir() -> Path:
+    here = Path(__file__).resolve().parent
+    checkout = here.parent
+    # A checkout (or an editable install of one) keeps resources/ beside engine/; a wheel installs it
+    # as engine/resources. pyproject.toml tells a checkout from a site-packages folder that happens to
+    # hold some other distribution's "resources".
+    if (checkout / "pyproject.toml").is_file() and (checkout / "resources").is_dir():
+        return checkout / "resources"
+    return here / "resources"
+
+
+RESOURCES_DIR = _resources_dir()
+SAMPLES_DIR = RESOURCES_DIR / "samples"
 
 # Programs IREE 3.13 itself cannot compile for a target (not our bug; kept as examples of a failing compile).
 KNOWN_COMPILE_FAILURES: dict[tuple[str, str], str] = {

@@ -8,4 +8,4 @@ if [[ $# -gt 0 ]]; then
   exec .venv/bin/iree-lens "$@"
 fi
 # The bundled sample: the window compiles it (progress in the status bar) and opens its phases.
-exec .venv/bin/iree-lens engine/resources/samples/mlp.mlir
+exec .venv/bin/iree-lens resources/samples/mlp.mlir

@@ -1,5 +1,5 @@
-"""The package is what it says: a build of the project (not the checkout) carries the bundled samples as
-package data, and ``engine.samples`` finds them there."""
+"""The package is what it says: a build of the project (not the checkout) carries the bundled samples of
+the top-level ``resources/`` folder as package data, and ``engine.samples`` finds them there."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ REPO = Path(__file__).resolve().parents[1]
 
 def test_built_package_has_its_samples(tmp_path):
     src = tmp_path / "src"
-    for part in ("app", "engine"):
+    for part in ("app", "engine", "resources"):
         shutil.copytree(REPO / part, src / part, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "setup.py", "README.md"):
         shutil.copy(REPO / name, src / name)
     build = tmp_path / "lib"
     proc = subprocess.run(
-        [sys.executable, "-c", "import setuptools; setuptools.setup()", "-q", "build", "--build-lib", str(build)],
+        [sys.executable, "setup.py", "-q", "build", "--build-lib", str(build)],
         cwd=src,
         capture_output=True,
         text=True,
@@ -27,7 +27,7 @@ def test_built_package_has_its_samples(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     shipped = sorted(p.name for p in (build / "engine" / "resources" / "samples").glob("*.mlir"))
-    in_checkout = sorted(p.name for p in (REPO / "engine" / "resources" / "samples").glob("*.mlir"))
+    in_checkout = sorted(p.name for p in (REPO / "resources" / "samples").glob("*.mlir"))
     assert shipped == in_checkout and "mlp.mlir" in shipped
     # The installed engine (run from elsewhere, so the checkout is not on the path) lists them.
     code = "import engine.samples as s; print(s.SAMPLES_DIR); print(','.join(s.sample_names()))"

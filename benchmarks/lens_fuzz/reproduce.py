@@ -1,6 +1,6 @@
 """Run one saved fuzz input again, under the same limits as the campaign that found it.
 
-    python tests/lens_fuzz/reproduce.py READER INPUT [--seconds S] [--memory-mb M] [--in-process]
+    python benchmarks/lens_fuzz/reproduce.py READER INPUT [--seconds S] [--memory-mb M] [--in-process]
 
 READER is a key of ``lens_fuzz.readers.READERS`` (vmfb, vke1, elf, input, npy, timing, diagnostics,
 session) or ``module:attribute`` naming a ``Reader``. Prints the outcome; exits 1 for a failure.
@@ -14,8 +14,9 @@ import importlib
 import sys
 from pathlib import Path
 
-TESTS = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(TESTS), str(TESTS.parent)]
+BENCHMARKS = Path(__file__).resolve().parents[1]
+# module:attribute readers may live in a test module (tests/), the built-in ones here (benchmarks/).
+sys.path[:0] = [str(BENCHMARKS), str(BENCHMARKS.parent), str(BENCHMARKS.parent / "tests")]
 
 from lens_fuzz.bounded import Limits, run_cases, run_one  # noqa: E402
 from lens_fuzz.readers import READERS, Reader  # noqa: E402

@@ -1,0 +1,11 @@
+"""Packaging beyond what pyproject.toml can say: the top-level ``resources/`` folder (sample programs and
+other files the application ships that are not code) is installed as the package data of
+``engine.resources``, so an installed wheel finds it where a checkout keeps it beside ``engine/``."""
+
+from setuptools import find_packages, setup
+
+setup(
+    packages=[*find_packages(include=["app", "app.*", "engine", "engine.*"]), "engine.resources"],
+    package_dir={"engine.resources": "resources"},
+    package_data={"": ["*.json", "*.mlir"], "engine.resources": ["samples/*.mlir"]},
+)
