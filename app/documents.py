@@ -34,6 +34,8 @@ class DocumentArea(QTabWidget):
         self.setDocumentMode(True)
         self.setUsesScrollButtons(True)
         self.setElideMode(Qt.TextElideMode.ElideRight)  # many tabs shrink before any scrolls out of sight
+        # ... but never below a readable width: past that the tabs scroll; the full title is the tooltip.
+        self.tabBar().setStyleSheet("QTabBar::tab { min-width: 7em; max-width: 22em; }")
         self.tabCloseRequested.connect(self.close_document)
         self._pinned: set[int] = set()  # ids of widgets without a close button (the start page)
 
@@ -54,6 +56,7 @@ class DocumentArea(QTabWidget):
                     widget.deleteLater()
                 index = self.indexOf(existing)
                 self.setTabText(index, _tab_text(title))
+                self.setTabToolTip(index, title)
                 self.setCurrentIndex(index)
                 return existing
             widget.setProperty(KEY_PROPERTY, key)

@@ -87,9 +87,21 @@ def function_arguments(module: Any, function: str) -> list[Argument] | None:
         if args in ("", "v"):
             return []
         if "r" in args:
-            return None  # buffers of unknown shape: nothing sensible to make
+            return _asserted(module, function)  # buffers: the shapes the host code checks, if it does
         return [Argument({"i": "i32", "I": "i64", "f": "f32", "F": "f64"}.get(c, "i32"), None) for c in args]
     return None
+
+
+def _asserted(module: Any, function: str) -> list[Argument] | None:
+    """The arguments as the function's ``hal.buffer_view.assert`` calls check them (PyTorch and ONNX
+    imports have no declaration); ``None`` when an argument is not checked with constant shapes."""
+    from engine.runtime.vmfb.input_asserts import asserted_inputs
+
+    try:
+        found = asserted_inputs(module, function)
+    except Exception:  # a module the reader can list but not walk: shapes unknown, said by the caller
+        return None
+    return None if found is None else [Argument(a.element_type, a.shape) for a in found]
 
 
 def _literal(value: float, element_type: str) -> str:

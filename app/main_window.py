@@ -43,10 +43,12 @@ from app.module_loader import OPENABLE_SUFFIXES, load_file
 from app.panels import AREAS, PANELS, PanelServices, PanelSpec
 from app.session_bridge import SessionBridge
 from app.settings import LensSettings
+from app.views.device_mismatch_bar import DeviceMismatchBar
 from app.views.dispatch_run_list import is_bundle, open_bundle_document
 from app.views.message_banner import MessageBanner
 from app.views.module_view import ModuleView
 from app.views.start_page import StartPage
+from app.workbench import Workbench, WorkbenchState
 from app.workers import EngineWorker, WorkError, WorkProgress
 
 APP_TITLE = "IREE Lens"
@@ -82,6 +84,9 @@ class MainWindow(QMainWindow):
         self.documents = DocumentArea(self)
         # One debug session for the whole window, handed to every panel.
         self.session_bridge = SessionBridge(self.context, parent=self)
+        # The one current state (module, device, function, inputs, run, paused dispatch) every view reads.
+        self.workbench = Workbench(self.context, self.session_bridge, parent=self)
+        self.mismatch_bar = DeviceMismatchBar(self.switch_to_matching_device, self.recompile_for_device)
         self.services = PanelServices(
             self.context,
             self.worker,
@@ -89,6 +94,7 @@ class MainWindow(QMainWindow):
             self.open_file,
             open_document=self.open_document,
             session_bridge=self.session_bridge,
+            workbench=self.workbench,
         )
         self._loading: Path | None = None
         self.start_page = StartPage(self.open_file, self._open_dialog)
@@ -99,6 +105,7 @@ class MainWindow(QMainWindow):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(0)
         layout.addWidget(self.banner)
+        layout.addWidget(self.mismatch_bar)
         layout.addWidget(self.documents, 1)
         self.setCentralWidget(central)
 
@@ -118,7 +125,9 @@ class MainWindow(QMainWindow):
         if "stepper" in self.panels:
             from app.run_inputs import RunInputs
 
-            self.run_inputs = RunInputs(self.panels["stepper"], self.context, self.settings.store, parent=self)
+            self.run_inputs = RunInputs(
+                self.panels["stepper"], self.context, self.settings.store, parent=self, workbench=self.workbench
+            )
 
         self._build_menus()
         self._build_toolbar()
@@ -129,6 +138,12 @@ class MainWindow(QMainWindow):
         self.worker.idle.connect(lambda: self._busy.setVisible(False))
         self.worker.progressed.connect(self._on_progress)
         self.context.moduleChanged.connect(self._on_module_changed)
+        self.workbench.said.connect(self._say)
+        self.workbench.stateChanged.connect(self._on_workbench)
+        self.workbench.moduleReset.connect(self._on_module_reset)
+        self.session_bridge.bindingsRead.connect(lambda *_: QTimer.singleShot(0, self.raise_paused_dispatch))
+        # A new call: the previous run's error banner is history.
+        self.session_bridge.callChanged.connect(lambda _call: self.banner.hide())
         self.documents.setCurrentWidget(self.start_page)
         self._raise_default_tabs()
 
@@ -228,6 +243,11 @@ class MainWindow(QMainWindow):
             self._view_menu.addAction(self._document_action(panel_id))
 
         help_menu = self.menuBar().addMenu("&Help")
+        self.shortcuts_action = QAction("&Keyboard Shortcuts", self)
+        self.shortcuts_action.setShortcut(QKeySequence("Ctrl+/"))
+        self.shortcuts_action.triggered.connect(self.show_shortcuts)
+        self.addAction(self.shortcuts_action)
+        help_menu.addAction(self.shortcuts_action)
         about = QAction("&About IREE Lens", self)
         about.triggered.connect(self._about)
         help_menu.addAction(about)
@@ -306,16 +326,71 @@ class MainWindow(QMainWindow):
                 panel.set_source(loaded.source)
         panel.compile()
 
-    def run_function(self) -> None:
-        """Run the stepper's function, making inputs from its signature when the line is empty."""
-        stepper = self.panels.get("stepper")
-        if stepper is None:
-            return
-        self.show_panel("stepper")
-        if self.run_inputs is not None:
-            self.run_inputs.ensure()
-            self.run_inputs.remember()
-        stepper.run()
+    def run_function(self) -> bool:
+        """Run the chosen function, making inputs from its signature when the line is empty; says why
+        when it cannot (status bar)."""
+        if "stepper" in self.panels and self.workbench.why_not_run() is None:
+            self.show_panel("stepper")
+        return self.workbench.run()
+
+    def show_shortcuts(self) -> QWidget:
+        """Help > Keyboard Shortcuts: every action with a key, in a document."""
+        from app.views.shortcuts_view import ShortcutsView
+
+        return self.open_document(ShortcutsView(self), "Keyboard Shortcuts", key="shortcuts")
+
+    # -- the current state -----------------------------------------------------------------------
+
+    def _say(self, text: str) -> None:
+        """An action that did not happen (and why), or a stop's full description: the status bar."""
+        self.statusBar().showMessage(text, 20000)
+        self.messages.info(text)
+
+    def _on_module_reset(self, _loaded) -> None:
+        """A new module: the previous one's error banner and paused dispatch go."""
+        self.banner.hide()
+        self.documents.close_document("paused-dispatch")
+
+    def _on_workbench(self, state: WorkbenchState) -> None:
+        mismatch = state.mismatch
+        if mismatch is None:
+            self.mismatch_bar.hide()
+        else:
+            loaded = state.module
+            switch_to = self.workbench.matching_device(self.known_devices())
+            recompile = state.device if loaded is not None and loaded.source is not None else None
+            self.mismatch_bar.show_mismatch(mismatch.describe(), switch_to, recompile)
+        self._update_module_label(state)
+
+    def known_devices(self) -> list[str]:
+        """The devices the Device panel lists (the CPU alone until Vulkan devices are listed)."""
+        panel = self.panels.get("device")
+        if panel is None:
+            return ["local-sync"]
+        return [str(panel.combo.itemData(i)) for i in range(panel.combo.count())]
+
+    def switch_to_matching_device(self) -> bool:
+        """The mismatch bar's Switch: select a device that runs the open module (it reopens there)."""
+        uri = self.workbench.matching_device(self.known_devices())
+        if uri is None:
+            self.workbench.say("No listed device runs this module's executables (see the Device panel).")
+            return False
+        self.workbench.set_device(uri)
+        return True
+
+    def recompile_for_device(self) -> int:
+        """The mismatch bar's Recompile: compile the open module's source for the selected device."""
+        loaded = self.workbench.module
+        if loaded is None or loaded.source is None:
+            self.workbench.say("This module has no source here to recompile: switch the device instead.")
+            return -1
+        return self.open_file(loaded.source)
+
+    def raise_paused_dispatch(self) -> None:
+        """A stop at a dispatch comes to the front: the paused dispatch's document is made current."""
+        document = self.documents.document("paused-dispatch")
+        if document is not None:
+            self.documents.setCurrentWidget(document)
 
     def _about(self) -> None:
         QMessageBox.about(
@@ -344,6 +419,7 @@ class MainWindow(QMainWindow):
         return self.worker.submit(
             load_file,
             path,
+            target=self.workbench.compile_target(),  # an .mlir compiles for the selected device
             tag=LOAD_TAG,
             on_result=self._on_loaded,
             on_error=lambda err, p=path: self._on_load_failed(p, err),
@@ -359,7 +435,7 @@ class MainWindow(QMainWindow):
         opened = loaded.source or loaded.path
         self.settings.add_recent_file(opened)
         self._update_recent_menu()
-        self.context.set_module(loaded)
+        self.workbench.open_module(loaded)
         if loaded.compilation is not None:
             self.open_compilation(loaded.compilation, loaded.source)
         self.messages.info(f"opened {opened}" + (f" (compiled to {loaded.path})" if loaded.source else ""))
@@ -400,11 +476,22 @@ class MainWindow(QMainWindow):
             return
         shown = loaded.source or loaded.path
         self.setWindowTitle(f"{shown.name} — {APP_TITLE}")
+        self._update_module_label(self.workbench.state)
+        self.statusBar().showMessage(f"Opened {shown}", 5000)
+
+    def _update_module_label(self, state: WorkbenchState) -> None:
+        loaded = state.module
+        if loaded is None:
+            self.module_label.setText(f"No module · {state.device}")
+            return
         module = loaded.module
         name = getattr(module, "name", "?")
         n = len(getattr(module, "functions", []) or [])
-        self.module_label.setText(f"@{name} · {n} functions · {loaded.path.stat().st_size:,} bytes")
-        self.statusBar().showMessage(f"Opened {shown}", 5000)
+        try:
+            size = f" · {loaded.path.stat().st_size:,} bytes"
+        except OSError:
+            size = ""
+        self.module_label.setText(f"@{name} · {n} functions{size} · on {state.device}")
 
     def _on_message(self, msg: Message) -> None:
         if msg.level in (Level.ERROR, Level.WARNING):

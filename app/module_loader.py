@@ -1,8 +1,9 @@
 """Turning a file the user opened into a :class:`~app.context.LoadedModule` (runs on the worker).
 
 A ``.vmfb`` is parsed by the engine's reader. A ``.mlir`` source is compiled first by the engine's
-compile job (``engine.compiler.compile_program``) for the llvm-cpu target, which keeps its phase
-snapshots and timing: the window opens them as documents.
+compile job (``engine.compiler.compile_program``) for the target of the selected device (``llvm-cpu`` for
+the CPU, ``vulkan-spirv`` for a Vulkan device), which keeps its phase snapshots and timing: the window
+opens them as documents.
 """
 
 from __future__ import annotations
@@ -25,14 +26,16 @@ class UnsupportedFileError(LensError):
     """The application does not know how to open this kind of file."""
 
 
-def load_file(path: str | Path, task: TaskState | None = None) -> LoadedModule:
-    """Open ``path`` (a ``.vmfb``, or an ``.mlir`` to compile) and parse its module."""
+def load_file(
+    path: str | Path, task: TaskState | None = None, target: str = DEFAULT_SOURCE_TARGET
+) -> LoadedModule:
+    """Open ``path`` (a ``.vmfb``, or an ``.mlir`` to compile for ``target``) and parse its module."""
     path = Path(path)
     if not path.exists():
         raise LensError(f"no such file: {path}")
     suffix = path.suffix.lower()
     if suffix in SOURCE_SUFFIXES:
-        compilation = compile_source(path, task=task)
+        compilation = compile_source(path, target=target, task=task)
         vmfb = compilation.vmfb_path
         return LoadedModule(path=vmfb, module=open_module(vmfb), source=path, compilation=compilation)
     if suffix in MODULE_SUFFIXES or _looks_like_vmfb(path):

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from app.context import LensContext
     from app.messages import MessageLog
     from app.session_bridge import SessionBridge
+    from app.workbench import Workbench
     from app.workers import EngineWorker
 
 AREAS = {
@@ -56,6 +57,9 @@ class PanelServices:
     # The window's one debug session (``app.session_bridge.SessionBridge``): every panel that runs, steps
     # or inspects a program talks to this one; ``None`` for a panel built on its own (it makes its own).
     session_bridge: SessionBridge | None = None
+    # The window's one current state (``app.workbench.Workbench``: module, device, function, inputs, run,
+    # paused dispatch); ``None`` for a panel built on its own.
+    workbench: Workbench | None = None
 
 
 @dataclass(frozen=True)

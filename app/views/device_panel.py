@@ -10,9 +10,6 @@ which packages to install, and the CPU stays selectable.
 
 from __future__ import annotations
 
-import os
-import platform
-
 from PySide6.QtCore import QSize, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -28,6 +25,7 @@ from PySide6.QtWidgets import (
 
 from app.panels import PanelServices
 from app.settings import open_settings
+from engine.runtime.hal.devices import DeviceChoice, cpu_choice, list_devices
 
 SETTINGS_KEY = "run/device"
 CPU_URI = "local-sync"
@@ -39,27 +37,8 @@ def selected_device_uri() -> str:
     return str(value) if value else CPU_URI
 
 
-def _list_vulkan_devices() -> tuple[list, str | None]:
-    """(PhysicalDeviceInfo list, None) or ([], why Vulkan is unavailable). Runs on the engine worker."""
-    from engine.errors import HalError
-    from engine.runtime.hal.vulkan.loader import list_physical_devices
-
-    try:
-        return list_physical_devices(), None
-    except HalError as e:
-        return [], str(e)
-
-
 def cpu_device_properties() -> list[tuple[str, str]]:
-    from engine.runtime.hal.cpu_device import CpuDevice
-
-    return [
-        ("Name", "local-sync (the emulated HAL's CPU device)"),
-        ("Type", "cpu"),
-        ("URI", CPU_URI),
-        ("Executable formats", ", ".join(CpuDevice.formats)),
-        ("Host", f"{platform.machine()} {platform.system()}, {os.cpu_count()} logical cores"),
-    ]
+    return cpu_choice().properties
 
 
 class DevicePanel(QWidget):
@@ -68,14 +47,16 @@ class DevicePanel(QWidget):
 
     def __init__(self, services: PanelServices, parent: QWidget | None = None):
         super().__init__(parent)
-        self.vulkan_devices: list = []
+        self.services = services
+        self.choices: dict[str, DeviceChoice] = {CPU_URI: cpu_choice()}
+        self.vulkan_devices: list[DeviceChoice] = []
         self.vulkan_missing: str | None = None
         self.listed = False
 
         self.combo = QComboBox(self)
         self.combo.setObjectName("deviceCombo")
         self.combo.setToolTip("The device the debug engine (and the reference engine) runs programs on")
-        self.combo.addItem("local-sync — CPU", CPU_URI)
+        self.combo.addItem(self.choices[CPU_URI].name, CPU_URI)
         self.status = QLabel("Looking for Vulkan devices…", self)
         self.status.setObjectName("deviceStatus")
         self.status.setWordWrap(True)
@@ -99,8 +80,11 @@ class DevicePanel(QWidget):
 
         self._show(CPU_URI)
         self.combo.currentIndexChanged.connect(self._on_choice)
+        workbench = getattr(services, "workbench", None)
+        if workbench is not None:  # the window's state follows this choice, and this follows the state
+            workbench.deviceChanged.connect(self.select)
         services.worker.submit(
-            _list_vulkan_devices,
+            list_devices,
             tag="device-panel-list",
             on_result=self._on_listed,
             on_error=lambda error: self._on_listed(([], str(getattr(error, "message", error)))),
@@ -121,18 +105,21 @@ class DevicePanel(QWidget):
         self.combo.setCurrentIndex(index)
         return True
 
-    def _on_listed(self, listed: tuple[list, str | None]) -> None:
-        self.vulkan_devices, self.vulkan_missing = listed
-        for info in self.vulkan_devices:
-            self.combo.addItem(f"vulkan://{info.index} — {info.name}", f"vulkan://{info.index}")
+    def _on_listed(self, listed: tuple[list[DeviceChoice], str | None]) -> None:
+        choices, self.vulkan_missing = listed
+        self.vulkan_devices = [c for c in choices if c.kind == "vulkan"]
+        for choice in self.vulkan_devices:
+            self.choices[choice.uri] = choice
+            self.combo.addItem(choice.name, choice.uri)
         if self.vulkan_missing:
             self.status.setText(f"Vulkan is not available: {self.vulkan_missing}")
         else:
             n = len(self.vulkan_devices)
             self.status.setText(f"{n} Vulkan device{'s' if n != 1 else ''} found.")
         self.listed = True
-        saved = selected_device_uri()
-        if saved != self.device_uri and not self.select(saved):
+        workbench = getattr(self.services, "workbench", None)
+        wanted = workbench.device if workbench is not None else selected_device_uri()
+        if wanted != self.device_uri and not self.select(wanted):
             self._show(self.device_uri)
         self.devicesListed.emit()
 
@@ -141,16 +128,14 @@ class DevicePanel(QWidget):
         self._show(uri)
         if self.listed:  # the saved choice is restored once the list is complete, not overwritten before
             open_settings().setValue(SETTINGS_KEY, uri)
+            workbench = getattr(self.services, "workbench", None)
+            if workbench is not None:
+                workbench.set_device(uri)
         self.deviceChanged.emit(uri)
 
     def properties_of(self, uri: str) -> list[tuple[str, str]]:
-        if uri == CPU_URI:
-            return cpu_device_properties()
-        from engine.runtime.hal.devices import vulkan_device_properties
-
-        index = int(uri.rpartition("/")[2])
-        info = next(i for i in self.vulkan_devices if i.index == index)
-        return vulkan_device_properties(info)
+        choice = self.choices.get(uri)
+        return choice.properties if choice is not None else [("URI", uri), ("Status", "not listed")]
 
     def _show(self, uri: str) -> None:
         rows = self.properties_of(uri)

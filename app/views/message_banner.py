@@ -7,7 +7,7 @@ full text and details also go to the Log panel.
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QToolButton, QWidget
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QSizePolicy, QToolButton, QWidget
 
 from app.messages import Level, Message
 
@@ -18,12 +18,17 @@ _STYLE = {
 }
 
 
+MAX_CHARS = 200  # characters of a message the banner shows (one line at 1366 px)
+
+
 class MessageBanner(QFrame):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("messageBanner")
         self.label = QLabel(self)
-        self.label.setWordWrap(True)
+        self.label.setWordWrap(False)
+        # Never wider than the window: the line is cut by the window, not the window widened by the line.
+        self.label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.close_button = QToolButton(self)
         self.close_button.setText("✕")
@@ -42,8 +47,17 @@ class MessageBanner(QFrame):
         self.setStyleSheet(
             f"#messageBanner {{{_STYLE[msg.level]}}} QLabel {{{_STYLE[msg.level]} border:none;}}"
         )
-        self.label.setText(msg.text)
-        self.label.setToolTip(msg.details[-4000:] if msg.details else "")
+        # One line: a long message (a compiler's or a driver's) must not take the window; all of it is in
+        # the tooltip and the Log panel.
+        lines = msg.text.strip().splitlines() or [""]
+        first = lines[0]
+        if len(first) > MAX_CHARS:
+            first = first[: MAX_CHARS - 1] + "…"
+        if len(lines) > 1 or first != lines[0]:
+            first += "  (full text in the Log)"
+        self.label.setText(first)
+        tip = msg.text + (("\n\n" + msg.details[-4000:]) if msg.details else "")
+        self.label.setToolTip(tip[:6000])
         self.show()
 
     def text(self) -> str:

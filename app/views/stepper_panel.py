@@ -75,6 +75,21 @@ def _banner(name: str, bg: str, border: str, fg: str) -> QFrame:
     return frame
 
 
+ASYNC_SUFFIX = "$async"
+
+
+def callable_first(functions) -> list[str]:
+    """Functions in the order a user picks them: what one calls (``main``) first, then the coarse-fences
+    twins (``main$async``, which need fences), then the module's initialiser (``__init``)."""
+
+    def rank(name: str) -> int:
+        if name.startswith("__"):
+            return 2
+        return 1 if name.endswith(ASYNC_SUFFIX) else 0
+
+    return sorted(functions, key=rank)  # stable: the module's order within each rank
+
+
 class StepperPanel(QWidget):
     def __init__(
         self, services: PanelServices, bridge: SessionBridge | None = None, parent: QWidget | None = None
@@ -87,6 +102,11 @@ class StepperPanel(QWidget):
         if bridge is None:
             bridge = getattr(services, "session_bridge", None)
         self.bridge = bridge if bridge is not None else SessionBridge(services.context, parent=self)
+        # The window's one current state: it opens modules in the session and starts runs through this
+        # panel's run bar (``start_run``); without one (a panel on its own) the panel does both itself.
+        self.workbench = getattr(services, "workbench", None)
+        # Called before a run starts, in order; each returns None, or why the run cannot start.
+        self.before_run: list = []
         self.vmfb: Any = None  # the parsed module (engine.runtime.vmfb.VmfbModule) whose code is shown
         self.shown_function: str | None = None
         self.shown_ordinal: int | None = None
@@ -102,6 +122,10 @@ class StepperPanel(QWidget):
         self.layout().insertWidget(self.layout().indexOf(self.toolbar) + 1, self.reverse.bar)
         self._connect()
         self._on_state(self.bridge.state)
+        if self.workbench is not None:
+            self.workbench.set_runner(self)
+            self.workbench.moduleReset.connect(self.reset_for_module)
+            self.workbench.stateChanged.connect(self._on_workbench)
 
         saved = self.bridge.saved_session()
         if saved is not None:
@@ -341,19 +365,40 @@ class StepperPanel(QWidget):
     def set_inputs(self, inputs: tuple[str, ...] | list[str]) -> None:
         self.inputs_edit.setText(format_inputs_line(inputs))
 
-    def run(self) -> None:
-        self._start(stop_at_entry=False)
+    def run(self) -> bool:
+        return self._request(stop_at_entry=False)
 
-    def run_to_entry(self) -> None:
-        self._start(stop_at_entry=True)
+    def run_to_entry(self) -> bool:
+        return self._request(stop_at_entry=True)
 
-    def _start(self, stop_at_entry: bool) -> None:
+    def _request(self, stop_at_entry: bool) -> bool:
+        """Run (or run to entry) through the window's state, which says why when it cannot."""
+        if self.workbench is not None:
+            return self.workbench.run(stop_at_entry)
+        return self.start_run(stop_at_entry)
+
+    def start_run(self, stop_at_entry: bool) -> bool:
+        """Start the chosen function with the inputs line (filled first by ``before_run``); False, with the
+        reason in the status line, when it cannot start."""
         function = self.function_combo.currentText()
-        if not function or self.bridge.state in ("closed", "running", "starting"):
-            return
+        why = None
+        if not function:
+            why = "no function to run"
+        elif self.bridge.state in ("closed", "running", "starting"):
+            why = f"the session is {self.bridge.state}"
+        for check in self.before_run if why is None else ():
+            why = check()
+            if why:
+                break
+        if why:
+            self.status_label.setText(f"Not run: {why}")
+            if self.workbench is not None:
+                self.workbench.say(f"Not run: {why}")
+            return False
         self.crash_banner.hide()
         self.bridge.call(function, self.inputs, stop_at_entry)
         self.output.appendPlainText(f"$ {function} {self.inputs_edit.text()}".rstrip())
+        return True
 
     def rerun(self) -> None:
         self.crash_banner.hide()
@@ -461,12 +506,33 @@ class StepperPanel(QWidget):
 
     # -- events ---------------------------------------------------------------------------------
 
+    def reset_for_module(self, _loaded: LoadedModule | None = None) -> None:
+        """A new module: nothing of the previous one's run stays (results, registers, frames, banners)."""
+        self.output.clear()
+        self.registers.set_registers(None, compare=False)
+        self.call_stack.set_frames(())
+        self.globals_view.clear()
+        self.listing.set_current(None)
+        self.crash_banner.hide()
+        self.status_label.setText("Opening…")
+        if self._pending_restore is not None:
+            return  # the restored session's module: its function and inputs were just put back
+        self.restore_banner.hide()  # the user opened a module: the offer to restore another is moot
+        self.function_combo.blockSignals(True)
+        self.function_combo.clear()
+        self.function_combo.blockSignals(False)
+        self.inputs_edit.clear()
+
+    def _on_workbench(self, state) -> None:
+        self.device_label.setText(f"on {state.device}")
+        self.device_label.setToolTip(f"Runs use {state.device} (the Device panel changes it)")
+
     def _on_module(self, loaded: LoadedModule | None) -> None:
         self._listings.clear()
         self.vmfb = loaded.module if loaded is not None else None
         if loaded is None:
             return
-        device = selected_device()  # the settings' choice (the Device panel writes it)
+        device = self.workbench.device if self.workbench is not None else selected_device()
         self.device_label.setText(f"on {device}")
         names = []
         try:
@@ -474,15 +540,18 @@ class StepperPanel(QWidget):
         except Exception:  # a module without readable imports still runs; completion just has none
             pass
         self.breakpoints_view.set_names(names, [f.name for f in getattr(self.vmfb, "functions", [])])
-        self.bridge.open(loaded.path, device, loaded.source)
+        if self.workbench is None:  # with a window, its state opens the module on its device
+            self.bridge.open(loaded.path, device, loaded.source)
 
     def _on_opened(self, event: Opened) -> None:
         keep = self.bridge.last_call.function if self.bridge.last_call else self.function_combo.currentText()
         self.function_combo.blockSignals(True)
         self.function_combo.clear()
-        self.function_combo.addItems(list(event.functions))
+        self.function_combo.addItems(callable_first(event.functions))
         if keep in event.functions:
             self.function_combo.setCurrentText(keep)
+        else:
+            self.function_combo.setCurrentIndex(0)
         self.function_combo.blockSignals(False)
         self._on_function_chosen(self.function_combo.currentText())
         self._pending_restore = None
@@ -506,7 +575,11 @@ class StepperPanel(QWidget):
         if frames:
             self.select_frame(len(frames) - 1)
         self.bridge.evaluate(ReadGlobals())
-        self.status_label.setText(self.reverse.describe_stop(event, self._describe_stop(event)))
+        text = self.reverse.describe_stop(event, self._describe_stop(event))
+        self.status_label.setText(text)
+        self.status_label.setToolTip(text)
+        if self.workbench is not None:
+            self.workbench.set_stop_text(text)
         self._raise_dock()
 
     def _on_finished(self, event: Finished) -> None:
@@ -524,7 +597,7 @@ class StepperPanel(QWidget):
         where = f" at {event.location.describe()}" if event.location.frames else ""
         text = f"error{' ' + event.status if event.status else ''}{where}: {event.message}"
         self.output.appendPlainText(text)
-        self.status_label.setText("Failed")
+        self.status_label.setText(f"Failed: {event.message.splitlines()[0] if event.message else ''}")
         self.services.messages.error(
             f"the run failed: {event.message.splitlines()[0] if event.message else ''}"
         )
@@ -608,7 +681,9 @@ class StepperPanel(QWidget):
         info = event.location.dispatch_info
         if info is not None:
             text += f" ({info.when} #{info.ordinal} {info.export})"
-            if event.detail.nan_bindings:
+            if event.detail.nonfinite:
+                text += ", " + "; ".join(n.describe() for n in event.detail.nonfinite)
+            elif event.detail.nan_bindings:
                 text += f", NaN/Inf written to bindings {list(event.detail.nan_bindings)}"
         if event.location.frames:
             f = event.location.frames[-1]

@@ -313,6 +313,7 @@ class DebugSession:
             self._stop_detail(),
             breakpoints=tuple(b.describe() for b in why.breakpoints),
             nan_bindings=tuple(why.nan_bindings),
+            nonfinite=tuple(why.nonfinite),
             divergence=why.divergence,
         )
         self.emit(Stopped(reason, self.location(), detail))

@@ -24,6 +24,7 @@ from engine.session.protocol import (
     DispatchInfo,
     DispatchWhen,
     DivergenceStop,
+    NonFinite,
 )
 
 # Element types a NaN/Inf check reads a binding as: IREE's dispatch names end with the element type.
@@ -92,6 +93,21 @@ def nonfinite_count(data: np.ndarray, export: str) -> int:
     return int(values.size - np.count_nonzero(np.isfinite(as_float)))
 
 
+def nonfinite_summary(data: np.ndarray, export: str, binding: int) -> NonFinite | None:
+    """NaN and Inf in one binding (as the float type its dispatch name says), or ``None`` when all are
+    finite: counts and the flat element index of the first."""
+    values = float_view(data, export)
+    if values is None or values.size == 0:
+        return None
+    as_float = values.astype(np.float32) if values.dtype.kind != "f" else values
+    bad = ~np.isfinite(as_float)
+    count = int(np.count_nonzero(bad))
+    if not count:
+        return None
+    nan = int(np.count_nonzero(np.isnan(as_float)))
+    return NonFinite(binding, count, nan, count - nan, int(np.argmax(bad)))
+
+
 @dataclass(frozen=True)
 class GateStop:
     """Why the gate stops at a dispatch: the breakpoints that matched, NaN written, a dispatch step."""
@@ -101,6 +117,7 @@ class GateStop:
     step: bool = False
     paused: bool = False
     divergence: DivergenceStop | None = None  # a diverge breakpoint's finding
+    nonfinite: tuple[NonFinite, ...] = ()  # nonfinite_summary of each binding in nan_bindings
 
 
 class DispatchGate(DispatchObserver):
@@ -146,7 +163,7 @@ class DispatchGate(DispatchObserver):
 
         ref = self._references.get(bp)
         if ref is None:
-            ref = self._references[bp] = DivergeReference(bp.reference or "", bp.atol or 0.0, bp.rtol or 0.0)
+            ref = self._references[bp] = DivergeReference(bp.reference or "", bp.atol, bp.rtol)
         if self._call is not None:
             ref.prepare(*self._call)
         return ref
@@ -243,7 +260,9 @@ class DispatchGate(DispatchObserver):
                     break
             if hit:
                 self.current_info = self.info(record, DispatchWhen.AFTER, access)
-                self.park(record, self.current_info, GateStop(hit, nan, divergence=divergence))
+                found = (nonfinite_summary(after[k], record.export_name, k) for k in nan)
+                summaries = tuple(f for f in found if f is not None)
+                self.park(record, self.current_info, GateStop(hit, nan, divergence=divergence, nonfinite=summaries))
         finally:
             self._before_bytes = []
             self.current = None
@@ -260,6 +279,7 @@ __all__ = [
     "dispatch_matches",
     "executable_name",
     "is_dispatch_breakpoint",
+    "nonfinite_summary",
     "name_matches",
     "nonfinite_count",
 ]

@@ -106,6 +106,8 @@ class Breakpoint:
         if self.kind == BreakpointKind.NAN:
             return "after a dispatch that writes NaN/Inf"
         if self.kind == BreakpointKind.DIVERGE:
+            if self.atol is None and self.rtol is None:
+                return f"after a dispatch that diverges from {self.reference} (beyond rounding)"
             return f"after a dispatch that diverges from {self.reference} (atol {self.atol or 0}, rtol {self.rtol or 0})"
         return repr(self)
 
@@ -240,6 +242,24 @@ class DivergenceStop:
 
 
 @dataclass(frozen=True)
+class NonFinite:
+    """NaN and Inf a dispatch wrote to one binding: how many, and the flat index of the first."""
+
+    binding: int
+    count: int
+    nan: int
+    inf: int
+    first: int
+
+    def describe(self) -> str:
+        parts = [f"{n:,} {what}" for n, what in ((self.nan, "NaN"), (self.inf, "Inf")) if n]
+        return (
+            f"NaN/Inf written to binding {self.binding}: {' and '.join(parts) or 'non-finite values'};"
+            f" first at index {self.first}"
+        )
+
+
+@dataclass(frozen=True)
 class StopDetail:
     """What a stop knows besides its location.
 
@@ -253,6 +273,7 @@ class StopDetail:
     registers: RegisterFile = RegisterFile()
     breakpoints: tuple[str, ...] = ()
     nan_bindings: tuple[int, ...] = ()
+    nonfinite: tuple[NonFinite, ...] = ()  # per binding in ``nan_bindings``: counts and the first index
     divergence: DivergenceStop | None = None
     import_call: str | None = None
     steps: int | None = None

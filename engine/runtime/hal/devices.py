@@ -9,6 +9,10 @@ names the packages to install; the CPU URIs never touch Vulkan.
 
 from __future__ import annotations
 
+import os
+import platform
+from dataclasses import dataclass, field
+
 from engine.errors import HalError
 from engine.runtime.hal.device import Device
 
@@ -58,6 +62,93 @@ def device_uris() -> list[str]:
     return uris
 
 
+# Executable formats each kind of device runs (IREE's names, as a .vmfb's executables carry them), and the
+# iree-compile target that produces them.
+CPU_FORMATS = ("embedded-elf-x86_64", "vmvx-bytecode-fb")
+VULKAN_FORMATS = ("vulkan-spirv-fb", "vulkan-spirv-bda-v1")
+CPU_TARGET = "llvm-cpu"
+VULKAN_TARGET = "vulkan-spirv"
+
+
+@dataclass(frozen=True)
+class DeviceChoice:
+    """A device a user can run on: its URI, a name to show, the formats it runs, its compile target and
+    its properties as (label, text) rows."""
+
+    uri: str
+    name: str
+    kind: str  # "cpu" or "vulkan"
+    formats: tuple[str, ...]
+    compile_target: str
+    properties: list[tuple[str, str]] = field(default_factory=list)
+
+
+def cpu_choice() -> DeviceChoice:
+    """The CPU device (``local-sync``), always available."""
+    return DeviceChoice(
+        "local-sync",
+        "local-sync — CPU",
+        "cpu",
+        CPU_FORMATS,
+        CPU_TARGET,
+        [
+            ("Name", "local-sync (the emulated HAL's CPU device)"),
+            ("Type", "cpu"),
+            ("URI", "local-sync"),
+            ("Executable formats", ", ".join(CPU_FORMATS)),
+            ("Host", f"{platform.machine()} {platform.system()}, {os.cpu_count()} logical cores"),
+        ],
+    )
+
+
+def list_devices() -> tuple[list[DeviceChoice], str | None]:
+    """Every device a run can use (the CPU first, then each Vulkan device) and, when Vulkan is not
+    available, why (``None`` when it is). Creating a Vulkan instance can take a moment: call it off the
+    GUI thread."""
+    from engine.runtime.hal.vulkan.loader import list_physical_devices
+
+    choices = [cpu_choice()]
+    try:
+        infos = list_physical_devices()
+    except HalError as e:
+        return choices, str(e)
+    for info in infos:
+        uri = f"vulkan://{info.index}"
+        choices.append(
+            DeviceChoice(uri, f"{uri} — {info.name}", "vulkan", VULKAN_FORMATS, VULKAN_TARGET, vulkan_device_properties(info))
+        )
+    return choices, None
+
+
+def device_kind(uri: str) -> str | None:
+    """``cpu``, ``vulkan``, or ``None`` for a URI the debug engine does not know."""
+    driver, _ = split_device_uri(uri)
+    if driver in CPU_DRIVERS:
+        return "cpu"
+    if driver == VULKAN_DRIVER:
+        return "vulkan"
+    return None
+
+
+def compile_target_for(uri: str) -> str:
+    """The iree-compile target whose executables ``uri``'s device runs (``llvm-cpu``, ``vulkan-spirv``)."""
+    return VULKAN_TARGET if device_kind(uri) == "vulkan" else CPU_TARGET
+
+
+def formats_kind(formats: set[str] | list[str] | tuple[str, ...]) -> str | None:
+    """The kind of device a module's executable formats need (``cpu``/``vulkan``), ``None`` when it has no
+    executables or formats of both or of neither."""
+    kinds = {"cpu" if f in CPU_FORMATS else "vulkan" if f in VULKAN_FORMATS else "other" for f in formats}
+    return next(iter(kinds)) if len(kinds) == 1 and "other" not in kinds else None
+
+
+def runs_formats(uri: str, formats: set[str] | list[str] | tuple[str, ...]) -> bool:
+    """Whether ``uri``'s device runs every executable format in ``formats``."""
+    kind = device_kind(uri)
+    supported = CPU_FORMATS if kind == "cpu" else VULKAN_FORMATS if kind == "vulkan" else ()
+    return all(f in supported for f in formats)
+
+
 def _bytes_text(n: int) -> str:
     for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= size and n % (size // 16) == 0:
@@ -99,6 +190,17 @@ def vulkan_device_properties(info) -> list[tuple[str, str]]:
 
 __all__ = [
     "CPU_DRIVERS",
+    "CPU_FORMATS",
+    "CPU_TARGET",
+    "VULKAN_FORMATS",
+    "VULKAN_TARGET",
+    "DeviceChoice",
+    "compile_target_for",
+    "cpu_choice",
+    "device_kind",
+    "formats_kind",
+    "list_devices",
+    "runs_formats",
     "VULKAN_DRIVER",
     "create_device",
     "device_uris",

@@ -1,0 +1,177 @@
+"""The window as one workbench (issue 24): one current state for module, device, function, inputs and run.
+
+In the real ``MainWindow`` with real programs (the ONNX imports in the shared models folder, compiled with
+iree-compile): opening a second module leaves nothing of the first; the inputs offered fit the function's
+signature (read from its ``hal.buffer_view.assert`` checks); Inputs > Fill and Run without inputs give a
+run; Run says why when it cannot; a NaN stop names the first NaN's index; the function offered first is
+the one a user calls.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from session_support import compile_program
+from support import iree_tool
+
+from app.run_inputs import input_shape, misfit
+from app.views.stepper_panel import callable_first
+
+MODELS = Path(__file__).resolve().parents[2] / ".." / "shared" / "models"
+TIMEOUT = 120_000
+needs_models = pytest.mark.skipif(
+    not (MODELS / "small_cnn.mlir").exists(), reason=f"the shared models are not at {MODELS}"
+)
+
+
+@pytest.fixture(autouse=True)
+def state_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("IREE_LENS_STATE_DIR", str(tmp_path / "state"))
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory) -> dict[str, Path]:
+    """small_cnn (a CNN) and attention_block (a transformer block), ONNX imports compiled for llvm-cpu."""
+    out = tmp_path_factory.mktemp("workbench_models")
+    built = {}
+    for name in ("small_cnn", "attention_block"):
+        if not (MODELS / f"{name}.mlir").exists():
+            continue
+        built[name] = compile_program(str((MODELS / f"{name}.mlir").resolve()), "llvm-cpu", out)
+    return built
+
+
+def open_module(qtbot, window, vmfb: Path):
+    panel = window.panels["stepper"]
+    window.docks["stepper"].show()
+    with qtbot.waitSignal(panel.bridge.opened, timeout=TIMEOUT):
+        window.open_file(vmfb)
+    return panel
+
+
+def run_and_wait(qtbot, window, signal="finished"):
+    bridge = window.session_bridge
+    with qtbot.waitSignal(getattr(bridge, signal), timeout=TIMEOUT) as done:
+        assert window.run_function(), window.statusBar().currentMessage()
+    return done.args[0]
+
+
+def reference_output(vmfb: Path, function: str, inputs: list[str]) -> str:
+    proc = subprocess.run(
+        [iree_tool("iree-run-module"), f"--module={vmfb}", f"--function={function}", *[f"--input={i}" for i in inputs]],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return proc.stdout
+
+
+def test_the_function_a_user_calls_comes_first():
+    assert callable_first(["main$async", "main", "__init"]) == ["main", "main$async", "__init"]
+    assert callable_first(["b$async", "a", "b"]) == ["a", "b", "b$async"]
+
+
+def test_run_with_no_module_says_why(qtbot, main_window):
+    assert not main_window.run_function()
+    assert "open" in main_window.statusBar().currentMessage().lower()
+    main_window.run_action.trigger()  # Ctrl+R: the same, never silence
+    assert "open" in main_window.statusBar().currentMessage().lower()
+
+
+@needs_models
+def test_opening_a_second_module_leaves_nothing_of_the_first(qtbot, main_window, models, tmp_path):
+    window = main_window
+    cnn, transformer = models["small_cnn"], models["attention_block"]
+    panel = open_module(qtbot, window, cnn)
+    # The function a user calls, with inputs made from the shapes its host code asserts (1x3x16x16xf32).
+    assert panel.function_combo.currentText() == "small_cnn"
+    qtbot.waitUntil(lambda: panel.inputs == ("1x3x16x16xf32=0",), timeout=10_000)
+    # A run that fails leaves an error banner; the next good run clears it.
+    panel.set_inputs(("1x2xf32=0",))
+    with qtbot.waitSignal(panel.bridge.failed, timeout=TIMEOUT):
+        window.run_function()
+    assert window.banner.isVisible()
+    x = MODELS / "small_cnn_x.npy"
+    window.load_numpy_inputs(x)
+    finished = run_and_wait(qtbot, window)
+    assert not window.banner.isVisible()
+    expected = reference_output(cnn, "small_cnn", [f"@{x}"])
+    assert expected.split("result[0]: hal.buffer_view", 1)[1].strip().splitlines()[0] in finished.results_text
+    # Stop at entry so the registers and call stack hold something of this module.
+    with qtbot.waitSignal(panel.bridge.stopped, timeout=TIMEOUT):
+        assert window.workbench.run(stop_at_entry=True)
+    assert panel.call_stack.topLevelItemCount() and panel.registers.registers.i32
+    assert panel.output.toPlainText()
+
+    # The transformer: nothing of the CNN remains.
+    panel = open_module(qtbot, window, transformer)
+    assert window.workbench.module.path == transformer
+    assert panel.output.toPlainText() == ""
+    assert panel.call_stack.topLevelItemCount() == 0
+    assert not panel.registers.registers.i32
+    assert not window.banner.isVisible()
+    assert window.documents.document("paused-dispatch") is None
+    assert panel.function_combo.currentText() == "attention_block"
+    assert "small_cnn" not in [panel.function_combo.itemText(i) for i in range(panel.function_combo.count())]
+    # The inputs offered fit the transformer's signature (not the CNN's .npy).
+    qtbot.waitUntil(lambda: panel.inputs == ("1x8x32xf32=0",), timeout=10_000)
+    args = window.run_inputs.arguments("attention_block")
+    assert misfit(args, panel.inputs, "attention_block") is None
+    assert misfit(args, (f"@{x}",), "attention_block") is not None
+    assert window.run_inputs.remembered("attention_block") is None
+    # The saved session no longer mixes the CNN's call with the transformer.
+    saved = window.session_bridge.store.load()
+    assert saved.module_path == str(transformer) and saved.function in (None, "attention_block")
+    # Back to the CNN file: its own inputs (per file and function) come back.
+    panel = open_module(qtbot, window, cnn)
+    qtbot.waitUntil(lambda: panel.inputs == (f"@{x}",), timeout=10_000)
+
+
+@needs_models
+def test_fill_and_run_without_inputs_give_a_run(qtbot, main_window, models):
+    window = main_window
+    transformer = models["attention_block"]
+    panel = open_module(qtbot, window, transformer)
+    # Inputs > Fill with random: inputs of the right shape appear.
+    fill = next(a for a in window.inputs_menu.actions() if a.text() == "Fill with random")
+    panel.inputs_edit.clear()
+    fill.trigger()
+    assert len(panel.inputs) == 1 and input_shape(panel.inputs[0]) == ((1, 8, 32), "f32")
+    assert len(panel.inputs[0].split("=", 1)[1].split()) == 256
+    assert "filled" in window.statusBar().currentMessage()
+    finished = run_and_wait(qtbot, window)
+    assert "1x8x32xf32" in finished.results_text
+    # Run with an empty inputs line: inputs filled in (the file's remembered ones, else from the signature).
+    panel.inputs_edit.clear()
+    finished = run_and_wait(qtbot, window)
+    assert panel.inputs and input_shape(panel.inputs[0])[0] == (1, 8, 32)
+    expected = reference_output(transformer, "attention_block", list(panel.inputs))
+    assert expected.split("result[0]: hal.buffer_view", 1)[1].strip().splitlines()[0] in finished.results_text
+
+
+def test_a_nan_stop_names_the_first_nan(qtbot, main_window, tmp_path):
+    window = main_window
+    vmfb = compile_program("nan_log", "llvm-cpu", tmp_path)
+    panel = open_module(qtbot, window, vmfb)
+    view = panel.breakpoints_view
+    view.kind.setCurrentIndex(view.kind.findData("nan"))
+    with qtbot.waitSignal(panel.bridge.breakpointsChanged, timeout=TIMEOUT):
+        view.add_button.click()
+    # log(a - b): NaN where a < b. Only elements 13 and 20 are negative differences.
+    a = np.full((4, 8), 3.0, dtype=np.float32)
+    b = np.ones((4, 8), dtype=np.float32)
+    b.flat[13] = b.flat[20] = 5.0
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "b.npy", b)
+    with np.errstate(invalid="ignore"):
+        expected_first = int(np.argmax(~np.isfinite(np.log(a - b))))
+    panel.set_inputs((f"@{tmp_path / 'a.npy'}", f"@{tmp_path / 'b.npy'}"))
+    stop = run_and_wait(qtbot, window, "stopped")
+    nonfinite = stop.detail.nonfinite
+    assert nonfinite and nonfinite[0].first == expected_first == 13 and nonfinite[0].nan == 2
+    assert f"first at index {expected_first}" in panel.status_label.text()
+    assert f"first at index {expected_first}" in window.statusBar().currentMessage()
+    assert "2 NaN" in window.workbench.state.stop_text
