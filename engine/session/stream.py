@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import collections
 import importlib
+import io
 import os
 import shlex
 import socket
@@ -102,62 +103,89 @@ def serve(reader: BinaryIO, writer: BinaryIO, *, compress: bool = True) -> int:
     handler = handler_class(emit)
     send({"k": "hello", "role": "server", "version": PROTOCOL_VERSION, "host": socket.gethostname(), "pid": os.getpid()})
 
-    work: collections.deque[Command | _Close] = collections.deque()
-    ready = threading.Condition()
+    return _CommandLoop(reader, handler, send, emit).run()
 
-    def worker() -> None:
+
+class _CommandLoop:
+    """Reads frames and runs commands, strictly in order, with no thread hop between the two.
+
+    Two threads take turns as the *reader*: the one that reads a command gives the reader's turn to the
+    other (which then waits in ``read`` for a pause request or the next command) and runs the command
+    itself. A command read while an earlier one runs waits for it (tickets), so commands stay ordered; a
+    pause request is served at once by whichever thread reads it.
+    """
+
+    def __init__(self, reader: BinaryIO, handler: Any, send: Callable[[Any], None], emit: Callable[[Event], None]):
+        self.reader = reader
+        self.handler = handler
+        self.send = send
+        self.emit = emit
+        self.cv = threading.Condition()
+        self.reading = False  # a thread holds the reader's turn
+        self.issued = 0  # tickets handed to commands read so far
+        self.done = 0  # commands finished
+        self.finished = False
+        self.status = 0
+
+    def run(self) -> int:
+        for k in range(2):
+            threading.Thread(target=self._take_turns, name=f"session-commands-{k}", daemon=True).start()
+        with self.cv:
+            self.cv.wait_for(lambda: self.finished)
+        return self.status
+
+    def _take_turns(self) -> None:
         while True:
-            with ready:
-                ready.wait_for(lambda: bool(work))
-                command = work.popleft()
-            if isinstance(command, Shutdown):
-                return
-            try:
-                if isinstance(command, _Close):
-                    command.fn()
-                    continue
-                handler.handle(command)
-            except Exception as e:  # a bug in a handler is reported, not fatal to the session
-                emit(Failed(f"{type(e).__name__}: {e}"))
+            with self.cv:
+                self.cv.wait_for(lambda: not self.reading or self.finished)
+                if self.finished:
+                    return
+                self.reading = True
+            message = self._read()
+            kind = message.get("k") if isinstance(message, dict) else None
+            with self.cv:
+                self.reading = False
+                ticket = None if kind == "pause" else self.issued
+                if ticket is not None:
+                    self.issued += 1
+                self.cv.notify_all()
+            if ticket is None:
+                self.handler.pause()
+                continue
+            with self.cv:
+                self.cv.wait_for(lambda t=ticket: self.done == t or self.finished)
+                if self.finished:
+                    return
+            self._run(message.get("command") if kind == "command" else None)
+            with self.cv:
+                self.done = ticket + 1
+                self.cv.notify_all()
 
-    thread = threading.Thread(target=worker, name="session-worker", daemon=True)
-    thread.start()
-    status = 0
-    while True:
-        try:
-            message = read_frame(reader)
-        except ConnectionLost:
-            message = {"k": "command", "command": Shutdown()}
-        except WireError as e:
-            send({"k": "error", "message": str(e)})
-            message, status = {"k": "command", "command": Shutdown()}, 2
-        kind = message.get("k") if isinstance(message, dict) else None
-        if kind == "pause":
-            handler.pause()
-            continue
-        command = message.get("command") if kind == "command" else None
-        if not isinstance(command, Command):
-            send({"k": "error", "message": f"not a command: {type(command).__name__}"})
-            continue
+    def _run(self, command: Any) -> None:
         if isinstance(command, Shutdown):
-            close = getattr(handler, "close", None)
+            close = getattr(self.handler, "close", None)
             if callable(close):  # a run parked at a dispatch waits for a command: abandon it
-                with ready:
-                    work.appendleft(_Close(close))
-                    ready.notify()
-        with ready:
-            work.append(command)
-            ready.notify()
-        if isinstance(command, Shutdown):
-            thread.join(timeout=5)
-            return status
+                close()
+            with self.cv:
+                self.finished = True
+                self.cv.notify_all()
+        elif not isinstance(command, Command):
+            self.send({"k": "error", "message": f"not a command: {type(command).__name__}"})
+        else:
+            try:
+                self.handler.handle(command)
+            except Exception as e:  # a bug in a handler is reported, not fatal to the session
+                self.emit(Failed(f"{type(e).__name__}: {e}"))
 
-
-class _Close:
-    """Work for the server's worker that is not a protocol command (abandoning a parked run)."""
-
-    def __init__(self, fn: Callable[[], Any]):
-        self.fn = fn
+    def _read(self) -> Any:
+        try:
+            return read_frame(self.reader)
+        except ConnectionLost:
+            return {"k": "command", "command": Shutdown()}
+        except WireError as e:
+            self.send({"k": "error", "message": str(e)})
+            self.status = 2
+            return {"k": "command", "command": Shutdown()}
 
 
 def serve_stdio() -> int:
@@ -226,7 +254,7 @@ class StreamSession:
             raise RemoteError(f"cannot start the session server {self.argv[0]!r}: {e}") from None
         for fd in (self.process.stdin.fileno(), self.process.stdout.fileno()):
             _grow_pipe(fd)
-        self._in = self.process.stdout
+        self._in = io.BufferedReader(self.process.stdout, 1 << 16)  # a frame's head and header in one read
         self._out = self.process.stdin
         threading.Thread(target=self._pump_stderr, name="session-stderr", daemon=True).start()
         self._write({"k": "hello", "version": PROTOCOL_VERSION, "handler": handler, "progress": progress})
