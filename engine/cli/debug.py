@@ -52,8 +52,8 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "debug", help="run a debugger commands file on a function of a .vmfb (like gdb -batch -x)"
     )
-    p.add_argument("module", help="the .vmfb to debug")
-    p.add_argument("--function", required=True, help="exported function to call")
+    p.add_argument("module", help="the .vmfb to debug (or an .ireereplay: its HAL calls and dispatches)")
+    p.add_argument("--function", default="", help="exported function to call (required for a .vmfb)")
     p.add_argument("--input", action="append", default=[], help="an input, as iree-run-module takes it")
     p.add_argument("--device", default="local-sync", help="local-sync, local-task or vulkan (default local-sync)")
     p.add_argument(
@@ -80,6 +80,13 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
+    if args.module.endswith(".ireereplay"):  # IREE's HAL replays: engine/cli/replay.py
+        from engine.cli.replay import debug
+
+        return debug(args)
+    if not args.function:
+        print("iree-lens debug: --function is required for a module", file=sys.stderr)
+        return 2
     try:
         text = Path(args.commands).read_text()
     except OSError as e:
