@@ -267,6 +267,11 @@ def test_run_profile_and_debug_commands_on_a_replay(tmp_path):
     edited = np.load(tmp_path / "edited.npy").tobytes()
     assert edited != np.load(tmp_path / "plain.npy").tobytes()
     assert edited == _iree_run_replay(path, "local-sync", tmp_path, flag)[0]
+    # The run as it ran (the edit applied) written as a replay: IREE's replay tool computes the same.
+    written = tmp_path / "as_run.ireereplay"
+    proc = _lens("run", path, f"--substitute=main_dispatch_0={edit}", f"--write-replay={written}")
+    assert proc.returncode == 0 and written.is_file(), proc.stderr
+    assert _iree_run_replay(written, "local-sync", tmp_path)[0] == edited
 
     trace = tmp_path / "trace.json"
     proc = _lens("profile", path, f"--out={trace}")
