@@ -367,3 +367,24 @@ def test_remote_session_same_stops(program):
             client.close()
     assert seen[0] == seen[1]
     assert "dispatch #2" in seen[0][1][0][0] and seen[0][4]["exitCode"] == 0
+
+
+def test_breakpoints_set_before_launch_and_reference_engine(program):
+    """Breakpoints a client sets before ``launch`` hold; the reference engine (IREE's runtime) stops at the
+    traced module's dispatch and says plainly that it has no history to step back in."""
+    vmfb, inputs = program
+    client = DapClient([*lens_command(), "dap"])
+    try:
+        client.request("initialize", {"adapterID": "iree-lens"})
+        client.request("setFunctionBreakpoints", {"breakpoints": [{"name": "dispatch:1"}]})
+        client.request("launch", {"program": str(vmfb), "inputs": inputs, "engine": "reference"})
+        client.wait_event("initialized")
+        client.request("configurationDone")
+        assert client.stopped()["reason"] == "function breakpoint"
+        assert "dispatch #1" in client.top_frame()["name"]
+        reply = client.request("stepBack", {"threadId": 1}, ok=False)
+        assert reply["success"] is False and "history" in reply["message"]
+        client.request("continue", {"threadId": 1})
+        assert client.wait_event("exited")["body"]["exitCode"] == 0
+    finally:
+        client.close()

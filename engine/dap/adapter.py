@@ -225,6 +225,9 @@ class DebugAdapter:
         except LensError as e:
             self.client = None
             raise RequestError(str(e)) from None
+        breakpoints = self._function_bps + self._instruction_bps + self._exception_bps
+        if breakpoints:  # set before the launch (the client sends them with the module)
+            self.client.set_breakpoints(breakpoints)
         device = str(args.get("device") or "local-sync")
         opened = self._query(lambda: self.client.open(str(program), device))
         if not isinstance(opened, Opened):
