@@ -267,6 +267,11 @@ def test_run_profile_and_debug_commands_on_a_replay(tmp_path):
     edited = np.load(tmp_path / "edited.npy").tobytes()
     assert edited != np.load(tmp_path / "plain.npy").tobytes()
     assert edited == _iree_run_replay(path, "local-sync", tmp_path, flag)[0]
+    # The run as it ran (the edit applied) written as a replay: IREE's replay tool computes the same.
+    written = tmp_path / "as_run.ireereplay"
+    proc = _lens("run", path, f"--substitute=main_dispatch_0={edit}", f"--write-replay={written}")
+    assert proc.returncode == 0 and written.is_file(), proc.stderr
+    assert _iree_run_replay(written, "local-sync", tmp_path)[0] == edited
 
     trace = tmp_path / "trace.json"
     proc = _lens("profile", path, f"--out={trace}")
@@ -291,3 +296,24 @@ def test_run_profile_and_debug_commands_on_a_replay(tmp_path):
     bad = tmp_path / "bad.txt"
     bad.write_text("break function main\ncontinue\n")
     assert _lens("debug", path, f"--commands={bad}").returncode == 2
+
+
+def test_a_substitution_without_the_captured_functions_is_refused_like_iree_does(compiled, tmp_path):
+    from engine.replay.execute import ReplayExecutionError
+
+    path = record_replay(
+        compiled.path("matmul", "llvm-cpu"), "main", ["4x8xf32=1", "8x16xf32=2"], tmp_path / "m.ireereplay"
+    )
+    other = describe_replay(open_replay(record_replay(
+        compiled.path("softmax", "llvm-cpu"), "main", ["4x16xf32=1"], tmp_path / "s.ireereplay"
+    )))  # fmt: skip
+    binary = tmp_path / "softmax.so"
+    binary.write_bytes(bytes(open_replay(tmp_path / "s.ireereplay").range_bytes(other.executables[0].data)))
+    substitution = Substitution.parse(f"all={binary}")
+    with pytest.raises(ReplayExecutionError, match="no function named"):
+        _ours(path, "local-sync", [substitution])
+    proc = subprocess.run(
+        [iree_tool("iree-run-replay"), "--device=local-sync", substitution.to_flag(), str(path)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode != 0

@@ -36,6 +36,11 @@ def add_parser(subparsers) -> None:
         help="run an edited executable: NAME is an executable or export (main_dispatch_0), FILE its MLIR "
         "source (.mlir), LLVM IR (.ll, CPU) or SPIR-V (.spv/.spvasm, Vulkan); repeatable",
     )
+    p.add_argument(
+        "--write-replay",
+        metavar="OUT.ireereplay",
+        help="(an .ireereplay) also write the replay as it ran, substitutions applied: iree-run-replay takes it",
+    )
     p.set_defaults(func=run)
 
 
