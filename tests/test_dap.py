@@ -388,3 +388,39 @@ def test_breakpoints_set_before_launch_and_reference_engine(program):
         assert client.wait_event("exited")["body"]["exitCode"] == 0
     finally:
         client.close()
+
+
+def test_dap_over_ssh(program, tmp_path):
+    """``iree-lens dap --remote='ssh ... iree-lens serve --stdio'`` through a real sshd on a loopback port."""
+    import shlex
+
+    from support import LocalSshd
+
+    sshd = LocalSshd(tmp_path / "sshd")
+    reason = sshd.start()
+    if reason is not None:
+        sshd.stop()
+        pytest.skip(reason)
+    vmfb, inputs = program
+    serve = shlex.join(["env", f"PYTHONPATH={ROOT}", *lens_command(), "serve", "--stdio"])
+    client = DapClient([*lens_command(), "dap", f"--remote={shlex.join([*sshd.ssh_argv(), serve])}"])
+    try:
+        launch(client, vmfb, inputs, stopOnEntry=True)
+        reply = client.request("setBreakpoints", {"source": {"path": str(vmfb)}, "breakpoints": [{"line": 3}]})
+        assert reply["body"]["breakpoints"][0]["verified"] is False
+        client.request("setFunctionBreakpoints", {"breakpoints": [{"name": "dispatch:0"}]})
+        client.request("configurationDone")
+        assert client.stopped()["reason"] == "entry"
+        client.request("continue", {"threadId": 1})
+        assert client.stopped()["reason"] == "function breakpoint"
+        scopes = client.request("scopes", {"frameId": 1})["body"]["scopes"]
+        variables = client.request("variables", {"variablesReference": scopes[0]["variablesReference"]})["body"]
+        first = client.request("readMemory", {"memoryReference": variables["variables"][0]["memoryReference"],
+                                              "count": 128})["body"]
+        assert base64.b64decode(first["data"]) == A.tobytes()  # dispatch 0 reads a (a - b)
+        client.request("continue", {"threadId": 1})
+        assert client.wait_event("exited")["body"]["exitCode"] == 0
+        client.wait_event("terminated")
+    finally:
+        client.close()
+        sshd.stop()

@@ -280,6 +280,11 @@ class DebugAdapter:
         self._apply_breakpoints()
         return {"breakpoints": answers}
 
+    def _on_set_breakpoints(self, args: dict, request: dict) -> dict:
+        """Source lines are not where a .vmfb's code lives: each is answered unverified, saying what to use."""
+        message = "a .vmfb has no source lines here: use function breakpoints (dispatch:NAME, a VM function) or instruction breakpoints"
+        return {"breakpoints": [{"verified": False, "message": message} for _ in args.get("breakpoints") or ()]}
+
     def _on_set_instruction_breakpoints(self, args: dict, request: dict) -> dict:
         self._instruction_bps, answers = [], []
         for spec in args.get("breakpoints") or ():
