@@ -46,6 +46,98 @@ def lens_run(
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
 
 
+# -- IREE HAL replays (.ireereplay) -------------------------------------------------------------------------
+
+
+def record_replay(vmfb, function: str, inputs, out: Path, device: str = "local-sync") -> Path:
+    """``iree-run-module --device_replay_output=out``: IREE's own HAL replay of one call."""
+    cmd = [iree_tool("iree-run-module"), f"--device={device}", f"--module={vmfb}", f"--function={function}"]
+    cmd += [f"--input={i}" for i in inputs] + [f"--device_replay_output={out}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0 and device.startswith("vulkan") and _replay_finished(Path(out)):
+        # iree-run-module 3.13 on lavapipe often dies in its Vulkan teardown (SIGSEGV, exit 245) after the
+        # run and after the recorder finalized the replay (its header holds the final length).
+        return Path(out)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:], proc.stdout[-2000:])
+    return Path(out)
+
+
+def _replay_finished(path: Path) -> bool:
+    import struct
+
+    if not path.is_file() or path.stat().st_size < 24:
+        return False
+    with open(path, "rb") as fh:
+        length = struct.unpack("<Q", fh.read(24)[16:24])[0]
+    return length == path.stat().st_size
+
+
+def iree_dump_replay_rows(path) -> list[dict]:
+    """``iree-dump-replay --format=jsonl``, one parsed row per line."""
+    import json
+
+    proc = subprocess.run(
+        [iree_tool("iree-dump-replay"), "--format=jsonl", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+
+
+def iree_traced_tensors(
+    vmfb, function: str, args: list[np.ndarray], device: str = "local-sync"
+) -> list[tuple[str, list]]:
+    """IREE's own traced dispatch tensors (a module built with ``--iree-flow-trace-dispatch-tensors``) read
+    with a ``HalModuleDebugSink``, with no engine code: ``(key, arrays)`` in the order IREE traced them."""
+    import iree.runtime as rt
+
+    seen: list[tuple[str, list]] = []
+
+    def sink(key, views):
+        arrays = []
+        for bv in views:
+            dtype = rt.HalElementType.map_to_dtype(bv.element_type)
+            arrays.append(np.array(bv.map().asarray(bv.shape, dtype), copy=True))
+        seen.append((key, arrays))
+
+    instance = rt.VmInstance()
+    hal_device = rt.get_device(device)
+    debug_sink = rt.HalModuleDebugSink(sink)
+    hal = rt.create_hal_module(instance, hal_device, debug_sink=debug_sink)
+    module = rt.VmModule.copy_buffer(instance, Path(vmfb).read_bytes())
+    context = rt.VmContext(instance, [hal, module])
+    arg_list = rt.VmVariantList(len(args))
+    for a in args:
+        if np.ndim(a) == 0 and np.asarray(a).dtype.kind == "i":  # an integer scalar argument
+            arg_list.push_int(int(a))
+            continue
+        arg_list.push_ref(
+            hal_device.allocator.allocate_buffer_copy(
+                memory_type=rt.MemoryType.DEVICE_LOCAL,
+                allowed_usage=rt.BufferUsage.DEFAULT,
+                device=hal_device,
+                buffer=np.ascontiguousarray(a),
+                element_type=_iree_element_type(rt, a.dtype),
+            )
+        )
+    context.invoke(module.lookup_function(function), arg_list, rt.VmVariantList(4))
+    del context, hal, debug_sink
+    return seen
+
+
+def _iree_element_type(rt, dtype):
+    names = {
+        "float32": "FLOAT_32",
+        "float16": "FLOAT_16",
+        "int32": "SINT_32",
+        "int8": "SINT_8",
+        "int64": "SINT_64",
+    }
+    return getattr(rt.HalElementType, names[np.dtype(dtype).name])
+
+
 # -- programs run by several test modules ------------------------------------------------------------------
 
 # (sample, function, inputs): covers f32/f16/i8/i32/i64 tensors, scalars, rank 0, splats, >1024 elements.
@@ -276,40 +368,6 @@ TARGET_FLAGS = {
 from bench_support import compile_with_dumps, edited_source  # noqa: E402, F401
 
 
-def record_replay(vmfb, function: str, inputs, out: Path, device: str = "local-sync") -> Path:
-    """``iree-run-module --device_replay_output=out``: IREE's own HAL replay of one call."""
-    cmd = [iree_tool("iree-run-module"), f"--device={device}", f"--module={vmfb}", f"--function={function}"]
-    cmd += [f"--input={i}" for i in inputs] + [f"--device_replay_output={out}"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    if proc.returncode != 0 and device.startswith("vulkan") and _replay_finished(Path(out)):
-        # iree-run-module 3.13 on lavapipe often dies in its Vulkan teardown (SIGSEGV, exit 245) after the
-        # run and after the recorder finalized the replay (its header holds the final length).
-        return Path(out)
-    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:], proc.stdout[-2000:])
-    return Path(out)
-
-
-def _replay_finished(path: Path) -> bool:
-    import struct
-
-    if not path.is_file() or path.stat().st_size < 24:
-        return False
-    with open(path, "rb") as fh:
-        length = struct.unpack("<Q", fh.read(24)[16:24])[0]
-    return length == path.stat().st_size
-
-
-def iree_dump_replay_rows(path) -> list[dict]:
-    """``iree-dump-replay --format=jsonl``, one parsed row per line."""
-    import json
-
-    proc = subprocess.run(
-        [iree_tool("iree-dump-replay"), "--format=jsonl", str(path)], capture_output=True, text=True, timeout=120
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
-
-
 def assert_within_ulps(got, expected, ulps: int, magnitude=None) -> None:
     """``got`` equals ``expected`` to ``ulps`` units in the last place (for float results computed in
     another order or with fused multiply-adds, never bit for bit). The ulp is that of the larger of the
@@ -346,7 +404,9 @@ class LocalSshd:
         import socket
         import time
 
-        sshd = shutil.which("sshd") or next((p for p in ("/usr/sbin/sshd", "/usr/bin/sshd") if Path(p).exists()), None)
+        sshd = shutil.which("sshd") or next(
+            (p for p in ("/usr/sbin/sshd", "/usr/bin/sshd") if Path(p).exists()), None
+        )
         keygen = shutil.which("ssh-keygen")
         if not sshd or not keygen or not shutil.which("ssh"):
             return "OpenSSH (sshd, ssh, ssh-keygen) is not installed: apt-get install openssh-server openssh-client"
@@ -393,9 +453,22 @@ class LocalSshd:
         import getpass
 
         return [
-            "ssh", "-p", str(self.port), "-i", str(self.root / "user_key"), "-o", "IdentitiesOnly=yes",
-            "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes",
-            "-o", "LogLevel=ERROR", f"{getpass.getuser()}@127.0.0.1",
+            "ssh",
+            "-p",
+            str(self.port),
+            "-i",
+            str(self.root / "user_key"),
+            "-o",
+            "IdentitiesOnly=yes",
+            "-o",
+            "StrictHostKeyChecking=no",
+            "-o",
+            "UserKnownHostsFile=/dev/null",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "LogLevel=ERROR",
+            f"{getpass.getuser()}@127.0.0.1",
         ]
 
     def stop(self) -> None:

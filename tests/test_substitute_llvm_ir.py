@@ -14,6 +14,12 @@ def _double_bits(x: float) -> str:
     return "0x%016X" % struct.unpack("<Q", struct.pack("<d", x))[0]
 
 
+def _float_widened(bits: int) -> str:
+    # A float's bits as the double LLVM 22 prints for it (numpy widens a quiet NaN keeping its payload).
+    wide = np.array([bits], "<u4").view("<f4").astype("<f8").view("<u8")[0]
+    return "0x%016X" % int(wide)
+
+
 @pytest.mark.parametrize(
     "source,expected",
     [
@@ -28,6 +34,20 @@ def _double_bits(x: float) -> str:
         ("float 1.500000e+00", "float 1.500000e+00"),  # exact: unchanged
         ("memory(readwrite, target_mem: none)", "memory(readwrite, target_mem0: none, target_mem1: none)"),
         ("%ninf = fadd ninf float %x, %inf", "%ninf = fadd ninf float %x, %inf"),  # names and flags untouched
+        # LLVM 24's signed special values and NaN payloads (quiet: `nan(P)`, signalling: `snan(P)`).
+        ("splat (float +inf)", "splat (float 0x7FF0000000000000)"),
+        ("float +qnan", "float 0x7FF8000000000000"),
+        ("float +nan(0x1)", f"float {_float_widened(0x7FC00001)}"),
+        ("float +snan(0x1)", "float 0x7FF0000020000000"),
+        ("float -snan(0x2)", "float 0xFFF0000040000000"),
+        ("half +inf", "half 0xH7C00"),
+        ("half +nan(0x1)", "half 0xH7E01"),
+        ("half +snan(0x1)", "half 0xH7C01"),
+        ("bfloat -qnan", "bfloat 0xRFFC0"),
+        ("bfloat +nan(0x1)", "bfloat 0xR7FC1"),
+        ("double +nan(0x1)", "double 0x7FF8000000000001"),
+        ("double -inf", "double 0xFFF0000000000000"),
+        ("[2 x float] [float +inf, float -qnan]", "[2 x float] [float 0x7FF0000000000000, float 0xFFF8000000000000]"),
     ],
 )
 def test_literals(source, expected):

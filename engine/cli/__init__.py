@@ -12,7 +12,8 @@ import sys
 
 # Sub-command modules, in the order `iree-lens --help` lists them.
 COMMAND_MODULES = (
-    "inspect", "run", "phases", "devices", "capture", "diverge", "profile", "zones", "debug", "serve", "dap",
+    "inspect", "run", "sources", "phases", "devices", "capture", "diverge", "profile", "zones", "debug", "serve",
+    "dap",
 )
 
 

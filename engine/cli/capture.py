@@ -12,8 +12,8 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "capture", help="run a function and save its inputs, outputs and every dispatch's tensors"
     )
-    p.add_argument("module", help="the .vmfb to run")
-    p.add_argument("--function", required=True, help="exported function to call")
+    p.add_argument("module", help="the .vmfb to run (or an .ireereplay: the replay is the run)")
+    p.add_argument("--function", default="", help="exported function to call (required for a .vmfb)")
     p.add_argument("--input", action="append", default=[], help="an input, as iree-run-module takes it")
     p.add_argument(
         "--engine",
@@ -59,6 +59,13 @@ def parse_overrides(specs: list[str]) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.module.endswith(".ireereplay"):  # IREE's HAL replays: engine/cli/replay.py
+        from engine.cli.replay import capture
+
+        return capture(args)
+    if not args.function:
+        print("iree-lens capture: --function is required for a module", file=sys.stderr)
+        return 2
     from engine.dispatch.capture import capture_debug, capture_reference
     from engine.dispatch.tensor_types import interfaces_from_files
 

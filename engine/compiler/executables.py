@@ -6,6 +6,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.errors import FormatError
+
 # Sub-folders of a compilation's ``executables/`` folder, one per IREE dump flag.
 DUMP_KINDS = ("sources", "configurations", "intermediates", "binaries")
 
@@ -79,31 +81,135 @@ def collect_executables(dump_dir: Path, names: list[str]) -> list[ExecutableArti
     return result
 
 
-def extract_executables(snapshot_text: str) -> dict[str, str]:
-    """Each ``hal.executable`` of a phase snapshot as a standalone MLIR file, by name.
+_ALIAS_REF = re.compile(r"#([A-Za-z_][\w$.-]*)")
+_RESOURCE_REF = re.compile(r"dense_resource<([^>]+)>")
+_ALIAS_DEF = re.compile(r"^#([\w$.-]+) = ")
+_TOP_LEVEL_OPS = ("module", "builtin.module", "hal.executable", "func.func", "util.")
+_EXECUTABLE_OPEN = re.compile(r"^  hal\.executable(?: (?:private|public|nested))? @([\w$.-]+) \{$")
 
-    The op is taken as printed in the snapshot, preceded by the snapshot's attribute aliases
-    (``#map = ...``) it may refer to, so the text parses on its own (and can be given to
-    ``--iree-hal-substitute-executable-source``).
-    """
+
+@dataclass(frozen=True)
+class SnapshotParts:
+    """A phase snapshot cut into what a standalone executable file needs: the attribute aliases printed
+    before the module (each whole, also when it spans lines), the ``hal.executable`` ops by name (as
+    printed, one indentation level removed), and the ``builtin`` resource blobs of the file's trailing
+    ``{-# dialect_resources ... #-}`` section by key (each its printed ``key: "0x..."`` entry)."""
+
+    aliases: dict[str, str]
+    executables: dict[str, str]
+    resources: dict[str, str]
+
+
+def split_snapshot(snapshot_text: str) -> SnapshotParts:
+    """Cut a phase snapshot (``executable-sources`` and later) into ``SnapshotParts``."""
     lines = snapshot_text.splitlines()
-    aliases = []
-    for line in lines:
-        if line.startswith("#"):
-            aliases.append(line)
-        elif line.startswith("module"):
-            break
-    found: dict[str, str] = {}
+    aliases: dict[str, str] = {}
     i = 0
+    # Aliases: a line `#name = ...` starts one, which runs to the next alias or the module (IREE prints
+    # big aliases such as `#composite_of_9559552b = #util.composite<9559552xi8, [` over many lines).
+    while i < len(lines) and not lines[i].startswith(_TOP_LEVEL_OPS):
+        m = _ALIAS_DEF.match(lines[i])
+        if m:
+            end = i + 1
+            while end < len(lines) and not (_ALIAS_DEF.match(lines[end]) or lines[end].startswith(_TOP_LEVEL_OPS)):
+                end += 1
+            aliases[m[1]] = "\n".join(lines[i:end]).rstrip()
+            i = end
+        else:
+            i += 1
+    executables: dict[str, str] = {}
     while i < len(lines):
-        m = re.match(r"^  hal\.executable(?: (?:private|public|nested))? @([\w$.-]+) \{$", lines[i])
+        m = _EXECUTABLE_OPEN.match(lines[i])
         if not m:
+            if lines[i].startswith("{-#"):
+                break
             i += 1
             continue
         end = i + 1
         while end < len(lines) and lines[end] != "  }":
             end += 1
-        body = [line[2:] for line in lines[i : end + 1]]
-        found[m[1]] = "\n".join([*aliases, *body]) + "\n"
+        op = [line[2:] for line in lines[i : end + 1]]
+        # Public, as IREE's own dump (--iree-hal-dump-executable-sources-to) prints it: a private
+        # executable that nothing refers to is dropped when the file is compiled alone.
+        op[0] = re.sub(r"^hal\.executable (?:private |nested )?@", "hal.executable public @", op[0])
+        executables[m[1]] = "\n".join(op) + "\n"
         i = end + 1
+    return SnapshotParts(aliases, executables, _builtin_resources(lines[i:]))
+
+
+def _builtin_resources(lines: list[str]) -> dict[str, str]:
+    # The section as MLIR prints it: `{-#`, `  dialect_resources: {`, `    builtin: {`, one
+    # `      key: "0x...",` line per blob, closing braces, `#-}`.
+    found: dict[str, str] = {}
+    in_builtin = False
+    for line in lines:
+        stripped = line.strip()
+        if stripped == "builtin: {":
+            in_builtin = True
+            continue
+        if not in_builtin:
+            continue
+        if stripped.startswith("}"):
+            break
+        key, sep, _ = stripped.partition(": ")
+        if sep:
+            found[key.strip('"')] = stripped.rstrip(",")
+    return found
+
+
+def standalone_executable(parts: SnapshotParts, name: str) -> str:
+    """The executable ``name`` as a file that parses alone: the aliases it refers to (also through other
+    aliases), its op, and the resource blobs its ``dense_resource`` constants hold (weights that IREE
+    folded into the dispatch). Such a file can be given to ``--iree-hal-substitute-executable-source`` or
+    to ``iree-compile --compile-mode=hal-executable`` unmodified."""
+    body = parts.executables[name]
+    used: list[str] = []
+    pending = [body]
+    while pending:
+        text = pending.pop()
+        for ref in _ALIAS_REF.findall(text):
+            if ref in parts.aliases and ref not in used:
+                used.append(ref)
+                pending.append(parts.aliases[ref])
+    # Keep the snapshot's order: an alias must be defined before an alias that uses it.
+    alias_text = [parts.aliases[a] for a in parts.aliases if a in used]
+    keys: list[str] = []
+    for text in [body, *alias_text]:
+        keys += [k for k in _RESOURCE_REF.findall(text) if k not in keys]
+    missing = [k for k in keys if k not in parts.resources]
+    if missing:
+        raise FormatError(
+            f"executable {name} uses resource blob(s) the snapshot does not hold: {', '.join(missing)}"
+        )
+    out = "\n".join([*alias_text, body.rstrip("\n")]) + "\n"
+    if keys:
+        entries = ",\n".join(f"      {parts.resources[k]}" for k in keys)
+        out += "\n{-#\n  dialect_resources: {\n    builtin: {\n" + entries + "\n    }\n  }\n#-}\n"
+    return out
+
+
+def extract_executables(snapshot_text: str) -> dict[str, str]:
+    """Each ``hal.executable`` of a phase snapshot as a standalone MLIR file, by name (see
+    ``standalone_executable``)."""
+    parts = split_snapshot(snapshot_text)
+    return {name: standalone_executable(parts, name) for name in parts.executables}
+
+
+def sources_beside(vmfb_path: Path | str) -> dict[str, Path]:
+    """The self-contained executable sources kept beside a compiled ``.vmfb``, by executable name.
+
+    Two layouts hold them: a compile job's folder (``<dir>/<module>.vmfb`` with
+    ``<dir>/executables/sources/module_<executable>.mlir``) and ``iree-lens sources --out=<dir>``
+    (``<dir>/<module>.vmfb`` with ``<dir>/<executable>.mlir``). Empty when neither is there.
+    """
+    folder = Path(vmfb_path).parent
+    found: dict[str, Path] = {}
+    for path in sorted((folder / "executables" / "sources").glob("*.mlir")) + sorted(folder.glob("*.mlir")):
+        try:
+            head = path.read_text(errors="replace")[:200_000]
+        except OSError:
+            continue
+        names = executable_names(head)
+        if names and names[0] not in found:
+            found[names[0]] = path
     return found

@@ -237,7 +237,9 @@ def _collect_phases(out: Path, request: CompileRequest) -> list[PhaseSnapshot]:
 
 
 def _write_executable_files(out: Path, module: str, phases: list[PhaseSnapshot]) -> None:
-    # IREE's file names: sources/module_<name>.mlir, configurations/configured_module_<name>.mlir.
+    # IREE's file names: sources/module_<name>.mlir, configurations/configured_module_<name>.mlir, beside
+    # <out>/<module>.vmfb (``executables.sources_beside`` finds them from the .vmfb). Each file is
+    # self-contained: the op with the aliases and dense_resource blobs it uses (``extract_executables``).
     for phase, kind, prefix in (
         ("executable-sources", "sources", "module_"),
         ("executable-configurations", "configurations", "configured_module_"),

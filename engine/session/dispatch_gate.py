@@ -167,7 +167,7 @@ class DispatchGate(DispatchObserver):
 
         ref = self._references.get(bp)
         if ref is None:
-            ref = self._references[bp] = DivergeReference(bp.reference or "", bp.atol or 0.0, bp.rtol or 0.0)
+            ref = self._references[bp] = DivergeReference(bp.reference or "", bp.atol, bp.rtol)
         if self._call is not None:
             ref.prepare(*self._call)
         return ref

@@ -8,7 +8,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,14 +19,91 @@ import numpy as np
 from engine.runtime.hal.device import Device, HalExecutable
 from engine.runtime.hal.executable_swap import registry, swap
 from engine.runtime.vmfb.module import VmfbModule
-from engine.substitute.build import Replacement, SubstitutionSpec, build_replacement, executable_interfaces
+from engine.substitute.build import (
+    Replacement,
+    SubstitutionSpec,
+    build_replacement,
+    executable_interfaces,
+    finish_replacement,
+    resolve,
+)
 from engine.substitute.errors import SubstitutionError
 
 
 def build_all(module: VmfbModule, specs: Sequence[SubstitutionSpec]) -> list[Replacement]:
-    """Build every ``--substitute`` for ``module`` (the first failure raises, naming its file)."""
+    """Build every ``--substitute`` for ``module`` (the first failure raises, naming its file).
+
+    Several MLIR sources are built by one ``iree-compile`` (``sources_batch``); replacements that came out
+    of one linked library for one executable become one replacement of all their exports.
+    """
     interfaces = executable_interfaces(module)
-    return [build_replacement(module, spec, interfaces) for spec in specs]
+    together = _build_sources_together(module, [s for s in specs if s.path.suffix == ".mlir"], interfaces)
+    replacements = []
+    for spec in specs:
+        if spec in together:
+            data, build_s = together[spec]
+            replacements.append(finish_replacement(spec, resolve(module, spec.name, interfaces), data, build_s))
+        else:
+            replacements.append(build_replacement(module, spec, interfaces))
+    return _merge_shared_libraries(replacements)
+
+
+def _build_sources_together(
+    module: VmfbModule, specs: list[SubstitutionSpec], interfaces
+) -> dict[SubstitutionSpec, tuple[bytes, float]]:
+    """The binary each of ``specs`` (MLIR sources) gets from one compile of them all; empty when they
+    cannot be built together (each is then built alone, which reports a broken file at its own lines)."""
+    from engine.substitute.interface import read_interface
+    from engine.substitute.sources_batch import combine_sources, compile_combined, export_names_in_source
+
+    if len(specs) < 2:
+        return {}
+
+    def order(spec: SubstitutionSpec) -> tuple[int, int]:
+        # The module's own export order, so that a full set links into the executable's own layout.
+        target = resolve(module, spec.name, interfaces)
+        return target.executable.ordinal, target.interface.export_names.index(target.exports[0])
+
+    specs = sorted(dict.fromkeys(specs), key=order)
+    texts = [s.path.read_text(errors="replace") for s in specs]
+    combined = combine_sources(texts)
+    if combined is None:
+        return {}
+    t0 = time.perf_counter()
+    try:
+        binaries = compile_combined(combined)
+    except SubstitutionError:
+        return {}
+    build_s = time.perf_counter() - t0
+    libraries = []
+    for data in binaries:
+        try:
+            libraries.append((data, set(read_interface(data).export_names)))
+        except SubstitutionError:
+            continue
+    found = {}
+    for spec, text in zip(specs, texts, strict=True):
+        exports = set(export_names_in_source(text))
+        match = next((data for data, names in libraries if exports and exports <= names), None)
+        if match is not None:
+            found[spec] = (match, build_s)
+    return found
+
+
+def _merge_shared_libraries(replacements: list[Replacement]) -> list[Replacement]:
+    # One library providing the exports of several files for one executable: load and patch it once.
+    position: dict[tuple[int, int], int] = {}
+    out: list[Replacement] = []
+    for r in replacements:
+        key = (r.target.executable.ordinal, id(r.data))
+        if key not in position:
+            position[key] = len(out)
+            out.append(r)
+            continue
+        first = out[position[key]]
+        exports = tuple(n for n in r.target.interface.export_names if n in first.exports or n in r.exports)
+        out[position[key]] = dataclasses.replace(first, exports=exports, notes=(*first.notes, str(r.spec.path)))
+    return out
 
 
 def rodata_label(replacement: Replacement) -> str:

@@ -32,7 +32,9 @@ from engine.substitute.errors import EditCompileError, SourceDiagnostic, Substit
 _FP_TYPES = ("half", "bfloat", "float", "double", "x86_fp80", "fp128", "ppc_fp128")
 _TYPE_WORD = re.compile(r"\b(half|bfloat|float|double|x86_fp80|fp128|ppc_fp128)\b")
 _HEX24 = re.compile(r"(?<![\w.])(-?)f0x([0-9A-Fa-f]+)\b")
-_SPECIAL = re.compile(r"(?<![\w%@.$\"-])(-?)(qnan|snan|inf)\b")
+# LLVM 24 spells special values with a sign (`+inf`, `-qnan`), a NaN with a payload as `+nan(0x1)` (quiet) or
+# `-snan(0x2)` (signalling); older IR spells some without the sign.
+_SPECIAL = re.compile(r"(?<![\w%@.$\"+-])([+-]?)(qnan|snan|nan|inf)\b(?:\((0x[0-9A-Fa-f]+|\d+)\))?")
 # LLVM prints FP decimals as %e (1.500000e+00), with or without their type right before them.
 _DECIMAL = re.compile(r"(?<![\w.%@#$\"-])(-?\d+\.\d+[eE][+-]?\d+)(?![\w.])")
 _TARGET_MEM = re.compile(r"\btarget_mem:\s*(\w+)")
@@ -79,16 +81,36 @@ def _negate(text: str) -> str:
     return prefix + format(int(digits, 16) ^ (1 << (width - 1)), f"0{len(digits)}X")
 
 
-_SPECIAL_BITS = {
-    # type: (qnan, snan, inf) in legacy text, positive sign.
-    "half": ("0xH7E00", "0xH7D00", "0xH7C00"),
-    "bfloat": ("0xR7FC0", "0xR7FA0", "0xR7F80"),
-    "float": ("0x7FF8000000000000", "0x7FF4000000000000", "0x7FF0000000000000"),
-    "double": ("0x7FF8000000000000", "0x7FF4000000000000", "0x7FF0000000000000"),
-    "x86_fp80": ("0xK7FFFC000000000000000", "0xK7FFFA000000000000000", "0xK7FFF8000000000000000"),
-    "fp128": ("0xL00000000000000007FFF800000000000", "0xL00000000000000007FFF400000000000",
-              "0xL00000000000000007FFF000000000000"),
+# IEEE layouts: (exponent bits, stored mantissa bits, hex digits of the whole value). x86_fp80 stores the
+# integer bit explicitly (the top mantissa bit, set for infinities and NaNs).
+_LAYOUTS = {
+    "half": (5, 10, 4),
+    "bfloat": (8, 7, 4),
+    "float": (8, 23, 8),
+    "double": (11, 52, 16),
+    "x86_fp80": (15, 64, 20),
+    "fp128": (15, 112, 32),
 }
+
+
+def _special_text(fp_type: str, kind: str, negative: bool, payload: int | None) -> str:
+    """Legacy hex text of an infinity or NaN of ``fp_type`` (``kind``: inf, qnan, nan, snan)."""
+    exp_bits, mant_bits, digits = _LAYOUTS.get(fp_type, _LAYOUTS["double"])
+    explicit = fp_type == "x86_fp80"
+    fraction_bits = mant_bits - 1 if explicit else mant_bits  # below the explicit integer bit
+    quiet_bit = 1 << (fraction_bits - 1)
+    if kind == "inf":
+        mantissa = 0
+    elif kind == "snan":
+        mantissa = (payload or 0) & (quiet_bit - 1) or 1  # a signalling NaN needs a payload bit
+    else:  # qnan, nan: the quiet bit, and the payload below it
+        mantissa = quiet_bit | ((payload or 0) & (quiet_bit - 1))
+    if explicit:
+        mantissa |= 1 << fraction_bits
+    bits = (int(negative) << (exp_bits + mant_bits)) | (((1 << exp_bits) - 1) << mant_bits) | mantissa
+    if fp_type == "fp128":  # the legacy 0xL form prints the low 64 bits first
+        return "0xL%016X%016X" % (bits & (2**64 - 1), bits >> 64)
+    return _convert_hex(format(bits, f"0{digits}X"), fp_type if fp_type in _LAYOUTS else "double", False)
 
 
 def _round_decimal(fp_type: str, text: str) -> str:
@@ -145,10 +167,9 @@ def normalize_llvm24(text: str) -> str:
         line, col = line_of(m.start())
         if line.lstrip().startswith(";") or line.count('"') % 2:
             return m.group(0)  # in a comment or a string
+        payload = int(m.group(3), 0) if m.group(3) else None
         fp_type = _type_before(line, col) or "double"
-        table = _SPECIAL_BITS.get(fp_type, _SPECIAL_BITS["double"])
-        out = table[("qnan", "snan", "inf").index(m.group(2))]
-        return _negate(out) if m.group(1) else out
+        return _special_text(fp_type, m.group(2), m.group(1) == "-", payload)
 
     def decimal_sub(m: re.Match) -> str:
         line, col = line_of(m.start())

@@ -1,0 +1,256 @@
+"""Self-contained executable sources (``iree-lens sources``) substituted back with ``iree-lens run --substitute``.
+
+Each written file, unmodified, must rebuild the same kernel: a run with every executable substituted gives the
+plain run's outputs bit for bit on both engines; an edited op changes them exactly as IREE's own build of the
+same edit (``iree-compile --iree-hal-substitute-executable-source``) does.
+"""
+
+from __future__ import annotations
+
+import lzma
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine.compiler.executables import extract_executables, split_snapshot
+from tests.support import TARGET_FLAGS, iree_tool, lens_run
+
+MODELS = Path(__file__).resolve().parents[1] / ".." / "shared" / "models"
+
+
+def _lens(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "app.launcher", *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
+def _model(name: str, tmp: Path) -> Path:
+    xz = MODELS / f"{name}.mlir.xz"
+    plain = MODELS / f"{name}.mlir"
+    if plain.exists():
+        return plain
+    if not xz.exists():
+        pytest.skip(f"{xz} is absent (the shared models are not on this machine)")
+    out = tmp / f"{name}.mlir"
+    out.write_bytes(lzma.decompress(xz.read_bytes()))
+    return out
+
+
+def _blob(values: np.ndarray) -> str:
+    # A builtin dense_resource blob: 4-byte alignment, then the little-endian data.
+    return "0x04000000" + values.astype("<f4").tobytes().hex().upper()
+
+
+def tiny_program(path: Path) -> Path:
+    """Two matmul + bias layers whose weights are ``dense_resource`` blobs (IREE folds the biases into the
+    dispatches, as it does a PyTorch export's)."""
+    rng = np.random.default_rng(0)
+    w1, w2 = (rng.standard_normal((16, 16)).astype(np.float32) for _ in range(2))
+    b1, b2 = (rng.standard_normal(16).astype(np.float32) for _ in range(2))
+    layer = """
+    %m{i} = linalg.matmul ins(%x{i}, %w{i} : tensor<4x16xf32>, tensor<16x16xf32>) outs(%f : tensor<4x16xf32>) -> tensor<4x16xf32>
+    %x{n} = linalg.generic {{indexing_maps = [#id, #col, #id], iterator_types = ["parallel", "parallel"]}}
+        ins(%m{i}, %b{i} : tensor<4x16xf32>, tensor<16xf32>) outs(%e : tensor<4x16xf32>) {{
+    ^bb0(%a: f32, %b: f32, %o: f32):
+      %s = arith.addf %a, %b : f32
+      %t = arith.maximumf %s, %zero : f32
+      linalg.yield %t : f32
+    }} -> tensor<4x16xf32>"""
+    body = "".join(layer.format(i=i, n=i + 1) for i in (1, 2))
+    path.write_text(f"""#id = affine_map<(i, j) -> (i, j)>
+#col = affine_map<(i, j) -> (j)>
+module @tiny {{
+  util.global private @w1 = dense_resource<tiny_w1> : tensor<16x16xf32>
+  util.global private @w2 = dense_resource<tiny_w2> : tensor<16x16xf32>
+  util.global private @b1 = dense_resource<tiny_b1> : tensor<16xf32>
+  util.global private @b2 = dense_resource<tiny_b2> : tensor<16xf32>
+  func.func @main(%x1: tensor<4x16xf32>) -> tensor<4x16xf32> {{
+    %w1 = util.global.load @w1 : tensor<16x16xf32>
+    %w2 = util.global.load @w2 : tensor<16x16xf32>
+    %b1 = util.global.load @b1 : tensor<16xf32>
+    %b2 = util.global.load @b2 : tensor<16xf32>
+    %zero = arith.constant 0.0 : f32
+    %e = tensor.empty() : tensor<4x16xf32>
+    %f = linalg.fill ins(%zero : f32) outs(%e : tensor<4x16xf32>) -> tensor<4x16xf32>{body}
+    return %x3 : tensor<4x16xf32>
+  }}
+}}
+
+{{-#
+  dialect_resources: {{
+    builtin: {{
+      tiny_w1: "{_blob(w1)}",
+      tiny_w2: "{_blob(w2)}",
+      tiny_b1: "{_blob(b1)}",
+      tiny_b2: "{_blob(b2)}"
+    }}
+  }}
+#-}}
+""")
+    return path
+
+
+def _write_sources(program: Path, out: Path) -> tuple[Path, list[Path]]:
+    proc = _lens("sources", str(program), f"--out={out}")
+    assert proc.returncode == 0, proc.stderr
+    written = [Path(line) for line in proc.stdout.split()]
+    vmfb = next(p for p in written if p.suffix == ".vmfb")
+    return vmfb, sorted(p for p in written if p.suffix == ".mlir")
+
+
+def _run(vmfb: Path, function: str, x: Path, out: Path, engine: str, sources=()) -> np.ndarray:
+    subs = [f"--substitute={p.stem}={p}" for p in sources]
+    proc = lens_run(vmfb, function, [f"@{x}"], engine, *subs, f"--output=@{out}", timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    return np.load(out)
+
+
+def _iree_build(program: Path, edits: dict[str, Path], out: Path) -> Path:
+    flags = [f"--iree-hal-substitute-executable-source={name}={path}" for name, path in edits.items()]
+    subprocess.run(
+        [iree_tool("iree-compile"), str(program), *TARGET_FLAGS["cpu"], *flags, "-o", str(out)],
+        check=True, capture_output=True, timeout=900,
+    )  # fmt: skip
+    return out
+
+
+def _edit_first(path: Path, pattern: str, replacement: str, out: Path) -> Path:
+    edited, n = re.subn(pattern, replacement, path.read_text(), count=1)
+    assert n == 1, f"{pattern} not in {path}"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(edited)
+    return out
+
+
+# -- cutting a phase snapshot ---------------------------------------------------------------------------
+
+SNAPSHOT = """#composite_of_64b = #util.composite<64xi8, [
+    dense_resource<host_a> : tensor<8xf32>,
+    dense_resource<host_b> : tensor<8xf32>,
+]>
+#map = affine_map<(d0) -> (d0)>
+#map1 = affine_map<(d0) -> (d0 * 2)>
+#pipeline_layout = #hal.pipeline.layout<bindings = [#hal.pipeline.binding<storage_buffer>]>
+module @m {
+  util.global private @c = #composite_of_64b
+  hal.executable private @main_dispatch_0 {
+    hal.executable.variant public @v target(<"llvm-cpu", "embedded-elf-x86_64">) {
+      hal.executable.export public @main_dispatch_0_f32 ordinal(0) layout(#pipeline_layout) count(%arg0: !hal.device) -> (index, index, index) {
+        %x, %y, %z = iree_tensor_ext.dispatch.workgroup_count_from_slice()
+        hal.return %x, %y, %z : index, index, index
+      }
+      builtin.module {
+        func.func @main_dispatch_0_f32() {
+          %cst = arith.constant dense_resource<folded_bias> : tensor<8xf32>
+          return
+        }
+      }
+    }
+  }
+  hal.executable private @main_dispatch_1 {
+    hal.executable.variant public @v target(<"llvm-cpu", "embedded-elf-x86_64">) {
+      builtin.module {
+        func.func @f() attributes {m = #map1} {
+          return
+        }
+      }
+    }
+  }
+}
+
+{-#
+  dialect_resources: {
+    builtin: {
+      host_a: "0x0400000000000000",
+      host_b: "0x0400000000000000",
+      folded_bias: "0x040000000000803F"
+    }
+  }
+#-}
+"""
+
+
+def test_snapshot_cut_keeps_multiline_aliases_apart_and_carries_folded_blobs():
+    parts = split_snapshot(SNAPSHOT)
+    assert parts.aliases["composite_of_64b"].count("\n") == 3  # the whole alias, not its first line
+    assert set(parts.resources) == {"host_a", "host_b", "folded_bias"}
+    files = extract_executables(SNAPSHOT)
+    first, second = files["main_dispatch_0"], files["main_dispatch_1"]
+    # Only what each op uses: dispatch 0 the layout and its folded blob; dispatch 1 its map, no blobs.
+    assert first.startswith("#pipeline_layout = ") and "#composite" not in first and "#map" not in first
+    assert first.splitlines()[1] == "hal.executable public @main_dispatch_0 {"
+    assert 'folded_bias: "0x040000000000803F"' in first and "host_a" not in first
+    assert second.startswith("#map1 = ") and "#map =" not in second and "dialect_resources" not in second
+
+
+# -- substituted back -----------------------------------------------------------------------------------
+
+
+def test_tiny_program_every_source_unmodified_is_bit_identical_and_an_edit_matches_iree(tmp_path):
+    program = tiny_program(tmp_path / "tiny.mlir")
+    vmfb, sources = _write_sources(program, tmp_path / "src")
+    assert [p.stem for p in sources] == ["main_dispatch_0", "main_dispatch_1"]
+    assert all("dense_resource<" in p.read_text() and "dialect_resources" in p.read_text() for p in sources)
+    assert (tmp_path / "src" / "tiny_linked.ll").is_file()
+    x = tmp_path / "x.npy"
+    np.save(x, np.random.default_rng(1).standard_normal((4, 16)).astype(np.float32))
+    plain = _run(vmfb, "main", x, tmp_path / "plain.npy", "reference")
+    for engine in ("reference", "debug"):
+        got = _run(vmfb, "main", x, tmp_path / f"all_{engine}.npy", engine, sources)
+        assert got.tobytes() == plain.tobytes(), engine
+    # The folded bias of the second layer subtracted instead of added.
+    edit = _edit_first(sources[1], r"arith\.addf", "arith.subf", tmp_path / "edit" / "main_dispatch_1.mlir")
+    iree = _iree_build(program, {"main_dispatch_1": edit}, tmp_path / "iree_edit.vmfb")
+    expected = _run(iree, "main", x, tmp_path / "iree_edit.npy", "reference")
+    assert expected.tobytes() != plain.tobytes()
+    for engine in ("reference", "debug"):
+        got = _run(vmfb, "main", x, tmp_path / f"edit_{engine}.npy", engine, [edit])
+        assert got.tobytes() == expected.tobytes(), engine
+
+
+def test_small_cnn_every_source_unmodified_is_bit_identical_on_both_engines(tmp_path):
+    program = _model("small_cnn", tmp_path)
+    vmfb, sources = _write_sources(program, tmp_path / "src")
+    assert len(sources) >= 5
+    x = MODELS / "small_cnn_x.npy"
+    plain = _run(vmfb, "small_cnn", x, tmp_path / "plain.npy", "reference")
+    for engine in ("reference", "debug"):
+        got = _run(vmfb, "small_cnn", x, tmp_path / f"all_{engine}.npy", engine, sources)
+        assert got.tobytes() == plain.tobytes(), engine
+
+
+def _check_model(name: str, tmp_path: Path, subset: bool, edit_executable: str, pattern: str, repl: str):
+    program = _model(name, tmp_path)
+    vmfb, sources = _write_sources(program, tmp_path / "src")
+    folded = [p for p in sources if "dense_resource<" in p.read_text()]
+    assert folded, "a PyTorch export folds weights into some dispatches"
+    assert all(p.read_text().lstrip().startswith(("#", "hal.executable")) for p in sources)
+    x = MODELS / f"{name}_x.npy"
+    plain = _run(vmfb, "main", x, tmp_path / "plain.npy", "reference")
+    chosen = folded if subset else sources
+    got = _run(vmfb, "main", x, tmp_path / "all.npy", "reference", chosen)
+    assert got.tobytes() == plain.tobytes()
+    source = tmp_path / "src" / f"{edit_executable}.mlir"
+    edit = _edit_first(source, pattern, repl, tmp_path / "edit" / source.name)
+    expected = _run(_iree_build(program, {edit_executable: edit}, tmp_path / "iree.vmfb"), "main", x,
+                    tmp_path / "iree.npy", "reference")  # fmt: skip
+    assert expected.tobytes() != plain.tobytes()
+    got = _run(vmfb, "main", x, tmp_path / "edit.npy", "reference", [edit])
+    assert got.tobytes() == expected.tobytes()
+
+
+# SqueezeNet's first convolution: its ReLU made the identity (the tiling, so the workgroup count, stays).
+SQUEEZENET_EDIT = ("main$async_dispatch_0", r"arith\.select (%\w+), (%\w+), %cst", r"arith.select \1, \2, \2")
+
+
+def test_squeezenet_folded_weight_sources_substitute_bit_identically(tmp_path):
+    _check_model("squeezenet1_1", tmp_path, True, *SQUEEZENET_EDIT)
+
+
+@pytest.mark.slow
+def test_squeezenet_every_executable_substituted(tmp_path):
+    _check_model("squeezenet1_1", tmp_path, False, *SQUEEZENET_EDIT)
