@@ -137,6 +137,9 @@ class DispatchGate(SnapshotSubscriber):
         self.progress = progress  # told before each dispatch (a crash in its kernel is attributed to it)
         self.breakpoints: tuple[Breakpoint, ...] = ()
         self.stop_at_next = False  # a "next dispatch" step: stop before the next one
+        # Travelling to a dispatch replays the instruction that ran it, and with it the dispatches before it in
+        # the same command buffer: those (device sequence below this) are passed over, breakpoints and all.
+        self.quiet_below: int | None = None
         self.base = 0  # the device's dispatch count when the current call began
         self.current: DispatchRecord | None = None
         self.current_info: DispatchInfo | None = None
@@ -168,6 +171,7 @@ class DispatchGate(SnapshotSubscriber):
     def begin_call(self, dispatch_count: int, function: str | None = None, inputs: tuple[str, ...] = ()) -> None:
         self.base = dispatch_count
         self.stop_at_next = False
+        self.quiet_below = None
         self._buffers.clear()
         self._diverged.clear()
         if function is not None:
@@ -239,7 +243,13 @@ class DispatchGate(SnapshotSubscriber):
 
     # -- the subscriber
 
+    def _passed_over(self, record: DispatchRecord) -> bool:
+        """A dispatch replayed on the way to a travelled-to one (``quiet_below``): no stop, no bytes."""
+        return self.quiet_below is not None and record.sequence < self.quiet_below
+
     def wants_before(self, record: DispatchRecord) -> bool:
+        if self._passed_over(record):
+            return False
         # What an "after" stop needs to know what the dispatch wrote.
         return self._wants_after(record)
 
@@ -248,6 +258,10 @@ class DispatchGate(SnapshotSubscriber):
         self.current = record
         self.snapshot = snapshot
         self.progress(record)
+        if self.quiet_below is not None:
+            if self._passed_over(record):
+                return
+            self.quiet_below = None
         if self._watch_nan and snapshot.has_before:
             self._nonfinite_before = [nonfinite_count(d, record.export_name) for d in snapshot.before]
         hit = self._matching(record, DispatchWhen.BEFORE)
@@ -261,7 +275,7 @@ class DispatchGate(SnapshotSubscriber):
     def after(self, snapshot: DispatchSnapshot) -> None:
         record = snapshot.record
         try:
-            if not snapshot.has_before or not self._wants_after(record):
+            if self._passed_over(record) or not snapshot.has_before or not self._wants_after(record):
                 return
             access = snapshot.observed_access()
             nan: tuple[int, ...] = ()
