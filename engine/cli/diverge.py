@@ -83,7 +83,7 @@ def _devices(args) -> tuple[str, str]:
 
 
 def _diverge(args) -> int:
-    from engine.dispatch.divergence import Divergence, dispatch_locations, write_reproducer
+    from engine.dispatch.divergence import Divergence, dispatch_locations, source_line, write_reproducer
     from engine.dispatch.numerics import Tolerance
     from engine.dispatch.tensor_types import interfaces_from_files
 
@@ -104,13 +104,13 @@ def _diverge(args) -> int:
     divergence = None
     if culprit is not None:
         c = culprit.comparison
-        location = dispatch_locations(module_b).get(culprit.name) or dispatch_locations(module_a).get(culprit.name)
+        location = result.locations.get(culprit.name) or dispatch_locations(module_b).get(culprit.name)
         divergence = Divergence(
             culprit.ordinal, culprit.name, culprit.executable,
             c.max_abs_error if c else float("inf"), c.max_rel_error if c else float("inf"),
             c.mismatches if c else 0, culprit.worst_output or 0, c.first_mismatch if c else None,
             culprit.workgroups, culprit.inputs_verdict != "diverged" or culprit.fed, c,
-            str(culprit.inputs_verdict), culprit.fed, location,
+            str(culprit.inputs_verdict), culprit.fed, location, source_line(location),
         )  # fmt: skip
     repro_path = None
     if divergence is not None and args.repro:
@@ -156,7 +156,7 @@ def _diverge(args) -> int:
         d = divergence
         print(f"first divergence: dispatch {d.ordinal} {d.name} (executable {d.executable})")
         if d.location:
-            print(f"  from {d.location}")
+            print(f"  from {d.location}" + (f": {d.source_line}" if d.source_line else ""))
         if d.comparison is not None:
             print(f"  output {d.output_index}: {d.comparison.summary()}")
         if repro_path:

@@ -130,6 +130,35 @@ class DefinedBytes:
             self._device = None
 
 
+def follow_locations(device, locations: dict[str, str]) -> None:
+    """Fill ``locations`` (export name -> ``file:line``) as ``device`` creates executables: the source
+    location IREE records for each export (the frontend's line: the PyTorch/ONNX-imported op the dispatch
+    came from) in the CPU library's export table or the Vulkan executable's pipelines."""
+    create = device.create_executable
+
+    def on_create(executable_format, data, constants, label):
+        executable = create(executable_format, data, constants, label)
+        try:
+            for export in getattr(executable.impl, "exports", ()) or ():
+                loc = getattr(export, "source_location", None)
+                if loc is not None and getattr(loc, "path", None):
+                    locations.setdefault(export.name, f"{loc.path}:{loc.line}")
+            from engine.runtime.vmfb.vke1 import is_vke1, read_vke1
+
+            raw = memoryview(np.ascontiguousarray(data)).cast("B")
+            if is_vke1(raw):
+                for pipeline in read_vke1(raw).pipelines:
+                    if pipeline.location is not None and pipeline.location.filename:
+                        locations.setdefault(
+                            pipeline.entry_point, f"{pipeline.location.filename}:{pipeline.location.line}"
+                        )
+        except (LensError, ValueError, TypeError, AttributeError):
+            pass  # a location is a courtesy: never fail the run for it
+        return executable
+
+    device.create_executable = on_create
+
+
 # ------------------------------------------------------------------------------------ one side
 
 
@@ -301,6 +330,7 @@ class LockstepResult:
     first_input_difference: int | None = None
     count_a: int = 0
     count_b: int = 0
+    locations: dict[str, str] = field(default_factory=dict)  # export name -> source file:line
 
 
 # ------------------------------------------------------------------------------------ the runs
@@ -540,10 +570,12 @@ def run_lockstep(
     producer = _Producer(interfaces, module_binding_elements(module_a), DefinedBytes(), channel, cancel)
     consumer = _Consumer(interfaces, module_binding_elements(module_b), DefinedBytes(), channel, tolerance, feed)
     results_a: list = []
+    locations: dict[str, dict[str, str]] = {"a": {}, "b": {}}
 
     def run(module, device_uri, observer):
         hal_device = create_device(device_uri)
         observer.defined.attach(hal_device)
+        follow_locations(hal_device, locations["a" if observer is producer else "b"])
         hal_device.observers.append(observer)
         try:
             runner = DebugRunner(module, device_uri, hal_module=HalModule(hal_device))
@@ -552,6 +584,7 @@ def run_lockstep(
         finally:
             hal_device.observers.remove(observer)
             observer.defined.detach()
+            hal_device.__dict__.pop("create_executable", None)
 
     def run_a():
         try:
@@ -589,6 +622,7 @@ def run_lockstep(
     return LockstepResult(
         consumer.reports, consumer.culprit, consumer.culprit_step, consumer.culprit_record, outputs,
         results_a, results_b, notes, consumer.first_input_difference, producer.count, consumer.count,
+        {**locations["b"], **locations["a"]},  # A's first: the reference build names the model's line
     )  # fmt: skip
 
 
