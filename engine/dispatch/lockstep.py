@@ -28,6 +28,7 @@ import queue
 import threading
 import weakref
 import zlib
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -41,6 +42,8 @@ from engine.errors import LensError
 from engine.runtime.hal.device import DispatchRecord
 
 QUEUE_DEPTH = 2  # dispatches run A may be ahead of run B
+LOOKAHEAD = 8  # A's dispatches searched for the counterpart of a B dispatch whose name differs
+MAX_UNMATCHED = 16  # B dispatches without a counterpart before the comparison stops
 HOST_DEFINED_ORIGINS_EXCLUDED = ("allocate",)  # the program's own allocations: defined only where written
 
 
@@ -375,6 +378,31 @@ class _Consumer(_SideObserver):
         self.culprit_record: tuple | None = None
         self.first_input_difference: int | None = None
         self.error_a: BaseException | None = None
+        self._ahead: deque[Step] = deque()  # A's steps taken while looking for a counterpart
+        self._unmatched = 0
+
+    def _counterpart(self, name: str) -> Step | None:
+        """A's next dispatch named ``name``, within ``LOOKAHEAD`` of the next one; A's dispatches skipped on
+        the way (ones B does not run there: another target may split or merge work) are noted."""
+        i = 0
+        while True:
+            if i < len(self._ahead):
+                step = self._ahead[i]
+            else:
+                if len(self._ahead) >= LOOKAHEAD:
+                    return None
+                step = self._next()
+                if step is None:
+                    return None
+                self._ahead.append(step)
+            if step.entry.name == name:
+                skipped = [self._ahead.popleft() for _ in range(i)]
+                self._ahead.popleft()
+                if skipped:
+                    names = ", ".join(f"{s.entry.ordinal} {s.entry.name}" for s in skipped)
+                    self.notes.append(f"A's dispatches {names} have no counterpart in B; skipped")
+                return step
+            i += 1
 
     def _next(self) -> Step | None:
         if self.a_ended:
@@ -392,17 +420,19 @@ class _Consumer(_SideObserver):
         self._current = None
         if self.stopped:
             return
-        step = self._next()
-        if step is None:
+        step = self._counterpart(record.export_name)
+        if step is None and self.a_ended and not self._ahead:
             self.notes.append(f"run A ended before dispatch {record.sequence} ({record.export_name}) of run B")
             self.stopped = True
             return
-        if step.entry.name != record.export_name:
+        if step is None:
+            self._unmatched += 1
             self.notes.append(
-                f"dispatch {record.sequence} differs: {step.entry.name} in A, {record.export_name} in B; "
-                "compared up to there"
+                f"B's dispatch {record.sequence} {record.export_name} has no counterpart in A here; not compared"
             )
-            self.stopped = True
+            if self._unmatched >= MAX_UNMATCHED:
+                self.notes.append("the runs went too far apart; compared up to there")
+                self.stopped = True
             return
         self._current = step
         self._input = self._compare_inputs(step, record)
@@ -473,6 +503,7 @@ class _Consumer(_SideObserver):
 
     def drain(self) -> None:
         """Take what run A still sends (so its thread can finish)."""
+        self._ahead.clear()
         while not self.a_ended:
             item = self.channel.get()
             if item is _END or isinstance(item, BaseException):
