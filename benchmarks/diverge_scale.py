@@ -176,7 +176,7 @@ def main() -> None:
         inputs = []
         for i, s in enumerate(shapes):
             fan_in = int(np.prod(s[1:])) if i else 1
-            data = rng.standard_normal(s).astype(np.float32) * (np.sqrt(2.0 / fan_in) if i else 1.0)
+            data = (rng.standard_normal(s) * (np.sqrt(2.0 / fan_in) if i else 1.0)).astype(np.float32)
             np.save(work / f"r{i}.npy", data)
             inputs.append(f"--input=@{work / f'r{i}.npy'}")
         bench("resnet18", a, b, inputs)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import queue
+import re
 import threading
 import weakref
 import zlib
@@ -37,7 +38,7 @@ import numpy as np
 from engine.dispatch.bundle import DispatchEntry
 from engine.dispatch.debug_capture import DispatchRecorder
 from engine.dispatch.numerics import Comparison, Tolerance, Verdict, compare, worst_verdict
-from engine.dispatch.tensor_types import BindingInterface
+from engine.dispatch.tensor_types import BindingInterface, element_dtype
 from engine.errors import LensError
 from engine.runtime.hal.device import DispatchRecord
 
@@ -229,6 +230,7 @@ class _SideObserver(DispatchRecorder):
         entry, ins, outs = self.sink.take()
         if entry is None:  # a trace-point module: tensors come later (not used here)
             return
+        ins, outs = _retyped(ins, entry.name), _retyped(outs, entry.name)
         after = {}
         for b, info in zip(record.bindings, entry.bindings):
             if info.get("access") != "read":
@@ -510,6 +512,26 @@ class _Consumer(_SideObserver):
                 self.a_ended = True
                 if isinstance(item, BaseException):
                     self.error_a = item
+
+
+def _retyped(arrays: list[np.ndarray], export_name: str) -> list[np.ndarray]:
+    """Raw-byte tensors read as the element type IREE's dispatch name ends with (``..._D_f32``: a dynamic
+    shape gives no sizes, but the element still says how to compare), flat."""
+    if not any(a.dtype == np.uint8 for a in arrays):
+        return arrays
+    m = re.search(r"_((?:b?f|u?i)\d+)$", export_name)
+    if not m:
+        return arrays
+    try:
+        dtype = element_dtype(m[1])
+    except (KeyError, ValueError):
+        return arrays
+    out = []
+    for a in arrays:
+        if a.dtype == np.uint8 and a.nbytes % dtype.itemsize == 0 and dtype != np.uint8:
+            a = np.ascontiguousarray(a).reshape(-1).view(dtype)
+        out.append(a)
+    return out
 
 
 def _rank(v: Verdict) -> int:
