@@ -99,6 +99,7 @@ def _diverge(args) -> int:
     result = run_lockstep(
         module_a, module_b, args.function, args.input, device_a=device_a, device_b=device_b,
         tolerance=tolerance, feed=not args.own_inputs, interfaces=interfaces,
+        on_report=None if args.json else _print_report,
     )  # fmt: skip
     culprit = result.culprit
     divergence = None
@@ -145,9 +146,6 @@ def _diverge(args) -> int:
         return 0
     for note in result.notes:
         print(f"note: {note}")
-    for d in result.dispatches:
-        detail = f" {d.comparison.summary()}" if d.comparison is not None and str(d.verdict) != "exact" else ""
-        print(f"  #{d.ordinal:<4} {d.verdict.label:<16} {d.name}{detail}")
     summary = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in counts.items())
     how = "each on A's input bytes" if not args.own_inputs else "each run on its own inputs"
     if divergence is None:
@@ -166,6 +164,12 @@ def _diverge(args) -> int:
     for line in golden or []:
         print(f"golden {line['run']} output {line['output']}: {line['summary']}")
     return 0
+
+
+def _print_report(d) -> None:
+    """One line a dispatch, as the runs go (text mode)."""
+    detail = f" {d.comparison.summary()}" if d.comparison is not None and str(d.verdict) != "exact" else ""
+    print(f"  #{d.ordinal:<4} {d.verdict.label:<16} {d.name}{detail}", flush=True)
 
 
 def _binding_elements(step) -> dict[int, str]:

@@ -362,7 +362,7 @@ class _Producer(_SideObserver):
 
 class _Consumer(_SideObserver):
     def __init__(self, interfaces, spirv, defined, channel: queue.Queue, tolerance: Tolerance, feed: bool,
-                 keep: Callable[[DispatchReport], bool] | None = None):  # fmt: skip
+                 keep: Callable[[DispatchReport], None] | None = None):  # fmt: skip
         super().__init__(interfaces, spirv, defined)
         self.channel = channel
         self.tolerance = tolerance
@@ -375,6 +375,7 @@ class _Consumer(_SideObserver):
         self._current: Step | None = None
         self._input: tuple[Verdict, Comparison | None, int] = (Verdict.EXACT, None, 0)
         self._fed = False
+        self.on_report = keep
         self.culprit: DispatchReport | None = None
         self.culprit_step: Step | None = None
         self.culprit_record: tuple | None = None
@@ -502,6 +503,8 @@ class _Consumer(_SideObserver):
             self.culprit_step = step_a
             self.culprit_record = (list(record.workgroup_count), [int(c) for c in record.constants])
         self.reports.append(report)
+        if self.on_report is not None:
+            self.on_report(report)
 
     def drain(self) -> None:
         """Take what run A still sends (so its thread can finish)."""
@@ -609,6 +612,7 @@ def run_lockstep(
     tolerance: Tolerance | None = None,
     feed: bool = True,
     interfaces: dict[str, dict[int, BindingInterface]] | None = None,
+    on_report: Callable[[DispatchReport], None] | None = None,
 ) -> LockstepResult:
     """Run A (worker thread) and B (this thread) together and compare every dispatch (see the module doc)."""
     from engine.dispatch.spirv_types import module_binding_elements
@@ -621,7 +625,9 @@ def run_lockstep(
     channel: queue.Queue = queue.Queue(maxsize=QUEUE_DEPTH)
     cancel = threading.Event()
     producer = _Producer(interfaces, module_binding_elements(module_a), DefinedBytes(), channel, cancel)
-    consumer = _Consumer(interfaces, module_binding_elements(module_b), DefinedBytes(), channel, tolerance, feed)
+    consumer = _Consumer(
+        interfaces, module_binding_elements(module_b), DefinedBytes(), channel, tolerance, feed, on_report
+    )
     results_a: list = []
     locations: dict[str, dict[str, str]] = {"a": {}, "b": {}}
 
