@@ -243,3 +243,51 @@ def test_substituted_executable_gives_what_iree_run_replay_substitution_gives(tm
         substitutions={executable.object_id: (binary.read_bytes(), None)},
     )
     assert _ours(written, "local-sync") == ours == _iree_run_replay(written, "local-sync", tmp_path)
+
+
+# -- the command line: run, profile, debug
+
+
+def test_run_profile_and_debug_commands_on_a_replay(tmp_path):
+    vmfb = compile_with_dumps("elementwise", "cpu", tmp_path / "cpu")
+    path = record_replay(vmfb, "main", ["4x8xf32=1.5", "4x8xf32=0.5"], tmp_path / "run.ireereplay")
+    (executable,) = describe_replay(open_replay(path)).executables
+
+    plain = _lens("run", path, f"--output=@{tmp_path / 'plain.npy'}")
+    assert plain.returncode == 0, plain.stderr
+    assert "1 dispatches on local-sync" in plain.stdout
+    assert np.load(tmp_path / "plain.npy").tobytes() == _iree_run_replay(path, "local-sync", tmp_path)[0]
+
+    # An edited executable source: built, run, and the same substitution handed to IREE's replay.
+    edit = edited_source(tmp_path / "cpu" / "sources", tmp_path / "edit.mlir")
+    proc = _lens("run", path, f"--substitute=main_dispatch_0={edit}", f"--output=@{tmp_path / 'edited.npy'}")
+    assert proc.returncode == 0, proc.stderr
+    flag = next(w for w in proc.stdout.split() if w.startswith("--replay_executable_substitution="))
+    assert flag == f"--replay_executable_substitution={executable.object_id}={tmp_path / 'edit.bin'}"
+    edited = np.load(tmp_path / "edited.npy").tobytes()
+    assert edited != np.load(tmp_path / "plain.npy").tobytes()
+    assert edited == _iree_run_replay(path, "local-sync", tmp_path, flag)[0]
+
+    trace = tmp_path / "trace.json"
+    proc = _lens("profile", path, f"--out={trace}")
+    assert proc.returncode == 0 and proc.stdout.startswith("1 dispatches"), proc.stderr
+    events = json.loads(trace.read_text())
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    assert [e["name"] for e in events if e.get("cat") == "dispatch"] == executable.functions
+    assert {"execute", "device.queue_execute"} <= {e["name"] for e in events}
+
+    commands = tmp_path / "cmds.txt"
+    commands.write_text(
+        f"break dispatch main_dispatch_0 after\ncontinue\nsave-tensors {tmp_path / 'saved'}\ncontinue\n"
+    )
+    proc = _lens("debug", path, f"--commands={commands}", "--json")
+    assert proc.returncode == 0, proc.stderr
+    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert lines[0]["reason"] == "breakpoint" and lines[0]["dispatch"]["name"] == executable.functions[0]
+    assert lines[0]["dispatch"]["when"] == "after" and lines[0]["scope"] == "execute"
+    assert lines[-1] == {"reason": "finished", "dispatches": 1}
+    saved = sorted((tmp_path / "saved").iterdir())
+    assert len(saved) == 3 and np.load(saved[-1]).tobytes() == np.load(tmp_path / "plain.npy").tobytes()
+    bad = tmp_path / "bad.txt"
+    bad.write_text("break function main\ncontinue\n")
+    assert _lens("debug", path, f"--commands={bad}").returncode == 2

@@ -91,6 +91,10 @@ def _replacements(args) -> list:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.module and args.module.endswith(".ireereplay"):  # IREE's HAL replays: engine/cli/replay.py
+        from engine.cli.replay import run as run_replay
+
+        return run_replay(args)
     checks = None
     try:
         # The check imports are optional: without the module a program would skip its expectations silently.
