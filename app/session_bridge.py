@@ -1,39 +1,48 @@
-"""The window's side of the debug session: a ``QObject`` that owns a session and re-emits its events as signals.
+"""The window's side of the debug session: a ``QObject`` that re-emits a ``SessionClient``'s events as signals.
 
-The session (``engine.session``) runs the debuggee in a child process by default, so a faulting kernel or
-a runaway loop never takes the window down; ``in_process=True`` runs it on a worker thread of this process
-(for scripts and tests that do not need crash isolation). Either way its events arrive on a background
-thread; the bridge hands each one to the GUI thread through a queued signal, then emits a typed signal
-(``stopped``, ``finished``...). Panels send commands through the bridge's methods and never touch the
+The client (``engine.session.client.SessionClient``) is the session: its state machine, breakpoints, last
+call and stop, history, restart after a crash and the saved work. The bridge adds only what is Qt: the
+client's events arrive on the transport's thread and are handed to the GUI thread through a queued
+signal; there the client takes each into its state and the bridge emits a typed signal (``stopped``,
+``finished``...). Panels send commands through the bridge's methods (the client's) and never touch the
 session directly.
+
+The session runs in a child process by default, so a faulting kernel or a runaway loop never takes the
+window down; ``in_process=True`` runs it on a worker thread of this process (for scripts and tests that
+do not need crash isolation).
 
 The bridge also keeps the one current position: every stop moves the context (``LensContext``) to the
 innermost frame's function and pc, so the module inspector and every other panel follow the run.
-
-What the user sets up (the open module, breakpoints, the last function and inputs) is saved through a
-``SessionStore`` as it changes, so a crash or a killed application loses nothing.
 """
 
 from __future__ import annotations
 
 import os
-import threading
-import time
-from dataclasses import asdict
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QObject, Qt, Signal, Slot
 
 from app.settings import open_settings
+from engine.session.client import (
+    BreakpointsChanged,
+    CallChanged,
+    HistoryChanged,
+    SessionClient,
+    SessionState,
+    StateChanged,
+    breakpoint_from_dict,
+    breakpoint_to_dict,
+    child_process,
+    describe_crash,
+    in_process,
+)
 from engine.session.persist import SavedSession, SessionStore, default_state_dir
 from engine.session.protocol import (
     Answer,
     Bindings,
     Breakpoint,
     Call,
-    Continue,
     Crashed,
     Event,
     Failed,
@@ -41,22 +50,13 @@ from engine.session.protocol import (
     History,
     Location,
     Log,
-    Open,
     Opened,
     Progress,
     Query,
-    ReadBindings,
-    ReadHistory,
-    Reverse,
     ReverseMode,
-    RunTo,
-    SetBreakpoints,
-    Step,
     StepMode,
     Stopped,
-    TravelTo,
     Watch,
-    WhenChanged,
 )
 
 # Every debug run records its history (engine.timetravel), so the window can step back and travel in time.
@@ -70,14 +70,6 @@ DEFAULT_HANG_TIMEOUT = 0.0  # 0: no watchdog (a long, silent Continue is legitim
 DEVICE_KEY = "run/device"  # the device URI debug runs use (the Device panel writes it)
 CPU_DEVICE = "local-sync"
 PROGRESS_INTERVAL = 0.05  # seconds between Progress events handed to the GUI thread (one per dispatch)
-
-
-class BridgeState(StrEnum):
-    CLOSED = "closed"  # no module
-    IDLE = "idle"  # module open, no call in progress
-    RUNNING = "running"
-    STOPPED = "stopped"  # a call is paused: step, breakpoint, entry, pause, dispatch
-    STARTING = "starting"  # the session process is (re)starting
 
 
 def selected_device() -> str:
@@ -108,50 +100,28 @@ def save_timeouts(stop_timeout: float | None = None, hang_timeout: float | None 
     settings.sync()
 
 
-def breakpoint_to_dict(bp: Breakpoint) -> dict[str, Any]:
-    return {k: v for k, v in asdict(bp).items() if v is not None}
+BridgeState = SessionState  # the client's states: closed, idle, running, stopped, starting
 
-
-def breakpoint_from_dict(data: dict[str, Any]) -> Breakpoint | None:
-    try:
-        return Breakpoint(**{k: data.get(k) for k in Breakpoint.__dataclass_fields__ if k in data})
-    except TypeError:
-        return None
+__all__ = [
+    "BridgeState",
+    "SessionBridge",
+    "breakpoint_from_dict",
+    "breakpoint_to_dict",
+    "describe_breakpoint",
+    "describe_crash",
+]
 
 
 def describe_breakpoint(bp: Breakpoint) -> str:
     return bp.describe()
 
 
-def describe_crash(crash: Crashed, call: Call | None) -> str:
-    """The report a crash shows: what was running (function, pc, dispatch) and why it stopped."""
-    lines = [f"The debug session crashed: {crash.reason}."]
-    frames = crash.location.frames
-    if frames:
-        f = frames[-1]
-        where = f"{f.module}.{f.function} at pc {f.pc:#x}"
-        if f.instruction:
-            where += f" ({f.instruction})"
-        lines.append(f"Running: {where}")
-    elif call is not None:
-        lines.append(f"Running: {call.function}")
-    if crash.location.dispatch:
-        lines.append(f"In dispatch #{crash.location.dispatch_index}: {crash.location.dispatch}")
-    if call is not None:
-        lines.append(
-            f"Call: {call.function}({', '.join(call.inputs)})"
-            + ("  [stopped at entry]" if call.stop_at_entry else "")
-        )
-    lines.append("The session process was restarted; Rerun repeats the call with the same breakpoints.")
-    return "\n".join(lines)
-
-
 class SessionBridge(QObject):
-    """Owns a debug session; commands in (methods), events out (signals, always on the GUI thread).
+    """A ``SessionClient`` behind Qt signals: commands in (methods), events out (signals, on the GUI thread).
 
-    ``state`` is a ``BridgeState``: ``closed`` (no module), ``idle`` (module open, no call in progress),
-    ``running``, ``stopped`` (a call is paused: step, breakpoint, entry, pause, dispatch) and ``starting``
-    (the session process is (re)starting after a crash).
+    ``state`` is a ``BridgeState`` (``SessionState``): ``closed`` (no module), ``idle`` (module open, no call
+    in progress), ``running``, ``stopped`` (a call is paused: step, breakpoint, entry, pause, dispatch) and
+    ``starting`` (the session process is (re)starting).
 
     A stop at a dispatch also emits ``dispatchStopped(DispatchInfo)`` and sets the context's paused
     dispatch; ``request_bindings()`` then answers with ``bindingsRead(DispatchInfo, [uint8 arrays])``.
@@ -186,73 +156,175 @@ class SessionBridge(QObject):
         super().__init__(parent)
         self.context = context
         self.in_process = in_process
-        self.store = store if store is not None else SessionStore(state_dir())
-        self.stop_timeout = stop_timeout if stop_timeout is not None else stop_timeout_setting()
+        self.remote: str | None = None  # a server command (attach_remote): the session runs there
         hang = hang_timeout if hang_timeout is not None else hang_timeout_setting()
         self.hang_timeout = hang or None
-        self.state = BridgeState.CLOSED
-        self._last_progress = 0.0
-        self.module_path: str | None = None
-        self.source_path: str | None = None
-        self.device = CPU_DEVICE
-        self.functions: tuple[str, ...] = ()
-        self.breakpoints: tuple[Breakpoint, ...] = ()
-        self.last_call: Call | None = None
-        self.last_stop: Stopped | None = None
-        self.last_crash: Crashed | None = None
-        self.crash_report = ""
-        self.crash_count = 0
-        self._closed = False
-        self.history: History | None = None  # the last ReadHistory answer (None: nothing recorded)
-        self._history_alive = False  # a recorded call one can go back in (stopped, or finished)
-        self._reverse_from: str | None = None  # the state a reverse/travel command in flight started from
         self._event.connect(self._on_event, Qt.ConnectionType.QueuedConnection)
         # The session process starts with the first command: a window that never debugs never spawns one.
-        self.session: Any = None
+        self.client = SessionClient(
+            self._transport_factory,
+            store=store if store is not None else SessionStore(state_dir()),
+            notify=self._notify,
+            deliver=self._from_session,
+            progress_interval=PROGRESS_INTERVAL,
+            stop_timeout=stop_timeout if stop_timeout is not None else stop_timeout_setting(),
+        )
 
-    # -- session life cycle ---------------------------------------------------------------------
+    # -- the client ------------------------------------------------------------------------------------
 
-    def _make_session(self):
+    def attach_remote(self, command: str | None) -> None:
+        """Run the session in the server that ``command`` starts (``ssh HOST iree-lens serve --stdio``;
+        paths are that side's) from the next command on; None goes back to a local child process."""
+        if self.client.transport is not None:
+            self.client.transport.close()
+            self.client.transport = None
+        self.remote = command or None
+
+    def _transport_factory(self, on_event):
+        if self.remote:
+            from engine.session.stream import remote
+
+            return remote(self.remote, "timetravel")(on_event)
         if self.in_process:
-            from engine.session.inprocess import InProcessSession
             from engine.timetravel.session import TimeTravelSession
 
-            return InProcessSession(TimeTravelSession, self._from_session, progress=True)
-        from engine.session.child import ChildSession
-
-        return ChildSession(HANDLER, self._from_session, hang_timeout=self.hang_timeout, progress=True)
+            return in_process(TimeTravelSession)(on_event)
+        return child_process(HANDLER, self.hang_timeout)(on_event)
 
     def _from_session(self, event: Event) -> None:
         """Called on the session's thread: queue the event for the GUI thread."""
-        if self._closed:
-            return
-        if isinstance(event, Progress):  # one per dispatch: the GUI needs a few a second
-            now = time.monotonic()
-            if now - self._last_progress < PROGRESS_INTERVAL:
-                return
-            self._last_progress = now
         try:
             self._event.emit(event)
         except RuntimeError:  # the QObject is gone (window closed while the child was talking)
             pass
 
-    def shutdown(self) -> None:
-        """Close the session (the child process ends). Safe to call twice."""
-        if self._closed:
+    @Slot(object)
+    def _on_event(self, event: Event) -> None:
+        self.client.receive(event)  # the client's state changes here, on the GUI thread; then _notify
+
+    def _notify(self, message) -> None:
+        """The client's events and notices, re-emitted as signals (GUI thread)."""
+        if isinstance(message, StateChanged):
+            self.stateChanged.emit(message.state)
+        elif isinstance(message, Opened):
+            self.opened.emit(message)
+        elif isinstance(message, Stopped):
+            self._move_context(message.location)
+            self.stopped.emit(message)
+            info = message.location.dispatch_info
+            self._publish_dispatch(info)
+            if info is not None:
+                self.dispatchStopped.emit(info)
+        elif isinstance(message, Finished):
+            self._publish_dispatch(None)
+            self.finished.emit(message)
+        elif isinstance(message, Failed):
+            self.failed.emit(message)
+        elif isinstance(message, Crashed):
+            self.crashed.emit(message)
+        elif isinstance(message, Answer):
+            if isinstance(message, Bindings) and self.last_stop is not None:
+                info = self.last_stop.location.dispatch_info
+                self.bindingsRead.emit(info, [ref.to_numpy() for ref in message.tensors])
+            self.answered.emit(message)
+        elif isinstance(message, HistoryChanged):
+            self.historyChanged.emit(message.history)
+        elif isinstance(message, BreakpointsChanged):
+            self.breakpointsChanged.emit(message.breakpoints)
+        elif isinstance(message, CallChanged):
+            self.callChanged.emit(message.call)
+        elif isinstance(message, Progress):
+            self.progressed.emit(message)
+        elif isinstance(message, Log):
+            self.logged.emit(message.text)
+
+    def _move_context(self, location: Location) -> None:
+        if self.context is None or not location.frames:
             return
-        self._closed = True
-        if self.session is None:
-            self._set_state("closed")
-            return
-        try:
-            self.session.close()
-        except Exception:  # a dead pipe while closing: the child is gone anyway
-            pass
-        self._set_state("closed")
+        frame = location.frames[-1]
+        self.context.set_position(function=frame.function, pc=frame.pc, dispatch=location.dispatch_index)
+
+    def _publish_dispatch(self, info) -> None:
+        """The context's paused dispatch (what tensor views show) follows the run."""
+        if self.context is not None:
+            self.context.set_paused_dispatch(info)
+
+    # -- the client's state, read-only -------------------------------------------------------------------
+
+    @property
+    def state(self) -> SessionState:
+        return self.client.state
+
+    @property
+    def session(self):
+        """The transport (a ``ChildSession`` or an ``InProcessSession``), None until the first command."""
+        return self.client.transport
+
+    @property
+    def store(self) -> SessionStore | None:
+        return self.client.store
+
+    @property
+    def module_path(self) -> str | None:
+        return self.client.module_path
+
+    @property
+    def source_path(self) -> str | None:
+        return self.client.source_path
+
+    @property
+    def device(self) -> str:
+        return self.client.device
+
+    @property
+    def functions(self) -> tuple[str, ...]:
+        return self.client.functions
+
+    @property
+    def breakpoints(self) -> tuple[Breakpoint, ...]:
+        return self.client.breakpoints
+
+    @property
+    def last_call(self) -> Call | None:
+        return self.client.last_call
+
+    @property
+    def last_stop(self) -> Stopped | None:
+        return self.client.last_stop
+
+    @property
+    def last_crash(self) -> Crashed | None:
+        return self.client.last_crash
+
+    @property
+    def crash_report(self) -> str:
+        return self.client.crash_report
+
+    @property
+    def crash_count(self) -> int:
+        return self.client.crash_count
+
+    @property
+    def history(self) -> History | None:
+        return self.client.history
+
+    @property
+    def can_reverse(self) -> bool:
+        return self.client.can_reverse
 
     @property
     def is_alive(self) -> bool:
-        return not self._closed and self.session is not None and self.session.alive
+        return self.client.alive
+
+    @property
+    def stop_timeout(self) -> float:
+        return self.client.stop_timeout
+
+    # -- commands (the client's) -------------------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        """Close the session (the child process ends). Safe to call twice."""
+        self.client.shutdown()
 
     def set_hang_timeout(self, seconds: float) -> None:
         """The watchdog limit (0 turns it off); applies to the session process from its next start."""
@@ -262,50 +334,24 @@ class SessionBridge(QObject):
         save_timeouts(hang_timeout=seconds)
 
     def set_stop_timeout(self, seconds: float) -> None:
-        self.stop_timeout = float(seconds)
+        self.client.stop_timeout = float(seconds)
         save_timeouts(stop_timeout=seconds)
 
-    # -- commands -------------------------------------------------------------------------------
-
-    def _send(self, command) -> None:
-        if self._closed:
-            return
-        if self.session is None:
-            self.session = self._make_session()
-        self.session.send(command)
-
-    def open(
-        self, module_path: str | Path, device: str = "local-sync", source_path: str | Path | None = None
-    ):
+    def open(self, module_path: str | Path, device: str = "local-sync", source_path: str | Path | None = None):
         """Open ``module_path`` in the session on ``device``; the breakpoints set so far stay."""
-        self.module_path = str(module_path)
-        self.source_path = str(source_path) if source_path else None
-        self.device = device
-        self.last_stop = None
-        self._forget_history()
-        self._set_state("starting")
-        self._send(Open(self.module_path, device))
-        self._send(SetBreakpoints(self.breakpoints))
-        self._save(module_path=self.module_path, source_path=self.source_path, device=device)
+        self.client.open(str(module_path), device, str(source_path) if source_path else None)
 
     def call(self, function: str, inputs: tuple[str, ...] | list[str] = (), stop_at_entry: bool = False):
-        command = Call(function, tuple(inputs), stop_at_entry)
-        self.last_call = command
-        self.last_stop = None
-        self._forget_history()
-        self._save(function=function, inputs=list(command.inputs))
-        self.callChanged.emit(command)
-        self._run(command)
+        self._publish_dispatch(None)
+        self.client.call(function, inputs, stop_at_entry)
 
     def rerun(self) -> None:
         """Repeat the last call (after a crash, the restarted session already has the breakpoints)."""
-        if self.last_call is not None:
-            self._send(SetBreakpoints(self.breakpoints))
-            self.call(self.last_call.function, self.last_call.inputs, self.last_call.stop_at_entry)
+        self.client.rerun()
 
     def step(self, mode: str = "into", count: int = 1) -> None:
-        if self.state == "stopped":
-            self._run(Step(mode, count))
+        if self.client.step(mode, count):
+            self._publish_dispatch(None)
 
     def step_into(self) -> None:
         self.step("into")
@@ -321,25 +367,21 @@ class SessionBridge(QObject):
         self.step(StepMode.DISPATCH)
 
     def continue_(self) -> None:
-        if self.state == "stopped":
-            self._run(Continue())
+        if self.client.continue_():
+            self._publish_dispatch(None)
 
     def run_to(self, function: str, pc: int) -> None:
-        if self.state == "stopped":
-            self._run(RunTo(function, pc))
+        if self.client.run_to(function, pc):
+            self._publish_dispatch(None)
 
-    # -- time travel (the session records every call) -----------------------------------------------
-
-    @property
-    def can_reverse(self) -> bool:
-        """A recorded call can be gone back in: paused, or finished (not failed, not crashed)."""
-        return self._history_alive and self.state in (BridgeState.STOPPED, BridgeState.IDLE)
+    def stop(self) -> None:
+        """Pause the run; if it does not answer within ``stop_timeout`` s, kill it (then it restarts)."""
+        self.client.stop()
 
     def reverse(self, mode: str = ReverseMode.STEP, count: int = 1) -> None:
         """``mode`` a ``ReverseMode`` (gdb's reverse-step/next/finish/continue); answered by ``stopped``."""
-        if self.can_reverse:
-            self._reverse_from = self.state
-            self._run(Reverse(str(mode), count))
+        if self.client.reverse(mode, count):
+            self._publish_dispatch(None)
 
     def reverse_step_into(self) -> None:
         self.reverse(ReverseMode.STEP)
@@ -356,27 +398,15 @@ class SessionBridge(QObject):
     def travel_to(self, position: int | None = None, dispatch: int | None = None, when: str = "before") -> None:
         """Go to a recorded moment: an instruction ``position``, or a dispatch (its run ordinal): before it
         runs, parked inside it so its tensors can be read, or ``after`` it."""
-        if self.can_reverse:
-            self._reverse_from = self.state
-            park = dispatch is not None and when == "before"
-            self._run(TravelTo(position, dispatch, when, park))
+        if self.client.travel_to(position, dispatch, when):
+            self._publish_dispatch(None)
 
     def previous_dispatch_ordinal(self) -> int | None:
-        """The dispatch before where the run is (from the history), or None when none was recorded."""
-        marks = self.history.dispatches if self.history is not None else ()
-        info = self.last_stop.location.dispatch_info if self.last_stop is not None else None
-        if info is not None and self.state == BridgeState.STOPPED:
-            target = info.ordinal - 1 if str(info.when) == "before" else info.ordinal
-            return target if any(m.ordinal == target for m in marks) else None
-        position = self.history.position if self.history is not None else None
-        if position is None:
-            return None
-        earlier = [m.ordinal for m in marks if m.position < position]
-        return max(earlier) if earlier else None
+        return self.client.previous_dispatch_ordinal()
 
     def previous_dispatch(self) -> bool:
         """Go back to the dispatch before this moment and park in it (False: none recorded)."""
-        target = self.previous_dispatch_ordinal()
+        target = self.client.previous_dispatch_ordinal()
         if target is None or not self.can_reverse:
             return False
         self.travel_to(dispatch=target)
@@ -384,180 +414,43 @@ class SessionBridge(QObject):
 
     def when_changed(self, watch: Watch) -> None:
         """Ask when a register/global/element last changed (answered by ``LastChange``)."""
-        if self.can_reverse:
-            self.evaluate(WhenChanged(watch))
+        self.client.when_changed(watch)
 
     def refresh_history(self) -> None:
-        if self._history_alive:
-            self.evaluate(ReadHistory())
-
-    def _forget_history(self) -> None:
-        self._history_alive = False
-        self._reverse_from = None
-        if self.history is not None:
-            self.history = None
-            self.historyChanged.emit(None)
+        self.client.refresh_history()
 
     def evaluate(self, query: Query) -> None:
         """Send a query (``engine.session.protocol``); its answer comes through ``answered``."""
-        if self.state in ("stopped", "idle"):
-            self._send(query)
+        self.client.query(query)
 
     def request_bindings(self) -> None:
         """Ask for the bytes of every binding of the paused dispatch (answered by ``bindingsRead``)."""
-        if self.state == BridgeState.STOPPED and self.last_stop is not None:
-            if self.last_stop.location.dispatch_info is not None:
-                self._send(ReadBindings())
-
-    def _run(self, command) -> None:
-        self._set_state("running")
-        self._publish_dispatch(None)
-        self._send(command)
-
-    def stop(self) -> None:
-        """Pause the run; if it does not answer within ``stop_timeout`` s, kill it (then it restarts).
-
-        The wait happens on a helper thread: the window never waits for the debuggee.
-        """
-        if self.state != "running" or self._closed or self.session is None:
-            return
-        session, timeout = self.session, self.stop_timeout
-        threading.Thread(target=session.stop, args=(timeout,), name="session-stop", daemon=True).start()
+        self.client.request_bindings()
 
     # -- breakpoints ----------------------------------------------------------------------------
 
     def set_breakpoints(self, breakpoints) -> None:
-        self.breakpoints = tuple(dict.fromkeys(breakpoints))  # unique, in order
-        self._send(SetBreakpoints(self.breakpoints))
-        self._save(breakpoints=[breakpoint_to_dict(b) for b in self.breakpoints])
-        self.breakpointsChanged.emit(self.breakpoints)
+        self.client.set_breakpoints(breakpoints)
 
     def add_breakpoint(self, bp: Breakpoint) -> None:
-        if bp not in self.breakpoints:
-            self.set_breakpoints((*self.breakpoints, bp))
+        self.client.add_breakpoint(bp)
 
     def remove_breakpoint(self, bp: Breakpoint) -> None:
-        self.set_breakpoints(b for b in self.breakpoints if b != bp)
+        self.client.remove_breakpoint(bp)
 
     def toggle_breakpoint(self, bp: Breakpoint) -> bool:
         """Add ``bp`` or remove it; True when it is now set."""
-        if bp in self.breakpoints:
-            self.remove_breakpoint(bp)
-            return False
-        self.add_breakpoint(bp)
-        return True
+        return self.client.toggle_breakpoint(bp)
 
     def toggle_instruction_breakpoint(self, function: str, pc: int) -> bool:
         return self.toggle_breakpoint(Breakpoint("instruction", function=function, pc=pc))
 
     # -- persistence ----------------------------------------------------------------------------
 
-    def _save(self, **fields: Any) -> None:
-        try:
-            self.store.update(**fields)
-        except OSError as e:  # a full disk must not stop the debugger; say so in the log
-            self.logged.emit(f"cannot save the session to {self.store.root}: {e}")
-
     def saved_session(self) -> SavedSession | None:
         """The session saved by the last run of the application, if there is one worth restoring."""
-        if not self.store.has_saved_session():
-            return None
-        saved = self.store.load()
-        if not (saved.module_path or saved.source_path or saved.breakpoints):
-            return None
-        return saved
+        return self.client.saved_session()
 
     def restore_setup(self, saved: SavedSession) -> None:
         """Take back the breakpoints and the last call of ``saved`` (the module is opened by the window)."""
-        bps = [b for b in (breakpoint_from_dict(d) for d in saved.breakpoints) if b is not None]
-        self.set_breakpoints(bps)
-        if saved.function:
-            self.last_call = Call(saved.function, tuple(saved.inputs))
-            self._save(function=saved.function, inputs=list(saved.inputs))
-            self.callChanged.emit(self.last_call)
-
-    # -- events (GUI thread) ----------------------------------------------------------------------
-
-    @Slot(object)
-    def _on_event(self, event: Event) -> None:
-        if self._closed:
-            return
-        if isinstance(event, Opened):
-            self.functions = event.functions
-            self._set_state("idle")
-            self.opened.emit(event)
-        elif isinstance(event, Stopped):
-            self.last_stop = event
-            self._history_alive = True
-            self._reverse_from = None
-            self._set_state("stopped")
-            self._move_context(event.location)
-            self.stopped.emit(event)
-            info = event.location.dispatch_info
-            self._publish_dispatch(info)
-            if info is not None:
-                self.dispatchStopped.emit(info)
-            self.refresh_history()
-        elif isinstance(event, Finished):
-            self.last_stop = None
-            self._history_alive = True  # one can still go back from the end
-            self._reverse_from = None
-            self._set_state("idle")
-            self._publish_dispatch(None)
-            self.finished.emit(event)
-            self.refresh_history()
-        elif isinstance(event, Failed):
-            if self._reverse_from is not None and self.state == BridgeState.RUNNING:
-                # A reverse command that cannot be done leaves the program where it was.
-                state, self._reverse_from = self._reverse_from, None
-                self._set_state(state)
-                if self.last_stop is not None:
-                    self._publish_dispatch(None)
-            elif self.state == BridgeState.RUNNING:  # a failed call ends it; a rejected query does not
-                self.last_stop = None
-                self._history_alive = False
-                self._set_state("idle")
-            self.failed.emit(event)
-        elif isinstance(event, Crashed):
-            self._on_crashed(event)
-        elif isinstance(event, Answer):
-            if isinstance(event, Bindings) and self.last_stop is not None:
-                info = self.last_stop.location.dispatch_info
-                self.bindingsRead.emit(info, [ref.to_numpy() for ref in event.tensors])
-            elif isinstance(event, History):
-                self.history = event if event.recording else None
-                self.historyChanged.emit(self.history)
-            self.answered.emit(event)
-        elif isinstance(event, Progress):
-            self.progressed.emit(event)
-        elif isinstance(event, Log):
-            self.logged.emit(event.text)
-
-    def _on_crashed(self, crash: Crashed) -> None:
-        self.last_crash = crash
-        self.last_stop = None
-        self._forget_history()
-        self.crash_count += 1
-        self.crash_report = describe_crash(crash, self.last_call)
-        # Restart first, so the report's Rerun works as soon as it is shown.
-        if not self.in_process:
-            self._set_state("starting" if self.module_path else "closed")
-            self.session.restart()  # replays Open and SetBreakpoints
-        self.crashed.emit(crash)
-
-    def _move_context(self, location: Location) -> None:
-        if self.context is None or not location.frames:
-            return
-        frame = location.frames[-1]
-        self.context.set_position(function=frame.function, pc=frame.pc, dispatch=location.dispatch_index)
-
-    def _publish_dispatch(self, info) -> None:
-        """The context's paused dispatch (what tensor views show) follows the run."""
-        if self.context is not None:
-            self.context.set_paused_dispatch(info)
-
-    def _set_state(self, state: str) -> None:
-        state = BridgeState(state)
-        if state != self.state:
-            self.state = state
-            self.stateChanged.emit(state)
+        self.client.restore_setup(saved)

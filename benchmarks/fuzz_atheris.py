@@ -1,6 +1,6 @@
 """Coverage-guided fuzzing (atheris, libFuzzer) of every file reader, each input under a time and memory limit.
 
-    .venv/bin/python benchmarks/fuzz_atheris.py --minutes 30 [--work DIR] [--timeout S] [--rss-mb M]
+    .venv/bin/python benchmarks/fuzz_atheris.py [--minutes M (default 2; a campaign: 30)] [--work DIR] [--timeout S] [--rss-mb M]
     .venv/bin/python benchmarks/fuzz_atheris.py --replay FILE      (one saved input, under the limits)
     .venv/bin/python benchmarks/fuzz_atheris.py --coverage [--work DIR]   (line coverage of the corpus)
 
@@ -296,7 +296,7 @@ def main() -> int:
         child(sys.argv[i + 1 :], work / "failures")
         return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--minutes", type=float, default=30.0)
+    ap.add_argument("--minutes", type=float, default=2.0)  # a campaign: --minutes 30 or more
     ap.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "iree-lens-fuzz" / "atheris"))
     ap.add_argument("--timeout", type=int, default=10, help="seconds per input")
     ap.add_argument("--rss-mb", type=int, default=2048, help="memory limit of the fuzzing process")

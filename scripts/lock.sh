@@ -12,7 +12,8 @@ if ! command -v "$uv" >/dev/null; then
   echo "lock: uv is not installed; install it with: python3 -m pip install --user uv (or pipx install uv)" >&2
   exit 1
 fi
-# --upgrade: resolve afresh (otherwise uv keeps the versions of the existing lock where it can).
-"$uv" pip compile pyproject.toml scripts/build-requirements.in --extra test --upgrade --generate-hashes \
+# uv keeps the versions of the existing lock where the ranges allow, so adding a dependency changes only
+# what it needs; `scripts/lock.sh --upgrade` resolves everything afresh (newest versions in range).
+"$uv" pip compile pyproject.toml scripts/build-requirements.in --extra test --generate-hashes \
   --python-version 3.11 --python-platform x86_64-manylinux_2_36 \
-  --custom-compile-command "scripts/lock.sh" -o requirements.lock
+  --custom-compile-command "scripts/lock.sh" -o requirements.lock "$@"

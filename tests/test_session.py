@@ -106,8 +106,9 @@ def test_faulting_kernel_crashes_the_child_not_us(compiled, tmp_path):
         # The report says what was running: the function and the dispatch.
         assert crash.location.dispatch and crash.location.dispatch.startswith("main_dispatch_0")
         assert crash.location.frames and crash.location.frames[-1].function == "main"
-        # Restart replays the set-up; the user reruns to the same point (and crashes the same way).
+        # A restarted transport is a fresh child; opened again, a rerun crashes the same way.
         session.restart()
+        session.send(Open(str(bad)))
         assert isinstance(events.next(), Opened)
         session.send(Call("main", ("4x8xf32=1", "4x8xf32=2")))
         again = events.next()
@@ -152,6 +153,7 @@ def test_a_kernel_that_never_returns_is_killed_on_stop(compiled, tmp_path):
         assert isinstance(crash, Crashed) and "did not stop" in crash.reason
         assert crash.location.dispatch.startswith("main_dispatch_0")
         session.restart()  # and the session is usable again
+        session.send(Open(str(spinning)))
         assert isinstance(events.next(), Opened)
     finally:
         session.close()

@@ -273,3 +273,24 @@ def test_ssh_connection_killed_mid_session_is_reported(modules, sshd):
         assert isinstance(crashed, Crashed) and "lost" in crashed.reason
     finally:
         session.close()
+
+
+def test_pause_crosses_the_stream_while_a_run_runs(tmp_path):
+    import time
+
+    spin = compile_program("spin", "llvm-cpu", tmp_path)
+    events = Events()
+    session = StreamSession([*lens_argv(), "serve", "--stdio"], "debug", events, stderr=io.BytesIO())
+    try:
+        session.send(Open(str(spin)))
+        assert isinstance(events.next(), Opened)
+        session.send(Call("spin", ("1000000000",)))
+        time.sleep(0.5)
+        session.pause()
+        stop = events.next(timeout=30)
+        assert isinstance(stop, Stopped) and stop.reason == "paused" and stop.location.frames[-1].function == "spin"
+        session.send(ReadBindings())  # served after the pause (no dispatch: a clear failure, in order)
+        assert not isinstance(events.next(), Stopped)
+    finally:
+        session.close()
+    assert session.process.returncode == 0

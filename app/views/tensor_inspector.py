@@ -31,7 +31,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.dispatch.compare import Comparison, compare, error_map, load_golden
+from app.views.verdict_style import verdict_colour
+from engine.dispatch.numerics import Comparison, Tolerance, compare, error_map, load_golden
 from engine.dispatch.statistics import TensorStats, histogram, plane, tensor_stats
 from engine.dispatch.tensor_types import TensorType, element_name, view_bytes
 
@@ -209,11 +210,16 @@ class TensorInspector(QWidget):
         self.histogram.setLabel("bottom", "value")
         self.histogram.setLabel("left", "count")
 
-        # Compare: golden file or the reference set by the caller; tolerances; error heatmap.
+        # Compare: golden file or the reference set by the caller; tolerances (all 0: numerics' rounding
+        # rule, relative to the tensor's scale); the verdict with its metrics; error heatmap.
         self.atol = QDoubleSpinBox(self, decimals=8, maximum=1e9, singleStep=1e-6)
         self.rtol = QDoubleSpinBox(self, decimals=8, maximum=1e9, singleStep=1e-6)
-        self.atol.valueChanged.connect(self._compare)
-        self.rtol.valueChanged.connect(self._compare)
+        self.ulps = QSpinBox(self, maximum=1 << 30)
+        for box in (self.atol, self.rtol):
+            box.setSpecialValueText("default")
+            box.valueChanged.connect(self._compare)
+        self.ulps.setSpecialValueText("default")
+        self.ulps.valueChanged.connect(self._compare)
         self.golden_button = QPushButton("Load golden .npy/.npz…", self)
         self.golden_button.clicked.connect(self._pick_golden)
         self.compare_summary = QLabel("No reference: load golden data or open another run.", self)
@@ -227,6 +233,8 @@ class TensorInspector(QWidget):
         row.addWidget(self.atol)
         row.addWidget(QLabel("rtol"))
         row.addWidget(self.rtol)
+        row.addWidget(QLabel("ulps"))
+        row.addWidget(self.ulps)
         cl.addLayout(row)
         cl.addWidget(self.compare_summary)
         cl.addWidget(self.error_heatmap, 1)
@@ -408,17 +416,43 @@ class TensorInspector(QWidget):
         ref = np.asarray(ref)
         if ref.size == a.size and ref.shape != a.shape:
             ref = ref.reshape(a.shape)
-        self.comparison = c = compare(a, ref, self.atol.value(), self.rtol.value())
+        self.comparison = c = compare(a, ref, tolerance=self._tolerance())
         if not c.shape_matches:
             self.compare_summary.setText(f"Cannot compare: {c.note}")
             return
-        verdict = "match" if c.ok else f"{c.mismatches} of {c.count} elements differ"
-        self.compare_summary.setText(
-            f"{verdict}; max abs error {c.max_abs_error:.6g}, max rel error {c.max_rel_error:.6g}"
-            + (f", first at {list(c.first_mismatch)}" if c.first_mismatch is not None else "")
-        )
+        self.compare_summary.setText(comparison_text(c))
+        self.compare_summary.setStyleSheet(f"color: {verdict_colour(str(c.verdict)).name()}")
         errors = error_map(a, ref)
         self.error_heatmap.set_values(self.current_plane(errors))
+
+
+    def _tolerance(self) -> Tolerance:
+        """All zero: the rounding rule; otherwise the values set (a zero among set ones counts as 0)."""
+        atol, rtol, ulps = self.atol.value(), self.rtol.value(), self.ulps.value()
+        if not (atol or rtol or ulps):
+            return Tolerance()
+        return Tolerance(atol, rtol, float(ulps) if ulps else None)
+
+
+def comparison_text(c: Comparison) -> str:
+    """The verdict, then the metrics users know, one group a line."""
+    if c.ok:
+        head = f"match: {c.verdict.label}"
+    else:
+        head = f"diverged: {c.mismatches} of {c.count} elements differ"
+        if c.first_mismatch is not None:
+            head += f", first at {list(c.first_mismatch)}"
+    lines = [head, f"rule: {c.tolerance_text}", f"max abs error {c.max_abs_error:.6g}, max rel error {c.max_rel_error:.6g} (floored at the RMS {c.rms:.3g})"]
+    if c.max_ulps is not None:
+        lines.append(
+            f"error vs scale {c.max_scaled_error:.3g} (scale {c.scale:.3g}), max {c.max_ulps:.0f} ulps, "
+            f"SQNR {c.sqnr_db:.1f} dB, cosine {c.cosine:.9f}"
+        )
+        lines.append(
+            f"NaN {c.nan_actual}/{c.nan_expected}, Inf {c.inf_actual}/{c.inf_expected} (this/reference)"
+            + (f", {c.nonfinite_mismatches} disagree" if c.nonfinite_mismatches else ", agree")
+        )
+    return "\n".join(lines)
 
 
 def _type_text(array: np.ndarray) -> str:

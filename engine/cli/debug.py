@@ -1,8 +1,10 @@
 """``iree-lens debug``: a headless debugger over the session protocol, in the manner of ``gdb -batch -x``.
 
-The commands file (``engine.session.script``) drives an in-process session, the window's protocol: the
-debug engine (``DebugSession``: our VM and emulated HAL, every breakpoint kind) or the reference engine
-(``ReferenceSession``: IREE's runtime, dispatch breakpoints at a traced module's trace points).
+The commands file (``engine.session.script``) drives the window's session client
+(``engine.session.client.SessionClient``) over an in-process session: the debug engine (``DebugSession``:
+our VM and emulated HAL, every breakpoint kind; ``TimeTravelSession`` when the script steps back) or the
+reference engine (``ReferenceSession``: IREE's runtime, dispatch breakpoints at a traced module's trace
+points).
 
 The program starts with the first run command (``continue`` runs to the first stop; ``step``/``next``
 start from the function's entry, which prints nothing). With ``--json`` each stop prints exactly one line
@@ -18,7 +20,6 @@ with nothing to save), 2 for a bad commands file; a run command after the end is
 from __future__ import annotations
 
 import json
-import queue
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,24 +27,17 @@ from typing import Any
 import numpy as np
 
 from engine.errors import LensError
+from engine.session.client import SessionClient, TransportFactory, in_process
 from engine.session.protocol import (
     Answer,
     Bindings,
-    Breakpoint,
-    Call,
-    Continue,
     Crashed,
     Event,
     Failed,
     Finished,
-    Open,
     Opened,
-    ReadBindings,
     ReadDispatch,
     RegisterFile,
-    Reverse,
-    SetBreakpoints,
-    Step,
     StepMode,
     Stopped,
 )
@@ -58,8 +52,8 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "debug", help="run a debugger commands file on a function of a .vmfb (like gdb -batch -x)"
     )
-    p.add_argument("module", help="the .vmfb to debug")
-    p.add_argument("--function", required=True, help="exported function to call")
+    p.add_argument("module", help="the .vmfb to debug (or an .ireereplay: its HAL calls and dispatches)")
+    p.add_argument("--function", default="", help="exported function to call (required for a .vmfb)")
     p.add_argument("--input", action="append", default=[], help="an input, as iree-run-module takes it")
     p.add_argument("--device", default="local-sync", help="local-sync, local-task or vulkan (default local-sync)")
     p.add_argument(
@@ -86,6 +80,13 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
+    if args.module.endswith(".ireereplay"):  # IREE's HAL replays: engine/cli/replay.py
+        from engine.cli.replay import debug
+
+        return debug(args)
+    if not args.function:
+        print("iree-lens debug: --function is required for a module", file=sys.stderr)
+        return 2
     try:
         text = Path(args.commands).read_text()
     except OSError as e:
@@ -149,8 +150,7 @@ class Debugger:
     def __init__(self, args, commands: list[ScriptCommand]):
         self.args = args
         self.commands = commands
-        self.events: queue.Queue[Event] = queue.Queue()
-        self.breakpoints: list[Breakpoint] = []
+        self.client: SessionClient | None = None
         self.state = "not started"  # not started | stopped | finished
         self.last_stop: Stopped | None = None
         self.finished: Finished | None = None
@@ -169,39 +169,42 @@ class Debugger:
 
     # -- the session
 
-    def _make_session(self):
-        from engine.session.inprocess import InProcessSession
-
-        if getattr(self.args, "remote", None):
-            from engine.session.stream import open_remote
-
-            reverse = any(c.verb in _REVERSE_VERBS for c in self.commands)
-            handler = "reference" if self.args.engine == "reference" else "timetravel" if reverse else "debug"
-            return open_remote(self.args.remote, handler, self.events.put)
+    def _handler(self) -> type:
         if self.args.engine == "reference":
             from engine.session.reference_session import ReferenceSession
 
-            return InProcessSession(ReferenceSession, self.events.put)
+            return ReferenceSession
         if any(c.verb in _REVERSE_VERBS for c in self.commands):
             # Reverse commands need the run's history (engine.timetravel records it).
             from engine.timetravel.session import TimeTravelSession
 
-            return InProcessSession(TimeTravelSession, self.events.put)
+            return TimeTravelSession
         from engine.session.debug_session import DebugSession
 
-        return InProcessSession(DebugSession, self.events.put)
+        return DebugSession
+
+    def _transport(self) -> TransportFactory:
+        if getattr(self.args, "remote", None):
+            from engine.session.stream import remote
+
+            reverse = any(c.verb in _REVERSE_VERBS for c in self.commands)
+            handler = "reference" if self.args.engine == "reference" else "timetravel" if reverse else "debug"
+            return remote(self.args.remote, handler)
+        return in_process(self._handler())
 
     def _next(self) -> Event:
-        return self.events.get()
+        return self.client.next_event()
 
     def run(self) -> int:
+        # One event per command, in order (no history requests of its own, no progress events).
+        self.client = SessionClient(self._transport(), blocking=True, track_history=False)
         try:
-            self.session = self._make_session()
+            self.client.connect()  # --remote: the server starts here
         except LensError as e:  # --remote: the server could not be started or refused
             print(f"iree-lens debug: {e}", file=sys.stderr)
             return 1
         try:
-            self.session.send(Open(str(self.args.module), self.args.device))
+            self.client.open(str(self.args.module), self.args.device)
             opened = self._next()
             if not isinstance(opened, Opened):
                 print(f"iree-lens debug: {getattr(opened, 'message', opened)}", file=sys.stderr)
@@ -223,8 +226,8 @@ class Debugger:
         except KeyboardInterrupt:
             return 130
         finally:
-            self.session.close()
-            self.session = None
+            self.client.shutdown()
+            self.client = None
             import gc
 
             gc.collect()  # IREE's runtime objects go now, not during interpreter exit
@@ -233,21 +236,20 @@ class Debugger:
     def _do(self, command: ScriptCommand) -> None:
         verb = command.verb
         if verb == "break":
-            self.breakpoints.append(command.breakpoint)
-            self.session.send(SetBreakpoints(tuple(self.breakpoints)))
+            self.client.set_breakpoints((*self.client.breakpoints, command.breakpoint))
             self._expect_no_failure(command)
         elif verb == "continue":
             if self.state == "not started":
                 self._call(stop_at_entry=False, command=command)
             elif self._running_or_error(command):
-                self.session.send(Continue())
+                self.client.continue_()
                 self._await_stop(command)
         elif verb in _STEP_MODES:
             if self.state == "not started":
                 if not self._call(stop_at_entry=True, command=command, quiet=True):
                     return
             if self._running_or_error(command):
-                self.session.send(Step(_STEP_MODES[verb], command.count))
+                self.client.step(_STEP_MODES[verb], command.count)
                 self._await_stop(command)
         elif verb in _REVERSE_VERBS:
             self._reverse(command)
@@ -261,7 +263,9 @@ class Debugger:
         if self.state not in ("stopped", "finished"):
             self._error(command, f"{command.text!r}: the program has no history yet ({self.state})")
             return
-        self.session.send(Reverse(command.verb, command.count))
+        if not self.client.reverse(command.verb, command.count):
+            self._error(command, f"{command.text!r}: no recorded history to go back in")
+            return
         event = self._next()
         if isinstance(event, Stopped):
             self.state = "stopped"
@@ -278,7 +282,7 @@ class Debugger:
 
     def _expect_no_failure(self, command: ScriptCommand) -> None:
         """SetBreakpoints answers only when it fails: ask a cheap query to know it was taken."""
-        self.session.send(ReadDispatch())
+        self.client.send(ReadDispatch())
         while True:
             event = self._next()
             if isinstance(event, Failed):
@@ -295,7 +299,7 @@ class Debugger:
         return False
 
     def _call(self, *, stop_at_entry: bool, command: ScriptCommand, quiet: bool = False) -> bool:
-        self.session.send(Call(self.args.function, tuple(self.args.input), stop_at_entry))
+        self.client.call(self.args.function, tuple(self.args.input), stop_at_entry)
         return self._await_stop(command, quiet=quiet)
 
     def _await_stop(self, command: ScriptCommand, quiet: bool = False) -> bool:
@@ -363,7 +367,7 @@ class Debugger:
                 saved.append(str(path))
         elif self.state == "stopped" and self.last_stop.location.dispatch_info is not None:
             info = self.last_stop.location.dispatch_info
-            self.session.send(ReadBindings())
+            self.client.request_bindings()
             answer = self._next()
             if not isinstance(answer, Bindings):
                 self._error(command, getattr(answer, "message", str(answer)))

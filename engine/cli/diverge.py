@@ -1,11 +1,14 @@
-"""``iree-lens diverge``: the first dispatch where two configurations part ways, and its reproducer."""
+"""``iree-lens diverge``: the first dispatch where two configurations part ways, and its reproducer.
+
+By default the two runs go in lockstep, each dispatch of B given A's input bytes (``engine.dispatch.lockstep``)
+and judged by ``engine.dispatch.numerics``: rounding-level differences (another target, device or
+reduction order) are "within rounding", not divergence; ``--atol/--rtol/--ulps`` replace that rule."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-import tempfile
 
 from engine.errors import LensError
 
@@ -17,10 +20,25 @@ def add_parser(subparsers) -> None:
     p.add_argument("modules", nargs="*", metavar="MODULE", help="A.vmfb B.vmfb (B may equal A)")
     p.add_argument("--function", help="exported function to call")
     p.add_argument("--input", action="append", default=[], help="an input, as iree-run-module takes it")
-    p.add_argument("--device-a", default="local-sync", help="device of run A (default local-sync)")
-    p.add_argument("--device-b", default=None, help="device of run B (default: the same as A)")
-    p.add_argument("--atol", type=float, default=0.0, help="absolute tolerance (default 0)")
-    p.add_argument("--rtol", type=float, default=0.0, help="relative tolerance (default 0)")
+    p.add_argument("--device-a", default=None, help="device of run A (default: what module A was compiled for)")
+    p.add_argument(
+        "--device-b", default=None, help="device of run B (default: A's for the same module, else B's own)"
+    )
+    p.add_argument("--atol", type=float, default=None, help="absolute tolerance (replaces the rounding rule)")
+    p.add_argument("--rtol", type=float, default=None, help="relative tolerance (replaces the rounding rule)")
+    p.add_argument(
+        "--ulps", type=float, default=None, help="units in the last place allowed (replaces the rounding rule)"
+    )
+    p.add_argument(
+        "--own-inputs",
+        action="store_true",
+        help="run B on its own data instead of A's input bytes per dispatch (differences accumulate)",
+    )
+    p.add_argument(
+        "--golden",
+        metavar="FILE",
+        help="a framework's final outputs (.npy, or .npz in result order): both runs' results are compared",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--repro", metavar="DIR", help="write a reproducer of the diverging dispatch to DIR")
     p.add_argument(
@@ -29,7 +47,11 @@ def add_parser(subparsers) -> None:
         default=[],
         help="executable sources (files or a dump directory): type tensors, and the diverging one's source is copied into the reproducer",
     )
-    p.add_argument("--keep", metavar="DIR", help="keep both captures (DIR/a, DIR/b) instead of a temporary")
+    p.add_argument(
+        "--keep",
+        metavar="DIR",
+        help="capture both runs to bundles (DIR/a, DIR/b) and compare those, each run on its own inputs",
+    )
     p.add_argument("--replay", metavar="DIR", help="rerun a reproducer; exit 1 while it still diverges")
     p.set_defaults(func=run)
 
@@ -47,44 +69,153 @@ def run(args: argparse.Namespace) -> int:
         return 1
 
 
+def _devices(args) -> tuple[str, str]:
+    from pathlib import Path
+
+    from engine.cli.profile import default_device
+
+    module_a, module_b = args.modules
+    device_a = args.device_a or default_device(module_a)
+    if args.device_b:
+        return device_a, args.device_b
+    same = Path(module_a).resolve() == Path(module_b).resolve()
+    return device_a, device_a if same else default_device(module_b)
+
+
 def _diverge(args) -> int:
+    from engine.dispatch.divergence import Divergence, dispatch_locations, write_reproducer
+    from engine.dispatch.numerics import Tolerance
+    from engine.dispatch.tensor_types import interfaces_from_files
+
+    module_a, module_b = args.modules
+    device_a, device_b = _devices(args)
+    tolerance = Tolerance(args.atol, args.rtol, args.ulps)
+    # Sources type the tensors and cut packed bindings into them (same interfaces in A and B).
+    interfaces = interfaces_from_files(args.sources) if args.sources else None
+    if args.keep:
+        return _diverge_bundles(args, device_a, device_b, interfaces)
+    from engine.dispatch.lockstep import run_lockstep
+
+    result = run_lockstep(
+        module_a, module_b, args.function, args.input, device_a=device_a, device_b=device_b,
+        tolerance=tolerance, feed=not args.own_inputs, interfaces=interfaces,
+    )  # fmt: skip
+    culprit = result.culprit
+    divergence = None
+    if culprit is not None:
+        c = culprit.comparison
+        location = dispatch_locations(module_b).get(culprit.name) or dispatch_locations(module_a).get(culprit.name)
+        divergence = Divergence(
+            culprit.ordinal, culprit.name, culprit.executable,
+            c.max_abs_error if c else float("inf"), c.max_rel_error if c else float("inf"),
+            c.mismatches if c else 0, culprit.worst_output or 0, c.first_mismatch if c else None,
+            culprit.workgroups, culprit.inputs_verdict != "diverged" or culprit.fed, c,
+            str(culprit.inputs_verdict), culprit.fed, location,
+        )  # fmt: skip
+    repro_path = None
+    if divergence is not None and args.repro:
+        step = result.culprit_step
+        repro_path = write_reproducer(
+            args.repro, divergence, module_a=module_a, module_b=module_b, function=args.function,
+            inputs=args.input, device_a=device_a, device_b=device_b, atol=args.atol, rtol=args.rtol,
+            ulps=args.ulps, sources=args.sources, before=step.before if step else None,
+            after=step.after if step else None, record=result.culprit_record,
+            elements=_binding_elements(step) if step else None,
+        )  # fmt: skip
+    golden = _golden(args.golden, result.results_a, result.results_b, tolerance) if args.golden else None
+    counts: dict[str, int] = {}
+    for d in result.dispatches:
+        counts[str(d.verdict)] = counts.get(str(d.verdict), 0) + 1
+    if args.json:
+        obj = {
+            "first_divergence": divergence.to_json() if divergence else None,
+            "dispatches_compared": len(result.dispatches),
+            "first_input_difference": result.first_input_difference,
+            "notes": result.notes,
+            "repro": str(repro_path.parent) if repro_path else None,
+            "devices": [device_a, device_b],
+            "same_inputs": not args.own_inputs,
+            "tolerance": tolerance.to_json(),
+            "verdicts": counts,
+            "dispatches": [d.to_json() for d in result.dispatches],
+            "outputs": [c.to_json() for c in result.outputs],
+            "golden": golden,
+        }
+        print(json.dumps(obj))
+        return 0
+    for note in result.notes:
+        print(f"note: {note}")
+    for d in result.dispatches:
+        detail = f" {d.comparison.summary()}" if d.comparison is not None and str(d.verdict) != "exact" else ""
+        print(f"  #{d.ordinal:<4} {d.verdict.label:<16} {d.name}{detail}")
+    summary = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in counts.items())
+    how = "each on A's input bytes" if not args.own_inputs else "each run on its own inputs"
+    if divergence is None:
+        print(f"no divergence in {len(result.dispatches)} dispatches ({summary}; {how}; {tolerance.describe()})")
+    else:
+        d = divergence
+        print(f"first divergence: dispatch {d.ordinal} {d.name} (executable {d.executable})")
+        if d.location:
+            print(f"  from {d.location}")
+        if d.comparison is not None:
+            print(f"  output {d.output_index}: {d.comparison.summary()}")
+        if repro_path:
+            print(f"  reproducer: {repro_path.parent}")
+    for c in result.outputs:
+        print(f"program output (B against A): {c.summary()}")
+    for line in golden or []:
+        print(f"golden {line['run']} output {line['output']}: {line['summary']}")
+    return 0
+
+
+def _binding_elements(step) -> dict[int, str]:
+    """Element types of the culprit's written bindings where one typed output fills a binding."""
+    from engine.dispatch.numerics import element_of
+
+    written = [i for i, info in enumerate(step.entry.bindings) if info.get("access") != "read"]
+    out = {}
+    if step.entry.tensors_from == "bindings":
+        for i, t in zip(written, step.outputs):
+            if t.nbytes == step.lengths[i]:
+                out[i] = element_of(t.dtype)
+    return out
+
+
+def _golden(path: str, results_a: list, results_b: list, tolerance) -> list[dict]:
+    """Both runs' tensor results against a framework's outputs (``.npy``/``.npz``)."""
+    from engine.dispatch.numerics import compare, load_golden
+    from engine.runtime.function_io import Tensor
+
+    expected = load_golden(path)
+    lines = []
+    for run, results in (("A", results_a), ("B", results_b)):
+        tensors = [r for r in results if isinstance(r, Tensor)]
+        for i, ((name, want), got) in enumerate(zip(expected, tensors)):
+            c = compare(got.array, want, tolerance=tolerance)
+            lines.append({"run": run, "output": i, "golden": name, "summary": c.summary(), **c.to_json()})
+    return lines
+
+
+def _diverge_bundles(args, device_a: str, device_b: str, interfaces) -> int:
+    """The capture path: both runs to bundles in ``--keep`` DIR, then compared (each on its own inputs)."""
     from pathlib import Path
 
     from engine.dispatch.bundle import Bundle
     from engine.dispatch.capture import capture_debug
     from engine.dispatch.divergence import walk, write_reproducer
-    from engine.dispatch.tensor_types import interfaces_from_files
 
     module_a, module_b = args.modules
-    device_b = args.device_b or args.device_a
-    tmp = None if args.keep else tempfile.TemporaryDirectory(prefix="iree-lens-diverge-")
-    root = Path(args.keep or tmp.name)
-    try:
-        # Sources type the tensors and cut packed bindings into them (same interfaces in A and B).
-        interfaces = interfaces_from_files(args.sources) if args.sources else None
-        capture_debug(
-            module_a, args.function, args.input, root / "a", device=args.device_a, interfaces=interfaces
-        )
-        capture_debug(module_b, args.function, args.input, root / "b", device=device_b, interfaces=interfaces)
-        result = walk(Bundle(root / "a"), Bundle(root / "b"), args.atol, args.rtol)
-        repro_path = None
-        if result.first_divergence is not None and args.repro:
-            repro_path = write_reproducer(
-                args.repro,
-                result.first_divergence,
-                module_a=module_a,
-                module_b=module_b,
-                function=args.function,
-                inputs=args.input,
-                device_a=args.device_a,
-                device_b=device_b,
-                atol=args.atol,
-                rtol=args.rtol,
-                sources=args.sources,
-            )
-    finally:
-        if tmp is not None:
-            tmp.cleanup()
+    root = Path(args.keep)
+    capture_debug(module_a, args.function, args.input, root / "a", device=device_a, interfaces=interfaces)
+    capture_debug(module_b, args.function, args.input, root / "b", device=device_b, interfaces=interfaces)
+    result = walk(Bundle(root / "a"), Bundle(root / "b"), args.atol, args.rtol, args.ulps)
+    repro_path = None
+    if result.first_divergence is not None and args.repro:
+        repro_path = write_reproducer(
+            args.repro, result.first_divergence, module_a=module_a, module_b=module_b, function=args.function,
+            inputs=args.input, device_a=device_a, device_b=device_b, atol=args.atol, rtol=args.rtol,
+            ulps=args.ulps, sources=args.sources,
+        )  # fmt: skip
     d = result.first_divergence
     if args.json:
         obj = {
@@ -93,21 +224,24 @@ def _diverge(args) -> int:
             "first_input_difference": result.first_input_difference,
             "notes": result.notes,
             "repro": str(repro_path.parent) if repro_path else None,
+            "devices": [device_a, device_b],
+            "same_inputs": False,
+            "dispatches": [
+                {"ordinal": o, "name": n, "verdict": v, "inputs": i} for o, n, v, i in result.verdicts
+            ],
         }
         print(json.dumps(obj))
+        return 0
+    for note in result.notes:
+        print(f"note: {note}")
+    if d is None:
+        print(f"no divergence in {result.compared} dispatches")
     else:
-        for note in result.notes:
-            print(f"note: {note}")
-        if d is None:
-            print(f"no divergence in {result.compared} dispatches (atol={args.atol}, rtol={args.rtol})")
-        else:
-            print(f"first divergence: dispatch {d.ordinal} {d.name} (executable {d.executable})")
-            print(
-                f"  output {d.output_index}: {d.mismatches} elements differ, max abs error {d.max_abs_error:g}, "
-                f"max rel error {d.max_rel_error:g}, first at {d.first_mismatch}"
-            )
-            if repro_path:
-                print(f"  reproducer: {repro_path.parent}")
+        print(f"first divergence: dispatch {d.ordinal} {d.name} (executable {d.executable})")
+        if d.comparison is not None:
+            print(f"  output {d.output_index}: {d.comparison.summary()}")
+        if repro_path:
+            print(f"  reproducer: {repro_path.parent}")
     return 0
 
 
@@ -132,5 +266,5 @@ def _replay(args) -> int:
         state = "still diverges" if result.reproduced else "now matches"
         print(f"dispatch {result.ordinal} {result.name}: {state}")
         for i, c in result.comparisons.items():
-            print(f"  binding {i}: {c.mismatches} elements differ, max abs error {c.max_abs_error:g}")
+            print(f"  binding {i}: {c.summary()}")
     return 1 if result.reproduced else 0

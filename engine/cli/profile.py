@@ -23,8 +23,8 @@ from engine.trace.model import Trace
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("profile", help="run a function and write its timing zones (Chrome trace JSON)")
-    p.add_argument("module", help="the .vmfb to run")
-    p.add_argument("--function", required=True, help="exported function to call")
+    p.add_argument("module", help="the .vmfb to run (or an .ireereplay, replayed on the debug engine)")
+    p.add_argument("--function", default="", help="exported function to call (required for a .vmfb)")
     p.add_argument("--input", action="append", default=[], help="an input, as iree-run-module takes it")
     p.add_argument(
         "--engine",
@@ -99,6 +99,13 @@ def default_device(module: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.module.endswith(".ireereplay"):  # IREE's HAL replays: engine/cli/replay.py
+        from engine.cli.replay import profile
+
+        return profile(args)
+    if not args.function:
+        print("iree-lens profile: --function is required for a module", file=sys.stderr)
+        return 2
     if args.device is None:
         args.device = default_device(args.module)
     if args.repeat < 1:

@@ -80,3 +80,208 @@ def capture(args: argparse.Namespace) -> int:
         f"({result.bytes_written} bytes of tensors)"
     )
     return 0
+
+
+def substitutions_from_specs(specs: list[str], replay_path: str) -> list:
+    """``--substitute`` for a replay: ``ID[@FORMAT]=BINARY`` or ``all=BINARY`` as ``iree-run-replay`` takes
+    them, or ``NAME=SOURCE.mlir`` (NAME an executable object id, an export, or IREE's executable name such
+    as ``main_dispatch_0``): the source is compiled to a binary (written beside it, ``SOURCE.bin``) so the
+    same substitution can be handed to ``iree-run-replay``."""
+    from pathlib import Path
+
+    from engine.replay.execute import Substitution
+    from engine.replay.model import describe_replay
+    from engine.replay.reader import open_replay
+
+    out = []
+    executables = None
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep or not path:
+            raise LensError(f"bad --substitute {spec!r}: expected ID=BINARY or NAME=SOURCE.mlir")
+        if not path.endswith(".mlir"):
+            out.append(Substitution.parse(spec))
+            continue
+        from engine.substitute.build import compile_executable_source
+
+        if executables is None:
+            executables = describe_replay(open_replay(replay_path)).executables
+        matches = [
+            x
+            for x in executables
+            if name == str(x.object_id) or any(fn == name or fn.startswith(name + "_") for fn in x.functions)
+        ]
+        if len(matches) != 1:
+            known = ", ".join(f"{x.object_id} ({', '.join(x.functions)})" for x in executables)
+            raise LensError(
+                f"--substitute {name!r} names {len(matches)} executables of the replay; they are: {known}"
+            )
+        binary = Path(path).with_suffix(".bin")
+        binary.write_bytes(compile_executable_source(Path(path)))
+        out.append(Substitution(matches[0].object_id, binary.read_bytes(), None, str(binary)))
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    """``iree-lens run RUN.ireereplay [--device=] [--substitute=...] [--output=...]``: the replay on the
+    debug engine; prints each buffer the host read at the end (raw bytes: a replay has no types)."""
+    import hashlib
+
+    import numpy as np
+
+    from engine.replay.execute import ReplayExecutor
+    from engine.replay.reader import open_replay
+    from engine.replay.trace_capture import host_reads
+    from engine.runtime.hal.devices import create_device
+
+    if args.function or args.input or args.engine != "debug" or getattr(args, "golden", None):
+        print(
+            "iree-lens run: a replay is a whole recorded run on the debug engine: --function, --input, --golden "
+            "and --engine=reference do not apply (IREE's engine for replays is iree-run-replay)",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        substitutions = substitutions_from_specs(args.substitute, args.module)
+        replay = open_replay(args.module)
+        device = create_device(args.device)
+        executor = ReplayExecutor(replay, device, substitutions=substitutions)
+        state = executor.run()
+        ranges: list[tuple[int, int, int]] = []
+        for _, buffer, offset, length in host_reads(replay):
+            if (buffer, offset, length) not in ranges:
+                ranges.append((buffer, offset, length))
+        print(f"REPLAY {args.module}: {device.dispatch_count} dispatches on {device.name}")
+        for s in substitutions:
+            print(f"substituted executable {s.executable_id if s.executable_id is not None else 'all'}: "
+                  f"IREE's replay runs the same with {s.to_flag()}")  # fmt: skip
+        outputs = []
+        for i, (buffer, offset, length) in enumerate(ranges):
+            if buffer not in state.buffers:
+                continue
+            data = np.array(state.buffers[buffer].allocated_buffer.read_view(offset, length), copy=True)
+            outputs.append(data)
+            head = " ".join(f"{b:02x}" for b in data[:16].tolist())
+            print(
+                f"read[{i}]: buffer {buffer} [{offset}, +{length}] sha256={hashlib.sha256(data.tobytes()).hexdigest()[:16]}"
+                f" bytes={head}{' ...' if length > 16 else ''}"
+            )
+        for target, data in zip(args.output, outputs):
+            if target.startswith("@"):
+                np.save(target[1:], data)
+        if getattr(args, "write_replay", None):
+            from engine.replay.writer import rewrite_replay
+
+            written = rewrite_replay(
+                replay,
+                args.write_replay,
+                substitutions={s.executable_id: (s.data, s.format) for s in substitutions},
+            )
+            print(f"wrote {written} (iree-run-replay --device={args.device} {written})")
+    except LensError as e:
+        print(f"iree-lens run: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+class _Scope:
+    """What ``ZoneRecorder.call`` needs to name a zone: a replay scope (init, execute, deinit)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def function_name(self, ordinal: int) -> str:
+        return self.name
+
+
+def profile_replay(path: str, device_uri: str, repeat: int = 1):
+    """Zones of the replay on the debug engine: scopes (``init``, ``execute``...) and host calls on the host
+    track, every dispatch on the device track; ``repeat`` replays in one trace (a fresh device each)."""
+    from engine.replay import format as f
+    from engine.replay.execute import ReplayExecutor
+    from engine.replay.reader import open_replay
+    from engine.runtime.hal.devices import create_device
+    from engine.trace.recorder import ZoneRecorder
+
+    replay = open_replay(path)
+    recorder = ZoneRecorder()
+    for _ in range(repeat):
+        device = create_device(device_uri)
+        device.observers.append(recorder)
+        recorder.device_name = device.name
+        executor = ReplayExecutor(replay, device)
+        for r in replay.records():
+            if r.record_type != f.RecordType.OPERATION or r.status_code != 0:
+                continue
+            if r.operation_code == f.OP["replay.scope_begin"]:
+                recorder.call(_Scope(replay.decode_as(r, f.PayloadType.REPLAY_SCOPE)["name"]), 0)
+            elif r.operation_code == f.OP["replay.scope_end"]:
+                recorder.ret()
+            else:
+                recorder.import_begin(r.operation)
+                try:
+                    executor.step(r)
+                finally:
+                    recorder.import_end(r.operation)
+        device.observers.remove(recorder)
+    trace = recorder.trace(source=str(path))
+    trace.metadata["device"] = device_uri
+    return trace
+
+
+def profile(args: argparse.Namespace) -> int:
+    from engine.trace.chrome import write_chrome_json
+
+    if args.function or args.input:
+        print(
+            "iree-lens profile: a replay is a whole recorded run, profiled on the debug engine (--function and "
+            "--input do not apply; IREE's own profile: iree-benchmark-replay --device_profiling_mode=...)",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        trace = profile_replay(args.module, args.device or "local-sync", args.repeat)
+        write_chrome_json(trace, args.out)
+    except (LensError, OSError) as e:
+        print(f"iree-lens profile: {e}", file=sys.stderr)
+        return 1
+    dispatches = (
+        int((trace.zones.category == trace.categories.id_of("dispatch")).sum()) if len(trace.zones) else 0
+    )
+    print(f"{dispatches} dispatches, {len(trace.zones)} zones -> {args.out}")
+    return 0
+
+
+def debug(args: argparse.Namespace) -> int:
+    """``iree-lens debug RUN.ireereplay --commands=FILE [--json]`` (``engine/replay/debugger.py``)."""
+    from pathlib import Path
+
+    from engine.replay.debugger import ReplayDebugger, check_for_replay
+    from engine.session.script import ScriptError, parse_script
+
+    if args.function or args.input or args.engine != "debug" or getattr(args, "remote", None):
+        print(
+            "iree-lens debug: a replay is a whole recorded run debugged on the debug engine here: --function, "
+            "--input, --engine=reference and --remote do not apply",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        text = Path(args.commands).read_text()
+    except OSError as e:
+        print(f"iree-lens debug: cannot read the commands file: {e}", file=sys.stderr)
+        return 2
+    try:
+        commands = parse_script(text, args.commands)
+        check_for_replay(commands, args.commands)
+    except ScriptError as e:
+        print(f"iree-lens debug: {e}", file=sys.stderr)
+        return 2
+    try:
+        debugger = ReplayDebugger(
+            args.module, args.device, commands, sys.stdout, sys.stderr, as_json=args.json
+        )
+        return debugger.run()
+    except LensError as e:
+        print(f"iree-lens debug: {e}", file=sys.stderr)
+        return 1

@@ -6,7 +6,9 @@ The reference is a capture bundle (``iree-lens capture --out=DIR``, any engine a
 to a temporary directory (memory stays bounded: tensors are read from disk one dispatch at a time).
 A live dispatch is compared with the reference dispatch of the same run ordinal: what it wrote (the
 bindings whose bytes changed, the debug capture's definition of outputs) against the reference's outputs,
-read with the reference's element types. Different names, counts or sizes at that ordinal are a
+read with the reference's element types, and judged by ``numerics`` (no tolerance given: differences at
+the rounding level of the element type, relative to the tensor's scale, are not a divergence; another
+device or target rounds differently). Different names, counts or sizes at that ordinal are a
 divergence too (named in the note): the runs went apart there.
 """
 
@@ -20,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.dispatch.bundle import Bundle, BundleError
-from engine.dispatch.compare import compare
+from engine.dispatch.numerics import Tolerance, compare
 from engine.errors import LensError
 
 
@@ -41,6 +43,7 @@ class DivergeHit:
     mismatches: int
     first_mismatch: tuple[int, ...] | None = None
     note: str = ""
+    summary: str = ""  # numerics' one-line verdict with its metrics
 
     def to_json(self) -> dict:
         def finite(x: float) -> float | str:
@@ -56,6 +59,7 @@ class DivergeHit:
             "mismatches": self.mismatches,
             "first_mismatch": list(self.first_mismatch) if self.first_mismatch is not None else None,
             "note": self.note,
+            "summary": self.summary,
         }
 
     def describe(self) -> str:
@@ -74,9 +78,13 @@ def is_module(path: str | Path) -> bool:
 class DivergeReference:
     """The reference run of one diverge breakpoint; ``prepare`` before a call, ``check`` after each dispatch."""
 
-    def __init__(self, source: str | Path, atol: float = 0.0, rtol: float = 0.0, device: str = "local-sync"):
+    def __init__(self, source: str | Path, atol: float | None = None, rtol: float | None = None,
+                 device: str = "local-sync", ulps: float | None = None):  # fmt: skip
         self.source = Path(source)
-        self.atol, self.rtol, self.device = float(atol), float(rtol), device
+        self.atol = float(atol) if atol is not None else None
+        self.rtol = float(rtol) if rtol is not None else None
+        self.tolerance = Tolerance(self.atol, self.rtol, ulps)  # none given: the rounding rule (numerics)
+        self.device = device
         self.bundle: Bundle | None = None
         self._tmp: tempfile.TemporaryDirectory | None = None
         self._prepared_for: tuple | None = None
@@ -144,8 +152,8 @@ class DivergeReference:
                 dtype = np.uint8
             pairs = [(live.view(dtype), ref_raw.view(dtype))]
         for k, (actual, expected) in enumerate(pairs):
-            c = compare(actual, expected, self.atol, self.rtol)
+            c = compare(actual, expected, tolerance=self.tolerance)
             if not c.ok:
                 return DivergeHit(ordinal, name, entry.name, k, c.max_abs_error, c.max_rel_error, c.mismatches,
-                                  c.first_mismatch)  # fmt: skip
+                                  c.first_mismatch, summary=c.summary())  # fmt: skip
         return None

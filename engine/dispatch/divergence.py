@@ -1,11 +1,13 @@
-"""The first-divergence finder: two runs, dispatch by dispatch, the first whose outputs differ beyond a
-tolerance while its inputs agreed; and a reproducer of that one dispatch.
+"""The first-divergence finder's report and reproducer.
 
-Both configurations are captured to bundles on disk (debug engine: it needs no trace flags and sees every
-dispatch), so memory stays bounded however long the runs. The reproducer holds the dispatch's bindings as
-they were before and after it ran in configuration A (``.npy``), the program inputs, the executable's
-source when known, and ``repro.json``; ``replay`` reruns configuration B's module up to that dispatch,
-gives it A's input bytes, runs it, and compares what it wrote with A's.
+The finder itself runs the two configurations in lockstep (``lockstep.run_lockstep``: every dispatch of B
+given A's input bytes and compared as it finishes, nothing kept but the culprit's bindings); ``walk``
+compares two capture bundles the same way after the fact (``--keep``). Both judge tensors with
+``numerics`` (exact / within rounding / diverged). The culprit is the first dispatch whose outputs
+diverged while its inputs agreed. Its reproducer holds its bindings as they were before and after it ran
+in configuration A (``.npy``), the program inputs and module B (so it runs on its own), the executable's
+source when known, and ``repro.json``; ``replay`` reruns the module up to that dispatch, gives it A's
+input bytes, runs it, and compares what it wrote with A's.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.dispatch.bundle import Bundle, DispatchEntry
-from engine.dispatch.compare import Comparison, compare
+from engine.dispatch.numerics import Comparison, Tolerance, Verdict, compare, worst_verdict
 from engine.errors import LensError
 from engine.runtime.hal.device import DispatchObserver, DispatchRecord
 
@@ -40,9 +42,13 @@ class Divergence:
     first_mismatch: tuple[int, ...] | None
     workgroups: list[int] | None
     inputs_agreed: bool = True
+    comparison: Comparison | None = None
+    inputs_verdict: str = "exact"
+    fed: bool = False  # judged on A's input bytes (same inputs)
+    location: str | None = None  # the source location of the dispatch (the frontend's line)
 
     def to_json(self) -> dict:
-        return {
+        out = {
             "ordinal": self.ordinal,
             "name": self.name,
             "executable": self.executable,
@@ -53,7 +59,18 @@ class Divergence:
             "first_mismatch": list(self.first_mismatch) if self.first_mismatch is not None else None,
             "workgroups": self.workgroups,
             "inputs_agreed": self.inputs_agreed,
+            "inputs": self.inputs_verdict,
+            "same_inputs": self.fed,
+            "location": self.location,
         }
+        if self.comparison is not None:
+            out["comparison"] = self.comparison.to_json()
+        return out
+
+    @classmethod
+    def from_comparison(cls, entry: DispatchEntry, index: int, c: Comparison, **more) -> Divergence:
+        return cls(entry.ordinal, entry.name, entry.executable, c.max_abs_error, c.max_rel_error, c.mismatches,
+                   index, c.first_mismatch, entry.workgroups, comparison=c, **more)  # fmt: skip
 
 
 @dataclass
@@ -62,6 +79,7 @@ class WalkResult:
     compared: int
     notes: list[str] = field(default_factory=list)
     first_input_difference: int | None = None
+    verdicts: list[tuple[int, str, str, str]] = field(default_factory=list)  # ordinal, name, outputs, inputs
 
 
 def _finite(x: float) -> float | str:
@@ -74,8 +92,11 @@ def _worst(comparisons: list[Comparison]) -> tuple[int, Comparison] | None:
     return bad[0] if bad else None
 
 
-def walk(a: Bundle, b: Bundle, atol: float = 0.0, rtol: float = 0.0) -> WalkResult:
-    """Compare two captures dispatch by dispatch in execution order (see module doc)."""
+def walk(a: Bundle, b: Bundle, atol: float | None = None, rtol: float | None = None,
+         ulps: float | None = None) -> WalkResult:  # fmt: skip
+    """Compare two captures dispatch by dispatch in execution order, each on its own inputs: the culprit is
+    the first dispatch whose outputs diverged while its inputs agreed (within rounding counts as agreed)."""
+    tolerance = Tolerance(atol, rtol, ulps)
     result = WalkResult(None, 0)
     n = min(len(a.dispatches), len(b.dispatches))
     if len(a.dispatches) != len(b.dispatches):
@@ -85,27 +106,19 @@ def walk(a: Bundle, b: Bundle, atol: float = 0.0, rtol: float = 0.0) -> WalkResu
             result.notes.append(f"dispatch {da.ordinal} differs: {da.name} vs {db.name}; stopped there")
             break
         result.compared += 1
-        inputs = _compare_lists(a, da, b, db, "inputs", atol, rtol)
-        outputs = _compare_lists(a, da, b, db, "outputs", atol, rtol)
+        inputs = _compare_lists(a, da, b, db, "inputs", tolerance)
+        outputs = _compare_lists(a, da, b, db, "outputs", tolerance)
+        in_verdict = worst_verdict(c.verdict for c in inputs)
+        out_verdict = worst_verdict(c.verdict for c in outputs)
+        result.verdicts.append((da.ordinal, da.name, str(out_verdict), str(in_verdict)))
         inputs_ok = _worst(inputs) is None
         bad_out = _worst(outputs)
         if not inputs_ok and result.first_input_difference is None:
             result.first_input_difference = da.ordinal
-        if bad_out is not None and inputs_ok:
+        if bad_out is not None and inputs_ok and result.first_divergence is None:
             index, c = bad_out
-            result.first_divergence = Divergence(
-                da.ordinal,
-                da.name,
-                da.executable,
-                c.max_abs_error,
-                c.max_rel_error,
-                c.mismatches,
-                index,
-                c.first_mismatch,
-                da.workgroups,
-            )
-            return result
-        if bad_out is not None and result.first_input_difference == da.ordinal:
+            result.first_divergence = Divergence.from_comparison(da, index, c, inputs_verdict=str(in_verdict))
+        if bad_out is not None and result.first_input_difference == da.ordinal and result.first_divergence is None:
             result.notes.append(
                 f"dispatch {da.ordinal} ({da.name}) got different inputs already: a difference outside "
                 "dispatches (a transfer or the program inputs)"
@@ -113,11 +126,39 @@ def walk(a: Bundle, b: Bundle, atol: float = 0.0, rtol: float = 0.0) -> WalkResu
     return result
 
 
-def _compare_lists(a: Bundle, da: DispatchEntry, b: Bundle, db: DispatchEntry, which: str, atol, rtol):
+def _compare_lists(a: Bundle, da: DispatchEntry, b: Bundle, db: DispatchEntry, which: str, tolerance: Tolerance):
     ta, tb = a.dispatch_tensors(da, which), b.dispatch_tensors(db, which)
     if len(ta) != len(tb):
-        return [Comparison(False, 0, 1, math.inf, math.inf, None, atol, rtol, f"{which} counts differ")]
-    return [compare(y, x, atol, rtol) for x, y in zip(ta, tb)]  # B measured against A
+        return [Comparison(False, 0, 1, math.inf, math.inf, None, note=f"{which} counts differ",
+                           verdict=Verdict.DIVERGED)]  # fmt: skip
+    return [compare(y, x, tolerance=tolerance) for x, y in zip(ta, tb)]  # B measured against A
+
+
+def dispatch_locations(module_path: str | Path) -> dict[str, str]:
+    """Export name -> the source location of the host code's dispatch of it (the frontend's line, as the
+    module's debug database has it); empty where the module has none."""
+    from engine.runtime.vmfb.call_sites import dispatch_call_sites
+    from engine.runtime.vmfb.disassembler import FunctionDisassembler
+    from engine.runtime.vmfb.module import open_vmfb
+
+    try:
+        module = open_vmfb(str(module_path))
+        sites = dispatch_call_sites(module)
+        disassembler = FunctionDisassembler(module)
+        by_function: dict[int, dict[int, str]] = {}
+        out: dict[str, str] = {}
+        for site in sites:
+            if site.export is None or site.export in out:
+                continue
+            if site.function_ordinal not in by_function:
+                function = module.functions[site.function_ordinal]
+                by_function[site.function_ordinal] = disassembler.instruction_locations(function)
+            text = by_function[site.function_ordinal].get(site.pc)
+            if text and "unknown" not in text:
+                out[site.export] = text
+        return out
+    except (LensError, OSError, IndexError, ValueError):
+        return {}
 
 
 # ------------------------------------------------------------------------------------ reproducer
@@ -177,24 +218,35 @@ def write_reproducer(
     inputs: list[str],
     device_a: str,
     device_b: str,
-    atol: float,
-    rtol: float,
+    atol: float | None = None,
+    rtol: float | None = None,
+    ulps: float | None = None,
     sources: list[str] | None = None,
+    before: list[np.ndarray] | None = None,
+    after: dict[int, np.ndarray] | None = None,
+    record: tuple[list[int], list[int]] | None = None,
+    elements: dict[int, str] | None = None,
 ) -> Path:
-    """Write the reproducer of ``divergence`` (see module doc); returns ``repro.json``."""
+    """Write the reproducer of ``divergence`` (see module doc); returns ``repro.json``. ``before``/``after``/
+    ``record`` (A's bindings around the dispatch, its workgroups and constants), when the finder kept them,
+    spare a rerun of configuration A."""
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
-    snap = _Snapshot(divergence.ordinal)
-    _run_with(snap, module_a, function, inputs, device_a)
-    if snap.record is None:
-        raise DivergenceError(f"dispatch {divergence.ordinal} did not run again in {module_a}")
-    written = [i for i, (x, y) in enumerate(zip(snap.before, snap.after)) if not np.array_equal(x, y)]
-    if not written:
-        written = [len(snap.after) - 1]
-    for i, data in enumerate(snap.before):
+    if before is None or after is None or record is None:
+        snap = _Snapshot(divergence.ordinal)
+        _run_with(snap, module_a, function, inputs, device_a)
+        if snap.record is None:
+            raise DivergenceError(f"dispatch {divergence.ordinal} did not run again in {module_a}")
+        before = snap.before
+        written = [i for i, (x, y) in enumerate(zip(snap.before, snap.after)) if not np.array_equal(x, y)]
+        if not written:
+            written = [len(snap.after) - 1]
+        after = {i: snap.after[i] for i in written}
+        record = (list(snap.record.workgroup_count), [int(c) for c in snap.record.constants])
+    for i, data in enumerate(before):
         np.save(out / f"binding{i}_before.npy", data)
-    for i in written:
-        np.save(out / f"binding{i}_expected.npy", snap.after[i])
+    for i, data in after.items():
+        np.save(out / f"binding{i}_expected.npy", data)
     program_inputs = []
     for k, spec in enumerate(inputs):
         if spec.startswith("@") and Path(spec[1:]).is_file():
@@ -203,37 +255,48 @@ def write_reproducer(
             program_inputs.append("@" + target.name)
         else:
             program_inputs.append(spec)
+    # The module travels with the reproducer, so it runs on its own (dynamic shapes included: the
+    # program itself computes the dispatch's sizes from the inputs).
+    module_copy = out / "module.vmfb"
+    shutil.copyfile(module_b, module_copy)
     source_file = _copy_source(out, divergence, sources or [])
     repro = {
         "ordinal": divergence.ordinal,
         "name": divergence.name,
         "executable": divergence.executable,
-        "module": str(Path(module_b).resolve()),
+        "location": divergence.location,
+        "module": module_copy.name,
+        "original_module": str(Path(module_b).resolve()),
         "reference_module": str(Path(module_a).resolve()),
         "function": function,
         "inputs": program_inputs,
         "device": device_b,
-        "workgroups": list(snap.record.workgroup_count),
-        "constants": [int(c) for c in snap.record.constants],
+        "reference_device": device_a,
+        "workgroups": record[0],
+        "constants": record[1],
         "bindings": [
             {
-                "index": b.index,
-                "length": int(b.length),
-                "before": f"binding{b.index}_before.npy",
-                "expected": f"binding{b.index}_expected.npy" if b.index in written else None,
+                "index": i,
+                "length": int(data.nbytes),
+                "before": f"binding{i}_before.npy",
+                "expected": f"binding{i}_expected.npy" if i in after else None,
+                "element": (elements or {}).get(i),
             }
-            for b in snap.record.bindings
+            for i, data in enumerate(before)
         ],
         "atol": atol,
         "rtol": rtol,
+        "ulps": ulps,
         "source": source_file,
         "command": f"iree-lens diverge --replay={out.resolve()}",
     }
     (out / "repro.json").write_text(json.dumps(repro, indent=1) + "\n")
+    where = f" ({divergence.location})" if divergence.location else ""
     (out / "README.txt").write_text(
-        f"Dispatch {divergence.ordinal} ({divergence.name}) of {function} diverged: "
+        f"Dispatch {divergence.ordinal} ({divergence.name}){where} of {function} diverged: "
         f"max abs error {divergence.max_abs_error}.\n"
-        f"Rerun it alone (exit status 1 while it still diverges):\n  {repro['command']}\n"
+        f"Rerun it alone on {device_b} with configuration A's input bytes (exit status 1 while it still "
+        f"diverges):\n  {repro['command']}\n"
     )
     return out / "repro.json"
 
@@ -274,7 +337,8 @@ def replay(directory: str | Path, device: str | None = None) -> ReplayResult:
     before = [np.load(d / b["before"]) for b in repro["bindings"]]
     inputs = [("@" + str(d / s[1:])) if s.startswith("@") else s for s in repro["inputs"]]
     snap = _Snapshot(int(repro["ordinal"]), replace_before=before)
-    _run_with(snap, repro["module"], repro["function"], inputs, device or repro["device"])
+    module = d / repro["module"] if (d / repro["module"]).is_file() else Path(repro["module"])
+    _run_with(snap, str(module), repro["function"], inputs, device or repro["device"])
     if snap.record is None:
         raise DivergenceError(f"dispatch {repro['ordinal']} was not reached in {repro['module']}")
     comparisons = {}
@@ -282,8 +346,18 @@ def replay(directory: str | Path, device: str | None = None) -> ReplayResult:
         if b["expected"]:
             expected = np.load(d / b["expected"])
             got = snap.after[b["index"]]
+            if b.get("element"):
+                from engine.dispatch.tensor_types import element_dtype
+
+                dtype = element_dtype(b["element"])
+                if got.nbytes % dtype.itemsize == 0:
+                    got, expected = got.view(dtype), np.ascontiguousarray(expected).reshape(-1).view(dtype)
+                    comparisons[b["index"]] = compare(got, expected, tolerance=Tolerance(
+                        repro.get("atol"), repro.get("rtol"), repro.get("ulps")))
+                    continue
+            tolerance = Tolerance(repro.get("atol"), repro.get("rtol"), repro.get("ulps"))
             comparisons[b["index"]] = compare(
-                _typed(got, repro["name"]), _typed(expected, repro["name"]), repro["atol"], repro["rtol"]
+                _typed(got, repro["name"]), _typed(expected, repro["name"]), tolerance=tolerance
             )
     return ReplayResult(int(repro["ordinal"]), repro["name"], comparisons)
 

@@ -11,7 +11,7 @@ import sys
 import numpy as np
 
 from engine.dispatch.bundle import Bundle
-from engine.dispatch.compare import compare
+from engine.dispatch.numerics import Tolerance, compare
 from engine.errors import LensError
 
 
@@ -21,8 +21,11 @@ def add_golden_arguments(p) -> None:
         metavar="DIR",
         help="a capture bundle (iree-lens capture): run its inputs, compare with its outputs",
     )
-    p.add_argument("--golden-atol", type=float, default=0.0, help="absolute tolerance against --golden")
-    p.add_argument("--golden-rtol", type=float, default=0.0, help="relative tolerance against --golden")
+    p.add_argument(
+        "--golden-atol", type=float, default=None, help="absolute tolerance against --golden (default: rounding rule)"
+    )
+    p.add_argument("--golden-rtol", type=float, default=None, help="relative tolerance against --golden")
+    p.add_argument("--golden-ulps", type=float, default=None, help="ulps allowed against --golden")
 
 
 def apply_golden(args) -> None:
@@ -54,14 +57,11 @@ def check_golden(args, results: list) -> int:
         print(f"golden: {len(tensors)} tensor results, the bundle has {len(expected)}", file=sys.stderr)
         failed = 1
     for i, (got, want) in enumerate(zip(tensors, expected)):
-        c = compare(got.array, np.asarray(want), args.golden_atol, args.golden_rtol)
+        tolerance = Tolerance(args.golden_atol, args.golden_rtol, getattr(args, "golden_ulps", None))
+        c = compare(got.array, np.asarray(want), tolerance=tolerance)
         if c.ok:
-            print(f"golden: output {i} matches ({c.count} elements, max abs error {c.max_abs_error:g})")
+            print(f"golden: output {i} matches, {c.summary()}")
         else:
             failed = 1
-            print(
-                f"golden: output {i} DIFFERS: {c.mismatches} of {c.count} elements, max abs error "
-                f"{c.max_abs_error:g}, first at {c.first_mismatch} {c.note}".rstrip(),
-                file=sys.stderr,
-            )
+            print(f"golden: output {i} DIFFERS: {c.summary()} {c.note}".rstrip(), file=sys.stderr)
     return failed

@@ -7,8 +7,9 @@ its main thread and the handler runs them on its own worker thread, so a pause r
 
 Crash: the child's death is noticed through its process sentinel and reported as ``Crashed`` with the last
 ``Progress``/``Stopped`` location it sent. Hang: no event for ``hang_timeout`` seconds while a command runs,
-or ``stop()`` not answered within a second, kills the child. ``restart()`` starts a new child and replays
-the commands that set the session up (open, breakpoints), so the user can rerun to the same point.
+or ``stop()`` not answered within a second, kills the child. ``restart()`` starts a new child; the client
+(``engine.session.client``) opens the module and sets the breakpoints again, so the user can rerun to the
+same point. This is the crash-isolated ``Transport`` of the client.
 """
 
 from __future__ import annotations
@@ -34,10 +35,8 @@ from engine.session.protocol import (
     Failed,
     Finished,
     Location,
-    Open,
     Progress,
     RunTo,
-    SetBreakpoints,
     Shutdown,
     Step,
     Stopped,
@@ -116,8 +115,6 @@ def _child_main(conn, handler_path: str) -> None:
 
 # ----------------------------------------------------------------------------------------------- parent
 
-# Commands whose effect is state a rerun needs again; the others are replayed by the user.
-_REPLAYED = (Open, SetBreakpoints)
 _RUNNING = (Call, Step, Continue, RunTo)
 
 
@@ -142,6 +139,8 @@ def describe_exit(exitcode: int | None) -> str:
 
 
 class ChildSession:
+    crash_isolated = True
+
     def __init__(
         self,
         handler_path: str,
@@ -155,7 +154,6 @@ class ChildSession:
         self.progress = progress  # deliver Progress events (one per dispatch) too
         self.hang_timeout = hang_timeout
         self._ctx = mp.get_context("spawn")
-        self._replay: list[Command] = []
         self._last_location = Location()
         self._running_since: float | None = None
         self._last_event_at = time.monotonic()
@@ -187,12 +185,15 @@ class ChildSession:
     def alive(self) -> bool:
         return bool(self._process and self._process.is_alive())
 
+    @property
+    def pid(self) -> int | None:
+        """The child's process id (None before it started)."""
+        return self._process.pid if self._process is not None else None
+
     def restart(self) -> None:
-        """A new child with the set-up commands (open, breakpoints) replayed."""
+        """A new child (nothing open: the client sends its set-up again)."""
         self.kill(report=False)
         self.start()
-        for command in self._replay:
-            self._conn.send(command)
 
     def close(self) -> None:
         if self.alive:
@@ -220,12 +221,6 @@ class ChildSession:
     # -- commands
 
     def send(self, command: Command) -> None:
-        if isinstance(command, _REPLAYED):
-            # A newer open/breakpoint set replaces the older one of the same kind.
-            self._replay = [c for c in self._replay if type(c) is not type(command)]
-            if isinstance(command, Open):
-                self._replay = [c for c in self._replay if not isinstance(c, SetBreakpoints)]
-            self._replay.append(command)
         if isinstance(command, _RUNNING):
             self._running_since = time.monotonic()
             self._last_event_at = time.monotonic()

@@ -17,10 +17,8 @@ call the dispatch ran in (one step), then steps on, so ``Step(count=N)`` execute
 from __future__ import annotations
 
 import bisect
-import threading
 from collections.abc import Callable
 from dataclasses import replace
-from enum import StrEnum
 from typing import Any
 
 import numpy as np
@@ -34,6 +32,7 @@ from engine.runtime.vm.context import ModuleInstance
 from engine.runtime.vm.interpreter import FrameLocation
 from engine.runtime.vm.trace import describe_ref, format_instruction
 from engine.session.dispatch_gate import DispatchGate, GateStop, is_dispatch_breakpoint
+from engine.session.parked_run import ParkedRun, RunState
 from engine.session.protocol import (
     SUBSTITUTION_QUERIES,
     Answer,
@@ -82,20 +81,6 @@ from engine.substitute.live import LiveSubstitutions
 from engine.substitute.session_queries import answer as answer_substitution
 
 
-class RunState(StrEnum):
-    IDLE = "idle"  # no run thread (no call, or a call stopped at a VM instruction)
-    RUNNING = "running"  # the run thread executes
-    PARKED = "parked"  # the run thread waits inside a dispatch for the command that resumes it
-
-
-class _Abandoned(BaseException):
-    """Unwinds a parked run the client gave up (a new call, a new module, shutdown). A BaseException so
-    that no ``except Exception`` on the way (HAL, VM imports) turns it into a program error."""
-
-
-_ABANDON = object()
-
-
 class DebugSession:
     def __init__(self, emit: Callable[[Event], Any]):
         self.emit = emit
@@ -105,11 +90,8 @@ class DebugSession:
         self.breakpoints: tuple[Breakpoint, ...] = ()
         self._function: str | None = None
         self._result_kinds = ""
-        self._cv = threading.Condition()
-        self._state = RunState.IDLE
-        self._resume: Any = None  # handed from the command loop to the parked run thread
+        self.run = ParkedRun()  # the run thread, parked inside a dispatch while the command loop serves
         self._resumed: Command | None = None  # the latest command that resumed the current action
-        self._thread: threading.Thread | None = None
         self._code_pcs: dict[tuple[int, int], list[int]] = {}
         self._handlers: dict[type, Callable[[Any], None]] = {
             Open: self._on_open,
@@ -137,7 +119,7 @@ class DebugSession:
 
     @property
     def state(self) -> RunState:
-        return self._state
+        return self.run.state
 
     def handle(self, command: Command) -> None:
         handler = self._on_query if isinstance(command, Query) else self._handlers.get(type(command))
@@ -196,20 +178,20 @@ class DebugSession:
             ) from None
         if command.count < 1:
             raise DebugRunError(f"a step count is at least 1 (got {command.count})")
-        if self._state == RunState.PARKED:
+        if self.run.parked:
             self._resume_with(command)
             return
         self._need_controller()
         self._start(lambda: self._steps(mode, command.count))
 
     def _on_continue(self, command: Continue) -> None:
-        if self._state == RunState.PARKED:
+        if self.run.parked:
             self._resume_with(command)
             return
         self._start(self._need_controller().continue_)
 
     def _on_run_to(self, command: RunTo) -> None:
-        if self._state == RunState.PARKED:
+        if self.run.parked:
             self._resume_with(command)
             return
         controller = self._need_controller()
@@ -225,30 +207,14 @@ class DebugSession:
     # --------------------------------------------------------------------------------- the run thread
 
     def _start(self, action: Callable[[], vmc.StopEvent]) -> None:
-        with self._cv:
-            self._state = RunState.RUNNING
-        self._thread = threading.Thread(target=self._run, args=(action,), name="session-run", daemon=True)
-        self._thread.start()
-        self._wait_settled()
+        """Run ``action`` on the run thread; return once it parks at a dispatch or ends (its events are out)."""
+        self.run.start(lambda: self._run(action))
 
-    def _wait_settled(self) -> None:
-        """Return once the run parks at a dispatch or ends (its events are emitted by then)."""
-        with self._cv:
-            self._cv.wait_for(lambda: self._state != RunState.RUNNING)
-
-    def _resume_with(self, command: Any) -> None:
-        with self._cv:
-            self._resume = command
-            self._state = RunState.RUNNING
-            self._cv.notify_all()
-        self._wait_settled()
+    def _resume_with(self, command: Command) -> None:
+        self.run.resume(command)
 
     def _abandon(self) -> None:
-        if self._state == RunState.PARKED:
-            self._resume_with(_ABANDON)
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
+        self.run.abandon()
 
     def _run(self, action: Callable[[], vmc.StopEvent]) -> None:
         try:
@@ -258,8 +224,6 @@ class DebugSession:
                 command, self._resumed = self._resumed, None
                 stop = self._after_resume(command, stop)
             self._report(stop)
-        except _Abandoned:
-            pass
         except LensError as e:
             self.emit(Failed(str(e), getattr(e, "status", None), self.location()))
         except Exception as e:  # a bug must end the run with a message, not leave the client waiting
@@ -270,9 +234,6 @@ class DebugSession:
             if self.gate is not None:
                 self.gate.current = None
                 self.gate.current_info = None
-            with self._cv:
-                self._state = RunState.IDLE
-                self._cv.notify_all()
 
     def _steps(self, mode: StepMode, count: int) -> vmc.StopEvent:
         """``count`` steps (a dispatch stop inside one ends them early; the stop's ``steps`` says how many)."""
@@ -317,13 +278,7 @@ class DebugSession:
             divergence=why.divergence,
         )
         self.emit(Stopped(reason, self.location(), detail))
-        with self._cv:
-            self._state = RunState.PARKED
-            self._cv.notify_all()
-            self._cv.wait_for(lambda: self._resume is not None)
-            command, self._resume = self._resume, None
-        if command is _ABANDON:
-            raise _Abandoned()
+        command = self.run.park()  # raises Abandoned when the client gives the run up
         self._resumed = command
         c = self.controller
         c.clear_stop_targets()
@@ -456,12 +411,12 @@ class DebugSession:
 
     def _paused_record(self) -> DispatchRecord:
         record = self.gate.current if self.gate is not None else None
-        if record is None or self._state != RunState.PARKED:
+        if record is None or not self.run.parked:
             raise DebugRunError("no dispatch is paused: stop at one first (a dispatch breakpoint)")
         return record
 
     def _dispatch_info(self) -> DispatchInfo | None:
-        if self.gate is None or self._state != RunState.PARKED:
+        if self.gate is None or not self.run.parked:
             return None
         return self.gate.current_info
 

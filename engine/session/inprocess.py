@@ -1,7 +1,8 @@
 """A session in this process, behind the same surface as ``ChildSession`` (for tests and scripts).
 
 Commands run one at a time on a worker thread, so the caller never blocks on a long run and a pause
-request is delivered while a command runs.
+request is delivered while a command runs. This is the client's ``Transport`` without crash isolation: a
+fault in a kernel takes the whole process down.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ class _Call:
 
 
 class InProcessSession:
+    crash_isolated = False
+
     def __init__(
         self,
         handler_factory: Callable[[Callable[[Event], Any]], Any],
@@ -31,6 +34,7 @@ class InProcessSession:
     ):
         self.on_event = on_event
         self.progress = progress  # deliver Progress events (one per dispatch) too
+        self.handler_factory = handler_factory
         self.handler = handler_factory(self._emit)
         self._commands: queue.Queue[Command] = queue.Queue()
         self._thread = threading.Thread(target=self._work, name="session-worker", daemon=True)
@@ -67,9 +71,21 @@ class InProcessSession:
     def alive(self) -> bool:
         return self._thread.is_alive()
 
-    def close(self) -> None:
+    def restart(self) -> None:
+        """A fresh handler (nothing open), after the commands already queued."""
+
+        def fresh() -> None:
+            self._close_handler()
+            self.handler = self.handler_factory(self._emit)
+
+        self._commands.put(_Call(fresh))
+
+    def _close_handler(self) -> None:
         close = getattr(self.handler, "close", None)
         if callable(close):  # a run parked at a dispatch waits for a command: abandon it
-            self._commands.put(_Call(close))
+            close()
+
+    def close(self) -> None:
+        self._commands.put(_Call(self._close_handler))
         self._commands.put(Shutdown())
         self._thread.join(timeout=5)

@@ -106,6 +106,8 @@ class Breakpoint:
         if self.kind == BreakpointKind.NAN:
             return "after a dispatch that writes NaN/Inf"
         if self.kind == BreakpointKind.DIVERGE:
+            if self.atol is None and self.rtol is None:
+                return f"after a dispatch that diverges from {self.reference} (beyond rounding)"
             return f"after a dispatch that diverges from {self.reference} (atol {self.atol or 0}, rtol {self.rtol or 0})"
         return repr(self)
 

@@ -11,7 +11,6 @@ function and import breakpoints and instruction steps are refused with a message
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +19,7 @@ import numpy as np
 from engine.errors import LensError
 from engine.runtime.function_io import Tensor, format_results, parse_inputs, split_cconv
 from engine.session.dispatch_gate import dispatch_matches
+from engine.session.parked_run import ParkedRun
 from engine.session.protocol import (
     BindingBytes,
     BindingInfo,
@@ -73,29 +73,18 @@ def has_trace_points(module_path: str) -> bool:
     return any(imp.full_name == TRACE_IMPORT for imp in open_vmfb(module_path).imports)
 
 
-class _Abandoned(BaseException):
-    """Unwinds a parked reference run the client gave up."""
-
-
-_ABANDON = object()
-
-
 class ReferenceSession:
     def __init__(self, emit: Callable[[Event], Any]):
         self.emit = emit
         self.runner: Any = None
         self.breakpoints: tuple[Breakpoint, ...] = ()
-        self._cv = threading.Condition()
-        self._parked = False
-        self._running = False
-        self._resume: Any = None
+        self.run = ParkedRun("reference-run")  # parked inside IREE's debug-sink callback at a stop
         self._stop_at_next = False
         self._ordinal = -1
         self._info: DispatchInfo | None = None
         self._arrays: list[np.ndarray] = []
         self._function = ""
         self._sink: Any = None
-        self._thread: threading.Thread | None = None
         self._handlers: dict[type, Callable[[Any], None]] = {
             Open: self._on_open,
             SetBreakpoints: self._on_set_breakpoints,
@@ -125,11 +114,7 @@ class ReferenceSession:
         self._sink = None
 
     def _abandon(self) -> None:
-        if self._parked:
-            self._resume_with(_ABANDON)
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
+        self.run.abandon()
 
     # -- commands
 
@@ -164,15 +149,11 @@ class ReferenceSession:
         self._function = command.function
         self._ordinal = -1
         self._stop_at_next = command.stop_at_entry  # no VM entry to stop at: the first dispatch
-        with self._cv:
-            self._running = True
-        self._thread = threading.Thread(target=self._run, args=(command.function, args), daemon=True)
-        self._thread.start()
-        self._wait_settled()
+        self.run.start(lambda: self._run(command.function, args))
 
     def _on_continue(self, command: Continue) -> None:
         self._need_parked()
-        self._resume_with(command)
+        self.run.resume(command)
 
     def _on_step(self, command: Step) -> None:
         if command.mode != StepMode.DISPATCH:
@@ -181,7 +162,7 @@ class ReferenceSession:
                 "(use --engine=debug)"
             )
         self._need_parked()
-        self._resume_with(command)
+        self.run.resume(command)
 
     def _on_query(self, query: Query) -> None:
         if isinstance(query, ReadDispatch):
@@ -214,18 +195,12 @@ class ReferenceSession:
                 if isinstance(v, Tensor)
             )
             self.emit(Finished(function, format_results(values), outputs))
-        except _Abandoned:
-            pass
         except LensError as e:
             self.emit(Failed(str(e), getattr(e, "status", None), self._location()))
         except Exception as e:  # a bug must end the run with a message
             self.emit(Failed(f"{type(e).__name__}: {e}", None, self._location()))
         finally:
-            with self._cv:
-                self._running = False
-                self._parked = False
-                self._info = None
-                self._cv.notify_all()
+            self._info = None
 
     def _trace(self, key: str, buffer_views: list) -> None:
         """The debug sink's callback (run thread): one trace point, ``exe::export inputs|outputs``."""
@@ -252,33 +227,17 @@ class ReferenceSession:
         self._arrays = arrays
         detail = StopDetail(breakpoints=tuple(b.describe() for b in hit), nan_bindings=tuple(nan))
         self.emit(Stopped(StopReason.DISPATCH, self._location(), detail))
-        with self._cv:
-            self._parked = True
-            self._cv.notify_all()
-            self._cv.wait_for(lambda: self._resume is not None)
-            command, self._resume = self._resume, None
-            self._parked = False
-        self._info = None
-        if command is _ABANDON:
-            raise _Abandoned()
+        try:
+            command = self.run.park()  # raises Abandoned when the client gives the run up
+        finally:
+            self._info = None
         if isinstance(command, Step):
             self._stop_at_next = True
 
     # -- helpers
 
-    def _resume_with(self, command: Any) -> None:
-        with self._cv:
-            self._resume = command
-            self._parked = False
-            self._cv.notify_all()
-        self._wait_settled()
-
-    def _wait_settled(self) -> None:
-        with self._cv:
-            self._cv.wait_for(lambda: self._parked or not self._running)
-
     def _need_parked(self) -> None:
-        if not self._parked:
+        if not self.run.parked:
             raise ReferenceSessionError("no call is paused at a dispatch")
 
     def _location(self) -> Location:
@@ -288,7 +247,7 @@ class ReferenceSession:
         return Location((), info.export, info.ordinal, info)
 
     def _dispatch(self) -> DispatchInfo | None:
-        return self._info if self._parked else None
+        return self._info if self.run.parked else None
 
     def _binding(self, index: int) -> TensorRef:
         self._need_parked()

@@ -74,7 +74,7 @@ def _parse_break(words: list[str]) -> Breakpoint:
             raise ValueError(f"break diverge: tolerances must be numbers, not {' '.join(rest[1:])!r}") from None
         if any(t < 0 for t in tolerances):
             raise ValueError("break diverge: tolerances must not be negative")
-        atol, rtol = (tolerances + [0.0, 0.0])[:2]
+        atol, rtol = (tolerances + [None, None])[:2]  # none: numerics' rounding rule
         return Breakpoint(BreakpointKind.DIVERGE, when=DispatchWhen.AFTER, reference=rest[0], atol=atol, rtol=rtol)
     if kind == "nan":
         if rest:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import collections
 import importlib
+import io
 import os
 import shlex
 import socket
@@ -102,62 +103,89 @@ def serve(reader: BinaryIO, writer: BinaryIO, *, compress: bool = True) -> int:
     handler = handler_class(emit)
     send({"k": "hello", "role": "server", "version": PROTOCOL_VERSION, "host": socket.gethostname(), "pid": os.getpid()})
 
-    work: collections.deque[Command | _Close] = collections.deque()
-    ready = threading.Condition()
+    return _CommandLoop(reader, handler, send, emit).run()
 
-    def worker() -> None:
+
+class _CommandLoop:
+    """Reads frames and runs commands, strictly in order, with no thread hop between the two.
+
+    Two threads take turns as the *reader*: the one that reads a command gives the reader's turn to the
+    other (which then waits in ``read`` for a pause request or the next command) and runs the command
+    itself. A command read while an earlier one runs waits for it (tickets), so commands stay ordered; a
+    pause request is served at once by whichever thread reads it.
+    """
+
+    def __init__(self, reader: BinaryIO, handler: Any, send: Callable[[Any], None], emit: Callable[[Event], None]):
+        self.reader = reader
+        self.handler = handler
+        self.send = send
+        self.emit = emit
+        self.cv = threading.Condition()
+        self.reading = False  # a thread holds the reader's turn
+        self.issued = 0  # tickets handed to commands read so far
+        self.done = 0  # commands finished
+        self.finished = False
+        self.status = 0
+
+    def run(self) -> int:
+        for k in range(2):
+            threading.Thread(target=self._take_turns, name=f"session-commands-{k}", daemon=True).start()
+        with self.cv:
+            self.cv.wait_for(lambda: self.finished)
+        return self.status
+
+    def _take_turns(self) -> None:
         while True:
-            with ready:
-                ready.wait_for(lambda: bool(work))
-                command = work.popleft()
-            if isinstance(command, Shutdown):
-                return
-            try:
-                if isinstance(command, _Close):
-                    command.fn()
-                    continue
-                handler.handle(command)
-            except Exception as e:  # a bug in a handler is reported, not fatal to the session
-                emit(Failed(f"{type(e).__name__}: {e}"))
+            with self.cv:
+                self.cv.wait_for(lambda: not self.reading or self.finished)
+                if self.finished:
+                    return
+                self.reading = True
+            message = self._read()
+            kind = message.get("k") if isinstance(message, dict) else None
+            with self.cv:
+                self.reading = False
+                ticket = None if kind == "pause" else self.issued
+                if ticket is not None:
+                    self.issued += 1
+                self.cv.notify_all()
+            if ticket is None:
+                self.handler.pause()
+                continue
+            with self.cv:
+                self.cv.wait_for(lambda t=ticket: self.done == t or self.finished)
+                if self.finished:
+                    return
+            self._run(message.get("command") if kind == "command" else None)
+            with self.cv:
+                self.done = ticket + 1
+                self.cv.notify_all()
 
-    thread = threading.Thread(target=worker, name="session-worker", daemon=True)
-    thread.start()
-    status = 0
-    while True:
-        try:
-            message = read_frame(reader)
-        except ConnectionLost:
-            message = {"k": "command", "command": Shutdown()}
-        except WireError as e:
-            send({"k": "error", "message": str(e)})
-            message, status = {"k": "command", "command": Shutdown()}, 2
-        kind = message.get("k") if isinstance(message, dict) else None
-        if kind == "pause":
-            handler.pause()
-            continue
-        command = message.get("command") if kind == "command" else None
-        if not isinstance(command, Command):
-            send({"k": "error", "message": f"not a command: {type(command).__name__}"})
-            continue
+    def _run(self, command: Any) -> None:
         if isinstance(command, Shutdown):
-            close = getattr(handler, "close", None)
+            close = getattr(self.handler, "close", None)
             if callable(close):  # a run parked at a dispatch waits for a command: abandon it
-                with ready:
-                    work.appendleft(_Close(close))
-                    ready.notify()
-        with ready:
-            work.append(command)
-            ready.notify()
-        if isinstance(command, Shutdown):
-            thread.join(timeout=5)
-            return status
+                close()
+            with self.cv:
+                self.finished = True
+                self.cv.notify_all()
+        elif not isinstance(command, Command):
+            self.send({"k": "error", "message": f"not a command: {type(command).__name__}"})
+        else:
+            try:
+                self.handler.handle(command)
+            except Exception as e:  # a bug in a handler is reported, not fatal to the session
+                self.emit(Failed(f"{type(e).__name__}: {e}"))
 
-
-class _Close:
-    """Work for the server's worker that is not a protocol command (abandoning a parked run)."""
-
-    def __init__(self, fn: Callable[[], Any]):
-        self.fn = fn
+    def _read(self) -> Any:
+        try:
+            return read_frame(self.reader)
+        except ConnectionLost:
+            return {"k": "command", "command": Shutdown()}
+        except WireError as e:
+            self.send({"k": "error", "message": str(e)})
+            self.status = 2
+            return {"k": "command", "command": Shutdown()}
 
 
 def serve_stdio() -> int:
@@ -199,6 +227,10 @@ class RemoteError(WireError):
 
 
 class StreamSession:
+    """A transport (``engine.session.client.Transport``) to a session server on a byte stream."""
+
+    crash_isolated = True  # the session runs in the server's process: a faulting kernel kills only that
+
     def __init__(
         self,
         argv: Sequence[str],
@@ -208,46 +240,67 @@ class StreamSession:
         progress: bool = False,
         compress: bool = True,
         stderr: BinaryIO | None = None,
+        connect_timeout: float = 60.0,
     ):
         self.argv = list(argv)
+        self.handler = handler
         self.on_event = on_event
+        self.progress = progress
         self.compress = compress
+        self.connect_timeout = connect_timeout
         self._stderr_sink = stderr if stderr is not None else getattr(sys.stderr, "buffer", None)
         self._stderr_tail: collections.deque[str] = collections.deque(maxlen=8)
         self._send_lock = threading.Lock()
+        self._last_location = Location()
+        self._stopped = threading.Event()
+        self.process: subprocess.Popen | None = None
+        self._start()
+
+    def _start(self) -> None:
         self._closing = False
         self._reported = False
-        self._last_location = Location()
         try:
-            self.process = subprocess.Popen(
+            process = subprocess.Popen(
                 self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0
             )
         except OSError as e:
             raise RemoteError(f"cannot start the session server {self.argv[0]!r}: {e}") from None
-        for fd in (self.process.stdin.fileno(), self.process.stdout.fileno()):
+        self.process = process
+        for fd in (process.stdin.fileno(), process.stdout.fileno()):
             _grow_pipe(fd)
-        self._in = self.process.stdout
-        self._out = self.process.stdin
-        threading.Thread(target=self._pump_stderr, name="session-stderr", daemon=True).start()
-        self._write({"k": "hello", "version": PROTOCOL_VERSION, "handler": handler, "progress": progress})
+        self._in = io.BufferedReader(process.stdout, 1 << 16)  # a frame's head and header in one read
+        self._out = process.stdin
+        threading.Thread(target=self._pump_stderr, args=(process,), name="session-stderr", daemon=True).start()
+        # A server that never answers (ssh waiting for a password, a wrong command) is killed, not waited for.
+        watchdog = threading.Timer(self.connect_timeout, process.kill)
+        watchdog.daemon = True
+        watchdog.start()
         try:
+            hello = {"k": "hello", "version": PROTOCOL_VERSION, "handler": self.handler, "progress": self.progress}
+            try:
+                write_frame(self._out, hello)
+            except OSError:
+                pass  # the server is gone already: reading its answer says how
             hello = read_frame(self._in)
         except WireError as e:
-            self.process.wait(timeout=10)
+            watchdog.cancel()
+            process.kill()
+            process.wait(timeout=10)
             raise RemoteError(self._ended_text(e)) from None
+        finally:
+            watchdog.cancel()
         if not isinstance(hello, dict) or hello.get("k") != "hello" or hello.get("role") != "server":
             message = hello.get("message") if isinstance(hello, dict) else repr(hello)
             self.close()
             raise RemoteError(f"the session server refused: {message}")
         self.server = hello
-        self._reader = threading.Thread(target=self._read_events, name="session-stream", daemon=True)
-        self._reader.start()
+        threading.Thread(target=self._read_events, args=(process, self._in), name="session-stream", daemon=True).start()
 
-    # -- the surface of ChildSession / InProcessSession
+    # -- the surface of engine.session.client.Transport
 
     @property
     def alive(self) -> bool:
-        return self.process.poll() is None and not self._reported
+        return self.process is not None and self.process.poll() is None and not self._reported
 
     def send(self, command: Command) -> None:
         self._write({"k": "command", "command": command})
@@ -256,10 +309,30 @@ class StreamSession:
         self._write({"k": "pause"})
 
     def stop(self, timeout: float = 1.0) -> bool:
+        """Pause; if no stop comes within ``timeout`` s, end the server (reported as ``Crashed``)."""
+        if not self.alive:
+            return False
+        self._stopped.clear()
         self.pause()
-        return self.alive
+        if self._stopped.wait(timeout):
+            return True
+        self.process.kill()  # the reader thread reports the end
+        return False
+
+    def restart(self) -> None:
+        """A fresh server after the connection dropped (the client opens the module again); a server that
+        cannot be started again is said as a ``Failed`` event, and the transport stays dead."""
+        self.close()
+        try:
+            self._start()
+        except RemoteError as e:
+            self._reported = True
+            self.on_event(Failed(f"cannot restart the session server: {e}"))
 
     def close(self) -> None:
+        process = self.process
+        if process is None:
+            return
         self._closing = True
         try:
             self._write({"k": "command", "command": Shutdown()})
@@ -267,10 +340,10 @@ class StreamSession:
         except (OSError, ValueError):
             pass
         try:
-            self.process.wait(timeout=10)
+            process.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=5)
+            process.kill()
+            process.wait(timeout=5)
 
     # -- streams
 
@@ -282,12 +355,12 @@ class StreamSession:
                 if not self._closing:
                     self._lost(ConnectionLost("the session stream is closed"))
 
-    def _read_events(self) -> None:
+    def _read_events(self, process: subprocess.Popen, stream: BinaryIO) -> None:
         while True:
             try:
-                message = read_frame(self._in)
+                message = read_frame(stream)
             except WireError as e:
-                if not self._closing or not isinstance(e, ConnectionLost):
+                if process is self.process and not (self._closing and isinstance(e, ConnectionLost)):
                     self._lost(e)
                 return
             if not isinstance(message, dict):
@@ -298,6 +371,8 @@ class StreamSession:
             event = message.get("event")
             if isinstance(event, Progress | Stopped):
                 self._last_location = event.location
+            if isinstance(event, Stopped):
+                self._stopped.set()
             if isinstance(event, Event):
                 self.on_event(event)
 
@@ -310,6 +385,7 @@ class StreamSession:
             self.process.wait(timeout=5)
         except subprocess.TimeoutExpired:
             self.process.kill()
+            self.process.wait(timeout=5)
         self.on_event(Crashed(self._ended_text(error), self._last_location, self.process.returncode))
 
     def _ended_text(self, error: Exception) -> str:
@@ -319,8 +395,8 @@ class StreamSession:
         text = f"the connection to the session server was lost ({error}; {' '.join(self.argv[:3])}...: {status})"
         return text + (f": {tail}" if tail else "")
 
-    def _pump_stderr(self) -> None:
-        for line in iter(self.process.stderr.readline, b""):
+    def _pump_stderr(self, process: subprocess.Popen) -> None:
+        for line in iter(process.stderr.readline, b""):
             self._stderr_tail.append(line.decode("utf-8", "replace").rstrip())
             if self._stderr_sink is not None:
                 try:
@@ -347,3 +423,9 @@ def open_remote(command: str, handler: str, on_event: Callable[[Event], Any], **
     if not argv:
         raise RemoteError("--remote needs a command line that starts 'iree-lens serve --stdio'")
     return StreamSession(argv, handler, on_event, **options)
+
+
+def remote(command: str, handler: str) -> Callable[[Callable[[Event], Any]], StreamSession]:
+    """A ``SessionClient`` transport factory (like ``client.in_process``) for the server ``command`` starts;
+    ``handler`` names the session it runs (``debug``, ``timetravel``, ``reference``)."""
+    return lambda on_event: open_remote(command, handler, on_event)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from engine.runtime.hal.device import DispatchRecord
-from engine.session.debug_session import DebugSession, RunState
+from engine.session.debug_session import DebugSession
 from engine.session.dispatch_gate import dispatch_matches, executable_name, nonfinite_count
 from engine.session.protocol import (
     BreakpointKind,
@@ -71,7 +71,7 @@ class TimeTravelSession(DebugSession):
         if command.count < 1:
             self.emit(Failed(f"a step count is at least 1 (got {command.count})"))
             return
-        parked = self._leave_dispatch() if self._state == RunState.PARKED else None
+        parked = self._leave_dispatch() if self.run.parked else None
         try:
             if parked is not None:
                 position, ordinal = parked
@@ -89,7 +89,7 @@ class TimeTravelSession(DebugSession):
         if travel is None or not travel.checkpoints:
             self.emit(Failed("no call is being recorded: start the program first"))
             return
-        if self._state == RunState.PARKED:
+        if self.run.parked:
             self._leave_dispatch()
         try:
             if command.dispatch is not None:
@@ -97,6 +97,8 @@ class TimeTravelSession(DebugSession):
                 if command.park and command.when == "before":
                     # Several dispatches can share the instruction (one command buffer): stop at this one.
                     self.gate.stop_at_next = _StopAtSequence(self.gate, stop.dispatch.ordinal)  # type: ignore[assignment]
+                    # ... and the dispatches replayed before it do not stop the travel at their breakpoints.
+                    self.gate.quiet_below = stop.dispatch.ordinal
                     self._start(self._need_controller().continue_)
                     return
             elif command.position is not None:
@@ -158,7 +160,7 @@ class TimeTravelSession(DebugSession):
         travel = self.travel
         if travel is None or not travel.checkpoints:
             raise TimeTravelError("no call is being recorded")
-        if self._state == RunState.PARKED:
+        if self.run.parked:
             raise TimeTravelError("inside a dispatch: step or continue out of it first")
         w = query.watch
         try:

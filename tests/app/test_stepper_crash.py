@@ -38,7 +38,7 @@ def test_null_write_crashes_the_child_the_window_reports_and_rerun_works(
     bad = tmp_path / "null_write.vmfb"
     patched_kernel_copy(compiled.path("elementwise", "llvm-cpu"), bad, NULL_WRITE)
     panel = open_patched(qtbot, main_window, bad)
-    first_child = panel.bridge.session._process.pid
+    first_child = panel.bridge.session.pid
     with qtbot.waitSignal(panel.bridge.crashed, timeout=TIMEOUT) as blocker:
         qtbot.mouseClick(panel.run_button, Qt.MouseButton.LeftButton)
     crash = blocker.args[0]
@@ -53,7 +53,7 @@ def test_null_write_crashes_the_child_the_window_reports_and_rerun_works(
     assert main_window.isVisible()
     # The session was restarted in a new process, with the module open again.
     qtbot.waitUntil(lambda: panel.bridge.state == "idle", timeout=TIMEOUT)
-    assert panel.bridge.is_alive and panel.bridge.session._process.pid != first_child
+    assert panel.bridge.is_alive and panel.bridge.session.pid != first_child
     # Rerun repeats the call (and the patched kernel crashes the same way, at the same dispatch).
     with qtbot.waitSignal(panel.bridge.crashed, timeout=TIMEOUT) as blocker:
         qtbot.mouseClick(panel.rerun_button, Qt.MouseButton.LeftButton)

@@ -1,0 +1,41 @@
+"""Colours and labels of numerics' verdicts (exact / within rounding / within tolerance / diverged), one
+place for every view that shows them: the dispatch lists colour rows with them, the tensor inspector's
+Compare tab its summary."""
+
+from __future__ import annotations
+
+from PySide6.QtGui import QColor
+
+from engine.dispatch.numerics import VERDICT_LABELS, Verdict
+
+VERDICT_COLOURS = {
+    Verdict.EXACT: QColor(46, 139, 87),  # sea green
+    Verdict.WITHIN_ROUNDING: QColor(70, 130, 180),  # steel blue
+    Verdict.WITHIN_TOLERANCE: QColor(70, 130, 180),
+    Verdict.DIVERGED: QColor(200, 40, 40),
+}
+CULPRIT_COLOUR = QColor(200, 40, 40)
+INHERITED_COLOUR = QColor(210, 120, 30)  # diverged because its inputs did (after the culprit)
+UNKNOWN_COLOUR = QColor(128, 128, 128)
+
+
+def verdict_colour(verdict: str | None, inherited: bool = False) -> QColor:
+    """The text colour of a verdict; ``inherited`` diverged rows (inputs already differed) are orange."""
+    try:
+        v = Verdict(verdict)
+    except ValueError:
+        return UNKNOWN_COLOUR
+    if v is Verdict.DIVERGED and inherited:
+        return INHERITED_COLOUR
+    return VERDICT_COLOURS[v]
+
+
+def verdict_label(verdict: str | None, inherited: bool = False) -> str:
+    """``exact``, ``within rounding``, ``diverged`` (``diverged (inputs differed)``), or ``not compared``."""
+    try:
+        v = Verdict(verdict)
+    except ValueError:
+        return "not compared"
+    if v is Verdict.DIVERGED and inherited:
+        return "diverged (inputs differed)"
+    return VERDICT_LABELS[v]

@@ -1,0 +1,602 @@
+"""Two debug runs in lockstep, compared dispatch by dispatch as they go: the divergence finder's engine.
+
+Run A (the reference) runs on a worker thread and hands each dispatch it finishes to run B through a
+queue of at most ``QUEUE_DEPTH`` dispatches; run B compares its own dispatch of the same ordinal with it.
+Nothing is written to disk and no full tensor outlives its dispatch (only the culprit's bindings are
+kept for the reproducer), so memory stays bounded by a few dispatches' bindings whatever the model size,
+and the time is about that of the two plain debug runs.
+
+**Same inputs.** Before B's dispatch runs it is given A's bytes of every binding (when both runs bind the
+same number of ranges of the same lengths: same program, another target or device), so each dispatch's
+outputs are compared *given the same inputs*: a dispatch's own rounding, never drift accumulated through
+the network, and a broken dispatch cannot hide behind (or blame) the ones before it. B's own inputs, before
+they are replaced, are compared with A's too: where the runs' dataflow would have gone apart.
+
+**Defined bytes.** Inputs are compared only where the program defined them: whole allocations from the
+host (program inputs, module constants), and within the program's own allocations the ranges that
+dispatches wrote or transfers filled, copied or updated; padding and untouched transients are garbage
+that differs between devices and means nothing.
+
+Each dispatch gets a verdict (``exact``, ``within_rounding``, ``within_tolerance`` or ``diverged``; see
+``numerics``) and a fingerprint of each side's outputs (CRC32 and a few statistics, no tensors).
+"""
+
+from __future__ import annotations
+
+import math
+import queue
+import threading
+import weakref
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from engine.dispatch.bundle import DispatchEntry
+from engine.dispatch.debug_capture import DispatchRecorder
+from engine.dispatch.numerics import Comparison, Tolerance, Verdict, compare, worst_verdict
+from engine.dispatch.tensor_types import BindingInterface
+from engine.errors import LensError
+from engine.runtime.hal.device import DispatchRecord
+
+QUEUE_DEPTH = 2  # dispatches run A may be ahead of run B
+HOST_DEFINED_ORIGINS_EXCLUDED = ("allocate",)  # the program's own allocations: defined only where written
+
+
+class LockstepError(LensError):
+    """The two runs could not be made or compared."""
+
+
+# ------------------------------------------------------------------------------------ defined bytes
+
+
+class DefinedBytes:
+    """Which byte ranges of each allocation the program has defined so far (see the module doc)."""
+
+    def __init__(self):
+        self._ranges: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._device = None
+
+    @staticmethod
+    def _locate(buffer, offset: int, length: int) -> tuple[object, int, int]:
+        allocation = getattr(buffer, "allocation", buffer)
+        start = int(getattr(buffer, "byte_offset", 0)) + int(offset)
+        return allocation, start, start + int(length)
+
+    def mark(self, buffer, offset: int, length: int) -> None:
+        if buffer is None or length <= 0:
+            return
+        allocation, start, end = self._locate(buffer, offset, length)
+        self._mark(allocation, start, end)
+
+    def _mark(self, allocation, start: int, end: int) -> None:
+        try:
+            ranges = self._ranges.get(allocation, [])
+        except TypeError:
+            return
+        merged = []
+        for s, e in ranges:
+            if s <= end and start <= e:
+                start, end = min(s, start), max(e, end)
+            else:
+                merged.append((s, e))
+        merged.append((start, end))
+        self._ranges[allocation] = sorted(merged)
+
+    def ranges(self, buffer, offset: int, length: int) -> list[tuple[int, int]]:
+        """The defined ranges of ``[offset, offset + length)`` of ``buffer``, relative to ``offset``."""
+        allocation, start, end = self._locate(buffer, offset, length)
+        if getattr(allocation, "origin", "allocate") not in HOST_DEFINED_ORIGINS_EXCLUDED:
+            return [(0, end - start)]  # program inputs, constants, imported host memory
+        try:
+            found = self._ranges.get(allocation, [])
+        except TypeError:
+            return []
+        out = []
+        for s, e in found:
+            lo, hi = max(s, start), min(e, end)
+            if lo < hi:
+                out.append((lo - start, hi - start))
+        return out
+
+    def attach(self, device) -> None:
+        """Follow the device's transfers (fills, copies, updates define their targets; a copy only where
+        its source was defined)."""
+        self._device = device
+        fill, copy, update = device.fill, device.copy, device.update
+
+        def on_fill(target, pattern):
+            fill(target, pattern)
+            self.mark(target.buffer, target.offset, target.length)
+
+        def on_update(data, target):
+            update(data, target)
+            self.mark(target.buffer, target.offset, target.length)
+
+        def on_copy(source, target):
+            copy(source, target)
+            if source.buffer is None or target.buffer is None:
+                return
+            for s, e in self.ranges(source.buffer, source.offset, min(source.length, target.length)):
+                self.mark(target.buffer, target.offset + s, e - s)
+
+        device.fill, device.copy, device.update = on_fill, on_copy, on_update
+
+    def detach(self) -> None:
+        if self._device is not None:
+            for name in ("fill", "copy", "update"):
+                self._device.__dict__.pop(name, None)
+            self._device = None
+
+
+# ------------------------------------------------------------------------------------ one side
+
+
+@dataclass
+class Step:
+    """Run A's dispatch as run B needs it: typed tensors, raw binding bytes, defined ranges."""
+
+    entry: DispatchEntry
+    inputs: list[np.ndarray]
+    outputs: list[np.ndarray]
+    before: list[np.ndarray]  # every binding's bytes before the dispatch
+    after: dict[int, np.ndarray]  # written bindings' bytes after it
+    defined: list[list[tuple[int, int]]]  # per binding, the defined ranges before the dispatch
+    lengths: list[int]
+
+
+class _MemoryWriter:
+    """The ``BundleWriter`` surface ``DispatchRecorder`` writes to, kept in memory for one dispatch."""
+
+    def __init__(self):
+        self.tensors: dict[str, np.ndarray] = {}
+        self.entry: DispatchEntry | None = None
+
+    def write_tensor(self, stem: str, array: np.ndarray, tensor_type=None) -> tuple[str, str]:
+        self.tensors[stem] = array
+        return stem, str(tensor_type) if tensor_type is not None else str(array.dtype)
+
+    def add_dispatch(self, entry: DispatchEntry) -> None:
+        self.entry = entry
+
+    def wait_written(self) -> None:
+        pass
+
+    def take(self) -> tuple[DispatchEntry | None, list[np.ndarray], list[np.ndarray]]:
+        entry, tensors = self.entry, self.tensors
+        self.entry, self.tensors = None, {}
+        if entry is None:
+            return None, [], []
+        return entry, [tensors[n] for n in entry.inputs], [tensors[n] for n in entry.outputs]
+
+
+class _SideObserver(DispatchRecorder):
+    """A ``DispatchRecorder`` (typing, access) writing to memory, with defined bytes and two hooks."""
+
+    def __init__(self, interfaces, spirv, defined: DefinedBytes):
+        self.sink = _MemoryWriter()
+        super().__init__(self.sink, interfaces, None, spirv)  # type: ignore[arg-type]
+        self.defined = defined
+        self._defined_before: list[list[tuple[int, int]]] = []
+
+    def prepare(self, record: DispatchRecord) -> None:
+        """Called before the recorder copies the bindings (run B gives them A's bytes here)."""
+
+    def finished(self, record: DispatchRecord, step: Step) -> None:
+        """Called after each dispatch with this side's view of it."""
+
+    def before_dispatch(self, record: DispatchRecord) -> None:
+        self._defined_before = [self.defined.ranges(b.buffer, b.offset, b.length) for b in record.bindings]
+        self.prepare(record)
+        super().before_dispatch(record)
+
+    def after_dispatch(self, record: DispatchRecord) -> None:
+        before = self._before
+        super().after_dispatch(record)
+        entry, ins, outs = self.sink.take()
+        if entry is None:  # a trace-point module: tensors come later (not used here)
+            return
+        after = {}
+        for b, info in zip(record.bindings, entry.bindings):
+            if info.get("access") != "read":
+                after[b.index] = np.array(b.data, copy=True)
+                self.defined.mark(b.buffer, b.offset, b.length)
+        step = Step(entry, ins, outs, before, after, self._defined_before, [int(b.length) for b in record.bindings])
+        self.finished(record, step)
+
+
+# ------------------------------------------------------------------------------------ the report
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """A tensor summarised without keeping it: CRC32 of its bytes and a few statistics."""
+
+    crc32: int
+    count: int
+    mean: float | None
+    max_abs: float | None
+
+    @classmethod
+    def of(cls, array: np.ndarray) -> Fingerprint:
+        raw = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+        crc = zlib.crc32(raw.data)
+        mean = max_abs = None
+        if array.size and (array.dtype.kind in "fiub" or array.dtype.name == "bfloat16"):
+            with np.errstate(all="ignore"):
+                f = np.asarray(array, dtype=np.float64).reshape(-1)
+                fin = f[np.isfinite(f)]
+                if fin.size:
+                    mean, max_abs = float(fin.mean()), float(np.abs(fin).max())
+        return cls(crc, int(array.size), mean, max_abs)
+
+    def to_json(self) -> dict:
+        return {"crc32": f"{self.crc32:08x}", "count": self.count, "mean": self.mean, "max_abs": self.max_abs}
+
+
+@dataclass
+class DispatchReport:
+    """One dispatch of the two runs compared."""
+
+    ordinal: int
+    name: str
+    executable: str | None
+    workgroups: list[int] | None
+    verdict: Verdict  # of its outputs
+    inputs_verdict: Verdict  # of B's own inputs against A's, defined bytes only
+    fed: bool  # B's dispatch ran on A's bytes
+    worst_output: int | None = None
+    comparison: Comparison | None = None  # of the worst output
+    input_comparison: Comparison | None = None
+    undefined_input_bytes: int = 0  # read bytes no one defined (not compared)
+    fingerprints: list[tuple[Fingerprint, Fingerprint]] = field(default_factory=list)
+    note: str = ""
+
+    def to_json(self, full: bool = False) -> dict:
+        out = {
+            "ordinal": self.ordinal,
+            "name": self.name,
+            "verdict": str(self.verdict),
+            "inputs": str(self.inputs_verdict),
+            "fed": self.fed,
+        }
+        if self.comparison is not None and self.verdict is not Verdict.EXACT:
+            c = self.comparison
+            out.update(
+                output=self.worst_output,
+                max_abs_error=_num(c.max_abs_error),
+                max_scaled_error=_num(c.max_scaled_error),
+                max_ulps=_num(c.max_ulps) if c.max_ulps is not None else None,
+                sqnr_db=_num(c.sqnr_db),
+                mismatches=c.mismatches,
+            )
+        if self.undefined_input_bytes:
+            out["undefined_input_bytes"] = self.undefined_input_bytes
+        if self.note:
+            out["note"] = self.note
+        if full:
+            out["fingerprints"] = [[a.to_json(), b.to_json()] for a, b in self.fingerprints]
+            if self.comparison is not None:
+                out["comparison"] = self.comparison.to_json()
+            if self.input_comparison is not None:
+                out["input_comparison"] = self.input_comparison.to_json()
+        return out
+
+
+def _num(x: float) -> float | str:
+    return x if math.isfinite(x) else str(x)
+
+
+@dataclass
+class LockstepResult:
+    dispatches: list[DispatchReport]
+    culprit: DispatchReport | None
+    culprit_step: Step | None  # A's bindings at the culprit (for the reproducer)
+    culprit_record: tuple | None  # (workgroups, constants) of B's culprit dispatch
+    outputs: list[Comparison]  # the program's results, B against A
+    results_a: list
+    results_b: list
+    notes: list[str] = field(default_factory=list)
+    first_input_difference: int | None = None
+    count_a: int = 0
+    count_b: int = 0
+
+
+# ------------------------------------------------------------------------------------ the runs
+
+
+_END = object()
+
+
+class _Producer(_SideObserver):
+    def __init__(self, interfaces, spirv, defined, channel: queue.Queue, cancel: threading.Event):
+        super().__init__(interfaces, spirv, defined)
+        self.channel, self.cancel = channel, cancel
+        self.count = 0
+
+    def finished(self, record, step):
+        self.count += 1
+        while not self.cancel.is_set():
+            try:
+                self.channel.put(step, timeout=0.2)
+                return
+            except queue.Full:
+                continue
+
+
+class _Consumer(_SideObserver):
+    def __init__(self, interfaces, spirv, defined, channel: queue.Queue, tolerance: Tolerance, feed: bool,
+                 keep: Callable[[DispatchReport], bool] | None = None):  # fmt: skip
+        super().__init__(interfaces, spirv, defined)
+        self.channel = channel
+        self.tolerance = tolerance
+        self.feed = feed
+        self.reports: list[DispatchReport] = []
+        self.notes: list[str] = []
+        self.a_ended = False
+        self.stopped = False
+        self.count = 0
+        self._current: Step | None = None
+        self._input: tuple[Verdict, Comparison | None, int] = (Verdict.EXACT, None, 0)
+        self._fed = False
+        self.culprit: DispatchReport | None = None
+        self.culprit_step: Step | None = None
+        self.culprit_record: tuple | None = None
+        self.first_input_difference: int | None = None
+        self.error_a: BaseException | None = None
+
+    def _next(self) -> Step | None:
+        if self.a_ended:
+            return None
+        item = self.channel.get()
+        if item is _END or isinstance(item, BaseException):
+            self.a_ended = True
+            if isinstance(item, BaseException):
+                self.error_a = item
+            return None
+        return item
+
+    def prepare(self, record: DispatchRecord) -> None:
+        self.count += 1
+        self._current = None
+        if self.stopped:
+            return
+        step = self._next()
+        if step is None:
+            self.notes.append(f"run A ended before dispatch {record.sequence} ({record.export_name}) of run B")
+            self.stopped = True
+            return
+        if step.entry.name != record.export_name:
+            self.notes.append(
+                f"dispatch {record.sequence} differs: {step.entry.name} in A, {record.export_name} in B; "
+                "compared up to there"
+            )
+            self.stopped = True
+            return
+        self._current = step
+        self._input = self._compare_inputs(step, record)
+        lengths = [int(b.length) for b in record.bindings]
+        self._fed = self.feed and lengths == step.lengths
+        if self.feed and not self._fed:
+            self.notes.append(
+                f"dispatch {record.sequence} ({record.export_name}) binds other ranges in B "
+                f"({lengths} bytes vs {step.lengths}): compared on its own inputs"
+            )
+        if self._fed:
+            for b, data in zip(record.bindings, step.before):
+                b.buffer.write_view(b.offset, b.length)[...] = data
+
+    def _compare_inputs(self, step: Step, record: DispatchRecord) -> tuple[Verdict, Comparison | None, int]:
+        """B's own bytes of the bindings A read, against A's, where both runs defined them."""
+        verdicts, worst, undefined = [], None, 0
+        read = [i for i, info in enumerate(step.entry.bindings) if info.get("access") in ("read", "readwrite")]
+        for i in read:
+            if i >= len(record.bindings) or int(record.bindings[i].length) != step.lengths[i]:
+                verdicts.append(Verdict.DIVERGED)
+                continue
+            mine = self._defined_before[i]
+            ranges = _intersect(step.defined[i], mine)
+            undefined += step.lengths[i] - sum(e - s for s, e in ranges)
+            if not ranges:
+                continue
+            dtype = _binding_dtype(step, i)
+            a = _gather(step.before[i], ranges, dtype)
+            b = _gather(record.bindings[i].data, ranges, dtype)
+            c = compare(b, a, tolerance=self.tolerance)
+            verdicts.append(c.verdict)
+            if worst is None or _rank(c.verdict) > _rank(worst.verdict):
+                worst = c
+        return worst_verdict(verdicts), worst, undefined
+
+    def finished(self, record, step_b: Step) -> None:
+        step_a = self._current
+        if step_a is None:
+            return
+        pairs = pair_tensors(step_a.outputs, step_b.outputs)
+        comparisons = [compare(b, a, tolerance=self.tolerance) for a, b in pairs] if pairs is not None else None
+        in_verdict, in_cmp, undefined = self._input
+        report = DispatchReport(
+            step_a.entry.ordinal, step_a.entry.name, step_a.entry.executable, step_a.entry.workgroups,
+            Verdict.EXACT, in_verdict, self._fed, input_comparison=in_cmp, undefined_input_bytes=undefined,
+        )  # fmt: skip
+        if comparisons is None:
+            report.verdict = Verdict.DIVERGED
+            report.note = (
+                f"outputs differ in layout: {[o.nbytes for o in step_a.outputs]} bytes in A, "
+                f"{[o.nbytes for o in step_b.outputs]} in B"
+            )
+        else:
+            report.verdict = worst_verdict(c.verdict for c in comparisons)
+            if comparisons:
+                k = max(range(len(comparisons)), key=lambda j: (_rank(comparisons[j].verdict), comparisons[j].max_scaled_error))
+                report.worst_output, report.comparison = k, comparisons[k]
+        report.fingerprints = [(Fingerprint.of(a), Fingerprint.of(b)) for a, b in zip(step_a.outputs, step_b.outputs)]
+        if in_verdict is Verdict.DIVERGED and self.first_input_difference is None:
+            self.first_input_difference = report.ordinal
+        own_inputs_agreed = self._fed or in_verdict is not Verdict.DIVERGED
+        if self.culprit is None and report.verdict is Verdict.DIVERGED and own_inputs_agreed:
+            self.culprit = report
+            self.culprit_step = step_a
+            self.culprit_record = (list(record.workgroup_count), [int(c) for c in record.constants])
+        self.reports.append(report)
+
+    def drain(self) -> None:
+        """Take what run A still sends (so its thread can finish)."""
+        while not self.a_ended:
+            item = self.channel.get()
+            if item is _END or isinstance(item, BaseException):
+                self.a_ended = True
+                if isinstance(item, BaseException):
+                    self.error_a = item
+
+
+def _rank(v: Verdict) -> int:
+    return [Verdict.EXACT, Verdict.WITHIN_ROUNDING, Verdict.WITHIN_TOLERANCE, Verdict.DIVERGED].index(v)
+
+
+def _intersect(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out = []
+    for s1, e1 in a:
+        for s2, e2 in b:
+            lo, hi = max(s1, s2), min(e1, e2)
+            if lo < hi:
+                out.append((lo, hi))
+    return sorted(out)
+
+
+def _binding_dtype(step: Step, index: int) -> np.dtype:
+    """The element type A's capture gave binding ``index`` (its input tensor when it fills the binding)."""
+    read = [i for i, info in enumerate(step.entry.bindings) if info.get("access") in ("read", "readwrite")]
+    if step.entry.tensors_from == "bindings" and index in read:
+        k = read.index(index)
+        if k < len(step.inputs) and step.inputs[k].nbytes == step.lengths[index]:
+            return step.inputs[k].dtype
+    sizes = {t.dtype for t in step.inputs if t.dtype.kind == "f" or t.dtype.name == "bfloat16"}
+    if len(sizes) == 1:
+        return sizes.pop()
+    return np.dtype(np.uint8)
+
+
+def _gather(raw: np.ndarray, ranges: list[tuple[int, int]], dtype: np.dtype) -> np.ndarray:
+    """The elements of ``raw`` (bytes) wholly inside ``ranges``, as one flat array of ``dtype``."""
+    size = np.dtype(dtype).itemsize
+    parts = []
+    for s, e in ranges:
+        s2, e2 = -(-s // size) * size, (e // size) * size
+        if s2 < e2:
+            parts.append(np.asarray(raw[s2:e2]))
+    if not parts:
+        return np.zeros(0, dtype)
+    joined = parts[0] if len(parts) == 1 else np.concatenate(parts)
+    return np.ascontiguousarray(joined).view(dtype)
+
+
+def pair_tensors(a: list[np.ndarray], b: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]] | None:
+    """A's and B's output tensors side by side, B's bytes read as A's types where the two typed them
+    differently (a SPIR-V ``i32`` against a name's ``f32``); one concatenation when both cut their bytes
+    differently; None when the byte counts differ."""
+    if len(a) == len(b) and all(x.nbytes == y.nbytes for x, y in zip(a, b)):
+        out = []
+        for x, y in zip(a, b):
+            if x.dtype != y.dtype or x.shape != y.shape:
+                y = np.ascontiguousarray(y).reshape(-1).view(np.uint8).view(x.dtype).reshape(x.shape)
+            out.append((x, y))
+        return out
+    ra = [np.ascontiguousarray(x).reshape(-1).view(np.uint8) for x in a]
+    rb = [np.ascontiguousarray(y).reshape(-1).view(np.uint8) for y in b]
+    ca = np.concatenate(ra) if ra else np.zeros(0, np.uint8)
+    cb = np.concatenate(rb) if rb else np.zeros(0, np.uint8)
+    if ca.size != cb.size:
+        return None
+    dtype = a[0].dtype if a and all(x.dtype == a[0].dtype for x in a) else np.dtype(np.uint8)
+    if ca.size % dtype.itemsize:
+        dtype = np.dtype(np.uint8)
+    return [(ca.view(dtype), cb.view(dtype))]
+
+
+def run_lockstep(
+    module_a: str,
+    module_b: str,
+    function: str,
+    inputs: list[str],
+    *,
+    device_a: str = "local-sync",
+    device_b: str = "local-sync",
+    tolerance: Tolerance | None = None,
+    feed: bool = True,
+    interfaces: dict[str, dict[int, BindingInterface]] | None = None,
+) -> LockstepResult:
+    """Run A (worker thread) and B (this thread) together and compare every dispatch (see the module doc)."""
+    from engine.dispatch.spirv_types import module_binding_elements
+    from engine.runtime.debug_runner import DebugRunner
+    from engine.runtime.function_io import parse_inputs, split_cconv
+    from engine.runtime.hal.devices import create_device
+    from engine.runtime.hal.module import HalModule
+
+    tolerance = tolerance or Tolerance()
+    channel: queue.Queue = queue.Queue(maxsize=QUEUE_DEPTH)
+    cancel = threading.Event()
+    producer = _Producer(interfaces, module_binding_elements(module_a), DefinedBytes(), channel, cancel)
+    consumer = _Consumer(interfaces, module_binding_elements(module_b), DefinedBytes(), channel, tolerance, feed)
+    results_a: list = []
+
+    def run(module, device_uri, observer):
+        hal_device = create_device(device_uri)
+        observer.defined.attach(hal_device)
+        hal_device.observers.append(observer)
+        try:
+            runner = DebugRunner(module, device_uri, hal_module=HalModule(hal_device))
+            args = parse_inputs(inputs, split_cconv(runner.cconv(function))[0])
+            return runner.invoke(function, args)
+        finally:
+            hal_device.observers.remove(observer)
+            observer.defined.detach()
+
+    def run_a():
+        try:
+            results_a.extend(run(module_a, device_a, producer))
+            channel_put(_END)
+        except BaseException as e:  # handed to run B's thread, raised there
+            channel_put(e)
+
+    def channel_put(item):
+        while not cancel.is_set():
+            try:
+                channel.put(item, timeout=0.2)
+                return
+            except queue.Full:
+                continue
+
+    worker = threading.Thread(target=run_a, name="lens-diverge-a", daemon=True)
+    worker.start()
+    try:
+        try:
+            results_b = run(module_b, device_b, consumer)
+        finally:
+            consumer.stopped = True
+            consumer.drain()
+    finally:
+        cancel.set()
+        worker.join()
+    if consumer.error_a is not None:
+        e = consumer.error_a
+        raise LockstepError(f"run A ({module_a} on {device_a}) failed: {e}") from e
+    notes = list(consumer.notes)
+    if producer.count != consumer.count:
+        notes.append(f"dispatch counts differ: {producer.count} in A, {consumer.count} in B")
+    outputs = _compare_results(results_a, results_b, tolerance, notes)
+    return LockstepResult(
+        consumer.reports, consumer.culprit, consumer.culprit_step, consumer.culprit_record, outputs,
+        results_a, results_b, notes, consumer.first_input_difference, producer.count, consumer.count,
+    )  # fmt: skip
+
+
+def _compare_results(results_a: list, results_b: list, tolerance: Tolerance, notes: list[str]) -> list[Comparison]:
+    from engine.runtime.function_io import Tensor
+
+    ta = [r for r in results_a if isinstance(r, Tensor)]
+    tb = [r for r in results_b if isinstance(r, Tensor)]
+    if len(ta) != len(tb):
+        notes.append(f"the runs return {len(ta)} and {len(tb)} tensors")
+    return [compare(b.array, a.array, tolerance=tolerance) for a, b in zip(ta, tb)]

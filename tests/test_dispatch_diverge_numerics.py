@@ -1,0 +1,151 @@
+"""The divergence finder with its default rule: healthy builds across targets and devices report no
+divergence (rounding is not a bug), builds broken with IREE's own ``--iree-hal-substitute-executable-source``
+(one op changed) name exactly the broken dispatch, integer programs compare exactly."""
+
+from __future__ import annotations
+
+import json
+import lzma
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from support import iree_tool
+
+from engine.compiler.targets import target_flags
+
+HERE = Path(__file__).resolve().parent
+PROGRAMS = HERE / "diverge_programs"
+MODELS = HERE.parents[0] / ".." / "shared" / "models"
+
+
+def _compile(source: Path, out: Path, target: str, *flags: str) -> Path:
+    proc = subprocess.run(
+        [iree_tool("iree-compile"), str(source), *target_flags(target), *flags, "-o", str(out)],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return out
+
+
+def _broken(source: Path, tmp: Path, target: str, executable: str, old: str, new: str) -> Path:
+    """``source`` for ``target`` with ``executable``'s dumped source edited (``old`` -> ``new``, once) and
+    substituted with ``--iree-hal-substitute-executable-source``."""
+    dump = tmp / f"sources_{target}"
+    _compile(source, tmp / f"dump_{target}.vmfb", target, f"--iree-hal-dump-executable-sources-to={dump}")
+    [src] = [p for p in dump.glob("*.mlir") if p.stem.endswith(executable)]
+    text = src.read_text()
+    assert old in text, f"{old} not in {src.name}"
+    edited = tmp / f"{executable}_{target}_edited.mlir"
+    edited.write_text(text.replace(old, new, 1))
+    return _compile(source, tmp / f"broken_{target}.vmfb", target,
+                    f"--iree-hal-substitute-executable-source={executable}={edited}")  # fmt: skip
+
+
+def _diverge(a: Path, b: Path, function: str, *args: str, timeout: float = 900) -> dict:
+    proc = subprocess.run(
+        [sys.executable, "-m", "app.launcher", "diverge", str(a), str(b), f"--function={function}", *args, "--json"],
+        capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout)
+
+
+def _diverged(report: dict) -> list[str]:
+    return [d["name"] for d in report["dispatches"] if d["verdict"] == "diverged"]
+
+
+@pytest.fixture(scope="module")
+def chain(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("chain")
+    source = PROGRAMS / "reduction_chain.mlir"
+    x = tmp / "x.npy"
+    # Values around 100 with a spread of 3: the centring cancels most of each value (rounding shows).
+    np.save(x, (np.random.default_rng(0).standard_normal((64, 1024)) * 3 + 100).astype(np.float32))
+    return source, tmp, x
+
+
+def test_reduction_chain_llvm_cpu_against_vmvx_agrees_within_rounding(chain):
+    source, tmp, x = chain
+    cpu = _compile(source, tmp / "cpu.vmfb", "llvm-cpu")
+    vmvx = _compile(source, tmp / "vmvx.vmfb", "vmvx")
+    report = _diverge(cpu, vmvx, "main", f"--input=@{x}")
+    assert report["first_divergence"] is None, report
+    verdicts = {d["verdict"] for d in report["dispatches"]}
+    assert verdicts <= {"exact", "within_rounding"} and len(report["dispatches"]) == 3
+    # Not bit for bit (a reduction summed in another order), and the program's output agrees too.
+    assert "within_rounding" in verdicts and report["outputs"][0]["verdict"] == "within_rounding"
+    # Asked for exactness, the same pair differs: the default is what makes it trustworthy.
+    strict = _diverge(cpu, vmvx, "main", f"--input=@{x}", "--atol=0")
+    assert strict["first_divergence"] is not None
+
+
+def test_reduction_chain_broken_dispatch_is_named_exactly_and_reproduced(chain):
+    source, tmp, x = chain
+    vmvx = _compile(source, tmp / "vmvx_ref.vmfb", "vmvx")
+    # The variance's square (x*x) becomes x+x in the llvm-cpu build: one op of one dispatch.
+    broken = _broken(source, tmp, "llvm-cpu", "main_dispatch_1", "arith.mulf %in, %in", "arith.addf %in, %in")
+    repro = tmp / "repro"
+    report = _diverge(vmvx, broken, "main", f"--input=@{x}", f"--repro={repro}")
+    found = report["first_divergence"]
+    assert found is not None and found["name"].startswith("main_dispatch_1_") and found["ordinal"] == 1
+    assert found["same_inputs"] and found["comparison"]["verdict"] == "diverged"
+    # Given the same inputs, the dispatches after it agree again: only the broken one is named.
+    assert _diverged(report) == [found["name"]]
+    # The reproducer runs on its own (module, inputs and bindings copied) and still diverges.
+    meta = json.loads((repro / "repro.json").read_text())
+    assert (repro / meta["module"]).is_file() and all((repro / b["before"]).is_file() for b in meta["bindings"])
+    rerun = subprocess.run([sys.executable, "-m", "app.launcher", "diverge", f"--replay={repro}", "--json"],
+                           capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert rerun.returncode == 1 and json.loads(rerun.stdout)["reproduced"], rerun.stderr
+
+
+def test_integer_programs_compare_exactly(tmp_path):
+    source = PROGRAMS / "int_chain.mlir"
+    cpu = _compile(source, tmp_path / "cpu.vmfb", "llvm-cpu")
+    vmvx = _compile(source, tmp_path / "vmvx.vmfb", "vmvx")
+    inputs = ["--input=256xi32=7", "--input=256xi32=-3"]
+    report = _diverge(cpu, vmvx, "main", *inputs)
+    assert report["first_divergence"] is None and {d["verdict"] for d in report["dispatches"]} == {"exact"}
+    # The sum starts at 1 instead of 0: off by one in about 500, rounding for a float, a bug for an i32.
+    broken = _broken(source, tmp_path, "llvm-cpu", "main_dispatch_1", "arith.constant 0 : i32",
+                     "arith.constant 1 : i32")  # fmt: skip
+    found = _diverge(vmvx, broken, "main", *inputs)["first_divergence"]
+    assert found is not None and found["name"].startswith("main_dispatch_1_")
+    assert found["max_abs_error"] == 1 and found["comparison"]["element"] == "i32"
+
+
+@pytest.mark.vulkan
+def test_small_cnn_llvm_cpu_against_vulkan_and_a_broken_vulkan_build(tmp_path):
+    source = MODELS / "small_cnn.mlir"
+    if not source.exists():
+        pytest.skip(f"{source} is absent (the shared models are not on this machine)")
+    x = MODELS / "small_cnn_x.npy"
+    cpu = _compile(source, tmp_path / "cpu.vmfb", "llvm-cpu")
+    vk = _compile(source, tmp_path / "vk.vmfb", "vulkan-spirv")
+    # No --device-b: the finder runs each module on the device it was compiled for.
+    report = _diverge(cpu, vk, "small_cnn", f"--input=@{x}")
+    assert report["devices"][1].startswith("vulkan") and report["first_divergence"] is None, report
+    assert len(report["dispatches"]) >= 5 and report["outputs"][0]["ok"]
+    broken = _broken(source, tmp_path, "vulkan-spirv", "small_cnn$async_dispatch_3", "arith.addf", "arith.subf")
+    found = _diverge(cpu, broken, "small_cnn", f"--input=@{x}")["first_divergence"]
+    assert found is not None and found["name"].startswith("small_cnn$async_dispatch_3_"), found
+
+
+@pytest.mark.vulkan
+def test_squeezenet_llvm_cpu_against_vulkan_has_no_divergence(tmp_path):
+    packed = MODELS / "squeezenet1_1.mlir.xz"
+    if not packed.exists():
+        pytest.skip(f"{packed} is absent (the shared models are not on this machine)")
+    source = tmp_path / "squeezenet1_1.mlir"
+    source.write_bytes(lzma.decompress(packed.read_bytes()))
+    cpu = _compile(source, tmp_path / "cpu.vmfb", "llvm-cpu")
+    vk = _compile(source, tmp_path / "vk.vmfb", "vulkan-spirv")
+    x, y = MODELS / "squeezenet1_1_x.npy", MODELS / "squeezenet1_1_torch_y.npy"
+    report = _diverge(cpu, vk, "main", f"--input=@{x}", f"--golden={y}", timeout=1800)
+    assert report["first_divergence"] is None, [d for d in report["dispatches"] if d["verdict"] != "exact"]
+    assert len(report["dispatches"]) > 20 and not report["notes"], report["notes"]
+    # Both devices agree with PyTorch's own output within rounding.
+    assert [g["ok"] for g in report["golden"]] == [True, True], report["golden"]

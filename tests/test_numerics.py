@@ -1,0 +1,119 @@
+"""numerics: the comparison every comparing feature uses (ulps, error against the tensor's scale, verdicts)."""
+
+from __future__ import annotations
+
+import math
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from engine.dispatch.numerics import Tolerance, Verdict, compare, rounding_allowance, ulp_distance
+
+
+def test_ulp_distance_counts_representable_steps_across_zero_and_types():
+    one = np.float32(1.0)
+    up = np.nextafter(one, np.float32(2))
+    assert ulp_distance(np.array([up]), np.array([one]))[0] == 1
+    tiny = np.nextafter(np.float32(0), np.float32(1))
+    # -tiny .. +tiny is two steps (through +0 == -0); +0 vs -0 is none.
+    assert ulp_distance(np.array([-tiny]), np.array([tiny]))[0] == 2
+    assert ulp_distance(np.array([np.float32(-0.0)]), np.array([np.float32(0.0)]))[0] == 0
+    h = np.array([1.0], np.float16)
+    assert ulp_distance(np.nextafter(h, np.float16(2)), h)[0] == 1
+    b = np.array([1.0, 2.0], ml_dtypes.bfloat16)
+    b_up = (b.view(np.uint16) + 1).view(ml_dtypes.bfloat16)
+    assert ulp_distance(b_up, b).tolist() == [1, 1]
+    nan = np.array([np.nan, np.nan], np.float32)
+    assert ulp_distance(nan, np.array([np.nan, 1.0], np.float32)).tolist() == [0, math.inf]
+
+
+def test_a_near_zero_element_of_a_unit_tensor_is_rounding_not_a_large_relative_error():
+    rng = np.random.default_rng(0)
+    expected = rng.standard_normal(10_000).astype(np.float32)
+    expected[17] = 7.5e-6  # near zero: 1e-6 off is 13% of itself
+    actual = expected.copy()
+    actual[17] += np.float32(1e-6)
+    actual[::7] = np.nextafter(actual[::7], np.float32(np.inf))  # one ulp here and there
+    c = compare(actual, expected)
+    assert c.verdict is Verdict.WITHIN_ROUNDING and c.ok and c.mismatches == 0
+    assert c.max_abs_error == pytest.approx(1e-6, rel=0.01)
+    assert c.max_scaled_error < 1e-6 and c.max_rel_error < 2e-6  # relative error floored at the RMS
+    assert c.max_ulps > 1000 and c.sqnr_db > 100 and c.cosine == pytest.approx(1.0)
+    # A real change of 1% of the tensor's scale is a divergence, named at its index.
+    actual[4242] += np.float32(0.01 * np.abs(expected).max())
+    c = compare(actual, expected)
+    assert c.verdict is Verdict.DIVERGED and c.mismatches == 1 and c.first_mismatch == (4242,)
+
+
+def test_identical_tensors_are_exact_and_nan_inf_must_agree():
+    x = np.array([[1.0, np.nan], [np.inf, -np.inf]], np.float32)
+    c = compare(x, x.copy())
+    assert c.verdict is Verdict.EXACT and c.nan_expected == 1 and c.inf_expected == 2 and c.nonfinite_agree
+    y = x.copy()
+    y[0, 1] = 1.0  # NaN where the reference has a number... the other way round
+    y[1, 0] = -np.inf
+    c = compare(y, x)
+    assert c.verdict is Verdict.DIVERGED and c.nonfinite_mismatches == 2 and c.first_mismatch == (0, 1)
+    assert c.to_json()["max_abs_error"] == "inf"  # JSON has no inf
+
+
+def test_integers_and_booleans_compare_exactly_by_default():
+    a = np.arange(1_000_000, dtype=np.int32)
+    b = a.copy()
+    b[123_456] += 1  # one part in a million: rounding for a float, a bug for an integer
+    c = compare(b, a)
+    assert c.verdict is Verdict.DIVERGED and c.mismatches == 1 and c.first_mismatch == (123_456,)
+    assert compare(a, a.copy()).verdict is Verdict.EXACT
+    m = np.array([True, False, True])
+    assert compare(~m, m).mismatches == 3
+    # An explicit tolerance is the user's: it applies to integers too.
+    assert compare(b, a, atol=1).verdict is Verdict.WITHIN_TOLERANCE
+
+
+def test_explicit_tolerances_replace_the_rounding_rule():
+    expected = np.linspace(-1, 1, 100, dtype=np.float32)
+    actual = expected.copy()
+    actual[50] = np.nextafter(actual[50], np.float32(2))
+    actual[51] = np.nextafter(np.nextafter(actual[51], np.float32(2)), np.float32(2))
+    assert compare(actual, expected).verdict is Verdict.WITHIN_ROUNDING
+    assert compare(actual, expected, atol=0.0).verdict is Verdict.DIVERGED  # exactness asked for
+    assert compare(actual, expected, ulps=1).mismatches == 1  # the two-ulp element
+    assert compare(actual, expected, ulps=2).verdict is Verdict.WITHIN_TOLERANCE
+    assert compare(actual, expected, tolerance=Tolerance(atol=1e-3)).ok
+
+
+def test_half_precision_allowance_is_wider_than_single_and_still_catches_bugs():
+    assert rounding_allowance(np.dtype(np.float16)) > rounding_allowance(np.dtype(np.float32))
+    assert rounding_allowance(np.dtype(ml_dtypes.bfloat16)) > rounding_allowance(np.dtype(np.float16))
+    rng = np.random.default_rng(1)
+    exact = rng.standard_normal(4096)
+    for dtype in (np.float16, ml_dtypes.bfloat16):
+        expected = exact.astype(dtype)
+        # Computed in f32 and rounded once more (another accumulation order): a step of the grid off.
+        actual = (exact * (1 + 2e-3 * rng.standard_normal(4096) * float(ml_dtypes.finfo(dtype).eps))).astype(dtype)
+        actual = (actual.view(np.uint16) + (np.arange(4096) % 2).astype(np.uint16)).view(dtype)
+        assert compare(actual, expected).verdict is Verdict.WITHIN_ROUNDING, dtype
+        broken = expected.copy()
+        broken[10] = dtype(float(expected[10]) + 1.0)
+        assert compare(broken, expected).verdict is Verdict.DIVERGED, dtype
+
+
+def test_sentinels_do_not_set_the_scale():
+    expected = np.full(64, 1.0, np.float32)
+    expected[0] = -np.finfo(np.float32).max  # a mask value
+    actual = expected.copy()
+    actual[5] = 1.5
+    c = compare(actual, expected)
+    assert c.scale == pytest.approx(1.5) and c.verdict is Verdict.DIVERGED
+
+
+def test_shapes_and_large_tensors():
+    assert not compare(np.zeros(3), np.zeros(4)).shape_matches
+    c = compare(np.zeros((2, 3)), np.zeros(6))
+    assert c.ok and "compared flat" in c.note
+    big = np.random.default_rng(2).standard_normal(3_000_000).astype(np.float32)  # spans chunks
+    other = big.copy()
+    other[2_500_000] = 100.0
+    c = compare(other, big)
+    assert c.mismatches == 1 and c.first_mismatch == (2_500_000,) and c.sqnr_db < 60
