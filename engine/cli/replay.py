@@ -169,6 +169,15 @@ def run(args: argparse.Namespace) -> int:
         for target, data in zip(args.output, outputs):
             if target.startswith("@"):
                 np.save(target[1:], data)
+        if getattr(args, "write_replay", None):
+            from engine.replay.writer import rewrite_replay
+
+            written = rewrite_replay(
+                replay,
+                args.write_replay,
+                substitutions={s.executable_id: (s.data, s.format) for s in substitutions},
+            )
+            print(f"wrote {written} (iree-run-replay --device={args.device} {written})")
     except LensError as e:
         print(f"iree-lens run: {e}", file=sys.stderr)
         return 1

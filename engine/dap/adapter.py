@@ -225,6 +225,9 @@ class DebugAdapter:
         except LensError as e:
             self.client = None
             raise RequestError(str(e)) from None
+        breakpoints = self._function_bps + self._instruction_bps + self._exception_bps
+        if breakpoints:  # set before the launch (the client sends them with the module)
+            self.client.set_breakpoints(breakpoints)
         device = str(args.get("device") or "local-sync")
         opened = self._query(lambda: self.client.open(str(program), device))
         if not isinstance(opened, Opened):
@@ -276,6 +279,11 @@ class DebugAdapter:
                 answers.append({"verified": False, "message": str(e)})
         self._apply_breakpoints()
         return {"breakpoints": answers}
+
+    def _on_set_breakpoints(self, args: dict, request: dict) -> dict:
+        """Source lines are not where a .vmfb's code lives: each is answered unverified, saying what to use."""
+        message = "a .vmfb has no source lines here: use function breakpoints (dispatch:NAME, a VM function) or instruction breakpoints"
+        return {"breakpoints": [{"verified": False, "message": message} for _ in args.get("breakpoints") or ()]}
 
     def _on_set_instruction_breakpoints(self, args: dict, request: dict) -> dict:
         self._instruction_bps, answers = [], []
