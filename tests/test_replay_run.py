@@ -317,3 +317,90 @@ def test_a_substitution_without_the_captured_functions_is_refused_like_iree_does
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert proc.returncode != 0
+
+
+# -- a debug run written as a replay
+
+
+def _record_debug_run(vmfb: Path, function: str, inputs: list[str], out: Path):
+    from engine.replay.record_run import start_recording
+    from engine.runtime.debug_runner import DebugRunner
+    from engine.runtime.function_io import parse_inputs, split_cconv
+    from engine.runtime.hal.module import HalModule
+
+    device = create_device("local-sync")
+    recorder = start_recording(device, out)
+    runner = DebugRunner(str(vmfb), "local-sync", hal_module=HalModule(device))
+    kinds, _ = split_cconv(runner.cconv(function))
+    results = runner.invoke(function, parse_inputs(inputs, kinds))
+    ranges = recorder.computed_ranges()
+    ours = [recorder.allocation_bytes(r[0]) for r in ranges]
+    recorder.close()
+    return results, ranges, ours
+
+
+def _readback(path: Path, ranges, tmp_path: Path) -> list[bytes]:
+    replay = open_replay(path)
+    out = tmp_path / "debug-run-readback.bin"
+    records, total = readback_records(replay, ranges, out)
+    out.write_bytes(bytes(total))
+    proc = subprocess.run(
+        [iree_tool("iree-run-replay"), "--device=local-sync", str(rewrite_replay(replay, tmp_path / "rb.ireereplay", append=records))],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    data, at, result = out.read_bytes(), 0, []
+    for _, _, length in ranges:
+        result.append(data[at : at + length])
+        at += length
+    return result
+
+
+@pytest.mark.parametrize("model", ["small_cnn", "attention_block"])
+def test_a_debug_run_written_as_a_replay_runs_the_same_on_iree_run_replay(model, tmp_path):
+    source = MODELS / f"{model}.mlir"
+    if not source.exists():
+        pytest.skip(f"{source} is not here (the shared models)")
+    vmfb = _compile(source, tmp_path / f"{model}.vmfb")
+    path = tmp_path / "debug_run.ireereplay"
+    results, ranges, ours = _record_debug_run(vmfb, model, [f"@{MODELS / f'{model}_x.npy'}"], path)
+    assert ranges and _readback(path, ranges, tmp_path) == ours
+    assert any(np.asarray(results[0].array).tobytes() in b for b in ours)  # the result is among them
+    rows = iree_dump_replay_rows(path)
+    assert [r for r in rows if r.get("operation") == "command_buffer.dispatch"]
+    assert describe_replay(open_replay(path)).dispatches[0].name.startswith(f"{model}$async_dispatch_0")
+
+
+def test_run_write_replay_of_a_module_and_refusals(compiled, tmp_path):
+    out = tmp_path / "run.ireereplay"
+    proc = _lens(
+        "run",
+        compiled.path("mlp", "llvm-cpu"),
+        "--function=main",
+        "--input=2x16xf32=0.5",
+        f"--write-replay={out}",
+    )
+    assert proc.returncode == 0 and out.is_file(), proc.stderr
+    assert (
+        subprocess.run(
+            [iree_tool("iree-run-replay"), "--device=local-sync", str(out)], capture_output=True
+        ).returncode
+        == 0
+    )
+    assert len(describe_replay(open_replay(out)).dispatches) == 2
+    vmvx = _lens(
+        "run",
+        compiled.path("mlp", "vmvx"),
+        "--function=main",
+        "--input=2x16xf32=0.5",
+        f"--write-replay={tmp_path / 'v.ireereplay'}",
+    )
+    assert vmvx.returncode == 1 and "not supported yet" in vmvx.stderr
+    ref = _lens(
+        "run",
+        compiled.path("mlp", "llvm-cpu"),
+        "--function=main",
+        "--engine=reference",
+        f"--write-replay={out}",
+    )
+    assert ref.returncode == 2

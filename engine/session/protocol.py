@@ -726,8 +726,14 @@ class SubstitutionsExported(Answer):
 
 @dataclass(frozen=True)
 class DispatchBenchmark(Answer):
+    """Seconds per dispatch (median), the module's code against the current edits; the spreads are the 10th
+    and 90th percentiles of the samples; ``edited`` False when no edit is active (both are the original)."""
+
     original_s: float
     edited_s: float
+    original_spread_s: tuple[float, float] | None = None
+    edited_spread_s: tuple[float, float] | None = None
+    edited: bool = True
 
 
 # The answer type of each query (a substitution query may also answer ``SubstitutionRefused``).
