@@ -61,7 +61,7 @@ KEEP_ALIVE = "lensKeepAlive"  # app.documents.KEEP_ALIVE_PROPERTY: closing the t
 # The default layout, as fractions of the window (with a floor in pixels): docks small, documents the rest.
 LEFT_FRACTION, LEFT_MIN = 0.17, 200
 RIGHT_FRACTION, RIGHT_MIN = 0.38, 330
-BOTTOM_FRACTION, BOTTOM_MIN = 0.2, 140
+BOTTOM_FRACTION, BOTTOM_MIN = 0.2, 175  # the log and the run list share it: a tab bar plus 130 px
 
 
 class MainWindow(QMainWindow):
