@@ -74,6 +74,11 @@ def _runner(args, checks: CheckRecorder | None):
         from engine.substitute.apply import install_on_device
 
         device = create_device(args.device)
+        if not args.device.startswith("local"):
+            from engine.runtime.vmfb.module import open_vmfb
+            from engine.substitute.apply import refuse_workgroup_count_changes
+
+            refuse_workgroup_count_changes(open_vmfb(args.module), replacements, f"the {args.device} device")
         install_on_device(device, replacements)
         hal_module = HalModule(device)
     if getattr(args, "write_replay", None):  # the debug run as an IREE HAL replay: engine/replay/record_run.py

@@ -632,6 +632,8 @@ class DebugAdapter:
         client, self.client = self.client, None
         if client is not None:
             try:
+                if self.state == "running" and client.transport is not None:
+                    client.transport.pause()  # a running call stops first, so the session can close at once
                 client.shutdown()
             except (OSError, LensError):
                 pass
