@@ -52,10 +52,12 @@ from engine.session.protocol import (
     ReadDispatch,
     ReadGlobals,
     ReadRegisters,
+    ReadTensors,
     ReverseMode,
     StepMode,
     Stopped,
     StopReason,
+    TypeSource,
 )
 
 THREAD_ID = 1
@@ -536,13 +538,17 @@ class DebugAdapter:
         return out
 
     def _binding_variables(self, stop: _Stop, info: DispatchInfo) -> list[dict[str, Any]]:
-        from engine.dispatch.tensor_types import type_from_name
-
+        # The tensors in each binding as the session typed them (engine.dispatch.typed_tensors: the
+        # executables' sources; without them a binding is untyped bytes, never a shape guessed from a name).
+        tensors = self._ask(ReadTensors()).tensors
         out = []
         for binding in info.bindings:
-            guess = type_from_name(info.export, binding.length)
-            typed = (f"{'x'.join(map(str, guess.shape))}x{guess.element} (type from IREE's dispatch name)"
-                     if guess is not None and guess.shape else "untyped")
+            typed = "; ".join(
+                f"{t.role} {t.position} {'x'.join([*map(str, t.tensor.shape), t.tensor.element_type])} @{t.offset} "
+                f"(type from {t.type_source})"
+                for t in tensors
+                if t.index == binding.index and t.type_source != TypeSource.UNTYPED
+            ) or "untyped"
             value = f"{typed}, {binding.length} bytes at {binding.buffer}+{binding.offset}, {binding.access}"
             out.append({
                 "name": f"binding {binding.index}",
