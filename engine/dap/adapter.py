@@ -247,7 +247,7 @@ class DebugAdapter:
         if handler == "reference":
             from engine.session.reference_session import ReferenceSession as handler_class
         else:
-            from engine.timetravel.session import TimeTravelSession as handler_class
+            from engine.session.timetravel_session import TimeTravelSession as handler_class
         return InProcessSession(handler_class, self._on_session_event)
 
     def _on_configuration_done(self, args: dict, request: dict) -> Any:

@@ -351,6 +351,15 @@ class Device:
         """Count a dispatch a device ran without ``dispatch`` (a batched submission)."""
         self._dispatches += 1
 
+
+    def queue_state(self) -> tuple[int, tuple]:
+        """What a checkpoint of a run saves of this device besides its buffers' bytes: the dispatch count and
+        the queue's pending work (``restore_queue_state`` puts them back)."""
+        return self._dispatches, tuple(self._pending)
+
+    def restore_queue_state(self, state: tuple[int, tuple]) -> None:
+        self._dispatches, pending = state
+        self._pending[:] = pending
     @property
     def dispatch_count(self) -> int:
         """How many dispatches this device has run (the next record's ``sequence``)."""
