@@ -157,6 +157,15 @@ def test_errors_travel_as_plain_data(tmp_path):
 
 def test_session_queries_while_paused_at_a_dispatch(tmp_path):
     """What a session answers when the editor applies while the run waits at the dispatch."""
+    from engine.session.protocol import (
+        DispatchRerun,
+        RerunDispatch,
+        RevertSubstitution,
+        Substitute,
+        Substituted,
+        SubstitutionRefused,
+        SubstitutionReverted,
+    )
     from engine.substitute.session_queries import answer
 
     vmfb, runner, device, live = _session(tmp_path, "local-sync", "cpu")
@@ -168,17 +177,24 @@ def test_session_queries_while_paused_at_a_dispatch(tmp_path):
 
     class Paused(DispatchObserver):
         def before_dispatch(self, record):
-            answers["bad"] = answer(live, "substitute", ("main_dispatch_0", str(bad)), record)
-            answers["apply"] = answer(live, "substitute", ("main_dispatch_0", str(edit)), record)
-            answers["rerun"] = answer(live, "rerun_dispatch", (), record)
+            answers["bad"] = answer(live, Substitute("main_dispatch_0", str(bad)), record)
+            answers["apply"] = answer(live, Substitute("main_dispatch_0", str(edit)), record)
+            answers["rerun"] = answer(live, RerunDispatch(), record)
 
     device.observers.append(Paused())
     np.testing.assert_array_equal(_call(runner, a, b), (a * b) * np.abs(a))
-    assert answers["bad"]["error"]["kind"] == "compile" and answers["bad"]["error"]["diagnostics"][0]["line"] > 0
-    assert answers["apply"]["whole"] and answers["apply"]["exports"] == ["main_dispatch_0_elementwise_32_f32"]
-    out = answers["rerun"]["after"][-1].view(np.float32).reshape(4, 8)
+    bad_answer = answers["bad"]
+    assert isinstance(bad_answer, SubstitutionRefused) and bad_answer.kind == "compile"
+    assert bad_answer.diagnostics[0].line > 0
+    applied = answers["apply"]
+    assert isinstance(applied, Substituted) and applied.whole
+    assert applied.exports == ("main_dispatch_0_elementwise_32_f32",)
+    rerun = answers["rerun"]
+    assert isinstance(rerun, DispatchRerun)
+    out = rerun.after[-1].to_numpy().view(np.float32).reshape(4, 8)
     np.testing.assert_array_equal(out, (a * b) * np.abs(a))
-    assert answer(live, "revert_substitution", ("main_dispatch_0",)) == {"reverted": "main_dispatch_0"}
+    reverted = answer(live, RevertSubstitution("main_dispatch_0"))
+    assert reverted == SubstitutionReverted(RevertSubstitution("main_dispatch_0"), "main_dispatch_0")
 
 
 def test_benchmark_before_and_after(tmp_path):

@@ -49,8 +49,8 @@ class HalExecutable:
         self.export_names = tuple(export_names)
         self.impl = impl
         # IREE's profile names executables by creation order on their device, from 1 (``executable_id``).
-        device._executables_created = getattr(device, "_executables_created", 0) + 1
-        self.creation_id = device._executables_created
+        device.executables_created = getattr(device, "executables_created", 0) + 1
+        self.creation_id = device.executables_created
 
     def lookup(self, name: str) -> int:
         """``executable.lookup.function``: the export's ordinal (the function id of CPU/VMVX/Vulkan)."""
