@@ -61,7 +61,7 @@ KEEP_ALIVE = "lensKeepAlive"  # app.documents.KEEP_ALIVE_PROPERTY: closing the t
 # The default layout, as fractions of the window (with a floor in pixels): docks small, documents the rest.
 LEFT_FRACTION, LEFT_MIN = 0.17, 200
 RIGHT_FRACTION, RIGHT_MIN = 0.38, 330
-BOTTOM_FRACTION, BOTTOM_MIN = 0.2, 140
+BOTTOM_FRACTION, BOTTOM_MIN = 0.2, 175  # the log and the run list share it: a tab bar plus 130 px
 
 
 class MainWindow(QMainWindow):
@@ -294,6 +294,7 @@ class MainWindow(QMainWindow):
             "Open",
             start,
             f"IREE modules and sources ({patterns});;Traces ({traces});;Capture bundles (manifest.json *.zip)"
+            ";;IREE HAL replays (*.ireereplay)"
             ";;All files (*)",
         )
         if name:
@@ -412,6 +413,10 @@ class MainWindow(QMainWindow):
             if open_bundle_document(self.open_document, path) is None:
                 self.messages.error(f"{path}: not a readable capture bundle")
             return -1
+        if path.suffix.lower() == ".ireereplay":  # IREE's HAL replay: app/views/replay_document.py
+            from app.views.replay_document import open_replay_document
+
+            return open_replay_document(self, path)
         if path.suffix.lower() in TRACE_SUFFIXES:  # a trace: the zones timeline
             return self.show_panel("zones").open_path(path)
         self._loading = path

@@ -92,6 +92,9 @@ PANELS: list[PanelSpec] = [
         "run_dispatches", "Run Dispatches", "app.views.dispatch_run_live:run_dispatches_panel", area="document",
         visible=False,
     ),
+    PanelSpec(
+        "run_dispatch_list", "Run Dispatch List", "app.views.run_dispatch_list:run_dispatch_list", area="bottom", tabify_with="log"
+    ),
     PanelSpec("editor", "Executable Editor", "app.views.executable_editor:ExecutableEditorPanel", area="document"),
     PanelSpec("zones", "Zones", "app.views.zones_view:zones_panel", area="document", visible=False),
 ]

@@ -156,6 +156,7 @@ class SessionBridge(QObject):
         super().__init__(parent)
         self.context = context
         self.in_process = in_process
+        self.remote: str | None = None  # a server command (attach_remote): the session runs there
         hang = hang_timeout if hang_timeout is not None else hang_timeout_setting()
         self.hang_timeout = hang or None
         self._event.connect(self._on_event, Qt.ConnectionType.QueuedConnection)
@@ -171,7 +172,19 @@ class SessionBridge(QObject):
 
     # -- the client ------------------------------------------------------------------------------------
 
+    def attach_remote(self, command: str | None) -> None:
+        """Run the session in the server that ``command`` starts (``ssh HOST iree-lens serve --stdio``;
+        paths are that side's) from the next command on; None goes back to a local child process."""
+        if self.client.transport is not None:
+            self.client.transport.close()
+            self.client.transport = None
+        self.remote = command or None
+
     def _transport_factory(self, on_event):
+        if self.remote:
+            from engine.session.stream import remote
+
+            return remote(self.remote, "timetravel")(on_event)
         if self.in_process:
             from engine.session.timetravel_session import TimeTravelSession
 

@@ -110,6 +110,9 @@ def iree_traced_tensors(
     context = rt.VmContext(instance, [hal, module])
     arg_list = rt.VmVariantList(len(args))
     for a in args:
+        if np.ndim(a) == 0 and np.asarray(a).dtype.kind == "i":  # an integer scalar argument
+            arg_list.push_int(int(a))
+            continue
         arg_list.push_ref(
             hal_device.allocator.allocate_buffer_copy(
                 memory_type=rt.MemoryType.DEVICE_LOCAL,

@@ -367,3 +367,104 @@ def test_remote_session_same_stops(program):
             client.close()
     assert seen[0] == seen[1]
     assert "dispatch #2" in seen[0][1][0][0] and seen[0][4]["exitCode"] == 0
+
+
+def test_breakpoints_set_before_launch_and_reference_engine(program):
+    """Breakpoints a client sets before ``launch`` hold; the reference engine (IREE's runtime) stops at the
+    traced module's dispatch and says plainly that it has no history to step back in."""
+    vmfb, inputs = program
+    client = DapClient([*lens_command(), "dap"])
+    try:
+        client.request("initialize", {"adapterID": "iree-lens"})
+        client.request("setFunctionBreakpoints", {"breakpoints": [{"name": "dispatch:1"}]})
+        client.request("launch", {"program": str(vmfb), "inputs": inputs, "engine": "reference"})
+        client.wait_event("initialized")
+        client.request("configurationDone")
+        assert client.stopped()["reason"] == "function breakpoint"
+        assert "dispatch #1" in client.top_frame()["name"]
+        reply = client.request("stepBack", {"threadId": 1}, ok=False)
+        assert reply["success"] is False and "history" in reply["message"]
+        client.request("continue", {"threadId": 1})
+        assert client.wait_event("exited")["body"]["exitCode"] == 0
+    finally:
+        client.close()
+
+
+def test_dap_over_ssh(program, tmp_path):
+    """``iree-lens dap --remote='ssh ... iree-lens serve --stdio'`` through a real sshd on a loopback port."""
+    import shlex
+
+    from support import LocalSshd
+
+    sshd = LocalSshd(tmp_path / "sshd")
+    reason = sshd.start()
+    if reason is not None:
+        sshd.stop()
+        pytest.skip(reason)
+    vmfb, inputs = program
+    serve = shlex.join(["env", f"PYTHONPATH={ROOT}", *lens_command(), "serve", "--stdio"])
+    client = DapClient([*lens_command(), "dap", f"--remote={shlex.join([*sshd.ssh_argv(), serve])}"])
+    try:
+        launch(client, vmfb, inputs, stopOnEntry=True)
+        reply = client.request("setBreakpoints", {"source": {"path": str(vmfb)}, "breakpoints": [{"line": 3}]})
+        assert reply["body"]["breakpoints"][0]["verified"] is False
+        client.request("setFunctionBreakpoints", {"breakpoints": [{"name": "dispatch:0"}]})
+        client.request("configurationDone")
+        assert client.stopped()["reason"] == "entry"
+        client.request("continue", {"threadId": 1})
+        assert client.stopped()["reason"] == "function breakpoint"
+        scopes = client.request("scopes", {"frameId": 1})["body"]["scopes"]
+        variables = client.request("variables", {"variablesReference": scopes[0]["variablesReference"]})["body"]
+        first = client.request("readMemory", {"memoryReference": variables["variables"][0]["memoryReference"],
+                                              "count": 128})["body"]
+        assert base64.b64decode(first["data"]) == A.tobytes()  # dispatch 0 reads a (a - b)
+        client.request("continue", {"threadId": 1})
+        assert client.wait_event("exited")["body"]["exitCode"] == 0
+        client.wait_event("terminated")
+    finally:
+        client.close()
+        sshd.stop()
+
+
+def test_divergence_filter(program, tmp_path):
+    """The divergence exception filter: stops after the first dispatch whose outputs differ from a reference
+    module's (the same program with its last operation changed), at that dispatch."""
+    vmfb, inputs = program
+    source = (ROOT / "tests" / "session_programs" / "nan_log.mlir").read_text()
+    assert "arith.mulf %l, %l" in source
+    changed = tmp_path / "changed.mlir"
+    changed.write_text(source.replace("arith.mulf %l, %l", "arith.addf %l, %l"))
+    reference = compile_program(str(changed), "llvm-cpu", tmp_path)
+    client = DapClient([*lens_command(), "dap"])
+    try:
+        launch(client, vmfb, inputs)
+        reply = client.request("setExceptionBreakpoints", {"filters": ["divergence"]})
+        assert reply["body"]["breakpoints"][0]["verified"] is False  # no reference named
+        reply = client.request("setExceptionBreakpoints", {
+            "filters": [], "filterOptions": [{"filterId": "divergence", "condition": f"{reference} 1e-6"}]})
+        assert reply["body"]["breakpoints"][0]["verified"] is True
+        client.request("configurationDone")
+        stop = client.stopped()
+        assert stop["reason"] == "exception" and stop["description"]
+        assert "dispatch #2" in client.top_frame()["name"]
+        client.request("continue", {"threadId": 1})
+        assert client.wait_event("exited")["body"]["exitCode"] == 0
+    finally:
+        client.close()
+
+
+def test_disconnect_while_running_ends_the_adapter_promptly(tmp_path):
+    import time
+
+    spin = compile_program("spin", "llvm-cpu", tmp_path)
+    client = DapClient([*lens_command(), "dap"])
+    client.request("initialize", {"adapterID": "iree-lens"})
+    client.request("launch", {"program": str(spin), "function": "spin", "inputs": ["1000000000"]})
+    client.wait_event("initialized")
+    client.request("configurationDone")
+    time.sleep(0.3)
+    start = time.monotonic()
+    client.request("disconnect", {"terminateDebuggee": True})
+    client.process.stdin.close()
+    assert client.process.wait(timeout=30) == 0
+    assert time.monotonic() - start < 10

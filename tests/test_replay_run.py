@@ -267,6 +267,11 @@ def test_run_profile_and_debug_commands_on_a_replay(tmp_path):
     edited = np.load(tmp_path / "edited.npy").tobytes()
     assert edited != np.load(tmp_path / "plain.npy").tobytes()
     assert edited == _iree_run_replay(path, "local-sync", tmp_path, flag)[0]
+    # The run as it ran (the edit applied) written as a replay: IREE's replay tool computes the same.
+    written = tmp_path / "as_run.ireereplay"
+    proc = _lens("run", path, f"--substitute=main_dispatch_0={edit}", f"--write-replay={written}")
+    assert proc.returncode == 0 and written.is_file(), proc.stderr
+    assert _iree_run_replay(written, "local-sync", tmp_path)[0] == edited
 
     trace = tmp_path / "trace.json"
     proc = _lens("profile", path, f"--out={trace}")
@@ -291,3 +296,135 @@ def test_run_profile_and_debug_commands_on_a_replay(tmp_path):
     bad = tmp_path / "bad.txt"
     bad.write_text("break function main\ncontinue\n")
     assert _lens("debug", path, f"--commands={bad}").returncode == 2
+
+
+def test_a_substitution_without_the_captured_functions_is_refused_like_iree_does(compiled, tmp_path):
+    from engine.replay.execute import ReplayExecutionError
+
+    path = record_replay(
+        compiled.path("matmul", "llvm-cpu"), "main", ["4x8xf32=1", "8x16xf32=2"], tmp_path / "m.ireereplay"
+    )
+    other = describe_replay(open_replay(record_replay(
+        compiled.path("softmax", "llvm-cpu"), "main", ["4x16xf32=1"], tmp_path / "s.ireereplay"
+    )))  # fmt: skip
+    binary = tmp_path / "softmax.so"
+    binary.write_bytes(bytes(open_replay(tmp_path / "s.ireereplay").range_bytes(other.executables[0].data)))
+    substitution = Substitution.parse(f"all={binary}")
+    with pytest.raises(ReplayExecutionError, match="no function named"):
+        _ours(path, "local-sync", [substitution])
+    proc = subprocess.run(
+        [iree_tool("iree-run-replay"), "--device=local-sync", substitution.to_flag(), str(path)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode != 0
+
+
+# -- a debug run written as a replay
+
+
+def _record_debug_run(vmfb: Path, function: str, inputs: list[str], out: Path):
+    from engine.replay.record_run import start_recording
+    from engine.runtime.debug_runner import DebugRunner
+    from engine.runtime.function_io import parse_inputs, split_cconv
+    from engine.runtime.hal.module import HalModule
+
+    device = create_device("local-sync")
+    recorder = start_recording(device, out)
+    runner = DebugRunner(str(vmfb), "local-sync", hal_module=HalModule(device))
+    kinds, _ = split_cconv(runner.cconv(function))
+    results = runner.invoke(function, parse_inputs(inputs, kinds))
+    ranges = recorder.computed_ranges()
+    ours = [recorder.allocation_bytes(r[0]) for r in ranges]
+    recorder.close()
+    return results, ranges, ours
+
+
+def _readback(path: Path, ranges, tmp_path: Path) -> list[bytes]:
+    replay = open_replay(path)
+    out = tmp_path / "debug-run-readback.bin"
+    records, total = readback_records(replay, ranges, out)
+    out.write_bytes(bytes(total))
+    proc = subprocess.run(
+        [iree_tool("iree-run-replay"), "--device=local-sync", str(rewrite_replay(replay, tmp_path / "rb.ireereplay", append=records))],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    data, at, result = out.read_bytes(), 0, []
+    for _, _, length in ranges:
+        result.append(data[at : at + length])
+        at += length
+    return result
+
+
+@pytest.mark.parametrize("model", ["small_cnn", "attention_block"])
+def test_a_debug_run_written_as_a_replay_runs_the_same_on_iree_run_replay(model, tmp_path):
+    source = MODELS / f"{model}.mlir"
+    if not source.exists():
+        pytest.skip(f"{source} is not here (the shared models)")
+    vmfb = _compile(source, tmp_path / f"{model}.vmfb")
+    path = tmp_path / "debug_run.ireereplay"
+    results, ranges, ours = _record_debug_run(vmfb, model, [f"@{MODELS / f'{model}_x.npy'}"], path)
+    assert ranges and _readback(path, ranges, tmp_path) == ours
+    assert any(np.asarray(results[0].array).tobytes() in b for b in ours)  # the result is among them
+    rows = iree_dump_replay_rows(path)
+    assert [r for r in rows if r.get("operation") == "command_buffer.dispatch"]
+    assert describe_replay(open_replay(path)).dispatches[0].name.startswith(f"{model}$async_dispatch_0")
+
+
+def test_run_write_replay_of_a_module_and_refusals(compiled, tmp_path):
+    out = tmp_path / "run.ireereplay"
+    proc = _lens(
+        "run",
+        compiled.path("mlp", "llvm-cpu"),
+        "--function=main",
+        "--input=2x16xf32=0.5",
+        f"--write-replay={out}",
+    )
+    assert proc.returncode == 0 and out.is_file(), proc.stderr
+    assert (
+        subprocess.run(
+            [iree_tool("iree-run-replay"), "--device=local-sync", str(out)], capture_output=True
+        ).returncode
+        == 0
+    )
+    assert len(describe_replay(open_replay(out)).dispatches) == 2
+    vmvx = _lens(
+        "run",
+        compiled.path("mlp", "vmvx"),
+        "--function=main",
+        "--input=2x16xf32=0.5",
+        f"--write-replay={tmp_path / 'v.ireereplay'}",
+    )
+    assert vmvx.returncode == 1 and "not supported yet" in vmvx.stderr
+    ref = _lens(
+        "run",
+        compiled.path("mlp", "llvm-cpu"),
+        "--function=main",
+        "--engine=reference",
+        f"--write-replay={out}",
+    )
+    assert ref.returncode == 2
+
+
+def test_plain_replay_captured_with_executable_sources_equals_iree_traced_tensors(tmp_path):
+    # A replay of a plain build (IREE packs tensors in shared bindings): the executables' dumped sources
+    # say where each tensor lies, as for a module capture, so the capture equals IREE's traced tensors.
+    source = MODELS / "attention_block.mlir"
+    if not source.exists():
+        pytest.skip(f"{source} is not here (the shared models)")
+    sources = tmp_path / "sources"
+    plain = _compile(source, tmp_path / "plain.vmfb", f"--iree-hal-dump-executable-sources-to={sources}")
+    traced = _compile(source, tmp_path / "traced.vmfb", TRACE)
+    x = MODELS / "attention_block_x.npy"
+    replay = record_replay(plain, "attention_block", [f"@{x}"], tmp_path / "plain.ireereplay")
+    proc = _lens("capture", replay, f"--sources={sources}", f"--out={tmp_path / 'bundle'}")
+    assert proc.returncode == 0, proc.stderr
+    bundle = Bundle(tmp_path / "bundle")
+    assert {d.tensors_from for d in bundle.dispatches} == {"interface"}
+    traced_tensors = iree_traced_tensors(traced, "attention_block", [np.load(x)])
+    outputs = [a for k, a in traced_tensors if k.endswith(" outputs")]
+    assert len(bundle.dispatches) == len(outputs)
+    for d, want in zip(bundle.dispatches, outputs):
+        got = bundle.dispatch_tensors(d, "outputs")
+        assert [g.shape for g in got] == [w.shape for w in want]
+        assert [np.asarray(g).tobytes() for g in got] == [w.tobytes() for w in want], d.name

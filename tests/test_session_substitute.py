@@ -21,10 +21,12 @@ from engine.session.protocol import (
     Open,
     Opened,
     RerunDispatch,
+    RevertSubstitution,
     SetBreakpoints,
     Substitute,
     Substituted,
     SubstitutionRefused,
+    SubstitutionReverted,
 )
 
 
@@ -63,12 +65,32 @@ def test_apply_rerun_and_continue_in_a_child_session(tmp_path):
         assert isinstance(rerun, DispatchRerun), rerun
         before = rerun.before[-1].to_numpy().view(np.float32).reshape(4, 8)
         after = rerun.after[-1].to_numpy().view(np.float32).reshape(4, 8)
-        # What the module's kernel wrote (it may fuse the multiply-add: numpy does not, so within an ulp).
+        # The module's kernel on the same inputs (it may fuse the multiply-add: numpy does not, so within an ulp).
         np.testing.assert_allclose(before, a * b + np.abs(a), rtol=1e-6)
         np.testing.assert_array_equal(after, (a * b) * np.abs(a))  # what the edit computes
 
         session.send(Continue())
         finished = events.next()
         assert isinstance(finished, Finished)
+        # Paused after the dispatch: this run's output is the module's kernel's, the rerun's "before".
+        np.testing.assert_array_equal(finished.outputs[0].to_numpy(), before)
+        session.send(SetBreakpoints(()))
+        session.send(Call("main", inputs))  # the next run has the edit
+        np.testing.assert_array_equal(events.next().outputs[0].to_numpy(), after)
+
+        # Revert after the run finished, run again: the module's own kernel (the revert is the session's).
+        session.send(RevertSubstitution("main_dispatch_0"))
+        assert isinstance(events.next(), SubstitutionReverted)
+        session.send(Call("main", inputs))
+        original = events.next()
+        assert isinstance(original, Finished)
+        np.testing.assert_array_equal(original.outputs[0].to_numpy(), before)
+        session.send(Call("main", inputs))  # and for every later run
+        np.testing.assert_array_equal(events.next().outputs[0].to_numpy(), before)
+        # Applied with no run paused, the edit holds for the next runs until reverted.
+        session.send(Substitute("main_dispatch_0", str(edit)))
+        assert isinstance(events.next(), Substituted)
+        session.send(Call("main", inputs))
+        np.testing.assert_array_equal(events.next().outputs[0].to_numpy(), after)
     finally:
         session.close()

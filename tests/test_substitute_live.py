@@ -158,6 +158,8 @@ def test_errors_travel_as_plain_data(tmp_path):
 def test_session_queries_while_paused_at_a_dispatch(tmp_path):
     """What a session answers when the editor applies while the run waits at the dispatch."""
     from engine.session.protocol import (
+        BenchmarkDispatch,
+        DispatchBenchmark,
         DispatchRerun,
         RerunDispatch,
         RevertSubstitution,
@@ -177,24 +179,41 @@ def test_session_queries_while_paused_at_a_dispatch(tmp_path):
 
     class Paused(DispatchObserver):
         def before_dispatch(self, record):
+            # Paused before the dispatch, before any Substitute: rerun and benchmark still have a dispatch.
+            answers["plain_rerun"] = answer(live, RerunDispatch(), record)
             answers["bad"] = answer(live, Substitute("main_dispatch_0", str(bad)), record)
             answers["apply"] = answer(live, Substitute("main_dispatch_0", str(edit)), record)
             answers["rerun"] = answer(live, RerunDispatch(), record)
+            answers["benchmark"] = answer(live, BenchmarkDispatch(3), record)
 
-    device.observers.append(Paused())
-    np.testing.assert_array_equal(_call(runner, a, b), (a * b) * np.abs(a))
-    bad_answer = answers["bad"]
-    assert isinstance(bad_answer, SubstitutionRefused) and bad_answer.kind == "compile"
-    assert bad_answer.diagnostics[0].line > 0
+    plain = _call(runner, a, b)  # the module's own kernel
+    paused = Paused()
+    device.observers.append(paused)
+    edited = _call(runner, a, b)
+    np.testing.assert_array_equal(edited, (a * b) * np.abs(a))
+    device.observers.remove(paused)
+    assert isinstance(answers["bad"], SubstitutionRefused)
+    assert answers["bad"].kind == "compile" and answers["bad"].diagnostics[0].line > 0
     applied = answers["apply"]
-    assert isinstance(applied, Substituted) and applied.whole
-    assert applied.exports == ("main_dispatch_0_elementwise_32_f32",)
+    assert isinstance(applied, Substituted)
+    assert applied.whole and applied.exports == ("main_dispatch_0_elementwise_32_f32",)
     rerun = answers["rerun"]
     assert isinstance(rerun, DispatchRerun)
-    out = rerun.after[-1].to_numpy().view(np.float32).reshape(4, 8)
-    np.testing.assert_array_equal(out, (a * b) * np.abs(a))
-    reverted = answer(live, RevertSubstitution("main_dispatch_0"))
-    assert reverted == SubstitutionReverted(RevertSubstitution("main_dispatch_0"), "main_dispatch_0")
+    # Before: the module's own kernel on the same inputs; after: the edit.
+    before = rerun.before[-1].to_numpy().view(np.float32).reshape(4, 8)
+    after = rerun.after[-1].to_numpy().view(np.float32).reshape(4, 8)
+    assert before.tobytes() == plain.tobytes() and after.tobytes() == edited.tobytes()
+    unedited = answers["plain_rerun"]
+    assert unedited.before[-1].to_numpy().tobytes() == unedited.after[-1].to_numpy().tobytes() == plain.tobytes()
+    timing = answers["benchmark"]
+    assert isinstance(timing, DispatchBenchmark) and timing.edited
+    assert 0 < timing.original_spread_s[0] <= timing.original_s <= timing.original_spread_s[1] < 1
+    assert isinstance(answer(live, RevertSubstitution("main_dispatch_0")), SubstitutionReverted)
+    assert not live.active
+    # Reverting what is not substituted is no error: the editor reverts its text as well.
+    assert isinstance(answer(live, RevertSubstitution("main_dispatch_0")), SubstitutionReverted)
+    # The revert holds for the next run: the module's own code.
+    assert _call(runner, a, b).tobytes() == plain.tobytes()
 
 
 def test_benchmark_before_and_after(tmp_path):

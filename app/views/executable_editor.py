@@ -43,6 +43,7 @@ from engine.errors import LensError
 from engine.session.protocol import (
     BenchmarkDispatch,
     DispatchRerun,
+    ExportSubstitutions,
     RerunDispatch,
     RevertSubstitution,
     Substitute,
@@ -83,6 +84,8 @@ class ExecutableEditor(QWidget):
         self.output_view_factory: Callable[[np.ndarray, np.ndarray, str], QWidget] | None = None
         self.diagnostics: list[SourceDiagnostic] = []
         self.last_outputs: tuple[np.ndarray, np.ndarray] | None = None
+        self.modified: set[str] = set()  # documents applied in the session (or the live run), not reverted
+        self.benchmark_text = ""
         self._current = -1
         self._loading = False
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="editor-build")
@@ -129,6 +132,7 @@ class ExecutableEditor(QWidget):
 
         buttons = QHBoxLayout()
         for b in (self.apply_button, self.revert_button, self.rerun_button, self.export_button, self.benchmark_button):
+            b.setMinimumWidth(b.sizeHint().width())  # a narrow window shrinks the find field, not the labels
             buttons.addWidget(b)
         buttons.addWidget(self.find_edit, 1)
         right = QWidget()
@@ -180,6 +184,33 @@ class ExecutableEditor(QWidget):
         self.status.setText(f"Restored your edit of {doc.name}." if restored else doc.origin)
         if self.list.currentRow() != index:
             self.list.setCurrentRow(index)
+
+    def _mark(self, name: str, modified: bool) -> None:
+        """Mark (or unmark) the documents of ``name`` as applied: a dot before their title."""
+        (self.modified.add if modified else self.modified.discard)(name)
+        for i, doc in enumerate(self.documents):
+            item = self.list.item(i)
+            if item is not None:
+                item.setText(f"● {doc.title}" if doc.name in self.modified else doc.title)
+                item.setToolTip("applied: the session runs this edit" if doc.name in self.modified else doc.origin)
+
+    def document_for_dispatch(self, export: str) -> int | None:
+        """The document of a dispatch's export: its dispatch executable's MLIR source (the longest name that
+        prefixes the export), else its SPIR-V, else its library's LLVM IR."""
+        best = None
+        for i, doc in enumerate(self.documents):
+            if export != doc.name and not export.startswith(doc.name + "_"):
+                continue
+            rank = ({"mlir": 0, "spirv": 1, "llvm": 2}[doc.kind], -len(doc.name))
+            if best is None or rank < best[0]:
+                best = (rank, i)
+        return best[1] if best is not None else None
+
+    def follow_dispatch(self, info) -> None:
+        """The run paused at a dispatch: open its executable's text."""
+        index = self.document_for_dispatch(getattr(info, "export", "") or "")
+        if index is not None and index != self._current:
+            self.open_document(index)
 
     def select(self, name: str, kind: str | None = None) -> None:
         for i, doc in enumerate(self.documents):
@@ -267,6 +298,10 @@ class ExecutableEditor(QWidget):
         self.session = SessionSubstitutions(bridge, self) if bridge is not None else None
         if self.session is not None:
             self.session.failed.connect(self._session_failed)
+            bridge.dispatchStopped.connect(self.follow_dispatch)
+            paused = self.session.paused_dispatch()
+            if paused is not None:
+                self.follow_dispatch(paused)
 
     def _through_session(self) -> bool:
         return self.session is not None and self.session.available
@@ -284,7 +319,7 @@ class ExecutableEditor(QWidget):
 
     def rerun(self) -> None:
         """Rerun the paused dispatch from its inputs (through the session; in-process with ``live``)."""
-        if self._through_session():
+        if self._through_session() and self.session.paused:
             self.session.ask(RerunDispatch(), then=self._rerun_answered)
             self.status.setText("Rerunning the dispatch in the session…")
         elif self.live is not None:
@@ -299,15 +334,65 @@ class ExecutableEditor(QWidget):
             self.status.setText("Rerun needs a run paused at a dispatch.")
 
     def _rerun_answered(self, answer: DispatchRerun) -> None:
+        """Before (the module's kernel) and after (the edit) of the paused dispatch's own typed tensors."""
         after = [t.to_numpy() for t in answer.after]
-        before = [t.to_numpy() for t in answer.before] if answer.before is not None else None
-        message = f"Dispatch {answer.sequence} rerun"
+        before = [t.to_numpy() for t in answer.before] if answer.before is not None else after
+        info = self.session.paused_dispatch() if self.session is not None else None
+        label = f"#{info.ordinal} {info.export}" if info is not None else f"{answer.sequence}"
+        message = f"Dispatch {label} rerun"
         if after:
-            before = before if before and len(before) == len(after) else after
-            index = _changed_binding(tuple(before), tuple(after))
-            self.show_outputs(before[index], after[index], f"dispatch {answer.sequence} binding {index}")
+            pair = self._typed_pair(info, before, after)
+            if pair is not None:
+                b, a = pair
+                shape = "x".join(map(str, a.array.shape)) or "scalar"
+                self.show_outputs(b.array, a.array, f"Dispatch {label}: {a.label} ({shape}x{a.type.element})")
+                same = b.array.tobytes() == a.array.tobytes()
+                message += f"; {a.label} {'unchanged' if same else 'changed'} by the edits"
+            else:
+                index = _changed_binding(tuple(before), tuple(after))
+                self.show_outputs(before[index], after[index], f"Dispatch {label} binding {index}")
         prefix = self.status.text().removesuffix("…") if self.status.text().startswith(("Applied", "Reverted")) else ""
         self.status.setText(f"{prefix}{'; ' if prefix else ''}{message}.")
+
+    def _typed_pair(self, info, before: list[np.ndarray], after: list[np.ndarray]):
+        """The paused dispatch's first changed output tensor (else its first output), typed as the tensor
+        inspector types the paused dispatch: (before, after) ``TypedBinding``s; None when it cannot be typed."""
+        if info is None or len(before) != len(after):
+            return None
+        from engine.dispatch.paused_types import typed_bindings
+
+        interfaces, spirv = self._binding_types()
+        accesses = [b.access for b in info.bindings]
+
+        def typed(arrays):
+            return typed_bindings(
+                info.export, list(arrays), accesses, info.constants, interfaces.get(info.export), spirv.get(info.export)
+            )
+
+        tb, ta = typed(before), typed(after)
+        outputs = [(b, a) for b, a in zip(tb, ta, strict=False) if a.role == "output" and b.label == a.label]
+        if not outputs:
+            return None
+        changed = [(b, a) for b, a in outputs if b.array.tobytes() != a.array.tobytes()]
+        return (changed or outputs)[0]
+
+    def _binding_types(self) -> tuple[dict, dict]:
+        """Binding interfaces from the MLIR sources this editor lists; SPIR-V element types from the module."""
+        if getattr(self, "_types", None) is None:
+            from engine.dispatch.spirv_types import module_binding_elements
+            from engine.dispatch.tensor_types import interfaces_from_files
+
+            files = [d.origin for d in self.documents if d.kind == "mlir" and Path(d.origin).is_file()]
+            try:
+                interfaces = interfaces_from_files(files) if files else {}
+            except LensError:
+                interfaces = {}
+            try:
+                spirv = module_binding_elements(self.module_path) if self.module_path is not None else {}
+            except LensError:
+                spirv = {}
+            self._types = (interfaces, spirv)
+        return self._types
 
     def set_live(self, live) -> None:
         """Attach the paused debug run (``LiveSubstitutions``): Apply then swaps and reruns the dispatch."""
@@ -364,11 +449,20 @@ class ExecutableEditor(QWidget):
         self.status.setText(f"Building {doc.name}…")
         if self._through_session():
             # In the session process: a faulting kernel takes down only that process; the draft is saved.
+            # The edit is the session's until reverted: every later run uses it.
             def applied(answer: Substituted) -> None:
                 self.show_diagnostics([])
-                self.status.setText(f"Applied {doc.name} in {answer.seconds:.2f} s…")
-                self.applied.emit(doc.name)
-                self.session.ask(RerunDispatch(), then=self._rerun_answered)
+                self._mark(doc.name, True)
+                if self.session.paused:
+                    self.status.setText(f"Applied {doc.name} in {answer.seconds:.2f} s…")
+                    self.applied.emit(doc.name)
+                    self.session.ask(RerunDispatch(), then=self._rerun_answered)
+                else:
+                    self.status.setText(
+                        f"Applied {doc.name} in {answer.seconds:.2f} s: the next runs use it (Revert gives the "
+                        "module's code back)."
+                    )
+                    self.applied.emit(doc.name)
 
             self.session.ask(Substitute(doc.name, str(path)), then=applied)
             return
@@ -380,6 +474,7 @@ class ExecutableEditor(QWidget):
 
                 t0 = time.perf_counter()
                 replacement = live.apply(doc.name, path)
+                self.modified.add(doc.name)
                 snapshot = live.snapshots.pending() or live.snapshots.last()
                 outputs = live.rerun(snapshot) if snapshot is not None else None
                 return replacement, snapshot, outputs, time.perf_counter() - t0
@@ -418,6 +513,7 @@ class ExecutableEditor(QWidget):
             self.show_outputs(before, after, f"dispatch {snapshot.record.sequence} binding {index}")
             message += f"; dispatch {snapshot.record.sequence} rerun"
         self.status.setText(message + ".")
+        self._mark(replacement.spec.name, True)
         self.applied.emit(replacement.spec.name)
 
     def show_outputs(self, before: np.ndarray, after: np.ndarray, title: str) -> None:
@@ -440,11 +536,20 @@ class ExecutableEditor(QWidget):
         if doc is None:
             return
         if self._through_session():
-            self.session.ask(RevertSubstitution(doc.name), then=lambda _answer: self.rerun())
+            # The session's state: the module's code for this and every later run, until the next Apply.
+            def reverted(_answer) -> None:
+                self._mark(doc.name, False)
+                if self.session.paused:
+                    self.rerun()
+                else:
+                    self.status.setText(f"Reverted {doc.name}: the next runs use the module's code.")
+
+            self.session.ask(RevertSubstitution(doc.name), then=reverted)
         elif self.live is not None and any(
             r.spec.name == doc.name for r in getattr(self.live, "active", {}).values()
         ):
             self.live.revert(doc.name)
+            self._mark(doc.name, False)
         self.drafts.discard(self.scope, doc)
         self._loading = True
         self.text.setPlainText(doc.original)
@@ -460,6 +565,12 @@ class ExecutableEditor(QWidget):
     def export_to(self, folder: str | Path) -> Path:
         """Write the edited files and the flags that reproduce them (``substitutions.txt``)."""
         folder = Path(folder)
+        if self._through_session() and self.modified:
+            self.session.ask(
+                ExportSubstitutions(str(folder)), then=lambda answer: self.status.setText(f"Exported to {answer.path}.")
+            )
+            self.status.setText(f"Exporting the session's edits to {folder}…")
+            return folder / "substitutions.txt"
         if self.live is not None and getattr(self.live, "active", None):
             out = self.live.export(folder)
         else:
@@ -481,14 +592,15 @@ class ExecutableEditor(QWidget):
 
     def benchmark(self) -> None:
         """Time the paused dispatch with the module's code and with the edit (same loop, fresh buffers)."""
-        if self._through_session():
-            self.session.ask(
-                BenchmarkDispatch(),
-                then=lambda answer: self._benchmarked(((answer.original_s, answer.edited_s), None)),
-            )
+        if self._through_session() and self.session.paused:
+            self.status.setText("Timing the paused dispatch in the session…")
+            self.session.ask(BenchmarkDispatch(10), then=self._session_benchmarked)
             return
         if self.live is None:
-            self.status.setText("Benchmark needs a paused debug run (the dispatch's real bindings).")
+            self.status.setText(
+                "Benchmark needs a run paused at a dispatch (its real bindings); or use "
+                "iree-lens benchmark MODULE.vmfb --dispatch=NAME --function=F --input=... [--substitute=...]."
+            )
             return
         live = self.live
 
@@ -502,13 +614,31 @@ class ExecutableEditor(QWidget):
 
         self._run(work, self._benchmarked)
 
+    def _session_benchmarked(self, answer) -> None:
+        info = self.session.paused_dispatch() if self.session is not None else None
+        label = f"#{info.ordinal} {info.export}" if info is not None else "the paused dispatch"
+
+        def fmt(median: float, spread) -> str:
+            text = f"{median * 1e6:.1f} µs"
+            return text + (f" ({spread[0] * 1e6:.1f}–{spread[1] * 1e6:.1f})" if spread else "")
+
+        text = f"Dispatch {label}: module's kernel {fmt(answer.original_s, answer.original_spread_s)}"
+        if answer.edited:
+            text += f", edited {fmt(answer.edited_s, answer.edited_spread_s)}"
+        else:
+            text += " (no edit applied)"
+        self.benchmark_result = (answer.original_s, answer.edited_s)
+        self.benchmark_text = text + " per dispatch, median (10th–90th percentile)."
+        self.status.setText(self.benchmark_text)
+
     def _benchmarked(self, result) -> None:
         (original, current), iree = result
         self.benchmark_result = (original, current)
         self.iree_benchmark_result = iree
         text = f"Dispatch in the emulated HAL: original {original * 1e6:.1f} µs, edited {current * 1e6:.1f} µs"
         if iree is not None:
-            text += f"; iree-benchmark-executable: {iree[0] * 1e6:.2f} µs → {iree[1] * 1e6:.2f} µs"
+            edited = f" → {iree[1] * 1e6:.2f} µs" if iree[1] is not None else ""
+            text += f"; iree-benchmark-executable: {iree[0] * 1e6:.2f} µs{edited}"
         self.status.setText(text + ".")
 
     def closeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
@@ -528,31 +658,36 @@ def editor_for_compilation(compilation, drafts: DraftStore | None = None) -> Exe
 
 
 def editor_for_module(path: str | Path, drafts: DraftStore | None = None) -> ExecutableEditor:
-    """An editor of what a ``.vmfb`` alone offers (Vulkan SPIR-V), with dumps beside it when there are."""
-    from engine.runtime.vmfb.module import open_vmfb
-    from engine.substitute.documents import documents_from_dumps, documents_from_module
+    """An editor of every text known for a ``.vmfb`` (``documents_for_module_file``: dumps or ``iree-lens
+    sources`` files beside it, else the module's Vulkan SPIR-V); no documents when none is known."""
+    from engine.substitute.documents import documents_for_module_file
 
     path = Path(path)
-    docs: list[EditableText] = []
-    for folder in (path.parent / "executables", path.parent):
-        if (folder / "sources").is_dir() or (folder / "intermediates").is_dir():
-            docs = documents_from_dumps(folder)
-            break
-    if not docs:
-        docs = documents_from_module(open_vmfb(path))
-    return ExecutableEditor(docs, scope=str(path.resolve()), module_path=path, drafts=drafts)
+    return ExecutableEditor(documents_for_module_file(path), scope=str(path.resolve()), module_path=path, drafts=drafts)
+
+
+NO_SOURCES = (
+    "{name}: no editable text of its executables is known here. IREE Lens edits an executable's MLIR source, "
+    "its CPU library's LLVM IR or its Vulkan SPIR-V; a CPU module holds only machine code. Open the program "
+    "(.mlir) instead, so IREE Lens compiles it and keeps its sources, or write them beside the module: "
+    "iree-lens sources PROGRAM.mlir --out=DIR [the same IREE flags], then open DIR/<module>.vmfb."
+)
 
 
 def inspector_output_view(before: np.ndarray, after: np.ndarray, title: str) -> QWidget:
     """The outputs in the tensor inspector: the edited output, compared with the original (its reference)."""
     from app.views.tensor_inspector import InspectedTensor, TensorInspector
 
-    as_float = before.size % 4 == 0 and after.size % 4 == 0
+    raw = before.dtype == np.uint8 and after.dtype == np.uint8  # untyped bytes: read as f32 when they can be
+    as_float = raw and before.size % 4 == 0 and after.size % 4 == 0
     b = before.view(np.float32) if as_float else before
     a = after.view(np.float32) if as_float else after
     inspector = TensorInspector()
     inspector.setObjectName("outputsInspector")
-    kind = f"{a.size}x{'f32' if as_float else 'i8'}"
+    if raw:
+        kind = f"{a.size}x{'f32' if as_float else 'i8'}"
+    else:
+        kind = "x".join([*map(str, a.shape), str(a.dtype)]) if a.shape else str(a.dtype)
     inspector.set_tensors(
         [
             InspectedTensor(f"{title} after the edit", a, kind, reference=b),
@@ -571,10 +706,10 @@ def _changed_binding(before: tuple[np.ndarray, ...], after: tuple[np.ndarray, ..
 
 
 def output_table(before: np.ndarray, after: np.ndarray, limit: int = 4096) -> QTableWidget:
-    """Element, before, after, difference; the bytes read as float32 when their length allows."""
-    as_float = before.size % 4 == 0 and after.size % 4 == 0
-    b = before.view(np.float32) if as_float else before
-    a = after.view(np.float32) if as_float else after
+    """Element, before, after, difference; untyped bytes read as float32 when their length allows."""
+    as_float = before.dtype == np.uint8 and before.size % 4 == 0 and after.size % 4 == 0
+    b = (before.view(np.float32) if as_float else before).reshape(-1)
+    a = (after.view(np.float32) if as_float else after).reshape(-1)
     n = min(max(b.size, a.size), limit)
     table = QTableWidget(n, 4)
     table.setObjectName("outputsTable")
@@ -655,6 +790,13 @@ class ExecutableEditorPanel(QWidget):
             self._layout.removeWidget(self.editor)
             self.editor.close()
             self.editor.deleteLater()
+            self.editor = None
+        if not editor.documents:
+            # Say what is missing rather than show an empty list.
+            self.placeholder.setText(NO_SOURCES.format(name=Path(str(editor.module_path or "The module")).name))
+            self.placeholder.show()
+            editor.deleteLater()
+            return
         editor.output_view_factory = inspector_output_view
         editor.set_bridge(getattr(self.services, "session_bridge", None))  # paused runs: through the session
         self.editor = editor

@@ -1,6 +1,7 @@
-"""The executable editor's actions through the window's debug session (``SessionBridge``): when the run is
-paused at a dispatch, Apply/Rerun/Revert/Export/Benchmark are the session's substitution queries
-(``Substitute``, ``RerunDispatch``... in ``engine.session.protocol``), answered by the session process. A
+"""The executable editor's actions through the window's debug session (``SessionBridge``): Apply, Revert and
+Export whenever the session holds the module (paused or between runs: they change what every later run
+executes), Rerun and Benchmark when the run is paused at a dispatch. They are the session's substitution
+queries (``Substitute``, ``RerunDispatch``... in ``engine.session.protocol``), answered by the session process. A
 faulting edited kernel takes down only that process (the bridge restarts it and reports the crash); the
 edit stays in the editor and in its draft file. Answers arrive as typed ``Answer`` events; this object
 matches them to the query waiting (an answer carries its query).
@@ -48,7 +49,23 @@ class SessionSubstitutions(QObject):
 
     @property
     def available(self) -> bool:
+        """The session holds the module and waits for commands (paused, or between runs): Apply, Revert and
+        Export act on its state, which every later run uses."""
+        bridge = self.bridge
+        return (
+            bridge is not None
+            and getattr(bridge, "module_path", None) is not None
+            and str(getattr(bridge, "state", "")) in ("stopped", "idle")
+        )
+
+    @property
+    def paused(self) -> bool:
+        """Paused at a dispatch: Rerun and Benchmark have a dispatch to act on."""
         return paused_at_dispatch(self.bridge)
+
+    def paused_dispatch(self):
+        """The ``DispatchInfo`` of the dispatch the run is paused at, or None."""
+        return self.bridge.last_stop.location.dispatch_info if self.paused else None
 
     def ask(self, query: Query, then: Callable[[Any], None] | None = None) -> bool:
         if self.waiting is not None or not self.available:

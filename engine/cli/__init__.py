@@ -12,7 +12,7 @@ import sys
 
 # Sub-command modules, in the order `iree-lens --help` lists them.
 COMMAND_MODULES = (
-    "inspect", "run", "sources", "phases", "devices", "capture", "diverge", "profile", "zones", "debug", "serve",
+    "inspect", "run", "sources", "benchmark", "phases", "devices", "capture", "diverge", "profile", "zones", "debug", "serve",
     "dap",
 )
 

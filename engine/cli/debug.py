@@ -185,11 +185,11 @@ class Debugger:
 
     def _transport(self) -> TransportFactory:
         if getattr(self.args, "remote", None):
-            from engine.session.stream import open_remote
+            from engine.session.stream import remote
 
             reverse = any(c.verb in _REVERSE_VERBS for c in self.commands)
             handler = "reference" if self.args.engine == "reference" else "timetravel" if reverse else "debug"
-            return lambda on_event: open_remote(self.args.remote, handler, on_event)
+            return remote(self.args.remote, handler)
         return in_process(self._handler())
 
     def _next(self) -> Event:

@@ -56,16 +56,26 @@ def capture(args: argparse.Namespace) -> int:
     from engine.replay.capture import capture_replay
     from engine.replay.execute import Substitution
 
-    if args.function or args.input or args.sources or args.type or args.engine != "debug":
+    if args.function or args.input or args.engine != "debug":
         print(
-            "iree-lens capture: a replay is a whole recorded run: --function, --input, --sources, --type and "
-            "--engine=reference do not apply",
+            "iree-lens capture: a replay is a whole recorded run: --function, --input and --engine=reference "
+            "do not apply",
             file=sys.stderr,
         )
         return 2
     try:
+        from engine.cli.capture import parse_overrides
+        from engine.dispatch.tensor_types import interfaces_from_files
+
         substitutions = [Substitution.parse(s) for s in getattr(args, "substitute", None) or []]
-        result = capture_replay(args.module, args.out, device=args.device, substitutions=substitutions)
+        result = capture_replay(
+            args.module,
+            args.out,
+            device=args.device,
+            substitutions=substitutions,
+            interfaces=interfaces_from_files(args.sources) if args.sources else None,
+            overrides=parse_overrides(args.type),
+        )
     except LensError as e:
         print(f"iree-lens capture: {e}", file=sys.stderr)
         return 1
@@ -169,6 +179,15 @@ def run(args: argparse.Namespace) -> int:
         for target, data in zip(args.output, outputs):
             if target.startswith("@"):
                 np.save(target[1:], data)
+        if getattr(args, "write_replay", None):
+            from engine.replay.writer import rewrite_replay
+
+            written = rewrite_replay(
+                replay,
+                args.write_replay,
+                substitutions={s.executable_id: (s.data, s.format) for s in substitutions},
+            )
+            print(f"wrote {written} (iree-run-replay --device={args.device} {written})")
     except LensError as e:
         print(f"iree-lens run: {e}", file=sys.stderr)
         return 1

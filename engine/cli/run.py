@@ -36,6 +36,12 @@ def add_parser(subparsers) -> None:
         help="run an edited executable: NAME is an executable or export (main_dispatch_0), FILE its MLIR "
         "source (.mlir), LLVM IR (.ll, CPU) or SPIR-V (.spv/.spvasm, Vulkan); repeatable",
     )
+    p.add_argument(
+        "--write-replay",
+        metavar="OUT.ireereplay",
+        help="also write the debug run as an IREE HAL replay that iree-run-replay takes (for an .ireereplay: "
+        "as it ran, substitutions applied)",
+    )
     p.set_defaults(func=run)
 
 
@@ -68,8 +74,21 @@ def _runner(args, checks: CheckRecorder | None):
         from engine.substitute.apply import install_on_device
 
         device = create_device(args.device)
+        if not args.device.startswith("local"):
+            from engine.runtime.vmfb.module import open_vmfb
+            from engine.substitute.apply import refuse_workgroup_count_changes
+
+            refuse_workgroup_count_changes(open_vmfb(args.module), replacements, f"the {args.device} device")
         install_on_device(device, replacements)
         hal_module = HalModule(device)
+    if getattr(args, "write_replay", None):  # the debug run as an IREE HAL replay: engine/replay/record_run.py
+        from engine.replay.record_run import start_recording
+        from engine.runtime.debug_runner import create_device
+        from engine.runtime.hal.module import HalModule
+
+        if hal_module is None:
+            hal_module = HalModule(create_device(args.device))
+        args.replay_recorder = start_recording(hal_module.devices[0], args.write_replay)
     extra_modules = []
     if checks is not None:
         from engine.runtime.check.debug_module import CheckModule
@@ -95,6 +114,9 @@ def run(args: argparse.Namespace) -> int:
         from engine.cli.replay import run as run_replay
 
         return run_replay(args)
+    if getattr(args, "write_replay", None) and args.engine == "reference":
+        print("iree-lens run: IREE's runtime writes its own replays: iree-run-module --device_replay_output=", file=sys.stderr)
+        return 2
     checks = None
     try:
         # The check imports are optional: without the module a program would skip its expectations silently.
@@ -107,6 +129,8 @@ def run(args: argparse.Namespace) -> int:
         if checks is not None:
             checks.begin(args.function)
         results = runner.invoke(args.function, inputs)
+        if getattr(args, "replay_recorder", None) is not None:
+            print(f"wrote {args.replay_recorder.close()} (iree-run-replay --device={args.device} ...)", file=sys.stderr)
         if args.output:
             sys.stdout.write(write_outputs(args.output, results))
         else:

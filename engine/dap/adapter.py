@@ -1,4 +1,4 @@
-"""The Debug Adapter Protocol on top of the debug session.
+"""The Debug Adapter Protocol on top of the debug session (through ``SessionClient``).
 
 ``DebugAdapter(reader, writer, remote=None).run()`` serves one DAP client. Requests are read on the calling
 thread; the session runs in this process (``TimeTravelSession``, so ``stepBack`` and ``reverseContinue``
@@ -35,29 +35,24 @@ import numpy as np
 
 from engine.dap.framing import DapStreamError, MessageWriter, read_message
 from engine.errors import LensError
+from engine.session.client import Notice, SessionClient, TransportFactory, in_process
 from engine.session.protocol import (
     Answer,
     Breakpoint,
     BreakpointKind,
-    Call,
-    Continue,
     Crashed,
     DispatchInfo,
     DispatchWhen,
     Event,
     Failed,
     Finished,
-    Open,
     Opened,
     Query,
     ReadBinding,
     ReadDispatch,
     ReadGlobals,
     ReadRegisters,
-    Reverse,
     ReverseMode,
-    SetBreakpoints,
-    Step,
     StepMode,
     Stopped,
     StopReason,
@@ -94,6 +89,7 @@ CAPABILITIES = {
     "exceptionBreakpointFilters": EXCEPTION_FILTERS,
 }
 _QUERY_TIMEOUT = 300.0
+_STOP_TIMEOUT = 30.0  # pause: a run that does not stop within this (a hung kernel) is ended
 
 
 class RequestError(LensError):
@@ -126,7 +122,7 @@ class DebugAdapter:
         self.reader = reader
         self.out = MessageWriter(writer)
         self.remote = remote
-        self.session = None
+        self.client: SessionClient | None = None
         self.launch: dict[str, Any] = {}
         self.function = ""
         self.functions: tuple[str, ...] = ()
@@ -209,7 +205,7 @@ class DebugAdapter:
         return dict(CAPABILITIES)
 
     def _on_launch(self, args: dict, request: dict) -> Any:
-        if self.session is not None:
+        if self.client is not None:
             raise RequestError("already launched")
         program = args.get("program")
         if not program:
@@ -218,8 +214,22 @@ class DebugAdapter:
         self.engine = str(args.get("engine") or "debug")
         if self.engine not in ("debug", "reference"):
             raise RequestError(f"'engine' is debug or reference, not {self.engine!r}")
-        self.session = self._make_session(args.get("remote") or self.remote)
-        opened = self._query(Open(str(program), str(args.get("device") or "local-sync")))
+        self.client = SessionClient(
+            self._transport(args.get("remote") or self.remote),
+            notify=self._on_session_event,
+            track_history=False,
+            stop_timeout=_STOP_TIMEOUT,
+        )
+        try:
+            self.client.connect()  # --remote: the server starts here
+        except LensError as e:
+            self.client = None
+            raise RequestError(str(e)) from None
+        breakpoints = self._function_bps + self._instruction_bps + self._exception_bps
+        if breakpoints:  # set before the launch (the client sends them with the module)
+            self.client.set_breakpoints(breakpoints)
+        device = str(args.get("device") or "local-sync")
+        opened = self._query(lambda: self.client.open(str(program), device))
         if not isinstance(opened, Opened):
             raise RequestError(_message(opened))
         self.functions = opened.functions
@@ -236,25 +246,24 @@ class DebugAdapter:
         self._event("initialized")
         return _ANSWERED
 
-    def _make_session(self, remote: str | None):
+    def _transport(self, remote: str | None) -> TransportFactory:
+        """The session: in this process, or in ``iree-lens serve --stdio`` started by ``remote``."""
         handler = "reference" if self.engine == "reference" else "timetravel"
         if remote:
-            from engine.session.stream import open_remote
+            from engine.session.stream import remote as remote_transport
 
-            return open_remote(str(remote), handler, self._on_session_event)
-        from engine.session.inprocess import InProcessSession
-
+            return remote_transport(str(remote), handler)
         if handler == "reference":
             from engine.session.reference_session import ReferenceSession as handler_class
         else:
             from engine.session.timetravel_session import TimeTravelSession as handler_class
-        return InProcessSession(handler_class, self._on_session_event)
+        return in_process(handler_class)
 
     def _on_configuration_done(self, args: dict, request: dict) -> Any:
         self._need_launched()
         self._respond(request)
-        self._run(Call(self.function, tuple(str(i) for i in self.launch.get("inputs") or ()),
-                       bool(self.launch.get("stopOnEntry"))))
+        inputs = tuple(str(i) for i in self.launch.get("inputs") or ())
+        self._run(lambda: self.client.call(self.function, inputs, bool(self.launch.get("stopOnEntry"))))
         return _ANSWERED
 
     # --------------------------------------------------------------------------------- breakpoints
@@ -270,6 +279,11 @@ class DebugAdapter:
                 answers.append({"verified": False, "message": str(e)})
         self._apply_breakpoints()
         return {"breakpoints": answers}
+
+    def _on_set_breakpoints(self, args: dict, request: dict) -> dict:
+        """Source lines are not where a .vmfb's code lives: each is answered unverified, saying what to use."""
+        message = "a .vmfb has no source lines here: use function breakpoints (dispatch:NAME, a VM function) or instruction breakpoints"
+        return {"breakpoints": [{"verified": False, "message": message} for _ in args.get("breakpoints") or ()]}
 
     def _on_set_instruction_breakpoints(self, args: dict, request: dict) -> dict:
         self._instruction_bps, answers = [], []
@@ -313,12 +327,11 @@ class DebugAdapter:
         return {"breakpoints": answers}
 
     def _apply_breakpoints(self) -> None:
-        if self.session is None:
+        if self.client is None:
             return  # sent once the session exists (launch comes first in VS Code, but not always)
-        breakpoints = tuple(self._function_bps + self._instruction_bps + self._exception_bps)
-        self.session.send(SetBreakpoints(breakpoints))
+        self.client.set_breakpoints(self._function_bps + self._instruction_bps + self._exception_bps)
         if self.state in ("launched", "stopped"):
-            answer = self._query(ReadDispatch())  # SetBreakpoints answers only when it fails
+            answer = self._query(lambda: self.client.query(ReadDispatch()))  # SetBreakpoints only answers failures
             if isinstance(answer, Failed):
                 raise RequestError(answer.message)
 
@@ -328,16 +341,16 @@ class DebugAdapter:
         return {"threads": [{"id": THREAD_ID, "name": self.function or "main"}]}
 
     def _on_continue(self, args: dict, request: dict) -> Any:
-        return self._resume(request, Continue(), {"allThreadsContinued": True})
+        return self._resume(request, lambda: self.client.continue_(), {"allThreadsContinued": True})
 
     def _on_next(self, args: dict, request: dict) -> Any:
-        return self._resume(request, Step(StepMode.OVER))
+        return self._resume(request, lambda: self.client.step(StepMode.OVER))
 
     def _on_step_in(self, args: dict, request: dict) -> Any:
-        return self._resume(request, Step(StepMode.INTO))
+        return self._resume(request, lambda: self.client.step(StepMode.INTO))
 
     def _on_step_out(self, args: dict, request: dict) -> Any:
-        return self._resume(request, Step(StepMode.OUT))
+        return self._resume(request, lambda: self.client.step(StepMode.OUT))
 
     def _on_step_back(self, args: dict, request: dict) -> Any:
         return self._reverse(request, ReverseMode.NEXT)
@@ -348,39 +361,42 @@ class DebugAdapter:
     def _on_pause(self, args: dict, request: dict) -> dict | None:
         self._need_launched()
         if self.state == "running":
-            self.session.pause()
+            self.client.stop()  # a run that does not stop within _STOP_TIMEOUT is ended (a hung kernel)
         return None
 
-    def _resume(self, request: dict, command, body: dict | None = None) -> Any:
+    def _resume(self, request: dict, action: Callable[[], Any], body: dict | None = None) -> Any:
         if self.state != "stopped":
             raise RequestError(f"the program is not stopped ({self.state})")
         self._respond(request, body=body)
-        self._run(command)
+        self._run(action)
         return _ANSWERED
 
     def _reverse(self, request: dict, mode: str) -> Any:
         """Reverse commands run on the session's command loop (no pause): answer once they are done."""
         if self.engine == "reference":
             raise RequestError("the reference engine (IREE's runtime) has no history: use engine 'debug'")
-        if self.state not in ("stopped", "ended") or self._ended and self.session is None:
+        if self.state not in ("stopped", "ended") or self.client is None:
             raise RequestError(f"the program has no history here ({self.state})")
-        outcome = self._query(Reverse(mode, 1), until=(Stopped, Failed, Crashed))
+        outcome = self._query(lambda: self.client.reverse(mode, 1), until=(Stopped, Failed, Crashed))
         if not isinstance(outcome, Stopped):
             raise RequestError(_message(outcome))
         self._respond(request)
         self._stopped(outcome)
         return _ANSWERED
 
-    def _run(self, command) -> None:
+    def _run(self, action: Callable[[], Any]) -> None:
         with self._state_lock:
             self.state = "running"
             self.stop = None
-        self.session.send(command)
+        if action() is False:  # the client refused (not stopped): say where the program is
+            self._output(f"iree-lens dap: the session is {self.client.state}\n", "stderr")
 
     # ------------------------------------------------------------------------------ session events
 
-    def _on_session_event(self, event: Event) -> None:
+    def _on_session_event(self, event: Event | Notice) -> None:
         """On the session's thread: answers go to the waiting request, the rest become DAP events."""
+        if isinstance(event, Notice):
+            return  # the client's own bookkeeping (state, breakpoints): the adapter keeps what DAP needs
         if self._query_pending and isinstance(event, Answer | Opened | Failed | Stopped | Crashed):
             self._answers.put(event)
             return
@@ -419,12 +435,16 @@ class DebugAdapter:
         self._event("exited", {"exitCode": code})
         self._event("terminated")
 
-    def _query(self, command, *, until: tuple[type, ...] = (Answer, Opened, Failed, Crashed)) -> Event:
-        """Send ``command`` and wait for its answer (the session serves commands in order)."""
+    def _query(
+        self, send: Callable[[], Any], *, until: tuple[type, ...] = (Answer, Opened, Failed, Crashed)
+    ) -> Event:
+        """Send a command through the client (``send``) and wait for its answer (commands are served in
+        order). A client that refuses (``send`` returns False: not stopped, no history) is an error."""
         with self._waiting:
             self._query_pending = True
             try:
-                self.session.send(command)
+                if send() is False:
+                    raise RequestError(f"not possible now (the session is {self.client.state})")
                 while True:
                     try:
                         event = self._answers.get(timeout=_QUERY_TIMEOUT)
@@ -609,17 +629,19 @@ class DebugAdapter:
         return _ANSWERED
 
     def _close_session(self) -> None:
-        session, self.session = self.session, None
-        if session is not None:
+        client, self.client = self.client, None
+        if client is not None:
             try:
-                session.close()
+                if self.state == "running" and client.transport is not None:
+                    client.transport.pause()  # a running call stops first, so the session can close at once
+                client.shutdown()
             except (OSError, LensError):
                 pass
 
     # ------------------------------------------------------------------------------------- helpers
 
     def _need_launched(self) -> None:
-        if self.session is None:
+        if self.client is None:
             raise RequestError("launch a program first")
 
     def _need_stop(self) -> _Stop:
@@ -642,7 +664,7 @@ class DebugAdapter:
         return self.function
 
     def _ask(self, query: Query) -> Any:
-        answer = self._query(query)
+        answer = self._query(lambda: self.client.query(query))
         if not isinstance(answer, Answer):
             raise RequestError(_message(answer))
         return answer

@@ -134,6 +134,9 @@ class DispatchGate(DispatchObserver):
         self.progress = progress  # told before each dispatch (a crash in its kernel is attributed to it)
         self.breakpoints: tuple[Breakpoint, ...] = ()
         self.stop_at_next = False  # a "next dispatch" step: stop before the next one
+        # Travelling to a dispatch replays the instruction that ran it, and with it the dispatches before it in
+        # the same command buffer: those (device sequence below this) are passed over, breakpoints and all.
+        self.quiet_below: int | None = None
         self.base = 0  # the device's dispatch count when the current call began
         self.current: DispatchRecord | None = None
         self.current_info: DispatchInfo | None = None
@@ -148,6 +151,7 @@ class DispatchGate(DispatchObserver):
     def begin_call(self, dispatch_count: int, function: str | None = None, inputs: tuple[str, ...] = ()) -> None:
         self.base = dispatch_count
         self.stop_at_next = False
+        self.quiet_below = None
         self._buffers.clear()
         self._diverged.clear()
         if function is not None:
@@ -215,6 +219,11 @@ class DispatchGate(DispatchObserver):
     def before_dispatch(self, record: DispatchRecord) -> None:
         self.current = record
         self.progress(record)
+        if self.quiet_below is not None:
+            if record.sequence < self.quiet_below:
+                self._before_bytes = []
+                return
+            self.quiet_below = None
         # What an "after" stop needs to know what the dispatch wrote.
         if self._wants_after(record):
             self._before_bytes = [np.array(b.data, copy=True) for b in record.bindings]

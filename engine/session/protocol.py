@@ -226,6 +226,7 @@ class DivergenceStop:
     first_mismatch: tuple[int, ...] | None = None
     note: str = ""
     text: str = ""  # one sentence for people
+    summary: str = ""  # the numerics' one-line verdict with its metrics (engine.dispatch.diverge_condition)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -238,6 +239,7 @@ class DivergenceStop:
             "mismatches": self.mismatches,
             "first_mismatch": list(self.first_mismatch) if self.first_mismatch is not None else None,
             "note": self.note,
+            "summary": self.summary,
         }
 
 
@@ -724,8 +726,14 @@ class SubstitutionsExported(Answer):
 
 @dataclass(frozen=True)
 class DispatchBenchmark(Answer):
+    """Seconds per dispatch (median), the module's code against the current edits; the spreads are the 10th
+    and 90th percentiles of the samples; ``edited`` False when no edit is active (both are the original)."""
+
     original_s: float
     edited_s: float
+    original_spread_s: tuple[float, float] | None = None
+    edited_spread_s: tuple[float, float] | None = None
+    edited: bool = True
 
 
 # The answer type of each query (a substitution query may also answer ``SubstitutionRefused``).

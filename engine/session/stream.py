@@ -227,6 +227,10 @@ class RemoteError(WireError):
 
 
 class StreamSession:
+    """A transport (``engine.session.client.Transport``) to a session server on a byte stream."""
+
+    crash_isolated = True  # the session runs in the server's process: a faulting kernel kills only that
+
     def __init__(
         self,
         argv: Sequence[str],
@@ -236,46 +240,67 @@ class StreamSession:
         progress: bool = False,
         compress: bool = True,
         stderr: BinaryIO | None = None,
+        connect_timeout: float = 60.0,
     ):
         self.argv = list(argv)
+        self.handler = handler
         self.on_event = on_event
+        self.progress = progress
         self.compress = compress
+        self.connect_timeout = connect_timeout
         self._stderr_sink = stderr if stderr is not None else getattr(sys.stderr, "buffer", None)
         self._stderr_tail: collections.deque[str] = collections.deque(maxlen=8)
         self._send_lock = threading.Lock()
+        self._last_location = Location()
+        self._stopped = threading.Event()
+        self.process: subprocess.Popen | None = None
+        self._start()
+
+    def _start(self) -> None:
         self._closing = False
         self._reported = False
-        self._last_location = Location()
         try:
-            self.process = subprocess.Popen(
+            process = subprocess.Popen(
                 self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0
             )
         except OSError as e:
             raise RemoteError(f"cannot start the session server {self.argv[0]!r}: {e}") from None
-        for fd in (self.process.stdin.fileno(), self.process.stdout.fileno()):
+        self.process = process
+        for fd in (process.stdin.fileno(), process.stdout.fileno()):
             _grow_pipe(fd)
-        self._in = io.BufferedReader(self.process.stdout, 1 << 16)  # a frame's head and header in one read
-        self._out = self.process.stdin
-        threading.Thread(target=self._pump_stderr, name="session-stderr", daemon=True).start()
-        self._write({"k": "hello", "version": PROTOCOL_VERSION, "handler": handler, "progress": progress})
+        self._in = io.BufferedReader(process.stdout, 1 << 16)  # a frame's head and header in one read
+        self._out = process.stdin
+        threading.Thread(target=self._pump_stderr, args=(process,), name="session-stderr", daemon=True).start()
+        # A server that never answers (ssh waiting for a password, a wrong command) is killed, not waited for.
+        watchdog = threading.Timer(self.connect_timeout, process.kill)
+        watchdog.daemon = True
+        watchdog.start()
         try:
+            hello = {"k": "hello", "version": PROTOCOL_VERSION, "handler": self.handler, "progress": self.progress}
+            try:
+                write_frame(self._out, hello)
+            except OSError:
+                pass  # the server is gone already: reading its answer says how
             hello = read_frame(self._in)
         except WireError as e:
-            self.process.wait(timeout=10)
+            watchdog.cancel()
+            process.kill()
+            process.wait(timeout=10)
             raise RemoteError(self._ended_text(e)) from None
+        finally:
+            watchdog.cancel()
         if not isinstance(hello, dict) or hello.get("k") != "hello" or hello.get("role") != "server":
             message = hello.get("message") if isinstance(hello, dict) else repr(hello)
             self.close()
             raise RemoteError(f"the session server refused: {message}")
         self.server = hello
-        self._reader = threading.Thread(target=self._read_events, name="session-stream", daemon=True)
-        self._reader.start()
+        threading.Thread(target=self._read_events, args=(process, self._in), name="session-stream", daemon=True).start()
 
-    # -- the surface of ChildSession / InProcessSession
+    # -- the surface of engine.session.client.Transport
 
     @property
     def alive(self) -> bool:
-        return self.process.poll() is None and not self._reported
+        return self.process is not None and self.process.poll() is None and not self._reported
 
     def send(self, command: Command) -> None:
         self._write({"k": "command", "command": command})
@@ -284,10 +309,30 @@ class StreamSession:
         self._write({"k": "pause"})
 
     def stop(self, timeout: float = 1.0) -> bool:
+        """Pause; if no stop comes within ``timeout`` s, end the server (reported as ``Crashed``)."""
+        if not self.alive:
+            return False
+        self._stopped.clear()
         self.pause()
-        return self.alive
+        if self._stopped.wait(timeout):
+            return True
+        self.process.kill()  # the reader thread reports the end
+        return False
+
+    def restart(self) -> None:
+        """A fresh server after the connection dropped (the client opens the module again); a server that
+        cannot be started again is said as a ``Failed`` event, and the transport stays dead."""
+        self.close()
+        try:
+            self._start()
+        except RemoteError as e:
+            self._reported = True
+            self.on_event(Failed(f"cannot restart the session server: {e}"))
 
     def close(self) -> None:
+        process = self.process
+        if process is None:
+            return
         self._closing = True
         try:
             self._write({"k": "command", "command": Shutdown()})
@@ -295,10 +340,10 @@ class StreamSession:
         except (OSError, ValueError):
             pass
         try:
-            self.process.wait(timeout=10)
+            process.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=5)
+            process.kill()
+            process.wait(timeout=5)
 
     # -- streams
 
@@ -310,12 +355,12 @@ class StreamSession:
                 if not self._closing:
                     self._lost(ConnectionLost("the session stream is closed"))
 
-    def _read_events(self) -> None:
+    def _read_events(self, process: subprocess.Popen, stream: BinaryIO) -> None:
         while True:
             try:
-                message = read_frame(self._in)
+                message = read_frame(stream)
             except WireError as e:
-                if not self._closing or not isinstance(e, ConnectionLost):
+                if process is self.process and not (self._closing and isinstance(e, ConnectionLost)):
                     self._lost(e)
                 return
             if not isinstance(message, dict):
@@ -326,6 +371,8 @@ class StreamSession:
             event = message.get("event")
             if isinstance(event, Progress | Stopped):
                 self._last_location = event.location
+            if isinstance(event, Stopped):
+                self._stopped.set()
             if isinstance(event, Event):
                 self.on_event(event)
 
@@ -338,6 +385,7 @@ class StreamSession:
             self.process.wait(timeout=5)
         except subprocess.TimeoutExpired:
             self.process.kill()
+            self.process.wait(timeout=5)
         self.on_event(Crashed(self._ended_text(error), self._last_location, self.process.returncode))
 
     def _ended_text(self, error: Exception) -> str:
@@ -347,8 +395,8 @@ class StreamSession:
         text = f"the connection to the session server was lost ({error}; {' '.join(self.argv[:3])}...: {status})"
         return text + (f": {tail}" if tail else "")
 
-    def _pump_stderr(self) -> None:
-        for line in iter(self.process.stderr.readline, b""):
+    def _pump_stderr(self, process: subprocess.Popen) -> None:
+        for line in iter(process.stderr.readline, b""):
             self._stderr_tail.append(line.decode("utf-8", "replace").rstrip())
             if self._stderr_sink is not None:
                 try:
@@ -375,3 +423,9 @@ def open_remote(command: str, handler: str, on_event: Callable[[Event], Any], **
     if not argv:
         raise RemoteError("--remote needs a command line that starts 'iree-lens serve --stdio'")
     return StreamSession(argv, handler, on_event, **options)
+
+
+def remote(command: str, handler: str) -> Callable[[Callable[[Event], Any]], StreamSession]:
+    """A ``SessionClient`` transport factory (like ``client.in_process``) for the server ``command`` starts;
+    ``handler`` names the session it runs (``debug``, ``timetravel``, ``reference``)."""
+    return lambda on_event: open_remote(command, handler, on_event)

@@ -95,6 +95,8 @@ class TimeTravelSession(DebugSession):
                 if command.park and command.when == "before":
                     # Several dispatches can share the instruction (one command buffer): stop at this one.
                     self.gate.stop_at_next = _StopAtSequence(self.gate, stop.dispatch.ordinal)  # type: ignore[assignment]
+                    # ... and the dispatches replayed before it do not stop the travel at their breakpoints.
+                    self.gate.quiet_below = stop.dispatch.ordinal
                     self.start_run(self.need_controller().continue_)
                     return
             elif command.position is not None:

@@ -12,6 +12,7 @@ import dataclasses
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -30,19 +31,21 @@ from engine.substitute.build import (
 from engine.substitute.errors import SubstitutionError
 
 
-def build_all(module: VmfbModule, specs: Sequence[SubstitutionSpec]) -> list[Replacement]:
+def build_all(module: VmfbModule, specs: Sequence[SubstitutionSpec], interfaces=None) -> list[Replacement]:
     """Build every ``--substitute`` for ``module`` (the first failure raises, naming its file).
 
     Several MLIR sources are built by one ``iree-compile`` (``sources_batch``); replacements that came out
     of one linked library for one executable become one replacement of all their exports.
     """
-    interfaces = executable_interfaces(module)
+    interfaces = executable_interfaces(module) if interfaces is None else interfaces
     together = _build_sources_together(module, [s for s in specs if s.path.suffix == ".mlir"], interfaces)
     replacements = []
     for spec in specs:
         if spec in together:
-            data, build_s = together[spec]
-            replacements.append(finish_replacement(spec, resolve(module, spec.name, interfaces), data, build_s))
+            data, build_s, counts = together[spec]
+            built = finish_replacement(spec, resolve(module, spec.name, interfaces), data, build_s)
+            mine = tuple((e, counts.get(e)) for e in built.exports)
+            replacements.append(dataclasses.replace(built, workgroup_counts=mine))
         else:
             replacements.append(build_replacement(module, spec, interfaces))
     return _merge_shared_libraries(replacements)
@@ -50,13 +53,13 @@ def build_all(module: VmfbModule, specs: Sequence[SubstitutionSpec]) -> list[Rep
 
 def _build_sources_together(
     module: VmfbModule, specs: list[SubstitutionSpec], interfaces
-) -> dict[SubstitutionSpec, tuple[bytes, float]]:
+) -> dict[SubstitutionSpec, tuple[bytes, float, dict]]:
     """The binary each of ``specs`` (MLIR sources) gets from one compile of them all; empty when they
     cannot be built together (each is then built alone, which reports a broken file at its own lines)."""
     from engine.substitute.interface import read_interface
     from engine.substitute.sources_batch import combine_sources, compile_combined, export_names_in_source
 
-    if len(specs) < 2:
+    if not specs:
         return {}
 
     def order(spec: SubstitutionSpec) -> tuple[int, int]:
@@ -71,12 +74,12 @@ def _build_sources_together(
         return {}
     t0 = time.perf_counter()
     try:
-        binaries = compile_combined(combined)
+        batch = compile_combined(combined)
     except SubstitutionError:
         return {}
     build_s = time.perf_counter() - t0
     libraries = []
-    for data in binaries:
+    for data in batch.binaries:
         try:
             libraries.append((data, set(read_interface(data).export_names)))
         except SubstitutionError:
@@ -86,7 +89,7 @@ def _build_sources_together(
         exports = set(export_names_in_source(text))
         match = next((data for data, names in libraries if exports and exports <= names), None)
         if match is not None:
-            found[spec] = (match, build_s)
+            found[spec] = (match, build_s, batch.workgroup_counts)
     return found
 
 
@@ -102,7 +105,12 @@ def _merge_shared_libraries(replacements: list[Replacement]) -> list[Replacement
             continue
         first = out[position[key]]
         exports = tuple(n for n in r.target.interface.export_names if n in first.exports or n in r.exports)
-        out[position[key]] = dataclasses.replace(first, exports=exports, notes=(*first.notes, str(r.spec.path)))
+        out[position[key]] = dataclasses.replace(
+            first,
+            exports=exports,
+            notes=(*first.notes, str(r.spec.path)),
+            workgroup_counts=first.workgroup_counts + r.workgroup_counts,
+        )
     return out
 
 
@@ -120,8 +128,75 @@ def swap_into(executable: HalExecutable, replacement: Replacement) -> HalExecuta
         getattr(executable, "constants", ()),
         f"{executable.label} <- {replacement.spec.path.name}",
     )
+    counts = {e: c for e, c in replacement.workgroup_counts if c is not None}
+    if counts and executable.format.startswith("embedded-elf"):
+        # Honour the edit's own workgroup count (its tiling may differ from the compiled one's): the CPU
+        # library is called with it whatever the host code computed.
+        loaded.impl = WorkgroupCountOverride(loaded.impl, loaded.export_names, counts)
     swap(executable, loaded, None if replacement.whole else replacement.exports)
     return loaded
+
+
+class WorkgroupCountOverride:
+    """A loaded CPU library whose exports run with fixed workgroup counts (an edit's own, by export name)."""
+
+    def __init__(self, base, export_names: tuple[str, ...], counts: dict[str, tuple[int, int, int]]):
+        self.base = base
+        self.by_ordinal = {export_names.index(n): c for n, c in counts.items() if n in export_names}
+
+    def dispatch(self, ordinal: int, workgroup_count, *args, **kwargs):
+        return self.base.dispatch(ordinal, self.by_ordinal.get(ordinal, workgroup_count), *args, **kwargs)
+
+    def __getattr__(self, name: str):
+        return getattr(self.base, name)
+
+
+@dataclass(frozen=True)
+class WorkgroupCountChange:
+    """An edit whose tiling asks for another workgroup count than the module's host code passes."""
+
+    export: str
+    module_count: tuple[int, int, int]
+    edited_count: tuple[int, int, int]
+    function: str
+    pc: int
+
+    def __str__(self) -> str:
+        return (
+            f"{self.export}: the edit runs on {self.edited_count} workgroups; the module's host code "
+            f"(@{self.function} pc {self.pc}) dispatches {self.module_count}"
+        )
+
+
+def workgroup_count_changes(module: VmfbModule, replacements: Sequence[Replacement]) -> list[WorkgroupCountChange]:
+    """Dispatches whose constant workgroup count (the host code's) differs from what an edit's build wants."""
+    from engine.runtime.vmfb.call_sites import dispatch_call_sites
+
+    wanted = {e: c for r in replacements for e, c in r.workgroup_counts if c is not None and e in r.exports}
+    if not wanted:
+        return []
+    changes = []
+    for site in dispatch_call_sites(module):
+        want = wanted.get(site.export or "")
+        if want is not None and None not in site.workgroups and tuple(site.workgroups) != want:
+            changes.append(
+                WorkgroupCountChange(site.export, tuple(site.workgroups), want, site.function_name, site.pc)  # type: ignore[arg-type]
+            )
+    return changes
+
+
+def refuse_workgroup_count_changes(module: VmfbModule, replacements: Sequence[Replacement], engine: str) -> None:
+    """``SubstitutionError`` naming each dispatch whose workgroup count an edit changes, for runs that cannot
+    honour it (IREE's runtime runs the host code as compiled; a Vulkan device takes the host's count)."""
+    changes = workgroup_count_changes(module, replacements)
+    if changes:
+        raise SubstitutionError(
+            f"the edit changes the workgroup count, which {engine} cannot follow: "
+            + "; ".join(str(c) for c in changes)
+            + ". Rebuild the program with iree-compile --iree-hal-substitute-executable-source=EXECUTABLE=FILE "
+            "(IREE then computes the new count in the host code), or run it with --engine=debug on the CPU, "
+            "which dispatches the edit with its own count."
+        )
 
 
 def install_on_device(device: Device, replacements: Sequence[Replacement]) -> None:
@@ -141,7 +216,9 @@ def install_on_device(device: Device, replacements: Sequence[Replacement]) -> No
 
 
 def patched_module(module: VmfbModule, replacements: Sequence[Replacement]) -> bytes:
-    """The module's bytes with every replacement in its executable's place."""
+    """The module's bytes with every replacement in its executable's place (``SubstitutionError`` when an
+    edit changes a workgroup count, which the module's host code would not follow)."""
+    refuse_workgroup_count_changes(module, replacements, "IREE's runtime")
     from engine.substitute.binary_patch import replace_rodata
 
     data = bytes(module.data) if hasattr(module, "data") else None

@@ -2,7 +2,7 @@
 workgroup count (from a ``DispatchSnapshot``), the module's binary or an edited one.
 
 Each binding's saved input bytes are written to a file and passed as ``--binding=Nxi8=@file``; the tool
-runs the export ``--batch_size`` times per iteration and reports the time per dispatch.
+runs the export ``--batch_size`` times per submission and reports the real time per dispatch.
 """
 
 from __future__ import annotations
@@ -37,7 +37,29 @@ def benchmark_binary(
     batch_size: int = 16,
     timeout_s: float = 120.0,
 ) -> float:
-    """Mean seconds of one dispatch of ``entry_point`` of ``binary`` (batches of ``batch_size``), by IREE's tool."""
+    """Seconds of one dispatch of ``entry_point`` of ``binary`` (batches of ``batch_size``), by IREE's tool."""
+    runs = benchmark_binary_runs(
+        binary, executable_format, entry_point, bindings, workgroup_count, constants,
+        device=device, batch_size=batch_size, timeout_s=timeout_s, repetitions=1,
+    )  # fmt: skip
+    return runs[0]
+
+
+def benchmark_binary_runs(
+    binary: bytes,
+    executable_format: str,
+    entry_point: int,
+    bindings: tuple[np.ndarray, ...],
+    workgroup_count: tuple[int, int, int],
+    constants: tuple[int, ...] = (),
+    *,
+    device: str = "local-sync",
+    batch_size: int = 16,
+    timeout_s: float = 120.0,
+    repetitions: int = 5,
+    min_time_s: float = 0.2,
+) -> list[float]:
+    """Seconds per dispatch in each of ``repetitions`` runs of IREE's tool (its own run-to-run noise)."""
     tool = benchmark_tool()
     if tool is None:
         raise SubstitutionError("iree-benchmark-executable is not installed")
@@ -53,7 +75,8 @@ def benchmark_binary(
             f"--workgroup_count={','.join(str(int(c)) for c in workgroup_count)}",
             f"--batch_size={batch_size}",
             "--benchmark_format=json",
-            "--benchmark_min_time=0.2s",
+            f"--benchmark_min_time={min_time_s}s",
+            f"--benchmark_repetitions={max(1, repetitions)}",
         ]
         args += [f"--constant={int(c) & 0xFFFFFFFF}" for c in constants]
         for i, data in enumerate(bindings):
@@ -67,8 +90,12 @@ def benchmark_binary(
         runs = [b for b in report.get("benchmarks", []) if b.get("run_type", "iteration") == "iteration"]
         if not runs:
             raise SubstitutionError("iree-benchmark-executable reported no benchmark")
-        b = runs[0]
-        if b.get("items_per_second"):  # one item is one dispatch of the batch
-            return 1.0 / float(b["items_per_second"])
-        scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[b.get("time_unit", "ns")]
-        return float(b["real_time"]) * scale
+        return [_seconds(b) for b in runs]
+
+
+def _seconds(b: dict) -> float:
+    # The tool counts its iterations in dispatches (``iree_benchmark_keep_running(state, batch_size)``), so
+    # ``real_time`` is per dispatch; its items are workgroup invocations (dispatches x workgroups), not
+    # dispatches, so ``items_per_second`` is no dispatch rate.
+    scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[b.get("time_unit", "ns")]
+    return float(b["real_time"]) * scale

@@ -77,6 +77,12 @@ class Replacement:
     exports: tuple[str, ...]
     build_s: float = 0.0
     notes: tuple[str, ...] = field(default=())
+    # Export -> the workgroup count the built code wants, where the build resolved it to constants (MLIR
+    # sources built by ``sources_batch``); an export absent or None: unknown, the host code's count is used.
+    workgroup_counts: tuple[tuple[str, tuple[int, int, int] | None], ...] = ()
+
+    def workgroup_count(self, export: str) -> tuple[int, int, int] | None:
+        return dict(self.workgroup_counts).get(export)
 
     @property
     def whole(self) -> bool:

@@ -84,6 +84,42 @@ def documents_from_dumps(dump_dir: Path, module_name: str | None = "module") -> 
     return out
 
 
+def documents_from_sources_dir(folder: Path) -> list[EditableText]:
+    """What ``iree-lens sources --out=FOLDER`` wrote: ``<executable>.mlir``, ``<library>.ll``, ``<export>.spvasm``
+    (each stem the NAME ``--substitute`` takes)."""
+    out: list[EditableText] = []
+    for suffix, kind in ((".mlir", "mlir"), (".ll", "llvm"), (".spvasm", "spirv")):
+        for p in sorted(folder.glob(f"*{suffix}"), key=_natural):
+            text = p.read_text(errors="replace")
+            if kind == "mlir":
+                from engine.substitute.build import executable_name_in_source
+
+                if executable_name_in_source(text) is None:
+                    continue  # a program, not an executable
+            out.append(EditableText(p.stem, kind, text, str(p)))
+    return out
+
+
+def documents_for_module_file(path: Path, module: VmfbModule | None = None) -> list[EditableText]:
+    """Every editable text known for a ``.vmfb``: a compile job's dumps beside it (``executables/``),
+    IREE's own dump folders beside it, ``iree-lens sources`` files beside it, else what the module alone
+    offers (Vulkan SPIR-V). Empty when nothing is (a CPU module from elsewhere without its sources)."""
+    path = Path(path)
+    for folder in (path.parent / "executables", path.parent):
+        if (folder / "sources").is_dir() or (folder / "intermediates").is_dir():
+            found = documents_from_dumps(folder)
+            if found:
+                return found
+    found = documents_from_sources_dir(path.parent)
+    if found:
+        return found
+    if module is None:
+        from engine.runtime.vmfb.module import open_vmfb
+
+        module = open_vmfb(path)
+    return documents_from_module(module)
+
+
 def documents_from_module(module: VmfbModule) -> list[EditableText]:
     """What the module alone offers: each Vulkan pipeline's SPIR-V as text (CPU code has no editable text)."""
     from engine.runtime.vmfb.executables import spirv_disassembly

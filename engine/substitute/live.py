@@ -18,6 +18,7 @@ import shlex
 import shutil
 import time
 from collections import deque
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,11 +34,10 @@ from engine.runtime.hal.device import (
 )
 from engine.runtime.hal.executable_swap import registry, revert
 from engine.runtime.vmfb.module import VmfbModule
-from engine.substitute.apply import rodata_label, swap_into
+from engine.substitute.apply import build_all, refuse_workgroup_count_changes, rodata_label, swap_into
 from engine.substitute.build import (
     Replacement,
     SubstitutionSpec,
-    build_replacement,
     executable_interfaces,
     executable_name_in_source,
 )
@@ -76,7 +76,7 @@ class DispatchSnapshots(DispatchObserver):
         self._pending: dict[int, DispatchSnapshot] = {}
 
     def before_dispatch(self, record: DispatchRecord) -> None:
-        executable = _executable_of(self.device, record)
+        executable = executable_of(self.device, record)
         before = tuple(np.array(b.data, copy=True) for b in record.bindings)
         self._pending[record.sequence] = DispatchSnapshot(record, executable, before, None)
 
@@ -98,7 +98,7 @@ class DispatchSnapshots(DispatchObserver):
         return self.snapshots[-1] if self.snapshots else None
 
 
-def _executable_of(device: Device, record: DispatchRecord) -> HalExecutable:
+def executable_of(device: Device, record: DispatchRecord) -> HalExecutable:
     candidates = [
         e
         for e in registry(device).by_label(record.executable)
@@ -115,6 +115,19 @@ def rerun_dispatch(device: Device, snapshot: DispatchSnapshot) -> tuple[np.ndarr
     Bindings of one buffer keep their relative placement (a dispatch may read and write the same buffer),
     and offsets keep their alignment, so the kernel sees the same layout.
     """
+    ranges = _fresh_ranges(device, snapshot)
+    record = snapshot.record
+    executable = snapshot.executable
+    ordinal = executable.lookup(record.export_name)
+    device.run_dispatch(executable, ordinal, record.workgroup_count, record.constants, ranges)  # type: ignore[arg-type]
+    return tuple(
+        np.array(r.buffer.read_view(r.offset, r.length), copy=True)  # type: ignore[union-attr]
+        for r in ranges
+    )
+
+
+def _fresh_ranges(device: Device, snapshot: DispatchSnapshot) -> list[ResolvedRange]:
+    # New buffers holding the dispatch's saved inputs, laid out as the original bindings were.
     record = snapshot.record
     groups: dict[int, list[int]] = {}
     for i, b in enumerate(record.bindings):
@@ -131,23 +144,54 @@ def rerun_dispatch(device: Device, snapshot: DispatchSnapshot) -> tuple[np.ndarr
             if b.length:
                 buffer.write_view(offset, b.length)[:] = snapshot.before[i]
             ranges[i] = ResolvedRange(buffer, offset, b.length)
+    return ranges  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Seconds per dispatch over several samples: the median and the spread (10th and 90th percentiles)."""
+
+    samples_s: tuple[float, ...]
+
+    @property
+    def median_s(self) -> float:
+        return float(np.median(self.samples_s))
+
+    @property
+    def spread_s(self) -> tuple[float, float]:
+        return float(np.percentile(self.samples_s, 10)), float(np.percentile(self.samples_s, 90))
+
+
+@dataclass(frozen=True)
+class DispatchTiming:
+    record: DispatchRecord
+    original: Timing
+    edited: Timing
+
+
+def time_dispatch(device: Device, snapshot: DispatchSnapshot, samples: int = 20, min_batch_s: float = 0.02) -> Timing:
+    """Time ``snapshot``'s dispatch with the executable's current code: one set of buffers filled from its
+    inputs, batches of dispatches long enough to time (``min_batch_s``), ``samples`` batches."""
+    record = snapshot.record
+    ranges = _fresh_ranges(device, snapshot)
     executable = snapshot.executable
     ordinal = executable.lookup(record.export_name)
-    device.run_dispatch(executable, ordinal, record.workgroup_count, record.constants, ranges)  # type: ignore[arg-type]
-    return tuple(
-        np.array(r.buffer.read_view(r.offset, r.length), copy=True)  # type: ignore[union-attr]
-        for r in ranges
-    )
 
+    def once() -> None:
+        device.run_dispatch(executable, ordinal, record.workgroup_count, record.constants, ranges)  # type: ignore[arg-type]
 
-def _median_seconds(fn, repeats: int) -> float:
-    fn()  # warm: first-use costs (pipeline creation, page faults) are not the kernel's
-    times = []
-    for _ in range(max(1, repeats)):
+    once()  # warm: first-use costs (pipeline creation, page faults) are not the kernel's
+    t0 = time.perf_counter()
+    once()
+    one = max(time.perf_counter() - t0, 1e-7)
+    batch = max(1, min(1000, int(min_batch_s / one)))
+    out = []
+    for _ in range(max(1, samples)):
         t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
+        for _ in range(batch):
+            once()
+        out.append((time.perf_counter() - t0) / batch)
+    return Timing(tuple(out))
 
 
 class LiveSubstitutions:
@@ -193,7 +237,11 @@ class LiveSubstitutions:
         """Build ``path`` for ``name`` and swap it in; raises (changing nothing) if it does not build or fit."""
         t0 = time.perf_counter()
         spec = SubstitutionSpec.parse(f"{name}={path}")
-        replacement = build_replacement(self.module, spec, self.interfaces)
+        # The same build as ``iree-lens run --substitute`` (MLIR through IREE's executable pipeline, with the
+        # edit's own workgroup count); the CPU device dispatches with that count, other devices refuse a change.
+        (replacement,) = build_all(self.module, [spec], self.interfaces)
+        if not replacement.target.executable.format.startswith("embedded-elf"):
+            refuse_workgroup_count_changes(self.module, [replacement], f"the {self.device.name} device")
         for executable in self._loaded(replacement):
             swap_into(executable, replacement)
         executable_name = replacement.target.executable.name
@@ -224,6 +272,10 @@ class LiveSubstitutions:
             for executable in self._loaded(r):
                 swap_into(executable, r)
 
+    def substituted(self, name: str) -> bool:
+        """Whether an edit is active under ``name`` (an executable or the NAME it was applied with)."""
+        return any(k.split(":")[0] == name or r.spec.name == name for k, r in self.active.items())
+
     def revert_all(self) -> None:
         for key in list(self.active):
             if key in self.active:
@@ -237,60 +289,96 @@ class LiveSubstitutions:
         """
         current = tuple(np.array(b.data, copy=True) for b in record.bindings)
         ran = record.sequence < self.device.dispatch_count and self.snapshots.pending() is None
-        return DispatchSnapshot(record, _executable_of(self.device, record), current, current if ran else None)
+        return DispatchSnapshot(record, executable_of(self.device, record), current, current if ran else None)
+
+    def snapshot_for(self, paused: DispatchRecord | None = None) -> DispatchSnapshot:
+        """The dispatch to rerun or time: the one being run (observed), the one the run is paused at, else
+        the last observed; ``SubstitutionError`` when there is none."""
+        snapshot = self.snapshots.pending()
+        if snapshot is None and paused is not None:
+            snapshot = self.snapshot_now(paused)
+        snapshot = snapshot or self.snapshots.last()
+        if snapshot is None:
+            raise SubstitutionError("no dispatch to rerun or time: pause the run at a dispatch first")
+        return snapshot
 
     def rerun(self, snapshot: DispatchSnapshot | None = None) -> tuple[np.ndarray, ...]:
         """Recompute a dispatch (default: the one paused at, else the last) with the current code."""
-        snapshot = snapshot or self.snapshots.pending() or self.snapshots.last()
-        if snapshot is None:
-            raise SubstitutionError("no dispatch saved to rerun (call observe() before the run reaches one)")
-        return rerun_dispatch(self.device, snapshot)
+        return rerun_dispatch(self.device, snapshot or self.snapshot_for())
 
-    def benchmark(self, snapshot: DispatchSnapshot | None = None, repeats: int = 20) -> tuple[float, float]:
-        """Median seconds of one run of a dispatch with the module's original code and with the current edits.
-
-        The same loop as ``rerun`` (fresh buffers from the saved inputs), so both figures include the same
-        host work; the edits are put back afterwards.
-        """
-        snapshot = snapshot or self.snapshots.pending() or self.snapshots.last()
-        if snapshot is None:
-            raise SubstitutionError("no dispatch saved to benchmark (call observe() before the run reaches one)")
-        current = _median_seconds(lambda: rerun_dispatch(self.device, snapshot), repeats)
+    @contextmanager
+    def originals(self):
+        """Within the block the device runs the module's own code; the edits are swapped back after it."""
         swapped = [e for r in self.active.values() for e in self._loaded(r)]
         for executable in swapped:
             revert(executable)
         try:
-            original = _median_seconds(lambda: rerun_dispatch(self.device, snapshot), repeats)
+            yield
         finally:
             for r in self.active.values():
                 for executable in self._loaded(r):
                     swap_into(executable, r)
-        return original, current
 
-    def benchmark_with_iree(self, snapshot: DispatchSnapshot | None = None) -> tuple[float, float]:
-        """Seconds per dispatch of the module's binary and of the edit, by ``iree-benchmark-executable`` on the
-        dispatch's saved inputs and workgroup count (local-sync for CPU libraries, vulkan for SPIR-V)."""
-        from engine.substitute.benchmark import benchmark_binary
+    def rerun_original(self, snapshot: DispatchSnapshot | None = None) -> tuple[np.ndarray, ...]:
+        """The dispatch recomputed from the same inputs with the module's own code (the "before" of an edit)."""
+        snapshot = snapshot or self.snapshot_for()
+        if not self.active:
+            return rerun_dispatch(self.device, snapshot)
+        with self.originals():
+            return rerun_dispatch(self.device, snapshot)
 
-        snapshot = snapshot or self.snapshots.pending() or self.snapshots.last()
-        if snapshot is None:
-            raise SubstitutionError("no dispatch saved to benchmark (call observe() before the run reaches one)")
+    def benchmark(self, snapshot: DispatchSnapshot | None = None, repeats: int = 20) -> tuple[float, float]:
+        """Median seconds of one dispatch with the module's original code and with the current edits."""
+        timing = self.time_dispatch(snapshot, repeats)
+        return timing.original.median_s, timing.edited.median_s
+
+    def time_dispatch(self, snapshot: DispatchSnapshot | None = None, samples: int = 20) -> DispatchTiming:
+        """Seconds per dispatch, original code against the current edits, each ``samples`` times (batches of
+        runs on one set of buffers filled from the dispatch's inputs, as ``iree-benchmark-executable`` does)."""
+        snapshot = snapshot or self.snapshot_for()
+        edited = time_dispatch(self.device, snapshot, samples)
+        with self.originals():
+            original = time_dispatch(self.device, snapshot, samples)
+        return DispatchTiming(snapshot.record, original, edited)
+
+    def benchmark_with_iree(self, snapshot: DispatchSnapshot | None = None) -> tuple[float, float | None]:
+        """Seconds per dispatch of the module's binary and of the edit (None without one), by
+        ``iree-benchmark-executable`` (see ``iree_timings``)."""
+        original, edited = self.iree_timings(snapshot, repetitions=1)
+        return original.median_s, edited.median_s if edited is not None else None
+
+    def iree_timings(self, snapshot: DispatchSnapshot | None = None, repetitions: int = 5) -> tuple[Timing, Timing | None]:
+        """``iree-benchmark-executable`` on the dispatch's saved inputs and workgroup count (the edit's own
+        count when its build resolved one), ``repetitions`` runs each: the module's binary, then the edit's
+        (None without one); local-sync for CPU libraries, vulkan for SPIR-V."""
+        from engine.substitute.benchmark import benchmark_binary_runs
+
+        snapshot = snapshot or self.snapshot_for()
         record = snapshot.record
-        label = record.executable
-        replacement = next((r for r in self.active.values() if rodata_label(r) == label and record.export_name in r.exports), None)
+        module_executable = next(
+            (e for e in self.module.executables if f"rodata {e.rodata_ordinal}" == record.executable), None
+        )
+        if module_executable is None or module_executable.ordinal not in self.interfaces:
+            raise SubstitutionError(f"dispatch {record.sequence}: its executable is not one of the module's")
+        interface = self.interfaces[module_executable.ordinal]
+        fmt = module_executable.format
+        device = "vulkan" if interface.kind == "vke1" else "local-sync"
+        before = benchmark_binary_runs(
+            bytes(module_executable.data), fmt, interface.export_names.index(record.export_name),
+            snapshot.before, record.workgroup_count, record.constants, device=device, repetitions=repetitions,
+        )  # fmt: skip
+        replacement = next(
+            (r for r in self.active.values() if rodata_label(r) == record.executable and record.export_name in r.exports),
+            None,
+        )
         if replacement is None:
-            raise SubstitutionError(f"dispatch {record.sequence} ({record.export_name}) runs no edited code")
-        original = bytes(replacement.target.executable.data)
-        fmt = replacement.target.executable.format
-        device = "vulkan" if replacement.interface.kind == "vke1" else "local-sync"
-        common = (snapshot.before, record.workgroup_count, record.constants)
-        before = benchmark_binary(
-            original, fmt, replacement.target.interface.export_names.index(record.export_name), *common, device=device
-        )
-        after = benchmark_binary(
-            replacement.data, fmt, replacement.interface.export_names.index(record.export_name), *common, device=device
-        )
-        return before, after
+            return Timing(tuple(before)), None
+        after = benchmark_binary_runs(
+            replacement.data, fmt, replacement.interface.export_names.index(record.export_name), snapshot.before,
+            replacement.workgroup_count(record.export_name) or record.workgroup_count, record.constants,
+            device=device, repetitions=repetitions,
+        )  # fmt: skip
+        return Timing(tuple(before)), Timing(tuple(after))
 
     # -- export
 

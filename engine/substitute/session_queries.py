@@ -7,11 +7,12 @@ diagnostics (file, line, message), so they reach the editor across the process b
 
 * ``Substitute(executable, path)``: build, check and swap; ``Substituted(exports, whole, seconds)``;
 * ``RerunDispatch()``: the paused (or last observed) dispatch again from its inputs;
-  ``DispatchRerun(sequence, before, after)`` (each binding's bytes, before = the original run's outputs
-  when known);
-* ``RevertSubstitution(executable)``: the module's code back;
+  ``DispatchRerun(sequence, before, after)`` (each binding's bytes: before with the module's own code,
+  after with the current edits);
+* ``RevertSubstitution(executable)``: the module's code back, for this and every later run;
 * ``ExportSubstitutions(folder)``: the edited files and flags; the path of ``substitutions.txt``;
-* ``BenchmarkDispatch(repeats)``: ``DispatchBenchmark(original_s, edited_s)``.
+* ``BenchmarkDispatch(repeats)``: ``DispatchBenchmark(original_s, edited_s, spreads)``: seconds per dispatch
+  (median of ``repeats`` samples, 10th-90th percentile spread), the module's code against the edits.
 """
 
 from __future__ import annotations
@@ -66,19 +67,29 @@ def answer(live: LiveSubstitutions, query: Query, paused: DispatchRecord | None 
             r = live.apply(query.executable, query.path)
             return Substituted(query, tuple(r.exports), r.whole, live.history[-1].seconds)
         if isinstance(query, RerunDispatch):
-            snapshot = live.snapshots.pending() or (live.snapshot_now(paused) if paused is not None else None)
-            snapshot = snapshot or live.snapshots.last()
+            # Before: the same inputs through the module's own code; after: through the current edits.
+            snapshot = live.snapshot_for(paused)
             after = live.rerun(snapshot)
-            before = _bytes(snapshot.after) if snapshot is not None and snapshot.after is not None else None
-            return DispatchRerun(query, snapshot.record.sequence if snapshot else None, before, _bytes(after))
+            before = live.rerun_original(snapshot) if live.active else after
+            return DispatchRerun(query, snapshot.record.sequence, _bytes(before), _bytes(after))
         if isinstance(query, RevertSubstitution):
-            live.revert(query.executable)
+            # The session's state: later runs use the module's code until the next Substitute. Reverting
+            # what is not substituted changes nothing and is no error (the editor reverts its text too).
+            if live.substituted(query.executable):
+                live.revert(query.executable)
             return SubstitutionReverted(query, query.executable)
         if isinstance(query, ExportSubstitutions):
             return SubstitutionsExported(query, str(live.export(query.folder)))
         if isinstance(query, BenchmarkDispatch):
-            original, edited = live.benchmark(repeats=int(query.repeats))
-            return DispatchBenchmark(query, original, edited)
+            timing = live.time_dispatch(live.snapshot_for(paused), samples=int(query.repeats))
+            return DispatchBenchmark(
+                query,
+                timing.original.median_s,
+                timing.edited.median_s,
+                timing.original.spread_s,
+                timing.edited.spread_s,
+                edited=bool(live.active),
+            )
     except LensError as e:
         return refused(query, e)
     raise TypeError(f"not a substitution query: {type(query).__name__}")

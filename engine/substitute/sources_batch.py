@@ -119,30 +119,76 @@ def combine_sources(texts: list[str], module_name: str = "lens_sources") -> str 
     return "\n".join(out) + "\n"
 
 
-def compile_combined(text: str, *, timeout_s: float = 900.0) -> list[bytes]:
-    """The executable binaries IREE builds from a combined module (one per executable after linking)."""
+@dataclass(frozen=True)
+class BatchBuild:
+    """What one compile of a combined module gives: the binaries (one per executable after linking) and each
+    export's workgroup count where IREE resolved it to constants (``None`` where it depends on the workload)."""
+
+    binaries: list[bytes]
+    workgroup_counts: dict[str, tuple[int, int, int] | None]
+
+
+_EXPORT_HEAD = re.compile(r"^\s*hal\.executable\.export (?:public |private )?@([\w$.-]+) .*count\(.*\{$")
+_INDEX_CONSTANT = re.compile(r"^\s*(%[\w$.-]+) = arith\.constant (\d+) : index$")
+_RETURN = re.compile(r"^\s*hal\.return (%[\w$.-]+), (%[\w$.-]+), (%[\w$.-]+) : index, index, index$")
+
+
+def workgroup_counts(targets_text: str) -> dict[str, tuple[int, int, int] | None]:
+    """Each export's workgroup count in an ``executable-targets`` snapshot: IREE has replaced the count region
+    by what the chosen tiling gives, constants for static shapes."""
+    counts: dict[str, tuple[int, int, int] | None] = {}
+    lines = targets_text.splitlines()
+    for i, line in enumerate(lines):
+        m = _EXPORT_HEAD.match(line)
+        if m is None:
+            continue
+        values: dict[str, int] = {}
+        found = None
+        for body in lines[i + 1 :]:
+            c = _INDEX_CONSTANT.match(body)
+            if c:
+                values[c[1]] = int(c[2])
+                continue
+            r = _RETURN.match(body)
+            if r:
+                if all(v in values for v in r.groups()):
+                    found = tuple(values[v] for v in r.groups())
+                break
+            if body.lstrip().startswith("}"):
+                break
+        counts[m[1]] = found  # type: ignore[assignment]
+    return counts
+
+
+def _iree_compile(args: list[str], timeout_s: float) -> None:
     from engine.compiler.job import iree_compile_path
+
+    cmd = [iree_compile_path(), "--mlir-print-op-on-diagnostic=false", *args]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise SubstitutionError(f"iree-compile ran past {timeout_s:.0f} s building the sources") from None
+    if proc.returncode != 0:
+        tail = proc.stderr.strip().splitlines()[-1:] or [f"exit code {proc.returncode}"]
+        raise SubstitutionError(f"iree-compile could not build the sources together: {tail[0]}")
+
+
+def compile_combined(text: str, *, timeout_s: float = 900.0) -> BatchBuild:
+    """Build a combined module: translate (``executable-targets``, where the workgroup counts are read),
+    then link and serialise (``hal``), where the binaries are."""
     from engine.compiler.substitution import hal_binaries
 
     with tempfile.TemporaryDirectory(prefix="iree-lens-batch-") as d:
         source = Path(d) / "lens_sources.mlir"
         source.write_text(text)
-        out = Path(d) / "lens_sources.hal.mlir"
-        cmd = [
-            iree_compile_path(),
-            "--compile-from=executable-sources",
-            "--compile-to=hal",
-            "--mlir-print-op-on-diagnostic=false",
-            str(source),
-            "-o",
-            str(out),
-        ]
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
-        except subprocess.TimeoutExpired:
-            raise SubstitutionError(f"iree-compile ran past {timeout_s:.0f} s building the sources") from None
-        if proc.returncode != 0 or not out.exists():
-            tail = proc.stderr.strip().splitlines()[-1:] or [f"exit code {proc.returncode}"]
-            raise SubstitutionError(f"iree-compile could not build the sources together: {tail[0]}")
-        hal_text = out.read_text()
-        return [b.data(hal_text) for b in hal_binaries(hal_text)]
+        targets = Path(d) / "lens_sources.targets.mlir"
+        hal = Path(d) / "lens_sources.hal.mlir"
+        _iree_compile(
+            ["--compile-from=executable-sources", "--compile-to=executable-targets", str(source), "-o", str(targets)],
+            timeout_s,
+        )
+        _iree_compile(["--compile-from=executable-targets", "--compile-to=hal", str(targets), "-o", str(hal)], timeout_s)
+        hal_text = hal.read_text()
+        return BatchBuild(
+            [b.data(hal_text) for b in hal_binaries(hal_text)], workgroup_counts(targets.read_text())
+        )

@@ -127,3 +127,73 @@ def test_a_faulting_edit_takes_down_only_the_session_and_the_edit_survives(qtbot
     assert editor.drafts.load(editor.scope, editor.document) == faulting  # and in its draft, for a restart
     # The session came back (restarted): the program runs again, with the module's own code.
     qtbot.waitUntil(lambda: bridge.state == "idle", timeout=TIMEOUT)
+
+
+def test_revert_after_the_run_finished_holds_for_the_next_run(qtbot, main_window, tmp_path):
+    """Apply while paused, continue to the end, Revert, Run again: the module's own kernel runs (the revert
+    acts on the session, not only on the editor's text); the editor opens the paused dispatch's source,
+    marks it modified while applied, and shows the paused dispatch's own typed output before and after."""
+    vmfb = compile_with_dumps("elementwise", "cpu", tmp_path / "cpu")
+    edit = edited_source(tmp_path / "cpu" / "sources", tmp_path / "edit.mlir")
+    a = (np.arange(32, dtype=np.float32).reshape(4, 8) / 7 - 2).astype(np.float32)
+    b = np.full((4, 8), 1.5, dtype=np.float32)
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "b.npy", b)
+    stepper = open_in_stepper(qtbot, main_window, vmfb)
+    bridge = stepper.bridge
+    stepper.set_inputs((f"@{tmp_path / 'a.npy'}", f"@{tmp_path / 'b.npy'}"))
+    with qtbot.waitSignal(bridge.finished, timeout=TIMEOUT) as plain_run:
+        qtbot.mouseClick(stepper.run_button, Qt.MouseButton.LeftButton)
+    plain = plain_run.args[0].outputs[0].to_numpy()
+
+    add_breakpoint(qtbot, stepper, "dispatch", "0", "before")
+    with qtbot.waitSignal(bridge.dispatchStopped, timeout=TIMEOUT):
+        qtbot.mouseClick(stepper.run_button, Qt.MouseButton.LeftButton)
+    panel = main_window.show_panel("editor")
+    qtbot.waitUntil(lambda: panel.editor is not None, timeout=TIMEOUT)
+    editor = panel.editor
+    assert editor.document.name == "main_dispatch_0" and editor.document.kind == "mlir"  # the paused one
+    editor.text.setPlainText(edit.read_text())
+    with qtbot.waitSignal(editor.applied, timeout=TIMEOUT):
+        qtbot.mouseClick(editor.apply_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: editor.last_outputs is not None, timeout=TIMEOUT)
+    before, after = editor.last_outputs
+    # Paused before the dispatch: before = the module's kernel on its inputs, after = the edit; typed as the
+    # dispatch's own tensor (IREE flattened the 4x8 operands: 32xf32), not the binding's bytes.
+    assert before.shape == after.shape == (32,) and after.dtype == np.float32
+    assert before.tobytes() == plain.tobytes()
+    np.testing.assert_array_equal(after.reshape(4, 8), (a * b) * np.abs(a))
+    assert "Dispatch #0 main_dispatch_0_elementwise_32_f32" in editor.status.text(), editor.status.text()
+    item = editor.list.item(editor.documents.index(editor.document))
+    assert item.text().startswith("● ")
+
+    editor.benchmark_text = ""
+    qtbot.mouseClick(editor.benchmark_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: editor.benchmark_text != "", timeout=TIMEOUT)
+    assert "module's kernel" in editor.benchmark_text and "edited" in editor.benchmark_text
+    assert 0 < editor.benchmark_result[0] < 1 and 0 < editor.benchmark_result[1] < 1
+
+    bridge.set_breakpoints(())
+    with qtbot.waitSignal(bridge.finished, timeout=TIMEOUT) as edited_run:
+        bridge.continue_()
+    np.testing.assert_array_equal(edited_run.args[0].outputs[0].to_numpy(), (a * b) * np.abs(a))
+
+    qtbot.mouseClick(editor.revert_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: "next runs use the module's code" in editor.status.text(), timeout=TIMEOUT)
+    assert not editor.list.item(editor.documents.index(editor.document)).text().startswith("● ")
+    with qtbot.waitSignal(bridge.finished, timeout=TIMEOUT) as again:
+        qtbot.mouseClick(stepper.run_button, Qt.MouseButton.LeftButton)
+    assert again.args[0].outputs[0].to_numpy().tobytes() == plain.tobytes()
+
+
+def test_a_module_without_sources_says_what_the_editor_needs(qtbot, main_window, tmp_path):
+    import shutil
+
+    vmfb = compile_with_dumps("elementwise", "cpu", tmp_path / "cpu")
+    alone = tmp_path / "alone" / "elementwise.vmfb"
+    alone.parent.mkdir()
+    shutil.copyfile(vmfb, alone)
+    open_in_stepper(qtbot, main_window, alone)
+    panel = main_window.show_panel("editor")
+    qtbot.waitUntil(lambda: "iree-lens sources" in panel.placeholder.text(), timeout=TIMEOUT)
+    assert panel.editor is None and panel.placeholder.isVisible()

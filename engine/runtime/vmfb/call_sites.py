@@ -42,6 +42,8 @@ class CallSite:
     ordinal: int | None
     lookup_pc: int | None
     text: str
+    # The workgroup count the host code passes, where it is a constant the walk can see (None elsewhere).
+    workgroups: tuple[int | None, int | None, int | None] = (None, None, None)
 
 
 def dispatch_call_sites(module: VmfbModule) -> list[CallSite]:
@@ -74,6 +76,8 @@ def dispatch_call_sites(module: VmfbModule) -> list[CallSite]:
                         held.record_result(register_key(results[0]), ("export", name, ins.pc))
             elif callee == dispatch and len(args) >= 3:
                 fn = held.get(register_key(args[2]))
+                counts = [held.get(register_key(a)) if i < len(args) else None for i, a in enumerate(args[3:6], 3)]
+                workgroups = tuple(c[1] if c and c[0] == "const" else None for c in counts)
                 sites.append(
                     CallSite(
                         function_ordinal=function.ordinal,
@@ -83,6 +87,7 @@ def dispatch_call_sites(module: VmfbModule) -> list[CallSite]:
                         ordinal=fn[1] if fn and fn[0] == "const" else None,
                         lookup_pc=fn[2] if fn and fn[0] == "export" else None,
                         text=disassembler.instruction_text(ins, {}),
+                        workgroups=(*workgroups, None, None, None)[:3],  # type: ignore[arg-type]
                     )
                 )
     return sites

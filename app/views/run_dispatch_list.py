@@ -1,0 +1,350 @@
+"""The run's dispatches, all of them, in execution order with their run ordinals (a document panel).
+
+The list comes from the run's recorded history (``History.dispatches``, refreshed after every stop and at
+the end of the run), so it holds every dispatch that ran, not only those a stop or a progress report saw;
+dispatches seen running between two answers are added as they are reported. A name filter narrows it
+(IREE's export names, substrings or globs). The dispatch the run is paused at is marked.
+
+Right-click (or the buttons) on a row: **Break here** (a dispatch breakpoint on that ordinal), **Run to
+here** (forward: run until that dispatch, then the temporary breakpoint goes; backward: travel there in the
+recorded history), **Go to** (travel to a dispatch that already ran, parked in it: its tensors shown).
+
+The paused dispatch's document (its tensors, typed) stays the work of the live dispatch panel
+(``app.views.dispatch_run_live.RunDispatchesPanel``).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPoint, QSortFilterProxyModel, Qt
+from PySide6.QtGui import QBrush, QColor
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QMenu,
+    QPushButton,
+    QTableView,
+    QVBoxLayout,
+    QWidget,
+)
+
+from engine.session.protocol import Breakpoint, BreakpointKind
+
+COLUMNS = ("#", "Dispatch", "Position")
+_ROOT = QModelIndex()
+PAUSED = QBrush(QColor("#fff3cd"))
+
+
+@dataclass(frozen=True)
+class RunDispatch:
+    ordinal: int
+    name: str
+    position: int | None  # the instruction that ran it (None: seen running, not yet placed)
+
+
+class RunDispatchModel(QAbstractTableModel):
+    """Dispatches by ordinal; ``paused`` marks the row the run is stopped at."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.rows: list[RunDispatch] = []
+        self._index: dict[int, int] = {}
+        self.paused: int | None = None
+
+    def set_rows(self, rows: list[RunDispatch]) -> None:
+        self.beginResetModel()
+        self.rows = sorted(rows, key=lambda r: r.ordinal)
+        self._index = {r.ordinal: i for i, r in enumerate(self.rows)}
+        self.endResetModel()
+
+    def add(self, row: RunDispatch) -> None:
+        """A dispatch seen running (progress): inserted at its ordinal's place if new."""
+        if row.ordinal in self._index:
+            return
+        at = next((i for i, r in enumerate(self.rows) if r.ordinal > row.ordinal), len(self.rows))
+        self.beginInsertRows(_ROOT, at, at)
+        self.rows.insert(at, row)
+        self._index = {r.ordinal: i for i, r in enumerate(self.rows)}
+        self.endInsertRows()
+
+    def row_of(self, ordinal: int) -> int | None:
+        return self._index.get(ordinal)
+
+    def set_paused(self, ordinal: int | None) -> None:
+        old, self.paused = self.paused, ordinal
+        for o in (old, ordinal):
+            row = self._index.get(o) if o is not None else None
+            if row is not None:
+                self.dataChanged.emit(self.index(row, 0), self.index(row, len(COLUMNS) - 1))
+
+    def rowCount(self, parent=_ROOT) -> int:  # noqa: N802 (Qt's name)
+        return 0 if parent.isValid() else len(self.rows)
+
+    def columnCount(self, parent=_ROOT) -> int:  # noqa: N802
+        return 0 if parent.isValid() else len(COLUMNS)
+
+    def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):  # noqa: N802
+        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
+            return COLUMNS[section]
+        return None
+
+    def data(self, index: QModelIndex, role=Qt.ItemDataRole.DisplayRole):
+        if not index.isValid():
+            return None
+        r = self.rows[index.row()]
+        col = index.column()
+        if role == Qt.ItemDataRole.DisplayRole:
+            if col == 0:
+                return str(r.ordinal)
+            if col == 1:
+                return r.name
+            return "-" if r.position is None else f"{r.position:,}"
+        if role == Qt.ItemDataRole.UserRole:
+            return r.ordinal
+        if role == Qt.ItemDataRole.ToolTipRole:
+            paused = "  (the run is paused here)" if r.ordinal == self.paused else ""
+            return f"#{r.ordinal} {r.name}{paused}"
+        if role == Qt.ItemDataRole.BackgroundRole and r.ordinal == self.paused:
+            return PAUSED
+        if role == Qt.ItemDataRole.TextAlignmentRole and col in (0, 2):
+            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        return None
+
+
+class NameFilter(QSortFilterProxyModel):
+    """Rows whose dispatch name contains the text (case-insensitive), or matches it as a glob."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.text = ""
+
+    def set_text(self, text: str) -> None:
+        self.text = text.strip().lower()
+        self.invalidateFilter()
+
+    def filterAcceptsRow(self, source_row: int, source_parent: QModelIndex) -> bool:  # noqa: N802
+        if not self.text:
+            return True
+        name = self.sourceModel().index(source_row, 1, source_parent).data() or ""
+        number = self.sourceModel().index(source_row, 0, source_parent).data() or ""
+        name = name.lower()
+        if any(c in self.text for c in "*?["):
+            return fnmatch.fnmatchcase(name, self.text)
+        return self.text in name or self.text == number
+
+
+class RunDispatchList(QWidget):
+    def __init__(self, services, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("runDispatchList")
+        self.services = services
+        self.bridge = getattr(services, "session_bridge", None)
+        self.workbench = getattr(services, "workbench", None)
+        self._run_to: Breakpoint | None = None  # the temporary breakpoint of "Run to here"
+        self.title = QLabel("Run a function: every dispatch it runs is listed here, in order.", self)
+        self.title.setWordWrap(True)
+        self.filter_edit = QLineEdit(self)
+        self.filter_edit.setObjectName("runDispatchFilter")
+        self.filter_edit.setPlaceholderText("Filter by name (conv, *softmax*) or #ordinal")
+        self.filter_edit.setClearButtonEnabled(True)
+        self.model = RunDispatchModel(self)
+        self.proxy = NameFilter(self)
+        self.proxy.setSourceModel(self.model)
+        self.filter_edit.textChanged.connect(self._on_filter)
+        self.table = QTableView(self)
+        self.table.setObjectName("runDispatchTable")
+        self.table.setModel(self.proxy)
+        self.table.setSelectionBehavior(QTableView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QTableView.SelectionMode.SingleSelection)
+        self.table.verticalHeader().setVisible(False)
+        self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 4)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
+        self.table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.table.customContextMenuRequested.connect(self._context_menu)
+        self.table.doubleClicked.connect(lambda index: self.go_to(self._ordinal(index)))
+        self.break_button = QPushButton("Break here", self)
+        self.break_button.clicked.connect(lambda: self.break_here(self.selected_ordinal()))
+        self.run_to_button = QPushButton("Run to here", self)
+        self.run_to_button.clicked.connect(lambda: self.run_to_here(self.selected_ordinal()))
+        bar = QHBoxLayout()
+        bar.addWidget(self.filter_edit, 1)
+        bar.addWidget(self.break_button)
+        bar.addWidget(self.run_to_button)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(self.title)
+        layout.addLayout(bar)
+        layout.addWidget(self.table, 1)
+        self.setMinimumSize(1, 1)
+
+        if self.bridge is not None:
+            self.bridge.historyChanged.connect(self._on_history)
+            self.bridge.progressed.connect(self._on_progress)
+            self.bridge.stateChanged.connect(self._on_state)
+            self.bridge.stopped.connect(self._on_stop)
+            self.bridge.finished.connect(self._on_end)
+            self.bridge.failed.connect(self._on_end)
+        if self.workbench is not None:
+            self.workbench.moduleReset.connect(lambda _m: self.clear())
+        self._last_state = None
+        self._finished = False
+
+    # -- the list ---------------------------------------------------------------------------------
+
+    def clear(self) -> None:
+        self.model.set_rows([])
+        self.model.set_paused(None)
+        self._finished = False
+        self.title.setText("Run a function: every dispatch it runs is listed here, in order.")
+
+    def _on_state(self, state: str) -> None:
+        if state == "running" and self._last_state == "idle":  # a new call: a new list
+            self.model.set_rows([])
+            self.model.set_paused(None)
+            self._finished = False
+        self._last_state = state
+
+    def _on_history(self, history) -> None:
+        if history is None:
+            return
+        rows = [RunDispatch(m.ordinal, m.name, m.position) for m in history.dispatches]
+        self.model.set_rows(rows)
+        self._retitle()
+
+    def _on_progress(self, progress) -> None:
+        info = progress.location.dispatch_info
+        if info is not None:
+            self.model.add(RunDispatch(info.ordinal, info.export, None))
+            self._retitle()
+
+    def _on_stop(self, event) -> None:
+        info = event.location.dispatch_info
+        self.model.set_paused(info.ordinal if info is not None else None)
+        if info is not None:
+            self.model.add(RunDispatch(info.ordinal, info.export, None))
+        self._drop_run_to()
+        self._retitle()
+
+    def _on_end(self, _event) -> None:
+        self._finished = self.bridge.state == "idle"
+        self.model.set_paused(None)
+        self._drop_run_to()
+        self._retitle()
+
+    def _retitle(self) -> None:
+        n = len(self.model.rows)
+        where = ""
+        if self.model.paused is not None:
+            where = f" · paused at #{self.model.paused}"
+        elif self._finished:
+            where = " · finished"
+        self.title.setText(f"{n:,} dispatch{'es' if n != 1 else ''} in execution order{where}")
+
+    def _on_filter(self, text: str) -> None:
+        self.proxy.set_text(text)
+
+    # -- acting on a row --------------------------------------------------------------------------
+
+    def _ordinal(self, index: QModelIndex) -> int | None:
+        if not index.isValid():
+            return None
+        value = self.proxy.mapToSource(index).siblingAtColumn(0).data(Qt.ItemDataRole.UserRole)
+        return int(value) if value is not None else None
+
+    def selected_ordinal(self) -> int | None:
+        return self._ordinal(self.table.currentIndex())
+
+    def select_ordinal(self, ordinal: int) -> bool:
+        row = self.model.row_of(ordinal)
+        if row is None:
+            return False
+        index = self.proxy.mapFromSource(self.model.index(row, 0))
+        if not index.isValid():
+            return False
+        self.table.setCurrentIndex(index)
+        self.table.scrollTo(index)
+        return True
+
+    def _say(self, text: str) -> None:
+        if self.workbench is not None:
+            self.workbench.say(text)
+        else:
+            self.title.setText(text)
+
+    def break_here(self, ordinal: int | None) -> bool:
+        """A dispatch breakpoint before dispatch ``ordinal`` of every run."""
+        if ordinal is None or self.bridge is None:
+            self._say("Break here: pick a dispatch in the list first.")
+            return False
+        self.bridge.add_breakpoint(Breakpoint(BreakpointKind.DISPATCH, ordinal=ordinal))
+        self._say(f"Breakpoint before dispatch #{ordinal}")
+        return True
+
+    def run_to_here(self, ordinal: int | None) -> bool:
+        """Run until dispatch ``ordinal`` (forward: a temporary breakpoint; one that already ran: travel
+        back to it in the recorded history)."""
+        bridge = self.bridge
+        if ordinal is None or bridge is None:
+            self._say("Run to here: pick a dispatch in the list first.")
+            return False
+        current = self.model.paused
+        if bridge.state == "stopped" and current is not None and ordinal <= current:
+            return self.go_to(ordinal)
+        if bridge.state == "stopped":
+            self._set_run_to(ordinal)
+            bridge.continue_()
+            return True
+        if bridge.state == "idle":
+            if self._finished and bridge.can_reverse:
+                return self.go_to(ordinal)
+            self._set_run_to(ordinal)
+            if self.workbench is not None and self.workbench.run():
+                return True
+            self._drop_run_to()
+            return False
+        self._say(f"Run to here: the run is {bridge.state}; wait for it to stop (Shift+F5 stops it).")
+        return False
+
+    def go_to(self, ordinal: int | None) -> bool:
+        """Travel to a dispatch that already ran, parked in it (its tensors shown)."""
+        bridge = self.bridge
+        if ordinal is None or bridge is None:
+            return False
+        if not bridge.can_reverse:
+            self._say("Go to a dispatch: needs a recorded run (paused, or finished).")
+            return False
+        bridge.travel_to(dispatch=ordinal)
+        return True
+
+    def _set_run_to(self, ordinal: int) -> None:
+        self._drop_run_to()
+        bp = Breakpoint(BreakpointKind.DISPATCH, ordinal=ordinal)
+        if bp not in self.bridge.breakpoints:
+            self._run_to = bp
+            self.bridge.add_breakpoint(bp)
+
+    def _drop_run_to(self) -> None:
+        if self._run_to is not None and self.bridge is not None:
+            bp, self._run_to = self._run_to, None
+            self.bridge.remove_breakpoint(bp)
+
+    def _context_menu(self, pos: QPoint) -> None:
+        ordinal = self._ordinal(self.table.indexAt(pos))
+        if ordinal is None:
+            return
+        menu = QMenu(self.table)
+        menu.addAction(f"Break here (before #{ordinal})", lambda: self.break_here(ordinal))
+        menu.addAction(f"Run to here (#{ordinal})", lambda: self.run_to_here(ordinal))
+        go = menu.addAction(f"Go to #{ordinal} (travel back, parked in it)", lambda: self.go_to(ordinal))
+        go.setEnabled(self.bridge is not None and self.bridge.can_reverse)
+        menu.popup(self.table.viewport().mapToGlobal(pos))
+
+
+def run_dispatch_list(services) -> RunDispatchList:
+    return RunDispatchList(services)

@@ -1,0 +1,427 @@
+"""Writing a debug run as an IREE HAL replay (what our emulated HAL ran, substitutions included), for
+``iree-run-replay``: how a run seen in IREE Lens is handed to someone with IREE's tools only.
+
+``RunRecorder(device, writer)`` wraps a ``Device``'s executable loading, command-buffer execution and
+queue transfers (the device's own methods, so every path of the ``hal`` module is seen) and writes:
+
+* an executable per ``create_executable``: the binary the device loaded (a substituted one when the run
+  swapped it), with the ABI metadata IREE checks (name, constant and binding counts, workgroup size of
+  each export, from the loaded library; CPU ELF executables for now);
+* a buffer per allocation the run touches, allocated at its first use, and the host's writes as
+  ``buffer.unmap_range`` records with the bytes: before each queue operation, every allocation it uses
+  whose bytes differ from what the replay has computed so far is written whole;
+* each command-buffer submission as a one-shot command buffer with direct buffer references (binding
+  tables resolved), then ``device.queue_execute``; queue fill/copy/update as ``device.queue_*``.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import numpy as np
+
+from engine.errors import HalError
+from engine.replay import format as f
+from engine.replay.writer import ANY_QUEUE, NewRecord, ReplayWriter
+from engine.runtime.hal import commands as cmd
+from engine.runtime.hal.commands import ResolvedRange, resolve_ref
+from engine.runtime.hal.device import Device, HalExecutable
+
+P = f.PayloadType
+OT = f.ObjectType
+DEVICE_ID, ALLOCATOR_ID, CACHE_ID = 1, 2, 3
+ONE_SHOT = 1
+CATEGORIES = 3  # transfer | dispatch
+
+
+def _op(
+    code: str, object_type: int, object_id: int, payload: bytes = b"", payload_type: int = 0, related: int = 0
+):
+    return NewRecord(
+        f.RecordType.OPERATION, payload, payload_type, object_type, f.OP[code], DEVICE_ID, object_id, related
+    )
+
+
+def _object(
+    object_type: int, object_id: int, payload: bytes = b"", payload_type: int = 0, device: int = DEVICE_ID
+):
+    return NewRecord(f.RecordType.OBJECT, payload, payload_type, object_type, 0, device, object_id)
+
+
+def executable_metadata(executable: HalExecutable) -> bytes:
+    """IREE's executable ABI metadata for a loaded executable (what ``iree-run-replay`` checks)."""
+    exports = getattr(executable.impl, "exports", None)
+    if executable.format.startswith("embedded-elf") and exports is not None:
+        rows, names = [], b""
+        for e in exports:
+            a = e.attributes
+            if a.parameter_count:
+                raise HalError(
+                    f"writing a replay: export {e.name!r} has reflected parameters (not written yet)"
+                )
+            name = e.name.encode()
+            size = tuple(max(int(v), 1) for v in a.workgroup_size)
+            rows.append(f.FUNCTION_METADATA.pack(0, *size, a.constant_count, a.binding_count, 0, len(name)))
+            names += name
+        header = f.METADATA_HEADER.pack(len(rows), 0, len(names), 0)
+        return header + b"".join(rows) + names
+    raise HalError(f"writing a replay of executables of format {executable.format!r} is not supported yet")
+
+
+class RunRecorder:
+    """Records what ``device`` runs into ``writer`` (see the module doc); ``detach`` restores the device."""
+
+    def __init__(self, device: Device, writer: ReplayWriter):
+        self.device = device
+        self.writer = writer
+        self._next_id = CACHE_ID + 1
+        self._buffers: dict[int, tuple[int, Any]] = {}  # id(allocation) -> (replay id, allocation)
+        self._known: dict[int, np.ndarray] = {}  # replay buffer id -> bytes the replay holds
+        self._executables: dict[int, int] = {}  # id(HalExecutable) -> replay id
+        self._depth = 0
+        self._originals = {
+            name: getattr(device, name) for name in ("create_executable", "execute", "fill", "copy", "update")
+        }
+        w = writer
+        w.append(NewRecord(f.RecordType.SESSION))
+        w.append(_object(OT.DEVICE, DEVICE_ID, device=0))
+        w.append(_object(OT.ALLOCATOR, ALLOCATOR_ID))
+        cache = f.EXECUTABLE_CACHE_OBJECT.pack(0, 0)
+        w.append(
+            _op(
+                "device.create_executable_cache",
+                OT.DEVICE,
+                DEVICE_ID,
+                cache,
+                P.EXECUTABLE_CACHE_OBJECT,
+                CACHE_ID,
+            )
+        )
+        w.append(_object(OT.EXECUTABLE_CACHE, CACHE_ID, cache, P.EXECUTABLE_CACHE_OBJECT))
+        device.create_executable = self._create_executable  # type: ignore[method-assign]
+        device.execute = self._execute  # type: ignore[method-assign]
+        device.fill = self._fill  # type: ignore[method-assign]
+        device.copy = self._copy  # type: ignore[method-assign]
+        device.update = self._update  # type: ignore[method-assign]
+
+    def detach(self) -> None:
+        for name in self._originals:
+            self.device.__dict__.pop(name, None)
+
+    def close(self):
+        """Stop recording and finish the file (its final length in the header); returns its path."""
+        self.detach()
+        return self.writer.close()
+
+    def _id(self) -> int:
+        self._next_id += 1
+        return self._next_id - 1
+
+    # -- objects
+
+    def executable_id(self, executable: HalExecutable) -> int:
+        found = self._executables.get(id(executable))
+        if found is None:
+            found = self.record_executable(executable)
+        return found
+
+    def _check_not_swapped(self, executable: HalExecutable) -> None:
+        from engine.runtime.hal.executable_swap import registry
+
+        if id(executable) in registry(self.device).originals:
+            raise HalError(
+                f"writing a replay: {executable.label} runs a live substitution; write the run without it, "
+                "then substitute in the replay (iree-lens run RUN.ireereplay --substitute=... --write-replay=...)"
+            )
+
+    def record_executable(self, executable: HalExecutable, data: bytes | None = None, constants=()) -> int:
+        self._check_not_swapped(executable)
+        if not data:
+            raise HalError(
+                f"writing a replay: the binary of {executable.label} is not known (loaded before recording)"
+            )
+        fmt = executable.format.encode()
+        consts = struct.pack(f"<{len(constants)}I", *constants)
+        metadata = executable_metadata(executable)
+        head = f.EXECUTABLE_PREPARE.pack(
+            ANY_QUEUE, len(data), len(constants), 0x7, len(fmt), len(metadata), 0
+        )
+        replay_id = self._id()
+        self.writer.append(
+            _op(
+                "executable_cache.prepare_executable",
+                OT.EXECUTABLE_CACHE,
+                CACHE_ID,
+                head + fmt + data + consts + metadata,
+                P.EXECUTABLE_PREPARE,
+                replay_id,
+            )
+        )
+        self.writer.append(_object(OT.EXECUTABLE, replay_id))
+        self._executables[id(executable)] = replay_id
+        return replay_id
+
+    def buffer_id(self, allocation) -> int:
+        """The replay buffer of ``allocation``, allocated in the replay at its first use."""
+        entry = self._buffers.get(id(allocation))
+        if entry is not None:
+            return entry[0]
+        replay_id = self._id()
+        size = int(allocation.size)
+        request = f.ALLOCATE_BUFFER.pack(size, ANY_QUEUE, 0, 0x0B000C03, 0x32, 0x7, 0, 0)
+        self.writer.append(
+            _op(
+                "allocator.allocate_buffer",
+                OT.ALLOCATOR,
+                ALLOCATOR_ID,
+                request,
+                P.ALLOCATOR_ALLOCATE_BUFFER,
+                replay_id,
+            )
+        )
+        obj = f.BUFFER_OBJECT.pack(size, 0, size, 0, 0, 0x32, 0x0B000C03, 0x7, 0, 0)
+        self.writer.append(_object(OT.BUFFER, replay_id, obj, P.BUFFER_OBJECT))
+        self._buffers[id(allocation)] = (replay_id, allocation)
+        return replay_id
+
+    def range_of(self, buffer, offset: int = 0, length: int | None = None) -> tuple[int, int, int]:
+        """(replay buffer id, offset, length) of a ``HalBuffer`` range: what a read-back names."""
+        allocation = buffer.allocation
+        start = int(buffer.byte_offset) + offset
+        return (
+            self.buffer_id(allocation),
+            start,
+            int(buffer.byte_length) - offset if length is None else length,
+        )
+
+    def _sync_host_writes(self, allocations) -> None:
+        """Write the bytes the host changed since the replay last computed them (whole allocations)."""
+        for allocation in allocations:
+            replay_id = self.buffer_id(allocation)
+            now = allocation.read_view(0, allocation.size)
+            known = self._known.get(replay_id)
+            if known is not None and np.array_equal(known, now):
+                continue
+            data = bytes(now)
+            head = f.BUFFER_RANGE_DATA.pack(0, len(data), len(data), 0, 0x6, 0, 0)
+            self.writer.append(
+                NewRecord(
+                    f.RecordType.OPERATION,
+                    head + data,
+                    P.BUFFER_RANGE_DATA,
+                    OT.BUFFER,
+                    f.OP["buffer.unmap_range"],
+                    DEVICE_ID,
+                    replay_id,
+                )
+            )
+            self._known[replay_id] = np.array(now, copy=True)
+
+    def _settle(self, allocations) -> None:
+        """After a queue operation: what the replay now holds is what ran here."""
+        for allocation in allocations:
+            self._known[self.buffer_id(allocation)] = np.array(
+                allocation.read_view(0, allocation.size), copy=True
+            )
+
+    def computed_ranges(self) -> list[tuple[int, int, int]]:
+        """(replay buffer id, 0, size) of every allocation whose bytes now are what the replay computes
+        (no host write since the last queue operation): what a read-back of the replay can compare."""
+        out = []
+        for replay_id, allocation in self._buffers.values():
+            known = self._known.get(replay_id)
+            if known is not None and np.array_equal(known, allocation.read_view(0, allocation.size)):
+                out.append((replay_id, 0, int(allocation.size)))
+        return out
+
+    def allocation_bytes(self, replay_id: int) -> bytes:
+        for rid, allocation in self._buffers.values():
+            if rid == replay_id:
+                return bytes(allocation.read_view(0, allocation.size))
+        raise KeyError(replay_id)
+
+    def _ref(self, r: ResolvedRange) -> bytes:
+        if r.buffer is None:
+            raise HalError("writing a replay: a NULL buffer reference")
+        replay_id, start, length = self.range_of(r.buffer, r.offset, r.length)
+        return f.BUFFER_REF.pack(replay_id, start, length, 0, 0)
+
+    # -- the device's methods, wrapped
+
+    def _create_executable(self, executable_format: str, data, constants, label) -> HalExecutable:
+        executable = self._originals["create_executable"](executable_format, data, constants, label)
+        self.record_executable(
+            executable, bytes(np.ascontiguousarray(data).reshape(-1).view(np.uint8)), tuple(constants)
+        )
+        return executable
+
+    def _execute(self, command_buffer, table) -> None:
+        resolved: list[tuple[Any, list[ResolvedRange], ResolvedRange | None]] = []
+        for c in command_buffer.commands:
+            refs: list[ResolvedRange] = []
+            extra = None
+            if isinstance(c, cmd.DispatchCommand):
+                refs = [resolve_ref(b, table) for b in c.bindings]
+                if c.workgroups_ref is not None:
+                    extra = resolve_ref(c.workgroups_ref, table)
+            elif isinstance(c, cmd.FillCommand | cmd.UpdateCommand):
+                refs = [resolve_ref(c.target, table)]
+            elif isinstance(c, cmd.CopyCommand):
+                refs = [resolve_ref(c.source, table), resolve_ref(c.target, table)]
+            resolved.append((c, refs, extra))
+        allocations = {
+            id(r.buffer.allocation): r.buffer.allocation
+            for _, refs, extra in resolved
+            for r in [*refs, *([extra] if extra else [])]
+            if r.buffer is not None
+        }
+        for c, _, _ in resolved:
+            if isinstance(c, cmd.DispatchCommand):
+                self._check_not_swapped(c.executable)
+                self.executable_id(c.executable)
+        self._sync_host_writes(allocations.values())
+        cb_id = self._id()
+        obj = f.COMMAND_BUFFER_OBJECT.pack(ONE_SHOT, CATEGORIES, ANY_QUEUE, 0)
+        w = self.writer
+        w.append(
+            _op("device.create_command_buffer", OT.DEVICE, DEVICE_ID, obj, P.COMMAND_BUFFER_OBJECT, cb_id)
+        )
+        w.append(_object(OT.COMMAND_BUFFER, cb_id, obj, P.COMMAND_BUFFER_OBJECT))
+        w.append(_op("command_buffer.begin", OT.COMMAND_BUFFER, cb_id))
+        for c, refs, extra in resolved:
+            self._command(cb_id, c, refs, extra)
+        w.append(_op("command_buffer.end", OT.COMMAND_BUFFER, cb_id))
+        w.append(
+            _op("device.queue_execute", OT.DEVICE, DEVICE_ID, f.QUEUE_EXECUTE.pack(cb_id, ANY_QUEUE, 0, 0, 0, 0),
+                P.DEVICE_QUEUE_EXECUTE, cb_id)
+        )  # fmt: skip
+        self._depth += 1
+        try:
+            self._originals["execute"](command_buffer, table)
+        finally:
+            self._depth -= 1
+        self._settle(allocations.values())
+
+    def _command(self, cb_id: int, c, refs: list[ResolvedRange], extra: ResolvedRange | None) -> None:
+        w = self.writer
+        if isinstance(c, cmd.DispatchCommand):
+            constants = struct.pack(f"<{len(c.constants)}I", *(int(v) & 0xFFFFFFFF for v in c.constants))
+            wg = c.workgroup_count or (0, 0, 0)
+            ref = self._ref(extra) if extra is not None else f.BUFFER_REF.pack(0, 0, 0, 0, 0)
+            head = f.DISPATCH.pack(
+                self.executable_id(c.executable), 0, c.ordinal, c.flags, 0, 0, 0, *wg,
+                *f.BUFFER_REF.unpack(ref), 0, 0, 0, 0, len(constants), len(refs),
+            )  # fmt: skip
+            payload = head + constants + b"".join(self._ref(r) for r in refs)
+            w.append(_op("command_buffer.dispatch", OT.COMMAND_BUFFER, cb_id, payload, P.DISPATCH))
+        elif isinstance(c, cmd.FillCommand):
+            head = f.CB_FILL.pack(*f.BUFFER_REF.unpack(self._ref(refs[0])), c.flags, 0, len(c.pattern))
+            w.append(
+                _op(
+                    "command_buffer.fill_buffer",
+                    OT.COMMAND_BUFFER,
+                    cb_id,
+                    head + c.pattern,
+                    P.COMMAND_BUFFER_FILL_BUFFER,
+                )
+            )
+        elif isinstance(c, cmd.UpdateCommand):
+            data = bytes(c.data)
+            head = f.CB_UPDATE.pack(*f.BUFFER_REF.unpack(self._ref(refs[0])), c.flags, 0, 0, len(data))
+            w.append(
+                _op(
+                    "command_buffer.update_buffer",
+                    OT.COMMAND_BUFFER,
+                    cb_id,
+                    head + data,
+                    P.COMMAND_BUFFER_UPDATE_BUFFER,
+                )
+            )
+        elif isinstance(c, cmd.CopyCommand):
+            payload = f.CB_COPY.pack(
+                *f.BUFFER_REF.unpack(self._ref(refs[0])),
+                *f.BUFFER_REF.unpack(self._ref(refs[1])),
+                c.flags,
+                0,
+                0,
+            )
+            w.append(
+                _op(
+                    "command_buffer.copy_buffer",
+                    OT.COMMAND_BUFFER,
+                    cb_id,
+                    payload,
+                    P.COMMAND_BUFFER_COPY_BUFFER,
+                )
+            )
+        elif isinstance(c, cmd.BarrierCommand):
+            payload = f.EXECUTION_BARRIER.pack(c.source_stage_mask, c.target_stage_mask, c.flags, 0, 0)
+            w.append(
+                _op(
+                    "command_buffer.execution_barrier",
+                    OT.COMMAND_BUFFER,
+                    cb_id,
+                    payload,
+                    P.COMMAND_BUFFER_EXECUTION_BARRIER,
+                )
+            )
+        # debug groups, advice, flush and invalidate change nothing the replay computes
+
+    def _queue_transfer(self, kind: str, ranges: list[ResolvedRange], payload_of) -> None:
+        allocations = {id(r.buffer.allocation): r.buffer.allocation for r in ranges if r.buffer is not None}
+        self._sync_host_writes(allocations.values())
+        self.writer.append(payload_of())
+        return allocations
+
+    def _fill(self, target: ResolvedRange, pattern: bytes) -> None:
+        if self._depth:
+            return self._originals["fill"](target, pattern)
+        allocations = self._queue_transfer(
+            "fill",
+            [target],
+            lambda: _op("device.queue_fill", OT.DEVICE, DEVICE_ID,
+                        f.QUEUE_FILL.pack(*f.BUFFER_REF.unpack(self._ref(target)), ANY_QUEUE, 0, 0, 0, len(pattern))
+                        + bytes(pattern), P.DEVICE_QUEUE_FILL),
+        )  # fmt: skip
+        self._originals["fill"](target, pattern)
+        self._settle(allocations.values())
+
+    def _copy(self, source: ResolvedRange, target: ResolvedRange) -> None:
+        if self._depth:
+            return self._originals["copy"](source, target)
+        allocations = self._queue_transfer(
+            "copy",
+            [source, target],
+            lambda: _op("device.queue_copy", OT.DEVICE, DEVICE_ID,
+                        f.QUEUE_COPY.pack(*f.BUFFER_REF.unpack(self._ref(source)),
+                                          *f.BUFFER_REF.unpack(self._ref(target)), ANY_QUEUE, 0, 0, 0),
+                        P.DEVICE_QUEUE_COPY),
+        )  # fmt: skip
+        self._originals["copy"](source, target)
+        self._settle(allocations.values())
+
+    def _update(self, data, target: ResolvedRange) -> None:
+        if self._depth:
+            return self._originals["update"](data, target)
+        raw = bytes(
+            np.ascontiguousarray(
+                np.frombuffer(data, np.uint8) if isinstance(data, bytes | bytearray | memoryview) else data
+            )
+            .reshape(-1)
+            .view(np.uint8)
+        )
+        allocations = self._queue_transfer(
+            "update",
+            [target],
+            lambda: _op("device.queue_update", OT.DEVICE, DEVICE_ID,
+                        f.QUEUE_UPDATE.pack(*f.BUFFER_REF.unpack(self._ref(target)), ANY_QUEUE, 0, 0, len(raw), 0, 0)
+                        + raw, P.DEVICE_QUEUE_UPDATE),
+        )  # fmt: skip
+        self._originals["update"](data, target)
+        self._settle(allocations.values())
+
+
+def start_recording(device: Device, path) -> RunRecorder:
+    """Record what ``device`` runs from now on into the replay ``path``; ``close()`` the recorder after."""
+    return RunRecorder(device, ReplayWriter(path))

@@ -1,0 +1,163 @@
+"""Dispatch navigation at model scale in the real window (issue 24): Previous Dispatch (Shift+F6) after any
+sequence of Next Dispatch (F6), with and without breakpoints, lands on the dispatch before the current one;
+the run's dispatch list holds every dispatch in execution order with its ordinal (names checked against
+IREE's own dispatch trace on the small CNN), with a name filter, Break here and Run to here.
+
+The scale program is the PyTorch EfficientViT-M0 export of the shared models (336 dispatches).
+"""
+
+from __future__ import annotations
+
+import lzma
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from session_support import compile_program
+from support import iree_tool
+
+MODELS = Path(__file__).resolve().parents[2] / ".." / "shared" / "models"
+TIMEOUT = 180_000
+
+
+@pytest.fixture(autouse=True)
+def state_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("IREE_LENS_STATE_DIR", str(tmp_path / "state"))
+
+
+@pytest.fixture(scope="module")
+def efficientvit(tmp_path_factory) -> Path:
+    source = MODELS / "efficientvit_m0.mlir.xz"
+    if not source.exists():
+        pytest.skip(f"the shared models are not at {MODELS}")
+    out = tmp_path_factory.mktemp("efficientvit")
+    mlir = out / "efficientvit_m0.mlir"
+    with lzma.open(source) as src, open(mlir, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return compile_program(str(mlir), "llvm-cpu", out)
+
+
+def open_module(qtbot, window, vmfb: Path):
+    panel = window.panels["stepper"]
+    window.docks["stepper"].show()
+    with qtbot.waitSignal(panel.bridge.opened, timeout=TIMEOUT):
+        window.open_file(vmfb)
+    return panel
+
+
+def act(qtbot, window, action, end: str = "stopped") -> object:
+    """Trigger ``action`` (an action, or a callable); wait for the stop (or ``end``) and for the history
+    answer that follows it (Shift+F6 reads it)."""
+    bridge = window.session_bridge
+    events: list[str] = []
+    record = lambda *_: events.append("history") if events else None  # noqa: E731 - only after the stop
+    bridge.historyChanged.connect(record)
+    try:
+        with qtbot.waitSignal(getattr(bridge, end), timeout=TIMEOUT) as done:
+            action.trigger() if hasattr(action, "trigger") else action()
+        events.append(end)
+        qtbot.waitUntil(lambda: "history" in events, timeout=TIMEOUT)
+    finally:
+        bridge.historyChanged.disconnect(record)
+    return done.args[0]
+
+
+def ordinal_of(stop) -> int:
+    info = stop.location.dispatch_info
+    assert info is not None and str(info.when) == "before", stop
+    return info.ordinal
+
+
+def walk(qtbot, window, panel, start: int, steps: list[int]) -> int:
+    """From a stop at ``start``: for each count, F6 that many times, then Shift+F6 once; returns where."""
+    current = start
+    for count in steps:
+        for _ in range(count):
+            current += 1
+            assert ordinal_of(act(qtbot, window, panel.next_dispatch_action)) == current
+        current -= 1
+        stop = act(qtbot, window, panel.reverse.previous_dispatch_action)
+        assert ordinal_of(stop) == current, f"Shift+F6 after {count} F6 should land on #{current}"
+        assert window.workbench.state.paused is not None and window.workbench.state.paused.ordinal == current
+    return current
+
+
+def test_previous_dispatch_is_exact_at_model_scale(qtbot, main_window, efficientvit):
+    window = main_window
+    panel = open_module(qtbot, window, efficientvit)
+    assert panel.function_combo.currentText() == "main"
+    window.load_numpy_inputs(MODELS / "efficientvit_m0_x.npy")
+    bridge = window.session_bridge
+    # With a breakpoint before #60 (the stops land on it unless navigation passes it over).
+    from engine.session.protocol import Breakpoint
+
+    with qtbot.waitSignal(bridge.breakpointsChanged, timeout=TIMEOUT):
+        bridge.add_breakpoint(Breakpoint("dispatch", ordinal=60))
+    stop = act(qtbot, window, window.run_function)
+    assert ordinal_of(stop) == 60
+    here = walk(qtbot, window, panel, 60, [2, 1, 3, 0, 5])
+    assert here == 60 + 2 + 1 + 3 + 5 - 5  # each Shift+F6 undoes one F6
+    # To the end: every dispatch of the run in the list, in order, with contiguous ordinals.
+    runs = window.panels["run_dispatch_list"]
+    act(qtbot, window, panel.continue_action, end="finished")
+    ordinals = [r.ordinal for r in runs.model.rows]
+    assert len(ordinals) >= 300 and ordinals == list(range(len(ordinals)))
+    last = ordinals[-1]
+    assert "finished" in runs.title.text() and f"{len(ordinals):,} dispatches" in runs.title.text()
+    # From the end, with the breakpoint still before #60: Shift+F6 lands on the last dispatch, not #60.
+    stop = act(qtbot, window, panel.reverse.previous_dispatch_action)
+    assert ordinal_of(stop) == last
+    # Without breakpoints: from the last one, back and forth.
+    with qtbot.waitSignal(bridge.breakpointsChanged, timeout=TIMEOUT):
+        bridge.set_breakpoints(())
+    walk(qtbot, window, panel, last, [0, 0, 1])  # Shift+F6, Shift+F6, F6 then Shift+F6
+    # The list's filter and its "Run to here" (backwards: travel there).
+    runs.filter_edit.setText("conv")
+    shown = runs.proxy.rowCount()
+    assert 0 < shown < len(ordinals)
+    assert all("conv" in runs.proxy.index(i, 1).data().lower() for i in range(shown))
+    runs.filter_edit.clear()
+    assert runs.select_ordinal(100)
+    with qtbot.waitSignal(bridge.stopped, timeout=TIMEOUT) as done:
+        runs.run_to_button.click()
+    assert ordinal_of(done.args[0]) == 100
+
+
+def test_run_list_matches_iree_dispatch_trace_and_breaks_there(qtbot, main_window, tmp_path):
+    source = MODELS / "small_cnn.mlir"
+    if not source.exists():
+        pytest.skip(f"the shared models are not at {MODELS}")
+    window = main_window
+    vmfb = compile_program(str(source.resolve()), "llvm-cpu", tmp_path)
+    traced = compile_program(str(source.resolve()), "llvm-cpu", tmp_path, "--iree-flow-trace-dispatch-tensors")
+    trace = subprocess.run(
+        [iree_tool("iree-run-module"), f"--module={traced}", "--function=small_cnn", "--input=1x3x16x16xf32=0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,  # the dispatch trace goes to stderr
+        text=True,
+        check=True,
+    ).stdout
+    expected = [line.split("::", 1)[1].rsplit(" ", 2)[0] for line in trace.splitlines() if line.endswith(" inputs ===")]
+    assert expected
+    panel = open_module(qtbot, window, vmfb)
+    bridge = window.session_bridge
+    runs = window.panels["run_dispatch_list"]
+    act(qtbot, window, window.run_function, end="finished")
+    assert [r.name for r in runs.model.rows] == expected
+    assert [r.ordinal for r in runs.model.rows] == list(range(len(expected)))
+    # Break here on #3, then Run: the run stops before #3.
+    assert runs.select_ordinal(3)
+    with qtbot.waitSignal(bridge.breakpointsChanged, timeout=TIMEOUT):
+        runs.break_button.click()
+    with qtbot.waitSignal(bridge.stopped, timeout=TIMEOUT) as done:
+        assert window.run_function()
+    assert ordinal_of(done.args[0]) == 3
+    assert runs.model.paused == 3
+    # Run to here, forward: #5, and the temporary breakpoint is gone after.
+    assert runs.select_ordinal(3)
+    with qtbot.waitSignal(bridge.stopped, timeout=TIMEOUT) as done:
+        runs.run_to_here(5)
+    assert ordinal_of(done.args[0]) == 5
+    qtbot.waitUntil(lambda: all(bp.ordinal != 5 for bp in bridge.breakpoints), timeout=5_000)
+    assert panel is window.panels["stepper"]
