@@ -281,3 +281,29 @@ def test_pytorch_model_every_executable_substituted_and_an_edit_matches_iree(nam
     for engine in ("reference", "debug"):
         got = _run(vmfb, "main", x, tmp_path / f"edit_{engine}.npy", engine, [edited])
         assert got.tobytes() == expected.tobytes(), engine
+
+
+@pytest.mark.vulkan
+def test_tiny_program_on_vulkan_every_mlir_and_spirv_source_is_bit_identical(tmp_path):
+    program = tiny_program(tmp_path / "tiny.mlir")
+    proc = _lens("sources", str(program), f"--out={tmp_path / 'src'}", "--target=vulkan-spirv")
+    assert proc.returncode == 0, proc.stderr
+    written = [Path(line) for line in proc.stdout.split()]
+    vmfb = next(p for p in written if p.suffix == ".vmfb")
+    mlir = sorted(p for p in written if p.suffix == ".mlir")
+    spirv = sorted(p for p in written if p.suffix == ".spvasm")
+    assert len(mlir) == len(spirv) == 2  # one pipeline per dispatch executable
+    x = tmp_path / "x.npy"
+    np.save(x, np.random.default_rng(1).standard_normal((4, 16)).astype(np.float32))
+
+    def run(engine: str, tag: str, sources=()) -> bytes:
+        subs = [f"--substitute={p.stem}={p}" for p in sources]
+        out = tmp_path / f"{tag}.npy"
+        proc = lens_run(vmfb, "main", [f"@{x}"], engine, "--device=vulkan", *subs, f"--output=@{out}", timeout=600)
+        assert proc.returncode == 0, proc.stderr
+        return np.load(out).tobytes()
+
+    plain = run("reference", "plain")
+    for engine in ("reference", "debug"):
+        assert run(engine, f"mlir_{engine}", mlir) == plain, engine
+        assert run(engine, f"spirv_{engine}", spirv) == plain, engine
