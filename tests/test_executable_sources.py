@@ -177,7 +177,7 @@ module @m {
 
 def test_snapshot_cut_keeps_multiline_aliases_apart_and_carries_folded_blobs():
     parts = split_snapshot(SNAPSHOT)
-    assert parts.aliases["composite_of_64b"].count("\n") == 3  # the whole alias, not its first line
+    assert parts.aliases["#composite_of_64b"].count("\n") == 3  # the whole alias, not its first line
     assert set(parts.resources) == {"host_a", "host_b", "folded_bias"}
     files = extract_executables(SNAPSHOT)
     first, second = files["main_dispatch_0"], files["main_dispatch_1"]
