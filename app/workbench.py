@@ -161,7 +161,9 @@ class Workbench(QObject):
                 store.update(function=None, inputs=[])
             except OSError:
                 pass
-        self.bridge.last_call = None
+        # The engine's session client keeps the last call (the bridge re-emits it read-only).
+        client = getattr(self.bridge, "client", self.bridge)
+        client.last_call = None
 
     def compile_target(self) -> str:
         """The iree-compile target of the selected device: what opening an ``.mlir`` compiles for."""

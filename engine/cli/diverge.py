@@ -83,7 +83,7 @@ def _devices(args) -> tuple[str, str]:
 
 
 def _diverge(args) -> int:
-    from engine.dispatch.divergence import Divergence, dispatch_locations, write_reproducer
+    from engine.dispatch.divergence import Divergence, dispatch_locations, source_line, write_reproducer
     from engine.dispatch.numerics import Tolerance
     from engine.dispatch.tensor_types import interfaces_from_files
 
@@ -99,18 +99,19 @@ def _diverge(args) -> int:
     result = run_lockstep(
         module_a, module_b, args.function, args.input, device_a=device_a, device_b=device_b,
         tolerance=tolerance, feed=not args.own_inputs, interfaces=interfaces,
+        on_report=None if args.json else _print_report,
     )  # fmt: skip
     culprit = result.culprit
     divergence = None
     if culprit is not None:
         c = culprit.comparison
-        location = dispatch_locations(module_b).get(culprit.name) or dispatch_locations(module_a).get(culprit.name)
+        location = result.locations.get(culprit.name) or dispatch_locations(module_b).get(culprit.name)
         divergence = Divergence(
             culprit.ordinal, culprit.name, culprit.executable,
             c.max_abs_error if c else float("inf"), c.max_rel_error if c else float("inf"),
             c.mismatches if c else 0, culprit.worst_output or 0, c.first_mismatch if c else None,
             culprit.workgroups, culprit.inputs_verdict != "diverged" or culprit.fed, c,
-            str(culprit.inputs_verdict), culprit.fed, location,
+            str(culprit.inputs_verdict), culprit.fed, location, source_line(location),
         )  # fmt: skip
     repro_path = None
     if divergence is not None and args.repro:
@@ -145,9 +146,6 @@ def _diverge(args) -> int:
         return 0
     for note in result.notes:
         print(f"note: {note}")
-    for d in result.dispatches:
-        detail = f" {d.comparison.summary()}" if d.comparison is not None and str(d.verdict) != "exact" else ""
-        print(f"  #{d.ordinal:<4} {d.verdict.label:<16} {d.name}{detail}")
     summary = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in counts.items())
     how = "each on A's input bytes" if not args.own_inputs else "each run on its own inputs"
     if divergence is None:
@@ -156,7 +154,7 @@ def _diverge(args) -> int:
         d = divergence
         print(f"first divergence: dispatch {d.ordinal} {d.name} (executable {d.executable})")
         if d.location:
-            print(f"  from {d.location}")
+            print(f"  from {d.location}" + (f": {d.source_line}" if d.source_line else ""))
         if d.comparison is not None:
             print(f"  output {d.output_index}: {d.comparison.summary()}")
         if repro_path:
@@ -166,6 +164,12 @@ def _diverge(args) -> int:
     for line in golden or []:
         print(f"golden {line['run']} output {line['output']}: {line['summary']}")
     return 0
+
+
+def _print_report(d) -> None:
+    """One line a dispatch, as the runs go (text mode)."""
+    detail = f" {d.comparison.summary()}" if d.comparison is not None and str(d.verdict) != "exact" else ""
+    print(f"  #{d.ordinal:<4} {d.verdict.label:<16} {d.name}{detail}", flush=True)
 
 
 def _binding_elements(step) -> dict[int, str]:

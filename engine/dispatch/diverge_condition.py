@@ -59,12 +59,13 @@ class DivergeHit:
             "mismatches": self.mismatches,
             "first_mismatch": list(self.first_mismatch) if self.first_mismatch is not None else None,
             "note": self.note,
-            "summary": self.summary,
         }
 
     def describe(self) -> str:
         if self.note:
             return f"diverged from the reference at dispatch #{self.ordinal} {self.name}: {self.note}"
+        if self.summary:
+            return f"diverged from the reference at dispatch #{self.ordinal} {self.name}: output {self.output}, {self.summary}"
         return (
             f"diverged from the reference at dispatch #{self.ordinal} {self.name}: output {self.output}, "
             f"{self.mismatches} elements beyond tolerance, max abs error {self.max_abs_error:.6g}"

@@ -46,6 +46,7 @@ class Divergence:
     inputs_verdict: str = "exact"
     fed: bool = False  # judged on A's input bytes (same inputs)
     location: str | None = None  # the source location of the dispatch (the frontend's line)
+    source_line: str | None = None  # that line's text, where the file is readable here
 
     def to_json(self) -> dict:
         out = {
@@ -62,6 +63,7 @@ class Divergence:
             "inputs": self.inputs_verdict,
             "same_inputs": self.fed,
             "location": self.location,
+            "source_line": self.source_line,
         }
         if self.comparison is not None:
             out["comparison"] = self.comparison.to_json()
@@ -132,6 +134,23 @@ def _compare_lists(a: Bundle, da: DispatchEntry, b: Bundle, db: DispatchEntry, w
         return [Comparison(False, 0, 1, math.inf, math.inf, None, note=f"{which} counts differ",
                            verdict=Verdict.DIVERGED)]  # fmt: skip
     return [compare(y, x, tolerance=tolerance) for x, y in zip(ta, tb)]  # B measured against A
+
+
+def source_line(location: str | None, limit: int = 240) -> str | None:
+    """The text of ``file:line`` where the file is readable (the imported model's op), clipped."""
+    if not location or ":" not in location:
+        return None
+    path, _, line = location.rpartition(":")
+    try:
+        number = int(line)
+        with open(path, errors="replace") as f:
+            for i, text in enumerate(f, 1):
+                if i == number:
+                    text = text.strip()
+                    return text if len(text) <= limit else text[: limit - 1] + "…"
+    except (OSError, ValueError):
+        return None
+    return None
 
 
 def dispatch_locations(module_path: str | Path) -> dict[str, str]:

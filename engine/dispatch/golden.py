@@ -1,4 +1,6 @@
-"""``iree-lens run --golden=DIR``: replay a capture bundle's inputs and compare the outputs with its own.
+"""``iree-lens run --golden=DIR``: replay a capture bundle's inputs and compare the outputs with its own;
+``--golden=Y.npy`` (or ``.npz``, arrays in result order): compare the outputs with a framework's.
+Judged by ``numerics`` (rounding-level differences agree unless tolerances are given).
 
 Kept apart from ``engine.cli.run`` so that command only gains three calls: the options, filling the
 module/function/inputs from the bundle, and the comparison after the run.
@@ -11,7 +13,7 @@ import sys
 import numpy as np
 
 from engine.dispatch.bundle import Bundle
-from engine.dispatch.numerics import Tolerance, compare
+from engine.dispatch.numerics import Tolerance, compare, load_golden
 from engine.errors import LensError
 
 
@@ -19,7 +21,8 @@ def add_golden_arguments(p) -> None:
     p.add_argument(
         "--golden",
         metavar="DIR",
-        help="a capture bundle (iree-lens capture): run its inputs, compare with its outputs",
+        help="a capture bundle (iree-lens capture): run its inputs, compare with its outputs; or a "
+        ".npy/.npz of expected outputs (a framework's)",
     )
     p.add_argument(
         "--golden-atol", type=float, default=None, help="absolute tolerance against --golden (default: rounding rule)"
@@ -30,7 +33,7 @@ def add_golden_arguments(p) -> None:
 
 def apply_golden(args) -> None:
     """Fill what the command line left out (module, function, inputs) from the bundle ``args.golden``."""
-    if not getattr(args, "golden", None):
+    if not getattr(args, "golden", None) or _is_array_file(args.golden):
         if not args.module or not args.function:
             raise LensError("give MODULE and --function (or --golden=DIR)")
         return
@@ -49,8 +52,10 @@ def check_golden(args, results: list) -> int:
         return 0
     from engine.runtime.function_io import Tensor
 
-    bundle = Bundle(args.golden)
-    expected = bundle.program_tensors("outputs")
+    if _is_array_file(args.golden):
+        expected = [array for _, array in load_golden(args.golden)]
+    else:
+        expected = Bundle(args.golden).program_tensors("outputs")
     tensors = [r for r in results if isinstance(r, Tensor)]
     failed = 0
     if len(tensors) != len(expected):
@@ -63,5 +68,12 @@ def check_golden(args, results: list) -> int:
             print(f"golden: output {i} matches, {c.summary()}")
         else:
             failed = 1
-            print(f"golden: output {i} DIFFERS: {c.summary()} {c.note}".rstrip(), file=sys.stderr)
+            note = c.note if c.shape_matches else ""  # the summary names a shape mismatch itself
+            print(f"golden: output {i} DIFFERS: {c.summary()} {note}".rstrip(), file=sys.stderr)
     return failed
+
+
+def _is_array_file(path: str) -> bool:
+    from pathlib import Path
+
+    return Path(path).suffix in (".npy", ".npz") and Path(path).is_file()

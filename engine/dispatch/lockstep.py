@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import math
 import queue
+import re
 import threading
 import weakref
 import zlib
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -36,11 +38,13 @@ import numpy as np
 from engine.dispatch.bundle import DispatchEntry
 from engine.dispatch.debug_capture import DispatchRecorder
 from engine.dispatch.numerics import Comparison, Tolerance, Verdict, compare, worst_verdict
-from engine.dispatch.tensor_types import BindingInterface
+from engine.dispatch.tensor_types import BindingInterface, element_dtype
 from engine.errors import LensError
 from engine.runtime.hal.device import DispatchRecord
 
 QUEUE_DEPTH = 2  # dispatches run A may be ahead of run B
+LOOKAHEAD = 8  # A's dispatches searched for the counterpart of a B dispatch whose name differs
+MAX_UNMATCHED = 16  # B dispatches without a counterpart before the comparison stops
 HOST_DEFINED_ORIGINS_EXCLUDED = ("allocate",)  # the program's own allocations: defined only where written
 
 
@@ -130,6 +134,35 @@ class DefinedBytes:
             self._device = None
 
 
+def follow_locations(device, locations: dict[str, str]) -> None:
+    """Fill ``locations`` (export name -> ``file:line``) as ``device`` creates executables: the source
+    location IREE records for each export (the frontend's line: the PyTorch/ONNX-imported op the dispatch
+    came from) in the CPU library's export table or the Vulkan executable's pipelines."""
+    create = device.create_executable
+
+    def on_create(executable_format, data, constants, label):
+        executable = create(executable_format, data, constants, label)
+        try:
+            for export in getattr(executable.impl, "exports", ()) or ():
+                loc = getattr(export, "source_location", None)
+                if loc is not None and getattr(loc, "path", None):
+                    locations.setdefault(export.name, f"{loc.path}:{loc.line}")
+            from engine.runtime.vmfb.vke1 import is_vke1, read_vke1
+
+            raw = memoryview(np.ascontiguousarray(data)).cast("B")
+            if is_vke1(raw):
+                for pipeline in read_vke1(raw).pipelines:
+                    if pipeline.location is not None and pipeline.location.filename:
+                        locations.setdefault(
+                            pipeline.entry_point, f"{pipeline.location.filename}:{pipeline.location.line}"
+                        )
+        except (LensError, ValueError, TypeError, AttributeError):
+            pass  # a location is a courtesy: never fail the run for it
+        return executable
+
+    device.create_executable = on_create
+
+
 # ------------------------------------------------------------------------------------ one side
 
 
@@ -192,11 +225,12 @@ class _SideObserver(DispatchRecorder):
         super().before_dispatch(record)
 
     def after_dispatch(self, record: DispatchRecord) -> None:
-        before = self._before
+        before = self.before_bytes
         super().after_dispatch(record)
         entry, ins, outs = self.sink.take()
         if entry is None:  # a trace-point module: tensors come later (not used here)
             return
+        ins, outs = _retyped(ins, entry.name), _retyped(outs, entry.name)
         after = {}
         for b, info in zip(record.bindings, entry.bindings):
             if info.get("access") != "read":
@@ -301,6 +335,7 @@ class LockstepResult:
     first_input_difference: int | None = None
     count_a: int = 0
     count_b: int = 0
+    locations: dict[str, str] = field(default_factory=dict)  # export name -> source file:line
 
 
 # ------------------------------------------------------------------------------------ the runs
@@ -327,7 +362,7 @@ class _Producer(_SideObserver):
 
 class _Consumer(_SideObserver):
     def __init__(self, interfaces, spirv, defined, channel: queue.Queue, tolerance: Tolerance, feed: bool,
-                 keep: Callable[[DispatchReport], bool] | None = None):  # fmt: skip
+                 keep: Callable[[DispatchReport], None] | None = None):  # fmt: skip
         super().__init__(interfaces, spirv, defined)
         self.channel = channel
         self.tolerance = tolerance
@@ -340,11 +375,37 @@ class _Consumer(_SideObserver):
         self._current: Step | None = None
         self._input: tuple[Verdict, Comparison | None, int] = (Verdict.EXACT, None, 0)
         self._fed = False
+        self.on_report = keep
         self.culprit: DispatchReport | None = None
         self.culprit_step: Step | None = None
         self.culprit_record: tuple | None = None
         self.first_input_difference: int | None = None
         self.error_a: BaseException | None = None
+        self._ahead: deque[Step] = deque()  # A's steps taken while looking for a counterpart
+        self._unmatched = 0
+
+    def _counterpart(self, name: str) -> Step | None:
+        """A's next dispatch named ``name``, within ``LOOKAHEAD`` of the next one; A's dispatches skipped on
+        the way (ones B does not run there: another target may split or merge work) are noted."""
+        i = 0
+        while True:
+            if i < len(self._ahead):
+                step = self._ahead[i]
+            else:
+                if len(self._ahead) >= LOOKAHEAD:
+                    return None
+                step = self._next()
+                if step is None:
+                    return None
+                self._ahead.append(step)
+            if step.entry.name == name:
+                skipped = [self._ahead.popleft() for _ in range(i)]
+                self._ahead.popleft()
+                if skipped:
+                    names = ", ".join(f"{s.entry.ordinal} {s.entry.name}" for s in skipped)
+                    self.notes.append(f"A's dispatches {names} have no counterpart in B; skipped")
+                return step
+            i += 1
 
     def _next(self) -> Step | None:
         if self.a_ended:
@@ -362,17 +423,19 @@ class _Consumer(_SideObserver):
         self._current = None
         if self.stopped:
             return
-        step = self._next()
-        if step is None:
+        step = self._counterpart(record.export_name)
+        if step is None and self.a_ended and not self._ahead:
             self.notes.append(f"run A ended before dispatch {record.sequence} ({record.export_name}) of run B")
             self.stopped = True
             return
-        if step.entry.name != record.export_name:
+        if step is None:
+            self._unmatched += 1
             self.notes.append(
-                f"dispatch {record.sequence} differs: {step.entry.name} in A, {record.export_name} in B; "
-                "compared up to there"
+                f"B's dispatch {record.sequence} {record.export_name} has no counterpart in A here; not compared"
             )
-            self.stopped = True
+            if self._unmatched >= MAX_UNMATCHED:
+                self.notes.append("the runs went too far apart; compared up to there")
+                self.stopped = True
             return
         self._current = step
         self._input = self._compare_inputs(step, record)
@@ -440,15 +503,38 @@ class _Consumer(_SideObserver):
             self.culprit_step = step_a
             self.culprit_record = (list(record.workgroup_count), [int(c) for c in record.constants])
         self.reports.append(report)
+        if self.on_report is not None:
+            self.on_report(report)
 
     def drain(self) -> None:
         """Take what run A still sends (so its thread can finish)."""
+        self._ahead.clear()
         while not self.a_ended:
             item = self.channel.get()
             if item is _END or isinstance(item, BaseException):
                 self.a_ended = True
                 if isinstance(item, BaseException):
                     self.error_a = item
+
+
+def _retyped(arrays: list[np.ndarray], export_name: str) -> list[np.ndarray]:
+    """Raw-byte tensors read as the element type IREE's dispatch name ends with (``..._D_f32``: a dynamic
+    shape gives no sizes, but the element still says how to compare), flat."""
+    if not any(a.dtype == np.uint8 for a in arrays):
+        return arrays
+    m = re.search(r"_((?:b?f|u?i)\d+)$", export_name)
+    if not m:
+        return arrays
+    try:
+        dtype = element_dtype(m[1])
+    except (KeyError, ValueError):
+        return arrays
+    out = []
+    for a in arrays:
+        if a.dtype == np.uint8 and a.nbytes % dtype.itemsize == 0 and dtype != np.uint8:
+            a = np.ascontiguousarray(a).reshape(-1).view(dtype)
+        out.append(a)
+    return out
 
 
 def _rank(v: Verdict) -> int:
@@ -526,6 +612,7 @@ def run_lockstep(
     tolerance: Tolerance | None = None,
     feed: bool = True,
     interfaces: dict[str, dict[int, BindingInterface]] | None = None,
+    on_report: Callable[[DispatchReport], None] | None = None,
 ) -> LockstepResult:
     """Run A (worker thread) and B (this thread) together and compare every dispatch (see the module doc)."""
     from engine.dispatch.spirv_types import module_binding_elements
@@ -538,12 +625,16 @@ def run_lockstep(
     channel: queue.Queue = queue.Queue(maxsize=QUEUE_DEPTH)
     cancel = threading.Event()
     producer = _Producer(interfaces, module_binding_elements(module_a), DefinedBytes(), channel, cancel)
-    consumer = _Consumer(interfaces, module_binding_elements(module_b), DefinedBytes(), channel, tolerance, feed)
+    consumer = _Consumer(
+        interfaces, module_binding_elements(module_b), DefinedBytes(), channel, tolerance, feed, on_report
+    )
     results_a: list = []
+    locations: dict[str, dict[str, str]] = {"a": {}, "b": {}}
 
     def run(module, device_uri, observer):
         hal_device = create_device(device_uri)
         observer.defined.attach(hal_device)
+        follow_locations(hal_device, locations["a" if observer is producer else "b"])
         hal_device.observers.append(observer)
         try:
             runner = DebugRunner(module, device_uri, hal_module=HalModule(hal_device))
@@ -552,6 +643,7 @@ def run_lockstep(
         finally:
             hal_device.observers.remove(observer)
             observer.defined.detach()
+            hal_device.__dict__.pop("create_executable", None)
 
     def run_a():
         try:
@@ -589,6 +681,7 @@ def run_lockstep(
     return LockstepResult(
         consumer.reports, consumer.culprit, consumer.culprit_step, consumer.culprit_record, outputs,
         results_a, results_b, notes, consumer.first_input_difference, producer.count, consumer.count,
+        {**locations["b"], **locations["a"]},  # A's first: the reference build names the model's line
     )  # fmt: skip
 
 

@@ -158,16 +158,20 @@ class TracedReplayRecorder(DispatchObserver):
         if previous is None:
             return [], tensors
         written = [a for a, acc in zip(previous.after, previous.access) if acc != "read"]
-        best = 0
+        best, longest = None, 0
         for n in range(len(tensors) + 1):
             head, tail = tensors[:n], tensors[n:]
             if n and not any(_contains(w, head[-1].data) for w in written):
                 break
             if n and any(np.array_equal(head[-1].data, h.data) for h in head[:-1]):
                 break  # a dispatch's results are distinct tensors: a repeat is the next one's input
+            longest = n
             if bound is None or all(any(_contains(b, t.data) for b in bound) for t in tail):
                 best = n
-        return tensors[:best], tensors[best:]
+        # An input the next dispatch's bindings do not hold as such (a constant it reads in another layout)
+        # leaves no split whose tail is all bound: the longest run of the previous dispatch's results then.
+        n = longest if best is None else best
+        return tensors[:n], tensors[n:]
 
     # -- the observer
 
@@ -227,13 +231,17 @@ class TracedReplayRecorder(DispatchObserver):
             entry.bindings.append(
                 {"index": b.index, "buffer": buffer, "offset": key[1], "length": int(b.length), "access": acc}
             )
-        if d.inputs and traced_outputs:
+        # Traced tensors where the host read them; a dispatch without (several in one submission) keeps its
+        # bindings' bytes, as a plain capture does.
+        if traced_outputs:
             entry.tensors_from = "trace"
-            ins = [t.data for t in d.inputs]
             outs = [t.data for t in traced_outputs]
-        else:  # no trace points around this dispatch: its bindings' bytes, as a plain capture keeps them
-            ins = [d.before[i] for i, a in enumerate(d.access) if a == "read"]
+        else:
             outs = [d.after[i] for i, a in enumerate(d.access) if a != "read"]
+        if d.inputs:
+            ins = [t.data for t in d.inputs]
+        else:
+            ins = [d.before[i] for i, a in enumerate(d.access) if a == "read"]
         entry.inputs, entry.input_types = self._write(entry, "input", ins)
         entry.outputs, entry.output_types = self._write(entry, "output", outs)
         entry.health = health_of([view_bytes(a, type_from_name(entry.name, a.nbytes))[0] for a in outs])

@@ -232,7 +232,7 @@ def patched_module(module: VmfbModule, replacements: Sequence[Replacement]) -> b
     refuse_workgroup_count_changes(module, replacements, "IREE's runtime")
     from engine.substitute.binary_patch import replace_rodata
 
-    data = bytes(module._buf) if hasattr(module, "_buf") else None
+    data = bytes(module.data) if hasattr(module, "data") else None
     if data is None:
         raise SubstitutionError("cannot read the module's bytes")
     current: dict[int, bytes] = {}

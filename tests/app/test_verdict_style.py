@@ -1,0 +1,16 @@
+"""The verdict colours and labels every view shares (dispatch lists, the inspector's Compare tab)."""
+
+from __future__ import annotations
+
+from app.views.verdict_style import INHERITED_COLOUR, UNKNOWN_COLOUR, verdict_colour, verdict_label
+from engine.dispatch.numerics import Verdict
+
+
+def test_each_verdict_has_a_distinct_colour_and_a_plain_label():
+    colours = {v: verdict_colour(str(v)).name() for v in (Verdict.EXACT, Verdict.WITHIN_ROUNDING, Verdict.DIVERGED)}
+    assert len(set(colours.values())) == 3
+    assert verdict_label("within_rounding") == "within rounding"
+    assert verdict_label("diverged", inherited=True) == "diverged (inputs differed)"
+    assert verdict_colour("diverged", inherited=True) == INHERITED_COLOUR
+    # A dispatch that was not compared says so; it is not shown as agreeing.
+    assert verdict_label(None) == "not compared" and verdict_colour("?") == UNKNOWN_COLOUR
