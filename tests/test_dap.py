@@ -451,3 +451,20 @@ def test_divergence_filter(program, tmp_path):
         assert client.wait_event("exited")["body"]["exitCode"] == 0
     finally:
         client.close()
+
+
+def test_disconnect_while_running_ends_the_adapter_promptly(tmp_path):
+    import time
+
+    spin = compile_program("spin", "llvm-cpu", tmp_path)
+    client = DapClient([*lens_command(), "dap"])
+    client.request("initialize", {"adapterID": "iree-lens"})
+    client.request("launch", {"program": str(spin), "function": "spin", "inputs": ["1000000000"]})
+    client.wait_event("initialized")
+    client.request("configurationDone")
+    time.sleep(0.3)
+    start = time.monotonic()
+    client.request("disconnect", {"terminateDebuggee": True})
+    client.process.stdin.close()
+    assert client.process.wait(timeout=30) == 0
+    assert time.monotonic() - start < 10

@@ -294,3 +294,11 @@ def test_pause_crosses_the_stream_while_a_run_runs(tmp_path):
     finally:
         session.close()
     assert session.process.returncode == 0
+
+
+def test_every_named_handler_exists():
+    """The short handler names a client asks a server for (debug, timetravel, reference) name real classes."""
+    from engine.session.stream import HANDLERS, handler_class
+
+    for name in HANDLERS:
+        assert callable(getattr(handler_class(name), "handle", None)), name

@@ -256,7 +256,7 @@ class DebugAdapter:
         if handler == "reference":
             from engine.session.reference_session import ReferenceSession as handler_class
         else:
-            from engine.timetravel.session import TimeTravelSession as handler_class
+            from engine.session.timetravel_session import TimeTravelSession as handler_class
         return in_process(handler_class)
 
     def _on_configuration_done(self, args: dict, request: dict) -> Any:
@@ -632,6 +632,8 @@ class DebugAdapter:
         client, self.client = self.client, None
         if client is not None:
             try:
+                if self.state == "running" and client.transport is not None:
+                    client.transport.pause()  # a running call stops first, so the session can close at once
                 client.shutdown()
             except (OSError, LensError):
                 pass

@@ -43,7 +43,7 @@ PROTOCOL_VERSION = 1
 # Handlers the client names by a short word (any ``engine`` class of the handler shape is accepted too).
 HANDLERS = {
     "debug": "engine.session.debug_session:DebugSession",
-    "timetravel": "engine.timetravel.session:TimeTravelSession",
+    "timetravel": "engine.session.timetravel_session:TimeTravelSession",
     "reference": "engine.session.reference_session:ReferenceSession",
 }
 _PIPE_SIZE = 1 << 20  # a bigger pipe buffer: fewer wake-ups when a tensor streams through
@@ -52,7 +52,7 @@ _PIPE_SIZE = 1 << 20  # a bigger pipe buffer: fewer wake-ups when a tensor strea
 # ----------------------------------------------------------------------------------------------- server
 
 
-def _handler_class(name: str) -> type:
+def handler_class(name: str) -> type:
     path = HANDLERS.get(name, name)
     module_name, _, class_name = path.partition(":")
     if not module_name.startswith("engine.") or not class_name:
@@ -90,7 +90,7 @@ def serve(reader: BinaryIO, writer: BinaryIO, *, compress: bool = True) -> int:
         send({"k": "error", "message": f"protocol version {hello.get('version')} asked, {PROTOCOL_VERSION} spoken"})
         return 2
     try:
-        handler_class = _handler_class(str(hello.get("handler", "debug")))
+        session_class = handler_class(str(hello.get("handler", "debug")))
     except WireError as e:
         send({"k": "error", "message": str(e)})
         return 2
@@ -100,7 +100,7 @@ def serve(reader: BinaryIO, writer: BinaryIO, *, compress: bool = True) -> int:
         if progress or not isinstance(event, Progress):
             send({"k": "event", "event": event})
 
-    handler = handler_class(emit)
+    handler = session_class(emit)
     send({"k": "hello", "role": "server", "version": PROTOCOL_VERSION, "host": socket.gethostname(), "pid": os.getpid()})
 
     return _CommandLoop(reader, handler, send, emit).run()

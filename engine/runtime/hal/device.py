@@ -49,8 +49,8 @@ class HalExecutable:
         self.export_names = tuple(export_names)
         self.impl = impl
         # IREE's profile names executables by creation order on their device, from 1 (``executable_id``).
-        device._executables_created = getattr(device, "_executables_created", 0) + 1
-        self.creation_id = device._executables_created
+        device.executables_created = getattr(device, "executables_created", 0) + 1
+        self.creation_id = device.executables_created
 
     def lookup(self, name: str) -> int:
         """``executable.lookup.function``: the export's ordinal (the function id of CPU/VMVX/Vulkan)."""
@@ -351,6 +351,15 @@ class Device:
         """Count a dispatch a device ran without ``dispatch`` (a batched submission)."""
         self._dispatches += 1
 
+
+    def queue_state(self) -> tuple[int, tuple]:
+        """What a checkpoint of a run saves of this device besides its buffers' bytes: the dispatch count and
+        the queue's pending work (``restore_queue_state`` puts them back)."""
+        return self._dispatches, tuple(self._pending)
+
+    def restore_queue_state(self, state: tuple[int, tuple]) -> None:
+        self._dispatches, pending = state
+        self._pending[:] = pending
     @property
     def dispatch_count(self) -> int:
         """How many dispatches this device has run (the next record's ``sequence``)."""

@@ -203,7 +203,7 @@ class VmContext:
         if call_init:
             for inst in self.instances:
                 if isinstance(inst, ModuleInstance) and any(e.name == "__init" for e in inst.module.exports):
-                    self._invoke_instance(inst, inst.function_ordinal("__init"), [])
+                    self.invoke_instance(inst, inst.function_ordinal("__init"), [])
 
     # -- linking ------------------------------------------------------------------------------------------
 
@@ -310,9 +310,9 @@ class VmContext:
     def invoke(self, function_name: str, args: list | tuple = ()) -> list:
         """Call a function to completion; returns its results as Python values (ints, floats, refs)."""
         inst, ordinal = self.resolve_function(function_name)
-        return self._invoke_instance(inst, ordinal, list(args))
+        return self.invoke_instance(inst, ordinal, list(args))
 
-    def _invoke_instance(self, inst: ModuleInstance, ordinal: int, args: list) -> list:
+    def invoke_instance(self, inst: ModuleInstance, ordinal: int, args: list) -> list:
         t = self.interpreter
         if t.native_depth > 0:  # called from inside an import (e.g. a nested dispatch)
             return t.invoke_nested(inst, ordinal, args)
