@@ -24,9 +24,9 @@ import numpy as np
 from engine.dispatch.bundle import BundleWriter, DispatchEntry, executable_of
 from engine.dispatch.snapshot import DispatchSnapshot, DispatchSnapshots, SnapshotSubscriber
 from engine.dispatch.statistics import tensor_stats
-from engine.dispatch.tensor_types import TensorType, view_bytes
+from engine.dispatch.tensor_types import BindingInterface, TensorType, view_bytes
 from engine.dispatch.typed_tensors import NO_SOURCES, ExecutableSources, Provenance, Role
-from engine.runtime.hal.device import DispatchRecord
+from engine.runtime.hal.device import DispatchObserver, DispatchRecord
 
 
 @dataclass(frozen=True)
@@ -60,21 +60,28 @@ def health_of(arrays: list[np.ndarray]) -> str:
     return ", ".join(p for p in (f"{nan} NaN" if nan else "", f"{inf} Inf" if inf else "") if p)
 
 
-class DispatchRecorder(SnapshotSubscriber):
+class DispatchRecorder(SnapshotSubscriber, DispatchObserver):
     """Writes each dispatch's tensors to ``writer`` as the run goes; also a ``trace_sink`` for the HAL
-    module. ``sources``: the module's executable sources (``typed_tensors.find_sources``), which type the
-    tensors; without them each binding is captured as exactly its bytes. Subscribe it to the device's
-    ``DispatchSnapshots`` (``attach``)."""
+    module. ``sources``: the module's executable sources (``typed_tensors.find_sources``; parsed
+    interfaces are taken too), which type the tensors; without them each binding is captured as exactly its
+    bytes. Subscribe it to the device's ``DispatchSnapshots`` (``attach``: the bindings are copied once for
+    every subscriber), or, for a device of its own, add it to the device's observers as it is (it then
+    copies the bindings itself; ``before_bytes`` holds them during the dispatch)."""
 
     def __init__(
         self,
         writer: BundleWriter,
-        sources: ExecutableSources = NO_SOURCES,
+        sources: ExecutableSources | dict[str, dict[int, BindingInterface]] | None = NO_SOURCES,
         overrides: dict[tuple[int, str, int], TensorType] | None = None,
+        spirv: object = None,  # (SPIR-V element types no longer type tensors: accepted, unused)
     ):
         self.writer = writer
+        if not isinstance(sources, ExecutableSources):
+            sources = ExecutableSources(sources, "given") if sources else NO_SOURCES
         self.sources = sources
         self.overrides = overrides or {}  # (ordinal, "input"|"output", position) -> type
+        self.before_bytes: list[np.ndarray] = []
+        self._own: DispatchSnapshot | None = None
         self._pending_inputs: TracePoint | None = None
         self._awaiting_outputs: DispatchEntry | None = None
         self._buffer_ids: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -121,6 +128,22 @@ class DispatchRecorder(SnapshotSubscriber):
         entry, self._awaiting_outputs = self._awaiting_outputs, None
         if entry is not None:
             self.writer.add_dispatch(entry)
+
+    # -- as a device observer of its own (no shared snapshots)
+
+    def before_dispatch(self, record: DispatchRecord) -> None:
+        self.before_bytes = [np.array(b.data, copy=True) for b in record.bindings]
+        self._own = DispatchSnapshot(record, tuple(self.before_bytes), lambda: self.sources)
+
+    def after_dispatch(self, record: DispatchRecord) -> None:
+        snapshot, self._own = self._own, None
+        self.before_bytes = []
+        if snapshot is not None and snapshot.record.sequence == record.sequence:
+            snapshot.ran = True
+            self.after(snapshot)
+
+    def dispatch_failed(self, record: DispatchRecord, error: Exception) -> None:
+        self._own, self.before_bytes = None, []
 
     # -- the subscriber
 

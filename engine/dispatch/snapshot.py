@@ -173,8 +173,7 @@ class DispatchSnapshots(DispatchObserver):
         found = cls._installed.get(device)
         if found is None:
             found = cls._installed[device] = cls(device)
-        if found not in device.observers:
-            device.observers.append(found)
+        device.add_observer(found)
         return found
 
     def subscribe(self, subscriber: SnapshotSubscriber, first: bool = False) -> None:
