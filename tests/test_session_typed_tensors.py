@@ -191,14 +191,20 @@ def test_without_sources_every_stop_has_exactly_the_bound_bytes(attention):
         n = seen[info.export] = seen.get(info.export, -1) + 1
         for answer in (at_before, at_after):
             assert {t.type_source for t in answer.tensors} == {TypeSource.UNTYPED}
-            # One tensor per binding: its whole bound range, as bytes.
-            assert sorted(t.index for t in answer.tensors) == list(range(len(info.bindings)))
+            # Each binding whole, as bytes: once, or twice (its bytes before and after) when read and written.
+            assert {t.index for t in answer.tensors} == set(range(len(info.bindings)))
+            for k in range(len(info.bindings)):
+                mine = [t for t in answer.tensors if t.index == k]
+                assert len(mine) == 1 or {(t.role, t.access) for t in mine} == {("input", "readwrite"),
+                                                                               ("output", "readwrite")}
             for t in answer.tensors:
                 a = t.tensor.to_numpy()
                 assert a.dtype == np.uint8 and a.shape == (info.bindings[t.index].length,) and t.offset == 0
-        # Before it runs nothing says what the dispatch reads or writes; after, what it changed is an output.
+        # Before it runs nothing says what the dispatch reads or writes; after, what it changed is an output
+        # (and an input too when it held what an earlier dispatch wrote: in place).
         assert {(t.role, t.access) for t in at_before.tensors} == {("binding", "unknown")}
-        assert {(t.role, t.access) for t in at_after.tensors} <= {("input", "read"), ("output", "write")}
+        assert {(t.role, t.access) for t in at_after.tensors} <= {
+            ("input", "read"), ("output", "write"), ("input", "readwrite"), ("output", "readwrite")}
         # IREE's traced tensors lie, byte for byte, inside those ranges: inputs in the bytes before it ran,
         # outputs in what it wrote.
         ins, outs = traced[(info.export, n)]

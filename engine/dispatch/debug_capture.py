@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.dispatch.bundle import BundleWriter, DispatchEntry, executable_of
-from engine.dispatch.snapshot import DispatchSnapshot, DispatchSnapshots, SnapshotSubscriber
+from engine.dispatch.snapshot import DispatchSnapshot, DispatchSnapshots, SnapshotSubscriber, WrittenRanges
 from engine.dispatch.statistics import tensor_stats
 from engine.dispatch.tensor_types import BindingInterface, TensorType, view_bytes
 from engine.dispatch.typed_tensors import NO_SOURCES, ExecutableSources, Provenance, Role
@@ -82,6 +82,7 @@ class DispatchRecorder(SnapshotSubscriber, DispatchObserver):
         self.overrides = overrides or {}  # (ordinal, "input"|"output", position) -> type
         self.before_bytes: list[np.ndarray] = []
         self._own: DispatchSnapshot | None = None
+        self._written = WrittenRanges()  # (as an observer of its own; subscribed, the observer's own)
         self._pending_inputs: TracePoint | None = None
         self._awaiting_outputs: DispatchEntry | None = None
         self._buffer_ids: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -140,6 +141,7 @@ class DispatchRecorder(SnapshotSubscriber, DispatchObserver):
         self.before_bytes = []
         if snapshot is not None and snapshot.record.sequence == record.sequence:
             snapshot.ran = True
+            snapshot._access = self._written.refine(record, snapshot.observed_access())
             self.after(snapshot)
 
     def dispatch_failed(self, record: DispatchRecord, error: Exception) -> None:
@@ -193,8 +195,10 @@ class DispatchRecorder(SnapshotSubscriber, DispatchObserver):
         entry.inputs, entry.input_types = self._write(
             entry.ordinal, "input", [t.array for t in ins], [t.type for t in ins]
         )
+        # Outputs are views of the device's memory, which the next dispatch may change: a writer that keeps
+        # the arrays (not only the bundle's, which writes them out) gets copies.
         entry.outputs, entry.output_types = self._write(
-            entry.ordinal, "output", [t.array for t in outs], [t.type for t in outs]
+            entry.ordinal, "output", [np.array(t.array, copy=True) for t in outs], [t.type for t in outs]
         )
         if entry.tensors_from == Provenance.SOURCES:
             entry.health = health_of([t.array for t in outs])

@@ -17,6 +17,19 @@ inputs), time travel. Each used to copy every binding before and after every dis
 
 A subscriber that only needs records (timing) needs nothing copied: a dispatch none wants bytes of costs
 one ``wants_before`` call per subscriber.
+
+Subscribing (what the divergence finder, live substitution and time travel move to)::
+
+    class Mine(SnapshotSubscriber):
+        def wants_before(self, record):           # True: keep this dispatch's inputs
+            return True
+        def after(self, snapshot):                # the same snapshot every subscriber sees
+            inputs = snapshot.before              # copies, made once
+            outputs = [snapshot.after_copy(k) for k, a in enumerate(snapshot.observed_access()) if a != "read"]
+            tensors = snapshot.tensors()          # typed once (sources) or the bound bytes
+
+    DispatchSnapshots.for_device(device).subscribe(Mine())   # first=True: told before the others (a gate
+                                                              # may park the run inside ``before``)
 """
 
 from __future__ import annotations
@@ -85,8 +98,9 @@ class DispatchSnapshot:
             self.after_copy(k)
 
     def observed_access(self) -> tuple[str, ...]:
-        """Per binding, ``write`` if the dispatch changed its bytes, ``read`` otherwise (``unknown`` without
-        the bytes before, or before the dispatch ran)."""
+        """Per binding, ``write`` if the dispatch changed its bytes (``readwrite`` if they held what an earlier
+        dispatch wrote: ``WrittenRanges``), ``read`` otherwise (``unknown`` without the bytes before, or
+        before the dispatch ran)."""
         if self._access is None:
             if not self.ran or not self.has_before:
                 return tuple("unknown" for _ in self.record.bindings)
@@ -135,6 +149,55 @@ class DispatchSnapshot:
         )
 
 
+class WrittenRanges:
+    """The byte ranges of each allocation that dispatches have written (weakly keyed: forgotten with it).
+
+    A dispatch that changes a binding holding bytes an earlier dispatch wrote works in place on a buffer
+    IREE shares (a tensor updated in place, a slab packing several tensors): it may read them too, so its
+    access is ``readwrite`` and its bytes before are an input as well."""
+
+    def __init__(self):
+        self._ranges: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    @staticmethod
+    def _key(binding) -> tuple[object, int, int]:
+        allocation = getattr(binding.buffer, "allocation", binding.buffer)
+        start = int(getattr(binding.buffer, "byte_offset", 0)) + int(binding.offset)
+        return allocation, start, start + int(binding.length)
+
+    def refine(self, record: DispatchRecord, changed: Sequence[str]) -> tuple[str, ...]:
+        """``changed`` (read/write per binding) with ``readwrite`` where a written binding overlaps earlier
+        writes; then remembers this dispatch's writes."""
+        access = []
+        for binding, acc in zip(record.bindings, changed):
+            if acc == "write":
+                key, start, end = self._key(binding)
+                try:
+                    earlier = self._ranges.get(key, ())
+                except TypeError:  # not weak-referenceable
+                    earlier = ()
+                acc = "readwrite" if any(s < end and start < e for s, e in earlier) else "write"
+            access.append(acc)
+        for binding, acc in zip(record.bindings, access):
+            if acc != "read":
+                self._mark(*self._key(binding))
+        return tuple(access)
+
+    def _mark(self, key, start: int, end: int) -> None:
+        try:
+            ranges = self._ranges.get(key, ())
+        except TypeError:
+            return
+        merged = []
+        for s, e in ranges:
+            if s <= end and start <= e:
+                start, end = min(s, start), max(e, end)
+            else:
+                merged.append((s, e))
+        merged.append((start, end))
+        self._ranges[key] = sorted(merged)
+
+
 class SnapshotSubscriber:
     """Told about each dispatch through its ``DispatchSnapshot``; override what you need. May block."""
 
@@ -162,6 +225,7 @@ class DispatchSnapshots(DispatchObserver):
         self.sources = sources
         self.subscribers: list[SnapshotSubscriber] = []
         self.current: DispatchSnapshot | None = None
+        self.written = WrittenRanges()
         self._pending: dict[int, DispatchSnapshot] = {}
 
     def _current_sources(self) -> ExecutableSources:
@@ -208,6 +272,8 @@ class DispatchSnapshots(DispatchObserver):
         if snapshot is None:
             return
         snapshot.ran = True
+        if snapshot.has_before:
+            snapshot._access = self.written.refine(record, snapshot.observed_access())
         self.current = snapshot
         try:
             for s in list(self.subscribers):

@@ -10,8 +10,8 @@ bundle; the CLI), from, in order of trust:
    constant when IREE packs several tensors in one binding), its shape and element type, and whether the
    dispatch reads it, writes it or both. Provenance ``sources``.
 2. **nothing**: each binding is exactly the byte range the dispatch binds, as bytes (``u8``), with the
-   access seen (a binding whose bytes the dispatch changed was written; before it runs the access is
-   unknown). Provenance ``untyped``. No shape is guessed (IREE's dispatch names give loop sizes, not
+   access seen (a binding whose bytes the dispatch changed was written, and read too, ``readwrite``, when
+   it held what an earlier dispatch wrote; before it runs the access is unknown). Provenance ``untyped``. No shape is guessed (IREE's dispatch names give loop sizes, not
    operand shapes; a guess shown as the tensor is worse than none).
 
 Inputs and outputs are told apart by access, never by position: what the dispatch reads is an input (its
@@ -288,13 +288,13 @@ def _untyped(count: int, raw, ran: bool, observed_access: Sequence[str] | None, 
                             Provenance.UNTYPED, data, False, note)
             )
             continue
-        if access == "read":
+        if access in ("read", "readwrite"):
             data = raw(k, "before")
             inputs.append(
-                TypedTensor(Role.INPUT, len(inputs), k, 0, data.size, "read", raw_type(data.size),
+                TypedTensor(Role.INPUT, len(inputs), k, 0, data.size, access, raw_type(data.size),
                             Provenance.UNTYPED, data, True, note)
             )
-        else:
+        if access in ("write", "readwrite"):
             data = raw(k, "after")
             outputs.append(
                 TypedTensor(Role.OUTPUT, len(outputs), k, 0, data.size, access, raw_type(data.size),

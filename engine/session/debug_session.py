@@ -140,8 +140,9 @@ class DebugSession:
             self.controller.pause()
 
     def close(self) -> None:
-        """Abandon a parked run (its thread ends)."""
+        """Abandon a parked run and end the run thread."""
         self.abandon_run()
+        self.run.close()
 
     # -- seams for sessions built on this one (TimeTravelSession)
 

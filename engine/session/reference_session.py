@@ -110,6 +110,7 @@ class ReferenceSession:
     def close(self) -> None:
         """Abandon a paused run and let IREE's runtime objects go (before the interpreter exits)."""
         self._abandon()
+        self.run.close()
         self.runner = None
         self._sink = None
 
