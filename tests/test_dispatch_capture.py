@@ -120,7 +120,7 @@ def test_plain_module_capture_without_sources_is_the_bound_bytes_equal_to_traced
     x = np.ones((2, 16), np.float32)
     capture_debug(programs["mlp"], "main", ["2x16xf32=1"], tmp_path / "plain")
     bundle = Bundle(tmp_path / "plain")
-    assert {d.tensors_from for d in bundle.dispatches} == {"untyped"}
+    assert {d.tensors_from for d in bundle.dispatches} == {"bindings"}
     assert all(t == f"{n}xu8" for d in bundle.dispatches for n, t in
                zip([b["length"] for b in d.bindings], d.input_types + d.output_types))
     traced = _iree_traced_tensors(programs["mlp_traced"], "main", [x])
@@ -203,7 +203,7 @@ def test_plain_model_with_its_executable_sources_captures_each_tensor_exactly(tm
     )
     assert proc.returncode == 0, proc.stderr
     bundle = Bundle(tmp_path / "plain_bundle")
-    assert {d.tensors_from for d in bundle.dispatches} == {"sources"}
+    assert {d.tensors_from for d in bundle.dispatches} == {"interface"}
     _check_against_iree(bundle, _iree_traced_tensors(traced, "attention_block", [np.load(x)]))
 
 

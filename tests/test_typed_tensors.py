@@ -112,7 +112,7 @@ def assert_bundle_equals_traced(bundle: Bundle, traced) -> None:
     for d in bundle.dispatches:
         n = seen[d.name] = seen.get(d.name, -1) + 1
         ins, outs = expected[(d.name, n)]
-        assert d.tensors_from == "sources", (d.ordinal, d.name, d.tensors_from)
+        assert d.tensors_from == "interface", (d.ordinal, d.name, d.tensors_from)
         in_place = any(b["access"] == "readwrite" for b in d.bindings)
         for which, want in (("inputs", ins), ("outputs", outs)):
             got = bundle.dispatch_tensors(d, which)

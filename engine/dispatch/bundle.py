@@ -46,7 +46,9 @@ class DispatchEntry:
     constants: list[int] = field(default_factory=list)
     # One per binding: {"index", "buffer", "offset", "length", "access"} (debug engine only): the graph's input.
     bindings: list[dict] = field(default_factory=list)
-    tensors_from: str = "untyped"  # runtime (trace points), sources (executable sources) or untyped (bytes)
+    # Where the tensors' types came from, in the bundle format's words (``BUNDLE_PROVENANCE``): trace (IREE's
+    # trace points), interface (the executables' sources) or bindings (exactly the bound bytes, untyped).
+    tensors_from: str = "bindings"
     health: str = "ok"
 
     def to_json(self) -> dict:
@@ -78,9 +80,13 @@ class DispatchEntry:
             list(d.get("output_types", [])),
             list(d.get("constants", [])),
             list(d.get("bindings", [])),
-            d.get("tensors_from", "untyped"),
+            d.get("tensors_from", "bindings"),
             d.get("health", "ok"),
         )
+
+
+# typed_tensors.Provenance -> the bundle format's ``tensors_from`` (its words predate the provenance names).
+BUNDLE_PROVENANCE = {"runtime": "trace", "sources": "interface", "untyped": "bindings"}
 
 
 def executable_of(export_name: str) -> str:

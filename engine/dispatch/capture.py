@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.dispatch.bundle import BundleWriter, DispatchEntry, executable_of
+from engine.dispatch.bundle import BUNDLE_PROVENANCE, BundleWriter, DispatchEntry, executable_of
 from engine.dispatch.debug_capture import (
     DispatchRecorder,
     health_of,
@@ -157,14 +157,14 @@ def capture_reference(
             ordinal = writer.dispatch_count  # the n-th traced dispatch
             if kind == "inputs":
                 entry = DispatchEntry(ordinal, export, executable or executable_of(export), None)
-                entry.tensors_from = Provenance.RUNTIME
+                entry.tensors_from = BUNDLE_PROVENANCE[Provenance.RUNTIME]
                 entry.inputs, entry.input_types = _write(writer, ordinal, "input", arrays, types)
                 state["pending"] = entry
             elif kind == "outputs":
                 entry = state["pending"]
                 if entry is None or entry.name != export:
                     entry = DispatchEntry(ordinal, export, executable or executable_of(export), None)
-                    entry.tensors_from = Provenance.RUNTIME
+                    entry.tensors_from = BUNDLE_PROVENANCE[Provenance.RUNTIME]
                 state["pending"] = None
                 entry.outputs, entry.output_types = _write(writer, entry.ordinal, "output", arrays, types)
                 entry.health = health_of(arrays)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.dispatch.bundle import BundleWriter, DispatchEntry, executable_of
+from engine.dispatch.bundle import BUNDLE_PROVENANCE, BundleWriter, DispatchEntry, executable_of
 from engine.dispatch.snapshot import DispatchSnapshot, DispatchSnapshots, SnapshotSubscriber, WrittenRanges
 from engine.dispatch.statistics import tensor_stats
 from engine.dispatch.tensor_types import BindingInterface, TensorType, view_bytes
@@ -181,7 +181,7 @@ class DispatchRecorder(SnapshotSubscriber, DispatchObserver):
             )
         pending, self._pending_inputs = self._pending_inputs, None
         if pending is not None and pending.export == record.export_name:
-            entry.tensors_from = Provenance.RUNTIME
+            entry.tensors_from = BUNDLE_PROVENANCE[Provenance.RUNTIME]
             entry.inputs, entry.input_types = self._write(
                 entry.ordinal, "input", pending.tensors, pending.types
             )
@@ -191,7 +191,7 @@ class DispatchRecorder(SnapshotSubscriber, DispatchObserver):
         self.flush()
         ins = [t for t in tensors if t.role == Role.INPUT]
         outs = [t for t in tensors if t.role == Role.OUTPUT]
-        entry.tensors_from = tensors[0].provenance if tensors else Provenance.UNTYPED
+        entry.tensors_from = BUNDLE_PROVENANCE[tensors[0].provenance if tensors else Provenance.UNTYPED]
         entry.inputs, entry.input_types = self._write(
             entry.ordinal, "input", [t.array for t in ins], [t.type for t in ins]
         )
@@ -200,7 +200,7 @@ class DispatchRecorder(SnapshotSubscriber, DispatchObserver):
         entry.outputs, entry.output_types = self._write(
             entry.ordinal, "output", [np.array(t.array, copy=True) for t in outs], [t.type for t in outs]
         )
-        if entry.tensors_from == Provenance.SOURCES:
+        if tensors and tensors[0].provenance == Provenance.SOURCES:
             entry.health = health_of([t.array for t in outs])
         else:
             entry.health = "-"  # untyped bytes: no values to judge
