@@ -317,7 +317,7 @@ class MainWindow(QMainWindow):
         if name:
             self.open_file(name)
 
-    def _load_numpy_dialog(self) -> None:
+    def load_numpy_dialog(self) -> None:
         name, _ = QFileDialog.getOpenFileName(self, "Load inputs", "", "numpy arrays (*.npy *.npz)")
         if name:
             self.load_numpy_inputs(Path(name))

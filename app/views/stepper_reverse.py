@@ -58,7 +58,7 @@ class ReverseControls(QObject):
         b = panel.bridge
         self.bridge = b
         self.note: str | None = None  # said with the next stop (the answer of "when did this change?")
-        a = panel._action
+        a = panel.make_action
         self.reverse_continue_action = a(
             "◀ Rev Continue", "Ctrl+Shift+F5", b.reverse_continue,
             "Run backwards to the previous breakpoint or dispatch stop (or the start of the history)",

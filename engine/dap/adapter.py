@@ -258,7 +258,7 @@ class DebugAdapter:
         if handler == "reference":
             from engine.session.reference_session import ReferenceSession as handler_class
         else:
-            from engine.timetravel.session import TimeTravelSession as handler_class
+            from engine.session.timetravel_session import TimeTravelSession as handler_class
         return in_process(handler_class)
 
     def _on_configuration_done(self, args: dict, request: dict) -> Any:

@@ -734,6 +734,9 @@ class DispatchBenchmark(Answer):
     original_spread_s: tuple[float, float] | None = None
     edited_spread_s: tuple[float, float] | None = None
     edited: bool = True
+    # iree-benchmark-executable on the same binaries, inputs and workgroup count (None: not installed/failed).
+    iree_original_s: float | None = None
+    iree_edited_s: float | None = None
 
 
 # The answer type of each query (a substitution query may also answer ``SubstitutionRefused``).

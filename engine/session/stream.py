@@ -46,7 +46,7 @@ PROTOCOL_VERSION = 1
 # Handlers the client names by a short word (any ``engine`` class of the handler shape is accepted too).
 HANDLERS = {
     "debug": "engine.session.debug_session:DebugSession",
-    "timetravel": "engine.timetravel.session:TimeTravelSession",
+    "timetravel": "engine.session.timetravel_session:TimeTravelSession",
     "reference": "engine.session.reference_session:ReferenceSession",
 }
 _PIPE_SIZE = 1 << 20  # a bigger pipe buffer: fewer wake-ups when a tensor streams through
