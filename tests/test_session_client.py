@@ -34,7 +34,7 @@ from engine.session.protocol import (
     Registers,
     Stopped,
 )
-from engine.timetravel.session import TimeTravelSession
+from engine.session.timetravel_session import TimeTravelSession
 
 MATMUL_INPUTS = ("4x8xf32=0.1", "8x16xf32=0.3")
 ELEMENTWISE_INPUTS = ("4x8xf32=1", "4x8xf32=2")

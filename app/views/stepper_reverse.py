@@ -59,7 +59,7 @@ class ReverseControls(QObject):
         self.bridge = b
         self.note: str | None = None  # said with the next stop (the answer of "when did this change?")
         self._retrying = False  # a Previous Dispatch waits for a fresh history answer
-        a = panel._action
+        a = panel.make_action
         self.reverse_continue_action = a(
             "◀ Rev Continue", "Ctrl+Shift+F5", b.reverse_continue,
             "Run backwards to the previous breakpoint or dispatch stop (or the start of the history)",

@@ -176,7 +176,7 @@ class Debugger:
             return ReferenceSession
         if any(c.verb in _REVERSE_VERBS for c in self.commands):
             # Reverse commands need the run's history (engine.timetravel records it).
-            from engine.timetravel.session import TimeTravelSession
+            from engine.session.timetravel_session import TimeTravelSession
 
             return TimeTravelSession
         from engine.session.debug_session import DebugSession

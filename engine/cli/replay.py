@@ -56,16 +56,26 @@ def capture(args: argparse.Namespace) -> int:
     from engine.replay.capture import capture_replay
     from engine.replay.execute import Substitution
 
-    if args.function or args.input or args.sources or args.type or args.engine != "debug":
+    if args.function or args.input or args.engine != "debug":
         print(
-            "iree-lens capture: a replay is a whole recorded run: --function, --input, --sources, --type and "
-            "--engine=reference do not apply",
+            "iree-lens capture: a replay is a whole recorded run: --function, --input and --engine=reference "
+            "do not apply",
             file=sys.stderr,
         )
         return 2
     try:
+        from engine.cli.capture import parse_overrides
+        from engine.dispatch.tensor_types import interfaces_from_files
+
         substitutions = [Substitution.parse(s) for s in getattr(args, "substitute", None) or []]
-        result = capture_replay(args.module, args.out, device=args.device, substitutions=substitutions)
+        result = capture_replay(
+            args.module,
+            args.out,
+            device=args.device,
+            substitutions=substitutions,
+            interfaces=interfaces_from_files(args.sources) if args.sources else None,
+            overrides=parse_overrides(args.type),
+        )
     except LensError as e:
         print(f"iree-lens capture: {e}", file=sys.stderr)
         return 1

@@ -172,6 +172,7 @@ def test_revert_after_the_run_finished_holds_for_the_next_run(qtbot, main_window
     qtbot.waitUntil(lambda: editor.benchmark_text != "", timeout=TIMEOUT)
     assert "module's kernel" in editor.benchmark_text and "edited" in editor.benchmark_text
     assert 0 < editor.benchmark_result[0] < 1 and 0 < editor.benchmark_result[1] < 1
+    assert "iree-benchmark-executable" in editor.benchmark_text and all(editor.iree_benchmark_result)
 
     bridge.set_breakpoints(())
     with qtbot.waitSignal(bridge.finished, timeout=TIMEOUT) as edited_run:
