@@ -160,7 +160,7 @@ class DebugSession:
         self.runner = DebugRunner(command.module_path, command.device)
         self.controller = vmc.Controller(self.runner.context)
         self.gate = DispatchGate(self._park, self.controller.take_pause, self._progress)
-        self.runner.device.observers.append(self.gate)
+        self.runner.device.add_observer(self.gate)
         self.live = LiveSubstitutions.for_runner(self.runner)
         self._install_breakpoints()
         self.on_opened()

@@ -96,8 +96,7 @@ class TimeTravel:
             interp = old
         else:
             interp = RecordingInterpreter()
-            interp.trace_hook, interp.zone_hook = old.trace_hook, old.zone_hook
-            context.interpreter = interp
+            context.use_interpreter(interp)
         self.context = context
         self.interpreter: RecordingInterpreter = interp
         self.controller = controller or Controller(context)
@@ -121,7 +120,7 @@ class TimeTravel:
         self._dirty = False
         for device in self.devices:
             self._number_allocations(device)
-            device.observers.insert(0, self.marks_observer)  # before a gate that may park the run
+            device.add_observer(self.marks_observer, first=True)  # before a gate that may park the run
         interp.on_boundary = self._on_boundary
         interp.on_begin = self.start_recording  # every new call (a session's, an invoke) is recorded
 
@@ -335,16 +334,14 @@ class TimeTravel:
     def aside(self) -> tuple:
         """Set the devices' observers aside (ours only) and stop taking checkpoints, for a replay."""
         t = self.interpreter
-        saved = ([(d, d.observers) for d in self.devices], t.checkpoint_at)
-        for d in self.devices:
-            d.observers = [self.marks_observer]
+        saved = ([(d, d.observers_aside([self.marks_observer])) for d in self.devices], t.checkpoint_at)
         t.checkpoint_at = None
         return saved
 
     def back(self, saved: tuple) -> None:
         observers, self.interpreter.checkpoint_at = saved
         for d, obs in observers:
-            d.observers = obs
+            d.restore_observers(obs)
 
     def restore(self, position: int) -> None:
         snap = self.checkpoints[position]

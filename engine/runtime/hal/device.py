@@ -352,6 +352,21 @@ class Device:
         self._dispatches += 1
 
 
+    def add_observer(self, observer: DispatchObserver, *, first: bool = False) -> None:
+        """Tell ``observer`` about every dispatch (``first``: before the observers already there, e.g. a
+        recorder that must see a dispatch before a gate parks the run inside it)."""
+        if observer not in self.observers:
+            self.observers.insert(0, observer) if first else self.observers.append(observer)
+
+    def observers_aside(self, keep: Sequence[DispatchObserver]) -> list[DispatchObserver]:
+        """Only ``keep`` observe dispatches until ``restore_observers(returned)``: a replay of recorded
+        history runs dispatches that are not new events (no breakpoint, no second capture)."""
+        saved, self.observers = self.observers, list(keep)
+        return saved
+
+    def restore_observers(self, saved: list[DispatchObserver]) -> None:
+        self.observers = saved
+
     def queue_state(self) -> tuple[int, tuple]:
         """What a checkpoint of a run saves of this device besides its buffers' bytes: the dispatch count and
         the queue's pending work (``restore_queue_state`` puts them back)."""

@@ -207,6 +207,15 @@ class VmContext:
 
     # -- linking ------------------------------------------------------------------------------------------
 
+    def use_interpreter(self, interpreter: Interpreter) -> None:
+        """Run calls on ``interpreter`` from now on (time travel records with a ``RecordingInterpreter``);
+        its trace and zone hooks are taken over from the one it replaces. Only between calls."""
+        old = self.interpreter
+        if interpreter is old:
+            return
+        interpreter.trace_hook, interpreter.zone_hook = old.trace_hook, old.zone_hook
+        self.interpreter = interpreter
+
     def find_module(self, name: str) -> ModuleInstance | NativeModule | None:
         for inst in reversed(self.instances):
             if inst.name == name:
