@@ -360,6 +360,8 @@ def test_remote_session_same_stops(program):
             variables = client.request("variables", {"variablesReference": scopes[0]["variablesReference"]})["body"]
             data = [client.request("readMemory", {"memoryReference": v["memoryReference"], "count": 128})["body"]["data"]
                     for v in variables["variables"]]
+            data.append(client.request("disassemble", {"memoryReference": frames[1]["instructionPointerReference"],
+                                                       "instructionOffset": -3, "instructionCount": 6})["body"])
             client.request("continue", {"threadId": 1})
             exited = client.wait_event("exited")["body"]
             seen.append((stop, [(f["name"], f["instructionPointerReference"]) for f in frames], variables, data, exited))

@@ -302,3 +302,26 @@ def test_every_named_handler_exists():
 
     for name in HANDLERS:
         assert callable(getattr(handler_class(name), "handle", None)), name
+
+
+def test_the_server_disassembles_the_module_on_its_side(modules):
+    from support import iree_tool
+
+    from engine.session.module_queries import Disassembly, ReadDisassembly
+
+    events = Events()
+    session = StreamSession([*lens_argv(), "serve", "--stdio"], "debug", events, stderr=io.BytesIO())
+    try:
+        session.send(ReadDisassembly("main"))  # before any module: a clear failure
+        assert "no module" in events.next().message
+        session.send(Open(str(modules["plain"])))
+        assert isinstance(events.next(), Opened)
+        session.send(ReadDisassembly("main"))
+        answer = events.next()
+        assert isinstance(answer, Disassembly) and len(answer.lines) > 10
+    finally:
+        session.close()
+    dump = subprocess.run([iree_tool("iree-dump-module"), "--output=disassembly", str(modules["plain"])],
+                          capture_output=True, text=True, check=True).stdout
+    lines = {line.strip() for line in dump.splitlines()}
+    assert all(text in lines for _, text in answer.lines)

@@ -25,6 +25,7 @@ Mapping (the names the DAP specification uses):
 from __future__ import annotations
 
 import base64
+import bisect
 import queue
 import threading
 from collections.abc import Callable
@@ -36,6 +37,7 @@ import numpy as np
 from engine.dap.framing import DapStreamError, MessageWriter, read_message
 from engine.errors import LensError
 from engine.session.client import Notice, SessionClient, TransportFactory, in_process
+from engine.session.module_queries import ReadDisassembly, disassembly
 from engine.session.protocol import (
     Answer,
     Breakpoint,
@@ -581,38 +583,33 @@ class DebugAdapter:
         pc = _address(args.get("memoryReference")) + int(args.get("offset") or 0)
         function = self._pc_functions.get(pc) or self._top_function()
         lines = self._function_lines(function)
-        pcs = [line.pc for line in lines]
-        import bisect
-
-        at = max(bisect.bisect_right(pcs, pc) - 1, 0)
+        at = max(bisect.bisect_right([line_pc for line_pc, _ in lines], pc) - 1, 0)
         start = at + int(args.get("instructionOffset") or 0)
         count = int(args.get("instructionCount") or 0)
         out = []
         for k in range(start, start + count):
             if 0 <= k < len(lines):
-                line = lines[k]
-                item = {"address": f"0x{line.pc:x}", "instruction": line.text}
+                line_pc, text = lines[k]
+                item = {"address": f"0x{line_pc:x}", "instruction": text}
                 if k == 0:
                     item["symbol"] = function
                 out.append(item)
-                self._pc_functions.setdefault(line.pc, function)
+                self._pc_functions.setdefault(line_pc, function)
             else:
                 out.append({"address": f"0x{max(k, 0):x}", "instruction": "", "presentationHint": "invalid"})
         return {"instructions": out}
 
-    def _function_lines(self, function: str) -> list:
-        """The iree-dump-module lines of ``function``: from the module file on this side."""
+    def _function_lines(self, function: str) -> list[tuple[int, str]]:
+        """``(pc, text)`` of ``function``'s instructions as iree-dump-module prints them: read from the module
+        here, or asked of a remote session's server (the module is on its side)."""
         lines = self._disassembly.get(function)
         if lines is None:
-            from pathlib import Path
-
-            from engine.runtime.vmfb.disassembler import function_lines
-            from engine.runtime.vmfb.module import open_vmfb
-
-            program = Path(str(self.launch.get("program", "")))
-            if not program.is_file():
-                raise RequestError(f"disassembly reads the module here, and {program} is not on this machine")
-            lines = self._disassembly[function] = function_lines(open_vmfb(program), function)
+            query = ReadDisassembly(function)
+            if self.launch.get("remote") or self.remote:
+                lines = self._ask(query).lines
+            else:
+                lines = disassembly(str(self.launch.get("program", "")), query).lines
+            self._disassembly[function] = lines
         return lines
 
     # ------------------------------------------------------------------------------------- the end

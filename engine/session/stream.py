@@ -27,12 +27,15 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, BinaryIO
 
+from engine.errors import LensError
+from engine.session import module_queries
 from engine.session.protocol import (
     Command,
     Crashed,
     Event,
     Failed,
     Location,
+    Open,
     Progress,
     Shutdown,
     Stopped,
@@ -126,6 +129,7 @@ class _CommandLoop:
         self.done = 0  # commands finished
         self.finished = False
         self.status = 0
+        self.module_path: str | None = None  # of the last Open (module queries read it)
 
     def run(self) -> int:
         for k in range(2):
@@ -171,7 +175,16 @@ class _CommandLoop:
                 self.cv.notify_all()
         elif not isinstance(command, Command):
             self.send({"k": "error", "message": f"not a command: {type(command).__name__}"})
+        elif isinstance(command, module_queries.QUERIES):  # the module file is here: the server answers
+            try:
+                if self.module_path is None:
+                    raise LensError("no module is open")
+                self.emit(module_queries.disassembly(self.module_path, command))
+            except (LensError, OSError) as e:
+                self.emit(Failed(str(e)))
         else:
+            if isinstance(command, Open):
+                self.module_path = command.module_path
             try:
                 self.handler.handle(command)
             except Exception as e:  # a bug in a handler is reported, not fatal to the session
