@@ -37,7 +37,14 @@ import numpy as np
 
 from engine.dispatch.bundle import DispatchEntry
 from engine.dispatch.debug_capture import DispatchRecorder
-from engine.dispatch.numerics import Comparison, Tolerance, Verdict, compare, worst_verdict
+from engine.dispatch.numerics import (
+    Comparison,
+    Tolerance,
+    Verdict,
+    compare,
+    reduction_length_from_name,
+    worst_verdict,
+)
 from engine.dispatch.tensor_types import BindingInterface, element_dtype
 from engine.errors import LensError
 from engine.runtime.hal.device import DispatchRecord
@@ -484,8 +491,11 @@ class _Consumer(_SideObserver):
         if step_a is None:
             return
         pairs = pair_tensors(step_a.outputs, step_b.outputs)
+        tolerance = self.tolerance
+        if not tolerance.explicit:
+            tolerance = Tolerance(reduction_length=reduction_length_from_name(step_a.entry.name))
         comparisons = (
-            [compare(b, a, tolerance=self.tolerance, exact_stats=False) for a, b in pairs]
+            [compare(b, a, tolerance=tolerance, exact_stats=False) for a, b in pairs]
             if pairs is not None
             else None
         )

@@ -226,16 +226,44 @@ def element_of(dtype: np.dtype) -> str:
         return str(dtype)
 
 
+MAX_ALLOWANCE = 0.25  # never call a quarter of the tensor's scale rounding, however long the reduction
+
+
 def rounding_allowance(dtype: np.dtype, reduction_length: int | None = None) -> float:
-    """The default rule's allowance, relative to the tensor's scale, for results of element type ``dtype``."""
+    """The default rule's allowance, relative to the tensor's scale, for results of element type ``dtype``;
+    a known reduction length widens it (rounding of a sum of K terms grows like sqrt(K) ulps, more where
+    the sum is kept in the narrow type itself)."""
     info = float_info(dtype)
     if info is None:
         return 0.0
     eps = float(info.eps)
-    factor = ROUNDING_EPS.get(element_of(dtype), ROUNDING_EPS_NARROW)
-    if reduction_length and element_of(dtype) in ("f32", "f64"):
-        factor = max(factor, 32.0 * math.sqrt(reduction_length))
-    return factor * eps
+    element = element_of(dtype)
+    factor = ROUNDING_EPS.get(element, ROUNDING_EPS_NARROW)
+    if reduction_length and reduction_length > 1:
+        per_term = 32.0 if element in ("f32", "f64") else 2.0
+        factor = max(factor, per_term * math.sqrt(reduction_length))
+    return min(factor * eps, max(MAX_ALLOWANCE, ROUNDING_EPS_NARROW * eps))
+
+
+_CONTRACTIONS = ("matmul", "matvec", "vecmat", "contract", "reduction", "conv", "dot")
+
+
+def reduction_length_from_name(export_name: str) -> int | None:
+    """Terms summed per output element, from IREE's dispatch name where it says (``..._matmul_MxNxK_f32``:
+    K; ``..._conv_FxHxWxCxKHxKW_f32``: C*KH*KW; ``..._reduction_MxN_f32``: N); None otherwise."""
+    from engine.dispatch.tensor_types import name_candidates
+
+    found = name_candidates(export_name)
+    if found is None:
+        return None
+    dims, _ = found
+    lowered = export_name.lower()
+    kind = next((k for k in _CONTRACTIONS if f"_{k}" in lowered), None)
+    if kind is None or not dims:
+        return None
+    if kind == "conv" and len(dims) >= 4:
+        return int(np.prod(dims[-3:]))
+    return int(dims[-1])
 
 
 def _coarser(a: np.dtype, b: np.dtype) -> np.dtype:
