@@ -80,6 +80,11 @@ def test_reduction_chain_llvm_cpu_against_vmvx_agrees_within_rounding(chain):
     # Asked for exactness, the same pair differs: the default is what makes it trustworthy.
     strict = _diverge(cpu, vmvx, "main", f"--input=@{x}", "--atol=0")
     assert strict["first_divergence"] is not None
+    # Only the two modules: the one function, seeded random inputs shaped as the host code checks them.
+    bare = subprocess.run([sys.executable, "-m", "app.launcher", "diverge", str(cpu), str(vmvx), "--json"],
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert bare.returncode == 0 and json.loads(bare.stdout)["first_divergence"] is None, bare.stderr
+    assert json.loads(bare.stdout)["dispatches_compared"] == 3
 
 
 def test_reduction_chain_broken_dispatch_is_named_exactly_and_reproduced(chain):
