@@ -222,6 +222,10 @@ class MainWindow(QMainWindow):
         file_menu.addAction(self.open_action)
         self.recent_menu = QMenu("Open &Recent", self)
         file_menu.addMenu(self.recent_menu)
+        self.attach_remote_action = QAction("Attach to &Remote...", self)
+        self.attach_remote_action.setToolTip("Run debug sessions in 'iree-lens serve --stdio' started by a command")
+        self.attach_remote_action.triggered.connect(self._attach_remote_dialog)
+        file_menu.addAction(self.attach_remote_action)
         file_menu.addSeparator()
         quit_action = QAction("&Quit", self)
         quit_action.setShortcut(QKeySequence.StandardKey.Quit)
@@ -285,6 +289,19 @@ class MainWindow(QMainWindow):
         self.settings.clear_recent_files()
         self._update_recent_menu()
 
+    def _attach_remote_dialog(self) -> None:
+        """Debug runs go to a server a command starts (``ssh HOST iree-lens serve --stdio``); empty: local."""
+        from PySide6.QtWidgets import QInputDialog
+
+        command, ok = QInputDialog.getText(
+            self, "Attach to Remote", "Command that starts 'iree-lens serve --stdio' (empty: this machine):",
+            text=self.session_bridge.remote or "ssh HOST iree-lens serve --stdio",
+        )
+        if ok:
+            self.session_bridge.attach_remote(command.strip() or None)
+            where = command.strip() or "this machine"
+            self.statusBar().showMessage(f"Debug runs: {where} (the module's path must be valid there)", 10000)
+
     def _open_dialog(self) -> None:
         start = str(self.settings.recent_files()[0].parent) if self.settings.recent_files() else ""
         patterns = " ".join(f"*{s}" for s in OPENABLE_SUFFIXES)
@@ -300,7 +317,7 @@ class MainWindow(QMainWindow):
         if name:
             self.open_file(name)
 
-    def _load_numpy_dialog(self) -> None:
+    def load_numpy_dialog(self) -> None:
         name, _ = QFileDialog.getOpenFileName(self, "Load inputs", "", "numpy arrays (*.npy *.npz)")
         if name:
             self.load_numpy_inputs(Path(name))

@@ -60,7 +60,7 @@ from engine.session.protocol import (
 )
 
 # Every debug run records its history (engine.timetravel), so the window can step back and travel in time.
-HANDLER = "engine.timetravel.session:TimeTravelSession"
+HANDLER = "engine.session.timetravel_session:TimeTravelSession"
 STATE_DIR_ENV = "IREE_LENS_STATE_DIR"  # where the last session is saved (tests point it at a tmp dir)
 
 STOP_TIMEOUT_KEY = "session/stop_timeout_s"
@@ -186,7 +186,7 @@ class SessionBridge(QObject):
 
             return remote(self.remote, "timetravel")(on_event)
         if self.in_process:
-            from engine.timetravel.session import TimeTravelSession
+            from engine.session.timetravel_session import TimeTravelSession
 
             return in_process(TimeTravelSession)(on_event)
         return child_process(HANDLER, self.hang_timeout)(on_event)

@@ -48,7 +48,7 @@ def build_main_toolbar(window: MainWindow) -> QToolBar:
     for fill in FILLS:
         inputs.addAction(f"Fill with {fill}", lambda f=fill: window.run_inputs and window.run_inputs.prefill(fill=f))
     inputs.addSeparator()
-    inputs.addAction("Load .npy / .npz...", window._load_numpy_dialog)
+    inputs.addAction("Load .npy / .npz...", window.load_numpy_dialog)
     button = QToolButton(window)
     button.setText("Inputs")
     button.setToolTip("Fill the function's inputs from its signature, or load them from numpy files")

@@ -42,6 +42,17 @@ def compile_seeds(tmp: Path) -> list[Path]:
     return paths
 
 
+def record_replay_seed(mlp_vmfb: Path, out: Path) -> Path:
+    """IREE's own HAL replay of one call of mlp (``iree-run-module --device_replay_output``)."""
+    run_module = Path(sys.executable).parent / "iree-run-module"
+    subprocess.run(
+        [str(run_module), "--device=local-sync", f"--module={mlp_vmfb}", "--function=main", "--input=2x16xf32=0.5",
+         f"--device_replay_output={out}"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("cases", nargs="?", type=int, default=2_000)  # a campaign: 20,000 or more
@@ -50,7 +61,8 @@ def main() -> int:
     ap.add_argument("--memory-mb", type=int, default=1024)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        corpus = seed_corpus(compile_seeds(Path(tmp)))
+        modules = compile_seeds(Path(tmp))
+        corpus = seed_corpus(modules, [record_replay_seed(modules[0], Path(tmp) / "mlp.ireereplay")])
     limits = Limits(args.seconds, args.memory_mb << 20)
     total_failures = 0
     for name, reader in READERS.items():

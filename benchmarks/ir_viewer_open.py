@@ -48,12 +48,14 @@ def main() -> None:
     ap.add_argument("--mb", type=float, default=50)
     ap.add_argument("--compare-plaintext", action="store_true")
     args = ap.parse_args()
-    from PySide6.QtWidgets import QApplication, QPlainTextEdit
+    from PySide6.QtWidgets import QPlainTextEdit
 
+    from app.main import make_application
     from app.views.ir_document import IrDocument
     from app.views.ir_viewer import IrViewer
 
-    app = QApplication.instance() or QApplication([])
+    # The application as the window makes it (None pinned before anything paints: app/qt_none_refcount.py).
+    app = make_application([])
     with tempfile.TemporaryDirectory() as tmp:
         path = make_dump(args.mb, Path(tmp))
         size = path.stat().st_size

@@ -15,6 +15,7 @@ Run: ``.venv/bin/python benchmarks/session_stream.py [--mib 1024] [--steps 200] 
 from __future__ import annotations
 
 import argparse
+import os
 import queue
 import statistics
 import subprocess
@@ -142,6 +143,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         matmul = compile_to(sample_path("matmul"), tmp / "matmul.vmfb")
+        print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (this machine is shared)")
         local_times, remote_times = step_round_trips(matmul, args.steps)
         local, remote = statistics.median(local_times), statistics.median(remote_times)
         print(f"step round trip   in process {local * 1e3:7.3f} ms   serve --stdio {remote * 1e3:7.3f} ms   "

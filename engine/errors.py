@@ -6,12 +6,9 @@ never in a bare ``AssertionError``/``IndexError``/``struct.error``. Each says wh
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import IntEnum
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from engine.runtime.vm.interpreter import FrameLocation
-    from engine.runtime.vmfb.decoder import Instruction
+from typing import Any
 
 
 class LensError(Exception):
@@ -127,6 +124,20 @@ class VmStatusError(LensError):
         super().__init__(f"{self.code.name}; {message}")
 
 
+@dataclass(frozen=True)
+class FrameLocation:
+    """Where a VM frame is: a function of a module (by name and ordinal) and a pc. Plain data here, at the
+    ground, so that a trap can carry its stack without this module importing the VM."""
+
+    module: str
+    function: str
+    ordinal: int
+    pc: int
+
+    def __str__(self) -> str:
+        return f"@{self.module}.{self.function}+{self.pc:#06x}"
+
+
 class VmTrap(VmStatusError):
     """The VM stopped with an IREE status: code, message, the VM call stack and the failing instruction."""
 
@@ -135,7 +146,7 @@ class VmTrap(VmStatusError):
         code: StatusCode | int,
         message: str,
         stack: tuple[FrameLocation, ...] = (),
-        instruction: Instruction | None = None,
+        instruction: Any = None,  # the decoded instruction (engine.runtime.vmfb.decoder.Instruction), if any
         instruction_text: str = "",
     ):
         super().__init__(code, message)

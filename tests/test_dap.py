@@ -243,6 +243,13 @@ def test_held_out_path(program):
             contents.append(read_binding(client, variable["memoryReference"], size))
         for tensor in traced[key]:
             assert any(tensor.tobytes() in data for data in contents), "a traced input is in no binding"
+        fields = client.request("variables", {"variablesReference": bindings[0]["variablesReference"]})["body"]
+        elements = next(v for v in fields["variables"] if v["name"] == "elements")
+        page = client.request("variables", {"variablesReference": elements["variablesReference"], "filter": "indexed",
+                                            "start": 2, "count": 3})["body"]["variables"]
+        assert [v["name"] for v in page] == ["[2]", "[3]", "[4]"]
+        first = np.frombuffer(contents[0], np.float32)  # dispatch 1's name says f32
+        assert [np.float32(v["value"]) for v in page] == list(first[2:5])  # (str of a float32 round-trips)
         registers = client.request("variables", {"variablesReference": scopes[1]["variablesReference"]})["body"]
         assert registers["variables"][0]["name"] == "i0"
 
@@ -360,6 +367,8 @@ def test_remote_session_same_stops(program):
             variables = client.request("variables", {"variablesReference": scopes[0]["variablesReference"]})["body"]
             data = [client.request("readMemory", {"memoryReference": v["memoryReference"], "count": 128})["body"]["data"]
                     for v in variables["variables"]]
+            data.append(client.request("disassemble", {"memoryReference": frames[1]["instructionPointerReference"],
+                                                       "instructionOffset": -3, "instructionCount": 6})["body"])
             client.request("continue", {"threadId": 1})
             exited = client.wait_event("exited")["body"]
             seen.append((stop, [(f["name"], f["instructionPointerReference"]) for f in frames], variables, data, exited))
@@ -424,3 +433,47 @@ def test_dap_over_ssh(program, tmp_path):
     finally:
         client.close()
         sshd.stop()
+
+
+def test_divergence_filter(program, tmp_path):
+    """The divergence exception filter: stops after the first dispatch whose outputs differ from a reference
+    module's (the same program with its last operation changed), at that dispatch."""
+    vmfb, inputs = program
+    source = (ROOT / "tests" / "session_programs" / "nan_log.mlir").read_text()
+    assert "arith.mulf %l, %l" in source
+    changed = tmp_path / "changed.mlir"
+    changed.write_text(source.replace("arith.mulf %l, %l", "arith.addf %l, %l"))
+    reference = compile_program(str(changed), "llvm-cpu", tmp_path)
+    client = DapClient([*lens_command(), "dap"])
+    try:
+        launch(client, vmfb, inputs)
+        reply = client.request("setExceptionBreakpoints", {"filters": ["divergence"]})
+        assert reply["body"]["breakpoints"][0]["verified"] is False  # no reference named
+        reply = client.request("setExceptionBreakpoints", {
+            "filters": [], "filterOptions": [{"filterId": "divergence", "condition": f"{reference} 1e-6"}]})
+        assert reply["body"]["breakpoints"][0]["verified"] is True
+        client.request("configurationDone")
+        stop = client.stopped()
+        assert stop["reason"] == "exception" and stop["description"]
+        assert "dispatch #2" in client.top_frame()["name"]
+        client.request("continue", {"threadId": 1})
+        assert client.wait_event("exited")["body"]["exitCode"] == 0
+    finally:
+        client.close()
+
+
+def test_disconnect_while_running_ends_the_adapter_promptly(tmp_path):
+    import time
+
+    spin = compile_program("spin", "llvm-cpu", tmp_path)
+    client = DapClient([*lens_command(), "dap"])
+    client.request("initialize", {"adapterID": "iree-lens"})
+    client.request("launch", {"program": str(spin), "function": "spin", "inputs": ["1000000000"]})
+    client.wait_event("initialized")
+    client.request("configurationDone")
+    time.sleep(0.3)
+    start = time.monotonic()
+    client.request("disconnect", {"terminateDebuggee": True})
+    client.process.stdin.close()
+    assert client.process.wait(timeout=30) == 0
+    assert time.monotonic() - start < 10

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from engine.compiler.executables import extract_executables, split_snapshot
-from tests.support import TARGET_FLAGS, iree_tool, lens_run
+from tests.support import TARGET_FLAGS, iree_tool, lens_run, tiny_program
 
 MODELS = Path(__file__).resolve().parents[1] / ".." / "shared" / "models"
 
@@ -39,60 +39,6 @@ def _model(name: str, tmp: Path) -> Path:
     out = tmp / f"{name}.mlir"
     out.write_bytes(lzma.decompress(xz.read_bytes()))
     return out
-
-
-def _blob(values: np.ndarray) -> str:
-    # A builtin dense_resource blob: 4-byte alignment, then the little-endian data.
-    return "0x04000000" + values.astype("<f4").tobytes().hex().upper()
-
-
-def tiny_program(path: Path) -> Path:
-    """Two matmul + bias layers whose weights are ``dense_resource`` blobs (IREE folds the biases into the
-    dispatches, as it does a PyTorch export's)."""
-    rng = np.random.default_rng(0)
-    w1, w2 = (rng.standard_normal((16, 16)).astype(np.float32) for _ in range(2))
-    b1, b2 = (rng.standard_normal(16).astype(np.float32) for _ in range(2))
-    layer = """
-    %m{i} = linalg.matmul ins(%x{i}, %w{i} : tensor<4x16xf32>, tensor<16x16xf32>) outs(%f : tensor<4x16xf32>) -> tensor<4x16xf32>
-    %x{n} = linalg.generic {{indexing_maps = [#id, #col, #id], iterator_types = ["parallel", "parallel"]}}
-        ins(%m{i}, %b{i} : tensor<4x16xf32>, tensor<16xf32>) outs(%e : tensor<4x16xf32>) {{
-    ^bb0(%a: f32, %b: f32, %o: f32):
-      %s = arith.addf %a, %b : f32
-      %t = arith.maximumf %s, %zero : f32
-      linalg.yield %t : f32
-    }} -> tensor<4x16xf32>"""
-    body = "".join(layer.format(i=i, n=i + 1) for i in (1, 2))
-    path.write_text(f"""#id = affine_map<(i, j) -> (i, j)>
-#col = affine_map<(i, j) -> (j)>
-module @tiny {{
-  util.global private @w1 = dense_resource<tiny_w1> : tensor<16x16xf32>
-  util.global private @w2 = dense_resource<tiny_w2> : tensor<16x16xf32>
-  util.global private @b1 = dense_resource<tiny_b1> : tensor<16xf32>
-  util.global private @b2 = dense_resource<tiny_b2> : tensor<16xf32>
-  func.func @main(%x1: tensor<4x16xf32>) -> tensor<4x16xf32> {{
-    %w1 = util.global.load @w1 : tensor<16x16xf32>
-    %w2 = util.global.load @w2 : tensor<16x16xf32>
-    %b1 = util.global.load @b1 : tensor<16xf32>
-    %b2 = util.global.load @b2 : tensor<16xf32>
-    %zero = arith.constant 0.0 : f32
-    %e = tensor.empty() : tensor<4x16xf32>
-    %f = linalg.fill ins(%zero : f32) outs(%e : tensor<4x16xf32>) -> tensor<4x16xf32>{body}
-    return %x3 : tensor<4x16xf32>
-  }}
-}}
-
-{{-#
-  dialect_resources: {{
-    builtin: {{
-      tiny_w1: "{_blob(w1)}",
-      tiny_w2: "{_blob(w2)}",
-      tiny_b1: "{_blob(b1)}",
-      tiny_b2: "{_blob(b2)}"
-    }}
-  }}
-#-}}
-""")
-    return path
 
 
 def _write_sources(program: Path, out: Path) -> tuple[Path, list[Path]]:
@@ -177,7 +123,7 @@ module @m {
 
 def test_snapshot_cut_keeps_multiline_aliases_apart_and_carries_folded_blobs():
     parts = split_snapshot(SNAPSHOT)
-    assert parts.aliases["composite_of_64b"].count("\n") == 3  # the whole alias, not its first line
+    assert parts.aliases["#composite_of_64b"].count("\n") == 3  # the whole alias, not its first line
     assert set(parts.resources) == {"host_a", "host_b", "folded_bias"}
     files = extract_executables(SNAPSHOT)
     first, second = files["main_dispatch_0"], files["main_dispatch_1"]
@@ -275,9 +221,37 @@ def test_squeezenet_folded_weight_sources_and_an_edit_that_changes_the_workgroup
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["squeezenet1_1", "efficientvit_m0"])
 def test_pytorch_model_every_executable_substituted_and_an_edit_matches_iree(name, tmp_path):
-    # EfficientViT's second dispatch: the batch norm's shift subtracted instead of added.
-    edit = SQUEEZENET_RELU if name == "squeezenet1_1" else ("main$async_dispatch_1", r"(%14 = )arith\.addf", r"\1arith.subf")
+    # The first ReLU made the identity (timm's and torchvision's fresh batch norms and biases add zeros: an
+    # edit of those would change nothing).
+    executable = "main$async_dispatch_0" if name == "squeezenet1_1" else "main$async_dispatch_1"
+    edit = (executable, *SQUEEZENET_RELU[1:])
     vmfb, x, edited, expected = _check_model(name, tmp_path, False, edit, engines=("reference", "debug"))
     for engine in ("reference", "debug"):
         got = _run(vmfb, "main", x, tmp_path / f"edit_{engine}.npy", engine, [edited])
         assert got.tobytes() == expected.tobytes(), engine
+
+
+@pytest.mark.vulkan
+def test_tiny_program_on_vulkan_every_mlir_and_spirv_source_is_bit_identical(tmp_path):
+    program = tiny_program(tmp_path / "tiny.mlir")
+    proc = _lens("sources", str(program), f"--out={tmp_path / 'src'}", "--target=vulkan-spirv")
+    assert proc.returncode == 0, proc.stderr
+    written = [Path(line) for line in proc.stdout.split()]
+    vmfb = next(p for p in written if p.suffix == ".vmfb")
+    mlir = sorted(p for p in written if p.suffix == ".mlir")
+    spirv = sorted(p for p in written if p.suffix == ".spvasm")
+    assert len(mlir) == len(spirv) == 2  # one pipeline per dispatch executable
+    x = tmp_path / "x.npy"
+    np.save(x, np.random.default_rng(1).standard_normal((4, 16)).astype(np.float32))
+
+    def run(engine: str, tag: str, sources=()) -> bytes:
+        subs = [f"--substitute={p.stem}={p}" for p in sources]
+        out = tmp_path / f"{tag}.npy"
+        proc = lens_run(vmfb, "main", [f"@{x}"], engine, "--device=vulkan", *subs, f"--output=@{out}", timeout=600)
+        assert proc.returncode == 0, proc.stderr
+        return np.load(out).tobytes()
+
+    plain = run("reference", "plain")
+    for engine in ("reference", "debug"):
+        assert run(engine, f"mlir_{engine}", mlir) == plain, engine
+        assert run(engine, f"spirv_{engine}", spirv) == plain, engine

@@ -404,3 +404,48 @@ def test_run_write_replay_of_a_module_and_refusals(compiled, tmp_path):
         f"--write-replay={out}",
     )
     assert ref.returncode == 2
+
+
+def test_plain_replay_captured_with_executable_sources_equals_iree_traced_tensors(tmp_path):
+    # A replay of a plain build (IREE packs tensors in shared bindings): the executables' dumped sources
+    # say where each tensor lies, as for a module capture, so the capture equals IREE's traced tensors.
+    source = MODELS / "attention_block.mlir"
+    if not source.exists():
+        pytest.skip(f"{source} is not here (the shared models)")
+    sources = tmp_path / "sources"
+    plain = _compile(source, tmp_path / "plain.vmfb", f"--iree-hal-dump-executable-sources-to={sources}")
+    traced = _compile(source, tmp_path / "traced.vmfb", TRACE)
+    x = MODELS / "attention_block_x.npy"
+    replay = record_replay(plain, "attention_block", [f"@{x}"], tmp_path / "plain.ireereplay")
+    proc = _lens("capture", replay, f"--sources={sources}", f"--out={tmp_path / 'bundle'}")
+    assert proc.returncode == 0, proc.stderr
+    bundle = Bundle(tmp_path / "bundle")
+    assert {d.tensors_from for d in bundle.dispatches} == {"interface"}
+    traced_tensors = iree_traced_tensors(traced, "attention_block", [np.load(x)])
+    outputs = [a for k, a in traced_tensors if k.endswith(" outputs")]
+    assert len(bundle.dispatches) == len(outputs)
+    for d, want in zip(bundle.dispatches, outputs):
+        got = bundle.dispatch_tensors(d, "outputs")
+        assert [g.shape for g in got] == [w.shape for w in want]
+        assert [np.asarray(g).tobytes() for g in got] == [w.tobytes() for w in want], d.name
+
+
+def test_replay_debugger_goes_back_to_an_earlier_stop(compiled, tmp_path):
+    path = record_replay(
+        compiled.path("mlp", "llvm-cpu"), "main", ["2x16xf32=0.5"], tmp_path / "mlp.ireereplay"
+    )
+    commands = tmp_path / "cmds.txt"
+    commands.write_text(
+        f"break dispatch * after\ncontinue\nsave-tensors {tmp_path / 'first'}\ncontinue\nreverse-continue\n"
+        f"save-tensors {tmp_path / 'again'}\nreverse-step 1\ncontinue\ncontinue\ncontinue\n"
+    )
+    proc = _lens("debug", path, f"--commands={commands}", "--json")
+    assert proc.returncode == 0, proc.stderr
+    stops = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert [(s["reason"], (s.get("dispatch") or {}).get("ordinal")) for s in stops] == [
+        ("breakpoint", 0), ("breakpoint", 1), ("reverse", 0), ("reverse", None), ("breakpoint", 0),
+        ("breakpoint", 1), ("finished", None),
+    ]  # fmt: skip
+    first, again = sorted((tmp_path / "first").iterdir()), sorted((tmp_path / "again").iterdir())
+    assert [p.name for p in first] == [p.name for p in again] and len(first) >= 2
+    assert all(np.load(a).tobytes() == np.load(b).tobytes() for a, b in zip(first, again))

@@ -28,7 +28,7 @@ from engine.session.protocol import (
     WatchRegister,
     WhenChanged,
 )
-from engine.timetravel.session import TimeTravelSession
+from engine.session.timetravel_session import TimeTravelSession
 
 
 class Client:

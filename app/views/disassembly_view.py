@@ -27,10 +27,10 @@ from app.views.hex_view import monospace_font
 
 LABEL_RE = re.compile(r"^\s*\^(bb\d+)\b.*:\s*$")
 TARGET_RE = re.compile(r"\^(bb\d+)\b")
-_MNEMONIC_RE = re.compile(r"\bvm\.[\w.]+")
-_REGISTER_RE = re.compile(r"%[iIrR]\d+(?::\d+)?")
-_COMMENT_RE = re.compile(r"//.*$")
-_CALLEE_RE = re.compile(r"@[\w.$-]+")
+MNEMONIC_RE = re.compile(r"\bvm\.[\w.]+")
+REGISTER_RE = re.compile(r"%[iIrR]\d+(?::\d+)?")
+COMMENT_RE = re.compile(r"//.*$")
+CALLEE_RE = re.compile(r"@[\w.$-]+")
 
 
 @dataclass(frozen=True)
@@ -66,14 +66,14 @@ class DisassemblyHighlighter(QSyntaxHighlighter):
             self.setFormat(0, len(text), self.label)
             return
         for regex, fmt in (
-            (_MNEMONIC_RE, self.mnemonic),
-            (_REGISTER_RE, self.register),
-            (_CALLEE_RE, self.callee),
+            (MNEMONIC_RE, self.mnemonic),
+            (REGISTER_RE, self.register),
+            (CALLEE_RE, self.callee),
             (TARGET_RE, self.target),
         ):
             for m in regex.finditer(text):
                 self.setFormat(m.start(), m.end() - m.start(), fmt)
-        m = _COMMENT_RE.search(text)
+        m = COMMENT_RE.search(text)
         if m:
             self.setFormat(m.start(), m.end() - m.start(), self.comment)
 

@@ -13,11 +13,11 @@ from PySide6.QtGui import QColor, QMouseEvent, QPainter, QPaintEvent, QPolygonF,
 from PySide6.QtWidgets import QPlainTextEdit, QTextEdit, QWidget
 
 from app.views.disassembly_view import (
-    _CALLEE_RE,
-    _COMMENT_RE,
-    _MNEMONIC_RE,
-    _REGISTER_RE,
+    CALLEE_RE,
+    COMMENT_RE,
     LABEL_RE,
+    MNEMONIC_RE,
+    REGISTER_RE,
     TARGET_RE,
     DisassemblyHighlighter,
     ListingLine,
@@ -43,14 +43,14 @@ class _Highlighter(DisassemblyHighlighter):
             self.setFormat(PREFIX, len(body), self.label)
             return
         for regex, fmt in (
-            (_MNEMONIC_RE, self.mnemonic),
-            (_REGISTER_RE, self.register),
-            (_CALLEE_RE, self.callee),
+            (MNEMONIC_RE, self.mnemonic),
+            (REGISTER_RE, self.register),
+            (CALLEE_RE, self.callee),
             (TARGET_RE, self.target),
         ):
             for m in regex.finditer(body):
                 self.setFormat(PREFIX + m.start(), m.end() - m.start(), fmt)
-        m = _COMMENT_RE.search(body)
+        m = COMMENT_RE.search(body)
         if m:
             self.setFormat(PREFIX + m.start(), m.end() - m.start(), self.comment)
 

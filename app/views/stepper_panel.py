@@ -141,7 +141,7 @@ class StepperPanel(QWidget):
 
     # -- construction ---------------------------------------------------------------------------
 
-    def _action(self, text: str, key: str | None, slot, tip: str) -> QAction:
+    def make_action(self, text: str, key: str | None, slot, tip: str) -> QAction:
         action = QAction(text, self)
         if key:
             action.setShortcut(QKeySequence(key))
@@ -154,24 +154,24 @@ class StepperPanel(QWidget):
 
     def _build_actions(self) -> None:
         b = self.bridge
-        self.continue_action = self._action(
+        self.continue_action = self.make_action(
             "▶ Continue", "F5", b.continue_, "Continue to the next breakpoint"
         )
-        self.step_over_action = self._action("↷ Step Over", "F10", b.step_over, "Step over calls")
-        self.step_into_action = self._action("↓ Step Into", "F11", b.step_into, "Execute one instruction")
-        self.step_out_action = self._action(
+        self.step_over_action = self.make_action("↷ Step Over", "F10", b.step_over, "Step over calls")
+        self.step_into_action = self.make_action("↓ Step Into", "F11", b.step_into, "Execute one instruction")
+        self.step_out_action = self.make_action(
             "↑ Step Out", "Shift+F11", b.step_out, "Run until this function returns"
         )
-        self.next_dispatch_action = self._action(
+        self.next_dispatch_action = self.make_action(
             "⇢ Next Dispatch", "F6", b.next_dispatch, "Run to the next dispatch (stops before it runs)"
         )
-        self.run_to_cursor_action = self._action(
+        self.run_to_cursor_action = self.make_action(
             "⇥ Run to Cursor", "Ctrl+F10", self.run_to_cursor, "Run to the line of the cursor"
         )
-        self.stop_action = self._action(
+        self.stop_action = self.make_action(
             "■ Stop", "Shift+F5", b.stop, "Pause the run; kill it if it does not answer"
         )
-        self.toggle_bp_action = self._action(
+        self.toggle_bp_action = self.make_action(
             "● Breakpoint", "F9", self.toggle_breakpoint_at_cursor, "Toggle a breakpoint on the cursor's line"
         )
 

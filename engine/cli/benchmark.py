@@ -60,10 +60,10 @@ class _FirstMatch(DispatchObserver):
 
     def before_dispatch(self, record: DispatchRecord) -> None:
         if self.found is None and self._matches(record):
-            from engine.substitute.live import DispatchSnapshot, _executable_of
+            from engine.substitute.live import DispatchSnapshot, executable_of
 
             before = tuple(np.array(b.data, copy=True) for b in record.bindings)
-            self.found = DispatchSnapshot(record, _executable_of(self.device, record), before, None)
+            self.found = DispatchSnapshot(record, executable_of(self.device, record), before, None)
         self.count += 1
 
 

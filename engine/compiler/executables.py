@@ -81,9 +81,10 @@ def collect_executables(dump_dir: Path, names: list[str]) -> list[ExecutableArti
     return result
 
 
-_ALIAS_REF = re.compile(r"#([A-Za-z_][\w$.-]*)")
+# Attribute (#name) and type (!name) aliases, keyed with their sigil.
+_ALIAS_REF = re.compile(r"[#!][A-Za-z_][\w$.-]*")
 _RESOURCE_REF = re.compile(r"dense_resource<([^>]+)>")
-_ALIAS_DEF = re.compile(r"^#([\w$.-]+) = ")
+_ALIAS_DEF = re.compile(r"^([#!][\w$.-]+) = ")
 _TOP_LEVEL_OPS = ("module", "builtin.module", "hal.executable", "func.func", "util.")
 _EXECUTABLE_OPEN = re.compile(r"^  hal\.executable(?: (?:private|public|nested))? @([\w$.-]+) \{$")
 
@@ -175,7 +176,7 @@ def standalone_executable(parts: SnapshotParts, name: str) -> str:
     alias_text = [parts.aliases[a] for a in parts.aliases if a in used]
     keys: list[str] = []
     for text in [body, *alias_text]:
-        keys += [k for k in _RESOURCE_REF.findall(text) if k not in keys]
+        keys += [k for k in (r.strip('"') for r in _RESOURCE_REF.findall(text)) if k not in keys]
     missing = [k for k in keys if k not in parts.resources]
     if missing:
         raise FormatError(

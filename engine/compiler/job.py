@@ -63,7 +63,7 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 @dataclass(frozen=True)
-class _Lineage:
+class Lineage:
     # Passed by resume/substitution: what the new compilation descends from.
     parent: Compilation | None = None
     resumed_from: str | None = None
@@ -123,7 +123,7 @@ def compile_program(
     out_dir: Path | str | None = None,
     task: TaskState | None = None,
     timeout_s: float | None = None,
-    _lineage: _Lineage = _Lineage(),
+    _lineage: Lineage = Lineage(),
 ) -> Compilation:
     """Compile ``request`` with iree-compile and capture everything into ``out_dir`` (a new temporary
     folder when ``None``; it must be empty or absent).

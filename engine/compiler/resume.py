@@ -9,7 +9,7 @@ from pathlib import Path
 
 from engine.compiler.compilation import Compilation, Replacement
 from engine.compiler.executables import collect_executables
-from engine.compiler.job import _Lineage, compile_program
+from engine.compiler.job import Lineage, compile_program
 from engine.compiler.phases import PHASES, phase_index, snapshot_file_name
 from engine.compiler.task import TaskState
 
@@ -63,7 +63,7 @@ def resume_from_phase(
         out_dir=out,
         task=task,
         timeout_s=timeout_s,
-        _lineage=_Lineage(parent=parent, resumed_from=phase, substitutions=_substitutions),
+        _lineage=Lineage(parent=parent, resumed_from=phase, substitutions=_substitutions),
     )
     if phase_index(phase) >= phase_index("executable-targets"):
         # From here on the compiler only serialises executables it no longer dumps: they are the parent's.

@@ -207,7 +207,7 @@ def _map_buffer_view(runner: ReferenceRunner, bv) -> np.ndarray:
     try:
         raw = bv.map().asarray([int(bv.byte_length)], np.dtype(np.uint8))
     except RuntimeError:
-        return runner._read_buffer_view(bv)
+        return runner.read_buffer_view(bv)
     return np.asarray(raw).view(element.dtype).reshape(tuple(bv.shape))
 
 

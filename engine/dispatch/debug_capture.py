@@ -79,7 +79,7 @@ class DispatchRecorder(DispatchObserver):
         self.interfaces = interfaces or {}
         self.overrides = overrides or {}  # (ordinal, "input"|"output", position) -> type
         self.spirv = spirv or {}  # export -> binding -> element type declared in its SPIR-V
-        self._before: list[np.ndarray] = []
+        self.before_bytes: list[np.ndarray] = []
         self._pending_inputs: TracePoint | None = None
         self._awaiting_outputs: DispatchEntry | None = None
         self._buffer_ids: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -125,10 +125,10 @@ class DispatchRecorder(DispatchObserver):
     # -- the observer
 
     def before_dispatch(self, record: DispatchRecord) -> None:
-        self._before = [np.array(b.data, copy=True) for b in record.bindings]
+        self.before_bytes = [np.array(b.data, copy=True) for b in record.bindings]
 
     def after_dispatch(self, record: DispatchRecord) -> None:
-        before, self._before = self._before, []
+        before, self.before_bytes = self.before_bytes, []
         after = [b.data for b in record.bindings]
         access = self._access(record, before, after)
         entry = DispatchEntry(
@@ -182,7 +182,7 @@ class DispatchRecorder(DispatchObserver):
         self.writer.add_dispatch(entry)
 
     def dispatch_failed(self, record: DispatchRecord, error: Exception) -> None:
-        self._before = []
+        self.before_bytes = []
 
     # -- helpers
 

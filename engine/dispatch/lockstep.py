@@ -235,7 +235,7 @@ class _SideObserver(DispatchRecorder):
         super().before_dispatch(record)
 
     def after_dispatch(self, record: DispatchRecord) -> None:
-        before = self._before
+        before = self.before_bytes
         super().after_dispatch(record)
         entry, ins, outs = self.sink.take()
         if entry is None:  # a trace-point module: tensors come later (not used here)

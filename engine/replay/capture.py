@@ -108,18 +108,22 @@ def capture_replay(
     device: str = "local-sync",
     substitutions: list[Substitution] | None = None,
     file_remap: list[tuple[str, str]] | None = None,
+    interfaces: dict | None = None,
+    overrides: dict | None = None,
 ) -> ReplayCaptureResult:
-    """Replay ``path`` on the debug engine's ``device`` and write every dispatch's tensors to ``out``."""
+    """Replay ``path`` on the debug engine's ``device`` and write every dispatch's tensors to ``out``;
+    ``interfaces`` (executable sources, ``tensor_types.interfaces_from_files``) and ``overrides`` type the
+    bindings of a replay without trace points as for a module."""
     replay = open_replay(path)
     hal_device = create_device(device)
     writer = BundleWriter(out, module=str(path), function="", engine="debug-replay", device=device)
     reads = host_reads(replay)
-    traced = is_traced(replay, reads)
+    traced = is_traced(replay, reads) and not interfaces
     recorder: DispatchRecorder | TracedReplayRecorder
     if traced:
         recorder = TracedReplayRecorder(writer, map_repeat(reads))
     else:
-        recorder = DispatchRecorder(writer, None, None, replay_binding_elements(replay))
+        recorder = DispatchRecorder(writer, interfaces, overrides, replay_binding_elements(replay))
     traffic = _HostTraffic(replay)
     executor: ReplayExecutor
 

@@ -129,9 +129,9 @@ class ReferenceRunner:
             return OpaqueRef(None if variant is None else type(variant).__name__)
         if bv is None:
             return OpaqueRef(None)
-        return Tensor(self._read_buffer_view(bv), ElementType(int(bv.element_type)))
+        return Tensor(self.read_buffer_view(bv), ElementType(int(bv.element_type)))
 
-    def _read_buffer_view(self, bv) -> np.ndarray:
+    def read_buffer_view(self, bv) -> np.ndarray:
         rt = self._rt
         element_type = ElementType(int(bv.element_type))
         shape = tuple(bv.shape)

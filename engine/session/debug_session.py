@@ -23,13 +23,12 @@ from typing import Any
 
 import numpy as np
 
-from engine.errors import LensError
+from engine.errors import FrameLocation, LensError
 from engine.runtime.debug_runner import DebugRunError, DebugRunner
 from engine.runtime.function_io import Tensor, format_results, parse_inputs, split_cconv
 from engine.runtime.hal.device import DispatchRecord
 from engine.runtime.vm import controller as vmc
 from engine.runtime.vm.context import ModuleInstance
-from engine.runtime.vm.interpreter import FrameLocation
 from engine.runtime.vm.trace import describe_ref, format_instruction
 from engine.session.dispatch_gate import DispatchGate, GateStop, is_dispatch_breakpoint
 from engine.session.parked_run import ParkedRun, RunState
@@ -137,16 +136,34 @@ class DebugSession:
 
     def close(self) -> None:
         """Abandon a parked run (its thread ends)."""
-        self._abandon()
+        self.abandon_run()
+
+    # -- seams for sessions built on this one (TimeTravelSession)
+
+    def register_command(self, kind: type[Command], handler: Callable[[Any], None]) -> None:
+        """Handle commands of type ``kind`` with ``handler(command)`` (on the command loop)."""
+        self._handlers[kind] = handler
+
+    def register_query(self, kind: type[Query], answer: Callable[[Any], Answer]) -> None:
+        """Answer queries of type ``kind`` with ``answer(query)`` (on the command loop)."""
+        self._queries[kind] = answer
+
+    def on_opened(self) -> None:
+        """Called once a module is open (runner, controller and gate exist), before ``Opened`` is sent."""
+
+    def stop_detail(self) -> StopDetail:
+        """What every stop reports besides its location (a subclass adds to it)."""
+        return StopDetail(registers=self._registers())
 
     def _on_open(self, command: Open) -> None:
-        self._abandon()
+        self.abandon_run()
         self.runner = DebugRunner(command.module_path, command.device)
         self.controller = vmc.Controller(self.runner.context)
         self.gate = DispatchGate(self._park, self.controller.take_pause, self._progress)
-        self.runner.device.observers.append(self.gate)
+        self.runner.device.add_observer(self.gate)
         self.live = LiveSubstitutions.for_runner(self.runner)
         self._install_breakpoints()
+        self.on_opened()
         self.emit(Opened(command.module_path, tuple(self.runner.function_names), command.device))
 
     def _on_set_breakpoints(self, command: SetBreakpoints) -> None:
@@ -155,7 +172,7 @@ class DebugSession:
             self._install_breakpoints()
 
     def _on_call(self, command: Call) -> None:
-        self._abandon()
+        self.abandon_run()
         runner = self._need_runner()
         arg_kinds, self._result_kinds = split_cconv(runner.cconv(command.function))
         args = parse_inputs(list(command.inputs), arg_kinds)
@@ -165,9 +182,9 @@ class DebugSession:
         self._function = command.function
         runner.context.begin_call(command.function, vm_args)
         if command.stop_at_entry:
-            self.emit(Stopped(StopReason.ENTRY, self.location(), self._stop_detail()))
+            self.emit(Stopped(StopReason.ENTRY, self.location(), self.stop_detail()))
         else:
-            self._start(self.controller.continue_)
+            self.start_run(self.controller.continue_)
 
     def _on_step(self, command: Step) -> None:
         try:
@@ -181,21 +198,21 @@ class DebugSession:
         if self.run.parked:
             self._resume_with(command)
             return
-        self._need_controller()
-        self._start(lambda: self._steps(mode, command.count))
+        self.need_controller()
+        self.start_run(lambda: self._steps(mode, command.count))
 
     def _on_continue(self, command: Continue) -> None:
         if self.run.parked:
             self._resume_with(command)
             return
-        self._start(self._need_controller().continue_)
+        self.start_run(self.need_controller().continue_)
 
     def _on_run_to(self, command: RunTo) -> None:
         if self.run.parked:
             self._resume_with(command)
             return
-        controller = self._need_controller()
-        self._start(lambda: controller.run_to(self.runner.module.name, command.function, command.pc))
+        controller = self.need_controller()
+        self.start_run(lambda: controller.run_to(self.runner.module.name, command.function, command.pc))
 
     def _on_query(self, query: Query) -> None:
         answer = self._queries.get(type(query))
@@ -206,14 +223,15 @@ class DebugSession:
 
     # --------------------------------------------------------------------------------- the run thread
 
-    def _start(self, action: Callable[[], vmc.StopEvent]) -> None:
+    def start_run(self, action: Callable[[], vmc.StopEvent]) -> None:
         """Run ``action`` on the run thread; return once it parks at a dispatch or ends (its events are out)."""
         self.run.start(lambda: self._run(action))
 
     def _resume_with(self, command: Command) -> None:
         self.run.resume(command)
 
-    def _abandon(self) -> None:
+    def abandon_run(self) -> None:
+        """Unwind a run parked inside a dispatch (its thread ends); nothing when none is parked."""
         self.run.abandon()
 
     def _run(self, action: Callable[[], vmc.StopEvent]) -> None:
@@ -271,7 +289,7 @@ class DebugSession:
         """On the run thread, inside a dispatch: report the stop and wait for the command that resumes."""
         reason = StopReason.PAUSED if why.paused and not (why.breakpoints or why.step) else StopReason.DISPATCH
         detail = replace(
-            self._stop_detail(),
+            self.stop_detail(),
             breakpoints=tuple(b.describe() for b in why.breakpoints),
             nan_bindings=tuple(why.nan_bindings),
             nonfinite=tuple(why.nonfinite),
@@ -300,7 +318,7 @@ class DebugSession:
             raise DebugRunError("no module is open")
         return self.runner
 
-    def _need_controller(self) -> vmc.Controller:
+    def need_controller(self) -> vmc.Controller:
         self._need_runner()
         if self.runner.context.interpreter.finished:
             raise DebugRunError("no call in progress: start one first")
@@ -338,7 +356,7 @@ class DebugSession:
             if stop.record is not None and stop.record.import_call is not None:
                 import_call = stop.record.import_call.name
             detail = replace(
-                self._stop_detail(),
+                self.stop_detail(),
                 import_call=import_call,
                 breakpoints=tuple(repr(b) for b in stop.breakpoints),
                 steps=stop.steps,
@@ -356,8 +374,8 @@ class DebugSession:
             for k, frame in enumerate(live):
                 pc = frame.pc
                 if record is not None and k == len(live) - 1:
-                    pc = self._call_pc(frame.instance, frame.ordinal, pc)  # inside the call that dispatches
-                frames.append(self._frame_info(frame.instance, frame.ordinal, pc))
+                    pc = self.call_pc(frame.instance, frame.ordinal, pc)  # inside the call that dispatches
+                frames.append(self.frame_info(frame.instance, frame.ordinal, pc))
             for loc in stack or ():
                 frames.append(
                     FrameInfo(getattr(loc, "module", ""), getattr(loc, "function", ""), getattr(loc, "pc", 0))
@@ -367,7 +385,7 @@ class DebugSession:
         info = self.gate.current_info
         return Location(tuple(frames), record.export_name, self.gate.ordinal(record), info)
 
-    def _call_pc(self, instance: ModuleInstance, ordinal: int, resume: int) -> int:
+    def call_pc(self, instance: ModuleInstance, ordinal: int, resume: int) -> int:
         """The pc of the instruction before ``resume`` (the call a native function runs in)."""
         key = (id(instance), ordinal)
         pcs = self._code_pcs.get(key)
@@ -377,16 +395,12 @@ class DebugSession:
         return pcs[k - 1] if k > 0 else resume
 
     @staticmethod
-    def _frame_info(instance: ModuleInstance, ordinal: int, pc: int) -> FrameInfo:
+    def frame_info(instance: ModuleInstance, ordinal: int, pc: int) -> FrameInfo:
         try:
             text = format_instruction(instance.instruction_at(ordinal, pc))
         except LensError:
             text = ""
         return FrameInfo(instance.name, instance.function_name(ordinal), pc, text, ordinal)
-
-    def _stop_detail(self) -> StopDetail:
-        """What every stop reports besides its location (subclasses add to it)."""
-        return StopDetail(registers=self._registers())
 
     def _frames(self) -> tuple[FrameInfo, ...]:
         return self.location().frames

@@ -226,6 +226,7 @@ class DivergenceStop:
     first_mismatch: tuple[int, ...] | None = None
     note: str = ""
     text: str = ""  # one sentence for people
+    summary: str = ""  # the numerics' one-line verdict with its metrics (engine.dispatch.diverge_condition)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -238,6 +239,7 @@ class DivergenceStop:
             "mismatches": self.mismatches,
             "first_mismatch": list(self.first_mismatch) if self.first_mismatch is not None else None,
             "note": self.note,
+            "summary": self.summary,
         }
 
 
@@ -732,6 +734,9 @@ class DispatchBenchmark(Answer):
     original_spread_s: tuple[float, float] | None = None
     edited_spread_s: tuple[float, float] | None = None
     edited: bool = True
+    # iree-benchmark-executable on the same binaries, inputs and workgroup count (None: not installed/failed).
+    iree_original_s: float | None = None
+    iree_edited_s: float | None = None
 
 
 # The answer type of each query (a substitution query may also answer ``SubstitutionRefused``).

@@ -210,7 +210,7 @@ class ReferenceSession:
         when = DispatchWhen.AFTER if kind == "outputs" else DispatchWhen.BEFORE
         if when == DispatchWhen.BEFORE:
             self._ordinal += 1
-        arrays = [self.runner._read_buffer_view(bv) for bv in buffer_views]
+        arrays = [self.runner.read_buffer_view(bv) for bv in buffer_views]
         hit = [b for b in self.breakpoints if dispatch_matches(b, self._ordinal, executable, export, when)]
         nan: list[int] = []
         if when == DispatchWhen.AFTER and any(b.kind == BreakpointKind.NAN for b in self.breakpoints):

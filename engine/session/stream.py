@@ -27,12 +27,15 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, BinaryIO
 
+from engine.errors import LensError
+from engine.session import module_queries
 from engine.session.protocol import (
     Command,
     Crashed,
     Event,
     Failed,
     Location,
+    Open,
     Progress,
     Shutdown,
     Stopped,
@@ -43,7 +46,7 @@ PROTOCOL_VERSION = 1
 # Handlers the client names by a short word (any ``engine`` class of the handler shape is accepted too).
 HANDLERS = {
     "debug": "engine.session.debug_session:DebugSession",
-    "timetravel": "engine.timetravel.session:TimeTravelSession",
+    "timetravel": "engine.session.timetravel_session:TimeTravelSession",
     "reference": "engine.session.reference_session:ReferenceSession",
 }
 _PIPE_SIZE = 1 << 20  # a bigger pipe buffer: fewer wake-ups when a tensor streams through
@@ -52,7 +55,7 @@ _PIPE_SIZE = 1 << 20  # a bigger pipe buffer: fewer wake-ups when a tensor strea
 # ----------------------------------------------------------------------------------------------- server
 
 
-def _handler_class(name: str) -> type:
+def handler_class(name: str) -> type:
     path = HANDLERS.get(name, name)
     module_name, _, class_name = path.partition(":")
     if not module_name.startswith("engine.") or not class_name:
@@ -90,7 +93,7 @@ def serve(reader: BinaryIO, writer: BinaryIO, *, compress: bool = True) -> int:
         send({"k": "error", "message": f"protocol version {hello.get('version')} asked, {PROTOCOL_VERSION} spoken"})
         return 2
     try:
-        handler_class = _handler_class(str(hello.get("handler", "debug")))
+        session_class = handler_class(str(hello.get("handler", "debug")))
     except WireError as e:
         send({"k": "error", "message": str(e)})
         return 2
@@ -100,7 +103,7 @@ def serve(reader: BinaryIO, writer: BinaryIO, *, compress: bool = True) -> int:
         if progress or not isinstance(event, Progress):
             send({"k": "event", "event": event})
 
-    handler = handler_class(emit)
+    handler = session_class(emit)
     send({"k": "hello", "role": "server", "version": PROTOCOL_VERSION, "host": socket.gethostname(), "pid": os.getpid()})
 
     return _CommandLoop(reader, handler, send, emit).run()
@@ -126,6 +129,7 @@ class _CommandLoop:
         self.done = 0  # commands finished
         self.finished = False
         self.status = 0
+        self.module_path: str | None = None  # of the last Open (module queries read it)
 
     def run(self) -> int:
         for k in range(2):
@@ -171,7 +175,16 @@ class _CommandLoop:
                 self.cv.notify_all()
         elif not isinstance(command, Command):
             self.send({"k": "error", "message": f"not a command: {type(command).__name__}"})
+        elif isinstance(command, module_queries.QUERIES):  # the module file is here: the server answers
+            try:
+                if self.module_path is None:
+                    raise LensError("no module is open")
+                self.emit(module_queries.disassembly(self.module_path, command))
+            except (LensError, OSError) as e:
+                self.emit(Failed(str(e)))
         else:
+            if isinstance(command, Open):
+                self.module_path = command.module_path
             try:
                 self.handler.handle(command)
             except Exception as e:  # a bug in a handler is reported, not fatal to the session
@@ -389,8 +402,10 @@ class StreamSession:
         self.on_event(Crashed(self._ended_text(error), self._last_location, self.process.returncode))
 
     def _ended_text(self, error: Exception) -> str:
+        from engine.session.child import describe_exit
+
         code = self.process.poll()
-        status = "still running" if code is None else f"exit status {code}"
+        status = "the server still runs" if code is None else describe_exit(code).replace("session process", "server")
         tail = " | ".join(line for line in self._stderr_tail if line)
         text = f"the connection to the session server was lost ({error}; {' '.join(self.argv[:3])}...: {status})"
         return text + (f": {tail}" if tail else "")
@@ -428,4 +443,5 @@ def open_remote(command: str, handler: str, on_event: Callable[[Event], Any], **
 def remote(command: str, handler: str) -> Callable[[Callable[[Event], Any]], StreamSession]:
     """A ``SessionClient`` transport factory (like ``client.in_process``) for the server ``command`` starts;
     ``handler`` names the session it runs (``debug``, ``timetravel``, ``reference``)."""
-    return lambda on_event: open_remote(command, handler, on_event)
+    # Progress (one small frame a dispatch) lets a crash report say which dispatch was running.
+    return lambda on_event: open_remote(command, handler, on_event, progress=True)

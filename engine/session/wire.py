@@ -271,6 +271,8 @@ def read_frame(stream: BinaryIO) -> Any:
         buffers = [_read_buffer(stream, d) for d in descriptions]
     except (ValueError, KeyError, TypeError) as e:
         raise WireError(f"a corrupt message header ({e})") from None
+    except (MemoryError, OSError) as e:  # a tensor bigger than this machine can hold
+        raise WireError(f"cannot receive the message's tensors here: {e!r}") from None
     body = _read_exact(stream, body_len)
     try:
         return json.loads(body, object_hook=_Decoder(buffers).hook)

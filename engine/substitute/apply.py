@@ -57,7 +57,12 @@ def _build_sources_together(
     """The binary each of ``specs`` (MLIR sources) gets from one compile of them all; empty when they
     cannot be built together (each is then built alone, which reports a broken file at its own lines)."""
     from engine.substitute.interface import read_interface
-    from engine.substitute.sources_batch import combine_sources, compile_combined, export_names_in_source
+    from engine.substitute.sources_batch import (
+        BatchCompileError,
+        combine_sources,
+        compile_combined,
+        export_names_in_source,
+    )
 
     if not specs:
         return {}
@@ -74,7 +79,13 @@ def _build_sources_together(
         return {}
     t0 = time.perf_counter()
     try:
-        batch = compile_combined(combined)
+        batch = compile_combined(combined.text)
+    except BatchCompileError as e:
+        # Build the files IREE's errors point into alone: that raises with the diagnostics at their own lines
+        # (without compiling every other file alone too).
+        for i in combined.files_at(e.lines):
+            build_replacement(module, specs[i], interfaces)
+        return {}
     except SubstitutionError:
         return {}
     build_s = time.perf_counter() - t0
@@ -221,7 +232,7 @@ def patched_module(module: VmfbModule, replacements: Sequence[Replacement]) -> b
     refuse_workgroup_count_changes(module, replacements, "IREE's runtime")
     from engine.substitute.binary_patch import replace_rodata
 
-    data = bytes(module._buf) if hasattr(module, "_buf") else None
+    data = bytes(module.data) if hasattr(module, "data") else None
     if data is None:
         raise SubstitutionError("cannot read the module's bytes")
     current: dict[int, bytes] = {}

@@ -115,7 +115,7 @@ def merge_exports(base_elf: bytes, new_elf: bytes, exports: tuple[str, ...]) -> 
 
     base_view, new_view = _open(base_elf, "base library"), _open(new_elf, "replacement library")
     try:
-        lib_a, lib_b = base_view.library._lib, new_view.library._lib  # type: ignore[attr-defined]
+        lib_a, lib_b = base_view.library.library_v0, new_view.library.library_v0
         if lib_a.constants_count or lib_b.constants_count:
             raise SubstitutionError("libraries with executable constants cannot be merged")
         sa, sb = _import_symbols(lib_a), _import_symbols(lib_b)
@@ -200,9 +200,9 @@ def _import_symbols(lib) -> list[bytes]:
 
 def _assemble(asm: str) -> bytes:
     """An x86-64 ELF object of GNU assembler text (LLVM's integrated assembler, through llvmlite)."""
-    from engine.substitute.llvm_ir import _initialize_llvm
+    from engine.substitute.llvm_ir import initialize_llvm
 
-    llvm = _initialize_llvm()
+    llvm = initialize_llvm()
     escaped = "\n".join(
         'module asm "' + line.replace("\\", "\\5C").replace('"', "\\22") + '"' for line in asm.splitlines()
     )

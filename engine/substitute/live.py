@@ -76,7 +76,7 @@ class DispatchSnapshots(DispatchObserver):
         self._pending: dict[int, DispatchSnapshot] = {}
 
     def before_dispatch(self, record: DispatchRecord) -> None:
-        executable = _executable_of(self.device, record)
+        executable = executable_of(self.device, record)
         before = tuple(np.array(b.data, copy=True) for b in record.bindings)
         self._pending[record.sequence] = DispatchSnapshot(record, executable, before, None)
 
@@ -98,7 +98,7 @@ class DispatchSnapshots(DispatchObserver):
         return self.snapshots[-1] if self.snapshots else None
 
 
-def _executable_of(device: Device, record: DispatchRecord) -> HalExecutable:
+def executable_of(device: Device, record: DispatchRecord) -> HalExecutable:
     candidates = [
         e
         for e in registry(device).by_label(record.executable)
@@ -289,7 +289,7 @@ class LiveSubstitutions:
         """
         current = tuple(np.array(b.data, copy=True) for b in record.bindings)
         ran = record.sequence < self.device.dispatch_count and self.snapshots.pending() is None
-        return DispatchSnapshot(record, _executable_of(self.device, record), current, current if ran else None)
+        return DispatchSnapshot(record, executable_of(self.device, record), current, current if ran else None)
 
     def snapshot_for(self, paused: DispatchRecord | None = None) -> DispatchSnapshot:
         """The dispatch to rerun or time: the one being run (observed), the one the run is paused at, else

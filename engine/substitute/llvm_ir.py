@@ -245,7 +245,7 @@ class LlvmBuild:
     link_s: float
 
 
-def _initialize_llvm():
+def initialize_llvm():
     import llvmlite.binding as llvm
 
     try:
@@ -259,7 +259,7 @@ def _initialize_llvm():
 
 def parse_llvm_ir(text: str, path: str = "<llvm ir>"):
     """An llvmlite module of ``text`` (normalised), or ``EditCompileError`` with the line of the fault."""
-    llvm = _initialize_llvm()
+    llvm = initialize_llvm()
     try:
         module = llvm.parse_assembly(normalize_llvm24(text))
         module.verify()
@@ -278,7 +278,7 @@ def parse_llvm_ir(text: str, path: str = "<llvm ir>"):
 
 def object_from_module(module, *, optimize: bool, keep_all: bool = False) -> tuple[bytes, float, float]:
     """Machine code of an llvmlite module for its own triple, for this host's CPU (like ``cpu=host``)."""
-    llvm = _initialize_llvm()
+    llvm = initialize_llvm()
     triple = module.triple or "x86_64-unknown-unknown-eabi-elf"
     target = llvm.Target.from_triple(triple)
     tm = target.create_target_machine(

@@ -81,7 +81,12 @@ def answer(live: LiveSubstitutions, query: Query, paused: DispatchRecord | None 
         if isinstance(query, ExportSubstitutions):
             return SubstitutionsExported(query, str(live.export(query.folder)))
         if isinstance(query, BenchmarkDispatch):
-            timing = live.time_dispatch(live.snapshot_for(paused), samples=int(query.repeats))
+            snapshot = live.snapshot_for(paused)
+            timing = live.time_dispatch(snapshot, samples=int(query.repeats))
+            try:
+                iree_original, iree_edited = live.iree_timings(snapshot, repetitions=1)
+            except LensError:
+                iree_original = iree_edited = None  # no tool, or it could not run this binary
             return DispatchBenchmark(
                 query,
                 timing.original.median_s,
@@ -89,6 +94,8 @@ def answer(live: LiveSubstitutions, query: Query, paused: DispatchRecord | None 
                 timing.original.spread_s,
                 timing.edited.spread_s,
                 edited=bool(live.active),
+                iree_original_s=iree_original.median_s if iree_original is not None else None,
+                iree_edited_s=iree_edited.median_s if iree_edited is not None else None,
             )
     except LensError as e:
         return refused(query, e)

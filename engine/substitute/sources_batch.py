@@ -23,7 +23,7 @@ from pathlib import Path
 
 from engine.substitute.errors import SubstitutionError
 
-_ALIAS = re.compile(r"^#([\w$.-]+) = ")
+_ALIAS = re.compile(r"^([#!][\w$.-]+) = ")
 _OPEN = re.compile(r"^hal\.executable(?: (?:private|public|nested))? @([\w$.-]+) \{$")
 _EXPORT = re.compile(r"hal\.executable\.export (?:public |private )?@([\w$.-]+)")
 
@@ -96,7 +96,19 @@ def split_source(text: str) -> SourceParts | None:
     return SourceParts(aliases, m[1], "\n".join(op), resources)
 
 
-def combine_sources(texts: list[str], module_name: str = "lens_sources") -> str | None:
+@dataclass(frozen=True)
+class Combined:
+    """A combined module's text and, for each file given, the lines (1-based, inclusive) its op occupies."""
+
+    text: str
+    op_lines: tuple[tuple[int, int], ...]
+
+    def files_at(self, lines: list[int]) -> list[int]:
+        """The indices of the files whose ops hold any of ``lines`` (diagnostics of the combined module)."""
+        return [i for i, (a, b) in enumerate(self.op_lines) if any(a <= n <= b for n in lines)]
+
+
+def combine_sources(texts: list[str], module_name: str = "lens_sources") -> Combined | None:
     """One module holding every executable of ``texts``, or ``None`` when they cannot share one."""
     aliases: dict[str, str] = {}
     resources: dict[str, str] = {}
@@ -112,11 +124,26 @@ def combine_sources(texts: list[str], module_name: str = "lens_sources") -> str 
                 if table.setdefault(key, value) != value:
                     return None
         ops.append(parts.op)
-    out = [*aliases.values(), f"module @{module_name} {{", *ops, "}"]
+    head = [*aliases.values(), f"module @{module_name} {{"]
+    line = sum(a.count("\n") + 1 for a in head) + 1
+    spans = []
+    for op in ops:
+        n = op.count("\n") + 1
+        spans.append((line, line + n - 1))
+        line += n
+    out = [*head, *ops, "}"]
     if resources:
         entries = ",\n".join(f"      {e}" for e in resources.values())
         out.append("{-#\n  dialect_resources: {\n    builtin: {\n" + entries + "\n    }\n  }\n#-}")
-    return "\n".join(out) + "\n"
+    return Combined("\n".join(out) + "\n", tuple(spans))
+
+
+class BatchCompileError(SubstitutionError):
+    """The combined module did not compile; ``lines`` are where IREE's errors point in it (its first stage)."""
+
+    def __init__(self, message: str, lines: list[int]):
+        super().__init__(message)
+        self.lines = lines
 
 
 @dataclass(frozen=True)
@@ -160,7 +187,8 @@ def workgroup_counts(targets_text: str) -> dict[str, tuple[int, int, int] | None
     return counts
 
 
-def _iree_compile(args: list[str], timeout_s: float) -> None:
+def _iree_compile(args: list[str], timeout_s: float, source: Path | None = None) -> None:
+    from engine.compiler.diagnostics import parse_diagnostics
     from engine.compiler.job import iree_compile_path
 
     cmd = [iree_compile_path(), "--mlir-print-op-on-diagnostic=false", *args]
@@ -170,7 +198,12 @@ def _iree_compile(args: list[str], timeout_s: float) -> None:
         raise SubstitutionError(f"iree-compile ran past {timeout_s:.0f} s building the sources") from None
     if proc.returncode != 0:
         tail = proc.stderr.strip().splitlines()[-1:] or [f"exit code {proc.returncode}"]
-        raise SubstitutionError(f"iree-compile could not build the sources together: {tail[0]}")
+        lines = [
+            d.line
+            for d in parse_diagnostics(proc.stderr)
+            if source is not None and d.file and Path(d.file).name == source.name and d.line and d.severity == "error"
+        ]
+        raise BatchCompileError(f"iree-compile could not build the sources together: {tail[0]}", lines)
 
 
 def compile_combined(text: str, *, timeout_s: float = 900.0) -> BatchBuild:
@@ -186,6 +219,7 @@ def compile_combined(text: str, *, timeout_s: float = 900.0) -> BatchBuild:
         _iree_compile(
             ["--compile-from=executable-sources", "--compile-to=executable-targets", str(source), "-o", str(targets)],
             timeout_s,
+            source,
         )
         _iree_compile(["--compile-from=executable-targets", "--compile-to=hal", str(targets), "-o", str(hal)], timeout_s)
         hal_text = hal.read_text()

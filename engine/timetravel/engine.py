@@ -96,8 +96,7 @@ class TimeTravel:
             interp = old
         else:
             interp = RecordingInterpreter()
-            interp.trace_hook, interp.zone_hook = old.trace_hook, old.zone_hook
-            context.interpreter = interp
+            context.use_interpreter(interp)
         self.context = context
         self.interpreter: RecordingInterpreter = interp
         self.controller = controller or Controller(context)
@@ -110,18 +109,18 @@ class TimeTravel:
         self.budget_bytes = budget_bytes
         self.adaptive = adaptive  # widen the interval when snapshots are costly
         self.checkpoints: dict[int, Snapshot] = {}
-        self._positions: list[int] = []  # sorted keys of checkpoints
+        self.positions: list[int] = []  # sorted keys of checkpoints
         self.dispatch_log: dict[int, DispatchMark] = {}
         self.snapshot_seconds = 0.0
         self._store = ArrayStore()
         self._serial = 0
-        self._allocations: dict[int, Allocation] = {}
-        self._observer = MarkingObserver(self)
+        self.allocations: dict[int, Allocation] = {}
+        self.marks_observer = MarkingObserver(self)
         self._last_boundary = (0, 0.0)
         self._dirty = False
         for device in self.devices:
             self._number_allocations(device)
-            device.observers.insert(0, self._observer)  # before a gate that may park the run
+            device.add_observer(self.marks_observer, first=True)  # before a gate that may park the run
         interp.on_boundary = self._on_boundary
         interp.on_begin = self.start_recording  # every new call (a session's, an invoke) is recorded
 
@@ -150,7 +149,7 @@ class TimeTravel:
         if serial_of(allocation) is None:
             allocation.lens_serial = self._serial  # type: ignore[attr-defined]
             self._serial += 1
-        self._allocations[allocation.lens_serial] = allocation  # type: ignore[attr-defined]
+        self.allocations[allocation.lens_serial] = allocation  # type: ignore[attr-defined]
 
     def begin_call(self, function: str, args: list) -> None:
         """Begin a call of ``function`` (VM values) and record it from its first instruction."""
@@ -164,7 +163,7 @@ class TimeTravel:
         t.high_water = 0
         t.recording = True
         self.checkpoints.clear()
-        self._positions.clear()
+        self.positions.clear()
         self.dispatch_log.clear()
         self._store = ArrayStore()
         self.interval = self.min_interval
@@ -182,14 +181,14 @@ class TimeTravel:
         snap.extra["serial"] = self._serial
         self.snapshot_seconds += time.perf_counter() - start
         self.checkpoints[position] = snap
-        bisect.insort(self._positions, position)
+        bisect.insort(self.positions, position)
         self._enforce_budget()
-        self.interpreter.checkpoint_at = self._positions[-1] + self.interval
+        self.interpreter.checkpoint_at = self.positions[-1] + self.interval
 
     def _on_boundary(self, position: int) -> None:
         t = self.interpreter
-        if position in self.checkpoints or position <= self._positions[-1]:
-            t.checkpoint_at = self._positions[-1] + self.interval
+        if position in self.checkpoints or position <= self.positions[-1]:
+            t.checkpoint_at = self.positions[-1] + self.interval
             return
         last_pos, last_busy = self._last_boundary
         start = time.perf_counter()
@@ -208,8 +207,8 @@ class TimeTravel:
         self._last_boundary = (position, t.busy_seconds)
 
     def _enforce_budget(self) -> None:
-        while len(self._positions) > 1 and self.memory_bytes > self.budget_bytes:
-            del self.checkpoints[self._positions.pop(0)]
+        while len(self.positions) > 1 and self.memory_bytes > self.budget_bytes:
+            del self.checkpoints[self.positions.pop(0)]
         self._store.forget_dead()
 
     # -- where we are --------------------------------------------------------------------------------------
@@ -221,9 +220,9 @@ class TimeTravel:
     @property
     def earliest(self) -> int:
         """The first position one can go back to (older checkpoints were dropped to stay in budget)."""
-        if not self._positions:
+        if not self.positions:
             raise TimeTravelError("no call is being recorded")
-        return self._positions[0]
+        return self.positions[0]
 
     @property
     def latest(self) -> int:
@@ -265,7 +264,7 @@ class TimeTravel:
 
     def _repeat(self, action: Callable[[], StopEvent], count: int) -> StopEvent:
         if count < 1:
-            return self.controller._event("step")
+            return self.controller.stop_event("step")
         stop = action()
         for _ in range(count - 1):
             if stop.reason != "step":
@@ -276,7 +275,7 @@ class TimeTravel:
     # -- moving in the history -----------------------------------------------------------------------------
 
     def _need_history(self) -> None:
-        if not self.interpreter.recording or not self._positions:
+        if not self.interpreter.recording or not self.positions:
             raise TimeTravelError("no call is being recorded: begin one under time travel first")
 
     def goto(self, position: int) -> TravelStop:
@@ -289,11 +288,11 @@ class TimeTravel:
         if position > self.latest:
             raise TimeTravelError(f"position {position} has not been reached yet (latest: {self.latest})")
         t = self.interpreter
-        k = bisect.bisect_right(self._positions, position) - 1
-        base = self._positions[k]
+        k = bisect.bisect_right(self.positions, position) - 1
+        base = self.positions[k]
         if self._dirty or not (base <= t.position <= position):
-            self._restore(base)
-        self._run_to(position)
+            self.restore(base)
+        self.run_to(position)
         return self._stop("step")
 
     def goto_dispatch(self, ordinal: int, when: str = "before") -> TravelStop:
@@ -316,15 +315,15 @@ class TimeTravel:
         if mark.exact:
             return mark
         here = None if self._dirty else self.position
-        k = bisect.bisect_right(self._positions, mark.position) - 1
-        self._restore(self._positions[k])
+        k = bisect.bisect_right(self.positions, mark.position) - 1
+        self.restore(self.positions[k])
         t = self.interpreter
-        saved = self._aside()
+        saved = self.aside()
         try:
             while self.dispatch_count <= ordinal and not t.finished:
                 t.run(1, ignore_breakpoints=True)
         finally:
-            self._back(saved)
+            self.back(saved)
         if here is not None:
             self.goto(here)
         mark = self.dispatch_log[ordinal]
@@ -332,21 +331,19 @@ class TimeTravel:
             raise TimeTravelError(f"dispatch {ordinal} was not found again by replay")
         return mark
 
-    def _aside(self) -> tuple:
+    def aside(self) -> tuple:
         """Set the devices' observers aside (ours only) and stop taking checkpoints, for a replay."""
         t = self.interpreter
-        saved = ([(d, d.observers) for d in self.devices], t.checkpoint_at)
-        for d in self.devices:
-            d.observers = [self._observer]
+        saved = ([(d, d.observers_aside([self.marks_observer])) for d in self.devices], t.checkpoint_at)
         t.checkpoint_at = None
         return saved
 
-    def _back(self, saved: tuple) -> None:
+    def back(self, saved: tuple) -> None:
         observers, self.interpreter.checkpoint_at = saved
         for d, obs in observers:
-            d.observers = obs
+            d.restore_observers(obs)
 
-    def _restore(self, position: int) -> None:
+    def restore(self, position: int) -> None:
         snap = self.checkpoints[position]
         self.controller.clear_stop_targets()
         restore_snapshot(snap, self.interpreter)
@@ -354,33 +351,33 @@ class TimeTravel:
         self._serial = snap.extra["serial"]
         self._dirty = False
 
-    def _run_to(self, target: int) -> None:
+    def run_to(self, target: int) -> None:
         """Replay (observers set aside, no new checkpoints) up to ``target``."""
         t = self.interpreter
         if t.position >= target:
             return
-        saved = self._aside()
+        saved = self.aside()
         try:
             while t.position < target and not t.finished:
                 t.run(target - t.position, ignore_breakpoints=True)
         except VmTrap as e:
             raise TimeTravelError(f"replay trapped at position {t.position}: {e.describe()}") from e
         finally:
-            self._back(saved)
+            self.back(saved)
 
-    def _segments(self, end: int):
+    def segments(self, end: int):
         """(start, end) ranges from the latest checkpoint before ``end`` back to the earliest."""
-        for p in reversed(self._positions):
+        for p in reversed(self.positions):
             if p < end:
                 yield p, end
                 end = p
 
-    def _scan(self, start: int, end: int, visit: Callable[[int], None]) -> None:
+    def scan(self, start: int, end: int, visit: Callable[[int], None]) -> None:
         """Replay ``[start, end)`` one instruction at a time; ``visit(p)`` at each boundary p in [start, end]."""
         t = self.interpreter
-        self._restore(start)
-        saved = self._aside()
-        pause = self.controller._pause
+        self.restore(start)
+        saved = self.aside()
+        controller = self.controller
         n = 0
         try:
             visit(t.position)
@@ -388,10 +385,10 @@ class TimeTravel:
                 t.run(1, ignore_breakpoints=True)
                 visit(t.position)
                 n += 1
-                if n % PAUSE_CHECK == 0 and pause.is_set():
+                if n % PAUSE_CHECK == 0 and controller.pause_requested:
                     raise TimeTravelInterrupted(f"interrupted while replaying (at position {t.position})")
         finally:
-            self._back(saved)
+            self.back(saved)
 
     # -- reverse commands ------------------------------------------------------------------------------------
 
@@ -408,14 +405,14 @@ class TimeTravel:
         """The last position before ``here`` whose state satisfies ``accept`` (checked at each boundary
         of a replay), or None."""
         found: list[int] = []
-        for start, end in self._segments(here):
+        for start, end in self.segments(here):
             found.clear()
 
             def visit(p: int, end: int = end) -> None:
                 if p < end and accept(p):
                     found.append(p)
 
-            self._scan(start, end, visit)
+            self.scan(start, end, visit)
             if found:
                 return found[-1]
         return None
@@ -434,11 +431,11 @@ class TimeTravel:
 
     @contextmanager
     def _back_here_if_interrupted(self, here: int):
-        self.controller._pause.clear()
+        self.controller.clear_pause()
         try:
             yield
         except TimeTravelInterrupted:
-            self.controller._pause.clear()
+            self.controller.clear_pause()
             self._dirty = True
             self.goto(here)
             raise
@@ -488,7 +485,7 @@ class TimeTravel:
         if pc < 0:
             return None
         t = self.interpreter
-        pause = self.controller._pause
+        controller = self.controller
         ours = (ordinal, pc) not in instance.breakpoints
         if ours:
             instance.set_breakpoint(ordinal, pc)
@@ -501,15 +498,15 @@ class TimeTravel:
             )
 
         try:
-            for start, end in self._segments(before):
+            for start, end in self.segments(before):
                 hits: list[int] = []
-                self._restore(start)
-                saved = self._aside()
+                self.restore(start)
+                saved = self.aside()
                 try:
                     if at_target():
                         hits.append(t.position)
                     while t.position < end and not t.finished:
-                        if pause.is_set():
+                        if controller.pause_requested:
                             raise TimeTravelInterrupted(f"interrupted while replaying (at position {t.position})")
                         out = t.run(min(end - t.position, CHUNK))
                         if out.reason == "break" and t.position < end and at_target():
@@ -517,7 +514,7 @@ class TimeTravel:
                 except VmTrap:
                     pass
                 finally:
-                    self._back(saved)
+                    self.back(saved)
                 if hits:
                     return hits[-1]
             return None
@@ -537,30 +534,30 @@ class TimeTravel:
             return self._reverse_continue(here, dispatch_stop)
 
     def _reverse_continue(self, here: int, dispatch_stop: DispatchStop | None) -> TravelStop:
-        obs = self._observer
+        obs = self.marks_observer
         t = self.interpreter
-        for start, end in self._segments(here):
+        for start, end in self.segments(here):
             hits: list[tuple[int, tuple]] = []
-            self._restore(start)
-            saved = self._aside()
+            self.restore(start)
+            saved = self.aside()
             obs.predicate, obs.hits = dispatch_stop, []
             try:
-                bps = self.controller._breakpoints_at(t) if t._at_stub() else ()
+                bps = self.controller.breakpoints_at(t) if t.at_stub() else ()
                 if bps:
                     hits.append((t.position, bps))
                 while t.position < end and not t.finished:
-                    if self.controller._pause.is_set():
+                    if self.controller.pause_requested:
                         raise TimeTravelInterrupted(f"interrupted while replaying (at position {t.position})")
                     out = t.run(min(end - t.position, CHUNK))
                     if out.reason == "break" and t.position < end:
-                        bps = self.controller._breakpoints_at(t)
+                        bps = self.controller.breakpoints_at(t)
                         if bps:
                             hits.append((t.position, bps))
             except VmTrap:
                 pass  # the history ends with this trap: hits before it count
             finally:
                 obs.predicate = None
-                self._back(saved)
+                self.back(saved)
             best = max(hits, key=lambda h: h[0]) if hits else None
             # The latest dispatch stop before ``end`` (marks found by a fast run are located exactly).
             dispatch_hit = None

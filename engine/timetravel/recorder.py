@@ -44,7 +44,7 @@ class RecordingInterpreter(Interpreter):
     def top_level(self) -> bool:
         return self.base == 0 and self.native_depth == 0
 
-    def _at_stub(self) -> bool:
+    def at_stub(self) -> bool:
         if len(self.frames) <= self.base:
             return False
         f = self.frames[-1]
@@ -62,7 +62,7 @@ class RecordingInterpreter(Interpreter):
             budget = max_steps - total
             if self.checkpoint_at is not None and self.checkpoint_at > self.position:
                 budget = min(budget, self.checkpoint_at - self.position)
-            if total and not ignore_breakpoints and self._at_stub():
+            if total and not ignore_breakpoints and self.at_stub():
                 return RunOutcome("break", total)
             before = self.steps_executed
             self.run_budget = budget

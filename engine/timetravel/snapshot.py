@@ -97,7 +97,7 @@ class Snapshot:
     instances: list[tuple[ModuleInstance, bytes, list]]
     objects: list[tuple[Any, dict[str, Any]]]
     arrays: list[tuple[Any, str, np.ndarray]]
-    devices: list[tuple[Device, int, list]]
+    devices: list[tuple[Device, tuple]]  # (device, Device.queue_state())
     nbytes: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -108,7 +108,7 @@ class _Walker:
         self.seen: set[int] = set()
         self.objects: list[tuple[Any, dict[str, Any]]] = []
         self.arrays: list[tuple[Any, str, np.ndarray]] = []
-        self.devices: list[tuple[Device, int, list]] = []
+        self.devices: list[tuple[Device, tuple]] = []
         self.overhead = 0
         self._todo: list[Any] = []
 
@@ -137,7 +137,7 @@ class _Walker:
             # Native modules keep devices and callbacks; the program's state is in the refs they hand out.
             return
         if isinstance(obj, Device):
-            self.devices.append((obj, obj._dispatches, list(obj._pending)))
+            self.devices.append((obj, obj.queue_state()))
             return
         attrs = _attributes(obj)
         if attrs is None:
@@ -202,7 +202,7 @@ def take_snapshot(
         "results": interpreter.results,
         "trap": interpreter.trap,
         "last_import": interpreter.last_import,
-        "_entry_kinds": interpreter._entry_kinds,
+        "entry_kinds": interpreter.entry_kinds,
     }
     walker.add(interpreter.results)
     saved_instances = []
@@ -246,9 +246,8 @@ def restore_snapshot(snapshot: Snapshot, interpreter: Interpreter) -> None:
             obj.write_view(0, obj.size)[:] = saved  # a mirrored allocation marks its device copy stale
         else:
             target[...] = saved
-    for device, dispatches, pending in snapshot.devices:
-        device._dispatches = dispatches
-        device._pending[:] = pending
+    for device, queue_state in snapshot.devices:
+        device.restore_queue_state(queue_state)
     for inst, rwdata, refs in snapshot.instances:
         inst.rwdata[:] = rwdata
         inst.global_refs[:] = refs

@@ -25,15 +25,15 @@ def last_change(travel: TimeTravel, watch: Watch) -> Change | None:
     """See ``TimeTravel.last_change``."""
     here = travel.position
     t = travel.interpreter
-    travel.controller._pause.clear()
+    travel.controller.clear_pause()
     try:
-        for start, end in travel._segments(here):
+        for start, end in travel.segments(here):
             # prev: the value at the last boundary, and where that boundary's instruction is
             prev: list[Any] = [None, None]
             last: list[tuple] = []
 
             def visit(p: int, start: int = start, prev: list = prev, last: list = last) -> None:
-                value = read_watch(watch, t, travel.instances, travel._allocations)
+                value = read_watch(watch, t, travel.instances, travel.allocations)
                 count = travel.dispatch_count
                 if p > start and value != prev[0]:
                     last[:] = [(p - 1, prev[0], value, prev[1], count)]
@@ -41,8 +41,8 @@ def last_change(travel: TimeTravel, watch: Watch) -> Change | None:
                 prev[0] = value
                 prev[1] = (top.instance, top.ordinal, top.pc, count) if top is not None else (None, -1, -1, count)
 
-            travel._allocations = allocations_of(travel.checkpoints[start])
-            travel._scan(start, end, visit)
+            travel.allocations = allocations_of(travel.checkpoints[start])
+            travel.scan(start, end, visit)
             if last:
                 p, before, after, (instance, ordinal, pc, d_before), d_after = last[0]
                 module = instance.name if instance is not None else ""
@@ -51,7 +51,7 @@ def last_change(travel: TimeTravel, watch: Watch) -> Change | None:
                 return Change(watch, p, module, function, pc, before, after, dispatch)
         return None
     finally:
-        travel.controller._pause.clear()
+        travel.controller.clear_pause()
         travel.invalidate()
         travel.goto(here)
 
@@ -67,25 +67,25 @@ def allocations_of(snap: Snapshot) -> dict[int, Allocation]:
 
 def dispatch_that_wrote(travel: TimeTravel, watch: Watch, position: int) -> int | None:
     """Replays the instruction at ``position``; the last of its dispatches that changed the watched value."""
-    k = bisect.bisect_right(travel._positions, position) - 1
-    travel._restore(travel._positions[k])
-    travel._allocations = allocations_of(travel.checkpoints[travel._positions[k]])
-    travel._run_to(position)
+    k = bisect.bisect_right(travel.positions, position) - 1
+    travel.restore(travel.positions[k])
+    travel.allocations = allocations_of(travel.checkpoints[travel.positions[k]])
+    travel.run_to(position)
     changed: list[int] = []
     before: dict[int, Any] = {}
 
     def hook(record: DispatchRecord, when: str) -> None:
-        value = read_watch(watch, travel.interpreter, travel.instances, travel._allocations)
+        value = read_watch(watch, travel.interpreter, travel.instances, travel.allocations)
         if when == "before":
             before[record.sequence] = value
         elif value != before.get(record.sequence):
             changed.append(record.sequence)
 
-    travel._observer.hook = hook
-    saved = travel._aside()
+    travel.marks_observer.hook = hook
+    saved = travel.aside()
     try:
         travel.interpreter.run(1, ignore_breakpoints=True)
     finally:
-        travel._back(saved)
-        travel._observer.hook = None
+        travel.back(saved)
+        travel.marks_observer.hook = None
     return changed[-1] if changed else None

@@ -95,8 +95,8 @@ def chrome_trace_from_data(data: Any, source: str = "", progress: Progress | Non
         return t
 
     total = max(len(events), 1)
-    z_start, z_end, z_track, z_name, z_cat, z_payload = b._z  # the builder's column lists
-    name_ids, cat_ids = b.names._ids, b.categories._ids
+    z_start, z_end, z_track, z_name, z_cat, z_payload = b.zone_columns
+    name_ids, cat_ids = b.names.ids, b.categories.ids
     intern_name, intern_cat, payload = b.names.intern, b.categories.intern, b.payload
     for k, ev in enumerate(events):
         if progress is not None and not k & 0xFFFF:

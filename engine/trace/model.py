@@ -45,6 +45,11 @@ class StringTable:
     def id_of(self, text: str) -> int | None:
         return self._ids.get(text)
 
+    @property
+    def ids(self) -> dict[str, int]:
+        """The id of each interned text (read it, do not change it: ``intern`` adds)."""
+        return self._ids
+
     def __getitem__(self, i: int) -> str:
         return self.strings[i]
 
@@ -346,6 +351,12 @@ class TraceBuilder:
         self._c: list[list] = [[], [], []]
         self._series = StringTable()
         self.metadata: dict = {}
+
+    @property
+    def zone_columns(self) -> list[list]:
+        """The pending zones' column lists (start, end, track, name, category, payload): a reader that adds
+        millions of zones appends to them directly instead of calling ``zone`` for each."""
+        return self._z
 
     def track(
         self, key: tuple, name: str, kind: str = "thread", group: str = "", pid: int = 0, tid: int = 0

@@ -68,6 +68,12 @@ class CpuExecutableLibrary:
 
     # -- loading --
 
+
+    @property
+    def library_v0(self):
+        """IREE's ``iree_hal_executable_library_v0_t`` of the loaded ELF (its header, exports, imports)."""
+        return self._lib
+
     @classmethod
     def load(
         cls,

@@ -49,8 +49,8 @@ class HalExecutable:
         self.export_names = tuple(export_names)
         self.impl = impl
         # IREE's profile names executables by creation order on their device, from 1 (``executable_id``).
-        device._executables_created = getattr(device, "_executables_created", 0) + 1
-        self.creation_id = device._executables_created
+        device.executables_created = getattr(device, "executables_created", 0) + 1
+        self.creation_id = device.executables_created
 
     def lookup(self, name: str) -> int:
         """``executable.lookup.function``: the export's ordinal (the function id of CPU/VMVX/Vulkan)."""
@@ -351,6 +351,30 @@ class Device:
         """Count a dispatch a device ran without ``dispatch`` (a batched submission)."""
         self._dispatches += 1
 
+
+    def add_observer(self, observer: DispatchObserver, *, first: bool = False) -> None:
+        """Tell ``observer`` about every dispatch (``first``: before the observers already there, e.g. a
+        recorder that must see a dispatch before a gate parks the run inside it)."""
+        if observer not in self.observers:
+            self.observers.insert(0, observer) if first else self.observers.append(observer)
+
+    def observers_aside(self, keep: Sequence[DispatchObserver]) -> list[DispatchObserver]:
+        """Only ``keep`` observe dispatches until ``restore_observers(returned)``: a replay of recorded
+        history runs dispatches that are not new events (no breakpoint, no second capture)."""
+        saved, self.observers = self.observers, list(keep)
+        return saved
+
+    def restore_observers(self, saved: list[DispatchObserver]) -> None:
+        self.observers = saved
+
+    def queue_state(self) -> tuple[int, tuple]:
+        """What a checkpoint of a run saves of this device besides its buffers' bytes: the dispatch count and
+        the queue's pending work (``restore_queue_state`` puts them back)."""
+        return self._dispatches, tuple(self._pending)
+
+    def restore_queue_state(self, state: tuple[int, tuple]) -> None:
+        self._dispatches, pending = state
+        self._pending[:] = pending
     @property
     def dispatch_count(self) -> int:
         """How many dispatches this device has run (the next record's ``sequence``)."""

@@ -39,10 +39,10 @@ class ExecutableRegistry:
 
 def registry(device: Any) -> ExecutableRegistry:
     """The device's registry (made on first use)."""
-    found = getattr(device, "_executable_registry", None)
+    found = getattr(device, "executable_registry", None)
     if found is None:
         found = ExecutableRegistry()
-        device._executable_registry = found
+        device.executable_registry = found
     return found
 
 

@@ -203,9 +203,18 @@ class VmContext:
         if call_init:
             for inst in self.instances:
                 if isinstance(inst, ModuleInstance) and any(e.name == "__init" for e in inst.module.exports):
-                    self._invoke_instance(inst, inst.function_ordinal("__init"), [])
+                    self.invoke_instance(inst, inst.function_ordinal("__init"), [])
 
     # -- linking ------------------------------------------------------------------------------------------
+
+    def use_interpreter(self, interpreter: Interpreter) -> None:
+        """Run calls on ``interpreter`` from now on (time travel records with a ``RecordingInterpreter``);
+        its trace and zone hooks are taken over from the one it replaces. Only between calls."""
+        old = self.interpreter
+        if interpreter is old:
+            return
+        interpreter.trace_hook, interpreter.zone_hook = old.trace_hook, old.zone_hook
+        self.interpreter = interpreter
 
     def find_module(self, name: str) -> ModuleInstance | NativeModule | None:
         for inst in reversed(self.instances):
@@ -310,9 +319,9 @@ class VmContext:
     def invoke(self, function_name: str, args: list | tuple = ()) -> list:
         """Call a function to completion; returns its results as Python values (ints, floats, refs)."""
         inst, ordinal = self.resolve_function(function_name)
-        return self._invoke_instance(inst, ordinal, list(args))
+        return self.invoke_instance(inst, ordinal, list(args))
 
-    def _invoke_instance(self, inst: ModuleInstance, ordinal: int, args: list) -> list:
+    def invoke_instance(self, inst: ModuleInstance, ordinal: int, args: list) -> list:
         t = self.interpreter
         if t.native_depth > 0:  # called from inside an import (e.g. a nested dispatch)
             return t.invoke_nested(inst, ordinal, args)

@@ -145,7 +145,8 @@ class Controller:
                         out.add((inst, ordinal, pc))
         return out
 
-    def _breakpoints_at(self, t: Interpreter) -> tuple:
+    def breakpoints_at(self, t: Interpreter) -> tuple:
+        """The user breakpoints installed where ``t``'s top frame is (empty when none)."""
         f = t.frames[-1]
         entry = self._installed.get((id(f.instance), f.ordinal, f.pc))
         return tuple(entry[1]) if entry else ()
@@ -155,6 +156,14 @@ class Controller:
     def pause(self) -> None:
         """Ask a running command to stop at the next chunk boundary (thread-safe)."""
         self._pause.set()
+
+    @property
+    def pause_requested(self) -> bool:
+        """A pause was asked for and not taken yet (a replay checks it to stop early)."""
+        return self._pause.is_set()
+
+    def clear_pause(self) -> None:
+        self._pause.clear()
 
     def take_pause(self) -> bool:
         """True (once) when a pause was asked for: lets code inside a native call (a dispatch) stop too."""
@@ -177,7 +186,8 @@ class Controller:
                 instance.clear_breakpoint(key[1], key[2])
         self._stop_targets.clear()
 
-    def _event(self, reason: str, **kw) -> StopEvent:
+    def stop_event(self, reason: str, **kw) -> StopEvent:
+        """A ``StopEvent`` of ``reason`` where the interpreter is now."""
         t = self.interpreter
         top = t.top
         return StopEvent(reason, top.location if top is not None else None, t.call_stack(), **kw)
@@ -185,20 +195,20 @@ class Controller:
     def step_into(self) -> StopEvent:
         t = self.interpreter
         if t.finished:
-            return self._event("done", results=t.results)
+            return self.stop_event("done", results=t.results)
         try:
             rec = t.step()
         except VmTrap as e:
-            return self._event("trap", trap=e, steps=1)
+            return self.stop_event("trap", trap=e, steps=1)
         if rec.event == "done":
-            return self._event("done", record=rec, results=t.results, steps=1)
-        return self._event("step", record=rec, breakpoints=self._breakpoints_at(t), steps=1)
+            return self.stop_event("done", record=rec, results=t.results, steps=1)
+        return self.stop_event("step", record=rec, breakpoints=self.breakpoints_at(t), steps=1)
 
     def step_over(self) -> StopEvent:
         """Execute one instruction; a call to a bytecode function runs to its return."""
         t = self.interpreter
         if t.finished:
-            return self._event("done", results=t.results)
+            return self.stop_event("done", results=t.results)
         f = t.frames[-1]
         depth = len(t.frames)
         ins = f.instance.instruction_at(f.ordinal, f.pc)
@@ -246,27 +256,27 @@ class Controller:
         try:
             while True:
                 if t.finished:
-                    return self._event("done", results=t.results, steps=steps)
+                    return self.stop_event("done", results=t.results, steps=steps)
                 if self._pause.is_set():
                     self._pause.clear()
-                    return self._event("paused", steps=steps)
+                    return self.stop_event("paused", steps=steps)
                 try:
                     outcome = t.run(CHUNK)
                 except VmTrap as e:
-                    return self._event("trap", trap=e, steps=steps)
+                    return self.stop_event("trap", trap=e, steps=steps)
                 steps += outcome.steps
                 if outcome.reason == "done":
-                    return self._event("done", results=outcome.results, steps=steps)
+                    return self.stop_event("done", results=outcome.results, steps=steps)
                 if outcome.reason == "break":
                     f = t.frames[-1]
                     if (id(f.instance), f.ordinal, f.pc) in self._stop_targets:
                         self.clear_stop_targets()
-                        return self._event("step", steps=steps, breakpoints=self._breakpoints_at(t))
+                        return self.stop_event("step", steps=steps, breakpoints=self.breakpoints_at(t))
                     if condition is not None and condition():
-                        return self._event("step", steps=steps, breakpoints=self._breakpoints_at(t))
-                    hit = self._breakpoints_at(t)
+                        return self.stop_event("step", steps=steps, breakpoints=self.breakpoints_at(t))
+                    hit = self.breakpoints_at(t)
                     if hit:
-                        return self._event("breakpoint", breakpoints=hit, steps=steps)
+                        return self.stop_event("breakpoint", breakpoints=hit, steps=steps)
                     # A temporary stop for a deeper activation: keep going.
         finally:
             for inst, ordinal, pc in temp:

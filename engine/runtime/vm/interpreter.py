@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from engine.errors import StatusCode, VmStatusError, VmTrap  # noqa: F401 - VmTrap is importable here too
+from engine.errors import FrameLocation, StatusCode, VmStatusError, VmTrap  # noqa: F401 - importable here too
 from engine.runtime import isa
 from engine.runtime.vm import numeric as N
 from engine.runtime.vm.handlers import DONE, RELOAD
@@ -66,17 +66,6 @@ class Frame:
 
     def __repr__(self) -> str:
         return f"<Frame @{self.instance.name}.{self.function_name} pc={self.pc:#06x}>"
-
-
-@dataclass(frozen=True)
-class FrameLocation:
-    module: str
-    function: str
-    ordinal: int
-    pc: int
-
-    def __str__(self) -> str:
-        return f"@{self.module}.{self.function}+{self.pc:#06x}"
 
 
 @dataclass(frozen=True)
@@ -173,7 +162,7 @@ class Interpreter:
         self.trace_hook = None
         # Timing zones (engine.trace.recorder.ZoneRecorder) when set: told of calls, returns and imports.
         self.zone_hook = None
-        self._entry_kinds: tuple = ()
+        self.entry_kinds: tuple = ()  # the result kinds of the call that began (its calling convention)
 
     # -- invocation set-up ------------------------------------------------------------------------------
 
@@ -220,7 +209,7 @@ class Interpreter:
         frame.ret_kinds = cconv.results
         self.trap = None
         self.results = None
-        self._entry_kinds = cconv.results
+        self.entry_kinds = cconv.results
         self.frames.append(frame)
         if self.zone_hook is not None:
             self.zone_hook.call(instance, ordinal)
@@ -234,7 +223,7 @@ class Interpreter:
 
     def invoke_nested(self, instance: ModuleInstance, ordinal: int, args: list) -> list:
         """Run a function to completion on top of the current stack (e.g. from inside an import call)."""
-        saved = (self.base, self.results, self._entry_kinds)
+        saved = (self.base, self.results, self.entry_kinds)
         self.base = len(self.frames)
         try:
             self.begin_call(instance, ordinal, args, nested=True)
@@ -242,7 +231,7 @@ class Interpreter:
             return self.results or []
         finally:
             del self.frames[self.base :]
-            self.base, self.results, self._entry_kinds = saved
+            self.base, self.results, self.entry_kinds = saved
 
     def run_to_completion(self, chunk: int = 1 << 20) -> list:
         while True:

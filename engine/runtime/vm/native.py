@@ -43,7 +43,7 @@ class NativeModule:
         self._functions: dict[str, NativeFunction] = {}
         for attr in dir(type(self)):
             member = getattr(type(self), attr, None)
-            spec = getattr(member, "_native_export", None)
+            spec = getattr(member, "lens_native_export", None)
             if spec is not None:
                 local_name, cconv = spec
                 self._functions[local_name] = NativeFunction(local_name, cconv, getattr(self, attr))
@@ -60,7 +60,7 @@ def export(local_name: str, cconv: str) -> Callable[[Callable[..., Any]], Callab
     """Mark a method of a ``NativeModule`` subclass as the export ``local_name`` with calling convention ``cconv``."""
 
     def mark(method: Callable[..., Any]) -> Callable[..., Any]:
-        method._native_export = (local_name, cconv)  # type: ignore[attr-defined]
+        method.lens_native_export = (local_name, cconv)  # type: ignore[attr-defined]
         return method
 
     return mark

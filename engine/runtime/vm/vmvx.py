@@ -168,7 +168,7 @@ class VmvxExecutable:
                         if interpreter is not None:
                             t.invoke_nested(self.instance, export.function_ordinal, args)
                         else:
-                            self.context._invoke_instance(self.instance, export.function_ordinal, args)
+                            self.context.invoke_instance(self.instance, export.function_ordinal, args)
         except VmTrap as e:
             raise DispatchError(
                 f"VMVX dispatch {export.name} workgroup ({x}, {y}, {z}) failed: {e.describe()}"

@@ -295,7 +295,7 @@ class VmvxModule(NativeModule):
     def _register(self, local_name: str, cconv: str, fn) -> None:
         from engine.runtime.vm.native import NativeFunction
 
-        self._functions[local_name] = NativeFunction(local_name, cconv, fn)
+        self.functions[local_name] = NativeFunction(local_name, cconv, fn)
 
     @staticmethod
     def _binary_kernel(local_name: str, op):

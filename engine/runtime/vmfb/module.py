@@ -272,6 +272,11 @@ class VmfbModule:
 
     # -- construction -------------------------------------------------------------------------------------
 
+
+    @property
+    def data(self) -> memoryview:
+        """The module's bytes (the whole ``.vmfb``, memory-mapped when opened from a file)."""
+        return self._buf
     @classmethod
     def from_bytes(cls, data: bytes | bytearray | memoryview, name: str | None = None) -> VmfbModule:
         """A module from bytes in memory (e.g. a nested VMVX executable); ``name`` is used in errors."""

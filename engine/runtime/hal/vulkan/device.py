@@ -74,7 +74,7 @@ class VulkanDevice(CommandEncoding):
         pool_info = vk.VkCommandPoolCreateInfo(
             flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT, queueFamilyIndex=self.queue_family
         )
-        self._pool = self._call("vkCreateCommandPool", vk.vkCreateCommandPool, self.handle, pool_info, None)
+        self.command_pool = self.vk_call("vkCreateCommandPool", vk.vkCreateCommandPool, self.handle, pool_info, None)
         self._staging = None  # (buffer, memory, size, mapped ffi.buffer)
         self._buffers: weakref.WeakSet[VulkanBuffer] = weakref.WeakSet()
         self._executables: list[VulkanExecutable] = []
@@ -150,7 +150,7 @@ class VulkanDevice(CommandEncoding):
         handle = ffi.new("VkDevice*")
         rc = vk.lib.vkCreateDevice(self.physical, info, ffi.NULL, handle)
         if rc != 0:
-            raise VulkanError(f"vkCreateDevice on {self.info.name} failed", self._result_str(rc))
+            raise VulkanError(f"vkCreateDevice on {self.info.name} failed", self.result_str(rc))
         self.handle = handle[0]
 
     def close(self) -> None:
@@ -165,9 +165,9 @@ class VulkanDevice(CommandEncoding):
             b.release()
         if self._staging is not None:
             vk.vkUnmapMemory(self.handle, self._staging[1])
-            self._destroy_buffer(self._staging[0], self._staging[1])
+            self.destroy_buffer(self._staging[0], self._staging[1])
             self._staging = None
-        vk.vkDestroyCommandPool(self.handle, self._pool, None)
+        vk.vkDestroyCommandPool(self.handle, self.command_pool, None)
         vk.vkDestroyDevice(self.handle, None)
         self.handle = None
         self._instance.close()
@@ -184,11 +184,11 @@ class VulkanDevice(CommandEncoding):
         except Exception:  # interpreter shutdown
             pass
 
-    def _result_str(self, rc: int) -> str:
+    def result_str(self, rc: int) -> str:
         exc = self.vk.exception_codes.get(rc)
         return exc.__name__ if exc is not None else f"VkResult {rc}"
 
-    def _call(self, what: str, fn, *args):
+    def vk_call(self, what: str, fn, *args):
         if self.handle is None and what != "vkCreateDevice":
             raise VulkanError(f"{what}: the device is closed")
         vk = self.vk
@@ -211,7 +211,7 @@ class VulkanDevice(CommandEncoding):
         best = [i for i in candidates if (m.memoryTypes[i].propertyFlags & preferred) == preferred]
         return (best or candidates)[0]
 
-    def _create_buffer(self, size: int, host_visible: bool):
+    def create_buffer(self, size: int, host_visible: bool):
         vk = self.vk
         usage = (
             vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT
@@ -222,7 +222,7 @@ class VulkanDevice(CommandEncoding):
         if self.buffer_device_address:
             usage |= BUFFER_USAGE_SHADER_DEVICE_ADDRESS
         info = vk.VkBufferCreateInfo(size=size, usage=usage, sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE)
-        buf = self._call("vkCreateBuffer", vk.vkCreateBuffer, self.handle, info, None)
+        buf = self.vk_call("vkCreateBuffer", vk.vkCreateBuffer, self.handle, info, None)
         req = vk.vkGetBufferMemoryRequirements(self.handle, buf)
         if host_visible:
             required = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
@@ -243,20 +243,20 @@ class VulkanDevice(CommandEncoding):
             **({"pNext": flags_info} if flags_info is not None else {}),
         )
         try:
-            mem = self._call(f"vkAllocateMemory({size} bytes)", vk.vkAllocateMemory, self.handle, alloc, None)
+            mem = self.vk_call(f"vkAllocateMemory({size} bytes)", vk.vkAllocateMemory, self.handle, alloc, None)
         except VulkanError:
             vk.vkDestroyBuffer(self.handle, buf, None)
             raise
         vk.vkBindBufferMemory(self.handle, buf, mem, 0)
         return buf, mem
 
-    def _buffer_address(self, buf) -> int:
+    def buffer_address(self, buf) -> int:
         info = self.ffi.new(
             "VkBufferDeviceAddressInfo*", {"sType": STYPE_BUFFER_DEVICE_ADDRESS_INFO, "buffer": buf}
         )
         return int(self.vk.lib.vkGetBufferDeviceAddress(self.handle, info))
 
-    def _destroy_buffer(self, buf, mem) -> None:
+    def destroy_buffer(self, buf, mem) -> None:
         self.vk.vkDestroyBuffer(self.handle, buf, None)
         self.vk.vkFreeMemory(self.handle, mem, None)
 
@@ -274,11 +274,11 @@ class VulkanDevice(CommandEncoding):
         if self._staging is None or self._staging[2] < size:
             if self._staging is not None:
                 self.vk.vkUnmapMemory(self.handle, self._staging[1])
-                self._destroy_buffer(self._staging[0], self._staging[1])
+                self.destroy_buffer(self._staging[0], self._staging[1])
                 self._staging = None
             cap = max(1 << 16, 1 << (max(size, 4) - 1).bit_length())
-            buf, mem = self._create_buffer(cap, host_visible=True)
-            mapped = self._call("vkMapMemory", self.vk.vkMapMemory, self.handle, mem, 0, cap, 0)
+            buf, mem = self.create_buffer(cap, host_visible=True)
+            mapped = self.vk_call("vkMapMemory", self.vk.vkMapMemory, self.handle, mem, 0, cap, 0)
             self._staging = (buf, mem, cap, mapped)
         return self._staging
 
@@ -293,7 +293,7 @@ class VulkanDevice(CommandEncoding):
             return
         staging = self._staging_buffer(n)
         staging[3][0:n] = raw
-        self._run_now(lambda cb: self._cmd_copy(cb, staging[0], 0, buffer.handle, offset, n))
+        self.run_now(lambda cb: self.cmd_copy(cb, staging[0], 0, buffer.handle, offset, n))
 
     def read(self, buffer: VulkanBuffer, offset: int = 0, length: int | None = None) -> np.ndarray:
         """A host copy of ``length`` bytes of ``buffer`` from ``offset`` (``None``: to the end), as uint8."""
@@ -303,7 +303,7 @@ class VulkanDevice(CommandEncoding):
         if n == 0:
             return np.zeros(0, np.uint8)
         staging = self._staging_buffer(n)
-        self._run_now(lambda cb: self._cmd_copy(cb, buffer.handle, offset, staging[0], 0, n))
+        self.run_now(lambda cb: self.cmd_copy(cb, buffer.handle, offset, staging[0], 0, n))
         return np.frombuffer(staging[3], dtype=np.uint8, count=n).copy()
 
     def read_binding(self, binding: BindingLike) -> np.ndarray:
@@ -348,7 +348,7 @@ class VulkanDevice(CommandEncoding):
         self._executables.append(exe)
         return exe
 
-    def _create_shader_module(self, words: np.ndarray):
+    def create_shader_module(self, words: np.ndarray):
         vk = self.vk
         code = np.ascontiguousarray(words, dtype=np.uint32)
         ffi = self.ffi
@@ -364,10 +364,10 @@ class VulkanDevice(CommandEncoding):
         out = ffi.new("VkShaderModule*")
         rc = vk.lib.vkCreateShaderModule(self.handle, info, ffi.NULL, out)
         if rc != 0:
-            raise VulkanError("vkCreateShaderModule failed", self._result_str(rc))
+            raise VulkanError("vkCreateShaderModule failed", self.result_str(rc))
         return out[0]
 
-    def _create_set_layout(self, layout_def):
+    def create_set_layout(self, layout_def):
         vk = self.vk
         bindings = [
             vk.VkDescriptorSetLayoutBinding(
@@ -379,11 +379,11 @@ class VulkanDevice(CommandEncoding):
             for b in layout_def.bindings
         ]
         info = vk.VkDescriptorSetLayoutCreateInfo(bindingCount=len(bindings), pBindings=bindings or None)
-        return self._call(
+        return self.vk_call(
             "vkCreateDescriptorSetLayout", vk.vkCreateDescriptorSetLayout, self.handle, info, None
         )
 
-    def _create_pipeline_layout(self, set_layouts: list, layout_def):
+    def create_pipeline_layout(self, set_layouts: list, layout_def):
         vk = self.vk
         ranges = [
             vk.VkPushConstantRange(stageFlags=r.stage_flags or COMPUTE, offset=r.offset, size=r.size)
@@ -400,9 +400,9 @@ class VulkanDevice(CommandEncoding):
             pushConstantRangeCount=len(ranges),
             pPushConstantRanges=ranges or None,
         )
-        return self._call("vkCreatePipelineLayout", vk.vkCreatePipelineLayout, self.handle, info, None)
+        return self.vk_call("vkCreatePipelineLayout", vk.vkCreatePipelineLayout, self.handle, info, None)
 
-    def _create_compute_pipeline(
+    def create_compute_pipeline(
         self, module, entry_point: str, layout, constants: tuple, subgroup_size: int
     ):
         vk, ffi = self.vk, self.ffi
@@ -455,7 +455,7 @@ class VulkanDevice(CommandEncoding):
         out = ffi.new("VkPipeline*")
         rc = vk.lib.vkCreateComputePipelines(self.handle, ffi.NULL, 1, info, ffi.NULL, out)
         if rc != 0:
-            raise VulkanError(f"vkCreateComputePipelines for {entry_point} failed", self._result_str(rc))
+            raise VulkanError(f"vkCreateComputePipelines for {entry_point} failed", self.result_str(rc))
         return out[0]
 
     # ----------------------------------------------------------------- submission
@@ -485,28 +485,28 @@ class VulkanDevice(CommandEncoding):
                         f"submit: buffer {r.buffer.label!r} is released or belongs to another device"
                     )
         if observer is None:
-            return self._encode(command_buffer.ops)
+            return self.encode_commands(command_buffer.ops)
         wants = getattr(observer, "wants", None)
         pending: list[Op] = []
         index = 0
         for op in command_buffer.ops:
             if isinstance(op, (DispatchOp, DispatchIndirectOp)) and (wants is None or wants(index, op)):
                 if pending:
-                    self._encode(pending).wait()
+                    self.encode_commands(pending).wait()
                     pending = []
                 observer.before_dispatch(DispatchEvent("before", index, op))
-                self._encode([op]).wait()
+                self.encode_commands([op]).wait()
                 observer.after_dispatch(DispatchEvent("after", index, op))
             else:
                 pending.append(op)
             if isinstance(op, (DispatchOp, DispatchIndirectOp)):
                 index += 1
         if pending:
-            self._encode(pending).wait()
+            self.encode_commands(pending).wait()
         return Submission(self, None, [])
 
     def wait_idle(self) -> None:
         if self.handle is not None:
             rc = self.vk.lib.vkDeviceWaitIdle(self.handle)
             if rc != 0:
-                raise VulkanError("vkDeviceWaitIdle failed", self._result_str(rc))
+                raise VulkanError("vkDeviceWaitIdle failed", self.result_str(rc))

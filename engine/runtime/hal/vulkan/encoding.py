@@ -39,7 +39,7 @@ from engine.runtime.hal.vulkan.vk_constants import (
 class CommandEncoding:
     """Command recording and submission of a :class:`VulkanDevice`."""
 
-    def _cmd_copy(self, cb, src, src_offset: int, dst, dst_offset: int, n: int) -> None:
+    def cmd_copy(self, cb, src, src_offset: int, dst, dst_offset: int, n: int) -> None:
         region = self.ffi.new("VkBufferCopy*", {"srcOffset": src_offset, "dstOffset": dst_offset, "size": n})
         self.vk.lib.vkCmdCopyBuffer(cb, src, dst, 1, region)
 
@@ -49,7 +49,7 @@ class CommandEncoding:
             "VkCommandBufferAllocateInfo*",
             {
                 "sType": vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
-                "commandPool": self._pool,
+                "commandPool": self.command_pool,
                 "level": vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY,
                 "commandBufferCount": 1,
             },
@@ -57,7 +57,7 @@ class CommandEncoding:
         out = ffi.new("VkCommandBuffer*")
         rc = vk.lib.vkAllocateCommandBuffers(self.handle, alloc, out)
         if rc != 0:
-            raise VulkanError("vkAllocateCommandBuffers failed", self._result_str(rc))
+            raise VulkanError("vkAllocateCommandBuffers failed", self.result_str(rc))
         begin = ffi.new(
             "VkCommandBufferBeginInfo*",
             {
@@ -72,7 +72,7 @@ class CommandEncoding:
         vk, ffi = self.vk, self.ffi
         rc = vk.lib.vkEndCommandBuffer(cb)
         if rc != 0:
-            raise VulkanError("vkEndCommandBuffer failed", self._result_str(rc))
+            raise VulkanError("vkEndCommandBuffer failed", self.result_str(rc))
         fence_info = ffi.new("VkFenceCreateInfo*", {"sType": vk.VK_STRUCTURE_TYPE_FENCE_CREATE_INFO})
         fence = ffi.new("VkFence*")
         vk.lib.vkCreateFence(self.handle, fence_info, ffi.NULL, fence)
@@ -84,26 +84,26 @@ class CommandEncoding:
         rc = vk.lib.vkQueueSubmit(self.queue, 1, submit, fence[0])
         if rc != 0:
             vk.lib.vkDestroyFence(self.handle, fence[0], ffi.NULL)
-            raise VulkanError("vkQueueSubmit failed", self._result_str(rc))
+            raise VulkanError("vkQueueSubmit failed", self.result_str(rc))
         return Submission(self, fence[0], [("cb", cb), *resources])
 
-    def _release_encoding(self, fence, resources: list) -> None:
+    def release_encoding(self, fence, resources: list) -> None:
         vk, ffi = self.vk, self.ffi
         vk.lib.vkDestroyFence(self.handle, fence, ffi.NULL)
         for kind, obj in resources:
             if kind == "cb":
-                vk.lib.vkFreeCommandBuffers(self.handle, self._pool, 1, ffi.new("VkCommandBuffer[]", [obj]))
+                vk.lib.vkFreeCommandBuffers(self.handle, self.command_pool, 1, ffi.new("VkCommandBuffer[]", [obj]))
             elif kind == "pool":
                 vk.lib.vkDestroyDescriptorPool(self.handle, obj, ffi.NULL)
             elif kind == "buffer":
-                self._destroy_buffer(*obj)
+                self.destroy_buffer(*obj)
 
-    def _run_now(self, record) -> None:
+    def run_now(self, record) -> None:
         cb = self._begin_cb()
         record(cb)
         self._submit_cb(cb, []).wait()
 
-    def _encode(self, ops: Sequence[Op]) -> Submission:
+    def encode_commands(self, ops: Sequence[Op]) -> Submission:
         """Record ``ops`` into one ``VkCommandBuffer`` and submit it."""
         vk, ffi = self.vk, self.ffi
         resources: list = []
@@ -130,7 +130,7 @@ class CommandEncoding:
                 out = ffi.new("VkDescriptorPool*")
                 rc = vk.lib.vkCreateDescriptorPool(self.handle, pool_info, ffi.NULL, out)
                 if rc != 0:
-                    raise VulkanError("vkCreateDescriptorPool failed", self._result_str(rc))
+                    raise VulkanError("vkCreateDescriptorPool failed", self.result_str(rc))
                 pool = out[0]
                 resources.append(("pool", pool))
             for op in ops:
@@ -151,7 +151,7 @@ class CommandEncoding:
                 elif isinstance(op, CopyOp):
                     s, t = op.source, op.target
                     if s.byte_length:
-                        self._cmd_copy(
+                        self.cmd_copy(
                             cb, s.buffer.handle, s.offset, t.buffer.handle, t.offset, s.byte_length
                         )
                 elif isinstance(op, FillOp):
@@ -168,7 +168,7 @@ class CommandEncoding:
                 ffi.NULL,
                 fence,
             )
-            self._release_encoding(fence[0], resources)
+            self.release_encoding(fence[0], resources)
             raise
         return self._submit_cb(cb, resources)
 
@@ -182,12 +182,12 @@ class CommandEncoding:
             )
             return
         # Unaligned or large: a host-visible upload buffer of its own, copied on the queue.
-        buf, mem = self._create_buffer(n, host_visible=True)
+        buf, mem = self.create_buffer(n, host_visible=True)
         resources.append(("buffer", (buf, mem)))
-        mapped = self._call("vkMapMemory", self.vk.vkMapMemory, self.handle, mem, 0, n, 0)
+        mapped = self.vk_call("vkMapMemory", self.vk.vkMapMemory, self.handle, mem, 0, n, 0)
         mapped[0:n] = data
         self.vk.vkUnmapMemory(self.handle, mem)
-        self._cmd_copy(cb, buf, 0, target.buffer.handle, target.offset, n)
+        self.cmd_copy(cb, buf, 0, target.buffer.handle, target.offset, n)
 
     def _encode_fill(self, cb, op: FillOp, resources: list) -> None:
         t = op.target
@@ -216,12 +216,12 @@ class CommandEncoding:
             table = np.array(
                 [r.buffer.device_address + r.offset for r in op.bindings[: p.binding_count]], dtype="<u8"
             )
-            buf, mem = self._create_buffer(table.nbytes, host_visible=True)
+            buf, mem = self.create_buffer(table.nbytes, host_visible=True)
             resources.append(("buffer", (buf, mem)))
-            mapped = self._call("vkMapMemory", vk.vkMapMemory, self.handle, mem, 0, table.nbytes, 0)
+            mapped = self.vk_call("vkMapMemory", vk.vkMapMemory, self.handle, mem, 0, table.nbytes, 0)
             mapped[0 : table.nbytes] = table.tobytes()
             vk.vkUnmapMemory(self.handle, mem)  # host writes before vkQueueSubmit are visible to the queue
-            root["binding_table_address"] = self._buffer_address(buf)
+            root["binding_table_address"] = self.buffer_address(buf)
         vk.lib.vkCmdBindPipeline(cb, vk.VK_PIPELINE_BIND_POINT_COMPUTE, p.handle)
         root_bytes = root.tobytes()
         vk.lib.vkCmdPushConstants(
@@ -266,7 +266,7 @@ class CommandEncoding:
             sets = ffi.new("VkDescriptorSet[]", n_sets)
             rc = vk.lib.vkAllocateDescriptorSets(self.handle, alloc, sets)
             if rc != 0:
-                raise VulkanError("vkAllocateDescriptorSets failed", self._result_str(rc))
+                raise VulkanError("vkAllocateDescriptorSets failed", self.result_str(rc))
         n = p.binding_count
         if n:
             infos = ffi.new("VkDescriptorBufferInfo[]", n)

@@ -29,7 +29,7 @@ class VulkanBuffer:
         self.device = device
         self.size = size
         self.label = label
-        self.handle, self.memory = device._create_buffer(max(size, 4), host_visible=False)
+        self.handle, self.memory = device.create_buffer(max(size, 4), host_visible=False)
 
     @property
     def released(self) -> bool:
@@ -40,11 +40,11 @@ class VulkanBuffer:
         """The buffer's ``VkDeviceAddress`` (devices with buffer device addresses only)."""
         if self.handle is None:
             raise VulkanError(f"{self.label}: the buffer is released")
-        return self.device._buffer_address(self.handle)
+        return self.device.buffer_address(self.handle)
 
     def release(self) -> None:
         if self.handle is not None and self.device.handle is not None:
-            self.device._destroy_buffer(self.handle, self.memory)
+            self.device.destroy_buffer(self.handle, self.memory)
         self.handle = self.memory = None
 
     def __repr__(self) -> str:
@@ -99,7 +99,7 @@ class VulkanPipeline:
         self.binding_count = (
             self.bda_layout.binding_count if self.bda_layout is not None else len(self.descriptor_slots)
         )
-        self.handle = executable.device._create_compute_pipeline(
+        self.handle = executable.device.create_compute_pipeline(
             executable._shader_module(p.shader_module_ordinal),
             p.entry_point,
             self.layout,
@@ -140,14 +140,14 @@ class VulkanExecutable:
 
     def _shader_module(self, ordinal: int):
         if ordinal not in self._modules:
-            self._modules[ordinal] = self.device._create_shader_module(
+            self._modules[ordinal] = self.device.create_shader_module(
                 self.definition.shader_modules[ordinal].spirv
             )
         return self._modules[ordinal]
 
     def _set_layout(self, ordinal: int):
         if ordinal not in self._set_layouts:
-            self._set_layouts[ordinal] = self.device._create_set_layout(
+            self._set_layouts[ordinal] = self.device.create_set_layout(
                 self.definition.descriptor_set_layouts[ordinal]
             )
         return self._set_layouts[ordinal]
@@ -156,7 +156,7 @@ class VulkanExecutable:
         if ordinal not in self._layouts:
             layout_def = self.definition.pipeline_layouts[ordinal]
             sets = [self._set_layout(s) for s in layout_def.descriptor_set_layout_ordinals]
-            self._layouts[ordinal] = (self.device._create_pipeline_layout(sets, layout_def), sets)
+            self._layouts[ordinal] = (self.device.create_pipeline_layout(sets, layout_def), sets)
         return self._layouts[ordinal]
 
     def release(self) -> None:
@@ -202,7 +202,7 @@ class Submission:
         if rc == vk.VK_TIMEOUT:
             raise VulkanError(f"submission did not finish within {timeout_s} s", "VK_TIMEOUT")
         if rc != 0:
-            raise VulkanError("waiting for a submission failed", dev._result_str(rc))
-        dev._release_encoding(self._fence, self._resources)
+            raise VulkanError("waiting for a submission failed", dev.result_str(rc))
+        dev.release_encoding(self._fence, self._resources)
         self._fence = None
         self._resources = []

@@ -27,7 +27,6 @@ from engine.session.protocol import (
     Failed,
     History,
     LastChange,
-    Open,
     ReadHistory,
     Reverse,
     ReverseMode,
@@ -47,15 +46,14 @@ class TimeTravelSession(DebugSession):
     def __init__(self, emit):
         super().__init__(emit)
         self.travel: TimeTravel | None = None
-        self._handlers[Reverse] = self._on_reverse
-        self._handlers[TravelTo] = self._on_travel_to
+        self.register_command(Reverse, self._on_reverse)
+        self.register_command(TravelTo, self._on_travel_to)
         # ReadHistory: where the run is in its history; WhenChanged: the last change of a register, global
         # or tensor element before now (see ``_when_changed``).
-        self._queries[ReadHistory] = self._history
-        self._queries[WhenChanged] = self._when_changed
+        self.register_query(ReadHistory, self._history)
+        self.register_query(WhenChanged, self._when_changed)
 
-    def _on_open(self, command: Open) -> None:
-        super()._on_open(command)
+    def on_opened(self) -> None:
         self.travel = TimeTravel(self.runner.context, self.controller, [self.runner.device])
 
     def _on_reverse(self, command: Reverse) -> None:
@@ -99,7 +97,7 @@ class TimeTravelSession(DebugSession):
                     self.gate.stop_at_next = _StopAtSequence(self.gate, stop.dispatch.ordinal)  # type: ignore[assignment]
                     # ... and the dispatches replayed before it do not stop the travel at their breakpoints.
                     self.gate.quiet_below = stop.dispatch.ordinal
-                    self._start(self._need_controller().continue_)
+                    self.start_run(self.need_controller().continue_)
                     return
             elif command.position is not None:
                 stop = travel.goto(command.position)
@@ -196,8 +194,8 @@ class TimeTravelSession(DebugSession):
             ),
         )
 
-    def _stop_detail(self) -> StopDetail:
-        detail = super()._stop_detail()
+    def stop_detail(self) -> StopDetail:
+        detail = super().stop_detail()
         travel = self.travel
         if travel is not None and travel.checkpoints and self.gate.current is None:
             detail = replace(detail, position=travel.position, earliest=travel.earliest)
@@ -207,7 +205,7 @@ class TimeTravelSession(DebugSession):
         """Abandon the run parked inside a dispatch; the position just after its instruction, and the
         dispatch's ordinal on the device."""
         record = self.gate.current
-        self._abandon()
+        self.abandon_run()
         self.travel.invalidate()
         mark = self.travel.locate_dispatch(record.sequence)
         return mark.position + 1, record.sequence
@@ -257,8 +255,8 @@ class TimeTravelSession(DebugSession):
             top = self.runner.context.interpreter.top
             if stop.when == "after" and top is not None and frames:
                 # As a forward stop inside the dispatch reports it: at the call instruction that ran it.
-                pc = self._call_pc(top.instance, top.ordinal, top.pc)
-                frames = (*frames[:-1], self._frame_info(top.instance, top.ordinal, pc))
+                pc = self.call_pc(top.instance, top.ordinal, top.pc)
+                frames = (*frames[:-1], self.frame_info(top.instance, top.ordinal, pc))
             location = replace(
                 location,
                 frames=frames,
@@ -266,7 +264,7 @@ class TimeTravelSession(DebugSession):
                 dispatch_index=info.ordinal,
                 dispatch_info=info,
             )
-        detail = replace(self._stop_detail(), breakpoints=tuple(repr(b) for b in stop.breakpoints))
+        detail = replace(self.stop_detail(), breakpoints=tuple(repr(b) for b in stop.breakpoints))
         self.emit(Stopped(stop.reason, location, detail))
 
 
