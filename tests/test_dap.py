@@ -243,6 +243,13 @@ def test_held_out_path(program):
             contents.append(read_binding(client, variable["memoryReference"], size))
         for tensor in traced[key]:
             assert any(tensor.tobytes() in data for data in contents), "a traced input is in no binding"
+        fields = client.request("variables", {"variablesReference": bindings[0]["variablesReference"]})["body"]
+        elements = next(v for v in fields["variables"] if v["name"] == "elements")
+        page = client.request("variables", {"variablesReference": elements["variablesReference"], "filter": "indexed",
+                                            "start": 2, "count": 3})["body"]["variables"]
+        assert [v["name"] for v in page] == ["[2]", "[3]", "[4]"]
+        first = np.frombuffer(contents[0], np.float32)  # dispatch 1's name says f32
+        assert [np.float32(v["value"]) for v in page] == list(first[2:5])  # (str of a float32 round-trips)
         registers = client.request("variables", {"variablesReference": scopes[1]["variablesReference"]})["body"]
         assert registers["variables"][0]["name"] == "i0"
 

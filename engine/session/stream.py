@@ -402,8 +402,10 @@ class StreamSession:
         self.on_event(Crashed(self._ended_text(error), self._last_location, self.process.returncode))
 
     def _ended_text(self, error: Exception) -> str:
+        from engine.session.child import describe_exit
+
         code = self.process.poll()
-        status = "still running" if code is None else f"exit status {code}"
+        status = "the server still runs" if code is None else describe_exit(code).replace("session process", "server")
         tail = " | ".join(line for line in self._stderr_tail if line)
         text = f"the connection to the session server was lost ({error}; {' '.join(self.argv[:3])}...: {status})"
         return text + (f": {tail}" if tail else "")
@@ -441,4 +443,5 @@ def open_remote(command: str, handler: str, on_event: Callable[[Event], Any], **
 def remote(command: str, handler: str) -> Callable[[Callable[[Event], Any]], StreamSession]:
     """A ``SessionClient`` transport factory (like ``client.in_process``) for the server ``command`` starts;
     ``handler`` names the session it runs (``debug``, ``timetravel``, ``reference``)."""
-    return lambda on_event: open_remote(command, handler, on_event)
+    # Progress (one small frame a dispatch) lets a crash report say which dispatch was running.
+    return lambda on_event: open_remote(command, handler, on_event, progress=True)
