@@ -250,8 +250,13 @@ def test_held_out_path(program):
         assert [v["name"] for v in page] == ["[2]", "[3]", "[4]"]
         first = np.frombuffer(contents[0], np.float32)  # dispatch 1's name says f32
         assert [np.float32(v["value"]) for v in page] == list(first[2:5])  # (str of a float32 round-trips)
+        evaluated = client.request("evaluate", {"expression": "binding 0", "frameId": 1, "context": "watch"})["body"]
+        assert evaluated["memoryReference"] == bindings[0]["memoryReference"]
+        assert client.request("evaluate", {"expression": "a + b", "context": "repl"}, ok=False)["success"] is False
         registers = client.request("variables", {"variablesReference": scopes[1]["variablesReference"]})["body"]
         assert registers["variables"][0]["name"] == "i0"
+        i0 = client.request("evaluate", {"expression": "i0", "frameId": frames[1]["id"]})["body"]["result"]
+        assert i0 == registers["variables"][0]["value"]
 
         client.request("continue", {"threadId": 1})
         assert client.wait_event("exited")["body"]["exitCode"] == 0

@@ -597,6 +597,30 @@ class DebugAdapter:
         stop.variables[ref] = producer
         return ref
 
+    def _on_evaluate(self, args: dict, request: dict) -> dict:
+        """Watch and hover expressions: a register of the frame (``i3``, ``r0``) or a binding (``binding 1``)."""
+        stop = self._need_stop()
+        expression = str(args.get("expression", "")).strip()
+        frame = self._frame(stop, args["frameId"]) if args.get("frameId") is not None else stop.frames[0]
+        bank, number = expression[:1], expression[1:]
+        if bank in ("i", "r") and number.isdigit():
+            depth = frame.depth if frame.depth is not None else -1
+            registers = self._ask(ReadRegisters(depth)).registers
+            values = registers.i32 if bank == "i" else registers.ref
+            if int(number) >= len(values):
+                raise RequestError(f"{expression}: the frame has {len(values)} {bank} registers")
+            return {"result": str(values[int(number)]), "variablesReference": 0}
+        words = expression.split()
+        info = stop.event.location.dispatch_info
+        if len(words) == 2 and words[0] == "binding" and words[1].isdigit() and info is not None:
+            variables = self._binding_variables(stop, info)
+            if int(words[1]) >= len(variables):
+                raise RequestError(f"{expression}: the dispatch has {len(variables)} bindings")
+            variable = variables[int(words[1])]
+            return {"result": variable["value"], "variablesReference": variable["variablesReference"],
+                    "memoryReference": variable["memoryReference"]}
+        raise RequestError(f"{expression!r}: iree-lens evaluates registers (i3, r0) and, at a dispatch, bindings (binding 1)")
+
     def _on_read_memory(self, args: dict, request: dict) -> dict:
         stop = self._need_stop()
         info = stop.event.location.dispatch_info
