@@ -425,6 +425,12 @@ def test_dap_over_ssh(program, tmp_path):
         client.request("setFunctionBreakpoints", {"breakpoints": [{"name": "dispatch:0"}]})
         client.request("configurationDone")
         assert client.stopped()["reason"] == "entry"
+        entry = client.top_frame()["instructionPointerReference"]
+        client.request("next", {"threadId": 1})
+        client.stopped()
+        client.request("stepBack", {"threadId": 1})  # the server records the run (time travel)
+        client.stopped()
+        assert client.top_frame()["instructionPointerReference"] == entry
         client.request("continue", {"threadId": 1})
         assert client.stopped()["reason"] == "function breakpoint"
         scopes = client.request("scopes", {"frameId": 1})["body"]["scopes"]
