@@ -19,7 +19,11 @@ Mapping (the names the DAP specification uses):
 - ``stackTrace``: VM frames innermost first, ``instructionPointerReference`` the pc (``0x..``); at a
   dispatch, the dispatch itself on top (its name holds IREE's export name).
 - ``scopes``: ``Dispatch`` (the paused dispatch's bindings; each has a ``memoryReference`` that
-  ``readMemory`` reads), ``Registers``, ``Globals``.
+  ``readMemory`` reads, and expands to its place and elements), ``Registers``, ``Globals``.
+- ``next``/``stepIn``/``stepOut``/``continue``; ``stepBack`` is gdb's reverse-next, ``reverseContinue``
+  reverse-continue; ``pause``; ``disassemble`` (iree-dump-module's text; the server's module with
+  ``remote``); ``evaluate`` (registers ``i3``/``r0``, ``binding N``); the end: ``exited`` (0, or 1 when the
+  program failed) then ``terminated``.
 """
 
 from __future__ import annotations

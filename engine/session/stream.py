@@ -8,9 +8,14 @@ message read while a command runs, as ``ChildSession`` reads one.
 
 ``StreamSession(argv, handler, on_event)`` starts ``argv`` (``iree-lens serve --stdio``, or
 ``ssh HOST iree-lens serve --stdio``: SSH gives authentication and encryption, and nothing listens on a
-port) and has the surface of ``ChildSession`` and ``InProcessSession``: ``send(command)``, ``pause()``,
-``stop()``, ``close()``, ``alive``, events to a callback on a reader thread. A stream that ends before
-``close()`` is reported once as ``Crashed`` with the server's exit status and its last lines on stderr.
+port) and is a ``SessionClient`` transport (``engine.session.client.Transport``; ``remote(command,
+handler)`` is its factory, as ``client.in_process`` and ``client.child_process`` are theirs): ``send``,
+``pause``, ``stop``, ``restart`` (a fresh server), ``close``, ``alive``, events to a callback on a reader
+thread. A stream that ends before ``close()`` is reported once as ``Crashed`` with how the server ended
+(a signal, an exit status) and its last lines on stderr.
+
+The server also answers the module queries of ``engine.session.module_queries`` (disassembly) from its own
+copy of the ``.vmfb``: a client on another machine has none.
 """
 
 from __future__ import annotations
