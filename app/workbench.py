@@ -165,6 +165,24 @@ class Workbench(QObject):
         client = getattr(self.bridge, "client", self.bridge)
         client.last_call = None
 
+    def debug_compilation(self, compilation: Any) -> bool:
+        """Open what a compile produced (the Compile panel's result) as the current module, in one action."""
+        if compilation is None:
+            self.said.emit("Nothing compiled yet: compile a program first.")
+            return False
+        vmfb = getattr(compilation, "vmfb_path", None)
+        if not getattr(compilation, "ok", False) or vmfb is None or not Path(vmfb).exists():
+            self.said.emit("This compilation produced no module (it failed, or stopped before the vm phase).")
+            return False
+        from app.module_loader import open_module
+
+        source = getattr(compilation, "source_path", None)
+        loaded = LoadedModule(
+            path=Path(vmfb), module=open_module(Path(vmfb)), source=Path(source) if source else None, compilation=compilation
+        )
+        self.open_module(loaded)
+        return True
+
     def compile_target(self) -> str:
         """The iree-compile target of the selected device: what opening an ``.mlir`` compiles for."""
         return compile_target_for(self.state.device)
