@@ -229,6 +229,10 @@ def test_pytorch_model_every_executable_substituted_and_an_edit_matches_iree(nam
     for engine in ("reference", "debug"):
         got = _run(vmfb, "main", x, tmp_path / f"edit_{engine}.npy", engine, [edited])
         assert got.tobytes() == expected.tobytes(), engine
+    # The CPU library's LLVM IR, unmodified (normalised for llvmlite, code-generated, linked): the same outputs.
+    plain = np.load(tmp_path / "plain.npy")
+    library = tmp_path / "src" / "module_linked.ll"
+    assert _run(vmfb, "main", x, tmp_path / "ll.npy", "reference", [library]).tobytes() == plain.tobytes()
 
 
 @pytest.mark.vulkan
