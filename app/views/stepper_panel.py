@@ -685,6 +685,9 @@ class StepperPanel(QWidget):
                 text += ", " + "; ".join(n.describe() for n in event.detail.nonfinite)
             elif event.detail.nan_bindings:
                 text += f", NaN/Inf written to bindings {list(event.detail.nan_bindings)}"
+            divergence = event.detail.divergence
+            if divergence is not None:
+                text += f", diverged: {divergence.text or divergence.summary or divergence.name}"
         if event.location.frames:
             f = event.location.frames[-1]
             text += f" — {f.function} pc {f.pc:#x}"
