@@ -4,8 +4,8 @@ dispatch (its run ordinal ``3``, IREE's name ``main_dispatch_1*`` or ``*`` for e
 it runs), after the first dispatch that writes NaN/Inf, or after the first dispatch whose outputs diverge
 from a reference run (a capture bundle folder or a ``.vmfb`` module, with a tolerance).
 
-The fields sit on two rows (kind, when, buttons; then the name across the whole width), so a typed glob or
-a reference path stays readable in a narrow dock."""
+The fields sit on rows of their own (kind and when; the name across the whole width; the buttons), so a
+typed glob or a reference path stays readable in a narrow dock."""
 
 from __future__ import annotations
 
@@ -72,6 +72,7 @@ class BreakpointsView(QWidget):
         self.remove_button = QPushButton("Remove", self)
         self.remove_button.clicked.connect(self.remove_selected)
         self.browse_button = QPushButton("…", self)
+        self.browse_button.setMaximumWidth(self.browse_button.fontMetrics().horizontalAdvance("…") + 16)
         self.browse_button.setToolTip("Pick the reference: a capture bundle folder or a .vmfb module")
         self.browse_button.clicked.connect(self._browse_reference)
         self.kind.currentIndexChanged.connect(lambda _: self._update_completer())
@@ -79,16 +80,20 @@ class BreakpointsView(QWidget):
         row.setContentsMargins(0, 0, 0, 0)
         row.addWidget(self.kind, 1)
         row.addWidget(self.when)
-        row.addWidget(self.add_button)
-        row.addWidget(self.remove_button)
         name_row = QHBoxLayout()
         name_row.setContentsMargins(0, 0, 0, 0)
         name_row.addWidget(self.name, 1)
         name_row.addWidget(self.browse_button)
+        buttons = QHBoxLayout()
+        buttons.setContentsMargins(0, 0, 0, 0)
+        buttons.addWidget(self.add_button)
+        buttons.addWidget(self.remove_button)
+        buttons.addStretch(1)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(2, 2, 2, 2)
         layout.addLayout(row)
         layout.addLayout(name_row)
+        layout.addLayout(buttons)
         layout.addWidget(self.list, 1)
         self.list.itemDoubleClicked.connect(
             lambda item: self.activated.emit(item.data(Qt.ItemDataRole.UserRole))
