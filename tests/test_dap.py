@@ -488,3 +488,12 @@ def test_disconnect_while_running_ends_the_adapter_promptly(tmp_path):
     client.process.stdin.close()
     assert client.process.wait(timeout=30) == 0
     assert time.monotonic() - start < 10
+
+
+def test_every_served_request_has_a_handler_and_the_schema_knows_it():
+    from engine.dap.adapter import REQUESTS, DebugAdapter
+
+    for command in REQUESTS:
+        assert command[0].upper() + command[1:] + "Request" in SCHEMA["definitions"], command
+        snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in command)
+        assert callable(getattr(DebugAdapter, f"_on_{snake}", None)), command

@@ -95,6 +95,13 @@ CAPABILITIES = {
     "supportsExceptionFilterOptions": True,
     "exceptionBreakpointFilters": EXCEPTION_FILTERS,
 }
+# The requests served (each by ``_on_<snake_case>``).
+REQUESTS = frozenset((
+    "initialize", "launch", "configurationDone", "setFunctionBreakpoints", "setBreakpoints",
+    "setInstructionBreakpoints", "setExceptionBreakpoints", "threads", "continue", "next", "stepIn", "stepOut",
+    "stepBack", "reverseContinue", "pause", "stackTrace", "scopes", "variables", "evaluate", "readMemory",
+    "disassemble", "disconnect", "terminate",
+))  # fmt: skip
 _QUERY_TIMEOUT = 300.0
 _MAX_ELEMENTS = 10_000  # elements one variables request returns when it names no count
 _STOP_TIMEOUT = 30.0  # pause: a run that does not stop within this (a hung kernel) is ended
@@ -170,7 +177,7 @@ class DebugAdapter:
 
     def _dispatch(self, request: dict[str, Any]) -> None:
         command = str(request.get("command", ""))
-        handler = getattr(self, f"_on_{_snake(command)}", None)
+        handler = getattr(self, f"_on_{_snake(command)}", None) if command in REQUESTS else None
         if handler is None:
             self._respond(request, success=False, message=f"'{command}' is not supported by iree-lens dap")
             return
