@@ -34,6 +34,7 @@ from engine.session.protocol import (
     Location,
     Open,
     Opened,
+    Progress,
     ReadBindings,
     RegisterFile,
     SetBreakpoints,
@@ -325,3 +326,28 @@ def test_the_server_disassembles_the_module_on_its_side(modules):
                           capture_output=True, text=True, check=True).stdout
     lines = {line.strip() for line in dump.splitlines()}
     assert all(text in lines for _, text in answer.lines)
+
+
+def test_a_faulting_kernel_kills_the_server_and_is_reported(compiled, tmp_path):
+    from support import patched_kernel_copy
+
+    from engine.session.stream import remote
+
+    bad = tmp_path / "null_write.vmfb"
+    patched_kernel_copy(compiled.path("elementwise", "llvm-cpu"), bad)
+    events = Events()
+    session = remote(shlex.join([*lens_argv(), "serve", "--stdio"]), "debug")(events)
+    try:
+        session.send(Open(str(bad)))
+        assert isinstance(events.next(), Opened)
+        session.send(Call("main", ("4x8xf32=1", "4x8xf32=2")))
+        crash = next(e for e in iter(events.next, None) if not isinstance(e, Progress))
+        assert isinstance(crash, Crashed), crash
+        assert "SIGSEGV" in crash.reason and crash.exitcode == -11
+        assert crash.location.dispatch.startswith("main_dispatch_0")  # from the server's Progress
+        assert crash.location.frames[-1].function == "main"
+        session.restart()  # a fresh server
+        session.send(Open(str(bad)))
+        assert isinstance(events.next(), Opened)
+    finally:
+        session.close()

@@ -30,16 +30,18 @@ from engine.errors import LensError
 from engine.session.client import SessionClient, TransportFactory, in_process
 from engine.session.protocol import (
     Answer,
-    Bindings,
     Crashed,
     Event,
     Failed,
     Finished,
     Opened,
     ReadDispatch,
+    ReadTensors,
     RegisterFile,
     StepMode,
     Stopped,
+    Tensors,
+    TypeSource,
 )
 from engine.session.script import ScriptCommand, ScriptError, check_for_reference, parse_script
 from engine.session.stream import add_remote_argument
@@ -367,15 +369,17 @@ class Debugger:
                 saved.append(str(path))
         elif self.state == "stopped" and self.last_stop.location.dispatch_info is not None:
             info = self.last_stop.location.dispatch_info
-            self.client.request_bindings()
+            self.client.query(ReadTensors())  # typed in the session where it knows the types
             answer = self._next()
-            if not isinstance(answer, Bindings):
+            if not isinstance(answer, Tensors):
                 self._error(command, getattr(answer, "message", str(answer)))
                 return
             out.mkdir(parents=True, exist_ok=True)
-            for k, ref in enumerate(answer.tensors):
-                array = _typed(ref.to_numpy(), info.export)
-                path = out / f"dispatch{info.ordinal}_{info.when}_binding{k}.npy"
+            for tensor in answer.tensors:
+                array = tensor.tensor.to_numpy()
+                if tensor.type_source == TypeSource.UNTYPED:
+                    array = _typed(array, info.export)
+                path = out / f"dispatch{info.ordinal}_{info.when}_binding{tensor.index}.npy"
                 np.save(path, array)
                 saved.append(str(path))
         else:

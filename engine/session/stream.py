@@ -8,9 +8,14 @@ message read while a command runs, as ``ChildSession`` reads one.
 
 ``StreamSession(argv, handler, on_event)`` starts ``argv`` (``iree-lens serve --stdio``, or
 ``ssh HOST iree-lens serve --stdio``: SSH gives authentication and encryption, and nothing listens on a
-port) and has the surface of ``ChildSession`` and ``InProcessSession``: ``send(command)``, ``pause()``,
-``stop()``, ``close()``, ``alive``, events to a callback on a reader thread. A stream that ends before
-``close()`` is reported once as ``Crashed`` with the server's exit status and its last lines on stderr.
+port) and is a ``SessionClient`` transport (``engine.session.client.Transport``; ``remote(command,
+handler)`` is its factory, as ``client.in_process`` and ``client.child_process`` are theirs): ``send``,
+``pause``, ``stop``, ``restart`` (a fresh server), ``close``, ``alive``, events to a callback on a reader
+thread. A stream that ends before ``close()`` is reported once as ``Crashed`` with how the server ended
+(a signal, an exit status) and its last lines on stderr.
+
+The server also answers the module queries of ``engine.session.module_queries`` (disassembly) from its own
+copy of the ``.vmfb``: a client on another machine has none.
 """
 
 from __future__ import annotations
@@ -402,8 +407,10 @@ class StreamSession:
         self.on_event(Crashed(self._ended_text(error), self._last_location, self.process.returncode))
 
     def _ended_text(self, error: Exception) -> str:
+        from engine.session.child import describe_exit
+
         code = self.process.poll()
-        status = "still running" if code is None else f"exit status {code}"
+        status = "the server still runs" if code is None else describe_exit(code).replace("session process", "server")
         tail = " | ".join(line for line in self._stderr_tail if line)
         text = f"the connection to the session server was lost ({error}; {' '.join(self.argv[:3])}...: {status})"
         return text + (f": {tail}" if tail else "")
@@ -441,4 +448,5 @@ def open_remote(command: str, handler: str, on_event: Callable[[Event], Any], **
 def remote(command: str, handler: str) -> Callable[[Callable[[Event], Any]], StreamSession]:
     """A ``SessionClient`` transport factory (like ``client.in_process``) for the server ``command`` starts;
     ``handler`` names the session it runs (``debug``, ``timetravel``, ``reference``)."""
-    return lambda on_event: open_remote(command, handler, on_event)
+    # Progress (one small frame a dispatch) lets a crash report say which dispatch was running.
+    return lambda on_event: open_remote(command, handler, on_event, progress=True)

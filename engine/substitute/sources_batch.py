@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.substitute.errors import SubstitutionError
@@ -153,6 +153,9 @@ class BatchBuild:
 
     binaries: list[bytes]
     workgroup_counts: dict[str, tuple[int, int, int] | None]
+    # IREE's optimized LLVM IR of each CPU library, by the position of its binary (what a trampoline for a
+    # changed workgroup count is built from, ``workgroup_trampoline``).
+    llvm_ir: dict[int, str] = field(default_factory=dict)
 
 
 _EXPORT_HEAD = re.compile(r"^\s*hal\.executable\.export (?:public |private )?@([\w$.-]+) .*count\(.*\{$")
@@ -221,8 +224,17 @@ def compile_combined(text: str, *, timeout_s: float = 900.0) -> BatchBuild:
             timeout_s,
             source,
         )
-        _iree_compile(["--compile-from=executable-targets", "--compile-to=hal", str(targets), "-o", str(hal)], timeout_s)
+        inter = Path(d) / "intermediates"
+        _iree_compile(
+            ["--compile-from=executable-targets", "--compile-to=hal", f"--iree-hal-dump-executable-intermediates-to={inter}",
+             str(targets), "-o", str(hal)],
+            timeout_s,
+        )  # fmt: skip
         hal_text = hal.read_text()
-        return BatchBuild(
-            [b.data(hal_text) for b in hal_binaries(hal_text)], workgroup_counts(targets.read_text())
-        )
+        found = hal_binaries(hal_text)
+        llvm_ir = {}
+        for i, b in enumerate(found):
+            ll = sorted(inter.glob(f"*_{b.executable}_*.optimized.ll"))
+            if len(ll) == 1:
+                llvm_ir[i] = ll[0].read_text()
+        return BatchBuild([b.data(hal_text) for b in found], workgroup_counts(targets.read_text()), llvm_ir)
