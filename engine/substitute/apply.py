@@ -62,6 +62,7 @@ def _build_sources_together(
         combine_sources,
         compile_combined,
         export_names_in_source,
+        flags_beside,
     )
 
     if not specs:
@@ -78,8 +79,14 @@ def _build_sources_together(
     if combined is None:
         return {}
     t0 = time.perf_counter()
+    flags = flags_beside([s.path for s in specs])
     try:
-        batch = compile_combined(combined.text)
+        try:
+            batch = compile_combined(combined.text, flags=flags)
+        except BatchCompileError as e:
+            if not flags or e.lines:
+                raise
+            batch = compile_combined(combined.text)  # a recorded flag this IREE does not take here
     except BatchCompileError as e:
         # Build the files IREE's errors point into alone: that raises with the diagnostics at their own lines
         # (without compiling every other file alone too).
