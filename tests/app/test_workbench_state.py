@@ -279,3 +279,61 @@ def test_run_runs_after_time_travel_a_substitution_a_failed_apply_and_a_revert(q
         window.run_action.trigger()
     expected = reference_output(vmfb, "main", ["4x8xf32=1.5", "4x8xf32=2"])
     assert expected.split("result[0]: hal.buffer_view", 1)[1].strip().splitlines()[0] in done.args[0].results_text
+
+
+NAN_LOG_LOG1P = (Path(__file__).resolve().parents[1] / "session_programs" / "nan_log.mlir").read_text().replace(
+    "math.log %d", "math.log1p %d"
+)
+
+
+def test_break_on_divergence_from_a_module_and_profile_this_run(qtbot, main_window, tmp_path):
+    window = main_window
+    vmfb = compile_program("nan_log", "llvm-cpu", tmp_path)
+    variant = tmp_path / "nan_log_log1p.mlir"
+    variant.write_text(NAN_LOG_LOG1P)
+    reference = compile_program(str(variant), "llvm-cpu", tmp_path)
+    panel = open_module(qtbot, window, vmfb)
+    view = panel.breakpoints_view
+    view.kind.setCurrentIndex(view.kind.findData("diverge"))
+    assert not view.browse_button.isHidden()  # the reference picker shows for this kind
+    view.name.setText(str(reference))
+    with qtbot.waitSignal(panel.bridge.breakpointsChanged, timeout=TIMEOUT):
+        view.add_button.click()
+    [bp] = panel.bridge.breakpoints
+    assert bp.kind == "diverge" and bp.reference == str(reference)
+    panel.set_inputs(("4x8xf32=3", "4x8xf32=1"))
+    stop = run_and_wait(qtbot, window, "stopped")
+    # Dispatch 0 (a - b) is the same in both; dispatch 1 is log vs log1p: the first to diverge.
+    assert stop.location.dispatch_info.ordinal == 1 and stop.detail.divergence is not None
+    assert "diverged" in panel.status_label.text()
+    with qtbot.waitSignal(panel.bridge.finished, timeout=TIMEOUT):
+        panel.continue_action.trigger()
+
+    # Profile this run: the same function and inputs, timed by IREE, in the Zones view.
+    zones = window.panels["zones"]
+    with qtbot.waitSignal(zones.traceLoaded, timeout=TIMEOUT) as done:
+        assert window.profile_action.isEnabled()
+        window.profile_action.trigger()
+    trace = done.args[0]
+    assert trace.metadata["function"] == "main" and str(trace.source) == str(vmfb)
+    assert window.documents.currentWidget() is zones
+    names = {s.name for s in zones.stats}
+    assert any("main_dispatch_1" in n for n in names), names
+    # A new module: its profile (of the old module) goes.
+    open_module(qtbot, window, reference)
+    assert window.documents.document("panel:zones") is None
+
+
+def test_keyboard_shortcuts_list_every_binding(qtbot, main_window):
+    from PySide6.QtGui import QAction, QKeySequence
+
+    view = main_window.show_shortcuts()
+    keys = {row[1] for row in view.rows}
+    bound = {
+        ", ".join(k.toString(QKeySequence.SequenceFormat.NativeText) for k in a.shortcuts())
+        for a in main_window.findChildren(QAction)
+        if a.shortcuts()
+    }
+    assert bound <= keys
+    for expected in ("F5", "F6", "Shift+F6", "F9", "F10", "F11", "Ctrl+R", "Ctrl+O"):
+        assert expected in keys, expected
