@@ -93,6 +93,7 @@ class Workbench(QObject):
         self.state = WorkbenchState(device=str(device) if device else CPU_DEVICE)
         self._identity: dict[Path, str] = {}
         self._runner = None  # the view that turns the state into a call (the stepper's run bar)
+        self.previous_module: LoadedModule | None = None  # during moduleReset: the module being closed
         bridge.stateChanged.connect(lambda s: self._update(run_state=str(s)))
         bridge.stopped.connect(self._on_stopped)
         bridge.finished.connect(lambda e: self._update(paused=None, stop_text=f"Finished {e.function}"))
@@ -138,7 +139,7 @@ class Workbench(QObject):
     def open_module(self, loaded: LoadedModule | None) -> None:
         """Make ``loaded`` the current module: every view resets, then the session opens it on the
         selected device (unless the module needs another device: then ``state.mismatch`` says so)."""
-        previous = self.state.module
+        previous = self.previous_module = self.state.module
         if loaded is not None and previous is not None and Path(loaded.path) != Path(previous.path):
             self._forget_saved_call()
         mismatch = self.mismatch_of(loaded, self.state.device)
@@ -164,6 +165,24 @@ class Workbench(QObject):
         # The engine's session client keeps the last call (the bridge re-emits it read-only).
         client = getattr(self.bridge, "client", self.bridge)
         client.last_call = None
+
+    def debug_compilation(self, compilation: Any) -> bool:
+        """Open what a compile produced (the Compile panel's result) as the current module, in one action."""
+        if compilation is None:
+            self.said.emit("Nothing compiled yet: compile a program first.")
+            return False
+        vmfb = getattr(compilation, "vmfb_path", None)
+        if not getattr(compilation, "ok", False) or vmfb is None or not Path(vmfb).exists():
+            self.said.emit("This compilation produced no module (it failed, or stopped before the vm phase).")
+            return False
+        from app.module_loader import open_module
+
+        source = getattr(compilation, "source_path", None)
+        loaded = LoadedModule(
+            path=Path(vmfb), module=open_module(Path(vmfb)), source=Path(source) if source else None, compilation=compilation
+        )
+        self.open_module(loaded)
+        return True
 
     def compile_target(self) -> str:
         """The iree-compile target of the selected device: what opening an ``.mlir`` compiles for."""

@@ -478,3 +478,60 @@ class LocalSshd:
                 self.process.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 self.process.kill()
+
+
+# -- a program with weights IREE folds into its dispatches (dense_resource blobs), as PyTorch exports have
+
+
+def _blob(values: np.ndarray) -> str:
+    # A builtin dense_resource blob: 4-byte alignment, then the little-endian data.
+    return "0x04000000" + values.astype("<f4").tobytes().hex().upper()
+
+
+def tiny_program(path: Path) -> Path:
+    """Two matmul + bias layers whose weights are ``dense_resource`` blobs (IREE folds the biases into the
+    dispatches, as it does a PyTorch export's)."""
+    rng = np.random.default_rng(0)
+    w1, w2 = (rng.standard_normal((16, 16)).astype(np.float32) for _ in range(2))
+    b1, b2 = (rng.standard_normal(16).astype(np.float32) for _ in range(2))
+    layer = """
+    %m{i} = linalg.matmul ins(%x{i}, %w{i} : tensor<4x16xf32>, tensor<16x16xf32>) outs(%f : tensor<4x16xf32>) -> tensor<4x16xf32>
+    %x{n} = linalg.generic {{indexing_maps = [#id, #col, #id], iterator_types = ["parallel", "parallel"]}}
+        ins(%m{i}, %b{i} : tensor<4x16xf32>, tensor<16xf32>) outs(%e : tensor<4x16xf32>) {{
+    ^bb0(%a: f32, %b: f32, %o: f32):
+      %s = arith.addf %a, %b : f32
+      %t = arith.maximumf %s, %zero : f32
+      linalg.yield %t : f32
+    }} -> tensor<4x16xf32>"""
+    body = "".join(layer.format(i=i, n=i + 1) for i in (1, 2))
+    path.write_text(f"""#id = affine_map<(i, j) -> (i, j)>
+#col = affine_map<(i, j) -> (j)>
+module @tiny {{
+  util.global private @w1 = dense_resource<tiny_w1> : tensor<16x16xf32>
+  util.global private @w2 = dense_resource<tiny_w2> : tensor<16x16xf32>
+  util.global private @b1 = dense_resource<tiny_b1> : tensor<16xf32>
+  util.global private @b2 = dense_resource<tiny_b2> : tensor<16xf32>
+  func.func @main(%x1: tensor<4x16xf32>) -> tensor<4x16xf32> {{
+    %w1 = util.global.load @w1 : tensor<16x16xf32>
+    %w2 = util.global.load @w2 : tensor<16x16xf32>
+    %b1 = util.global.load @b1 : tensor<16xf32>
+    %b2 = util.global.load @b2 : tensor<16xf32>
+    %zero = arith.constant 0.0 : f32
+    %e = tensor.empty() : tensor<4x16xf32>
+    %f = linalg.fill ins(%zero : f32) outs(%e : tensor<4x16xf32>) -> tensor<4x16xf32>{body}
+    return %x3 : tensor<4x16xf32>
+  }}
+}}
+
+{{-#
+  dialect_resources: {{
+    builtin: {{
+      tiny_w1: "{_blob(w1)}",
+      tiny_w2: "{_blob(w2)}",
+      tiny_b1: "{_blob(b1)}",
+      tiny_b2: "{_blob(b2)}"
+    }}
+  }}
+#-}}
+""")
+    return path

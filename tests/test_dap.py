@@ -243,8 +243,23 @@ def test_held_out_path(program):
             contents.append(read_binding(client, variable["memoryReference"], size))
         for tensor in traced[key]:
             assert any(tensor.tobytes() in data for data in contents), "a traced input is in no binding"
+        fields = client.request("variables", {"variablesReference": bindings[0]["variablesReference"]})["body"]
+        elements = next(v for v in fields["variables"] if v["name"] == "elements")
+        page = client.request("variables", {"variablesReference": elements["variablesReference"], "filter": "indexed",
+                                            "start": 2, "count": 3})["body"]["variables"]
+        assert [v["name"] for v in page] == ["[2]", "[3]", "[4]"]
+        # Elements as the session typed the binding (no sources here: untyped, bytes; never a guess from
+        # the dispatch's name); with sources, their element type (str of a float32 round-trips).
+        untyped = bindings[0]["value"].startswith("untyped")
+        first = np.frombuffer(contents[0], np.uint8 if untyped else np.float32)
+        assert [(int if untyped else np.float32)(v["value"]) for v in page] == list(first[2:5])
+        evaluated = client.request("evaluate", {"expression": "binding 0", "frameId": 1, "context": "watch"})["body"]
+        assert evaluated["memoryReference"] == bindings[0]["memoryReference"]
+        assert client.request("evaluate", {"expression": "a + b", "context": "repl"}, ok=False)["success"] is False
         registers = client.request("variables", {"variablesReference": scopes[1]["variablesReference"]})["body"]
         assert registers["variables"][0]["name"] == "i0"
+        i0 = client.request("evaluate", {"expression": "i0", "frameId": frames[1]["id"]})["body"]["result"]
+        assert i0 == registers["variables"][0]["value"]
 
         client.request("continue", {"threadId": 1})
         assert client.wait_event("exited")["body"]["exitCode"] == 0
@@ -360,6 +375,8 @@ def test_remote_session_same_stops(program):
             variables = client.request("variables", {"variablesReference": scopes[0]["variablesReference"]})["body"]
             data = [client.request("readMemory", {"memoryReference": v["memoryReference"], "count": 128})["body"]["data"]
                     for v in variables["variables"]]
+            data.append(client.request("disassemble", {"memoryReference": frames[1]["instructionPointerReference"],
+                                                       "instructionOffset": -3, "instructionCount": 6})["body"])
             client.request("continue", {"threadId": 1})
             exited = client.wait_event("exited")["body"]
             seen.append((stop, [(f["name"], f["instructionPointerReference"]) for f in frames], variables, data, exited))
@@ -411,6 +428,12 @@ def test_dap_over_ssh(program, tmp_path):
         client.request("setFunctionBreakpoints", {"breakpoints": [{"name": "dispatch:0"}]})
         client.request("configurationDone")
         assert client.stopped()["reason"] == "entry"
+        entry = client.top_frame()["instructionPointerReference"]
+        client.request("next", {"threadId": 1})
+        client.stopped()
+        client.request("stepBack", {"threadId": 1})  # the server records the run (time travel)
+        client.stopped()
+        assert client.top_frame()["instructionPointerReference"] == entry
         client.request("continue", {"threadId": 1})
         assert client.stopped()["reason"] == "function breakpoint"
         scopes = client.request("scopes", {"frameId": 1})["body"]["scopes"]
@@ -468,3 +491,12 @@ def test_disconnect_while_running_ends_the_adapter_promptly(tmp_path):
     client.process.stdin.close()
     assert client.process.wait(timeout=30) == 0
     assert time.monotonic() - start < 10
+
+
+def test_every_served_request_has_a_handler_and_the_schema_knows_it():
+    from engine.dap.adapter import REQUESTS, DebugAdapter
+
+    for command in REQUESTS:
+        assert command[0].upper() + command[1:] + "Request" in SCHEMA["definitions"], command
+        snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in command)
+        assert callable(getattr(DebugAdapter, f"_on_{snake}", None)), command

@@ -117,3 +117,18 @@ def test_shapes_and_large_tensors():
     other[2_500_000] = 100.0
     c = compare(other, big)
     assert c.mismatches == 1 and c.first_mismatch == (2_500_000,) and c.sqnr_db < 60
+
+
+def test_reduction_length_from_iree_names_widens_the_allowance():
+    from engine.dispatch.numerics import reduction_length_from_name
+
+    assert reduction_length_from_name("main$async_dispatch_0_conv_64x111x111x3x3x3_f32") == 27
+    assert reduction_length_from_name("main_dispatch_1_matmul_2x4x32_f32") == 32
+    assert reduction_length_from_name("main_dispatch_0_reduction_64x1024_f32") == 1024
+    assert reduction_length_from_name("main_dispatch_4_slow_memcpy") is None
+    assert reduction_length_from_name("main_dispatch_0_elementwise_256_f32") is None
+    f16 = np.dtype(np.float16)
+    assert rounding_allowance(f16, 4608) > 10 * rounding_allowance(f16)  # summed in f16: sqrt(K) ulps
+    assert rounding_allowance(f16, 10**12) <= 0.25  # never a quarter of the scale
+    f32 = np.dtype(np.float32)
+    assert rounding_allowance(f32, 64) == rounding_allowance(f32)  # short sums: the base allowance

@@ -428,3 +428,24 @@ def test_plain_replay_captured_with_executable_sources_equals_iree_traced_tensor
         got = bundle.dispatch_tensors(d, "outputs")
         assert [g.shape for g in got] == [w.shape for w in want]
         assert [np.asarray(g).tobytes() for g in got] == [w.tobytes() for w in want], d.name
+
+
+def test_replay_debugger_goes_back_to_an_earlier_stop(compiled, tmp_path):
+    path = record_replay(
+        compiled.path("mlp", "llvm-cpu"), "main", ["2x16xf32=0.5"], tmp_path / "mlp.ireereplay"
+    )
+    commands = tmp_path / "cmds.txt"
+    commands.write_text(
+        f"break dispatch * after\ncontinue\nsave-tensors {tmp_path / 'first'}\ncontinue\nreverse-continue\n"
+        f"save-tensors {tmp_path / 'again'}\nreverse-step 1\ncontinue\ncontinue\ncontinue\n"
+    )
+    proc = _lens("debug", path, f"--commands={commands}", "--json")
+    assert proc.returncode == 0, proc.stderr
+    stops = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert [(s["reason"], (s.get("dispatch") or {}).get("ordinal")) for s in stops] == [
+        ("breakpoint", 0), ("breakpoint", 1), ("reverse", 0), ("reverse", None), ("breakpoint", 0),
+        ("breakpoint", 1), ("finished", None),
+    ]  # fmt: skip
+    first, again = sorted((tmp_path / "first").iterdir()), sorted((tmp_path / "again").iterdir())
+    assert [p.name for p in first] == [p.name for p in again] and len(first) >= 2
+    assert all(np.load(a).tobytes() == np.load(b).tobytes() for a, b in zip(first, again))

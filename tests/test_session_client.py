@@ -27,6 +27,7 @@ from engine.session.protocol import (
     Bindings,
     Breakpoint,
     Crashed,
+    Failed,
     Finished,
     History,
     Opened,
@@ -162,3 +163,18 @@ def test_iree_lens_debug_runs_through_the_session_client(compiled, tmp_path, cap
     assert [line.get("reason") for line in lines if "reason" in line] == ["dispatch", "step", "finished"]
     assert len(stops) == 2 and isinstance(received[0], Opened) and isinstance(received[-1], Finished)
     assert lines[1]["registers"]["i32"] == list(stops[1].detail.registers.i32)
+
+
+def test_a_restarted_in_process_transport_is_a_fresh_session(compiled):
+    client = SessionClient(in_process(DebugSession), blocking=True)
+    try:
+        client.open(str(compiled.path("matmul", "llvm-cpu")))
+        _until(client, Opened)
+        assert client.query(ReadRegisters())
+        assert isinstance(_until(client, Registers), Registers)
+        client.transport.restart()
+        assert client.query(ReadRegisters())  # the fresh handler has no module open
+        failed = client.next_event(TIMEOUT)
+        assert isinstance(failed, Failed) and "no module is open" in failed.message
+    finally:
+        client.shutdown()

@@ -196,6 +196,12 @@ class CompilePanel(QWidget):
         self.compile_two_button = QPushButton("Compile two variants", self)
         self.cancel_button = QPushButton("Cancel", self)
         self.cancel_button.setEnabled(False)
+        # The result, run and debugged in one action: it becomes the window's current module.
+        self.debug_button = QPushButton("Debug this", self)
+        self.debug_button.setObjectName("compileDebugThis")
+        self.debug_button.setToolTip("Open the compiled module in the debugger (VM Stepper, Run, breakpoints)")
+        self.debug_button.setEnabled(False)
+        self.debug_button.clicked.connect(self.debug_current)
         self.progress = QProgressBar(self)
         self.progress.setRange(0, len(PHASES))
         self.progress.setFormat("idle")
@@ -208,6 +214,7 @@ class CompilePanel(QWidget):
         btn_row.addWidget(self.compile_button)
         btn_row.addWidget(self.compile_two_button)
         btn_row.addWidget(self.cancel_button)
+        btn_row.addWidget(self.debug_button)
         btn_row.addWidget(self.progress, 1)
 
         # -- results ------------------------------------------------------------------------------------
@@ -437,11 +444,20 @@ class CompilePanel(QWidget):
         self.compilation_box.setCurrentIndex(len(self.compilations) - 1)
         self._compilation_chosen(len(self.compilations) - 1)
 
+    def debug_current(self) -> bool:
+        """Debug this: the chosen compilation's module becomes the window's current module."""
+        workbench = getattr(self.services, "workbench", None) if self.services is not None else None
+        if workbench is None:
+            self._set_status("cannot debug from here: this panel is not in the main window")
+            return False
+        return workbench.debug_compilation(self.current)
+
     def _compilation_chosen(self, index: int) -> None:
         if not 0 <= index < len(self.compilations):
             return
         label, comp = self.compilations[index]
         self.current = comp
+        self.debug_button.setEnabled(bool(comp.ok and comp.vmfb_path is not None))
         if self.services is not None:
             self.services.context.set_compilation(comp)
         self.phase_list.clear()

@@ -98,6 +98,7 @@ class ReplayDocument(QWidget):
     window to replay it on the debug engine and open the capture."""
 
     captureRequested = Signal(str)
+    profileRequested = Signal(str)
 
     def __init__(self, listing: ReplayListing, parent: QWidget | None = None):
         super().__init__(parent)
@@ -119,6 +120,12 @@ class ReplayDocument(QWidget):
         )
         self.capture_button.clicked.connect(lambda: self.captureRequested.emit(str(listing.path)))
         head.addWidget(self.capture_button)
+        self.profile_button = QPushButton("Replay and profile")
+        self.profile_button.setToolTip(
+            "Replay on the debug engine and open its timing zones (scopes, host calls, dispatches)"
+        )
+        self.profile_button.clicked.connect(lambda: self.profileRequested.emit(str(listing.path)))
+        head.addWidget(self.profile_button)
         layout.addLayout(head)
         self.tabs = QTabWidget()
         self.dispatches = _table(
@@ -171,6 +178,7 @@ def open_replay_document(window, path: Path) -> int:
     def opened(listing: ReplayListing) -> None:
         document = ReplayDocument(listing)
         document.captureRequested.connect(lambda p: _start_capture(window, p))
+        document.profileRequested.connect(lambda p: _start_profile(window, p))
         window.open_document(document, f"Replay {path.name}", f"replay:{Path(path).resolve()}")
         window.messages.info(f"opened {path} ({len(listing.description.dispatches)} dispatches)")
 
@@ -194,5 +202,29 @@ def _start_capture(window, path: str) -> None:
         on_result=lambda directory: open_bundle_document(window.open_document, directory),
         on_error=lambda err: window.messages.error(
             f"Cannot replay {Path(path).name}: {err.message}", err.details
+        ),
+    )
+
+
+def _profile(path: str) -> Path:
+    """Zones of the replay on the debug engine, written as Chrome trace JSON for the zones view."""
+    import tempfile
+
+    from engine.replay.profile import profile_replay
+    from engine.trace.chrome import write_chrome_json
+
+    out = Path(tempfile.mkdtemp(prefix=f"lens-replay-{Path(path).stem}-")) / "zones.json"
+    write_chrome_json(profile_replay(path, "local-sync"), out)
+    return out
+
+
+def _start_profile(window, path: str) -> None:
+    window.worker.submit(
+        _profile,
+        path,
+        tag="replay-profile",
+        on_result=lambda trace: window.show_panel("zones").open_path(trace),
+        on_error=lambda err: window.messages.error(
+            f"Cannot profile {Path(path).name}: {err.message}", err.details
         ),
     )

@@ -58,6 +58,7 @@ class ReverseControls(QObject):
         b = panel.bridge
         self.bridge = b
         self.note: str | None = None  # said with the next stop (the answer of "when did this change?")
+        self._retrying = False  # a Previous Dispatch waits for a fresh history answer
         a = panel.make_action
         self.reverse_continue_action = a(
             "◀ Rev Continue", "Ctrl+Shift+F5", b.reverse_continue,
@@ -127,9 +128,23 @@ class ReverseControls(QObject):
 
     def previous_dispatch(self) -> None:
         if not self.bridge.can_reverse:
+            self._say("Previous Dispatch needs a recorded run: run the function (paused, or finished) first")
             return
-        if not self.bridge.previous_dispatch():
-            self.panel.status_label.setText("No earlier dispatch in the recorded history")
+        if self.bridge.previous_dispatch():
+            return
+        if not self._retrying:
+            # The history may not have caught up with the last stop or end yet: ask, and try again with it.
+            self._retrying = True
+            self.bridge.refresh_history()
+            return
+        self._retrying = False
+        self._say("No earlier dispatch in the recorded history")
+
+    def _say(self, text: str) -> None:
+        self.panel.status_label.setText(text)
+        workbench = getattr(self.panel, "workbench", None)
+        if workbench is not None:
+            workbench.say(text)
 
     def watch_of(self, view: QTreeWidget, item: QTreeWidgetItem | None) -> Watch | None:
         """What "when did this change?" watches for a register or global row (None for other rows)."""
@@ -178,19 +193,30 @@ class ReverseControls(QObject):
         self.timeline.setEnabled(can)
 
     def _on_history(self, history: History | None) -> None:
+        if self._retrying:
+            if self.bridge.previous_dispatch():
+                self._retrying = False
+            else:
+                self.previous_dispatch()
         inside = None
         stop = self.bridge.last_stop
+        info = stop.location.dispatch_info if stop is not None else None
+        mark = None
         if history is not None and history.position is None and stop is not None:
-            info = stop.location.dispatch_info
             mark = next((d for d in history.dispatches if info and d.ordinal == info.ordinal), None)
-            inside = mark.position if mark else None
+            inside = mark.position if mark is not None and mark.exact else None
         self.timeline.set_history(history, inside)
         if history is None:
             self.position_label.setText("no history")
             return
         position = history.position
-        where = f"in dispatch @ {inside:,}" if position is None and inside is not None else f"@ {position:,}"
-        self.position_label.setText(f"{where} / {history.latest:,}  (back to {history.earliest:,})")
+        if position is not None:
+            where = f"@ {position:,}"
+        else:  # parked inside a dispatch: its instruction is known once located (a fast run ran it)
+            name = f"dispatch #{info.ordinal}" if info is not None else "a dispatch"
+            where = f"in {name}" + (f" @ {inside:,}" if inside is not None else "")
+        span = f"  (recorded {history.earliest:,}–{history.latest:,})" if history.latest else ""
+        self.position_label.setText(f"{where}{span} · {len(history.dispatches):,} dispatches")
 
     def _on_answer(self, answer: Answer) -> None:
         if not isinstance(answer, LastChange):

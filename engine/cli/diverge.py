@@ -60,13 +60,67 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.replay:
             return _replay(args)
-        if len(args.modules) != 2 or not args.function:
-            print("iree-lens diverge: give A.vmfb B.vmfb and --function", file=sys.stderr)
+        if len(args.modules) != 2:
+            print("iree-lens diverge: give A.vmfb B.vmfb [--function=F] [--input=...]", file=sys.stderr)
             return 2
+        args.function = args.function or _only_function(args.modules[0])
+        if not args.function:
+            print("iree-lens diverge: the module exports several functions; give --function", file=sys.stderr)
+            return 2
+        if not args.input:
+            args.input = _generated_inputs(args.modules[0], args.function)
         return _diverge(args)
     except LensError as e:
         print(f"iree-lens diverge: {e}", file=sys.stderr)
         return 1
+
+
+def _only_function(module: str) -> str | None:
+    """The module's one exported function (its ``$async`` twin aside), or ``main`` when it has one."""
+    from engine.runtime.vmfb.module import open_vmfb
+
+    names = [e.name for e in open_vmfb(module).exports if not e.name.endswith("$async") and not e.name.startswith("__")]
+    if len(names) == 1:
+        return names[0]
+    return "main" if "main" in names else None
+
+
+def _generated_inputs(module: str, function: str) -> list[str]:
+    """Seeded random inputs (uniform in [-1, 1), small integers) shaped as the function's host code checks
+    them, for a run without ``--input``; both runs get the same files. Empty when shapes are unknown."""
+    import tempfile
+    from pathlib import Path
+
+    import numpy as np
+
+    from engine.dispatch.tensor_types import element_dtype
+    from engine.runtime.vmfb.input_asserts import asserted_inputs
+    from engine.runtime.vmfb.module import open_vmfb
+
+    try:
+        found = asserted_inputs(open_vmfb(module), function)
+    except (LensError, ValueError, KeyError):
+        return []
+    if not found:
+        return []
+    folder = Path(tempfile.mkdtemp(prefix="iree-lens-diverge-inputs-"))
+    rng = np.random.default_rng(0)
+    specs = []
+    for arg in sorted(found, key=lambda a: a.index):
+        element = arg.element_type.removeprefix("s").replace("ui", "u")
+        try:
+            dtype = element_dtype(element if element[0] != "u" else "i" + element[1:])
+        except ValueError:
+            return []
+        if dtype.kind == "f" or dtype.name == "bfloat16":
+            data = rng.uniform(-1.0, 1.0, arg.shape).astype(dtype)
+        else:
+            data = rng.integers(0, 8, arg.shape).astype(dtype)
+        path = folder / f"input{arg.index}.npy"
+        np.save(path, data)
+        specs.append(f"@{path}")
+    print(f"iree-lens diverge: no --input given: seeded random inputs in {folder}", file=sys.stderr)
+    return specs
 
 
 def _devices(args) -> tuple[str, str]:

@@ -19,12 +19,17 @@ Mapping (the names the DAP specification uses):
 - ``stackTrace``: VM frames innermost first, ``instructionPointerReference`` the pc (``0x..``); at a
   dispatch, the dispatch itself on top (its name holds IREE's export name).
 - ``scopes``: ``Dispatch`` (the paused dispatch's bindings; each has a ``memoryReference`` that
-  ``readMemory`` reads), ``Registers``, ``Globals``.
+  ``readMemory`` reads, and expands to its place and elements), ``Registers``, ``Globals``.
+- ``next``/``stepIn``/``stepOut``/``continue``; ``stepBack`` is gdb's reverse-next, ``reverseContinue``
+  reverse-continue; ``pause``; ``disassemble`` (iree-dump-module's text; the server's module with
+  ``remote``); ``evaluate`` (registers ``i3``/``r0``, ``binding N``); the end: ``exited`` (0, or 1 when the
+  program failed) then ``terminated``.
 """
 
 from __future__ import annotations
 
 import base64
+import bisect
 import queue
 import threading
 from collections.abc import Callable
@@ -36,8 +41,10 @@ import numpy as np
 from engine.dap.framing import DapStreamError, MessageWriter, read_message
 from engine.errors import LensError
 from engine.session.client import Notice, SessionClient, TransportFactory, in_process
+from engine.session.module_queries import ReadDisassembly, disassembly
 from engine.session.protocol import (
     Answer,
+    BindingInfo,
     Breakpoint,
     BreakpointKind,
     Crashed,
@@ -90,7 +97,15 @@ CAPABILITIES = {
     "supportsExceptionFilterOptions": True,
     "exceptionBreakpointFilters": EXCEPTION_FILTERS,
 }
+# The requests served (each by ``_on_<snake_case>``).
+REQUESTS = frozenset((
+    "initialize", "launch", "configurationDone", "setFunctionBreakpoints", "setBreakpoints",
+    "setInstructionBreakpoints", "setExceptionBreakpoints", "threads", "continue", "next", "stepIn", "stepOut",
+    "stepBack", "reverseContinue", "pause", "stackTrace", "scopes", "variables", "evaluate", "readMemory",
+    "disassemble", "disconnect", "terminate",
+))  # fmt: skip
 _QUERY_TIMEOUT = 300.0
+_MAX_ELEMENTS = 10_000  # elements one variables request returns when it names no count
 _STOP_TIMEOUT = 30.0  # pause: a run that does not stop within this (a hung kernel) is ended
 
 
@@ -117,6 +132,7 @@ class _Stop:
     frames: list[_Frame] = field(default_factory=list)
     variables: dict[int, Callable[[], list[dict[str, Any]]]] = field(default_factory=dict)
     bindings: dict[int, np.ndarray] = field(default_factory=dict)
+    indexed: dict[int, Callable[[int, int], list[dict[str, Any]]]] = field(default_factory=dict)  # ref -> page
 
 
 class DebugAdapter:
@@ -163,7 +179,7 @@ class DebugAdapter:
 
     def _dispatch(self, request: dict[str, Any]) -> None:
         command = str(request.get("command", ""))
-        handler = getattr(self, f"_on_{_snake(command)}", None)
+        handler = getattr(self, f"_on_{_snake(command)}", None) if command in REQUESTS else None
         if handler is None:
             self._respond(request, success=False, message=f"'{command}' is not supported by iree-lens dap")
             return
@@ -509,11 +525,14 @@ class DebugAdapter:
 
     def _on_variables(self, args: dict, request: dict) -> dict:
         stop = self._need_stop()
-        producer = stop.variables.get(int(args.get("variablesReference", 0)))
+        ref = int(args.get("variablesReference", 0))
+        producer = stop.variables.get(ref)
         if producer is None:
             raise RequestError("these variables belong to an earlier stop")
-        variables = producer()
         start, count = int(args.get("start") or 0), int(args.get("count") or 0)
+        if ref in stop.indexed:  # a tensor's elements: only the page asked for
+            return {"variables": stop.indexed[ref](max(start, 0), count)}
+        variables = producer()
         if start or count:
             variables = variables[start : start + count if count else None]
         return {"variables": variables}
@@ -550,19 +569,82 @@ class DebugAdapter:
                 if t.index == binding.index and t.type_source != TypeSource.UNTYPED
             ) or "untyped"
             value = f"{typed}, {binding.length} bytes at {binding.buffer}+{binding.offset}, {binding.access}"
+            # Elements as the typed tensors' element when they agree on one, else bytes.
+            elements = {t.tensor.element_type for t in tensors
+                        if t.index == binding.index and t.type_source != TypeSource.UNTYPED}
+            element = elements.pop() if len(elements) == 1 else None
+            fields = self._reference(stop, lambda b=binding, g=element, t=typed: self._binding_fields(stop, b, g, t))
             out.append({
                 "name": f"binding {binding.index}",
                 "value": value,
                 "type": "binding",
-                "variablesReference": 0,
+                "variablesReference": fields,
                 "memoryReference": memory_reference(info, binding.index),
             })
         return out
+
+    def _binding_fields(self, stop: _Stop, binding: BindingInfo, element: str | None, typed: str) -> list[dict[str, Any]]:
+        """A binding expanded: where its bytes are, and its elements (of the session's typed tensors' element
+        type, else bytes)."""
+        from engine.dispatch.tensor_types import element_dtype
+
+        try:
+            dtype = element_dtype(element) if element else np.dtype(np.uint8)
+        except ValueError:
+            dtype = np.dtype(np.uint8)
+        count = binding.length // dtype.itemsize
+
+        def elements(start: int, n: int) -> list[dict[str, Any]]:
+            data = self._binding_bytes(stop, binding.index)
+            view = data[: count * dtype.itemsize].view(dtype)
+            end = min(count, start + (n if n > 0 else _MAX_ELEMENTS))
+            return [{"name": f"[{k}]", "value": str(view[k]), "variablesReference": 0} for k in range(start, end)]
+
+        ref = self._reference(stop, lambda: elements(0, min(count, 1000)))
+        stop.indexed[ref] = elements
+        plain = [("buffer", binding.buffer), ("offset", binding.offset), ("length", binding.length),
+                 ("access", binding.access), ("type", typed)]
+        out = [{"name": k, "value": str(v), "variablesReference": 0} for k, v in plain]
+        out.append({"name": "elements", "value": f"{count} x {dtype.name}", "variablesReference": ref,
+                    "indexedVariables": count})
+        return out
+
+    def _binding_bytes(self, stop: _Stop, index: int) -> np.ndarray:
+        """The paused dispatch's binding ``index`` as bytes (asked once a stop)."""
+        data = stop.bindings.get(index)
+        if data is None:
+            tensor = self._ask(ReadBinding(index)).tensor.to_numpy()
+            data = stop.bindings[index] = np.ascontiguousarray(tensor).view(np.uint8).reshape(-1)
+        return data
 
     def _reference(self, stop: _Stop, producer: Callable[[], list[dict[str, Any]]]) -> int:
         ref = len(stop.variables) + 1
         stop.variables[ref] = producer
         return ref
+
+    def _on_evaluate(self, args: dict, request: dict) -> dict:
+        """Watch and hover expressions: a register of the frame (``i3``, ``r0``) or a binding (``binding 1``)."""
+        stop = self._need_stop()
+        expression = str(args.get("expression", "")).strip()
+        frame = self._frame(stop, args["frameId"]) if args.get("frameId") is not None else stop.frames[0]
+        bank, number = expression[:1], expression[1:]
+        if bank in ("i", "r") and number.isdigit():
+            depth = frame.depth if frame.depth is not None else -1
+            registers = self._ask(ReadRegisters(depth)).registers
+            values = registers.i32 if bank == "i" else registers.ref
+            if int(number) >= len(values):
+                raise RequestError(f"{expression}: the frame has {len(values)} {bank} registers")
+            return {"result": str(values[int(number)]), "variablesReference": 0}
+        words = expression.split()
+        info = stop.event.location.dispatch_info
+        if len(words) == 2 and words[0] == "binding" and words[1].isdigit() and info is not None:
+            variables = self._binding_variables(stop, info)
+            if int(words[1]) >= len(variables):
+                raise RequestError(f"{expression}: the dispatch has {len(variables)} bindings")
+            variable = variables[int(words[1])]
+            return {"result": variable["value"], "variablesReference": variable["variablesReference"],
+                    "memoryReference": variable["memoryReference"]}
+        raise RequestError(f"{expression!r}: iree-lens evaluates registers (i3, r0) and, at a dispatch, bindings (binding 1)")
 
     def _on_read_memory(self, args: dict, request: dict) -> dict:
         stop = self._need_stop()
@@ -570,9 +652,7 @@ class DebugAdapter:
         ordinal, index = parse_memory_reference(str(args.get("memoryReference", "")))
         if info is None or info.ordinal != ordinal:
             raise RequestError(f"dispatch #{ordinal} is not the paused dispatch: its bindings are gone")
-        data = stop.bindings.get(index)
-        if data is None:
-            data = stop.bindings[index] = np.ascontiguousarray(self._ask(ReadBinding(index)).tensor.to_numpy()).view(np.uint8).reshape(-1)
+        data = self._binding_bytes(stop, index)
         offset, count = int(args.get("offset") or 0), int(args.get("count") or 0)
         start = max(offset, 0)
         end = min(offset + count, data.size)
@@ -587,38 +667,33 @@ class DebugAdapter:
         pc = _address(args.get("memoryReference")) + int(args.get("offset") or 0)
         function = self._pc_functions.get(pc) or self._top_function()
         lines = self._function_lines(function)
-        pcs = [line.pc for line in lines]
-        import bisect
-
-        at = max(bisect.bisect_right(pcs, pc) - 1, 0)
+        at = max(bisect.bisect_right([line_pc for line_pc, _ in lines], pc) - 1, 0)
         start = at + int(args.get("instructionOffset") or 0)
         count = int(args.get("instructionCount") or 0)
         out = []
         for k in range(start, start + count):
             if 0 <= k < len(lines):
-                line = lines[k]
-                item = {"address": f"0x{line.pc:x}", "instruction": line.text}
+                line_pc, text = lines[k]
+                item = {"address": f"0x{line_pc:x}", "instruction": text}
                 if k == 0:
                     item["symbol"] = function
                 out.append(item)
-                self._pc_functions.setdefault(line.pc, function)
+                self._pc_functions.setdefault(line_pc, function)
             else:
                 out.append({"address": f"0x{max(k, 0):x}", "instruction": "", "presentationHint": "invalid"})
         return {"instructions": out}
 
-    def _function_lines(self, function: str) -> list:
-        """The iree-dump-module lines of ``function``: from the module file on this side."""
+    def _function_lines(self, function: str) -> list[tuple[int, str]]:
+        """``(pc, text)`` of ``function``'s instructions as iree-dump-module prints them: read from the module
+        here, or asked of a remote session's server (the module is on its side)."""
         lines = self._disassembly.get(function)
         if lines is None:
-            from pathlib import Path
-
-            from engine.runtime.vmfb.disassembler import function_lines
-            from engine.runtime.vmfb.module import open_vmfb
-
-            program = Path(str(self.launch.get("program", "")))
-            if not program.is_file():
-                raise RequestError(f"disassembly reads the module here, and {program} is not on this machine")
-            lines = self._disassembly[function] = function_lines(open_vmfb(program), function)
+            query = ReadDisassembly(function)
+            if self.launch.get("remote") or self.remote:
+                lines = self._ask(query).lines
+            else:
+                lines = disassembly(str(self.launch.get("program", "")), query).lines
+            self._disassembly[function] = lines
         return lines
 
     # ------------------------------------------------------------------------------------- the end

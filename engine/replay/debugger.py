@@ -9,6 +9,8 @@ debugger's (``engine.session.script``) where they mean something for a replay:
     break nan                                      # after the first dispatch writing NaN or Inf
     continue | finish                              # to the next stop | to the end
     step [N] | next [N]                            # N host calls (replay records) further
+    reverse-continue | reverse-step [N]            # back to the previous stop | N host calls back (the
+                                                   # replay runs again on a fresh device to that point)
     info registers                                 # where the replay is: record, host call, scope
     save-tensors DIR                               # the stopped dispatch's bindings as .npy
 
@@ -40,18 +42,36 @@ from engine.runtime.hal.devices import create_device
 from engine.session.protocol import BreakpointKind
 from engine.session.script import ScriptCommand, ScriptError
 
-SUPPORTED = ("break", "continue", "finish", "step", "next", "info registers", "save-tensors")
+SUPPORTED = (
+    "break",
+    "continue",
+    "finish",
+    "step",
+    "next",
+    "info registers",
+    "save-tensors",
+    "reverse-step",
+    "reverse-next",
+    "reverse-continue",
+)
 WAIT_S = 600.0
 
 
 @dataclass
 class Stop:
-    reason: str  # "breakpoint", "nan", "step", "finished", "failed"
+    reason: str  # "breakpoint", "nan", "step", "reverse", "finished", "failed"
     record: Record | None
     scope: str
     dispatch: DispatchRecord | None = None
     when: str | None = None
     message: str = ""
+    # Where the run was: host calls begun and dispatch events (before/after) seen; a replay is
+    # deterministic, so running a fresh device to the same position is going back in time.
+    position: tuple[int, int] = (0, 0)
+
+
+class _Abandon(Exception):
+    """Unwinds a run thread parked at a stop when the debugger starts the replay again (reverse)."""
 
 
 def check_for_replay(commands: list[ScriptCommand], path: str | None = None) -> None:
@@ -82,6 +102,19 @@ class _Gate(DispatchObserver):
         self.debugger._dispatch(record, "after")
 
 
+class _EventCounter(DispatchObserver):
+    reads_bindings = False
+
+    def __init__(self):
+        self.events = 0
+
+    def before_dispatch(self, record: DispatchRecord) -> None:
+        self.events += 1
+
+    def after_dispatch(self, record: DispatchRecord) -> None:
+        self.events += 1
+
+
 class ReplayDebugger:
     def __init__(
         self,
@@ -95,6 +128,8 @@ class ReplayDebugger:
         substitutions: list[Substitution] | None = None,
     ):
         self.replay = open_replay(path)
+        self.device_uri = device
+        self.substitutions = substitutions
         self.device = create_device(device)
         self.commands = commands
         self.out, self.err = out, err
@@ -113,6 +148,10 @@ class ReplayDebugger:
         self.finished = False
         self.stop: Stop | None = None
         self.status = 0
+        self._ops = 0
+        self._events = 0
+        self._target: tuple[int, int] | None = None
+        self.history: list[tuple[int, int]] = []  # positions of the stops so far
 
     # -- the run thread
 
@@ -120,12 +159,22 @@ class ReplayDebugger:
         return self.executor.state.scopes[-1] if self.executor.state.scopes else ""
 
     def _park(self, stop: Stop) -> None:
+        stop.position = (self._ops, self._events)
         self._stops.put(stop)
-        self._resume.get()
+        if not self._resume.get():
+            raise _Abandon
 
     def _record(self, r: Record) -> None:
         self._record_now = r
-        if self._free or r.record_type != f.RecordType.OPERATION or self._steps is None:
+        if r.record_type != f.RecordType.OPERATION:
+            return
+        self._ops += 1
+        if self._target is not None:
+            if self._target == (self._ops, self._events):
+                self._target = None
+                self._park(Stop("reverse", r, self._scope()))
+            return
+        if self._free or self._steps is None:
             return
         self._steps -= 1
         if self._steps <= 0:
@@ -133,6 +182,12 @@ class ReplayDebugger:
             self._park(Stop("step", r, self._scope()))
 
     def _dispatch(self, record: DispatchRecord, when: str) -> None:
+        self._events += 1
+        if self._target is not None:
+            if self._target == (self._ops, self._events):
+                self._target = None
+                self._park(Stop("reverse", self._record_now, self._scope(), record, when))
+            return
         if self._free:
             return
         for bp in self.breakpoints:
@@ -161,9 +216,27 @@ class ReplayDebugger:
     def _main(self) -> None:
         try:
             self.executor.run()
-            self._stops.put(Stop("finished", self._record_now, ""))
+            self._stops.put(Stop("finished", self._record_now, "", position=(self._ops, self._events)))
+        except _Abandon:
+            return
         except (LensError, OSError) as e:
             self._stops.put(Stop("failed", self._record_now, self._scope(), message=str(e)))
+
+    def _restart(self, target: tuple[int, int]) -> None:
+        """Run the replay again on a fresh device to ``target`` (an earlier position): going back."""
+        if self._thread is not None and not self.finished:
+            self._resume.put(False)  # the parked run thread unwinds
+            self._thread.join(timeout=WAIT_S)
+        self.device = create_device(self.device_uri)
+        self.device.observers.append(_Gate(self))
+        self.executor = ReplayExecutor(
+            self.replay, self.device, substitutions=self.substitutions, on_record=self._record
+        )
+        self._ops = self._events = 0
+        self._steps, self._free, self.finished = None, False, False
+        self._target = target
+        self._thread = None
+        self._go()
 
     # -- the commands
 
@@ -177,6 +250,10 @@ class ReplayDebugger:
             self.stop = self._stops.get(timeout=WAIT_S)
         except queue.Empty:
             raise LensError(f"the replay did not stop or finish within {WAIT_S:.0f} s") from None
+        if self.stop.reason not in ("finished", "failed") and (
+            not self.history or self.history[-1] != self.stop.position
+        ):
+            self.history.append(self.stop.position)
         self._report(self.stop)
 
     def _report(self, stop: Stop) -> None:
@@ -208,7 +285,7 @@ class ReplayDebugger:
                 + (f" in {stop.scope}" if stop.scope else ""),
                 file=self.out,
             )
-        elif stop.reason == "step":
+        elif stop.reason in ("step", "reverse"):
             print(
                 f"stopped at record #{line['record']} {line['operation']}"
                 + (f" in {stop.scope}" if stop.scope else ""),
@@ -229,6 +306,8 @@ class ReplayDebugger:
                 elif c.verb in ("step", "next"):
                     self._steps = c.count
                 self._go()
+            elif c.verb.startswith("reverse-"):
+                self._reverse(c)
             elif c.verb == "info registers":
                 r = self._record_now
                 text = "not started" if r is None else f"record #{r.sequence_ordinal} {r.operation}"
@@ -245,6 +324,38 @@ class ReplayDebugger:
             self._resume.put(True)
             self._thread.join(timeout=WAIT_S)
         return self.status
+
+    def _reverse(self, c: ScriptCommand) -> None:
+        here = (
+            self.stop.position if self.stop is not None and not self.finished else (self._ops, self._events)
+        )
+        if c.verb == "reverse-continue":
+            earlier = [p for p in self.history if p < here]
+            target = earlier[-1] if earlier else None
+        else:  # reverse-step/next N: N host calls back
+            target = (here[0] - c.count, None) if here[0] - c.count > 0 else None
+        if target is None:
+            print(f"note: {c.text}: already at the start of the replay", file=self.err)
+            return
+        if target[1] is None:  # a host-call boundary: the dispatch events seen by then are counted on the way
+            target = self._events_at(target[0])
+        self.history = [p for p in self.history if p < target]
+        self._restart(target)
+
+    def _events_at(self, ops: int) -> tuple[int, int]:
+        """The position at the start of host call ``ops``: dispatch events counted by a dry pass."""
+        device = create_device(self.device_uri)
+        counter = _EventCounter()
+        device.observers.append(counter)
+        executor = ReplayExecutor(self.replay, device, substitutions=self.substitutions)
+        done = 0
+        for r in self.replay.records():
+            if r.record_type == f.RecordType.OPERATION:
+                done += 1
+                if done == ops:
+                    break
+            executor.step(r)
+        return ops, counter.events
 
     def _save(self, c: ScriptCommand) -> None:
         stop = self.stop

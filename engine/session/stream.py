@@ -8,9 +8,14 @@ message read while a command runs, as ``ChildSession`` reads one.
 
 ``StreamSession(argv, handler, on_event)`` starts ``argv`` (``iree-lens serve --stdio``, or
 ``ssh HOST iree-lens serve --stdio``: SSH gives authentication and encryption, and nothing listens on a
-port) and has the surface of ``ChildSession`` and ``InProcessSession``: ``send(command)``, ``pause()``,
-``stop()``, ``close()``, ``alive``, events to a callback on a reader thread. A stream that ends before
-``close()`` is reported once as ``Crashed`` with the server's exit status and its last lines on stderr.
+port) and is a ``SessionClient`` transport (``engine.session.client.Transport``; ``remote(command,
+handler)`` is its factory, as ``client.in_process`` and ``client.child_process`` are theirs): ``send``,
+``pause``, ``stop``, ``restart`` (a fresh server), ``close``, ``alive``, events to a callback on a reader
+thread. A stream that ends before ``close()`` is reported once as ``Crashed`` with how the server ended
+(a signal, an exit status) and its last lines on stderr.
+
+The server also answers the module queries of ``engine.session.module_queries`` (disassembly) from its own
+copy of the ``.vmfb``: a client on another machine has none.
 """
 
 from __future__ import annotations
@@ -27,17 +32,20 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, BinaryIO
 
+from engine.errors import LensError
+from engine.session import module_queries
 from engine.session.protocol import (
     Command,
     Crashed,
     Event,
     Failed,
     Location,
+    Open,
     Progress,
     Shutdown,
     Stopped,
 )
-from engine.session.wire import ConnectionLost, WireError, read_frame, write_frame
+from engine.session.wire import Compression, ConnectionLost, WireError, read_frame, write_frame
 
 PROTOCOL_VERSION = 1
 # Handlers the client names by a short word (any ``engine`` class of the handler shape is accepted too).
@@ -66,6 +74,7 @@ def handler_class(name: str) -> type:
 def serve(reader: BinaryIO, writer: BinaryIO, *, compress: bool = True) -> int:
     """Serve one client on a pair of byte streams until it shuts down or the stream ends; the exit status."""
     send_lock = threading.Lock()
+    compression = Compression(compress)  # learns the link's speed from the tensors it sends
     closed = threading.Event()
 
     def send(message: Any) -> None:
@@ -73,7 +82,7 @@ def serve(reader: BinaryIO, writer: BinaryIO, *, compress: bool = True) -> int:
             if closed.is_set():
                 return
             try:
-                write_frame(writer, message, compress=compress)
+                write_frame(writer, message, compression=compression)
             except (BrokenPipeError, ConnectionError, ValueError):
                 closed.set()  # the client went away: the command loop ends on its next read
             except WireError as e:  # a value that cannot travel: say so instead of dropping the event
@@ -126,6 +135,7 @@ class _CommandLoop:
         self.done = 0  # commands finished
         self.finished = False
         self.status = 0
+        self.module_path: str | None = None  # of the last Open (module queries read it)
 
     def run(self) -> int:
         for k in range(2):
@@ -171,7 +181,16 @@ class _CommandLoop:
                 self.cv.notify_all()
         elif not isinstance(command, Command):
             self.send({"k": "error", "message": f"not a command: {type(command).__name__}"})
+        elif isinstance(command, module_queries.QUERIES):  # the module file is here: the server answers
+            try:
+                if self.module_path is None:
+                    raise LensError("no module is open")
+                self.emit(module_queries.disassembly(self.module_path, command))
+            except (LensError, OSError) as e:
+                self.emit(Failed(str(e)))
         else:
+            if isinstance(command, Open):
+                self.module_path = command.module_path
             try:
                 self.handler.handle(command)
             except Exception as e:  # a bug in a handler is reported, not fatal to the session
@@ -246,7 +265,7 @@ class StreamSession:
         self.handler = handler
         self.on_event = on_event
         self.progress = progress
-        self.compress = compress
+        self.compression = Compression(compress)
         self.connect_timeout = connect_timeout
         self._stderr_sink = stderr if stderr is not None else getattr(sys.stderr, "buffer", None)
         self._stderr_tail: collections.deque[str] = collections.deque(maxlen=8)
@@ -350,7 +369,7 @@ class StreamSession:
     def _write(self, message: Any) -> None:
         with self._send_lock:
             try:
-                write_frame(self._out, message, compress=self.compress)
+                write_frame(self._out, message, compression=self.compression)
             except (BrokenPipeError, ConnectionError, ValueError, OSError):
                 if not self._closing:
                     self._lost(ConnectionLost("the session stream is closed"))
@@ -389,8 +408,10 @@ class StreamSession:
         self.on_event(Crashed(self._ended_text(error), self._last_location, self.process.returncode))
 
     def _ended_text(self, error: Exception) -> str:
+        from engine.session.child import describe_exit
+
         code = self.process.poll()
-        status = "still running" if code is None else f"exit status {code}"
+        status = "the server still runs" if code is None else describe_exit(code).replace("session process", "server")
         tail = " | ".join(line for line in self._stderr_tail if line)
         text = f"the connection to the session server was lost ({error}; {' '.join(self.argv[:3])}...: {status})"
         return text + (f": {tail}" if tail else "")
@@ -428,4 +449,5 @@ def open_remote(command: str, handler: str, on_event: Callable[[Event], Any], **
 def remote(command: str, handler: str) -> Callable[[Callable[[Event], Any]], StreamSession]:
     """A ``SessionClient`` transport factory (like ``client.in_process``) for the server ``command`` starts;
     ``handler`` names the session it runs (``debug``, ``timetravel``, ``reference``)."""
-    return lambda on_event: open_remote(command, handler, on_event)
+    # Progress (one small frame a dispatch) lets a crash report say which dispatch was running.
+    return lambda on_event: open_remote(command, handler, on_event, progress=True)

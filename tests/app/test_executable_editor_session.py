@@ -198,3 +198,77 @@ def test_a_module_without_sources_says_what_the_editor_needs(qtbot, main_window,
     panel = main_window.show_panel("editor")
     qtbot.waitUntil(lambda: "iree-lens sources" in panel.placeholder.text(), timeout=TIMEOUT)
     assert panel.editor is None and panel.placeholder.isVisible()
+
+
+def test_folded_weights_program_opened_as_mlir_edit_apply_continue_revert(qtbot, main_window, tmp_path):
+    """A program whose weights IREE folds into the dispatches (as a PyTorch export's), opened as .mlir: the
+    editor's source of the paused dispatch carries its blobs, applies unmodified, and an edit gives IREE's
+    own build of it; continue, revert, run again: the original result. At both screen sizes the actions
+    keep readable labels."""
+    import subprocess
+
+    from support import TARGET_FLAGS, iree_tool, lens_run, tiny_program
+
+    program = tiny_program(tmp_path / "tiny.mlir")
+    x = tmp_path / "x.npy"
+    np.save(x, np.random.default_rng(1).standard_normal((4, 16)).astype(np.float32))
+    stepper = open_in_stepper(qtbot, main_window, program)  # compiled in the app
+    bridge = stepper.bridge
+    stepper.set_inputs((f"@{x}",))
+    with qtbot.waitSignal(bridge.finished, timeout=TIMEOUT) as plain_run:
+        qtbot.mouseClick(stepper.run_button, Qt.MouseButton.LeftButton)
+    plain = plain_run.args[0].outputs[0].to_numpy()
+
+    add_breakpoint(qtbot, stepper, "dispatch", "1", "before")
+    with qtbot.waitSignal(bridge.dispatchStopped, timeout=TIMEOUT):
+        qtbot.mouseClick(stepper.run_button, Qt.MouseButton.LeftButton)
+    panel = main_window.show_panel("editor")
+    qtbot.waitUntil(lambda: panel.editor is not None, timeout=TIMEOUT)
+    editor = panel.editor
+    doc = editor.document
+    assert doc.name == "main_dispatch_1" and doc.kind == "mlir"
+    assert "dense_resource<tiny_b2>" in doc.original and "tiny_b2:" in doc.original  # the blob comes along
+
+    # Unmodified: the same kernel (before and after equal, and the module's output).
+    with qtbot.waitSignal(editor.applied, timeout=TIMEOUT):
+        qtbot.mouseClick(editor.apply_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: editor.last_outputs is not None, timeout=TIMEOUT)
+    before, after = editor.last_outputs
+    assert before.tobytes() == after.tobytes() == plain.tobytes()
+
+    edited_text = doc.original.replace("arith.addf", "arith.subf", 1)
+    editor.text.setPlainText(edited_text)
+    editor.last_outputs = None
+    with qtbot.waitSignal(editor.applied, timeout=TIMEOUT):
+        qtbot.mouseClick(editor.apply_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: editor.last_outputs is not None, timeout=TIMEOUT)
+    edit_file = tmp_path / "edit" / "main_dispatch_1.mlir"
+    edit_file.parent.mkdir()
+    edit_file.write_text(edited_text)
+    iree_vmfb = tmp_path / "iree_edit.vmfb"
+    subprocess.run(
+        [iree_tool("iree-compile"), str(program), *TARGET_FLAGS["cpu"], "-o", str(iree_vmfb),
+         f"--iree-hal-substitute-executable-source=main_dispatch_1={edit_file}"],
+        check=True, capture_output=True, timeout=600,
+    )  # fmt: skip
+    proc = lens_run(iree_vmfb, "main", [f"@{x}"], "reference", f"--output=@{tmp_path / 'iree.npy'}", timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    expected = np.load(tmp_path / "iree.npy")
+    assert editor.last_outputs[0].tobytes() == plain.tobytes()
+    assert editor.last_outputs[1].tobytes() == expected.tobytes() != plain.tobytes()
+
+    for size in ((1920, 1080), (1366, 768)):
+        main_window.resize(*size)
+        qtbot.wait(100)
+        for button in (editor.apply_button, editor.revert_button, editor.benchmark_button, editor.export_button):
+            assert button.width() >= button.sizeHint().width(), (size, button.text())
+
+    bridge.set_breakpoints(())
+    with qtbot.waitSignal(bridge.finished, timeout=TIMEOUT) as edited_run:
+        bridge.continue_()
+    assert edited_run.args[0].outputs[0].to_numpy().tobytes() == expected.tobytes()
+    qtbot.mouseClick(editor.revert_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: "next runs use the module's code" in editor.status.text(), timeout=TIMEOUT)
+    with qtbot.waitSignal(bridge.finished, timeout=TIMEOUT) as again:
+        qtbot.mouseClick(stepper.run_button, Qt.MouseButton.LeftButton)
+    assert again.args[0].outputs[0].to_numpy().tobytes() == plain.tobytes()

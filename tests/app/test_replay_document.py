@@ -49,3 +49,18 @@ def test_dropped_replay_lists_its_calls_and_captures_its_dispatches(qtbot, main_
     qtbot.waitUntil(lambda: bool(_documents(main_window, DispatchRunView)), timeout=60000)
     (capture,) = _documents(main_window, DispatchRunView)
     assert [d.name for d in capture.bundle.dispatches] == names
+
+
+def test_replay_document_profiles_into_the_zones_view(qtbot, main_window, compiled, tmp_path):
+    path = record_replay(
+        compiled.path("mlp", "llvm-cpu"), "main", ["2x16xf32=0.25"], tmp_path / "mlp.ireereplay"
+    )
+    main_window.open_file(path)
+    qtbot.waitUntil(lambda: bool(_documents(main_window, ReplayDocument)), timeout=20000)
+    (document,) = _documents(main_window, ReplayDocument)
+    zones = main_window.show_panel("zones")
+    qtbot.mouseClick(document.profile_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: getattr(zones, "trace", None) is not None, timeout=60000)
+    names = {zones.trace.names.strings[int(i)] for i in zones.trace.zones.name}
+    assert {"execute", "device.queue_execute"} <= names
+    assert any(n.startswith("main_dispatch_0") for n in names)

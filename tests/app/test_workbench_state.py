@@ -175,3 +175,165 @@ def test_a_nan_stop_names_the_first_nan(qtbot, main_window, tmp_path):
     assert f"first at index {expected_first}" in panel.status_label.text()
     assert f"first at index {expected_first}" in window.statusBar().currentMessage()
     assert "2 NaN" in window.workbench.state.stop_text
+
+
+def _vulkan_missing() -> str | None:
+    from engine.runtime.hal.vulkan.loader import vulkan_available
+
+    return vulkan_available()
+
+
+@pytest.mark.vulkan
+def test_a_vulkan_module_on_local_sync_offers_the_switch_and_runs_after_it(qtbot, main_window, tmp_path):
+    reason = _vulkan_missing()
+    if reason is not None:
+        pytest.skip(f"no Vulkan: {reason}")
+    window = main_window
+    devices = window.panels["device"]
+    qtbot.waitUntil(lambda: devices.listed, timeout=TIMEOUT)
+    assert window.workbench.device == "local-sync"
+    vmfb = compile_program("nan_log", "vulkan-spirv", tmp_path)
+    window.open_file(vmfb)
+    qtbot.waitUntil(lambda: window.workbench.module is not None, timeout=TIMEOUT)
+    # One line says what the module needs, with the way out; nothing runs on the wrong device.
+    bar = window.mismatch_bar
+    qtbot.waitUntil(bar.isVisible, timeout=5_000)
+    assert "\n" not in bar.label.text() and "Vulkan" in bar.label.text()
+    assert bar.height() < 60
+    assert bar.switch_button.isVisible() and bar.switch_button.text() == "Switch to vulkan://0"
+    assert not window.run_function() and "Switch" in window.statusBar().currentMessage()
+    # Switch: the same module opens on Vulkan without being reopened, and runs.
+    panel = window.panels["stepper"]
+    with qtbot.waitSignal(panel.bridge.opened, timeout=TIMEOUT):
+        bar.switch_button.click()
+    assert not bar.isVisible() and window.workbench.device == "vulkan://0"
+    assert devices.device_uri == "vulkan://0" and panel.device_label.text() == "on vulkan://0"
+    assert "vulkan://0" in window.module_label.text()
+    panel.set_inputs(("4x8xf32=3", "4x8xf32=1"))
+    finished = run_and_wait(qtbot, window)
+    proc = subprocess.run(
+        [iree_tool("iree-run-module"), f"--module={vmfb}", "--device=vulkan", "--function=main",
+         "--input=4x8xf32=3", "--input=4x8xf32=1"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert proc.stdout.split("result[0]: hal.buffer_view", 1)[1].strip().splitlines()[0] in finished.results_text
+
+
+def test_a_compile_panel_result_is_debugged_in_one_action(qtbot, main_window):
+    from engine.samples import sample_path
+
+    window = main_window
+    compile_panel = window.panels["compile"]
+    compile_panel.set_source(sample_path("mlp"))
+    with qtbot.waitSignal(compile_panel.compilationFinished, timeout=TIMEOUT) as done:
+        compile_panel.compile()
+    assert done.args[0].ok and compile_panel.debug_button.isEnabled()
+    panel = window.panels["stepper"]
+    with qtbot.waitSignal(panel.bridge.opened, timeout=TIMEOUT):
+        compile_panel.debug_button.click()
+    assert window.workbench.module.path == done.args[0].vmfb_path
+    assert panel.function_combo.currentText() == "main"
+    finished = run_and_wait(qtbot, window)  # inputs made from the signature
+    assert finished.function == "main" and "2x4xf32" in finished.results_text
+
+
+def test_run_runs_after_time_travel_a_substitution_a_failed_apply_and_a_revert(qtbot, main_window, tmp_path):
+    from support import compile_with_dumps, edited_source
+
+    from engine.session.protocol import Breakpoint
+
+    window = main_window
+    vmfb = compile_with_dumps("elementwise", "cpu", tmp_path / "cpu")
+    edit = edited_source(tmp_path / "cpu" / "sources", tmp_path / "edit.mlir")
+    panel = open_module(qtbot, window, vmfb)
+    bridge = window.session_bridge
+    with qtbot.waitSignal(bridge.breakpointsChanged, timeout=TIMEOUT):
+        bridge.add_breakpoint(Breakpoint("dispatch", ordinal=0, when="after"))
+    panel.set_inputs(("4x8xf32=1.5", "4x8xf32=2"))
+    run_and_wait(qtbot, window, "stopped")
+    with qtbot.waitSignal(bridge.finished, timeout=TIMEOUT):
+        panel.continue_action.trigger()
+    # Time travel: back into dispatch #0 (parked in it).
+    with qtbot.waitSignal(bridge.stopped, timeout=TIMEOUT):  # at once: the history catches up by itself
+        panel.reverse.previous_dispatch_action.trigger()
+    editor_panel = window.show_panel("editor")
+    qtbot.waitUntil(lambda: editor_panel.editor is not None, timeout=TIMEOUT)
+    editor = editor_panel.editor
+    editor.select("main_dispatch_0", "mlir")
+    editor.text.setPlainText(edit.read_text())
+    editor.last_outputs = None
+    with qtbot.waitSignal(editor.applied, timeout=TIMEOUT):
+        editor.apply_button.click()  # a substitution (and the paused dispatch rerun)
+    qtbot.waitUntil(lambda: editor.last_outputs is not None, timeout=TIMEOUT)
+    editor.text.setPlainText(edit.read_text().replace("arith.mulf", "arith.mulq", 1))
+    with qtbot.waitSignal(editor.failed, timeout=TIMEOUT):
+        editor.apply_button.click()  # a failed apply
+    qtbot.waitUntil(lambda: not editor.busy(), timeout=TIMEOUT)
+    editor.last_outputs = None
+    editor.revert_button.click()  # and a revert
+    qtbot.waitUntil(lambda: not editor.busy(), timeout=TIMEOUT)
+    with qtbot.waitSignal(bridge.breakpointsChanged, timeout=TIMEOUT):
+        bridge.set_breakpoints(())
+    # Run (Ctrl+R) runs: to the end, with the module's own code.
+    with qtbot.waitSignal(bridge.finished, timeout=TIMEOUT) as done:
+        window.run_action.trigger()
+    expected = reference_output(vmfb, "main", ["4x8xf32=1.5", "4x8xf32=2"])
+    assert expected.split("result[0]: hal.buffer_view", 1)[1].strip().splitlines()[0] in done.args[0].results_text
+
+
+NAN_LOG_LOG1P = (Path(__file__).resolve().parents[1] / "session_programs" / "nan_log.mlir").read_text().replace(
+    "math.log %d", "math.log1p %d"
+)
+
+
+def test_break_on_divergence_from_a_module_and_profile_this_run(qtbot, main_window, tmp_path):
+    window = main_window
+    vmfb = compile_program("nan_log", "llvm-cpu", tmp_path)
+    variant = tmp_path / "nan_log_log1p.mlir"
+    variant.write_text(NAN_LOG_LOG1P)
+    reference = compile_program(str(variant), "llvm-cpu", tmp_path)
+    panel = open_module(qtbot, window, vmfb)
+    view = panel.breakpoints_view
+    view.kind.setCurrentIndex(view.kind.findData("diverge"))
+    assert not view.browse_button.isHidden()  # the reference picker shows for this kind
+    view.name.setText(str(reference))
+    with qtbot.waitSignal(panel.bridge.breakpointsChanged, timeout=TIMEOUT):
+        view.add_button.click()
+    [bp] = panel.bridge.breakpoints
+    assert bp.kind == "diverge" and bp.reference == str(reference)
+    panel.set_inputs(("4x8xf32=3", "4x8xf32=1"))
+    stop = run_and_wait(qtbot, window, "stopped")
+    # Dispatch 0 (a - b) is the same in both; dispatch 1 is log vs log1p: the first to diverge.
+    assert stop.location.dispatch_info.ordinal == 1 and stop.detail.divergence is not None
+    assert "diverged" in panel.status_label.text()
+    with qtbot.waitSignal(panel.bridge.finished, timeout=TIMEOUT):
+        panel.continue_action.trigger()
+
+    # Profile this run: the same function and inputs, timed by IREE, in the Zones view.
+    zones = window.panels["zones"]
+    with qtbot.waitSignal(zones.traceLoaded, timeout=TIMEOUT) as done:
+        assert window.profile_action.isEnabled()
+        window.profile_action.trigger()
+    trace = done.args[0]
+    assert trace.metadata["function"] == "main" and str(trace.source) == str(vmfb)
+    assert window.documents.currentWidget() is zones
+    names = {s.name for s in zones.stats}
+    assert any("main_dispatch_1" in n for n in names), names
+    # A new module: its profile (of the old module) goes.
+    open_module(qtbot, window, reference)
+    assert window.documents.document("panel:zones") is None
+
+
+def test_keyboard_shortcuts_list_every_binding(qtbot, main_window):
+    from PySide6.QtGui import QAction, QKeySequence
+
+    view = main_window.show_shortcuts()
+    keys = {row[1] for row in view.rows}
+    bound = {
+        ", ".join(k.toString(QKeySequence.SequenceFormat.NativeText) for k in a.shortcuts())
+        for a in main_window.findChildren(QAction)
+        if a.shortcuts()
+    }
+    assert bound <= keys
+    for expected in ("F5", "F6", "Shift+F6", "F9", "F10", "F11", "Ctrl+R", "Ctrl+O"):
+        assert expected in keys, expected
