@@ -549,7 +549,8 @@ class _Consumer(_SideObserver):
             if comparisons:
                 k = max(range(len(comparisons)), key=lambda j: (_rank(comparisons[j].verdict), comparisons[j].max_scaled_error))
                 report.worst_output, report.comparison = k, comparisons[k]
-        report.fingerprints = [(Fingerprint.of(a), Fingerprint.of(b)) for a, b in zip(step_a.outputs, step_b.outputs)]
+        if report.verdict is not Verdict.EXACT:  # an exact pair's fingerprints are equal: not worth a CRC
+            report.fingerprints = [(Fingerprint.of(a), Fingerprint.of(b)) for a, b in zip(step_a.outputs, step_b.outputs)]
         if in_verdict is Verdict.DIVERGED and self.first_input_difference is None:
             self.first_input_difference = report.ordinal
         own_inputs_agreed = self._fed or in_verdict is not Verdict.DIVERGED
