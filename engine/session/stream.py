@@ -45,7 +45,7 @@ from engine.session.protocol import (
     Shutdown,
     Stopped,
 )
-from engine.session.wire import ConnectionLost, WireError, read_frame, write_frame
+from engine.session.wire import Compression, ConnectionLost, WireError, read_frame, write_frame
 
 PROTOCOL_VERSION = 1
 # Handlers the client names by a short word (any ``engine`` class of the handler shape is accepted too).
@@ -74,6 +74,7 @@ def handler_class(name: str) -> type:
 def serve(reader: BinaryIO, writer: BinaryIO, *, compress: bool = True) -> int:
     """Serve one client on a pair of byte streams until it shuts down or the stream ends; the exit status."""
     send_lock = threading.Lock()
+    compression = Compression(compress)  # learns the link's speed from the tensors it sends
     closed = threading.Event()
 
     def send(message: Any) -> None:
@@ -81,7 +82,7 @@ def serve(reader: BinaryIO, writer: BinaryIO, *, compress: bool = True) -> int:
             if closed.is_set():
                 return
             try:
-                write_frame(writer, message, compress=compress)
+                write_frame(writer, message, compression=compression)
             except (BrokenPipeError, ConnectionError, ValueError):
                 closed.set()  # the client went away: the command loop ends on its next read
             except WireError as e:  # a value that cannot travel: say so instead of dropping the event
@@ -264,7 +265,7 @@ class StreamSession:
         self.handler = handler
         self.on_event = on_event
         self.progress = progress
-        self.compress = compress
+        self.compression = Compression(compress)
         self.connect_timeout = connect_timeout
         self._stderr_sink = stderr if stderr is not None else getattr(sys.stderr, "buffer", None)
         self._stderr_tail: collections.deque[str] = collections.deque(maxlen=8)
@@ -368,7 +369,7 @@ class StreamSession:
     def _write(self, message: Any) -> None:
         with self._send_lock:
             try:
-                write_frame(self._out, message, compress=self.compress)
+                write_frame(self._out, message, compression=self.compression)
             except (BrokenPipeError, ConnectionError, ValueError, OSError):
                 if not self._closing:
                     self._lost(ConnectionLost("the session stream is closed"))
