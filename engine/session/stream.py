@@ -40,6 +40,7 @@ from engine.session.protocol import (
     Crashed,
     Event,
     Failed,
+    Finished,
     Location,
     Open,
     Progress,
@@ -405,7 +406,7 @@ class StreamSession:
             event = message.get("event")
             if isinstance(event, Progress | Stopped):
                 self._last_location = event.location
-            if isinstance(event, Stopped):
+            if isinstance(event, Stopped | Finished | Failed):  # the run is not running any more
                 self._stopped.set()
             if isinstance(event, Event):
                 self.on_event(event)
