@@ -9,7 +9,7 @@ Prints:
                     and the same read in process for comparison; ``--zeros`` reads a tensor of zeros
                     (the compressed path)
 
-Run: ``.venv/bin/python benchmarks/session_stream.py [--mib 1024] [--steps 200] [--zeros]``.
+Run: ``.venv/bin/python benchmarks/session_stream.py [--mib 1024] [--steps 200] [--zeros] [--remote=COMMAND]``.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import queue
+import shlex
 import statistics
 import subprocess
 import sys
@@ -75,11 +76,12 @@ def compile_to(source: Path, out: Path) -> Path:
 class Driver:
     """A session (in process or over serve --stdio) and a blocking ``ask(command) -> event``."""
 
+    server: list[str] = [sys.executable, "-m", "app.launcher", "serve", "--stdio"]
+
     def __init__(self, remote: bool):
         self.events: queue.Queue = queue.Queue()
         if remote:
-            argv = [sys.executable, "-m", "app.launcher", "serve", "--stdio"]
-            self.session = StreamSession(argv, "debug", self.events.put)
+            self.session = StreamSession(self.server, "debug", self.events.put)
         else:
             self.session = InProcessSession(DebugSession, self.events.put)
 
@@ -139,14 +141,18 @@ def main() -> int:
     parser.add_argument("--mib", type=int, default=1024, help="size of the tensor read (MiB)")
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--zeros", action="store_true", help="a tensor of zeros (compressible)")
+    parser.add_argument("--remote", metavar="COMMAND", help="the server command (default: serve --stdio here), "
+                        "e.g. 'ssh HOST iree-lens serve --stdio' (the temporary files must be visible there)")
     args = parser.parse_args()
+    if args.remote:
+        Driver.server = shlex.split(args.remote)
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         matmul = compile_to(sample_path("matmul"), tmp / "matmul.vmfb")
         print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (this machine is shared)")
         local_times, remote_times = step_round_trips(matmul, args.steps)
         local, remote = statistics.median(local_times), statistics.median(remote_times)
-        print(f"step round trip   in process {local * 1e3:7.3f} ms   serve --stdio {remote * 1e3:7.3f} ms   "
+        print(f"step round trip   in process {local * 1e3:7.3f} ms   stream {remote * 1e3:7.3f} ms   "
               f"ratio {remote / local:.2f}x (limit 2x)")
 
         (tmp / "negate.mlir").write_text(NEGATE)
@@ -155,7 +161,7 @@ def main() -> int:
         values = np.zeros(count, np.float32) if args.zeros else np.random.default_rng(0).random(count, np.float32)
         np.save(tmp / "x.npy", values)
         del values
-        for where, remote_read in (("in process", False), ("serve --stdio", True)):
+        for where, remote_read in (("in process", False), ("over the stream", True)):
             seconds, nbytes = tensor_read(negate, tmp / "x.npy", remote_read)
             print(f"tensor read       {where:14s} {nbytes / 2**20:7.0f} MiB in {seconds:6.3f} s = "
                   f"{nbytes / seconds / 1e6:8.0f} MB/s" + ("" if not remote_read else "   (limit >= 200 MB/s)"))

@@ -250,8 +250,13 @@ def test_held_out_path(program):
         assert [v["name"] for v in page] == ["[2]", "[3]", "[4]"]
         first = np.frombuffer(contents[0], np.float32)  # dispatch 1's name says f32
         assert [np.float32(v["value"]) for v in page] == list(first[2:5])  # (str of a float32 round-trips)
+        evaluated = client.request("evaluate", {"expression": "binding 0", "frameId": 1, "context": "watch"})["body"]
+        assert evaluated["memoryReference"] == bindings[0]["memoryReference"]
+        assert client.request("evaluate", {"expression": "a + b", "context": "repl"}, ok=False)["success"] is False
         registers = client.request("variables", {"variablesReference": scopes[1]["variablesReference"]})["body"]
         assert registers["variables"][0]["name"] == "i0"
+        i0 = client.request("evaluate", {"expression": "i0", "frameId": frames[1]["id"]})["body"]["result"]
+        assert i0 == registers["variables"][0]["value"]
 
         client.request("continue", {"threadId": 1})
         assert client.wait_event("exited")["body"]["exitCode"] == 0
@@ -420,6 +425,12 @@ def test_dap_over_ssh(program, tmp_path):
         client.request("setFunctionBreakpoints", {"breakpoints": [{"name": "dispatch:0"}]})
         client.request("configurationDone")
         assert client.stopped()["reason"] == "entry"
+        entry = client.top_frame()["instructionPointerReference"]
+        client.request("next", {"threadId": 1})
+        client.stopped()
+        client.request("stepBack", {"threadId": 1})  # the server records the run (time travel)
+        client.stopped()
+        assert client.top_frame()["instructionPointerReference"] == entry
         client.request("continue", {"threadId": 1})
         assert client.stopped()["reason"] == "function breakpoint"
         scopes = client.request("scopes", {"frameId": 1})["body"]["scopes"]
@@ -477,3 +488,12 @@ def test_disconnect_while_running_ends_the_adapter_promptly(tmp_path):
     client.process.stdin.close()
     assert client.process.wait(timeout=30) == 0
     assert time.monotonic() - start < 10
+
+
+def test_every_served_request_has_a_handler_and_the_schema_knows_it():
+    from engine.dap.adapter import REQUESTS, DebugAdapter
+
+    for command in REQUESTS:
+        assert command[0].upper() + command[1:] + "Request" in SCHEMA["definitions"], command
+        snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in command)
+        assert callable(getattr(DebugAdapter, f"_on_{snake}", None)), command

@@ -10,7 +10,8 @@ Writes into DIR:
 * ``<library>.ll`` for each CPU library (``module_linked.ll``): IREE's optimized LLVM IR of the linked
   executable;
 * ``<export>.spvasm`` for each Vulkan pipeline: its SPIR-V as text;
-* ``<module>.vmfb``: the compiled module those files belong to.
+* ``<module>.vmfb``: the compiled module those files belong to;
+* ``iree-compile-flags.txt``: the IREE flags they were compiled with, which ``--substitute`` builds them with.
 
 Each file's stem is a NAME that ``iree-lens run MODULE.vmfb --substitute=NAME=FILE`` takes. Compile the
 module you run with the same IREE flags, or give it this ``<module>.vmfb``.
@@ -62,6 +63,13 @@ def write_sources(compilation, out: Path) -> list[Path]:
 
     out.mkdir(parents=True, exist_ok=True)
     written = []
+    # The IREE flags the sources were made with: building them again (``--substitute``) uses the same
+    # code generation options (``sources_batch.FLAGS_FILE``).
+    from engine.substitute.sources_batch import FLAGS_FILE
+
+    flags = out / FLAGS_FILE
+    flags.write_text("".join(f"{f}\n" for f in compilation.request.compiler_flags()))
+    written.append(flags)
     for doc in documents_from_dumps(compilation.out_dir / "executables", compilation.module_name):
         path = out / f"{doc.name}{doc.suffix}"
         path.write_text(doc.original)

@@ -19,7 +19,11 @@ Mapping (the names the DAP specification uses):
 - ``stackTrace``: VM frames innermost first, ``instructionPointerReference`` the pc (``0x..``); at a
   dispatch, the dispatch itself on top (its name holds IREE's export name).
 - ``scopes``: ``Dispatch`` (the paused dispatch's bindings; each has a ``memoryReference`` that
-  ``readMemory`` reads), ``Registers``, ``Globals``.
+  ``readMemory`` reads, and expands to its place and elements), ``Registers``, ``Globals``.
+- ``next``/``stepIn``/``stepOut``/``continue``; ``stepBack`` is gdb's reverse-next, ``reverseContinue``
+  reverse-continue; ``pause``; ``disassemble`` (iree-dump-module's text; the server's module with
+  ``remote``); ``evaluate`` (registers ``i3``/``r0``, ``binding N``); the end: ``exited`` (0, or 1 when the
+  program failed) then ``terminated``.
 """
 
 from __future__ import annotations
@@ -91,6 +95,13 @@ CAPABILITIES = {
     "supportsExceptionFilterOptions": True,
     "exceptionBreakpointFilters": EXCEPTION_FILTERS,
 }
+# The requests served (each by ``_on_<snake_case>``).
+REQUESTS = frozenset((
+    "initialize", "launch", "configurationDone", "setFunctionBreakpoints", "setBreakpoints",
+    "setInstructionBreakpoints", "setExceptionBreakpoints", "threads", "continue", "next", "stepIn", "stepOut",
+    "stepBack", "reverseContinue", "pause", "stackTrace", "scopes", "variables", "evaluate", "readMemory",
+    "disassemble", "disconnect", "terminate",
+))  # fmt: skip
 _QUERY_TIMEOUT = 300.0
 _MAX_ELEMENTS = 10_000  # elements one variables request returns when it names no count
 _STOP_TIMEOUT = 30.0  # pause: a run that does not stop within this (a hung kernel) is ended
@@ -166,7 +177,7 @@ class DebugAdapter:
 
     def _dispatch(self, request: dict[str, Any]) -> None:
         command = str(request.get("command", ""))
-        handler = getattr(self, f"_on_{_snake(command)}", None)
+        handler = getattr(self, f"_on_{_snake(command)}", None) if command in REQUESTS else None
         if handler is None:
             self._respond(request, success=False, message=f"'{command}' is not supported by iree-lens dap")
             return
@@ -596,6 +607,30 @@ class DebugAdapter:
         ref = len(stop.variables) + 1
         stop.variables[ref] = producer
         return ref
+
+    def _on_evaluate(self, args: dict, request: dict) -> dict:
+        """Watch and hover expressions: a register of the frame (``i3``, ``r0``) or a binding (``binding 1``)."""
+        stop = self._need_stop()
+        expression = str(args.get("expression", "")).strip()
+        frame = self._frame(stop, args["frameId"]) if args.get("frameId") is not None else stop.frames[0]
+        bank, number = expression[:1], expression[1:]
+        if bank in ("i", "r") and number.isdigit():
+            depth = frame.depth if frame.depth is not None else -1
+            registers = self._ask(ReadRegisters(depth)).registers
+            values = registers.i32 if bank == "i" else registers.ref
+            if int(number) >= len(values):
+                raise RequestError(f"{expression}: the frame has {len(values)} {bank} registers")
+            return {"result": str(values[int(number)]), "variablesReference": 0}
+        words = expression.split()
+        info = stop.event.location.dispatch_info
+        if len(words) == 2 and words[0] == "binding" and words[1].isdigit() and info is not None:
+            variables = self._binding_variables(stop, info)
+            if int(words[1]) >= len(variables):
+                raise RequestError(f"{expression}: the dispatch has {len(variables)} bindings")
+            variable = variables[int(words[1])]
+            return {"result": variable["value"], "variablesReference": variable["variablesReference"],
+                    "memoryReference": variable["memoryReference"]}
+        raise RequestError(f"{expression!r}: iree-lens evaluates registers (i3, r0) and, at a dispatch, bindings (binding 1)")
 
     def _on_read_memory(self, args: dict, request: dict) -> dict:
         stop = self._need_stop()

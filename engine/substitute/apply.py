@@ -42,10 +42,10 @@ def build_all(module: VmfbModule, specs: Sequence[SubstitutionSpec], interfaces=
     replacements = []
     for spec in specs:
         if spec in together:
-            data, build_s, counts = together[spec]
+            data, build_s, counts, llvm_ir = together[spec]
             built = finish_replacement(spec, resolve(module, spec.name, interfaces), data, build_s)
             mine = tuple((e, counts.get(e)) for e in built.exports)
-            replacements.append(dataclasses.replace(built, workgroup_counts=mine))
+            replacements.append(dataclasses.replace(built, workgroup_counts=mine, llvm_ir=llvm_ir))
         else:
             replacements.append(build_replacement(module, spec, interfaces))
     return _merge_shared_libraries(replacements)
@@ -53,7 +53,7 @@ def build_all(module: VmfbModule, specs: Sequence[SubstitutionSpec], interfaces=
 
 def _build_sources_together(
     module: VmfbModule, specs: list[SubstitutionSpec], interfaces
-) -> dict[SubstitutionSpec, tuple[bytes, float, dict]]:
+) -> dict[SubstitutionSpec, tuple[bytes, float, dict, str | None]]:
     """The binary each of ``specs`` (MLIR sources) gets from one compile of them all; empty when they
     cannot be built together (each is then built alone, which reports a broken file at its own lines)."""
     from engine.substitute.interface import read_interface
@@ -62,6 +62,7 @@ def _build_sources_together(
         combine_sources,
         compile_combined,
         export_names_in_source,
+        flags_beside,
     )
 
     if not specs:
@@ -78,8 +79,14 @@ def _build_sources_together(
     if combined is None:
         return {}
     t0 = time.perf_counter()
+    flags = flags_beside([s.path for s in specs])
     try:
-        batch = compile_combined(combined.text)
+        try:
+            batch = compile_combined(combined.text, flags=flags)
+        except BatchCompileError as e:
+            if not flags or e.lines:
+                raise
+            batch = compile_combined(combined.text)  # a recorded flag this IREE does not take here
     except BatchCompileError as e:
         # Build the files IREE's errors point into alone: that raises with the diagnostics at their own lines
         # (without compiling every other file alone too).
@@ -90,17 +97,17 @@ def _build_sources_together(
         return {}
     build_s = time.perf_counter() - t0
     libraries = []
-    for data in batch.binaries:
+    for i, data in enumerate(batch.binaries):
         try:
-            libraries.append((data, set(read_interface(data).export_names)))
+            libraries.append((data, set(read_interface(data).export_names), batch.llvm_ir.get(i)))
         except SubstitutionError:
             continue
     found = {}
     for spec, text in zip(specs, texts, strict=True):
         exports = set(export_names_in_source(text))
-        match = next((data for data, names in libraries if exports and exports <= names), None)
+        match = next(((data, ir) for data, names, ir in libraries if exports and exports <= names), None)
         if match is not None:
-            found[spec] = (match, build_s, batch.workgroup_counts)
+            found[spec] = (match[0], build_s, batch.workgroup_counts, match[1])
     return found
 
 
@@ -196,6 +203,31 @@ def workgroup_count_changes(module: VmfbModule, replacements: Sequence[Replaceme
     return changes
 
 
+def retile_for_host_counts(module: VmfbModule, replacements: Sequence[Replacement]) -> list[Replacement]:
+    """Replacements whose edits want other workgroup counts than the host code's constant ones, rebuilt with
+    trampolines (``workgroup_trampoline``) that run the edit's grid within the host's; each keeps only its
+    other counts. Left as they are where a count is not constant, differs between call sites, or the edit
+    has no LLVM IR (the caller then refuses)."""
+    from engine.substitute.workgroup_trampoline import retiled_library
+
+    changes = workgroup_count_changes(module, replacements)
+    if not changes:
+        return list(replacements)
+    by_export: dict[str, set] = {}
+    for c in changes:
+        by_export.setdefault(c.export, set()).add((c.module_count, c.edited_count))
+    out = []
+    for r in replacements:
+        mine = {e: next(iter(v)) for e, v in by_export.items() if e in r.exports and len(v) == 1}
+        if not mine or r.llvm_ir is None or r.interface.kind != "elf":
+            out.append(r)
+            continue
+        data = retiled_library(r.llvm_ir, mine)
+        counts = tuple((e, None if e in mine else c) for e, c in r.workgroup_counts)
+        out.append(dataclasses.replace(r, data=data, workgroup_counts=counts, notes=(*r.notes, "retiled")))
+    return out
+
+
 def refuse_workgroup_count_changes(module: VmfbModule, replacements: Sequence[Replacement], engine: str) -> None:
     """``SubstitutionError`` naming each dispatch whose workgroup count an edit changes, for runs that cannot
     honour it (IREE's runtime runs the host code as compiled; a Vulkan device takes the host's count)."""
@@ -228,7 +260,8 @@ def install_on_device(device: Device, replacements: Sequence[Replacement]) -> No
 
 def patched_module(module: VmfbModule, replacements: Sequence[Replacement]) -> bytes:
     """The module's bytes with every replacement in its executable's place (``SubstitutionError`` when an
-    edit changes a workgroup count, which the module's host code would not follow)."""
+    edit changes a workgroup count that no trampoline can bridge)."""
+    replacements = retile_for_host_counts(module, replacements)
     refuse_workgroup_count_changes(module, replacements, "IREE's runtime")
     from engine.substitute.binary_patch import replace_rodata
 

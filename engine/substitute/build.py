@@ -80,6 +80,7 @@ class Replacement:
     # Export -> the workgroup count the built code wants, where the build resolved it to constants (MLIR
     # sources built by ``sources_batch``); an export absent or None: unknown, the host code's count is used.
     workgroup_counts: tuple[tuple[str, tuple[int, int, int] | None], ...] = ()
+    llvm_ir: str | None = None  # IREE's optimized LLVM IR of ``data`` (CPU builds of MLIR sources)
 
     def workgroup_count(self, export: str) -> tuple[int, int, int] | None:
         return dict(self.workgroup_counts).get(export)

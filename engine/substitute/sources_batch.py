@@ -18,10 +18,16 @@ from __future__ import annotations
 import re
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.substitute.errors import SubstitutionError
+
+# Beside sources written by ``iree-lens sources``: the IREE flags they were made with, one a line. A batch
+# of sources that all have the same file beside them is built with those flags (code generation options).
+FLAGS_FILE = "iree-compile-flags.txt"
+# Flags that make no sense for a module of executables alone (it has no devices to assign).
+_NOT_FOR_EXECUTABLES = ("--compile-from", "--compile-to", "--iree-hal-target-device", "--iree-hal-target-devices")
 
 _ALIAS = re.compile(r"^([#!][\w$.-]+) = ")
 _OPEN = re.compile(r"^hal\.executable(?: (?:private|public|nested))? @([\w$.-]+) \{$")
@@ -153,6 +159,9 @@ class BatchBuild:
 
     binaries: list[bytes]
     workgroup_counts: dict[str, tuple[int, int, int] | None]
+    # IREE's optimized LLVM IR of each CPU library, by the position of its binary (what a trampoline for a
+    # changed workgroup count is built from, ``workgroup_trampoline``).
+    llvm_ir: dict[int, str] = field(default_factory=dict)
 
 
 _EXPORT_HEAD = re.compile(r"^\s*hal\.executable\.export (?:public |private )?@([\w$.-]+) .*count\(.*\{$")
@@ -206,7 +215,19 @@ def _iree_compile(args: list[str], timeout_s: float, source: Path | None = None)
         raise BatchCompileError(f"iree-compile could not build the sources together: {tail[0]}", lines)
 
 
-def compile_combined(text: str, *, timeout_s: float = 900.0) -> BatchBuild:
+def flags_beside(paths: list[Path]) -> list[str]:
+    """The IREE flags recorded beside every one of ``paths`` (the same file content for all), else none."""
+    contents = set()
+    for path in paths:
+        file = path.parent / FLAGS_FILE
+        contents.add(file.read_text() if file.is_file() else "")
+    if len(contents) != 1:
+        return []
+    flags = [line.strip() for line in contents.pop().splitlines() if line.strip().startswith("-")]
+    return [f for f in flags if not any(f == p or f.startswith(p + "=") for p in _NOT_FOR_EXECUTABLES)]
+
+
+def compile_combined(text: str, *, flags: list[str] | tuple[str, ...] = (), timeout_s: float = 900.0) -> BatchBuild:
     """Build a combined module: translate (``executable-targets``, where the workgroup counts are read),
     then link and serialise (``hal``), where the binaries are."""
     from engine.compiler.substitution import hal_binaries
@@ -217,12 +238,22 @@ def compile_combined(text: str, *, timeout_s: float = 900.0) -> BatchBuild:
         targets = Path(d) / "lens_sources.targets.mlir"
         hal = Path(d) / "lens_sources.hal.mlir"
         _iree_compile(
-            ["--compile-from=executable-sources", "--compile-to=executable-targets", str(source), "-o", str(targets)],
+            ["--compile-from=executable-sources", "--compile-to=executable-targets", *flags, str(source), "-o",
+             str(targets)],
             timeout_s,
             source,
         )
-        _iree_compile(["--compile-from=executable-targets", "--compile-to=hal", str(targets), "-o", str(hal)], timeout_s)
+        inter = Path(d) / "intermediates"
+        _iree_compile(
+            ["--compile-from=executable-targets", "--compile-to=hal", f"--iree-hal-dump-executable-intermediates-to={inter}",
+             *flags, str(targets), "-o", str(hal)],
+            timeout_s,
+        )  # fmt: skip
         hal_text = hal.read_text()
-        return BatchBuild(
-            [b.data(hal_text) for b in hal_binaries(hal_text)], workgroup_counts(targets.read_text())
-        )
+        found = hal_binaries(hal_text)
+        llvm_ir = {}
+        for i, b in enumerate(found):
+            ll = sorted(inter.glob(f"*_{b.executable}_*.optimized.ll"))
+            if len(ll) == 1:
+                llvm_ir[i] = ll[0].read_text()
+        return BatchBuild([b.data(hal_text) for b in found], workgroup_counts(targets.read_text()), llvm_ir)
