@@ -351,6 +351,49 @@ class MainWindow(QMainWindow):
             self.show_panel("stepper")
         return self.workbench.run()
 
+    def profile_current_run(self) -> int:
+        """Profile this run: the chosen function with its inputs (made from the signature when empty), timed
+        by IREE's HAL profiling on the selected device, shown in the Zones view. -1 (and why) when it cannot."""
+        stepper = self.panels.get("stepper")
+        loaded = self.workbench.module
+        why = None
+        if loaded is None:
+            why = "Nothing to profile: open a module first."
+        elif self.workbench.state.mismatch is not None:
+            why = self.workbench.state.mismatch.describe()
+        elif stepper is None or not stepper.function_combo.currentText():
+            why = "Nothing to profile: the module exports no function to run."
+        elif "zones" not in self.panels:
+            why = "The Zones view is not part of this window."
+        if why is None and self.run_inputs is not None:
+            why = self.run_inputs.before_run()
+        if why is not None:
+            self.workbench.say(f"Not profiled: {why}")
+            return -1
+        from app.run_profile import profile_run_job
+
+        function = stepper.function_combo.currentText()
+        device = self.workbench.device
+        self.workbench.say(f"Profiling {function} on {device}…")
+        return self.worker.submit(
+            profile_run_job,
+            str(loaded.path),
+            function,
+            list(stepper.inputs),
+            device,
+            tag="profile-run",
+            on_result=self._show_profile,
+            on_error=lambda err: self.messages.error(f"Profiling failed: {err.message}", err.details),
+        )
+
+    def _show_profile(self, loaded) -> None:
+        zones = self.show_panel("zones")
+        zones.set_trace(loaded.trace, loaded.index, loaded.stats)
+        self.workbench.say(
+            f"Profiled {loaded.trace.metadata.get('function', '')} on {loaded.trace.metadata.get('device', '')}: "
+            f"{len(loaded.trace.zones):,} zones in the Zones view"
+        )
+
     def show_shortcuts(self) -> QWidget:
         """Help > Keyboard Shortcuts: every action with a key, in a document."""
         from app.views.shortcuts_view import ShortcutsView
@@ -365,9 +408,15 @@ class MainWindow(QMainWindow):
         self.messages.info(text)
 
     def _on_module_reset(self, _loaded) -> None:
-        """A new module: the previous one's error banner and paused dispatch go."""
+        """A new module: the previous one's error banner, paused dispatch and run profile go."""
         self.banner.hide()
         self.documents.close_document("paused-dispatch")
+        zones = self.panels.get("zones")
+        previous = self.workbench.previous_module
+        trace = getattr(zones, "trace", None)
+        if trace is not None and previous is not None and "function" in trace.metadata:
+            if str(trace.source) == str(previous.path):  # a profile of the module that was open: it goes too
+                self.documents.close_document("panel:zones")
 
     def _on_workbench(self, state: WorkbenchState) -> None:
         mismatch = state.mismatch

@@ -38,6 +38,15 @@ def build_main_toolbar(window: MainWindow) -> QToolBar:
     window.run_action.triggered.connect(window.run_function)
     window.addAction(window.run_action)
     bar.addAction(window.run_action)
+    window.profile_action = QAction("Profile", window)
+    window.profile_action.setShortcut(QKeySequence("Ctrl+Shift+R"))
+    window.profile_action.setToolTip(
+        "Profile this run: the function with its inputs, timed by IREE's HAL profiling, into the Zones view "
+        "(Ctrl+Shift+R)"
+    )
+    window.profile_action.triggered.connect(window.profile_current_run)
+    window.addAction(window.profile_action)
+    bar.addAction(window.profile_action)
     # The stepper's own actions (they carry the debugger keys: F5, F10, F11, Shift+F11, Shift+F5).
     for name in ("step_over_action", "step_into_action", "step_out_action", "continue_action", "stop_action"):
         action = getattr(stepper, name, None)

@@ -93,6 +93,7 @@ class Workbench(QObject):
         self.state = WorkbenchState(device=str(device) if device else CPU_DEVICE)
         self._identity: dict[Path, str] = {}
         self._runner = None  # the view that turns the state into a call (the stepper's run bar)
+        self.previous_module: LoadedModule | None = None  # during moduleReset: the module being closed
         bridge.stateChanged.connect(lambda s: self._update(run_state=str(s)))
         bridge.stopped.connect(self._on_stopped)
         bridge.finished.connect(lambda e: self._update(paused=None, stop_text=f"Finished {e.function}"))
@@ -138,7 +139,7 @@ class Workbench(QObject):
     def open_module(self, loaded: LoadedModule | None) -> None:
         """Make ``loaded`` the current module: every view resets, then the session opens it on the
         selected device (unless the module needs another device: then ``state.mismatch`` says so)."""
-        previous = self.state.module
+        previous = self.previous_module = self.state.module
         if loaded is not None and previous is not None and Path(loaded.path) != Path(previous.path):
             self._forget_saved_call()
         mismatch = self.mismatch_of(loaded, self.state.device)

@@ -14,6 +14,7 @@ import shlex
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import ml_dtypes
@@ -43,7 +44,7 @@ from engine.session.protocol import (
     TensorRef,
 )
 from engine.session.stream import RemoteError, StreamSession
-from engine.session.wire import ConnectionLost, WireError, encode, read_frame, write_frame
+from engine.session.wire import Compression, ConnectionLost, WireError, encode, read_frame, write_frame
 
 ROOT = Path(__file__).resolve().parents[1]
 HEALTHY = ["--input=4x8xf32=3", "--input=4x8xf32=1"]
@@ -94,18 +95,51 @@ def test_protocol_values_roundtrip_exactly():
     assert roundtrip(b"\x00\xff" * 3) == b"\x00\xff" * 3
 
 
+def frame_size(value, compression) -> int:
+    stream = io.BytesIO()
+    write_frame(stream, value, compression=compression)
+    return stream.tell()
+
+
 def test_tensors_compress_only_when_it_pays():
-    zeros = np.zeros(8 << 20, np.uint8)
-    noise = np.random.default_rng(0).integers(0, 256, 1 << 20, dtype=np.uint8)
-    sizes = {name: sum(len(b) if isinstance(b, bytes) else b.nbytes for b in encode(a))
-             for name, a in (("zeros", zeros), ("noise", noise))}
-    assert sizes["zeros"] < zeros.nbytes // 50  # zlib chunks
-    assert noise.nbytes <= sizes["noise"] < noise.nbytes + 4096  # sent raw
-    assert np.array_equal(roundtrip(zeros), zeros)
+    """zlib only where sending raw would take longer: a slow link and data that compresses."""
+    zeros = np.zeros(16 << 20, np.uint8)
+    noise = np.random.default_rng(0).integers(0, 256, 16 << 20, dtype=np.uint8)
+    slow, fast = Compression(link=10e6), Compression(link=50e9)  # 10 MB/s (a network), 50 GB/s
+    assert frame_size(zeros, slow) < zeros.nbytes // 50  # zlib chunks
+    assert zeros.nbytes <= frame_size(zeros, fast) < zeros.nbytes + 4096  # raw: compressing costs more
+    assert noise.nbytes <= frame_size(noise, slow) < noise.nbytes + 4096  # raw: it does not compress
+    assert zeros.nbytes <= frame_size(zeros, Compression(False)) < zeros.nbytes + 4096
+    for compression in (slow, fast):
+        stream = io.BytesIO()
+        write_frame(stream, [zeros, noise, zeros[:1000]], compression=compression)
+        stream.seek(0)
+        back = read_frame(stream)
+        assert all(np.array_equal(a, b) for a, b in zip(back, [zeros, noise, zeros[:1000]]))
+
+
+def test_the_link_is_measured_on_raw_chunks():
+    """Unknown at first (the first chunks go raw), then what the writes took: a reader that drains slowly
+    makes the following chunks compressed."""
+
+    class SlowReader(io.BytesIO):
+        def write(self, data):
+            time.sleep(len(data) / 20e6)  # a 20 MB/s link
+            return super().write(data)
+
+    compression = Compression()
+    stream = SlowReader()
+    zeros = np.zeros(16 << 20, np.uint8)
+    write_frame(stream, zeros, compression=compression)
+    assert compression.link is not None and compression.link < 40e6
+    assert stream.tell() < zeros.nbytes  # the chunks after the first went compressed
+    stream.seek(0)
+    assert np.array_equal(read_frame(stream), zeros)
 
 
 def test_foreign_types_and_broken_frames_are_refused():
-    frame = b"".join(bytes(b) for b in encode(ReadBindings()))
+    head, _, body = encode(ReadBindings())
+    frame = head + body
     hostile = frame.replace(b'"$d":"engine.session.protocol:ReadBindings"', b'"$d":"subprocess:Popen"')
     assert hostile != frame
     with pytest.raises(WireError):
@@ -349,5 +383,26 @@ def test_a_faulting_kernel_kills_the_server_and_is_reported(compiled, tmp_path):
         session.restart()  # a fresh server
         session.send(Open(str(bad)))
         assert isinstance(events.next(), Opened)
+    finally:
+        session.close()
+
+
+def test_stop_kills_a_server_that_does_not_pause(tmp_path):
+    """``stop(timeout)`` (the window's Stop, DAP's pause through the client): a server that does not answer
+    (here frozen with SIGSTOP, as a kernel that never returns) is ended and reported."""
+    import signal
+
+    spin = compile_program("spin", "llvm-cpu", tmp_path)
+    events = Events()
+    session = StreamSession([*lens_argv(), "serve", "--stdio"], "debug", events, stderr=io.BytesIO())
+    try:
+        session.send(Open(str(spin)))
+        assert isinstance(events.next(), Opened)
+        session.send(Call("spin", ("1000000000",)))
+        time.sleep(0.3)
+        os.kill(session.process.pid, signal.SIGSTOP)
+        assert session.stop(timeout=1.0) is False
+        crashed = events.next(timeout=30)
+        assert isinstance(crashed, Crashed) and crashed.exitcode == -9 and not session.alive
     finally:
         session.close()

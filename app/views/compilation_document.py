@@ -13,6 +13,7 @@ from PySide6.QtWidgets import (
     QListWidget,
     QListWidgetItem,
     QPushButton,
+    QSizePolicy,
     QSplitter,
     QVBoxLayout,
     QWidget,
@@ -37,6 +38,8 @@ class CompilationDocument(QWidget):
 
         self.summary = QLabel(self)
         self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        # The output folder makes this line long: cut by the window, never widening it (full text: tooltip).
+        self.summary.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.timeline = PhaseTimeline(self)
         self.timeline.setMinimumHeight(110)
         self.phase_list = QListWidget(self)
@@ -60,6 +63,7 @@ class CompilationDocument(QWidget):
             f" · {len(compilation.executables)} executables · {compilation.elapsed_s:.2f} s"
             f" · <span style='color:#666'>{compilation.out_dir}</span>"
         )
+        self.summary.setToolTip(str(compilation.out_dir))
 
         side = QWidget(self)
         side_layout = QVBoxLayout(side)

@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QMenu,
+    QSizePolicy,
     QToolButton,
     QToolTip,
     QVBoxLayout,
@@ -185,6 +186,7 @@ class PhaseTimeline(QWidget):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.summary = QLabel("no timing", self)
+        self.summary.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)  # never widens the window
         self.plot = pg.PlotWidget(self, background="w")
         self.plot.setMenuEnabled(False)
         self.plot.hideButtons()
@@ -230,13 +232,18 @@ class PhaseTimeline(QWidget):
         vb = self.plot.getViewBox()
         vb.setLimits(xMin=0, xMax=span * 1.02, yMin=-0.1, yMax=layout.rows + 0.1)
         vb.setRange(xRange=(0, span), yRange=(0, layout.rows), padding=0.01)
-        drawn = layout.span
-        text = f"{len(layout.phase_names)} phases, {len(layout.names) - len(layout.phase_names)} passes"
+        # The same count as a compilation's header: IREE's phases; the serialization after the last dump
+        # ("output") is drawn but is not one of them.
+        phases = [p for p in layout.phase_names if p != "output"]
+        extra = " (+ output)" if len(phases) < len(layout.phase_names) else ""
+        text = f"{len(phases)} phases{extra}, {len(layout.names) - len(layout.phase_names)} passes"
         if layout.total_wall_s:
-            text += f"; total {format_seconds(layout.total_wall_s)} wall"
-            if drawn > layout.total_wall_s * 1.05:
-                text += f" (passes add up to {format_seconds(drawn)}: nested pipelines ran in parallel)"
+            text += f"; total {format_seconds(layout.total_wall_s)} wall (the axis)"
+            measured = float(layout.measured[layout.row == 0].sum()) if len(layout.start) else 0.0
+            if measured > layout.total_wall_s * 1.05:
+                text += f"; passes add up to {format_seconds(measured)}: pipelines ran in parallel"
         self.summary.setText(text)
+        self.summary.setToolTip(text)
 
     def set_timing(self, report, phase_names, label: str | None = None) -> None:
         """Show an ``engine.compiler.TimingReport``; ``phase_names`` are the phases whose dumps it contains."""

@@ -1,7 +1,8 @@
 """Lays IREE's pass timing out on a time axis: phases on row 0, passes nested below, as numpy columns.
 
 MLIR's timing report gives durations, not start times. Passes are laid end to end inside their parent,
-in report order. Nested pipelines that ran in parallel (``'hal.executable' Pipeline`` on several
+in report order, on an axis of wall time (the compile's total: when the top-level passes add up to more,
+they are scaled down to fit it). Nested pipelines that ran in parallel (``'hal.executable' Pipeline`` on several
 threads) add up to more than their parent; their children are then scaled down to fit the parent and
 marked ``scaled``. ``Rest`` (negative when threads overlapped) and ``Total`` are not passes.
 
@@ -121,13 +122,17 @@ def layout_timing(passes, phase_names, total_wall_s: float = 0.0, rest_wall_s: f
             place(c, t, w, row + 1, phase, i, scaled or factor < 1.0)
             t += w
 
+    # The axis is wall time: when the top-level passes add up to more than the compile's total wall time
+    # (threads overlapped), everything is scaled down to fit it (and marked scaled).
+    top = sum(max(0.0, float(p.wall_s)) for group in groups for p in group)
+    squeeze = min(1.0, total_wall_s / top) if total_wall_s > 0 and top > 0 else 1.0
     t = 0.0
     for k, group in enumerate(groups):
-        dur = sum(max(0.0, p.wall_s) for p in group)
-        pi = add(phase_list[k], t, dur, ROW_PHASE, k, -1, False, dur)
+        measured = sum(max(0.0, p.wall_s) for p in group)
+        pi = add(phase_list[k], t, measured * squeeze, ROW_PHASE, k, -1, squeeze < 1.0, measured)
         for p in group:
-            w = max(0.0, float(p.wall_s))
-            place(p, t, w, 1, k, pi, False)
+            w = max(0.0, float(p.wall_s)) * squeeze
+            place(p, t, w, 1, k, pi, squeeze < 1.0)
             t += w
 
     order = np.lexsort((np.asarray(cols["row"]), np.asarray(cols["start"], dtype=np.float64)))

@@ -1,7 +1,11 @@
 """The stepper's breakpoint list: every breakpoint of the session, and adding one on a function entry, on
 an import call by name (``hal.command_buffer.dispatch``, ``hal.device.queue.execute.indirect``...), on a
 dispatch (its run ordinal ``3``, IREE's name ``main_dispatch_1*`` or ``*`` for every one; before or after
-it runs) or after the first dispatch that writes NaN/Inf."""
+it runs), after the first dispatch that writes NaN/Inf, or after the first dispatch whose outputs diverge
+from a reference run (a capture bundle folder or a ``.vmfb`` module, with a tolerance).
+
+The fields sit on rows of their own (kind and when; the name across the whole width; the buttons), so a
+typed glob or a reference path stays readable in a narrow dock."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QComboBox,
     QCompleter,
+    QFileDialog,
     QHBoxLayout,
     QLineEdit,
     QListWidget,
@@ -26,12 +31,15 @@ KINDS = (
     (BreakpointKind.FUNCTION, "Function entry"),
     (BreakpointKind.DISPATCH, "Dispatch"),
     (BreakpointKind.NAN, "NaN/Inf written"),
+    (BreakpointKind.DIVERGE, "Diverges from…"),
 )
+
 PLACEHOLDERS = {
     BreakpointKind.IMPORT: "hal.command_buffer.dispatch",
     BreakpointKind.FUNCTION: "main",
     BreakpointKind.DISPATCH: "run ordinal (3), name (main_dispatch_1*), or * for every one",
     BreakpointKind.NAN: "(stops after the first dispatch that writes NaN or Inf)",
+    BreakpointKind.DIVERGE: "capture bundle folder or reference .vmfb  [atol rtol]",
 }
 
 
@@ -63,17 +71,29 @@ class BreakpointsView(QWidget):
         self.add_button.clicked.connect(self.add_from_fields)
         self.remove_button = QPushButton("Remove", self)
         self.remove_button.clicked.connect(self.remove_selected)
+        self.browse_button = QPushButton("…", self)
+        self.browse_button.setMaximumWidth(self.browse_button.fontMetrics().horizontalAdvance("…") + 16)
+        self.browse_button.setToolTip("Pick the reference: a capture bundle folder or a .vmfb module")
+        self.browse_button.clicked.connect(self._browse_reference)
         self.kind.currentIndexChanged.connect(lambda _: self._update_completer())
         row = QHBoxLayout()
         row.setContentsMargins(0, 0, 0, 0)
-        row.addWidget(self.kind)
-        row.addWidget(self.name, 1)
+        row.addWidget(self.kind, 1)
         row.addWidget(self.when)
-        row.addWidget(self.add_button)
-        row.addWidget(self.remove_button)
+        name_row = QHBoxLayout()
+        name_row.setContentsMargins(0, 0, 0, 0)
+        name_row.addWidget(self.name, 1)
+        name_row.addWidget(self.browse_button)
+        buttons = QHBoxLayout()
+        buttons.setContentsMargins(0, 0, 0, 0)
+        buttons.addWidget(self.add_button)
+        buttons.addWidget(self.remove_button)
+        buttons.addStretch(1)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(2, 2, 2, 2)
         layout.addLayout(row)
+        layout.addLayout(name_row)
+        layout.addLayout(buttons)
         layout.addWidget(self.list, 1)
         self.list.itemDoubleClicked.connect(
             lambda item: self.activated.emit(item.data(Qt.ItemDataRole.UserRole))
@@ -91,6 +111,7 @@ class BreakpointsView(QWidget):
         kind = self.kind.currentData()
         self.when.setVisible(kind == BreakpointKind.DISPATCH)
         self.name.setEnabled(kind != BreakpointKind.NAN)
+        self.browse_button.setVisible(kind == BreakpointKind.DIVERGE)
         names = self._names.get(kind, [])
         completer = QCompleter(names, self.name)
         completer.setCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
@@ -118,6 +139,10 @@ class BreakpointsView(QWidget):
                 if name.isdigit()
                 else Breakpoint(BreakpointKind.DISPATCH, dispatch=name, when=when)
             )
+        elif kind == BreakpointKind.DIVERGE:
+            bp = diverge_breakpoint(name)
+            if bp is None:
+                return None
         elif kind == BreakpointKind.IMPORT:
             bp = Breakpoint(BreakpointKind.IMPORT, import_name=name)
         else:
@@ -129,6 +154,28 @@ class BreakpointsView(QWidget):
         if self.add(self.kind.currentData(), self.name.text(), self.when.currentData()) is not None:
             self.name.clear()
 
+    def _browse_reference(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Capture bundle to compare with")
+        if not folder:
+            folder, _ = QFileDialog.getOpenFileName(self, "Reference module", "", "IREE modules (*.vmfb)")
+        if folder:
+            self.name.setText(folder)
+
     def remove_selected(self) -> None:
         for item in self.list.selectedItems():
             self.removeRequested.emit(item.data(Qt.ItemDataRole.UserRole))
+
+
+def diverge_breakpoint(text: str) -> Breakpoint | None:
+    """``REFERENCE [ATOL [RTOL]]`` as a diverge breakpoint (None when the tolerances are not numbers); without
+    tolerances the engine's rounding rule decides what differs."""
+    parts = text.split()
+    if not parts:
+        return None
+    reference, numbers = parts[0], parts[1:3]
+    try:
+        atol = float(numbers[0]) if numbers else None
+        rtol = float(numbers[1]) if len(numbers) > 1 else (0.0 if numbers else None)
+    except ValueError:
+        return None
+    return Breakpoint(BreakpointKind.DIVERGE, when=DispatchWhen.AFTER, reference=reference, atol=atol, rtol=rtol)

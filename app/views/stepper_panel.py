@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
     QMenu,
     QPlainTextEdit,
     QPushButton,
+    QSizePolicy,
     QSplitter,
     QTabWidget,
     QToolBar,
@@ -229,15 +230,22 @@ class StepperPanel(QWidget):
         self.entry_button.clicked.connect(self.run_to_entry)
         self.device_label = QLabel(self)
         self.device_label.setStyleSheet("color:#555;")
-        run_bar = QHBoxLayout()
+        # Two rows, so each control keeps its readable size in a 1366-px window's dock: the function and the
+        # device; the inputs (the long field) with the buttons that use them.
+        run_bar = QVBoxLayout()
         run_bar.setContentsMargins(4, 2, 4, 2)
-        run_bar.addWidget(QLabel("Function:"))
-        run_bar.addWidget(self.function_combo)
-        run_bar.addWidget(QLabel("Inputs:"))
-        run_bar.addWidget(self.inputs_edit, 1)
-        run_bar.addWidget(self.run_button)
-        run_bar.addWidget(self.entry_button)
-        run_bar.addWidget(self.device_label)
+        run_bar.setSpacing(2)
+        first = QHBoxLayout()
+        first.addWidget(QLabel("Function:"))
+        first.addWidget(self.function_combo, 1)
+        first.addWidget(self.device_label)
+        second = QHBoxLayout()
+        second.addWidget(QLabel("Inputs:"))
+        second.addWidget(self.inputs_edit, 1)
+        second.addWidget(self.run_button)
+        second.addWidget(self.entry_button)
+        run_bar.addLayout(first)
+        run_bar.addLayout(second)
 
         # Toolbar: the stepping actions and where the run is.
         self.toolbar = QToolBar(self)
@@ -273,6 +281,7 @@ class StepperPanel(QWidget):
         self.function_title = QLabel(self)
         self.function_title.setObjectName("stepperFunctionTitle")
         self.function_title.setStyleSheet("font-weight:bold; padding:2px 4px;")
+        self.function_title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.listing = StepperListing(self)
         self.listing.marginClicked.connect(self._on_margin_clicked)
         code = QWidget(self)
@@ -685,6 +694,9 @@ class StepperPanel(QWidget):
                 text += ", " + "; ".join(n.describe() for n in event.detail.nonfinite)
             elif event.detail.nan_bindings:
                 text += f", NaN/Inf written to bindings {list(event.detail.nan_bindings)}"
+            divergence = event.detail.divergence
+            if divergence is not None:
+                text += f", diverged: {divergence.text or divergence.summary or divergence.name}"
         if event.location.frames:
             f = event.location.frames[-1]
             text += f" — {f.function} pc {f.pc:#x}"

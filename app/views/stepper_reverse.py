@@ -200,17 +200,23 @@ class ReverseControls(QObject):
                 self.previous_dispatch()
         inside = None
         stop = self.bridge.last_stop
+        info = stop.location.dispatch_info if stop is not None else None
+        mark = None
         if history is not None and history.position is None and stop is not None:
-            info = stop.location.dispatch_info
             mark = next((d for d in history.dispatches if info and d.ordinal == info.ordinal), None)
-            inside = mark.position if mark else None
+            inside = mark.position if mark is not None and mark.exact else None
         self.timeline.set_history(history, inside)
         if history is None:
             self.position_label.setText("no history")
             return
         position = history.position
-        where = f"in dispatch @ {inside:,}" if position is None and inside is not None else f"@ {position:,}"
-        self.position_label.setText(f"{where} / {history.latest:,}  (back to {history.earliest:,})")
+        if position is not None:
+            where = f"@ {position:,}"
+        else:  # parked inside a dispatch: its instruction is known once located (a fast run ran it)
+            name = f"dispatch #{info.ordinal}" if info is not None else "a dispatch"
+            where = f"in {name}" + (f" @ {inside:,}" if inside is not None else "")
+        span = f"  (recorded {history.earliest:,}–{history.latest:,})" if history.latest else ""
+        self.position_label.setText(f"{where}{span} · {len(history.dispatches):,} dispatches")
 
     def _on_answer(self, answer: Answer) -> None:
         if not isinstance(answer, LastChange):

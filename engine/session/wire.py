@@ -4,13 +4,15 @@ A message is one *frame*::
 
     b"ILW1" | u32 table length | u32 message length | buffer table (JSON) | buffers | message (JSON)
 
-The message (UTF-8 JSON, last so that it is parsed with its buffers at hand, in one pass) holds it as a tree of plain values; what JSON cannot say is tagged:
+The message (UTF-8 JSON, last so that it is parsed with its buffers at hand, in one pass) holds it as a
+tree of plain values; what JSON cannot say is tagged:
 ``{"$t": [...]}`` a tuple, ``{"$m": [[k, v], ...]}`` a dict whose keys are not all plain strings,
 ``{"$d": "module:Class", "f": {...}}`` a protocol dataclass, ``{"$e": "module:Class", "v": ...}`` an
 enum member, ``{"$a": N, "dtype": ..., "shape": [...]}`` a numpy array whose bytes are buffer N,
 ``{"$B": N}`` bytes, ``{"$s": dtype, "v": ...}`` a numpy scalar. Tensors never go through JSON: their
-bytes follow the header raw, or zlib-compressed in 4 MiB chunks when a sample shows that it pays
-(``"z": [chunk sizes]`` in the buffer's description in the table).
+bytes follow the table: small ones as they are, big ones (``"k": 1`` in the table) in 4 MiB chunks, each
+after a header (bytes sent, bytes meant, encoding), raw or zlib-compressed where ``Compression`` finds that
+it pays on this link.
 
 Decoding never runs code named by the peer: only dataclasses and enums defined in ``engine`` modules are
 built (by their fields, as the constructor takes them); anything else is a ``WireError``. Unlike pickle, a
@@ -25,6 +27,7 @@ import importlib
 import json
 import mmap
 import struct
+import time
 import zlib
 from pathlib import PurePath
 from typing import Any, BinaryIO
@@ -35,6 +38,8 @@ from engine.errors import LensError
 
 MAGIC = b"ILW1"
 _HEAD = struct.Struct("<4sII")
+_CHUNK_HEAD = struct.Struct("<IIB")  # bytes on the wire, bytes it stands for, encoding
+_RAW, _ZLIB = 0, 1
 CHUNK = 4 << 20  # compression works chunk by chunk: bounded memory, and decompression into place
 _SAMPLE = 256 << 10
 _COMPRESS_MIN = 64 << 10  # smaller buffers are sent as they are
@@ -55,8 +60,7 @@ class ConnectionLost(WireError):
 
 
 class _Encoder:
-    def __init__(self, compress: bool):
-        self.compress = compress
+    def __init__(self):
         self.buffers: list[memoryview] = []
 
     def buffer(self, data: memoryview) -> int:
@@ -128,33 +132,86 @@ def _type_name(cls: type) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
-def encode(message: Any, *, compress: bool = True) -> list[memoryview | bytes]:
-    """The frame of ``message`` as a list of byte blocks to write in order (large tensors are not copied
-    unless compressed)."""
-    encoder = _Encoder(compress)
+class Compression:
+    """When zlib pays for a tensor's chunk: when sending the chunk raw would take longer than compressing it
+    and sending what is left. The link's speed is measured on the raw chunks sent so far (the time a write
+    blocks is the time the peer takes to drain it: a local pipe is faster than zlib, ssh over a network is
+    not); zlib's speed and ratio on the data from a sample of each tensor, then from its chunks.
+    ``Compression(False)`` never compresses; ``link`` fixes the link's speed (bytes/s) instead of measuring."""
+
+    def __init__(self, enabled: bool = True, link: float | None = None):
+        self.enabled = enabled
+        self.link = link  # bytes/s of raw chunks sent; None until measured
+        self.fixed = link is not None
+
+    def pays(self, ratio: float, zlib_speed: float) -> bool:
+        if not self.enabled or ratio > 0.5 or self.link is None:
+            return False  # (the first chunks go raw: they measure the link)
+        # raw: 1/link a second a byte; compressed: compressing, sending what is left, decompressing (about
+        # as fast as compressing for level 1 on data that compresses well: measured, not assumed)
+        return 2 / zlib_speed + ratio / self.link < 0.8 / self.link
+
+    def sent_raw(self, nbytes: int, seconds: float) -> None:
+        if self.fixed or nbytes < _COMPRESS_MIN or seconds <= 0:
+            return
+        speed = nbytes / seconds
+        self.link = speed if self.link is None else 0.7 * self.link + 0.3 * speed
+
+
+def encode(message: Any) -> tuple[bytes, list[memoryview], bytes]:
+    """A frame's parts: head and buffer table, the buffers (views of the tensors, not copies), the message."""
+    encoder = _Encoder()
     tree = encoder.value(message)
-    descriptions, blocks = [], []
-    for data in encoder.buffers:
-        chunks = _compressed_chunks(data) if compress else None
-        if chunks is None:
-            descriptions.append({"n": data.nbytes})
-            blocks.append(data)
-        else:
-            descriptions.append({"n": data.nbytes, "z": [len(c) for c in chunks]})
-            blocks.extend(chunks)
-    table = json.dumps(descriptions, separators=(",", ":")).encode()
     body = json.dumps(tree, separators=(",", ":")).encode()
-    return [_HEAD.pack(MAGIC, len(table), len(body)), table, *blocks, body]
+    descriptions = [{"n": data.nbytes, "k": 1} if data.nbytes >= _COMPRESS_MIN else {"n": data.nbytes}
+                    for data in encoder.buffers]  # fmt: skip
+    table = json.dumps(descriptions, separators=(",", ":")).encode()
+    return _HEAD.pack(MAGIC, len(table), len(body)) + table, encoder.buffers, body
 
 
-def _compressed_chunks(data: memoryview) -> list[bytes] | None:
-    """zlib chunks of ``data`` when a sample compresses to less than half, else None (sent raw)."""
-    if data.nbytes < _COMPRESS_MIN:
-        return None
-    sample = data[: min(_SAMPLE, data.nbytes)]
-    if len(zlib.compress(sample, 1)) * 2 > sample.nbytes:
-        return None
-    return [zlib.compress(data[k : k + CHUNK], 1) for k in range(0, data.nbytes, CHUNK)]
+def write_frame(stream: BinaryIO, message: Any, *, compression: Compression | None = None) -> None:
+    """Write ``message``'s frame: small ones in one write (the peer wakes once), big tensors in chunks, each
+    raw or zlib-compressed as ``compression`` finds that it pays (``"k"`` buffers: a chunk header each)."""
+    head, buffers, body = encode(message)
+    small = all(b.nbytes < _COMPRESS_MIN for b in buffers)  # (bigger ones are sent in chunks)
+    if small and sum(b.nbytes for b in buffers) + len(head) + len(body) <= _IO_CHUNK:
+        stream.write(b"".join([head, *(bytes(b) for b in buffers), body]))
+        stream.flush()
+        return
+    policy = compression if compression is not None else Compression(False)
+    stream.write(head)
+    for data in buffers:
+        if data.nbytes < _COMPRESS_MIN:
+            stream.write(data)
+        else:
+            _write_chunks(stream, data, policy)
+    stream.write(body)
+    stream.flush()
+
+
+def _write_chunks(stream: BinaryIO, data: memoryview, policy: Compression) -> None:
+    ratio, zlib_speed = 1.0, 1.0
+    if policy.enabled:  # how well and how fast this tensor compresses, from a sample
+        sample = data[: min(_SAMPLE, data.nbytes)]
+        start = time.perf_counter()
+        ratio = len(zlib.compress(sample, 1)) / sample.nbytes
+        zlib_speed = sample.nbytes / max(time.perf_counter() - start, 1e-6)
+    for k in range(0, data.nbytes, CHUNK):
+        chunk = data[k : k + CHUNK]
+        if policy.pays(ratio, zlib_speed):
+            start = time.perf_counter()
+            packed = zlib.compress(chunk, 1)
+            zlib_speed = chunk.nbytes / max(time.perf_counter() - start, 1e-6)
+            ratio = len(packed) / chunk.nbytes
+            stream.write(_CHUNK_HEAD.pack(len(packed), chunk.nbytes, _ZLIB) + packed)
+            continue
+        stream.write(_CHUNK_HEAD.pack(chunk.nbytes, chunk.nbytes, _RAW))
+        start = time.perf_counter()
+        for j in range(0, chunk.nbytes, _IO_CHUNK):  # pipe-sized writes: the reader starts on each at once
+            stream.write(chunk[j : j + _IO_CHUNK])
+        stream.flush()
+        if k:  # (the first chunk also waits for the reader to make room for the whole tensor: not the link)
+            policy.sent_raw(chunk.nbytes, time.perf_counter() - start)
 
 
 # ------------------------------------------------------------------------------------------- decoding
@@ -283,19 +340,24 @@ def read_frame(stream: BinaryIO) -> Any:
 def _read_buffer(stream: BinaryIO, description: dict) -> np.ndarray:
     size = int(description["n"])
     out = _prefaulted(size)
-    chunks = description.get("z")
-    if chunks is None:
+    if not description.get("k"):
         _read_into(stream, memoryview(out))
         return out
     at = 0
-    for wire_size in chunks:
-        piece = zlib.decompress(_read_exact(stream, int(wire_size)))
-        if at + len(piece) > size:
-            raise WireError("a compressed buffer is longer than it says")
-        out[at : at + len(piece)] = np.frombuffer(piece, np.uint8)
-        at += len(piece)
-    if at != size:
-        raise WireError("a compressed buffer is shorter than it says")
+    while at < size:  # chunks, each after its header: raw, or zlib
+        wire_size, raw_size, codec = _CHUNK_HEAD.unpack(_read_exact(stream, _CHUNK_HEAD.size))
+        if at + raw_size > size or raw_size == 0:
+            raise WireError("a tensor's chunks do not add up to its size")
+        if codec == _RAW and wire_size == raw_size:
+            _read_into(stream, memoryview(out)[at : at + raw_size])
+        elif codec == _ZLIB:
+            piece = zlib.decompress(_read_exact(stream, wire_size))
+            if len(piece) != raw_size:
+                raise WireError("a compressed chunk is not the size it says")
+            out[at : at + raw_size] = np.frombuffer(piece, np.uint8)
+        else:
+            raise WireError(f"a chunk in an unknown encoding ({codec})")
+        at += raw_size
     return out
 
 
@@ -325,16 +387,3 @@ def _read_into(stream: BinaryIO, view: memoryview) -> None:
         if not n:
             raise ConnectionLost(f"the session stream ended inside a tensor ({at} of {view.nbytes} bytes)")
         at += n
-
-
-def write_frame(stream: BinaryIO, message: Any, *, compress: bool = True) -> None:
-    blocks = encode(message, compress=compress)
-    if sum(memoryview(b).nbytes for b in blocks) <= _IO_CHUNK:  # one write: the peer wakes once
-        stream.write(b"".join(blocks))
-        stream.flush()
-        return
-    for block in blocks:
-        view = memoryview(block)
-        for k in range(0, view.nbytes, _IO_CHUNK):  # pipe-sized writes: the reader starts on each at once
-            stream.write(view[k : k + _IO_CHUNK])
-    stream.flush()

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from PySide6.QtCore import Qt
 from session_support import compile_program
 from support import iree_tool
 
@@ -279,3 +280,86 @@ def test_run_runs_after_time_travel_a_substitution_a_failed_apply_and_a_revert(q
         window.run_action.trigger()
     expected = reference_output(vmfb, "main", ["4x8xf32=1.5", "4x8xf32=2"])
     assert expected.split("result[0]: hal.buffer_view", 1)[1].strip().splitlines()[0] in done.args[0].results_text
+
+
+NAN_LOG_LOG1P = (Path(__file__).resolve().parents[1] / "session_programs" / "nan_log.mlir").read_text().replace(
+    "math.log %d", "math.log1p %d"
+)
+
+
+def test_break_on_divergence_from_a_module_and_profile_this_run(qtbot, main_window, tmp_path):
+    window = main_window
+    vmfb = compile_program("nan_log", "llvm-cpu", tmp_path)
+    variant = tmp_path / "nan_log_log1p.mlir"
+    variant.write_text(NAN_LOG_LOG1P)
+    reference = compile_program(str(variant), "llvm-cpu", tmp_path)
+    panel = open_module(qtbot, window, vmfb)
+    view = panel.breakpoints_view
+    view.kind.setCurrentIndex(view.kind.findData("diverge"))
+    assert not view.browse_button.isHidden()  # the reference picker shows for this kind
+    view.name.setText(str(reference))
+    with qtbot.waitSignal(panel.bridge.breakpointsChanged, timeout=TIMEOUT):
+        view.add_button.click()
+    [bp] = panel.bridge.breakpoints
+    assert bp.kind == "diverge" and bp.reference == str(reference)
+    panel.set_inputs(("4x8xf32=3", "4x8xf32=1"))
+    stop = run_and_wait(qtbot, window, "stopped")
+    # Dispatch 0 (a - b) is the same in both; dispatch 1 is log vs log1p: the first to diverge.
+    assert stop.location.dispatch_info.ordinal == 1 and stop.detail.divergence is not None
+    assert "diverged" in panel.status_label.text()
+    with qtbot.waitSignal(panel.bridge.finished, timeout=TIMEOUT):
+        panel.continue_action.trigger()
+
+    # Profile this run: the same function and inputs, timed by IREE, in the Zones view.
+    zones = window.panels["zones"]
+    with qtbot.waitSignal(zones.traceLoaded, timeout=TIMEOUT) as done:
+        assert window.profile_action.isEnabled()
+        window.profile_action.trigger()
+    trace = done.args[0]
+    assert trace.metadata["function"] == "main" and str(trace.source) == str(vmfb)
+    assert window.documents.currentWidget() is zones
+    names = {s.name for s in zones.stats}
+    assert any("main_dispatch_1" in n for n in names), names
+    # A new module: its profile (of the old module) goes.
+    open_module(qtbot, window, reference)
+    assert window.documents.document("panel:zones") is None
+
+
+def test_keyboard_shortcuts_list_every_binding(qtbot, main_window):
+    from PySide6.QtGui import QAction, QKeySequence
+
+    view = main_window.show_shortcuts()
+    keys = {row[1] for row in view.rows}
+    bound = {
+        ", ".join(k.toString(QKeySequence.SequenceFormat.NativeText) for k in a.shortcuts())
+        for a in main_window.findChildren(QAction)
+        if a.shortcuts()
+    }
+    assert bound <= keys
+    for expected in ("F5", "F6", "Shift+F6", "F9", "F10", "F11", "Ctrl+R", "Ctrl+O"):
+        assert expected in keys, expected
+
+
+def test_nan_and_inf_are_visible_in_the_tensor_inspector(qtbot):
+    from app.views.tensor_inspector import NAN_RGBA, POSINF_RGBA, InspectedTensor, TensorInspector
+
+    inspector = TensorInspector()
+    qtbot.addWidget(inspector)
+    values = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 3, 4)
+    values[1, 2, 1] = np.nan
+    values[1, 2, 3] = np.inf
+    inspector.set_tensors([InspectedTensor("output 0", values, "2x3x4xf32")])
+    expected = tuple(int(i) for i in np.argwhere(~np.isfinite(values))[0])
+    assert expected == (1, 2, 1)
+    assert "first non-finite at [1, 2, 1]" in inspector.summary.text() and "NaN 1" in inspector.summary.text()
+    assert inspector.go_to_first_nonfinite() == expected
+    assert inspector.tabs.currentWidget() is inspector.table
+    cell = inspector.table.currentIndex()
+    assert (cell.row(), cell.column()) == (2, 1) and [s.value() for s in inspector.index_spins] == [1]
+    assert np.isnan(inspector.table_model.values[2, 1])
+    assert cell.data(Qt.ItemDataRole.BackgroundRole) is not None  # a coloured cell, not plain "nan"
+    # The heatmap paints NaN and Inf over the colour map in their own colours.
+    overlay = inspector.heatmap.nonfinite.image
+    assert inspector.heatmap.nonfinite_count == 2
+    assert tuple(overlay[2, 1]) == NAN_RGBA and tuple(overlay[2, 3]) == POSINF_RGBA
+    assert overlay[0, 0, 3] == 0  # transparent over finite values

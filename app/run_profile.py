@@ -1,0 +1,23 @@
+"""Profile the current run into the Zones view: the open module's chosen function with its inputs, timed by
+IREE's own HAL profiling (``iree-run-module --device_profiling_output``, in a child process, so a fault
+cannot take the window) on the selected device. Runs on the engine worker."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.views.zones_view import LoadedTrace
+
+
+def profile_run_job(module: str, function: str, inputs: list[str], device: str, task: Any = None) -> LoadedTrace:
+    from engine.cli.profile import profile_reference
+    from engine.trace.query import ZoneIndex
+    from engine.trace.stats import zone_statistics
+
+    if task is not None:
+        task.progress(0.1, f"profiling {function} on {device}")
+    trace = profile_reference(module, function, list(inputs), device)
+    trace.metadata["function"] = function
+    if task is not None:
+        task.progress(0.8, f"{len(trace.zones):,} zones; statistics")
+    return LoadedTrace(trace, ZoneIndex(trace), zone_statistics(trace))

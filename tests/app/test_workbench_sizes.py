@@ -1,0 +1,114 @@
+"""Both screen sizes (issue 24): at 1366x768 and 1920x1080, after a module is opened (its phases, a run, a
+stop at a dispatch, a restored session), the window never needs more than the screen (minimum width <=
+1366), the stepper's controls have at least their minimum size hints, and the screenshots are saved under
+the test's temporary folder (looked at by eye)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from PySide6.QtWidgets import QApplication, QWidget
+from session_support import compile_program
+
+MODELS = Path(__file__).resolve().parents[2] / ".." / "shared" / "models"
+TIMEOUT = 180_000
+SIZES = [(1366, 768), (1920, 1080)]
+
+
+@pytest.fixture(autouse=True)
+def state_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("IREE_LENS_STATE_DIR", str(tmp_path / "state"))
+
+
+def settle(qtbot, window) -> None:
+    window.apply_default_sizes()
+    QApplication.processEvents()
+    qtbot.wait(100)
+
+
+def too_small(panel) -> list[str]:
+    """The stepper's run-bar and breakpoint controls narrower than their minimum size hints."""
+    widgets: list[tuple[str, QWidget]] = [
+        ("function", panel.function_combo),
+        ("inputs", panel.inputs_edit),
+        ("run", panel.run_button),
+        ("run to entry", panel.entry_button),
+        ("breakpoint kind", panel.breakpoints_view.kind),
+        ("breakpoint name", panel.breakpoints_view.name),
+        ("breakpoint add", panel.breakpoints_view.add_button),
+        ("breakpoint remove", panel.breakpoints_view.remove_button),
+    ]
+    bad = []
+    for name, w in widgets:
+        hint = w.minimumSizeHint()
+        if w.isVisibleTo(panel) and (w.width() < hint.width() or w.height() < hint.height()):
+            bad.append(f"{name}: {w.width()}x{w.height()} < {hint.width()}x{hint.height()}")
+    return bad
+
+
+@pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
+def test_the_window_fits_the_screen_with_a_module_open(qtbot, main_window, tmp_path, size):
+    window = main_window
+    window.resize(*size)
+    settle(qtbot, window)
+    source = MODELS / "attention_block.mlir"
+    if not source.exists():
+        pytest.skip(f"the shared models are not at {MODELS}")
+    panel = window.panels["stepper"]
+    with qtbot.waitSignal(panel.bridge.opened, timeout=TIMEOUT):
+        window.open_file(source)  # compiled here: its phases open as a document too
+    qtbot.waitUntil(lambda: bool(panel.inputs), timeout=10_000)
+    window.resize(*size)
+    settle(qtbot, window)
+    window.grab().save(str(tmp_path / f"opened_{size[0]}.png"))
+    assert window.minimumSizeHint().width() <= 1366, window.minimumSizeHint()
+    assert window.width() <= size[0]
+    window.docks["stepper"].raise_()
+    panel.state_tabs.setCurrentWidget(panel.breakpoints_view)
+    settle(qtbot, window)
+    assert not too_small(panel), too_small(panel)
+    # A stop at a dispatch: the paused dispatch's document in front, the window still fits.
+    from engine.session.protocol import Breakpoint
+
+    with qtbot.waitSignal(panel.bridge.breakpointsChanged, timeout=TIMEOUT):
+        panel.bridge.add_breakpoint(Breakpoint("dispatch", ordinal=2, when="after"))
+    with qtbot.waitSignal(panel.bridge.bindingsRead, timeout=TIMEOUT):
+        assert window.run_function()
+    qtbot.waitUntil(lambda: window.documents.document("paused-dispatch") is not None, timeout=10_000)
+    qtbot.waitUntil(lambda: window.documents.currentWidget() is window.documents.document("paused-dispatch"), timeout=10_000)
+    settle(qtbot, window)
+    window.grab().save(str(tmp_path / f"stopped_{size[0]}.png"))
+    assert window.minimumSizeHint().width() <= 1366, window.minimumSizeHint()
+    assert not too_small(panel), too_small(panel)
+    # Many documents: tab titles elided to a readable width, full titles in tooltips.
+    docs = window.documents
+    for i in range(docs.count()):
+        assert docs.tabToolTip(i) == docs.title(i)
+    print("screenshots in", tmp_path)
+
+
+def test_a_restored_session_fits_1366(qtbot, make_main_window, tmp_path):
+    vmfb = compile_program("nan_log", "llvm-cpu", tmp_path)
+    first = make_main_window()
+    panel = first.panels["stepper"]
+    with qtbot.waitSignal(panel.bridge.opened, timeout=TIMEOUT):
+        first.open_file(vmfb)
+    first.close()
+    window = make_main_window()
+    window.resize(1366, 768)
+    settle(qtbot, window)
+    panel = window.panels["stepper"]
+    assert panel.restore_banner.isVisible()
+    assert window.minimumSizeHint().width() <= 1366, window.minimumSizeHint()
+    with qtbot.waitSignal(panel.bridge.opened, timeout=TIMEOUT):
+        assert panel.restore_last_session()
+    window.resize(1366, 768)
+    settle(qtbot, window)
+    window.grab().save(str(tmp_path / "restored_1366.png"))
+    assert window.minimumSizeHint().width() <= 1366, window.minimumSizeHint()
+    assert window.width() <= 1366
+    window.reset_layout()
+    settle(qtbot, window)
+    assert window.minimumSizeHint().width() <= 1366 and window.width() <= 1366
+    assert not too_small(panel), too_small(panel)
