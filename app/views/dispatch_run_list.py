@@ -10,13 +10,14 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, Qt, Signal
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, QSortFilterProxyModel, Qt, Signal
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
     QHeaderView,
     QLabel,
+    QLineEdit,
     QPushButton,
     QSplitter,
     QTableView,
@@ -142,15 +143,32 @@ class DispatchRunView(QWidget):
         self.dot_button = QPushButton("Export graph (DOT)…", self)
         self.dot_button.clicked.connect(self._export_dot)
         self.model = DispatchRunModel(self)
+        # A filter by name (substring, case-insensitive) or #ordinal over every dispatch of the bundle.
+        self.proxy = QSortFilterProxyModel(self)
+        self.proxy.setSourceModel(self.model)
+        self.proxy.setFilterCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
+        self.proxy.setFilterKeyColumn(-1)
+        self.filter_edit = QLineEdit(self)
+        self.filter_edit.setObjectName("bundleDispatchFilter")
+        self.filter_edit.setPlaceholderText("Filter dispatches by name (conv, softmax…) or ordinal")
+        self.filter_edit.setClearButtonEnabled(True)
+        self.filter_edit.textChanged.connect(self.proxy.setFilterFixedString)
         self.table = QTableView(self)
-        self.table.setModel(self.model)
+        self.table.setModel(self.proxy)
         self.table.setSelectionBehavior(QTableView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QTableView.SelectionMode.SingleSelection)
         self.table.verticalHeader().setVisible(False)
+        self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 4)  # more rows in view
         header = self.table.horizontalHeader()
-        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)  # IREE's long export names
-        self.table.selectionModel().currentRowChanged.connect(lambda cur, _prev: self.show_row(cur.row()))
+        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)  # IREE's long export names get the room
+        for column in (2, 3, 4, 5):  # types can be long: a fixed start width, never squeezing the names
+            header.resizeSection(column, 110)
+        self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # keeps the _dispatch_N and the shape
+        self.table.selectionModel().currentRowChanged.connect(
+            lambda cur, _prev: self.show_row(self.proxy.mapToSource(cur).row())
+        )
         self.inspector = TensorInspector(self)
 
         bar = QHBoxLayout()
@@ -158,10 +176,15 @@ class DispatchRunView(QWidget):
         bar.addWidget(self.open_button)
         bar.addWidget(self.compare_button)
         bar.addWidget(self.dot_button)
+        listing = QWidget(self)
+        ll = QVBoxLayout(listing)
+        ll.setContentsMargins(0, 0, 0, 0)
+        ll.addWidget(self.filter_edit)
+        ll.addWidget(self.table, 1)
         splitter = QSplitter(Qt.Orientation.Vertical, self)
-        splitter.addWidget(self.table)
+        splitter.addWidget(listing)
         splitter.addWidget(self.inspector)
-        splitter.setSizes([220, 500])
+        splitter.setSizes([360, 420])
         layout = QVBoxLayout(self)
         layout.addLayout(bar)
         layout.addWidget(splitter, 1)
@@ -211,7 +234,7 @@ class DispatchRunView(QWidget):
         except BundleError as e:
             self.title.setText(f"Cannot open {path}: {e}")
             return False
-        row = self.table.currentIndex().row()
+        row = self.proxy.mapToSource(self.table.currentIndex()).row()
         if row >= 0:
             self.show_row(row)
         return True

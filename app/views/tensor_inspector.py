@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QRectF, Qt, QTimer, Signal
+from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (
     QComboBox,
     QDoubleSpinBox,
@@ -48,6 +49,26 @@ class InspectedTensor:
     array: np.ndarray
     type_text: str = ""
     reference: np.ndarray | None = None  # the same tensor in another run / golden data
+
+
+# Non-finite values in a colour no colour map uses (viridis runs purple-blue-green-yellow): NaN magenta,
+# +Inf red, -Inf orange, in the heatmap (an overlay) and the table (cell background).
+NAN_RGBA = (255, 0, 255, 255)
+POSINF_RGBA = (230, 20, 20, 255)
+NEGINF_RGBA = (255, 150, 0, 255)
+NAN_CELL = QColor(255, 170, 255)
+INF_CELL = QColor(255, 190, 150)
+
+
+def first_nonfinite(array: np.ndarray) -> tuple[int, ...] | None:
+    """The index of the first NaN or Inf of a float array (C order), or None."""
+    a = np.asarray(array)
+    if a.dtype.kind not in "fc" or a.size == 0:
+        return None
+    bad = ~np.isfinite(a.astype(np.float32) if a.dtype.itemsize < 2 else a)
+    if not bad.any():
+        return None
+    return tuple(int(i) for i in np.unravel_index(int(np.argmax(bad)), a.shape))
 
 
 def _fmt(value) -> str:
@@ -88,6 +109,12 @@ class PlaneModel(QAbstractTableModel):
         if role == Qt.ItemDataRole.DisplayRole and index.isValid():
             v = self.values[index.row(), index.column()]
             return str(v) if self.values.dtype.kind in "iub" else f"{float(v):.6g}"
+        if role == Qt.ItemDataRole.BackgroundRole and index.isValid() and self.values.dtype.kind == "f":
+            v = float(self.values[index.row(), index.column()])
+            if np.isnan(v):
+                return QBrush(NAN_CELL)
+            if np.isinf(v):
+                return QBrush(INF_CELL)
         if role == Qt.ItemDataRole.TextAlignmentRole:
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None
@@ -113,6 +140,11 @@ class Heatmap(pg.GraphicsLayoutWidget):
         self.image = pg.ImageItem(axisOrder="row-major")
         self.image.setColorMap(pg.colormap.get("viridis"))
         self.view.addItem(self.image)
+        # NaN / Inf painted over the colour map (transparent elsewhere), so they never look like data.
+        self.nonfinite = pg.ImageItem(axisOrder="row-major")
+        self.nonfinite.setZValue(1)
+        self.view.addItem(self.nonfinite)
+        self.nonfinite_count = 0  # non-finite pixels in the sampled block (what the overlay shows)
         self.colorbar = pg.ColorBarItem(colorMap=pg.colormap.get("viridis"), interactive=False, width=12)
         self.colorbar.setImageItem(self.image)
         self.addItem(self.colorbar)
@@ -140,7 +172,15 @@ class Heatmap(pg.GraphicsLayoutWidget):
         block = np.asarray(self.values[r0:r1:rs, c0:c1:cs], dtype=np.float32)
         self.sampled = (r0, r1, rs, c0, c1, cs)
         self.image.setImage(block, levels=self.levels, autoLevels=False)
-        self.image.setRect(QRectF(c0, r0, block.shape[1] * cs, block.shape[0] * rs))
+        rect = QRectF(c0, r0, block.shape[1] * cs, block.shape[0] * rs)
+        self.image.setRect(rect)
+        overlay = np.zeros((*block.shape, 4), np.uint8)
+        for mask, rgba in ((np.isnan(block), NAN_RGBA), (np.isposinf(block), POSINF_RGBA), (np.isneginf(block), NEGINF_RGBA)):
+            overlay[mask] = rgba
+        self.nonfinite_count = int(np.count_nonzero(overlay[..., 3]))
+        self.nonfinite.setImage(overlay, levels=(0, 255), autoLevels=False)
+        self.nonfinite.setRect(rect)
+        self.nonfinite.setVisible(self.nonfinite_count > 0)
         self.colorbar.setLevels(self.levels)
 
     def _sample_visible(self) -> None:
@@ -200,6 +240,12 @@ class TensorInspector(QWidget):
         self.type_edit.setPlaceholderText("type, e.g. 4x16xf32")
         self.type_edit.returnPressed.connect(self._apply_type)
         self.type_error = QLabel("", self)
+        self.first_bad: tuple[int, ...] | None = None
+        self.first_nan_button = QPushButton("Go to first NaN/Inf", self)
+        self.first_nan_button.setObjectName("inspectorFirstNaN")
+        self.first_nan_button.setToolTip("Show the slice holding the first NaN or Inf and select it in the table")
+        self.first_nan_button.setEnabled(False)
+        self.first_nan_button.clicked.connect(self.go_to_first_nonfinite)
 
         self.table_model = PlaneModel(self)
         self.table = QTableView(self)
@@ -253,6 +299,7 @@ class TensorInspector(QWidget):
         axes.addWidget(self.col_axis)
         axes.addLayout(self.index_box)
         axes.addStretch(1)
+        axes.addWidget(self.first_nan_button)
         controls.addRow("Slice", axes)
         type_row = QHBoxLayout()
         type_row.addWidget(self.type_edit)
@@ -319,7 +366,14 @@ class TensorInspector(QWidget):
     def _show_array(self) -> None:
         a = self.array
         self.stats = tensor_stats(a)
-        self.summary.setText(f"{self.current.label}: {stats_text(self.stats)}")
+        self.first_bad = first_nonfinite(a)
+        text = f"{self.current.label}: {stats_text(self.stats)}"
+        if self.first_bad is not None:
+            where = ", ".join(map(str, self.first_bad))
+            text += f"   first non-finite at [{where}] (NaN magenta, +Inf red, -Inf orange)"
+        self.summary.setText(text)
+        self.summary.setToolTip(text)
+        self.first_nan_button.setEnabled(self.first_bad is not None)
         dims = [f"d{k} ({n})" for k, n in enumerate(a.shape)] or ["scalar"]
         for combo, default in ((self.row_axis, max(0, a.ndim - 2)), (self.col_axis, max(0, a.ndim - 1))):
             combo.blockSignals(True)
@@ -352,6 +406,27 @@ class TensorInspector(QWidget):
                 self.index_box.addWidget(spin)
                 self.index_spins.append(spin)
         self._update_plane()
+
+    def go_to_first_nonfinite(self) -> tuple[int, ...] | None:
+        """Show the first NaN/Inf: its slice (rows and columns the last two axes), its cell selected in the
+        table (which comes to the front); returns its index."""
+        index = self.first_bad
+        if index is None:
+            return None
+        a = self.array
+        if a.ndim >= 2:
+            self.row_axis.setCurrentIndex(a.ndim - 2)
+            self.col_axis.setCurrentIndex(a.ndim - 1)
+            for spin, value in zip(self.index_spins, index[:-2]):
+                spin.setValue(value)
+            row, col = index[-2], index[-1]
+        else:
+            row, col = 0, index[0] if index else 0
+        self.tabs.setCurrentWidget(self.table)
+        cell = self.table_model.index(row, col)
+        self.table.setCurrentIndex(cell)
+        self.table.scrollTo(cell)
+        return index
 
     def current_plane(self, array: np.ndarray | None = None) -> np.ndarray:
         """The slice shown (of ``array``, default the current tensor; same shape as it)."""

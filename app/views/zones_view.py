@@ -124,6 +124,8 @@ class StatsModel(_RowsModel):
             if index.column() == 1:
                 return f"{value:,}"
             return format_ns(value)
+        if role == Qt.ItemDataRole.ToolTipRole and index.column() == 0:
+            return value  # the whole name (the cell may elide its middle)
         if role == Qt.ItemDataRole.TextAlignmentRole and index.column() > 0:
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None
@@ -174,7 +176,9 @@ def _table(model: QAbstractTableModel) -> tuple[QTableView, QSortFilterProxyMode
     view.verticalHeader().setVisible(False)
     view.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
     view.horizontalHeader().setStretchLastSection(False)
-    view.horizontalHeader().setDefaultSectionSize(78)
+    view.horizontalHeader().setDefaultSectionSize(70)
+    # Long names (main$async_dispatch_12_conv_...) keep their start and their end; the tooltip has all.
+    view.setTextElideMode(Qt.TextElideMode.ElideMiddle)
     view.horizontalHeader().setMinimumSectionSize(40)
     view.verticalHeader().setDefaultSectionSize(20)
     view.setWordWrap(False)
@@ -340,14 +344,19 @@ class ZonesView(QWidget):
     def show_histogram(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """Draw the duration histogram of ``name``; returns (counts, edges in ns)."""
         assert self.trace is not None
-        counts, edges = histogram(durations_of(self.trace, name))
+        durations = durations_of(self.trace, name)
+        # A few zones: as many bins as zones (every zone visible as a bar of its own, not 40 hairlines).
+        counts, edges = histogram(durations, bins=int(min(40, max(1, len(durations)))))
         if self._bars is not None:
             self.histogram.removeItem(self._bars)
         x0, x1 = edges[:-1] * 1e-9, edges[1:] * 1e-9
-        self._bars = pg.BarGraphItem(x0=x0, x1=x1, height=counts, brush="#4e79a7", pen="w")
+        self._bars = pg.BarGraphItem(x0=x0, x1=x1, height=counts, brush="#4e79a7", pen=pg.mkPen("#2b4a6b"))
         self.histogram.addItem(self._bars)
         self.histogram.setTitle(name[:60], size="9pt")
-        self.histogram.autoRange()
+        # The range of the data, not autoRange's guess: the longest zone's bar is inside the axis.
+        span = float(x1[-1] - x0[0]) or float(x1[-1]) or 1e-9
+        self.histogram.setXRange(float(x0[0]) - 0.05 * span, float(x1[-1]) + 0.05 * span, padding=0)
+        self.histogram.setYRange(0, max(1, int(counts.max()) if len(counts) else 1) * 1.1, padding=0)
         return counts, edges
 
     def _filter(self, text: str) -> None:

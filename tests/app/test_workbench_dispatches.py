@@ -161,3 +161,28 @@ def test_run_list_matches_iree_dispatch_trace_and_breaks_there(qtbot, main_windo
     assert ordinal_of(done.args[0]) == 5
     qtbot.waitUntil(lambda: all(bp.ordinal != 5 for bp in bridge.breakpoints), timeout=5_000)
     assert panel is window.panels["stepper"]
+
+
+def test_a_capture_bundle_list_has_every_dispatch_and_a_filter(qtbot, tmp_path):
+    from app.views.dispatch_run_list import DispatchRunView
+    from engine.dispatch.capture import capture_debug
+
+    source = MODELS / "small_cnn.mlir"
+    if not source.exists():
+        pytest.skip(f"the shared models are not at {MODELS}")
+    vmfb = compile_program(str(source.resolve()), "llvm-cpu", tmp_path)
+    capture_debug(vmfb, "small_cnn", [f"@{MODELS / 'small_cnn_x.npy'}"], tmp_path / "bundle")
+    view = DispatchRunView()
+    qtbot.addWidget(view)
+    view.resize(900, 700)
+    view.show()
+    assert view.open_bundle(tmp_path / "bundle")
+    names = [e.name for e in view.model.entries]
+    assert [e.ordinal for e in view.model.entries] == list(range(len(names))) and len(names) >= 5
+    view.filter_edit.setText("conv")
+    shown = [view.proxy.index(r, 1).data() for r in range(view.proxy.rowCount())]
+    assert shown == [n for n in names if "conv" in n.lower()] and 0 < len(shown) < len(names)
+    with qtbot.waitSignal(view.dispatchSelected, timeout=10_000) as picked:
+        view.table.setCurrentIndex(view.proxy.index(1, 0))
+    assert picked.args[0].name == shown[1]  # the filtered row's own dispatch, not the model's row 1
+    assert view.table.columnWidth(1) > 200  # the names keep their room

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from PySide6.QtCore import Qt
 from session_support import compile_program
 from support import iree_tool
 
@@ -337,3 +338,28 @@ def test_keyboard_shortcuts_list_every_binding(qtbot, main_window):
     assert bound <= keys
     for expected in ("F5", "F6", "Shift+F6", "F9", "F10", "F11", "Ctrl+R", "Ctrl+O"):
         assert expected in keys, expected
+
+
+def test_nan_and_inf_are_visible_in_the_tensor_inspector(qtbot):
+    from app.views.tensor_inspector import NAN_RGBA, POSINF_RGBA, InspectedTensor, TensorInspector
+
+    inspector = TensorInspector()
+    qtbot.addWidget(inspector)
+    values = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 3, 4)
+    values[1, 2, 1] = np.nan
+    values[1, 2, 3] = np.inf
+    inspector.set_tensors([InspectedTensor("output 0", values, "2x3x4xf32")])
+    expected = tuple(int(i) for i in np.argwhere(~np.isfinite(values))[0])
+    assert expected == (1, 2, 1)
+    assert "first non-finite at [1, 2, 1]" in inspector.summary.text() and "NaN 1" in inspector.summary.text()
+    assert inspector.go_to_first_nonfinite() == expected
+    assert inspector.tabs.currentWidget() is inspector.table
+    cell = inspector.table.currentIndex()
+    assert (cell.row(), cell.column()) == (2, 1) and [s.value() for s in inspector.index_spins] == [1]
+    assert np.isnan(inspector.table_model.values[2, 1])
+    assert cell.data(Qt.ItemDataRole.BackgroundRole) is not None  # a coloured cell, not plain "nan"
+    # The heatmap paints NaN and Inf over the colour map in their own colours.
+    overlay = inspector.heatmap.nonfinite.image
+    assert inspector.heatmap.nonfinite_count == 2
+    assert tuple(overlay[2, 1]) == NAN_RGBA and tuple(overlay[2, 3]) == POSINF_RGBA
+    assert overlay[0, 0, 3] == 0  # transparent over finite values

@@ -278,3 +278,19 @@ def test_zones_panel_in_the_main_window(make_main_window, qtbot, tmp_path):
     with qtbot.waitSignal(window.context.dispatchChanged, timeout=2000):
         view.timeline.item.select(target)
     assert window.context.dispatch == 2
+
+
+def test_a_histogram_of_three_zones_shows_each_inside_its_axis(view):
+    b = TraceBuilder("three.json")
+    b.names.intern("main$async_dispatch_12_conv_2d_nchw_fchw_1x64x56x56x3x3x3_f32")
+    track = b.track(("q",), "queue", "queue")
+    durations = np.array([268_800, 269_300, 272_400])  # ns
+    start = np.array([0, 1_000_000, 2_000_000])
+    b.add_zone_arrays(start, start + durations, np.full(3, track), np.zeros(3, np.int64))
+    view.set_trace(b.build())
+    name = "main$async_dispatch_12_conv_2d_nchw_fchw_1x64x56x56x3x3x3_f32"
+    counts, edges = view.show_histogram(name)
+    assert counts.sum() == 3 and (counts > 0).sum() >= 2
+    (x0, x1), _ = view.histogram.getViewBox().viewRange()
+    assert x0 <= durations.min() * 1e-9 and durations.max() * 1e-9 <= x1  # the longest inside the axis
+    assert view.proxy.index(0, 0).data(Qt.ItemDataRole.ToolTipRole) == name
