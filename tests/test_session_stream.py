@@ -385,3 +385,24 @@ def test_a_faulting_kernel_kills_the_server_and_is_reported(compiled, tmp_path):
         assert isinstance(events.next(), Opened)
     finally:
         session.close()
+
+
+def test_stop_kills_a_server_that_does_not_pause(tmp_path):
+    """``stop(timeout)`` (the window's Stop, DAP's pause through the client): a server that does not answer
+    (here frozen with SIGSTOP, as a kernel that never returns) is ended and reported."""
+    import signal
+
+    spin = compile_program("spin", "llvm-cpu", tmp_path)
+    events = Events()
+    session = StreamSession([*lens_argv(), "serve", "--stdio"], "debug", events, stderr=io.BytesIO())
+    try:
+        session.send(Open(str(spin)))
+        assert isinstance(events.next(), Opened)
+        session.send(Call("spin", ("1000000000",)))
+        time.sleep(0.3)
+        os.kill(session.process.pid, signal.SIGSTOP)
+        assert session.stop(timeout=1.0) is False
+        crashed = events.next(timeout=30)
+        assert isinstance(crashed, Crashed) and crashed.exitcode == -9 and not session.alive
+    finally:
+        session.close()

@@ -31,11 +31,11 @@ one when the first command is sent; it calls ``on_event(event)`` from any thread
 * ``close()``; ``alive``; ``crash_isolated`` (True: the session runs in another process, so a crash
   arrives as ``Crashed`` and ``restart`` gives a new one).
 
-Two transports exist: ``InProcessSession`` (a worker thread of this process) and ``ChildSession`` (a
-spawned child process, messages pickled over a pipe, tensors in shared memory). A byte-stream transport
-(a session behind stdio or a socket) is another implementation of the same five methods: it writes each
-command as bytes and a reader thread turns bytes back into events for ``on_event``; every message is a
-picklable dataclass of ``engine.session.protocol``.
+Three transports exist: ``InProcessSession`` (a worker thread of this process), ``ChildSession`` (a
+spawned child process, messages pickled over a pipe, tensors in shared memory). The third,
+``engine.session.stream.StreamSession`` (factory ``stream.remote(command, handler)``), talks to
+``iree-lens serve --stdio`` started by a command (over ssh for another machine): each command is written
+as bytes (``engine.session.wire``) and a reader thread turns bytes back into events for ``on_event``.
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, BinaryIO
 
@@ -39,6 +40,7 @@ from engine.session.protocol import (
     Crashed,
     Event,
     Failed,
+    Finished,
     Location,
     Open,
     Progress,
@@ -55,6 +57,7 @@ HANDLERS = {
     "reference": "engine.session.reference_session:ReferenceSession",
 }
 _PIPE_SIZE = 1 << 20  # a bigger pipe buffer: fewer wake-ups when a tensor streams through
+_LISTEN_AFTER = 0.05  # s: a command running longer has the other thread read (for a pause) meanwhile
 
 
 # ----------------------------------------------------------------------------------------------- server
@@ -118,10 +121,10 @@ def serve(reader: BinaryIO, writer: BinaryIO, *, compress: bool = True) -> int:
 class _CommandLoop:
     """Reads frames and runs commands, strictly in order, with no thread hop between the two.
 
-    Two threads take turns as the *reader*: the one that reads a command gives the reader's turn to the
-    other (which then waits in ``read`` for a pause request or the next command) and runs the command
-    itself. A command read while an earlier one runs waits for it (tickets), so commands stay ordered; a
-    pause request is served at once by whichever thread reads it.
+    Two threads take turns as the *reader*. The one that reads a command runs it itself, then reads on; a
+    command that runs longer than ``_LISTEN_AFTER`` seconds (a run) is noticed by the other thread, which
+    then reads meanwhile, for a pause request (served at once) or the next command (which waits for the
+    running one: tickets keep commands in order). A quick command (a step, a query) wakes no other thread.
     """
 
     def __init__(self, reader: BinaryIO, handler: Any, send: Callable[[Any], None], emit: Callable[[Event], None]):
@@ -131,8 +134,10 @@ class _CommandLoop:
         self.emit = emit
         self.cv = threading.Condition()
         self.reading = False  # a thread holds the reader's turn
+        self.running_since: float | None = None  # when the running command started
         self.issued = 0  # tickets handed to commands read so far
         self.done = 0  # commands finished
+        self.waiting = 0  # threads waiting for their ticket
         self.finished = False
         self.status = 0
         self.module_path: str | None = None  # of the last Open (module queries read it)
@@ -144,10 +149,17 @@ class _CommandLoop:
             self.cv.wait_for(lambda: self.finished)
         return self.status
 
+    def _may_read(self) -> bool:
+        if self.reading:
+            return False
+        since = self.running_since
+        return since is None or time.monotonic() - since >= _LISTEN_AFTER
+
     def _take_turns(self) -> None:
         while True:
             with self.cv:
-                self.cv.wait_for(lambda: not self.reading or self.finished)
+                while not self.finished and not self._may_read():
+                    self.cv.wait(_LISTEN_AFTER)  # timed: a long command is noticed without a notify
                 if self.finished:
                     return
                 self.reading = True
@@ -158,18 +170,22 @@ class _CommandLoop:
                 ticket = None if kind == "pause" else self.issued
                 if ticket is not None:
                     self.issued += 1
-                self.cv.notify_all()
             if ticket is None:
                 self.handler.pause()
                 continue
             with self.cv:
+                self.waiting += 1
                 self.cv.wait_for(lambda t=ticket: self.done == t or self.finished)
+                self.waiting -= 1
                 if self.finished:
                     return
+                self.running_since = time.monotonic()
             self._run(message.get("command") if kind == "command" else None)
             with self.cv:
                 self.done = ticket + 1
-                self.cv.notify_all()
+                self.running_since = None
+                if self.waiting:  # a command read meanwhile waits for this one
+                    self.cv.notify_all()
 
     def _run(self, command: Any) -> None:
         if isinstance(command, Shutdown):
@@ -390,7 +406,7 @@ class StreamSession:
             event = message.get("event")
             if isinstance(event, Progress | Stopped):
                 self._last_location = event.location
-            if isinstance(event, Stopped):
+            if isinstance(event, Stopped | Finished | Failed):  # the run is not running any more
                 self._stopped.set()
             if isinstance(event, Event):
                 self.on_event(event)
