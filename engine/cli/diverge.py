@@ -213,8 +213,9 @@ def _diverge(args) -> int:
             print(f"  output {d.output_index}: {d.comparison.summary()}")
         if repro_path:
             print(f"  reproducer: {repro_path.parent}")
+    fed = " (B's dispatches on A's inputs)" if not args.own_inputs else ""
     for c in result.outputs:
-        print(f"program output (B against A): {c.summary()}")
+        print(f"program output, B against A{fed}: {c.summary()}")
     for line in golden or []:
         print(f"golden {line['run']} output {line['output']}: {line['summary']}")
     return 0

@@ -278,7 +278,7 @@ def write_reproducer(
     # program itself computes the dispatch's sizes from the inputs).
     module_copy = out / "module.vmfb"
     shutil.copyfile(module_b, module_copy)
-    source_file = _copy_source(out, divergence, sources or [])
+    source_file = _copy_source(out, divergence, sources or []) or _source_from_model(out, divergence, module_b)
     repro = {
         "ordinal": divergence.ordinal,
         "name": divergence.name,
@@ -333,6 +333,47 @@ def _copy_source(out: Path, divergence: Divergence, sources: list[str]) -> str |
                 shutil.copyfile(f, target)
                 return target.name
     return None
+
+
+SOURCE_DUMP_SECONDS = 300
+
+_TARGET_OF_FORMAT = {"embedded-elf": "llvm-cpu", "vmvx": "vmvx", "vulkan-spirv": "vulkan-spirv"}
+
+
+def _source_from_model(out: Path, divergence: Divergence, module: str) -> str | None:
+    """The executable's MLIR when no dump was given: the dispatch's location names the model file it came
+    from; ``iree-compile`` dumps that model's executable sources for the module's target (a best effort:
+    None when the file is gone or the compile fails)."""
+    import subprocess
+    import tempfile
+
+    from engine.compiler.targets import target_flags
+    from engine.runtime.vmfb.module import open_vmfb
+
+    location = divergence.location or ""
+    model = Path(location.rpartition(":")[0]) if ":" in location else None
+    if model is None or model.suffix != ".mlir" or not model.is_file():
+        return None
+    try:
+        formats = {e.format or "" for e in open_vmfb(module).executables}
+    except (LensError, OSError):
+        return None
+    target = next((t for f in formats for prefix, t in _TARGET_OF_FORMAT.items() if f.startswith(prefix)), None)
+    if target is None:
+        return None
+    compiler = Path(__import__("sys").executable).parent / "iree-compile"
+    with tempfile.TemporaryDirectory(prefix="iree-lens-repro-") as tmp:
+        try:
+            proc = subprocess.run(
+                [str(compiler), str(model), *target_flags(target), "--compile-to=executable-sources",
+                 f"--iree-hal-dump-executable-sources-to={tmp}", "-o", str(Path(tmp) / "out.mlir")],
+                capture_output=True, text=True, timeout=SOURCE_DUMP_SECONDS,
+            )  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        if proc.returncode != 0:
+            return None
+        return _copy_source(out, divergence, [tmp])
 
 
 @dataclass(frozen=True)

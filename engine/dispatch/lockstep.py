@@ -1,7 +1,7 @@
 """Two debug runs in lockstep, compared dispatch by dispatch as they go: the divergence finder's engine.
 
 Run A (the reference) runs on a worker thread and hands each dispatch it finishes to run B through a
-queue of at most ``QUEUE_DEPTH`` dispatches; run B compares its own dispatch of the same ordinal with it.
+channel bounded by ``AHEAD_BYTES`` of binding bytes (and ``AHEAD_STEPS`` dispatches); run B compares its own dispatch of the same ordinal with it.
 Nothing is written to disk and no full tensor outlives its dispatch (only the culprit's bindings are
 kept for the reproducer), so memory stays bounded by a few dispatches' bindings whatever the model size,
 and the time is about that of the two plain debug runs.
@@ -24,7 +24,6 @@ Each dispatch gets a verdict (``exact``, ``within_rounding``, ``within_tolerance
 from __future__ import annotations
 
 import math
-import queue
 import re
 import threading
 import weakref
@@ -49,7 +48,8 @@ from engine.dispatch.tensor_types import BindingInterface, element_dtype
 from engine.errors import LensError
 from engine.runtime.hal.device import DispatchRecord
 
-QUEUE_DEPTH = 1  # dispatches run A may be ahead of run B (each holds its bindings' bytes)
+AHEAD_BYTES = 64 << 20  # binding bytes of A's dispatches waiting for B, at most (one may exceed it alone)
+AHEAD_STEPS = 256  # and dispatches: small ones pass in batches, sparing a thread switch each
 INPUT_SAMPLE = 1 << 18  # elements of each input binding compared when B runs on A's bytes (informational)
 LOOKAHEAD = 8  # A's dispatches searched for the counterpart of a B dispatch whose name differs
 MAX_UNMATCHED = 16  # B dispatches without a counterpart before the comparison stops
@@ -349,11 +349,48 @@ class LockstepResult:
 # ------------------------------------------------------------------------------------ the runs
 
 
+class _Channel:
+    """A FIFO from run A's thread to run B's, bounded by bytes (``AHEAD_BYTES``) and count
+    (``AHEAD_STEPS``): big dispatches go one at a time, small ones in batches."""
+
+    def __init__(self):
+        self._items: deque = deque()
+        self._bytes = 0
+        self._cv = threading.Condition()
+
+    @staticmethod
+    def _size(item) -> int:
+        if isinstance(item, Step):
+            return sum(int(b.nbytes) for b in item.before) + sum(int(a.nbytes) for a in item.after.values())
+        return 0
+
+    def put(self, item, timeout: float) -> bool:
+        size = self._size(item)
+        with self._cv:
+            full = lambda: self._items and (  # noqa: E731
+                self._bytes + size > AHEAD_BYTES or len(self._items) >= AHEAD_STEPS
+            )
+            if full() and not self._cv.wait_for(lambda: not full(), timeout):
+                return False
+            self._items.append((item, size))
+            self._bytes += size
+            self._cv.notify_all()
+            return True
+
+    def get(self):
+        with self._cv:
+            self._cv.wait_for(lambda: bool(self._items))
+            item, size = self._items.popleft()
+            self._bytes -= size
+            self._cv.notify_all()
+            return item
+
+
 _END = object()
 
 
 class _Producer(_SideObserver):
-    def __init__(self, interfaces, spirv, defined, channel: queue.Queue, cancel: threading.Event):
+    def __init__(self, interfaces, spirv, defined, channel: _Channel, cancel: threading.Event):
         super().__init__(interfaces, spirv, defined)
         self.channel, self.cancel = channel, cancel
         self.count = 0
@@ -361,16 +398,13 @@ class _Producer(_SideObserver):
     def finished(self, record, step):
         self.count += 1
         while not self.cancel.is_set():
-            try:
-                self.channel.put(step, timeout=0.2)
+            if self.channel.put(step, timeout=0.2):
                 return
-            except queue.Full:
-                continue
 
 
 class _Consumer(_SideObserver):
     keep_after = False
-    def __init__(self, interfaces, spirv, defined, channel: queue.Queue, tolerance: Tolerance, feed: bool,
+    def __init__(self, interfaces, spirv, defined, channel: _Channel, tolerance: Tolerance, feed: bool,
                  keep: Callable[[DispatchReport], None] | None = None):  # fmt: skip
         super().__init__(interfaces, spirv, defined)
         self.channel = channel
@@ -515,7 +549,8 @@ class _Consumer(_SideObserver):
             if comparisons:
                 k = max(range(len(comparisons)), key=lambda j: (_rank(comparisons[j].verdict), comparisons[j].max_scaled_error))
                 report.worst_output, report.comparison = k, comparisons[k]
-        report.fingerprints = [(Fingerprint.of(a), Fingerprint.of(b)) for a, b in zip(step_a.outputs, step_b.outputs)]
+        if report.verdict is not Verdict.EXACT:  # an exact pair's fingerprints are equal: not worth a CRC
+            report.fingerprints = [(Fingerprint.of(a), Fingerprint.of(b)) for a, b in zip(step_a.outputs, step_b.outputs)]
         if in_verdict is Verdict.DIVERGED and self.first_input_difference is None:
             self.first_input_difference = report.ordinal
         own_inputs_agreed = self._fed or in_verdict is not Verdict.DIVERGED
@@ -643,7 +678,7 @@ def run_lockstep(
     from engine.runtime.hal.module import HalModule
 
     tolerance = tolerance or Tolerance()
-    channel: queue.Queue = queue.Queue(maxsize=QUEUE_DEPTH)
+    channel = _Channel()
     cancel = threading.Event()
     producer = _Producer(interfaces, module_binding_elements(module_a), DefinedBytes(), channel, cancel)
     consumer = _Consumer(
@@ -675,11 +710,8 @@ def run_lockstep(
 
     def channel_put(item):
         while not cancel.is_set():
-            try:
-                channel.put(item, timeout=0.2)
+            if channel.put(item, timeout=0.2):
                 return
-            except queue.Full:
-                continue
 
     worker = threading.Thread(target=run_a, name="lens-diverge-a", daemon=True)
     worker.start()

@@ -29,6 +29,7 @@ chunk by chunk, so a large tensor never needs a float64 copy of itself.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -95,6 +96,7 @@ class Tolerance:
     def explicit(self) -> bool:
         return self.atol is not None or self.rtol is not None or self.ulps is not None
 
+    @functools.cache  # noqa: B019 (frozen and hashable: one text per rule)
     def describe(self) -> str:
         if not self.explicit:
             return "default: within rounding relative to the tensor's scale"
@@ -217,6 +219,7 @@ def is_float(dtype: np.dtype) -> bool:
     return float_info(dtype) is not None
 
 
+@functools.lru_cache(maxsize=256)
 def element_of(dtype: np.dtype) -> str:
     from engine.dispatch.tensor_types import element_name
 
@@ -371,6 +374,8 @@ def compare(
 def _bitwise_equal(a: np.ndarray, b: np.ndarray) -> bool:
     if a.dtype != b.dtype:
         return False
+    if a.flags.c_contiguous and b.flags.c_contiguous and a.nbytes <= 1 << 16:
+        return a.tobytes() == b.tobytes()  # small: one memcmp beats numpy's call overhead
     try:
         return bool(np.array_equal(np.ascontiguousarray(a).view(np.uint8), np.ascontiguousarray(b).view(np.uint8)))
     except ValueError:

@@ -8,6 +8,7 @@ IREE's dispatch names (``..._4x16_f32``, ``name_candidates``) and a user overrid
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -163,6 +164,7 @@ def name_candidates(export_name: str) -> tuple[tuple[int, ...], str] | None:
     return tuple(int(d) for d in m[1].split("x")), element
 
 
+@functools.lru_cache(maxsize=4096)  # a run asks for the same few (name, size) pairs at every dispatch
 def type_from_name(export_name: str, nbytes: int) -> TensorType | None:
     """A type for a binding of ``nbytes`` from the dispatch name: the largest ordered subset of the name's
     loop sizes whose product fits the byte count (a matmul MxNxK has operands MxK, KxN, MxN)."""
