@@ -107,9 +107,10 @@ def resolve(module: VmfbModule, name: str, interfaces: dict[int, ExecutableInter
     interfaces = executable_interfaces(module) if interfaces is None else interfaces
     executables = [e for e in module.executables if e.ordinal in interfaces]
     candidates = [name]
-    prefix = f"{module.name}_"
-    if name.startswith(prefix):
-        candidates.append(name[len(prefix) :])  # a dump file's stem: module_main_dispatch_0
+    for prefix in (f"{module.name}_", "module_"):
+        if name.startswith(prefix) and name[len(prefix) :] not in candidates:
+            # A dump file's stem: IREE's <module>_main_dispatch_0, the compile job's module_main_dispatch_0.
+            candidates.append(name[len(prefix) :])
     for n in candidates:
         for e in executables:
             if e.name == n:
