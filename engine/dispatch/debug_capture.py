@@ -81,7 +81,6 @@ class DispatchRecorder(SnapshotSubscriber, DispatchObserver):
         self.sources = sources
         self.overrides = overrides or {}  # (ordinal, "input"|"output", position) -> type
         self.before_bytes: list[np.ndarray] = []
-        self._own: DispatchSnapshot | None = None
         self._written = WrittenRanges()  # (as an observer of its own; subscribed, the observer's own)
         self._pending_inputs: TracePoint | None = None
         self._awaiting_outputs: DispatchEntry | None = None
@@ -134,18 +133,19 @@ class DispatchRecorder(SnapshotSubscriber, DispatchObserver):
 
     def before_dispatch(self, record: DispatchRecord) -> None:
         self.before_bytes = [np.array(b.data, copy=True) for b in record.bindings]
-        self._own = DispatchSnapshot(record, tuple(self.before_bytes), lambda: self.sources)
 
     def after_dispatch(self, record: DispatchRecord) -> None:
-        snapshot, self._own = self._own, None
-        self.before_bytes = []
-        if snapshot is not None and snapshot.record.sequence == record.sequence:
-            snapshot.ran = True
-            snapshot._access = self._written.refine(record, snapshot.observed_access())
-            self.after(snapshot)
+        # ``before_bytes`` is the copy before the dispatch (a subclass may hand in one it already holds).
+        before, self.before_bytes = self.before_bytes, []
+        if len(before) != len(record.bindings):
+            return
+        snapshot = DispatchSnapshot(record, tuple(before), lambda: self.sources)
+        snapshot.ran = True
+        snapshot._access = self._written.refine(record, snapshot.observed_access())
+        self.after(snapshot)
 
     def dispatch_failed(self, record: DispatchRecord, error: Exception) -> None:
-        self._own, self.before_bytes = None, []
+        self.before_bytes = []
 
     # -- the subscriber
 

@@ -610,10 +610,16 @@ def _retyped(arrays: list[np.ndarray], export_name: str) -> list[np.ndarray]:
     if not any(a.dtype == np.uint8 for a in arrays):
         return arrays
     m = re.search(r"_((?:b?f|u?i)\d+)$", export_name)
-    if not m:
+    element = m[1] if m else None
+    if element is None:  # ``..._softmax_8x8xf32_dispatch_tensor_store``: the element inside the name
+        from engine.dispatch.tensor_types import name_candidates
+
+        found = name_candidates(export_name)
+        element = found[1] if found else None
+    if element is None:
         return arrays
     try:
-        dtype = element_dtype(m[1])
+        dtype = element_dtype(element)
     except (KeyError, ValueError):
         return arrays
     out = []

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.dispatch.snapshot import DispatchSnapshot as SharedSnapshot
+from engine.dispatch.snapshot import SnapshotSubscriber
 from engine.runtime.hal.commands import ResolvedRange
 from engine.runtime.hal.device import (
     BUFFER_ALIGNMENT,
@@ -67,8 +69,12 @@ class DispatchSnapshot:
     after: tuple[np.ndarray, ...] | None
 
 
-class DispatchSnapshots(DispatchObserver):
-    """Keeps the last ``keep`` dispatches' bindings (before and after), for reruns and before/after views."""
+class DispatchSnapshots(DispatchObserver, SnapshotSubscriber):
+    """Keeps the last ``keep`` dispatches' bindings (before and after), for reruns and before/after views.
+
+    ``LiveSubstitutions.observe`` subscribes it to the device's one snapshot observer
+    (``engine.dispatch.snapshot``), so the bytes before a dispatch are copied once for it and the session's
+    gate together; added to a device's observers as it is, it copies them itself."""
 
     def __init__(self, device: Device, keep: int = 4):
         self.device = device
@@ -89,6 +95,25 @@ class DispatchSnapshots(DispatchObserver):
 
     def dispatch_failed(self, record: DispatchRecord, error: Exception) -> None:
         self._pending.pop(record.sequence, None)
+
+    # -- as a subscriber of the device's snapshot observer (the copies are shared)
+
+    def wants_before(self, record: DispatchRecord) -> bool:
+        return True
+
+    def before(self, snapshot: SharedSnapshot) -> None:
+        record = snapshot.record
+        self._pending[record.sequence] = DispatchSnapshot(record, executable_of(self.device, record), snapshot.before, None)
+
+    def after(self, snapshot: SharedSnapshot) -> None:
+        snap = self._pending.pop(snapshot.record.sequence, None)
+        if snap is None:
+            return
+        after = tuple(snapshot.after_copy(k) for k in range(len(snapshot.record.bindings)))
+        self.snapshots.append(DispatchSnapshot(snap.record, snap.executable, snap.before, after))
+
+    def failed(self, snapshot: SharedSnapshot, error: Exception) -> None:
+        self._pending.pop(snapshot.record.sequence, None)
 
     def pending(self) -> DispatchSnapshot | None:
         """The dispatch being run now (a run paused before it): its inputs, no outputs yet."""
@@ -214,8 +239,9 @@ class LiveSubstitutions:
 
     def observe(self) -> DispatchSnapshots:
         """Start keeping dispatch snapshots (needed for ``rerun``); returns the observer."""
-        if self.snapshots not in self.device.observers:
-            self.device.observers.append(self.snapshots)
+        from engine.dispatch.snapshot import DispatchSnapshots as SharedSnapshots
+
+        SharedSnapshots.for_device(self.device).subscribe(self.snapshots)
         return self.snapshots
 
     def _install_hook(self) -> None:
