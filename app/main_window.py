@@ -50,6 +50,7 @@ from app.views.module_view import ModuleView
 from app.views.start_page import StartPage
 from app.workbench import Workbench, WorkbenchState
 from app.workers import EngineWorker, WorkError, WorkProgress
+from engine.session.protocol import Tensors
 
 APP_TITLE = "IREE Lens"
 LOAD_TAG = "open-file"
@@ -142,6 +143,10 @@ class MainWindow(QMainWindow):
         self.workbench.stateChanged.connect(self._on_workbench)
         self.workbench.moduleReset.connect(self._on_module_reset)
         self.session_bridge.bindingsRead.connect(lambda *_: QTimer.singleShot(0, self.raise_paused_dispatch))
+        # The paused dispatch's document shows the session's typed tensors (ReadTensors): raise it with them.
+        self.session_bridge.answered.connect(
+            lambda answer: isinstance(answer, Tensors) and QTimer.singleShot(0, self.raise_paused_dispatch)
+        )
         # A new call: the previous run's error banner is history.
         self.session_bridge.callChanged.connect(lambda _call: self.banner.hide())
         self.documents.setCurrentWidget(self.start_page)

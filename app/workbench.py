@@ -140,7 +140,7 @@ class Workbench(QObject):
         """Make ``loaded`` the current module: every view resets, then the session opens it on the
         selected device (unless the module needs another device: then ``state.mismatch`` says so)."""
         previous = self.previous_module = self.state.module
-        if loaded is not None and previous is not None and Path(loaded.path) != Path(previous.path):
+        if loaded is not None and (self._other_module(loaded, previous) or self._saved_for_another(loaded)):
             self._forget_saved_call()
         mismatch = self.mismatch_of(loaded, self.state.device)
         self.state = WorkbenchState(device=self.state.device, run_state=self.state.run_state, mismatch=mismatch)
@@ -152,6 +152,19 @@ class Workbench(QObject):
             self.bridge.open(loaded.path, self.state.device, loaded.source)
         elif mismatch is not None:
             self.said.emit(mismatch.describe())
+
+    @staticmethod
+    def _other_module(loaded: LoadedModule, previous: LoadedModule | None) -> bool:
+        return previous is not None and Path(loaded.path) != Path(previous.path)
+
+    def _saved_for_another(self, loaded: LoadedModule) -> bool:
+        """The saved session's call belongs to another file (a previous start of the application)."""
+        store = getattr(self.bridge, "store", None)
+        saved = getattr(store, "session", None)
+        if saved is None or not saved.function:
+            return False
+        ours = {str(loaded.path)} | ({str(loaded.source)} if loaded.source else set())
+        return saved.module_path not in ours and saved.source_path not in ours
 
     def _forget_saved_call(self) -> None:
         """The saved session's function and inputs belong to the module that was open; a restore offer

@@ -113,13 +113,21 @@ def test_both_engines_capture_the_same_bits_and_equal_iree_traces(programs, tmp_
     assert np.array_equal(a.program_tensors("outputs")[0], a.dispatch_tensors(a.dispatches[-1], "outputs")[0])
 
 
-def test_plain_module_capture_is_typed_binding_ranges_equal_to_traced_outputs(programs, tmp_path):
-    # Without trace points the debug engine keeps each binding's bytes; mlp's bindings hold one tensor each,
-    # so they are IREE's traced tensors of the traced build.
+def test_plain_module_capture_without_sources_is_the_bound_bytes_equal_to_traced_tensors(programs, tmp_path):
+    # Without trace points or sources the debug engine keeps each binding's bytes, untyped (no shape is
+    # guessed from IREE's dispatch name); mlp's bindings hold one tensor each, so their bytes are IREE's
+    # traced tensors of the traced build.
     x = np.ones((2, 16), np.float32)
     capture_debug(programs["mlp"], "main", ["2x16xf32=1"], tmp_path / "plain")
     bundle = Bundle(tmp_path / "plain")
-    _check_against_iree(bundle, _iree_traced_tensors(programs["mlp_traced"], "main", [x]))
+    assert {d.tensors_from for d in bundle.dispatches} == {"bindings"}
+    assert all(t == f"{n}xu8" for d in bundle.dispatches for n, t in
+               zip([b["length"] for b in d.bindings], d.input_types + d.output_types))
+    traced = _iree_traced_tensors(programs["mlp_traced"], "main", [x])
+    for d, (_, ins), (_, outs) in zip(bundle.dispatches, traced[0::2], traced[1::2], strict=True):
+        for got, want in [*zip(bundle.dispatch_tensors(d, "inputs"), ins, strict=True),
+                          *zip(bundle.dispatch_tensors(d, "outputs"), outs, strict=True)]:
+            assert got.dtype == np.uint8 and got.tobytes() == want.tobytes()
     graph = dependency_graph(bundle.dispatches)
     assert [(e.source, e.target) for e in graph.edges] == [(0, 1)]
     assert "d0 -> d1" in graph.to_dot()
@@ -216,7 +224,9 @@ func.func @main(%x: tensor<8xf32>) -> tensor<8xf32> {
 def test_health_counts_nan_and_the_graph_exports_as_dot(tmp_path):
     src = tmp_path / "nan.mlir"
     src.write_text(NAN_PROGRAM)
-    vmfb = _compile(src, tmp_path / "nan.vmfb")
+    # The sources beside the module (nan.sources, found without --sources) type the tensors: the health of
+    # untyped bytes would be unknown.
+    vmfb = _compile(src, tmp_path / "nan.vmfb", f"--iree-hal-dump-executable-sources-to={tmp_path / 'nan.sources'}")
     dot = tmp_path / "g.dot"
     proc = subprocess.run(
         [sys.executable, "-m", "app.launcher", "capture", str(vmfb), "--function=main",
@@ -279,4 +289,4 @@ def test_a_failing_run_keeps_the_dispatches_before_the_failure(tmp_path):
     bundle = Bundle(tmp_path / "b")
     assert "the square was not negative" in bundle.manifest["error"]
     [out] = bundle.dispatch_tensors(bundle.dispatches[0], "outputs")
-    assert np.array_equal(out, [1, 4, 9, 16])
+    assert out.dtype == np.uint8 and np.array_equal(out.view(np.float32), [1, 4, 9, 16])  # untyped: its bytes

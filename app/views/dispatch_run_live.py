@@ -2,31 +2,63 @@
 fills as the run reports dispatches, and, when the run stops at a dispatch (a dispatch breakpoint, NaN,
 Next Dispatch), a document "Dispatch #N name" with the tensor inspector on its inputs and outputs.
 
-Everything comes through the window's one ``SessionBridge``: ``dispatchStopped`` asks for the bindings'
-bytes (``request_bindings``), ``bindingsRead`` types them (``engine.dispatch.paused_types``: the current
-compilation's executable sources, the module's SPIR-V, IREE's dispatch name, else raw bytes) and shows
-them. The bridge reports running dispatches at most every ``PROGRESS_INTERVAL``, so a fast run lists the
-dispatches it was seen running and every one it stopped at, not necessarily all of them.
+Everything comes through the window's one ``SessionBridge``: ``dispatchStopped`` asks the session for the
+paused dispatch's tensors (``ReadTensors``); the session types them, once, from the best source there is
+(``engine.dispatch.typed_tensors``: the executables' sources, else exactly the bound bytes) and this view
+only shows what it answers, with where each type came from. The bridge reports running dispatches at most
+every ``PROGRESS_INTERVAL``, so a fast run lists the dispatches it was seen running and every one it
+stopped at, not necessarily all of them.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from dataclasses import dataclass, field
 
+import numpy as np
 import shiboken6
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QHeaderView, QLabel, QTableView, QTabWidget, QVBoxLayout, QWidget
 
 from app.views.dispatch_run_list import DispatchRunModel
 from app.views.tensor_inspector import InspectedTensor, TensorInspector
 from engine.dispatch.bundle import DispatchEntry
 from engine.dispatch.debug_capture import health_of
-from engine.dispatch.paused_types import TypedBinding, typed_bindings
-from engine.dispatch.spirv_types import module_binding_elements
-from engine.dispatch.tensor_types import interfaces_from_files
-from engine.errors import LensError
+from engine.dispatch.tensor_types import from_storage
+from engine.session.protocol import DispatchTensor, ReadTensors, Tensors, TypeSource
 
 UNREAD = "-"  # health of a dispatch whose tensors were not read (seen running, not stopped at)
+
+
+@dataclass(frozen=True)
+class ShownTensor:
+    """A tensor of the paused dispatch as the session typed it (a ``DispatchTensor``, its array read)."""
+
+    role: str  # input | output | binding (untyped, before the dispatch ran)
+    position: int
+    binding: int
+    offset: int
+    array: np.ndarray = field(repr=False)
+    type_text: str
+    source: str  # sources | runtime | untyped
+    access: str
+    written: bool
+    note: str = ""
+
+    @property
+    def label(self) -> str:
+        where = f"binding {self.binding}" + (f" @{self.offset}" if self.offset else "")
+        state = "" if self.written else ", not written yet"
+        return f"{self.role} {self.position} ({where}, {self.access}{state})"
+
+    @classmethod
+    def from_protocol(cls, t: DispatchTensor) -> ShownTensor:
+        array = from_storage(t.tensor.to_numpy(), t.tensor.element_type)
+        if t.type_source == TypeSource.UNTYPED:
+            type_text = f"{array.size} bytes, untyped"
+        else:
+            type_text = "x".join([*(str(d) for d in array.shape), t.tensor.element_type])
+        return cls(t.role, t.position, t.index, t.offset, array, type_text, t.type_source, t.access, t.written,
+                   t.type_note)  # fmt: skip
 
 
 class PausedDispatchView(QWidget):
@@ -36,7 +68,7 @@ class PausedDispatchView(QWidget):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.info = None
-        self.tensors: list[TypedBinding] = []
+        self.tensors: list[ShownTensor] = []
         self.header = QLabel(self)
         self.header.setWordWrap(True)
         self.header.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -46,22 +78,28 @@ class PausedDispatchView(QWidget):
         layout.addWidget(self.header)
         layout.addWidget(self.inspector, 1)
 
-    def show_dispatch(self, info, tensors: list[TypedBinding], note: str = "") -> None:
+    def show_dispatch(self, info, tensors: list[ShownTensor], note: str = "") -> None:
         self.info, self.tensors = info, tensors
         wg = "x".join(str(w) for w in info.workgroup_count)
-        sources = sorted({t.type.source for t in tensors})
+        sources = sorted({t.source for t in tensors})
+        notes = sorted({t.note for t in tensors if t.note and t.source == TypeSource.UNTYPED})
+        if sources == [TypeSource.UNTYPED]:
+            typed = "untyped: each binding's bytes as bound (no executable sources: open the module with them)"
+        else:
+            typed = f"types from {', '.join(sources) or '-'}"
         self.header.setText(
             f"Dispatch #{info.ordinal} {info.export} ({info.when} it runs) — executable {info.executable}, "
-            f"workgroups {wg}, {len(info.bindings)} bindings; types from {', '.join(sources) or '-'}"
+            f"workgroups {wg}, {len(info.bindings)} bindings; {typed}"
+            + "".join(f". {n}" for n in notes)
             + (f". {note}" if note else "")
         )
-        self.inspector.set_tensors(
-            [InspectedTensor(f"{t.label} (binding {t.binding})", t.array, str(t.type)) for t in tensors]
-        )
+        self.inspector.set_tensors([InspectedTensor(t.label, t.array, t.type_text) for t in tensors])
 
 
 class RunDispatchesPanel(QWidget):
     """The run's dispatch list (a document panel); owns the paused-dispatch documents it opens."""
+
+    tensorsShown = Signal(object)  # DispatchInfo: the paused dispatch's tensors are on show
 
     def __init__(self, services, parent: QWidget | None = None):
         super().__init__(parent)
@@ -83,12 +121,9 @@ class RunDispatchesPanel(QWidget):
         self.setMinimumSize(1, 1)
         self.paused_view: PausedDispatchView | None = None
         self._rows: dict[int, int] = {}  # ordinal -> row
-        self._types_for: tuple | None = None  # (compilation out_dir, module path) the caches belong to
-        self._interfaces: dict = {}
-        self._spirv: dict = {}
         if self.bridge is not None:
             self.bridge.dispatchStopped.connect(self._on_dispatch_stopped)
-            self.bridge.bindingsRead.connect(self._on_bindings)
+            self.bridge.answered.connect(self._on_answer)
             self.bridge.progressed.connect(self._on_progress)
             self.bridge.stateChanged.connect(self._on_state)
             self.bridge.finished.connect(lambda _e: self._set_title("finished"))
@@ -127,43 +162,22 @@ class RunDispatchesPanel(QWidget):
 
     def _on_dispatch_stopped(self, info) -> None:
         self._note(info)
-        self.bridge.request_bindings()
+        self.bridge.evaluate(ReadTensors())
 
     # -- the paused dispatch
 
-    def _type_sources(self) -> tuple[dict, dict]:
-        """Interfaces from the current compilation's executable sources; SPIR-V types from the module."""
-        context = self.services.context
-        compilation = getattr(context, "compilation", None)
-        out_dir = getattr(compilation, "out_dir", None) if compilation is not None else None
-        module_path = getattr(self.bridge, "module_path", None)
-        key = (str(out_dir), str(module_path))
-        if key != self._types_for:
-            self._types_for = key
-            self._interfaces, self._spirv = {}, {}
-            sources = Path(out_dir) / "executables" / "sources" if out_dir else None
-            if sources is not None and sources.is_dir():
-                try:
-                    self._interfaces = interfaces_from_files([str(sources)])
-                except LensError:
-                    self._interfaces = {}
-            if module_path:
-                self._spirv = module_binding_elements(module_path)
-        return self._interfaces, self._spirv
-
-    def _on_bindings(self, info, arrays) -> None:
-        if info is None:
+    def _on_answer(self, answer) -> None:
+        if not isinstance(answer, Tensors) or answer.info is None:
             return
-        interfaces, spirv = self._type_sources()
-        accesses = [b.access for b in info.bindings]
-        tensors = typed_bindings(
-            info.export, list(arrays), accesses, info.constants, interfaces.get(info.export), spirv.get(info.export)
-        )
-        outputs = [t.array for t in tensors if t.role == "output"]
-        self._note(info, health_of(outputs) if info.when == "after" else UNREAD)
+        info = answer.info
+        tensors = [ShownTensor.from_protocol(t) for t in answer.tensors]
+        typed_outputs = [t.array for t in tensors if t.role == "output" and t.source != TypeSource.UNTYPED]
+        ran = info.when == "after" and any(t.role == "output" for t in tensors)
+        self._note(info, health_of(typed_outputs) if ran and typed_outputs else UNREAD)
         self.show_paused(info, tensors)
+        self.tensorsShown.emit(info)
 
-    def show_paused(self, info, tensors: list[TypedBinding]) -> PausedDispatchView:
+    def show_paused(self, info, tensors: list[ShownTensor]) -> PausedDispatchView:
         """Show the paused dispatch in its document (one tab, reused and renamed for each stop; a closed
         tab is deleted by the window, so each stop offers a fresh view and gets the open one back)."""
         title = f"Dispatch #{info.ordinal} {info.export}"

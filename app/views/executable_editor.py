@@ -355,19 +355,18 @@ class ExecutableEditor(QWidget):
         self.status.setText(f"{prefix}{'; ' if prefix else ''}{message}.")
 
     def _typed_pair(self, info, before: list[np.ndarray], after: list[np.ndarray]):
-        """The paused dispatch's first changed output tensor (else its first output), typed as the tensor
-        inspector types the paused dispatch: (before, after) ``TypedBinding``s; None when it cannot be typed."""
+        """The paused dispatch's first changed output tensor (else its first output), typed by the engine's
+        one typing (``engine.dispatch.typed_tensors``) from the sources this editor lists: (before, after)
+        ``TypedTensor``s; None without outputs."""
         if info is None or len(before) != len(after):
             return None
-        from engine.dispatch.paused_types import typed_bindings
+        from engine.dispatch.typed_tensors import dispatch_tensors
 
-        interfaces, spirv = self._binding_types()
+        sources = self._binding_types()
         accesses = [b.access for b in info.bindings]
 
         def typed(arrays):
-            return typed_bindings(
-                info.export, list(arrays), accesses, info.constants, interfaces.get(info.export), spirv.get(info.export)
-            )
+            return dispatch_tensors(info.export, info.constants, list(arrays), list(arrays), sources, accesses)
 
         tb, ta = typed(before), typed(after)
         outputs = [(b, a) for b, a in zip(tb, ta, strict=False) if a.role == "output" and b.label == a.label]
@@ -376,22 +375,16 @@ class ExecutableEditor(QWidget):
         changed = [(b, a) for b, a in outputs if b.array.tobytes() != a.array.tobytes()]
         return (changed or outputs)[0]
 
-    def _binding_types(self) -> tuple[dict, dict]:
-        """Binding interfaces from the MLIR sources this editor lists; SPIR-V element types from the module."""
+    def _binding_types(self):
+        """The executable sources this editor lists (``ExecutableSources``; none: untyped bytes)."""
         if getattr(self, "_types", None) is None:
-            from engine.dispatch.spirv_types import module_binding_elements
-            from engine.dispatch.tensor_types import interfaces_from_files
+            from engine.dispatch.typed_tensors import NO_SOURCES, read_sources
 
             files = [d.origin for d in self.documents if d.kind == "mlir" and Path(d.origin).is_file()]
             try:
-                interfaces = interfaces_from_files(files) if files else {}
+                self._types = read_sources(files) if files else NO_SOURCES
             except LensError:
-                interfaces = {}
-            try:
-                spirv = module_binding_elements(self.module_path) if self.module_path is not None else {}
-            except LensError:
-                spirv = {}
-            self._types = (interfaces, spirv)
+                self._types = NO_SOURCES
         return self._types
 
     def set_live(self, live) -> None:

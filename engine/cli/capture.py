@@ -28,8 +28,10 @@ def add_parser(subparsers) -> None:
         "--sources",
         action="append",
         default=[],
-        help="(debug engine) executable sources (files or a directory from "
-        "--iree-hal-dump-executable-sources-to, or a hal-phase snapshot) to type bindings",
+        help="(debug engine) executable sources that type the tensors: a folder written by "
+        "--iree-hal-dump-executable-sources-to, IREE Lens's compile output folder, .mlir files of hal.executable "
+        "ops or a hal-phase snapshot (default: a sources folder beside the module, e.g. executables/sources; "
+        "without sources each binding is captured as exactly its bytes)",
     )
     p.add_argument(
         "--type",
@@ -67,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
         print("iree-lens capture: --function is required for a module", file=sys.stderr)
         return 2
     from engine.dispatch.capture import capture_debug, capture_reference
-    from engine.dispatch.tensor_types import interfaces_from_files
+    from engine.dispatch.typed_tensors import find_sources
 
     try:
         if args.engine == "reference":
@@ -75,14 +77,16 @@ def run(args: argparse.Namespace) -> int:
                 print("iree-lens capture: --sources/--type apply to the debug engine only", file=sys.stderr)
             result = capture_reference(args.module, args.function, args.input, args.out, device=args.device)
         else:
-            interfaces = interfaces_from_files(args.sources) if args.sources else None
+            sources = find_sources(args.module, args.sources)
+            if args.sources and not sources.found:
+                raise LensError(f"no hal.executable sources in {', '.join(args.sources)}")
             result = capture_debug(
                 args.module,
                 args.function,
                 args.input,
                 args.out,
                 device=args.device,
-                interfaces=interfaces,
+                sources=sources,
                 overrides=parse_overrides(args.type),
             )
     except LensError as e:

@@ -36,12 +36,10 @@ from engine.session.protocol import (
     Finished,
     Opened,
     ReadDispatch,
-    ReadTensors,
     RegisterFile,
     StepMode,
     Stopped,
     Tensors,
-    TypeSource,
 )
 from engine.session.script import ScriptCommand, ScriptError, check_for_reference, parse_script
 from engine.session.stream import add_remote_argument
@@ -75,6 +73,14 @@ def add_parser(subparsers) -> None:
         "on the debug engine with the same function and inputs; debug engine only); break function NAME; "
         "break pc FUNCTION:PC; continue; step [N]; next [N]; finish; reverse-step [N]; reverse-next [N]; "
         "reverse-finish; reverse-continue; info registers; save-tensors DIR",
+    )
+    p.add_argument(
+        "--sources",
+        action="append",
+        default=[],
+        help="executable sources that type a stopped dispatch's tensors (a --iree-hal-dump-executable-sources-to "
+        "folder, IREE Lens's compile folder, .mlir files); default: a sources folder beside the module; "
+        "without sources save-tensors writes each binding's bytes",
     )
     p.add_argument("--json", action="store_true", help="one JSON object a line for each stop")
     add_remote_argument(p)
@@ -206,7 +212,7 @@ class Debugger:
             print(f"iree-lens debug: {e}", file=sys.stderr)
             return 1
         try:
-            self.client.open(str(self.args.module), self.args.device)
+            self.client.open(str(self.args.module), self.args.device, sources=tuple(getattr(self.args, "sources", ())))
             opened = self._next()
             if not isinstance(opened, Opened):
                 print(f"iree-lens debug: {getattr(opened, 'message', opened)}", file=sys.stderr)
@@ -369,18 +375,16 @@ class Debugger:
                 saved.append(str(path))
         elif self.state == "stopped" and self.last_stop.location.dispatch_info is not None:
             info = self.last_stop.location.dispatch_info
-            self.client.query(ReadTensors())  # typed in the session where it knows the types
+            self.client.request_tensors()
             answer = self._next()
             if not isinstance(answer, Tensors):
                 self._error(command, getattr(answer, "message", str(answer)))
                 return
             out.mkdir(parents=True, exist_ok=True)
-            for tensor in answer.tensors:
-                array = tensor.tensor.to_numpy()
-                if tensor.type_source == TypeSource.UNTYPED:
-                    array = _typed(array, info.export)
-                path = out / f"dispatch{info.ordinal}_{info.when}_binding{tensor.index}.npy"
-                np.save(path, array)
+            # Typed in the session (engine.dispatch.typed_tensors): inputs, outputs, or untyped bindings.
+            for t in answer.tensors:
+                path = out / f"dispatch{info.ordinal}_{info.when}_{t.role}{t.position}.npy"
+                np.save(path, t.tensor.to_numpy())  # bf16/f8 as their bits, as in capture bundles
                 saved.append(str(path))
         else:
             self._error(command, "save-tensors needs a stop at a dispatch, or the finished program's outputs")
@@ -389,16 +393,6 @@ class Debugger:
             self._print({"saved": saved})
         else:
             self._print(f"saved {len(saved)} tensors to {out}")
-
-
-def _typed(array: np.ndarray, export: str) -> np.ndarray:
-    """Binding bytes typed from IREE's dispatch name when it fits (``..._4x16_f32``), else raw bytes."""
-    if array.dtype != np.uint8:
-        return array  # already typed (the reference engine's trace points)
-    from engine.dispatch.tensor_types import type_from_name, view_bytes
-
-    typed, _ = view_bytes(array, type_from_name(export, array.nbytes))
-    return typed
 
 
 def _output_json(array: np.ndarray, element_type: str) -> dict[str, Any]:

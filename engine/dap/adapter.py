@@ -59,10 +59,12 @@ from engine.session.protocol import (
     ReadDispatch,
     ReadGlobals,
     ReadRegisters,
+    ReadTensors,
     ReverseMode,
     StepMode,
     Stopped,
     StopReason,
+    TypeSource,
 )
 
 THREAD_ID = 1
@@ -555,15 +557,23 @@ class DebugAdapter:
         return out
 
     def _binding_variables(self, stop: _Stop, info: DispatchInfo) -> list[dict[str, Any]]:
-        from engine.dispatch.tensor_types import type_from_name
-
+        # The tensors in each binding as the session typed them (engine.dispatch.typed_tensors: the
+        # executables' sources; without them a binding is untyped bytes, never a shape guessed from a name).
+        tensors = self._ask(ReadTensors()).tensors
         out = []
         for binding in info.bindings:
-            guess = type_from_name(info.export, binding.length)
-            typed = (f"{'x'.join(map(str, guess.shape))}x{guess.element} (type from IREE's dispatch name)"
-                     if guess is not None and guess.shape else "untyped")
+            typed = "; ".join(
+                f"{t.role} {t.position} {'x'.join([*map(str, t.tensor.shape), t.tensor.element_type])} @{t.offset} "
+                f"(type from {t.type_source})"
+                for t in tensors
+                if t.index == binding.index and t.type_source != TypeSource.UNTYPED
+            ) or "untyped"
             value = f"{typed}, {binding.length} bytes at {binding.buffer}+{binding.offset}, {binding.access}"
-            fields = self._reference(stop, lambda b=binding, g=guess, t=typed: self._binding_fields(stop, b, g, t))
+            # Elements as the typed tensors' element when they agree on one, else bytes.
+            elements = {t.tensor.element_type for t in tensors
+                        if t.index == binding.index and t.type_source != TypeSource.UNTYPED}
+            element = elements.pop() if len(elements) == 1 else None
+            fields = self._reference(stop, lambda b=binding, g=element, t=typed: self._binding_fields(stop, b, g, t))
             out.append({
                 "name": f"binding {binding.index}",
                 "value": value,
@@ -573,11 +583,15 @@ class DebugAdapter:
             })
         return out
 
-    def _binding_fields(self, stop: _Stop, binding: BindingInfo, guess: Any, typed: str) -> list[dict[str, Any]]:
-        """A binding expanded: where its bytes are, and its elements (typed by the name's guess, else bytes)."""
+    def _binding_fields(self, stop: _Stop, binding: BindingInfo, element: str | None, typed: str) -> list[dict[str, Any]]:
+        """A binding expanded: where its bytes are, and its elements (of the session's typed tensors' element
+        type, else bytes)."""
         from engine.dispatch.tensor_types import element_dtype
 
-        dtype = element_dtype(guess.element) if guess is not None and guess.shape else np.dtype(np.uint8)
+        try:
+            dtype = element_dtype(element) if element else np.dtype(np.uint8)
+        except ValueError:
+            dtype = np.dtype(np.uint8)
         count = binding.length // dtype.itemsize
 
         def elements(start: int, n: int) -> list[dict[str, Any]]:

@@ -46,7 +46,9 @@ class DispatchEntry:
     constants: list[int] = field(default_factory=list)
     # One per binding: {"index", "buffer", "offset", "length", "access"} (debug engine only): the graph's input.
     bindings: list[dict] = field(default_factory=list)
-    tensors_from: str = "bindings"  # "trace" when the trace points' buffer views were captured
+    # Where the tensors' types came from, in the bundle format's words (``BUNDLE_PROVENANCE``): trace (IREE's
+    # trace points), interface (the executables' sources) or bindings (exactly the bound bytes, untyped).
+    tensors_from: str = "bindings"
     health: str = "ok"
 
     def to_json(self) -> dict:
@@ -81,6 +83,10 @@ class DispatchEntry:
             d.get("tensors_from", "bindings"),
             d.get("health", "ok"),
         )
+
+
+# typed_tensors.Provenance -> the bundle format's ``tensors_from`` (its words predate the provenance names).
+BUNDLE_PROVENANCE = {"runtime": "trace", "sources": "interface", "untyped": "bindings"}
 
 
 def executable_of(export_name: str) -> str:
@@ -130,7 +136,7 @@ class BundleWriter:
     ) -> tuple[str, str]:
         """Save ``array`` as ``stem.npy`` (or reuse an identical file already written); returns the file
         name and the type string recorded in the manifest."""
-        array = np.ascontiguousarray(array)
+        array = np.asarray(array, order="C")  # (np.ascontiguousarray would make a rank-0 tensor 1-d)
         stored = to_storage(array)
         type_text = str(tensor_type) if tensor_type is not None else _type_of(array)
         # Identical tensors (a dispatch's output is the next one's input) are written once. A cheap

@@ -1,6 +1,7 @@
 """``capture``: run a program on either engine and write its golden bundle (see ``bundle``).
 
-The debug engine sees every dispatch through the HAL's observers (``DispatchRecorder``); IREE's runtime
+The debug engine sees every dispatch through the HAL's dispatch snapshots (``DispatchRecorder``), typed
+by the executables' sources when known (given, or beside the module); IREE's runtime
 only through the trace points of a module compiled with ``--iree-flow-trace-dispatch-tensors``, which it
 reports to a ``HalModuleDebugSink``. Both write the same manifest.
 """
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.dispatch.bundle import BundleWriter, DispatchEntry, executable_of
+from engine.dispatch.bundle import BUNDLE_PROVENANCE, BundleWriter, DispatchEntry, executable_of
 from engine.dispatch.debug_capture import (
     DispatchRecorder,
     health_of,
@@ -21,6 +22,7 @@ from engine.dispatch.debug_capture import (
     parse_trace_key,
 )
 from engine.dispatch.tensor_types import BindingInterface, TensorType, view_bytes
+from engine.dispatch.typed_tensors import ExecutableSources, Provenance, find_sources
 from engine.errors import LensError
 from engine.runtime.function_io import Scalar, Tensor, Value, parse_inputs, split_cconv
 from engine.runtime.reference import ReferenceRunner
@@ -43,13 +45,13 @@ def _write_program_values(writer: BundleWriter, kind: str, values: list[Value]) 
     for i, v in enumerate(values):
         if isinstance(v, Tensor):
             array = v.array
-            tt = TensorType(tuple(v.shape), v.element_type.name, "trace")
+            tt = TensorType(tuple(v.shape), v.element_type.name, Provenance.RUNTIME)
             array, tt = view_bytes(array, tt)
         elif isinstance(v, Scalar):
             array = np.array(
                 v.value, dtype={"i32": np.int32, "i64": np.int64, "f32": np.float32}.get(v.kind, np.float64)
             )
-            tt = TensorType((), v.kind, "trace")
+            tt = TensorType((), v.kind, Provenance.RUNTIME)
         else:
             continue  # opaque refs have no data
         name, text = writer.write_tensor(f"{kind[:-1]}_{i}", array, tt)
@@ -66,19 +68,27 @@ def capture_debug(
     out: str | Path,
     *,
     device: str = "local-sync",
-    interfaces: dict[str, dict[int, BindingInterface]] | None = None,
+    sources: ExecutableSources | None = None,
     overrides: dict | None = None,
     on_dispatch: Callable[[DispatchEntry], None] | None = None,
+    interfaces: dict[str, dict[int, BindingInterface]] | None = None,
 ) -> CaptureResult:
-    """Run ``function`` on the debug engine, every dispatch observed, and write the bundle to ``out``."""
+    """Run ``function`` on the debug engine, every dispatch observed, and write the bundle to ``out``.
+
+    ``sources`` type the tensors (``typed_tensors.read_sources``); by default those found beside the module
+    (``find_sources``); without any, each binding is captured as exactly its bytes. ``interfaces``: already
+    parsed sources (``tensor_types.interfaces_from_files``), the same as ``sources``."""
     from engine.runtime.debug_runner import DebugRunner
     from engine.runtime.hal.devices import create_device
     from engine.runtime.hal.module import HalModule
 
+    if sources is None and interfaces:
+        sources = ExecutableSources(interfaces, "given")
+    if sources is None:
+        sources = find_sources(module)
     writer = BundleWriter(out, module=str(module), function=function, engine="debug", device=device)
-    from engine.dispatch.spirv_types import module_binding_elements
-
-    recorder = DispatchRecorder(writer, interfaces, overrides, module_binding_elements(module))
+    writer.manifest["sources"] = {"origin": sources.origin, "path": sources.path}
+    recorder = DispatchRecorder(writer, sources, overrides)
     if on_dispatch is not None:
         original = writer.add_dispatch
 
@@ -89,7 +99,7 @@ def capture_debug(
 
         writer.add_dispatch = add  # type: ignore[method-assign]
     hal_device = create_device(device)
-    hal_device.observers.append(recorder)
+    snapshots = recorder.attach(hal_device)
     try:
         runner = DebugRunner(module, device, hal_module=HalModule(hal_device, trace_sink=recorder.trace))
         args = parse_inputs(input_specs, split_cconv(runner.cconv(function))[0])
@@ -101,7 +111,7 @@ def capture_debug(
             raise _failed_run(writer, e) from e
         recorder.flush()
     finally:
-        hal_device.observers.remove(recorder)
+        snapshots.unsubscribe(recorder)
     _write_program_values(writer, "outputs", results)
     writer.finish()
     return CaptureResult(writer.directory, writer.dispatch_count, results, writer.bytes_written)
@@ -139,7 +149,7 @@ def capture_reference(
                 from engine.runtime.element_types import ElementType
 
                 tt = TensorType(
-                    tuple(int(d) for d in bv.shape), ElementType(int(bv.element_type)).name, "trace"
+                    tuple(int(d) for d in bv.shape), ElementType(int(bv.element_type)).name, Provenance.RUNTIME
                 )
                 array, tt = view_bytes(array, tt)
                 arrays.append(array)
@@ -147,14 +157,14 @@ def capture_reference(
             ordinal = writer.dispatch_count  # the n-th traced dispatch
             if kind == "inputs":
                 entry = DispatchEntry(ordinal, export, executable or executable_of(export), None)
-                entry.tensors_from = "trace"
+                entry.tensors_from = BUNDLE_PROVENANCE[Provenance.RUNTIME]
                 entry.inputs, entry.input_types = _write(writer, ordinal, "input", arrays, types)
                 state["pending"] = entry
             elif kind == "outputs":
                 entry = state["pending"]
                 if entry is None or entry.name != export:
                     entry = DispatchEntry(ordinal, export, executable or executable_of(export), None)
-                    entry.tensors_from = "trace"
+                    entry.tensors_from = BUNDLE_PROVENANCE[Provenance.RUNTIME]
                 state["pending"] = None
                 entry.outputs, entry.output_types = _write(writer, entry.ordinal, "output", arrays, types)
                 entry.health = health_of(arrays)

@@ -37,7 +37,7 @@ class Tensor:
 
     @classmethod
     def from_numpy(cls, array: np.ndarray) -> Tensor:
-        array = np.ascontiguousarray(array)
+        array = np.asarray(array, order="C")  # keeps a rank-0 array rank 0 (ascontiguousarray does not)
         return cls(array, et.element_type_for_dtype(array.dtype))
 
     @property
@@ -240,10 +240,16 @@ def format_tensor(tensor: Tensor, max_element_count: int = DEFAULT_MAX_ELEMENT_C
     # Converting to Python scalars once keeps the per-element formatting cheap.
     items = flat[: min(flat.size, max_element_count + 1)].tolist() if flat.size else []
 
+    element_type = tensor.element_type
+    plain_float = element_type.is_float and element_type.numerical_type != et.FLOAT_BRAIN
+
     def leaf(offset: int, length: int) -> str:
         count = min(budget[0], length)
         budget[0] -= count
-        text = " ".join(_element_to_text(items[offset + i], tensor.element_type) for i in range(count))
+        if plain_float:  # the common case, without a call per element
+            text = " ".join(["%G" % v for v in items[offset : offset + count]])
+        else:
+            text = " ".join(_element_to_text(items[offset + i], element_type) for i in range(count))
         return text + ("..." if count < length else "")
 
     def recurse(dims: tuple[int, ...], offset: int) -> str:

@@ -66,6 +66,7 @@ from engine.session.protocol import (
     Query,
     ReadBindings,
     ReadHistory,
+    ReadTensors,
     Reverse,
     ReverseMode,
     RunTo,
@@ -295,15 +296,19 @@ class SessionClient:
 
     # -- commands --------------------------------------------------------------------------------------
 
-    def open(self, module_path: str, device: str = "local-sync", source_path: str | None = None) -> None:
-        """Open ``module_path`` on ``device``; the breakpoints set so far stay."""
+    def open(
+        self, module_path: str, device: str = "local-sync", source_path: str | None = None, sources: tuple[str, ...] = ()
+    ) -> None:
+        """Open ``module_path`` on ``device``; the breakpoints set so far stay. ``sources``: the executables'
+        sources that type its tensors (``Open.sources``; by default those beside the module)."""
         self.module_path = str(module_path)
         self.source_path = str(source_path) if source_path else None
         self.device = device
+        self.sources = tuple(str(s) for s in sources)
         self.last_stop = None
         self._forget_history()
         self._set_state(SessionState.STARTING)
-        self.send(Open(self.module_path, device))
+        self.send(Open(self.module_path, device, self.sources))
         self.send(SetBreakpoints(self.breakpoints))
         self._save(module_path=self.module_path, source_path=self.source_path, device=device)
 
@@ -353,6 +358,14 @@ class SessionClient:
         stop = self.last_stop
         if self.state == SessionState.STOPPED and stop is not None and stop.location.dispatch_info is not None:
             self.send(ReadBindings())
+            return True
+        return False
+
+    def request_tensors(self) -> bool:
+        """Ask for the paused dispatch's tensors, typed by the session (answered by ``Tensors``)."""
+        stop = self.last_stop
+        if self.state == SessionState.STOPPED and stop is not None and stop.location.dispatch_info is not None:
+            self.send(ReadTensors())
             return True
         return False
 
@@ -535,7 +548,7 @@ class SessionClient:
             self._set_state(SessionState.STARTING if self.module_path else SessionState.CLOSED)
             transport.restart()
             if self.module_path:
-                self.send(Open(self.module_path, self.device))
+                self.send(Open(self.module_path, self.device, getattr(self, "sources", ())))
                 self.send(SetBreakpoints(self.breakpoints))
         else:
             self._set_state(SessionState.IDLE if self.module_path else SessionState.CLOSED)

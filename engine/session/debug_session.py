@@ -17,12 +17,16 @@ call the dispatch ran in (one step), then steps on, so ``Step(count=N)`` execute
 from __future__ import annotations
 
 import bisect
+import os
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
+from engine.dispatch.rebuild_sources import SessionSources
+from engine.dispatch.snapshot import DispatchSnapshots
+from engine.dispatch.tensor_types import to_storage
 from engine.errors import FrameLocation, LensError
 from engine.runtime.debug_runner import DebugRunError, DebugRunner
 from engine.runtime.function_io import Tensor, format_results, parse_inputs, split_cconv
@@ -51,6 +55,7 @@ from engine.session.protocol import (
     Frames,
     Globals,
     Location,
+    Log,
     Open,
     Opened,
     PausedDispatch,
@@ -74,7 +79,6 @@ from engine.session.protocol import (
     StopReason,
     TensorRef,
     Tensors,
-    TypeSource,
 )
 from engine.substitute.live import LiveSubstitutions
 from engine.substitute.session_queries import answer as answer_substitution
@@ -92,6 +96,11 @@ class DebugSession:
         self.run = ParkedRun()  # the run thread, parked inside a dispatch while the command loop serves
         self._resumed: Command | None = None  # the latest command that resumed the current action
         self._code_pcs: dict[tuple[int, int], list[int]] = {}
+        self._frame_infos: dict[tuple[ModuleInstance, int, int], FrameInfo] = {}
+        self._inputs_memo: tuple[tuple, list] | None = None  # the last call's parsed inputs
+        # A Progress before each dispatch says what ran when a kernel takes the process down; a transport
+        # that drops them (in process, nobody asked) says so and saves building a location per dispatch.
+        self.report_progress = True
         self._handlers: dict[type, Callable[[Any], None]] = {
             Open: self._on_open,
             SetBreakpoints: self._on_set_breakpoints,
@@ -113,6 +122,7 @@ class DebugSession:
         for kind in SUBSTITUTION_QUERIES:
             self._queries[kind] = self._substitution
         self.live: LiveSubstitutions | None = None
+        self.sources: SessionSources | None = None  # the executables' sources that type tensors
 
     # ---------------------------------------------------------------------------------------- commands
 
@@ -135,8 +145,9 @@ class DebugSession:
             self.controller.pause()
 
     def close(self) -> None:
-        """Abandon a parked run (its thread ends)."""
+        """Abandon a parked run and end the run thread."""
         self.abandon_run()
+        self.run.close()
 
     # -- seams for sessions built on this one (TimeTravelSession)
 
@@ -160,7 +171,10 @@ class DebugSession:
         self.runner = DebugRunner(command.module_path, command.device)
         self.controller = vmc.Controller(self.runner.context)
         self.gate = DispatchGate(self._park, self.controller.take_pause, self._progress)
-        self.runner.device.add_observer(self.gate)
+        snapshots = DispatchSnapshots.for_device(self.runner.device)
+        tell = lambda text: self.emit(Log(text))  # noqa: E731
+        self.sources = SessionSources(snapshots, command.module_path, command.sources, command.rebuild_sources, tell)
+        snapshots.subscribe(self.gate)
         self.live = LiveSubstitutions.for_runner(self.runner)
         self._install_breakpoints()
         self.on_opened()
@@ -175,7 +189,7 @@ class DebugSession:
         self.abandon_run()
         runner = self._need_runner()
         arg_kinds, self._result_kinds = split_cconv(runner.cconv(command.function))
-        args = parse_inputs(list(command.inputs), arg_kinds)
+        args = self._parsed_inputs(tuple(command.inputs), arg_kinds)
         vm_args = [runner.to_vm(kind, value) for kind, value in zip(arg_kinds, args)]
         runner.context.interpreter.reset()
         self.gate.begin_call(runner.device.dispatch_count, command.function, tuple(command.inputs))
@@ -229,6 +243,17 @@ class DebugSession:
 
     def _resume_with(self, command: Command) -> None:
         self.run.resume(command)
+
+    def _parsed_inputs(self, inputs: tuple[str, ...], arg_kinds: str) -> list:
+        """``parse_inputs``, remembered for the same inputs (files unchanged): a debugger reruns a call again
+        and again, and reading a ``.npy`` costs more than running a small program. The values are copied
+        into the device's buffers at every call (``DebugRunner.to_vm``), so one parse serves them all."""
+        key = (inputs, arg_kinds, tuple(_file_stamp(spec) for spec in inputs))
+        if self._inputs_memo is not None and self._inputs_memo[0] == key:
+            return self._inputs_memo[1]
+        values = parse_inputs(list(inputs), arg_kinds)
+        self._inputs_memo = (key, values)
+        return values
 
     def abandon_run(self) -> None:
         """Unwind a run parked inside a dispatch (its thread ends); nothing when none is parked."""
@@ -309,7 +334,8 @@ class DebugSession:
                 c.add_stop_target(top.instance, top.ordinal, top.pc)
 
     def _progress(self, record: DispatchRecord) -> None:
-        self.emit(Progress(self.location()))
+        if self.report_progress:
+            self.emit(Progress(self.location()))
 
     # ------------------------------------------------------------------------------------------ helpers
 
@@ -394,13 +420,21 @@ class DebugSession:
         k = bisect.bisect_left(pcs, resume)
         return pcs[k - 1] if k > 0 else resume
 
-    @staticmethod
-    def frame_info(instance: ModuleInstance, ordinal: int, pc: int) -> FrameInfo:
-        try:
-            text = format_instruction(instance.instruction_at(ordinal, pc))
-        except LensError:
-            text = ""
-        return FrameInfo(instance.name, instance.function_name(ordinal), pc, text, ordinal)
+    def frame_info(self, instance: ModuleInstance, ordinal: int, pc: int) -> FrameInfo:
+        # Cached: every dispatch reports its location (Progress), mostly from the same few call sites.
+        key = (instance, ordinal, pc)
+        found = self._frame_infos.get(key)
+        if found is None:
+            try:
+                text = format_instruction(instance.instruction_at(ordinal, pc))
+            except LensError:
+                text = ""
+            if len(self._frame_infos) > 4096:
+                self._frame_infos.clear()
+            found = self._frame_infos[key] = FrameInfo(
+                instance.name, instance.function_name(ordinal), pc, text, ordinal
+            )
+        return found
 
     def _frames(self) -> tuple[FrameInfo, ...]:
         return self.location().frames
@@ -452,13 +486,41 @@ class DebugSession:
         return [self._binding(k) for k in range(len(self._paused_record().bindings))]
 
     def _tensors(self, query: ReadTensors) -> Tensors:
-        """The paused dispatch's bindings as tensors. Untyped for now: exactly the bytes each binding binds,
-        labelled so (typing them in the session from the executables' sources is issue 23's next step)."""
-        record = self._paused_record()
-        info = self.gate.current_info
-        access = {b.index: b.access for b in info.bindings} if info is not None else {}
+        """The paused dispatch's tensors, typed here once (``engine.dispatch.typed_tensors``: the executables'
+        sources, else exactly the bound bytes), each labelled with where its type came from."""
+        self._paused_record()
+        self.sources.ensure()  # no sources: rebuild them from the program the module names (once, on a thread)
+        snapshot = self.gate.snapshot
         tensors = tuple(
-            DispatchTensor(k, access.get(k, "unknown"), self._binding(k), TypeSource.UNTYPED)
-            for k in range(len(record.bindings))
+            DispatchTensor(
+                t.binding,
+                t.access,
+                _tensor_ref(t.array, t.type.element),
+                t.provenance,
+                t.note,
+                t.role,
+                t.position,
+                t.offset,
+                t.length,
+                t.written,
+            )
+            for t in (snapshot.tensors() if snapshot is not None else ())
         )
-        return Tensors(query, info, tensors)
+        return Tensors(query, self.gate.current_info, tensors)
+
+
+def _tensor_ref(array: np.ndarray, element: str) -> TensorRef:
+    """A copy of ``array`` to send; bf16/f8 travel as their bits (``tensor_types.from_storage`` undoes it)."""
+    stored = np.array(to_storage(array), copy=True)
+    return TensorRef(stored.shape, stored.dtype.str, element, array=stored)
+
+
+def _file_stamp(spec: str) -> tuple[int, int] | None:
+    """The size and modification time of the file an ``--input`` names (``@path``, ``shape=@path``)."""
+    if "@" not in spec:
+        return None
+    try:
+        st = os.stat(spec.rsplit("@", 1)[1])
+    except (OSError, ValueError):
+        return None
+    return st.st_size, st.st_mtime_ns

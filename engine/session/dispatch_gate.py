@@ -1,7 +1,8 @@
 """Dispatch breakpoints: which dispatches a run stops at, and what the session reports about one.
 
 The HAL runs each dispatch synchronously on the thread that runs the program and tells its observers
-before and after (``engine.runtime.hal.device``). ``DispatchGate`` is that observer for a debug session:
+before and after (``engine.runtime.hal.device``). ``DispatchGate`` subscribes to the device's one
+snapshot observer (``engine.dispatch.snapshot``: the bindings are copied at most once, whoever watches):
 it numbers the run's dispatches (the *run ordinal*, from 0 at the start of each call), matches them with
 the dispatch breakpoints (by ordinal, by IREE's executable or export name with globs, every one, before or
 after it runs; NaN/Inf written), and when one matches calls ``park``, which blocks the run thread until
@@ -16,7 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.runtime.hal.device import DispatchObserver, DispatchRecord
+from engine.dispatch.snapshot import DispatchSnapshot, SnapshotSubscriber
+from engine.runtime.hal.device import DispatchRecord
 from engine.session.protocol import (
     BindingInfo,
     Breakpoint,
@@ -120,8 +122,9 @@ class GateStop:
     nonfinite: tuple[NonFinite, ...] = ()  # nonfinite_summary of each binding in nan_bindings
 
 
-class DispatchGate(DispatchObserver):
-    """The session's observer on the device. ``park(record, info, stop)`` blocks until resumed."""
+class DispatchGate(SnapshotSubscriber):
+    """The session's subscriber to the device's dispatch snapshots (``engine.dispatch.snapshot``).
+    ``park(record, info, stop)`` blocks until resumed."""
 
     def __init__(
         self,
@@ -140,13 +143,30 @@ class DispatchGate(DispatchObserver):
         self.base = 0  # the device's dispatch count when the current call began
         self.current: DispatchRecord | None = None
         self.current_info: DispatchInfo | None = None
+        self.snapshot: DispatchSnapshot | None = None  # the current dispatch's (its bytes, its tensors)
         self._buffers: dict[int, int] = {}
-        self._before_bytes: list[np.ndarray | None] = []
         self._nonfinite_before: list[int] = []
         # Diverge breakpoints: their reference runs (engine.dispatch.diverge_condition), by breakpoint.
         self._references: dict[Breakpoint, object] = {}
         self._call: tuple[str, tuple[str, ...]] | None = None
         self._diverged: set[Breakpoint] = set()  # fired in this call: later dispatches inherit the difference
+
+    @property
+    def breakpoints(self) -> tuple[Breakpoint, ...]:
+        return self._breakpoints
+
+    @breakpoints.setter
+    def breakpoints(self, value: tuple[Breakpoint, ...]) -> None:
+        # What each dispatch asks of the breakpoints is worked out once here, not per dispatch.
+        self._breakpoints = tuple(value)
+        self._watch_nan = any(bp.kind == BreakpointKind.NAN for bp in self._breakpoints)
+        self._after_breakpoints = any(
+            bp.kind == BreakpointKind.DISPATCH and str(bp.when) == DispatchWhen.AFTER for bp in self._breakpoints
+        )
+        self._has_diverge = any(bp.kind == BreakpointKind.DIVERGE for bp in self._breakpoints)
+        self._before_breakpoints = any(
+            bp.kind == BreakpointKind.DISPATCH and str(bp.when) == DispatchWhen.BEFORE for bp in self._breakpoints
+        )
 
     def begin_call(self, dispatch_count: int, function: str | None = None, inputs: tuple[str, ...] = ()) -> None:
         self.base = dispatch_count
@@ -160,6 +180,8 @@ class DispatchGate(DispatchObserver):
                 self._reference(bp)  # a module reference runs now: an error fails the call, named
 
     def _diverge_breakpoints(self) -> tuple[Breakpoint, ...]:
+        if not self._has_diverge:
+            return ()
         return tuple(bp for bp in self.breakpoints if bp.kind == BreakpointKind.DIVERGE and bp not in self._diverged)
 
     def _reference(self, bp: Breakpoint):
@@ -202,35 +224,48 @@ class DispatchGate(DispatchObserver):
         )
 
     def _matching(self, record: DispatchRecord, when: str) -> tuple[Breakpoint, ...]:
+        if not self._breakpoints:
+            return ()
+        if when == DispatchWhen.BEFORE and not self._before_breakpoints:
+            return ()
+        if when == DispatchWhen.AFTER and not self._after_breakpoints:
+            return ()
         ordinal = self.ordinal(record)
         executable = executable_name(record)
         return tuple(
             bp for bp in self.breakpoints if dispatch_matches(bp, ordinal, executable, record.export_name, when)
         )
 
-    def _watch_nan(self) -> bool:
-        return any(bp.kind == BreakpointKind.NAN for bp in self.breakpoints)
-
     def _wants_after(self, record: DispatchRecord) -> bool:
-        return self._watch_nan() or bool(self._diverge_breakpoints()) or bool(self._matching(record, DispatchWhen.AFTER))
+        return (
+            self._watch_nan or bool(self._diverge_breakpoints()) or bool(self._matching(record, DispatchWhen.AFTER))
+        )
 
-    # -- the observer
+    # -- the subscriber
 
-    def before_dispatch(self, record: DispatchRecord) -> None:
+    def _passed_over(self, record: DispatchRecord) -> bool:
+        """A dispatch replayed on the way to a travelled-to one (``quiet_below``): no stop, no bytes."""
+        return self.quiet_below is not None and record.sequence < self.quiet_below
+
+    def wants_before(self, record: DispatchRecord) -> bool:
+        if not (self._watch_nan or self._has_diverge or self._after_breakpoints):
+            return False  # nothing to check after any dispatch (the common case: no per-dispatch work)
+        if self._passed_over(record):
+            return False
+        # What an "after" stop needs to know what the dispatch wrote.
+        return self._wants_after(record)
+
+    def before(self, snapshot: DispatchSnapshot) -> None:
+        record = snapshot.record
         self.current = record
+        self.snapshot = snapshot
         self.progress(record)
         if self.quiet_below is not None:
-            if record.sequence < self.quiet_below:
-                self._before_bytes = []
+            if self._passed_over(record):
                 return
             self.quiet_below = None
-        # What an "after" stop needs to know what the dispatch wrote.
-        if self._wants_after(record):
-            self._before_bytes = [np.array(b.data, copy=True) for b in record.bindings]
-            if self._watch_nan():
-                self._nonfinite_before = [nonfinite_count(d, record.export_name) for d in self._before_bytes]
-        else:
-            self._before_bytes = []
+        if self._watch_nan and snapshot.has_before:
+            self._nonfinite_before = [nonfinite_count(d, record.export_name) for d in snapshot.before]
         hit = self._matching(record, DispatchWhen.BEFORE)
         step = self.stop_at_next
         paused = self.pause_requested()
@@ -239,27 +274,25 @@ class DispatchGate(DispatchObserver):
             self.current_info = self.info(record, DispatchWhen.BEFORE)
             self.park(record, self.current_info, GateStop(hit, (), step, paused))
 
-    def after_dispatch(self, record: DispatchRecord) -> None:
+    def after(self, snapshot: DispatchSnapshot) -> None:
+        record = snapshot.record
         try:
-            if not self._before_bytes:
+            if not snapshot.before or self._passed_over(record) or not self._wants_after(record):
                 return
-            after = [b.data for b in record.bindings]
-            access = tuple(
-                "write" if not np.array_equal(a, before) else "read" for a, before in zip(after, self._before_bytes)
-            )
+            access = snapshot.observed_access()
             nan: tuple[int, ...] = ()
-            if self._watch_nan():
+            if self._watch_nan:
                 nan = tuple(
                     k
-                    for k, (a, count) in enumerate(zip(after, self._nonfinite_before))
-                    if access[k] == "write" and nonfinite_count(a, record.export_name) > count
+                    for k, count in enumerate(self._nonfinite_before)
+                    if access[k] == "write" and nonfinite_count(snapshot.after(k), record.export_name) > count
                 )
             hit = self._matching(record, DispatchWhen.AFTER)
             if nan:
                 hit = hit + tuple(bp for bp in self.breakpoints if bp.kind == BreakpointKind.NAN)
             divergence = None
             for bp in self._diverge_breakpoints():
-                written = [a for a, acc in zip(after, access) if acc == "write"]
+                written = [snapshot.after(k) for k, acc in enumerate(access) if acc == "write"]
                 found = self._reference(bp).check(self.ordinal(record), record.export_name, written)
                 if found is not None:
                     self._diverged.add(bp)
@@ -269,16 +302,17 @@ class DispatchGate(DispatchObserver):
                     break
             if hit:
                 self.current_info = self.info(record, DispatchWhen.AFTER, access)
-                found = (nonfinite_summary(after[k], record.export_name, k) for k in nan)
+                found = (nonfinite_summary(snapshot.after(k), record.export_name, k) for k in nan)
                 summaries = tuple(f for f in found if f is not None)
                 self.park(record, self.current_info, GateStop(hit, nan, divergence=divergence, nonfinite=summaries))
         finally:
-            self._before_bytes = []
+            self._nonfinite_before = []
             self.current = None
             self.current_info = None
+            self.snapshot = None
 
-    def dispatch_failed(self, record: DispatchRecord, error: Exception) -> None:
-        self._before_bytes = []
+    def failed(self, snapshot: DispatchSnapshot, error: Exception) -> None:
+        self._nonfinite_before = []
         # ``current`` stays: a failure report names the dispatch that failed.
 
 

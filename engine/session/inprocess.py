@@ -36,6 +36,8 @@ class InProcessSession:
         self.progress = progress  # deliver Progress events (one per dispatch) too
         self.handler_factory = handler_factory
         self.handler = handler_factory(self._emit)
+        if hasattr(self.handler, "report_progress"):
+            self.handler.report_progress = progress  # Progress dropped here: not built per dispatch
         self._commands: queue.Queue[Command] = queue.Queue()
         self._thread = threading.Thread(target=self._work, name="session-worker", daemon=True)
         self._thread.start()
@@ -77,6 +79,8 @@ class InProcessSession:
         def fresh() -> None:
             self._close_handler()
             self.handler = self.handler_factory(self._emit)
+            if hasattr(self.handler, "report_progress"):
+                self.handler.report_progress = self.progress
 
         self._commands.put(_Call(fresh))
 

@@ -5,7 +5,8 @@ the user wants to look (a dispatch, a trace point), the callback that the engine
 *parks* it, the command loop (the session's ``handle``) returns and serves commands (queries,
 breakpoints), and one command *resumes* the run. ``ParkedRun`` is that hand-over, once:
 
-* ``start(target)`` (command loop): run ``target`` on a new run thread; return once it parks or ends;
+* ``start(target)`` (command loop): run ``target`` on the run thread (one for the object's life, ended
+  by ``close()``); return once it parks or ends;
 * ``park()`` (run thread, inside the callback): wait for the command that resumes the run and return it;
   raise ``Abandoned`` when the client gave the run up (a new call, a new module, shutdown);
 * ``resume(command)`` (command loop): hand ``command`` to the parked run; return once it parks again or
@@ -46,6 +47,8 @@ class ParkedRun:
         self._state = RunState.IDLE
         self._resume: Any = None  # handed from the command loop to the parked run thread
         self._thread: threading.Thread | None = None
+        self._target: Callable[[], Any] | None = None  # handed from ``start`` to the run thread
+        self._closing = False
 
     @property
     def state(self) -> RunState:
@@ -56,11 +59,19 @@ class ParkedRun:
         return self._state == RunState.PARKED
 
     def start(self, target: Callable[[], Any]) -> None:
-        """Run ``target`` on a new run thread; return once it parks or ends (``Abandoned`` ends it quietly)."""
+        """Run ``target`` on the run thread; return once it parks or ends (``Abandoned`` ends it quietly).
+
+        The run thread lives as long as this object (``close`` ends it): starting a thread for every call
+        costs more than a small program's whole run."""
         with self._cv:
             self._state = RunState.RUNNING
-        self._thread = threading.Thread(target=self._main, args=(target,), name=self.name, daemon=True)
-        self._thread.start()
+            self._target = target
+            if self._thread is None or not self._thread.is_alive():
+                self._closing = False
+                self._thread = threading.Thread(target=self._serve, name=self.name, daemon=True)
+                self._thread.start()
+            else:
+                self._cv.notify_all()
         self._wait_settled()
 
     def park(self) -> Any:
@@ -85,16 +96,35 @@ class ParkedRun:
         self._wait_settled()
 
     def abandon(self, timeout: float = 5.0) -> None:
-        """Unwind a parked run (its thread ends) and wait for the run thread."""
+        """Unwind a parked run and wait until the run thread is idle again."""
         if self._state == RunState.PARKED:
             self.resume(_ABANDON)
-        if self._thread is not None:
-            self._thread.join(timeout=timeout)
-            self._thread = None
+        with self._cv:
+            self._cv.wait_for(lambda: self._state == RunState.IDLE, timeout=timeout)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Abandon a parked run and end the run thread."""
+        self.abandon(timeout)
+        with self._cv:
+            self._closing = True
+            self._cv.notify_all()
+        thread, self._thread = self._thread, None
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=timeout)
 
     def _wait_settled(self) -> None:
         with self._cv:
             self._cv.wait_for(lambda: self._state != RunState.RUNNING)
+
+    def _serve(self) -> None:
+        """The run thread: run each target ``start`` hands over, until ``close``."""
+        while True:
+            with self._cv:
+                self._cv.wait_for(lambda: self._target is not None or self._closing)
+                if self._target is None:
+                    return
+                target, self._target = self._target, None
+            self._main(target)
 
     def _main(self, target: Callable[[], Any]) -> None:
         try:

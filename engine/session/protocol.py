@@ -293,8 +293,15 @@ class Command:
 
 @dataclass(frozen=True)
 class Open(Command):
+    """Open a module; ``sources``: its executables' sources named by the user (files or folders, see
+    ``engine.dispatch.typed_tensors.read_sources``), else those found beside it type the tensors, else (with
+    ``rebuild_sources``) those of a rebuild of the program its debug locations name, when the rebuild's
+    executables are the module's own (``engine.dispatch.rebuild_sources``)."""
+
     module_path: str
     device: str = "local-sync"
+    sources: tuple[str, ...] = ()
+    rebuild_sources: bool = True  # none found: rebuild them from the program the module's locations name
 
 
 @dataclass(frozen=True)
@@ -613,19 +620,33 @@ class TypeSource(StrEnum):
     UNTYPED = "untyped"  # exactly the bound bytes (uint8), no type claimed
     RUNTIME = "runtime"  # IREE's runtime typed it (a trace point's buffer view)
     SOURCES = "sources"  # the executables' sources (hal.interface bindings)
-    NAME = "name"  # IREE's dispatch name (a guess, shown as such)
 
 
 @dataclass(frozen=True)
 class DispatchTensor:
-    """One binding of the paused dispatch as a tensor: ``access`` read/write/readwrite/unknown, and where its
-    type came from (``type_source``, a ``TypeSource``; ``type_note`` says more, e.g. the sources' file)."""
+    """One tensor of the paused dispatch, typed in the session (``engine.dispatch.typed_tensors``):
+    ``length`` bytes at ``offset`` of binding ``index``. ``role``: ``input`` (the dispatch reads it: its
+    bytes before it ran), ``output`` (it writes it: its bytes after; ``written`` False at a stop before the
+    dispatch, when they are what the memory holds, not the output yet) or ``binding`` (untyped, before the
+    dispatch ran: whether it reads or writes it is unknown); ``position`` its place among the inputs or
+    outputs (IREE's operand order). ``access`` read/write/readwrite/unknown; ``type_source`` (a
+    ``TypeSource``) says where the shape and element type came from, ``type_note`` more (the source file,
+    why a source did not fit)."""
 
     index: int
     access: str
     tensor: TensorRef
     type_source: str = TypeSource.UNTYPED
     type_note: str = ""
+    role: str = "binding"
+    position: int = 0
+    offset: int = 0
+    length: int = 0
+    written: bool = True
+
+    @property
+    def label(self) -> str:
+        return f"{self.role} {self.position}"
 
 
 @dataclass(frozen=True)

@@ -110,6 +110,7 @@ class ReferenceSession:
     def close(self) -> None:
         """Abandon a paused run and let IREE's runtime objects go (before the interpreter exits)."""
         self._abandon()
+        self.run.close()
         self.runner = None
         self._sink = None
 
@@ -173,9 +174,11 @@ class ReferenceSession:
             self.emit(Bindings(query, tuple(self._bindings())))
         elif isinstance(query, ReadTensors):
             # IREE's runtime typed them: the trace point's buffer views (inputs before, outputs after).
-            access = "write" if self._info is not None and self._info.when == DispatchWhen.AFTER else "read"
+            after = self._info is not None and self._info.when == DispatchWhen.AFTER
+            access, role = ("write", "output") if after else ("read", "input")
             tensors = tuple(
-                DispatchTensor(k, access, t, TypeSource.RUNTIME) for k, t in enumerate(self._bindings())
+                DispatchTensor(k, access, t, TypeSource.RUNTIME, "IREE's trace point", role, k, 0, t.to_numpy().nbytes)
+                for k, t in enumerate(self._bindings())
             )
             self.emit(Tensors(query, self._dispatch(), tensors))
         else:
@@ -253,7 +256,7 @@ class ReferenceSession:
         self._need_parked()
         if not 0 <= index < len(self._arrays):
             raise ReferenceSessionError(f"binding {index} out of range: the trace point has {len(self._arrays)}")
-        a = np.ascontiguousarray(self._arrays[index])
+        a = np.asarray(self._arrays[index], order="C")  # a rank-0 tensor stays rank 0
         return TensorRef(a.shape, a.dtype.str, "", array=a)
 
     def _bindings(self) -> list[TensorRef]:

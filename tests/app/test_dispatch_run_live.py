@@ -1,8 +1,12 @@
 """The paused dispatch in the real MainWindow: break at dispatch 1 of a compiled program, the "Dispatch #1"
-document shows its bindings typed (shapes from the compilation's executable sources or IREE's name) with
-values equal to what numpy computes; the Run Dispatches list fills as the run goes."""
+document shows the tensors the session typed (from the executables' sources beside the module; untyped, as
+exactly the bound bytes, without them) with values equal to what numpy computes; the CLI's save-tensors at
+the same stop writes the same tensors; the Run Dispatches list fills as the run goes."""
 
 from __future__ import annotations
+
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -18,8 +22,8 @@ def state_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("IREE_LENS_STATE_DIR", str(tmp_path / "state"))
 
 
-def test_break_at_dispatch_1_shows_its_typed_tensors(qtbot, main_window, tmp_path):
-    vmfb = compile_program("nan_log", "llvm-cpu", tmp_path)
+def test_break_at_dispatch_1_without_sources_shows_exactly_the_bound_bytes(qtbot, main_window, tmp_path):
+    vmfb = compile_program("nan_log", "llvm-cpu", tmp_path)  # plain iree-compile: no sources anywhere
     a = (np.arange(32, dtype=np.float32).reshape(4, 8) / 4 + 2).astype(np.float32)
     b = np.full((4, 8), 0.5, np.float32)
     np.save(tmp_path / "a.npy", a)
@@ -28,37 +32,30 @@ def test_break_at_dispatch_1_shows_its_typed_tensors(qtbot, main_window, tmp_pat
     runs = main_window.panels["run_dispatches"]
     add_breakpoint(qtbot, panel, "dispatch", "1", "after")
     panel.set_inputs((f"@{tmp_path / 'a.npy'}", f"@{tmp_path / 'b.npy'}"))
-    with qtbot.waitSignal(runs.bridge.bindingsRead, timeout=TIMEOUT):
+    with qtbot.waitSignal(runs.tensorsShown, timeout=TIMEOUT):
         qtbot.mouseClick(panel.run_button, Qt.MouseButton.LeftButton)
     view = runs.paused_view
     assert view is not None
     documents = main_window.documents
     assert documents.currentWidget() is view
     assert documents.tabToolTip(documents.currentIndex()) == f"Dispatch #1 {view.info.export}"
-    # Dispatch 1 computes log(a - b): its input is a - b, its output the log. IREE flattens the elementwise
-    # dispatch to 32xf32 (its name says ..._32_f32): that is the shape the dispatch sees.
+    # Dispatch 1 computes log(a - b). Without sources nothing says its shape: each binding is shown as the
+    # bytes it binds, an input (unchanged) or an output (written), never a shape guessed from IREE's name.
+    assert "untyped" in view.header.text() and "types from name" not in view.header.text()
     by_role = {t.role: t for t in view.tensors}
     assert set(by_role) == {"input", "output"}
-    expected_in = a - b
-    expected_out = np.log(expected_in)
-    for role, expected in (("input", expected_in), ("output", expected_out)):
+    for role, expected in (("input", a - b), ("output", np.log(a - b))):
         t = by_role[role]
-        assert str(t.type) == "32xf32" and t.type.source == "name", (role, t.type)
-        assert t.array.shape == (32,)
-        np.testing.assert_allclose(t.array, expected.ravel(), rtol=1e-6)
+        assert t.source == "untyped" and t.array.dtype == np.uint8
+        assert t.array.size == view.info.bindings[t.binding].length  # the whole bound range, no more
+        np.testing.assert_allclose(t.array.view(np.float32)[: expected.size], expected.ravel(), rtol=1e-6)
     inspector = view.inspector
     assert inspector.tensor_list.count() == 2
-    assert "32xf32" in inspector.tensor_list.item(1).text()
-    assert "types from name" in view.header.text()
-    # The list of the run: dispatches 0 and 1 at least, dispatch 1 healthy and typed by its workgroups.
+    assert "untyped" in inspector.tensor_list.item(1).text()
     ordinals = [e.ordinal for e in runs.model.entries]
     assert 1 in ordinals
     entry = runs.model.entries[ordinals.index(1)]
-    assert entry.health == "ok" and entry.workgroups == list(view.info.workgroup_count)
-    inspector.tensor_list.setCurrentRow(1)  # the output
-    main_window.resize(1400, 900)
-    qtbot.wait(200)
-    main_window.grab().save(SCREENSHOT)
+    assert entry.health == "-" and entry.workgroups == list(view.info.workgroup_count)  # bytes: not judged
     with qtbot.waitSignal(runs.bridge.finished, timeout=TIMEOUT):
         qtbot.keyClick(panel.listing, Qt.Key.Key_F5)
     assert "finished" in runs.title.text()
@@ -82,20 +79,33 @@ def test_a_program_compiled_in_the_app_is_typed_by_its_executable_sources(qtbot,
     runs = main_window.panels["run_dispatches"]
     add_breakpoint(qtbot, panel, "dispatch", "1", "after")
     panel.set_inputs((f"@{tmp_path / 'x.npy'}",))
-    with qtbot.waitSignal(runs.bridge.bindingsRead, timeout=TIMEOUT):
+    with qtbot.waitSignal(runs.tensorsShown, timeout=TIMEOUT):
         qtbot.mouseClick(panel.run_button, Qt.MouseButton.LeftButton)
     view = runs.paused_view
-    assert "types from interface" in view.header.text(), view.header.text()
+    assert "types from sources" in view.header.text(), view.header.text()
     shapes = {(t.role, t.array.shape) for t in view.tensors}
     assert ("input", (2, 32)) in shapes and ("output", (2, 4)) in shapes, shapes
     [h] = [t for t in view.tensors if t.role == "input" and t.array.shape == (2, 32)]
     [o] = [t for t in view.tensors if t.role == "output"]
-    assert h.type.source == "interface" and str(o.type) == "2x4xf32"
+    assert h.source == "sources" and o.type_text == "2x4xf32"
     np.testing.assert_allclose(h.array, hidden, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(o.array, out, rtol=1e-5, atol=1e-6)
     view.inspector.tensor_list.setCurrentRow(view.tensors.index(o))
     main_window.resize(1400, 900)
     qtbot.wait(200)
-    main_window.grab().save("/tmp/dispatch_ui_interface_types.png")
+    main_window.grab().save(SCREENSHOT)
+    # The CLI at the same stop saves the same tensors (both show what the session typed).
+    script = tmp_path / "commands.gdb"
+    script.write_text(f"break dispatch 1 after\ncontinue\nsave-tensors {tmp_path / 'cli'}\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "app.launcher", "debug", str(compilation.vmfb_path), "--function=main",
+         f"--input=@{tmp_path / 'x.npy'}", f"--commands={script}", "--json"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    for t in view.tensors:
+        saved = np.load(tmp_path / "cli" / f"dispatch1_after_{t.role}{t.position}.npy")
+        assert saved.shape == t.array.shape and saved.dtype == t.array.dtype
+        assert saved.tobytes() == t.array.tobytes(), t.label
     with qtbot.waitSignal(runs.bridge.finished, timeout=TIMEOUT):
         runs.bridge.continue_()

@@ -363,3 +363,22 @@ def test_nan_and_inf_are_visible_in_the_tensor_inspector(qtbot):
     assert inspector.heatmap.nonfinite_count == 2
     assert tuple(overlay[2, 1]) == NAN_RGBA and tuple(overlay[2, 3]) == POSINF_RGBA
     assert overlay[0, 0, 3] == 0  # transparent over finite values
+
+
+def test_the_last_session_never_mixes_modules(qtbot, make_main_window, tmp_path):
+    from engine.session.persist import SessionStore
+
+    first_vmfb = compile_program("nan_log", "llvm-cpu", tmp_path)
+    other = compile_program("nan_log", "vmvx", tmp_path)  # another file of the same module name
+    window = make_main_window()
+    panel = open_module(qtbot, window, first_vmfb)
+    panel.set_inputs(("4x8xf32=3", "4x8xf32=1"))
+    run_and_wait(qtbot, window)
+    window.close()
+    # A new start opens another file before restoring: the saved call (of the first file) is dropped.
+    window = make_main_window()
+    panel = window.panels["stepper"]
+    assert "last run: main" in panel.restore_label.text()
+    open_module(qtbot, window, other)
+    saved = SessionStore(Path(window.session_bridge.store.root)).load()
+    assert saved.module_path == str(other) and saved.function is None and saved.inputs == []

@@ -1,0 +1,167 @@
+"""Executable sources for a ``.vmfb`` that came without them: rebuilt from the program its debug locations
+name, and kept only when the rebuild's executables are byte for byte the module's own.
+
+A module keeps the file its host code came from in its debug database (``"model.mlir":12:3``). When that
+file is still there, IREE Lens compiles it again for the target the module's executables were built for
+(``engine.compiler``, which keeps the executables' sources beside its ``.vmfb``) and compares every embedded
+executable with the rebuild's. Equal bytes mean the same kernels, so the rebuild's sources describe the
+module's dispatches; any difference (other flags, another IREE, an edited program) and the rebuild is not
+used: a source that does not match would present a guess as the tensor.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+from engine.dispatch.typed_tensors import NO_SOURCES, ExecutableSources, read_sources
+from engine.errors import LensError
+
+# The executable formats IREE Lens's compile targets produce (engine.compiler.targets keys).
+FORMAT_TARGETS = {
+    "embedded-elf-x86_64": "llvm-cpu",
+    "vmvx-bytecode-fb": "vmvx",
+    "vulkan-spirv-fb": "vulkan-spirv",
+}
+_FILE = re.compile(r'^"([^"]+\.mlir(?:bc)?)":\d+')
+
+
+def _none(note: str) -> ExecutableSources:
+    return ExecutableSources({}, "none", None, {}, note)
+
+
+def program_named_by(module_path: str | Path) -> Path | None:
+    """The source file the module's debug locations name most often, if it exists (absolute, or relative
+    to the module's folder or the current folder)."""
+    from engine.runtime.vmfb.module import open_vmfb
+
+    try:
+        db = open_vmfb(module_path).debug_database
+        texts = db.location_texts if db is not None else []
+    except LensError:
+        return None
+    names = Counter(m[1] for t in texts if (m := _FILE.match(t)))
+    for name, _ in names.most_common():
+        # The path as the compile was given it (IREE records it in the kernels' debug information, so the
+        # rebuild must name it alike): absolute, or relative to the current folder; else beside the module.
+        path = Path(name)
+        if path.is_file():
+            return path
+        if not path.is_absolute() and (Path(module_path).parent / path).is_file():
+            return Path(module_path).parent / path
+    return None
+
+
+def _executables(module_path: str | Path) -> dict[str, tuple[str, bytes]]:
+    from engine.runtime.vmfb.module import open_vmfb
+
+    return {e.name: (e.format, bytes(e.data)) for e in open_vmfb(module_path).executables}
+
+
+def rebuild_sources(
+    module_path: str | Path, cache_dir: str | Path | None = None, timeout_s: float | None = 900
+) -> ExecutableSources:
+    """Sources for ``module_path`` rebuilt from the program its debug locations name (``origin``
+    ``rebuilt``), or none with a ``note`` saying why. The rebuild is kept in ``cache_dir`` (by default a
+    folder of the temporary directory named after the module's bytes), so a module is rebuilt once."""
+    from engine.compiler.job import compile_program
+    from engine.compiler.request import CompileRequest
+
+    module_path = Path(module_path)
+    program = program_named_by(module_path)
+    if program is None:
+        return _none("the program the module's debug locations name is not here")
+    try:
+        original = _executables(module_path)
+    except LensError as e:
+        return _none(f"cannot read the module's executables: {e}")
+    targets = {FORMAT_TARGETS.get(fmt) for fmt, _ in original.values()}
+    if not original or len(targets) != 1 or None in targets:
+        formats = ", ".join(sorted({fmt for fmt, _ in original.values()})) or "none"
+        return _none(f"no single IREE Lens target builds these executables ({formats})")
+    target = targets.pop()
+    # Keyed by the module's bytes and the program's path and time: an edited program is rebuilt again.
+    key = hashlib.sha256(module_path.read_bytes())
+    key.update(f"{program}\n{program.stat().st_mtime_ns}".encode())
+    digest = key.hexdigest()[:20]
+    out = Path(cache_dir) if cache_dir is not None else Path(tempfile.gettempdir()) / "iree-lens-rebuilt" / digest
+    sources = out / "executables" / "sources"
+    verdict, differs = out / "identical", out / "differs"
+    if differs.exists():
+        return _none(differs.read_text().strip())
+    if not verdict.exists():
+        if out.exists():  # an interrupted rebuild: start again (compile_program wants an empty folder)
+            shutil.rmtree(out, ignore_errors=True)
+        try:
+            compilation = compile_program(CompileRequest.from_file(program, target=target), out_dir=out,
+                                          timeout_s=timeout_s)  # fmt: skip
+        except LensError as e:
+            return _none(f"rebuilding {program.name} failed: {e}")
+        if not compilation.ok or compilation.vmfb_path is None:
+            return _none(f"rebuilding {program.name} for {target} failed")
+        rebuilt = _executables(compilation.vmfb_path)
+        if rebuilt != original:
+            note = (
+                f"{program.name} rebuilt for {target} gives other executables than the module's (other flags "
+                "or another IREE): its sources are not used"
+            )
+            shutil.rmtree(out, ignore_errors=True)
+            out.mkdir(parents=True, exist_ok=True)
+            differs.write_text(note + "\n")
+            return _none(note)
+        verdict.write_text(f"{module_path}\n{program}\n")
+    found = read_sources([sources], "rebuilt") if sources.is_dir() else NO_SOURCES
+    if not found.found:
+        return _none(f"the rebuild of {program.name} kept no executable sources")
+    return ExecutableSources(found.interfaces, "rebuilt", str(program), found.files,
+                             f"rebuilt from {program} ({target}); executables identical to the module's")  # fmt: skip
+
+
+class SessionSources:
+    """The executable sources of a session's module: those named or found beside it at open; else, the
+    first time a dispatch's tensors are asked for, rebuilt on a thread (``rebuild_sources``). Until then,
+    and if the rebuild is not used, tensors are untyped and say why (``ExecutableSources.note``).
+    ``tell(text)`` reports the rebuild's outcome (a session's ``Log``)."""
+
+    def __init__(self, snapshots, module_path: str | Path, given=(), rebuild: bool = True, tell=None):
+        from engine.dispatch.typed_tensors import find_sources
+
+        self.snapshots = snapshots
+        self.module_path = Path(module_path)
+        self.rebuild = rebuild
+        self.tell = tell
+        self.thread = None
+        snapshots.sources = find_sources(module_path, given)
+
+    @property
+    def sources(self) -> ExecutableSources:
+        return self.snapshots.sources
+
+    def ensure(self) -> None:
+        """Start the rebuild if it may help and has not started (cheap to call at every request)."""
+        import threading
+
+        if self.sources.found or not self.rebuild or self.thread is not None:
+            return
+        program = program_named_by(self.module_path)
+        if program is None:
+            self.snapshots.sources = _none("no sources beside the module, and the program its debug locations "
+                                           "name is not here")  # fmt: skip
+            self.thread = False  # nothing to rebuild
+            return
+        self.snapshots.sources = _none(f"rebuilding the executables' sources from {program} (typed once done)")
+        self.thread = threading.Thread(target=self._rebuild, name="lens-rebuild-sources", daemon=True)
+        self.thread.start()
+
+    def _rebuild(self) -> None:
+        try:
+            found = rebuild_sources(self.module_path)
+        except Exception as e:  # noqa: BLE001 - a failed rebuild leaves the tensors untyped, said so
+            found = _none(f"rebuilding the sources failed: {type(e).__name__}: {e}")
+        self.snapshots.sources = found
+        if self.tell is not None:
+            self.tell(found.note if found.found else f"tensors stay untyped: {found.note}")

@@ -1,0 +1,298 @@
+"""One dispatch-snapshot observer per device: a dispatch's bindings copied at most once, whoever watches.
+
+The HAL tells its observers before and after each dispatch (``engine.runtime.hal.device``). Several
+features want the bytes a dispatch reads and writes: the session's dispatch gate (what an "after" stop
+wrote, NaN/Inf written), tensor capture, the divergence finder, live substitution (rerun from saved
+inputs), time travel. Each used to copy every binding before and after every dispatch. Here one
+``DispatchSnapshots`` observer sits on the device, and features subscribe to it (``SnapshotSubscriber``):
+
+* before a dispatch it asks each subscriber whether it needs the bytes as they were before the dispatch
+  (``wants_before``); if one does, each binding's bytes are copied once (``DispatchSnapshot.before``);
+* subscribers are told ``before(snapshot)`` and ``after(snapshot)`` with the same ``DispatchSnapshot``,
+  which answers, computed once and cached: the bytes after (``after``: views, valid until the device runs
+  again; ``after_copy``: a copy kept), which bindings the dispatch changed (``observed_access``), the
+  byte ranges it wrote (``written_ranges``), the non-finite values it wrote (``nonfinite_written``) and
+  its typed tensors (``tensors``, ``engine.dispatch.typed_tensors``: from the executable sources the
+  observer was given, else exactly the bound bytes).
+
+A subscriber that only needs records (timing) needs nothing copied: a dispatch none wants bytes of costs
+one ``wants_before`` call per subscriber.
+
+Subscribing (what the divergence finder, live substitution and time travel move to)::
+
+    class Mine(SnapshotSubscriber):
+        def wants_before(self, record):           # True: keep this dispatch's inputs
+            return True
+        def after(self, snapshot):                # the same snapshot every subscriber sees
+            inputs = snapshot.before              # copies, made once
+            outputs = [snapshot.after_copy(k) for k, a in enumerate(snapshot.observed_access()) if a != "read"]
+            tensors = snapshot.tensors()          # typed once (sources) or the bound bytes
+
+    DispatchSnapshots.for_device(device).subscribe(Mine())   # first=True: told before the others (a gate
+                                                              # may park the run inside ``before``)
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from engine.dispatch.typed_tensors import (
+    NO_SOURCES,
+    ExecutableSources,
+    TypedTensor,
+    dispatch_tensors,
+)
+from engine.runtime.hal.device import Device, DispatchObserver, DispatchRecord
+
+
+class DispatchSnapshot:
+    """One dispatch as its subscribers see it; ``ran`` once the kernel returned."""
+
+    # One per dispatch, on the run's hot path: slots make it cheap to build.
+    __slots__ = ("record", "before", "_sources", "ran", "failed", "_after_copies", "_access", "_written", "_tensors")
+
+    def __init__(
+        self, record: DispatchRecord, before: tuple[np.ndarray | None, ...], sources: Callable[[], ExecutableSources]
+    ):
+        self.record = record
+        self.before = before  # copies of each binding's bytes before the dispatch (None: nobody asked)
+        self._sources = sources  # the observer's sources now (they may arrive later: a rebuild)
+        self.ran = False
+        self.failed: Exception | None = None
+        self._after_copies: dict[int, np.ndarray] = {}
+        self._access: tuple[str, ...] | None = None
+        self._written: dict[int, tuple[tuple[int, int], ...]] = {}
+        self._tensors: tuple[ExecutableSources, list[TypedTensor]] | None = None
+
+    @property
+    def sources(self) -> ExecutableSources:
+        return self._sources()
+
+    @property
+    def sequence(self) -> int:
+        return self.record.sequence
+
+    @property
+    def has_before(self) -> bool:
+        return bool(self.before) and all(b is not None for b in self.before)
+
+    def current(self, index: int) -> np.ndarray:
+        """Binding ``index``'s bytes now (a view of device memory on host devices: copy to keep)."""
+        return self.record.bindings[index].data
+
+    def after(self, index: int) -> np.ndarray:
+        """Binding ``index``'s bytes after the dispatch ran (a view; ``after_copy`` keeps them)."""
+        return self._after_copies.get(index) if index in self._after_copies else self.current(index)
+
+    def after_copy(self, index: int) -> np.ndarray:
+        """A copy of binding ``index``'s bytes after the dispatch ran, made once for all subscribers."""
+        found = self._after_copies.get(index)
+        if found is None:
+            found = self._after_copies[index] = np.array(self.current(index), copy=True)
+        return found
+
+    def keep_after(self) -> None:
+        """Copy every binding's bytes after the dispatch (a subscriber that keeps the snapshot past the
+        moment, e.g. to rerun or compare later)."""
+        for k in range(len(self.record.bindings)):
+            self.after_copy(k)
+
+    def observed_access(self) -> tuple[str, ...]:
+        """Per binding, ``write`` if the dispatch changed its bytes (``readwrite`` if they held what an earlier
+        dispatch wrote: ``WrittenRanges``), ``read`` otherwise (``unknown`` without the bytes before, or
+        before the dispatch ran)."""
+        if self._access is None:
+            if not self.ran or not self.has_before:
+                return tuple("unknown" for _ in self.record.bindings)
+            self._access = tuple(
+                "read" if np.array_equal(b, self.after(k)) else "write" for k, b in enumerate(self.before)
+            )
+        return self._access
+
+    def written_ranges(self, index: int) -> tuple[tuple[int, int], ...]:
+        """The byte ranges ``[start, end)`` of binding ``index`` the dispatch changed (merged runs)."""
+        found = self._written.get(index)
+        if found is None:
+            found = ()
+            before = self.before[index] if self.before else None
+            if self.ran and before is not None:
+                changed = np.flatnonzero(before != self.after(index))
+                if changed.size:
+                    breaks = np.flatnonzero(np.diff(changed) > 1)
+                    starts = np.concatenate(([changed[0]], changed[breaks + 1]))
+                    ends = np.concatenate((changed[breaks], [changed[-1]])) + 1
+                    found = tuple((int(s), int(e)) for s, e in zip(starts, ends))
+            self._written[index] = found
+        return found
+
+    def tensors(self) -> list[TypedTensor]:
+        """The dispatch's typed tensors (inputs from the bytes before, outputs from the bytes after; before
+        it ran, everything from the current bytes). Views: copy what you keep."""
+        sources = self.sources
+        if self._tensors is not None and self._tensors[0] is sources:
+            return self._tensors[1]
+        n = len(self.record.bindings)
+        if self.ran:
+            before: Sequence[np.ndarray | None] = self.before if self.before else (None,) * n
+            result = dispatch_tensors(
+                self.record.export_name,
+                self.record.constants,
+                before,
+                [self.after(k) for k in range(n)],
+                sources,
+                self.observed_access(),
+            )
+            self._tensors = (sources, result)
+            return result
+        return dispatch_tensors(
+            self.record.export_name, self.record.constants, [self.current(k) for k in range(n)], None, sources
+        )
+
+
+class WrittenRanges:
+    """The byte ranges of each allocation that dispatches have written (weakly keyed: forgotten with it).
+
+    A dispatch that changes a binding holding bytes an earlier dispatch wrote works in place on a buffer
+    IREE shares (a tensor updated in place, a slab packing several tensors): it may read them too, so its
+    access is ``readwrite`` and its bytes before are an input as well."""
+
+    def __init__(self):
+        self._ranges: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    @staticmethod
+    def _key(binding) -> tuple[object, int, int]:
+        allocation = getattr(binding.buffer, "allocation", binding.buffer)
+        start = int(getattr(binding.buffer, "byte_offset", 0)) + int(binding.offset)
+        return allocation, start, start + int(binding.length)
+
+    def refine(self, record: DispatchRecord, changed: Sequence[str]) -> tuple[str, ...]:
+        """``changed`` (read/write per binding) with ``readwrite`` where a written binding overlaps earlier
+        writes; then remembers this dispatch's writes."""
+        access = []
+        for binding, acc in zip(record.bindings, changed):
+            if acc == "write":
+                key, start, end = self._key(binding)
+                try:
+                    earlier = self._ranges.get(key, ())
+                except TypeError:  # not weak-referenceable
+                    earlier = ()
+                acc = "readwrite" if any(s < end and start < e for s, e in earlier) else "write"
+            access.append(acc)
+        for binding, acc in zip(record.bindings, access):
+            if acc != "read":
+                self._mark(*self._key(binding))
+        return tuple(access)
+
+    def _mark(self, key, start: int, end: int) -> None:
+        try:
+            ranges = self._ranges.get(key, ())
+        except TypeError:
+            return
+        merged = []
+        for s, e in ranges:
+            if s <= end and start <= e:
+                start, end = min(s, start), max(e, end)
+            else:
+                merged.append((s, e))
+        merged.append((start, end))
+        self._ranges[key] = sorted(merged)
+
+
+class SnapshotSubscriber:
+    """Told about each dispatch through its ``DispatchSnapshot``; override what you need. May block."""
+
+    def wants_before(self, record: DispatchRecord) -> bool:
+        """Whether this dispatch's bytes before it runs must be kept (asked once, before it runs)."""
+        return False
+
+    def before(self, snapshot: DispatchSnapshot) -> None:
+        pass
+
+    def after(self, snapshot: DispatchSnapshot) -> None:
+        pass
+
+    def failed(self, snapshot: DispatchSnapshot, error: Exception) -> None:
+        pass
+
+
+class DispatchSnapshots(DispatchObserver):
+    """The one snapshot observer of a device (``for_device``); features ``subscribe`` to it."""
+
+    _installed: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    def __init__(self, device: Device | None = None, sources: ExecutableSources = NO_SOURCES):
+        self.device = device
+        self.sources = sources
+        self.subscribers: list[SnapshotSubscriber] = []  # change with subscribe/unsubscribe
+        self._told: tuple[SnapshotSubscriber, ...] = ()
+        self.current: DispatchSnapshot | None = None
+        self.written = WrittenRanges()
+        self._pending: dict[int, DispatchSnapshot] = {}
+
+    def _current_sources(self) -> ExecutableSources:
+        return self.sources
+
+    @classmethod
+    def for_device(cls, device: Device) -> DispatchSnapshots:
+        """The device's snapshot observer, installed among its observers on first use."""
+        found = cls._installed.get(device)
+        if found is None:
+            found = cls._installed[device] = cls(device)
+        device.add_observer(found)
+        return found
+
+    def subscribe(self, subscriber: SnapshotSubscriber, first: bool = False) -> None:
+        if subscriber not in self.subscribers:
+            if first:
+                self.subscribers.insert(0, subscriber)
+            else:
+                self.subscribers.append(subscriber)
+        self._told = tuple(self.subscribers)
+
+    def unsubscribe(self, subscriber: SnapshotSubscriber) -> None:
+        if subscriber in self.subscribers:
+            self.subscribers.remove(subscriber)
+        self._told = tuple(self.subscribers)
+
+    # -- the observer
+
+    def before_dispatch(self, record: DispatchRecord) -> None:
+        subscribers = self._told  # a tuple: subscribing during a dispatch does not change this one's
+        if not subscribers:
+            return
+        before: tuple[np.ndarray | None, ...] = ()
+        for s in subscribers:
+            if s.wants_before(record):
+                before = tuple(np.array(b.data, copy=True) for b in record.bindings)
+                break
+        snapshot = DispatchSnapshot(record, before, self._current_sources)
+        self._pending[record.sequence] = snapshot
+        self.current = snapshot
+        for s in subscribers:
+            s.before(snapshot)
+
+    def after_dispatch(self, record: DispatchRecord) -> None:
+        snapshot = self._pending.pop(record.sequence, None)
+        if snapshot is None:
+            return
+        snapshot.ran = True
+        if snapshot.before:
+            snapshot._access = self.written.refine(record, snapshot.observed_access())
+        self.current = snapshot
+        try:
+            for s in self._told:
+                s.after(snapshot)
+        finally:
+            self.current = None
+
+    def dispatch_failed(self, record: DispatchRecord, error: Exception) -> None:
+        snapshot = self._pending.pop(record.sequence, None)
+        if snapshot is None:
+            return
+        snapshot.failed = error
+        for s in self._told:
+            s.failed(snapshot, error)
+        self.current = None

@@ -1,0 +1,311 @@
+"""A dispatch's tensors, typed once from the best source there is, and labelled with that source.
+
+A dispatch binds byte ranges; a user wants tensors. The one function here, ``dispatch_tensors``, cuts and
+types a dispatch's bindings for every client (the debug session, which answers typed tensors; the capture
+bundle; the CLI), from, in order of trust:
+
+1. **the executables' sources** (``ExecutableSources``: the ``hal.executable`` dumps of
+   ``--iree-hal-dump-executable-sources-to``, or IREE Lens's own compile output): each
+   ``hal.interface.binding.subspan`` says where a tensor lies in its binding (a constant, or a push
+   constant when IREE packs several tensors in one binding), its shape and element type, and whether the
+   dispatch reads it, writes it or both. Provenance ``sources``.
+2. **nothing**: each binding is exactly the byte range the dispatch binds, as bytes (``u8``), with the
+   access seen (a binding whose bytes the dispatch changed was written, and read too, ``readwrite``, when
+   it held what an earlier dispatch wrote; before it runs the access is unknown). Provenance ``untyped``. No shape is guessed (IREE's dispatch names give loop sizes, not
+   operand shapes; a guess shown as the tensor is worse than none).
+
+Inputs and outputs are told apart by access, never by position: what the dispatch reads is an input (its
+bytes before the dispatch ran), what it writes an output (its bytes after); a tensor read and written in
+place is both. Inputs and outputs are each in IREE's operand order (the order of the subspans in the
+source), which is the order of IREE's own dispatch trace points.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+
+import numpy as np
+
+from engine.dispatch.tensor_types import (
+    BindingInterface,
+    TensorType,
+    binding_interfaces,
+    raw_type,
+    resolve_offset,
+    view_bytes,
+)
+from engine.errors import LensError
+
+
+class Provenance(StrEnum):
+    """Where a tensor's type came from."""
+
+    SOURCES = "sources"  # the executable's source (hal.interface.binding.subspan)
+    RUNTIME = "runtime"  # IREE's runtime typed it (a trace point's buffer view)
+    UNTYPED = "untyped"  # exactly the bound bytes, no type claimed
+
+
+class Role(StrEnum):
+    INPUT = "input"  # read by the dispatch: its bytes before the dispatch ran
+    OUTPUT = "output"  # written by the dispatch: its bytes after it ran
+    BINDING = "binding"  # untyped and not run yet: whether the dispatch reads or writes it is unknown
+
+
+@dataclass(frozen=True)
+class TypedTensor:
+    """One tensor of a dispatch: ``length`` bytes at ``offset`` of binding ``binding``, as ``type``.
+
+    ``access`` is the binding's (``read``, ``write``, ``readwrite``, or ``unknown`` untyped before the
+    dispatch ran); ``written`` says whether ``array`` holds the bytes after the dispatch ran (False for an
+    output at a stop before it: what the memory held then, not the output). ``note`` says more about the
+    provenance (the source file, why a source did not fit).
+    """
+
+    role: str
+    position: int  # among the dispatch's inputs (or outputs), in IREE's operand order
+    binding: int
+    offset: int
+    length: int
+    access: str
+    type: TensorType
+    provenance: str
+    array: np.ndarray = field(repr=False, compare=False)
+    written: bool = True
+    note: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"{self.role} {self.position}"
+
+
+# ------------------------------------------------------------------------------------------- sources
+
+
+class SourcesError(LensError):
+    """Executable sources named by the user cannot be read."""
+
+
+@dataclass(frozen=True)
+class ExecutableSources:
+    """The executables' sources of one module: what each export's bindings hold (``interfaces``), where the
+    sources were found (``origin``: given, beside, none) and the folder or file (``path``)."""
+
+    interfaces: dict[str, dict[int, BindingInterface]]
+    origin: str = "none"
+    path: str | None = None
+    files: dict[str, str] = field(default_factory=dict)  # export -> the source file that declares it
+    note: str = ""  # how they were found, or why there are none
+
+    @property
+    def found(self) -> bool:
+        return bool(self.interfaces)
+
+    def describe(self) -> str:
+        if not self.found:
+            return "no executable sources: bindings are shown as their bytes" + (f" ({self.note})" if self.note else "")
+        return f"executable sources {self.origin} ({self.path}): {len(self.interfaces)} exports"
+
+
+NO_SOURCES = ExecutableSources({})
+
+# Where IREE Lens and people put a module's executable sources, relative to the .vmfb's folder: IREE Lens's
+# compile output (<out>/executables/sources beside <out>/<module>.vmfb), then common dump folder names.
+BESIDE = ("executables/sources", "{stem}.sources", "{stem}_sources", "sources", ".")
+MAX_SOURCE_BYTES = 256 << 20  # a larger .mlir beside a module is a program, not an executable's source
+
+
+def read_sources(paths: Sequence[str | Path], origin: str = "given") -> ExecutableSources:
+    """The interfaces declared in ``paths``: ``hal.executable`` files, folders of them (the layout of
+    ``--iree-hal-dump-executable-sources-to``: ``<module>_<executable>.mlir``; IREE Lens's compile output
+    folder, whose sources are in ``executables/sources``), or a hal-phase snapshot. ``SourcesError`` when a
+    path does not exist; files that declare no executable add nothing."""
+    interfaces: dict[str, dict[int, BindingInterface]] = {}
+    files: dict[str, str] = {}
+    for p in paths:
+        path = Path(p)
+        if not path.exists():
+            raise SourcesError(f"executable sources {path} do not exist")
+        if path.is_dir():
+            # IREE Lens's compile folder: its executables' sources; a folder of phase snapshots
+            # (--dump-compilation-phases-to): the executable-sources phase, whose interfaces are the
+            # dispatches' (later phases rewrite them); else every .mlir (IREE's dump of the sources).
+            nested = path / "executables" / "sources"
+            phase = sorted(path.glob("*.executable-sources.mlir"))
+            found = sorted(nested.glob("*.mlir")) if nested.is_dir() else phase or sorted(path.glob("*.mlir"))
+        else:
+            found = [path]
+        for f in found:
+            try:
+                if f.stat().st_size > MAX_SOURCE_BYTES or not _binds_anything(f):
+                    continue
+                text = f.read_text(errors="replace")
+            except OSError:
+                continue
+            for export, bindings in binding_interfaces(text).items():
+                interfaces[export] = bindings
+                files[export] = str(f)
+    label = ", ".join(str(p) for p in paths)
+    return ExecutableSources(interfaces, origin if interfaces else "none", label, files)
+
+
+def _binds_anything(path: Path) -> bool:
+    """Whether the file declares an interface binding (a program's own source does not): a byte search of
+    the mapped file, so the program beside a module is not parsed at every open."""
+    import mmap
+
+    with open(path, "rb") as f:
+        try:
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                return data.find(b"hal.interface.binding.subspan") >= 0
+        except ValueError:  # an empty file cannot be mapped
+            return False
+
+
+def find_sources(module_path: str | Path, given: Sequence[str | Path] = ()) -> ExecutableSources:
+    """The best executable sources for the module at ``module_path``: those ``given`` (``--sources``), else
+    a sources folder beside the ``.vmfb`` (``BESIDE``; ``.``: ``hal.executable`` files in the module's own
+    folder, as ``iree-lens sources`` writes them), else none."""
+    if given:
+        return read_sources(given, "given")
+    module = Path(module_path)
+    for pattern in BESIDE:
+        folder = module.parent / pattern.format(stem=module.stem)
+        if folder.is_dir() and any(folder.glob("*.mlir")):
+            found = read_sources([folder], "beside")
+            if found.found:
+                return found
+    return NO_SOURCES
+
+
+# --------------------------------------------------------------------------------------------- typing
+
+
+@dataclass(frozen=True)
+class _Subspan:
+    position: int  # place among the function's subspans: IREE's operand order
+    binding: int
+    offset: int
+    tensor: TensorType
+    mode: str  # readonly / writeonly / readwrite
+
+
+def _subspans(
+    interface: dict[int, BindingInterface], constants: Sequence[int], lengths: Sequence[int]
+) -> tuple[list[_Subspan] | None, str]:
+    """The source's subspans placed in this dispatch's bindings; None (and why) when one does not fit."""
+    found = []
+    for index, bi in interface.items():
+        if index >= len(lengths):
+            return None, f"the source binds binding {index}; the dispatch has {len(lengths)}"
+        for k, t in enumerate(bi.tensors):
+            offset = resolve_offset(bi.offsets[k], constants) if k < len(bi.offsets) else 0
+            if offset is None:
+                return None, f"binding {index}: the source's offset is not a constant or push constant"
+            if any(d == 0 for d in t.shape) and t.byte_length == 0:
+                return None, f"binding {index}: a dynamic shape ({t}) the source does not fix"
+            if offset + t.byte_length > lengths[index]:
+                return None, (
+                    f"binding {index}: {t} at byte {offset} does not fit the {lengths[index]} bytes bound"
+                )
+            position = bi.positions[k] if k < len(bi.positions) else index
+            mode = bi.modes[k] if k < len(bi.modes) else ("readonly" if bi.read_only else "readwrite")
+            found.append(_Subspan(position, index, offset, t, mode))
+    found.sort(key=lambda s: s.position)
+    return found, ""
+
+
+def dispatch_tensors(
+    export: str,
+    constants: Sequence[int],
+    before: Sequence[np.ndarray | None],
+    after: Sequence[np.ndarray] | None,
+    sources: ExecutableSources = NO_SOURCES,
+    observed_access: Sequence[str] | None = None,
+) -> list[TypedTensor]:
+    """The tensors of one dispatch of ``export``, inputs first, then outputs.
+
+    ``before[i]``: binding ``i``'s bytes before the dispatch ran (None when not kept); ``after``: each
+    binding's bytes after it ran, or None when the dispatch has not run yet (a stop before it: outputs are
+    then cut from the current bytes, ``written=False``). ``observed_access``: per binding, ``read`` or
+    ``write`` as seen by comparing the bytes (untyped bindings only). The arrays are views of the bytes
+    given; copy them to keep them past the moment they describe.
+    """
+    ran = after is not None
+    lengths = [int(np.asarray(a if a is not None else b).size) for a, b in zip(after or before, before)]
+
+    def raw(k: int, moment: str) -> np.ndarray:
+        data = (after[k] if moment == "after" and after is not None else before[k])
+        if data is None:  # no copy before: the only bytes known are the current ones
+            data = after[k] if after is not None else np.zeros(0, np.uint8)
+        return np.asarray(data).reshape(-1).view(np.uint8)
+
+    interface = sources.interfaces.get(export)
+    note = ""
+    if interface:
+        subspans, note = _subspans(interface, constants, lengths)
+        if subspans is not None:
+            where = sources.files.get(export, sources.path or "")
+            inputs: list[TypedTensor] = []
+            outputs: list[TypedTensor] = []
+            for s in subspans:
+                access = {"readonly": "read", "writeonly": "write"}.get(s.mode, "readwrite")
+                end = s.offset + s.tensor.byte_length
+                tt = TensorType(s.tensor.shape, s.tensor.element, Provenance.SOURCES)
+                if s.mode in ("readonly", "readwrite"):
+                    array, _ = view_bytes(raw(s.binding, "before")[s.offset : end], tt)
+                    inputs.append(
+                        TypedTensor(Role.INPUT, len(inputs), s.binding, s.offset, tt.byte_length, access, tt,
+                                    Provenance.SOURCES, array, True, where)
+                    )
+                if s.mode in ("writeonly", "readwrite"):
+                    array, _ = view_bytes(raw(s.binding, "after" if ran else "before")[s.offset : end], tt)
+                    outputs.append(
+                        TypedTensor(Role.OUTPUT, len(outputs), s.binding, s.offset, tt.byte_length, access, tt,
+                                    Provenance.SOURCES, array, ran, where)
+                    )
+            return inputs + outputs
+        note = f"the executable source does not fit this dispatch ({note}): shown as bytes"
+    elif sources.found:
+        note = f"the executable sources do not declare {export}: shown as bytes"
+    else:
+        note = sources.note
+    return _untyped(len(lengths), raw, ran, observed_access, note)
+
+
+def _untyped(count: int, raw, ran: bool, observed_access: Sequence[str] | None, note: str) -> list[TypedTensor]:
+    inputs: list[TypedTensor] = []
+    outputs: list[TypedTensor] = []
+    unknown: list[TypedTensor] = []
+    for k in range(count):
+        access = observed_access[k] if observed_access is not None and k < len(observed_access) else "unknown"
+        if not ran or access == "unknown":
+            data = raw(k, "before")
+            unknown.append(
+                TypedTensor(Role.BINDING, len(unknown), k, 0, data.size, "unknown", raw_type(data.size),
+                            Provenance.UNTYPED, data, False, note)
+            )
+            continue
+        if access in ("read", "readwrite"):
+            data = raw(k, "before")
+            inputs.append(
+                TypedTensor(Role.INPUT, len(inputs), k, 0, data.size, access, raw_type(data.size),
+                            Provenance.UNTYPED, data, True, note)
+            )
+        if access in ("write", "readwrite"):
+            data = raw(k, "after")
+            outputs.append(
+                TypedTensor(Role.OUTPUT, len(outputs), k, 0, data.size, access, raw_type(data.size),
+                            Provenance.UNTYPED, data, True, note)
+            )
+    return inputs + outputs + unknown
+
+
+def observed_access(before: Sequence[np.ndarray | None], after: Sequence[np.ndarray]) -> list[str]:
+    """``write`` for each binding whose bytes the dispatch changed, ``read`` for the others, ``unknown``
+    where the bytes before were not kept."""
+    return [
+        "unknown" if b is None else ("read" if np.array_equal(b, a) else "write") for b, a in zip(before, after)
+    ]

@@ -1,0 +1,214 @@
+"""The debug session types a paused dispatch's tensors itself (ReadTensors), once, from the best source
+there is: for a module compiled by plain iree-compile (no sources anywhere, no rebuild) each tensor is
+exactly a bound byte range, untyped; for the same module with its executable sources beside it, or rebuilt
+from the program its debug locations name, the tensors IREE's runtime traces (HalModuleDebugSink on a --iree-flow-trace-dispatch-tensors build), in shape, element type and bytes.
+The session stops after every dispatch of a real-frontend program (attention_block: packed bindings whose
+tensors lie at push-constant offsets)."""
+
+from __future__ import annotations
+
+import queue
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from support import iree_tool
+
+from engine.compiler.targets import target_flags
+from engine.session.debug_session import DebugSession
+from engine.session.inprocess import InProcessSession
+from engine.session.protocol import (
+    Breakpoint,
+    Call,
+    Continue,
+    Failed,
+    Finished,
+    Log,
+    Open,
+    Opened,
+    ReadTensors,
+    SetBreakpoints,
+    Stopped,
+    Tensors,
+    TypeSource,
+)
+
+MODELS = Path(__file__).resolve().parents[1] / ".." / "shared" / "models"
+TRACE = "--iree-flow-trace-dispatch-tensors"
+
+
+def _compile(source: Path, out: Path, *flags: str) -> Path:
+    proc = subprocess.run(
+        [iree_tool("iree-compile"), str(source), *target_flags("llvm-cpu"), *flags, "-o", str(out)],
+        capture_output=True, text=True,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return out
+
+
+def iree_traced(vmfb: Path, function: str, args: list[np.ndarray]) -> dict[tuple[str, int], tuple[list, list]]:
+    """IREE's traced (inputs, outputs) of each dispatch by (export name, occurrence), without engine code."""
+    import iree.runtime as rt
+
+    seen: dict[tuple[str, str], list[list[np.ndarray]]] = {}
+
+    def sink(key, views):
+        head, _, kind = key.rpartition(" ")
+        arrays = [
+            np.array(bv.map().asarray(tuple(bv.shape), rt.HalElementType.map_to_dtype(bv.element_type)), copy=True)
+            .reshape(tuple(bv.shape))
+            for bv in views
+        ]
+        seen.setdefault((head.split("::")[1], kind), []).append(arrays)
+
+    instance = rt.VmInstance()
+    device = rt.get_device("local-sync")
+    debug_sink = rt.HalModuleDebugSink(sink)
+    hal = rt.create_hal_module(instance, device, debug_sink=debug_sink)
+    module = rt.VmModule.copy_buffer(instance, vmfb.read_bytes())
+    context = rt.VmContext(instance, [hal, module])
+    arg_list = rt.VmVariantList(len(args))
+    for a in args:
+        arg_list.push_ref(device.allocator.allocate_buffer_copy(
+            memory_type=rt.MemoryType.DEVICE_LOCAL, allowed_usage=rt.BufferUsage.DEFAULT, device=device,
+            buffer=a, element_type=rt.HalElementType.FLOAT_32))
+    context.invoke(module.lookup_function(function), arg_list, rt.VmVariantList(1))
+    del context, hal, debug_sink
+    return {
+        (name, n): (ins, seen[(name, "outputs")][n])
+        for (name, kind), lists in seen.items() if kind == "inputs"
+        for n, ins in enumerate(lists)
+    }
+
+
+def stop_at_every_dispatch(
+    vmfb: Path, function: str, inputs: tuple[str, ...], when: str = "after", rebuild: bool = False
+) -> list[Tensors]:
+    """A session stopped ``when`` (before/after) every dispatch; its ReadTensors answer at each stop. With
+    ``rebuild`` the session may rebuild the module's sources: the first stop waits for the rebuild's Log and
+    asks again."""
+    events: queue.Queue = queue.Queue()
+    session = InProcessSession(DebugSession, events.put)
+    answers: list[Tensors] = []
+
+    def next_event(timeout: float = 120):
+        while True:
+            event = events.get(timeout=timeout)
+            if not isinstance(event, Log):
+                return event
+            logs.append(event.text)
+
+    logs: list[str] = []
+    try:
+        session.send(Open(str(vmfb), rebuild_sources=rebuild))
+        assert isinstance(next_event(60), Opened)
+        session.send(SetBreakpoints((Breakpoint("dispatch", dispatch="*", when=when),)))
+        session.send(Call(function, inputs))
+        while True:
+            event = next_event()
+            if isinstance(event, Finished):
+                return answers
+            assert not isinstance(event, Failed), event
+            if not isinstance(event, Stopped):
+                continue
+            session.send(ReadTensors())
+            answer = next_event(60)
+            assert isinstance(answer, Tensors), answer
+            if rebuild and not answers:
+                first = answer.tensors[0]
+                assert first.type_source == TypeSource.SOURCES or "rebuilding" in first.type_note, first
+                while not logs:  # the rebuild says when it is done
+                    logs.append(events.get(timeout=600).text)
+                assert "identical" in logs[0], logs
+                session.send(ReadTensors())
+                answer = next_event(60)
+            answers.append(answer)
+            session.send(Continue())
+    finally:
+        session.close()
+
+
+@pytest.fixture(scope="module")
+def attention(tmp_path_factory):
+    source = MODELS / "attention_block.mlir"
+    if not source.exists():
+        pytest.skip(f"{source} is absent (the shared models are not on this machine)")
+    root = tmp_path_factory.mktemp("typed")
+    (root / "plain").mkdir()
+    plain = _compile(source, root / "plain" / "attention_block.vmfb")
+    # The same module with its sources beside it (IREE's dump layout; the dump is the same IR whatever build
+    # writes it, so a second compile provides it and the module stays byte for byte the plain one).
+    with_sources = root / "with_sources"
+    with_sources.mkdir()
+    shutil.copy(plain, with_sources / "attention_block.vmfb")
+    _compile(source, root / "dumped.vmfb", f"--iree-hal-dump-executable-sources-to={with_sources / 'attention_block.sources'}")
+    traced = _compile(source, root / "traced.vmfb", TRACE)
+    x = MODELS / "attention_block_x.npy"
+    return plain, with_sources / "attention_block.vmfb", iree_traced(traced, "attention_block", [np.load(x)]), x
+
+
+def test_with_sources_found_every_stop_has_iree_traced_tensors(attention):
+    _, vmfb, traced, x = attention
+    _assert_traced(stop_at_every_dispatch(vmfb, "attention_block", (f"@{x}",)), traced)
+
+
+def _assert_traced(answers: list[Tensors], traced) -> None:
+    assert len(answers) == len(traced) >= 5
+    seen: dict[str, int] = {}
+    for answer in answers:
+        name = answer.info.export
+        n = seen[name] = seen.get(name, -1) + 1
+        ins, outs = traced[(name, n)]
+        assert {t.type_source for t in answer.tensors} == {TypeSource.SOURCES}, name
+        for role, want in (("input", ins), ("output", outs)):
+            got = [t for t in answer.tensors if t.role == role]
+            assert [t.position for t in got] == list(range(len(want))), (name, role)
+            for t, w in zip(got, want, strict=True):
+                a = t.tensor.to_numpy()
+                assert (a.shape, a.dtype, a.tobytes()) == (w.shape, w.dtype, w.tobytes()), (name, role, t.position)
+                assert t.length == w.nbytes and t.offset + t.length <= answer.info.bindings[t.index].length
+
+
+def test_rebuilt_from_the_program_the_module_names_every_stop_has_iree_traced_tensors(attention):
+    # The plain module names /…/attention_block.mlir in its debug locations: the session compiles it again,
+    # finds the executables byte for byte the module's, and types with the rebuild's sources.
+    vmfb, _, traced, x = attention
+    answers = stop_at_every_dispatch(vmfb, "attention_block", (f"@{x}",), rebuild=True)
+    _assert_traced(answers, traced)
+
+
+def test_without_sources_every_stop_has_exactly_the_bound_bytes(attention):
+    vmfb, _, traced, x = attention
+    after = stop_at_every_dispatch(vmfb, "attention_block", (f"@{x}",))
+    before = stop_at_every_dispatch(vmfb, "attention_block", (f"@{x}",), when="before")
+    assert len(after) == len(before) == len(traced)
+    seen: dict[str, int] = {}
+    for at_before, at_after in zip(before, after, strict=True):
+        info = at_after.info
+        assert at_before.info.export == info.export
+        n = seen[info.export] = seen.get(info.export, -1) + 1
+        for answer in (at_before, at_after):
+            assert {t.type_source for t in answer.tensors} == {TypeSource.UNTYPED}
+            # Each binding whole, as bytes: once, or twice (its bytes before and after) when read and written.
+            assert {t.index for t in answer.tensors} == set(range(len(info.bindings)))
+            for k in range(len(info.bindings)):
+                mine = [t for t in answer.tensors if t.index == k]
+                assert len(mine) == 1 or {(t.role, t.access) for t in mine} == {("input", "readwrite"),
+                                                                               ("output", "readwrite")}
+            for t in answer.tensors:
+                a = t.tensor.to_numpy()
+                assert a.dtype == np.uint8 and a.shape == (info.bindings[t.index].length,) and t.offset == 0
+        # Before it runs nothing says what the dispatch reads or writes; after, what it changed is an output
+        # (and an input too when it held what an earlier dispatch wrote: in place).
+        assert {(t.role, t.access) for t in at_before.tensors} == {("binding", "unknown")}
+        assert {(t.role, t.access) for t in at_after.tensors} <= {
+            ("input", "read"), ("output", "write"), ("input", "readwrite"), ("output", "readwrite")}
+        # IREE's traced tensors lie, byte for byte, inside those ranges: inputs in the bytes before it ran,
+        # outputs in what it wrote.
+        ins, outs = traced[(info.export, n)]
+        bound_before = b"".join(t.tensor.to_numpy().tobytes() for t in at_before.tensors)
+        written = b"".join(t.tensor.to_numpy().tobytes() for t in at_after.tensors if t.role == "output")
+        assert outs and all(w.tobytes() in written for w in outs), info.export
+        assert ins and all(w.tobytes() in bound_before for w in ins), info.export

@@ -1,0 +1,262 @@
+"""A dispatch's tensors typed once (engine.dispatch.typed_tensors): from the executables' sources (IREE's
+--iree-hal-dump-executable-sources-to folder, IREE Lens's compile output, found beside the module or named
+with --sources), else exactly the bound bytes. Checked against IREE's own traced tensors (HalModuleDebugSink
+on a build with --iree-flow-trace-dispatch-tensors): shape, element type and bytes of every dispatch."""
+
+from __future__ import annotations
+
+import lzma
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from support import iree_tool
+
+from engine.compiler.targets import target_flags
+from engine.dispatch.bundle import Bundle, BundleWriter
+from engine.dispatch.tensor_types import TensorType, binding_interfaces
+from engine.dispatch.typed_tensors import (
+    ExecutableSources,
+    Provenance,
+    Role,
+    dispatch_tensors,
+    find_sources,
+    read_sources,
+)
+
+MODELS = Path(__file__).resolve().parents[1] / ".." / "shared" / "models"
+TRACE = "--iree-flow-trace-dispatch-tensors"
+
+
+def _compile(source: Path, out: Path, *flags: str) -> Path:
+    proc = subprocess.run(
+        [iree_tool("iree-compile"), str(source), *target_flags("llvm-cpu"), *flags, "-o", str(out)],
+        capture_output=True, text=True,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return out
+
+
+def _model_source(model: str, tmp: Path) -> Path:
+    plain = MODELS / f"{model}.mlir"
+    if plain.exists():
+        return plain
+    packed = MODELS / f"{model}.mlir.xz"
+    if not packed.exists():
+        pytest.skip(f"{packed} is absent (the shared models are not on this machine)")
+    out = tmp / f"{model}.mlir"
+    out.write_bytes(lzma.open(packed).read())
+    return out
+
+
+def iree_traced(vmfb: Path, function: str, args: list[np.ndarray]) -> list[tuple[str, list[np.ndarray]]]:
+    """IREE's runtime with a HalModuleDebugSink, written without engine code: (key, arrays) in order, each
+    array in the dtype and shape of IREE's buffer view."""
+    import iree.runtime as rt
+
+    seen: list[tuple[str, list[np.ndarray]]] = []
+
+    def sink(key, views):
+        arrays = []
+        for bv in views:
+            dtype = rt.HalElementType.map_to_dtype(bv.element_type)
+            arrays.append(np.array(bv.map().asarray(tuple(bv.shape), dtype), copy=True).reshape(tuple(bv.shape)))
+        seen.append((key, arrays))
+
+    instance = rt.VmInstance()
+    device = rt.get_device("local-sync")
+    debug_sink = rt.HalModuleDebugSink(sink)
+    hal = rt.create_hal_module(instance, device, debug_sink=debug_sink)
+    module = rt.VmModule.copy_buffer(instance, vmfb.read_bytes())
+    context = rt.VmContext(instance, [hal, module])
+    fn = module.lookup_function(function)
+    arg_list = rt.VmVariantList(len(args))
+    for a in args:
+        arg_list.push_ref(device.allocator.allocate_buffer_copy(
+            memory_type=rt.MemoryType.DEVICE_LOCAL, allowed_usage=rt.BufferUsage.DEFAULT, device=device,
+            buffer=a, element_type=rt.HalElementType.FLOAT_32))
+    context.invoke(fn, arg_list, rt.VmVariantList(1))
+    del context, hal, debug_sink
+    return seen
+
+
+def traced_by_dispatch(traced) -> dict[tuple[str, int], tuple[list[np.ndarray], list[np.ndarray]]]:
+    """(inputs, outputs) of each traced dispatch by (export name, occurrence): a traced build may schedule
+    independent dispatches in another order than the plain build, so dispatches pair by name and count."""
+    found: dict[tuple[str, str], list[list[np.ndarray]]] = {}
+    for key, arrays in traced:
+        head, _, kind = key.rpartition(" ")
+        found.setdefault((head.split("::")[1], kind), []).append(arrays)
+    by_dispatch = {}
+    for (name, kind), lists in found.items():
+        if kind == "inputs":
+            outs = found.get((name, "outputs"), [])
+            assert len(outs) == len(lists), name
+            for n, (i, o) in enumerate(zip(lists, outs)):
+                by_dispatch[(name, n)] = (i, o)
+    return by_dispatch
+
+
+def assert_bundle_equals_traced(bundle: Bundle, traced) -> None:
+    """Every dispatch's inputs and outputs equal IREE's traced tensors in shape, element type and bytes.
+
+    One exception, checked narrowly: a tensor the dispatch reads and writes in place (IREE's concatenation
+    into slices of one buffer) holds, where nothing wrote it yet, whatever the memory held: the plain
+    build's transient slab holds earlier tensors there, the traced build's fresh buffer zeros. Such a
+    tensor may differ only where IREE's bytes are zero."""
+    expected = traced_by_dispatch(traced)
+    assert len(bundle.dispatches) == len(expected)
+    seen: dict[str, int] = {}
+    for d in bundle.dispatches:
+        n = seen[d.name] = seen.get(d.name, -1) + 1
+        ins, outs = expected[(d.name, n)]
+        assert d.tensors_from == "interface", (d.ordinal, d.name, d.tensors_from)
+        in_place = any(b["access"] == "readwrite" for b in d.bindings)
+        for which, want in (("inputs", ins), ("outputs", outs)):
+            got = bundle.dispatch_tensors(d, which)
+            assert len(got) == len(want), (d.ordinal, d.name, which)
+            for k, (g, w) in enumerate(zip(got, want)):
+                g = np.asarray(g)
+                where = (d.ordinal, d.name, which, k)
+                assert g.shape == w.shape, where
+                assert g.dtype == w.dtype, where
+                if g.tobytes() != w.tobytes():
+                    g8, w8 = g.reshape(-1).view(np.uint8), w.reshape(-1).view(np.uint8)
+                    assert in_place and not w8[g8 != w8].any(), where
+
+
+# ---------------------------------------------------------------------------------------------- units
+
+SOURCE = """
+hal.executable public @main_dispatch_0 {
+  hal.executable.variant public @embedded_elf_x86_64 target(<"llvm-cpu", "embedded-elf-x86_64", {}>) {
+    hal.executable.export public @main_dispatch_0_reduce_8_f32 ordinal(0) layout(#pipeline_layout) count(%arg0: !hal.device) -> (index, index, index) {
+      hal.return %c1, %c1, %c1 : index, index, index
+    }
+    builtin.module {
+      func.func @main_dispatch_0_reduce_8_f32() {
+        %c0 = arith.constant 0 : index
+        %c64 = arith.constant 64 : index
+        %0 = hal.interface.constant.load layout(#pipeline_layout) ordinal(0) : i32
+        %1 = arith.index_castui %0 : i32 to index
+        %2 = hal.interface.binding.subspan layout(#pipeline_layout) binding(0) alignment(64) offset(%c0) flags("ReadOnly|Indirect") : !iree_tensor_ext.dispatch.tensor<readonly:tensor<2x4xf32>>
+        %3 = hal.interface.binding.subspan layout(#pipeline_layout) binding(1) alignment(64) offset(%c64) flags(Indirect) : !iree_tensor_ext.dispatch.tensor<writeonly:tensor<f32>>
+        %4 = hal.interface.binding.subspan layout(#pipeline_layout) binding(1) alignment(64) offset(%1) flags(Indirect) : !iree_tensor_ext.dispatch.tensor<readwrite:tensor<2xi32>>
+        return
+      }
+    }
+  }
+}
+"""
+
+
+def test_sources_cut_rank0_and_packed_tensors_by_access_not_position():
+    sources = ExecutableSources(binding_interfaces(SOURCE), "given", "test")
+    x = np.arange(8, dtype=np.float32)
+    slab_before = np.zeros(128, np.uint8)
+    slab_before[8:16] = np.array([5, 6], np.int32).view(np.uint8)  # the readwrite tensor, at push constant 8
+    slab_after = slab_before.copy()
+    slab_after[64:68] = np.array([28.0], np.float32).view(np.uint8)
+    slab_after[8:16] = np.array([7, 8], np.int32).view(np.uint8)
+    export = "main_dispatch_0_reduce_8_f32"
+    tensors = dispatch_tensors(export, (8,), [x.view(np.uint8), slab_before], [x.view(np.uint8), slab_after], sources)
+    roles = [(t.role, t.position, t.binding, t.offset, str(t.type), t.access) for t in tensors]
+    assert roles == [
+        (Role.INPUT, 0, 0, 0, "2x4xf32", "read"),
+        (Role.INPUT, 1, 1, 8, "2xi32", "readwrite"),
+        (Role.OUTPUT, 0, 1, 64, "f32", "write"),
+        (Role.OUTPUT, 1, 1, 8, "2xi32", "readwrite"),
+    ]
+    assert all(t.provenance == Provenance.SOURCES for t in tensors)
+    assert tensors[2].array.shape == () and float(tensors[2].array) == 28.0  # rank 0 stays rank 0
+    assert tensors[1].array.tolist() == [5, 6] and tensors[3].array.tolist() == [7, 8]  # before / after
+    assert np.array_equal(tensors[0].array, x.reshape(2, 4))
+    # Before the dispatch ran: outputs are the current bytes, flagged as not written yet.
+    before_run = dispatch_tensors(export, (8,), [x.view(np.uint8), slab_before], None, sources)
+    assert [t.written for t in before_run] == [True, True, False, False]
+    # A source that does not fit the dispatch (its offset past the bound bytes) is not used: bytes.
+    misfit = dispatch_tensors(export, (4096,), [x.view(np.uint8), slab_before], None, sources)
+    assert {t.provenance for t in misfit} == {Provenance.UNTYPED} and "does not fit" in misfit[0].note
+
+
+def test_without_sources_each_binding_is_exactly_its_bytes_with_the_access_seen():
+    a = np.arange(12, dtype=np.uint8)
+    out_before, out_after = np.zeros(6, np.uint8), np.arange(6, dtype=np.uint8)
+    ran = dispatch_tensors("x_dispatch_0_generic_3_f32", (), [out_before, a], [out_after, a],
+                           observed_access=["write", "read"])
+    assert [(t.role, t.binding, t.length, str(t.type), t.access) for t in ran] == [
+        (Role.INPUT, 1, 12, "12xu8", "read"),
+        (Role.OUTPUT, 0, 6, "6xu8", "write"),
+    ]
+    assert all(t.provenance == Provenance.UNTYPED for t in ran)  # never typed from IREE's name
+    not_run = dispatch_tensors("x_dispatch_0_generic_3_f32", (), [out_before, a], None)
+    assert [(t.role, t.access) for t in not_run] == [(Role.BINDING, "unknown")] * 2
+
+
+def test_rank0_tensor_stays_rank0_in_a_bundle(tmp_path):
+    writer = BundleWriter(tmp_path / "b", module="m.vmfb", function="main", engine="debug", device="local-sync")
+    name, text = writer.write_tensor("scalar", np.array(2.5, np.float32), TensorType((), "f32"))
+    writer.finish()
+    assert text == "f32" and np.load(tmp_path / "b" / name).shape == ()
+
+
+def test_sources_found_beside_given_or_none(tmp_path):
+    with pytest.raises(Exception, match="do not exist"):
+        read_sources([tmp_path / "missing"])
+    vmfb = tmp_path / "m.vmfb"
+    vmfb.write_bytes(b"")
+    assert not find_sources(vmfb).found
+    folder = tmp_path / "executables" / "sources"  # IREE Lens's compile output layout
+    folder.mkdir(parents=True)
+    (folder / "module_main_dispatch_0.mlir").write_text(SOURCE)
+    found = find_sources(vmfb)
+    assert found.origin == "beside" and "main_dispatch_0_reduce_8_f32" in found.interfaces
+    assert read_sources([tmp_path]).found  # the compile output folder itself names its sources
+
+
+# ------------------------------------------------------------------ the held-out check: iree-lens capture
+
+
+def _capture(vmfb: Path, function: str, x: Path, out: Path, *extra: str) -> Bundle:
+    proc = subprocess.run(
+        [sys.executable, "-m", "app.launcher", "capture", str(vmfb), f"--function={function}",
+         f"--input=@{x}", f"--out={out}", *extra],
+        capture_output=True, text=True, timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return Bundle(out)
+
+
+@pytest.mark.parametrize(
+    "model,function",
+    [("small_cnn", "small_cnn"), ("attention_block", "attention_block"),
+     # The PyTorch models compile twice (plain with its sources, traced): minutes on a loaded machine.
+     pytest.param("squeezenet1_1", "main", marks=pytest.mark.timeout(1800)),
+     pytest.param("efficientvit_m0", "main", marks=pytest.mark.timeout(2400))],
+)
+def test_capture_with_iree_dumped_sources_equals_iree_traced_tensors(model, function, tmp_path):
+    source = _model_source(model, tmp_path)
+    dump = tmp_path / "dump"
+    plain = _compile(source, tmp_path / "plain.vmfb", f"--iree-hal-dump-executable-sources-to={dump}")
+    traced = _compile(source, tmp_path / "traced.vmfb", TRACE)
+    x = MODELS / f"{model}_x.npy"
+    bundle = _capture(plain, function, x, tmp_path / "bundle", f"--sources={dump}")
+    assert_bundle_equals_traced(bundle, iree_traced(traced, function, [np.load(x)]))
+
+
+def test_capture_finds_the_sources_of_iree_lens_own_compile(tmp_path):
+    from engine.compiler.job import compile_program
+    from engine.compiler.request import CompileRequest
+
+    source = _model_source("small_cnn", tmp_path)
+    compilation = compile_program(CompileRequest.from_file(source), out_dir=tmp_path / "lens")
+    compilation.raise_if_failed()
+    traced = _compile(source, tmp_path / "traced.vmfb", TRACE)
+    x = MODELS / "small_cnn_x.npy"
+    expected = iree_traced(traced, "small_cnn", [np.load(x)])
+    beside = _capture(compilation.vmfb_path, "small_cnn", x, tmp_path / "beside")  # no --sources
+    assert_bundle_equals_traced(beside, expected)
+    named = _capture(compilation.vmfb_path, "small_cnn", x, tmp_path / "named", f"--sources={tmp_path / 'lens'}")
+    assert_bundle_equals_traced(named, expected)
