@@ -240,7 +240,7 @@ class _SideObserver(DispatchRecorder):
         entry, ins, outs = self.sink.take()
         if entry is None:  # a trace-point module: tensors come later (not used here)
             return
-        ins, outs = _retyped(ins, entry.name), _retyped(outs, entry.name)
+        ins, outs = typed_by_name(ins, entry.name), typed_by_name(outs, entry.name)
         after = {}
         written = [i for i, info in enumerate(entry.bindings) if info.get("access") != "read"]
         whole = entry.tensors_from == "bindings" and len(written) == len(outs)
@@ -593,7 +593,7 @@ class _Consumer(_SideObserver):
                     self.error_a = item
 
 
-def _retyped(arrays: list[np.ndarray], export_name: str) -> list[np.ndarray]:
+def typed_by_name(arrays: list[np.ndarray], export_name: str) -> list[np.ndarray]:
     """Untyped (raw-byte) tensors read as the element type IREE's dispatch name ends with, flat: without the
     executables' sources a binding is only bytes, but comparing floats needs their type (``..._D_f32``:
     a dynamic shape gives no sizes, the element still says how to compare). No such suffix: bytes,
