@@ -5,7 +5,8 @@ other files the application ships that are not code) is installed as the package
 from setuptools import find_packages, setup
 
 setup(
-    packages=[*find_packages(include=["app", "app.*", "engine", "engine.*"]), "engine.resources"],
+    # Data folders are packages to setuptools (importable names): resources/samples is one too.
+    packages=[*find_packages(include=["app", "app.*", "engine", "engine.*"]), "engine.resources", "engine.resources.samples"],
     package_dir={"engine.resources": "resources"},
-    package_data={"": ["*.json", "*.mlir"], "engine.resources": ["samples/*.mlir"]},
+    package_data={"": ["*.json", "*.mlir"]},
 )

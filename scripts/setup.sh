@@ -14,6 +14,13 @@ apt_packages=(
   libxcb-image0 libxcb-randr0 libxcb-render-util0 libxcb-shape0 libxcb-xinerama0 libxcb-xkb1
   libvulkan1 mesa-vulkan-drivers spirv-tools
 )
+# `setup.sh --tests` (what test.sh runs): OpenSSH too, for the tests of `--remote='ssh HOST ...'`, which
+# start their own sshd on a loopback port (the system's sshd service is not started by the install).
+with_tests=0
+[[ "${1:-}" == "--tests" ]] && with_tests=1
+if ((with_tests)); then
+  apt_packages+=(openssh-server openssh-client)
+fi
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -23,7 +30,15 @@ if ((${#missing[@]})); then
     echo "setup: installing system packages: ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
+    # Packages with services (openssh-server) must not start them: a policy-rc.d that says no, as in
+    # containers, unless the machine has its own.
+    own_policy=1
+    if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+      own_policy=0
+      printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
+    fi
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    ((own_policy)) || rm -f /usr/sbin/policy-rc.d
   else
     echo "setup: these system packages are missing; install them with:" >&2
     echo "  sudo apt-get install ${missing[*]}" >&2

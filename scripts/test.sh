@@ -3,7 +3,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
-bash scripts/setup.sh
+bash scripts/setup.sh --tests
 export QT_QPA_PLATFORM=offscreen
 echo "== ruff"
 .venv/bin/ruff check app engine tests benchmarks
