@@ -95,7 +95,7 @@ class DispatchMemo:
         if kept is not None:  # the dispatch changed (a substitution): keep the new results
             self.nbytes -= kept.nbytes
             del self.kept[record.sequence]
-        size = sum(b.length for b in record.bindings)
+        size = sum(length for _, _, length in key[-1])
         if self.nbytes + size > self.budget_bytes:
             return
         results = []
