@@ -3,7 +3,8 @@
 On a real-frontend model (``attention_block`` from the shared models folder when present, else the
 matmul sample) compiled for llvm-cpu, prints:
 
-  runner            DebugRunner.invoke, no observer
+  runner            DebugRunner.invoke, no observer (and with --input parsing and the results text, the
+                    rest of what a session call does)
   session           the same call through an in-process DebugSession (the DispatchGate observes, no stop)
   session + nan     with a NaN/Inf breakpoint (every binding scanned before and after each dispatch)
   stop every        ``break dispatch *``, a Continue at each stop: stops per second, in process and in a
@@ -27,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from engine.compiler.targets import TARGETS  # noqa: E402
 from engine.runtime.debug_runner import DebugRunner  # noqa: E402
-from engine.runtime.function_io import parse_inputs, split_cconv  # noqa: E402
+from engine.runtime.function_io import format_results, parse_inputs, split_cconv  # noqa: E402
 from engine.samples import sample_path  # noqa: E402
 from engine.session.child import ChildSession  # noqa: E402
 from engine.session.debug_session import DebugSession  # noqa: E402
@@ -100,8 +101,15 @@ def main() -> None:
             runner.invoke(function, values)
             best = min(best, time.perf_counter() - start)
         dispatches = runner.device.dispatch_count // (args.repeat + 1)
+        # What a session call does besides running: read the --input strings, print the results as text.
+        whole = float("inf")
+        for _ in range(args.repeat):
+            start = time.perf_counter()
+            format_results(runner.invoke(function, parse_inputs(list(inputs), arg_kinds)))
+            whole = min(whole, time.perf_counter() - start)
         print(f"program: {path.name} ({function}), {dispatches} dispatches a call")
         print(f"runner (no observer):          {best * 1e3:8.1f} ms")
+        print(f"runner + inputs + results text:{whole * 1e3:8.1f} ms  (iree-lens run's work)")
 
         def in_process(on_event):
             return InProcessSession(DebugSession, on_event)
@@ -115,7 +123,7 @@ def main() -> None:
         ]
         for name, factory, bps in cases:
             t, _ = run_session(factory, path, function, inputs, bps, args.repeat)
-            print(f"{name + ':':31s}{t * 1e3:8.1f} ms  ({t / best:.2f}x the runner)")
+            print(f"{name + ':':31s}{t * 1e3:8.1f} ms  ({t / best:.2f}x the runner, {t / whole:.2f}x with inputs and text)")
         for name, factory in (("in process", in_process), ("child process", child)):
             t, stops = run_session(factory, path, function, inputs, [Breakpoint("dispatch", dispatch="*")], args.repeat)
             print(f"stop at every dispatch, {name + ':':15s}{stops / t:8.1f} stops/s ({stops} stops, {t * 1e3:.0f} ms a call)")

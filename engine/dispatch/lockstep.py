@@ -44,7 +44,7 @@ from engine.dispatch.numerics import (
     reduction_length_from_name,
     worst_verdict,
 )
-from engine.dispatch.tensor_types import BindingInterface, element_dtype
+from engine.dispatch.tensor_types import BindingInterface, element_dtype, name_candidates
 from engine.errors import LensError
 from engine.runtime.hal.device import DispatchRecord
 
@@ -240,7 +240,7 @@ class _SideObserver(DispatchRecorder):
         entry, ins, outs = self.sink.take()
         if entry is None:  # a trace-point module: tensors come later (not used here)
             return
-        ins, outs = _retyped(ins, entry.name), _retyped(outs, entry.name)
+        ins, outs = typed_by_name(ins, entry.name), typed_by_name(outs, entry.name)
         after = {}
         written = [i for i, info in enumerate(entry.bindings) if info.get("access") != "read"]
         whole = entry.tensors_from == "bindings" and len(written) == len(outs)
@@ -520,6 +520,39 @@ class _Consumer(_SideObserver):
                 worst = c
         return worst_verdict(verdicts), worst, undefined
 
+    def after_dispatch(self, record: DispatchRecord) -> None:
+        step = self._current
+        if step is not None and self._fed and _same_bindings(record, step):
+            # Every binding holds A's bytes after it ran too: exact, no tensors to type or compare.
+            self.before_bytes = []
+            for i, info in enumerate(step.entry.bindings):
+                if info.get("access") != "read":
+                    b = record.bindings[i]
+                    self.defined.mark(b.buffer, b.offset, b.length)
+            self._record(record, step, self._new_report(step))
+            return
+        super().after_dispatch(record)
+
+    def _new_report(self, step_a: Step) -> DispatchReport:
+        in_verdict, in_cmp, undefined = self._input
+        return DispatchReport(
+            step_a.entry.ordinal, step_a.entry.name, step_a.entry.executable, step_a.entry.workgroups,
+            Verdict.EXACT, in_verdict, self._fed, input_comparison=in_cmp, undefined_input_bytes=undefined,
+        )  # fmt: skip
+
+    def _record(self, record: DispatchRecord, step_a: Step, report: DispatchReport) -> None:
+        in_verdict = report.inputs_verdict
+        if in_verdict is Verdict.DIVERGED and self.first_input_difference is None:
+            self.first_input_difference = report.ordinal
+        own_inputs_agreed = self._fed or in_verdict is not Verdict.DIVERGED
+        if self.culprit is None and report.verdict is Verdict.DIVERGED and own_inputs_agreed:
+            self.culprit = report
+            self.culprit_step = step_a
+            self.culprit_record = (list(record.workgroup_count), [int(c) for c in record.constants])
+        self.reports.append(report)
+        if self.on_report is not None:
+            self.on_report(report)
+
     def finished(self, record, step_b: Step) -> None:
         step_a = self._current
         if step_a is None:
@@ -533,11 +566,7 @@ class _Consumer(_SideObserver):
             if pairs is not None
             else None
         )
-        in_verdict, in_cmp, undefined = self._input
-        report = DispatchReport(
-            step_a.entry.ordinal, step_a.entry.name, step_a.entry.executable, step_a.entry.workgroups,
-            Verdict.EXACT, in_verdict, self._fed, input_comparison=in_cmp, undefined_input_bytes=undefined,
-        )  # fmt: skip
+        report = self._new_report(step_a)
         if comparisons is None:
             report.verdict = Verdict.DIVERGED
             report.note = (
@@ -551,16 +580,7 @@ class _Consumer(_SideObserver):
                 report.worst_output, report.comparison = k, comparisons[k]
         if report.verdict is not Verdict.EXACT:  # an exact pair's fingerprints are equal: not worth a CRC
             report.fingerprints = [(Fingerprint.of(a), Fingerprint.of(b)) for a, b in zip(step_a.outputs, step_b.outputs)]
-        if in_verdict is Verdict.DIVERGED and self.first_input_difference is None:
-            self.first_input_difference = report.ordinal
-        own_inputs_agreed = self._fed or in_verdict is not Verdict.DIVERGED
-        if self.culprit is None and report.verdict is Verdict.DIVERGED and own_inputs_agreed:
-            self.culprit = report
-            self.culprit_step = step_a
-            self.culprit_record = (list(record.workgroup_count), [int(c) for c in record.constants])
-        self.reports.append(report)
-        if self.on_report is not None:
-            self.on_report(report)
+        self._record(record, step_a, report)
 
     def drain(self) -> None:
         """Take what run A still sends (so its thread can finish)."""
@@ -573,16 +593,21 @@ class _Consumer(_SideObserver):
                     self.error_a = item
 
 
-def _retyped(arrays: list[np.ndarray], export_name: str) -> list[np.ndarray]:
-    """Raw-byte tensors read as the element type IREE's dispatch name ends with (``..._D_f32``: a dynamic
-    shape gives no sizes, but the element still says how to compare), flat."""
+def typed_by_name(arrays: list[np.ndarray], export_name: str) -> list[np.ndarray]:
+    """Untyped (raw-byte) tensors read as the element type IREE's dispatch name ends with, flat: without the
+    executables' sources a binding is only bytes, but comparing floats needs their type (``..._D_f32``:
+    a dynamic shape gives no sizes, the element still says how to compare). No such suffix: bytes,
+    compared exactly."""
     if not any(a.dtype == np.uint8 for a in arrays):
         return arrays
-    m = re.search(r"_((?:b?f|u?i)\d+)$", export_name)
-    if not m:
+    # The name's last element type (``..._matmul_4x8x16_f16xf16xf32``: the result's, listed last).
+    m = re.search(r"_(?:[a-z]+\d+x)*((?:b?f|u?i)\d+)$", export_name)
+    found = name_candidates(export_name)  # ``..._softmax_8x8xf32_dispatch_tensor_store``
+    element = m[1] if m else (found[1] if found else None)
+    if element is None:
         return arrays
     try:
-        dtype = element_dtype(m[1])
+        dtype = element_dtype(element)
     except (KeyError, ValueError):
         return arrays
     out = []
@@ -591,6 +616,18 @@ def _retyped(arrays: list[np.ndarray], export_name: str) -> list[np.ndarray]:
             a = np.ascontiguousarray(a).reshape(-1).view(dtype)
         out.append(a)
     return out
+
+
+def _same_bindings(record: DispatchRecord, step: Step) -> bool:
+    """B's bindings after its dispatch hold exactly A's bytes (those A wrote, and the rest as A left them)."""
+    for i, b in enumerate(record.bindings):
+        expected = step.after.get(i)
+        if expected is None:
+            expected = step.before[i]
+        got = b.data
+        if got.size != expected.size or not np.array_equal(got, expected.reshape(-1).view(np.uint8)):
+            return False
+    return True
 
 
 def _rank(v: Verdict) -> int:

@@ -51,6 +51,9 @@ from engine.runtime.hal.device import Device, DispatchObserver, DispatchRecord
 class DispatchSnapshot:
     """One dispatch as its subscribers see it; ``ran`` once the kernel returned."""
 
+    # One per dispatch, on the run's hot path: slots make it cheap to build.
+    __slots__ = ("record", "before", "_sources", "ran", "failed", "_after_copies", "_access", "_written", "_tensors")
+
     def __init__(
         self, record: DispatchRecord, before: tuple[np.ndarray | None, ...], sources: Callable[[], ExecutableSources]
     ):
@@ -223,7 +226,8 @@ class DispatchSnapshots(DispatchObserver):
     def __init__(self, device: Device | None = None, sources: ExecutableSources = NO_SOURCES):
         self.device = device
         self.sources = sources
-        self.subscribers: list[SnapshotSubscriber] = []
+        self.subscribers: list[SnapshotSubscriber] = []  # change with subscribe/unsubscribe
+        self._told: tuple[SnapshotSubscriber, ...] = ()
         self.current: DispatchSnapshot | None = None
         self.written = WrittenRanges()
         self._pending: dict[int, DispatchSnapshot] = {}
@@ -246,21 +250,24 @@ class DispatchSnapshots(DispatchObserver):
                 self.subscribers.insert(0, subscriber)
             else:
                 self.subscribers.append(subscriber)
+        self._told = tuple(self.subscribers)
 
     def unsubscribe(self, subscriber: SnapshotSubscriber) -> None:
         if subscriber in self.subscribers:
             self.subscribers.remove(subscriber)
+        self._told = tuple(self.subscribers)
 
     # -- the observer
 
     def before_dispatch(self, record: DispatchRecord) -> None:
-        subscribers = list(self.subscribers)
+        subscribers = self._told  # a tuple: subscribing during a dispatch does not change this one's
         if not subscribers:
             return
-        if any(s.wants_before(record) for s in subscribers):
-            before: tuple[np.ndarray | None, ...] = tuple(np.array(b.data, copy=True) for b in record.bindings)
-        else:
-            before = ()
+        before: tuple[np.ndarray | None, ...] = ()
+        for s in subscribers:
+            if s.wants_before(record):
+                before = tuple(np.array(b.data, copy=True) for b in record.bindings)
+                break
         snapshot = DispatchSnapshot(record, before, self._current_sources)
         self._pending[record.sequence] = snapshot
         self.current = snapshot
@@ -272,11 +279,11 @@ class DispatchSnapshots(DispatchObserver):
         if snapshot is None:
             return
         snapshot.ran = True
-        if snapshot.has_before:
+        if snapshot.before:
             snapshot._access = self.written.refine(record, snapshot.observed_access())
         self.current = snapshot
         try:
-            for s in list(self.subscribers):
+            for s in self._told:
                 s.after(snapshot)
         finally:
             self.current = None
@@ -286,6 +293,6 @@ class DispatchSnapshots(DispatchObserver):
         if snapshot is None:
             return
         snapshot.failed = error
-        for s in list(self.subscribers):
+        for s in self._told:
             s.failed(snapshot, error)
         self.current = None

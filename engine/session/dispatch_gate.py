@@ -248,6 +248,8 @@ class DispatchGate(SnapshotSubscriber):
         return self.quiet_below is not None and record.sequence < self.quiet_below
 
     def wants_before(self, record: DispatchRecord) -> bool:
+        if not (self._watch_nan or self._has_diverge or self._after_breakpoints):
+            return False  # nothing to check after any dispatch (the common case: no per-dispatch work)
         if self._passed_over(record):
             return False
         # What an "after" stop needs to know what the dispatch wrote.
@@ -275,7 +277,7 @@ class DispatchGate(SnapshotSubscriber):
     def after(self, snapshot: DispatchSnapshot) -> None:
         record = snapshot.record
         try:
-            if self._passed_over(record) or not snapshot.has_before or not self._wants_after(record):
+            if not snapshot.before or self._passed_over(record) or not self._wants_after(record):
                 return
             access = snapshot.observed_access()
             nan: tuple[int, ...] = ()
