@@ -59,6 +59,7 @@ class DivergeHit:
             "mismatches": self.mismatches,
             "first_mismatch": list(self.first_mismatch) if self.first_mismatch is not None else None,
             "note": self.note,
+            "summary": self.summary,
         }
 
     def describe(self) -> str:
