@@ -7,6 +7,12 @@ A ``TimeTravelSession`` on ``vulkan`` (lavapipe here) runs with Next Dispatch to
 it), then travels to N-1 as the window's Previous Dispatch does (``TravelTo(dispatch=N-1, park=True)``).
 Prints the forward time, the travel's wall time, the kernels the travel ran and those it wrote from the
 dispatch memo. ``--no-memo``: the memo keeps nothing (every dispatch before N-1 runs again).
+
+Measured (SqueezeNet 1.1 from PyTorch, vulkan-spirv, lavapipe on a shared 2-core machine, load ~8, N = 4):
+the time is the kernels themselves (the fence wait: each 3x3 convolution takes 40-90 s on lavapipe here;
+pipeline creation 0.2 s in all, encoding and read-backs well under a second). Forward to dispatch 4:
+~100-150 s. Previous Dispatch 4 -> 3 without the memo: 226 s (7 kernels run again: 0-2 for the travel,
+0-3 to locate dispatch 4's instruction); with it: 0.04 s (0 kernels run, 7 written), 21.7 MB kept.
 """
 
 from __future__ import annotations

@@ -80,3 +80,38 @@ def test_previous_dispatch_inside_one_command_buffer_writes_kept_results(tmp_pat
         assert len(got) == len(seen[k])
         for a, b in zip(got, seen[k]):
             np.testing.assert_array_equal(a, b)
+
+
+def _travel(path, memo_seconds):
+    from engine.runtime.debug_runner import DebugRunner
+    from engine.runtime.function_io import parse_inputs, split_cconv
+    from engine.timetravel import TimeTravel
+
+    runner = DebugRunner(path, "local-sync")
+    tt = TimeTravel.for_runner(runner, interval=64, adaptive=False, memo_seconds=memo_seconds)
+    kinds = split_cconv(runner.cconv("repeat_double"))[0]
+    args = [runner.to_vm(k, v) for k, v in zip(kinds, parse_inputs(["4xf32=1 2 3 4", "6"], kinds))]
+    tt.begin_call("repeat_double", args)
+    tt.continue_()
+    return tt
+
+
+def test_states_rebuilt_from_kept_results_equal_states_rebuilt_by_running_the_kernels(compiled):
+    """Every dispatch kept (CPU, threshold 0): going back to before and after each dispatch gives the state
+    that a history without the memo (every kernel run again) gives at the same position."""
+    from engine.timetravel.state import describe_state
+
+    path = compiled.path("control_flow", "llvm-cpu")
+    kept, plain = _travel(path, 0.0), _travel(path, float("inf"))
+    dispatches = sorted(kept.dispatch_log)
+    assert len(dispatches) >= 6 and len(kept.memo.kept) == len(dispatches) and not plain.memo.kept
+    run = kept.memo.kernels_run
+    for ordinal in reversed(dispatches):
+        for when in ("after", "before"):
+            kept.goto_dispatch(ordinal, when)
+            plain.goto_dispatch(ordinal, when)
+            assert describe_state(kept.interpreter, kept.instances, kept.devices) == describe_state(
+                plain.interpreter, plain.instances, plain.devices
+            ), (ordinal, when)
+    assert kept.memo.kernels_run == run and kept.memo.kernels_written > 0
+    assert plain.memo.kernels_written == 0

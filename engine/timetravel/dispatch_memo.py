@@ -13,7 +13,9 @@ and binding ranges of the same allocations by their recording serials) it writes
 bindings instead of running the kernel. The replay is deterministic, so those are the bytes the kernel
 would write. Observers still see the dispatch before and after, as for a kernel that ran.
 
-Memory is bounded by ``budget_bytes``; past it, dispatches are simply run again. ``kernels_run`` and
+A binding whose bytes equal those last kept for the same range (the constant pool every dispatch binds,
+an input read by several) shares that copy. Memory is bounded by ``budget_bytes``; past it, dispatches
+are simply run again. ``kernels_run`` and
 ``kernels_written`` count what the hook did (a test or a benchmark reads them).
 """
 
@@ -37,11 +39,7 @@ MEMO_BUDGET = 512 << 20  # bytes of kept results
 class _Kept:
     key: tuple
     impl: Any  # the code that ran (a substitution swaps an executable's impl: then the dispatch runs)
-    results: tuple[np.ndarray, ...]  # each binding's bytes after the kernel
-
-    @property
-    def nbytes(self) -> int:
-        return sum(r.nbytes for r in self.results)
+    results: tuple[np.ndarray, ...]  # each binding's bytes after the kernel (shared when unchanged)
 
 
 def _key(executable: HalExecutable, record: DispatchRecord) -> tuple | None:
@@ -70,6 +68,7 @@ class DispatchMemo:
         self.min_seconds = min_seconds
         self.budget_bytes = budget_bytes
         self.kept: dict[int, _Kept] = {}  # by dispatch sequence
+        self._last: dict[tuple, np.ndarray] = {}  # (allocation serial, start, length) -> bytes last kept
         self.nbytes = 0
         self.kernels_run = 0
         self.kernels_written = 0
@@ -77,6 +76,7 @@ class DispatchMemo:
     def clear(self) -> None:
         """A new call is recorded: nothing kept applies to it."""
         self.kept.clear()
+        self._last.clear()
         self.nbytes = 0
 
     def __call__(self, executable: HalExecutable, record: DispatchRecord, run: Callable[[], None]) -> None:
@@ -93,16 +93,22 @@ class DispatchMemo:
         if key is None or time.perf_counter() - start < self.min_seconds:
             return
         if kept is not None:  # the dispatch changed (a substitution): keep the new results
-            self.nbytes -= kept.nbytes
             del self.kept[record.sequence]
         size = sum(length for _, _, length in key[-1])
         if self.nbytes + size > self.budget_bytes:
-            return
+            return  # (a bound: bytes shared with earlier dispatches' are counted as new here)
         results = []
-        for b in record.bindings:
-            data = np.array(b.data, dtype=np.uint8, copy=True)
+        added = 0
+        for b, where in zip(record.bindings, key[-1]):
+            now = b.data
+            last = self._last.get(where)
+            if last is not None and np.array_equal(last, now):
+                results.append(last)  # e.g. the constant pool every dispatch binds: kept once
+                continue
+            data = np.array(now, dtype=np.uint8, copy=True)
             data.flags.writeable = False
+            self._last[where] = data
             results.append(data)
-        entry = _Kept(key, executable.impl, tuple(results))
-        self.kept[record.sequence] = entry
-        self.nbytes += entry.nbytes
+            added += data.nbytes
+        self.kept[record.sequence] = _Kept(key, executable.impl, tuple(results))
+        self.nbytes += added
