@@ -142,7 +142,9 @@ class MainWindow(QMainWindow):
         self.workbench.said.connect(self._say)
         self.workbench.stateChanged.connect(self._on_workbench)
         self.workbench.moduleReset.connect(self._on_module_reset)
-        self.session_bridge.bindingsRead.connect(lambda *_: QTimer.singleShot(0, self.raise_paused_dispatch))
+        # A stop at a dispatch comes to the front once its tensors are shown (the paused dispatch's document
+        # opens when they arrive; the module inspector may have moved to the stop's function meanwhile).
+        self.session_bridge.answered.connect(self._on_answer)
         # The paused dispatch's document shows the session's typed tensors (ReadTensors): raise it with them.
         self.session_bridge.answered.connect(
             lambda answer: isinstance(answer, Tensors) and QTimer.singleShot(0, self.raise_paused_dispatch)
@@ -457,6 +459,12 @@ class MainWindow(QMainWindow):
             self.workbench.say("This module has no source here to recompile: switch the device instead.")
             return -1
         return self.open_file(loaded.source)
+
+    def _on_answer(self, answer) -> None:
+        from engine.session.protocol import Bindings, Tensors
+
+        if isinstance(answer, (Tensors, Bindings)):
+            QTimer.singleShot(0, self.raise_paused_dispatch)
 
     def raise_paused_dispatch(self) -> None:
         """A stop at a dispatch comes to the front: the paused dispatch's document is made current."""

@@ -99,6 +99,9 @@ def test_reduction_chain_broken_dispatch_is_named_exactly_and_reproduced(chain):
     assert found["same_inputs"] and found["comparison"]["verdict"] == "diverged"
     # Given the same inputs, the dispatches after it agree again: only the broken one is named.
     assert _diverged(report) == [found["name"]]
+    # Each run on its own data, the difference flows on; the first diverged dispatch is still the culprit.
+    own = _diverge(vmvx, broken, "main", f"--input=@{x}", "--own-inputs")
+    assert own["first_divergence"]["name"] == found["name"] and not own["first_divergence"]["same_inputs"]
     # The reproducer runs on its own (module, inputs and bindings copied) and still diverges.
     meta = json.loads((repro / "repro.json").read_text())
     assert (repro / meta["module"]).is_file() and all((repro / b["before"]).is_file() for b in meta["bindings"])

@@ -257,3 +257,37 @@ def test_tiny_program_on_vulkan_every_mlir_and_spirv_source_is_bit_identical(tmp
     for engine in ("reference", "debug"):
         assert run(engine, f"mlir_{engine}", mlir) == plain, engine
         assert run(engine, f"spirv_{engine}", spirv) == plain, engine
+
+
+def test_workgroup_counts_are_read_where_iree_resolved_them_to_constants():
+    from engine.substitute.sources_batch import workgroup_counts
+
+    text = """
+      hal.executable.export public @a ordinal(0) layout(#pipeline_layout) count(%arg0: !hal.device) -> (index, index, index) {
+        %c36 = arith.constant 36 : index
+        %c1 = arith.constant 1 : index
+        hal.return %c36, %c1, %c1 : index, index, index
+      } <workgroup_size = [1 : index, 1 : index, 1 : index]>
+      hal.executable.export public @b ordinal(1) layout(#pipeline_layout) count(%arg0: !hal.device, %arg1: index) -> (index, index, index) {
+        %c1 = arith.constant 1 : index
+        %0 = affine.apply affine_map<()[s0] -> (s0 ceildiv 4)>()[%arg1]
+        hal.return %0, %c1, %c1 : index, index, index
+      }
+    """
+    assert workgroup_counts(text) == {"a": (36, 1, 1), "b": None}
+
+
+def test_a_trampoline_is_valid_llvm_ir_and_keeps_the_export_name():
+    from engine.substitute.llvm_ir import parse_llvm_ir
+    from engine.substitute.workgroup_trampoline import retile_llvm_ir
+
+    text = (
+        'define internal noundef i32 @"main$async_dispatch_0_f32"(ptr noalias %0, ptr noalias %1, ptr noalias %2) {\n'
+        "  ret i32 0\n}\n"
+        '@table = internal constant [1 x ptr] [ptr @"main$async_dispatch_0_f32"]\n'
+    )
+    out = retile_llvm_ir(text, {"main$async_dispatch_0_f32": ((36, 1, 1), (2738, 1, 1))})
+    assert '@"main$async_dispatch_0_f32.edited"(ptr noalias %0' in out  # the edit's kernel, renamed
+    assert 'define internal i32 @"main$async_dispatch_0_f32"(ptr %env' in out  # the table now calls the trampoline
+    module = parse_llvm_ir(out, "retiled.ll")
+    assert {f.name for f in module.functions} >= {"main$async_dispatch_0_f32", "main$async_dispatch_0_f32.edited"}

@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QListWidget,
     QPushButton,
+    QSizePolicy,
     QSpinBox,
     QSplitter,
     QTableView,
@@ -226,6 +227,8 @@ class TensorInspector(QWidget):
         self.tensor_list.currentRowChanged.connect(self._show_index)
         self.summary = QLabel("No tensor.", self)
         self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        # One line that the window cuts (full text in the tooltip), never one that widens the window.
+        self.summary.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.hover = QLabel("", self)
 
         # Slice: which two axes are rows/columns, and the index along the others.

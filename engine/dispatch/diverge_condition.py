@@ -59,6 +59,7 @@ class DivergeHit:
             "mismatches": self.mismatches,
             "first_mismatch": list(self.first_mismatch) if self.first_mismatch is not None else None,
             "note": self.note,
+            "summary": self.summary,
         }
 
     def describe(self) -> str:
@@ -138,7 +139,11 @@ class DivergeReference:
         if entry.name != name:
             return DivergeHit(ordinal, name, entry.name, None, math.inf, math.inf, 0,
                               note=f"the reference runs {entry.name} here")  # fmt: skip
-        refs = self.bundle.dispatch_tensors(entry, "outputs")
+        from engine.dispatch.lockstep import typed_by_name
+
+        # Untyped captures hold bytes: read them as the element IREE's name gives, so another device's
+        # rounding is judged as floats.
+        refs = typed_by_name(self.bundle.dispatch_tensors(entry, "outputs"), entry.name)
         live_raw = [np.ascontiguousarray(w).reshape(-1).view(np.uint8) for w in written]
         if len(refs) == len(live_raw) and all(r.nbytes == w.size for r, w in zip(refs, live_raw)):
             pairs = [(w.view(r.dtype).reshape(r.shape), r) for r, w in zip(refs, live_raw)]

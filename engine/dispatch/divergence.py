@@ -129,7 +129,10 @@ def walk(a: Bundle, b: Bundle, atol: float | None = None, rtol: float | None = N
 
 
 def _compare_lists(a: Bundle, da: DispatchEntry, b: Bundle, db: DispatchEntry, which: str, tolerance: Tolerance):
-    ta, tb = a.dispatch_tensors(da, which), b.dispatch_tensors(db, which)
+    from engine.dispatch.lockstep import typed_by_name
+
+    ta = typed_by_name(a.dispatch_tensors(da, which), da.name)
+    tb = typed_by_name(b.dispatch_tensors(db, which), db.name)
     if len(ta) != len(tb):
         return [Comparison(False, 0, 1, math.inf, math.inf, None, note=f"{which} counts differ",
                            verdict=Verdict.DIVERGED)]  # fmt: skip

@@ -140,6 +140,8 @@ class DispatchGate(SnapshotSubscriber):
         # Travelling to a dispatch replays the instruction that ran it, and with it the dispatches before it in
         # the same command buffer: those (device sequence below this) are passed over, breakpoints and all.
         self.quiet_below: int | None = None
+        # Parking in a dispatch after it ran (a reverse stop "after" it, replayed): its device sequence.
+        self.park_after: int | None = None
         self.base = 0  # the device's dispatch count when the current call began
         self.current: DispatchRecord | None = None
         self.current_info: DispatchInfo | None = None
@@ -172,6 +174,7 @@ class DispatchGate(SnapshotSubscriber):
         self.base = dispatch_count
         self.stop_at_next = False
         self.quiet_below = None
+        self.park_after = None
         self._buffers.clear()
         self._diverged.clear()
         if function is not None:
@@ -238,7 +241,10 @@ class DispatchGate(SnapshotSubscriber):
 
     def _wants_after(self, record: DispatchRecord) -> bool:
         return (
-            self._watch_nan or bool(self._diverge_breakpoints()) or bool(self._matching(record, DispatchWhen.AFTER))
+            self._watch_nan
+            or bool(self._diverge_breakpoints())
+            or bool(self._matching(record, DispatchWhen.AFTER))
+            or record.sequence == self.park_after
         )
 
     # -- the subscriber
@@ -300,11 +306,15 @@ class DispatchGate(SnapshotSubscriber):
                     plain["first_mismatch"] = found.first_mismatch
                     hit, divergence = hit + (bp,), DivergenceStop(**plain, text=found.describe())
                     break
-            if hit:
+            step = record.sequence == self.park_after
+            if step:
+                self.park_after = None
+            if hit or step:
                 self.current_info = self.info(record, DispatchWhen.AFTER, access)
                 found = (nonfinite_summary(snapshot.after(k), record.export_name, k) for k in nan)
                 summaries = tuple(f for f in found if f is not None)
-                self.park(record, self.current_info, GateStop(hit, nan, divergence=divergence, nonfinite=summaries))
+                stop = GateStop(hit, nan, step=step, divergence=divergence, nonfinite=summaries)
+                self.park(record, self.current_info, stop)
         finally:
             self._nonfinite_before = []
             self.current = None

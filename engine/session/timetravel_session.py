@@ -77,10 +77,25 @@ class TimeTravelSession(DebugSession):
             else:
                 ordinal = None
             stop = self._reverse(travel, mode, command.count, ordinal)
+            if stop.dispatch is not None and mode == ReverseMode.CONTINUE:
+                self._park_in(travel, stop)  # its tensors readable, as at a forward stop
+                return
         except TimeTravelError as e:
             self.emit(Failed(str(e), None, self.location()))
             return
         self._report_travel(stop)
+
+    def _park_in(self, travel: TimeTravel, stop: TravelStop) -> None:
+        """Replay into the dispatch a reverse-continue stopped at and park there, before or after it ran (as
+        the breakpoint that stopped it would have forward), so its bindings can be read."""
+        sequence = stop.dispatch.ordinal
+        travel.goto_dispatch(sequence, "before")
+        self.gate.quiet_below = sequence  # the dispatches replayed before it pass
+        if str(stop.when or "before") == "after":
+            self.gate.park_after = sequence
+        else:
+            self.gate.stop_at_next = _StopAtSequence(self.gate, sequence)  # type: ignore[assignment]
+        self.start_run(self.need_controller().continue_)
 
     def _on_travel_to(self, command: TravelTo) -> None:
         travel = self.travel

@@ -31,6 +31,10 @@ class DispatchMark:
     exact: bool = True
 
 
+class DispatchLocated(Exception):
+    """Raised out of a dispatch to end a replay that only looked for where it ran."""
+
+
 DispatchStop = Callable[[DispatchRecord, str], bool]  # (record, "before"|"after") -> stop there?
 
 
@@ -42,6 +46,10 @@ class MarkingObserver(DispatchObserver):
         self.predicate: DispatchStop | None = None
         self.hits: list[tuple[int, str]] = []  # (ordinal, "before"|"after")
         self.hook: Callable[[DispatchRecord, str], None] | None = None
+        # ``TimeTravel.locate_dispatch``: once this dispatch has its exact mark, the replay is cut short
+        # (``located`` set, ``DispatchLocated`` raised out of the dispatch).
+        self.locating: int | None = None
+        self.located = False
 
     def _mark(self, record: DispatchRecord) -> DispatchMark:
         t = self.travel
@@ -55,7 +63,10 @@ class MarkingObserver(DispatchObserver):
         return mark
 
     def _see(self, record: DispatchRecord, when: str) -> None:
-        self._mark(record)
+        mark = self._mark(record)
+        if self.locating is not None and record.sequence == self.locating and mark.exact:
+            self.located = True
+            raise DispatchLocated(record.sequence)
         if self.hook is not None:
             self.hook(record, when)
         if self.predicate is not None and self.predicate(record, when):

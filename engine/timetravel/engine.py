@@ -34,6 +34,7 @@ from engine.runtime.vm.context import ModuleInstance, VmContext
 from engine.runtime.vm.controller import CHUNK, Controller, StopEvent
 from engine.runtime.vm.interpreter import FrameLocation, VmTrap
 from engine.timetravel.dispatch_marks import DispatchMark, DispatchStop, MarkingObserver
+from engine.timetravel.dispatch_memo import MEMO_BUDGET, MEMO_SECONDS, DispatchMemo
 from engine.timetravel.recorder import RecordingInterpreter
 from engine.timetravel.snapshot import ArrayStore, Snapshot, restore_snapshot, take_snapshot
 from engine.timetravel.watch import Change, Watch, serial_of
@@ -90,6 +91,8 @@ class TimeTravel:
         interval: int = DEFAULT_INTERVAL,
         budget_bytes: int = DEFAULT_BUDGET,
         adaptive: bool = True,
+        memo_seconds: float = MEMO_SECONDS,
+        memo_budget: int = MEMO_BUDGET,
     ):
         old = context.interpreter
         if isinstance(old, RecordingInterpreter):
@@ -116,11 +119,14 @@ class TimeTravel:
         self._serial = 0
         self.allocations: dict[int, Allocation] = {}
         self.marks_observer = MarkingObserver(self)
+        # Costly dispatches' results, written back by replays instead of running the kernels again.
+        self.memo = DispatchMemo(memo_seconds, memo_budget)
         self._last_boundary = (0, 0.0)
         self._dirty = False
         for device in self.devices:
             self._number_allocations(device)
             device.add_observer(self.marks_observer, first=True)  # before a gate that may park the run
+            device.kernel_hook = self.memo
         interp.on_boundary = self._on_boundary
         interp.on_begin = self.start_recording  # every new call (a session's, an invoke) is recorded
 
@@ -165,6 +171,7 @@ class TimeTravel:
         self.checkpoints.clear()
         self.positions.clear()
         self.dispatch_log.clear()
+        self.memo.clear()
         self._store = ArrayStore()
         self.interval = self.min_interval
         self._last_boundary = (0, t.busy_seconds)
@@ -319,11 +326,21 @@ class TimeTravel:
         self.restore(self.positions[k])
         t = self.interpreter
         saved = self.aside()
+        # The replay stops as soon as the dispatch is seen: the rest of its command buffer (kernels that
+        # can take minutes on a slow device) is not run again just to find where it started.
+        self.marks_observer.locating = ordinal
         try:
             while self.dispatch_count <= ordinal and not t.finished:
                 t.run(1, ignore_breakpoints=True)
+        except Exception:
+            if not self.marks_observer.located:
+                raise
         finally:
+            self.marks_observer.locating = None
             self.back(saved)
+        if self.marks_observer.located:
+            self.marks_observer.located = False
+            self._dirty = True  # left inside the instruction: the next move restores a checkpoint
         if here is not None:
             self.goto(here)
         mark = self.dispatch_log[ordinal]

@@ -186,3 +186,41 @@ def test_a_capture_bundle_list_has_every_dispatch_and_a_filter(qtbot, tmp_path):
         view.table.setCurrentIndex(view.proxy.index(1, 0))
     assert picked.args[0].name == shown[1]  # the filtered row's own dispatch, not the model's row 1
     assert view.table.columnWidth(1) > 200  # the names keep their room
+
+
+def test_reverse_continue_to_a_nan_stop_parks_in_the_dispatch(qtbot, main_window, tmp_path):
+    window = main_window
+    vmfb = compile_program("nan_log", "llvm-cpu", tmp_path)
+    panel = open_module(qtbot, window, vmfb)
+    bridge = window.session_bridge
+    from engine.session.protocol import Breakpoint
+
+    with qtbot.waitSignal(bridge.breakpointsChanged, timeout=TIMEOUT):
+        bridge.add_breakpoint(Breakpoint("nan", when="after"))
+    panel.set_inputs(("4x8xf32=1", "4x8xf32=2"))
+    stops = [act(qtbot, window, window.run_function)]
+    ended: list = []
+    bridge.stopped.connect(ended.append)
+    bridge.finished.connect(ended.append)
+    while True:  # forward through every NaN stop to the end
+        ended.clear()
+        panel.continue_action.trigger()
+        qtbot.waitUntil(lambda: bool(ended), timeout=TIMEOUT)
+        if bridge.state == "idle":
+            break
+        stops.append(ended[0])
+        assert len(stops) < 10
+    last = stops[-1].location.dispatch_info.ordinal
+    # Back to the last NaN stop: parked in it (after it ran), so its tensors can be read.
+    failures: list = []
+    bridge.failed.connect(failures.append)
+    from engine.session.protocol import Tensors
+
+    with qtbot.waitSignal(bridge.answered, timeout=TIMEOUT, check_params_cb=lambda a: isinstance(a, Tensors)) as read:
+        panel.reverse.reverse_continue_action.trigger()
+    answer = read.args[0]
+    info = answer.info
+    assert info.ordinal == last and str(info.when) == "after" and answer.tensors
+    assert not failures, failures
+    qtbot.waitUntil(lambda: window.documents.currentWidget() is window.documents.document("paused-dispatch"), timeout=10_000)
+    assert window.workbench.state.paused is not None and window.workbench.state.paused.ordinal == last

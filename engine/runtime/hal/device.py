@@ -130,6 +130,10 @@ class DispatchObserver:
             self.after_dispatch(record)
 
 
+# (executable, record, run the kernel) -> None: see ``Device.kernel_hook``.
+KernelHook = Callable[["HalExecutable", DispatchRecord, Callable[[], None]], None]
+
+
 @dataclass
 class _PendingWork:
     wait: HalFence | None
@@ -148,6 +152,10 @@ class Device:
         self.name = name or self.identifier
         self.allocator = HalAllocator(self)
         self.observers: list[DispatchObserver] = []
+        # Runs an observed dispatch's kernel: ``hook(executable, record, run)`` calls ``run()`` or writes the
+        # dispatch's results itself (time travel's replay writes the bytes a costly dispatch left when it
+        # first ran instead of running it again). None: the kernel runs.
+        self.kernel_hook: KernelHook | None = None
         self._dispatches = 0
         self._pending: list[_PendingWork] = []
         self._pumping = False
@@ -339,7 +347,15 @@ class Device:
         for observer in list(self.observers):
             observer.before_dispatch(record)
         try:
-            self.run_dispatch(executable, ordinal, workgroup_count, constants, bindings)
+            hook = self.kernel_hook
+            if hook is None:
+                self.run_dispatch(executable, ordinal, workgroup_count, constants, bindings)
+            else:
+                hook(
+                    executable,
+                    record,
+                    lambda: self.run_dispatch(executable, ordinal, workgroup_count, constants, bindings),
+                )
         except Exception as e:
             for observer in list(self.observers):
                 observer.dispatch_failed(record, e)
