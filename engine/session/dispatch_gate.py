@@ -254,7 +254,7 @@ class DispatchGate(SnapshotSubscriber):
         return self.quiet_below is not None and record.sequence < self.quiet_below
 
     def wants_before(self, record: DispatchRecord) -> bool:
-        if not (self._watch_nan or self._has_diverge or self._after_breakpoints):
+        if not (self._watch_nan or self._has_diverge or self._after_breakpoints or self.park_after is not None):
             return False  # nothing to check after any dispatch (the common case: no per-dispatch work)
         if self._passed_over(record):
             return False
