@@ -141,7 +141,7 @@ class DispatchRecorder(SnapshotSubscriber, DispatchObserver):
             return
         snapshot = DispatchSnapshot(record, tuple(before), lambda: self.sources)
         snapshot.ran = True
-        snapshot._access = self._written.refine(record, snapshot.observed_access())
+        snapshot.refine_access(self._written)
         self.after(snapshot)
 
     def dispatch_failed(self, record: DispatchRecord, error: Exception) -> None:

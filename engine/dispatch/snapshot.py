@@ -112,6 +112,10 @@ class DispatchSnapshot:
             )
         return self._access
 
+    def refine_access(self, written) -> None:
+        """Tell ``write`` from ``readwrite`` with what earlier dispatches wrote (a ``WrittenRanges``)."""
+        self._access = written.refine(self.record, self.observed_access())
+
     def written_ranges(self, index: int) -> tuple[tuple[int, int], ...]:
         """The byte ranges ``[start, end)`` of binding ``index`` the dispatch changed (merged runs)."""
         found = self._written.get(index)
@@ -280,7 +284,7 @@ class DispatchSnapshots(DispatchObserver):
             return
         snapshot.ran = True
         if snapshot.before:
-            snapshot._access = self.written.refine(record, snapshot.observed_access())
+            snapshot.refine_access(self.written)
         self.current = snapshot
         try:
             for s in self._told:

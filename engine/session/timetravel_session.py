@@ -69,7 +69,8 @@ class TimeTravelSession(DebugSession):
         if command.count < 1:
             self.emit(Failed(f"a step count is at least 1 (got {command.count})"))
             return
-        parked = self._leave_dispatch() if self.run.parked else None
+        # Reverse moves start just after the parked dispatch's instruction: the history must reach it.
+        parked = self._leave_dispatch(whole_instruction=True) if self.run.parked else None
         try:
             if parked is not None:
                 position, ordinal = parked
@@ -216,13 +217,15 @@ class TimeTravelSession(DebugSession):
             detail = replace(detail, position=travel.position, earliest=travel.earliest)
         return detail
 
-    def _leave_dispatch(self) -> tuple[int, int]:
+    def _leave_dispatch(self, whole_instruction: bool = False) -> tuple[int, int]:
         """Abandon the run parked inside a dispatch; the position just after its instruction, and the
-        dispatch's ordinal on the device."""
+        dispatch's ordinal on the device. ``whole_instruction``: replay the rest of that instruction (the
+        command buffer's later dispatches) so the history reaches that position; a travel to a
+        dispatch does not need it."""
         record = self.gate.current
         self.abandon_run()
         self.travel.invalidate()
-        mark = self.travel.locate_dispatch(record.sequence)
+        mark = self.travel.locate_dispatch(record.sequence, whole_instruction=whole_instruction)
         return mark.position + 1, record.sequence
 
     def _reverse(self, travel: TimeTravel, mode: ReverseMode, count: int, parked: int | None) -> TravelStop:

@@ -313,13 +313,15 @@ class TimeTravel:
         restores a checkpoint instead of running on from here."""
         self._dirty = True
 
-    def locate_dispatch(self, ordinal: int) -> DispatchMark:
+    def locate_dispatch(self, ordinal: int, *, whole_instruction: bool = False) -> DispatchMark:
         """The dispatch's mark with the exact position of the instruction that ran it (found by replay
-        when the dispatch ran inside a fast run); the state is left where it was."""
+        when the dispatch ran inside a fast run); the state is left where it was. ``whole_instruction``:
+        the history also reaches the end of that instruction (a run abandoned inside the dispatch never
+        finished it), so that the position just after it can be travelled to."""
         mark = self.dispatch_log.get(ordinal)
         if mark is None or mark.position < self.earliest:
             raise TimeTravelError(f"dispatch {ordinal} is not in the recorded history")
-        if mark.exact:
+        if mark.exact and (not whole_instruction or self.latest > mark.position):
             return mark
         here = None if self._dirty else self.position
         k = bisect.bisect_right(self.positions, mark.position) - 1
@@ -328,7 +330,7 @@ class TimeTravel:
         saved = self.aside()
         # The replay stops as soon as the dispatch is seen: the rest of its command buffer (kernels that
         # can take minutes on a slow device) is not run again just to find where it started.
-        self.marks_observer.locating = ordinal
+        self.marks_observer.locating = None if whole_instruction else ordinal
         try:
             while self.dispatch_count <= ordinal and not t.finished:
                 t.run(1, ignore_breakpoints=True)

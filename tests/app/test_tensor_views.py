@@ -25,9 +25,12 @@ def mlp_bundle(tmp_path_factory):
     root = tmp_path_factory.mktemp("views")
     vmfb = root / "mlp.vmfb"
     subprocess.run(
-        [iree_tool("iree-compile"), str(sample_path("mlp")), *target_flags("llvm-cpu"), "-o", str(vmfb)],
+        # The executable sources beside the module type the captured tensors (without them a capture
+        # holds exactly the bound bytes, untyped, and judges no health).
+        [iree_tool("iree-compile"), str(sample_path("mlp")), *target_flags("llvm-cpu"), "-o", str(vmfb),
+         f"--iree-hal-dump-executable-sources-to={root / 'sources'}"],
         check=True, capture_output=True,
-    )
+    )  # fmt: skip
     x = np.linspace(-3, 3, 32, dtype=np.float32).reshape(2, 16)
     np.save(root / "x.npy", x)
     capture_debug(vmfb, "main", [f"@{root / 'x.npy'}"], root / "bundle")
