@@ -2,8 +2,10 @@
 module with ``--substitute`` for every ``.mlir`` written (built by one iree-compile), against the plain run.
 Prints the time of each step and whether the outputs are bit-identical (on each engine asked for).
 
-    .venv/bin/python benchmarks/substitute_every_executable.py PROGRAM.mlir[.xz] FUNCTION INPUT.npy
+    .venv/bin/python benchmarks/substitute_every_executable.py [PROGRAM.mlir[.xz] FUNCTION INPUT.npy]
                      [--engine=reference,debug] [IREE flags...]
+
+Without a program, the bundled mlp sample on a random 2x16xf32 input.
 """
 
 from __future__ import annotations
@@ -32,12 +34,20 @@ def timed(label: str, *args: str) -> subprocess.CompletedProcess:
 
 
 def main(argv: list[str]) -> None:
-    if len(argv) < 3:
+    positional = [a for a in argv if not a.startswith("--")]
+    if positional and len(positional) < 3:
         sys.exit(__doc__)
-    program, function, x = Path(argv[0]), argv[1], Path(argv[2])
+    if positional:
+        program, function, x = Path(positional[0]), positional[1], Path(positional[2])
+    else:  # the bundled sample
+        from engine.samples import sample_path
+
+        program, function = sample_path("mlp"), "main"
+        x = Path(tempfile.mkdtemp(prefix="lens-subst-input-")) / "x.npy"
+        np.save(x, np.random.default_rng(0).standard_normal((2, 16)).astype(np.float32))
     engines = ["reference", "debug"]
     flags = []
-    for a in argv[3:]:
+    for a in argv[3 if positional else 0 :]:
         if a.startswith("--engine="):
             engines = a.split("=", 1)[1].split(",")
         else:

@@ -1,7 +1,9 @@
 """Previous Dispatch on Vulkan inside one command buffer: the time of a travel from dispatch N to N-1.
 
-    nice -n 19 .venv/bin/python benchmarks/timetravel_vulkan_bench.py MODULE.vmfb FUNCTION INPUT... \
+    nice -n 19 .venv/bin/python benchmarks/timetravel_vulkan_bench.py [MODULE.vmfb FUNCTION INPUT...] \
         [--dispatch 4] [--no-memo]
+
+Without a module: the bundled mlp sample compiled for Vulkan, from dispatch 1 to 0.
 
 A ``TimeTravelSession`` on ``vulkan`` (lavapipe here) runs with Next Dispatch to dispatch N (parked inside
 it), then travels to N-1 as the window's Previous Dispatch does (``TravelTo(dispatch=N-1, park=True)``).
@@ -29,14 +31,33 @@ from engine.session.protocol import Call, Failed, Open, Step, Stopped, TravelTo 
 from engine.session.timetravel_session import TimeTravelSession  # noqa: E402
 
 
+def _compile_sample_for_vulkan() -> Path:
+    import subprocess
+    import tempfile
+
+    from engine.compiler.targets import target_flags
+    from engine.samples import sample_path
+    from engine.trace.ireeprof import iree_tool
+
+    out = Path(tempfile.mkdtemp(prefix="lens-tt-vulkan-")) / "mlp.vmfb"
+    subprocess.run([iree_tool("iree-compile"), str(sample_path("mlp")), *target_flags("vulkan-spirv"), "-o", str(out)],
+                   check=True, capture_output=True)  # fmt: skip
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("module")
-    ap.add_argument("function")
+    ap.add_argument("module", nargs="?", help="default: the bundled mlp sample compiled for Vulkan")
+    ap.add_argument("function", nargs="?", default="main")
     ap.add_argument("inputs", nargs="*")
-    ap.add_argument("--dispatch", type=int, default=4)
+    ap.add_argument("--dispatch", type=int, default=None, help="default 4 (1 for the bundled sample)")
     ap.add_argument("--no-memo", action="store_true")
     a = ap.parse_args()
+    if a.module is None:
+        a.module, a.inputs = str(_compile_sample_for_vulkan()), ["2x16xf32=0.5"]
+        a.dispatch = 1 if a.dispatch is None else a.dispatch
+    elif a.dispatch is None:
+        a.dispatch = 4
     events: list = []
     session = TimeTravelSession(events.append)
 
