@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QEvent, QObject, QSize, Qt
-from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtGui import QAction, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QApplication,
     QComboBox,
@@ -148,10 +148,33 @@ class StepperPanel(QWidget):
             action.setShortcut(QKeySequence(key))
             action.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
             tip = f"{tip} ({key})"
+            self._explain_when_disabled(action, key, text)
         action.setToolTip(tip)
         action.triggered.connect(slot)
         self.addAction(action)
         return action
+
+    def _explain_when_disabled(self, action: QAction, key: str, text: str) -> None:
+        """A key whose action is disabled would do nothing and say nothing: while the action is disabled, a
+        shortcut on the same key says why instead (enabled exactly then, so the two never compete)."""
+        explain = QShortcut(QKeySequence(key), self)
+        explain.setContext(Qt.ShortcutContext.WindowShortcut)
+        name = text.lstrip("▶↷↓↑⇢⇠◀↶↺ ").strip()
+        explain.activated.connect(lambda: self._say_why_not(name))
+        explain.setEnabled(not action.isEnabled())
+        action.changed.connect(lambda: explain.setEnabled(not action.isEnabled()))
+
+    def _say_why_not(self, name: str) -> None:
+        reason = {
+            "closed": "no module is open (File > Open)",
+            "starting": "the session is starting",
+            "running": "the program is running (Shift+F5 stops it)",
+            "idle": "no run is paused: Run (Ctrl+R) or Run to Entry first",
+        }.get(self.bridge.state, f"the run is {self.bridge.state}")
+        text = f"{name}: {reason}"
+        self.status_label.setText(text)
+        if self.workbench is not None:
+            self.workbench.say(text)
 
     def _build_actions(self) -> None:
         b = self.bridge

@@ -82,6 +82,20 @@ def test_run_with_no_module_says_why(qtbot, main_window):
     assert "open" in main_window.statusBar().currentMessage().lower()
 
 
+
+def test_a_debugger_key_with_nothing_to_step_says_why(qtbot, main_window):
+    """F6 (Next Dispatch), F10, F5 ... with no paused run: their actions are disabled, and the key says why
+    in the status bar instead of doing nothing."""
+    from PySide6.QtTest import QTest
+
+    main_window.activateWindow()
+    for key in (Qt.Key.Key_F6, Qt.Key.Key_F10, Qt.Key.Key_F5):
+        main_window.statusBar().clearMessage()
+        QTest.keyClick(main_window, key)
+        qtbot.waitUntil(lambda: "no module is open" in main_window.statusBar().currentMessage(), timeout=5000)
+    assert main_window.statusBar().currentMessage().startswith("Continue:")
+
+
 @needs_models
 def test_opening_a_second_module_leaves_nothing_of_the_first(qtbot, main_window, models, tmp_path):
     window = main_window
