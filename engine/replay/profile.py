@@ -25,6 +25,9 @@ def profile_replay(path: str, device_uri: str, repeat: int = 1):
 
     replay = open_replay(path)
     recorder = ZoneRecorder()
+    # One scope object per name, alive for the whole profile: the recorder caches names by the object's
+    # id(), and a freed scope's id can be reused by the next one (which then got the wrong name).
+    scopes: dict[str, _Scope] = {}
     for _ in range(repeat):
         device = create_device(device_uri)
         device.observers.append(recorder)
@@ -34,7 +37,8 @@ def profile_replay(path: str, device_uri: str, repeat: int = 1):
             if r.record_type != f.RecordType.OPERATION or r.status_code != 0:
                 continue
             if r.operation_code == f.OP["replay.scope_begin"]:
-                recorder.call(_Scope(replay.decode_as(r, f.PayloadType.REPLAY_SCOPE)["name"]), 0)
+                name = replay.decode_as(r, f.PayloadType.REPLAY_SCOPE)["name"]
+                recorder.call(scopes.setdefault(name, _Scope(name)), 0)
             elif r.operation_code == f.OP["replay.scope_end"]:
                 recorder.ret()
             else:
