@@ -276,6 +276,11 @@ class CpuExecutableLibrary:
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def lock(self) -> threading.Lock:
+        """Held while a dispatch runs or the library closes (a prepared dispatch takes it too)."""
+        return self._lock
+
     def export(self, export: int | str) -> ExecutableExport:
         """An export by ordinal or by name; ``HalError`` when there is no such export."""
         if isinstance(export, str):
@@ -529,7 +534,7 @@ class PreparedDispatch:
         return x * y * z
 
     def _check_open(self) -> None:
-        if self.library._closed:
+        if self.library.closed:
             raise HalError(
                 f"executable {self.library.name!r} was closed; cannot dispatch {self.export.name!r}"
             )
@@ -546,7 +551,7 @@ class PreparedDispatch:
 
         ``on_workgroup(x, y, z)``, when given, is called before each workgroup (Python loop only).
         """
-        with self.library._lock:
+        with self.library.lock:
             self._check_open()
             if native_loop and on_workgroup is None:
                 code = machine_code().run_workgroups(
@@ -587,7 +592,7 @@ class PreparedDispatch:
             raise HalError(
                 f"workgroup ({x}, {y}, {z}) is outside the dispatch's count {self.workgroup_count}"
             )
-        with self.library._lock:
+        with self.library.lock:
             self._check_open()
             ws = self._workgroup_state
             ws.workgroup_id_x, ws.workgroup_id_y, ws.workgroup_id_z = x, y, z
