@@ -91,10 +91,15 @@ def describe_devices(report: Report) -> str:
 
     for info in list_physical_devices():
         v = info.driver_version
+        # NVIDIA packs its driver version 10.8.8.6 bits; other vendors use VK_MAKE_VERSION's 10.10.12.
+        if info.vendor_id == 0x10DE:
+            driver = f"{v >> 22}.{(v >> 14) & 0xFF}.{(v >> 6) & 0xFF:02d}"
+        else:
+            driver = f"{v >> 22}.{(v >> 12) & 0x3FF}.{v & 0xFFF}"
         report.figure(
             "device",
             f"vulkan package: #{info.index} {info.name} ({info.device_type}), API {info.api_version}, "
-            f"driver {v >> 22}.{(v >> 14) & 0xFF}.{(v >> 6) & 0xFF} (raw {v:#x}), subgroup {info.subgroup_size}, "
+            f"driver {driver} (raw {v:#x}), subgroup {info.subgroup_size}, "
             f"{len(info.extensions)} extensions",
             name=info.name, device_type=info.device_type, api=info.api_version, driver_raw=v,
             subgroup=info.subgroup_size, vendor=info.vendor_id,
@@ -159,17 +164,17 @@ def function_of(vmfb: Path) -> str:
 # ------------------------------------------------------------------------------------------- runs
 
 
-def timed_calls(runner, function: str, args: list, repeat: int) -> tuple[float, float, np.ndarray]:
-    """(first call, best of ``repeat`` later calls, first result's array)."""
+def timed_calls(runner, function: str, args: list, repeat: int) -> tuple[float, float, np.ndarray, np.ndarray]:
+    """(first call, best of ``repeat`` later calls, first result's array, last result's array)."""
     start = time.perf_counter()
     result = runner.invoke(function, args)
     first = time.perf_counter() - start
-    best = float("inf")
+    best, last = float("inf"), result
     for _ in range(repeat):
         start = time.perf_counter()
-        runner.invoke(function, args)
+        last = runner.invoke(function, args)
         best = min(best, time.perf_counter() - start)
-    return first, best, np.asarray(result[0].array)
+    return first, best, np.asarray(result[0].array), np.asarray(last[0].array)
 
 
 def check_runs(model: str, variant: str, folder: Path, repeat: int, device: str, report: Report) -> dict:
@@ -186,7 +191,14 @@ def check_runs(model: str, variant: str, folder: Path, repeat: int, device: str,
         start = time.perf_counter()
         runner = make(vmfb, "vulkan")
         load = time.perf_counter() - start
-        first, best, out[engine] = timed_calls(runner, function, args, repeat)
+        first, best, out[engine], again = timed_calls(runner, function, args, repeat)
+        # The same engine, module, input and device twice: anything but bit-equal is a kernel whose result
+        # depends on scheduling (a race), which no comparison between engines can be judged against.
+        c = compare(again, out[engine])
+        report.figure("repeat", f"{tag}: {engine} engine, last call vs first: {c.summary()}", model=model,
+                      variant=variant, device=device, engine=engine, **c.to_json())  # fmt: skip
+        if repeat and c.verdict != "exact":
+            report.fail(f"{tag}: the {engine} engine's result changes from call to call on the same device")
         report.figure(
             "time",
             f"{tag}: {engine:9} load {load:7.3f} s, first call {first:8.3f} s, best of {repeat} {best:8.4f} s",
