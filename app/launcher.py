@@ -92,11 +92,11 @@ def looks_like_file(arg: str) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    from engine.cli import is_command
+    from engine.cli import end_command, is_command
     from engine.cli import main as cli_main
 
     if is_command(argv):
-        return cli_main(argv)
+        return end_command(cli_main(argv))
     first = argv[0] if argv and not argv[0].startswith("-") else None
     if first is not None and not looks_like_file(first):
         commands = "\n".join(f"  {c}" for c in _commands())

@@ -535,3 +535,27 @@ module @tiny {{
 #-}}
 """)
     return path
+
+
+def compile_for(source: Path, out: Path, target: str, *flags: str) -> Path:
+    """``source`` compiled by iree-compile for ``target`` (IREE Lens's target names) to ``out``."""
+    from engine.compiler.targets import target_flags
+
+    proc = subprocess.run([iree_tool("iree-compile"), str(source), *target_flags(target), *flags, "-o", str(out)],
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return out
+
+
+def broken_build(source: Path, tmp: Path, target: str, executable: str, old: str, new: str) -> Path:
+    """``source`` for ``target`` with ``executable``'s dumped source edited (``old`` -> ``new``, once) and put
+    back with IREE's own ``--iree-hal-substitute-executable-source``: one dispatch deliberately wrong."""
+    dump = tmp / f"sources_{target}_{executable}"
+    compile_for(source, tmp / f"dump_{target}.vmfb", target, f"--iree-hal-dump-executable-sources-to={dump}")
+    [src] = [p for p in dump.glob("*.mlir") if p.stem.endswith(executable)]
+    text = src.read_text()
+    assert old in text, f"{old} not in {src.name}"
+    edited = tmp / f"{executable}_{target}_edited.mlir"
+    edited.write_text(text.replace(old, new, 1))
+    return compile_for(source, tmp / f"broken_{target}_{executable}.vmfb", target,
+                       f"--iree-hal-substitute-executable-source={executable}={edited}")  # fmt: skip
