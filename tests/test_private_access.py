@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # Private by Python's convention but the documented interface of a library: ctypes' structure layout
 # (``_fields_``, ``_pack_``, ``_anonymous_``) and its function-pointer base class (``_CFuncPtr``, which
 # ctypes names nowhere else), namedtuple's methods (``_replace``, ``_asdict``, ``_fields``, ``_make``),
-# the enum protocol (``_missing_``, ``_value_``, ``_name_``).
+# the enum protocol (``_missing_``, ``_value_``, ``_name_``), ``os._exit`` (ends the process without unwinding).
 LIBRARY_INTERFACE = frozenset(
     {
         "_fields_",
@@ -34,6 +34,7 @@ LIBRARY_INTERFACE = frozenset(
         "_missing_",
         "_value_",
         "_name_",
+        "_exit",
     }
 )
 
