@@ -34,6 +34,7 @@ from engine.session.protocol import (
     Event,
     Failed,
     Finished,
+    Log,
     Opened,
     ReadDispatch,
     RegisterFile,
@@ -201,7 +202,11 @@ class Debugger:
         return in_process(self._handler())
 
     def _next(self) -> Event:
-        return self.client.next_event()
+        """The next event that answers a command; the session's notes (``Log``: a rebuild of the sources
+        done) come between them whenever they happen, so they go to stderr, out of the stop records."""
+        while isinstance(event := self.client.next_event(), Log):
+            print(f"iree-lens debug: {event.text}", file=sys.stderr)
+        return event
 
     def run(self) -> int:
         # One event per command, in order (no history requests of its own, no progress events).
@@ -375,7 +380,7 @@ class Debugger:
                 saved.append(str(path))
         elif self.state == "stopped" and self.last_stop.location.dispatch_info is not None:
             info = self.last_stop.location.dispatch_info
-            self.client.request_tensors()
+            self.client.request_tensors(wait_for_sources=True)  # a script saves the same files every time
             answer = self._next()
             if not isinstance(answer, Tensors):
                 self._error(command, getattr(answer, "message", str(answer)))

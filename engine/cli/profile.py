@@ -71,12 +71,13 @@ def profile_debug(module: str, function: str, inputs: list[str], device: str, re
     recorder = ZoneRecorder()
     hal_device = create_device(device)
 
-    class _RecordedRunner(DebugRunner):
-        def _init(self) -> None:  # record the module's initializer too: IREE's profile has its dispatches
-            recorder.attach(self.context.interpreter, self.device)
-            super()._init()
-
-    runner = _RecordedRunner(module, device, hal_module=HalModule(hal_device))
+    runner = DebugRunner(
+        module,
+        device,
+        hal_module=HalModule(hal_device),
+        # Record the module's initializer too: IREE's profile has its dispatches.
+        before_init=lambda loaded: recorder.attach(loaded.context.interpreter, loaded.device),
+    )
     arg_kinds, _ = split_cconv(runner.cconv(function))
     values = parse_inputs(inputs, arg_kinds)
     for _ in range(repeat):
