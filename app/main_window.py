@@ -126,9 +126,7 @@ class MainWindow(QMainWindow):
         if "stepper" in self.panels:
             from app.run_inputs import RunInputs
 
-            self.run_inputs = RunInputs(
-                self.panels["stepper"], self.context, self.settings.store, parent=self, workbench=self.workbench
-            )
+            self.run_inputs = RunInputs(self.workbench, self.context, self.settings.store, parent=self)
 
         self._build_menus()
         self._build_toolbar()
@@ -361,14 +359,13 @@ class MainWindow(QMainWindow):
     def profile_current_run(self) -> int:
         """Profile this run: the chosen function with its inputs (made from the signature when empty), timed
         by IREE's HAL profiling on the selected device, shown in the Zones view. -1 (and why) when it cannot."""
-        stepper = self.panels.get("stepper")
         loaded = self.workbench.module
         why = None
         if loaded is None:
             why = "Nothing to profile: open a module first."
         elif self.workbench.state.mismatch is not None:
             why = self.workbench.state.mismatch.describe()
-        elif stepper is None or not stepper.function_combo.currentText():
+        elif not self.workbench.state.function:
             why = "Nothing to profile: the module exports no function to run."
         elif "zones" not in self.panels:
             why = "The Zones view is not part of this window."
@@ -379,14 +376,14 @@ class MainWindow(QMainWindow):
             return -1
         from app.run_profile import profile_run_job
 
-        function = stepper.function_combo.currentText()
+        function = self.workbench.state.function
         device = self.workbench.device
         self.workbench.say(f"Profiling {function} on {device}…")
         return self.worker.submit(
             profile_run_job,
             str(loaded.path),
             function,
-            list(stepper.inputs),
+            list(self.workbench.state.inputs),
             device,
             tag="profile-run",
             on_result=self._show_profile,

@@ -20,6 +20,8 @@ What it prints (text, and one JSON object a line with ``--json``):
 * per model and Vulkan build: load and call times of both engines (first call, best of ``--repeat``), the
   debug engine's result against the reference's (``engine.dispatch.numerics``: exact / within rounding /
   diverged), each against the llvm-cpu build run by IREE's runtime on ``local-task`` and against PyTorch;
+* per Vulkan build, the kernels that share workgroup memory with no barrier and how many span several
+  subgroups of this device (``engine.dispatch.spirv_hazards``: where a run-to-run difference is a race);
 * ``--diverge``: ``iree-lens diverge CPU.vmfb VULKAN.vmfb --input=@x --json`` (default options: lockstep,
   B fed A's inputs per dispatch, the rounding rule), its wall time, dispatches compared and first divergence;
 * ``--substitute``: ``iree-lens run --substitute EXPORT=FILE.spv`` on both engines with the unmodified
@@ -66,6 +68,9 @@ VARIANT_FLAGS = {
 }
 
 
+SUBGROUP_SIZE: dict[str, int] = {}  # device name -> its subgroup size (0: not reported)
+
+
 @dataclass
 class Report:
     json_path: Path | None
@@ -91,10 +96,15 @@ def describe_devices(report: Report) -> str:
 
     for info in list_physical_devices():
         v = info.driver_version
+        # NVIDIA packs its driver version 10.8.8.6 bits; other vendors use VK_MAKE_VERSION's 10.10.12.
+        if info.vendor_id == 0x10DE:
+            driver = f"{v >> 22}.{(v >> 14) & 0xFF}.{(v >> 6) & 0xFF:02d}"
+        else:
+            driver = f"{v >> 22}.{(v >> 12) & 0x3FF}.{v & 0xFFF}"
         report.figure(
             "device",
             f"vulkan package: #{info.index} {info.name} ({info.device_type}), API {info.api_version}, "
-            f"driver {v >> 22}.{(v >> 14) & 0xFF}.{(v >> 6) & 0xFF} (raw {v:#x}), subgroup {info.subgroup_size}, "
+            f"driver {driver} (raw {v:#x}), subgroup {info.subgroup_size}, "
             f"{len(info.extensions)} extensions",
             name=info.name, device_type=info.device_type, api=info.api_version, driver_raw=v,
             subgroup=info.subgroup_size, vendor=info.vendor_id,
@@ -102,6 +112,7 @@ def describe_devices(report: Report) -> str:
         )  # fmt: skip
     with VulkanDevice() as opened:
         chosen = opened.info.name
+        SUBGROUP_SIZE[chosen] = opened.info.subgroup_size
     import iree.runtime as rt
 
     for d in rt.get_driver("vulkan").query_available_devices():
@@ -159,17 +170,39 @@ def function_of(vmfb: Path) -> str:
 # ------------------------------------------------------------------------------------------- runs
 
 
-def timed_calls(runner, function: str, args: list, repeat: int) -> tuple[float, float, np.ndarray]:
-    """(first call, best of ``repeat`` later calls, first result's array)."""
+def timed_calls(runner, function: str, args: list, repeat: int) -> tuple[float, float, np.ndarray, np.ndarray]:
+    """(first call, best of ``repeat`` later calls, first result's array, last result's array)."""
     start = time.perf_counter()
     result = runner.invoke(function, args)
     first = time.perf_counter() - start
-    best = float("inf")
+    best, last = float("inf"), result
     for _ in range(repeat):
         start = time.perf_counter()
-        runner.invoke(function, args)
+        last = runner.invoke(function, args)
         best = min(best, time.perf_counter() - start)
-    return first, best, np.asarray(result[0].array)
+    return first, best, np.asarray(result[0].array), np.asarray(last[0].array)
+
+
+def check_workgroup_memory(vmfb: Path, subgroup_size: int, tag: str, report: Report) -> None:
+    """How many kernels share workgroup memory with no barrier, and how many of those span several
+    subgroups of this device (where nothing orders their accesses: a run-to-run difference is a race)."""
+    from engine.dispatch.spirv_hazards import unsynchronised_workgroups
+    from engine.runtime.vmfb.module import open_vmfb
+    from engine.runtime.vmfb.vke1 import read_vke1
+
+    found, modules = [], 0
+    for exe in open_vmfb(vmfb).executables:
+        if exe.format == "vulkan-spirv-fb":
+            for module in read_vke1(bytes(exe.data)).shader_modules:
+                modules += 1
+                found += unsynchronised_workgroups(module.spirv)
+    spanning = [f for f in found if f.spans_subgroups(subgroup_size)]
+    report.figure(
+        "spirv",
+        f"{tag}: {len(found)} of {modules} kernels share workgroup memory with no barrier; {len(spanning)} of "
+        f"them span several subgroups of {subgroup_size}" + (f", e.g. {spanning[0].describe(subgroup_size)}" if spanning else ""),
+        kernels=modules, unsynchronised=len(found), spanning=[f.entry_point for f in spanning],
+    )  # fmt: skip
 
 
 def check_runs(model: str, variant: str, folder: Path, repeat: int, device: str, report: Report) -> dict:
@@ -177,6 +210,7 @@ def check_runs(model: str, variant: str, folder: Path, repeat: int, device: str,
     from engine.runtime.reference import ReferenceRunner
 
     vmfb = folder / f"{model}.{variant}.vmfb"
+    check_workgroup_memory(vmfb, SUBGROUP_SIZE.get(device, 0), f"{model}.{variant} on {device}", report)
     function = function_of(vmfb)
     x = np.load(folder / f"{model}_x.npy")
     args = [Tensor.from_numpy(x)]
@@ -186,7 +220,14 @@ def check_runs(model: str, variant: str, folder: Path, repeat: int, device: str,
         start = time.perf_counter()
         runner = make(vmfb, "vulkan")
         load = time.perf_counter() - start
-        first, best, out[engine] = timed_calls(runner, function, args, repeat)
+        first, best, out[engine], again = timed_calls(runner, function, args, repeat)
+        # The same engine, module, input and device twice: anything but bit-equal is a kernel whose result
+        # depends on scheduling (a race), which no comparison between engines can be judged against.
+        c = compare(again, out[engine])
+        report.figure("repeat", f"{tag}: {engine} engine, last call vs first: {c.summary()}", model=model,
+                      variant=variant, device=device, engine=engine, **c.to_json())  # fmt: skip
+        if repeat and c.verdict != "exact":
+            report.fail(f"{tag}: the {engine} engine's result changes from call to call on the same device")
         report.figure(
             "time",
             f"{tag}: {engine:9} load {load:7.3f} s, first call {first:8.3f} s, best of {repeat} {best:8.4f} s",

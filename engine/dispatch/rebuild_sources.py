@@ -165,6 +165,11 @@ class SessionSources:
         self.thread = threading.Thread(target=self._rebuild, name="lens-rebuild-sources", daemon=True)
         self.thread.start()
 
+    def wait(self) -> None:
+        """Until a rebuild in progress is done (it is bounded by ``rebuild_sources``'s own time limit)."""
+        if self.thread:
+            self.thread.join()
+
     def close(self, timeout: float = 5.0) -> None:
         """Stop a rebuild still running (its compiler is killed) and wait for its thread: a session that
         ends must leave no compiler behind, nor a thread that outlives the process's exit."""

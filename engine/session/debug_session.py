@@ -494,6 +494,8 @@ class DebugSession:
         sources, else exactly the bound bytes), each labelled with where its type came from."""
         self._paused_record()
         self.sources.ensure()  # no sources: rebuild them from the program the module names (once, on a thread)
+        if query.wait_for_sources:
+            self.sources.wait()
         snapshot = self.gate.snapshot
         tensors = tuple(
             DispatchTensor(

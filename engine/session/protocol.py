@@ -412,7 +412,12 @@ class ReadBindings(Query):
 
 @dataclass(frozen=True)
 class ReadTensors(Query):
-    """The paused dispatch's bindings as tensors, typed in the session from the best source there is."""
+    """The paused dispatch's bindings as tensors, typed in the session from the best source there is.
+
+    ``wait_for_sources``: when the session is still rebuilding the executables' sources, answer once the
+    rebuild is done (the same tensors whenever a script asks) rather than at once, untyped until then."""
+
+    wait_for_sources: bool = False
 
 
 @dataclass(frozen=True)

@@ -121,9 +121,14 @@ def test_opening_a_second_module_leaves_nothing_of_the_first(qtbot, main_window,
     assert panel.call_stack.topLevelItemCount() and panel.registers.registers.i32
     assert panel.output.toPlainText()
 
+    assert window.workbench.state.stop_text and window.workbench.state.function == "small_cnn"
+
     # The transformer: nothing of the CNN remains.
     panel = open_module(qtbot, window, transformer)
     assert window.workbench.module.path == transformer
+    state = window.workbench.state
+    assert state.paused is None and state.stop_text == "" and "small_cnn" not in state.functions
+    assert state.function == "attention_block" == panel.function_combo.currentText()
     assert panel.output.toPlainText() == ""
     assert panel.call_stack.topLevelItemCount() == 0
     assert not panel.registers.registers.i32
@@ -131,8 +136,10 @@ def test_opening_a_second_module_leaves_nothing_of_the_first(qtbot, main_window,
     assert window.documents.document("paused-dispatch") is None
     assert panel.function_combo.currentText() == "attention_block"
     assert "small_cnn" not in [panel.function_combo.itemText(i) for i in range(panel.function_combo.count())]
-    # The inputs offered fit the transformer's signature (not the CNN's .npy).
+    # The inputs offered fit the transformer's signature (not the CNN's .npy), in the one state and its view.
     qtbot.waitUntil(lambda: panel.inputs == ("1x8x32xf32=0",), timeout=10_000)
+    assert window.workbench.state.inputs == ("1x8x32xf32=0",)
+    assert panel.inputs_edit.text() == "--input=1x8x32xf32=0"
     args = window.run_inputs.arguments("attention_block")
     assert misfit(args, panel.inputs, "attention_block") is None
     assert misfit(args, (f"@{x}",), "attention_block") is not None
@@ -143,6 +150,43 @@ def test_opening_a_second_module_leaves_nothing_of_the_first(qtbot, main_window,
     # Back to the CNN file: its own inputs (per file and function) come back.
     panel = open_module(qtbot, window, cnn)
     qtbot.waitUntil(lambda: panel.inputs == (f"@{x}",), timeout=10_000)
+
+
+def test_the_run_bar_is_a_view_of_the_workbench(qtbot, main_window, compiled):
+    """The function box and the inputs line keep no copy of their own: they show the workbench's function
+    and inputs and edit them; Run and Profile read the same state."""
+    from app.views.stepper_inputs import format_inputs_line
+
+    window = main_window
+    workbench = window.workbench
+    panel = open_module(qtbot, window, compiled.path("mlp", "llvm-cpu"))
+    qtbot.waitUntil(lambda: workbench.state.inputs == ("2x16xf32=0",), timeout=10_000)
+    assert panel.function_combo.currentText() == workbench.state.function == "main"
+    items = tuple(panel.function_combo.itemText(i) for i in range(panel.function_combo.count()))
+    assert items == workbench.state.functions and workbench.state.functions[0] == "main"
+    assert panel.inputs_edit.text() == format_inputs_line(workbench.state.inputs)
+    # The state changed (by the Inputs menu, a restore, any view): the widgets show it.
+    workbench.set_inputs(("2x16xf32=0.5",))
+    assert panel.inputs_edit.text() == "--input=2x16xf32=0.5"
+    workbench.set_function("__init")
+    assert panel.function_combo.currentText() == "__init"
+    # The user edits the widgets: the state follows, and what is typed is never rewritten under the cursor.
+    panel.function_combo.setCurrentText("main")
+    assert workbench.state.function == "main"
+    panel.inputs_edit.clear()
+    assert workbench.state.inputs == ()
+    qtbot.keyClicks(panel.inputs_edit, '--input="2x16xf32=2')  # a quote not closed yet
+    assert panel.inputs_edit.text() == '--input="2x16xf32=2'
+    assert workbench.state.inputs == ("2x16xf32=2",)
+    qtbot.keyClicks(panel.inputs_edit, '"')
+    # Run calls exactly the state's function with the state's inputs.
+    with qtbot.waitSignal(window.session_bridge.finished, timeout=TIMEOUT) as done:
+        qtbot.keyClick(panel.inputs_edit, Qt.Key.Key_Return)
+    assert done.args[0].function == "main"
+    assert window.session_bridge.last_call.inputs == ("2x16xf32=2",) == workbench.state.inputs
+    expected = reference_output(compiled.path("mlp", "llvm-cpu"), "main", ["2x16xf32=2"])
+    assert expected.split("result[0]: hal.buffer_view", 1)[1].strip().splitlines()[0] in done.args[0].results_text
+    assert panel.output.toPlainText().splitlines()[0] == "$ main --input=2x16xf32=2"
 
 
 @needs_models
