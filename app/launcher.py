@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 # Qt platforms that need no display server (tests and screenshots use offscreen).
@@ -44,7 +45,7 @@ def _x11_reachable(display: str) -> bool:
         return False
 
 
-def display_problem(env: os._Environ | dict[str, str] | None = None) -> str | None:
+def display_problem(env: Mapping[str, str] | None = None) -> str | None:
     """Why no window can open in ``env`` (the process environment by default), or ``None`` if one can."""
     env = os.environ if env is None else env
     if sys.platform in ("win32", "darwin"):
@@ -91,11 +92,11 @@ def looks_like_file(arg: str) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    from engine.cli import is_command
+    from engine.cli import end_command, is_command
     from engine.cli import main as cli_main
 
     if is_command(argv):
-        return cli_main(argv)
+        return end_command(cli_main(argv))
     first = argv[0] if argv and not argv[0].startswith("-") else None
     if first is not None and not looks_like_file(first):
         commands = "\n".join(f"  {c}" for c in _commands())

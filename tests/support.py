@@ -4,6 +4,7 @@ by name reliably, since ``tests/`` and ``tests/app/`` each have one)."""
 from __future__ import annotations
 
 import io
+import os
 import re
 import shutil
 import subprocess
@@ -215,13 +216,19 @@ def tool_call_sites(vmfb) -> list[tuple[int, int, str, str]]:
 def hal_dispatches(sample: str, tmp_path: Path) -> dict[str, tuple[int, int, int]]:
     """Entry point → static workgroup count, read from ``iree-compile --compile-to=hal`` (dynamic ones left out)."""
     out = tmp_path / f"{sample}.hal.mlir"
-    cmd = [
-        iree_tool("iree-compile"),
-        str(sample_path(sample)),
-        *TARGETS["vulkan-spirv"].flags,
-        "--compile-to=hal",
-    ]
-    subprocess.run([*cmd, "-o", str(out)], check=True, capture_output=True)
+    # Where iree-compile is absent (a GPU box with only the runtime): the same output built elsewhere, in
+    # LENS_TEST_PREBUILT (see tests/conftest.py) as SAMPLE.vulkan-spirv.hal.mlir.
+    prebuilt = Path(os.environ.get("LENS_TEST_PREBUILT", "")) / f"{sample}.vulkan-spirv.hal.mlir"
+    if os.environ.get("LENS_TEST_PREBUILT") and prebuilt.exists():
+        out = prebuilt
+    else:
+        cmd = [
+            iree_tool("iree-compile"),
+            str(sample_path(sample)),
+            *TARGETS["vulkan-spirv"].flags,
+            "--compile-to=hal",
+        ]
+        subprocess.run([*cmd, "-o", str(out)], check=True, capture_output=True)
     found: dict[str, tuple[int, int, int]] = {}
     for block in out.read_text().split("util.func ")[1:]:
         consts = dict(re.findall(r"(%[\w-]+) = arith\.constant (-?\d+) : index", block))
@@ -535,3 +542,27 @@ module @tiny {{
 #-}}
 """)
     return path
+
+
+def compile_for(source: Path, out: Path, target: str, *flags: str) -> Path:
+    """``source`` compiled by iree-compile for ``target`` (IREE Lens's target names) to ``out``."""
+    from engine.compiler.targets import target_flags
+
+    proc = subprocess.run([iree_tool("iree-compile"), str(source), *target_flags(target), *flags, "-o", str(out)],
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return out
+
+
+def broken_build(source: Path, tmp: Path, target: str, executable: str, old: str, new: str) -> Path:
+    """``source`` for ``target`` with ``executable``'s dumped source edited (``old`` -> ``new``, once) and put
+    back with IREE's own ``--iree-hal-substitute-executable-source``: one dispatch deliberately wrong."""
+    dump = tmp / f"sources_{target}_{executable}"
+    compile_for(source, tmp / f"dump_{target}.vmfb", target, f"--iree-hal-dump-executable-sources-to={dump}")
+    [src] = [p for p in dump.glob("*.mlir") if p.stem.endswith(executable)]
+    text = src.read_text()
+    assert old in text, f"{old} not in {src.name}"
+    edited = tmp / f"{executable}_{target}_edited.mlir"
+    edited.write_text(text.replace(old, new, 1))
+    return compile_for(source, tmp / f"broken_{target}_{executable}.vmfb", target,
+                       f"--iree-hal-substitute-executable-source={executable}={edited}")  # fmt: skip

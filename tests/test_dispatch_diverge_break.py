@@ -8,12 +8,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
+import numpy as np
+from support import broken_build, compile_for
 from test_dispatch_diverge import _broken_build, _lens
 
 from engine.samples import sample_path
 from engine.session.script import ScriptError, parse_script
 
+PROGRAMS = Path(__file__).resolve().parent / "diverge_programs"
 BROKEN = "main_dispatch_1"
 INPUT = "--input=2x16xf32=0.25"
 
@@ -72,3 +76,61 @@ def test_break_diverge_bad_reference_and_script_errors(tmp_path):
     assert (bp.kind, bp.reference, bp.atol, bp.rtol, bp.when) == ("diverge", "ref.vmfb", 1e-3, 0.01, "after")
     helped = subprocess.run([sys.executable, "-m", "app.launcher", "debug", "--help"], capture_output=True, text=True)
     assert "break diverge BUNDLE_DIR|MODULE.vmfb [ATOL] [RTOL]" in " ".join(helped.stdout.split())
+
+
+def _packed_inputs(tmp_path) -> list[str]:
+    rng = np.random.default_rng(0)
+    a, b = tmp_path / "a.npy", tmp_path / "b.npy"
+    np.save(a, (rng.standard_normal((16, 24)) * 2).astype(np.float32))
+    np.save(b, rng.standard_normal((16, 40)).astype(np.float32))
+    return [f"--input=@{a}", f"--input=@{b}"]
+
+
+def _debug_packed(module, reference, inputs, tmp_path) -> list[dict]:
+    script = tmp_path / "packed_commands.txt"
+    script.write_text(f"break diverge {reference}\ncontinue\ncontinue\n")
+    proc = _lens("debug", module, "--function=main", *inputs, f"--commands={script}", "--json")
+    assert proc.returncode == 0, proc.stderr
+    return _stops(proc)
+
+
+def test_break_diverge_judges_tensors_packed_into_a_readwrite_binding(tmp_path):
+    """IREE binds a whole transient slab to each dispatch and concatenates in place (``slow_memcpy`` into a
+    ``readwrite`` binding): the written and updated bindings are judged on the bytes each dispatch defined, as
+    the type of what they hold, so llvm-cpu against vmvx (rounding apart) never stops, and a broken build
+    stops at exactly its broken dispatch, whether it computes into the slab or copies into it."""
+    source = PROGRAMS / "packed_concat.mlir"
+    cpu = compile_for(source, tmp_path / "cpu.vmfb", "llvm-cpu")
+    vmvx = compile_for(source, tmp_path / "vmvx.vmfb", "vmvx")
+    inputs = _packed_inputs(tmp_path)
+    # The program does pack: its concatenation copies update a binding that earlier dispatches wrote.
+    bundle = tmp_path / "vmvx_bundle"
+    cap = _lens("capture", vmvx, "--function=main", *inputs, f"--out={bundle}")
+    assert cap.returncode == 0, cap.stderr
+    entries = json.loads((bundle / "manifest.json").read_text())["dispatches"]
+    packed = [e["name"] for e in entries if "readwrite" in [b["access"] for b in e["bindings"]]]
+    assert any(n.endswith("slow_memcpy") for n in packed), entries
+    # The two targets round differently (not bit for bit), and agree within rounding: IREE's own runtime says
+    # the results are close, and the lockstep finder calls no dispatch diverged.
+    report = json.loads(_lens("diverge", cpu, vmvx, "--function=main", *inputs, "--json").stdout)
+    assert report["first_divergence"] is None and "within_rounding" in report["verdicts"], report
+    for live, reference in ((cpu, vmvx), (vmvx, cpu), (cpu, bundle)):
+        stops = _debug_packed(live, reference, inputs, tmp_path)
+        assert [s["reason"] for s in stops] == ["finished"], (live.name, reference, stops)
+    # Broken builds: exp -> tanh in the dispatch computing into the slab; the second copy of the
+    # concatenation one column off. Each stops once, after exactly that dispatch.
+    for executable, old, new, ordinal in (
+        ("main_dispatch_1", "math.exp", "math.tanh", 1),
+        ("main_dispatch_3", "offsets = [0, 24]", "offsets = [0, 23]", 3),
+    ):
+        broken = broken_build(source, tmp_path, "llvm-cpu", executable, old, new)
+        stops = _debug_packed(broken, vmvx, inputs, tmp_path)
+        first = stops[0]
+        assert first["reason"] == "dispatch" and first["dispatch"]["ordinal"] == ordinal, stops
+        assert first["divergence"]["name"].startswith(executable + "_"), first
+        assert first["divergence"]["mismatches"] > 0 and not first["divergence"]["note"], first
+        # The dispatches before it were judged and agreed; it is the one diverged.
+        verdicts = dict(first["divergence"]["verdicts"])
+        assert sorted(verdicts) == list(range(ordinal + 1)) and verdicts[ordinal] == "diverged", verdicts
+        assert all(v != "diverged" for o, v in verdicts.items() if o < ordinal), verdicts
+        assert stops[-1]["reason"] == "finished", stops

@@ -165,3 +165,24 @@ def test_a_failing_program_prints_failed_and_exits_1(capsys, tmp_path, modules):
 def test_continue_after_the_end_is_a_note(capsys, tmp_path, modules):
     code, lines, err = debug(capsys, tmp_path, modules["plain"], "continue\ncontinue\n", "--function=main", *HEALTHY)
     assert code == 0 and [x["reason"] for x in lines] == ["finished"] and "not being run" in err
+
+
+def test_a_command_ends_with_its_code_even_if_a_thread_lingers(tmp_path):
+    # A thread still running when a command returns (a session's worker inside IREE's runtime, under load)
+    # must not turn a complete run into an abort at interpreter exit: the command's output is flushed and
+    # the process ends with the command's own code.
+    import os
+    import subprocess
+    import sys
+
+    program = (
+        "import threading, time\n"
+        "from engine.cli import end_command\n"
+        "threading.Thread(target=time.sleep, args=(600,), daemon=True).start()\n"
+        "print('complete', flush=False)\n"
+        "raise SystemExit(end_command(3))\n"
+    )
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, env=env, timeout=60)
+    assert (proc.returncode, proc.stdout) == (3, "complete\n"), proc.stderr

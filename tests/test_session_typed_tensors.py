@@ -212,3 +212,49 @@ def test_without_sources_every_stop_has_exactly_the_bound_bytes(attention):
         written = b"".join(t.tensor.to_numpy().tobytes() for t in at_after.tensors if t.role == "output")
         assert outs and all(w.tobytes() in written for w in outs), info.export
         assert ins and all(w.tobytes() in bound_before for w in ins), info.export
+
+
+def _compilers_of(program: Path) -> list[int]:
+    """Process ids of the iree-compile processes compiling ``program`` (read from /proc)."""
+    pids = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            argv = cmdline.read_bytes().split(b"\0")
+        except OSError:  # the process ended while we looked
+            continue
+        if argv and argv[0].endswith(b"iree-compile") and str(program).encode() in argv:
+            pids.append(int(cmdline.parent.name))
+    return pids
+
+
+def test_closing_a_session_stops_its_rebuild(tmp_path):
+    # A session that ends while it rebuilds its module's sources must kill the compiler and end the
+    # rebuild's thread: a thread left inside a compile outlives the command that started it (the process
+    # then ends with that thread still running), and the compiler would keep running on its own.
+    import threading
+    import time
+
+    source = MODELS / "attention_block.mlir"
+    if not source.exists():
+        pytest.skip(f"{source} is absent (the shared models are not on this machine)")
+    program = tmp_path / "attention_block.mlir"  # a fresh path: no earlier rebuild of it is cached
+    shutil.copy(source, program)
+    vmfb = _compile(program, tmp_path / "attention_block.vmfb")
+    events: queue.Queue = queue.Queue()
+    session = InProcessSession(DebugSession, events.put)
+    try:
+        session.send(Open(str(vmfb), rebuild_sources=True))
+        assert isinstance(events.get(timeout=60), Opened)
+        session.send(SetBreakpoints((Breakpoint("dispatch", dispatch="*"),)))
+        session.send(Call("attention_block", (f"@{MODELS / 'attention_block_x.npy'}",)))
+        while not isinstance(event := events.get(timeout=120), Stopped):
+            assert not isinstance(event, (Failed, Finished)), event
+        session.send(ReadTensors())  # no sources beside the module: this starts the rebuild
+        deadline = time.monotonic() + 60
+        while not _compilers_of(program):
+            assert time.monotonic() < deadline, "the rebuild's compiler never started"
+            time.sleep(0.05)
+    finally:
+        session.close()
+    assert not _compilers_of(program)
+    assert not [t for t in threading.enumerate() if t.name == "lens-rebuild-sources" and t.is_alive()]

@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
+import os
 import sys
+import threading
+import time
 
 # Sub-command modules, in the order `iree-lens --help` lists them.
 COMMAND_MODULES = (
@@ -52,10 +56,38 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
 
+# How long a finished command waits for its helper threads (a session's worker, a stream's reader) to end.
+THREAD_GRACE_S = 3.0
+
+
+def end_command(code: int) -> int:
+    """Return ``code`` for a normal exit once every other thread has ended; if one still runs, end now.
+
+    A session's worker or run thread can still be inside IREE's runtime (native code that released the
+    GIL) when a command returns, under load for instance. Python's exit then stops that thread with a
+    forced unwind, IREE's C++ frames catch it without rethrowing, and the process aborts ("FATAL:
+    exception not rethrown", SIGABRT) after its output was complete. Everything the command wrote is
+    flushed, then ``os._exit`` ends the process without unwinding those threads.
+    """
+    deadline = time.monotonic() + THREAD_GRACE_S
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread():
+            thread.join(max(0.0, deadline - time.monotonic()))
+    if not any(t.is_alive() for t in threading.enumerate() if t is not threading.current_thread()):
+        return code
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: nothing more can be written anyway
+            pass
+    os._exit(code)
+
+
 def is_command(argv: list[str]) -> bool:
     """True when ``argv`` names a sub-command (or asks for help) rather than a file to open."""
     return bool(argv) and (argv[0] in COMMAND_MODULES or argv[0] in ("-h", "--help"))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(end_command(main()))

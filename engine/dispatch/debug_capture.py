@@ -154,7 +154,14 @@ class DispatchRecorder(SnapshotSubscriber, DispatchObserver):
 
     def after(self, snapshot: DispatchSnapshot) -> None:
         record = snapshot.record
+        # Outputs outlive the dispatch (the next one may change the memory): they are views of the copies
+        # after it, made once for every subscriber.
+        snapshot.keep_written()
         tensors = snapshot.tensors()
+        for t in tensors:
+            if t.role == Role.OUTPUT and t.binding not in snapshot.after_copied:
+                snapshot.after_copy(t.binding)  # the sources say written, though the bytes did not change
+                tensors = snapshot.tensors()
         entry = DispatchEntry(
             ordinal=record.sequence,
             name=record.export_name,
@@ -195,10 +202,8 @@ class DispatchRecorder(SnapshotSubscriber, DispatchObserver):
         entry.inputs, entry.input_types = self._write(
             entry.ordinal, "input", [t.array for t in ins], [t.type for t in ins]
         )
-        # Outputs are views of the device's memory, which the next dispatch may change: a writer that keeps
-        # the arrays (not only the bundle's, which writes them out) gets copies.
         entry.outputs, entry.output_types = self._write(
-            entry.ordinal, "output", [np.array(t.array, copy=True) for t in outs], [t.type for t in outs]
+            entry.ordinal, "output", [t.array for t in outs], [t.type for t in outs]
         )
         if tensors and tensors[0].provenance == Provenance.SOURCES:
             entry.health = health_of([t.array for t in outs])

@@ -4,25 +4,48 @@
 The reference is a capture bundle (``iree-lens capture --out=DIR``, any engine and device), or a module
 (``.vmfb``, another target or an older build) that is captured with the debug engine on the first call,
 to a temporary directory (memory stays bounded: tensors are read from disk one dispatch at a time).
-A live dispatch is compared with the reference dispatch of the same run ordinal: what it wrote (the
-bindings whose bytes changed, the debug capture's definition of outputs) against the reference's outputs,
-read with the reference's element types, and judged by ``numerics`` (no tolerance given: differences at
-the rounding level of the element type, relative to the tensor's scale, are not a divergence; another
-device or target rounds differently). Different names, counts or sizes at that ordinal are a
-divergence too (named in the note): the runs went apart there.
+A live dispatch is compared with the reference dispatch of the same run ordinal, on **the bytes the
+dispatch defined**: in each binding it wrote (``write``) or updated in place (``readwrite``: IREE packs
+several tensors into one slab, binds whole transient buffers, concatenates in place with
+``slow_memcpy``), only the bytes either run's dispatch changed are compared; the rest of the binding holds
+what earlier dispatches wrote (judged when they ran) or bytes no one defined. Those bytes are read as the
+executable sources type them (the session's sources), else as the element type IREE's dispatch name ends
+with, else as the type of the bytes the dispatch read (a ``slow_memcpy`` copies what an ``..._f32``
+dispatch wrote: f32), else as bytes, compared exactly; and judged by ``numerics`` (no tolerance given:
+differences at the rounding level of the element type, relative to the tensor's scale, are not a
+divergence; another device or target rounds differently). Different names, counts or sizes at that
+ordinal are a divergence too (named in the note): the runs went apart there.
+
+A module reference is captured untyped (each binding's bytes, before and after), so every dispatch can be
+compared binding by binding; a bundle captured with types (sources, trace points) is compared tensor by
+tensor, the live dispatch's written and updated bindings against the bundle's outputs.
+
+Each dispatch checked gets a verdict (``verdicts``: exact, within rounding, within tolerance, diverged),
+which a stop reports so the window can colour its dispatch list.
 """
 
 from __future__ import annotations
 
 import math
 import tempfile
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from engine.dispatch.bundle import Bundle, BundleError
-from engine.dispatch.numerics import Tolerance, compare
+from engine.dispatch.lockstep import typed_by_name
+from engine.dispatch.numerics import (
+    Tolerance,
+    Verdict,
+    compare,
+    element_of,
+    reduction_length_from_name,
+    worst_verdict,
+)
+from engine.dispatch.snapshot import DispatchSnapshot
+from engine.dispatch.typed_tensors import NO_SOURCES
 from engine.errors import LensError
 
 
@@ -73,6 +96,58 @@ class DivergeHit:
         )
 
 
+NOT_TYPED = object()  # a typed comparison does not apply to this dispatch
+
+
+def _changed(before: np.ndarray, after: np.ndarray) -> np.ndarray:
+    """Per element, whether its bytes changed (bit patterns: NaN to NaN is no change)."""
+    size = after.dtype.itemsize
+    return (before.view(np.uint8).reshape(-1, size) != after.view(np.uint8).reshape(-1, size)).any(axis=1)
+
+
+class ByteTypes:
+    """The element type each dispatch's written bytes were read as, by allocation and byte range (weakly
+    keyed: forgotten with the allocation): a dispatch whose name gives no type (``slow_memcpy``) moves bytes
+    of the type they were written as."""
+
+    def __init__(self):
+        self._ranges: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    @staticmethod
+    def _key(binding) -> tuple[object, int, int]:
+        allocation = getattr(binding.buffer, "allocation", binding.buffer)
+        return allocation, int(getattr(binding.buffer, "byte_offset", 0)) + int(binding.offset), int(binding.length)
+
+    def _get(self, allocation) -> list[tuple[int, int, np.dtype]]:
+        try:
+            return self._ranges.setdefault(allocation, [])
+        except TypeError:  # not weak-referenceable
+            return []
+
+    def mark(self, binding, start: int, end: int, dtype: np.dtype) -> None:
+        """Bytes ``[start, end)`` of ``binding`` now hold elements of ``dtype`` (older types there go)."""
+        allocation, base, _ = self._key(binding)
+        start, end = base + start, base + end
+        ranges = self._get(allocation)
+        kept = [(s, e, d) for s, e, d in ranges if e <= start or end <= s]
+        kept += [(s, start, d) for s, e, d in ranges if s < start < e]
+        kept += [(end, e, d) for s, e, d in ranges if s < end < e]
+        ranges[:] = sorted(kept + [(start, end, np.dtype(dtype))], key=lambda r: r[0])
+
+    def read_by(self, record) -> np.dtype:
+        """The one non-byte element type of what ``record``'s bindings held (uint8 when none or several)."""
+        found = set()
+        for b in record.bindings:
+            allocation, start, length = self._key(b)
+            for s, e, d in self._get(allocation):
+                if s < start + length and start < e and d != np.uint8:
+                    found.add(d)
+        return found.pop() if len(found) == 1 else np.dtype(np.uint8)
+
+    def clear(self) -> None:
+        self._ranges = weakref.WeakKeyDictionary()
+
+
 def is_module(path: str | Path) -> bool:
     return Path(path).suffix == ".vmfb"
 
@@ -98,11 +173,17 @@ class DivergeReference:
             except BundleError as e:
                 raise DivergeError(f"break diverge: {self.source} is not a capture bundle: {e}") from None
         self._by_ordinal = {}
+        self.verdicts: dict[int, Verdict] = {}  # of each dispatch checked in the current call, by ordinal
+        self._types = ByteTypes()
+        self._sources = None  # the reference bundle's executable sources (read when first needed)
         if self.bundle is not None:
             self._by_ordinal = {d.ordinal: d for d in self.bundle.dispatches}
 
     def prepare(self, function: str, inputs: tuple[str, ...] | list[str]) -> None:
-        """For a module reference: capture its run of ``function`` with ``inputs`` (once per call)."""
+        """Before a call. For a module reference: capture its run of ``function`` with ``inputs``, untyped (each
+        binding's bytes: compared binding by binding, on the bytes the dispatch defined), once per inputs."""
+        self.verdicts = {}
+        self._types.clear()
         if not is_module(self.source):
             return
         key = (function, tuple(inputs))
@@ -113,7 +194,7 @@ class DivergeReference:
         self.close()
         self._tmp = tempfile.TemporaryDirectory(prefix="lens-diverge-")
         try:
-            capture_debug(self.source, function, list(inputs), self._tmp.name, device=self.device)
+            capture_debug(self.source, function, list(inputs), self._tmp.name, device=self.device, sources=NO_SOURCES)
             self.bundle = Bundle(self._tmp.name)
         except LensError as e:
             self.close()
@@ -128,19 +209,177 @@ class DivergeReference:
             self.bundle = None
             self._prepared_for = None
 
-    def check(self, ordinal: int, name: str, written: list[np.ndarray]) -> DivergeHit | None:
-        """``written``: the bytes of the bindings the live dispatch changed, in binding order."""
+    def check_dispatch(self, ordinal: int, snapshot: DispatchSnapshot) -> DivergeHit | None:
+        """The live dispatch that just ran (its snapshot, bytes before kept) against the reference's dispatch
+        ``ordinal``; None when they agree. Its verdict is kept in ``verdicts``."""
+        record = snapshot.record
+        name = record.export_name
         if self.bundle is None:
             return None
         entry = self._by_ordinal.get(ordinal)
         if entry is None:
-            return DivergeHit(ordinal, name, None, None, math.inf, math.inf, 0,
-                              note=f"the reference run has no dispatch #{ordinal}")  # fmt: skip
+            return self._hit(DivergeHit(ordinal, name, None, None, math.inf, math.inf, 0,
+                                        note=f"the reference run has no dispatch #{ordinal}"))  # fmt: skip
         if entry.name != name:
-            return DivergeHit(ordinal, name, entry.name, None, math.inf, math.inf, 0,
-                              note=f"the reference runs {entry.name} here")  # fmt: skip
-        from engine.dispatch.lockstep import typed_by_name
+            return self._hit(DivergeHit(ordinal, name, entry.name, None, math.inf, math.inf, 0,
+                                        note=f"the reference runs {entry.name} here"))  # fmt: skip
+        reference = self._reference_bindings(entry, record)
+        if reference is None:  # typed tensors, or laid out otherwise: tensor by tensor
+            typed = self._check_typed(ordinal, entry, snapshot)
+            if typed is not NOT_TYPED:
+                return typed
+            access = snapshot.observed_access()
+            written = [snapshot.after(k) for k, acc in enumerate(access) if acc in ("write", "readwrite")]
+            return self.check(ordinal, name, written)
+        verdicts: list[Verdict] = []
+        for k, (ref_before, ref_after) in enumerate(reference):
+            live_before = snapshot.before[k].reshape(-1).view(np.uint8)
+            live_after = np.asarray(snapshot.after(k)).reshape(-1).view(np.uint8)
+            if ref_after is None:  # the reference only read it
+                ref_after = ref_before
+            # The bytes either dispatch defined: changed by the live one, or by the reference's (against its own
+            # bytes before where it kept them; a binding it only wrote, against the live bytes before).
+            defined = live_before != live_after
+            defined |= (ref_before != ref_after) if ref_before is not None else (live_before != ref_after)
+            if not defined.any():
+                continue
+            for offset, count, dtype, typed in self._pieces(snapshot, k, live_after.size):
+                end = offset + count * dtype.itemsize
+                elements = defined[offset:end].reshape(count, dtype.itemsize).any(axis=1)
+                if not elements.any():
+                    continue
+                actual = live_after[offset:end].view(dtype)[elements]
+                expected = ref_after[offset:end].view(dtype)[elements]
+                c = compare(actual, expected, tolerance=self._tolerance(name))
+                verdicts.append(c.verdict)
+                self._types.mark(record.bindings[k], offset, end, dtype)
+                if not c.ok:
+                    first = None
+                    if c.first_mismatch is not None:
+                        first = (int(np.flatnonzero(elements)[c.first_mismatch[0]]),)
+                    where = f"binding {k} ({typed}, {int(elements.sum())} elements it wrote)"
+                    return self._hit(DivergeHit(ordinal, name, entry.name, k, c.max_abs_error, c.max_rel_error,
+                                                c.mismatches, first, summary=f"{where}: {c.summary()}"))  # fmt: skip
+        self.verdicts[ordinal] = worst_verdict(verdicts)
+        return None
 
+    def _check_typed(self, ordinal: int, entry, snapshot: DispatchSnapshot):
+        """A typed reference (captured with sources or trace points) against the live dispatch typed by the
+        same interface (the session's sources, else the reference's own: the same program's dispatch binds the
+        same subspans on every target): output by output, an in-place (readwrite) output on the elements
+        either run's dispatch changed. ``NOT_TYPED`` when the live dispatch cannot be typed to match."""
+        from engine.dispatch.typed_tensors import dispatch_tensors
+
+        record = snapshot.record
+        name = record.export_name
+        sources = snapshot.sources if snapshot.sources.interfaces.get(name) else self._own_sources()
+        if sources is None or not sources.interfaces.get(name) or not snapshot.has_before:
+            return NOT_TYPED
+        n = len(record.bindings)
+        tensors = dispatch_tensors(name, record.constants, snapshot.before, [snapshot.after(k) for k in range(n)],
+                                   sources, snapshot.observed_access())  # fmt: skip
+        if not tensors or tensors[0].provenance != "sources":
+            return NOT_TYPED
+        live_in = [t for t in tensors if t.role == "input"]
+        live_out = [t for t in tensors if t.role == "output"]
+        ref_in = self.bundle.dispatch_tensors(entry, "inputs")
+        ref_out = self.bundle.dispatch_tensors(entry, "outputs")
+        if len(ref_out) != len(live_out) or any(r.nbytes != t.array.nbytes for r, t in zip(ref_out, live_out)):
+            return NOT_TYPED
+        verdicts: list[Verdict] = []
+        for k, t in enumerate(live_out):
+            actual = np.ascontiguousarray(t.array).reshape(-1)
+            expected = np.ascontiguousarray(ref_out[k]).reshape(-1).view(np.uint8).view(actual.dtype)
+            if t.access == "readwrite":  # updated in place: only the elements either dispatch changed
+                j = next((i for i, x in enumerate(live_in) if (x.binding, x.offset) == (t.binding, t.offset)), None)
+                if j is None or len(ref_in) != len(live_in) or ref_in[j].nbytes != t.array.nbytes:
+                    return NOT_TYPED
+                live_before = np.ascontiguousarray(live_in[j].array).reshape(-1)
+                ref_before = np.ascontiguousarray(ref_in[j]).reshape(-1).view(np.uint8).view(actual.dtype)
+                changed = _changed(live_before, actual) | _changed(ref_before, expected)
+                actual, expected = actual[changed], expected[changed]
+            c = compare(actual, expected, tolerance=self._tolerance(name))
+            verdicts.append(c.verdict)
+            if not c.ok:
+                return self._hit(DivergeHit(ordinal, name, entry.name, k, c.max_abs_error, c.max_rel_error,
+                                            c.mismatches, c.first_mismatch,
+                                            summary=f"output {k} ({t.type}): {c.summary()}"))  # fmt: skip
+        self.verdicts[ordinal] = worst_verdict(verdicts)
+        return None
+
+    def _own_sources(self):
+        """The executable sources the reference bundle was captured with (its manifest names them), if any."""
+        if self._sources is None:
+            from engine.dispatch.typed_tensors import SourcesError, read_sources
+
+            path = (self.bundle.manifest.get("sources") or {}).get("path") if self.bundle is not None else None
+            try:
+                self._sources = read_sources([path], "reference") if path and Path(path).exists() else NO_SOURCES
+            except (SourcesError, OSError):
+                self._sources = NO_SOURCES
+        return self._sources if self._sources.found else None
+
+    def _hit(self, hit: DivergeHit) -> DivergeHit:
+        self.verdicts[hit.ordinal] = Verdict.DIVERGED
+        return hit
+
+    def _tolerance(self, name: str) -> Tolerance:
+        if self.tolerance.explicit:
+            return self.tolerance
+        return Tolerance(reduction_length=reduction_length_from_name(name))
+
+    def _reference_bindings(self, entry, record) -> list[tuple[np.ndarray | None, np.ndarray | None]] | None:
+        """Per binding of an untyped reference dispatch (bound like the live one): its bytes before (None
+        where it only wrote the binding) and after (None where it only read it); None otherwise."""
+        if entry.tensors_from != "bindings" or len(entry.bindings) != len(record.bindings):
+            return None
+        if any(int(info.get("length", -1)) != int(b.length) for info, b in zip(entry.bindings, record.bindings)):
+            return None
+        inputs = self.bundle.dispatch_tensors(entry, "inputs")
+        outputs = self.bundle.dispatch_tensors(entry, "outputs")
+        found, i, o = [], 0, 0
+        for info in entry.bindings:
+            acc = info.get("access")
+            before = after = None
+            if acc in ("read", "readwrite"):
+                if i >= len(inputs):
+                    return None
+                before, i = np.ascontiguousarray(inputs[i]).reshape(-1).view(np.uint8), i + 1
+            if acc in ("write", "readwrite"):
+                if o >= len(outputs):
+                    return None
+                after, o = np.ascontiguousarray(outputs[o]).reshape(-1).view(np.uint8), o + 1
+            if before is None and after is None:
+                return None  # access unknown
+            found.append((before, after))
+        return found
+
+    def _pieces(self, snapshot: DispatchSnapshot, k: int, length: int) -> list[tuple[int, int, np.dtype, str]]:
+        """How binding ``k``'s bytes are read: (offset, element count, dtype, where the type came from)."""
+        name = snapshot.record.export_name
+        if snapshot.sources.interfaces.get(name):
+            typed = [t for t in snapshot.tensors() if t.role == "output" and t.binding == k and t.provenance == "sources"]
+            if typed:
+                return [(t.offset, t.array.size, t.array.dtype, f"{t.type.element} from the sources") for t in typed]
+        dtype = typed_by_name([np.zeros(8, np.uint8)], name)[0].dtype
+        typed_as = f"{element_of(dtype)} from the dispatch's name"
+        if dtype == np.uint8:
+            dtype = self._types.read_by(snapshot.record)
+            typed_as = f"{element_of(dtype)}, the type of the bytes it read" if dtype != np.uint8 else "bytes"
+        return [(0, length // dtype.itemsize, dtype, typed_as)]
+
+    def check(self, ordinal: int, name: str, written: list[np.ndarray]) -> DivergeHit | None:
+        """Tensor by tensor: ``written``, the bytes of the bindings the live dispatch wrote or updated, in
+        binding order, against the reference's outputs."""
+        if self.bundle is None:
+            return None
+        entry = self._by_ordinal.get(ordinal)
+        if entry is None:
+            return self._hit(DivergeHit(ordinal, name, None, None, math.inf, math.inf, 0,
+                                        note=f"the reference run has no dispatch #{ordinal}"))  # fmt: skip
+        if entry.name != name:
+            return self._hit(DivergeHit(ordinal, name, entry.name, None, math.inf, math.inf, 0,
+                                        note=f"the reference runs {entry.name} here"))  # fmt: skip
         # Untyped captures hold bytes: read them as the element IREE's name gives, so another device's
         # rounding is judged as floats.
         refs = typed_by_name(self.bundle.dispatch_tensors(entry, "outputs"), entry.name)
@@ -151,15 +390,18 @@ class DivergeReference:
             ref_raw = np.concatenate([np.ascontiguousarray(r).reshape(-1).view(np.uint8) for r in refs]) if refs else np.zeros(0, np.uint8)
             live = np.concatenate(live_raw) if live_raw else np.zeros(0, np.uint8)
             if ref_raw.size != live.size:
-                return DivergeHit(ordinal, name, entry.name, None, math.inf, math.inf, 0,
-                                  note=f"it wrote {live.size} bytes, the reference {ref_raw.size}")  # fmt: skip
+                return self._hit(DivergeHit(ordinal, name, entry.name, None, math.inf, math.inf, 0,
+                                            note=f"it wrote {live.size} bytes, the reference {ref_raw.size}"))  # fmt: skip
             dtype = refs[0].dtype if refs and all(r.dtype == refs[0].dtype for r in refs) else np.uint8
             if ref_raw.size % np.dtype(dtype).itemsize:
                 dtype = np.uint8
             pairs = [(live.view(dtype), ref_raw.view(dtype))]
+        verdicts: list[Verdict] = []
         for k, (actual, expected) in enumerate(pairs):
-            c = compare(actual, expected, tolerance=self.tolerance)
+            c = compare(actual, expected, tolerance=self._tolerance(name))
+            verdicts.append(c.verdict)
             if not c.ok:
-                return DivergeHit(ordinal, name, entry.name, k, c.max_abs_error, c.max_rel_error, c.mismatches,
-                                  c.first_mismatch, summary=c.summary())  # fmt: skip
+                return self._hit(DivergeHit(ordinal, name, entry.name, k, c.max_abs_error, c.max_rel_error,
+                                            c.mismatches, c.first_mismatch, summary=c.summary()))  # fmt: skip
+        self.verdicts[ordinal] = worst_verdict(verdicts)
         return None

@@ -22,8 +22,9 @@ import numpy as np
 
 from engine.dispatch.bundle import Bundle, DispatchEntry
 from engine.dispatch.numerics import Comparison, Tolerance, Verdict, compare, worst_verdict
+from engine.dispatch.snapshot import DispatchSnapshot, DispatchSnapshots, SnapshotSubscriber
 from engine.errors import LensError
-from engine.runtime.hal.device import DispatchObserver, DispatchRecord
+from engine.runtime.hal.device import DispatchRecord
 
 
 class DivergenceError(LensError):
@@ -186,45 +187,48 @@ def dispatch_locations(module_path: str | Path) -> dict[str, str]:
 # ------------------------------------------------------------------------------------ reproducer
 
 
-class _Snapshot(DispatchObserver):
-    """Keeps every binding of dispatch ``ordinal`` before and after it runs (or overwrites them)."""
+class _Snapshot(SnapshotSubscriber):
+    """Keeps every binding of dispatch ``ordinal`` before and after it runs (or overwrites them first); the
+    copies are the device's snapshot observer's."""
 
     def __init__(self, ordinal: int, replace_before: list[np.ndarray] | None = None):
         self.ordinal = ordinal
         self.replace_before = replace_before
-        self.before: list[np.ndarray] = []
-        self.after: list[np.ndarray] = []
+        self.bytes_before: list[np.ndarray] = []
+        self.bytes_after: list[np.ndarray] = []
         self.record: DispatchRecord | None = None
 
-    def before_dispatch(self, record: DispatchRecord) -> None:
-        if record.sequence != self.ordinal:
+    def wants_before(self, record: DispatchRecord) -> bool:
+        return record.sequence == self.ordinal
+
+    def before_copy(self, record: DispatchRecord) -> None:
+        if record.sequence != self.ordinal or self.replace_before is None:
             return
-        if self.replace_before is not None:
-            if len(self.replace_before) != len(record.bindings):
-                raise DivergenceError(
-                    f"dispatch {self.ordinal} has {len(record.bindings)} bindings here, "
-                    f"{len(self.replace_before)} in the reproducer"
-                )
-            for b, data in zip(record.bindings, self.replace_before):
-                if data.nbytes != b.length:
-                    raise DivergenceError(f"binding {b.index}: {b.length} bytes here, {data.nbytes} saved")
-                b.buffer.write_view(b.offset, b.length)[...] = data.reshape(-1).view(np.uint8)
-        self.before = [np.array(b.data, copy=True) for b in record.bindings]
+        if len(self.replace_before) != len(record.bindings):
+            raise DivergenceError(
+                f"dispatch {self.ordinal} has {len(record.bindings)} bindings here, "
+                f"{len(self.replace_before)} in the reproducer"
+            )
+        for b, data in zip(record.bindings, self.replace_before):
+            if data.nbytes != b.length:
+                raise DivergenceError(f"binding {b.index}: {b.length} bytes here, {data.nbytes} saved")
+            b.buffer.write_view(b.offset, b.length)[...] = data.reshape(-1).view(np.uint8)
 
-    def after_dispatch(self, record: DispatchRecord) -> None:
-        if record.sequence == self.ordinal:
-            self.record = record
-            self.after = [np.array(b.data, copy=True) for b in record.bindings]
+    def after(self, snapshot: DispatchSnapshot) -> None:
+        if snapshot.sequence == self.ordinal:
+            self.record = snapshot.record
+            self.bytes_before = list(snapshot.before)
+            self.bytes_after = [snapshot.after_copy(k) for k in range(len(snapshot.record.bindings))]
 
 
-def _run_with(observer: DispatchObserver, module: str, function: str, inputs: list[str], device: str) -> None:
+def _run_with(observer: SnapshotSubscriber, module: str, function: str, inputs: list[str], device: str) -> None:
     from engine.runtime.debug_runner import DebugRunner
     from engine.runtime.function_io import parse_inputs, split_cconv
     from engine.runtime.hal.devices import create_device
     from engine.runtime.hal.module import HalModule
 
     hal_device = create_device(device)
-    hal_device.observers.append(observer)
+    DispatchSnapshots.for_device(hal_device).subscribe(observer)
     runner = DebugRunner(module, device, hal_module=HalModule(hal_device))
     args = parse_inputs(inputs, split_cconv(runner.cconv(function))[0])
     runner.invoke(function, args)
@@ -259,11 +263,11 @@ def write_reproducer(
         _run_with(snap, module_a, function, inputs, device_a)
         if snap.record is None:
             raise DivergenceError(f"dispatch {divergence.ordinal} did not run again in {module_a}")
-        before = snap.before
-        written = [i for i, (x, y) in enumerate(zip(snap.before, snap.after)) if not np.array_equal(x, y)]
+        before = snap.bytes_before
+        written = [i for i, (x, y) in enumerate(zip(snap.bytes_before, snap.bytes_after)) if not np.array_equal(x, y)]
         if not written:
-            written = [len(snap.after) - 1]
-        after = {i: snap.after[i] for i in written}
+            written = [len(snap.bytes_after) - 1]
+        after = {i: snap.bytes_after[i] for i in written}
         record = (list(snap.record.workgroup_count), [int(c) for c in snap.record.constants])
     for i, data in enumerate(before):
         np.save(out / f"binding{i}_before.npy", data)
@@ -408,7 +412,7 @@ def replay(directory: str | Path, device: str | None = None) -> ReplayResult:
     for b in repro["bindings"]:
         if b["expected"]:
             expected = np.load(d / b["expected"])
-            got = snap.after[b["index"]]
+            got = snap.bytes_after[b["index"]]
             if b.get("element"):
                 from engine.dispatch.tensor_types import element_dtype
 

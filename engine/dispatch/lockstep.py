@@ -44,6 +44,7 @@ from engine.dispatch.numerics import (
     reduction_length_from_name,
     worst_verdict,
 )
+from engine.dispatch.snapshot import DispatchSnapshot
 from engine.dispatch.tensor_types import BindingInterface, element_dtype, name_candidates
 from engine.errors import LensError
 from engine.runtime.hal.device import DispatchRecord
@@ -224,35 +225,30 @@ class _SideObserver(DispatchRecorder):
         self._defined_before: list[list[tuple[int, int]]] = []
 
     def prepare(self, record: DispatchRecord) -> None:
-        """Called before the recorder copies the bindings (run B gives them A's bytes here)."""
+        """Called before the bindings are copied (run B gives them A's bytes here)."""
 
     def finished(self, record: DispatchRecord, step: Step) -> None:
         """Called after each dispatch with this side's view of it."""
 
-    def before_dispatch(self, record: DispatchRecord) -> None:
+    def before_copy(self, record: DispatchRecord) -> None:
         self._defined_before = [self.defined.ranges(b.buffer, b.offset, b.length) for b in record.bindings]
         self.prepare(record)
-        super().before_dispatch(record)
 
-    def after_dispatch(self, record: DispatchRecord) -> None:
-        before = self.before_bytes
-        super().after_dispatch(record)
+    def after(self, snapshot: DispatchSnapshot) -> None:
+        record = snapshot.record
+        before = list(snapshot.before)  # the device's snapshot observer's copies, shared
+        super().after(snapshot)
         entry, ins, outs = self.sink.take()
         if entry is None:  # a trace-point module: tensors come later (not used here)
             return
         ins, outs = typed_by_name(ins, entry.name), typed_by_name(outs, entry.name)
         after = {}
-        written = [i for i, info in enumerate(entry.bindings) if info.get("access") != "read"]
-        whole = entry.tensors_from == "bindings" and len(written) == len(outs)
-        for k, i in enumerate(written):
-            b = record.bindings[i]
-            self.defined.mark(b.buffer, b.offset, b.length)
-            if not self.keep_after:
-                continue
-            if whole and outs[k].nbytes == int(b.length):  # the typed output is a copy of these bytes
-                after[i] = np.ascontiguousarray(outs[k]).reshape(-1).view(np.uint8)
-            else:
-                after[i] = np.array(b.data, copy=True)
+        for i, info in enumerate(entry.bindings):
+            if info.get("access") != "read":
+                b = record.bindings[i]
+                self.defined.mark(b.buffer, b.offset, b.length)
+                if self.keep_after:
+                    after[i] = snapshot.after_copy(i)  # the copy the capture's outputs are views of
         step = Step(entry, ins, outs, before, after, self._defined_before, [int(b.length) for b in record.bindings])
         self.finished(record, step)
 
@@ -522,18 +518,18 @@ class _Consumer(_SideObserver):
                 worst = c
         return worst_verdict(verdicts), worst, undefined
 
-    def after_dispatch(self, record: DispatchRecord) -> None:
+    def after(self, snapshot: DispatchSnapshot) -> None:
+        record = snapshot.record
         step = self._current
         if step is not None and self._fed and _same_bindings(record, step):
             # Every binding holds A's bytes after it ran too: exact, no tensors to type or compare.
-            self.before_bytes = []
             for i, info in enumerate(step.entry.bindings):
                 if info.get("access") != "read":
                     b = record.bindings[i]
                     self.defined.mark(b.buffer, b.offset, b.length)
             self._record(record, step, self._new_report(step))
             return
-        super().after_dispatch(record)
+        super().after(snapshot)
 
     def _new_report(self, step_a: Step) -> DispatchReport:
         in_verdict, in_cmp, undefined = self._input
@@ -730,13 +726,13 @@ def run_lockstep(
         hal_device = create_device(device_uri)
         observer.defined.attach(hal_device)
         follow_locations(hal_device, locations["a" if observer is producer else "b"])
-        hal_device.observers.append(observer)
+        snapshots = observer.attach(hal_device)  # the device's one snapshot observer copies the bindings
         try:
             runner = DebugRunner(module, device_uri, hal_module=HalModule(hal_device))
             args = parse_inputs(inputs, split_cconv(runner.cconv(function))[0])
             return runner.invoke(function, args)
         finally:
-            hal_device.observers.remove(observer)
+            snapshots.unsubscribe(observer)
             observer.defined.detach()
             hal_device.__dict__.pop("create_executable", None)
 

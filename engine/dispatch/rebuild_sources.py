@@ -19,7 +19,7 @@ from collections import Counter
 from pathlib import Path
 
 from engine.dispatch.typed_tensors import NO_SOURCES, ExecutableSources, read_sources
-from engine.errors import LensError
+from engine.errors import CompileCancelled, LensError
 
 # The executable formats IREE Lens's compile targets produce (engine.compiler.targets keys).
 FORMAT_TARGETS = {
@@ -63,11 +63,12 @@ def _executables(module_path: str | Path) -> dict[str, tuple[str, bytes]]:
 
 
 def rebuild_sources(
-    module_path: str | Path, cache_dir: str | Path | None = None, timeout_s: float | None = 900
+    module_path: str | Path, cache_dir: str | Path | None = None, timeout_s: float | None = 900, task=None
 ) -> ExecutableSources:
     """Sources for ``module_path`` rebuilt from the program its debug locations name (``origin``
     ``rebuilt``), or none with a ``note`` saying why. The rebuild is kept in ``cache_dir`` (by default a
-    folder of the temporary directory named after the module's bytes), so a module is rebuilt once."""
+    folder of the temporary directory named after the module's bytes), so a module is rebuilt once.
+    ``task`` (an ``engine.compiler.task.TaskState``) cancels the rebuild: its compiler is killed at once."""
     from engine.compiler.job import compile_program
     from engine.compiler.request import CompileRequest
 
@@ -98,7 +99,10 @@ def rebuild_sources(
             shutil.rmtree(out, ignore_errors=True)
         try:
             compilation = compile_program(CompileRequest.from_file(program, target=target), out_dir=out,
-                                          timeout_s=timeout_s)  # fmt: skip
+                                          task=task, timeout_s=timeout_s)  # fmt: skip
+        except CompileCancelled as e:
+            shutil.rmtree(out, ignore_errors=True)  # not a verdict: the next session rebuilds again
+            return _none(f"rebuilding {program.name} stopped: {e}")
         except LensError as e:
             return _none(f"rebuilding {program.name} failed: {e}")
         if not compilation.ok or compilation.vmfb_path is None:
@@ -135,6 +139,7 @@ class SessionSources:
         self.rebuild = rebuild
         self.tell = tell
         self.thread = None
+        self._task = None  # the rebuild's TaskState: ``close`` cancels it
         snapshots.sources = find_sources(module_path, given)
 
     @property
@@ -153,13 +158,29 @@ class SessionSources:
                                            "name is not here")  # fmt: skip
             self.thread = False  # nothing to rebuild
             return
+        from engine.compiler.task import TaskState
+
         self.snapshots.sources = _none(f"rebuilding the executables' sources from {program} (typed once done)")
+        self._task = TaskState()
         self.thread = threading.Thread(target=self._rebuild, name="lens-rebuild-sources", daemon=True)
         self.thread.start()
 
+    def wait(self) -> None:
+        """Until a rebuild in progress is done (it is bounded by ``rebuild_sources``'s own time limit)."""
+        if self.thread:
+            self.thread.join()
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop a rebuild still running (its compiler is killed) and wait for its thread: a session that
+        ends must leave no compiler behind, nor a thread that outlives the process's exit."""
+        if self._task is not None:
+            self._task.cancel()
+        if self.thread:
+            self.thread.join(timeout)
+
     def _rebuild(self) -> None:
         try:
-            found = rebuild_sources(self.module_path)
+            found = rebuild_sources(self.module_path, task=self._task)
         except Exception as e:  # noqa: BLE001 - a failed rebuild leaves the tensors untyped, said so
             found = _none(f"rebuilding the sources failed: {type(e).__name__}: {e}")
         self.snapshots.sources = found

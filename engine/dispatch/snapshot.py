@@ -15,18 +15,25 @@ inputs), time travel. Each used to copy every binding before and after every dis
   its typed tensors (``tensors``, ``engine.dispatch.typed_tensors``: from the executable sources the
   observer was given, else exactly the bound bytes).
 
+Subscribers: the session's dispatch gate, tensor capture (``DispatchRecorder``), the divergence finder's
+two runs (``lockstep``; run B changes the bindings in ``before_copy``, before they are copied, to run on A's
+inputs) and its reproducer, live substitution. Time travel's dispatch memo (a kernel hook, not a
+subscriber) takes its copies after the kernel from the snapshot of the dispatch running (``pending``).
+``tests/test_dispatch_snapshot_copies.py`` counts the copies with all of them watching one run.
+
 A subscriber that only needs records (timing) needs nothing copied: a dispatch none wants bytes of costs
 one ``wants_before`` call per subscriber.
 
-Subscribing (what the divergence finder, live substitution and time travel move to)::
+Subscribing::
 
     class Mine(SnapshotSubscriber):
         def wants_before(self, record):           # True: keep this dispatch's inputs
             return True
         def after(self, snapshot):                # the same snapshot every subscriber sees
             inputs = snapshot.before              # copies, made once
-            outputs = [snapshot.after_copy(k) for k, a in enumerate(snapshot.observed_access()) if a != "read"]
-            tensors = snapshot.tensors()          # typed once (sources) or the bound bytes
+            snapshot.keep_written()               # copies of what it wrote, made once
+            tensors = snapshot.tensors()          # typed once (sources) or the bound bytes; outputs are
+                                                  # views of the copies after
 
     DispatchSnapshots.for_device(device).subscribe(Mine())   # first=True: told before the others (a gate
                                                               # may park the run inside ``before``)
@@ -92,7 +99,20 @@ class DispatchSnapshot:
         found = self._after_copies.get(index)
         if found is None:
             found = self._after_copies[index] = np.array(self.current(index), copy=True)
+            self._tensors = None  # typed from the copy from now on (views of it outlive the dispatch)
         return found
+
+    @property
+    def after_copied(self) -> frozenset[int]:
+        """The bindings whose bytes after the dispatch have been copied (``after_copy``)."""
+        return frozenset(self._after_copies)
+
+    def keep_written(self) -> None:
+        """Copy the bytes after the dispatch of every binding it changed (a subscriber that keeps its
+        outputs: the typed tensors are views of these copies, shared by every subscriber)."""
+        for k, access in enumerate(self.observed_access()):
+            if access != "read":
+                self.after_copy(k)
 
     def keep_after(self) -> None:
         """Copy every binding's bytes after the dispatch (a subscriber that keeps the snapshot past the
@@ -208,6 +228,11 @@ class WrittenRanges:
 class SnapshotSubscriber:
     """Told about each dispatch through its ``DispatchSnapshot``; override what you need. May block."""
 
+    def before_copy(self, record: DispatchRecord) -> None:
+        """Called before the bindings are copied, with the bytes still the program's: a subscriber may
+        change them here (the divergence finder gives run B run A's inputs) and every subscriber's
+        snapshot holds the changed bytes."""
+
     def wants_before(self, record: DispatchRecord) -> bool:
         """Whether this dispatch's bytes before it runs must be kept (asked once, before it runs)."""
         return False
@@ -232,6 +257,7 @@ class DispatchSnapshots(DispatchObserver):
         self.sources = sources
         self.subscribers: list[SnapshotSubscriber] = []  # change with subscribe/unsubscribe
         self._told: tuple[SnapshotSubscriber, ...] = ()
+        self._preparing: tuple[SnapshotSubscriber, ...] = ()  # those that override ``before_copy``
         self.current: DispatchSnapshot | None = None
         self.written = WrittenRanges()
         self._pending: dict[int, DispatchSnapshot] = {}
@@ -248,18 +274,35 @@ class DispatchSnapshots(DispatchObserver):
         device.add_observer(found)
         return found
 
+    @classmethod
+    def installed_on(cls, device: Device) -> DispatchSnapshots | None:
+        """The device's snapshot observer if one was installed (none is installed by asking)."""
+        return cls._installed.get(device)
+
     def subscribe(self, subscriber: SnapshotSubscriber, first: bool = False) -> None:
         if subscriber not in self.subscribers:
             if first:
                 self.subscribers.insert(0, subscriber)
             else:
                 self.subscribers.append(subscriber)
-        self._told = tuple(self.subscribers)
+        self._changed()
 
     def unsubscribe(self, subscriber: SnapshotSubscriber) -> None:
         if subscriber in self.subscribers:
             self.subscribers.remove(subscriber)
+        self._changed()
+
+    def _changed(self) -> None:
         self._told = tuple(self.subscribers)
+        # Only the subscribers that override ``before_copy`` are called there (on the hot path).
+        self._preparing = tuple(
+            s for s in self._told if type(s).before_copy is not SnapshotSubscriber.before_copy
+        )
+
+    def pending(self, sequence: int) -> DispatchSnapshot | None:
+        """The snapshot of dispatch ``sequence`` while it runs (between its before and after), if this
+        observer is watching it: a device hook (time travel's dispatch memo) takes its copies from it."""
+        return self._pending.get(sequence)
 
     # -- the observer
 
@@ -267,6 +310,8 @@ class DispatchSnapshots(DispatchObserver):
         subscribers = self._told  # a tuple: subscribing during a dispatch does not change this one's
         if not subscribers:
             return
+        for s in self._preparing:
+            s.before_copy(record)
         before: tuple[np.ndarray | None, ...] = ()
         for s in subscribers:
             if s.wants_before(record):

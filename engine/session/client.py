@@ -361,11 +361,12 @@ class SessionClient:
             return True
         return False
 
-    def request_tensors(self) -> bool:
-        """Ask for the paused dispatch's tensors, typed by the session (answered by ``Tensors``)."""
+    def request_tensors(self, wait_for_sources: bool = False) -> bool:
+        """Ask for the paused dispatch's tensors, typed by the session (answered by ``Tensors``);
+        ``wait_for_sources``: after a rebuild of the sources in progress (``ReadTensors``)."""
         stop = self.last_stop
         if self.state == SessionState.STOPPED and stop is not None and stop.location.dispatch_info is not None:
-            self.send(ReadTensors())
+            self.send(ReadTensors(wait_for_sources))
             return True
         return False
 

@@ -149,9 +149,11 @@ class DebugSession:
             self.controller.pause()
 
     def close(self) -> None:
-        """Abandon a parked run and end the run thread."""
+        """Abandon a parked run, end the run thread and stop a rebuild of the sources."""
         self.abandon_run()
         self.run.close()
+        if self.sources is not None:
+            self.sources.close()
 
     # -- seams for sessions built on this one (TimeTravelSession)
 
@@ -172,6 +174,8 @@ class DebugSession:
 
     def _on_open(self, command: Open) -> None:
         self.abandon_run()
+        if self.sources is not None:  # the previous module's rebuild is of no use now
+            self.sources.close()
         self.runner = DebugRunner(command.module_path, command.device)
         self.controller = vmc.Controller(self.runner.context)
         self.gate = DispatchGate(self._park, self.controller.take_pause, self._progress)
@@ -496,6 +500,8 @@ class DebugSession:
         sources, else exactly the bound bytes), each labelled with where its type came from."""
         self._paused_record()
         self.sources.ensure()  # no sources: rebuild them from the program the module names (once, on a thread)
+        if query.wait_for_sources:
+            self.sources.wait()
         snapshot = self.gate.snapshot
         tensors = tuple(
             DispatchTensor(

@@ -180,20 +180,23 @@ class DispatchGate(SnapshotSubscriber):
         if function is not None:
             self._call = (function, tuple(inputs))
             for bp in self._diverge_breakpoints():
-                self._reference(bp)  # a module reference runs now: an error fails the call, named
+                self._reference(bp, prepare=True)  # a module reference runs now: an error fails the call, named
 
     def _diverge_breakpoints(self) -> tuple[Breakpoint, ...]:
         if not self._has_diverge:
             return ()
         return tuple(bp for bp in self.breakpoints if bp.kind == BreakpointKind.DIVERGE and bp not in self._diverged)
 
-    def _reference(self, bp: Breakpoint):
+    def _reference(self, bp: Breakpoint, prepare: bool = False):
+        """The breakpoint's reference; ``prepare``: a call begins (its verdicts start afresh, a module
+        reference is captured for the call's inputs)."""
         from engine.dispatch.diverge_condition import DivergeReference
 
         ref = self._references.get(bp)
         if ref is None:
             ref = self._references[bp] = DivergeReference(bp.reference or "", bp.atol, bp.rtol)
-        if self._call is not None:
+            prepare = True
+        if prepare and self._call is not None:
             ref.prepare(*self._call)
         return ref
 
@@ -298,13 +301,17 @@ class DispatchGate(SnapshotSubscriber):
                 hit = hit + tuple(bp for bp in self.breakpoints if bp.kind == BreakpointKind.NAN)
             divergence = None
             for bp in self._diverge_breakpoints():
-                written = [snapshot.after(k) for k, acc in enumerate(access) if acc == "write"]
-                found = self._reference(bp).check(self.ordinal(record), record.export_name, written)
+                # What it wrote and what it updated in place (a packed slab: readwrite), judged on the bytes
+                # the dispatch defined (engine.dispatch.diverge_condition).
+                reference = self._reference(bp)
+                found = reference.check_dispatch(self.ordinal(record), snapshot)
                 if found is not None:
                     self._diverged.add(bp)
                     plain = found.to_json()
                     plain["first_mismatch"] = found.first_mismatch
-                    hit, divergence = hit + (bp,), DivergenceStop(**plain, text=found.describe())
+                    verdicts = tuple((o, str(v)) for o, v in sorted(reference.verdicts.items()))
+                    hit = hit + (bp,)
+                    divergence = DivergenceStop(**plain, text=found.describe(), verdicts=verdicts)
                     break
             step = record.sequence == self.park_after
             if step:

@@ -227,6 +227,9 @@ class DivergenceStop:
     note: str = ""
     text: str = ""  # one sentence for people
     summary: str = ""  # the numerics' one-line verdict with its metrics (engine.dispatch.diverge_condition)
+    # (ordinal, verdict) of every dispatch the breakpoint judged in this call, up to this one (numerics' words:
+    # exact, within_rounding, within_tolerance, diverged): the window colours its dispatch list with them.
+    verdicts: tuple[tuple[int, str], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -240,6 +243,7 @@ class DivergenceStop:
             "first_mismatch": list(self.first_mismatch) if self.first_mismatch is not None else None,
             "note": self.note,
             "summary": self.summary,
+            "verdicts": [[o, v] for o, v in self.verdicts],
         }
 
 
@@ -408,7 +412,12 @@ class ReadBindings(Query):
 
 @dataclass(frozen=True)
 class ReadTensors(Query):
-    """The paused dispatch's bindings as tensors, typed in the session from the best source there is."""
+    """The paused dispatch's bindings as tensors, typed in the session from the best source there is.
+
+    ``wait_for_sources``: when the session is still rebuilding the executables' sources, answer once the
+    rebuild is done (the same tensors whenever a script asks) rather than at once, untyped until then."""
+
+    wait_for_sources: bool = False
 
 
 @dataclass(frozen=True)

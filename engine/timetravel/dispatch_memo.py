@@ -13,6 +13,8 @@ and binding ranges of the same allocations by their recording serials) it writes
 bindings instead of running the kernel. The replay is deterministic, so those are the bytes the kernel
 would write. Observers still see the dispatch before and after, as for a kernel that ran.
 
+The copies are the device's snapshot observer's when it watches the dispatch (``engine.dispatch.snapshot``:
+a dispatch's bindings are copied at most once whoever keeps them), else the memo's own.
 A binding whose bytes equal those last kept for the same range (the constant pool every dispatch binds,
 an input read by several) shares that copy. Memory is bounded by ``budget_bytes``; past it, dispatches
 are simply run again. ``kernels_run`` and
@@ -28,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.dispatch.snapshot import DispatchSnapshots
 from engine.runtime.hal.device import DispatchRecord, HalExecutable
 from engine.timetravel.watch import serial_of
 
@@ -97,16 +100,23 @@ class DispatchMemo:
         size = sum(length for _, _, length in key[-1])
         if self.nbytes + size > self.budget_bytes:
             return  # (a bound: bytes shared with earlier dispatches' are counted as new here)
+        # When the device's snapshot observer watches this dispatch (a gate, a capture...), its copies after
+        # the kernel are shared: the bindings are copied once whoever keeps them.
+        snapshots = DispatchSnapshots.installed_on(executable.device)
+        snapshot = snapshots.pending(record.sequence) if snapshots is not None else None
         results = []
         added = 0
-        for b, where in zip(record.bindings, key[-1]):
+        for k, (b, where) in enumerate(zip(record.bindings, key[-1])):
             now = b.data
             last = self._last.get(where)
             if last is not None and np.array_equal(last, now):
                 results.append(last)  # e.g. the constant pool every dispatch binds: kept once
                 continue
-            data = np.array(now, dtype=np.uint8, copy=True)
-            data.flags.writeable = False
+            if snapshot is not None:
+                data = snapshot.after_copy(k)
+            else:
+                data = np.array(now, dtype=np.uint8, copy=True)
+                data.flags.writeable = False
             self._last[where] = data
             results.append(data)
             added += data.nbytes
