@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 # Qt platforms that need no display server (tests and screenshots use offscreen).
@@ -44,7 +45,7 @@ def _x11_reachable(display: str) -> bool:
         return False
 
 
-def display_problem(env: os._Environ | dict[str, str] | None = None) -> str | None:
+def display_problem(env: Mapping[str, str] | None = None) -> str | None:
     """Why no window can open in ``env`` (the process environment by default), or ``None`` if one can."""
     env = os.environ if env is None else env
     if sys.platform in ("win32", "darwin"):

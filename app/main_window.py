@@ -37,7 +37,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.context import LensContext, LoadedModule
-from app.documents import DocumentArea
+from app.documents import KEY_PROPERTY, DocumentArea
 from app.messages import Level, Message, MessageLog
 from app.module_loader import OPENABLE_SUFFIXES, load_file
 from app.panels import AREAS, PANELS, PanelServices, PanelSpec
@@ -126,9 +126,7 @@ class MainWindow(QMainWindow):
         if "stepper" in self.panels:
             from app.run_inputs import RunInputs
 
-            self.run_inputs = RunInputs(
-                self.panels["stepper"], self.context, self.settings.store, parent=self, workbench=self.workbench
-            )
+            self.run_inputs = RunInputs(self.workbench, self.context, self.settings.store, parent=self)
 
         self._build_menus()
         self._build_toolbar()
@@ -361,14 +359,13 @@ class MainWindow(QMainWindow):
     def profile_current_run(self) -> int:
         """Profile this run: the chosen function with its inputs (made from the signature when empty), timed
         by IREE's HAL profiling on the selected device, shown in the Zones view. -1 (and why) when it cannot."""
-        stepper = self.panels.get("stepper")
         loaded = self.workbench.module
         why = None
         if loaded is None:
             why = "Nothing to profile: open a module first."
         elif self.workbench.state.mismatch is not None:
             why = self.workbench.state.mismatch.describe()
-        elif stepper is None or not stepper.function_combo.currentText():
+        elif not self.workbench.state.function:
             why = "Nothing to profile: the module exports no function to run."
         elif "zones" not in self.panels:
             why = "The Zones view is not part of this window."
@@ -379,14 +376,14 @@ class MainWindow(QMainWindow):
             return -1
         from app.run_profile import profile_run_job
 
-        function = stepper.function_combo.currentText()
+        function = self.workbench.state.function
         device = self.workbench.device
         self.workbench.say(f"Profiling {function} on {device}…")
         return self.worker.submit(
             profile_run_job,
             str(loaded.path),
             function,
-            list(stepper.inputs),
+            list(self.workbench.state.inputs),
             device,
             tag="profile-run",
             on_result=self._show_profile,
@@ -414,10 +411,19 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage(text, 20000)
         self.messages.info(text)
 
-    def _on_module_reset(self, _loaded) -> None:
-        """A new module: the previous one's error banner, paused dispatch and run profile go."""
+    def _on_module_reset(self, loaded) -> None:
+        """A new module: the previous one's error banner, paused dispatch, phases and run profile go."""
         self.banner.hide()
         self.documents.close_document("paused-dispatch")
+        for document in self.documents.documents():
+            compilation = getattr(document, "compilation", None)
+            if compilation is None or not str(document.property(KEY_PROPERTY) or "").startswith("compilation:"):
+                continue
+            ours = loaded is not None and (
+                compilation is loaded.compilation or str(getattr(compilation, "vmfb_path", "")) == str(loaded.path)
+            )
+            if not ours:  # another module's phases (the Compile panel keeps the compilation for diffs)
+                self.documents.close_document(document)
         zones = self.panels.get("zones")
         previous = self.workbench.previous_module
         trace = getattr(zones, "trace", None)

@@ -3,10 +3,10 @@ or random values of the right shapes and types), loaded from ``.npy``/``.npz``, 
 (its path and content hash, not the module's name: every PyTorch export is ``@module``) and function.
 Remembered inputs come back only where they fit the function's signature.
 
-Works on the stepper's run bar through its public widgets (function choice, inputs line, Run button):
-the stepper keeps owning its inputs line; this only writes the line while it is empty or still holds what
-this wrote itself, so a user's typing or a restored session is never overwritten. Before a run it fills an
-empty line from the signature (``ensure``), so a first run needs no typing.
+Works on the workbench's state (``app/workbench.py``: the chosen function and its inputs, which the
+stepper's run bar only shows and edits): it writes the inputs only while they are empty or still what it
+wrote itself, so a user's typing or a restored session is never overwritten. Before a run it fills empty
+inputs from the signature (``before_run``), so a first run needs no typing.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from PySide6.QtCore import QObject, QSettings, QTimer
+from PySide6.QtCore import QObject, QSettings
 
 from app.input_defaults import Argument, default_inputs, function_arguments, numpy_inputs
 from app.views.stepper_inputs import format_inputs_line, parse_inputs_line
@@ -68,37 +68,37 @@ def misfit(args: list[Argument] | None, inputs: tuple[str, ...], function: str) 
 
 
 class RunInputs(QObject):
-    def __init__(self, stepper, context, store: QSettings, folder: Path | None = None, parent=None, workbench=None):
+    """Fills the workbench's inputs (``state.inputs``, the one copy the stepper's line shows) for the chosen
+    function, and remembers them per file and function when a run starts."""
+
+    def __init__(self, workbench, context, store: QSettings, folder: Path | None = None, parent=None):
         super().__init__(parent)
-        self.stepper = stepper
+        self.workbench = workbench
         self.context = context
         self.store = store
-        self.workbench = workbench if workbench is not None else getattr(stepper, "workbench", None)
         self.folder = folder  # where large random tensors are written (a temporary folder by default)
-        self._written: str | None = None  # the line as this object last wrote it
+        self._written: tuple[str, ...] | None = None  # the inputs as this object last wrote them
+        self._function: str | None = None  # the chosen function last seen
         self.fill = "zeros"
-        stepper.function_combo.currentTextChanged.connect(self._on_function)
-        # The stepper fills its function list and restores the last call when a module opens: fill after it.
-        bridge = getattr(stepper, "bridge", None)
-        for signal in ("opened", "callChanged"):
-            if bridge is not None and hasattr(bridge, signal):
-                getattr(bridge, signal).connect(lambda *_: QTimer.singleShot(0, self._after_open))
-        if self.workbench is not None:
-            self.workbench.moduleReset.connect(lambda _m: setattr(self, "_written", None))
-        if hasattr(stepper, "before_run"):
-            stepper.before_run.append(self.before_run)
-        else:  # an older stepper: remember on click, as before
-            stepper.run_button.clicked.connect(self.remember)
-        stepper.inputs_edit.returnPressed.connect(self.remember)
+        workbench.stateChanged.connect(self._on_state)
+        workbench.moduleReset.connect(self._on_module_reset)
+        workbench.before_run.append(self.before_run)
+
+    def _on_module_reset(self, _loaded) -> None:
+        self._written = None
+        self._function = None
+
+    def _on_state(self, _state=None) -> None:
+        """A newly chosen function (a module opened, the user's choice): offer its inputs."""
+        function = self.workbench.state.function
+        if function != self._function:
+            self._function = function
+            self._on_function(function)  # a write now is told to every view after this change (Workbench._emit)
 
     # -- where things are remembered -------------------------------------------------------------
 
     def _file_key(self) -> str | None:
-        if self.workbench is not None:
-            identity = self.workbench.identity()
-        else:
-            loaded = self.context.module
-            identity = str(loaded.path) if loaded is not None else None
+        identity = self.workbench.identity()
         if not identity:
             return None
         # QSettings keys: no slashes inside a part.
@@ -109,7 +109,7 @@ class RunInputs(QObject):
         return f"{_GROUP}/{key}/{function}" if key and function else None
 
     def arguments(self, function: str) -> list[Argument] | None:
-        loaded = self.context.module
+        loaded = self.workbench.module
         return function_arguments(loaded.module, function) if loaded is not None else None
 
     def remembered(self, function: str) -> tuple[str, ...] | None:
@@ -123,38 +123,32 @@ class RunInputs(QObject):
 
     def remember(self) -> None:
         """Keep the inputs line for the current file and function (called when a run starts)."""
-        key = self._key(self.stepper.function_combo.currentText())
+        state = self.workbench.state
+        key = self._key(state.function or "")
         if key:
-            self.store.setValue(key, self.stepper.inputs_edit.text())
+            self.store.setValue(key, format_inputs_line(state.inputs))
             self.store.sync()
 
     # -- filling ---------------------------------------------------------------------------------
 
     def _is_ours(self) -> bool:
-        text = self.stepper.inputs_edit.text().strip()
-        return not text or text == self._written
+        inputs = self.workbench.state.inputs
+        return not inputs or inputs == self._written
 
     def _write(self, inputs: tuple[str, ...]) -> None:
-        self.stepper.set_inputs(inputs)
-        self._written = self.stepper.inputs_edit.text().strip()
-        if self.workbench is not None:
-            self.workbench.set_call(self.stepper.function_combo.currentText(), inputs)
+        self._written = tuple(inputs)
+        self.workbench.set_inputs(inputs)
 
-    def _after_open(self) -> None:
-        self._on_function(self.stepper.function_combo.currentText())
-
-    def _on_function(self, function: str) -> None:
-        if function and self._is_ours():
+    def _on_function(self, function: str | None) -> None:
+        if function and function == self.workbench.state.function and self._is_ours():
             self.prefill(function)
-        elif function and self.workbench is not None:
-            self.workbench.set_call(function, self.stepper.inputs)
 
     def prefill(self, function: str | None = None, fill: str | None = None) -> tuple[str, ...] | None:
         """Write the remembered inputs of ``function`` (the chosen one by default) or, with none or with
         ``fill`` given, inputs made from its signature; returns them (``None``: signature unknown, and
         the reason is said)."""
-        function = function or self.stepper.function_combo.currentText()
-        loaded = self.context.module
+        function = function or self.workbench.state.function
+        loaded = self.workbench.module
         if loaded is None:
             self._say("No module is open: open one first, then fill its inputs.")
             return None
@@ -179,7 +173,7 @@ class RunInputs(QObject):
 
     def load_numpy(self, path: str | Path) -> tuple[str, ...]:
         inputs = numpy_inputs(Path(path))
-        function = self.stepper.function_combo.currentText()
+        function = self.workbench.state.function
         why = misfit(self.arguments(function), inputs, function) if function else None
         self._write(inputs)
         if why:
@@ -187,15 +181,15 @@ class RunInputs(QObject):
         return inputs
 
     def ensure(self) -> None:
-        """Before a run: fill an empty inputs line so the function runs without typing."""
-        if not self.stepper.inputs_edit.text().strip():
+        """Before a run: fill empty inputs so the function runs without typing."""
+        if not self.workbench.state.inputs:
             self.prefill()
 
     def before_run(self) -> str | None:
         """The stepper's check before a run: fill an empty line from the signature, remember the line; the
         reason when a function that takes inputs has none."""
-        function = self.stepper.function_combo.currentText()
-        if not self.stepper.inputs_edit.text().strip():
+        function = self.workbench.state.function or ""
+        if not self.workbench.state.inputs:
             args = self.arguments(function)
             if args is None:
                 if self._takes_inputs(function):
@@ -206,12 +200,10 @@ class RunInputs(QObject):
             elif args:
                 self.prefill(function)
         self.remember()
-        if self.workbench is not None:
-            self.workbench.set_call(function, self.stepper.inputs)
         return None
 
     def _takes_inputs(self, function: str) -> bool:
-        loaded = self.context.module
+        loaded = self.workbench.module
         for export in getattr(loaded.module, "exports", []) if loaded is not None else []:
             if export.name == function:
                 cconv = export.signature.calling_convention or ""
@@ -219,8 +211,7 @@ class RunInputs(QObject):
         return False
 
     def _say(self, text: str) -> None:
-        if self.workbench is not None:
-            self.workbench.say(text)
+        self.workbench.say(text)
 
     @staticmethod
     def line(inputs: tuple[str, ...]) -> str:

@@ -2,8 +2,11 @@
 (state, position in its history, the stop and the dispatch it is paused at).
 
 The window owns one :class:`Workbench`; every view reads it (``state``) and redraws on ``stateChanged``,
-and asks it to act (``run``, ``set_device``, ``open_module``...). The run itself happens in the window's
-one debug session (``SessionBridge``); views never start runs or pick devices on their own.
+and asks it to act (``run``, ``set_device``, ``open_module``, ``set_function``, ``set_inputs``...). The
+state is the only copy: the stepper's function box and inputs line are views of ``state.function`` and
+``state.inputs`` (they show them and edit them, they keep nothing of their own), so no panel can disagree
+about what runs next. The run itself happens in the window's one debug session (``SessionBridge``); views
+never start runs or pick devices on their own.
 
 Opening a module is a clean start: ``moduleReset`` tells every view to drop what belonged to the
 previous module (results, registers, error banners, dispatch lists, tensor comparisons, profiles).
@@ -22,10 +25,24 @@ from PySide6.QtCore import QObject, Signal
 from app.context import LoadedModule
 from app.settings import open_settings
 from engine.runtime.hal.devices import compile_target_for, device_kind, formats_kind, runs_formats
+from engine.session.protocol import Call
 
 DEVICE_KEY = "run/device"  # the device URI debug runs use (shared with the Device panel and the bridge)
 CPU_DEVICE = "local-sync"
 HASH_CHUNK = 1 << 20
+ASYNC_SUFFIX = "$async"
+
+
+def callable_first(functions) -> list[str]:
+    """Functions in the order a user picks them: what one calls (``main``) first, then the coarse-fences
+    twins (``main$async``, which need fences), then the module's initialiser (``__init``)."""
+
+    def rank(name: str) -> int:
+        if name.startswith("__"):
+            return 2
+        return 1 if name.endswith(ASYNC_SUFFIX) else 0
+
+    return sorted(functions, key=rank)  # stable: the module's order within each rank
 
 
 @dataclass(frozen=True)
@@ -47,8 +64,9 @@ class WorkbenchState:
 
     module: LoadedModule | None = None
     device: str = CPU_DEVICE
-    function: str | None = None
-    inputs: tuple[str, ...] = ()
+    functions: tuple[str, ...] = ()  # the open module's functions, in the order a user picks them
+    function: str | None = None  # what Run calls
+    inputs: tuple[str, ...] = ()  # its inputs, as iree-run-module's --input values
     run_state: str = "closed"  # app.session_bridge.BridgeState
     position: int | None = None  # the instruction position of the run in its recorded history
     paused: Any = None  # engine.session.protocol.DispatchInfo of the dispatch the run is paused at
@@ -84,6 +102,8 @@ class Workbench(QObject):
     moduleReset = Signal(object)  # LoadedModule | None: a new module; drop what belonged to the old one
     deviceChanged = Signal(str)  # the selected device URI
     said = Signal(str)  # an action that did not happen, and why (or a stop's full description)
+    runStarted = Signal(object)  # engine.session.protocol.Call: the call a Run just started
+    runRefused = Signal(str)  # why a Run did not start
 
     def __init__(self, context: Any, bridge: Any, parent: QObject | None = None):
         super().__init__(parent)
@@ -92,12 +112,18 @@ class Workbench(QObject):
         device = open_settings().value(DEVICE_KEY, CPU_DEVICE)
         self.state = WorkbenchState(device=str(device) if device else CPU_DEVICE)
         self._identity: dict[Path, str] = {}
-        self._runner = None  # the view that turns the state into a call (the stepper's run bar)
+        self._emitting = False
+        self._dirty = False
+        # Checks before a run starts, in order; each returns None, or why the run cannot start (the inputs
+        # filler: it makes inputs from the signature when there are none, and remembers them).
+        self.before_run: list = []
         self.previous_module: LoadedModule | None = None  # during moduleReset: the module being closed
         bridge.stateChanged.connect(lambda s: self._update(run_state=str(s)))
         bridge.stopped.connect(self._on_stopped)
         bridge.finished.connect(lambda e: self._update(paused=None, stop_text=f"Finished {e.function}"))
         bridge.historyChanged.connect(self._on_history)
+        bridge.opened.connect(self._on_opened)
+        bridge.callChanged.connect(self._on_call_changed)
         context.pausedDispatchChanged.connect(lambda info: self._update(paused=info))
 
     # -- reading ---------------------------------------------------------------------------------
@@ -122,9 +148,25 @@ class Workbench(QObject):
 
     def _update(self, **changes: Any) -> None:
         new = replace(self.state, **changes)
-        if new != self.state:
-            self.state = new
-            self.stateChanged.emit(new)
+        if new == self.state:
+            return
+        self.state = new
+        self._emit()
+
+    def _emit(self) -> None:
+        """Tell the views; a change made by a view while they are told is told after, so the last state
+        every view sees is the current one."""
+        if self._emitting:
+            self._dirty = True
+            return
+        self._emitting = True
+        try:
+            self._dirty = True
+            while self._dirty:
+                self._dirty = False
+                self.stateChanged.emit(self.state)
+        finally:
+            self._emitting = False
 
     # -- the module ------------------------------------------------------------------------------
 
@@ -147,7 +189,7 @@ class Workbench(QObject):
         self.state = replace(self.state, module=loaded)
         self.moduleReset.emit(loaded)
         self.context.set_module(loaded)
-        self.stateChanged.emit(self.state)
+        self._emit()
         if loaded is not None and mismatch is None:
             self.bridge.open(loaded.path, self.state.device, loaded.source)
         elif mismatch is not None:
@@ -233,11 +275,15 @@ class Workbench(QObject):
 
     # -- the run ---------------------------------------------------------------------------------
 
-    def set_runner(self, runner: Any) -> None:
-        """The view that turns a run request into a call (the stepper: its function and inputs)."""
-        self._runner = runner
+    def set_function(self, function: str | None) -> None:
+        """Choose the function Run calls (the stepper's function box edits this)."""
+        self._update(function=function or None)
 
-    def set_call(self, function: str | None, inputs: tuple[str, ...]) -> None:
+    def set_inputs(self, inputs: tuple[str, ...] | list[str]) -> None:
+        """The inputs Run passes, as ``--input`` values (the stepper's inputs line edits this)."""
+        self._update(inputs=tuple(inputs))
+
+    def set_call(self, function: str | None, inputs: tuple[str, ...] | list[str]) -> None:
         self._update(function=function or None, inputs=tuple(inputs))
 
     def why_not_run(self) -> str | None:
@@ -247,26 +293,33 @@ class Workbench(QObject):
             return "Nothing to run: open a .vmfb module or an .mlir program first (File > Open, Ctrl+O)."
         if self.state.mismatch is not None:
             return self.state.mismatch.describe() + " Switch the device or recompile first."
-        if self._runner is None:
-            return "Nothing to run with: the VM Stepper panel is not part of this window."
         if state == "starting":
             return "The debug session is still starting; Run again in a moment."
         if state == "running":
             return "A run is in progress: Stop it first (Shift+F5)."
         if state == "closed":
             return "The debug session is closed: reopen the module."
-        if not self._runner.function_combo.currentText():
+        if not self.state.function:
             return "The module exports no function to run."
         return None
 
     def run(self, stop_at_entry: bool = False) -> bool:
-        """Run the chosen function (inputs made from its signature when none are given); False (and
-        ``said``) when it cannot start."""
+        """Run the chosen function with the state's inputs (made from its signature when none are given, by
+        ``before_run``); False (and ``said``, ``runRefused``) when it cannot start."""
         why = self.why_not_run()
+        for check in self.before_run if why is None else ():
+            why = check()
+            if why:
+                why = f"Not run: {why}"
+                break
         if why is not None:
             self.said.emit(why)
+            self.runRefused.emit(why)
             return False
-        return bool(self._runner.start_run(stop_at_entry))
+        call = Call(self.state.function, self.state.inputs)
+        self.bridge.call(call.function, call.inputs, stop_at_entry)
+        self.runStarted.emit(call)
+        return True
 
     def say(self, text: str) -> None:
         self.said.emit(text)
@@ -276,6 +329,25 @@ class Workbench(QObject):
     def _on_stopped(self, event: Any) -> None:
         position = event.detail.position
         self._update(position=position if position is not None else self.state.position)
+
+    def _on_opened(self, event: Any) -> None:
+        """The session opened the module: its functions, and the one to call (the chosen one if the module
+        still has it, else the last call's, e.g. a restored session's, else the one a user calls)."""
+        functions = tuple(callable_first(event.functions))
+        call = self.bridge.last_call
+        function, inputs = self.state.function, self.state.inputs
+        if function not in functions:
+            if call is not None and call.function in functions:
+                function, inputs = call.function, tuple(call.inputs)
+            else:
+                function = functions[0] if functions else None
+        self._update(functions=functions, function=function, inputs=inputs)
+
+    def _on_call_changed(self, call: Any) -> None:
+        """The session's last call changed (a run started, a session restored): what Run calls next."""
+        if call is None or (self.state.functions and call.function not in self.state.functions):
+            return
+        self._update(function=call.function, inputs=tuple(call.inputs))
 
     def _on_history(self, history: Any) -> None:
         """``History`` (engine.session.protocol) or None."""

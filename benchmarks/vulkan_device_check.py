@@ -20,6 +20,8 @@ What it prints (text, and one JSON object a line with ``--json``):
 * per model and Vulkan build: load and call times of both engines (first call, best of ``--repeat``), the
   debug engine's result against the reference's (``engine.dispatch.numerics``: exact / within rounding /
   diverged), each against the llvm-cpu build run by IREE's runtime on ``local-task`` and against PyTorch;
+* per Vulkan build, the kernels that share workgroup memory with no barrier and how many span several
+  subgroups of this device (``engine.dispatch.spirv_hazards``: where a run-to-run difference is a race);
 * ``--diverge``: ``iree-lens diverge CPU.vmfb VULKAN.vmfb --input=@x --json`` (default options: lockstep,
   B fed A's inputs per dispatch, the rounding rule), its wall time, dispatches compared and first divergence;
 * ``--substitute``: ``iree-lens run --substitute EXPORT=FILE.spv`` on both engines with the unmodified
@@ -66,6 +68,9 @@ VARIANT_FLAGS = {
 }
 
 
+SUBGROUP_SIZE: dict[str, int] = {}  # device name -> its subgroup size (0: not reported)
+
+
 @dataclass
 class Report:
     json_path: Path | None
@@ -107,6 +112,7 @@ def describe_devices(report: Report) -> str:
         )  # fmt: skip
     with VulkanDevice() as opened:
         chosen = opened.info.name
+        SUBGROUP_SIZE[chosen] = opened.info.subgroup_size
     import iree.runtime as rt
 
     for d in rt.get_driver("vulkan").query_available_devices():
@@ -177,11 +183,34 @@ def timed_calls(runner, function: str, args: list, repeat: int) -> tuple[float, 
     return first, best, np.asarray(result[0].array), np.asarray(last[0].array)
 
 
+def check_workgroup_memory(vmfb: Path, subgroup_size: int, tag: str, report: Report) -> None:
+    """How many kernels share workgroup memory with no barrier, and how many of those span several
+    subgroups of this device (where nothing orders their accesses: a run-to-run difference is a race)."""
+    from engine.dispatch.spirv_hazards import unsynchronised_workgroups
+    from engine.runtime.vmfb.module import open_vmfb
+    from engine.runtime.vmfb.vke1 import read_vke1
+
+    found, modules = [], 0
+    for exe in open_vmfb(vmfb).executables:
+        if exe.format == "vulkan-spirv-fb":
+            for module in read_vke1(bytes(exe.data)).shader_modules:
+                modules += 1
+                found += unsynchronised_workgroups(module.spirv)
+    spanning = [f for f in found if f.spans_subgroups(subgroup_size)]
+    report.figure(
+        "spirv",
+        f"{tag}: {len(found)} of {modules} kernels share workgroup memory with no barrier; {len(spanning)} of "
+        f"them span several subgroups of {subgroup_size}" + (f", e.g. {spanning[0].describe(subgroup_size)}" if spanning else ""),
+        kernels=modules, unsynchronised=len(found), spanning=[f.entry_point for f in spanning],
+    )  # fmt: skip
+
+
 def check_runs(model: str, variant: str, folder: Path, repeat: int, device: str, report: Report) -> dict:
     from engine.runtime.debug_runner import DebugRunner
     from engine.runtime.reference import ReferenceRunner
 
     vmfb = folder / f"{model}.{variant}.vmfb"
+    check_workgroup_memory(vmfb, SUBGROUP_SIZE.get(device, 0), f"{model}.{variant} on {device}", report)
     function = function_of(vmfb)
     x = np.load(folder / f"{model}_x.npy")
     args = [Tensor.from_numpy(x)]

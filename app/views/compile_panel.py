@@ -19,7 +19,6 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QFormLayout,
     QGridLayout,
-    QGroupBox,
     QHBoxLayout,
     QLabel,
     QLineEdit,
@@ -43,6 +42,7 @@ from engine.compiler.targets import TARGETS
 from engine.errors import CompileCancelled
 
 _SETTINGS_GROUP = "compile"
+CONVERSION_COLUMNS = 2
 
 
 class CompileOptionsForm(QWidget):
@@ -55,6 +55,8 @@ class CompileOptionsForm(QWidget):
         self.target_cpu = QLineEdit(self)
         self.target_cpu.setPlaceholderText("host")
         self.conversions = {name: QCheckBox(name, self) for name in TYPE_CONVERSIONS}
+        for name, box in self.conversions.items():
+            box.setToolTip(f"--iree-input-{name}")
         self.trace = QCheckBox("trace dispatch tensors", self)
         self.trace.setToolTip("--iree-flow-trace-dispatch-tensors")
         self.flags = QLineEdit(self)
@@ -62,8 +64,11 @@ class CompileOptionsForm(QWidget):
         conv_box = QWidget(self)
         conv = QGridLayout(conv_box)
         conv.setContentsMargins(0, 0, 0, 0)
+        # Two columns with their full labels: each box keeps its size hint (a 3-column row was cut to
+        # "demote-f32-to..." in a 1366-px window).
         for k, box in enumerate(self.conversions.values()):
-            conv.addWidget(box, k // 3, k % 3)
+            conv.addWidget(box, k // CONVERSION_COLUMNS, k % CONVERSION_COLUMNS)
+        conv.setColumnStretch(CONVERSION_COLUMNS, 1)
         form = QFormLayout(self)
         form.setContentsMargins(0, 0, 0, 0)
         form.addRow("Target", self.target)
@@ -190,8 +195,6 @@ class CompilePanel(QWidget):
         browse.clicked.connect(self._browse)
         self.options = CompileOptionsForm(self)
         self.variant_b = CompileOptionsForm(self)
-        b_box = QGroupBox("Variant B (for “Compile two variants”)", self)
-        QVBoxLayout(b_box).addWidget(self.variant_b)
         self.compile_button = QPushButton("Compile", self)
         self.compile_two_button = QPushButton("Compile two variants", self)
         self.cancel_button = QPushButton("Cancel", self)
@@ -252,12 +255,13 @@ class CompilePanel(QWidget):
         tv = QVBoxLayout(top)
         tv.setContentsMargins(0, 0, 0, 0)
         tv.addLayout(src_row)
-        forms = QHBoxLayout()
-        a_box = QGroupBox("Options", self)
-        QVBoxLayout(a_box).addWidget(self.options)
-        forms.addWidget(a_box, 1)
-        forms.addWidget(b_box, 1)
-        tv.addLayout(forms)
+        # The two option forms as tabs (side by side they needed more than a 1366-px window's document area).
+        self.options_tabs = QTabWidget(self)
+        self.options_tabs.setObjectName("compileOptionsTabs")
+        self.options_tabs.setDocumentMode(True)
+        self.options_tabs.addTab(self.options, "Options")
+        self.options_tabs.addTab(self.variant_b, "Variant B (for “Compile two variants”)")
+        tv.addWidget(self.options_tabs)
         tv.addLayout(btn_row)
         tv.addWidget(self.status)
         main_split = QSplitter(Qt.Orientation.Horizontal, self)
@@ -274,7 +278,11 @@ class CompilePanel(QWidget):
         scroll.setWidgetResizable(True)
         scroll.setFrameShape(QScrollArea.Shape.NoFrame)
         scroll.setWidget(vsplit)
-        vsplit.setMinimumSize(640, 560)
+        # No fixed minimum size (a fixed 640x560 squeezed the options below their size hints): the sections'
+        # own minimums, with room for the timeline and the IR; in a smaller dock the scroll area scrolls.
+        vsplit.setChildrenCollapsible(False)
+        self.timeline.setMinimumHeight(120)
+        main_split.setMinimumHeight(260)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(2, 2, 2, 2)
         lay.addWidget(scroll)

@@ -13,12 +13,27 @@ import shlex
 _NUMBER = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^[-+]?(inf|nan)$", re.IGNORECASE)
 
 
+def _split(text: str) -> list[str]:
+    """Shell words; a line still being typed (a quote not closed yet) reads as if it were closed."""
+    try:
+        return shlex.split(text)
+    except ValueError:
+        pass
+    for quote in ('"', "'"):
+        try:
+            return shlex.split(text + quote)
+        except ValueError:
+            continue
+    return text.split()
+
+
 def parse_inputs_line(text: str) -> tuple[str, ...]:
+    """The ``--input`` values of a line (any line: one still being typed reads as far as it goes)."""
     text = text.strip()
     if not text:
         return ()
     if "--input" in text:
-        tokens = shlex.split(text)
+        tokens = _split(text)
         out: list[str] = []
         i = 0
         while i < len(tokens):
@@ -37,7 +52,7 @@ def parse_inputs_line(text: str) -> tuple[str, ...]:
     if ";" in text:
         return tuple(part.strip() for part in text.split(";") if part.strip())
     out = []
-    for tok in shlex.split(text):
+    for tok in _split(text):
         # Numbers after a tensor literal are its elements (``4xf32=1 2 3 4``); otherwise a new input.
         if out and _NUMBER.match(tok) and "=" in out[-1] and not out[-1].startswith("@"):
             out[-1] += " " + tok

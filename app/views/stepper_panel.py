@@ -2,8 +2,9 @@
 
 Left, the disassembly of the current function (the next instruction marked, breakpoints in the margin);
 right, the registers of the selected frame, the call stack, globals and the breakpoint list; below, the
-output (results as ``iree-run-module`` prints them, failures, crash reports). The run bar picks the
-function and its inputs (``--input`` syntax). Keys are the ones debuggers use: F5 continue, F10 step over,
+output (results as ``iree-run-module`` prints them, failures, crash reports). The run bar shows and edits
+the window's function and inputs (``--input`` syntax): they are the workbench's (``app/workbench.py``), the
+run bar keeps no copy of its own. Keys are the ones debuggers use: F5 continue, F10 step over,
 F11 step into, Shift+F11 step out, F9 toggle breakpoint, Ctrl+F10 run to cursor, Shift+F5 stop. The run is
 recorded, so it can also go back (``stepper_reverse``: Ctrl+Shift+F11/F10, Alt+Shift+F11, Ctrl+Shift+F5,
 Shift+F6, the run position timeline and "When did this change?" on registers and globals).
@@ -35,7 +36,6 @@ from PySide6.QtWidgets import (
     QSizePolicy,
     QSplitter,
     QTabWidget,
-    QToolBar,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -43,13 +43,15 @@ from PySide6.QtWidgets import (
 
 from app.context import LoadedModule
 from app.panels import PanelServices
-from app.session_bridge import SessionBridge, selected_device
+from app.session_bridge import SessionBridge
+from app.views.action_strip import ActionStrip
 from app.views.hex_view import monospace_font
 from app.views.stepper_breakpoints import BreakpointsView
 from app.views.stepper_inputs import format_inputs_line, parse_inputs_line
 from app.views.stepper_listing import StepperListing
 from app.views.stepper_reverse import ReverseControls
 from app.views.stepper_state import CallStackView, GlobalsView, RegistersView
+from app.workbench import Workbench, callable_first
 from engine.session.protocol import (
     Answer,
     Breakpoint,
@@ -76,19 +78,7 @@ def _banner(name: str, bg: str, border: str, fg: str) -> QFrame:
     return frame
 
 
-ASYNC_SUFFIX = "$async"
-
-
-def callable_first(functions) -> list[str]:
-    """Functions in the order a user picks them: what one calls (``main``) first, then the coarse-fences
-    twins (``main$async``, which need fences), then the module's initialiser (``__init``)."""
-
-    def rank(name: str) -> int:
-        if name.startswith("__"):
-            return 2
-        return 1 if name.endswith(ASYNC_SUFFIX) else 0
-
-    return sorted(functions, key=rank)  # stable: the module's order within each rank
+__all__ = ["StepperPanel", "callable_first"]
 
 
 class StepperPanel(QWidget):
@@ -103,11 +93,14 @@ class StepperPanel(QWidget):
         if bridge is None:
             bridge = getattr(services, "session_bridge", None)
         self.bridge = bridge if bridge is not None else SessionBridge(services.context, parent=self)
-        # The window's one current state: it opens modules in the session and starts runs through this
-        # panel's run bar (``start_run``); without one (a panel on its own) the panel does both itself.
-        self.workbench = getattr(services, "workbench", None)
-        # Called before a run starts, in order; each returns None, or why the run cannot start.
-        self.before_run: list = []
+        # The window's one current state: the function and inputs the run bar shows, and the runs it starts.
+        # A panel built on its own makes its own (and opens the context's modules in it).
+        workbench = getattr(services, "workbench", None)
+        self.standalone = workbench is None
+        self.workbench = workbench if workbench is not None else Workbench(self.context, self.bridge, parent=self)
+        self._rendering = False  # the run bar is being redrawn from the state: its edits are not the user's
+        self._shown_functions: tuple[str, ...] | None = None
+        self._chosen: str | None = None  # the chosen function last drawn (its code shows while idle)
         self.vmfb: Any = None  # the parsed module (engine.runtime.vmfb.VmfbModule) whose code is shown
         self.shown_function: str | None = None
         self.shown_ordinal: int | None = None
@@ -123,10 +116,11 @@ class StepperPanel(QWidget):
         self.layout().insertWidget(self.layout().indexOf(self.toolbar) + 1, self.reverse.bar)
         self._connect()
         self._on_state(self.bridge.state)
-        if self.workbench is not None:
-            self.workbench.set_runner(self)
-            self.workbench.moduleReset.connect(self.reset_for_module)
-            self.workbench.stateChanged.connect(self._on_workbench)
+        self.workbench.moduleReset.connect(self.reset_for_module)
+        self.workbench.stateChanged.connect(self._on_workbench)
+        self.workbench.runStarted.connect(self._on_run_started)
+        self.workbench.runRefused.connect(self._on_run_refused)
+        self._on_workbench(self.workbench.state)
 
         saved = self.bridge.saved_session()
         if saved is not None:
@@ -173,8 +167,7 @@ class StepperPanel(QWidget):
         }.get(self.bridge.state, f"the run is {self.bridge.state}")
         text = f"{name}: {reason}"
         self.status_label.setText(text)
-        if self.workbench is not None:
-            self.workbench.say(text)
+        self.workbench.say(text)
 
     def _build_actions(self) -> None:
         b = self.bridge
@@ -237,11 +230,12 @@ class StepperPanel(QWidget):
         self.function_combo = QComboBox(self)
         self.function_combo.setObjectName("stepperFunction")
         self.function_combo.setMinimumContentsLength(14)
-        self.function_combo.currentTextChanged.connect(self._on_function_chosen)
+        self.function_combo.currentTextChanged.connect(self._on_function_edited)
         self.inputs_edit = QLineEdit(self)
         self.inputs_edit.setObjectName("stepperInputs")
         self.inputs_edit.setPlaceholderText('--input="4x8xf32=1 2 3" --input=7   (iree-run-module syntax)')
         self.inputs_edit.setFont(monospace_font())
+        self.inputs_edit.textChanged.connect(self._on_inputs_edited)
         self.inputs_edit.returnPressed.connect(self.run)
         self.run_button = QPushButton("▶ Run", self)
         self.run_button.setObjectName("stepperRun")
@@ -271,9 +265,10 @@ class StepperPanel(QWidget):
         run_bar.addLayout(second)
 
         # Toolbar: the stepping actions and where the run is.
-        self.toolbar = QToolBar(self)
+        # An ActionStrip, not a QToolBar: in a narrow dock (a 1366-px window) it wraps onto a second row
+        # instead of hiding actions in a » menu.
+        self.toolbar = ActionStrip(self)
         self.toolbar.setObjectName("stepperToolbar")
-        self.toolbar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
         for action in (
             self.continue_action,
             self.step_over_action,
@@ -369,7 +364,6 @@ class StepperPanel(QWidget):
         b.stateChanged.connect(self._on_state)
         b.progressed.connect(self._on_progress)
         b.breakpointsChanged.connect(self._on_breakpoints)
-        b.callChanged.connect(self._on_call_changed)
         self.context.moduleChanged.connect(self._on_module)
         app = QApplication.instance()
         if app is not None:
@@ -391,46 +385,32 @@ class StepperPanel(QWidget):
     # -- commands -------------------------------------------------------------------------------
 
     @property
+    def function(self) -> str | None:
+        """The function Run calls (the workbench's)."""
+        return self.workbench.state.function
+
+    @property
     def inputs(self) -> tuple[str, ...]:
-        return parse_inputs_line(self.inputs_edit.text())
+        """The inputs Run passes (the workbench's)."""
+        return self.workbench.state.inputs
 
     def set_inputs(self, inputs: tuple[str, ...] | list[str]) -> None:
-        self.inputs_edit.setText(format_inputs_line(inputs))
+        self.workbench.set_inputs(tuple(inputs))
 
     def run(self) -> bool:
-        return self._request(stop_at_entry=False)
+        """Run through the window's state, which says why when it cannot."""
+        return self.workbench.run(stop_at_entry=False)
 
     def run_to_entry(self) -> bool:
-        return self._request(stop_at_entry=True)
+        return self.workbench.run(stop_at_entry=True)
 
-    def _request(self, stop_at_entry: bool) -> bool:
-        """Run (or run to entry) through the window's state, which says why when it cannot."""
-        if self.workbench is not None:
-            return self.workbench.run(stop_at_entry)
-        return self.start_run(stop_at_entry)
-
-    def start_run(self, stop_at_entry: bool) -> bool:
-        """Start the chosen function with the inputs line (filled first by ``before_run``); False, with the
-        reason in the status line, when it cannot start."""
-        function = self.function_combo.currentText()
-        why = None
-        if not function:
-            why = "no function to run"
-        elif self.bridge.state in ("closed", "running", "starting"):
-            why = f"the session is {self.bridge.state}"
-        for check in self.before_run if why is None else ():
-            why = check()
-            if why:
-                break
-        if why:
-            self.status_label.setText(f"Not run: {why}")
-            if self.workbench is not None:
-                self.workbench.say(f"Not run: {why}")
-            return False
+    def _on_run_started(self, call: Call) -> None:
         self.crash_banner.hide()
-        self.bridge.call(function, self.inputs, stop_at_entry)
-        self.output.appendPlainText(f"$ {function} {self.inputs_edit.text()}".rstrip())
-        return True
+        self.output.appendPlainText(f"$ {call.function} {format_inputs_line(call.inputs)}".rstrip())
+
+    def _on_run_refused(self, why: str) -> None:
+        self.status_label.setText(why)
+        self.status_label.setToolTip(why)
 
     def rerun(self) -> None:
         self.crash_banner.hide()
@@ -547,59 +527,68 @@ class StepperPanel(QWidget):
         self.listing.set_current(None)
         self.crash_banner.hide()
         self.status_label.setText("Opening…")
-        if self._pending_restore is not None:
-            return  # the restored session's module: its function and inputs were just put back
-        self.restore_banner.hide()  # the user opened a module: the offer to restore another is moot
-        self.function_combo.blockSignals(True)
-        self.function_combo.clear()
-        self.function_combo.blockSignals(False)
-        self.inputs_edit.clear()
+        self.shown_function = self.shown_ordinal = None
+        if self._pending_restore is None:
+            self.restore_banner.hide()  # the user opened a module: the offer to restore another is moot
 
-    def _on_workbench(self, state) -> None:
+    def _on_workbench(self, _state=None) -> None:
+        """Redraw the run bar from the workbench's state (always its latest: a view may have changed it
+        while the others were being told)."""
+        state = self.workbench.state
         self.device_label.setText(f"on {state.device}")
         self.device_label.setToolTip(f"Runs use {state.device} (the Device panel changes it)")
+        self._rendering = True
+        try:
+            if state.functions != self._shown_functions:
+                self._shown_functions = state.functions
+                self.function_combo.clear()
+                self.function_combo.addItems(list(state.functions))
+            if state.function and self.function_combo.findText(state.function) < 0:
+                self.function_combo.addItem(state.function)
+            self.function_combo.setCurrentIndex(self.function_combo.findText(state.function or ""))
+            if parse_inputs_line(self.inputs_edit.text()) != state.inputs:
+                self.inputs_edit.setText(format_inputs_line(state.inputs))
+        finally:
+            self._rendering = False
+        if state.function != self._chosen:
+            self._on_function_chosen(state.function or "")
+
+    def _on_function_edited(self, name: str) -> None:
+        if not self._rendering:
+            self.workbench.set_function(name or None)
+
+    def _on_inputs_edited(self, text: str) -> None:
+        if not self._rendering:
+            self.workbench.set_inputs(parse_inputs_line(text))
 
     def _on_module(self, loaded: LoadedModule | None) -> None:
         self._listings.clear()
         self.vmfb = loaded.module if loaded is not None else None
         if loaded is None:
             return
-        device = self.workbench.device if self.workbench is not None else selected_device()
-        self.device_label.setText(f"on {device}")
         names = []
         try:
             names = [imp.full_name for imp in self.vmfb.imports]
         except Exception:  # a module without readable imports still runs; completion just has none
             pass
         self.breakpoints_view.set_names(names, [f.name for f in getattr(self.vmfb, "functions", [])])
-        if self.workbench is None:  # with a window, its state opens the module on its device
-            self.bridge.open(loaded.path, device, loaded.source)
+        if self.standalone and loaded is not self.workbench.module:
+            self.workbench.open_module(loaded)  # a panel on its own: its own state opens the module
+        self.shown_function = self.shown_ordinal = None
+        self._on_function_chosen(self.workbench.state.function or "")
 
-    def _on_opened(self, event: Opened) -> None:
-        keep = self.bridge.last_call.function if self.bridge.last_call else self.function_combo.currentText()
-        self.function_combo.blockSignals(True)
-        self.function_combo.clear()
-        self.function_combo.addItems(callable_first(event.functions))
-        if keep in event.functions:
-            self.function_combo.setCurrentText(keep)
-        else:
-            self.function_combo.setCurrentIndex(0)
-        self.function_combo.blockSignals(False)
-        self._on_function_chosen(self.function_combo.currentText())
+    def _on_opened(self, _event: Opened) -> None:
         self._pending_restore = None
+        self._on_function_chosen(self.workbench.state.function or "")
 
     def _on_function_chosen(self, name: str) -> None:
+        """Show the chosen function's code while no run is paused somewhere else."""
+        self._chosen = name or None
         if name and self.bridge.state in ("idle", "starting", "closed") and self.vmfb is not None:
             self._show_function(name)
             self.listing.set_current(None)
             cconv = self._cconv(name)
             self.inputs_edit.setToolTip(f"{name}: calling convention {cconv}" if cconv else "")
-
-    def _on_call_changed(self, call: Call) -> None:
-        if call.function and self.function_combo.findText(call.function) >= 0:
-            self.function_combo.setCurrentText(call.function)
-        if parse_inputs_line(self.inputs_edit.text()) != call.inputs:
-            self.set_inputs(call.inputs)
 
     def _on_stopped(self, event: Stopped) -> None:
         frames = event.location.frames
@@ -610,8 +599,7 @@ class StepperPanel(QWidget):
         text = self.reverse.describe_stop(event, self._describe_stop(event))
         self.status_label.setText(text)
         self.status_label.setToolTip(text)
-        if self.workbench is not None:
-            self.workbench.set_stop_text(text)
+        self.workbench.set_stop_text(text)
         self._raise_dock()
 
     def _on_finished(self, event: Finished) -> None:

@@ -25,13 +25,13 @@ from PySide6.QtWidgets import (
     QLabel,
     QMenu,
     QSizePolicy,
-    QToolBar,
     QTreeWidget,
     QTreeWidgetItem,
     QVBoxLayout,
     QWidget,
 )
 
+from app.views.action_strip import ActionStrip
 from app.views.run_timeline import RunTimeline
 from engine.session.protocol import (
     Answer,
@@ -87,9 +87,8 @@ class ReverseControls(QObject):
         # The history bar: reverse actions, the timeline, where the run is.
         self.bar = QWidget(panel)
         self.bar.setObjectName("stepperHistoryBar")
-        self.toolbar = QToolBar(self.bar)
+        self.toolbar = ActionStrip(self.bar)  # wraps rather than hiding actions in a narrow dock
         self.toolbar.setObjectName("stepperReverseToolbar")
-        self.toolbar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
         for action in self.actions:
             self.toolbar.addAction(action)
         self.timeline = RunTimeline(self.bar)
@@ -98,18 +97,17 @@ class ReverseControls(QObject):
         self.position_label = QLabel(self.bar)
         self.position_label.setObjectName("stepperPosition")
         self.position_label.setStyleSheet("color:#444;")
-        # Two rows: the reverse actions under the forward ones with the status line, then the timeline.
+        # Rows: the reverse actions under the forward ones, the status line (the whole stop message, wrapped),
+        # then the timeline.
         column = QVBoxLayout(self.bar)
-        column.setContentsMargins(4, 0, 4, 0)
+        column.setContentsMargins(0, 0, 4, 0)
         column.setSpacing(0)
-        row = QHBoxLayout()
-        row.setContentsMargins(0, 0, 0, 0)
-        row.addWidget(self.toolbar)
+        column.addWidget(self.toolbar)
         status = panel.status_label
+        status.setWordWrap(True)
         status.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        status.setStyleSheet("padding-left:8px;")
-        row.addWidget(status, 1)
-        column.addLayout(row)
+        status.setStyleSheet("padding-left:4px;")
+        column.addWidget(status)
         strip = QHBoxLayout()
         strip.setContentsMargins(0, 0, 0, 0)
         strip.addWidget(self.timeline, 1)

@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
+from engine.cli.program_arguments import add_program_arguments, is_replay, missing_function
 from engine.errors import LensError
+
+if TYPE_CHECKING:
+    from engine.dispatch.capture import CaptureResult
+    from engine.replay.capture import ReplayCaptureResult
 
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "capture", help="run a function and save its inputs, outputs and every dispatch's tensors"
     )
-    p.add_argument("module", help="the .vmfb to run (or an .ireereplay: the replay is the run)")
-    p.add_argument("--function", default="", help="exported function to call (required for a .vmfb)")
-    p.add_argument("--input", action="append", default=[], help="an input, as iree-run-module takes it")
+    add_program_arguments(p, "the .vmfb to run (or an .ireereplay: the replay is the run)")
     p.add_argument(
         "--engine",
         choices=("debug", "reference"),
@@ -61,12 +65,11 @@ def parse_overrides(specs: list[str]) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.module.endswith(".ireereplay"):  # IREE's HAL replays: engine/cli/replay.py
+    if is_replay(args.module):
         from engine.cli.replay import capture
 
         return capture(args)
-    if not args.function:
-        print("iree-lens capture: --function is required for a module", file=sys.stderr)
+    if missing_function("capture", args):
         return 2
     from engine.dispatch.capture import capture_debug, capture_reference
     from engine.dispatch.typed_tensors import find_sources
@@ -92,14 +95,20 @@ def run(args: argparse.Namespace) -> int:
     except LensError as e:
         print(f"iree-lens capture: {e}", file=sys.stderr)
         return 1
-    if args.dot:
+    report_bundle(result, f"@{args.function}", args.dot)
+    return 0
+
+
+def report_bundle(result: CaptureResult | ReplayCaptureResult, what: str, dot: str | None) -> None:
+    """Say what a capture wrote (``result``: a ``CaptureResult`` of a module's ``what``, or a replay's), and
+    write its dependency graph to ``dot`` if asked."""
+    if dot:
         from engine.dispatch.bundle import Bundle
         from engine.dispatch.graph import dependency_graph
 
-        with open(args.dot, "w") as f:
+        with open(dot, "w") as f:
             f.write(dependency_graph(Bundle(result.directory).dispatches).to_dot())
     print(
-        f"captured {result.dispatches} dispatches of @{args.function} into {result.directory} "
+        f"captured {result.dispatches} dispatches of {what} into {result.directory} "
         f"({result.bytes_written} bytes of tensors)"
     )
-    return 0

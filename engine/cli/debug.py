@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from engine.cli.program_arguments import add_program_arguments, is_replay, missing_function
 from engine.errors import LensError
 from engine.session.client import SessionClient, TransportFactory, in_process
 from engine.session.protocol import (
@@ -53,9 +55,7 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "debug", help="run a debugger commands file on a function of a .vmfb (like gdb -batch -x)"
     )
-    p.add_argument("module", help="the .vmfb to debug (or an .ireereplay: its HAL calls and dispatches)")
-    p.add_argument("--function", default="", help="exported function to call (required for a .vmfb)")
-    p.add_argument("--input", action="append", default=[], help="an input, as iree-run-module takes it")
+    add_program_arguments(p, "the .vmfb to debug (or an .ireereplay: its HAL calls and dispatches)")
     p.add_argument("--device", default="local-sync", help="local-sync, local-task or vulkan (default local-sync)")
     p.add_argument(
         "--engine",
@@ -89,26 +89,36 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
-    if args.module.endswith(".ireereplay"):  # IREE's HAL replays: engine/cli/replay.py
+    if is_replay(args.module):
         from engine.cli.replay import debug
 
         return debug(args)
-    if not args.function:
-        print("iree-lens debug: --function is required for a module", file=sys.stderr)
+    if missing_function("debug", args):
         return 2
-    try:
-        text = Path(args.commands).read_text()
-    except OSError as e:
-        print(f"iree-lens debug: cannot read the commands file: {e}", file=sys.stderr)
-        return 2
-    try:
-        commands = parse_script(text, args.commands)
-        if args.engine == "reference":
-            check_for_reference(commands, args.commands)
-    except ScriptError as e:
-        print(f"iree-lens debug: {e}", file=sys.stderr)
+    commands = read_commands(args.commands, check_for_reference if args.engine == "reference" else None)
+    if commands is None:
         return 2
     return Debugger(args, commands).run()
+
+
+def read_commands(
+    path: str, check: Callable[[list[ScriptCommand], str], None] | None = None
+) -> list[ScriptCommand] | None:
+    """The commands file parsed (and checked by ``check`` for the engine that runs it), or ``None`` after
+    saying why it cannot be (the command exits with 2)."""
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        print(f"iree-lens debug: cannot read the commands file: {e}", file=sys.stderr)
+        return None
+    try:
+        commands = parse_script(text, path)
+        if check is not None:
+            check(commands, path)
+    except ScriptError as e:
+        print(f"iree-lens debug: {e}", file=sys.stderr)
+        return None
+    return commands
 
 
 def registers_json(registers: RegisterFile) -> dict[str, Any]:

@@ -12,6 +12,7 @@ import argparse
 import json
 import sys
 
+from engine.cli.program_arguments import is_replay
 from engine.errors import FormatError
 
 
@@ -36,7 +37,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.module.endswith(".ireereplay"):  # IREE's HAL replays: engine/cli/replay.py
+    if is_replay(args.module):
         from engine.cli.replay import inspect
 
         return inspect(args)

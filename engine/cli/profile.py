@@ -16,6 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from engine.cli.program_arguments import add_program_arguments, is_replay, missing_function
 from engine.errors import LensError
 from engine.trace.chrome import write_chrome_json
 from engine.trace.model import Trace
@@ -23,9 +24,7 @@ from engine.trace.model import Trace
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("profile", help="run a function and write its timing zones (Chrome trace JSON)")
-    p.add_argument("module", help="the .vmfb to run (or an .ireereplay, replayed on the debug engine)")
-    p.add_argument("--function", default="", help="exported function to call (required for a .vmfb)")
-    p.add_argument("--input", action="append", default=[], help="an input, as iree-run-module takes it")
+    add_program_arguments(p, "the .vmfb to run (or an .ireereplay, replayed on the debug engine)")
     p.add_argument(
         "--engine",
         choices=("reference", "debug"),
@@ -71,12 +70,13 @@ def profile_debug(module: str, function: str, inputs: list[str], device: str, re
     recorder = ZoneRecorder()
     hal_device = create_device(device)
 
-    class _RecordedRunner(DebugRunner):
-        def _init(self) -> None:  # record the module's initializer too: IREE's profile has its dispatches
-            recorder.attach(self.context.interpreter, self.device)
-            super()._init()
-
-    runner = _RecordedRunner(module, device, hal_module=HalModule(hal_device))
+    runner = DebugRunner(
+        module,
+        device,
+        hal_module=HalModule(hal_device),
+        # Record the module's initializer too: IREE's profile has its dispatches.
+        before_init=lambda loaded: recorder.attach(loaded.context.interpreter, loaded.device),
+    )
     arg_kinds, _ = split_cconv(runner.cconv(function))
     values = parse_inputs(inputs, arg_kinds)
     for _ in range(repeat):
@@ -99,12 +99,11 @@ def default_device(module: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.module.endswith(".ireereplay"):  # IREE's HAL replays: engine/cli/replay.py
+    if is_replay(args.module):
         from engine.cli.replay import profile
 
         return profile(args)
-    if not args.function:
-        print("iree-lens profile: --function is required for a module", file=sys.stderr)
+    if missing_function("profile", args):
         return 2
     if args.device is None:
         args.device = default_device(args.module)
@@ -118,15 +117,17 @@ def run(args: argparse.Namespace) -> int:
             )
         else:
             trace = profile_debug(args.module, args.function, args.input, args.device, args.repeat)
-        write_chrome_json(trace, args.out)
-    except LensError as e:
+        write_profile(trace, args.out)
+    except (LensError, OSError) as e:
         print(f"iree-lens profile: {e}", file=sys.stderr)
         return 1
-    except OSError as e:
-        print(f"iree-lens profile: {e}", file=sys.stderr)
-        return 1
+    return 0
+
+
+def write_profile(trace: Trace, out: str) -> None:
+    """Write ``trace`` as Chrome trace JSON to ``out`` and say how many dispatches and zones it holds."""
+    write_chrome_json(trace, out)
     dispatches = (
         int((trace.zones.category == trace.categories.id_of("dispatch")).sum()) if len(trace.zones) else 0
     )
-    print(f"{dispatches} dispatches, {len(trace.zones)} zones -> {args.out}")
-    return 0
+    print(f"{dispatches} dispatches, {len(trace.zones)} zones -> {out}")

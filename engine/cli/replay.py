@@ -17,12 +17,6 @@ import sys
 
 from engine.errors import LensError
 
-SUFFIX = ".ireereplay"
-
-
-def is_replay(path: str | None) -> bool:
-    return bool(path) and str(path).endswith(SUFFIX)
-
 
 def inspect(args: argparse.Namespace) -> int:
     from engine.replay.model import describe_replay, description_lines
@@ -64,7 +58,7 @@ def capture(args: argparse.Namespace) -> int:
         )
         return 2
     try:
-        from engine.cli.capture import parse_overrides
+        from engine.cli.capture import parse_overrides, report_bundle
         from engine.dispatch.tensor_types import interfaces_from_files
 
         substitutions = [Substitution.parse(s) for s in getattr(args, "substitute", None) or []]
@@ -79,16 +73,7 @@ def capture(args: argparse.Namespace) -> int:
     except LensError as e:
         print(f"iree-lens capture: {e}", file=sys.stderr)
         return 1
-    if args.dot:
-        from engine.dispatch.bundle import Bundle
-        from engine.dispatch.graph import dependency_graph
-
-        with open(args.dot, "w") as f:
-            f.write(dependency_graph(Bundle(result.directory).dispatches).to_dot())
-    print(
-        f"captured {result.dispatches} dispatches of {args.module} into {result.directory} "
-        f"({result.bytes_written} bytes of tensors)"
-    )
+    report_bundle(result, args.module, args.dot)
     return 0
 
 
@@ -195,8 +180,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def profile(args: argparse.Namespace) -> int:
-    from engine.trace.chrome import write_chrome_json
-
     if args.function or args.input:
         print(
             "iree-lens profile: a replay is a whole recorded run, profiled on the debug engine (--function and "
@@ -204,27 +187,21 @@ def profile(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    from engine.cli.profile import write_profile
     from engine.replay.profile import profile_replay
 
     try:
-        trace = profile_replay(args.module, args.device or "local-sync", args.repeat)
-        write_chrome_json(trace, args.out)
+        write_profile(profile_replay(args.module, args.device or "local-sync", args.repeat), args.out)
     except (LensError, OSError) as e:
         print(f"iree-lens profile: {e}", file=sys.stderr)
         return 1
-    dispatches = (
-        int((trace.zones.category == trace.categories.id_of("dispatch")).sum()) if len(trace.zones) else 0
-    )
-    print(f"{dispatches} dispatches, {len(trace.zones)} zones -> {args.out}")
     return 0
 
 
 def debug(args: argparse.Namespace) -> int:
     """``iree-lens debug RUN.ireereplay --commands=FILE [--json]`` (``engine/replay/debugger.py``)."""
-    from pathlib import Path
-
+    from engine.cli.debug import read_commands
     from engine.replay.debugger import ReplayDebugger, check_for_replay
-    from engine.session.script import ScriptError, parse_script
 
     if args.function or args.input or args.engine != "debug" or getattr(args, "remote", None):
         print(
@@ -233,16 +210,8 @@ def debug(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    try:
-        text = Path(args.commands).read_text()
-    except OSError as e:
-        print(f"iree-lens debug: cannot read the commands file: {e}", file=sys.stderr)
-        return 2
-    try:
-        commands = parse_script(text, args.commands)
-        check_for_replay(commands, args.commands)
-    except ScriptError as e:
-        print(f"iree-lens debug: {e}", file=sys.stderr)
+    commands = read_commands(args.commands, check_for_replay)
+    if commands is None:
         return 2
     try:
         debugger = ReplayDebugger(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from engine.cli.program_arguments import is_replay
 from engine.dispatch.golden import add_golden_arguments, apply_golden, check_golden
 from engine.errors import LensError
 from engine.runtime.check import CheckRecorder, imports_check_module, reference_check_module
@@ -110,7 +111,7 @@ def _replacements(args) -> list:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.module and args.module.endswith(".ireereplay"):  # IREE's HAL replays: engine/cli/replay.py
+    if is_replay(args.module):
         from engine.cli.replay import run as run_replay
 
         return run_replay(args)

@@ -153,8 +153,8 @@ def from_storage(array: np.ndarray, element: str | None) -> np.ndarray:
 
 
 def name_candidates(export_name: str) -> tuple[tuple[int, ...], str] | None:
-    """The loop sizes and element type IREE's dispatch name ends with: ``..._matmul_4x16x8_f32`` ->
-    ``((4, 16, 8), "f32")``; ``..._softmax_4x16xf32_...`` works too. ``None`` without such a suffix."""
+    """The loop sizes and element type IREE's dispatch name ends with: ``…_matmul_4x16x8_f32`` ->
+    ``((4, 16, 8), "f32")``; ``…_softmax_4x16xf32_...`` works too. ``None`` without such a suffix."""
     m = re.search(r"_((?:\d+x)*\d+)_?x?((?:b?f|u?i)\d+)(?:_|$)", export_name)
     if not m:
         return None

@@ -24,6 +24,7 @@ import fnmatch
 import json
 import queue
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -92,14 +93,16 @@ def check_for_replay(commands: list[ScriptCommand], path: str | None = None) -> 
 
 
 class _Gate(DispatchObserver):
-    def __init__(self, debugger: ReplayDebugger):
-        self.debugger = debugger
+    """Hands every dispatch, before and after, to the debugger's breakpoint check."""
+
+    def __init__(self, on_dispatch: Callable[[DispatchRecord, str], None]):
+        self.on_dispatch = on_dispatch
 
     def before_dispatch(self, record: DispatchRecord) -> None:
-        self.debugger._dispatch(record, "before")
+        self.on_dispatch(record, "before")
 
     def after_dispatch(self, record: DispatchRecord) -> None:
-        self.debugger._dispatch(record, "after")
+        self.on_dispatch(record, "after")
 
 
 class _EventCounter(DispatchObserver):
@@ -138,7 +141,7 @@ class ReplayDebugger:
         self.executor = ReplayExecutor(
             self.replay, self.device, substitutions=substitutions, on_record=self._record
         )
-        self.device.observers.append(_Gate(self))
+        self.device.observers.append(_Gate(self._dispatch))
         self._stops: queue.Queue[Stop] = queue.Queue()
         self._resume: queue.Queue[bool] = queue.Queue()
         self._steps: int | None = None
@@ -228,7 +231,7 @@ class ReplayDebugger:
             self._resume.put(False)  # the parked run thread unwinds
             self._thread.join(timeout=WAIT_S)
         self.device = create_device(self.device_uri)
-        self.device.observers.append(_Gate(self))
+        self.device.observers.append(_Gate(self._dispatch))
         self.executor = ReplayExecutor(
             self.replay, self.device, substitutions=self.substitutions, on_record=self._record
         )

@@ -30,7 +30,9 @@ class DebugRunner:
     """One module loaded into our VM with the emulated HAL on one device.
 
     ``trace`` receives one line per executed instruction (``--trace``). ``extra_modules`` are native modules
-    (for example the ``check`` module) registered between ``hal`` and the program.
+    (for example the ``check`` module) registered between ``hal`` and the program. ``before_init`` is called
+    with the runner once the program is loaded and before its initializer (``__init``) runs, so that a
+    profiler or tracer attached there sees the initializer's work too.
     """
 
     def __init__(
@@ -41,6 +43,7 @@ class DebugRunner:
         trace: Callable[[str], Any] | None = None,
         extra_modules: list[NativeModule] | None = None,
         hal_module: HalModule | None = None,
+        before_init: Callable[[DebugRunner], Any] | None = None,
     ):
         self.module_path = str(module_path)
         self.device_uri = device_uri
@@ -52,6 +55,8 @@ class DebugRunner:
             self.context = VmContext([self.hal, *(extra_modules or []), self.module], call_init=False)
             if trace is not None:
                 self.context.interpreter.trace_hook = lambda record: trace(format_step(record))
+            if before_init is not None:
+                before_init(self)
             self._init()
         except LensError as e:
             raise DebugRunError(self._message(e), self._status(e)) from e

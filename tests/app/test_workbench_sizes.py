@@ -121,3 +121,76 @@ def test_a_restored_session_fits_1366(qtbot, make_main_window, tmp_path):
     settle(qtbot, window)
     assert window.minimumSizeHint().width() <= 1366 and window.width() <= 1366
     assert not too_small(panel), too_small(panel)
+
+
+def hidden_or_cut_actions(window) -> list[str]:
+    """Actions a user cannot see: in a QToolBar's » extension menu, or a button narrower than its hint."""
+    from PySide6.QtWidgets import QToolBar
+
+    bad = []
+    for bar in window.findChildren(QToolBar):
+        if not bar.isVisible():
+            continue
+        extension = [c for c in bar.children() if type(c).__name__ == "QToolBarExtension"]
+        if any(e.isVisible() for e in extension):
+            bad.append(f"{bar.objectName()}: actions in the » menu")
+        for action in bar.actions():
+            widget = bar.widgetForAction(action)
+            if action.isVisible() and not action.isSeparator() and widget is not None and not widget.isVisible():
+                bad.append(f"{bar.objectName()}: {action.text()} hidden")
+    panel = window.panels["stepper"]
+    for strip in (panel.toolbar, panel.reverse.toolbar):
+        for button in strip.buttons():
+            hint = button.sizeHint()
+            if not button.isVisible() or button.width() < hint.width() or button.height() < hint.height():
+                bad.append(f"{strip.objectName()}: {button.text()} {button.width()} < {hint.width()}")
+            inside = strip.rect().contains(button.geometry())
+            if not inside:
+                bad.append(f"{strip.objectName()}: {button.text()} outside the strip")
+    return bad
+
+
+@pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
+def test_every_stepper_action_and_compile_option_is_visible(qtbot, main_window, tmp_path, size):
+    """After opening a module (an .mlir: compiled here, its phases and the Compile panel open), every stepper
+    action is on screen at its size hint (none in a » menu), and every Compile option box has its full label."""
+    from engine.samples import sample_path
+
+    window = main_window
+    window.resize(*size)
+    settle(qtbot, window)
+    panel = window.panels["stepper"]
+    with qtbot.waitSignal(panel.bridge.opened, timeout=TIMEOUT):
+        window.open_file(sample_path("mlp"))
+    window.resize(*size)
+    window.docks["stepper"].raise_()
+    settle(qtbot, window)
+    assert window.minimumSizeHint().width() <= 1366, window.minimumSizeHint()
+    assert not hidden_or_cut_actions(window), hidden_or_cut_actions(window)
+    # A stop at a dispatch opens its tensors as a document: the docks keep their room (the tensor inspector's
+    # Compare row once made the document ~800 px wide at its minimum, squeezing the stepper to its floor).
+    from engine.session.protocol import Breakpoint
+
+    before = window.docks["stepper"].width()
+    with qtbot.waitSignal(panel.bridge.breakpointsChanged, timeout=TIMEOUT):
+        panel.bridge.add_breakpoint(Breakpoint("dispatch", ordinal=0, when="after"))
+    with qtbot.waitSignal(panel.bridge.dispatchStopped, timeout=TIMEOUT):
+        assert window.run_function()
+    qtbot.waitUntil(lambda: window.documents.document("paused-dispatch") is not None, timeout=10_000)
+    settle(qtbot, window)
+    window.grab().save(str(tmp_path / f"stopped_{size[0]}.png"))
+    assert window.docks["stepper"].width() >= 0.9 * before, (before, window.docks["stepper"].width())
+    assert not hidden_or_cut_actions(window), hidden_or_cut_actions(window)
+    compile_panel = window.show_panel("compile")
+    settle(qtbot, window)
+    window.grab().save(str(tmp_path / f"compile_{size[0]}.png"))
+    for form in (compile_panel.options, compile_panel.variant_b):
+        compile_panel.options_tabs.setCurrentWidget(form)
+        settle(qtbot, window)
+        for name, box in (*form.conversions.items(), ("trace", form.trace)):
+            hint = box.sizeHint()
+            assert box.isVisible() and box.width() >= hint.width() and box.height() >= hint.height(), (
+                f"{name}: {box.width()}x{box.height()} < {hint.width()}x{hint.height()}"
+            )
+            assert box.text() == name or box is form.trace  # the full label, never elided
+    assert window.minimumSizeHint().width() <= 1366, window.minimumSizeHint()

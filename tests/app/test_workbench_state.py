@@ -121,9 +121,14 @@ def test_opening_a_second_module_leaves_nothing_of_the_first(qtbot, main_window,
     assert panel.call_stack.topLevelItemCount() and panel.registers.registers.i32
     assert panel.output.toPlainText()
 
+    assert window.workbench.state.stop_text and window.workbench.state.function == "small_cnn"
+
     # The transformer: nothing of the CNN remains.
     panel = open_module(qtbot, window, transformer)
     assert window.workbench.module.path == transformer
+    state = window.workbench.state
+    assert state.paused is None and state.stop_text == "" and "small_cnn" not in state.functions
+    assert state.function == "attention_block" == panel.function_combo.currentText()
     assert panel.output.toPlainText() == ""
     assert panel.call_stack.topLevelItemCount() == 0
     assert not panel.registers.registers.i32
@@ -131,8 +136,10 @@ def test_opening_a_second_module_leaves_nothing_of_the_first(qtbot, main_window,
     assert window.documents.document("paused-dispatch") is None
     assert panel.function_combo.currentText() == "attention_block"
     assert "small_cnn" not in [panel.function_combo.itemText(i) for i in range(panel.function_combo.count())]
-    # The inputs offered fit the transformer's signature (not the CNN's .npy).
+    # The inputs offered fit the transformer's signature (not the CNN's .npy), in the one state and its view.
     qtbot.waitUntil(lambda: panel.inputs == ("1x8x32xf32=0",), timeout=10_000)
+    assert window.workbench.state.inputs == ("1x8x32xf32=0",)
+    assert panel.inputs_edit.text() == "--input=1x8x32xf32=0"
     args = window.run_inputs.arguments("attention_block")
     assert misfit(args, panel.inputs, "attention_block") is None
     assert misfit(args, (f"@{x}",), "attention_block") is not None
@@ -143,6 +150,68 @@ def test_opening_a_second_module_leaves_nothing_of_the_first(qtbot, main_window,
     # Back to the CNN file: its own inputs (per file and function) come back.
     panel = open_module(qtbot, window, cnn)
     qtbot.waitUntil(lambda: panel.inputs == (f"@{x}",), timeout=10_000)
+
+
+def test_the_run_bar_is_a_view_of_the_workbench(qtbot, main_window, compiled):
+    """The function box and the inputs line keep no copy of their own: they show the workbench's function
+    and inputs and edit them; Run and Profile read the same state."""
+    from app.views.stepper_inputs import format_inputs_line
+
+    window = main_window
+    workbench = window.workbench
+    panel = open_module(qtbot, window, compiled.path("mlp", "llvm-cpu"))
+    qtbot.waitUntil(lambda: workbench.state.inputs == ("2x16xf32=0",), timeout=10_000)
+    assert panel.function_combo.currentText() == workbench.state.function == "main"
+    items = tuple(panel.function_combo.itemText(i) for i in range(panel.function_combo.count()))
+    assert items == workbench.state.functions and workbench.state.functions[0] == "main"
+    assert panel.inputs_edit.text() == format_inputs_line(workbench.state.inputs)
+    # The state changed (by the Inputs menu, a restore, any view): the widgets show it.
+    workbench.set_inputs(("2x16xf32=0.5",))
+    assert panel.inputs_edit.text() == "--input=2x16xf32=0.5"
+    workbench.set_function("__init")
+    assert panel.function_combo.currentText() == "__init"
+    # The user edits the widgets: the state follows, and what is typed is never rewritten under the cursor.
+    panel.function_combo.setCurrentText("main")
+    assert workbench.state.function == "main"
+    panel.inputs_edit.clear()
+    assert workbench.state.inputs == ()
+    qtbot.keyClicks(panel.inputs_edit, '--input="2x16xf32=2')  # a quote not closed yet
+    assert panel.inputs_edit.text() == '--input="2x16xf32=2'
+    assert workbench.state.inputs == ("2x16xf32=2",)
+    qtbot.keyClicks(panel.inputs_edit, '"')
+    # Run calls exactly the state's function with the state's inputs.
+    with qtbot.waitSignal(window.session_bridge.finished, timeout=TIMEOUT) as done:
+        qtbot.keyClick(panel.inputs_edit, Qt.Key.Key_Return)
+    assert done.args[0].function == "main"
+    assert window.session_bridge.last_call.inputs == ("2x16xf32=2",) == workbench.state.inputs
+    expected = reference_output(compiled.path("mlp", "llvm-cpu"), "main", ["2x16xf32=2"])
+    assert expected.split("result[0]: hal.buffer_view", 1)[1].strip().splitlines()[0] in done.args[0].results_text
+    assert panel.output.toPlainText().splitlines()[0] == "$ main --input=2x16xf32=2"
+
+
+def test_opening_another_program_closes_the_previous_ones_phases(qtbot, main_window):
+    """The phases document of the previous program goes with it; the Compile panel keeps its compilation
+    (for diffs), and a program compiled in the panel keeps its phases when it is debugged."""
+    from engine.samples import sample_path
+
+    window = main_window
+
+    def phases() -> list[str]:
+        return [t for t in window.documents.titles() if t.startswith("Phases")]
+
+    open_module(qtbot, window, sample_path("mlp"))
+    assert phases() == ["Phases — mlp.mlir"]
+    open_module(qtbot, window, sample_path("softmax"))
+    assert phases() == ["Phases — softmax.mlir"]
+    compile_panel = window.panels["compile"]
+    assert len(compile_panel.compilations) >= 2
+    compile_panel.set_source(sample_path("mlp"))
+    with qtbot.waitSignal(compile_panel.compilationFinished, timeout=TIMEOUT):
+        compile_panel.compile()
+    qtbot.waitUntil(lambda: "Phases — mlp.mlir" in phases(), timeout=10_000)
+    with qtbot.waitSignal(window.session_bridge.opened, timeout=TIMEOUT):
+        compile_panel.debug_button.click()
+    assert phases() == ["Phases — mlp.mlir"]
 
 
 @needs_models

@@ -103,7 +103,9 @@ class CpuExecutableLibrary:
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
             try:
-                self._dll = _c.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL)
+                # Our own handle from dlopen (for dlclose) rather than CDLL's private ``_handle``.
+                self._dl_handle = _ctypes.dlopen(path, os.RTLD_NOW | os.RTLD_LOCAL)
+                self._dll = _c.CDLL(path, handle=self._dl_handle)
             except OSError as e:
                 raise ExecutableLoadError(f"executable {name!r} cannot be loaded: {e}") from None
         finally:
@@ -256,7 +258,7 @@ class CpuExecutableLibrary:
 
     def _unload(self) -> None:
         if getattr(self, "_dll", None) is not None and not self._closed:
-            _ctypes.dlclose(self._dll._handle)
+            _ctypes.dlclose(self._dl_handle)
         self._closed = True
 
     def close(self) -> None:
@@ -296,6 +298,15 @@ class CpuExecutableLibrary:
     def export_address(self, export: int | str) -> int:
         """The address of an export's dispatch function in this process (for mapping faults to code)."""
         return self._export_addresses[self.export(export).ordinal]
+
+    def dispatch_function(self, export: int | str) -> DISPATCH_FN:
+        """An export's dispatch function, callable as ``fn(environment, dispatch_state, workgroup_state)``."""
+        return self._functions[self.export(export).ordinal]
+
+    @property
+    def environment_address(self) -> int:
+        """The address of the library's ``iree_hal_executable_environment_v0_t`` (every dispatch passes it)."""
+        return _c.addressof(self._environment)
 
     @property
     def load_base(self) -> int:
@@ -492,8 +503,8 @@ class PreparedDispatch:
         self.library = library
         self.export = export
         self.workgroup_count = (cx, cy, cz)
-        self._fn = library._functions[export.ordinal]
-        self._fn_address = library._export_addresses[export.ordinal]
+        self._fn = library.dispatch_function(export.ordinal)
+        self._fn_address = library.export_address(export.ordinal)
         resolved = [_binding_address(b, i, export, min_alignment) for i, b in enumerate(bindings)]
         self._arrays = [r[0] for r in resolved]  # keeps the memory alive while the kernel may use it
         local_size = attrs.local_memory_size + int(dynamic_local_memory)
@@ -517,7 +528,7 @@ class PreparedDispatch:
             *(r[1] for r in resolved),
             *(r[2] for r in resolved),
         )  # fmt: skip
-        self._env_address = _c.addressof(library._environment)
+        self._env_address = library.environment_address
         self._ds_address = base
         self._ws_address = base + _DS_SIZE
         self._ws: WorkgroupStateStruct | None = None

@@ -809,11 +809,10 @@ class HalModule(NativeModule):
 
     @export("fence.fail", "0ri_v")
     def fence_fail(self, fence, status):
-        code = (
-            StatusCode(status & 0x1F)
-            if (status & 0x1F) in StatusCode._value2member_map_
-            else StatusCode.UNKNOWN
-        )
+        try:
+            code = StatusCode(status & 0x1F)
+        except ValueError:  # a code IREE does not define
+            code = StatusCode.UNKNOWN
         _deref(fence, HalFence, "hal.fence").fail(VmStatusError(code, ""))
 
     @export("fence.await", "0iICrD_i")

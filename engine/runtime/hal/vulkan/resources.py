@@ -81,7 +81,7 @@ class VulkanPipeline:
         self.entry_point = p.entry_point
         layout = d.pipeline_layouts[p.pipeline_layout_ordinal]
         self.push_constant_bytes = layout.push_constant_bytes
-        self.layout, self.set_layouts = executable._pipeline_layout(p.pipeline_layout_ordinal)
+        self.layout, self.set_layouts = executable.pipeline_layout(p.pipeline_layout_ordinal)
         # HAL binding i → (set number, binding number, array element), in declaration order.
         self.descriptor_slots: list[tuple[int, int, int]] = [
             (set_no, b.binding, e)
@@ -100,7 +100,7 @@ class VulkanPipeline:
             self.bda_layout.binding_count if self.bda_layout is not None else len(self.descriptor_slots)
         )
         self.handle = executable.device.create_compute_pipeline(
-            executable._shader_module(p.shader_module_ordinal),
+            executable.shader_module(p.shader_module_ordinal),
             p.entry_point,
             self.layout,
             executable.constants,
@@ -138,7 +138,8 @@ class VulkanExecutable:
             self._pipelines[ordinal] = VulkanPipeline(self, ordinal)
         return self._pipelines[ordinal]
 
-    def _shader_module(self, ordinal: int):
+    def shader_module(self, ordinal: int):
+        """The ``VkShaderModule`` of the executable's shader module ``ordinal`` (created once, on first use)."""
         if ordinal not in self._modules:
             self._modules[ordinal] = self.device.create_shader_module(
                 self.definition.shader_modules[ordinal].spirv
@@ -152,7 +153,8 @@ class VulkanExecutable:
             )
         return self._set_layouts[ordinal]
 
-    def _pipeline_layout(self, ordinal: int):
+    def pipeline_layout(self, ordinal: int):
+        """The ``VkPipelineLayout`` of pipeline layout ``ordinal`` and its descriptor set layouts (created once)."""
         if ordinal not in self._layouts:
             layout_def = self.definition.pipeline_layouts[ordinal]
             sets = [self._set_layout(s) for s in layout_def.descriptor_set_layout_ordinals]
