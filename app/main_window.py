@@ -37,7 +37,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.context import LensContext, LoadedModule
-from app.documents import DocumentArea
+from app.documents import KEY_PROPERTY, DocumentArea
 from app.messages import Level, Message, MessageLog
 from app.module_loader import OPENABLE_SUFFIXES, load_file
 from app.panels import AREAS, PANELS, PanelServices, PanelSpec
@@ -411,10 +411,19 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage(text, 20000)
         self.messages.info(text)
 
-    def _on_module_reset(self, _loaded) -> None:
-        """A new module: the previous one's error banner, paused dispatch and run profile go."""
+    def _on_module_reset(self, loaded) -> None:
+        """A new module: the previous one's error banner, paused dispatch, phases and run profile go."""
         self.banner.hide()
         self.documents.close_document("paused-dispatch")
+        for document in self.documents.documents():
+            compilation = getattr(document, "compilation", None)
+            if compilation is None or not str(document.property(KEY_PROPERTY) or "").startswith("compilation:"):
+                continue
+            ours = loaded is not None and (
+                compilation is loaded.compilation or str(getattr(compilation, "vmfb_path", "")) == str(loaded.path)
+            )
+            if not ours:  # another module's phases (the Compile panel keeps the compilation for diffs)
+                self.documents.close_document(document)
         zones = self.panels.get("zones")
         previous = self.workbench.previous_module
         trace = getattr(zones, "trace", None)

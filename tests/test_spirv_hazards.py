@@ -134,3 +134,38 @@ def test_small_cnn_flagged_kernels_agree_with_spirv_dis(tmp_path, target, workgr
     (conv,) = [f for name, f in flagged.items() if "conv" in name]
     assert conv.invocations == workgroup
     assert conv.spans_subgroups(32) == (workgroup > 32)
+
+
+@pytest.mark.vulkan
+def test_diverge_notes_a_culprit_that_shares_workgroup_memory_without_barrier(tmp_path):
+    """At zero tolerance small_cnn's llvm-cpu and Vulkan builds part at the convolution (rounding), a kernel
+    with 64-invocation workgroups sharing workgroup memory with no barrier: diverge says so in its notes."""
+    import json
+    import sys
+
+    from engine.compiler.targets import target_flags
+    from engine.dispatch.spirv_hazards import module_unsynchronised_workgroups
+    from engine.runtime.hal.vulkan import vulkan_available
+
+    if (reason := vulkan_available()) is not None:
+        pytest.skip(f"no Vulkan: {reason}")
+    source = MODELS / "small_cnn.mlir"
+    if not source.exists():
+        pytest.skip(f"{source} is absent (the shared models folder)")
+    vulkan = _compile(source, tmp_path / "vk.vmfb")
+    cpu = tmp_path / "cpu.vmfb"
+    cmd = [iree_tool("iree-compile"), str(source), *target_flags("llvm-cpu"), "-o", str(cpu)]
+    subprocess.run(cmd, check=True, capture_output=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "app.launcher", "diverge", str(cpu), str(vulkan),
+         f"--input=@{MODELS / 'small_cnn_x.npy'}", "--atol=0", "--rtol=0", "--json"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    culprit = report["first_divergence"]["name"]
+    flagged = module_unsynchronised_workgroups(open_vmfb(vulkan))
+    assert culprit in flagged  # the convolution, per the spirv-dis check above
+    notes = [n for n in report["notes"] if n.startswith(f"B's {culprit}: workgroup")]
+    assert len(notes) == 1 and f"({flagged[culprit].invocations} invocations)" in notes[0]
+    assert not any(n.startswith("A's ") for n in report["notes"])  # llvm-cpu has no SPIR-V

@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QListWidget,
     QPushButton,
+    QScrollArea,
     QSizePolicy,
     QSpinBox,
     QSplitter,
@@ -292,7 +293,13 @@ class TensorInspector(QWidget):
         self.tabs.addTab(self.heatmap, "Heatmap")
         self.tabs.addTab(self.table, "Table")
         self.tabs.addTab(self.histogram, "Histogram")
-        self.tabs.addTab(compare_page, "Compare")
+        # The Compare controls need ~700 px in one row; in a scroll area they no longer set the document's
+        # minimum width (which squeezed the side docks to their floors in a 1366-px window at every stop).
+        compare_scroll = QScrollArea(self)
+        compare_scroll.setWidgetResizable(True)
+        compare_scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        compare_scroll.setWidget(compare_page)
+        self.tabs.addTab(compare_scroll, "Compare")
 
         controls = QFormLayout()
         axes = QHBoxLayout()

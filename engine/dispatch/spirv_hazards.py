@@ -91,3 +91,31 @@ def unsynchronised_workgroups(words: np.ndarray) -> list[UnsynchronisedWorkgroup
         return []
     found = [UnsynchronisedWorkgroup(names[e], sizes[e]) for e in names if e in sizes]
     return [f for f in found if f.invocations > 1]
+
+
+def module_unsynchronised_workgroups(module) -> dict[str, UnsynchronisedWorkgroup]:
+    """:func:`unsynchronised_workgroups` of every Vulkan executable of an opened ``.vmfb``
+    (``engine.runtime.vmfb.module.open_vmfb``), by entry point name. Other executables are left out."""
+    from engine.runtime.vmfb.vke1 import read_vke1
+
+    found: dict[str, UnsynchronisedWorkgroup] = {}
+    for exe in module.executables:
+        if exe.format == "vulkan-spirv-fb":
+            for shader in read_vke1(bytes(exe.data)).shader_modules:
+                found.update((f.entry_point, f) for f in unsynchronised_workgroups(shader.spirv))
+    return found
+
+
+def race_note(module, entry_point: str, side: str = "B") -> str | None:
+    """The diverge note for a culprit kernel so flagged in ``module`` (None when it is not)."""
+    try:
+        found = module_unsynchronised_workgroups(module).get(entry_point)
+    except Exception:  # noqa: BLE001 - a note is a hint: a module the reader cannot parse gives none
+        return None
+    if found is None:
+        return None
+    return (
+        f"{side}'s {found.describe()}: on a device whose subgroup is smaller than {found.invocations} "
+        "invocations nothing orders them, and its result can change from run to run (a race in the compiled "
+        "kernel, not rounding); run diverge again: another result or another first divergence confirms it"
+    )

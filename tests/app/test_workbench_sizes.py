@@ -167,6 +167,20 @@ def test_every_stepper_action_and_compile_option_is_visible(qtbot, main_window, 
     settle(qtbot, window)
     assert window.minimumSizeHint().width() <= 1366, window.minimumSizeHint()
     assert not hidden_or_cut_actions(window), hidden_or_cut_actions(window)
+    # A stop at a dispatch opens its tensors as a document: the docks keep their room (the tensor inspector's
+    # Compare row once made the document ~800 px wide at its minimum, squeezing the stepper to its floor).
+    from engine.session.protocol import Breakpoint
+
+    before = window.docks["stepper"].width()
+    with qtbot.waitSignal(panel.bridge.breakpointsChanged, timeout=TIMEOUT):
+        panel.bridge.add_breakpoint(Breakpoint("dispatch", ordinal=0, when="after"))
+    with qtbot.waitSignal(panel.bridge.dispatchStopped, timeout=TIMEOUT):
+        assert window.run_function()
+    qtbot.waitUntil(lambda: window.documents.document("paused-dispatch") is not None, timeout=10_000)
+    settle(qtbot, window)
+    window.grab().save(str(tmp_path / f"stopped_{size[0]}.png"))
+    assert window.docks["stepper"].width() >= 0.9 * before, (before, window.docks["stepper"].width())
+    assert not hidden_or_cut_actions(window), hidden_or_cut_actions(window)
     compile_panel = window.show_panel("compile")
     settle(qtbot, window)
     window.grab().save(str(tmp_path / f"compile_{size[0]}.png"))

@@ -189,6 +189,31 @@ def test_the_run_bar_is_a_view_of_the_workbench(qtbot, main_window, compiled):
     assert panel.output.toPlainText().splitlines()[0] == "$ main --input=2x16xf32=2"
 
 
+def test_opening_another_program_closes_the_previous_ones_phases(qtbot, main_window):
+    """The phases document of the previous program goes with it; the Compile panel keeps its compilation
+    (for diffs), and a program compiled in the panel keeps its phases when it is debugged."""
+    from engine.samples import sample_path
+
+    window = main_window
+
+    def phases() -> list[str]:
+        return [t for t in window.documents.titles() if t.startswith("Phases")]
+
+    open_module(qtbot, window, sample_path("mlp"))
+    assert phases() == ["Phases — mlp.mlir"]
+    open_module(qtbot, window, sample_path("softmax"))
+    assert phases() == ["Phases — softmax.mlir"]
+    compile_panel = window.panels["compile"]
+    assert len(compile_panel.compilations) >= 2
+    compile_panel.set_source(sample_path("mlp"))
+    with qtbot.waitSignal(compile_panel.compilationFinished, timeout=TIMEOUT):
+        compile_panel.compile()
+    qtbot.waitUntil(lambda: "Phases — mlp.mlir" in phases(), timeout=10_000)
+    with qtbot.waitSignal(window.session_bridge.opened, timeout=TIMEOUT):
+        compile_panel.debug_button.click()
+    assert phases() == ["Phases — mlp.mlir"]
+
+
 @needs_models
 def test_fill_and_run_without_inputs_give_a_run(qtbot, main_window, models):
     window = main_window
