@@ -61,6 +61,7 @@ QUERIES = [
     p.RevertSubstitution("main_dispatch_0"),
     p.ExportSubstitutions("/tmp/out"),
     p.BenchmarkDispatch(5),
+    p.ReadDisassembly("main"),
 ]
 ANSWERS = [
     p.Registers(p.ReadRegisters(), DETAIL.registers),
@@ -80,6 +81,7 @@ ANSWERS = [
     p.SubstitutionReverted(p.RevertSubstitution("e"), "e"),
     p.SubstitutionsExported(p.ExportSubstitutions("/o"), "/o/substitutions.txt"),
     p.DispatchBenchmark(p.BenchmarkDispatch(), 1e-3, 2e-3),
+    p.Disassembly(p.ReadDisassembly("main"), "main", ((0, "vm.return"),)),
 ]
 EVENTS = [
     p.Opened("/tmp/x.vmfb", ("main",), "local-sync"),

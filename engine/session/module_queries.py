@@ -7,25 +7,8 @@ from the file of the last ``Open`` it passed on (``engine.session.stream``); an 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from engine.errors import LensError
-from engine.session.protocol import Answer, Query
-
-
-@dataclass(frozen=True)
-class ReadDisassembly(Query):
-    """The instructions of VM function ``function`` (an export or internal name) of the open module."""
-
-    function: str
-
-
-@dataclass(frozen=True)
-class Disassembly(Answer):
-    """``(pc, text)`` of each instruction, the text as ``iree-dump-module --output=disassembly`` prints it."""
-
-    function: str
-    lines: tuple[tuple[int, str], ...]
+from engine.session.protocol import Disassembly, ReadDisassembly
 
 
 def disassembly(module_path: str, query: ReadDisassembly) -> Disassembly:
@@ -40,4 +23,6 @@ def disassembly(module_path: str, query: ReadDisassembly) -> Disassembly:
     return Disassembly(query, query.function, tuple((line.pc, line.text) for line in lines))
 
 
+# The queries answered here (their messages are in ``engine.session.protocol`` with the others).
 QUERIES = (ReadDisassembly,)
+__all__ = ["QUERIES", "Disassembly", "ReadDisassembly", "disassembly"]

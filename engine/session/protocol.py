@@ -430,6 +430,14 @@ class ReadHistory(Query):
 
 
 @dataclass(frozen=True)
+class ReadDisassembly(Query):
+    """The instructions of VM function ``function`` (an export or internal name) of the open module: a query
+    about the module file, which the session's side answers (``engine.session.module_queries``)."""
+
+    function: str
+
+
+@dataclass(frozen=True)
 class Watch:
     """Something whose last change a ``WhenChanged`` looks for."""
 
@@ -773,6 +781,14 @@ class DispatchBenchmark(Answer):
     iree_edited_s: float | None = None
 
 
+@dataclass(frozen=True)
+class Disassembly(Answer):
+    """``(pc, text)`` of each instruction, the text as ``iree-dump-module --output=disassembly`` prints it."""
+
+    function: str
+    lines: tuple[tuple[int, str], ...]
+
+
 # The answer type of each query (a substitution query may also answer ``SubstitutionRefused``).
 ANSWERS: dict[type[Query], type[Answer]] = {
     ReadRegisters: Registers,
@@ -789,6 +805,7 @@ ANSWERS: dict[type[Query], type[Answer]] = {
     RevertSubstitution: SubstitutionReverted,
     ExportSubstitutions: SubstitutionsExported,
     BenchmarkDispatch: DispatchBenchmark,
+    ReadDisassembly: Disassembly,
 }
 SUBSTITUTION_QUERIES = (Substitute, RerunDispatch, RevertSubstitution, ExportSubstitutions, BenchmarkDispatch)
 
