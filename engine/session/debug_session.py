@@ -377,7 +377,8 @@ class DebugSession:
                 for v in values
                 if isinstance(v, Tensor)
             )
-            self.emit(Finished(self._function or "", format_results(values), outputs))
+            verdicts = self.gate.diverge_verdicts() if self.gate is not None else ()
+            self.emit(Finished(self._function or "", format_results(values), outputs, verdicts))
         elif stop.reason == "trap":
             trap = stop.trap
             self.emit(Failed(trap.describe(), trap.code.name, self.location(trap.stack)))

@@ -551,6 +551,9 @@ class Finished(Event):
     function: str
     results_text: str
     outputs: tuple[TensorRef, ...] = ()
+    # (ordinal, verdict) of each dispatch a diverge breakpoint judged in this call (none diverged, or only
+    # after its stop): the window colours its dispatch list with them (see DivergenceStop.verdicts).
+    verdicts: tuple[tuple[int, str], ...] = ()
 
 
 @dataclass(frozen=True)
