@@ -49,7 +49,7 @@ from engine.session.protocol import (
 )
 from engine.session.wire import Compression, ConnectionLost, WireError, read_frame, write_frame
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2  # 2: dataclass fields at their defaults are left out
 # Handlers the client names by a short word (any ``engine`` class of the handler shape is accepted too).
 HANDLERS = {
     "debug": "engine.session.debug_session:DebugSession",
@@ -113,6 +113,10 @@ def serve(reader: BinaryIO, writer: BinaryIO, *, compress: bool = True) -> int:
             send({"k": "event", "event": event})
 
     handler = session_class(emit)
+    if hasattr(handler, "report_progress"):
+        handler.report_progress = progress  # not asked for: no Progress built per dispatch
+    if hasattr(handler, "copy_answers"):
+        handler.copy_answers = False  # an answer is sent before the next command runs: no copy to keep
     send({"k": "hello", "role": "server", "version": PROTOCOL_VERSION, "host": socket.gethostname(), "pid": os.getpid()})
 
     return _CommandLoop(reader, handler, send, emit).run()
