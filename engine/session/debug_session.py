@@ -93,6 +93,7 @@ class DebugSession:
         self.breakpoints: tuple[Breakpoint, ...] = ()
         self._function: str | None = None
         self._result_kinds = ""
+        self._results_text = True  # the current call's ``Call.results_text``
         self.run = ParkedRun()  # the run thread, parked inside a dispatch while the command loop serves
         self._resumed: Command | None = None  # the latest command that resumed the current action
         self._code_pcs: dict[tuple[int, int], list[int]] = {}
@@ -202,6 +203,7 @@ class DebugSession:
         runner.context.interpreter.reset()
         self.gate.begin_call(runner.device.dispatch_count, command.function, tuple(command.inputs))
         self._function = command.function
+        self._results_text = command.results_text
         runner.context.begin_call(command.function, vm_args)
         if command.stop_at_entry:
             self.emit(Stopped(StopReason.ENTRY, self.location(), self.stop_detail()))
@@ -381,7 +383,8 @@ class DebugSession:
                 for v in values
                 if isinstance(v, Tensor)
             )
-            self.emit(Finished(self._function or "", format_results(values), outputs))
+            text = format_results(values) if self._results_text else ""
+            self.emit(Finished(self._function or "", text, outputs))
         elif stop.reason == "trap":
             trap = stop.trap
             self.emit(Failed(trap.describe(), trap.code.name, self.location(trap.stack)))
