@@ -438,6 +438,14 @@ class ReadDisassembly(Query):
 
 
 @dataclass(frozen=True)
+class ReadModuleFile(Query):
+    """The bytes of the module file ``path`` on the session's side (a relative path is taken from the
+    session's working directory); no module needs to be open (``engine.session.module_queries``)."""
+
+    path: str
+
+
+@dataclass(frozen=True)
 class Watch:
     """Something whose last change a ``WhenChanged`` looks for."""
 
@@ -563,6 +571,9 @@ class Finished(Event):
     function: str
     results_text: str
     outputs: tuple[TensorRef, ...] = ()
+    # (ordinal, verdict) of each dispatch a diverge breakpoint judged in this call (none diverged, or only
+    # after its stop): the window colours its dispatch list with them (see DivergenceStop.verdicts).
+    verdicts: tuple[tuple[int, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -789,6 +800,15 @@ class Disassembly(Answer):
     lines: tuple[tuple[int, str], ...]
 
 
+@dataclass(frozen=True)
+class ModuleFile(Answer):
+    """A module file's bytes (``data``, uint8) and its absolute ``path`` on the session's side (what
+    ``Open`` should name: the session's working directory does not move with the client)."""
+
+    path: str
+    data: np.ndarray
+
+
 # The answer type of each query (a substitution query may also answer ``SubstitutionRefused``).
 ANSWERS: dict[type[Query], type[Answer]] = {
     ReadRegisters: Registers,
@@ -806,6 +826,7 @@ ANSWERS: dict[type[Query], type[Answer]] = {
     ExportSubstitutions: SubstitutionsExported,
     BenchmarkDispatch: DispatchBenchmark,
     ReadDisassembly: Disassembly,
+    ReadModuleFile: ModuleFile,
 }
 SUBSTITUTION_QUERIES = (Substitute, RerunDispatch, RevertSubstitution, ExportSubstitutions, BenchmarkDispatch)
 
