@@ -5,7 +5,9 @@ matmul sample) compiled for llvm-cpu, prints:
 
   runner            DebugRunner.invoke, no observer (and with --input parsing and the results text, the
                     rest of what a session call does)
-  session           the same call through an in-process DebugSession (the DispatchGate observes, no stop)
+  session           the same call through an in-process DebugSession (the DispatchGate observes, no stop),
+                    with the results printed as text and without (``Call(results_text=False)``: a caller
+                    that only watches; compare it with the bare runner, the first with the runner + text)
   session + nan     with a NaN/Inf breakpoint (every binding scanned before and after each dispatch)
   stop every        ``break dispatch *``, a Continue at each stop: stops per second, in process and in a
                     child process (the stop and the resume cross a pipe)
@@ -59,7 +61,9 @@ def program(out_dir: Path) -> tuple[Path, str, tuple[str, ...]]:
     return out, function, inputs
 
 
-def run_session(session_factory, path, function, inputs, breakpoints, repeat: int) -> tuple[float, int]:
+def run_session(
+    session_factory, path, function, inputs, breakpoints, repeat: int, results_text: bool = True
+) -> tuple[float, int]:
     """The best time of ``repeat`` calls in one session (the first one warms the VM up), and the stops."""
     events: queue.Queue = queue.Queue()
     session = session_factory(events.put)
@@ -70,7 +74,7 @@ def run_session(session_factory, path, function, inputs, breakpoints, repeat: in
         session.send(SetBreakpoints(tuple(breakpoints)))
         for _ in range(repeat + 1):
             start = time.perf_counter()
-            session.send(Call(function, inputs))
+            session.send(Call(function, inputs, results_text=results_text))
             stops = 0
             while True:
                 event = events.get()
@@ -118,11 +122,12 @@ def main() -> None:
             return ChildSession("engine.session.debug_session:DebugSession", on_event)
 
         cases = [
-            ("session (gate, no stop)", in_process, []),
-            ("session + nan watch", in_process, [Breakpoint("nan")]),
+            ("session (gate, no stop)", in_process, [], True),
+            ("  the same, no results text", in_process, [], False),
+            ("session + nan watch", in_process, [Breakpoint("nan")], True),
         ]
-        for name, factory, bps in cases:
-            t, _ = run_session(factory, path, function, inputs, bps, args.repeat)
+        for name, factory, bps, text in cases:
+            t, _ = run_session(factory, path, function, inputs, bps, args.repeat, text)
             print(f"{name + ':':31s}{t * 1e3:8.1f} ms  ({t / best:.2f}x the runner, {t / whole:.2f}x with inputs and text)")
         for name, factory in (("in process", in_process), ("child process", child)):
             t, stops = run_session(factory, path, function, inputs, [Breakpoint("dispatch", dispatch="*")], args.repeat)

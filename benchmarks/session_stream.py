@@ -9,7 +9,11 @@ Prints:
                     and the same read in process for comparison; ``--zeros`` reads a tensor of zeros
                     (the compressed path)
 
-Run: ``.venv/bin/python benchmarks/session_stream.py [--mib 1024] [--steps 200] [--zeros] [--remote=COMMAND]``.
+Each measurement is printed with the load average before and after it (this machine is shared: compare the
+stream's figure with the in-process figure of the same run). ``--repeat N`` measures N times.
+
+Run: ``.venv/bin/python benchmarks/session_stream.py [--mib 1024] [--steps 200] [--repeat 3] [--zeros]
+[--remote=COMMAND]``.
 """
 
 from __future__ import annotations
@@ -136,11 +140,16 @@ def tensor_read(module: Path, data: Path, remote: bool) -> tuple[float, int]:
     return seconds, nbytes
 
 
+def load() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mib", type=int, default=1024, help="size of the tensor read (MiB)")
+    parser.add_argument("--mib", type=int, default=1024, help="size of the tensor read (MiB; 0: none)")
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--zeros", action="store_true", help="a tensor of zeros (compressible)")
+    parser.add_argument("--repeat", type=int, default=1, help="measure everything this many times")
     parser.add_argument("--remote", metavar="COMMAND", help="the server command (default: serve --stdio here), "
                         "e.g. 'ssh HOST iree-lens serve --stdio' (the temporary files must be visible there)")
     args = parser.parse_args()
@@ -149,22 +158,23 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         matmul = compile_to(sample_path("matmul"), tmp / "matmul.vmfb")
-        print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (this machine is shared)")
-        local_times, remote_times = step_round_trips(matmul, args.steps)
-        local, remote = statistics.median(local_times), statistics.median(remote_times)
-        print(f"step round trip   in process {local * 1e3:7.3f} ms   stream {remote * 1e3:7.3f} ms   "
-              f"ratio {remote / local:.2f}x (limit 2x)")
-
         (tmp / "negate.mlir").write_text(NEGATE)
         negate = compile_to(tmp / "negate.mlir", tmp / "negate.vmfb")
         count = args.mib * (1 << 20) // 4
         values = np.zeros(count, np.float32) if args.zeros else np.random.default_rng(0).random(count, np.float32)
         np.save(tmp / "x.npy", values)
         del values
-        for where, remote_read in (("in process", False), ("over the stream", True)):
-            seconds, nbytes = tensor_read(negate, tmp / "x.npy", remote_read)
-            print(f"tensor read       {where:14s} {nbytes / 2**20:7.0f} MiB in {seconds:6.3f} s = "
-                  f"{nbytes / seconds / 1e6:8.0f} MB/s" + ("" if not remote_read else "   (limit >= 200 MB/s)"))
+        for _ in range(args.repeat):
+            print(f"load average {load()} on {os.cpu_count()} cores (this machine is shared)")
+            local_times, remote_times = step_round_trips(matmul, args.steps)
+            local, remote = statistics.median(local_times), statistics.median(remote_times)
+            print(f"step round trip   in process {local * 1e3:7.3f} ms   stream {remote * 1e3:7.3f} ms   "
+                  f"ratio {remote / local:.2f}x (limit 2x)")
+            for where, remote_read in (("in process", False), ("over the stream", True)) if args.mib else ():
+                seconds, nbytes = tensor_read(negate, tmp / "x.npy", remote_read)
+                print(f"tensor read       {where:15s} {nbytes / 2**20:6.0f} MiB in {seconds:6.3f} s = "
+                      f"{nbytes / seconds / 1e6:8.0f} MB/s" + ("" if not remote_read else "   (limit >= 200 MB/s)"))
+            print(f"load average {load()} after", flush=True)
     return 0
 
 

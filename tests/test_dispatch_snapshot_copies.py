@@ -117,14 +117,7 @@ def test_each_binding_is_copied_once_before_and_once_after_whoever_watches(mlp, 
     device.kernel_hook = moments.kernel
     # The memo keys a dispatch by its allocations' serials (time travel numbers them); number them here.
     serials = iter(range(1_000_000))
-    allocate = device.new_allocation
-
-    def numbered(size, origin):
-        allocation = allocate(size, origin)
-        allocation.lens_serial = next(serials)
-        return allocation
-
-    monkeypatch.setattr(device, "new_allocation", numbered)
+    device.allocation_listeners.append(lambda allocation: setattr(allocation, "lens_serial", next(serials)))
 
     real_array = np.array
 

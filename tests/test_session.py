@@ -75,6 +75,20 @@ def test_step_break_and_finish(session, compiled):
     assert out.shape == (4, 16) and abs(float(out[0, 0]) - 0.2354963) < 1e-6
 
 
+def test_results_are_printed_only_when_the_call_asks(session, compiled):
+    events = session.events
+    session.send(Open(str(compiled.path("matmul", "llvm-cpu"))))
+    assert isinstance(events.next(), Opened)
+    session.send(Call("main", MATMUL_INPUTS, results_text=False))
+    quiet = events.next()
+    assert isinstance(quiet, Finished) and quiet.results_text == ""
+    session.send(Call("main", MATMUL_INPUTS))
+    printed = events.next()
+    assert isinstance(printed, Finished) and printed.results_text.startswith("result[0]: hal.buffer_view\n4x16xf32=")
+    # The outputs are there either way, and the same.
+    assert (quiet.outputs[0].to_numpy() == printed.outputs[0].to_numpy()).all()
+
+
 def test_program_failure_is_reported_and_the_session_lives_on(session, compiled):
     events = session.events
     session.send(Open(str(compiled.path("matmul", "llvm-cpu"))))

@@ -31,6 +31,7 @@ from engine.session.protocol import (
     Call,
     Crashed,
     DispatchInfo,
+    Failed,
     Finished,
     Location,
     Open,
@@ -360,6 +361,33 @@ def test_the_server_disassembles_the_module_on_its_side(modules):
                           capture_output=True, text=True, check=True).stdout
     lines = {line.strip() for line in dump.splitlines()}
     assert all(text in lines for _, text in answer.lines)
+
+
+def test_the_server_sends_a_module_file_from_its_side(modules, tmp_path):
+    """ReadModuleFile: a path relative to the server's working directory, answered with the file's bytes and
+    its absolute path there; a file that is not a module, or none, is a clear failure."""
+    from engine.session.module_queries import ModuleFile, ReadModuleFile
+
+    server_dir = tmp_path / "server"
+    server_dir.mkdir()
+    (server_dir / "m.vmfb").write_bytes(modules["plain"].read_bytes())
+    (server_dir / "notes.txt").write_text("not a module")
+    events = Events()
+    serve = shlex.join([*lens_argv(), "serve", "--stdio"])
+    argv = ["sh", "-c", f"cd {shlex.quote(str(server_dir))} && exec {serve}"]
+    session = StreamSession(argv, "debug", events, stderr=io.BytesIO())
+    try:
+        session.send(ReadModuleFile("m.vmfb"))
+        answer = events.next()
+        assert isinstance(answer, ModuleFile) and answer.path == str(server_dir / "m.vmfb")
+        assert answer.data.tobytes() == modules["plain"].read_bytes()
+        for bad in ("notes.txt", "missing.vmfb", "."):
+            session.send(ReadModuleFile(bad))
+            assert isinstance(events.next(), Failed), bad
+        session.send(Open(answer.path))  # the path it answered opens in the session
+        assert isinstance(events.next(), Opened)
+    finally:
+        session.close()
 
 
 def test_a_faulting_kernel_kills_the_server_and_is_reported(compiled, tmp_path):

@@ -1,5 +1,8 @@
 """The dispatch list of a run (ordinal, name, workgroups, tensor health), from a capture bundle or a live
-capture, with the tensor inspector for the picked dispatch.
+capture, with the tensor inspector for the picked dispatch. **Compare with bundle…** judges every dispatch
+against another run's capture (``engine.dispatch.compare``: numerics' verdicts, on a worker thread) and
+colours the rows by verdict, with a Verdict column, tooltips and a legend (``dispatch_list_model``); the
+inspector's Compare tab shows the picked tensor's metrics against the reference's.
 
 Dropping a bundle (its directory, ``manifest.json`` or a ``.zip``) on the view, or opening one, reopens
 all of it: dispatches, their tensors, and the dependency graph (exported as DOT).
@@ -8,9 +11,10 @@ all of it: dispatches, their tensors, and the dependency graph (exported as DOT)
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from pathlib import Path
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, QSortFilterProxyModel, Qt, Signal
+from PySide6.QtCore import QModelIndex, QObject, Qt, Signal
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (
     QFileDialog,
@@ -25,66 +29,86 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.views.dispatch_list_model import DispatchListModel, NameFilter, VerdictMark
 from app.views.tensor_inspector import InspectedTensor, TensorInspector
+from app.views.verdict_style import legend_html
 from engine.dispatch.bundle import Bundle, BundleError, DispatchEntry
+from engine.dispatch.compare import bundle_sources, bundle_verdicts, comparable_tensors
 from engine.dispatch.graph import dependency_graph
 from engine.errors import LensError
 
-COLUMNS = ("#", "Dispatch", "Workgroups", "Inputs", "Outputs", "Health")
-_ROOT = QModelIndex()  # the invalid parent of a flat table
+HEALTH_BAD = QBrush(QColor(200, 30, 30))
 
 
-class DispatchRunModel(QAbstractTableModel):
-    """Dispatch entries as rows; appending keeps the view live during a capture."""
+class DispatchRunModel(DispatchListModel):
+    """Dispatch entries as rows; appending keeps the view live during a capture. Compared with another run,
+    each row carries its verdict (``dispatch_list_model``)."""
 
-    def __init__(self, parent=None):
-        super().__init__(parent)
-        self.entries: list[DispatchEntry] = []
+    columns = ("#", "Dispatch", "Workgroups", "Inputs", "Outputs", "Health")
+
+    @property
+    def entries(self) -> list[DispatchEntry]:
+        return self.rows
 
     def set_entries(self, entries: list[DispatchEntry]) -> None:
         self.beginResetModel()
-        self.entries = list(entries)
+        self.rows = list(entries)
         self.endResetModel()
 
     def append(self, entry: DispatchEntry) -> None:
-        n = len(self.entries)
+        n = len(self.rows)
         self.beginInsertRows(QModelIndex(), n, n)
-        self.entries.append(entry)
+        self.rows.append(entry)
         self.endInsertRows()
 
-    def rowCount(self, parent=_ROOT) -> int:  # noqa: N802 (Qt's name)
-        return 0 if parent.isValid() else len(self.entries)
+    def ordinal_of(self, row: DispatchEntry) -> int:
+        return row.ordinal
 
-    def columnCount(self, parent=_ROOT) -> int:  # noqa: N802
-        return 0 if parent.isValid() else len(COLUMNS)
+    def name_of(self, row: DispatchEntry) -> str:
+        return row.name
 
-    def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):  # noqa: N802
-        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
-            return COLUMNS[section]
-        return None
-
-    def data(self, index: QModelIndex, role=Qt.ItemDataRole.DisplayRole):
-        if not index.isValid():
-            return None
-        e = self.entries[index.row()]
-        col = index.column()
-        if role == Qt.ItemDataRole.DisplayRole:
-            if col == 0:
-                return str(e.ordinal)
-            if col == 1:
-                return e.name
-            if col == 2:
-                return "x".join(str(w) for w in e.workgroups) if e.workgroups else "-"
-            if col == 3:
-                return " ".join(e.input_types) or "-"
-            if col == 4:
-                return " ".join(e.output_types) or "-"
+    def cell(self, e: DispatchEntry, column: int) -> str:
+        if column == 2:
+            return "x".join(str(w) for w in e.workgroups) if e.workgroups else "-"
+        if column == 3:
+            return " ".join(e.input_types) or "-"
+        if column == 4:
+            return " ".join(e.output_types) or "-"
+        if column == 5:
             return e.health
-        if role == Qt.ItemDataRole.ForegroundRole and col == 5 and e.health not in ("ok", "-"):
-            return QBrush(QColor(200, 30, 30))
-        if role == Qt.ItemDataRole.ToolTipRole and col == 1:
-            return f"executable {e.executable}; tensors from {e.tensors_from}"
-        return None
+        return super().cell(e, column)
+
+    def foreground_of(self, e: DispatchEntry, column: int) -> QBrush | None:
+        return HEALTH_BAD if column == 5 and e.health not in ("ok", "-") else None
+
+    def tooltip_of(self, e: DispatchEntry) -> str:
+        return f"#{e.ordinal} {e.name}: executable {e.executable}; tensors from {e.tensors_from}"
+
+
+class VerdictJob(QObject):
+    """Every dispatch of a capture judged against another run's (``engine.dispatch.compare``) on a worker
+    thread; the verdicts arrive as a queued signal on the GUI thread."""
+
+    done = Signal(object)  # dict[int, DispatchVerdict]
+    failed = Signal(str)
+
+    def __init__(self, bundle: Bundle, reference: Bundle, parent: QObject | None = None):
+        super().__init__(parent)
+        self.bundle, self.reference = bundle, reference
+        self.cancel = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="lens-bundle-verdicts", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            found = bundle_verdicts(self.bundle, self.reference, cancelled=self.cancel.is_set)
+        except (LensError, OSError, ValueError) as e:
+            self.failed.emit(str(e))
+            return
+        if not self.cancel.is_set():
+            self.done.emit(found)
 
 
 class LiveCapture(QObject):
@@ -143,16 +167,14 @@ class DispatchRunView(QWidget):
         self.dot_button = QPushButton("Export graph (DOT)…", self)
         self.dot_button.clicked.connect(self._export_dot)
         self.model = DispatchRunModel(self)
-        # A filter by name (substring, case-insensitive) or #ordinal over every dispatch of the bundle.
-        self.proxy = QSortFilterProxyModel(self)
+        # A filter by name (substring, case-insensitive, or a glob) or #ordinal over every dispatch of the bundle.
+        self.proxy = NameFilter(self)
         self.proxy.setSourceModel(self.model)
-        self.proxy.setFilterCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
-        self.proxy.setFilterKeyColumn(-1)
         self.filter_edit = QLineEdit(self)
         self.filter_edit.setObjectName("bundleDispatchFilter")
         self.filter_edit.setPlaceholderText("Filter dispatches by name (conv, softmax…) or ordinal")
         self.filter_edit.setClearButtonEnabled(True)
-        self.filter_edit.textChanged.connect(self.proxy.setFilterFixedString)
+        self.filter_edit.textChanged.connect(self.proxy.set_text)
         self.table = QTableView(self)
         self.table.setModel(self.proxy)
         self.table.setSelectionBehavior(QTableView.SelectionBehavior.SelectRows)
@@ -170,6 +192,13 @@ class DispatchRunView(QWidget):
             lambda cur, _prev: self.show_row(self.proxy.mapToSource(cur).row())
         )
         self.inspector = TensorInspector(self)
+        # What the row colours mean once compared with another run: never colour alone.
+        self.legend = QLabel(legend_html(inherited=True), self)
+        self.legend.setObjectName("bundleDispatchLegend")
+        self.legend.setTextFormat(Qt.TextFormat.RichText)
+        self.legend.setVisible(False)
+        self.verdict_job: VerdictJob | None = None
+        self._sources: dict[int, tuple] = {}  # (this capture's, the reference's) executable sources
 
         bar = QHBoxLayout()
         bar.addWidget(self.title, 1)
@@ -181,6 +210,7 @@ class DispatchRunView(QWidget):
         ll.setContentsMargins(0, 0, 0, 0)
         ll.addWidget(self.filter_edit)
         ll.addWidget(self.table, 1)
+        ll.addWidget(self.legend)
         splitter = QSplitter(Qt.Orientation.Vertical, self)
         splitter.addWidget(listing)
         splitter.addWidget(self.inspector)
@@ -199,12 +229,16 @@ class DispatchRunView(QWidget):
             self.title.setText(f"Cannot open {path}: {e}")
             return False
         self.bundle = bundle
+        self._sources = {}
         m = bundle.manifest
         self.title.setText(
             f"{Path(bundle.module).name} @{bundle.function} — {len(bundle.dispatches)} dispatches "
             f"({m.get('engine', '?')} engine, {m.get('device', '?')})"
         )
         self.model.set_entries(bundle.dispatches)
+        self._set_verdicts({})
+        if self.reference is not None:
+            self._judge()
         if bundle.dispatches:
             self.table.selectRow(0)
         return True
@@ -231,39 +265,80 @@ class DispatchRunView(QWidget):
         """Another run's bundle: each dispatch's tensors are compared with the same ordinal's there."""
         try:
             self.reference = Bundle(path)
+            self._sources = {}
         except BundleError as e:
             self.title.setText(f"Cannot open {path}: {e}")
             return False
         row = self.proxy.mapToSource(self.table.currentIndex()).row()
         if row >= 0:
             self.show_row(row)
+        self._judge()
         return True
+
+    def _judge(self) -> None:
+        """Judge every dispatch against the reference (a worker thread), then colour the rows."""
+        if self.verdict_job is not None:
+            self.verdict_job.cancel.set()
+        if self.bundle is None or self.reference is None or not self.model.rows:
+            return
+        self._set_verdicts({})
+        self.verdict_job = job = VerdictJob(self.bundle, self.reference, self)
+        job.done.connect(lambda found: self._on_verdicts(job, found))
+        job.failed.connect(lambda message: self.title.setText(f"Comparing with the reference failed: {message}"))
+        job.start()
+
+    def _on_verdicts(self, job: VerdictJob, found: dict) -> None:
+        if job is not self.verdict_job:
+            return  # an older comparison
+        self.verdict_job = None
+        job.deleteLater()
+        marks = {o: VerdictMark(str(v.verdict), v.summary, v.inherited) for o, v in found.items()}
+        self._set_verdicts(marks)
+        diverged = sorted(o for o, m in marks.items() if m.verdict == "diverged" and not m.inherited)
+        counts = Counter(m.label for m in marks.values())
+        text = ", ".join(f"{n} {label}" for label, n in counts.items())
+        where = f"; first diverged with agreeing inputs: #{diverged[0]}" if diverged else ""
+        self.title.setText(f"Compared with {Path(self.reference.directory).name}: {text}{where}")
+
+    def _set_verdicts(self, verdicts: dict[int, VerdictMark]) -> None:
+        self.model.set_verdicts(verdicts)
+        self.legend.setVisible(bool(verdicts))
 
     def show_row(self, row: int) -> None:
         if self.bundle is None or not 0 <= row < len(self.model.entries):
             return
         entry = self.model.entries[row]
+        try:
+            own, reference = self._row_tensors(entry)
+        except BundleError as e:
+            self.title.setText(f"Dispatch {entry.ordinal}: {e}")
+            return
         tensors = []
-        for which in ("inputs", "outputs"):
-            try:
-                arrays = self.bundle.dispatch_tensors(entry, which)
-            except BundleError as e:
-                self.title.setText(f"Dispatch {entry.ordinal}: {e}")
-                return
+        for k, which in enumerate(("inputs", "outputs")):
             types = entry.input_types if which == "inputs" else entry.output_types
-            refs = self._reference_tensors(entry, which)
-            for i, a in enumerate(arrays):
+            refs = reference[k] if reference is not None else None
+            for i, a in enumerate(own[k]):
                 label = f"{which[:-1]} {i}"
                 ref = refs[i] if refs is not None and i < len(refs) else None
-                tensors.append(InspectedTensor(label, a, types[i] if i < len(types) else "", ref))
+                # The capture's type text, unless the tensors were typed anew to pair with the reference's.
+                stored = len(own[k]) == len(types) and entry.tensors_from != "bindings" or reference is None
+                type_text = types[i] if stored and i < len(types) else ""
+                tensors.append(InspectedTensor(label, a, type_text, ref))
         self.inspector.set_tensors(tensors)
         self.dispatchSelected.emit(entry)
 
-    def _reference_tensors(self, entry: DispatchEntry, which: str):
-        if self.reference is None:
-            return None
-        same = [d for d in self.reference.dispatches if d.ordinal == entry.ordinal and d.name == entry.name]
-        return self.reference.dispatch_tensors(same[0], which) if same else None
+    def _row_tensors(self, entry: DispatchEntry) -> tuple[tuple[list, list], tuple[list, list] | None]:
+        """This dispatch's (inputs, outputs) and the reference's; where only one of the two captures is typed,
+        the other is typed by its sources (``engine.dispatch.compare.comparable_tensors``) so they pair."""
+        bundle, reference = self.bundle, self.reference
+        same = [d for d in reference.dispatches if d.ordinal == entry.ordinal and d.name == entry.name] if reference else []
+        if not same:
+            return (bundle.dispatch_tensors(entry, "inputs"), bundle.dispatch_tensors(entry, "outputs")), None
+        sources = self._sources.get(id(reference))
+        if sources is None:
+            sources = self._sources[id(reference)] = (bundle_sources(bundle), bundle_sources(reference))
+        own = comparable_tensors(bundle, entry, same[0], sources[1])
+        return own, comparable_tensors(reference, same[0], entry, sources[0])
 
     def dot(self) -> str:
         return dependency_graph(self.model.entries).to_dot()

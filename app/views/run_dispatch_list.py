@@ -3,7 +3,9 @@
 The list comes from the run's recorded history (``History.dispatches``, refreshed after every stop and at
 the end of the run), so it holds every dispatch that ran, not only those a stop or a progress report saw;
 dispatches seen running between two answers are added as they are reported. A name filter narrows it
-(IREE's export names, substrings or globs). The dispatch the run is paused at is marked.
+(IREE's export names, substrings or globs). The dispatch the run is paused at is marked. A diverge
+breakpoint's stop colours the dispatches it judged by verdict (the Verdict column, the tooltip and a legend
+name it: ``dispatch_list_model``).
 
 Right-click (or the buttons) on a row: **Break here** (a dispatch breakpoint on that ordinal), **Run to
 here** (forward: run until that dispatch, then the temporary breakpoint goes; backward: travel there in the
@@ -15,11 +17,9 @@ The paused dispatch's document (its tensors, typed) stays the work of the live d
 
 from __future__ import annotations
 
-import fnmatch
 from dataclasses import dataclass
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPoint, QSortFilterProxyModel, Qt
-from PySide6.QtGui import QBrush, QColor
+from PySide6.QtCore import QModelIndex, QPoint, Qt
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
@@ -32,11 +32,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.views.dispatch_list_model import DispatchListModel, NameFilter, VerdictMark
+from app.views.verdict_style import legend_html
 from engine.session.protocol import Breakpoint, BreakpointKind
-
-COLUMNS = ("#", "Dispatch", "Position")
-_ROOT = QModelIndex()
-PAUSED = QBrush(QColor("#fff3cd"))
 
 
 @dataclass(frozen=True)
@@ -46,14 +44,26 @@ class RunDispatch:
     position: int | None  # the instruction that ran it (None: seen running, not yet placed)
 
 
-class RunDispatchModel(QAbstractTableModel):
-    """Dispatches by ordinal; ``paused`` marks the row the run is stopped at."""
+class RunDispatchModel(DispatchListModel):
+    """Dispatches by ordinal; ``paused`` marks the row the run is stopped at; a diverge breakpoint's stop
+    gives the verdicts."""
+
+    columns = ("#", "Dispatch", "Position")
 
     def __init__(self, parent=None):
         super().__init__(parent)
-        self.rows: list[RunDispatch] = []
         self._index: dict[int, int] = {}
-        self.paused: int | None = None
+
+    def ordinal_of(self, row: RunDispatch) -> int:
+        return row.ordinal
+
+    def name_of(self, row: RunDispatch) -> str:
+        return row.name
+
+    def cell(self, row: RunDispatch, column: int) -> str:
+        if column == 2:
+            return "-" if row.position is None else f"{row.position:,}"
+        return super().cell(row, column)
 
     def set_rows(self, rows: list[RunDispatch]) -> None:
         self.beginResetModel()
@@ -66,7 +76,7 @@ class RunDispatchModel(QAbstractTableModel):
         if row.ordinal in self._index:
             return
         at = next((i for i, r in enumerate(self.rows) if r.ordinal > row.ordinal), len(self.rows))
-        self.beginInsertRows(_ROOT, at, at)
+        self.beginInsertRows(QModelIndex(), at, at)
         self.rows.insert(at, row)
         self._index = {r.ordinal: i for i, r in enumerate(self.rows)}
         self.endInsertRows()
@@ -74,67 +84,10 @@ class RunDispatchModel(QAbstractTableModel):
     def row_of(self, ordinal: int) -> int | None:
         return self._index.get(ordinal)
 
-    def set_paused(self, ordinal: int | None) -> None:
-        old, self.paused = self.paused, ordinal
-        for o in (old, ordinal):
-            row = self._index.get(o) if o is not None else None
-            if row is not None:
-                self.dataChanged.emit(self.index(row, 0), self.index(row, len(COLUMNS) - 1))
-
-    def rowCount(self, parent=_ROOT) -> int:  # noqa: N802 (Qt's name)
-        return 0 if parent.isValid() else len(self.rows)
-
-    def columnCount(self, parent=_ROOT) -> int:  # noqa: N802
-        return 0 if parent.isValid() else len(COLUMNS)
-
-    def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):  # noqa: N802
-        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
-            return COLUMNS[section]
-        return None
-
     def data(self, index: QModelIndex, role=Qt.ItemDataRole.DisplayRole):
-        if not index.isValid():
-            return None
-        r = self.rows[index.row()]
-        col = index.column()
-        if role == Qt.ItemDataRole.DisplayRole:
-            if col == 0:
-                return str(r.ordinal)
-            if col == 1:
-                return r.name
-            return "-" if r.position is None else f"{r.position:,}"
-        if role == Qt.ItemDataRole.UserRole:
-            return r.ordinal
-        if role == Qt.ItemDataRole.ToolTipRole:
-            paused = "  (the run is paused here)" if r.ordinal == self.paused else ""
-            return f"#{r.ordinal} {r.name}{paused}"
-        if role == Qt.ItemDataRole.BackgroundRole and r.ordinal == self.paused:
-            return PAUSED
-        if role == Qt.ItemDataRole.TextAlignmentRole and col in (0, 2):
+        if role == Qt.ItemDataRole.TextAlignmentRole and index.isValid() and index.column() in (0, 2):
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-        return None
-
-
-class NameFilter(QSortFilterProxyModel):
-    """Rows whose dispatch name contains the text (case-insensitive), or matches it as a glob."""
-
-    def __init__(self, parent=None):
-        super().__init__(parent)
-        self.text = ""
-
-    def set_text(self, text: str) -> None:
-        self.text = text.strip().lower()
-        self.invalidateFilter()
-
-    def filterAcceptsRow(self, source_row: int, source_parent: QModelIndex) -> bool:  # noqa: N802
-        if not self.text:
-            return True
-        name = self.sourceModel().index(source_row, 1, source_parent).data() or ""
-        number = self.sourceModel().index(source_row, 0, source_parent).data() or ""
-        name = name.lower()
-        if any(c in self.text for c in "*?["):
-            return fnmatch.fnmatchcase(name, self.text)
-        return self.text in name or self.text == number
+        return super().data(index, role)
 
 
 class RunDispatchList(QWidget):
@@ -181,6 +134,12 @@ class RunDispatchList(QWidget):
         layout.addWidget(self.title)
         layout.addLayout(bar)
         layout.addWidget(self.table, 1)
+        # What the row colours mean (a diverge breakpoint's stop gives the verdicts): never colour alone.
+        self.legend = QLabel(legend_html(), self)
+        self.legend.setObjectName("runDispatchLegend")
+        self.legend.setTextFormat(Qt.TextFormat.RichText)
+        self.legend.setVisible(False)
+        layout.addWidget(self.legend)
         self.setMinimumSize(1, 1)
 
         if self.bridge is not None:
@@ -200,6 +159,7 @@ class RunDispatchList(QWidget):
     def clear(self) -> None:
         self.model.set_rows([])
         self.model.set_paused(None)
+        self.set_verdicts({})
         self._finished = False
         self.title.setText("Run a function: every dispatch it runs is listed here, in order.")
 
@@ -207,6 +167,7 @@ class RunDispatchList(QWidget):
         if state == "running" and self._last_state == "idle":  # a new call: a new list
             self.model.set_rows([])
             self.model.set_paused(None)
+            self.set_verdicts({})
             self._finished = False
         self._last_state = state
 
@@ -228,8 +189,18 @@ class RunDispatchList(QWidget):
         self.model.set_paused(info.ordinal if info is not None else None)
         if info is not None:
             self.model.add(RunDispatch(info.ordinal, info.export, None))
+        divergence = event.detail.divergence if event.detail is not None else None
+        if divergence is not None:
+            marks = {o: VerdictMark(v) for o, v in divergence.verdicts}
+            marks[divergence.ordinal] = VerdictMark("diverged", divergence.summary or divergence.note or divergence.text)
+            self.set_verdicts(marks)
         self._drop_run_to()
         self._retitle()
+
+    def set_verdicts(self, verdicts: dict[int, VerdictMark]) -> None:
+        """Colour the rows by these verdicts (by ordinal; ``{}``: none), the legend shown with them."""
+        self.model.set_verdicts(verdicts)
+        self.legend.setVisible(bool(verdicts))
 
     def _on_end(self, _event) -> None:
         self._finished = self.bridge.state == "idle"
@@ -240,10 +211,13 @@ class RunDispatchList(QWidget):
     def _retitle(self) -> None:
         n = len(self.model.rows)
         where = ""
+        diverged = [o for o, m in self.model.verdicts.items() if m.verdict == "diverged"]
+        if diverged:
+            where = f" · diverged from the reference at #{min(diverged)}"
         if self.model.paused is not None:
-            where = f" · paused at #{self.model.paused}"
+            where += f" · paused at #{self.model.paused}"
         elif self._finished:
-            where = " · finished"
+            where += " · finished"
         self.title.setText(f"{n:,} dispatch{'es' if n != 1 else ''} in execution order{where}")
 
     def _on_filter(self, text: str) -> None:

@@ -11,7 +11,7 @@ from engine.dispatch.numerics import VERDICT_LABELS, Verdict
 VERDICT_COLOURS = {
     Verdict.EXACT: QColor(46, 139, 87),  # sea green
     Verdict.WITHIN_ROUNDING: QColor(70, 130, 180),  # steel blue
-    Verdict.WITHIN_TOLERANCE: QColor(70, 130, 180),
+    Verdict.WITHIN_TOLERANCE: QColor(128, 80, 170),  # purple: an explicit rule was needed
     Verdict.DIVERGED: QColor(200, 40, 40),
 }
 CULPRIT_COLOUR = QColor(200, 40, 40)
@@ -39,3 +39,15 @@ def verdict_label(verdict: str | None, inherited: bool = False) -> str:
     if v is Verdict.DIVERGED and inherited:
         return "diverged (inputs differed)"
     return VERDICT_LABELS[v]
+
+
+LEGEND_ORDER = (Verdict.EXACT, Verdict.WITHIN_ROUNDING, Verdict.WITHIN_TOLERANCE, Verdict.DIVERGED)
+
+
+def legend_html(inherited: bool = False) -> str:
+    """One line naming each verdict in its colour (a list coloured by verdict shows it beside the rows)."""
+    parts = [(verdict_colour(str(v)), verdict_label(str(v))) for v in LEGEND_ORDER]
+    if inherited:
+        parts.append((INHERITED_COLOUR, verdict_label("diverged", inherited=True)))
+    parts.append((UNKNOWN_COLOUR, verdict_label(None)))
+    return "Verdicts: " + " · ".join(f'<span style="color:{c.name()}">■ {label}</span>' for c, label in parts)

@@ -167,6 +167,16 @@ def _diverge(args) -> int:
             culprit.workgroups, culprit.inputs_verdict != "diverged" or culprit.fed, c,
             str(culprit.inputs_verdict), culprit.fed, location, source_line(location),
         )  # fmt: skip
+    if divergence is not None:
+        # A kernel that shares workgroup memory with no barrier diverges by scheduling on GPUs whose
+        # subgroup is smaller than its workgroup (IREE's default Vulkan target on an NVIDIA H100).
+        from engine.dispatch.spirv_hazards import race_note
+        from engine.runtime.vmfb.module import open_vmfb
+
+        for side, path in (("B", module_b), ("A", module_a)):
+            note = race_note(open_vmfb(path), culprit.name, side)
+            if note:
+                result.notes.append(note)
     repro_path = None
     if divergence is not None and args.repro:
         step = result.culprit_step

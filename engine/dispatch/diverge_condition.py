@@ -96,6 +96,15 @@ class DivergeHit:
         )
 
 
+NOT_TYPED = object()  # a typed comparison does not apply to this dispatch
+
+
+def _changed(before: np.ndarray, after: np.ndarray) -> np.ndarray:
+    """Per element, whether its bytes changed (bit patterns: NaN to NaN is no change)."""
+    size = after.dtype.itemsize
+    return (before.view(np.uint8).reshape(-1, size) != after.view(np.uint8).reshape(-1, size)).any(axis=1)
+
+
 class ByteTypes:
     """The element type each dispatch's written bytes were read as, by allocation and byte range (weakly
     keyed: forgotten with the allocation): a dispatch whose name gives no type (``slow_memcpy``) moves bytes
@@ -166,6 +175,7 @@ class DivergeReference:
         self._by_ordinal = {}
         self.verdicts: dict[int, Verdict] = {}  # of each dispatch checked in the current call, by ordinal
         self._types = ByteTypes()
+        self._sources = None  # the reference bundle's executable sources (read when first needed)
         if self.bundle is not None:
             self._by_ordinal = {d.ordinal: d for d in self.bundle.dispatches}
 
@@ -215,6 +225,9 @@ class DivergeReference:
                                         note=f"the reference runs {entry.name} here"))  # fmt: skip
         reference = self._reference_bindings(entry, record)
         if reference is None:  # typed tensors, or laid out otherwise: tensor by tensor
+            typed = self._check_typed(ordinal, entry, snapshot)
+            if typed is not NOT_TYPED:
+                return typed
             access = snapshot.observed_access()
             written = [snapshot.after(k) for k, acc in enumerate(access) if acc in ("write", "readwrite")]
             return self.check(ordinal, name, written)
@@ -249,6 +262,62 @@ class DivergeReference:
                                                 c.mismatches, first, summary=f"{where}: {c.summary()}"))  # fmt: skip
         self.verdicts[ordinal] = worst_verdict(verdicts)
         return None
+
+    def _check_typed(self, ordinal: int, entry, snapshot: DispatchSnapshot):
+        """A typed reference (captured with sources or trace points) against the live dispatch typed by the
+        same interface (the session's sources, else the reference's own: the same program's dispatch binds the
+        same subspans on every target): output by output, an in-place (readwrite) output on the elements
+        either run's dispatch changed. ``NOT_TYPED`` when the live dispatch cannot be typed to match."""
+        from engine.dispatch.typed_tensors import dispatch_tensors
+
+        record = snapshot.record
+        name = record.export_name
+        sources = snapshot.sources if snapshot.sources.interfaces.get(name) else self._own_sources()
+        if sources is None or not sources.interfaces.get(name) or not snapshot.has_before:
+            return NOT_TYPED
+        n = len(record.bindings)
+        tensors = dispatch_tensors(name, record.constants, snapshot.before, [snapshot.after(k) for k in range(n)],
+                                   sources, snapshot.observed_access())  # fmt: skip
+        if not tensors or tensors[0].provenance != "sources":
+            return NOT_TYPED
+        live_in = [t for t in tensors if t.role == "input"]
+        live_out = [t for t in tensors if t.role == "output"]
+        ref_in = self.bundle.dispatch_tensors(entry, "inputs")
+        ref_out = self.bundle.dispatch_tensors(entry, "outputs")
+        if len(ref_out) != len(live_out) or any(r.nbytes != t.array.nbytes for r, t in zip(ref_out, live_out)):
+            return NOT_TYPED
+        verdicts: list[Verdict] = []
+        for k, t in enumerate(live_out):
+            actual = np.ascontiguousarray(t.array).reshape(-1)
+            expected = np.ascontiguousarray(ref_out[k]).reshape(-1).view(np.uint8).view(actual.dtype)
+            if t.access == "readwrite":  # updated in place: only the elements either dispatch changed
+                j = next((i for i, x in enumerate(live_in) if (x.binding, x.offset) == (t.binding, t.offset)), None)
+                if j is None or len(ref_in) != len(live_in) or ref_in[j].nbytes != t.array.nbytes:
+                    return NOT_TYPED
+                live_before = np.ascontiguousarray(live_in[j].array).reshape(-1)
+                ref_before = np.ascontiguousarray(ref_in[j]).reshape(-1).view(np.uint8).view(actual.dtype)
+                changed = _changed(live_before, actual) | _changed(ref_before, expected)
+                actual, expected = actual[changed], expected[changed]
+            c = compare(actual, expected, tolerance=self._tolerance(name))
+            verdicts.append(c.verdict)
+            if not c.ok:
+                return self._hit(DivergeHit(ordinal, name, entry.name, k, c.max_abs_error, c.max_rel_error,
+                                            c.mismatches, c.first_mismatch,
+                                            summary=f"output {k} ({t.type}): {c.summary()}"))  # fmt: skip
+        self.verdicts[ordinal] = worst_verdict(verdicts)
+        return None
+
+    def _own_sources(self):
+        """The executable sources the reference bundle was captured with (its manifest names them), if any."""
+        if self._sources is None:
+            from engine.dispatch.typed_tensors import SourcesError, read_sources
+
+            path = (self.bundle.manifest.get("sources") or {}).get("path") if self.bundle is not None else None
+            try:
+                self._sources = read_sources([path], "reference") if path and Path(path).exists() else NO_SOURCES
+            except (SourcesError, OSError):
+                self._sources = NO_SOURCES
+        return self._sources if self._sources.found else None
 
     def _hit(self, hit: DivergeHit) -> DivergeHit:
         self.verdicts[hit.ordinal] = Verdict.DIVERGED

@@ -93,6 +93,7 @@ class DebugSession:
         self.breakpoints: tuple[Breakpoint, ...] = ()
         self._function: str | None = None
         self._result_kinds = ""
+        self._results_text = True  # the current call's ``Call.results_text``
         self.run = ParkedRun()  # the run thread, parked inside a dispatch while the command loop serves
         self._resumed: Command | None = None  # the latest command that resumed the current action
         self._code_pcs: dict[tuple[int, int], list[int]] = {}
@@ -101,6 +102,10 @@ class DebugSession:
         # A Progress before each dispatch says what ran when a kernel takes the process down; a transport
         # that drops them (in process, nobody asked) says so and saves building a location per dispatch.
         self.report_progress = True
+        # A binding's answer is a copy: an in-process client keeps it while the run goes on and writes the
+        # buffer. A transport that sends each answer before the next command runs (the stream server) sets
+        # this False: the buffer's own bytes are sent, with no copy of a 1 GiB tensor first.
+        self.copy_answers = True
         self._handlers: dict[type, Callable[[Any], None]] = {
             Open: self._on_open,
             SetBreakpoints: self._on_set_breakpoints,
@@ -198,6 +203,7 @@ class DebugSession:
         runner.context.interpreter.reset()
         self.gate.begin_call(runner.device.dispatch_count, command.function, tuple(command.inputs))
         self._function = command.function
+        self._results_text = command.results_text
         runner.context.begin_call(command.function, vm_args)
         if command.stop_at_entry:
             self.emit(Stopped(StopReason.ENTRY, self.location(), self.stop_detail()))
@@ -377,7 +383,8 @@ class DebugSession:
                 for v in values
                 if isinstance(v, Tensor)
             )
-            self.emit(Finished(self._function or "", format_results(values), outputs))
+            text = format_results(values) if self._results_text else ""
+            self.emit(Finished(self._function or "", text, outputs))
         elif stop.reason == "trap":
             trap = stop.trap
             self.emit(Failed(trap.describe(), trap.code.name, self.location(trap.stack)))
@@ -477,7 +484,9 @@ class DebugSession:
         record = self._paused_record()
         if not 0 <= index < len(record.bindings):
             raise DebugRunError(f"binding {index} out of range: the dispatch has {len(record.bindings)}")
-        data = np.array(record.bindings[index].data, copy=True)
+        data = record.bindings[index].data
+        if self.copy_answers:
+            data = np.array(data, copy=True)
         return TensorRef(data.shape, data.dtype.str, "u8", array=data)
 
     def _substitution(self, query: Query) -> Answer:
@@ -501,7 +510,7 @@ class DebugSession:
             DispatchTensor(
                 t.binding,
                 t.access,
-                _tensor_ref(t.array, t.type.element),
+                _tensor_ref(t.array, t.type.element, self.copy_answers),
                 t.provenance,
                 t.note,
                 t.role,
@@ -515,9 +524,10 @@ class DebugSession:
         return Tensors(query, self.gate.current_info, tensors)
 
 
-def _tensor_ref(array: np.ndarray, element: str) -> TensorRef:
-    """A copy of ``array`` to send; bf16/f8 travel as their bits (``tensor_types.from_storage`` undoes it)."""
-    stored = np.array(to_storage(array), copy=True)
+def _tensor_ref(array: np.ndarray, element: str, copy: bool = True) -> TensorRef:
+    """``array`` (a copy unless ``copy`` is False) to send; bf16/f8 travel as their bits
+    (``tensor_types.from_storage`` undoes it)."""
+    stored = np.array(to_storage(array), copy=True) if copy else np.asarray(to_storage(array), order="C")
     return TensorRef(stored.shape, stored.dtype.str, element, array=stored)
 
 

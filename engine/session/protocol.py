@@ -310,11 +310,15 @@ class Open(Command):
 
 @dataclass(frozen=True)
 class Call(Command):
-    """Start calling ``function`` with ``inputs`` (``--input`` strings); stop at entry when asked."""
+    """Start calling ``function`` with ``inputs`` (``--input`` strings); stop at entry when asked.
+    ``results_text``: whether ``Finished`` carries the results printed as ``iree-run-module`` prints them
+    (formatting a large tensor costs more than running a small program: a caller that only watches, or
+    reads ``Finished.outputs``, says False)."""
 
     function: str
     inputs: tuple[str, ...] = ()
     stop_at_entry: bool = False
+    results_text: bool = True
 
 
 @dataclass(frozen=True)

@@ -150,7 +150,7 @@ class ReferenceSession:
         self._function = command.function
         self._ordinal = -1
         self._stop_at_next = command.stop_at_entry  # no VM entry to stop at: the first dispatch
-        self.run.start(lambda: self._run(command.function, args))
+        self.run.start(lambda: self._run(command.function, args, command.results_text))
 
     def _on_continue(self, command: Continue) -> None:
         self._need_parked()
@@ -189,7 +189,7 @@ class ReferenceSession:
 
     # -- the run thread
 
-    def _run(self, function: str, args: list) -> None:
+    def _run(self, function: str, args: list, results_text: bool = True) -> None:
         try:
             values = self.runner.invoke(function, args)
             outputs = tuple(
@@ -197,7 +197,7 @@ class ReferenceSession:
                 for v in values
                 if isinstance(v, Tensor)
             )
-            self.emit(Finished(function, format_results(values), outputs))
+            self.emit(Finished(function, format_results(values) if results_text else "", outputs))
         except LensError as e:
             self.emit(Failed(str(e), getattr(e, "status", None), self._location()))
         except Exception as e:  # a bug must end the run with a message

@@ -14,8 +14,8 @@ handler)`` is its factory, as ``client.in_process`` and ``client.child_process``
 thread. A stream that ends before ``close()`` is reported once as ``Crashed`` with how the server ended
 (a signal, an exit status) and its last lines on stderr.
 
-The server also answers the module queries of ``engine.session.module_queries`` (disassembly) from its own
-copy of the ``.vmfb``: a client on another machine has none.
+The server also answers the module queries of ``engine.session.module_queries`` (disassembly, a module
+file's bytes) from its own files: a client on another machine has none.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from engine.session.protocol import (
 )
 from engine.session.wire import Compression, ConnectionLost, WireError, read_frame, write_frame
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2  # 2: dataclass fields at their defaults are left out
 # Handlers the client names by a short word (any ``engine`` class of the handler shape is accepted too).
 HANDLERS = {
     "debug": "engine.session.debug_session:DebugSession",
@@ -113,6 +113,10 @@ def serve(reader: BinaryIO, writer: BinaryIO, *, compress: bool = True) -> int:
             send({"k": "event", "event": event})
 
     handler = session_class(emit)
+    if hasattr(handler, "report_progress"):
+        handler.report_progress = progress  # not asked for: no Progress built per dispatch
+    if hasattr(handler, "copy_answers"):
+        handler.copy_answers = False  # an answer is sent before the next command runs: no copy to keep
     send({"k": "hello", "role": "server", "version": PROTOCOL_VERSION, "host": socket.gethostname(), "pid": os.getpid()})
 
     return _CommandLoop(reader, handler, send, emit).run()
@@ -199,9 +203,7 @@ class _CommandLoop:
             self.send({"k": "error", "message": f"not a command: {type(command).__name__}"})
         elif isinstance(command, module_queries.QUERIES):  # the module file is here: the server answers
             try:
-                if self.module_path is None:
-                    raise LensError("no module is open")
-                self.emit(module_queries.disassembly(self.module_path, command))
+                self.emit(module_queries.answer(command, self.module_path))
             except (LensError, OSError) as e:
                 self.emit(Failed(str(e)))
         else:

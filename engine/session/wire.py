@@ -4,10 +4,11 @@ A message is one *frame*::
 
     b"ILW1" | u32 table length | u32 message length | buffer table (JSON) | buffers | message (JSON)
 
-The message (UTF-8 JSON, last so that it is parsed with its buffers at hand, in one pass) holds it as a
+The table is empty when the message has no buffers (most messages). The message (UTF-8 JSON, last so that it is parsed with its buffers at hand, in one pass) holds it as a
 tree of plain values; what JSON cannot say is tagged:
 ``{"$t": [...]}`` a tuple, ``{"$m": [[k, v], ...]}`` a dict whose keys are not all plain strings,
-``{"$d": "module:Class", "f": {...}}`` a protocol dataclass, ``{"$e": "module:Class", "v": ...}`` an
+``{"$d": "module:Class", field: value, ...}`` a protocol dataclass (a field still at its default left out),
+``{"$e": "module:Class", "v": ...}`` an
 enum member, ``{"$a": N, "dtype": ..., "shape": [...]}`` a numpy array whose bytes are buffer N,
 ``{"$B": N}`` bytes, ``{"$s": dtype, "v": ...}`` a numpy scalar. Tensors never go through JSON: their
 bytes follow the table: small ones as they are, big ones (``"k": 1`` in the table) in 4 MiB chunks, each
@@ -29,6 +30,7 @@ import mmap
 import struct
 import time
 import zlib
+from collections.abc import Callable
 from pathlib import PurePath
 from typing import Any, BinaryIO
 
@@ -60,6 +62,11 @@ class ConnectionLost(WireError):
 
 
 class _Encoder:
+    """Turns a message into a JSON tree, its arrays and bytes into buffers. One encoding function per type,
+    made once (``_ENCODERS``): a step's stop record is a few dozen values, and a lookup each beats a chain of
+    isinstance tests. A dataclass field still at its default (the very object) is left out: a stop record's
+    many empty fields cost neither bytes nor decoding."""
+
     def __init__(self):
         self.buffers: list[memoryview] = []
 
@@ -71,48 +78,87 @@ class _Encoder:
         t = type(v)
         if t in _PLAIN:
             return v
-        if t is tuple or t is list:
-            # Register files and frame lists are long runs of plain values: no call per element.
-            items = list(v) if all(type(x) in _PLAIN for x in v) else [self.value(x) for x in v]
-            return items if t is list else {"$t": items}
-        known = _DATACLASSES.get(t)
-        if known is not None:
-            name, fields = known
-            return {"$d": name, "f": {f: self.value(getattr(v, f)) for f in fields}}
-        if isinstance(v, enum.Enum):
-            if isinstance(v, str):  # StrEnum: its text is its meaning, and it compares equal to it
-                return str(v)
-            return {"$e": _type_name(type(v)), "v": self.value(v.value)}
-        if isinstance(v, np.generic):  # before float: numpy's float64 is a float
-            return {"$s": _dtype_json(v.dtype), "v": self.value(v.item())}
-        for plain in (bool, int, float, str):  # other subclasses of plain values
-            if isinstance(v, plain):
-                return plain(v)
-        if isinstance(v, list | tuple):
-            return self.value(list(v) if isinstance(v, list) else tuple(v))
-        if isinstance(v, dict):
-            if all(type(k) is str and not k.startswith("$") for k in v):
-                return {k: self.value(x) for k, x in v.items()}
-            return {"$m": [[self.value(k), self.value(x)] for k, x in v.items()]}
-        if isinstance(v, np.ndarray):
-            array = v if v.flags.c_contiguous else v.copy(order="C")  # (ascontiguousarray makes rank 0 rank 1)
-            out = {"$a": self.buffer(_bytes_view(array)), "shape": list(array.shape)}
-            out.update(_dtype_json(array.dtype))
-            return out
-        if isinstance(v, bytes | bytearray | memoryview):
-            return {"$B": self.buffer(memoryview(v).cast("B"))}
-        if isinstance(v, set | frozenset):
-            return {"$set": [self.value(x) for x in v]}
-        if isinstance(v, PurePath):
-            return str(v)
-        if dataclasses.is_dataclass(v) and not isinstance(v, type):
-            _DATACLASSES[t] = (_type_name(t), tuple(f.name for f in dataclasses.fields(v)))
-            return self.value(v)
-        raise WireError(f"cannot send a {type(v).__module__}.{type(v).__qualname__} over the session stream")
+        encode_type = _ENCODERS.get(t)
+        if encode_type is None:
+            encode_type = _ENCODERS[t] = _encoder_for(t)
+        return encode_type(self, v)
 
 
 _PLAIN = frozenset((type(None), bool, int, float, str))
-_DATACLASSES: dict[type, tuple[str, tuple[str, ...]]] = {}  # class -> (wire name, field names)
+_NO_DEFAULT = object()
+_ENCODERS: dict[type, Callable[[_Encoder, Any], Any]] = {}
+_JSON = json.JSONEncoder(separators=(",", ":"), check_circular=False)  # (json.dumps makes one a call)
+
+
+def _items(encoder: _Encoder, v: Any) -> list:
+    return [x if type(x) in _PLAIN else encoder.value(x) for x in v]
+
+
+def _encode_tuple(encoder: _Encoder, v: tuple) -> dict:
+    return {"$t": _items(encoder, v)}
+
+
+def _encode_dict(encoder: _Encoder, v: dict) -> dict:
+    if all(type(k) is str and not k.startswith("$") for k in v):
+        return {k: x if type(x) in _PLAIN else encoder.value(x) for k, x in v.items()}
+    return {"$m": [[encoder.value(k), encoder.value(x)] for k, x in v.items()]}
+
+
+def _encode_array(encoder: _Encoder, v: np.ndarray) -> dict:
+    array = v if v.flags.c_contiguous else v.copy(order="C")  # (ascontiguousarray makes rank 0 rank 1)
+    out = {"$a": encoder.buffer(_bytes_view(array)), "shape": list(array.shape)}
+    out.update(_dtype_json(array.dtype))
+    return out
+
+
+def _dataclass_encoder(cls: type) -> Callable[[_Encoder, Any], dict]:
+    name = _type_name(cls)
+    fields = tuple(
+        (f.name, f.default if f.default is not dataclasses.MISSING else _NO_DEFAULT) for f in dataclasses.fields(cls)
+    )
+
+    def encode_dataclass(encoder: _Encoder, v: Any) -> dict:
+        out = {"$d": name}  # (its fields beside the tag: one JSON object, one decoding hook, per dataclass)
+        for field, default in fields:
+            x = getattr(v, field)
+            if x is not default:
+                out[field] = x if type(x) in _PLAIN else encoder.value(x)
+        return out
+
+    return encode_dataclass
+
+
+def _encoder_for(t: type) -> Callable[[_Encoder, Any], Any]:
+    """How values of type ``t`` travel; ``WireError`` for a type that cannot."""
+    if issubclass(t, tuple) and not dataclasses.is_dataclass(t):
+        return _encode_tuple if t is tuple or not hasattr(t, "_fields") else lambda e, x: _encode_tuple(e, tuple(x))
+    if t is list:
+        return _items
+    if dataclasses.is_dataclass(t):
+        return _dataclass_encoder(t)
+    if issubclass(t, enum.Enum):
+        if issubclass(t, str):  # StrEnum: its text is its meaning, and it compares equal to it
+            return lambda e, x: str(x)
+        name = _type_name(t)
+        return lambda e, x: {"$e": name, "v": e.value(x.value)}
+    if issubclass(t, np.generic):  # before float: numpy's float64 is a float
+        return lambda e, x: {"$s": _dtype_json(x.dtype), "v": e.value(x.item())}
+    for plain in (bool, int, float, str):  # other subclasses of plain values
+        if issubclass(t, plain):
+            return lambda e, x, plain=plain: plain(x)
+    if issubclass(t, list):
+        return lambda e, x: _items(e, x)
+    if issubclass(t, dict):
+        return _encode_dict
+    if issubclass(t, np.ndarray):
+        return _encode_array
+    if issubclass(t, bytes | bytearray | memoryview):
+        return lambda e, x: {"$B": e.buffer(memoryview(x).cast("B"))}
+    if issubclass(t, set | frozenset):
+        return lambda e, x: {"$set": _items(e, x)}
+    if issubclass(t, PurePath):
+        return lambda e, x: str(x)
+    raise WireError(f"cannot send a {t.__module__}.{t.__qualname__} over the session stream")
 
 
 def _bytes_view(array: np.ndarray) -> memoryview:
@@ -162,10 +208,12 @@ def encode(message: Any) -> tuple[bytes, list[memoryview], bytes]:
     """A frame's parts: head and buffer table, the buffers (views of the tensors, not copies), the message."""
     encoder = _Encoder()
     tree = encoder.value(message)
-    body = json.dumps(tree, separators=(",", ":")).encode()
-    descriptions = [{"n": data.nbytes, "k": 1} if data.nbytes >= _COMPRESS_MIN else {"n": data.nbytes}
-                    for data in encoder.buffers]  # fmt: skip
-    table = json.dumps(descriptions, separators=(",", ":")).encode()
+    body = _JSON.encode(tree).encode()
+    table = b""  # (no buffers, no table: most messages)
+    if encoder.buffers:
+        descriptions = [{"n": data.nbytes, "k": 1} if data.nbytes >= _COMPRESS_MIN else {"n": data.nbytes}
+                        for data in encoder.buffers]  # fmt: skip
+        table = _JSON.encode(descriptions).encode()
     return _HEAD.pack(MAGIC, len(table), len(body)) + table, encoder.buffers, body
 
 
@@ -224,47 +272,54 @@ class _Decoder:
         self.buffers = buffers
 
     def hook(self, v: dict) -> Any:
-        if len(v) > 3 or not v or next(iter(v))[:1] != "$":
-            return v  # a plain dict (tagged ones lead with their tag)
-        if "$t" in v:
-            return tuple(v["$t"])
-        if "$d" in v:
-            cls, init = _dataclass(v["$d"])
-            values = v["f"]
-            if values.keys() <= init:
-                return cls(**values)
-            obj = cls(**{k: x for k, x in values.items() if k in init})
-            for k, x in values.items():
-                if k not in init:
-                    object.__setattr__(obj, k, x)
-            return obj
-        if "$m" in v:
-            return {_hashable(k): x for k, x in v["$m"]}
-        if "$a" in v:
-            dtype = _dtype(v)
-            raw = self._buffer(v["$a"])
-            shape = tuple(int(d) for d in v["shape"])
-            if raw.nbytes != int(np.prod(shape, dtype=np.int64)) * dtype.itemsize:
-                raise WireError(f"array of shape {shape} {dtype} does not match its {raw.nbytes} bytes")
-            return raw.view(dtype).reshape(shape)
-        if "$B" in v:
-            return self._buffer(v["$B"]).tobytes()
-        if "$s" in v:
-            return _dtype(v["$s"]).type(v["v"])
-        if "$set" in v:
-            return set(v["$set"])
-        if "$e" in v:
-            cls = _engine_type(v["$e"])
-            if not issubclass(cls, enum.Enum):
-                raise WireError(f"{v['$e']} is not an enum")
-            return cls(v["v"])
+        for tag in v:  # tagged objects lead with their tag; a plain dict's keys never begin with "$"
+            decode_tag = _TAGS.get(tag)
+            return v if decode_tag is None else decode_tag(self, v)
         return v
 
-    def _buffer(self, index: int) -> np.ndarray:
+    def dataclass(self, v: dict) -> Any:
+        cls, init = _dataclass(v.pop("$d"))
+        values = v
+        if values.keys() <= init:
+            return cls(**values)
+        obj = cls(**{k: x for k, x in values.items() if k in init})
+        for k, x in values.items():
+            if k not in init:
+                object.__setattr__(obj, k, x)
+        return obj
+
+    def array(self, v: dict) -> np.ndarray:
+        dtype = _dtype(v)
+        raw = self.buffer(v["$a"])
+        shape = tuple(int(d) for d in v["shape"])
+        if raw.nbytes != int(np.prod(shape, dtype=np.int64)) * dtype.itemsize:
+            raise WireError(f"array of shape {shape} {dtype} does not match its {raw.nbytes} bytes")
+        return raw.view(dtype).reshape(shape)
+
+    def enum(self, v: dict) -> enum.Enum:
+        cls = _engine_type(v["$e"])
+        if not issubclass(cls, enum.Enum):
+            raise WireError(f"{v['$e']} is not an enum")
+        return cls(v["v"])
+
+    def buffer(self, index: int) -> np.ndarray:
         try:
             return self.buffers[index]
         except (IndexError, TypeError):
             raise WireError(f"the message names buffer {index!r}, which the frame does not have") from None
+
+
+_TAGS: dict[str, Callable[[_Decoder, dict], Any]] = {
+    "$t": lambda d, v: tuple(v["$t"]),
+    "$d": _Decoder.dataclass,
+    "$m": lambda d, v: {_hashable(k): x for k, x in v["$m"]},
+    "$a": _Decoder.array,
+    "$B": lambda d, v: d.buffer(v["$B"]).tobytes(),
+    "$s": lambda d, v: _dtype(v["$s"]).type(v["v"]),
+    "$set": lambda d, v: set(v["$set"]),
+    "$e": _Decoder.enum,
+}
+_NO_BUFFERS = json.JSONDecoder(object_hook=_Decoder([]).hook)  # most messages: one decoder made once
 
 
 def _hashable(v: Any) -> Any:
@@ -321,18 +376,21 @@ def read_frame(stream: BinaryIO) -> Any:
         raise WireError(f"the stream does not carry session messages (it begins {text!r})")
     if table_len > _MAX_HEADER or body_len > _MAX_HEADER:
         raise WireError(f"a message of {table_len} + {body_len} bytes of header is not one of ours")
-    try:
-        descriptions = json.loads(_read_exact(stream, table_len))
-        if not isinstance(descriptions, list):
-            raise TypeError("the buffer table is not a list")
-        buffers = [_read_buffer(stream, d) for d in descriptions]
-    except (ValueError, KeyError, TypeError) as e:
-        raise WireError(f"a corrupt message header ({e})") from None
-    except (MemoryError, OSError) as e:  # a tensor bigger than this machine can hold
-        raise WireError(f"cannot receive the message's tensors here: {e!r}") from None
+    decoder = _NO_BUFFERS
+    if table_len:
+        try:
+            descriptions = json.loads(_read_exact(stream, table_len))
+            if not isinstance(descriptions, list):
+                raise TypeError("the buffer table is not a list")
+            buffers = [_read_buffer(stream, d) for d in descriptions]
+        except (ValueError, KeyError, TypeError) as e:
+            raise WireError(f"a corrupt message header ({e})") from None
+        except (MemoryError, OSError) as e:  # a tensor bigger than this machine can hold
+            raise WireError(f"cannot receive the message's tensors here: {e!r}") from None
+        decoder = json.JSONDecoder(object_hook=_Decoder(buffers).hook)
     body = _read_exact(stream, body_len)
     try:
-        return json.loads(body, object_hook=_Decoder(buffers).hook)
+        return decoder.decode(body.decode())
     except (ValueError, KeyError, TypeError) as e:  # (WireError, a LensError, passes through)
         raise WireError(f"a corrupt message ({type(e).__name__}: {e})") from None
 

@@ -138,18 +138,10 @@ class TimeTravel:
     # -- recording ---------------------------------------------------------------------------------------
 
     def _number_allocations(self, device: Device) -> None:
-        # Wrap the device's allocation entry points (instance attributes): replay creates allocations in
-        # the same order, so the serial names the same buffer in every replay of the run.
-        for name in ("new_allocation", "import_allocation"):
-            original = getattr(device, name)
-
-            def numbered(*args: Any, _original: Callable = original, **kw: Any) -> Any:
-                allocation = _original(*args, **kw)
-                if allocation is not None:
-                    self._name(allocation)
-                return allocation
-
-            setattr(device, name, numbered)
+        # Replay creates allocations in the same order, so the serial names the same buffer in every
+        # replay of the run.
+        if self._name not in device.allocation_listeners:
+            device.allocation_listeners.append(self._name)
 
     def _name(self, allocation: Allocation) -> None:
         if serial_of(allocation) is None:

@@ -14,3 +14,14 @@ def test_each_verdict_has_a_distinct_colour_and_a_plain_label():
     assert verdict_colour("diverged", inherited=True) == INHERITED_COLOUR
     # A dispatch that was not compared says so; it is not shown as agreeing.
     assert verdict_label(None) == "not compared" and verdict_colour("?") == UNKNOWN_COLOUR
+
+
+def test_the_legend_names_every_verdict_in_its_colour():
+    from app.views.verdict_style import legend_html
+
+    colours = {verdict_colour(str(v)).name() for v in Verdict}
+    assert len(colours) == 4  # exact, within rounding, within tolerance, diverged: each its own
+    text = legend_html(inherited=True)
+    for v in Verdict:
+        assert f'color:{verdict_colour(str(v)).name()}">■ {verdict_label(str(v))}<' in text
+    assert "diverged (inputs differed)" in text and "not compared" in text

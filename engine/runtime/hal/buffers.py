@@ -23,6 +23,7 @@ from engine.runtime.vm.native import StatusCode, VmStatusError
 
 if TYPE_CHECKING:
     from engine.runtime.hal.device import Device
+    from engine.runtime.vm.values import KeepBytes
 
 
 class Allocation:
@@ -48,6 +49,22 @@ class Allocation:
     def write_view(self, offset: int, length: int) -> np.ndarray:
         """Bytes ``[offset, offset + length)`` for writing on the host (zero-copy here)."""
         return self.data[offset : offset + length]
+
+    # -- checkpoints (``engine.runtime.vm.values.Checkpointable``)
+
+    def checkpoint(self, keep: KeepBytes) -> tuple[int, np.ndarray | None]:
+        """The owner count and the bytes (read back first from a device that mirrors them; memory imported
+        read-only, e.g. rodata, is not state)."""
+        view = self.read_view(0, self.size)
+        return self.owners, keep(self.data) if view.flags.writeable else None
+
+    def restore_checkpoint(self, state: tuple[int, np.ndarray | None]) -> None:
+        self.owners, saved = state
+        if saved is not None:
+            self.write_view(0, self.size)[:] = saved  # a mirrored allocation marks its device copy stale
+
+    def checkpoint_refs(self) -> tuple:
+        return (self.device,) if self.device is not None else ()
 
 
 def calculate_range(base_offset: int, max_length: int, offset: int, length: int) -> tuple[int, int]:
@@ -130,6 +147,17 @@ class HalBuffer:
         start, n = self.resolve(offset, length)
         return self.allocation.write_view(start, n)
 
+    # -- checkpoints: a buffer's range never changes; its bytes are its allocation's
+
+    def checkpoint(self, keep: KeepBytes) -> None:
+        return None
+
+    def restore_checkpoint(self, state: None) -> None:
+        pass
+
+    def checkpoint_refs(self) -> tuple:
+        return (self.allocation,) if self._parent is None else (self.allocation, self._parent)
+
     def __repr__(self) -> str:
         return (
             f"HalBuffer({self.byte_length} bytes at +{self.byte_offset} of {self.allocation.size}, "
@@ -194,6 +222,15 @@ class HalBufferView:
         dims = "x".join(str(d) for d in self.shape)
         return f"{dims}x{self.element.name}" if dims else self.element.name
 
+    def checkpoint(self, keep: KeepBytes) -> None:
+        return None  # shape and type never change; the bytes are the buffer's
+
+    def restore_checkpoint(self, state: None) -> None:
+        pass
+
+    def checkpoint_refs(self) -> tuple:
+        return (self.buffer,)
+
     def __repr__(self) -> str:
         return f"HalBufferView({self.describe()})"
 
@@ -213,6 +250,7 @@ class HalAllocator:
             )
         memory_type, usage = self.device.buffer_params(memory_type, usage)
         allocation = self.device.new_allocation(size, origin)
+        self.device.allocation_made(allocation)
         return HalBuffer(allocation, 0, size, memory_type, usage)
 
     def wrap(
@@ -223,7 +261,17 @@ class HalAllocator:
         allocation = self.device.import_allocation(data, origin)
         if allocation is None:
             return None
+        self.device.allocation_made(allocation)
         return HalBuffer(allocation, 0, allocation.size, memory_type, usage, access)
+
+    def checkpoint(self, keep: KeepBytes) -> None:
+        return None
+
+    def restore_checkpoint(self, state: None) -> None:
+        pass
+
+    def checkpoint_refs(self) -> tuple:
+        return (self.device,)
 
     def __repr__(self) -> str:
         return f"HalAllocator({self.device.name})"
@@ -242,6 +290,15 @@ class HalFile:
     @property
     def length(self) -> int:
         return int(self.data.shape[0])
+
+    def checkpoint(self, keep: KeepBytes) -> None:
+        return None  # only read from (queue reads)
+
+    def restore_checkpoint(self, state: None) -> None:
+        pass
+
+    def checkpoint_refs(self) -> tuple:
+        return ()
 
     def __repr__(self) -> str:
         return f"HalFile({self.length} bytes, {self.origin})"

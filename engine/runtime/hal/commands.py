@@ -186,6 +186,19 @@ class HalCommandBuffer:
             raise VmStatusError(StatusCode.FAILED_PRECONDITION, "command buffer is not in a recording state")
         self.finalized = True
 
+    # -- checkpoints (``engine.runtime.vm.values.Checkpointable``)
+
+    def checkpoint(self, keep: Any) -> tuple:
+        return tuple(self.commands), self.finalized, self.submissions
+
+    def restore_checkpoint(self, state: tuple) -> None:
+        commands, self.finalized, self.submissions = state
+        self.commands[:] = commands
+
+    def checkpoint_refs(self) -> list:
+        """The buffers its commands name (their bytes matter when it runs) and its device."""
+        return [self.device, *(r.buffer for c in self.commands for r in _refs_of(c) if r.buffer is not None)]
+
     def __repr__(self) -> str:
         kind = "one-shot" if self.one_shot else "reusable"
         return f"HalCommandBuffer({kind}, {len(self.commands)} commands, capacity {self.binding_capacity})"

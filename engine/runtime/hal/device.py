@@ -66,6 +66,16 @@ class HalExecutable:
             return self.export_names[ordinal]
         return f"#{ordinal}"
 
+    # A loaded executable never changes while a program runs (a substitution is not program state).
+    def checkpoint(self, keep: Any) -> None:
+        return None
+
+    def restore_checkpoint(self, state: None) -> None:
+        pass
+
+    def checkpoint_refs(self) -> tuple:
+        return ()
+
     def __repr__(self) -> str:
         return f"HalExecutable({self.format}, {self.label}, exports={list(self.export_names)})"
 
@@ -85,20 +95,86 @@ class DispatchBinding:
         return self.buffer.read_view(self.offset, self.length)
 
 
-@dataclass(frozen=True)
 class DispatchRecord:
-    """What one dispatch ran with; ``sequence`` counts the device's dispatches from 0."""
+    """What one dispatch ran with; ``sequence`` counts the device's dispatches from 0. Read-only.
 
-    sequence: int
-    device: str
-    executable: str  # the executable's label (where it came from)
-    executable_format: str
-    export_name: str
-    export_ordinal: int
-    workgroup_count: tuple[int, int, int]
-    constants: tuple[int, ...]
-    bindings: tuple[DispatchBinding, ...]
-    executable_id: int = 0  # the executable's creation order on the device, from 1 (IREE's executable_id)
+    Built for every observed dispatch, on the run's hot path: only the sequence number and the
+    executable are taken when it is made; names, workgroups, constants and the ``DispatchBinding`` of
+    each binding are worked out when first read (a session that only watches reads few of them)."""
+
+    __slots__ = (
+        "sequence", "_device", "_executable", "export_ordinal", "_workgroups", "_constants", "_ranges",
+        "_bindings", "_export_name",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        sequence: int,
+        device: Device,
+        executable: HalExecutable,
+        export_ordinal: int,
+        workgroup_count: Sequence[int],
+        constants: Sequence[int],
+        ranges: Sequence[ResolvedRange],
+    ):
+        self.sequence = sequence
+        self._device = device
+        self._executable = executable
+        self.export_ordinal = export_ordinal
+        self._workgroups = workgroup_count
+        self._constants = constants
+        self._ranges = ranges
+        self._bindings: tuple[DispatchBinding, ...] | None = None
+        self._export_name: str | None = None
+
+    @property
+    def device(self) -> str:
+        return self._device.name
+
+    @property
+    def executable(self) -> str:
+        """The executable's label (where it came from)."""
+        return self._executable.label
+
+    @property
+    def executable_format(self) -> str:
+        return self._executable.format
+
+    @property
+    def executable_id(self) -> int:
+        """The executable's creation order on the device, from 1 (IREE's executable_id)."""
+        return getattr(self._executable, "creation_id", 0)
+
+    @property
+    def export_name(self) -> str:
+        name = self._export_name
+        if name is None:
+            name = self._export_name = self._executable.export_name(self.export_ordinal)
+        return name
+
+    @property
+    def workgroup_count(self) -> tuple[int, int, int]:
+        return tuple(self._workgroups)  # type: ignore[return-value]
+
+    @property
+    def constants(self) -> tuple[int, ...]:
+        return tuple(self._constants)
+
+    @property
+    def bindings(self) -> tuple[DispatchBinding, ...]:
+        found = self._bindings
+        if found is None:
+            found = self._bindings = tuple(
+                DispatchBinding(i, b.buffer, b.offset, b.length)  # type: ignore[arg-type]
+                for i, b in enumerate(self._ranges)
+            )
+        return found
+
+    def __repr__(self) -> str:
+        return (
+            f"DispatchRecord(#{self.sequence} {self.export_name} of {self.executable}, "
+            f"workgroups {self.workgroup_count}, {len(self._ranges)} bindings)"
+        )
 
 
 class DispatchObserver:
@@ -156,6 +232,9 @@ class Device:
         # dispatch's results itself (time travel's replay writes the bytes a costly dispatch left when it
         # first ran instead of running it again). None: the kernel runs.
         self.kernel_hook: KernelHook | None = None
+        # Told of every allocation the device's allocator makes or imports, in order (time travel numbers
+        # them: a replay makes them in the same order).
+        self.allocation_listeners: list[Callable[[Allocation], None]] = []
         self._dispatches = 0
         self._pending: list[_PendingWork] = []
         self._pumping = False
@@ -191,6 +270,11 @@ class Device:
 
     def new_allocation(self, size: int, origin: str) -> Allocation:
         return Allocation(aligned_zeros(size), self, origin)
+
+    def allocation_made(self, allocation: Allocation) -> None:
+        """Tell ``allocation_listeners`` of an allocation the allocator made or imported."""
+        for listener in self.allocation_listeners:
+            listener(allocation)
 
     def import_allocation(self, data: np.ndarray, origin: str) -> Allocation | None:
         """Alias host memory, or ``None`` when this device cannot use it in place (the program then copies).
@@ -299,29 +383,13 @@ class Device:
         self,
         executable: HalExecutable,
         ordinal: int,
-        workgroup_count: tuple[int, int, int],
-        constants: tuple[int, ...],
+        workgroup_count: Sequence[int],
+        constants: Sequence[int],
         bindings: list[ResolvedRange],
         sequence: int,
     ) -> DispatchRecord:
-        """What observers are told about one dispatch (the bindings only when an observer reads them)."""
-        return DispatchRecord(
-            sequence=sequence,
-            device=self.name,
-            executable=executable.label,
-            executable_format=executable.format,
-            export_name=executable.export_name(ordinal),
-            export_ordinal=ordinal,
-            workgroup_count=tuple(workgroup_count),
-            constants=tuple(constants),
-            bindings=tuple(
-                DispatchBinding(i, b.buffer, b.offset, b.length)
-                for i, b in enumerate(bindings)  # type: ignore[arg-type]
-            )
-            if self.observers_read_bindings
-            else (),  # timing-only observers never look at them: skip the per-binding objects
-            executable_id=getattr(executable, "creation_id", 0),
-        )
+        """What observers are told about one dispatch (its details are worked out when read)."""
+        return DispatchRecord(sequence, self, executable, ordinal, workgroup_count, constants, bindings)
 
     @property
     def observers_read_bindings(self) -> bool:
@@ -391,6 +459,18 @@ class Device:
     def restore_queue_state(self, state: tuple[int, tuple]) -> None:
         self._dispatches, pending = state
         self._pending[:] = pending
+
+    # -- checkpoints (``engine.runtime.vm.values.Checkpointable``): the queue; the buffers are saved by the
+    # refs that hold them, native handles and observers are not program state.
+
+    def checkpoint(self, keep: Any) -> tuple[int, tuple]:
+        return self.queue_state()
+
+    def restore_checkpoint(self, state: tuple[int, tuple]) -> None:
+        self.restore_queue_state(state)
+
+    def checkpoint_refs(self) -> tuple:
+        return ()
     @property
     def dispatch_count(self) -> int:
         """How many dispatches this device has run (the next record's ``sequence``)."""

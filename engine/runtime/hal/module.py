@@ -172,6 +172,15 @@ class HalChannel:
 
     vm_type_name = "hal.channel"
 
+    def checkpoint(self, keep: Any) -> None:
+        return None
+
+    def restore_checkpoint(self, state: None) -> None:
+        pass
+
+    def checkpoint_refs(self) -> tuple:
+        return ()
+
 
 class HalModule(NativeModule):
     """IREE's ``hal`` module over our devices. ``devices[0]`` is what ``devices.get(0)`` returns.

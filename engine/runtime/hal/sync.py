@@ -9,6 +9,7 @@ device's queue and runs the moment that signal arrives. A failed wait fails the 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from engine.runtime.vm.native import StatusCode, VmStatusError
 
@@ -39,6 +40,18 @@ class HalSemaphore:
         for listener in list(self.listeners):
             listener()
 
+    # -- checkpoints (``engine.runtime.vm.values.Checkpointable``)
+
+    def checkpoint(self, keep: Any) -> tuple:
+        return self.value, self.failure, tuple(self.listeners)
+
+    def restore_checkpoint(self, state: tuple) -> None:
+        self.value, self.failure, listeners = state
+        self.listeners[:] = listeners
+
+    def checkpoint_refs(self) -> tuple:
+        return ()
+
     def __repr__(self) -> str:
         state = f"failed {self.failure.code.name}" if self.failure else f"value {self.value}"
         return f"HalSemaphore({state})"
@@ -65,6 +78,15 @@ class HalFence:
                 self.timepoints[i] = (existing, max(existing_value, value))
                 return
         self.timepoints.append((semaphore, value))
+
+    def checkpoint(self, keep: Any) -> tuple:
+        return tuple(self.timepoints)
+
+    def restore_checkpoint(self, state: tuple) -> None:
+        self.timepoints[:] = state
+
+    def checkpoint_refs(self) -> list[HalSemaphore]:
+        return [s for s, _ in self.timepoints]
 
     @property
     def failure(self) -> VmStatusError | None:

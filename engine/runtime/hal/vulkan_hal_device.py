@@ -60,6 +60,11 @@ class MirroredAllocation(Allocation):
         self.host_newer = True
         return self.data[offset : offset + length]
 
+    def restore_checkpoint(self, state: tuple[int, np.ndarray | None]) -> None:
+        if state[1] is not None:
+            self.device_newer = False  # the restored bytes replace the device's: no read-back first
+        super().restore_checkpoint(state)
+
     def device_buffer(self) -> Any:
         """The up-to-date device copy (created and uploaded as needed)."""
         hal_device: VulkanHalDevice = self.device  # type: ignore[assignment]

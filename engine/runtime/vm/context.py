@@ -78,6 +78,15 @@ class ModuleInstance:
         self._decoded: list[dict[int, Instruction] | None] = [None] * len(self.functions)
         self.breakpoints: set[tuple[int, int]] = set()
 
+    def checkpoint_globals(self) -> tuple[bytes, tuple[Any, ...]]:
+        """The module's globals as they are now (primitive bytes and refs), for time travel."""
+        return bytes(self.rwdata), tuple(self.global_refs)
+
+    def restore_globals(self, state: tuple[bytes, tuple[Any, ...]]) -> None:
+        rwdata, refs = state
+        self.rwdata[:] = rwdata
+        self.global_refs[:] = refs
+
     def __repr__(self) -> str:
         return f"<ModuleInstance @{self.name}>"
 

@@ -147,6 +147,30 @@ def store_value(kind: str, i: list, reg: int, v: Any) -> None:
         raise ValueError(kind)
 
 
+@dataclass(frozen=True)
+class FrameState:
+    """One frame as a checkpoint keeps it (``Interpreter.checkpoint``)."""
+
+    frame: Frame
+    pc: int
+    i: tuple[int, ...]
+    r: tuple[Any, ...]
+    ret_regs: tuple
+    ret_kinds: tuple
+
+
+@dataclass(frozen=True)
+class InterpreterState:
+    """The call stack and the call's outcome as a checkpoint keeps them (``Interpreter.checkpoint``)."""
+
+    frames: tuple[FrameState, ...]
+    base: int
+    results: list | None
+    trap: Any
+    last_import: Any
+    entry_kinds: tuple
+
+
 class Interpreter:
     """A VM thread: the call stack of one invocation (and of nested ones, e.g. a VMVX dispatch)."""
 
@@ -163,6 +187,28 @@ class Interpreter:
         # Timing zones (engine.trace.recorder.ZoneRecorder) when set: told of calls, returns and imports.
         self.zone_hook = None
         self.entry_kinds: tuple = ()  # the result kinds of the call that began (its calling convention)
+
+    # -- checkpoints (time travel) -----------------------------------------------------------------------
+
+    def checkpoint(self) -> InterpreterState:
+        """The call stack as it is now (between instructions: no native call running)."""
+        if self.native_depth:
+            raise RuntimeError("a checkpoint needs the VM between instructions (a native call is running)")
+        frames = tuple(FrameState(f, f.pc, tuple(f.i), tuple(f.r), f.ret_regs, f.ret_kinds) for f in self.frames)
+        return InterpreterState(frames, self.base, self.results, self.trap, self.last_import, self.entry_kinds)
+
+    def restore_checkpoint(self, state: InterpreterState) -> None:
+        """Put the call stack back in place: the same frame objects, with the registers they had."""
+        for s in state.frames:
+            f = s.frame
+            f.pc = s.pc
+            f.i[:] = s.i
+            f.r[:] = s.r
+            f.ret_regs, f.ret_kinds = s.ret_regs, s.ret_kinds
+        self.frames[:] = [s.frame for s in state.frames]
+        self.base, self.results, self.trap = state.base, state.results, state.trap
+        self.last_import, self.entry_kinds = state.last_import, state.entry_kinds
+        self.native_depth = 0
 
     # -- invocation set-up ------------------------------------------------------------------------------
 

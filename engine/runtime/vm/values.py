@@ -7,6 +7,7 @@ null ref. Native modules (``hal``, ``check``) define their own ref classes the s
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -16,6 +17,25 @@ import numpy as np
 @runtime_checkable
 class VmRef(Protocol):
     vm_type_name: str
+
+
+# Copies an array's bytes for a checkpoint (time travel's store shares a copy while the bytes are unchanged).
+KeepBytes = Callable[[np.ndarray], np.ndarray]
+
+
+@runtime_checkable
+class Checkpointable(Protocol):
+    """A ref whose state a checkpoint of a run saves and restores in place (``engine.timetravel.snapshot``):
+    every ref class of the VM and the HAL offers these. ``checkpoint(keep)`` returns the object's own
+    mutable state (bytes copied with ``keep``), ``restore_checkpoint(state)`` puts it back in place, and
+    ``checkpoint_refs()`` names the objects whose state goes with it (a buffer's allocation, a list's items).
+    Immutable or native objects return ``None`` and keep nothing."""
+
+    def checkpoint(self, keep: KeepBytes) -> Any: ...
+
+    def restore_checkpoint(self, state: Any) -> None: ...
+
+    def checkpoint_refs(self) -> Iterable[Any]: ...
 
 
 def ref_type_name(ref: object) -> str:
@@ -70,6 +90,19 @@ class VmBuffer:
         """The buffer as UTF-8 text (how strings reach native modules: rodata without a NUL)."""
         return self.data.tobytes().decode("utf-8", errors="replace")
 
+    # -- checkpoints (time travel, ``engine.timetravel.snapshot``): see ``Checkpointable``
+
+    def checkpoint(self, keep: KeepBytes) -> np.ndarray | None:
+        """The bytes, when the VM can store into them (rodata's are not state)."""
+        return keep(self.data) if self.mutable and self.data.flags.writeable else None
+
+    def restore_checkpoint(self, state: np.ndarray | None) -> None:
+        if state is not None:
+            self.data[...] = state
+
+    def checkpoint_refs(self) -> tuple:
+        return ()
+
     def __repr__(self) -> str:
         return f"VmBuffer({self.length} bytes, {'mutable' if self.mutable else 'read-only'}, {self.origin})"
 
@@ -85,6 +118,16 @@ class VmList:
 
     def __len__(self) -> int:
         return len(self.items)
+
+    def checkpoint(self, keep: KeepBytes) -> tuple:
+        return tuple(self.items), self.capacity
+
+    def restore_checkpoint(self, state: tuple) -> None:
+        items, self.capacity = state
+        self.items[:] = items
+
+    def checkpoint_refs(self) -> list[Any]:
+        return self.items
 
     def __repr__(self) -> str:
         return f"VmList<{self.element_type}>(size={len(self.items)})"

@@ -1,0 +1,162 @@
+"""The one table model of dispatch lists: rows by run ordinal (a live run's dispatches, a capture's), the
+columns a list names, then a Verdict column; the name filter they share.
+
+Both dispatch lists of the window (``run_dispatch_list``: the live run's, from its history; and
+``dispatch_run_list``: a capture bundle's, with its tensors) show rows of dispatches that a divergence check
+may have judged: a diverge breakpoint's stop or a capture compared with another run gives each dispatch a
+verdict (numerics' exact / within rounding / within tolerance / diverged). The verdict is written in the
+Verdict column, colours the row's text (``verdict_style``) and is named in the row's tooltip with its
+metrics: never colour alone. Rows no check judged say "not compared" once any verdict is known.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSortFilterProxyModel, Qt
+from PySide6.QtGui import QBrush, QColor
+
+from app.views.verdict_style import verdict_colour, verdict_label
+
+_ROOT = QModelIndex()  # the invalid parent of a flat table
+VERDICT_COLUMN = "Verdict"
+PAUSED = QBrush(QColor("#fff3cd"))
+
+
+@dataclass(frozen=True)
+class VerdictMark:
+    """A dispatch's verdict as a list shows it."""
+
+    verdict: str  # numerics' Verdict value
+    summary: str = ""  # the metrics behind it (numerics' one line)
+    inherited: bool = False  # diverged with inputs that already differed
+
+    @property
+    def label(self) -> str:
+        return verdict_label(self.verdict, self.inherited)
+
+
+class DispatchListModel(QAbstractTableModel):
+    """Dispatch rows: ``columns`` (the first two are the ordinal and IREE's export name) and the Verdict
+    column. A subclass says how one of its rows reads: ``ordinal_of``, ``name_of``, ``cell``, ``tooltip_of``."""
+
+    columns: tuple[str, ...] = ("#", "Dispatch")
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.rows: list = []
+        self.verdicts: dict[int, VerdictMark] = {}
+        self.paused: int | None = None  # the ordinal the run is paused at (marked)
+
+    # -- what a subclass says of its rows
+
+    def ordinal_of(self, row) -> int:
+        raise NotImplementedError
+
+    def name_of(self, row) -> str:
+        raise NotImplementedError
+
+    def cell(self, row, column: int) -> str:
+        return str(self.ordinal_of(row)) if column == 0 else self.name_of(row)
+
+    def tooltip_of(self, row) -> str:
+        return f"#{self.ordinal_of(row)} {self.name_of(row)}"
+
+    def foreground_of(self, row, column: int) -> QBrush | None:
+        return None
+
+    # -- verdicts
+
+    def set_verdicts(self, verdicts: dict[int, VerdictMark]) -> None:
+        """Each dispatch's verdict by ordinal (replacing any earlier ones); ``{}`` clears them."""
+        self.verdicts = dict(verdicts)
+        if self.rows:
+            self.dataChanged.emit(self.index(0, 0), self.index(len(self.rows) - 1, self.columnCount() - 1))
+
+    def verdict_of(self, ordinal: int) -> VerdictMark | None:
+        return self.verdicts.get(ordinal)
+
+    def set_paused(self, ordinal: int | None) -> None:
+        old, self.paused = self.paused, ordinal
+        for o in (old, ordinal):
+            row = self.row_of(o) if o is not None else None
+            if row is not None:
+                self.dataChanged.emit(self.index(row, 0), self.index(row, self.columnCount() - 1))
+
+    def row_of(self, ordinal: int) -> int | None:
+        return next((i for i, r in enumerate(self.rows) if self.ordinal_of(r) == ordinal), None)
+
+    # -- Qt's model
+
+    def rowCount(self, parent=_ROOT) -> int:  # noqa: N802 (Qt's name)
+        return 0 if parent.isValid() else len(self.rows)
+
+    def columnCount(self, parent=_ROOT) -> int:  # noqa: N802
+        return 0 if parent.isValid() else len(self.columns) + 1
+
+    def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):  # noqa: N802
+        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
+            return self.columns[section] if section < len(self.columns) else VERDICT_COLUMN
+        return None
+
+    def data(self, index: QModelIndex, role=Qt.ItemDataRole.DisplayRole):
+        if not index.isValid():
+            return None
+        r = self.rows[index.row()]
+        col = index.column()
+        ordinal = self.ordinal_of(r)
+        mark = self.verdicts.get(ordinal)
+        if role == Qt.ItemDataRole.DisplayRole:
+            if col == len(self.columns):
+                if mark is not None:
+                    return mark.label
+                return "not compared" if self.verdicts else ""
+            return self.cell(r, col)
+        if role == Qt.ItemDataRole.UserRole:
+            return ordinal
+        if role == Qt.ItemDataRole.ForegroundRole:
+            own = self.foreground_of(r, col)
+            if own is not None:
+                return own
+            if mark is not None:
+                return QBrush(verdict_colour(mark.verdict, mark.inherited))
+            if self.verdicts:
+                return QBrush(verdict_colour(None))
+            return None
+        if role == Qt.ItemDataRole.ToolTipRole:
+            text = self.tooltip_of(r)
+            if ordinal == self.paused:
+                text += "  (the run is paused here)"
+            if mark is not None:
+                text += f"\nverdict: {mark.label}" + (f" — {mark.summary}" if mark.summary else "")
+            elif self.verdicts:
+                text += "\nverdict: not compared"
+            return text
+        if role == Qt.ItemDataRole.BackgroundRole and ordinal == self.paused:
+            return PAUSED
+        return None
+
+
+class NameFilter(QSortFilterProxyModel):
+    """Rows whose dispatch name contains the text (case-insensitive), matches it as a glob, or whose ordinal
+    it is."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.text = ""
+
+    def set_text(self, text: str) -> None:
+        text = text.strip().lower()
+        self.text = text[1:] if text.startswith("#") else text
+        self.invalidateFilter()
+
+    def filterAcceptsRow(self, source_row: int, source_parent: QModelIndex) -> bool:  # noqa: N802
+        if not self.text:
+            return True
+        name = self.sourceModel().index(source_row, 1, source_parent).data() or ""
+        number = self.sourceModel().index(source_row, 0, source_parent).data() or ""
+        name = name.lower()
+        if any(c in self.text for c in "*?["):
+            return fnmatch.fnmatchcase(name, self.text)
+        return self.text in name or self.text == number
