@@ -197,12 +197,19 @@ class RunDispatchList(QWidget):
         self._drop_run_to()
         self._retitle()
 
+    def _diverged_marks(self) -> dict[int, VerdictMark]:
+        """The diverged dispatch of this call's stop, with its metrics (kept when the run goes on to the end)."""
+        return {o: m for o, m in self.model.verdicts.items() if m.verdict == "diverged"}
+
     def set_verdicts(self, verdicts: dict[int, VerdictMark]) -> None:
         """Colour the rows by these verdicts (by ordinal; ``{}``: none), the legend shown with them."""
         self.model.set_verdicts(verdicts)
         self.legend.setVisible(bool(verdicts))
 
-    def _on_end(self, _event) -> None:
+    def _on_end(self, event) -> None:
+        verdicts = getattr(event, "verdicts", ())  # a Finished event: what a diverge breakpoint judged
+        if verdicts:
+            self.set_verdicts({**{o: VerdictMark(v) for o, v in verdicts}, **self._diverged_marks()})
         self._finished = self.bridge.state == "idle"
         self.model.set_paused(None)
         self._drop_run_to()
