@@ -119,6 +119,27 @@ def test_tensors_compress_only_when_it_pays():
         assert all(np.array_equal(a, b) for a, b in zip(back, [zeros, noise, zeros[:1000]]))
 
 
+def test_tensors_are_not_sampled_where_compression_cannot_pay(monkeypatch):
+    """No zlib work while the link is unknown (the chunks measure it), nor on a link faster than zlib has been
+    here (a local pipe): only the first tensor on a known link is sampled."""
+    import zlib
+
+    from engine.session import wire
+
+    calls = []
+    compress = zlib.compress
+    monkeypatch.setattr(wire.zlib, "compress", lambda data, level=-1: calls.append(len(data)) or compress(data, level))
+    zeros = np.zeros(2 << 20, np.uint8)
+    unknown = Compression()
+    frame_size(zeros, unknown)
+    assert not calls and unknown.fastest_zlib is None
+    fast = Compression(link=50e9)
+    frame_size(zeros, fast)
+    assert len(calls) == 1 and fast.fastest_zlib is not None  # one sample: zlib is slower than this link
+    frame_size(zeros, fast)
+    assert len(calls) == 1
+
+
 def test_the_link_is_measured_on_raw_chunks():
     """Unknown at first (the first chunks go raw), then what the writes took: a reader that drains slowly
     makes the following chunks compressed."""

@@ -182,13 +182,22 @@ class Compression:
     """When zlib pays for a tensor's chunk: when sending the chunk raw would take longer than compressing it
     and sending what is left. The link's speed is measured on the raw chunks sent so far (the time a write
     blocks is the time the peer takes to drain it: a local pipe is faster than zlib, ssh over a network is
-    not); zlib's speed and ratio on the data from a sample of each tensor, then from its chunks.
-    ``Compression(False)`` never compresses; ``link`` fixes the link's speed (bytes/s) instead of measuring."""
+    not); zlib's speed and ratio on the data from a sample of each tensor, then from its chunks. A tensor is
+    not even sampled while the link is unknown (its chunks go raw and measure it) or while it is faster than
+    zlib has ever been here (no data could pay: a local pipe). ``Compression(False)`` never compresses;
+    ``link`` fixes the link's speed (bytes/s) instead of measuring."""
 
     def __init__(self, enabled: bool = True, link: float | None = None):
         self.enabled = enabled
         self.link = link  # bytes/s of raw chunks sent; None until measured
         self.fixed = link is not None
+        self.fastest_zlib: float | None = None  # bytes/s: zlib's best speed seen on this link's data
+
+    def may_pay(self) -> bool:
+        """Whether compressing could pay at all now (even data that compresses to nothing)."""
+        if not self.enabled or self.link is None:
+            return False
+        return self.fastest_zlib is None or 2 / self.fastest_zlib < 0.8 / self.link
 
     def pays(self, ratio: float, zlib_speed: float) -> bool:
         if not self.enabled or ratio > 0.5 or self.link is None:
@@ -196,6 +205,12 @@ class Compression:
         # raw: 1/link a second a byte; compressed: compressing, sending what is left, decompressing (about
         # as fast as compressing for level 1 on data that compresses well: measured, not assumed)
         return 2 / zlib_speed + ratio / self.link < 0.8 / self.link
+
+    def compressed(self, nbytes: int, seconds: float) -> float:
+        """zlib took ``seconds`` for ``nbytes``: its speed (bytes/s), remembered when it is the best yet."""
+        speed = nbytes / max(seconds, 1e-6)
+        self.fastest_zlib = speed if self.fastest_zlib is None else max(self.fastest_zlib, speed)
+        return speed
 
     def sent_raw(self, nbytes: int, seconds: float) -> None:
         if self.fixed or nbytes < _COMPRESS_MIN or seconds <= 0:
@@ -238,21 +253,24 @@ def write_frame(stream: BinaryIO, message: Any, *, compression: Compression | No
 
 
 def _write_chunks(stream: BinaryIO, data: memoryview, policy: Compression) -> None:
-    ratio, zlib_speed = 1.0, 1.0
-    if policy.enabled:  # how well and how fast this tensor compresses, from a sample
-        sample = data[: min(_SAMPLE, data.nbytes)]
-        start = time.perf_counter()
-        ratio = len(zlib.compress(sample, 1)) / sample.nbytes
-        zlib_speed = sample.nbytes / max(time.perf_counter() - start, 1e-6)
+    ratio: float | None = None  # how well and how fast this tensor compresses, from a sample when it may pay
+    zlib_speed = 1.0
     for k in range(0, data.nbytes, CHUNK):
         chunk = data[k : k + CHUNK]
-        if policy.pays(ratio, zlib_speed):
-            start = time.perf_counter()
-            packed = zlib.compress(chunk, 1)
-            zlib_speed = chunk.nbytes / max(time.perf_counter() - start, 1e-6)
-            ratio = len(packed) / chunk.nbytes
-            stream.write(_CHUNK_HEAD.pack(len(packed), chunk.nbytes, _ZLIB) + packed)
-            continue
+        if policy.may_pay():
+            if ratio is None:
+                sample = data[: min(_SAMPLE, data.nbytes)]
+                start = time.perf_counter()
+                ratio = len(zlib.compress(sample, 1)) / sample.nbytes
+                zlib_speed = policy.compressed(sample.nbytes, time.perf_counter() - start)
+            if policy.pays(ratio, zlib_speed):
+                start = time.perf_counter()
+                packed = zlib.compress(chunk, 1)
+                zlib_speed = policy.compressed(chunk.nbytes, time.perf_counter() - start)
+                ratio = len(packed) / chunk.nbytes
+                stream.write(_CHUNK_HEAD.pack(len(packed), chunk.nbytes, _ZLIB))
+                stream.write(packed)
+                continue
         stream.write(_CHUNK_HEAD.pack(chunk.nbytes, chunk.nbytes, _RAW))
         start = time.perf_counter()
         for j in range(0, chunk.nbytes, _IO_CHUNK):  # pipe-sized writes: the reader starts on each at once
