@@ -131,6 +131,12 @@ def test_diverge_breakpoint_against_a_bundle_colours_the_run_list(qtbot, main_wi
     assert colour == verdict_colour(expected).name() and f"verdict: {text}" in tip
     assert runs.legend.isVisible() and "within rounding" in runs.legend.text()
     assert "diverged from the reference at #1" in runs.title.text()
+    # The Run Dispatches document (the dispatches the run reported, the paused one's tensors) the same.
+    live = window.panels["run_dispatches"]
+    qtbot.waitUntil(lambda: live.model.row_of(1) is not None, timeout=TIMEOUT)
+    text, colour, tip = _verdict_cells(live.model, 1)
+    assert text == "diverged" and colour == verdict_colour("diverged").name() and "verdict: diverged" in tip
+    assert not live.legend.isHidden()
     # To the end: dispatches after the stop were not judged (it fires once a call), and say so.
     with qtbot.waitSignal(bridge.finished, timeout=TIMEOUT):
         panel.continue_action.trigger()
