@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import os
 import shlex
+import struct
 import subprocess
 import sys
 import threading
@@ -162,10 +163,19 @@ def test_the_link_is_measured_on_raw_chunks():
 def test_foreign_types_and_broken_frames_are_refused():
     head, _, body = encode(ReadBindings())
     frame = head + body
-    hostile = frame.replace(b'"$d":"engine.session.protocol:ReadBindings"', b'"$d":"subprocess:Popen"')
-    assert hostile != frame
-    with pytest.raises(WireError):
-        read_frame(io.BytesIO(hostile))
+    for name in (b"subprocess:Popen", b"np", b"Path", b"engine.session.wire:_Encoder"):  # only engine types
+        hostile = frame.replace(b'"$d":"ReadBindings"', b'"$d":"' + name + b'"')
+        assert hostile != frame
+        with pytest.raises(WireError):
+            read_frame(io.BytesIO(hostile))
+
+    def with_body(text: bytes) -> io.BytesIO:
+        return io.BytesIO(struct.pack("<4sII", b"ILW1", 0, len(text)) + text)
+
+    assert read_frame(with_body(b'{"$d":"Open","module_path":"m.vmfb"}')) == Open("m.vmfb")
+    for text in (b'{"$d":"Open"}', b'{"$d":"Open","module_path":"m","shell":"rm -rf"}'):  # missing / unknown
+        with pytest.raises(WireError):
+            read_frame(with_body(text))
     with pytest.raises(ConnectionLost):
         read_frame(io.BytesIO(frame[:-3]))
     with pytest.raises(ConnectionLost):
