@@ -11,45 +11,12 @@ from __future__ import annotations
 
 import mmap
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from engine.errors import LensError
-from engine.session.protocol import Answer, Query
-
-
-@dataclass(frozen=True)
-class ReadDisassembly(Query):
-    """The instructions of VM function ``function`` (an export or internal name) of the open module."""
-
-    function: str
-
-
-@dataclass(frozen=True)
-class Disassembly(Answer):
-    """``(pc, text)`` of each instruction, the text as ``iree-dump-module --output=disassembly`` prints it."""
-
-    function: str
-    lines: tuple[tuple[int, str], ...]
-
-
-@dataclass(frozen=True)
-class ReadModuleFile(Query):
-    """The bytes of the module file ``path`` on the session's side (a relative path is taken from the
-    session's working directory); no module needs to be open."""
-
-    path: str
-
-
-@dataclass(frozen=True)
-class ModuleFile(Answer):
-    """A module file's bytes (``data``, uint8) and its absolute ``path`` on the session's side (what
-    ``Open`` should name: the session's working directory does not move with the client)."""
-
-    path: str
-    data: np.ndarray
+from engine.session.protocol import Answer, Disassembly, ModuleFile, Query, ReadDisassembly, ReadModuleFile
 
 
 def disassembly(module_path: str, query: ReadDisassembly) -> Disassembly:
@@ -96,4 +63,15 @@ def answer(query: Query, module_path: str | None) -> Answer:
     return disassembly(module_path, query)
 
 
+# The queries answered here (their messages are in ``engine.session.protocol`` with the others).
 QUERIES = (ReadDisassembly, ReadModuleFile)
+__all__ = [
+    "QUERIES",
+    "Disassembly",
+    "ModuleFile",
+    "ReadDisassembly",
+    "ReadModuleFile",
+    "answer",
+    "disassembly",
+    "module_file",
+]

@@ -201,7 +201,11 @@ def test_opening_another_program_closes_the_previous_ones_phases(qtbot, main_win
 
     open_module(qtbot, window, sample_path("mlp"))
     assert phases() == ["Phases — mlp.mlir"]
+    next(a for a in window.inputs_menu.actions() if a.text() == "Fill with ones").trigger()
+    assert window.workbench.state.inputs == ("2x16xf32=1",)
     open_module(qtbot, window, sample_path("softmax"))
+    # The next module's inputs are made afresh (zeros), not with the fill chosen for the previous one.
+    assert window.workbench.state.inputs and all(i.endswith("=0") for i in window.workbench.state.inputs)
     assert phases() == ["Phases — softmax.mlir"]
     compile_panel = window.panels["compile"]
     assert len(compile_panel.compilations) >= 2
@@ -228,6 +232,7 @@ def test_fill_and_run_without_inputs_give_a_run(qtbot, main_window, models):
     assert "filled" in window.statusBar().currentMessage()
     finished = run_and_wait(qtbot, window)
     assert "1x8x32xf32" in finished.results_text
+    assert window.statusBar().currentMessage().startswith("Finished attention_block")
     # Run with an empty inputs line: inputs filled in (the file's remembered ones, else from the signature).
     panel.inputs_edit.clear()
     finished = run_and_wait(qtbot, window)
@@ -401,6 +406,7 @@ def test_break_on_divergence_from_a_module_and_profile_this_run(qtbot, main_wind
     trace = done.args[0]
     assert trace.metadata["function"] == "main" and str(trace.source) == str(vmfb)
     assert window.documents.currentWidget() is zones
+    assert zones.table.columnWidth(0) >= 200  # the zone names stay readable (not "m...2")
     names = {s.name for s in zones.stats}
     assert any("main_dispatch_1" in n for n in names), names
     # A new module: its profile (of the old module) goes.
