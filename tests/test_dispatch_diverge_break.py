@@ -156,3 +156,20 @@ def test_break_diverge_efficientvit_across_cpu_builds_does_not_stop(tmp_path):
     generic = compile_for(source, tmp_path / "generic.vmfb", "llvm-cpu", "--iree-llvmcpu-target-cpu=generic")
     stops = _debug_packed(host, generic, [f"--input=@{MODELS / 'efficientvit_m0_x.npy'}"], tmp_path, "main")
     assert [s["reason"] for s in stops] == ["finished"], stops[0].get("divergence")
+
+
+@pytest.mark.vulkan
+def test_break_diverge_packed_binding_across_cpu_and_vulkan(tmp_path):
+    """The packed program on llvm-cpu against its Vulkan build (lavapipe), both ways: a module reference runs
+    on the device it was compiled for, and neither direction stops; a Vulkan build broken in dispatch 1 stops
+    there."""
+    source = PROGRAMS / "packed_concat.mlir"
+    cpu = compile_for(source, tmp_path / "cpu.vmfb", "llvm-cpu")
+    vk = compile_for(source, tmp_path / "vk.vmfb", "vulkan-spirv")
+    inputs = _packed_inputs(tmp_path)
+    assert [s["reason"] for s in _debug_packed(cpu, vk, inputs, tmp_path)] == ["finished"]
+    assert [s["reason"] for s in _debug_packed(vk, cpu, [*inputs, "--device=vulkan"], tmp_path)] == ["finished"]
+    broken = broken_build(source, tmp_path, "vulkan-spirv", "main_dispatch_1", "math.exp", "math.tanh")
+    first = _debug_packed(broken, cpu, [*inputs, "--device=vulkan"], tmp_path)[0]
+    assert first["reason"] == "dispatch" and first["dispatch"]["ordinal"] == 1, first
+    assert first["divergence"]["name"].startswith("main_dispatch_1_"), first
