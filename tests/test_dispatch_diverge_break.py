@@ -57,11 +57,21 @@ def test_break_diverge_names_the_broken_dispatch_against_a_module_and_a_bundle(t
     first = _stops(proc)[0]
     assert first["dispatch"]["ordinal"] == 1 and first["divergence"]["name"].startswith(BROKEN + "_")
     # The same module as its own reference never stops; a huge tolerance hides the broken one.
+    # The finished record lists what the breakpoint judged: every dispatch the capture holds, by its name there.
+    captured = [(d["ordinal"], d["name"]) for d in json.loads((bundle / "manifest.json").read_text())["dispatches"]]
     for commands in (f"break diverge {bundle}\ncontinue\n", f"break diverge {good}\ncontinue\n"):
         same = _debug(good, commands, tmp_path)
         assert [s["reason"] for s in _stops(same)] == ["finished"], same.stdout + same.stderr
+        verdicts = _stops(same)[-1]["verdicts"]
+        assert [(o, name) for o, name, _ in verdicts] == captured, verdicts
+        assert {v for _, _, v in verdicts} == {"exact"}, verdicts  # the same build on the same inputs
     loose = _debug(broken, f"break diverge {good} 100\ncontinue\n", tmp_path)
     assert [s["reason"] for s in _stops(loose)] == ["finished"], loose.stdout + loose.stderr
+    judged = {o: v for o, _, v in _stops(loose)[-1]["verdicts"]}
+    assert judged[0] == "exact" and judged[1] not in ("exact", "diverged"), judged  # the broken one, let through
+    # Without a diverge breakpoint there is nothing judged, and no verdicts.
+    plain = _debug(good, "continue\n", tmp_path)
+    assert "verdicts" not in _stops(plain)[-1], plain.stdout
 
 
 def test_break_diverge_bad_reference_and_script_errors(tmp_path):

@@ -185,6 +185,7 @@ class DivergeReference:
                 raise DivergeError(f"break diverge: {self.source} is not a capture bundle: {e}") from None
         self._by_ordinal = {}
         self.verdicts: dict[int, Verdict] = {}  # of each dispatch checked in the current call, by ordinal
+        self.exports: dict[int, str] = {}  # the live export name of each dispatch checked, by ordinal
         self._types = ByteTypes()
         self._sources = None  # the reference bundle's executable sources (read when first needed)
         if self.bundle is not None:
@@ -194,6 +195,7 @@ class DivergeReference:
         """Before a call. For a module reference: capture its run of ``function`` with ``inputs``, untyped (each
         binding's bytes: compared binding by binding, on the bytes the dispatch defined), once per inputs."""
         self.verdicts = {}
+        self.exports = {}
         self._types.clear()
         if not is_module(self.source):
             return
@@ -228,6 +230,7 @@ class DivergeReference:
         name = record.export_name
         if self.bundle is None:
             return None
+        self.exports[ordinal] = name
         entry = self._by_ordinal.get(ordinal)
         if entry is None:
             return self._hit(DivergeHit(ordinal, name, None, None, math.inf, math.inf, 0,
@@ -385,6 +388,7 @@ class DivergeReference:
         binding order, against the reference's outputs."""
         if self.bundle is None:
             return None
+        self.exports[ordinal] = name
         entry = self._by_ordinal.get(ordinal)
         if entry is None:
             return self._hit(DivergeHit(ordinal, name, None, None, math.inf, math.inf, 0,
