@@ -88,10 +88,16 @@ class DispatchRecorder(SnapshotSubscriber, DispatchObserver):
         self._next_buffer_id = 0
         self.traced = 0
 
+    # Whether the capture says which bytes of an in-place tensor the program had not defined (the snapshot
+    # observer then follows definitions: ``DispatchSnapshots.track_defined``).
+    marks_undefined = True
+
     def attach(self, device) -> DispatchSnapshots:
         """Subscribe to ``device``'s snapshot observer, typing with this recorder's sources."""
         snapshots = DispatchSnapshots.for_device(device)
         snapshots.sources = self.sources
+        if self.marks_undefined:
+            snapshots.track_defined()
         snapshots.subscribe(self)
         return snapshots
 
@@ -205,6 +211,7 @@ class DispatchRecorder(SnapshotSubscriber, DispatchObserver):
         entry.outputs, entry.output_types = self._write(
             entry.ordinal, "output", [t.array for t in outs], [t.type for t in outs]
         )
+        entry.undefined = _undefined_in_place(snapshot, ins, outs)
         if tensors and tensors[0].provenance == Provenance.SOURCES:
             entry.health = health_of([t.array for t in outs])
         else:
@@ -234,6 +241,21 @@ class DispatchRecorder(SnapshotSubscriber, DispatchObserver):
             names.append(name)
             texts.append(text)
         return names, texts
+
+
+def _undefined_in_place(snapshot: DispatchSnapshot, ins, outs) -> dict[str, list[list[int]]]:
+    """The undefined byte ranges of each tensor the dispatch reads and writes in place (inputs as they were
+    before it, outputs after it); only such a tensor can hold bytes no one defined (a write-only output is
+    the dispatch's to define whole)."""
+    found: dict[str, list[list[int]]] = {}
+    for role, tensors, after in (("input", ins, False), ("output", outs, True)):
+        for k, t in enumerate(tensors):
+            if t.access != "readwrite":
+                continue
+            ranges = snapshot.undefined_ranges(t.binding, t.offset, t.length, after)
+            if ranges:
+                found[f"{role}{k}"] = [[s, e] for s, e in ranges]
+    return found
 
 
 def module_has_trace_points(module_path: str | Path) -> bool:
