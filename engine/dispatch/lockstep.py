@@ -217,7 +217,6 @@ class _SideObserver(DispatchRecorder):
     """A ``DispatchRecorder`` (typing, access) writing to memory, with defined bytes and two hooks."""
 
     keep_after = True  # copy the written bindings' bytes after the dispatch (A's, for the reproducer)
-    marks_undefined = False  # defined bytes are its own (``DefinedBytes``)
 
     def __init__(self, interfaces, spirv, defined: DefinedBytes):
         self.sink = _MemoryWriter()

@@ -59,10 +59,7 @@ class DispatchSnapshot:
     """One dispatch as its subscribers see it; ``ran`` once the kernel returned."""
 
     # One per dispatch, on the run's hot path: slots make it cheap to build.
-    __slots__ = (
-        "record", "before", "_sources", "ran", "failed", "_after_copies", "_access", "_written", "_tensors",
-        "defined_before", "defined_after",
-    )  # fmt: skip
+    __slots__ = ("record", "before", "_sources", "ran", "failed", "_after_copies", "_access", "_written", "_tensors")
 
     def __init__(
         self, record: DispatchRecord, before: tuple[np.ndarray | None, ...], sources: Callable[[], ExecutableSources]
@@ -76,10 +73,6 @@ class DispatchSnapshot:
         self._access: tuple[str, ...] | None = None
         self._written: dict[int, tuple[tuple[int, int], ...]] = {}
         self._tensors: tuple[ExecutableSources, list[TypedTensor]] | None = None
-        # Per binding, the byte ranges the program had defined before and after the dispatch, when the
-        # observer tracks them (``DispatchSnapshots.track_defined``); None otherwise.
-        self.defined_before: tuple[tuple[tuple[int, int], ...], ...] | None = None
-        self.defined_after: tuple[tuple[tuple[int, int], ...], ...] | None = None
 
     @property
     def sources(self) -> ExecutableSources:
@@ -159,25 +152,6 @@ class DispatchSnapshot:
             self._written[index] = found
         return found
 
-    def undefined_ranges(self, index: int, start: int, length: int, after: bool) -> list[tuple[int, int]] | None:
-        """The byte ranges of ``[start, start + length)`` of binding ``index`` that the program had not defined
-        (before the dispatch, or ``after`` it), relative to ``start``: no dispatch wrote them, no transfer
-        filled them, and they are not host memory (what they hold is whatever the memory held before).
-        None when the observer does not track defined bytes."""
-        defined = self.defined_after if after else self.defined_before
-        if defined is None:
-            return None
-        out, at, end = [], start, start + length
-        for s, e in defined[index]:
-            if e <= at or s >= end:
-                continue
-            if s > at:
-                out.append((at - start, s - start))
-            at = max(at, e)
-        if at < end:
-            out.append((at - start, end - start))
-        return out
-
     def tensors(self) -> list[TypedTensor]:
         """The dispatch's typed tensors (inputs from the bytes before, outputs from the bytes after; before
         it ran, everything from the current bytes). Views: copy what you keep."""
@@ -251,72 +225,6 @@ class WrittenRanges:
         self._ranges[key] = sorted(merged)
 
 
-DEFINED_GRANULE = 4  # bytes: what a dispatch changed is counted in words of this size (f32, i32)
-HOST_DEFINED_EXCLUDED = ("allocate", "alloca")  # the program's own allocations (device and queue): defined only where written
-
-
-class DefinedRanges:
-    """Which byte ranges of each allocation the program has defined so far (weakly keyed).
-
-    Host memory (program inputs, module constants, imported memory: any allocation whose origin is not the
-    program's own ``allocate`` or ``alloca``) is defined as a whole. In the program's own allocations, bytes are defined
-    where a transfer filled, updated or copied them (a copy only where its source was defined:
-    ``Device.transfer_listeners``) or a dispatch changed them (``DispatchSnapshot.written_ranges``, in
-    ``DEFINED_GRANULE`` words; an element a kernel wrote with the value it already held cannot be told
-    from one it left alone, and counts as undefined). The rest holds
-    whatever the memory held (IREE reuses transient slabs): an in-place concatenation's parts not yet
-    written are undefined, not data."""
-
-    def __init__(self):
-        self._ranges: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-    @staticmethod
-    def _locate(buffer, offset: int, length: int) -> tuple[object, int, int]:
-        allocation = getattr(buffer, "allocation", buffer)
-        start = int(getattr(buffer, "byte_offset", 0)) + int(offset)
-        return allocation, start, start + int(length)
-
-    def mark(self, buffer, offset: int, length: int) -> None:
-        if buffer is None or length <= 0:
-            return
-        allocation, start, end = self._locate(buffer, offset, length)
-        try:
-            ranges = self._ranges.get(allocation, ())
-        except TypeError:  # not weak-referenceable
-            return
-        merged = []
-        for s, e in ranges:
-            if s <= end and start <= e:
-                start, end = min(s, start), max(e, end)
-            else:
-                merged.append((s, e))
-        merged.append((start, end))
-        self._ranges[allocation] = sorted(merged)
-
-    def ranges(self, buffer, offset: int, length: int) -> tuple[tuple[int, int], ...]:
-        """The defined ranges of ``[offset, offset + length)`` of ``buffer``, relative to ``offset``."""
-        allocation, start, end = self._locate(buffer, offset, length)
-        if getattr(allocation, "origin", "allocate") not in HOST_DEFINED_EXCLUDED:
-            return ((0, end - start),)
-        try:
-            found = self._ranges.get(allocation, ())
-        except TypeError:
-            return ()
-        return tuple((max(s, start) - start, min(e, end) - start) for s, e in found if s < end and start < e)
-
-    def on_transfer(self, kind: str, source, target) -> None:
-        """A ``Device.transfer_listeners`` entry."""
-        if target.buffer is None:
-            return
-        if kind != "copy":
-            self.mark(target.buffer, target.offset, target.length)
-            return
-        if source is None or source.buffer is None:
-            return
-        for s, e in self.ranges(source.buffer, source.offset, min(source.length, target.length)):
-            self.mark(target.buffer, target.offset + s, e - s)
-
-
 class SnapshotSubscriber:
     """Told about each dispatch through its ``DispatchSnapshot``; override what you need. May block."""
 
@@ -352,18 +260,7 @@ class DispatchSnapshots(DispatchObserver):
         self._preparing: tuple[SnapshotSubscriber, ...] = ()  # those that override ``before_copy``
         self.current: DispatchSnapshot | None = None
         self.written = WrittenRanges()
-        self.defined: DefinedRanges | None = None  # see ``track_defined``
         self._pending: dict[int, DispatchSnapshot] = {}
-
-    def track_defined(self) -> DefinedRanges:
-        """From now on, follow which bytes the program defined (``DefinedRanges``; costs a comparison of each
-        binding's bytes before and after every dispatch whose bytes before are kept): each snapshot then
-        answers ``undefined_ranges``. Capture asks for it."""
-        if self.defined is None:
-            self.defined = DefinedRanges()
-            if self.device is not None:
-                self.device.transfer_listeners.append(self.defined.on_transfer)
-        return self.defined
 
     def _current_sources(self) -> ExecutableSources:
         return self.sources
@@ -433,27 +330,12 @@ class DispatchSnapshots(DispatchObserver):
         snapshot.ran = True
         if snapshot.before:
             snapshot.refine_access(self.written)
-            if self.defined is not None:
-                self._follow_definitions(snapshot, self.defined)
         self.current = snapshot
         try:
             for s in self._told:
                 s.after(snapshot)
         finally:
             self.current = None
-
-    @staticmethod
-    def _follow_definitions(snapshot: DispatchSnapshot, defined: DefinedRanges) -> None:
-        bindings = snapshot.record.bindings
-        snapshot.defined_before = tuple(defined.ranges(b.buffer, b.offset, b.length) for b in bindings)
-        for k, (b, access) in enumerate(zip(bindings, snapshot.observed_access())):
-            if access != "read":
-                for s, e in snapshot.written_ranges(k):
-                    # Whole words: a float written over one sharing some of its bytes (a zero byte over
-                    # fresh memory) is written whole, not in pieces.
-                    s, e = s - s % DEFINED_GRANULE, min(-(-e // DEFINED_GRANULE) * DEFINED_GRANULE, int(b.length))
-                    defined.mark(b.buffer, b.offset + s, e - s)
-        snapshot.defined_after = tuple(defined.ranges(b.buffer, b.offset, b.length) for b in bindings)
 
     def dispatch_failed(self, record: DispatchRecord, error: Exception) -> None:
         snapshot = self._pending.pop(record.sequence, None)

@@ -206,9 +206,6 @@ class DispatchObserver:
             self.after_dispatch(record)
 
 
-# (kind, source, target) -> None: see ``Device.transfer_listeners``.
-TransferListener = Callable[[str, "ResolvedRange | None", ResolvedRange], None]
-
 # (executable, record, run the kernel) -> None: see ``Device.kernel_hook``.
 KernelHook = Callable[["HalExecutable", DispatchRecord, Callable[[], None]], None]
 
@@ -238,9 +235,6 @@ class Device:
         # Told of every allocation the device's allocator makes or imports, in order (time travel numbers
         # them: a replay makes them in the same order).
         self.allocation_listeners: list[Callable[[Allocation], None]] = []
-        # Told after every transfer: ``listener(kind, source, target)``, kind "fill", "copy" or "update"
-        # (source None but for a copy). What defined which bytes (``engine.dispatch.snapshot.DefinedRanges``).
-        self.transfer_listeners: list[TransferListener] = []
         self._dispatches = 0
         self._pending: list[_PendingWork] = []
         self._pumping = False
@@ -349,8 +343,6 @@ class Device:
             )
         view = buffer.allocation.write_view(start, length)
         view.view(np.dtype(f"<u{n}"))[:] = int.from_bytes(pattern, "little")
-        for listener in self.transfer_listeners:
-            listener("fill", None, ResolvedRange(buffer, target.offset, length))
 
     def copy(self, source: ResolvedRange, target: ResolvedRange) -> None:
         src_buffer = _require(source, "copy source")
@@ -358,8 +350,6 @@ class Device:
         src = src_buffer.read_view(source.offset, source.length)
         dst = dst_buffer.write_view(target.offset, len(src))
         dst[:] = src  # numpy handles overlap like memmove
-        for listener in self.transfer_listeners:
-            listener("copy", source, ResolvedRange(dst_buffer, target.offset, len(src)))
 
     def update(self, data: bytes | np.ndarray, target: ResolvedRange) -> None:
         buffer = _require(target, "update target")
@@ -368,8 +358,6 @@ class Device:
         )
         dst = buffer.write_view(target.offset, len(src))
         dst[:] = src
-        for listener in self.transfer_listeners:
-            listener("update", None, ResolvedRange(buffer, target.offset, len(src)))
 
     def barrier(self, command: cmd.BarrierCommand) -> None:
         """An execution barrier; in-order host execution needs nothing."""
