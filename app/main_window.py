@@ -149,6 +149,10 @@ class MainWindow(QMainWindow):
         )
         # A new call: the previous run's error banner is history.
         self.session_bridge.callChanged.connect(lambda _call: self.banner.hide())
+        # A module fetched from the remote side opens like a local one (the session runs the remote file).
+        self._remote_fetch: str | None = None
+        self.session_bridge.remoteModuleFetched.connect(self._on_remote_module)
+        self.session_bridge.failed.connect(self._on_remote_fetch_failed)
         self.documents.setCurrentWidget(self.start_page)
         self._raise_default_tabs()
 
@@ -231,6 +235,11 @@ class MainWindow(QMainWindow):
         self.attach_remote_action.setToolTip("Run debug sessions in 'iree-lens serve --stdio' started by a command")
         self.attach_remote_action.triggered.connect(self._attach_remote_dialog)
         file_menu.addAction(self.attach_remote_action)
+        self.open_remote_action = QAction("Open Remote &Module...", self)
+        self.open_remote_action.setToolTip("Open a .vmfb by its path on the remote side (File > Attach to Remote first)")
+        self.open_remote_action.triggered.connect(self._open_remote_dialog)
+        self.open_remote_action.setEnabled(False)
+        file_menu.addAction(self.open_remote_action)
         file_menu.addSeparator()
         quit_action = QAction("&Quit", self)
         quit_action.setShortcut(QKeySequence.StandardKey.Quit)
@@ -304,8 +313,39 @@ class MainWindow(QMainWindow):
         )
         if ok:
             self.session_bridge.attach_remote(command.strip() or None)
-            where = command.strip() or "this machine"
-            self.statusBar().showMessage(f"Debug runs: {where} (the module's path must be valid there)", 10000)
+            self.open_remote_action.setEnabled(bool(self.session_bridge.remote))
+            if self.session_bridge.remote:
+                self._open_remote_dialog()
+            else:
+                self.statusBar().showMessage("Debug runs: this machine", 10000)
+
+    def _open_remote_dialog(self) -> None:
+        from PySide6.QtWidgets import QInputDialog
+
+        path, ok = QInputDialog.getText(
+            self, "Open Remote Module", f"Path of a .vmfb on the remote side ({self.session_bridge.remote}):"
+        )
+        if ok and path.strip():
+            self.open_remote_module(path.strip())
+
+    def open_remote_module(self, path: str) -> bool:
+        """Open the module at ``path`` on the remote side (relative: to the server's working directory): its
+        bytes come over the session's stream once, the views read that copy, the session runs the file there."""
+        if not self.session_bridge.fetch_remote_module(path):
+            return False
+        self._remote_fetch = path
+        self.statusBar().showMessage(f"Fetching {path} from the remote side...")
+        return True
+
+    def _on_remote_module(self, local: str, remote_path: str) -> None:
+        self._remote_fetch = None
+        self.statusBar().showMessage(f"Opening {remote_path} (remote)...", 5000)
+        self.open_file(local)
+
+    def _on_remote_fetch_failed(self, failed) -> None:
+        if self._remote_fetch is not None:  # (what fails while a fetch is under way is the fetch)
+            path, self._remote_fetch = self._remote_fetch, None
+            self.messages.error(f"Cannot open {path} on the remote side: {failed.message}")
 
     def _open_dialog(self) -> None:
         start = str(self.settings.recent_files()[0].parent) if self.settings.recent_files() else ""
@@ -523,8 +563,12 @@ class MainWindow(QMainWindow):
         self._loading = None
         self.banner.hide()
         opened = loaded.source or loaded.path
-        self.settings.add_recent_file(opened)
-        self._update_recent_menu()
+        remote_path = self.session_bridge.remote_path_of(loaded.path)
+        if remote_path is None:  # (a remote module's local copy is no file to reopen later)
+            self.settings.add_recent_file(opened)
+            self._update_recent_menu()
+        else:
+            opened = f"{remote_path} (remote: {self.session_bridge.remote})"
         self.workbench.open_module(loaded)
         if loaded.compilation is not None:
             self.open_compilation(loaded.compilation, loaded.source)

@@ -85,8 +85,10 @@ class RunInputs(QObject):
         workbench.before_run.append(self.before_run)
 
     def _on_module_reset(self, _loaded) -> None:
+        """A new module: nothing of the previous one's inputs, not even the fill chosen for them."""
         self._written = None
         self._function = None
+        self.fill = "zeros"
 
     def _on_state(self, _state=None) -> None:
         """A newly chosen function (a module opened, the user's choice): offer its inputs."""

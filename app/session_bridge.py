@@ -17,13 +17,19 @@ innermost frame's function and pc, so the module inspector and every other panel
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
+import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from PySide6.QtCore import QObject, Qt, Signal, Slot
 
 from app.settings import open_settings
+from engine.errors import LensError
 from engine.session.client import (
     BreakpointsChanged,
     CallChanged,
@@ -37,6 +43,7 @@ from engine.session.client import (
     describe_crash,
     in_process,
 )
+from engine.session.module_queries import ModuleFile, ReadModuleFile
 from engine.session.persist import SavedSession, SessionStore, default_state_dir
 from engine.session.protocol import (
     Answer,
@@ -141,6 +148,7 @@ class SessionBridge(QObject):
     dispatchStopped = Signal(object)  # DispatchInfo: the run paused at this dispatch
     bindingsRead = Signal(object, object)  # DispatchInfo, list[np.ndarray]: the paused dispatch's bindings
     historyChanged = Signal(object)  # History | None: asked after each stop (recorded span, dispatches)
+    remoteModuleFetched = Signal(str, str)  # a remote module's local copy, its path on the remote side
     _event = Signal(object)  # from the session's thread to the GUI thread (queued)
 
     def __init__(
@@ -157,6 +165,8 @@ class SessionBridge(QObject):
         self.context = context
         self.in_process = in_process
         self.remote: str | None = None  # a server command (attach_remote): the session runs there
+        self._remote_copies: dict[str, str] = {}  # local copy of a remote module -> its path there
+        self._remote_dir: Path | None = None  # where the copies are kept (removed at shutdown)
         hang = hang_timeout if hang_timeout is not None else hang_timeout_setting()
         self.hang_timeout = hang or None
         self._event.connect(self._on_event, Qt.ConnectionType.QueuedConnection)
@@ -174,11 +184,58 @@ class SessionBridge(QObject):
 
     def attach_remote(self, command: str | None) -> None:
         """Run the session in the server that ``command`` starts (``ssh HOST iree-lens serve --stdio``;
-        paths are that side's) from the next command on; None goes back to a local child process."""
+        paths are that side's); None goes back to a local child process. The open module is opened again
+        in the new session (breakpoints kept): attaching again with the same command reconnects after a
+        dropped connection whose server could not be restarted, and the window keeps its state."""
+        command = command or None
+        reopen = self.client.module_path if self.client.state != SessionState.CLOSED else None
         if self.client.transport is not None:
             self.client.transport.close()
             self.client.transport = None
-        self.remote = command or None
+        if command != self.remote:
+            # Another server: the remote module's local copy stands in for it (e.g. back on this machine).
+            reopen = next((local for local, there in self._remote_copies.items() if there == reopen), reopen)
+            self._remote_copies.clear()
+        self.remote = command
+        if reopen is not None and not self.client.closed:
+            self.open(reopen, self.client.device, self.client.source_path)
+
+    def fetch_remote_module(self, path: str) -> bool:
+        """Fetch the module file ``path`` of the remote side (relative: to the server's working directory)
+        over the session's stream, once; ``remoteModuleFetched(local copy, remote path)`` follows (or
+        ``failed``). The window reads the module's tables, disassembly and executables from the copy;
+        ``open`` of the copy opens the remote path in the session. False when nothing was sent."""
+        if not self.remote:
+            self.failed.emit(Failed("no remote session: attach to one first (File > Attach to Remote...)"))
+            return False
+        try:
+            self.client.send(ReadModuleFile(str(path)))
+        except LensError as e:  # the server does not start (a wrong command, ssh refused)
+            self.failed.emit(Failed(str(e)))
+            return False
+        return True
+
+    def remote_path_of(self, local_path: str | Path) -> str | None:
+        """The remote side's path of a fetched module's local copy (None: not a remote module's copy)."""
+        return self._remote_copies.get(str(local_path)) if self.remote else None
+
+    def _keep_remote_copy(self, answer: ModuleFile) -> Event:
+        """(Session thread) Write a fetched module to the local copies; the answer then travels without its
+        bytes. A new copy replaces the old one by rename: a module the window has mapped stays intact."""
+        try:
+            if self._remote_dir is None:
+                self._remote_dir = Path(tempfile.mkdtemp(prefix="iree-lens-remote-"))
+            folder = self._remote_dir / hashlib.sha256(f"{self.remote}|{answer.path}".encode()).hexdigest()[:16]
+            folder.mkdir(exist_ok=True)
+            local = folder / (Path(answer.path).name or "module.vmfb")
+            partial = local.with_name(local.name + ".part")
+            with open(partial, "wb") as f:
+                f.write(memoryview(answer.data))
+            os.replace(partial, local)
+        except OSError as e:
+            return Failed(f"cannot keep a copy of the remote module {answer.path}: {e}")
+        self._remote_copies[str(local)] = answer.path
+        return replace(answer, data=np.empty(0, np.uint8))
 
     def _transport_factory(self, on_event):
         if self.remote:
@@ -193,6 +250,8 @@ class SessionBridge(QObject):
 
     def _from_session(self, event: Event) -> None:
         """Called on the session's thread: queue the event for the GUI thread."""
+        if isinstance(event, ModuleFile):
+            event = self._keep_remote_copy(event)
         try:
             self._event.emit(event)
         except RuntimeError:  # the QObject is gone (window closed while the child was talking)
@@ -223,6 +282,10 @@ class SessionBridge(QObject):
         elif isinstance(message, Crashed):
             self.crashed.emit(message)
         elif isinstance(message, Answer):
+            if isinstance(message, ModuleFile):
+                local = next((k for k, v in self._remote_copies.items() if v == message.path), None)
+                if local is not None:
+                    self.remoteModuleFetched.emit(local, message.path)
             if isinstance(message, Bindings) and self.last_stop is not None:
                 info = self.last_stop.location.dispatch_info
                 self.bindingsRead.emit(info, [ref.to_numpy() for ref in message.tensors])
@@ -325,6 +388,9 @@ class SessionBridge(QObject):
     def shutdown(self) -> None:
         """Close the session (the child process ends). Safe to call twice."""
         self.client.shutdown()
+        if self._remote_dir is not None:  # (a module still mapped stays readable until it is unmapped)
+            shutil.rmtree(self._remote_dir, ignore_errors=True)
+            self._remote_dir = None
 
     def set_hang_timeout(self, seconds: float) -> None:
         """The watchdog limit (0 turns it off); applies to the session process from its next start."""
@@ -338,7 +404,12 @@ class SessionBridge(QObject):
         save_timeouts(stop_timeout=seconds)
 
     def open(self, module_path: str | Path, device: str = "local-sync", source_path: str | Path | None = None):
-        """Open ``module_path`` in the session on ``device``; the breakpoints set so far stay."""
+        """Open ``module_path`` in the session on ``device``; the breakpoints set so far stay. The local copy
+        of a remote module (``fetch_remote_module``) opens its path on the remote side."""
+        remote_path = self.remote_path_of(module_path)
+        if remote_path is not None:
+            self.client.open(remote_path, device)
+            return
         self.client.open(str(module_path), device, str(source_path) if source_path else None)
 
     def call(self, function: str, inputs: tuple[str, ...] | list[str] = (), stop_at_entry: bool = False):

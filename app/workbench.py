@@ -120,7 +120,7 @@ class Workbench(QObject):
         self.previous_module: LoadedModule | None = None  # during moduleReset: the module being closed
         bridge.stateChanged.connect(lambda s: self._update(run_state=str(s)))
         bridge.stopped.connect(self._on_stopped)
-        bridge.finished.connect(lambda e: self._update(paused=None, stop_text=f"Finished {e.function}"))
+        bridge.finished.connect(self._on_finished)
         bridge.historyChanged.connect(self._on_history)
         bridge.opened.connect(self._on_opened)
         bridge.callChanged.connect(self._on_call_changed)
@@ -348,6 +348,11 @@ class Workbench(QObject):
         if call is None or (self.state.functions and call.function not in self.state.functions):
             return
         self._update(function=call.function, inputs=tuple(call.inputs))
+
+    def _on_finished(self, event: Any) -> None:
+        """A run ended: said in the status bar too (else the last message, e.g. "inputs filled", stays)."""
+        self._update(paused=None, stop_text=f"Finished {event.function}")
+        self.said.emit(f"Finished {event.function}: results in the VM Stepper's output")
 
     def _on_history(self, history: Any) -> None:
         """``History`` (engine.session.protocol) or None."""

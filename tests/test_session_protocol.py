@@ -61,6 +61,8 @@ QUERIES = [
     p.RevertSubstitution("main_dispatch_0"),
     p.ExportSubstitutions("/tmp/out"),
     p.BenchmarkDispatch(5),
+    p.ReadDisassembly("main"),
+    p.ReadModuleFile("/tmp/x.vmfb"),
 ]
 ANSWERS = [
     p.Registers(p.ReadRegisters(), DETAIL.registers),
@@ -80,6 +82,8 @@ ANSWERS = [
     p.SubstitutionReverted(p.RevertSubstitution("e"), "e"),
     p.SubstitutionsExported(p.ExportSubstitutions("/o"), "/o/substitutions.txt"),
     p.DispatchBenchmark(p.BenchmarkDispatch(), 1e-3, 2e-3),
+    p.Disassembly(p.ReadDisassembly("main"), "main", ((0, "vm.return"),)),
+    p.ModuleFile(p.ReadModuleFile("x.vmfb"), "/tmp/x.vmfb", np.arange(8, dtype=np.uint8)),
 ]
 EVENTS = [
     p.Opened("/tmp/x.vmfb", ("main",), "local-sync"),

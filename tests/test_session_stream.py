@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import os
 import shlex
+import struct
 import subprocess
 import sys
 import threading
@@ -31,6 +32,7 @@ from engine.session.protocol import (
     Call,
     Crashed,
     DispatchInfo,
+    Failed,
     Finished,
     Location,
     Open,
@@ -118,6 +120,27 @@ def test_tensors_compress_only_when_it_pays():
         assert all(np.array_equal(a, b) for a, b in zip(back, [zeros, noise, zeros[:1000]]))
 
 
+def test_tensors_are_not_sampled_where_compression_cannot_pay(monkeypatch):
+    """No zlib work while the link is unknown (the chunks measure it), nor on a link faster than zlib has been
+    here (a local pipe): only the first tensor on a known link is sampled."""
+    import zlib
+
+    from engine.session import wire
+
+    calls = []
+    compress = zlib.compress
+    monkeypatch.setattr(wire.zlib, "compress", lambda data, level=-1: calls.append(len(data)) or compress(data, level))
+    zeros = np.zeros(2 << 20, np.uint8)
+    unknown = Compression()
+    frame_size(zeros, unknown)
+    assert not calls and unknown.fastest_zlib is None
+    fast = Compression(link=50e9)
+    frame_size(zeros, fast)
+    assert len(calls) == 1 and fast.fastest_zlib is not None  # one sample: zlib is slower than this link
+    frame_size(zeros, fast)
+    assert len(calls) == 1
+
+
 def test_the_link_is_measured_on_raw_chunks():
     """Unknown at first (the first chunks go raw), then what the writes took: a reader that drains slowly
     makes the following chunks compressed."""
@@ -140,10 +163,19 @@ def test_the_link_is_measured_on_raw_chunks():
 def test_foreign_types_and_broken_frames_are_refused():
     head, _, body = encode(ReadBindings())
     frame = head + body
-    hostile = frame.replace(b'"$d":"engine.session.protocol:ReadBindings"', b'"$d":"subprocess:Popen"')
-    assert hostile != frame
-    with pytest.raises(WireError):
-        read_frame(io.BytesIO(hostile))
+    for name in (b"subprocess:Popen", b"np", b"Path", b"engine.session.wire:_Encoder"):  # only engine types
+        hostile = frame.replace(b'"$d":"ReadBindings"', b'"$d":"' + name + b'"')
+        assert hostile != frame
+        with pytest.raises(WireError):
+            read_frame(io.BytesIO(hostile))
+
+    def with_body(text: bytes) -> io.BytesIO:
+        return io.BytesIO(struct.pack("<4sII", b"ILW1", 0, len(text)) + text)
+
+    assert read_frame(with_body(b'{"$d":"Open","module_path":"m.vmfb"}')) == Open("m.vmfb")
+    for text in (b'{"$d":"Open"}', b'{"$d":"Open","module_path":"m","shell":"rm -rf"}'):  # missing / unknown
+        with pytest.raises(WireError):
+            read_frame(with_body(text))
     with pytest.raises(ConnectionLost):
         read_frame(io.BytesIO(frame[:-3]))
     with pytest.raises(ConnectionLost):
@@ -360,6 +392,33 @@ def test_the_server_disassembles_the_module_on_its_side(modules):
                           capture_output=True, text=True, check=True).stdout
     lines = {line.strip() for line in dump.splitlines()}
     assert all(text in lines for _, text in answer.lines)
+
+
+def test_the_server_sends_a_module_file_from_its_side(modules, tmp_path):
+    """ReadModuleFile: a path relative to the server's working directory, answered with the file's bytes and
+    its absolute path there; a file that is not a module, or none, is a clear failure."""
+    from engine.session.module_queries import ModuleFile, ReadModuleFile
+
+    server_dir = tmp_path / "server"
+    server_dir.mkdir()
+    (server_dir / "m.vmfb").write_bytes(modules["plain"].read_bytes())
+    (server_dir / "notes.txt").write_text("not a module")
+    events = Events()
+    serve = shlex.join([*lens_argv(), "serve", "--stdio"])
+    argv = ["sh", "-c", f"cd {shlex.quote(str(server_dir))} && exec {serve}"]
+    session = StreamSession(argv, "debug", events, stderr=io.BytesIO())
+    try:
+        session.send(ReadModuleFile("m.vmfb"))
+        answer = events.next()
+        assert isinstance(answer, ModuleFile) and answer.path == str(server_dir / "m.vmfb")
+        assert answer.data.tobytes() == modules["plain"].read_bytes()
+        for bad in ("notes.txt", "missing.vmfb", "."):
+            session.send(ReadModuleFile(bad))
+            assert isinstance(events.next(), Failed), bad
+        session.send(Open(answer.path))  # the path it answered opens in the session
+        assert isinstance(events.next(), Opened)
+    finally:
+        session.close()
 
 
 def test_a_faulting_kernel_kills_the_server_and_is_reported(compiled, tmp_path):

@@ -18,7 +18,11 @@ import numpy as np
 import pytest
 from support import iree_tool
 
-from engine.dispatch.spirv_hazards import UnsynchronisedWorkgroup, unsynchronised_workgroups
+from engine.dispatch.spirv_hazards import (
+    UnsynchronisedWorkgroup,
+    module_unsynchronised_workgroups,
+    unsynchronised_workgroups,
+)
 from engine.runtime.vmfb.module import open_vmfb
 from engine.runtime.vmfb.vke1 import read_vke1
 
@@ -89,6 +93,38 @@ def test_not_flagged_when_one_fact_differs(tmp_path, change, kwargs):
     assert unsynchronised_workgroups(assemble(tmp_path, **kwargs)) == [], change
 
 
+SUBGROUP_KERNEL = """
+               OpCapability Shader
+               OpCapability GroupNonUniform
+               OpCapability GroupNonUniformArithmetic
+               OpMemoryModel Logical GLSL450
+               OpEntryPoint GLCompute %main "row_sum"
+               OpExecutionMode %main LocalSize 32 1 1
+       %void = OpTypeVoid
+         %fn = OpTypeFunction %void
+      %float = OpTypeFloat 32
+       %uint = OpTypeInt 32 0
+     %uint_3 = OpConstant %uint 3
+    %float_1 = OpConstant %float 1
+       %main = OpFunction %void None %fn
+      %entry = OpLabel
+        %sum = OpGroupNonUniformFAdd %float %uint_3 Reduce %float_1
+               OpReturn
+               OpFunctionEnd
+"""
+
+
+@needs_spirv_tools
+def test_a_subgroup_reduction_without_barrier_is_found(tmp_path):
+    src, out = tmp_path / "r.spvasm", tmp_path / "r.spv"
+    src.write_text(SUBGROUP_KERNEL)
+    subprocess.run(["spirv-as", "--target-env", "vulkan1.1", str(src), "-o", str(out)], check=True)
+    (found,) = unsynchronised_workgroups(np.frombuffer(out.read_bytes(), dtype="<u4"))
+    assert found == UnsynchronisedWorkgroup("row_sum", (32, 1, 1), workgroup_memory=False, subgroup_operations=True)
+    assert not found.spans_subgroups(32) and found.spans_subgroups(8)  # an H100's subgroup; lavapipe's
+    assert found.describe(8).endswith("(32 invocations, 4 subgroups of 8 on this device) uses subgroup operations with no barrier")
+
+
 def test_damaged_words_give_what_was_read_never_an_error():
     assert unsynchronised_workgroups(np.zeros(3, np.uint32)) == []
     words = np.array([0x07230203, 0x10000, 0, 100, 0, 0xFFFF0000], np.uint32)  # count past the end
@@ -121,13 +157,15 @@ def test_small_cnn_flagged_kernels_agree_with_spirv_dis(tmp_path, target, workgr
             found = {f.entry_point: f for f in unsynchronised_workgroups(module.spirv)}
             flagged.update(found)
             shared = re.search(r"OpVariable %\S+ Workgroup\b", text) is not None
+            subgroup = re.search(r"= OpGroupNonUniform\w+|OpSubgroup(Ballot|FirstInvocation)KHR", text) is not None
             barrier = re.search(r"Op(Control|Memory)Barrier\b", text) is not None
             for name, size in re.findall(r'OpEntryPoint GLCompute (%\S+) "([^"]+)"', text):
                 x, y, z = map(int, re.search(rf"OpExecutionMode {re.escape(name)} LocalSize (\d+) (\d+) (\d+)", text).groups())
-                expected = shared and not barrier and x * y * z > 1
+                expected = (shared or subgroup) and not barrier and x * y * z > 1
                 assert (size in found) == expected, size
                 if expected:
                     assert found[size].local_size == (x, y, z)
+                    assert (found[size].workgroup_memory, found[size].subgroup_operations) == (shared, subgroup)
     assert checked >= 5
     # The convolution keeps its accumulators in workgroup memory on both targets; the workgroup is two
     # subgroups of an NVIDIA GPU on the default target and one on sm_80.
@@ -144,7 +182,6 @@ def test_diverge_notes_a_culprit_that_shares_workgroup_memory_without_barrier(tm
     import sys
 
     from engine.compiler.targets import target_flags
-    from engine.dispatch.spirv_hazards import module_unsynchronised_workgroups
     from engine.runtime.hal.vulkan import vulkan_available
 
     if (reason := vulkan_available()) is not None:
@@ -169,3 +206,42 @@ def test_diverge_notes_a_culprit_that_shares_workgroup_memory_without_barrier(tm
     notes = [n for n in report["notes"] if n.startswith(f"B's {culprit}: workgroup")]
     assert len(notes) == 1 and f"({flagged[culprit].invocations} invocations)" in notes[0]
     assert not any(n.startswith("A's ") for n in report["notes"])  # llvm-cpu has no SPIR-V
+
+
+@pytest.mark.vulkan
+def test_sm80_build_on_a_narrower_subgroup_diverges_at_its_subgroup_reduction(tmp_path):
+    """small_cnn built for sm_80 reduces each row with one subgroup operation over a 32-invocation workgroup.
+    On a device whose subgroup is smaller (lavapipe: 8) that covers part of the row: both engines give the
+    same wrong result, diverge parts from llvm-cpu there and its note says why."""
+    import json
+    import sys
+
+    from engine.compiler.targets import target_flags
+    from engine.runtime.hal.vulkan import VulkanDevice, vulkan_available
+
+    if (reason := vulkan_available()) is not None:
+        pytest.skip(f"no Vulkan: {reason}")
+    with VulkanDevice() as device:
+        subgroup = device.info.subgroup_size
+    if not 0 < subgroup < 32:
+        pytest.skip(f"the device's subgroup is {subgroup or 'unknown'}: an sm_80 build's reductions fit it")
+    source = MODELS / "small_cnn.mlir"
+    if not source.exists():
+        pytest.skip(f"{source} is absent (the shared models folder)")
+    vulkan = _compile(source, tmp_path / "vk.vmfb", "--iree-vulkan-target=sm_80")
+    cpu = tmp_path / "cpu.vmfb"
+    cmd = [iree_tool("iree-compile"), str(source), *target_flags("llvm-cpu"), "-o", str(cpu)]
+    subprocess.run(cmd, check=True, capture_output=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "app.launcher", "diverge", str(cpu), str(vulkan),
+         f"--input=@{MODELS / 'small_cnn_x.npy'}", "--json"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    culprit = report["first_divergence"]
+    assert culprit is not None and "reduction" in culprit["name"]
+    flagged = module_unsynchronised_workgroups(open_vmfb(vulkan))[culprit["name"]]
+    assert flagged.subgroup_operations and flagged.spans_subgroups(subgroup)
+    (note,) = [n for n in report["notes"] if n.startswith(f"B's {culprit['name']}: workgroup")]
+    assert "a subgroup operation covers part of the workgroup" in note

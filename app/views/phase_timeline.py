@@ -187,6 +187,7 @@ class PhaseTimeline(QWidget):
         super().__init__(parent)
         self.summary = QLabel("no timing", self)
         self.summary.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)  # never widens the window
+        self.summary.setWordWrap(True)  # ... and is read whole in a narrow document (it was cut at 1366 px)
         self.plot = pg.PlotWidget(self, background="w")
         self.plot.setMenuEnabled(False)
         self.plot.hideButtons()

@@ -162,6 +162,9 @@ class DiffModel(_RowsModel):
         return None
 
 
+NAME_COLUMN_WIDTH = 240
+
+
 def _table(model: QAbstractTableModel) -> tuple[QTableView, QSortFilterProxyModel]:
     proxy = QSortFilterProxyModel()
     proxy.setSourceModel(model)
@@ -174,9 +177,12 @@ def _table(model: QAbstractTableModel) -> tuple[QTableView, QSortFilterProxyMode
     view.setSelectionBehavior(QTableView.SelectionBehavior.SelectRows)
     view.setSelectionMode(QTableView.SelectionMode.SingleSelection)
     view.verticalHeader().setVisible(False)
-    view.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-    view.horizontalHeader().setStretchLastSection(False)
-    view.horizontalHeader().setDefaultSectionSize(70)
+    # The name column keeps a readable width (stretched in a narrow 1366-px document it was ~40 px: "e...e");
+    # the numbers scroll sideways instead, and the last column takes what room is left.
+    view.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Interactive)
+    view.horizontalHeader().resizeSection(0, NAME_COLUMN_WIDTH)
+    view.horizontalHeader().setStretchLastSection(True)
+    view.horizontalHeader().setDefaultSectionSize(88)  # "296.117 ms" whole
     # Long names (main$async_dispatch_12_conv_...) keep their start and their end; the tooltip has all.
     view.setTextElideMode(Qt.TextElideMode.ElideMiddle)
     view.horizontalHeader().setMinimumSectionSize(40)

@@ -17,45 +17,39 @@ import shutil
 import sys
 from pathlib import Path
 
-from engine.compiler import CompileRequest, compile_program
+from engine.cli.compile_arguments import (
+    add_compile_options,
+    add_compile_parser,
+    compile_request,
+    option_default,
+    take_own_options,
+)
+from engine.compiler import compile_program
 from engine.compiler.phases import find_snapshot_files
-from engine.compiler.request import selects_target
-from engine.compiler.targets import COMPILE_ONLY_TARGETS, TARGETS
 from engine.errors import CompileCancelled
 
 _OWN_OUTPUTS = ("executables", "source", "timing.json", "stderr.txt")
 
 
-def _own_options(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
-    default = (lambda v: v) if defaults else (lambda v: argparse.SUPPRESS)
-    parser.add_argument("--out", "-o", type=Path, default=default(None), help="folder to write into")
+def _own_options(parser: argparse.ArgumentParser, defaults: bool) -> None:
+    add_compile_options(parser, defaults)
     parser.add_argument(
-        "--target",
-        default=default(None),
-        choices=[*TARGETS, *COMPILE_ONLY_TARGETS],
-        help="IREE target backend (default llvm-cpu, unless IREE's own target flags such as "
-        "--iree-hal-target-device=... are given: then those alone choose the target)",
-    )
-    parser.add_argument("--target-cpu", default=default(None), help="llvm-cpu target CPU (default host)")
-    parser.add_argument(
-        "--timeout", type=float, default=default(None), help="stop the compile after this many seconds"
-    )
-    parser.add_argument(
-        "--force", action="store_true", default=default(False), help="replace earlier results in --out"
+        "--force",
+        action="store_true",
+        default=option_default(False, defaults),
+        help="replace earlier results in --out",
     )
 
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser(
+    add_compile_parser(
+        subparsers,
         "phases",
-        help="compile and write every phase snapshot, executable, timing.json and the .vmfb",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "compile and write every phase snapshot, executable, timing.json and the .vmfb",
+        __doc__,
+        _own_options,
+        run,
     )
-    _own_options(parser, defaults=True)
-    parser.add_argument("source", type=Path, help=".mlir or .mlirbc program")
-    parser.add_argument("iree_flags", nargs=argparse.REMAINDER, help="IREE flags, passed verbatim")
-    parser.set_defaults(func=run)
 
 
 def _clear_previous(out: Path, module: str, force: bool) -> None:
@@ -70,24 +64,12 @@ def _clear_previous(out: Path, module: str, force: bool) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    # Options given after SOURCE land in iree_flags with IREE's own flags: pick ours out of them.
-    own = argparse.ArgumentParser(add_help=False)
-    _own_options(own, defaults=False)
-    parsed, iree_flags = own.parse_known_args(args.iree_flags)
-    for key, value in vars(parsed).items():
-        setattr(args, key, value)
+    iree_flags = take_own_options(args, _own_options)
     if args.out is None:
         print("iree-lens phases: --out=DIR is required", file=sys.stderr)
         return 2
     try:
-        if args.target is not None and selects_target(iree_flags):
-            raise ValueError("--target and IREE's own target flags both choose the target; give one of them")
-        request = CompileRequest.from_file(
-            args.source,
-            target=args.target or "llvm-cpu",
-            target_cpu=args.target_cpu,
-            extra_flags=tuple(iree_flags),
-        )
+        request = compile_request(args, iree_flags)
         args.out.mkdir(parents=True, exist_ok=True)
         _clear_previous(args.out, request.module_name, args.force)
         compilation = compile_program(request, out_dir=args.out, timeout_s=args.timeout)

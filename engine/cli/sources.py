@@ -25,36 +25,25 @@ import sys
 import tempfile
 from pathlib import Path
 
-from engine.compiler import CompileRequest, compile_program
-from engine.compiler.request import selects_target
-from engine.compiler.targets import COMPILE_ONLY_TARGETS, TARGETS
+from engine.cli.compile_arguments import (
+    add_compile_options,
+    add_compile_parser,
+    compile_request,
+    take_own_options,
+)
+from engine.compiler import compile_program
 from engine.errors import CompileCancelled, FormatError
 
 
-def _own_options(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
-    default = (lambda v: v) if defaults else (lambda v: argparse.SUPPRESS)
-    parser.add_argument("--out", "-o", type=Path, default=default(None), help="folder to write into")
-    parser.add_argument(
-        "--target",
-        default=default(None),
-        choices=[*TARGETS, *COMPILE_ONLY_TARGETS],
-        help="IREE target backend (default llvm-cpu, unless IREE's own target flags choose it)",
-    )
-    parser.add_argument("--target-cpu", default=default(None), help="llvm-cpu target CPU (default host)")
-    parser.add_argument("--timeout", type=float, default=default(None), help="stop the compile after this many seconds")
-
-
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser(
+    add_compile_parser(
+        subparsers,
         "sources",
-        help="write every executable's self-contained source (.mlir, .ll, .spvasm) for --substitute",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "write every executable's self-contained source (.mlir, .ll, .spvasm) for --substitute",
+        __doc__,
+        add_compile_options,
+        run,
     )
-    _own_options(parser, defaults=True)
-    parser.add_argument("source", type=Path, help=".mlir or .mlirbc program")
-    parser.add_argument("iree_flags", nargs=argparse.REMAINDER, help="IREE flags, passed verbatim")
-    parser.set_defaults(func=run)
 
 
 def write_sources(compilation, out: Path) -> list[Path]:
@@ -82,25 +71,13 @@ def write_sources(compilation, out: Path) -> list[Path]:
 
 
 def run(args: argparse.Namespace) -> int:
-    own = argparse.ArgumentParser(add_help=False)
-    _own_options(own, defaults=False)
-    parsed, iree_flags = own.parse_known_args(args.iree_flags)
-    for key, value in vars(parsed).items():
-        setattr(args, key, value)
+    iree_flags = take_own_options(args, add_compile_options)
     if args.out is None:
         print("iree-lens sources: --out=DIR is required", file=sys.stderr)
         return 2
     work = Path(tempfile.mkdtemp(prefix="iree-lens-sources-"))
     try:
-        if args.target is not None and selects_target(iree_flags):
-            raise ValueError("--target and IREE's own target flags both choose the target; give one of them")
-        request = CompileRequest.from_file(
-            args.source,
-            target=args.target or "llvm-cpu",
-            target_cpu=args.target_cpu,
-            extra_flags=tuple(iree_flags),
-            timing=False,
-        )
+        request = compile_request(args, iree_flags, timing=False)
         compilation = compile_program(request, out_dir=work, timeout_s=args.timeout)
         if not compilation.ok:
             sys.stderr.write(compilation.stderr())

@@ -1,19 +1,26 @@
-"""Compute kernels whose invocations share workgroup memory with no barrier: a possible race on GPUs.
+"""Compute kernels that are right only when one workgroup is one subgroup: they share workgroup memory or
+reduce across their subgroup, and never synchronise the workgroup (no barrier anywhere).
 
-IREE 3.13's SPIR-V sometimes keeps accumulators in workgroup memory (``Workgroup`` storage) and never
-synchronises the invocations of a workgroup (no ``OpControlBarrier``/``OpMemoryBarrier`` anywhere): one
-invocation zeroes a slot another accumulates into, or every invocation read-modify-writes the same slots.
-Inside one subgroup the invocations run in lock step and the result comes out right; a workgroup larger
-than the device's subgroup is several subgroups scheduled independently, and the result then depends on
-their timing. Measured (``benchmarks/vulkan_device_check.py``): SqueezeNet 1.1 built for IREE's default
-Vulkan target has 64-invocation workgroups of this kind; lavapipe gives the right answer every time, an
-NVIDIA H100 (subgroup 32) a different wrong one on each call, in IREE's runtime and in the debug engine
-alike; the same model built with ``--iree-vulkan-target=sm_80`` (32-invocation workgroups) is exact.
+IREE 3.13's SPIR-V sometimes keeps accumulators in workgroup memory (``Workgroup`` storage) with no
+``OpControlBarrier``/``OpMemoryBarrier``: one invocation zeroes a slot another accumulates into, or every
+invocation read-modify-writes the same slots. Inside one subgroup the invocations run in lock step and the
+result comes out right; a workgroup larger than the device's subgroup is several subgroups scheduled
+independently, and the result then depends on their timing. Measured (``benchmarks/vulkan_device_check.py``):
+SqueezeNet 1.1 built for IREE's default Vulkan target has 64-invocation workgroups of this kind; lavapipe
+gives the right answer every time, an NVIDIA H100 (subgroup 32) a different wrong one on each call, in IREE's
+runtime and in the debug engine alike; built with ``--iree-vulkan-target=sm_80`` (32 invocations) it is exact.
 
-What is read here is a fact about the binary: workgroup memory, no barrier, the workgroup size. It is
-necessary for such a race, not sufficient: invocations that each touch only their own slots do not race
-(small_cnn's and attention_block's flagged kernels gave the same bytes on every call on the H100). Whether
-a run raced shows by running it again (``benchmarks/vulkan_device_check.py``: call-to-call repeatability).
+The other way round: a build for sm_80 reduces a row with one ``OpGroupNonUniformFAdd`` over a 32-invocation
+workgroup, which is the whole row only where the subgroup has 32 invocations. On lavapipe (subgroup 8)
+small_cnn's sm_80 build gives the same wrong result in both engines, every time (the pipeline declares no
+required subgroup size, so neither runtime can ask for 32).
+
+What is read here are facts about the binary: workgroup memory or subgroup operations, no barrier, the
+workgroup size. They are necessary for such a failure, not sufficient: invocations that each touch only
+their own slots, or subgroups that each work alone, are right anyway (small_cnn's and attention_block's
+flagged kernels gave the same bytes on every call on the H100). A race shows by running again
+(``benchmarks/vulkan_device_check.py``: call-to-call repeatability); a partial subgroup reduction by a
+comparison with another device or target (``iree-lens diverge``).
 """
 
 from __future__ import annotations
@@ -23,6 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 
 _OP_ENTRY_POINT, _OP_EXECUTION_MODE, _OP_VARIABLE = 15, 16, 59
+# OpGroupNonUniformElect .. OpGroupNonUniformQuadSwap, and the KHR subgroup ballot/first/rotate forms.
+_SUBGROUP_OPS = frozenset(range(333, 367)) | {4421, 4422, 4431}
 _OP_CONTROL_BARRIER, _OP_MEMORY_BARRIER = 224, 225
 _EXECUTION_MODEL_GLCOMPUTE = 5
 _MODE_LOCAL_SIZE = 17
@@ -31,10 +40,13 @@ _STORAGE_WORKGROUP = 4
 
 @dataclass(frozen=True)
 class UnsynchronisedWorkgroup:
-    """A compute entry point with workgroup memory and no barrier, and its workgroup size."""
+    """A compute entry point whose module shares workgroup memory or uses subgroup operations and has no
+    barrier, and its workgroup size."""
 
     entry_point: str
     local_size: tuple[int, int, int]
+    workgroup_memory: bool = True
+    subgroup_operations: bool = False
 
     @property
     def invocations(self) -> int:
@@ -47,7 +59,8 @@ class UnsynchronisedWorkgroup:
 
     def spans_subgroups(self, subgroup_size: int) -> bool:
         """True when one workgroup is several subgroups of such a device (unknown subgroup size: True): then
-        nothing orders one subgroup's workgroup-memory accesses against another's."""
+        nothing orders one subgroup's workgroup-memory accesses against another's, and a subgroup operation
+        covers part of the workgroup."""
         return self.invocations > 1 and (subgroup_size <= 0 or self.invocations > subgroup_size)
 
     def describe(self, subgroup_size: int = 0) -> str:
@@ -57,21 +70,27 @@ class UnsynchronisedWorkgroup:
             if subgroup_size > 0
             else ""
         )
-        return (
-            f"{self.entry_point}: workgroup {x}x{y}x{z} ({self.invocations} invocations{where}) shares "
-            "workgroup memory with no barrier"
+        what = " and ".join(
+            w
+            for w, present in (
+                ("shares workgroup memory", self.workgroup_memory),
+                ("uses subgroup operations", self.subgroup_operations),
+            )
+            if present
         )
+        return f"{self.entry_point}: workgroup {x}x{y}x{z} ({self.invocations} invocations{where}) {what} with no barrier"
 
 
 def unsynchronised_workgroups(words: np.ndarray) -> list[UnsynchronisedWorkgroup]:
     """The compute entry points of a SPIR-V module (its words) that run more than one invocation per
-    workgroup, where the module declares workgroup memory and has no barrier instruction at all.
+    workgroup, where the module declares workgroup memory or uses subgroup operations and has no barrier
+    instruction at all.
 
     A malformed or truncated module gives what was read before the damage, never an error."""
     w = np.asarray(words, dtype=np.uint32)
     names: dict[int, str] = {}
     sizes: dict[int, tuple[int, int, int]] = {}
-    shared = barrier = False
+    shared = subgroup = barrier = False
     i = 5
     while i < w.size:
         count, op = int(w[i]) >> 16, int(w[i]) & 0xFFFF
@@ -84,12 +103,14 @@ def unsynchronised_workgroups(words: np.ndarray) -> list[UnsynchronisedWorkgroup
             sizes[int(w[i + 1])] = (int(w[i + 3]), int(w[i + 4]), int(w[i + 5]))
         elif op == _OP_VARIABLE and count >= 4 and int(w[i + 3]) == _STORAGE_WORKGROUP:
             shared = True
+        elif op in _SUBGROUP_OPS:
+            subgroup = True
         elif op in (_OP_CONTROL_BARRIER, _OP_MEMORY_BARRIER):
             barrier = True
         i += count
-    if not shared or barrier:
+    if not (shared or subgroup) or barrier:
         return []
-    found = [UnsynchronisedWorkgroup(names[e], sizes[e]) for e in names if e in sizes]
+    found = [UnsynchronisedWorkgroup(names[e], sizes[e], shared, subgroup) for e in names if e in sizes]
     return [f for f in found if f.invocations > 1]
 
 
@@ -100,7 +121,7 @@ def module_unsynchronised_workgroups(module) -> dict[str, UnsynchronisedWorkgrou
 
     found: dict[str, UnsynchronisedWorkgroup] = {}
     for exe in module.executables:
-        if exe.format == "vulkan-spirv-fb":
+        if exe.format.startswith("vulkan-spirv"):
             for shader in read_vke1(bytes(exe.data)).shader_modules:
                 found.update((f.entry_point, f) for f in unsynchronised_workgroups(shader.spirv))
     return found
@@ -115,7 +136,9 @@ def race_note(module, entry_point: str, side: str = "B") -> str | None:
     if found is None:
         return None
     return (
-        f"{side}'s {found.describe()}: on a device whose subgroup is smaller than {found.invocations} "
-        "invocations nothing orders them, and its result can change from run to run (a race in the compiled "
-        "kernel, not rounding); run diverge again: another result or another first divergence confirms it"
-    )
+        f"{side}'s {found.describe()}: it is right only where a workgroup is one subgroup; on a device whose "
+        f"subgroup is smaller than {found.invocations} invocations "
+        + ("its result can change from run to run (a race in the compiled kernel, not rounding)"
+           if found.workgroup_memory else "a subgroup operation covers part of the workgroup")
+        + "; run diverge again, or build for this device's Vulkan target (--iree-vulkan-target)"
+    )  # fmt: skip

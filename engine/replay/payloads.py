@@ -260,7 +260,9 @@ def decode_payload(replay: ReplayFile, record: Record) -> dict | None:
     if t == P.DEVICE_QUEUE_COPY:
         v = fixed(f.QUEUE_COPY, exact=False)
         affinity, flags, waits, signals = v[10:14]
-        wait_r, signal_r, _ = layout(f.QUEUE_COPY.size, waits * 16, signals * 16, 0, what="queue")
+        wait_r, signal_r, _ = layout(
+            f.QUEUE_COPY.size, waits * f.TIMEPOINT.size, signals * f.TIMEPOINT.size, 0, what="queue"
+        )
         return {
             "queue_affinity": affinity,
             "flags": flags,
@@ -275,7 +277,9 @@ def decode_payload(replay: ReplayFile, record: Record) -> dict | None:
         v = fixed(f.QUEUE_READ, exact=False)
         file_id, source_offset = v[0], v[1]
         affinity, flags, captured, waits, signals = v[7:12]
-        wait_r, signal_r, data_r = layout(f.QUEUE_READ.size, waits * 16, signals * 16, captured, what="queue")
+        wait_r, signal_r, data_r = layout(
+            f.QUEUE_READ.size, waits * f.TIMEPOINT.size, signals * f.TIMEPOINT.size, captured, what="queue"
+        )
         return {
             "source_file_id": file_id,
             "source_offset": source_offset,
@@ -292,7 +296,9 @@ def decode_payload(replay: ReplayFile, record: Record) -> dict | None:
     if t == P.DEVICE_QUEUE_WRITE:
         v = fixed(f.QUEUE_WRITE, exact=False)
         file_id, target_offset, affinity, flags, waits, signals = v[5:11]
-        wait_r, signal_r, _ = layout(f.QUEUE_WRITE.size, waits * 16, signals * 16, 0, what="queue")
+        wait_r, signal_r, _ = layout(
+            f.QUEUE_WRITE.size, waits * f.TIMEPOINT.size, signals * f.TIMEPOINT.size, 0, what="queue"
+        )
         return {
             "target_file_id": file_id,
             "target_offset": target_offset,

@@ -187,54 +187,23 @@ class ReplayFile:
             raise _err("replay record offset is outside the file", offset, self.source)
         if end - offset < f.RECORD_HEADER.size:
             raise _err("replay record is too small for header", offset, self.source)
-        (
-            record_length,
-            payload_length,
-            sequence,
-            thread_id,
-            device_id,
-            object_id,
-            related_id,
-            header_length,
-            record_type,
-            record_flags,
-            payload_type,
-            object_type,
-            operation_code,
-            status_code,
-            reserved0,
-            reserved1,
-        ) = f.RECORD_HEADER.unpack_from(self.data, offset)
-        if record_flags & ~f.RECORD_FLAG_OPTIONAL:
+        # The header's fields in ``Record``'s order, then two reserved words that must be zero.
+        *header, reserved0, reserved1 = f.RECORD_HEADER.unpack_from(self.data, offset)
+        record = Record(offset, *header)
+        if record.record_flags & ~f.RECORD_FLAG_OPTIONAL:
             raise _err("replay record reserved flags must be zero", offset, self.source)
-        if record_type not in f.RECORD_TYPE_NAMES or record_type == 0:
-            if not record_flags & f.RECORD_FLAG_OPTIONAL:
-                raise _err(f"unknown required replay record type {record_type}", offset, self.source)
+        if record.record_type not in f.RECORD_TYPE_NAMES or record.record_type == 0:
+            if not record.record_flags & f.RECORD_FLAG_OPTIONAL:
+                raise _err(f"unknown required replay record type {record.record_type}", offset, self.source)
         if reserved0 or reserved1:
             raise _err("replay record reserved fields must be zero", offset, self.source)
-        if record_length > end - offset:
+        if record.record_length > end - offset:
             raise _err("replay record extends past file end", offset, self.source)
-        if header_length < f.RECORD_HEADER.size or header_length > record_length:
+        if record.header_length < f.RECORD_HEADER.size or record.header_length > record.record_length:
             raise _err("replay record header length is invalid", offset, self.source)
-        if payload_length != record_length - header_length:
+        if record.payload_length != record.record_length - record.header_length:
             raise _err("replay record payload length does not match", offset, self.source)
-        return Record(
-            offset,
-            record_length,
-            payload_length,
-            sequence,
-            thread_id,
-            device_id,
-            object_id,
-            related_id,
-            header_length,
-            record_type,
-            record_flags,
-            payload_type,
-            object_type,
-            operation_code,
-            status_code,
-        )
+        return record
 
     def records(self) -> Iterator[Record]:
         """Every record in file order; sequence ordinals must count from 0 as IREE's dumper requires."""

@@ -384,7 +384,9 @@ class DebugSession:
                 if isinstance(v, Tensor)
             )
             text = format_results(values) if self._results_text else ""
-            self.emit(Finished(self._function or "", text, outputs))
+            verdicts = self.gate.diverge_verdicts() if self.gate is not None else ()
+            exports = self.gate.diverge_exports() if self.gate is not None else ()
+            self.emit(Finished(self._function or "", text, outputs, verdicts, exports))
         elif stop.reason == "trap":
             trap = stop.trap
             self.emit(Failed(trap.describe(), trap.code.name, self.location(trap.stack)))

@@ -200,6 +200,26 @@ class DispatchGate(SnapshotSubscriber):
             ref.prepare(*self._call)
         return ref
 
+    def diverge_verdicts(self) -> tuple[tuple[int, str], ...]:
+        """(ordinal, verdict) of each dispatch the diverge breakpoints judged in the current call (the least
+        agreeing where several judged one)."""
+        from engine.dispatch.numerics import worst_verdict
+
+        found: dict[int, list] = {}
+        for bp in self.breakpoints:
+            ref = self._references.get(bp) if bp.kind == BreakpointKind.DIVERGE else None
+            for o, v in (ref.verdicts.items() if ref is not None else ()):
+                found.setdefault(o, []).append(v)
+        return tuple((o, str(worst_verdict(vs))) for o, vs in sorted(found.items()))
+
+    def diverge_exports(self) -> tuple[tuple[int, str], ...]:
+        """(ordinal, live export name) of each dispatch in ``diverge_verdicts``."""
+        found: dict[int, str] = {}
+        for bp in self.breakpoints:
+            ref = self._references.get(bp) if bp.kind == BreakpointKind.DIVERGE else None
+            found.update(ref.exports if ref is not None else {})
+        return tuple(sorted(found.items()))
+
     def ordinal(self, record: DispatchRecord) -> int:
         return record.sequence - self.base
 
@@ -309,7 +329,7 @@ class DispatchGate(SnapshotSubscriber):
                     self._diverged.add(bp)
                     plain = found.to_json()
                     plain["first_mismatch"] = found.first_mismatch
-                    verdicts = tuple((o, str(v)) for o, v in sorted(reference.verdicts.items()))
+                    verdicts = self.diverge_verdicts()
                     hit = hit + (bp,)
                     divergence = DivergenceStop(**plain, text=found.describe(), verdicts=verdicts)
                     break

@@ -430,6 +430,22 @@ class ReadHistory(Query):
 
 
 @dataclass(frozen=True)
+class ReadDisassembly(Query):
+    """The instructions of VM function ``function`` (an export or internal name) of the open module: a query
+    about the module file, which the session's side answers (``engine.session.module_queries``)."""
+
+    function: str
+
+
+@dataclass(frozen=True)
+class ReadModuleFile(Query):
+    """The bytes of the module file ``path`` on the session's side (a relative path is taken from the
+    session's working directory); no module needs to be open (``engine.session.module_queries``)."""
+
+    path: str
+
+
+@dataclass(frozen=True)
 class Watch:
     """Something whose last change a ``WhenChanged`` looks for."""
 
@@ -555,6 +571,10 @@ class Finished(Event):
     function: str
     results_text: str
     outputs: tuple[TensorRef, ...] = ()
+    # (ordinal, verdict) of each dispatch a diverge breakpoint judged in this call (none diverged, or only
+    # after its stop): the window colours its dispatch list with them (see DivergenceStop.verdicts).
+    verdicts: tuple[tuple[int, str], ...] = ()
+    exports: tuple[tuple[int, str], ...] = ()  # (ordinal, export name) of each dispatch in ``verdicts``
 
 
 @dataclass(frozen=True)
@@ -773,6 +793,23 @@ class DispatchBenchmark(Answer):
     iree_edited_s: float | None = None
 
 
+@dataclass(frozen=True)
+class Disassembly(Answer):
+    """``(pc, text)`` of each instruction, the text as ``iree-dump-module --output=disassembly`` prints it."""
+
+    function: str
+    lines: tuple[tuple[int, str], ...]
+
+
+@dataclass(frozen=True)
+class ModuleFile(Answer):
+    """A module file's bytes (``data``, uint8) and its absolute ``path`` on the session's side (what
+    ``Open`` should name: the session's working directory does not move with the client)."""
+
+    path: str
+    data: np.ndarray
+
+
 # The answer type of each query (a substitution query may also answer ``SubstitutionRefused``).
 ANSWERS: dict[type[Query], type[Answer]] = {
     ReadRegisters: Registers,
@@ -789,6 +826,8 @@ ANSWERS: dict[type[Query], type[Answer]] = {
     RevertSubstitution: SubstitutionReverted,
     ExportSubstitutions: SubstitutionsExported,
     BenchmarkDispatch: DispatchBenchmark,
+    ReadDisassembly: Disassembly,
+    ReadModuleFile: ModuleFile,
 }
 SUBSTITUTION_QUERIES = (Substitute, RerunDispatch, RevertSubstitution, ExportSubstitutions, BenchmarkDispatch)
 

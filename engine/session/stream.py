@@ -14,8 +14,8 @@ handler)`` is its factory, as ``client.in_process`` and ``client.child_process``
 thread. A stream that ends before ``close()`` is reported once as ``Crashed`` with how the server ended
 (a signal, an exit status) and its last lines on stderr.
 
-The server also answers the module queries of ``engine.session.module_queries`` (disassembly) from its own
-copy of the ``.vmfb``: a client on another machine has none.
+The server also answers the module queries of ``engine.session.module_queries`` (disassembly, a module
+file's bytes) from its own files: a client on another machine has none.
 """
 
 from __future__ import annotations
@@ -203,9 +203,7 @@ class _CommandLoop:
             self.send({"k": "error", "message": f"not a command: {type(command).__name__}"})
         elif isinstance(command, module_queries.QUERIES):  # the module file is here: the server answers
             try:
-                if self.module_path is None:
-                    raise LensError("no module is open")
-                self.emit(module_queries.disassembly(self.module_path, command))
+                self.emit(module_queries.answer(command, self.module_path))
             except (LensError, OSError) as e:
                 self.emit(Failed(str(e)))
         else:

@@ -19,6 +19,7 @@ from support import broken_build, compile_for
 from app.views.verdict_style import verdict_colour
 from engine.dispatch.bundle import Bundle
 from engine.dispatch.capture import capture_debug
+from engine.dispatch.typed_tensors import NO_SOURCES
 
 PROGRAM = Path(__file__).resolve().parents[1] / "diverge_programs" / "packed_concat.mlir"
 TIMEOUT = 180_000
@@ -50,7 +51,12 @@ def builds(tmp_path_factory):
     reference = capture_debug(vmvx, "main", inputs, tmp / "vmvx_bundle")
     assert any(e.tensors_from == "interface" for e in Bundle(tmp / "vmvx_bundle").dispatches), reference
     capture_debug(broken, "main", inputs, tmp / "broken_bundle")
-    return broken, tmp / "vmvx_bundle", tmp / "broken_bundle", inputs
+    (tmp / "healthy").mkdir()
+    healthy = compile_for(PROGRAM, tmp / "healthy" / "cpu.vmfb", "llvm-cpu")
+    # Untyped captures (each binding's bytes) of the healthy build and of the vmvx build.
+    capture_debug(healthy, "main", inputs, tmp / "healthy_bundle")
+    capture_debug(vmvx, "main", inputs, tmp / "vmvx_bytes_bundle", sources=NO_SOURCES)
+    return broken, tmp / "vmvx_bundle", tmp / "broken_bundle", inputs, healthy
 
 
 def _row(model, ordinal: int) -> int:
@@ -68,24 +74,48 @@ def _verdict_cells(model, ordinal: int) -> tuple[str, str, str]:
     return verdict, brush.color().name() if brush is not None else "", name.data(Qt.ItemDataRole.ToolTipRole)
 
 
-def test_diverge_breakpoint_against_a_bundle_colours_the_run_list(qtbot, main_window, builds):
-    """The reference is a typed capture (the vmvx build's sources), the live run untyped: the live dispatch
-    is typed by the reference's interface, its in-place outputs judged on the elements it changed."""
-    broken, reference, _, inputs = builds
-    window = main_window
+def _open_with_diverge_breakpoint(qtbot, window, module: Path, inputs: list[str], reference: Path):
+    """Open ``module`` in the window with ``inputs`` and a diverge breakpoint on ``reference``, added as a user
+    adds it: kind "Diverges from…", the bundle folder, Add."""
     panel = window.panels["stepper"]
     window.docks["stepper"].show()
     with qtbot.waitSignal(panel.bridge.opened, timeout=TIMEOUT):
-        window.open_file(broken)
+        window.open_file(module)
     panel.set_inputs(inputs)
-    bridge = window.session_bridge
-    # The breakpoint as a user adds it: kind "Diverges from…", the bundle folder, Add.
     editor = panel.breakpoints_view
     editor.kind.setCurrentIndex(editor.kind.findData("diverge"))
     editor.name.setText(str(reference))
-    with qtbot.waitSignal(bridge.breakpointsChanged, timeout=TIMEOUT):
+    with qtbot.waitSignal(window.session_bridge.breakpointsChanged, timeout=TIMEOUT):
         editor.add_button.click()
-    assert [bp.kind for bp in bridge.breakpoints] == ["diverge"]
+    assert [bp.kind for bp in window.session_bridge.breakpoints] == ["diverge"]
+    return panel
+
+
+def test_a_healthy_build_runs_to_the_end_with_every_dispatch_judged(qtbot, main_window, builds):
+    """llvm-cpu against the vmvx capture: no stop, and every row says how it agreed (none diverged)."""
+    _, reference, _, inputs, healthy = builds
+    window = main_window
+    _open_with_diverge_breakpoint(qtbot, window, healthy, inputs, reference)
+    with qtbot.waitSignal(window.session_bridge.finished, timeout=TIMEOUT) as done:
+        assert window.run_function()
+    assert dict(done.args[0].verdicts).keys() == {0, 1, 2, 3, 4}
+    runs = window.panels["run_dispatch_list"]
+    qtbot.waitUntil(lambda: len(runs.model.rows) == 5, timeout=TIMEOUT)
+    for ordinal in range(5):
+        text, colour, tip = _verdict_cells(runs.model, ordinal)
+        assert text in ("exact", "within rounding"), (ordinal, text)
+        assert colour == verdict_colour(text.replace(" ", "_")).name() and f"verdict: {text}" in tip
+    assert "within rounding" in {_verdict_cells(runs.model, o)[0] for o in range(5)}  # rounding apart
+    assert runs.legend.isVisible() and "diverged" not in runs.title.text()
+
+
+def test_diverge_breakpoint_against_a_bundle_colours_the_run_list(qtbot, main_window, builds):
+    """The reference is a typed capture (the vmvx build's sources), the live run untyped: the live dispatch
+    is typed by the reference's interface, its in-place outputs judged on the elements it changed."""
+    broken, reference, _, inputs, _ = builds
+    window = main_window
+    panel = _open_with_diverge_breakpoint(qtbot, window, broken, inputs, reference)
+    bridge = window.session_bridge
     with qtbot.waitSignal(bridge.stopped, timeout=TIMEOUT) as done:
         assert window.run_function()
     stop = done.args[0]
@@ -105,6 +135,12 @@ def test_diverge_breakpoint_against_a_bundle_colours_the_run_list(qtbot, main_wi
     assert colour == verdict_colour(expected).name() and f"verdict: {text}" in tip
     assert runs.legend.isVisible() and "within rounding" in runs.legend.text()
     assert "diverged from the reference at #1" in runs.title.text()
+    # The Run Dispatches document (the dispatches the run reported, the paused one's tensors) the same.
+    live = window.panels["run_dispatches"]
+    qtbot.waitUntil(lambda: live.model.row_of(1) is not None, timeout=TIMEOUT)
+    text, colour, tip = _verdict_cells(live.model, 1)
+    assert text == "diverged" and colour == verdict_colour("diverged").name() and "verdict: diverged" in tip
+    assert not live.legend.isHidden()
     # To the end: dispatches after the stop were not judged (it fires once a call), and say so.
     with qtbot.waitSignal(bridge.finished, timeout=TIMEOUT):
         panel.continue_action.trigger()
@@ -119,7 +155,7 @@ def test_diverge_breakpoint_against_a_bundle_colours_the_run_list(qtbot, main_wi
 
 
 def test_capture_compared_with_another_run_colours_its_rows(qtbot, main_window, builds):
-    _, reference, capture, _ = builds
+    _, reference, capture, _, _ = builds
     window = main_window
     window.open_file(capture)
     from app.views.dispatch_run_list import DispatchRunView
@@ -148,3 +184,29 @@ def test_capture_compared_with_another_run_colours_its_rows(qtbot, main_window, 
     inspector.tensor_list.setCurrentRow(outputs[0])
     summary = inspector.compare_summary.text()
     assert summary.startswith("diverged") and "max abs error" in summary and "rule:" in summary
+
+
+def test_untyped_captures_compare_as_their_element_types(qtbot, main_window, builds):
+    """Two untyped captures (bytes) of healthy builds for two targets: every row agrees, the in-place copies
+    (``slow_memcpy``, no type in the name) read as the f32 they copy; the Compare tab reads them the same way."""
+    _, _, _, _, healthy = builds
+    tmp = healthy.parent.parent
+    window = main_window
+    window.open_file(tmp / "healthy_bundle")
+    from app.views.dispatch_run_list import DispatchRunView
+
+    [view] = window.findChildren(DispatchRunView)
+    assert all(e.tensors_from == "bindings" for e in view.model.entries)
+    view.set_reference(tmp / "vmvx_bytes_bundle")
+    qtbot.waitUntil(lambda: len(view.model.verdicts) == 5, timeout=TIMEOUT)
+    labels = [_verdict_cells(view.model, o)[0] for o in range(5)]
+    assert set(labels) <= {"exact", "within rounding"} and "within rounding" in labels, labels
+    copies = [o for o in range(5) if view.model.entries[o].name.endswith("slow_memcpy")]
+    assert copies and all(view.read_as.get(o) == "f32" for o in copies)
+    view.table.setCurrentIndex(view.proxy.index(copies[-1], 0))
+    inspector = view.inspector
+    items = [inspector.tensor_list.item(i).text() for i in range(inspector.tensor_list.count())]
+    output = next(i for i, t in enumerate(items) if t.startswith("output"))
+    assert "bytes read as f32" in items[output], items
+    inspector.tensor_list.setCurrentRow(output)
+    assert inspector.compare_summary.text().startswith("match:"), inspector.compare_summary.text()

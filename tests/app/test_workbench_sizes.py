@@ -181,6 +181,16 @@ def test_every_stepper_action_and_compile_option_is_visible(qtbot, main_window, 
     window.grab().save(str(tmp_path / f"stopped_{size[0]}.png"))
     assert window.docks["stepper"].width() >= 0.9 * before, (before, window.docks["stepper"].width())
     assert not hidden_or_cut_actions(window), hidden_or_cut_actions(window)
+    # The compilation's timing header is read whole (wrapped), not cut at the document's edge.
+    from app.views.phase_timeline import PhaseTimeline
+
+    phases = next(d for d in window.documents.documents() if d.findChildren(PhaseTimeline))
+    window.documents.setCurrentWidget(phases)
+    settle(qtbot, window)
+    [label] = [t.summary for t in phases.findChildren(PhaseTimeline)]
+    assert label.isVisible() and label.text().startswith("12 phases")
+    fits_one_line = label.fontMetrics().horizontalAdvance(label.text()) <= label.contentsRect().width()
+    assert fits_one_line or (label.wordWrap() and label.height() >= label.heightForWidth(label.width())), label.text()
     compile_panel = window.show_panel("compile")
     settle(qtbot, window)
     window.grab().save(str(tmp_path / f"compile_{size[0]}.png"))

@@ -113,6 +113,8 @@ def test_opening_a_second_module_leaves_nothing_of_the_first(qtbot, main_window,
     window.load_numpy_inputs(x)
     finished = run_and_wait(qtbot, window)
     assert not window.banner.isVisible()
+    run_list = window.panels["run_dispatch_list"]
+    qtbot.waitUntil(lambda: run_list.model.rowCount() > 0, timeout=10_000)  # the finished run's dispatches
     expected = reference_output(cnn, "small_cnn", [f"@{x}"])
     assert expected.split("result[0]: hal.buffer_view", 1)[1].strip().splitlines()[0] in finished.results_text
     # Stop at entry so the registers and call stack hold something of this module.
@@ -134,6 +136,7 @@ def test_opening_a_second_module_leaves_nothing_of_the_first(qtbot, main_window,
     assert not panel.registers.registers.i32
     assert not window.banner.isVisible()
     assert window.documents.document("paused-dispatch") is None
+    assert run_list.model.rowCount() == 0
     assert panel.function_combo.currentText() == "attention_block"
     assert "small_cnn" not in [panel.function_combo.itemText(i) for i in range(panel.function_combo.count())]
     # The inputs offered fit the transformer's signature (not the CNN's .npy), in the one state and its view.
@@ -201,7 +204,11 @@ def test_opening_another_program_closes_the_previous_ones_phases(qtbot, main_win
 
     open_module(qtbot, window, sample_path("mlp"))
     assert phases() == ["Phases — mlp.mlir"]
+    next(a for a in window.inputs_menu.actions() if a.text() == "Fill with ones").trigger()
+    assert window.workbench.state.inputs == ("2x16xf32=1",)
     open_module(qtbot, window, sample_path("softmax"))
+    # The next module's inputs are made afresh (zeros), not with the fill chosen for the previous one.
+    assert window.workbench.state.inputs and all(i.endswith("=0") for i in window.workbench.state.inputs)
     assert phases() == ["Phases — softmax.mlir"]
     compile_panel = window.panels["compile"]
     assert len(compile_panel.compilations) >= 2
@@ -228,6 +235,7 @@ def test_fill_and_run_without_inputs_give_a_run(qtbot, main_window, models):
     assert "filled" in window.statusBar().currentMessage()
     finished = run_and_wait(qtbot, window)
     assert "1x8x32xf32" in finished.results_text
+    assert window.statusBar().currentMessage().startswith("Finished attention_block")
     # Run with an empty inputs line: inputs filled in (the file's remembered ones, else from the signature).
     panel.inputs_edit.clear()
     finished = run_and_wait(qtbot, window)
@@ -401,6 +409,7 @@ def test_break_on_divergence_from_a_module_and_profile_this_run(qtbot, main_wind
     trace = done.args[0]
     assert trace.metadata["function"] == "main" and str(trace.source) == str(vmfb)
     assert window.documents.currentWidget() is zones
+    assert zones.table.columnWidth(0) >= 200  # the zone names stay readable (not "m...2")
     names = {s.name for s in zones.stats}
     assert any("main_dispatch_1" in n for n in names), names
     # A new module: its profile (of the old module) goes.

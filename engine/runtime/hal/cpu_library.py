@@ -51,7 +51,7 @@ from engine.runtime.hal.machine_code import (
 _c = ctypes
 
 ImportFunction = (
-    int | _c._CFuncPtr
+    int | ctypes._CFuncPtr
 )  # an address, or a ctypes function ``int f(void* params, void* ctx, void* r)``
 
 
