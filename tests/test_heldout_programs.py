@@ -157,7 +157,7 @@ def test_depthwise_conv_wrong_on_lavapipe_is_named_with_its_hazard(builds, tmp_p
     vulkan = builds.plain("depthwise_cnn", "vulkan-spirv")
     out = tmp_path / "y.npy"
     proc = subprocess.run([iree_tool("iree-run-module"), f"--module={vulkan}", "--device=vulkan", "--function=main",
-                           *input_flags("depthwise_cnn"), f"--output=@{out}"], capture_output=True, text=True,
+                           *input_flags("depthwise_cnn"), f"--output=@{out}", f"--output=@{out}.sum.npy"], capture_output=True, text=True,
                           timeout=300)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     expected = np.load(PROGRAMS / "depthwise_cnn_expected.npz")["arr_0"]
