@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import os
 import shlex
+import struct
 import subprocess
 import sys
 import threading
@@ -119,6 +120,27 @@ def test_tensors_compress_only_when_it_pays():
         assert all(np.array_equal(a, b) for a, b in zip(back, [zeros, noise, zeros[:1000]]))
 
 
+def test_tensors_are_not_sampled_where_compression_cannot_pay(monkeypatch):
+    """No zlib work while the link is unknown (the chunks measure it), nor on a link faster than zlib has been
+    here (a local pipe): only the first tensor on a known link is sampled."""
+    import zlib
+
+    from engine.session import wire
+
+    calls = []
+    compress = zlib.compress
+    monkeypatch.setattr(wire.zlib, "compress", lambda data, level=-1: calls.append(len(data)) or compress(data, level))
+    zeros = np.zeros(2 << 20, np.uint8)
+    unknown = Compression()
+    frame_size(zeros, unknown)
+    assert not calls and unknown.fastest_zlib is None
+    fast = Compression(link=50e9)
+    frame_size(zeros, fast)
+    assert len(calls) == 1 and fast.fastest_zlib is not None  # one sample: zlib is slower than this link
+    frame_size(zeros, fast)
+    assert len(calls) == 1
+
+
 def test_the_link_is_measured_on_raw_chunks():
     """Unknown at first (the first chunks go raw), then what the writes took: a reader that drains slowly
     makes the following chunks compressed."""
@@ -141,10 +163,19 @@ def test_the_link_is_measured_on_raw_chunks():
 def test_foreign_types_and_broken_frames_are_refused():
     head, _, body = encode(ReadBindings())
     frame = head + body
-    hostile = frame.replace(b'"$d":"engine.session.protocol:ReadBindings"', b'"$d":"subprocess:Popen"')
-    assert hostile != frame
-    with pytest.raises(WireError):
-        read_frame(io.BytesIO(hostile))
+    for name in (b"subprocess:Popen", b"np", b"Path", b"engine.session.wire:_Encoder"):  # only engine types
+        hostile = frame.replace(b'"$d":"ReadBindings"', b'"$d":"' + name + b'"')
+        assert hostile != frame
+        with pytest.raises(WireError):
+            read_frame(io.BytesIO(hostile))
+
+    def with_body(text: bytes) -> io.BytesIO:
+        return io.BytesIO(struct.pack("<4sII", b"ILW1", 0, len(text)) + text)
+
+    assert read_frame(with_body(b'{"$d":"Open","module_path":"m.vmfb"}')) == Open("m.vmfb")
+    for text in (b'{"$d":"Open"}', b'{"$d":"Open","module_path":"m","shell":"rm -rf"}'):  # missing / unknown
+        with pytest.raises(WireError):
+            read_frame(with_body(text))
     with pytest.raises(ConnectionLost):
         read_frame(io.BytesIO(frame[:-3]))
     with pytest.raises(ConnectionLost):

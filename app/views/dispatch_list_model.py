@@ -37,6 +37,24 @@ class VerdictMark:
         return verdict_label(self.verdict, self.inherited)
 
 
+def event_verdicts(event, earlier: dict[int, VerdictMark] | None = None) -> dict[int, VerdictMark] | None:
+    """The verdicts a session event gives: a diverge breakpoint's stop (``Stopped.detail.divergence``: every
+    dispatch it judged, the diverged one with its metrics) or the end of a run it watched
+    (``Finished.verdicts``; the diverged mark of an earlier stop in ``earlier`` kept). None: the event gives
+    none."""
+    detail = getattr(event, "detail", None)
+    divergence = getattr(detail, "divergence", None)
+    if divergence is not None:
+        marks = {o: VerdictMark(v) for o, v in divergence.verdicts}
+        marks[divergence.ordinal] = VerdictMark("diverged", divergence.summary or divergence.note or divergence.text)
+        return marks
+    verdicts = getattr(event, "verdicts", ())
+    if verdicts:
+        kept = {o: m for o, m in (earlier or {}).items() if m.verdict == "diverged"}
+        return {**{o: VerdictMark(v) for o, v in verdicts}, **kept}
+    return None
+
+
 class DispatchListModel(QAbstractTableModel):
     """Dispatch rows: ``columns`` (the first two are the ordinal and IREE's export name) and the Verdict
     column. A subclass says how one of its rows reads: ``ordinal_of``, ``name_of``, ``cell``, ``tooltip_of``."""

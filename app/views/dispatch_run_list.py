@@ -14,6 +14,7 @@ import threading
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 from PySide6.QtCore import QModelIndex, QObject, Qt, Signal
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (
@@ -33,7 +34,7 @@ from app.views.dispatch_list_model import DispatchListModel, NameFilter, Verdict
 from app.views.tensor_inspector import InspectedTensor, TensorInspector
 from app.views.verdict_style import legend_html
 from engine.dispatch.bundle import Bundle, BundleError, DispatchEntry
-from engine.dispatch.compare import bundle_sources, bundle_verdicts, comparable_tensors
+from engine.dispatch.compare import bundle_sources, bundle_verdicts, comparable_tensors, read_bytes_as
 from engine.dispatch.graph import dependency_graph
 from engine.errors import LensError
 
@@ -199,6 +200,7 @@ class DispatchRunView(QWidget):
         self.legend.setVisible(False)
         self.verdict_job: VerdictJob | None = None
         self._sources: dict[int, tuple] = {}  # (this capture's, the reference's) executable sources
+        self.read_as: dict[int, str] = {}  # ordinal -> element type its untyped bytes were compared as
 
         bar = QHBoxLayout()
         bar.addWidget(self.title, 1)
@@ -293,7 +295,11 @@ class DispatchRunView(QWidget):
         self.verdict_job = None
         job.deleteLater()
         marks = {o: VerdictMark(str(v.verdict), v.summary, v.inherited) for o, v in found.items()}
+        self.read_as = {o: v.read_as for o, v in found.items() if v.read_as}
         self._set_verdicts(marks)
+        row = self.proxy.mapToSource(self.table.currentIndex()).row()
+        if row >= 0 and self.read_as:
+            self.show_row(row)  # its tensors as the comparison read them
         diverged = sorted(o for o, m in marks.items() if m.verdict == "diverged" and not m.inherited)
         counts = Counter(m.label for m in marks.values())
         text = ", ".join(f"{n} {label}" for label, n in counts.items())
@@ -301,6 +307,8 @@ class DispatchRunView(QWidget):
         self.title.setText(f"Compared with {Path(self.reference.directory).name}: {text}{where}")
 
     def _set_verdicts(self, verdicts: dict[int, VerdictMark]) -> None:
+        if not verdicts:
+            self.read_as = {}
         self.model.set_verdicts(verdicts)
         self.legend.setVisible(bool(verdicts))
 
@@ -321,8 +329,11 @@ class DispatchRunView(QWidget):
                 label = f"{which[:-1]} {i}"
                 ref = refs[i] if refs is not None and i < len(refs) else None
                 # The capture's type text, unless the tensors were typed anew to pair with the reference's.
-                stored = len(own[k]) == len(types) and entry.tensors_from != "bindings" or reference is None
+                typed = entry.tensors_from != "bindings"
+                stored = len(own[k]) == len(types) and (typed or a.dtype == np.uint8)
                 type_text = types[i] if stored and i < len(types) else ""
+                if not typed and a.dtype != np.uint8 and entry.ordinal in self.read_as:
+                    label += f" (bytes read as {self.read_as[entry.ordinal]}, as the comparison reads them)"
                 tensors.append(InspectedTensor(label, a, type_text, ref))
         self.inspector.set_tensors(tensors)
         self.dispatchSelected.emit(entry)
@@ -338,7 +349,12 @@ class DispatchRunView(QWidget):
         if sources is None:
             sources = self._sources[id(reference)] = (bundle_sources(bundle), bundle_sources(reference))
         own = comparable_tensors(bundle, entry, same[0], sources[1])
-        return own, comparable_tensors(reference, same[0], entry, sources[0])
+        theirs = comparable_tensors(reference, same[0], entry, sources[0])
+        read_as = self.read_as.get(entry.ordinal)
+        if read_as is not None:  # untyped bytes: shown and compared as the verdict read them
+            own = tuple(read_bytes_as(list(x), read_as) for x in own)
+            theirs = tuple(read_bytes_as(list(x), read_as) for x in theirs)
+        return own, theirs
 
     def dot(self) -> str:
         return dependency_graph(self.model.entries).to_dot()

@@ -19,8 +19,10 @@ import shiboken6
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QHeaderView, QLabel, QTableView, QTabWidget, QVBoxLayout, QWidget
 
+from app.views.dispatch_list_model import event_verdicts
 from app.views.dispatch_run_list import DispatchRunModel
 from app.views.tensor_inspector import InspectedTensor, TensorInspector
+from app.views.verdict_style import legend_html
 from engine.dispatch.bundle import DispatchEntry
 from engine.dispatch.debug_capture import health_of
 from engine.dispatch.tensor_types import from_storage
@@ -115,9 +117,14 @@ class RunDispatchesPanel(QWidget):
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
+        # What the row colours mean once a diverge breakpoint judged the run: never colour alone.
+        self.legend = QLabel(legend_html(), self)
+        self.legend.setTextFormat(Qt.TextFormat.RichText)
+        self.legend.setVisible(False)
         layout = QVBoxLayout(self)
         layout.addWidget(self.title)
         layout.addWidget(self.table, 1)
+        layout.addWidget(self.legend)
         self.setMinimumSize(1, 1)
         self.paused_view: PausedDispatchView | None = None
         self._rows: dict[int, int] = {}  # ordinal -> row
@@ -127,6 +134,8 @@ class RunDispatchesPanel(QWidget):
             self.bridge.progressed.connect(self._on_progress)
             self.bridge.stateChanged.connect(self._on_state)
             self.bridge.finished.connect(lambda _e: self._set_title("finished"))
+            self.bridge.stopped.connect(self._on_verdicts)
+            self.bridge.finished.connect(self._on_verdicts)
         self._last_state = None
 
     # -- the list
@@ -136,6 +145,7 @@ class RunDispatchesPanel(QWidget):
         if state == "running" and self._last_state == "idle":
             self._rows.clear()
             self.model.set_entries([])
+            self._set_verdicts({})
         self._last_state = state
 
     def _note(self, info, health: str | None = None) -> None:
@@ -151,6 +161,15 @@ class RunDispatchesPanel(QWidget):
             index = self.model.index(row, 5)  # the Health column
             self.model.dataChanged.emit(index, index)
         self._set_title("running" if self.bridge is None or self.bridge.state == "running" else "paused")
+
+    def _on_verdicts(self, event) -> None:
+        marks = event_verdicts(event, self.model.verdicts)  # a diverge breakpoint's stop, or the end it watched
+        if marks is not None:
+            self._set_verdicts(marks)
+
+    def _set_verdicts(self, marks) -> None:
+        self.model.set_verdicts(marks)
+        self.legend.setVisible(bool(marks))
 
     def _set_title(self, what: str) -> None:
         self.title.setText(f"{len(self.model.entries)} dispatches ({what})")

@@ -32,7 +32,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.views.dispatch_list_model import DispatchListModel, NameFilter, VerdictMark
+from app.views.dispatch_list_model import DispatchListModel, NameFilter, VerdictMark, event_verdicts
 from app.views.verdict_style import legend_html
 from engine.session.protocol import Breakpoint, BreakpointKind
 
@@ -189,17 +189,11 @@ class RunDispatchList(QWidget):
         self.model.set_paused(info.ordinal if info is not None else None)
         if info is not None:
             self.model.add(RunDispatch(info.ordinal, info.export, None))
-        divergence = event.detail.divergence if event.detail is not None else None
-        if divergence is not None:
-            marks = {o: VerdictMark(v) for o, v in divergence.verdicts}
-            marks[divergence.ordinal] = VerdictMark("diverged", divergence.summary or divergence.note or divergence.text)
+        marks = event_verdicts(event)
+        if marks is not None:
             self.set_verdicts(marks)
         self._drop_run_to()
         self._retitle()
-
-    def _diverged_marks(self) -> dict[int, VerdictMark]:
-        """The diverged dispatch of this call's stop, with its metrics (kept when the run goes on to the end)."""
-        return {o: m for o, m in self.model.verdicts.items() if m.verdict == "diverged"}
 
     def set_verdicts(self, verdicts: dict[int, VerdictMark]) -> None:
         """Colour the rows by these verdicts (by ordinal; ``{}``: none), the legend shown with them."""
@@ -207,9 +201,9 @@ class RunDispatchList(QWidget):
         self.legend.setVisible(bool(verdicts))
 
     def _on_end(self, event) -> None:
-        verdicts = getattr(event, "verdicts", ())  # a Finished event: what a diverge breakpoint judged
-        if verdicts:
-            self.set_verdicts({**{o: VerdictMark(v) for o, v in verdicts}, **self._diverged_marks()})
+        marks = event_verdicts(event, self.model.verdicts)  # a Finished event: what a diverge breakpoint judged
+        if marks is not None:
+            self.set_verdicts(marks)
         self._finished = self.bridge.state == "idle"
         self.model.set_paused(None)
         self._drop_run_to()

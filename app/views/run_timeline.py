@@ -15,12 +15,17 @@ from __future__ import annotations
 import bisect
 
 from PySide6.QtCore import QPointF, QRectF, QSize, Qt, Signal
-from PySide6.QtGui import QBrush, QColor, QFont, QMouseEvent, QPainter, QPaintEvent, QPen
+from PySide6.QtGui import QBrush, QColor, QFont, QFontMetrics, QMouseEvent, QPainter, QPaintEvent, QPen
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from engine.session.protocol import History
 
 MARGIN = 8  # pixels left and right of the axis
+NOT_LOCATED = (
+    "The run went forward at full speed to this stop: its instruction positions are located when it goes "
+    "back (Previous Dispatch, Shift+F6; Reverse Step, Ctrl+Shift+F11; or a click here, which travels to the start)"
+)
+NOT_LOCATED_SHORT = "not located yet: Shift+F6 goes back"
 TICK_HIT = 4  # pixels either side of a dispatch tick that select it
 
 
@@ -72,9 +77,17 @@ class RunTimeline(QWidget):
     def has_history(self) -> bool:
         return self.latest > 0 or bool(self.dispatches)
 
+    @property
+    def located(self) -> bool:
+        """Whether the recorded span has a length: a run that went forward at full speed to a dispatch stop
+        has its instructions' positions located only when it goes back (the axis would read "0 … 0")."""
+        return self.latest > 0
+
     def describe(self) -> str:
         if not self.has_history:
             return "No recorded run: start one (Run to Entry) to travel in its history"
+        if not self.located:
+            return NOT_LOCATED
         where = "inside a dispatch" if self.position is None else f"instruction {self.position:,}"
         return (
             f"At {where} of {self.latest:,}; reachable back to {self.earliest:,}; "
@@ -130,7 +143,7 @@ class RunTimeline(QWidget):
         # Dispatch ticks: one line per distinct pixel column (a long run has thousands).
         p.setPen(QPen(QColor("#6a1b9a"), 1))
         last_x = None
-        for position, _, _ in self.dispatches:
+        for position, _, _ in self.dispatches if self.located else ():
             x = int(self.x_of(position))
             if x != last_x:
                 p.drawLine(x, top + 2, x, bottom - 2)
@@ -139,7 +152,10 @@ class RunTimeline(QWidget):
         font.setPointSizeF(max(6.0, font.pointSizeF() * 0.8))
         p.setFont(font)
         p.setPen(QColor("#555555"))
-        if self.has_history:
+        if self.has_history and not self.located:
+            text = QFontMetrics(font).elidedText(NOT_LOCATED_SHORT, Qt.TextElideMode.ElideRight, int(axis.width()) - 4)
+            p.drawText(axis, Qt.AlignmentFlag.AlignCenter, text)
+        elif self.has_history:
             # The span's ends, unless the needle's own label is over them.
             needle = self.x_of(self.position) if self.position is not None else None
             if needle is None or needle > MARGIN + 70:

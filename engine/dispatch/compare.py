@@ -18,6 +18,7 @@ from engine.dispatch.numerics import (
     Tolerance,
     Verdict,
     compare,
+    element_of,
     error_map,
     load_golden,
     reduction_length_from_name,
@@ -40,6 +41,7 @@ class DispatchVerdict:
     verdict: Verdict  # of its outputs (the worst one)
     summary: str = ""  # numerics' one line for the worst output
     inherited: bool = False  # diverged, but its inputs already differed: not where the runs went apart
+    read_as: str | None = None  # the element type untyped bytes were read as (the name's, or what was copied)
 
 
 class CapturedByteTypes:
@@ -68,6 +70,14 @@ class CapturedByteTypes:
                 if s < end and start < e:
                     found.add(d)
         return found.pop() if len(found) == 1 else None
+
+
+def read_bytes_as(arrays: list, element: str) -> list:
+    """Raw-byte arrays read as ``element`` (the type a ``DispatchVerdict`` says the comparison read them as);
+    typed arrays, and byte counts that do not divide, stay as they are."""
+    from engine.dispatch.tensor_types import element_dtype
+
+    return _typed(arrays, "", element_dtype(element))
 
 
 def _typed(arrays: list, name: str, dtype: np.dtype | None) -> list:
@@ -177,7 +187,9 @@ def dispatch_verdict(
     if verdict is Verdict.DIVERGED:
         inputs, _, _ = _judge(mine[0], theirs[0], entry.name, tolerance, dtype)
         inherited = inputs is Verdict.DIVERGED
-    return DispatchVerdict(entry.ordinal, verdict, summary, inherited)
+    raw = any(np.asarray(a).dtype == np.uint8 for a in [*mine[1], *theirs[1]])
+    read_as = element_of(dtype) if raw and dtype is not None and dtype != np.uint8 else None
+    return DispatchVerdict(entry.ordinal, verdict, summary, inherited, read_as)
 
 
 def bundle_verdicts(
@@ -216,5 +228,6 @@ __all__ = [
     "dispatch_verdict",
     "error_map",
     "load_golden",
+    "read_bytes_as",
     "retyped",
 ]

@@ -148,6 +148,17 @@ class ByteTypes:
         self._ranges = weakref.WeakKeyDictionary()
 
 
+def compiled_for(module: str | Path) -> str:
+    """The device a module was compiled for: vulkan when its executables are SPIR-V, else local-sync."""
+    from engine.runtime.vmfb.module import open_vmfb
+
+    try:
+        formats = {getattr(e, "format", "") or "" for e in open_vmfb(module).executables}
+    except (LensError, OSError):
+        return "local-sync"  # the reference run itself reports what is wrong with the module
+    return "vulkan" if any(f.startswith("vulkan") for f in formats) else "local-sync"
+
+
 def is_module(path: str | Path) -> bool:
     return Path(path).suffix == ".vmfb"
 
@@ -156,12 +167,12 @@ class DivergeReference:
     """The reference run of one diverge breakpoint; ``prepare`` before a call, ``check`` after each dispatch."""
 
     def __init__(self, source: str | Path, atol: float | None = None, rtol: float | None = None,
-                 device: str = "local-sync", ulps: float | None = None):  # fmt: skip
+                 device: str | None = None, ulps: float | None = None):  # fmt: skip
         self.source = Path(source)
         self.atol = float(atol) if atol is not None else None
         self.rtol = float(rtol) if rtol is not None else None
         self.tolerance = Tolerance(self.atol, self.rtol, ulps)  # none given: the rounding rule (numerics)
-        self.device = device
+        self.device = device  # None: a module reference runs on the device it was compiled for
         self.bundle: Bundle | None = None
         self._tmp: tempfile.TemporaryDirectory | None = None
         self._prepared_for: tuple | None = None
@@ -174,6 +185,7 @@ class DivergeReference:
                 raise DivergeError(f"break diverge: {self.source} is not a capture bundle: {e}") from None
         self._by_ordinal = {}
         self.verdicts: dict[int, Verdict] = {}  # of each dispatch checked in the current call, by ordinal
+        self.exports: dict[int, str] = {}  # the live export name of each dispatch checked, by ordinal
         self._types = ByteTypes()
         self._sources = None  # the reference bundle's executable sources (read when first needed)
         if self.bundle is not None:
@@ -183,6 +195,7 @@ class DivergeReference:
         """Before a call. For a module reference: capture its run of ``function`` with ``inputs``, untyped (each
         binding's bytes: compared binding by binding, on the bytes the dispatch defined), once per inputs."""
         self.verdicts = {}
+        self.exports = {}
         self._types.clear()
         if not is_module(self.source):
             return
@@ -194,7 +207,8 @@ class DivergeReference:
         self.close()
         self._tmp = tempfile.TemporaryDirectory(prefix="lens-diverge-")
         try:
-            capture_debug(self.source, function, list(inputs), self._tmp.name, device=self.device, sources=NO_SOURCES)
+            device = self.device or compiled_for(self.source)
+            capture_debug(self.source, function, list(inputs), self._tmp.name, device=device, sources=NO_SOURCES)
             self.bundle = Bundle(self._tmp.name)
         except LensError as e:
             self.close()
@@ -216,6 +230,7 @@ class DivergeReference:
         name = record.export_name
         if self.bundle is None:
             return None
+        self.exports[ordinal] = name
         entry = self._by_ordinal.get(ordinal)
         if entry is None:
             return self._hit(DivergeHit(ordinal, name, None, None, math.inf, math.inf, 0,
@@ -373,6 +388,7 @@ class DivergeReference:
         binding order, against the reference's outputs."""
         if self.bundle is None:
             return None
+        self.exports[ordinal] = name
         entry = self._by_ordinal.get(ordinal)
         if entry is None:
             return self._hit(DivergeHit(ordinal, name, None, None, math.inf, math.inf, 0,

@@ -7,7 +7,8 @@ A message is one *frame*::
 The table is empty when the message has no buffers (most messages). The message (UTF-8 JSON, last so that it is parsed with its buffers at hand, in one pass) holds it as a
 tree of plain values; what JSON cannot say is tagged:
 ``{"$t": [...]}`` a tuple, ``{"$m": [[k, v], ...]}`` a dict whose keys are not all plain strings,
-``{"$d": "module:Class", field: value, ...}`` a protocol dataclass (a field still at its default left out),
+``{"$d": "module:Class", field: value, ...}`` an engine dataclass (a field still at its default left out;
+the protocol's own classes by their bare names),
 ``{"$e": "module:Class", "v": ...}`` an
 enum member, ``{"$a": N, "dtype": ..., "shape": [...]}`` a numpy array whose bytes are buffer N,
 ``{"$B": N}`` bytes, ``{"$s": dtype, "v": ...}`` a numpy scalar. Tensors never go through JSON: their
@@ -174,7 +175,12 @@ def _dtype_json(dtype: np.dtype) -> dict[str, str]:
     return {"dtype": dtype.str}
 
 
+_PROTOCOL = "engine.session.protocol"  # its types go by their bare names (most of what a session sends)
+
+
 def _type_name(cls: type) -> str:
+    if cls.__module__ == _PROTOCOL:
+        return cls.__qualname__
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
@@ -182,13 +188,22 @@ class Compression:
     """When zlib pays for a tensor's chunk: when sending the chunk raw would take longer than compressing it
     and sending what is left. The link's speed is measured on the raw chunks sent so far (the time a write
     blocks is the time the peer takes to drain it: a local pipe is faster than zlib, ssh over a network is
-    not); zlib's speed and ratio on the data from a sample of each tensor, then from its chunks.
-    ``Compression(False)`` never compresses; ``link`` fixes the link's speed (bytes/s) instead of measuring."""
+    not); zlib's speed and ratio on the data from a sample of each tensor, then from its chunks. A tensor is
+    not even sampled while the link is unknown (its chunks go raw and measure it) or while it is faster than
+    zlib has ever been here (no data could pay: a local pipe). ``Compression(False)`` never compresses;
+    ``link`` fixes the link's speed (bytes/s) instead of measuring."""
 
     def __init__(self, enabled: bool = True, link: float | None = None):
         self.enabled = enabled
         self.link = link  # bytes/s of raw chunks sent; None until measured
         self.fixed = link is not None
+        self.fastest_zlib: float | None = None  # bytes/s: zlib's best speed seen on this link's data
+
+    def may_pay(self) -> bool:
+        """Whether compressing could pay at all now (even data that compresses to nothing)."""
+        if not self.enabled or self.link is None:
+            return False
+        return self.fastest_zlib is None or 2 / self.fastest_zlib < 0.8 / self.link
 
     def pays(self, ratio: float, zlib_speed: float) -> bool:
         if not self.enabled or ratio > 0.5 or self.link is None:
@@ -196,6 +211,12 @@ class Compression:
         # raw: 1/link a second a byte; compressed: compressing, sending what is left, decompressing (about
         # as fast as compressing for level 1 on data that compresses well: measured, not assumed)
         return 2 / zlib_speed + ratio / self.link < 0.8 / self.link
+
+    def compressed(self, nbytes: int, seconds: float) -> float:
+        """zlib took ``seconds`` for ``nbytes``: its speed (bytes/s), remembered when it is the best yet."""
+        speed = nbytes / max(seconds, 1e-6)
+        self.fastest_zlib = speed if self.fastest_zlib is None else max(self.fastest_zlib, speed)
+        return speed
 
     def sent_raw(self, nbytes: int, seconds: float) -> None:
         if self.fixed or nbytes < _COMPRESS_MIN or seconds <= 0:
@@ -238,21 +259,24 @@ def write_frame(stream: BinaryIO, message: Any, *, compression: Compression | No
 
 
 def _write_chunks(stream: BinaryIO, data: memoryview, policy: Compression) -> None:
-    ratio, zlib_speed = 1.0, 1.0
-    if policy.enabled:  # how well and how fast this tensor compresses, from a sample
-        sample = data[: min(_SAMPLE, data.nbytes)]
-        start = time.perf_counter()
-        ratio = len(zlib.compress(sample, 1)) / sample.nbytes
-        zlib_speed = sample.nbytes / max(time.perf_counter() - start, 1e-6)
+    ratio: float | None = None  # how well and how fast this tensor compresses, from a sample when it may pay
+    zlib_speed = 1.0
     for k in range(0, data.nbytes, CHUNK):
         chunk = data[k : k + CHUNK]
-        if policy.pays(ratio, zlib_speed):
-            start = time.perf_counter()
-            packed = zlib.compress(chunk, 1)
-            zlib_speed = chunk.nbytes / max(time.perf_counter() - start, 1e-6)
-            ratio = len(packed) / chunk.nbytes
-            stream.write(_CHUNK_HEAD.pack(len(packed), chunk.nbytes, _ZLIB) + packed)
-            continue
+        if policy.may_pay():
+            if ratio is None:
+                sample = data[: min(_SAMPLE, data.nbytes)]
+                start = time.perf_counter()
+                ratio = len(zlib.compress(sample, 1)) / sample.nbytes
+                zlib_speed = policy.compressed(sample.nbytes, time.perf_counter() - start)
+            if policy.pays(ratio, zlib_speed):
+                start = time.perf_counter()
+                packed = zlib.compress(chunk, 1)
+                zlib_speed = policy.compressed(chunk.nbytes, time.perf_counter() - start)
+                ratio = len(packed) / chunk.nbytes
+                stream.write(_CHUNK_HEAD.pack(len(packed), chunk.nbytes, _ZLIB))
+                stream.write(packed)
+                continue
         stream.write(_CHUNK_HEAD.pack(chunk.nbytes, chunk.nbytes, _RAW))
         start = time.perf_counter()
         for j in range(0, chunk.nbytes, _IO_CHUNK):  # pipe-sized writes: the reader starts on each at once
@@ -278,15 +302,7 @@ class _Decoder:
         return v
 
     def dataclass(self, v: dict) -> Any:
-        cls, init = _dataclass(v.pop("$d"))
-        values = v
-        if values.keys() <= init:
-            return cls(**values)
-        obj = cls(**{k: x for k, x in values.items() if k in init})
-        for k, x in values.items():
-            if k not in init:
-                object.__setattr__(obj, k, x)
-        return obj
+        return _dataclass(v.pop("$d")).build(v)
 
     def array(self, v: dict) -> np.ndarray:
         dtype = _dtype(v)
@@ -337,23 +353,71 @@ def _dtype(spec: dict) -> np.dtype:
     return dtype
 
 
-_DECODABLE: dict[str, tuple[type, frozenset[str]]] = {}
+class _DataclassBuilder:
+    """Builds one engine dataclass from its decoded fields. Most (no ``__post_init__``, no slots) are built
+    without their ``__init__``: the defaults, then the fields sent, straight into the instance (a frozen
+    dataclass's ``__init__`` sets each field through ``object.__setattr__``: three times the cost, on every
+    stop record); a missing required field or an unknown one is a ``WireError`` either way."""
+
+    def __init__(self, cls: type):
+        fields = dataclasses.fields(cls)
+        self.cls = cls
+        self.init = frozenset(f.name for f in fields if f.init)
+        self.names = frozenset(f.name for f in fields)
+        self.required = frozenset(
+            f.name for f in fields if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        )
+        self.defaults = {f.name: f.default for f in fields if f.default is not dataclasses.MISSING}
+        self.factories = {
+            f.name: f.default_factory for f in fields if f.default_factory is not dataclasses.MISSING
+        }
+        params = getattr(cls, "__dataclass_params__", None)
+        self.direct = (
+            params is not None and params.init and not hasattr(cls, "__post_init__") and not hasattr(cls, "__slots__")
+        )
+
+    def build(self, values: dict) -> Any:
+        keys = values.keys()
+        if not keys <= self.names or not self.required <= keys:
+            unknown, missing = sorted(keys - self.names), sorted(self.required - keys)
+            raise WireError(f"{self.cls.__qualname__}: unknown fields {unknown}, missing fields {missing}")
+        if self.direct:
+            obj = object.__new__(self.cls)
+            state = obj.__dict__
+            state.update(self.defaults)
+            for name, factory in self.factories.items():
+                if name not in values:
+                    state[name] = factory()
+            state.update(values)
+            return obj
+        if keys <= self.init:
+            return self.cls(**values)
+        obj = self.cls(**{k: x for k, x in values.items() if k in self.init})
+        for k, x in values.items():
+            if k not in self.init:
+                object.__setattr__(obj, k, x)
+        return obj
 
 
-def _dataclass(name: str) -> tuple[type, frozenset[str]]:
-    """An engine dataclass by wire name, and the names of the fields its constructor takes."""
+_DECODABLE: dict[str, _DataclassBuilder] = {}
+
+
+def _dataclass(name: str) -> _DataclassBuilder:
+    """The builder of an engine dataclass by wire name."""
     known = _DECODABLE.get(name)
     if known is None:
         cls = _engine_type(name)
         if not dataclasses.is_dataclass(cls):
             raise WireError(f"{name} is not a protocol dataclass")
-        known = _DECODABLE[name] = (cls, frozenset(f.name for f in dataclasses.fields(cls) if f.init))
+        known = _DECODABLE[name] = _DataclassBuilder(cls)
     return known
 
 
 def _engine_type(name: str) -> type:
-    """A class of IREE Lens's engine by ``module:QualName``; nothing outside ``engine`` is built."""
-    module_name, _, qualname = str(name).partition(":")
+    """A class of IREE Lens's engine by ``module:QualName`` (a bare name: of ``engine.session.protocol``);
+    nothing outside ``engine`` is built."""
+    module_name, _, qualname = str(name).rpartition(":")
+    module_name = module_name or _PROTOCOL
     if not (module_name == "engine" or module_name.startswith("engine.")) or not qualname:
         raise WireError(f"refusing to build {name!r}: only the engine's protocol types cross the stream")
     try:
@@ -362,8 +426,8 @@ def _engine_type(name: str) -> type:
             obj = getattr(obj, part)
     except (ImportError, AttributeError):
         raise WireError(f"unknown protocol type {name!r} (a different IREE Lens version at the other end?)") from None
-    if not isinstance(obj, type):
-        raise WireError(f"{name!r} is not a type")
+    if not isinstance(obj, type) or not str(obj.__module__).startswith("engine."):
+        raise WireError(f"{name!r} is not a type of the engine")
     return obj
 
 

@@ -19,6 +19,7 @@ from support import broken_build, compile_for
 from app.views.verdict_style import verdict_colour
 from engine.dispatch.bundle import Bundle
 from engine.dispatch.capture import capture_debug
+from engine.dispatch.typed_tensors import NO_SOURCES
 
 PROGRAM = Path(__file__).resolve().parents[1] / "diverge_programs" / "packed_concat.mlir"
 TIMEOUT = 180_000
@@ -52,6 +53,9 @@ def builds(tmp_path_factory):
     capture_debug(broken, "main", inputs, tmp / "broken_bundle")
     (tmp / "healthy").mkdir()
     healthy = compile_for(PROGRAM, tmp / "healthy" / "cpu.vmfb", "llvm-cpu")
+    # Untyped captures (each binding's bytes) of the healthy build and of the vmvx build.
+    capture_debug(healthy, "main", inputs, tmp / "healthy_bundle")
+    capture_debug(vmvx, "main", inputs, tmp / "vmvx_bytes_bundle", sources=NO_SOURCES)
     return broken, tmp / "vmvx_bundle", tmp / "broken_bundle", inputs, healthy
 
 
@@ -131,6 +135,12 @@ def test_diverge_breakpoint_against_a_bundle_colours_the_run_list(qtbot, main_wi
     assert colour == verdict_colour(expected).name() and f"verdict: {text}" in tip
     assert runs.legend.isVisible() and "within rounding" in runs.legend.text()
     assert "diverged from the reference at #1" in runs.title.text()
+    # The Run Dispatches document (the dispatches the run reported, the paused one's tensors) the same.
+    live = window.panels["run_dispatches"]
+    qtbot.waitUntil(lambda: live.model.row_of(1) is not None, timeout=TIMEOUT)
+    text, colour, tip = _verdict_cells(live.model, 1)
+    assert text == "diverged" and colour == verdict_colour("diverged").name() and "verdict: diverged" in tip
+    assert not live.legend.isHidden()
     # To the end: dispatches after the stop were not judged (it fires once a call), and say so.
     with qtbot.waitSignal(bridge.finished, timeout=TIMEOUT):
         panel.continue_action.trigger()
@@ -174,3 +184,29 @@ def test_capture_compared_with_another_run_colours_its_rows(qtbot, main_window, 
     inspector.tensor_list.setCurrentRow(outputs[0])
     summary = inspector.compare_summary.text()
     assert summary.startswith("diverged") and "max abs error" in summary and "rule:" in summary
+
+
+def test_untyped_captures_compare_as_their_element_types(qtbot, main_window, builds):
+    """Two untyped captures (bytes) of healthy builds for two targets: every row agrees, the in-place copies
+    (``slow_memcpy``, no type in the name) read as the f32 they copy; the Compare tab reads them the same way."""
+    _, _, _, _, healthy = builds
+    tmp = healthy.parent.parent
+    window = main_window
+    window.open_file(tmp / "healthy_bundle")
+    from app.views.dispatch_run_list import DispatchRunView
+
+    [view] = window.findChildren(DispatchRunView)
+    assert all(e.tensors_from == "bindings" for e in view.model.entries)
+    view.set_reference(tmp / "vmvx_bytes_bundle")
+    qtbot.waitUntil(lambda: len(view.model.verdicts) == 5, timeout=TIMEOUT)
+    labels = [_verdict_cells(view.model, o)[0] for o in range(5)]
+    assert set(labels) <= {"exact", "within rounding"} and "within rounding" in labels, labels
+    copies = [o for o in range(5) if view.model.entries[o].name.endswith("slow_memcpy")]
+    assert copies and all(view.read_as.get(o) == "f32" for o in copies)
+    view.table.setCurrentIndex(view.proxy.index(copies[-1], 0))
+    inspector = view.inspector
+    items = [inspector.tensor_list.item(i).text() for i in range(inspector.tensor_list.count())]
+    output = next(i for i, t in enumerate(items) if t.startswith("output"))
+    assert "bytes read as f32" in items[output], items
+    inspector.tensor_list.setCurrentRow(output)
+    assert inspector.compare_summary.text().startswith("match:"), inspector.compare_summary.text()

@@ -118,3 +118,22 @@ def test_open_remote_module_needs_a_remote_session(qtbot, main_window):
     main_window.session_bridge.failed.connect(failures.append)
     assert not main_window.open_remote_module("matmul.vmfb")
     assert failures and not main_window.open_remote_action.isEnabled()
+
+
+def test_the_menu_path(qtbot, main_window, remote_side, monkeypatch):
+    """File > Attach to Remote... asks for the command, then for a module's path on that side."""
+    from PySide6.QtWidgets import QInputDialog
+
+    server_dir, command = remote_side
+    answers = iter([(command, True), ("matmul.vmfb", True)])
+    monkeypatch.setattr(QInputDialog, "getText", staticmethod(lambda *args, **kwargs: next(answers)))
+    window = main_window
+    try:
+        window.attach_remote_action.trigger()
+        assert window.open_remote_action.isEnabled()
+        qtbot.waitUntil(lambda: window.session_bridge.state == SessionState.IDLE, timeout=TIMEOUT)
+        assert window.session_bridge.module_path == str(server_dir / "matmul.vmfb")
+        assert window.workbench.module is not None
+        assert not window.settings.recent_files()  # (the local copy is no file to reopen later)
+    finally:
+        window.session_bridge.shutdown()

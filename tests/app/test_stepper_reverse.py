@@ -257,3 +257,18 @@ def test_when_did_this_change_runs_back_to_the_last_write(qtbot, main_window, co
     refs = panel.globals_view.topLevelItem(1)
     if refs.childCount():
         assert isinstance(panel.reverse.watch_of(panel.globals_view, refs.child(0)), WatchGlobalRef)
+
+
+def test_a_forward_stop_timeline_says_its_positions_are_not_located_yet(qtbot):
+    """A run that went forward at full speed to a dispatch stop has no located span yet: the strip says so
+    instead of an axis from 0 to 0 with every dispatch tick at its left edge."""
+    from app.views.run_timeline import NOT_LOCATED, RunTimeline
+    from engine.session.protocol import DispatchMark, History, ReadHistory
+
+    timeline = RunTimeline()
+    qtbot.addWidget(timeline)
+    marks = (DispatchMark(0, "main_dispatch_0", 0, False), DispatchMark(1, "main_dispatch_1", 0, False))
+    timeline.set_history(History(ReadHistory(), recording=True, position=None, latest=0, dispatches=marks))
+    assert timeline.has_history and not timeline.located and timeline.toolTip() == NOT_LOCATED
+    timeline.set_history(History(ReadHistory(), recording=True, position=34, latest=40, dispatches=(DispatchMark(0, "d", 34, True),)))
+    assert timeline.located and "instruction 34 of 40" in timeline.toolTip()

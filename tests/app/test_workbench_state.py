@@ -113,6 +113,8 @@ def test_opening_a_second_module_leaves_nothing_of_the_first(qtbot, main_window,
     window.load_numpy_inputs(x)
     finished = run_and_wait(qtbot, window)
     assert not window.banner.isVisible()
+    run_list = window.panels["run_dispatch_list"]
+    qtbot.waitUntil(lambda: run_list.model.rowCount() > 0, timeout=10_000)  # the finished run's dispatches
     expected = reference_output(cnn, "small_cnn", [f"@{x}"])
     assert expected.split("result[0]: hal.buffer_view", 1)[1].strip().splitlines()[0] in finished.results_text
     # Stop at entry so the registers and call stack hold something of this module.
@@ -134,6 +136,7 @@ def test_opening_a_second_module_leaves_nothing_of_the_first(qtbot, main_window,
     assert not panel.registers.registers.i32
     assert not window.banner.isVisible()
     assert window.documents.document("paused-dispatch") is None
+    assert run_list.model.rowCount() == 0
     assert panel.function_combo.currentText() == "attention_block"
     assert "small_cnn" not in [panel.function_combo.itemText(i) for i in range(panel.function_combo.count())]
     # The inputs offered fit the transformer's signature (not the CNN's .npy), in the one state and its view.
