@@ -47,6 +47,17 @@ def parse_trace_key(key: str) -> tuple[str, str, str]:
     return executable, export, kind
 
 
+def entry_for(record: DispatchRecord) -> DispatchEntry:
+    """A bundle entry for the dispatch ``record`` describes, before its bindings and tensors are added."""
+    return DispatchEntry(
+        ordinal=record.sequence,
+        name=record.export_name,
+        executable=executable_of(record.export_name),
+        workgroups=list(record.workgroup_count),
+        constants=[int(c) for c in record.constants],
+    )
+
+
 def health_of(arrays: list[np.ndarray]) -> str:
     """``ok`` or the NaN/Inf counts over ``arrays`` (float tensors only)."""
     nan = inf = 0
@@ -163,13 +174,7 @@ class DispatchRecorder(SnapshotSubscriber, DispatchObserver):
             if t.role == Role.OUTPUT and t.binding not in snapshot.after_copied:
                 snapshot.after_copy(t.binding)  # the sources say written, though the bytes did not change
                 tensors = snapshot.tensors()
-        entry = DispatchEntry(
-            ordinal=record.sequence,
-            name=record.export_name,
-            executable=executable_of(record.export_name),
-            workgroups=list(record.workgroup_count),
-            constants=[int(c) for c in record.constants],
-        )
+        entry = entry_for(record)
         # Each binding's access: the source's, else what the dispatch was seen to change.
         access = list(snapshot.observed_access())
         for t in tensors:
