@@ -1,7 +1,8 @@
 """The held-out checks of issues 20, 21 and 23, run as a checker runs them, on programs no feature was built
 on: PyTorch-style programs in the torch dialect as iree-turbine exports them (``heldout_programs/``, written
 by ``make_programs.py``: a CNN with a depthwise conv, decomposed batch norm, avg-pool, rank-0 parameter and
-argument and a rank-0 result; a reduction chain with an integer argmax; an MLP with a symbolic batch size),
+argument and a rank-0 result; a reduction chain with an integer argmax; an MLP with a symbolic batch size;
+a squeeze-excite residual block with a padded max-pool and a concatenation),
 compiled here by the real iree-compile.
 
 - ``iree-lens diverge A B --json`` with default options: no divergence for healthy builds across targets
@@ -41,6 +42,7 @@ INPUTS = {
     "depthwise_cnn": ("depthwise_cnn_x.npy", "depthwise_cnn_temperature.npy"),
     "reduction_chain": ("reduction_chain_x.npy",),
     "dynamic_mlp": ("dynamic_mlp_x.npy",),
+    "se_resnet": ("se_resnet_x.npy",),
 }
 SLOW = pytest.mark.slow
 
@@ -128,7 +130,7 @@ def golden(program: str) -> Path:
 
 
 @pytest.mark.parametrize("program", ["reduction_chain", pytest.param("depthwise_cnn", marks=SLOW),
-                                     pytest.param("dynamic_mlp", marks=SLOW)])
+                                     pytest.param("dynamic_mlp", marks=SLOW), pytest.param("se_resnet", marks=SLOW)])
 def test_healthy_llvm_cpu_and_vmvx_builds_do_not_diverge(builds, program):
     report = diverge(builds.plain(program), builds.plain(program, "vmvx"), program,
                      f"--golden={golden(program)}")  # fmt: skip
@@ -141,11 +143,13 @@ def test_healthy_llvm_cpu_and_vmvx_builds_do_not_diverge(builds, program):
 
 
 @pytest.mark.vulkan
-@pytest.mark.parametrize("program", ["reduction_chain", pytest.param("dynamic_mlp", marks=SLOW)])
+@pytest.mark.parametrize("program", ["se_resnet", pytest.param("reduction_chain", marks=SLOW),
+                                     pytest.param("dynamic_mlp", marks=SLOW)])
 def test_healthy_llvm_cpu_and_vulkan_builds_do_not_diverge(builds, program):
-    report = diverge(builds.plain(program), builds.plain(program, "vulkan-spirv"), program)
+    report = diverge(builds.plain(program), builds.plain(program, "vulkan-spirv"), program, f"--golden={golden(program)}")
     assert report["devices"][1].startswith("vulkan")
     assert report["first_divergence"] is None, [d for d in report["dispatches"] if d["verdict"] == "diverged"]
+    assert all(g["ok"] for g in report["golden"]), report["golden"]
 
 
 @pytest.mark.vulkan
@@ -175,6 +179,11 @@ BROKEN = [
     pytest.param("dynamic_mlp", "llvm-cpu", "main$async_dispatch_0", "math.tanh", "math.sin", "vmvx", marks=SLOW),
     pytest.param("reduction_chain", "vulkan-spirv", "main$async_dispatch_5", "arith.maximumf", "arith.minimumf",
                  "llvm-cpu", marks=[SLOW, pytest.mark.vulkan]),
+    # The padded max-pool (-inf padding) made a min-pool; the squeeze-excite's sigmoid given exp2.
+    pytest.param("se_resnet", "llvm-cpu", "main$async_dispatch_2", "arith.maximumf", "arith.minimumf", "vmvx",
+                 marks=SLOW),
+    pytest.param("se_resnet", "vulkan-spirv", "main$async_dispatch_9", "math.exp", "math.exp2", "llvm-cpu",
+                 marks=[SLOW, pytest.mark.vulkan]),
 ]
 
 
@@ -201,7 +210,8 @@ def traced_by_dispatch(traced) -> dict[tuple[str, int], tuple[list[np.ndarray], 
             for (name, kind), lists in found.items() if kind == "inputs" for n, ins in enumerate(lists)}  # fmt: skip
 
 
-@pytest.mark.parametrize("program", ["dynamic_mlp", "depthwise_cnn", pytest.param("reduction_chain", marks=SLOW)])
+@pytest.mark.parametrize("program", ["dynamic_mlp", "depthwise_cnn", pytest.param("reduction_chain", marks=SLOW),
+                                     pytest.param("se_resnet", marks=SLOW)])
 def test_capture_with_sources_equals_iree_traced_tensors(builds, program, tmp_path):
     """dynamic_mlp: tensor<?x16xf32> sized by push constants, and a weight binding whose subspan IREE keeps
     ahead of the input's; depthwise_cnn: a rank-0 argument and a rank-0 result."""
@@ -255,7 +265,8 @@ def run_debug(module: Path, program: str, out: Path, *extra: str) -> tuple[subpr
     return proc, saved
 
 
-@pytest.mark.parametrize("program", ["depthwise_cnn", pytest.param("dynamic_mlp", marks=SLOW)])
+@pytest.mark.parametrize("program", ["depthwise_cnn", pytest.param("dynamic_mlp", marks=SLOW),
+                                     pytest.param("se_resnet", marks=SLOW)])
 def test_debug_remote_prints_and_saves_what_a_local_run_does(builds, program, tmp_path):
     module, sources = builds.plain(program), builds.sources(program)
     serve = shlex.join([*lens_argv(), "serve", "--stdio"])
@@ -339,7 +350,8 @@ class DapClient:
                 self.process.kill()
 
 
-@pytest.mark.parametrize("program", ["reduction_chain", pytest.param("depthwise_cnn", marks=SLOW)])
+@pytest.mark.parametrize("program", ["reduction_chain", pytest.param("depthwise_cnn", marks=SLOW),
+                                     pytest.param("se_resnet", marks=SLOW)])
 def test_dap_held_out_path(builds, program):
     vmfb = builds.traced(program)
     traced = traced_by_dispatch(iree_traced_tensors(vmfb, "main", input_arrays(program)))

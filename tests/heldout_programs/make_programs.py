@@ -12,6 +12,9 @@ Run it again to regenerate (``python tests/heldout_programs/make_programs.py``);
   second result (the sum of the logits).
 - ``reduction_chain``: sum -> mean -> variance -> layer-norm-like normalisation over the last axis, a sum
   over the middle axis, an integer argmax (si64) over the last, a max over the first, and a rank-0 total.
+- ``se_resnet``: conv + relu, max-pool with padding, a residual block (3x3 and 1x1 branches, add),
+  squeeze-and-excitation (mean, 1x1 convs, sigmoid, multiply), concatenation, hardswish, global average
+  pool, view, linear, log-softmax.
 - ``dynamic_mlp``: a two-layer MLP with a symbolic batch size (``torch.symbolic_int``,
   ``torch.bind_symbolic_shape``), tanh and log-softmax.
 """
@@ -285,7 +288,94 @@ def dynamic_mlp(rng: np.random.Generator) -> None:
     np.savez(HERE / "dynamic_mlp_expected.npz", (zz - np.log(np.exp(zz).sum(-1, keepdims=True))).astype(np.float32))
 
 
+def np_max_pool(x: np.ndarray, k: int, stride: int, pad: int) -> np.ndarray:
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)), constant_values=-np.inf)
+    oh = (x.shape[2] + 2 * pad - k) // stride + 1
+    ow = (x.shape[3] + 2 * pad - k) // stride + 1
+    out = np.full((*x.shape[:2], oh, ow), -np.inf)
+    for i in range(k):
+        for j in range(k):
+            out = np.maximum(out, xp[:, :, i:i + stride * oh:stride, j:j + stride * ow:stride])
+    return out
+
+
+def se_resnet(rng: np.random.Generator) -> None:
+    """A residual block with squeeze-and-excitation, a padded max-pool, a concatenation and hardswish."""
+    blobs = Blobs()
+    b = Body(blobs)
+    x = rng.standard_normal((1, 4, 12, 12)).astype(np.float32)
+    w0, b0 = (rng.standard_normal((8, 4, 3, 3)) * 0.3).astype(np.float32), (rng.standard_normal(8) * 0.1).astype(np.float32)
+    wa, ba = (rng.standard_normal((8, 8, 3, 3)) * 0.2).astype(np.float32), (rng.standard_normal(8) * 0.1).astype(np.float32)
+    wb = (rng.standard_normal((8, 8, 1, 1)) * 0.4).astype(np.float32)
+    ws1, bs1 = (rng.standard_normal((4, 8, 1, 1)) * 0.5).astype(np.float32), (rng.standard_normal(4) * 0.1).astype(np.float32)
+    ws2, bs2 = (rng.standard_normal((8, 4, 1, 1)) * 0.5).astype(np.float32), (rng.standard_normal(8) * 0.1).astype(np.float32)
+    wl, bl = (rng.standard_normal((5, 16)) * 0.3).astype(np.float32), (rng.standard_normal(5) * 0.1).astype(np.float32)
+    blobs.add("__auto.stem.weight", w0)
+    b.lines.append(f"    %stem_w = util.global.load @__auto.stem.weight : {tt(w0.shape)}")
+    w0v = b.emit(f"torch_c.from_builtin_tensor %stem_w : {tt(w0.shape)} -> {vt(w0.shape)}")
+    b0v = b.literal("torch_tensor_8_torch.float32", b0)
+    s12, s6 = (1, 8, 12, 12), (1, 8, 6, 6)
+    c0 = conv2d(b, "%arg0", x.shape, w0v, w0.shape, b0v, vt([8]), 1, 1, 1, s12)
+    r0 = b.emit(f"torch.aten.relu {c0} : {vt(s12)} -> {vt(s12)}")
+    k, st, pd, dl = b.ints(3, 3), b.ints(2, 2), b.ints(1, 1), b.ints(1, 1)
+    false = b.const("bool", "false")
+    pool = b.emit(f"torch.aten.max_pool2d {r0}, {k}, {st}, {pd}, {dl}, {false} : {vt(s12)}, !torch.list<int>, "
+                  f"!torch.list<int>, !torch.list<int>, !torch.list<int>, !torch.bool -> {vt(s6)}")
+    wav, bav = b.literal("torch_tensor_8_8_3_3_torch.float32", wa), b.literal("torch_tensor_8_torch.float32_1", ba)
+    ca = conv2d(b, pool, s6, wav, wa.shape, bav, vt([8]), 1, 1, 1, s6)
+    ra = b.emit(f"torch.aten.relu {ca} : {vt(s6)} -> {vt(s6)}")
+    wbv = b.literal("torch_tensor_8_8_1_1_torch.float32", wb)
+    none = b.none()
+    cb = conv2d(b, pool, s6, wbv, wb.shape, none, "!torch.none", 1, 0, 1, s6)
+    added = b.emit(f"torch.aten.add.Tensor {ra}, {cb}, {b.const_int(1)} : {vt(s6)}, {vt(s6)}, !torch.int -> {vt(s6)}")
+    res = b.emit(f"torch.aten.relu {added} : {vt(s6)} -> {vt(s6)}")
+    hw = b.ints(2, 3)
+    true = b.const("bool", "true")
+    s1 = (1, 8, 1, 1)
+    sq = b.emit(f"torch.aten.mean.dim {res}, {hw}, {true}, {none} : {vt(s6)}, !torch.list<int>, !torch.bool, !torch.none "
+                f"-> {vt(s1)}")
+    ws1v, bs1v = b.literal("torch_tensor_4_8_1_1_torch.float32", ws1), b.literal("torch_tensor_4_torch.float32", bs1)
+    e1 = conv2d(b, sq, s1, ws1v, ws1.shape, bs1v, vt([4]), 1, 0, 1, (1, 4, 1, 1))
+    e1r = b.emit(f"torch.aten.relu {e1} : {vt((1, 4, 1, 1))} -> {vt((1, 4, 1, 1))}")
+    ws2v, bs2v = b.literal("torch_tensor_8_4_1_1_torch.float32", ws2), b.literal("torch_tensor_8_torch.float32_2", bs2)
+    e2 = conv2d(b, e1r, (1, 4, 1, 1), ws2v, ws2.shape, bs2v, vt([8]), 1, 0, 1, s1)
+    gate = b.emit(f"torch.aten.sigmoid {e2} : {vt(s1)} -> {vt(s1)}")
+    excited = b.emit(f"torch.aten.mul.Tensor {res}, {gate} : {vt(s6)}, {vt(s1)} -> {vt(s6)}")
+    s16 = (1, 16, 6, 6)
+    both = b.emit(f"torch.prim.ListConstruct {excited}, {pool} : ({vt(s6)}, {vt(s6)}) -> !torch.list<vtensor>")
+    cat = b.emit(f"torch.aten.cat {both}, {b.const_int(1)} : !torch.list<vtensor>, !torch.int -> {vt(s16)}")
+    hsw = b.emit(f"torch.aten.hardswish {cat} : {vt(s16)} -> {vt(s16)}")
+    one = b.ints(1, 1)
+    gap = b.emit(f"torch.aten.adaptive_avg_pool2d {hsw}, {one} : {vt(s16)}, !torch.list<int> -> {vt((1, 16, 1, 1))}")
+    flat_shape = b.ints(1, 16)
+    flat = b.emit(f"torch.aten.view {gap}, {flat_shape} : {vt((1, 16, 1, 1))}, !torch.list<int> -> {vt([1, 16])}")
+    wlv, blv = b.literal("torch_tensor_5_16_torch.float32", wl), b.literal("torch_tensor_5_torch.float32", bl)
+    lin = b.emit(f"torch.aten.linear {flat}, {wlv}, {blv} : {vt([1, 16])}, {vt([5, 16])}, {vt([5])} -> {vt([1, 5])}")
+    out = b.emit(f"torch.aten.log_softmax.int {lin}, {b.const_int(-1)}, {none} : {vt([1, 5])}, !torch.int, !torch.none "
+                 f"-> {vt([1, 5])}")
+    b.lines.append(f"    return {out} : {vt([1, 5])}")
+    text = (
+        "module @module {\n"
+        f"  util.global private @__auto.stem.weight = dense_resource<__auto.stem.weight> : {tt(w0.shape)}\n"
+        f"  func.func @main(%arg0: {vt(x.shape)}) -> {vt([1, 5])} attributes {{torch.assume_strict_symbolic_shapes}} {{\n"
+        + "\n".join(b.lines) + "\n  }\n}\n\n" + blobs.text()
+    )
+    (HERE / "se_resnet.mlir").write_text(text)
+    np.save(HERE / "se_resnet_x.npy", x)
+    h = np.maximum(np_conv2d(x.astype(np.float64), w0, b0, 1, 1, 1), 0)
+    p = np_max_pool(h, 3, 2, 1)
+    r = np.maximum(np.maximum(np_conv2d(p, wa, ba, 1, 1, 1), 0) + np_conv2d(p, wb, None, 1, 0, 1), 0)
+    e = np.maximum(np_conv2d(r.mean(axis=(2, 3), keepdims=True), ws1, bs1, 1, 0, 1), 0)
+    g = 1 / (1 + np.exp(-np_conv2d(e, ws2, bs2, 1, 0, 1)))
+    c = np.concatenate([r * g, p], axis=1)
+    c = c * np.clip(c + 3, 0, 6) / 6
+    z = c.mean(axis=(2, 3)) @ wl.T.astype(np.float64) + bl
+    z = z - z.max(-1, keepdims=True)
+    np.savez(HERE / "se_resnet_expected.npz", (z - np.log(np.exp(z).sum(-1, keepdims=True))).astype(np.float32))
+
+
 if __name__ == "__main__":
     depthwise_cnn(np.random.default_rng(0))
     reduction_chain(np.random.default_rng(1))
     dynamic_mlp(np.random.default_rng(2))
+    se_resnet(np.random.default_rng(3))
