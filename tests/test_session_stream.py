@@ -41,6 +41,7 @@ from engine.session.protocol import (
     ReadBindings,
     RegisterFile,
     SetBreakpoints,
+    Step,
     StopDetail,
     Stopped,
     TensorRef,
@@ -503,3 +504,23 @@ def test_a_blocking_client_reads_the_stream_on_its_own_thread(tmp_path):
         assert crashed.exitcode == -9 and crashed.location.frames[-1].function == "spin"
     finally:
         client.shutdown()
+
+
+def test_small_immutable_frames_are_encoded_and_decoded_once():
+    """A step's command is encoded once by the client and decoded once by the server; a message that could
+    be changed by its receiver (a list inside) or carries tensors is decoded afresh every time."""
+    from engine.session.stream import _CommandFrames
+    from engine.session.wire import FrameMemo
+
+    commands = _CommandFrames()
+    step = commands.frame(Step(count=3))
+    assert step is commands.frame(Step(count=3)) and step != commands.frame(Step())
+    assert commands.frame(Call("main", ("1xf32=1",))) is not None and commands.frame({"a": []}) is None
+    memo = FrameMemo()
+    first, again = read_frame(io.BytesIO(step), memo), read_frame(io.BytesIO(step), memo)
+    assert first is again and first["command"] == Step(count=3)
+    for message in ({"k": "event", "x": [1, 2]}, {"k": "event", "x": np.arange(3)}):
+        buffer = io.BytesIO()
+        write_frame(buffer, message)
+        frames = [read_frame(io.BytesIO(buffer.getvalue()), memo) for _ in range(2)]
+        assert frames[0] is not frames[1]

@@ -47,7 +47,15 @@ from engine.session.protocol import (
     Shutdown,
     Stopped,
 )
-from engine.session.wire import Compression, ConnectionLost, WireError, read_frame, write_frame
+from engine.session.wire import (
+    Compression,
+    ConnectionLost,
+    FrameMemo,
+    WireError,
+    read_frame,
+    small_frame,
+    write_frame,
+)
 
 PROTOCOL_VERSION = 2  # 2: dataclass fields at their defaults are left out
 # Handlers the client names by a short word (any ``engine`` class of the handler shape is accepted too).
@@ -145,6 +153,7 @@ class _CommandLoop:
         self.finished = False
         self.status = 0
         self.module_path: str | None = None  # of the last Open (module queries read it)
+        self.memo = FrameMemo()  # a step's command is decoded once, not at every step
 
     def run(self) -> int:
         for k in range(2):
@@ -216,7 +225,7 @@ class _CommandLoop:
 
     def _read(self) -> Any:
         try:
-            return read_frame(self.reader)
+            return read_frame(self.reader, self.memo)
         except ConnectionLost:
             return {"k": "command", "command": Shutdown()}
         except WireError as e:
@@ -293,6 +302,7 @@ class StreamSession:
         self._stderr_sink = stderr if stderr is not None else getattr(sys.stderr, "buffer", None)
         self._stderr_tail: collections.deque[str] = collections.deque(maxlen=8)
         self._send_lock = threading.Lock()
+        self._memo = _CommandFrames()
         self._last_location = Location()
         self._stopped = threading.Event()
         self.process: subprocess.Popen | None = None
@@ -376,7 +386,11 @@ class StreamSession:
         return self.process is not None and self.process.poll() is None and not self._reported
 
     def send(self, command: Command) -> None:
-        self._write({"k": "command", "command": command})
+        frame = self._memo.frame(command)  # (the same Step again and again: encoded once)
+        if frame is None:
+            self._write({"k": "command", "command": command})
+        else:
+            self._write(frame)
 
     def pause(self) -> None:
         self._write({"k": "pause"})
@@ -438,7 +452,10 @@ class StreamSession:
                 )
                 self._reader.start()
             try:
-                write_frame(self._out, message, compression=self.compression)
+                if isinstance(message, bytes):  # a whole frame
+                    self._out.write(message)
+                else:
+                    write_frame(self._out, message, compression=self.compression)
             except (BrokenPipeError, ConnectionError, ValueError, OSError):
                 if not self._closing:
                     self._lost(ConnectionLost("the session stream is closed"))
@@ -503,6 +520,21 @@ class StreamSession:
                     self._stderr_sink.flush()
                 except (OSError, ValueError):
                     pass
+
+
+class _CommandFrames(FrameMemo):
+    """Frames of commands by the command (``{"k": "command", "command": ...}``), each encoded once."""
+
+    def frame(self, command: Any) -> bytes | None:
+        try:
+            frame = self.frames.get(command)
+        except TypeError:  # unhashable: encoded each time
+            return None
+        if frame is None:
+            frame = small_frame({"k": "command", "command": command})
+            if frame is not None and len(frame) <= self.largest:
+                self._keep(self.frames, command, frame)
+        return frame
 
 
 class _FrameReader:
