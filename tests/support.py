@@ -119,7 +119,7 @@ def iree_traced_tensors(
                 memory_type=rt.MemoryType.DEVICE_LOCAL,
                 allowed_usage=rt.BufferUsage.DEFAULT,
                 device=hal_device,
-                buffer=np.ascontiguousarray(a),
+                buffer=np.require(a, requirements="C"),  # ascontiguousarray makes rank 0 rank 1
                 element_type=_iree_element_type(rt, a.dtype),
             )
         )

@@ -57,11 +57,48 @@ def test_break_diverge_names_the_broken_dispatch_against_a_module_and_a_bundle(t
     first = _stops(proc)[0]
     assert first["dispatch"]["ordinal"] == 1 and first["divergence"]["name"].startswith(BROKEN + "_")
     # The same module as its own reference never stops; a huge tolerance hides the broken one.
+    # The finished record lists what the breakpoint judged: every dispatch the capture holds, by its name there.
+    captured = [(d["ordinal"], d["name"]) for d in json.loads((bundle / "manifest.json").read_text())["dispatches"]]
     for commands in (f"break diverge {bundle}\ncontinue\n", f"break diverge {good}\ncontinue\n"):
         same = _debug(good, commands, tmp_path)
         assert [s["reason"] for s in _stops(same)] == ["finished"], same.stdout + same.stderr
+        verdicts = _stops(same)[-1]["verdicts"]
+        assert [(o, name) for o, name, _ in verdicts] == captured, verdicts
+        assert {v for _, _, v in verdicts} == {"exact"}, verdicts  # the same build on the same inputs
     loose = _debug(broken, f"break diverge {good} 100\ncontinue\n", tmp_path)
     assert [s["reason"] for s in _stops(loose)] == ["finished"], loose.stdout + loose.stderr
+    judged = {o: v for o, _, v in _stops(loose)[-1]["verdicts"]}
+    assert judged[0] == "exact" and judged[1] not in ("exact", "diverged"), judged  # the broken one, let through
+    # Without a diverge breakpoint there is nothing judged, and no verdicts.
+    plain = _debug(good, "continue\n", tmp_path)
+    assert "verdicts" not in _stops(plain)[-1], plain.stdout
+
+
+def test_break_diverge_stops_where_the_reference_runs_another_dispatch_or_none(tmp_path):
+    """A reference whose dispatch list does not match the live run's: a renamed dispatch stops there (the note
+    names the reference's), and one past the reference's last dispatch stops too."""
+    good = compile_for(sample_path("mlp"), tmp_path / "good.vmfb", "llvm-cpu")
+    bundle = tmp_path / "bundle"
+    cap = _lens("capture", good, "--function=main", INPUT, f"--out={bundle}")
+    assert cap.returncode == 0, cap.stderr
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert len(manifest["dispatches"]) >= 2, manifest["dispatches"]
+    renamed, truncated = tmp_path / "renamed", tmp_path / "truncated"
+    for edited, change in ((renamed, "rename"), (truncated, "truncate")):
+        shutil.copytree(bundle, edited)
+        m = json.loads((edited / "manifest.json").read_text())
+        if change == "rename":
+            m["dispatches"][1]["name"] = "another_dispatch"
+        else:
+            del m["dispatches"][1:]
+        (edited / "manifest.json").write_text(json.dumps(m))
+    first = _stops(_debug(good, f"break diverge {renamed}\ncontinue\n", tmp_path))[0]
+    assert first["dispatch"]["ordinal"] == 1, first
+    assert first["divergence"]["reference_name"] == "another_dispatch", first["divergence"]
+    assert first["divergence"]["name"] == manifest["dispatches"][1]["name"], first["divergence"]
+    first = _stops(_debug(good, f"break diverge {truncated}\ncontinue\n", tmp_path))[0]
+    assert first["dispatch"]["ordinal"] == 1 and first["divergence"]["reference_name"] is None, first
+    assert "#1" in first["divergence"]["note"], first["divergence"]
 
 
 def test_break_diverge_bad_reference_and_script_errors(tmp_path):

@@ -7,7 +7,7 @@ import pytest
 from hal_conformance import vm_bytes, vm_text
 
 from engine.runtime.hal import constants as c
-from engine.runtime.hal.buffers import HalBufferView
+from engine.runtime.hal.buffers import HalBufferView, HalFile
 from engine.runtime.hal.commands import BindingTableEntry, BufferRef, resolve_ref
 from engine.runtime.hal.convert import buffer_view_from_numpy, buffer_view_to_numpy
 from engine.runtime.hal.cpu_device import CpuDevice
@@ -234,6 +234,17 @@ def test_file_from_memory_and_queue_read(hal, device):
     hal.device_queue_read(device, ANY, None, fence, file, 10, buffer, 8, 32, 0)
     assert hal.fence_await(-1, 0, [fence]) == 0
     assert buffer.allocation.data[8:40].tolist() == list(range(110, 142))
+    # The file holds 50 bytes: a read or write past them is refused before any byte moves.
+    with pytest.raises(VmStatusError) as e:
+        hal.device_queue_read(device, ANY, None, None, file, 40, buffer, 0, 32, 0)
+    assert e.value.code == StatusCode.OUT_OF_RANGE
+    # ex.file.from_memory makes read-only files only (as IREE's does); a writable one is made directly.
+    writable = HalFile(np.zeros(16, np.uint8), c.MEMORY_ACCESS_WRITE, "scratch")
+    with pytest.raises(VmStatusError) as e:
+        hal.device_queue_write(device, ANY, None, None, buffer, 0, writable, 8, 16, 0)
+    assert e.value.code == StatusCode.OUT_OF_RANGE
+    hal.device_queue_write(device, ANY, None, None, buffer, 8, writable, 0, 16, 0)
+    assert bytes(writable.data) == bytes(range(110, 126))
 
 
 def test_binding_table_resolution():

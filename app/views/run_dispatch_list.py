@@ -2,7 +2,12 @@
 
 The list comes from the run's recorded history (``History.dispatches``, refreshed after every stop and at
 the end of the run), so it holds every dispatch that ran, not only those a stop or a progress report saw;
-dispatches seen running between two answers are added as they are reported. A name filter narrows it
+dispatches seen running between two answers are added as they are reported. Once a run of the same call
+(module file, device, function and inputs) has finished, a later run of it lists every dispatch from the
+start: those this run has not reached yet are marked "not reached yet" (greyed), from the finished run.
+The Position column is the instruction position that ran the dispatch, shown only once the history has
+placed it exactly (a model's dispatches share one command buffer, so they share its instruction's
+position: the tooltip names the dispatches that share it); blank until then, never a guess. A name filter narrows it
 (IREE's export names, substrings or globs). The dispatch the run is paused at is marked. A diverge
 breakpoint's stop colours the dispatches it judged by verdict (the Verdict column, the tooltip and a legend
 name it: ``dispatch_list_model``).
@@ -18,8 +23,10 @@ The paused dispatch's document (its tensors, typed) stays the work of the live d
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from PySide6.QtCore import QModelIndex, QPoint, Qt
+from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
@@ -41,7 +48,12 @@ from engine.session.protocol import Breakpoint, BreakpointKind
 class RunDispatch:
     ordinal: int
     name: str
-    position: int | None  # the instruction that ran it (None: seen running, not yet placed)
+    position: int | None  # the instruction that ran it (None: not placed exactly yet)
+    reached: bool = True  # False: listed from a finished run of the same call, not reached by this one
+
+
+NOT_REACHED = "not reached yet"
+GREY = QBrush(QColor("#888888"))
 
 
 class RunDispatchModel(DispatchListModel):
@@ -62,8 +74,25 @@ class RunDispatchModel(DispatchListModel):
 
     def cell(self, row: RunDispatch, column: int) -> str:
         if column == 2:
-            return "-" if row.position is None else f"{row.position:,}"
+            if not row.reached:
+                return NOT_REACHED
+            return "" if row.position is None else f"{row.position:,}"
         return super().cell(row, column)
+
+    def foreground_of(self, row: RunDispatch, column: int) -> QBrush | None:
+        return None if row.reached else GREY
+
+    def tooltip_of(self, row: RunDispatch) -> str:
+        text = super().tooltip_of(row)
+        if not row.reached:
+            return text + f"\n{NOT_REACHED}: listed from the last finished run of the same call"
+        if row.position is None:
+            return text + "\nposition not located yet (travel to it, or let the run finish)"
+        sharing = [r.ordinal for r in self.rows if r.reached and r.position == row.position]
+        text += f"\nran by the instruction at position {row.position:,}"
+        if len(sharing) > 1:
+            text += f", with dispatches #{min(sharing)}–#{max(sharing)} (one command buffer)"
+        return text
 
     def set_rows(self, rows: list[RunDispatch]) -> None:
         self.beginResetModel()
@@ -72,14 +101,27 @@ class RunDispatchModel(DispatchListModel):
         self.endResetModel()
 
     def add(self, row: RunDispatch) -> None:
-        """A dispatch seen running (progress): inserted at its ordinal's place if new."""
+        """A dispatch seen running (progress): inserted at its ordinal's place if new (a row listed as not
+        reached yet becomes reached)."""
         if row.ordinal in self._index:
+            i = self._index[row.ordinal]
+            if not self.rows[i].reached:
+                self.rows[i] = row
+                self.dataChanged.emit(self.index(i, 0), self.index(i, self.columnCount() - 1))
             return
         at = next((i for i, r in enumerate(self.rows) if r.ordinal > row.ordinal), len(self.rows))
         self.beginInsertRows(QModelIndex(), at, at)
         self.rows.insert(at, row)
         self._index = {r.ordinal: i for i, r in enumerate(self.rows)}
         self.endInsertRows()
+
+    def reach_through(self, ordinal: int) -> None:
+        """The run is at dispatch ``ordinal``: every dispatch before it ran (rows listed as not reached
+        become reached, not placed yet)."""
+        for i, r in enumerate(self.rows):
+            if not r.reached and r.ordinal <= ordinal:
+                self.rows[i] = RunDispatch(r.ordinal, r.name, None)
+                self.dataChanged.emit(self.index(i, 0), self.index(i, self.columnCount() - 1))
 
     def row_of(self, ordinal: int) -> int | None:
         return self._index.get(ordinal)
@@ -153,6 +195,10 @@ class RunDispatchList(QWidget):
             self.workbench.moduleReset.connect(lambda _m: self.clear())
         self._last_state = None
         self._finished = False
+        self._complete = False  # the run finished (not failed): its list is every dispatch of the call
+        # Every dispatch (ordinal, name) of the last finished run of each call (``_call_key``): a later run
+        # of the same call lists them from the start, those it has not reached marked so.
+        self._known: dict[tuple, list[tuple[int, str]]] = {}
 
     # -- the list ---------------------------------------------------------------------------------
 
@@ -165,23 +211,60 @@ class RunDispatchList(QWidget):
 
     def _on_state(self, state: str) -> None:
         if state == "running" and self._last_state == "idle":  # a new call: a new list
-            self.model.set_rows([])
+            self.model.set_rows(self._with_known([]))
             self.model.set_paused(None)
             self.set_verdicts({})
-            self._finished = False
+            self._finished = self._complete = False
+            self._retitle()
         self._last_state = state
+
+    def _call_key(self) -> tuple | None:
+        """What makes two runs run the same dispatches: the module file (and its time), the device, the
+        function and its inputs (files by their time too). None: no call yet."""
+        bridge = self.bridge
+        call = getattr(bridge, "last_call", None) if bridge is not None else None
+        module = getattr(bridge, "module_path", None)
+        if call is None or module is None:
+            return None
+
+        def stamp(path: str) -> float | None:
+            try:
+                return Path(path).stat().st_mtime
+            except OSError:
+                return None
+
+        inputs = tuple((i, stamp(i[1:]) if i.startswith("@") else None) for i in call.inputs)
+        return (module, stamp(module), str(bridge.device), call.function, inputs)
+
+    def _with_known(self, rows: list[RunDispatch]) -> list[RunDispatch]:
+        """``rows`` (what this run reached) and, after them, the rest of the last finished run of the same
+        call, marked not reached."""
+        known = self._known.get(self._call_key(), [])
+        reached = {r.ordinal for r in rows}
+        last = max(reached, default=-1)
+        return rows + [RunDispatch(o, n, None, reached=False) for o, n in known if o > last and o not in reached]
+
+    def _remember(self) -> None:
+        """The list of a finished run: every dispatch of its call."""
+        key = self._call_key()
+        rows = [r for r in self.model.rows if r.reached]
+        if key is not None and rows and [r.ordinal for r in rows] == list(range(len(rows))):
+            self._known[key] = [(r.ordinal, r.name) for r in rows]
 
     def _on_history(self, history) -> None:
         if history is None:
             return
-        rows = [RunDispatch(m.ordinal, m.name, m.position) for m in history.dispatches]
-        self.model.set_rows(rows)
+        rows = [RunDispatch(m.ordinal, m.name, m.position if m.exact else None) for m in history.dispatches]
+        self.model.set_rows(self._with_known(rows))
+        if self._complete:
+            self._remember()
         self._retitle()
 
     def _on_progress(self, progress) -> None:
         info = progress.location.dispatch_info
         if info is not None:
             self.model.add(RunDispatch(info.ordinal, info.export, None))
+            self.model.reach_through(info.ordinal)
             self._retitle()
 
     def _on_stop(self, event) -> None:
@@ -189,6 +272,7 @@ class RunDispatchList(QWidget):
         self.model.set_paused(info.ordinal if info is not None else None)
         if info is not None:
             self.model.add(RunDispatch(info.ordinal, info.export, None))
+            self.model.reach_through(info.ordinal)
         marks = event_verdicts(event)
         if marks is not None:
             self.set_verdicts(marks)
@@ -205,12 +289,16 @@ class RunDispatchList(QWidget):
         if marks is not None:
             self.set_verdicts(marks)
         self._finished = self.bridge.state == "idle"
+        self._complete = self._finished and type(event).__name__ == "Finished"
+        if self._complete:
+            self._remember()
         self.model.set_paused(None)
         self._drop_run_to()
         self._retitle()
 
     def _retitle(self) -> None:
-        n = len(self.model.rows)
+        n = sum(1 for r in self.model.rows if r.reached)
+        ahead = len(self.model.rows) - n
         where = ""
         diverged = [o for o, m in self.model.verdicts.items() if m.verdict == "diverged"]
         if diverged:
@@ -219,6 +307,10 @@ class RunDispatchList(QWidget):
             where += f" · paused at #{self.model.paused}"
         elif self._finished:
             where += " · finished"
+        if ahead:
+            where += f" · {ahead:,} more not reached yet (from the last finished run of this call)"
+        elif self.model.paused is not None:
+            where += " · the rest are listed as the run reaches them"
         self.title.setText(f"{n:,} dispatch{'es' if n != 1 else ''} in execution order{where}")
 
     def _on_filter(self, text: str) -> None:

@@ -35,6 +35,7 @@ from app.views.action_strip import ActionStrip
 from app.views.run_timeline import RunTimeline
 from engine.session.protocol import (
     Answer,
+    BreakpointKind,
     History,
     LastChange,
     Stopped,
@@ -61,8 +62,7 @@ class ReverseControls(QObject):
         self._retrying = False  # a Previous Dispatch waits for a fresh history answer
         a = panel.make_action
         self.reverse_continue_action = a(
-            "◀ Rev Continue", "Ctrl+Shift+F5", b.reverse_continue,
-            "Run backwards to the previous breakpoint or dispatch stop (or the start of the history)",
+            "◀ Rev Continue", "Ctrl+Shift+F5", b.reverse_continue, reverse_continue_tip(b.breakpoints)
         )
         self.reverse_step_over_action = a(
             "↶ Rev Over", "Ctrl+Shift+F10", b.reverse_step_over, "Step back one instruction of this function, over calls"
@@ -119,6 +119,9 @@ class ReverseControls(QObject):
             view.customContextMenuRequested.connect(lambda pos, v=view: self._context_menu(v, pos))
         b.historyChanged.connect(self._on_history)
         b.answered.connect(self._on_answer)
+        b.breakpointsChanged.connect(
+            lambda bps: self.reverse_continue_action.setToolTip(f"{reverse_continue_tip(bps)} (Ctrl+Shift+F5)")
+        )
         self.update_enabled()
         self._on_history(b.history)
 
@@ -244,10 +247,25 @@ class ReverseControls(QObject):
             self.timeline.update()
         if event.reason == "history-start":
             text = f"At the start of the recorded history  @ {position:,}" if position is not None else text
+            if not _stops_reverse_continue(self.bridge.breakpoints):
+                text += " (no breakpoints set: Reverse Continue runs back to the start, as gdb's reverse-continue)"
         if self.note:
             text = f"{text} — {self.note}"
             self.note = None
         return text
+
+
+def _stops_reverse_continue(breakpoints) -> bool:
+    """Whether any of these breakpoints can stop a Reverse Continue (a diverge breakpoint cannot: it judges
+    a run forward against its reference)."""
+    return any(str(bp.kind) != BreakpointKind.DIVERGE for bp in breakpoints)
+
+
+def reverse_continue_tip(breakpoints) -> str:
+    """Reverse Continue's tooltip: where it goes with the breakpoints set now (gdb's reverse-continue)."""
+    if _stops_reverse_continue(breakpoints):
+        return "Run backwards to the previous breakpoint hit (dispatch, NaN, instruction...), or the start of the history"
+    return "Run backwards to the start of the recorded history (no breakpoints are set; as gdb's reverse-continue)"
 
 
 def format_value(value: Any) -> str:

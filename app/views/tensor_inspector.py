@@ -243,6 +243,7 @@ class TensorInspector(QWidget):
         self.type_edit = QLineEdit(self)
         self.type_edit.setPlaceholderText("type, e.g. 4x16xf32")
         self.type_edit.returnPressed.connect(self._apply_type)
+        self.type_edit.textChanged.connect(self._fit_type_edit)
         self.type_error = QLabel("", self)
         self.first_bad: tuple[int, ...] | None = None
         self.first_nan_button = QPushButton("Go to first NaN/Inf", self)
@@ -370,8 +371,17 @@ class TensorInspector(QWidget):
         self.current = self.tensors[i]
         self.array = np.asarray(self.current.array)
         self.type_edit.setText(self.current.type_text or _type_text(self.array))
+        self.type_edit.setCursorPosition(0)  # the start of a long type, if it must scroll at all
         self.type_error.setText("")
         self._show_array()
+
+    def _fit_type_edit(self, text: str) -> None:
+        """The Type field as wide as its text (``1024 bytes, untyped`` whole), the full text as its tooltip."""
+        metrics = self.type_edit.fontMetrics()
+        shown = text or self.type_edit.placeholderText()
+        # The text plus the line edit's frame and text margins (a few characters' worth).
+        self.type_edit.setMinimumWidth(metrics.horizontalAdvance(shown) + metrics.averageCharWidth() * 3)
+        self.type_edit.setToolTip(f"{text}\nType a type (e.g. 4x16xf32) and press Enter to read the bytes as it")
 
     def _show_array(self) -> None:
         a = self.array

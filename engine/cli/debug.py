@@ -346,6 +346,9 @@ class Debugger:
                 line.update(reason="finished", function=event.function, registers={})
                 line["results"] = event.results_text
                 line["outputs"] = [_output_json(ref.to_numpy(), ref.element_type) for ref in event.outputs]
+                if event.verdicts:  # what a diverge breakpoint judged in the call: [ordinal, export, verdict]
+                    exports = dict(event.exports)
+                    line["verdicts"] = [[o, exports.get(o), v] for o, v in event.verdicts]
                 self._print(line)
             else:
                 self._print(f"Finished {event.function}\n{event.results_text}")

@@ -62,6 +62,14 @@ def _stop(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
+def _stop_if_cancelled(task: TaskState | None, start: float, timeout_s: float | None) -> None:
+    """``CompileCancelled`` once the task is cancelled or the compile has run past ``timeout_s``."""
+    if task is not None and task.cancelled:
+        raise CompileCancelled("compile cancelled")
+    if timeout_s is not None and time.monotonic() - start > timeout_s:
+        raise CompileCancelled(f"compile ran past its {timeout_s:g} s limit")
+
+
 @dataclass(frozen=True)
 class Lineage:
     # Passed by resume/substitution: what the new compilation descends from.
@@ -148,10 +156,7 @@ def compile_program(
                     break
                 except subprocess.TimeoutExpired:
                     pass
-                if task is not None and task.cancelled:
-                    raise CompileCancelled("compile cancelled")
-                if timeout_s is not None and time.monotonic() - start > timeout_s:
-                    raise CompileCancelled(f"compile ran past its {timeout_s:g} s limit")
+                _stop_if_cancelled(task, start, timeout_s)
                 seen = _report_new_phases(task, out, seen, start)
         finally:
             _stop(proc)
@@ -271,10 +276,7 @@ def _locate_failure(
                 break
             except subprocess.TimeoutExpired:
                 pass
-            if task is not None and task.cancelled:
-                raise CompileCancelled("compile cancelled")
-            if timeout_s is not None and time.monotonic() - start > timeout_s:
-                raise CompileCancelled(f"compile ran past its {timeout_s:g} s limit")
+            _stop_if_cancelled(task, start, timeout_s)
     finally:
         _stop(proc)
     located = []

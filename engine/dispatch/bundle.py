@@ -50,6 +50,10 @@ class DispatchEntry:
     # trace points), interface (the executables' sources) or bindings (exactly the bound bytes, untyped).
     tensors_from: str = "bindings"
     health: str = "ok"
+    # Tensors a dispatch reads and writes in place (IREE's concatenation into slices of one buffer) whose
+    # bytes the program had not all defined: "input0"/"output1"... -> the undefined byte ranges [start, end)
+    # of that tensor. Their bytes there are whatever the memory held, not data (debug engine only).
+    undefined: dict[str, list[list[int]]] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return {
@@ -65,6 +69,7 @@ class DispatchEntry:
             "bindings": self.bindings,
             "tensors_from": self.tensors_from,
             "health": self.health,
+            **({"undefined": self.undefined} if self.undefined else {}),
         }
 
     @classmethod
@@ -82,6 +87,7 @@ class DispatchEntry:
             list(d.get("bindings", [])),
             d.get("tensors_from", "bindings"),
             d.get("health", "ok"),
+            {str(k): [list(map(int, r)) for r in v] for k, v in d.get("undefined", {}).items()},
         )
 
 

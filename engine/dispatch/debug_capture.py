@@ -47,6 +47,17 @@ def parse_trace_key(key: str) -> tuple[str, str, str]:
     return executable, export, kind
 
 
+def entry_for(record: DispatchRecord) -> DispatchEntry:
+    """A bundle entry for the dispatch ``record`` describes, before its bindings and tensors are added."""
+    return DispatchEntry(
+        ordinal=record.sequence,
+        name=record.export_name,
+        executable=executable_of(record.export_name),
+        workgroups=list(record.workgroup_count),
+        constants=[int(c) for c in record.constants],
+    )
+
+
 def health_of(arrays: list[np.ndarray]) -> str:
     """``ok`` or the NaN/Inf counts over ``arrays`` (float tensors only)."""
     nan = inf = 0
@@ -82,6 +93,7 @@ class DispatchRecorder(SnapshotSubscriber, DispatchObserver):
         self.overrides = overrides or {}  # (ordinal, "input"|"output", position) -> type
         self.before_bytes: list[np.ndarray] = []
         self._written = WrittenRanges()  # (as an observer of its own; subscribed, the observer's own)
+        self._in_place = InPlaceTensors()
         self._pending_inputs: TracePoint | None = None
         self._awaiting_outputs: DispatchEntry | None = None
         self._buffer_ids: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -162,13 +174,7 @@ class DispatchRecorder(SnapshotSubscriber, DispatchObserver):
             if t.role == Role.OUTPUT and t.binding not in snapshot.after_copied:
                 snapshot.after_copy(t.binding)  # the sources say written, though the bytes did not change
                 tensors = snapshot.tensors()
-        entry = DispatchEntry(
-            ordinal=record.sequence,
-            name=record.export_name,
-            executable=executable_of(record.export_name),
-            workgroups=list(record.workgroup_count),
-            constants=[int(c) for c in record.constants],
-        )
+        entry = entry_for(record)
         # Each binding's access: the source's, else what the dispatch was seen to change.
         access = list(snapshot.observed_access())
         for t in tensors:
@@ -205,6 +211,7 @@ class DispatchRecorder(SnapshotSubscriber, DispatchObserver):
         entry.outputs, entry.output_types = self._write(
             entry.ordinal, "output", [t.array for t in outs], [t.type for t in outs]
         )
+        entry.undefined = self._in_place.undefined(snapshot, ins, outs)
         if tensors and tensors[0].provenance == Provenance.SOURCES:
             entry.health = health_of([t.array for t in outs])
         else:
@@ -234,6 +241,100 @@ class DispatchRecorder(SnapshotSubscriber, DispatchObserver):
             names.append(name)
             texts.append(text)
         return names, texts
+
+
+WORD = 4  # bytes: what a dispatch changed is counted in words (a float written over one sharing a byte)
+
+
+class InPlaceTensors:
+    """Which bytes of each tensor read and written in place (IREE's concatenation into slices of one buffer)
+    the program has defined, so a capture marks the rest undefined (``DispatchEntry.undefined``).
+
+    A tensor is its exact byte range of an allocation. A dispatch's write-only output defines it whole; a
+    dispatch that reads and writes it in place defines the bytes it changed (in ``WORD``s: an element
+    written with the value it already held cannot be told from one left alone, and stays undefined). An
+    in-place tensor no earlier dispatch defined starts undefined: what its memory holds are the leftovers
+    of the tensors that used it before (IREE packs transient tensors into reused slabs; IREE's traced build
+    gives each tensor fresh zeroed memory instead), never the program's data."""
+
+    def __init__(self):
+        self._defined: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # allocation -> {(start, length): ranges}
+
+    def undefined(self, snapshot: DispatchSnapshot, ins, outs) -> dict[str, list[list[int]]]:
+        """``"input1"``/``"output0"`` -> the undefined byte ranges of the dispatch's in-place tensors (inputs
+        as they were before it, outputs after it); records what it defined."""
+        if not snapshot.has_before:
+            return {}
+        found: dict[str, list[list[int]]] = {}
+        bindings = snapshot.record.bindings
+        for t in outs:
+            if t.access == "write" and t.provenance == Provenance.SOURCES:
+                self._set(bindings[t.binding], t, [(0, t.length)])
+        done: dict[tuple[int, int], list[tuple[int, int]]] = {}
+        for role, tensors in (("input", ins), ("output", outs)):
+            for k, t in enumerate(tensors):
+                if t.access != "readwrite" or t.provenance != Provenance.SOURCES:
+                    continue
+                b = bindings[t.binding]
+                before = self._get(b, t)
+                if role == "input":
+                    ranges = before
+                else:
+                    key = (t.binding, t.offset)
+                    if key not in done:
+                        changed = [
+                            (max(s - s % WORD, t.offset) - t.offset, min(-(-e // WORD) * WORD, t.offset + t.length) - t.offset)
+                            for s, e in snapshot.written_ranges(t.binding)
+                            if s < t.offset + t.length and t.offset < e
+                        ]
+                        done[key] = _merged([*before, *changed])
+                        self._set(b, t, done[key])
+                    ranges = done[key]
+                gaps = _complement(ranges, t.length)
+                if gaps:
+                    found[f"{role}{k}"] = [[s, e] for s, e in gaps]
+        return found
+
+    @staticmethod
+    def _key(binding, t) -> tuple[object, tuple[int, int]]:
+        allocation = getattr(binding.buffer, "allocation", binding.buffer)
+        start = int(getattr(binding.buffer, "byte_offset", 0)) + int(binding.offset) + int(t.offset)
+        return allocation, (start, int(t.length))
+
+    def _get(self, binding, t) -> list[tuple[int, int]]:
+        allocation, key = self._key(binding, t)
+        try:
+            return list(self._defined.get(allocation, {}).get(key, ()))
+        except TypeError:  # not weak-referenceable
+            return []
+
+    def _set(self, binding, t, ranges: list[tuple[int, int]]) -> None:
+        allocation, key = self._key(binding, t)
+        try:
+            self._defined.setdefault(allocation, {})[key] = ranges
+        except TypeError:
+            pass
+
+
+def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for s, e in sorted(ranges):
+        if out and s <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], e))
+        else:
+            out.append((s, e))
+    return out
+
+
+def _complement(ranges: list[tuple[int, int]], length: int) -> list[tuple[int, int]]:
+    gaps, at = [], 0
+    for s, e in ranges:
+        if s > at:
+            gaps.append((at, s))
+        at = max(at, e)
+    if at < length:
+        gaps.append((at, length))
+    return gaps
 
 
 def module_has_trace_points(module_path: str | Path) -> bool:

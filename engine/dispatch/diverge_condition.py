@@ -185,6 +185,7 @@ class DivergeReference:
                 raise DivergeError(f"break diverge: {self.source} is not a capture bundle: {e}") from None
         self._by_ordinal = {}
         self.verdicts: dict[int, Verdict] = {}  # of each dispatch checked in the current call, by ordinal
+        self.exports: dict[int, str] = {}  # the live export name of each dispatch checked, by ordinal
         self._types = ByteTypes()
         self._sources = None  # the reference bundle's executable sources (read when first needed)
         if self.bundle is not None:
@@ -194,6 +195,7 @@ class DivergeReference:
         """Before a call. For a module reference: capture its run of ``function`` with ``inputs``, untyped (each
         binding's bytes: compared binding by binding, on the bytes the dispatch defined), once per inputs."""
         self.verdicts = {}
+        self.exports = {}
         self._types.clear()
         if not is_module(self.source):
             return
@@ -228,13 +230,11 @@ class DivergeReference:
         name = record.export_name
         if self.bundle is None:
             return None
+        self.exports[ordinal] = name
         entry = self._by_ordinal.get(ordinal)
-        if entry is None:
-            return self._hit(DivergeHit(ordinal, name, None, None, math.inf, math.inf, 0,
-                                        note=f"the reference run has no dispatch #{ordinal}"))  # fmt: skip
-        if entry.name != name:
-            return self._hit(DivergeHit(ordinal, name, entry.name, None, math.inf, math.inf, 0,
-                                        note=f"the reference runs {entry.name} here"))  # fmt: skip
+        unmatched = self._unmatched(ordinal, name, entry)
+        if unmatched is not None:
+            return unmatched
         reference = self._reference_bindings(entry, record)
         if reference is None:  # typed tensors, or laid out otherwise: tensor by tensor
             typed = self._check_typed(ordinal, entry, snapshot)
@@ -331,6 +331,16 @@ class DivergeReference:
                 self._sources = NO_SOURCES
         return self._sources if self._sources.found else None
 
+    def _unmatched(self, ordinal: int, name: str, entry) -> DivergeHit | None:
+        """A hit where the reference has no dispatch ``ordinal`` (``entry`` None) or runs another export there."""
+        if entry is None:
+            return self._hit(DivergeHit(ordinal, name, None, None, math.inf, math.inf, 0,
+                                        note=f"the reference run has no dispatch #{ordinal}"))  # fmt: skip
+        if entry.name != name:
+            return self._hit(DivergeHit(ordinal, name, entry.name, None, math.inf, math.inf, 0,
+                                        note=f"the reference runs {entry.name} here"))  # fmt: skip
+        return None
+
     def _hit(self, hit: DivergeHit) -> DivergeHit:
         self.verdicts[hit.ordinal] = Verdict.DIVERGED
         return hit
@@ -385,13 +395,11 @@ class DivergeReference:
         binding order, against the reference's outputs."""
         if self.bundle is None:
             return None
+        self.exports[ordinal] = name
         entry = self._by_ordinal.get(ordinal)
-        if entry is None:
-            return self._hit(DivergeHit(ordinal, name, None, None, math.inf, math.inf, 0,
-                                        note=f"the reference run has no dispatch #{ordinal}"))  # fmt: skip
-        if entry.name != name:
-            return self._hit(DivergeHit(ordinal, name, entry.name, None, math.inf, math.inf, 0,
-                                        note=f"the reference runs {entry.name} here"))  # fmt: skip
+        unmatched = self._unmatched(ordinal, name, entry)
+        if unmatched is not None:
+            return unmatched
         # Untyped captures hold bytes: read them as the element IREE's name gives, so another device's
         # rounding is judged as floats.
         refs = typed_by_name(self.bundle.dispatch_tensors(entry, "outputs"), entry.name)

@@ -556,6 +556,10 @@ class _Consumer(_SideObserver):
         if step_a is None:
             return
         pairs = pair_tensors(step_a.outputs, step_b.outputs)
+        if pairs is not None and step_a.entry.tensors_from == "bindings":  # typed by the name: maybe wrongly
+            name = step_a.entry.name
+            pairs = [(as_integers(a), as_integers(b)) if integers_read_as_floats(a, b, name) else (a, b)
+                     for a, b in pairs]
         tolerance = self.tolerance
         if not tolerance.explicit:
             tolerance = Tolerance(reduction_length=reduction_length_from_name(step_a.entry.name))
@@ -614,6 +618,29 @@ def typed_by_name(arrays: list[np.ndarray], export_name: str) -> list[np.ndarray
             a = np.ascontiguousarray(a).reshape(-1).view(dtype)
         out.append(a)
     return out
+
+
+# Dispatches whose results include indices although IREE names them by their float operands
+# (``..._arg_compare_4x32xf32_dispatch_tensor_store`` stores an argmax's i32 indices).
+_INDEX_RESULTS = re.compile(r"_(?:arg_compare|argmax|argmin|topk|sort)(?:_|$)")
+
+
+def integers_read_as_floats(a: np.ndarray, b: np.ndarray, export_name: str) -> bool:
+    """Whether untyped bytes read as the name's float type hold integers where A and B differ: a dispatch
+    that computes indices, and every differing element subnormal or zero in both (small integers read as
+    floats are: index 27 reads as 3.8e-44). Compared as floats, different indices would pass as rounding."""
+    if not _INDEX_RESULTS.search(export_name) or a.dtype.kind != "f" or b.dtype != a.dtype or a.shape != b.shape:
+        return False
+    differ = a != b
+    if not differ.any():
+        return False
+    values = np.concatenate([a[differ], b[differ]])
+    return bool((np.abs(values) < np.finfo(a.dtype).tiny).all())  # NaN compares False: stays a float
+
+
+def as_integers(a: np.ndarray) -> np.ndarray:
+    """The same bytes as signed integers of the same width (compared exactly)."""
+    return np.ascontiguousarray(a).view(np.dtype(f"i{a.dtype.itemsize}"))
 
 
 def _same_bindings(record: DispatchRecord, step: Step) -> bool:

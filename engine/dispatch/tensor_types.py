@@ -206,6 +206,9 @@ class BindingInterface:
     modes: tuple[str, ...] = ()  # readonly / writeonly / readwrite of each subspan
     offsets: tuple[tuple, ...] = ()  # where each subspan starts (see ``resolve_offset``)
     positions: tuple[int, ...] = ()  # each subspan's place among the function's (IREE's operand order)
+    # Each subspan's dynamic dimensions: (axis, where its size comes from) for every ``?`` of its type, the
+    # values after ``>>{...}`` (a push constant, usually through ``util.assume.int`` and the workload ordinal).
+    dynamic_dims: tuple[tuple[tuple[int, tuple], ...], ...] = ()
 
     @property
     def access(self) -> str:
@@ -234,11 +237,12 @@ def binding_interfaces(source: str) -> dict[str, dict[int, BindingInterface]]:
     exports = set(_EXPORT.findall(source))
     result: dict[str, dict[int, BindingInterface]] = {}
     current: str | None = None
-    found: dict[int, list[tuple[str, TensorType, Offset, int]]] = {}
+    found: dict[int, list[tuple[str, TensorType, Offset, int, tuple]]] = {}
     values: dict[str, Offset] = {}
 
     def close() -> None:
         if current is not None and found:
+            operand_order = _operand_order(found)
             result[current] = {
                 i: BindingInterface(
                     i,
@@ -246,7 +250,8 @@ def binding_interfaces(source: str) -> dict[str, dict[int, BindingInterface]]:
                     tuple(e[1] for e in entries),
                     tuple(e[0] for e in entries),
                     tuple(e[2] for e in entries),
-                    tuple(e[3] for e in entries),
+                    tuple(operand_order[e[3]] for e in entries),
+                    tuple(e[4] for e in entries),
                 )
                 for i, entries in sorted(found.items())
             }
@@ -271,7 +276,8 @@ def binding_interfaces(source: str) -> dict[str, dict[int, BindingInterface]]:
                 t = TensorType.parse(s[3].replace("?", "0"), "interface")
             except ValueError:
                 continue
-            found.setdefault(int(s[1]), []).append((s[2], t, offset, sum(map(len, found.values()))))
+            dims = _dynamic_dims(s[3], line[s.end():], values)
+            found.setdefault(int(s[1]), []).append((s[2], t, offset, sum(map(len, found.values())), dims))
             continue
         mm = _MEMREF_SUBSPAN.search(line)
         if mm:  # after bufferization: memref<4x16xf32, ...> with the ReadOnly flag
@@ -280,9 +286,40 @@ def binding_interfaces(source: str) -> dict[str, dict[int, BindingInterface]]:
             except ValueError:
                 continue
             mode = "readonly" if "ReadOnly" in mm[2] else "readwrite"
-            found.setdefault(int(mm[1]), []).append((mode, t, offset, sum(map(len, found.values()))))
+            dims = _dynamic_dims(mm[3], line[mm.end():], values)
+            found.setdefault(int(mm[1]), []).append((mode, t, offset, sum(map(len, found.values())), dims))
     close()
     return result
+
+
+def _operand_order(found: dict[int, list[tuple]]) -> dict[int, int]:
+    """Each subspan's place among the dispatch's operands (IREE's trace order), by its place in the source.
+
+    IREE numbers bindings by the first operand that uses each (fused bindings: several operands of one
+    buffer share a binding, at offsets), so in operand order each binding first appears after the one
+    before it. The source keeps that order except where a subspan with no dynamic dimension stayed ahead
+    of the ``workload.ordinal`` ops the others need (a weight binding before the input of a dynamic-batch
+    matmul): when every binding's subspans are contiguous in the source, operand order is binding order
+    (stable); when a binding's subspans are interleaved with another's, the source order is kept."""
+    by_source = sorted((e[3], b) for b, entries in found.items() for e in entries)
+    bindings = [b for _, b in by_source]
+    runs = [b for k, b in enumerate(bindings) if k == 0 or bindings[k - 1] != b]
+    if len(runs) != len(set(runs)):  # interleaved: keep the source order
+        return {place: place for place, _ in by_source}
+    ordered = sorted(by_source, key=lambda pb: pb[1])  # stable: within a binding, the source order
+    return {place: rank for rank, (place, _) in enumerate(ordered)}
+
+
+def _dynamic_dims(type_text: str, rest: str, values: dict[str, Offset]) -> tuple[tuple[int, Offset], ...]:
+    """(axis, source of its size) for each ``?`` of ``type_text``, from the ``{%a, %b}`` the subspan's type is
+    followed by (one SSA value per dynamic dimension, in order); unknown sources stay ``UNKNOWN_OFFSET``."""
+    axes = [k for k, d in enumerate(type_text.split("x")[:-1]) if d == "?"]
+    if not axes:
+        return ()
+    m = re.match(r"[^{]*?\{([^}]*)\}", rest)
+    tokens = [t.strip() for t in m[1].split(",")] if m else []
+    return tuple((axis, values.get(tokens[k], UNKNOWN_OFFSET) if k < len(tokens) else UNKNOWN_OFFSET)
+                 for k, axis in enumerate(axes))
 
 
 def _joined_lines(source: str):
@@ -306,7 +343,8 @@ def _joined_lines(source: str):
 # Where a subspan starts: ("const", bytes), ("push", constant ordinal), or unknown.
 Offset = tuple
 UNKNOWN_OFFSET: Offset = ("unknown",)
-_PASS_THROUGH = ("arith.index_castui", "arith.index_cast", "arith.extui", "arith.extsi")
+_PASS_THROUGH = ("arith.index_castui", "arith.index_cast", "arith.extui", "arith.extsi",
+                 "iree_tensor_ext.dispatch.workload.ordinal", "flow.dispatch.workload.ordinal")
 
 
 def _track_value(line: str, values: dict[str, Offset]) -> None:

@@ -204,7 +204,13 @@ def _subspans(
             offset = resolve_offset(bi.offsets[k], constants) if k < len(bi.offsets) else 0
             if offset is None:
                 return None, f"binding {index}: the source's offset is not a constant or push constant"
-            if any(d == 0 for d in t.shape) and t.byte_length == 0:
+            dims = bi.dynamic_dims[k] if k < len(bi.dynamic_dims) else ()
+            if dims:  # a dynamic shape: each ``?`` sized by the push constant the source names
+                sizes = {axis: resolve_offset(where, constants) for axis, where in dims}
+                if None in sizes.values():
+                    return None, f"binding {index}: a dynamic dimension of {t} is not a push constant"
+                t = TensorType(tuple(sizes.get(a, d) for a, d in enumerate(t.shape)), t.element, t.source)
+            elif any(d == 0 for d in t.shape) and t.byte_length == 0:
                 return None, f"binding {index}: a dynamic shape ({t}) the source does not fix"
             if offset + t.byte_length > lengths[index]:
                 return None, (

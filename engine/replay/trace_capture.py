@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from engine.dispatch.bundle import BundleWriter, DispatchEntry, executable_of
-from engine.dispatch.debug_capture import health_of
+from engine.dispatch.bundle import BundleWriter, DispatchEntry
+from engine.dispatch.debug_capture import entry_for, health_of
 from engine.dispatch.tensor_types import type_from_name, view_bytes
 from engine.replay import format as f
 from engine.replay.reader import ReplayFile
@@ -261,13 +261,7 @@ class TracedReplayRecorder(DispatchObserver):
 
     def _emit(self, d: _Dispatch, traced_outputs: list[_Read]) -> None:
         record = d.record
-        entry = DispatchEntry(
-            ordinal=record.sequence,
-            name=record.export_name,
-            executable=executable_of(record.export_name),
-            workgroups=list(record.workgroup_count),
-            constants=[int(c) for c in record.constants],
-        )
+        entry = entry_for(record)
         for b, acc in zip(record.bindings, d.access):
             key = self._range(b)
             buffer = self._buffer_ids.setdefault(key[0], len(self._buffer_ids))

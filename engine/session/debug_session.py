@@ -385,7 +385,8 @@ class DebugSession:
             )
             text = format_results(values) if self._results_text else ""
             verdicts = self.gate.diverge_verdicts() if self.gate is not None else ()
-            self.emit(Finished(self._function or "", text, outputs, verdicts))
+            exports = self.gate.diverge_exports() if self.gate is not None else ()
+            self.emit(Finished(self._function or "", text, outputs, verdicts, exports))
         elif stop.reason == "trap":
             trap = stop.trap
             self.emit(Failed(trap.describe(), trap.code.name, self.location(trap.stack)))

@@ -212,6 +212,14 @@ class DispatchGate(SnapshotSubscriber):
                 found.setdefault(o, []).append(v)
         return tuple((o, str(worst_verdict(vs))) for o, vs in sorted(found.items()))
 
+    def diverge_exports(self) -> tuple[tuple[int, str], ...]:
+        """(ordinal, live export name) of each dispatch in ``diverge_verdicts``."""
+        found: dict[int, str] = {}
+        for bp in self.breakpoints:
+            ref = self._references.get(bp) if bp.kind == BreakpointKind.DIVERGE else None
+            found.update(ref.exports if ref is not None else {})
+        return tuple(sorted(found.items()))
+
     def ordinal(self, record: DispatchRecord) -> int:
         return record.sequence - self.base
 

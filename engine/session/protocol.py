@@ -574,6 +574,7 @@ class Finished(Event):
     # (ordinal, verdict) of each dispatch a diverge breakpoint judged in this call (none diverged, or only
     # after its stop): the window colours its dispatch list with them (see DivergenceStop.verdicts).
     verdicts: tuple[tuple[int, str], ...] = ()
+    exports: tuple[tuple[int, str], ...] = ()  # (ordinal, export name) of each dispatch in ``verdicts``
 
 
 @dataclass(frozen=True)

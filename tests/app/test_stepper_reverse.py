@@ -159,6 +159,18 @@ def test_reverse_continue_returns_to_the_breakpoint_and_reverse_over_out(qtbot, 
         qtbot.keyClick(panel.listing, Qt.Key.Key_F11, Qt.KeyboardModifier.AltModifier | Qt.KeyboardModifier.ShiftModifier)
     assert panel.bridge.state == "stopped" and panel.status_label.text().startswith("Not done")
     assert panel.reverse.reverse_step_into_action.isEnabled()
+    # Without breakpoints Reverse Continue goes to the start of the history (gdb's meaning): its tooltip and
+    # the stop's status say so.
+    action = panel.reverse.reverse_continue_action
+    assert "previous breakpoint hit" in action.toolTip()
+    with qtbot.waitSignal(panel.bridge.breakpointsChanged, timeout=TIMEOUT):
+        panel.bridge.set_breakpoints(())
+    assert "start of the recorded history" in action.toolTip() and "no breakpoints" in action.toolTip()
+    for _ in range(3):
+        press(qtbot, panel, Qt.Key.Key_F11)
+    stop = press(qtbot, panel, Qt.Key.Key_F5, CTRL_SHIFT)
+    assert stop.reason == "history-start" and stop.detail.position == 0
+    assert "no breakpoints set" in panel.status_label.text()
 
 
 def test_timeline_jumps_to_positions_and_dispatches_after_the_run_finished(qtbot, main_window, compiled):

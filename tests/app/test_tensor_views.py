@@ -211,3 +211,18 @@ def test_window_open_file_shows_a_chrome_trace_in_the_zones_view(make_main_windo
     assert isinstance(view, ZonesView)
     qtbot.waitUntil(lambda: view.trace is not None, timeout=30000)
     assert len(view.trace.zones) == 3
+
+
+def test_type_field_shows_a_long_type_whole(qtbot):
+    view = TensorInspector()
+    qtbot.addWidget(view)
+    view.resize(900, 600)
+    view.set_tensors([InspectedTensor("binding 0", np.zeros(1024, np.uint8), "1024 bytes, untyped")])
+    view.show()
+    qtbot.waitExposed(view)
+    edit = view.type_edit
+    assert edit.text() == "1024 bytes, untyped"
+    # The text fits inside the field's contents (no leading characters scrolled out of view).
+    inner = edit.contentsRect().width() - edit.textMargins().left() - edit.textMargins().right()
+    assert edit.fontMetrics().horizontalAdvance(edit.text()) < inner
+    assert edit.cursorPosition() == 0 and "1024 bytes, untyped" in edit.toolTip()

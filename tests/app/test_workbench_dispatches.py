@@ -14,6 +14,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from PySide6.QtCore import Qt
 from session_support import compile_program
 from support import iree_tool
 
@@ -146,6 +147,12 @@ def test_run_list_matches_iree_dispatch_trace_and_breaks_there(qtbot, main_windo
     act(qtbot, window, window.run_function, end="finished")
     assert [r.name for r in runs.model.rows] == expected
     assert [r.ordinal for r in runs.model.rows] == list(range(len(expected)))
+    # Each row's Position is the instruction the history placed it at exactly, or blank: never a guess.
+    marks = {m.ordinal: m for m in bridge.history.dispatches}
+    for row in range(runs.model.rowCount()):
+        ordinal, shown = runs.model.index(row, 0).data(Qt.ItemDataRole.UserRole), runs.model.index(row, 2).data()
+        mark = marks[ordinal]
+        assert shown == (f"{mark.position:,}" if mark.exact else ""), (ordinal, shown, mark)
     # Break here on #3, then Run: the run stops before #3.
     assert runs.select_ordinal(3)
     with qtbot.waitSignal(bridge.breakpointsChanged, timeout=TIMEOUT):
@@ -154,6 +161,17 @@ def test_run_list_matches_iree_dispatch_trace_and_breaks_there(qtbot, main_windo
         assert window.run_function()
     assert ordinal_of(done.args[0]) == 3
     assert runs.model.paused == 3
+    # Paused at #3 in a second run of the same call: every dispatch listed in order, those after #3 from the
+    # finished run and marked not reached yet.
+    qtbot.waitUntil(lambda: len(runs.model.rows) == len(expected), timeout=TIMEOUT)
+    assert [r.name for r in runs.model.rows] == expected
+    assert [r.ordinal for r in runs.model.rows] == list(range(len(expected)))
+    for row, r in enumerate(runs.model.rows):
+        assert r.reached == (r.ordinal <= 3), r
+        if not r.reached:
+            assert runs.model.index(row, 2).data() == "not reached yet"
+            assert "not reached yet" in runs.model.index(row, 0).data(Qt.ItemDataRole.ToolTipRole)
+    assert "not reached yet" in runs.title.text()
     # Run to here, forward: #5, and the temporary breakpoint is gone after.
     assert runs.select_ordinal(3)
     with qtbot.waitSignal(bridge.stopped, timeout=TIMEOUT) as done:

@@ -78,15 +78,6 @@ class CpuDevice(Device):
 
     # -- executables
 
-    def create_executable(
-        self, executable_format: str, data: np.ndarray, constants: tuple[int, ...], label: str
-    ) -> HalExecutable:
-        # Registered so a substitution (engine.substitute) can find it and swap what it runs.
-        from engine.runtime.hal.executable_swap import registry
-
-        executable = self.load_executable_binary(executable_format, data, constants, label)
-        return registry(self).created(executable, constants)
-
     def load_executable_binary(
         self, executable_format: str, data: np.ndarray, constants: tuple[int, ...], label: str
     ) -> HalExecutable:
@@ -114,7 +105,7 @@ class CpuDevice(Device):
                     StatusCode.INVALID_ARGUMENT, f"cannot load executable {label}: {e}"
                 ) from None
             return HalExecutable(self, executable_format, label, _vmvx_export_names(executable), executable)
-        return super().create_executable(executable_format, data, constants, label)
+        return super().load_executable_binary(executable_format, data, constants, label)
 
     # -- dispatch
 

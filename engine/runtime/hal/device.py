@@ -308,6 +308,17 @@ class Device:
     def create_executable(
         self, executable_format: str, data: np.ndarray, constants: tuple[int, ...], label: str
     ) -> HalExecutable:
+        # Registered so a substitution (engine.substitute) can find it and swap what it runs.
+        from engine.runtime.hal.executable_swap import registry
+
+        executable = self.load_executable_binary(executable_format, data, constants, label)
+        return registry(self).created(executable, constants)
+
+    def load_executable_binary(
+        self, executable_format: str, data: np.ndarray, constants: tuple[int, ...], label: str
+    ) -> HalExecutable:
+        """Load an executable without telling the registry (what a substitution loads its replacement with);
+        a device overrides it for the formats it runs."""
         raise VmStatusError(
             StatusCode.NOT_FOUND,
             f"no executable loader registered for the format '{executable_format}' on device {self.name}",

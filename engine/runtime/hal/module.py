@@ -167,6 +167,15 @@ def buffer_assert(
         )
 
 
+def _check_file_range(file: HalFile, offset: int, length: int, what: str) -> None:
+    """OUT_OF_RANGE unless ``length`` bytes at ``offset`` lie within ``file`` (``what``: read or write)."""
+    if offset < 0 or length < 0 or offset + length > file.length:
+        raise VmStatusError(
+            StatusCode.OUT_OF_RANGE,
+            f"file {what} out of range (offset={offset}, length={length}, file length={file.length})",
+        )
+
+
 class HalChannel:
     """``!hal.channel`` (collectives); never created on the devices we emulate."""
 
@@ -664,11 +673,7 @@ class HalModule(NativeModule):
         target = _buffer(target_buffer)
 
         def run() -> None:
-            if source_offset < 0 or length < 0 or source_offset + length > file.length:
-                raise VmStatusError(
-                    StatusCode.OUT_OF_RANGE,
-                    f"file read out of range (offset={source_offset}, length={length}, file length={file.length})",
-                )
+            _check_file_range(file, source_offset, length, "read")
             dev.update(
                 file.data[source_offset : source_offset + length], _range(target, target_offset, length)
             )
@@ -697,11 +702,7 @@ class HalModule(NativeModule):
         def run() -> None:
             if not file.access & c.MEMORY_ACCESS_WRITE or not file.data.flags.writeable:
                 raise VmStatusError(StatusCode.PERMISSION_DENIED, "file does not allow write access")
-            if target_offset < 0 or length < 0 or target_offset + length > file.length:
-                raise VmStatusError(
-                    StatusCode.OUT_OF_RANGE,
-                    f"file write out of range (offset={target_offset}, length={length}, file length={file.length})",
-                )
+            _check_file_range(file, target_offset, length, "write")
             file.data[target_offset : target_offset + length] = source.read_view(source_offset, length)
 
         dev.submit(wait, signal, run, "queue.write")

@@ -105,21 +105,12 @@ class VulkanHalDevice(Device):
     def import_allocation(self, data: np.ndarray, origin: str) -> Allocation | None:
         return None  # device memory cannot alias host memory: programs fall back to allocate + copy
 
-    def create_executable(
-        self, executable_format: str, data: np.ndarray, constants: tuple[int, ...], label: str
-    ) -> HalExecutable:
-        # Registered so a substitution (engine.substitute) can find it and swap what it runs.
-        from engine.runtime.hal.executable_swap import registry
-
-        executable = self.load_executable_binary(executable_format, data, constants, label)
-        return registry(self).created(executable, constants)
-
     def load_executable_binary(
         self, executable_format: str, data: np.ndarray, constants: tuple[int, ...], label: str
     ) -> HalExecutable:
         """Load an executable without telling the registry (what a substitution loads its replacement with)."""
         if executable_format not in self._formats():
-            return super().create_executable(executable_format, data, constants, label)
+            return super().load_executable_binary(executable_format, data, constants, label)
         try:
             executable = self.vulkan.load_executable(np.array(data, dtype=np.uint8), constants)
         except HalError as e:

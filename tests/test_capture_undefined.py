@@ -1,0 +1,57 @@
+"""A tensor region no dispatch wrote is undefined: an in-place concatenation's parts not yet written are
+marked so in the capture (``DispatchEntry.undefined``), and equal IREE's traced tensors everywhere else."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+from support import iree_tool
+from test_typed_tensors import TRACE, assert_bundle_equals_traced, iree_traced
+
+from engine.compiler.targets import target_flags
+from engine.dispatch.bundle import Bundle
+
+PACKED_CONCAT = Path(__file__).parent / "diverge_programs" / "packed_concat.mlir"
+
+
+def _compile(out: Path, *flags: str) -> Path:
+    proc = subprocess.run(
+        [iree_tool("iree-compile"), str(PACKED_CONCAT), *target_flags("llvm-cpu"), *flags, "-o", str(out)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return out
+
+
+def test_the_unwritten_parts_of_an_in_place_concatenation_are_undefined(tmp_path):
+    dump = tmp_path / "sources"
+    plain = _compile(tmp_path / "plain.vmfb", f"--iree-hal-dump-executable-sources-to={dump}")
+    traced = _compile(tmp_path / "traced.vmfb", TRACE)
+    a = np.linspace(-1, 1, 16 * 24, dtype=np.float32).reshape(16, 24)
+    b = np.linspace(-2, 0, 16 * 40, dtype=np.float32).reshape(16, 40)
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "b.npy", b)
+    proc = subprocess.run(
+        [sys.executable, "-m", "app.launcher", "capture", str(plain), "--function=main",
+         f"--input=@{tmp_path / 'a.npy'}", f"--input=@{tmp_path / 'b.npy'}", f"--out={tmp_path / 'bundle'}",
+         f"--sources={dump}"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    bundle = Bundle(tmp_path / "bundle")
+    copies = [d for d in bundle.dispatches if d.name.endswith("slow_memcpy")]
+    assert len(copies) == 2, [d.name for d in bundle.dispatches]
+    first, second = copies
+    row = 64 * 4  # bytes of a row of the 16x64 concatenation
+    # The first copy writes columns 0..23 of each row: before it nothing of the 16x64 tensor is defined,
+    # after it columns 24..63 are still not.
+    assert first.undefined["input1"] == [[0, 16 * row]]
+    assert first.undefined["output0"] == [[r * row + 24 * 4, (r + 1) * row] for r in range(16)]
+    # The second writes columns 24..63: it reads what the first left, and leaves the tensor defined.
+    assert second.undefined == {"input1": first.undefined["output0"]}
+    # Nothing else is undefined, and everything defined equals IREE's traced tensors.
+    assert all(not d.undefined for d in bundle.dispatches if d not in copies)
+    assert_bundle_equals_traced(bundle, iree_traced(traced, "main", [a, b]))

@@ -1,0 +1,393 @@
+"""The held-out checks of issues 20, 21 and 23, run as a checker runs them, on programs no feature was built
+on: PyTorch-style programs in the torch dialect as iree-turbine exports them (``heldout_programs/``, written
+by ``make_programs.py``: a CNN with a depthwise conv, decomposed batch norm, avg-pool, rank-0 parameter and
+argument and a rank-0 result; a reduction chain with an integer argmax; an MLP with a symbolic batch size;
+a squeeze-excite residual block with a padded max-pool and a concatenation),
+compiled here by the real iree-compile.
+
+- ``iree-lens diverge A B --json`` with default options: no divergence for healthy builds across targets
+  (the framework's outputs, computed by numpy, agree with both runs), and exactly the export name of a
+  dispatch broken through IREE's own ``--iree-hal-substitute-executable-source``.
+- ``iree-lens capture MODULE --sources=DIR`` (a plain build; the sources of a second compile): every
+  dispatch's inputs and outputs equal IREE's traced tensors (``HalModuleDebugSink``) in shape, element type
+  and bytes; rank-0 tensors stay rank 0.
+- ``iree-lens debug --remote='<iree-lens> serve --stdio'``: the same stdout and saved tensors as locally.
+- ``iree-lens dap``: stopOnEntry, next, stepBack, ``dispatch:NAME*``, readMemory holds IREE's traced inputs,
+  exited 0 and terminated.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import queue
+import shlex
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from support import iree_tool, iree_traced_tensors
+
+from engine.compiler.targets import target_flags
+from engine.dispatch.bundle import Bundle
+
+ROOT = Path(__file__).resolve().parents[1]
+PROGRAMS = Path(__file__).resolve().parent / "heldout_programs"
+TRACE = "--iree-flow-trace-dispatch-tensors"
+INPUTS = {
+    "depthwise_cnn": ("depthwise_cnn_x.npy", "depthwise_cnn_temperature.npy"),
+    "reduction_chain": ("reduction_chain_x.npy",),
+    "dynamic_mlp": ("dynamic_mlp_x.npy",),
+    "se_resnet": ("se_resnet_x.npy",),
+}
+SLOW = pytest.mark.slow
+
+
+def lens_argv() -> list[str]:
+    script = Path(sys.executable).parent / "iree-lens"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "app.launcher"]
+
+
+def lens_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def lens(*args: str, timeout: float = 300, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([*lens_argv(), *map(str, args)], capture_output=True, text=True, timeout=timeout,
+                          env=lens_env(), cwd=cwd)  # fmt: skip
+
+
+def input_flags(program: str) -> list[str]:
+    return [f"--input=@{PROGRAMS / name}" for name in INPUTS[program]]
+
+
+def input_arrays(program: str) -> list[np.ndarray]:
+    return [np.load(PROGRAMS / name) for name in INPUTS[program]]
+
+
+class Builds:
+    """Each (program, target, kind) compiled once per test session, on demand."""
+
+    def __init__(self, root: Path):
+        self.root = root
+
+    def compile(self, program: str, target: str, *flags: str, name: str = "plain") -> Path:
+        out = self.root / f"{program}.{target}.{name}.vmfb"
+        if not out.exists():
+            proc = subprocess.run([iree_tool("iree-compile"), str(PROGRAMS / f"{program}.mlir"), *target_flags(target),
+                                   *flags, "-o", str(out)], capture_output=True, text=True, timeout=600)  # fmt: skip
+            assert proc.returncode == 0, proc.stderr[-3000:]
+        return out
+
+    def plain(self, program: str, target: str = "llvm-cpu") -> Path:
+        return self.compile(program, target)
+
+    def sources(self, program: str, target: str = "llvm-cpu") -> Path:
+        dump = self.root / f"{program}.{target}.sources"
+        if not dump.is_dir():
+            self.compile(program, target, f"--iree-hal-dump-executable-sources-to={dump}", name="dump")
+        return dump
+
+    def traced(self, program: str) -> Path:
+        return self.compile(program, "llvm-cpu", TRACE, name="traced")
+
+    def broken(self, program: str, target: str, executable: str, old: str, new: str) -> Path:
+        """``executable``'s dumped source with one op changed, put back by IREE's own substitution. The
+        dump refers to the program's dense_resource blobs without holding them: they are appended."""
+        text = (self.sources(program, target) / f"module_{executable}.mlir").read_text()
+        assert old in text, f"{old} not in {executable}"
+        program_text = (PROGRAMS / f"{program}.mlir").read_text()
+        blobs = program_text[program_text.index("{-#"):] if "{-#" in program_text else ""
+        edited = self.root / f"{program}.{target}.{executable}.edited.mlir"
+        edited.write_text(text.replace(old, new, 1) + "\n" + blobs)
+        return self.compile(program, target, f"--iree-hal-substitute-executable-source={executable}={edited}",
+                            name=f"broken_{executable}")  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory) -> Builds:
+    return Builds(tmp_path_factory.mktemp("heldout"))
+
+
+def diverge(a: Path, b: Path, program: str, *extra: str) -> dict:
+    proc = lens("diverge", a, b, "--function=main", *input_flags(program), "--json", *extra, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout)
+
+
+def golden(program: str) -> Path:
+    """The framework's outputs (numpy, float64, computed by make_programs.py), in result order."""
+    return PROGRAMS / f"{program}_expected.npz"
+
+
+# ------------------------------------------------------------------------------------- diverge (20)
+
+
+@pytest.mark.parametrize("program", ["reduction_chain", pytest.param("depthwise_cnn", marks=SLOW),
+                                     pytest.param("dynamic_mlp", marks=SLOW), pytest.param("se_resnet", marks=SLOW)])
+def test_healthy_llvm_cpu_and_vmvx_builds_do_not_diverge(builds, program):
+    report = diverge(builds.plain(program), builds.plain(program, "vmvx"), program,
+                     f"--golden={golden(program)}")  # fmt: skip
+    assert report["first_divergence"] is None, [d for d in report["dispatches"] if d["verdict"] == "diverged"]
+    assert len(report["dispatches"]) >= 4
+    # Both runs agree with the framework's outputs (numpy, float64) within rounding.
+    outputs = len(np.load(golden(program)).files)
+    assert sorted((g["run"], g["output"]) for g in report["golden"] if g["ok"]) == [
+        (run, k) for run in "AB" for k in range(outputs)], report["golden"]
+
+
+@pytest.mark.vulkan
+@pytest.mark.parametrize("program", ["se_resnet", pytest.param("reduction_chain", marks=SLOW),
+                                     pytest.param("dynamic_mlp", marks=SLOW)])
+def test_healthy_llvm_cpu_and_vulkan_builds_do_not_diverge(builds, program):
+    report = diverge(builds.plain(program), builds.plain(program, "vulkan-spirv"), program, f"--golden={golden(program)}")
+    assert report["devices"][1].startswith("vulkan")
+    assert report["first_divergence"] is None, [d for d in report["dispatches"] if d["verdict"] == "diverged"]
+    assert all(g["ok"] for g in report["golden"]), report["golden"]
+
+
+@pytest.mark.vulkan
+@SLOW
+def test_depthwise_conv_wrong_on_lavapipe_is_named_with_its_hazard(builds, tmp_path):
+    """IREE 3.13's default Vulkan target compiles the depthwise conv + batch norm into a 64-invocation
+    kernel that shares workgroup memory with no barrier: on lavapipe (subgroup 8) IREE's own runtime gets
+    the network wrong. The finder names that dispatch, and says why."""
+    vulkan = builds.plain("depthwise_cnn", "vulkan-spirv")
+    out = tmp_path / "y.npy"
+    proc = subprocess.run([iree_tool("iree-run-module"), f"--module={vulkan}", "--device=vulkan", "--function=main",
+                           *input_flags("depthwise_cnn"), f"--output=@{out}", f"--output=@{out}.sum.npy"], capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    expected = np.load(PROGRAMS / "depthwise_cnn_expected.npz")["arr_0"]
+    assert np.abs(np.load(out) - expected).max() > 1e-2  # IREE's runtime: wrong on this device
+    report = diverge(builds.plain("depthwise_cnn"), vulkan, "depthwise_cnn")
+    found = report["first_divergence"]
+    assert found is not None and found["executable"] == "main$async_dispatch_2", found
+    assert found["inputs_agreed"] and any("no barrier" in note for note in report["notes"])
+
+
+BROKEN = [
+    # (program, target of the broken build, executable, op, replacement, module A's target)
+    ("reduction_chain", "llvm-cpu", "main$async_dispatch_3", "cmpf ogt", "cmpf olt", "llvm-cpu"),  # argmax -> argmin
+    pytest.param("depthwise_cnn", "llvm-cpu", "main$async_dispatch_2", "arith.subf", "arith.addf", "vmvx", marks=SLOW),
+    pytest.param("dynamic_mlp", "llvm-cpu", "main$async_dispatch_0", "math.tanh", "math.sin", "vmvx", marks=SLOW),
+    pytest.param("reduction_chain", "vulkan-spirv", "main$async_dispatch_5", "arith.maximumf", "arith.minimumf",
+                 "llvm-cpu", marks=[SLOW, pytest.mark.vulkan]),
+    # The padded max-pool (-inf padding) made a min-pool; the squeeze-excite's sigmoid given exp2.
+    pytest.param("se_resnet", "llvm-cpu", "main$async_dispatch_2", "arith.maximumf", "arith.minimumf", "vmvx",
+                 marks=SLOW),
+    pytest.param("se_resnet", "vulkan-spirv", "main$async_dispatch_9", "math.exp", "math.exp2", "llvm-cpu",
+                 marks=[SLOW, pytest.mark.vulkan]),
+]
+
+
+@pytest.mark.parametrize(("program", "target", "executable", "old", "new", "against"), BROKEN)
+def test_a_broken_dispatch_is_named_exactly(builds, program, target, executable, old, new, against):
+    broken = builds.broken(program, target, executable, old, new)
+    report = diverge(builds.plain(program, against), broken, program)
+    found = report["first_divergence"]
+    assert found is not None and found["executable"] == executable, (found, report["dispatches"])
+    name = next(d["name"] for d in report["dispatches"] if d["ordinal"] == found["ordinal"])
+    assert found["name"] == name and name.startswith(executable + "_")
+    assert [d["name"] for d in report["dispatches"] if d["verdict"] == "diverged"] == [name]
+
+
+# ------------------------------------------------------------------------------------- capture (23)
+
+
+def traced_by_dispatch(traced) -> dict[tuple[str, int], tuple[list[np.ndarray], list[np.ndarray]]]:
+    found: dict[tuple[str, str], list[list[np.ndarray]]] = {}
+    for key, arrays in traced:
+        head, _, kind = key.rpartition(" ")
+        found.setdefault((head.split("::")[1], kind), []).append(arrays)
+    return {(name, n): (ins, found[(name, "outputs")][n])
+            for (name, kind), lists in found.items() if kind == "inputs" for n, ins in enumerate(lists)}  # fmt: skip
+
+
+@pytest.mark.parametrize("program", ["dynamic_mlp", "depthwise_cnn", pytest.param("reduction_chain", marks=SLOW),
+                                     pytest.param("se_resnet", marks=SLOW)])
+def test_capture_with_sources_equals_iree_traced_tensors(builds, program, tmp_path):
+    """dynamic_mlp: tensor<?x16xf32> sized by push constants, and a weight binding whose subspan IREE keeps
+    ahead of the input's; depthwise_cnn: a rank-0 argument and a rank-0 result."""
+    proc = lens("capture", builds.plain(program), "--function=main", *input_flags(program),
+                f"--sources={builds.sources(program)}", f"--out={tmp_path / 'bundle'}")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    bundle = Bundle(tmp_path / "bundle")
+    expected = traced_by_dispatch(iree_traced_tensors(builds.traced(program), "main", input_arrays(program)))
+    assert len(bundle.dispatches) == len(expected) >= 4
+    seen: dict[str, int] = {}
+    ranks = set()
+    for d in bundle.dispatches:
+        n = seen[d.name] = seen.get(d.name, -1) + 1
+        assert d.tensors_from == "interface", (d.ordinal, d.name)
+        for which, want in zip(("inputs", "outputs"), expected[(d.name, n)], strict=True):
+            got = [np.asarray(g) for g in bundle.dispatch_tensors(d, which)]
+            assert len(got) == len(want), (d.ordinal, d.name, which)
+            for k, (g, w) in enumerate(zip(got, want, strict=True)):
+                assert (g.shape, g.dtype) == (w.shape, w.dtype), (d.ordinal, d.name, which, k)
+                assert g.tobytes() == w.tobytes(), (d.ordinal, d.name, which, k)
+                ranks.add(g.ndim)
+    if program == "depthwise_cnn":
+        assert 0 in ranks  # the temperature and the logits' sum
+
+
+# -------------------------------------------------------------------------------- debug --remote (21)
+
+SCRIPT = """break dispatch 1
+break dispatch *dispatch_3* after
+continue
+save-tensors {out}/a
+info registers
+step 3
+next
+continue
+save-tensors {out}/b
+reverse-step 2
+reverse-continue
+save-tensors {out}/c
+continue
+"""
+
+
+def run_debug(module: Path, program: str, out: Path, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
+    out.mkdir(parents=True)
+    commands = out / "commands.gdb"
+    commands.write_text(SCRIPT.format(out=out))
+    proc = lens("debug", module, "--function=main", *input_flags(program), f"--commands={commands}", "--json",
+                *extra, cwd=out)  # fmt: skip
+    saved = {p.relative_to(out).as_posix(): np.load(p) for p in sorted(out.rglob("*.npy"))}
+    return proc, saved
+
+
+@pytest.mark.parametrize("program", ["depthwise_cnn", pytest.param("dynamic_mlp", marks=SLOW),
+                                     pytest.param("se_resnet", marks=SLOW)])
+def test_debug_remote_prints_and_saves_what_a_local_run_does(builds, program, tmp_path):
+    module, sources = builds.plain(program), builds.sources(program)
+    serve = shlex.join([*lens_argv(), "serve", "--stdio"])
+    local = run_debug(module, program, tmp_path / "local", f"--sources={sources}")
+    remote = run_debug(module, program, tmp_path / "remote", f"--sources={sources}", f"--remote={serve}")
+    (proc_l, saved_l), (proc_r, saved_r) = local, remote
+    assert proc_l.returncode == proc_r.returncode == 0, (proc_l.stderr, proc_r.stderr)
+    assert proc_l.stdout.count('"reason"') >= 5
+    assert proc_r.stdout.replace(str(tmp_path / "remote"), "OUT") == proc_l.stdout.replace(str(tmp_path / "local"), "OUT")
+    assert saved_l.keys() == saved_r.keys() and len(saved_l) >= 4
+    for name, array in saved_l.items():
+        assert (saved_r[name].shape, saved_r[name].dtype) == (array.shape, array.dtype), name
+        assert saved_r[name].tobytes() == array.tobytes(), name
+
+
+# ------------------------------------------------------------------------------------------- DAP (21)
+
+
+class DapClient:
+    """A minimal DAP client over ``iree-lens dap``'s stdin/stdout (tests/test_dap.py validates the schema)."""
+
+    def __init__(self):
+        self.process = subprocess.Popen([*lens_argv(), "dap"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        env=lens_env())  # fmt: skip
+        self.seq = 0
+        self.messages: queue.Queue[dict] = queue.Queue()
+        self.events: list[dict] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        stream = self.process.stdout
+        while True:
+            header = b""
+            while not header.endswith(b"\r\n\r\n"):
+                byte = stream.read(1)
+                if not byte:
+                    self.messages.put({"type": "eof"})
+                    return
+                header += byte
+            length = int(header.split(b":")[1].strip().split(b"\r\n")[0])
+            self.messages.put(json.loads(stream.read(length)))
+
+    def _next(self, timeout: float) -> dict:
+        message = self.messages.get(timeout=timeout)
+        assert message["type"] != "eof", "the adapter closed its output"
+        return message
+
+    def request(self, command: str, arguments: dict | None = None, timeout: float = 120) -> dict:
+        self.seq += 1
+        body = json.dumps({"seq": self.seq, "type": "request", "command": command, "arguments": arguments or {}})
+        self.process.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body.encode())
+        self.process.stdin.flush()
+        while True:
+            message = self._next(timeout)
+            if message["type"] == "event":
+                self.events.append(message)
+            elif message["request_seq"] == self.seq:
+                assert message["success"], message.get("message")
+                return message.get("body") or {}
+
+    def event(self, name: str, timeout: float = 120) -> dict:
+        for k, event in enumerate(self.events):
+            if event["event"] == name:
+                return self.events.pop(k).get("body") or {}
+        while True:
+            message = self._next(timeout)
+            if message["type"] == "event" and message["event"] == name:
+                return message.get("body") or {}
+            if message["type"] == "event":
+                self.events.append(message)
+
+    def top_pc(self) -> str:
+        return self.request("stackTrace", {"threadId": 1})["stackFrames"][0]["instructionPointerReference"]
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.stdin.close()
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+
+
+@pytest.mark.parametrize("program", ["reduction_chain", pytest.param("depthwise_cnn", marks=SLOW),
+                                     pytest.param("se_resnet", marks=SLOW)])
+def test_dap_held_out_path(builds, program):
+    vmfb = builds.traced(program)
+    traced = traced_by_dispatch(iree_traced_tensors(vmfb, "main", input_arrays(program)))
+    name = next(n for n, _ in traced if "_dispatch_2_" in n)
+    client = DapClient()
+    try:
+        client.request("initialize", {"adapterID": "iree-lens", "clientID": "pytest", "pathFormat": "path"})
+        client.request("launch", {"program": str(vmfb), "function": "main", "inputs": [f"@{PROGRAMS / n}" for n in INPUTS[program]],
+                                  "device": "local-sync",
+                                  "engine": "debug", "stopOnEntry": True})  # fmt: skip
+        client.event("initialized")
+        assert client.request("setFunctionBreakpoints", {"breakpoints": [{"name": f"dispatch:{name[:-4]}*"}]}
+                              )["breakpoints"][0]["verified"]  # fmt: skip
+        client.request("configurationDone")
+        assert client.event("stopped")["reason"] == "entry"
+        entry = client.top_pc()
+        client.request("next", {"threadId": 1})
+        assert client.event("stopped")["reason"] == "step" and client.top_pc() != entry
+        client.request("stepBack", {"threadId": 1})
+        client.event("stopped")
+        assert client.top_pc() == entry
+        client.request("continue", {"threadId": 1})
+        assert client.event("stopped")["reason"] == "function breakpoint"
+        frames = client.request("stackTrace", {"threadId": 1})["stackFrames"]
+        assert name in frames[0]["name"]
+        scopes = client.request("scopes", {"frameId": frames[0]["id"]})["scopes"]
+        dispatch = next(s for s in scopes if s["name"] == "Dispatch")
+        contents = []
+        for variable in client.request("variables", {"variablesReference": dispatch["variablesReference"]})["variables"]:
+            size = int(variable["value"].split(" bytes")[0].split()[-1])
+            body = client.request("readMemory", {"memoryReference": variable["memoryReference"], "count": size})
+            contents.append(base64.b64decode(body["data"]))
+        for tensor in traced[(name, 0)][0]:
+            assert any(tensor.tobytes() in data for data in contents), (tensor.shape, "in no binding")
+        client.request("continue", {"threadId": 1})
+        assert client.event("exited")["exitCode"] == 0
+        client.event("terminated")
+    finally:
+        client.close()
