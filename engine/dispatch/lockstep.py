@@ -13,9 +13,10 @@ the network, and a broken dispatch cannot hide behind (or blame) the ones before
 they are replaced, are compared with A's too: where the runs' dataflow would have gone apart.
 
 **Defined bytes.** Inputs are compared only where the program defined them: whole allocations from the
-host (program inputs, module constants), and within the program's own allocations the ranges that
-dispatches wrote or transfers filled, copied or updated; padding and untouched transients are garbage
-that differs between devices and means nothing.
+host (program inputs, module constants), and within the program's own allocations (allocate, queue.alloca's
+transients) the ranges that dispatches wrote or transfers filled, copied or updated
+(``Device.transfer_listeners``); padding and untouched transients are garbage that differs between devices
+and means nothing.
 
 Each dispatch gets a verdict (``exact``, ``within_rounding``, ``within_tolerance`` or ``diverged``; see
 ``numerics``) and a fingerprint of each side's outputs (CRC32 and a few statistics, no tensors).
@@ -47,14 +48,15 @@ from engine.dispatch.numerics import (
 from engine.dispatch.snapshot import DispatchSnapshot
 from engine.dispatch.tensor_types import BindingInterface, element_dtype, name_candidates
 from engine.errors import LensError
-from engine.runtime.hal.device import DispatchRecord
+from engine.runtime.hal.device import Device, DispatchRecord, Transfer
 
 AHEAD_BYTES = 64 << 20  # binding bytes of A's dispatches waiting for B, at most (one may exceed it alone)
 AHEAD_STEPS = 256  # and dispatches: small ones pass in batches, sparing a thread switch each
 INPUT_SAMPLE = 1 << 18  # elements of each input binding compared when B runs on A's bytes (informational)
 LOOKAHEAD = 8  # A's dispatches searched for the counterpart of a B dispatch whose name differs
 MAX_UNMATCHED = 16  # B dispatches without a counterpart before the comparison stops
-HOST_DEFINED_ORIGINS_EXCLUDED = ("allocate",)  # the program's own allocations: defined only where written
+# The program's own allocations (hal.allocator.allocate, queue.alloca's transients): defined only where written.
+HOST_DEFINED_ORIGINS_EXCLUDED = ("allocate", "alloca")
 
 
 class LockstepError(LensError):
@@ -113,33 +115,25 @@ class DefinedBytes:
                 out.append((lo - start, hi - start))
         return out
 
-    def attach(self, device) -> None:
-        """Follow the device's transfers (fills, copies, updates define their targets; a copy only where
-        its source was defined)."""
+    def attach(self, device: Device) -> None:
+        """Follow the device's transfers (``Device.transfer_listeners``: fills, copies, updates define their
+        targets; a copy only where its source was defined)."""
+        self.detach()
         self._device = device
-        fill, copy, update = device.fill, device.copy, device.update
+        device.transfer_listeners.append(self._transferred)
 
-        def on_fill(target, pattern):
-            fill(target, pattern)
+    def _transferred(self, transfer: Transfer) -> None:
+        target, source = transfer.target, transfer.source
+        if source is None:
             self.mark(target.buffer, target.offset, target.length)
-
-        def on_update(data, target):
-            update(data, target)
-            self.mark(target.buffer, target.offset, target.length)
-
-        def on_copy(source, target):
-            copy(source, target)
-            if source.buffer is None or target.buffer is None:
-                return
+        elif source.buffer is not None and target.buffer is not None:
             for s, e in self.ranges(source.buffer, source.offset, min(source.length, target.length)):
                 self.mark(target.buffer, target.offset + s, e - s)
 
-        device.fill, device.copy, device.update = on_fill, on_copy, on_update
-
     def detach(self) -> None:
         if self._device is not None:
-            for name in ("fill", "copy", "update"):
-                self._device.__dict__.pop(name, None)
+            if self._transferred in self._device.transfer_listeners:
+                self._device.transfer_listeners.remove(self._transferred)
             self._device = None
 
 

@@ -202,6 +202,16 @@ class DispatchObserver:
 KernelHook = Callable[["HalExecutable", DispatchRecord, Callable[[], None]], None]
 
 
+@dataclass(frozen=True)
+class Transfer:
+    """A transfer the device did (``Device.transfer_listeners``): a ``fill``, ``update`` or ``copy`` (from
+    ``source``) wrote ``target``."""
+
+    kind: str
+    target: ResolvedRange
+    source: ResolvedRange | None = None
+
+
 @dataclass
 class _PendingWork:
     wait: HalFence | None
@@ -227,6 +237,9 @@ class Device:
         # Told of every allocation the device's allocator makes or imports, in order (time travel numbers
         # them: a replay makes them in the same order).
         self.allocation_listeners: list[Callable[[Allocation], None]] = []
+        # Told after each transfer the device did (queue.fill/update/copy and command-buffer transfers), in
+        # order: what the program wrote besides dispatches (the divergence finder's defined bytes).
+        self.transfer_listeners: list[Callable[[Transfer], None]] = []
         self._dispatches = 0
         self._pending: list[_PendingWork] = []
         self._pumping = False
@@ -346,6 +359,7 @@ class Device:
             )
         view = buffer.allocation.write_view(start, length)
         view.view(np.dtype(f"<u{n}"))[:] = int.from_bytes(pattern, "little")
+        self.transferred(Transfer("fill", target))
 
     def copy(self, source: ResolvedRange, target: ResolvedRange) -> None:
         src_buffer = _require(source, "copy source")
@@ -353,6 +367,7 @@ class Device:
         src = src_buffer.read_view(source.offset, source.length)
         dst = dst_buffer.write_view(target.offset, len(src))
         dst[:] = src  # numpy handles overlap like memmove
+        self.transferred(Transfer("copy", target, source))
 
     def update(self, data: bytes | np.ndarray, target: ResolvedRange) -> None:
         buffer = _require(target, "update target")
@@ -361,6 +376,12 @@ class Device:
         )
         dst = buffer.write_view(target.offset, len(src))
         dst[:] = src
+        self.transferred(Transfer("update", target))
+
+    def transferred(self, transfer: Transfer) -> None:
+        """Tell ``transfer_listeners`` of a transfer done (an override of fill/copy/update calls it too)."""
+        for listener in self.transfer_listeners:
+            listener(transfer)
 
     def barrier(self, command: cmd.BarrierCommand) -> None:
         """An execution barrier; in-order host execution needs nothing."""
