@@ -3,6 +3,7 @@ debugger keys) and the Inputs menu (made from the signature, or loaded from nump
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QSize, Qt
@@ -15,6 +16,19 @@ if TYPE_CHECKING:
     from app.main_window import MainWindow
 
 
+def _window_action(
+    window: MainWindow, bar: QToolBar, text: str, shortcut: str, tip: str, slot: Callable[[], object]
+) -> QAction:
+    """An action of the window (its shortcut works wherever focus is) shown on ``bar``."""
+    action = QAction(text, window)
+    action.setShortcut(QKeySequence(shortcut))
+    action.setToolTip(tip)
+    action.triggered.connect(slot)
+    window.addAction(action)
+    bar.addAction(action)
+    return action
+
+
 def build_main_toolbar(window: MainWindow) -> QToolBar:
     bar = QToolBar("Main", window)
     bar.setObjectName("toolbar-main")
@@ -22,31 +36,24 @@ def build_main_toolbar(window: MainWindow) -> QToolBar:
     bar.setIconSize(QSize(16, 16))
     window.addToolBar(Qt.ToolBarArea.TopToolBarArea, bar)
     bar.addAction(window.open_action)
-    window.compile_action = QAction("Compile", window)
-    window.compile_action.setShortcut(QKeySequence("Ctrl+B"))
-    window.compile_action.setToolTip("Compile the open program with the compile panel's options (Ctrl+B)")
-    window.compile_action.triggered.connect(window.compile_current)
-    window.addAction(window.compile_action)
-    bar.addAction(window.compile_action)
+    window.compile_action = _window_action(
+        window, bar, "Compile", "Ctrl+B", "Compile the open program with the compile panel's options (Ctrl+B)",
+        window.compile_current,
+    )  # fmt: skip
     stepper = window.panels.get("stepper")
     if stepper is None:
         return bar
     bar.addSeparator()
-    window.run_action = QAction("▶ Run", window)
-    window.run_action.setShortcut(QKeySequence("Ctrl+R"))
-    window.run_action.setToolTip("Run the chosen function; empty inputs are made from its signature (Ctrl+R)")
-    window.run_action.triggered.connect(window.run_function)
-    window.addAction(window.run_action)
-    bar.addAction(window.run_action)
-    window.profile_action = QAction("Profile", window)
-    window.profile_action.setShortcut(QKeySequence("Ctrl+Shift+R"))
-    window.profile_action.setToolTip(
+    window.run_action = _window_action(
+        window, bar, "▶ Run", "Ctrl+R", "Run the chosen function; empty inputs are made from its signature (Ctrl+R)",
+        window.run_function,
+    )  # fmt: skip
+    window.profile_action = _window_action(
+        window, bar, "Profile", "Ctrl+Shift+R",
         "Profile this run: the function with its inputs, timed by IREE's HAL profiling, into the Zones view "
-        "(Ctrl+Shift+R)"
-    )
-    window.profile_action.triggered.connect(window.profile_current_run)
-    window.addAction(window.profile_action)
-    bar.addAction(window.profile_action)
+        "(Ctrl+Shift+R)",
+        window.profile_current_run,
+    )  # fmt: skip
     # The stepper's own actions (they carry the debugger keys: F5, F10, F11, Shift+F11, Shift+F5).
     for name in ("step_over_action", "step_into_action", "step_out_action", "continue_action", "stop_action"):
         action = getattr(stepper, name, None)

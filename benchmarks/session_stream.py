@@ -3,7 +3,9 @@
 Prints:
 
   step round trip   median time of one ``Step(into)`` -> ``Stopped`` on a small program (the matmul sample),
-                    in process and over ``serve --stdio`` (the ratio must stay within 2x)
+                    in process and over ``serve --stdio`` (the ratio must stay within 2x), the reply read on
+                    the caller's thread (a blocking client); in brackets: read by the transport's reader
+                    thread and handed over (a callback client: the GUI, the DAP adapter)
   tensor read       ``ReadBinding`` of a dispatch's input of SIZE MiB (default 1024: a 1 GiB tensor of
                     random f32, which does not compress), stopped before the dispatch: MB/s over the stream,
                     and the same read in process for comparison; ``--zeros`` reads a tensor of zeros
@@ -82,42 +84,47 @@ class Driver:
 
     server: list[str] = [sys.executable, "-m", "app.launcher", "serve", "--stdio"]
 
-    def __init__(self, remote: bool):
+    def __init__(self, remote: bool, pull: bool = True):
         self.events: queue.Queue = queue.Queue()
+        self.pull = remote and pull
         if remote:
-            self.session = StreamSession(self.server, "debug", self.events.put)
+            self.session = StreamSession(self.server, "debug", self.events.put, pull=self.pull)
         else:
             self.session = InProcessSession(DebugSession, self.events.put)
 
     def ask(self, command, timeout: float = 600):
         self.session.send(command)
+        if self.pull and self.events.empty():
+            self.session.pump()  # the reply is read on this thread (as a blocking SessionClient's next_event())
         return self.events.get(timeout=timeout)
 
     def close(self) -> None:
         self.session.close()
 
 
-def step_round_trips(module: Path, steps: int) -> tuple[list[float], list[float]]:
-    """Step times in process and over the stream, interleaved one by one so that both see the same load
-    (this machine is shared: medians of alternating samples compare fairly)."""
-    drivers = {False: Driver(remote=False), True: Driver(remote=True)}
-    times: dict[bool, list[float]] = {False: [], True: []}
+def step_round_trips(module: Path, steps: int) -> dict[str, list[float]]:
+    """Step times in process and over the stream (the reply read by the caller, a blocking client's way,
+    and by the transport's reader thread, a callback client's), interleaved one by one so that all see the
+    same load (this machine is shared: medians of alternating samples compare fairly)."""
+    drivers = {"in process": Driver(remote=False), "stream": Driver(remote=True),
+               "stream, reader thread": Driver(remote=True, pull=False)}
+    times: dict[str, list[float]] = {name: [] for name in drivers}
     inputs = ("4x8xf32=0.5", "8x16xf32=0.25")
     try:
         for driver in drivers.values():
             assert isinstance(driver.ask(Open(str(module))), Opened)
             assert isinstance(driver.ask(Call("main", inputs, stop_at_entry=True)), Stopped)
-        while len(times[True]) < steps:
-            for remote, driver in drivers.items():
+        while len(times["stream"]) < steps:
+            for name, driver in drivers.items():
                 start = time.perf_counter()
                 event = driver.ask(Step())
-                times[remote].append(time.perf_counter() - start)
+                times[name].append(time.perf_counter() - start)
                 if not isinstance(event, Stopped):  # the program ended: call it again
                     assert isinstance(driver.ask(Call("main", inputs, stop_at_entry=True)), Stopped)
     finally:
         for driver in drivers.values():
             driver.close()
-    return times[False], times[True]
+    return times
 
 
 def tensor_read(module: Path, data: Path, remote: bool) -> tuple[float, int]:
@@ -166,10 +173,11 @@ def main() -> int:
         del values
         for _ in range(args.repeat):
             print(f"load average {load()} on {os.cpu_count()} cores (this machine is shared)")
-            local_times, remote_times = step_round_trips(matmul, args.steps)
-            local, remote = statistics.median(local_times), statistics.median(remote_times)
+            medians = {name: statistics.median(t) for name, t in step_round_trips(matmul, args.steps).items()}
+            local, remote, threaded = medians["in process"], medians["stream"], medians["stream, reader thread"]
             print(f"step round trip   in process {local * 1e3:7.3f} ms   stream {remote * 1e3:7.3f} ms   "
-                  f"ratio {remote / local:.2f}x (limit 2x)")
+                  f"ratio {remote / local:.2f}x (limit 2x)   [reader thread {threaded * 1e3:7.3f} ms "
+                  f"{threaded / local:.2f}x]")
             for where, remote_read in (("in process", False), ("over the stream", True)) if args.mib else ():
                 seconds, nbytes = tensor_read(negate, tmp / "x.npy", remote_read)
                 print(f"tensor read       {where:15s} {nbytes / 2**20:6.0f} MiB in {seconds:6.3f} s = "

@@ -74,6 +74,33 @@ def test_break_diverge_names_the_broken_dispatch_against_a_module_and_a_bundle(t
     assert "verdicts" not in _stops(plain)[-1], plain.stdout
 
 
+def test_break_diverge_stops_where_the_reference_runs_another_dispatch_or_none(tmp_path):
+    """A reference whose dispatch list does not match the live run's: a renamed dispatch stops there (the note
+    names the reference's), and one past the reference's last dispatch stops too."""
+    good = compile_for(sample_path("mlp"), tmp_path / "good.vmfb", "llvm-cpu")
+    bundle = tmp_path / "bundle"
+    cap = _lens("capture", good, "--function=main", INPUT, f"--out={bundle}")
+    assert cap.returncode == 0, cap.stderr
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert len(manifest["dispatches"]) >= 2, manifest["dispatches"]
+    renamed, truncated = tmp_path / "renamed", tmp_path / "truncated"
+    for edited, change in ((renamed, "rename"), (truncated, "truncate")):
+        shutil.copytree(bundle, edited)
+        m = json.loads((edited / "manifest.json").read_text())
+        if change == "rename":
+            m["dispatches"][1]["name"] = "another_dispatch"
+        else:
+            del m["dispatches"][1:]
+        (edited / "manifest.json").write_text(json.dumps(m))
+    first = _stops(_debug(good, f"break diverge {renamed}\ncontinue\n", tmp_path))[0]
+    assert first["dispatch"]["ordinal"] == 1, first
+    assert first["divergence"]["reference_name"] == "another_dispatch", first["divergence"]
+    assert first["divergence"]["name"] == manifest["dispatches"][1]["name"], first["divergence"]
+    first = _stops(_debug(good, f"break diverge {truncated}\ncontinue\n", tmp_path))[0]
+    assert first["dispatch"]["ordinal"] == 1 and first["divergence"]["reference_name"] is None, first
+    assert "#1" in first["divergence"]["note"], first["divergence"]
+
+
 def test_break_diverge_bad_reference_and_script_errors(tmp_path):
     good, _, _ = _broken_build(sample_path("mlp"), tmp_path, BROKEN, "arith.addf", "arith.subf")
     missing = _debug(good, f"break diverge {tmp_path / 'nope'}\ncontinue\n", tmp_path)

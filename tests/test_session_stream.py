@@ -41,6 +41,7 @@ from engine.session.protocol import (
     ReadBindings,
     RegisterFile,
     SetBreakpoints,
+    Step,
     StopDetail,
     Stopped,
     TensorRef,
@@ -465,3 +466,61 @@ def test_stop_kills_a_server_that_does_not_pause(tmp_path):
         assert isinstance(crashed, Crashed) and crashed.exitcode == -9 and not session.alive
     finally:
         session.close()
+
+
+def test_a_blocking_client_reads_the_stream_on_its_own_thread(tmp_path):
+    """A blocking ``SessionClient`` over the stream reads each reply in ``next_event`` (no reader thread to
+    wake per reply); a pause still crosses while a run runs, ``stop`` reads the stop itself when nobody is
+    reading, and a dropped connection still arrives as ``Crashed``."""
+    from engine.session.client import SessionClient
+    from engine.session.stream import remote
+
+    def next_of(kind, timeout=60.0):
+        deadline = time.monotonic() + timeout
+        while not isinstance(event := client.next_event(timeout=max(0.0, deadline - time.monotonic())), kind):
+            pass
+        return event
+
+    spin = compile_program("spin", "llvm-cpu", tmp_path)
+    client = SessionClient(remote(serve_command(), "debug"), blocking=True, track_history=False)
+    try:
+        transport = client.connect()
+        assert transport.pull
+        client.open(str(spin))
+        next_of(Opened)
+        client.call("spin", ("1000000000",))
+        stopper = threading.Timer(0.5, transport.stop, kwargs={"timeout": 30.0})
+        stopper.start()  # while this thread waits in next_event (it reads the stop)
+        stop = next_of(Stopped)
+        stopper.join()
+        assert stop.reason == "paused" and stop.location.frames[-1].function == "spin"
+        client.continue_()
+        time.sleep(0.3)
+        assert transport.stop(timeout=30.0)  # nobody in next_event: stop reads the stop itself
+        assert next_of(Stopped).reason == "paused"
+        assert transport._reader is None  # (no reader thread was started)
+        transport.process.kill()
+        crashed = next_of(Crashed)
+        assert crashed.exitcode == -9 and crashed.location.frames[-1].function == "spin"
+    finally:
+        client.shutdown()
+
+
+def test_small_immutable_frames_are_encoded_and_decoded_once():
+    """A step's command is encoded once by the client and decoded once by the server; a message that could
+    be changed by its receiver (a list inside) or carries tensors is decoded afresh every time."""
+    from engine.session.stream import _CommandFrames
+    from engine.session.wire import FrameMemo
+
+    commands = _CommandFrames()
+    step = commands.frame(Step(count=3))
+    assert step is commands.frame(Step(count=3)) and step != commands.frame(Step())
+    assert commands.frame(Call("main", ("1xf32=1",))) is not None and commands.frame({"a": []}) is None
+    memo = FrameMemo()
+    first, again = read_frame(io.BytesIO(step), memo), read_frame(io.BytesIO(step), memo)
+    assert first is again and first["command"] == Step(count=3)
+    for message in ({"k": "event", "x": [1, 2]}, {"k": "event", "x": np.arange(3)}):
+        buffer = io.BytesIO()
+        write_frame(buffer, message)
+        frames = [read_frame(io.BytesIO(buffer.getvalue()), memo) for _ in range(2)]
+        assert frames[0] is not frames[1]

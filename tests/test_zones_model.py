@@ -9,6 +9,7 @@ import pytest
 
 from engine.trace.chrome import chrome_trace_from_data, load_chrome_json, write_chrome_json
 from engine.trace.model import TraceBuilder, TraceFormatError
+from engine.trace.open import load_trace
 from engine.trace.query import ZoneIndex
 from engine.trace.stats import compare_traces, durations_of, histogram, self_times, zone_statistics
 
@@ -219,6 +220,14 @@ def test_chrome_bad_input_is_a_clear_error(tmp_path, content, message):
     p.write_text(content)
     with pytest.raises(TraceFormatError, match=message):
         load_chrome_json(p)
+
+
+@pytest.mark.parametrize("content, message", [('{"traceEvents": [1', "not valid JSON"), ("[" * 100000, "nested too deeply")])
+def test_any_trace_that_is_not_json_is_a_clear_error(tmp_path, content, message):
+    p = tmp_path / "bad.json"
+    p.write_text(content)
+    with pytest.raises(TraceFormatError, match=message):
+        load_trace(p)  # what the window opens: sniffed as JSON, then read
 
 
 def test_chrome_size_limit(tmp_path):

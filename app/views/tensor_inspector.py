@@ -60,6 +60,46 @@ POSINF_RGBA = (230, 20, 20, 255)
 NEGINF_RGBA = (255, 150, 0, 255)
 NAN_CELL = QColor(255, 170, 255)
 INF_CELL = QColor(255, 190, 150)
+MINUS = "\u2212"  # the minus sign (wider than "-", so "−Inf" reads as a name, not a hyphen)
+# The overlay's entries in legend order: name and colour.
+OVERLAY_ENTRIES = (("NaN", NAN_RGBA), ("+Inf", POSINF_RGBA), (f"{MINUS}Inf", NEGINF_RGBA))
+
+
+def nonfinite_counts(values: np.ndarray) -> dict[str, int]:
+    """NaN, +Inf and −Inf counts of a float array, keyed by the legend's names (all 0 for other types)."""
+    a = np.asarray(values)
+    if a.dtype.kind not in "fc" or a.size == 0:
+        return {name: 0 for name, _ in OVERLAY_ENTRIES}
+    if np.isfinite(a).all():  # one pass for the common case
+        return {name: 0 for name, _ in OVERLAY_ENTRIES}
+    counts = (np.isnan(a), np.isposinf(a), np.isneginf(a))
+    return {name: int(np.count_nonzero(m)) for (name, _), m in zip(OVERLAY_ENTRIES, counts)}
+
+
+def nonfinite_name(value) -> str | None:
+    """``NaN``, ``+Inf`` or ``−Inf`` for a non-finite float, else None."""
+    if np.asarray(value).dtype.kind not in "fc":
+        return None
+    v = float(value)
+    if np.isnan(v):
+        return "NaN"
+    if np.isinf(v):
+        return "+Inf" if v > 0 else f"{MINUS}Inf"
+    return None
+
+
+def legend_html(counts: dict[str, int], totals: dict[str, int] | None = None) -> str:
+    """The overlay legend: a coloured square, the name and the count of each entry present (in the plane
+    shown, ``counts``, or in the whole tensor, ``totals``); "" when there is none."""
+    parts = []
+    for name, (r, g, b, _) in OVERLAY_ENTRIES:
+        here = counts.get(name, 0)
+        total = here if totals is None else totals.get(name, 0)
+        if not (here or total):
+            continue
+        n = f"{here:,}" if total == here else f"{here:,} in this slice, {total:,} in tensor"
+        parts.append(f'<span style="color: #{r:02x}{g:02x}{b:02x}">\u25a0</span> {name} {n}')
+    return "&nbsp;&nbsp;&nbsp;".join(parts)
 
 
 def first_nonfinite(array: np.ndarray) -> tuple[int, ...] | None:
@@ -85,7 +125,7 @@ def stats_text(s: TensorStats) -> str:
     shape = "x".join(str(d) for d in s.shape) or "scalar"
     return (
         f"{shape} {s.element}   min {_fmt(s.min)}   max {_fmt(s.max)}   mean {_fmt(s.mean)}   "
-        f"std {_fmt(s.std)}   NaN {s.nan}   Inf {s.posinf + s.neginf}"
+        f"std {_fmt(s.std)}   NaN {s.nan}   +Inf {s.posinf}, {MINUS}Inf {s.neginf}"
     )
 
 
@@ -130,6 +170,9 @@ class PlaneModel(QAbstractTableModel):
 class Heatmap(pg.GraphicsLayoutWidget):
     """A 2-D array as an image with a colour bar; hovering reports the index and value under the mouse.
 
+    NaN/Inf are painted over the colour map, explained by a legend under the image (the entries present,
+    with counts) and by a tooltip over an overlay pixel (``−Inf at [r, c]``).
+
     Only the visible region is sampled (at most ``MAX_PIXELS`` per side): zooming in re-samples it.
     """
 
@@ -150,6 +193,10 @@ class Heatmap(pg.GraphicsLayoutWidget):
         self.colorbar = pg.ColorBarItem(colorMap=pg.colormap.get("viridis"), interactive=False, width=12)
         self.colorbar.setImageItem(self.image)
         self.addItem(self.colorbar)
+        self.nextRow()
+        self.legend = pg.LabelItem("", justify="left", size="9pt")
+        self.addItem(self.legend, colspan=2)
+        self.legend_counts: dict[str, int] = nonfinite_counts(self.values)
         self.levels = (0.0, 1.0)
         self.sampled: tuple[int, int, int, int, int, int] = (0, 1, 1, 0, 1, 1)  # r0, r1, rs, c0, c1, cs
         self._resample = QTimer(self, singleShot=True, interval=60)
@@ -157,8 +204,18 @@ class Heatmap(pg.GraphicsLayoutWidget):
         self.view.sigRangeChanged.connect(lambda *_: self._resample.start())
         self.scene().sigMouseMoved.connect(self._mouse_moved)
 
-    def set_values(self, values: np.ndarray, levels: tuple[float, float] | None = None) -> None:
+    def set_values(
+        self, values: np.ndarray, levels: tuple[float, float] | None = None, totals: dict[str, int] | None = None
+    ) -> None:
+        """Show ``values``; ``totals``: the whole tensor's non-finite counts when ``values`` is one slice."""
         self.values = values
+        self.legend_counts = nonfinite_counts(values)
+        text = legend_html(self.legend_counts, totals)
+        self.legend.setText(text)
+        # An empty legend takes no room under the image.
+        self.legend.setMaximumHeight(16777215 if text else 0)
+        self.legend.setVisible(bool(text))
+        self.nonfinite.setToolTip("")
         if levels is None:
             finite = _finite_levels(values)
             levels = finite if finite is not None else (0.0, 1.0)
@@ -201,7 +258,12 @@ class Heatmap(pg.GraphicsLayoutWidget):
         p = self.view.mapSceneToView(pos)
         r, c = int(np.floor(p.y())), int(np.floor(p.x()))
         if 0 <= r < self.values.shape[0] and 0 <= c < self.values.shape[1]:
-            self.hovered.emit(r, c, self.values[r, c])
+            value = self.values[r, c]
+            # The overlay item's tooltip follows the mouse (Qt shows it when the mouse rests): cheap, since
+            # the value under the mouse is read anyway.
+            name = nonfinite_name(value)
+            self.nonfinite.setToolTip(f"{name} at [{r}, {c}]" if name else "")
+            self.hovered.emit(r, c, value)
 
 
 def _finite_levels(values: np.ndarray) -> tuple[float, float] | None:
@@ -390,7 +452,7 @@ class TensorInspector(QWidget):
         text = f"{self.current.label}: {stats_text(self.stats)}"
         if self.first_bad is not None:
             where = ", ".join(map(str, self.first_bad))
-            text += f"   first non-finite at [{where}] (NaN magenta, +Inf red, -Inf orange)"
+            text += f"   first non-finite at [{where}] (NaN magenta, +Inf red, {MINUS}Inf orange)"
         self.summary.setText(text)
         self.summary.setToolTip(text)
         self.first_nan_button.setEnabled(self.first_bad is not None)
@@ -465,12 +527,18 @@ class TensorInspector(QWidget):
         if values.dtype == np.bool_:
             values = values.astype(np.uint8)
         levels = (self.stats.min, self.stats.max) if self.stats and self.stats.min is not None else None
-        self.heatmap.set_values(values, levels)
+        totals = None
+        if self.stats is not None and self.array.ndim > 2:  # the heatmap shows one slice of several
+            totals = dict(zip((n for n, _ in OVERLAY_ENTRIES), (self.stats.nan, self.stats.posinf, self.stats.neginf)))
+        self.heatmap.set_values(values, levels, totals)
         if self.current is not None and self.current.reference is not None:
             self._compare()
 
     def _hovered(self, r: int, c: int, value) -> None:
         text = str(value) if np.asarray(value).dtype.kind in "iub" else f"{float(value):.7g}"
+        name = nonfinite_name(value)
+        if name:
+            text = name
         self.hover.setText(f"[{r}, {c}] = {text}")
 
     def _apply_type(self) -> None:

@@ -232,12 +232,9 @@ class DivergeReference:
             return None
         self.exports[ordinal] = name
         entry = self._by_ordinal.get(ordinal)
-        if entry is None:
-            return self._hit(DivergeHit(ordinal, name, None, None, math.inf, math.inf, 0,
-                                        note=f"the reference run has no dispatch #{ordinal}"))  # fmt: skip
-        if entry.name != name:
-            return self._hit(DivergeHit(ordinal, name, entry.name, None, math.inf, math.inf, 0,
-                                        note=f"the reference runs {entry.name} here"))  # fmt: skip
+        unmatched = self._unmatched(ordinal, name, entry)
+        if unmatched is not None:
+            return unmatched
         reference = self._reference_bindings(entry, record)
         if reference is None:  # typed tensors, or laid out otherwise: tensor by tensor
             typed = self._check_typed(ordinal, entry, snapshot)
@@ -334,6 +331,16 @@ class DivergeReference:
                 self._sources = NO_SOURCES
         return self._sources if self._sources.found else None
 
+    def _unmatched(self, ordinal: int, name: str, entry) -> DivergeHit | None:
+        """A hit where the reference has no dispatch ``ordinal`` (``entry`` None) or runs another export there."""
+        if entry is None:
+            return self._hit(DivergeHit(ordinal, name, None, None, math.inf, math.inf, 0,
+                                        note=f"the reference run has no dispatch #{ordinal}"))  # fmt: skip
+        if entry.name != name:
+            return self._hit(DivergeHit(ordinal, name, entry.name, None, math.inf, math.inf, 0,
+                                        note=f"the reference runs {entry.name} here"))  # fmt: skip
+        return None
+
     def _hit(self, hit: DivergeHit) -> DivergeHit:
         self.verdicts[hit.ordinal] = Verdict.DIVERGED
         return hit
@@ -390,12 +397,9 @@ class DivergeReference:
             return None
         self.exports[ordinal] = name
         entry = self._by_ordinal.get(ordinal)
-        if entry is None:
-            return self._hit(DivergeHit(ordinal, name, None, None, math.inf, math.inf, 0,
-                                        note=f"the reference run has no dispatch #{ordinal}"))  # fmt: skip
-        if entry.name != name:
-            return self._hit(DivergeHit(ordinal, name, entry.name, None, math.inf, math.inf, 0,
-                                        note=f"the reference runs {entry.name} here"))  # fmt: skip
+        unmatched = self._unmatched(ordinal, name, entry)
+        if unmatched is not None:
+            return unmatched
         # Untyped captures hold bytes: read them as the element IREE's name gives, so another device's
         # rounding is judged as floats.
         refs = typed_by_name(self.bundle.dispatch_tensors(entry, "outputs"), entry.name)

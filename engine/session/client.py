@@ -35,7 +35,9 @@ Three transports exist: ``InProcessSession`` (a worker thread of this process), 
 spawned child process, messages pickled over a pipe, tensors in shared memory). The third,
 ``engine.session.stream.StreamSession`` (factory ``stream.remote(command, handler)``), talks to
 ``iree-lens serve --stdio`` started by a command (over ssh for another machine): each command is written
-as bytes (``engine.session.wire``) and a reader thread turns bytes back into events for ``on_event``.
+as bytes (``engine.session.wire``) and a reader thread turns bytes back into events for ``on_event``; a
+``blocking`` client has it read them in ``next_event`` instead (``read_on_caller``/``pump``: no reader
+thread to wake for each reply).
 """
 
 from __future__ import annotations
@@ -262,6 +264,9 @@ class SessionClient:
         """Start the transport now (otherwise the first command starts it); a failure to start raises here."""
         if self.transport is None:
             self.transport = self.transport_factory(self._from_transport)
+            read_on_caller = getattr(self.transport, "read_on_caller", None)
+            if self._inbox is not None and callable(read_on_caller):
+                read_on_caller()  # next_event reads the stream itself: no reader thread to wake per event
         return self.transport
 
     def send(self, command: Command) -> None:
@@ -278,6 +283,15 @@ class SessionClient:
         """(``blocking`` clients) The next event, taken into the client's state. ``queue.Empty`` on timeout."""
         if self._inbox is None:
             raise RuntimeError("next_event() needs a client made with blocking=True")
+        pump = getattr(self.transport, "pump", None) if getattr(self.transport, "pull", False) else None
+        if pump is not None and self._inbox.empty():
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while self._inbox.empty():  # (a Progress read may be thinned out: read on)
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                if not pump(left):
+                    break  # timed out, or the stream ended: what the inbox has (or gets) decides
+            if deadline is not None:
+                timeout = max(0.0, deadline - time.monotonic())
         event = self._inbox.get(timeout=timeout)
         self.receive(event)
         return event

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import collections
 import importlib
-import io
 import os
+import select
 import shlex
 import socket
 import subprocess
@@ -47,7 +47,15 @@ from engine.session.protocol import (
     Shutdown,
     Stopped,
 )
-from engine.session.wire import Compression, ConnectionLost, WireError, read_frame, write_frame
+from engine.session.wire import (
+    Compression,
+    ConnectionLost,
+    FrameMemo,
+    WireError,
+    read_frame,
+    small_frame,
+    write_frame,
+)
 
 PROTOCOL_VERSION = 2  # 2: dataclass fields at their defaults are left out
 # Handlers the client names by a short word (any ``engine`` class of the handler shape is accepted too).
@@ -145,6 +153,7 @@ class _CommandLoop:
         self.finished = False
         self.status = 0
         self.module_path: str | None = None  # of the last Open (module queries read it)
+        self.memo = FrameMemo()  # a step's command is decoded once, not at every step
 
     def run(self) -> int:
         for k in range(2):
@@ -216,7 +225,7 @@ class _CommandLoop:
 
     def _read(self) -> Any:
         try:
-            return read_frame(self.reader)
+            return read_frame(self.reader, self.memo)
         except ConnectionLost:
             return {"k": "command", "command": Shutdown()}
         except WireError as e:
@@ -278,8 +287,13 @@ class StreamSession:
         compress: bool = True,
         stderr: BinaryIO | None = None,
         connect_timeout: float = 60.0,
+        pull: bool = False,
     ):
+        """``pull``: no reader thread; the caller reads events itself with ``pump`` (a blocking client:
+        the reply to a step is read on the thread that waits for it, one thread wake-up less a step)."""
         self.argv = list(argv)
+        self.pull = pull
+        self._read_lock = threading.Lock()  # pull: the one thread reading frames now
         self.handler = handler
         self.on_event = on_event
         self.progress = progress
@@ -288,6 +302,7 @@ class StreamSession:
         self._stderr_sink = stderr if stderr is not None else getattr(sys.stderr, "buffer", None)
         self._stderr_tail: collections.deque[str] = collections.deque(maxlen=8)
         self._send_lock = threading.Lock()
+        self._memo = _CommandFrames()
         self._last_location = Location()
         self._stopped = threading.Event()
         self.process: subprocess.Popen | None = None
@@ -296,6 +311,7 @@ class StreamSession:
     def _start(self) -> None:
         self._closing = False
         self._reported = False
+        self._ended = False  # the stream reached its end (pull: nothing more to read)
         try:
             process = subprocess.Popen(
                 self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0
@@ -305,8 +321,9 @@ class StreamSession:
         self.process = process
         for fd in (process.stdin.fileno(), process.stdout.fileno()):
             _grow_pipe(fd)
-        self._in = io.BufferedReader(process.stdout, 1 << 16)  # a frame's head and header in one read
+        self._in = _FrameReader(process.stdout)
         self._out = process.stdin
+        self._reader: threading.Thread | None = None  # started by the first write, unless pulling
         threading.Thread(target=self._pump_stderr, args=(process,), name="session-stderr", daemon=True).start()
         # A server that never answers (ssh waiting for a password, a wrong command) is killed, not waited for.
         watchdog = threading.Timer(self.connect_timeout, process.kill)
@@ -331,7 +348,36 @@ class StreamSession:
             self.close()
             raise RemoteError(f"the session server refused: {message}")
         self.server = hello
-        threading.Thread(target=self._read_events, args=(process, self._in), name="session-stream", daemon=True).start()
+
+    def read_on_caller(self) -> None:
+        """Deliver events only from ``pump`` (no reader thread); before the first command."""
+        if self._reader is None:
+            self.pull = True
+
+    def pump(self, timeout: float | None = None, until: Callable[[], bool] | None = None) -> bool:
+        """(``pull``) Read frames on this thread, delivering their events to ``on_event``, until one event
+        was delivered (or ``until()`` holds); False when ``timeout`` s passed first or the stream has ended."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if not self._read_lock.acquire(timeout=-1 if deadline is None else max(timeout, 0.0)):
+            return False
+        try:
+            process, stream = self.process, self._in
+            while until is None or not until():
+                if self._ended:
+                    return False
+                if not stream.pending:
+                    left = None if deadline is None else deadline - time.monotonic()
+                    if left is not None and (left <= 0 or not select.select([stream], [], [], left)[0]):
+                        return False
+                reported = self._reported
+                delivered = self._read_one(process, stream)
+                if delivered is None:  # the end: a Crashed was delivered, or nothing more will be
+                    return until is None and self._reported and not reported
+                if delivered and until is None:
+                    return True
+            return True
+        finally:
+            self._read_lock.release()
 
     # -- the surface of engine.session.client.Transport
 
@@ -340,7 +386,11 @@ class StreamSession:
         return self.process is not None and self.process.poll() is None and not self._reported
 
     def send(self, command: Command) -> None:
-        self._write({"k": "command", "command": command})
+        frame = self._memo.frame(command)  # (the same Step again and again: encoded once)
+        if frame is None:
+            self._write({"k": "command", "command": command})
+        else:
+            self._write(frame)
 
     def pause(self) -> None:
         self._write({"k": "pause"})
@@ -351,7 +401,7 @@ class StreamSession:
             return False
         self._stopped.clear()
         self.pause()
-        if self._stopped.wait(timeout):
+        if self._wait_stopped(timeout):
             return True
         self.process.kill()  # the reader thread reports the end
         return False
@@ -384,34 +434,61 @@ class StreamSession:
 
     # -- streams
 
+    def _wait_stopped(self, timeout: float) -> bool:
+        if not self.pull:
+            return self._stopped.wait(timeout)
+        deadline = time.monotonic() + timeout
+        while not self._stopped.is_set() and (left := deadline - time.monotonic()) > 0:
+            # Read the stop ourselves while no other thread reads (a caller waiting in pump reads it).
+            if not self.pump(min(left, 0.05), until=self._stopped.is_set):
+                self._stopped.wait(min(left, 0.01))
+        return self._stopped.is_set()
+
     def _write(self, message: Any) -> None:
         with self._send_lock:
+            if self._reader is None and not self.pull:
+                self._reader = threading.Thread(
+                    target=self._read_events, args=(self.process, self._in), name="session-stream", daemon=True
+                )
+                self._reader.start()
             try:
-                write_frame(self._out, message, compression=self.compression)
+                if isinstance(message, bytes):  # a whole frame
+                    self._out.write(message)
+                else:
+                    write_frame(self._out, message, compression=self.compression)
             except (BrokenPipeError, ConnectionError, ValueError, OSError):
                 if not self._closing:
                     self._lost(ConnectionLost("the session stream is closed"))
 
-    def _read_events(self, process: subprocess.Popen, stream: BinaryIO) -> None:
-        while True:
-            try:
-                message = read_frame(stream)
-            except WireError as e:
-                if process is self.process and not (self._closing and isinstance(e, ConnectionLost)):
+    def _read_events(self, process: subprocess.Popen, stream: _FrameReader) -> None:
+        while self._read_one(process, stream) is not None:
+            pass
+
+    def _read_one(self, process: subprocess.Popen, stream: _FrameReader) -> bool | None:
+        """Read one frame and deliver its event: True when an event was delivered, None at the stream's end
+        (a dropped connection is reported, once, as ``Crashed``)."""
+        try:
+            message = read_frame(stream)
+        except WireError as e:
+            if process is self.process:
+                self._ended = True
+                if not (self._closing and isinstance(e, ConnectionLost)):
                     self._lost(e)
-                return
-            if not isinstance(message, dict):
-                continue
-            if message.get("k") == "error":
-                self.on_event(Failed(f"session server: {message.get('message')}"))
-                continue
-            event = message.get("event")
-            if isinstance(event, Progress | Stopped):
-                self._last_location = event.location
-            if isinstance(event, Stopped | Finished | Failed):  # the run is not running any more
-                self._stopped.set()
-            if isinstance(event, Event):
-                self.on_event(event)
+            return None
+        if not isinstance(message, dict):
+            return False
+        if message.get("k") == "error":
+            self.on_event(Failed(f"session server: {message.get('message')}"))
+            return True
+        event = message.get("event")
+        if isinstance(event, Progress | Stopped):
+            self._last_location = event.location
+        if isinstance(event, Stopped | Finished | Failed):  # the run is not running any more
+            self._stopped.set()
+        if isinstance(event, Event):
+            self.on_event(event)
+            return True
+        return False
 
     def _lost(self, error: Exception) -> None:
         """Report a dropped connection once, as a ``Crashed`` event with what the server said last."""
@@ -444,6 +521,65 @@ class StreamSession:
                 except (OSError, ValueError):
                     pass
 
+
+class _CommandFrames(FrameMemo):
+    """Frames of commands by the command (``{"k": "command", "command": ...}``), each encoded once."""
+
+    def frame(self, command: Any) -> bytes | None:
+        try:
+            frame = self.frames.get(command)
+        except TypeError:  # unhashable: encoded each time
+            return None
+        if frame is None:
+            frame = small_frame({"k": "command", "command": command})
+            if frame is not None and len(frame) <= self.largest:
+                self._keep(self.frames, command, frame)
+        return frame
+
+
+class _FrameReader:
+    """A buffered reader of a pipe that says whether it holds unread bytes (``pending``: no need to wait
+    for the pipe) and reads big blocks (a tensor) straight into their destination."""
+
+    def __init__(self, raw: BinaryIO, size: int = 1 << 16):
+        self.raw = raw
+        self.size = size
+        self.buffer = b""
+        self.at = 0
+
+    @property
+    def pending(self) -> bool:
+        return self.at < len(self.buffer)
+
+    def fileno(self) -> int:
+        return self.raw.fileno()
+
+    def read(self, n: int) -> bytes:
+        if self.at + n <= len(self.buffer):  # the common case: a frame's parts are buffered already
+            data = self.buffer[self.at : self.at + n]
+            self.at += n
+            return data
+        parts = [self.buffer[self.at :]]
+        got = len(parts[0])
+        self.buffer, self.at = b"", 0
+        while got < n:
+            chunk = self.raw.read(max(n - got, self.size))
+            if not chunk:
+                break
+            if got + len(chunk) > n:  # keep what belongs to the next frame
+                self.buffer, self.at = chunk, n - got
+                chunk = chunk[: n - got]
+            parts.append(chunk)
+            got += len(chunk)
+        return b"".join(parts)
+
+    def readinto(self, view: memoryview) -> int:
+        if self.pending:
+            n = min(len(view), len(self.buffer) - self.at)
+            view[:n] = self.buffer[self.at : self.at + n]
+            self.at += n
+            return n
+        return self.raw.readinto(view) or 0
 
 
 def add_remote_argument(parser) -> None:

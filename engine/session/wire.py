@@ -431,8 +431,61 @@ def _engine_type(name: str) -> type:
     return obj
 
 
-def read_frame(stream: BinaryIO) -> Any:
-    """The next message of ``stream``; ``ConnectionLost`` at its end, ``WireError`` if it is not a frame."""
+def small_frame(message: Any) -> bytes | None:
+    """``message``'s whole frame when it has no buffers (one write), else None."""
+    head, buffers, body = encode(message)
+    return None if buffers else head + body
+
+
+class FrameMemo:
+    """Frames of small immutable messages (a command: a debugger sends the same ``Step`` again and again),
+    encoded once and decoded once: equal bytes decode to equal values, and a value that hashes (frozen
+    dataclasses, tuples, strings) cannot be changed by whoever receives it twice."""
+
+    def __init__(self, size: int = 256, largest: int = 1024):
+        self.size = size
+        self.largest = largest  # bytes: a bigger message is rare enough not to keep
+        self.frames: dict[Any, bytes] = {}
+        self.values: dict[bytes, Any] = {}
+
+    def frame(self, message: Any) -> bytes | None:
+        """The frame of a hashable ``message``, made once; None for one that is not."""
+        try:
+            frame = self.frames.get(message)
+        except TypeError:  # unhashable: encoded each time
+            return None
+        if frame is None:
+            frame = small_frame(message)
+            if frame is not None and len(frame) <= self.largest:
+                self._keep(self.frames, message, frame)
+        return frame
+
+    def decoded(self, body: bytes, decode: Callable[[], Any]) -> Any:
+        value = self.values.get(body)
+        if value is None:
+            value = decode()
+            if len(body) <= self.largest and _immutable(value):
+                self._keep(self.values, body, value)
+        return value
+
+    def _keep(self, table: dict, key: Any, value: Any) -> None:
+        if len(table) >= self.size:
+            table.clear()
+        table[key] = value
+
+
+def _immutable(value: Any) -> bool:
+    try:
+        if type(value) is dict:
+            return all(type(k) is str for k in value) and hash(tuple(value.values())) is not None
+        return hash(value) is not None
+    except TypeError:
+        return False
+
+
+def read_frame(stream: BinaryIO, memo: FrameMemo | None = None) -> Any:
+    """The next message of ``stream``; ``ConnectionLost`` at its end, ``WireError`` if it is not a frame.
+    ``memo``: small messages without buffers seen before are not decoded again."""
     head = _read_exact(stream, _HEAD.size, at_start=True)
     magic, table_len, body_len = _HEAD.unpack(head)
     if magic != MAGIC:
@@ -453,6 +506,12 @@ def read_frame(stream: BinaryIO) -> Any:
             raise WireError(f"cannot receive the message's tensors here: {e!r}") from None
         decoder = json.JSONDecoder(object_hook=_Decoder(buffers).hook)
     body = _read_exact(stream, body_len)
+    if memo is not None and not table_len:
+        return memo.decoded(body, lambda: _decode_body(decoder, body))
+    return _decode_body(decoder, body)
+
+
+def _decode_body(decoder: json.JSONDecoder, body: bytes) -> Any:
     try:
         return decoder.decode(body.decode())
     except (ValueError, KeyError, TypeError) as e:  # (WireError, a LensError, passes through)

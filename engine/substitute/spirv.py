@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -67,34 +68,32 @@ def words_of(data: bytes, path: str = "<spirv>") -> np.ndarray:
     return words
 
 
-def entry_points(words: np.ndarray) -> list[str]:
-    """Names of the ``OpEntryPoint`` instructions of a SPIR-V module."""
-    names = []
+def _instructions(words: np.ndarray) -> Iterator[tuple[int, int, np.ndarray]]:
+    """Each instruction after the 5-word header: (opcode, its word count, its words from the opcode word);
+    a zero word count ends the walk (a malformed module)."""
     i = 5
     n = int(words.size)
     while i < n:
         count = int(words[i]) >> 16
-        opcode = int(words[i]) & 0xFFFF
         if count == 0:
             break
-        if opcode == _OP_ENTRY_POINT and count >= 4:
-            raw = words[i + 3 : i + count].tobytes()
-            names.append(raw.split(b"\0", 1)[0].decode("utf-8", "replace"))
+        yield int(words[i]) & 0xFFFF, count, words[i : i + count]
         i += count
+
+
+def entry_points(words: np.ndarray) -> list[str]:
+    """Names of the ``OpEntryPoint`` instructions of a SPIR-V module."""
+    names = []
+    for opcode, count, inst in _instructions(words):
+        if opcode == _OP_ENTRY_POINT and count >= 4:
+            names.append(inst[3:].tobytes().split(b"\0", 1)[0].decode("utf-8", "replace"))
     return names
 
 
 def binding_decorations(words: np.ndarray) -> set[int]:
     """Binding numbers the module decorates (``OpDecorate %x Binding N``)."""
     found = set()
-    i = 5
-    n = int(words.size)
-    while i < n:
-        count = int(words[i]) >> 16
-        opcode = int(words[i]) & 0xFFFF
-        if count == 0:
-            break
-        if opcode == _OP_DECORATE and count >= 4 and int(words[i + 2]) == _DECORATION_BINDING:
-            found.add(int(words[i + 3]))
-        i += count
+    for opcode, count, inst in _instructions(words):
+        if opcode == _OP_DECORATE and count >= 4 and int(inst[2]) == _DECORATION_BINDING:
+            found.add(int(inst[3]))
     return found

@@ -50,14 +50,18 @@ def load_chrome_json(path: str | Path, max_bytes: int = MAX_JSON_BYTES) -> Trace
         raise TraceFormatError(
             f"trace JSON is {size / 2**20:.0f} MiB; the limit is {max_bytes / 2**20:.0f} MiB", path=str(path)
         )
+    return chrome_trace_from_data(read_json(path), source=str(path))
+
+
+def read_json(path: str | Path) -> Any:
+    """The JSON document at ``path``; ``TraceFormatError`` when it is not JSON or nests too deeply."""
     try:
         with open(path, "rb") as f:
-            data = json.load(f)
+            return json.load(f)
     except (ValueError, UnicodeDecodeError) as e:
         raise TraceFormatError(f"not valid JSON ({e})", path=str(path)) from None
     except RecursionError:
         raise TraceFormatError("JSON nested too deeply", path=str(path)) from None
-    return chrome_trace_from_data(data, source=str(path))
 
 
 def chrome_trace_from_data(data: Any, source: str = "", progress: Progress | None = None) -> Trace:

@@ -9,11 +9,10 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
-from engine.trace.chrome import MAX_JSON_BYTES, Progress, chrome_trace_from_data
+from engine.trace.chrome import MAX_JSON_BYTES, Progress, chrome_trace_from_data, read_json
 from engine.trace.compile_timing import load_compile_timing, looks_like_timing
 from engine.trace.ireeprof import load_ireeperf_jsonl, load_ireeprof
 from engine.trace.model import Trace, TraceFormatError
@@ -71,13 +70,7 @@ def load_trace(path: str | Path, progress: Progress | None = None) -> Trace:
         return load_compile_timing(path)
     if os.path.getsize(path) > MAX_JSON_BYTES:
         raise TraceFormatError(f"trace JSON larger than {MAX_JSON_BYTES >> 20} MiB", path=str(path))
-    try:
-        with open(path, "rb") as f:
-            data = json.load(f)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise TraceFormatError(f"not valid JSON ({e})", path=str(path)) from None
-    except RecursionError:
-        raise TraceFormatError("JSON nested too deeply", path=str(path)) from None
+    data = read_json(path)
     if looks_like_timing(data):
         return load_compile_timing(path)
     return chrome_trace_from_data(data, source=str(path), progress=progress)

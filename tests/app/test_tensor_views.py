@@ -78,6 +78,63 @@ def test_inspector_shows_stats_slices_and_hover_values(qtbot):
     _shot(view, "inspector_histogram")
 
 
+@pytest.mark.qt_log_ignore("This plugin does not support raise")  # the tooltip window, offscreen
+def test_stats_split_inf_signs_and_the_heatmap_legend_names_the_overlay(qtbot):
+    from PySide6.QtCore import QEvent
+    from PySide6.QtGui import QHelpEvent
+    from PySide6.QtWidgets import QApplication, QToolTip
+
+    from app.views.tensor_inspector import NEGINF_RGBA, POSINF_RGBA
+
+    view = TensorInspector()
+    qtbot.addWidget(view)
+    view.resize(1000, 700)
+    # Like a max-pool's padded input: a -Inf band along the top and left of each channel, one +Inf, no NaN.
+    a = np.arange(2 * 9 * 9, dtype=np.float32).reshape(2, 9, 9)
+    a[:, 0, :] = -np.inf
+    a[:, :, 0] = -np.inf
+    a[0, 4, 6] = np.inf
+    neg_total, neg_slice = int(np.isneginf(a).sum()), int(np.isneginf(a[0]).sum())
+    assert (neg_total, neg_slice) == (34, 17)
+    view.set_tensors([InspectedTensor("input 0", a, "2x9x9xf32")])
+    view.show()
+    qtbot.waitExposed(view)
+    # The stats line counts +Inf and -Inf apart (and NaN as before).
+    assert "NaN 0   +Inf 1, \u2212Inf 34" in view.summary.text()
+    # The legend: only the colours present, with counts (the slice's, and the tensor's where they differ).
+    heat = view.heatmap
+    legend = heat.legend.text
+    assert heat.legend.isVisible()
+    assert "NaN" not in legend
+    assert "+Inf 1" in legend and "#%02x%02x%02x" % POSINF_RGBA[:3] in legend
+    assert f"\u2212Inf {neg_slice} in this slice, {neg_total} in tensor" in legend
+    assert "#%02x%02x%02x" % NEGINF_RGBA[:3] in legend
+    view.index_spins[0].setValue(1)  # the other channel: no +Inf there, but the tensor has one
+    assert "+Inf 0 in this slice, 1 in tensor" in heat.legend.text
+    # Hovering an overlay pixel names it (tooltip on the overlay, and the hover line); a finite one does not.
+    view.index_spins[0].setValue(0)
+    qtbot.wait(50)
+    scene_pos = heat.view.mapViewToScene(QPointF(3.5, 0.5))  # row 0, column 3: the -Inf band
+    heat.scene().sigMouseMoved.emit(scene_pos)
+    assert heat.nonfinite.toolTip() == "\u2212Inf at [0, 3]"
+    assert view.hover.text() == "[0, 3] = \u2212Inf"
+    # Qt shows that tooltip when the mouse rests there.
+    viewport_pos = heat.mapFromScene(scene_pos)
+    help_event = QHelpEvent(QEvent.Type.ToolTip, viewport_pos, heat.viewport().mapToGlobal(viewport_pos))
+    QApplication.sendEvent(heat.viewport(), help_event)
+    assert QToolTip.text() == "\u2212Inf at [0, 3]"
+    QToolTip.hideText()
+    heat.scene().sigMouseMoved.emit(heat.view.mapViewToScene(QPointF(6.5, 4.5)))
+    assert heat.nonfinite.toolTip() == "+Inf at [4, 6]"
+    heat.scene().sigMouseMoved.emit(heat.view.mapViewToScene(QPointF(5.5, 5.5)))
+    assert heat.nonfinite.toolTip() == "" and view.hover.text() == f"[5, 5] = {a[0, 5, 5]:.7g}"
+    _shot(view, "inspector_legend")
+    # A finite tensor: no legend at all.
+    view.set_tensors([InspectedTensor("output 0", np.ones((4, 4), np.float32), "4x4xf32")])
+    assert heat.legend.text == "" and not heat.legend.isVisible()
+    assert "NaN 0   +Inf 0, \u2212Inf 0" in view.summary.text()
+
+
 def test_type_override_and_golden_compare(qtbot, tmp_path):
     view = TensorInspector()
     qtbot.addWidget(view)

@@ -20,6 +20,7 @@ import numpy as np
 from engine.runtime import element_types as et
 from engine.runtime.hal import constants as c
 from engine.runtime.vm.native import StatusCode, VmStatusError
+from engine.runtime.vm.values import KeepsNothing
 
 if TYPE_CHECKING:
     from engine.runtime.hal.device import Device
@@ -277,9 +278,10 @@ class HalAllocator:
         return f"HalAllocator({self.device.name})"
 
 
-class HalFile:
+class HalFile(KeepsNothing):
     """A ``!hal.file``: a host memory range (from ``ex.file.from_memory``) that queue reads copy from."""
 
+    # KeepsNothing: only read from (queue reads; ex.file.from_memory makes read-only files, so writes refuse).
     vm_type_name = "hal.file"
 
     def __init__(self, data: np.ndarray, access: int, origin: str = ""):
@@ -290,15 +292,6 @@ class HalFile:
     @property
     def length(self) -> int:
         return int(self.data.shape[0])
-
-    def checkpoint(self, keep: KeepBytes) -> None:
-        return None  # only read from (queue reads)
-
-    def restore_checkpoint(self, state: None) -> None:
-        pass
-
-    def checkpoint_refs(self) -> tuple:
-        return ()
 
     def __repr__(self) -> str:
         return f"HalFile({self.length} bytes, {self.origin})"

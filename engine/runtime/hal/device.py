@@ -26,6 +26,7 @@ from engine.runtime.hal.buffers import Allocation, HalAllocator, HalBuffer
 from engine.runtime.hal.commands import BindingTableEntry, HalCommandBuffer, ResolvedRange, resolve_ref
 from engine.runtime.hal.sync import HalFence, fence_failure, fence_reached
 from engine.runtime.vm.native import StatusCode, VmStatusError
+from engine.runtime.vm.values import KeepsNothing
 
 BUFFER_ALIGNMENT = 64  # IREE's local allocators hand out 64-byte aligned memory and kernels rely on it
 
@@ -37,9 +38,10 @@ def aligned_zeros(size: int) -> np.ndarray:
     return raw[start : start + size]
 
 
-class HalExecutable:
+class HalExecutable(KeepsNothing):
     """A ``!hal.executable``: a loaded executable with its exports; ``impl`` is the device's own object."""
 
+    # KeepsNothing: a loaded executable never changes while a program runs (a substitution is not program state).
     vm_type_name = "hal.executable"
 
     def __init__(self, device: Device, format: str, label: str, export_names: Sequence[str], impl: Any):
@@ -65,16 +67,6 @@ class HalExecutable:
         if 0 <= ordinal < len(self.export_names):
             return self.export_names[ordinal]
         return f"#{ordinal}"
-
-    # A loaded executable never changes while a program runs (a substitution is not program state).
-    def checkpoint(self, keep: Any) -> None:
-        return None
-
-    def restore_checkpoint(self, state: None) -> None:
-        pass
-
-    def checkpoint_refs(self) -> tuple:
-        return ()
 
     def __repr__(self) -> str:
         return f"HalExecutable({self.format}, {self.label}, exports={list(self.export_names)})"

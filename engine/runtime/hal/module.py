@@ -25,7 +25,7 @@ from engine.runtime.hal.cpu_device import CpuDevice
 from engine.runtime.hal.device import Device, HalExecutable
 from engine.runtime.hal.sync import HalFence, HalSemaphore
 from engine.runtime.vm.native import NativeModule, StatusCode, VmStatusError, export
-from engine.runtime.vm.values import VmBuffer, ref_type_name
+from engine.runtime.vm.values import KeepsNothing, VmBuffer, ref_type_name
 
 MAX_DESCRIPTOR_BINDING_COUNT = 32  # IREE_HAL_MODULE_MAX_DESCRIPTOR_BINDING_COUNT
 
@@ -176,19 +176,10 @@ def _check_file_range(file: HalFile, offset: int, length: int, what: str) -> Non
         )
 
 
-class HalChannel:
+class HalChannel(KeepsNothing):
     """``!hal.channel`` (collectives); never created on the devices we emulate."""
 
     vm_type_name = "hal.channel"
-
-    def checkpoint(self, keep: Any) -> None:
-        return None
-
-    def restore_checkpoint(self, state: None) -> None:
-        pass
-
-    def checkpoint_refs(self) -> tuple:
-        return ()
 
 
 class HalModule(NativeModule):

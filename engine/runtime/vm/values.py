@@ -38,6 +38,20 @@ class Checkpointable(Protocol):
     def checkpoint_refs(self) -> Iterable[Any]: ...
 
 
+class KeepsNothing:
+    """``Checkpointable`` for a ref with no state a checkpoint need keep (it does not change while a program
+    runs, or is never created by our devices)."""
+
+    def checkpoint(self, keep: KeepBytes) -> None:
+        return None
+
+    def restore_checkpoint(self, state: None) -> None:
+        pass
+
+    def checkpoint_refs(self) -> tuple:
+        return ()
+
+
 def ref_type_name(ref: object) -> str:
     """The VM type name of a ref value (``None`` for the null ref)."""
     return getattr(ref, "vm_type_name", type(ref).__name__)
