@@ -3,6 +3,7 @@ marked so in the capture (``DispatchEntry.undefined``), and equal IREE's traced 
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -55,3 +56,56 @@ def test_the_unwritten_parts_of_an_in_place_concatenation_are_undefined(tmp_path
     # Nothing else is undefined, and everything defined equals IREE's traced tensors.
     assert all(not d.undefined for d in bundle.dispatches if d not in copies)
     assert_bundle_equals_traced(bundle, iree_traced(traced, "main", [a, b]))
+
+
+def test_the_session_marks_the_same_undefined_bytes_as_capture(tmp_path):
+    """The debug session's answer at a stop (ReadTensors: DispatchTensor.undefined) marks, by the same rule,
+    the bytes capture marks: after each dispatch the same ranges; before it, those of its in-place tensors
+    as the memory holds them (the input's)."""
+    from test_session_typed_tensors import stop_at_every_dispatch
+
+    dump = tmp_path / "plain.sources"  # beside the module: the session types with them
+    plain = _compile(tmp_path / "plain.vmfb", f"--iree-hal-dump-executable-sources-to={dump}")
+    a = np.linspace(-1, 1, 16 * 24, dtype=np.float32).reshape(16, 24)
+    b = np.linspace(-2, 0, 16 * 40, dtype=np.float32).reshape(16, 40)
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "b.npy", b)
+    inputs = (f"@{tmp_path / 'a.npy'}", f"@{tmp_path / 'b.npy'}")
+    proc = subprocess.run(
+        [sys.executable, "-m", "app.launcher", "capture", str(plain), "--function=main",
+         *(f"--input={i}" for i in inputs), f"--out={tmp_path / 'bundle'}", f"--sources={dump}"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    captured = Bundle(tmp_path / "bundle").dispatches
+    assert sum(bool(d.undefined) for d in captured) == 2  # the two copies into the concatenation
+
+    def marked(answer) -> dict[str, list[list[int]]]:
+        found = {f"{t.role}{t.position}": [list(r) for r in t.undefined] for t in answer.tensors if t.undefined}
+        assert all(t.undefined is not None for t in answer.tensors), answer.tensors  # known: all typed
+        return found
+
+    after = stop_at_every_dispatch(plain, "main", inputs, "after")
+    assert [a.info.export for a in after] == [d.name for d in captured]
+    assert [marked(a) for a in after] == [d.undefined for d in captured]
+    before = stop_at_every_dispatch(plain, "main", inputs, "before")
+    assert [a.info.export for a in before] == [d.name for d in captured]
+    for answer, d in zip(before, captured):
+        # Before the dispatch its in-place output is the memory its input is read from: the same bytes.
+        expected = {k: d.undefined["input1"] for k in ("input1", "output0")} if d.undefined else {}
+        assert marked(answer) == expected, (d.name, marked(answer))
+    # The bytes the answer calls undefined are counted where they are shown.
+    first = next(a for a in after if marked(a))
+    out = next(t for t in first.tensors if t.role == "output")
+    assert out.undefined_bytes == 16 * 40 * 4
+    # The CLI's save-tensors at the same stop names the same ranges beside the files it writes.
+    script = tmp_path / "commands.gdb"
+    script.write_text(f"break dispatch 2 after\ncontinue\nsave-tensors {tmp_path / 'saved'}\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "app.launcher", "debug", str(plain), "--function=main",
+         *(f"--input={i}" for i in inputs), f"--commands={script}", "--json"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    saved = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith('{"saved"')]
+    assert saved and saved[0]["undefined"] == {f"dispatch2_after_{k}.npy": v for k, v in captured[2].undefined.items()}

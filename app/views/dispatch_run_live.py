@@ -45,12 +45,23 @@ class ShownTensor:
     access: str
     written: bool
     note: str = ""
+    # Byte ranges no dispatch defined before (an in-place tensor's leftovers: DispatchTensor.undefined);
+    # None: not known.
+    undefined: tuple[tuple[int, int], ...] | None = ()
+
+    @property
+    def undefined_text(self) -> str:
+        if self.undefined is None:
+            return "which bytes earlier dispatches defined is unknown (a dispatch ran untyped)"
+        count = sum(e - s for s, e in self.undefined)
+        return f"{count} bytes never written before this dispatch: undefined" if count else ""
 
     @property
     def label(self) -> str:
         where = f"binding {self.binding}" + (f" @{self.offset}" if self.offset else "")
         state = "" if self.written else ", not written yet"
-        return f"{self.role} {self.position} ({where}, {self.access}{state})"
+        undefined = self.undefined_text
+        return f"{self.role} {self.position} ({where}, {self.access}{state})" + (f" — {undefined}" if undefined else "")
 
     @classmethod
     def from_protocol(cls, t: DispatchTensor) -> ShownTensor:
@@ -60,7 +71,7 @@ class ShownTensor:
         else:
             type_text = "x".join([*(str(d) for d in array.shape), t.tensor.element_type])
         return cls(t.role, t.position, t.index, t.offset, array, type_text, t.type_source, t.access, t.written,
-                   t.type_note)  # fmt: skip
+                   t.type_note, t.undefined)  # fmt: skip
 
 
 class PausedDispatchView(QWidget):
@@ -94,6 +105,7 @@ class PausedDispatchView(QWidget):
             f"workgroups {wg}, {len(info.bindings)} bindings; {typed}"
             + "".join(f". {n}" for n in notes)
             + (f". {note}" if note else "")
+            + "".join(f". {t.role} {t.position}: {t.undefined_text}" for t in tensors if t.undefined_text)
         )
         self.inspector.set_tensors([InspectedTensor(t.label, t.array, t.type_text) for t in tensors])
 

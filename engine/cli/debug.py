@@ -385,6 +385,7 @@ class Debugger:
     def _save_tensors(self, command: ScriptCommand) -> None:
         out = Path(command.path)
         saved: list[str] = []
+        undefined: dict[str, list[list[int]]] = {}  # file -> byte ranges never written before the dispatch
         if self.state == "finished" and self.finished is not None:
             out.mkdir(parents=True, exist_ok=True)
             for k, ref in enumerate(self.finished.outputs):
@@ -404,13 +405,18 @@ class Debugger:
                 path = out / f"dispatch{info.ordinal}_{info.when}_{t.role}{t.position}.npy"
                 np.save(path, t.tensor.to_numpy())  # bf16/f8 as their bits, as in capture bundles
                 saved.append(str(path))
+                if t.undefined:  # an in-place tensor's bytes nothing wrote yet (leftovers, not data)
+                    undefined[path.name] = [list(r) for r in t.undefined]
         else:
             self._error(command, "save-tensors needs a stop at a dispatch, or the finished program's outputs")
             return
         if self.args.json:
-            self._print({"saved": saved})
+            self._print({"saved": saved, **({"undefined": undefined} if undefined else {})})
         else:
-            self._print(f"saved {len(saved)} tensors to {out}")
+            self._print(f"saved {len(saved)} tensors to {out}" + "".join(
+                f"; {name}: {sum(e - s for s, e in r)} bytes never written before this dispatch, undefined"
+                for name, r in undefined.items()
+            ))
 
 
 def _output_json(array: np.ndarray, element_type: str) -> dict[str, Any]:

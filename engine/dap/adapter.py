@@ -564,7 +564,10 @@ class DebugAdapter:
         for binding in info.bindings:
             typed = "; ".join(
                 f"{t.role} {t.position} {'x'.join([*map(str, t.tensor.shape), t.tensor.element_type])} @{t.offset} "
-                f"(type from {t.type_source})"
+                f"(type from {t.type_source}"
+                + (f"; {t.undefined_bytes} bytes never written before this dispatch: undefined" if t.undefined_bytes
+                   else "; which bytes earlier dispatches defined is unknown" if t.undefined is None else "")
+                + ")"
                 for t in tensors
                 if t.index == binding.index and t.type_source != TypeSource.UNTYPED
             ) or "untyped"

@@ -262,14 +262,15 @@ class InPlaceTensors:
 
     def undefined(self, snapshot: DispatchSnapshot, ins, outs) -> dict[str, list[list[int]]]:
         """``"input1"``/``"output0"`` -> the undefined byte ranges of the dispatch's in-place tensors (inputs
-        as they were before it, outputs after it); records what it defined."""
-        if not snapshot.has_before:
-            return {}
-        found: dict[str, list[list[int]]] = {}
+        as they were before it, outputs after it); records what it defined. A write-only output needs no
+        bytes; what an in-place dispatch changed needs the bytes before it (``snapshot.has_before``)."""
         bindings = snapshot.record.bindings
         for t in outs:
             if t.access == "write" and t.provenance == Provenance.SOURCES:
                 self._set(bindings[t.binding], t, [(0, t.length)])
+        if not snapshot.has_before:
+            return {}
+        found: dict[str, list[list[int]]] = {}
         done: dict[tuple[int, int], list[tuple[int, int]]] = {}
         for role, tensors in (("input", ins), ("output", outs)):
             for k, t in enumerate(tensors):
@@ -293,6 +294,17 @@ class InPlaceTensors:
                 gaps = _complement(ranges, t.length)
                 if gaps:
                     found[f"{role}{k}"] = [[s, e] for s, e in gaps]
+        return found
+
+    def undefined_before(self, snapshot: DispatchSnapshot, tensors) -> dict[str, list[list[int]]]:
+        """The same keys and rule at a stop before the dispatch runs: each in-place tensor's bytes (input or
+        output alike, both what the memory holds now) that no earlier dispatch defined. Records nothing."""
+        found: dict[str, list[list[int]]] = {}
+        for t in tensors:
+            if t.access == "readwrite" and t.provenance == Provenance.SOURCES:
+                gaps = _complement(self._get(snapshot.record.bindings[t.binding], t), t.length)
+                if gaps:
+                    found[f"{t.role}{t.position}"] = [[s, e] for s, e in gaps]
         return found
 
     @staticmethod

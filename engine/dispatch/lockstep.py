@@ -588,11 +588,7 @@ class _Consumer(_SideObserver):
         """Take what run A still sends (so its thread can finish)."""
         self._ahead.clear()
         while not self.a_ended:
-            item = self.channel.get()
-            if item is _END or isinstance(item, BaseException):
-                self.a_ended = True
-                if isinstance(item, BaseException):
-                    self.error_a = item
+            self._next()
 
 
 def typed_by_name(arrays: list[np.ndarray], export_name: str) -> list[np.ndarray]:

@@ -80,6 +80,7 @@ from engine.session.protocol import (
     TensorRef,
     Tensors,
 )
+from engine.session.undefined_bytes import UndefinedBytesWatch
 from engine.substitute.live import LiveSubstitutions
 from engine.substitute.session_queries import answer as answer_substitution
 
@@ -184,6 +185,9 @@ class DebugSession:
         tell = lambda text: self.emit(Log(text))  # noqa: E731
         self.sources = SessionSources(snapshots, command.module_path, command.sources, command.rebuild_sources, tell)
         snapshots.subscribe(self.gate)
+        # Told before the gate (which parks the run): what the stopped dispatch's in-place tensors lack.
+        self.undefined_bytes = UndefinedBytesWatch(lambda: snapshots.sources)
+        snapshots.subscribe(self.undefined_bytes, first=True)
         self.live = LiveSubstitutions.for_runner(self.runner)
         self._install_breakpoints()
         self.on_opened()
@@ -508,6 +512,7 @@ class DebugSession:
         if query.wait_for_sources:
             self.sources.wait()
         snapshot = self.gate.snapshot
+        undefined = self.undefined_bytes.at(snapshot) if snapshot is not None else None
         tensors = tuple(
             DispatchTensor(
                 t.binding,
@@ -520,6 +525,8 @@ class DebugSession:
                 t.offset,
                 t.length,
                 t.written,
+                (undefined or {}).get(f"{t.role}{t.position}", ())
+                if undefined is not None or t.access != "readwrite" else None,
             )
             for t in (snapshot.tensors() if snapshot is not None else ())
         )

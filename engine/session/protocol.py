@@ -664,7 +664,10 @@ class DispatchTensor:
     dispatch ran: whether it reads or writes it is unknown); ``position`` its place among the inputs or
     outputs (IREE's operand order). ``access`` read/write/readwrite/unknown; ``type_source`` (a
     ``TypeSource``) says where the shape and element type came from, ``type_note`` more (the source file,
-    why a source did not fit)."""
+    why a source did not fit). ``undefined``: the byte ranges ``(start, stop)`` of the tensor (relative to
+    it) that no dispatch defined before (a tensor read and written in place: IREE's reused slabs, in-place
+    concatenation; the capture's ``DispatchEntry.undefined`` by the same rule): leftovers, not data; None
+    where that is not known (a dispatch ran without its executable's sources)."""
 
     index: int
     access: str
@@ -676,10 +679,15 @@ class DispatchTensor:
     offset: int = 0
     length: int = 0
     written: bool = True
+    undefined: tuple[tuple[int, int], ...] | None = ()
 
     @property
     def label(self) -> str:
         return f"{self.role} {self.position}"
+
+    @property
+    def undefined_bytes(self) -> int | None:
+        return None if self.undefined is None else sum(e - s for s, e in self.undefined)
 
 
 @dataclass(frozen=True)

@@ -109,3 +109,41 @@ def test_a_program_compiled_in_the_app_is_typed_by_its_executable_sources(qtbot,
         assert saved.tobytes() == t.array.tobytes(), t.label
     with qtbot.waitSignal(runs.bridge.finished, timeout=TIMEOUT):
         runs.bridge.continue_()
+
+
+def test_the_inspector_says_which_bytes_of_an_in_place_tensor_are_undefined(qtbot, main_window, tmp_path):
+    """packed_concat: IREE copies two tensors into one slab in place; at the first copy the slab's other
+    columns were never written (the session's DispatchTensor.undefined, capture's rule): the view says so."""
+    from pathlib import Path
+
+    from support import iree_tool
+
+    from engine.compiler.targets import target_flags
+
+    program = Path(__file__).resolve().parents[1] / "diverge_programs" / "packed_concat.mlir"
+    vmfb = tmp_path / "packed_concat.vmfb"  # its executables' sources beside it: typed tensors
+    proc = subprocess.run(
+        [iree_tool("iree-compile"), str(program), *target_flags("llvm-cpu"), "-o", str(vmfb),
+         f"--iree-hal-dump-executable-sources-to={tmp_path / 'packed_concat.sources'}"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    np.save(tmp_path / "a.npy", np.linspace(-1, 1, 16 * 24, dtype=np.float32).reshape(16, 24))
+    np.save(tmp_path / "b.npy", np.linspace(-2, 0, 16 * 40, dtype=np.float32).reshape(16, 40))
+    panel = open_in_stepper(qtbot, main_window, vmfb)
+    runs = main_window.panels["run_dispatches"]
+    add_breakpoint(qtbot, panel, "dispatch", "2", "after")  # the first copy into the concatenation
+    panel.set_inputs((f"@{tmp_path / 'a.npy'}", f"@{tmp_path / 'b.npy'}"))
+    with qtbot.waitSignal(runs.tensorsShown, timeout=TIMEOUT):
+        qtbot.mouseClick(panel.run_button, Qt.MouseButton.LeftButton)
+    view = runs.paused_view
+    assert view.info.export.endswith("slow_memcpy"), view.info.export
+    header = view.header.text()
+    # The 16x64xf32 slab: nothing of it written before (4096 bytes), its 16x40 columns still not after.
+    assert "input 1: 4096 bytes never written before this dispatch: undefined" in header, header
+    assert "output 0: 2560 bytes never written before this dispatch: undefined" in header, header
+    labels = [view.inspector.tensor_list.item(k).text() for k in range(view.inspector.tensor_list.count())]
+    assert sum("undefined" in text for text in labels) == 2, labels
+    assert not any("undefined" in t.label for t in view.tensors if t.role == "input" and t.position == 0)
+    with qtbot.waitSignal(runs.bridge.finished, timeout=TIMEOUT):
+        runs.bridge.continue_()

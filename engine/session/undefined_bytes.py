@@ -1,0 +1,76 @@
+"""Which bytes of the stopped dispatch's in-place tensors the program never defined, for the session's
+answers (``DispatchTensor.undefined``), by the same rule as a capture's (``InPlaceTensors``).
+
+IREE packs transient tensors into reused slabs and concatenates in place: a tensor read and written in
+place holds, where no dispatch wrote it yet, the leftovers of the tensors that used its memory before
+(IREE's traced build gives each tensor fresh zeroed memory instead). The rule needs every dispatch of the
+run seen with its executable's sources (a write-only output defines its tensor whole) and, for a dispatch
+that works in place, its bytes before (what it changed): ``wants_before`` asks for them only for those.
+A dispatch seen without sources makes the answer unknown (``None``) from then on: what it defined is not
+known, and calling its bytes undefined would be a guess."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from engine.dispatch.debug_capture import InPlaceTensors
+from engine.dispatch.snapshot import DispatchSnapshot, SnapshotSubscriber
+from engine.dispatch.typed_tensors import ExecutableSources, Provenance, Role
+from engine.runtime.hal.device import DispatchRecord
+
+Ranges = tuple[tuple[int, int], ...]
+
+
+class UndefinedBytesWatch(SnapshotSubscriber):
+    """Subscribed before the session's gate (told first: the gate parks the run in ``after``)."""
+
+    def __init__(self, sources: Callable[[], ExecutableSources]):
+        self._sources = sources
+        self._in_place = InPlaceTensors()
+        self.blind = False  # a dispatch ran untyped: what the program defined is not known from then on
+        self._in_place_exports: tuple[ExecutableSources, dict[str, bool]] | None = None
+        self._after: tuple[int, dict[str, list[list[int]]]] | None = None  # the last dispatch's (sequence, answer)
+
+    def _works_in_place(self, export: str) -> bool:
+        sources = self._sources()
+        if self._in_place_exports is None or self._in_place_exports[0] is not sources:
+            self._in_place_exports = (sources, {})
+        known = self._in_place_exports[1]
+        found = known.get(export)
+        if found is None:
+            interface = sources.interfaces.get(export) or {}
+            found = known[export] = any(
+                (bi.modes[k] if k < len(bi.modes) else ("readonly" if bi.read_only else "readwrite")) == "readwrite"
+                for bi in interface.values()
+                for k in range(len(bi.tensors))
+            )
+        return found
+
+    def wants_before(self, record: DispatchRecord) -> bool:
+        return not self.blind and self._works_in_place(record.export_name)
+
+    def after(self, snapshot: DispatchSnapshot) -> None:
+        if self.blind:
+            return
+        tensors = snapshot.tensors()
+        if snapshot.record.bindings and any(t.provenance != Provenance.SOURCES for t in tensors):
+            self.blind = True
+            self._after = None
+            return
+        ins = [t for t in tensors if t.role == Role.INPUT]
+        outs = [t for t in tensors if t.role == Role.OUTPUT]
+        self._after = (snapshot.sequence, self._in_place.undefined(snapshot, ins, outs))
+
+    def at(self, snapshot: DispatchSnapshot) -> dict[str, Ranges] | None:
+        """``"input1"``/``"output0"`` -> the undefined byte ranges (relative to the tensor) of the dispatch's
+        in-place tensors at this stop (before it ran: what the memory holds; after: inputs before, outputs
+        after); None when not known (a dispatch ran untyped)."""
+        if self.blind:
+            return None
+        if snapshot.ran:
+            if self._after is None or self._after[0] != snapshot.sequence:
+                return None
+            found = self._after[1]
+        else:
+            found = self._in_place.undefined_before(snapshot, snapshot.tensors())
+        return {k: tuple((int(s), int(e)) for s, e in v) for k, v in found.items()}
