@@ -47,6 +47,7 @@ from engine.dispatch.numerics import (
 from engine.dispatch.snapshot import DispatchSnapshot
 from engine.dispatch.tensor_types import BindingInterface, element_dtype, name_candidates
 from engine.errors import LensError
+from engine.runtime.hal.buffers import allocation_span
 from engine.runtime.hal.device import DispatchRecord
 
 AHEAD_BYTES = 64 << 20  # binding bytes of A's dispatches waiting for B, at most (one may exceed it alone)
@@ -73,9 +74,7 @@ class DefinedBytes:
 
     @staticmethod
     def _locate(buffer, offset: int, length: int) -> tuple[object, int, int]:
-        allocation = getattr(buffer, "allocation", buffer)
-        start = int(getattr(buffer, "byte_offset", 0)) + int(offset)
-        return allocation, start, start + int(length)
+        return allocation_span(buffer, offset, length)
 
     def mark(self, buffer, offset: int, length: int) -> None:
         if buffer is None or length <= 0:
