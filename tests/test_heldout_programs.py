@@ -95,8 +95,8 @@ class Builds:
             self.compile(program, target, f"--iree-hal-dump-executable-sources-to={dump}", name="dump")
         return dump
 
-    def traced(self, program: str) -> Path:
-        return self.compile(program, "llvm-cpu", TRACE, name="traced")
+    def traced(self, program: str, target: str = "llvm-cpu") -> Path:
+        return self.compile(program, target, TRACE, name="traced")
 
     def broken(self, program: str, target: str, executable: str, old: str, new: str) -> Path:
         """``executable``'s dumped source with one op changed, put back by IREE's own substitution. The
@@ -220,17 +220,23 @@ def traced_by_dispatch(traced) -> dict[tuple[str, int], tuple[list[np.ndarray], 
             for (name, kind), lists in found.items() if kind == "inputs" for n, ins in enumerate(lists)}  # fmt: skip
 
 
-@pytest.mark.parametrize("program", ["dynamic_mlp", "depthwise_cnn", "masked_embedding",
-                                     pytest.param("reduction_chain", marks=SLOW), pytest.param("se_resnet", marks=SLOW)])
-def test_capture_with_sources_equals_iree_traced_tensors(builds, program, tmp_path):
+@pytest.mark.parametrize(("program", "target"), [
+    ("dynamic_mlp", "llvm-cpu"), ("depthwise_cnn", "llvm-cpu"), ("masked_embedding", "llvm-cpu"),
+    pytest.param("reduction_chain", "llvm-cpu", marks=SLOW), pytest.param("se_resnet", "llvm-cpu", marks=SLOW),
+    pytest.param("se_resnet", "vulkan-spirv", marks=[SLOW, pytest.mark.vulkan]),
+    pytest.param("dynamic_mlp", "vulkan-spirv", marks=[SLOW, pytest.mark.vulkan]),
+])
+def test_capture_with_sources_equals_iree_traced_tensors(builds, program, target, tmp_path):
     """dynamic_mlp: tensor<?x16xf32> sized by push constants, and a weight binding whose subspan IREE keeps
     ahead of the input's; depthwise_cnn: a rank-0 argument and a rank-0 result; masked_embedding: i1
     tensors in and out (stored as i8 bytes, traced as i1), si64 ids."""
-    proc = lens("capture", builds.plain(program), "--function=main", *input_flags(program),
-                f"--sources={builds.sources(program)}", f"--out={tmp_path / 'bundle'}")  # fmt: skip
+    device = "vulkan" if target == "vulkan-spirv" else "local-sync"
+    proc = lens("capture", builds.plain(program, target), f"--device={device}", "--function=main",
+                *input_flags(program), f"--sources={builds.sources(program, target)}", f"--out={tmp_path / 'bundle'}")
     assert proc.returncode == 0, proc.stderr[-3000:]
     bundle = Bundle(tmp_path / "bundle")
-    expected = traced_by_dispatch(iree_traced_tensors(builds.traced(program), "main", input_arrays(program)))
+    traced = iree_traced_tensors(builds.traced(program, target), "main", input_arrays(program), device=device)
+    expected = traced_by_dispatch(traced)
     assert len(bundle.dispatches) == len(expected) >= 2
     seen: dict[str, int] = {}
     ranks = set()
