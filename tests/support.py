@@ -135,6 +135,7 @@ def _iree_element_type(rt, dtype):
         "int32": "SINT_32",
         "int8": "SINT_8",
         "int64": "SINT_64",
+        "bool": "BOOL_8",
     }
     return getattr(rt.HalElementType, names[np.dtype(dtype).name])
 

@@ -524,3 +524,20 @@ def test_small_immutable_frames_are_encoded_and_decoded_once():
         write_frame(buffer, message)
         frames = [read_frame(io.BytesIO(buffer.getvalue()), memo) for _ in range(2)]
         assert frames[0] is not frames[1]
+
+
+def test_closing_a_client_that_reads_nothing_ends_the_server_cleanly(modules):
+    """A ``pull`` client that left replies unread (more than the pipe holds: the server blocks writing)
+    still shuts the server down at ``close`` instead of waiting for it and killing it."""
+    from engine.session.module_queries import ReadDisassembly
+
+    session = StreamSession(
+        [*lens_argv(), "serve", "--stdio"], "debug", lambda event: None, stderr=io.BytesIO(), pull=True
+    )
+    session.send(Open(str(modules["plain"])))
+    for _ in range(400):  # each answer is the module's whole disassembly
+        session.send(ReadDisassembly("main"))
+    time.sleep(1.0)
+    start = time.monotonic()
+    session.close()
+    assert session.process.returncode == 0 and time.monotonic() - start < 8

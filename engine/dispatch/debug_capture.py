@@ -26,6 +26,7 @@ from engine.dispatch.snapshot import DispatchSnapshot, DispatchSnapshots, Snapsh
 from engine.dispatch.statistics import tensor_stats
 from engine.dispatch.tensor_types import BindingInterface, TensorType, view_bytes
 from engine.dispatch.typed_tensors import NO_SOURCES, ExecutableSources, Provenance, Role
+from engine.runtime.hal.buffers import allocation_span
 from engine.runtime.hal.device import DispatchObserver, DispatchRecord
 
 
@@ -182,12 +183,12 @@ class DispatchRecorder(SnapshotSubscriber, DispatchObserver):
                 access[t.binding] = t.access
         for b, acc in zip(record.bindings, access):
             # Identity and offset within the allocation, so overlapping ranges of subspans can be matched.
-            allocation = getattr(b.buffer, "allocation", b.buffer)
+            allocation, start, _ = allocation_span(b.buffer, b.offset, b.length)
             entry.bindings.append(
                 {
                     "index": b.index,
                     "buffer": self._buffer_id(allocation),
-                    "offset": int(getattr(b.buffer, "byte_offset", 0)) + int(b.offset),
+                    "offset": start,
                     "length": int(b.length),
                     "access": acc,
                 }
@@ -309,8 +310,7 @@ class InPlaceTensors:
 
     @staticmethod
     def _key(binding, t) -> tuple[object, tuple[int, int]]:
-        allocation = getattr(binding.buffer, "allocation", binding.buffer)
-        start = int(getattr(binding.buffer, "byte_offset", 0)) + int(binding.offset) + int(t.offset)
+        allocation, start, _ = allocation_span(binding.buffer, int(binding.offset) + int(t.offset), t.length)
         return allocation, (start, int(t.length))
 
     def _get(self, binding, t) -> list[tuple[int, int]]:

@@ -47,6 +47,7 @@ from engine.dispatch.numerics import (
 from engine.dispatch.snapshot import DispatchSnapshot
 from engine.dispatch.typed_tensors import NO_SOURCES
 from engine.errors import LensError
+from engine.runtime.hal.buffers import allocation_span
 
 
 class DivergeError(LensError):
@@ -115,8 +116,8 @@ class ByteTypes:
 
     @staticmethod
     def _key(binding) -> tuple[object, int, int]:
-        allocation = getattr(binding.buffer, "allocation", binding.buffer)
-        return allocation, int(getattr(binding.buffer, "byte_offset", 0)) + int(binding.offset), int(binding.length)
+        allocation, start, _ = allocation_span(binding.buffer, binding.offset, binding.length)
+        return allocation, start, int(binding.length)
 
     def _get(self, allocation) -> list[tuple[int, int, np.dtype]]:
         try:

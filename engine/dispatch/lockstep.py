@@ -48,6 +48,7 @@ from engine.dispatch.numerics import (
 from engine.dispatch.snapshot import DispatchSnapshot
 from engine.dispatch.tensor_types import BindingInterface, element_dtype, name_candidates
 from engine.errors import LensError
+from engine.runtime.hal.buffers import allocation_span
 from engine.runtime.hal.device import Device, DispatchRecord, Transfer
 
 AHEAD_BYTES = 64 << 20  # binding bytes of A's dispatches waiting for B, at most (one may exceed it alone)
@@ -75,9 +76,7 @@ class DefinedBytes:
 
     @staticmethod
     def _locate(buffer, offset: int, length: int) -> tuple[object, int, int]:
-        allocation = getattr(buffer, "allocation", buffer)
-        start = int(getattr(buffer, "byte_offset", 0)) + int(offset)
-        return allocation, start, start + int(length)
+        return allocation_span(buffer, offset, length)
 
     def mark(self, buffer, offset: int, length: int) -> None:
         if buffer is None or length <= 0:
@@ -582,11 +581,7 @@ class _Consumer(_SideObserver):
         """Take what run A still sends (so its thread can finish)."""
         self._ahead.clear()
         while not self.a_ended:
-            item = self.channel.get()
-            if item is _END or isinstance(item, BaseException):
-                self.a_ended = True
-                if isinstance(item, BaseException):
-                    self.error_a = item
+            self._next()
 
 
 def typed_by_name(arrays: list[np.ndarray], export_name: str) -> list[np.ndarray]:

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine.dispatch.spirv_types import spirv_instructions
+
 _OP_ENTRY_POINT, _OP_EXECUTION_MODE, _OP_VARIABLE = 15, 16, 59
 # OpGroupNonUniformElect .. OpGroupNonUniformQuadSwap, and the KHR subgroup ballot/first/rotate forms.
 _SUBGROUP_OPS = frozenset(range(333, 367)) | {4421, 4422, 4431}
@@ -91,23 +93,19 @@ def unsynchronised_workgroups(words: np.ndarray) -> list[UnsynchronisedWorkgroup
     names: dict[int, str] = {}
     sizes: dict[int, tuple[int, int, int]] = {}
     shared = subgroup = barrier = False
-    i = 5
-    while i < w.size:
-        count, op = int(w[i]) >> 16, int(w[i]) & 0xFFFF
-        if count == 0 or i + count > w.size:
-            break
-        if op == _OP_ENTRY_POINT and count >= 4 and int(w[i + 1]) == _EXECUTION_MODEL_GLCOMPUTE:
-            raw = w[i + 3 : i + count].tobytes()
-            names[int(w[i + 2])] = raw.split(b"\0", 1)[0].decode("utf-8", "replace")
-        elif op == _OP_EXECUTION_MODE and count >= 6 and int(w[i + 2]) == _MODE_LOCAL_SIZE:
-            sizes[int(w[i + 1])] = (int(w[i + 3]), int(w[i + 4]), int(w[i + 5]))
-        elif op == _OP_VARIABLE and count >= 4 and int(w[i + 3]) == _STORAGE_WORKGROUP:
+    for op, inst in spirv_instructions(w):
+        count = len(inst)
+        if op == _OP_ENTRY_POINT and count >= 4 and int(inst[1]) == _EXECUTION_MODEL_GLCOMPUTE:
+            raw = inst[3:].tobytes()
+            names[int(inst[2])] = raw.split(b"\0", 1)[0].decode("utf-8", "replace")
+        elif op == _OP_EXECUTION_MODE and count >= 6 and int(inst[2]) == _MODE_LOCAL_SIZE:
+            sizes[int(inst[1])] = (int(inst[3]), int(inst[4]), int(inst[5]))
+        elif op == _OP_VARIABLE and count >= 4 and int(inst[3]) == _STORAGE_WORKGROUP:
             shared = True
         elif op in _SUBGROUP_OPS:
             subgroup = True
         elif op in (_OP_CONTROL_BARRIER, _OP_MEMORY_BARRIER):
             barrier = True
-        i += count
     if not (shared or subgroup) or barrier:
         return []
     found = [UnsynchronisedWorkgroup(names[e], sizes[e], shared, subgroup) for e in names if e in sizes]

@@ -8,6 +8,7 @@ what the kernel reads and writes; IREE packs narrow types (i8, f16) into i32, so
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,19 @@ _OP_DECORATE, _OP_TYPE_INT, _OP_TYPE_FLOAT, _OP_TYPE_VECTOR = 71, 21, 22, 23
 _OP_TYPE_ARRAY, _OP_TYPE_RUNTIME_ARRAY, _OP_TYPE_STRUCT, _OP_TYPE_POINTER, _OP_VARIABLE = 28, 29, 30, 32, 59
 _DECORATION_BINDING = 33
 _STORAGE_BUFFER = 12
+
+
+def spirv_instructions(words: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
+    """Each whole instruction after the 5-word header of a SPIR-V module (``uint32`` words): its opcode and
+    its words from the opcode word on. A zero word count or a cut-off instruction (a damaged module) ends
+    the walk: what came before it is still read."""
+    i = 5
+    while i < words.size:
+        count, op = int(words[i]) >> 16, int(words[i]) & 0xFFFF
+        if count == 0 or i + count > words.size:
+            return
+        yield op, words[i : i + count]
+        i += count
 
 
 def binding_elements(words: np.ndarray) -> dict[int, str]:
@@ -30,12 +44,8 @@ def binding_elements(words: np.ndarray) -> dict[int, str]:
     structs: dict[int, list[int]] = {}
     pointers: dict[int, int] = {}  # pointer id -> pointee id
     variables: dict[int, int] = {}  # variable id -> pointer type id (storage buffers only)
-    i = 5
-    while i < w.size:
-        count, op = int(w[i]) >> 16, int(w[i]) & 0xFFFF
-        if count == 0 or i + count > w.size:
-            break
-        args = [int(x) for x in w[i + 1 : i + count]]
+    for op, inst in spirv_instructions(w):
+        args = [int(x) for x in inst[1:]]
         if op == _OP_DECORATE and len(args) >= 3 and args[1] == _DECORATION_BINDING:
             bindings[args[0]] = args[2]
         elif op == _OP_TYPE_INT and len(args) >= 3:
@@ -52,7 +62,6 @@ def binding_elements(words: np.ndarray) -> dict[int, str]:
             pointers[args[0]] = args[2]
         elif op == _OP_VARIABLE and len(args) >= 3 and args[2] == _STORAGE_BUFFER:
             variables[args[1]] = args[0]
-        i += count
 
     def element(type_id: int, depth: int = 0) -> str | None:
         if depth > 8:

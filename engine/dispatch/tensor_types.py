@@ -240,8 +240,15 @@ def binding_interfaces(source: str) -> dict[str, dict[int, BindingInterface]]:
     found: dict[int, list[tuple[str, TensorType, Offset, int, tuple]]] = {}
     values: dict[str, Offset] = {}
 
+    booleans = _Booleans()
+
     def close() -> None:
         if current is not None and found:
+            for place in booleans.places():  # i1 tensors stored as bytes: IREE's trace calls them i1
+                for entries in found.values():
+                    for k, e in enumerate(entries):
+                        if e[3] == place and e[1].element in ("i8", "ui8", "si8"):
+                            entries[k] = (e[0], TensorType(e[1].shape, "i1", e[1].source), *e[2:])
             operand_order = _operand_order(found)
             result[current] = {
                 i: BindingInterface(
@@ -262,12 +269,16 @@ def binding_interfaces(source: str) -> dict[str, dict[int, BindingInterface]]:
             close()
             current = m[1] if (m[1] in exports or not exports) else None
             found, values = {}, {}
+            booleans = _Booleans()
             continue
         if current is None:
             continue
         if "hal.interface.binding.subspan" not in line:
             _track_value(line, values)
+            booleans.track(line)
             continue
+        booleans.subspan(line, int(_SUBSPAN_BINDING.search(line)[1]) if _SUBSPAN_BINDING.search(line) else -1,
+                         sum(map(len, found.values())))
         offset_token = re.search(r"offset\((%[\w#]+)\)", line)
         offset = values.get(offset_token[1], UNKNOWN_OFFSET) if offset_token else ("const", 0)
         s = _SUBSPAN.search(line)
@@ -290,6 +301,48 @@ def binding_interfaces(source: str) -> dict[str, dict[int, BindingInterface]]:
             found.setdefault(int(mm[1]), []).append((mode, t, offset, sum(map(len, found.values())), dims))
     close()
     return result
+
+
+_SUBSPAN_BINDING = re.compile(r"binding\((\d+)\)")
+_RESULT = re.compile(r"\s*(%[\w]+)(?::\d+)? = ")
+
+
+class _Booleans:
+    """Which subspans hold i1 tensors as bytes: IREE stores a boolean tensor as ``i8`` (``arith.extui
+    ...xi1> to ...xi8>`` then a store) and reads one back (a load, then ``arith.trunci ...xi8> to ...xi1>``);
+    its dispatch trace points keep the program's ``i1``."""
+
+    def __init__(self) -> None:
+        self.subspans: dict[str, int] = {}  # SSA name -> the subspan's place in the source
+        self.loaded: dict[str, str] = {}  # a load's result -> its subspan's name
+        self.widened: set[str] = set()  # results of extui from i1
+        self.marked: set[str] = set()  # subspans holding booleans
+
+    def subspan(self, line: str, binding: int, place: int) -> None:
+        m = _RESULT.match(line)
+        if m and binding >= 0:
+            self.subspans[m[1]] = place
+
+    def track(self, line: str) -> None:
+        m = _RESULT.match(line)
+        name = m[1] if m else None
+        if name and "arith.extui" in line and re.search(r"xi1>\s+to\s+tensor<[^>]*xi8>", line):
+            self.widened.add(name)
+        elif name and "dispatch.tensor.load" in line:
+            src = re.search(r"dispatch\.tensor\.load\s+(%[\w]+)", line)
+            if src:
+                self.loaded[name] = src[1]
+        elif name and "arith.trunci" in line and re.search(r"xi8>\s+to\s+tensor<[^>]*xi1>", line):
+            src = re.search(r"arith\.trunci\s+(%[\w]+)", line)
+            if src and src[1] in self.loaded:
+                self.marked.add(self.loaded[src[1]])
+        elif "dispatch.tensor.store" in line:
+            operands = re.search(r"dispatch\.tensor\.store\s+(%[\w#]+),\s*(%[\w]+)", line)
+            if operands and operands[1] in self.widened:
+                self.marked.add(operands[2])
+
+    def places(self) -> set[int]:
+        return {self.subspans[name] for name in self.marked if name in self.subspans}
 
 
 def _operand_order(found: dict[int, list[tuple]]) -> dict[int, int]:

@@ -35,6 +35,7 @@ from engine.dispatch.debug_capture import entry_for, health_of
 from engine.dispatch.tensor_types import type_from_name, view_bytes
 from engine.replay import format as f
 from engine.replay.reader import ReplayFile
+from engine.runtime.hal.buffers import allocation_span
 from engine.runtime.hal.device import DispatchObserver, DispatchRecord
 
 P = f.PayloadType
@@ -255,9 +256,8 @@ class TracedReplayRecorder(DispatchObserver):
 
     @staticmethod
     def _range(binding) -> tuple[int, int, int]:
-        allocation = getattr(binding.buffer, "allocation", binding.buffer)
-        start = int(getattr(binding.buffer, "byte_offset", 0)) + int(binding.offset)
-        return id(allocation), start, start + int(binding.length)
+        allocation, start, end = allocation_span(binding.buffer, binding.offset, binding.length)
+        return id(allocation), start, end
 
     def _emit(self, d: _Dispatch, traced_outputs: list[_Read]) -> None:
         record = d.record

@@ -111,7 +111,7 @@ class ReferenceRunner:
                 memory_type=rt.MemoryType.DEVICE_LOCAL,
                 allowed_usage=rt.BufferUsage.DEFAULT,
                 device=self.device,
-                buffer=np.ascontiguousarray(value.array),
+                buffer=np.asarray(value.array, order="C"),  # ascontiguousarray makes rank 0 rank 1
                 element_type=value.element_type.code,
             )
             arg_list.push_ref(bv)

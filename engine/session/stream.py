@@ -426,6 +426,8 @@ class StreamSession:
             self._out.close()
         except (OSError, ValueError):
             pass
+        if self.pull and self._reader is None:
+            self._drain(10.0)  # a server blocked on a full pipe (events nobody read) reads its Shutdown
         try:
             process.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -433,6 +435,20 @@ class StreamSession:
             process.wait(timeout=5)
 
     # -- streams
+
+    def _drain(self, timeout: float) -> None:
+        """(``pull``, closing) Read and drop what the server still sends, until it ends or ``timeout`` s."""
+        if not self._read_lock.acquire(timeout=1.0):
+            return  # a thread in pump reads (and drops: the client is closing) meanwhile
+        try:
+            deadline = time.monotonic() + timeout
+            while (left := deadline - time.monotonic()) > 0 and select.select([self._in], [], [], left)[0]:
+                if not self._in.raw.read(1 << 20):
+                    return
+        except (OSError, ValueError):
+            pass
+        finally:
+            self._read_lock.release()
 
     def _wait_stopped(self, timeout: float) -> bool:
         if not self.pull:

@@ -15,6 +15,8 @@ Run it again to regenerate (``python tests/heldout_programs/make_programs.py``);
 - ``se_resnet``: conv + relu, max-pool with padding, a residual block (3x3 and 1x1 branches, add),
   squeeze-and-excitation (mean, 1x1 convs, sigmoid, multiply), concatenation, hardswish, global average
   pool, view, linear, log-softmax.
+- ``masked_embedding``: token ids (si64) and an attention mask (i1) in, embedding, masked mean, and a
+  boolean result.
 - ``dynamic_mlp``: a two-layer MLP with a symbolic batch size (``torch.symbolic_int``,
   ``torch.bind_symbolic_shape``), tanh and log-softmax.
 """
@@ -374,8 +376,49 @@ def se_resnet(rng: np.random.Generator) -> None:
     np.savez(HERE / "se_resnet_expected.npz", (z - np.log(np.exp(z).sum(-1, keepdims=True))).astype(np.float32))
 
 
+def masked_embedding(rng: np.random.Generator) -> None:
+    """Token ids (si64) and an attention mask (i1) as a language model takes them: embedding, masked mean
+    over the sequence, and a boolean result (which features are positive)."""
+    blobs = Blobs()
+    b = Body(blobs)
+    table = rng.standard_normal((20, 8)).astype(np.float32)
+    ids = rng.integers(0, 20, (2, 5)).astype(np.int64)
+    mask = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], np.bool_)
+    tv = b.literal("torch_tensor_20_8_torch.float32", table)
+    false, true = b.const("bool", "false"), b.const("bool", "true")
+    emb = b.emit(f"torch.aten.embedding {tv}, %arg0, {b.const_int(-1)}, {false}, {false} : {vt([20, 8])}, "
+                 f"{vt([2, 5], 'si64')}, !torch.int, !torch.bool, !torch.bool -> {vt([2, 5, 8])}")
+    m3 = b.emit(f"torch.aten.unsqueeze %arg1, {b.const_int(-1)} : {vt([2, 5], 'i1')}, !torch.int -> {vt([2, 5, 1], 'i1')}")
+    zero = b.const("float", "0.000000e+00")
+    kept = b.emit(f"torch.aten.where.ScalarOther {m3}, {emb}, {zero} : {vt([2, 5, 1], 'i1')}, {vt([2, 5, 8])}, "
+                  f"!torch.float -> {vt([2, 5, 8])}")
+    seq = b.ints(1)
+    none = b.none()
+    total = b.emit(f"torch.aten.sum.dim_IntList {kept}, {seq}, {false}, {none} : {vt([2, 5, 8])}, !torch.list<int>, "
+                   f"!torch.bool, !torch.none -> {vt([2, 8])}")
+    f32 = b.const_int(6)
+    count = b.emit(f"torch.aten.sum.dim_IntList %arg1, {seq}, {true}, {f32} : {vt([2, 5], 'i1')}, !torch.list<int>, "
+                   f"!torch.bool, !torch.int -> {vt([2, 1])}")
+    mean = b.emit(f"torch.aten.div.Tensor {total}, {count} : {vt([2, 8])}, {vt([2, 1])} -> {vt([2, 8])}")
+    positive = b.emit(f"torch.aten.gt.Scalar {mean}, {zero} : {vt([2, 8])}, !torch.float -> {vt([2, 8], 'i1')}")
+    b.lines.append(f"    return {mean}, {positive} : {vt([2, 8])}, {vt([2, 8], 'i1')}")
+    text = (
+        "module @module {\n"
+        f"  func.func @main(%arg0: {vt([2, 5], 'si64')}, %arg1: {vt([2, 5], 'i1')}) -> ({vt([2, 8])}, "
+        f"{vt([2, 8], 'i1')}) attributes {{torch.assume_strict_symbolic_shapes}} {{\n"
+        + "\n".join(b.lines) + "\n  }\n}\n\n" + blobs.text()
+    )
+    (HERE / "masked_embedding.mlir").write_text(text)
+    np.save(HERE / "masked_embedding_ids.npy", ids)
+    np.save(HERE / "masked_embedding_mask.npy", mask)
+    e = table.astype(np.float64)[ids] * mask[..., None]
+    mean_np = e.sum(1) / mask.sum(1, keepdims=True)
+    np.savez(HERE / "masked_embedding_expected.npz", mean_np.astype(np.float32), mean_np > 0)
+
+
 if __name__ == "__main__":
     depthwise_cnn(np.random.default_rng(0))
     reduction_chain(np.random.default_rng(1))
     dynamic_mlp(np.random.default_rng(2))
     se_resnet(np.random.default_rng(3))
+    masked_embedding(np.random.default_rng(4))

@@ -89,6 +89,14 @@ def calculate_range(base_offset: int, max_length: int, offset: int, length: int)
     return base_offset + offset, adjusted_length
 
 
+def allocation_span(buffer: object, offset: int, length: int) -> tuple[object, int, int]:
+    """(allocation, start, end): where ``length`` bytes at ``offset`` of ``buffer`` lie in its allocation (a
+    buffer-like object without one stands for itself), so ranges of different buffers can be compared."""
+    allocation = getattr(buffer, "allocation", buffer)
+    start = int(getattr(buffer, "byte_offset", 0)) + int(offset)
+    return allocation, start, start + int(length)
+
+
 class HalBuffer:
     """A ``!hal.buffer``: ``[byte_offset, +byte_length)`` of an allocation, with its memory type and usage."""
 

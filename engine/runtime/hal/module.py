@@ -75,6 +75,11 @@ def _fence_or_null(ref: Any) -> HalFence | None:
     return _deref_or_null(ref, HalFence, "hal.fence")
 
 
+def _queue(device: Any, wait_fence: Any, signal_fence: Any) -> tuple[Device, HalFence | None, HalFence | None]:
+    """A queue operation's device and the fences it waits on and signals (either may be null)."""
+    return _device(device), _fence_or_null(wait_fence), _fence_or_null(signal_fence)
+
+
 def _vm_buffer_range(buffer: VmBuffer, offset: int, length: int) -> np.ndarray:
     """``iree_vm_buffer_map_ro`` with alignment 1."""
     if offset < 0 or length < 0 or offset + length > buffer.length:
@@ -563,8 +568,7 @@ class HalModule(NativeModule):
         allocation_size,
         flags,
     ):
-        dev = _device(device)
-        wait, signal = _fence_or_null(wait_fence), _fence_or_null(signal_fence)
+        dev, wait, signal = _queue(device, wait_fence, signal_fence)
         if pool != 0:
             raise VmStatusError(StatusCode.UNIMPLEMENTED, "VM queue allocation pools are not supported")
         buffer = dev.allocator.allocate(memory_types, buffer_usage, allocation_size, "alloca")
@@ -573,8 +577,7 @@ class HalModule(NativeModule):
 
     @export("device.queue.dealloca", "0rIrrrI_v")
     def device_queue_dealloca(self, device, queue_affinity, wait_fence, signal_fence, buffer, flags):
-        dev = _device(device)
-        wait, signal = _fence_or_null(wait_fence), _fence_or_null(signal_fence)
+        dev, wait, signal = _queue(device, wait_fence, signal_fence)
         _buffer(buffer)
         dev.submit(wait, signal, lambda: None, "queue.dealloca")
 
@@ -592,8 +595,7 @@ class HalModule(NativeModule):
         pattern_length,
         flags,
     ):
-        dev = _device(device)
-        wait, signal = _fence_or_null(wait_fence), _fence_or_null(signal_fence)
+        dev, wait, signal = _queue(device, wait_fence, signal_fence)
         target = _buffer(target_buffer)
         data = _pattern_bytes(pattern, pattern_length)
         dev.submit(wait, signal, lambda: dev.fill(_range(target, target_offset, length), data), "queue.fill")
@@ -612,8 +614,7 @@ class HalModule(NativeModule):
         length,
         flags,
     ):
-        dev = _device(device)
-        wait, signal = _fence_or_null(wait_fence), _fence_or_null(signal_fence)
+        dev, wait, signal = _queue(device, wait_fence, signal_fence)
         source = _vm_buffer(source_buffer)
         target = _buffer(target_buffer)
         data = _vm_buffer_range(source, source_offset, length).tobytes()
@@ -635,8 +636,7 @@ class HalModule(NativeModule):
         length,
         flags,
     ):
-        dev = _device(device)
-        wait, signal = _fence_or_null(wait_fence), _fence_or_null(signal_fence)
+        dev, wait, signal = _queue(device, wait_fence, signal_fence)
         source, target = _buffer(source_buffer), _buffer(target_buffer)
 
         def run() -> None:
@@ -658,8 +658,7 @@ class HalModule(NativeModule):
         length,
         flags,
     ):
-        dev = _device(device)
-        wait, signal = _fence_or_null(wait_fence), _fence_or_null(signal_fence)
+        dev, wait, signal = _queue(device, wait_fence, signal_fence)
         file = _deref(source_file, HalFile, "hal.file")
         target = _buffer(target_buffer)
 
@@ -685,8 +684,7 @@ class HalModule(NativeModule):
         length,
         flags,
     ):
-        dev = _device(device)
-        wait, signal = _fence_or_null(wait_fence), _fence_or_null(signal_fence)
+        dev, wait, signal = _queue(device, wait_fence, signal_fence)
         source = _buffer(source_buffer)
         file = _deref(target_file, HalFile, "hal.file")
 
@@ -700,13 +698,12 @@ class HalModule(NativeModule):
 
     @export("device.queue.barrier", "0rIrrI_v")
     def device_queue_barrier(self, device, queue_affinity, wait_fence, signal_fence, flags):
-        dev = _device(device)
-        dev.submit(_fence_or_null(wait_fence), _fence_or_null(signal_fence), lambda: None, "queue.barrier")
+        dev, wait, signal = _queue(device, wait_fence, signal_fence)
+        dev.submit(wait, signal, lambda: None, "queue.barrier")
 
     @export("device.queue.execute", "0rIrrrI_v")
     def device_queue_execute(self, device, queue_affinity, wait_fence, signal_fence, command_buffer, flags):
-        dev = _device(device)
-        wait, signal = _fence_or_null(wait_fence), _fence_or_null(signal_fence)
+        dev, wait, signal = _queue(device, wait_fence, signal_fence)
         cb = _command_buffer(command_buffer)
         dev.submit(wait, signal, lambda: dev.execute(cb, []), "queue.execute")
 
@@ -714,8 +711,7 @@ class HalModule(NativeModule):
     def device_queue_execute_indirect(
         self, device, queue_affinity, wait_fence, signal_fence, command_buffer, flags, binding_table
     ):
-        dev = _device(device)
-        wait, signal = _fence_or_null(wait_fence), _fence_or_null(signal_fence)
+        dev, wait, signal = _queue(device, wait_fence, signal_fence)
         cb = _command_buffer(command_buffer)
         # The table is copied at submission (IREE copies it too), so later VM changes do not affect it.
         table = [BindingTableEntry(_buffer_or_null(b), offset, length) for b, offset, length in binding_table]
