@@ -8,7 +8,14 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from engine.dispatch.numerics import Tolerance, Verdict, compare, rounding_allowance, ulp_distance
+from engine.dispatch.numerics import (
+    Tolerance,
+    Verdict,
+    compare,
+    finite_scale,
+    rounding_allowance,
+    ulp_distance,
+)
 
 
 def test_ulp_distance_counts_representable_steps_across_zero_and_types():
@@ -132,3 +139,29 @@ def test_reduction_length_from_iree_names_widens_the_allowance():
     assert rounding_allowance(f16, 10**12) <= 0.25  # never a quarter of the scale
     f32 = np.dtype(np.float32)
     assert rounding_allowance(f32, 64) == rounding_allowance(f32)  # short sums: the base allowance
+
+
+def test_a_sum_that_cancels_is_judged_against_what_it_summed():
+    # Row sums of values less their row mean: the results are pure rounding noise, orders of magnitude
+    # below the terms. Summed pairwise (numpy) and one term after another (a loop in f32), they differ by
+    # the rounding of the terms, far more than the results' own scale allows.
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((64, 4096)).astype(np.float32)
+    deviations = (x - x.mean(axis=1, keepdims=True)).astype(np.float32)
+    pairwise = deviations.sum(axis=1, dtype=np.float32)
+    sequential = np.zeros(64, np.float32)
+    for column in deviations.T:
+        sequential += column  # f32 accumulation, in order
+    assert not np.array_equal(pairwise, sequential)
+    length = deviations.shape[1]
+    # Judged against the results' scale alone, the reassociation looks like a divergence ...
+    assert compare(sequential, pairwise, tolerance=Tolerance(reduction_length=length)).verdict is Verdict.DIVERGED
+    # ... against the scale of what was summed, it is rounding.
+    judged = compare(sequential, pairwise, tolerance=Tolerance(reduction_length=length,
+                                                               input_scale=finite_scale([deviations])))
+    assert judged.verdict is Verdict.WITHIN_ROUNDING
+    # A wrong sum is still caught: one row summed without its last 64 terms.
+    broken = sequential.copy()
+    broken[5] = deviations[5, :-64].sum(dtype=np.float32)
+    wrong = compare(broken, pairwise, tolerance=Tolerance(reduction_length=length, input_scale=finite_scale([deviations])))
+    assert wrong.verdict is Verdict.DIVERGED and wrong.first_mismatch == (5,)

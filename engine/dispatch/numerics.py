@@ -14,7 +14,11 @@ The default verdict (no explicit tolerance):
   out) and ``rounding(dtype)`` is a multiple of the element type's epsilon (``ROUNDING_EPS``: 2048 eps for
   f32, about 2.4e-4, room for reassociated reductions of tens of thousands of terms and drift through a
   network; fewer eps for f16/bf16/f8, whose results are rounded from wider accumulators);
-* NaN agrees with NaN and an infinity with the same infinity; any other non-finite disagreement diverges.
+* NaN agrees with NaN and an infinity with the same infinity; any other non-finite disagreement diverges;
+* a reduction (``reduction_length`` known) whose inputs' scale is known (``Tolerance.input_scale``) has
+  its rounding measured against the larger of the two scales: summing values that cancel (a variance's
+  deviations, a residual) leaves a result far smaller than its terms, and reassociating the sum moves it
+  by the rounding of the terms, which is then many times the result's own scale.
 
 An explicit tolerance replaces the default: an element agrees when ``|a - b| <= atol + rtol * |b|``
 (numpy's ``allclose``, ``b`` the expected side) or, with ``ulps``, when it is at most that many units in
@@ -91,6 +95,9 @@ class Tolerance:
     rtol: float | None = None
     ulps: float | None = None
     reduction_length: int | None = None  # terms summed per output element, where known: widens rounding
+    # The largest finite magnitude of what a reduction read, where known: a sum that cancels to almost zero
+    # (values less their mean) keeps the rounding of its terms, not of its tiny result.
+    input_scale: float | None = None
 
     @property
     def explicit(self) -> bool:
@@ -343,14 +350,17 @@ def compare(
     acc = _Accumulator()
     scale, rms = _scale(fa, fb) if floats else (0.0, 0.0)
     rounding = None
+    rounding_scale = scale
     if floats and not tol.explicit:
         rounding = rounding_allowance(_coarser(a.dtype, b.dtype), tol.reduction_length)
+        if tol.reduction_length and tol.input_scale and math.isfinite(tol.input_scale):
+            rounding_scale = max(scale, tol.input_scale)
     for start in range(0, fa.size, CHUNK_ELEMENTS):
         ra, rb = fa[start : start + CHUNK_ELEMENTS], fb[start : start + CHUNK_ELEMENTS]
         if ra.dtype == rb.dtype and _bitwise_equal(ra, rb):
             acc.equal_chunk(rb, floats)
             continue
-        acc.chunk(start, ra, rb, floats, tol, scale, rms, rounding)
+        acc.chunk(start, ra, rb, floats, tol, rounding_scale, rms, rounding)
     first = acc.first
     first_index = (
         tuple(int(i) for i in np.unravel_index(first, a.shape))
@@ -393,6 +403,17 @@ def _exact_stats(fb: np.ndarray) -> dict:
             inf += int(np.isinf(c).sum())
         scale, rms = _scale(fb, fb)
     return {"scale": scale, "rms": rms, "nan_expected": nan, "nan_actual": nan, "inf_expected": inf, "inf_actual": inf}
+
+
+def finite_scale(arrays) -> float:
+    """The largest finite magnitude of the float arrays among ``arrays`` (sentinels left out, as ``_scale``
+    leaves them out); 0 when there are none. A reduction's ``Tolerance.input_scale``."""
+    scale = 0.0
+    for x in arrays:
+        flat = np.asarray(x).reshape(-1)
+        if is_float(flat.dtype) and flat.size:
+            scale = max(scale, _scale(flat, flat)[0])
+    return scale
 
 
 def _scale(fa: np.ndarray, fb: np.ndarray) -> tuple[float, float]:
