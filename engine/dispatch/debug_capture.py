@@ -22,12 +22,12 @@ from pathlib import Path
 import numpy as np
 
 from engine.dispatch.bundle import BUNDLE_PROVENANCE, BundleWriter, DispatchEntry, executable_of
-from engine.dispatch.snapshot import DispatchSnapshot, DispatchSnapshots, SnapshotSubscriber, WrittenRanges
+from engine.dispatch.snapshot import DispatchSnapshot, DispatchSnapshots, SnapshotSubscriber
 from engine.dispatch.statistics import tensor_stats
 from engine.dispatch.tensor_types import BindingInterface, TensorType, view_bytes
 from engine.dispatch.typed_tensors import NO_SOURCES, ExecutableSources, Provenance, Role
 from engine.runtime.hal.buffers import allocation_span
-from engine.runtime.hal.device import DispatchObserver, DispatchRecord
+from engine.runtime.hal.device import DispatchRecord
 
 
 @dataclass(frozen=True)
@@ -72,13 +72,12 @@ def health_of(arrays: list[np.ndarray]) -> str:
     return ", ".join(p for p in (f"{nan} NaN" if nan else "", f"{inf} Inf" if inf else "") if p)
 
 
-class DispatchRecorder(SnapshotSubscriber, DispatchObserver):
+class DispatchRecorder(SnapshotSubscriber):
     """Writes each dispatch's tensors to ``writer`` as the run goes; also a ``trace_sink`` for the HAL
     module. ``sources``: the module's executable sources (``typed_tensors.find_sources``; parsed
     interfaces are taken too), which type the tensors; without them each binding is captured as exactly its
     bytes. Subscribe it to the device's ``DispatchSnapshots`` (``attach``: the bindings are copied once for
-    every subscriber), or, for a device of its own, add it to the device's observers as it is (it then
-    copies the bindings itself; ``before_bytes`` holds them during the dispatch)."""
+    every subscriber, and the observer tells write from readwrite)."""
 
     def __init__(
         self,
@@ -92,8 +91,6 @@ class DispatchRecorder(SnapshotSubscriber, DispatchObserver):
             sources = ExecutableSources(sources, "given") if sources else NO_SOURCES
         self.sources = sources
         self.overrides = overrides or {}  # (ordinal, "input"|"output", position) -> type
-        self.before_bytes: list[np.ndarray] = []
-        self._written = WrittenRanges()  # (as an observer of its own; subscribed, the observer's own)
         self._in_place = InPlaceTensors()
         self._pending_inputs: TracePoint | None = None
         self._awaiting_outputs: DispatchEntry | None = None
@@ -141,24 +138,6 @@ class DispatchRecorder(SnapshotSubscriber, DispatchObserver):
         entry, self._awaiting_outputs = self._awaiting_outputs, None
         if entry is not None:
             self.writer.add_dispatch(entry)
-
-    # -- as a device observer of its own (no shared snapshots)
-
-    def before_dispatch(self, record: DispatchRecord) -> None:
-        self.before_bytes = [np.array(b.data, copy=True) for b in record.bindings]
-
-    def after_dispatch(self, record: DispatchRecord) -> None:
-        # ``before_bytes`` is the copy before the dispatch (a subclass may hand in one it already holds).
-        before, self.before_bytes = self.before_bytes, []
-        if len(before) != len(record.bindings):
-            return
-        snapshot = DispatchSnapshot(record, tuple(before), lambda: self.sources)
-        snapshot.ran = True
-        snapshot.refine_access(self._written)
-        self.after(snapshot)
-
-    def dispatch_failed(self, record: DispatchRecord, error: Exception) -> None:
-        self.before_bytes = []
 
     # -- the subscriber
 

@@ -141,7 +141,12 @@ def capture_replay(
     executor = ReplayExecutor(
         replay, hal_device, substitutions=substitutions, file_remap=file_remap, on_record=on_record
     )
-    hal_device.observers.append(recorder)
+    # A module-style recorder subscribes to the device's snapshot observer (the bindings copied once for
+    # every subscriber); the traced recorder reads IREE's trace points and watches the device itself.
+    if isinstance(recorder, TracedReplayRecorder):
+        hal_device.observers.append(recorder)
+    else:
+        snapshots = recorder.attach(hal_device)
     try:
         executor.run()
         if isinstance(recorder, TracedReplayRecorder):
@@ -149,7 +154,10 @@ def capture_replay(
         else:
             recorder.flush()
     finally:
-        hal_device.observers.remove(recorder)
+        if isinstance(recorder, TracedReplayRecorder):
+            hal_device.observers.remove(recorder)
+        else:
+            snapshots.unsubscribe(recorder)
     inputs = [np.frombuffer(replay.range_bytes(r), np.uint8) for r in traffic.written]
     if isinstance(recorder, TracedReplayRecorder):
         outputs = recorder.program_outputs
