@@ -148,14 +148,16 @@ def test_the_link_is_measured_on_raw_chunks():
 
     class SlowReader(io.BytesIO):
         def write(self, data):
-            time.sleep(len(data) / 20e6)  # a 20 MB/s link
+            # A 5 MB/s link: compressing zeros pays there even when this machine's zlib is slowed by load
+            # (at 20 MB/s, zlib under 50 MB/s on a busy CI machine made every chunk go raw).
+            time.sleep(len(data) / 5e6)
             return super().write(data)
 
     compression = Compression()
     stream = SlowReader()
     zeros = np.zeros(16 << 20, np.uint8)
     write_frame(stream, zeros, compression=compression)
-    assert compression.link is not None and compression.link < 40e6
+    assert compression.link is not None and compression.link < 10e6
     assert stream.tell() < zeros.nbytes  # the chunks after the first went compressed
     stream.seek(0)
     assert np.array_equal(read_frame(stream), zeros)
