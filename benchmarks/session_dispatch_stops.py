@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import queue
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -49,15 +50,16 @@ from engine.session.protocol import (  # noqa: E402
 MODELS = ROOT / ".." / "shared" / "models"
 
 
-def program(out_dir: Path) -> tuple[Path, str, tuple[str, ...]]:
+def program(out_dir: Path, *flags: str) -> tuple[Path, str, tuple[str, ...]]:
     source = MODELS / "attention_block.mlir"
     if source.exists():
         function, inputs = "attention_block", (f"@{MODELS / 'attention_block_x.npy'}",)
     else:
         source, function, inputs = sample_path("matmul"), "main", ("4x8xf32=0.1", "8x16xf32=0.3")
+    out_dir.mkdir(exist_ok=True)
     out = out_dir / "program.vmfb"
     tool = Path(sys.executable).parent / "iree-compile"
-    subprocess.run([str(tool), str(source), *TARGETS["llvm-cpu"].flags, "-o", str(out)], check=True)
+    subprocess.run([str(tool), str(source), *TARGETS["llvm-cpu"].flags, *flags, "-o", str(out)], check=True)
     return out, function, inputs
 
 
@@ -129,6 +131,14 @@ def main() -> None:
         for name, factory, bps, text in cases:
             t, _ = run_session(factory, path, function, inputs, bps, args.repeat, text)
             print(f"{name + ':':31s}{t * 1e3:8.1f} ms  ({t / best:.2f}x the runner, {t / whole:.2f}x with inputs and text)")
+        # The same module with its executables' sources beside it (as every compile IREE Lens runs keeps
+        # them): the session types each dispatch's tensors and watches in-place ones for undefined bytes.
+        typed = Path(tmp) / "typed"
+        typed.mkdir()
+        shutil.copy(path, typed / path.name)
+        program(Path(tmp) / "dump", f"--iree-hal-dump-executable-sources-to={typed / (path.stem + '.sources')}")
+        t, _ = run_session(in_process, typed / path.name, function, inputs, [], args.repeat, False)
+        print(f"{'session, sources beside:':31s}{t * 1e3:8.1f} ms  ({t / best:.2f}x the runner, no results text)")
         for name, factory in (("in process", in_process), ("child process", child)):
             t, stops = run_session(factory, path, function, inputs, [Breakpoint("dispatch", dispatch="*")], args.repeat)
             print(f"stop at every dispatch, {name + ':':15s}{stops / t:8.1f} stops/s ({stops} stops, {t * 1e3:.0f} ms a call)")

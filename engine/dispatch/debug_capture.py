@@ -287,20 +287,27 @@ class InPlaceTensors:
                     found[f"{t.role}{t.position}"] = [[s, e] for s, e in gaps]
         return found
 
+    def define_whole(self, binding, offset: int, length: int) -> None:
+        """A write-only tensor at ``offset`` of ``binding`` (``length`` bytes) is defined whole."""
+        self._set_span(binding, offset, length, [(0, length)])
+
     @staticmethod
-    def _key(binding, t) -> tuple[object, tuple[int, int]]:
-        allocation, start, _ = allocation_span(binding.buffer, int(binding.offset) + int(t.offset), t.length)
-        return allocation, (start, int(t.length))
+    def _key(binding, offset: int, length: int) -> tuple[object, tuple[int, int]]:
+        allocation, start, _ = allocation_span(binding.buffer, int(binding.offset) + int(offset), length)
+        return allocation, (start, int(length))
 
     def _get(self, binding, t) -> list[tuple[int, int]]:
-        allocation, key = self._key(binding, t)
+        allocation, key = self._key(binding, t.offset, t.length)
         try:
             return list(self._defined.get(allocation, {}).get(key, ()))
         except TypeError:  # not weak-referenceable
             return []
 
     def _set(self, binding, t, ranges: list[tuple[int, int]]) -> None:
-        allocation, key = self._key(binding, t)
+        self._set_span(binding, t.offset, t.length, ranges)
+
+    def _set_span(self, binding, offset: int, length: int, ranges: list[tuple[int, int]]) -> None:
+        allocation, key = self._key(binding, offset, length)
         try:
             self._defined.setdefault(allocation, {})[key] = ranges
         except TypeError:

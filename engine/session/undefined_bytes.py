@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from engine.dispatch.debug_capture import InPlaceTensors
 from engine.dispatch.snapshot import DispatchSnapshot, SnapshotSubscriber
-from engine.dispatch.typed_tensors import ExecutableSources, Provenance, Role
+from engine.dispatch.typed_tensors import ExecutableSources, Provenance, Role, write_only_spans
 from engine.runtime.hal.device import DispatchRecord
 
 Ranges = tuple[tuple[int, int], ...]
@@ -29,6 +29,7 @@ class UndefinedBytesWatch(SnapshotSubscriber):
         self._in_place = InPlaceTensors()
         self.blind = False  # a dispatch ran untyped: what the program defined is not known from then on
         self._in_place_exports: tuple[ExecutableSources, dict[str, bool]] | None = None
+        self._spans: tuple[ExecutableSources, dict[tuple, list[tuple[int, int, int]] | None]] | None = None
         self._after: tuple[int, dict[str, list[list[int]]]] | None = None  # the last dispatch's (sequence, answer)
 
     def _works_in_place(self, export: str) -> bool:
@@ -46,11 +47,38 @@ class UndefinedBytesWatch(SnapshotSubscriber):
             )
         return found
 
+    def _write_only_spans(self, record: DispatchRecord) -> list[tuple[int, int, int]] | None:
+        """``write_only_spans`` of the dispatch, remembered by (export, push constants, binding lengths): a
+        model's dispatches repeat them call after call."""
+        sources = self._sources()
+        if self._spans is None or self._spans[0] is not sources:
+            self._spans = (sources, {})
+        key = (record.export_name, tuple(int(c) for c in record.constants), tuple(int(b.length) for b in record.bindings))
+        known = self._spans[1]
+        if key not in known:
+            if len(known) > 4096:  # dynamic shapes: a bound on what is remembered
+                known.clear()
+            known[key] = write_only_spans(key[0], key[1], key[2], sources)
+        return known[key]
+
     def wants_before(self, record: DispatchRecord) -> bool:
         return not self.blind and self._works_in_place(record.export_name)
 
     def after(self, snapshot: DispatchSnapshot) -> None:
         if self.blind:
+            return
+        record = snapshot.record
+        if not self._works_in_place(record.export_name):
+            # Nothing in place: its write-only outputs define their tensors whole. Their spans come from the
+            # source alone; typing the tensors would copy every binding after every dispatch of the run.
+            spans = self._write_only_spans(record)
+            if spans is None and record.bindings:
+                self.blind = True
+                self._after = None
+                return
+            for binding, offset, length in spans or ():
+                self._in_place.define_whole(record.bindings[binding], offset, length)
+            self._after = (snapshot.sequence, {})
             return
         tensors = snapshot.tensors()
         if snapshot.record.bindings and any(t.provenance != Provenance.SOURCES for t in tensors):
