@@ -10,7 +10,7 @@ several tensors into one slab, binds whole transient buffers, concatenates in pl
 ``slow_memcpy``), only the bytes either run's dispatch changed are compared; the rest of the binding holds
 what earlier dispatches wrote (judged when they ran) or bytes no one defined. Those bytes are read as the
 executable sources type them (the session's sources), else as the element type IREE's dispatch name ends
-with, else as the type of the bytes the dispatch read (a ``slow_memcpy`` copies what an ``..._f32``
+with, else as the type of the bytes the dispatch read (a ``slow_memcpy`` copies what an ``…_f32``
 dispatch wrote: f32), else as bytes, compared exactly; and judged by ``numerics`` (no tolerance given:
 differences at the rounding level of the element type, relative to the tensor's scale, are not a
 divergence; another device or target rounds differently). Different names, counts or sizes at that

@@ -591,14 +591,14 @@ class _Consumer(_SideObserver):
 
 def typed_by_name(arrays: list[np.ndarray], export_name: str) -> list[np.ndarray]:
     """Untyped (raw-byte) tensors read as the element type IREE's dispatch name ends with, flat: without the
-    executables' sources a binding is only bytes, but comparing floats needs their type (``..._D_f32``:
+    executables' sources a binding is only bytes, but comparing floats needs their type (``…_D_f32``:
     a dynamic shape gives no sizes, the element still says how to compare). No such suffix: bytes,
     compared exactly."""
     if not any(a.dtype == np.uint8 for a in arrays):
         return arrays
-    # The name's last element type (``..._matmul_4x8x16_f16xf16xf32``: the result's, listed last).
+    # The name's last element type (``…_matmul_4x8x16_f16xf16xf32``: the result's, listed last).
     m = re.search(r"_(?:[a-z]+\d+x)*((?:b?f|u?i)\d+)$", export_name)
-    found = name_candidates(export_name)  # ``..._softmax_8x8xf32_dispatch_tensor_store``
+    found = name_candidates(export_name)  # ``…_softmax_8x8xf32_dispatch_tensor_store``
     element = m[1] if m else (found[1] if found else None)
     if element is None:
         return arrays
@@ -615,7 +615,7 @@ def typed_by_name(arrays: list[np.ndarray], export_name: str) -> list[np.ndarray
 
 
 # Dispatches whose results include indices although IREE names them by their float operands
-# (``..._arg_compare_4x32xf32_dispatch_tensor_store`` stores an argmax's i32 indices).
+# (``…_arg_compare_4x32xf32_dispatch_tensor_store`` stores an argmax's i32 indices).
 _INDEX_RESULTS = re.compile(r"_(?:arg_compare|argmax|argmin|topk|sort)(?:_|$)")
 
 

@@ -259,8 +259,8 @@ _CONTRACTIONS = ("matmul", "matvec", "vecmat", "contract", "reduction", "conv", 
 
 
 def reduction_length_from_name(export_name: str) -> int | None:
-    """Terms summed per output element, from IREE's dispatch name where it says (``..._matmul_MxNxK_f32``:
-    K; ``..._conv_FxHxWxCxKHxKW_f32``: C*KH*KW; ``..._reduction_MxN_f32``: N); None otherwise."""
+    """Terms summed per output element, from IREE's dispatch name where it says (``…_matmul_MxNxK_f32``:
+    K; ``…_conv_FxHxWxCxKHxKW_f32``: C*KH*KW; ``…_reduction_MxN_f32``: N); None otherwise."""
     from engine.dispatch.tensor_types import name_candidates
 
     found = name_candidates(export_name)
