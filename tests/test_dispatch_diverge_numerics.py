@@ -12,36 +12,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import iree_tool
-
-from engine.compiler.targets import target_flags
+from support import broken_build, compile_for
 
 HERE = Path(__file__).resolve().parent
 PROGRAMS = HERE / "diverge_programs"
 MODELS = HERE.parents[0] / ".." / "shared" / "models"
-
-
-def _compile(source: Path, out: Path, target: str, *flags: str) -> Path:
-    proc = subprocess.run(
-        [iree_tool("iree-compile"), str(source), *target_flags(target), *flags, "-o", str(out)],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return out
-
-
-def _broken(source: Path, tmp: Path, target: str, executable: str, old: str, new: str) -> Path:
-    """``source`` for ``target`` with ``executable``'s dumped source edited (``old`` -> ``new``, once) and
-    substituted with ``--iree-hal-substitute-executable-source``."""
-    dump = tmp / f"sources_{target}"
-    _compile(source, tmp / f"dump_{target}.vmfb", target, f"--iree-hal-dump-executable-sources-to={dump}")
-    [src] = [p for p in dump.glob("*.mlir") if p.stem.endswith(executable)]
-    text = src.read_text()
-    assert old in text, f"{old} not in {src.name}"
-    edited = tmp / f"{executable}_{target}_edited.mlir"
-    edited.write_text(text.replace(old, new, 1))
-    return _compile(source, tmp / f"broken_{target}.vmfb", target,
-                    f"--iree-hal-substitute-executable-source={executable}={edited}")  # fmt: skip
 
 
 def _diverge(a: Path, b: Path, function: str, *args: str, timeout: float = 900) -> dict:
@@ -69,8 +44,8 @@ def chain(tmp_path_factory):
 
 def test_reduction_chain_llvm_cpu_against_vmvx_agrees_within_rounding(chain):
     source, tmp, x = chain
-    cpu = _compile(source, tmp / "cpu.vmfb", "llvm-cpu")
-    vmvx = _compile(source, tmp / "vmvx.vmfb", "vmvx")
+    cpu = compile_for(source, tmp / "cpu.vmfb", "llvm-cpu")
+    vmvx = compile_for(source, tmp / "vmvx.vmfb", "vmvx")
     report = _diverge(cpu, vmvx, "main", f"--input=@{x}")
     assert report["first_divergence"] is None, report
     verdicts = {d["verdict"] for d in report["dispatches"]}
@@ -89,9 +64,9 @@ def test_reduction_chain_llvm_cpu_against_vmvx_agrees_within_rounding(chain):
 
 def test_reduction_chain_broken_dispatch_is_named_exactly_and_reproduced(chain):
     source, tmp, x = chain
-    vmvx = _compile(source, tmp / "vmvx_ref.vmfb", "vmvx")
+    vmvx = compile_for(source, tmp / "vmvx_ref.vmfb", "vmvx")
     # The variance's square (x*x) becomes x+x in the llvm-cpu build: one op of one dispatch.
-    broken = _broken(source, tmp, "llvm-cpu", "main_dispatch_1", "arith.mulf %in, %in", "arith.addf %in, %in")
+    broken = broken_build(source, tmp, "llvm-cpu", "main_dispatch_1", "arith.mulf %in, %in", "arith.addf %in, %in")
     repro = tmp / "repro"
     report = _diverge(vmvx, broken, "main", f"--input=@{x}", f"--repro={repro}")
     found = report["first_divergence"]
@@ -112,13 +87,13 @@ def test_reduction_chain_broken_dispatch_is_named_exactly_and_reproduced(chain):
 
 def test_integer_programs_compare_exactly(tmp_path):
     source = PROGRAMS / "int_chain.mlir"
-    cpu = _compile(source, tmp_path / "cpu.vmfb", "llvm-cpu")
-    vmvx = _compile(source, tmp_path / "vmvx.vmfb", "vmvx")
+    cpu = compile_for(source, tmp_path / "cpu.vmfb", "llvm-cpu")
+    vmvx = compile_for(source, tmp_path / "vmvx.vmfb", "vmvx")
     inputs = ["--input=256xi32=7", "--input=256xi32=-3"]
     report = _diverge(cpu, vmvx, "main", *inputs)
     assert report["first_divergence"] is None and {d["verdict"] for d in report["dispatches"]} == {"exact"}
     # The sum starts at 1 instead of 0: off by one in about 500, rounding for a float, a bug for an i32.
-    broken = _broken(source, tmp_path, "llvm-cpu", "main_dispatch_1", "arith.constant 0 : i32",
+    broken = broken_build(source, tmp_path, "llvm-cpu", "main_dispatch_1", "arith.constant 0 : i32",
                      "arith.constant 1 : i32")  # fmt: skip
     found = _diverge(vmvx, broken, "main", *inputs)["first_divergence"]
     assert found is not None and found["name"].startswith("main_dispatch_1_")
@@ -131,14 +106,14 @@ def test_onnx_models_llvm_cpu_against_vmvx_agree_and_a_broken_erf_is_named(model
     if not source.exists():
         pytest.skip(f"{source} is absent (the shared models are not on this machine)")
     x = MODELS / f"{model}_x.npy"
-    cpu = _compile(source, tmp_path / "cpu.vmfb", "llvm-cpu")
-    vmvx = _compile(source, tmp_path / "vmvx.vmfb", "vmvx")
+    cpu = compile_for(source, tmp_path / "cpu.vmfb", "llvm-cpu")
+    vmvx = compile_for(source, tmp_path / "vmvx.vmfb", "vmvx")
     report = _diverge(cpu, vmvx, function, f"--input=@{x}")
     assert report["first_divergence"] is None, [d for d in report["dispatches"] if d["verdict"] != "exact"]
     assert report["outputs"][0]["ok"]
     if model == "attention_block":
         # GELU's erf made a tanh in the llvm-cpu build: the dispatch that computes it, and only it.
-        broken = _broken(source, tmp_path, "llvm-cpu", "attention_block$async_dispatch_10", "math.erf", "math.tanh")
+        broken = broken_build(source, tmp_path, "llvm-cpu", "attention_block$async_dispatch_10", "math.erf", "math.tanh")
         found = _diverge(vmvx, broken, function, f"--input=@{x}")
         assert found["first_divergence"]["executable"] == "attention_block$async_dispatch_10", found
         assert _diverged(found) == [found["first_divergence"]["name"]]
@@ -151,13 +126,13 @@ def test_small_cnn_llvm_cpu_against_vulkan_and_a_broken_vulkan_build(tmp_path):
     if not source.exists():
         pytest.skip(f"{source} is absent (the shared models are not on this machine)")
     x = MODELS / "small_cnn_x.npy"
-    cpu = _compile(source, tmp_path / "cpu.vmfb", "llvm-cpu")
-    vk = _compile(source, tmp_path / "vk.vmfb", "vulkan-spirv")
+    cpu = compile_for(source, tmp_path / "cpu.vmfb", "llvm-cpu")
+    vk = compile_for(source, tmp_path / "vk.vmfb", "vulkan-spirv")
     # No --device-b: the finder runs each module on the device it was compiled for.
     report = _diverge(cpu, vk, "small_cnn", f"--input=@{x}")
     assert report["devices"][1].startswith("vulkan") and report["first_divergence"] is None, report
     assert len(report["dispatches"]) >= 5 and report["outputs"][0]["ok"]
-    broken = _broken(source, tmp_path, "vulkan-spirv", "small_cnn$async_dispatch_3", "arith.addf", "arith.subf")
+    broken = broken_build(source, tmp_path, "vulkan-spirv", "small_cnn$async_dispatch_3", "arith.addf", "arith.subf")
     found = _diverge(cpu, broken, "small_cnn", f"--input=@{x}")["first_divergence"]
     assert found is not None and found["name"].startswith("small_cnn$async_dispatch_3_"), found
 
@@ -171,8 +146,8 @@ def test_squeezenet_llvm_cpu_against_vulkan_has_no_divergence(tmp_path):
         pytest.skip(f"{packed} is absent (the shared models are not on this machine)")
     source = tmp_path / "squeezenet1_1.mlir"
     source.write_bytes(lzma.decompress(packed.read_bytes()))
-    cpu = _compile(source, tmp_path / "cpu.vmfb", "llvm-cpu")
-    vk = _compile(source, tmp_path / "vk.vmfb", "vulkan-spirv")
+    cpu = compile_for(source, tmp_path / "cpu.vmfb", "llvm-cpu")
+    vk = compile_for(source, tmp_path / "vk.vmfb", "vulkan-spirv")
     x, y = MODELS / "squeezenet1_1_x.npy", MODELS / "squeezenet1_1_torch_y.npy"
     report = _diverge(cpu, vk, "main", f"--input=@{x}", f"--golden={y}", timeout=3300)
     assert report["first_divergence"] is None, [d for d in report["dispatches"] if d["verdict"] != "exact"]
