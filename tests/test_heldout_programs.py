@@ -21,15 +21,14 @@ from __future__ import annotations
 import base64
 import json
 import os
-import queue
 import shlex
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
+from dap_support import DapClient
 from support import iree_tool, iree_traced_tensors
 
 from engine.compiler.targets import target_flags
@@ -314,71 +313,6 @@ def test_debug_remote_prints_and_saves_what_a_local_run_does(builds, program, en
 # ------------------------------------------------------------------------------------------- DAP (21)
 
 
-class DapClient:
-    """A minimal DAP client over ``iree-lens dap``'s stdin/stdout (tests/test_dap.py validates the schema)."""
-
-    def __init__(self):
-        self.process = subprocess.Popen([*lens_argv(), "dap"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        env=lens_env())  # fmt: skip
-        self.seq = 0
-        self.messages: queue.Queue[dict] = queue.Queue()
-        self.events: list[dict] = []
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        stream = self.process.stdout
-        while True:
-            header = b""
-            while not header.endswith(b"\r\n\r\n"):
-                byte = stream.read(1)
-                if not byte:
-                    self.messages.put({"type": "eof"})
-                    return
-                header += byte
-            length = int(header.split(b":")[1].strip().split(b"\r\n")[0])
-            self.messages.put(json.loads(stream.read(length)))
-
-    def _next(self, timeout: float) -> dict:
-        message = self.messages.get(timeout=timeout)
-        assert message["type"] != "eof", "the adapter closed its output"
-        return message
-
-    def request(self, command: str, arguments: dict | None = None, timeout: float = 120) -> dict:
-        self.seq += 1
-        body = json.dumps({"seq": self.seq, "type": "request", "command": command, "arguments": arguments or {}})
-        self.process.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body.encode())
-        self.process.stdin.flush()
-        while True:
-            message = self._next(timeout)
-            if message["type"] == "event":
-                self.events.append(message)
-            elif message["request_seq"] == self.seq:
-                assert message["success"], message.get("message")
-                return message.get("body") or {}
-
-    def event(self, name: str, timeout: float = 120) -> dict:
-        for k, event in enumerate(self.events):
-            if event["event"] == name:
-                return self.events.pop(k).get("body") or {}
-        while True:
-            message = self._next(timeout)
-            if message["type"] == "event" and message["event"] == name:
-                return message.get("body") or {}
-            if message["type"] == "event":
-                self.events.append(message)
-
-    def top_pc(self) -> str:
-        return self.request("stackTrace", {"threadId": 1})["stackFrames"][0]["instructionPointerReference"]
-
-    def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.stdin.close()
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-
-
 @pytest.mark.parametrize("program", ["reduction_chain", pytest.param("depthwise_cnn", marks=SLOW),
                                      pytest.param("se_resnet", marks=SLOW), pytest.param("masked_embedding", marks=SLOW)])
 def test_dap_held_out_path(builds, program):
@@ -386,38 +320,38 @@ def test_dap_held_out_path(builds, program):
     traced = traced_by_dispatch(iree_traced_tensors(vmfb, "main", input_arrays(program)))
     names = sorted({n for n, _ in traced}, key=lambda n: int(n.split("_dispatch_")[1].split("_")[0]))
     name = names[min(2, len(names) - 1)]  # not the first: stepping reaches it through the others
-    client = DapClient()
+    client = DapClient([*lens_argv(), "dap"])
     try:
         client.request("initialize", {"adapterID": "iree-lens", "clientID": "pytest", "pathFormat": "path"})
         client.request("launch", {"program": str(vmfb), "function": "main", "inputs": [f"@{PROGRAMS / n}" for n in INPUTS[program]],
                                   "device": "local-sync",
                                   "engine": "debug", "stopOnEntry": True})  # fmt: skip
-        client.event("initialized")
+        client.wait_event("initialized")
         assert client.request("setFunctionBreakpoints", {"breakpoints": [{"name": f"dispatch:{name[:-4]}*"}]}
-                              )["breakpoints"][0]["verified"]  # fmt: skip
+                              )["body"]["breakpoints"][0]["verified"]  # fmt: skip
         client.request("configurationDone")
-        assert client.event("stopped")["reason"] == "entry"
-        entry = client.top_pc()
+        assert client.stopped()["reason"] == "entry"
+        entry = client.top_frame()["instructionPointerReference"]
         client.request("next", {"threadId": 1})
-        assert client.event("stopped")["reason"] == "step" and client.top_pc() != entry
+        assert client.stopped()["reason"] == "step" and client.top_frame()["instructionPointerReference"] != entry
         client.request("stepBack", {"threadId": 1})
-        client.event("stopped")
-        assert client.top_pc() == entry
+        client.stopped()
+        assert client.top_frame()["instructionPointerReference"] == entry
         client.request("continue", {"threadId": 1})
-        assert client.event("stopped")["reason"] == "function breakpoint"
-        frames = client.request("stackTrace", {"threadId": 1})["stackFrames"]
+        assert client.stopped()["reason"] == "function breakpoint"
+        frames = client.request("stackTrace", {"threadId": 1})["body"]["stackFrames"]
         assert name in frames[0]["name"]
-        scopes = client.request("scopes", {"frameId": frames[0]["id"]})["scopes"]
+        scopes = client.request("scopes", {"frameId": frames[0]["id"]})["body"]["scopes"]
         dispatch = next(s for s in scopes if s["name"] == "Dispatch")
         contents = []
-        for variable in client.request("variables", {"variablesReference": dispatch["variablesReference"]})["variables"]:
+        for variable in client.request("variables", {"variablesReference": dispatch["variablesReference"]})["body"]["variables"]:
             size = int(variable["value"].split(" bytes")[0].split()[-1])
-            body = client.request("readMemory", {"memoryReference": variable["memoryReference"], "count": size})
+            body = client.request("readMemory", {"memoryReference": variable["memoryReference"], "count": size})["body"]
             contents.append(base64.b64decode(body["data"]))
         for tensor in traced[(name, 0)][0]:
             assert any(tensor.tobytes() in data for data in contents), (tensor.shape, "in no binding")
         client.request("continue", {"threadId": 1})
-        assert client.event("exited")["exitCode"] == 0
-        client.event("terminated")
+        assert client.wait_event("exited")["body"]["exitCode"] == 0
+        client.wait_event("terminated")
     finally:
         client.close()
