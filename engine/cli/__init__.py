@@ -16,7 +16,7 @@ import time
 
 # Sub-command modules, in the order `iree-lens --help` lists them.
 COMMAND_MODULES = (
-    "inspect", "run", "sources", "benchmark", "phases", "devices", "capture", "diverge", "profile", "zones", "debug", "serve",
+    "inspect", "run", "sources", "benchmark", "phases", "devices", "capture", "diverge", "profile", "zones", "debug", "kernel", "serve",
     "dap",
 )
 
