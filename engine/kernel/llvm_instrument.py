@@ -25,6 +25,10 @@ _DBG = re.compile(r"!dbg !(\d+)")
 _RESULT = re.compile(r"^\s+(%[\w.$-]+|%\d+)\s*=")
 # Integer work that is address or loop arithmetic, not the kernel's data: left out of the record.
 _INDEX_OPS = {"getelementptr", "alloca", "icmp", "ptrtoint", "inttoptr"}
+# A product LLVM may contract into a multiply-add with its one user: recording it would give it a second use,
+# keep it apart and round it twice, so the recorded kernel would no longer compute what the module's does.
+# Its value shows in the add that uses it.
+_CONTRACTS = re.compile(r"=\s*fmul\s+(?:\w+\s+)*?(?:contract|fast)\b")
 
 
 @dataclass(frozen=True)
@@ -108,11 +112,15 @@ full:
 """
 
 
+def defines_function(line: str, export: str) -> bool:
+    """Whether ``line`` is the ``define`` of ``@export`` (LLVM quotes a name with ``$``: ``@"main$async_…"``)."""
+    return line.startswith("define") and (f"@{export}(" in line or f'@"{export}"(' in line)
+
+
 def _function_lines(lines: list[str], export: str) -> tuple[int, int]:
     """First and last line index of ``define ... @export(`` ... ``}``."""
-    head = re.compile(r"^define\b.*@" + re.escape(export) + r"\(")
     for i, line in enumerate(lines):
-        if head.match(line):
+        if defines_function(line, export):
             for j in range(i + 1, len(lines)):
                 if lines[j].startswith("}"):
                     return i, j
@@ -164,23 +172,25 @@ def instrument(text: str, export: str, trace_address: int) -> tuple[str, list[Pr
             if layout is None or len(parts) < 2 or not parts[0].startswith(vtype + " "):
                 continue
             value = parts[0][len(vtype) + 1 :]
-            addr = parts[1].removeprefix("ptr ")
+            addr = re.sub(r"^ptr\s+(?:align\s+\d+\s+)?", "", parts[1])
             pid = probe("store", vtype, layout, dbg, line)
             inserted.setdefault(k, []).append(f"  call void @__lens_rec_{_mangle(vtype)}(i32 {pid}, ptr {addr}, {vtype} {value})")
             continue
         if opcode == "call" and "@llvm.masked.store." in line:
             args = split_top(line[line.index("(", line.index("@llvm.masked.store.")) + 1 : line.rindex(")")])
-            if len(args) != 4:
+            # LLVM 24: (value, ptr align N %p, mask); older: (value, ptr %p, i32 N, mask).
+            if len(args) not in (3, 4):
                 continue
-            vtype = str(list(ins.operands)[0].type)
+            operands = list(ins.operands)
+            vtype = str(operands[0].type)
             layout = type_layout(vtype)
-            mask_type = str(list(ins.operands)[3].type)
+            mask_type = str(operands[len(args) - 1].type)
             m = _VECTOR.match(mask_type)
             if layout is None or m is None:
                 continue
             value = args[0][len(vtype) + 1 :]
-            addr = args[1].removeprefix("ptr ")
-            mask = args[3][len(mask_type) + 1 :]
+            addr = re.sub(r"^ptr\s+(?:align\s+\d+\s+)?", "", args[1])
+            mask = args[-1][len(mask_type) + 1 :]
             bytes_type = f"<{m.group(1)} x i8>"
             pid = probe("store", vtype, layout, dbg, line)
             mid = probe("mask", bytes_type, type_layout(bytes_type), dbg, line)
@@ -191,7 +201,7 @@ def instrument(text: str, export: str, trace_address: int) -> tuple[str, list[Pr
             ])  # fmt: skip
             continue
         result = _RESULT.match(line)
-        if result is None or opcode in _INDEX_OPS:
+        if result is None or opcode in _INDEX_OPS or (opcode == "fmul" and _CONTRACTS.search(line)):
             continue
         rtype = str(ins.type)
         layout = type_layout(rtype)

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.kernel.dispatch_run import CapturedDispatch, KernelStepError
-from engine.kernel.llvm_instrument import Probe, TraceBuffer, instrument
+from engine.kernel.llvm_instrument import Probe, TraceBuffer, defines_function, instrument
 from engine.kernel.source_lines import SourceFiles
 from engine.kernel.trace import KernelStep, KernelStore, KernelTrace, SourceLocation, check_workgroup
 
@@ -53,7 +53,7 @@ def debug_locations(text: str) -> dict[int, SourceLocation]:
 def _defines(path: Path, export: str) -> bool:
     try:
         with open(path, errors="replace") as f:
-            return any(line.startswith("define") and f"@{export}(" in line for line in f)
+            return any(defines_function(line, export) for line in f)
     except OSError:
         return False
 

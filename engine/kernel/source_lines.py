@@ -15,6 +15,9 @@ _FILE_LINE_COL = re.compile(r'"([^"]+)":(\d+):(\d+)')
 # An op at a column: optional results (``%a, %b = ``, ``%x:2 = ``), then ``dialect.op`` or a quoted generic op.
 _OP_AT = re.compile(r'\s*(?:%[\w.#$-]+(?::\d+)?(?:\s*,\s*%[\w.#$-]+(?::\d+)?)*\s*=\s*)?"?([a-z_][\w]*\.[\w.]+)')
 
+_GENERIC_OPS = ("torch.operator",)
+_NAMED_OP = re.compile(r'\s*"([\w.]+)"')
+
 
 def location_of(text: str) -> SourceLocation | None:
     """The first ``"file":line:col`` in a location's text, or None (``unknown``, a name only)."""
@@ -55,5 +58,7 @@ class SourceFiles:
         for start in (max(location.column - 1, 0), 0):
             m = _OP_AT.match(line, start)
             if m:
-                return m.group(1)
+                # A frontend's generic op says what it is in its first string: torch.operator "onnx.Conv".
+                named = _NAMED_OP.match(line, m.end()) if m.group(1) in _GENERIC_OPS else None
+                return f"{m.group(1)} {named.group(1)}" if named else m.group(1)
         return None

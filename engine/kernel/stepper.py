@@ -37,7 +37,7 @@ def record_captured(
     if captured.executable_format == "vmvx-bytecode-fb":
         from engine.kernel.vmvx_stepper import record_vmvx
 
-        trace = record_vmvx(captured, executable_data(module, captured), workgroup, files)
+        trace = record_vmvx(captured, executable_data(module, captured), workgroup, files, module)
     elif captured.executable_format.startswith("embedded-elf"):
         from engine.kernel.llvm_recorder import find_llvm_ir, record_llvm
 

@@ -4,6 +4,8 @@ executable source's location through the nested module's debug database."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from engine.kernel.dispatch_run import CapturedDispatch, KernelStepError
@@ -51,7 +53,11 @@ def _read(frame, spec, raw: int):
 
 
 def record_vmvx(
-    captured: CapturedDispatch, data: bytes, workgroup: tuple[int, int, int], files: SourceFiles
+    captured: CapturedDispatch,
+    data: bytes,
+    workgroup: tuple[int, int, int],
+    files: SourceFiles,
+    module_path: str | Path | None = None,
 ) -> KernelTrace:
     """Interpret ``workgroup`` of the captured VMVX dispatch (executable bytes ``data``) and record it."""
     from engine.runtime.vm.vmvx import VmvxExecutable
@@ -66,6 +72,16 @@ def record_vmvx(
     module = executable.module
     function = module.functions[export.function_ordinal]
     where = FunctionDisassembler(module).instruction_locations(function)
+    notes = []
+    if not where and module_path is not None:
+        from engine.kernel.vmvx_locations import rebuilt_locations
+
+        where = rebuilt_locations(module_path, module, function)
+        notes.append(
+            "IREE kept no locations for this function (a linked VMVX executable maps only its last one): "
+            + ("taken from an unlinked rebuild of the program with the same instructions" if where
+               else "none found by rebuilding the program")
+        )  # fmt: skip
     bindings = [VmBuffer(np.array(b, dtype=np.uint8, copy=True), True, f"binding {k}")
                 for k, b in enumerate(captured.before)]  # fmt: skip
     constants = np.asarray([int(c) & 0xFFFFFFFF for c in captured.constants], dtype=np.uint32).view(np.uint8)
@@ -108,4 +124,4 @@ def record_vmvx(
     finally:
         interpreter.trace_hook = None
     return KernelTrace("vmvx", captured.ordinal, captured.export_name, workgroup, captured.workgroup_count,
-                       tuple(steps), dict(files.found))  # fmt: skip
+                       tuple(steps), dict(files.found), tuple(notes))  # fmt: skip
