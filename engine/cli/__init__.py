@@ -17,7 +17,7 @@ import time
 # Sub-command modules, in the order `iree-lens --help` lists them.
 COMMAND_MODULES = (
     "inspect", "run", "sources", "benchmark", "phases", "devices", "capture", "diverge", "profile", "zones", "debug", "serve",
-    "dap",
+    "dap", "split", "reduce",
 )
 
 
