@@ -567,3 +567,24 @@ def broken_build(source: Path, tmp: Path, target: str, executable: str, old: str
     edited.write_text(text.replace(old, new, 1))
     return compile_for(source, tmp / f"broken_{target}_{executable}.vmfb", target,
                        f"--iree-hal-substitute-executable-source={executable}={edited}")  # fmt: skip
+
+
+SHARED_MODELS = Path(__file__).resolve().parents[1] / ".." / "shared" / "models"
+
+
+def shared_model_source(model: str, tmp: Path) -> Path:
+    """The shared model's input program (``.mlir``, or its ``.mlir.xz`` decompressed into ``tmp``); the
+    test is skipped where the shared models are not on this machine."""
+    import lzma
+
+    import pytest
+
+    plain = SHARED_MODELS / f"{model}.mlir"
+    if plain.exists():
+        return plain
+    packed = SHARED_MODELS / f"{model}.mlir.xz"
+    if not packed.exists():
+        pytest.skip(f"{packed} is absent (the shared models are not on this machine)")
+    out = tmp / f"{model}.mlir"
+    out.write_bytes(lzma.open(packed).read())
+    return out
