@@ -140,6 +140,8 @@ def stop_json(stop: Stopped | None, function: str, registers: RegisterFile | Non
         if registers is not None or stop is not None
         else {},
     }
+    if stop is not None and stop.detail.nonfinite:  # break nan: what the dispatch wrote, per tensor
+        line["nonfinite"] = [f.to_json() for f in stop.detail.nonfinite]
     if stop is not None and stop.detail.divergence is not None:  # break diverge: where and how far
         line["divergence"] = stop.detail.divergence.to_json()
     return line

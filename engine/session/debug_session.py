@@ -129,6 +129,8 @@ class DebugSession:
             self._queries[kind] = self._substitution
         self.live: LiveSubstitutions | None = None
         self.sources: SessionSources | None = None  # the executables' sources that type tensors
+        self.snapshots: DispatchSnapshots | None = None  # the device's one snapshot observer
+        self.park_reason: StopReason | None = None  # the reason of the next dispatch stop, when not its own
 
     # ---------------------------------------------------------------------------------------- commands
 
@@ -181,7 +183,7 @@ class DebugSession:
         self.runner = DebugRunner(command.module_path, command.device)
         self.controller = vmc.Controller(self.runner.context)
         self.gate = DispatchGate(self._park, self.controller.take_pause, self._progress)
-        snapshots = DispatchSnapshots.for_device(self.runner.device)
+        snapshots = self.snapshots = DispatchSnapshots.for_device(self.runner.device)
         tell = lambda text: self.emit(Log(text))  # noqa: E731
         self.sources = SessionSources(snapshots, command.module_path, command.sources, command.rebuild_sources, tell)
         snapshots.subscribe(self.gate)
@@ -327,6 +329,8 @@ class DebugSession:
     def _park(self, record: DispatchRecord, info: DispatchInfo, why: GateStop) -> None:
         """On the run thread, inside a dispatch: report the stop and wait for the command that resumes."""
         reason = StopReason.PAUSED if why.paused and not (why.breakpoints or why.step) else StopReason.DISPATCH
+        if self.park_reason is not None:  # a reverse step that ends inside a dispatch is a step
+            reason = self.park_reason
         detail = replace(
             self.stop_detail(),
             breakpoints=tuple(b.describe() for b in why.breakpoints),

@@ -15,10 +15,9 @@ import fnmatch
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
-
 from engine.dispatch.snapshot import DispatchSnapshot, SnapshotSubscriber
 from engine.runtime.hal.device import DispatchRecord
+from engine.session.nonfinite import nonfinite_written
 from engine.session.protocol import (
     BindingInfo,
     Breakpoint,
@@ -28,9 +27,6 @@ from engine.session.protocol import (
     DivergenceStop,
     NonFinite,
 )
-
-# Element types a NaN/Inf check reads a binding as: IREE's dispatch names end with the element type.
-_FLOAT_DTYPES = {"f16": np.float16, "f32": np.float32, "f64": np.float64}
 
 
 def is_dispatch_breakpoint(bp: Breakpoint) -> bool:
@@ -67,49 +63,6 @@ def executable_name(record: DispatchRecord) -> str:
     return export[:end]
 
 
-def float_view(data: np.ndarray, export: str) -> np.ndarray | None:
-    """The binding's bytes as the float type its dispatch name says (f32 when the name says nothing);
-    ``None`` for integer dispatches, whose bit patterns are not NaN."""
-    from engine.dispatch.tensor_types import name_candidates
-
-    found = name_candidates(export)
-    element = found[1] if found else "f32"
-    dtype = _FLOAT_DTYPES.get(element)
-    if dtype is None:
-        if element == "bf16":
-            import ml_dtypes
-
-            dtype = ml_dtypes.bfloat16
-        else:
-            return None
-    itemsize = np.dtype(dtype).itemsize
-    n = len(data) - len(data) % itemsize
-    return data[:n].view(dtype)
-
-
-def nonfinite_count(data: np.ndarray, export: str) -> int:
-    values = float_view(data, export)
-    if values is None or values.size == 0:
-        return 0
-    as_float = values.astype(np.float32) if values.dtype.itemsize < 2 or values.dtype.kind != "f" else values
-    return int(values.size - np.count_nonzero(np.isfinite(as_float)))
-
-
-def nonfinite_summary(data: np.ndarray, export: str, binding: int) -> NonFinite | None:
-    """NaN and Inf in one binding (as the float type its dispatch name says), or ``None`` when all are
-    finite: counts and the flat element index of the first."""
-    values = float_view(data, export)
-    if values is None or values.size == 0:
-        return None
-    as_float = values.astype(np.float32) if values.dtype.kind != "f" else values
-    bad = ~np.isfinite(as_float)
-    count = int(np.count_nonzero(bad))
-    if not count:
-        return None
-    nan = int(np.count_nonzero(np.isnan(as_float)))
-    return NonFinite(binding, count, nan, count - nan, int(np.argmax(bad)))
-
-
 @dataclass(frozen=True)
 class GateStop:
     """Why the gate stops at a dispatch: the breakpoints that matched, NaN written, a dispatch step."""
@@ -119,7 +72,7 @@ class GateStop:
     step: bool = False
     paused: bool = False
     divergence: DivergenceStop | None = None  # a diverge breakpoint's finding
-    nonfinite: tuple[NonFinite, ...] = ()  # nonfinite_summary of each binding in nan_bindings
+    nonfinite: tuple[NonFinite, ...] = ()  # what was written, per tensor or binding (engine.session.nonfinite)
 
 
 class DispatchGate(SnapshotSubscriber):
@@ -147,7 +100,6 @@ class DispatchGate(SnapshotSubscriber):
         self.current_info: DispatchInfo | None = None
         self.snapshot: DispatchSnapshot | None = None  # the current dispatch's (its bytes, its tensors)
         self._buffers: dict[int, int] = {}
-        self._nonfinite_before: list[int] = []
         # Diverge breakpoints: their reference runs (engine.dispatch.diverge_condition), by breakpoint.
         self._references: dict[Breakpoint, object] = {}
         self._call: tuple[str, tuple[str, ...]] | None = None
@@ -293,8 +245,8 @@ class DispatchGate(SnapshotSubscriber):
             if self._passed_over(record):
                 return
             self.quiet_below = None
-        if self._watch_nan and snapshot.has_before:
-            self._nonfinite_before = [nonfinite_count(d, record.export_name) for d in snapshot.before]
+        if record.sequence == self.park_after:
+            return  # travelling to the place after it: no stop before it
         hit = self._matching(record, DispatchWhen.BEFORE)
         step = self.stop_at_next
         paused = self.pause_requested()
@@ -309,13 +261,9 @@ class DispatchGate(SnapshotSubscriber):
             if not snapshot.before or self._passed_over(record) or not self._wants_after(record):
                 return
             access = snapshot.observed_access()
-            nan: tuple[int, ...] = ()
-            if self._watch_nan:
-                nan = tuple(
-                    k
-                    for k, count in enumerate(self._nonfinite_before)
-                    if access[k] == "write" and nonfinite_count(snapshot.after(k), record.export_name) > count
-                )
+            # NaN/Inf judged once on the snapshot: the outputs it wrote, typed (engine.session.nonfinite).
+            nonfinite = nonfinite_written(snapshot) if self._watch_nan else ()
+            nan = tuple(sorted({f.binding for f in nonfinite}))
             hit = self._matching(record, DispatchWhen.AFTER)
             if nan:
                 hit = hit + tuple(bp for bp in self.breakpoints if bp.kind == BreakpointKind.NAN)
@@ -338,19 +286,15 @@ class DispatchGate(SnapshotSubscriber):
                 self.park_after = None
             if hit or step:
                 self.current_info = self.info(record, DispatchWhen.AFTER, access)
-                found = (nonfinite_summary(snapshot.after(k), record.export_name, k) for k in nan)
-                summaries = tuple(f for f in found if f is not None)
-                stop = GateStop(hit, nan, step=step, divergence=divergence, nonfinite=summaries)
+                stop = GateStop(hit, nan, step=step, divergence=divergence, nonfinite=nonfinite)
                 self.park(record, self.current_info, stop)
         finally:
-            self._nonfinite_before = []
             self.current = None
             self.current_info = None
             self.snapshot = None
 
     def failed(self, snapshot: DispatchSnapshot, error: Exception) -> None:
-        self._nonfinite_before = []
-        # ``current`` stays: a failure report names the dispatch that failed.
+        pass  # ``current`` stays: a failure report names the dispatch that failed.
 
 
 __all__ = [
@@ -359,7 +303,5 @@ __all__ = [
     "dispatch_matches",
     "executable_name",
     "is_dispatch_breakpoint",
-    "nonfinite_summary",
     "name_matches",
-    "nonfinite_count",
 ]

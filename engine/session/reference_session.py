@@ -19,6 +19,7 @@ import numpy as np
 from engine.errors import LensError
 from engine.runtime.function_io import Tensor, format_results, parse_inputs, split_cconv
 from engine.session.dispatch_gate import dispatch_matches
+from engine.session.nonfinite import nonfinite_in
 from engine.session.parked_run import ParkedRun
 from engine.session.protocol import (
     BindingBytes,
@@ -215,9 +216,13 @@ class ReferenceSession:
             self._ordinal += 1
         arrays = [self.runner.read_buffer_view(bv) for bv in buffer_views]
         hit = [b for b in self.breakpoints if dispatch_matches(b, self._ordinal, executable, export, when)]
-        nan: list[int] = []
+        nonfinite: list = []
         if when == DispatchWhen.AFTER and any(b.kind == BreakpointKind.NAN for b in self.breakpoints):
-            nan = [k for k, a in enumerate(arrays) if a.dtype.kind == "f" and not np.isfinite(a).all()]
+            # A trace point's outputs are the tensors the dispatch wrote, typed by IREE's runtime: each whole,
+            # as a write-only output typed from its source (engine.session.nonfinite).
+            found = (nonfinite_in(a.reshape(-1), k, f"output {k}") for k, a in enumerate(arrays) if a.dtype.kind == "f")
+            nonfinite = [f for f in found if f is not None]
+        nan = [f.binding for f in nonfinite]
         step = self._stop_at_next and when == DispatchWhen.BEFORE
         if not (hit or nan or step):
             return
@@ -228,7 +233,9 @@ class ReferenceSession:
         )
         self._info = DispatchInfo(self._ordinal, executable, export, (0, 0, 0), (), bindings, when, self.runner.device_uri)
         self._arrays = arrays
-        detail = StopDetail(breakpoints=tuple(b.describe() for b in hit), nan_bindings=tuple(nan))
+        detail = StopDetail(
+            breakpoints=tuple(b.describe() for b in hit), nan_bindings=tuple(nan), nonfinite=tuple(nonfinite)
+        )
         self.emit(Stopped(StopReason.DISPATCH, self._location(), detail))
         try:
             command = self.run.park()  # raises Abandoned when the client gives the run up
