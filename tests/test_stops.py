@@ -173,3 +173,39 @@ def test_reverse_step_inside_a_command_buffer_goes_back_one_dispatch(capsys, tmp
     # A forward step from inside the command buffer finishes the native call (one VM instruction), and
     # stops on the way at the breakpoint after dispatch 6, ahead of dispatch 2.
     assert got[4] == ("dispatch", 6, "after")
+
+
+def test_a_breakpoint_that_cannot_match_is_refused_when_set(capsys, tmp_path, programs):
+    module = compile_program("chain12", "llvm-cpu", programs)
+    script = tmp_path / "c.gdb"
+    for line, reason in (
+        ("break dispatch *softmax*", "no dispatch of chain12.llvm-cpu.vmfb is named so"),
+        ("break diverge 5", "5 does not exist"),
+        ("break diverge " + str(script), "is not a capture bundle"),
+    ):
+        script.write_text(f"{line}\ncontinue\n")
+        status = lens_main(["debug", str(module), f"--commands={script}", "--json", *CHAIN_INPUTS["chain12"]])
+        out = capsys.readouterr()
+        assert status == 1 and reason in out.err and f"c.gdb:1: {line.split()[0]}" in out.err, out.err
+        assert out.out == ""  # refused when set: the program never ran
+    # A name some dispatch has (a glob of IREE's export names) is taken.
+    got = stops(debug(capsys, tmp_path, module, "break dispatch *_dispatch_4_*\ncontinue\n", *CHAIN_INPUTS["chain12"]))
+    assert got == [("dispatch", 4, "before")]
+
+
+def test_the_reference_engine_refuses_a_name_no_dispatch_has(capsys, tmp_path, programs):
+    module = compile_program("nan_matmul", "llvm-cpu", programs, TRACE_FLAG)
+    script = tmp_path / "c.gdb"
+    script.write_text("break dispatch *softmax*\ncontinue\n")
+    status = lens_main(["debug", str(module), f"--commands={script}", "--engine=reference", *NAN_INPUTS])
+    assert status == 1 and "no dispatch of nan_matmul.llvm-cpu.traced.vmfb is named so" in capsys.readouterr().err
+
+
+def test_a_run_that_never_stops_at_a_breakpoint_says_so(capsys, tmp_path, programs):
+    module = compile_program("chain12", "llvm-cpu", programs)
+    script = tmp_path / "c.gdb"
+    script.write_text("break dispatch 99\nbreak dispatch 2\nbreak nan\ncontinue\ncontinue\n")
+    status = lens_main(["debug", str(module), f"--commands={script}", *CHAIN_INPUTS["chain12"]])
+    err = capsys.readouterr().err
+    assert status == 0  # a note, as gdb's program simply exits
+    assert "the program ended without stopping at: before dispatch #99; after a dispatch that writes NaN/Inf" in err

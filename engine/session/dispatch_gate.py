@@ -50,10 +50,34 @@ def dispatch_matches(bp: Breakpoint, ordinal: int, executable: str, export: str,
     return name_matches(bp.dispatch or "*", executable, export)
 
 
-def executable_name(record: DispatchRecord) -> str:
-    """IREE's executable name: the export name up to its ``_dispatch_N`` part (``main_dispatch_0``), as
+def module_dispatch_names(module) -> tuple[str, ...] | None:
+    """The export names of every dispatch the module's host code records (``hal.command_buffer.dispatch``
+    call sites), or None when one call site's export is not known statically (then any name may run)."""
+    from engine.runtime.vmfb.call_sites import dispatch_call_sites
+
+    sites = dispatch_call_sites(module)
+    if any(site.export is None for site in sites):
+        return None
+    return tuple(dict.fromkeys(site.export for site in sites))
+
+
+def unmatchable(bp: Breakpoint, names: tuple[str, ...] | None, module: str = "the module") -> str | None:
+    """Why ``bp`` can never stop a run of a module whose dispatches are ``names`` (``module_dispatch_names``),
+    or None when it can (or it is not known)."""
+    if bp.kind != BreakpointKind.DISPATCH or bp.dispatch is None or names is None:
+        return None
+    if any(name_matches(bp.dispatch, export_executable(n), n) for n in names):
+        return None
+    shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+    return (
+        f"break dispatch {bp.dispatch}: no dispatch of {module} is named so (IREE's export or executable names, "
+        f"globs allowed; its dispatches: {shown or 'none'})"
+    )
+
+
+def export_executable(export: str) -> str:
+    """IREE's executable name of an export name: up to its ``_dispatch_N`` part (``main_dispatch_0``), as
     ``--iree-flow-trace-dispatch-tensors`` keys spell it; the export name when it has no such part."""
-    export = record.export_name
     marker = export.find("_dispatch_")
     if marker < 0:
         return export
@@ -61,6 +85,11 @@ def executable_name(record: DispatchRecord) -> str:
     while end < len(export) and export[end].isdigit():
         end += 1
     return export[:end]
+
+
+def executable_name(record: DispatchRecord) -> str:
+    """IREE's executable name of a dispatch (``export_executable`` of its export name)."""
+    return export_executable(record.export_name)
 
 
 @dataclass(frozen=True)
@@ -133,6 +162,12 @@ class DispatchGate(SnapshotSubscriber):
             self._call = (function, tuple(inputs))
             for bp in self._diverge_breakpoints():
                 self._reference(bp, prepare=True)  # a module reference runs now: an error fails the call, named
+
+    def check_reference(self, bp: Breakpoint) -> None:
+        """Read a diverge breakpoint's reference now (a ``DivergeError`` says why it is not a capture bundle
+        or a module), so a bad one is refused when it is set rather than when a run begins."""
+        if bp.kind == BreakpointKind.DIVERGE:
+            self._reference(bp)
 
     def _diverge_breakpoints(self) -> tuple[Breakpoint, ...]:
         if not self._has_diverge:
@@ -302,6 +337,9 @@ __all__ = [
     "GateStop",
     "dispatch_matches",
     "executable_name",
+    "export_executable",
+    "module_dispatch_names",
+    "unmatchable",
     "is_dispatch_breakpoint",
     "name_matches",
 ]

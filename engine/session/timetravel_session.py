@@ -8,8 +8,11 @@ events as the forward commands (reason ``step``,
 the command loop: the run thread is idle (a run parked inside a dispatch is abandoned first; the history
 puts the state back exactly). Stepping back is allowed after the program finished.
 
-From a run parked inside a dispatch (within the instruction at position p, which a forward ``step``
-would finish as its first step), ``reverse-step K`` goes to ``p + 1 - K``.
+Moves are between places (``docs/ARCHITECTURE.md``, "Stops"; gdb is the reference): inside an instruction
+that runs a command buffer each dispatch, before and after it, is a place of its own. A reverse-step from a
+parked dispatch goes to the dispatch place before it; a reverse move that ends inside a command buffer parks
+the run there, so a forward command runs on from that place; reverse-continue finds the latest hit of any
+condition before the current place (``TimeTravel.reverse_continue``'s ``limit``).
 """
 
 from __future__ import annotations

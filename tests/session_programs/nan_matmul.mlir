@@ -1,7 +1,7 @@
-// Three dispatches: tanh of %a and the log of %b written into one slab (IREE concatenates in place: the
-// second dispatch reads and writes a binding the first wrote), then a matmul of the concatenation. With
-// %b negative the log writes 64 NaN; the matmul's input then already holds them. ``break nan`` must name
-// the log, the first writer of a NaN, not the matmul that carries them on.
+// tanh of %a and the log of %b written into one slab (IREE concatenates in place: the log, the second
+// dispatch, reads and writes a binding the first wrote; two slow_memcpy dispatches follow), then a matmul
+// of the concatenation. With %b negative the log writes 64 NaN; the matmul's input then already holds
+// them. ``break nan`` must name the log, the first writer of a NaN, not the matmul that carries them on.
 #id = affine_map<(i, j) -> (i, j)>
 func.func @main(%a: tensor<8x8xf32>, %b: tensor<8x8xf32>, %w: tensor<16x8xf32>) -> tensor<8x8xf32> {
   %zero = arith.constant 0.0 : f32
