@@ -16,8 +16,8 @@ import time
 
 # Sub-commands, in the order `iree-lens --help` lists them; each is the module of its name ("-" as "_").
 COMMAND_MODULES = (
-    "inspect", "run", "sources", "benchmark", "phases", "devices", "capture", "diverge", "profile", "zones", "debug", "serve",
-    "dap", "compare-builds",
+    "inspect", "run", "sources", "benchmark", "phases", "devices", "capture", "diverge", "profile", "zones", "debug", "kernel", "serve",
+    "dap", "compare-builds", "split", "reduce",
 )
 
 
