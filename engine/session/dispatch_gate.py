@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.dispatch.snapshot import DispatchSnapshot, SnapshotSubscriber
-from engine.runtime.hal.device import DispatchRecord
+from engine.runtime.hal.device import DispatchRecord, HalExecutable
 from engine.session.protocol import (
     BindingInfo,
     Breakpoint,
@@ -57,7 +57,11 @@ def dispatch_matches(bp: Breakpoint, ordinal: int, executable: str, export: str,
 def executable_name(record: DispatchRecord) -> str:
     """IREE's executable name: the export name up to its ``_dispatch_N`` part (``main_dispatch_0``), as
     ``--iree-flow-trace-dispatch-tensors`` keys spell it; the export name when it has no such part."""
-    export = record.export_name
+    return executable_name_of_export(record.export_name)
+
+
+def executable_name_of_export(export: str) -> str:
+    """``executable_name`` from an export name alone."""
     marker = export.find("_dispatch_")
     if marker < 0:
         return export
@@ -131,12 +135,22 @@ class DispatchGate(SnapshotSubscriber):
         park: Callable[[DispatchRecord, DispatchInfo, GateStop], None],
         pause_requested: Callable[[], bool],
         progress: Callable[[DispatchRecord], None],
+        pause_pending: Callable[[], bool] | None = None,
+        progress_per_dispatch: Callable[[], bool] | None = None,
     ):
         self.park = park
-        self.pause_requested = pause_requested
+        self.pause_requested = pause_requested  # takes the pause (True once)
+        # Whether a pause is asked for, without taking it (``watches``); None: never known ahead.
+        self.pause_pending = pause_pending
+        # Whether ``progress`` must be told before every dispatch (a session in a child process names the
+        # dispatch a crash happened in from it): then every dispatch is watched, none runs in a batch.
+        self.progress_per_dispatch = progress_per_dispatch
         self.progress = progress  # told before each dispatch (a crash in its kernel is attributed to it)
         self.breakpoints: tuple[Breakpoint, ...] = ()
         self.stop_at_next = False  # a "next dispatch" step: stop before the next one
+        # Stop before the first dispatch whose device sequence is at least this (time travel parks in one
+        # dispatch of a command buffer it replays); cleared when it stops.
+        self.stop_at_sequence: int | None = None
         # Travelling to a dispatch replays the instruction that ran it, and with it the dispatches before it in
         # the same command buffer: those (device sequence below this) are passed over, breakpoints and all.
         self.quiet_below: int | None = None
@@ -173,6 +187,7 @@ class DispatchGate(SnapshotSubscriber):
     def begin_call(self, dispatch_count: int, function: str | None = None, inputs: tuple[str, ...] = ()) -> None:
         self.base = dispatch_count
         self.stop_at_next = False
+        self.stop_at_sequence = None
         self.quiet_below = None
         self.park_after = None
         self._buffers.clear()
@@ -276,6 +291,32 @@ class DispatchGate(SnapshotSubscriber):
         """A dispatch replayed on the way to a travelled-to one (``quiet_below``): no stop, no bytes."""
         return self.quiet_below is not None and record.sequence < self.quiet_below
 
+    def watches(self, sequence: int, executable: HalExecutable, ordinal: int) -> bool:
+        """Whether this dispatch can stop the run, known before it runs: a dispatch step is pending, a pause is
+        asked for, it is the one to park after, NaN or divergence is armed (they judge every dispatch while
+        armed), or an ordinal/name breakpoint (before or after) matches it. Never one passed over on the way
+        to a travelled-to dispatch (``quiet_below``). The rest run in native batches."""
+        if self.quiet_below is not None and sequence < self.quiet_below:
+            return False
+        if self.stop_at_next or self.park_after == sequence or self._watch_nan or self._diverge_breakpoints():
+            return True
+        if self.stop_at_sequence is not None and sequence >= self.stop_at_sequence:
+            return True
+        if self.pause_pending is not None and self.pause_pending():
+            return True
+        if self.progress_per_dispatch is not None and self.progress_per_dispatch():
+            return True
+        if not (self._before_breakpoints or self._after_breakpoints):
+            return False
+        ordinal_in_run = sequence - self.base
+        export = executable.export_name(ordinal)
+        name = executable_name_of_export(export)
+        return any(
+            dispatch_matches(bp, ordinal_in_run, name, export, when)
+            for bp in self._breakpoints
+            for when in (DispatchWhen.BEFORE, DispatchWhen.AFTER)
+        )
+
     def wants_before(self, record: DispatchRecord) -> bool:
         if not (self._watch_nan or self._has_diverge or self._after_breakpoints or self.park_after is not None):
             return False  # nothing to check after any dispatch (the common case: no per-dispatch work)
@@ -296,10 +337,11 @@ class DispatchGate(SnapshotSubscriber):
         if self._watch_nan and snapshot.has_before:
             self._nonfinite_before = [nonfinite_count(d, record.export_name) for d in snapshot.before]
         hit = self._matching(record, DispatchWhen.BEFORE)
-        step = self.stop_at_next
+        step = self.stop_at_next or (self.stop_at_sequence is not None and record.sequence >= self.stop_at_sequence)
         paused = self.pause_requested()
         if hit or step or paused:
             self.stop_at_next = False
+            self.stop_at_sequence = None
             self.current_info = self.info(record, DispatchWhen.BEFORE)
             self.park(record, self.current_info, GateStop(hit, (), step, paused))
 
@@ -350,7 +392,8 @@ class DispatchGate(SnapshotSubscriber):
 
     def failed(self, snapshot: DispatchSnapshot, error: Exception) -> None:
         self._nonfinite_before = []
-        # ``current`` stays: a failure report names the dispatch that failed.
+        # A failure report names the dispatch that failed (one inside a batch was never ``before``).
+        self.current = snapshot.record
 
 
 __all__ = [
