@@ -183,6 +183,11 @@ class DispatchGate(SnapshotSubscriber):
         self._before_breakpoints = any(
             bp.kind == BreakpointKind.DISPATCH and str(bp.when) == DispatchWhen.BEFORE for bp in self._breakpoints
         )
+        # What ``watches`` asks of the dispatch breakpoints: their run ordinals, and those that match names.
+        dispatch = tuple(bp for bp in self._breakpoints if bp.kind == BreakpointKind.DISPATCH)
+        self._watch_ordinals = frozenset(bp.ordinal for bp in dispatch if bp.ordinal is not None)
+        self._watch_names = tuple(bp.dispatch or "*" for bp in dispatch if bp.ordinal is None)
+        self._watched_names: dict[tuple[HalExecutable, int], bool] = {}  # (executable, export ordinal) -> matches
 
     def begin_call(self, dispatch_count: int, function: str | None = None, inputs: tuple[str, ...] = ()) -> None:
         self.base = dispatch_count
@@ -296,9 +301,13 @@ class DispatchGate(SnapshotSubscriber):
         asked for, it is the one to park after, NaN or divergence is armed (they judge every dispatch while
         armed), or an ordinal/name breakpoint (before or after) matches it. Never one passed over on the way
         to a travelled-to dispatch (``quiet_below``). The rest run in native batches."""
-        if self.quiet_below is not None and sequence < self.quiet_below:
+        # Asked once per dispatch command of every submission: the cheap questions first.
+        quiet = self.quiet_below
+        if quiet is not None and sequence < quiet:
             return False
-        if self.stop_at_next or self.park_after == sequence or self._watch_nan or self._diverge_breakpoints():
+        if self.stop_at_next or self.park_after == sequence or self._watch_nan:
+            return True
+        if self._has_diverge and self._diverge_breakpoints():
             return True
         if self.stop_at_sequence is not None and sequence >= self.stop_at_sequence:
             return True
@@ -306,16 +315,17 @@ class DispatchGate(SnapshotSubscriber):
             return True
         if self.progress_per_dispatch is not None and self.progress_per_dispatch():
             return True
-        if not (self._before_breakpoints or self._after_breakpoints):
+        if sequence - self.base in self._watch_ordinals:
+            return True  # (an ordinal breakpoint that also names a dispatch is checked when it runs)
+        if not self._watch_names:
             return False
-        ordinal_in_run = sequence - self.base
-        export = executable.export_name(ordinal)
-        name = executable_name_of_export(export)
-        return any(
-            dispatch_matches(bp, ordinal_in_run, name, export, when)
-            for bp in self._breakpoints
-            for when in (DispatchWhen.BEFORE, DispatchWhen.AFTER)
-        )
+        key = (executable, ordinal)
+        found = self._watched_names.get(key)
+        if found is None:
+            export = executable.export_name(ordinal)
+            name = executable_name_of_export(export)
+            found = self._watched_names[key] = any(name_matches(p, name, export) for p in self._watch_names)
+        return found
 
     def wants_before(self, record: DispatchRecord) -> bool:
         if not (self._watch_nan or self._has_diverge or self._after_breakpoints or self.park_after is not None):

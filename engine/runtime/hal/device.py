@@ -198,13 +198,50 @@ class DispatchObserver:
     # ``dispatch_batch`` afterwards (the CPU device asks ``watches`` instead, per dispatch).
     reads_bindings = True
 
-    def dispatch_batch(self, records: list[DispatchRecord], start_ns: int, end_ns: int) -> None:
+    def dispatch_batch(self, records: Sequence[DispatchRecord], start_ns: int, end_ns: int) -> None:
         """Dispatches that ran together in one batch between ``start_ns`` and ``end_ns``
         (``time.perf_counter_ns``), none of them watched by this observer, in order. The default tells
         ``before_dispatch``/``after_dispatch`` of each afterwards (the bytes are those after the batch)."""
         for record in records:
             self.before_dispatch(record)
             self.after_dispatch(record)
+
+
+class BatchRecords(Sequence[DispatchRecord]):
+    """The records of a batch's dispatches, in order, each made when first read: a native batch costs no
+    Python per dispatch unless an observer reads its records."""
+
+    def __init__(self, device: Device, table: list[BindingTableEntry]):
+        self._device = device
+        self._table = table
+        self._items: list[DispatchRecord | tuple[cmd.DispatchCommand, int]] = []
+
+    def append(self, record: DispatchRecord) -> None:
+        self._items.append(record)
+
+    def add_unmade(self, commands: Sequence[cmd.DispatchCommand], first_sequence: int) -> None:
+        """Dispatches ``commands`` (static workgroup counts) with sequences from ``first_sequence``."""
+        self._items.extend((command, first_sequence + k) for k, command in enumerate(commands))
+
+    def truncate(self, length: int) -> None:
+        del self._items[length:]
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __getitem__(self, index):  # type: ignore[override]
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self._items)))]
+        item = self._items[index]
+        if isinstance(item, DispatchRecord):
+            return item
+        command, sequence = item
+        workgroup_count, bindings = self._device.resolve_dispatch(command, self._table)
+        record = self._device.dispatch_record(
+            command.executable, command.ordinal, workgroup_count, command.constants, bindings, sequence
+        )
+        self._items[index] = record
+        return record
 
 
 # (executable, record, run the kernel) -> None: see ``Device.kernel_hook``.
@@ -468,6 +505,10 @@ class Device:
         """Count a dispatch a device ran without ``dispatch`` (a batched submission)."""
         self._dispatches += 1
 
+    def count_dispatches(self, count: int) -> None:
+        """Count ``count`` dispatches a device ran without ``dispatch`` (a native batch)."""
+        self._dispatches += count
+
 
     def add_observer(self, observer: DispatchObserver, *, first: bool = False) -> None:
         """Tell ``observer`` about every dispatch (``first``: before the observers already there, e.g. a
@@ -545,14 +586,22 @@ class Device:
         """The index of the first dispatch command at or after ``start`` that is watched (``len(commands)``
         when none is): the commands before it can run as one batch."""
         end = len(commands)
-        if not self.observers and self.kernel_hook is None:
+        hook = self.kernel_hook
+        if not self.observers and hook is None:
             return end
+        # The questions, bound once: this loop runs once per dispatch command of every submission.
+        asks = [o.watches for o in self.observers]
+        if hook is not None:
+            asks.insert(0, getattr(hook, "watches", _watches_all))
+        dispatch = cmd.DispatchCommand
         sequence = self._dispatches
         for i in range(start, end):
             command = commands[i]
-            if type(command) is cmd.DispatchCommand:
-                if self.dispatch_watched(sequence, command.executable, command.ordinal):
-                    return i
+            if type(command) is dispatch:
+                executable, ordinal = command.executable, command.ordinal
+                for ask in asks:
+                    if ask(sequence, executable, ordinal):
+                        return i
                 sequence += 1
         return end
 
@@ -562,36 +611,42 @@ class Device:
         """Run commands ``[start, end)`` of ``command_buffer``, none a watched dispatch, in order; then tell
         every observer ``dispatch_batch`` with the records of its dispatches. A device overrides it to run
         them natively; this one runs them one by one (``run_dispatch`` without observers)."""
-        records: list[DispatchRecord] | None = [] if self.observers else None
+        records = BatchRecords(self, table) if self.observers else None
         started = time.perf_counter_ns()
         try:
             for command in command_buffer.commands[start:end]:
-                if type(command) is cmd.DispatchCommand:
-                    workgroup_count, bindings = self.resolve_dispatch(command, table)
-                    self.check_dispatch(command.executable, command.ordinal, bindings)
-                    if records is not None:
-                        records.append(
-                            self.dispatch_record(
-                                command.executable, command.ordinal, workgroup_count, command.constants,
-                                bindings, self._dispatches,
-                            )
-                        )
-                    self._dispatches += 1
-                    self.run_dispatch(command.executable, command.ordinal, workgroup_count, command.constants, bindings)
-                else:
-                    self.execute_command(command, table)
+                self.run_unwatched(command, table, records)
         except Exception as e:
             self.batch_failed(records, e)
             raise
         self.batch_ran(records, started, time.perf_counter_ns())
 
-    def batch_ran(self, records: list[DispatchRecord] | None, start_ns: int, end_ns: int) -> None:
+    def run_unwatched(
+        self, command: cmd.Command, table: list[BindingTableEntry], records: BatchRecords | None
+    ) -> None:
+        """Run one command of a batch; a dispatch runs without observers, its record added to ``records``."""
+        if type(command) is not cmd.DispatchCommand:
+            self.execute_command(command, table)
+            return
+        workgroup_count, bindings = self.resolve_dispatch(command, table)  # type: ignore[arg-type]
+        self.check_dispatch(command.executable, command.ordinal, bindings)
+        if records is not None:
+            records.append(
+                self.dispatch_record(
+                    command.executable, command.ordinal, workgroup_count, command.constants, bindings,
+                    self._dispatches,
+                )
+            )  # fmt: skip
+        self._dispatches += 1
+        self.run_dispatch(command.executable, command.ordinal, workgroup_count, command.constants, bindings)
+
+    def batch_ran(self, records: Sequence[DispatchRecord] | None, start_ns: int, end_ns: int) -> None:
         """Tell the observers of dispatches that ran in a batch (none: nothing to tell)."""
         if records:
             for observer in list(self.observers):
                 observer.dispatch_batch(records, start_ns, end_ns)
 
-    def batch_failed(self, records: list[DispatchRecord] | None, error: Exception) -> None:
+    def batch_failed(self, records: Sequence[DispatchRecord] | None, error: Exception) -> None:
         """A batch stopped at a failing dispatch (the last of ``records``): the observers are told of the
         ones that ran, then ``dispatch_failed`` of it."""
         if not records:
