@@ -332,8 +332,22 @@ class DispatchGate(SnapshotSubscriber):
         pass  # ``current`` stays: a failure report names the dispatch that failed.
 
 
+class StopAtSequence:
+    """A gate's ``stop_at_next`` that is true only at one dispatch (device sequence ``sequence``): the gate
+    reads it once per dispatch, after it set ``current`` to the dispatch about to run. With ``quiet_below``
+    at the same sequence it travels to one dispatch and parks before it."""
+
+    def __init__(self, gate: DispatchGate, sequence: int):
+        self.gate, self.sequence = gate, sequence
+
+    def __bool__(self) -> bool:
+        current = self.gate.current
+        return current is not None and current.sequence >= self.sequence
+
+
 __all__ = [
     "DispatchGate",
+    "StopAtSequence",
     "GateStop",
     "dispatch_matches",
     "executable_name",
