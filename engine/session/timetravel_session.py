@@ -25,7 +25,7 @@ import numpy as np
 from engine.dispatch.snapshot import DispatchSnapshot
 from engine.runtime.hal.device import DispatchRecord
 from engine.session.debug_session import DebugSession
-from engine.session.dispatch_gate import StopAtSequence, dispatch_matches, executable_name
+from engine.session.dispatch_gate import dispatch_matches, executable_name
 from engine.session.nonfinite import nonfinite_written
 from engine.session.protocol import (
     BreakpointKind,
@@ -163,7 +163,7 @@ class TimeTravelSession(DebugSession):
         if when == "after":
             self.gate.park_after = sequence
         else:
-            self.gate.stop_at_next = StopAtSequence(self.gate, sequence)  # type: ignore[assignment]
+            self.gate.stop_at_sequence = sequence
         self.park_reason = reason
         try:
             self.start_run(self.need_controller().continue_)
@@ -182,7 +182,7 @@ class TimeTravelSession(DebugSession):
                 stop = travel.goto_dispatch(command.dispatch + self.gate.base, command.when)
                 if command.park and command.when == "before":
                     # Several dispatches can share the instruction (one command buffer): stop at this one.
-                    self.gate.stop_at_next = StopAtSequence(self.gate, stop.dispatch.ordinal)  # type: ignore[assignment]
+                    self.gate.stop_at_sequence = stop.dispatch.ordinal
                     # ... and the dispatches replayed before it do not stop the travel at their breakpoints.
                     self.gate.quiet_below = stop.dispatch.ordinal
                     self.start_run(self.need_controller().continue_)
