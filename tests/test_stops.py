@@ -209,3 +209,71 @@ def test_a_run_that_never_stops_at_a_breakpoint_says_so(capsys, tmp_path, progra
     err = capsys.readouterr().err
     assert status == 0  # a note, as gdb's program simply exits
     assert "the program ended without stopping at: before dispatch #99; after a dispatch that writes NaN/Inf" in err
+
+
+# -- the replay debugger: the same gate, the same NaN rule, reverse-continue, typed tensors
+
+
+@pytest.fixture(scope="module")
+def nan_replay(programs):
+    """``nan_matmul`` built with its executables' sources dumped, and IREE's own replay of one call."""
+    import subprocess
+
+    from session_support import PROGRAMS
+    from support import iree_tool, record_replay
+
+    from engine.compiler.targets import TARGETS
+
+    sources = programs / "replay_sources"
+    module = programs / "nan_matmul.dumped.vmfb"
+    subprocess.run(
+        [iree_tool("iree-compile"), str(PROGRAMS / "nan_matmul.mlir"), *TARGETS["llvm-cpu"].flags,
+         f"--iree-hal-dump-executable-sources-to={sources}", "-o", str(module)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    inputs = [arg.split("=", 1)[1] for arg in NAN_INPUTS[1:]]
+    replay = record_replay(module, "main", inputs, programs / "nan_matmul.ireereplay")
+    return module, sources, replay
+
+
+def test_replay_debugger_judges_nan_like_the_module_debugger(capsys, tmp_path, nan_replay, nan_first_writer):
+    _, sources, replay = nan_replay
+    name, ordinal = nan_first_writer
+    script = (
+        "break nan\n" + "continue\n" * 4 + "reverse-continue\n" * 3
+        + f"save-tensors {tmp_path / 'saved'}\nreverse-continue\ncontinue\n"
+    )
+    lines = debug(capsys, tmp_path, replay, script, f"--sources={sources}")
+    forward = [(line["dispatch"]["ordinal"], line["reason"]) for line in lines[:3]]
+    assert forward[0] == (ordinal, "nan") and lines[0]["dispatch"]["name"] == name
+    assert lines[0]["nonfinite"][0]["tensor"] == "output 0" and lines[0]["nonfinite"][0]["nan"] == 64
+    assert lines[3] == {"reason": "finished", "dispatches": 5}
+    # Back through the same stops, latest first, to the first writer; nothing earlier; forward again.
+    back = [(line["dispatch"]["ordinal"], line["reason"]) for line in lines[4:7]]
+    assert back == [(o, "reverse") for o, _ in reversed(forward)]
+    saved = lines[7]["saved"]
+    assert lines[8]["reason"] == "nan" and lines[8]["dispatch"]["ordinal"] == forward[1][0]
+    output = np.load(next(p for p in saved if "output0" in p))
+    assert output.dtype == np.float32 and np.isnan(output).sum() == 64  # typed by the sources, not bytes
+
+
+def test_replay_reverse_continue_finds_a_breakpoint_set_after_stepping(capsys, tmp_path, nan_replay):
+    _, _, replay = nan_replay
+    # 45 host calls: past the queue_execute that ran the five dispatches (record 54), before the end.
+    lines = debug(capsys, tmp_path, replay, "step 45\nbreak dispatch 2 after\nreverse-continue\ncontinue\n")
+    assert lines[0]["reason"] == "step" and lines[0]["record"] > 54
+    assert lines[1]["reason"] == "reverse" and lines[1]["dispatch"]["ordinal"] == 2
+    assert lines[1]["dispatch"]["when"] == "after"
+    assert lines[2]["reason"] == "finished"
+
+
+def test_replay_run_output_is_typed_from_the_sources(tmp_path, nan_replay):
+    import iree.runtime as rt
+
+    module, sources, replay = nan_replay
+    out = tmp_path / "out.npy"
+    assert lens_main(["run", str(replay), f"--output=@{out}", f"--sources={sources}"]) == 0
+    got = np.load(out)
+    expected = rt.load_vm_flatbuffer_file(str(module), driver="local-sync").main(*NAN_ARGS).to_host()
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    assert got.tobytes() == expected.tobytes()
