@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import lzma
+import re
 import shutil
 import subprocess
 import sys
@@ -77,10 +78,10 @@ def _split(source: Path, function: str, inputs: list[str], out: Path, **options)
     return split_program(CompileRequest.from_file(source), function, inputs, out, **options)
 
 
-def _run_with_iree(test_dir: Path, entry: dict, target: str, tmp: Path) -> list[np.ndarray]:
+def _run_with_iree(test_dir: Path, entry: dict, target: str, tmp: Path, program: str = "dispatch.mlir") -> list[np.ndarray]:
     """The test compiled by plain ``iree-compile`` and run by ``iree-run-module``: its outputs."""
     vmfb = tmp / f"{entry['dir']}_{target}.vmfb"
-    compiled = subprocess.run([iree_tool("iree-compile"), str(test_dir / "dispatch.mlir"), *TARGETS[target].flags,
+    compiled = subprocess.run([iree_tool("iree-compile"), str(test_dir / program), *TARGETS[target].flags,
                                "-o", str(vmfb)], capture_output=True, text=True, timeout=300)  # fmt: skip
     assert compiled.returncode == 0, (entry["dir"], compiled.stderr[-2000:])
     outs = [tmp / f"{entry['dir']}_{target}_{i}.npy" for i in range(len(entry["outputs"]))]
@@ -172,13 +173,21 @@ def _lens(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "app.launcher", *args], capture_output=True, text=True, timeout=600)
 
 
-def test_split_check_cli_reports_only_the_broken_test(tmp_path):
+@pytest.fixture(scope="module")
+def small_cnn_split(tmp_path_factory) -> Path:
+    """small_cnn split once by the command line (tests copy the folder before they edit it)."""
     source = MODELS / "small_cnn.mlir"
     if not source.exists():
         pytest.skip(f"no shared models at {MODELS}")
-    out = tmp_path / "split"
+    out = tmp_path_factory.mktemp("cnn") / "split"
     made = _lens("split", str(source), "--function=small_cnn", f"--input=@{MODELS / 'small_cnn_x.npy'}", f"--out={out}")
     assert made.returncode == 0, made.stderr
+    return out
+
+
+def test_split_check_cli_reports_only_the_broken_test(tmp_path, small_cnn_split):
+    out = tmp_path / "split"
+    shutil.copytree(small_cnn_split, out)
     # every test compiles for llvm-cpu and vmvx with plain iree-compile and reproduces the model run's values
     assert _assert_reproduces(out, ("llvm-cpu", "vmvx"), tmp_path) == 6
     # --check on another target: nothing diverged
@@ -234,3 +243,89 @@ def test_split_pytorch_models_every_test_agrees_on_vmvx(tmp_path, name):
     for target in ("llvm-cpu", "vmvx"):
         verdicts = check_split(out, list(TARGETS[target].flags), TARGETS[target].device, jobs=2)
         assert [(v.dir, v.verdict, v.reason) for v in verdicts if not v.agrees] == []
+
+
+def _break_bias(out: Path) -> tuple[Path, Path]:
+    """small_cnn's first convolution test with its bias add (the second linalg.generic) made a subtraction;
+    returns the test folder and a copy of the program as split wrote it."""
+    [test] = [t for t in read_manifest(out) if "conv_8x16x16" in t.dir]
+    program = out / test.dir / "dispatch.mlir"
+    original = out / "original.mlir"
+    text = program.read_text()
+    original.write_text(text)
+    second = text.index("linalg.generic", text.index("linalg.generic") + 1)
+    at = text.index("arith.addf", second)
+    program.write_text(text[:at] + "arith.subf" + text[at + len("arith.addf"):])
+    return out / test.dir, original
+
+
+def test_reduce_keeps_only_the_broken_op_and_its_inputs(tmp_path, small_cnn_split):
+    out = tmp_path / "split"
+    shutil.copytree(small_cnn_split, out)
+    test_dir, original = _break_bias(out)
+    reduced = _lens("reduce", str(test_dir), f"--reference={original}", "--json")
+    assert reduced.returncode == 0, reduced.stderr
+    report = json.loads(reduced.stdout)
+    assert report["total"] == 3 and report["kept"] == ["#2 linalg.generic"]  # fill and convolution removed
+    assert report["failure"].startswith("diverged") and report["steps"]
+    text = (test_dir / "reduced" / "reduced.mlir").read_text()
+    assert text.count("linalg.generic") == 1 and "linalg.fill" not in text and "arith.subf" in text
+    # Its one input is the convolution's output as the whole test computed it, and its expectation is the
+    # original bias + ReLU of that input, as numpy computes it (the bias is the dispatch's folded constant).
+    [arg] = sorted((test_dir / "reduced" / "inputs").iterdir())
+    conv = np.load(arg)
+    assert conv.shape == (8, 16, 16)
+    bias = np.array(re.search(r"dense<\[([^\]]*)\]> : tensor<8xf32>", text).group(1).split(","), dtype=np.float32)
+    expected = np.load(test_dir / "reduced" / "expected" / "result0.npy")
+    np.testing.assert_allclose(expected, np.maximum(conv + bias[:, None, None], 0), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(expected, np.load(test_dir / "expected" / "result0.npy"), rtol=1e-6, atol=1e-6)
+    # the reduced program on its inputs still disagrees with its expectation
+    entry = {"dir": "reduced", "function": "main", "inputs": [arg.name], "outputs": ["result0.npy"]}
+    [got] = _run_with_iree(test_dir / "reduced", entry, "llvm-cpu", tmp_path, "reduced.mlir")
+    assert not np.allclose(got, expected, atol=1e-3)
+
+
+def test_reduce_a_compile_failure_keeps_one_op_failing_the_same_way(tmp_path, small_cnn_split):
+    out = tmp_path / "split"
+    shutil.copytree(small_cnn_split, out)
+    [test] = [t for t in read_manifest(out) if "conv_8x16x16" in t.dir]
+    # A: a CPU LLVM does not know, so every candidate fails to compile with the same message
+    reduced = _lens("reduce", str(out / test.dir), "--target=llvm-cpu", "--target-cpu=no-such-cpu",
+                    "--against=llvm-cpu", "--json")  # fmt: skip
+    assert reduced.returncode == 0, reduced.stderr
+    report = json.loads(reduced.stdout)
+    assert len(report["kept"]) == 1 and report["failure"].startswith("crash")
+
+
+def test_reduce_refuses_a_test_that_agrees(tmp_path, small_cnn_split):
+    [test] = [t for t in read_manifest(small_cnn_split) if "conv_8x16x16" in t.dir]
+    out = tmp_path / "split"
+    shutil.copytree(small_cnn_split, out)
+    reduced = _lens("reduce", str(out / test.dir), "--against=vmvx")
+    assert reduced.returncode == 2 and "agree on the whole test" in reduced.stderr
+
+
+HELDOUT = Path(__file__).resolve().parent / "heldout_programs"
+
+
+@pytest.mark.parametrize(
+    "name, inputs",
+    [("dynamic_mlp", ["dynamic_mlp_x.npy"]), ("masked_embedding", ["masked_embedding_ids.npy", "masked_embedding_mask.npy"])],
+)
+def test_split_heldout_programs_reproduce_and_a_broken_test_alone_diverges(tmp_path, name, inputs):
+    """The issue's held-out check on the torch-dialect programs (a dynamic batch; i64 ids and an i1 mask)."""
+    out = tmp_path / "split"
+    made = _lens("split", str(HELDOUT / f"{name}.mlir"), "--function=main",
+                 *[f"--input=@{HELDOUT / i}" for i in inputs], f"--out={out}")  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    count = _assert_reproduces(out, ("llvm-cpu",), tmp_path)
+    assert count >= 2
+    # the last test whose arithmetic has an add: made a subtraction
+    victim = [t for t in read_manifest(out) if "arith.addf" in (out / t.dir / "dispatch.mlir").read_text()][-1]
+    program = out / victim.dir / "dispatch.mlir"
+    program.write_text(program.read_text().replace("arith.addf", "arith.subf", 1))
+    checked = _lens("split", "--check", str(out), "--json")
+    assert checked.returncode == 1, checked.stderr
+    verdicts = {t["dir"]: t["verdict"] for t in json.loads(checked.stdout)["tests"]}
+    assert len(verdicts) == count
+    assert {d: v for d, v in verdicts.items() if v not in ("exact", "within_rounding")} == {victim.dir: "diverged"}

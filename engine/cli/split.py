@@ -110,12 +110,15 @@ def _split(args: argparse.Namespace, iree_flags: list[str]) -> int:
             print(f"{t.dir}{runs}  {t.loc or '(no location)'}" + (f"  NOT WRITTEN: {t.error}" if t.error else ""))
         print(f"{len(result.tests)} tests from {result.dispatches} dispatches in {result.directory} "
               f"(compile {result.compile_s:.2f} s, run {result.run_s:.2f} s, write {result.write_s:.2f} s)")  # fmt: skip
-    return 1 if failed else 0
+    if failed:
+        print(f"iree-lens split: {len(failed)} dispatches not written as tests (manifest.json's not_written says why)",
+              file=sys.stderr)  # fmt: skip
+    return 1 if failed and len(failed) == len(result.tests) else 0
 
 
 def _check(args: argparse.Namespace, iree_flags: list[str]) -> int:
     from engine.dispatch.numerics import Tolerance
-    from engine.split.check import check_split
+    from engine.split.check import check_split, save_check
 
     flags, device = check_flags_and_device(args, iree_flags)
     tolerance = Tolerance(args.atol, args.rtol, args.ulps)
@@ -132,6 +135,7 @@ def _check(args: argparse.Namespace, iree_flags: list[str]) -> int:
         max_occurrences=None if args.all_occurrences else 1, on_test=report,
     )  # fmt: skip
     bad = [v for v in verdicts if not v.agrees]
+    save_check(args.source, flags, device, verdicts)  # the window shows each build's verdicts
     if args.json:
         print(json.dumps({"flags": flags, "device": device, "tests": [v.to_json() for v in verdicts]}))
     else:

@@ -27,6 +27,9 @@ from engine.errors import CompileError
 # Ops that do a dispatch's work; linalg.fill and tensor.empty only initialise what the root op fills.
 _COMPUTE_OP = re.compile(r"^\s*(?:%[\w#:, %]+=\s*)?((?:linalg|iree_linalg_ext)\.[\w.]+)")
 _SKIPPED_OPS = frozenset({"linalg.fill", "linalg.yield", "linalg.index", "iree_linalg_ext.yield"})
+_CONTRACTIONS = frozenset(
+    {"linalg.matmul", "linalg.batch_matmul", "linalg.matvec", "linalg.vecmat", "linalg.dot"}
+)
 _FUNC = re.compile(r"^(\s*)func\.func (?:public |private )?@([\w$.\-]+)\(")
 _FILE_LOC = re.compile(r'"([^"]+)":(\d+):(\d+)')
 _LOC_ALIAS_DEF = re.compile(r"^(#loc\d*)\s*=\s*(loc\(.*\))\s*$")
@@ -46,6 +49,12 @@ class SourceOp:
     work: float
     ir_op: str  # the linalg op it became, e.g. linalg.generic
     python: str | None = None
+    reduces: bool = False  # it has a reduction loop (a contraction: one multiply-add per point)
+
+    @property
+    def flops(self) -> float:
+        """Floating-point operations, about: two per point of a contraction (multiply, add), one otherwise."""
+        return 2.0 * self.work if self.reduces else self.work
 
 
 def flow_with_locations(source: str | Path, flags: list[str], timeout_s: float = 600.0) -> str:
@@ -104,7 +113,10 @@ def _ops_in(body: list[str], aliases: dict[str, str]):
         program = next((w for w in where if not w.endswith(".py") and ".py:" not in w), None)
         python = next((w for w in where if ".py:" in w), None)
         if program is not None or python is not None:
-            yield SourceOp(program or python, float(op_work(m.group(1), body[i])), m.group(1), python)
+            reduces = '"reduction"' in body[i] or m.group(1) in _CONTRACTIONS
+            yield SourceOp(
+                program or python, float(op_work(m.group(1), body[i])), m.group(1), python, reduces
+            )
         i = last + 1
 
 
