@@ -9,6 +9,7 @@ runtime and between a batched run and a run where every dispatch is watched (ste
 from __future__ import annotations
 
 import lzma
+import re
 from pathlib import Path
 
 import numpy as np
@@ -18,8 +19,9 @@ from session_support import Events, compile_program
 from engine.dispatch.snapshot import DispatchSnapshots
 from engine.runtime.debug_runner import DebugRunner
 from engine.runtime.function_io import Tensor
-from engine.runtime.hal.device import DispatchObserver
+from engine.runtime.hal.device import DispatchObserver, QueueListener
 from engine.runtime.reference import ReferenceRunner
+from engine.runtime.vmfb.module import open_vmfb
 from engine.session.debug_session import DebugSession
 from engine.session.dispatch_gate import DispatchGate
 from engine.session.inprocess import InProcessSession
@@ -192,3 +194,42 @@ def test_squeezenet_batched_and_stepped_are_bit_identical_and_match_iree(tmp_pat
     assert len(watcher.seen) == sum(map(len, log.batches))
     assert batched[0].tobytes() == stepped[0].tobytes()
     assert batched[0].tobytes() == _reference(vmfb, "main", [x]).tobytes()
+
+
+class QueueLog(QueueListener):
+    def __init__(self):
+        self.seen: list[tuple[str, str]] = []
+
+    def before_queue(self, operation) -> None:
+        self.seen.append(("before", operation.kind))
+
+    def after_queue(self, operation) -> None:
+        self.seen.append(("after", operation.kind))
+
+
+def test_queue_and_executable_listeners_see_the_run_through_public_seams(chain):
+    runner = DebugRunner(str(chain), "local-sync")
+    queue, created = QueueLog(), []
+    runner.device.queue_listeners.append(queue)
+    runner.device.executable_listeners.append(lambda e, data, constants: created.append((e, bytes(data[:4]))))
+    runner.invoke("main", _tensors([X, W]))
+    executes = [w for w, kind in queue.seen if kind == "execute"]
+    assert executes and executes == ["before", "after"] * (len(executes) // 2)
+    # The module's executables were created when it loaded (before the listener): create one more.
+    embedded = open_vmfb(chain).executables[0]
+    data = np.frombuffer(bytes(embedded.data), np.uint8)
+    executable = runner.device.create_executable(embedded.format, data, (), "rodata test")
+    assert created and created[-1][0] is executable and created[-1][1] == b"\x7fELF"
+
+
+def test_no_engine_module_replaces_another_objects_methods():
+    """Features watch the device, the writer and the gate through listeners and seams (issue 29)."""
+    engine = Path(__file__).resolve().parents[1] / "engine"
+    offenders = []
+    for path in engine.rglob("*.py"):
+        text = path.read_text()
+        if "method-assign" in text or re.search(
+            r"\.(create_executable|execute|fill|copy|update|add_dispatch)\s*=\s*(?!=)", text
+        ):
+            offenders.append(str(path.relative_to(engine)))
+    assert offenders == []

@@ -303,3 +303,29 @@ def test_reduce_refuses_a_test_that_agrees(tmp_path, small_cnn_split):
     shutil.copytree(small_cnn_split, out)
     reduced = _lens("reduce", str(out / test.dir), "--against=vmvx")
     assert reduced.returncode == 2 and "agree on the whole test" in reduced.stderr
+
+
+HELDOUT = Path(__file__).resolve().parent / "heldout_programs"
+
+
+@pytest.mark.parametrize(
+    "name, inputs",
+    [("dynamic_mlp", ["dynamic_mlp_x.npy"]), ("masked_embedding", ["masked_embedding_ids.npy", "masked_embedding_mask.npy"])],
+)
+def test_split_heldout_programs_reproduce_and_a_broken_test_alone_diverges(tmp_path, name, inputs):
+    """The issue's held-out check on the torch-dialect programs (a dynamic batch; i64 ids and an i1 mask)."""
+    out = tmp_path / "split"
+    made = _lens("split", str(HELDOUT / f"{name}.mlir"), "--function=main",
+                 *[f"--input=@{HELDOUT / i}" for i in inputs], f"--out={out}")  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    count = _assert_reproduces(out, ("llvm-cpu",), tmp_path)
+    assert count >= 2
+    # the last test whose arithmetic has an add: made a subtraction
+    victim = [t for t in read_manifest(out) if "arith.addf" in (out / t.dir / "dispatch.mlir").read_text()][-1]
+    program = out / victim.dir / "dispatch.mlir"
+    program.write_text(program.read_text().replace("arith.addf", "arith.subf", 1))
+    checked = _lens("split", "--check", str(out), "--json")
+    assert checked.returncode == 1, checked.stderr
+    verdicts = {t["dir"]: t["verdict"] for t in json.loads(checked.stdout)["tests"]}
+    assert len(verdicts) == count
+    assert {d: v for d, v in verdicts.items() if v not in ("exact", "within_rounding")} == {victim.dir: "diverged"}

@@ -193,13 +193,33 @@ class RunDispatchList(QWidget):
             self.bridge.finished.connect(self._on_end)
             self.bridge.failed.connect(self._on_end)
         if self.workbench is not None:
-            self.workbench.moduleReset.connect(lambda _m: self.clear())
+            self.workbench.moduleReset.connect(self._on_module)
         self._last_state = None
         self._finished = False
         self._complete = False  # the run finished (not failed): its list is every dispatch of the call
         # Every dispatch (ordinal, name) of the last finished run of each call (``_call_key``): a later run
         # of the same call lists them from the start, those it has not reached marked so.
         self._known: dict[tuple, list[tuple[int, str]]] = {}
+
+    def _on_module(self, loaded) -> None:
+        """A new module: drop the old list, and read the new module's source lines on the engine worker."""
+        self.clear()
+        self.model.set_source_lines({})
+        worker = getattr(self.services, "worker", None)
+        if loaded is None or worker is None:
+            return
+        from app.views.dispatch_list_model import source_lines_job
+
+        path = str(loaded.path)
+
+        def done(lines: dict[str, str]) -> None:
+            module = self.workbench.module if self.workbench is not None else None
+            if module is not None and str(module.path) == path:  # still the module they belong to
+                self.model.set_source_lines(lines)
+
+        worker.submit(
+            source_lines_job, path, tag="run-dispatch-sources", on_result=done, on_error=lambda _e: None
+        )
 
     # -- the list ---------------------------------------------------------------------------------
 
@@ -243,7 +263,9 @@ class RunDispatchList(QWidget):
         known = self._known.get(self._call_key(), [])
         reached = {r.ordinal for r in rows}
         last = max(reached, default=-1)
-        return rows + [RunDispatch(o, n, None, reached=False) for o, n in known if o > last and o not in reached]
+        return rows + [
+            RunDispatch(o, n, None, reached=False) for o, n in known if o > last and o not in reached
+        ]
 
     def _remember(self) -> None:
         """The list of a finished run: every dispatch of its call."""
@@ -286,7 +308,9 @@ class RunDispatchList(QWidget):
         self.legend.setVisible(bool(verdicts))
 
     def _on_end(self, event) -> None:
-        marks = event_verdicts(event, self.model.verdicts)  # a Finished event: what a diverge breakpoint judged
+        marks = event_verdicts(
+            event, self.model.verdicts
+        )  # a Finished event: what a diverge breakpoint judged
         if marks is not None:
             self.set_verdicts(marks)
         self._finished = self.bridge.state == "idle"

@@ -6,7 +6,8 @@ phase's executables rewritten as plain tensor functions (``extract.standalone_te
 output folder::
 
     DIR/manifest.json               {"tests": [{"dir", "function", "dispatch", "ordinal", "loc",
-                                                "inputs", "outputs", "occurrences", ...}]}
+                                                "inputs", "outputs", "occurrences", ...}],
+                                     "not_written": [the same, with "error": why no program]}
     DIR/<test>/dispatch.mlir        func.func @main(the dispatch's tensor operands) -> its results
     DIR/<test>/inputs/argN.npy      the first occurrence's operands (manifest "inputs": these names)
     DIR/<test>/expected/resultN.npy its results (manifest "outputs")
@@ -235,7 +236,10 @@ def split_program(
         start = time.perf_counter()
         tests = sorted(collector.tests.values(), key=lambda t: t.ordinal)
         _write_programs(compilation.phase("flow").text(), tests, out)
-        (out / MANIFEST).write_text(json.dumps({"tests": [t.to_json() for t in tests]}, indent=1) + "\n")
+        # "tests" lists only tests with a program (what a checker compiles); the rest say why not.
+        manifest = {"tests": [t.to_json() for t in tests if not t.error],
+                    "not_written": [t.to_json() for t in tests if t.error]}  # fmt: skip
+        (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
         write_s = time.perf_counter() - start
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

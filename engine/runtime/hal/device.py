@@ -258,6 +258,36 @@ class Transfer:
     source: ResolvedRange | None = None
 
 
+@dataclass(frozen=True)
+class QueueOperation:
+    """Work a program put on the device's queue (``Device.queue_listeners``): ``execute`` a command buffer
+    with a binding table, or a transfer (``fill``, ``copy``, ``update``) queued on its own (the transfers
+    inside a command buffer are part of its ``execute``)."""
+
+    kind: str
+    command_buffer: HalCommandBuffer | None = None
+    table: Sequence[BindingTableEntry] = ()
+    target: ResolvedRange | None = None
+    source: ResolvedRange | None = None
+    pattern: bytes = b""
+    data: bytes | np.ndarray | None = None
+
+
+class QueueListener:
+    """Told before and after each ``QueueOperation`` runs, on the thread that runs it (a recorder of the
+    run writes each operation and the host writes it needs before it, and what it wrote after it)."""
+
+    def before_queue(self, operation: QueueOperation) -> None:
+        pass
+
+    def after_queue(self, operation: QueueOperation) -> None:
+        pass
+
+
+# (executable, the data it was created from, its constants) -> None: see ``Device.executable_listeners``.
+ExecutableListener = Callable[["HalExecutable", np.ndarray, tuple[int, ...]], None]
+
+
 @dataclass
 class _PendingWork:
     wait: HalFence | None
@@ -286,6 +316,11 @@ class Device:
         # Told after each transfer the device did (queue.fill/update/copy and command-buffer transfers), in
         # order: what the program wrote besides dispatches (the divergence finder's defined bytes).
         self.transfer_listeners: list[Callable[[Transfer], None]] = []
+        # Told before and after each operation of the queue (``queue_execute``, ``queue_fill``...).
+        self.queue_listeners: list[QueueListener] = []
+        # Told of each executable the program creates, with the data it came from (a recorder of the run
+        # keeps the binary; the divergence finder reads the source locations of its exports).
+        self.executable_listeners: list[ExecutableListener] = []
         self._dispatches = 0
         self._pending: list[_PendingWork] = []
         self._pumping = False
@@ -363,7 +398,10 @@ class Device:
         from engine.runtime.hal.executable_swap import registry
 
         executable = self.load_executable_binary(executable_format, data, constants, label)
-        return registry(self).created(executable, constants)
+        executable = registry(self).created(executable, constants)
+        for listener in list(self.executable_listeners):
+            listener(executable, data, tuple(constants))
+        return executable
 
     def load_executable_binary(
         self, executable_format: str, data: np.ndarray, constants: tuple[int, ...], label: str
@@ -699,6 +737,42 @@ class Device:
         # Debug groups, advice, flush and invalidate change nothing on coherent host memory.
 
     # -- the queue
+
+    def queue_execute(self, command_buffer: HalCommandBuffer, table: list[BindingTableEntry]) -> None:
+        """``queue.execute``: run a command buffer (its queue listeners told before and after)."""
+        if not self.queue_listeners:
+            self.execute(command_buffer, table)
+            return
+        operation = QueueOperation("execute", command_buffer=command_buffer, table=table)
+        self._queued(operation, lambda: self.execute(command_buffer, table))
+
+    def queue_fill(self, target: ResolvedRange, pattern: bytes) -> None:
+        """``queue.fill`` (not one inside a command buffer)."""
+        if not self.queue_listeners:
+            self.fill(target, pattern)
+            return
+        self._queued(QueueOperation("fill", target=target, pattern=pattern), lambda: self.fill(target, pattern))
+
+    def queue_copy(self, source: ResolvedRange, target: ResolvedRange) -> None:
+        """``queue.copy`` (not one inside a command buffer)."""
+        if not self.queue_listeners:
+            self.copy(source, target)
+            return
+        self._queued(QueueOperation("copy", target=target, source=source), lambda: self.copy(source, target))
+
+    def queue_update(self, data: bytes | np.ndarray, target: ResolvedRange) -> None:
+        """``queue.update`` and ``queue.read`` (host bytes written into a buffer)."""
+        if not self.queue_listeners:
+            self.update(data, target)
+            return
+        self._queued(QueueOperation("update", target=target, data=data), lambda: self.update(data, target))
+
+    def _queued(self, operation: QueueOperation, run: Callable[[], None]) -> None:
+        for listener in list(self.queue_listeners):
+            listener.before_queue(operation)
+        run()
+        for listener in list(self.queue_listeners):
+            listener.after_queue(operation)
 
     def submit(
         self, wait: HalFence | None, signal: HalFence | None, action: Callable[[], None], what: str
