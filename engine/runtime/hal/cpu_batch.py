@@ -232,6 +232,13 @@ class BatchSegments:
     version: int  # the command buffer's ``version`` it was planned from
     segments: tuple[CpuBatchPlan | cmd.Command, ...]
 
+    def still_valid(self, version: int) -> bool:
+        """Planned from this version of the command buffer, and every plan still points at the code its
+        executables run (a substitution swaps it: the stretch is planned again)."""
+        return self.version == version and all(
+            s.still_valid() for s in self.segments if type(s) is CpuBatchPlan
+        )
+
 
 def plan_stretch(commands: Sequence[cmd.Command], version: int) -> BatchSegments:
     """Cut ``commands`` (no watched dispatch among them) into native plans and one-at-a-time commands."""

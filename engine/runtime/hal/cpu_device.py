@@ -141,7 +141,7 @@ class CpuDevice(Device):
         if plans is None:
             plans = self._plans[command_buffer] = {}
         found = plans.get((start, end))
-        if found is None or found.version != command_buffer.version:
+        if found is None or not found.still_valid(command_buffer.version):
             if len(plans) >= _PLANS_PER_COMMAND_BUFFER:  # stops moving around: keep the latest few
                 plans.clear()
             found = plans[(start, end)] = plan_stretch(command_buffer.commands[start:end], command_buffer.version)
@@ -151,8 +151,8 @@ class CpuDevice(Device):
         self, plan: CpuBatchPlan, table: list[BindingTableEntry], records: BatchRecords | None
     ) -> None:
         with plan.lock:
-            if not plan.still_valid() or plan.bind(table) is not None:
-                # Swapped code, or a binding IREE's checks refuse: one at a time, which raises their errors.
+            if plan.bind(table) is not None:
+                # A binding IREE's checks refuse: one at a time, which raises their errors.
                 for command in plan.dispatches:
                     self.run_unwatched(command, table, records)
                 return
