@@ -110,7 +110,10 @@ def _split(args: argparse.Namespace, iree_flags: list[str]) -> int:
             print(f"{t.dir}{runs}  {t.loc or '(no location)'}" + (f"  NOT WRITTEN: {t.error}" if t.error else ""))
         print(f"{len(result.tests)} tests from {result.dispatches} dispatches in {result.directory} "
               f"(compile {result.compile_s:.2f} s, run {result.run_s:.2f} s, write {result.write_s:.2f} s)")  # fmt: skip
-    return 1 if failed else 0
+    if failed:
+        print(f"iree-lens split: {len(failed)} dispatches not written as tests (manifest.json's not_written says why)",
+              file=sys.stderr)  # fmt: skip
+    return 1 if failed and len(failed) == len(result.tests) else 0
 
 
 def _check(args: argparse.Namespace, iree_flags: list[str]) -> int:
