@@ -153,3 +153,28 @@ def test_the_dispatches_panel_names_the_dispatch_source_line(qtbot, tmp_path):
         assert first.text(3) == 'small_cnn.mlir:17 torch.operator "onnx.Gemm"'
     finally:
         worker.shutdown()
+
+
+def test_a_capture_bundle_list_reads_its_verdicts_by_source_line(qtbot, tmp_path):
+    # A bundle compared with another capture: each row has its Source line beside its Verdict.
+    from app.views.dispatch_run_list import DispatchRunView
+    from engine.dispatch.capture import capture_debug
+
+    source = SHARED_MODELS / "small_cnn.mlir"
+    if not source.exists():
+        pytest.skip(f"{source} is absent")
+    vmfb = compile_for(source, tmp_path / "small_cnn.vmfb", "llvm-cpu")
+    x = f"@{SHARED_MODELS / 'small_cnn_x.npy'}"
+    capture_debug(vmfb, "small_cnn", [x], tmp_path / "a")
+    capture_debug(vmfb, "small_cnn", [x], tmp_path / "b")
+    view = DispatchRunView()
+    qtbot.addWidget(view)
+    assert view.open_bundle(tmp_path / "a")
+    model = view.model
+    headers = [model.headerData(c, Qt.Orientation.Horizontal) for c in range(model.columnCount())]
+    assert headers[-2:] == ["Source", "Verdict"]
+    assert view.set_reference(tmp_path / "b")
+    qtbot.waitUntil(lambda: bool(model.verdicts), timeout=60_000)
+    conv = next(r for r, e in enumerate(model.entries) if "conv_8x16x16" in e.name)
+    assert model.index(conv, len(headers) - 2).data() == 'small_cnn.mlir:10 torch.operator "onnx.Conv"'
+    assert model.index(conv, len(headers) - 1).data()  # the same program twice: its verdict is shown
