@@ -125,3 +125,31 @@ def test_the_run_list_follows_a_source_line_chosen_in_zones(qtbot, main_window, 
     selected = runs.selected_ordinal()
     assert selected is not None
     assert "conv_16x8x8" in runs.model.rows[runs.model.row_of(selected)].name
+
+
+def test_the_dispatches_panel_names_the_dispatch_source_line(qtbot, tmp_path):
+    from app.context import LoadedModule
+    from app.messages import MessageLog
+    from app.panels import PanelServices
+    from app.views.dispatch_panel import DispatchPanel
+    from app.workers import EngineWorker
+    from engine.runtime.vmfb.module import open_vmfb
+
+    source = SHARED_MODELS / "small_cnn.mlir"
+    if not source.exists():
+        pytest.skip(f"{source} is absent")
+    vmfb = compile_for(source, tmp_path / "small_cnn.vmfb", "llvm-cpu")
+    context = LensContext()
+    worker = EngineWorker()
+    panel = DispatchPanel(PanelServices(context, worker, MessageLog(), lambda _path: None))
+    qtbot.addWidget(panel)
+    try:
+        context.set_module(LoadedModule(vmfb, open_vmfb(vmfb)))
+        gemm = next(n for n in panel.names() if "matmul" in n)
+        context.set_dispatch(gemm)
+        first = panel.locations.topLevelItem(0)
+        # small_cnn.mlir line 17 is the onnx.Gemm IREE made that matmul from.
+        assert first.text(0) == "input program" and first.text(1) == "17"
+        assert first.text(3) == 'small_cnn.mlir:17 torch.operator "onnx.Gemm"'
+    finally:
+        worker.shutdown()
