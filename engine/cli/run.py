@@ -38,6 +38,13 @@ def add_parser(subparsers) -> None:
         "source (.mlir), LLVM IR (.ll, CPU) or SPIR-V (.spv/.spvasm, Vulkan); repeatable",
     )
     p.add_argument(
+        "--sources",
+        action="append",
+        default=[],
+        help="(an .ireereplay) executable sources that type what the host read back, for --output: a "
+        "--iree-hal-dump-executable-sources-to folder or .mlir files; default: sources beside the replay",
+    )
+    p.add_argument(
         "--write-replay",
         metavar="OUT.ireereplay",
         help="also write the debug run as an IREE HAL replay that iree-run-replay takes (for an .ireereplay: "
@@ -139,6 +146,8 @@ def run(args: argparse.Namespace) -> int:
         return max(_report_checks(checks), check_golden(args, results))
     except LensError as e:
         _report_checks(checks)  # expectations that failed before the error are still news
+        if getattr(args, "replay_recorder", None) is not None:
+            args.replay_recorder.discard()  # a header and half a run: IREE's tools would take it as a replay
         print(f"iree-lens run: {e}", file=sys.stderr)
         return 1
 
