@@ -327,8 +327,7 @@ class ZonesView(QWidget):
     def _on_zone(self, info: ZoneInfo) -> None:
         self.select_name(info.name)
         if self.context is not None and info.category == "dispatch":
-            ordinal = info.args.get("ordinal")
-            self.context.set_dispatch(int(ordinal) if isinstance(ordinal, int) else info.name)
+            self.context.set_dispatch(info.name)
         self.zoneSelected.emit(info)
 
     def select_name(self, name: str) -> None:
