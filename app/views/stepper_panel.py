@@ -643,14 +643,17 @@ class StepperPanel(QWidget):
 
     def _on_crashed(self, event: Crashed) -> None:
         if self.bridge.stop_requested:  # the user's Stop ended a run that did not pause in time: not a crash
+            where = event.location.dispatch
             text = (
-                f"Stopped: the run did not pause within {self.bridge.stop_timeout:g} s, so its session was ended"
-                " and started again (Rerun repeats the call)"
+                "Stopped: the run did not pause"
+                + (f" (in dispatch #{event.location.dispatch_index} {where})" if where else "")
+                + ", so its session was ended and started again (Rerun repeats the call)"
             )
             self.output.appendPlainText(text)
             self.listing.set_current(None)
             self.call_stack.set_frames(())
             self.status_label.setText(text)
+            self.status_label.setToolTip(self.bridge.crash_report)
             self.workbench.say(text)
             return
         report = self.bridge.crash_report

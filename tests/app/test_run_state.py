@@ -75,6 +75,17 @@ def test_one_run_state_and_no_copies(qtbot, main_window, programs):
     assert runs.model.paused == 1
     # The context holds where the user looks in the program (names), never a run ordinal.
     assert window.context.dispatch is None
+    # Shift+F6 (previous dispatch): the status bar, the stepper and the dispatch's document name the new stop
+    # as soon as it is told, the document before its tensors are read.
+    qtbot.waitUntil(lambda: window.documents.document("paused-dispatch") is not None, timeout=TIMEOUT)
+    document = window.documents.document("paused-dispatch")
+    qtbot.waitUntil(lambda: "#1" in document.header.text(), timeout=TIMEOUT)
+    with qtbot.waitSignal(window.session_bridge.dispatchStopped, timeout=TIMEOUT) as back:
+        panel.reverse.previous_dispatch()
+    assert back.args[0].ordinal == 0 and window.workbench.state.dispatch == 0
+    assert "Dispatch #0" in document.header.text(), document.header.text()
+    assert "#0" in panel.status_label.text() and "#0" in window.statusBar().currentMessage()
+    assert runs.model.paused == 0
     with qtbot.waitSignal(window.session_bridge.finished, timeout=TIMEOUT):
         window.session_bridge.continue_()
     assert window.workbench.state.paused is None and window.workbench.state.outcome == "finished"
