@@ -434,7 +434,7 @@ class MainWindow(QMainWindow):
 
     def _show_profile(self, loaded) -> None:
         zones = self.show_panel("zones")
-        zones.set_trace(loaded.trace, loaded.index, loaded.stats)
+        zones.set_trace(loaded.trace, loaded.index, loaded.stats, loaded.by_source, loaded.by_source_note)
         self.workbench.say(
             f"Profiled {loaded.trace.metadata.get('function', '')} on {loaded.trace.metadata.get('device', '')}: "
             f"{len(loaded.trace.zones):,} zones in the Zones view"

@@ -567,3 +567,48 @@ def broken_build(source: Path, tmp: Path, target: str, executable: str, old: str
     edited.write_text(text.replace(old, new, 1))
     return compile_for(source, tmp / f"broken_{target}_{executable}.vmfb", target,
                        f"--iree-hal-substitute-executable-source={executable}={edited}")  # fmt: skip
+
+
+SHARED_MODELS = Path(__file__).resolve().parents[1] / ".." / "shared" / "models"
+
+
+def shared_model_source(model: str, tmp: Path) -> Path:
+    """The shared model's input program (``.mlir``, or its ``.mlir.xz`` decompressed into ``tmp``); the
+    test is skipped where the shared models are not on this machine."""
+    import lzma
+
+    import pytest
+
+    plain = SHARED_MODELS / f"{model}.mlir"
+    if plain.exists():
+        return plain
+    packed = SHARED_MODELS / f"{model}.mlir.xz"
+    if not packed.exists():
+        pytest.skip(f"{packed} is absent (the shared models are not on this machine)")
+    out = tmp / f"{model}.mlir"
+    out.write_bytes(lzma.open(packed).read())
+    return out
+
+
+def slowed_build(source: Path, tmp: Path, executable: str) -> Path:
+    """``source`` for llvm-cpu with ``executable`` deliberately slowed and its results kept: its configured
+    source (IREE's ``--iree-hal-dump-executable-configurations-to``) with every workgroup and vector tile
+    cut to one element (the reduction tiles kept), put back with
+    ``--iree-hal-substitute-executable-configuration``. Thousands of one-point workgroups, same arithmetic."""
+    dump = tmp / f"configurations_{executable}"
+    compile_for(source, tmp / "dump_configurations.vmfb", "llvm-cpu",
+                f"--iree-hal-dump-executable-configurations-to={dump}")  # fmt: skip
+    [configured] = [p for p in dump.glob("*.mlir") if p.stem.endswith(executable)]
+
+    def ones(m: re.Match) -> str:
+        sizes = [int(v) for v in m.group(2).split(",")]
+        return f"{m.group(1)}[{', '.join('1' if v else '0' for v in sizes)}]"
+
+    text, count = re.subn(
+        r"((?:distribution|vector_common_parallel) = )\[([\d, ]+)\]", ones, configured.read_text()
+    )
+    assert count, f"no tile sizes in {configured.name}"
+    edited = tmp / f"{executable}_slowed.mlir"
+    edited.write_text(text)
+    return compile_for(source, tmp / f"slowed_{executable}.vmfb", "llvm-cpu",
+                       f"--iree-hal-substitute-executable-configuration={executable}={edited}")  # fmt: skip

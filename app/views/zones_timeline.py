@@ -88,6 +88,7 @@ class ZoneTimelineItem(pg.GraphicsObject):
         self.span = max(trace.span[1] - self.origin, 1)
         self.selected: int | None = None
         self.highlight_name: int | None = None
+        self.highlight_names: tuple[int, ...] = ()  # several names at once: a source line's dispatches
         self.painted_count = 0  # boxes drawn by the last paint (tests check the culling on it)
         self.merged_count = 0
         self.last_paint_ms = 0.0  # how long the last paint took (the redraw benchmark reads it)
@@ -235,6 +236,8 @@ class ZoneTimelineItem(pg.GraphicsObject):
         marks = np.zeros(len(boxes), bool)
         if self.highlight_name is not None:
             marks |= (names == self.highlight_name) & (boxes.count == 1)
+        if self.highlight_names:
+            marks |= np.isin(names, self.highlight_names) & (boxes.count == 1)
         p.setBrush(Qt.BrushStyle.NoBrush)
         if marks.any():
             p.setPen(QPen(QColor("#ffcc00"), 2))

@@ -26,11 +26,14 @@ from PySide6.QtWidgets import (
     QPushButton,
     QSplitter,
     QTableView,
+    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
 
+from app.views.zones_by_source import BySourceTable
 from app.views.zones_timeline import ZoneTimeline, format_ns
+from engine.trace.by_source import Attribution, SourceTime
 from engine.trace.model import Trace, ZoneInfo
 from engine.trace.query import ZoneIndex
 from engine.trace.stats import ZoneDiff, ZoneStats, compare, durations_of, histogram, zone_statistics
@@ -47,6 +50,8 @@ class LoadedTrace:
     trace: Trace
     index: ZoneIndex
     stats: list[ZoneStats]
+    by_source: Attribution | None = None  # time by source line, where the module's program is known
+    by_source_note: str | None = None  # why there is none
 
 
 def load_trace_job(path: str, task: Any = None) -> LoadedTrace:
@@ -55,6 +60,7 @@ def load_trace_job(path: str, task: Any = None) -> LoadedTrace:
 
     if task is not None:
         task.progress(0.05, f"reading {Path(path).name}")
+
     def progress(fraction: float, message: str) -> None:
         if task is not None:
             task.check()  # a newer open cancels this one
@@ -198,9 +204,10 @@ class ZonesView(QWidget):
     traceLoaded = Signal(object)  # Trace
     loadFailed = Signal(str)
 
-    def __init__(self, context=None, worker=None, parent: QWidget | None = None):
+    def __init__(self, context=None, worker=None, parent: QWidget | None = None, open_document=None):
         super().__init__(parent)
         self.context = context
+        self.open_document = open_document  # the window's (PanelServices.open_document); None: standalone
         self._own_worker = worker is None
         self._worker = worker
         self.trace: Trace | None = None
@@ -242,8 +249,16 @@ class ZonesView(QWidget):
         bar = QHBoxLayout()
         for w in (self.open_button, zoom_all, self.find_edit, self.progress):
             bar.addWidget(w)
+        self.by_source = BySourceTable()
+        self.by_source.lineSelected.connect(self.select_source_line)
+        self.by_source.table.activated.connect(
+            lambda index: self.open_source_line(self.by_source.row_at(index.row()))
+        )
+        self.tables = QTabWidget()
+        self.tables.addTab(self.table, "Statistics")
+        self.tables.addTab(self.by_source, "By source")
         lower = QSplitter(Qt.Orientation.Horizontal)
-        lower.addWidget(self.table)
+        lower.addWidget(self.tables)
         lower.addWidget(self.histogram)
         lower.setStretchFactor(0, 3)
         lower.setStretchFactor(1, 1)
@@ -263,9 +278,15 @@ class ZonesView(QWidget):
     # -- data
 
     def set_trace(
-        self, trace: Trace, index: ZoneIndex | None = None, stats: list[ZoneStats] | None = None
+        self,
+        trace: Trace,
+        index: ZoneIndex | None = None,
+        stats: list[ZoneStats] | None = None,
+        by_source: Attribution | None = None,
+        by_source_note: str | None = None,
     ) -> None:
         self.trace = trace
+        self.by_source.set_attribution(by_source, by_source_note)
         self.stats = stats if stats is not None else zone_statistics(trace)
         self.stats_model.set_rows(self.stats)
         self.table.sortByColumn(2, Qt.SortOrder.DescendingOrder)
@@ -305,7 +326,7 @@ class ZonesView(QWidget):
 
     def _loaded(self, loaded: LoadedTrace) -> None:
         self.progress.setVisible(False)
-        self.set_trace(loaded.trace, loaded.index, loaded.stats)
+        self.set_trace(loaded.trace, loaded.index, loaded.stats, loaded.by_source, loaded.by_source_note)
 
     def _failed(self, err) -> None:
         self.progress.setVisible(False)
@@ -345,6 +366,43 @@ class ZonesView(QWidget):
         if item is not None:
             item.highlight_name = self.trace.names.id_of(name)
             item.update()
+
+    def select_source_line(self, row: SourceTime) -> None:
+        """Mark the line's dispatches in the timeline and move the shared context to the first of them in
+        the run (the dispatch list follows the context)."""
+        if self.trace is None:
+            return
+        ids = tuple(i for i in (self.trace.names.id_of(name) for name in row.dispatches) if i is not None)
+        item = self.timeline.item
+        if item is not None:
+            item.highlight_name = None
+            item.highlight_names = ids
+            item.update()
+        if self.context is not None and ids:
+            order = self.trace.zones_in_time_order("dispatch")
+            first = order[np.isin(self.trace.zones.name[order], ids)]
+            if first.shape[0]:
+                info = self.trace.zone(int(first[0]))
+                ordinal = info.args.get("ordinal")
+                self.context.set_dispatch(int(ordinal) if isinstance(ordinal, int) else info.name)
+
+    def open_source_line(self, row: SourceTime) -> QWidget | None:
+        """Open the input program at the line (a document of the window), where the file is readable here."""
+        path, _, line = row.loc.rpartition(":")
+        if not path or not line.isdigit() or not Path(path).is_file():
+            self.summary.setText(f"{row.loc}: the input program is not readable here")
+            return None
+        from app.views.ir_viewer import IrViewer
+
+        if self.open_document is None:
+            return None
+        viewer = IrViewer()
+        viewer.open_file(path)
+        shown = self.open_document(
+            viewer, f"Source — {Path(path).name}", key=f"source:{Path(path).resolve()}"
+        )
+        shown.go_to_line(int(line) - 1)
+        return shown
 
     def show_histogram(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """Draw the duration histogram of ``name``; returns (counts, edges in ns)."""
@@ -467,4 +525,4 @@ class ZonesCompareView(QWidget):
 def zones_panel(services) -> ZonesView:
     """The panel factory (``PanelSpec(..., "app.views.zones_view:zones_panel", area="document")``):
     the view on the window's shared context and engine worker."""
-    return ZonesView(context=services.context, worker=services.worker)
+    return ZonesView(context=services.context, worker=services.worker, open_document=services.open_document)

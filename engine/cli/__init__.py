@@ -14,10 +14,10 @@ import sys
 import threading
 import time
 
-# Sub-command modules, in the order `iree-lens --help` lists them.
+# Sub-commands, in the order `iree-lens --help` lists them; each is the module of its name ("-" as "_").
 COMMAND_MODULES = (
-    "inspect", "run", "sources", "benchmark", "phases", "devices", "capture", "diverge", "profile", "zones", "debug", "serve",
-    "dap",
+    "inspect", "run", "sources", "benchmark", "phases", "devices", "capture", "diverge", "profile", "zones", "debug", "kernel", "serve",
+    "dap", "compare-builds", "split", "reduce",
 )
 
 
@@ -29,10 +29,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
+        module_name = f"engine.cli.{name.replace('-', '_')}"
         try:
-            module = importlib.import_module(f"engine.cli.{name}")
+            module = importlib.import_module(module_name)
         except ModuleNotFoundError as e:
-            if e.name != f"engine.cli.{name}":
+            if e.name != module_name:
                 raise
             continue  # not built yet
         module.add_parser(sub)

@@ -5,10 +5,14 @@
 
 The function runs on the debug engine until the first dispatch NAME selects (an export, the dispatch
 executable it came from such as ``main$async_dispatch_3``, or ``#K``, the K-th dispatch of the call); its
-bindings are kept. That dispatch is then timed on one set of buffers filled from its inputs, in batches, with
-the module's code and with the ``--substitute`` edits: the median seconds per dispatch and the spread (10th
-to 90th percentile of the samples). ``iree-benchmark-executable`` runs the same binaries on the same inputs
-and workgroup count (``--repetitions`` times each: its own run-to-run noise), for comparison.
+bindings are kept. On the CPU that dispatch is then timed the way ``iree-benchmark-executable`` times it
+(``engine.dispatch.kernel_timing``: the same binary loaded once, the same workgroup count, one set of
+buffers holding its input bytes, a warm-up, batches of ``--batch-size`` dispatches until ``--min-time``
+has passed per repetition), alternating with IREE's tool, one repetition each, for ``--repetitions``
+rounds: both medians in the same minute, their ratio, and each one's noise (half the interquartile range
+over the median; a warning where it is above 5 %, too noisy to tell a 5 % change). The module's kernel
+and the ``--substitute`` edit are timed so. The dispatch is placed on the machine's roofline
+(``engine.dispatch.roofline``). A Vulkan dispatch is timed through the emulated device.
 """
 
 from __future__ import annotations
@@ -34,10 +38,27 @@ def add_parser(subparsers) -> None:
     p.add_argument("--dispatch", required=True, help="an export name, a dispatch executable's name, or #K")
     p.add_argument("--function", required=True, help="the function whose run reaches the dispatch")
     p.add_argument("--input", action="append", default=[], help="an input, as iree-run-module takes it")
-    p.add_argument("--substitute", action="append", default=[], metavar="NAME=FILE", help="an edit; repeatable")
+    p.add_argument(
+        "--substitute", action="append", default=[], metavar="NAME=FILE", help="an edit; repeatable"
+    )
     p.add_argument("--device", default="local-sync", help="local-sync (default) or vulkan")
-    p.add_argument("--samples", type=int, default=20, help="timed batches per kernel (default 20)")
-    p.add_argument("--repetitions", type=int, default=5, help="iree-benchmark-executable runs per kernel")
+    p.add_argument("--samples", type=int, default=20, help="Vulkan: timed batches per kernel (default 20)")
+    p.add_argument(
+        "--repetitions",
+        type=int,
+        default=5,
+        help="rounds: one repetition of IREE Lens and of IREE's tool each",
+    )
+    p.add_argument(
+        "--min-time", type=float, default=0.2, help="seconds per repetition (default 0.2, as IREE's)"
+    )
+    p.add_argument("--batch-size", type=int, default=16, help="dispatches per batch (default 16, as IREE's)")
+    p.add_argument(
+        "--source", default=None, help="the input program (FLOPs of the dispatch's ops for the roofline)"
+    )
+    p.add_argument(
+        "--no-roofline", action="store_true", help="skip the roofline (measuring the machine's limits)"
+    )
     p.add_argument("--no-iree", action="store_true", help="skip iree-benchmark-executable")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
@@ -100,8 +121,130 @@ def run(args: argparse.Namespace) -> int:
         runner.invoke(args.function, parse_inputs(args.input, arg_kinds))
         device.observers.remove(catch)
         if catch.found is None:
-            raise LensError(f"no dispatch {args.dispatch!r} in a run of @{args.function} ({catch.count} dispatches)")
+            raise LensError(
+                f"no dispatch {args.dispatch!r} in a run of @{args.function} ({catch.count} dispatches)"
+            )
         snapshot = catch.found
+        if args.device.startswith("vulkan"):
+            return _run_emulated(args, live, snapshot)
+        original, edited_run = kernel_runs(module, live, snapshot)
+        timed = [_time(original, args)]
+        if edited_run is not None:
+            timed.append(_time(edited_run, args))
+        roofline = None
+        if not args.no_roofline:
+            from engine.dispatch.roofline import Roofline, dispatch_flops, machine_limits
+
+            lens_s = timed[0][0].median_s
+            roofline = Roofline(sum(int(b.nbytes) for b in original.bindings),
+                                dispatch_flops(args.module, original.export_name, args.source), lens_s,
+                                machine_limits())  # fmt: skip
+    except (LensError, OSError, ValueError) as e:
+        print(f"iree-lens benchmark: {e}", file=sys.stderr)
+        return 1
+    record = snapshot.record
+    if args.json:
+        out = {
+            "dispatch": record.export_name,
+            "workgroup_count": list(record.workgroup_count),
+            "device": args.device,
+            "original": _timing_dict(timed[0][0]),
+            "edited": _timing_dict(timed[1][0]) if len(timed) > 1 else None,
+            "roofline": roofline.as_dict() if roofline is not None else None,
+        }
+        if timed[0][1] is not None:
+            out["iree_original"] = _timing_dict(timed[0][1])
+            out["iree_edited"] = _timing_dict(timed[1][1]) if len(timed) > 1 else None
+            out["agreement"] = timed[0][0].median_s / timed[0][1].median_s
+            out["paired_agreement"] = float(
+                np.median([a / b for a, b in zip(timed[0][0].samples_s, timed[0][1].samples_s)])
+            )
+        print(json.dumps(out))
+        return 0
+    print(
+        f"dispatch {record.export_name} on {args.device}, workgroups {'x'.join(map(str, record.workgroup_count))}"
+    )
+    print(f"  {args.repetitions} rounds, IREE Lens and iree-benchmark-executable alternating; batches of "
+          f"{args.batch_size}, {args.min_time:g} s per repetition")  # fmt: skip
+    for label, (ours, iree) in zip(("module's kernel", "edited kernel  "), timed):
+        print(_kernel_line(f"  IREE Lens, {label}", ours))
+        if iree is not None:
+            print(_kernel_line(f"  iree-benchmark-executable, {label}", iree))
+            pairs = np.median([a / b for a, b in zip(ours.samples_s, iree.samples_s)])
+            print(
+                f"    IREE Lens / IREE: {ours.median_s / iree.median_s:.3f} of the medians, {pairs:.3f} round by round"
+            )
+    if len(timed) > 1:
+        change = timed[1][0].median_s / timed[0][0].median_s
+        print(f"  edited / module's kernel (IREE Lens): {change:.3f}")
+    for ours, iree in timed:
+        for name, t in (("IREE Lens", ours), ("iree-benchmark-executable", iree)):
+            if t is not None and t.too_noisy:
+                print(f"  warning: {name}'s samples spread +-{t.relative_spread * 100:.1f} %: "
+                      "the machine is too noisy to tell a 5 % change")  # fmt: skip
+    if roofline is not None:
+        print(f"  roofline: {roofline.describe()}")
+    return 0
+
+
+def kernel_runs(module, live, snapshot):
+    """The dispatch alone with the module's binary, and with the edit's (None without one)."""
+    from engine.dispatch.kernel_timing import KernelRun
+    from engine.substitute.live import rodata_label
+
+    record = snapshot.record
+    executable = next(
+        (e for e in module.executables if f"rodata {e.rodata_ordinal}" == record.executable), None
+    )
+    if executable is None:
+        raise LensError(f"dispatch {record.sequence}: its executable is not one of the module's")
+    bytes_before = tuple(np.ascontiguousarray(b).view(np.uint8).reshape(-1) for b in snapshot.before)
+    constants = tuple(int(c) & 0xFFFFFFFF for c in record.constants)
+    original = KernelRun(bytes(executable.data), executable.format, record.export_name,
+                         tuple(record.workgroup_count), constants, bytes_before)  # fmt: skip
+    replacement = next(
+        (
+            r
+            for r in live.active.values()
+            if rodata_label(r) == record.executable and record.export_name in r.exports
+        ),
+        None,
+    )
+    if replacement is None:
+        return original, None
+    count = replacement.workgroup_count(record.export_name) or record.workgroup_count
+    return original, KernelRun(bytes(replacement.data), executable.format, record.export_name, tuple(count),
+                               constants, bytes_before)  # fmt: skip
+
+
+def _time(run, args):
+    from engine.dispatch.kernel_timing import compare_with_iree, time_kernel
+
+    if args.no_iree:
+        return time_kernel(run, args.repetitions, args.min_time, args.batch_size), None
+    try:
+        agreement = compare_with_iree(run, args.repetitions, args.min_time, args.batch_size)
+    except LensError as e:
+        print(f"iree-lens benchmark: iree-benchmark-executable: {e}", file=sys.stderr)
+        return time_kernel(run, args.repetitions, args.min_time, args.batch_size), None
+    return agreement.lens, agreement.iree
+
+
+def _timing_dict(t) -> dict:
+    low, high = np.percentile(t.samples_s, [10, 90])
+    return {"median_s": t.median_s, "p10_s": float(low), "p90_s": float(high), "samples": len(t.samples_s),
+            "relative_spread": t.relative_spread, "too_noisy": t.too_noisy, "clock": "cpu",
+            "wall_median_s": t.wall_median_s}  # fmt: skip
+
+
+def _kernel_line(label: str, t) -> str:
+    return (f"{label}: {t.median_s * 1e6:.2f} us CPU per dispatch (+-{t.relative_spread * 100:.1f} %; "
+            f"{len(t.samples_s)} repetitions), {t.wall_median_s * 1e6:.2f} us wall")  # fmt: skip
+
+
+def _run_emulated(args, live, snapshot) -> int:
+    """A Vulkan dispatch: timed through the emulated device, beside IREE's tool."""
+    try:
         timing = live.time_dispatch(snapshot, args.samples)
         iree = None
         if not args.no_iree:
@@ -127,7 +270,9 @@ def run(args: argparse.Namespace) -> int:
             out["iree_edited"] = _timing(iree[1]) if iree[1] is not None else None
         print(json.dumps(out))
         return 0
-    print(f"dispatch {record.export_name} on {args.device}, workgroups {'x'.join(map(str, record.workgroup_count))}")
+    print(
+        f"dispatch {record.export_name} on {args.device}, workgroups {'x'.join(map(str, record.workgroup_count))}"
+    )
     print(_line("  IREE Lens, module's kernel", timing.original))
     if edited:
         print(_line("  IREE Lens, edited kernel  ", timing.edited))

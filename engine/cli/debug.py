@@ -30,6 +30,7 @@ import numpy as np
 from engine.cli.program_arguments import add_program_arguments, is_replay, missing_function
 from engine.errors import LensError
 from engine.session.client import SessionClient, TransportFactory, in_process
+from engine.session.dispatch_gate import is_dispatch_breakpoint
 from engine.session.protocol import (
     Answer,
     Crashed,
@@ -140,6 +141,8 @@ def stop_json(stop: Stopped | None, function: str, registers: RegisterFile | Non
         if registers is not None or stop is not None
         else {},
     }
+    if stop is not None and stop.detail.nonfinite:  # break nan: what the dispatch wrote, per tensor
+        line["nonfinite"] = [f.to_json() for f in stop.detail.nonfinite]
     if stop is not None and stop.detail.divergence is not None:  # break diverge: where and how far
         line["divergence"] = stop.detail.divergence.to_json()
     return line
@@ -174,6 +177,7 @@ class Debugger:
         self.last_stop: Stopped | None = None
         self.finished: Finished | None = None
         self.status = 0
+        self.matched: set[str] = set()  # the breakpoints (described) that stopped the program so far
 
     # -- output
 
@@ -331,6 +335,7 @@ class Debugger:
         if isinstance(event, Stopped):
             self.state = "stopped"
             self.last_stop = event
+            self.matched.update(event.detail.breakpoints)
             if not quiet:
                 if self.args.json:
                     self._print(stop_json(event, self.args.function))
@@ -341,6 +346,7 @@ class Debugger:
             self.state = "finished"
             self.finished = event
             self.last_stop = None
+            self._note_unmatched(command)
             if self.args.json:
                 line = stop_json(None, self.args.function)
                 line.update(reason="finished", function=event.function, registers={})
@@ -367,6 +373,17 @@ class Debugger:
             return False
         self._error(command, f"unexpected event {event!r}")
         return False
+
+    def _note_unmatched(self, command: ScriptCommand) -> None:
+        """The program ended: say which dispatch breakpoints never stopped it (a note on stderr, as gdb's
+        program simply exits; a typo in a dispatch name would otherwise pass without a word)."""
+        never = [
+            bp.describe()
+            for bp in self.client.breakpoints
+            if is_dispatch_breakpoint(bp) and bp.describe() not in self.matched
+        ]
+        if never:
+            self._error(command, "the program ended without stopping at: " + "; ".join(never), fatal=False)
 
     def _info_registers(self, command: ScriptCommand) -> None:
         if self.state != "stopped":

@@ -41,6 +41,17 @@ def add_parser(subparsers) -> None:
     p.add_argument(
         "--timeout", type=float, default=600.0, help="seconds one reference run may take (default 600)"
     )
+    p.add_argument(
+        "--by-source",
+        default=None,
+        metavar="ATTR.json",
+        help="also write the dispatch time by source line of the input program (JSON)",
+    )
+    p.add_argument(
+        "--source",
+        default=None,
+        help="the input program the module was compiled from (default: the file its locations name)",
+    )
     p.set_defaults(func=run)
 
 
@@ -118,6 +129,8 @@ def run(args: argparse.Namespace) -> int:
         else:
             trace = profile_debug(args.module, args.function, args.input, args.device, args.repeat)
         write_profile(trace, args.out)
+        if args.by_source:
+            write_by_source(trace, args.module, args.by_source, args.source, args.timeout)
     except (LensError, OSError) as e:
         print(f"iree-lens profile: {e}", file=sys.stderr)
         return 1
@@ -131,3 +144,19 @@ def write_profile(trace: Trace, out: str) -> None:
         int((trace.zones.category == trace.categories.id_of("dispatch")).sum()) if len(trace.zones) else 0
     )
     print(f"{dispatches} dispatches, {len(trace.zones)} zones -> {out}")
+
+
+def write_by_source(trace: Trace, module: str, out: str, source: str | None, timeout_s: float) -> None:
+    """Write the dispatch time of ``trace`` by source line to ``out`` and print the top lines."""
+    from engine.trace.by_source import attribute, source_map
+
+    attribution = attribute(trace, source_map(module, source=source, timeout_s=timeout_s))
+    attribution.write_json(out)
+    for note in attribution.notes:
+        print(f"  {note}")
+    total = attribution.dispatch_time_ns
+    print(f"{total / 1e3:.1f} us of dispatch time on {len(attribution.by_source)} source lines "
+          f"({attribution.coverage * 100:.1f} % on lines holding torch ops) -> {out}")  # fmt: skip
+    for row in attribution.by_source[:5]:
+        share = row.time_ns / total * 100 if total else 0.0
+        print(f"  {share:5.1f} %  {row.time_ns / 1e3:10.1f} us  {row.loc}  {row.op or '(op unknown)'}")

@@ -34,7 +34,13 @@ from engine.runtime.hal.device import DispatchRecord
 from engine.runtime.vm import controller as vmc
 from engine.runtime.vm.context import ModuleInstance
 from engine.runtime.vm.trace import describe_ref, format_instruction
-from engine.session.dispatch_gate import DispatchGate, GateStop, is_dispatch_breakpoint
+from engine.session.dispatch_gate import (
+    DispatchGate,
+    GateStop,
+    is_dispatch_breakpoint,
+    module_dispatch_names,
+    unmatchable,
+)
 from engine.session.parked_run import ParkedRun, RunState
 from engine.session.protocol import (
     SUBSTITUTION_QUERIES,
@@ -100,6 +106,7 @@ class DebugSession:
         self._code_pcs: dict[tuple[int, int], list[int]] = {}
         self._frame_infos: dict[tuple[ModuleInstance, int, int], FrameInfo] = {}
         self._inputs_memo: tuple[tuple, list] | None = None  # the last call's parsed inputs
+        self._dispatch_names: tuple[tuple[str, ...] | None] | None = None  # the module's (worked out once)
         # A Progress before each dispatch says what ran when a kernel takes the process down; a transport
         # that drops them (in process, nobody asked) says so and saves building a location per dispatch.
         self.report_progress = True
@@ -129,6 +136,8 @@ class DebugSession:
             self._queries[kind] = self._substitution
         self.live: LiveSubstitutions | None = None
         self.sources: SessionSources | None = None  # the executables' sources that type tensors
+        self.snapshots: DispatchSnapshots | None = None  # the device's one snapshot observer
+        self.park_reason: StopReason | None = None  # the reason of the next dispatch stop, when not its own
 
     # ---------------------------------------------------------------------------------------- commands
 
@@ -179,9 +188,10 @@ class DebugSession:
         if self.sources is not None:  # the previous module's rebuild is of no use now
             self.sources.close()
         self.runner = DebugRunner(command.module_path, command.device)
+        self._dispatch_names = None
         self.controller = vmc.Controller(self.runner.context)
         self.gate = DispatchGate(self._park, self.controller.take_pause, self._progress)
-        snapshots = DispatchSnapshots.for_device(self.runner.device)
+        snapshots = self.snapshots = DispatchSnapshots.for_device(self.runner.device)
         tell = lambda text: self.emit(Log(text))  # noqa: E731
         self.sources = SessionSources(snapshots, command.module_path, command.sources, command.rebuild_sources, tell)
         snapshots.subscribe(self.gate)
@@ -194,9 +204,31 @@ class DebugSession:
         self.emit(Opened(command.module_path, tuple(self.runner.function_names), command.device))
 
     def _on_set_breakpoints(self, command: SetBreakpoints) -> None:
-        self.breakpoints = command.breakpoints
+        refused = self._refused(command.breakpoints) if self.controller is not None else {}
+        self.breakpoints = tuple(b for b in command.breakpoints if b not in refused)
         if self.controller is not None:
             self._install_breakpoints()
+        if refused:  # the others are set; these could never stop a run
+            raise DebugRunError("; ".join(refused.values()))
+
+    def _refused(self, breakpoints: tuple[Breakpoint, ...]) -> dict[Breakpoint, str]:
+        """The breakpoints that can never match this module, each with the reason: a dispatch name no
+        dispatch has, a diverge reference that is not a capture bundle or a module."""
+        from engine.dispatch.diverge_condition import DivergeError
+
+        if self._dispatch_names is None:
+            self._dispatch_names = (module_dispatch_names(self.runner.module),)
+        refused: dict[Breakpoint, str] = {}
+        for bp in breakpoints:
+            problem = unmatchable(bp, self._dispatch_names[0], os.path.basename(self.runner.module_path))
+            if problem is None and bp.kind == BreakpointKind.DIVERGE:
+                try:
+                    self.gate.check_reference(bp)
+                except DivergeError as e:
+                    problem = str(e)
+            if problem is not None:
+                refused[bp] = problem
+        return refused
 
     def _on_call(self, command: Call) -> None:
         self.abandon_run()
@@ -327,6 +359,8 @@ class DebugSession:
     def _park(self, record: DispatchRecord, info: DispatchInfo, why: GateStop) -> None:
         """On the run thread, inside a dispatch: report the stop and wait for the command that resumes."""
         reason = StopReason.PAUSED if why.paused and not (why.breakpoints or why.step) else StopReason.DISPATCH
+        if self.park_reason is not None:  # a reverse step that ends inside a dispatch is a step
+            reason = self.park_reason
         detail = replace(
             self.stop_detail(),
             breakpoints=tuple(b.describe() for b in why.breakpoints),

@@ -15,10 +15,9 @@ import fnmatch
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
-
 from engine.dispatch.snapshot import DispatchSnapshot, SnapshotSubscriber
 from engine.runtime.hal.device import DispatchRecord
+from engine.session.nonfinite import nonfinite_written
 from engine.session.protocol import (
     BindingInfo,
     Breakpoint,
@@ -28,9 +27,6 @@ from engine.session.protocol import (
     DivergenceStop,
     NonFinite,
 )
-
-# Element types a NaN/Inf check reads a binding as: IREE's dispatch names end with the element type.
-_FLOAT_DTYPES = {"f16": np.float16, "f32": np.float32, "f64": np.float64}
 
 
 def is_dispatch_breakpoint(bp: Breakpoint) -> bool:
@@ -54,10 +50,34 @@ def dispatch_matches(bp: Breakpoint, ordinal: int, executable: str, export: str,
     return name_matches(bp.dispatch or "*", executable, export)
 
 
-def executable_name(record: DispatchRecord) -> str:
-    """IREE's executable name: the export name up to its ``_dispatch_N`` part (``main_dispatch_0``), as
+def module_dispatch_names(module) -> tuple[str, ...] | None:
+    """The export names of every dispatch the module's host code records (``hal.command_buffer.dispatch``
+    call sites), or None when one call site's export is not known statically (then any name may run)."""
+    from engine.runtime.vmfb.call_sites import dispatch_call_sites
+
+    sites = dispatch_call_sites(module)
+    if any(site.export is None for site in sites):
+        return None
+    return tuple(dict.fromkeys(site.export for site in sites))
+
+
+def unmatchable(bp: Breakpoint, names: tuple[str, ...] | None, module: str = "the module") -> str | None:
+    """Why ``bp`` can never stop a run of a module whose dispatches are ``names`` (``module_dispatch_names``),
+    or None when it can (or it is not known)."""
+    if bp.kind != BreakpointKind.DISPATCH or bp.dispatch is None or names is None:
+        return None
+    if any(name_matches(bp.dispatch, export_executable(n), n) for n in names):
+        return None
+    shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+    return (
+        f"break dispatch {bp.dispatch}: no dispatch of {module} is named so (IREE's export or executable names, "
+        f"globs allowed; its dispatches: {shown or 'none'})"
+    )
+
+
+def export_executable(export: str) -> str:
+    """IREE's executable name of an export name: up to its ``_dispatch_N`` part (``main_dispatch_0``), as
     ``--iree-flow-trace-dispatch-tensors`` keys spell it; the export name when it has no such part."""
-    export = record.export_name
     marker = export.find("_dispatch_")
     if marker < 0:
         return export
@@ -67,47 +87,9 @@ def executable_name(record: DispatchRecord) -> str:
     return export[:end]
 
 
-def float_view(data: np.ndarray, export: str) -> np.ndarray | None:
-    """The binding's bytes as the float type its dispatch name says (f32 when the name says nothing);
-    ``None`` for integer dispatches, whose bit patterns are not NaN."""
-    from engine.dispatch.tensor_types import name_candidates
-
-    found = name_candidates(export)
-    element = found[1] if found else "f32"
-    dtype = _FLOAT_DTYPES.get(element)
-    if dtype is None:
-        if element == "bf16":
-            import ml_dtypes
-
-            dtype = ml_dtypes.bfloat16
-        else:
-            return None
-    itemsize = np.dtype(dtype).itemsize
-    n = len(data) - len(data) % itemsize
-    return data[:n].view(dtype)
-
-
-def nonfinite_count(data: np.ndarray, export: str) -> int:
-    values = float_view(data, export)
-    if values is None or values.size == 0:
-        return 0
-    as_float = values.astype(np.float32) if values.dtype.itemsize < 2 or values.dtype.kind != "f" else values
-    return int(values.size - np.count_nonzero(np.isfinite(as_float)))
-
-
-def nonfinite_summary(data: np.ndarray, export: str, binding: int) -> NonFinite | None:
-    """NaN and Inf in one binding (as the float type its dispatch name says), or ``None`` when all are
-    finite: counts and the flat element index of the first."""
-    values = float_view(data, export)
-    if values is None or values.size == 0:
-        return None
-    as_float = values.astype(np.float32) if values.dtype.kind != "f" else values
-    bad = ~np.isfinite(as_float)
-    count = int(np.count_nonzero(bad))
-    if not count:
-        return None
-    nan = int(np.count_nonzero(np.isnan(as_float)))
-    return NonFinite(binding, count, nan, count - nan, int(np.argmax(bad)))
+def executable_name(record: DispatchRecord) -> str:
+    """IREE's executable name of a dispatch (``export_executable`` of its export name)."""
+    return export_executable(record.export_name)
 
 
 @dataclass(frozen=True)
@@ -119,7 +101,7 @@ class GateStop:
     step: bool = False
     paused: bool = False
     divergence: DivergenceStop | None = None  # a diverge breakpoint's finding
-    nonfinite: tuple[NonFinite, ...] = ()  # nonfinite_summary of each binding in nan_bindings
+    nonfinite: tuple[NonFinite, ...] = ()  # what was written, per tensor or binding (engine.session.nonfinite)
 
 
 class DispatchGate(SnapshotSubscriber):
@@ -147,7 +129,6 @@ class DispatchGate(SnapshotSubscriber):
         self.current_info: DispatchInfo | None = None
         self.snapshot: DispatchSnapshot | None = None  # the current dispatch's (its bytes, its tensors)
         self._buffers: dict[int, int] = {}
-        self._nonfinite_before: list[int] = []
         # Diverge breakpoints: their reference runs (engine.dispatch.diverge_condition), by breakpoint.
         self._references: dict[Breakpoint, object] = {}
         self._call: tuple[str, tuple[str, ...]] | None = None
@@ -181,6 +162,12 @@ class DispatchGate(SnapshotSubscriber):
             self._call = (function, tuple(inputs))
             for bp in self._diverge_breakpoints():
                 self._reference(bp, prepare=True)  # a module reference runs now: an error fails the call, named
+
+    def check_reference(self, bp: Breakpoint) -> None:
+        """Read a diverge breakpoint's reference now (a ``DivergeError`` says why it is not a capture bundle
+        or a module), so a bad one is refused when it is set rather than when a run begins."""
+        if bp.kind == BreakpointKind.DIVERGE:
+            self._reference(bp)
 
     def _diverge_breakpoints(self) -> tuple[Breakpoint, ...]:
         if not self._has_diverge:
@@ -293,8 +280,8 @@ class DispatchGate(SnapshotSubscriber):
             if self._passed_over(record):
                 return
             self.quiet_below = None
-        if self._watch_nan and snapshot.has_before:
-            self._nonfinite_before = [nonfinite_count(d, record.export_name) for d in snapshot.before]
+        if record.sequence == self.park_after:
+            return  # travelling to the place after it: no stop before it
         hit = self._matching(record, DispatchWhen.BEFORE)
         step = self.stop_at_next
         paused = self.pause_requested()
@@ -309,13 +296,9 @@ class DispatchGate(SnapshotSubscriber):
             if not snapshot.before or self._passed_over(record) or not self._wants_after(record):
                 return
             access = snapshot.observed_access()
-            nan: tuple[int, ...] = ()
-            if self._watch_nan:
-                nan = tuple(
-                    k
-                    for k, count in enumerate(self._nonfinite_before)
-                    if access[k] == "write" and nonfinite_count(snapshot.after(k), record.export_name) > count
-                )
+            # NaN/Inf judged once on the snapshot: the outputs it wrote, typed (engine.session.nonfinite).
+            nonfinite = nonfinite_written(snapshot) if self._watch_nan else ()
+            nan = tuple(sorted({f.binding for f in nonfinite}))
             hit = self._matching(record, DispatchWhen.AFTER)
             if nan:
                 hit = hit + tuple(bp for bp in self.breakpoints if bp.kind == BreakpointKind.NAN)
@@ -338,19 +321,15 @@ class DispatchGate(SnapshotSubscriber):
                 self.park_after = None
             if hit or step:
                 self.current_info = self.info(record, DispatchWhen.AFTER, access)
-                found = (nonfinite_summary(snapshot.after(k), record.export_name, k) for k in nan)
-                summaries = tuple(f for f in found if f is not None)
-                stop = GateStop(hit, nan, step=step, divergence=divergence, nonfinite=summaries)
+                stop = GateStop(hit, nan, step=step, divergence=divergence, nonfinite=nonfinite)
                 self.park(record, self.current_info, stop)
         finally:
-            self._nonfinite_before = []
             self.current = None
             self.current_info = None
             self.snapshot = None
 
     def failed(self, snapshot: DispatchSnapshot, error: Exception) -> None:
-        self._nonfinite_before = []
-        # ``current`` stays: a failure report names the dispatch that failed.
+        pass  # ``current`` stays: a failure report names the dispatch that failed.
 
 
 __all__ = [
@@ -358,8 +337,9 @@ __all__ = [
     "GateStop",
     "dispatch_matches",
     "executable_name",
+    "export_executable",
+    "module_dispatch_names",
+    "unmatchable",
     "is_dispatch_breakpoint",
-    "nonfinite_summary",
     "name_matches",
-    "nonfinite_count",
 ]

@@ -249,18 +249,27 @@ class DivergenceStop:
 
 @dataclass(frozen=True)
 class NonFinite:
-    """NaN and Inf a dispatch wrote to one binding: how many, and the flat index of the first."""
+    """NaN and Inf a dispatch wrote to one tensor (typed: ``tensor`` is ``output N``) or binding (untyped:
+    ``binding N``): how many, and the flat index of the first in that tensor or binding."""
 
     binding: int
     count: int
     nan: int
     inf: int
     first: int
+    tensor: str = ""  # "output 0" (typed from the sources) or "binding 2" (the bound bytes); "" from old peers
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "tensor": self.tensor, "binding": self.binding, "count": self.count, "nan": self.nan, "inf": self.inf,
+            "first": self.first,
+        }
 
     def describe(self) -> str:
         parts = [f"{n:,} {what}" for n, what in ((self.nan, "NaN"), (self.inf, "Inf")) if n]
+        where = f"{self.tensor} (binding {self.binding})" if self.tensor.startswith("output") else f"binding {self.binding}"
         return (
-            f"NaN/Inf written to binding {self.binding}: {' and '.join(parts) or 'non-finite values'};"
+            f"NaN/Inf written to {where}: {' and '.join(parts) or 'non-finite values'};"
             f" first at index {self.first}"
         )
 

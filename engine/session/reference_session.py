@@ -11,6 +11,7 @@ function and import breakpoints and instruction steps are refused with a message
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -18,7 +19,8 @@ import numpy as np
 
 from engine.errors import LensError
 from engine.runtime.function_io import Tensor, format_results, parse_inputs, split_cconv
-from engine.session.dispatch_gate import dispatch_matches
+from engine.session.dispatch_gate import dispatch_matches, module_dispatch_names, unmatchable
+from engine.session.nonfinite import nonfinite_in
 from engine.session.parked_run import ParkedRun
 from engine.session.protocol import (
     BindingBytes,
@@ -85,6 +87,8 @@ class ReferenceSession:
         self._arrays: list[np.ndarray] = []
         self._function = ""
         self._sink: Any = None
+        self._module_path: str | None = None
+        self._dispatch_names: tuple[tuple[str, ...] | None] | None = None  # the module's (worked out once)
         self._handlers: dict[type, Callable[[Any], None]] = {
             Open: self._on_open,
             SetBreakpoints: self._on_set_breakpoints,
@@ -130,6 +134,8 @@ class ReferenceSession:
         sink = rt.HalModuleDebugSink(self._trace)
         self.runner = ReferenceRunner(command.module_path, command.device, debug_sink=sink)
         self._sink = sink  # alive as long as the module
+        self._module_path = command.module_path
+        self._dispatch_names = None
         self.emit(Opened(command.module_path, tuple(self.runner.function_names), command.device))
 
     def _on_set_breakpoints(self, command: SetBreakpoints) -> None:
@@ -139,6 +145,16 @@ class ReferenceSession:
                 f"the reference engine stops only at dispatches (trace points); not at {refused[0].kind} "
                 "breakpoints: use --engine=debug"
             )
+        if self._module_path is not None:
+            from engine.runtime.vmfb.module import open_vmfb
+
+            if self._dispatch_names is None:
+                self._dispatch_names = (module_dispatch_names(open_vmfb(self._module_path)),)
+            name = os.path.basename(self._module_path)
+            problems = {b: p for b in command.breakpoints if (p := unmatchable(b, self._dispatch_names[0], name))}
+            if problems:  # the others are set; these could never stop a run
+                self.breakpoints = tuple(b for b in command.breakpoints if b not in problems)
+                raise ReferenceSessionError("; ".join(problems.values()))
         self.breakpoints = command.breakpoints
 
     def _on_call(self, command: Call) -> None:
@@ -215,9 +231,13 @@ class ReferenceSession:
             self._ordinal += 1
         arrays = [self.runner.read_buffer_view(bv) for bv in buffer_views]
         hit = [b for b in self.breakpoints if dispatch_matches(b, self._ordinal, executable, export, when)]
-        nan: list[int] = []
+        nonfinite: list = []
         if when == DispatchWhen.AFTER and any(b.kind == BreakpointKind.NAN for b in self.breakpoints):
-            nan = [k for k, a in enumerate(arrays) if a.dtype.kind == "f" and not np.isfinite(a).all()]
+            # A trace point's outputs are the tensors the dispatch wrote, typed by IREE's runtime: each whole,
+            # as a write-only output typed from its source (engine.session.nonfinite).
+            found = (nonfinite_in(a.reshape(-1), k, f"output {k}") for k, a in enumerate(arrays) if a.dtype.kind == "f")
+            nonfinite = [f for f in found if f is not None]
+        nan = [f.binding for f in nonfinite]
         step = self._stop_at_next and when == DispatchWhen.BEFORE
         if not (hit or nan or step):
             return
@@ -228,7 +248,9 @@ class ReferenceSession:
         )
         self._info = DispatchInfo(self._ordinal, executable, export, (0, 0, 0), (), bindings, when, self.runner.device_uri)
         self._arrays = arrays
-        detail = StopDetail(breakpoints=tuple(b.describe() for b in hit), nan_bindings=tuple(nan))
+        detail = StopDetail(
+            breakpoints=tuple(b.describe() for b in hit), nan_bindings=tuple(nan), nonfinite=tuple(nonfinite)
+        )
         self.emit(Stopped(StopReason.DISPATCH, self._location(), detail))
         try:
             command = self.run.park()  # raises Abandoned when the client gives the run up

@@ -8,8 +8,11 @@ events as the forward commands (reason ``step``,
 the command loop: the run thread is idle (a run parked inside a dispatch is abandoned first; the history
 puts the state back exactly). Stepping back is allowed after the program finished.
 
-From a run parked inside a dispatch (within the instruction at position p, which a forward ``step``
-would finish as its first step), ``reverse-step K`` goes to ``p + 1 - K``.
+Moves are between places (``docs/ARCHITECTURE.md``, "Stops"; gdb is the reference): inside an instruction
+that runs a command buffer each dispatch, before and after it, is a place of its own. A reverse-step from a
+parked dispatch goes to the dispatch place before it; a reverse move that ends inside a command buffer parks
+the run there, so a forward command runs on from that place; reverse-continue finds the latest hit of any
+condition before the current place (``TimeTravel.reverse_continue``'s ``limit``).
 """
 
 from __future__ import annotations
@@ -17,9 +20,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
+
+from engine.dispatch.snapshot import DispatchSnapshot
 from engine.runtime.hal.device import DispatchRecord
 from engine.session.debug_session import DebugSession
-from engine.session.dispatch_gate import dispatch_matches, executable_name, nonfinite_count
+from engine.session.dispatch_gate import dispatch_matches, executable_name
+from engine.session.nonfinite import nonfinite_written
 from engine.session.protocol import (
     BreakpointKind,
     Change,
@@ -32,6 +39,7 @@ from engine.session.protocol import (
     ReverseMode,
     StopDetail,
     Stopped,
+    StopReason,
     TravelTo,
     WatchElement,
     WatchGlobal,
@@ -39,7 +47,7 @@ from engine.session.protocol import (
     WatchRegister,
     WhenChanged,
 )
-from engine.timetravel.engine import TimeTravel, TimeTravelError, TravelStop
+from engine.timetravel.engine import TimeTravel, TimeTravelError, TravelStop, place
 
 
 class TimeTravelSession(DebugSession):
@@ -69,34 +77,98 @@ class TimeTravelSession(DebugSession):
         if command.count < 1:
             self.emit(Failed(f"a step count is at least 1 (got {command.count})"))
             return
-        # Reverse moves start just after the parked dispatch's instruction: the history must reach it.
-        parked = self._leave_dispatch(whole_instruction=True) if self.run.parked else None
+        # Where the move starts: inside the parked dispatch (a place of its command buffer), or at an
+        # instruction boundary of the history.
+        inside = self._parked_place() if self.run.parked else None
         try:
-            if parked is not None:
-                position, ordinal = parked
+            if inside is not None:
+                sequence, when = inside
+                if mode in (ReverseMode.STEP, ReverseMode.NEXT):
+                    self.abandon_run()
+                    travel.invalidate()
+                    position = travel.locate_dispatch(sequence).position
+                    self._reverse_steps(travel, mode, command.count, position, inside)
+                    return
+                position = self._leave_dispatch(whole_instruction=True)[0]
                 travel.goto(position)
+                limit = place(position - 1, sequence, when)
             else:
-                ordinal = None
-            stop = self._reverse(travel, mode, command.count, ordinal)
+                position = travel.position
+                limit = place(position)
+                if mode in (ReverseMode.STEP, ReverseMode.NEXT):
+                    self._reverse_steps(travel, mode, command.count, position, None)
+                    return
+            if mode == ReverseMode.FINISH:
+                stop = travel.reverse_finish()
+            else:
+                stop = travel.reverse_continue(self._dispatch_stop(inside), limit)
             if stop.dispatch is not None and mode == ReverseMode.CONTINUE:
-                self._park_in(travel, stop)  # its tensors readable, as at a forward stop
+                self._park_in(travel, stop.dispatch.ordinal, str(stop.when or "before"))  # its tensors readable
                 return
         except TimeTravelError as e:
             self.emit(Failed(str(e), None, self.location()))
             return
         self._report_travel(stop)
 
-    def _park_in(self, travel: TimeTravel, stop: TravelStop) -> None:
-        """Replay into the dispatch a reverse-continue stopped at and park there, before or after it ran (as
-        the breakpoint that stopped it would have forward), so its bindings can be read."""
-        sequence = stop.dispatch.ordinal
+    def _parked_place(self) -> tuple[int, str]:
+        """The parked dispatch's device sequence and whether the run is parked before or after it."""
+        info = self.gate.current_info
+        return self.gate.current.sequence, str(info.when if info is not None else "before")
+
+    def _reverse_steps(
+        self, travel: TimeTravel, mode: ReverseMode, count: int, position: int, inside: tuple[int, str] | None
+    ) -> None:
+        """gdb's reverse-step/reverse-next, ``count`` times, with the dispatches of a command buffer as
+        places of their own (``docs/ARCHITECTURE.md``, "Stops"). Inside an instruction that ran dispatches
+        (one ``queue.execute`` runs a command buffer) a step goes back one dispatch place: after d -> before
+        d -> before d-1 ... -> the instruction's start. From an instruction boundary a step goes back one
+        instruction (over a call, for reverse-next); when the last step ends on an instruction that ran
+        dispatches it ends inside it, after its last dispatch: the place one forward ``step`` leaves, so
+        ``reverse-step K`` undoes ``step K`` and a forward command resumes after those dispatches instead of
+        running them again. Ends parked inside a dispatch (its bindings readable) or at an instruction
+        boundary."""
+        stop: TravelStop | None = None
+        for k in range(count):
+            if inside is not None:
+                sequence, when = inside
+                if when == "after":
+                    inside = (sequence, "before")
+                else:
+                    first = travel.goto(position).dispatches  # the first dispatch the instruction ran
+                    inside = (sequence - 1, "before") if sequence - 1 >= first else None
+                continue
+            if position <= travel.earliest:
+                stop = travel.reverse_step(1)  # nothing earlier: history-start
+                break
+            ran = travel.goto(position).dispatches
+            stop = travel.reverse_step(1) if mode == ReverseMode.STEP else travel.reverse_next(1)
+            if stop.reason != "step":
+                break
+            if k == count - 1 and position - stop.position == 1 and ran > stop.dispatches:
+                inside = (ran - 1, "after")  # ends after the command buffer's last dispatch
+            position = stop.position
+        if inside is not None and (stop is None or stop.reason == "step"):
+            self._park_in(travel, inside[0], inside[1], StopReason.STEP)
+            return
+        if stop is None or stop.position != position:
+            stop = travel.goto(position)
+        self._report_travel(stop)
+
+    def _park_in(self, travel: TimeTravel, sequence: int, when: str, reason: StopReason | None = None) -> None:
+        """Replay into dispatch ``sequence`` and park there, before or after it ran (as the breakpoint that
+        stopped it would have forward), so its bindings can be read and a forward command resumes from
+        there; ``reason``: the stop's reason (``dispatch`` unless given)."""
         travel.goto_dispatch(sequence, "before")
         self.gate.quiet_below = sequence  # the dispatches replayed before it pass
-        if str(stop.when or "before") == "after":
+        if when == "after":
             self.gate.park_after = sequence
         else:
             self.gate.stop_at_next = _StopAtSequence(self.gate, sequence)  # type: ignore[assignment]
-        self.start_run(self.need_controller().continue_)
+        self.park_reason = reason
+        try:
+            self.start_run(self.need_controller().continue_)
+        finally:
+            self.park_reason = None
 
     def _on_travel_to(self, command: TravelTo) -> None:
         travel = self.travel
@@ -228,38 +300,34 @@ class TimeTravelSession(DebugSession):
         mark = self.travel.locate_dispatch(record.sequence, whole_instruction=whole_instruction)
         return mark.position + 1, record.sequence
 
-    def _reverse(self, travel: TimeTravel, mode: ReverseMode, count: int, parked: int | None) -> TravelStop:
-        if mode == ReverseMode.STEP:
-            return travel.reverse_step(count)
-        if mode == ReverseMode.NEXT:
-            return travel.reverse_next(count)
-        if mode == ReverseMode.FINISH:
-            return travel.reverse_finish()
-        return travel.reverse_continue(self._dispatch_stop(parked))
-
-    def _dispatch_stop(self, parked: int | None):
-        """The dispatch breakpoints (and NaN stops) of the session as a reverse-continue predicate."""
+    def _dispatch_stop(self, inside: tuple[int, str] | None):
+        """The dispatch breakpoints (and NaN stops) of the session as a reverse-continue predicate. NaN is
+        judged as forward (``engine.session.nonfinite``): on a snapshot of the replayed dispatch."""
         bps = tuple(bp for bp in self.breakpoints if bp.kind in (BreakpointKind.DISPATCH, BreakpointKind.NAN))
         if not bps:
             return None
         nan = any(bp.kind == BreakpointKind.NAN for bp in bps)
-        counts: dict[int, list[int]] = {}
+        sources = self.snapshots
+        pending: dict[int, DispatchSnapshot] = {}
 
         def stop(record: DispatchRecord, when: str) -> bool:
-            if parked is not None and record.sequence >= parked:
-                return False  # the dispatch we were parked in, or later
+            if inside is not None and place(0, record.sequence, when) >= place(0, *inside):
+                return False  # where the run was parked, or later
             ordinal = self.gate.ordinal(record)
             executable = executable_name(record)
             if any(dispatch_matches(bp, ordinal, executable, record.export_name, when) for bp in bps):
                 return True
             if not nan:
                 return False
-            now = [nonfinite_count(b.data, record.export_name) for b in record.bindings]
             if when == "before":
-                counts[record.sequence] = now
+                before = tuple(np.array(b.data, copy=True) for b in record.bindings)
+                pending[record.sequence] = DispatchSnapshot(record, before, lambda: sources.sources)
                 return False
-            before = counts.pop(record.sequence, [0] * len(now))
-            return any(a > b for a, b in zip(now, before))
+            snapshot = pending.pop(record.sequence, None)
+            if snapshot is None:
+                return False
+            snapshot.ran = True
+            return bool(nonfinite_written(snapshot))
 
         return stop
 

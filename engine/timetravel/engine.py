@@ -55,6 +55,16 @@ class TimeTravelInterrupted(TimeTravelError):
     where the command started."""
 
 
+Place = tuple[int, int, int]
+
+
+def place(position: int, sequence: int = -1, when: str | None = None) -> Place:
+    """A place in the history, ordered as the program passed it: the instruction position, then inside an
+    instruction that runs dispatches (one ``queue.execute`` runs a whole command buffer) the dispatch and
+    before (0) or after (1) it; ``place(position)`` is the instruction's start, before all of them."""
+    return (position, sequence, 1 if when == "after" else 0)
+
+
 PAUSE_CHECK = 256  # instructions of a one-at-a-time replay between checks of the pause flag
 
 
@@ -533,18 +543,25 @@ class TimeTravel:
             if ours:
                 instance.clear_breakpoint(ordinal, pc)
 
-    def reverse_continue(self, dispatch_stop: DispatchStop | None = None) -> TravelStop:
+    def reverse_continue(
+        self, dispatch_stop: DispatchStop | None = None, limit: Place | None = None
+    ) -> TravelStop:
         """Back to the previous hit of a breakpoint of the controller (instruction, function, import) or,
-        with ``dispatch_stop``, of a dispatch for which it answers True; else to the history's start."""
+        with ``dispatch_stop``, of a dispatch for which it answers True; else to the history's start.
+
+        ``limit``: the place the search starts from when it is inside an instruction (a run parked at a
+        dispatch of a command buffer: ``place(position, sequence, when)``); the state is then at the end of
+        that instruction. Hits are ordered by place, so one before or after an earlier dispatch of the same
+        command buffer is found (positions alone cannot tell them apart)."""
         self._need_history()
         here = self.position
         if dispatch_stop is None and not self.controller.breakpoints:
             self.goto(self.earliest)
             return self._stop("history-start")
         with self._back_here_if_interrupted(here):
-            return self._reverse_continue(here, dispatch_stop)
+            return self._reverse_continue(here, dispatch_stop, limit or place(here))
 
-    def _reverse_continue(self, here: int, dispatch_stop: DispatchStop | None) -> TravelStop:
+    def _reverse_continue(self, here: int, dispatch_stop: DispatchStop | None, limit: Place) -> TravelStop:
         obs = self.marks_observer
         t = self.interpreter
         for start, end in self.segments(here):
@@ -570,17 +587,17 @@ class TimeTravel:
                 obs.predicate = None
                 self.back(saved)
             best = max(hits, key=lambda h: h[0]) if hits else None
-            # The latest dispatch stop before ``end`` (marks found by a fast run are located exactly).
+            # The latest dispatch stop before the limit (marks found by a fast run are located exactly).
             dispatch_hit = None
             for ordinal, when in sorted(obs.hits, key=lambda h: (h[0], h[1] == "after"), reverse=True):
                 mark = self.locate_dispatch(ordinal)
-                p = mark.position + (when == "after")
-                if p < end:
-                    dispatch_hit = (p, mark, when)
+                key = place(mark.position, ordinal, when)
+                if key < limit:
+                    dispatch_hit = (key, mark, when)
                     break
-            if dispatch_hit is not None and (best is None or dispatch_hit[0] > best[0]):
-                p, mark, when = dispatch_hit
-                self.goto(p)
+            if dispatch_hit is not None and (best is None or dispatch_hit[0] > place(best[0])):
+                _, mark, when = dispatch_hit
+                self.goto(min(mark.position + (when == "after"), self.latest))
                 return self._stop("dispatch", dispatch=mark, when=when)
             if best is not None:
                 self.goto(best[0])

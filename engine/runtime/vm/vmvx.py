@@ -13,6 +13,7 @@ executable runs on its own interpreter.
 
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +23,7 @@ from engine.runtime.vm.context import ModuleInstance, VmContext
 from engine.runtime.vm.interpreter import Interpreter, VmTrap
 from engine.runtime.vm.values import VmBuffer, VmList
 from engine.runtime.vm.vmvx_module import VmvxModule
+from engine.runtime.vm.vmvx_native import DispatchContext, NativeExecutable, compile_module, pointer_table
 from engine.runtime.vmfb.module import VmfbModule
 
 DISPATCH_CCONV = "0rrriiiiiiiii_v"
@@ -40,8 +42,32 @@ def nest_dispatches_in(interpreter: Interpreter | None) -> None:
 
 FORMAT = "vmvx-bytecode-fb"
 
+_native_default = True
+
+
+def native_dispatches_enabled() -> bool:
+    """Whether executables loaded from now on run their dispatches natively (see ``vmvx_native``)."""
+    return _native_default
+
+
+def run_dispatches_natively(enabled: bool) -> None:
+    """Run VMVX dispatches of executables loaded from now on as native code (True, the default) or on the
+    interpreter (False: what a differential test compares the native code with)."""
+    global _native_default
+    _native_default = enabled
+
+
 # Stateless, so one instance serves every executable.
 _VMVX_MODULE = VmvxModule()
+
+
+class VmvxTrapError(DispatchError):
+    """A VMVX dispatch function trapped in one workgroup; the message is the VM's trap (``__cause__``)."""
+
+    def __init__(self, export: str, workgroup: tuple[int, int, int], trap: VmTrap):
+        super().__init__("vmvx executable", export, workgroup, int(trap.code))
+        x, y, z = workgroup
+        self.args = (f"VMVX dispatch {export} workgroup ({x}, {y}, {z}) failed: {trap.describe()}",)
 
 
 @dataclass(frozen=True)
@@ -100,6 +126,9 @@ class VmvxExecutable:
         self.exports: list[VmvxExport] = exports
         # When set, dispatches run nested on this interpreter's call stack (step into generated code, trace).
         self.nest_in: Interpreter | None = None
+        # Dispatches not nested on an interpreter run as native code (vmvx_native) unless this is False.
+        self.native = native_dispatches_enabled()
+        self._native: NativeExecutable | None = None
         if constants and any(e.name == "__set_constants" for e in module.exports):
             data = np.asarray(constants, dtype=np.uint32).view(np.uint8)
             self.context.invoke("__set_constants", [VmBuffer(data.copy(), False, "executable constants")])
@@ -158,6 +187,10 @@ class VmvxExecutable:
         cx, cy, cz = (int(v) for v in workgroup_count)
         if interpreter is None:
             interpreter = self.nest_in or _default_nest
+        if interpreter is None and self.native:
+            driver = self._native_driver(export)
+            if driver is not None:
+                return self._dispatch_native(export, driver, (cx, cy, cz), local, const_buf, binding_list)
         t = interpreter if interpreter is not None else self.context.interpreter
         before = t.steps_executed
         try:
@@ -170,7 +203,59 @@ class VmvxExecutable:
                         else:
                             self.context.invoke_instance(self.instance, export.function_ordinal, args)
         except VmTrap as e:
-            raise DispatchError(
-                f"VMVX dispatch {export.name} workgroup ({x}, {y}, {z}) failed: {e.describe()}"
-            ) from e
+            raise VmvxTrapError(export.name, (x, y, z), e) from e
         return t.steps_executed - before
+
+    # -- native dispatches
+
+    @property
+    def native_refusals(self) -> dict[str, str]:
+        """Export name -> why its dispatches stay on the interpreter (translates the exports if not yet)."""
+        if self._native is None:
+            self._native = compile_module(self.module, [e.function_ordinal for e in self.exports])
+        return {
+            e.name: self._native.refused[e.function_ordinal]
+            for e in self.exports
+            if e.function_ordinal in self._native.refused
+        }
+
+    def _native_driver(self, export: VmvxExport):
+        if self._native is None:
+            # Every export at once: one LLVM module per executable (its first dispatch pays the compile).
+            self._native = compile_module(self.module, [e.function_ordinal for e in self.exports])
+        return self._native.drivers.get(export.function_ordinal)
+
+    def _dispatch_native(
+        self,
+        export: VmvxExport,
+        driver,
+        counts: tuple[int, int, int],
+        local: VmBuffer,
+        const_buf: VmBuffer,
+        binding_list: VmList,
+    ) -> int:
+        buffers = [b.data for b in binding_list.items]
+        bind_ptr, bind_len = pointer_table(buffers)
+        rodata = [self.instance.rodata_buffer(k).data for k in range(len(self.module.rodata_segments))]
+        ro_ptr, ro_len = pointer_table(rodata)
+        ctx = DispatchContext()
+        ctx.local, ctx.local_len = (local.data.ctypes.data if local.length else None), local.length
+        ctx.consts, ctx.consts_len = (
+            (const_buf.data.ctypes.data if const_buf.length else None),
+            const_buf.length,
+        )
+        ctx.bind_ptr, ctx.bind_len, ctx.nbind = bind_ptr.ctypes.data, bind_len.ctypes.data, len(buffers)
+        ctx.ro_ptr, ctx.ro_len = ro_ptr.ctypes.data, ro_len.ctypes.data
+        rc = driver(ctypes.byref(ctx), *counts)
+        if rc == 0:
+            return int(ctx.steps)
+        # A check failed (bounds, null, division by zero...): the interpreter reruns that workgroup and
+        # raises the VM's trap with its message and stack.
+        x, y, z = int(ctx.wg_x), int(ctx.wg_y), int(ctx.wg_z)
+        cx, cy, cz = counts
+        args = [local, const_buf, binding_list, x, y, z, 1, 1, 1, cx, cy, cz]
+        try:
+            self.context.invoke_instance(self.instance, export.function_ordinal, args)
+        except VmTrap as e:
+            raise VmvxTrapError(export.name, (x, y, z), e) from e
+        raise DispatchError(self.module.name, export.name, (x, y, z), 1)  # the interpreter passed: say so

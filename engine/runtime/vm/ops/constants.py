@@ -32,7 +32,7 @@ def _const_zero64(ins, env: CompileEnv):
     return h
 
 
-def _imm_bits(ins) -> int:
+def imm_bits(ins) -> int:
     value = ins.operands[0]
     sym = ins.opcode.symbol
     if sym == "ConstI32":
@@ -46,7 +46,7 @@ def _imm_bits(ins) -> int:
 
 @handler("ConstI32", "ConstF32")
 def _const32(ins, env: CompileEnv):
-    v = _imm_bits(ins)
+    v = imm_bits(ins)
     w, n = reg(ins.operands[1]), env.next_pc
 
     def h(i, r, t):
@@ -58,7 +58,7 @@ def _const32(ins, env: CompileEnv):
 
 @handler("ConstI64", "ConstF64")
 def _const64(ins, env: CompileEnv):
-    v = _imm_bits(ins)
+    v = imm_bits(ins)
     lo, hi = v & M32, v >> 32
     w, n = reg(ins.operands[1]), env.next_pc
     wh = w + 1

@@ -1,0 +1,143 @@
+"""The Zones view's "By source" table: a profile's dispatch time by line of the input program.
+
+Rows are ``engine.trace.by_source.SourceTime`` (line, op, time, share of the dispatch time, calls), the
+most expensive first. Selecting a row emits ``lineSelected`` with it; the Zones view then marks the line's
+dispatches in the timeline, moves the shared context to its first dispatch (the dispatch list follows)
+and opens the input program at the line. Where a trace has no attribution (a trace file opened from disk,
+a module whose locations are unknown) the table is empty and says why.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSortFilterProxyModel, Qt, Signal
+from PySide6.QtWidgets import QHeaderView, QLabel, QTableView, QVBoxLayout, QWidget
+
+from app.views.zones_timeline import format_ns
+from engine.trace.by_source import Attribution, SourceTime
+
+_ROOT = QModelIndex()
+NO_ATTRIBUTION = (
+    "no source attribution: profile a run of an open module (Run ▸ Profile) to see time by source line"
+)
+
+
+class BySourceModel(QAbstractTableModel):
+    """Rows of ``SourceTime``; ``Qt.UserRole`` holds numbers for sorting."""
+
+    COLUMNS = ("line", "op", "time", "share", "calls")
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.rows: list[SourceTime] = []
+        self.total_ns = 0
+
+    def set_attribution(self, attribution: Attribution | None) -> None:
+        self.beginResetModel()
+        self.rows = list(attribution.by_source) if attribution is not None else []
+        self.total_ns = attribution.dispatch_time_ns if attribution is not None else 0
+        self.endResetModel()
+
+    def rowCount(self, parent=_ROOT) -> int:  # noqa: N802
+        return 0 if parent.isValid() else len(self.rows)
+
+    def columnCount(self, parent=_ROOT) -> int:  # noqa: N802
+        return len(self.COLUMNS)
+
+    def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):  # noqa: N802
+        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
+            return self.COLUMNS[section]
+        return None
+
+    def share(self, row: SourceTime) -> float:
+        return row.time_ns / self.total_ns if self.total_ns else 0.0
+
+    def data(self, index, role=Qt.ItemDataRole.DisplayRole):
+        r = self.rows[index.row()]
+        col = index.column()
+        if role == Qt.ItemDataRole.UserRole:
+            return (line_label(r), r.op or "", r.time_ns, self.share(r), r.calls)[col]
+        if role == Qt.ItemDataRole.DisplayRole:
+            if col == 0:
+                return line_label(r)
+            if col == 1:
+                return r.op or "(op unknown: the program is not readable here)"
+            if col == 2:
+                return format_ns(r.time_ns)
+            if col == 3:
+                return f"{self.share(r) * 100:.1f} %"
+            return f"{r.calls:,}"
+        if role == Qt.ItemDataRole.ToolTipRole:
+            where = r.loc + (f"\nPython: {r.python}" if r.python else "")
+            return f"{where}\n{len(r.dispatches)} dispatches:\n" + "\n".join(r.dispatches[:20])
+        if role == Qt.ItemDataRole.TextAlignmentRole and col >= 2:
+            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        return None
+
+
+def line_label(row: SourceTime) -> str:
+    """``file.mlir:39`` (the file's name and line; the tooltip has the whole path), and the Python line."""
+    path, _, line = row.loc.rpartition(":")
+    label = f"{Path(path).name}:{line}" if path else row.loc
+    return label + (
+        f" ({Path(row.python.rpartition(':')[0]).name}:{row.python.rpartition(':')[2]})" if row.python else ""
+    )
+
+
+class BySourceTable(QWidget):
+    """The table with a line saying what it holds (the split rule, notes) or why it is empty."""
+
+    lineSelected = Signal(object)  # SourceTime
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.model = BySourceModel(self)
+        self.proxy = QSortFilterProxyModel(self)
+        self.proxy.setSourceModel(self.model)
+        self.proxy.setSortRole(Qt.ItemDataRole.UserRole)
+        self.table = QTableView()
+        self.table.setModel(self.proxy)
+        self.table.setSortingEnabled(True)
+        self.table.setSelectionBehavior(QTableView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QTableView.SelectionMode.SingleSelection)
+        self.table.verticalHeader().setVisible(False)
+        self.table.verticalHeader().setDefaultSectionSize(20)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        header.resizeSection(0, 170)
+        header.resizeSection(1, 200)
+        header.setDefaultSectionSize(80)
+        header.setStretchLastSection(True)
+        self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        self.table.setWordWrap(False)
+        self.table.selectionModel().currentRowChanged.connect(self._on_row)
+        self.note = QLabel(NO_ATTRIBUTION)
+        self.note.setWordWrap(True)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(self.note)
+        lay.addWidget(self.table, 1)
+
+    def set_attribution(self, attribution: Attribution | None, why_not: str | None = None) -> None:
+        self.model.set_attribution(attribution)
+        self.table.sortByColumn(2, Qt.SortOrder.DescendingOrder)
+        if attribution is None:
+            self.note.setText(why_not or NO_ATTRIBUTION)
+            self.note.setToolTip("")
+            return
+        self.note.setText(
+            f"{format_ns(attribution.dispatch_time_ns)} of dispatch time on {len(attribution.by_source)} lines, "
+            f"{attribution.coverage * 100:.1f} % on lines holding torch ops"
+        )
+        self.note.setToolTip("\n".join([attribution.rule, *attribution.notes]))
+
+    def row_at(self, proxy_row: int) -> SourceTime:
+        return self.model.rows[self.proxy.mapToSource(self.proxy.index(proxy_row, 0)).row()]
+
+    def select_row(self, proxy_row: int) -> None:
+        self.table.selectRow(proxy_row)
+
+    def _on_row(self, current: QModelIndex, _previous: QModelIndex) -> None:
+        if current.isValid():
+            self.lineSelected.emit(self.row_at(current.row()))

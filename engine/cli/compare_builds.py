@@ -1,0 +1,158 @@
+"""``iree-lens compare-builds``: two builds of one program side by side, by source line.
+
+    iree-lens compare-builds A.vmfb B.vmfb --function=F [--input=...] [--repeat=10] [--source=PROGRAM]
+                             [--no-outputs] [--json]
+
+Both builds are profiled with IREE's HAL profiler (``--rounds`` runs of ``--repeat`` calls each, A and B
+alternating); their dispatches are matched
+by the source line and op they came from (``profile --by-source``'s attribution: one dispatch of A can
+match several of B where fusion differs). Per line: how many dispatches hold it in each build, their code
+size, the line's median time per call in A and B with its spread, and whether it changed beyond noise
+(``engine.trace.build_compare``). The two builds also run in lockstep on the debug engine (``diverge``'s
+runs: B's dispatches fed A's inputs), so each line says whether its dispatches' outputs agree (the
+numerics verdicts), and the function's results are compared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from engine.errors import LensError
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "compare-builds",
+        help="two builds of one program side by side: time, code size and outputs by source line",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("modules", nargs=2, metavar="MODULE", help="A.vmfb B.vmfb")
+    p.add_argument("--function", required=True, help="exported function to call")
+    p.add_argument("--input", action="append", default=[], help="an input, as iree-run-module takes it")
+    p.add_argument(
+        "--device", default=None, help="device of both runs (default: what module A was compiled for)"
+    )
+    p.add_argument("--repeat", type=int, default=10, help="calls per profiled run (default 10)")
+    p.add_argument(
+        "--rounds", type=int, default=3, help="profiled runs per build, A and B alternating (default 3)"
+    )
+    p.add_argument(
+        "--source", default=None, help="the input program (default: the file the modules' locations name)"
+    )
+    p.add_argument("--no-outputs", action="store_true", help="skip the lockstep comparison of outputs")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds one profiled run may take")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=run)
+
+
+def compare_builds(
+    module_a: str,
+    module_b: str,
+    function: str,
+    inputs: list[str],
+    *,
+    device: str,
+    repeat: int = 10,
+    rounds: int = 3,
+    source: str | None = None,
+    outputs: bool = True,
+    timeout_s: float = 600.0,
+):
+    """The ``BuildComparison`` of two builds (see the module's docstring)."""
+    from engine.cli.profile import profile_reference
+    from engine.trace.build_compare import BuildComparison, code_sizes, compare_lines, with_output_verdicts
+    from engine.trace.by_source import export_locations, input_program_of, source_map, target_flags_of
+    from engine.trace.source_ops import flow_with_locations
+
+    notes: list[str] = []
+    flows: dict[
+        tuple, str
+    ] = {}  # one flow compile per (program, target flags): builds of one program share it
+
+    def sources_of(module: str):
+        program = source or input_program_of(export_locations(module))
+        if program is None:
+            return source_map(module, timeout_s=timeout_s)
+        key = (str(program), tuple(target_flags_of(module)))
+        if key not in flows:
+            try:
+                flows[key] = flow_with_locations(program, list(key[1]), timeout_s)
+            except LensError as e:
+                notes.append(f"{e}: dispatches by their exports' locations")
+                return source_map(module, flow_text="", timeout_s=timeout_s)
+        return source_map(module, flow_text=flows[key])
+
+    traces_a, traces_b = [], []
+    for _ in range(rounds):  # alternating, so a change in the machine's load hits both builds alike
+        traces_a.append(profile_reference(module_a, function, inputs, device, repeat, timeout_s))
+        traces_b.append(profile_reference(module_b, function, inputs, device, repeat, timeout_s))
+    sources_a, sources_b = sources_of(module_a), sources_of(module_b)
+    for label, sources in (("A", sources_a), ("B", sources_b)):
+        notes += [f"{label}: {n}" for n in sources.notes]
+    lines = compare_lines(
+        traces_a, sources_a, code_sizes(module_a), traces_b, sources_b, code_sizes(module_b), repeat
+    )
+    result = BuildComparison(lines, None, notes)
+    if outputs:
+        from engine.dispatch.lockstep import run_lockstep
+        from engine.dispatch.numerics import worst_verdict
+
+        try:
+            lockstep = run_lockstep(module_a, module_b, function, inputs, device_a=device, device_b=device)
+        except LensError as e:
+            notes.append(f"outputs not compared: {e}")
+        else:
+            verdicts: dict[str, list] = {}
+            for report in lockstep.dispatches:
+                verdicts.setdefault(report.name, []).append(report.verdict)
+            worst = {name: str(worst_verdict(v)) for name, v in verdicts.items()}
+            result.lines = with_output_verdicts(lines, worst, sources_b)
+            result.outputs = (
+                str(worst_verdict(c.verdict for c in lockstep.outputs)) if lockstep.outputs else None
+            )
+            notes += [f"lockstep: {n}" for n in lockstep.notes]
+    return result
+
+
+def run(args: argparse.Namespace) -> int:
+    from engine.cli.profile import default_device
+
+    a, b = args.modules
+    if args.repeat < 1 or args.rounds < 1:
+        print("iree-lens compare-builds: --repeat and --rounds must be at least 1", file=sys.stderr)
+        return 2
+    device = args.device or default_device(a)
+    try:
+        result = compare_builds(a, b, args.function, args.input, device=device, repeat=args.repeat, rounds=args.rounds,
+                                source=args.source, outputs=not args.no_outputs, timeout_s=args.timeout)  # fmt: skip
+    except (LensError, OSError) as e:
+        print(f"iree-lens compare-builds: {e}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(result.as_dict()))
+        return 0
+    print(f"A: {a}\nB: {b}\n{device}, {args.rounds} x {args.repeat} calls each; times are medians per call")
+    header = f"{'source line':40} {'op':28} {'A n':>3} {'A bytes':>8} {'A us':>10} {'B n':>3} {'B bytes':>8} {'B us':>10}  change   outputs"
+    print(header)
+    for line in result.lines:
+        print(_row(line))
+    if result.outputs is not None:
+        print(f"function results, B against A: {result.outputs}")
+    for note in result.notes:
+        print(f"  {note}")
+    return 0
+
+
+def _row(line) -> str:
+    def side(t):
+        if t is None:
+            return f"{'-':>3} {'-':>8} {'-':>10}"
+        size = str(t.code_bytes) if t.code_bytes is not None else "?"
+        return f"{len(t.dispatches):>3} {size:>8} {t.median_ns / 1e3:>10.2f}"
+
+    loc = line.loc if len(line.loc) <= 40 else "…" + line.loc[-39:]
+    op = (line.op or "(op unknown)")[:28]
+    return f"{loc:40} {op:28} {side(line.a)} {side(line.b)}  {line.change:8} {line.outputs or '-'}"

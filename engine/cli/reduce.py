@@ -1,0 +1,87 @@
+"""``iree-lens reduce``: a failing test of a split folder shrunk to the operations that still fail.
+
+    iree-lens reduce DIR/<test> [--target=T | IREE target flags] [--device=D] --against=B [--reference=FILE] [--json]
+
+A is the build given by the flags (default llvm-cpu) and ``--device``. ``--against`` says B: a target name
+(``vmvx``), a device (``local-task``, ``vulkan``), or a quoted line of flags (``"--target=vmvx"``,
+``"--iree-opt-level=O0 --device=local-task"``); B's flags default to A's. ``--reference=FILE``: B compiles
+FILE (same operations, e.g. the test before a hand edit) instead of the test's dispatch.mlir. Writes
+``DIR/<test>/reduced/``: reduced.mlir, inputs/, expected/, steps.json; prints each kept step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from pathlib import Path
+
+from engine.cli.compile_arguments import (
+    add_compile_options,
+    add_compile_parser,
+    option_default,
+    take_own_options,
+)
+from engine.errors import LensError
+
+
+def _own_options(parser: argparse.ArgumentParser, defaults: bool) -> None:
+    add_compile_options(parser, defaults)
+    parser.add_argument("--device", default=option_default(None, defaults), help="A's runtime device")
+    parser.add_argument("--against", default=option_default(None, defaults), help="B: a target, a device or flags")
+    parser.add_argument("--reference", type=Path, default=option_default(None, defaults),
+                        help="the program B compiles (default: the test's dispatch.mlir)")  # fmt: skip
+    parser.add_argument("--json", action="store_true", default=option_default(False, defaults), help="print JSON")
+
+
+def add_parser(subparsers) -> None:
+    add_compile_parser(subparsers, "reduce", "shrink a failing split test to the operations that still fail",
+                       __doc__, _own_options, run)  # fmt: skip
+
+
+def against_build(text: str, a_flags: list[str], a_device: str, reference: Path | None):
+    """B from ``--against``'s text (see the module doc)."""
+    from engine.cli.split import check_flags_and_device
+    from engine.compiler.targets import TARGETS
+    from engine.split.reduce import Build
+
+    tokens = shlex.split(text or "")
+    if len(tokens) == 1 and not tokens[0].startswith("-"):
+        if tokens[0] in TARGETS:
+            return Build(tuple(TARGETS[tokens[0]].flags), TARGETS[tokens[0]].device, reference)
+        return Build(tuple(a_flags), tokens[0], reference)
+    own = argparse.ArgumentParser(add_help=False)
+    own.add_argument("--target", default=None)
+    own.add_argument("--target-cpu", default=None)
+    own.add_argument("--device", default=None)
+    parsed, iree_flags = own.parse_known_args(tokens)
+    if parsed.target is None and not iree_flags:
+        return Build(tuple(a_flags), parsed.device or a_device, reference)
+    flags, device = check_flags_and_device(parsed, iree_flags)
+    return Build(tuple(flags), device, reference)
+
+
+def run(args: argparse.Namespace) -> int:
+    from engine.cli.split import check_flags_and_device
+    from engine.split.reduce import Build, reduce_test
+
+    iree_flags = take_own_options(args, _own_options)
+    try:
+        if args.against is None and args.reference is None:
+            raise ValueError("--against=B (a target, a device or flags) or --reference=FILE is required")
+        flags, device = check_flags_and_device(args, iree_flags)
+        a = Build(tuple(flags), device)
+        b = against_build(args.against, flags, device, args.reference)
+        log = None if args.json else (lambda line: print(line, flush=True))
+        result = reduce_test(args.source, a, b, log=log)
+    except (ValueError, FileNotFoundError, LensError) as e:
+        print(f"iree-lens reduce: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(result.to_json()))
+    else:
+        print(f"kept {len(result.kept)} of {result.total} operations ({', '.join(result.kept)}) in {result.tries} tries; "
+              f"{result.failure}")  # fmt: skip
+        print(result.directory / "reduced.mlir")
+    return 0

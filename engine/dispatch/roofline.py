@@ -1,0 +1,143 @@
+"""Where a dispatch sits on the machine's roofline: is this kernel slow, or is it at the limit?
+
+A dispatch's bytes are those it binds (every binding's bound range, read or written, counted once); its
+FLOPs come from its ops (``engine.trace.source_ops``: two per point of a contraction's loop nest, one per
+point otherwise). The machine's limits are measured here, once per process: memory bandwidth as numpy
+copies a buffer far larger than the caches (bytes read plus bytes written per second, best of 5), peak
+as one core multiplies float32 matrices (numpy's BLAS in a child process held to one thread, as
+local-sync runs a dispatch on one thread; best of 5). The attainable rate at the dispatch's arithmetic
+intensity I (FLOPs per byte) is ``min(peak, I x bandwidth)``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+_COPY_BYTES = 64 << 20
+_SGEMM_N = 512
+_SGEMM_SCRIPT = f"""
+import time, numpy as np
+a = np.random.default_rng(0).standard_normal(({_SGEMM_N}, {_SGEMM_N})).astype(np.float32)
+best = 1e9
+for _ in range(5):
+    t = time.perf_counter(); a @ a; best = min(best, time.perf_counter() - t)
+print(2 * {_SGEMM_N} ** 3 / best)
+"""
+
+
+@dataclass(frozen=True)
+class MachineLimits:
+    bandwidth_bytes_s: float
+    peak_flops_s: float
+
+
+@lru_cache(maxsize=1)
+def machine_limits() -> MachineLimits:
+    """This machine's measured memory bandwidth and one core's float32 peak (see the module's docstring)."""
+    src = np.ones(_COPY_BYTES // 8)
+    dst = np.empty_like(src)
+    best = float("inf")
+    for _ in range(5):
+        t = time.perf_counter()
+        np.copyto(dst, src)
+        best = min(best, time.perf_counter() - t)
+    bandwidth = 2 * _COPY_BYTES / best
+    one_thread = {
+        **os.environ,
+        **{k: "1" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")},
+    }
+    proc = subprocess.run([sys.executable, "-c", _SGEMM_SCRIPT], capture_output=True, text=True, env=one_thread,
+                          timeout=120)  # fmt: skip
+    peak = float(proc.stdout.strip()) if proc.returncode == 0 and proc.stdout.strip() else float("nan")
+    return MachineLimits(bandwidth, peak)
+
+
+@dataclass(frozen=True)
+class Roofline:
+    bytes_moved: int
+    flops: float | None  # None where the dispatch's ops are not known (no input program here)
+    seconds: float
+    limits: MachineLimits
+
+    @property
+    def intensity(self) -> float | None:
+        return self.flops / self.bytes_moved if self.flops is not None and self.bytes_moved else None
+
+    @property
+    def attainable_flops_s(self) -> float | None:
+        i = self.intensity
+        return min(self.limits.peak_flops_s, i * self.limits.bandwidth_bytes_s) if i is not None else None
+
+    @property
+    def bound(self) -> str | None:
+        """``memory`` or ``compute``: which roof is lower at the dispatch's intensity."""
+        i = self.intensity
+        if i is None:
+            return None
+        return "memory" if i * self.limits.bandwidth_bytes_s < self.limits.peak_flops_s else "compute"
+
+    @property
+    def achieved_flops_s(self) -> float | None:
+        return self.flops / self.seconds if self.flops is not None and self.seconds > 0 else None
+
+    @property
+    def achieved_bytes_s(self) -> float:
+        return self.bytes_moved / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def share_of_roof(self) -> float:
+        """Achieved over attainable: of FLOP/s where the FLOPs are known, else of bandwidth."""
+        attainable = self.attainable_flops_s
+        achieved = self.achieved_flops_s
+        if attainable and achieved is not None:
+            return achieved / attainable
+        return self.achieved_bytes_s / self.limits.bandwidth_bytes_s
+
+    def as_dict(self) -> dict:
+        return {
+            "bytes": self.bytes_moved,
+            "flops": self.flops,
+            "intensity_flops_per_byte": self.intensity,
+            "machine_bandwidth_bytes_s": self.limits.bandwidth_bytes_s,
+            "machine_peak_flops_s": self.limits.peak_flops_s,
+            "attainable_flops_s": self.attainable_flops_s,
+            "achieved_flops_s": self.achieved_flops_s,
+            "achieved_bytes_s": self.achieved_bytes_s,
+            "bound": self.bound,
+            "share_of_roof": self.share_of_roof,
+        }
+
+    def describe(self) -> str:
+        mb = self.bytes_moved / 1e6
+        machine = (f"machine {self.limits.bandwidth_bytes_s / 1e9:.1f} GB/s, "
+                   f"{self.limits.peak_flops_s / 1e9:.1f} GFLOP/s on one core")  # fmt: skip
+        if self.flops is None:
+            return (f"{mb:.3f} MB moved, FLOPs unknown (its ops are not readable here); {machine}; "
+                    f"achieved {self.achieved_bytes_s / 1e9:.2f} GB/s = {self.share_of_roof * 100:.0f} % of bandwidth")  # fmt: skip
+        return (f"{mb:.3f} MB moved, {self.flops / 1e6:.2f} MFLOP, {self.intensity:.2f} FLOP/byte; {machine}; "
+                f"{self.bound}-bound, attainable {self.attainable_flops_s / 1e9:.2f} GFLOP/s, achieved "
+                f"{self.achieved_flops_s / 1e9:.2f} GFLOP/s = {self.share_of_roof * 100:.0f} % of the roof")  # fmt: skip
+
+
+def dispatch_flops(module_path: str, export: str, source: str | None = None) -> float | None:
+    """The FLOPs of ``export``'s ops from the flow phase of the module's input program; None where the
+    program is not readable here or does not hold that dispatch."""
+    from engine.errors import LensError
+    from engine.trace.by_source import export_locations, input_program_of, target_flags_of
+    from engine.trace.source_ops import dispatch_source_ops, flow_with_locations
+
+    program = source or input_program_of(export_locations(module_path))
+    if program is None:
+        return None
+    try:
+        ops = dispatch_source_ops(flow_with_locations(program, target_flags_of(module_path))).get(export)
+    except LensError:
+        return None
+    return sum(o.flops for o in ops) if ops else None

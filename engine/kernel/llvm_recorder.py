@@ -1,0 +1,233 @@
+"""Record one workgroup of an llvm-cpu dispatch: the kernel's LLVM IR (IREE's own, kept with the module's
+executable sources) is instrumented (``llvm_instrument``), built with llvmlite and IREE's linker like a
+substitution, and run for that one workgroup on copies of the dispatch's input bytes. The trace buffer is
+decoded into ``KernelStep``s, each mapped to the MLIR source through the IR's ``!DILocation``s."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from engine.kernel.dispatch_run import CapturedDispatch, KernelStepError
+from engine.kernel.llvm_instrument import Probe, TraceBuffer, defines_function, instrument
+from engine.kernel.source_lines import SourceFiles
+from engine.kernel.trace import KernelStep, KernelStore, KernelTrace, SourceLocation, check_workgroup
+
+TRACE_BYTES = 256 << 20
+_META = re.compile(r"^!(\d+) = (?:distinct )?!(\w+)\((.*)\)\s*$")
+_FIELD = re.compile(r'(\w+): (?:"((?:[^"\\]|\\.)*)"|(!\d+|[\w-]+))')
+
+
+def debug_locations(text: str) -> dict[int, SourceLocation]:
+    """Each ``!DILocation`` of the IR as a source location (file from its scope's ``!DIFile``)."""
+    meta: dict[int, tuple[str, dict[str, str]]] = {}
+    for line in text.splitlines():
+        if not line.startswith("!"):
+            continue
+        m = _META.match(line)
+        if m:
+            fields = {f.group(1): f.group(2) if f.group(2) is not None else f.group(3) for f in _FIELD.finditer(m.group(3))}
+            meta[int(m.group(1))] = (m.group(2), fields)
+
+    def file_of(ref: str | None, depth: int = 0) -> str | None:
+        if ref is None or not ref.startswith("!") or depth > 32:
+            return None
+        kind, fields = meta.get(int(ref[1:]), ("", {}))
+        if kind == "DIFile":
+            name, directory = fields.get("filename", ""), fields.get("directory", "")
+            return name if not directory or directory == "." or name.startswith("/") else f"{directory}/{name}"
+        return file_of(fields.get("file"), depth + 1) or file_of(fields.get("scope"), depth + 1)
+
+    out = {}
+    for number, (kind, fields) in meta.items():
+        if kind == "DILocation":
+            file = file_of(fields.get("scope"))
+            if file is not None and file != "-":  # "-": IREE kept no source (see has_source_locations)
+                out[number] = SourceLocation(file, int(fields.get("line", 0)), int(fields.get("column", 0)))
+    return out
+
+
+def _defines(path: Path, export: str) -> bool:
+    try:
+        with open(path, errors="replace") as f:
+            return any(defines_function(line, export) for line in f)
+    except OSError:
+        return False
+
+
+def has_source_locations(path: Path) -> bool:
+    """Whether the IR's debug information names a source file. IREE 3.13 writes ``!DIFile(filename: "-")``
+    (every location line 1) unless the program was compiled with ``--iree-hal-dump-executable-sources-to``:
+    then each instruction's ``!DILocation`` is its op's line in the dumped executable source."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return False
+    return any(m.group(1) not in ("-", "") and not m.group(1).endswith(".h")
+               for m in re.finditer(r'!DIFile\(filename: "([^"]*)"', text))  # fmt: skip
+
+
+def _ir_files(folders: Sequence[Path]) -> list[Path]:
+    found: list[Path] = []
+    for folder in folders:
+        if folder.is_file():
+            found.append(folder)
+        elif folder.is_dir():
+            found += sorted(folder.glob("*.ll")) + sorted(folder.glob("*/*.ll"))
+    return found
+
+
+def _pick(candidates: list[Path], export: str) -> Path | None:
+    # IREE's stages: optimized (what was compiled), then linked; ``iree-lens sources`` writes optimized IR.
+    rank = {".optimized": 0, ".linked": 1}
+    candidates = sorted(candidates, key=lambda p: next((v for k, v in rank.items() if k in p.name), 2))
+    return next((p for p in candidates if ".codegen." not in p.name and _defines(p, export)), None)
+
+
+def rebuild_with_locations(module_path: str | Path, timeout_s: float = 900) -> Path | None:
+    """The program the module's debug locations name, compiled again for llvm-cpu with its executables'
+    sources and LLVM IR dumped (so the IR's locations are the sources' lines), into a cache folder named
+    after the module's and the program's bytes; the folder of IR files, or None when the program is gone or
+    does not compile. The kernels are IREE Lens's llvm-cpu build of the program: whether they are the
+    module's is judged afterwards, store by store, against the dispatch's real output."""
+    import hashlib
+    import subprocess
+    import tempfile
+
+    from engine.compiler.job import iree_compile_path
+    from engine.compiler.targets import target_flags
+    from engine.dispatch.rebuild_sources import program_named_by
+
+    program = program_named_by(module_path)
+    if program is None:
+        return None
+    key = hashlib.sha256(Path(module_path).read_bytes() + program.read_bytes()).hexdigest()[:20]
+    out = Path(tempfile.gettempdir()) / "iree-lens-kernel" / key
+    ir = out / "intermediates"
+    if (out / "done").exists():
+        return ir
+    out.mkdir(parents=True, exist_ok=True)
+    cmd = [iree_compile_path(), str(program), *target_flags("llvm-cpu"),
+           f"--iree-hal-dump-executable-sources-to={out / 'sources'}",
+           f"--iree-hal-dump-executable-intermediates-to={ir}", "-o", str(out / "rebuilt.vmfb")]  # fmt: skip
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if proc.returncode != 0:
+        return None
+    (out / "done").write_text(f"{module_path}\n{program}\n")
+    return ir
+
+
+def find_llvm_ir(module_path: str | Path, export: str, given: Sequence[str | Path] = ()) -> Path | None:
+    """IREE's LLVM IR that defines ``export``, preferring IR whose debug locations name its sources: in
+    ``given`` files or folders, beside the module (IREE Lens's compile folder ``executables/intermediates``,
+    ``iree-lens sources`` output, IREE's dump folders), else rebuilt (``rebuild_with_locations``); IR without
+    locations is the last resort."""
+    module = Path(module_path)
+    folders = [Path(g) for g in given] or [
+        module.parent / "executables" / "intermediates", module.parent, module.parent / f"{module.stem}.sources",
+        module.parent / "sources", module.parent / "intermediates",
+    ]  # fmt: skip
+    found = _pick(_ir_files(folders), export)
+    if found is not None and has_source_locations(found):
+        return found
+    rebuilt = rebuild_with_locations(module) if not given else None
+    if rebuilt is not None:
+        return _pick(_ir_files([rebuilt]), export) or found
+    return found
+
+
+def record_llvm(
+    captured: CapturedDispatch, ir_path: Path, workgroup: tuple[int, int, int], files: SourceFiles
+) -> KernelTrace:
+    """Build ``ir_path`` instrumented for the captured dispatch's export, run ``workgroup`` and decode it."""
+    from engine.runtime.hal.cpu_library import CpuExecutableLibrary, aligned_copy
+    from engine.substitute.errors import SubstitutionError
+    from engine.substitute.llvm_ir import build_from_llvm_ir, normalize_llvm24
+
+    try:
+        check_workgroup(workgroup, captured.workgroup_count)
+    except ValueError as e:
+        raise KernelStepError(str(e)) from None
+    text = normalize_llvm24(ir_path.read_text(errors="replace"))
+    buffer = TraceBuffer(TRACE_BYTES)
+    instrumented, probes = instrument(text, captured.export_name, buffer.address)
+    try:
+        build = build_from_llvm_ir(instrumented, f"{ir_path.name} (instrumented)", optimize=False)
+    except SubstitutionError as e:
+        raise KernelStepError(f"cannot build the instrumented kernel from {ir_path}: {e}") from None
+    library = CpuExecutableLibrary.load(build.library, f"{captured.export_name} (recording)")
+    try:
+        bindings = [aligned_copy(b) for b in captured.before]
+        prepared = library.prepare_dispatch(captured.export_name, captured.workgroup_count, captured.constants, bindings)
+        prepared.run_workgroup(*workgroup)
+    finally:
+        library.close()
+    locations = debug_locations(text)
+    spans = [(int(b.ctypes.data), b.nbytes) for b in bindings]
+    steps, notes = _decode(buffer, probes, locations, spans, files)
+    if buffer.overflowed:
+        notes.append(f"the record stops after {len(steps)} statements: the {TRACE_BYTES >> 20} MiB trace buffer is full")
+    return KernelTrace("llvm-cpu", captured.ordinal, captured.export_name, workgroup, captured.workgroup_count,
+                       tuple(steps), dict(files.found), tuple(notes))  # fmt: skip
+
+
+def _lanes(probe: Probe, payload: np.ndarray) -> list:
+    if probe.dtype == "bfloat":
+        values = (payload.view("<u2").astype("<u4") << 16).view("<f4")
+    elif probe.dtype == "|u1":
+        values = payload[: probe.lanes].astype(np.int64)
+    else:
+        values = payload.view(probe.dtype)
+    return [float(v) if np.issubdtype(values.dtype, np.floating) else int(v) for v in values[: probe.lanes]]
+
+
+def _llvm_op(text: str) -> str:
+    m = re.match(r"(?:%[\w.$-]+ = )?(?:tail |musttail |notail )?(\w+)", text)
+    call = re.search(r"@([\w.$-]+)\(", text)
+    if m and m.group(1) == "call" and call:
+        return f"llvm.call @{call.group(1)}"
+    return f"llvm.{m.group(1)}" if m else "llvm"
+
+
+def _decode(buffer: TraceBuffer, probes: list[Probe], locations, spans, files: SourceFiles):
+    steps: list[KernelStep] = []
+    notes: list[str] = []
+    unmapped = 0
+    ops: dict[int, str] = {}
+    for pid, address, payload in buffer.records():
+        probe = probes[pid]
+        if probe.kind == "mask":
+            last = steps[-1] if steps else None
+            if last is None or last.store is None:
+                continue
+            mask = _lanes(probe, payload)
+            enabled = sum(1 for v in mask if v)
+            if all(mask[:enabled]) and isinstance(last.store.value, list):
+                store = KernelStore(last.store.binding, last.store.offset, last.store.value[:enabled], last.store.element_bytes)
+                steps[-1] = KernelStep(last.index, last.location, last.op, last.instruction, last.values[:enabled], store)
+            else:
+                notes.append(f"step {last.index}: a masked store with lanes off in the middle is shown whole")
+            continue
+        values = _lanes(probe, payload)
+        location = locations.get(probe.dbg) if probe.dbg is not None else None
+        if pid not in ops:
+            ops[pid] = files.op_at(location) or _llvm_op(probe.text)
+        store = None
+        if probe.kind == "store":
+            binding = next((k for k, (base, n) in enumerate(spans) if base <= address < base + n), None)
+            if binding is None:
+                unmapped += 1
+            else:
+                size = np.dtype(probe.dtype).itemsize if probe.dtype != "bfloat" else 2
+                value = values[0] if probe.lanes == 1 else values
+                store = KernelStore(binding, address - spans[binding][0], value, size)
+        steps.append(KernelStep(len(steps), location, ops[pid], probe.text, tuple(values), store))
+    if unmapped:
+        notes.append(f"{unmapped} stores went to the kernel's own memory (stack or workgroup memory), not a binding")
+    return steps, notes

@@ -1,0 +1,100 @@
+"""One call from a program to a recorded workgroup: run to the dispatch, record the workgroup with the
+recorder of the executable's format, and check the record's stores against what the dispatch really wrote."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from engine.kernel.dispatch_run import CapturedDispatch, KernelStepError, executable_data, run_to_dispatch
+from engine.kernel.source_lines import SourceFiles
+from engine.kernel.trace import KernelTrace
+
+
+def record_workgroup(
+    module_path: str | Path,
+    function: str,
+    inputs: Sequence[str],
+    dispatch: int,
+    workgroup: tuple[int, int, int],
+    sources: Sequence[str | Path] = (),
+) -> tuple[KernelTrace, CapturedDispatch]:
+    """Record ``workgroup`` of dispatch ``dispatch`` of ``function`` run on ``inputs``; ``KernelStepError``
+    (one line) when it cannot be done."""
+    captured = run_to_dispatch(module_path, function, inputs, dispatch)
+    return record_captured(module_path, captured, workgroup, sources), captured
+
+
+def record_captured(
+    module_path: str | Path, captured: CapturedDispatch, workgroup: tuple[int, int, int], sources: Sequence[str | Path] = ()
+) -> KernelTrace:
+    """Record ``workgroup`` of an already captured dispatch of the module at ``module_path``."""
+    module = Path(module_path)
+    roots = [*(Path(s) if Path(s).is_dir() else Path(s).parent for s in sources), module.parent, Path.cwd()]
+    files = SourceFiles(roots)
+    if captured.executable_format == "vmvx-bytecode-fb":
+        from engine.kernel.vmvx_stepper import record_vmvx
+
+        trace = record_vmvx(captured, executable_data(module, captured), workgroup, files, module)
+    elif captured.executable_format.startswith("embedded-elf"):
+        from engine.kernel.llvm_recorder import find_llvm_ir, record_llvm
+
+        ir = find_llvm_ir(module, captured.export_name, sources)
+        if ir is None:
+            raise KernelStepError(
+                f"no LLVM IR of {captured.export_name}: keep the module's executable sources beside it "
+                "(iree-lens sources PROGRAM.mlir --out=DIR) or keep the program its debug locations name"
+            )
+        trace = record_llvm(captured, ir, workgroup, files)
+    else:
+        raise KernelStepError(
+            f"dispatch {captured.ordinal} runs a {captured.executable_format} executable: stepping needs the "
+            "llvm-cpu or VMVX build of the same program"
+        )
+    differ = store_mismatches(trace, captured)
+    if differ:
+        trace = KernelTrace(trace.backend, trace.dispatch, trace.export, trace.workgroup, trace.workgroup_count,
+                            trace.steps, trace.source_files,
+                            (*trace.notes, f"{differ} recorded stores differ from what the dispatch wrote: "
+                             "the recorded kernel is not the module's (other sources or flags)"))  # fmt: skip
+    return trace
+
+
+_FLOAT = {2: np.float16, 4: np.float32, 8: np.float64}
+_INT = {1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}
+
+
+def stored_bytes(value, element_bytes: int, is_float: bool) -> bytes:
+    values = value if isinstance(value, list) else [value]
+    dtype = (_FLOAT if is_float else _INT)[element_bytes]
+    if not is_float:
+        return np.asarray([int(v) for v in values], dtype=np.int64).astype(dtype).tobytes()
+    return np.asarray(values, dtype=np.float64).astype(dtype).tobytes()
+
+
+def store_mismatches(trace: KernelTrace, captured: CapturedDispatch) -> int:
+    """How many recorded stores are not what the dispatch left at their place (a later store of another
+    workgroup or statement to the same bytes aside: only the last store to each place is judged)."""
+    last: dict[tuple[int, int], tuple[bytes, int]] = {}
+    for step in trace.stores():
+        s = step.store
+        values = s.value if isinstance(s.value, list) else [s.value]
+        is_float = any(isinstance(v, float) for v in values)
+        data = stored_bytes(s.value, s.element_bytes, is_float)
+        for k in range(len(values)):
+            last[(s.binding, s.offset + k * s.element_bytes)] = (data[k * s.element_bytes : (k + 1) * s.element_bytes], s.element_bytes)
+    bad = 0
+    for (binding, offset), (data, size) in last.items():
+        real = captured.after[binding][offset : offset + size].tobytes()
+        if real != data and not _both_nan(real, data, size):
+            bad += 1
+    return bad
+
+
+def _both_nan(a: bytes, b: bytes, size: int) -> bool:
+    if size not in _FLOAT or len(a) != size:
+        return False
+    x, y = np.frombuffer(a, _FLOAT[size])[0], np.frombuffer(b, _FLOAT[size])[0]
+    return bool(np.isnan(x) and np.isnan(y))

@@ -1,0 +1,73 @@
+"""Source locations of a VMVX dispatch function, where the module's own debug database lacks them.
+
+IREE 3.13 writes the debug source map of a linked VMVX executable (several dispatch functions in one nested
+module) only for the last function it encodes (docs: runtime facts §1.2): every other function's
+instructions have no location. The program the host module's locations name is compiled again for VMVX with
+``--iree-hal-link-executables=false`` (one function per executable, each with its own map) into a cache
+folder, and a function's map is used only when the rebuilt function has the same instructions at the same
+offsets as the module's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import tempfile
+from pathlib import Path
+
+from engine.runtime.vmfb.module import Function, VmfbModule
+
+UNLINKED_FLAG = "--iree-hal-link-executables=false"
+
+
+def _shape(module: VmfbModule, function: Function) -> list[tuple[int, str]]:
+    from engine.runtime.vmfb.disassembler import FunctionDisassembler
+
+    return [(line.pc, line.instruction.opcode.mnemonic) for line in FunctionDisassembler(module).lines(function)]
+
+
+def _unlinked_build(module_path: Path, timeout_s: float) -> Path | None:
+    from engine.compiler.job import iree_compile_path
+    from engine.compiler.targets import target_flags
+    from engine.dispatch.rebuild_sources import program_named_by
+
+    program = program_named_by(module_path)
+    if program is None:
+        return None
+    key = hashlib.sha256(module_path.read_bytes() + program.read_bytes()).hexdigest()[:20]
+    out = Path(tempfile.gettempdir()) / "iree-lens-kernel" / f"vmvx-{key}"
+    vmfb = out / "unlinked.vmfb"
+    if vmfb.exists():
+        return vmfb
+    out.mkdir(parents=True, exist_ok=True)
+    cmd = [iree_compile_path(), str(program), *target_flags("vmvx"), UNLINKED_FLAG, "-o", str(out / "partial.vmfb")]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if proc.returncode != 0:
+        return None
+    (out / "partial.vmfb").rename(vmfb)
+    return vmfb
+
+
+def rebuilt_locations(
+    module_path: str | Path, module: VmfbModule, function: Function, timeout_s: float = 900
+) -> dict[int, str]:
+    """``{pc: location text}`` of ``function`` (of the nested VMVX ``module``) from an unlinked rebuild of
+    the program, or ``{}`` when there is none with the same instructions."""
+    from engine.runtime.vmfb.disassembler import FunctionDisassembler
+    from engine.runtime.vmfb.module import open_vmfb
+
+    vmfb = _unlinked_build(Path(module_path), timeout_s)
+    if vmfb is None:
+        return {}
+    shape = _shape(module, function)
+    for executable in open_vmfb(vmfb).executables:
+        if executable.format != "vmvx-bytecode-fb":
+            continue
+        nested = VmfbModule.from_bytes(memoryview(bytearray(bytes(executable.data))), name=executable.name)
+        for candidate in nested.functions:
+            if candidate.name == function.name and _shape(nested, candidate) == shape:
+                return FunctionDisassembler(nested).instruction_locations(candidate)
+    return {}

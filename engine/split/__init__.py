@@ -1,0 +1,1 @@
+"""Every dispatch a unit test: ``split`` (splitter.py, extract.py), ``split --check`` (check.py), ``reduce``."""

@@ -1,0 +1,153 @@
+"""``split --check``: every test of a split folder compiled with IREE's own ``iree-compile`` (the given
+flags), run with ``iree-run-module`` on the given device, and each result judged against ``expected/`` with
+the project's one floating-point-aware comparison (``engine.dispatch.numerics``).
+
+A test's verdict is the worst of its outputs' (``exact``, ``within_rounding``, ``within_tolerance``,
+``diverged``), or ``failed`` with the reason when it did not compile or run. The plain tools, not the
+in-process runtime, so that what is checked is exactly what a user's ``iree-compile``/``iree-run-module``
+would do, and a crash of either is that test's verdict, not the checker's end.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from engine.compiler.job import iree_compile_path
+from engine.dispatch.numerics import (
+    Tolerance,
+    compare,
+    finite_scale,
+    reduction_length_from_name,
+    worst_verdict,
+)
+from engine.split.splitter import SplitTest, occurrence_dir, read_manifest
+from engine.trace.ireeprof import iree_tool
+
+FAILED = "failed"
+
+
+@dataclass
+class TestVerdict:
+    """How one test fared: ``verdict`` and, per output (of the worst occurrence), the comparison's metrics."""
+
+    dir: str
+    verdict: str
+    reason: str = ""
+    outputs: list[dict] = field(default_factory=list)
+    occurrences: int = 0  # occurrences checked
+
+    @property
+    def agrees(self) -> bool:
+        return self.verdict not in (FAILED, "diverged")
+
+    def to_json(self) -> dict:
+        return {"dir": self.dir, "verdict": self.verdict, "reason": self.reason, "occurrences": self.occurrences,
+                "outputs": self.outputs}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ToolRun:
+    ok: bool
+    message: str  # the tool's last lines when it failed
+
+
+def _tail(proc: subprocess.CompletedProcess) -> str:
+    lines = [line for line in (proc.stderr or proc.stdout or "").strip().splitlines() if line.strip()]
+    errors = [line for line in lines if "error" in line.lower()]
+    return (errors[0] if errors else " ".join(lines[-2:]) if lines else f"exit code {proc.returncode}")[:500]
+
+
+def compile_test(source: Path, flags: list[str], vmfb: Path, timeout_s: float = 300) -> ToolRun:
+    """``iree-compile source flags -o vmfb``."""
+    cmd = [iree_compile_path(), str(source), *flags, "-o", str(vmfb)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return ToolRun(False, f"iree-compile ran past {timeout_s:g} s")
+    if proc.returncode != 0:
+        crashed = " (crashed)" if proc.returncode < 0 else ""
+        return ToolRun(False, f"iree-compile failed{crashed}: {_tail(proc)}")
+    return ToolRun(True, "")
+
+
+def run_test(vmfb: Path, device: str, inputs: list[Path], outputs: list[Path], timeout_s: float = 300) -> ToolRun:
+    """``iree-run-module --function=main`` with ``inputs`` as ``--input=@file``, results to ``outputs``."""
+    cmd = [iree_tool("iree-run-module"), f"--module={vmfb}", f"--device={device}", "--function=main"]
+    cmd += [f"--input=@{p}" for p in inputs] + [f"--output=@{p}" for p in outputs]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return ToolRun(False, f"iree-run-module ran past {timeout_s:g} s")
+    if proc.returncode != 0 or not all(p.exists() for p in outputs):
+        crashed = " (crashed)" if proc.returncode < 0 else ""
+        return ToolRun(False, f"iree-run-module failed{crashed}: {_tail(proc)}")
+    return ToolRun(True, "")
+
+
+def tolerance_for(test: SplitTest, inputs: list[np.ndarray], explicit: Tolerance | None) -> Tolerance:
+    """The explicit rule if given; else the default rounding rule, widened for a reduction by its length and
+    the scale of what it summed (as the divergence finder judges a dispatch)."""
+    if explicit is not None and explicit.explicit:
+        return explicit
+    length = reduction_length_from_name(test.dispatch)
+    if length is None:
+        return Tolerance()
+    return Tolerance(reduction_length=length, input_scale=finite_scale([a for a in inputs if a.dtype.kind == "f"]))
+
+
+def check_test(
+    folder: Path, test: SplitTest, flags: list[str], device: str, *, tolerance: Tolerance | None = None,
+    max_occurrences: int | None = 1, work: Path | None = None,
+) -> TestVerdict:  # fmt: skip
+    """Compile and run one test, judging every kept occurrence (up to ``max_occurrences``)."""
+    test_dir = folder / test.dir
+    if test.error:
+        return TestVerdict(test.dir, FAILED, f"split wrote no program: {test.error}")
+    with tempfile.TemporaryDirectory(prefix="lens-check-", dir=work) as tmp:
+        vmfb = Path(tmp) / "test.vmfb"
+        built = compile_test(test_dir / "dispatch.mlir", flags, vmfb)
+        if not built.ok:
+            return TestVerdict(test.dir, FAILED, built.message)
+        count = test.kept if max_occurrences is None else min(test.kept, max_occurrences)
+        worst, worst_outputs, verdicts = None, [], []
+        for occurrence in range(max(count, 1)):
+            where = occurrence_dir(test_dir, occurrence)
+            inputs = [where / "inputs" / name for name in test.inputs]
+            results = [Path(tmp) / f"out{occurrence}_{i}.npy" for i in range(len(test.outputs))]
+            ran = run_test(vmfb, device, inputs, results)
+            if not ran.ok:
+                return TestVerdict(test.dir, FAILED, ran.message, occurrences=occurrence + 1)
+            arrays = [np.load(p) for p in inputs]
+            rule = tolerance_for(test, arrays, tolerance)
+            comparisons = [compare(np.load(r), np.load(where / "expected" / name), tolerance=rule)
+                           for r, name in zip(results, test.outputs)]  # fmt: skip
+            verdict = worst_verdict(c.verdict for c in comparisons)
+            verdicts.append(verdict)
+            if worst is None or worst_verdict([worst, verdict]) == verdict:
+                worst = verdict
+                worst_outputs = [dict(c.to_json(), name=name) for c, name in zip(comparisons, test.outputs)]
+        return TestVerdict(test.dir, str(worst_verdict(verdicts)), "", worst_outputs, len(verdicts))
+
+
+def check_split(
+    folder: Path, flags: list[str], device: str, *, tolerance: Tolerance | None = None,
+    max_occurrences: int | None = 1, jobs: int = 2, on_test=None,
+) -> list[TestVerdict]:  # fmt: skip
+    """Every test of ``folder`` checked (``jobs`` at a time); ``on_test(verdict)`` as each one ends."""
+    folder = Path(folder)
+    tests = read_manifest(folder)
+
+    def one(test: SplitTest) -> TestVerdict:
+        verdict = check_test(folder, test, flags, device, tolerance=tolerance, max_occurrences=max_occurrences)
+        if on_test is not None:
+            on_test(verdict)
+        return verdict
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        return list(pool.map(one, tests))

@@ -1,0 +1,283 @@
+"""Dispatch time by source line: each dispatch's time attributed to the program ops it came from.
+
+Where a dispatch came from is read two ways, the better first:
+
+* the ``flow`` phase of the input program printed with locations (``source_ops``): every compute op of
+  a fused dispatch with its line, so the dispatch's time is split among its source ops by their share of
+  its work (loop-nest size, about their FLOPs; ``source_ops``'s docstring states the rule);
+* the module alone: the source location IREE records for each export (the CPU library's export table,
+  a Vulkan pipeline's location), the dispatch's root op; all of its time goes there.
+
+A dispatch with neither is attributed to ``(no location)``, so the lines always sum to the total
+dispatch time. Each line names the op it holds in the input program (``torch.aten.conv2d``,
+``torch.operator "onnx.Conv"``) where the file is readable here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from engine.errors import LensError
+from engine.trace.model import Trace
+from engine.trace.source_ops import SourceOp, dispatch_source_ops, flow_with_locations
+
+NO_LOCATION = "(no location)"
+_OP_AT_LINE = re.compile(r'(?:^|=\s*|^\s*)(torch\.operator\s+"[^"]+"|[a-z_][\w]*(?:\.[\w]+)+)')
+
+
+@dataclass(frozen=True)
+class SourceShare:
+    """A part of one dispatch: ``share`` of its time goes to ``loc`` (shares of a dispatch sum to 1)."""
+
+    loc: str
+    share: float
+    python: str | None = None
+
+
+@dataclass
+class SourceMap:
+    """Export name -> the source lines its dispatches' time goes to; ``how`` says where each was found."""
+
+    shares: dict[str, tuple[SourceShare, ...]] = field(default_factory=dict)
+    how: dict[str, str] = field(default_factory=dict)  # export -> "flow" | "export location"
+    notes: list[str] = field(default_factory=list)
+
+    def locations_of(self, export: str) -> tuple[SourceShare, ...]:
+        return self.shares.get(export, ())
+
+    def line_of(self, export: str) -> str | None:
+        """The dispatch's main source line: the one with the largest share (its root op)."""
+        parts = self.shares.get(export)
+        return max(parts, key=lambda s: s.share).loc if parts else None
+
+
+@dataclass(frozen=True)
+class SourceTime:
+    """The time of one source line over a run."""
+
+    loc: str
+    op: str | None  # the op the line holds; None where the file is not readable here
+    time_ns: int
+    calls: int  # dispatch executions that gave this line time
+    dispatches: tuple[str, ...]  # the export names of those dispatches
+    python: str | None = None
+
+    def as_dict(self) -> dict:
+        out = {"loc": self.loc, "op": self.op, "time_ns": self.time_ns, "calls": self.calls,
+               "dispatches": list(self.dispatches)}  # fmt: skip
+        if self.python:
+            out["python"] = self.python
+        return out
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """A run's dispatch time by source line, largest first; the lines sum to ``dispatch_time_ns``."""
+
+    dispatch_time_ns: int
+    by_source: tuple[SourceTime, ...]
+    rule: str
+    notes: tuple[str, ...] = ()
+
+    @property
+    def torch_op_time_ns(self) -> int:
+        """Time on lines that hold a torch op (``torch.aten.*``, ``torch.operator "onnx.*"``, ...)."""
+        return sum(s.time_ns for s in self.by_source if s.op is not None and s.op.startswith("torch."))
+
+    @property
+    def coverage(self) -> float:
+        """The share of dispatch time on input-program lines holding torch ops (0 when no time)."""
+        return self.torch_op_time_ns / self.dispatch_time_ns if self.dispatch_time_ns else 0.0
+
+    def as_dict(self) -> dict:
+        return {
+            "dispatch_time_ns": self.dispatch_time_ns,
+            "by_source": [s.as_dict() for s in self.by_source],
+            "rule": self.rule,
+            "torch_op_share": round(self.coverage, 6),
+            "notes": list(self.notes),
+        }
+
+    def write_json(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.as_dict(), indent=1))
+
+
+SPLIT_RULE = (
+    "a fused dispatch's time is split among its source ops by their share of its work (loop-nest size: "
+    "iteration points from the ops' indexing maps and operand shapes, about their FLOPs); a dispatch known "
+    "only by its export's location gives it all its time"
+)
+
+
+# ------------------------------------------------------------------------------ where dispatches came from
+
+
+def export_locations(module_path: str | Path) -> dict[str, str]:
+    """Export name -> ``FILE:LINE`` IREE recorded for it in the module's executables (its root op)."""
+    from engine.runtime.vmfb.module import open_vmfb
+    from engine.runtime.vmfb.vke1 import is_vke1, read_vke1
+
+    out: dict[str, str] = {}
+    module = open_vmfb(str(module_path))
+    for executable in module.executables:
+        fmt = executable.format or ""
+        data = executable.data
+        try:
+            if fmt.startswith("embedded-elf"):
+                from engine.runtime.hal.cpu_library import CpuExecutableLibrary
+
+                with CpuExecutableLibrary.load(bytes(data), executable.name) as library:
+                    for export in library.exports:
+                        loc = export.source_location
+                        if loc is not None and loc.path:
+                            out.setdefault(export.name, f"{loc.path}:{loc.line}")
+            else:
+                raw = memoryview(np.ascontiguousarray(data)).cast("B")
+                if is_vke1(raw):
+                    for pipeline in read_vke1(raw).pipelines:
+                        if pipeline.location is not None and pipeline.location.filename:
+                            out.setdefault(pipeline.entry_point,
+                                           f"{pipeline.location.filename}:{pipeline.location.line}")  # fmt: skip
+        except (LensError, ValueError, TypeError, OSError):
+            continue  # an executable this machine cannot read: its dispatches fall to their other locations
+    return out
+
+
+def input_program_of(locations: dict[str, str]) -> Path | None:
+    """The input program the module's locations name (the file most of them are in), if readable here."""
+    counts: dict[str, int] = defaultdict(int)
+    for loc in locations.values():
+        counts[loc.rpartition(":")[0]] += 1
+    for path, _ in sorted(counts.items(), key=lambda kv: -kv[1]):
+        if path.endswith((".mlir", ".mlirbc")) and Path(path).is_file():
+            return Path(path)
+    return None
+
+
+def target_flags_of(module_path: str | Path) -> list[str]:
+    """The iree-compile target flags that build executables of the module's format."""
+    from engine.compiler.targets import target_flags
+    from engine.runtime.vmfb.module import open_vmfb
+
+    formats = {e.format or "" for e in open_vmfb(str(module_path)).executables}
+    if any(f.startswith("vulkan") for f in formats):
+        return target_flags("vulkan-spirv")
+    if any(f.startswith("vmvx") for f in formats):
+        return target_flags("vmvx")
+    return target_flags("llvm-cpu")
+
+
+def source_map(
+    module_path: str | Path,
+    *,
+    source: str | Path | None = None,
+    flow_text: str | None = None,
+    flags: list[str] | None = None,
+    timeout_s: float = 600.0,
+) -> SourceMap:
+    """Where each export of the module came from: its source ops from the flow phase with locations
+    (``flow_text``, else ``source`` compiled to flow, else the input program the module names), each
+    dispatch the flow phase does not hold by its export's recorded location."""
+    result = SourceMap()
+    exported = export_locations(module_path)
+    ops: dict[str, tuple[SourceOp, ...]] = {}
+    if flow_text is None:
+        program = Path(source) if source is not None else input_program_of(exported)
+        if program is None:
+            result.notes.append(
+                "the input program is not readable here: each dispatch by its export's location"
+            )
+        else:
+            try:
+                flow_text = flow_with_locations(program, flags if flags is not None else target_flags_of(module_path),
+                                                timeout_s)  # fmt: skip
+                result.notes.append(f"source ops from the flow phase of {program}")
+            except LensError as e:
+                result.notes.append(f"{e}: each dispatch by its export's location")
+    if flow_text is not None:
+        ops = dispatch_source_ops(flow_text)
+    for export in set(exported) | set(ops):
+        found = ops.get(export, ())
+        total = sum(o.work for o in found)
+        if found and total > 0:
+            merged: dict[tuple[str, str | None], float] = defaultdict(float)
+            for o in found:
+                merged[(o.loc, o.python)] += o.work / total
+            result.shares[export] = tuple(SourceShare(loc, share, py) for (loc, py), share in merged.items())
+            result.how[export] = "flow"
+        elif export in exported:
+            result.shares[export] = (SourceShare(exported[export], 1.0),)
+            result.how[export] = "export location"
+    unmatched = [e for e in exported if e not in ops]
+    if ops and unmatched:
+        result.notes.append(f"{len(unmatched)} of {len(exported)} exports not in the flow phase (another build?): "
+                            "by their export's location")  # fmt: skip
+    return result
+
+
+# ------------------------------------------------------------------------------ attributing a run's time
+
+
+def attribute(trace: Trace, sources: SourceMap) -> Attribution:
+    """Split every dispatch zone of ``trace`` among the source lines ``sources`` gives its export."""
+    times: dict[tuple[str, str | None], float] = defaultdict(float)
+    calls: dict[tuple[str, str | None], int] = defaultdict(int)
+    names: dict[tuple[str, str | None], dict[str, None]] = defaultdict(dict)
+    total = 0
+    for index in trace.name_ids("dispatch"):
+        export = trace.names[int(trace.zones.name[index])]
+        duration = int(trace.zones.end[index] - trace.zones.start[index])
+        total += duration
+        parts = sources.locations_of(export) or (SourceShare(NO_LOCATION, 1.0),)
+        for part in parts:
+            key = (part.loc, part.python)
+            times[key] += duration * part.share
+            calls[key] += 1
+            names[key][export] = None
+    rounded = _round_to_total(times, total)
+    rows = [
+        SourceTime(loc, program_op(loc), rounded[(loc, py)], calls[(loc, py)], tuple(names[(loc, py)]), py)
+        for loc, py in times
+    ]
+    rows.sort(key=lambda r: (-r.time_ns, r.loc))
+    return Attribution(total, tuple(rows), SPLIT_RULE, tuple(sources.notes))
+
+
+def _round_to_total(times: dict, total: int) -> dict:
+    """Whole nanoseconds per line that sum to ``total`` exactly (largest remainders get the rest)."""
+    floors = {k: int(np.floor(v)) for k, v in times.items()}
+    rest = total - sum(floors.values())
+    for k in sorted(times, key=lambda k: floors[k] - times[k])[: max(0, rest)]:
+        floors[k] += 1
+    return floors
+
+
+# (path, mtime) -> lines: an edited file is read again.
+_lines_cache: dict[tuple[str, int], list[str] | None] = {}
+
+
+def program_op(loc: str) -> str | None:
+    """The op written at ``FILE:LINE`` (``torch.aten.conv2d``, ``torch.operator "onnx.Conv"``), or None
+    where the file is not readable here or the line holds no op."""
+    path, _, line = loc.rpartition(":")
+    if not path or not line.isdigit():
+        return None
+    try:
+        key = (path, Path(path).stat().st_mtime_ns)
+        if key not in _lines_cache:
+            _lines_cache[key] = Path(path).read_text(errors="replace").splitlines()
+        lines = _lines_cache[key]
+    except OSError:
+        return None
+    number = int(line)
+    if lines is None or not 1 <= number <= len(lines):
+        return None
+    text = lines[number - 1].strip()
+    m = _OP_AT_LINE.search(text.split("=", 1)[1] if re.match(r"^%[\w#:, %]+=", text) else text)
+    return m.group(1).replace("  ", " ") if m else None

@@ -1,0 +1,83 @@
+"""The Zones view's "By source" table: a real profile of small_cnn (IREE's HAL profiler) with its dispatch
+time by line of the ONNX import, most expensive first; selecting a line marks its dispatches in the
+timeline and moves the context to the first of them; activating it opens the program at that line."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from app.context import LensContext
+from app.run_profile import profile_run_job
+from app.views.ir_viewer import IrViewer
+from app.views.zones_view import ZonesView
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from support import SHARED_MODELS, compile_for  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def small_cnn_profile(tmp_path_factory):
+    source = SHARED_MODELS / "small_cnn.mlir"
+    if not source.exists():
+        pytest.skip(f"{source} is absent")
+    vmfb = compile_for(source, tmp_path_factory.mktemp("by_source") / "small_cnn.vmfb", "llvm-cpu")
+    return profile_run_job(str(vmfb), "small_cnn", [f"@{SHARED_MODELS / 'small_cnn_x.npy'}"], "local-sync")
+
+
+def test_by_source_table_select_and_open(qtbot, small_cnn_profile):
+    loaded = small_cnn_profile
+    assert loaded.by_source is not None, loaded.by_source_note
+    context = LensContext()
+    opened: list[tuple[str, str]] = []
+
+    def open_document(widget, title, key=None):
+        qtbot.addWidget(widget)
+        opened.append((title, key))
+        return widget
+
+    v = ZonesView(context=context, open_document=open_document)
+    qtbot.addWidget(v)
+    v.resize(1366, 700)
+    v.show()
+    qtbot.waitExposed(v)
+    v.set_trace(loaded.trace, loaded.index, loaded.stats, loaded.by_source, loaded.by_source_note)
+    v.tables.setCurrentWidget(v.by_source)
+    table = v.by_source
+    rows = [table.row_at(r) for r in range(table.proxy.rowCount())]
+    # Sorted by time, largest first; the lines sum to the profile's dispatch time.
+    assert [r.time_ns for r in rows] == sorted((r.time_ns for r in rows), reverse=True)
+    dispatch_ns = int(sum(loaded.trace.zones.duration[i] for i in loaded.trace.name_ids("dispatch")))
+    assert sum(r.time_ns for r in rows) == dispatch_ns
+    assert table.proxy.index(0, 1).data().startswith('torch.operator "onnx.')
+    assert table.proxy.index(0, 3).data().endswith("%")
+    # Select the first line: its dispatches are marked, the context goes to the first of them in the run.
+    with qtbot.waitSignal(table.lineSelected, timeout=2000) as sig:
+        table.select_row(0)
+    row = sig.args[0]
+    ids = {loaded.trace.names.id_of(name) for name in row.dispatches}
+    assert set(v.timeline.item.highlight_names) == ids
+    order = loaded.trace.zones_in_time_order("dispatch")
+    first = next(int(i) for i in order if int(loaded.trace.zones.name[i]) in ids)
+    assert context.dispatch == loaded.trace.zone(first).args["ordinal"]
+    # Activating it opens the input program at the line (0-based in the viewer).
+    shown = v.open_source_line(row)
+    assert isinstance(shown, IrViewer) and opened[-1][1].startswith("source:")
+    line = int(row.loc.rpartition(":")[2])
+    assert shown.view.cursor_position()[0] == line - 1
+    assert "onnx." in shown.document().line(line - 1)
+    v.grab().save("/tmp/zones_by_source.png")
+    v.shutdown()
+
+
+def test_a_trace_without_attribution_says_why(qtbot, small_cnn_profile):
+    v = ZonesView()
+    qtbot.addWidget(v)
+    v.set_trace(small_cnn_profile.trace, small_cnn_profile.index, small_cnn_profile.stats)
+    assert v.by_source.proxy.rowCount() == 0
+    assert "no source attribution" in v.by_source.note.text()
+    assert np.all(v.timeline.item.highlight_names == ())
+    v.shutdown()

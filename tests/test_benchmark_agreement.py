@@ -1,0 +1,46 @@
+"""``iree-lens benchmark`` times a dispatch the way ``iree-benchmark-executable`` does and agrees with it
+(medians within 10 %, the two alternating in the same minute) on a convolution; it reports its noise and
+places the dispatch on the machine's roofline."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+from support import compile_for
+
+CONV = Path(__file__).parent / "bench_programs" / "conv.mlir"
+
+
+def _benchmark(vmfb: Path, tmp: Path, *extra: str) -> dict:
+    rng = np.random.default_rng(0)
+    x, w = tmp / "x.npy", tmp / "w.npy"
+    np.save(x, rng.standard_normal((1, 16, 34, 34)).astype(np.float32))
+    np.save(w, rng.standard_normal((32, 16, 3, 3)).astype(np.float32))
+    cmd = [sys.executable, "-m", "app.launcher", "benchmark", str(vmfb), "--function=conv", f"--input=@{x}",
+           f"--input=@{w}", "--dispatch=#0", "--json", *extra]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout)
+
+
+def test_convolution_median_agrees_with_iree_benchmark_executable(tmp_path):
+    vmfb = compile_for(CONV, tmp_path / "conv.vmfb", "llvm-cpu")
+    report = _benchmark(vmfb, tmp_path, "--repetitions=7", "--source", str(CONV))
+    assert "conv" in report["dispatch"]
+    ours, iree = report["original"], report["iree_original"]
+    assert ours["samples"] == iree["samples"] == 7
+    assert 0 < ours["p10_s"] <= ours["median_s"] <= ours["p90_s"]
+    assert 0.9 <= ours["median_s"] / iree["median_s"] <= 1.1, (ours, iree)
+    assert isinstance(ours["too_noisy"], bool) and ours["relative_spread"] >= 0
+    roof = report["roofline"]
+    # 32x32x32 outputs x 16x3x3 window, a multiply and an add each; bytes: the three bindings bound.
+    assert roof["flops"] == 2 * 32 * 32 * 32 * 16 * 3 * 3
+    assert roof["bytes"] >= 4 * (16 * 34 * 34 + 32 * 16 * 3 * 3 + 32 * 32 * 32)
+    assert roof["machine_bandwidth_bytes_s"] > 1e8 and roof["machine_peak_flops_s"] > 1e8
+    achieved = roof["flops"] / ours["median_s"]
+    assert abs(roof["achieved_flops_s"] - achieved) <= 1e-6 * achieved
+    assert roof["bound"] in ("memory", "compute") and 0 < roof["share_of_roof"]

@@ -1,0 +1,175 @@
+"""Dispatch time by source line (``iree-lens profile --by-source``): every dispatch's time goes to the input
+program's lines it came from, the lines sum to the total dispatch time, and on real frontends' programs
+(ONNX imports, PyTorch exports) at least 90 % of it lands on lines holding torch ops."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support import SHARED_MODELS, compile_for, shared_model_source
+
+from engine.trace.by_source import program_op
+from engine.trace.source_ops import dispatch_source_ops, op_work
+
+
+def _profile_by_source(vmfb: Path, function: str, x: Path, tmp: Path, *extra: str) -> tuple[dict, dict]:
+    trace, attr = tmp / f"{vmfb.stem}.json", tmp / f"{vmfb.stem}_by_source.json"
+    cmd = [sys.executable, "-m", "app.launcher", "profile", str(vmfb), f"--function={function}",
+           f"--input=@{x}", f"--out={trace}", f"--by-source={attr}", *extra]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(trace.read_text()), json.loads(attr.read_text())
+
+
+def _dispatch_time_ns(chrome: dict) -> int:
+    # The Chrome trace's durations are microseconds with three decimals: whole nanoseconds.
+    return sum(round(e["dur"] * 1000) for e in chrome["traceEvents"] if e.get("cat") == "dispatch")
+
+
+def _line_text(loc: str) -> str:
+    path, _, line = loc.rpartition(":")
+    return Path(path).read_text().splitlines()[int(line) - 1]
+
+
+def _torch_share(attr: dict) -> float:
+    # Independently of the attribution's own op names: the time on lines whose text holds a torch op.
+    on_torch = sum(
+        r["time_ns"] for r in attr["by_source"] if ":" in r["loc"] and "torch." in _line_text(r["loc"])
+    )
+    return on_torch / attr["dispatch_time_ns"]
+
+
+def _check(chrome: dict, attr: dict) -> None:
+    total = _dispatch_time_ns(chrome)
+    assert total > 0
+    assert abs(attr["dispatch_time_ns"] - total) <= len(attr["by_source"])  # the JSON rounds to the ns
+    assert sum(r["time_ns"] for r in attr["by_source"]) == attr["dispatch_time_ns"]
+    dispatched = {e["name"] for e in chrome["traceEvents"] if e.get("cat") == "dispatch"}
+    assert set().union(*(r["dispatches"] for r in attr["by_source"])) == dispatched
+    assert [r["time_ns"] for r in attr["by_source"]] == sorted(
+        (r["time_ns"] for r in attr["by_source"]), reverse=True
+    )
+
+
+def test_small_cnn_time_by_onnx_line_sums_to_the_total(tmp_path):
+    source = SHARED_MODELS / "small_cnn.mlir"
+    if not source.exists():
+        pytest.skip(f"{source} is absent")
+    vmfb = compile_for(source, tmp_path / "small_cnn.vmfb", "llvm-cpu")
+    chrome, attr = _profile_by_source(
+        vmfb, "small_cnn", SHARED_MODELS / "small_cnn_x.npy", tmp_path, "--repeat=3"
+    )
+    _check(chrome, attr)
+    assert _torch_share(attr) >= 0.9
+    rows = {r["loc"].rpartition(":")[2]: r for r in attr["by_source"]}
+    # small_cnn.mlir: line 10 the first onnx.Conv, 11 its Relu (fused into the conv's dispatch), 13 the
+    # second Conv, 17 the Gemm.
+    assert (
+        rows["10"]["op"] == 'torch.operator "onnx.Conv"' and rows["17"]["op"] == 'torch.operator "onnx.Gemm"'
+    )
+    assert rows["13"]["calls"] == 3
+    conv = next(e for e in rows["10"]["dispatches"] if "conv" in e)
+    assert conv in rows["11"]["dispatches"]
+    # The fused dispatch splits by work: the conv's 8x16x16 outputs x 3x3x3 window against the ReLU's
+    # 8x16x16 points. Its time in the trace, split so, is what lines 10 and 11 got of it.
+    conv_ns = sum(round(e["dur"] * 1000) for e in chrome["traceEvents"] if e.get("name") == conv)
+    relu_share = (8 * 16 * 16) / (8 * 16 * 16 * 27 + 8 * 16 * 16)
+    assert abs(rows["11"]["time_ns"] - conv_ns * relu_share) <= 2
+
+
+def test_attention_block_onnx_import_is_90_percent_on_torch_lines(tmp_path):
+    source = SHARED_MODELS / "attention_block.mlir"
+    if not source.exists():
+        pytest.skip(f"{source} is absent")
+    vmfb = compile_for(source, tmp_path / "attention_block.vmfb", "llvm-cpu")
+    chrome, attr = _profile_by_source(
+        vmfb, "attention_block", SHARED_MODELS / "attention_block_x.npy", tmp_path
+    )
+    _check(chrome, attr)
+    assert _torch_share(attr) >= 0.9
+    assert attr["torch_op_share"] >= 0.9
+
+
+def test_module_alone_attributes_each_dispatch_to_its_export_location(tmp_path):
+    # The input program moved away after the build: no flow phase, each dispatch by the location IREE
+    # recorded for its export (the root op's line), still summing to the total.
+    source = tmp_path / "small_cnn.mlir"
+    source.write_text((SHARED_MODELS / "small_cnn.mlir").read_text())
+    vmfb = compile_for(source, tmp_path / "moved.vmfb", "llvm-cpu")
+    kept = source.read_text()
+    source.unlink()
+    chrome, attr = _profile_by_source(
+        vmfb, "small_cnn", SHARED_MODELS / "small_cnn_x.npy", tmp_path, "--engine=debug"
+    )
+    _check(chrome, attr)
+    assert any("not readable" in n for n in attr["notes"])
+    assert all(r["op"] is None for r in attr["by_source"])  # the file is gone: no op is claimed
+    lines = kept.splitlines()
+    for r in attr["by_source"]:
+        assert r["loc"].startswith(str(source)) and "onnx." in lines[int(r["loc"].rpartition(":")[2]) - 1]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+@pytest.mark.parametrize("model", ["squeezenet1_1", "efficientvit_m0"])
+def test_pytorch_export_is_90_percent_on_torch_aten_lines(tmp_path, model):
+    source = shared_model_source(model, tmp_path)
+    vmfb = compile_for(source, tmp_path / f"{model}.vmfb", "llvm-cpu")
+    chrome, attr = _profile_by_source(vmfb, "main", SHARED_MODELS / f"{model}_x.npy", tmp_path)
+    _check(chrome, attr)
+    assert _torch_share(attr) >= 0.9
+    assert any(r["op"] == "torch.aten.conv2d" for r in attr["by_source"][:3])
+
+
+FLOW = """\
+  flow.executable private @m$async_dispatch_0 {
+    builtin.module {
+      func.func @m$async_dispatch_0_matmul_4x8x16_f32(%arg0: !t loc(unknown)) {
+        %3 = linalg.fill ins(%cst : f32) outs(%2 : tensor<4x8xf32>) -> tensor<4x8xf32> loc(#loc1)
+        %4 = linalg.matmul ins(%0, %1 : tensor<4x16xf32>, tensor<16x8xf32>) outs(%3 : tensor<4x8xf32>) -> tensor<4x8xf32> loc(#loc2)
+        %5 = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%4, %b : tensor<4x8xf32>, tensor<8xf32>) outs(%2 : tensor<4x8xf32>) {
+        ^bb0(%in: f32 loc(unknown), %in_1: f32 loc(unknown), %out: f32 loc(unknown)):
+          %6 = arith.addf %in, %in_1 : f32 loc(unknown)
+          linalg.yield %6 : f32 loc(unknown)
+        } -> tensor<4x8xf32> loc(#loc3)
+        return loc(unknown)
+      } loc(unknown)
+    } loc(unknown)
+  } loc(unknown)
+#loc1 = loc("prog.mlir":5:3)
+#loc2 = loc(callsite("model.py":41:0 at "prog.mlir":5:3))
+#loc3 = loc(fused["prog.mlir":6:3, "prog.mlir":6:9])
+"""
+
+
+def test_flow_ops_with_aliased_and_python_locations():
+    [(name, ops)] = dispatch_source_ops(FLOW).items()
+    assert name == "m$async_dispatch_0_matmul_4x8x16_f32"
+    # linalg.fill is skipped; the matmul is 4x8 points x 16, the bias add 4x8 points.
+    assert [(o.loc, o.python, o.ir_op, o.work) for o in ops] == [
+        ("prog.mlir:5", "model.py:41", "linalg.matmul", 4 * 8 * 16),
+        ("prog.mlir:6", None, "linalg.generic", 4 * 8),
+    ]
+
+
+def test_op_work_of_a_convolution_from_its_maps():
+    line = ("%4 = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4, d5) -> (d3, d1 + d4, d2 + d5)>, "
+            "affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d3, d4, d5)>, affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2)>], "
+            'iterator_types = ["parallel"]} ins(%0, %1 : tensor<3x18x18xf32>, tensor<8x3x3x3xf32>) '
+            "outs(%3 : tensor<8x16x16xf32>) {")  # fmt: skip
+    assert op_work("linalg.generic", line) == 8 * 16 * 16 * 3 * 3 * 3
+
+
+def test_program_op_names_the_op_written_at_a_line(tmp_path):
+    program = tmp_path / "p.mlir"
+    program.write_text(
+        '  %5 = torch.aten.conv2d %arg0, %0 : !t -> !t\n  %7 = torch.operator "onnx.Relu"(%6) : (!t) -> !t\n'
+    )
+    assert program_op(f"{program}:1") == "torch.aten.conv2d"
+    assert program_op(f"{program}:2") == 'torch.operator "onnx.Relu"'
+    assert program_op(f"{program}:9") is None
+    assert program_op(f"{tmp_path}/absent.mlir:1") is None

@@ -1,0 +1,207 @@
+"""``iree-lens kernel``: one workgroup of one dispatch, statement by statement, on real programs compiled by
+iree-compile for llvm-cpu and VMVX. Recorded stores are judged against IREE's own runtime (the function's
+output is the dispatch's) or the bytes the module's real kernel wrote; run-to-NaN must name the math.log."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from support import compile_for
+
+MODELS = Path(__file__).resolve().parents[1] / ".." / "shared" / "models"
+
+LOG_PROGRAM = """func.func @main(%x: tensor<64x96xf32>) -> tensor<64x96xf32> {
+  %e = tensor.empty() : tensor<64x96xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>],
+                       iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<64x96xf32>) outs(%e : tensor<64x96xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %s = arith.mulf %a, %a : f32
+    %l = math.log %a : f32
+    %t = arith.addf %l, %s : f32
+    linalg.yield %t : f32
+  } -> tensor<64x96xf32>
+  return %r : tensor<64x96xf32>
+}
+"""
+LOG_LINE = 8  # the math.log line of LOG_PROGRAM
+
+
+def _input() -> np.ndarray:
+    x = np.random.default_rng(31).uniform(0.5, 4.0, (64, 96)).astype(np.float32)
+    x[0, 5] = -2.0  # log of a negative value: NaN in workgroup (0, 0, 0)
+    return x
+
+
+@pytest.fixture(scope="module")
+def log_builds(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("kernel_log")
+    source = tmp / "logneg.mlir"
+    source.write_text(LOG_PROGRAM)
+    x = tmp / "x.npy"
+    np.save(x, _input())
+    return {t: compile_for(source, tmp / f"logneg_{t}.vmfb", t) for t in ("llvm-cpu", "vmvx")}, x
+
+
+def kernel(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "app.launcher", "kernel", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+def _records(proc) -> list[dict]:
+    assert proc.returncode == 0, proc.stderr
+    return [json.loads(line) for line in proc.stdout.splitlines()]
+
+
+def _iree_output(vmfb: Path, function: str, x: np.ndarray) -> np.ndarray:
+    import iree.runtime as rt
+
+    config = rt.Config("local-sync")
+    ctx = rt.SystemContext(config=config)
+    ctx.add_vm_module(rt.VmModule.copy_buffer(ctx.instance, vmfb.read_bytes()))
+    return np.asarray(ctx.modules.module[function](x).to_host())
+
+
+def _assert_stores_equal(records: list[dict], expected: np.ndarray, binding: int) -> int:
+    """Every store to ``binding`` holds the bytes ``expected`` has at its offset; returns how many."""
+    flat = expected.reshape(-1)
+    count = 0
+    for r in records:
+        store = r.get("store")
+        if store is None or store["binding"] != binding:
+            continue
+        values = store["value"] if isinstance(store["value"], list) else [store["value"]]
+        got = np.array([float(v) for v in values], dtype=np.float32)
+        start = store["offset"] // flat.itemsize
+        np.testing.assert_array_equal(got, flat[start : start + got.size], err_msg=f"step {r['step']}")
+        count += got.size
+    return count
+
+
+@pytest.mark.parametrize("target", ["llvm-cpu", "vmvx"])
+def test_until_nan_stops_at_math_log(log_builds, target):
+    builds, x = log_builds
+    proc = kernel(str(builds[target]), "--function=main", f"--input=@{x}", "--dispatch=0",
+                  "--workgroup=0,0,0", "--until=nan", "--json")  # fmt: skip
+    records = _records(proc)
+    last = records[-1]
+    assert last["op"] == "math.log", last
+    assert "nan" in last["values"]
+    file, line = last["loc"].rsplit(":", 1)
+    # The location is a real source line holding the math.log: the program's (VMVX), or the executable
+    # source IREE dumped for the rebuild that keeps LLVM locations (llvm-cpu).
+    assert "math.log" in Path(file).read_text().splitlines()[int(line) - 1]
+    if target == "vmvx":
+        assert line == str(LOG_LINE)
+    assert all("nan" not in r["values"] for r in records[:-1])
+    assert [r["step"] for r in records] == list(range(len(records)))
+
+
+@pytest.mark.parametrize("target", ["llvm-cpu", "vmvx"])
+def test_stores_equal_iree_output(log_builds, target):
+    from engine.kernel.dispatch_run import run_to_dispatch
+    from engine.kernel.stepper import record_captured
+
+    builds, x = log_builds
+    expected = _iree_output(builds[target], "main", np.load(x))
+    captured = run_to_dispatch(builds[target], "main", [f"@{x}"], 0)
+    count = captured.workgroup_count
+    last = ",".join(str(c - 1) for c in count)  # another workgroup than the NaN's when there are several
+    records = _records(kernel(str(builds[target]), "--function=main", f"--input=@{x}", "--dispatch=0",
+                              f"--workgroup={last}", "--json"))  # fmt: skip
+    assert _assert_stores_equal(records, expected, binding=1) > 0
+    # Every workgroup's stores together write the whole output, each element once.
+    written = []
+    for wx in range(count[0]):
+        trace = record_captured(builds[target], captured, (wx, 0, 0))
+        records = [s.to_json() for s in trace.steps]
+        assert _assert_stores_equal(records, expected, binding=1) > 0
+        for s in trace.stores():
+            n = len(s.store.value) if isinstance(s.store.value, list) else 1
+            written += range(s.store.offset // 4, s.store.offset // 4 + n)
+    assert count[1] == count[2] == 1
+    assert sorted(written) == list(range(expected.size))
+
+
+def test_step_back_returns_the_same_values(log_builds):
+    from engine.kernel.cursor import KernelCursor
+    from engine.kernel.stepper import record_workgroup
+
+    builds, x = log_builds
+    trace, _ = record_workgroup(builds["llvm-cpu"], "main", [f"@{x}"], 0, (0, 0, 0))
+    cursor = KernelCursor(trace)
+    forward = [cursor.current]
+    for _ in range(40):
+        forward.append(cursor.step())
+    backward = [cursor.current]
+    for _ in range(40):
+        backward.append(cursor.step_back())
+    assert [s.values for s in backward[::-1]] == [s.values for s in forward]
+    assert cursor.position == 0
+    nan = cursor.run_to_nan()
+    assert nan is not None and nan.op == "math.log" and nan.index == trace.first_nonfinite()
+    cursor.step_back()
+    assert cursor.step().values == nan.values  # the same NaN again: the record, not a re-run
+
+
+def test_refusals_are_one_line(log_builds, tmp_path):
+    builds, x = log_builds
+    common = ["--function=main", f"--input=@{x}"]
+    for args, words in [
+        ([str(builds["vmvx"]), *common, "--dispatch=7"], "no dispatch 7"),
+        ([str(builds["vmvx"]), *common, "--dispatch=0", "--workgroup=9,9,9"], "no workgroup (9, 9, 9)"),
+        ([str(builds["vmvx"]), *common, "--dispatch=0", "--until=soon"], "bad --until"),
+    ]:
+        proc = kernel(*args)
+        assert proc.returncode == 1 and proc.stdout == ""
+        assert len(proc.stderr.strip().splitlines()) == 1 and words in proc.stderr, proc.stderr
+    vulkan = compile_for(builds["vmvx"].parent / "logneg.mlir", tmp_path / "logneg_vulkan.vmfb", "vulkan-spirv")
+    proc = kernel(str(vulkan), *common, "--dispatch=0")
+    assert proc.returncode == 1 and "llvm-cpu or VMVX build" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_llvm_ir_without_locations_is_rebuilt_with_them(log_builds, tmp_path):
+    """IREE keeps an LLVM kernel's MLIR locations only in a build that dumps the executable sources: the IR of
+    a plain build names the file "-"; the IR the stepper finds for the module names the real lines."""
+    import re
+
+    from engine.kernel.llvm_recorder import find_llvm_ir, has_source_locations
+
+    builds, _ = log_builds
+    plain = tmp_path / "plain"
+    compile_for(builds["vmvx"].parent / "logneg.mlir", tmp_path / "plain.vmfb", "llvm-cpu",
+                f"--iree-hal-dump-executable-intermediates-to={plain}")  # fmt: skip
+    [ir] = plain.glob("*.optimized.ll")
+    assert 'DIFile(filename: "-"' in ir.read_text() and not has_source_locations(ir)
+    export = re.search(r"^define internal [^@]*@(main_dispatch_0\w*)\(", ir.read_text(), re.M).group(1)
+    found = find_llvm_ir(builds["llvm-cpu"], export)
+    assert found is not None and has_source_locations(found)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (MODELS / "small_cnn.mlir").exists(), reason="../shared/models is not here")
+@pytest.mark.parametrize("target,dispatch,workgroup", [("llvm-cpu", 1, "3,0,0"), ("vmvx", 4, "0,0,0")])
+def test_convolution_stores_equal_the_real_dispatch(tmp_path, target, dispatch, workgroup):
+    """small_cnn's first convolution (llvm-cpu) and its pooling reduction (VMVX: its convolutions take
+    ~10^6 interpreted statements a workgroup): the stores equal what the module's own kernel wrote."""
+    from engine.kernel.stepper import record_workgroup, store_mismatches
+
+    vmfb = compile_for(MODELS / "small_cnn.mlir", tmp_path / f"small_cnn_{target}.vmfb", target)
+    wg = tuple(int(v) for v in workgroup.split(","))
+    trace, captured = record_workgroup(vmfb, "small_cnn", [f"@{MODELS / 'small_cnn_x.npy'}"], dispatch, wg)
+    assert "conv" in captured.export_name or target == "vmvx"
+    stores = [s for s in trace.stores() if s.store.binding == len(captured.after) - 1]
+    assert stores
+    out = captured.after[-1].view(np.float32)
+    for s in stores:
+        values = np.array(s.store.value if isinstance(s.store.value, list) else [s.store.value], np.float32)
+        start = s.store.offset // 4
+        np.testing.assert_array_equal(values, out[start : start + values.size])
+    assert store_mismatches(trace, captured) == 0
+    assert all(s.location is not None for s in stores)

@@ -1,0 +1,305 @@
+"""``iree-lens split``: every dispatch of a run as a standalone test that IREE's own ``iree-compile`` and
+``iree-run-module`` compile and run, and ``split --check`` judging such a folder on another target.
+
+Expected values come from IREE's runtime (the program's own run, through its trace points) and, for the
+hand-written program, from numpy."""
+
+from __future__ import annotations
+
+import json
+import lzma
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from support import iree_tool, tiny_program
+
+from engine.compiler import CompileRequest
+from engine.compiler.targets import TARGETS
+from engine.split.check import check_split
+from engine.split.splitter import MANIFEST, read_manifest, split_program
+
+MODELS = Path(__file__).resolve().parents[1] / ".." / "shared" / "models"
+
+# A dynamic batch, a rank-0 operand, a reduction to rank 0, and the same executable dispatched twice.
+DYNAMIC = """
+#id = affine_map<(i) -> (i)>
+#scalar = affine_map<(i) -> ()>
+func.func @dyn(%a: tensor<?xf32>, %b: tensor<f32>) -> (tensor<?xf32>, tensor<f32>) {
+  %c0 = arith.constant 0 : index
+  %d = tensor.dim %a, %c0 : tensor<?xf32>
+  %e = tensor.empty(%d) : tensor<?xf32>
+  %r = linalg.generic {indexing_maps = [#id, #scalar, #id], iterator_types = ["parallel"]}
+      ins(%a, %b : tensor<?xf32>, tensor<f32>) outs(%e : tensor<?xf32>) {
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %m = arith.mulf %x, %y : f32
+    %s = math.exp %m : f32
+    linalg.yield %s : f32
+  } -> tensor<?xf32>
+  %z = tensor.empty() : tensor<f32>
+  %cst = arith.constant 0.0 : f32
+  %zf = linalg.fill ins(%cst : f32) outs(%z : tensor<f32>) -> tensor<f32>
+  %sum = linalg.generic {indexing_maps = [#id, #scalar], iterator_types = ["reduction"]}
+      ins(%r : tensor<?xf32>) outs(%zf : tensor<f32>) {
+  ^bb0(%x: f32, %o: f32):
+    %s = arith.addf %x, %o : f32
+    linalg.yield %s : f32
+  } -> tensor<f32>
+  return %r, %sum : tensor<?xf32>, tensor<f32>
+}
+"""
+
+REPEATED = """
+func.func @twice(%a: tensor<8xf32>) -> tensor<8xf32> {
+  %e = tensor.empty() : tensor<8xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i)>], iterator_types = ["parallel"]}
+      ins(%a : tensor<8xf32>) outs(%e : tensor<8xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %s = math.sin %x : f32
+    linalg.yield %s : f32
+  } -> tensor<8xf32>
+  %b = util.optimization_barrier %r : tensor<8xf32>
+  %r2 = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i)>], iterator_types = ["parallel"]}
+      ins(%b : tensor<8xf32>) outs(%e : tensor<8xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %s = math.sin %x : f32
+    linalg.yield %s : f32
+  } -> tensor<8xf32>
+  return %r2 : tensor<8xf32>
+}
+"""
+
+
+def _split(source: Path, function: str, inputs: list[str], out: Path, **options):
+    return split_program(CompileRequest.from_file(source), function, inputs, out, **options)
+
+
+def _run_with_iree(test_dir: Path, entry: dict, target: str, tmp: Path, program: str = "dispatch.mlir") -> list[np.ndarray]:
+    """The test compiled by plain ``iree-compile`` and run by ``iree-run-module``: its outputs."""
+    vmfb = tmp / f"{entry['dir']}_{target}.vmfb"
+    compiled = subprocess.run([iree_tool("iree-compile"), str(test_dir / program), *TARGETS[target].flags,
+                               "-o", str(vmfb)], capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert compiled.returncode == 0, (entry["dir"], compiled.stderr[-2000:])
+    outs = [tmp / f"{entry['dir']}_{target}_{i}.npy" for i in range(len(entry["outputs"]))]
+    cmd = [iree_tool("iree-run-module"), f"--module={vmfb}", f"--device={TARGETS[target].device}",
+           f"--function={entry['function']}"]  # fmt: skip
+    cmd += [f"--input=@{test_dir / 'inputs' / name}" for name in entry["inputs"]]
+    cmd += [f"--output=@{p}" for p in outs]
+    ran = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, (entry["dir"], ran.stderr[-2000:])
+    return [np.load(p) for p in outs]
+
+
+def _assert_reproduces(out: Path, targets: tuple[str, ...], tmp: Path) -> int:
+    manifest = json.loads((out / MANIFEST).read_text())
+    assert manifest["tests"]
+    for entry in manifest["tests"]:
+        assert "error" not in entry, entry
+        test_dir = out / entry["dir"]
+        expected = [np.load(test_dir / "expected" / name) for name in entry["outputs"]]
+        for target in targets:
+            got = _run_with_iree(test_dir, entry, target, tmp)
+            assert len(got) == len(expected)
+            for g, e in zip(got, expected):
+                assert g.shape == e.shape and g.dtype == e.dtype, (entry["dir"], g.shape, e.shape)
+                np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-5 * max(1.0, float(np.abs(e).max(initial=0))))
+    return len(manifest["tests"])
+
+
+def test_split_dynamic_rank0_tests_compile_and_reproduce_numpy(tmp_path):
+    source = tmp_path / "dyn.mlir"
+    source.write_text(DYNAMIC)
+    a = np.linspace(-1, 1, 6, dtype=np.float32)
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "b.npy", np.array(1.5, dtype=np.float32))
+    out = tmp_path / "split"
+    result = _split(source, "dyn", [f"@{tmp_path / 'a.npy'}", f"@{tmp_path / 'b.npy'}"], out)
+    assert [t.error for t in result.tests] == [None, None]
+    manifest = json.loads((out / MANIFEST).read_text())
+    first, second = manifest["tests"]
+    assert first["function"] == "main" and first["inputs"] == ["arg0.npy", "arg1.npy"]
+    assert first["outputs"] == ["result0.npy"] and second["inputs"] == ["arg0.npy"]
+    assert first["ordinal"] == 0 and second["ordinal"] == 1
+    assert first["loc"].endswith("dyn.mlir:8") and second["loc"].endswith("dyn.mlir:18")  # the root ops' lines
+    # The dispatch keeps its dynamic operand and the rank-0 one.
+    text = (out / first["dir"] / "dispatch.mlir").read_text()
+    assert "func.func @main(%arg0: tensor<?xf32>, %arg1: tensor<f32>) -> tensor<?xf32>" in text
+    assert np.load(out / first["dir"] / "inputs" / "arg1.npy").shape == ()
+    # The captured data are the program's: numpy computes the same.
+    np.testing.assert_allclose(np.load(out / first["dir"] / "expected" / "result0.npy"), np.exp(a * 1.5), rtol=1e-6)
+    np.testing.assert_allclose(np.load(out / second["dir"] / "expected" / "result0.npy"), np.exp(a * 1.5).sum(),
+                               rtol=1e-5)  # fmt: skip
+    _assert_reproduces(out, ("llvm-cpu", "vmvx"), tmp_path)
+
+
+def test_split_repeated_dispatch_is_one_test_with_every_occurrence(tmp_path):
+    source = tmp_path / "twice.mlir"
+    source.write_text(REPEATED)
+    a = np.arange(8, dtype=np.float32)
+    np.save(tmp_path / "a.npy", a)
+    out = tmp_path / "all"
+    result = _split(source, "twice", [f"@{tmp_path / 'a.npy'}"], out)
+    assert result.dispatches == 2
+    [test] = result.tests
+    assert test.occurrences == [0, 1] and test.kept == 2
+    np.testing.assert_array_equal(np.load(out / test.dir / "inputs" / "arg0.npy"), a)
+    later = out / test.dir / "occurrences" / "1"
+    np.testing.assert_allclose(np.load(later / "inputs" / "arg0.npy"), np.sin(a), rtol=1e-6)
+    np.testing.assert_allclose(np.load(later / "expected" / "result0.npy"), np.sin(np.sin(a)), rtol=1e-6)
+    verdicts = check_split(out, list(TARGETS["vmvx"].flags), "local-sync", max_occurrences=None)
+    assert [(v.verdict in ("exact", "within_rounding"), v.occurrences) for v in verdicts] == [(True, 2)]
+    # --max-occurrences: the first N keep their data
+    first_only = _split(source, "twice", [f"@{tmp_path / 'a.npy'}"], tmp_path / "first", max_occurrences=1)
+    assert first_only.tests[0].occurrences == [0, 1] and first_only.tests[0].kept == 1
+    assert not (tmp_path / "first" / test.dir / "occurrences").exists()
+
+
+def test_split_folded_weights_travel_with_the_dispatch(tmp_path):
+    source = tiny_program(tmp_path / "tiny.mlir")
+    out = tmp_path / "split"
+    _split(source, "main", ["4x16xf32=0.25"], out)
+    texts = [(out / t.dir / "dispatch.mlir").read_text() for t in read_manifest(out)]
+    assert len(texts) == 2
+    for text in texts:  # each test holds the bias blob its dispatch folded in, and only that one
+        assert "dense_resource<tiny_b" in text and "dialect_resources" in text and "tiny_w1:" not in text
+    assert _assert_reproduces(out, ("llvm-cpu", "vmvx"), tmp_path) == 2
+
+
+def _lens(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "app.launcher", *args], capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def small_cnn_split(tmp_path_factory) -> Path:
+    """small_cnn split once by the command line (tests copy the folder before they edit it)."""
+    source = MODELS / "small_cnn.mlir"
+    if not source.exists():
+        pytest.skip(f"no shared models at {MODELS}")
+    out = tmp_path_factory.mktemp("cnn") / "split"
+    made = _lens("split", str(source), "--function=small_cnn", f"--input=@{MODELS / 'small_cnn_x.npy'}", f"--out={out}")
+    assert made.returncode == 0, made.stderr
+    return out
+
+
+def test_split_check_cli_reports_only_the_broken_test(tmp_path, small_cnn_split):
+    out = tmp_path / "split"
+    shutil.copytree(small_cnn_split, out)
+    # every test compiles for llvm-cpu and vmvx with plain iree-compile and reproduces the model run's values
+    assert _assert_reproduces(out, ("llvm-cpu", "vmvx"), tmp_path) == 6
+    # --check on another target: nothing diverged
+    checked = _lens("split", "--check", str(out), "--target=vmvx", "--json")
+    assert checked.returncode == 0, checked.stderr
+    report = json.loads(checked.stdout)
+    assert len(report["tests"]) == 6 and all(t["verdict"] in ("exact", "within_rounding") for t in report["tests"])
+    # one test's program broken by hand: it alone is reported, and the exit status says so
+    broken = next(t for t in read_manifest(out) if "conv_16x8" in t.dir)
+    program = out / broken.dir / "dispatch.mlir"
+    program.write_text(program.read_text().replace("arith.mulf", "arith.addf", 1))
+    checked = _lens("split", "--check", str(out), "--json")
+    assert checked.returncode == 1
+    verdicts = {t["dir"]: t["verdict"] for t in json.loads(checked.stdout)["tests"]}
+    assert [d for d, v in verdicts.items() if v not in ("exact", "within_rounding")] == [broken.dir]
+    assert verdicts[broken.dir] == "diverged"
+    # a program that no longer compiles is "failed" with iree-compile's reason
+    program.write_text("func.func @main( {")
+    failed = json.loads(_lens("split", "--check", str(out), "--json").stdout)
+    reason = next(t for t in failed["tests"] if t["dir"] == broken.dir)
+    assert reason["verdict"] == "failed" and "iree-compile failed" in reason["reason"]
+
+
+def test_split_attention_block_reproduces_on_llvm_cpu_and_vmvx(tmp_path):
+    source = MODELS / "attention_block.mlir"
+    if not source.exists():
+        pytest.skip(f"no shared models at {MODELS}")
+    out = tmp_path / "split"
+    result = _split(source, "attention_block", [f"@{MODELS / 'attention_block_x.npy'}"], out)
+    assert result.dispatches == 12 and len(result.tests) == 10  # the q/k/v projections share one executable
+    assert max(len(t.occurrences) for t in result.tests) == 3
+    assert _assert_reproduces(out, ("llvm-cpu", "vmvx"), tmp_path) == 10
+
+
+def _xz_model(name: str, tmp: Path) -> Path:
+    packed = MODELS / f"{name}.mlir.xz"
+    if not packed.exists():
+        pytest.skip(f"no shared models at {MODELS}")
+    source = tmp / f"{name}.mlir"
+    with lzma.open(packed) as src, open(source, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return source
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["squeezenet1_1", "efficientvit_m0"])
+def test_split_pytorch_models_every_test_agrees_on_vmvx(tmp_path, name):
+    source = _xz_model(name, tmp_path)
+    out = tmp_path / "split"
+    result = _split(source, "main", [f"@{MODELS / f'{name}_x.npy'}"], out, max_occurrences=1)
+    assert not [t.error for t in result.tests if t.error]
+    assert any("dense_resource" in (out / t.dir / "dispatch.mlir").read_text() for t in result.tests)
+    for target in ("llvm-cpu", "vmvx"):
+        verdicts = check_split(out, list(TARGETS[target].flags), TARGETS[target].device, jobs=2)
+        assert [(v.dir, v.verdict, v.reason) for v in verdicts if not v.agrees] == []
+
+
+def _break_bias(out: Path) -> tuple[Path, Path]:
+    """small_cnn's first convolution test with its bias add (the second linalg.generic) made a subtraction;
+    returns the test folder and a copy of the program as split wrote it."""
+    [test] = [t for t in read_manifest(out) if "conv_8x16x16" in t.dir]
+    program = out / test.dir / "dispatch.mlir"
+    original = out / "original.mlir"
+    text = program.read_text()
+    original.write_text(text)
+    second = text.index("linalg.generic", text.index("linalg.generic") + 1)
+    at = text.index("arith.addf", second)
+    program.write_text(text[:at] + "arith.subf" + text[at + len("arith.addf"):])
+    return out / test.dir, original
+
+
+def test_reduce_keeps_only_the_broken_op_and_its_inputs(tmp_path, small_cnn_split):
+    out = tmp_path / "split"
+    shutil.copytree(small_cnn_split, out)
+    test_dir, original = _break_bias(out)
+    reduced = _lens("reduce", str(test_dir), f"--reference={original}", "--json")
+    assert reduced.returncode == 0, reduced.stderr
+    report = json.loads(reduced.stdout)
+    assert report["total"] == 3 and report["kept"] == ["#2 linalg.generic"]  # fill and convolution removed
+    assert report["failure"].startswith("diverged") and report["steps"]
+    text = (test_dir / "reduced" / "reduced.mlir").read_text()
+    assert text.count("linalg.generic") == 1 and "linalg.fill" not in text and "arith.subf" in text
+    # Its one input is the convolution's output as the whole test computed it, and its expectation is the
+    # original bias + ReLU of that input, as numpy computes it (the bias is the dispatch's folded constant).
+    [arg] = sorted((test_dir / "reduced" / "inputs").iterdir())
+    conv = np.load(arg)
+    assert conv.shape == (8, 16, 16)
+    bias = np.array(re.search(r"dense<\[([^\]]*)\]> : tensor<8xf32>", text).group(1).split(","), dtype=np.float32)
+    expected = np.load(test_dir / "reduced" / "expected" / "result0.npy")
+    np.testing.assert_allclose(expected, np.maximum(conv + bias[:, None, None], 0), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(expected, np.load(test_dir / "expected" / "result0.npy"), rtol=1e-6, atol=1e-6)
+    # the reduced program on its inputs still disagrees with its expectation
+    entry = {"dir": "reduced", "function": "main", "inputs": [arg.name], "outputs": ["result0.npy"]}
+    [got] = _run_with_iree(test_dir / "reduced", entry, "llvm-cpu", tmp_path, "reduced.mlir")
+    assert not np.allclose(got, expected, atol=1e-3)
+
+
+def test_reduce_a_compile_failure_keeps_one_op_failing_the_same_way(tmp_path, small_cnn_split):
+    out = tmp_path / "split"
+    shutil.copytree(small_cnn_split, out)
+    [test] = [t for t in read_manifest(out) if "conv_8x16x16" in t.dir]
+    # A: a CPU LLVM does not know, so every candidate fails to compile with the same message
+    reduced = _lens("reduce", str(out / test.dir), "--target=llvm-cpu", "--target-cpu=no-such-cpu",
+                    "--against=llvm-cpu", "--json")  # fmt: skip
+    assert reduced.returncode == 0, reduced.stderr
+    report = json.loads(reduced.stdout)
+    assert len(report["kept"]) == 1 and report["failure"].startswith("crash")
+
+
+def test_reduce_refuses_a_test_that_agrees(tmp_path, small_cnn_split):
+    [test] = [t for t in read_manifest(small_cnn_split) if "conv_8x16x16" in t.dir]
+    out = tmp_path / "split"
+    shutil.copytree(small_cnn_split, out)
+    reduced = _lens("reduce", str(out / test.dir), "--against=vmvx")
+    assert reduced.returncode == 2 and "agree on the whole test" in reduced.stderr

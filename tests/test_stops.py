@@ -1,0 +1,211 @@
+"""Exact stops, as gdb would make them (docs/ARCHITECTURE.md, "Stops"), through ``iree-lens debug --json``.
+
+Programs (``session_programs/``, compiled here with the real iree-compile):
+
+* ``nan_matmul.mlir``: tanh of a and log of b written into one slab (IREE concatenates in place, so the log
+  reads and writes a binding the first dispatch wrote), then a matmul of the concatenation. With b < 0 the
+  log is the first dispatch that writes NaN; which dispatch that is comes from IREE's own traced run;
+* ``matmul_chain12.mlir``: twelve matmuls in one command buffer (one ``queue.execute`` runs them all: every
+  dispatch at the same VM instruction);
+* ``chain12.mlir``: twelve additions, each in its own command buffer.
+
+The gdb sequences' expectations are gdb's rules applied by hand: a forward command runs on from where the
+program is; reverse-continue goes to the latest hit of any condition before where it is.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from session_support import compile_program
+from support import iree_traced_tensors
+
+from engine.cli import main as lens_main
+from engine.runtime.hal.vulkan.loader import vulkan_available
+
+TRACE_FLAG = "--iree-flow-trace-dispatch-tensors"
+NAN_ARGS = [np.full((8, 8), 1.0, np.float32), np.full((8, 8), -2.0, np.float32), np.full((16, 8), 0.5, np.float32)]
+NAN_INPUTS = ["--function=main", "--input=8x8xf32=1", "--input=8x8xf32=-2", "--input=16x8xf32=0.5"]
+CHAIN_INPUTS = {
+    "matmul_chain12": ["--function=main", "--input=4x4xf32=1", "--input=4x4xf32=0.5"],
+    "chain12": ["--function=main", "--input=4x8xf32=0"],
+}
+
+
+def debug(capsys, tmp_path, module, commands: str, *args: str, code: int = 0) -> list[dict]:
+    script = tmp_path / "commands.gdb"
+    script.write_text(commands)
+    status = lens_main(["debug", str(module), f"--commands={script}", "--json", *args])
+    out = capsys.readouterr()
+    assert status == code, out.err
+    return [json.loads(line) for line in out.out.splitlines() if line.strip()]
+
+
+def stops(lines: list[dict]) -> list[tuple]:
+    """Each printed stop as (reason, dispatch ordinal, when) — what a gdb user would read."""
+    return [
+        (line["reason"], *((line["dispatch"]["ordinal"], line["dispatch"]["when"]) if line.get("dispatch") else ()))
+        for line in lines
+        if "reason" in line
+    ]
+
+
+@pytest.fixture(scope="module")
+def nan_first_writer(tmp_path_factory) -> tuple[str, int]:
+    """The export name and ordinal of the first dispatch whose outputs hold NaN/Inf when its inputs do not, in
+    IREE's own traced run of the program (no engine code)."""
+    root = tmp_path_factory.mktemp("nan_traced")
+    traced = iree_traced_tensors(compile_program("nan_matmul", "llvm-cpu", root, TRACE_FLAG), "main", NAN_ARGS)
+    exports = []
+    for key, arrays in traced:
+        name, kind = key.rsplit(" ", 1)
+        if kind == "inputs":
+            exports.append(name.split("::")[-1])
+            clean_inputs = all(np.isfinite(a).all() for a in arrays if a.dtype.kind == "f")
+        elif clean_inputs and any(not np.isfinite(a).all() for a in arrays if a.dtype.kind == "f"):
+            return exports[-1], len(exports) - 1
+    raise AssertionError("IREE's traced run wrote no NaN")
+
+
+@pytest.fixture(scope="module")
+def programs(tmp_path_factory):
+    return tmp_path_factory.mktemp("stops")
+
+
+def test_the_log_works_in_place_in_this_program(capsys, tmp_path, programs, nan_first_writer):
+    """The case the rule must get right: the first NaN writer changes a binding another dispatch wrote."""
+    module = compile_program("nan_matmul", "llvm-cpu", programs)
+    name, ordinal = nan_first_writer
+    assert "elementwise" in name and ordinal == 1
+    line = debug(capsys, tmp_path, module, f"break dispatch {ordinal} after\ncontinue\n", *NAN_INPUTS)[0]
+    assert line["dispatch"]["name"] == name
+
+
+@pytest.mark.parametrize("engine", ["debug", "timetravel", "reference", "sources", "vulkan"])
+def test_break_nan_stops_at_the_first_dispatch_that_writes_nan(capsys, tmp_path, programs, nan_first_writer, engine):
+    name, ordinal = nan_first_writer
+    args = list(NAN_INPUTS)
+    target = "llvm-cpu"
+    if engine == "reference":
+        args.append("--engine=reference")
+    elif engine == "vulkan":
+        reason = vulkan_available()
+        if reason is not None:
+            pytest.skip(f"no Vulkan: {reason}")
+        target = "vulkan-spirv"
+        args.append("--device=vulkan")
+    elif engine == "sources":
+        dumps = programs / "nan_sources"
+        compile_program("nan_matmul", "llvm-cpu", programs)
+        module = programs / "nan_matmul.sources.vmfb"
+        if not module.exists():
+            import subprocess
+
+            from session_support import PROGRAMS
+            from support import iree_tool
+
+            from engine.compiler.targets import TARGETS
+
+            subprocess.run(
+                [iree_tool("iree-compile"), str(PROGRAMS / "nan_matmul.mlir"), *TARGETS["llvm-cpu"].flags,
+                 f"--iree-hal-dump-executable-sources-to={dumps}", "-o", str(module)],
+                check=True, capture_output=True,
+            )
+        args.append(f"--sources={dumps}")
+    if engine != "sources":
+        module = compile_program("nan_matmul", target, programs, *((TRACE_FLAG,) if engine == "reference" else ()))
+    # "timetravel": a reverse command in the script makes it the session with history.
+    script = "break nan\ncontinue\n" + ("reverse-step\n" if engine == "timetravel" else "")
+    first = debug(capsys, tmp_path, module, script, *args)[0]
+    assert first["reason"] == "dispatch"
+    assert first["dispatch"] == {"ordinal": ordinal, "name": name, "when": "after"}
+    written = first["nonfinite"]
+    assert sum(f["nan"] for f in written) == 64  # log of 64 negative numbers
+    if engine in ("sources", "reference"):
+        assert [f["tensor"] for f in written] == ["output 0"]  # typed: the log's one output, whole
+
+
+def test_reverse_continue_goes_back_through_the_nan_writers_to_the_first(capsys, tmp_path, programs, nan_first_writer):
+    name, ordinal = nan_first_writer
+    module = compile_program("nan_matmul", "llvm-cpu", programs)
+    forward = debug(capsys, tmp_path, module, "break nan\n" + "continue\n" * 8, *NAN_INPUTS)
+    hits = [s for s in stops(forward) if s[0] == "dispatch"]
+    assert hits[0] == ("dispatch", ordinal, "after") and stops(forward)[len(hits)] == ("finished",)
+    script = "break nan\n" + "continue\n" * (len(hits) + 1) + "reverse-continue\n" * (len(hits) + 1)
+    back = stops(debug(capsys, tmp_path, module, script, *NAN_INPUTS))[len(hits) + 1 :]
+    assert back == [*reversed(hits), ("history-start",)]
+
+
+@pytest.mark.parametrize("program", ["matmul_chain12", "chain12"])
+def test_forward_after_a_reverse_move_runs_on_from_where_the_program_is(capsys, tmp_path, programs, program):
+    module = compile_program(program, "llvm-cpu", programs)
+    script = "break dispatch 10\ncontinue\nnext\nreverse-next\nbreak dispatch 5\ncontinue\n"
+    got = stops(debug(capsys, tmp_path, module, script, *CHAIN_INPUTS[program]))
+    # reverse-next undoes the next: back where the next left dispatch 10's instruction (after its last
+    # dispatch), so dispatch 5 is behind and the program runs to its end.
+    assert got[0] == ("dispatch", 10, "before") and got[1] == ("step",)
+    assert got[2][0] == "step" and got[-1] == ("finished",) and len(got) == 4
+
+
+@pytest.mark.parametrize("program", ["matmul_chain12", "chain12"])
+def test_reverse_continue_finds_after_breakpoints_and_ones_set_after_a_reverse_step(
+    capsys, tmp_path, programs, program
+):
+    module = compile_program(program, "llvm-cpu", programs)
+    args = CHAIN_INPUTS[program]
+    script = "break dispatch 3 after\nbreak dispatch 7\ncontinue\ncontinue\nreverse-continue\nreverse-continue\n"
+    got = stops(debug(capsys, tmp_path, module, script, *args))
+    assert got == [("dispatch", 3, "after"), ("dispatch", 7, "before"), ("dispatch", 3, "after"), ("history-start",)]
+    script = "break dispatch 10\ncontinue\nreverse-step\nbreak dispatch 5\nreverse-continue\ncontinue\n"
+    got = stops(debug(capsys, tmp_path, module, script, *args))
+    assert got[0] == ("dispatch", 10, "before") and got[1][0] == "step"
+    # Back to 5, then forward from 5: the next hit is 10 again.
+    assert got[2:] == [("dispatch", 5, "before"), ("dispatch", 10, "before")]
+
+
+def test_reverse_step_inside_a_command_buffer_goes_back_one_dispatch(capsys, tmp_path, programs):
+    module = compile_program("matmul_chain12", "llvm-cpu", programs)
+    script = "break dispatch 6 after\ncontinue\nreverse-step\nreverse-step\nreverse-step 3\nstep\n"
+    got = stops(debug(capsys, tmp_path, module, script, *CHAIN_INPUTS["matmul_chain12"]))
+    assert got[:4] == [("dispatch", 6, "after"), ("step", 6, "before"), ("step", 5, "before"), ("step", 2, "before")]
+    # A forward step from inside the command buffer finishes the native call (one VM instruction), and
+    # stops on the way at the breakpoint after dispatch 6, ahead of dispatch 2.
+    assert got[4] == ("dispatch", 6, "after")
+
+
+def test_a_breakpoint_that_cannot_match_is_refused_when_set(capsys, tmp_path, programs):
+    module = compile_program("chain12", "llvm-cpu", programs)
+    script = tmp_path / "c.gdb"
+    for line, reason in (
+        ("break dispatch *softmax*", "no dispatch of chain12.llvm-cpu.vmfb is named so"),
+        ("break diverge 5", "5 does not exist"),
+        ("break diverge " + str(script), "is not a capture bundle"),
+    ):
+        script.write_text(f"{line}\ncontinue\n")
+        status = lens_main(["debug", str(module), f"--commands={script}", "--json", *CHAIN_INPUTS["chain12"]])
+        out = capsys.readouterr()
+        assert status == 1 and reason in out.err and f"c.gdb:1: {line.split()[0]}" in out.err, out.err
+        assert out.out == ""  # refused when set: the program never ran
+    # A name some dispatch has (a glob of IREE's export names) is taken.
+    got = stops(debug(capsys, tmp_path, module, "break dispatch *_dispatch_4_*\ncontinue\n", *CHAIN_INPUTS["chain12"]))
+    assert got == [("dispatch", 4, "before")]
+
+
+def test_the_reference_engine_refuses_a_name_no_dispatch_has(capsys, tmp_path, programs):
+    module = compile_program("nan_matmul", "llvm-cpu", programs, TRACE_FLAG)
+    script = tmp_path / "c.gdb"
+    script.write_text("break dispatch *softmax*\ncontinue\n")
+    status = lens_main(["debug", str(module), f"--commands={script}", "--engine=reference", *NAN_INPUTS])
+    assert status == 1 and "no dispatch of nan_matmul.llvm-cpu.traced.vmfb is named so" in capsys.readouterr().err
+
+
+def test_a_run_that_never_stops_at_a_breakpoint_says_so(capsys, tmp_path, programs):
+    module = compile_program("chain12", "llvm-cpu", programs)
+    script = tmp_path / "c.gdb"
+    script.write_text("break dispatch 99\nbreak dispatch 2\nbreak nan\ncontinue\ncontinue\n")
+    status = lens_main(["debug", str(module), f"--commands={script}", *CHAIN_INPUTS["chain12"]])
+    err = capsys.readouterr().err
+    assert status == 0  # a note, as gdb's program simply exits
+    assert "the program ended without stopping at: before dispatch #99; after a dispatch that writes NaN/Inf" in err
