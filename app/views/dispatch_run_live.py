@@ -144,6 +144,8 @@ class RunDispatchesPanel(QWidget):
         self.table.setSelectionBehavior(QTableView.SelectionBehavior.SelectRows)
         self.table.verticalHeader().setVisible(False)
         self.table.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Fixed)
+        self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 4)  # more rows in view
+        self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # keeps the _dispatch_N and the shape
         self.fitter = ColumnFitter(self.table, self.model)
         # What the row colours mean once a diverge breakpoint judged the run: never colour alone.
         self.legend = QLabel(legend_html(), self)

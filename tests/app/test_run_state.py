@@ -80,12 +80,14 @@ def test_one_run_state_and_no_copies(qtbot, main_window, programs):
     qtbot.waitUntil(lambda: window.documents.document("paused-dispatch") is not None, timeout=TIMEOUT)
     document = window.documents.document("paused-dispatch")
     qtbot.waitUntil(lambda: "#1" in document.header.text(), timeout=TIMEOUT)
-    with qtbot.waitSignal(window.session_bridge.dispatchStopped, timeout=TIMEOUT) as back:
-        panel.reverse.previous_dispatch()
-    assert back.args[0].ordinal == 0 and window.workbench.state.dispatch == 0
-    assert "Dispatch #0" in document.header.text(), document.header.text()
-    assert "#0" in panel.status_label.text() and "#0" in window.statusBar().currentMessage()
-    assert runs.model.paused == 0
+    for ordinal in (1, 0):  # from after #1: before #1, then before #0
+        with qtbot.waitSignal(window.session_bridge.dispatchStopped, timeout=TIMEOUT) as back:
+            panel.reverse.previous_dispatch()
+        assert back.args[0].ordinal == ordinal and window.workbench.state.dispatch == ordinal
+        assert f"Dispatch #{ordinal}" in document.header.text() and "before it runs" in document.header.text()
+        assert f"#{ordinal}" in panel.status_label.text() and f"#{ordinal}" in window.statusBar().currentMessage()
+        assert runs.model.paused == ordinal
+    window.session_bridge.set_breakpoints(())
     with qtbot.waitSignal(window.session_bridge.finished, timeout=TIMEOUT):
         window.session_bridge.continue_()
     assert window.workbench.state.paused is None and window.workbench.state.outcome == "finished"
@@ -101,9 +103,14 @@ def test_another_module_or_run_leaves_nothing_of_the_last_but_its_breakpoints(qt
     runs = window.panels["run_dispatch_list"]
     runs.filter_edit.setText("nothing_matches_this")
     runs.filter_typing.apply()
-    # Another module: no breakpoint of the first, no filter, an empty list.
+    # A diff of phases of another compilation (what the Compile panel's "Diff" opens).
+    from app.views.ir_diff import IrDiffView
+
+    window.open_document(IrDiffView(), "Diff flow → stream", key="diff:/elsewhere/compile:flow:stream")
+    # Another module: no breakpoint of the first, no filter, an empty list, no diff of other phases.
     open_module(qtbot, window, many)
     assert bridge.breakpoints == () and runs.filter_edit.text() == "" and runs.model.rowCount() == 0
+    assert window.documents.document("diff:/elsewhere/compile:flow:stream") is None
     theirs = Breakpoint(BreakpointKind.DISPATCH, ordinal=5)
     bridge.add_breakpoint(theirs)
     # Back to the first: its own breakpoints come back, not the other module's.
