@@ -545,6 +545,11 @@ class MainWindow(QMainWindow):
         an error shows in the banner and the log, and the current module stays.
         """
         path = Path(path)
+        from app.views.split_document import is_split_folder, open_split_document
+
+        if is_split_folder(path):  # iree-lens split's tests: a table of tests and their verdicts per build
+            open_split_document(self, path)
+            return -1
         if is_bundle(path):  # a capture: its dispatch list as a document
             if open_bundle_document(self.open_document, path) is None:
                 self.messages.error(f"{path}: not a readable capture bundle")

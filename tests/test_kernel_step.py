@@ -64,7 +64,8 @@ def _iree_output(vmfb: Path, function: str, x: np.ndarray) -> np.ndarray:
     config = rt.Config("local-sync")
     ctx = rt.SystemContext(config=config)
     ctx.add_vm_module(rt.VmModule.copy_buffer(ctx.instance, vmfb.read_bytes()))
-    return np.asarray(ctx.modules.module[function](x).to_host())
+    result = ctx.modules.module[function](x)
+    return np.array(result.to_host(), copy=True)  # a copy: the host view dies with the context
 
 
 def _assert_stores_equal(records: list[dict], expected: np.ndarray, binding: int) -> int:
@@ -205,3 +206,26 @@ def test_convolution_stores_equal_the_real_dispatch(tmp_path, target, dispatch, 
         np.testing.assert_array_equal(values, out[start : start + values.size])
     assert store_mismatches(trace, captured) == 0
     assert all(s.location is not None for s in stores)
+
+
+@pytest.mark.parametrize("target", ["llvm-cpu", "vmvx"])
+def test_the_workgroup_that_wrote_an_element_stores_it(log_builds, target):
+    """The element a user clicks is followed to its writer: the workgroup found by rerunning the real kernel
+    one workgroup at a time records a store of exactly that element's value."""
+    from engine.kernel.cursor import KernelCursor
+    from engine.kernel.dispatch_run import executable_data, run_to_dispatch
+    from engine.kernel.stepper import record_captured
+    from engine.kernel.writer import workgroup_that_wrote
+
+    builds, x = log_builds
+    captured = run_to_dispatch(builds[target], "main", [f"@{x}"], 0)
+    expected = _iree_output(builds[target], "main", np.load(x)).reshape(-1)
+    element = expected.size - 3  # in the last workgroup when there are several
+    wg = workgroup_that_wrote(captured, executable_data(builds[target], captured), 1, element * 4, 4)
+    assert wg is not None and wg[0] == captured.workgroup_count[0] - 1
+    cursor = KernelCursor(record_captured(builds[target], captured, wg))
+    step = cursor.store_that_wrote(1, element * 4)
+    assert step is not None and cursor.position == step.index
+    values = step.store.value if isinstance(step.store.value, list) else [step.store.value]
+    lane = (element * 4 - step.store.offset) // 4
+    assert np.float32(values[lane]) == expected[element]

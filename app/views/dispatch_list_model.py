@@ -7,6 +7,9 @@ may have judged: a diverge breakpoint's stop or a capture compared with another 
 verdict (numerics' exact / within rounding / within tolerance / diverged). The verdict is written in the
 Verdict column, colours the row's text (``verdict_style``) and is named in the row's tooltip with its
 metrics: never colour alone. Rows no check judged say "not compared" once any verdict is known.
+
+Where the module's source locations are known (``set_source_lines``: export name -> the input program's
+line and op IREE recorded for it), a Source column before the Verdict names each dispatch's line.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from app.views.verdict_style import verdict_colour, verdict_label
 
 _ROOT = QModelIndex()  # the invalid parent of a flat table
 VERDICT_COLUMN = "Verdict"
+SOURCE_COLUMN = "Source"
 PAUSED = QBrush(QColor("#fff3cd"))
 FILTER_DELAY_MS = 120  # typing in a filter applies once the keys pause (each pass reads every row)
 COLUMN_PADDING = 18  # pixels around a cell's text (margins and the sort arrow's room)
@@ -49,7 +53,9 @@ def event_verdicts(event, earlier: dict[int, VerdictMark] | None = None) -> dict
     divergence = getattr(detail, "divergence", None)
     if divergence is not None:
         marks = {o: VerdictMark(v) for o, v in divergence.verdicts}
-        marks[divergence.ordinal] = VerdictMark("diverged", divergence.summary or divergence.note or divergence.text)
+        marks[divergence.ordinal] = VerdictMark(
+            "diverged", divergence.summary or divergence.note or divergence.text
+        )
         return marks
     verdicts = getattr(event, "verdicts", ())
     if verdicts:
@@ -69,6 +75,7 @@ class DispatchListModel(QAbstractTableModel):
         self.rows: list = []
         self.verdicts: dict[int, VerdictMark] = {}
         self.paused: int | None = None  # the ordinal the run is paused at (marked)
+        self.source_lines: dict[str, str] = {}  # export name -> "file.mlir:39 torch.aten.conv2d"
 
     # -- what a subclass says of its rows
 
@@ -86,6 +93,22 @@ class DispatchListModel(QAbstractTableModel):
 
     def foreground_of(self, row, column: int) -> QBrush | None:
         return None
+
+    # -- source lines
+
+    def set_source_lines(self, lines: dict[str, str]) -> None:
+        """Each export's source line (``{}``: unknown; the Source column is then not shown)."""
+        self.beginResetModel()
+        self.source_lines = dict(lines)
+        self.endResetModel()
+
+    @property
+    def shown_columns(self) -> tuple[str, ...]:
+        """The list's columns, Source where known, then the Verdict."""
+        return (*self.columns, *((SOURCE_COLUMN,) if self.source_lines else ()), VERDICT_COLUMN)
+
+    def source_of(self, row) -> str:
+        return self.source_lines.get(self.name_of(row), "")
 
     # -- verdicts
 
@@ -116,9 +139,11 @@ class DispatchListModel(QAbstractTableModel):
 
     def widest_text(self, column: int) -> str:
         """The longest text column ``column`` holds (what it is sized to: every row counts, #1000 and up too)."""
-        if column == len(self.columns):
+        if column == self.columnCount() - 1:
             labels = [m.label for m in self.verdicts.values()] + (["not compared"] if self.verdicts else [])
             return max(labels + [VERDICT_COLUMN], key=len)
+        if column == len(self.columns):  # the Source column (shown where the lines are known)
+            return max([*self.source_lines.values(), SOURCE_COLUMN], key=len)
         if column == 0:
             top = max((self.ordinal_of(r) for r in self.rows), default=0)
             return max("8" * len(str(top)), self.columns[0], key=len)
@@ -131,11 +156,12 @@ class DispatchListModel(QAbstractTableModel):
         return 0 if parent.isValid() else len(self.rows)
 
     def columnCount(self, parent=_ROOT) -> int:  # noqa: N802
-        return 0 if parent.isValid() else len(self.columns) + 1
+        return 0 if parent.isValid() else len(self.shown_columns)
 
     def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):  # noqa: N802
         if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
-            return self.columns[section] if section < len(self.columns) else VERDICT_COLUMN
+            shown = self.shown_columns
+            return shown[section] if 0 <= section < len(shown) else None
         return None
 
     def data(self, index: QModelIndex, role=Qt.ItemDataRole.DisplayRole):
@@ -146,10 +172,12 @@ class DispatchListModel(QAbstractTableModel):
         ordinal = self.ordinal_of(r)
         mark = self.verdicts.get(ordinal)
         if role == Qt.ItemDataRole.DisplayRole:
-            if col == len(self.columns):
+            if col == self.columnCount() - 1:
                 if mark is not None:
                     return mark.label
                 return "not compared" if self.verdicts else ""
+            if col == len(self.columns):
+                return self.source_of(r)
             return self.cell(r, col)
         if role == Qt.ItemDataRole.UserRole:
             return ordinal
@@ -164,6 +192,8 @@ class DispatchListModel(QAbstractTableModel):
             return None
         if role == Qt.ItemDataRole.ToolTipRole:
             text = self.tooltip_of(r)
+            if self.source_of(r):
+                text += f"\nfrom {self.source_of(r)}"
             if ordinal == self.paused:
                 text += "  (the run is paused here)"
             if mark is not None:
@@ -248,3 +278,17 @@ class ColumnFitter(QObject):
             text = self.model.widest_text(column)
             width = max(metrics.horizontalAdvance(text), bold.horizontalAdvance(text)) + COLUMN_PADDING
             self.table.setColumnWidth(column, width)
+
+def source_lines_job(module_path: str, task=None) -> dict[str, str]:
+    """Export name -> ``file.mlir:LINE op`` from the module's recorded export locations (runs on the
+    engine worker: it reads every executable's export table)."""
+    from pathlib import Path
+
+    from engine.trace.by_source import export_locations, program_op
+
+    out = {}
+    for export, loc in export_locations(module_path).items():
+        path, _, line = loc.rpartition(":")
+        op = program_op(loc)
+        out[export] = f"{Path(path).name}:{line}" + (f" {op}" if op else "")
+    return out

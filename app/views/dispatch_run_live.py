@@ -18,7 +18,16 @@ from dataclasses import dataclass, field
 import numpy as np
 import shiboken6
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QHeaderView, QLabel, QTableView, QTabWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QPushButton,
+    QTableView,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
 
 from app.views.dispatch_list_model import ColumnFitter, event_verdicts
 from app.views.dispatch_run_list import DispatchRunModel
@@ -86,7 +95,9 @@ class ShownTensor:
 
 class PausedDispatchView(QWidget):
     """One paused dispatch: a header (ordinal, names, workgroups, where the types came from) over the
-    tensor inspector of its inputs and outputs."""
+    tensor inspector of its inputs and outputs; Step Into Workgroup… asks to step one of its workgroups."""
+
+    stepIntoRequested = Signal(object)  # app.views.kernel_step.SelectedElement | None
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -95,10 +106,20 @@ class PausedDispatchView(QWidget):
         self.header = QLabel(self)
         self.header.setWordWrap(True)
         self.header.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.step_into_button = QPushButton("Step Into Workgroup…", self)
+        self.step_into_button.setObjectName("stepIntoWorkgroup")
+        self.step_into_button.setToolTip(
+            "Step one workgroup of this dispatch statement by statement (llvm-cpu and VMVX builds); proposes the "
+            "workgroup that wrote the element selected below"
+        )
+        self.step_into_button.clicked.connect(lambda: self.stepIntoRequested.emit(self.selected_element()))
         self.inspector = TensorInspector(self)
+        top = QHBoxLayout()
+        top.addWidget(self.header, 1)
+        top.addWidget(self.step_into_button, 0, Qt.AlignmentFlag.AlignTop)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
-        layout.addWidget(self.header)
+        layout.addLayout(top)
         layout.addWidget(self.inspector, 1)
 
     def show_pending(self, info) -> None:
@@ -107,6 +128,23 @@ class PausedDispatchView(QWidget):
         self.info, self.tensors = info, []
         self.header.setText(f"Dispatch #{info.ordinal} {info.export} ({info.when} it runs) — reading its tensors…")
         self.inspector.set_tensors([])
+
+    def selected_element(self):
+        """The element selected in the inspector's table, as bytes of a binding (None when none is, or its
+        tensor is untyped bytes)."""
+        from app.views.kernel_step import SelectedElement
+
+        row = self.inspector.tensor_list.currentRow()
+        index = self.inspector.selected_element()
+        if index is None or not 0 <= row < len(self.tensors):
+            return None
+        t = self.tensors[row]
+        array = self.inspector.array
+        if t.source == TypeSource.UNTYPED or array.shape != t.array.shape:
+            return None  # bytes, or retyped by the user: which element is meant is not known
+        flat = int(np.ravel_multi_index(index, array.shape)) if index else 0
+        size = array.dtype.itemsize
+        return SelectedElement(t.binding, t.offset + flat * size, size, f"{t.role} {t.position} {list(index)}")
 
     def show_dispatch(self, info, tensors: list[ShownTensor], note: str = "") -> None:
         self.info, self.tensors = info, tensors
@@ -131,6 +169,7 @@ class RunDispatchesPanel(QWidget):
     """The run's dispatch list (a document panel); owns the paused-dispatch documents it opens."""
 
     tensorsShown = Signal(object)  # DispatchInfo: the paused dispatch's tensors are on show
+    kernelViewOpened = Signal(object)  # app.views.kernel_view.KernelView: a workgroup stepped into
 
     def __init__(self, services, parent: QWidget | None = None):
         super().__init__(parent)
@@ -278,7 +317,68 @@ class RunDispatchesPanel(QWidget):
             return view
         view = self.services.open_document(PausedDispatchView(), title, "paused-dispatch")
         view.show_dispatch(info, tensors)
+        view.stepIntoRequested.connect(self.step_into)
         self.paused_view = view
+        return view
+
+    # -- stepping into a workgroup
+
+    def step_into(self, element=None):
+        """Offer the workgroup picker for the paused dispatch (None, saying why, when there is none)."""
+        from app.views.kernel_step import KernelRequest, WorkgroupPicker, capture_and_find_writer
+
+        view = self.paused_view
+        workbench = getattr(self.services, "workbench", None)
+        state = workbench.state if workbench is not None else None
+        if view is None or view.info is None or state is None or state.module is None or not state.function:
+            self.services.messages.error("Step Into Workgroup: no paused dispatch of an open module")
+            return None
+        info = view.info
+        request = KernelRequest(str(state.module.path), state.function, tuple(state.inputs), info.ordinal,
+                                tuple(info.workgroup_count), element)  # fmt: skip
+        picker = WorkgroupPicker(request, self)
+        picker.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        self.picker = picker
+        self._captured = None
+        picker.chosen.connect(lambda wg: self._record(request, wg))
+        picker.buttons.setEnabled(False)  # until the dispatch is captured again
+
+        def found(result) -> None:
+            self._captured = result[0]
+            if shiboken6.isValid(picker):
+                picker.buttons.setEnabled(True)
+                picker.set_writer(result[1])
+
+        def failed(error) -> None:
+            self.services.messages.error(f"Step Into Workgroup: {error.message}")
+            if shiboken6.isValid(picker):
+                picker.note.setText(error.message)
+
+        self.services.worker.submit(capture_and_find_writer, request, tag="kernel-capture", on_result=found,
+                                    on_error=failed)  # fmt: skip
+        picker.show()
+        return picker
+
+    def _record(self, request, workgroup) -> None:
+        from app.views.kernel_step import record
+
+        def opened(trace) -> None:
+            self.kernel_view = self.open_kernel_view(trace, request.element)
+
+        self.services.worker.submit(
+            record, request, self._captured, workgroup, tag="kernel-record", on_result=opened,
+            on_error=lambda e: self.services.messages.error(f"Step Into Workgroup: {e.message}"),
+        )  # fmt: skip
+
+    def open_kernel_view(self, trace, element=None):
+        from app.views.kernel_view import KernelView
+
+        view = KernelView(trace)
+        if element is not None:
+            view.follow_store(element.binding, element.offset)
+        wg = ",".join(map(str, trace.workgroup))
+        view = self.services.open_document(view, f"Workgroup ({wg}) of #{trace.dispatch}", f"kernel:{trace.dispatch}:{wg}")
+        self.kernelViewOpened.emit(view)
         return view
 
 

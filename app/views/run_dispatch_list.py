@@ -28,6 +28,7 @@ from pathlib import Path
 from PySide6.QtCore import QModelIndex, QPoint, Qt
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (
+    QFileDialog,
     QHBoxLayout,
     QHeaderView,
     QLabel,
@@ -198,7 +199,7 @@ class RunDispatchList(QWidget):
             self.bridge.finished.connect(self._on_end)
             self.bridge.failed.connect(self._on_end)
         if self.workbench is not None:
-            self.workbench.moduleReset.connect(lambda _m: self.clear())
+            self.workbench.moduleReset.connect(self._on_module)
             # The marked row is the run state's paused dispatch (a reattached or restarted session is paused
             # nowhere, whatever this list saw last).
             self.workbench.stateChanged.connect(self._on_run_state)
@@ -209,6 +210,26 @@ class RunDispatchList(QWidget):
         # Every dispatch (ordinal, name) of the last finished run of each call (``_call_key``): a later run
         # of the same call lists them from the start, those it has not reached marked so.
         self._known: dict[tuple, list[tuple[int, str]]] = {}
+
+    def _on_module(self, loaded) -> None:
+        """A new module: drop the old list, and read the new module's source lines on the engine worker."""
+        self.clear()
+        self.model.set_source_lines({})
+        worker = getattr(self.services, "worker", None)
+        if loaded is None or worker is None:
+            return
+        from app.views.dispatch_list_model import source_lines_job
+
+        path = str(loaded.path)
+
+        def done(lines: dict[str, str]) -> None:
+            module = self.workbench.module if self.workbench is not None else None
+            if module is not None and str(module.path) == path:  # still the module they belong to
+                self.model.set_source_lines(lines)
+
+        worker.submit(
+            source_lines_job, path, tag="run-dispatch-sources", on_result=done, on_error=lambda _e: None
+        )
 
     # -- the list ---------------------------------------------------------------------------------
 
@@ -260,7 +281,9 @@ class RunDispatchList(QWidget):
         known = self._known.get(self._call_key(), [])
         reached = {r.ordinal for r in rows}
         last = max(reached, default=-1)
-        return rows + [RunDispatch(o, n, None, reached=False) for o, n in known if o > last and o not in reached]
+        return rows + [
+            RunDispatch(o, n, None, reached=False) for o, n in known if o > last and o not in reached
+        ]
 
     def _remember(self) -> None:
         """The list of a finished run: every dispatch of its call."""
@@ -303,7 +326,9 @@ class RunDispatchList(QWidget):
         self.legend.setVisible(bool(verdicts))
 
     def _on_end(self, event) -> None:
-        marks = event_verdicts(event, self.model.verdicts)  # a Finished event: what a diverge breakpoint judged
+        marks = event_verdicts(
+            event, self.model.verdicts
+        )  # a Finished event: what a diverge breakpoint judged
         if marks is not None:
             self.set_verdicts(marks)
         finished = type(event).__name__ == "Finished"
@@ -431,7 +456,61 @@ class RunDispatchList(QWidget):
         menu.addAction(f"Run to here (#{ordinal})", lambda: self.run_to_here(ordinal))
         go = menu.addAction(f"Go to #{ordinal} (travel back, parked in it)", lambda: self.go_to(ordinal))
         go.setEnabled(self.bridge is not None and self.bridge.can_reverse)
+        export = menu.addAction(f"Export #{ordinal} as test…", lambda: self.export_test(ordinal))
+        export.setEnabled(self.why_no_export() is None)
+        export.setToolTip(self.why_no_export() or "write this dispatch as a standalone test (iree-lens split)")
         menu.popup(self.table.viewport().mapToGlobal(pos))
+
+    # -- Export as test ---------------------------------------------------------------------------
+
+    def why_no_export(self) -> str | None:
+        """Why no dispatch can be exported now (None: it can): a test is cut from the program's source."""
+        module = self.workbench.module if self.workbench is not None else None
+        if module is None or module.source is None or Path(module.source).suffix not in (".mlir", ".mlirbc"):
+            return "Export as test needs the program's .mlir source (open the .mlir, not only the .vmfb)"
+        if not self.workbench.state.function:
+            return "Export as test needs the function the run calls"
+        return None
+
+    def export_test(self, ordinal: int | None) -> int | None:
+        """Ask for a folder, then write dispatch ``ordinal`` there as a standalone test."""
+        if ordinal is None:
+            return None
+        folder = QFileDialog.getExistingDirectory(self, "Export as test into")
+        return self.export_test_to(ordinal, Path(folder)) if folder else None
+
+    def export_test_to(self, ordinal: int, folder: Path) -> int | None:
+        """Write dispatch ``ordinal`` (its executable and shapes, every run of it) into ``folder`` as
+        ``iree-lens split`` does, on the engine worker; the folder opens as a table of its one test."""
+        why = self.why_no_export()
+        row = self.model.row_of(ordinal)
+        worker = getattr(self.services, "worker", None)
+        if why is not None or row is None or worker is None:
+            self._say(why or f"Export as test: dispatch #{ordinal} is not listed")
+            return None
+        from engine.compiler import CompileRequest
+        from engine.split.splitter import split_program
+
+        name = self.model.rows[row].name
+        state = self.workbench.state
+        request = CompileRequest.from_file(state.module.source, target=self.workbench.compile_target())
+        self._say(f"Exporting #{ordinal} ({name}) as a test into {folder}…")
+        return worker.submit(
+            split_program, request, state.function, list(state.inputs), folder, only={name},
+            tag=f"export-test:{folder}", on_result=lambda result: self._exported(result, name),
+            on_error=lambda error: self._say(f"Export as test failed: {error.message}"),
+        )  # fmt: skip
+
+    def _exported(self, result, name: str) -> None:
+        written = [t for t in result.tests if not t.error]
+        if not written:
+            reason = result.tests[0].error if result.tests else f"the run made no dispatch named {name}"
+            self._say(f"Export as test: nothing written ({reason})")
+            return
+        self._say(f"Exported {name} as {result.directory / written[0].dir}")
+        open_file = getattr(self.services, "open_file", None)
+        if open_file is not None:
+            open_file(str(result.directory))
 
 
 def run_dispatch_list(services) -> RunDispatchList:

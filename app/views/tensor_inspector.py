@@ -510,6 +510,26 @@ class TensorInspector(QWidget):
         self.table.scrollTo(cell)
         return index
 
+    def selected_element(self) -> tuple[int, ...] | None:
+        """The index (in the current tensor) of the table's selected cell, or None when none is selected."""
+        cell = self.table.currentIndex()
+        a = self.array
+        if not cell.isValid() or a.size == 0:
+            return None
+        if a.ndim == 0:
+            return ()
+        if a.ndim == 1:
+            return (min(cell.column(), a.shape[0] - 1),)
+        rows, cols = self.row_axis.currentIndex(), self.col_axis.currentIndex()
+        if rows == cols:
+            cols = a.ndim - 1 if rows != a.ndim - 1 else a.ndim - 2
+        index = [0] * a.ndim
+        others = [d for d in range(a.ndim) if d not in (rows, cols)]
+        for spin, d in zip(self.index_spins, others):
+            index[d] = min(max(spin.value(), 0), a.shape[d] - 1)
+        index[rows], index[cols] = cell.row(), cell.column()
+        return tuple(index)
+
     def current_plane(self, array: np.ndarray | None = None) -> np.ndarray:
         """The slice shown (of ``array``, default the current tensor; same shape as it)."""
         a = self.array if array is None else array

@@ -94,13 +94,21 @@ def substitutions_from_specs(specs: list[str], replay_path: str) -> list:
         name, sep, path = spec.partition("=")
         if not sep or not path:
             raise LensError(f"bad --substitute {spec!r}: expected ID=BINARY or NAME=SOURCE.mlir")
+        if executables is None:
+            executables = describe_replay(open_replay(replay_path)).executables
         if not path.endswith(".mlir"):
-            out.append(Substitution.parse(spec))
+            substitution = Substitution.parse(spec)
+            ids = [x.object_id for x in executables]
+            if substitution.executable_id is not None and substitution.executable_id not in ids:
+                known = ", ".join(f"{x.object_id} ({', '.join(x.functions)})" for x in executables)
+                raise LensError(
+                    f"--substitute {spec!r}: the replay has no executable {substitution.executable_id}; "
+                    f"its executables are: {known or 'none'}"
+                )
+            out.append(substitution)
             continue
         from engine.substitute.build import compile_executable_source
 
-        if executables is None:
-            executables = describe_replay(open_replay(replay_path)).executables
         matches = [
             x
             for x in executables

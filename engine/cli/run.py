@@ -139,6 +139,8 @@ def run(args: argparse.Namespace) -> int:
         return max(_report_checks(checks), check_golden(args, results))
     except LensError as e:
         _report_checks(checks)  # expectations that failed before the error are still news
+        if getattr(args, "replay_recorder", None) is not None:
+            args.replay_recorder.discard()  # a header and half a run: IREE's tools would take it as a replay
         print(f"iree-lens run: {e}", file=sys.stderr)
         return 1
 

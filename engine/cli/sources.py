@@ -70,8 +70,27 @@ def write_sources(compilation, out: Path) -> list[Path]:
     return written
 
 
+def compiled_module(path: Path) -> bool:
+    """Whether ``path`` is a compiled IREE module (``.vmfb``: a ZIP archive, or a bare FlatBuffer with IREE's
+    file identifier) rather than a program iree-compile reads."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8)
+    except OSError:
+        return False
+    return path.suffix == ".vmfb" or head[:4] == b"PK\x03\x04" or head[4:8] == b"IREE"
+
+
 def run(args: argparse.Namespace) -> int:
     iree_flags = take_own_options(args, add_compile_options)
+    if compiled_module(args.source):
+        print(
+            f"iree-lens sources: {args.source} is a compiled module; sources are written from the program it "
+            "was compiled from: give that .mlir (or .mlirbc) and the IREE flags it was compiled with, e.g. "
+            "iree-lens sources PROGRAM.mlir --out=DIR --target=llvm-cpu",
+            file=sys.stderr,
+        )
+        return 2
     if args.out is None:
         print("iree-lens sources: --out=DIR is required", file=sys.stderr)
         return 2

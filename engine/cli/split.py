@@ -115,7 +115,7 @@ def _split(args: argparse.Namespace, iree_flags: list[str]) -> int:
 
 def _check(args: argparse.Namespace, iree_flags: list[str]) -> int:
     from engine.dispatch.numerics import Tolerance
-    from engine.split.check import check_split
+    from engine.split.check import check_split, save_check
 
     flags, device = check_flags_and_device(args, iree_flags)
     tolerance = Tolerance(args.atol, args.rtol, args.ulps)
@@ -132,6 +132,7 @@ def _check(args: argparse.Namespace, iree_flags: list[str]) -> int:
         max_occurrences=None if args.all_occurrences else 1, on_test=report,
     )  # fmt: skip
     bad = [v for v in verdicts if not v.agrees]
+    save_check(args.source, flags, device, verdicts)  # the window shows each build's verdicts
     if args.json:
         print(json.dumps({"flags": flags, "device": device, "tests": [v.to_json() for v in verdicts]}))
     else:

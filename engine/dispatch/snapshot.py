@@ -24,6 +24,11 @@ subscriber) takes its copies after the kernel from the snapshot of the dispatch 
 A subscriber that only needs records (timing) needs nothing copied: a dispatch none wants bytes of costs
 one ``wants_before`` call per subscriber.
 
+Native batches: when the device plans a command buffer it asks the observer whether it ``watches`` each
+dispatch, and the observer asks its subscribers (``SnapshotSubscriber.watches``, default True). A dispatch
+no subscriber watches runs inside a native batch with no snapshot at all; each subscriber is told of it
+afterwards through ``batch_ran(records)``.
+
 Subscribing::
 
     class Mine(SnapshotSubscriber):
@@ -52,7 +57,7 @@ from engine.dispatch.typed_tensors import (
     TypedTensor,
     dispatch_tensors,
 )
-from engine.runtime.hal.device import Device, DispatchObserver, DispatchRecord
+from engine.runtime.hal.device import Device, DispatchObserver, DispatchRecord, HalExecutable
 
 
 class DispatchSnapshot:
@@ -246,6 +251,17 @@ class SnapshotSubscriber:
     def failed(self, snapshot: DispatchSnapshot, error: Exception) -> None:
         pass
 
+    def watches(self, sequence: int, executable: HalExecutable, ordinal: int) -> bool:
+        """Whether this subscriber must see dispatch ``sequence`` (export ``ordinal`` of ``executable``) through
+        a snapshot of its own; asked when a command buffer is planned, so it must be cheap. False lets the
+        device run it inside a native batch: the subscriber then learns of it only through ``batch_ran``.
+        The default watches every dispatch."""
+        return True
+
+    def batch_ran(self, records: list[DispatchRecord]) -> None:
+        """Dispatches that ran in a batch, none watched by this subscriber, in order (their bytes now are
+        those after the whole batch)."""
+
 
 class DispatchSnapshots(DispatchObserver):
     """The one snapshot observer of a device (``for_device``); features ``subscribe`` to it."""
@@ -306,6 +322,17 @@ class DispatchSnapshots(DispatchObserver):
 
     # -- the observer
 
+    def watches(self, sequence: int, executable: HalExecutable, ordinal: int) -> bool:
+        """A dispatch is watched iff a subscriber watches it."""
+        for s in self._told:
+            if s.watches(sequence, executable, ordinal):
+                return True
+        return False
+
+    def dispatch_batch(self, records: list[DispatchRecord], start_ns: int, end_ns: int) -> None:
+        for s in self._told:
+            s.batch_ran(records)
+
     def before_dispatch(self, record: DispatchRecord) -> None:
         subscribers = self._told  # a tuple: subscribing during a dispatch does not change this one's
         if not subscribers:
@@ -340,7 +367,10 @@ class DispatchSnapshots(DispatchObserver):
     def dispatch_failed(self, record: DispatchRecord, error: Exception) -> None:
         snapshot = self._pending.pop(record.sequence, None)
         if snapshot is None:
-            return
+            if not self._told:
+                return
+            # It failed inside a batch: nobody was told before it, but a failure report names it.
+            snapshot = DispatchSnapshot(record, (), self._current_sources)
         snapshot.failed = error
         for s in self._told:
             s.failed(snapshot, error)

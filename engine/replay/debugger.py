@@ -111,6 +111,9 @@ class _EventCounter(DispatchObserver):
     def __init__(self):
         self.events = 0
 
+    def watches(self, sequence: int, executable, ordinal: int) -> bool:
+        return False  # counts only: told of batched dispatches afterwards (``dispatch_batch``)
+
     def before_dispatch(self, record: DispatchRecord) -> None:
         self.events += 1
 

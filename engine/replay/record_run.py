@@ -114,6 +114,11 @@ class RunRecorder:
         self.detach()
         return self.writer.close()
 
+    def discard(self) -> None:
+        """Stop recording and remove the unfinished file (the run failed or was refused)."""
+        self.detach()
+        self.writer.discard()
+
     def _id(self) -> int:
         self._next_id += 1
         return self._next_id - 1

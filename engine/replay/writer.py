@@ -82,6 +82,12 @@ class ReplayWriter:
         self._file.close()
         return self.path
 
+    def discard(self) -> None:
+        """Stop writing and remove the file: a run that failed leaves no replay a tool would take as whole."""
+        if not self._file.closed:
+            self._file.close()
+        self.path.unlink(missing_ok=True)
+
     def __enter__(self) -> ReplayWriter:
         return self
 

@@ -190,7 +190,14 @@ class DebugSession:
         self.runner = DebugRunner(command.module_path, command.device)
         self._dispatch_names = None
         self.controller = vmc.Controller(self.runner.context)
-        self.gate = DispatchGate(self._park, self.controller.take_pause, self._progress)
+        controller = self.controller
+        self.gate = DispatchGate(
+            self._park,
+            controller.take_pause,
+            self._progress,
+            pause_pending=lambda: controller.pause_requested,
+            progress_per_dispatch=lambda: self.report_progress,
+        )
         snapshots = self.snapshots = DispatchSnapshots.for_device(self.runner.device)
         tell = lambda text: self.emit(Log(text))  # noqa: E731
         self.sources = SessionSources(snapshots, command.module_path, command.sources, command.rebuild_sources, tell)

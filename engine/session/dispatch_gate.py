@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from engine.dispatch.snapshot import DispatchSnapshot, SnapshotSubscriber
-from engine.runtime.hal.device import DispatchRecord
+from engine.runtime.hal.device import DispatchRecord, HalExecutable
 from engine.session.nonfinite import nonfinite_written
 from engine.session.protocol import (
     BindingInfo,
@@ -113,12 +113,22 @@ class DispatchGate(SnapshotSubscriber):
         park: Callable[[DispatchRecord, DispatchInfo, GateStop], None],
         pause_requested: Callable[[], bool],
         progress: Callable[[DispatchRecord], None],
+        pause_pending: Callable[[], bool] | None = None,
+        progress_per_dispatch: Callable[[], bool] | None = None,
     ):
         self.park = park
-        self.pause_requested = pause_requested
+        self.pause_requested = pause_requested  # takes the pause (True once)
+        # Whether a pause is asked for, without taking it (``watches``); None: never known ahead.
+        self.pause_pending = pause_pending
+        # Whether ``progress`` must be told before every dispatch (a session in a child process names the
+        # dispatch a crash happened in from it): then every dispatch is watched, none runs in a batch.
+        self.progress_per_dispatch = progress_per_dispatch
         self.progress = progress  # told before each dispatch (a crash in its kernel is attributed to it)
         self.breakpoints: tuple[Breakpoint, ...] = ()
         self.stop_at_next = False  # a "next dispatch" step: stop before the next one
+        # Stop before the first dispatch whose device sequence is at least this (time travel parks in one
+        # dispatch of a command buffer it replays); cleared when it stops.
+        self.stop_at_sequence: int | None = None
         # Travelling to a dispatch replays the instruction that ran it, and with it the dispatches before it in
         # the same command buffer: those (device sequence below this) are passed over, breakpoints and all.
         self.quiet_below: int | None = None
@@ -150,10 +160,16 @@ class DispatchGate(SnapshotSubscriber):
         self._before_breakpoints = any(
             bp.kind == BreakpointKind.DISPATCH and str(bp.when) == DispatchWhen.BEFORE for bp in self._breakpoints
         )
+        # What ``watches`` asks of the dispatch breakpoints: their run ordinals, and those that match names.
+        dispatch = tuple(bp for bp in self._breakpoints if bp.kind == BreakpointKind.DISPATCH)
+        self._watch_ordinals = frozenset(bp.ordinal for bp in dispatch if bp.ordinal is not None)
+        self._watch_names = tuple(bp.dispatch or "*" for bp in dispatch if bp.ordinal is None)
+        self._watched_names: dict[tuple[HalExecutable, int], bool] = {}  # (executable, export ordinal) -> matches
 
     def begin_call(self, dispatch_count: int, function: str | None = None, inputs: tuple[str, ...] = ()) -> None:
         self.base = dispatch_count
         self.stop_at_next = False
+        self.stop_at_sequence = None
         self.quiet_below = None
         self.park_after = None
         self._buffers.clear()
@@ -263,6 +279,37 @@ class DispatchGate(SnapshotSubscriber):
         """A dispatch replayed on the way to a travelled-to one (``quiet_below``): no stop, no bytes."""
         return self.quiet_below is not None and record.sequence < self.quiet_below
 
+    def watches(self, sequence: int, executable: HalExecutable, ordinal: int) -> bool:
+        """Whether this dispatch can stop the run, known before it runs: a dispatch step is pending, a pause is
+        asked for, it is the one to park after, NaN or divergence is armed (they judge every dispatch while
+        armed), or an ordinal/name breakpoint (before or after) matches it. Never one passed over on the way
+        to a travelled-to dispatch (``quiet_below``). The rest run in native batches."""
+        # Asked once per dispatch command of every submission: the cheap questions first.
+        quiet = self.quiet_below
+        if quiet is not None and sequence < quiet:
+            return False
+        if self.stop_at_next or self.park_after == sequence or self._watch_nan:
+            return True
+        if self._has_diverge and self._diverge_breakpoints():
+            return True
+        if self.stop_at_sequence is not None and sequence >= self.stop_at_sequence:
+            return True
+        if self.pause_pending is not None and self.pause_pending():
+            return True
+        if self.progress_per_dispatch is not None and self.progress_per_dispatch():
+            return True
+        if sequence - self.base in self._watch_ordinals:
+            return True  # (an ordinal breakpoint that also names a dispatch is checked when it runs)
+        if not self._watch_names:
+            return False
+        key = (executable, ordinal)
+        found = self._watched_names.get(key)
+        if found is None:
+            export = executable.export_name(ordinal)
+            name = export_executable(export)
+            found = self._watched_names[key] = any(name_matches(p, name, export) for p in self._watch_names)
+        return found
+
     def wants_before(self, record: DispatchRecord) -> bool:
         if not (self._watch_nan or self._has_diverge or self._after_breakpoints or self.park_after is not None):
             return False  # nothing to check after any dispatch (the common case: no per-dispatch work)
@@ -283,10 +330,11 @@ class DispatchGate(SnapshotSubscriber):
         if record.sequence == self.park_after:
             return  # travelling to the place after it: no stop before it
         hit = self._matching(record, DispatchWhen.BEFORE)
-        step = self.stop_at_next
+        step = self.stop_at_next or (self.stop_at_sequence is not None and record.sequence >= self.stop_at_sequence)
         paused = self.pause_requested()
         if hit or step or paused:
             self.stop_at_next = False
+            self.stop_at_sequence = None
             self.current_info = self.info(record, DispatchWhen.BEFORE)
             self.park(record, self.current_info, GateStop(hit, (), step, paused))
 
@@ -329,7 +377,8 @@ class DispatchGate(SnapshotSubscriber):
             self.snapshot = None
 
     def failed(self, snapshot: DispatchSnapshot, error: Exception) -> None:
-        pass  # ``current`` stays: a failure report names the dispatch that failed.
+        # A failure report names the dispatch that failed (one inside a batch was never ``before``).
+        self.current = snapshot.record
 
 
 __all__ = [

@@ -163,7 +163,7 @@ class TimeTravelSession(DebugSession):
         if when == "after":
             self.gate.park_after = sequence
         else:
-            self.gate.stop_at_next = _StopAtSequence(self.gate, sequence)  # type: ignore[assignment]
+            self.gate.stop_at_sequence = sequence
         self.park_reason = reason
         try:
             self.start_run(self.need_controller().continue_)
@@ -182,7 +182,7 @@ class TimeTravelSession(DebugSession):
                 stop = travel.goto_dispatch(command.dispatch + self.gate.base, command.when)
                 if command.park and command.when == "before":
                     # Several dispatches can share the instruction (one command buffer): stop at this one.
-                    self.gate.stop_at_next = _StopAtSequence(self.gate, stop.dispatch.ordinal)  # type: ignore[assignment]
+                    self.gate.stop_at_sequence = stop.dispatch.ordinal
                     # ... and the dispatches replayed before it do not stop the travel at their breakpoints.
                     self.gate.quiet_below = stop.dispatch.ordinal
                     self.start_run(self.need_controller().continue_)
@@ -364,18 +364,6 @@ def _plain(value: Any) -> Any:
         return value
     ref = getattr(value, "ref", value)
     return None if ref is None else str(getattr(ref, "vm_type_name", type(ref).__name__))
-
-
-class _StopAtSequence:
-    """A dispatch gate's ``stop_at_next`` that is true only for one dispatch: the gate reads it, once per
-    dispatch, after it set ``current`` to the dispatch about to run."""
-
-    def __init__(self, gate: Any, sequence: int):
-        self.gate, self.sequence = gate, sequence
-
-    def __bool__(self) -> bool:
-        current = self.gate.current
-        return current is not None and current.sequence >= self.sequence
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from engine.dispatch.debug_capture import InPlaceTensors
 from engine.dispatch.snapshot import DispatchSnapshot, SnapshotSubscriber
 from engine.dispatch.typed_tensors import ExecutableSources, Provenance, Role, write_only_spans
-from engine.runtime.hal.device import DispatchRecord
+from engine.runtime.hal.device import DispatchRecord, HalExecutable
 
 Ranges = tuple[tuple[int, int], ...]
 
@@ -64,21 +64,37 @@ class UndefinedBytesWatch(SnapshotSubscriber):
     def wants_before(self, record: DispatchRecord) -> bool:
         return not self.blind and self._works_in_place(record.export_name)
 
+    def watches(self, sequence: int, executable: HalExecutable, ordinal: int) -> bool:
+        # Only a dispatch that works in place needs its bytes before; the rest are told in ``batch_ran``.
+        return not self.blind and self._works_in_place(executable.export_name(ordinal))
+
+    def batch_ran(self, records: list[DispatchRecord]) -> None:
+        for record in records:
+            if self.blind:
+                return
+            self._defined_whole(record)
+        self._after = None
+
+    def _defined_whole(self, record: DispatchRecord) -> bool:
+        """A dispatch that works nowhere in place: its write-only outputs define their tensors whole. Their
+        spans come from the source alone (typing the tensors would copy every binding after every dispatch
+        of the run). False (and blind from now on) when the source does not say."""
+        spans = self._write_only_spans(record)
+        if spans is None and record.bindings:
+            self.blind = True
+            self._after = None
+            return False
+        for binding, offset, length in spans or ():
+            self._in_place.define_whole(record.bindings[binding], offset, length)
+        return True
+
     def after(self, snapshot: DispatchSnapshot) -> None:
         if self.blind:
             return
         record = snapshot.record
         if not self._works_in_place(record.export_name):
-            # Nothing in place: its write-only outputs define their tensors whole. Their spans come from the
-            # source alone; typing the tensors would copy every binding after every dispatch of the run.
-            spans = self._write_only_spans(record)
-            if spans is None and record.bindings:
-                self.blind = True
-                self._after = None
-                return
-            for binding, offset, length in spans or ():
-                self._in_place.define_whole(record.bindings[binding], offset, length)
-            self._after = (snapshot.sequence, {})
+            if self._defined_whole(record):
+                self._after = (snapshot.sequence, {})
             return
         tensors = snapshot.tensors()
         if snapshot.record.bindings and any(t.provenance != Provenance.SOURCES for t in tensors):

@@ -10,6 +10,8 @@ would do, and a crash of either is that test's verdict, not the checker's end.
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
@@ -151,3 +153,47 @@ def check_split(
 
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         return list(pool.map(one, tests))
+
+
+CHECKS = "checks"  # the split folder's sub-folder of saved check reports, one per build
+
+
+def build_label(flags: list[str], device: str) -> str:
+    """A short name for a build: its backends or target devices and the runtime device."""
+    picked = [f.split("=", 1)[1] for f in flags if f.startswith(("--iree-hal-local-target-device-backends=",
+                                                                  "--iree-hal-target-backends="))]  # fmt: skip
+    if not picked:
+        picked = [f.split("=", 1)[1] for f in flags if f.startswith("--iree-hal-target-device=")]
+    others = [f for f in flags if not f.startswith(("--iree-hal-", "--iree-llvmcpu-target-cpu="))]
+    label = "+".join(picked) or "default"
+    if others:
+        label += " " + " ".join(others)
+    return f"{label} on {device}"
+
+
+def save_check(folder: Path, flags: list[str], device: str, verdicts: list[TestVerdict]) -> Path:
+    """Keep a check's verdicts in ``folder/checks/`` (one file per build, replaced by a later check of the
+    same build), so that the folder shows them per build when it is opened again."""
+    label = build_label(flags, device)
+    directory = Path(folder) / CHECKS
+    directory.mkdir(exist_ok=True)
+    path = directory / (re.sub(r"[^A-Za-z0-9_.+-]+", "_", label)[:100] + ".json")
+    path.write_text(json.dumps({"label": label, "flags": flags, "device": device,
+                                "tests": [v.to_json() for v in verdicts]}, indent=1) + "\n")  # fmt: skip
+    return path
+
+
+def read_checks(folder: Path) -> dict[str, dict[str, TestVerdict]]:
+    """The saved checks of ``folder``: build label -> test dir -> its verdict (unreadable files skipped)."""
+    found: dict[str, dict[str, TestVerdict]] = {}
+    for path in sorted((Path(folder) / CHECKS).glob("*.json")):
+        try:
+            data = json.loads(path.read_text())
+            found[data["label"]] = {
+                t["dir"]: TestVerdict(t["dir"], t["verdict"], t.get("reason", ""), t.get("outputs", []),
+                                      t.get("occurrences", 0))  # fmt: skip
+                for t in data["tests"]
+            }
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return found

@@ -121,9 +121,10 @@ def _test_name(export: str, taken: set[str]) -> str:
 class _Collector:
     """The trace-point sink: groups dispatches into tests and writes their tensors as they come."""
 
-    def __init__(self, out: Path, max_occurrences: int | None):
+    def __init__(self, out: Path, max_occurrences: int | None, only: set[str] | None = None):
         self.out = out
         self.max_occurrences = max_occurrences
+        self.only = only
         self.tests: dict[tuple, SplitTest] = {}
         self.names: set[str] = set()
         self.ordinal = 0
@@ -143,6 +144,9 @@ class _Collector:
     def _take(self, key: str, buffer_views: list) -> None:
         head, _, kind = key.rpartition(" ")
         executable, _, export = head.partition("::")
+        if self.only is not None and export not in self.only:
+            self.ordinal += kind == "inputs"  # counted, not kept
+            return
         arrays = self._arrays(buffer_views)
         if kind == "inputs":
             shapes = tuple((a.shape, a.dtype.str) for a in arrays)
@@ -187,9 +191,11 @@ def split_program(
     max_occurrences: int | None = None,
     timeout_s: float | None = None,
     work_dir: Path | None = None,
+    only: set[str] | None = None,
 ) -> SplitResult:
     """Compile ``request`` (with dispatch trace points), run ``function`` on ``input_specs`` once with IREE's
-    runtime, and write one test per distinct dispatch into ``out`` (see the module doc)."""
+    runtime, and write one test per distinct dispatch into ``out`` (see the module doc); ``only``: the
+    tests of these dispatches (IREE's export names) alone (the window's Export as test)."""
     from engine.compiler.targets import find_target
     from engine.runtime.function_io import parse_inputs, split_cconv
     from engine.runtime.reference import ReferenceRunner
@@ -212,7 +218,7 @@ def split_program(
         start = time.perf_counter()
         import iree.runtime as rt
 
-        collector = _Collector(out, max_occurrences)
+        collector = _Collector(out, max_occurrences, only)
         runner_device = device or (find_target(request.target).device if request.target in ("llvm-cpu", "vmvx", "vulkan-spirv") else "local-sync")
         runner = ReferenceRunner(compilation.vmfb_path, runner_device, debug_sink=rt.HalModuleDebugSink(collector))
         collector.runner = runner

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from engine.runtime.hal.device import DispatchObserver, DispatchRecord
+from engine.runtime.hal.device import DispatchObserver, DispatchRecord, HalExecutable
 
 if TYPE_CHECKING:
     from engine.timetravel.engine import TimeTravel
@@ -71,6 +71,15 @@ class MarkingObserver(DispatchObserver):
             self.hook(record, when)
         if self.predicate is not None and self.predicate(record, when):
             self.hits.append((record.sequence, when))
+
+    def watches(self, sequence: int, executable: HalExecutable, ordinal: int) -> bool:
+        # Marks need no bytes: a batch's dispatches are marked afterwards (``dispatch_batch``), all inside the
+        # same instruction. A scan, a hook or a locate looks at each dispatch on its own.
+        return self.predicate is not None or self.hook is not None or self.locating is not None
+
+    def dispatch_batch(self, records: list[DispatchRecord], start_ns: int, end_ns: int) -> None:
+        for record in records:
+            self._mark(record)
 
     def before_dispatch(self, record: DispatchRecord) -> None:
         self._see(record, "before")

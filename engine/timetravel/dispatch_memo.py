@@ -36,6 +36,7 @@ from engine.timetravel.watch import serial_of
 
 MEMO_SECONDS = 0.05  # a kernel at least this slow is kept (CPU kernels rarely are)
 MEMO_BUDGET = 512 << 20  # bytes of kept results
+NATIVE_CPU_FORMAT = "embedded-elf-x86_64"  # the CPU device's native kernels (cpu_device.FORMAT_EMBEDDED_ELF)
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,12 @@ class DispatchMemo:
         self.kept.clear()
         self._last.clear()
         self.nbytes = 0
+
+    def watches(self, sequence: int, executable: HalExecutable, ordinal: int) -> bool:
+        """Whether the device must run this dispatch through the hook (``Device.dispatch_watched``): one whose
+        results are kept, and every dispatch of an executable whose kernels can be slow (all but native CPU
+        code, whose kernels are rarely ``min_seconds`` slow and run in native batches instead)."""
+        return sequence in self.kept or executable.format != NATIVE_CPU_FORMAT
 
     def __call__(self, executable: HalExecutable, record: DispatchRecord, run: Callable[[], None]) -> None:
         key = _key(executable, record) if record.bindings else None

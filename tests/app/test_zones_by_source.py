@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from PySide6.QtCore import Qt
 
 from app.context import LensContext
 from app.run_profile import profile_run_job
@@ -81,3 +82,25 @@ def test_a_trace_without_attribution_says_why(qtbot, small_cnn_profile):
     assert "no source attribution" in v.by_source.note.text()
     assert np.all(v.timeline.item.highlight_names == ())
     v.shutdown()
+
+
+def test_run_dispatch_list_names_each_dispatch_source_line(qtbot, main_window, tmp_path):
+    source = SHARED_MODELS / "small_cnn.mlir"
+    if not source.exists():
+        pytest.skip(f"{source} is absent")
+    vmfb = compile_for(source, tmp_path / "small_cnn.vmfb", "llvm-cpu")
+    window = main_window
+    window.open_file(vmfb)
+    qtbot.waitUntil(lambda: window.workbench.module is not None, timeout=60_000)
+    model = window.panels["run_dispatch_list"].model
+    qtbot.waitUntil(lambda: bool(model.source_lines), timeout=60_000)
+    # The Source column sits before the Verdict, which stays last.
+    headers = [model.headerData(c, Qt.Orientation.Horizontal) for c in range(model.columnCount())]
+    assert headers[-2:] == ["Source", "Verdict"]
+    # IREE records the first convolution's dispatch at the onnx.Conv on line 10 of the input program.
+    conv = next(name for name in model.source_lines if "conv_8x16x16" in name)
+    assert model.source_lines[conv] == 'small_cnn.mlir:10 torch.operator "onnx.Conv"'
+    lines = source.read_text().splitlines()
+    for text in model.source_lines.values():
+        number = int(text.split()[0].rpartition(":")[2])
+        assert "onnx." in lines[number - 1]

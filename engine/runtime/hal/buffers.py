@@ -38,10 +38,19 @@ class Allocation:
         self.origin = origin  # "alloca", "allocate", "import rodata 3", "numpy"...
         self.owners = 1
         self.device_state: Any = None  # for devices that mirror the memory elsewhere
+        self._address: int | None = None
 
     @property
     def size(self) -> int:
         return int(self.data.shape[0])
+
+    @property
+    def address(self) -> int:
+        """The host address of the first byte (its memory never moves: a restore writes into it)."""
+        found = self._address
+        if found is None:
+            found = self._address = int(self.data.ctypes.data)
+        return found
 
     def read_view(self, offset: int, length: int) -> np.ndarray:
         """Bytes ``[offset, offset + length)`` for reading on the host (zero-copy here)."""

@@ -164,6 +164,7 @@ class HalCommandBuffer:
         self.commands: list[Command] = []
         self.finalized = False
         self.submissions = 0  # how many times a queue ran it
+        self.version = 0  # changes whenever ``commands`` does (a device's prepared plans follow it)
 
     @property
     def one_shot(self) -> bool:
@@ -180,6 +181,7 @@ class HalCommandBuffer:
                     f"capacity of the command buffer {self.binding_capacity}",
                 )
         self.commands.append(command)
+        self.version += 1
 
     def finalize(self) -> None:
         if self.finalized:
@@ -194,6 +196,7 @@ class HalCommandBuffer:
     def restore_checkpoint(self, state: tuple) -> None:
         commands, self.finalized, self.submissions = state
         self.commands[:] = commands
+        self.version += 1
 
     def checkpoint_refs(self) -> list:
         """The buffers its commands name (their bytes matter when it runs) and its device."""

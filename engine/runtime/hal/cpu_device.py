@@ -9,18 +9,22 @@ read and write it in place.
 
 from __future__ import annotations
 
+import time
+import weakref
 from typing import Any
 
 import numpy as np
 
 from engine.errors import DispatchError, HalError
 from engine.runtime.hal.buffers import HalBuffer
-from engine.runtime.hal.commands import ResolvedRange
-from engine.runtime.hal.device import BUFFER_ALIGNMENT, Device, HalExecutable, aligned_zeros
+from engine.runtime.hal.commands import BindingTableEntry, HalCommandBuffer, ResolvedRange
+from engine.runtime.hal.cpu_batch import BatchSegments, CpuBatchPlan, plan_stretch
+from engine.runtime.hal.device import BUFFER_ALIGNMENT, BatchRecords, Device, HalExecutable, aligned_zeros
 from engine.runtime.vm.native import StatusCode, VmStatusError
 
 FORMAT_EMBEDDED_ELF = "embedded-elf-x86_64"
 FORMAT_VMVX = "vmvx-bytecode-fb"
+_PLANS_PER_COMMAND_BUFFER = 16  # stretches kept per command buffer (breakpoints moving cut new ones)
 
 # iree/schemas/cpu_feature_bits.inl for x86-64: LLVM feature name -> bit of processor data word 0.
 X86_64_FEATURE_BITS = {
@@ -62,6 +66,10 @@ class CpuDevice(Device):
 
     def __init__(self, name: str | None = None) -> None:
         super().__init__(name)
+        # Native plans of the command buffers this device ran, by stretch ``(start, end)``.
+        self._plans: weakref.WeakKeyDictionary[HalCommandBuffer, dict[tuple[int, int], BatchSegments]] = (
+            weakref.WeakKeyDictionary()
+        )
 
     def supports_format(self, executable_format: str) -> bool:
         return executable_format in self.formats
@@ -106,6 +114,62 @@ class CpuDevice(Device):
                 ) from None
             return HalExecutable(self, executable_format, label, _vmvx_export_names(executable), executable)
         return super().load_executable_binary(executable_format, data, constants, label)
+
+    # -- native batches
+
+    def run_batch(
+        self, command_buffer: HalCommandBuffer, start: int, end: int, table: list[BindingTableEntry]
+    ) -> None:
+        """Run commands ``[start, end)`` (no watched dispatch among them) natively: the stretch's plan
+        (``cpu_batch``) is made once per command buffer and reused by every later submission of it."""
+        segments = self._segments(command_buffer, start, end)
+        records = BatchRecords(self, table) if self.observers else None
+        started = time.perf_counter_ns()
+        try:
+            for segment in segments:
+                if type(segment) is CpuBatchPlan:
+                    self._run_plan(segment, table, records)
+                else:
+                    self.run_unwatched(segment, table, records)  # type: ignore[arg-type]
+        except Exception as e:
+            self.batch_failed(records, e)
+            raise
+        self.batch_ran(records, started, time.perf_counter_ns())
+
+    def _segments(self, command_buffer: HalCommandBuffer, start: int, end: int) -> tuple:
+        plans = self._plans.get(command_buffer)
+        if plans is None:
+            plans = self._plans[command_buffer] = {}
+        found = plans.get((start, end))
+        if found is None or found.version != command_buffer.version:
+            if len(plans) >= _PLANS_PER_COMMAND_BUFFER:  # stops moving around: keep the latest few
+                plans.clear()
+            found = plans[(start, end)] = plan_stretch(command_buffer.commands[start:end], command_buffer.version)
+        return found.segments
+
+    def _run_plan(
+        self, plan: CpuBatchPlan, table: list[BindingTableEntry], records: BatchRecords | None
+    ) -> None:
+        with plan.lock:
+            if not plan.still_valid() or plan.bind(table) is not None:
+                # Swapped code, or a binding IREE's checks refuse: one at a time, which raises their errors.
+                for command in plan.dispatches:
+                    self.run_unwatched(command, table, records)
+                return
+            if records is not None:
+                records.add_unmade(plan.dispatches, self.dispatch_count)
+            failure = plan.run()
+            if failure is None:
+                self.count_dispatches(plan.count)
+                return
+            index, code = failure
+            self.count_dispatches(index + 1)
+            if records is not None:
+                records.truncate(len(records) - plan.count + index + 1)
+            error = DispatchError(
+                plan.impls[index].name, plan.exports[index].name, plan.failed_workgroup(index), code
+            )
+        raise VmStatusError(StatusCode.INTERNAL, str(error))
 
     # -- dispatch
 

@@ -14,6 +14,7 @@ read on demand (a zero-copy numpy view on the CPU). Observers run on the invokin
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -185,17 +186,62 @@ class DispatchObserver:
     def dispatch_failed(self, record: DispatchRecord, error: Exception) -> None:
         pass
 
+    def watches(self, sequence: int, executable: HalExecutable, ordinal: int) -> bool:
+        """Whether this observer must see dispatch ``sequence`` (export ``ordinal`` of ``executable``) on its
+        own, before and after its kernel. Asked by ``Device.execute`` when it plans a command buffer, once per
+        dispatch command, so it must be cheap. False lets the device run the dispatch inside a native batch;
+        the observer then learns of it only through ``dispatch_batch``. The default watches every dispatch."""
+        return True
+
     # An observer that only needs timing and records (never reads a binding's bytes while the device is
-    # idle) sets this False: a device may then run a whole command buffer at once (Vulkan batches it) and
-    # tell it ``dispatch_batch`` afterwards instead of stopping around each dispatch.
+    # idle) sets this False: the Vulkan device then runs a whole command buffer at once and tells it
+    # ``dispatch_batch`` afterwards (the CPU device asks ``watches`` instead, per dispatch).
     reads_bindings = True
 
-    def dispatch_batch(self, records: list[DispatchRecord], start_ns: int, end_ns: int) -> None:
-        """Dispatches that ran together in one submission between ``start_ns`` and ``end_ns``
-        (``time.perf_counter_ns``); only told to observers with ``reads_bindings = False``."""
+    def dispatch_batch(self, records: Sequence[DispatchRecord], start_ns: int, end_ns: int) -> None:
+        """Dispatches that ran together in one batch between ``start_ns`` and ``end_ns``
+        (``time.perf_counter_ns``), none of them watched by this observer, in order. The default tells
+        ``before_dispatch``/``after_dispatch`` of each afterwards (the bytes are those after the batch)."""
         for record in records:
             self.before_dispatch(record)
             self.after_dispatch(record)
+
+
+class BatchRecords(Sequence[DispatchRecord]):
+    """The records of a batch's dispatches, in order, each made when first read: a native batch costs no
+    Python per dispatch unless an observer reads its records."""
+
+    def __init__(self, device: Device, table: list[BindingTableEntry]):
+        self._device = device
+        self._table = table
+        self._items: list[DispatchRecord | tuple[cmd.DispatchCommand, int]] = []
+
+    def append(self, record: DispatchRecord) -> None:
+        self._items.append(record)
+
+    def add_unmade(self, commands: Sequence[cmd.DispatchCommand], first_sequence: int) -> None:
+        """Dispatches ``commands`` (static workgroup counts) with sequences from ``first_sequence``."""
+        self._items.extend((command, first_sequence + k) for k, command in enumerate(commands))
+
+    def truncate(self, length: int) -> None:
+        del self._items[length:]
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __getitem__(self, index):  # type: ignore[override]
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self._items)))]
+        item = self._items[index]
+        if isinstance(item, DispatchRecord):
+            return item
+        command, sequence = item
+        workgroup_count, bindings = self._device.resolve_dispatch(command, self._table)
+        record = self._device.dispatch_record(
+            command.executable, command.ordinal, workgroup_count, command.constants, bindings, sequence
+        )
+        self._items[index] = record
+        return record
 
 
 # (executable, record, run the kernel) -> None: see ``Device.kernel_hook``.
@@ -459,6 +505,10 @@ class Device:
         """Count a dispatch a device ran without ``dispatch`` (a batched submission)."""
         self._dispatches += 1
 
+    def count_dispatches(self, count: int) -> None:
+        """Count ``count`` dispatches a device ran without ``dispatch`` (a native batch)."""
+        self._dispatches += count
+
 
     def add_observer(self, observer: DispatchObserver, *, first: bool = False) -> None:
         """Tell ``observer`` about every dispatch (``first``: before the observers already there, e.g. a
@@ -503,11 +553,122 @@ class Device:
     # -- command buffers
 
     def execute(self, command_buffer: HalCommandBuffer, table: list[BindingTableEntry]) -> None:
-        """Replay a recorded command buffer with a binding table (empty for direct command buffers)."""
+        """Replay a recorded command buffer with a binding table (empty for direct command buffers).
+
+        Planned from the current command: the stretch of commands before the next dispatch an observer
+        ``watches`` runs as one batch (``run_batch``: natively on the CPU device, observers told
+        ``dispatch_batch`` after it); a watched dispatch runs alone through ``dispatch``, its observers told
+        before and after (a debugger may park the run inside it). After each watched dispatch the plan is
+        made again, so a condition armed while parked there takes effect at the very next dispatch."""
         self.check_submittable(command_buffer, table)
         command_buffer.submissions += 1
-        for command in command_buffer.commands:
+        commands = command_buffer.commands
+        start, end = 0, len(commands)
+        while start < end:
+            watched = self.next_watched(commands, start)
+            if watched > start:
+                self.run_batch(command_buffer, start, watched, table)
+            if watched < end:
+                self.execute_command(commands[watched], table)
+            start = watched + 1
+
+    def dispatch_watched(self, sequence: int, executable: HalExecutable, ordinal: int) -> bool:
+        """Whether an observer (or the ``kernel_hook``) must see this dispatch on its own."""
+        hook = self.kernel_hook
+        if hook is not None and getattr(hook, "watches", _watches_all)(sequence, executable, ordinal):
+            return True
+        for observer in self.observers:
+            if observer.watches(sequence, executable, ordinal):
+                return True
+        return False
+
+    def next_watched(self, commands: Sequence[cmd.Command], start: int) -> int:
+        """The index of the first dispatch command at or after ``start`` that is watched (``len(commands)``
+        when none is): the commands before it can run as one batch."""
+        end = len(commands)
+        hook = self.kernel_hook
+        if not self.observers and hook is None:
+            return end
+        # The questions, bound once: this loop runs once per dispatch command of every submission.
+        asks = [o.watches for o in self.observers]
+        if hook is not None:
+            asks.insert(0, getattr(hook, "watches", _watches_all))
+        dispatch = cmd.DispatchCommand
+        sequence = self._dispatches
+        for i in range(start, end):
+            command = commands[i]
+            if type(command) is dispatch:
+                executable, ordinal = command.executable, command.ordinal
+                for ask in asks:
+                    if ask(sequence, executable, ordinal):
+                        return i
+                sequence += 1
+        return end
+
+    def run_batch(
+        self, command_buffer: HalCommandBuffer, start: int, end: int, table: list[BindingTableEntry]
+    ) -> None:
+        """Run commands ``[start, end)`` of ``command_buffer``, none a watched dispatch, in order; then tell
+        every observer ``dispatch_batch`` with the records of its dispatches. A device overrides it to run
+        them natively; this one runs them one by one (``run_dispatch`` without observers)."""
+        records = BatchRecords(self, table) if self.observers else None
+        started = time.perf_counter_ns()
+        try:
+            for command in command_buffer.commands[start:end]:
+                self.run_unwatched(command, table, records)
+        except Exception as e:
+            self.batch_failed(records, e)
+            raise
+        self.batch_ran(records, started, time.perf_counter_ns())
+
+    def run_unwatched(
+        self, command: cmd.Command, table: list[BindingTableEntry], records: BatchRecords | None
+    ) -> None:
+        """Run one command of a batch; a dispatch runs without observers, its record added to ``records``."""
+        if type(command) is not cmd.DispatchCommand:
             self.execute_command(command, table)
+            return
+        workgroup_count, bindings = self.resolve_dispatch(command, table)  # type: ignore[arg-type]
+        self.check_dispatch(command.executable, command.ordinal, bindings)
+        if records is not None:
+            records.append(
+                self.dispatch_record(
+                    command.executable, command.ordinal, workgroup_count, command.constants, bindings,
+                    self._dispatches,
+                )
+            )  # fmt: skip
+        self._dispatches += 1
+        self.run_dispatch(command.executable, command.ordinal, workgroup_count, command.constants, bindings)
+
+    def batch_ran(self, records: Sequence[DispatchRecord] | None, start_ns: int, end_ns: int) -> None:
+        """Tell the observers of dispatches that ran in a batch (none: nothing to tell)."""
+        if records:
+            for observer in list(self.observers):
+                observer.dispatch_batch(records, start_ns, end_ns)
+
+    def batch_failed(self, records: Sequence[DispatchRecord] | None, error: Exception) -> None:
+        """A batch stopped at a failing dispatch (the last of ``records``): the observers are told of the
+        ones that ran, then ``dispatch_failed`` of it."""
+        if not records:
+            return
+        ran, failed = records[:-1], records[-1]
+        now = time.perf_counter_ns()
+        self.batch_ran(ran, now, now)
+        for observer in list(self.observers):
+            observer.dispatch_failed(failed, error)
+
+    def resolve_dispatch(
+        self, command: cmd.DispatchCommand, table: list[BindingTableEntry]
+    ) -> tuple[tuple[int, int, int], list[ResolvedRange]]:
+        """A dispatch command's workgroup count (read from its buffer when indirect) and resolved bindings."""
+        if command.workgroups_ref is not None:
+            ref = resolve_ref(command.workgroups_ref, table)
+            buffer = _require(ref, "indirect workgroup count")
+            counts = buffer.read_view(ref.offset, 12).view("<u4")
+            workgroup_count = (int(counts[0]), int(counts[1]), int(counts[2]) & 0xFFFF)
+        else:
+            workgroup_count = command.workgroup_count  # type: ignore[assignment]
+        return workgroup_count, [resolve_ref(b, table) for b in command.bindings]
 
     @staticmethod
     def check_submittable(command_buffer: HalCommandBuffer, table: list[BindingTableEntry]) -> None:
@@ -525,14 +686,7 @@ class Device:
 
     def execute_command(self, command: cmd.Command, table: list[BindingTableEntry]) -> None:
         if isinstance(command, cmd.DispatchCommand):
-            if command.workgroups_ref is not None:
-                ref = resolve_ref(command.workgroups_ref, table)
-                buffer = _require(ref, "indirect workgroup count")
-                counts = buffer.read_view(ref.offset, 12).view("<u4")
-                workgroup_count = (int(counts[0]), int(counts[1]), int(counts[2]) & 0xFFFF)
-            else:
-                workgroup_count = command.workgroup_count  # type: ignore[assignment]
-            bindings = [resolve_ref(b, table) for b in command.bindings]
+            workgroup_count, bindings = self.resolve_dispatch(command, table)
             self.dispatch(command.executable, command.ordinal, workgroup_count, command.constants, bindings)
         elif isinstance(command, cmd.FillCommand):
             self.fill(resolve_ref(command.target, table), command.pattern)
@@ -607,6 +761,10 @@ class Device:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name})"
+
+
+def _watches_all(sequence: int, executable: HalExecutable, ordinal: int) -> bool:
+    return True
 
 
 def _require(r: ResolvedRange, what: str) -> HalBuffer:

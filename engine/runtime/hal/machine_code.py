@@ -78,6 +78,7 @@ class MachineCode:
     cpuid_count: ctypes._CFuncPtr
     import_thunk_address: int
     run_workgroups: ctypes._CFuncPtr
+    run_workgroups_address: int  # for native callers (the batch loop of ``native_loop``)
 
 
 _lock = threading.Lock()
@@ -127,6 +128,7 @@ def machine_code() -> MachineCode:
                 ctypes.c_void_p,
                 ctypes.c_uint32,
             ),
+            run_workgroups_address=base + _OFFSETS["run_workgroups"],
         )
         return _machine_code
 

@@ -1,0 +1,119 @@
+"""Step Into Workgroup…: from a paused dispatch to one of its workgroups, statement by statement.
+
+The picker proposes the workgroup that wrote the element selected in the inspector (found by the engine:
+``engine.kernel.writer``); once one is chosen the engine records it (``engine.kernel.stepper``) on the
+window's engine worker and the recorded workgroup opens as a ``KernelView`` document, at the store that wrote
+the selected element when there is one. The program runs again for this, from the workbench's module,
+function and inputs, to the paused dispatch's ordinal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QDialog, QDialogButtonBox, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
+
+
+@dataclass(frozen=True)
+class SelectedElement:
+    """An element of the paused dispatch's tensors: ``size`` bytes at ``offset`` of binding ``binding``."""
+
+    binding: int
+    offset: int
+    size: int
+    label: str  # what the user clicked, e.g. "output 0 [1, 5]"
+
+
+@dataclass(frozen=True)
+class KernelRequest:
+    """What recording a workgroup needs: the module run again to the paused dispatch."""
+
+    module_path: str
+    function: str
+    inputs: tuple[str, ...]
+    dispatch: int
+    workgroup_count: tuple[int, int, int]
+    element: SelectedElement | None = None
+
+
+def capture_and_find_writer(request: KernelRequest) -> tuple[Any, tuple[int, int, int] | None]:
+    """(On the engine worker) the paused dispatch captured again, and the workgroup that wrote the selected
+    element (None when there is none or nothing is selected)."""
+    from engine.kernel.dispatch_run import executable_data, run_to_dispatch
+    from engine.kernel.writer import workgroup_that_wrote
+
+    captured = run_to_dispatch(request.module_path, request.function, request.inputs, request.dispatch)
+    e = request.element
+    if e is None:
+        return captured, None
+    data = executable_data(request.module_path, captured)
+    return captured, workgroup_that_wrote(captured, data, e.binding, e.offset, e.size)
+
+
+def record(request: KernelRequest, captured: Any, workgroup: tuple[int, int, int]):
+    """(On the engine worker) the recorded workgroup."""
+    from engine.kernel.stepper import record_captured
+
+    return record_captured(request.module_path, captured, workgroup)
+
+
+class WorkgroupPicker(QDialog):
+    """Which workgroup to step: X, Y, Z within the dispatch's count; proposes the selected element's writer."""
+
+    chosen = Signal(object)  # (x, y, z)
+
+    def __init__(self, request: KernelRequest, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setWindowTitle("Step Into Workgroup")
+        self.setObjectName("workgroupPicker")
+        self.request = request
+        self.spins: list[QSpinBox] = []
+        row = QHBoxLayout()
+        for axis, count in zip("XYZ", request.workgroup_count):
+            spin = QSpinBox(self)
+            spin.setObjectName(f"workgroup{axis}")
+            spin.setRange(0, max(count - 1, 0))
+            row.addWidget(QLabel(f"{axis} (of {count})", self))
+            row.addWidget(spin)
+            self.spins.append(spin)
+        self.note = QLabel(self)
+        self.note.setWordWrap(True)
+        if request.element is not None:
+            self.note.setText(f"Finding the workgroup that wrote {request.element.label}…")
+        else:
+            self.note.setText("No element is selected in the inspector: pick a workgroup.")
+        self.buttons = QDialogButtonBox(
+            QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel, Qt.Orientation.Horizontal, self
+        )
+        self.buttons.button(QDialogButtonBox.StandardButton.Ok).setText("Step Into")
+        self.buttons.accepted.connect(self._accept)
+        self.buttons.rejected.connect(self.reject)
+        # Keys go back to the window when the picker closes (its debugger shortcuts work there).
+        self.finished.connect(lambda _result: parent is not None and parent.window().activateWindow())
+        layout = QVBoxLayout(self)
+        layout.addWidget(QLabel(f"Dispatch #{request.dispatch}: workgroups "
+                                f"{' x '.join(map(str, request.workgroup_count))}", self))  # fmt: skip
+        layout.addLayout(row)
+        layout.addWidget(self.note)
+        layout.addWidget(self.buttons)
+
+    def workgroup(self) -> tuple[int, int, int]:
+        x, y, z = (s.value() for s in self.spins)
+        return x, y, z
+
+    def set_writer(self, workgroup: tuple[int, int, int] | None) -> None:
+        element = self.request.element
+        if element is None:
+            return
+        if workgroup is None:
+            self.note.setText(f"No workgroup writes {element.label}: pick one.")
+            return
+        for spin, value in zip(self.spins, workgroup):
+            spin.setValue(value)
+        self.note.setText(f"Workgroup ({', '.join(map(str, workgroup))}) wrote {element.label}.")
+
+    def _accept(self) -> None:
+        self.chosen.emit(self.workgroup())
+        self.accept()

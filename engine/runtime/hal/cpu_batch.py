@@ -1,0 +1,258 @@
+"""A stretch of a command buffer run natively on the CPU device: prepared once, reused call after call.
+
+IREE 3.13 memoizes a program's command buffers: they are recorded once (reusable, indirect) and each call
+submits the same one with a new binding table (``queue.execute.indirect``). So the work of a dispatch that
+does not depend on the table is done once per command buffer: ``CpuBatchPlan`` lays out, for every
+dispatch of a stretch, IREE's dispatch state and workgroup state (``cpu_abi``: workgroup size and count,
+constants, binding pointer and length arrays, local memory) in one arena, and a descriptor array that the
+native loop (``native_loop``) walks. Per submission only the binding pointers and lengths change: they are
+worked out from the binding table in a few whole-array numpy operations (no Python per dispatch) and
+written into the arena, then one native call runs every dispatch.
+
+A stretch is cut into segments: runs of native dispatches (``CpuBatchPlan``), and the commands between
+them that run through the device one at a time (transfers, VMVX executables, a substituted executable,
+an indirect workgroup count).
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.errors import HalError
+from engine.runtime.hal import commands as cmd
+from engine.runtime.hal import constants as c
+from engine.runtime.hal.commands import BindingTableEntry, BufferRef
+from engine.runtime.hal.cpu_abi import BINDING_ALIGNMENT, LOCAL_MEMORY_PAGE_SIZE
+from engine.runtime.hal.cpu_library import CpuExecutableLibrary
+from engine.runtime.hal.machine_code import MXCSR_FLUSH_DENORMALS, machine_code
+from engine.runtime.hal.native_loop import BATCH_OK, DESCRIPTOR_WORDS, native_loop
+
+_DS_SIZE, _WS_SIZE = 48, 32  # DispatchStateStruct, WorkgroupStateStruct (cpu_abi checks the sizes)
+_WHOLE = c.WHOLE_BUFFER
+_DIRECT = -1  # BufferRef.slot of a direct buffer in the plan's source list
+
+# The dispatch state and workgroup state packed together (the layouts of cpu_abi's structs, checked below).
+_STATE_FORMAT = "<IIHHIIHBBQQQ" + "IIHHIQI4x"
+if struct.calcsize(_STATE_FORMAT) != _DS_SIZE + _WS_SIZE:  # pragma: no cover
+    raise ImportError("dispatch/workgroup state pack format does not match the structs")
+_WORKGROUP_ID = struct.Struct("<IIH")
+
+
+def native_dispatch(command: cmd.Command) -> bool:
+    """Whether a command can run inside a native batch: a dispatch of a loaded CPU library (not a
+    substitution's overlay, not VMVX) with a workgroup count known when it was recorded."""
+    return (
+        type(command) is cmd.DispatchCommand
+        and command.workgroups_ref is None
+        and type(command.executable.impl) is CpuExecutableLibrary
+    )
+
+
+# Commands that change nothing on coherent host memory: they do not cut a native segment.
+_NOTHING_TO_DO = (
+    cmd.BarrierCommand,
+    cmd.BeginDebugGroupCommand,
+    cmd.EndDebugGroupCommand,
+    cmd.AdviseBufferCommand,
+    cmd.FlushBufferCommand,
+    cmd.InvalidateBufferCommand,
+)
+
+
+@dataclass(frozen=True)
+class BindingFailure:
+    """Why a plan could not run with a binding table (the device then runs the stretch one dispatch at a
+    time, whose checks raise IREE's error)."""
+
+    reason: str
+
+
+class CpuBatchPlan:
+    """Consecutive native dispatches of one command buffer, prepared to run in one native call."""
+
+    def __init__(self, dispatches: Sequence[cmd.DispatchCommand]):
+        self.dispatches = tuple(dispatches)
+        n = len(self.dispatches)
+        self.impls = tuple(d.executable.impl for d in self.dispatches)
+        self._executables = tuple({id(d.executable): d.executable for d in self.dispatches}.values())
+        self._executable_impls = tuple(e.impl for e in self._executables)
+        exports = [impl.export(d.ordinal) for impl, d in zip(self.impls, self.dispatches)]
+        for d, export in zip(self.dispatches, exports):
+            attrs = export.attributes
+            if len(d.constants) != attrs.constant_count or len(d.bindings) != attrs.binding_count:
+                raise ValueError("counts differ from the export's: run it one dispatch at a time")
+            x, y, z = d.workgroup_count  # type: ignore[misc]
+            if not (0 <= x <= 0xFFFFFFFF and 0 <= y <= 0xFFFFFFFF and 0 <= z <= 0xFFFF):
+                raise ValueError("workgroup count out of range: run it one dispatch at a time")
+        self.exports = tuple(exports)
+
+        # The arena: per dispatch [dispatch state][workgroup state][constants, 8-aligned][ptrs][lengths].
+        sizes, at = [], 0
+        for d in self.dispatches:
+            m, b = len(d.constants), len(d.bindings)
+            size = _DS_SIZE + _WS_SIZE + ((4 * m + 7) & ~7) + 16 * b
+            sizes.append((at, m, b))
+            at += (size + 63) & ~63
+        local = max((e.attributes.local_memory_pages for e in exports), default=0) * LOCAL_MEMORY_PAGE_SIZE
+        raw = np.zeros(at + 64 + BINDING_ALIGNMENT, np.uint8)
+        start = (-raw.ctypes.data) % 64
+        self._arena = raw[start : start + at + 64]
+        self._local = np.zeros(local + BINDING_ALIGNMENT, np.uint8) if local else None
+        local_address = 0
+        if self._local is not None:
+            local_address = self._local.ctypes.data + (-self._local.ctypes.data) % BINDING_ALIGNMENT
+        base = self._arena.ctypes.data
+        words = self._arena[: (len(self._arena) // 8) * 8].view("<u8")
+        self._words = words
+
+        descriptors = np.zeros(n * DESCRIPTOR_WORDS, np.uint64)
+        ptr_at: list[int] = []  # word index in the arena of each binding's pointer, in binding order
+        len_at: list[int] = []
+        arena = self._arena
+        for k, (d, export, impl, (offset, m, b)) in enumerate(zip(self.dispatches, exports, self.impls, sizes)):
+            constants_at = offset + _DS_SIZE + _WS_SIZE
+            ptrs_at = constants_at + ((4 * m + 7) & ~7)
+            lengths_at = ptrs_at + 8 * b
+            x, y, z = d.workgroup_count  # type: ignore[misc]
+            export_local = export.attributes.local_memory_size
+            struct.pack_into(
+                f"{_STATE_FORMAT}{m}I",
+                arena,
+                offset,
+                1, 1, 1, m, x, y, z, 1, b,  # workgroup size (1,1,1) and max_concurrency 1, like local-sync
+                base + constants_at, base + ptrs_at, base + lengths_at,
+                0, 0, 0, 0, 0, local_address if export_local else 0, export_local,
+                *(int(v) & 0xFFFFFFFF for v in d.constants),
+            )  # fmt: skip
+            ptr_at.extend(range(ptrs_at // 8, ptrs_at // 8 + b))
+            len_at.extend(range(lengths_at // 8, lengths_at // 8 + b))
+            descriptors[k * 4 : k * 4 + 4] = (
+                impl.export_address(d.ordinal), impl.environment_address, base + offset, base + offset + _DS_SIZE,
+            )  # fmt: skip
+        self._descriptors = descriptors
+        self._ptr_at = np.asarray(ptr_at, np.int64)
+        self._len_at = np.asarray(len_at, np.int64)
+        # Where each binding's bytes come from: a slot of the binding table, or a direct buffer (the plan's
+        # own list, ``direct``): ``source`` indexes [table slots..., direct buffers...] once a table is known.
+        refs: list[BufferRef] = [ref for d in self.dispatches for ref in d.bindings]
+        self.direct = tuple({id(r.buffer): r.buffer for r in refs if r.buffer is not None}.values())
+        direct_index = {id(buf): i for i, buf in enumerate(self.direct)}
+        self._slots = np.asarray([r.slot if r.buffer is None else _DIRECT for r in refs], np.int64)
+        self._direct_of = np.asarray([direct_index[id(r.buffer)] if r.buffer is not None else 0 for r in refs], np.int64)
+        self._is_direct = self._slots == _DIRECT
+        self._ref_offset = np.asarray([r.offset for r in refs], np.int64)
+        self._ref_whole = np.asarray([r.length == _WHOLE for r in refs], bool)
+        self._ref_length = np.asarray([0 if r.length == _WHOLE else r.length for r in refs], np.int64)
+        self._max_slot = int(self._slots.max(initial=-1))
+        # A zero-length binding still gets an aligned pointer (the kernel reads nothing there).
+        self._empty_address = base + at
+        self.lock = threading.Lock()  # one submission at a time uses the arena
+
+    @property
+    def count(self) -> int:
+        return len(self.dispatches)
+
+    def still_valid(self) -> bool:
+        """Whether every executable still runs the code the plan points at (a substitution swaps ``impl``) and
+        none was closed."""
+        for e, impl in zip(self._executables, self._executable_impls):
+            if e.impl is not impl or impl.closed:
+                return False
+        return True
+
+    def bind(self, table: list[BindingTableEntry]) -> BindingFailure | None:
+        """Write the binding pointers and lengths for ``table`` into the arena (IREE's
+        ``iree_hal_buffer_binding_table_resolve_ref`` and the dispatch's checks, as whole-array operations);
+        a ``BindingFailure`` (nothing run) when one would fail: the one-at-a-time path raises its error."""
+        slots = self._max_slot + 1
+        if slots > len(table) and slots > 0:
+            return BindingFailure("binding table too small")
+        # Per source (table slot or direct buffer): the address of its first byte and how many bytes follow.
+        sources = slots + len(self.direct)
+        address = np.zeros(sources, np.int64)
+        available = np.zeros(sources, np.int64)
+        for i in range(slots):
+            entry = table[i]
+            buffer = entry.buffer
+            if buffer is None:
+                available[i] = -1  # NULL: any binding of this slot fails
+                continue
+            room = buffer.byte_length - entry.offset
+            length = room if entry.length == _WHOLE else entry.length
+            if entry.offset < 0 or length < 0 or length > room:
+                available[i] = -1
+                continue
+            address[i] = buffer.allocation.address + buffer.byte_offset + entry.offset
+            available[i] = length
+        for k, buffer in enumerate(self.direct):
+            address[slots + k] = buffer.allocation.address + buffer.byte_offset
+            available[slots + k] = buffer.byte_length
+        source = np.where(self._is_direct, slots + self._direct_of, self._slots)
+        room = available[source]
+        offset = self._ref_offset
+        length = np.where(self._ref_whole, room - offset, self._ref_length)
+        ok = (room >= 0) & (offset >= 0) & (offset <= room) & (length >= 0) & (offset + length <= room)
+        pointers = address[source] + offset
+        empty = length == 0
+        pointers = np.where(empty, self._empty_address, pointers)
+        if not ok.all() or (pointers % BINDING_ALIGNMENT).any():
+            return BindingFailure("a binding is NULL, out of range or misaligned")
+        words = self._words
+        words[self._ptr_at] = pointers.astype(np.uint64)
+        words[self._len_at] = length.astype(np.uint64)
+        return None
+
+    def run(self) -> tuple[int, int] | None:
+        """Run every dispatch (after ``bind``); ``(index, code)`` of the first that returned non-zero."""
+        result = native_loop().run_batch(
+            self._descriptors.ctypes.data,
+            len(self.dispatches),
+            MXCSR_FLUSH_DENORMALS,
+            machine_code().run_workgroups_address,
+        )
+        if result == BATCH_OK:
+            return None
+        return int(result) >> 32, int(result) & 0xFFFFFFFF
+
+    def failed_workgroup(self, index: int) -> tuple[int, int, int]:
+        """The workgroup dispatch ``index`` stopped at (its workgroup state after the run)."""
+        at = int(self._descriptors[index * 4 + 3]) - self._arena.ctypes.data
+        return _WORKGROUP_ID.unpack_from(self._arena, at)
+
+
+@dataclass(frozen=True)
+class BatchSegments:
+    """A stretch of a command buffer cut into native plans and commands run one at a time."""
+
+    version: int  # the command buffer's ``version`` it was planned from
+    segments: tuple[CpuBatchPlan | cmd.Command, ...]
+
+
+def plan_stretch(commands: Sequence[cmd.Command], version: int) -> BatchSegments:
+    """Cut ``commands`` (no watched dispatch among them) into native plans and one-at-a-time commands."""
+    segments: list[CpuBatchPlan | cmd.Command] = []
+    run: list[cmd.DispatchCommand] = []
+
+    def close_run() -> None:
+        if run:
+            try:
+                segments.append(CpuBatchPlan(run))
+            except (ValueError, HalError):  # a count IREE's checks refuse: the one-at-a-time path raises its error
+                segments.extend(run)
+            run.clear()
+
+    for command in commands:
+        if native_dispatch(command):
+            run.append(command)  # type: ignore[arg-type]
+        elif isinstance(command, _NOTHING_TO_DO):
+            continue
+        else:
+            close_run()
+            segments.append(command)
+    close_run()
+    return BatchSegments(version, tuple(segments))

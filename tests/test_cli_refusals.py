@@ -1,0 +1,69 @@
+"""Command lines that must refuse plainly and leave nothing behind (issue 31's kernel-editing loose ends):
+``sources`` given a compiled module, a refused ``run --write-replay``, ``--substitute`` of an executable id a
+replay does not have."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support import compile_for, iree_tool, record_replay
+
+PROGRAM = """func.func @main(%x: tensor<8xf32>) -> tensor<8xf32> {
+  %e = tensor.empty() : tensor<8xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>],
+                       iterator_types = ["parallel"]} ins(%x : tensor<8xf32>) outs(%e : tensor<8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %s = arith.mulf %a, %a : f32
+    linalg.yield %s : f32
+  } -> tensor<8xf32>
+  return %r : tensor<8xf32>
+}
+"""
+INPUT = "8xf32=1 2 3 4 5 6 7 8"
+
+
+def lens(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "app.launcher", *args], capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def program(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("refusals") / "square.mlir"
+    path.write_text(PROGRAM)
+    return path
+
+
+def test_sources_of_a_compiled_module_asks_for_the_program(program, tmp_path):
+    vmfb = compile_for(program, tmp_path / "square.vmfb", "llvm-cpu")
+    renamed = tmp_path / "square.bin"  # found by its bytes too, whatever its name
+    renamed.write_bytes(vmfb.read_bytes())
+    for module in (vmfb, renamed):
+        proc = lens("sources", str(module), f"--out={tmp_path / 'out'}")
+        assert proc.returncode == 2
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and "compiled module" in lines[0] and ".mlir" in lines[0], proc.stderr
+        assert "unexpected character" not in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_refused_write_replay_leaves_no_file(program, tmp_path):
+    vmfb = compile_for(program, tmp_path / "square_vmvx.vmfb", "vmvx")  # replays of VMVX are not written
+    out = tmp_path / "run.ireereplay"
+    proc = lens("run", str(vmfb), "--function=main", f"--input={INPUT}", f"--write-replay={out}")
+    assert proc.returncode == 1 and "not supported" in proc.stderr
+    assert not out.exists()
+
+
+def test_substitute_of_an_unknown_executable_id_is_refused(program, tmp_path):
+    vmfb = compile_for(program, tmp_path / "square.vmfb", "llvm-cpu")
+    replay = record_replay(vmfb, "main", [INPUT], tmp_path / "square.ireereplay")
+    listing = subprocess.run([iree_tool("iree-dump-replay"), str(replay)], capture_output=True, text=True)
+    assert listing.returncode == 0
+    binary = tmp_path / "any.so"
+    binary.write_bytes(b"\x7fELF")
+    proc = lens("run", str(replay), "--substitute=4242=" + str(binary))
+    assert proc.returncode == 1
+    assert "no executable 4242" in proc.stderr and "its executables are" in proc.stderr, proc.stderr

@@ -1,0 +1,194 @@
+"""Native batches between possible stops (issue 29): the device plans each command buffer from the observers'
+``watches`` answers, runs the unwatched stretches as batches and the watched dispatches alone.
+
+Programs: a chain of matmuls (one dispatch each, all in one command buffer), compiled with the real
+iree-compile; SqueezeNet from ``../shared/models`` (slow). Results are compared bit for bit with IREE's
+runtime and between a batched run and a run where every dispatch is watched (stepped).
+"""
+
+from __future__ import annotations
+
+import lzma
+from pathlib import Path
+
+import numpy as np
+import pytest
+from session_support import Events, compile_program
+
+from engine.dispatch.snapshot import DispatchSnapshots
+from engine.runtime.debug_runner import DebugRunner
+from engine.runtime.function_io import Tensor
+from engine.runtime.hal.device import DispatchObserver
+from engine.runtime.reference import ReferenceRunner
+from engine.session.debug_session import DebugSession
+from engine.session.dispatch_gate import DispatchGate
+from engine.session.inprocess import InProcessSession
+from engine.session.protocol import Breakpoint, Call, Continue, Finished, Open, Opened, SetBreakpoints, Step
+
+MODELS = Path(__file__).resolve().parents[1] / ".." / "shared" / "models"
+
+CHAIN = """
+func.func @main(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> tensor<4x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x8xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %a = linalg.matmul ins(%x, %w : tensor<4x8xf32>, tensor<8x8xf32>) outs(%f : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %b = linalg.matmul ins(%a, %w : tensor<4x8xf32>, tensor<8x8xf32>) outs(%f : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %c = linalg.matmul ins(%b, %w : tensor<4x8xf32>, tensor<8x8xf32>) outs(%f : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %d = linalg.matmul ins(%c, %w : tensor<4x8xf32>, tensor<8x8xf32>) outs(%f : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %g = linalg.matmul ins(%d, %w : tensor<4x8xf32>, tensor<8x8xf32>) outs(%f : tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %g : tensor<4x8xf32>
+}
+"""
+
+RNG = np.random.default_rng(29)
+X = RNG.standard_normal((4, 8)).astype(np.float32)
+W = (RNG.standard_normal((8, 8)) * 0.5).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def chain(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("native_batches")
+    source = out / "chain.mlir"
+    source.write_text(CHAIN)
+    return compile_program(str(source), "llvm-cpu", out)
+
+
+class BatchLog(DispatchObserver):
+    """Watches nothing; logs the sequences of each batch it is told of."""
+
+    def __init__(self):
+        self.batches: list[list[int]] = []
+
+    def watches(self, sequence, executable, ordinal) -> bool:
+        return False
+
+    def dispatch_batch(self, records, start_ns, end_ns) -> None:
+        self.batches.append([r.sequence for r in records])
+
+
+class WatchAll(DispatchObserver):
+    """Watches every dispatch (so none runs in a batch): the stepped run."""
+
+    def __init__(self):
+        self.seen: list[int] = []
+
+    def after_dispatch(self, record) -> None:
+        self.seen.append(record.sequence)
+
+
+def _tensors(inputs: list[np.ndarray]) -> list[Tensor]:
+    return [Tensor.from_numpy(v) for v in inputs]
+
+
+def _run(path: Path, function: str, inputs: list[np.ndarray], observer: DispatchObserver | None = None):
+    runner = DebugRunner(str(path), "local-sync")
+    if observer is not None:
+        runner.device.add_observer(observer)
+    return runner, [v.array for v in runner.invoke(function, _tensors(inputs))]
+
+
+def _reference(path: Path, function: str, inputs: list[np.ndarray]) -> np.ndarray:
+    return ReferenceRunner(str(path), "local-sync").invoke(function, _tensors(inputs))[0].array
+
+
+def _gate_run(path: Path, breakpoints: tuple[Breakpoint, ...]):
+    """A run watched by a dispatch gate (no session): each park records the dispatch and its inputs then."""
+    runner = DebugRunner(str(path), "local-sync")
+    parks: list[tuple[int, str, bytes]] = []
+
+    def park(record, info, stop):
+        parks.append((record.sequence, str(info.when), bytes(record.bindings[0].data)))
+
+    gate = DispatchGate(park, lambda: False, lambda record: None)
+    gate.breakpoints = breakpoints
+    DispatchSnapshots.for_device(runner.device).subscribe(gate)
+    log = BatchLog()
+    runner.device.add_observer(log)
+    gate.begin_call(runner.device.dispatch_count)
+    outputs = [v.array for v in runner.invoke("main", _tensors([X, W]))]
+    return parks, log.batches, outputs
+
+
+def test_unwatched_dispatches_run_as_one_batch_and_match_iree(chain):
+    log = BatchLog()
+    runner, batched = _run(chain, "main", [X, W], log)
+    assert batched[0].tobytes() == _reference(chain, "main", [X, W]).tobytes()
+    count = runner.device.dispatch_count
+    assert count >= 5  # a dispatch per matmul at least
+    assert log.batches == [list(range(count))]  # one command buffer, nothing watched: one batch
+    watcher = WatchAll()
+    _, stepped = _run(chain, "main", [X, W], watcher)
+    assert watcher.seen == list(range(count))
+    assert stepped[0].tobytes() == batched[0].tobytes()
+
+
+def test_a_breakpoint_inside_a_batch_stops_exactly_there(chain):
+    every, _, stepped_out = _gate_run(chain, (Breakpoint("dispatch", dispatch="*"),))
+    count = len(every)
+    target = count - 2
+    parks, batches, outputs = _gate_run(chain, (Breakpoint("dispatch", ordinal=target),))
+    assert [(s, w) for s, w, _ in parks] == [(target, "before")]
+    # The stretch before it ran as one batch, the one after it as another; the watched one alone.
+    assert batches == [list(range(target)), list(range(target + 1, count))]
+    # What the stop saw is what a run that stops at every dispatch saw there.
+    assert parks[0][2] == every[target][2]
+    assert outputs[0].tobytes() == stepped_out[0].tobytes()
+    # An "after" breakpoint by name: the watched dispatch's bytes after it ran, the rest batched.
+    after, batches, _ = _gate_run(chain, (Breakpoint("dispatch", dispatch="*", when="after", ordinal=1),))
+    assert [(s, w) for s, w, _ in after] == [(1, "after")]
+    assert batches == [[0], list(range(2, count))]
+
+
+@pytest.fixture
+def session():
+    events = Events()
+    s = InProcessSession(DebugSession, events)
+    s.events = events
+    yield s
+    s.close()
+
+
+def test_a_condition_armed_while_parked_takes_effect_at_the_next_dispatch(session, chain):
+    session.send(Open(str(chain), "local-sync"))
+    assert isinstance(session.events.next(), Opened)
+    session.send(SetBreakpoints((Breakpoint("dispatch", ordinal=1),)))
+    session.send(Call("main", ("4x8xf32=0.5", "8x8xf32=0.25")))
+    stop = session.events.next()
+    assert stop.reason == "dispatch" and stop.location.dispatch_info.ordinal == 1
+    # Armed while parked in dispatch 1: a breakpoint at 2 (the very next dispatch, in the same command buffer).
+    session.send(SetBreakpoints((Breakpoint("dispatch", ordinal=1), Breakpoint("dispatch", ordinal=2))))
+    session.send(Continue())
+    stop = session.events.next()
+    assert stop.reason == "dispatch" and stop.location.dispatch_info.ordinal == 2
+    # A dispatch step from there stops at the next one too.
+    session.send(Step("dispatch"))
+    stop = session.events.next()
+    assert stop.reason == "dispatch" and stop.location.dispatch_info.ordinal == 3
+    session.send(SetBreakpoints(()))
+    session.send(Continue())
+    done = session.events.next()
+    assert isinstance(done, Finished), done
+    expected = np.full((4, 8), 0.5, np.float32)
+    for _ in range(5):
+        expected = expected @ np.full((8, 8), 0.25, np.float32)
+    assert np.allclose(done.outputs[0].to_numpy(), expected)
+
+
+@pytest.mark.slow
+def test_squeezenet_batched_and_stepped_are_bit_identical_and_match_iree(tmp_path):
+    source = MODELS / "squeezenet1_1.mlir.xz"
+    if not source.exists():
+        pytest.skip(f"no shared models at {MODELS}")
+    mlir = tmp_path / "squeezenet1_1.mlir"
+    mlir.write_bytes(lzma.decompress(source.read_bytes()))
+    vmfb = compile_program(str(mlir), "llvm-cpu", tmp_path)
+    x = np.load(MODELS / "squeezenet1_1_x.npy")
+    log = BatchLog()
+    _, batched = _run(vmfb, "main", [x], log)
+    assert len(log.batches) >= 1 and sum(map(len, log.batches)) > 20
+    watcher = WatchAll()
+    _, stepped = _run(vmfb, "main", [x], watcher)
+    assert len(watcher.seen) == sum(map(len, log.batches))
+    assert batched[0].tobytes() == stepped[0].tobytes()
+    assert batched[0].tobytes() == _reference(vmfb, "main", [x]).tobytes()
