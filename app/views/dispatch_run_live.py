@@ -40,9 +40,14 @@ from engine.session.protocol import DispatchTensor, ReadTensors, Tensors, TypeSo
 
 # What would type an untyped dispatch (said with it, never a promise that it will be typed).
 UNTYPED_HELP = (
-    "To type it: open the .mlir the module was compiled from (built again with the same flags), or give the "
-    "executables' sources (a sources folder beside the .vmfb, as iree-lens --sources takes them)"
+    "To type it: open the .mlir it was compiled from (same flags), or put the executables' sources beside the "
+    ".vmfb (a folder iree-lens --sources takes)."
 )
+
+
+def _sentence(text: str) -> str:
+    text = text.strip()
+    return (text[:1].upper() + text[1:]).rstrip(".") + "." if text else text
 UNREAD = "-"  # health of a dispatch whose tensors were not read (seen running, not stopped at)
 
 
@@ -78,9 +83,10 @@ class ShownTensor:
         untyped binding has no known role, and is never called an input or output by guess."""
         where = f"binding {self.binding}" + (f" @{self.offset}" if self.offset else "")
         role = f", {self.role} {self.position}" if self.source != TypeSource.UNTYPED else ""
+        access = self.access if self.access and self.access != "unknown" else "access unknown"
         state = "" if self.written else ", not written yet"
         undefined = self.undefined_text
-        return f"{where}, {self.access}{role}{state}" + (f" — {undefined}" if undefined else "")
+        return f"{where}, {access}{role}{state}" + (f" — {undefined}" if undefined else "")
 
     @classmethod
     def from_protocol(cls, t: DispatchTensor) -> ShownTensor:
@@ -151,17 +157,18 @@ class PausedDispatchView(QWidget):
         wg = "x".join(str(w) for w in info.workgroup_count)
         sources = sorted({t.source for t in tensors})
         notes = sorted({t.note for t in tensors if t.note and t.source == TypeSource.UNTYPED})
-        if sources == [TypeSource.UNTYPED]:
-            typed = f"untyped: each binding's bytes as bound. {UNTYPED_HELP}"
-        else:
-            typed = f"types from {', '.join(sources) or '-'}"
-        self.header.setText(
+        untyped = sources == [TypeSource.UNTYPED]
+        typed = "untyped (each binding's bytes as bound)" if untyped else f"types from {', '.join(sources) or '-'}"
+        # The dispatch on the first line; why it is untyped and what would type it, then notes, below.
+        lines = [
             f"Dispatch #{info.ordinal} {info.export} ({info.when} it runs) — executable {info.executable}, "
-            f"workgroups {wg}, {len(info.bindings)} bindings; {typed}"
-            + "".join(f". {n}" for n in notes)
-            + (f". {note}" if note else "")
-            + "".join(f". {t.role} {t.position}: {t.undefined_text}" for t in tensors if t.undefined_text)
-        )
+            f"workgroups {wg}, {len(info.bindings)} bindings; {typed}",
+            *(_sentence(n) for n in notes),
+            *([UNTYPED_HELP] if untyped else []),
+            *([_sentence(note)] if note else []),
+            *(f"{t.role} {t.position}: {t.undefined_text}" for t in tensors if t.undefined_text),
+        ]
+        self.header.setText("\n".join(lines))
         self.inspector.set_tensors([InspectedTensor(t.label, t.array, t.type_text) for t in tensors])
 
 

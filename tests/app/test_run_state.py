@@ -11,8 +11,10 @@ debug session; expected values computed with numpy.
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -25,7 +27,7 @@ from support import SPIN, patched_kernel_copy
 
 from app.session_bridge import DEVICE_KEY
 from app.settings import open_settings
-from engine.session.protocol import Breakpoint, BreakpointKind
+from engine.session.protocol import Breakpoint, BreakpointKind, ReverseMode
 
 TIMEOUT = 120_000
 HEALTHY = ("4x8xf32=3", "4x8xf32=1")
@@ -214,3 +216,57 @@ def test_stop_on_a_remote_session_stops_it_without_a_crash(qtbot, main_window, p
     assert panel.status_label.text().startswith("Stopped")
     qtbot.waitUntil(lambda: bridge.state == "idle", timeout=TIMEOUT)  # a fresh server, the module reopened
     assert window.panels["run_dispatch_list"].model.paused is None
+
+
+def cli_stops(vmfb: Path, inputs: tuple[str, ...], commands: list[str], tmp_path: Path) -> list[tuple]:
+    """The stops ``iree-lens debug --json`` makes for ``commands``: (reason, function, pc, ordinal, when)."""
+    script = tmp_path / "commands.txt"
+    script.write_text("\n".join(commands) + "\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "app.launcher", "debug", str(vmfb), "--function=many",
+         *[f"--input={i}" for i in inputs], f"--commands={script}", "--json"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    stops = []
+    for line in proc.stdout.splitlines():
+        stop = json.loads(line)
+        dispatch = stop["dispatch"] or {}
+        stops.append((stop["reason"], stop["function"], stop["pc"], dispatch.get("ordinal"), dispatch.get("when")))
+    return stops
+
+
+def test_the_window_stops_where_the_cli_does(qtbot, main_window, programs, tmp_path):
+    """gdb's sequence of issue 35 (break 10; continue; next; reverse-next; break 5; continue) in the window's run
+    state and in ``iree-lens debug --json``: the same stops, then the same end (forward after a reverse move runs
+    on from where the program is, so the breakpoint at #5, behind it, is not hit)."""
+    inputs = ("4xf32=0", "12")
+    expected = cli_stops(
+        programs["many_dispatches"], inputs,
+        ["break dispatch 10", "continue", "next", "reverse-next", "break dispatch 5", "continue"], tmp_path,
+    )  # fmt: skip
+    window = main_window
+    bridge = window.session_bridge
+    open_module(qtbot, window, programs["many_dispatches"])
+    bridge.add_breakpoint(Breakpoint(BreakpointKind.DISPATCH, ordinal=10))
+    seen = []
+
+    def record() -> None:
+        stop = window.workbench.state.stop
+        frame = stop.location.frames[-1]
+        info = window.workbench.state.paused
+        seen.append((str(stop.reason), frame.function, frame.pc, info and info.ordinal, info and str(info.when)))
+
+    run(qtbot, window, inputs, signal="stopped")
+    record()
+    for move in (lambda: bridge.step("over"), lambda: bridge.reverse(ReverseMode.NEXT)):
+        with qtbot.waitSignal(bridge.stopped, timeout=TIMEOUT):
+            move()
+        record()
+    bridge.add_breakpoint(Breakpoint(BreakpointKind.DISPATCH, ordinal=5))
+    with qtbot.waitSignal(bridge.finished, timeout=TIMEOUT) as end:
+        bridge.continue_()
+    seen.append(("finished", end.args[0].function, None, None, None))
+    assert [s[1:] for s in seen] == [e[1:] for e in expected], (seen, expected)
+    assert [s[0] for s in seen[:1] + seen[-1:]] == [expected[0][0], expected[-1][0]]
+    assert window.workbench.state.outcome == "finished"

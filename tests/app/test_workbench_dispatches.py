@@ -52,15 +52,19 @@ def act(qtbot, window, action, end: str = "stopped") -> object:
     answer that follows it (Shift+F6 reads it)."""
     bridge = window.session_bridge
     events: list[str] = []
+    # Both recorded as they are emitted: the history answer may come in the same turn of the event loop as
+    # the stop (a fast session), before waitSignal returns.
     record = lambda *_: events.append("history") if events else None  # noqa: E731 - only after the stop
+    ended = lambda *_: events.append(end)  # noqa: E731
     bridge.historyChanged.connect(record)
+    getattr(bridge, end).connect(ended)
     try:
         with qtbot.waitSignal(getattr(bridge, end), timeout=TIMEOUT) as done:
             action.trigger() if hasattr(action, "trigger") else action()
-        events.append(end)
         qtbot.waitUntil(lambda: "history" in events, timeout=TIMEOUT)
     finally:
         bridge.historyChanged.disconnect(record)
+        getattr(bridge, end).disconnect(ended)
     return done.args[0]
 
 
