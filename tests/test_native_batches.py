@@ -9,21 +9,36 @@ runtime and between a batched run and a run where every dispatch is watched (ste
 from __future__ import annotations
 
 import lzma
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 from session_support import Events, compile_program
+from support import patched_kernel_copy
 
 from engine.dispatch.snapshot import DispatchSnapshots
 from engine.runtime.debug_runner import DebugRunner
 from engine.runtime.function_io import Tensor
-from engine.runtime.hal.device import DispatchObserver
+from engine.runtime.hal.device import DispatchObserver, QueueListener
 from engine.runtime.reference import ReferenceRunner
+from engine.runtime.vmfb.module import open_vmfb
+from engine.session.child import ChildSession
 from engine.session.debug_session import DebugSession
 from engine.session.dispatch_gate import DispatchGate
 from engine.session.inprocess import InProcessSession
-from engine.session.protocol import Breakpoint, Call, Continue, Finished, Open, Opened, SetBreakpoints, Step
+from engine.session.protocol import (
+    Breakpoint,
+    Call,
+    Continue,
+    Crashed,
+    Finished,
+    Open,
+    Opened,
+    Progress,
+    SetBreakpoints,
+    Step,
+)
 
 MODELS = Path(__file__).resolve().parents[1] / ".." / "shared" / "models"
 
@@ -192,3 +207,67 @@ def test_squeezenet_batched_and_stepped_are_bit_identical_and_match_iree(tmp_pat
     assert len(watcher.seen) == sum(map(len, log.batches))
     assert batched[0].tobytes() == stepped[0].tobytes()
     assert batched[0].tobytes() == _reference(vmfb, "main", [x]).tobytes()
+
+
+class QueueLog(QueueListener):
+    def __init__(self):
+        self.seen: list[tuple[str, str]] = []
+
+    def before_queue(self, operation) -> None:
+        self.seen.append(("before", operation.kind))
+
+    def after_queue(self, operation) -> None:
+        self.seen.append(("after", operation.kind))
+
+
+def test_queue_and_executable_listeners_see_the_run_through_public_seams(chain):
+    runner = DebugRunner(str(chain), "local-sync")
+    queue, created = QueueLog(), []
+    runner.device.queue_listeners.append(queue)
+    runner.device.executable_listeners.append(lambda e, data, constants: created.append((e, bytes(data[:4]))))
+    runner.invoke("main", _tensors([X, W]))
+    executes = [w for w, kind in queue.seen if kind == "execute"]
+    assert executes and executes == ["before", "after"] * (len(executes) // 2)
+    # The module's executables were created when it loaded (before the listener): create one more.
+    embedded = open_vmfb(chain).executables[0]
+    data = np.frombuffer(bytes(embedded.data), np.uint8)
+    executable = runner.device.create_executable(embedded.format, data, (), "rodata test")
+    assert created and created[-1][0] is executable and created[-1][1] == b"\x7fELF"
+
+
+def test_no_engine_module_replaces_another_objects_methods():
+    """Features watch the device, the writer and the gate through listeners and seams (issue 29)."""
+    engine = Path(__file__).resolve().parents[1] / "engine"
+    offenders = []
+    for path in engine.rglob("*.py"):
+        text = path.read_text()
+        if "method-assign" in text or re.search(
+            r"\.(create_executable|execute|fill|copy|update|add_dispatch)\s*=\s*(?!=)", text
+        ):
+            offenders.append(str(path.relative_to(engine)))
+    assert offenders == []
+
+
+def test_a_crash_inside_a_native_batch_names_its_dispatch(tmp_path):
+    """A child session runs unwatched dispatches in native batches; when a kernel in one takes the process
+    down, the parent names it from the batch's Progress and the device's progress cell."""
+    program = compile_program("nan_log", "llvm-cpu", tmp_path)
+    bad = tmp_path / "third_faults.vmfb"
+    patched_kernel_copy(program, bad, export=2)
+    events = Events()
+    session = ChildSession("engine.session.debug_session:DebugSession", events, progress=True)
+    try:
+        session.send(Open(str(bad)))
+        assert isinstance(events.next(), Opened)
+        session.send(Call("main", ("4x8xf32=3", "4x8xf32=1")))
+        seen = []
+        while not isinstance(seen[-1] if seen else None, Crashed):
+            seen.append(events.next())
+        progress = [e for e in seen if isinstance(e, Progress)]
+        # Each dispatch ran in a batch (this program submits one command buffer per dispatch): a Progress
+        # per batch naming its dispatches, none watched on its own.
+        assert [(p.batch_first, len(p.batch)) for p in progress] == [(0, 1), (1, 1), (2, 1)]
+        crash = seen[-1]
+        assert crash.location.dispatch.startswith("main_dispatch_2") and crash.location.dispatch_index == 2
+    finally:
+        session.close()

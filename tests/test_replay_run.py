@@ -442,6 +442,9 @@ def test_replay_debugger_goes_back_to_an_earlier_stop(compiled, tmp_path):
     proc = _lens("debug", path, f"--commands={commands}", "--json")
     assert proc.returncode == 0, proc.stderr
     stops = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    saved = [s for s in stops if "saved" in s]  # save-tensors answers in JSON too
+    stops = [s for s in stops if "saved" not in s]
+    assert len(saved) == 2 and all(p.endswith(".npy") for s in saved for p in s["saved"])
     assert [(s["reason"], (s.get("dispatch") or {}).get("ordinal")) for s in stops] == [
         ("breakpoint", 0), ("breakpoint", 1), ("reverse", 0), ("reverse", None), ("breakpoint", 0),
         ("breakpoint", 1), ("finished", None),

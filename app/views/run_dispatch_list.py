@@ -203,6 +203,9 @@ class RunDispatchList(QWidget):
             # The marked row is the run state's paused dispatch (a reattached or restarted session is paused
             # nowhere, whatever this list saw last).
             self.workbench.stateChanged.connect(self._on_run_state)
+        context = getattr(services, "context", None)
+        if context is not None:  # another view chose a dispatch (a Zones zone, a By source line): show it here
+            context.dispatchChanged.connect(self._follow_context)
         self._last_state = None
         self._finished = False
         self._failed = False  # the run ended with an error (its list is what ran before it)
@@ -384,6 +387,12 @@ class RunDispatchList(QWidget):
         self.table.scrollTo(index)
         return True
 
+    def _follow_context(self, dispatch: str | None) -> None:
+        """The context names a dispatch by IREE's name: select its first run in this list."""
+        row = next((r for r in self.model.rows if r.name == dispatch), None) if dispatch else None
+        if row is not None:
+            self.select_ordinal(row.ordinal)
+
     def _say(self, text: str) -> None:
         if self.workbench is not None:
             self.workbench.say(text)
@@ -458,7 +467,9 @@ class RunDispatchList(QWidget):
         go.setEnabled(self.bridge is not None and self.bridge.can_reverse)
         export = menu.addAction(f"Export #{ordinal} as test…", lambda: self.export_test(ordinal))
         export.setEnabled(self.why_no_export() is None)
-        export.setToolTip(self.why_no_export() or "write this dispatch as a standalone test (iree-lens split)")
+        export.setToolTip(
+            self.why_no_export() or "write this dispatch as a standalone test (iree-lens split)"
+        )
         menu.popup(self.table.viewport().mapToGlobal(pos))
 
     # -- Export as test ---------------------------------------------------------------------------
@@ -477,7 +488,15 @@ class RunDispatchList(QWidget):
         if ordinal is None:
             return None
         folder = QFileDialog.getExistingDirectory(self, "Export as test into")
-        return self.export_test_to(ordinal, Path(folder)) if folder else None
+        if not folder:
+            return None
+        # its own new folder inside the chosen one (a split folder holds nothing else)
+        stem = Path(self.workbench.module.source).stem if self.workbench and self.workbench.module else "program"
+        target, n = Path(folder) / f"{stem}_dispatch_{ordinal}", 1
+        while target.exists():
+            n += 1
+            target = Path(folder) / f"{stem}_dispatch_{ordinal}_{n}"
+        return self.export_test_to(ordinal, target)
 
     def export_test_to(self, ordinal: int, folder: Path) -> int | None:
         """Write dispatch ``ordinal`` (its executable and shapes, every run of it) into ``folder`` as

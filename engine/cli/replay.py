@@ -132,6 +132,7 @@ def run(args: argparse.Namespace) -> int:
 
     import numpy as np
 
+    from engine.dispatch.tensor_types import to_storage
     from engine.replay.execute import ReplayExecutor
     from engine.replay.reader import open_replay
     from engine.replay.trace_capture import host_reads
@@ -148,6 +149,17 @@ def run(args: argparse.Namespace) -> int:
         substitutions = substitutions_from_specs(args.substitute, args.module)
         replay = open_replay(args.module)
         device = create_device(args.device)
+        written = None
+        if args.output:  # typed from the dispatch that wrote them (engine.replay.typed_reads)
+            from engine.dispatch.snapshot import DispatchSnapshots
+            from engine.dispatch.typed_tensors import find_sources
+            from engine.replay.typed_reads import WrittenTensors
+
+            snapshots = DispatchSnapshots(device, find_sources(args.module, getattr(args, "sources", ()) or ()))
+            device.add_observer(snapshots)
+            written = WrittenTensors()
+            snapshots.subscribe(written)
+            written.attach(device)
         executor = ReplayExecutor(replay, device, substitutions=substitutions)
         state = executor.run()
         ranges: list[tuple[int, int, int]] = []
@@ -162,16 +174,20 @@ def run(args: argparse.Namespace) -> int:
         for i, (buffer, offset, length) in enumerate(ranges):
             if buffer not in state.buffers:
                 continue
-            data = np.array(state.buffers[buffer].allocated_buffer.read_view(offset, length), copy=True)
-            outputs.append(data)
+            hal_buffer = state.buffers[buffer].allocated_buffer
+            data = np.array(hal_buffer.read_view(offset, length), copy=True)
+            typed, what = written.typed(hal_buffer, offset, length, data) if written is not None else (data, "")
+            outputs.append((typed, what))
             head = " ".join(f"{b:02x}" for b in data[:16].tolist())
             print(
                 f"read[{i}]: buffer {buffer} [{offset}, +{length}] sha256={hashlib.sha256(data.tobytes()).hexdigest()[:16]}"
-                f" bytes={head}{' ...' if length > 16 else ''}"
+                f" bytes={head}{' ...' if length > 16 else ''}" + (f" as {what}" if what else "")
             )
-        for target, data in zip(args.output, outputs):
+        for target, (data, what) in zip(args.output, outputs):
             if target.startswith("@"):
-                np.save(target[1:], data)
+                np.save(target[1:], to_storage(data))
+                if "untyped" in what:
+                    print(f"iree-lens run: {target[1:]}: {what}; --sources types it", file=sys.stderr)
         if getattr(args, "write_replay", None):
             from engine.replay.writer import rewrite_replay
 
@@ -223,7 +239,8 @@ def debug(args: argparse.Namespace) -> int:
         return 2
     try:
         debugger = ReplayDebugger(
-            args.module, args.device, commands, sys.stdout, sys.stderr, as_json=args.json
+            args.module, args.device, commands, sys.stdout, sys.stderr, as_json=args.json,
+            sources=tuple(getattr(args, "sources", ())),
         )
         return debugger.run()
     except LensError as e:

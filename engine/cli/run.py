@@ -38,6 +38,13 @@ def add_parser(subparsers) -> None:
         "source (.mlir), LLVM IR (.ll, CPU) or SPIR-V (.spv/.spvasm, Vulkan); repeatable",
     )
     p.add_argument(
+        "--sources",
+        action="append",
+        default=[],
+        help="(an .ireereplay) executable sources that type what the host read back, for --output: a "
+        "--iree-hal-dump-executable-sources-to folder or .mlir files; default: sources beside the replay",
+    )
+    p.add_argument(
         "--write-replay",
         metavar="OUT.ireereplay",
         help="also write the debug run as an IREE HAL replay that iree-run-replay takes (for an .ireereplay: "

@@ -84,7 +84,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         return _check(args, iree_flags) if args.check else _split(args, iree_flags)
     except (ValueError, FileNotFoundError, CompileCancelled, LensError) as e:
-        print(f"iree-lens split: {e}", file=sys.stderr)
+        # one line: IREE's runtime errors go on with its VM stack
+        print(f"iree-lens split: {str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}", file=sys.stderr)
         return 2
 
 
@@ -110,7 +111,10 @@ def _split(args: argparse.Namespace, iree_flags: list[str]) -> int:
             print(f"{t.dir}{runs}  {t.loc or '(no location)'}" + (f"  NOT WRITTEN: {t.error}" if t.error else ""))
         print(f"{len(result.tests)} tests from {result.dispatches} dispatches in {result.directory} "
               f"(compile {result.compile_s:.2f} s, run {result.run_s:.2f} s, write {result.write_s:.2f} s)")  # fmt: skip
-    return 1 if failed else 0
+    if failed:
+        print(f"iree-lens split: {len(failed)} dispatches not written as tests (manifest.json's not_written says why)",
+              file=sys.stderr)  # fmt: skip
+    return 1 if failed and len(failed) == len(result.tests) else 0
 
 
 def _check(args: argparse.Namespace, iree_flags: list[str]) -> int:

@@ -11,6 +11,7 @@ import json
 import zipfile
 import zlib
 from collections import OrderedDict, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -127,6 +128,8 @@ class BundleWriter:
         }
         # Entries go to disk as they come (one JSON line each), so a long capture's memory stays flat.
         self.dispatch_count = 0
+        # Told of each dispatch entry once it is written (``add_dispatch``), in order.
+        self.dispatch_listeners: list[Callable[[DispatchEntry], None]] = []
         self._entries = open(self.directory / ENTRIES, "w")  # noqa: SIM115 (closed by finish)
         # fingerprint -> files with it; the most recent only (neighbouring dispatches share tensors).
         self._by_digest: OrderedDict[tuple, list[str]] = OrderedDict()
@@ -212,6 +215,8 @@ class BundleWriter:
     def add_dispatch(self, entry: DispatchEntry) -> None:
         self._entries.write(json.dumps(entry.to_json()) + "\n")
         self.dispatch_count += 1
+        for listener in list(self.dispatch_listeners):
+            listener(entry)
 
     def finish(self, extra: dict | None = None) -> Path:
         """Write ``manifest.json``: the header, then the dispatches streamed from the entries file."""

@@ -90,14 +90,12 @@ def capture_debug(
     writer.manifest["sources"] = {"origin": sources.origin, "path": sources.path}
     recorder = DispatchRecorder(writer, sources, overrides)
     if on_dispatch is not None:
-        original = writer.add_dispatch
 
-        def add(entry: DispatchEntry) -> None:
-            original(entry)
+        def added(entry: DispatchEntry) -> None:
             writer.wait_written()  # whoever is told can read the dispatch's files
             on_dispatch(entry)
 
-        writer.add_dispatch = add  # type: ignore[method-assign]
+        writer.dispatch_listeners.append(added)
     hal_device = create_device(device)
     snapshots = recorder.attach(hal_device)
     try:

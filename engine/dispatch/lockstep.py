@@ -141,10 +141,8 @@ def follow_locations(device, locations: dict[str, str]) -> None:
     """Fill ``locations`` (export name -> ``file:line``) as ``device`` creates executables: the source
     location IREE records for each export (the frontend's line: the PyTorch/ONNX-imported op the dispatch
     came from) in the CPU library's export table or the Vulkan executable's pipelines."""
-    create = device.create_executable
 
-    def on_create(executable_format, data, constants, label):
-        executable = create(executable_format, data, constants, label)
+    def on_create(executable, data, constants) -> None:
         try:
             for export in getattr(executable.impl, "exports", ()) or ():
                 loc = getattr(export, "source_location", None)
@@ -161,9 +159,8 @@ def follow_locations(device, locations: dict[str, str]) -> None:
                         )
         except (LensError, ValueError, TypeError, AttributeError):
             pass  # a location is a courtesy: never fail the run for it
-        return executable
 
-    device.create_executable = on_create
+    device.executable_listeners.append(on_create)
 
 
 # ------------------------------------------------------------------------------------ one side

@@ -1,47 +1,51 @@
 """A headless debugger over a replay (``iree-lens debug RUN.ireereplay --commands=FILE``).
 
-The replay runs on a worker thread (``ReplayExecutor`` on the emulated HAL); the device's dispatch
-observer and the executor's record hook park it where a stop is due, and the commands file is read on the
-calling thread meanwhile (the debug session's dispatch gate, in small). The commands are the module
+The replay runs on a run thread (``ReplayExecutor`` on the emulated HAL) that parks where a stop is due
+(``engine.session.parked_run.ParkedRun``, the debug session's), while the commands file is read on the
+calling thread. Its dispatch stops are judged by the debug session's own ``DispatchGate`` on the device's
+snapshot observer (``engine.dispatch.snapshot``): the same breakpoint matching and the same NaN/Inf rule on
+the same typed snapshot (``--sources``, or sources beside the replay, type it). The commands are the module
 debugger's (``engine.session.script``) where they mean something for a replay:
 
     break dispatch ORDINAL|NAME|* [before|after]   # NAME is IREE's export name (globs)
-    break nan                                      # after the first dispatch writing NaN or Inf
+    break nan                                      # after each dispatch writing NaN or Inf
     continue | finish                              # to the next stop | to the end
     step [N] | next [N]                            # N host calls (replay records) further
-    reverse-continue | reverse-step [N]            # back to the previous stop | N host calls back (the
-                                                   # replay runs again on a fresh device to that point)
+    reverse-continue                               # back to the latest stop of any breakpoint before here
+    reverse-step [N] | reverse-next [N]            # N host calls back (the replay runs again to that point)
     info registers                                 # where the replay is: record, host call, scope
-    save-tensors DIR                               # the stopped dispatch's bindings as .npy
+    save-tensors DIR                               # the stopped dispatch's tensors as .npy (typed)
 
 Each stop prints one line (``--json``: one JSON object: ``reason``, ``record``, ``operation``, ``scope``,
-``dispatch`` null or ``{"ordinal", "name", "when"}``; the end ``{"reason": "finished", "dispatches": N}``).
+``dispatch`` null or ``{"ordinal", "name", "when"}``, ``nonfinite`` after a NaN stop; the end
+``{"reason": "finished", "dispatches": N}``; save-tensors ``{"saved": [...]}``; notes go to stderr).
 """
 
 from __future__ import annotations
 
-import fnmatch
 import json
-import queue
-import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
 import numpy as np
 
-from engine.dispatch.bundle import executable_of
-from engine.dispatch.statistics import tensor_stats
-from engine.dispatch.tensor_types import type_from_name, view_bytes
+from engine.dispatch.snapshot import DispatchSnapshots
+from engine.dispatch.tensor_types import to_storage
+from engine.dispatch.typed_tensors import ExecutableSources, find_sources
 from engine.errors import LensError
 from engine.replay import format as f
 from engine.replay.execute import ReplayExecutor, Substitution
+from engine.replay.model import describe_replay
 from engine.replay.reader import Record, open_replay
-from engine.runtime.hal.device import DispatchObserver, DispatchRecord
+from engine.runtime.hal.device import DispatchRecord
 from engine.runtime.hal.devices import create_device
-from engine.session.protocol import BreakpointKind
+from engine.session.dispatch_gate import DispatchGate, GateStop, unmatchable
+from engine.session.parked_run import ParkedRun
+from engine.session.protocol import Breakpoint, BreakpointKind, DispatchInfo, DispatchWhen, NonFinite
 from engine.session.script import ScriptCommand, ScriptError
+
+Place = tuple[int, int, int]  # (host calls begun, dispatch sequence or -1, before 0 / after 1)
 
 SUPPORTED = (
     "break",
@@ -55,7 +59,6 @@ SUPPORTED = (
     "reverse-next",
     "reverse-continue",
 )
-WAIT_S = 600.0
 
 
 @dataclass
@@ -66,13 +69,14 @@ class Stop:
     dispatch: DispatchRecord | None = None
     when: str | None = None
     message: str = ""
-    # Where the run was: host calls begun and dispatch events (before/after) seen; a replay is
-    # deterministic, so running a fresh device to the same position is going back in time.
-    position: tuple[int, int] = (0, 0)
+    position: Place = (0, -1, 0)  # where the replay was (see ``Place``): going back runs a fresh device there
+    info: DispatchInfo | None = None
+    nonfinite: tuple[NonFinite, ...] = ()
 
 
-class _Abandon(Exception):
-    """Unwinds a run thread parked at a stop when the debugger starts the replay again (reverse)."""
+class _ScanDone(BaseException):
+    """Ends a scan of the replay for breakpoint hits once it reaches the place it started from (a
+    BaseException: no ``except Exception`` of the HAL or the executor on the way turns it into an error)."""
 
 
 def check_for_replay(commands: list[ScriptCommand], path: str | None = None) -> None:
@@ -92,36 +96,30 @@ def check_for_replay(commands: list[ScriptCommand], path: str | None = None) -> 
             )
 
 
-class _Gate(DispatchObserver):
-    """Hands every dispatch, before and after, to the debugger's breakpoint check."""
+class _Run:
+    """One issue of the replay: a fresh device, its snapshot observer (typed by ``sources``), the session's
+    dispatch gate on it, and the executor that reissues the records."""
 
-    def __init__(self, on_dispatch: Callable[[DispatchRecord, str], None]):
-        self.on_dispatch = on_dispatch
-
-    def before_dispatch(self, record: DispatchRecord) -> None:
-        self.on_dispatch(record, "before")
-
-    def after_dispatch(self, record: DispatchRecord) -> None:
-        self.on_dispatch(record, "after")
-
-
-class _EventCounter(DispatchObserver):
-    reads_bindings = False
-
-    def __init__(self):
-        self.events = 0
-
-    def watches(self, sequence: int, executable, ordinal: int) -> bool:
-        return False  # counts only: told of batched dispatches afterwards (``dispatch_batch``)
-
-    def before_dispatch(self, record: DispatchRecord) -> None:
-        self.events += 1
-
-    def after_dispatch(self, record: DispatchRecord) -> None:
-        self.events += 1
+    def __init__(self, debugger: ReplayDebugger, sources: ExecutableSources):
+        self.device = create_device(debugger.device_uri)
+        self.snapshots = DispatchSnapshots(self.device, sources)
+        self.device.add_observer(self.snapshots)
+        self.gate = DispatchGate(debugger.dispatch_stop, lambda: False, lambda record: None)
+        self.gate.breakpoints = tuple(debugger.breakpoints)
+        self.gate.begin_call(0)  # a replay's dispatches are numbered from 0, as iree-dump-replay does
+        self.snapshots.subscribe(self.gate)
+        self.executor = ReplayExecutor(
+            debugger.replay, self.device, substitutions=debugger.substitutions, on_record=debugger.on_record
+        )
 
 
 class ReplayDebugger:
+    """Runs a commands file against a replay; the run parks (``ParkedRun``, as the debug session's does) at
+    the stops the session's ``DispatchGate`` judges (dispatch breakpoints, NaN/Inf written, on the same typed
+    snapshot) and at host-call steps. A stop's place is (host calls begun, dispatch sequence, before 0 /
+    after 1), ordered as the replay passed them: reverse-continue scans the replay again for the latest hit
+    before the current place and runs a fresh device to it (a replay is deterministic)."""
+
     def __init__(
         self,
         path: str,
@@ -132,134 +130,113 @@ class ReplayDebugger:
         *,
         as_json: bool = False,
         substitutions: list[Substitution] | None = None,
+        sources: tuple[str, ...] = (),
     ):
         self.replay = open_replay(path)
+        self.path = str(path)
         self.device_uri = device
         self.substitutions = substitutions
-        self.device = create_device(device)
+        self.sources = find_sources(path, sources)  # types tensors: given, else beside the replay
         self.commands = commands
         self.out, self.err = out, err
         self.as_json = as_json
-        self.breakpoints = []
-        self.executor = ReplayExecutor(
-            self.replay, self.device, substitutions=substitutions, on_record=self._record
-        )
-        self.device.observers.append(_Gate(self._dispatch))
-        self._stops: queue.Queue[Stop] = queue.Queue()
-        self._resume: queue.Queue[bool] = queue.Queue()
-        self._steps: int | None = None
-        self._free = False  # run to the end without stopping
-        self._record_now: Record | None = None
-        self._thread: threading.Thread | None = None
+        self.breakpoints: list[Breakpoint] = []
+        self.run_thread = ParkedRun("lens-replay-debug")
+        self.current = _Run(self, self.sources)
+        self.started = False
         self.finished = False
         self.stop: Stop | None = None
         self.status = 0
         self._ops = 0
-        self._events = 0
-        self._target: tuple[int, int] | None = None
-        self.history: list[tuple[int, int]] = []  # positions of the stops so far
+        self._record_now: Record | None = None
+        self._steps: int | None = None
+        self._free = False  # run to the end without stopping
+        self._target: Place | None = None  # travelling back: the one place to stop at
+        self._scan: tuple[Place, list[tuple[Place, str]]] | None = None  # looking for hits before a place
+        self.matched: set[str] = set()
+
+    @property
+    def device(self):
+        return self.current.device
 
     # -- the run thread
 
     def _scope(self) -> str:
-        return self.executor.state.scopes[-1] if self.executor.state.scopes else ""
+        state = self.current.executor.state
+        return state.scopes[-1] if state.scopes else ""
 
     def _park(self, stop: Stop) -> None:
-        stop.position = (self._ops, self._events)
-        self._stops.put(stop)
-        if not self._resume.get():
-            raise _Abandon
+        self.stop = stop
+        self.run_thread.park()  # raises Abandoned when the debugger starts the replay again
 
-    def _record(self, r: Record) -> None:
+    def on_record(self, r: Record) -> None:
+        """The executor's hook, before each record: host-call steps and travels to a host call."""
         self._record_now = r
         if r.record_type != f.RecordType.OPERATION:
             return
         self._ops += 1
+        here = (self._ops, -1, 0)
+        if self._scan is not None:
+            if here >= self._scan[0]:
+                raise _ScanDone
+            return
         if self._target is not None:
-            if self._target == (self._ops, self._events):
+            if here == self._target:
                 self._target = None
-                self._park(Stop("reverse", r, self._scope()))
+                self._park(Stop("reverse", r, self._scope(), position=here))
             return
         if self._free or self._steps is None:
             return
         self._steps -= 1
         if self._steps <= 0:
             self._steps = None
-            self._park(Stop("step", r, self._scope()))
+            self._park(Stop("step", r, self._scope(), position=here))
 
-    def _dispatch(self, record: DispatchRecord, when: str) -> None:
-        self._events += 1
+    def dispatch_stop(self, record: DispatchRecord, info: DispatchInfo, why: GateStop) -> None:
+        """The gate's ``park``: a condition holds at this dispatch (its snapshot is the gate's)."""
+        here = (self._ops, record.sequence, 1 if str(info.when) == DispatchWhen.AFTER else 0)
+        reason = "nan" if why.nan_bindings and not any(b.kind != BreakpointKind.NAN for b in why.breakpoints) else "breakpoint"
+        if self._scan is not None:
+            if here >= self._scan[0]:
+                raise _ScanDone
+            self._scan[1].append((here, reason))
+            return
         if self._target is not None:
-            if self._target == (self._ops, self._events):
+            if here == self._target:
                 self._target = None
-                self._park(Stop("reverse", self._record_now, self._scope(), record, when))
+                self.matched.update(b.describe() for b in why.breakpoints)
+                self._park(Stop("reverse", self._record_now, self._scope(), record, str(info.when), position=here,
+                                info=info, nonfinite=why.nonfinite))  # fmt: skip
             return
         if self._free:
             return
-        for bp in self.breakpoints:
-            if bp.kind == BreakpointKind.NAN and when == "after":
-                if any(
-                    (
-                        s := tensor_stats(view_bytes(b.data, type_from_name(record.export_name, b.length))[0])
-                    ).nan
-                    or s.posinf
-                    or s.neginf
-                    for b in record.bindings
-                ):
-                    self._park(Stop("nan", self._record_now, self._scope(), record, when))
-                    return
-            elif bp.kind == BreakpointKind.DISPATCH and str(bp.when) == when:
-                if bp.ordinal is not None and bp.ordinal != record.sequence:
-                    continue
-                if bp.dispatch and not (
-                    fnmatch.fnmatchcase(record.export_name, bp.dispatch)
-                    or fnmatch.fnmatchcase(executable_of(record.export_name), bp.dispatch)
-                ):
-                    continue
-                self._park(Stop("breakpoint", self._record_now, self._scope(), record, when))
-                return
+        self.matched.update(b.describe() for b in why.breakpoints)
+        self._park(Stop(reason, self._record_now, self._scope(), record, str(info.when), position=here, info=info,
+                        nonfinite=why.nonfinite))  # fmt: skip
 
     def _main(self) -> None:
         try:
-            self.executor.run()
-            self._stops.put(Stop("finished", self._record_now, "", position=(self._ops, self._events)))
-        except _Abandon:
-            return
+            self.current.executor.run()
+            self.stop = Stop("finished", self._record_now, "", position=(self._ops + 1, -1, 0))
         except (LensError, OSError) as e:
-            self._stops.put(Stop("failed", self._record_now, self._scope(), message=str(e)))
+            self.stop = Stop("failed", self._record_now, self._scope(), message=str(e))
 
-    def _restart(self, target: tuple[int, int]) -> None:
-        """Run the replay again on a fresh device to ``target`` (an earlier position): going back."""
-        if self._thread is not None and not self.finished:
-            self._resume.put(False)  # the parked run thread unwinds
-            self._thread.join(timeout=WAIT_S)
-        self.device = create_device(self.device_uri)
-        self.device.observers.append(_Gate(self._dispatch))
-        self.executor = ReplayExecutor(
-            self.replay, self.device, substitutions=self.substitutions, on_record=self._record
-        )
-        self._ops = self._events = 0
-        self._steps, self._free, self.finished = None, False, False
-        self._target = target
-        self._thread = None
-        self._go()
+    def _fresh(self) -> None:
+        """Abandon the run (parked or not) and set up a fresh device at the replay's start."""
+        self.run_thread.abandon()
+        self.current = _Run(self, self.sources)
+        self._ops = 0
+        self._record_now = None
+        self._steps, self._free, self.finished, self.started = None, False, False, False
 
     # -- the commands
 
     def _go(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._main, name="lens-replay-debug", daemon=True)
-            self._thread.start()
+        if not self.started:
+            self.started = True
+            self.run_thread.start(self._main)
         else:
-            self._resume.put(True)
-        try:
-            self.stop = self._stops.get(timeout=WAIT_S)
-        except queue.Empty:
-            raise LensError(f"the replay did not stop or finish within {WAIT_S:.0f} s") from None
-        if self.stop.reason not in ("finished", "failed") and (
-            not self.history or self.history[-1] != self.stop.position
-        ):
-            self.history.append(self.stop.position)
+            self.run_thread.resume(True)
         self._report(self.stop)
 
     def _report(self, stop: Stop) -> None:
@@ -278,17 +255,23 @@ class ReplayDebugger:
             if stop.dispatch is None
             else {"ordinal": stop.dispatch.sequence, "name": stop.dispatch.export_name, "when": stop.when},
         }
+        if stop.nonfinite:
+            line["nonfinite"] = [n.to_json() for n in stop.nonfinite]
         if stop.reason == "finished":
             line = {"reason": "finished", "dispatches": self.device.dispatch_count}
+            never = [b.describe() for b in self.breakpoints if b.describe() not in self.matched]
+            if never:
+                print("iree-lens debug: the replay ended without stopping at: " + "; ".join(never), file=self.err)
         if self.as_json:
             print(json.dumps(line), file=self.out)
         elif stop.reason == "finished":
             print(f"finished: {self.device.dispatch_count} dispatches", file=self.out)
         elif stop.dispatch is not None:
+            written = "".join(f" ({n.describe()})" for n in stop.nonfinite)
             print(
                 f"stopped ({stop.reason}) {stop.when} dispatch {stop.dispatch.sequence} {stop.dispatch.export_name}"
                 f" at record #{line['record']} {line['operation']}"
-                + (f" in {stop.scope}" if stop.scope else ""),
+                + (f" in {stop.scope}" if stop.scope else "") + written,
                 file=self.out,
             )
         elif stop.reason in ("step", "reverse"):
@@ -299,80 +282,109 @@ class ReplayDebugger:
             )
         self.out.flush()
 
+    def _note(self, text: str) -> None:
+        print(json.dumps({"note": text}) if self.as_json else f"note: {text}", file=self.err)
+
     def run(self) -> int:
-        for c in self.commands:
-            if c.verb == "break":
-                self.breakpoints.append(c.breakpoint)
-            elif c.verb in ("continue", "finish", "step", "next"):
-                if self.finished:
-                    print(f"note: {c.text}: the replay has finished", file=self.err)
-                    continue
-                if c.verb == "finish":
-                    self._free = True
-                elif c.verb in ("step", "next"):
-                    self._steps = c.count
-                self._go()
-            elif c.verb.startswith("reverse-"):
-                self._reverse(c)
-            elif c.verb == "info registers":
-                r = self._record_now
-                text = "not started" if r is None else f"record #{r.sequence_ordinal} {r.operation}"
-                print(
-                    json.dumps({"position": text, "scope": self._scope()}) if self.as_json else text,
-                    file=self.out,
-                )
-            elif c.verb == "save-tensors":
-                self._save(c)
-        if (
-            self._thread is not None and not self.finished
-        ):  # the end of the commands ends the run (gdb -batch)
-            self._free = True
-            self._resume.put(True)
-            self._thread.join(timeout=WAIT_S)
+        try:
+            for c in self.commands:
+                self._do(c)
+            if self.started and not self.finished:  # the end of the commands ends the run (gdb -batch)
+                self._free = True
+                self.run_thread.resume(True)
+        finally:
+            self.run_thread.close()
         return self.status
 
-    def _reverse(self, c: ScriptCommand) -> None:
-        here = (
-            self.stop.position if self.stop is not None and not self.finished else (self._ops, self._events)
-        )
-        if c.verb == "reverse-continue":
-            earlier = [p for p in self.history if p < here]
-            target = earlier[-1] if earlier else None
-        else:  # reverse-step/next N: N host calls back
-            target = (here[0] - c.count, None) if here[0] - c.count > 0 else None
-        if target is None:
-            print(f"note: {c.text}: already at the start of the replay", file=self.err)
-            return
-        if target[1] is None:  # a host-call boundary: the dispatch events seen by then are counted on the way
-            target = self._events_at(target[0])
-        self.history = [p for p in self.history if p < target]
-        self._restart(target)
+    def _do(self, c: ScriptCommand) -> None:
+        if c.verb == "break":
+            problem = unmatchable(c.breakpoint, self._dispatch_names(), Path(self.path).name)
+            if problem is not None:
+                print(f"iree-lens debug: line {c.line}: {problem}", file=self.err)
+                self.status = 1
+                return
+            self.breakpoints.append(c.breakpoint)
+            self.current.gate.breakpoints = tuple(self.breakpoints)
+        elif c.verb in ("continue", "finish", "step", "next"):
+            if self.finished:
+                self._note(f"{c.text}: the replay has finished")
+                return
+            if c.verb == "finish":
+                self._free = True
+            elif c.verb in ("step", "next"):
+                self._steps = c.count
+            self._go()
+        elif c.verb.startswith("reverse-"):
+            self._reverse(c)
+        elif c.verb == "info registers":
+            r = self._record_now
+            text = "not started" if r is None else f"record #{r.sequence_ordinal} {r.operation}"
+            print(json.dumps({"position": text, "scope": self._scope()}) if self.as_json else text, file=self.out)
+        elif c.verb == "save-tensors":
+            self._save(c)
 
-    def _events_at(self, ops: int) -> tuple[int, int]:
-        """The position at the start of host call ``ops``: dispatch events counted by a dry pass."""
-        device = create_device(self.device_uri)
-        counter = _EventCounter()
-        device.observers.append(counter)
-        executor = ReplayExecutor(self.replay, device, substitutions=self.substitutions)
-        done = 0
-        for r in self.replay.records():
-            if r.record_type == f.RecordType.OPERATION:
-                done += 1
-                if done == ops:
-                    break
-            executor.step(r)
-        return ops, counter.events
+    def _dispatch_names(self) -> tuple[str, ...] | None:
+        """The export names of the replay's executables' functions (what its dispatches can be named)."""
+        names = [name for e in describe_replay(self.replay).executables for name in e.functions]
+        return tuple(dict.fromkeys(names)) if names else None
+
+    def _here(self) -> Place:
+        if self.stop is not None and not self.finished:
+            return self.stop.position
+        return (self._ops + 1, -1, 0)  # the end: after the last host call
+
+    def _reverse(self, c: ScriptCommand) -> None:
+        here = self._here()
+        if c.verb == "reverse-continue":
+            found = self._hits_before(here)
+            if not found:
+                self._note(f"{c.text}: no breakpoint was hit before this point: at the start of the replay")
+                return
+            target, _ = found[-1]
+        else:  # reverse-step/next N: N host calls back
+            ops = here[0] - c.count
+            if ops < 1:
+                self._note(f"{c.text}: already at the start of the replay")
+                return
+            target = (ops, -1, 0)
+        self._fresh()
+        self._target = target
+        self._go()
+
+    def _hits_before(self, here: Place) -> list[tuple[Place, str]]:
+        """Every place before ``here`` where a breakpoint's condition holds, in replay order: the replay
+        issued again on a second fresh device with the gate judging each dispatch (a replay is
+        deterministic); the run where it is stays parked meanwhile, untouched."""
+        saved = (self.current, self._ops, self._record_now)
+        self.current = _Run(self, self.sources)
+        self._ops, self._record_now = 0, None
+        self._scan = (here, [])
+        try:
+            self.current.executor.run()
+        except _ScanDone:
+            pass
+        finally:
+            hits = self._scan[1]
+            self._scan = None
+            self.current, self._ops, self._record_now = saved
+        return hits
 
     def _save(self, c: ScriptCommand) -> None:
         stop = self.stop
-        if stop is None or stop.dispatch is None or self.finished:
+        snapshot = self.current.gate.snapshot
+        if stop is None or stop.dispatch is None or self.finished or snapshot is None:
             print(f"iree-lens debug: save-tensors: not stopped at a dispatch (line {c.line})", file=self.err)
             self.status = 1
             return
         out = Path(c.path or ".")
         out.mkdir(parents=True, exist_ok=True)
-        d = stop.dispatch
-        for b in d.bindings:
-            array, tt = view_bytes(np.array(b.data, copy=True), type_from_name(d.export_name, b.length))
-            np.save(out / f"d{d.sequence:05d}_{stop.when}_binding{b.index}.npy", array)
-        print(f"saved {len(d.bindings)} bindings of dispatch {d.sequence} to {out}", file=self.out)
+        saved = []
+        # Typed once (engine.dispatch.typed_tensors): from the executable sources, else the bound bytes.
+        for t in snapshot.tensors():
+            path = out / f"dispatch{stop.dispatch.sequence}_{stop.when}_{t.role}{t.position}.npy"
+            np.save(path, to_storage(np.array(t.array, copy=True)))
+            saved.append(str(path))
+        if self.as_json:
+            print(json.dumps({"saved": saved}), file=self.out)
+        else:
+            print(f"saved {len(saved)} tensors of dispatch {stop.dispatch.sequence} to {out}", file=self.out)

@@ -252,13 +252,13 @@ def _queue_dealloca(x: ReplayExecutor, r: Record) -> None:
 
 def _queue_fill(x: ReplayExecutor, r: Record) -> None:
     p = x.replay.decode_as(r, P.DEVICE_QUEUE_FILL)
-    x.device.fill(x.direct(p["target_ref"], r), bytes(x.replay.range_bytes(p["pattern_range"])))
+    x.device.queue_fill(x.direct(p["target_ref"], r), bytes(x.replay.range_bytes(p["pattern_range"])))
     x.signal(p)
 
 
 def _queue_update(x: ReplayExecutor, r: Record) -> None:
     p = x.replay.decode_as(r, P.DEVICE_QUEUE_UPDATE)
-    x.device.update(
+    x.device.queue_update(
         np.frombuffer(x.replay.range_bytes(p["data_range"]), np.uint8), x.direct(p["target_ref"], r)
     )
     x.signal(p)
@@ -266,7 +266,7 @@ def _queue_update(x: ReplayExecutor, r: Record) -> None:
 
 def _queue_copy(x: ReplayExecutor, r: Record) -> None:
     p = x.replay.decode_as(r, P.DEVICE_QUEUE_COPY)
-    x.device.copy(x.direct(p["source_ref"], r), x.direct(p["target_ref"], r))
+    x.device.queue_copy(x.direct(p["source_ref"], r), x.direct(p["target_ref"], r))
     x.signal(p)
 
 
@@ -312,7 +312,7 @@ def _queue_read(x: ReplayExecutor, r: Record) -> None:
         if start + target.length > file.length:
             raise ReplayExecutionError("queue read past the end of its file", r)
         data = file.data[start : start + target.length]
-    x.device.update(data, target)
+    x.device.queue_update(data, target)
     x.signal(p)
 
 
@@ -407,7 +407,7 @@ def _queue_execute(x: ReplayExecutor, r: Record) -> None:
                 BindingTableEntry(x.buffer(b.buffer_id, r), b.offset, -1 if b.length == WHOLE else b.length)
             )
     if p["command_buffer_id"]:
-        x.device.execute(x.command_buffer(p["command_buffer_id"], r), table)
+        x.device.queue_execute(x.command_buffer(p["command_buffer_id"], r), table)
     x.signal(p)
 
 

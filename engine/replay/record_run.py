@@ -1,8 +1,9 @@
 """Writing a debug run as an IREE HAL replay (what our emulated HAL ran, substitutions included), for
 ``iree-run-replay``: how a run seen in IREE Lens is handed to someone with IREE's tools only.
 
-``RunRecorder(device, writer)`` wraps a ``Device``'s executable loading, command-buffer execution and
-queue transfers (the device's own methods, so every path of the ``hal`` module is seen) and writes:
+``RunRecorder(device, writer)`` listens to a ``Device``'s public seams, ``executable_listeners`` (every
+executable created) and ``queue_listeners`` (every command-buffer submission and queue transfer of the
+``hal`` module, before and after it runs), and writes:
 
 * an executable per ``create_executable``: the binary the device loaded (a substituted one when the run
   swapped it), with the ABI metadata IREE checks (name, constant and binding counts, workgroup size of
@@ -26,7 +27,7 @@ from engine.replay import format as f
 from engine.replay.writer import ANY_QUEUE, NewRecord, ReplayWriter
 from engine.runtime.hal import commands as cmd
 from engine.runtime.hal.commands import ResolvedRange, resolve_ref
-from engine.runtime.hal.device import Device, HalExecutable
+from engine.runtime.hal.device import Device, HalExecutable, QueueListener, QueueOperation
 
 P = f.PayloadType
 OT = f.ObjectType
@@ -69,7 +70,7 @@ def executable_metadata(executable: HalExecutable) -> bytes:
     raise HalError(f"writing a replay of executables of format {executable.format!r} is not supported yet")
 
 
-class RunRecorder:
+class RunRecorder(QueueListener):
     """Records what ``device`` runs into ``writer`` (see the module doc); ``detach`` restores the device."""
 
     def __init__(self, device: Device, writer: ReplayWriter):
@@ -79,10 +80,7 @@ class RunRecorder:
         self._buffers: dict[int, tuple[int, Any]] = {}  # id(allocation) -> (replay id, allocation)
         self._known: dict[int, np.ndarray] = {}  # replay buffer id -> bytes the replay holds
         self._executables: dict[int, int] = {}  # id(HalExecutable) -> replay id
-        self._depth = 0
-        self._originals = {
-            name: getattr(device, name) for name in ("create_executable", "execute", "fill", "copy", "update")
-        }
+        self._settling: list[list[Any]] = []  # per queue operation running: the allocations it may change
         w = writer
         w.append(NewRecord(f.RecordType.SESSION))
         w.append(_object(OT.DEVICE, DEVICE_ID, device=0))
@@ -99,15 +97,14 @@ class RunRecorder:
             )
         )
         w.append(_object(OT.EXECUTABLE_CACHE, CACHE_ID, cache, P.EXECUTABLE_CACHE_OBJECT))
-        device.create_executable = self._create_executable  # type: ignore[method-assign]
-        device.execute = self._execute  # type: ignore[method-assign]
-        device.fill = self._fill  # type: ignore[method-assign]
-        device.copy = self._copy  # type: ignore[method-assign]
-        device.update = self._update  # type: ignore[method-assign]
+        device.executable_listeners.append(self._created)
+        device.queue_listeners.append(self)
 
     def detach(self) -> None:
-        for name in self._originals:
-            self.device.__dict__.pop(name, None)
+        if self._created in self.device.executable_listeners:
+            self.device.executable_listeners.remove(self._created)
+        if self in self.device.queue_listeners:
+            self.device.queue_listeners.remove(self)
 
     def close(self):
         """Stop recording and finish the file (its final length in the header); returns its path."""
@@ -252,16 +249,58 @@ class RunRecorder:
         replay_id, start, length = self.range_of(r.buffer, r.offset, r.length)
         return f.BUFFER_REF.pack(replay_id, start, length, 0, 0)
 
-    # -- the device's methods, wrapped
+    # -- the device's public seams: executables created, queue operations
 
-    def _create_executable(self, executable_format: str, data, constants, label) -> HalExecutable:
-        executable = self._originals["create_executable"](executable_format, data, constants, label)
+    def _created(self, executable: HalExecutable, data, constants: tuple[int, ...]) -> None:
         self.record_executable(
             executable, bytes(np.ascontiguousarray(data).reshape(-1).view(np.uint8)), tuple(constants)
         )
-        return executable
 
-    def _execute(self, command_buffer, table) -> None:
+    def before_queue(self, operation: QueueOperation) -> None:
+        """Write the operation (and the host writes it reads) before the device runs it."""
+        kind = operation.kind
+        if kind == "execute":
+            allocations = self._before_execute(operation.command_buffer, list(operation.table))
+        elif kind == "fill":
+            target, pattern = operation.target, operation.pattern
+            allocations = self._queue_transfer(
+                [target],
+                lambda: _op("device.queue_fill", OT.DEVICE, DEVICE_ID,
+                            f.QUEUE_FILL.pack(*f.BUFFER_REF.unpack(self._ref(target)), ANY_QUEUE, 0, 0, 0,
+                                              len(pattern)) + bytes(pattern), P.DEVICE_QUEUE_FILL),
+            )  # fmt: skip
+        elif kind == "copy":
+            source, target = operation.source, operation.target
+            allocations = self._queue_transfer(
+                [source, target],
+                lambda: _op("device.queue_copy", OT.DEVICE, DEVICE_ID,
+                            f.QUEUE_COPY.pack(*f.BUFFER_REF.unpack(self._ref(source)),
+                                              *f.BUFFER_REF.unpack(self._ref(target)), ANY_QUEUE, 0, 0, 0),
+                            P.DEVICE_QUEUE_COPY),
+            )  # fmt: skip
+        else:  # update
+            data, target = operation.data, operation.target
+            raw = bytes(
+                np.ascontiguousarray(
+                    np.frombuffer(data, np.uint8) if isinstance(data, bytes | bytearray | memoryview) else data
+                )
+                .reshape(-1)
+                .view(np.uint8)
+            )
+            allocations = self._queue_transfer(
+                [target],
+                lambda: _op("device.queue_update", OT.DEVICE, DEVICE_ID,
+                            f.QUEUE_UPDATE.pack(*f.BUFFER_REF.unpack(self._ref(target)), ANY_QUEUE, 0, 0, len(raw),
+                                                0, 0) + raw, P.DEVICE_QUEUE_UPDATE),
+            )  # fmt: skip
+        self._settling.append(list(allocations))
+
+    def after_queue(self, operation: QueueOperation) -> None:
+        """What the operation wrote: the replay knows it from now on."""
+        if self._settling:
+            self._settle(self._settling.pop())
+
+    def _before_execute(self, command_buffer, table) -> Any:
         resolved: list[tuple[Any, list[ResolvedRange], ResolvedRange | None]] = []
         for c in command_buffer.commands:
             refs: list[ResolvedRange] = []
@@ -301,12 +340,7 @@ class RunRecorder:
             _op("device.queue_execute", OT.DEVICE, DEVICE_ID, f.QUEUE_EXECUTE.pack(cb_id, ANY_QUEUE, 0, 0, 0, 0),
                 P.DEVICE_QUEUE_EXECUTE, cb_id)
         )  # fmt: skip
-        self._depth += 1
-        try:
-            self._originals["execute"](command_buffer, table)
-        finally:
-            self._depth -= 1
-        self._settle(allocations.values())
+        return allocations.values()
 
     def _command(self, cb_id: int, c, refs: list[ResolvedRange], extra: ResolvedRange | None) -> None:
         w = self.writer
@@ -373,58 +407,11 @@ class RunRecorder:
             )
         # debug groups, advice, flush and invalidate change nothing the replay computes
 
-    def _queue_transfer(self, kind: str, ranges: list[ResolvedRange], payload_of) -> None:
+    def _queue_transfer(self, ranges: list[ResolvedRange], payload_of) -> Any:
         allocations = {id(r.buffer.allocation): r.buffer.allocation for r in ranges if r.buffer is not None}
         self._sync_host_writes(allocations.values())
         self.writer.append(payload_of())
-        return allocations
-
-    def _fill(self, target: ResolvedRange, pattern: bytes) -> None:
-        if self._depth:
-            return self._originals["fill"](target, pattern)
-        allocations = self._queue_transfer(
-            "fill",
-            [target],
-            lambda: _op("device.queue_fill", OT.DEVICE, DEVICE_ID,
-                        f.QUEUE_FILL.pack(*f.BUFFER_REF.unpack(self._ref(target)), ANY_QUEUE, 0, 0, 0, len(pattern))
-                        + bytes(pattern), P.DEVICE_QUEUE_FILL),
-        )  # fmt: skip
-        self._originals["fill"](target, pattern)
-        self._settle(allocations.values())
-
-    def _copy(self, source: ResolvedRange, target: ResolvedRange) -> None:
-        if self._depth:
-            return self._originals["copy"](source, target)
-        allocations = self._queue_transfer(
-            "copy",
-            [source, target],
-            lambda: _op("device.queue_copy", OT.DEVICE, DEVICE_ID,
-                        f.QUEUE_COPY.pack(*f.BUFFER_REF.unpack(self._ref(source)),
-                                          *f.BUFFER_REF.unpack(self._ref(target)), ANY_QUEUE, 0, 0, 0),
-                        P.DEVICE_QUEUE_COPY),
-        )  # fmt: skip
-        self._originals["copy"](source, target)
-        self._settle(allocations.values())
-
-    def _update(self, data, target: ResolvedRange) -> None:
-        if self._depth:
-            return self._originals["update"](data, target)
-        raw = bytes(
-            np.ascontiguousarray(
-                np.frombuffer(data, np.uint8) if isinstance(data, bytes | bytearray | memoryview) else data
-            )
-            .reshape(-1)
-            .view(np.uint8)
-        )
-        allocations = self._queue_transfer(
-            "update",
-            [target],
-            lambda: _op("device.queue_update", OT.DEVICE, DEVICE_ID,
-                        f.QUEUE_UPDATE.pack(*f.BUFFER_REF.unpack(self._ref(target)), ANY_QUEUE, 0, 0, len(raw), 0, 0)
-                        + raw, P.DEVICE_QUEUE_UPDATE),
-        )  # fmt: skip
-        self._originals["update"](data, target)
-        self._settle(allocations.values())
+        return allocations.values()
 
 
 def start_recording(device: Device, path) -> RunRecorder:

@@ -598,7 +598,7 @@ class HalModule(NativeModule):
         dev, wait, signal = _queue(device, wait_fence, signal_fence)
         target = _buffer(target_buffer)
         data = _pattern_bytes(pattern, pattern_length)
-        dev.submit(wait, signal, lambda: dev.fill(_range(target, target_offset, length), data), "queue.fill")
+        dev.submit(wait, signal, lambda: dev.queue_fill(_range(target, target_offset, length), data), "queue.fill")
 
     @export("device.queue.update", "0rIrrrIrIII_v")
     def device_queue_update(
@@ -619,7 +619,7 @@ class HalModule(NativeModule):
         target = _buffer(target_buffer)
         data = _vm_buffer_range(source, source_offset, length).tobytes()
         dev.submit(
-            wait, signal, lambda: dev.update(data, _range(target, target_offset, length)), "queue.update"
+            wait, signal, lambda: dev.queue_update(data, _range(target, target_offset, length)), "queue.update"
         )
 
     @export("device.queue.copy", "0rIrrrIrIII_v")
@@ -640,7 +640,7 @@ class HalModule(NativeModule):
         source, target = _buffer(source_buffer), _buffer(target_buffer)
 
         def run() -> None:
-            dev.copy(_range(source, source_offset, length), _range(target, target_offset, length))
+            dev.queue_copy(_range(source, source_offset, length), _range(target, target_offset, length))
 
         dev.submit(wait, signal, run, "queue.copy")
 
@@ -664,7 +664,7 @@ class HalModule(NativeModule):
 
         def run() -> None:
             _check_file_range(file, source_offset, length, "read")
-            dev.update(
+            dev.queue_update(
                 file.data[source_offset : source_offset + length], _range(target, target_offset, length)
             )
 
@@ -705,7 +705,7 @@ class HalModule(NativeModule):
     def device_queue_execute(self, device, queue_affinity, wait_fence, signal_fence, command_buffer, flags):
         dev, wait, signal = _queue(device, wait_fence, signal_fence)
         cb = _command_buffer(command_buffer)
-        dev.submit(wait, signal, lambda: dev.execute(cb, []), "queue.execute")
+        dev.submit(wait, signal, lambda: dev.queue_execute(cb, []), "queue.execute")
 
     @export("device.queue.execute.indirect", "0rIrrrICrIID_v")
     def device_queue_execute_indirect(
@@ -715,7 +715,7 @@ class HalModule(NativeModule):
         cb = _command_buffer(command_buffer)
         # The table is copied at submission (IREE copies it too), so later VM changes do not affect it.
         table = [BindingTableEntry(_buffer_or_null(b), offset, length) for b, offset, length in binding_table]
-        dev.submit(wait, signal, lambda: dev.execute(cb, table), "queue.execute.indirect")
+        dev.submit(wait, signal, lambda: dev.queue_execute(cb, table), "queue.execute.indirect")
 
     @export("device.queue.flush", "0rI_v")
     def device_queue_flush(self, device, queue_affinity):

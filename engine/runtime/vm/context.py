@@ -14,6 +14,7 @@ from typing import Any
 
 import engine.runtime.vm.ops  # noqa: F401,E402  (registers the handlers)
 from engine.errors import LensError
+from engine.runtime.vm.fusion import FusedCode
 from engine.runtime.vm.handlers import BREAK, HANDLERS, CompileEnv
 from engine.runtime.vm.interpreter import Frame, Interpreter
 from engine.runtime.vm.native import NativeFunction, NativeModule, StatusCode, VmStatusError
@@ -76,6 +77,8 @@ class ModuleInstance:
         self._plain: list[list | None] = [None] * len(self.functions)
         self._code: list[list | None] = [None] * len(self.functions)
         self._decoded: list[dict[int, Instruction] | None] = [None] * len(self.functions)
+        # Fused straight-line code (engine.runtime.vm.fusion), built when a function first runs.
+        self._fused: list[FusedCode | None] = [None] * len(self.functions)
         self.breakpoints: set[tuple[int, int]] = set()
 
     def checkpoint_globals(self) -> tuple[bytes, tuple[Any, ...]]:
@@ -165,9 +168,32 @@ class ModuleInstance:
             self.plain_code(ordinal)
         return self._code[ordinal]
 
+    def fused_code(self, ordinal: int) -> FusedCode:
+        """The function's fused blocks (``engine.runtime.vm.fusion``), less those covering a breakpoint."""
+        fused = self._fused[ordinal]
+        if fused is None:
+            name = f"{self.name}.{self.function_name(ordinal)}"
+            fused = self._fused[ordinal] = FusedCode(
+                self.instructions(ordinal), self.plain_code(ordinal), name
+            )
+            fused.exclude({pc for o, pc in self.breakpoints if o == ordinal})
+        return fused
+
+    def _breakpoints_changed(self, ordinal: int) -> None:
+        fused = self._fused[ordinal]
+        if fused is not None:
+            fused.exclude({pc for o, pc in self.breakpoints if o == ordinal})
+
     def new_frame(self, ordinal: int) -> Frame:
         f = self.functions[ordinal]
-        return Frame(self, ordinal, self.code(ordinal), f.i32_register_count, f.ref_register_count)
+        return Frame(
+            self,
+            ordinal,
+            self.code(ordinal),
+            f.i32_register_count,
+            f.ref_register_count,
+            self.fused_code(ordinal),
+        )
 
     def set_breakpoint(self, ordinal: int, pc: int) -> None:
         """Patch a stub at ``pc`` that stops ``Interpreter.run`` before the instruction (no cost elsewhere)."""
@@ -179,11 +205,13 @@ class ModuleInstance:
 
         code[pc] = stub
         self.breakpoints.add((ordinal, pc))
+        self._breakpoints_changed(ordinal)
 
     def clear_breakpoint(self, ordinal: int, pc: int) -> None:
         if (ordinal, pc) in self.breakpoints:
             self.code(ordinal)[pc] = self.plain_code(ordinal)[pc]
             self.breakpoints.discard((ordinal, pc))
+            self._breakpoints_changed(ordinal)
 
 
 def _split_import(full_name: str) -> tuple[str, str]:

@@ -25,15 +25,26 @@ if TYPE_CHECKING:
     from engine.runtime.vmfb.decoder import Instruction
 
 M32 = 0xFFFFFFFF
+_NO_BLOCKS: list = []  # a frame without fused code
 
 
 class Frame:
     """One activation: which function, where it is, and its two register banks."""
 
-    __slots__ = ("instance", "ordinal", "pc", "i", "r", "code", "ret_regs", "ret_kinds")
+    __slots__ = ("instance", "ordinal", "pc", "i", "r", "code", "fused", "ret_regs", "ret_kinds")
 
-    def __init__(self, instance: ModuleInstance, ordinal: int, code: list, i_count: int, r_count: int):
+    def __init__(
+        self,
+        instance: ModuleInstance,
+        ordinal: int,
+        code: list,
+        i_count: int,
+        r_count: int,
+        fused: Any = None,
+    ):
         self.instance = instance
+        # The function's fused code (engine.runtime.vm.fusion.FusedCode), or None.
+        self.fused = fused
         self.ordinal = ordinal
         self.pc = 0
         self.i: list[int] = [0] * i_count
@@ -194,8 +205,12 @@ class Interpreter:
         """The call stack as it is now (between instructions: no native call running)."""
         if self.native_depth:
             raise RuntimeError("a checkpoint needs the VM between instructions (a native call is running)")
-        frames = tuple(FrameState(f, f.pc, tuple(f.i), tuple(f.r), f.ret_regs, f.ret_kinds) for f in self.frames)
-        return InterpreterState(frames, self.base, self.results, self.trap, self.last_import, self.entry_kinds)
+        frames = tuple(
+            FrameState(f, f.pc, tuple(f.i), tuple(f.r), f.ret_regs, f.ret_kinds) for f in self.frames
+        )
+        return InterpreterState(
+            frames, self.base, self.results, self.trap, self.last_import, self.entry_kinds
+        )
 
     def restore_checkpoint(self, state: InterpreterState) -> None:
         """Put the call stack back in place: the same frame objects, with the registers they had."""
@@ -497,18 +512,23 @@ class Interpreter:
         if len(frames) <= self.base:
             return RunOutcome("done", 0, self.results)
         f = frames[-1]
-        code, i, r, pc = f.code, f.i, f.r, f.pc
+        code, fused, i, r, pc = f.code, f.fused, f.i, f.r, f.pc
+        starts = fused.starts if fused is not None else _NO_BLOCKS
         steps = 0
-        # Resume over a breakpoint sitting at the current pc.
         first = f.instance.plain_code(f.ordinal)[pc]
+        in_region = False
         try:
-            npc = first(i, r, self)
-            steps = 1
+            if code[pc] is first and max_steps > 0:
+                npc = pc  # no breakpoint here: straight into the loop (and a fused block starting here)
+            else:
+                npc = first(i, r, self)  # resume over a breakpoint sitting at the current pc
+                steps = 1
             while True:
                 if npc < 0:
                     if npc == RELOAD:
                         f = frames[-1]
-                        code, i, r, pc = f.code, f.i, f.r, f.pc
+                        code, fused, i, r, pc = f.code, f.fused, f.i, f.r, f.pc
+                        starts = fused.starts if fused is not None else _NO_BLOCKS
                     elif npc == DONE:
                         self.steps_executed += steps
                         return RunOutcome("done", steps, self.results)
@@ -523,6 +543,12 @@ class Interpreter:
                         return RunOutcome("break", steps)
                 else:
                     pc = npc
+                if pc < len(starts) and starts[pc] is not None:
+                    # Straight-line code and the loops between its blocks in one call (engine.runtime.vm.fusion).
+                    in_region = True
+                    pc, n = fused.region(i, r, self, pc, max_steps - steps)
+                    in_region = False
+                    steps += n
                 if steps >= max_steps:
                     f.pc = pc
                     self.steps_executed += steps
@@ -530,6 +556,12 @@ class Interpreter:
                 npc = code[pc](i, r, self)
                 steps += 1
         except Exception as e:
+            if in_region:
+                # The trap belongs to the region's instruction that raised (found by its source line).
+                where = fused.fault(e.__traceback__)
+                if where is not None:
+                    pc, done = where
+                    steps += done
             self.steps_executed += steps
             raise self._trap_from(e, f, pc) from e
 

@@ -42,9 +42,11 @@ ROWS: dict[str, str] = {
     "AddI32": "x + y",
     "SubI32": "x - y",
     "MulI32": "x * y",
-    "DivI32S": f"c_div({_X32}, {_Y32})",
+    # i32 quotients through a double are exact: a non-integer quotient is at least 1/|y| from an integer,
+    # more than the rounding error |x/y| * 2**-53 < 2**-22/|y|; Python raises ZeroDivisionError like c_div.
+    "DivI32S": f"int({_X32} / {_Y32})",
     "DivI32U": "x // y",
-    "RemI32S": f"c_rem({_X32}, {_Y32})",
+    "RemI32S": f"{_X32} - {_Y32} * int({_X32} / {_Y32})",
     "RemI32U": "x % y",
     "FMAI32": "x * y + z",
     "AbsI32": f"abs({_X32})",
@@ -357,6 +359,29 @@ def generate_factory_source(symbol: str, expr: str) -> str:
     return "\n".join(src)
 
 
+_FACTORY_NAMES = re.compile(r"\b(a\d+h?|wh?)\b")
+
+
+def inline_source(symbol: str, operands: tuple, indent: str = "    ") -> list[str]:
+    """Statements running one instruction of a row with its registers written in as numbers (what a fused
+    block of straight-line code (``engine.runtime.vm.fusion``) is made of); the same expressions as the
+    closure ``generate_factory_source`` makes."""
+    op = isa.BY_SYMBOL[symbol]
+    reads = [o for o in op.operands if o.access == "read"]
+    lines = generate_factory_source(symbol, ROWS[symbol]).splitlines()
+    body = lines[lines.index("    def h(i, r, t):") + 1 : -2]  # between the def and "return n"
+    values: dict[str, int] = {}
+    for k, (o, raw) in enumerate(
+        zip(reads, [operands[p] for p, o in enumerate(op.operands) if o.access == "read"])
+    ):
+        values[f"a{k}"] = raw & (0x3FFF if _KIND[o.kind] == "r" else 0x7FFF)
+        values[f"a{k}h"] = values[f"a{k}"] + 1
+    (wpos,) = [p for p, o in enumerate(op.operands) if o.access == "write"]
+    values["w"] = operands[wpos] & 0x7FFF
+    values["wh"] = values["w"] + 1
+    return [indent + _FACTORY_NAMES.sub(lambda m: str(values[m.group(1)]), line.strip()) for line in body]
+
+
 def _register_row(symbol: str, expr: str) -> None:
     ns = dict(_NAMESPACE)
     exec(compile(generate_factory_source(symbol, expr), f"<vm op {symbol}>", "exec"), ns)
@@ -376,4 +401,15 @@ def _register_row(symbol: str, expr: str) -> None:
 for _symbol, _expr in ROWS.items():
     _register_row(_symbol, _expr)
 
-__all__ = ["ROWS", "HANDLERS", "fdiv", "ieee_remainder", "int_to_f32", "generate_factory_source"]
+NAMESPACE = _NAMESPACE  # the helpers the rows' expressions call (inline_source's statements need them too)
+
+__all__ = [
+    "ROWS",
+    "HANDLERS",
+    "NAMESPACE",
+    "fdiv",
+    "ieee_remainder",
+    "int_to_f32",
+    "generate_factory_source",
+    "inline_source",
+]
