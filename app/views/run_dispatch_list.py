@@ -194,6 +194,11 @@ class RunDispatchList(QWidget):
             self.bridge.failed.connect(self._on_end)
         if self.workbench is not None:
             self.workbench.moduleReset.connect(self._on_module)
+        context = getattr(services, "context", None)
+        if (
+            context is not None
+        ):  # another view chose a dispatch (a Zones zone, a By source line): show it here
+            context.dispatchChanged.connect(self._follow_context)
         self._last_state = None
         self._finished = False
         self._complete = False  # the run finished (not failed): its list is every dispatch of the call
@@ -363,6 +368,14 @@ class RunDispatchList(QWidget):
         self.table.scrollTo(index)
         return True
 
+    def _follow_context(self, dispatch) -> None:
+        if isinstance(dispatch, int):
+            self.select_ordinal(dispatch)
+        elif isinstance(dispatch, str):
+            row = next((r for r in self.model.rows if r.name == dispatch), None)
+            if row is not None:
+                self.select_ordinal(row.ordinal)
+
     def _say(self, text: str) -> None:
         if self.workbench is not None:
             self.workbench.say(text)
@@ -437,7 +450,9 @@ class RunDispatchList(QWidget):
         go.setEnabled(self.bridge is not None and self.bridge.can_reverse)
         export = menu.addAction(f"Export #{ordinal} as test…", lambda: self.export_test(ordinal))
         export.setEnabled(self.why_no_export() is None)
-        export.setToolTip(self.why_no_export() or "write this dispatch as a standalone test (iree-lens split)")
+        export.setToolTip(
+            self.why_no_export() or "write this dispatch as a standalone test (iree-lens split)"
+        )
         menu.popup(self.table.viewport().mapToGlobal(pos))
 
     # -- Export as test ---------------------------------------------------------------------------

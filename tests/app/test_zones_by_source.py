@@ -53,7 +53,7 @@ def test_by_source_table_select_and_open(qtbot, small_cnn_profile):
     assert [r.time_ns for r in rows] == sorted((r.time_ns for r in rows), reverse=True)
     dispatch_ns = int(sum(loaded.trace.zones.duration[i] for i in loaded.trace.name_ids("dispatch")))
     assert sum(r.time_ns for r in rows) == dispatch_ns
-    assert table.proxy.index(0, 1).data().startswith('torch.operator "onnx.')
+    assert table.proxy.index(0, 1).data().startswith("onnx.")  # torch.operator "onnx.Conv" shown as onnx.Conv
     assert table.proxy.index(0, 3).data().endswith("%")
     # Select the first line: its dispatches are marked, the context goes to the first of them in the run.
     with qtbot.waitSignal(table.lineSelected, timeout=2000) as sig:
@@ -104,3 +104,24 @@ def test_run_dispatch_list_names_each_dispatch_source_line(qtbot, main_window, t
     for text in model.source_lines.values():
         number = int(text.split()[0].rpartition(":")[2])
         assert "onnx." in lines[number - 1]
+
+
+def test_the_run_list_follows_a_source_line_chosen_in_zones(qtbot, main_window, small_cnn_profile):
+    # The run list holding the profiled call's dispatches (as a finished run lists them, by ordinal):
+    # choosing a By source line moves the shared context, and the run dispatch list selects that dispatch.
+    from app.views.run_dispatch_list import RunDispatch
+
+    loaded = small_cnn_profile
+    trace = loaded.trace
+    order = trace.zones_in_time_order("dispatch")
+    runs = main_window.panels["run_dispatch_list"]
+    runs.model.set_rows(
+        [RunDispatch(trace.zone(int(i)).args["ordinal"], trace.zone(int(i)).name, None) for i in order]
+    )
+    zones = main_window.show_panel("zones")
+    zones.set_trace(loaded.trace, loaded.index, loaded.stats, loaded.by_source)
+    row = next(r for r in loaded.by_source.by_source if r.loc.endswith(":13"))  # the second conv
+    zones.select_source_line(row)
+    selected = runs.selected_ordinal()
+    assert selected is not None
+    assert "conv_16x8x8" in runs.model.rows[runs.model.row_of(selected)].name

@@ -29,6 +29,7 @@ from engine.runtime.hal.sync import HalFence, fence_failure, fence_reached
 from engine.runtime.vm.native import StatusCode, VmStatusError
 from engine.runtime.vm.values import KeepsNothing
 
+NOT_IN_BATCH = 2**63  # ``Device.progress_cell`` between batches
 BUFFER_ALIGNMENT = 64  # IREE's local allocators hand out 64-byte aligned memory and kernels rely on it
 
 
@@ -198,6 +199,11 @@ class DispatchObserver:
     # ``dispatch_batch`` afterwards (the CPU device asks ``watches`` instead, per dispatch).
     reads_bindings = True
 
+    def batch_starting(self, dispatches: Sequence[cmd.DispatchCommand], first_sequence: int) -> None:
+        """A batch is about to run these dispatch commands, with sequences from ``first_sequence``; while it
+        runs, ``Device.batch_progress`` says which of them is running (a session in a child process reports
+        them, so that a crash in native code still names its dispatch)."""
+
     def dispatch_batch(self, records: Sequence[DispatchRecord], start_ns: int, end_ns: int) -> None:
         """Dispatches that ran together in one batch between ``start_ns`` and ``end_ns``
         (``time.perf_counter_ns``), none of them watched by this observer, in order. The default tells
@@ -321,6 +327,9 @@ class Device:
         # Told of each executable the program creates, with the data it came from (a recorder of the run
         # keeps the binary; the divergence finder reads the source locations of its exports).
         self.executable_listeners: list[ExecutableListener] = []
+        # Which dispatch of the running batch runs: [index within the native segment, index of the segment's
+        # first dispatch in the batch] (``set_progress_cell``: a child session's shared memory).
+        self._progress = np.zeros(2, np.uint64)
         self._dispatches = 0
         self._pending: list[_PendingWork] = []
         self._pumping = False
@@ -649,15 +658,48 @@ class Device:
         """Run commands ``[start, end)`` of ``command_buffer``, none a watched dispatch, in order; then tell
         every observer ``dispatch_batch`` with the records of its dispatches. A device overrides it to run
         them natively; this one runs them one by one (``run_dispatch`` without observers)."""
-        records = BatchRecords(self, table) if self.observers else None
+        commands = command_buffer.commands[start:end]
+        records = self.batch_records(tuple(c for c in commands if type(c) is cmd.DispatchCommand), table)
         started = time.perf_counter_ns()
         try:
-            for command in command_buffer.commands[start:end]:
+            for command in commands:
                 self.run_unwatched(command, table, records)
         except Exception as e:
             self.batch_failed(records, e)
             raise
+        finally:
+            self.batch_progress_ended()
         self.batch_ran(records, started, time.perf_counter_ns())
+
+    def batch_records(
+        self, dispatches: Sequence[cmd.DispatchCommand], table: list[BindingTableEntry]
+    ) -> BatchRecords | None:
+        """Tell the observers a batch of ``dispatches`` starts (``batch_starting``) and make its records
+        (None without observers)."""
+        self._progress[:] = (0, 0)
+        if not self.observers:
+            return None
+        for observer in list(self.observers):
+            observer.batch_starting(dispatches, self._dispatches)
+        return BatchRecords(self, table)
+
+    @property
+    def progress_cell(self) -> np.ndarray:
+        """Two u64: the running dispatch's index within its native segment and the segment's first index in
+        the batch (their sum: which dispatch of the batch runs; ``NOT_IN_BATCH`` in the second when none)."""
+        return self._progress
+
+    def set_progress_cell(self, cell: np.ndarray | None) -> None:
+        """Keep the progress of batches in ``cell`` (two writable u64, e.g. shared memory a parent process
+        reads after a crash); None: the device's own."""
+        if cell is None:
+            cell = np.zeros(2, np.uint64)
+        if cell.dtype != np.uint64 or cell.shape != (2,) or not cell.flags.writeable:
+            raise ValueError("a progress cell is two writable uint64")
+        self._progress = cell
+
+    def batch_progress_ended(self) -> None:
+        self._progress[1] = NOT_IN_BATCH
 
     def run_unwatched(
         self, command: cmd.Command, table: list[BindingTableEntry], records: BatchRecords | None
@@ -666,6 +708,8 @@ class Device:
         if type(command) is not cmd.DispatchCommand:
             self.execute_command(command, table)
             return
+        if records is not None:
+            self._progress[:] = (0, len(records))
         workgroup_count, bindings = self.resolve_dispatch(command, table)  # type: ignore[arg-type]
         self.check_dispatch(command.executable, command.ordinal, bindings)
         if records is not None:
