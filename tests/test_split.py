@@ -20,6 +20,7 @@ from support import iree_tool, tiny_program
 
 from engine.compiler import CompileRequest
 from engine.compiler.targets import TARGETS
+from engine.errors import LensError
 from engine.split.check import check_split
 from engine.split.splitter import MANIFEST, read_manifest, split_program
 
@@ -371,3 +372,22 @@ def test_split_heldout_programs_reproduce_and_a_broken_test_alone_diverges(tmp_p
     verdicts = {t["dir"]: t["verdict"] for t in json.loads(checked.stdout)["tests"]}
     assert len(verdicts) == count
     assert {d: v for d, v in verdicts.items() if v not in ("exact", "within_rounding")} == {victim.dir: "diverged"}
+
+
+def test_split_into_an_earlier_split_replaces_it_and_refuses_other_folders(tmp_path):
+    first, second = tmp_path / "twice.mlir", tmp_path / "loop.mlir"
+    first.write_text(REPEATED)
+    second.write_text(LOOP)
+    out = tmp_path / "split"
+    [old] = _split(first, "twice", ["8xf32=1"], out).tests
+    (out / "checks").mkdir()
+    (out / "checks" / "old.json").write_text("{}")
+    [new] = _split(second, "loop", ["16xf32=1"], out).tests
+    assert sorted(p.name for p in out.iterdir()) == sorted([MANIFEST, new.dir])
+    assert [t.dir for t in read_manifest(out)] == [new.dir] and old.dir != new.dir
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    with pytest.raises(LensError, match="not empty and holds no split"):
+        _split(second, "loop", ["16xf32=1"], other)
+    assert (other / "notes.txt").read_text() == "mine"

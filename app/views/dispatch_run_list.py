@@ -238,6 +238,7 @@ class DispatchRunView(QWidget):
             f"({m.get('engine', '?')} engine, {m.get('device', '?')})"
         )
         self.model.set_entries(bundle.dispatches)
+        self.model.set_source_lines(_source_lines(bundle.module))  # verdicts read by source line too
         self._set_verdicts({})
         if self.reference is not None:
             self._judge()
@@ -403,3 +404,15 @@ def open_bundle_document(open_document, path: str | Path) -> DispatchRunView | N
         return None
     key = f"capture:{Path(view.bundle.directory).resolve()}"
     return open_document(view, f"Capture {Path(view.bundle.directory).name}", key)
+
+
+def _source_lines(module: str) -> dict[str, str]:
+    """The captured module's export -> source line, where the module is still readable here."""
+    from app.views.dispatch_list_model import source_lines_job
+
+    if not module or not Path(module).is_file():
+        return {}
+    try:
+        return source_lines_job(module)
+    except Exception:  # noqa: BLE001 - a location is a courtesy: never fail the list for it
+        return {}

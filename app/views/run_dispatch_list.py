@@ -471,7 +471,15 @@ class RunDispatchList(QWidget):
         if ordinal is None:
             return None
         folder = QFileDialog.getExistingDirectory(self, "Export as test into")
-        return self.export_test_to(ordinal, Path(folder)) if folder else None
+        if not folder:
+            return None
+        # its own new folder inside the chosen one (a split folder holds nothing else)
+        stem = Path(self.workbench.module.source).stem if self.workbench and self.workbench.module else "program"
+        target, n = Path(folder) / f"{stem}_dispatch_{ordinal}", 1
+        while target.exists():
+            n += 1
+            target = Path(folder) / f"{stem}_dispatch_{ordinal}_{n}"
+        return self.export_test_to(ordinal, target)
 
     def export_test_to(self, ordinal: int, folder: Path) -> int | None:
         """Write dispatch ``ordinal`` (its executable and shapes, every run of it) into ``folder`` as

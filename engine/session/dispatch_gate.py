@@ -316,6 +316,26 @@ class DispatchGate(SnapshotSubscriber):
             found = self._watched_names[key] = any(name_matches(p, name, export) for p in self._watch_names)
         return found
 
+    def first_watched(self, dispatches: Sequence[DispatchCommand], start: int, end: int, first_sequence: int) -> int:
+        """``watches`` for a stretch at once when only ordinal breakpoints are armed (the common case of a run
+        continued to a breakpoint): the first armed ordinal in the stretch, no question per dispatch."""
+        if (
+            self.quiet_below is not None
+            or self.stop_at_next
+            or self.park_after is not None
+            or self.stop_at_sequence is not None
+            or self._watch_nan
+            or self._has_diverge
+            or self._watch_names
+            or (self.pause_pending is not None and self.pause_pending())
+            or (self.progress_per_dispatch is not None and self.progress_per_dispatch())
+        ):
+            return super().first_watched(dispatches, start, end, first_sequence)
+        first_ordinal = first_sequence - self.base
+        last_ordinal = first_ordinal + (end - start)
+        hits = [o for o in self._watch_ordinals if first_ordinal <= o < last_ordinal]
+        return start + (min(hits) - first_ordinal) if hits else end
+
     def batch_starting(self, dispatches: Sequence[DispatchCommand], first_sequence: int) -> None:
         if self.batch_progress is not None:
             self.batch_progress(first_sequence - self.base, dispatches)

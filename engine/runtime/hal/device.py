@@ -13,8 +13,10 @@ read on demand (a zero-copy numpy view on the CPU). Observers run on the invokin
 
 from __future__ import annotations
 
+import bisect
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -204,6 +206,14 @@ class DispatchObserver:
         runs, ``Device.batch_progress`` says which of them is running (a session in a child process reports
         them, so that a crash in native code still names its dispatch)."""
 
+    def first_watched(
+        self, dispatches: Sequence[cmd.DispatchCommand], start: int, end: int, first_sequence: int
+    ) -> int:
+        """The index in ``[start, end)`` of the first of ``dispatches`` this observer ``watches`` (``end``
+        when none), ``dispatches[start]`` having sequence ``first_sequence``: how a device plans. The default
+        asks ``watches`` of each; an observer that knows its answer for a whole stretch at once overrides it."""
+        return _first_watched_by(self.watches, dispatches, start, end, first_sequence)
+
     def dispatch_batch(self, records: Sequence[DispatchRecord], start_ns: int, end_ns: int) -> None:
         """Dispatches that ran together in one batch between ``start_ns`` and ``end_ns``
         (``time.perf_counter_ns``), none of them watched by this observer, in order. The default tells
@@ -248,6 +258,22 @@ class BatchRecords(Sequence[DispatchRecord]):
         )
         self._items[index] = record
         return record
+
+
+def _first_watched_by(
+    watches: Callable[[int, HalExecutable, int], bool],
+    dispatches: Sequence[cmd.DispatchCommand],
+    start: int,
+    end: int,
+    first_sequence: int,
+) -> int:
+    sequence = first_sequence
+    for i in range(start, end):
+        command = dispatches[i]
+        if watches(sequence, command.executable, command.ordinal):
+            return i
+        sequence += 1
+    return end
 
 
 # (executable, record, run the kernel) -> None: see ``Device.kernel_hook``.
@@ -331,6 +357,8 @@ class Device:
         # first dispatch in the batch] (``set_progress_cell``: a child session's shared memory).
         self._progress = np.zeros(2, np.uint64)
         self._dispatches = 0
+        # Per command buffer: (its version, indices of its dispatch commands, those commands), for planning.
+        self._positions: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._pending: list[_PendingWork] = []
         self._pumping = False
         self._lock = threading.RLock()
@@ -612,7 +640,7 @@ class Device:
         commands = command_buffer.commands
         start, end = 0, len(commands)
         while start < end:
-            watched = self.next_watched(commands, start)
+            watched = self.next_watched(command_buffer, start)
             if watched > start:
                 self.run_batch(command_buffer, start, watched, table)
             if watched < end:
@@ -629,28 +657,37 @@ class Device:
                 return True
         return False
 
-    def next_watched(self, commands: Sequence[cmd.Command], start: int) -> int:
+    def next_watched(self, command_buffer: HalCommandBuffer, start: int) -> int:
         """The index of the first dispatch command at or after ``start`` that is watched (``len(commands)``
         when none is): the commands before it can run as one batch."""
+        commands = command_buffer.commands
         end = len(commands)
         hook = self.kernel_hook
         if not self.observers and hook is None:
             return end
-        # The questions, bound once: this loop runs once per dispatch command of every submission.
-        asks = [o.watches for o in self.observers]
-        if hook is not None:
-            asks.insert(0, getattr(hook, "watches", _watches_all))
-        dispatch = cmd.DispatchCommand
+        positions, dispatches = self._dispatch_positions(command_buffer)
+        first = bisect.bisect_left(positions, start)
+        last = len(dispatches)
         sequence = self._dispatches
-        for i in range(start, end):
-            command = commands[i]
-            if type(command) is dispatch:
-                executable, ordinal = command.executable, command.ordinal
-                for ask in asks:
-                    if ask(sequence, executable, ordinal):
-                        return i
-                sequence += 1
-        return end
+        if hook is not None:
+            last = _first_watched_by(getattr(hook, "watches", _watches_all), dispatches, first, last, sequence)
+        for observer in self.observers:
+            if last == first:
+                break
+            last = observer.first_watched(dispatches, first, last, sequence)
+        return positions[last] if last < len(dispatches) else end
+
+    def _dispatch_positions(
+        self, command_buffer: HalCommandBuffer
+    ) -> tuple[list[int], tuple[cmd.DispatchCommand, ...]]:
+        """The indices of a command buffer's dispatch commands and the commands (kept per version of it)."""
+        found = self._positions.get(command_buffer)
+        if found is None or found[0] != command_buffer.version:
+            commands = command_buffer.commands
+            positions = [i for i, c in enumerate(commands) if type(c) is cmd.DispatchCommand]
+            found = (command_buffer.version, positions, tuple(commands[i] for i in positions))
+            self._positions[command_buffer] = found
+        return found[1], found[2]
 
     def run_batch(
         self, command_buffer: HalCommandBuffer, start: int, end: int, table: list[BindingTableEntry]
