@@ -73,7 +73,7 @@ def compare_builds(
     ] = {}  # one flow compile per (program, target flags): builds of one program share it
 
     def sources_of(module: str):
-        program = source or input_program_of(export_locations(module))
+        program = source or input_program_of(export_locations(module), module)
         if program is None:
             return source_map(module, timeout_s=timeout_s)
         key = (str(program), tuple(target_flags_of(module)))

@@ -5,6 +5,7 @@ the same stop writes the same tensors; the Run Dispatches list fills as the run 
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 
@@ -13,7 +14,7 @@ import pytest
 from PySide6.QtCore import Qt
 from support import iree_compile
 from support.app import TIMEOUT, add_breakpoint, open_in_stepper
-from support.session import compile_program
+from support.session import PROGRAMS, compile_program
 
 SCREENSHOT = "/tmp/dispatch_ui_paused_dispatch.png"
 
@@ -24,7 +25,13 @@ def state_dir(tmp_path, monkeypatch):
 
 
 def test_break_at_dispatch_1_without_sources_shows_exactly_the_bound_bytes(qtbot, main_window, tmp_path):
-    vmfb = compile_program("nan_log", "llvm-cpu", tmp_path)  # plain iree-compile: no sources anywhere
+    # Plain iree-compile of a copy of the program that is then removed: no sources anywhere, and nothing to
+    # rebuild them from (a rebuild of the program its debug locations name would type it, rightly).
+    copy = tmp_path / "gone" / "nan_log.mlir"
+    copy.parent.mkdir()
+    shutil.copy(PROGRAMS / "nan_log.mlir", copy)
+    vmfb = compile_program(str(copy), "llvm-cpu", tmp_path)
+    copy.unlink()
     a = (np.arange(32, dtype=np.float32).reshape(4, 8) / 4 + 2).astype(np.float32)
     b = np.full((4, 8), 0.5, np.float32)
     np.save(tmp_path / "a.npy", a)

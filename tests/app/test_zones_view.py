@@ -150,7 +150,7 @@ def test_select_dispatch_moves_context_and_statistics(qtbot):
         _click_zone(qtbot, v.timeline, target)
     info = sig.args[0]
     assert info.name == "main_dispatch_1" and info.args["ordinal"] == 1
-    assert context.dispatch == 1
+    assert context.dispatch == "main_dispatch_1"  # IREE's name: what the compile-side views follow
     # The statistics row of the selected name is selected and its histogram drawn.
     row = v.table.currentIndex()
     assert v.proxy.index(row.row(), 0).data() == "main_dispatch_1"
@@ -277,7 +277,7 @@ def test_zones_panel_in_the_main_window(make_main_window, qtbot, tmp_path):
     )
     with qtbot.waitSignal(window.context.dispatchChanged, timeout=2000):
         view.timeline.item.select(target)
-    assert window.context.dispatch == 2
+    assert window.context.dispatch == "main_dispatch_2"
 
 
 def test_a_histogram_of_three_zones_shows_each_inside_its_axis(view):

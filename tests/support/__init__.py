@@ -334,8 +334,9 @@ NULL_WRITE = bytes.fromhex("48c704250000000000000000")  # mov qword ptr [0], 0
 SPIN = bytes.fromhex("ebfe")  # jmp . (a kernel that never returns)
 
 
-def patched_kernel_copy(vmfb, out, code: bytes = NULL_WRITE):
-    """A copy of an llvm-cpu module whose first dispatch function starts with ``code``."""
+def patched_kernel_copy(vmfb, out, code: bytes = NULL_WRITE, export: int = 0):
+    """A copy of an llvm-cpu module whose first executable's dispatch function ``export`` (the first by
+    default) starts with ``code``."""
     from elftools.elf.elffile import ELFFile
 
     from engine.runtime.hal.cpu_library import CpuExecutableLibrary
@@ -346,7 +347,7 @@ def patched_kernel_copy(vmfb, out, code: bytes = NULL_WRITE):
     segment = module.rodata_segments[executable.rodata_ordinal]
     elf_bytes = bytes(executable.data)
     with CpuExecutableLibrary.load(elf_bytes) as lib:
-        vaddr = lib.export_address(0) - lib.load_base
+        vaddr = lib.export_address(export) - lib.load_base
     elf = ELFFile(io.BytesIO(elf_bytes))
     text = next(s for s in elf.iter_segments() if s["p_type"] == "PT_LOAD" and s["p_flags"] & 1)
     offset = segment.file_offset + vaddr - text["p_vaddr"] + text["p_offset"]
