@@ -30,7 +30,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.views.dispatch_list_model import DispatchListModel, NameFilter, VerdictMark
+from app.views.dispatch_list_model import (
+    ColumnFitter,
+    DispatchListModel,
+    FilterTyping,
+    NameFilter,
+    VerdictMark,
+)
 from app.views.tensor_inspector import InspectedTensor, TensorInspector
 from app.views.verdict_style import legend_html
 from engine.dispatch.bundle import Bundle, BundleError, DispatchEntry
@@ -175,7 +181,7 @@ class DispatchRunView(QWidget):
         self.filter_edit.setObjectName("bundleDispatchFilter")
         self.filter_edit.setPlaceholderText("Filter dispatches by name (conv, softmax…) or ordinal")
         self.filter_edit.setClearButtonEnabled(True)
-        self.filter_edit.textChanged.connect(self.proxy.set_text)
+        self.filter_typing = FilterTyping(self.filter_edit, self.proxy, self)
         self.table = QTableView(self)
         self.table.setModel(self.proxy)
         self.table.setSelectionBehavior(QTableView.SelectionBehavior.SelectRows)
@@ -184,8 +190,8 @@ class DispatchRunView(QWidget):
         self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 4)  # more rows in view
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
-        header.setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
         header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)  # IREE's long export names get the room
+        self.fitter = ColumnFitter(self.table, self.model, only=(0,))  # the ordinal, #1000 and up in full
         for column in (2, 3, 4, 5):  # types can be long: a fixed start width, never squeezing the names
             header.resizeSection(column, 110)
         self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # keeps the _dispatch_N and the shape

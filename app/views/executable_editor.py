@@ -300,11 +300,11 @@ class ExecutableEditor(QWidget):
 
     # -- actions
 
-    def set_bridge(self, bridge) -> None:
-        """Act through the window's session bridge whenever its run is paused at a dispatch."""
+    def set_bridge(self, bridge, workbench=None) -> None:
+        """Act through the window's session bridge whenever its run (``workbench.state``) is paused at a dispatch."""
         from app.views.executable_editor_session import SessionSubstitutions
 
-        self.session = SessionSubstitutions(bridge, self) if bridge is not None else None
+        self.session = SessionSubstitutions(bridge, self, workbench) if bridge is not None else None
         if self.session is not None:
             self.session.failed.connect(self._session_failed)
             bridge.dispatchStopped.connect(self.follow_dispatch)
@@ -820,7 +820,7 @@ class ExecutableEditorPanel(QWidget):
             editor.deleteLater()
             return
         editor.output_view_factory = inspector_output_view
-        editor.set_bridge(getattr(self.services, "session_bridge", None))  # paused runs: through the session
+        editor.set_bridge(getattr(self.services, "session_bridge", None), getattr(self.services, "workbench", None))  # paused runs: through the session
         self.editor = editor
         self.placeholder.hide()
         self._layout.addWidget(editor)

@@ -63,7 +63,7 @@ def test_by_source_table_select_and_open(qtbot, small_cnn_profile):
     assert set(v.timeline.item.highlight_names) == ids
     order = loaded.trace.zones_in_time_order("dispatch")
     first = next(int(i) for i in order if int(loaded.trace.zones.name[i]) in ids)
-    assert context.dispatch == loaded.trace.zone(first).args["ordinal"]
+    assert context.dispatch == loaded.trace.zone(first).name  # by IREE's name (run ordinals are the run state's)
     # Activating it opens the input program at the line (0-based in the viewer).
     shown = v.open_source_line(row)
     assert isinstance(shown, IrViewer) and opened[-1][1].startswith("source:")
