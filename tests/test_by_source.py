@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import SHARED_MODELS, compile_for, iree_tool, shared_model_source
+from support import SHARED_MODELS, compile_for, iree_compile, shared_model_source
 
 from engine.compiler.targets import target_flags
 from engine.trace.by_source import program_op
@@ -182,8 +182,8 @@ def test_a_module_compiled_from_a_relative_path_finds_its_program_beside_it(tmp_
     folder = tmp_path / "build"
     folder.mkdir()
     (folder / "small_cnn.mlir").write_text((SHARED_MODELS / "small_cnn.mlir").read_text())
-    subprocess.run([iree_tool("iree-compile"), "small_cnn.mlir", *target_flags("llvm-cpu"), "-o", "m.vmfb"],
-                   cwd=folder, check=True, capture_output=True)  # fmt: skip
+    iree_compile(["small_cnn.mlir", *target_flags("llvm-cpu"), "-o", "m.vmfb"],
+                   cwd=folder, check=True)  # fmt: skip
     chrome, attr = _profile_by_source(
         folder / "m.vmfb", "small_cnn", SHARED_MODELS / "small_cnn_x.npy", tmp_path
     )

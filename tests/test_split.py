@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import iree_tool, tiny_program
+from support import iree_compile, iree_tool, tiny_program
 
 from engine.compiler import CompileRequest
 from engine.compiler.targets import TARGETS
@@ -104,8 +104,8 @@ def _split(source: Path, function: str, inputs: list[str], out: Path, **options)
 def _run_with_iree(test_dir: Path, entry: dict, target: str, tmp: Path, program: str = "dispatch.mlir") -> list[np.ndarray]:
     """The test compiled by plain ``iree-compile`` and run by ``iree-run-module``: its outputs."""
     vmfb = tmp / f"{entry['dir']}_{target}.vmfb"
-    compiled = subprocess.run([iree_tool("iree-compile"), str(test_dir / program), *TARGETS[target].flags,
-                               "-o", str(vmfb)], capture_output=True, text=True, timeout=300)  # fmt: skip
+    compiled = iree_compile([str(test_dir / program), *TARGETS[target].flags,
+                               "-o", str(vmfb)], text=True, timeout=300)  # fmt: skip
     assert compiled.returncode == 0, (entry["dir"], compiled.stderr[-2000:])
     outs = [tmp / f"{entry['dir']}_{target}_{i}.npy" for i in range(len(entry["outputs"]))]
     cmd = [iree_tool("iree-run-module"), f"--module={vmfb}", f"--device={TARGETS[target].device}",

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from PySide6.QtCore import Qt
-from session_support import compile_program
+from support.session import compile_program
 
 TIMEOUT = 120_000  # a run on a loaded 2-core machine
 
