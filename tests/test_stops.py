@@ -19,8 +19,8 @@ import json
 
 import numpy as np
 import pytest
-from session_support import compile_program
-from support import iree_traced_tensors
+from support import iree_compile, iree_traced_tensors
+from support.session import compile_program
 
 from engine.cli import main as lens_main
 from engine.runtime.hal.vulkan.loader import vulkan_available
@@ -101,18 +101,15 @@ def test_break_nan_stops_at_the_first_dispatch_that_writes_nan(capsys, tmp_path,
         compile_program("nan_matmul", "llvm-cpu", programs)
         module = programs / "nan_matmul.sources.vmfb"
         if not module.exists():
-            import subprocess
 
-            from session_support import PROGRAMS
-            from support import iree_tool
+            from support.session import PROGRAMS
 
             from engine.compiler.targets import TARGETS
 
-            subprocess.run(
-                [iree_tool("iree-compile"), str(PROGRAMS / "nan_matmul.mlir"), *TARGETS["llvm-cpu"].flags,
+            iree_compile(
+                [str(PROGRAMS / "nan_matmul.mlir"), *TARGETS["llvm-cpu"].flags,
                  f"--iree-hal-dump-executable-sources-to={dumps}", "-o", str(module)],
-                check=True, capture_output=True,
-            )
+                check=True)
         args.append(f"--sources={dumps}")
     if engine != "sources":
         module = compile_program("nan_matmul", target, programs, *((TRACE_FLAG,) if engine == "reference" else ()))
@@ -127,14 +124,23 @@ def test_break_nan_stops_at_the_first_dispatch_that_writes_nan(capsys, tmp_path,
         assert [f["tensor"] for f in written] == ["output 0"]  # typed: the log's one output, whole
 
 
-def test_reverse_continue_goes_back_through_the_nan_writers_to_the_first(capsys, tmp_path, programs, nan_first_writer):
+@pytest.mark.parametrize("target", ["llvm-cpu", "vulkan-spirv"])
+def test_reverse_continue_goes_back_through_the_nan_writers_to_the_first(
+    capsys, tmp_path, programs, nan_first_writer, target
+):
     name, ordinal = nan_first_writer
-    module = compile_program("nan_matmul", "llvm-cpu", programs)
-    forward = debug(capsys, tmp_path, module, "break nan\n" + "continue\n" * 8, *NAN_INPUTS)
+    args = list(NAN_INPUTS)
+    if target == "vulkan-spirv":
+        reason = vulkan_available()
+        if reason is not None:
+            pytest.skip(f"no Vulkan: {reason}")
+        args.append("--device=vulkan")
+    module = compile_program("nan_matmul", target, programs)
+    forward = debug(capsys, tmp_path, module, "break nan\n" + "continue\n" * 8, *args)
     hits = [s for s in stops(forward) if s[0] == "dispatch"]
     assert hits[0] == ("dispatch", ordinal, "after") and stops(forward)[len(hits)] == ("finished",)
     script = "break nan\n" + "continue\n" * (len(hits) + 1) + "reverse-continue\n" * (len(hits) + 1)
-    back = stops(debug(capsys, tmp_path, module, script, *NAN_INPUTS))[len(hits) + 1 :]
+    back = stops(debug(capsys, tmp_path, module, script, *args))[len(hits) + 1 :]
     assert back == [*reversed(hits), ("history-start",)]
 
 
@@ -217,20 +223,18 @@ def test_a_run_that_never_stops_at_a_breakpoint_says_so(capsys, tmp_path, progra
 @pytest.fixture(scope="module")
 def nan_replay(programs):
     """``nan_matmul`` built with its executables' sources dumped, and IREE's own replay of one call."""
-    import subprocess
 
-    from session_support import PROGRAMS
-    from support import iree_tool, record_replay
+    from support import record_replay
+    from support.session import PROGRAMS
 
     from engine.compiler.targets import TARGETS
 
     sources = programs / "replay_sources"
     module = programs / "nan_matmul.dumped.vmfb"
-    subprocess.run(
-        [iree_tool("iree-compile"), str(PROGRAMS / "nan_matmul.mlir"), *TARGETS["llvm-cpu"].flags,
+    iree_compile(
+        [str(PROGRAMS / "nan_matmul.mlir"), *TARGETS["llvm-cpu"].flags,
          f"--iree-hal-dump-executable-sources-to={sources}", "-o", str(module)],
-        check=True, capture_output=True,
-    )  # fmt: skip
+        check=True)  # fmt: skip
     inputs = [arg.split("=", 1)[1] for arg in NAN_INPUTS[1:]]
     replay = record_replay(module, "main", inputs, programs / "nan_matmul.ireereplay")
     return module, sources, replay
@@ -277,3 +281,69 @@ def test_replay_run_output_is_typed_from_the_sources(tmp_path, nan_replay):
     expected = rt.load_vm_flatbuffer_file(str(module), driver="local-sync").main(*NAN_ARGS).to_host()
     assert got.dtype == expected.dtype and got.shape == expected.shape
     assert got.tobytes() == expected.tobytes()
+
+
+# -- one stop sequence through the CLI and DAP
+
+GDB_SEQUENCE = [
+    # (CLI line, DAP request, its arguments)
+    ("continue", "configurationDone", None),
+    ("reverse-next", "stepBack", {"threadId": 1}),
+    ("reverse-continue", "reverseContinue", {"threadId": 1}),  # breakpoints 5 and "3 after" set first
+    ("reverse-continue", "reverseContinue", {"threadId": 1}),
+    ("continue", "continue", {"threadId": 1}),
+    ("continue", "continue", {"threadId": 1}),
+    ("continue", "continue", {"threadId": 1}),
+]
+
+
+def _dap_stop(client) -> tuple:
+    """The next stop as (ordinal, when), or ("finished",) when the program exited."""
+    import re
+
+    while True:
+        message = client._next(120)  # events in arrival order: the stop or the end
+        if message["type"] == "event" and message["event"] == "stopped":
+            client.events.remove(message)
+            found = re.search(r"(before|after) dispatch #(\d+)", message["body"].get("description", ""))
+            return (int(found.group(2)), found.group(1)) if found else ("stopped",)
+        if message["type"] == "event" and message["event"] == "exited":
+            client.events.remove(message)
+            return ("finished",)
+
+
+def test_the_cli_and_dap_stop_at_the_same_places(capsys, tmp_path, programs):
+    from support.dap import DapClient, lens_command
+
+    module = compile_program("matmul_chain12", "llvm-cpu", programs)
+    args = CHAIN_INPUTS["matmul_chain12"]
+    script = "break dispatch 10\ncontinue\nreverse-next\nbreak dispatch 5\nbreak dispatch 3 after\n" + "\n".join(
+        line for line, _, _ in GDB_SEQUENCE[2:]
+    ) + "\n"
+    cli = [
+        ("finished",) if line["reason"] == "finished" else (line["dispatch"]["ordinal"], line["dispatch"]["when"])
+        for line in debug(capsys, tmp_path, module, script, *args)
+    ]
+    # gdb's answers: 10 (forward), back one dispatch to 9, back to 5 then to "after 3", forward 5, 10, the end.
+    assert cli == [(10, "before"), (9, "before"), (5, "before"), (3, "after"), (5, "before"), (10, "before"),
+                   ("finished",)]  # fmt: skip
+
+    client = DapClient([*lens_command(), "dap"])
+    try:
+        client.request("initialize", {"adapterID": "iree-lens", "clientID": "pytest", "pathFormat": "path"})
+        inputs = [a.split("=", 1)[1] for a in args if a.startswith("--input=")]
+        client.request("launch", {"program": str(module), "function": "main", "inputs": inputs,
+                                  "device": "local-sync", "engine": "debug"})  # fmt: skip
+        client.wait_event("initialized")
+        client.request("setFunctionBreakpoints", {"breakpoints": [{"name": "dispatch:10"}]})
+        dap = []
+        for k, (_, command, arguments) in enumerate(GDB_SEQUENCE):
+            if k == 2:
+                names = ["dispatch:10", "dispatch:5", "dispatch:3 after"]
+                answer = client.request("setFunctionBreakpoints", {"breakpoints": [{"name": n} for n in names]})
+                assert all(b["verified"] for b in answer["body"]["breakpoints"])
+            client.request(command, arguments)
+            dap.append(_dap_stop(client))
+    finally:
+        client.close()
+    assert dap == cli

@@ -816,6 +816,8 @@ def _stop_reason(event: Stopped) -> tuple[str, str]:
         return "breakpoint", ""
     if reason == "history-start":
         return "step", "the start of the recorded history"
+    if info is not None:  # a step that ends inside a command buffer (a reverse step): which dispatch
+        return "step", f"{info.when} dispatch #{info.ordinal} {info.export}"
     return "step", ""
 
 

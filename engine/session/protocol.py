@@ -570,9 +570,14 @@ class Stopped(Event):
 
 @dataclass(frozen=True)
 class Progress(Event):
-    """Sent before work that could crash (a dispatch), so a crash report can say what was running."""
+    """Sent before work that could crash (a dispatch), so a crash report can say what was running. Before a
+    native batch: ``batch`` names its dispatches (IREE's export names, in order) and ``batch_first`` is the
+    run ordinal of the first; which of them runs is in the device's progress cell (``Device.progress_cell``),
+    shared memory the parent of a child session reads when the child dies."""
 
     location: Location
+    batch: tuple[str, ...] = ()
+    batch_first: int = 0
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from PySide6.QtCore import Qt
-from session_support import compile_program
+from support.session import compile_program
 
 TIMEOUT = 120_000  # a run on a loaded 2-core machine
 
@@ -64,8 +64,10 @@ def test_from_a_nan_in_the_inspector_to_the_statement_that_made_it(qtbot, main_w
     lane = (element.offset - store.offset) // store.element_bytes
     assert np.isnan(values[lane])
 
+    assert kernel.first_nan()  # back from the store to where the NaN was made
+    made = kernel.cursor.position
     kernel.go(0)
-    assert kernel.run_to_nan()
+    assert kernel.run_to_nan() and kernel.cursor.position == made
     step = kernel.cursor.current
     assert step.op == "math.log" and step.nonfinite
     row = kernel.current_row
