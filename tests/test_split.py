@@ -247,6 +247,8 @@ def test_split_check_cli_reports_only_the_broken_test(tmp_path, small_cnn_split)
     verdicts = {t["dir"]: t["verdict"] for t in json.loads(checked.stdout)["tests"]}
     assert [d for d, v in verdicts.items() if v not in ("exact", "within_rounding")] == [broken.dir]
     assert verdicts[broken.dir] == "diverged"
+    [entry] = [t for t in json.loads(checked.stdout)["tests"] if t["dir"] == broken.dir]
+    assert entry["max_abs_error"] > 0 and entry["mismatches"] > 0 and entry["worst_output"] == "result0.npy"
     # a program that no longer compiles is "failed" with iree-compile's reason
     program.write_text("func.func @main( {")
     failed = json.loads(_lens("split", "--check", str(out), "--json").stdout)
