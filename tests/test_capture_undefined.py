@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from support import iree_tool
-from test_typed_tensors import TRACE, assert_bundle_equals_traced, iree_traced
+from support import iree_compile
+from support.traced import TRACE, assert_bundle_equals_traced, iree_traced, stop_at_every_dispatch
 
 from engine.compiler.targets import target_flags
 from engine.dispatch.bundle import Bundle
@@ -19,9 +19,9 @@ PACKED_CONCAT = Path(__file__).parent / "diverge_programs" / "packed_concat.mlir
 
 
 def _compile(out: Path, *flags: str) -> Path:
-    proc = subprocess.run(
-        [iree_tool("iree-compile"), str(PACKED_CONCAT), *target_flags("llvm-cpu"), *flags, "-o", str(out)],
-        capture_output=True, text=True,
+    proc = iree_compile(
+        [str(PACKED_CONCAT), *target_flags("llvm-cpu"), *flags, "-o", str(out)],
+        text=True,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     return out
@@ -62,8 +62,6 @@ def test_the_session_marks_the_same_undefined_bytes_as_capture(tmp_path):
     """The debug session's answer at a stop (ReadTensors: DispatchTensor.undefined) marks, by the same rule,
     the bytes capture marks: after each dispatch the same ranges; before it, those of its in-place tensors
     as the memory holds them (the input's)."""
-    from test_session_typed_tensors import stop_at_every_dispatch
-
     dump = tmp_path / "plain.sources"  # beside the module: the session types with them
     plain = _compile(tmp_path / "plain.vmfb", f"--iree-hal-dump-executable-sources-to={dump}")
     a = np.linspace(-1, 1, 16 * 24, dtype=np.float32).reshape(16, 24)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import iree_tool
+from support import iree_compile
 
 from engine.compiler.targets import target_flags
 from engine.dispatch.bundle import Bundle
@@ -22,9 +22,9 @@ TRACE = "--iree-flow-trace-dispatch-tensors"
 
 
 def _compile(source: Path, out: Path, *flags: str) -> Path:
-    proc = subprocess.run(
-        [iree_tool("iree-compile"), str(source), *target_flags("llvm-cpu"), *flags, "-o", str(out)],
-        capture_output=True, text=True,
+    proc = iree_compile(
+        [str(source), *target_flags("llvm-cpu"), *flags, "-o", str(out)],
+        text=True,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return out
@@ -247,9 +247,9 @@ def test_both_engines_capture_the_same_bits_on_vulkan(tmp_path):
     missing = vulkan_available()
     if missing is not None:
         pytest.skip(f"no Vulkan: {missing}")
-    proc = subprocess.run(
-        [iree_tool("iree-compile"), str(sample_path("mlp")), *target_flags("vulkan-spirv"), TRACE,
-         "-o", str(tmp_path / "mlp_vk.vmfb")], capture_output=True, text=True,
+    proc = iree_compile(
+        [str(sample_path("mlp")), *target_flags("vulkan-spirv"), TRACE,
+         "-o", str(tmp_path / "mlp_vk.vmfb")], text=True,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     spec = ["2x16xf32=0.75"]

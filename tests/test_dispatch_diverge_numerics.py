@@ -5,14 +5,13 @@ divergence (rounding is not a bug), builds broken with IREE's own ``--iree-hal-s
 from __future__ import annotations
 
 import json
-import lzma
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from support import broken_build, compile_for
+from support import broken_build, compile_for, shared_model
 
 HERE = Path(__file__).resolve().parent
 PROGRAMS = HERE / "diverge_programs"
@@ -141,11 +140,7 @@ def test_small_cnn_llvm_cpu_against_vulkan_and_a_broken_vulkan_build(tmp_path):
 @pytest.mark.slow
 @pytest.mark.timeout(3600)  # two debug runs of SqueezeNet, one on lavapipe (minutes on a busy machine)
 def test_squeezenet_llvm_cpu_against_vulkan_has_no_divergence(tmp_path):
-    packed = MODELS / "squeezenet1_1.mlir.xz"
-    if not packed.exists():
-        pytest.skip(f"{packed} is absent (the shared models are not on this machine)")
-    source = tmp_path / "squeezenet1_1.mlir"
-    source.write_bytes(lzma.decompress(packed.read_bytes()))
+    source = shared_model("squeezenet1_1")
     cpu = compile_for(source, tmp_path / "cpu.vmfb", "llvm-cpu")
     vk = compile_for(source, tmp_path / "vk.vmfb", "vulkan-spirv")
     x, y = MODELS / "squeezenet1_1_x.npy", MODELS / "squeezenet1_1_torch_y.npy"

@@ -6,11 +6,10 @@ are read from the .vmfb files, independently of the rebuild."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
-from support import iree_tool
+from support import iree_compile
 
 from engine.dispatch.rebuild_sources import rebuild_sources
 from engine.runtime.vmfb.module import open_vmfb
@@ -21,8 +20,8 @@ CPU = ["--iree-hal-target-device=local", "--iree-hal-local-target-device-backend
 
 def build(out: Path, *flags: str) -> Path:
     # The program by its absolute path: the module's debug locations name it so, and the rebuild finds it.
-    proc = subprocess.run([iree_tool("iree-compile"), str(PROGRAM.resolve()), *CPU, *flags, "-o", str(out)],
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    proc = iree_compile([str(PROGRAM.resolve()), *CPU, *flags, "-o", str(out)],
+                          text=True, timeout=600)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     return out
 

@@ -21,6 +21,7 @@ import pytest
 from support import (
     compile_with_dumps,
     edited_source,
+    iree_compile,
     iree_dump_replay_rows,
     iree_tool,
     iree_traced_tensors,
@@ -42,9 +43,9 @@ TRACE = "--iree-flow-trace-dispatch-tensors"
 
 
 def _compile(source: Path, out: Path, *flags: str, target: str = "llvm-cpu") -> Path:
-    proc = subprocess.run(
-        [iree_tool("iree-compile"), str(source), *target_flags(target), *flags, "-o", str(out)],
-        capture_output=True, text=True,
+    proc = iree_compile(
+        [str(source), *target_flags(target), *flags, "-o", str(out)],
+        text=True,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     return out

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import iree_tool, tiny_program
+from support import iree_compile, iree_tool, tiny_program
 
 from engine.compiler import CompileRequest
 from engine.compiler.targets import TARGETS
@@ -104,8 +104,8 @@ def _split(source: Path, function: str, inputs: list[str], out: Path, **options)
 def _run_with_iree(test_dir: Path, entry: dict, target: str, tmp: Path, program: str = "dispatch.mlir") -> list[np.ndarray]:
     """The test compiled by plain ``iree-compile`` and run by ``iree-run-module``: its outputs."""
     vmfb = tmp / f"{entry['dir']}_{target}.vmfb"
-    compiled = subprocess.run([iree_tool("iree-compile"), str(test_dir / program), *TARGETS[target].flags,
-                               "-o", str(vmfb)], capture_output=True, text=True, timeout=300)  # fmt: skip
+    compiled = iree_compile([str(test_dir / program), *TARGETS[target].flags,
+                               "-o", str(vmfb)], text=True, timeout=300)  # fmt: skip
     assert compiled.returncode == 0, (entry["dir"], compiled.stderr[-2000:])
     outs = [tmp / f"{entry['dir']}_{target}_{i}.npy" for i in range(len(entry["outputs"]))]
     cmd = [iree_tool("iree-run-module"), f"--module={vmfb}", f"--device={TARGETS[target].device}",
@@ -247,6 +247,8 @@ def test_split_check_cli_reports_only_the_broken_test(tmp_path, small_cnn_split)
     verdicts = {t["dir"]: t["verdict"] for t in json.loads(checked.stdout)["tests"]}
     assert [d for d, v in verdicts.items() if v not in ("exact", "within_rounding")] == [broken.dir]
     assert verdicts[broken.dir] == "diverged"
+    [entry] = [t for t in json.loads(checked.stdout)["tests"] if t["dir"] == broken.dir]
+    assert entry["max_abs_error"] > 0 and entry["mismatches"] > 0 and entry["worst_output"] == "result0.npy"
     # a program that no longer compiles is "failed" with iree-compile's reason
     program.write_text("func.func @main( {")
     failed = json.loads(_lens("split", "--check", str(out), "--json").stdout)

@@ -49,8 +49,14 @@ class TestVerdict:
         return self.verdict not in (FAILED, "diverged")
 
     def to_json(self) -> dict:
+        """The verdict, the metrics of the worst output at the top level (max_abs_error, max_ulps,
+        mismatches...), and every output's under ``outputs``."""
+        order = ["exact", "within_rounding", "within_tolerance", "diverged"]
+        worst = max(self.outputs, key=lambda o: (order.index(o["verdict"]) if o.get("verdict") in order else 0,
+                                                 o.get("max_scaled_error") or 0), default=None)  # fmt: skip
+        metrics = {k: v for k, v in (worst or {}).items() if k not in ("ok", "verdict", "name")}
         return {"dir": self.dir, "verdict": self.verdict, "reason": self.reason, "occurrences": self.occurrences,
-                "outputs": self.outputs}  # fmt: skip
+                **metrics, **({"worst_output": worst["name"]} if worst else {}), "outputs": self.outputs}  # fmt: skip
 
 
 @dataclass(frozen=True)

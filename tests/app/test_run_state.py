@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PySide6.QtCore import Qt
-from session_support import compile_program
 from support import SPIN, patched_kernel_copy
+from support.session import compile_program
 
 from app.session_bridge import DEVICE_KEY
 from app.settings import open_settings

@@ -6,11 +6,12 @@ to spin forever (``jmp .``), as in ``tests/test_session.py``.
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
 from PySide6.QtCore import Qt
-from support import NULL_WRITE, SPIN, patched_kernel_copy
+from support import NULL_WRITE, SPIN, cpu_seconds, patched_kernel_copy
 
 INPUTS = ("4x8xf32=1", "4x8xf32=2")
 TIMEOUT = 60_000
@@ -84,8 +85,10 @@ def test_a_hanging_kernel_is_stopped_within_a_second(qtbot, main_window, compile
     patched_kernel_copy(compiled.path("elementwise", "llvm-cpu"), spinning, SPIN)
     panel = open_patched(qtbot, main_window, spinning)
     assert panel.bridge.stop_timeout == 1.0  # the default limit (a setting)
+    idle = cpu_seconds(os.getpid(), descendants_only=True)
     qtbot.mouseClick(panel.run_button, Qt.MouseButton.LeftButton)
-    qtbot.wait(1000)  # well into the spinning kernel
+    # Well into the spinning kernel: the session's process has spent half a CPU second since the click.
+    qtbot.waitUntil(lambda: cpu_seconds(os.getpid(), descendants_only=True) - idle >= 0.5, timeout=120_000)
     assert panel.bridge.state == "running"
     start = time.monotonic()
     with qtbot.waitSignal(panel.bridge.crashed, timeout=5000) as blocker:

@@ -8,13 +8,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from PySide6.QtCore import Qt
-from session_support import compile_program
+from support.app import TIMEOUT, add_breakpoint, open_in_stepper
+from support.session import compile_program
 
 from app.session_bridge import DEVICE_KEY
 from app.settings import open_settings
 from engine.session.protocol import DispatchInfo
 
-TIMEOUT = 120_000  # a child process opening Vulkan on a loaded 2-core machine can take a minute
 HEALTHY = ("4x8xf32=3", "4x8xf32=1")
 NAN = ("4x8xf32=1", "4x8xf32=2")
 
@@ -27,24 +27,6 @@ def state_dir(tmp_path, monkeypatch):
 @pytest.fixture(scope="module")
 def programs(tmp_path_factory):
     return tmp_path_factory.mktemp("stepper_dispatch")
-
-
-def open_in_stepper(qtbot, window, vmfb):
-    panel = window.panels["stepper"]
-    window.docks["stepper"].show()
-    with qtbot.waitSignal(panel.bridge.opened, timeout=TIMEOUT):
-        window.open_file(vmfb)
-    return panel
-
-
-def add_breakpoint(qtbot, panel, kind: str, name: str = "", when: str = "before"):
-    view = panel.breakpoints_view
-    view.kind.setCurrentIndex(view.kind.findData(kind))
-    if kind == "dispatch":
-        view.when.setCurrentIndex(view.when.findData(when))
-    view.name.setText(name)
-    with qtbot.waitSignal(panel.bridge.breakpointsChanged, timeout=TIMEOUT):
-        qtbot.mouseClick(view.add_button, Qt.MouseButton.LeftButton)
 
 
 def test_the_window_hands_one_bridge_to_every_panel(main_window):

@@ -8,15 +8,13 @@ The scale program is the PyTorch EfficientViT-M0 export of the shared models (33
 
 from __future__ import annotations
 
-import lzma
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 from PySide6.QtCore import Qt
-from session_support import compile_program
-from support import iree_tool
+from support import iree_tool, shared_model
+from support.session import compile_program
 
 MODELS = Path(__file__).resolve().parents[2] / ".." / "shared" / "models"
 TIMEOUT = 180_000
@@ -29,14 +27,8 @@ def state_dir(tmp_path, monkeypatch):
 
 @pytest.fixture(scope="module")
 def efficientvit(tmp_path_factory) -> Path:
-    source = MODELS / "efficientvit_m0.mlir.xz"
-    if not source.exists():
-        pytest.skip(f"the shared models are not at {MODELS}")
-    out = tmp_path_factory.mktemp("efficientvit")
-    mlir = out / "efficientvit_m0.mlir"
-    with lzma.open(source) as src, open(mlir, "wb") as dst:
-        shutil.copyfileobj(src, dst)
-    return compile_program(str(mlir), "llvm-cpu", out)
+    mlir = shared_model("efficientvit_m0")
+    return compile_program(str(mlir), "llvm-cpu", tmp_path_factory.mktemp("efficientvit"))
 
 
 def open_module(qtbot, window, vmfb: Path):

@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PySide6.QtCore import Qt
-from session_support import compile_program
 from support import iree_tool
+from support.session import compile_program
 
 from app.run_inputs import input_shape, misfit
 from app.views.stepper_panel import callable_first

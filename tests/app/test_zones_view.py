@@ -4,7 +4,6 @@ statistics with histogram, find, compare, and opening files (good and bad) on th
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -19,7 +18,6 @@ from engine.trace.chrome import write_chrome_json
 from engine.trace.model import TraceBuilder
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from support import iree_tool  # noqa: E402
 
 SHOTS = Path("/tmp")
 
@@ -216,16 +214,18 @@ def test_compare_traces_slower_first(qtbot):
 
 
 def test_compile_ab_real_timing(qtbot, tmp_path):
+    from support import iree_compile
+
     from engine.samples import sample_path
     from engine.trace.open import load_trace
 
     traces = []
     for k, sample in enumerate(("matmul", "mlp")):
-        proc = subprocess.run(
-            [iree_tool("iree-compile"), str(sample_path(sample)), "--iree-hal-target-device=local",
+        proc = iree_compile(
+            [str(sample_path(sample)), "--iree-hal-target-device=local",
              "--iree-hal-local-target-device-backends=llvm-cpu", "--mlir-timing", "--mlir-output-format=json",
              "-o", str(tmp_path / f"{k}.vmfb")],
-            capture_output=True, text=True, check=True,
+            text=True, check=True,
         )  # fmt: skip
         (tmp_path / f"{k}.txt").write_text(proc.stderr)
         traces.append(load_trace(tmp_path / f"{k}.txt"))
