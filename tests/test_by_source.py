@@ -191,3 +191,20 @@ def test_a_module_compiled_from_a_relative_path_finds_its_program_beside_it(tmp_
     assert any("flow phase" in n for n in attr["notes"])
     assert _torch_share(attr) >= 0.9
     assert {r["loc"].rpartition(":")[2] for r in attr["by_source"]} >= {"10", "11"}  # the conv and its ReLU
+
+
+def test_a_program_that_does_not_compile_falls_back_to_export_locations(tmp_path):
+    source = SHARED_MODELS / "small_cnn.mlir"
+    if not source.exists():
+        pytest.skip(f"{source} is absent")
+    vmfb = compile_for(source, tmp_path / "small_cnn.vmfb", "llvm-cpu")
+    broken = tmp_path / "broken.mlir"
+    broken.write_text("func.func @f( {\n")
+    chrome, attr = _profile_by_source(
+        vmfb, "small_cnn", SHARED_MODELS / "small_cnn_x.npy", tmp_path, f"--source={broken}"
+    )
+    _check(chrome, attr)
+    assert any("failed" in n and "export's location" in n for n in attr["notes"]), attr["notes"]
+    # Each dispatch whole on its export's line: the fused ReLU's line 11 gets nothing of its own.
+    assert all(not r["loc"].endswith(":11") for r in attr["by_source"])
+    assert _torch_share(attr) >= 0.9

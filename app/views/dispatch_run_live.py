@@ -332,7 +332,13 @@ class RunDispatchesPanel(QWidget):
 
     def step_into(self, element=None):
         """Offer the workgroup picker for the paused dispatch (None, saying why, when there is none)."""
-        from app.views.kernel_step import KernelRequest, WorkgroupPicker, capture_and_find_writer
+        from app.views.kernel_step import (
+            KernelRequest,
+            WorkgroupPicker,
+            capture_and_find_writer,
+            program_of,
+            steppable,
+        )
 
         view = self.paused_view
         workbench = getattr(self.services, "workbench", None)
@@ -347,6 +353,14 @@ class RunDispatchesPanel(QWidget):
         picker.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         self.picker = picker
         self._captured = None
+        if not steppable(state.module.module):
+            formats = ", ".join(sorted({e.format for e in state.module.module.executables})) or "none"
+            program = program_of(str(state.module.path), state.module.source)
+            build = picker.refuse_format(formats, program)
+            if build is not None:
+                build.clicked.connect(lambda: self._build_for_cpu(program, picker))
+            picker.show()
+            return picker
         picker.chosen.connect(lambda wg: self._record(request, wg))
         picker.buttons.setEnabled(False)  # until the dispatch is captured again
 
@@ -365,6 +379,25 @@ class RunDispatchesPanel(QWidget):
                                     on_error=failed)  # fmt: skip
         picker.show()
         return picker
+
+    def _build_for_cpu(self, program, picker) -> None:
+        """Build the program for llvm-cpu on the engine worker and open the build (the user runs it to the
+        dispatch again: a new module is a clean start)."""
+        from app.views.kernel_step import build_for_cpu
+
+        picker.note.setText(f"Building {program.name} for llvm-cpu…")
+
+        def built(path: str) -> None:
+            if shiboken6.isValid(picker):
+                picker.close()
+            self.services.open_file(path)
+
+        def failed(error) -> None:
+            self.services.messages.error(f"Step Into Workgroup: {error.message}")
+            if shiboken6.isValid(picker):
+                picker.note.setText(error.message)
+
+        self.services.worker.submit(build_for_cpu, program, tag="kernel-build", on_result=built, on_error=failed)
 
     def _record(self, request, workgroup) -> None:
         from app.views.kernel_step import record

@@ -67,6 +67,8 @@ def flow_with_locations(source: str | Path, flags: list[str], timeout_s: float =
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
         raise CompileError(f"iree-compile --compile-to=flow of {source} ran past {timeout_s:g} s") from None
+    except OSError as e:  # no iree-compile here
+        raise CompileError(f"cannot run iree-compile for {source}: {e}") from None
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["(no message)"])[-1]
         raise CompileError(f"iree-compile --compile-to=flow of {source} failed: {last}")

@@ -1,7 +1,7 @@
 """The executable editor in the window, with a run paused at a dispatch: Apply goes through the session
 bridge (the session process builds, swaps and reruns the dispatch), the outputs before and after show in
 the tensor inspector, Revert gives the module's code back, and the run continues. The elementwise sample
-computes ``a * b + |a|``; the edit (tests/support.py ``edited_source``) makes the ``addf`` a ``mulf``.
+computes ``a * b + |a|``; the edit (tests/support ``edited_source``) makes the ``addf`` a ``mulf``.
 Expected values are computed with numpy."""
 
 from __future__ import annotations
