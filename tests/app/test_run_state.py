@@ -210,7 +210,7 @@ def test_stop_on_a_remote_session_stops_it_without_a_crash(qtbot, main_window, p
     patched_kernel_copy(programs["nan_log"], spinning, SPIN)
     panel = open_module(qtbot, window, spinning)
     assert "runs happen on the server" in window.statusBar().currentMessage()
-    assert "on the server" in panel.device_label.text()
+    assert "on the server" in panel.device_label.text() and "runs on the server" in window.module_label.text()
     window.workbench.set_inputs(HEALTHY)
     with qtbot.waitSignal(bridge.stateChanged, timeout=TIMEOUT, check_params_cb=lambda s: s == "running"):
         assert window.workbench.run()
