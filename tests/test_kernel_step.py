@@ -99,6 +99,12 @@ def test_until_nan_stops_at_math_log(log_builds, target):
     assert "math.log" in text.splitlines()[int(line) - 1] and "hal.executable" in text
     assert all("nan" not in r["values"] for r in records[:-1])
     assert [r["step"] for r in records] == list(range(len(records)))
+    # --until=LINE stops at the first statement of that source line: here the math.log's, before the NaN
+    # when the line runs earlier for other lanes or elements, never after it.
+    at_line = _records(kernel(str(builds[target]), "--function=main", f"--input=@{x}", "--dispatch=0",
+                              f"--until={line}", "--json"))  # fmt: skip
+    assert at_line[-1]["loc"].endswith(f":{line}") and len(at_line) <= len(records)
+    assert all(not r["loc"].endswith(f":{line}") for r in at_line[:-1])
 
 
 @pytest.mark.parametrize("target", ["llvm-cpu", "vmvx"])

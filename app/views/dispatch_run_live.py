@@ -215,8 +215,10 @@ class RunDispatchesPanel(QWidget):
             self.bridge.stopped.connect(self._on_verdicts)
             self.bridge.finished.connect(self._on_verdicts)
         self.workbench = getattr(services, "workbench", None)
+        self._run = self.workbench.state.run if self.workbench is not None else 0  # the run listed
         if self.workbench is not None:
             self.workbench.moduleReset.connect(lambda _m: self.clear())
+            self.workbench.stateChanged.connect(self._on_run_state)
         self._last_state = None
 
     # -- the list
@@ -228,10 +230,16 @@ class RunDispatchesPanel(QWidget):
         self.title.setText("Run a function in the VM Stepper: its dispatches are listed here as they run.")
 
     def _on_state(self, state: str) -> None:
-        # A new call (from idle) starts a new list; resuming from a stop keeps it.
-        if state == "running" and self._last_state == "idle":
+        # A new call starts a new list (the window's run state says which runs are new calls: travelling in a
+        # finished run's history also runs from idle); resuming from a stop keeps it.
+        if self.workbench is None and state == "running" and self._last_state == "idle":
             self.clear()
         self._last_state = state
+
+    def _on_run_state(self, state) -> None:
+        if state.run != self._run:
+            self._run = state.run
+            self.clear()
 
     def _on_history(self, history) -> None:
         """Every dispatch the run recorded: those not listed yet join the list in ordinal order (what a
@@ -332,7 +340,13 @@ class RunDispatchesPanel(QWidget):
 
     def step_into(self, element=None):
         """Offer the workgroup picker for the paused dispatch (None, saying why, when there is none)."""
-        from app.views.kernel_step import KernelRequest, WorkgroupPicker, capture_and_find_writer
+        from app.views.kernel_step import (
+            KernelRequest,
+            WorkgroupPicker,
+            capture_and_find_writer,
+            program_of,
+            steppable,
+        )
 
         view = self.paused_view
         workbench = getattr(self.services, "workbench", None)
@@ -347,6 +361,14 @@ class RunDispatchesPanel(QWidget):
         picker.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         self.picker = picker
         self._captured = None
+        if not steppable(state.module.module):
+            formats = ", ".join(sorted({e.format for e in state.module.module.executables})) or "none"
+            program = program_of(str(state.module.path), state.module.source)
+            build = picker.refuse_format(formats, program)
+            if build is not None:
+                build.clicked.connect(lambda: self._build_for_cpu(program, picker))
+            picker.show()
+            return picker
         picker.chosen.connect(lambda wg: self._record(request, wg))
         picker.buttons.setEnabled(False)  # until the dispatch is captured again
 
@@ -365,6 +387,25 @@ class RunDispatchesPanel(QWidget):
                                     on_error=failed)  # fmt: skip
         picker.show()
         return picker
+
+    def _build_for_cpu(self, program, picker) -> None:
+        """Build the program for llvm-cpu on the engine worker and open the build (the user runs it to the
+        dispatch again: a new module is a clean start)."""
+        from app.views.kernel_step import build_for_cpu
+
+        picker.note.setText(f"Building {program.name} for llvm-cpu…")
+
+        def built(path: str) -> None:
+            if shiboken6.isValid(picker):
+                picker.close()
+            self.services.open_file(path)
+
+        def failed(error) -> None:
+            self.services.messages.error(f"Step Into Workgroup: {error.message}")
+            if shiboken6.isValid(picker):
+                picker.note.setText(error.message)
+
+        self.services.worker.submit(build_for_cpu, program, tag="kernel-build", on_result=built, on_error=failed)
 
     def _record(self, request, workgroup) -> None:
         from app.views.kernel_step import record

@@ -93,6 +93,13 @@ def test_one_run_state_and_no_copies(qtbot, main_window, programs):
     with qtbot.waitSignal(window.session_bridge.finished, timeout=TIMEOUT):
         window.session_bridge.continue_()
     assert window.workbench.state.paused is None and window.workbench.state.outcome == "finished"
+    qtbot.waitUntil(lambda: runs.model.rowCount() == 3, timeout=TIMEOUT)
+    assert panel.results.save_button.isEnabled()
+    # Travelling back into the finished run is not a new run: its lists, results and outcome stay.
+    with qtbot.waitSignal(window.session_bridge.dispatchStopped, timeout=TIMEOUT) as went:
+        assert runs.go_to(2)
+    assert went.args[0].ordinal == 2 and window.workbench.state.run == 1 and window.workbench.state.dispatch == 2
+    assert runs.model.rowCount() == 3 and runs.model.paused == 2 and panel.results.save_button.isEnabled()
 
 
 def test_another_module_or_run_leaves_nothing_of_the_last_but_its_breakpoints(qtbot, main_window, programs):
