@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from session_support import Events, compile_program
 from support import patched_kernel_copy
+from support.session import Events, compile_program
 
 from engine.dispatch.snapshot import DispatchSnapshots
 from engine.runtime.debug_runner import DebugRunner

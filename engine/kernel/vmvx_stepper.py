@@ -52,6 +52,16 @@ def _read(frame, spec, raw: int):
     return frame.f32(idx) if spec.kind == isa.REG_F32 else frame.i32(idx)
 
 
+def _names_executable_source(where: dict[int, str], files: SourceFiles) -> bool:
+    """Whether the locations name a readable executable source (a ``hal.executable``), not the program."""
+    for text in where.values():
+        location = location_of(text)
+        if location is not None:
+            lines = files.lines(location.file)
+            return lines is not None and any("hal.executable" in line for line in lines[:50])
+    return False
+
+
 def record_vmvx(
     captured: CapturedDispatch,
     data: bytes,
@@ -73,15 +83,17 @@ def record_vmvx(
     function = module.functions[export.function_ordinal]
     where = FunctionDisassembler(module).instruction_locations(function)
     notes = []
-    if not where and module_path is not None:
+    if module_path is not None and not _names_executable_source(where, files):
         from engine.kernel.vmvx_locations import rebuilt_locations
 
-        where = rebuilt_locations(module_path, module, function)
-        notes.append(
-            "IREE kept no locations for this function (a linked VMVX executable maps only its last one): "
-            + ("taken from an unlinked rebuild of the program with the same instructions" if where
-               else "none found by rebuilding the program")
-        )  # fmt: skip
+        rebuilt = rebuilt_locations(module_path, module, function)
+        if rebuilt:
+            where = rebuilt
+            notes.append("locations from a rebuild of the program with its executables' sources dumped "
+                         "(same instructions at the same offsets)")  # fmt: skip
+        elif not where:
+            notes.append("IREE kept no locations for this function (a linked VMVX executable maps only its "
+                         "last one) and rebuilding the program found none")  # fmt: skip
     bindings = [VmBuffer(np.array(b, dtype=np.uint8, copy=True), True, f"binding {k}")
                 for k, b in enumerate(captured.before)]  # fmt: skip
     constants = np.asarray([int(c) & 0xFFFFFFFF for c in captured.constants], dtype=np.uint32).view(np.uint8)

@@ -210,6 +210,7 @@ def split_program(
     from engine.runtime.reference import ReferenceRunner
 
     out = Path(out)
+    _clear_previous(out)
     out.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="lens-split-", dir=work_dir))
     try:
@@ -245,6 +246,25 @@ def split_program(
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return SplitResult(out, tests, collector.ordinal, compile_s, run_s, write_s)
+
+
+def _clear_previous(out: Path) -> None:
+    """An earlier split in ``out`` goes (its tests and saved checks, which judged other programs); a folder
+    holding anything else is refused rather than mixed with tests."""
+    if not out.exists() or not any(out.iterdir()):
+        return
+    if not (out / MANIFEST).is_file():
+        raise LensError(f"{out} is not empty and holds no split: give an empty or new folder")
+    try:
+        previous = json.loads((out / MANIFEST).read_text())
+    except ValueError:
+        previous = {}
+    for entry in [*previous.get("tests", []), *previous.get("not_written", [])]:
+        name = str(entry.get("dir", ""))
+        if name and "/" not in name and name not in (".", ".."):
+            shutil.rmtree(out / name, ignore_errors=True)
+    shutil.rmtree(out / "checks", ignore_errors=True)
+    (out / MANIFEST).unlink()
 
 
 def _compile_with_trace_points(request: CompileRequest, scratch: Path, timeout_s: float | None):

@@ -63,7 +63,7 @@ def test_by_source_table_select_and_open(qtbot, small_cnn_profile):
     assert set(v.timeline.item.highlight_names) == ids
     order = loaded.trace.zones_in_time_order("dispatch")
     first = next(int(i) for i in order if int(loaded.trace.zones.name[i]) in ids)
-    assert context.dispatch == loaded.trace.zone(first).args["ordinal"]
+    assert context.dispatch == loaded.trace.zone(first).name  # by IREE's name (run ordinals are the run state's)
     # Activating it opens the input program at the line (0-based in the viewer).
     shown = v.open_source_line(row)
     assert isinstance(shown, IrViewer) and opened[-1][1].startswith("source:")
@@ -125,3 +125,56 @@ def test_the_run_list_follows_a_source_line_chosen_in_zones(qtbot, main_window, 
     selected = runs.selected_ordinal()
     assert selected is not None
     assert "conv_16x8x8" in runs.model.rows[runs.model.row_of(selected)].name
+
+
+def test_the_dispatches_panel_names_the_dispatch_source_line(qtbot, tmp_path):
+    from app.context import LoadedModule
+    from app.messages import MessageLog
+    from app.panels import PanelServices
+    from app.views.dispatch_panel import DispatchPanel
+    from app.workers import EngineWorker
+    from engine.runtime.vmfb.module import open_vmfb
+
+    source = SHARED_MODELS / "small_cnn.mlir"
+    if not source.exists():
+        pytest.skip(f"{source} is absent")
+    vmfb = compile_for(source, tmp_path / "small_cnn.vmfb", "llvm-cpu")
+    context = LensContext()
+    worker = EngineWorker()
+    panel = DispatchPanel(PanelServices(context, worker, MessageLog(), lambda _path: None))
+    qtbot.addWidget(panel)
+    try:
+        context.set_module(LoadedModule(vmfb, open_vmfb(vmfb)))
+        gemm = next(n for n in panel.names() if "matmul" in n)
+        context.set_dispatch(gemm)
+        first = panel.locations.topLevelItem(0)
+        # small_cnn.mlir line 17 is the onnx.Gemm IREE made that matmul from.
+        assert first.text(0) == "input program" and first.text(1) == "17"
+        assert first.text(3) == 'small_cnn.mlir:17 torch.operator "onnx.Gemm"'
+    finally:
+        worker.shutdown()
+
+
+def test_a_capture_bundle_list_reads_its_verdicts_by_source_line(qtbot, tmp_path):
+    # A bundle compared with another capture: each row has its Source line beside its Verdict.
+    from app.views.dispatch_run_list import DispatchRunView
+    from engine.dispatch.capture import capture_debug
+
+    source = SHARED_MODELS / "small_cnn.mlir"
+    if not source.exists():
+        pytest.skip(f"{source} is absent")
+    vmfb = compile_for(source, tmp_path / "small_cnn.vmfb", "llvm-cpu")
+    x = f"@{SHARED_MODELS / 'small_cnn_x.npy'}"
+    capture_debug(vmfb, "small_cnn", [x], tmp_path / "a")
+    capture_debug(vmfb, "small_cnn", [x], tmp_path / "b")
+    view = DispatchRunView()
+    qtbot.addWidget(view)
+    assert view.open_bundle(tmp_path / "a")
+    model = view.model
+    headers = [model.headerData(c, Qt.Orientation.Horizontal) for c in range(model.columnCount())]
+    assert headers[-2:] == ["Source", "Verdict"]
+    assert view.set_reference(tmp_path / "b")
+    qtbot.waitUntil(lambda: bool(model.verdicts), timeout=60_000)
+    conv = next(r for r, e in enumerate(model.entries) if "conv_8x16x16" in e.name)
+    assert model.index(conv, len(headers) - 2).data() == 'small_cnn.mlir:10 torch.operator "onnx.Conv"'
+    assert model.index(conv, len(headers) - 1).data()  # the same program twice: its verdict is shown
