@@ -194,8 +194,12 @@ def test_a_cpu_module_opens_on_the_cpu_whatever_device_was_selected(qtbot, make_
     assert window.workbench.device == "local-sync" and window.workbench.state.mismatch is None
     assert "opened on local-sync" in window.statusBar().currentMessage()
     assert "Opening" not in panel.status_label.text()
+    # A breakpoint no dispatch of this run reaches: the end of the run says so.
+    never = Breakpoint(BreakpointKind.DISPATCH, ordinal=99)
+    window.session_bridge.add_breakpoint(never)
     run(qtbot, window, HEALTHY)
     assert window.workbench.state.outcome == "finished"
+    assert f"never stopped at: {never.describe()}" in window.statusBar().currentMessage()
 
 
 def test_stop_on_a_remote_session_stops_it_without_a_crash(qtbot, main_window, programs, tmp_path, monkeypatch):
