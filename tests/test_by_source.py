@@ -208,3 +208,28 @@ def test_a_program_that_does_not_compile_falls_back_to_export_locations(tmp_path
     # Each dispatch whole on its export's line: the fused ReLU's line 11 gets nothing of its own.
     assert all(not r["loc"].endswith(":11") for r in attr["by_source"])
     assert _torch_share(attr) >= 0.9
+
+
+def test_the_flow_phase_is_compiled_once_per_program_version(tmp_path):
+    import os
+    import time
+
+    from engine.trace.source_ops import flow_with_locations
+
+    program = tmp_path / "small_cnn.mlir"
+    program.write_text((SHARED_MODELS / "small_cnn.mlir").read_text())
+    flags = target_flags("llvm-cpu")
+    first = flow_with_locations(program, flags)
+    t = time.perf_counter()
+    again = flow_with_locations(program, flags)
+    assert again == first and time.perf_counter() - t < 0.5  # read back, not compiled
+    assert f'"{program}":10:' in first  # the program as it was passed
+    # An edited program (another modification time) is compiled again: its new line shows.
+    program.write_text(
+        program.read_text().replace("%none = torch.constant.none", "%none = torch.constant.none\n")
+    )
+    os.utime(program, ns=(time.time_ns(), time.time_ns() + 1_000_000))
+    assert (
+        f'"{program}":11:' in flow_with_locations(program, flags)
+        and flow_with_locations(program, flags) != first
+    )
