@@ -647,16 +647,6 @@ class Device:
                 self.execute_command(commands[watched], table)
             start = watched + 1
 
-    def dispatch_watched(self, sequence: int, executable: HalExecutable, ordinal: int) -> bool:
-        """Whether an observer (or the ``kernel_hook``) must see this dispatch on its own."""
-        hook = self.kernel_hook
-        if hook is not None and getattr(hook, "watches", _watches_all)(sequence, executable, ordinal):
-            return True
-        for observer in self.observers:
-            if observer.watches(sequence, executable, ordinal):
-                return True
-        return False
-
     def next_watched(self, command_buffer: HalCommandBuffer, start: int) -> int:
         """The index of the first dispatch command at or after ``start`` that is watched (``len(commands)``
         when none is): the commands before it can run as one batch."""
