@@ -144,6 +144,7 @@ class Workbench(QObject):
         self.devices: Callable[[], list[str]] = lambda: [CPU_DEVICE]
         self.previous_module: LoadedModule | None = None  # during moduleReset: the module being closed
         self._calling = False  # a call was told (CallChanged) and has not started running yet
+        self._matched: set[str] = set()  # the breakpoints that stopped this run (as its stops name them)
         # The workbench connects to the bridge before any view does: a view told of a bridge event reads a
         # state that already holds it.
         bridge.stateChanged.connect(self._on_run_state)
@@ -418,12 +419,14 @@ class Workbench(QObject):
             # A new call (Run, Rerun, Run to here): nothing of the previous run (its stop, how it ended, its
             # place in history) remains. Travelling in a finished run's history also runs from idle: not a call.
             self._calling = False
+            self._matched = set()
             self._update(run_state=state, run=self.state.run + 1, outcome="", stop=None, position=None)
             return
         # Idle, closed or restarting: no run is paused any more (a Finished or Failed says how it ended).
         self._update(run_state=state, **({} if state in ("running", "stopped") else {"stop": None}))
 
     def _on_stopped(self, event: Any) -> None:
+        self._matched.update(event.detail.breakpoints)  # (described, or repr'd by the time-travel session)
         position = event.detail.position
         self._update(stop=event, position=position if position is not None else self.state.position)
 
@@ -455,9 +458,24 @@ class Workbench(QObject):
         self._update(function=call.function, inputs=tuple(call.inputs))
 
     def _on_finished(self, event: Any) -> None:
-        """A run ended: said in the status bar too (else the last message, e.g. "inputs filled", stays)."""
+        """A run ended: said in the status bar too (else the last message, e.g. "inputs filled", stays), with
+        the dispatch breakpoints that never stopped it (a name or ordinal that matched nothing)."""
         self._update(stop=None, outcome="finished", stop_text=f"Finished {event.function}")
-        self.said.emit(f"Finished {event.function}: results in the VM Stepper's output")
+        never = self.unmatched_breakpoints()
+        self.said.emit(
+            f"Finished {event.function}: results in the VM Stepper's output"
+            + (f"; the run never stopped at: {'; '.join(never)}" if never else "")
+        )
+
+    def unmatched_breakpoints(self) -> list[str]:
+        """The dispatch breakpoints (described) that stopped no stop of this run."""
+        from engine.session.dispatch_gate import is_dispatch_breakpoint
+
+        return [
+            bp.describe()
+            for bp in self.bridge.breakpoints
+            if is_dispatch_breakpoint(bp) and not {bp.describe(), repr(bp)} & self._matched
+        ]
 
     def _on_history(self, history: Any) -> None:
         """``History`` (engine.session.protocol) or None."""

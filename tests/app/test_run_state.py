@@ -194,8 +194,12 @@ def test_a_cpu_module_opens_on_the_cpu_whatever_device_was_selected(qtbot, make_
     assert window.workbench.device == "local-sync" and window.workbench.state.mismatch is None
     assert "opened on local-sync" in window.statusBar().currentMessage()
     assert "Opening" not in panel.status_label.text()
+    # A breakpoint no dispatch of this run reaches: the end of the run says so.
+    never = Breakpoint(BreakpointKind.DISPATCH, ordinal=99)
+    window.session_bridge.add_breakpoint(never)
     run(qtbot, window, HEALTHY)
     assert window.workbench.state.outcome == "finished"
+    assert f"never stopped at: {never.describe()}" in window.statusBar().currentMessage()
 
 
 def test_stop_on_a_remote_session_stops_it_without_a_crash(qtbot, main_window, programs, tmp_path, monkeypatch):
@@ -210,7 +214,7 @@ def test_stop_on_a_remote_session_stops_it_without_a_crash(qtbot, main_window, p
     patched_kernel_copy(programs["nan_log"], spinning, SPIN)
     panel = open_module(qtbot, window, spinning)
     assert "runs happen on the server" in window.statusBar().currentMessage()
-    assert "on the server" in panel.device_label.text()
+    assert "on the server" in panel.device_label.text() and "runs on the server" in window.module_label.text()
     window.workbench.set_inputs(HEALTHY)
     with qtbot.waitSignal(bridge.stateChanged, timeout=TIMEOUT, check_params_cb=lambda s: s == "running"):
         assert window.workbench.run()
