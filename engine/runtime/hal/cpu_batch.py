@@ -135,6 +135,7 @@ class CpuBatchPlan:
                 impl.export_address(d.ordinal), impl.environment_address, base + offset, base + offset + _DS_SIZE,
             )  # fmt: skip
         self._descriptors = descriptors
+        self._descriptors_address = descriptors.ctypes.data
         self._ptr_at = np.asarray(ptr_at, np.int64)
         self._len_at = np.asarray(len_at, np.int64)
         # Where each binding's bytes come from: a slot of the binding table, or a direct buffer (the plan's
@@ -211,7 +212,7 @@ class CpuBatchPlan:
         """Run every dispatch (after ``bind``), writing the index of each into the u64 at ``progress_address``
         before it runs; ``(index, code)`` of the first that returned non-zero."""
         result = native_loop().run_batch(
-            self._descriptors.ctypes.data,
+            self._descriptors_address,
             len(self.dispatches),
             MXCSR_FLUSH_DENORMALS,
             machine_code().run_workgroups_address,
