@@ -641,7 +641,9 @@ class MainWindow(QMainWindow):
             size = f" · {loaded.path.stat().st_size:,} bytes"
         except OSError:
             size = ""
-        self.module_label.setText(f"@{name} · {n} functions{size} · on {state.device}")
+        where = " · runs on the server" if self.session_bridge.remote else ""
+        self.module_label.setText(f"@{name} · {n} functions{size} · on {state.device}{where}")
+        self.module_label.setToolTip(self.workbench.runs_where(loaded))
 
     def _on_message(self, msg: Message) -> None:
         if msg.level in (Level.ERROR, Level.WARNING):

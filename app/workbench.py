@@ -143,6 +143,8 @@ class Workbench(QObject):
         # The devices a module may be opened on (the window's Device panel lists them; the CPU always runs).
         self.devices: Callable[[], list[str]] = lambda: [CPU_DEVICE]
         self.previous_module: LoadedModule | None = None  # during moduleReset: the module being closed
+        self._calling = False  # a call was told (CallChanged) and has not started running yet
+        self._matched: set[str] = set()  # the breakpoints that stopped this run (as its stops name them)
         # The workbench connects to the bridge before any view does: a view told of a bridge event reads a
         # state that already holds it.
         bridge.stateChanged.connect(self._on_run_state)
@@ -402,8 +404,6 @@ class Workbench(QObject):
             self.runRefused.emit(why)
             return False
         call = Call(self.state.function, self.state.inputs)
-        if self.state.run_state != "idle":  # a run restarted while paused is a new run too
-            self._update(run=self.state.run + 1, outcome="", stop=None, position=None)
         self.bridge.call(call.function, call.inputs, stop_at_entry)
         self.runStarted.emit(call)
         return True
@@ -415,15 +415,18 @@ class Workbench(QObject):
 
     def _on_run_state(self, state: Any) -> None:
         state = str(state)
-        if state == "running" and self.state.run_state == "idle":
+        if state == "running" and self._calling:
             # A new call (Run, Rerun, Run to here): nothing of the previous run (its stop, how it ended, its
-            # place in history) remains.
+            # place in history) remains. Travelling in a finished run's history also runs from idle: not a call.
+            self._calling = False
+            self._matched = set()
             self._update(run_state=state, run=self.state.run + 1, outcome="", stop=None, position=None)
             return
         # Idle, closed or restarting: no run is paused any more (a Finished or Failed says how it ended).
         self._update(run_state=state, **({} if state in ("running", "stopped") else {"stop": None}))
 
     def _on_stopped(self, event: Any) -> None:
+        self._matched.update(event.detail.breakpoints)  # (described, or repr'd by the time-travel session)
         position = event.detail.position
         self._update(stop=event, position=position if position is not None else self.state.position)
 
@@ -435,6 +438,7 @@ class Workbench(QObject):
     def _on_opened(self, event: Any) -> None:
         """The session opened the module: its functions, and the one to call (the chosen one if the module
         still has it, else the last call's, e.g. a restored session's, else the one a user calls)."""
+        self._calling = False  # a restored call is offered, not run
         functions = tuple(callable_first(event.functions))
         call = self.bridge.last_call
         function, inputs = self.state.function, self.state.inputs
@@ -447,14 +451,31 @@ class Workbench(QObject):
 
     def _on_call_changed(self, call: Any) -> None:
         """The session's last call changed (a run started, a session restored): what Run calls next."""
+        # A call is about to run (the client tells the call, then runs it): the next "running" is a new run.
+        self._calling = call is not None
         if call is None or (self.state.functions and call.function not in self.state.functions):
             return
         self._update(function=call.function, inputs=tuple(call.inputs))
 
     def _on_finished(self, event: Any) -> None:
-        """A run ended: said in the status bar too (else the last message, e.g. "inputs filled", stays)."""
+        """A run ended: said in the status bar too (else the last message, e.g. "inputs filled", stays), with
+        the dispatch breakpoints that never stopped it (a name or ordinal that matched nothing)."""
         self._update(stop=None, outcome="finished", stop_text=f"Finished {event.function}")
-        self.said.emit(f"Finished {event.function}: results in the VM Stepper's output")
+        never = self.unmatched_breakpoints()
+        self.said.emit(
+            f"Finished {event.function}: results in the VM Stepper's output"
+            + (f"; the run never stopped at: {'; '.join(never)}" if never else "")
+        )
+
+    def unmatched_breakpoints(self) -> list[str]:
+        """The dispatch breakpoints (described) that stopped no stop of this run."""
+        from engine.session.dispatch_gate import is_dispatch_breakpoint
+
+        return [
+            bp.describe()
+            for bp in self.bridge.breakpoints
+            if is_dispatch_breakpoint(bp) and not {bp.describe(), repr(bp)} & self._matched
+        ]
 
     def _on_history(self, history: Any) -> None:
         """``History`` (engine.session.protocol) or None."""

@@ -208,3 +208,44 @@ def test_a_program_that_does_not_compile_falls_back_to_export_locations(tmp_path
     # Each dispatch whole on its export's line: the fused ReLU's line 11 gets nothing of its own.
     assert all(not r["loc"].endswith(":11") for r in attr["by_source"])
     assert _torch_share(attr) >= 0.9
+
+
+def test_the_flow_phase_is_compiled_once_per_program_version(tmp_path):
+    import os
+    import time
+
+    from engine.trace.source_ops import flow_with_locations
+
+    program = tmp_path / "small_cnn.mlir"
+    program.write_text((SHARED_MODELS / "small_cnn.mlir").read_text())
+    flags = target_flags("llvm-cpu")
+    first = flow_with_locations(program, flags)
+    t = time.perf_counter()
+    again = flow_with_locations(program, flags)
+    assert again == first and time.perf_counter() - t < 0.5  # read back, not compiled
+    assert f'"{program}":10:' in first  # the program as it was passed
+    # An edited program (another modification time) is compiled again: its new line shows.
+    program.write_text(
+        program.read_text().replace("%none = torch.constant.none", "%none = torch.constant.none\n")
+    )
+    os.utime(program, ns=(time.time_ns(), time.time_ns() + 1_000_000))
+    assert (
+        f'"{program}":11:' in flow_with_locations(program, flags)
+        and flow_with_locations(program, flags) != first
+    )
+
+
+@pytest.mark.parametrize("program", ["se_resnet", "depthwise_cnn"])
+def test_held_out_torch_cnns_are_90_percent_on_torch_aten_lines(tmp_path, program):
+    # The held-out programs (tests/heldout_programs: written in the torch dialect as iree-turbine exports
+    # PyTorch): a CNN's dispatch time on the lines of its torch.aten ops, summing to the total.
+    folder = Path(__file__).parent / "heldout_programs"
+    vmfb = compile_for(folder / f"{program}.mlir", tmp_path / f"{program}.vmfb", "llvm-cpu")
+    inputs = [folder / f"{program}_x.npy"] + (
+        [folder / "depthwise_cnn_temperature.npy"] if program == "depthwise_cnn" else []
+    )
+    extra = [f"--input=@{p}" for p in inputs[1:]]
+    chrome, attr = _profile_by_source(vmfb, "main", inputs[0], tmp_path, *extra)
+    _check(chrome, attr)
+    assert _torch_share(attr) >= 0.9
+    assert any(r["op"] == "torch.aten.conv2d" for r in attr["by_source"])

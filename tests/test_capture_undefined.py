@@ -4,12 +4,10 @@ marked so in the capture (``DispatchEntry.undefined``), and equal IREE's traced 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
-from support import iree_compile
+from support import iree_compile, lens_in_process
 from support.traced import TRACE, assert_bundle_equals_traced, iree_traced, stop_at_every_dispatch
 
 from engine.compiler.targets import target_flags
@@ -35,12 +33,9 @@ def test_the_unwritten_parts_of_an_in_place_concatenation_are_undefined(tmp_path
     b = np.linspace(-2, 0, 16 * 40, dtype=np.float32).reshape(16, 40)
     np.save(tmp_path / "a.npy", a)
     np.save(tmp_path / "b.npy", b)
-    proc = subprocess.run(
-        [sys.executable, "-m", "app.launcher", "capture", str(plain), "--function=main",
+    proc = lens_in_process(*["capture", str(plain), "--function=main",
          f"--input=@{tmp_path / 'a.npy'}", f"--input=@{tmp_path / 'b.npy'}", f"--out={tmp_path / 'bundle'}",
-         f"--sources={dump}"],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+         f"--sources={dump}"])  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     bundle = Bundle(tmp_path / "bundle")
     copies = [d for d in bundle.dispatches if d.name.endswith("slow_memcpy")]
@@ -69,11 +64,8 @@ def test_the_session_marks_the_same_undefined_bytes_as_capture(tmp_path):
     np.save(tmp_path / "a.npy", a)
     np.save(tmp_path / "b.npy", b)
     inputs = (f"@{tmp_path / 'a.npy'}", f"@{tmp_path / 'b.npy'}")
-    proc = subprocess.run(
-        [sys.executable, "-m", "app.launcher", "capture", str(plain), "--function=main",
-         *(f"--input={i}" for i in inputs), f"--out={tmp_path / 'bundle'}", f"--sources={dump}"],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    proc = lens_in_process(*["capture", str(plain), "--function=main",
+         *(f"--input={i}" for i in inputs), f"--out={tmp_path / 'bundle'}", f"--sources={dump}"])  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     captured = Bundle(tmp_path / "bundle").dispatches
     assert sum(bool(d.undefined) for d in captured) == 2  # the two copies into the concatenation
@@ -99,11 +91,8 @@ def test_the_session_marks_the_same_undefined_bytes_as_capture(tmp_path):
     # The CLI's save-tensors at the same stop names the same ranges beside the files it writes.
     script = tmp_path / "commands.gdb"
     script.write_text(f"break dispatch 2 after\ncontinue\nsave-tensors {tmp_path / 'saved'}\n")
-    proc = subprocess.run(
-        [sys.executable, "-m", "app.launcher", "debug", str(plain), "--function=main",
-         *(f"--input={i}" for i in inputs), f"--commands={script}", "--json"],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    proc = lens_in_process(*["debug", str(plain), "--function=main",
+         *(f"--input={i}" for i in inputs), f"--commands={script}", "--json"])  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     saved = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith('{"saved"')]
     assert saved and saved[0]["undefined"] == {f"dispatch2_after_{k}.npy": v for k, v in captured[2].undefined.items()}

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import broken_pair, iree_compile, lens_cli
+from support import broken_pair, iree_compile, lens_in_process
 
 from engine.compiler.targets import target_flags
 from engine.samples import sample_path
@@ -28,7 +28,7 @@ def _compile(source: Path, out: Path, *flags: str) -> Path:
 def test_finder_names_the_broken_dispatch_and_the_reproducer_reproduces(tmp_path):
     a, b, dump = broken_pair(sample_path("mlp"), tmp_path, "main_dispatch_1", "arith.addf", "arith.subf")
     repro = tmp_path / "repro"
-    proc = lens_cli("diverge", a, b, "--function=main", "--input=2x16xf32=0.25", "--json", f"--repro={repro}",
+    proc = lens_in_process("diverge", a, b, "--function=main", "--input=2x16xf32=0.25", "--json", f"--repro={repro}",
                  f"--sources={dump}")
     assert proc.returncode == 0, proc.stderr
     found = json.loads(proc.stdout)["first_divergence"]
@@ -44,18 +44,18 @@ def test_finder_names_the_broken_dispatch_and_the_reproducer_reproduces(tmp_path
     # The same reproducer replayed on the good module matches: the divergence is the executable's.
     meta["module"] = str(a)
     (repro / "repro.json").write_text(json.dumps(meta))
-    good = lens_cli("diverge", f"--replay={repro}")
+    good = lens_in_process("diverge", f"--replay={repro}")
     assert good.returncode == 0 and "now matches" in good.stdout, good.stdout + good.stderr
 
 
 def test_same_module_has_no_divergence_and_tolerance_hides_small_errors(tmp_path):
     a = _compile(sample_path("mlp"), tmp_path / "a.vmfb")
-    proc = lens_cli("diverge", a, a, "--function=main", "--input=2x16xf32=1", "--json")
+    proc = lens_in_process("diverge", a, a, "--function=main", "--input=2x16xf32=1", "--json")
     assert proc.returncode == 0 and json.loads(proc.stdout)["first_divergence"] is None, proc.stderr
     # maximumf -> minimumf in the first matmul's fused bias+relu would change results by a lot; a huge
     # tolerance hides any divergence.
     _, b, _ = broken_pair(sample_path("mlp"), tmp_path / "t", "main_dispatch_1", "arith.addf", "arith.subf")
-    loose = lens_cli("diverge", a, b, "--function=main", "--input=2x16xf32=1", "--json", "--atol=100")
+    loose = lens_in_process("diverge", a, b, "--function=main", "--input=2x16xf32=1", "--json", "--atol=100")
     assert json.loads(loose.stdout)["first_divergence"] is None
 
 
@@ -65,10 +65,10 @@ def test_finder_on_a_real_frontend_model(tmp_path):
         pytest.skip(f"{source} is absent (the shared models are not on this machine)")
     a, b, _ = broken_pair(source, tmp_path, "attention_block$async_dispatch_10", "math.erf", "math.tanh")
     x = MODELS / "attention_block_x.npy"
-    proc = lens_cli("diverge", a, b, "--function=attention_block", f"--input=@{x}", "--json",
+    proc = lens_in_process("diverge", a, b, "--function=attention_block", f"--input=@{x}", "--json",
                  "--atol=1e-6", f"--repro={tmp_path / 'repro'}")
     assert proc.returncode == 0, proc.stderr
     found = json.loads(proc.stdout)["first_divergence"]
     assert found is not None and found["executable"] == "attention_block$async_dispatch_10"
-    rerun = lens_cli("diverge", f"--replay={tmp_path / 'repro'}")
+    rerun = lens_in_process("diverge", f"--replay={tmp_path / 'repro'}")
     assert rerun.returncode == 1, rerun.stdout + rerun.stderr

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import broken_build, broken_pair, compile_for, lens_cli, shared_model
+from support import broken_build, broken_pair, compile_for, lens_in_process, shared_model
 
 from engine.samples import sample_path
 from engine.session.script import ScriptError, parse_script
@@ -27,7 +27,7 @@ INPUT = "--input=2x16xf32=0.25"
 def _debug(module, commands: str, tmp_path, *extra: str) -> subprocess.CompletedProcess:
     script = tmp_path / "commands.txt"
     script.write_text(commands)
-    return lens_cli("debug", module, "--function=main", INPUT, f"--commands={script}", "--json", *extra)
+    return lens_in_process("debug", module, "--function=main", INPUT, f"--commands={script}", "--json", *extra)
 
 
 def _stops(proc: subprocess.CompletedProcess) -> list[dict]:
@@ -48,7 +48,7 @@ def test_break_diverge_names_the_broken_dispatch_against_a_module_and_a_bundle(t
     assert stops[-1]["reason"] == "finished", stops
     # Against a capture bundle of the good module: the same dispatch.
     bundle = tmp_path / "good_bundle"
-    cap = lens_cli("capture", good, "--function=main", INPUT, f"--out={bundle}")
+    cap = lens_in_process("capture", good, "--function=main", INPUT, f"--out={bundle}")
     assert cap.returncode == 0, cap.stderr
     proc = _debug(broken, f"break diverge {bundle} 1e-6 1e-6\ncontinue\n", tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -77,7 +77,7 @@ def test_break_diverge_stops_where_the_reference_runs_another_dispatch_or_none(t
     names the reference's), and one past the reference's last dispatch stops too."""
     good = compile_for(sample_path("mlp"), tmp_path / "good.vmfb", "llvm-cpu")
     bundle = tmp_path / "bundle"
-    cap = lens_cli("capture", good, "--function=main", INPUT, f"--out={bundle}")
+    cap = lens_in_process("capture", good, "--function=main", INPUT, f"--out={bundle}")
     assert cap.returncode == 0, cap.stderr
     manifest = json.loads((bundle / "manifest.json").read_text())
     assert len(manifest["dispatches"]) >= 2, manifest["dispatches"]
@@ -128,7 +128,7 @@ def _packed_inputs(tmp_path) -> list[str]:
 def _debug_packed(module, reference, inputs, tmp_path, function: str = "main") -> list[dict]:
     script = tmp_path / "packed_commands.txt"
     script.write_text(f"break diverge {reference}\ncontinue\ncontinue\n")
-    proc = lens_cli("debug", module, f"--function={function}", *inputs, f"--commands={script}", "--json", timeout=1200)
+    proc = lens_in_process("debug", module, f"--function={function}", *inputs, f"--commands={script}", "--json")
     assert proc.returncode == 0, proc.stderr
     return _stops(proc)
 
@@ -144,14 +144,14 @@ def test_break_diverge_judges_tensors_packed_into_a_readwrite_binding(tmp_path):
     inputs = _packed_inputs(tmp_path)
     # The program does pack: its concatenation copies update a binding that earlier dispatches wrote.
     bundle = tmp_path / "vmvx_bundle"
-    cap = lens_cli("capture", vmvx, "--function=main", *inputs, f"--out={bundle}")
+    cap = lens_in_process("capture", vmvx, "--function=main", *inputs, f"--out={bundle}")
     assert cap.returncode == 0, cap.stderr
     entries = json.loads((bundle / "manifest.json").read_text())["dispatches"]
     packed = [e["name"] for e in entries if "readwrite" in [b["access"] for b in e["bindings"]]]
     assert any(n.endswith("slow_memcpy") for n in packed), entries
     # The two targets round differently (not bit for bit), and agree within rounding: IREE's own runtime says
     # the results are close, and the lockstep finder calls no dispatch diverged.
-    report = json.loads(lens_cli("diverge", cpu, vmvx, "--function=main", *inputs, "--json").stdout)
+    report = json.loads(lens_in_process("diverge", cpu, vmvx, "--function=main", *inputs, "--json").stdout)
     assert report["first_divergence"] is None and "within_rounding" in report["verdicts"], report
     for live, reference in ((cpu, vmvx), (vmvx, cpu), (cpu, bundle)):
         stops = _debug_packed(live, reference, inputs, tmp_path)

@@ -5,13 +5,11 @@ divergence (rounding is not a bug), builds broken with IREE's own ``--iree-hal-s
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from support import broken_build, compile_for, shared_model
+from support import broken_build, compile_for, lens_in_process, shared_model
 
 HERE = Path(__file__).resolve().parent
 PROGRAMS = HERE / "diverge_programs"
@@ -19,10 +17,7 @@ MODELS = HERE.parents[0] / ".." / "shared" / "models"
 
 
 def _diverge(a: Path, b: Path, function: str, *args: str, timeout: float = 900) -> dict:
-    proc = subprocess.run(
-        [sys.executable, "-m", "app.launcher", "diverge", str(a), str(b), f"--function={function}", *args, "--json"],
-        capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
+    proc = lens_in_process(*["diverge", str(a), str(b), f"--function={function}", *args, "--json"])  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout)
 
@@ -55,8 +50,7 @@ def test_reduction_chain_llvm_cpu_against_vmvx_agrees_within_rounding(chain):
     strict = _diverge(cpu, vmvx, "main", f"--input=@{x}", "--atol=0")
     assert strict["first_divergence"] is not None
     # Only the two modules: the one function, seeded random inputs shaped as the host code checks them.
-    bare = subprocess.run([sys.executable, "-m", "app.launcher", "diverge", str(cpu), str(vmvx), "--json"],
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    bare = lens_in_process(*["diverge", str(cpu), str(vmvx), "--json"])  # fmt: skip
     assert bare.returncode == 0 and json.loads(bare.stdout)["first_divergence"] is None, bare.stderr
     assert json.loads(bare.stdout)["dispatches_compared"] == 3
 
@@ -79,8 +73,7 @@ def test_reduction_chain_broken_dispatch_is_named_exactly_and_reproduced(chain):
     # The reproducer runs on its own (module, inputs and bindings copied) and still diverges.
     meta = json.loads((repro / "repro.json").read_text())
     assert (repro / meta["module"]).is_file() and all((repro / b["before"]).is_file() for b in meta["bindings"])
-    rerun = subprocess.run([sys.executable, "-m", "app.launcher", "diverge", f"--replay={repro}", "--json"],
-                           capture_output=True, text=True, timeout=600)  # fmt: skip
+    rerun = lens_in_process(*["diverge", f"--replay={repro}", "--json"])  # fmt: skip
     assert rerun.returncode == 1 and json.loads(rerun.stdout)["reproduced"], rerun.stderr
 
 

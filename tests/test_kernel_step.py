@@ -272,3 +272,20 @@ def test_a_frontend_program_is_stepped_in_its_executable_source(tmp_path, target
     ctx.add_vm_module(rt.VmModule.copy_buffer(ctx.instance, vmfb.read_bytes()))
     expected = np.array(ctx.modules.module["main"](a, b).to_host(), copy=True)
     assert _assert_stores_equal(_records(proc), expected, binding=2) > 0  # a, b, then the output
+
+
+@pytest.mark.parametrize("target", ["llvm-cpu", "vmvx"])
+def test_recording_stops_at_the_statement_asked_for(log_builds, target):
+    """--until ends the recording there (the rest of the workgroup is not interpreted or decoded): the record
+    is the whole one's prefix up to its first NaN."""
+    from engine.kernel.dispatch_run import run_to_dispatch
+    from engine.kernel.stepper import record_captured
+
+    builds, x = log_builds
+    captured = run_to_dispatch(builds[target], "main", [f"@{x}"], 0)
+    whole = record_captured(builds[target], captured, (0, 0, 0))
+    stopped = record_captured(builds[target], captured, (0, 0, 0), stop_at=lambda s: s.nonfinite)
+    assert whole.complete and not stopped.complete
+    first = whole.first_nonfinite()
+    assert first is not None and len(stopped.steps) == first + 1
+    assert [repr(s.values) for s in stopped.steps] == [repr(s.values) for s in whole.steps[: first + 1]]  # NaN too

@@ -215,8 +215,10 @@ class RunDispatchesPanel(QWidget):
             self.bridge.stopped.connect(self._on_verdicts)
             self.bridge.finished.connect(self._on_verdicts)
         self.workbench = getattr(services, "workbench", None)
+        self._run = self.workbench.state.run if self.workbench is not None else 0  # the run listed
         if self.workbench is not None:
             self.workbench.moduleReset.connect(lambda _m: self.clear())
+            self.workbench.stateChanged.connect(self._on_run_state)
         self._last_state = None
 
     # -- the list
@@ -228,10 +230,16 @@ class RunDispatchesPanel(QWidget):
         self.title.setText("Run a function in the VM Stepper: its dispatches are listed here as they run.")
 
     def _on_state(self, state: str) -> None:
-        # A new call (from idle) starts a new list; resuming from a stop keeps it.
-        if state == "running" and self._last_state == "idle":
+        # A new call starts a new list (the window's run state says which runs are new calls: travelling in a
+        # finished run's history also runs from idle); resuming from a stop keeps it.
+        if self.workbench is None and state == "running" and self._last_state == "idle":
             self.clear()
         self._last_state = state
+
+    def _on_run_state(self, state) -> None:
+        if state.run != self._run:
+            self._run = state.run
+            self.clear()
 
     def _on_history(self, history) -> None:
         """Every dispatch the run recorded: those not listed yet join the list in ordinal order (what a

@@ -207,6 +207,7 @@ class RunDispatchList(QWidget):
         if context is not None:  # another view chose a dispatch (a Zones zone, a By source line): show it here
             context.dispatchChanged.connect(self._follow_context)
         self._last_state = None
+        self._run = self.workbench.state.run if self.workbench is not None else 0  # the run listed
         self._finished = False
         self._failed = False  # the run ended with an error (its list is what ran before it)
         self._complete = False  # the run finished (not failed): its list is every dispatch of the call
@@ -247,15 +248,23 @@ class RunDispatchList(QWidget):
         self.title.setText("Run a function: every dispatch it runs is listed here, in order.")
 
     def _on_state(self, state: str) -> None:
-        if state == "running" and self._last_state == "idle":  # a new call: a new list
-            self.model.set_rows(self._with_known([]))
-            self.model.set_paused(None)
-            self.set_verdicts({})
-            self._finished = self._complete = self._failed = False
-            self._retitle()
+        # Without the window's run state (a list on its own), a call is a run from idle.
+        if self.workbench is None and state == "running" and self._last_state == "idle":
+            self._new_run()
         self._last_state = state
 
+    def _new_run(self) -> None:
+        """A new call: a new list (travelling in the last run's history is not one)."""
+        self.model.set_rows(self._with_known([]))
+        self.model.set_paused(None)
+        self.set_verdicts({})
+        self._finished = self._complete = self._failed = False
+        self._retitle()
+
     def _on_run_state(self, state) -> None:
+        if state.run != self._run:
+            self._run = state.run
+            self._new_run()
         if state.dispatch != self.model.paused:
             self.model.set_paused(state.dispatch)
             self._retitle()
@@ -361,7 +370,7 @@ class RunDispatchList(QWidget):
             where += " · the run failed" + (" before its first dispatch" if n == 0 else "")
         if ahead:
             where += f" · {ahead:,} more not reached yet (from the last finished run of this call)"
-        elif self.model.paused is not None:
+        elif self.model.paused is not None and max((r.ordinal for r in self.model.rows), default=-1) <= self.model.paused:
             where += " · the rest are listed as the run reaches them"
         self.title.setText(f"{n:,} dispatch{'es' if n != 1 else ''} in execution order{where}")
 

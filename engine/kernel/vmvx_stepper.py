@@ -10,7 +10,7 @@ import numpy as np
 
 from engine.kernel.dispatch_run import CapturedDispatch, KernelStepError
 from engine.kernel.source_lines import SourceFiles, location_of
-from engine.kernel.trace import KernelStep, KernelStore, KernelTrace, check_workgroup
+from engine.kernel.trace import KernelStep, KernelStore, KernelTrace, StopAt, check_workgroup
 from engine.runtime import isa
 from engine.runtime.vm.values import VmBuffer, VmList
 
@@ -26,6 +26,10 @@ VM_TO_MLIR = {
 _STORE_BYTES = {"vm.buffer.store.i8": 1, "vm.buffer.store.i16": 2, "vm.buffer.store.i32": 4,
                 "vm.buffer.store.i64": 8, "vm.buffer.store.f32": 4, "vm.buffer.store.f64": 8}  # fmt: skip
 MAX_STEPS = 20_000_000
+
+
+class _Stopped(Exception):  # noqa: N818 (not an error: the statement asked for was reached)
+    pass
 
 
 def _mlir_op(mnemonic: str) -> str:
@@ -68,8 +72,10 @@ def record_vmvx(
     workgroup: tuple[int, int, int],
     files: SourceFiles,
     module_path: str | Path | None = None,
+    stop_at: StopAt | None = None,
 ) -> KernelTrace:
-    """Interpret ``workgroup`` of the captured VMVX dispatch (executable bytes ``data``) and record it."""
+    """Interpret ``workgroup`` of the captured VMVX dispatch (executable bytes ``data``) and record it (up to
+    the first statement ``stop_at`` is true of, when given: the rest is not interpreted)."""
     from engine.runtime.vm.vmvx import VmvxExecutable
     from engine.runtime.vmfb.disassembler import FunctionDisassembler
 
@@ -121,9 +127,12 @@ def record_vmvx(
                 store = KernelStore(binding, int(offset) * size, value, size)
         else:
             values = tuple(v for name, v in rec.written if isinstance(v, int | float) and not isinstance(v, bool))
-        steps.append(KernelStep(len(steps), location, op, mnemonic, values, store))
+        step = KernelStep(len(steps), location, op, mnemonic, values, store)
+        steps.append(step)
         if len(steps) > MAX_STEPS:
             raise KernelStepError(f"workgroup runs more than {MAX_STEPS} instructions")
+        if stop_at is not None and stop_at(step):
+            raise _Stopped
 
     x, y, z = workgroup
     cx, cy, cz = captured.workgroup_count
@@ -131,9 +140,12 @@ def record_vmvx(
             VmBuffer(constants, False, "dispatch constants"), VmList("!vm.buffer", bindings),
             x, y, z, 1, 1, 1, cx, cy, cz]  # fmt: skip
     interpreter.trace_hook = hook
+    complete = True
     try:
         executable.context.invoke_instance(executable.instance, export.function_ordinal, args)
+    except _Stopped:
+        complete = False
     finally:
         interpreter.trace_hook = None
     return KernelTrace("vmvx", captured.ordinal, captured.export_name, workgroup, captured.workgroup_count,
-                       tuple(steps), dict(files.found), tuple(notes))  # fmt: skip
+                       tuple(steps), dict(files.found), tuple(notes), complete)  # fmt: skip

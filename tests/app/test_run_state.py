@@ -93,6 +93,13 @@ def test_one_run_state_and_no_copies(qtbot, main_window, programs):
     with qtbot.waitSignal(window.session_bridge.finished, timeout=TIMEOUT):
         window.session_bridge.continue_()
     assert window.workbench.state.paused is None and window.workbench.state.outcome == "finished"
+    qtbot.waitUntil(lambda: runs.model.rowCount() == 3, timeout=TIMEOUT)
+    assert panel.results.save_button.isEnabled()
+    # Travelling back into the finished run is not a new run: its lists, results and outcome stay.
+    with qtbot.waitSignal(window.session_bridge.dispatchStopped, timeout=TIMEOUT) as went:
+        assert runs.go_to(2)
+    assert went.args[0].ordinal == 2 and window.workbench.state.run == 1 and window.workbench.state.dispatch == 2
+    assert runs.model.rowCount() == 3 and runs.model.paused == 2 and panel.results.save_button.isEnabled()
 
 
 def test_another_module_or_run_leaves_nothing_of_the_last_but_its_breakpoints(qtbot, main_window, programs):
@@ -187,8 +194,12 @@ def test_a_cpu_module_opens_on_the_cpu_whatever_device_was_selected(qtbot, make_
     assert window.workbench.device == "local-sync" and window.workbench.state.mismatch is None
     assert "opened on local-sync" in window.statusBar().currentMessage()
     assert "Opening" not in panel.status_label.text()
+    # A breakpoint no dispatch of this run reaches: the end of the run says so.
+    never = Breakpoint(BreakpointKind.DISPATCH, ordinal=99)
+    window.session_bridge.add_breakpoint(never)
     run(qtbot, window, HEALTHY)
     assert window.workbench.state.outcome == "finished"
+    assert f"never stopped at: {never.describe()}" in window.statusBar().currentMessage()
 
 
 def test_stop_on_a_remote_session_stops_it_without_a_crash(qtbot, main_window, programs, tmp_path, monkeypatch):
@@ -203,7 +214,7 @@ def test_stop_on_a_remote_session_stops_it_without_a_crash(qtbot, main_window, p
     patched_kernel_copy(programs["nan_log"], spinning, SPIN)
     panel = open_module(qtbot, window, spinning)
     assert "runs happen on the server" in window.statusBar().currentMessage()
-    assert "on the server" in panel.device_label.text()
+    assert "on the server" in panel.device_label.text() and "runs on the server" in window.module_label.text()
     window.workbench.set_inputs(HEALTHY)
     with qtbot.waitSignal(bridge.stateChanged, timeout=TIMEOUT, check_params_cb=lambda s: s == "running"):
         assert window.workbench.run()

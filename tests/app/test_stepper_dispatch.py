@@ -54,7 +54,10 @@ def test_dispatch_breakpoint_next_dispatch_and_bindings(qtbot, main_window, prog
     assert "#1 main_dispatch_1" in panel.status_label.text()
     assert main_window.context.dispatch is None
     # Progress reached the panel while it ran (the dispatch it was running).
-    assert progress and progress[0].location.dispatch.startswith("main_dispatch_0")
+    # (Reports pass at most one per PROGRESS_INTERVAL, later ones dropped: which of #0 and #1 is told depends on
+    # how fast they ran.)
+    running = [p.location.dispatch for p in progress if p.location.dispatch]
+    assert running and running[0].startswith(("main_dispatch_0", "main_dispatch_1")), [p.location for p in progress]
     # The tensors of the paused dispatch, on request (the tensor inspector's path).
     with qtbot.waitSignal(panel.bridge.bindingsRead, timeout=TIMEOUT) as read:
         panel.bridge.request_bindings()

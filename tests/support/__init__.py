@@ -591,6 +591,23 @@ def lens_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
                           text=True, timeout=timeout)  # fmt: skip
 
 
+def lens_in_process(*args: str) -> subprocess.CompletedProcess:
+    """``iree-lens ARGS`` run by ``engine.cli.main`` in this process, for a test about what a command does
+    (its JSON, its exit status): what ``lens_cli`` returns, without a new interpreter importing IREE for each
+    call. Tests of the process boundary itself (no display, ``os._exit``, signals) use ``lens_cli``."""
+    import contextlib
+
+    from engine.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main([str(a) for a in args])
+        except SystemExit as e:  # argparse's errors and --help
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    return subprocess.CompletedProcess(["iree-lens", *map(str, args)], code, out.getvalue(), err.getvalue())
+
+
 def broken_pair(source: Path, tmp: Path, executable: str, old: str, new: str) -> tuple[Path, Path, Path]:
     """For llvm-cpu, A: the program (its executables' sources dumped); B: the same with ``executable``'s
     source edited (``old`` op -> ``new``) and substituted; and the dump folder."""
