@@ -80,6 +80,22 @@ class TypedTensor:
     def label(self) -> str:
         return f"{self.role} {self.position}"
 
+    @property
+    def binding_label(self) -> str:
+        """The one label of a tensor everywhere (``binding_label``): ``output 0 (binding 3, write)``."""
+        return binding_label(self.binding, self.access, self.role, self.position)
+
+
+def binding_label(binding: int, access: str, role: str | None = None, position: int | None = None) -> str:
+    """The one vocabulary for a dispatch's tensors and bindings, in every report (the inspector, the
+    divergence report, ``save-tensors``, DAP): the binding number as the dispatch binds it, its access, and the
+    role among the dispatch's inputs or outputs when that is known (``output 0 (binding 3, write)``; untyped
+    before the dispatch ran: ``binding 3 (unknown)``)."""
+    where = f"binding {binding}, {access}" if access else f"binding {binding}"
+    if role in (Role.INPUT, Role.OUTPUT) and position is not None:
+        return f"{role} {position} ({where})"
+    return f"binding {binding} ({access or 'unknown'})"
+
 
 # ------------------------------------------------------------------------------------------- sources
 
