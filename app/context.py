@@ -31,7 +31,9 @@ class Position:
     module: LoadedModule | None = None
     function: str | None = None  # function name as exported/defined in the module
     pc: int | None = None  # bytecode offset inside ``function``
-    dispatch: int | str | None = None  # ordinal of a dispatch in a run, or a dispatch by IREE's name
+    # A dispatch of the program by IREE's name (``main_dispatch_0``): what the compile-side views show. The
+    # dispatch a run is paused at is the run's (``Workbench.state.paused``), not a position of its own.
+    dispatch: str | None = None
     phase: str | None = None  # compiler phase name, IREE's spelling
     time: float | None = None  # seconds on the timeline of a run
     compilation: Any = None  # engine.compiler.Compilation shown by the compile panel
@@ -47,26 +49,16 @@ class LensContext(QObject):
     moduleChanged = Signal(object)  # LoadedModule | None
     functionChanged = Signal(object)  # str | None
     pcChanged = Signal(object)  # int | None
-    dispatchChanged = Signal(object)  # int | None
+    dispatchChanged = Signal(object)  # str | None
     phaseChanged = Signal(object)  # str | None
-    timeChanged = Signal(object)  # float | None
     compilationChanged = Signal(object)  # Compilation | None
     positionChanged = Signal(object)  # Position
-    # The dispatch a debug run is paused at (``engine.session.protocol.DispatchInfo``), or None once the run
-    # moves on: what a tensor view shows (its bytes come from ``SessionBridge.request_bindings``).
-    pausedDispatchChanged = Signal(object)  # DispatchInfo | None
 
     _FIELDS = tuple(f.name for f in fields(Position))
 
     def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
         self._position = Position()
-        self.paused_dispatch: Any = None
-
-    def set_paused_dispatch(self, info: Any) -> None:
-        if info != self.paused_dispatch:
-            self.paused_dispatch = info
-            self.pausedDispatchChanged.emit(info)
 
     @property
     def position(self) -> Position:
@@ -85,7 +77,7 @@ class LensContext(QObject):
         return self._position.pc
 
     @property
-    def dispatch(self) -> int | None:
+    def dispatch(self) -> str | None:
         return self._position.dispatch
 
     @property
@@ -134,7 +126,9 @@ class LensContext(QObject):
     def set_pc(self, pc: int | None) -> None:
         self.set_position(pc=pc)
 
-    def set_dispatch(self, dispatch: int | str | None) -> None:
+    def set_dispatch(self, dispatch: str | None) -> None:
+        if dispatch is not None and not isinstance(dispatch, str):
+            raise TypeError(f"a position's dispatch is IREE's name of it, not {dispatch!r}")
         self.set_position(dispatch=dispatch)
 
     def set_phase(self, phase: str | None) -> None:

@@ -87,6 +87,7 @@ class MainWindow(QMainWindow):
         self.session_bridge = SessionBridge(self.context, parent=self)
         # The one current state (module, device, function, inputs, run, paused dispatch) every view reads.
         self.workbench = Workbench(self.context, self.session_bridge, parent=self)
+        self.workbench.devices = self.known_devices
         self.mismatch_bar = DeviceMismatchBar(self.switch_to_matching_device, self.recompile_for_device)
         self.services = PanelServices(
             self.context,
@@ -98,6 +99,7 @@ class MainWindow(QMainWindow):
             workbench=self.workbench,
         )
         self._loading: Path | None = None
+        self._shown_run = 0  # the run (Workbench.state.run) the documents show
         self.start_page = StartPage(self.open_file, self._open_dialog)
         self.start_page.setProperty(KEEP_ALIVE, True)
         self.documents.open_document(self.start_page, "Start", key=START_KEY)
@@ -464,6 +466,12 @@ class MainWindow(QMainWindow):
             )
             if not ours:  # another module's phases (the Compile panel keeps the compilation for diffs)
                 self.documents.close_document(document)
+        # Diffs of another module's phases ("diff:<compile folder>:a:b") go with them.
+        folder = getattr(getattr(loaded, "compilation", None), "out_dir", None)
+        for document in self.documents.documents():
+            key = str(document.property(KEY_PROPERTY) or "")
+            if key.startswith("diff:") and (folder is None or not key.startswith(f"diff:{folder}:")):
+                self.documents.close_document(document)
         zones = self.panels.get("zones")
         previous = self.workbench.previous_module
         trace = getattr(zones, "trace", None)
@@ -472,6 +480,9 @@ class MainWindow(QMainWindow):
                 self.documents.close_document("panel:zones")
 
     def _on_workbench(self, state: WorkbenchState) -> None:
+        if state.run != self._shown_run:  # a new run: the previous run's paused dispatch is history
+            self._shown_run = state.run
+            self.documents.close_document("paused-dispatch")
         mismatch = state.mismatch
         if mismatch is None:
             self.mismatch_bar.hide()
@@ -630,7 +641,9 @@ class MainWindow(QMainWindow):
             size = f" · {loaded.path.stat().st_size:,} bytes"
         except OSError:
             size = ""
-        self.module_label.setText(f"@{name} · {n} functions{size} · on {state.device}")
+        where = " · runs on the server" if self.session_bridge.remote else ""
+        self.module_label.setText(f"@{name} · {n} functions{size} · on {state.device}{where}")
+        self.module_label.setToolTip(self.workbench.runs_where(loaded))
 
     def _on_message(self, msg: Message) -> None:
         if msg.level in (Level.ERROR, Level.WARNING):

@@ -76,6 +76,7 @@ DEFAULT_STOP_TIMEOUT = 1.0  # seconds a run may take to answer Stop before it is
 DEFAULT_HANG_TIMEOUT = 0.0  # 0: no watchdog (a long, silent Continue is legitimate in a debugger)
 DEVICE_KEY = "run/device"  # the device URI debug runs use (the Device panel writes it)
 CPU_DEVICE = "local-sync"
+REMOTE_STOP_TIMEOUT = 5.0  # seconds a remote run may take to answer Stop (over ssh) before it is ended
 PROGRESS_INTERVAL = 0.05  # seconds between Progress events handed to the GUI thread (one per dispatch)
 
 
@@ -130,8 +131,9 @@ class SessionBridge(QObject):
     in progress), ``running``, ``stopped`` (a call is paused: step, breakpoint, entry, pause, dispatch) and
     ``starting`` (the session process is (re)starting).
 
-    A stop at a dispatch also emits ``dispatchStopped(DispatchInfo)`` and sets the context's paused
-    dispatch; ``request_bindings()`` then answers with ``bindingsRead(DispatchInfo, [uint8 arrays])``.
+    A stop at a dispatch also emits ``dispatchStopped(DispatchInfo)``; ``request_bindings()`` then answers
+    with ``bindingsRead(DispatchInfo, [uint8 arrays])``. The bridge keeps no state of the run: the window's
+    one run state (the stop, the paused dispatch, how the run ended) is ``app.workbench.Workbench.state``.
     """
 
     opened = Signal(object)  # Opened
@@ -164,6 +166,7 @@ class SessionBridge(QObject):
         super().__init__(parent)
         self.context = context
         self.in_process = in_process
+        self.stop_requested = False  # Stop was asked and the run has not answered yet
         self.remote: str | None = None  # a server command (attach_remote): the session runs there
         self._remote_copies: dict[str, str] = {}  # local copy of a remote module -> its path there
         self._remote_dir: Path | None = None  # where the copies are kept (removed at shutdown)
@@ -263,6 +266,8 @@ class SessionBridge(QObject):
 
     def _notify(self, message) -> None:
         """The client's events and notices, re-emitted as signals (GUI thread)."""
+        if isinstance(message, Stopped | Finished | Failed | Opened):
+            self.stop_requested = False  # the run answered (a Crashed keeps it: the stop ended the session)
         if isinstance(message, StateChanged):
             self.stateChanged.emit(message.state)
         elif isinstance(message, Opened):
@@ -271,23 +276,22 @@ class SessionBridge(QObject):
             self._move_context(message.location)
             self.stopped.emit(message)
             info = message.location.dispatch_info
-            self._publish_dispatch(info)
             if info is not None:
                 self.dispatchStopped.emit(info)
         elif isinstance(message, Finished):
-            self._publish_dispatch(None)
             self.finished.emit(message)
         elif isinstance(message, Failed):
             self.failed.emit(message)
         elif isinstance(message, Crashed):
             self.crashed.emit(message)
+            self.stop_requested = False
         elif isinstance(message, Answer):
             if isinstance(message, ModuleFile):
                 local = next((k for k, v in self._remote_copies.items() if v == message.path), None)
                 if local is not None:
                     self.remoteModuleFetched.emit(local, message.path)
-            if isinstance(message, Bindings) and self.last_stop is not None:
-                info = self.last_stop.location.dispatch_info
+            if isinstance(message, Bindings) and self.client.last_stop is not None:
+                info = self.client.last_stop.location.dispatch_info
                 self.bindingsRead.emit(info, [ref.to_numpy() for ref in message.tensors])
             self.answered.emit(message)
         elif isinstance(message, HistoryChanged):
@@ -305,12 +309,7 @@ class SessionBridge(QObject):
         if self.context is None or not location.frames:
             return
         frame = location.frames[-1]
-        self.context.set_position(function=frame.function, pc=frame.pc, dispatch=location.dispatch_index)
-
-    def _publish_dispatch(self, info) -> None:
-        """The context's paused dispatch (what tensor views show) follows the run."""
-        if self.context is not None:
-            self.context.set_paused_dispatch(info)
+        self.context.set_position(function=frame.function, pc=frame.pc)
 
     # -- the client's state, read-only -------------------------------------------------------------------
 
@@ -350,10 +349,6 @@ class SessionBridge(QObject):
     @property
     def last_call(self) -> Call | None:
         return self.client.last_call
-
-    @property
-    def last_stop(self) -> Stopped | None:
-        return self.client.last_stop
 
     @property
     def last_crash(self) -> Crashed | None:
@@ -413,7 +408,6 @@ class SessionBridge(QObject):
         self.client.open(str(module_path), device, str(source_path) if source_path else None)
 
     def call(self, function: str, inputs: tuple[str, ...] | list[str] = (), stop_at_entry: bool = False):
-        self._publish_dispatch(None)
         self.client.call(function, inputs, stop_at_entry)
 
     def rerun(self) -> None:
@@ -421,8 +415,7 @@ class SessionBridge(QObject):
         self.client.rerun()
 
     def step(self, mode: str = "into", count: int = 1) -> None:
-        if self.client.step(mode, count):
-            self._publish_dispatch(None)
+        self.client.step(mode, count)
 
     def step_into(self) -> None:
         self.step("into")
@@ -438,21 +431,29 @@ class SessionBridge(QObject):
         self.step(StepMode.DISPATCH)
 
     def continue_(self) -> None:
-        if self.client.continue_():
-            self._publish_dispatch(None)
+        self.client.continue_()
 
     def run_to(self, function: str, pc: int) -> None:
-        if self.client.run_to(function, pc):
-            self._publish_dispatch(None)
+        self.client.run_to(function, pc)
 
     def stop(self) -> None:
-        """Pause the run; if it does not answer within ``stop_timeout`` s, kill it (then it restarts)."""
-        self.client.stop()
+        """Pause the run; if it does not answer within ``stop_timeout`` s (a remote one: at least
+        ``REMOTE_STOP_TIMEOUT``, the pause crosses a connection), end its session (then it restarts). The
+        end that follows is the user's Stop, not a crash: ``stop_requested`` says so until the next event."""
+        if self.client.state != SessionState.RUNNING:
+            return
+        self.stop_requested = True
+        timeout = self.client.stop_timeout
+        if self.remote:
+            self.client.stop_timeout = max(timeout, REMOTE_STOP_TIMEOUT)
+        try:
+            self.client.stop()
+        finally:
+            self.client.stop_timeout = timeout
 
     def reverse(self, mode: str = ReverseMode.STEP, count: int = 1) -> None:
         """``mode`` a ``ReverseMode`` (gdb's reverse-step/next/finish/continue); answered by ``stopped``."""
-        if self.client.reverse(mode, count):
-            self._publish_dispatch(None)
+        self.client.reverse(mode, count)
 
     def reverse_step_into(self) -> None:
         self.reverse(ReverseMode.STEP)
@@ -469,8 +470,7 @@ class SessionBridge(QObject):
     def travel_to(self, position: int | None = None, dispatch: int | None = None, when: str = "before") -> None:
         """Go to a recorded moment: an instruction ``position``, or a dispatch (its run ordinal): before it
         runs, parked inside it so its tensors can be read, or ``after`` it."""
-        if self.client.travel_to(position, dispatch, when):
-            self._publish_dispatch(None)
+        self.client.travel_to(position, dispatch, when)
 
     def previous_dispatch_ordinal(self) -> int | None:
         return self.client.previous_dispatch_ordinal()

@@ -16,6 +16,7 @@ Every action either happens or says why not (``said``, shown in the status bar b
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -68,10 +69,30 @@ class WorkbenchState:
     function: str | None = None  # what Run calls
     inputs: tuple[str, ...] = ()  # its inputs, as iree-run-module's --input values
     run_state: str = "closed"  # app.session_bridge.BridgeState
+    run: int = 0  # how many runs this window started: a new number is a new run (views drop the old one's)
+    # How the last run ended: "" (none yet, or still going), "finished", "failed", "crashed", "stopped" (the
+    # user's Stop ended a run that did not pause).
+    outcome: str = ""
     position: int | None = None  # the instruction position of the run in its recorded history
-    paused: Any = None  # engine.session.protocol.DispatchInfo of the dispatch the run is paused at
+    # engine.session.protocol.Stopped: the run's last stop (what it is paused at while run_state is "stopped";
+    # kept while a step runs, so a step the session refuses leaves the run where it was); None once it ended.
+    stop: Any = None
     stop_text: str = ""  # the full description of the last stop (what the status bar shows)
     mismatch: DeviceMismatch | None = None
+
+    # The paused dispatch and its ordinal are read from the stop, never kept beside it.
+    @property
+    def paused(self) -> Any:
+        """``DispatchInfo`` of the dispatch the run is paused at (None: not paused at a dispatch)."""
+        if self.stop is None or self.run_state != "stopped":
+            return None
+        return self.stop.location.dispatch_info
+
+    @property
+    def dispatch(self) -> int | None:
+        """The run ordinal of the paused dispatch."""
+        info = self.paused
+        return None if info is None else int(info.ordinal)
 
 
 def module_formats(module: Any) -> tuple[str, ...]:
@@ -112,19 +133,30 @@ class Workbench(QObject):
         device = open_settings().value(DEVICE_KEY, CPU_DEVICE)
         self.state = WorkbenchState(device=str(device) if device else CPU_DEVICE)
         self._identity: dict[Path, str] = {}
+        # Breakpoints belong to a module file: each file's are kept when another opens and come back with it.
+        self._breakpoints: dict[str, tuple] = {}
         self._emitting = False
         self._dirty = False
         # Checks before a run starts, in order; each returns None, or why the run cannot start (the inputs
         # filler: it makes inputs from the signature when there are none, and remembers them).
         self.before_run: list = []
+        # The devices a module may be opened on (the window's Device panel lists them; the CPU always runs).
+        self.devices: Callable[[], list[str]] = lambda: [CPU_DEVICE]
         self.previous_module: LoadedModule | None = None  # during moduleReset: the module being closed
-        bridge.stateChanged.connect(lambda s: self._update(run_state=str(s)))
+        self._calling = False  # a call was told (CallChanged) and has not started running yet
+        self._matched: set[str] = set()  # the breakpoints that stopped this run (as its stops name them)
+        # The workbench connects to the bridge before any view does: a view told of a bridge event reads a
+        # state that already holds it.
+        bridge.stateChanged.connect(self._on_run_state)
         bridge.stopped.connect(self._on_stopped)
         bridge.finished.connect(self._on_finished)
+        bridge.failed.connect(self._on_failed)
+        bridge.crashed.connect(
+            lambda _e: self._update(stop=None, outcome="stopped" if self.bridge.stop_requested else "crashed")
+        )
         bridge.historyChanged.connect(self._on_history)
         bridge.opened.connect(self._on_opened)
         bridge.callChanged.connect(self._on_call_changed)
-        context.pausedDispatchChanged.connect(lambda info: self._update(paused=info))
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -184,16 +216,66 @@ class Workbench(QObject):
         previous = self.previous_module = self.state.module
         if loaded is not None and (self._other_module(loaded, previous) or self._saved_for_another(loaded)):
             self._forget_saved_call()
-        mismatch = self.mismatch_of(loaded, self.state.device)
-        self.state = WorkbenchState(device=self.state.device, run_state=self.state.run_state, mismatch=mismatch)
+        self._switch_breakpoints(previous, loaded)
+        device, switched = self.state.device, None
+        mismatch = self.mismatch_of(loaded, device)
+        if mismatch is not None:
+            # Open it where it runs (a CPU-built module on the CPU even when Vulkan is selected), and say so.
+            runs_on = self.matching_device(self.devices(), loaded)
+            if runs_on is not None:
+                switched, device, mismatch = device, runs_on, None
+                self._remember_device(device)
+        self.state = WorkbenchState(device=device, run_state=self.state.run_state, mismatch=mismatch)
         self.state = replace(self.state, module=loaded)
         self.moduleReset.emit(loaded)
         self.context.set_module(loaded)
         self._emit()
+        if switched is not None:
+            self.deviceChanged.emit(device)
         if loaded is not None and mismatch is None:
-            self.bridge.open(loaded.path, self.state.device, loaded.source)
+            self.bridge.open(loaded.path, device, loaded.source)
+            if getattr(self.bridge, "remote", None):
+                self.said.emit(self.runs_where(loaded))
+            if switched is not None:
+                kind = formats_kind(module_formats(loaded.module)) or "another device"
+                self.said.emit(
+                    f"{Path(loaded.source or loaded.path).name} runs on {kind} only: opened on {device} "
+                    f"({switched} cannot run it)"
+                )
         elif mismatch is not None:
             self.said.emit(mismatch.describe())
+
+    def runs_where(self, loaded: LoadedModule) -> str:
+        """Where runs of ``loaded`` happen: here, or on the attached server (which opens its own file)."""
+        name = Path(loaded.source or loaded.path).name
+        remote = getattr(self.bridge, "remote", None)
+        if not remote:
+            return f"{name} runs locally"
+        there = self.bridge.remote_path_of(loaded.path)
+        if there is not None:
+            return f"{name} is the server's {there}: it runs on the server ({remote})"
+        return (
+            f"{name} was opened from this machine, but runs happen on the server ({remote}): the server opens "
+            f"{loaded.path} there (File > Attach to Remote… with no command runs locally again)"
+        )
+
+    @staticmethod
+    def module_file(loaded: LoadedModule) -> str:
+        """The file a module's breakpoints belong to: the program opened (the .mlir compiled here), else the .vmfb."""
+        return str(Path(loaded.source or loaded.path).resolve())
+
+    def _switch_breakpoints(self, previous: LoadedModule | None, loaded: LoadedModule | None) -> None:
+        """Keep the closing module's breakpoints with its file; the next module gets its own (none the first
+        time): a breakpoint of one program (a "Diverges from" reference of the same shapes, an ordinal) means
+        nothing in another. The first module opened keeps what a restored session set."""
+        if previous is None:
+            return
+        self._breakpoints[self.module_file(previous)] = tuple(self.bridge.breakpoints)
+        if loaded is None or self.module_file(loaded) == self.module_file(previous):
+            return
+        mine = self._breakpoints.get(self.module_file(loaded), ())
+        if tuple(self.bridge.breakpoints) != mine:
+            self.bridge.set_breakpoints(mine)
 
     @staticmethod
     def _other_module(loaded: LoadedModule, previous: LoadedModule | None) -> bool:
@@ -250,12 +332,10 @@ class Workbench(QObject):
         starts working without being reopened by the user)."""
         if not uri or uri == self.state.device:
             return
-        settings = open_settings()
-        settings.setValue(DEVICE_KEY, uri)
-        settings.sync()
+        self._remember_device(uri)
         loaded = self.state.module
         mismatch = self.mismatch_of(loaded, uri)
-        self._update(device=uri, mismatch=mismatch, paused=None, position=None)
+        self._update(device=uri, mismatch=mismatch, stop=None, position=None, outcome="")
         self.deviceChanged.emit(uri)
         if loaded is None:
             return
@@ -265,9 +345,16 @@ class Workbench(QObject):
         else:
             self.said.emit(mismatch.describe())
 
-    def matching_device(self, devices: list[str]) -> str | None:
-        """The first of ``devices`` that runs the open module (what "Switch device" offers)."""
-        loaded = self.state.module
+    @staticmethod
+    def _remember_device(uri: str) -> None:
+        settings = open_settings()
+        settings.setValue(DEVICE_KEY, uri)
+        settings.sync()
+
+    def matching_device(self, devices: list[str], loaded: LoadedModule | None = None) -> str | None:
+        """The first of ``devices`` that runs ``loaded`` (the open module by default; what "Switch device"
+        offers)."""
+        loaded = loaded if loaded is not None else self.state.module
         if loaded is None:
             return None
         formats = module_formats(loaded.module)
@@ -326,13 +413,32 @@ class Workbench(QObject):
 
     # -- session events --------------------------------------------------------------------------
 
+    def _on_run_state(self, state: Any) -> None:
+        state = str(state)
+        if state == "running" and self._calling:
+            # A new call (Run, Rerun, Run to here): nothing of the previous run (its stop, how it ended, its
+            # place in history) remains. Travelling in a finished run's history also runs from idle: not a call.
+            self._calling = False
+            self._matched = set()
+            self._update(run_state=state, run=self.state.run + 1, outcome="", stop=None, position=None)
+            return
+        # Idle, closed or restarting: no run is paused any more (a Finished or Failed says how it ended).
+        self._update(run_state=state, **({} if state in ("running", "stopped") else {"stop": None}))
+
     def _on_stopped(self, event: Any) -> None:
+        self._matched.update(event.detail.breakpoints)  # (described, or repr'd by the time-travel session)
         position = event.detail.position
-        self._update(position=position if position is not None else self.state.position)
+        self._update(stop=event, position=position if position is not None else self.state.position)
+
+    def _on_failed(self, event: Any) -> None:
+        """A run that failed ended without results (a query refused while paused or after a run ends nothing)."""
+        if self.state.run and not self.state.outcome and self.bridge.state in ("idle", "closed"):
+            self._update(stop=None, outcome="failed")
 
     def _on_opened(self, event: Any) -> None:
         """The session opened the module: its functions, and the one to call (the chosen one if the module
         still has it, else the last call's, e.g. a restored session's, else the one a user calls)."""
+        self._calling = False  # a restored call is offered, not run
         functions = tuple(callable_first(event.functions))
         call = self.bridge.last_call
         function, inputs = self.state.function, self.state.inputs
@@ -345,14 +451,31 @@ class Workbench(QObject):
 
     def _on_call_changed(self, call: Any) -> None:
         """The session's last call changed (a run started, a session restored): what Run calls next."""
+        # A call is about to run (the client tells the call, then runs it): the next "running" is a new run.
+        self._calling = call is not None
         if call is None or (self.state.functions and call.function not in self.state.functions):
             return
         self._update(function=call.function, inputs=tuple(call.inputs))
 
     def _on_finished(self, event: Any) -> None:
-        """A run ended: said in the status bar too (else the last message, e.g. "inputs filled", stays)."""
-        self._update(paused=None, stop_text=f"Finished {event.function}")
-        self.said.emit(f"Finished {event.function}: results in the VM Stepper's output")
+        """A run ended: said in the status bar too (else the last message, e.g. "inputs filled", stays), with
+        the dispatch breakpoints that never stopped it (a name or ordinal that matched nothing)."""
+        self._update(stop=None, outcome="finished", stop_text=f"Finished {event.function}")
+        never = self.unmatched_breakpoints()
+        self.said.emit(
+            f"Finished {event.function}: results in the VM Stepper's output"
+            + (f"; the run never stopped at: {'; '.join(never)}" if never else "")
+        )
+
+    def unmatched_breakpoints(self) -> list[str]:
+        """The dispatch breakpoints (described) that stopped no stop of this run."""
+        from engine.session.dispatch_gate import is_dispatch_breakpoint
+
+        return [
+            bp.describe()
+            for bp in self.bridge.breakpoints
+            if is_dispatch_breakpoint(bp) and not {bp.describe(), repr(bp)} & self._matched
+        ]
 
     def _on_history(self, history: Any) -> None:
         """``History`` (engine.session.protocol) or None."""

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-import subprocess
+import re
+from functools import cache
 from pathlib import Path
 
 # Qt tests run headless; set before anything imports Qt.
@@ -11,25 +12,35 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 # The test session never reads or writes the user's own settings, saved session or recent files: every
 # per-user location (QSettings' INI files follow XDG_CONFIG_HOME, the saved session XDG_STATE_HOME) points
-# into one temporary folder for the whole session, subprocesses included. The user's real locations are
-# kept in LENS_TEST_REAL_* so a test can prove they stay untouched.
-if "LENS_TEST_ISOLATED_HOME" not in os.environ:
+# into a temporary folder, subprocesses included. The run makes one folder (the first process to load this
+# file: pytest itself, whose parallel workers inherit its environment) and each process of the run gets its
+# own home inside it, so two workers never share a saved session. The user's real locations are kept in
+# LENS_TEST_REAL_* so a test can prove they stay untouched.
+if "LENS_TEST_RUN_DIR" not in os.environ:
     import atexit
     import shutil
     import tempfile
 
-    _isolated = Path(tempfile.mkdtemp(prefix="iree-lens-tests-home-"))
-    atexit.register(shutil.rmtree, _isolated, True)
+    _run_dir = Path(tempfile.mkdtemp(prefix="iree-lens-tests-"))
+    atexit.register(shutil.rmtree, _run_dir, True)
+    os.environ["LENS_TEST_RUN_DIR"] = str(_run_dir)
     _real_home = Path(os.path.expanduser("~"))
     os.environ["LENS_TEST_REAL_CONFIG_HOME"] = os.environ.get("XDG_CONFIG_HOME") or str(_real_home / ".config")
     os.environ["LENS_TEST_REAL_STATE_HOME"] = os.environ.get("XDG_STATE_HOME") or str(_real_home / ".local" / "state")
+    # The run's compile cache (tests/support/compile_cache.py), shared by the parallel workers.
+    os.environ.setdefault("LENS_TEST_COMPILE_CACHE", str(_run_dir / "compile-cache"))
+_process = os.environ.get("PYTEST_XDIST_WORKER", "main")
+if os.environ.get("LENS_TEST_ISOLATED_HOME_OF") != _process:
+    _isolated = Path(os.environ["LENS_TEST_RUN_DIR"]) / f"home-{_process}"
+    _isolated.mkdir(exist_ok=True)
     for _var in ("XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME"):
         os.environ[_var] = str(_isolated / _var.lower())
     os.environ["IREE_LENS_STATE_DIR"] = str(_isolated / "iree-lens-state")
     os.environ["LENS_TEST_ISOLATED_HOME"] = str(_isolated)
+    os.environ["LENS_TEST_ISOLATED_HOME_OF"] = _process
 
 import pytest  # noqa: E402
-from support import iree_tool  # noqa: E402
+from support import iree_compile  # noqa: E402
 
 from engine.compiler.targets import TARGETS  # noqa: E402
 from engine.samples import KNOWN_COMPILE_FAILURES, sample_names, sample_path  # noqa: E402
@@ -54,8 +65,7 @@ class CompiledSamples:
                 self._cache[key] = prebuilt
                 return prebuilt
             out = self.root / f"{sample}.{target}.vmfb"
-            cmd = [iree_tool("iree-compile"), str(sample_path(sample)), *TARGETS[target].flags, "-o", str(out)]
-            proc = subprocess.run(cmd, capture_output=True, text=True)
+            proc = iree_compile([str(sample_path(sample)), *TARGETS[target].flags, "-o", str(out)])
             if proc.returncode != 0:
                 raise RuntimeError(f"iree-compile failed for {sample} on {target}:\n{proc.stderr[-4000:]}")
             self._cache[key] = out
@@ -76,3 +86,44 @@ def pytest_generate_tests(metafunc):
     if "sample_target" in metafunc.fixturenames:
         pairs = [(s, t) for s in sample_names() for t in TARGETS if (s, t) not in KNOWN_COMPILE_FAILURES]
         metafunc.parametrize("sample_target", pairs, ids=[f"{s}-{t}" for s, t in pairs])
+
+
+# -- ./scripts/test.sh --quick: the edit-test loop ---------------------------------------------------------
+
+# A test module that names one of these compiles programs other than the bundled samples (its own, the
+# session and held-out programs, the shared real models) or drives IREE Lens's compiler: the full run only.
+_COMPILES_BEYOND_SAMPLES = re.compile(
+    r"iree_compile\(|compile_for\(|compile_program\(|broken_build\(|broken_pair\(|compile_with_dumps\("
+    r"|CompileRequest|MODELS|shared.*models|heldout"
+)
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--quick",
+        action="store_true",
+        default=False,
+        help="only the tests that compile nothing beyond the bundled samples and are not marked slow or "
+        "vulkan (scripts/test.sh --quick, the edit-test loop)",
+    )
+
+
+@cache
+def _compiles_beyond_samples(module: Path) -> bool:
+    return bool(_COMPILES_BEYOND_SAMPLES.search(module.read_text(encoding="utf-8")))
+
+
+def pytest_collection_modifyitems(config, items):
+    if not config.getoption("--quick"):
+        return
+    kept, left = [], []
+    for item in items:
+        full_only = (
+            item.get_closest_marker("slow") is not None
+            or item.get_closest_marker("vulkan") is not None
+            or _compiles_beyond_samples(Path(str(item.path)))
+        )
+        (left if full_only else kept).append(item)
+    if left:
+        config.hook.pytest_deselected(items=left)
+        items[:] = kept

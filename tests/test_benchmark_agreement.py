@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from support import compile_for
+import pytest
+from support import SHARED_MODELS, compile_for, slowed_build
 
 CONV = Path(__file__).parent / "bench_programs" / "conv.mlir"
 
@@ -44,3 +45,29 @@ def test_convolution_median_agrees_with_iree_benchmark_executable(tmp_path):
     achieved = roof["flops"] / ours["median_s"]
     assert abs(roof["achieved_flops_s"] - achieved) <= 1e-6 * achieved
     assert roof["bound"] in ("memory", "compute") and 0 < roof["share_of_roof"]
+
+
+def test_a_bundles_dispatch_against_another_build(tmp_path):
+    # A capture bundle names the module, function and program inputs that reach the dispatch; --against
+    # times the same dispatch of another build (its own kernel and workgroup count) beside it.
+    from engine.dispatch.capture import capture_debug
+
+    source = SHARED_MODELS / "small_cnn.mlir"
+    if not source.exists():
+        pytest.skip(f"{source} is absent")
+    a = compile_for(source, tmp_path / "a.vmfb", "llvm-cpu")
+    b = slowed_build(source, tmp_path, "small_cnn$async_dispatch_3")
+    capture_debug(a, "small_cnn", [f"@{SHARED_MODELS / 'small_cnn_x.npy'}"], tmp_path / "bundle")
+    cmd = [sys.executable, "-m", "app.launcher", "benchmark", f"--bundle={tmp_path / 'bundle'}", "--dispatch=#3",
+           f"--against={b}", "--repetitions=3", "--min-time=0.05", "--no-roofline", "--no-iree", "--json"]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads(proc.stdout)
+    assert (
+        report["dispatch"]
+        == report["against"]["dispatch"]
+        == "small_cnn$async_dispatch_3_conv_16x8x8x8x3x3_f32"
+    )
+    # B's tiles are one element: many more workgroups, and its kernel far slower on the same bytes.
+    assert report["against"]["workgroup_count"] != report["workgroup_count"]
+    assert report["against"]["ratio"] > 3

@@ -10,8 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import SHARED_MODELS, compile_for, shared_model_source
+from support import SHARED_MODELS, compile_for, iree_compile, shared_model_source
 
+from engine.compiler.targets import target_flags
 from engine.trace.by_source import program_op
 from engine.trace.source_ops import dispatch_source_ops, op_work
 
@@ -173,3 +174,62 @@ def test_program_op_names_the_op_written_at_a_line(tmp_path):
     assert program_op(f"{program}:2") == 'torch.operator "onnx.Relu"'
     assert program_op(f"{program}:9") is None
     assert program_op(f"{tmp_path}/absent.mlir:1") is None
+
+
+def test_a_module_compiled_from_a_relative_path_finds_its_program_beside_it(tmp_path):
+    # iree-compile small_cnn.mlir run in the program's folder records the relative name; profiled from
+    # elsewhere, the program is found beside the module and the fused dispatches are still split.
+    folder = tmp_path / "build"
+    folder.mkdir()
+    (folder / "small_cnn.mlir").write_text((SHARED_MODELS / "small_cnn.mlir").read_text())
+    iree_compile(["small_cnn.mlir", *target_flags("llvm-cpu"), "-o", "m.vmfb"],
+                   cwd=folder, check=True)  # fmt: skip
+    chrome, attr = _profile_by_source(
+        folder / "m.vmfb", "small_cnn", SHARED_MODELS / "small_cnn_x.npy", tmp_path
+    )
+    _check(chrome, attr)
+    assert any("flow phase" in n for n in attr["notes"])
+    assert _torch_share(attr) >= 0.9
+    assert {r["loc"].rpartition(":")[2] for r in attr["by_source"]} >= {"10", "11"}  # the conv and its ReLU
+
+
+def test_a_program_that_does_not_compile_falls_back_to_export_locations(tmp_path):
+    source = SHARED_MODELS / "small_cnn.mlir"
+    if not source.exists():
+        pytest.skip(f"{source} is absent")
+    vmfb = compile_for(source, tmp_path / "small_cnn.vmfb", "llvm-cpu")
+    broken = tmp_path / "broken.mlir"
+    broken.write_text("func.func @f( {\n")
+    chrome, attr = _profile_by_source(
+        vmfb, "small_cnn", SHARED_MODELS / "small_cnn_x.npy", tmp_path, f"--source={broken}"
+    )
+    _check(chrome, attr)
+    assert any("failed" in n and "export's location" in n for n in attr["notes"]), attr["notes"]
+    # Each dispatch whole on its export's line: the fused ReLU's line 11 gets nothing of its own.
+    assert all(not r["loc"].endswith(":11") for r in attr["by_source"])
+    assert _torch_share(attr) >= 0.9
+
+
+def test_the_flow_phase_is_compiled_once_per_program_version(tmp_path):
+    import os
+    import time
+
+    from engine.trace.source_ops import flow_with_locations
+
+    program = tmp_path / "small_cnn.mlir"
+    program.write_text((SHARED_MODELS / "small_cnn.mlir").read_text())
+    flags = target_flags("llvm-cpu")
+    first = flow_with_locations(program, flags)
+    t = time.perf_counter()
+    again = flow_with_locations(program, flags)
+    assert again == first and time.perf_counter() - t < 0.5  # read back, not compiled
+    assert f'"{program}":10:' in first  # the program as it was passed
+    # An edited program (another modification time) is compiled again: its new line shows.
+    program.write_text(
+        program.read_text().replace("%none = torch.constant.none", "%none = torch.constant.none\n")
+    )
+    os.utime(program, ns=(time.time_ns(), time.time_ns() + 1_000_000))
+    assert (
+        f'"{program}":11:' in flow_with_locations(program, flags)
+        and flow_with_locations(program, flags) != first
+    )

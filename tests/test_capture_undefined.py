@@ -4,13 +4,11 @@ marked so in the capture (``DispatchEntry.undefined``), and equal IREE's traced 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
-from support import iree_tool
-from test_typed_tensors import TRACE, assert_bundle_equals_traced, iree_traced
+from support import iree_compile, lens_in_process
+from support.traced import TRACE, assert_bundle_equals_traced, iree_traced, stop_at_every_dispatch
 
 from engine.compiler.targets import target_flags
 from engine.dispatch.bundle import Bundle
@@ -19,9 +17,9 @@ PACKED_CONCAT = Path(__file__).parent / "diverge_programs" / "packed_concat.mlir
 
 
 def _compile(out: Path, *flags: str) -> Path:
-    proc = subprocess.run(
-        [iree_tool("iree-compile"), str(PACKED_CONCAT), *target_flags("llvm-cpu"), *flags, "-o", str(out)],
-        capture_output=True, text=True,
+    proc = iree_compile(
+        [str(PACKED_CONCAT), *target_flags("llvm-cpu"), *flags, "-o", str(out)],
+        text=True,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     return out
@@ -35,12 +33,9 @@ def test_the_unwritten_parts_of_an_in_place_concatenation_are_undefined(tmp_path
     b = np.linspace(-2, 0, 16 * 40, dtype=np.float32).reshape(16, 40)
     np.save(tmp_path / "a.npy", a)
     np.save(tmp_path / "b.npy", b)
-    proc = subprocess.run(
-        [sys.executable, "-m", "app.launcher", "capture", str(plain), "--function=main",
+    proc = lens_in_process(*["capture", str(plain), "--function=main",
          f"--input=@{tmp_path / 'a.npy'}", f"--input=@{tmp_path / 'b.npy'}", f"--out={tmp_path / 'bundle'}",
-         f"--sources={dump}"],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+         f"--sources={dump}"])  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     bundle = Bundle(tmp_path / "bundle")
     copies = [d for d in bundle.dispatches if d.name.endswith("slow_memcpy")]
@@ -62,8 +57,6 @@ def test_the_session_marks_the_same_undefined_bytes_as_capture(tmp_path):
     """The debug session's answer at a stop (ReadTensors: DispatchTensor.undefined) marks, by the same rule,
     the bytes capture marks: after each dispatch the same ranges; before it, those of its in-place tensors
     as the memory holds them (the input's)."""
-    from test_session_typed_tensors import stop_at_every_dispatch
-
     dump = tmp_path / "plain.sources"  # beside the module: the session types with them
     plain = _compile(tmp_path / "plain.vmfb", f"--iree-hal-dump-executable-sources-to={dump}")
     a = np.linspace(-1, 1, 16 * 24, dtype=np.float32).reshape(16, 24)
@@ -71,11 +64,8 @@ def test_the_session_marks_the_same_undefined_bytes_as_capture(tmp_path):
     np.save(tmp_path / "a.npy", a)
     np.save(tmp_path / "b.npy", b)
     inputs = (f"@{tmp_path / 'a.npy'}", f"@{tmp_path / 'b.npy'}")
-    proc = subprocess.run(
-        [sys.executable, "-m", "app.launcher", "capture", str(plain), "--function=main",
-         *(f"--input={i}" for i in inputs), f"--out={tmp_path / 'bundle'}", f"--sources={dump}"],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    proc = lens_in_process(*["capture", str(plain), "--function=main",
+         *(f"--input={i}" for i in inputs), f"--out={tmp_path / 'bundle'}", f"--sources={dump}"])  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     captured = Bundle(tmp_path / "bundle").dispatches
     assert sum(bool(d.undefined) for d in captured) == 2  # the two copies into the concatenation
@@ -101,11 +91,8 @@ def test_the_session_marks_the_same_undefined_bytes_as_capture(tmp_path):
     # The CLI's save-tensors at the same stop names the same ranges beside the files it writes.
     script = tmp_path / "commands.gdb"
     script.write_text(f"break dispatch 2 after\ncontinue\nsave-tensors {tmp_path / 'saved'}\n")
-    proc = subprocess.run(
-        [sys.executable, "-m", "app.launcher", "debug", str(plain), "--function=main",
-         *(f"--input={i}" for i in inputs), f"--commands={script}", "--json"],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    proc = lens_in_process(*["debug", str(plain), "--function=main",
+         *(f"--input={i}" for i in inputs), f"--commands={script}", "--json"])  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     saved = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith('{"saved"')]
     assert saved and saved[0]["undefined"] == {f"dispatch2_after_{k}.npy": v for k, v in captured[2].undefined.items()}

@@ -14,7 +14,7 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 import pytest
-from support import iree_tool
+from support import iree_compile
 
 from engine.cli import main as cli_main
 from engine.compiler.targets import TARGETS
@@ -199,13 +199,12 @@ def programs(tmp_path_factory):
         for target in ("vmvx", "llvm-cpu"):
             vmfb = out / f"{name}-{target}.vmfb"
             cmd = [
-                iree_tool("iree-compile"),
                 str(PROGRAMS / f"{name}.mlir"),
                 *TARGETS[target].flags,
                 "-o",
                 str(vmfb),
             ]
-            done = subprocess.run(cmd, capture_output=True, text=True)
+            done = iree_compile(cmd, text=True)
             assert done.returncode == 0, done.stderr
             paths[name, target] = vmfb
     return paths
@@ -284,8 +283,8 @@ def test_vulkan_expectations_on_both_engines(tmp_path, capsys):
     paths = {}
     for name in ("check_pass", "check_fail"):
         vmfb = paths[name] = tmp_path / f"{name}.vmfb"
-        cmd = [iree_tool("iree-compile"), str(PROGRAMS / f"{name}.mlir"), *TARGETS["vulkan-spirv"].flags]
-        done = subprocess.run([*cmd, "-o", str(vmfb)], capture_output=True, text=True)
+        cmd = [str(PROGRAMS / f"{name}.mlir"), *TARGETS["vulkan-spirv"].flags]
+        done = iree_compile([*cmd, "-o", str(vmfb)], text=True)
         assert done.returncode == 0, done.stderr
     reports = {}
     for engine in _engines():

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
 import threading
 import time
 from pathlib import Path
 
 import pytest
-from support import iree_tool
+from support import iree_compile
 
 from engine.cli import main as cli_main
 from engine.compiler import PHASES, CompileRequest, TaskState, compile_program
@@ -28,8 +27,8 @@ BAD_MLIR = """func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {
 )
 def test_snapshots_match_iree_compile_dump(tmp_path, sample, target):
     direct = tmp_path / "direct"
-    cmd = [iree_tool("iree-compile"), str(sample_path(sample)), *TARGETS[target].flags]
-    subprocess.run(
+    cmd = [str(sample_path(sample)), *TARGETS[target].flags]
+    iree_compile(
         [*cmd, f"--dump-compilation-phases-to={direct}", "-o", str(tmp_path / "direct.vmfb")], check=True
     )
     progress = []

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from elftools.elf.elffile import ELFFile
-from support import iree_tool
+from support import iree_compile, iree_tool
 
 from engine.compiler.targets import target_flags
 from engine.errors import DispatchError, ExecutableLoadError, HalError
@@ -189,9 +189,8 @@ def program(tmp_path_factory) -> Program:
     ]
     vmfb, hal = root / "prog.vmfb", root / "prog.hal.mlir"
     for extra, out in (([], vmfb), (["--compile-to=hal"], hal)):
-        proc = subprocess.run(
-            [iree_tool("iree-compile"), str(src), *flags, *extra, "-o", str(out)],
-            capture_output=True,
+        proc = iree_compile(
+            [str(src), *flags, *extra, "-o", str(out)],
             text=True,
         )
         assert proc.returncode == 0, proc.stderr[-3000:]

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from dap_support import SCHEMA, DapClient, lens_command
-from session_support import compile_program
+from support import cpu_seconds, wait_until
+from support.dap import SCHEMA, DapClient, lens_command
+from support.session import compile_program
 
 # The validator is in the project's test extra (pyproject.toml).
 fastjsonschema = pytest.importorskip("fastjsonschema", reason="fastjsonschema (the test extra) validates DAP messages")
@@ -227,10 +228,9 @@ def test_pause_while_running(tmp_path):
         client.request("initialize", {"adapterID": "iree-lens"})
         client.request("launch", {"program": str(spin), "function": "spin", "inputs": ["1000000000"]})
         client.wait_event("initialized")
+        idle = cpu_seconds(client.process.pid)
         client.request("configurationDone")
-        import time
-
-        time.sleep(0.5)
+        wait_until(lambda: cpu_seconds(client.process.pid) - idle >= 0.5, 120, "the adapter to run the loop")
         client.request("pause", {"threadId": 1})
         assert client.stopped()["reason"] == "pause"
         assert client.top_frame()["name"] == "spin"
@@ -367,8 +367,9 @@ def test_disconnect_while_running_ends_the_adapter_promptly(tmp_path):
     client.request("initialize", {"adapterID": "iree-lens"})
     client.request("launch", {"program": str(spin), "function": "spin", "inputs": ["1000000000"]})
     client.wait_event("initialized")
+    idle = cpu_seconds(client.process.pid)
     client.request("configurationDone")
-    time.sleep(0.3)
+    wait_until(lambda: cpu_seconds(client.process.pid) - idle >= 0.3, 120, "the adapter to run the loop")
     start = time.monotonic()
     client.request("disconnect", {"terminateDebuggee": True})
     client.process.stdin.close()

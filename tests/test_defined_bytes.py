@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from support import iree_tool
+from support import iree_compile
 
 from engine.compiler.targets import target_flags
 from engine.dispatch.lockstep import DefinedBytes
@@ -24,9 +24,9 @@ INPUTS = ["16xf32=1", "8xf32=2"]
 
 def _compile(tmp_path: Path) -> Path:
     out = tmp_path / "concat.vmfb"
-    proc = subprocess.run(
-        [iree_tool("iree-compile"), str(PROGRAM), *target_flags("llvm-cpu"), "-o", str(out)],
-        capture_output=True, text=True,
+    proc = iree_compile(
+        [str(PROGRAM), *target_flags("llvm-cpu"), "-o", str(out)],
+        text=True,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     return out

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from support import iree_tool
+from support import iree_compile, lens_in_process
 
 from engine.compiler.targets import target_flags
 from engine.dispatch.bundle import Bundle
@@ -22,9 +20,9 @@ TRACE = "--iree-flow-trace-dispatch-tensors"
 
 
 def _compile(source: Path, out: Path, *flags: str) -> Path:
-    proc = subprocess.run(
-        [iree_tool("iree-compile"), str(source), *target_flags("llvm-cpu"), *flags, "-o", str(out)],
-        capture_output=True, text=True,
+    proc = iree_compile(
+        [str(source), *target_flags("llvm-cpu"), *flags, "-o", str(out)],
+        text=True,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return out
@@ -136,37 +134,29 @@ def test_plain_module_capture_without_sources_is_the_bound_bytes_equal_to_traced
 def test_reference_capture_without_trace_points_says_so(programs, tmp_path):
     with pytest.raises(CaptureError, match="trace-dispatch-tensors"):
         capture_reference(programs["mlp"], "main", ["2x16xf32=1"], tmp_path / "none")
-    proc = subprocess.run(
-        [sys.executable, "-m", "app.launcher", "capture", str(programs["mlp"]), "--function=main",
-         "--input=2x16xf32=1", "--engine=reference", f"--out={tmp_path / 'cli'}"],
-        capture_output=True, text=True, timeout=120,
-    )
+    proc = lens_in_process(*["capture", str(programs["mlp"]), "--function=main",
+         "--input=2x16xf32=1", "--engine=reference", f"--out={tmp_path / 'cli'}"])
     assert proc.returncode != 0 and "--iree-flow-trace-dispatch-tensors" in proc.stderr
 
 
 def test_cli_capture_and_run_golden(programs, tmp_path):
     out = tmp_path / "golden"
-    proc = subprocess.run(
-        [sys.executable, "-m", "app.launcher", "capture", str(programs["softmax_traced"]),
-         "--function=main", "--input=4x16xf32=0.5", "--engine=reference", f"--out={out}"],
-        capture_output=True, text=True, timeout=120,
-    )
+    proc = lens_in_process(*["capture", str(programs["softmax_traced"]),
+         "--function=main", "--input=4x16xf32=0.5", "--engine=reference", f"--out={out}"])
     if proc.returncode != 0 and "not found" in proc.stderr:
         pytest.fail(proc.stderr)
     assert proc.returncode == 0, proc.stderr
     m = json.loads((out / "manifest.json").read_text())
     assert m["dispatches"] and all(Path(out / f).is_file() for d in m["dispatches"] for f in d["outputs"])
-    ok = subprocess.run([sys.executable, "-m", "app.launcher", "run", f"--golden={out}"],
-                        capture_output=True, text=True, timeout=120)
+    ok = lens_in_process(*["run", f"--golden={out}"])
     assert ok.returncode == 0 and "golden: output 0 matches" in ok.stdout, ok.stderr
     # Different inputs, same bundle: the outputs no longer match and the run says so.
-    bad = subprocess.run([sys.executable, "-m", "app.launcher", "run", f"--golden={out}",
-                          "--input=4x16xf32=0.5", "--engine=reference"], capture_output=True, text=True,
-                         timeout=120)
+    bad = lens_in_process(*["run", f"--golden={out}",
+                          "--input=4x16xf32=0.5", "--engine=reference"])
     assert bad.returncode == 0  # same inputs given explicitly still match
     np.save(tmp_path / "other.npy", np.arange(64, dtype=np.float32).reshape(4, 16))
-    bad = subprocess.run([sys.executable, "-m", "app.launcher", "run", f"--golden={out}",
-                          f"--input=@{tmp_path / 'other.npy'}"], capture_output=True, text=True, timeout=120)
+    bad = lens_in_process(*["run", f"--golden={out}",
+                          f"--input=@{tmp_path / 'other.npy'}"])
     assert bad.returncode == 1 and "DIFFERS" in bad.stderr
 
 
@@ -196,11 +186,8 @@ def test_plain_model_with_its_executable_sources_captures_each_tensor_exactly(tm
     plain = _compile(source, tmp_path / "plain.vmfb", f"--iree-hal-dump-executable-sources-to={dump}")
     traced = _compile(source, tmp_path / "traced.vmfb", TRACE)
     x = MODELS / "attention_block_x.npy"
-    proc = subprocess.run(
-        [sys.executable, "-m", "app.launcher", "capture", str(plain), "--function=attention_block",
-         f"--input=@{x}", f"--sources={dump}", f"--out={tmp_path / 'plain_bundle'}"],
-        capture_output=True, text=True, timeout=300,
-    )
+    proc = lens_in_process(*["capture", str(plain), "--function=attention_block",
+         f"--input=@{x}", f"--sources={dump}", f"--out={tmp_path / 'plain_bundle'}"])
     assert proc.returncode == 0, proc.stderr
     bundle = Bundle(tmp_path / "plain_bundle")
     assert {d.tensors_from for d in bundle.dispatches} == {"interface"}
@@ -228,11 +215,8 @@ def test_health_counts_nan_and_the_graph_exports_as_dot(tmp_path):
     # untyped bytes would be unknown.
     vmfb = _compile(src, tmp_path / "nan.vmfb", f"--iree-hal-dump-executable-sources-to={tmp_path / 'nan.sources'}")
     dot = tmp_path / "g.dot"
-    proc = subprocess.run(
-        [sys.executable, "-m", "app.launcher", "capture", str(vmfb), "--function=main",
-         "--input=8xf32=4 -1 9 -4 0 1 -2 16", f"--out={tmp_path / 'b'}", f"--dot={dot}"],
-        capture_output=True, text=True, timeout=120,
-    )
+    proc = lens_in_process(*["capture", str(vmfb), "--function=main",
+         "--input=8xf32=4 -1 9 -4 0 1 -2 16", f"--out={tmp_path / 'b'}", f"--dot={dot}"])
     assert proc.returncode == 0, proc.stderr
     [entry] = Bundle(tmp_path / "b").dispatches
     assert entry.health == "3 NaN"
@@ -247,9 +231,9 @@ def test_both_engines_capture_the_same_bits_on_vulkan(tmp_path):
     missing = vulkan_available()
     if missing is not None:
         pytest.skip(f"no Vulkan: {missing}")
-    proc = subprocess.run(
-        [iree_tool("iree-compile"), str(sample_path("mlp")), *target_flags("vulkan-spirv"), TRACE,
-         "-o", str(tmp_path / "mlp_vk.vmfb")], capture_output=True, text=True,
+    proc = iree_compile(
+        [str(sample_path("mlp")), *target_flags("vulkan-spirv"), TRACE,
+         "-o", str(tmp_path / "mlp_vk.vmfb")], text=True,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     spec = ["2x16xf32=0.75"]

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import iree_tool
+from support import broken_pair, iree_compile, lens_in_process
 
 from engine.compiler.targets import target_flags
 from engine.samples import sample_path
@@ -17,37 +17,18 @@ MODELS = Path(__file__).resolve().parents[1] / ".." / "shared" / "models"
 
 
 def _compile(source: Path, out: Path, *flags: str) -> Path:
-    proc = subprocess.run(
-        [iree_tool("iree-compile"), str(source), *target_flags("llvm-cpu"), *flags, "-o", str(out)],
-        capture_output=True, text=True,
+    proc = iree_compile(
+        [str(source), *target_flags("llvm-cpu"), *flags, "-o", str(out)],
+        text=True,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return out
 
 
-def _lens(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "app.launcher", *map(str, args)], capture_output=True,
-                          text=True, timeout=timeout)
-
-
-def _broken_build(source: Path, tmp: Path, executable: str, old: str, new: str) -> tuple[Path, Path, Path]:
-    """A: the program; B: the same with ``executable``'s source edited (``old`` op -> ``new``) and substituted."""
-    tmp.mkdir(parents=True, exist_ok=True)
-    dump = tmp / "sources"
-    a = _compile(source, tmp / "a.vmfb", f"--iree-hal-dump-executable-sources-to={dump}")
-    [src] = [p for p in dump.glob("*.mlir") if p.stem.endswith(executable)]
-    text = src.read_text()
-    assert old in text, f"{old} not in {src.name}"
-    edited = tmp / f"{executable}.mlir"
-    edited.write_text(text.replace(old, new, 1))
-    b = _compile(source, tmp / "b.vmfb", f"--iree-hal-substitute-executable-source={executable}={edited}")
-    return a, b, dump
-
-
 def test_finder_names_the_broken_dispatch_and_the_reproducer_reproduces(tmp_path):
-    a, b, dump = _broken_build(sample_path("mlp"), tmp_path, "main_dispatch_1", "arith.addf", "arith.subf")
+    a, b, dump = broken_pair(sample_path("mlp"), tmp_path, "main_dispatch_1", "arith.addf", "arith.subf")
     repro = tmp_path / "repro"
-    proc = _lens("diverge", a, b, "--function=main", "--input=2x16xf32=0.25", "--json", f"--repro={repro}",
+    proc = lens_in_process("diverge", a, b, "--function=main", "--input=2x16xf32=0.25", "--json", f"--repro={repro}",
                  f"--sources={dump}")
     assert proc.returncode == 0, proc.stderr
     found = json.loads(proc.stdout)["first_divergence"]
@@ -63,18 +44,18 @@ def test_finder_names_the_broken_dispatch_and_the_reproducer_reproduces(tmp_path
     # The same reproducer replayed on the good module matches: the divergence is the executable's.
     meta["module"] = str(a)
     (repro / "repro.json").write_text(json.dumps(meta))
-    good = _lens("diverge", f"--replay={repro}")
+    good = lens_in_process("diverge", f"--replay={repro}")
     assert good.returncode == 0 and "now matches" in good.stdout, good.stdout + good.stderr
 
 
 def test_same_module_has_no_divergence_and_tolerance_hides_small_errors(tmp_path):
     a = _compile(sample_path("mlp"), tmp_path / "a.vmfb")
-    proc = _lens("diverge", a, a, "--function=main", "--input=2x16xf32=1", "--json")
+    proc = lens_in_process("diverge", a, a, "--function=main", "--input=2x16xf32=1", "--json")
     assert proc.returncode == 0 and json.loads(proc.stdout)["first_divergence"] is None, proc.stderr
     # maximumf -> minimumf in the first matmul's fused bias+relu would change results by a lot; a huge
     # tolerance hides any divergence.
-    _, b, _ = _broken_build(sample_path("mlp"), tmp_path / "t", "main_dispatch_1", "arith.addf", "arith.subf")
-    loose = _lens("diverge", a, b, "--function=main", "--input=2x16xf32=1", "--json", "--atol=100")
+    _, b, _ = broken_pair(sample_path("mlp"), tmp_path / "t", "main_dispatch_1", "arith.addf", "arith.subf")
+    loose = lens_in_process("diverge", a, b, "--function=main", "--input=2x16xf32=1", "--json", "--atol=100")
     assert json.loads(loose.stdout)["first_divergence"] is None
 
 
@@ -82,12 +63,12 @@ def test_finder_on_a_real_frontend_model(tmp_path):
     source = MODELS / "attention_block.mlir"
     if not source.exists():
         pytest.skip(f"{source} is absent (the shared models are not on this machine)")
-    a, b, _ = _broken_build(source, tmp_path, "attention_block$async_dispatch_10", "math.erf", "math.tanh")
+    a, b, _ = broken_pair(source, tmp_path, "attention_block$async_dispatch_10", "math.erf", "math.tanh")
     x = MODELS / "attention_block_x.npy"
-    proc = _lens("diverge", a, b, "--function=attention_block", f"--input=@{x}", "--json",
+    proc = lens_in_process("diverge", a, b, "--function=attention_block", f"--input=@{x}", "--json",
                  "--atol=1e-6", f"--repro={tmp_path / 'repro'}")
     assert proc.returncode == 0, proc.stderr
     found = json.loads(proc.stdout)["first_divergence"]
     assert found is not None and found["executable"] == "attention_block$async_dispatch_10"
-    rerun = _lens("diverge", f"--replay={tmp_path / 'repro'}")
+    rerun = lens_in_process("diverge", f"--replay={tmp_path / 'repro'}")
     assert rerun.returncode == 1, rerun.stdout + rerun.stderr

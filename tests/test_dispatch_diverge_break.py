@@ -6,7 +6,6 @@ test_dispatch_diverge.py builds it); the test names that dispatch."""
 from __future__ import annotations
 
 import json
-import lzma
 import shutil
 import subprocess
 import sys
@@ -14,8 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import broken_build, compile_for
-from test_dispatch_diverge import _broken_build, _lens
+from support import broken_build, broken_pair, compile_for, lens_in_process, shared_model
 
 from engine.samples import sample_path
 from engine.session.script import ScriptError, parse_script
@@ -29,7 +27,7 @@ INPUT = "--input=2x16xf32=0.25"
 def _debug(module, commands: str, tmp_path, *extra: str) -> subprocess.CompletedProcess:
     script = tmp_path / "commands.txt"
     script.write_text(commands)
-    return _lens("debug", module, "--function=main", INPUT, f"--commands={script}", "--json", *extra)
+    return lens_in_process("debug", module, "--function=main", INPUT, f"--commands={script}", "--json", *extra)
 
 
 def _stops(proc: subprocess.CompletedProcess) -> list[dict]:
@@ -37,7 +35,7 @@ def _stops(proc: subprocess.CompletedProcess) -> list[dict]:
 
 
 def test_break_diverge_names_the_broken_dispatch_against_a_module_and_a_bundle(tmp_path):
-    good, broken, _ = _broken_build(sample_path("mlp"), tmp_path, BROKEN, "arith.addf", "arith.subf")
+    good, broken, _ = broken_pair(sample_path("mlp"), tmp_path, BROKEN, "arith.addf", "arith.subf")
     # Against the good module (run with the same inputs): the first divergent dispatch is the broken one.
     proc = _debug(broken, f"break diverge {good}\ncontinue\ncontinue\n", tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -50,7 +48,7 @@ def test_break_diverge_names_the_broken_dispatch_against_a_module_and_a_bundle(t
     assert stops[-1]["reason"] == "finished", stops
     # Against a capture bundle of the good module: the same dispatch.
     bundle = tmp_path / "good_bundle"
-    cap = _lens("capture", good, "--function=main", INPUT, f"--out={bundle}")
+    cap = lens_in_process("capture", good, "--function=main", INPUT, f"--out={bundle}")
     assert cap.returncode == 0, cap.stderr
     proc = _debug(broken, f"break diverge {bundle} 1e-6 1e-6\ncontinue\n", tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -79,7 +77,7 @@ def test_break_diverge_stops_where_the_reference_runs_another_dispatch_or_none(t
     names the reference's), and one past the reference's last dispatch stops too."""
     good = compile_for(sample_path("mlp"), tmp_path / "good.vmfb", "llvm-cpu")
     bundle = tmp_path / "bundle"
-    cap = _lens("capture", good, "--function=main", INPUT, f"--out={bundle}")
+    cap = lens_in_process("capture", good, "--function=main", INPUT, f"--out={bundle}")
     assert cap.returncode == 0, cap.stderr
     manifest = json.loads((bundle / "manifest.json").read_text())
     assert len(manifest["dispatches"]) >= 2, manifest["dispatches"]
@@ -102,7 +100,7 @@ def test_break_diverge_stops_where_the_reference_runs_another_dispatch_or_none(t
 
 
 def test_break_diverge_bad_reference_and_script_errors(tmp_path):
-    good, _, _ = _broken_build(sample_path("mlp"), tmp_path, BROKEN, "arith.addf", "arith.subf")
+    good, _, _ = broken_pair(sample_path("mlp"), tmp_path, BROKEN, "arith.addf", "arith.subf")
     missing = _debug(good, f"break diverge {tmp_path / 'nope'}\ncontinue\n", tmp_path)
     assert "nope does not exist" in missing.stdout + missing.stderr
     for bad in ("break diverge", "break diverge X abc", "break diverge X -1"):
@@ -130,7 +128,7 @@ def _packed_inputs(tmp_path) -> list[str]:
 def _debug_packed(module, reference, inputs, tmp_path, function: str = "main") -> list[dict]:
     script = tmp_path / "packed_commands.txt"
     script.write_text(f"break diverge {reference}\ncontinue\ncontinue\n")
-    proc = _lens("debug", module, f"--function={function}", *inputs, f"--commands={script}", "--json", timeout=1200)
+    proc = lens_in_process("debug", module, f"--function={function}", *inputs, f"--commands={script}", "--json")
     assert proc.returncode == 0, proc.stderr
     return _stops(proc)
 
@@ -146,14 +144,14 @@ def test_break_diverge_judges_tensors_packed_into_a_readwrite_binding(tmp_path):
     inputs = _packed_inputs(tmp_path)
     # The program does pack: its concatenation copies update a binding that earlier dispatches wrote.
     bundle = tmp_path / "vmvx_bundle"
-    cap = _lens("capture", vmvx, "--function=main", *inputs, f"--out={bundle}")
+    cap = lens_in_process("capture", vmvx, "--function=main", *inputs, f"--out={bundle}")
     assert cap.returncode == 0, cap.stderr
     entries = json.loads((bundle / "manifest.json").read_text())["dispatches"]
     packed = [e["name"] for e in entries if "readwrite" in [b["access"] for b in e["bindings"]]]
     assert any(n.endswith("slow_memcpy") for n in packed), entries
     # The two targets round differently (not bit for bit), and agree within rounding: IREE's own runtime says
     # the results are close, and the lockstep finder calls no dispatch diverged.
-    report = json.loads(_lens("diverge", cpu, vmvx, "--function=main", *inputs, "--json").stdout)
+    report = json.loads(lens_in_process("diverge", cpu, vmvx, "--function=main", *inputs, "--json").stdout)
     assert report["first_divergence"] is None and "within_rounding" in report["verdicts"], report
     for live, reference in ((cpu, vmvx), (vmvx, cpu), (cpu, bundle)):
         stops = _debug_packed(live, reference, inputs, tmp_path)
@@ -183,12 +181,7 @@ def test_break_diverge_efficientvit_across_cpu_builds_does_not_stop(tmp_path):
     """The PyTorch EfficientViT-M0 export (336 dispatches, in-place concatenations into read-write slabs)
     built for the host CPU and for a generic x86-64 (other vector code: rounding apart) never stops; the gate
     that judged only write-only bindings stopped at dispatch 1 ('it wrote 0 bytes, the reference 2488192')."""
-    packed = MODELS / "efficientvit_m0.mlir.xz"
-    if not packed.exists():
-        pytest.skip(f"{packed} is absent (the shared models are not on this machine)")
-    source = tmp_path / "efficientvit_m0.mlir"
-    with lzma.open(packed) as src, open(source, "wb") as dst:
-        shutil.copyfileobj(src, dst)
+    source = shared_model("efficientvit_m0")
     host = compile_for(source, tmp_path / "host.vmfb", "llvm-cpu")
     generic = compile_for(source, tmp_path / "generic.vmfb", "llvm-cpu", "--iree-llvmcpu-target-cpu=generic")
     stops = _debug_packed(host, generic, [f"--input=@{MODELS / 'efficientvit_m0_x.npy'}"], tmp_path, "main")

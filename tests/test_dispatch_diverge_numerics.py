@@ -5,14 +5,11 @@ divergence (rounding is not a bug), builds broken with IREE's own ``--iree-hal-s
 from __future__ import annotations
 
 import json
-import lzma
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from support import broken_build, compile_for
+from support import broken_build, compile_for, lens_in_process, shared_model
 
 HERE = Path(__file__).resolve().parent
 PROGRAMS = HERE / "diverge_programs"
@@ -20,10 +17,7 @@ MODELS = HERE.parents[0] / ".." / "shared" / "models"
 
 
 def _diverge(a: Path, b: Path, function: str, *args: str, timeout: float = 900) -> dict:
-    proc = subprocess.run(
-        [sys.executable, "-m", "app.launcher", "diverge", str(a), str(b), f"--function={function}", *args, "--json"],
-        capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
+    proc = lens_in_process(*["diverge", str(a), str(b), f"--function={function}", *args, "--json"])  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout)
 
@@ -56,8 +50,7 @@ def test_reduction_chain_llvm_cpu_against_vmvx_agrees_within_rounding(chain):
     strict = _diverge(cpu, vmvx, "main", f"--input=@{x}", "--atol=0")
     assert strict["first_divergence"] is not None
     # Only the two modules: the one function, seeded random inputs shaped as the host code checks them.
-    bare = subprocess.run([sys.executable, "-m", "app.launcher", "diverge", str(cpu), str(vmvx), "--json"],
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    bare = lens_in_process(*["diverge", str(cpu), str(vmvx), "--json"])  # fmt: skip
     assert bare.returncode == 0 and json.loads(bare.stdout)["first_divergence"] is None, bare.stderr
     assert json.loads(bare.stdout)["dispatches_compared"] == 3
 
@@ -80,8 +73,7 @@ def test_reduction_chain_broken_dispatch_is_named_exactly_and_reproduced(chain):
     # The reproducer runs on its own (module, inputs and bindings copied) and still diverges.
     meta = json.loads((repro / "repro.json").read_text())
     assert (repro / meta["module"]).is_file() and all((repro / b["before"]).is_file() for b in meta["bindings"])
-    rerun = subprocess.run([sys.executable, "-m", "app.launcher", "diverge", f"--replay={repro}", "--json"],
-                           capture_output=True, text=True, timeout=600)  # fmt: skip
+    rerun = lens_in_process(*["diverge", f"--replay={repro}", "--json"])  # fmt: skip
     assert rerun.returncode == 1 and json.loads(rerun.stdout)["reproduced"], rerun.stderr
 
 
@@ -141,11 +133,7 @@ def test_small_cnn_llvm_cpu_against_vulkan_and_a_broken_vulkan_build(tmp_path):
 @pytest.mark.slow
 @pytest.mark.timeout(3600)  # two debug runs of SqueezeNet, one on lavapipe (minutes on a busy machine)
 def test_squeezenet_llvm_cpu_against_vulkan_has_no_divergence(tmp_path):
-    packed = MODELS / "squeezenet1_1.mlir.xz"
-    if not packed.exists():
-        pytest.skip(f"{packed} is absent (the shared models are not on this machine)")
-    source = tmp_path / "squeezenet1_1.mlir"
-    source.write_bytes(lzma.decompress(packed.read_bytes()))
+    source = shared_model("squeezenet1_1")
     cpu = compile_for(source, tmp_path / "cpu.vmfb", "llvm-cpu")
     vk = compile_for(source, tmp_path / "vk.vmfb", "vulkan-spirv")
     x, y = MODELS / "squeezenet1_1_x.npy", MODELS / "squeezenet1_1_torch_y.npy"

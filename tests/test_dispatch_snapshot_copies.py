@@ -9,12 +9,11 @@ dispatch's "before" and "after" moments begin and end.
 
 from __future__ import annotations
 
-import subprocess
 from collections import Counter
 
 import numpy as np
 import pytest
-from support import iree_tool
+from support import iree_compile
 
 from engine.compiler.targets import target_flags
 from engine.dispatch.debug_capture import DispatchRecorder
@@ -87,9 +86,9 @@ class _Writer:
 @pytest.fixture(scope="module")
 def mlp(tmp_path_factory):
     out = tmp_path_factory.mktemp("copies") / "mlp.vmfb"
-    proc = subprocess.run(
-        [iree_tool("iree-compile"), str(sample_path("mlp")), *target_flags("llvm-cpu"), "-o", str(out)],
-        capture_output=True, text=True,
+    proc = iree_compile(
+        [str(sample_path("mlp")), *target_flags("llvm-cpu"), "-o", str(out)],
+        text=True,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     return out

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import subprocess
-
 import ml_dtypes
 import numpy as np
 import pytest
-from support import iree_tool
+from support import iree_compile
 
 from engine.compiler.targets import target_flags
 from engine.dispatch.compare import compare, error_map, load_golden
@@ -66,11 +64,10 @@ def test_half_types_and_i1_through_ml_dtypes():
 
 def test_interface_of_a_real_executable_source(tmp_path):
     dump = tmp_path / "sources"
-    subprocess.run(
-        [iree_tool("iree-compile"), str(sample_path("mlp")), *target_flags("llvm-cpu"),
+    iree_compile(
+        [str(sample_path("mlp")), *target_flags("llvm-cpu"),
          f"--iree-hal-dump-executable-sources-to={dump}", "-o", str(tmp_path / "m.vmfb")],
-        check=True, capture_output=True,
-    )
+        check=True)
     found = {}
     for f in sorted(dump.glob("*.mlir")):
         found.update(binding_interfaces(f.read_text()))
@@ -139,10 +136,9 @@ def test_spirv_declares_binding_element_types(tmp_path):
     from engine.dispatch.spirv_types import module_binding_elements
 
     vmfb = tmp_path / "mlp_vk.vmfb"
-    subprocess.run(
-        [iree_tool("iree-compile"), str(sample_path("mlp")), *target_flags("vulkan-spirv"), "-o", str(vmfb)],
-        check=True, capture_output=True,
-    )
+    iree_compile(
+        [str(sample_path("mlp")), *target_flags("vulkan-spirv"), "-o", str(vmfb)],
+        check=True)
     found = module_binding_elements(vmfb)
     assert found["main_dispatch_1_matmul_2x4x32_f32"] == {0: "f32", 1: "f32"}
     assert module_binding_elements(sample_path("mlp")) == {}  # not a module: nothing, no error

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from support import iree_tool, lens_run
+from support import iree_compile, lens_run
 
 from engine.compiler.targets import TARGETS
 from engine.runtime.vmfb.module import open_vmfb
@@ -74,11 +74,10 @@ def compiled_programs(tmp_path_factory):
         if case.label not in cache:
             vmfb = out / f"{case.label}.vmfb"
             cmd = [
-                iree_tool("iree-compile"),
                 str(PROGRAMS / f"{case.program}.mlir"),
                 *TARGETS[case.target].flags,
             ]
-            done = subprocess.run([*cmd, *case.extra_flags, "-o", str(vmfb)], capture_output=True, text=True)
+            done = iree_compile([*cmd, *case.extra_flags, "-o", str(vmfb)], text=True)
             assert done.returncode == 0, done.stderr
             cache[case.label] = vmfb
         return cache[case.label]

@@ -8,7 +8,6 @@ same edit (``iree-compile --iree-hal-substitute-executable-source``) does.
 from __future__ import annotations
 
 import json
-import lzma
 import re
 import subprocess
 import sys
@@ -16,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support import TARGET_FLAGS, iree_compile, lens_run, shared_model, tiny_program
 
 from engine.compiler.executables import extract_executables, split_snapshot
-from tests.support import TARGET_FLAGS, iree_tool, lens_run, tiny_program
 
 MODELS = Path(__file__).resolve().parents[1] / ".." / "shared" / "models"
 
@@ -30,15 +29,7 @@ def _lens(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
 
 
 def _model(name: str, tmp: Path) -> Path:
-    xz = MODELS / f"{name}.mlir.xz"
-    plain = MODELS / f"{name}.mlir"
-    if plain.exists():
-        return plain
-    if not xz.exists():
-        pytest.skip(f"{xz} is absent (the shared models are not on this machine)")
-    out = tmp / f"{name}.mlir"
-    out.write_bytes(lzma.decompress(xz.read_bytes()))
-    return out
+    return shared_model(name)
 
 
 def _write_sources(program: Path, out: Path) -> tuple[Path, list[Path]]:
@@ -58,9 +49,9 @@ def _run(vmfb: Path, function: str, x: Path, out: Path, engine: str, sources=())
 
 def _iree_build(program: Path, edits: dict[str, Path], out: Path) -> Path:
     flags = [f"--iree-hal-substitute-executable-source={name}={path}" for name, path in edits.items()]
-    subprocess.run(
-        [iree_tool("iree-compile"), str(program), *TARGET_FLAGS["cpu"], *flags, "-o", str(out)],
-        check=True, capture_output=True, timeout=900,
+    iree_compile(
+        [str(program), *TARGET_FLAGS["cpu"], *flags, "-o", str(out)],
+        check=True, timeout=900,
     )  # fmt: skip
     return out
 

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 from lens_fuzz.iree_dump import iree_flatbuffer_json, iree_location_texts, iree_source_maps
-from support import iree_tool
+from support import iree_compile
 
 ASSERT_MLIR = """func.func @main(%a: i32) -> i32 {
   %c0 = arith.constant 0 : i32
@@ -40,8 +40,8 @@ def assert_vmfb(tmp_path_factory):
     d = tmp_path_factory.mktemp("assert")
     (d / "model.mlir").write_text(ASSERT_MLIR)
     out = d / "model.vmfb"
-    subprocess.run(
-        [iree_tool("iree-compile"), "model.mlir", "--iree-hal-target-device=local",
+    iree_compile(
+        ["model.mlir", "--iree-hal-target-device=local",
          "--iree-hal-local-target-device-backends=vmvx", "-o", str(out)],
         check=True,
         cwd=d,
@@ -101,8 +101,8 @@ def test_a_real_frontend_model_has_fused_locations_as_iree_reads_them(tmp_path):
     if not model.exists():
         pytest.skip("the shared real-frontend models are not on this machine")
     out = tmp_path / "small_cnn.vmfb"
-    subprocess.run(
-        [iree_tool("iree-compile"), str(model), *target_flags("llvm-cpu"), "-o", str(out)], check=True
+    iree_compile(
+        [str(model), *target_flags("llvm-cpu"), "-o", str(out)], check=True
     )
     locations = json.loads(inspect(out, "--output=json"))["debug_database"]["locations"]
     assert locations == iree_location_texts(iree_flatbuffer_json(out))

@@ -4,12 +4,11 @@ other, and rendered the way IREE's own flatbuffer dump describes them when the t
 from __future__ import annotations
 
 import struct
-import subprocess
 import time
 
 import pytest
 from lens_fuzz.iree_dump import iree_flatbuffer_json, iree_location_texts
-from support import iree_tool
+from support import iree_compile
 
 from engine.runtime.vmfb.locations import CALL_SITE, FUSED, MAX_LOCATION_CHARS
 from engine.runtime.vmfb.module import VmfbModule
@@ -32,14 +31,13 @@ def fused_vmfb(tmp_path_factory):
     src.write_text(FUSED_MLIR)
     out = d / "fused.vmfb"
     cmd = [
-        iree_tool("iree-compile"),
         str(src),
         "--iree-hal-target-device=local",
         "--iree-hal-local-target-device-backends=vmvx",
         "-o",
         str(out),
     ]
-    subprocess.run(cmd, check=True, capture_output=True)
+    iree_compile(cmd, check=True)
     return out
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hal_conformance import CASES, ConformanceTarget, DispatchCase, case_id
+from support.hal_conformance import CASES, ConformanceTarget, DispatchCase, case_id
 
 from engine.runtime.hal.cpu_device import CpuDevice
 from engine.runtime.vmfb.module import open_vmfb

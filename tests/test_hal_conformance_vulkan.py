@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hal_conformance import CASES, ConformanceTarget, DispatchCase, case_id
+from support.hal_conformance import CASES, ConformanceTarget, DispatchCase, case_id
 
 from engine.runtime.hal.convert import buffer_view_from_numpy
 from engine.runtime.hal.device import DispatchObserver, DispatchRecord
@@ -81,7 +81,7 @@ class _CountingVulkanDevice:
 
 def _chain(hal, device, vulkan_target, a, b, links: int):
     """One command buffer: ``links`` dispatches, each reading the previous output, barriers between."""
-    from hal_conformance import ANY, _alloc, _executable, _execute, _write
+    from support.hal_conformance import ANY, _alloc, _executable, _execute, _write
 
     from engine.runtime.hal import constants as c
 
@@ -143,7 +143,7 @@ class _Counter(DispatchObserver):
 
 
 def test_bindings_read_back_only_when_an_observer_reads(vulkan_target):
-    from hal_conformance import _check, _read
+    from support.hal_conformance import _check, _read
 
     from engine.runtime.hal.vulkan_hal_device import VulkanHalDevice
 

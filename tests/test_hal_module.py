@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
-from hal_conformance import vm_bytes, vm_text
+from support.hal_conformance import vm_bytes, vm_text
 
 from engine.runtime.hal import constants as c
 from engine.runtime.hal.buffers import HalBufferView, HalFile
@@ -58,7 +60,7 @@ def test_device_queries_answer_like_local_sync(hal, device):
     assert q(device, vm_text("hal.dispatch"), vm_text("concurrency")) == (1, 1)
     assert q(device, vm_text("hal.device"), vm_text("nonsense")) == (0, 0)
     # hal.cpu features agree with the kernel's view of this CPU (/proc/cpuinfo spells sse3 "pni").
-    flags = set(open("/proc/cpuinfo").read().split("flags")[1].split("\n")[0].split())
+    flags = set(Path("/proc/cpuinfo").read_text().split("flags")[1].split("\n")[0].split())
     for feature, flag in (("sse3", "pni"), ("avx2", "avx2"), ("avx512f", "avx512f"), ("fma", "fma")):
         assert q(device, vm_text("hal.cpu"), vm_text(feature)) == (1, int(flag in flags)), feature
     assert q(device, vm_text("hal.cpu"), vm_text("no-such-feature")) == (0, 0)

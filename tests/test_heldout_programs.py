@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from dap_support import DapClient
-from support import iree_tool, iree_traced_tensors
+from support import iree_compile, iree_tool, iree_traced_tensors
+from support.dap import DapClient
 
 from engine.compiler.targets import target_flags
 from engine.dispatch.bundle import Bundle
@@ -80,8 +80,8 @@ class Builds:
     def compile(self, program: str, target: str, *flags: str, name: str = "plain") -> Path:
         out = self.root / f"{program}.{target}.{name}.vmfb"
         if not out.exists():
-            proc = subprocess.run([iree_tool("iree-compile"), str(PROGRAMS / f"{program}.mlir"), *target_flags(target),
-                                   *flags, "-o", str(out)], capture_output=True, text=True, timeout=600)  # fmt: skip
+            proc = iree_compile([str(PROGRAMS / f"{program}.mlir"), *target_flags(target),
+                                   *flags, "-o", str(out)], text=True, timeout=600)  # fmt: skip
             assert proc.returncode == 0, proc.stderr[-3000:]
         return out
 

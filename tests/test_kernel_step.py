@@ -29,7 +29,6 @@ LOG_PROGRAM = """func.func @main(%x: tensor<64x96xf32>) -> tensor<64x96xf32> {
   return %r : tensor<64x96xf32>
 }
 """
-LOG_LINE = 8  # the math.log line of LOG_PROGRAM
 
 
 def _input() -> np.ndarray:
@@ -94,13 +93,18 @@ def test_until_nan_stops_at_math_log(log_builds, target):
     assert last["op"] == "math.log", last
     assert "nan" in last["values"]
     file, line = last["loc"].rsplit(":", 1)
-    # The location is a real source line holding the math.log: the program's (VMVX), or the executable
-    # source IREE dumped for the rebuild that keeps LLVM locations (llvm-cpu).
-    assert "math.log" in Path(file).read_text().splitlines()[int(line) - 1]
-    if target == "vmvx":
-        assert line == str(LOG_LINE)
+    # The location is the math.log's line in the executable's source (IREE's dump for a rebuild of the
+    # program: the module compiled without it has LLVM locations "-":1 and VMVX ones in the program).
+    text = Path(file).read_text()
+    assert "math.log" in text.splitlines()[int(line) - 1] and "hal.executable" in text
     assert all("nan" not in r["values"] for r in records[:-1])
     assert [r["step"] for r in records] == list(range(len(records)))
+    # --until=LINE stops at the first statement of that source line: here the math.log's, before the NaN
+    # when the line runs earlier for other lanes or elements, never after it.
+    at_line = _records(kernel(str(builds[target]), "--function=main", f"--input=@{x}", "--dispatch=0",
+                              f"--until={line}", "--json"))  # fmt: skip
+    assert at_line[-1]["loc"].endswith(f":{line}") and len(at_line) <= len(records)
+    assert all(not r["loc"].endswith(f":{line}") for r in at_line[:-1])
 
 
 @pytest.mark.parametrize("target", ["llvm-cpu", "vmvx"])
@@ -229,3 +233,59 @@ def test_the_workgroup_that_wrote_an_element_stores_it(log_builds, target):
     values = step.store.value if isinstance(step.store.value, list) else [step.store.value]
     lane = (element * 4 - step.store.offset) // 4
     assert np.float32(values[lane]) == expected[element]
+
+
+TORCH_PROGRAM = """module @module {
+  func.func @main(%arg0: !torch.vtensor<[16,32],f32>, %arg1: !torch.vtensor<[32,8],f32>) -> !torch.vtensor<[16,8],f32> {
+    %0 = torch.aten.mm %arg0, %arg1 : !torch.vtensor<[16,32],f32>, !torch.vtensor<[32,8],f32> -> !torch.vtensor<[16,8],f32>
+    %1 = torch.aten.tanh %0 : !torch.vtensor<[16,8],f32> -> !torch.vtensor<[16,8],f32>
+    %int1 = torch.constant.int 1
+    %float = torch.constant.float 5.000000e-01
+    %2 = torch.aten.sub.Scalar %1, %float, %int1 : !torch.vtensor<[16,8],f32>, !torch.float, !torch.int -> !torch.vtensor<[16,8],f32>
+    %3 = torch.aten.log %2 : !torch.vtensor<[16,8],f32> -> !torch.vtensor<[16,8],f32>
+    return %3 : !torch.vtensor<[16,8],f32>
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("target", ["llvm-cpu", "vmvx"])
+def test_a_frontend_program_is_stepped_in_its_executable_source(tmp_path, target):
+    """A torch-dialect program (as iree-turbine exports one): the log fused after a matmul is named by the
+    executable source's math.log, not the program's torch.aten.log; its stores equal IREE's output."""
+    source = tmp_path / "tlog.mlir"
+    source.write_text(TORCH_PROGRAM)
+    vmfb = compile_for(source, tmp_path / f"tlog_{target}.vmfb", target)
+    rng = np.random.default_rng(7)
+    a, b = rng.standard_normal((16, 32)).astype(np.float32), rng.standard_normal((32, 8)).astype(np.float32)
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "b.npy", b)
+    common = [str(vmfb), "--function=main", f"--input=@{tmp_path / 'a.npy'}", f"--input=@{tmp_path / 'b.npy'}",
+              "--dispatch=0", "--json"]  # fmt: skip
+    last = _records(kernel(*common, "--until=nan"))[-1]
+    assert last["op"] == "math.log" and "nan" in last["values"], last
+    proc = kernel(*common)
+    assert "differ" not in proc.stderr
+    import iree.runtime as rt
+
+    ctx = rt.SystemContext(config=rt.Config("local-sync"))
+    ctx.add_vm_module(rt.VmModule.copy_buffer(ctx.instance, vmfb.read_bytes()))
+    expected = np.array(ctx.modules.module["main"](a, b).to_host(), copy=True)
+    assert _assert_stores_equal(_records(proc), expected, binding=2) > 0  # a, b, then the output
+
+
+@pytest.mark.parametrize("target", ["llvm-cpu", "vmvx"])
+def test_recording_stops_at_the_statement_asked_for(log_builds, target):
+    """--until ends the recording there (the rest of the workgroup is not interpreted or decoded): the record
+    is the whole one's prefix up to its first NaN."""
+    from engine.kernel.dispatch_run import run_to_dispatch
+    from engine.kernel.stepper import record_captured
+
+    builds, x = log_builds
+    captured = run_to_dispatch(builds[target], "main", [f"@{x}"], 0)
+    whole = record_captured(builds[target], captured, (0, 0, 0))
+    stopped = record_captured(builds[target], captured, (0, 0, 0), stop_at=lambda s: s.nonfinite)
+    assert whole.complete and not stopped.complete
+    first = whole.first_nonfinite()
+    assert first is not None and len(stopped.steps) == first + 1
+    assert [repr(s.values) for s in stopped.steps] == [repr(s.values) for s in whole.steps[: first + 1]]  # NaN too

@@ -3,15 +3,13 @@ normaliser, and a library built from it computes what IREE's own library does, b
 
 from __future__ import annotations
 
-import lzma
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
+from support import TARGET_FLAGS, iree_compile, lens_run, shared_model
 
 from engine.substitute.llvm_ir import parse_llvm_ir
-from tests.support import TARGET_FLAGS, iree_tool, lens_run
 
 MODELS = Path(__file__).resolve().parents[1] / ".." / "shared" / "models"
 
@@ -51,10 +49,10 @@ func.func @main(%a: tensor<8xf32>, %h: tensor<8xf16>, %b: tensor<8xbf16>) -> (te
 
 def _dump_ll(program: Path, out: Path) -> tuple[Path, list[Path]]:
     vmfb = out / f"{program.stem}.vmfb"
-    subprocess.run(
-        [iree_tool("iree-compile"), str(program), *TARGET_FLAGS["cpu"], "-o", str(vmfb),
+    iree_compile(
+        [str(program), *TARGET_FLAGS["cpu"], "-o", str(vmfb),
          f"--iree-hal-dump-executable-intermediates-to={out / 'intermediates'}"],
-        check=True, capture_output=True, timeout=900,
+        check=True, timeout=900,
     )  # fmt: skip
     files = sorted((out / "intermediates").glob("*.ll"))
     assert {f.name.split(".")[-2] for f in files} == {"codegen", "linked", "optimized"}
@@ -68,14 +66,7 @@ def _parse_all(files: list[Path]) -> None:
 
 
 def _model(name: str, tmp: Path) -> Path:
-    for path in (MODELS / f"{name}.mlir", MODELS / f"{name}.mlir.xz"):
-        if path.exists():
-            if path.suffix != ".xz":
-                return path
-            out = tmp / f"{name}.mlir"
-            out.write_bytes(lzma.decompress(path.read_bytes()))
-            return out
-    pytest.skip(f"{name} is absent (the shared models are not on this machine)")
+    return shared_model(name)
 
 
 def test_special_values_parse_and_the_rebuilt_library_computes_the_same_bits(tmp_path):

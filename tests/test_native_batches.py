@@ -14,7 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from session_support import Events, compile_program
+from support import patched_kernel_copy
+from support.session import Events, compile_program
 
 from engine.dispatch.snapshot import DispatchSnapshots
 from engine.runtime.debug_runner import DebugRunner
@@ -22,10 +23,22 @@ from engine.runtime.function_io import Tensor
 from engine.runtime.hal.device import DispatchObserver, QueueListener
 from engine.runtime.reference import ReferenceRunner
 from engine.runtime.vmfb.module import open_vmfb
+from engine.session.child import ChildSession
 from engine.session.debug_session import DebugSession
 from engine.session.dispatch_gate import DispatchGate
 from engine.session.inprocess import InProcessSession
-from engine.session.protocol import Breakpoint, Call, Continue, Finished, Open, Opened, SetBreakpoints, Step
+from engine.session.protocol import (
+    Breakpoint,
+    Call,
+    Continue,
+    Crashed,
+    Finished,
+    Open,
+    Opened,
+    Progress,
+    SetBreakpoints,
+    Step,
+)
 
 MODELS = Path(__file__).resolve().parents[1] / ".." / "shared" / "models"
 
@@ -233,3 +246,28 @@ def test_no_engine_module_replaces_another_objects_methods():
         ):
             offenders.append(str(path.relative_to(engine)))
     assert offenders == []
+
+
+def test_a_crash_inside_a_native_batch_names_its_dispatch(tmp_path):
+    """A child session runs unwatched dispatches in native batches; when a kernel in one takes the process
+    down, the parent names it from the batch's Progress and the device's progress cell."""
+    program = compile_program("nan_log", "llvm-cpu", tmp_path)
+    bad = tmp_path / "third_faults.vmfb"
+    patched_kernel_copy(program, bad, export=2)
+    events = Events()
+    session = ChildSession("engine.session.debug_session:DebugSession", events, progress=True)
+    try:
+        session.send(Open(str(bad)))
+        assert isinstance(events.next(), Opened)
+        session.send(Call("main", ("4x8xf32=3", "4x8xf32=1")))
+        seen = []
+        while not isinstance(seen[-1] if seen else None, Crashed):
+            seen.append(events.next())
+        progress = [e for e in seen if isinstance(e, Progress)]
+        # Each dispatch ran in a batch (this program submits one command buffer per dispatch): a Progress
+        # per batch naming its dispatches, none watched on its own.
+        assert [(p.batch_first, len(p.batch)) for p in progress] == [(0, 1), (1, 1), (2, 1)]
+        crash = seen[-1]
+        assert crash.location.dispatch.startswith("main_dispatch_2") and crash.location.dispatch_index == 2
+    finally:
+        session.close()

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import iree_dump_replay_rows, iree_tool, record_replay
+from support import iree_compile, iree_dump_replay_rows, iree_tool, record_replay
 
 from engine.compiler.targets import target_flags
 from engine.errors import ReplayFormatError
@@ -51,9 +51,9 @@ def _model_replay(name: str, root: Path) -> Path:
     if not source.exists():
         pytest.skip(f"{source} is not here (the shared models)")
     vmfb = root / f"{name}.vmfb"
-    proc = subprocess.run(
-        [iree_tool("iree-compile"), str(source), *target_flags("llvm-cpu"), "-o", str(vmfb)],
-        capture_output=True, text=True,
+    proc = iree_compile(
+        [str(source), *target_flags("llvm-cpu"), "-o", str(vmfb)],
+        text=True,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     return record_replay(vmfb, name, [f"@{MODELS / f'{name}_x.npy'}"], root / f"{name}.ireereplay")

@@ -9,8 +9,8 @@ from __future__ import annotations
 import time
 
 import pytest
-from session_support import Events
-from support import SPIN, patched_kernel_copy
+from support import SPIN, cpu_seconds, patched_kernel_copy, wait_until
+from support.session import Events
 
 from engine.session.child import ChildSession
 from engine.session.debug_session import DebugSession
@@ -138,8 +138,11 @@ def test_hanging_run_stops_within_a_second_of_stop(compiled):
         session.send(Open(str(compiled.path("control_flow", "llvm-cpu"))))
         assert isinstance(events.next(), Opened)
         # 2^31 doublings: a host loop that runs for hours in any interpreter.
+        idle = cpu_seconds(session.pid)
         session.send(Call("repeat_double", ("4xf32=1", "2147483647")))
-        time.sleep(1.0)
+        # The run has started when the child has spent half a CPU second on it (a pause sent before the
+        # call begins would be a different test); CPU time, not the clock, so a loaded machine waits longer.
+        wait_until(lambda: cpu_seconds(session.pid) - idle >= 0.5, 120, "the child to run the loop")
         start = time.monotonic()
         paused = session.stop(timeout=1.0)
         stopped = events.next(timeout=5)
@@ -158,8 +161,9 @@ def test_a_kernel_that_never_returns_is_killed_on_stop(compiled, tmp_path):
     try:
         session.send(Open(str(spinning)))
         assert isinstance(events.next(), Opened)
+        idle = cpu_seconds(session.pid)
         session.send(Call("main", ("4x8xf32=1", "4x8xf32=2")))
-        time.sleep(1.0)
+        wait_until(lambda: cpu_seconds(session.pid) - idle >= 0.5, 120, "the child to spin in the kernel")
         start = time.monotonic()
         assert session.stop(timeout=1.0) is False  # native code cannot be paused: it is killed
         crash = events.next(timeout=5)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from session_support import compile_program
+from support.session import compile_program
 
 from engine.cli import main as lens_main
 

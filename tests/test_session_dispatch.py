@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from session_support import Events, compile_program
+from support.session import Events, compile_program
 
 from engine.session.child import ChildSession
 from engine.session.debug_session import DebugSession

@@ -21,8 +21,8 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 import pytest
-from session_support import Events, compile_program
-from support import LocalSshd
+from support import LocalSshd, cpu_seconds, wait_until
+from support.session import Events, compile_program
 
 from engine.errors import LensError
 from engine.session.protocol import (
@@ -346,7 +346,6 @@ def test_ssh_connection_killed_mid_session_is_reported(modules, sshd):
 
 
 def test_pause_crosses_the_stream_while_a_run_runs(tmp_path):
-    import time
 
     spin = compile_program("spin", "llvm-cpu", tmp_path)
     events = Events()
@@ -354,8 +353,9 @@ def test_pause_crosses_the_stream_while_a_run_runs(tmp_path):
     try:
         session.send(Open(str(spin)))
         assert isinstance(events.next(), Opened)
+        idle = cpu_seconds(session.process.pid)
         session.send(Call("spin", ("1000000000",)))
-        time.sleep(0.5)
+        wait_until(lambda: cpu_seconds(session.process.pid) - idle >= 0.5, 120, "the server to run the loop")
         session.pause()
         stop = events.next(timeout=30)
         assert isinstance(stop, Stopped) and stop.reason == "paused" and stop.location.frames[-1].function == "spin"
@@ -460,8 +460,9 @@ def test_stop_kills_a_server_that_does_not_pause(tmp_path):
     try:
         session.send(Open(str(spin)))
         assert isinstance(events.next(), Opened)
+        idle = cpu_seconds(session.process.pid)
         session.send(Call("spin", ("1000000000",)))
-        time.sleep(0.3)
+        wait_until(lambda: cpu_seconds(session.process.pid) - idle >= 0.3, 120, "the server to run the loop")
         os.kill(session.process.pid, signal.SIGSTOP)
         assert session.stop(timeout=1.0) is False
         crashed = events.next(timeout=30)
@@ -496,8 +497,9 @@ def test_a_blocking_client_reads_the_stream_on_its_own_thread(tmp_path):
         stop = next_of(Stopped)
         stopper.join()
         assert stop.reason == "paused" and stop.location.frames[-1].function == "spin"
+        idle = cpu_seconds(transport.process.pid)
         client.continue_()
-        time.sleep(0.3)
+        wait_until(lambda: cpu_seconds(transport.process.pid) - idle >= 0.3, 120, "the server to run again")
         assert transport.stop(timeout=30.0)  # nobody in next_event: stop reads the stop itself
         assert next_of(Stopped).reason == "paused"
         assert transport._reader is None  # (no reader thread was started)

@@ -8,8 +8,8 @@ are computed with numpy from the inputs.
 from __future__ import annotations
 
 import numpy as np
-from session_support import Events
 from support import compile_with_dumps, edited_source
+from support.session import Events
 
 from engine.session.child import ChildSession
 from engine.session.protocol import (

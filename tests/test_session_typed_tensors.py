@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import queue
 import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
-from support import iree_tool
+from support import iree_compile
+from support.traced import stop_at_every_dispatch
 
 from engine.compiler.targets import target_flags
 from engine.session.debug_session import DebugSession
@@ -22,10 +22,8 @@ from engine.session.inprocess import InProcessSession
 from engine.session.protocol import (
     Breakpoint,
     Call,
-    Continue,
     Failed,
     Finished,
-    Log,
     Open,
     Opened,
     ReadTensors,
@@ -40,9 +38,9 @@ TRACE = "--iree-flow-trace-dispatch-tensors"
 
 
 def _compile(source: Path, out: Path, *flags: str) -> Path:
-    proc = subprocess.run(
-        [iree_tool("iree-compile"), str(source), *target_flags("llvm-cpu"), *flags, "-o", str(out)],
-        capture_output=True, text=True,
+    proc = iree_compile(
+        [str(source), *target_flags("llvm-cpu"), *flags, "-o", str(out)],
+        text=True,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return out
@@ -81,53 +79,6 @@ def iree_traced(vmfb: Path, function: str, args: list[np.ndarray]) -> dict[tuple
         for (name, kind), lists in seen.items() if kind == "inputs"
         for n, ins in enumerate(lists)
     }
-
-
-def stop_at_every_dispatch(
-    vmfb: Path, function: str, inputs: tuple[str, ...], when: str = "after", rebuild: bool = False
-) -> list[Tensors]:
-    """A session stopped ``when`` (before/after) every dispatch; its ReadTensors answer at each stop. With
-    ``rebuild`` the session may rebuild the module's sources: the first stop waits for the rebuild's Log and
-    asks again."""
-    events: queue.Queue = queue.Queue()
-    session = InProcessSession(DebugSession, events.put)
-    answers: list[Tensors] = []
-
-    def next_event(timeout: float = 120):
-        while True:
-            event = events.get(timeout=timeout)
-            if not isinstance(event, Log):
-                return event
-            logs.append(event.text)
-
-    logs: list[str] = []
-    try:
-        session.send(Open(str(vmfb), rebuild_sources=rebuild))
-        assert isinstance(next_event(60), Opened)
-        session.send(SetBreakpoints((Breakpoint("dispatch", dispatch="*", when=when),)))
-        session.send(Call(function, inputs))
-        while True:
-            event = next_event()
-            if isinstance(event, Finished):
-                return answers
-            assert not isinstance(event, Failed), event
-            if not isinstance(event, Stopped):
-                continue
-            session.send(ReadTensors())
-            answer = next_event(60)
-            assert isinstance(answer, Tensors), answer
-            if rebuild and not answers:
-                first = answer.tensors[0]
-                assert first.type_source == TypeSource.SOURCES or "rebuilding" in first.type_note, first
-                while not logs:  # the rebuild says when it is done
-                    logs.append(events.get(timeout=600).text)
-                assert "identical" in logs[0], logs
-                session.send(ReadTensors())
-                answer = next_event(60)
-            answers.append(answer)
-            session.send(Continue())
-    finally:
-        session.close()
 
 
 @pytest.fixture(scope="module")

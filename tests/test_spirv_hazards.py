@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import iree_tool
+from support import iree_compile
 
 from engine.dispatch.spirv_hazards import (
     UnsynchronisedWorkgroup,
@@ -132,8 +132,8 @@ def test_damaged_words_give_what_was_read_never_an_error():
 
 
 def _compile(source: Path, out: Path, *flags: str) -> Path:
-    cmd = [iree_tool("iree-compile"), str(source), "--iree-hal-target-device=vulkan", *flags, "-o", str(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    cmd = [str(source), "--iree-hal-target-device=vulkan", *flags, "-o", str(out)]
+    proc = iree_compile(cmd, text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return out
 
@@ -191,8 +191,8 @@ def test_diverge_notes_a_culprit_that_shares_workgroup_memory_without_barrier(tm
         pytest.skip(f"{source} is absent (the shared models folder)")
     vulkan = _compile(source, tmp_path / "vk.vmfb")
     cpu = tmp_path / "cpu.vmfb"
-    cmd = [iree_tool("iree-compile"), str(source), *target_flags("llvm-cpu"), "-o", str(cpu)]
-    subprocess.run(cmd, check=True, capture_output=True)
+    cmd = [str(source), *target_flags("llvm-cpu"), "-o", str(cpu)]
+    iree_compile(cmd, check=True)
     proc = subprocess.run(
         [sys.executable, "-m", "app.launcher", "diverge", str(cpu), str(vulkan),
          f"--input=@{MODELS / 'small_cnn_x.npy'}", "--atol=0", "--rtol=0", "--json"],
@@ -230,8 +230,8 @@ def test_sm80_build_on_a_narrower_subgroup_diverges_at_its_subgroup_reduction(tm
         pytest.skip(f"{source} is absent (the shared models folder)")
     vulkan = _compile(source, tmp_path / "vk.vmfb", "--iree-vulkan-target=sm_80")
     cpu = tmp_path / "cpu.vmfb"
-    cmd = [iree_tool("iree-compile"), str(source), *target_flags("llvm-cpu"), "-o", str(cpu)]
-    subprocess.run(cmd, check=True, capture_output=True)
+    cmd = [str(source), *target_flags("llvm-cpu"), "-o", str(cpu)]
+    iree_compile(cmd, check=True)
     proc = subprocess.run(
         [sys.executable, "-m", "app.launcher", "diverge", str(cpu), str(vulkan),
          f"--input=@{MODELS / 'small_cnn_x.npy'}", "--json"],

@@ -16,10 +16,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import iree_tool, tiny_program
+from support import iree_compile, iree_tool, tiny_program
 
 from engine.compiler import CompileRequest
 from engine.compiler.targets import TARGETS
+from engine.errors import LensError
 from engine.split.check import check_split
 from engine.split.splitter import MANIFEST, read_manifest, split_program
 
@@ -74,6 +75,28 @@ func.func @twice(%a: tensor<8xf32>) -> tensor<8xf32> {
 """
 
 
+LOOP = """
+func.func @loop(%a: tensor<16xf32>) -> tensor<16xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c3 = arith.constant 3 : index
+  %r = scf.for %i = %c0 to %c3 step %c1 iter_args(%x = %a) -> tensor<16xf32> {
+    %e = tensor.empty() : tensor<16xf32>
+    %y = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i)>], iterator_types = ["parallel"]}
+        ins(%x : tensor<16xf32>) outs(%e : tensor<16xf32>) {
+    ^bb0(%v: f32, %o: f32):
+      %h = arith.constant 0.5 : f32
+      %m = arith.mulf %v, %h : f32
+      %s = math.tanh %m : f32
+      linalg.yield %s : f32
+    } -> tensor<16xf32>
+    scf.yield %y : tensor<16xf32>
+  }
+  return %r : tensor<16xf32>
+}
+"""
+
+
 def _split(source: Path, function: str, inputs: list[str], out: Path, **options):
     return split_program(CompileRequest.from_file(source), function, inputs, out, **options)
 
@@ -81,8 +104,8 @@ def _split(source: Path, function: str, inputs: list[str], out: Path, **options)
 def _run_with_iree(test_dir: Path, entry: dict, target: str, tmp: Path, program: str = "dispatch.mlir") -> list[np.ndarray]:
     """The test compiled by plain ``iree-compile`` and run by ``iree-run-module``: its outputs."""
     vmfb = tmp / f"{entry['dir']}_{target}.vmfb"
-    compiled = subprocess.run([iree_tool("iree-compile"), str(test_dir / program), *TARGETS[target].flags,
-                               "-o", str(vmfb)], capture_output=True, text=True, timeout=300)  # fmt: skip
+    compiled = iree_compile([str(test_dir / program), *TARGETS[target].flags,
+                               "-o", str(vmfb)], text=True, timeout=300)  # fmt: skip
     assert compiled.returncode == 0, (entry["dir"], compiled.stderr[-2000:])
     outs = [tmp / f"{entry['dir']}_{target}_{i}.npy" for i in range(len(entry["outputs"]))]
     cmd = [iree_tool("iree-run-module"), f"--module={vmfb}", f"--device={TARGETS[target].device}",
@@ -158,6 +181,26 @@ def test_split_repeated_dispatch_is_one_test_with_every_occurrence(tmp_path):
     assert not (tmp_path / "first" / test.dir / "occurrences").exists()
 
 
+def test_split_a_dispatch_in_a_loop_keeps_every_iteration(tmp_path):
+    """IREE's own --iree-flow-trace-dispatch-tensors leaves a dispatch inside scf.for untraced; split's
+    trace points reach it: one test, three occurrences, each iteration's data as numpy computes it."""
+    source = tmp_path / "loop.mlir"
+    source.write_text(LOOP)
+    a = np.linspace(-2, 2, 16, dtype=np.float32)
+    np.save(tmp_path / "a.npy", a)
+    out = tmp_path / "split"
+    [test] = _split(source, "loop", [f"@{tmp_path / 'a.npy'}"], out).tests
+    assert test.occurrences == [0, 1, 2] and test.loc.endswith("loop.mlir:8")
+    x = a
+    for k in range(3):
+        where = out / test.dir / ("occurrences/" + str(k) if k else "")
+        np.testing.assert_allclose(np.load(where / "inputs" / "arg0.npy"), x, rtol=1e-6, atol=1e-7)
+        x = np.tanh(x * np.float32(0.5))
+        np.testing.assert_allclose(np.load(where / "expected" / "result0.npy"), x, rtol=1e-5, atol=1e-6)
+    [verdict] = check_split(out, list(TARGETS["vmvx"].flags), "local-sync", max_occurrences=None)
+    assert verdict.verdict in ("exact", "within_rounding") and verdict.occurrences == 3
+
+
 def test_split_folded_weights_travel_with_the_dispatch(tmp_path):
     source = tiny_program(tmp_path / "tiny.mlir")
     out = tmp_path / "split"
@@ -204,6 +247,8 @@ def test_split_check_cli_reports_only_the_broken_test(tmp_path, small_cnn_split)
     verdicts = {t["dir"]: t["verdict"] for t in json.loads(checked.stdout)["tests"]}
     assert [d for d, v in verdicts.items() if v not in ("exact", "within_rounding")] == [broken.dir]
     assert verdicts[broken.dir] == "diverged"
+    [entry] = [t for t in json.loads(checked.stdout)["tests"] if t["dir"] == broken.dir]
+    assert entry["max_abs_error"] > 0 and entry["mismatches"] > 0 and entry["worst_output"] == "result0.npy"
     # a program that no longer compiles is "failed" with iree-compile's reason
     program.write_text("func.func @main( {")
     failed = json.loads(_lens("split", "--check", str(out), "--json").stdout)
@@ -329,3 +374,22 @@ def test_split_heldout_programs_reproduce_and_a_broken_test_alone_diverges(tmp_p
     verdicts = {t["dir"]: t["verdict"] for t in json.loads(checked.stdout)["tests"]}
     assert len(verdicts) == count
     assert {d: v for d, v in verdicts.items() if v not in ("exact", "within_rounding")} == {victim.dir: "diverged"}
+
+
+def test_split_into_an_earlier_split_replaces_it_and_refuses_other_folders(tmp_path):
+    first, second = tmp_path / "twice.mlir", tmp_path / "loop.mlir"
+    first.write_text(REPEATED)
+    second.write_text(LOOP)
+    out = tmp_path / "split"
+    [old] = _split(first, "twice", ["8xf32=1"], out).tests
+    (out / "checks").mkdir()
+    (out / "checks" / "old.json").write_text("{}")
+    [new] = _split(second, "loop", ["16xf32=1"], out).tests
+    assert sorted(p.name for p in out.iterdir()) == sorted([MANIFEST, new.dir])
+    assert [t.dir for t in read_manifest(out)] == [new.dir] and old.dir != new.dir
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    with pytest.raises(LensError, match="not empty and holds no split"):
+        _split(second, "loop", ["16xf32=1"], other)
+    assert (other / "notes.txt").read_text() == "mine"

@@ -19,8 +19,8 @@ import json
 
 import numpy as np
 import pytest
-from session_support import compile_program
-from support import iree_traced_tensors
+from support import iree_compile, iree_traced_tensors
+from support.session import compile_program
 
 from engine.cli import main as lens_main
 from engine.runtime.hal.vulkan.loader import vulkan_available
@@ -101,18 +101,15 @@ def test_break_nan_stops_at_the_first_dispatch_that_writes_nan(capsys, tmp_path,
         compile_program("nan_matmul", "llvm-cpu", programs)
         module = programs / "nan_matmul.sources.vmfb"
         if not module.exists():
-            import subprocess
 
-            from session_support import PROGRAMS
-            from support import iree_tool
+            from support.session import PROGRAMS
 
             from engine.compiler.targets import TARGETS
 
-            subprocess.run(
-                [iree_tool("iree-compile"), str(PROGRAMS / "nan_matmul.mlir"), *TARGETS["llvm-cpu"].flags,
+            iree_compile(
+                [str(PROGRAMS / "nan_matmul.mlir"), *TARGETS["llvm-cpu"].flags,
                  f"--iree-hal-dump-executable-sources-to={dumps}", "-o", str(module)],
-                check=True, capture_output=True,
-            )
+                check=True)
         args.append(f"--sources={dumps}")
     if engine != "sources":
         module = compile_program("nan_matmul", target, programs, *((TRACE_FLAG,) if engine == "reference" else ()))
@@ -226,20 +223,18 @@ def test_a_run_that_never_stops_at_a_breakpoint_says_so(capsys, tmp_path, progra
 @pytest.fixture(scope="module")
 def nan_replay(programs):
     """``nan_matmul`` built with its executables' sources dumped, and IREE's own replay of one call."""
-    import subprocess
 
-    from session_support import PROGRAMS
-    from support import iree_tool, record_replay
+    from support import record_replay
+    from support.session import PROGRAMS
 
     from engine.compiler.targets import TARGETS
 
     sources = programs / "replay_sources"
     module = programs / "nan_matmul.dumped.vmfb"
-    subprocess.run(
-        [iree_tool("iree-compile"), str(PROGRAMS / "nan_matmul.mlir"), *TARGETS["llvm-cpu"].flags,
+    iree_compile(
+        [str(PROGRAMS / "nan_matmul.mlir"), *TARGETS["llvm-cpu"].flags,
          f"--iree-hal-dump-executable-sources-to={sources}", "-o", str(module)],
-        check=True, capture_output=True,
-    )  # fmt: skip
+        check=True)  # fmt: skip
     inputs = [arg.split("=", 1)[1] for arg in NAN_INPUTS[1:]]
     replay = record_replay(module, "main", inputs, programs / "nan_matmul.ireereplay")
     return module, sources, replay
@@ -318,7 +313,7 @@ def _dap_stop(client) -> tuple:
 
 
 def test_the_cli_and_dap_stop_at_the_same_places(capsys, tmp_path, programs):
-    from dap_support import DapClient, lens_command
+    from support.dap import DapClient, lens_command
 
     module = compile_program("matmul_chain12", "llvm-cpu", programs)
     args = CHAIN_INPUTS["matmul_chain12"]
@@ -361,7 +356,7 @@ def test_a_stop_record_describes_the_typed_tensors_in_one_vocabulary(capsys, tmp
     # The log reads %b (binding 0) and writes its slice of the concatenation slab (binding 1): the source
     # says write-only, so the label says "write" with its role, whatever the bytes around it hold.
     labels = [t["label"] for t in stop["tensors"]]
-    assert labels == ["input 0 (binding 0, read)", "output 0 (binding 1, write)"], labels
+    assert labels == ["binding 0, read, input 0", "binding 1, write, output 0"], labels
     output = stop["tensors"][1]
     assert output["element"] == "f32" and output["type_source"] == "sources" and output["length"] == 256
     assert sorted(saved["labels"].values()) == sorted(labels)

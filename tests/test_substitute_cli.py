@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from support import TARGET_FLAGS as TARGETS
-from support import assert_within_ulps, compile_with_dumps, edited_source, iree_tool
+from support import assert_within_ulps, compile_with_dumps, edited_source, iree_compile
 
 from engine.cli import main as cli_main
 from engine.runtime.hal.vulkan.loader import vulkan_available
@@ -172,11 +172,10 @@ def test_one_dispatch_of_a_linked_cpu_library(ew, engine, capsys, tmp_path):
     # The same edit built by IREE itself (its own substitution flag), run by IREE's runtime: the
     # same kernel, so the same bits.
     iree_vmfb = tmp_path / "mlp_iree_substituted.vmfb"
-    subprocess.run(
-        [iree_tool("iree-compile"), str(sample_path("mlp")), *TARGETS["cpu"], "-o", str(iree_vmfb),
+    iree_compile(
+        [str(sample_path("mlp")), *TARGETS["cpu"], "-o", str(iree_vmfb),
          f"--iree-hal-substitute-executable-source=main_dispatch_0={src}"],
-        check=True, capture_output=True,
-    )  # fmt: skip
+        check=True)  # fmt: skip
     by_iree = tmp_path / "by_iree.npy"
     rc = cli_main(["run", str(iree_vmfb), "--function=main", f"--input=@{tmp_path / 'x.npy'}", "--engine=reference",
                    f"--output=@{by_iree}"])  # fmt: skip
@@ -202,11 +201,10 @@ def test_real_frontend_program(tmp_path, engine, capsys):
     out = tmp_path / "att"
     out.mkdir()
     vmfb = out / "att.vmfb"
-    subprocess.run(
-        [iree_tool("iree-compile"), str(MODELS / "attention_block.mlir"), *TARGETS["cpu"], "-o", str(vmfb),
+    iree_compile(
+        [str(MODELS / "attention_block.mlir"), *TARGETS["cpu"], "-o", str(vmfb),
          f"--iree-hal-dump-executable-sources-to={out / 'sources'}"],
-        check=True, capture_output=True,
-    )  # fmt: skip
+        check=True)  # fmt: skip
     last = max(out.glob("sources/*.mlir"), key=lambda p: int(re.search(r"dispatch_(\d+)", p.name).group(1)))
     text = last.read_text()
     m = re.search(r"linalg\.yield (%\w+) : f32\n(\s*)\} -> tensor", text)

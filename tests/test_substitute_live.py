@@ -9,7 +9,7 @@ import re
 
 import numpy as np
 import pytest
-from support import compile_with_dumps, edited_source
+from support import compile_with_dumps, edited_source, iree_compile
 
 from engine.runtime.debug_runner import DebugRunner, create_device
 from engine.runtime.function_io import Tensor
@@ -121,20 +121,17 @@ def test_export_writes_files_and_flags(tmp_path):
     assert "--iree-hal-substitute-executable-source=main_dispatch_0=edit.mlir" in text
     assert (tmp_path / "export" / "edit.mlir").read_text() == edit.read_text()
     # The flag reproduces the edit with IREE's own compiler and runtime.
-    import subprocess
 
     from support import TARGET_FLAGS as TARGETS
-    from support import iree_tool
 
     from engine.runtime.reference import ReferenceRunner
     from engine.samples import sample_path
 
     out = tmp_path / "reproduced.vmfb"
-    subprocess.run(
-        [iree_tool("iree-compile"), str(sample_path("elementwise")), *TARGETS["cpu"], "-o", str(out),
+    iree_compile(
+        [str(sample_path("elementwise")), *TARGETS["cpu"], "-o", str(out),
          *[f for f in text.splitlines()[2].split()]],
-        check=True, cwd=tmp_path / "export", capture_output=True,
-    )  # fmt: skip
+        check=True, cwd=tmp_path / "export", )  # fmt: skip
     a, b = _inputs()
     (got,) = ReferenceRunner(out, "local-sync").invoke("main", [Tensor.from_numpy(a), Tensor.from_numpy(b)])
     np.testing.assert_array_equal(got.array, (a * b) * np.abs(a))

@@ -9,11 +9,9 @@ restores an intermediate checkpoint rather than the start.
 
 from __future__ import annotations
 
-import subprocess
-
 import numpy as np
 import pytest
-from support import RUN_CASES, iree_tool
+from support import RUN_CASES, iree_compile
 
 from engine.compiler.targets import TARGETS
 from engine.runtime.debug_runner import DebugRunner
@@ -190,8 +188,8 @@ def calls_vmfb(tmp_path_factory):
     d = tmp_path_factory.mktemp("calls")
     (d / "calls.mlir").write_text(CALLS)
     flags = TARGETS["llvm-cpu"].flags
-    subprocess.run(
-        [iree_tool("iree-compile"), str(d / "calls.mlir"), *flags, "-o", str(d / "calls.vmfb")], check=True
+    iree_compile(
+        [str(d / "calls.mlir"), *flags, "-o", str(d / "calls.vmfb")], check=True
     )
     return d / "calls.vmfb"
 

@@ -106,7 +106,7 @@ def test_reverse_step_from_inside_a_dispatch_and_forward_again(capsys, tmp_path,
 
 
 def test_reverse_continue_to_a_nan_stop(capsys, tmp_path):
-    from session_support import compile_program
+    from support.session import compile_program
 
     module = compile_program("nan_log", "llvm-cpu", tmp_path)
     args = ["--function=main", "--input=4x8xf32=1", "--input=4x8xf32=2"]

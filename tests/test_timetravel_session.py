@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from session_support import compile_program
+from support.session import compile_program
 
 from engine.session.protocol import (
     Bindings,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from session_support import compile_program
+from support.session import compile_program
 
 from engine.runtime.hal.vulkan.loader import vulkan_available
 from engine.session.protocol import Call, Failed, Open, ReadBindings, Step, Stopped, TravelTo

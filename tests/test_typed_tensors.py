@@ -5,14 +5,14 @@ on a build with --iree-flow-trace-dispatch-tensors): shape, element type and byt
 
 from __future__ import annotations
 
-import lzma
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from support import iree_tool
+from support import iree_compile, shared_model
+from support.traced import TRACE, assert_bundle_equals_traced, iree_traced
 
 from engine.compiler.targets import target_flags
 from engine.dispatch.bundle import Bundle, BundleWriter
@@ -27,105 +27,19 @@ from engine.dispatch.typed_tensors import (
 )
 
 MODELS = Path(__file__).resolve().parents[1] / ".." / "shared" / "models"
-TRACE = "--iree-flow-trace-dispatch-tensors"
 
 
 def _compile(source: Path, out: Path, *flags: str) -> Path:
-    proc = subprocess.run(
-        [iree_tool("iree-compile"), str(source), *target_flags("llvm-cpu"), *flags, "-o", str(out)],
-        capture_output=True, text=True,
+    proc = iree_compile(
+        [str(source), *target_flags("llvm-cpu"), *flags, "-o", str(out)],
+        text=True,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return out
 
 
 def _model_source(model: str, tmp: Path) -> Path:
-    plain = MODELS / f"{model}.mlir"
-    if plain.exists():
-        return plain
-    packed = MODELS / f"{model}.mlir.xz"
-    if not packed.exists():
-        pytest.skip(f"{packed} is absent (the shared models are not on this machine)")
-    out = tmp / f"{model}.mlir"
-    out.write_bytes(lzma.open(packed).read())
-    return out
-
-
-def iree_traced(vmfb: Path, function: str, args: list[np.ndarray]) -> list[tuple[str, list[np.ndarray]]]:
-    """IREE's runtime with a HalModuleDebugSink, written without engine code: (key, arrays) in order, each
-    array in the dtype and shape of IREE's buffer view."""
-    import iree.runtime as rt
-
-    seen: list[tuple[str, list[np.ndarray]]] = []
-
-    def sink(key, views):
-        arrays = []
-        for bv in views:
-            dtype = rt.HalElementType.map_to_dtype(bv.element_type)
-            arrays.append(np.array(bv.map().asarray(tuple(bv.shape), dtype), copy=True).reshape(tuple(bv.shape)))
-        seen.append((key, arrays))
-
-    instance = rt.VmInstance()
-    device = rt.get_device("local-sync")
-    debug_sink = rt.HalModuleDebugSink(sink)
-    hal = rt.create_hal_module(instance, device, debug_sink=debug_sink)
-    module = rt.VmModule.copy_buffer(instance, vmfb.read_bytes())
-    context = rt.VmContext(instance, [hal, module])
-    fn = module.lookup_function(function)
-    arg_list = rt.VmVariantList(len(args))
-    for a in args:
-        arg_list.push_ref(device.allocator.allocate_buffer_copy(
-            memory_type=rt.MemoryType.DEVICE_LOCAL, allowed_usage=rt.BufferUsage.DEFAULT, device=device,
-            buffer=a, element_type=rt.HalElementType.FLOAT_32))
-    context.invoke(fn, arg_list, rt.VmVariantList(1))
-    del context, hal, debug_sink
-    return seen
-
-
-def traced_by_dispatch(traced) -> dict[tuple[str, int], tuple[list[np.ndarray], list[np.ndarray]]]:
-    """(inputs, outputs) of each traced dispatch by (export name, occurrence): a traced build may schedule
-    independent dispatches in another order than the plain build, so dispatches pair by name and count."""
-    found: dict[tuple[str, str], list[list[np.ndarray]]] = {}
-    for key, arrays in traced:
-        head, _, kind = key.rpartition(" ")
-        found.setdefault((head.split("::")[1], kind), []).append(arrays)
-    by_dispatch = {}
-    for (name, kind), lists in found.items():
-        if kind == "inputs":
-            outs = found.get((name, "outputs"), [])
-            assert len(outs) == len(lists), name
-            for n, (i, o) in enumerate(zip(lists, outs)):
-                by_dispatch[(name, n)] = (i, o)
-    return by_dispatch
-
-
-def assert_bundle_equals_traced(bundle: Bundle, traced) -> None:
-    """Every dispatch's inputs and outputs equal IREE's traced tensors in shape, element type and bytes.
-
-    One exception, checked narrowly: a tensor the dispatch reads and writes in place (IREE's concatenation
-    into slices of one buffer) holds, where nothing wrote it yet, whatever the memory held: the plain
-    build's transient slab holds earlier tensors there, the traced build's fresh buffer zeros. The capture
-    marks those bytes undefined (``DispatchEntry.undefined``); a tensor may differ only there."""
-    expected = traced_by_dispatch(traced)
-    assert len(bundle.dispatches) == len(expected)
-    seen: dict[str, int] = {}
-    for d in bundle.dispatches:
-        n = seen[d.name] = seen.get(d.name, -1) + 1
-        ins, outs = expected[(d.name, n)]
-        assert d.tensors_from == "interface", (d.ordinal, d.name, d.tensors_from)
-        for which, want in (("inputs", ins), ("outputs", outs)):
-            got = bundle.dispatch_tensors(d, which)
-            assert len(got) == len(want), (d.ordinal, d.name, which)
-            for k, (g, w) in enumerate(zip(got, want)):
-                g = np.asarray(g)
-                where = (d.ordinal, d.name, which, k)
-                assert g.shape == w.shape, where
-                assert g.dtype == w.dtype, where
-                g8, w8 = g.reshape(-1).view(np.uint8), w.reshape(-1).view(np.uint8)
-                defined = np.ones(g8.size, bool)
-                for start, end in d.undefined.get(f"{which[:-1]}{k}", []):
-                    defined[start:end] = False
-                assert np.array_equal(g8[defined], w8[defined]), where
+    return shared_model(model)
 
 
 # ---------------------------------------------------------------------------------------------- units

@@ -4,10 +4,8 @@ instructions, at a breakpoint inside a block, at the instruction of a block that
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
-from support import iree_tool
+from support import iree_compile
 
 from engine.errors import VmTrap
 from engine.runtime.vm.context import VmContext
@@ -52,12 +50,11 @@ def fuse_vmfb(tmp_path_factory):
     (d / "fuse.mlir").write_text(PROGRAM)
     out = d / "fuse.vmfb"
     cmd = [
-        iree_tool("iree-compile"),
         "--compile-from=vm",
         "--output-format=vm-bytecode",
         str(d / "fuse.mlir"),
     ]
-    subprocess.run([*cmd, "-o", str(out)], check=True)
+    iree_compile([*cmd, "-o", str(out)], check=True)
     return out
 
 

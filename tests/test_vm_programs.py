@@ -3,14 +3,12 @@ traps, tracing and VMVX dispatches (expected values from numpy and from IREE's r
 
 from __future__ import annotations
 
-import subprocess
 import threading
-import time
 
 import iree.runtime as rt
 import numpy as np
 import pytest
-from support import iree_tool
+from support import iree_compile, wait_until
 
 from engine.runtime import isa
 from engine.runtime.hal.convert import buffer_view_from_numpy, buffer_view_to_numpy
@@ -185,9 +183,8 @@ def spin_vmfb(tmp_path_factory):
     d = tmp_path_factory.mktemp("spin")
     (d / "spin.mlir").write_text(LOOP_PROGRAM)
     out = d / "spin.vmfb"
-    subprocess.run(
+    iree_compile(
         [
-            iree_tool("iree-compile"),
             "--compile-from=vm",
             "--output-format=vm-bytecode",
             str(d / "spin.mlir"),
@@ -205,8 +202,11 @@ def test_pause_from_another_thread(spin_vmfb):
     ctx.begin_call("loop", [2_000_000_000])  # minutes of work: only a pause ends it
     results = {}
     th = threading.Thread(target=lambda: results.setdefault("ev", ctrl.continue_()))
+    entry = ctx.interpreter.top
+    start_pc = entry.pc
     th.start()
-    time.sleep(0.2)
+    # continue_() forgets a pause asked before it began: pause once the loop has visibly run.
+    wait_until(lambda: entry.pc != start_pc, 60, "the loop to run")
     ctrl.pause()
     th.join(10)
     assert not th.is_alive()

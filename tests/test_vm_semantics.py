@@ -7,11 +7,10 @@ interpreter with the same arguments; results must be equal exactly (floats compa
 from __future__ import annotations
 
 import struct
-import subprocess
 
 import iree.runtime as rt
 import pytest
-from support import iree_tool
+from support import iree_compile
 
 from engine.runtime.vm.context import VmContext
 from engine.runtime.vm.interpreter import VmTrap
@@ -133,9 +132,8 @@ def sem_vmfb(tmp_path_factory):
     d = tmp_path_factory.mktemp("vmsem")
     (d / "sem.mlir").write_text(PROGRAM)
     out = d / "sem.vmfb"
-    subprocess.run(
+    iree_compile(
         [
-            iree_tool("iree-compile"),
             "--compile-from=vm",
             "--output-format=vm-bytecode",
             str(d / "sem.mlir"),

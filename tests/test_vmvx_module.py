@@ -3,11 +3,9 @@
 
 from __future__ import annotations
 
-import subprocess
-
 import numpy as np
 import pytest
-from support import iree_tool, lens_run
+from support import iree_compile, lens_run
 
 from engine.runtime.debug_runner import DebugRunner
 from engine.runtime.function_io import Tensor
@@ -100,7 +98,7 @@ def program(tmp_path_factory):
     src = d / "vmvx_module.mlir"
     src.write_text(PROGRAM)
     out = d / "vmvx_module.vmfb"
-    subprocess.run([iree_tool("iree-compile"), *FLAGS, str(src), "-o", str(out)], check=True)
+    iree_compile([*FLAGS, str(src), "-o", str(out)], check=True)
     return out
 
 

@@ -3,12 +3,11 @@ bit for bit, IREE's runtime's on a real CNN, and the interpreter's trap when a c
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
-from support import compile_for, iree_tool
+from support import compile_for, iree_compile
 
 from engine.errors import DispatchError
 from engine.runtime.function_io import Tensor
@@ -28,10 +27,10 @@ def ops_module(tmp_path_factory) -> bytes:
     """A hand-written dispatch function using the VM ops VMVX code uses (and the edge cases C leaves to the
     compiler: INT_MIN / -1, NaN compares, lroundf of large values), compiled by iree-compile."""
     out = tmp_path_factory.mktemp("vmvx_ops") / "ops.vmfb"
-    proc = subprocess.run(
-        [iree_tool("iree-compile"), "--compile-from=vm", "--output-format=vm-bytecode",
+    proc = iree_compile(
+        ["--compile-from=vm", "--output-format=vm-bytecode",
          str(HERE / "vmvx_programs" / "dispatch_ops.mlir"), "-o", str(out)],
-        capture_output=True, text=True, timeout=120,
+        text=True, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     return out.read_bytes()

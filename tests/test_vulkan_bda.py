@@ -8,12 +8,18 @@ non-zero offsets (the binding table holds buffer address + offset).
 
 from __future__ import annotations
 
-import subprocess
 import zlib
 
 import numpy as np
 import pytest
-from support import argument_types, assert_same, hal_dispatches, iree_tool, random_value, run_reference
+from support import (
+    argument_types,
+    assert_same,
+    hal_dispatches,
+    iree_compile,
+    random_value,
+    run_reference,
+)
 
 from engine.compiler.targets import TARGETS
 from engine.runtime.hal.vulkan.loader import vulkan_available
@@ -40,14 +46,13 @@ def bda_vmfb(tmp_path_factory):
         if sample not in cache:
             vmfb = out / f"{sample}_bda.vmfb"
             cmd = [
-                iree_tool("iree-compile"),
                 str(SAMPLES_DIR / f"{sample}.mlir"),
                 *TARGETS["vulkan-spirv"].flags,
                 BDA_FLAG,
                 "-o",
                 str(vmfb),
             ]
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+            proc = iree_compile(cmd, text=True, timeout=300)
             assert proc.returncode == 0, proc.stderr
             cache[sample] = vmfb
         return cache[sample]

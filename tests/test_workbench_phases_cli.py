@@ -4,11 +4,10 @@ unnamed module in a file of any name), and ``CompileRequest`` cannot mistake a p
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
-from support import iree_tool
+from support import iree_compile
 
 from engine.cli import main as cli_main
 from engine.compiler import PHASES, CompileRequest, compile_program
@@ -50,8 +49,8 @@ TARGET_FLAGS = {
 def direct_snapshots(source: Path, flags: list[str], out: Path) -> dict[str, bytes]:
     """What IREE's own tool writes for ``flags``: file name -> bytes."""
     out.mkdir(parents=True)
-    cmd = [iree_tool("iree-compile"), str(source), *flags, f"--dump-compilation-phases-to={out}"]
-    subprocess.run([*cmd, "-o", str(out / "direct.vmfb")], check=True, capture_output=True)
+    cmd = [str(source), *flags, f"--dump-compilation-phases-to={out}"]
+    iree_compile([*cmd, "-o", str(out / "direct.vmfb")], check=True)
     return {p.name: p.read_bytes() for p in out.iterdir() if p.suffix == ".mlir"}
 
 

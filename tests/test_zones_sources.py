@@ -10,12 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import iree_tool
+from support import iree_compile, iree_dispatches
 
 from engine.cli.profile import profile_debug, profile_reference
 from engine.compiler.timing import parse_timing
 from engine.trace.compile_timing import load_compile_timing
-from engine.trace.ireeprof import capture_ireeprof, load_ireeperf_jsonl, load_ireeprof, profiling_mode_for
+from engine.trace.ireeprof import capture_ireeprof, load_ireeperf_jsonl, load_ireeprof
 from engine.trace.model import TraceFormatError
 from engine.trace.native import load_lenstrace, save_lenstrace
 from engine.trace.open import load_trace
@@ -28,27 +28,6 @@ CPU_FLAGS = [
     "--iree-llvmcpu-target-cpu=host",
 ]
 MM_INPUTS = ["4x8xf32=" + " ".join(str(i / 10) for i in range(32)), "8x16xf32=0.3"]
-
-
-def iree_dispatches(vmfb: Path, function: str, inputs: list[str], device: str, tmp: Path) -> list[tuple]:
-    """(export, workgroup count) of each dispatch IREE's profiler records, read straight from its JSONL."""
-    prof = tmp / f"oracle-{device}.ireeprof"
-    cmd = [iree_tool("iree-run-module"), f"--module={vmfb}", f"--device={device}", f"--function={function}"]
-    cmd += [f"--input={i}" for i in inputs]
-    cmd += [f"--device_profiling_mode={profiling_mode_for(device)}", f"--device_profiling_output={prof}"]
-    subprocess.run(cmd, check=True, capture_output=True)
-    out = subprocess.run(
-        [iree_tool("iree-profile"), "export", "--format=ireeperf-jsonl", str(prof)],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    rows = [json.loads(line) for line in out.splitlines() if line.strip()]
-    device_rows = [r for r in rows if r["record_type"] == "dispatch_event"]
-    host_rows = [r for r in rows if r["record_type"] == "host_execution_event" and r["op"] == "dispatch"]
-    chosen = device_rows or host_rows
-    chosen.sort(key=lambda r: (r["submission_id"], r["command_index"]))
-    return [(r["key"], tuple(r["workgroup_count"])) for r in chosen]
 
 
 def dispatches_of(trace) -> list[tuple]:
@@ -67,11 +46,10 @@ def attention(tmp_path_factory):
     out = {}
     for target, flags in (("cpu", CPU_FLAGS), ("vulkan", ["--iree-hal-target-device=vulkan"])):
         out[target] = d / f"attention_{target}.vmfb"
-        subprocess.run(
-            [iree_tool("iree-compile"), str(src), *flags, "-o", str(out[target])],
+        iree_compile(
+            [str(src), *flags, "-o", str(out[target])],
             check=True,
-            capture_output=True,
-        )
+            )
     out["input"] = f"@{MODELS / 'attention_block_x.npy'}"
     return out
 
@@ -201,9 +179,8 @@ def test_cli_profile_and_zones_count_the_same(attention, tmp_path):
 def test_compile_timing_as_zones(tmp_path):
     from engine.samples import sample_path
 
-    proc = subprocess.run(
+    proc = iree_compile(
         [
-            iree_tool("iree-compile"),
             str(sample_path("matmul")),
             *CPU_FLAGS,
             "--mlir-timing",
@@ -211,7 +188,6 @@ def test_compile_timing_as_zones(tmp_path):
             "-o",
             str(tmp_path / "m.vmfb"),
         ],
-        capture_output=True,
         text=True,
         check=True,
     )

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import iree_tool
-from test_zones_sources import MODELS, iree_dispatches
+from support import MODELS, iree_compile, iree_dispatches, iree_tool
 
 from engine.runtime.debug_runner import DebugRunner
 from engine.runtime.function_io import parse_inputs, split_cconv
@@ -24,11 +23,10 @@ def attention_vulkan(tmp_path_factory):
     if not src.exists():
         pytest.skip("shared models are absent")
     out = tmp_path_factory.mktemp("attention") / "attention_vulkan.vmfb"
-    subprocess.run(
-        [iree_tool("iree-compile"), str(src), "--iree-hal-target-device=vulkan", "-o", str(out)],
+    iree_compile(
+        [str(src), "--iree-hal-target-device=vulkan", "-o", str(out)],
         check=True,
-        capture_output=True,
-    )
+        )
     return out, f"@{MODELS / 'attention_block_x.npy'}"
 
 

@@ -234,6 +234,15 @@ class CompilePanel(QWidget):
         self.tabs = QTabWidget(self)
         self.tabs.addTab(self.viewer, "IR")
         self.tabs.addTab(self.diff_view, "Diff")
+        from app.views.build_compare_table import BuildCompareTable
+
+        self.builds_view = BuildCompareTable(self)  # beside the A/B phase diff: time by source line, A vs B
+        self.tabs.addTab(self.builds_view, "Builds A/B")
+        self.compare_builds_button = QPushButton("Compare builds", self)
+        self.compare_builds_button.setToolTip(
+            "Profile this compilation (A) and the one chosen beside “Diff with” (B) with the run's function and "
+            "inputs: time, code size and outputs by source line"
+        )
         self.status = QLabel(self)
         self.status.setWordWrap(True)
 
@@ -249,6 +258,7 @@ class CompilePanel(QWidget):
         other_row.addWidget(self.diff_other_button)
         other_row.addWidget(self.other_box, 1)
         lv.addLayout(other_row)
+        lv.addWidget(self.compare_builds_button)
         lv.addWidget(QLabel("Diagnostics", self))
         lv.addWidget(self.diagnostics, 1)
         top = QWidget(self)
@@ -295,6 +305,7 @@ class CompilePanel(QWidget):
         self.timeline.phaseClicked.connect(self.show_phase)
         self.diff_phases_button.clicked.connect(self.diff_selected_phases)
         self.diff_other_button.clicked.connect(self.diff_with_other)
+        self.compare_builds_button.clicked.connect(lambda: self.compare_builds_with_other())
         self.diagnostics.itemActivated.connect(self._diagnostic_clicked)
         self.diagnostics.itemClicked.connect(self._diagnostic_clicked)
         if services is not None:
@@ -584,6 +595,38 @@ class CompilePanel(QWidget):
         phase = item.data(Qt.ItemDataRole.UserRole) if item else None
         other = self.compilations[j][1]
         self.diff_compilations(self.current, other, phase or self._common_phase(self.current, other))
+
+    def compare_builds_with_other(self) -> int:
+        """Start ``compare-builds`` of the current compilation (A) and the chosen other (B) on the engine worker
+        with the workbench's function and inputs; the Builds A/B tab shows the result. Returns the request id
+        (-1: not started, the reason in the tab)."""
+        from app.views.build_compare_table import compare_builds_job
+
+        j = self.other_box.currentIndex()
+        other = self.compilations[j][1] if 0 <= j < len(self.compilations) else None
+        workbench = getattr(self.services, "workbench", None)
+        function = workbench.state.function if workbench is not None else None
+        why = None
+        if self.current is None or other is None or other is self.current:
+            why = "Compare builds needs two compilations: the current one and another beside “Diff with”."
+        elif not (self.current.ok and other.ok):
+            why = "Compare builds needs two compilations that succeeded."
+        elif not function:
+            why = "Compare builds runs the open module's function: open a module and choose its function first."
+        elif self.services is None or getattr(self.services, "worker", None) is None:
+            why = "Compare builds needs the window's engine worker."
+        self.tabs.setCurrentWidget(self.builds_view)
+        if why is not None:
+            self.builds_view.set_message(why)
+            return -1
+        a, b = self.current, other
+        self.builds_view.set_message(f"Profiling {a.out_dir.name} and {b.out_dir.name} (3 rounds of 5 calls each)…")
+        return self.services.worker.submit(
+            compare_builds_job, str(a.vmfb_path), str(b.vmfb_path), function, list(workbench.state.inputs),
+            tag="compare-builds",
+            on_result=lambda result: self.builds_view.set_comparison(result, a.out_dir.name, b.out_dir.name),
+            on_error=lambda err: self.builds_view.set_message(f"Compare builds failed: {err.message}"),
+        )  # fmt: skip
 
     def _diagnostic_clicked(self, item: QListWidgetItem) -> None:
         self.open_diagnostic(item.data(Qt.ItemDataRole.UserRole))

@@ -17,8 +17,9 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSortFilterProxyModel, Qt
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, QSortFilterProxyModel, Qt, QTimer
 from PySide6.QtGui import QBrush, QColor
+from PySide6.QtWidgets import QHeaderView, QLineEdit, QTableView
 
 from app.views.verdict_style import verdict_colour, verdict_label
 
@@ -26,6 +27,8 @@ _ROOT = QModelIndex()  # the invalid parent of a flat table
 VERDICT_COLUMN = "Verdict"
 SOURCE_COLUMN = "Source"
 PAUSED = QBrush(QColor("#fff3cd"))
+FILTER_DELAY_MS = 120  # typing in a filter applies once the keys pause (each pass reads every row)
+COLUMN_PADDING = 18  # pixels around a cell's text (margins and the sort arrow's room)
 
 
 @dataclass(frozen=True)
@@ -128,6 +131,25 @@ class DispatchListModel(QAbstractTableModel):
     def row_of(self, ordinal: int) -> int | None:
         return next((i for i, r in enumerate(self.rows) if self.ordinal_of(r) == ordinal), None)
 
+    def filter_key(self, row: int) -> tuple[str, str]:
+        """Row ``row``'s ordinal as text and its dispatch name in lower case: what the name filter matches
+        (read from the row itself, not through Qt's ``data`` twice per row per keystroke)."""
+        r = self.rows[row]
+        return str(self.ordinal_of(r)), self.name_of(r).lower()
+
+    def widest_text(self, column: int) -> str:
+        """The longest text column ``column`` holds (what it is sized to: every row counts, #1000 and up too)."""
+        if column == self.columnCount() - 1:
+            labels = [m.label for m in self.verdicts.values()] + (["not compared"] if self.verdicts else [])
+            return max(labels + [VERDICT_COLUMN], key=len)
+        if column == len(self.columns):  # the Source column (shown where the lines are known)
+            return max([*self.source_lines.values(), SOURCE_COLUMN], key=len)
+        if column == 0:
+            top = max((self.ordinal_of(r) for r in self.rows), default=0)
+            return max("8" * len(str(top)), self.columns[0], key=len)
+        texts = [self.cell(r, column) for r in self.rows]
+        return max(texts + [self.columns[column]], key=len)
+
     # -- Qt's model
 
     def rowCount(self, parent=_ROOT) -> int:  # noqa: N802 (Qt's name)
@@ -194,19 +216,68 @@ class NameFilter(QSortFilterProxyModel):
 
     def set_text(self, text: str) -> None:
         text = text.strip().lower()
-        self.text = text[1:] if text.startswith("#") else text
-        self.invalidateFilter()
+        text = text[1:] if text.startswith("#") else text
+        if text != self.text:
+            self.text = text
+            self.invalidateFilter()
 
     def filterAcceptsRow(self, source_row: int, source_parent: QModelIndex) -> bool:  # noqa: N802
         if not self.text:
             return True
-        name = self.sourceModel().index(source_row, 1, source_parent).data() or ""
-        number = self.sourceModel().index(source_row, 0, source_parent).data() or ""
-        name = name.lower()
+        number, name = self.sourceModel().filter_key(source_row)
         if any(c in self.text for c in "*?["):
             return fnmatch.fnmatchcase(name, self.text)
         return self.text in name or self.text == number
 
+
+class FilterTyping(QObject):
+    """A filter line applied to a ``NameFilter`` once typing pauses (``FILTER_DELAY_MS``); Enter applies it
+    at once. ``apply()`` applies what the line says now (tests, a cleared line)."""
+
+    def __init__(self, edit: QLineEdit, proxy: NameFilter, parent: QObject | None = None):
+        super().__init__(parent or edit)
+        self.edit, self.proxy = edit, proxy
+        self.timer = QTimer(self)
+        self.timer.setSingleShot(True)
+        self.timer.setInterval(FILTER_DELAY_MS)
+        self.timer.timeout.connect(self.apply)
+        edit.textChanged.connect(lambda text: self.apply() if not text else self.timer.start())
+        edit.returnPressed.connect(self.apply)
+
+    def apply(self) -> None:
+        self.timer.stop()
+        self.proxy.set_text(self.edit.text())
+
+
+class ColumnFitter(QObject):
+    """Sizes a dispatch table's columns from the widest text each holds (``widest_text``), once per burst of
+    changes. Qt's ResizeToContents measures rows on every change (seconds per keystroke at 2,000 rows) and
+    only the first 1,000 of them, so the ordinal column of #1000 and up showed "1…"."""
+
+    def __init__(self, table: QTableView, model: DispatchListModel, stretch: int = 1, only: tuple[int, ...] = ()):
+        super().__init__(table)
+        self.table, self.model, self.stretch = table, model, stretch
+        self.only = only  # the columns it sizes (empty: every column but the stretched one)
+        header = table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        header.setSectionResizeMode(stretch, QHeaderView.ResizeMode.Stretch)
+        self.timer = QTimer(self)
+        self.timer.setSingleShot(True)
+        self.timer.setInterval(0)
+        self.timer.timeout.connect(self.fit)
+        for signal in (model.modelReset, model.rowsInserted, model.dataChanged, model.layoutChanged):
+            signal.connect(self.timer.start)
+        self.fit()
+
+    def fit(self) -> None:
+        metrics = self.table.fontMetrics()
+        bold = self.table.horizontalHeader().fontMetrics()
+        for column in range(self.model.columnCount()):
+            if column == self.stretch or (self.only and column not in self.only):
+                continue
+            text = self.model.widest_text(column)
+            width = max(metrics.horizontalAdvance(text), bold.horizontalAdvance(text)) + COLUMN_PADDING
+            self.table.setColumnWidth(column, width)
 
 def source_lines_job(module_path: str, task=None) -> dict[str, str]:
     """Export name -> ``file.mlir:LINE op`` from the module's recorded export locations (runs on the

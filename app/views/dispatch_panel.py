@@ -49,6 +49,7 @@ class DispatchPanel(QWidget):
         self.context = services.context
         self.index: DispatchIndex | None = None
         self.sites: list[CallSite] = []  # every dispatch call of the loaded module
+        self.source_lines: dict[str, str] = {}  # export -> "file.mlir:LINE op" the module records for it
         self.current: str | None = None  # name of the dispatch shown
         self.code_viewers: list[IrViewer] = []
 
@@ -117,11 +118,18 @@ class DispatchPanel(QWidget):
     def set_module(self, loaded) -> None:
         """Find the dispatch calls of the loaded module (a ``LoadedModule``; None clears)."""
         self.sites = []
+        self.source_lines = {}
         if loaded is not None:
             try:
                 self.sites = dispatch_call_sites(loaded.module)
             except Exception as exc:  # a damaged module still opens in the inspector; say why here
                 self.services.messages.error(f"dispatches: cannot read the module's host code: {exc}")
+            from app.views.dispatch_list_model import source_lines_job
+
+            try:
+                self.source_lines = source_lines_job(str(loaded.path))
+            except Exception:  # noqa: BLE001 - a location is a courtesy: never fail the panel for it
+                self.source_lines = {}
         self._rebuild()
 
     # -- list -------------------------------------------------------------------------------------------
@@ -222,6 +230,13 @@ class DispatchPanel(QWidget):
             return
         d = self.dispatch()
         exports = set(d.exports) if d is not None else {name}
+        for export in sorted(exports):
+            where = self.source_lines.get(export)
+            if where:  # the input program's line IREE recorded for the export (its root op)
+                file_line, _, op = where.partition(" ")
+                item = QTreeWidgetItem(["input program", file_line.rpartition(":")[2], "source", where])
+                item.setToolTip(3, f"{export}\ncame from {file_line}" + (f": {op}" if op else ""))
+                self.locations.addTopLevelItem(item)
         if d is not None:
             for loc in d.locations:
                 item = QTreeWidgetItem(

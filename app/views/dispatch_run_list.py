@@ -30,7 +30,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.views.dispatch_list_model import DispatchListModel, NameFilter, VerdictMark
+from app.views.dispatch_list_model import (
+    ColumnFitter,
+    DispatchListModel,
+    FilterTyping,
+    NameFilter,
+    VerdictMark,
+)
 from app.views.tensor_inspector import InspectedTensor, TensorInspector
 from app.views.verdict_style import legend_html
 from engine.dispatch.bundle import Bundle, BundleError, DispatchEntry
@@ -175,7 +181,7 @@ class DispatchRunView(QWidget):
         self.filter_edit.setObjectName("bundleDispatchFilter")
         self.filter_edit.setPlaceholderText("Filter dispatches by name (conv, softmax…) or ordinal")
         self.filter_edit.setClearButtonEnabled(True)
-        self.filter_edit.textChanged.connect(self.proxy.set_text)
+        self.filter_typing = FilterTyping(self.filter_edit, self.proxy, self)
         self.table = QTableView(self)
         self.table.setModel(self.proxy)
         self.table.setSelectionBehavior(QTableView.SelectionBehavior.SelectRows)
@@ -184,8 +190,8 @@ class DispatchRunView(QWidget):
         self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 4)  # more rows in view
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
-        header.setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
         header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)  # IREE's long export names get the room
+        self.fitter = ColumnFitter(self.table, self.model, only=(0,))  # the ordinal, #1000 and up in full
         for column in (2, 3, 4, 5):  # types can be long: a fixed start width, never squeezing the names
             header.resizeSection(column, 110)
         self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # keeps the _dispatch_N and the shape
@@ -238,6 +244,7 @@ class DispatchRunView(QWidget):
             f"({m.get('engine', '?')} engine, {m.get('device', '?')})"
         )
         self.model.set_entries(bundle.dispatches)
+        self.model.set_source_lines(_source_lines(bundle.module))  # verdicts read by source line too
         self._set_verdicts({})
         if self.reference is not None:
             self._judge()
@@ -403,3 +410,15 @@ def open_bundle_document(open_document, path: str | Path) -> DispatchRunView | N
         return None
     key = f"capture:{Path(view.bundle.directory).resolve()}"
     return open_document(view, f"Capture {Path(view.bundle.directory).name}", key)
+
+
+def _source_lines(module: str) -> dict[str, str]:
+    """The captured module's export -> source line, where the module is still readable here."""
+    from app.views.dispatch_list_model import source_lines_job
+
+    if not module or not Path(module).is_file():
+        return {}
+    try:
+        return source_lines_job(module)
+    except Exception:  # noqa: BLE001 - a location is a courtesy: never fail the list for it
+        return {}

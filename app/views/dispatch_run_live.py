@@ -5,9 +5,10 @@ Next Dispatch), a document "Dispatch #N name" with the tensor inspector on its i
 Everything comes through the window's one ``SessionBridge``: ``dispatchStopped`` asks the session for the
 paused dispatch's tensors (``ReadTensors``); the session types them, once, from the best source there is
 (``engine.dispatch.typed_tensors``: the executables' sources, else exactly the bound bytes) and this view
-only shows what it answers, with where each type came from. The bridge reports running dispatches at most
-every ``PROGRESS_INTERVAL``, so a fast run lists the dispatches it was seen running and every one it
-stopped at, not necessarily all of them.
+only shows what it answers, with where each type came from. The list is the run's recorded history
+(``History.dispatches``, asked after every stop and at the end of the run: every dispatch that ran), with the
+dispatches reported running (at most every ``PROGRESS_INTERVAL``) and those stopped at added as they come;
+a dispatch known only from the history shows "-" where it has no workgroups or tensors read.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.views.dispatch_list_model import event_verdicts
+from app.views.dispatch_list_model import ColumnFitter, event_verdicts
 from app.views.dispatch_run_list import DispatchRunModel
 from app.views.tensor_inspector import InspectedTensor, TensorInspector
 from app.views.verdict_style import legend_html
@@ -37,6 +38,16 @@ from engine.dispatch.debug_capture import health_of
 from engine.dispatch.tensor_types import from_storage
 from engine.session.protocol import DispatchTensor, ReadTensors, Tensors, TypeSource
 
+# What would type an untyped dispatch (said with it, never a promise that it will be typed).
+UNTYPED_HELP = (
+    "To type it: open the .mlir it was compiled from (same flags), or put the executables' sources beside the "
+    ".vmfb (a folder iree-lens --sources takes)."
+)
+
+
+def _sentence(text: str) -> str:
+    text = text.strip()
+    return (text[:1].upper() + text[1:]).rstrip(".") + "." if text else text
 UNREAD = "-"  # health of a dispatch whose tensors were not read (seen running, not stopped at)
 
 
@@ -67,10 +78,15 @@ class ShownTensor:
 
     @property
     def label(self) -> str:
+        """One vocabulary for every binding: its number (and offset), the access the dispatch declares, then
+        its role in the dispatch's operands when the sources say it ("binding 3, write, output 0"); an
+        untyped binding has no known role, and is never called an input or output by guess."""
         where = f"binding {self.binding}" + (f" @{self.offset}" if self.offset else "")
+        role = f", {self.role} {self.position}" if self.source != TypeSource.UNTYPED else ""
+        access = self.access if self.access and self.access != "unknown" else "access unknown"
         state = "" if self.written else ", not written yet"
         undefined = self.undefined_text
-        return f"{self.role} {self.position} ({where}, {self.access}{state})" + (f" — {undefined}" if undefined else "")
+        return f"{where}, {access}{role}{state}" + (f" — {undefined}" if undefined else "")
 
     @classmethod
     def from_protocol(cls, t: DispatchTensor) -> ShownTensor:
@@ -112,6 +128,13 @@ class PausedDispatchView(QWidget):
         layout.addLayout(top)
         layout.addWidget(self.inspector, 1)
 
+    def show_pending(self, info) -> None:
+        """The run stopped at ``info``; its tensors are being read: the view names this dispatch at once and
+        shows nothing of the one before (stepper, status bar and document agree from the stop on)."""
+        self.info, self.tensors = info, []
+        self.header.setText(f"Dispatch #{info.ordinal} {info.export} ({info.when} it runs) — reading its tensors…")
+        self.inspector.set_tensors([])
+
     def selected_element(self):
         """The element selected in the inspector's table, as bytes of a binding (None when none is, or its
         tensor is untyped bytes)."""
@@ -134,17 +157,18 @@ class PausedDispatchView(QWidget):
         wg = "x".join(str(w) for w in info.workgroup_count)
         sources = sorted({t.source for t in tensors})
         notes = sorted({t.note for t in tensors if t.note and t.source == TypeSource.UNTYPED})
-        if sources == [TypeSource.UNTYPED]:
-            typed = "untyped: each binding's bytes as bound (no executable sources: open the module with them)"
-        else:
-            typed = f"types from {', '.join(sources) or '-'}"
-        self.header.setText(
+        untyped = sources == [TypeSource.UNTYPED]
+        typed = "untyped (each binding's bytes as bound)" if untyped else f"types from {', '.join(sources) or '-'}"
+        # The dispatch on the first line; why it is untyped and what would type it, then notes, below.
+        lines = [
             f"Dispatch #{info.ordinal} {info.export} ({info.when} it runs) — executable {info.executable}, "
-            f"workgroups {wg}, {len(info.bindings)} bindings; {typed}"
-            + "".join(f". {n}" for n in notes)
-            + (f". {note}" if note else "")
-            + "".join(f". {t.role} {t.position}: {t.undefined_text}" for t in tensors if t.undefined_text)
-        )
+            f"workgroups {wg}, {len(info.bindings)} bindings; {typed}",
+            *(_sentence(n) for n in notes),
+            *([UNTYPED_HELP] if untyped else []),
+            *([_sentence(note)] if note else []),
+            *(f"{t.role} {t.position}: {t.undefined_text}" for t in tensors if t.undefined_text),
+        ]
+        self.header.setText("\n".join(lines))
         self.inspector.set_tensors([InspectedTensor(t.label, t.array, t.type_text) for t in tensors])
 
 
@@ -165,9 +189,10 @@ class RunDispatchesPanel(QWidget):
         self.table.setModel(self.model)
         self.table.setSelectionBehavior(QTableView.SelectionBehavior.SelectRows)
         self.table.verticalHeader().setVisible(False)
-        header = self.table.horizontalHeader()
-        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
+        self.table.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Fixed)
+        self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 4)  # more rows in view
+        self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # keeps the _dispatch_N and the shape
+        self.fitter = ColumnFitter(self.table, self.model)
         # What the row colours mean once a diverge breakpoint judged the run: never colour alone.
         self.legend = QLabel(legend_html(), self)
         self.legend.setTextFormat(Qt.TextFormat.RichText)
@@ -184,20 +209,60 @@ class RunDispatchesPanel(QWidget):
             self.bridge.answered.connect(self._on_answer)
             self.bridge.progressed.connect(self._on_progress)
             self.bridge.stateChanged.connect(self._on_state)
+            self.bridge.historyChanged.connect(self._on_history)
             self.bridge.finished.connect(lambda _e: self._set_title("finished"))
+            self.bridge.failed.connect(self._on_failed)
             self.bridge.stopped.connect(self._on_verdicts)
             self.bridge.finished.connect(self._on_verdicts)
+        self.workbench = getattr(services, "workbench", None)
+        self._run = self.workbench.state.run if self.workbench is not None else 0  # the run listed
+        if self.workbench is not None:
+            self.workbench.moduleReset.connect(lambda _m: self.clear())
+            self.workbench.stateChanged.connect(self._on_run_state)
         self._last_state = None
 
     # -- the list
 
+    def clear(self) -> None:
+        self._rows.clear()
+        self.model.set_entries([])
+        self._set_verdicts({})
+        self.title.setText("Run a function in the VM Stepper: its dispatches are listed here as they run.")
+
     def _on_state(self, state: str) -> None:
-        # A new call (from idle) starts a new list; resuming from a stop keeps it.
-        if state == "running" and self._last_state == "idle":
-            self._rows.clear()
-            self.model.set_entries([])
-            self._set_verdicts({})
+        # A new call starts a new list (the window's run state says which runs are new calls: travelling in a
+        # finished run's history also runs from idle); resuming from a stop keeps it.
+        if self.workbench is None and state == "running" and self._last_state == "idle":
+            self.clear()
         self._last_state = state
+
+    def _on_run_state(self, state) -> None:
+        if state.run != self._run:
+            self._run = state.run
+            self.clear()
+
+    def _on_history(self, history) -> None:
+        """Every dispatch the run recorded: those not listed yet join the list in ordinal order (what a
+        progress report or a stop told of a row, its workgroups and health, is kept)."""
+        if history is None or not history.dispatches:
+            return
+        known = {e.ordinal: e for e in self.model.entries}
+        entries = [
+            known.get(m.ordinal) or DispatchEntry(m.ordinal, m.name, None, None, health=UNREAD)
+            for m in history.dispatches
+        ]
+        listed = {e.ordinal for e in entries}
+        entries += [e for e in self.model.entries if e.ordinal not in listed]
+        entries.sort(key=lambda e: e.ordinal)
+        if [e.ordinal for e in entries] != [e.ordinal for e in self.model.entries]:
+            self.model.set_entries(entries)
+            self._rows = {e.ordinal: i for i, e in enumerate(entries)}
+        state = "running" if self.bridge is None else str(self.bridge.state)
+        self._set_title({"idle": "finished", "stopped": "paused"}.get(state, state))
+
+    def _on_failed(self, _failed) -> None:
+        if self.workbench is not None and self.workbench.state.outcome == "failed":
+            self._set_title("the run failed")
 
     def _note(self, info, health: str | None = None) -> None:
         row = self._rows.get(info.ordinal)
@@ -232,6 +297,11 @@ class RunDispatchesPanel(QWidget):
 
     def _on_dispatch_stopped(self, info) -> None:
         self._note(info)
+        view = self.paused_view
+        tabs = _tab_widget(view) if view is not None and shiboken6.isValid(view) else None
+        if tabs is not None:
+            view.show_pending(info)
+            tabs.setTabText(tabs.indexOf(view), f"Dispatch #{info.ordinal} {info.export}")
         self.bridge.evaluate(ReadTensors())
 
     # -- the paused dispatch
@@ -270,7 +340,13 @@ class RunDispatchesPanel(QWidget):
 
     def step_into(self, element=None):
         """Offer the workgroup picker for the paused dispatch (None, saying why, when there is none)."""
-        from app.views.kernel_step import KernelRequest, WorkgroupPicker, capture_and_find_writer
+        from app.views.kernel_step import (
+            KernelRequest,
+            WorkgroupPicker,
+            capture_and_find_writer,
+            program_of,
+            steppable,
+        )
 
         view = self.paused_view
         workbench = getattr(self.services, "workbench", None)
@@ -285,6 +361,14 @@ class RunDispatchesPanel(QWidget):
         picker.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         self.picker = picker
         self._captured = None
+        if not steppable(state.module.module):
+            formats = ", ".join(sorted({e.format for e in state.module.module.executables})) or "none"
+            program = program_of(str(state.module.path), state.module.source)
+            build = picker.refuse_format(formats, program)
+            if build is not None:
+                build.clicked.connect(lambda: self._build_for_cpu(program, picker))
+            picker.show()
+            return picker
         picker.chosen.connect(lambda wg: self._record(request, wg))
         picker.buttons.setEnabled(False)  # until the dispatch is captured again
 
@@ -303,6 +387,25 @@ class RunDispatchesPanel(QWidget):
                                     on_error=failed)  # fmt: skip
         picker.show()
         return picker
+
+    def _build_for_cpu(self, program, picker) -> None:
+        """Build the program for llvm-cpu on the engine worker and open the build (the user runs it to the
+        dispatch again: a new module is a clean start)."""
+        from app.views.kernel_step import build_for_cpu
+
+        picker.note.setText(f"Building {program.name} for llvm-cpu…")
+
+        def built(path: str) -> None:
+            if shiboken6.isValid(picker):
+                picker.close()
+            self.services.open_file(path)
+
+        def failed(error) -> None:
+            self.services.messages.error(f"Step Into Workgroup: {error.message}")
+            if shiboken6.isValid(picker):
+                picker.note.setText(error.message)
+
+        self.services.worker.submit(build_for_cpu, program, tag="kernel-build", on_result=built, on_error=failed)
 
     def _record(self, request, workgroup) -> None:
         from app.views.kernel_step import record

@@ -23,7 +23,6 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QFont, QKeySequence, QShortcut, QTextCursor, QTextFormat
 from PySide6.QtWidgets import (
     QFileDialog,
-    QHBoxLayout,
     QLabel,
     QLineEdit,
     QListWidget,
@@ -38,7 +37,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.views.action_strip import ActionStrip
 from app.views.ir_mlir_syntax import MlirHighlighter
+from engine.dispatch.tensor_types import element_name
 from engine.errors import LensError
 from engine.session.protocol import (
     BenchmarkDispatch,
@@ -93,8 +94,12 @@ class ExecutableEditor(QWidget):
         self._job_done: Callable | None = None
 
         self.list = QListWidget()
-        for doc in self.documents:
-            self.list.addItem(QListWidgetItem(doc.title))
+        # Executables share IREE's long prefix (main$async_dispatch_…): elide the middle, keep the ends.
+        self.list.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        for doc, label in zip(self.documents, list_labels([d.title for d in self.documents])):
+            item = QListWidgetItem(label)
+            item.setToolTip(doc.title)
+            self.list.addItem(item)
         self.text = QPlainTextEdit()
         self.text.setObjectName("executableText")
         font = QFont("monospace")
@@ -130,15 +135,17 @@ class ExecutableEditor(QWidget):
         self.list.setMinimumWidth(120)
         self.find_edit.setMinimumWidth(140)
 
-        buttons = QHBoxLayout()
+        # The buttons wrap onto another row rather than shrink: squeezed beside the outputs after Apply at
+        # 1920x1080 they read "Export." and "Benchma". The find field has a row of its own.
+        buttons = ActionStrip()
+        buttons.setObjectName("editorButtons")
         for b in (self.apply_button, self.revert_button, self.rerun_button, self.export_button, self.benchmark_button):
-            b.setMinimumWidth(b.sizeHint().width())  # a narrow window shrinks the find field, not the labels
             buttons.addWidget(b)
-        buttons.addWidget(self.find_edit, 1)
         right = QWidget()
         rl = QVBoxLayout(right)
         rl.setContentsMargins(0, 0, 0, 0)
-        rl.addLayout(buttons)
+        rl.addWidget(buttons)
+        rl.addWidget(self.find_edit)
         rl.addWidget(self.text, 1)
         rl.addWidget(self.errors)
         rl.addWidget(self.status)
@@ -188,11 +195,13 @@ class ExecutableEditor(QWidget):
     def _mark(self, name: str, modified: bool) -> None:
         """Mark (or unmark) the documents of ``name`` as applied: a dot before their title."""
         (self.modified.add if modified else self.modified.discard)(name)
+        labels = list_labels([d.title for d in self.documents])
         for i, doc in enumerate(self.documents):
             item = self.list.item(i)
             if item is not None:
-                item.setText(f"● {doc.title}" if doc.name in self.modified else doc.title)
-                item.setToolTip("applied: the session runs this edit" if doc.name in self.modified else doc.origin)
+                item.setText(f"● {labels[i]}" if doc.name in self.modified else labels[i])
+                item.setToolTip(f"{doc.title}: " + ("applied, the session runs this edit" if doc.name in self.modified
+                                                   else doc.origin))  # fmt: skip
 
     def document_for_dispatch(self, export: str) -> int | None:
         """The document of a dispatch's export: its dispatch executable's MLIR source (the longest name that
@@ -291,11 +300,11 @@ class ExecutableEditor(QWidget):
 
     # -- actions
 
-    def set_bridge(self, bridge) -> None:
-        """Act through the window's session bridge whenever its run is paused at a dispatch."""
+    def set_bridge(self, bridge, workbench=None) -> None:
+        """Act through the window's session bridge whenever its run (``workbench.state``) is paused at a dispatch."""
         from app.views.executable_editor_session import SessionSubstitutions
 
-        self.session = SessionSubstitutions(bridge, self) if bridge is not None else None
+        self.session = SessionSubstitutions(bridge, self, workbench) if bridge is not None else None
         if self.session is not None:
             self.session.failed.connect(self._session_failed)
             bridge.dispatchStopped.connect(self.follow_dispatch)
@@ -510,7 +519,7 @@ class ExecutableEditor(QWidget):
         self.applied.emit(replacement.spec.name)
 
     def show_outputs(self, before: np.ndarray, after: np.ndarray, title: str) -> None:
-        """The dispatch's output before and after the edit (as float32 when the bytes allow)."""
+        """The dispatch's output before and after the edit (as f32 when the bytes allow)."""
         self.last_outputs = (before, after)
         self.outputs.show()
         while self.outputs_layout.count():
@@ -672,6 +681,20 @@ NO_SOURCES = (
 )
 
 
+def list_labels(titles: list[str]) -> list[str]:
+    """The documents' titles as the narrow list shows them: the prefix they all share (``main$async_``)
+    dropped up to the word that differs (``dispatch_3_…``), so the part that tells them apart is seen."""
+    import os
+
+    if len(titles) < 2:
+        return list(titles)
+    common = os.path.commonprefix(titles)
+    cut = common.rfind("dispatch_")
+    if cut < 0:
+        cut = max(common.rfind("$"), common.rfind("_")) + 1
+    return [f"…{t[cut:]}" if cut > 3 else t for t in titles]
+
+
 def inspector_output_view(before: np.ndarray, after: np.ndarray, title: str) -> QWidget:
     """The outputs in the tensor inspector: the edited output, compared with the original (its reference)."""
     from app.views.tensor_inspector import InspectedTensor, TensorInspector
@@ -684,12 +707,13 @@ def inspector_output_view(before: np.ndarray, after: np.ndarray, title: str) -> 
     inspector.setObjectName("outputsInspector")
     if raw:
         kind = f"{a.size}x{'f32' if as_float else 'i8'}"
-    else:
-        kind = "x".join([*map(str, a.shape), str(a.dtype)]) if a.shape else str(a.dtype)
+    else:  # IREE's element names, as the inspector writes them (f32, not numpy's float32)
+        kind = "x".join([*map(str, a.shape), element_name(a.dtype)])
+    # The distinguishing word first: a narrow list elides the end ("Dispatch #…" twice).
     inspector.set_tensors(
         [
-            InspectedTensor(f"{title} after the edit", a, kind, reference=b),
-            InspectedTensor(f"{title} before", b, kind),
+            InspectedTensor(f"after the edit: {title}", a, kind, reference=b),
+            InspectedTensor(f"before the edit: {title}", b, kind),
         ]
     )
     return inspector
@@ -796,7 +820,7 @@ class ExecutableEditorPanel(QWidget):
             editor.deleteLater()
             return
         editor.output_view_factory = inspector_output_view
-        editor.set_bridge(getattr(self.services, "session_bridge", None))  # paused runs: through the session
+        editor.set_bridge(getattr(self.services, "session_bridge", None), getattr(self.services, "workbench", None))  # paused runs: through the session
         self.editor = editor
         self.placeholder.hide()
         self._layout.addWidget(editor)

@@ -18,14 +18,9 @@ from engine.session.protocol import Answer, Query, SubstitutionRefused
 from engine.substitute.errors import SourceDiagnostic
 
 
-def paused_at_dispatch(bridge) -> bool:
-    stop = getattr(bridge, "last_stop", None)
-    return (
-        bridge is not None
-        and str(getattr(bridge, "state", "")) == "stopped"
-        and stop is not None
-        and stop.location.dispatch_info is not None
-    )
+def paused_at_dispatch(workbench) -> bool:
+    """The window's run (``Workbench.state``) is paused at a dispatch."""
+    return workbench is not None and workbench.state.paused is not None
 
 
 def diagnostics_of(refused: SubstitutionRefused) -> list[SourceDiagnostic]:
@@ -38,9 +33,10 @@ class SessionSubstitutions(QObject):
     done = Signal(object)  # the typed answer (its TensorRefs already read into numpy arrays)
     failed = Signal(str, object)  # text, the SubstitutionRefused (or None: a crash, a lost session)
 
-    def __init__(self, bridge, parent: QObject | None = None):
+    def __init__(self, bridge, parent: QObject | None = None, workbench=None):
         super().__init__(parent)
         self.bridge = bridge
+        self.workbench = workbench  # the window's run state (what the run is paused at); None: never paused
         self.waiting: Query | None = None
         self._then: Callable[[Any], None] | None = None
         bridge.answered.connect(self._on_answer)
@@ -61,11 +57,11 @@ class SessionSubstitutions(QObject):
     @property
     def paused(self) -> bool:
         """Paused at a dispatch: Rerun and Benchmark have a dispatch to act on."""
-        return paused_at_dispatch(self.bridge)
+        return paused_at_dispatch(self.workbench)
 
     def paused_dispatch(self):
         """The ``DispatchInfo`` of the dispatch the run is paused at, or None."""
-        return self.bridge.last_stop.location.dispatch_info if self.paused else None
+        return self.workbench.state.paused if self.workbench is not None else None
 
     def ask(self, query: Query, then: Callable[[Any], None] | None = None) -> bool:
         if self.waiting is not None or not self.available:

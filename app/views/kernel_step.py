@@ -13,7 +13,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QDialog, QDialogButtonBox, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QDialog,
+    QDialogButtonBox,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
 
 
 @dataclass(frozen=True)
@@ -50,6 +59,41 @@ def capture_and_find_writer(request: KernelRequest) -> tuple[Any, tuple[int, int
         return captured, None
     data = executable_data(request.module_path, captured)
     return captured, workgroup_that_wrote(captured, data, e.binding, e.offset, e.size)
+
+
+STEPPABLE_FORMATS = ("embedded-elf-x86_64", "vmvx-bytecode-fb")
+
+
+def steppable(module: Any) -> bool:
+    """Whether the module (a ``VmfbModule``) has executables a workgroup can be stepped in (llvm-cpu, VMVX)."""
+    return any(e.format in STEPPABLE_FORMATS for e in module.executables)
+
+
+def program_of(module_path: str, source: Any = None):
+    """The program a module was compiled from: the one the window compiled, else the one its debug
+    locations name when it is still there (None otherwise)."""
+    if source is not None:
+        return source
+    from engine.dispatch.rebuild_sources import program_named_by
+
+    return program_named_by(module_path)
+
+
+def build_for_cpu(program) -> str:
+    """(On the engine worker) ``program`` compiled for llvm-cpu (its executables' sources kept beside); the
+    new module's path, or ``LensError`` with the compiler's words."""
+    import tempfile
+    from pathlib import Path
+
+    from engine.compiler.job import compile_program
+    from engine.compiler.request import CompileRequest
+    from engine.errors import LensError
+
+    out = Path(tempfile.mkdtemp(prefix="iree-lens-cpu-build-"))
+    compilation = compile_program(CompileRequest.from_file(program, target="llvm-cpu"), out_dir=out)
+    if not compilation.ok or compilation.vmfb_path is None:
+        raise LensError(f"building {Path(program).name} for llvm-cpu failed: {compilation.stderr()[-500:]}")
+    return str(compilation.vmfb_path)
 
 
 def record(request: KernelRequest, captured: Any, workgroup: tuple[int, int, int]):
@@ -98,6 +142,23 @@ class WorkgroupPicker(QDialog):
         layout.addLayout(row)
         layout.addWidget(self.note)
         layout.addWidget(self.buttons)
+
+    def refuse_format(self, formats: str, program) -> QPushButton | None:
+        """Say that this build cannot be stepped; offer to build the program for llvm-cpu when it is known
+        (the returned button; None when the program is not)."""
+        for spin in self.spins:
+            spin.setEnabled(False)
+        self.buttons.button(QDialogButtonBox.StandardButton.Ok).setEnabled(False)
+        where = f" Build {program.name} for llvm-cpu, open it and stop at this dispatch again." if program else (
+            " Compile the program with --iree-hal-local-target-device-backends=llvm-cpu (or vmvx) and open that.")
+        self.note.setText(f"This module's executables are {formats}: stepping inside a dispatch needs the "
+                          f"llvm-cpu or VMVX build of the same program.{where}")  # fmt: skip
+        if program is None:
+            return None
+        button = QPushButton("Build for llvm-cpu", self)
+        button.setObjectName("buildForCpu")
+        self.layout().insertWidget(self.layout().count() - 1, button)
+        return button
 
     def workgroup(self) -> tuple[int, int, int]:
         x, y, z = (s.value() for s in self.spins)

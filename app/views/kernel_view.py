@@ -105,18 +105,27 @@ class KernelView(QWidget):
         self.step_action = self._action("Statement ▶", "F11", "Next statement", self.step)
         self.step_over_action = self._action("Line ▶▶", "F10", "Next source line", self.step_over)
         self.run_to_nan_action = self._action("Run to NaN", "", "The next statement with a NaN or Inf value", self.run_to_nan)
+        self.first_nan_action = self._action(
+            "First NaN/Inf", "", "The workgroup's first statement with a NaN or Inf value: where it was made",
+            self.first_nan,
+        )  # fmt: skip
 
         self.source = QTableWidget(0, 3, self)
         self.source.setObjectName("kernelSource")
         self.source.setHorizontalHeaderLabels(["Line", "Source", "Values (last executed)"])
         self.source.verticalHeader().setVisible(False)
+        self.source.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 6)
         self.source.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.source.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.source.setWordWrap(False)
         header = self.source.horizontalHeader()
+        # Line numbers fit, the values keep a fixed share (set on resize) and the source takes the rest, its
+        # long lines elided: the values beside a line must stay in view whatever the width.
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
-        header.setSectionResizeMode(1, QHeaderView.ResizeMode.Interactive)
-        header.setStretchLastSection(True)
+        header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
+        header.setSectionResizeMode(2, QHeaderView.ResizeMode.Interactive)
+        self.source.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.source.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.source.cellDoubleClicked.connect(self._run_to_row)
 
         self.timeline = pg.PlotWidget(self)
@@ -194,6 +203,14 @@ class KernelView(QWidget):
         self.show_position()
         return True
 
+    def first_nan(self) -> bool:
+        index = self.trace.first_nonfinite()
+        if index is None:
+            self.statement.setText(self.statement.text() + "  — the workgroup made no NaN or Inf")
+            return False
+        self.go(index)
+        return True
+
     def go(self, index: int) -> None:
         self.cursor.go(index)
         self.show_position()
@@ -258,7 +275,16 @@ class KernelView(QWidget):
             self.source.setItem(r, 0, QTableWidgetItem(str(n)))
             self.source.setItem(r, 1, QTableWidgetItem(texts[n]))
             self.source.setItem(r, 2, QTableWidgetItem(""))
-        self.source.setColumnWidth(1, min(900, max(300, self.source.sizeHintForColumn(1))))
+        self._fit_values()
+
+    VALUES_SHARE = 0.45  # of the source table's width
+
+    def _fit_values(self) -> None:
+        self.source.setColumnWidth(2, max(160, int(self.source.viewport().width() * self.VALUES_SHARE)))
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        super().resizeEvent(event)
+        self._fit_values()
 
     def show_position(self) -> None:
         step = self.cursor.current

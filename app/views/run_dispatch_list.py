@@ -40,7 +40,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.views.dispatch_list_model import DispatchListModel, NameFilter, VerdictMark, event_verdicts
+from app.views.dispatch_list_model import (
+    ColumnFitter,
+    DispatchListModel,
+    FilterTyping,
+    NameFilter,
+    VerdictMark,
+    event_verdicts,
+)
 from app.views.verdict_style import legend_html
 from engine.session.protocol import Breakpoint, BreakpointKind
 
@@ -150,7 +157,6 @@ class RunDispatchList(QWidget):
         self.model = RunDispatchModel(self)
         self.proxy = NameFilter(self)
         self.proxy.setSourceModel(self.model)
-        self.filter_edit.textChanged.connect(self._on_filter)
         self.table = QTableView(self)
         self.table.setObjectName("runDispatchTable")
         self.table.setModel(self.proxy)
@@ -158,9 +164,9 @@ class RunDispatchList(QWidget):
         self.table.setSelectionMode(QTableView.SelectionMode.SingleSelection)
         self.table.verticalHeader().setVisible(False)
         self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 4)
-        header = self.table.horizontalHeader()
-        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
+        self.table.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Fixed)
+        self.fitter = ColumnFitter(self.table, self.model)
+        self.filter_typing = FilterTyping(self.filter_edit, self.proxy, self)
         self.table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.table.customContextMenuRequested.connect(self._context_menu)
         self.table.doubleClicked.connect(lambda index: self.go_to(self._ordinal(index)))
@@ -194,8 +200,16 @@ class RunDispatchList(QWidget):
             self.bridge.failed.connect(self._on_end)
         if self.workbench is not None:
             self.workbench.moduleReset.connect(self._on_module)
+            # The marked row is the run state's paused dispatch (a reattached or restarted session is paused
+            # nowhere, whatever this list saw last).
+            self.workbench.stateChanged.connect(self._on_run_state)
+        context = getattr(services, "context", None)
+        if context is not None:  # another view chose a dispatch (a Zones zone, a By source line): show it here
+            context.dispatchChanged.connect(self._follow_context)
         self._last_state = None
+        self._run = self.workbench.state.run if self.workbench is not None else 0  # the run listed
         self._finished = False
+        self._failed = False  # the run ended with an error (its list is what ran before it)
         self._complete = False  # the run finished (not failed): its list is every dispatch of the call
         # Every dispatch (ordinal, name) of the last finished run of each call (``_call_key``): a later run
         # of the same call lists them from the start, those it has not reached marked so.
@@ -224,20 +238,36 @@ class RunDispatchList(QWidget):
     # -- the list ---------------------------------------------------------------------------------
 
     def clear(self) -> None:
+        """Another module: nothing of the last one's list stays (its rows, marks, verdicts, the filter)."""
         self.model.set_rows([])
         self.model.set_paused(None)
         self.set_verdicts({})
-        self._finished = False
+        self._finished = self._failed = False
+        self.filter_edit.clear()
+        self.filter_typing.apply()
         self.title.setText("Run a function: every dispatch it runs is listed here, in order.")
 
     def _on_state(self, state: str) -> None:
-        if state == "running" and self._last_state == "idle":  # a new call: a new list
-            self.model.set_rows(self._with_known([]))
-            self.model.set_paused(None)
-            self.set_verdicts({})
-            self._finished = self._complete = False
-            self._retitle()
+        # Without the window's run state (a list on its own), a call is a run from idle.
+        if self.workbench is None and state == "running" and self._last_state == "idle":
+            self._new_run()
         self._last_state = state
+
+    def _new_run(self) -> None:
+        """A new call: a new list (travelling in the last run's history is not one)."""
+        self.model.set_rows(self._with_known([]))
+        self.model.set_paused(None)
+        self.set_verdicts({})
+        self._finished = self._complete = self._failed = False
+        self._retitle()
+
+    def _on_run_state(self, state) -> None:
+        if state.run != self._run:
+            self._run = state.run
+            self._new_run()
+        if state.dispatch != self.model.paused:
+            self.model.set_paused(state.dispatch)
+            self._retitle()
 
     def _call_key(self) -> tuple | None:
         """What makes two runs run the same dispatches: the module file (and its time), the device, the
@@ -313,8 +343,12 @@ class RunDispatchList(QWidget):
         )  # a Finished event: what a diverge breakpoint judged
         if marks is not None:
             self.set_verdicts(marks)
-        self._finished = self.bridge.state == "idle"
-        self._complete = self._finished and type(event).__name__ == "Finished"
+        finished = type(event).__name__ == "Finished"
+        if not finished and self.workbench is not None and self.workbench.state.outcome != "failed":
+            return  # a refused query, not the end of the run
+        ended = self.bridge.state == "idle"
+        self._complete = self._finished = ended and finished
+        self._failed = ended and not finished
         if self._complete:
             self._remember()
         self.model.set_paused(None)
@@ -332,14 +366,13 @@ class RunDispatchList(QWidget):
             where += f" · paused at #{self.model.paused}"
         elif self._finished:
             where += " · finished"
+        elif self._failed:
+            where += " · the run failed" + (" before its first dispatch" if n == 0 else "")
         if ahead:
             where += f" · {ahead:,} more not reached yet (from the last finished run of this call)"
-        elif self.model.paused is not None:
+        elif self.model.paused is not None and max((r.ordinal for r in self.model.rows), default=-1) <= self.model.paused:
             where += " · the rest are listed as the run reaches them"
         self.title.setText(f"{n:,} dispatch{'es' if n != 1 else ''} in execution order{where}")
-
-    def _on_filter(self, text: str) -> None:
-        self.proxy.set_text(text)
 
     # -- acting on a row --------------------------------------------------------------------------
 
@@ -362,6 +395,12 @@ class RunDispatchList(QWidget):
         self.table.setCurrentIndex(index)
         self.table.scrollTo(index)
         return True
+
+    def _follow_context(self, dispatch: str | None) -> None:
+        """The context names a dispatch by IREE's name: select its first run in this list."""
+        row = next((r for r in self.model.rows if r.name == dispatch), None) if dispatch else None
+        if row is not None:
+            self.select_ordinal(row.ordinal)
 
     def _say(self, text: str) -> None:
         if self.workbench is not None:
@@ -437,7 +476,9 @@ class RunDispatchList(QWidget):
         go.setEnabled(self.bridge is not None and self.bridge.can_reverse)
         export = menu.addAction(f"Export #{ordinal} as test…", lambda: self.export_test(ordinal))
         export.setEnabled(self.why_no_export() is None)
-        export.setToolTip(self.why_no_export() or "write this dispatch as a standalone test (iree-lens split)")
+        export.setToolTip(
+            self.why_no_export() or "write this dispatch as a standalone test (iree-lens split)"
+        )
         menu.popup(self.table.viewport().mapToGlobal(pos))
 
     # -- Export as test ---------------------------------------------------------------------------
@@ -456,7 +497,15 @@ class RunDispatchList(QWidget):
         if ordinal is None:
             return None
         folder = QFileDialog.getExistingDirectory(self, "Export as test into")
-        return self.export_test_to(ordinal, Path(folder)) if folder else None
+        if not folder:
+            return None
+        # its own new folder inside the chosen one (a split folder holds nothing else)
+        stem = Path(self.workbench.module.source).stem if self.workbench and self.workbench.module else "program"
+        target, n = Path(folder) / f"{stem}_dispatch_{ordinal}", 1
+        while target.exists():
+            n += 1
+            target = Path(folder) / f"{stem}_dispatch_{ordinal}_{n}"
+        return self.export_test_to(ordinal, target)
 
     def export_test_to(self, ordinal: int, folder: Path) -> int | None:
         """Write dispatch ``ordinal`` (its executable and shapes, every run of it) into ``folder`` as

@@ -9,6 +9,10 @@ typed glob or a reference path stays readable in a narrow dock."""
 
 from __future__ import annotations
 
+import mmap
+from collections.abc import Callable
+from pathlib import Path
+
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QComboBox,
@@ -24,6 +28,8 @@ from PySide6.QtWidgets import (
 )
 
 from app.session_bridge import describe_breakpoint
+from engine.errors import LensError
+from engine.runtime.vmfb.container import locate
 from engine.session.protocol import Breakpoint, BreakpointKind, DispatchWhen
 
 KINDS = (
@@ -49,9 +55,12 @@ class BreakpointsView(QWidget):
     addRequested = Signal(object)  # Breakpoint
     removeRequested = Signal(object)  # Breakpoint
     activated = Signal(object)  # Breakpoint (double-click: show it)
+    refused = Signal(str)  # a breakpoint not set, and why (a reference that is no module or bundle...)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
+        # Whether a "Diverges from" reference can be checked here: a remote session's paths are the server's.
+        self.references_are_local: Callable[[], bool] = lambda: True
         self.list = QListWidget(self)
         self.list.setObjectName("stepperBreakpointList")
         self.kind = QComboBox(self)
@@ -142,6 +151,11 @@ class BreakpointsView(QWidget):
         elif kind == BreakpointKind.DIVERGE:
             bp = diverge_breakpoint(name)
             if bp is None:
+                self.refused.emit(f"Not set: tolerances must be numbers ({PLACEHOLDERS[BreakpointKind.DIVERGE]}).")
+                return None
+            problem = reference_problem(bp.reference) if self.references_are_local() else None
+            if problem is not None:
+                self.refused.emit(f"Not set: {problem}")
                 return None
         elif kind == BreakpointKind.IMPORT:
             bp = Breakpoint(BreakpointKind.IMPORT, import_name=name)
@@ -164,6 +178,31 @@ class BreakpointsView(QWidget):
     def remove_selected(self) -> None:
         for item in self.list.selectedItems():
             self.removeRequested.emit(item.data(Qt.ItemDataRole.UserRole))
+
+
+def reference_problem(reference: str) -> str | None:
+    """Why ``reference`` cannot be what a diverge breakpoint compares with (None: it can): it must be a capture
+    bundle (a folder with manifest.json, the manifest, a .zip) or an IREE module (.vmfb)."""
+    from app.views.dispatch_run_list import is_bundle
+
+    path = Path(reference).expanduser()
+    what = "a capture bundle folder or a reference .vmfb module"
+    if not path.exists():
+        return f"the reference {reference!r} does not exist (it must be {what})."
+    if is_bundle(path):
+        return None
+    if path.is_dir():
+        return f"the folder {reference} is not a capture bundle (no manifest.json; it must be {what})."
+    try:
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            view = memoryview(mapped)
+            try:
+                locate(view, str(path))
+            finally:
+                view.release()
+    except (OSError, ValueError, LensError) as e:
+        return f"{reference} is not an IREE module ({e}); it must be {what}."
+    return None
 
 
 def diverge_breakpoint(text: str) -> Breakpoint | None:

@@ -46,6 +46,8 @@ from app.panels import PanelServices
 from app.session_bridge import SessionBridge
 from app.views.action_strip import ActionStrip
 from app.views.hex_view import monospace_font
+from app.views.run_results import RunResults
+from app.views.running_label import RunningStatus
 from app.views.stepper_breakpoints import BreakpointsView
 from app.views.stepper_inputs import format_inputs_line, parse_inputs_line
 from app.views.stepper_listing import StepperListing
@@ -112,6 +114,9 @@ class StepperPanel(QWidget):
 
         self._build_actions()
         self._build_widgets()
+        self.running_status = RunningStatus(
+            self.status_label, lambda: "on the server" if self.bridge.remote else "", self
+        )
         self.reverse = ReverseControls(self)  # reverse actions, the timeline, when-changed menus
         self.layout().insertWidget(self.layout().indexOf(self.toolbar) + 1, self.reverse.bar)
         self._connect()
@@ -318,6 +323,8 @@ class StepperPanel(QWidget):
         self.breakpoints_view.addRequested.connect(self.bridge.add_breakpoint)
         self.breakpoints_view.removeRequested.connect(self.bridge.remove_breakpoint)
         self.breakpoints_view.activated.connect(self._show_breakpoint)
+        self.breakpoints_view.refused.connect(self.workbench.say)
+        self.breakpoints_view.references_are_local = lambda: not self.bridge.remote
         self.state_tabs = QTabWidget(self)
         self.state_tabs.setObjectName("stepperStateTabs")
         self.state_tabs.addTab(self.call_stack, "Call Stack")
@@ -336,7 +343,14 @@ class StepperPanel(QWidget):
         right.setSizes([260, 160])
         left = QSplitter(Qt.Orientation.Vertical, self)
         left.addWidget(code)
-        left.addWidget(self.output)
+        output_box = QWidget(self)
+        output_layout = QVBoxLayout(output_box)
+        output_layout.setContentsMargins(0, 0, 0, 0)
+        output_layout.setSpacing(2)
+        output_layout.addWidget(self.output, 1)
+        self.results = RunResults(self.bridge, self.workbench, output_box)  # the last run's results, as .npy
+        output_layout.addWidget(self.results)
+        left.addWidget(output_box)
         left.setSizes([320, 90])
         self.splitter = QSplitter(Qt.Orientation.Horizontal, self)
         self.splitter.addWidget(left)
@@ -443,7 +457,7 @@ class StepperPanel(QWidget):
 
     def select_frame(self, index: int) -> None:
         """Show frame ``index`` of the stop (0 = outermost): its code, its pc, its registers."""
-        stop = self.bridge.last_stop
+        stop = self.workbench.state.stop
         if stop is None or not 0 <= index < len(stop.location.frames):
             return
         self.selected_frame = index
@@ -526,7 +540,8 @@ class StepperPanel(QWidget):
         self.globals_view.clear()
         self.listing.set_current(None)
         self.crash_banner.hide()
-        self.status_label.setText("Opening…")
+        mismatch = self.workbench.state.mismatch
+        self.status_label.setText("Opening…" if mismatch is None else f"Not opened: {mismatch.describe()}")
         self.shown_function = self.shown_ordinal = None
         if self._pending_restore is None:
             self.restore_banner.hide()  # the user opened a module: the offer to restore another is moot
@@ -535,8 +550,12 @@ class StepperPanel(QWidget):
         """Redraw the run bar from the workbench's state (always its latest: a view may have changed it
         while the others were being told)."""
         state = self.workbench.state
-        self.device_label.setText(f"on {state.device}")
-        self.device_label.setToolTip(f"Runs use {state.device} (the Device panel changes it)")
+        remote = self.bridge.remote
+        self.device_label.setText(f"on {state.device}" + (" on the server" if remote else ""))
+        self.device_label.setToolTip(
+            f"Runs use {state.device} (the Device panel changes it)"
+            + (f", in the session of the server {remote}" if remote else ", in a session on this machine")
+        )
         self._rendering = True
         try:
             if state.functions != self._shown_functions:
@@ -623,6 +642,20 @@ class StepperPanel(QWidget):
         )
 
     def _on_crashed(self, event: Crashed) -> None:
+        if self.bridge.stop_requested:  # the user's Stop ended a run that did not pause in time: not a crash
+            where = event.location.dispatch
+            text = (
+                "Stopped: the run did not pause"
+                + (f" (in dispatch #{event.location.dispatch_index} {where})" if where else "")
+                + ", so its session was ended and started again (Rerun repeats the call)"
+            )
+            self.output.appendPlainText(text)
+            self.listing.set_current(None)
+            self.call_stack.set_frames(())
+            self.status_label.setText(text)
+            self.status_label.setToolTip(self.bridge.crash_report)
+            self.workbench.say(text)
+            return
         report = self.bridge.crash_report
         self.crash_label.setText(report)
         self.crash_banner.show()
@@ -643,9 +676,7 @@ class StepperPanel(QWidget):
         """What a long run is doing (a few times a second): the dispatch it runs."""
         location = progress.location
         if self.bridge.state == "running" and location.dispatch:
-            self.status_label.setText(
-                f"Running… dispatch #{location.dispatch_index} {location.dispatch}  (Shift+F5 stops)"
-            )
+            self.running_status.reported(f"#{location.dispatch_index} {location.dispatch}")
 
     def _on_state(self, state: str) -> None:
         stopped = state == "stopped"
@@ -664,12 +695,11 @@ class StepperPanel(QWidget):
         can_start = state in ("idle", "stopped")
         self.run_button.setEnabled(can_start)
         self.entry_button.setEnabled(can_start)
-        text = {
-            "closed": "No module open",
-            "starting": "Starting the session…",
-            "idle": "Ready",
-            "running": "Running…  (Shift+F5 stops)",
-        }.get(state)
+        if state == "running":
+            self.running_status.running()  # "Running…", the last dispatch reported and how long ago
+            return
+        self.running_status.ended()
+        text = {"closed": "No module open", "starting": "Starting the session…", "idle": "Ready"}.get(state)
         if text is not None:
             self.status_label.setText(text)
 

@@ -200,7 +200,7 @@ class ReverseControls(QObject):
             else:
                 self.previous_dispatch()
         inside = None
-        stop = self.bridge.last_stop
+        stop = self.panel.workbench.state.stop
         info = stop.location.dispatch_info if stop is not None else None
         mark = None
         if history is not None and history.position is None and stop is not None:

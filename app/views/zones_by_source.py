@@ -62,18 +62,25 @@ class BySourceModel(QAbstractTableModel):
             if col == 0:
                 return line_label(r)
             if col == 1:
-                return r.op or "(op unknown: the program is not readable here)"
+                return short_op(r.op) if r.op else "(op unknown: the program is not readable here)"
             if col == 2:
                 return format_ns(r.time_ns)
             if col == 3:
                 return f"{self.share(r) * 100:.1f} %"
             return f"{r.calls:,}"
         if role == Qt.ItemDataRole.ToolTipRole:
-            where = r.loc + (f"\nPython: {r.python}" if r.python else "")
+            where = r.loc + (f"  {r.op}" if r.op else "") + (f"\nPython: {r.python}" if r.python else "")
             return f"{where}\n{len(r.dispatches)} dispatches:\n" + "\n".join(r.dispatches[:20])
         if role == Qt.ItemDataRole.TextAlignmentRole and col >= 2:
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None
+
+
+def short_op(op: str) -> str:
+    """``onnx.Conv`` for ``torch.operator "onnx.Conv"`` (an ONNX import's op by its own name); others as written."""
+    if op.startswith("torch.operator "):
+        return op.partition(" ")[2].strip('"')
+    return op
 
 
 def line_label(row: SourceTime) -> str:
@@ -113,7 +120,7 @@ class BySourceTable(QWidget):
         self.table.setWordWrap(False)
         self.table.selectionModel().currentRowChanged.connect(self._on_row)
         self.note = QLabel(NO_ATTRIBUTION)
-        self.note.setWordWrap(True)
+        self.note.setMinimumWidth(1)  # one line; the whole text is in the tooltip
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self.note)
@@ -124,13 +131,13 @@ class BySourceTable(QWidget):
         self.table.sortByColumn(2, Qt.SortOrder.DescendingOrder)
         if attribution is None:
             self.note.setText(why_not or NO_ATTRIBUTION)
-            self.note.setToolTip("")
+            self.note.setToolTip(why_not or NO_ATTRIBUTION)
             return
         self.note.setText(
             f"{format_ns(attribution.dispatch_time_ns)} of dispatch time on {len(attribution.by_source)} lines, "
             f"{attribution.coverage * 100:.1f} % on lines holding torch ops"
         )
-        self.note.setToolTip("\n".join([attribution.rule, *attribution.notes]))
+        self.note.setToolTip("\n".join([self.note.text(), attribution.rule, *attribution.notes]))
 
     def row_at(self, proxy_row: int) -> SourceTime:
         return self.model.rows[self.proxy.mapToSource(self.proxy.index(proxy_row, 0)).row()]

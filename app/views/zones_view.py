@@ -348,8 +348,7 @@ class ZonesView(QWidget):
     def _on_zone(self, info: ZoneInfo) -> None:
         self.select_name(info.name)
         if self.context is not None and info.category == "dispatch":
-            ordinal = info.args.get("ordinal")
-            self.context.set_dispatch(int(ordinal) if isinstance(ordinal, int) else info.name)
+            self.context.set_dispatch(info.name)
         self.zoneSelected.emit(info)
 
     def select_name(self, name: str) -> None:
@@ -370,7 +369,7 @@ class ZonesView(QWidget):
 
     def select_source_line(self, row: SourceTime) -> None:
         """Mark the line's dispatches in the timeline and move the shared context to the first of them in
-        the run (the dispatch list follows the context)."""
+        the run (by IREE's name: the Dispatches panel and the compile panel follow the context)."""
         if self.trace is None:
             return
         ids = tuple(i for i in (self.trace.names.id_of(name) for name in row.dispatches) if i is not None)
@@ -383,9 +382,9 @@ class ZonesView(QWidget):
             order = self.trace.zones_in_time_order("dispatch")
             first = order[np.isin(self.trace.zones.name[order], ids)]
             if first.shape[0]:
-                info = self.trace.zone(int(first[0]))
-                ordinal = info.args.get("ordinal")
-                self.context.set_dispatch(int(ordinal) if isinstance(ordinal, int) else info.name)
+                # The context names a dispatch by IREE's name (the compile-side views follow it); a run's
+                # ordinals belong to the run state.
+                self.context.set_dispatch(self.trace.zone(int(first[0])).name)
 
     def open_source_line(self, row: SourceTime) -> QWidget | None:
         """Open the input program at the line (a document of the window), where the file is readable here."""

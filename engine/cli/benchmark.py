@@ -34,9 +34,21 @@ def add_parser(subparsers) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("module", help="the .vmfb")
+    p.add_argument("module", nargs="?", default=None, help="the .vmfb (default: the --bundle's module)")
     p.add_argument("--dispatch", required=True, help="an export name, a dispatch executable's name, or #K")
-    p.add_argument("--function", required=True, help="the function whose run reaches the dispatch")
+    p.add_argument("--function", default=None, help="the function whose run reaches the dispatch")
+    p.add_argument(
+        "--bundle",
+        default=None,
+        metavar="DIR",
+        help="a capture bundle: its module, function and program inputs reach the dispatch (dynamic shapes too)",
+    )
+    p.add_argument(
+        "--against",
+        default=None,
+        metavar="B.vmfb",
+        help="another build: the same dispatch of its run (its own binary, workgroups and bytes) timed beside",
+    )
     p.add_argument("--input", action="append", default=[], help="an input, as iree-run-module takes it")
     p.add_argument(
         "--substitute", action="append", default=[], metavar="NAME=FILE", help="an edit; repeatable"
@@ -99,38 +111,26 @@ def _line(label: str, t) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine.runtime.debug_runner import DebugRunner, create_device
-    from engine.runtime.function_io import parse_inputs, split_cconv
-    from engine.runtime.hal.module import HalModule
-    from engine.runtime.vmfb.module import open_vmfb
-    from engine.substitute.live import LiveSubstitutions
-
+    temp = None
     try:
-        module = open_vmfb(args.module)
-        device = create_device(args.device)
-        runner = DebugRunner(args.module, args.device, hal_module=HalModule(device))
-        live = LiveSubstitutions(device, module)
-        for text in args.substitute:
-            name, sep, path = text.partition("=")
-            if not sep:
-                raise LensError(f"--substitute takes NAME=FILE, got {text!r}")
-            live.apply(name, path)
-        catch = _FirstMatch(device, args.dispatch)
-        device.observers.append(catch)
-        arg_kinds, _ = split_cconv(runner.cconv(args.function))
-        runner.invoke(args.function, parse_inputs(args.input, arg_kinds))
-        device.observers.remove(catch)
-        if catch.found is None:
-            raise LensError(
-                f"no dispatch {args.dispatch!r} in a run of @{args.function} ({catch.count} dispatches)"
-            )
-        snapshot = catch.found
+        temp = _from_bundle(args)
+        if args.module is None or args.function is None:
+            raise LensError("benchmark needs a module and --function (or a --bundle that names them)")
+        module, live, snapshot = _catch(args.module, args.device, args.function, args.input, args.dispatch,
+                                        args.substitute)  # fmt: skip
         if args.device.startswith("vulkan"):
             return _run_emulated(args, live, snapshot)
         original, edited_run = kernel_runs(module, live, snapshot)
         timed = [_time(original, args)]
         if edited_run is not None:
             timed.append(_time(edited_run, args))
+        against = None
+        if args.against:
+            module_b, live_b, snapshot_b = _catch(
+                args.against, args.device, args.function, args.input, args.dispatch
+            )
+            run_b, _ = kernel_runs(module_b, live_b, snapshot_b)
+            against = (snapshot_b.record, _time(run_b, args))
         roofline = None
         if not args.no_roofline:
             from engine.dispatch.roofline import Roofline, dispatch_flops, machine_limits
@@ -142,6 +142,9 @@ def run(args: argparse.Namespace) -> int:
     except (LensError, OSError, ValueError) as e:
         print(f"iree-lens benchmark: {e}", file=sys.stderr)
         return 1
+    finally:
+        if temp is not None:
+            temp.cleanup()
     record = snapshot.record
     if args.json:
         out = {
@@ -159,6 +162,11 @@ def run(args: argparse.Namespace) -> int:
             out["paired_agreement"] = float(
                 np.median([a / b for a, b in zip(timed[0][0].samples_s, timed[0][1].samples_s)])
             )
+        if against is not None:
+            out["against"] = {"module": args.against, "dispatch": against[0].export_name,
+                              "workgroup_count": list(against[0].workgroup_count),
+                              "timing": _timing_dict(against[1][0]),
+                              "ratio": against[1][0].median_s / timed[0][0].median_s}  # fmt: skip
         print(json.dumps(out))
         return 0
     print(
@@ -182,9 +190,72 @@ def run(args: argparse.Namespace) -> int:
             if t is not None and t.too_noisy:
                 print(f"  warning: {name}'s samples spread +-{t.relative_spread * 100:.1f} %: "
                       "the machine is too noisy to tell a 5 % change")  # fmt: skip
+    if against is not None:
+        record_b, (ours_b, iree_b) = against
+        print(
+            f"  B = {args.against}: {record_b.export_name}, workgroups {'x'.join(map(str, record_b.workgroup_count))}"
+        )
+        print(_kernel_line("  IREE Lens, B's kernel", ours_b))
+        if iree_b is not None:
+            print(_kernel_line("  iree-benchmark-executable, B's kernel", iree_b))
+        print(f"  B / A (IREE Lens): {ours_b.median_s / timed[0][0].median_s:.3f}")
     if roofline is not None:
         print(f"  roofline: {roofline.describe()}")
     return 0
+
+
+def _from_bundle(args):
+    """Fill the module, function and inputs from ``--bundle`` (its program inputs written as .npy files to a
+    temporary folder, returned to be cleaned up); None without a bundle."""
+    if not args.bundle:
+        return None
+    import tempfile
+
+    from engine.dispatch.bundle import Bundle
+
+    bundle = Bundle(args.bundle)
+    args.module = args.module or bundle.module
+    args.function = args.function or bundle.function
+    if args.input:
+        return None
+    temp = tempfile.TemporaryDirectory(prefix="lens-bench-bundle-")
+    for i, array in enumerate(bundle.program_tensors("inputs")):
+        path = f"{temp.name}/input{i}.npy"
+        np.save(path, np.asarray(array))
+        args.input.append(f"@{path}")
+    return temp
+
+
+def _catch(
+    module_path: str, device_name: str, function: str, inputs: list[str], selector: str, substitutes=()
+):
+    """Run ``function`` on the debug engine until the first dispatch ``selector`` names: (module, live
+    substitutions, its snapshot)."""
+    from engine.runtime.debug_runner import DebugRunner, create_device
+    from engine.runtime.function_io import parse_inputs, split_cconv
+    from engine.runtime.hal.module import HalModule
+    from engine.runtime.vmfb.module import open_vmfb
+    from engine.substitute.live import LiveSubstitutions
+
+    module = open_vmfb(module_path)
+    device = create_device(device_name)
+    runner = DebugRunner(module_path, device_name, hal_module=HalModule(device))
+    live = LiveSubstitutions(device, module)
+    for text in substitutes:
+        name, sep, path = text.partition("=")
+        if not sep:
+            raise LensError(f"--substitute takes NAME=FILE, got {text!r}")
+        live.apply(name, path)
+    catch = _FirstMatch(device, selector)
+    device.observers.append(catch)
+    arg_kinds, _ = split_cconv(runner.cconv(function))
+    runner.invoke(function, parse_inputs(list(inputs), arg_kinds))
+    device.observers.remove(catch)
+    if catch.found is None:
+        raise LensError(
+            f"no dispatch {selector!r} in a run of @{function} in {module_path} ({catch.count} dispatches)"
+        )
+    return module, live, catch.found
 
 
 def kernel_runs(module, live, snapshot):

@@ -54,15 +54,16 @@ def compare_builds(
     function: str,
     inputs: list[str],
     *,
-    device: str,
+    device: str | None = None,
     repeat: int = 10,
     rounds: int = 3,
     source: str | None = None,
     outputs: bool = True,
     timeout_s: float = 600.0,
 ):
-    """The ``BuildComparison`` of two builds (see the module's docstring)."""
-    from engine.cli.profile import profile_reference
+    """The ``BuildComparison`` of two builds (see the module's docstring); each runs on ``device``, else on
+    the device its module was compiled for (two targets: an llvm-cpu build against a Vulkan one)."""
+    from engine.cli.profile import default_device, profile_reference
     from engine.trace.build_compare import BuildComparison, code_sizes, compare_lines, with_output_verdicts
     from engine.trace.by_source import export_locations, input_program_of, source_map, target_flags_of
     from engine.trace.source_ops import flow_with_locations
@@ -73,7 +74,7 @@ def compare_builds(
     ] = {}  # one flow compile per (program, target flags): builds of one program share it
 
     def sources_of(module: str):
-        program = source or input_program_of(export_locations(module))
+        program = source or input_program_of(export_locations(module), module)
         if program is None:
             return source_map(module, timeout_s=timeout_s)
         key = (str(program), tuple(target_flags_of(module)))
@@ -85,10 +86,12 @@ def compare_builds(
                 return source_map(module, flow_text="", timeout_s=timeout_s)
         return source_map(module, flow_text=flows[key])
 
+    device_a = device or default_device(module_a)
+    device_b = device or default_device(module_b)
     traces_a, traces_b = [], []
     for _ in range(rounds):  # alternating, so a change in the machine's load hits both builds alike
-        traces_a.append(profile_reference(module_a, function, inputs, device, repeat, timeout_s))
-        traces_b.append(profile_reference(module_b, function, inputs, device, repeat, timeout_s))
+        traces_a.append(profile_reference(module_a, function, inputs, device_a, repeat, timeout_s))
+        traces_b.append(profile_reference(module_b, function, inputs, device_b, repeat, timeout_s))
     sources_a, sources_b = sources_of(module_a), sources_of(module_b)
     for label, sources in (("A", sources_a), ("B", sources_b)):
         notes += [f"{label}: {n}" for n in sources.notes]
@@ -101,7 +104,9 @@ def compare_builds(
         from engine.dispatch.numerics import worst_verdict
 
         try:
-            lockstep = run_lockstep(module_a, module_b, function, inputs, device_a=device, device_b=device)
+            lockstep = run_lockstep(
+                module_a, module_b, function, inputs, device_a=device_a, device_b=device_b
+            )
         except LensError as e:
             notes.append(f"outputs not compared: {e}")
         else:
@@ -124,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
     if args.repeat < 1 or args.rounds < 1:
         print("iree-lens compare-builds: --repeat and --rounds must be at least 1", file=sys.stderr)
         return 2
-    device = args.device or default_device(a)
+    device = args.device
     try:
         result = compare_builds(a, b, args.function, args.input, device=device, repeat=args.repeat, rounds=args.rounds,
                                 source=args.source, outputs=not args.no_outputs, timeout_s=args.timeout)  # fmt: skip
@@ -134,7 +139,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.as_dict()))
         return 0
-    print(f"A: {a}\nB: {b}\n{device}, {args.rounds} x {args.repeat} calls each; times are medians per call")
+    devices = device or f"{default_device(a)} / {default_device(b)}"
+    print(f"A: {a}\nB: {b}\n{devices}, {args.rounds} x {args.repeat} calls each; times are medians per call")
     header = f"{'source line':40} {'op':28} {'A n':>3} {'A bytes':>8} {'A us':>10} {'B n':>3} {'B bytes':>8} {'B us':>10}  change   outputs"
     print(header)
     for line in result.lines:

@@ -45,6 +45,7 @@ from engine.session.protocol import (
     StepMode,
     Stopped,
     Tensors,
+    TypeSource,
 )
 from engine.session.script import ScriptCommand, ScriptError, check_for_reference, parse_script
 from engine.session.stream import add_remote_argument
@@ -406,7 +407,7 @@ class Debugger:
         out = Path(command.path)
         saved: list[str] = []
         undefined: dict[str, list[list[int]]] = {}  # file -> byte ranges never written before the dispatch
-        labels: dict[str, str] = {}  # file -> the tensor in the one vocabulary: output 0 (binding 3, write)
+        labels: dict[str, str] = {}  # file -> the tensor in the one vocabulary: binding 3, write, output 0
         if self.state == "finished" and self.finished is not None:
             out.mkdir(parents=True, exist_ok=True)
             for k, ref in enumerate(self.finished.outputs):
@@ -426,7 +427,8 @@ class Debugger:
                 path = out / f"dispatch{info.ordinal}_{info.when}_{t.role}{t.position}.npy"
                 np.save(path, t.tensor.to_numpy())  # bf16/f8 as their bits, as in capture bundles
                 saved.append(str(path))
-                labels[path.name] = binding_label(t.index, t.access, t.role, t.position)
+                typed = t.type_source != TypeSource.UNTYPED  # an untyped binding gets no role by guess
+                labels[path.name] = binding_label(t.index, t.access, t.role if typed else None, t.position)
                 if t.undefined:  # an in-place tensor's bytes nothing wrote yet (leftovers, not data)
                     undefined[path.name] = [list(r) for r in t.undefined]
         else:

@@ -55,9 +55,16 @@ def run(args: argparse.Namespace) -> int:
         return _fail(f"bad --until {args.until!r}: expected nan or a source line number")
     if args.dispatch < 0:
         return _fail(f"no dispatch {args.dispatch}: dispatch ordinals count from 0")
+    # Recording ends at the statement asked for: the rest of the workgroup is not interpreted or decoded.
+    stop_at = None
+    if until == "nan":
+        stop_at = lambda step: step.nonfinite  # noqa: E731
+    elif until:
+        stop_at = lambda step: step.location is not None and step.location.line == int(until)  # noqa: E731
     try:
         workgroup = parse_workgroup(args.workgroup)
-        trace, _ = record_workgroup(args.module, args.function, args.input, args.dispatch, workgroup, args.sources)
+        trace, _ = record_workgroup(args.module, args.function, args.input, args.dispatch, workgroup, args.sources,
+                                    stop_at)  # fmt: skip
     except (LensError, ValueError, OSError) as e:
         return _fail(str(e))
     steps = trace.steps
@@ -75,8 +82,9 @@ def run(args: argparse.Namespace) -> int:
     for note in trace.notes:
         print(f"iree-lens kernel: note: {note}", file=sys.stderr)
     if not args.json:
+        count = f"{len(trace.steps)} statements" + ("" if trace.complete else " recorded up to the one asked for")
         print(f"dispatch {trace.dispatch} {trace.export} workgroup {','.join(map(str, trace.workgroup))} of "
-              f"{','.join(map(str, trace.workgroup_count))} ({trace.backend}): {len(trace.steps)} statements")  # fmt: skip
+              f"{','.join(map(str, trace.workgroup_count))} ({trace.backend}): {count}")  # fmt: skip
     out = sys.stdout
     for step in steps:
         out.write((json.dumps(step.to_json()) if args.json else step.text()) + "\n")

@@ -113,6 +113,11 @@ def run(args: argparse.Namespace) -> int:
     if is_replay(args.module):
         from engine.cli.replay import profile
 
+        if args.by_source:
+            print("iree-lens profile: --by-source needs the module (.vmfb) its locations come from, "
+                  "not a replay", file=sys.stderr)  # fmt: skip
+            return 2
+
         return profile(args)
     if missing_function("profile", args):
         return 2

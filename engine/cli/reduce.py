@@ -76,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
         log = None if args.json else (lambda line: print(line, flush=True))
         result = reduce_test(args.source, a, b, log=log)
     except (ValueError, FileNotFoundError, LensError) as e:
-        print(f"iree-lens reduce: {e}", file=sys.stderr)
+        # one line: IREE's runtime errors go on with its VM stack
+        print(f"iree-lens reduce: {str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps(result.to_json()))

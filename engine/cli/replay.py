@@ -77,11 +77,53 @@ def capture(args: argparse.Namespace) -> int:
     return 0
 
 
+def _whole_library(data: bytes, executable, replay_path: str) -> bytes:
+    """A one-dispatch build (``data``) of an executable the replay captured linked with other dispatches (IREE
+    links a module's CPU dispatches into one library): merged into the captured library, so every other
+    function stays (the replay looks its dispatches up by name: the one-kernel build alone lacked them)."""
+    if len(executable.functions) < 2 or not executable.format.startswith("embedded-elf"):
+        return data
+    from engine.replay.reader import open_replay
+    from engine.runtime.hal.cpu_library import CpuExecutableLibrary
+    from engine.substitute.elf_merge import merge_exports
+
+    with CpuExecutableLibrary.load(data, "substitution") as built:
+        names = tuple(e.name for e in built.exports)
+    if set(executable.functions) <= set(names):
+        return data
+    missing = [n for n in names if n not in executable.functions]
+    if missing:
+        raise LensError(f"the built executable exports {', '.join(missing)}, which replay executable "
+                        f"{executable.object_id} does not have ({', '.join(executable.functions)})")  # fmt: skip
+    replay = open_replay(replay_path)
+    try:
+        base = bytes(replay.range_bytes(executable.data))
+    finally:
+        replay.close()
+    return merge_exports(base, data, names)
+
+
+def _substitution_binary(data: bytes):
+    """``data`` kept where ``iree-run-replay``'s substitution flag can name it, outside the user's folders:
+    a file of the temporary directory named after its bytes."""
+    import hashlib
+    import tempfile
+    from pathlib import Path
+
+    folder = Path(tempfile.gettempdir()) / "iree-lens-substitutions"
+    folder.mkdir(parents=True, exist_ok=True)
+    binary = folder / f"{hashlib.sha256(data).hexdigest()[:20]}.bin"
+    if not binary.exists():
+        binary.write_bytes(data)
+    return binary
+
+
 def substitutions_from_specs(specs: list[str], replay_path: str) -> list:
     """``--substitute`` for a replay: ``ID[@FORMAT]=BINARY`` or ``all=BINARY`` as ``iree-run-replay`` takes
     them, or ``NAME=SOURCE.mlir`` (NAME an executable object id, an export, or IREE's executable name such
-    as ``main_dispatch_0``): the source is compiled to a binary (written beside it, ``SOURCE.bin``) so the
-    same substitution can be handed to ``iree-run-replay``."""
+    as ``main_dispatch_0``): the source is compiled to a binary (one dispatch of a linked CPU library merged
+    into the captured library) kept in the temporary directory, not beside the source, so the same
+    substitution can be handed to ``iree-run-replay``."""
     from pathlib import Path
 
     from engine.replay.execute import Substitution
@@ -119,9 +161,10 @@ def substitutions_from_specs(specs: list[str], replay_path: str) -> list:
             raise LensError(
                 f"--substitute {name!r} names {len(matches)} executables of the replay; they are: {known}"
             )
-        binary = Path(path).with_suffix(".bin")
-        binary.write_bytes(compile_executable_source(Path(path)))
-        out.append(Substitution(matches[0].object_id, binary.read_bytes(), None, str(binary)))
+        data = compile_executable_source(Path(path))
+        data = _whole_library(data, matches[0], replay_path)
+        binary = _substitution_binary(data)
+        out.append(Substitution(matches[0].object_id, data, None, str(binary)))
     return out
 
 

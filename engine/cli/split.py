@@ -84,7 +84,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         return _check(args, iree_flags) if args.check else _split(args, iree_flags)
     except (ValueError, FileNotFoundError, CompileCancelled, LensError) as e:
-        print(f"iree-lens split: {e}", file=sys.stderr)
+        # one line: IREE's runtime errors go on with its VM stack
+        print(f"iree-lens split: {str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}", file=sys.stderr)
         return 2
 
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-SEVERITIES = ("error", "warning", "note", "remark")
-
 _LOCATED = re.compile(
     r"^(?P<file>.+?):(?P<line>\d+):(?P<column>\d+): (?P<severity>error|warning|note|remark): (?P<msg>.*)$"
 )

@@ -564,7 +564,7 @@ class DebugAdapter:
         out = []
         for binding in info.bindings:
             typed = "; ".join(
-                f"{binding_label(t.index, t.access, t.role, t.position)} "
+                f"{binding_label(t.index, t.access, t.role, t.position)}: "
                 f"{'x'.join([*map(str, t.tensor.shape), t.tensor.element_type])} @{t.offset} "
                 f"(type from {t.type_source}"
                 + (f"; {t.undefined_bytes} bytes never written before this dispatch: undefined" if t.undefined_bytes

@@ -68,7 +68,7 @@ class DivergeHit:
     first_mismatch: tuple[int, ...] | None = None
     note: str = ""
     summary: str = ""  # numerics' one-line verdict with its metrics
-    label: str = ""  # the tensor in the one vocabulary (typed_tensors.binding_label): output 0 (binding 3, write)
+    label: str = ""  # the tensor in the one vocabulary (typed_tensors.binding_label): binding 3, write, output 0
 
     def to_json(self) -> dict:
         def finite(x: float) -> float | str:
@@ -246,7 +246,7 @@ class DivergeReference:
                 return typed
             access = snapshot.observed_access()
             kept = [(k, acc) for k, acc in enumerate(access) if acc in ("write", "readwrite")]
-            labels = [binding_label(k, acc, "output", n) for n, (k, acc) in enumerate(kept)]
+            labels = [binding_label(k, acc) for k, acc in kept]  # untyped: no role claimed
             return self.check(ordinal, name, [snapshot.after(k) for k, _ in kept], labels)
         verdicts: list[Verdict] = []
         for k, (ref_before, ref_after) in enumerate(reference):

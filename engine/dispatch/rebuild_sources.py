@@ -7,6 +7,13 @@ file is still there, IREE Lens compiles it again for the target the module's exe
 executable with the rebuild's. Equal bytes mean the same kernels, so the rebuild's sources describe the
 module's dispatches; any difference (other flags, another IREE, an edited program) and the rebuild is not
 used: a source that does not match would present a guess as the tensor.
+
+A module does not say which CPU its llvm-cpu kernels were built for, so the rebuild tries the two a user's
+module most likely came from: IREE's default (a plain ``iree-compile``, no ``--iree-llvmcpu-target-cpu``),
+then ``host`` (IREE Lens's own compiles). Each try is judged as the compiler writes its executables
+(``--iree-hal-dump-executable-binaries-to``): the first binary that differs from the module's stops that
+compile at once (``BinaryWatch``), instead of after the whole program was built (minutes for a large model).
+A module whose executables no single target builds is not rebuilt at all.
 """
 
 from __future__ import annotations
@@ -28,6 +35,78 @@ FORMAT_TARGETS = {
     "vulkan-spirv-fb": "vulkan-spirv",
 }
 _FILE = re.compile(r'^"([^"]+\.mlir(?:bc)?)":\d+')
+# llvm-cpu target CPUs a rebuild tries, in order: IREE's default (no CPU flag: an empty value is the same),
+# then IREE Lens's own default.
+CPU_CANDIDATES = ("", "host")
+WATCH_INTERVAL_S = 0.25
+
+
+def cpu_label(cpu: str) -> str:
+    return "IREE's default CPU" if not cpu else f"target CPU {cpu}"
+
+
+class BinaryWatch:
+    """Compares each executable binary a compile dumps (``module_<executable>_<format>.so``...) with the
+    module's executable of that name as soon as it is written; the first that differs cancels the compile's
+    ``task``. ``differs`` then names it. ``outer`` (a caller's task) cancels the compile too."""
+
+    def __init__(self, folder: Path, original: dict[str, tuple[str, bytes]], task, outer=None):
+        import threading
+
+        self.folder, self.original, self.task, self.outer = folder, original, task, outer
+        self.differs: str | None = None
+        self.matched: set[str] = set()
+        self._seen: set[str] = set()
+        self._done = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="lens-rebuild-watch", daemon=True)
+
+    def __enter__(self) -> BinaryWatch:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._done.set()
+        self.thread.join()
+        self.check()  # binaries written in the last moments
+
+    def _run(self) -> None:
+        while not self._done.wait(WATCH_INTERVAL_S):
+            if self.outer is not None and self.outer.cancelled:
+                self.task.cancel()
+                return
+            if self.check() is not None:
+                self.task.cancel()
+                return
+
+    def executable_of(self, file_name: str) -> str | None:
+        """The module's executable a dumped binary is (IREE names it ``<module>_<executable>_<format>.<ext>``)."""
+        stem = Path(file_name).stem
+        names = [n for n, (fmt, _) in self.original.items() if stem.endswith(f"_{n}_{fmt.replace('-', '_')}")]
+        return max(names, key=len) if names else None
+
+    def check(self) -> str | None:
+        """Compare the binaries written since the last look; the first differing executable's name, if any."""
+        if self.differs is not None or not self.folder.is_dir():
+            return self.differs
+        for path in sorted(self.folder.iterdir()):
+            if path.name in self._seen:
+                continue
+            name = self.executable_of(path.name)
+            if name is None:
+                self._seen.add(path.name)
+                continue
+            try:
+                data = path.read_bytes()
+            except OSError:
+                continue  # still being written: next look
+            if len(data) < len(self.original[name][1]):
+                continue  # still being written
+            self._seen.add(path.name)
+            if data != self.original[name][1]:
+                self.differs = name
+                return name
+            self.matched.add(name)
+        return None
 
 
 def _none(note: str) -> ExecutableSources:
@@ -69,9 +148,6 @@ def rebuild_sources(
     ``rebuilt``), or none with a ``note`` saying why. The rebuild is kept in ``cache_dir`` (by default a
     folder of the temporary directory named after the module's bytes), so a module is rebuilt once.
     ``task`` (an ``engine.compiler.task.TaskState``) cancels the rebuild: its compiler is killed at once."""
-    from engine.compiler.job import compile_program
-    from engine.compiler.request import CompileRequest
-
     module_path = Path(module_path)
     program = program_named_by(module_path)
     if program is None:
@@ -95,23 +171,18 @@ def rebuild_sources(
     if differs.exists():
         return _none(differs.read_text().strip())
     if not verdict.exists():
-        if out.exists():  # an interrupted rebuild: start again (compile_program wants an empty folder)
-            shutil.rmtree(out, ignore_errors=True)
-        try:
-            compilation = compile_program(CompileRequest.from_file(program, target=target), out_dir=out,
-                                          task=task, timeout_s=timeout_s)  # fmt: skip
-        except CompileCancelled as e:
-            shutil.rmtree(out, ignore_errors=True)  # not a verdict: the next session rebuilds again
-            return _none(f"rebuilding {program.name} stopped: {e}")
-        except LensError as e:
-            return _none(f"rebuilding {program.name} failed: {e}")
-        if not compilation.ok or compilation.vmfb_path is None:
-            return _none(f"rebuilding {program.name} for {target} failed")
-        rebuilt = _executables(compilation.vmfb_path)
-        if rebuilt != original:
+        tried = []
+        for cpu in CPU_CANDIDATES if target == "llvm-cpu" else (None,):
+            outcome = _rebuild_once(program, target, cpu, original, out, task, timeout_s)
+            if isinstance(outcome, ExecutableSources):
+                return outcome  # stopped by the caller, or the compiler failed: no verdict kept
+            if outcome is None:
+                break  # identical
+            tried.append(outcome)
+        else:
             note = (
-                f"{program.name} rebuilt for {target} gives other executables than the module's (other flags "
-                "or another IREE): its sources are not used"
+                f"{program.name} rebuilt for {target} gives other executables than the module's "
+                f"({'; '.join(tried)}: other flags or another IREE): its sources are not used"
             )
             shutil.rmtree(out, ignore_errors=True)
             out.mkdir(parents=True, exist_ok=True)
@@ -123,6 +194,38 @@ def rebuild_sources(
         return _none(f"the rebuild of {program.name} kept no executable sources")
     return ExecutableSources(found.interfaces, "rebuilt", str(program), found.files,
                              f"rebuilt from {program} ({target}); executables identical to the module's")  # fmt: skip
+
+
+def _rebuild_once(program: Path, target: str, cpu: str | None, original, out: Path, task, timeout_s):
+    """One compile of ``program`` into ``out``: None when its executables are the module's; else what differed
+    (a short text); an ``ExecutableSources`` with a note when it could not be judged (cancelled, failed)."""
+    from engine.compiler.job import compile_program
+    from engine.compiler.request import CompileRequest
+    from engine.compiler.task import TaskState
+
+    if out.exists():  # an interrupted or refused rebuild: start again (compile_program wants an empty folder)
+        shutil.rmtree(out, ignore_errors=True)
+    how = f"{target}, {cpu_label(cpu)}" if cpu is not None else target
+    own = TaskState()
+    request = CompileRequest.from_file(program, target=target, target_cpu=cpu)
+    with BinaryWatch(out / "executables" / "binaries", original, own, outer=task) as watch:
+        try:
+            compilation = compile_program(request, out_dir=out, task=own, timeout_s=timeout_s)
+        except CompileCancelled as e:
+            compilation = None
+            if watch.differs is None and not watch.check():
+                shutil.rmtree(out, ignore_errors=True)  # not a verdict: the next session rebuilds again
+                return _none(f"rebuilding {program.name} stopped: {e}")
+        except LensError as e:
+            return _none(f"rebuilding {program.name} failed: {e}")
+    if watch.differs is not None:
+        return f"{how}: executable {watch.differs} differs, compile stopped there"
+    if compilation is None or not compilation.ok or compilation.vmfb_path is None:
+        return _none(f"rebuilding {program.name} for {how} failed")
+    rebuilt = _executables(compilation.vmfb_path)
+    if rebuilt != original:
+        return f"{how}: {sum(rebuilt.get(n) != v for n, v in original.items())} of {len(original)} executables differ"
+    return None
 
 
 class SessionSources:
@@ -160,7 +263,10 @@ class SessionSources:
             return
         from engine.compiler.task import TaskState
 
-        self.snapshots.sources = _none(f"rebuilding the executables' sources from {program} (typed once done)")
+        self.snapshots.sources = _none(
+            f"rebuilding the executables' sources from {program} to check they are the module's; until that "
+            "is known the tensors are untyped (a rebuild whose executables differ is not used)"
+        )
         self._task = TaskState()
         self.thread = threading.Thread(target=self._rebuild, name="lens-rebuild-sources", daemon=True)
         self.thread.start()

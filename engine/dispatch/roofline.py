@@ -133,7 +133,7 @@ def dispatch_flops(module_path: str, export: str, source: str | None = None) -> 
     from engine.trace.by_source import export_locations, input_program_of, target_flags_of
     from engine.trace.source_ops import dispatch_source_ops, flow_with_locations
 
-    program = source or input_program_of(export_locations(module_path))
+    program = source or input_program_of(export_locations(module_path), module_path)
     if program is None:
         return None
     try:

@@ -57,6 +57,7 @@ from engine.dispatch.typed_tensors import (
     TypedTensor,
     dispatch_tensors,
 )
+from engine.runtime.hal.commands import DispatchCommand
 from engine.runtime.hal.device import Device, DispatchObserver, DispatchRecord, HalExecutable
 
 
@@ -262,6 +263,20 @@ class SnapshotSubscriber:
         """Dispatches that ran in a batch, none watched by this subscriber, in order (their bytes now are
         those after the whole batch)."""
 
+    def batch_starting(self, dispatches: Sequence[DispatchCommand], first_sequence: int) -> None:
+        """A batch of these dispatch commands is about to run (``DispatchObserver.batch_starting``)."""
+
+    def first_watched(self, dispatches: Sequence[DispatchCommand], start: int, end: int, first_sequence: int) -> int:
+        """The index in ``[start, end)`` of the first dispatch this subscriber ``watches`` (``end``: none);
+        ``DispatchObserver.first_watched``. Override to answer for a whole stretch at once."""
+        sequence = first_sequence
+        for i in range(start, end):
+            command = dispatches[i]
+            if self.watches(sequence, command.executable, command.ordinal):
+                return i
+            sequence += 1
+        return end
+
 
 class DispatchSnapshots(DispatchObserver):
     """The one snapshot observer of a device (``for_device``); features ``subscribe`` to it."""
@@ -329,9 +344,20 @@ class DispatchSnapshots(DispatchObserver):
                 return True
         return False
 
+    def first_watched(self, dispatches: Sequence[DispatchCommand], start: int, end: int, first_sequence: int) -> int:
+        for s in self._told:
+            if end == start:
+                break
+            end = s.first_watched(dispatches, start, end, first_sequence)
+        return end
+
     def dispatch_batch(self, records: list[DispatchRecord], start_ns: int, end_ns: int) -> None:
         for s in self._told:
             s.batch_ran(records)
+
+    def batch_starting(self, dispatches: Sequence[DispatchCommand], first_sequence: int) -> None:
+        for s in self._told:
+            s.batch_starting(dispatches, first_sequence)
 
     def before_dispatch(self, record: DispatchRecord) -> None:
         subscribers = self._told  # a tuple: subscribing during a dispatch does not change this one's

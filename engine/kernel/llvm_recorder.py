@@ -14,7 +14,7 @@ import numpy as np
 from engine.kernel.dispatch_run import CapturedDispatch, KernelStepError
 from engine.kernel.llvm_instrument import Probe, TraceBuffer, defines_function, instrument
 from engine.kernel.source_lines import SourceFiles
-from engine.kernel.trace import KernelStep, KernelStore, KernelTrace, SourceLocation, check_workgroup
+from engine.kernel.trace import KernelStep, KernelStore, KernelTrace, SourceLocation, StopAt, check_workgroup
 
 TRACE_BYTES = 256 << 20
 _META = re.compile(r"^!(\d+) = (?:distinct )?!(\w+)\((.*)\)\s*$")
@@ -143,9 +143,14 @@ def find_llvm_ir(module_path: str | Path, export: str, given: Sequence[str | Pat
 
 
 def record_llvm(
-    captured: CapturedDispatch, ir_path: Path, workgroup: tuple[int, int, int], files: SourceFiles
+    captured: CapturedDispatch,
+    ir_path: Path,
+    workgroup: tuple[int, int, int],
+    files: SourceFiles,
+    stop_at: StopAt | None = None,
 ) -> KernelTrace:
-    """Build ``ir_path`` instrumented for the captured dispatch's export, run ``workgroup`` and decode it."""
+    """Build ``ir_path`` instrumented for the captured dispatch's export, run ``workgroup`` and decode it (up
+    to the first statement ``stop_at`` is true of, when given)."""
     from engine.runtime.hal.cpu_library import CpuExecutableLibrary, aligned_copy
     from engine.substitute.errors import SubstitutionError
     from engine.substitute.llvm_ir import build_from_llvm_ir, normalize_llvm24
@@ -170,11 +175,11 @@ def record_llvm(
         library.close()
     locations = debug_locations(text)
     spans = [(int(b.ctypes.data), b.nbytes) for b in bindings]
-    steps, notes = _decode(buffer, probes, locations, spans, files)
+    steps, notes, complete = _decode(buffer, probes, locations, spans, files, stop_at)
     if buffer.overflowed:
         notes.append(f"the record stops after {len(steps)} statements: the {TRACE_BYTES >> 20} MiB trace buffer is full")
     return KernelTrace("llvm-cpu", captured.ordinal, captured.export_name, workgroup, captured.workgroup_count,
-                       tuple(steps), dict(files.found), tuple(notes))  # fmt: skip
+                       tuple(steps), dict(files.found), tuple(notes), complete)  # fmt: skip
 
 
 def _lanes(probe: Probe, payload: np.ndarray) -> list:
@@ -195,13 +200,18 @@ def _llvm_op(text: str) -> str:
     return f"llvm.{m.group(1)}" if m else "llvm"
 
 
-def _decode(buffer: TraceBuffer, probes: list[Probe], locations, spans, files: SourceFiles):
+def _decode(buffer: TraceBuffer, probes: list[Probe], locations, spans, files: SourceFiles, stop_at=None):
     steps: list[KernelStep] = []
     notes: list[str] = []
     unmapped = 0
     ops: dict[int, str] = {}
+    complete = True
     for pid, address, payload in buffer.records():
         probe = probes[pid]
+        # Stop before the next statement (a masked store's lanes, the record after it, still belong to it).
+        if stop_at is not None and steps and probe.kind != "mask" and stop_at(steps[-1]):
+            complete = False
+            break
         if probe.kind == "mask":
             last = steps[-1] if steps else None
             if last is None or last.store is None:
@@ -230,4 +240,4 @@ def _decode(buffer: TraceBuffer, probes: list[Probe], locations, spans, files: S
         steps.append(KernelStep(len(steps), location, ops[pid], probe.text, tuple(values), store))
     if unmapped:
         notes.append(f"{unmapped} stores went to the kernel's own memory (stack or workgroup memory), not a binding")
-    return steps, notes
+    return steps, notes, complete

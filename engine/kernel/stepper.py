@@ -10,7 +10,7 @@ import numpy as np
 
 from engine.kernel.dispatch_run import CapturedDispatch, KernelStepError, executable_data, run_to_dispatch
 from engine.kernel.source_lines import SourceFiles
-from engine.kernel.trace import KernelTrace
+from engine.kernel.trace import KernelTrace, StopAt
 
 
 def record_workgroup(
@@ -20,15 +20,20 @@ def record_workgroup(
     dispatch: int,
     workgroup: tuple[int, int, int],
     sources: Sequence[str | Path] = (),
+    stop_at: StopAt | None = None,
 ) -> tuple[KernelTrace, CapturedDispatch]:
-    """Record ``workgroup`` of dispatch ``dispatch`` of ``function`` run on ``inputs``; ``KernelStepError``
-    (one line) when it cannot be done."""
+    """Record ``workgroup`` of dispatch ``dispatch`` of ``function`` run on ``inputs`` (up to the first
+    statement ``stop_at`` is true of, when given); ``KernelStepError`` (one line) when it cannot be done."""
     captured = run_to_dispatch(module_path, function, inputs, dispatch)
-    return record_captured(module_path, captured, workgroup, sources), captured
+    return record_captured(module_path, captured, workgroup, sources, stop_at), captured
 
 
 def record_captured(
-    module_path: str | Path, captured: CapturedDispatch, workgroup: tuple[int, int, int], sources: Sequence[str | Path] = ()
+    module_path: str | Path,
+    captured: CapturedDispatch,
+    workgroup: tuple[int, int, int],
+    sources: Sequence[str | Path] = (),
+    stop_at: StopAt | None = None,
 ) -> KernelTrace:
     """Record ``workgroup`` of an already captured dispatch of the module at ``module_path``."""
     module = Path(module_path)
@@ -37,7 +42,7 @@ def record_captured(
     if captured.executable_format == "vmvx-bytecode-fb":
         from engine.kernel.vmvx_stepper import record_vmvx
 
-        trace = record_vmvx(captured, executable_data(module, captured), workgroup, files, module)
+        trace = record_vmvx(captured, executable_data(module, captured), workgroup, files, module, stop_at)
     elif captured.executable_format.startswith("embedded-elf"):
         from engine.kernel.llvm_recorder import find_llvm_ir, record_llvm
 
@@ -47,13 +52,14 @@ def record_captured(
                 f"no LLVM IR of {captured.export_name}: keep the module's executable sources beside it "
                 "(iree-lens sources PROGRAM.mlir --out=DIR) or keep the program its debug locations name"
             )
-        trace = record_llvm(captured, ir, workgroup, files)
+        trace = record_llvm(captured, ir, workgroup, files, stop_at)
     else:
         raise KernelStepError(
             f"dispatch {captured.ordinal} runs a {captured.executable_format} executable: stepping needs the "
             "llvm-cpu or VMVX build of the same program"
         )
-    differ = store_mismatches(trace, captured)
+    # A record stopped early may hold stores a later statement overwrote: only a whole one is judged.
+    differ = store_mismatches(trace, captured) if trace.complete else 0
     if differ:
         trace = KernelTrace(trace.backend, trace.dispatch, trace.export, trace.workgroup, trace.workgroup_count,
                             trace.steps, trace.source_files,

@@ -6,7 +6,7 @@ Plain data shared by both recorders (VMVX interpreted, llvm-cpu instrumented), t
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,6 +100,7 @@ class KernelTrace:
     steps: tuple[KernelStep, ...]
     source_files: dict[str, str] = field(default_factory=dict)  # location file -> path found on disk
     notes: tuple[str, ...] = ()  # what the record leaves out (a truncated trace, unmapped stores)
+    complete: bool = True  # False: recording stopped at the statement asked for (--until)
 
     def first_nonfinite(self) -> int | None:
         """Index of the first statement with a NaN or Inf value, or None."""
@@ -122,6 +123,9 @@ class KernelTrace:
             if s.location is not None:
                 out.setdefault((s.location.file, s.location.line), []).append(s.index)
         return out
+
+
+StopAt = Callable[[KernelStep], bool]  # recording may end after the first statement this is true of
 
 
 def parse_workgroup(text: str) -> tuple[int, int, int]:

@@ -1,11 +1,13 @@
-"""Source locations of a VMVX dispatch function, where the module's own debug database lacks them.
+"""Source locations of a VMVX dispatch function in its executable's source.
 
-IREE 3.13 writes the debug source map of a linked VMVX executable (several dispatch functions in one nested
-module) only for the last function it encodes (docs: runtime facts §1.2): every other function's
-instructions have no location. The program the host module's locations name is compiled again for VMVX with
-``--iree-hal-link-executables=false`` (one function per executable, each with its own map) into a cache
-folder, and a function's map is used only when the rebuilt function has the same instructions at the same
-offsets as the module's.
+A module's own VMVX locations fall short two ways: IREE 3.13 writes the debug source map of a linked VMVX
+executable (several dispatch functions in one nested module) only for the last function it encodes (docs:
+runtime facts §1.2), and unless the module was built with ``--iree-hal-dump-executable-sources-to`` its
+locations name the program's lines (a ``torch.aten.log`` of a frontend's program), not the executable
+source's (its ``math.log``). The program the host module's locations name is compiled again for VMVX with
+``--iree-hal-link-executables=false`` (one function per executable, each with its own map) and its
+executables' sources dumped, into a cache folder; a function's map is used only when the rebuilt function
+has the same instructions at the same offsets as the module's.
 """
 
 from __future__ import annotations
@@ -35,12 +37,13 @@ def _unlinked_build(module_path: Path, timeout_s: float) -> Path | None:
     if program is None:
         return None
     key = hashlib.sha256(module_path.read_bytes() + program.read_bytes()).hexdigest()[:20]
-    out = Path(tempfile.gettempdir()) / "iree-lens-kernel" / f"vmvx-{key}"
+    out = Path(tempfile.gettempdir()) / "iree-lens-kernel" / f"vmvx-sources-{key}"
     vmfb = out / "unlinked.vmfb"
     if vmfb.exists():
         return vmfb
     out.mkdir(parents=True, exist_ok=True)
-    cmd = [iree_compile_path(), str(program), *target_flags("vmvx"), UNLINKED_FLAG, "-o", str(out / "partial.vmfb")]
+    cmd = [iree_compile_path(), str(program), *target_flags("vmvx"), UNLINKED_FLAG,
+           f"--iree-hal-dump-executable-sources-to={out / 'sources'}", "-o", str(out / "partial.vmfb")]  # fmt: skip
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     except (OSError, subprocess.TimeoutExpired):

@@ -10,7 +10,7 @@ import numpy as np
 
 from engine.kernel.dispatch_run import CapturedDispatch, KernelStepError
 from engine.kernel.source_lines import SourceFiles, location_of
-from engine.kernel.trace import KernelStep, KernelStore, KernelTrace, check_workgroup
+from engine.kernel.trace import KernelStep, KernelStore, KernelTrace, StopAt, check_workgroup
 from engine.runtime import isa
 from engine.runtime.vm.values import VmBuffer, VmList
 
@@ -26,6 +26,10 @@ VM_TO_MLIR = {
 _STORE_BYTES = {"vm.buffer.store.i8": 1, "vm.buffer.store.i16": 2, "vm.buffer.store.i32": 4,
                 "vm.buffer.store.i64": 8, "vm.buffer.store.f32": 4, "vm.buffer.store.f64": 8}  # fmt: skip
 MAX_STEPS = 20_000_000
+
+
+class _Stopped(Exception):  # noqa: N818 (not an error: the statement asked for was reached)
+    pass
 
 
 def _mlir_op(mnemonic: str) -> str:
@@ -52,14 +56,26 @@ def _read(frame, spec, raw: int):
     return frame.f32(idx) if spec.kind == isa.REG_F32 else frame.i32(idx)
 
 
+def _names_executable_source(where: dict[int, str], files: SourceFiles) -> bool:
+    """Whether the locations name a readable executable source (a ``hal.executable``), not the program."""
+    for text in where.values():
+        location = location_of(text)
+        if location is not None:
+            lines = files.lines(location.file)
+            return lines is not None and any("hal.executable" in line for line in lines[:50])
+    return False
+
+
 def record_vmvx(
     captured: CapturedDispatch,
     data: bytes,
     workgroup: tuple[int, int, int],
     files: SourceFiles,
     module_path: str | Path | None = None,
+    stop_at: StopAt | None = None,
 ) -> KernelTrace:
-    """Interpret ``workgroup`` of the captured VMVX dispatch (executable bytes ``data``) and record it."""
+    """Interpret ``workgroup`` of the captured VMVX dispatch (executable bytes ``data``) and record it (up to
+    the first statement ``stop_at`` is true of, when given: the rest is not interpreted)."""
     from engine.runtime.vm.vmvx import VmvxExecutable
     from engine.runtime.vmfb.disassembler import FunctionDisassembler
 
@@ -73,15 +89,17 @@ def record_vmvx(
     function = module.functions[export.function_ordinal]
     where = FunctionDisassembler(module).instruction_locations(function)
     notes = []
-    if not where and module_path is not None:
+    if module_path is not None and not _names_executable_source(where, files):
         from engine.kernel.vmvx_locations import rebuilt_locations
 
-        where = rebuilt_locations(module_path, module, function)
-        notes.append(
-            "IREE kept no locations for this function (a linked VMVX executable maps only its last one): "
-            + ("taken from an unlinked rebuild of the program with the same instructions" if where
-               else "none found by rebuilding the program")
-        )  # fmt: skip
+        rebuilt = rebuilt_locations(module_path, module, function)
+        if rebuilt:
+            where = rebuilt
+            notes.append("locations from a rebuild of the program with its executables' sources dumped "
+                         "(same instructions at the same offsets)")  # fmt: skip
+        elif not where:
+            notes.append("IREE kept no locations for this function (a linked VMVX executable maps only its "
+                         "last one) and rebuilding the program found none")  # fmt: skip
     bindings = [VmBuffer(np.array(b, dtype=np.uint8, copy=True), True, f"binding {k}")
                 for k, b in enumerate(captured.before)]  # fmt: skip
     constants = np.asarray([int(c) & 0xFFFFFFFF for c in captured.constants], dtype=np.uint32).view(np.uint8)
@@ -109,9 +127,12 @@ def record_vmvx(
                 store = KernelStore(binding, int(offset) * size, value, size)
         else:
             values = tuple(v for name, v in rec.written if isinstance(v, int | float) and not isinstance(v, bool))
-        steps.append(KernelStep(len(steps), location, op, mnemonic, values, store))
+        step = KernelStep(len(steps), location, op, mnemonic, values, store)
+        steps.append(step)
         if len(steps) > MAX_STEPS:
             raise KernelStepError(f"workgroup runs more than {MAX_STEPS} instructions")
+        if stop_at is not None and stop_at(step):
+            raise _Stopped
 
     x, y, z = workgroup
     cx, cy, cz = captured.workgroup_count
@@ -119,9 +140,12 @@ def record_vmvx(
             VmBuffer(constants, False, "dispatch constants"), VmList("!vm.buffer", bindings),
             x, y, z, 1, 1, 1, cx, cy, cz]  # fmt: skip
     interpreter.trace_hook = hook
+    complete = True
     try:
         executable.context.invoke_instance(executable.instance, export.function_ordinal, args)
+    except _Stopped:
+        complete = False
     finally:
         interpreter.trace_hook = None
     return KernelTrace("vmvx", captured.ordinal, captured.export_name, workgroup, captured.workgroup_count,
-                       tuple(steps), dict(files.found), tuple(notes))  # fmt: skip
+                       tuple(steps), dict(files.found), tuple(notes), complete)  # fmt: skip

@@ -16,15 +16,19 @@ from __future__ import annotations
 
 import importlib
 import multiprocessing as mp
+import os
 import signal
+import tempfile
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from multiprocessing import shared_memory
 from typing import Any
 
 import numpy as np
 
+from engine.runtime.hal.device import NOT_IN_BATCH
 from engine.session.protocol import (
     Answer,
     Call,
@@ -69,7 +73,16 @@ def _export_tensors(event: Event) -> Event:
     return event
 
 
-def _child_main(conn, handler_path: str) -> None:
+def _progress_file() -> str:
+    """A two-u64 file in shared memory (``/dev/shm`` where there is one) for a child's progress cell."""
+    folder = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    fd, path = tempfile.mkstemp(prefix="iree-lens-progress-", dir=folder)
+    with os.fdopen(fd, "wb") as f:
+        f.write(np.array([0, NOT_IN_BATCH], np.uint64).tobytes())
+    return path
+
+
+def _child_main(conn, handler_path: str, progress_path: str | None = None) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in a terminal belongs to the parent
     send_lock = threading.Lock()
 
@@ -79,6 +92,9 @@ def _child_main(conn, handler_path: str) -> None:
 
     module_name, _, class_name = handler_path.partition(":")
     handler = getattr(importlib.import_module(module_name), class_name)(emit)
+    if progress_path is not None and hasattr(handler, "progress_cell"):
+        # Which dispatch of a native batch runs, where the parent reads it if a kernel kills this process.
+        handler.progress_cell = np.memmap(progress_path, np.uint64, "r+", shape=(2,))
     work: list[Command] = []
     ready = threading.Condition()
 
@@ -155,6 +171,10 @@ class ChildSession:
         self.hang_timeout = hang_timeout
         self._ctx = mp.get_context("spawn")
         self._last_location = Location()
+        # The last Progress before a native batch (its dispatch names), and the file the child's device keeps
+        # the running one's index in (two u64: ``Device.progress_cell``).
+        self._last_batch: Progress | None = None
+        self._progress_path = _progress_file()
         self._running_since: float | None = None
         self._last_event_at = time.monotonic()
         self._lock = threading.Lock()
@@ -168,7 +188,10 @@ class ChildSession:
     def start(self) -> None:
         parent_conn, child_conn = self._ctx.Pipe()
         self._process = self._ctx.Process(
-            target=_child_main, args=(child_conn, self.handler_path), name="iree-lens-session", daemon=True
+            target=_child_main,
+            args=(child_conn, self.handler_path, self._progress_path),
+            name="iree-lens-session",
+            daemon=True,
         )
         self._process.start()
         child_conn.close()
@@ -204,6 +227,25 @@ class ChildSession:
                 pass
             self._process.join(timeout=3)
         self.kill(report=False)
+        try:
+            os.unlink(self._progress_path)
+        except OSError:
+            pass
+
+    def _crash_location(self) -> Location:
+        """Where the child was when it died: the last location it sent; inside a native batch, the dispatch
+        its device's progress cell names."""
+        location, batch = self._last_location, self._last_batch
+        if batch is None:
+            return location
+        try:
+            within, first = np.fromfile(self._progress_path, np.uint64, 2)
+        except (OSError, ValueError):
+            return location
+        index = int(within) + int(first)
+        if int(first) >= NOT_IN_BATCH or not 0 <= index < len(batch.batch):
+            return location  # between batches: the location says no dispatch
+        return replace(location, dispatch=batch.batch[index], dispatch_index=batch.batch_first + index)
 
     def kill(self, *, report: bool = True, reason: str | None = None) -> None:
         process = self._process
@@ -215,7 +257,7 @@ class ChildSession:
             process.join(timeout=2)
         if report:
             self._emit(
-                Crashed(reason or describe_exit(process.exitcode), self._last_location, process.exitcode)
+                Crashed(reason or describe_exit(process.exitcode), self._crash_location(), process.exitcode)
             )
 
     # -- commands
@@ -256,6 +298,7 @@ class ChildSession:
             self._last_event_at = time.monotonic()
             if isinstance(event, (Progress, Stopped)):
                 self._last_location = event.location
+                self._last_batch = event if isinstance(event, Progress) and event.batch else None
             if isinstance(event, (Stopped, Finished, Failed, Answer)):
                 self._running_since = None
             if isinstance(event, Stopped):
@@ -271,7 +314,7 @@ class ChildSession:
         process.join(timeout=5)
         if not self._expected_exit and process is self._process:
             self._running_since = None
-            self._emit(Crashed(describe_exit(process.exitcode), self._last_location, process.exitcode))
+            self._emit(Crashed(describe_exit(process.exitcode), self._crash_location(), process.exitcode))
 
     def _watchdog(self, process) -> None:
         while process.is_alive() and process is self._process:

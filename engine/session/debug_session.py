@@ -111,6 +111,9 @@ class DebugSession:
         # A Progress before each dispatch says what ran when a kernel takes the process down; a transport
         # that drops them (in process, nobody asked) says so and saves building a location per dispatch.
         self.report_progress = True
+        # Where the device keeps which dispatch of a native batch runs: shared memory a child session's parent
+        # reads when a kernel takes the process down (``child.py`` sets it); None: the device's own.
+        self.progress_cell: np.ndarray | None = None
         # A binding's answer is a copy: an in-process client keeps it while the run goes on and writes the
         # buffer. A transport that sends each answer before the next command runs (the stream server) sets
         # this False: the buffer's own bytes are sent, with no copy of a 1 GiB tensor first.
@@ -197,8 +200,12 @@ class DebugSession:
             controller.take_pause,
             self._progress,
             pause_pending=lambda: controller.pause_requested,
-            progress_per_dispatch=lambda: self.report_progress,
+            batch_progress=self._batch_progress,
+            # Progress read by a client that cannot read the device's progress cell: one per dispatch.
+            progress_per_dispatch=lambda: self.report_progress and self.progress_cell is None,
         )
+        if self.progress_cell is not None:
+            self.runner.device.set_progress_cell(self.progress_cell)
         snapshots = self.snapshots = DispatchSnapshots.for_device(self.runner.device)
         tell = lambda text: self.emit(Log(text))  # noqa: E731
         self.sources = SessionSources(snapshots, command.module_path, command.sources, command.rebuild_sources, tell)
@@ -405,6 +412,11 @@ class DebugSession:
     def _progress(self, record: DispatchRecord) -> None:
         if self.report_progress:
             self.emit(Progress(self.location()))
+
+    def _batch_progress(self, first_ordinal: int, dispatches) -> None:
+        if self.report_progress:
+            names = tuple(d.executable.export_name(d.ordinal) for d in dispatches)
+            self.emit(Progress(self.location(), batch=names, batch_first=first_ordinal))
 
     # ------------------------------------------------------------------------------------------ helpers
 

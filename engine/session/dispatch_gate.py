@@ -12,10 +12,11 @@ the client resumes it. Bindings stay readable while it is blocked (the device is
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from engine.dispatch.snapshot import DispatchSnapshot, SnapshotSubscriber
+from engine.runtime.hal.commands import DispatchCommand
 from engine.runtime.hal.device import DispatchRecord, HalExecutable
 from engine.session.nonfinite import nonfinite_written
 from engine.session.protocol import (
@@ -114,14 +115,18 @@ class DispatchGate(SnapshotSubscriber):
         pause_requested: Callable[[], bool],
         progress: Callable[[DispatchRecord], None],
         pause_pending: Callable[[], bool] | None = None,
+        batch_progress: Callable[[int, Sequence[DispatchCommand]], None] | None = None,
         progress_per_dispatch: Callable[[], bool] | None = None,
     ):
         self.park = park
         self.pause_requested = pause_requested  # takes the pause (True once)
         # Whether a pause is asked for, without taking it (``watches``); None: never known ahead.
         self.pause_pending = pause_pending
-        # Whether ``progress`` must be told before every dispatch (a session in a child process names the
-        # dispatch a crash happened in from it): then every dispatch is watched, none runs in a batch.
+        # Told before a native batch runs: the run ordinal of its first dispatch and its dispatch commands
+        # (with the device's progress cell, what names the dispatch a crash in the batch happened in).
+        self.batch_progress = batch_progress
+        # Whether ``progress`` must be told before every dispatch (a session served over a stream reports
+        # progress but its client cannot read a progress cell): then every dispatch is watched.
         self.progress_per_dispatch = progress_per_dispatch
         self.progress = progress  # told before each dispatch (a crash in its kernel is attributed to it)
         self.breakpoints: tuple[Breakpoint, ...] = ()
@@ -283,7 +288,8 @@ class DispatchGate(SnapshotSubscriber):
         """Whether this dispatch can stop the run, known before it runs: a dispatch step is pending, a pause is
         asked for, it is the one to park after, NaN or divergence is armed (they judge every dispatch while
         armed), or an ordinal/name breakpoint (before or after) matches it. Never one passed over on the way
-        to a travelled-to dispatch (``quiet_below``). The rest run in native batches."""
+        to a travelled-to dispatch (``quiet_below``). The rest run in native batches (``batch_starting``
+        tells the session which, for its progress)."""
         # Asked once per dispatch command of every submission: the cheap questions first.
         quiet = self.quiet_below
         if quiet is not None and sequence < quiet:
@@ -309,6 +315,30 @@ class DispatchGate(SnapshotSubscriber):
             name = export_executable(export)
             found = self._watched_names[key] = any(name_matches(p, name, export) for p in self._watch_names)
         return found
+
+    def first_watched(self, dispatches: Sequence[DispatchCommand], start: int, end: int, first_sequence: int) -> int:
+        """``watches`` for a stretch at once when only ordinal breakpoints are armed (the common case of a run
+        continued to a breakpoint): the first armed ordinal in the stretch, no question per dispatch."""
+        if (
+            self.quiet_below is not None
+            or self.stop_at_next
+            or self.park_after is not None
+            or self.stop_at_sequence is not None
+            or self._watch_nan
+            or self._has_diverge
+            or self._watch_names
+            or (self.pause_pending is not None and self.pause_pending())
+            or (self.progress_per_dispatch is not None and self.progress_per_dispatch())
+        ):
+            return super().first_watched(dispatches, start, end, first_sequence)
+        first_ordinal = first_sequence - self.base
+        last_ordinal = first_ordinal + (end - start)
+        hits = [o for o in self._watch_ordinals if first_ordinal <= o < last_ordinal]
+        return start + (min(hits) - first_ordinal) if hits else end
+
+    def batch_starting(self, dispatches: Sequence[DispatchCommand], first_sequence: int) -> None:
+        if self.batch_progress is not None:
+            self.batch_progress(first_sequence - self.base, dispatches)
 
     def wants_before(self, record: DispatchRecord) -> bool:
         if not (self._watch_nan or self._has_diverge or self._after_breakpoints or self.park_after is not None):

@@ -230,7 +230,7 @@ class DivergenceStop:
     # (ordinal, verdict) of every dispatch the breakpoint judged in this call, up to this one (numerics' words:
     # exact, within_rounding, within_tolerance, diverged): the window colours its dispatch list with them.
     verdicts: tuple[tuple[int, str], ...] = ()
-    label: str = ""  # which tensor diverged, in the one vocabulary (``output 0 (binding 3, write)``)
+    label: str = ""  # which tensor diverged, in the one vocabulary (``binding 3, write, output 0``)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -298,8 +298,9 @@ class NonFinite:
         from engine.dispatch.typed_tensors import binding_label
 
         role, _, position = self.tensor.partition(" ")
-        typed = role == "output" and position.isdigit()
-        where = binding_label(self.binding, self.access, role if typed else None, int(position) if typed else None)
+        typed = role == "output" and position.isdigit()  # "binding N" when untyped: no role claimed
+        where = binding_label(self.binding, self.access or "write", role if typed else None,
+                              int(position) if typed else None)  # fmt: skip
         return (
             f"NaN/Inf written to {where}: {' and '.join(parts) or 'non-finite values'};"
             f" first at index {self.first}"
@@ -608,9 +609,14 @@ class Stopped(Event):
 
 @dataclass(frozen=True)
 class Progress(Event):
-    """Sent before work that could crash (a dispatch), so a crash report can say what was running."""
+    """Sent before work that could crash (a dispatch), so a crash report can say what was running. Before a
+    native batch: ``batch`` names its dispatches (IREE's export names, in order) and ``batch_first`` is the
+    run ordinal of the first; which of them runs is in the device's progress cell (``Device.progress_cell``),
+    shared memory the parent of a child session reads when the child dies."""
 
     location: Location
+    batch: tuple[str, ...] = ()
+    batch_first: int = 0
 
 
 @dataclass(frozen=True)

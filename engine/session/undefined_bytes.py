@@ -11,11 +11,13 @@ known, and calling its bytes undefined would be a guess."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import bisect
+from collections.abc import Callable, Sequence
 
 from engine.dispatch.debug_capture import InPlaceTensors
 from engine.dispatch.snapshot import DispatchSnapshot, SnapshotSubscriber
 from engine.dispatch.typed_tensors import ExecutableSources, Provenance, Role, write_only_spans
+from engine.runtime.hal.commands import DispatchCommand
 from engine.runtime.hal.device import DispatchRecord, HalExecutable
 
 Ranges = tuple[tuple[int, int], ...]
@@ -31,6 +33,7 @@ class UndefinedBytesWatch(SnapshotSubscriber):
         self._in_place_exports: tuple[ExecutableSources, dict[str, bool]] | None = None
         self._spans: tuple[ExecutableSources, dict[tuple, list[tuple[int, int, int]] | None]] | None = None
         self._after: tuple[int, dict[str, list[list[int]]]] | None = None  # the last dispatch's (sequence, answer)
+        self._in_place_at: tuple | None = None  # (dispatches, sources, indices of those that work in place)
 
     def _works_in_place(self, export: str) -> bool:
         sources = self._sources()
@@ -67,6 +70,20 @@ class UndefinedBytesWatch(SnapshotSubscriber):
     def watches(self, sequence: int, executable: HalExecutable, ordinal: int) -> bool:
         # Only a dispatch that works in place needs its bytes before; the rest are told in ``batch_ran``.
         return not self.blind and self._works_in_place(executable.export_name(ordinal))
+
+    def first_watched(self, dispatches: Sequence[DispatchCommand], start: int, end: int, first_sequence: int) -> int:
+        # Which of a command buffer's dispatches work in place, worked out once per (dispatches, sources): the
+        # device plans with the same dispatch tuple call after call.
+        if self.blind:
+            return end
+        sources = self._sources()
+        found = self._in_place_at
+        if found is None or found[0] is not dispatches or found[1] is not sources:
+            at = [i for i, d in enumerate(dispatches) if self._works_in_place(d.executable.export_name(d.ordinal))]
+            found = self._in_place_at = (dispatches, sources, at)
+        at = found[2]
+        k = bisect.bisect_left(at, start)
+        return at[k] if k < len(at) and at[k] < end else end
 
     def batch_ran(self, records: list[DispatchRecord]) -> None:
         for record in records:

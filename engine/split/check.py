@@ -49,8 +49,23 @@ class TestVerdict:
         return self.verdict not in (FAILED, "diverged")
 
     def to_json(self) -> dict:
+        """The verdict, the metrics of the worst output at the top level (max_abs_error, max_ulps,
+        mismatches...), and every output's under ``outputs``."""
+        order = ["exact", "within_rounding", "within_tolerance", "diverged"]
+        worst = max(self.outputs, key=lambda o: (order.index(o["verdict"]) if o.get("verdict") in order else 0,
+                                                 _number(o.get("max_scaled_error"))), default=None)  # fmt: skip
+        metrics = {k: v for k, v in (worst or {}).items() if k not in ("ok", "verdict", "name")}
         return {"dir": self.dir, "verdict": self.verdict, "reason": self.reason, "occurrences": self.occurrences,
-                "outputs": self.outputs}  # fmt: skip
+                **metrics, **({"worst_output": worst["name"]} if worst else {}), "outputs": self.outputs}  # fmt: skip
+
+
+def _number(value) -> float:
+    """A metric as JSON holds it (a float, or "inf"/"nan" as text) as a float that orders; NaN as 0."""
+    try:
+        number = float(value or 0)
+    except (TypeError, ValueError):
+        return 0.0
+    return 0.0 if number != number else number
 
 
 @dataclass(frozen=True)

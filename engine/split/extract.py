@@ -114,6 +114,60 @@ def dispatch_signatures(module) -> dict[str, DispatchSignature]:
     return found
 
 
+def instrument_dispatches(module) -> int:
+    """Trace points around every ``flow.dispatch`` of ``module``'s host functions, as IREE's
+    ``--iree-flow-trace-dispatch-tensors`` writes them (``flow.tensor.trace "exe::export inputs"`` with the
+    tensor operands before, ``... outputs"`` with the results after), but at any depth: IREE's pass leaves
+    the dispatches inside a loop (``scf.for``) without any. Returns how many dispatches were instrumented."""
+    ir = _ir()
+    from iree.compiler.dialects import flow
+
+    dispatches = []
+
+    def visit(op):
+        if op.name == "flow.dispatch":
+            dispatches.append(op)
+        return ir.WalkResult.ADVANCE
+
+    for top in module.body.operations:
+        if top.operation.name in ("util.func", "func.func"):
+            top.operation.walk(visit)
+    for op in dispatches:
+        with op.context, op.location:
+            entry = str(ir.ArrayAttr(op.attributes["entry_points"])[0])
+            key = entry.lstrip("@").replace("::@", "::")
+            _, arguments, argument_dims, result_dims = _segments(op, 4)
+            tied_attr = op.attributes["tied_operands"] if "tied_operands" in op.attributes else None
+            tied = [ir.IntegerAttr(a).value for a in ir.ArrayAttr(tied_attr)] if tied_attr is not None else []
+            tied += [-1] * (len(op.results) - len(tied))
+            dims_of: dict[int, list] = {}  # operand position -> its dynamic dims
+            at = 0
+            values = []
+            for i, v in enumerate(arguments):
+                if not _is_tensor(str(v.type)):
+                    continue
+                count = len(_dynamic_positions(v.type))
+                dims_of[i] = list(argument_dims[at : at + count])
+                at += count
+                values.append(v)
+            flow.TensorTraceOp(f"{key} inputs", values, [d for i in sorted(dims_of) for d in dims_of[i]],
+                               ip=ir.InsertionPoint(op))  # fmt: skip
+            outputs, output_dims, at = [], [], 0
+            for r, result in enumerate(op.results):
+                if not _is_tensor(str(result.type)):
+                    continue
+                if tied[r] >= 0:
+                    output_dims += dims_of.get(tied[r], [])
+                else:
+                    count = len(_dynamic_positions(result.type))
+                    output_dims += list(result_dims[at : at + count])
+                    at += count
+                outputs.append(result)
+            after = flow.TensorTraceOp(f"{key} outputs", outputs, output_dims, ip=ir.InsertionPoint(op))
+            after.operation.move_after(op)
+    return len(dispatches)
+
+
 def _signature(op, key: str) -> DispatchSignature:
     ir = _ir()
     workload, arguments, argument_dims, result_dims = _segments(op, 4)

@@ -1,8 +1,10 @@
 """``split``: a program made into one standalone test per distinct dispatch.
 
-One compile (IREE's own flags, plus ``--iree-flow-trace-dispatch-tensors`` and debug locations), one run
-on IREE's runtime whose trace points hand over every dispatch's tensor operands and results, and the flow
-phase's executables rewritten as plain tensor functions (``extract.standalone_test``). Layout of the
+One compile in two legs: to IREE's flow phase (with debug locations), where a trace point is put around
+every dispatch (``extract.instrument_dispatches``: IREE's ``--iree-flow-trace-dispatch-tensors`` misses the
+dispatches inside loops), then from the flow phase to the ``.vmfb``. One run on IREE's runtime, whose
+trace points hand over every dispatch's tensor operands and results, and the flow phase's executables
+rewritten as plain tensor functions (``extract.standalone_test``). Layout of the
 output folder::
 
     DIR/manifest.json               {"tests": [{"dir", "function", "dispatch", "ordinal", "loc",
@@ -24,14 +26,20 @@ import re
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
 from engine.compiler import CompileRequest, compile_program
 from engine.errors import LensError
-from engine.split.extract import SplitError, dispatch_signatures, executable_functions, standalone_test
+from engine.split.extract import (
+    SplitError,
+    dispatch_signatures,
+    executable_functions,
+    instrument_dispatches,
+    standalone_test,
+)
 
 MANIFEST = "manifest.json"
 
@@ -197,31 +205,25 @@ def split_program(
     """Compile ``request`` (with dispatch trace points), run ``function`` on ``input_specs`` once with IREE's
     runtime, and write one test per distinct dispatch into ``out`` (see the module doc); ``only``: the
     tests of these dispatches (IREE's export names) alone (the window's Export as test)."""
-    from engine.compiler.targets import find_target
+    from engine.compiler.targets import TARGETS, find_target
     from engine.runtime.function_io import parse_inputs, split_cconv
     from engine.runtime.reference import ReferenceRunner
 
     out = Path(out)
+    _clear_previous(out)
     out.mkdir(parents=True, exist_ok=True)
-    traced = CompileRequest(
-        source_path=request.source_path, source_text=request.source_text, name=request.name,
-        target=request.target if not request.targets_from_flags else "llvm-cpu", target_cpu=request.target_cpu,
-        type_conversions=request.type_conversions, trace_dispatch_tensors=True,
-        extra_flags=(*request.extra_flags, "--mlir-print-debuginfo"), dump_executables=False, timing=False,
-    )  # fmt: skip
     scratch = Path(tempfile.mkdtemp(prefix="lens-split-", dir=work_dir))
     try:
         start = time.perf_counter()
-        compilation = compile_program(traced, out_dir=scratch, timeout_s=timeout_s)
-        compilation.raise_if_failed()
+        module, vmfb = _compile_with_trace_points(request, scratch, timeout_s)
         compile_s = time.perf_counter() - start
 
         start = time.perf_counter()
         import iree.runtime as rt
 
         collector = _Collector(out, max_occurrences, only)
-        runner_device = device or (find_target(request.target).device if request.target in ("llvm-cpu", "vmvx", "vulkan-spirv") else "local-sync")
-        runner = ReferenceRunner(compilation.vmfb_path, runner_device, debug_sink=rt.HalModuleDebugSink(collector))
+        runner_device = device or (find_target(request.target).device if request.target in TARGETS else "local-sync")
+        runner = ReferenceRunner(vmfb, runner_device, debug_sink=rt.HalModuleDebugSink(collector))
         collector.runner = runner
         try:
             args = parse_inputs(input_specs, split_cconv(runner.cconv(function))[0])
@@ -235,7 +237,7 @@ def split_program(
 
         start = time.perf_counter()
         tests = sorted(collector.tests.values(), key=lambda t: t.ordinal)
-        _write_programs(compilation.phase("flow").text(), tests, out)
+        _write_programs(module, tests, out)
         # "tests" lists only tests with a program (what a checker compiles); the rest say why not.
         manifest = {"tests": [t.to_json() for t in tests if not t.error],
                     "not_written": [t.to_json() for t in tests if t.error]}  # fmt: skip
@@ -246,11 +248,51 @@ def split_program(
     return SplitResult(out, tests, collector.ordinal, compile_s, run_s, write_s)
 
 
-def _write_programs(flow_text: str, tests: list[SplitTest], out: Path) -> None:
+def _clear_previous(out: Path) -> None:
+    """An earlier split in ``out`` goes (its tests and saved checks, which judged other programs); a folder
+    holding anything else is refused rather than mixed with tests."""
+    if not out.exists() or not any(out.iterdir()):
+        return
+    if not (out / MANIFEST).is_file():
+        raise LensError(f"{out} is not empty and holds no split: give an empty or new folder")
+    try:
+        previous = json.loads((out / MANIFEST).read_text())
+    except ValueError:
+        previous = {}
+    for entry in [*previous.get("tests", []), *previous.get("not_written", [])]:
+        name = str(entry.get("dir", ""))
+        if name and "/" not in name and name not in (".", ".."):
+            shutil.rmtree(out / name, ignore_errors=True)
+    shutil.rmtree(out / "checks", ignore_errors=True)
+    (out / MANIFEST).unlink()
+
+
+def _compile_with_trace_points(request: CompileRequest, scratch: Path, timeout_s: float | None):
+    """The program compiled to the flow phase (with debug locations, for each test's ``loc``), a trace point
+    put around every dispatch (``extract.instrument_dispatches``: IREE's own flag misses those in loops),
+    and the rest compiled from there. Returns the parsed flow module and the ``.vmfb``."""
     from iree.compiler import ir
 
+    to_flow = replace(request, compile_to="flow", trace_dispatch_tensors=False, dump_executables=False,
+                      timing=False, extra_flags=(*request.extra_flags, "--mlir-print-debuginfo"))  # fmt: skip
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    flow = compile_program(to_flow, out_dir=scratch / "flow", timeout_s=timeout_s)
+    flow.raise_if_failed()
     context = ir.Context()
-    module = ir.Module.parse(flow_text, context)
+    module = ir.Module.parse(flow.phase("flow").text(), context)
+    instrument_dispatches(module)
+    traced = scratch / "traced.flow.mlir"
+    with open(traced, "w") as fh:
+        module.operation.print(file=fh, enable_debug_info=False)
+    rest = replace(request, source_path=traced, source_text=None, name=None, compile_from="flow", dump_executables=False,
+                   timing=False)  # fmt: skip
+    left = None if deadline is None else max(1.0, deadline - time.monotonic())
+    compiled = compile_program(rest, out_dir=scratch / "rest", timeout_s=left)
+    compiled.raise_if_failed()
+    return module, compiled.vmfb_path
+
+
+def _write_programs(module, tests: list[SplitTest], out: Path) -> None:
     signatures = dispatch_signatures(module)
     functions = executable_functions(module)
     for test in tests:

@@ -84,7 +84,7 @@ class DispatchMemo:
         self.nbytes = 0
 
     def watches(self, sequence: int, executable: HalExecutable, ordinal: int) -> bool:
-        """Whether the device must run this dispatch through the hook (``Device.dispatch_watched``): one whose
+        """Whether the device must run this dispatch through the hook (``Device.next_watched``): one whose
         results are kept, and every dispatch of an executable whose kernels can be slow (all but native CPU
         code, whose kernels are rarely ``min_seconds`` slow and run in native batches instead)."""
         return sequence in self.kept or executable.format != NATIVE_CPU_FORMAT

@@ -149,14 +149,21 @@ def export_locations(module_path: str | Path) -> dict[str, str]:
     return out
 
 
-def input_program_of(locations: dict[str, str]) -> Path | None:
-    """The input program the module's locations name (the file most of them are in), if readable here."""
+def input_program_of(locations: dict[str, str], module_path: str | Path | None = None) -> Path | None:
+    """The input program the module's locations name (the file most of them are in), if readable here: as
+    named, or beside the module when the name is relative (compiled as ``iree-compile model.mlir``)."""
     counts: dict[str, int] = defaultdict(int)
     for loc in locations.values():
         counts[loc.rpartition(":")[0]] += 1
     for path, _ in sorted(counts.items(), key=lambda kv: -kv[1]):
-        if path.endswith((".mlir", ".mlirbc")) and Path(path).is_file():
+        if not path.endswith((".mlir", ".mlirbc")):
+            continue
+        if Path(path).is_file():
             return Path(path)
+        if module_path is not None and not Path(path).is_absolute():
+            beside = Path(module_path).resolve().parent / path
+            if beside.is_file():
+                return beside
     return None
 
 
@@ -187,8 +194,11 @@ def source_map(
     result = SourceMap()
     exported = export_locations(module_path)
     ops: dict[str, tuple[SourceOp, ...]] = {}
+    found = input_program_of(exported, module_path)
+    if found is not None:  # name the program as it is readable here (a relative name made whole)
+        exported = {e: _renamed(loc, found) for e, loc in exported.items()}
     if flow_text is None:
-        program = Path(source) if source is not None else input_program_of(exported)
+        program = Path(source) if source is not None else found
         if program is None:
             result.notes.append(
                 "the input program is not readable here: each dispatch by its export's location"
@@ -219,6 +229,11 @@ def source_map(
         result.notes.append(f"{len(unmatched)} of {len(exported)} exports not in the flow phase (another build?): "
                             "by their export's location")  # fmt: skip
     return result
+
+
+def _renamed(loc: str, program: Path) -> str:
+    path, _, line = loc.rpartition(":")
+    return f"{program}:{line}" if path and Path(path).name == program.name and not Path(path).is_file() else loc
 
 
 # ------------------------------------------------------------------------------ attributing a run's time

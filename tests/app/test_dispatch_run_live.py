@@ -5,14 +5,16 @@ the same stop writes the same tensors; the Run Dispatches list fills as the run 
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 from PySide6.QtCore import Qt
-from session_support import compile_program
-from test_stepper_dispatch import TIMEOUT, add_breakpoint, open_in_stepper
+from support import iree_compile
+from support.app import TIMEOUT, add_breakpoint, open_in_stepper
+from support.session import PROGRAMS, compile_program
 
 SCREENSHOT = "/tmp/dispatch_ui_paused_dispatch.png"
 
@@ -23,7 +25,13 @@ def state_dir(tmp_path, monkeypatch):
 
 
 def test_break_at_dispatch_1_without_sources_shows_exactly_the_bound_bytes(qtbot, main_window, tmp_path):
-    vmfb = compile_program("nan_log", "llvm-cpu", tmp_path)  # plain iree-compile: no sources anywhere
+    # Plain iree-compile of a copy of the program that is then removed: no sources anywhere, and nothing to
+    # rebuild them from (a rebuild of the program its debug locations name would type it, rightly).
+    copy = tmp_path / "gone" / "nan_log.mlir"
+    copy.parent.mkdir()
+    shutil.copy(PROGRAMS / "nan_log.mlir", copy)
+    vmfb = compile_program(str(copy), "llvm-cpu", tmp_path)
+    copy.unlink()
     a = (np.arange(32, dtype=np.float32).reshape(4, 8) / 4 + 2).astype(np.float32)
     b = np.full((4, 8), 0.5, np.float32)
     np.save(tmp_path / "a.npy", a)
@@ -116,16 +124,14 @@ def test_the_inspector_says_which_bytes_of_an_in_place_tensor_are_undefined(qtbo
     columns were never written (the session's DispatchTensor.undefined, capture's rule): the view says so."""
     from pathlib import Path
 
-    from support import iree_tool
-
     from engine.compiler.targets import target_flags
 
     program = Path(__file__).resolve().parents[1] / "diverge_programs" / "packed_concat.mlir"
     vmfb = tmp_path / "packed_concat.vmfb"  # its executables' sources beside it: typed tensors
-    proc = subprocess.run(
-        [iree_tool("iree-compile"), str(program), *target_flags("llvm-cpu"), "-o", str(vmfb),
+    proc = iree_compile(
+        [str(program), *target_flags("llvm-cpu"), "-o", str(vmfb),
          f"--iree-hal-dump-executable-sources-to={tmp_path / 'packed_concat.sources'}"],
-        capture_output=True, text=True,
+        text=True,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     np.save(tmp_path / "a.npy", np.linspace(-1, 1, 16 * 24, dtype=np.float32).reshape(16, 24))

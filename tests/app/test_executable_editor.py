@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from PySide6.QtWidgets import QTableWidget
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QTableWidget, QWidget
 from support import assert_within_ulps, compile_with_dumps
 
 from app.views.executable_editor import ExecutableEditor
@@ -199,3 +200,33 @@ def test_outputs_in_the_tensor_inspector(qtbot):
     assert view.tensors[0].reference is not None
     np.testing.assert_array_equal(view.tensors[0].array, after)
     np.testing.assert_array_equal(view.tensors[1].array, before)
+
+
+def test_labels_stay_readable_beside_the_outputs(qtbot, tmp_path):
+    """At 1920x1080 after Apply (outputs shown beside the text): no button label is cut, the executables'
+    shared prefix is elided in the middle, the before/after entries differ where the list shows them, and
+    element types read as the inspector writes them (f32, not float32)."""
+    from app.views.executable_editor import inspector_output_view
+    from engine.substitute.documents import EditableText
+
+    names = [f"main$async_dispatch_{k}_elementwise_4x8_f32" for k in range(4)]
+    docs = [EditableText(n, "mlir", f"// {n}\n", f"{n}.mlir") for n in names]
+    editor = ExecutableEditor(docs, scope="labels", module_path=tmp_path / "m.vmfb", drafts=DraftStore(tmp_path / "d"))
+    editor.output_view_factory = inspector_output_view
+    qtbot.addWidget(editor)
+    editor.resize(1100, 800)  # the editor's share of a 1920x1080 window with its docks
+    editor.show()
+    before = np.arange(32, dtype=np.float32).reshape(4, 8)
+    editor.show_outputs(before, before * 2, "Dispatch #1 main$async_dispatch_1_elementwise_4x8_f32 binding 2")
+    qtbot.waitExposed(editor)
+    for button in (editor.apply_button, editor.revert_button, editor.rerun_button, editor.export_button,
+                   editor.benchmark_button):  # fmt: skip
+        assert button.width() >= button.sizeHint().width(), button.text()
+    assert editor.list.textElideMode() == Qt.TextElideMode.ElideMiddle
+    assert editor.list.item(3).toolTip() == docs[3].title
+    assert editor.list.item(3).text().startswith("…dispatch_3_")  # the shared main$async_ is dropped
+    inspector = editor.outputs.findChild(QWidget, "outputsInspector")
+    labels = [inspector.tensor_list.item(k).text() for k in range(2)]
+    assert labels[0].startswith("after the edit") and labels[1].startswith("before the edit")
+    assert all("4x8xf32" in label or "f32" in label for label in labels) and not any("float32" in t for t in labels)
+    assert inspector.tensors[0].type_text == "4x8xf32"

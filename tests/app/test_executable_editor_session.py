@@ -1,7 +1,7 @@
 """The executable editor in the window, with a run paused at a dispatch: Apply goes through the session
 bridge (the session process builds, swaps and reruns the dispatch), the outputs before and after show in
 the tensor inspector, Revert gives the module's code back, and the run continues. The elementwise sample
-computes ``a * b + |a|``; the edit (tests/support.py ``edited_source``) makes the ``addf`` a ``mulf``.
+computes ``a * b + |a|``; the edit (tests/support ``edited_source``) makes the ``addf`` a ``mulf``.
 Expected values are computed with numpy."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from PySide6.QtCore import Qt
-from support import compile_with_dumps, edited_source
-from test_stepper_dispatch import TIMEOUT, add_breakpoint, open_in_stepper
+from support import compile_with_dumps, edited_source, iree_compile
+from support.app import TIMEOUT, add_breakpoint, open_in_stepper
 
 from app.views.tensor_inspector import TensorInspector
 
@@ -205,9 +205,8 @@ def test_folded_weights_program_opened_as_mlir_edit_apply_continue_revert(qtbot,
     editor's source of the paused dispatch carries its blobs, applies unmodified, and an edit gives IREE's
     own build of it; continue, revert, run again: the original result. At both screen sizes the actions
     keep readable labels."""
-    import subprocess
 
-    from support import TARGET_FLAGS, iree_tool, lens_run, tiny_program
+    from support import TARGET_FLAGS, lens_run, tiny_program
 
     program = tiny_program(tmp_path / "tiny.mlir")
     x = tmp_path / "x.npy"
@@ -246,10 +245,10 @@ def test_folded_weights_program_opened_as_mlir_edit_apply_continue_revert(qtbot,
     edit_file.parent.mkdir()
     edit_file.write_text(edited_text)
     iree_vmfb = tmp_path / "iree_edit.vmfb"
-    subprocess.run(
-        [iree_tool("iree-compile"), str(program), *TARGET_FLAGS["cpu"], "-o", str(iree_vmfb),
+    iree_compile(
+        [str(program), *TARGET_FLAGS["cpu"], "-o", str(iree_vmfb),
          f"--iree-hal-substitute-executable-source=main_dispatch_1={edit_file}"],
-        check=True, capture_output=True, timeout=600,
+        check=True, timeout=600,
     )  # fmt: skip
     proc = lens_run(iree_vmfb, "main", [f"@{x}"], "reference", f"--output=@{tmp_path / 'iree.npy'}", timeout=600)
     assert proc.returncode == 0, proc.stderr

@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from PySide6.QtCore import Qt
-from session_support import compile_program
+from PySide6.QtWidgets import QPushButton
+from support.session import compile_program
 
 TIMEOUT = 120_000  # a run on a loaded 2-core machine
 
@@ -64,8 +65,10 @@ def test_from_a_nan_in_the_inspector_to_the_statement_that_made_it(qtbot, main_w
     lane = (element.offset - store.offset) // store.element_bytes
     assert np.isnan(values[lane])
 
+    assert kernel.first_nan()  # back from the store to where the NaN was made
+    made = kernel.cursor.position
     kernel.go(0)
-    assert kernel.run_to_nan()
+    assert kernel.run_to_nan() and kernel.cursor.position == made
     step = kernel.cursor.current
     assert step.op == "math.log" and step.nonfinite
     row = kernel.current_row
@@ -89,3 +92,41 @@ def test_from_a_nan_in_the_inspector_to_the_statement_that_made_it(qtbot, main_w
     assert main_window.isActiveWindow()
     with qtbot.waitSignal(panel.bridge.finished, timeout=30_000):
         qtbot.keyClick(panel.listing, Qt.Key.Key_F5)
+
+
+@pytest.mark.vulkan
+def test_a_vulkan_build_is_refused_plainly_and_built_for_the_cpu(qtbot, make_main_window, tmp_path):
+    """Stepping needs the llvm-cpu or VMVX build: the picker says so at a Vulkan stop and builds the program
+    for llvm-cpu on request, then opens that build."""
+    from engine.runtime.hal.vulkan.loader import vulkan_available
+
+    reason = vulkan_available()
+    if reason is not None:
+        pytest.skip(f"no Vulkan: {reason}")
+    from support.app import add_breakpoint, open_in_stepper
+
+    from app.session_bridge import DEVICE_KEY
+    from app.settings import open_settings
+
+    settings = open_settings()
+    settings.setValue(DEVICE_KEY, "vulkan")
+    settings.sync()
+    window = make_main_window()
+    vmfb = compile_program("nan_log", "vulkan-spirv", tmp_path)
+    panel = open_in_stepper(qtbot, window, vmfb)
+    add_breakpoint(qtbot, panel, "nan")
+    panel.set_inputs(("4x8xf32=1", "4x8xf32=2"))
+    runs = window.panels["run_dispatches"]
+    with qtbot.waitSignal(runs.tensorsShown, timeout=TIMEOUT):
+        qtbot.mouseClick(panel.run_button, Qt.MouseButton.LeftButton)
+    qtbot.mouseClick(runs.paused_view.step_into_button, Qt.MouseButton.LeftButton)
+    picker = runs.picker
+    assert "llvm-cpu or VMVX build" in picker.note.text() and "vulkan-spirv-fb" in picker.note.text()
+    assert not picker.buttons.button(picker.buttons.StandardButton.Ok).isEnabled()
+    build = picker.findChild(QPushButton, "buildForCpu")
+    assert build is not None  # the program its debug locations name is here
+    with qtbot.waitSignal(window.context.moduleChanged, timeout=TIMEOUT):
+        qtbot.mouseClick(build, Qt.MouseButton.LeftButton)
+    module = window.workbench.state.module
+    assert module is not None and module.path != vmfb
+    assert {e.format for e in module.module.executables} == {"embedded-elf-x86_64"}

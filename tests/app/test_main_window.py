@@ -8,9 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
-from PySide6.QtGui import QDragEnterEvent, QDropEvent
+from PySide6.QtCore import QMimeData, QPointF, Qt
+from PySide6.QtGui import QDragEnterEvent
 from PySide6.QtWidgets import QApplication
+from support.app import drop_files
 
 
 def iree_tool(name: str) -> str:
@@ -27,31 +28,6 @@ def tool_exports(vmfb: Path) -> list[str]:
     ).stdout
     section = out.split("Exported Functions:", 1)[1].split("//===", 1)[0]
     return re.findall(r"^\s*\[\s*\d+\]\s+([\w$.-]+)\(", section, re.MULTILINE)
-
-
-def drop_files(qtbot, widget, paths: list[Path]) -> bool:
-    """Drag ``paths`` over ``widget`` and drop them, with real Qt drag-and-drop events."""
-    mime = QMimeData()
-    mime.setUrls([QUrl.fromLocalFile(str(p)) for p in paths])
-    pos = widget.rect().center()
-    enter = QDragEnterEvent(
-        QPointF(pos),
-        Qt.DropAction.CopyAction,
-        mime,
-        Qt.MouseButton.LeftButton,
-        Qt.KeyboardModifier.NoModifier,
-    )
-    QApplication.sendEvent(widget, enter)
-    accepted = enter.isAccepted()
-    drop = QDropEvent(
-        QPointF(pos),
-        Qt.DropAction.CopyAction,
-        mime,
-        Qt.MouseButton.LeftButton,
-        Qt.KeyboardModifier.NoModifier,
-    )
-    QApplication.sendEvent(widget, drop)
-    return accepted and drop.isAccepted()
 
 
 def group_children(window, group: str) -> list[str]:

@@ -20,7 +20,7 @@ def _drop(widget, path: Path) -> None:
     mime.setUrls([QUrl.fromLocalFile(str(path))])
     pos = QPointF(widget.rect().center())
     args = (Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier)
-    QApplication.sendEvent(widget, QDragEnterEvent(pos.toPoint(), *args))
+    QApplication.sendEvent(widget, QDragEnterEvent(pos, *args))  # the QPointF form (the QPoint one is deprecated)
     QApplication.sendEvent(widget, QDropEvent(pos, *args))
 
 

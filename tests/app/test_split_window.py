@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 from PySide6.QtCore import Qt
-from support import iree_tool, tiny_program
+from support import iree_compile, iree_tool, tiny_program
 
 from app.views.run_dispatch_list import RunDispatch
 from app.views.split_document import SplitDocument
@@ -86,8 +86,8 @@ def test_export_a_dispatch_of_the_run_list_as_a_test(qtbot, main_window, tmp_pat
     # the exported test is what IREE's own tools compile and run to its expected output
     test_dir = out / entry["dir"]
     vmfb = tmp_path / "t.vmfb"
-    compiled = subprocess.run([iree_tool("iree-compile"), str(test_dir / "dispatch.mlir"),
-                               *TARGETS["llvm-cpu"].flags, "-o", str(vmfb)], capture_output=True, text=True)  # fmt: skip
+    compiled = iree_compile([str(test_dir / "dispatch.mlir"),
+                               *TARGETS["llvm-cpu"].flags, "-o", str(vmfb)], text=True)  # fmt: skip
     assert compiled.returncode == 0, compiled.stderr
     result = tmp_path / "r.npy"
     ran = subprocess.run([iree_tool("iree-run-module"), f"--module={vmfb}", "--function=main",

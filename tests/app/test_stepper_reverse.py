@@ -188,7 +188,7 @@ def test_timeline_jumps_to_positions_and_dispatches_after_the_run_finished(qtbot
     # Shift+F6: previous dispatch (parked in #0).
     prev = press(qtbot, panel, Qt.Key.Key_F6, Qt.KeyboardModifier.ShiftModifier)
     assert prev.location.dispatch_info.ordinal == 0 and str(prev.location.dispatch_info.when) == "before"
-    assert main_window.context.paused_dispatch.ordinal == 0
+    assert main_window.workbench.state.paused.ordinal == 0
     # Run to the end; the history stays and the timeline covers it.
     finish(qtbot, panel)
     timeline = panel.reverse.timeline
@@ -224,7 +224,7 @@ def test_timeline_jumps_to_positions_and_dispatches_after_the_run_finished(qtbot
     position = next(p for p, o, _ in timeline.dispatches if o == 1)
     with qtbot.waitSignal(panel.bridge.dispatchStopped, timeout=TIMEOUT) as blocker:
         qtbot.mouseClick(timeline, Qt.MouseButton.LeftButton, pos=QPoint(int(timeline.x_of(position)), 12))
-    assert blocker.args[0].ordinal == 1 and main_window.context.paused_dispatch.ordinal == 1
+    assert blocker.args[0].ordinal == 1 and main_window.workbench.state.paused.ordinal == 1
     with qtbot.waitSignal(panel.bridge.bindingsRead, timeout=TIMEOUT) as blocker:
         panel.bridge.request_bindings()
     travelled = blocker.args[1]
@@ -238,7 +238,7 @@ def test_when_did_this_change_runs_back_to_the_last_write(qtbot, main_window, co
     vmfb = compiled.path("control_flow", "llvm-cpu")
     panel = open_in_stepper(qtbot, main_window, vmfb, "collatz_steps", ("27",))
     to_entry(qtbot, panel)
-    words = {0: panel.bridge.last_stop.detail.registers.i32}
+    words = {0: panel.workbench.state.stop.detail.registers.i32}
     n = 30
     for i in range(1, n + 1):
         words[i] = press(qtbot, panel, Qt.Key.Key_F11).detail.registers.i32

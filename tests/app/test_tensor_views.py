@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
-
 import numpy as np
 import pytest
 from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
 from PySide6.QtGui import QDropEvent
-from support import iree_tool
+from support import iree_compile
 
 from app.main import configure_pyqtgraph
 from app.views.dispatch_run_list import DispatchRunView
@@ -24,12 +22,12 @@ configure_pyqtgraph()
 def mlp_bundle(tmp_path_factory):
     root = tmp_path_factory.mktemp("views")
     vmfb = root / "mlp.vmfb"
-    subprocess.run(
+    iree_compile(
         # The executable sources beside the module type the captured tensors (without them a capture
         # holds exactly the bound bytes, untyped, and judges no health).
-        [iree_tool("iree-compile"), str(sample_path("mlp")), *target_flags("llvm-cpu"), "-o", str(vmfb),
+        [str(sample_path("mlp")), *target_flags("llvm-cpu"), "-o", str(vmfb),
          f"--iree-hal-dump-executable-sources-to={root / 'sources'}"],
-        check=True, capture_output=True,
+        check=True,
     )  # fmt: skip
     x = np.linspace(-3, 3, 32, dtype=np.float32).reshape(2, 16)
     np.save(root / "x.npy", x)

@@ -4,10 +4,8 @@ found under the module's name (``module @module``) whatever the file is called."
 
 from __future__ import annotations
 
-import subprocess
-
 from PySide6.QtCore import QSettings
-from support import iree_tool
+from support import iree_compile
 
 from app.views.compile_panel import CompilePanel
 from engine.compiler import PHASES
@@ -40,12 +38,11 @@ def test_iree_target_flags_in_the_panel_replace_the_target(qtbot, tmp_path):
 
     direct = tmp_path / "direct"
     direct.mkdir()
-    subprocess.run(
-        [iree_tool("iree-compile"), str(source), *FLAGS, f"--dump-compilation-phases-to={direct}", "-o",
+    iree_compile(
+        [str(source), *FLAGS, f"--dump-compilation-phases-to={direct}", "-o",
          str(direct / "m.vmfb")],
         check=True,
-        capture_output=True,
-    )
+        )
     for snapshot in comp.phases:
         assert snapshot.path.name.startswith("module.")
         assert snapshot.path.read_bytes() == (direct / snapshot.path.name).read_bytes(), snapshot.path.name

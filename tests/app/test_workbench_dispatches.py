@@ -8,15 +8,13 @@ The scale program is the PyTorch EfficientViT-M0 export of the shared models (33
 
 from __future__ import annotations
 
-import lzma
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 from PySide6.QtCore import Qt
-from session_support import compile_program
-from support import iree_tool
+from support import iree_tool, shared_model
+from support.session import compile_program
 
 MODELS = Path(__file__).resolve().parents[2] / ".." / "shared" / "models"
 TIMEOUT = 180_000
@@ -29,14 +27,8 @@ def state_dir(tmp_path, monkeypatch):
 
 @pytest.fixture(scope="module")
 def efficientvit(tmp_path_factory) -> Path:
-    source = MODELS / "efficientvit_m0.mlir.xz"
-    if not source.exists():
-        pytest.skip(f"the shared models are not at {MODELS}")
-    out = tmp_path_factory.mktemp("efficientvit")
-    mlir = out / "efficientvit_m0.mlir"
-    with lzma.open(source) as src, open(mlir, "wb") as dst:
-        shutil.copyfileobj(src, dst)
-    return compile_program(str(mlir), "llvm-cpu", out)
+    mlir = shared_model("efficientvit_m0")
+    return compile_program(str(mlir), "llvm-cpu", tmp_path_factory.mktemp("efficientvit"))
 
 
 def open_module(qtbot, window, vmfb: Path):
@@ -52,15 +44,19 @@ def act(qtbot, window, action, end: str = "stopped") -> object:
     answer that follows it (Shift+F6 reads it)."""
     bridge = window.session_bridge
     events: list[str] = []
+    # Both recorded as they are emitted: the history answer may come in the same turn of the event loop as
+    # the stop (a fast session), before waitSignal returns.
     record = lambda *_: events.append("history") if events else None  # noqa: E731 - only after the stop
+    ended = lambda *_: events.append(end)  # noqa: E731
     bridge.historyChanged.connect(record)
+    getattr(bridge, end).connect(ended)
     try:
         with qtbot.waitSignal(getattr(bridge, end), timeout=TIMEOUT) as done:
             action.trigger() if hasattr(action, "trigger") else action()
-        events.append(end)
         qtbot.waitUntil(lambda: "history" in events, timeout=TIMEOUT)
     finally:
         bridge.historyChanged.disconnect(record)
+        getattr(bridge, end).disconnect(ended)
     return done.args[0]
 
 
@@ -115,6 +111,7 @@ def test_previous_dispatch_is_exact_at_model_scale(qtbot, main_window, efficient
     walk(qtbot, window, panel, last, [0, 0, 1])  # Shift+F6, Shift+F6, F6 then Shift+F6
     # The list's filter and its "Run to here" (backwards: travel there).
     runs.filter_edit.setText("conv")
+    runs.filter_typing.apply()  # (applied once typing pauses)
     shown = runs.proxy.rowCount()
     assert 0 < shown < len(ordinals)
     assert all("conv" in runs.proxy.index(i, 1).data().lower() for i in range(shown))
@@ -198,6 +195,7 @@ def test_a_capture_bundle_list_has_every_dispatch_and_a_filter(qtbot, tmp_path):
     names = [e.name for e in view.model.entries]
     assert [e.ordinal for e in view.model.entries] == list(range(len(names))) and len(names) >= 5
     view.filter_edit.setText("conv")
+    view.filter_typing.apply()  # (applied once typing pauses)
     shown = [view.proxy.index(r, 1).data() for r in range(view.proxy.rowCount())]
     assert shown == [n for n in names if "conv" in n.lower()] and 0 < len(shown) < len(names)
     with qtbot.waitSignal(view.dispatchSelected, timeout=10_000) as picked:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from PySide6.QtWidgets import QApplication, QWidget
-from session_support import compile_program
+from support.session import compile_program
 
 MODELS = Path(__file__).resolve().parents[2] / ".." / "shared" / "models"
 TIMEOUT = 180_000

@@ -165,7 +165,7 @@ def test_prefilled_inputs_run_the_function_without_typing(qtbot, main_window, co
 
 def test_numpy_inputs_by_drop(qtbot, main_window, compiled, tmp_path):
     import numpy as np
-    from test_main_window import drop_files
+    from support.app import drop_files
 
     vmfb = compiled.path("mlp", "llvm-cpu")
     panel = main_window.panels["stepper"]

@@ -207,13 +207,15 @@ class CpuBatchPlan:
         words[self._len_at] = length.astype(np.uint64)
         return None
 
-    def run(self) -> tuple[int, int] | None:
-        """Run every dispatch (after ``bind``); ``(index, code)`` of the first that returned non-zero."""
+    def run(self, progress_address: int) -> tuple[int, int] | None:
+        """Run every dispatch (after ``bind``), writing the index of each into the u64 at ``progress_address``
+        before it runs; ``(index, code)`` of the first that returned non-zero."""
         result = native_loop().run_batch(
             self._descriptors.ctypes.data,
             len(self.dispatches),
             MXCSR_FLUSH_DENORMALS,
             machine_code().run_workgroups_address,
+            progress_address,
         )
         if result == BATCH_OK:
             return None
@@ -231,6 +233,14 @@ class BatchSegments:
 
     version: int  # the command buffer's ``version`` it was planned from
     segments: tuple[CpuBatchPlan | cmd.Command, ...]
+    dispatches: tuple[cmd.DispatchCommand, ...]  # every dispatch of the stretch, in order
+
+    def still_valid(self, version: int) -> bool:
+        """Planned from this version of the command buffer, and every plan still points at the code its
+        executables run (a substitution swaps it: the stretch is planned again)."""
+        return self.version == version and all(
+            s.still_valid() for s in self.segments if type(s) is CpuBatchPlan
+        )
 
 
 def plan_stretch(commands: Sequence[cmd.Command], version: int) -> BatchSegments:
@@ -255,4 +265,5 @@ def plan_stretch(commands: Sequence[cmd.Command], version: int) -> BatchSegments
             close_run()
             segments.append(command)
     close_run()
-    return BatchSegments(version, tuple(segments))
+    dispatches = tuple(c for c in commands if type(c) is cmd.DispatchCommand)
+    return BatchSegments(version, tuple(segments), dispatches)

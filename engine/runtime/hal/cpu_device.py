@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from engine.errors import DispatchError, HalError
+from engine.runtime.hal import commands as cmd
 from engine.runtime.hal.buffers import HalBuffer
 from engine.runtime.hal.commands import BindingTableEntry, HalCommandBuffer, ResolvedRange
 from engine.runtime.hal.cpu_batch import BatchSegments, CpuBatchPlan, plan_stretch
@@ -122,43 +123,60 @@ class CpuDevice(Device):
     ) -> None:
         """Run commands ``[start, end)`` (no watched dispatch among them) natively: the stretch's plan
         (``cpu_batch``) is made once per command buffer and reused by every later submission of it."""
-        segments = self._segments(command_buffer, start, end)
-        records = BatchRecords(self, table) if self.observers else None
+        planned = self._segments(command_buffer, start, end)
+        records = self.batch_records(planned.dispatches, table)
         started = time.perf_counter_ns()
+        progress = self.progress_cell
+        ran = 0  # dispatches of the batch run so far
         try:
-            for segment in segments:
+            for segment in planned.segments:
                 if type(segment) is CpuBatchPlan:
-                    self._run_plan(segment, table, records)
+                    progress[1] = ran
+                    self._run_plan(segment, table, records, progress)
+                    ran += segment.count
                 else:
+                    if type(segment) is cmd.DispatchCommand:
+                        progress[:] = (0, ran)
+                        ran += 1
                     self.run_unwatched(segment, table, records)  # type: ignore[arg-type]
         except Exception as e:
             self.batch_failed(records, e)
             raise
+        finally:
+            self.batch_progress_ended()
         self.batch_ran(records, started, time.perf_counter_ns())
 
-    def _segments(self, command_buffer: HalCommandBuffer, start: int, end: int) -> tuple:
+    def _segments(self, command_buffer: HalCommandBuffer, start: int, end: int) -> BatchSegments:
         plans = self._plans.get(command_buffer)
         if plans is None:
             plans = self._plans[command_buffer] = {}
         found = plans.get((start, end))
-        if found is None or found.version != command_buffer.version:
+        if found is None or not found.still_valid(command_buffer.version):
             if len(plans) >= _PLANS_PER_COMMAND_BUFFER:  # stops moving around: keep the latest few
                 plans.clear()
             found = plans[(start, end)] = plan_stretch(command_buffer.commands[start:end], command_buffer.version)
-        return found.segments
+        return found
 
     def _run_plan(
-        self, plan: CpuBatchPlan, table: list[BindingTableEntry], records: BatchRecords | None
+        self,
+        plan: CpuBatchPlan,
+        table: list[BindingTableEntry],
+        records: BatchRecords | None,
+        progress: np.ndarray,
     ) -> None:
         with plan.lock:
-            if not plan.still_valid() or plan.bind(table) is not None:
-                # Swapped code, or a binding IREE's checks refuse: one at a time, which raises their errors.
-                for command in plan.dispatches:
-                    self.run_unwatched(command, table, records)
+            if plan.bind(table) is not None:
+                # A binding IREE's checks refuse: one at a time, which raises their errors.
+                first = int(progress[1])
+                for k, command in enumerate(plan.dispatches):
+                    progress[:] = (k, first)
+                    if records is not None:  # before it runs: a failure names it
+                        records.add_unmade((command,), self.dispatch_count)
+                    self.run_unwatched(command, table, None)
                 return
             if records is not None:
                 records.add_unmade(plan.dispatches, self.dispatch_count)
-            failure = plan.run()
+            failure = plan.run(progress.ctypes.data)
             if failure is None:
                 self.count_dispatches(plan.count)
                 return

@@ -540,6 +540,12 @@ class PreparedDispatch:
         return self._ws
 
     @property
+    def native_descriptor(self) -> tuple[int, int, int, int]:
+        """(dispatch function, environment, dispatch state, workgroup state) addresses: this dispatch as the
+        native batch loop (``native_loop``) takes it; valid while this object and its library live."""
+        return (self._fn_address, self._env_address, self._ds_address, self._ws_address)
+
+    @property
     def workgroup_total(self) -> int:
         x, y, z = self.workgroup_count
         return x * y * z

@@ -13,8 +13,10 @@ read on demand (a zero-copy numpy view on the CPU). Observers run on the invokin
 
 from __future__ import annotations
 
+import bisect
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +31,7 @@ from engine.runtime.hal.sync import HalFence, fence_failure, fence_reached
 from engine.runtime.vm.native import StatusCode, VmStatusError
 from engine.runtime.vm.values import KeepsNothing
 
+NOT_IN_BATCH = 2**63  # ``Device.progress_cell`` between batches
 BUFFER_ALIGNMENT = 64  # IREE's local allocators hand out 64-byte aligned memory and kernels rely on it
 
 
@@ -198,6 +201,19 @@ class DispatchObserver:
     # ``dispatch_batch`` afterwards (the CPU device asks ``watches`` instead, per dispatch).
     reads_bindings = True
 
+    def batch_starting(self, dispatches: Sequence[cmd.DispatchCommand], first_sequence: int) -> None:
+        """A batch is about to run these dispatch commands, with sequences from ``first_sequence``; while it
+        runs, ``Device.batch_progress`` says which of them is running (a session in a child process reports
+        them, so that a crash in native code still names its dispatch)."""
+
+    def first_watched(
+        self, dispatches: Sequence[cmd.DispatchCommand], start: int, end: int, first_sequence: int
+    ) -> int:
+        """The index in ``[start, end)`` of the first of ``dispatches`` this observer ``watches`` (``end``
+        when none), ``dispatches[start]`` having sequence ``first_sequence``: how a device plans. The default
+        asks ``watches`` of each; an observer that knows its answer for a whole stretch at once overrides it."""
+        return _first_watched_by(self.watches, dispatches, start, end, first_sequence)
+
     def dispatch_batch(self, records: Sequence[DispatchRecord], start_ns: int, end_ns: int) -> None:
         """Dispatches that ran together in one batch between ``start_ns`` and ``end_ns``
         (``time.perf_counter_ns``), none of them watched by this observer, in order. The default tells
@@ -242,6 +258,22 @@ class BatchRecords(Sequence[DispatchRecord]):
         )
         self._items[index] = record
         return record
+
+
+def _first_watched_by(
+    watches: Callable[[int, HalExecutable, int], bool],
+    dispatches: Sequence[cmd.DispatchCommand],
+    start: int,
+    end: int,
+    first_sequence: int,
+) -> int:
+    sequence = first_sequence
+    for i in range(start, end):
+        command = dispatches[i]
+        if watches(sequence, command.executable, command.ordinal):
+            return i
+        sequence += 1
+    return end
 
 
 # (executable, record, run the kernel) -> None: see ``Device.kernel_hook``.
@@ -321,7 +353,12 @@ class Device:
         # Told of each executable the program creates, with the data it came from (a recorder of the run
         # keeps the binary; the divergence finder reads the source locations of its exports).
         self.executable_listeners: list[ExecutableListener] = []
+        # Which dispatch of the running batch runs: [index within the native segment, index of the segment's
+        # first dispatch in the batch] (``set_progress_cell``: a child session's shared memory).
+        self._progress = np.zeros(2, np.uint64)
         self._dispatches = 0
+        # Per command buffer: (its version, indices of its dispatch commands, those commands), for planning.
+        self._positions: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._pending: list[_PendingWork] = []
         self._pumping = False
         self._lock = threading.RLock()
@@ -603,45 +640,44 @@ class Device:
         commands = command_buffer.commands
         start, end = 0, len(commands)
         while start < end:
-            watched = self.next_watched(commands, start)
+            watched = self.next_watched(command_buffer, start)
             if watched > start:
                 self.run_batch(command_buffer, start, watched, table)
             if watched < end:
                 self.execute_command(commands[watched], table)
             start = watched + 1
 
-    def dispatch_watched(self, sequence: int, executable: HalExecutable, ordinal: int) -> bool:
-        """Whether an observer (or the ``kernel_hook``) must see this dispatch on its own."""
-        hook = self.kernel_hook
-        if hook is not None and getattr(hook, "watches", _watches_all)(sequence, executable, ordinal):
-            return True
-        for observer in self.observers:
-            if observer.watches(sequence, executable, ordinal):
-                return True
-        return False
-
-    def next_watched(self, commands: Sequence[cmd.Command], start: int) -> int:
+    def next_watched(self, command_buffer: HalCommandBuffer, start: int) -> int:
         """The index of the first dispatch command at or after ``start`` that is watched (``len(commands)``
         when none is): the commands before it can run as one batch."""
+        commands = command_buffer.commands
         end = len(commands)
         hook = self.kernel_hook
         if not self.observers and hook is None:
             return end
-        # The questions, bound once: this loop runs once per dispatch command of every submission.
-        asks = [o.watches for o in self.observers]
-        if hook is not None:
-            asks.insert(0, getattr(hook, "watches", _watches_all))
-        dispatch = cmd.DispatchCommand
+        positions, dispatches = self._dispatch_positions(command_buffer)
+        first = bisect.bisect_left(positions, start)
+        last = len(dispatches)
         sequence = self._dispatches
-        for i in range(start, end):
-            command = commands[i]
-            if type(command) is dispatch:
-                executable, ordinal = command.executable, command.ordinal
-                for ask in asks:
-                    if ask(sequence, executable, ordinal):
-                        return i
-                sequence += 1
-        return end
+        if hook is not None:
+            last = _first_watched_by(getattr(hook, "watches", _watches_all), dispatches, first, last, sequence)
+        for observer in self.observers:
+            if last == first:
+                break
+            last = observer.first_watched(dispatches, first, last, sequence)
+        return positions[last] if last < len(dispatches) else end
+
+    def _dispatch_positions(
+        self, command_buffer: HalCommandBuffer
+    ) -> tuple[list[int], tuple[cmd.DispatchCommand, ...]]:
+        """The indices of a command buffer's dispatch commands and the commands (kept per version of it)."""
+        found = self._positions.get(command_buffer)
+        if found is None or found[0] != command_buffer.version:
+            commands = command_buffer.commands
+            positions = [i for i, c in enumerate(commands) if type(c) is cmd.DispatchCommand]
+            found = (command_buffer.version, positions, tuple(commands[i] for i in positions))
+            self._positions[command_buffer] = found
+        return found[1], found[2]
 
     def run_batch(
         self, command_buffer: HalCommandBuffer, start: int, end: int, table: list[BindingTableEntry]
@@ -649,15 +685,48 @@ class Device:
         """Run commands ``[start, end)`` of ``command_buffer``, none a watched dispatch, in order; then tell
         every observer ``dispatch_batch`` with the records of its dispatches. A device overrides it to run
         them natively; this one runs them one by one (``run_dispatch`` without observers)."""
-        records = BatchRecords(self, table) if self.observers else None
+        commands = command_buffer.commands[start:end]
+        records = self.batch_records(tuple(c for c in commands if type(c) is cmd.DispatchCommand), table)
         started = time.perf_counter_ns()
         try:
-            for command in command_buffer.commands[start:end]:
+            for command in commands:
                 self.run_unwatched(command, table, records)
         except Exception as e:
             self.batch_failed(records, e)
             raise
+        finally:
+            self.batch_progress_ended()
         self.batch_ran(records, started, time.perf_counter_ns())
+
+    def batch_records(
+        self, dispatches: Sequence[cmd.DispatchCommand], table: list[BindingTableEntry]
+    ) -> BatchRecords | None:
+        """Tell the observers a batch of ``dispatches`` starts (``batch_starting``) and make its records
+        (None without observers)."""
+        self._progress[:] = (0, 0)
+        if not self.observers:
+            return None
+        for observer in list(self.observers):
+            observer.batch_starting(dispatches, self._dispatches)
+        return BatchRecords(self, table)
+
+    @property
+    def progress_cell(self) -> np.ndarray:
+        """Two u64: the running dispatch's index within its native segment and the segment's first index in
+        the batch (their sum: which dispatch of the batch runs; ``NOT_IN_BATCH`` in the second when none)."""
+        return self._progress
+
+    def set_progress_cell(self, cell: np.ndarray | None) -> None:
+        """Keep the progress of batches in ``cell`` (two writable u64, e.g. shared memory a parent process
+        reads after a crash); None: the device's own."""
+        if cell is None:
+            cell = np.zeros(2, np.uint64)
+        if cell.dtype != np.uint64 or cell.shape != (2,) or not cell.flags.writeable:
+            raise ValueError("a progress cell is two writable uint64")
+        self._progress = cell
+
+    def batch_progress_ended(self) -> None:
+        self._progress[1] = NOT_IN_BATCH
 
     def run_unwatched(
         self, command: cmd.Command, table: list[BindingTableEntry], records: BatchRecords | None
@@ -666,6 +735,8 @@ class Device:
         if type(command) is not cmd.DispatchCommand:
             self.execute_command(command, table)
             return
+        if records is not None:
+            self._progress[:] = (0, len(records))
         workgroup_count, bindings = self.resolve_dispatch(command, table)  # type: ignore[arg-type]
         self.check_dispatch(command.executable, command.ordinal, bindings)
         if records is not None:

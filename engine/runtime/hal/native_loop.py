@@ -7,8 +7,11 @@ workgroup state)`` of IREE's executable library ABI (``cpu_abi``), calling the w
 return, like local-sync). A ctypes call per dispatch costs about a microsecond of Python; here Python
 runs once per batch.
 
-    i64 run_batch(u64* descriptors, i64 count, i32 mxcsr_bits, run_workgroups_fn)
+    i64 run_batch(u64* descriptors, i64 count, i32 mxcsr_bits, run_workgroups_fn, i64* progress)
       -> -1 when every dispatch returned 0, else (index << 32) | (u32) code of the first that did not
+
+``*progress`` is the index of the dispatch running (written before each): a session in a child process
+keeps it in shared memory, so when a kernel takes the process down its parent can name the dispatch.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ DESCRIPTOR_WORDS = 4  # (function, environment, dispatch state, workgroup state)
 BATCH_OK = -1
 
 _IR = r"""
-define i64 @run_batch(i64* %descs, i64 %count, i32 %mxcsr, i64 %run_workgroups) {
+define i64 @run_batch(i64* %descs, i64 %count, i32 %mxcsr, i64 %run_workgroups, i64* %progress) {
 entry:
   %rw = inttoptr i64 %run_workgroups to i32 (i64, i64, i64, i64, i32)*
   br label %loop
@@ -32,6 +35,7 @@ loop:
   %more = icmp slt i64 %i, %count
   br i1 %more, label %body, label %done
 body:
+  store volatile i64 %i, i64* %progress
   %base = mul i64 %i, 4
   %p0 = getelementptr i64, i64* %descs, i64 %base
   %fn = load i64, i64* %p0
@@ -60,7 +64,9 @@ done:
 }
 """
 
-BATCH_FN = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_uint32, ctypes.c_uint64)
+BATCH_FN = ctypes.CFUNCTYPE(
+    ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_void_p
+)
 
 
 @dataclass(frozen=True)

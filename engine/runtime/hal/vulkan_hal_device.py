@@ -15,6 +15,7 @@ devices with buffer device addresses), like IREE's Vulkan driver.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -24,8 +25,8 @@ from engine.runtime.hal import commands as cmd
 from engine.runtime.hal.buffers import Allocation
 from engine.runtime.hal.commands import BindingTableEntry, HalCommandBuffer, ResolvedRange, resolve_ref
 from engine.runtime.hal.device import (
+    BatchRecords,
     Device,
-    DispatchRecord,
     HalExecutable,
     aligned_zeros,
 )
@@ -117,7 +118,7 @@ class VulkanHalDevice(Device):
             raise VmStatusError(StatusCode.INVALID_ARGUMENT, f"cannot load executable {label}: {e}") from None
         return HalExecutable(self, executable_format, label, list(executable.entry_points), executable)
 
-    # -- dispatch: one Vulkan submission per dispatch (observed or a command buffer that mixes in transfers)
+    # -- dispatch: a watched dispatch (or an indirect one) runs in a Vulkan submission of its own
 
     def _dispatch_op(
         self,
@@ -209,31 +210,55 @@ class VulkanHalDevice(Device):
             raise VmStatusError(StatusCode.INVALID_ARGUMENT, str(e)) from None
         self._run_vulkan(cb, touched)
 
-    # -- command buffers: one Vulkan submission for a whole HAL command buffer unless an observer reads bindings
+    # -- batches: what Device.execute plans between watched dispatches runs as one Vulkan submission
 
-    def execute(self, command_buffer: HalCommandBuffer, table: list[BindingTableEntry]) -> None:
-        """Replay a HAL command buffer as one ``VulkanCommandBuffer``: its dispatches, with a pipeline barrier
-        at each execution barrier, in one submission waited on with a fence.
+    def next_watched(self, commands: Sequence[cmd.Command], start: int) -> int:
+        """As ``Device.next_watched``, except that observers reading no bindings (timing only,
+        ``reads_bindings = False``) never split a Vulkan submission: they are told ``dispatch_batch``."""
+        everyone = self.observers
+        self.observers = [o for o in everyone if getattr(o, "reads_bindings", True)]
+        try:
+            return super().next_watched(commands, start)
+        finally:
+            self.observers = everyone
 
-        Runs observed by an observer that reads bindings, indirect workgroup counts and command buffers with
-        transfers replay command by command (the base class), so observers see every dispatch alone and
-        transfers keep the host's exact checks. Timing-only observers (``reads_bindings = False``) keep the
-        batch and are told ``dispatch_batch(records, start_ns, end_ns)`` once it has finished: the
-        submission's host-measured time, not per-dispatch device times (no timestamp queries here).
-        """
-        if self.observers_read_bindings or not all(
-            _batchable(k) for k in command_buffer.commands
-        ):
-            super().execute(command_buffer, table)
-            return
-        self.check_submittable(command_buffer, table)
-        # Resolve and validate everything before recording anything, like the command-by-command replay.
+    def run_batch(
+        self, command_buffer: HalCommandBuffer, start: int, end: int, table: list[BindingTableEntry]
+    ) -> None:
+        """Run commands ``[start, end)`` (no watched dispatch among them) as one ``VulkanCommandBuffer``: the
+        uploads of what the host wrote, the dispatches with a pipeline barrier at each execution barrier, one
+        submission and one wait. Transfers (fill, copy, update) and indirect dispatches run on the host side,
+        each between two submissions, so they keep the host's exact checks and the transfer listeners.
+        Observers are told ``dispatch_batch`` afterwards: host-measured time of the whole stretch (no
+        timestamp queries here)."""
+        records = BatchRecords(self, table) if self.observers else None
+        started = time.perf_counter_ns()
+        try:
+            stretch: list[cmd.Command] = []
+            for command in command_buffer.commands[start:end]:
+                if _batchable(command):
+                    stretch.append(command)
+                    continue
+                self._submit_stretch(stretch, table, records)
+                stretch = []
+                self.run_unwatched(command, table, records)
+            self._submit_stretch(stretch, table, records)
+        except Exception as e:
+            self.batch_failed(records, e)
+            raise
+        self.batch_ran(records, started, time.perf_counter_ns())
+
+    def _submit_stretch(
+        self, commands: list[cmd.Command], table: list[BindingTableEntry], records: BatchRecords | None
+    ) -> None:
+        """Dispatches and barriers in one submission (resolved and validated before anything is recorded)."""
         steps: list[Any] = []
         touched: list[MirroredAllocation] = []
-        records: list[DispatchRecord] = []
-        for command in command_buffer.commands:
+        dispatches = 0
+        for command in commands:
             if isinstance(command, cmd.BarrierCommand):
-                steps.append(None)
+                if steps:  # a barrier before any dispatch orders nothing of this submission
+                    steps.append(None)
             elif isinstance(command, cmd.DispatchCommand):
                 executable = command.executable
                 bindings = [resolve_ref(b, table) for b in command.bindings]
@@ -243,19 +268,17 @@ class VulkanHalDevice(Device):
                 )
                 steps.append((pipeline, command.workgroup_count, list(command.constants), ranges))
                 touched += used
-                if self.observers:  # timing-only observers: told the whole batch after it ran
+                if records is not None:
                     records.append(
                         self.dispatch_record(
-                            executable,
-                            command.ordinal,
-                            command.workgroup_count,
-                            command.constants,
-                            bindings,
-                            self.dispatch_count + len(records),
+                            executable, command.ordinal, command.workgroup_count, command.constants, bindings,
+                            self.dispatch_count + dispatches,
                         )
-                    )
-        command_buffer.submissions += 1
-        cb = self.vulkan.create_command_buffer(f"command buffer ({len(steps)} commands)")
+                    )  # fmt: skip
+                dispatches += 1
+        if not dispatches:
+            return
+        cb = self.vulkan.create_command_buffer(f"batch of {dispatches} dispatches")
         cb.begin()
         self._record_uploads(cb, touched)
         try:
@@ -267,26 +290,21 @@ class VulkanHalDevice(Device):
                 cb.dispatch(
                     pipeline, workgroup_count, constants, [(a.device_state, s, n) for a, s, n in ranges]
                 )
-                self.count_dispatch()
         except HalError as e:
             raise VmStatusError(StatusCode.INVALID_ARGUMENT, str(e)) from None
-        started = time.perf_counter_ns()
+        self.count_dispatches(dispatches)
         self._run_vulkan(cb, touched)
-        if records:
-            ended = time.perf_counter_ns()
-            for observer in list(self.observers):
-                observer.dispatch_batch(records, started, ended)
 
 
 def _batchable(command: cmd.Command) -> bool:
-    """Whether a whole-command-buffer submission handles ``command`` (indirect workgroup counts are read
-    on the host, so they replay command by command)."""
+    """Whether a submission of a batch handles ``command`` (indirect workgroup counts are read on the host,
+    transfers run there: they split the batch's submissions)."""
     if isinstance(command, cmd.DispatchCommand):
         return command.workgroups_ref is None
     return isinstance(command, _BATCHABLE)
 
 
-# Commands a whole-command-buffer submission handles; the rest change nothing on coherent memory.
+# Commands a batch's submission handles (the no-ops among them change nothing on coherent memory).
 _BATCHABLE = (
     cmd.DispatchCommand,
     cmd.BarrierCommand,

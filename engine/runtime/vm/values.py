@@ -13,12 +13,6 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-
-@runtime_checkable
-class VmRef(Protocol):
-    vm_type_name: str
-
-
 # Copies an array's bytes for a checkpoint (time travel's store shares a copy while the bytes are unchanged).
 KeepBytes = Callable[[np.ndarray], np.ndarray]
 

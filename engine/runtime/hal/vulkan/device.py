@@ -79,6 +79,7 @@ class VulkanDevice(CommandEncoding):
         self._buffers: weakref.WeakSet[VulkanBuffer] = weakref.WeakSet()
         self._executables: list[VulkanExecutable] = []
         self._live_submissions: list[Submission] = []
+        self.submission_count = 0  # submit() calls so far, each one VkCommandBuffer (host reads/writes not counted)
 
     # ----------------------------------------------------------------- set-up and tear-down
 
@@ -485,6 +486,7 @@ class VulkanDevice(CommandEncoding):
                         f"submit: buffer {r.buffer.label!r} is released or belongs to another device"
                     )
         if observer is None:
+            self.submission_count += 1
             return self.encode_commands(command_buffer.ops)
         wants = getattr(observer, "wants", None)
         pending: list[Op] = []
@@ -492,9 +494,11 @@ class VulkanDevice(CommandEncoding):
         for op in command_buffer.ops:
             if isinstance(op, (DispatchOp, DispatchIndirectOp)) and (wants is None or wants(index, op)):
                 if pending:
+                    self.submission_count += 1
                     self.encode_commands(pending).wait()
                     pending = []
                 observer.before_dispatch(DispatchEvent("before", index, op))
+                self.submission_count += 1
                 self.encode_commands([op]).wait()
                 observer.after_dispatch(DispatchEvent("after", index, op))
             else:
@@ -502,6 +506,7 @@ class VulkanDevice(CommandEncoding):
             if isinstance(op, (DispatchOp, DispatchIndirectOp)):
                 index += 1
         if pending:
+            self.submission_count += 1
             self.encode_commands(pending).wait()
         return Submission(self, None, [])
 

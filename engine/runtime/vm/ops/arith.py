@@ -253,10 +253,6 @@ def int_to_f32(n: int) -> float:
     return -v if n < 0 else v
 
 
-class IntegerDivisionByZero(ZeroDivisionError):
-    pass
-
-
 def c_div(a: int, b: int) -> int:
     q = abs(a) // abs(b)
     return q if (a < 0) == (b < 0) else -q

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import subprocess
 import threading
 from pathlib import Path
 
-from support import iree_tool
-
 from engine.compiler.targets import TARGETS
+from support import iree_compile
 
-PROGRAMS = Path(__file__).parent / "session_programs"
+PROGRAMS = Path(__file__).parents[1] / "session_programs"
 
 
 class Events:
@@ -40,8 +38,7 @@ def compile_program(name: str, target: str, out_dir: Path, *flags: str) -> Path:
     suffix = ".traced" if flags else ""
     out = out_dir / f"{source.stem}.{target}{suffix}.vmfb"
     if not out.exists():
-        cmd = [iree_tool("iree-compile"), str(source), *TARGETS[target].flags, *flags, "-o", str(out)]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+        proc = iree_compile([str(source), *TARGETS[target].flags, *flags, "-o", str(out)])
         if proc.returncode != 0:
             raise RuntimeError(f"iree-compile failed for {source}:\n{proc.stderr[-3000:]}")
     return out

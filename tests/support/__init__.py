@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,7 @@ from engine.runtime import element_types as et
 from engine.runtime.function_io import OpaqueRef, Scalar, Tensor
 from engine.runtime.vmfb.module import open_vmfb
 from engine.samples import sample_path
+from support.compile_cache import iree_compile
 
 VENV_BIN = Path(sys.executable).parent
 
@@ -223,13 +225,8 @@ def hal_dispatches(sample: str, tmp_path: Path) -> dict[str, tuple[int, int, int
     if os.environ.get("LENS_TEST_PREBUILT") and prebuilt.exists():
         out = prebuilt
     else:
-        cmd = [
-            iree_tool("iree-compile"),
-            str(sample_path(sample)),
-            *TARGETS["vulkan-spirv"].flags,
-            "--compile-to=hal",
-        ]
-        subprocess.run([*cmd, "-o", str(out)], check=True, capture_output=True)
+        cmd = [str(sample_path(sample)), *TARGETS["vulkan-spirv"].flags, "--compile-to=hal"]
+        iree_compile([*cmd, "-o", str(out)], check=True)
     found: dict[str, tuple[int, int, int]] = {}
     for block in out.read_text().split("util.func ")[1:]:
         consts = dict(re.findall(r"(%[\w-]+) = arith\.constant (-?\d+) : index", block))
@@ -337,8 +334,9 @@ NULL_WRITE = bytes.fromhex("48c704250000000000000000")  # mov qword ptr [0], 0
 SPIN = bytes.fromhex("ebfe")  # jmp . (a kernel that never returns)
 
 
-def patched_kernel_copy(vmfb, out, code: bytes = NULL_WRITE):
-    """A copy of an llvm-cpu module whose first dispatch function starts with ``code``."""
+def patched_kernel_copy(vmfb, out, code: bytes = NULL_WRITE, export: int = 0):
+    """A copy of an llvm-cpu module whose first executable's dispatch function ``export`` (the first by
+    default) starts with ``code``."""
     from elftools.elf.elffile import ELFFile
 
     from engine.runtime.hal.cpu_library import CpuExecutableLibrary
@@ -349,7 +347,7 @@ def patched_kernel_copy(vmfb, out, code: bytes = NULL_WRITE):
     segment = module.rodata_segments[executable.rodata_ordinal]
     elf_bytes = bytes(executable.data)
     with CpuExecutableLibrary.load(elf_bytes) as lib:
-        vaddr = lib.export_address(0) - lib.load_base
+        vaddr = lib.export_address(export) - lib.load_base
     elf = ELFFile(io.BytesIO(elf_bytes))
     text = next(s for s in elf.iter_segments() if s["p_type"] == "PT_LOAD" and s["p_flags"] & 1)
     offset = segment.file_offset + vaddr - text["p_vaddr"] + text["p_offset"]
@@ -371,9 +369,22 @@ TARGET_FLAGS = {
 }  # fmt: skip
 
 
-# Shared with the benchmarks (benchmarks/ is on the tests' path): one way to compile a sample with IREE's
-# executable dumps, and the edit the substitution tests make.
-from bench_support import compile_with_dumps, edited_source  # noqa: E402, F401
+# Shared with the benchmarks (benchmarks/ is on the tests' path): the edit the substitution tests make, and
+# the target words of compile_with_dumps.
+from bench_support import TARGET_NAMES, edited_source  # noqa: E402, F401
+
+
+def compile_with_dumps(sample: str, target: str, out: Path) -> Path:
+    """A bundled sample compiled for ``target`` (cpu, vulkan, vmvx) with its executables' sources,
+    intermediates (.ll, .spirv) and binaries dumped under ``out``, as benchmarks/bench_support.py's
+    function of the same name does, through the run's compile cache."""
+    out.mkdir(parents=True, exist_ok=True)
+    vmfb = out / f"{sample}.vmfb"
+    if not vmfb.exists():
+        dumps = [f"--iree-hal-dump-executable-{kind}-to={out / kind}" for kind in ("sources", "intermediates", "binaries")]
+        flags = TARGETS[TARGET_NAMES[target]].flags
+        iree_compile([str(sample_path(sample)), *flags, "-o", str(vmfb), *dumps], check=True)
+    return vmfb
 
 
 def assert_within_ulps(got, expected, ulps: int, magnitude=None) -> None:
@@ -549,8 +560,7 @@ def compile_for(source: Path, out: Path, target: str, *flags: str) -> Path:
     """``source`` compiled by iree-compile for ``target`` (IREE Lens's target names) to ``out``."""
     from engine.compiler.targets import target_flags
 
-    proc = subprocess.run([iree_tool("iree-compile"), str(source), *target_flags(target), *flags, "-o", str(out)],
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    proc = iree_compile([str(source), *target_flags(target), *flags, "-o", str(out)], timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return out
 
@@ -569,25 +579,150 @@ def broken_build(source: Path, tmp: Path, target: str, executable: str, old: str
                        f"--iree-hal-substitute-executable-source={executable}={edited}")  # fmt: skip
 
 
-SHARED_MODELS = Path(__file__).resolve().parents[1] / ".." / "shared" / "models"
+# -- the command line, two builds of one program that differ in one dispatch, IREE's profiler ---------------
+
+# The shared real models (tests that use them skip, with this reason, where the folder is absent).
+MODELS = Path(__file__).resolve().parents[2] / ".." / "shared" / "models"
 
 
-def shared_model_source(model: str, tmp: Path) -> Path:
-    """The shared model's input program (``.mlir``, or its ``.mlir.xz`` decompressed into ``tmp``); the
-    test is skipped where the shared models are not on this machine."""
+def lens_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """``iree-lens ARGS`` in its own process (the process boundary: exit status, stdout, stderr)."""
+    return subprocess.run([sys.executable, "-m", "app.launcher", *map(str, args)], capture_output=True,
+                          text=True, timeout=timeout)  # fmt: skip
+
+
+def lens_in_process(*args: str) -> subprocess.CompletedProcess:
+    """``iree-lens ARGS`` run by ``engine.cli.main`` in this process, for a test about what a command does
+    (its JSON, its exit status): what ``lens_cli`` returns, without a new interpreter importing IREE for each
+    call. Tests of the process boundary itself (no display, ``os._exit``, signals) use ``lens_cli``."""
+    import contextlib
+
+    from engine.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main([str(a) for a in args])
+        except SystemExit as e:  # argparse's errors and --help
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    return subprocess.CompletedProcess(["iree-lens", *map(str, args)], code, out.getvalue(), err.getvalue())
+
+
+def broken_pair(source: Path, tmp: Path, executable: str, old: str, new: str) -> tuple[Path, Path, Path]:
+    """For llvm-cpu, A: the program (its executables' sources dumped); B: the same with ``executable``'s
+    source edited (``old`` op -> ``new``) and substituted; and the dump folder."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    dump = tmp / "sources"
+    a = compile_for(source, tmp / "a.vmfb", "llvm-cpu", f"--iree-hal-dump-executable-sources-to={dump}")
+    [src] = [p for p in dump.glob("*.mlir") if p.stem.endswith(executable)]
+    text = src.read_text()
+    assert old in text, f"{old} not in {src.name}"
+    edited = tmp / f"{executable}.mlir"
+    edited.write_text(text.replace(old, new, 1))
+    b = compile_for(source, tmp / "b.vmfb", "llvm-cpu", f"--iree-hal-substitute-executable-source={executable}={edited}")
+    return a, b, dump
+
+
+def iree_dispatches(vmfb: Path, function: str, inputs: list[str], device: str, tmp: Path) -> list[tuple]:
+    """(export, workgroup count) of each dispatch IREE's profiler records, read straight from its JSONL."""
+    import json
+
+    from engine.trace.ireeprof import profiling_mode_for
+
+    prof = tmp / f"oracle-{device}.ireeprof"
+    cmd = [iree_tool("iree-run-module"), f"--module={vmfb}", f"--device={device}", f"--function={function}"]
+    cmd += [f"--input={i}" for i in inputs]
+    cmd += [f"--device_profiling_mode={profiling_mode_for(device)}", f"--device_profiling_output={prof}"]
+    subprocess.run(cmd, check=True, capture_output=True)
+    out = subprocess.run(
+        [iree_tool("iree-profile"), "export", "--format=ireeperf-jsonl", str(prof)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    rows = [json.loads(line) for line in out.splitlines() if line.strip()]
+    device_rows = [r for r in rows if r["record_type"] == "dispatch_event"]
+    host_rows = [r for r in rows if r["record_type"] == "host_execution_event" and r["op"] == "dispatch"]
+    chosen = device_rows or host_rows
+    chosen.sort(key=lambda r: (r["submission_id"], r["command_index"]))
+    return [(r["key"], tuple(r["workgroup_count"])) for r in chosen]
+
+
+# -- waiting on a condition, never on the clock --------------------------------------------------------------
+
+
+def wait_until(condition, timeout: float, what: str, poll: float = 0.01) -> None:
+    """Return as soon as ``condition()`` holds; fail naming ``what`` when it has not within ``timeout`` s."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(poll)
+
+
+def _proc_stat(pid: int) -> tuple[int, float]:
+    """(parent pid, user + system CPU seconds) of a process, from ``/proc/PID/stat``."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[1]), (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int, *, descendants_only: bool = False) -> float:
+    """The CPU time process ``pid`` and the processes it started have used: proof that a child is running
+    something (a loop, a kernel that spins) where it sends no event while it does. A process that already
+    ended counts no more (its time is gone with it), so compare readings of a process that lives on."""
+    stats: dict[int, tuple[int, float]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stats[int(entry.name)] = _proc_stat(int(entry.name))
+            except (OSError, IndexError, ValueError):  # it ended while we looked
+                continue
+    tree, frontier = set(), [pid]
+    while frontier:
+        p = frontier.pop()
+        tree.add(p)
+        frontier += [c for c, (parent, _) in stats.items() if parent == p and c not in tree]
+    if descendants_only:
+        tree.discard(pid)
+    return sum(stats[p][1] for p in tree if p in stats)
+
+
+def shared_model(name: str) -> Path:
+    """The shared model ``NAME.mlir``: the plain file, or ``NAME.mlir.xz`` unpacked once per test run into
+    the run's folder, at one path for every test, so that each (model, flags) compiles once
+    (tests/support/compile_cache.py keys by the source's path). Skips the test where the model is absent."""
+    import fcntl
     import lzma
 
     import pytest
 
-    plain = SHARED_MODELS / f"{model}.mlir"
+    plain, packed = MODELS / f"{name}.mlir", MODELS / f"{name}.mlir.xz"
     if plain.exists():
         return plain
-    packed = SHARED_MODELS / f"{model}.mlir.xz"
     if not packed.exists():
         pytest.skip(f"{packed} is absent (the shared models are not on this machine)")
-    out = tmp / f"{model}.mlir"
-    out.write_bytes(lzma.open(packed).read())
+    run_dir = Path(os.environ.get("LENS_TEST_RUN_DIR") or tempfile.gettempdir())
+    out = run_dir / "models" / f"{name}.mlir"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(f"{out}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # parallel workers: one unpacks, the others wait for it
+        if not out.exists():
+            partial = out.with_suffix(".partial")
+            with lzma.open(packed) as src, open(partial, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+            partial.rename(out)
     return out
+
+
+SHARED_MODELS = MODELS  # the name some test modules import
+
+
+def shared_model_source(model: str, tmp: Path) -> Path:
+    """The shared model's input program (see ``shared_model``: unpacked once per run, not into ``tmp``); the
+    test is skipped where the shared models are not on this machine."""
+    return shared_model(model)
 
 
 def slowed_build(source: Path, tmp: Path, executable: str) -> Path:

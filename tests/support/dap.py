@@ -12,8 +12,8 @@ import sys
 import threading
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-SCHEMA = json.loads((Path(__file__).parent / "dap_schema" / "debugAdapterProtocol.json").read_text())
+ROOT = Path(__file__).resolve().parents[2]  # the repository
+SCHEMA = json.loads((Path(__file__).parents[1] / "dap_schema" / "debugAdapterProtocol.json").read_text())
 _FORMATS = {name: (lambda value: True) for name in ("int32", "int64", "uint32", "uint64")}
 _validators: dict[str, object] = {}
 
@@ -128,3 +128,10 @@ class DapClient:
                 self.process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 self.process.kill()
+        # The reader ends at the adapter's end of output; then its pipe is closed (no unclosed-file warning).
+        self.process.wait(timeout=30)
+        self._reader.join(timeout=30)
+        if not self._reader.is_alive():
+            self.process.stdout.close()
+        if not self.process.stdin.closed:
+            self.process.stdin.close()

@@ -1,0 +1,56 @@
+"""Helpers of the Qt application tests (tests/app only: this module imports Qt): real drag-and-drop, and
+the stepper opened on a module with breakpoints added through its own widgets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
+from PySide6.QtGui import QDragEnterEvent, QDropEvent
+from PySide6.QtWidgets import QApplication
+
+
+def drop_files(qtbot, widget, paths: list[Path]) -> bool:
+    """Drag ``paths`` over ``widget`` and drop them, with real Qt drag-and-drop events."""
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(p)) for p in paths])
+    pos = widget.rect().center()
+    enter = QDragEnterEvent(
+        QPointF(pos),
+        Qt.DropAction.CopyAction,
+        mime,
+        Qt.MouseButton.LeftButton,
+        Qt.KeyboardModifier.NoModifier,
+    )
+    QApplication.sendEvent(widget, enter)
+    accepted = enter.isAccepted()
+    drop = QDropEvent(
+        QPointF(pos),
+        Qt.DropAction.CopyAction,
+        mime,
+        Qt.MouseButton.LeftButton,
+        Qt.KeyboardModifier.NoModifier,
+    )
+    QApplication.sendEvent(widget, drop)
+    return accepted and drop.isAccepted()
+
+
+TIMEOUT = 120_000  # a child process opening Vulkan on a loaded 2-core machine can take a minute
+
+
+def open_in_stepper(qtbot, window, vmfb):
+    panel = window.panels["stepper"]
+    window.docks["stepper"].show()
+    with qtbot.waitSignal(panel.bridge.opened, timeout=TIMEOUT):
+        window.open_file(vmfb)
+    return panel
+
+
+def add_breakpoint(qtbot, panel, kind: str, name: str = "", when: str = "before"):
+    view = panel.breakpoints_view
+    view.kind.setCurrentIndex(view.kind.findData(kind))
+    if kind == "dispatch":
+        view.when.setCurrentIndex(view.when.findData(when))
+    view.name.setText(name)
+    with qtbot.waitSignal(panel.bridge.breakpointsChanged, timeout=TIMEOUT):
+        qtbot.mouseClick(view.add_button, Qt.MouseButton.LeftButton)

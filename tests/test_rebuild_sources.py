@@ -1,0 +1,65 @@
+"""Rebuilding a plain ``.vmfb``'s executable sources (engine/dispatch/rebuild_sources.py): the rebuild tries the
+CPUs a user's module most likely came from (IREE's default, then ``host``), keeps sources only when the
+executables are byte for byte the module's, and a try whose first dumped binary differs stops there and
+says which executable differed. Real programs compiled with the real iree-compile; the executables compared
+are read from the .vmfb files, independently of the rebuild."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from support import iree_compile
+
+from engine.dispatch.rebuild_sources import rebuild_sources
+from engine.runtime.vmfb.module import open_vmfb
+
+PROGRAM = Path(__file__).parent / "session_programs" / "nan_log.mlir"
+CPU = ["--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu"]
+
+
+def build(out: Path, *flags: str) -> Path:
+    # The program by its absolute path: the module's debug locations name it so, and the rebuild finds it.
+    proc = iree_compile([str(PROGRAM.resolve()), *CPU, *flags, "-o", str(out)],
+                          text=True, timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return out
+
+
+def executables(vmfb: Path) -> dict[str, bytes]:
+    return {e.name: bytes(e.data) for e in open_vmfb(vmfb).executables}
+
+
+@pytest.fixture(scope="module")
+def modules(tmp_path_factory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("rebuild")
+    return {
+        "default": build(out / "default.vmfb"),
+        "host": build(out / "host.vmfb", "--iree-llvmcpu-target-cpu=host"),
+        "generic": build(out / "generic.vmfb", "--iree-llvmcpu-target-cpu=generic"),
+    }
+
+
+def test_the_three_builds_differ(modules):
+    # The premise: each CPU gives other kernels (else the test below would prove nothing).
+    default, host, generic = (executables(modules[k]) for k in ("default", "host", "generic"))
+    assert default != host and default != generic
+
+
+@pytest.mark.parametrize("cpu", ["default", "host"])
+def test_a_module_built_for_a_cpu_the_rebuild_tries_gets_typed(modules, tmp_path, cpu):
+    found = rebuild_sources(modules[cpu], cache_dir=tmp_path / "cache")
+    assert found.found and found.origin == "rebuilt", found.note
+    assert "identical" in found.note
+
+
+def test_a_module_no_try_rebuilds_is_refused_naming_what_differed(modules, tmp_path):
+    found = rebuild_sources(modules["generic"], cache_dir=tmp_path / "cache")
+    assert not found.found
+    [name] = executables(modules["generic"])
+    # Both tries are named; the first was judged on its first dumped binary.
+    assert "IREE's default CPU: executable " + name + " differs" in found.note, found.note
+    assert "target CPU host" in found.note and "not used" in found.note
+    # The verdict is kept: asking again answers at once, without compiling.
+    again = rebuild_sources(modules["generic"], cache_dir=tmp_path / "cache")
+    assert again.note == found.note
