@@ -233,3 +233,19 @@ def test_the_flow_phase_is_compiled_once_per_program_version(tmp_path):
         f'"{program}":11:' in flow_with_locations(program, flags)
         and flow_with_locations(program, flags) != first
     )
+
+
+@pytest.mark.parametrize("program", ["se_resnet", "depthwise_cnn"])
+def test_held_out_torch_cnns_are_90_percent_on_torch_aten_lines(tmp_path, program):
+    # The held-out programs (tests/heldout_programs: written in the torch dialect as iree-turbine exports
+    # PyTorch): a CNN's dispatch time on the lines of its torch.aten ops, summing to the total.
+    folder = Path(__file__).parent / "heldout_programs"
+    vmfb = compile_for(folder / f"{program}.mlir", tmp_path / f"{program}.vmfb", "llvm-cpu")
+    inputs = [folder / f"{program}_x.npy"] + (
+        [folder / "depthwise_cnn_temperature.npy"] if program == "depthwise_cnn" else []
+    )
+    extra = [f"--input=@{p}" for p in inputs[1:]]
+    chrome, attr = _profile_by_source(vmfb, "main", inputs[0], tmp_path, *extra)
+    _check(chrome, attr)
+    assert _torch_share(attr) >= 0.9
+    assert any(r["op"] == "torch.aten.conv2d" for r in attr["by_source"])

@@ -73,10 +73,17 @@ def compare_builds(
         tuple, str
     ] = {}  # one flow compile per (program, target flags): builds of one program share it
 
+    programs: list = []  # the input program found for A: B's, where B records no locations (VMVX)
+
     def sources_of(module: str):
-        program = source or input_program_of(export_locations(module), module)
+        program = (
+            source
+            or input_program_of(export_locations(module), module)
+            or (programs[0] if programs else None)
+        )
         if program is None:
             return source_map(module, timeout_s=timeout_s)
+        programs.append(program)
         key = (str(program), tuple(target_flags_of(module)))
         if key not in flows:
             try:

@@ -199,7 +199,12 @@ def source_map(
         exported = {e: _renamed(loc, found) for e, loc in exported.items()}
     if flow_text is None:
         program = Path(source) if source is not None else found
-        if program is None:
+        if program is None and not exported:
+            result.notes.append(
+                "the module records no source locations (a VMVX build, or locations stripped): "
+                "name its input program with --source"
+            )
+        elif program is None:
             result.notes.append(
                 "the input program is not readable here: each dispatch by its export's location"
             )
@@ -233,7 +238,9 @@ def source_map(
 
 def _renamed(loc: str, program: Path) -> str:
     path, _, line = loc.rpartition(":")
-    return f"{program}:{line}" if path and Path(path).name == program.name and not Path(path).is_file() else loc
+    return (
+        f"{program}:{line}" if path and Path(path).name == program.name and not Path(path).is_file() else loc
+    )
 
 
 # ------------------------------------------------------------------------------ attributing a run's time

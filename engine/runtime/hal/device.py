@@ -356,6 +356,7 @@ class Device:
         # Which dispatch of the running batch runs: [index within the native segment, index of the segment's
         # first dispatch in the batch] (``set_progress_cell``: a child session's shared memory).
         self._progress = np.zeros(2, np.uint64)
+        self._progress_address = int(self._progress.ctypes.data)
         self._dispatches = 0
         # Per command buffer: (its version, indices of its dispatch commands, those commands), for planning.
         self._positions: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -536,11 +537,6 @@ class Device:
         """What observers are told about one dispatch (its details are worked out when read)."""
         return DispatchRecord(sequence, self, executable, ordinal, workgroup_count, constants, bindings)
 
-    @property
-    def observers_read_bindings(self) -> bool:
-        """Whether an observer reads bindings (a timing-only one says ``reads_bindings = False``)."""
-        return any(getattr(o, "reads_bindings", True) for o in self.observers)
-
     def dispatch(
         self,
         executable: HalExecutable,
@@ -575,10 +571,6 @@ class Device:
             raise
         for observer in list(self.observers):
             observer.after_dispatch(record)
-
-    def count_dispatch(self) -> None:
-        """Count a dispatch a device ran without ``dispatch`` (a batched submission)."""
-        self._dispatches += 1
 
     def count_dispatches(self, count: int) -> None:
         """Count ``count`` dispatches a device ran without ``dispatch`` (a native batch)."""
@@ -724,6 +716,12 @@ class Device:
         if cell.dtype != np.uint64 or cell.shape != (2,) or not cell.flags.writeable:
             raise ValueError("a progress cell is two writable uint64")
         self._progress = cell
+        self._progress_address = int(cell.ctypes.data)
+
+    @property
+    def progress_address(self) -> int:
+        """The address of ``progress_cell`` (the native batch loop writes the running dispatch's index there)."""
+        return self._progress_address
 
     def batch_progress_ended(self) -> None:
         self._progress[1] = NOT_IN_BATCH
