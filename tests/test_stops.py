@@ -347,3 +347,16 @@ def test_the_cli_and_dap_stop_at_the_same_places(capsys, tmp_path, programs):
     finally:
         client.close()
     assert dap == cli
+
+
+def test_a_stop_record_describes_the_typed_tensors_in_one_vocabulary(capsys, tmp_path, nan_replay, programs):
+    module, sources, _ = nan_replay
+    script = f"break dispatch 1 after\ncontinue\nsave-tensors {tmp_path / 'saved'}\n"
+    stop, saved = debug(capsys, tmp_path, module, script, *NAN_INPUTS, f"--sources={sources}")
+    # The log reads %b (binding 0) and writes its slice of the concatenation slab (binding 1): the source
+    # says write-only, so the label says "write" with its role, whatever the bytes around it hold.
+    labels = [t["label"] for t in stop["tensors"]]
+    assert labels == ["binding 0, read, input 0", "binding 1, write, output 0"], labels
+    output = stop["tensors"][1]
+    assert output["element"] == "f32" and output["type_source"] == "sources" and output["length"] == 256
+    assert sorted(saved["labels"].values()) == sorted(labels)
