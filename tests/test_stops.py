@@ -360,3 +360,24 @@ def test_a_stop_record_describes_the_typed_tensors_in_one_vocabulary(capsys, tmp
     output = stop["tensors"][1]
     assert output["element"] == "f32" and output["type_source"] == "sources" and output["length"] == 256
     assert sorted(saved["labels"].values()) == sorted(labels)
+
+
+@pytest.mark.slow
+def test_held_out_gdb_sequences_on_a_pytorch_cnn(capsys, tmp_path_factory):
+    """The issue's sequences on SqueezeNet 1.1 as iree-turbine exports it (41 dispatches in one command
+    buffer on llvm-cpu): each stop is where gdb would put it."""
+    from support import SHARED_MODELS, compile_for, shared_model
+
+    tmp = tmp_path_factory.mktemp("squeezenet_stops")
+    module = compile_for(shared_model("squeezenet1_1"), tmp / "squeezenet1_1.vmfb", "llvm-cpu")
+    args = ["--function=main", f"--input=@{SHARED_MODELS / 'squeezenet1_1_x.npy'}"]
+    script = "break dispatch 10\ncontinue\nnext\nreverse-next\nbreak dispatch 5\ncontinue\n"
+    first = stops(debug(capsys, tmp, module, script, *args))
+    assert first[0] == ("dispatch", 10, "before") and first[1] == ("step",) and first[-1] == ("finished",)
+    assert first[2][0] == "step" and len(first) == 4  # back inside the command buffer, after its last dispatch
+    script = "break dispatch 3 after\nbreak dispatch 7\ncontinue\ncontinue\nreverse-continue\n"
+    second = stops(debug(capsys, tmp, module, script, *args))
+    assert second == [("dispatch", 3, "after"), ("dispatch", 7, "before"), ("dispatch", 3, "after")]
+    script = "break dispatch 10\ncontinue\nreverse-step\nbreak dispatch 5\nreverse-continue\n"
+    third = stops(debug(capsys, tmp, module, script, *args))
+    assert third == [("dispatch", 10, "before"), ("step", 9, "before"), ("dispatch", 5, "before")]
