@@ -7,11 +7,10 @@ from __future__ import annotations
 import json
 import struct
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from support import iree_compile, iree_dump_replay_rows, iree_tool, record_replay
+from support import iree_compile, iree_dump_replay_rows, iree_tool, lens_in_process, record_replay
 
 from engine.compiler.targets import target_flags
 from engine.errors import ReplayFormatError
@@ -99,10 +98,7 @@ def test_vulkan_replay_listing_equals_iree_dump_replay(compiled, tmp_path):
 
 def test_inspect_command_lists_dispatches_and_json_records(replays):
     path = replays["multi_function-llvm-cpu"]
-    proc = subprocess.run(
-        [sys.executable, "-m", "app.launcher", "inspect", str(path), "--output=json"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    proc = lens_in_process(*["inspect", str(path), "--output=json"])  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["records"] == iree_dump_replay_rows(path)[2:]
@@ -116,12 +112,7 @@ def test_inspect_command_lists_dispatches_and_json_records(replays):
     assert 0 < len(doc["dispatches"]) < len(recorded)
     assert {d["record"] for d in doc["dispatches"]} <= recorded
     n = len(doc["dispatches"])
-    text = subprocess.run(
-        [sys.executable, "-m", "app.launcher", "inspect", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    text = lens_in_process(*["inspect", str(path)])
     assert text.returncode == 0 and f"dispatches: {n}" in text.stdout
 
 

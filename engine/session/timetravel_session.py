@@ -285,8 +285,12 @@ class TimeTravelSession(DebugSession):
     def stop_detail(self) -> StopDetail:
         detail = super().stop_detail()
         travel = self.travel
-        if travel is not None and travel.checkpoints and self.gate.current is None:
-            detail = replace(detail, position=travel.position, earliest=travel.earliest)
+        if travel is not None and travel.checkpoints:
+            base = self.gate.base
+            recorded = sum(1 for ordinal in travel.dispatch_log if ordinal >= base)
+            detail = replace(detail, latest=travel.latest, earliest=travel.earliest, recorded_dispatches=recorded)
+            if self.gate.current is None:
+                detail = replace(detail, position=travel.position)
         return detail
 
     def _leave_dispatch(self, whole_instruction: bool = False) -> tuple[int, int]:
