@@ -150,6 +150,8 @@ class CpuBatchPlan:
         self._ref_whole = np.asarray([r.length == _WHOLE for r in refs], bool)
         self._ref_length = np.asarray([0 if r.length == _WHOLE else r.length for r in refs], np.int64)
         self._max_slot = int(self._slots.max(initial=-1))
+        # Each binding's index into [table slots..., direct buffers...] (fixed: the plan knows both counts).
+        self._source = np.where(self._is_direct, self._max_slot + 1 + self._direct_of, self._slots)
         # A zero-length binding still gets an aligned pointer (the kernel reads nothing there).
         self._empty_address = base + at
         self.lock = threading.Lock()  # one submission at a time uses the arena
@@ -193,7 +195,7 @@ class CpuBatchPlan:
         for k, buffer in enumerate(self.direct):
             address[slots + k] = buffer.allocation.address + buffer.byte_offset
             available[slots + k] = buffer.byte_length
-        source = np.where(self._is_direct, slots + self._direct_of, self._slots)
+        source = self._source
         room = available[source]
         offset = self._ref_offset
         length = np.where(self._ref_whole, room - offset, self._ref_length)
