@@ -394,3 +394,16 @@ def test_held_out_gdb_sequences_on_a_pytorch_cnn(capsys, tmp_path_factory):
     script = "break dispatch 10\ncontinue\nreverse-step\nbreak dispatch 5\nreverse-continue\n"
     third = stops(debug(capsys, tmp, module, script, *args))
     assert third == [("dispatch", 10, "before"), ("step", 9, "before"), ("dispatch", 5, "before")]
+
+
+def test_reverse_continue_finds_where_a_diverge_breakpoint_fired(capsys, tmp_path):
+    from support import broken_pair
+
+    from engine.samples import sample_path
+
+    good, broken, _ = broken_pair(sample_path("mlp"), tmp_path, "main_dispatch_1", "arith.addf", "arith.subf")
+    args = ["--function=main", "--input=2x16xf32=0.25"]
+    got = stops(debug(capsys, tmp_path, broken, f"break diverge {good}\ncontinue\ncontinue\nreverse-continue\n"
+                      "reverse-continue\n", *args))  # fmt: skip
+    # Forward it fires once, after the broken dispatch (#1); back from the end it is found there, then nothing.
+    assert got == [("dispatch", 1, "after"), ("finished",), ("dispatch", 1, "after"), ("history-start",)]
