@@ -10,7 +10,7 @@ other ``.mlir``/``.mlir.xz`` with its ``_x.npy`` input given with ``--model``), 
 * a call that continues to a dispatch breakpoint at the last dispatch (a ``DispatchGate`` whose park
   returns at once), over the plain reference call (goal <= 1.3x).
 
-    .venv/bin/python benchmarks/native_batches.py [--repeats N] [--model PATH ...] [--cache DIR]
+    .venv/bin/python benchmarks/native_batches.py [--repeats N] [--model PATH [--inputs A.npy,B.npy]]... [--cache DIR]
 
 Prints one line per figure; the machine's load (``os.getloadavg``) is printed first, since other work on
 the machine changes every figure.
@@ -64,15 +64,17 @@ def timed(fn) -> float:
     return time.perf_counter() - start
 
 
-def bench(source: Path, x: np.ndarray, cache: Path, repeats: int) -> None:
+def bench(source: Path, arrays: list[np.ndarray], cache: Path, repeats: int) -> None:
     vmfb = compiled(source, cache)
     name = vmfb.name.split(".")[0]
-    inputs = [Tensor.from_numpy(x)]
+    inputs = [Tensor.from_numpy(a) for a in arrays]
     debug = DebugRunner(str(vmfb), "local-sync")
     reference = ReferenceRunner(str(vmfb), "local-sync")
-    ours = debug.invoke("main", inputs)[0].array  # first calls: load, plan
-    theirs = reference.invoke("main", inputs)[0].array
-    identical = ours.tobytes() == theirs.tobytes()
+    ours = debug.invoke("main", inputs)  # first calls: load, plan
+    theirs = reference.invoke("main", inputs)
+    identical = len(ours) == len(theirs) and all(
+        a.array.tobytes() == b.array.tobytes() for a, b in zip(ours, theirs)
+    )
     start_count = debug.device.dispatch_count
     debug.invoke("main", inputs)
     dispatches = debug.device.dispatch_count - start_count
@@ -117,19 +119,24 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--model", action="append", default=[], help="an .mlir[.xz] with NAME_x.npy beside it")
+    parser.add_argument(
+        "--inputs", action="append", default=[], help="for each --model, its inputs (comma-separated .npy files)"
+    )
     parser.add_argument("--cache", default=str(Path(tempfile.gettempdir()) / "iree_lens_native_batches"))
     args = parser.parse_args()
     cache = Path(args.cache)
     cache.mkdir(parents=True, exist_ok=True)
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     sources = [Path(m) for m in args.model] or [MODELS / f"{m}.mlir.xz" for m in DEFAULT]
-    for source in sources:
+    for k, source in enumerate(sources):
         stem = source.name.removesuffix(".xz").removesuffix(".mlir")
-        x_path = source.parent / f"{stem}_x.npy"
-        if not source.exists() or not x_path.exists():
-            print(f"{stem}: skipped ({source} or its input is absent)")
+        paths = [Path(p) for p in args.inputs[k].split(",")] if k < len(args.inputs) else [
+            source.parent / f"{stem}_x.npy"
+        ]
+        if not source.exists() or not all(p.exists() for p in paths):
+            print(f"{stem}: skipped ({source} or its inputs are absent)")
             continue
-        bench(source, np.load(x_path), cache, args.repeats)
+        bench(source, [np.load(p) for p in paths], cache, args.repeats)
 
 
 if __name__ == "__main__":

@@ -249,3 +249,15 @@ def test_held_out_torch_cnns_are_90_percent_on_torch_aten_lines(tmp_path, progra
     _check(chrome, attr)
     assert _torch_share(attr) >= 0.9
     assert any(r["op"] == "torch.aten.conv2d" for r in attr["by_source"])
+
+
+def test_a_dynamic_shape_has_no_work_and_its_dispatch_is_shared_equally(tmp_path):
+    line = ("%2 = linalg.matmul ins(%0, %1 : tensor<?x16xf32>, tensor<16x8xf32>) outs(%e : tensor<?x8xf32>) "
+            "-> tensor<?x8xf32>")  # fmt: skip
+    assert op_work("linalg.matmul", line) is None  # the batch is the run's: never a guessed size
+    folder = Path(__file__).parent / "heldout_programs"
+    vmfb = compile_for(folder / "dynamic_mlp.mlir", tmp_path / "dynamic_mlp.vmfb", "llvm-cpu")
+    chrome, attr = _profile_by_source(vmfb, "main", folder / "dynamic_mlp_x.npy", tmp_path)
+    _check(chrome, attr)
+    assert any("dynamic shapes" in n for n in attr["notes"])
+    assert _torch_share(attr) >= 0.9

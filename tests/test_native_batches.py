@@ -271,3 +271,23 @@ def test_a_crash_inside_a_native_batch_names_its_dispatch(tmp_path):
         assert crash.location.dispatch.startswith("main_dispatch_2") and crash.location.dispatch_index == 2
     finally:
         session.close()
+
+
+RETURN_ONE = bytes.fromhex("b801000000c3")  # mov eax, 1; ret: a workgroup that reports failure
+
+
+def test_a_kernel_failing_inside_a_batch_fails_the_call_as_a_watched_one_does(tmp_path):
+    program = compile_program("nan_log", "llvm-cpu", tmp_path)
+    bad = tmp_path / "second_fails.vmfb"
+    patched_kernel_copy(program, bad, RETURN_ONE, export=1)
+    inputs = _tensors([np.full((4, 8), 3, np.float32), np.ones((4, 8), np.float32)])
+    errors = []
+    for observer in (BatchLog(), WatchAll()):  # batched, then every dispatch watched
+        runner = DebugRunner(str(bad), "local-sync")
+        runner.device.add_observer(observer)
+        with pytest.raises(Exception) as failed:
+            runner.invoke("main", inputs)
+        errors.append(str(failed.value))
+    batched, stepped = errors
+    assert "main_dispatch_1" in batched and "workgroup" in batched
+    assert batched == stepped, (batched, stepped)

@@ -144,23 +144,36 @@ def test_reverse_continue_goes_back_through_the_nan_writers_to_the_first(
     assert back == [*reversed(hits), ("history-start",)]
 
 
-@pytest.mark.parametrize("program", ["matmul_chain12", "chain12"])
+def _chain(programs, program: str) -> tuple:
+    """(module, arguments) of a chain program; ``..._vulkan``: built for Vulkan, run on lavapipe."""
+    if program.endswith("_vulkan"):
+        reason = vulkan_available()
+        if reason is not None:
+            pytest.skip(f"no Vulkan: {reason}")
+        name = program.removesuffix("_vulkan")
+        return compile_program(name, "vulkan-spirv", programs), [*CHAIN_INPUTS[name], "--device=vulkan"]
+    return compile_program(program, "llvm-cpu", programs), CHAIN_INPUTS[program]
+
+
+CHAINS = ["matmul_chain12", "chain12", "matmul_chain12_vulkan"]
+
+
+@pytest.mark.parametrize("program", CHAINS)
 def test_forward_after_a_reverse_move_runs_on_from_where_the_program_is(capsys, tmp_path, programs, program):
-    module = compile_program(program, "llvm-cpu", programs)
+    module, args = _chain(programs, program)
     script = "break dispatch 10\ncontinue\nnext\nreverse-next\nbreak dispatch 5\ncontinue\n"
-    got = stops(debug(capsys, tmp_path, module, script, *CHAIN_INPUTS[program]))
+    got = stops(debug(capsys, tmp_path, module, script, *args))
     # reverse-next undoes the next: back where the next left dispatch 10's instruction (after its last
     # dispatch), so dispatch 5 is behind and the program runs to its end.
     assert got[0] == ("dispatch", 10, "before") and got[1] == ("step",)
     assert got[2][0] == "step" and got[-1] == ("finished",) and len(got) == 4
 
 
-@pytest.mark.parametrize("program", ["matmul_chain12", "chain12"])
+@pytest.mark.parametrize("program", CHAINS)
 def test_reverse_continue_finds_after_breakpoints_and_ones_set_after_a_reverse_step(
     capsys, tmp_path, programs, program
 ):
-    module = compile_program(program, "llvm-cpu", programs)
-    args = CHAIN_INPUTS[program]
+    module, args = _chain(programs, program)
     script = "break dispatch 3 after\nbreak dispatch 7\ncontinue\ncontinue\nreverse-continue\nreverse-continue\n"
     got = stops(debug(capsys, tmp_path, module, script, *args))
     assert got == [("dispatch", 3, "after"), ("dispatch", 7, "before"), ("dispatch", 3, "after"), ("history-start",)]
@@ -347,3 +360,52 @@ def test_the_cli_and_dap_stop_at_the_same_places(capsys, tmp_path, programs):
     finally:
         client.close()
     assert dap == cli
+
+
+def test_a_stop_record_describes_the_typed_tensors_in_one_vocabulary(capsys, tmp_path, nan_replay, programs):
+    module, sources, _ = nan_replay
+    script = f"break dispatch 1 after\ncontinue\nsave-tensors {tmp_path / 'saved'}\n"
+    stop, saved = debug(capsys, tmp_path, module, script, *NAN_INPUTS, f"--sources={sources}")
+    # The log reads %b (binding 0) and writes its slice of the concatenation slab (binding 1): the source
+    # says write-only, so the label says "write" with its role, whatever the bytes around it hold.
+    labels = [t["label"] for t in stop["tensors"]]
+    assert labels == ["binding 0, read, input 0", "binding 1, write, output 0"], labels
+    output = stop["tensors"][1]
+    assert output["element"] == "f32" and output["type_source"] == "sources" and output["length"] == 256
+    assert sorted(saved["labels"].values()) == sorted(labels)
+
+
+@pytest.mark.slow
+def test_held_out_gdb_sequences_on_a_pytorch_cnn(capsys, tmp_path_factory):
+    """The issue's sequences on SqueezeNet 1.1 as iree-turbine exports it (41 dispatches in one command
+    buffer on llvm-cpu): each stop is where gdb would put it."""
+    from support import SHARED_MODELS, compile_for, shared_model
+
+    tmp = tmp_path_factory.mktemp("squeezenet_stops")
+    module = compile_for(shared_model("squeezenet1_1"), tmp / "squeezenet1_1.vmfb", "llvm-cpu")
+    args = ["--function=main", f"--input=@{SHARED_MODELS / 'squeezenet1_1_x.npy'}"]
+    script = "break dispatch 10\ncontinue\nnext\nreverse-next\nbreak dispatch 5\ncontinue\n"
+    first = stops(debug(capsys, tmp, module, script, *args))
+    assert first[0] == ("dispatch", 10, "before") and first[1] == ("step",) and first[-1] == ("finished",)
+    assert first[2][0] == "step" and len(first) == 4  # back inside the command buffer, after its last dispatch
+    script = "break dispatch 3 after\nbreak dispatch 7\ncontinue\ncontinue\nreverse-continue\n"
+    second = stops(debug(capsys, tmp, module, script, *args))
+    assert second == [("dispatch", 3, "after"), ("dispatch", 7, "before"), ("dispatch", 3, "after")]
+    script = "break dispatch 10\ncontinue\nreverse-step\nbreak dispatch 5\nreverse-continue\n"
+    third = stops(debug(capsys, tmp, module, script, *args))
+    assert third == [("dispatch", 10, "before"), ("step", 9, "before"), ("dispatch", 5, "before")]
+
+
+def test_reverse_continue_finds_where_a_diverge_breakpoint_fired(capsys, tmp_path):
+    from support import broken_pair
+
+    from engine.samples import sample_path
+
+    good, broken, _ = broken_pair(sample_path("mlp"), tmp_path, "main_dispatch_1", "arith.addf", "arith.subf")
+    args = ["--function=main", "--input=2x16xf32=0.25"]
+    got = stops(debug(capsys, tmp_path, broken, f"break diverge {good}\ncontinue\ncontinue\nreverse-continue\n"
+                      "reverse-continue\ncontinue\ncontinue\n", *args))  # fmt: skip
+    # Forward it fires once, after the broken dispatch (#1); back from the end it is found there, then nothing;
+    # forward again from the start it fires there again (it is ahead again), once.
+    assert got == [("dispatch", 1, "after"), ("finished",), ("dispatch", 1, "after"), ("history-start",),
+                   ("dispatch", 1, "after"), ("finished",)]  # fmt: skip

@@ -88,3 +88,20 @@ def test_batched_watched_and_stepped_runs_equal_iree(small_cnn_vulkan):
     assert watcher.alone == [("before", middle), ("after", middle)]
     told = [s for batch in watcher.batched for s in batch]
     assert told == [s for s in range(count) if s != middle]
+
+
+def test_device_memory_of_finished_calls_is_given_back(small_cnn_vulkan):
+    """The device buffers mirroring a call's transient allocations go when the allocations do: calling again
+    and again holds no more device buffers than one call (they leaked before: collected, never destroyed)."""
+    import gc
+
+    vmfb, x, expected = small_cnn_vulkan
+    runner = DebugRunner(vmfb, "vulkan")
+    vulkan = runner.device.vulkan
+    live = []
+    for _ in range(5):
+        assert runner.invoke("small_cnn", [x])[0].array.tobytes() == expected.tobytes()
+        gc.collect()
+        live.append(vulkan.buffers_created - vulkan.buffers_destroyed)
+    assert vulkan.buffers_created >= 10  # each call mirrors its transients anew
+    assert live[-1] == live[0]

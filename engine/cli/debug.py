@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from engine.cli.program_arguments import add_program_arguments, is_replay, missing_function
+from engine.dispatch.typed_tensors import binding_label
 from engine.errors import LensError
 from engine.session.client import SessionClient, TransportFactory, in_process
 from engine.session.dispatch_gate import is_dispatch_breakpoint
@@ -44,6 +45,7 @@ from engine.session.protocol import (
     StepMode,
     Stopped,
     Tensors,
+    TypeSource,
 )
 from engine.session.script import ScriptCommand, ScriptError, check_for_reference, parse_script
 from engine.session.stream import add_remote_argument
@@ -141,6 +143,8 @@ def stop_json(stop: Stopped | None, function: str, registers: RegisterFile | Non
         if registers is not None or stop is not None
         else {},
     }
+    if stop is not None and stop.detail.tensors:  # the stopped dispatch's typed tensors, described
+        line["tensors"] = [t.to_json() for t in stop.detail.tensors]
     if stop is not None and stop.detail.nonfinite:  # break nan: what the dispatch wrote, per tensor
         line["nonfinite"] = [f.to_json() for f in stop.detail.nonfinite]
     if stop is not None and stop.detail.divergence is not None:  # break diverge: where and how far
@@ -403,6 +407,7 @@ class Debugger:
         out = Path(command.path)
         saved: list[str] = []
         undefined: dict[str, list[list[int]]] = {}  # file -> byte ranges never written before the dispatch
+        labels: dict[str, str] = {}  # file -> the tensor in the one vocabulary: binding 3, write, output 0
         if self.state == "finished" and self.finished is not None:
             out.mkdir(parents=True, exist_ok=True)
             for k, ref in enumerate(self.finished.outputs):
@@ -422,13 +427,16 @@ class Debugger:
                 path = out / f"dispatch{info.ordinal}_{info.when}_{t.role}{t.position}.npy"
                 np.save(path, t.tensor.to_numpy())  # bf16/f8 as their bits, as in capture bundles
                 saved.append(str(path))
+                typed = t.type_source != TypeSource.UNTYPED  # an untyped binding gets no role by guess
+                labels[path.name] = binding_label(t.index, t.access, t.role if typed else None, t.position)
                 if t.undefined:  # an in-place tensor's bytes nothing wrote yet (leftovers, not data)
                     undefined[path.name] = [list(r) for r in t.undefined]
         else:
             self._error(command, "save-tensors needs a stop at a dispatch, or the finished program's outputs")
             return
         if self.args.json:
-            self._print({"saved": saved, **({"undefined": undefined} if undefined else {})})
+            self._print({"saved": saved, **({"labels": labels} if labels else {}),
+                         **({"undefined": undefined} if undefined else {})})  # fmt: skip
         else:
             self._print(f"saved {len(saved)} tensors to {out}" + "".join(
                 f"; {name}: {sum(e - s for s, e in r)} bytes never written before this dispatch, undefined"

@@ -3,7 +3,8 @@
     iree-lens kernel MODULE.vmfb --function=F --input=... --dispatch=N --workgroup=X,Y,Z
                      [--until=nan|LINE] [--json] [--sources=PATH]
 
-Runs the program on the debug engine to dispatch N (its ordinal in the run), records workgroup (X,Y,Z) and
+Runs the program on the debug engine to dispatch N (its ordinal in the call, as ``iree-lens debug``'s ``break
+dispatch N`` counts: dispatches of the module's initializer are not counted), records workgroup (X,Y,Z) and
 prints one record per executed statement: its source location (the executable's MLIR ``FILE:LINE``), the MLIR
 op there and its values; a store also says the binding, the byte offset in it and the value. ``--json`` prints
 one object per line (NaN and the infinities as the strings "nan", "inf", "-inf"). ``--until=nan`` stops after
@@ -32,7 +33,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("module", help="the .vmfb to run")
     p.add_argument("--function", required=True, help="exported function to call")
     p.add_argument("--input", action="append", default=[], help="an input, as iree-run-module takes it")
-    p.add_argument("--dispatch", type=int, required=True, help="the dispatch's ordinal in the run, from 0")
+    p.add_argument("--dispatch", type=int, required=True, help="the dispatch's ordinal in the call, from 0 (as the debugger counts)")
     p.add_argument("--workgroup", default="0,0,0", help="the workgroup id X,Y,Z (default 0,0,0)")
     p.add_argument("--until", help="nan: stop after the first NaN/Inf value; LINE: at that source line")
     p.add_argument("--json", action="store_true", help="one JSON object per statement")

@@ -39,6 +39,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from engine.dap.framing import DapStreamError, MessageWriter, read_message
+from engine.dispatch.typed_tensors import binding_label
 from engine.errors import LensError
 from engine.session.client import Notice, SessionClient, TransportFactory, in_process
 from engine.session.module_queries import ReadDisassembly, disassembly
@@ -563,7 +564,8 @@ class DebugAdapter:
         out = []
         for binding in info.bindings:
             typed = "; ".join(
-                f"{t.role} {t.position} {'x'.join([*map(str, t.tensor.shape), t.tensor.element_type])} @{t.offset} "
+                f"{binding_label(t.index, t.access, t.role, t.position)}: "
+                f"{'x'.join([*map(str, t.tensor.shape), t.tensor.element_type])} @{t.offset} "
                 f"(type from {t.type_source}"
                 + (f"; {t.undefined_bytes} bytes never written before this dispatch: undefined" if t.undefined_bytes
                    else "; which bytes earlier dispatches defined is unknown" if t.undefined is None else "")

@@ -45,7 +45,7 @@ from engine.dispatch.numerics import (
     worst_verdict,
 )
 from engine.dispatch.snapshot import DispatchSnapshot
-from engine.dispatch.typed_tensors import NO_SOURCES
+from engine.dispatch.typed_tensors import NO_SOURCES, binding_label
 from engine.errors import LensError
 from engine.runtime.hal.buffers import allocation_span
 
@@ -68,6 +68,7 @@ class DivergeHit:
     first_mismatch: tuple[int, ...] | None = None
     note: str = ""
     summary: str = ""  # numerics' one-line verdict with its metrics
+    label: str = ""  # the tensor in the one vocabulary (typed_tensors.binding_label): binding 3, write, output 0
 
     def to_json(self) -> dict:
         def finite(x: float) -> float | str:
@@ -84,15 +85,17 @@ class DivergeHit:
             "first_mismatch": list(self.first_mismatch) if self.first_mismatch is not None else None,
             "note": self.note,
             "summary": self.summary,
+            "label": self.label,
         }
 
     def describe(self) -> str:
         if self.note:
             return f"diverged from the reference at dispatch #{self.ordinal} {self.name}: {self.note}"
+        where = self.label or f"output {self.output}"
         if self.summary:
-            return f"diverged from the reference at dispatch #{self.ordinal} {self.name}: output {self.output}, {self.summary}"
+            return f"diverged from the reference at dispatch #{self.ordinal} {self.name}: {where}: {self.summary}"
         return (
-            f"diverged from the reference at dispatch #{self.ordinal} {self.name}: output {self.output}, "
+            f"diverged from the reference at dispatch #{self.ordinal} {self.name}: {where}: "
             f"{self.mismatches} elements beyond tolerance, max abs error {self.max_abs_error:.6g}"
         )
 
@@ -242,8 +245,9 @@ class DivergeReference:
             if typed is not NOT_TYPED:
                 return typed
             access = snapshot.observed_access()
-            written = [snapshot.after(k) for k, acc in enumerate(access) if acc in ("write", "readwrite")]
-            return self.check(ordinal, name, written)
+            kept = [(k, acc) for k, acc in enumerate(access) if acc in ("write", "readwrite")]
+            labels = [binding_label(k, acc) for k, acc in kept]  # untyped: no role claimed
+            return self.check(ordinal, name, [snapshot.after(k) for k, _ in kept], labels)
         verdicts: list[Verdict] = []
         for k, (ref_before, ref_after) in enumerate(reference):
             live_before = snapshot.before[k].reshape(-1).view(np.uint8)
@@ -270,9 +274,11 @@ class DivergeReference:
                     first = None
                     if c.first_mismatch is not None:
                         first = (int(np.flatnonzero(elements)[c.first_mismatch[0]]),)
-                    where = f"binding {k} ({typed}, {int(elements.sum())} elements it wrote)"
+                    label = binding_label(k, snapshot.observed_access()[k])
+                    where = f"{typed}, {int(elements.sum())} elements it wrote"
                     return self._hit(DivergeHit(ordinal, name, entry.name, k, c.max_abs_error, c.max_rel_error,
-                                                c.mismatches, first, summary=f"{where}: {c.summary()}"))  # fmt: skip
+                                                c.mismatches, first, summary=f"{where}: {c.summary()}",
+                                                label=label))  # fmt: skip
         self.verdicts[ordinal] = worst_verdict(verdicts)
         return None
 
@@ -316,7 +322,7 @@ class DivergeReference:
             if not c.ok:
                 return self._hit(DivergeHit(ordinal, name, entry.name, k, c.max_abs_error, c.max_rel_error,
                                             c.mismatches, c.first_mismatch,
-                                            summary=f"output {k} ({t.type}): {c.summary()}"))  # fmt: skip
+                                            summary=f"{t.type}: {c.summary()}", label=t.binding_label))  # fmt: skip
         self.verdicts[ordinal] = worst_verdict(verdicts)
         return None
 
@@ -391,9 +397,11 @@ class DivergeReference:
             typed_as = f"{element_of(dtype)}, the type of the bytes it read" if dtype != np.uint8 else "bytes"
         return [(0, length // dtype.itemsize, dtype, typed_as)]
 
-    def check(self, ordinal: int, name: str, written: list[np.ndarray]) -> DivergeHit | None:
+    def check(
+        self, ordinal: int, name: str, written: list[np.ndarray], labels: list[str] | None = None
+    ) -> DivergeHit | None:
         """Tensor by tensor: ``written``, the bytes of the bindings the live dispatch wrote or updated, in
-        binding order, against the reference's outputs."""
+        binding order (``labels``: each one's ``binding_label``), against the reference's outputs."""
         if self.bundle is None:
             return None
         self.exports[ordinal] = name
@@ -422,7 +430,9 @@ class DivergeReference:
             c = compare(actual, expected, tolerance=self._tolerance(name))
             verdicts.append(c.verdict)
             if not c.ok:
+                label = labels[k] if labels is not None and len(pairs) == len(labels) else ""
                 return self._hit(DivergeHit(ordinal, name, entry.name, k, c.max_abs_error, c.max_rel_error,
-                                            c.mismatches, c.first_mismatch, summary=c.summary()))  # fmt: skip
+                                            c.mismatches, c.first_mismatch, summary=c.summary(),
+                                            label=label))  # fmt: skip
         self.verdicts[ordinal] = worst_verdict(verdicts)
         return None

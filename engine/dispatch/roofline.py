@@ -119,7 +119,7 @@ class Roofline:
         machine = (f"machine {self.limits.bandwidth_bytes_s / 1e9:.1f} GB/s, "
                    f"{self.limits.peak_flops_s / 1e9:.1f} GFLOP/s on one core")  # fmt: skip
         if self.flops is None:
-            return (f"{mb:.3f} MB moved, FLOPs unknown (its ops are not readable here); {machine}; "
+            return (f"{mb:.3f} MB moved, FLOPs unknown (its ops are not readable here or their shapes are dynamic); {machine}; "
                     f"achieved {self.achieved_bytes_s / 1e9:.2f} GB/s = {self.share_of_roof * 100:.0f} % of bandwidth")  # fmt: skip
         return (f"{mb:.3f} MB moved, {self.flops / 1e6:.2f} MFLOP, {self.intensity:.2f} FLOP/byte; {machine}; "
                 f"{self.bound}-bound, attainable {self.attainable_flops_s / 1e9:.2f} GFLOP/s, achieved "
@@ -140,4 +140,6 @@ def dispatch_flops(module_path: str, export: str, source: str | None = None) -> 
         ops = dispatch_source_ops(flow_with_locations(program, target_flags_of(module_path))).get(export)
     except LensError:
         return None
-    return sum(o.flops for o in ops) if ops else None
+    if not ops or any(o.flops is None for o in ops):
+        return None  # a dynamic shape: its FLOPs are the run's, unknown from the program
+    return sum(o.flops for o in ops)

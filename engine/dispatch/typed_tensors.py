@@ -80,6 +80,25 @@ class TypedTensor:
     def label(self) -> str:
         return f"{self.role} {self.position}"
 
+    @property
+    def binding_label(self) -> str:
+        """The one label of a tensor everywhere (``binding_label``): ``binding 3, write, output 0``; no role
+        when untyped."""
+        typed = self.provenance != Provenance.UNTYPED
+        return binding_label(self.binding, self.access, self.role if typed else None, self.position)
+
+
+def binding_label(binding: int, access: str, role: str | None = None, position: int | None = None) -> str:
+    """The one vocabulary for a dispatch's tensors and bindings, in every report (the window's paused
+    dispatch, the divergence report, ``save-tensors``, NaN reports, DAP): the binding number as the dispatch
+    binds it, its access, then its role among the dispatch's operands when the sources say it
+    (``binding 3, write, output 0``); an untyped binding gets no role (never called an input or an output by
+    guess): ``binding 3, write``, ``binding 3, access unknown`` before it ran."""
+    text = f"binding {binding}, {access if access and access != 'unknown' else 'access unknown'}"
+    if role in (Role.INPUT, Role.OUTPUT) and position is not None:
+        text += f", {role} {position}"
+    return text
+
 
 # ------------------------------------------------------------------------------------------- sources
 

@@ -78,12 +78,19 @@ def run_to_dispatch(module_path: str | Path, function: str, inputs: Sequence[str
             "--target=llvm-cpu --out=DIR, or iree-compile --iree-hal-target-device=local "
             "--iree-hal-local-target-device-backends=vmvx)"
         )
-    keep = _Keep(ordinal)
-    runner = DebugRunner(module_path, "local-sync", before_init=lambda r: r.device.add_observer(keep))
+    runner = DebugRunner(module_path, "local-sync")
+    # Ordinals count the call's dispatches, as the debugger's do (``break dispatch N``, the window's
+    # "Dispatch #N"): those the module's initializer ran are not counted.
+    base = runner.device.dispatch_count
+    keep = _Keep(base + ordinal)
+    runner.device.add_observer(keep)
     arg_kinds, _ = split_cconv(runner.cconv(function))
     runner.invoke(function, parse_inputs(list(inputs), arg_kinds))
     if keep.found is None or not keep.found.after:
-        raise KernelStepError(f"no dispatch {ordinal}: the run made {keep.seen} dispatches (0 to {keep.seen - 1})")
+        made = max(keep.seen - base, 0)
+        raise KernelStepError(f"no dispatch {ordinal}: the call made {made} dispatches"
+                              + (f" (0 to {made - 1})" if made else ""))  # fmt: skip
+    keep.found.ordinal = ordinal
     return keep.found
 
 

@@ -46,7 +46,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from enum import StrEnum
 from typing import Any, Protocol
 
@@ -449,6 +449,20 @@ class SessionClient:
         if self._history_alive and self.track_history:
             self.query(ReadHistory())
 
+    def _history_from_stop(self, stop: Stopped) -> bool:
+        """The history after ``stop`` from the stop's own record when only the place in it changed (the same
+        end and the same dispatches recorded: a reverse move, a travel); False when it must be asked for."""
+        detail, history = stop.detail, self.history
+        if history is None or detail.latest is None or not self.track_history:
+            return False
+        if detail.latest != history.latest or detail.recorded_dispatches != len(history.dispatches):
+            return False
+        if detail.earliest is not None and detail.earliest != history.earliest:
+            return False
+        self.history = replace(history, position=detail.position)
+        self.notify(HistoryChanged(self.history))
+        return True
+
     def _forget_history(self) -> None:
         self._history_alive = False
         self._reverse_from = None
@@ -523,7 +537,8 @@ class SessionClient:
             self._reverse_from = None
             self._set_state(SessionState.STOPPED)
             self.notify(event)
-            self.refresh_history()
+            if not self._history_from_stop(event):
+                self.refresh_history()
         elif isinstance(event, Finished):
             self.last_stop = None
             self._history_alive = True  # one can still go back from the end

@@ -83,6 +83,7 @@ from engine.session.protocol import (
     StopDetail,
     Stopped,
     StopReason,
+    TensorDescriptor,
     TensorRef,
     Tensors,
 )
@@ -381,6 +382,7 @@ class DebugSession:
             nan_bindings=tuple(why.nan_bindings),
             nonfinite=tuple(why.nonfinite),
             divergence=why.divergence,
+            tensors=self._described_tensors(),
         )
         self.emit(Stopped(reason, self.location(), detail))
         command = self.run.park()  # raises Abandoned when the client gives the run up
@@ -394,6 +396,18 @@ class DebugSession:
             top = self.runner.context.interpreter.top
             if top is not None:
                 c.add_stop_target(top.instance, top.ordinal, top.pc)
+
+    def _described_tensors(self) -> tuple[TensorDescriptor, ...]:
+        """The stopped dispatch's typed tensors, described (``engine.dispatch.typed_tensors``: views, no
+        copies), for the stop's one record."""
+        snapshot = self.gate.snapshot if self.gate is not None else None
+        if snapshot is None:
+            return ()
+        return tuple(
+            TensorDescriptor(t.binding_label, str(t.role), t.position, t.binding, t.access, t.type.element,
+                             tuple(int(d) for d in t.type.shape), t.offset, t.length, str(t.provenance))  # fmt: skip
+            for t in snapshot.tensors()
+        )
 
     def _progress(self, record: DispatchRecord) -> None:
         if self.report_progress:

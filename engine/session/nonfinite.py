@@ -43,7 +43,9 @@ def name_float_dtype(export: str) -> np.dtype | None:
     return None if dtype is None else np.dtype(dtype)
 
 
-def nonfinite_in(values: np.ndarray, binding: int, label: str, base: int = 0) -> NonFinite | None:
+def nonfinite_in(
+    values: np.ndarray, binding: int, label: str, base: int = 0, access: str = ""
+) -> NonFinite | None:
     """NaN and Inf among ``values`` (a flat float array), or None when all are finite; ``first`` is the
     flat index of the first, plus ``base`` (where ``values`` start in the tensor)."""
     if values.size == 0:
@@ -54,7 +56,7 @@ def nonfinite_in(values: np.ndarray, binding: int, label: str, base: int = 0) ->
     if not count:
         return None
     nan = int(np.count_nonzero(np.isnan(as_float)))
-    return NonFinite(binding, count, nan, count - nan, base + int(np.argmax(bad)), label)
+    return NonFinite(binding, count, nan, count - nan, base + int(np.argmax(bad)), label, access)
 
 
 def _changed_elements(
@@ -71,15 +73,15 @@ def _changed_elements(
 
 
 def _judge_spans(
-    values: np.ndarray, spans: list[tuple[int, int]], binding: int, label: str
+    values: np.ndarray, spans: list[tuple[int, int]], binding: int, label: str, access: str
 ) -> NonFinite | None:
-    """``_summary`` over the written element spans of ``values`` (counts summed, first of the first)."""
-    parts = [s for a, b in spans if (s := nonfinite_in(values[a:b], binding, label, a)) is not None]
+    """``nonfinite_in`` over the written element spans of ``values`` (counts summed, first of the first)."""
+    parts = [s for a, b in spans if (s := nonfinite_in(values[a:b], binding, label, a, access)) is not None]
     if not parts:
         return None
     return NonFinite(
         binding, sum(p.count for p in parts), sum(p.nan for p in parts), sum(p.inf for p in parts),
-        parts[0].first, label,
+        parts[0].first, label, access,
     )
 
 
@@ -97,13 +99,14 @@ def nonfinite_written(snapshot: DispatchSnapshot) -> tuple[NonFinite, ...]:
     if dtype is None:
         return ()
     found = []
+    access = snapshot.observed_access()
     for k in range(len(record.bindings)):
         data = np.asarray(snapshot.after(k)).reshape(-1).view(np.uint8)
         usable = data.size - data.size % dtype.itemsize
         spans = _changed_elements(snapshot, k, 0, usable, dtype.itemsize)
         if not spans:
             continue
-        summary = _judge_spans(data[:usable].view(dtype), spans, k, f"binding {k}")
+        summary = _judge_spans(data[:usable].view(dtype), spans, k, f"binding {k}", access[k])
         if summary is not None:
             found.append(summary)
     return tuple(found)
@@ -117,10 +120,10 @@ def _typed(snapshot: DispatchSnapshot, outputs: list) -> tuple[NonFinite, ...]:
             continue  # an integer or boolean tensor holds no NaN
         label = f"{t.role} {t.position}"
         if t.access == "write":  # write-only: the dispatch defined every element
-            summary = nonfinite_in(values, t.binding, label)
+            summary = nonfinite_in(values, t.binding, label, access=t.access)
         else:
             spans = _changed_elements(snapshot, t.binding, t.offset, t.length, values.dtype.itemsize)
-            summary = _judge_spans(values, spans, t.binding, label)
+            summary = _judge_spans(values, spans, t.binding, label, t.access)
         if summary is not None:
             found.append(summary)
     return tuple(found)

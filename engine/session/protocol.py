@@ -230,9 +230,11 @@ class DivergenceStop:
     # (ordinal, verdict) of every dispatch the breakpoint judged in this call, up to this one (numerics' words:
     # exact, within_rounding, within_tolerance, diverged): the window colours its dispatch list with them.
     verdicts: tuple[tuple[int, str], ...] = ()
+    label: str = ""  # which tensor diverged, in the one vocabulary (``binding 3, write, output 0``)
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "label": self.label,
             "ordinal": self.ordinal,
             "name": self.name,
             "reference_name": self.reference_name,
@@ -248,6 +250,31 @@ class DivergenceStop:
 
 
 @dataclass(frozen=True)
+class TensorDescriptor:
+    """One typed tensor of the dispatch a run stopped at, without its bytes (``ReadTensors`` gives them):
+    ``label`` in the one vocabulary (``engine.dispatch.typed_tensors.binding_label``), where it lies, its type
+    and where the type came from (``TypeSource``)."""
+
+    label: str
+    role: str
+    position: int
+    binding: int
+    access: str
+    element: str
+    shape: tuple[int, ...]
+    offset: int
+    length: int
+    type_source: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "label": self.label, "role": self.role, "position": self.position, "binding": self.binding,
+            "access": self.access, "element": self.element, "shape": list(self.shape), "offset": self.offset,
+            "length": self.length, "type_source": self.type_source,
+        }
+
+
+@dataclass(frozen=True)
 class NonFinite:
     """NaN and Inf a dispatch wrote to one tensor (typed: ``tensor`` is ``output N``) or binding (untyped:
     ``binding N``): how many, and the flat index of the first in that tensor or binding."""
@@ -258,16 +285,22 @@ class NonFinite:
     inf: int
     first: int
     tensor: str = ""  # "output 0" (typed from the sources) or "binding 2" (the bound bytes); "" from old peers
+    access: str = ""  # the binding's access (write, readwrite)
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "tensor": self.tensor, "binding": self.binding, "count": self.count, "nan": self.nan, "inf": self.inf,
-            "first": self.first,
+            "tensor": self.tensor, "binding": self.binding, "access": self.access, "count": self.count,
+            "nan": self.nan, "inf": self.inf, "first": self.first,
         }
 
     def describe(self) -> str:
         parts = [f"{n:,} {what}" for n, what in ((self.nan, "NaN"), (self.inf, "Inf")) if n]
-        where = f"{self.tensor} (binding {self.binding})" if self.tensor.startswith("output") else f"binding {self.binding}"
+        from engine.dispatch.typed_tensors import binding_label
+
+        role, _, position = self.tensor.partition(" ")
+        typed = role == "output" and position.isdigit()  # "binding N" when untyped: no role claimed
+        where = binding_label(self.binding, self.access or "write", role if typed else None,
+                              int(position) if typed else None)  # fmt: skip
         return (
             f"NaN/Inf written to {where}: {' and '.join(parts) or 'non-finite values'};"
             f" first at index {self.first}"
@@ -294,6 +327,12 @@ class StopDetail:
     steps: int | None = None
     position: int | None = None
     earliest: int | None = None
+    # The rest of the stop's one record (issue 35: no client asks for more after a stop): the end of the
+    # recorded history and how many dispatches it holds (a client refreshes its History only when these
+    # change), and the stopped dispatch's typed tensors, described (their bytes: ReadTensors).
+    latest: int | None = None
+    recorded_dispatches: int | None = None
+    tensors: tuple[TensorDescriptor, ...] = ()
 
 
 # -------------------------------------------------------------------------------------------- commands

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.dispatch.typed_tensors import binding_label
 from engine.errors import LensError
 from engine.runtime.function_io import Tensor, format_results, parse_inputs, split_cconv
 from engine.session.dispatch_gate import dispatch_matches, module_dispatch_names, unmatchable
@@ -52,10 +53,18 @@ from engine.session.protocol import (
     StopDetail,
     Stopped,
     StopReason,
+    TensorDescriptor,
     TensorRef,
     Tensors,
     TypeSource,
 )
+
+
+def _element(array: np.ndarray) -> str:
+    """IREE's element type name of a trace point's array (its numpy dtype's)."""
+    from engine.dispatch.tensor_types import element_name
+
+    return element_name(array.dtype)
 
 TRACE_IMPORT = "hal.buffer_view.trace"
 NO_TRACE_POINTS = (
@@ -235,7 +244,11 @@ class ReferenceSession:
         if when == DispatchWhen.AFTER and any(b.kind == BreakpointKind.NAN for b in self.breakpoints):
             # A trace point's outputs are the tensors the dispatch wrote, typed by IREE's runtime: each whole,
             # as a write-only output typed from its source (engine.session.nonfinite).
-            found = (nonfinite_in(a.reshape(-1), k, f"output {k}") for k, a in enumerate(arrays) if a.dtype.kind == "f")
+            found = (
+                nonfinite_in(a.reshape(-1), k, f"output {k}", access="write")
+                for k, a in enumerate(arrays)
+                if a.dtype.kind == "f"
+            )
             nonfinite = [f for f in found if f is not None]
         nan = [f.binding for f in nonfinite]
         step = self._stop_at_next and when == DispatchWhen.BEFORE
@@ -248,8 +261,15 @@ class ReferenceSession:
         )
         self._info = DispatchInfo(self._ordinal, executable, export, (0, 0, 0), (), bindings, when, self.runner.device_uri)
         self._arrays = arrays
+        role = "output" if when == DispatchWhen.AFTER else "input"
+        described = tuple(
+            TensorDescriptor(binding_label(k, access, role, k), role, k, k, access, _element(a), tuple(a.shape), 0,
+                             int(a.nbytes), TypeSource.RUNTIME)  # fmt: skip
+            for k, a in enumerate(arrays)
+        )
         detail = StopDetail(
-            breakpoints=tuple(b.describe() for b in hit), nan_bindings=tuple(nan), nonfinite=tuple(nonfinite)
+            breakpoints=tuple(b.describe() for b in hit), nan_bindings=tuple(nan), nonfinite=tuple(nonfinite),
+            tensors=described,
         )
         self.emit(Stopped(StopReason.DISPATCH, self._location(), detail))
         try:

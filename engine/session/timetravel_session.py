@@ -159,6 +159,7 @@ class TimeTravelSession(DebugSession):
         stopped it would have forward), so its bindings can be read and a forward command resumes from
         there; ``reason``: the stop's reason (``dispatch`` unless given)."""
         travel.goto_dispatch(sequence, "before")
+        self.gate.rewind(sequence - self.gate.base + (when == "after"))
         self.gate.quiet_below = sequence  # the dispatches replayed before it pass
         if when == "after":
             self.gate.park_after = sequence
@@ -285,8 +286,12 @@ class TimeTravelSession(DebugSession):
     def stop_detail(self) -> StopDetail:
         detail = super().stop_detail()
         travel = self.travel
-        if travel is not None and travel.checkpoints and self.gate.current is None:
-            detail = replace(detail, position=travel.position, earliest=travel.earliest)
+        if travel is not None and travel.checkpoints:
+            base = self.gate.base
+            recorded = sum(1 for ordinal in travel.dispatch_log if ordinal >= base)
+            detail = replace(detail, latest=travel.latest, earliest=travel.earliest, recorded_dispatches=recorded)
+            if self.gate.current is None:
+                detail = replace(detail, position=travel.position)
         return detail
 
     def _leave_dispatch(self, whole_instruction: bool = False) -> tuple[int, int]:
@@ -304,7 +309,10 @@ class TimeTravelSession(DebugSession):
         """The dispatch breakpoints (and NaN stops) of the session as a reverse-continue predicate. NaN is
         judged as forward (``engine.session.nonfinite``): on a snapshot of the replayed dispatch."""
         bps = tuple(bp for bp in self.breakpoints if bp.kind in (BreakpointKind.DISPATCH, BreakpointKind.NAN))
-        if not bps:
+        # A diverge breakpoint's hit is where it fired forward (the dispatches after it inherit the difference,
+        # so judging them again would name the last, not the first); one set later has not judged any yet.
+        diverged = self.gate.first_diverged() if any(bp.kind == BreakpointKind.DIVERGE for bp in self.breakpoints) else None
+        if not bps and diverged is None:
             return None
         nan = any(bp.kind == BreakpointKind.NAN for bp in bps)
         sources = self.snapshots
@@ -316,6 +324,8 @@ class TimeTravelSession(DebugSession):
             ordinal = self.gate.ordinal(record)
             executable = executable_name(record)
             if any(dispatch_matches(bp, ordinal, executable, record.export_name, when) for bp in bps):
+                return True
+            if diverged is not None and ordinal == diverged and when == "after":
                 return True
             if not nan:
                 return False
@@ -332,6 +342,7 @@ class TimeTravelSession(DebugSession):
         return stop
 
     def _report_travel(self, stop: TravelStop) -> None:
+        self.gate.rewind(stop.dispatches - self.gate.base)  # what is ahead again may stop the run again
         location = self.location()
         if stop.dispatch is not None:
             record_like = _MarkRecord(stop.dispatch.export_name, stop.dispatch.executable)

@@ -22,6 +22,7 @@ function refers to.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from engine.errors import LensError
@@ -83,10 +84,6 @@ def _segments(op, count: int) -> list[list]:
         out.append(operands[at : at + size])
         at += size
     return out
-
-
-def _same(a, b) -> bool:
-    return a == b
 
 
 def _dynamic_positions(type_) -> list[int]:
@@ -235,8 +232,6 @@ def _constant_source(value) -> ScalarSource | None:
 def _source_location(location) -> str | None:
     """``file:line`` of the first file location inside ``location`` (fused and named ones unwrapped)."""
     text = str(location)
-    import re
-
     found = re.search(r'"([^"]+)":(\d+)(?::(\d+))?', text)
     return f"{found.group(1)}:{found.group(2)}" if found else None
 
@@ -418,8 +413,7 @@ def _is_whole(op, tensor_type, offsets, sizes, strides) -> bool:
     if offsets or strides or any(o != 0 for o in static_offsets) or any(s != 1 for s in static_strides):
         return False
     if sizes or _DYNAMIC in static_sizes:
-        # dynamic sizes: whole when the slice's rank equals the tensor's and every dynamic dim is covered
-        return False
+        return False  # dynamic sizes: kept as a slice (a whole one folds away when compiled)
     return static_sizes == [shaped.get_dim_size(i) for i in range(shaped.rank)]
 
 

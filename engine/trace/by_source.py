@@ -110,8 +110,8 @@ class Attribution:
 
 SPLIT_RULE = (
     "a fused dispatch's time is split among its source ops by their share of its work (loop-nest size: "
-    "iteration points from the ops' indexing maps and operand shapes, about their FLOPs); a dispatch known "
-    "only by its export's location gives it all its time"
+    "iteration points from the ops' indexing maps and operand shapes, about their FLOPs; equal shares where a "
+    "shape is dynamic); a dispatch known only by its export's location gives it all its time"
 )
 
 
@@ -217,8 +217,12 @@ def source_map(
                 result.notes.append(f"{e}: each dispatch by its export's location")
     if flow_text is not None:
         ops = dispatch_source_ops(flow_text)
+    dynamic: list[str] = []
     for export in set(exported) | set(ops):
         found = ops.get(export, ())
+        if any(o.work is None for o in found):  # a dynamic shape: the ops' sizes are the run's; share equally
+            found = tuple(SourceOp(o.loc, 1.0, o.ir_op, o.python, o.reduces) for o in found)
+            dynamic.append(export)
         total = sum(o.work for o in found)
         if found and total > 0:
             merged: dict[tuple[str, str | None], float] = defaultdict(float)
@@ -229,6 +233,10 @@ def source_map(
         elif export in exported:
             result.shares[export] = (SourceShare(exported[export], 1.0),)
             result.how[export] = "export location"
+    if dynamic:
+        result.notes.append(
+            f"{len(dynamic)} dispatches with dynamic shapes: their time shared equally by their ops"
+        )
     unmatched = [e for e in exported if e not in ops]
     if ops and unmatched:
         result.notes.append(f"{len(unmatched)} of {len(exported)} exports not in the flow phase (another build?): "

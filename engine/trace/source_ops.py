@@ -47,14 +47,16 @@ class SourceOp:
     """
 
     loc: str
-    work: float
+    work: float | None  # None: a dynamic shape (unknown until the run)
     ir_op: str  # the linalg op it became, e.g. linalg.generic
     python: str | None = None
     reduces: bool = False  # it has a reduction loop (a contraction: one multiply-add per point)
 
     @property
-    def flops(self) -> float:
+    def flops(self) -> float | None:
         """Floating-point operations, about: two per point of a contraction (multiply, add), one otherwise."""
+        if self.work is None:
+            return None
         return 2.0 * self.work if self.reduces else self.work
 
 
@@ -148,8 +150,9 @@ def _ops_in(body: list[str], aliases: dict[str, str]):
         python = next((w for w in where if ".py:" in w), None)
         if program is not None or python is not None:
             reduces = '"reduction"' in body[i] or m.group(1) in _CONTRACTIONS
+            work = op_work(m.group(1), body[i])
             yield SourceOp(
-                program or python, float(op_work(m.group(1), body[i])), m.group(1), python, reduces
+                program or python, None if work is None else float(work), m.group(1), python, reduces
             )
         i = last + 1
 
@@ -180,9 +183,13 @@ def _file_lines(loc_text: str) -> list[str]:
     return [f"{path}:{line}" for path, line, _ in _FILE_LOC.findall(loc_text)]
 
 
-def op_work(op: str, first_line: str) -> int:
-    """The loop-nest size of the op whose first printed line is ``first_line`` (at least 1)."""
-    operands = [_dims(t) for t in _operand_types(first_line)]  # ins then outs, scalars as None
+def op_work(op: str, first_line: str) -> int | None:
+    """The loop-nest size of the op whose first printed line is ``first_line`` (at least 1); None where an
+    operand has a dynamic dimension (its size is the run's, not the program's)."""
+    types = _operand_types(first_line)
+    if any(_TENSOR.fullmatch(t.strip()) and "?" in t.split(",")[0] for t in types):
+        return None
+    operands = [_dims(t) for t in types]  # ins then outs, scalars as None
     known = [t for t in operands if t is not None]
     maps = _MAPS.findall(first_line)
     if maps and len(maps) == len(operands):

@@ -135,6 +135,7 @@ class CpuBatchPlan:
                 impl.export_address(d.ordinal), impl.environment_address, base + offset, base + offset + _DS_SIZE,
             )  # fmt: skip
         self._descriptors = descriptors
+        self._descriptors_address = descriptors.ctypes.data
         self._ptr_at = np.asarray(ptr_at, np.int64)
         self._len_at = np.asarray(len_at, np.int64)
         # Where each binding's bytes come from: a slot of the binding table, or a direct buffer (the plan's
@@ -149,6 +150,8 @@ class CpuBatchPlan:
         self._ref_whole = np.asarray([r.length == _WHOLE for r in refs], bool)
         self._ref_length = np.asarray([0 if r.length == _WHOLE else r.length for r in refs], np.int64)
         self._max_slot = int(self._slots.max(initial=-1))
+        # Each binding's index into [table slots..., direct buffers...] (fixed: the plan knows both counts).
+        self._source = np.where(self._is_direct, self._max_slot + 1 + self._direct_of, self._slots)
         # A zero-length binding still gets an aligned pointer (the kernel reads nothing there).
         self._empty_address = base + at
         self.lock = threading.Lock()  # one submission at a time uses the arena
@@ -192,7 +195,7 @@ class CpuBatchPlan:
         for k, buffer in enumerate(self.direct):
             address[slots + k] = buffer.allocation.address + buffer.byte_offset
             available[slots + k] = buffer.byte_length
-        source = np.where(self._is_direct, slots + self._direct_of, self._slots)
+        source = self._source
         room = available[source]
         offset = self._ref_offset
         length = np.where(self._ref_whole, room - offset, self._ref_length)
@@ -211,7 +214,7 @@ class CpuBatchPlan:
         """Run every dispatch (after ``bind``), writing the index of each into the u64 at ``progress_address``
         before it runs; ``(index, code)`` of the first that returned non-zero."""
         result = native_loop().run_batch(
-            self._descriptors.ctypes.data,
+            self._descriptors_address,
             len(self.dispatches),
             MXCSR_FLUSH_DENORMALS,
             machine_code().run_workgroups_address,

@@ -176,7 +176,7 @@ class CpuDevice(Device):
                 return
             if records is not None:
                 records.add_unmade(plan.dispatches, self.dispatch_count)
-            failure = plan.run(progress.ctypes.data)
+            failure = plan.run(self.progress_address)
             if failure is None:
                 self.count_dispatches(plan.count)
                 return

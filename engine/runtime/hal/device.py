@@ -356,6 +356,7 @@ class Device:
         # Which dispatch of the running batch runs: [index within the native segment, index of the segment's
         # first dispatch in the batch] (``set_progress_cell``: a child session's shared memory).
         self._progress = np.zeros(2, np.uint64)
+        self._progress_address = int(self._progress.ctypes.data)
         self._dispatches = 0
         # Per command buffer: (its version, indices of its dispatch commands, those commands), for planning.
         self._positions: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -715,6 +716,12 @@ class Device:
         if cell.dtype != np.uint64 or cell.shape != (2,) or not cell.flags.writeable:
             raise ValueError("a progress cell is two writable uint64")
         self._progress = cell
+        self._progress_address = int(cell.ctypes.data)
+
+    @property
+    def progress_address(self) -> int:
+        """The address of ``progress_cell`` (the native batch loop writes the running dispatch's index there)."""
+        return self._progress_address
 
     def batch_progress_ended(self) -> None:
         self._progress[1] = NOT_IN_BATCH

@@ -79,6 +79,8 @@ class VulkanDevice(CommandEncoding):
         self._buffers: weakref.WeakSet[VulkanBuffer] = weakref.WeakSet()
         self._executables: list[VulkanExecutable] = []
         self._live_submissions: list[Submission] = []
+        self.buffers_created = 0  # device buffers allocate() made, and those destroyed since (released or collected)
+        self.buffers_destroyed = 0
         self.submission_count = 0  # submit() calls so far, each one VkCommandBuffer (host reads/writes not counted)
 
     # ----------------------------------------------------------------- set-up and tear-down
@@ -269,6 +271,7 @@ class VulkanDevice(CommandEncoding):
             raise VulkanError("allocate: the device is closed")
         b = VulkanBuffer(self, int(size), label or f"buffer{len(self._buffers)}")
         self._buffers.add(b)
+        self.buffers_created += 1
         return b
 
     def _staging_buffer(self, size: int):

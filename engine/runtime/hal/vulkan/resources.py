@@ -3,6 +3,7 @@ and submissions still running on the queue. Each keeps its device alive and rele
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -30,6 +31,10 @@ class VulkanBuffer:
         self.size = size
         self.label = label
         self.handle, self.memory = device.create_buffer(max(size, 4), host_visible=False)
+        # Device memory goes back when the buffer does (an allocation of a finished call is collected, its
+        # mirror with it), or at release(), once. Work using a buffer holds it until it finished.
+        self._finalizer = weakref.finalize(self, _destroy_buffer, device, self.handle, self.memory)
+        self._finalizer.atexit = False  # at exit the device goes as a whole
 
     @property
     def released(self) -> bool:
@@ -43,12 +48,17 @@ class VulkanBuffer:
         return self.device.buffer_address(self.handle)
 
     def release(self) -> None:
-        if self.handle is not None and self.device.handle is not None:
-            self.device.destroy_buffer(self.handle, self.memory)
+        self._finalizer()  # destroys the handles once (not again when the buffer is collected)
         self.handle = self.memory = None
 
     def __repr__(self) -> str:
         return f"VulkanBuffer({self.label!r}, {self.size} bytes)"
+
+
+def _destroy_buffer(device: VulkanDevice, handle, memory) -> None:
+    if device.handle is not None:
+        device.destroy_buffer(handle, memory)
+        device.buffers_destroyed += 1
 
 
 class VulkanPipeline:

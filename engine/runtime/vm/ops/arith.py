@@ -375,7 +375,17 @@ def inline_source(symbol: str, operands: tuple, indent: str = "    ") -> list[st
     (wpos,) = [p for p, o in enumerate(op.operands) if o.access == "write"]
     values["w"] = operands[wpos] & 0x7FFF
     values["wh"] = values["w"] + 1
-    return [indent + _FACTORY_NAMES.sub(lambda m: str(values[m.group(1)]), line.strip()) for line in body]
+    lines = [_FACTORY_NAMES.sub(lambda m: str(values[m.group(1)]), line.strip()) for line in body]
+    # An operand's signed value used more than once (c_rem-like rows) is computed once.
+    out = []
+    for line in lines:
+        for v in ("x", "y", "z"):
+            signed = S32 % v
+            if line.count(signed) > 1:
+                out.append(f"{v}s = {signed}")
+                line = line.replace(signed, f"{v}s")
+        out.append(line)
+    return [indent + line for line in out]
 
 
 def _register_row(symbol: str, expr: str) -> None:
