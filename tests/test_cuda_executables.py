@@ -97,6 +97,16 @@ def test_damaged_cda1_is_a_format_error(cuda_build):
         read_cda1(data[:4] + struct.pack("<IQ", 0, len(data)) + data[16:])
     with pytest.raises(ExecutableFormatError):
         read_cda1(data[:200])  # the header promises more than is there
+    # Random damage (seeded): a format error or a reading, never another exception.
+    rng = np.random.default_rng(34)
+    for _ in range(2000):
+        damaged = bytearray(data)
+        for at in rng.integers(0, len(damaged), rng.integers(1, 8)):
+            damaged[at] = rng.integers(0, 256)
+        try:
+            read_cda1(bytes(damaged))
+        except ExecutableFormatError:
+            pass
 
 
 def test_kernel_arguments_are_packed_as_iree_packs_them(cuda_build):
