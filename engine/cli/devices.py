@@ -61,4 +61,3 @@ def _print_cuda() -> None:
     for choice in cuda_choices():
         rows = dict(choice.properties)
         print(f"  {choice.uri}  {rows['Name']} (compute capability {rows['Compute capability']}, {rows['Memory']})")
-        print(f"      {rows['Debug engine']}")

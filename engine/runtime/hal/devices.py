@@ -5,10 +5,9 @@ so the task executor's device is the same thing here). ``vulkan``, ``vulkan://N`
 ``list_physical_devices()``) and ``vulkan://NAME`` (a case-insensitive substring of a device name) give
 the Vulkan device. Without Vulkan, the ``vulkan`` URIs raise ``VulkanUnavailableError`` whose message
 names the packages to install; the CPU URIs never touch Vulkan. ``cuda`` and ``cuda://N`` name NVIDIA
-devices (listed through ``libcuda``, loaded only then): the debug engine cannot run CUDA executables yet,
-so they raise ``CudaUnavailableError`` (no driver here: one sentence, ``cuda.driver.NO_DRIVER``) or
-``HalError`` (a driver and devices, but no CUDA device in the debug engine). ``hip`` says plainly that the
-debug engine has no HIP device.
+devices (``CudaHalDevice``, through ``libcuda``, loaded only then); without a driver they raise
+``CudaUnavailableError`` whose message is one sentence (``cuda.driver.NO_DRIVER``). ``hip`` says plainly
+that the debug engine has no HIP device.
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ import os
 import platform
 from dataclasses import dataclass, field
 
-from engine.errors import CudaUnavailableError, HalError
+from engine.errors import HalError
 from engine.runtime.hal.device import Device
 
 CPU_DRIVERS = ("local-sync", "local-task", "local")
@@ -53,7 +52,9 @@ def create_device(uri: str) -> Device:
 
         return VulkanHalDevice(vulkan_selector(rest))
     if driver == CUDA_DRIVER:
-        raise cuda_unavailable(rest)
+        from engine.runtime.hal.cuda_hal_device import CudaHalDevice
+
+        return CudaHalDevice(cuda_index(rest))  # CudaUnavailableError (one sentence) without a driver
     if driver == HIP_DRIVER:
         raise HalError(
             f"device {uri!r}: the debug engine has no HIP device (AMD GPUs); run HIP builds with --engine=reference"
@@ -62,21 +63,13 @@ def create_device(uri: str) -> Device:
     raise HalError(f"device {uri!r} is not available in the debug engine; known devices: {known}")
 
 
-def cuda_unavailable(rest: str = "") -> HalError:
-    """Why a ``cuda`` URI cannot open a debug-engine device here, as the error to raise."""
-    from engine.runtime.hal.cuda.driver import list_cuda_devices
-
-    devices = list_cuda_devices()  # raises CudaUnavailableError (one sentence) without a driver
-    if not devices:
-        return CudaUnavailableError("the CUDA driver reports no device; the debug engine cannot run CUDA builds here")
-    if rest and not (rest.isdigit() and int(rest) < len(devices)):
-        names = ", ".join(f"cuda://{d.index} ({d.name})" for d in devices)
-        return CudaUnavailableError(f"no CUDA device {rest!r}; this machine has {names}")
-    found = devices[int(rest) if rest else 0]
-    return HalError(
-        f"cuda://{found.index} ({found.name}, {found.sm}) is here, but the debug engine cannot run CUDA "
-        "executables yet; run CUDA builds with --engine=reference"
-    )
+def cuda_index(rest: str) -> int:
+    """The device index of a ``cuda`` / ``cuda://N`` URI (``HalError`` for anything else)."""
+    if not rest:
+        return 0
+    if not rest.isdigit():
+        raise HalError(f"a CUDA device is named by its index: cuda://N, not cuda://{rest}")
+    return int(rest)
 
 
 def device_uris() -> list[str]:
@@ -88,7 +81,7 @@ def device_uris() -> list[str]:
         uris += [f"vulkan://{info.index}" for info in list_physical_devices()]
     except HalError:
         pass  # no Vulkan: the CPU alone
-    return uris
+    return uris + [choice.uri for choice in cuda_choices()]
 
 
 # Executable formats each kind of device runs (IREE's names, as a .vmfb's executables carry them), and the
@@ -193,7 +186,6 @@ def cuda_device_properties(info) -> list[tuple[str, str]]:
         ("Memory", _bytes_text(info.total_memory)),
         ("Multiprocessors", str(info.multiprocessors)),
         ("Executable formats", ", ".join(CUDA_FORMATS)),
-        ("Debug engine", "cannot run CUDA executables yet (--engine=reference runs them)"),
     ]
 
 
@@ -282,7 +274,7 @@ __all__ = [
     "cuda_absence",
     "cuda_choices",
     "cuda_device_properties",
-    "cuda_unavailable",
+    "cuda_index",
     "VULKAN_FORMATS",
     "VULKAN_TARGET",
     "DeviceChoice",
