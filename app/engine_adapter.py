@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from app.views.disassembly_view import ListingLine
+from engine.runtime.vmfb.cda1 import read_cda1
 from engine.runtime.vmfb.executables import read_elf, spirv_disassembly
 from engine.runtime.vmfb.module import VmfbModule
 from engine.runtime.vmfb.vke1 import read_vke1
@@ -51,6 +52,8 @@ def describe_rodata(module: Any, seg: Any) -> str:
         return nested_module_summary(seg.data)
     if fmt == "vke1":
         return spirv_summary(seg.data)
+    if fmt == "cda1":
+        return ptx_summary(seg.data)
     if seg.length >= 4 and int.from_bytes(bytes(seg.data[:4]), "little") == 0x07230203:
         return spirv_text(np.frombuffer(bytes(seg.data[: seg.length // 4 * 4]), dtype="<u4"))
     return f"{seg.length:,} bytes of binary data (no known format); see the Hex tab."
@@ -64,6 +67,8 @@ def text_title(x: Any) -> str:
         return "VMVX disassembly"
     if x.format.startswith("vulkan") or x.format.startswith("spirv"):
         return "SPIR-V"
+    if x.format.startswith("cuda"):
+        return "PTX"
     if "elf" in x.format:
         return "ELF"
     return "Decoded"
@@ -96,6 +101,8 @@ def executable_text(module: Any, x: Any) -> str:
         return vmvx_disassembly(x.data)
     if x.format.startswith("vulkan"):
         return spirv_summary(x.data, with_text=True)
+    if x.format.startswith("cuda"):
+        return ptx_summary(x.data, with_text=True)
     if x.data[:4] == b"\x7fELF":
         return elf_summary(x.data)
     return f"{len(x.data):,} bytes in format {x.format}; see the Hex tab."
@@ -107,6 +114,8 @@ def executable_entry_points(x: Any) -> list[str]:
         return [e.name for e in nested.exports]
     if x.format.startswith("vulkan"):
         return list(read_vke1(x.data).entry_points)
+    if x.format.startswith("cuda"):
+        return list(read_cda1(x.data).export_names)
     if bytes(x.data[:4]) == b"\x7fELF":
         return elf_dispatch_names(x.data)
     return []
@@ -204,3 +213,25 @@ def spirv_text(words: np.ndarray) -> str:
     if text is None:
         return f"({words.size * 4:,} bytes of SPIR-V; spirv-dis (SPIRV-Tools) is missing or failed on them)"
     return text
+
+
+# -- PTX (IREE's CUDA executables) ------------------------------------------------------------------
+
+
+def ptx_summary(data: Any, with_text: bool = False) -> str:
+    """A CUDA executable's kernels (block size, bindings, constants) and, with ``with_text``, its PTX."""
+    exe = read_cda1(data)
+    lines = ["CUDA executable (CDA1)", "", "kernels:"]
+    for i, e in enumerate(exe.exports):
+        x, y, z = e.block_dims
+        access = ", ".join("read-only" if e.binding_read_only(b) else "read-write" for b in range(e.binding_count))
+        lines.append(
+            f"  [{i}] {e.kernel_name}: PTX module {e.module_ordinal}, block {x}x{y}x{z}, "
+            f"{e.block_shared_memory_size:,} B dynamic shared memory, {e.constant_count} constants, "
+            f"bindings ({access})"
+        )
+    for i, m in enumerate(exe.modules):
+        lines.append(f"PTX module [{i}]: {len(m.ptx):,} characters")
+        if with_text:
+            lines += ["", m.ptx, ""]
+    return "\n".join(lines)

@@ -25,7 +25,13 @@ from PySide6.QtCore import QObject, Signal
 
 from app.context import LoadedModule
 from app.settings import open_settings
-from engine.runtime.hal.devices import compile_target_for, device_kind, formats_kind, runs_formats
+from engine.runtime.hal.devices import (
+    compile_target_for,
+    cuda_absence,
+    device_kind,
+    formats_kind,
+    runs_formats,
+)
 from engine.session.protocol import Call
 
 DEVICE_KEY = "run/device"  # the device URI debug runs use (shared with the Device panel and the bridge)
@@ -55,8 +61,15 @@ class DeviceMismatch:
     formats: tuple[str, ...]  # the module's executable formats
 
     def describe(self) -> str:
-        what = {"cpu": "a CPU device (local-sync)", "vulkan": "a Vulkan device"}.get(self.needs or "", "another device")
-        return f"This module was built for {what} ({', '.join(self.formats)}); {self.device} cannot run it."
+        what = {"cpu": "a CPU device (local-sync)", "vulkan": "a Vulkan device", "cuda": "a CUDA device"}.get(
+            self.needs or "", "another device"
+        )
+        text = f"This module was built for {what} ({', '.join(self.formats)}); {self.device} cannot run it."
+        if self.needs == "cuda":
+            absence = cuda_absence()  # no driver here: say so, in the driver's one sentence
+            if absence is not None:
+                text += f" {absence[0].upper()}{absence[1:]}."
+        return text
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,12 @@
 """A CNN built for VMVX: IREE's runtime against the debug engine (VMVX dispatches as native code).
 
-Compiles a shared model (``../shared/models``: squeezenet1_1 by default, or small_cnn) for VMVX, then
+Compiles a shared model (``../shared/models``: squeezenet1_1 by default, efficientvit_m0 (timm) or
+small_cnn) for VMVX, then
 calls it in both engines, interleaved: the debug engine's first call (it translates and compiles every
 VMVX executable then), and the best of the later calls of each. Prints the times, the ratio (the goal is
 at most 20x IREE's runtime) and whether the outputs are bit-identical.
 
-    .venv/bin/python benchmarks/vmvx_cnn.py [--model squeezenet1_1|small_cnn] [--calls N]
+    .venv/bin/python benchmarks/vmvx_cnn.py [--model squeezenet1_1|efficientvit_m0|small_cnn] [--calls N]
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from engine.runtime.reference import ReferenceRunner  # noqa: E402
 from engine.trace.ireeprof import iree_tool  # noqa: E402
 
 MODELS = ROOT.parent / "shared" / "models"
-FUNCTIONS = {"squeezenet1_1": "main", "small_cnn": "small_cnn"}
+FUNCTIONS = {"squeezenet1_1": "main", "efficientvit_m0": "main", "small_cnn": "small_cnn"}
 
 
 def source_of(model: str, tmp: Path) -> Path:
@@ -90,6 +91,14 @@ def main() -> None:
         print(f"  debug first call     {t_first:8.3f} s  (translates and compiles the VMVX executables)")
         print(f"  ratio debug/IREE     {min(debug_times) / min(ref_times):8.2f}x  (goal <= 20x)")
         print(f"  outputs bit-identical: {same}")
+        torch_y = MODELS / f"{args.model}_torch_y.npy"
+        if torch_y.exists():
+            y = np.load(torch_y)
+            got = debug_out[0].array.reshape(y.shape)
+            scale = float(np.abs(y).max()) or 1.0
+            print(
+                f"  debug vs PyTorch: max abs {float(np.abs(got - y).max()):.3g} (output scale {scale:.3g})"
+            )
 
 
 if __name__ == "__main__":

@@ -80,6 +80,8 @@ VARIANT_FLAGS = {
     "vulkan_sm80_bda": (
         "--iree-hal-target-device=vulkan", "--iree-vulkan-target=sm_80", "--iree-vulkan-dispatch-abi=bda",
     ),
+    # IREE's CUDA target (benchmarks/cuda_device_check.py): sm_90 fails in iree-compile 3.13, sm_80 runs on Hopper.
+    "cuda": ("--iree-hal-target-device=cuda", "--iree-cuda-target=sm_80"),
     "cpu": (
         "--iree-hal-target-device=local",
         "--iree-hal-local-target-device-backends=llvm-cpu",
@@ -239,7 +241,7 @@ def check_runs(model: str, variant: str, folder: Path, repeat: int, device: str,
     tag = f"{model}.{variant} on {device}"
     for engine, make in (("reference", ReferenceRunner), ("debug", DebugRunner)):
         start = time.perf_counter()
-        runner = make(vmfb, "vulkan")
+        runner = make(vmfb, "cuda" if variant.startswith("cuda") else "vulkan")
         load = time.perf_counter() - start
         first, best, out[engine], again = timed_calls(runner, function, args, repeat)
         # The same engine, module, input and device twice: anything but bit-equal is a kernel whose result

@@ -69,6 +69,18 @@ class VulkanUnavailableError(VulkanError):
     """There is no usable Vulkan: no loader library, no driver (ICD), or no device."""
 
 
+class CudaError(HalError):
+    """A CUDA driver call failed; ``result`` is the ``CUresult`` name when the driver returned one."""
+
+    def __init__(self, message: str, result: str | None = None):
+        self.result = result
+        super().__init__(f"{message} ({result})" if result else message)
+
+
+class CudaUnavailableError(CudaError):
+    """There is no usable CUDA: no driver library (libcuda.so.1), no device, or no such device."""
+
+
 class CompileCancelled(LensError):
     """A compile job was cancelled (or ran past its time limit) and its compiler process was stopped."""
 

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 from support import RUN_CASES as CASES
-from support import iree_tool, lens_run
+from support import iree_tool, lens_run_in_process
 
 from engine.runtime.debug_runner import DebugRunError, DebugRunner
 from engine.runtime.function_io import parse_inputs
@@ -17,8 +17,8 @@ from engine.runtime.function_io import parse_inputs
 @pytest.mark.parametrize("sample,function,inputs", CASES, ids=[f"{c[0]}.{c[1]}" for c in CASES])
 def test_debug_engine_prints_what_reference_prints(compiled, target, sample, function, inputs):
     vmfb = compiled.path(sample, target)
-    reference = lens_run(vmfb, function, inputs, "reference")
-    debug = lens_run(vmfb, function, inputs, "debug")
+    reference = lens_run_in_process(vmfb, function, inputs, "reference")
+    debug = lens_run_in_process(vmfb, function, inputs, "debug")
     assert reference.returncode == 0, reference.stderr
     assert debug.returncode == 0, debug.stderr
     assert debug.stdout == reference.stdout
@@ -28,8 +28,8 @@ def test_debug_engine_prints_what_reference_prints(compiled, target, sample, fun
 def test_bad_input_fails_with_the_same_status(compiled, target):
     vmfb = compiled.path("matmul", target)
     inputs = ["4x7xf32=1", "8x16xf32=1"]
-    reference = lens_run(vmfb, "main", inputs, "reference")
-    debug = lens_run(vmfb, "main", inputs, "debug")
+    reference = lens_run_in_process(vmfb, "main", inputs, "reference")
+    debug = lens_run_in_process(vmfb, "main", inputs, "debug")
     assert reference.returncode == debug.returncode == 1
     assert "INVALID_ARGUMENT; input0 shape dimension 1 mismatch" in reference.stderr
     assert "INVALID_ARGUMENT; input0 shape dimension 1 mismatch" in debug.stderr
@@ -86,7 +86,7 @@ def test_trace_covers_every_executed_instruction_at_disassembly_offsets(compiled
 
 def test_trace_from_the_command_line(compiled):
     vmfb = compiled.path("multi_function", "llvm-cpu")
-    out = lens_run(vmfb, "scalar_math", ["1.5", "3"], "debug", "--trace")
+    out = lens_run_in_process(vmfb, "scalar_math", ["1.5", "3"], "debug", "--trace")
     assert out.returncode == 0, out.stderr
     assert "result[1]: i64=21" in out.stdout
     assert re.search(r"@module\.scalar_math\+0x[0-9a-f]+\s+vm\.mul\.i64", out.stdout)

@@ -404,6 +404,8 @@ def test_reverse_continue_finds_where_a_diverge_breakpoint_fired(capsys, tmp_pat
     good, broken, _ = broken_pair(sample_path("mlp"), tmp_path, "main_dispatch_1", "arith.addf", "arith.subf")
     args = ["--function=main", "--input=2x16xf32=0.25"]
     got = stops(debug(capsys, tmp_path, broken, f"break diverge {good}\ncontinue\ncontinue\nreverse-continue\n"
-                      "reverse-continue\n", *args))  # fmt: skip
-    # Forward it fires once, after the broken dispatch (#1); back from the end it is found there, then nothing.
-    assert got == [("dispatch", 1, "after"), ("finished",), ("dispatch", 1, "after"), ("history-start",)]
+                      "reverse-continue\ncontinue\ncontinue\n", *args))  # fmt: skip
+    # Forward it fires once, after the broken dispatch (#1); back from the end it is found there, then nothing;
+    # forward again from the start it fires there again (it is ahead again), once.
+    assert got == [("dispatch", 1, "after"), ("finished",), ("dispatch", 1, "after"), ("history-start",),
+                   ("dispatch", 1, "after"), ("finished",)]  # fmt: skip

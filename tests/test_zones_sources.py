@@ -4,13 +4,11 @@ compile timing, ``iree-lens profile``/``zones``, and the native ``.lenstrace`` f
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from support import iree_compile, iree_dispatches
+from support import iree_compile, iree_dispatches, lens_in_process
 
 from engine.cli.profile import profile_debug, profile_reference
 from engine.compiler.timing import parse_timing
@@ -145,9 +143,6 @@ def test_cli_profile_and_zones_count_the_same(attention, tmp_path):
     for engine in ("reference", "debug"):
         out = tmp_path / f"{engine}.json"
         cmd = [
-            sys.executable,
-            "-m",
-            "app.launcher",
             "profile",
             str(attention["cpu"]),
             "--function=attention_block",
@@ -156,7 +151,8 @@ def test_cli_profile_and_zones_count_the_same(attention, tmp_path):
             "--device=local-task",
             f"--out={out}",
         ]
-        subprocess.run(cmd, check=True, capture_output=True, timeout=600)
+        profiled = lens_in_process(*cmd)
+        assert profiled.returncode == 0, profiled.stderr
         events = json.loads(out.read_text())["traceEvents"]
         xs = sorted(
             (e for e in events if e["ph"] == "X" and e.get("cat") == "dispatch"),
@@ -164,12 +160,8 @@ def test_cli_profile_and_zones_count_the_same(attention, tmp_path):
         )
         assert [(e["name"], tuple(e["args"]["workgroup_count"])) for e in xs] == expected
         assert all({"ordinal", "executable", "workgroup_count"} <= set(e["args"]) for e in xs)
-        zones = subprocess.run(
-            [sys.executable, "-m", "app.launcher", "zones", str(out), "--json"],
-            check=True,
-            capture_output=True,
-            text=True,
-        )
+        zones = lens_in_process("zones", str(out), "--json")
+        assert zones.returncode == 0, zones.stderr
         rows = {r["name"]: r for r in json.loads(zones.stdout)["zones"]}
         for name, n in counts.items():
             assert rows[name]["count"] == n
@@ -270,19 +262,16 @@ def test_cli_zones_compare_json_and_errors(tmp_path):
 
     a = trace({"cse": [100, 100], "canonicalize": [1000]}, tmp_path / "a.json")
     b = trace({"cse": [100, 100, 100], "canonicalize": [5000]}, tmp_path / "b.json")
-    run = [sys.executable, "-m", "app.launcher", "zones"]
-    out = subprocess.run(
-        [*run, str(a), f"--compare={b}", "--json", "--top=1"], capture_output=True, text=True
-    )
+    out = lens_in_process("zones", str(a), f"--compare={b}", "--json", "--top=1")
     assert out.returncode == 0, out.stderr
     rows = json.loads(out.stdout)["zones"]
     assert len(rows) == 1 and rows[0]["name"] == "canonicalize"
     assert (rows[0]["total_a_ns"], rows[0]["total_b_ns"], rows[0]["total_diff_ns"]) == (1000, 5000, 4000)
-    out = subprocess.run([*run, str(a), "--json"], capture_output=True, text=True)
+    out = lens_in_process("zones", str(a), "--json")
     rows = {r["name"]: r for r in json.loads(out.stdout)["zones"]}
     assert rows["cse"]["count"] == 2 and rows["cse"]["total_ns"] == 200 and rows["cse"]["mean_ns"] == 100
     (tmp_path / "m.vmfb").write_bytes(b"PK\x03\x04" + b"\0" * 26 + b"module.fb" + b"\0" * 64)
-    out = subprocess.run([*run, str(tmp_path / "m.vmfb")], capture_output=True, text=True)
+    out = lens_in_process("zones", str(tmp_path / "m.vmfb"))
     assert out.returncode == 1 and "not a trace" in out.stderr
 
 

@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 
 from app.panels import PanelServices
 from app.settings import open_settings
-from engine.runtime.hal.devices import DeviceChoice, cpu_choice, list_devices
+from engine.runtime.hal.devices import DeviceChoice, cpu_choice, cuda_absence, list_devices
 
 SETTINGS_KEY = "run/device"
 CPU_URI = "local-sync"
@@ -50,6 +50,8 @@ class DevicePanel(QWidget):
         self.services = services
         self.choices: dict[str, DeviceChoice] = {CPU_URI: cpu_choice()}
         self.vulkan_devices: list[DeviceChoice] = []
+        self.cuda_devices: list[DeviceChoice] = []
+        self.cuda_missing: str | None = None  # why no CUDA device is listed, once checked
         self.vulkan_missing: str | None = None
         self.listed = False
 
@@ -60,6 +62,10 @@ class DevicePanel(QWidget):
         self.status = QLabel("Looking for Vulkan devices…", self)
         self.status.setObjectName("deviceStatus")
         self.status.setWordWrap(True)
+        self.cuda_status = QLabel("", self)
+        self.cuda_status.setObjectName("cudaStatus")
+        self.cuda_status.setWordWrap(True)
+        self.cuda_status.setVisible(False)
         self.table = QTableWidget(0, 2, self)
         self.table.setObjectName("deviceProperties")
         self.table.setHorizontalHeaderLabels(["Property", "Value"])
@@ -76,6 +82,7 @@ class DevicePanel(QWidget):
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addLayout(form)
         layout.addWidget(self.status)
+        layout.addWidget(self.cuda_status)
         layout.addWidget(self.table, 1)
 
         self._show(CPU_URI)
@@ -89,6 +96,7 @@ class DevicePanel(QWidget):
             on_result=self._on_listed,
             on_error=lambda error: self._on_listed(([], str(getattr(error, "message", error)))),
         )
+        services.worker.submit(cuda_absence, tag="device-panel-cuda", on_result=self._on_cuda_checked)
 
     def sizeHint(self) -> QSize:
         return QSize(380, 420)
@@ -108,7 +116,8 @@ class DevicePanel(QWidget):
     def _on_listed(self, listed: tuple[list[DeviceChoice], str | None]) -> None:
         choices, self.vulkan_missing = listed
         self.vulkan_devices = [c for c in choices if c.kind == "vulkan"]
-        for choice in self.vulkan_devices:
+        self.cuda_devices = [c for c in choices if c.kind == "cuda"]
+        for choice in self.vulkan_devices + self.cuda_devices:
             self.choices[choice.uri] = choice
             self.combo.addItem(choice.name, choice.uri)
         if self.vulkan_missing:
@@ -116,12 +125,21 @@ class DevicePanel(QWidget):
         else:
             n = len(self.vulkan_devices)
             self.status.setText(f"{n} Vulkan device{'s' if n != 1 else ''} found.")
+        if self.cuda_devices:
+            n = len(self.cuda_devices)
+            self.status.setText(f"{self.status.text()} {n} CUDA device{'s' if n != 1 else ''} found.")
         self.listed = True
         workbench = getattr(self.services, "workbench", None)
         wanted = workbench.device if workbench is not None else selected_device_uri()
         if wanted != self.device_uri and not self.select(wanted):
             self._show(self.device_uri)
         self.devicesListed.emit()
+
+    def _on_cuda_checked(self, absence: str | None) -> None:
+        """Say why no CUDA device is listed (no driver here), under the Vulkan status."""
+        self.cuda_missing = absence
+        self.cuda_status.setText(f"CUDA is not available: {absence}" if absence else "")
+        self.cuda_status.setVisible(bool(absence))
 
     def _on_choice(self, _index: int) -> None:
         uri = self.device_uri

@@ -8,7 +8,7 @@ from engine.errors import HalError
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("devices", help="list the Vulkan devices and IREE's runtime drivers")
+    p = subparsers.add_parser("devices", help="list the Vulkan and CUDA devices and IREE's runtime drivers")
     p.add_argument("--all", action="store_true", help="every property, memory heaps and types included")
     p.set_defaults(func=run)
 
@@ -44,5 +44,20 @@ def run(args: argparse.Namespace) -> int:
         width = max(len(label) for label, _ in rows)
         for label, text in rows[3:]:  # name, type and URI are on the heading line
             print(f"      {label:<{width}}  {text}")
+    _print_cuda()
     print(f"IREE runtime drivers (--engine=reference): {_iree_drivers()}")
     return 0
+
+
+def _print_cuda() -> None:
+    """The CUDA devices (name, compute capability, memory), or one line saying why there are none."""
+    from engine.runtime.hal.devices import cuda_absence, cuda_choices
+
+    print("CUDA:")
+    absence = cuda_absence()
+    if absence is not None:
+        print(f"  not available: {absence}")
+        return
+    for choice in cuda_choices():
+        rows = dict(choice.properties)
+        print(f"  {choice.uri}  {rows['Name']} (compute capability {rows['Compute capability']}, {rows['Memory']})")

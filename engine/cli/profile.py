@@ -99,14 +99,17 @@ def profile_debug(module: str, function: str, inputs: list[str], device: str, re
 
 
 def default_device(module: str) -> str:
-    """The device a module was compiled for: vulkan when its executables are SPIR-V, else local-sync."""
+    """The device a module was compiled for: vulkan when its executables are SPIR-V, cuda when they are
+    PTX, else local-sync."""
     from engine.runtime.vmfb.module import open_vmfb
 
     try:
         formats = {getattr(e, "format", "") or "" for e in open_vmfb(module).executables}
     except (LensError, OSError):
         return "local-sync"  # the run itself reports what is wrong with the module
-    return "vulkan" if any(f.startswith("vulkan") for f in formats) else "local-sync"
+    if any(f.startswith("vulkan") for f in formats):
+        return "vulkan"
+    return "cuda" if any(f.startswith("cuda") for f in formats) else "local-sync"
 
 
 def run(args: argparse.Namespace) -> int:

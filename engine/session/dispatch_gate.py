@@ -220,6 +220,15 @@ class DispatchGate(SnapshotSubscriber):
                 found.setdefault(o, []).append(v)
         return tuple((o, str(worst_verdict(vs))) for o, vs in sorted(found.items()))
 
+    def rewind(self, ordinal: int) -> None:
+        """The run went back to before dispatch ``ordinal`` (a run ordinal) ran: a diverge breakpoint that fired
+        there or later fires again when the run passes it forward (gdb: a breakpoint ahead is ahead)."""
+        for bp in list(self._diverged):
+            ref = self._references.get(bp)
+            fired = [o for o, v in (ref.verdicts.items() if ref is not None else ()) if str(v) == "diverged"]
+            if not fired or min(fired) >= ordinal:
+                self._diverged.discard(bp)
+
     def first_diverged(self) -> int | None:
         """The run ordinal of the dispatch where a diverge breakpoint fired in the current call (the first it
         judged diverged: the later ones inherit the difference), or None: where reverse execution finds it."""

@@ -159,6 +159,7 @@ class TimeTravelSession(DebugSession):
         stopped it would have forward), so its bindings can be read and a forward command resumes from
         there; ``reason``: the stop's reason (``dispatch`` unless given)."""
         travel.goto_dispatch(sequence, "before")
+        self.gate.rewind(sequence - self.gate.base + (when == "after"))
         self.gate.quiet_below = sequence  # the dispatches replayed before it pass
         if when == "after":
             self.gate.park_after = sequence
@@ -341,6 +342,7 @@ class TimeTravelSession(DebugSession):
         return stop
 
     def _report_travel(self, stop: TravelStop) -> None:
+        self.gate.rewind(stop.dispatches - self.gate.base)  # what is ahead again may stop the run again
         location = self.location()
         if stop.dispatch is not None:
             record_like = _MarkRecord(stop.dispatch.export_name, stop.dispatch.executable)

@@ -608,6 +608,13 @@ def lens_in_process(*args: str) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(["iree-lens", *map(str, args)], code, out.getvalue(), err.getvalue())
 
 
+def lens_run_in_process(vmfb, function: str, inputs=(), engine: str = "debug", *extra: str):
+    """``iree-lens run`` as ``lens_run`` builds it, run in this process (``lens_in_process``): for tests of
+    what it prints, not of the process it runs in."""
+    args = ["run", str(vmfb), f"--function={function}", f"--engine={engine}"]
+    return lens_in_process(*args, *[f"--input={i}" for i in inputs], *extra)
+
+
 def broken_pair(source: Path, tmp: Path, executable: str, old: str, new: str) -> tuple[Path, Path, Path]:
     """For llvm-cpu, A: the program (its executables' sources dumped); B: the same with ``executable``'s
     source edited (``old`` op -> ``new``) and substituted; and the dump folder."""

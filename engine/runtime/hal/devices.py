@@ -4,7 +4,10 @@
 so the task executor's device is the same thing here). ``vulkan``, ``vulkan://N`` (an index into
 ``list_physical_devices()``) and ``vulkan://NAME`` (a case-insensitive substring of a device name) give
 the Vulkan device. Without Vulkan, the ``vulkan`` URIs raise ``VulkanUnavailableError`` whose message
-names the packages to install; the CPU URIs never touch Vulkan.
+names the packages to install; the CPU URIs never touch Vulkan. ``cuda`` and ``cuda://N`` name NVIDIA
+devices (``CudaHalDevice``, through ``libcuda``, loaded only then); without a driver they raise
+``CudaUnavailableError`` whose message is one sentence (``cuda.driver.NO_DRIVER``). ``hip`` says plainly
+that the debug engine has no HIP device.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from engine.runtime.hal.device import Device
 
 CPU_DRIVERS = ("local-sync", "local-task", "local")
 VULKAN_DRIVER = "vulkan"
+CUDA_DRIVER = "cuda"
+HIP_DRIVER = "hip"
 
 
 def split_device_uri(uri: str) -> tuple[str, str]:
@@ -46,8 +51,25 @@ def create_device(uri: str) -> Device:
         from engine.runtime.hal.vulkan_hal_device import VulkanHalDevice
 
         return VulkanHalDevice(vulkan_selector(rest))
-    known = ", ".join([*CPU_DRIVERS, VULKAN_DRIVER, "vulkan://N", "vulkan://NAME"])
+    if driver == CUDA_DRIVER:
+        from engine.runtime.hal.cuda_hal_device import CudaHalDevice
+
+        return CudaHalDevice(cuda_index(rest))  # CudaUnavailableError (one sentence) without a driver
+    if driver == HIP_DRIVER:
+        raise HalError(
+            f"device {uri!r}: the debug engine has no HIP device (AMD GPUs); run HIP builds with --engine=reference"
+        )
+    known = ", ".join([*CPU_DRIVERS, VULKAN_DRIVER, "vulkan://N", "vulkan://NAME", CUDA_DRIVER, "cuda://N"])
     raise HalError(f"device {uri!r} is not available in the debug engine; known devices: {known}")
+
+
+def cuda_index(rest: str) -> int:
+    """The device index of a ``cuda`` / ``cuda://N`` URI (``HalError`` for anything else)."""
+    if not rest:
+        return 0
+    if not rest.isdigit():
+        raise HalError(f"a CUDA device is named by its index: cuda://N, not cuda://{rest}")
+    return int(rest)
 
 
 def device_uris() -> list[str]:
@@ -59,15 +81,17 @@ def device_uris() -> list[str]:
         uris += [f"vulkan://{info.index}" for info in list_physical_devices()]
     except HalError:
         pass  # no Vulkan: the CPU alone
-    return uris
+    return uris + [choice.uri for choice in cuda_choices()]
 
 
 # Executable formats each kind of device runs (IREE's names, as a .vmfb's executables carry them), and the
 # iree-compile target that produces them.
 CPU_FORMATS = ("embedded-elf-x86_64", "vmvx-bytecode-fb")
 VULKAN_FORMATS = ("vulkan-spirv-fb", "vulkan-spirv-bda-v1")
+CUDA_FORMATS = ("cuda-nvptx-fb",)
 CPU_TARGET = "llvm-cpu"
 VULKAN_TARGET = "vulkan-spirv"
+CUDA_TARGET = "cuda"
 
 
 @dataclass(frozen=True)
@@ -77,7 +101,7 @@ class DeviceChoice:
 
     uri: str
     name: str
-    kind: str  # "cpu" or "vulkan"
+    kind: str  # "cpu", "vulkan" or "cuda"
     formats: tuple[str, ...]
     compile_target: str
     properties: list[tuple[str, str]] = field(default_factory=list)
@@ -117,35 +141,86 @@ def list_devices() -> tuple[list[DeviceChoice], str | None]:
         choices.append(
             DeviceChoice(uri, f"{uri} — {info.name}", "vulkan", VULKAN_FORMATS, VULKAN_TARGET, vulkan_device_properties(info))
         )
-    return choices, None
+    return choices + cuda_choices(), None
+
+
+def cuda_choices() -> list[DeviceChoice]:
+    """One choice per CUDA device the driver reports; none without a driver (``cuda_absence`` says why)."""
+    from engine.runtime.hal.cuda.driver import list_cuda_devices
+
+    try:
+        infos = list_cuda_devices()
+    except HalError:
+        return []
+    return [
+        DeviceChoice(
+            f"cuda://{info.index}",
+            f"cuda://{info.index} — {info.name}",
+            "cuda",
+            CUDA_FORMATS,
+            CUDA_TARGET,
+            cuda_device_properties(info),
+        )
+        for info in infos
+    ]
+
+
+def cuda_absence() -> str | None:
+    """Why no CUDA device is listed (no driver, no device), or None when the driver reports devices."""
+    from engine.runtime.hal.cuda.driver import list_cuda_devices
+
+    try:
+        return None if list_cuda_devices() else "the CUDA driver reports no device"
+    except HalError as e:
+        return str(e)
+
+
+def cuda_device_properties(info) -> list[tuple[str, str]]:
+    """A ``CudaDeviceInfo`` as (label, text) rows: name, compute capability, memory."""
+    major, minor = info.compute_capability
+    return [
+        ("Name", info.name),
+        ("Type", "cuda"),
+        ("URI", f"cuda://{info.index}"),
+        ("Compute capability", f"{major}.{minor} ({info.sm})"),
+        ("Memory", _bytes_text(info.total_memory)),
+        ("Multiprocessors", str(info.multiprocessors)),
+        ("Executable formats", ", ".join(CUDA_FORMATS)),
+    ]
 
 
 def device_kind(uri: str) -> str | None:
-    """``cpu``, ``vulkan``, or ``None`` for a URI the debug engine does not know."""
+    """``cpu``, ``vulkan``, ``cuda``, or ``None`` for a URI the debug engine does not know."""
     driver, _ = split_device_uri(uri)
     if driver in CPU_DRIVERS:
         return "cpu"
     if driver == VULKAN_DRIVER:
         return "vulkan"
+    if driver == CUDA_DRIVER:
+        return "cuda"
     return None
 
 
 def compile_target_for(uri: str) -> str:
-    """The iree-compile target whose executables ``uri``'s device runs (``llvm-cpu``, ``vulkan-spirv``)."""
-    return VULKAN_TARGET if device_kind(uri) == "vulkan" else CPU_TARGET
+    """The iree-compile target whose executables ``uri``'s device runs (``llvm-cpu``, ``vulkan-spirv``, ``cuda``)."""
+    kind = device_kind(uri)
+    return VULKAN_TARGET if kind == "vulkan" else CUDA_TARGET if kind == "cuda" else CPU_TARGET
 
 
 def formats_kind(formats: set[str] | list[str] | tuple[str, ...]) -> str | None:
-    """The kind of device a module's executable formats need (``cpu``/``vulkan``), ``None`` when it has no
-    executables or formats of both or of neither."""
-    kinds = {"cpu" if f in CPU_FORMATS else "vulkan" if f in VULKAN_FORMATS else "other" for f in formats}
+    """The kind of device a module's executable formats need (``cpu``/``vulkan``/``cuda``), ``None`` when it
+    has no executables or formats of several kinds or of none."""
+    kinds = {
+        "cpu" if f in CPU_FORMATS else "vulkan" if f in VULKAN_FORMATS else "cuda" if f in CUDA_FORMATS else "other"
+        for f in formats
+    }
     return next(iter(kinds)) if len(kinds) == 1 and "other" not in kinds else None
 
 
 def runs_formats(uri: str, formats: set[str] | list[str] | tuple[str, ...]) -> bool:
     """Whether ``uri``'s device runs every executable format in ``formats``."""
     kind = device_kind(uri)
-    supported = CPU_FORMATS if kind == "cpu" else VULKAN_FORMATS if kind == "vulkan" else ()
+    supported = {"cpu": CPU_FORMATS, "vulkan": VULKAN_FORMATS, "cuda": CUDA_FORMATS}.get(kind or "", ())
     return all(f in supported for f in formats)
 
 
@@ -192,6 +267,14 @@ __all__ = [
     "CPU_DRIVERS",
     "CPU_FORMATS",
     "CPU_TARGET",
+    "CUDA_DRIVER",
+    "CUDA_FORMATS",
+    "CUDA_TARGET",
+    "HIP_DRIVER",
+    "cuda_absence",
+    "cuda_choices",
+    "cuda_device_properties",
+    "cuda_index",
     "VULKAN_FORMATS",
     "VULKAN_TARGET",
     "DeviceChoice",

@@ -1,5 +1,6 @@
 """What can be read statically from embedded executables: ELF sections and symbols, VMVX nested
-modules, ``VKE1`` Vulkan executables (read by ``vke1``) and their SPIR-V as text.
+modules, ``VKE1`` Vulkan executables (read by ``vke1``) and their SPIR-V as text, ``CDA1`` CUDA
+executables (read by ``cda1``) and their PTX.
 
 Damaged executables raise :class:`~engine.errors.VmfbFormatError` (the executable is part of the
 module) naming the executable.
@@ -17,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from engine.errors import ExecutableFormatError, VmfbFormatError
+from engine.runtime.vmfb.cda1 import read_cda1
 from engine.runtime.vmfb.module import Executable, VmfbModule
 from engine.runtime.vmfb.vke1 import read_vke1
 
@@ -180,6 +182,17 @@ def executable_details(executable: Executable) -> dict[str, Any]:
             ],
             "shader_module_words": [int(m.spirv.size) for m in vk.shader_modules],
         }
+    if fmt.startswith("cuda") or bytes(executable.data[:4]) == b"CDA1":
+        try:
+            cu = read_cda1(executable.data)
+        except ExecutableFormatError as e:
+            raise VmfbFormatError(str(e), where=f"executable {name}") from None
+        return {
+            "kind": "cuda-ptx",
+            "exports": [asdict(e) for e in cu.exports],
+            "ptx_images": [m.ptx for m in cu.modules],
+            "source_files": [s.path for s in cu.source_files],
+        }
     return {"kind": "unknown"}
 
 
@@ -201,5 +214,13 @@ def describe_executable(executable: Executable) -> str:
         for p in d["pipelines"]:
             lines.append(
                 f"  pipeline {p['entry_point']} (shader {p['shader_module_ordinal']}, layout {p['pipeline_layout_ordinal']})"
+            )
+    elif d["kind"] == "cuda-ptx":
+        for e in d["exports"]:
+            x, y, z = e["block_dims"]
+            lines.append(
+                f"  kernel {e['kernel_name']} (PTX module {e['module_ordinal']}, block {x}x{y}x{z}, "
+                f"{len(e['binding_flags'])} bindings, {e['constant_count']} constants, "
+                f"{e['block_shared_memory_size']} B dynamic shared memory)"
             )
     return "\n".join(lines)

@@ -145,7 +145,7 @@ class RodataSegment:
 
     @property
     def detected_format(self) -> str | None:
-        """A format sniffed from the content: elf, vmvx-module (nested .vmfb), vke1, text, or None."""
+        """A format sniffed from the content: elf, vmvx-module (nested .vmfb), vke1, cda1, text, or None."""
         head = bytes(self.data[:8])
         if head.startswith(b"\x7fELF"):
             return "elf"
@@ -153,6 +153,8 @@ class RodataSegment:
             return "zip"
         if head.startswith(b"VKE1"):
             return "vke1"
+        if head.startswith(b"CDA1"):
+            return "cda1"
         if head[4:8] == b"IREE":
             return "vm-flatbuffer"
         if self.length and self.length <= 4096 and _is_text(self.data):
@@ -568,6 +570,8 @@ def _sniff_executable_format(seg: RodataSegment) -> str | None:
         return "vmvx-bytecode-fb"
     if head.startswith(b"VKE1"):
         return "vulkan-spirv-fb"
+    if head.startswith(b"CDA1"):
+        return "cuda-nvptx-fb"
     return None
 
 

@@ -1,0 +1,197 @@
+"""The CUDA device plugged into the emulated HAL: ``CudaHalDevice`` runs ``cuda-nvptx-fb`` dispatches on an
+NVIDIA GPU through the driver API (``engine.runtime.hal.cuda.context``).
+
+Memory as the Vulkan device keeps it: each allocation is host numpy memory (what the HAL's host operations,
+observers and the tensor inspector read) with a device copy made on the first dispatch that binds it; flags
+say which side is newer. A dispatch queues the uploads of what the host wrote and its ``cuLaunchKernel``
+(IREE's argument packing, ``cuda.abi``) on the device's one stream and returns; the stream is synchronised
+only when the host needs bytes (a read or write of a buffer the GPU may hold newer: an observer at a stop, a
+transfer, the program's results) and at the end of each batch ``Device.execute`` plans between watched
+dispatches, so a stretch of dispatches costs one sync. Transfers (fill, copy, update) run on the host side.
+
+It answers ``hal.device.id`` as ``cuda``, like IREE's CUDA driver.
+
+UNVERIFIED ON HARDWARE: no NVIDIA GPU was at hand where this was written; only its refusal without a driver
+is tested there. ``benchmarks/cuda_device_check.py`` is the check to run on a GPU machine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from engine.errors import ExecutableFormatError, HalError
+from engine.runtime.hal.buffers import Allocation
+from engine.runtime.hal.commands import BindingTableEntry, HalCommandBuffer, ResolvedRange
+from engine.runtime.hal.cuda.abi import BindingAddress, kernel_params, kernel_payload, launch_shape
+from engine.runtime.hal.cuda.context import CudaContext, CudaKernel
+from engine.runtime.hal.device import Device, HalExecutable, aligned_zeros
+from engine.runtime.vm.native import StatusCode, VmStatusError
+from engine.runtime.vmfb.cda1 import CUDA_FORMAT, CudaExecutableDef, CudaExportDef, read_cda1
+
+
+class CudaAllocation(Allocation):
+    """Host memory with a device copy; ``host_newer``/``device_newer`` say which side to copy from."""
+
+    def __init__(self, data: np.ndarray, device: CudaHalDevice, origin: str):
+        super().__init__(data, device, origin)
+        self.host_newer = True
+        self.device_newer = False
+        self.device_pointer = 0  # 0: no device copy yet
+
+    @property
+    def cuda_device(self) -> CudaHalDevice:
+        return self.device  # type: ignore[return-value]
+
+    def _host_side(self) -> None:
+        """Make the host bytes current: wait for queued work that reads them, copy back what the GPU wrote."""
+        hal_device = self.cuda_device
+        if self.device_newer:
+            hal_device.cuda.download(self.device_pointer, self.data)
+            hal_device.pending = False
+            self.device_newer = False
+        else:
+            hal_device.settle()  # a queued upload still reads these bytes
+
+    def read_view(self, offset: int, length: int) -> np.ndarray:
+        self._host_side()
+        return self.data[offset : offset + length]
+
+    def write_view(self, offset: int, length: int) -> np.ndarray:
+        self._host_side()
+        self.host_newer = True
+        return self.data[offset : offset + length]
+
+    def restore_checkpoint(self, state: tuple[int, np.ndarray | None]) -> None:
+        if state[1] is not None:
+            self.cuda_device.settle()
+            self.device_newer = False  # the restored bytes replace the device's: no read-back first
+            self.host_newer = True
+        super().restore_checkpoint(state)
+
+    def on_device(self) -> int:
+        """The device pointer of an up-to-date device copy (allocated and upload queued as needed)."""
+        hal_device = self.cuda_device
+        if not self.device_pointer:
+            self.device_pointer = hal_device.cuda.allocate(self.size)
+            self.host_newer = True
+        if self.host_newer:
+            if self.size:
+                hal_device.cuda.upload(self.device_pointer, self.data)
+                hal_device.pending = True
+            self.host_newer = False
+        return self.device_pointer
+
+
+@dataclass(frozen=True)
+class CudaExecutable:
+    """A loaded CDA1 executable: its definition and one kernel per export."""
+
+    definition: CudaExecutableDef
+    kernels: tuple[CudaKernel, ...]
+
+    def export(self, ordinal: int) -> CudaExportDef:
+        if not 0 <= ordinal < len(self.kernels):
+            raise VmStatusError(
+                StatusCode.INVALID_ARGUMENT, f"export ordinal {ordinal} out of range ({len(self.kernels)} exports)"
+            )
+        return self.definition.exports[ordinal]
+
+
+class CudaHalDevice(Device):
+    """The HAL device over CUDA device ``index`` (``cuda://N``)."""
+
+    identifier = "cuda"
+
+    def __init__(self, index: int = 0, name: str | None = None, context: Any = None):
+        self.cuda = context if context is not None else CudaContext(index)
+        self.pending = False  # work queued on the stream since its last synchronisation
+        super().__init__(name or f"cuda ({self.cuda.info.name})")
+
+    def supports_format(self, executable_format: str) -> bool:
+        return executable_format == CUDA_FORMAT
+
+    def settle(self) -> None:
+        """Wait for the stream (a launch's errors surface here, as IREE's do at a semaphore wait)."""
+        if self.pending:
+            self.pending = False
+            try:
+                self.cuda.synchronize()
+            except HalError as e:
+                raise VmStatusError(StatusCode.INTERNAL, str(e)) from None
+
+    def new_allocation(self, size: int, origin: str) -> Allocation:
+        return CudaAllocation(aligned_zeros(size), self, origin)
+
+    def import_allocation(self, data: np.ndarray, origin: str) -> Allocation | None:
+        return None  # device memory cannot alias host memory: programs fall back to allocate + copy
+
+    def load_executable_binary(
+        self, executable_format: str, data: np.ndarray, constants: tuple[int, ...], label: str
+    ) -> HalExecutable:
+        if executable_format != CUDA_FORMAT:
+            return super().load_executable_binary(executable_format, data, constants, label)
+        if constants:
+            raise VmStatusError(
+                StatusCode.INVALID_ARGUMENT, f"executable {label}: CUDA executables take no executable constants"
+            )
+        try:
+            definition = read_cda1(np.asarray(data, dtype=np.uint8))
+            modules = [self.cuda.load_module(m.ptx) for m in definition.modules]
+            kernels = tuple(
+                self.cuda.kernel(modules[e.module_ordinal], e.kernel_name, e.block_shared_memory_size)
+                for e in definition.exports
+            )
+        except (ExecutableFormatError, HalError) as e:
+            raise VmStatusError(StatusCode.INVALID_ARGUMENT, f"cannot load executable {label}: {e}") from None
+        impl = CudaExecutable(definition, kernels)
+        return HalExecutable(self, executable_format, label, list(definition.export_names), impl)
+
+    def run_dispatch(
+        self,
+        executable: HalExecutable,
+        ordinal: int,
+        workgroup_count: tuple[int, int, int],
+        constants: tuple[int, ...],
+        bindings: list[ResolvedRange],
+    ) -> None:
+        """Queue one launch on the stream (uploads first); the host waits only when it needs bytes."""
+        impl: CudaExecutable = executable.impl
+        export = impl.export(ordinal)
+        addresses = []
+        touched: list[CudaAllocation] = []
+        for b in bindings:
+            if b.buffer is None:
+                addresses.append(BindingAddress(0))
+                continue
+            allocation = b.buffer.allocation
+            if not isinstance(allocation, CudaAllocation) or allocation.device is not self:
+                raise VmStatusError(
+                    StatusCode.INVALID_ARGUMENT, f"binding buffer {b.buffer!r} does not belong to {self.name}"
+                )
+            start, _ = b.buffer.resolve(b.offset, b.length)
+            addresses.append(BindingAddress(allocation.on_device(), start))
+            touched.append(allocation)
+        try:
+            payload = kernel_payload(export, addresses, constants)
+            self.cuda.launch(impl.kernels[ordinal], launch_shape(export, workgroup_count), kernel_params(payload))
+        except HalError as e:
+            raise VmStatusError(StatusCode.INVALID_ARGUMENT, str(e)) from None
+        self.pending = True
+        for allocation in touched:
+            allocation.device_newer = True  # the kernel may have written any binding
+
+    def run_batch(
+        self, command_buffer: HalCommandBuffer, start: int, end: int, table: list[BindingTableEntry]
+    ) -> None:
+        """The stretch's launches queued one after another on the stream, then one synchronisation."""
+        super().run_batch(command_buffer, start, end, table)
+        self.settle()
+
+    def dispatch(self, *args: Any, **kwargs: Any) -> Any:
+        """A watched dispatch: observers read its bindings (which waits for the stream); then wait for it."""
+        result = super().dispatch(*args, **kwargs)
+        self.settle()
+        return result

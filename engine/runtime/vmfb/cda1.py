@@ -1,0 +1,193 @@
+"""The ``CDA1`` executable of IREE 3.13's CUDA target (``cuda-nvptx-fb``), parsed into plain data.
+
+A CUDA executable is a 64-byte ``iree_flatbuffer_file_header_t`` (magic ``CDA1``, version 0, content size)
+followed by a FlatBuffer whose file identifier is also ``CDA1``. Its schema is IREE's
+``runtime/src/iree/schemas/cuda_executable_def.fbs``: exports (kernel name, block dims, dynamic shared
+memory, constant count, one flag word per binding, debug info), modules (each a PTX image as text) and
+the embedded source files.
+
+IREE's CUDA HAL launches an export with ``cuLaunchKernel`` on the kernel named ``kernel_name`` in the
+export's module, the block size ``block_dims`` and ``block_shared_memory_size`` bytes of dynamic shared
+memory; its arguments are the bindings then the constants (``engine.runtime.hal.cuda_abi``).
+
+Every read is bounds-checked (``engine.runtime.vmfb.flatbuffer``); a malformed executable raises
+:class:`ExecutableFormatError` naming the table path and byte offset.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.errors import ExecutableFormatError
+from engine.runtime.vmfb.flatbuffer import FlatBuffer
+
+CDA1_MAGIC = b"CDA1"
+HEADER_SIZE = 64
+CUDA_FORMAT = "cuda-nvptx-fb"
+
+# BindingBits (bit flags of a uint64 per binding).
+BINDING_READ_ONLY = 1 << 0
+BINDING_INDIRECT = 1 << 1
+
+# IREE's CUDA HAL limits (runtime/src/iree/hal/drivers/cuda/native_executable.h): an executable beyond
+# them is refused when it is loaded.
+MAX_DISPATCH_BINDING_COUNT = 16
+MAX_DISPATCH_CONSTANT_COUNT = 64
+
+
+@dataclass(frozen=True)
+class SourceLocation:
+    filename: str
+    line: int
+
+
+@dataclass(frozen=True)
+class CudaExportDef:
+    """One exported kernel (``ExportDef``)."""
+
+    module_ordinal: int
+    kernel_name: str
+    block_dims: tuple[int, int, int]
+    block_shared_memory_size: int  # bytes of dynamic shared memory per block
+    constant_count: int  # 32-bit push constants, passed after the bindings
+    binding_flags: tuple[int, ...]  # one BindingBits word per binding
+    debug_name: str | None = None
+    location: SourceLocation | None = None
+
+    @property
+    def binding_count(self) -> int:
+        return len(self.binding_flags)
+
+    def binding_read_only(self, binding: int) -> bool:
+        return bool(self.binding_flags[binding] & BINDING_READ_ONLY)
+
+
+@dataclass(frozen=True)
+class CudaModuleDef:
+    ptx: str  # the PTX image as IREE embedded it (text)
+
+
+@dataclass(frozen=True)
+class CudaSourceFile:
+    path: str
+    content: bytes
+
+
+@dataclass(frozen=True)
+class CudaExecutableDef:
+    """A parsed ``CDA1`` executable."""
+
+    exports: tuple[CudaExportDef, ...]
+    modules: tuple[CudaModuleDef, ...]
+    source_files: tuple[CudaSourceFile, ...]
+
+    @property
+    def export_names(self) -> tuple[str, ...]:
+        return tuple(e.kernel_name for e in self.exports)
+
+    def export_index(self, name: str) -> int:
+        for i, e in enumerate(self.exports):
+            if e.kernel_name == name:
+                return i
+        raise KeyError(f"no export {name!r}; this executable has {', '.join(self.export_names)}")
+
+    def ptx_of(self, export_ordinal: int) -> str:
+        """The PTX text of the module holding export ``export_ordinal``."""
+        return self.modules[self.exports[export_ordinal].module_ordinal].ptx
+
+
+def is_cda1(data: bytes | memoryview) -> bool:
+    """Whether ``data`` starts with a CDA1 executable header."""
+    return bytes(data[:4]) == CDA1_MAGIC
+
+
+def read_cda1(data: bytes | bytearray | memoryview | np.ndarray) -> CudaExecutableDef:
+    """Parse a ``CDA1`` executable (header + FlatBuffer)."""
+    mv = memoryview(data).cast("B") if not isinstance(data, np.ndarray) else memoryview(data.view(np.uint8))
+    if len(mv) < HEADER_SIZE:
+        raise ExecutableFormatError(
+            f"CDA1 executable is {len(mv)} bytes, shorter than its {HEADER_SIZE}-byte header", where="byte 0"
+        )
+    magic = bytes(mv[:4])
+    if magic != CDA1_MAGIC:
+        raise ExecutableFormatError(f"not a CDA1 (CUDA) executable (magic {magic!r})", where="byte 0")
+    version, content_size = struct.unpack_from("<IQ", mv, 4)
+    if version != 0:
+        raise ExecutableFormatError(f"unsupported CDA1 header version {version}", where="byte 4")
+    if content_size > len(mv) - HEADER_SIZE or content_size < 8:
+        raise ExecutableFormatError(
+            f"CDA1 content size {content_size} does not fit the {len(mv) - HEADER_SIZE} bytes after the header",
+            where="byte 8",
+        )
+    fb = FlatBuffer(mv, HEADER_SIZE, HEADER_SIZE + content_size, error=ExecutableFormatError)
+    root = fb.root("ExecutableDef", expect_identifier=CDA1_MAGIC)
+
+    exports = []
+    for t in root.tables(0, "exports"):
+        name = t.string(1, "kernel_name")
+        if name is None:
+            raise ExecutableFormatError("malformed CDA1 executable: an export has no kernel_name", where=t.path)
+        dims_pos = t.field_pos(2)  # BlockDims is a struct stored inline in the table
+        dims = (
+            tuple(fb.u32(dims_pos + 4 * k, f"{t.path}.block_dims") for k in range(3)) if dims_pos else (1, 1, 1)
+        )
+        debug_name = location = None
+        debug = t.table(6, "debug_info")
+        if debug is not None:
+            debug_name = debug.string(0, "name")
+            loc = debug.table(1, "location")
+            if loc is not None:
+                location = SourceLocation(loc.string(0, "filename") or "", loc.scalar(1, "i32", name="line"))
+        exports.append(
+            CudaExportDef(
+                module_ordinal=t.scalar(0, "u32", name="module_ordinal"),
+                kernel_name=name,
+                block_dims=(int(dims[0]), int(dims[1]), int(dims[2])),
+                block_shared_memory_size=t.scalar(3, "u32", name="block_shared_memory_size"),
+                constant_count=t.scalar(4, "u32", name="constant_count"),
+                binding_flags=tuple(int(f) for f in t.scalars(5, "u64", "binding_flags")),
+                debug_name=debug_name,
+                location=location,
+            )
+        )
+
+    modules = []
+    for t in root.tables(1, "modules"):
+        ptx = t.string(0, "ptx_image")
+        if not ptx:
+            raise ExecutableFormatError("malformed CDA1 executable: a module has no PTX image", where=t.path)
+        modules.append(CudaModuleDef(ptx))
+
+    sources = []
+    for t in root.tables(2, "source_files"):
+        content = t.byte_vector(1, "content")
+        sources.append(CudaSourceFile(t.string(0, "path") or "", bytes(content) if content is not None else b""))
+
+    exe = CudaExecutableDef(tuple(exports), tuple(modules), tuple(sources))
+    _check(exe)
+    return exe
+
+
+def _check(exe: CudaExecutableDef) -> None:
+    """IREE's load-time checks that need no device (native_executable.c)."""
+    for i, e in enumerate(exe.exports):
+        where = f"ExecutableDef.exports[{i}]"
+        if e.module_ordinal >= len(exe.modules):
+            raise ExecutableFormatError(
+                f"module_ordinal {e.module_ordinal} out of range ({len(exe.modules)} modules)", where=where
+            )
+        if e.constant_count > MAX_DISPATCH_CONSTANT_COUNT:
+            raise ExecutableFormatError(
+                f"constant_count {e.constant_count} exceeds IREE's maximum of {MAX_DISPATCH_CONSTANT_COUNT}",
+                where=where,
+            )
+        if e.binding_count > MAX_DISPATCH_BINDING_COUNT:
+            raise ExecutableFormatError(
+                f"binding count {e.binding_count} exceeds IREE's maximum of {MAX_DISPATCH_BINDING_COUNT}",
+                where=where,
+            )
+        if 0 in e.block_dims:
+            raise ExecutableFormatError(f"block_dims {e.block_dims} has a zero dimension", where=where)

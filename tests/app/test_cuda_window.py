@@ -1,0 +1,61 @@
+"""A CUDA build in the window on a machine without a CUDA driver: the module view shows its kernels and PTX,
+opening it says in the driver's one sentence why it cannot run here, and the Device panel says why no CUDA
+device is listed. (With a driver, the panel's listing is checked by tests/test_cuda_executables.py.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from support import compile_for
+
+from app import engine_adapter
+from engine.runtime.hal.cuda.driver import NO_DRIVER, driver_present
+from engine.runtime.vmfb.cda1 import read_cda1
+from engine.runtime.vmfb.module import open_vmfb
+
+TIMEOUT = 60_000
+PROGRAM = """
+func.func @scale(%a: tensor<64xf32>) -> tensor<64xf32> {
+  %0 = arith.mulf %a, %a : tensor<64xf32>
+  return %0 : tensor<64xf32>
+}
+"""
+
+pytestmark = pytest.mark.skipif(driver_present(), reason="a CUDA driver is present: these check the no-driver window")
+
+
+@pytest.fixture
+def cuda_build(tmp_path) -> Path:
+    source = tmp_path / "scale.mlir"
+    source.write_text(PROGRAM)
+    return compile_for(source, tmp_path / "scale_cuda.vmfb", "cuda")
+
+
+def test_module_view_shows_cuda_kernels_and_their_ptx(cuda_build):
+    module = open_vmfb(cuda_build)
+    [exe] = module.executables
+    cuda = read_cda1(exe.data)
+    assert engine_adapter.text_title(exe) == "PTX"
+    assert engine_adapter.executable_entry_points(exe) == list(cuda.export_names)
+    text = engine_adapter.executable_text(module, exe)
+    assert ".target sm_80" in text  # the PTX itself, as text
+    assert f".entry {cuda.export_names[0]}(" in text
+    x, y, z = cuda.exports[0].block_dims
+    assert f"block {x}x{y}x{z}" in text
+    assert "bindings (read-only, read-write)" in text
+
+
+def test_opening_a_cuda_build_says_there_is_no_driver(qtbot, main_window, cuda_build):
+    window = main_window
+    devices = window.panels["device"]
+    qtbot.waitUntil(lambda: devices.listed and devices.cuda_missing is not None, timeout=TIMEOUT)
+    assert devices.cuda_status.text() == f"CUDA is not available: {NO_DRIVER}"
+    assert all(not str(devices.combo.itemData(i)).startswith("cuda") for i in range(devices.combo.count()))
+    window.open_file(cuda_build)
+    qtbot.waitUntil(lambda: window.workbench.state.mismatch is not None, timeout=TIMEOUT)
+    assert window.workbench.state.mismatch.needs == "cuda"
+    text = window.mismatch_bar.label.text()
+    assert "built for a CUDA device (cuda-nvptx-fb)" in text
+    assert NO_DRIVER[0].upper() + NO_DRIVER[1:] in text
+    assert window.workbench.device == "local-sync"  # nothing runs it here: it stays where it was

@@ -1,0 +1,193 @@
+"""IREE's CUDA builds without a GPU: CDA1 executables read from real .vmfbs that iree-compile built here
+(exports checked against the PTX IREE embedded and against iree-dump-module's dispatch calls), IREE's
+kernel argument packing, and the device choice with its errors on a machine without a CUDA driver.
+What needs a GPU skips with the reason."""
+
+from __future__ import annotations
+
+import ctypes
+import re
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+from support import compile_for, lens_in_process, tool_call_sites
+
+from engine.errors import CudaUnavailableError, ExecutableFormatError, HalError
+from engine.runtime.hal.cuda.abi import BindingAddress, kernel_params, kernel_payload, launch_shape
+from engine.runtime.hal.cuda.driver import NO_DRIVER, driver_present, list_cuda_devices
+from engine.runtime.hal.devices import create_device, device_kind, formats_kind, runs_formats
+from engine.runtime.vmfb.cda1 import read_cda1
+from engine.runtime.vmfb.executables import describe_executable
+from engine.runtime.vmfb.module import open_vmfb
+
+HAS_DRIVER = driver_present()
+NEEDS_NO_DRIVER = pytest.mark.skipif(HAS_DRIVER, reason="a CUDA driver is present: the no-driver sentence cannot show")
+NEEDS_GPU = pytest.mark.skipif(not HAS_DRIVER, reason=NO_DRIVER)
+
+# One dynamic-shape elementwise dispatch (push constants for the sizes) and one static matmul (a 2-D block).
+PROGRAM = """
+func.func @main(%a: tensor<?xf32>, %b: tensor<?xf32>) -> tensor<?xf32> {
+  %0 = arith.addf %a, %b : tensor<?xf32>
+  return %0 : tensor<?xf32>
+}
+func.func @mm(%a: tensor<16x32xf32>, %b: tensor<32x8xf32>) -> tensor<16x8xf32> {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<16x8xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<16x8xf32>) -> tensor<16x8xf32>
+  %r = linalg.matmul ins(%a, %b : tensor<16x32xf32>, tensor<32x8xf32>) outs(%f : tensor<16x8xf32>) -> tensor<16x8xf32>
+  return %r : tensor<16x8xf32>
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def cuda_build(tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp("cuda")
+    source = tmp / "program.mlir"
+    source.write_text(PROGRAM)
+    return compile_for(source, tmp / "program_cuda.vmfb", "cuda")
+
+
+def _ptx_entries(ptx: str) -> dict[str, tuple[list[str], tuple[int, int, int] | None]]:
+    """Each ``.entry`` of a PTX text: its parameters' types and its ``.maxntid`` (read from the text)."""
+    entries = {}
+    for m in re.finditer(r"\.entry (\w+)\((.*?)\)\s*(\.maxntid (\d+), (\d+), (\d+))?", ptx, re.DOTALL):
+        params = re.findall(r"\.param (\.\w+)", m[2])
+        block = (int(m[4]), int(m[5]), int(m[6])) if m[3] else None
+        entries[m[1]] = (params, block)
+    return entries
+
+
+def test_cda1_exports_match_the_embedded_ptx_and_iree_dump_module(cuda_build):
+    module = open_vmfb(cuda_build)
+    [exe] = module.executables
+    assert exe.format == "cuda-nvptx-fb"
+    cuda = read_cda1(exe.data)
+    dispatched = {name for _, _, name, _ in tool_call_sites(cuda_build)}
+    assert set(cuda.export_names) == dispatched  # every export is one iree-dump-module sees dispatched
+    assert len(cuda.export_names) == 2
+    for i, export in enumerate(cuda.exports):
+        params, block = _ptx_entries(cuda.ptx_of(i))[export.kernel_name]
+        # IREE's CUDA ABI: one 64-bit pointer per binding, then one 32-bit value per constant.
+        assert params == [".u64"] * export.binding_count + [".b32"] * export.constant_count
+        assert block == export.block_dims
+        # The location is the dispatch's function's line in the source (main's or mm's).
+        function = export.kernel_name.split("_dispatch_")[0]
+        line = next(n for n, text in enumerate(PROGRAM.splitlines(), 1) if f"func.func @{function}(" in text)
+        assert export.location is not None and Path(export.location.filename).name == "program.mlir"
+        assert export.location.line == line
+    elementwise = cuda.exports[cuda.export_index(next(n for n in cuda.export_names if "elementwise" in n))]
+    assert elementwise.constant_count > 0  # the dynamic sizes
+    assert [elementwise.binding_read_only(b) for b in range(3)] == [True, True, False]
+    matmul = next(e for e in cuda.exports if "matmul" in e.kernel_name)
+    assert matmul.block_dims[1] > 1  # a 2-D block, read from the inline struct
+    text = describe_executable(exe)
+    assert all(f"kernel {n}" in text for n in cuda.export_names)
+
+
+def test_damaged_cda1_is_a_format_error(cuda_build):
+    data = bytes(open_vmfb(cuda_build).executables[0].data)
+    with pytest.raises(ExecutableFormatError, match="shorter than its 64-byte header"):
+        read_cda1(data[:20])
+    with pytest.raises(ExecutableFormatError, match="not a CDA1"):
+        read_cda1(b"VKE1" + data[4:])
+    with pytest.raises(ExecutableFormatError, match="content size"):
+        read_cda1(data[:4] + struct.pack("<IQ", 0, len(data)) + data[16:])
+    with pytest.raises(ExecutableFormatError):
+        read_cda1(data[:200])  # the header promises more than is there
+    # Random damage (seeded): a format error or a reading, never another exception.
+    rng = np.random.default_rng(34)
+    for _ in range(2000):
+        damaged = bytearray(data)
+        for at in rng.integers(0, len(damaged), rng.integers(1, 8)):
+            damaged[at] = rng.integers(0, 256)
+        try:
+            read_cda1(bytes(damaged))
+        except ExecutableFormatError:
+            pass
+
+
+def test_kernel_arguments_are_packed_as_iree_packs_them(cuda_build):
+    cuda = read_cda1(open_vmfb(cuda_build).executables[0].data)
+    export = next(e for e in cuda.exports if e.constant_count)
+    bindings = [BindingAddress(0x7F0000001000, 256, 64), BindingAddress(0), BindingAddress(0x7F0000900000)]
+    constants = [7, 0xFFFFFFFF, 0x80000000, 3][: export.constant_count]
+    payload = kernel_payload(export, bindings, constants)
+    # Independently: IREE's slots are 8 bytes each, pointers = base + buffer offset + binding offset (0 when
+    # no buffer), each constant in the low 4 bytes of its slot.
+    expected = struct.pack("<QQQ", 0x7F0000001000 + 256 + 64, 0, 0x7F0000900000) + b"".join(
+        struct.pack("<II", c, 0) for c in constants
+    )
+    assert payload.tobytes() == expected
+    params = kernel_params(payload)
+    assert len(params) == export.binding_count + export.constant_count
+    assert ctypes.c_uint64.from_address(params[0]).value == 0x7F0000001000 + 320
+    assert ctypes.c_uint32.from_address(params[export.binding_count + 1]).value == 0xFFFFFFFF
+    with pytest.raises(HalError, match="takes 3 bindings, the dispatch gives 2"):
+        kernel_payload(export, bindings[:2], constants)
+    with pytest.raises(HalError, match="constants"):
+        kernel_payload(export, bindings, [*constants, 1])
+    shape = launch_shape(export, (5, 1, 1))
+    assert shape.grid == (5, 1, 1) and shape.block == export.block_dims
+    assert launch_shape(export, (5, 1, 1), (64, 0, 0)).block == (64, *export.block_dims[1:])
+    assert np.array_equal(payload[: export.binding_count] != 0, [True, False, True])
+
+
+def test_a_cuda_build_needs_a_cuda_device(cuda_build):
+    formats = {x.format for x in open_vmfb(cuda_build).executables}
+    assert formats_kind(formats) == "cuda"
+    assert device_kind("cuda://0") == "cuda"
+    assert runs_formats("cuda", formats) and not runs_formats("local-sync", formats)
+    assert not runs_formats("vulkan", formats)
+    with pytest.raises(HalError, match="no HIP device"):
+        create_device("hip")
+    with pytest.raises(HalError, match="by its index"):
+        create_device("cuda://a100")
+
+
+@NEEDS_NO_DRIVER
+def test_without_a_driver_one_sentence_says_so(cuda_build):
+    with pytest.raises(CudaUnavailableError) as raised:
+        create_device("cuda")
+    assert str(raised.value) == NO_DRIVER
+    with pytest.raises(CudaUnavailableError):
+        list_cuda_devices()
+    # The debug run of a CUDA build, with no --device (local-sync by default): the sentence, not IREE's trap.
+    run = lens_in_process("run", "--engine=debug", cuda_build, "--function=mm",
+                          "--input=16x32xf32=1", "--input=32x8xf32=1")  # fmt: skip
+    assert run.returncode != 0
+    assert NO_DRIVER in run.stderr and "not found or unavailable" not in run.stderr
+    # The reference engine on the same build asks IREE's cuda driver, which names the missing library.
+    reference = lens_in_process("run", "--engine=reference", cuda_build, "--function=mm",
+                                "--input=16x32xf32=1", "--input=32x8xf32=1")  # fmt: skip
+    assert reference.returncode != 0 and "on cuda" in reference.stderr and "CUDA driver library" in reference.stderr
+    # diverge llvm-cpu vs CUDA: B defaults to the cuda device, which says the same sentence.
+    cpu_build = compile_for(Path(cuda_build).with_name("program.mlir"), Path(cuda_build).with_name("cpu.vmfb"), "llvm-cpu")
+    diverge = lens_in_process("diverge", cpu_build, cuda_build, "--function=mm",
+                              "--input=16x32xf32=1", "--input=32x8xf32=1")  # fmt: skip
+    assert diverge.returncode != 0 and NO_DRIVER in diverge.stderr
+    devices = lens_in_process("devices")
+    assert devices.returncode == 0
+    assert f"CUDA:\n  not available: {NO_DRIVER}" in devices.stdout
+
+
+@NEEDS_GPU
+def test_cuda_devices_are_listed_with_compute_capability():
+    devices = list_cuda_devices()
+    assert devices, "the driver loads but reports no device"
+    assert all(d.compute_capability[0] >= 3 and d.total_memory > 0 for d in devices)
+    listing = lens_in_process("devices").stdout
+    assert all(f"cuda://{d.index}  {d.name}" in listing for d in devices)
+
+
+@NEEDS_GPU
+def test_debug_run_on_cuda_equals_iree_runtime_bit_for_bit(cuda_build):
+    """The debug engine's CUDA device against IREE's CUDA driver, the same PTX: the same bits."""
+    inputs = ["--function=mm", "--input=16x32xf32=0.3", "--input=32x8xf32=1.7"]
+    debug = lens_in_process("run", "--engine=debug", "--device=cuda", cuda_build, *inputs)
+    reference = lens_in_process("run", "--engine=reference", "--device=cuda", cuda_build, *inputs)
+    assert debug.returncode == 0, debug.stderr
+    assert reference.returncode == 0, reference.stderr
+    assert debug.stdout.split("result[0]")[1] == reference.stdout.split("result[0]")[1]
