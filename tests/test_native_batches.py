@@ -239,6 +239,38 @@ def test_fills_and_copies_run_inside_the_native_batch_bit_identical(tmp_path):
         assert a.tobytes() == b.tobytes() == c.tobytes()
 
 
+def test_profile_zones_come_from_the_native_loop_one_per_dispatch(tmp_path):
+    """The zone recorder watches nothing on the CPU device: the command buffer still runs as one native call,
+    and each dispatch gets its own zone from the loop's clock (no "batch share"), in order, inside the
+    command buffer's zone; the outputs stay IREE's."""
+    from engine.trace.recorder import CAT_DISPATCH, CAT_QUEUE, ZoneRecorder
+
+    source = tmp_path / "transfers.mlir"
+    source.write_text(TRANSFERS)
+    vmfb = compile_program(str(source), "llvm-cpu", tmp_path)
+    inputs = [X, W, RNG.standard_normal((3, 5)).astype(np.float16)]
+    runner = DebugRunner(str(vmfb), "local-sync")
+    recorder = ZoneRecorder()
+    recorder.attach(runner.context.interpreter, runner.device)
+    before_calls, before = runner.device.native_calls, runner.device.dispatch_count
+    outputs = [v.array for v in runner.invoke("main", _tensors(inputs))]
+    recorder.detach(runner.context.interpreter, runner.device)
+    dispatches = runner.device.dispatch_count - before
+    assert dispatches >= 4
+    assert runner.device.native_calls - before_calls == 1  # not split dispatch by dispatch
+    zones = [row for row in recorder.rows if row[4] == CAT_DISPATCH]
+    assert len(zones) == dispatches
+    assert all("timing" not in recorder.payloads[row[5]] for row in zones)  # measured, not a share
+    starts, ends = [z[0] for z in zones], [z[1] for z in zones]
+    assert all(s <= e for s, e in zip(starts, ends))
+    assert starts[1:] == ends[:-1]  # each dispatch's zone starts where the one before ended
+    (queue,) = [row for row in recorder.rows if row[4] == CAT_QUEUE]
+    assert queue[0] <= starts[0] and ends[-1] <= queue[1]
+    reference = ReferenceRunner(str(vmfb), "local-sync").invoke("main", _tensors(inputs))
+    for mine, theirs in zip(outputs, reference, strict=True):
+        assert mine.tobytes() == theirs.array.tobytes()
+
+
 @pytest.mark.slow
 def test_squeezenet_batched_and_stepped_are_bit_identical_and_match_iree(tmp_path):
     source = MODELS / "squeezenet1_1.mlir.xz"

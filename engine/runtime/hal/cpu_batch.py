@@ -215,6 +215,9 @@ class CpuBatchPlan:
         self._aligned = np.arange(len(refs)) < dispatch_refs
         self._descriptors = descriptors
         self._descriptors_address = descriptors.ctypes.data
+        # The clock after each dispatch (``run(timed=True)``; the native loop writes it).
+        self._ends = np.zeros(max(len(self.dispatches), 1), np.int64)
+        self._ends_address = self._ends.ctypes.data
         self._ptr_at = np.asarray(ptr_at, np.int64)
         self._len_at = np.asarray(len_at, np.int64)
         # Where each binding's bytes come from: a slot of the binding table, or a direct buffer (the plan's
@@ -333,19 +336,26 @@ class CpuBatchPlan:
                 return False
         return True
 
-    def run(self, progress_address: int) -> tuple[int, int] | None:
+    def run(self, progress_address: int, timed: bool = False) -> tuple[int, int] | None:
         """Run every dispatch (after ``bind``), writing the index of each into the u64 at ``progress_address``
-        before it runs; ``(index, code)`` of the first that returned non-zero."""
+        before it runs; ``(index, code)`` of the first that returned non-zero. ``timed``: read the clock after
+        each dispatch (``dispatch_ends``)."""
         result = native_loop().run_batch(
             self._descriptors_address,
             len(self.commands),
             MXCSR_FLUSH_DENORMALS,
             machine_code().run_workgroups_address,
             progress_address,
+            self._ends_address if timed else None,
         )
         if result == BATCH_OK:
             return None
         return int(result) >> 32, int(result) & 0xFFFFFFFF
+
+    def dispatch_ends(self, count: int) -> list[int]:
+        """The ``time.perf_counter_ns`` at which each of the first ``count`` dispatches of the last timed
+        ``run`` ended."""
+        return self._ends[:count].tolist()
 
     def failed_workgroup(self, index: int) -> tuple[int, int, int]:
         """The workgroup dispatch ``index`` stopped at (its workgroup state after the run)."""

@@ -73,6 +73,8 @@ class CpuDevice(Device):
         ] = weakref.WeakKeyDictionary()
         self._native_calls = 0
 
+    times_batch_dispatches = True
+
     @property
     def native_calls(self) -> int:
         """How many calls of the native batch loop this device made (each runs one prepared plan)."""
@@ -134,17 +136,22 @@ class CpuDevice(Device):
         started = time.perf_counter_ns()
         progress = self.progress_cell
         ran = 0  # dispatches of the batch run so far
+        # Each dispatch's end time, for observers (profiles: a zone per dispatch); none without observers.
+        ends = self.batch_dispatch_ends if records is not None else None
         try:
             for segment in planned.segments:
                 if type(segment) is CpuBatchPlan:
                     progress[1] = ran
-                    self._run_plan(segment, table, records, progress)
+                    self._run_plan(segment, table, records, progress, ends)
                     ran += segment.count
                 else:
-                    if type(segment) is cmd.DispatchCommand:
+                    dispatch = type(segment) is cmd.DispatchCommand
+                    if dispatch:
                         progress[:] = (0, ran)
                         ran += 1
                     self.run_unwatched(segment, table, records)  # type: ignore[arg-type]
+                    if dispatch and ends is not None:
+                        ends.append(time.perf_counter_ns())
         except Exception as e:
             self.batch_failed(records, e)
             raise
@@ -174,6 +181,7 @@ class CpuDevice(Device):
         table: list[BindingTableEntry],
         records: BatchRecords | None,
         progress: np.ndarray,
+        ends: list[int] | None,
     ) -> None:
         with plan.lock:
             if plan.bind(table) is not None:
@@ -189,15 +197,21 @@ class CpuDevice(Device):
                     if records is not None:  # before it runs: a failure names it
                         records.add_unmade((command,), self.dispatch_count)
                     self.run_unwatched(command, table, None)
+                    if ends is not None:
+                        ends.append(time.perf_counter_ns())
                 return
             if records is not None:
                 records.add_unmade(plan.dispatches, self.dispatch_count)
             self._native_calls += 1
-            failure = plan.run(self.progress_address)
+            failure = plan.run(self.progress_address, timed=ends is not None)
             if failure is None:
                 self.count_dispatches(plan.count)
+                if ends is not None:
+                    ends.extend(plan.dispatch_ends(plan.count))
                 return
             index, code = failure
+            if ends is not None:
+                ends.extend(plan.dispatch_ends(index))
             self.count_dispatches(index + 1)
             if records is not None:
                 records.truncate(len(records) - plan.count + index + 1)

@@ -358,11 +358,22 @@ class Device:
         self._progress = np.zeros(2, np.uint64)
         self._progress_address = int(self._progress.ctypes.data)
         self._dispatches = 0
+        self._batch_ends: list[int] = []  # see ``batch_dispatch_ends``
         # Per command buffer: (its version, indices of its dispatch commands, those commands), for planning.
         self._positions: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._pending: list[_PendingWork] = []
         self._pumping = False
         self._lock = threading.RLock()
+
+    # Whether ``batch_dispatch_ends`` times each dispatch of a batch (the CPU device's native loop reads a
+    # clock after each): an observer that only needs times then need not watch dispatches one by one.
+    times_batch_dispatches = False
+
+    @property
+    def batch_dispatch_ends(self) -> list[int]:
+        """While observers are told ``dispatch_batch``: the ``time.perf_counter_ns`` at which each of its
+        dispatches ended, in order (empty where the device does not time them, ``times_batch_dispatches``)."""
+        return self._batch_ends
 
     # -- capabilities (override)
 
@@ -696,6 +707,7 @@ class Device:
         """Tell the observers a batch of ``dispatches`` starts (``batch_starting``) and make its records
         (None without observers)."""
         self._progress[:] = (0, 0)
+        self._batch_ends = []
         if not self.observers:
             return None
         for observer in list(self.observers):

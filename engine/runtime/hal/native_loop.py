@@ -7,7 +7,7 @@ workgroup state)`` of IREE's executable library ABI (``cpu_abi``), calling the w
 return, like local-sync). A ctypes call per dispatch costs about a microsecond of Python; here Python
 runs once per batch.
 
-    i64 run_batch(u64* descriptors, i64 count, i32 mxcsr_bits, run_workgroups_fn, i64* progress)
+    i64 run_batch(u64* descriptors, i64 count, i32 mxcsr_bits, run_workgroups_fn, i64* progress, i64* times)
       -> -1 when every dispatch returned 0, else (index << 32) | (u32) code of the first that did not
 
 A descriptor whose function word is 0 is a transfer on host memory, run in the same loop so that a command
@@ -15,6 +15,10 @@ buffer's fills and copies do not cut it into several native calls: its second wo
 ``TRANSFER_COPY`` and its third the address of a record of four words ``(target, length, source address or
 fill pattern, pattern size 1/2/4)`` (checked by the caller: a copy is a ``memmove``, a fill stores the
 pattern ``length / size`` times). Transfers never fail and are not counted: indices are dispatch indices.
+
+``times`` (NULL: none) gets, at the index of each dispatch that returned 0, the CLOCK_MONOTONIC time in
+nanoseconds (Python's ``time.perf_counter_ns`` on Linux) just after it: profiles get one zone per dispatch
+without running them one at a time.
 
 ``*progress`` is the index of the dispatch running (written before each): a session in a child process
 keeps it in shared memory, so when a kernel takes the process down its parent can name the dispatch.
@@ -36,9 +40,12 @@ TRANSFER_WORDS = 4  # (target, length, source or pattern, pattern size)
 _IR = r"""
 declare void @llvm.memmove.p0i8.p0i8.i64(i8*, i8*, i64, i1)
 declare void @llvm.memset.p0i8.i64(i8*, i8, i64, i1)
+declare i32 @clock_gettime(i32, { i64, i64 }*)
 
-define i64 @run_batch(i64* %descs, i64 %count, i32 %mxcsr, i64 %run_workgroups, i64* %progress) {
+define i64 @run_batch(i64* %descs, i64 %count, i32 %mxcsr, i64 %run_workgroups, i64* %progress, i64* %times) {
 entry:
+  %ts = alloca { i64, i64 }
+  %timed = icmp ne i64* %times, null
   %rw = inttoptr i64 %run_workgroups to i32 (i64, i64, i64, i64, i32)*
   %iv = alloca i64
   %dv = alloca i64
@@ -73,6 +80,17 @@ dispatch:
 dispatched:
   %d1 = add i64 %d, 1
   store i64 %d1, i64* %dv
+  br i1 %timed, label %clock, label %next
+clock:
+  %cg = call i32 @clock_gettime(i32 1, { i64, i64 }* %ts)
+  %tsp = getelementptr { i64, i64 }, { i64, i64 }* %ts, i32 0, i32 0
+  %sec = load i64, i64* %tsp
+  %tnp = getelementptr { i64, i64 }, { i64, i64 }* %ts, i32 0, i32 1
+  %nsec = load i64, i64* %tnp
+  %secns = mul i64 %sec, 1000000000
+  %now = add i64 %secns, %nsec
+  %tq = getelementptr i64, i64* %times, i64 %d
+  store i64 %now, i64* %tq
   br label %next
 transfer:
   %rec = inttoptr i64 %ds to i64*
@@ -140,7 +158,13 @@ done:
 """
 
 BATCH_FN = ctypes.CFUNCTYPE(
-    ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_void_p
+    ctypes.c_int64,
+    ctypes.c_void_p,
+    ctypes.c_int64,
+    ctypes.c_uint32,
+    ctypes.c_uint64,
+    ctypes.c_void_p,
+    ctypes.c_void_p,
 )
 
 
