@@ -51,6 +51,7 @@ class LensContext(QObject):
     pcChanged = Signal(object)  # int | None
     dispatchChanged = Signal(object)  # str | None
     phaseChanged = Signal(object)  # str | None
+    timeChanged = Signal(object)  # float | None
     compilationChanged = Signal(object)  # Compilation | None
     positionChanged = Signal(object)  # Position
 

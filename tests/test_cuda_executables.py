@@ -97,6 +97,16 @@ def test_damaged_cda1_is_a_format_error(cuda_build):
         read_cda1(data[:4] + struct.pack("<IQ", 0, len(data)) + data[16:])
     with pytest.raises(ExecutableFormatError):
         read_cda1(data[:200])  # the header promises more than is there
+    # Random damage (seeded): a format error or a reading, never another exception.
+    rng = np.random.default_rng(34)
+    for _ in range(2000):
+        damaged = bytearray(data)
+        for at in rng.integers(0, len(damaged), rng.integers(1, 8)):
+            damaged[at] = rng.integers(0, 256)
+        try:
+            read_cda1(bytes(damaged))
+        except ExecutableFormatError:
+            pass
 
 
 def test_kernel_arguments_are_packed_as_iree_packs_them(cuda_build):
@@ -149,6 +159,10 @@ def test_without_a_driver_one_sentence_says_so(cuda_build):
                           "--input=16x32xf32=1", "--input=32x8xf32=1")  # fmt: skip
     assert run.returncode != 0
     assert NO_DRIVER in run.stderr and "not found or unavailable" not in run.stderr
+    # The reference engine on the same build asks IREE's cuda driver, which names the missing library.
+    reference = lens_in_process("run", "--engine=reference", cuda_build, "--function=mm",
+                                "--input=16x32xf32=1", "--input=32x8xf32=1")  # fmt: skip
+    assert reference.returncode != 0 and "on cuda" in reference.stderr and "CUDA driver library" in reference.stderr
     # diverge llvm-cpu vs CUDA: B defaults to the cuda device, which says the same sentence.
     cpu_build = compile_for(Path(cuda_build).with_name("program.mlir"), Path(cuda_build).with_name("cpu.vmfb"), "llvm-cpu")
     diverge = lens_in_process("diverge", cpu_build, cuda_build, "--function=mm",

@@ -190,6 +190,55 @@ def test_a_condition_armed_while_parked_takes_effect_at_the_next_dispatch(sessio
     assert np.allclose(done.outputs[0].to_numpy(), expected)
 
 
+TRANSFERS = """
+func.func @main(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>, %h: tensor<3x5xf16>)
+    -> (tensor<4x16xf32>, tensor<6x9xf16>, tensor<12x8xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x8xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %a = linalg.matmul ins(%x, %w : tensor<4x8xf32>, tensor<8x8xf32>) outs(%f : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %cat = tensor.concat dim(1) %a, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x16xf32>
+  %pv = arith.constant 1.5 : f16
+  %p = tensor.pad %h low[1, 2] high[2, 2] {
+  ^bb0(%i: index, %j: index):
+    tensor.yield %pv : f16
+  } : tensor<3x5xf16> to tensor<6x9xf16>
+  %c0 = tensor.concat dim(0) %x, %a, %x : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<12x8xf32>
+  return %cat, %p, %c0 : tensor<4x16xf32>, tensor<6x9xf16>, tensor<12x8xf32>
+}
+"""
+
+
+def test_fills_and_copies_run_inside_the_native_batch_bit_identical(tmp_path):
+    """A command buffer with a 2-byte fill (the pad's f16 1.5) and copies (the concatenations) between
+    its dispatches runs as one native call; the results equal IREE's runtime's, the stepped run's and those
+    of a run whose transfers go one at a time (a transfer listener must see each, so they cut the plan)."""
+    source = tmp_path / "transfers.mlir"
+    source.write_text(TRANSFERS)
+    vmfb = compile_program(str(source), "llvm-cpu", tmp_path)
+    h = RNG.standard_normal((3, 5)).astype(np.float16)
+    inputs = [X, W, h]
+    reference = ReferenceRunner(str(vmfb), "local-sync").invoke("main", _tensors(inputs))
+    log = BatchLog()
+    runner, batched = _run(vmfb, "main", inputs, log)
+    assert len(log.batches) == 1  # nothing watched: the command buffer is one batch...
+    assert runner.device.native_calls == 1  # ...and, transfers included, one native call
+    for mine, theirs in zip(batched, reference, strict=True):
+        assert mine.tobytes() == theirs.array.tobytes()
+    assert batched[1][0, 0] == np.float16(1.5) and batched[1][1, 2] == h[0, 0]  # the fill ran
+
+    listening = DebugRunner(str(vmfb), "local-sync")
+    kinds: list[str] = []
+    listening.device.transfer_listeners.append(lambda transfer: kinds.append(transfer.kind))
+    one_at_a_time = [v.array for v in listening.invoke("main", _tensors(inputs))]
+    assert "fill" in kinds and "copy" in kinds  # the program really has transfers between dispatches
+    assert listening.device.native_calls > 1  # which cut the command buffer
+    watcher = WatchAll()
+    _, stepped = _run(vmfb, "main", inputs, watcher)
+    for a, b, c in zip(batched, one_at_a_time, stepped, strict=True):
+        assert a.tobytes() == b.tobytes() == c.tobytes()
+
+
 @pytest.mark.slow
 def test_squeezenet_batched_and_stepped_are_bit_identical_and_match_iree(tmp_path):
     source = MODELS / "squeezenet1_1.mlir.xz"

@@ -56,6 +56,7 @@ def add_parser(subparsers) -> None:
 def _runner(args, checks: CheckRecorder | None):
     """The engine's runner; with ``checks``, the ``check`` module (IREE's e2e expectations) is linked in."""
     replacements = _replacements(args)
+    args.device = _cuda_device_for_cuda_build(args.module, args.device)
     if args.engine == "reference":
         from engine.runtime.reference import ReferenceRunner
 
@@ -74,7 +75,6 @@ def _runner(args, checks: CheckRecorder | None):
         return ReferenceRunner(module_path, args.device, extra_modules=extra)
     from engine.runtime.debug_runner import DebugRunner
 
-    args.device = _cuda_device_for_cuda_build(args.module, args.device)
     trace = (lambda line: print(line)) if args.trace else None
     hal_module = None
     if replacements:
@@ -164,9 +164,9 @@ def _report_checks(checks: CheckRecorder | None) -> int:
 
 
 def _cuda_device_for_cuda_build(module_path, device: str) -> str:
-    """``cuda`` for a module built only for CUDA when the device given is not a CUDA one, so the debug run
-    says plainly why it cannot run here instead of IREE's "HAL device not found" trap; else ``device``."""
-    from engine.errors import VmfbFormatError
+    """``cuda`` for a module built only for CUDA when the device given is not a CUDA one, so either engine
+    says plainly why it cannot run here (no driver) instead of IREE's "HAL device not found"; else ``device``."""
+    from engine.errors import LensError
     from engine.runtime.hal.devices import CUDA_DRIVER, device_kind, formats_kind
     from engine.runtime.vmfb.module import open_vmfb
 
@@ -174,6 +174,6 @@ def _cuda_device_for_cuda_build(module_path, device: str) -> str:
         return device
     try:
         formats = {x.format for x in open_vmfb(module_path).executables}
-    except (VmfbFormatError, OSError, TypeError):
+    except (LensError, OSError, TypeError):
         return device  # the run itself reports what is wrong with the file
     return CUDA_DRIVER if formats_kind(formats) == "cuda" else device

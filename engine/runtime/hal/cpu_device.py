@@ -67,10 +67,16 @@ class CpuDevice(Device):
 
     def __init__(self, name: str | None = None) -> None:
         super().__init__(name)
-        # Native plans of the command buffers this device ran, by stretch ``(start, end)``.
-        self._plans: weakref.WeakKeyDictionary[HalCommandBuffer, dict[tuple[int, int], BatchSegments]] = (
-            weakref.WeakKeyDictionary()
-        )
+        # Native plans of the command buffers this device ran, by stretch ``(start, end, transfers inside)``.
+        self._plans: weakref.WeakKeyDictionary[
+            HalCommandBuffer, dict[tuple[int, int, bool], BatchSegments]
+        ] = weakref.WeakKeyDictionary()
+        self._native_calls = 0
+
+    @property
+    def native_calls(self) -> int:
+        """How many calls of the native batch loop this device made (each runs one prepared plan)."""
+        return self._native_calls
 
     def supports_format(self, executable_format: str) -> bool:
         return executable_format in self.formats
@@ -150,11 +156,16 @@ class CpuDevice(Device):
         plans = self._plans.get(command_buffer)
         if plans is None:
             plans = self._plans[command_buffer] = {}
-        found = plans.get((start, end))
+        # Transfers run inside the native plans unless someone listens to them (each must be told).
+        transfers = not self.transfer_listeners
+        key = (start, end, transfers)
+        found = plans.get(key)
         if found is None or not found.still_valid(command_buffer.version):
             if len(plans) >= _PLANS_PER_COMMAND_BUFFER:  # stops moving around: keep the latest few
                 plans.clear()
-            found = plans[(start, end)] = plan_stretch(command_buffer.commands[start:end], command_buffer.version)
+            found = plans[key] = plan_stretch(
+                command_buffer.commands[start:end], command_buffer.version, transfers
+            )
         return found
 
     def _run_plan(
@@ -168,14 +179,20 @@ class CpuDevice(Device):
             if plan.bind(table) is not None:
                 # A binding IREE's checks refuse: one at a time, which raises their errors.
                 first = int(progress[1])
-                for k, command in enumerate(plan.dispatches):
+                k = 0
+                for command in plan.commands:
+                    if type(command) is not cmd.DispatchCommand:
+                        self.execute_command(command, table)
+                        continue
                     progress[:] = (k, first)
+                    k += 1
                     if records is not None:  # before it runs: a failure names it
                         records.add_unmade((command,), self.dispatch_count)
                     self.run_unwatched(command, table, None)
                 return
             if records is not None:
                 records.add_unmade(plan.dispatches, self.dispatch_count)
+            self._native_calls += 1
             failure = plan.run(self.progress_address)
             if failure is None:
                 self.count_dispatches(plan.count)
