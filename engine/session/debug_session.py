@@ -43,6 +43,7 @@ from engine.session.dispatch_gate import (
 )
 from engine.session.parked_run import ParkedRun, RunState
 from engine.session.protocol import (
+    BREAKPOINT_REFUSED,
     SUBSTITUTION_QUERIES,
     Answer,
     BindingBytes,
@@ -224,7 +225,7 @@ class DebugSession:
         if self.controller is not None:
             self._install_breakpoints()
         if refused:  # the others are set; these could never stop a run
-            raise DebugRunError("; ".join(refused.values()))
+            self.emit(Failed("; ".join(refused.values()), BREAKPOINT_REFUSED))
 
     def _refused(self, breakpoints: tuple[Breakpoint, ...]) -> dict[Breakpoint, str]:
         """The breakpoints that can never match this module, each with the reason: a dispatch name no

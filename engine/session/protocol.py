@@ -636,8 +636,13 @@ class Failed(Event):
     not be done: the session lives on."""
 
     message: str
-    status: str | None = None
+    status: str | None = None  # IREE's status code name; BREAKPOINT_REFUSED: a breakpoint that cannot match
     location: Location = Location()
+
+
+# ``Failed.status`` of a SetBreakpoints whose breakpoints could never stop a run (the others are set): a
+# client says so and goes on, as gdb does for a breakpoint it cannot set.
+BREAKPOINT_REFUSED = "breakpoint-refused"
 
 
 @dataclass(frozen=True)
