@@ -28,6 +28,7 @@ from engine.session.debug_session import DebugSession
 from engine.session.dispatch_gate import DispatchGate
 from engine.session.inprocess import InProcessSession
 from engine.session.protocol import (
+    BatchNames,
     Breakpoint,
     Call,
     Continue,
@@ -352,6 +353,33 @@ def test_a_crash_inside_a_native_batch_names_its_dispatch(tmp_path):
         assert crash.location.dispatch.startswith("main_dispatch_2") and crash.location.dispatch_index == 2
     finally:
         session.close()
+
+
+def test_a_batch_names_its_dispatches_once_then_by_id(chain):
+    """A session whose device keeps a progress cell (as a child session's does) sends the ~names of a batch's
+    dispatches with its first Progress only; the next call's Progress for the same planned batch carries its
+    id alone, and ``BatchNames`` (what a child session's parent uses) fills the names back in."""
+    events = Events()
+    session = InProcessSession(DebugSession, events, progress=True)
+    session.handler.progress_cell = np.zeros(2, np.uint64)
+    try:
+        session.send(Open(str(chain), "local-sync"))
+        assert isinstance(events.next(), Opened)
+        calls = []
+        for _ in range(2):
+            session.send(Call("main", ("4x8xf32=0.5", "8x8xf32=0.25")))
+            seen = [events.next()]
+            while not isinstance(seen[-1], Finished):
+                seen.append(events.next())
+            calls.append([e for e in seen if isinstance(e, Progress) and e.batch_id])
+    finally:
+        session.close()
+    (first,), (second,) = calls  # one command buffer, nothing watched: one batch a call
+    assert len(first.batch) >= 5 and all(name.startswith("main_dispatch_") for name in first.batch)
+    assert second.batch == () and second.batch_id == first.batch_id
+    names = BatchNames()
+    assert names.complete(first) == first
+    assert names.complete(second).batch == first.batch
 
 
 RETURN_ONE = bytes.fromhex("b801000000c3")  # mov eax, 1; ret: a workgroup that reports failure
