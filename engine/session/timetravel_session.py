@@ -37,6 +37,7 @@ from engine.session.protocol import (
     ReadHistory,
     Reverse,
     ReverseMode,
+    Step,
     StopDetail,
     Stopped,
     StopReason,
@@ -56,6 +57,11 @@ class TimeTravelSession(DebugSession):
         self.travel: TimeTravel | None = None
         self.register_command(Reverse, self._on_reverse)
         self.register_command(TravelTo, self._on_travel_to)
+        # The device sequence of the dispatch a forward step last left (it began parked inside it): a
+        # reverse step back onto that dispatch's instruction returns inside its command buffer, undoing the
+        # step; a reverse step onto any other instruction lands on the instruction boundary, as the forward
+        # step into it did (a forward step from a boundary runs a command buffer whole).
+        self._stepped_out_of: int | None = None
         # ReadHistory: where the run is in its history; WhenChanged: the last change of a register, global
         # or tensor element before now (see ``_when_changed``).
         self.register_query(ReadHistory, self._history)
@@ -110,6 +116,11 @@ class TimeTravelSession(DebugSession):
             return
         self._report_travel(stop)
 
+    def _on_step(self, command: Step) -> None:
+        if self.run.parked and self.gate.current is not None:
+            self._stepped_out_of = self.gate.current.sequence
+        super()._on_step(command)
+
     def _parked_place(self) -> tuple[int, str]:
         """The parked dispatch's device sequence and whether the run is parked before or after it."""
         info = self.gate.current_info
@@ -123,9 +134,11 @@ class TimeTravelSession(DebugSession):
         (one ``queue.execute`` runs a command buffer) a step goes back one dispatch place: after d -> before
         d -> before d-1 ... -> the instruction's start. From an instruction boundary a step goes back one
         instruction (over a call, for reverse-next); when the last step ends on an instruction that ran
-        dispatches it ends inside it, after its last dispatch: the place one forward ``step`` leaves, so
-        ``reverse-step K`` undoes ``step K`` and a forward command resumes after those dispatches instead of
-        running them again. Ends parked inside a dispatch (its bindings readable) or at an instruction
+        dispatches that the last forward step left from inside (it began parked in one of them) it ends
+        inside it, after its last dispatch: the place that forward ``step`` left, so ``reverse-step K`` undoes
+        ``step K`` and a forward command resumes after those dispatches instead of running them again; onto
+        any other instruction it ends on the boundary, as a forward step from there runs the command buffer
+        whole. Ends parked inside a dispatch (its bindings readable) or at an instruction
         boundary."""
         stop: TravelStop | None = None
         for k in range(count):
@@ -144,7 +157,13 @@ class TimeTravelSession(DebugSession):
             stop = travel.reverse_step(1) if mode == ReverseMode.STEP else travel.reverse_next(1)
             if stop.reason != "step":
                 break
-            if k == count - 1 and position - stop.position == 1 and ran > stop.dispatches:
+            left = self._stepped_out_of
+            if (
+                k == count - 1
+                and position - stop.position == 1
+                and left is not None
+                and stop.dispatches <= left < ran
+            ):
                 inside = (ran - 1, "after")  # ends after the command buffer's last dispatch
             position = stop.position
         if inside is not None and (stop is None or stop.reason == "step"):
