@@ -28,6 +28,7 @@ from engine.session.debug_session import DebugSession
 from engine.session.dispatch_gate import DispatchGate
 from engine.session.inprocess import InProcessSession
 from engine.session.protocol import (
+    BatchNames,
     Breakpoint,
     Call,
     Continue,
@@ -190,6 +191,87 @@ def test_a_condition_armed_while_parked_takes_effect_at_the_next_dispatch(sessio
     assert np.allclose(done.outputs[0].to_numpy(), expected)
 
 
+TRANSFERS = """
+func.func @main(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>, %h: tensor<3x5xf16>)
+    -> (tensor<4x16xf32>, tensor<6x9xf16>, tensor<12x8xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x8xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %a = linalg.matmul ins(%x, %w : tensor<4x8xf32>, tensor<8x8xf32>) outs(%f : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %cat = tensor.concat dim(1) %a, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x16xf32>
+  %pv = arith.constant 1.5 : f16
+  %p = tensor.pad %h low[1, 2] high[2, 2] {
+  ^bb0(%i: index, %j: index):
+    tensor.yield %pv : f16
+  } : tensor<3x5xf16> to tensor<6x9xf16>
+  %c0 = tensor.concat dim(0) %x, %a, %x : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<12x8xf32>
+  return %cat, %p, %c0 : tensor<4x16xf32>, tensor<6x9xf16>, tensor<12x8xf32>
+}
+"""
+
+
+def test_fills_and_copies_run_inside_the_native_batch_bit_identical(tmp_path):
+    """A command buffer with a 2-byte fill (the pad's f16 1.5) and copies (the concatenations) between
+    its dispatches runs as one native call; the results equal IREE's runtime's, the stepped run's and those
+    of a run whose transfers go one at a time (a transfer listener must see each, so they cut the plan)."""
+    source = tmp_path / "transfers.mlir"
+    source.write_text(TRANSFERS)
+    vmfb = compile_program(str(source), "llvm-cpu", tmp_path)
+    h = RNG.standard_normal((3, 5)).astype(np.float16)
+    inputs = [X, W, h]
+    reference = ReferenceRunner(str(vmfb), "local-sync").invoke("main", _tensors(inputs))
+    log = BatchLog()
+    runner, batched = _run(vmfb, "main", inputs, log)
+    assert len(log.batches) == 1  # nothing watched: the command buffer is one batch...
+    assert runner.device.native_calls == 1  # ...and, transfers included, one native call
+    for mine, theirs in zip(batched, reference, strict=True):
+        assert mine.tobytes() == theirs.array.tobytes()
+    assert batched[1][0, 0] == np.float16(1.5) and batched[1][1, 2] == h[0, 0]  # the fill ran
+
+    listening = DebugRunner(str(vmfb), "local-sync")
+    kinds: list[str] = []
+    listening.device.transfer_listeners.append(lambda transfer: kinds.append(transfer.kind))
+    one_at_a_time = [v.array for v in listening.invoke("main", _tensors(inputs))]
+    assert "fill" in kinds and "copy" in kinds  # the program really has transfers between dispatches
+    assert listening.device.native_calls > 1  # which cut the command buffer
+    watcher = WatchAll()
+    _, stepped = _run(vmfb, "main", inputs, watcher)
+    for a, b, c in zip(batched, one_at_a_time, stepped, strict=True):
+        assert a.tobytes() == b.tobytes() == c.tobytes()
+
+
+def test_profile_zones_come_from_the_native_loop_one_per_dispatch(tmp_path):
+    """The zone recorder watches nothing on the CPU device: the command buffer still runs as one native call,
+    and each dispatch gets its own zone from the loop's clock (no "batch share"), in order, inside the
+    command buffer's zone; the outputs stay IREE's."""
+    from engine.trace.recorder import CAT_DISPATCH, CAT_QUEUE, ZoneRecorder
+
+    source = tmp_path / "transfers.mlir"
+    source.write_text(TRANSFERS)
+    vmfb = compile_program(str(source), "llvm-cpu", tmp_path)
+    inputs = [X, W, RNG.standard_normal((3, 5)).astype(np.float16)]
+    runner = DebugRunner(str(vmfb), "local-sync")
+    recorder = ZoneRecorder()
+    recorder.attach(runner.context.interpreter, runner.device)
+    before_calls, before = runner.device.native_calls, runner.device.dispatch_count
+    outputs = [v.array for v in runner.invoke("main", _tensors(inputs))]
+    recorder.detach(runner.context.interpreter, runner.device)
+    dispatches = runner.device.dispatch_count - before
+    assert dispatches >= 4
+    assert runner.device.native_calls - before_calls == 1  # not split dispatch by dispatch
+    zones = [row for row in recorder.rows if row[4] == CAT_DISPATCH]
+    assert len(zones) == dispatches
+    assert all("timing" not in recorder.payloads[row[5]] for row in zones)  # measured, not a share
+    starts, ends = [z[0] for z in zones], [z[1] for z in zones]
+    assert all(s <= e for s, e in zip(starts, ends))
+    assert starts[1:] == ends[:-1]  # each dispatch's zone starts where the one before ended
+    (queue,) = [row for row in recorder.rows if row[4] == CAT_QUEUE]
+    assert queue[0] <= starts[0] and ends[-1] <= queue[1]
+    reference = ReferenceRunner(str(vmfb), "local-sync").invoke("main", _tensors(inputs))
+    for mine, theirs in zip(outputs, reference, strict=True):
+        assert mine.tobytes() == theirs.array.tobytes()
+
+
 @pytest.mark.slow
 def test_squeezenet_batched_and_stepped_are_bit_identical_and_match_iree(tmp_path):
     source = MODELS / "squeezenet1_1.mlir.xz"
@@ -271,6 +353,33 @@ def test_a_crash_inside_a_native_batch_names_its_dispatch(tmp_path):
         assert crash.location.dispatch.startswith("main_dispatch_2") and crash.location.dispatch_index == 2
     finally:
         session.close()
+
+
+def test_a_batch_names_its_dispatches_once_then_by_id(chain):
+    """A session whose device keeps a progress cell (as a child session's does) sends the ~names of a batch's
+    dispatches with its first Progress only; the next call's Progress for the same planned batch carries its
+    id alone, and ``BatchNames`` (what a child session's parent uses) fills the names back in."""
+    events = Events()
+    session = InProcessSession(DebugSession, events, progress=True)
+    session.handler.progress_cell = np.zeros(2, np.uint64)
+    try:
+        session.send(Open(str(chain), "local-sync"))
+        assert isinstance(events.next(), Opened)
+        calls = []
+        for _ in range(2):
+            session.send(Call("main", ("4x8xf32=0.5", "8x8xf32=0.25")))
+            seen = [events.next()]
+            while not isinstance(seen[-1], Finished):
+                seen.append(events.next())
+            calls.append([e for e in seen if isinstance(e, Progress) and e.batch_id])
+    finally:
+        session.close()
+    (first,), (second,) = calls  # one command buffer, nothing watched: one batch a call
+    assert len(first.batch) >= 5 and all(name.startswith("main_dispatch_") for name in first.batch)
+    assert second.batch == () and second.batch_id == first.batch_id
+    names = BatchNames()
+    assert names.complete(first) == first
+    assert names.complete(second).batch == first.batch
 
 
 RETURN_ONE = bytes.fromhex("b801000000c3")  # mov eax, 1; ret: a workgroup that reports failure

@@ -33,6 +33,7 @@ from engine.errors import LensError
 from engine.session.client import SessionClient, TransportFactory, in_process
 from engine.session.dispatch_gate import is_dispatch_breakpoint
 from engine.session.protocol import (
+    BREAKPOINT_REFUSED,
     Answer,
     Crashed,
     Event,
@@ -316,7 +317,9 @@ class Debugger:
         self.client.send(ReadDispatch())
         while True:
             event = self._next()
-            if isinstance(event, Failed):
+            if isinstance(event, Failed) and event.status == BREAKPOINT_REFUSED:
+                self._error(command, f"{event.message} (not set)", fatal=False)  # as gdb: said, and on
+            elif isinstance(event, Failed):
                 self._error(command, event.message)
                 self.state = "failed"
             if isinstance(event, Answer):

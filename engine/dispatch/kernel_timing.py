@@ -106,7 +106,7 @@ class KernelTimer:
 
         run_batch, batch = native_loop().run_batch, self.batch_size
         args = (self.descriptors.ctypes.data, batch, MXCSR_FLUSH_DENORMALS, machine_code().run_workgroups_address,
-                self.progress.ctypes.data)  # fmt: skip
+                self.progress.ctypes.data, None)  # fmt: skip
         dispatches = 0
         start, cpu_start = time.perf_counter(), time.thread_time()
         cpu = 0.0

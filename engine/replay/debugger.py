@@ -299,9 +299,8 @@ class ReplayDebugger:
     def _do(self, c: ScriptCommand) -> None:
         if c.verb == "break":
             problem = unmatchable(c.breakpoint, self._dispatch_names(), Path(self.path).name)
-            if problem is not None:
-                print(f"iree-lens debug: line {c.line}: {problem}", file=self.err)
-                self.status = 1
+            if problem is not None:  # said, not set, and the commands go on (as the module debugger does)
+                print(f"iree-lens debug: line {c.line}: {problem} (not set)", file=self.err)
                 return
             self.breakpoints.append(c.breakpoint)
             self.current.gate.breakpoints = tuple(self.breakpoints)

@@ -31,6 +31,7 @@ import numpy as np
 from engine.runtime.hal.device import NOT_IN_BATCH
 from engine.session.protocol import (
     Answer,
+    BatchNames,
     Call,
     Command,
     Continue,
@@ -174,6 +175,7 @@ class ChildSession:
         # The last Progress before a native batch (its dispatch names), and the file the child's device keeps
         # the running one's index in (two u64: ``Device.progress_cell``).
         self._last_batch: Progress | None = None
+        self._batch_names = BatchNames()  # the names of the batches the child sent (once per batch)
         self._progress_path = _progress_file()
         self._running_since: float | None = None
         self._last_event_at = time.monotonic()
@@ -296,6 +298,8 @@ class ChildSession:
             except (EOFError, OSError):
                 break
             self._last_event_at = time.monotonic()
+            if isinstance(event, Progress):
+                event = self._batch_names.complete(event)
             if isinstance(event, (Progress, Stopped)):
                 self._last_location = event.location
                 self._last_batch = event if isinstance(event, Progress) and event.batch else None

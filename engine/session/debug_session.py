@@ -43,6 +43,8 @@ from engine.session.dispatch_gate import (
 )
 from engine.session.parked_run import ParkedRun, RunState
 from engine.session.protocol import (
+    BATCH_IDS_LIVE,
+    BREAKPOINT_REFUSED,
     SUBSTITUTION_QUERIES,
     Answer,
     BindingBytes,
@@ -108,6 +110,10 @@ class DebugSession:
         self._frame_infos: dict[tuple[ModuleInstance, int, int], FrameInfo] = {}
         self._inputs_memo: tuple[tuple, list] | None = None  # the last call's parsed inputs
         self._dispatch_names: tuple[tuple[str, ...] | None] | None = None  # the module's (worked out once)
+        # Per planned batch (its dispatches tuple, kept so its id is not reused): (batch_id, names); the names
+        # go with the first Progress of an id only (``Progress.batch_id``).
+        self._batch_ids: dict[int, tuple[object, int, tuple[str, ...]]] = {}
+        self._next_batch_id = 1
         # A Progress before each dispatch says what ran when a kernel takes the process down; a transport
         # that drops them (in process, nobody asked) says so and saves building a location per dispatch.
         self.report_progress = True
@@ -224,7 +230,7 @@ class DebugSession:
         if self.controller is not None:
             self._install_breakpoints()
         if refused:  # the others are set; these could never stop a run
-            raise DebugRunError("; ".join(refused.values()))
+            self.emit(Failed("; ".join(refused.values()), BREAKPOINT_REFUSED))
 
     def _refused(self, breakpoints: tuple[Breakpoint, ...]) -> dict[Breakpoint, str]:
         """The breakpoints that can never match this module, each with the reason: a dispatch name no
@@ -414,9 +420,19 @@ class DebugSession:
             self.emit(Progress(self.location()))
 
     def _batch_progress(self, first_ordinal: int, dispatches) -> None:
-        if self.report_progress:
-            names = tuple(d.executable.export_name(d.ordinal) for d in dispatches)
-            self.emit(Progress(self.location(), batch=names, batch_first=first_ordinal))
+        if not self.report_progress:
+            return
+        known = self._batch_ids.get(id(dispatches))
+        if known is not None and known[0] is dispatches:
+            self.emit(Progress(self.location(), batch_first=first_ordinal, batch_id=known[1]))
+            return
+        if len(self._batch_ids) >= BATCH_IDS_LIVE:  # stops moving around: number them afresh
+            self._batch_ids.clear()
+        names = tuple(d.executable.export_name(d.ordinal) for d in dispatches)
+        batch_id = self._next_batch_id
+        self._next_batch_id += 1
+        self._batch_ids[id(dispatches)] = (dispatches, batch_id, names)
+        self.emit(Progress(self.location(), batch=names, batch_first=first_ordinal, batch_id=batch_id))
 
     # ------------------------------------------------------------------------------------------ helpers
 

@@ -19,7 +19,7 @@ Three kinds of message:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import dataclass, fields, is_dataclass, replace
 from enum import StrEnum
 from typing import Any
 
@@ -612,11 +612,38 @@ class Progress(Event):
     """Sent before work that could crash (a dispatch), so a crash report can say what was running. Before a
     native batch: ``batch`` names its dispatches (IREE's export names, in order) and ``batch_first`` is the
     run ordinal of the first; which of them runs is in the device's progress cell (``Device.progress_cell``),
-    shared memory the parent of a child session reads when the child dies."""
+    shared memory the parent of a child session reads when the child dies. ``batch_id`` numbers a batch's
+    list of names: only the first Progress of an id carries ``batch``, later ones (the same planned batch,
+    call after call) carry the id alone (``BatchNames`` fills them in)."""
 
     location: Location
     batch: tuple[str, ...] = ()
     batch_first: int = 0
+    batch_id: int = 0
+
+
+class BatchNames:
+    """A receiver's memory of the batch names a session sent (``Progress.batch_id``): the latest ``keep``
+    lists (a sender reuses at most ``BATCH_IDS_LIVE`` ids before it numbers new ones and sends them again)."""
+
+    def __init__(self, keep: int = 1024):
+        self.keep = keep
+        self._names: dict[int, tuple[str, ...]] = {}
+
+    def complete(self, progress: Progress) -> Progress:
+        """``progress`` with its batch's names (as first sent when it carries only the id)."""
+        if not progress.batch_id:
+            return progress
+        if progress.batch:
+            self._names[progress.batch_id] = progress.batch
+            if len(self._names) > self.keep:
+                del self._names[next(iter(self._names))]  # the oldest id
+            return progress
+        names = self._names.get(progress.batch_id)
+        return progress if names is None else replace(progress, batch=names)
+
+
+BATCH_IDS_LIVE = 256
 
 
 @dataclass(frozen=True)
@@ -636,8 +663,13 @@ class Failed(Event):
     not be done: the session lives on."""
 
     message: str
-    status: str | None = None
+    status: str | None = None  # IREE's status code name; BREAKPOINT_REFUSED: a breakpoint that cannot match
     location: Location = Location()
+
+
+# ``Failed.status`` of a SetBreakpoints whose breakpoints could never stop a run (the others are set): a
+# client says so and goes on, as gdb does for a breakpoint it cannot set.
+BREAKPOINT_REFUSED = "breakpoint-refused"
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from engine.session.dispatch_gate import dispatch_matches, module_dispatch_names
 from engine.session.nonfinite import nonfinite_in
 from engine.session.parked_run import ParkedRun
 from engine.session.protocol import (
+    BREAKPOINT_REFUSED,
     BindingBytes,
     BindingInfo,
     Bindings,
@@ -163,7 +164,8 @@ class ReferenceSession:
             problems = {b: p for b in command.breakpoints if (p := unmatchable(b, self._dispatch_names[0], name))}
             if problems:  # the others are set; these could never stop a run
                 self.breakpoints = tuple(b for b in command.breakpoints if b not in problems)
-                raise ReferenceSessionError("; ".join(problems.values()))
+                self.emit(Failed("; ".join(problems.values()), BREAKPOINT_REFUSED))
+                return
         self.breakpoints = command.breakpoints
 
     def _on_call(self, command: Call) -> None:

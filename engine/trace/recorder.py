@@ -40,6 +40,7 @@ class ZoneRecorder(DispatchObserver):
         self._queue_open: list[int] = []
         self.device_name = "device"
         self.aborted = 0
+        self._device: Any = None  # the attached device, when it times each dispatch of a batch
 
     # -- wiring
 
@@ -48,12 +49,14 @@ class ZoneRecorder(DispatchObserver):
         if self not in device.observers:
             device.observers.append(self)
         self.device_name = getattr(device, "name", "device")
+        self._device = device if getattr(device, "times_batch_dispatches", False) else None
 
     def detach(self, interpreter: Any, device: Any) -> None:
         if getattr(interpreter, "zone_hook", None) is self:
             interpreter.zone_hook = None
         if self in device.observers:
             device.observers.remove(self)
+        self._device = None
 
     # -- the interpreter's hook (keep these short: they run per VM call)
 
@@ -104,14 +107,39 @@ class ZoneRecorder(DispatchObserver):
 
     # Zones need times and records only, so a Vulkan device keeps batching command buffers for us.
     reads_bindings = False
+    wants_dispatch_times = True  # one measured zone per dispatch of a CPU batch (``batch_dispatch_ends``)
+
+    def watches(self, sequence: int, executable: Any, ordinal: int) -> bool:
+        """A device that times each dispatch of a batch (the CPU device's native loop) needs no dispatch run
+        on its own for a zone of its own."""
+        return self._device is None
+
+    def first_watched(self, dispatches: Any, start: int, end: int, first_sequence: int) -> int:
+        return end if self._device is not None else start
 
     def dispatch_batch(self, records: list[DispatchRecord], start_ns: int, end_ns: int) -> None:
-        """A command buffer that ran as one submission: the host saw only its start and end, so its time is
-        split among its dispatches in proportion to their workgroup counts (marked ``"timing": "batch share"``
-        in each zone's args, with the batch's size)."""
+        """Dispatches that ran in one batch. Where the device timed each (``batch_dispatch_ends``) a zone runs
+        from the previous dispatch's end (the batch's start for the first) to its own end, transfers between
+        them included. Otherwise (a Vulkan submission) the host saw only the batch's start and end, so its
+        time is split among its dispatches in proportion to their workgroup counts (marked ``"timing": "batch
+        share"`` in each zone's args, with the batch's size)."""
         if not records:
             return
-        weights = [max(r.workgroup_count[0] * r.workgroup_count[1] * r.workgroup_count[2], 1) for r in records]
+        ends = self._device.batch_dispatch_ends if self._device is not None else ()
+        if len(ends) >= len(records):
+            at = start_ns
+            for r, end in zip(records, ends):
+                args = self._args(r)
+                self.payloads.append(args)
+                at = min(at, end)  # a failed batch's survivors are told with start = end = now
+                self._close(
+                    at, end, 1, self.names.intern(r.export_name), CAT_DISPATCH, len(self.payloads) - 1
+                )
+                at = end
+            return
+        weights = [
+            max(r.workgroup_count[0] * r.workgroup_count[1] * r.workgroup_count[2], 1) for r in records
+        ]
         total = sum(weights)
         span = max(end_ns - start_ns, 0)
         at, acc = start_ns, 0

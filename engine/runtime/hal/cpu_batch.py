@@ -10,8 +10,9 @@ worked out from the binding table in a few whole-array numpy operations (no Pyth
 written into the arena, then one native call runs every dispatch.
 
 A stretch is cut into segments: runs of native dispatches (``CpuBatchPlan``), and the commands between
-them that run through the device one at a time (transfers, VMVX executables, a substituted executable,
-an indirect workgroup count).
+them that run through the device one at a time (VMVX executables, a substituted executable, an indirect
+workgroup count). Fills, copies and updates run inside the plan (the native loop's transfer descriptors)
+unless someone listens to the device's transfers (``Device.transfer_listeners``): then they cut it too.
 """
 
 from __future__ import annotations
@@ -30,7 +31,14 @@ from engine.runtime.hal.commands import BindingTableEntry, BufferRef
 from engine.runtime.hal.cpu_abi import BINDING_ALIGNMENT, LOCAL_MEMORY_PAGE_SIZE
 from engine.runtime.hal.cpu_library import CpuExecutableLibrary
 from engine.runtime.hal.machine_code import MXCSR_FLUSH_DENORMALS, machine_code
-from engine.runtime.hal.native_loop import BATCH_OK, DESCRIPTOR_WORDS, native_loop
+from engine.runtime.hal.native_loop import (
+    BATCH_OK,
+    DESCRIPTOR_WORDS,
+    TRANSFER_COPY,
+    TRANSFER_FILL,
+    TRANSFER_WORDS,
+    native_loop,
+)
 
 _DS_SIZE, _WS_SIZE = 48, 32  # DispatchStateStruct, WorkgroupStateStruct (cpu_abi checks the sizes)
 _WHOLE = c.WHOLE_BUFFER
@@ -53,6 +61,9 @@ def native_dispatch(command: cmd.Command) -> bool:
     )
 
 
+# Transfers on host memory that a plan can run in its native loop.
+_TRANSFERS = (cmd.FillCommand, cmd.CopyCommand, cmd.UpdateCommand)
+
 # Commands that change nothing on coherent host memory: they do not cut a native segment.
 _NOTHING_TO_DO = (
     cmd.BarrierCommand,
@@ -73,11 +84,15 @@ class BindingFailure:
 
 
 class CpuBatchPlan:
-    """Consecutive native dispatches of one command buffer, prepared to run in one native call."""
+    """Consecutive native dispatches and host transfers of one command buffer, prepared to run in one
+    native call."""
 
-    def __init__(self, dispatches: Sequence[cmd.DispatchCommand]):
-        self.dispatches = tuple(dispatches)
-        n = len(self.dispatches)
+    def __init__(
+        self, commands: Sequence[cmd.DispatchCommand | cmd.FillCommand | cmd.CopyCommand | cmd.UpdateCommand]
+    ):
+        self.commands = tuple(commands)
+        self.dispatches = tuple(c for c in self.commands if type(c) is cmd.DispatchCommand)
+        transfers = tuple(c for c in self.commands if type(c) is not cmd.DispatchCommand)
         self.impls = tuple(d.executable.impl for d in self.dispatches)
         self._executables = tuple({id(d.executable): d.executable for d in self.dispatches}.values())
         self._executable_impls = tuple(e.impl for e in self._executables)
@@ -98,10 +113,12 @@ class CpuBatchPlan:
             size = _DS_SIZE + _WS_SIZE + ((4 * m + 7) & ~7) + 16 * b
             sizes.append((at, m, b))
             at += (size + 63) & ~63
+        transfers_at = at  # one record of TRANSFER_WORDS u64 per transfer
+        at += (8 * TRANSFER_WORDS * len(transfers) + 63) & ~63  # the empty binding after them stays aligned
         local = max((e.attributes.local_memory_pages for e in exports), default=0) * LOCAL_MEMORY_PAGE_SIZE
-        raw = np.zeros(at + 64 + BINDING_ALIGNMENT, np.uint8)
+        raw = np.zeros(at + 128 + BINDING_ALIGNMENT, np.uint8)
         start = (-raw.ctypes.data) % 64
-        self._arena = raw[start : start + at + 64]
+        self._arena = raw[start : start + at + 128]  # + an empty binding's 64 bytes + a scratch word
         self._local = np.zeros(local + BINDING_ALIGNMENT, np.uint8) if local else None
         local_address = 0
         if self._local is not None:
@@ -110,11 +127,15 @@ class CpuBatchPlan:
         words = self._arena[: (len(self._arena) // 8) * 8].view("<u8")
         self._words = words
 
-        descriptors = np.zeros(n * DESCRIPTOR_WORDS, np.uint64)
+        descriptors = np.zeros(len(self.commands) * DESCRIPTOR_WORDS, np.uint64)
+        # Each dispatch's descriptor index (transfers sit between them in command order).
+        self._dispatch_slot = [i for i, c in enumerate(self.commands) if type(c) is cmd.DispatchCommand]
         ptr_at: list[int] = []  # word index in the arena of each binding's pointer, in binding order
         len_at: list[int] = []
         arena = self._arena
-        for k, (d, export, impl, (offset, m, b)) in enumerate(zip(self.dispatches, exports, self.impls, sizes)):
+        for k, d, export, impl, (offset, m, b) in zip(
+            self._dispatch_slot, self.dispatches, exports, self.impls, sizes
+        ):
             constants_at = offset + _DS_SIZE + _WS_SIZE
             ptrs_at = constants_at + ((4 * m + 7) & ~7)
             lengths_at = ptrs_at + 8 * b
@@ -134,17 +155,79 @@ class CpuBatchPlan:
             descriptors[k * 4 : k * 4 + 4] = (
                 impl.export_address(d.ordinal), impl.environment_address, base + offset, base + offset + _DS_SIZE,
             )  # fmt: skip
+        refs: list[BufferRef] = [ref for d in self.dispatches for ref in d.bindings]
+        dispatch_refs = len(refs)
+        # Transfers: the target's pointer and length words of its record are refs like a binding's; a copy's
+        # source pointer too (its length goes to a scratch word, checked equal to the target's by ``bind``).
+        self._update_data: list[np.ndarray] = []  # an update's bytes (copied at record time, like IREE)
+        kinds: list[int] = []
+        patterns: list[int] = []
+        fixed_lengths: list[int] = []
+        target_refs: list[int] = []  # per transfer: the ref index of its target
+        source_ref_of: list[int] = []  # per transfer: the ref index of a copy's source, -1 otherwise
+        scratch = (len(self._arena) // 8) - 1  # a word past the records: where a copy source's length goes
+        for t, command in enumerate(transfers):
+            record = transfers_at + 8 * TRANSFER_WORDS * t
+            target_refs.append(len(refs))
+            ptr_at.append(record // 8)
+            len_at.append(record // 8 + 1)
+            refs.append(command.target)
+            if type(command) is cmd.CopyCommand:
+                ptr_at.append(record // 8 + 2)
+                len_at.append(scratch)
+                source_ref_of.append(len(refs))
+                refs.append(command.source)
+                kinds.append(TRANSFER_COPY)
+                patterns.append(1)
+                fixed_lengths.append(-1)
+            elif type(command) is cmd.UpdateCommand:
+                data = np.frombuffer(bytes(command.data), np.uint8).copy()
+                self._update_data.append(data)
+                words[record // 8 + 2] = data.ctypes.data if len(data) else self._arena.ctypes.data
+                source_ref_of.append(-1)
+                kinds.append(TRANSFER_COPY)
+                patterns.append(1)
+                fixed_lengths.append(len(data))
+            else:
+                pattern = bytes(command.pattern)
+                value = int.from_bytes(pattern, "little")
+                uniform = len(pattern) > 0 and pattern == pattern[:1] * len(pattern)
+                # A pattern of one repeated byte is a memset whatever its size.
+                words[record // 8 + 2] = pattern[0] if uniform else value
+                words[record // 8 + 3] = 1 if uniform else len(pattern)
+                source_ref_of.append(-1)
+                kinds.append(TRANSFER_FILL)
+                patterns.append(len(pattern))
+                fixed_lengths.append(-1)
+        transfer_slots = [i for i, c in enumerate(self.commands) if type(c) is not cmd.DispatchCommand]
+        for t, (slot, kind) in enumerate(zip(transfer_slots, kinds)):
+            descriptors[slot * 4 : slot * 4 + 4] = (0, kind, base + transfers_at + 8 * TRANSFER_WORDS * t, 0)
+        # Per transfer: the index of its target ref, its kind, fill pattern size, an update's length.
+        self._target_ref = np.asarray(target_refs, np.int64)
+        self._copy_source_ref = np.asarray(source_ref_of, np.int64)
+        self._transfer_kind = np.asarray(kinds, np.int64)
+        self._pattern_size = np.asarray(patterns, np.int64)
+        self._fixed_length = np.asarray(fixed_lengths, np.int64)
+        self._is_fill = self._transfer_kind == TRANSFER_FILL
+        self._is_update = self._fixed_length >= 0
+        self._is_copy = self._copy_source_ref >= 0
+        # Only a dispatch's bindings must be aligned (a transfer's ranges need not be).
+        self._aligned = np.arange(len(refs)) < dispatch_refs
         self._descriptors = descriptors
         self._descriptors_address = descriptors.ctypes.data
+        # The clock after each dispatch (``run(timed=True)``; the native loop writes it).
+        self._ends = np.zeros(max(len(self.dispatches), 1), np.int64)
+        self._ends_address = self._ends.ctypes.data
         self._ptr_at = np.asarray(ptr_at, np.int64)
         self._len_at = np.asarray(len_at, np.int64)
         # Where each binding's bytes come from: a slot of the binding table, or a direct buffer (the plan's
         # own list, ``direct``): ``source`` indexes [table slots..., direct buffers...] once a table is known.
-        refs: list[BufferRef] = [ref for d in self.dispatches for ref in d.bindings]
         self.direct = tuple({id(r.buffer): r.buffer for r in refs if r.buffer is not None}.values())
         direct_index = {id(buf): i for i, buf in enumerate(self.direct)}
         self._slots = np.asarray([r.slot if r.buffer is None else _DIRECT for r in refs], np.int64)
-        self._direct_of = np.asarray([direct_index[id(r.buffer)] if r.buffer is not None else 0 for r in refs], np.int64)
+        self._direct_of = np.asarray(
+            [direct_index[id(r.buffer)] if r.buffer is not None else 0 for r in refs], np.int64
+        )
         self._is_direct = self._slots == _DIRECT
         self._ref_offset = np.asarray([r.offset for r in refs], np.int64)
         self._ref_whole = np.asarray([r.length == _WHOLE for r in refs], bool)
@@ -179,6 +262,10 @@ class CpuBatchPlan:
         sources = slots + len(self.direct)
         address = np.zeros(sources, np.int64)
         available = np.zeros(sources, np.int64)
+        transfers = len(self._target_ref) > 0
+        if transfers:  # a fill's alignment is of its offset in the buffer; a transfer target must be writable
+            entry_offset = np.zeros(sources, np.int64)
+            writable = np.zeros(sources, bool)
         for i in range(slots):
             entry = table[i]
             buffer = entry.buffer
@@ -192,9 +279,14 @@ class CpuBatchPlan:
                 continue
             address[i] = buffer.allocation.address + buffer.byte_offset + entry.offset
             available[i] = length
+            if transfers:
+                entry_offset[i] = entry.offset
+                writable[i] = buffer.allocation.data.flags.writeable
         for k, buffer in enumerate(self.direct):
             address[slots + k] = buffer.allocation.address + buffer.byte_offset
             available[slots + k] = buffer.byte_length
+            if transfers:
+                writable[slots + k] = buffer.allocation.data.flags.writeable
         source = self._source
         room = available[source]
         offset = self._ref_offset
@@ -203,30 +295,72 @@ class CpuBatchPlan:
         pointers = address[source] + offset
         empty = length == 0
         pointers = np.where(empty, self._empty_address, pointers)
-        if not ok.all() or (pointers % BINDING_ALIGNMENT).any():
+        if not ok.all() or ((pointers % BINDING_ALIGNMENT != 0) & self._aligned).any():
             return BindingFailure("a binding is NULL, out of range or misaligned")
+        if transfers and not self._transfers_allowed(source, offset, length, entry_offset, writable):
+            return BindingFailure("a transfer IREE's checks refuse or the one-at-a-time path does otherwise")
         words = self._words
         words[self._ptr_at] = pointers.astype(np.uint64)
         words[self._len_at] = length.astype(np.uint64)
         return None
 
-    def run(self, progress_address: int) -> tuple[int, int] | None:
+    def _transfers_allowed(
+        self,
+        source: np.ndarray,
+        offset: np.ndarray,
+        length: np.ndarray,
+        entry_offset: np.ndarray,
+        writable: np.ndarray,
+    ) -> bool:
+        """Whether every transfer does what ``Device.fill``/``copy``/``update`` would (else the one-at-a-time
+        path runs them: it raises IREE's error, or does the unusual thing, e.g. a copy longer than its
+        target range, exactly as before)."""
+        target = self._target_ref
+        target_length = length[target]
+        if not writable[source[target]].all():
+            return False
+        copies = self._is_copy
+        if copies.any() and (length[self._copy_source_ref[copies]] != target_length[copies]).any():
+            return False
+        updates = self._is_update
+        if (target_length[updates] != self._fixed_length[updates]).any():
+            return False
+        fills = self._is_fill
+        if fills.any():
+            n = self._pattern_size[fills]
+            if not np.isin(n, (1, 2, 4)).all():
+                return False
+            at = (entry_offset[source[target]] + offset[target])[fills]
+            filled = target_length[fills]
+            if ((filled != 0) & (((at % n) != 0) | ((filled % n) != 0))).any():
+                return False
+        return True
+
+    def run(self, progress_address: int, timed: bool = False) -> tuple[int, int] | None:
         """Run every dispatch (after ``bind``), writing the index of each into the u64 at ``progress_address``
-        before it runs; ``(index, code)`` of the first that returned non-zero."""
+        before it runs; ``(index, code)`` of the first that returned non-zero. ``timed``: read the clock after
+        each dispatch (``dispatch_ends``)."""
         result = native_loop().run_batch(
             self._descriptors_address,
-            len(self.dispatches),
+            len(self.commands),
             MXCSR_FLUSH_DENORMALS,
             machine_code().run_workgroups_address,
             progress_address,
+            self._ends_address if timed else None,
         )
         if result == BATCH_OK:
             return None
         return int(result) >> 32, int(result) & 0xFFFFFFFF
 
+    def dispatch_ends(self, count: int) -> list[int]:
+        """The ``time.perf_counter_ns`` at which each of the first ``count`` dispatches of the last timed
+        ``run`` ended."""
+        return self._ends[:count].tolist()
+
     def failed_workgroup(self, index: int) -> tuple[int, int, int]:
         """The workgroup dispatch ``index`` stopped at (its workgroup state after the run)."""
-        at = int(self._descriptors[index * 4 + 3]) - self._arena.ctypes.data
+        slot = self._dispatch_slot[index]
+        at = int(self._descriptors[slot * 4 + 3]) - self._arena.ctypes.data
         return _WORKGROUP_ID.unpack_from(self._arena, at)
 
 
@@ -246,8 +380,9 @@ class BatchSegments:
         )
 
 
-def plan_stretch(commands: Sequence[cmd.Command], version: int) -> BatchSegments:
-    """Cut ``commands`` (no watched dispatch among them) into native plans and one-at-a-time commands."""
+def plan_stretch(commands: Sequence[cmd.Command], version: int, transfers: bool = True) -> BatchSegments:
+    """Cut ``commands`` (no watched dispatch among them) into native plans and one-at-a-time commands;
+    ``transfers``: fills, copies and updates run inside the plans (False while someone listens to them)."""
     segments: list[CpuBatchPlan | cmd.Command] = []
     run: list[cmd.DispatchCommand] = []
 
@@ -255,12 +390,15 @@ def plan_stretch(commands: Sequence[cmd.Command], version: int) -> BatchSegments
         if run:
             try:
                 segments.append(CpuBatchPlan(run))
-            except (ValueError, HalError):  # a count IREE's checks refuse: the one-at-a-time path raises its error
+            except (
+                ValueError,
+                HalError,
+            ):  # a count IREE's checks refuse: the one-at-a-time path raises its error
                 segments.extend(run)
             run.clear()
 
     for command in commands:
-        if native_dispatch(command):
+        if native_dispatch(command) or (transfers and type(command) in _TRANSFERS):
             run.append(command)  # type: ignore[arg-type]
         elif isinstance(command, _NOTHING_TO_DO):
             continue

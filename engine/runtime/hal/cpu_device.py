@@ -67,10 +67,18 @@ class CpuDevice(Device):
 
     def __init__(self, name: str | None = None) -> None:
         super().__init__(name)
-        # Native plans of the command buffers this device ran, by stretch ``(start, end)``.
-        self._plans: weakref.WeakKeyDictionary[HalCommandBuffer, dict[tuple[int, int], BatchSegments]] = (
-            weakref.WeakKeyDictionary()
-        )
+        # Native plans of the command buffers this device ran, by stretch ``(start, end, transfers inside)``.
+        self._plans: weakref.WeakKeyDictionary[
+            HalCommandBuffer, dict[tuple[int, int, bool], BatchSegments]
+        ] = weakref.WeakKeyDictionary()
+        self._native_calls = 0
+
+    times_batch_dispatches = True
+
+    @property
+    def native_calls(self) -> int:
+        """How many calls of the native batch loop this device made (each runs one prepared plan)."""
+        return self._native_calls
 
     def supports_format(self, executable_format: str) -> bool:
         return executable_format in self.formats
@@ -128,17 +136,24 @@ class CpuDevice(Device):
         started = time.perf_counter_ns()
         progress = self.progress_cell
         ran = 0  # dispatches of the batch run so far
+        # Each dispatch's end time, for observers (profiles: a zone per dispatch); none without observers.
+        ends = None
+        if records is not None and any(getattr(o, "wants_dispatch_times", False) for o in self.observers):
+            ends = self.batch_dispatch_ends
         try:
             for segment in planned.segments:
                 if type(segment) is CpuBatchPlan:
                     progress[1] = ran
-                    self._run_plan(segment, table, records, progress)
+                    self._run_plan(segment, table, records, progress, ends)
                     ran += segment.count
                 else:
-                    if type(segment) is cmd.DispatchCommand:
+                    dispatch = type(segment) is cmd.DispatchCommand
+                    if dispatch:
                         progress[:] = (0, ran)
                         ran += 1
                     self.run_unwatched(segment, table, records)  # type: ignore[arg-type]
+                    if dispatch and ends is not None:
+                        ends.append(time.perf_counter_ns())
         except Exception as e:
             self.batch_failed(records, e)
             raise
@@ -150,11 +165,16 @@ class CpuDevice(Device):
         plans = self._plans.get(command_buffer)
         if plans is None:
             plans = self._plans[command_buffer] = {}
-        found = plans.get((start, end))
+        # Transfers run inside the native plans unless someone listens to them (each must be told).
+        transfers = not self.transfer_listeners
+        key = (start, end, transfers)
+        found = plans.get(key)
         if found is None or not found.still_valid(command_buffer.version):
             if len(plans) >= _PLANS_PER_COMMAND_BUFFER:  # stops moving around: keep the latest few
                 plans.clear()
-            found = plans[(start, end)] = plan_stretch(command_buffer.commands[start:end], command_buffer.version)
+            found = plans[key] = plan_stretch(
+                command_buffer.commands[start:end], command_buffer.version, transfers
+            )
         return found
 
     def _run_plan(
@@ -163,24 +183,37 @@ class CpuDevice(Device):
         table: list[BindingTableEntry],
         records: BatchRecords | None,
         progress: np.ndarray,
+        ends: list[int] | None,
     ) -> None:
         with plan.lock:
             if plan.bind(table) is not None:
                 # A binding IREE's checks refuse: one at a time, which raises their errors.
                 first = int(progress[1])
-                for k, command in enumerate(plan.dispatches):
+                k = 0
+                for command in plan.commands:
+                    if type(command) is not cmd.DispatchCommand:
+                        self.execute_command(command, table)
+                        continue
                     progress[:] = (k, first)
+                    k += 1
                     if records is not None:  # before it runs: a failure names it
                         records.add_unmade((command,), self.dispatch_count)
                     self.run_unwatched(command, table, None)
+                    if ends is not None:
+                        ends.append(time.perf_counter_ns())
                 return
             if records is not None:
                 records.add_unmade(plan.dispatches, self.dispatch_count)
-            failure = plan.run(self.progress_address)
+            self._native_calls += 1
+            failure = plan.run(self.progress_address, timed=ends is not None)
             if failure is None:
                 self.count_dispatches(plan.count)
+                if ends is not None:
+                    ends.extend(plan.dispatch_ends(plan.count))
                 return
             index, code = failure
+            if ends is not None:
+                ends.extend(plan.dispatch_ends(index))
             self.count_dispatches(index + 1)
             if records is not None:
                 records.truncate(len(records) - plan.count + index + 1)

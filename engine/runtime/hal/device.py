@@ -201,6 +201,10 @@ class DispatchObserver:
     # ``dispatch_batch`` afterwards (the CPU device asks ``watches`` instead, per dispatch).
     reads_bindings = True
 
+    # An observer that reads ``Device.batch_dispatch_ends`` in ``dispatch_batch`` (a profile) sets this True:
+    # the CPU device then reads a clock after each dispatch of a batch (not done for nobody).
+    wants_dispatch_times = False
+
     def batch_starting(self, dispatches: Sequence[cmd.DispatchCommand], first_sequence: int) -> None:
         """A batch is about to run these dispatch commands, with sequences from ``first_sequence``; while it
         runs, ``Device.batch_progress`` says which of them is running (a session in a child process reports
@@ -230,17 +234,23 @@ class BatchRecords(Sequence[DispatchRecord]):
     def __init__(self, device: Device, table: list[BindingTableEntry]):
         self._device = device
         self._table = table
-        self._items: list[DispatchRecord | tuple[cmd.DispatchCommand, int]] = []
+        self._items: list[DispatchRecord | None] = []  # None: not made yet (see ``_unmade``)
+        # (index of the first, commands, sequence of the first) of each run of dispatches added unmade: a
+        # native plan's thousand dispatches cost one entry, not a thousand.
+        self._unmade: list[tuple[int, Sequence[cmd.DispatchCommand], int]] = []
 
     def append(self, record: DispatchRecord) -> None:
         self._items.append(record)
 
     def add_unmade(self, commands: Sequence[cmd.DispatchCommand], first_sequence: int) -> None:
         """Dispatches ``commands`` (static workgroup counts) with sequences from ``first_sequence``."""
-        self._items.extend((command, first_sequence + k) for k, command in enumerate(commands))
+        self._unmade.append((len(self._items), commands, first_sequence))
+        self._items.extend([None] * len(commands))
 
     def truncate(self, length: int) -> None:
         del self._items[length:]
+        while self._unmade and self._unmade[-1][0] >= length:
+            self._unmade.pop()
 
     def __len__(self) -> int:
         return len(self._items)
@@ -249,9 +259,13 @@ class BatchRecords(Sequence[DispatchRecord]):
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self._items)))]
         item = self._items[index]
-        if isinstance(item, DispatchRecord):
+        if item is not None:
             return item
-        command, sequence = item
+        if index < 0:
+            index += len(self._items)
+        at = bisect.bisect_right(self._unmade, index, key=lambda run: run[0]) - 1
+        start, commands, first = self._unmade[at]
+        command, sequence = commands[index - start], first + index - start
         workgroup_count, bindings = self._device.resolve_dispatch(command, self._table)
         record = self._device.dispatch_record(
             command.executable, command.ordinal, workgroup_count, command.constants, bindings, sequence
@@ -358,11 +372,22 @@ class Device:
         self._progress = np.zeros(2, np.uint64)
         self._progress_address = int(self._progress.ctypes.data)
         self._dispatches = 0
+        self._batch_ends: list[int] = []  # see ``batch_dispatch_ends``
         # Per command buffer: (its version, indices of its dispatch commands, those commands), for planning.
         self._positions: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._pending: list[_PendingWork] = []
         self._pumping = False
         self._lock = threading.RLock()
+
+    # Whether ``batch_dispatch_ends`` times each dispatch of a batch (the CPU device's native loop reads a
+    # clock after each): an observer that only needs times then need not watch dispatches one by one.
+    times_batch_dispatches = False
+
+    @property
+    def batch_dispatch_ends(self) -> list[int]:
+        """While observers are told ``dispatch_batch``: the ``time.perf_counter_ns`` at which each of its
+        dispatches ended, in order (empty where the device does not time them, ``times_batch_dispatches``)."""
+        return self._batch_ends
 
     # -- capabilities (override)
 
@@ -696,6 +721,7 @@ class Device:
         """Tell the observers a batch of ``dispatches`` starts (``batch_starting``) and make its records
         (None without observers)."""
         self._progress[:] = (0, 0)
+        self._batch_ends = []
         if not self.observers:
             return None
         for observer in list(self.observers):
