@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from pathlib import Path
 
 from lens_fuzz.bounded import Limits, run_cases
 from lens_fuzz.readers import Reader
@@ -59,11 +60,11 @@ def test_a_case_over_the_time_limit_is_a_hang_failure_and_the_campaign_goes_on(t
     assert [(f.case, f.kind) for f in report.failures] == [(1, "hang")]
     assert report.parsed == 2 and report.cases == 3
     failure = report.failures[0]
-    assert open(failure.input_path, "rb").read() == b"sleep"
+    assert Path(failure.input_path).read_bytes() == b"sleep"
     # The saved command reproduces the hang under the same limits.
     proc = subprocess.run(failure.command, shell=True, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1 and ": hang" in proc.stdout, proc.stdout + proc.stderr
-    assert failure.command in open(failure.input_path[: -len(".bin")] + ".txt").read()
+    assert failure.command in Path(failure.input_path[: -len(".bin")] + ".txt").read_text()
 
 
 def test_a_case_over_the_memory_limit_is_a_memory_failure(tmp_path):

@@ -107,6 +107,7 @@ class ZoneRecorder(DispatchObserver):
 
     # Zones need times and records only, so a Vulkan device keeps batching command buffers for us.
     reads_bindings = False
+    wants_dispatch_times = True  # one measured zone per dispatch of a CPU batch (``batch_dispatch_ends``)
 
     def watches(self, sequence: int, executable: Any, ordinal: int) -> bool:
         """A device that times each dispatch of a batch (the CPU device's native loop) needs no dispatch run

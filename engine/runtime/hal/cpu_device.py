@@ -137,7 +137,9 @@ class CpuDevice(Device):
         progress = self.progress_cell
         ran = 0  # dispatches of the batch run so far
         # Each dispatch's end time, for observers (profiles: a zone per dispatch); none without observers.
-        ends = self.batch_dispatch_ends if records is not None else None
+        ends = None
+        if records is not None and any(getattr(o, "wants_dispatch_times", False) for o in self.observers):
+            ends = self.batch_dispatch_ends
         try:
             for segment in planned.segments:
                 if type(segment) is CpuBatchPlan:

@@ -201,6 +201,10 @@ class DispatchObserver:
     # ``dispatch_batch`` afterwards (the CPU device asks ``watches`` instead, per dispatch).
     reads_bindings = True
 
+    # An observer that reads ``Device.batch_dispatch_ends`` in ``dispatch_batch`` (a profile) sets this True:
+    # the CPU device then reads a clock after each dispatch of a batch (not done for nobody).
+    wants_dispatch_times = False
+
     def batch_starting(self, dispatches: Sequence[cmd.DispatchCommand], first_sequence: int) -> None:
         """A batch is about to run these dispatch commands, with sequences from ``first_sequence``; while it
         runs, ``Device.batch_progress`` says which of them is running (a session in a child process reports
@@ -230,17 +234,23 @@ class BatchRecords(Sequence[DispatchRecord]):
     def __init__(self, device: Device, table: list[BindingTableEntry]):
         self._device = device
         self._table = table
-        self._items: list[DispatchRecord | tuple[cmd.DispatchCommand, int]] = []
+        self._items: list[DispatchRecord | None] = []  # None: not made yet (see ``_unmade``)
+        # (index of the first, commands, sequence of the first) of each run of dispatches added unmade: a
+        # native plan's thousand dispatches cost one entry, not a thousand.
+        self._unmade: list[tuple[int, Sequence[cmd.DispatchCommand], int]] = []
 
     def append(self, record: DispatchRecord) -> None:
         self._items.append(record)
 
     def add_unmade(self, commands: Sequence[cmd.DispatchCommand], first_sequence: int) -> None:
         """Dispatches ``commands`` (static workgroup counts) with sequences from ``first_sequence``."""
-        self._items.extend((command, first_sequence + k) for k, command in enumerate(commands))
+        self._unmade.append((len(self._items), commands, first_sequence))
+        self._items.extend([None] * len(commands))
 
     def truncate(self, length: int) -> None:
         del self._items[length:]
+        while self._unmade and self._unmade[-1][0] >= length:
+            self._unmade.pop()
 
     def __len__(self) -> int:
         return len(self._items)
@@ -249,9 +259,13 @@ class BatchRecords(Sequence[DispatchRecord]):
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self._items)))]
         item = self._items[index]
-        if isinstance(item, DispatchRecord):
+        if item is not None:
             return item
-        command, sequence = item
+        if index < 0:
+            index += len(self._items)
+        at = bisect.bisect_right(self._unmade, index, key=lambda run: run[0]) - 1
+        start, commands, first = self._unmade[at]
+        command, sequence = commands[index - start], first + index - start
         workgroup_count, bindings = self._device.resolve_dispatch(command, self._table)
         record = self._device.dispatch_record(
             command.executable, command.ordinal, workgroup_count, command.constants, bindings, sequence
