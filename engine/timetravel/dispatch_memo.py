@@ -86,8 +86,9 @@ class DispatchMemo:
     def watches(self, sequence: int, executable: HalExecutable, ordinal: int) -> bool:
         """Whether the device must run this dispatch through the hook (``Device.next_watched``): one whose
         results are kept, and every dispatch of an executable whose kernels can be slow (all but native CPU
-        code, whose kernels are rarely ``min_seconds`` slow and run in native batches instead)."""
-        return sequence in self.kept or executable.format != NATIVE_CPU_FORMAT
+        code, whose kernels are rarely ``min_seconds`` slow and run in native batches instead, unless
+        ``min_seconds`` is 0: then every dispatch is kept, native CPU ones too)."""
+        return sequence in self.kept or executable.format != NATIVE_CPU_FORMAT or self.min_seconds <= 0
 
     def __call__(self, executable: HalExecutable, record: DispatchRecord, run: Callable[[], None]) -> None:
         key = _key(executable, record) if record.bindings else None
