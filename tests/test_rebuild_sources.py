@@ -63,3 +63,15 @@ def test_a_module_no_try_rebuilds_is_refused_naming_what_differed(modules, tmp_p
     # The verdict is kept: asking again answers at once, without compiling.
     again = rebuild_sources(modules["generic"], cache_dir=tmp_path / "cache")
     assert again.note == found.note
+
+
+def test_two_rebuilds_of_one_module_at_once_both_get_the_sources(modules, tmp_path):
+    # Two sessions of the same module (two windows, two test workers) share the rebuild's cache folder. Before
+    # the folder was locked, the second emptied the first's half-done rebuild and one of them answered untyped.
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(2) as pool:
+        both = list(pool.map(lambda _: rebuild_sources(modules["host"], cache_dir=tmp_path / "cache"), range(2)))
+    for found in both:
+        assert found.found and found.origin == "rebuilt", found.note
+    assert both[0].files == both[1].files
