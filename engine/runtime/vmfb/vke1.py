@@ -11,16 +11,18 @@ table path and byte offset, never an ``IndexError`` or ``struct.error``.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
 import numpy as np
 
 from engine.errors import ExecutableFormatError
-from engine.runtime.vmfb.flatbuffer import FlatBuffer
+from engine.runtime.vmfb.executable_flatbuffer import (
+    SourceLocation,
+    open_headed_flatbuffer,
+    read_debug_info,
+)
 
 VKE1_MAGIC = b"VKE1"
-HEADER_SIZE = 64
 
 # PipelineDef.dispatch_abi values.
 DISPATCH_ABI_DESCRIPTOR = 0
@@ -66,12 +68,6 @@ class PipelineLayoutDef:
 
 
 @dataclass(frozen=True)
-class SourceLocationDef:
-    filename: str
-    line: int
-
-
-@dataclass(frozen=True)
 class BdaDispatchLayoutDef:
     """``BdaDispatchLayoutDef``: where a ``BDA_V1`` pipeline takes its push-constant root and constants."""
 
@@ -102,7 +98,7 @@ class PipelineDef:
     subgroup_size: int  # 0: no required subgroup size
     dispatch_abi: int  # DISPATCH_ABI_DESCRIPTOR or DISPATCH_ABI_BDA_V1
     debug_name: str | None = None
-    location: SourceLocationDef | None = None
+    location: SourceLocation | None = None
     bda_layout: BdaDispatchLayoutDef | None = None  # set for DISPATCH_ABI_BDA_V1
 
 
@@ -151,24 +147,7 @@ def is_vke1(data: bytes | memoryview) -> bool:
 
 def read_vke1(data: bytes | bytearray | memoryview | np.ndarray) -> ExecutableDef:
     """Parse a ``VKE1`` executable (header + FlatBuffer). SPIR-V words are views into ``data``."""
-    mv = memoryview(data).cast("B") if not isinstance(data, np.ndarray) else memoryview(data.view(np.uint8))
-    if len(mv) < HEADER_SIZE:
-        raise ExecutableFormatError(
-            f"VKE1 executable is {len(mv)} bytes, shorter than its {HEADER_SIZE}-byte header", where="byte 0"
-        )
-    magic = bytes(mv[:4])
-    if magic != VKE1_MAGIC:
-        raise ExecutableFormatError(f"not a VKE1 executable (magic {magic!r})", where="byte 0")
-    version, content_size = struct.unpack_from("<IQ", mv, 4)
-    if version != 0:
-        raise ExecutableFormatError(f"unsupported VKE1 header version {version}", where="byte 4")
-    if content_size > len(mv) - HEADER_SIZE or content_size < 8:
-        raise ExecutableFormatError(
-            f"VKE1 content size {content_size} does not fit the {len(mv) - HEADER_SIZE} bytes after the header",
-            where="byte 8",
-        )
-    fb = FlatBuffer(mv, HEADER_SIZE, HEADER_SIZE + content_size, error=ExecutableFormatError)
-    root = fb.root("ExecutableDef", expect_identifier=VKE1_MAGIC)
+    _, root = open_headed_flatbuffer(data, VKE1_MAGIC, "VKE1")
 
     pipelines = []
     for t in root.tables(0, "pipelines"):
@@ -177,13 +156,7 @@ def read_vke1(data: bytes | bytearray | memoryview | np.ndarray) -> ExecutableDe
             raise ExecutableFormatError(
                 "malformed VKE1 executable: a pipeline has no entry_point", where=t.path
             )
-        debug = t.table(4, "debug_info")
-        debug_name = location = None
-        if debug is not None:
-            debug_name = debug.string(0, "name")
-            loc = debug.table(1, "location")
-            if loc is not None:
-                location = SourceLocationDef(loc.string(0, "filename") or "", loc.scalar(1, "u32", name="line"))
+        debug_name, location = read_debug_info(t.table(4, "debug_info"), "u32")
         dispatch_abi = t.scalar(5, "u8", name="dispatch_abi")
         bda_layout = None
         if dispatch_abi == DISPATCH_ABI_BDA_V1:
