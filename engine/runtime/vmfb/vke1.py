@@ -21,6 +21,7 @@ from engine.runtime.vmfb.executable_flatbuffer import (
     open_headed_flatbuffer,
     read_debug_info,
 )
+from engine.runtime.vmfb.flatbuffer import Table
 
 VKE1_MAGIC = b"VKE1"
 
@@ -148,48 +149,57 @@ def is_vke1(data: bytes | memoryview) -> bool:
 def read_vke1(data: bytes | bytearray | memoryview | np.ndarray) -> ExecutableDef:
     """Parse a ``VKE1`` executable (header + FlatBuffer). SPIR-V words are views into ``data``."""
     _, root = open_headed_flatbuffer(data, VKE1_MAGIC, "VKE1")
+    exe = ExecutableDef(
+        tuple(_pipeline(t) for t in root.tables(0, "pipelines")),
+        tuple(_set_layout(t) for t in root.tables(1, "descriptor_set_layouts")),
+        tuple(_pipeline_layout(t) for t in root.tables(2, "pipeline_layouts")),
+        tuple(_shader_module(t) for t in root.tables(3, "shader_modules")),
+    )
+    _check_ordinals(exe)
+    return exe
 
-    pipelines = []
-    for t in root.tables(0, "pipelines"):
-        entry = t.string(1, "entry_point")
-        if entry is None:
+
+def _pipeline(t: Table) -> PipelineDef:
+    entry = t.string(1, "entry_point")
+    if entry is None:
+        raise ExecutableFormatError("malformed VKE1 executable: a pipeline has no entry_point", where=t.path)
+    debug_name, location = read_debug_info(t.table(4, "debug_info"), "u32")
+    dispatch_abi = t.scalar(5, "u8", name="dispatch_abi")
+    bda_layout = None
+    if dispatch_abi == DISPATCH_ABI_BDA_V1:
+        b = t.table(6, "bda_dispatch_layout")
+        if b is None:
             raise ExecutableFormatError(
-                "malformed VKE1 executable: a pipeline has no entry_point", where=t.path
+                "malformed VKE1 executable: a BDA_V1 pipeline has no bda_dispatch_layout", where=t.path
             )
-        debug_name, location = read_debug_info(t.table(4, "debug_info"), "u32")
-        dispatch_abi = t.scalar(5, "u8", name="dispatch_abi")
-        bda_layout = None
-        if dispatch_abi == DISPATCH_ABI_BDA_V1:
-            b = t.table(6, "bda_dispatch_layout")
-            if b is None:
-                raise ExecutableFormatError(
-                    "malformed VKE1 executable: a BDA_V1 pipeline has no bda_dispatch_layout", where=t.path
-                )
-            bda_layout = BdaDispatchLayoutDef(
-                abi_version=b.scalar(0, "u32", 1, name="abi_version"),
-                root_push_constant_offset=b.scalar(1, "u32", 0, name="root_push_constant_offset"),
-                root_push_constant_length=b.scalar(2, "u32", 32, name="root_push_constant_length"),
-                constant_push_constant_offset=b.scalar(3, "u32", 32, name="constant_push_constant_offset"),
-                constant_count=b.scalar(4, "u32", 0, name="constant_count"),
-                binding_table_entry_type=b.scalar(5, "u8", 0, name="binding_table_entry_type"),
-                binding_count=b.scalar(6, "u32", 0, name="binding_count"),
-            )
-        pipelines.append(
-            PipelineDef(
-                entry_point=entry,
-                shader_module_ordinal=t.scalar(0, "u32", name="shader_module_ordinal"),
-                pipeline_layout_ordinal=t.scalar(2, "u32", name="pipeline_layout_ordinal"),
-                subgroup_size=t.scalar(3, "u32", name="subgroup_size"),
-                dispatch_abi=dispatch_abi,
-                bda_layout=bda_layout,
-                debug_name=debug_name,
-                location=location,
-            )
-        )
+        bda_layout = _bda_layout(b)
+    return PipelineDef(
+        entry_point=entry,
+        shader_module_ordinal=t.scalar(0, "u32", name="shader_module_ordinal"),
+        pipeline_layout_ordinal=t.scalar(2, "u32", name="pipeline_layout_ordinal"),
+        subgroup_size=t.scalar(3, "u32", name="subgroup_size"),
+        dispatch_abi=dispatch_abi,
+        bda_layout=bda_layout,
+        debug_name=debug_name,
+        location=location,
+    )
 
-    set_layouts = []
-    for t in root.tables(1, "descriptor_set_layouts"):
-        bindings = tuple(
+
+def _bda_layout(b: Table) -> BdaDispatchLayoutDef:
+    return BdaDispatchLayoutDef(
+        abi_version=b.scalar(0, "u32", 1, name="abi_version"),
+        root_push_constant_offset=b.scalar(1, "u32", 0, name="root_push_constant_offset"),
+        root_push_constant_length=b.scalar(2, "u32", 32, name="root_push_constant_length"),
+        constant_push_constant_offset=b.scalar(3, "u32", 32, name="constant_push_constant_offset"),
+        constant_count=b.scalar(4, "u32", 0, name="constant_count"),
+        binding_table_entry_type=b.scalar(5, "u8", 0, name="binding_table_entry_type"),
+        binding_count=b.scalar(6, "u32", 0, name="binding_count"),
+    )
+
+
+def _set_layout(t: Table) -> DescriptorSetLayoutDef:
+    return DescriptorSetLayoutDef(
+        tuple(
             DescriptorSetLayoutBindingDef(
                 binding=b.scalar(0, "u32", name="binding"),
                 descriptor_type=b.scalar(1, "u32", name="descriptor_type"),
@@ -198,34 +208,26 @@ def read_vke1(data: bytes | bytearray | memoryview | np.ndarray) -> ExecutableDe
             )
             for b in t.tables(0, "bindings")
         )
-        set_layouts.append(DescriptorSetLayoutDef(bindings))
+    )
 
-    layouts = []
-    for t in root.tables(2, "pipeline_layouts"):
-        ordinals = tuple(int(x) for x in t.scalars(0, "u32", "descriptor_set_layout_ordinals"))
-        ranges = t.structs(1, _PUSH_CONSTANT_RANGE, "push_constant_ranges")
-        layouts.append(
-            PipelineLayoutDef(
-                ordinals,
-                tuple(
-                    PushConstantRange(int(r["stage_flags"]), int(r["offset"]), int(r["size"])) for r in ranges
-                ),
-            )
+
+def _pipeline_layout(t: Table) -> PipelineLayoutDef:
+    ordinals = tuple(int(x) for x in t.scalars(0, "u32", "descriptor_set_layout_ordinals"))
+    ranges = t.structs(1, _PUSH_CONSTANT_RANGE, "push_constant_ranges")
+    return PipelineLayoutDef(
+        ordinals,
+        tuple(PushConstantRange(int(r["stage_flags"]), int(r["offset"]), int(r["size"])) for r in ranges),
+    )
+
+
+def _shader_module(t: Table) -> ShaderModuleDef:
+    words = t.scalars(0, "u32", "spirv_code")  # a zero-copy view
+    if words.size == 0 or int(words[0]) != SPIRV_MAGIC:
+        raise ExecutableFormatError(
+            "malformed VKE1 executable: shader module does not start with the SPIR-V magic number",
+            where=f"{t.path}.spirv_code",
         )
-
-    modules = []
-    for t in root.tables(3, "shader_modules"):
-        words = t.scalars(0, "u32", "spirv_code")  # a zero-copy view
-        if words.size == 0 or int(words[0]) != SPIRV_MAGIC:
-            raise ExecutableFormatError(
-                "malformed VKE1 executable: shader module does not start with the SPIR-V magic number",
-                where=f"{t.path}.spirv_code",
-            )
-        modules.append(ShaderModuleDef(words))
-
-    exe = ExecutableDef(tuple(pipelines), tuple(set_layouts), tuple(layouts), tuple(modules))
-    _check_ordinals(exe)
-    return exe
+    return ShaderModuleDef(words)
 
 
 def _check_ordinals(exe: ExecutableDef) -> None:
