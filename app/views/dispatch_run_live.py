@@ -364,8 +364,21 @@ class RunDispatchesPanel(QWidget):
         view = self.services.open_document(PausedDispatchView(), title, "paused-dispatch")
         view.show_dispatch(info, tensors)
         view.stepIntoRequested.connect(self.step_into)
+        view.inspector.saved.connect(self._said_saved)
         self.paused_view = view
         return view
+
+    def _said_saved(self, path: str) -> None:
+        """Where a tensor of the paused dispatch was saved, said in the status bar and the log."""
+        view = self.paused_view
+        current = view.inspector.current if view is not None else None
+        what = current.label.split(" — ")[0] if current is not None else "the tensor"
+        of = f" of dispatch #{view.info.ordinal}" if view is not None and view.info is not None else ""
+        text = f"Saved {what}{of} to {path}"
+        if self.workbench is not None:
+            self.workbench.say(text)
+        else:
+            self.services.messages.info(text)
 
     # -- stepping into a workgroup
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import subprocess
 
+import numpy as np
 import pytest
 from support import iree_tool
 from support.session import compile_program
@@ -100,3 +101,77 @@ def test_a_vulkan_module_opened_before_the_devices_are_listed_opens_on_vulkan_wh
     )  # fmt: skip
     expected = proc.stdout.split("result[0]: hal.buffer_view", 1)[1].strip().splitlines()[0]
     assert expected in done.args[0].results_text
+
+
+def _stop_after_dispatch_1(qtbot, window, tmp_path):
+    from PySide6.QtCore import Qt
+
+    window.resize(1366, 768)  # and the docks as the walk found them at that size: the stepper ~515 px wide
+    window.resizeDocks([window.docks["stepper"]], [515], Qt.Orientation.Horizontal)
+    bridge = window.session_bridge
+    open_module(qtbot, window, compile_program("nan_log", "llvm-cpu", tmp_path))
+    bridge.add_breakpoint(Breakpoint(BreakpointKind.DISPATCH, ordinal=1, when="after"))
+    window.workbench.set_inputs(HEALTHY)
+    with qtbot.waitSignal(window.panels["run_dispatches"].tensorsShown, timeout=TIMEOUT):
+        assert window.workbench.run()
+    document = window.documents.document("paused-dispatch")
+    qtbot.waitUntil(lambda: document.isVisible() and document.inspector.tensor_list.count() > 0, timeout=TIMEOUT)
+    return document
+
+
+def test_the_tensor_list_shows_each_binding_whole_at_1366(qtbot, main_window, tmp_path):
+    """Walk, both models at 1366x768 and 1920x1080: the paused dispatch's tensor list was ~90 px wide at
+    1366 ("binding 0 @19…"), each item one line of label and type; a user could not tell the bindings apart."""
+    document = _stop_after_dispatch_1(qtbot, main_window, tmp_path)
+    inspector = document.inspector
+    metrics = inspector.tensor_list.fontMetrics()
+    lines = [line for i in range(inspector.tensor_list.count()) for line in inspector.tensor_list.item(i).text().split("\n")]
+    assert any(line.startswith("binding 0") for line in lines) and any(line.startswith("binding 1") for line in lines)
+    qtbot.waitUntil(
+        lambda: inspector.tensor_list.viewport().width() >= max(metrics.horizontalAdvance(x) for x in lines),
+        timeout=5_000,
+    )
+
+
+def test_a_paused_dispatch_tensor_is_saved_as_npy(qtbot, main_window, tmp_path):
+    """Walk: a dispatch's output could be looked at but not saved from the window (the CLI's save-tensors
+    could); the inspector's Save as .npy writes the tensor as typed now."""
+    from PySide6.QtCore import Qt
+
+    document = _stop_after_dispatch_1(qtbot, main_window, tmp_path)
+    inspector = document.inspector
+    outputs = [i for i, t in enumerate(document.tensors) if t.binding == 1]
+    assert outputs, [t.label for t in document.tensors]
+    inspector.tensor_list.setCurrentRow(outputs[-1])
+    inspector.type_edit.setText("4x8xf32")  # the user's reading of the bytes (typed or not yet typed alike)
+    qtbot.keyClick(inspector.type_edit, Qt.Key.Key_Return)
+    assert inspector.save_button.isEnabled()
+    with qtbot.waitSignal(main_window.workbench.said, timeout=5_000) as said:
+        assert inspector.save_current(tmp_path / "log_out") == tmp_path / "log_out.npy"
+    saved = np.load(tmp_path / "log_out.npy")
+    expected = np.log(np.full((4, 8), 3, np.float32) - np.full((4, 8), 1, np.float32))
+    assert saved.shape == (4, 8) and saved.dtype == np.float32 and np.array_equal(saved, expected)
+    assert "Saved binding 1" in said.args[0] and "of dispatch #1" in said.args[0]
+
+
+def test_a_long_breakpoint_is_read_whole_in_a_1366_window(qtbot, main_window, tmp_path):
+    """Walk, EfficientViT at 1366x768: the NaN breakpoint read "after a dispatch that writes Na…" in the
+    stepper's breakpoint list."""
+    from PySide6.QtCore import QRect, Qt
+
+    window = main_window
+    window.resize(1366, 768)
+    window.resizeDocks([window.docks["stepper"]], [515], Qt.Orientation.Horizontal)
+    open_module(qtbot, window, compile_program("nan_log", "llvm-cpu", tmp_path))
+    view = window.panels["stepper"].breakpoints_view
+    window.panels["stepper"].state_tabs.setCurrentWidget(view)
+    window.session_bridge.add_breakpoint(Breakpoint(BreakpointKind.NAN, when="after"))
+    qtbot.waitUntil(lambda: view.list.count() == 1, timeout=TIMEOUT)
+    item = view.list.item(0)
+    rect = view.list.visualItemRect(item)
+    needed = view.list.fontMetrics().boundingRect(
+        QRect(0, 0, rect.width(), 10_000), int(Qt.TextFlag.TextWordWrap), item.text()
+    )
+    assert view.list.fontMetrics().horizontalAdvance(item.text()) > view.list.viewport().width()  # it is long here
+    assert rect.width() <= view.list.viewport().width() and rect.height() >= needed.height()
+    assert item.toolTip() in item.text()
