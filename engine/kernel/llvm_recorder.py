@@ -94,18 +94,26 @@ def rebuild_with_locations(module_path: str | Path, timeout_s: float = 900) -> P
     does not compile. The kernels are IREE Lens's llvm-cpu build of the program: whether they are the
     module's is judged afterwards, store by store, against the dispatch's real output."""
     import hashlib
-    import subprocess
     import tempfile
 
-    from engine.compiler.job import iree_compile_path
-    from engine.compiler.targets import target_flags
     from engine.dispatch.rebuild_sources import program_named_by
+    from engine.folder_lock import folder_lock
 
     program = program_named_by(module_path)
     if program is None:
         return None
     key = hashlib.sha256(Path(module_path).read_bytes() + program.read_bytes()).hexdigest()[:20]
     out = Path(tempfile.gettempdir()) / "iree-lens-kernel" / key
+    with folder_lock(out):  # another process rebuilding the same module: wait for its build
+        return _rebuild_into(out, Path(module_path), program, timeout_s)
+
+
+def _rebuild_into(out: Path, module_path: Path, program: Path, timeout_s: float) -> Path | None:
+    import subprocess
+
+    from engine.compiler.job import iree_compile_path
+    from engine.compiler.targets import target_flags
+
     ir = out / "intermediates"
     if (out / "done").exists():
         return ir

@@ -29,15 +29,22 @@ def _shape(module: VmfbModule, function: Function) -> list[tuple[int, str]]:
 
 
 def _unlinked_build(module_path: Path, timeout_s: float) -> Path | None:
-    from engine.compiler.job import iree_compile_path
-    from engine.compiler.targets import target_flags
     from engine.dispatch.rebuild_sources import program_named_by
+    from engine.folder_lock import folder_lock
 
     program = program_named_by(module_path)
     if program is None:
         return None
     key = hashlib.sha256(module_path.read_bytes() + program.read_bytes()).hexdigest()[:20]
     out = Path(tempfile.gettempdir()) / "iree-lens-kernel" / f"vmvx-sources-{key}"
+    with folder_lock(out):  # another process rebuilding the same module: wait for its build
+        return _unlinked_build_into(out, program, timeout_s)
+
+
+def _unlinked_build_into(out: Path, program: Path, timeout_s: float) -> Path | None:
+    from engine.compiler.job import iree_compile_path
+    from engine.compiler.targets import target_flags
+
     vmfb = out / "unlinked.vmfb"
     if vmfb.exists():
         return vmfb
