@@ -76,6 +76,7 @@ from engine.session.protocol import (
     ReadGlobals,
     ReadRegisters,
     ReadTensors,
+    RefusedBreakpoint,
     RegisterFile,
     Registers,
     RunTo,
@@ -233,7 +234,8 @@ class DebugSession:
         if self.controller is not None:
             self._install_breakpoints()
         if refused:  # the others are set; these could never stop a run
-            self.emit(Failed("; ".join(refused.values()), BREAKPOINT_REFUSED))
+            reasons = tuple(RefusedBreakpoint(b, why) for b, why in refused.items())
+            self.emit(Failed("; ".join(refused.values()), BREAKPOINT_REFUSED, refused=reasons))
 
     def _refused(self, breakpoints: tuple[Breakpoint, ...]) -> dict[Breakpoint, str]:
         """The breakpoints that can never match this module, each with the reason: a dispatch name no
