@@ -170,6 +170,9 @@ class MainWindow(QMainWindow):
         document tab for ``area="document"`` (View menu brings it back once closed)."""
         widget = spec.create(self.services)
         self.panels[spec.id] = widget
+        listed = getattr(widget, "devicesListed", None)
+        if listed is not None:  # the Device panel: a module waiting for a device that runs it can open now
+            listed.connect(self.open_on_a_listed_device)
         if spec.area == "document":
             widget.setProperty(KEEP_ALIVE, True)
             self._document_panels[spec.id] = (widget, spec.title)
@@ -499,6 +502,18 @@ class MainWindow(QMainWindow):
         if panel is None:
             return ["local-sync"]
         return [str(panel.combo.itemData(i)) for i in range(panel.combo.count())]
+
+    def open_on_a_listed_device(self) -> bool:
+        """The device list arrived (Vulkan devices are listed on the worker, after the window shows): a module
+        opened before, for a device not listed then (a Vulkan build while only the CPU was known), opens on a
+        listed device that runs it, as it would have had the list been there. True when it moved."""
+        if self.workbench.state.mismatch is None:
+            return False
+        uri = self.workbench.matching_device(self.known_devices())
+        if uri is None:
+            return False  # no listed device runs it either: the mismatch bar keeps saying why
+        self.workbench.set_device(uri)
+        return True
 
     def switch_to_matching_device(self) -> bool:
         """The mismatch bar's Switch: select a device that runs the open module (it reopens there)."""

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import iree_compile, shared_model
-from support.traced import TRACE, assert_bundle_equals_traced, iree_traced
+from support import iree_compile, iree_traced_tensors, shared_model
+from support.traced import TRACE, assert_bundle_equals_traced
 
 from engine.compiler.targets import target_flags
 from engine.dispatch.bundle import Bundle, BundleWriter
@@ -158,7 +158,7 @@ def test_capture_with_iree_dumped_sources_equals_iree_traced_tensors(model, func
     traced = _compile(source, tmp_path / "traced.vmfb", TRACE)
     x = MODELS / f"{model}_x.npy"
     bundle = _capture(plain, function, x, tmp_path / "bundle", f"--sources={dump}")
-    assert_bundle_equals_traced(bundle, iree_traced(traced, function, [np.load(x)]))
+    assert_bundle_equals_traced(bundle, iree_traced_tensors(traced, function, [np.load(x)]))
 
 
 def test_capture_finds_the_sources_of_iree_lens_own_compile(tmp_path):
@@ -170,7 +170,7 @@ def test_capture_finds_the_sources_of_iree_lens_own_compile(tmp_path):
     compilation.raise_if_failed()
     traced = _compile(source, tmp_path / "traced.vmfb", TRACE)
     x = MODELS / "small_cnn_x.npy"
-    expected = iree_traced(traced, "small_cnn", [np.load(x)])
+    expected = iree_traced_tensors(traced, "small_cnn", [np.load(x)])
     beside = _capture(compilation.vmfb_path, "small_cnn", x, tmp_path / "beside")  # no --sources
     assert_bundle_equals_traced(beside, expected)
     named = _capture(compilation.vmfb_path, "small_cnn", x, tmp_path / "named", f"--sources={tmp_path / 'lens'}")

@@ -109,6 +109,8 @@ class PausedDispatchView(QWidget):
         super().__init__(parent)
         self.info = None
         self.tensors: list[ShownTensor] = []
+        self.lines: list[str] = []  # the header's description of the dispatch as it was at the stop
+        self.left: str | None = None  # how the run has moved on since this stop (None: it is paused here)
         self.header = QLabel(self)
         self.header.setWordWrap(True)
         self.header.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -131,8 +133,9 @@ class PausedDispatchView(QWidget):
     def show_pending(self, info) -> None:
         """The run stopped at ``info``; its tensors are being read: the view names this dispatch at once and
         shows nothing of the one before (stepper, status bar and document agree from the stop on)."""
-        self.info, self.tensors = info, []
-        self.header.setText(f"Dispatch #{info.ordinal} {info.export} ({info.when} it runs) — reading its tensors…")
+        self.info, self.tensors, self.left = info, [], None
+        self.lines = [f"Dispatch #{info.ordinal} {info.export} ({info.when} it runs) — reading its tensors…"]
+        self.header.setText(self.lines[0])
         self.inspector.set_tensors([])
 
     def selected_element(self):
@@ -152,8 +155,21 @@ class PausedDispatchView(QWidget):
         size = array.dtype.itemsize
         return SelectedElement(t.binding, t.offset + flat * size, size, f"{t.role} {t.position} {list(index)}")
 
+    def show_left(self, how: str) -> None:
+        """The run is no longer paused at this dispatch (``how``: "finished", "is running"...): the header says
+        so first, so the tensors below (kept as they were at the stop, for inspection) are never taken for the
+        current ones."""
+        if self.info is None or self.left == how:
+            return
+        self.left = how
+        notice = (
+            f"The run {how}: it is no longer paused at dispatch #{self.info.ordinal}. Below is what this dispatch "
+            f"held at that stop ({self.info.when} it ran)."
+        )
+        self.header.setText("\n".join([notice, *self.lines]))
+
     def show_dispatch(self, info, tensors: list[ShownTensor], note: str = "") -> None:
-        self.info, self.tensors = info, tensors
+        self.info, self.tensors, self.left = info, tensors, None
         wg = "x".join(str(w) for w in info.workgroup_count)
         sources = sorted({t.source for t in tensors})
         notes = sorted({t.note for t in tensors if t.note and t.source == TypeSource.UNTYPED})
@@ -168,6 +184,7 @@ class PausedDispatchView(QWidget):
             *([_sentence(note)] if note else []),
             *(f"{t.role} {t.position}: {t.undefined_text}" for t in tensors if t.undefined_text),
         ]
+        self.lines = lines
         self.header.setText("\n".join(lines))
         self.inspector.set_tensors([InspectedTensor(t.label, t.array, t.type_text) for t in tensors])
 
@@ -240,6 +257,18 @@ class RunDispatchesPanel(QWidget):
         if state.run != self._run:
             self._run = state.run
             self.clear()
+        self._mark_if_left(state)
+
+    def _mark_if_left(self, state) -> None:
+        """The paused dispatch's document says so once the run is no longer paused at its dispatch (it runs,
+        finished, failed, or stopped elsewhere), instead of still reading "(before it runs)"."""
+        view = self.paused_view
+        if state is None or view is None or not shiboken6.isValid(view) or view.info is None:
+            return
+        paused = state.paused
+        if paused is not None and int(paused.ordinal) == int(view.info.ordinal) and paused.when == view.info.when:
+            return
+        view.show_left(_how_the_run_moved_on(state))
 
     def _on_history(self, history) -> None:
         """Every dispatch the run recorded: those not listed yet join the list in ordinal order (what a
@@ -315,6 +344,8 @@ class RunDispatchesPanel(QWidget):
         ran = info.when == "after" and any(t.role == "output" for t in tensors)
         self._note(info, health_of(typed_outputs) if ran and typed_outputs else UNREAD)
         self.show_paused(info, tensors)
+        if self.workbench is not None:  # an answer that came after the run moved on
+            self._mark_if_left(self.workbench.state)
         self.tensorsShown.emit(info)
 
     def show_paused(self, info, tensors: list[ShownTensor]) -> PausedDispatchView:
@@ -333,8 +364,21 @@ class RunDispatchesPanel(QWidget):
         view = self.services.open_document(PausedDispatchView(), title, "paused-dispatch")
         view.show_dispatch(info, tensors)
         view.stepIntoRequested.connect(self.step_into)
+        view.inspector.saved.connect(self._said_saved)
         self.paused_view = view
         return view
+
+    def _said_saved(self, path: str) -> None:
+        """Where a tensor of the paused dispatch was saved, said in the status bar and the log."""
+        view = self.paused_view
+        current = view.inspector.current if view is not None else None
+        what = current.label.split(" — ")[0] if current is not None else "the tensor"
+        of = f" of dispatch #{view.info.ordinal}" if view is not None and view.info is not None else ""
+        text = f"Saved {what}{of} to {path}"
+        if self.workbench is not None:
+            self.workbench.say(text)
+        else:
+            self.services.messages.info(text)
 
     # -- stepping into a workgroup
 
@@ -428,6 +472,21 @@ class RunDispatchesPanel(QWidget):
         view = self.services.open_document(view, f"Workgroup ({wg}) of #{trace.dispatch}", f"kernel:{trace.dispatch}:{wg}")
         self.kernelViewOpened.emit(view)
         return view
+
+
+def _how_the_run_moved_on(state) -> str:
+    """How the run left its paused dispatch, from the window's run state (``app.workbench.WorkbenchState``)."""
+    if state.run_state == "running":
+        return "is running"
+    if state.run_state == "stopped":
+        where = state.paused
+        return "stopped elsewhere" if where is None else f"is now paused at dispatch #{where.ordinal} ({where.when} it runs)"
+    return {
+        "finished": "finished",
+        "failed": "failed",
+        "crashed": "crashed",
+        "stopped": "was stopped",
+    }.get(state.outcome, "ended")
 
 
 def _tab_widget(widget: QWidget) -> QTabWidget | None:

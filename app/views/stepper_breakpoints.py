@@ -63,6 +63,8 @@ class BreakpointsView(QWidget):
         self.references_are_local: Callable[[], bool] = lambda: True
         self.list = QListWidget(self)
         self.list.setObjectName("stepperBreakpointList")
+        # Wrapped, not cut: in a 1366-px window the list is ~200 px wide ("after a dispatch that writes Na…").
+        self.list.setWordWrap(True)
         self.kind = QComboBox(self)
         self.kind.setObjectName("stepperBreakpointKind")
         for key, label in KINDS:
@@ -133,6 +135,7 @@ class BreakpointsView(QWidget):
         self.list.clear()
         for bp in self.breakpoints:
             item = QListWidgetItem(f"● {describe_breakpoint(bp)}")
+            item.setToolTip(describe_breakpoint(bp))
             item.setData(Qt.ItemDataRole.UserRole, bp)
             self.list.addItem(item)
 

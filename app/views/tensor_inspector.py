@@ -9,6 +9,7 @@ the visible region (re-sampled at full resolution when the user zooms in).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pyqtgraph as pg
@@ -276,7 +277,9 @@ def _finite_levels(values: np.ndarray) -> tuple[float, float] | None:
 
 
 class TensorInspector(QWidget):
-    """Tensors of one dispatch (or any arrays): pick one, see its numbers, compare it."""
+    """Tensors of one dispatch (or any arrays): pick one, see its numbers, compare it, save it."""
+
+    saved = Signal(str)  # the .npy file a tensor was saved to
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -285,8 +288,22 @@ class TensorInspector(QWidget):
         self.array: np.ndarray = np.zeros(0)  # the current tensor as typed now
         self.stats: TensorStats | None = None
         self.comparison: Comparison | None = None
+        self.first_bad: tuple[int, ...] | None = None
+        self._list_width = 0  # what the tensor list's lines need (set with the tensors)
+        self._build_list()
+        self._build_slice_controls()
+        self._build_views()
+        self._build_tabs(self._build_compare_page())
+        self._lay_out()
 
+    # -- construction
+
+    def _build_list(self) -> None:
+        """The tensors (one two-line item each: the binding, then the type) and the current one's summary."""
         self.tensor_list = QListWidget(self)
+        self.tensor_list.setObjectName("inspectorTensors")
+        self.tensor_list.setWordWrap(True)
+        self.tensor_list.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.tensor_list.currentRowChanged.connect(self._show_index)
         self.summary = QLabel("No tensor.", self)
         self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -294,26 +311,32 @@ class TensorInspector(QWidget):
         self.summary.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.hover = QLabel("", self)
 
-        # Slice: which two axes are rows/columns, and the index along the others.
+    def _build_slice_controls(self) -> None:
+        """Which two axes are rows/columns and the index along the others; the type override (reinterpret the
+        bytes as ``4x16xf32``); the first NaN/Inf; saving the tensor as a .npy file."""
         self.row_axis = QComboBox(self)
         self.col_axis = QComboBox(self)
         self.row_axis.currentIndexChanged.connect(self._axes_changed)
         self.col_axis.currentIndexChanged.connect(self._axes_changed)
         self.index_box = QHBoxLayout()
         self.index_spins: list[QSpinBox] = []
-        # Type override: reinterpret the bytes (``4x16xf32``).
         self.type_edit = QLineEdit(self)
         self.type_edit.setPlaceholderText("type, e.g. 4x16xf32")
         self.type_edit.returnPressed.connect(self._apply_type)
         self.type_edit.textChanged.connect(self._fit_type_edit)
         self.type_error = QLabel("", self)
-        self.first_bad: tuple[int, ...] | None = None
         self.first_nan_button = QPushButton("Go to first NaN/Inf", self)
         self.first_nan_button.setObjectName("inspectorFirstNaN")
         self.first_nan_button.setToolTip("Show the slice holding the first NaN or Inf and select it in the table")
         self.first_nan_button.setEnabled(False)
         self.first_nan_button.clicked.connect(self.go_to_first_nonfinite)
+        self.save_button = QPushButton("Save as .npy…", self)
+        self.save_button.setObjectName("inspectorSaveNpy")
+        self.save_button.setToolTip("Write this tensor, as typed now, to a .npy file (numpy.save)")
+        self.save_button.setEnabled(False)
+        self.save_button.clicked.connect(self._ask_and_save)
 
+    def _build_views(self) -> None:
         self.table_model = PlaneModel(self)
         self.table = QTableView(self)
         self.table.setModel(self.table_model)
@@ -323,8 +346,9 @@ class TensorInspector(QWidget):
         self.histogram.setLabel("bottom", "value")
         self.histogram.setLabel("left", "count")
 
-        # Compare: golden file or the reference set by the caller; tolerances (all 0: numerics' rounding
-        # rule, relative to the tensor's scale); the verdict with its metrics; error heatmap.
+    def _build_compare_page(self) -> QWidget:
+        """Compare: golden file or the reference set by the caller; tolerances (all 0: numerics' rounding rule,
+        relative to the tensor's scale); the verdict with its metrics; error heatmap."""
         self.atol = QDoubleSpinBox(self, decimals=8, maximum=1e9, singleStep=1e-6)
         self.rtol = QDoubleSpinBox(self, decimals=8, maximum=1e9, singleStep=1e-6)
         self.ulps = QSpinBox(self, maximum=1 << 30)
@@ -338,32 +362,32 @@ class TensorInspector(QWidget):
         self.compare_summary = QLabel("No reference: load golden data or open another run.", self)
         self.compare_summary.setWordWrap(True)
         self.error_heatmap = Heatmap(self)
-        compare_page = QWidget(self)
-        cl = QVBoxLayout(compare_page)
+        page = QWidget(self)
+        column = QVBoxLayout(page)
         row = QHBoxLayout()
         row.addWidget(self.golden_button)
-        row.addWidget(QLabel("atol"))
-        row.addWidget(self.atol)
-        row.addWidget(QLabel("rtol"))
-        row.addWidget(self.rtol)
-        row.addWidget(QLabel("ulps"))
-        row.addWidget(self.ulps)
-        cl.addLayout(row)
-        cl.addWidget(self.compare_summary)
-        cl.addWidget(self.error_heatmap, 1)
+        for name, box in (("atol", self.atol), ("rtol", self.rtol), ("ulps", self.ulps)):
+            row.addWidget(QLabel(name))
+            row.addWidget(box)
+        column.addLayout(row)
+        column.addWidget(self.compare_summary)
+        column.addWidget(self.error_heatmap, 1)
+        # The Compare controls need ~700 px in one row; in a scroll area they no longer set the document's
+        # minimum width (which squeezed the side docks to their floors in a 1366-px window at every stop).
+        scroll = QScrollArea(self)
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        scroll.setWidget(page)
+        return scroll
 
+    def _build_tabs(self, compare_page: QWidget) -> None:
         self.tabs = QTabWidget(self)
         self.tabs.addTab(self.heatmap, "Heatmap")
         self.tabs.addTab(self.table, "Table")
         self.tabs.addTab(self.histogram, "Histogram")
-        # The Compare controls need ~700 px in one row; in a scroll area they no longer set the document's
-        # minimum width (which squeezed the side docks to their floors in a 1366-px window at every stop).
-        compare_scroll = QScrollArea(self)
-        compare_scroll.setWidgetResizable(True)
-        compare_scroll.setFrameShape(QScrollArea.Shape.NoFrame)
-        compare_scroll.setWidget(compare_page)
-        self.tabs.addTab(compare_scroll, "Compare")
+        self.tabs.addTab(compare_page, "Compare")
 
+    def _lay_out(self) -> None:
         controls = QFormLayout()
         axes = QHBoxLayout()
         axes.addWidget(QLabel("rows"))
@@ -377,23 +401,23 @@ class TensorInspector(QWidget):
         type_row = QHBoxLayout()
         type_row.addWidget(self.type_edit)
         type_row.addWidget(self.type_error, 1)
+        type_row.addWidget(self.save_button)
         controls.addRow("Type", type_row)
-
         right = QWidget(self)
-        rl = QVBoxLayout(right)
-        rl.setContentsMargins(0, 0, 0, 0)
-        rl.addWidget(self.summary)
-        rl.addLayout(controls)
-        rl.addWidget(self.tabs, 1)
-        rl.addWidget(self.hover)
-        splitter = QSplitter(self)
-        splitter.addWidget(self.tensor_list)
-        splitter.addWidget(right)
-        splitter.setStretchFactor(1, 4)
-        splitter.setSizes([240, 800])
+        column = QVBoxLayout(right)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.addWidget(self.summary)
+        column.addLayout(controls)
+        column.addWidget(self.tabs, 1)
+        column.addWidget(self.hover)
+        self.splitter = QSplitter(self)
+        self.splitter.addWidget(self.tensor_list)
+        self.splitter.addWidget(right)
+        self.splitter.setStretchFactor(1, 4)
+        self.splitter.setSizes([240, 800])
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(splitter)
+        layout.addWidget(self.splitter)
 
     # -- public
 
@@ -401,12 +425,59 @@ class TensorInspector(QWidget):
         self.tensors = list(tensors)
         self.tensor_list.clear()
         for t in self.tensors:
-            self.tensor_list.addItem(f"{t.label}  {t.type_text}")
+            self.tensor_list.addItem(list_item_text(t.label, t.type_text))
+            self.tensor_list.item(self.tensor_list.count() - 1).setToolTip(f"{t.label}  {t.type_text}")
+        self._fit_list()
         if self.tensors:
             self.tensor_list.setCurrentRow(0)
         else:
             self.current = None
             self.summary.setText("No tensor.")
+            self.save_button.setEnabled(False)
+
+    def _fit_list(self) -> None:
+        """The list as wide as its widest line (a binding's label, or its type), so
+        "binding 0 @1028800, read, input 0" is read whole instead of cut to "binding 0 @1…" in a 1366-px window
+        (within two fifths of the inspector; a longer line wraps)."""
+        metrics = self.tensor_list.fontMetrics()
+        lines = [line for i in range(self.tensor_list.count()) for line in self.tensor_list.item(i).text().split("\n")]
+        if not lines:
+            return
+        frame = 2 * self.tensor_list.frameWidth() + self.tensor_list.verticalScrollBar().sizeHint().width()
+        wanted = max(metrics.horizontalAdvance(line) for line in lines) + frame + 4 * metrics.averageCharWidth()
+        width = min(wanted, max(160, 2 * self.width() // 5))  # longer lines wrap (setWordWrap)
+        sizes = self.splitter.sizes()
+        if sum(sizes) > 0 and sizes[0] < width:
+            self.splitter.setSizes([width, max(1, sum(sizes) - width)])
+        self.tensor_list.setMinimumWidth(min(width, 160))
+        self._list_width = width
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        super().resizeEvent(event)
+        if self.tensor_list.count() and self.splitter.sizes()[0] < self._list_width:
+            self._fit_list()
+
+    def save_current(self, path: str | Path) -> Path:
+        """Write the current tensor, as typed now (the Type field's reading of its bytes), to ``path`` (``.npy``
+        added when missing); ``saved`` tells where."""
+        path = Path(path)
+        if path.suffix.lower() != ".npy":
+            path = path.with_name(path.name + ".npy")
+        np.save(path, self.array)
+        self.saved.emit(str(path))
+        return path
+
+    def _ask_and_save(self) -> None:
+        if self.current is None:
+            return
+        name = "".join(c if c.isalnum() else "_" for c in self.current.label.split(" — ")[0]).strip("_")
+        target, _ = QFileDialog.getSaveFileName(self, "Save tensor as .npy", f"{name}.npy", "NumPy arrays (*.npy)")
+        if not target:
+            return
+        try:
+            self.save_current(target)
+        except OSError as e:
+            self.summary.setText(f"Not saved: {e}")
 
     def set_reference(self, position: int, reference: np.ndarray | None) -> None:
         """Compare tensor ``position`` with ``reference`` (the same tensor of another run)."""
@@ -456,6 +527,7 @@ class TensorInspector(QWidget):
         self.summary.setText(text)
         self.summary.setToolTip(text)
         self.first_nan_button.setEnabled(self.first_bad is not None)
+        self.save_button.setEnabled(True)
         dims = [f"d{k} ({n})" for k, n in enumerate(a.shape)] or ["scalar"]
         for combo, default in ((self.row_axis, max(0, a.ndim - 2)), (self.col_axis, max(0, a.ndim - 1))):
             combo.blockSignals(True)
@@ -579,7 +651,7 @@ class TensorInspector(QWidget):
         self.array = typed
         item = self.tensor_list.currentItem()
         if item is not None:
-            item.setText(f"{self.current.label}  {got}")
+            item.setText(list_item_text(self.current.label, str(got)))
         self._show_array()
 
     # -- comparing
@@ -636,6 +708,12 @@ def comparison_text(c: Comparison) -> str:
             + (f", {c.nonfinite_mismatches} disagree" if c.nonfinite_mismatches else ", agree")
         )
     return "\n".join(lines)
+
+
+def list_item_text(label: str, type_text: str) -> str:
+    """A tensor's list item: its binding label, then its type, on a line of its own (the label's note after an
+    em dash, "— 1024 bytes never written…", is in the header and the tooltip, not the list)."""
+    return f"{label.split(' — ')[0]}\n{type_text}"
 
 
 def _type_text(array: np.ndarray) -> str:

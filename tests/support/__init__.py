@@ -565,6 +565,16 @@ def compile_for(source: Path, out: Path, target: str, *flags: str) -> Path:
     return out
 
 
+VM_PROGRAMS = Path(__file__).resolve().parents[1] / "vm_programs"  # programs written in the VM dialect
+
+
+def compile_vm_dialect(source: Path, out: Path) -> Path:
+    """A VM-dialect ``source`` (``vm.module``) compiled to bytecode at ``out`` (no HAL, no executables)."""
+    proc = iree_compile(["--compile-from=vm", "--output-format=vm-bytecode", str(source), "-o", str(out)])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return out
+
+
 def broken_build(source: Path, tmp: Path, target: str, executable: str, old: str, new: str) -> Path:
     """``source`` for ``target`` with ``executable``'s dumped source edited (``old`` -> ``new``, once) and put
     back with IREE's own ``--iree-hal-substitute-executable-source``: one dispatch deliberately wrong."""

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from engine.errors import ExecutableFormatError, HalError
-from engine.runtime.hal.buffers import Allocation
+from engine.runtime.hal.buffers import Allocation, MirroredAllocation, owned_allocation
 from engine.runtime.hal.commands import BindingTableEntry, HalCommandBuffer, ResolvedRange
 from engine.runtime.hal.cuda.abi import BindingAddress, kernel_params, kernel_payload, launch_shape
 from engine.runtime.hal.cuda.context import CudaContext, CudaKernel
@@ -32,20 +32,18 @@ from engine.runtime.vm.native import StatusCode, VmStatusError
 from engine.runtime.vmfb.cda1 import CUDA_FORMAT, CudaExecutableDef, CudaExportDef, read_cda1
 
 
-class CudaAllocation(Allocation):
+class CudaAllocation(MirroredAllocation):
     """Host memory with a device copy; ``host_newer``/``device_newer`` say which side to copy from."""
 
     def __init__(self, data: np.ndarray, device: CudaHalDevice, origin: str):
         super().__init__(data, device, origin)
-        self.host_newer = True
-        self.device_newer = False
         self.device_pointer = 0  # 0: no device copy yet
 
     @property
     def cuda_device(self) -> CudaHalDevice:
         return self.device  # type: ignore[return-value]
 
-    def _host_side(self) -> None:
+    def sync_host(self) -> None:
         """Make the host bytes current: wait for queued work that reads them, copy back what the GPU wrote."""
         hal_device = self.cuda_device
         if self.device_newer:
@@ -55,20 +53,9 @@ class CudaAllocation(Allocation):
         else:
             hal_device.settle()  # a queued upload still reads these bytes
 
-    def read_view(self, offset: int, length: int) -> np.ndarray:
-        self._host_side()
-        return self.data[offset : offset + length]
-
-    def write_view(self, offset: int, length: int) -> np.ndarray:
-        self._host_side()
-        self.host_newer = True
-        return self.data[offset : offset + length]
-
     def restore_checkpoint(self, state: tuple[int, np.ndarray | None]) -> None:
         if state[1] is not None:
-            self.cuda_device.settle()
-            self.device_newer = False  # the restored bytes replace the device's: no read-back first
-            self.host_newer = True
+            self.cuda_device.settle()  # queued work that reads the bytes finishes before they change
         super().restore_checkpoint(state)
 
     def on_device(self) -> int:
@@ -166,11 +153,7 @@ class CudaHalDevice(Device):
             if b.buffer is None:
                 addresses.append(BindingAddress(0))
                 continue
-            allocation = b.buffer.allocation
-            if not isinstance(allocation, CudaAllocation) or allocation.device is not self:
-                raise VmStatusError(
-                    StatusCode.INVALID_ARGUMENT, f"binding buffer {b.buffer!r} does not belong to {self.name}"
-                )
+            allocation = owned_allocation(self, b.buffer, CudaAllocation)
             start, _ = b.buffer.resolve(b.offset, b.length)
             addresses.append(BindingAddress(allocation.on_device(), start))
             touched.append(allocation)
