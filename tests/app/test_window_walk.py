@@ -175,3 +175,30 @@ def test_a_long_breakpoint_is_read_whole_in_a_1366_window(qtbot, main_window, tm
     assert view.list.fontMetrics().horizontalAdvance(item.text()) > view.list.viewport().width()  # it is long here
     assert rect.width() <= view.list.viewport().width() and rect.height() >= needed.height()
     assert item.toolTip() in item.text()
+
+
+def test_the_run_dispatch_list_keeps_room_for_the_dispatch_names_in_a_narrow_window(qtbot, main_window, tmp_path):
+    """Walk, EfficientViT at 1366x768: the Run Dispatch List's Source column (fitted to its widest line) left
+    the Dispatch column "main$as…" for every row."""
+    from PySide6.QtCore import Qt
+
+    window, bridge = main_window, main_window.session_bridge
+    window.resize(1100, 768)
+    window.resizeDocks([window.docks["stepper"]], [515], Qt.Orientation.Horizontal)
+    open_module(qtbot, window, compile_program("nan_log", "llvm-cpu", tmp_path))
+    window.workbench.set_inputs(HEALTHY)
+    with qtbot.waitSignal(bridge.finished, timeout=TIMEOUT):
+        assert window.workbench.run()
+    runs = window.panels["run_dispatch_list"]
+    window.docks["run_dispatch_list"].show()
+    window.docks["run_dispatch_list"].raise_()
+    qtbot.waitUntil(lambda: runs.model.rowCount() == 3 and "Source" in runs.model.shown_columns, timeout=TIMEOUT)
+    columns = runs.model.shown_columns
+    table = runs.table
+    qtbot.waitUntil(lambda: table.isVisible() and table.viewport().width() > 100, timeout=5_000)
+    metrics = table.fontMetrics()
+    widest_source = max(metrics.horizontalAdvance(runs.model.source_of(r)) for r in runs.model.rows)
+    widest_name = max(metrics.horizontalAdvance(r.name) for r in runs.model.rows)
+    room = table.viewport().width()
+    assert widest_source + widest_name > room  # the walk's condition: both cannot be whole at this width
+    qtbot.waitUntil(lambda: table.columnWidth(columns.index("Dispatch")) >= int(0.4 * room) - 2, timeout=5_000)
