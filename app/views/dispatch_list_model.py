@@ -232,12 +232,18 @@ class NameFilter(QSortFilterProxyModel):
             self.invalidateFilter()
 
     def filterAcceptsRow(self, source_row: int, source_parent: QModelIndex) -> bool:  # noqa: N802
-        if not self.text:
-            return True
         number, name = self.sourceModel().filter_key(source_row)
-        if any(c in self.text for c in "*?["):
-            return fnmatch.fnmatchcase(name, self.text)
-        return self.text in name or self.text == number
+        return name_matches(self.text, name, number)
+
+
+def name_matches(text: str, name: str, number: str = "") -> bool:
+    """The dispatch lists' one filter rule: ``text`` (lower case, no leading ``#``) is empty, a glob the
+    lower-case ``name`` matches, a part of it, or the row's ordinal ``number``."""
+    if not text:
+        return True
+    if any(c in text for c in "*?["):
+        return fnmatch.fnmatchcase(name, text)
+    return text in name or text == number
 
 
 class FilterTyping(QObject):
