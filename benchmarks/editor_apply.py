@@ -24,7 +24,7 @@ from engine.runtime.debug_runner import DebugRunner, create_device
 from engine.runtime.function_io import Tensor
 from engine.runtime.hal.module import HalModule
 from engine.runtime.vmfb.module import open_vmfb
-from engine.substitute.benchmark import benchmark_binary, benchmark_tool
+from engine.substitute.benchmark import ExecutableBenchmark, benchmark_runs, benchmark_tool
 from engine.substitute.live import LiveSubstitutions
 
 REPEATS = 5
@@ -114,8 +114,8 @@ def main() -> None:
             module_binary = bytes(open_vmfb(vmfb).executables[0].data)
             replacement = live.active["main_dispatch_0"]
             args = (0, snap.before, snap.record.workgroup_count, snap.record.constants)
-            before = benchmark_binary(module_binary, "embedded-elf-x86_64", *args)
-            after = benchmark_binary(replacement.data, "embedded-elf-x86_64", *args)
+            before = benchmark_runs(ExecutableBenchmark(module_binary, "embedded-elf-x86_64", *args), 1)[0]
+            after = benchmark_runs(ExecutableBenchmark(replacement.data, "embedded-elf-x86_64", *args), 1)[0]
             print(f"{'iree-benchmark-executable (per dispatch)':48s} original {before * 1e6:7.2f} us, "
                   f"edited {after * 1e6:7.2f} us")  # fmt: skip
 

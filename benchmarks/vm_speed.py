@@ -25,25 +25,8 @@ from engine.runtime.vm.context import VmContext  # noqa: E402
 from engine.runtime.vmfb.module import open_vmfb  # noqa: E402
 from engine.samples import sample_path  # noqa: E402
 
-LOOP = """
-vm.module @spin {
-  vm.export @loop
-  vm.func @loop(%n: i32) -> i32 {
-    %c0 = vm.const.i32 0
-    %c1 = vm.const.i32 1
-    vm.br ^bb1(%c0, %c0 : i32, i32)
-  ^bb1(%i: i32, %acc: i32):
-    %more = vm.cmp.lt.i32.s %i, %n : i32
-    vm.cond_br %more, ^bb2, ^bb3(%acc : i32)
-  ^bb2:
-    %acc2 = vm.add.i32 %acc, %i : i32
-    %i2 = vm.add.i32 %i, %c1 : i32
-    vm.br ^bb1(%i2, %acc2 : i32, i32)
-  ^bb3(%res: i32):
-    vm.return %res : i32
-  }
-}
-"""
+# The counting loop (one home for tests and this benchmark: a VM-dialect source file under tests/).
+COUNTING_LOOP = ROOT / "tests" / "vm_programs" / "counting_loop.mlir"
 
 
 def _iree_compile(args: list[str]) -> None:
@@ -64,10 +47,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as d:
         cf = Path(d) / "control_flow.vmfb"
         _iree_compile([str(sample_path("control_flow")), *TARGETS["llvm-cpu"].flags, "-o", str(cf)])
-        spin_src = Path(d) / "spin.mlir"
-        spin_src.write_text(LOOP)
         spin = Path(d) / "spin.vmfb"
-        _iree_compile(["--compile-from=vm", "--output-format=vm-bytecode", str(spin_src), "-o", str(spin)])
+        _iree_compile(["--compile-from=vm", "--output-format=vm-bytecode", str(COUNTING_LOOP), "-o", str(spin)])
 
         ctx = VmContext([HalModule(), open_vmfb(cf, writable=True)])
         ctx.invoke("collatz_steps", [27])  # compile the closures once

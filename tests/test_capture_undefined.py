@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import numpy as np
-from support import iree_compile, lens_in_process
-from support.traced import TRACE, assert_bundle_equals_traced, iree_traced, stop_at_every_dispatch
+from support import iree_compile, iree_traced_tensors, lens_in_process
+from support.traced import TRACE, assert_bundle_equals_traced, stop_at_every_dispatch
 
 from engine.compiler.targets import target_flags
 from engine.dispatch.bundle import Bundle
@@ -50,7 +50,7 @@ def test_the_unwritten_parts_of_an_in_place_concatenation_are_undefined(tmp_path
     assert second.undefined == {"input1": first.undefined["output0"]}
     # Nothing else is undefined, and everything defined equals IREE's traced tensors.
     assert all(not d.undefined for d in bundle.dispatches if d not in copies)
-    assert_bundle_equals_traced(bundle, iree_traced(traced, "main", [a, b]))
+    assert_bundle_equals_traced(bundle, iree_traced_tensors(traced, "main", [a, b]))
 
 
 def test_the_session_marks_the_same_undefined_bytes_as_capture(tmp_path):

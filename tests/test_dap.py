@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import cpu_seconds, wait_until
+from support import cpu_seconds, iree_traced_tensors, wait_until
 from support.dap import SCHEMA, DapClient, lens_command
 from support.session import compile_program
 
@@ -29,31 +29,8 @@ B = np.full((4, 8), 1.0, np.float32)
 
 def iree_traced_inputs(vmfb: Path, function: str, args: list[np.ndarray]) -> dict[str, list[np.ndarray]]:
     """The input tensors of each dispatch as IREE's runtime traces them (``HalModuleDebugSink``)."""
-    import iree.runtime as rt
-
-    seen: dict[str, list[np.ndarray]] = {}
-
-    def sink(key, views):
-        arrays = []
-        for bv in views:
-            dtype = rt.HalElementType.map_to_dtype(bv.element_type)
-            arrays.append(np.array(bv.map().asarray(bv.shape, dtype), copy=True))
-        seen[key] = arrays
-
-    instance = rt.VmInstance()
-    device = rt.get_device("local-sync")
-    debug_sink = rt.HalModuleDebugSink(sink)
-    hal = rt.create_hal_module(instance, device, debug_sink=debug_sink)
-    module = rt.VmModule.copy_buffer(instance, vmfb.read_bytes())
-    context = rt.VmContext(instance, [hal, module])
-    arg_list = rt.VmVariantList(len(args))
-    for a in args:
-        arg_list.push_ref(device.allocator.allocate_buffer_copy(
-            memory_type=rt.MemoryType.DEVICE_LOCAL, allowed_usage=rt.BufferUsage.DEFAULT, device=device,
-            buffer=a, element_type=rt.HalElementType.FLOAT_32))
-    context.invoke(module.lookup_function(function), arg_list, rt.VmVariantList(1))
-    del context, hal, debug_sink
-    return {k[: -len(" inputs")]: v for k, v in seen.items() if k.endswith(" inputs")}
+    traced = iree_traced_tensors(vmfb, function, args)
+    return {key[: -len(" inputs")]: arrays for key, arrays in traced if key.endswith(" inputs")}
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import iree_compile, lens_in_process
+from support import compile_for, iree_compile, iree_traced_tensors, lens_in_process
 
 from engine.compiler.targets import target_flags
 from engine.dispatch.bundle import Bundle
@@ -19,53 +19,14 @@ MODELS = Path(__file__).resolve().parents[1] / ".." / "shared" / "models"
 TRACE = "--iree-flow-trace-dispatch-tensors"
 
 
-def _compile(source: Path, out: Path, *flags: str) -> Path:
-    proc = iree_compile(
-        [str(source), *target_flags("llvm-cpu"), *flags, "-o", str(out)],
-        text=True,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return out
-
-
 @pytest.fixture(scope="module")
 def programs(tmp_path_factory):
     root = tmp_path_factory.mktemp("capture")
     return {
-        "mlp": _compile(sample_path("mlp"), root / "mlp.vmfb"),
-        "mlp_traced": _compile(sample_path("mlp"), root / "mlp_t.vmfb", TRACE),
-        "softmax_traced": _compile(sample_path("softmax"), root / "softmax_t.vmfb", TRACE),
+        "mlp": compile_for(sample_path("mlp"), root / "mlp.vmfb", "llvm-cpu"),
+        "mlp_traced": compile_for(sample_path("mlp"), root / "mlp_t.vmfb", "llvm-cpu", TRACE),
+        "softmax_traced": compile_for(sample_path("softmax"), root / "softmax_t.vmfb", "llvm-cpu", TRACE),
     }
-
-
-def _iree_traced_tensors(vmfb: Path, function: str, args: list[np.ndarray]) -> list[tuple[str, list]]:
-    """IREE's runtime with a HalModuleDebugSink, written here without engine code: (key, arrays) in order."""
-    import iree.runtime as rt
-
-    seen: list[tuple[str, list]] = []
-
-    def sink(key, views):
-        arrays = []
-        for bv in views:
-            dtype = rt.HalElementType.map_to_dtype(bv.element_type)
-            arrays.append(np.array(bv.map().asarray(bv.shape, dtype), copy=True))
-        seen.append((key, arrays))
-
-    instance = rt.VmInstance()
-    device = rt.get_device("local-sync")
-    debug_sink = rt.HalModuleDebugSink(sink)
-    hal = rt.create_hal_module(instance, device, debug_sink=debug_sink)
-    module = rt.VmModule.copy_buffer(instance, vmfb.read_bytes())
-    context = rt.VmContext(instance, [hal, module])
-    fn = module.lookup_function(function)
-    arg_list = rt.VmVariantList(len(args))
-    for a in args:
-        arg_list.push_ref(device.allocator.allocate_buffer_copy(
-            memory_type=rt.MemoryType.DEVICE_LOCAL, allowed_usage=rt.BufferUsage.DEFAULT, device=device,
-            buffer=a, element_type=rt.HalElementType.FLOAT_32))
-    context.invoke(fn, arg_list, rt.VmVariantList(1))
-    del context, hal, debug_sink
-    return seen
 
 
 def _assert_bundles_identical(a: Bundle, b: Bundle) -> None:
@@ -100,7 +61,7 @@ def test_both_engines_capture_the_same_bits_and_equal_iree_traces(programs, tmp_
     assert debug.dispatches == ref.dispatches == 2
     a, b = Bundle(tmp_path / "dbg"), Bundle(tmp_path / "ref")
     _assert_bundles_identical(a, b)
-    _check_against_iree(a, _iree_traced_tensors(programs["mlp_traced"], "main", [x]))
+    _check_against_iree(a, iree_traced_tensors(programs["mlp_traced"], "main", [x]))
     # The manifest: paths relative to the bundle, the program's own inputs and outputs, typed.
     m = json.loads((tmp_path / "dbg" / "manifest.json").read_text())
     assert m["function"] == "main" and m["dispatches"][1]["workgroups"] == [1, 1, 1]
@@ -121,7 +82,7 @@ def test_plain_module_capture_without_sources_is_the_bound_bytes_equal_to_traced
     assert {d.tensors_from for d in bundle.dispatches} == {"bindings"}
     assert all(t == f"{n}xu8" for d in bundle.dispatches for n, t in
                zip([b["length"] for b in d.bindings], d.input_types + d.output_types))
-    traced = _iree_traced_tensors(programs["mlp_traced"], "main", [x])
+    traced = iree_traced_tensors(programs["mlp_traced"], "main", [x])
     for d, (_, ins), (_, outs) in zip(bundle.dispatches, traced[0::2], traced[1::2], strict=True):
         for got, want in [*zip(bundle.dispatch_tensors(d, "inputs"), ins, strict=True),
                           *zip(bundle.dispatch_tensors(d, "outputs"), outs, strict=True)]:
@@ -165,7 +126,7 @@ def test_real_frontend_models_capture_identically_on_both_engines(model, functio
     source = MODELS / f"{model}.mlir"
     if not source.exists():
         pytest.skip(f"{source} is absent (the shared models are not on this machine)")
-    vmfb = _compile(source, tmp_path / f"{model}.vmfb", TRACE)
+    vmfb = compile_for(source, tmp_path / f"{model}.vmfb", "llvm-cpu", TRACE)
     spec = [f"@{MODELS / f'{model}_x.npy'}"]
     capture_debug(vmfb, function, spec, tmp_path / "dbg")
     capture_reference(vmfb, function, spec, tmp_path / "ref")
@@ -173,7 +134,7 @@ def test_real_frontend_models_capture_identically_on_both_engines(model, functio
     assert len(a.dispatches) >= 5
     _assert_bundles_identical(a, b)
     x = np.load(MODELS / f"{model}_x.npy")
-    _check_against_iree(a, _iree_traced_tensors(vmfb, function, [x]))
+    _check_against_iree(a, iree_traced_tensors(vmfb, function, [x]))
 
 
 def test_plain_model_with_its_executable_sources_captures_each_tensor_exactly(tmp_path):
@@ -183,15 +144,15 @@ def test_plain_model_with_its_executable_sources_captures_each_tensor_exactly(tm
     if not source.exists():
         pytest.skip(f"{source} is absent (the shared models are not on this machine)")
     dump = tmp_path / "sources"
-    plain = _compile(source, tmp_path / "plain.vmfb", f"--iree-hal-dump-executable-sources-to={dump}")
-    traced = _compile(source, tmp_path / "traced.vmfb", TRACE)
+    plain = compile_for(source, tmp_path / "plain.vmfb", "llvm-cpu", f"--iree-hal-dump-executable-sources-to={dump}")
+    traced = compile_for(source, tmp_path / "traced.vmfb", "llvm-cpu", TRACE)
     x = MODELS / "attention_block_x.npy"
     proc = lens_in_process(*["capture", str(plain), "--function=attention_block",
          f"--input=@{x}", f"--sources={dump}", f"--out={tmp_path / 'plain_bundle'}"])
     assert proc.returncode == 0, proc.stderr
     bundle = Bundle(tmp_path / "plain_bundle")
     assert {d.tensors_from for d in bundle.dispatches} == {"interface"}
-    _check_against_iree(bundle, _iree_traced_tensors(traced, "attention_block", [np.load(x)]))
+    _check_against_iree(bundle, iree_traced_tensors(traced, "attention_block", [np.load(x)]))
 
 
 NAN_PROGRAM = """
@@ -213,7 +174,9 @@ def test_health_counts_nan_and_the_graph_exports_as_dot(tmp_path):
     src.write_text(NAN_PROGRAM)
     # The sources beside the module (nan.sources, found without --sources) type the tensors: the health of
     # untyped bytes would be unknown.
-    vmfb = _compile(src, tmp_path / "nan.vmfb", f"--iree-hal-dump-executable-sources-to={tmp_path / 'nan.sources'}")
+    vmfb = compile_for(
+        src, tmp_path / "nan.vmfb", "llvm-cpu", f"--iree-hal-dump-executable-sources-to={tmp_path / 'nan.sources'}"
+    )
     dot = tmp_path / "g.dot"
     proc = lens_in_process(*["capture", str(vmfb), "--function=main",
          "--input=8xf32=4 -1 9 -4 0 1 -2 16", f"--out={tmp_path / 'b'}", f"--dot={dot}"])
@@ -266,7 +229,7 @@ func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
 def test_a_failing_run_keeps_the_dispatches_before_the_failure(tmp_path):
     src = tmp_path / "trap.mlir"
     src.write_text(TRAP_PROGRAM)
-    vmfb = _compile(src, tmp_path / "trap.vmfb")
+    vmfb = compile_for(src, tmp_path / "trap.vmfb", "llvm-cpu")
     with pytest.raises(CaptureError, match="failed after 1 dispatches") as e:
         capture_debug(vmfb, "main", ["4xf32=1 2 3 4"], tmp_path / "b")
     assert "the square was not negative" in str(e.value)

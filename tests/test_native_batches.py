@@ -400,3 +400,54 @@ def test_a_kernel_failing_inside_a_batch_fails_the_call_as_a_watched_one_does(tm
     batched, stepped = errors
     assert "main_dispatch_1" in batched and "workgroup" in batched
     assert batched == stepped, (batched, stepped)
+
+
+def test_a_replayed_plan_rebinds_each_table_and_refuses_a_bad_one_like_iree(compiled):
+    """A reusable command buffer replayed with several binding tables: each table's buffers are the ones the
+    kernel reads and writes (the plan's pointers are rewritten when a table's addresses change, kept when
+    they do not), and a table whose range is too short or misaligned is refused with IREE's error, the
+    plan still right for the next good table."""
+    from engine.runtime.hal import constants as c
+    from engine.runtime.hal.cpu_device import CpuDevice
+    from engine.runtime.hal.module import HalModule
+    from engine.runtime.vm.native import VmStatusError
+    from engine.runtime.vm.values import VmBuffer
+
+    def vm(data: bytes) -> VmBuffer:
+        return VmBuffer(np.frombuffer(data, dtype=np.uint8).copy(), False, "rodata")
+
+    (executable,) = open_vmfb(compiled.path("elementwise", "llvm-cpu")).executables
+    device = CpuDevice()
+    hal = HalModule([device])
+    exe = hal.executable_create(device, -1, vm(executable.format.encode()), vm(bytes(executable.data)), None)
+    ordinal = hal.executable_lookup_function(exe, vm(b"main_dispatch_0_elementwise_32_f32"))
+    cb = hal.command_buffer_create(device, 0, 3, -1, 2)
+    bindings = [(0, 0, None, 0, 128), (0, 0, None, 128, 128), (0, 1, None, 64, 128)]
+    hal.command_buffer_dispatch(cb, exe, ordinal, 1, 1, 1, 0, [], bindings)
+    hal.command_buffer_finalize(cb)
+
+    def alloc(size: int):
+        return hal.allocator_allocate(hal.device_allocator(device), -1, c.MEMORY_TYPE_DEVICE_LOCAL, 0xC03, size)
+
+    def submit(table) -> None:
+        fence = hal.fence_create(device, 0)
+        hal.device_queue_execute_indirect(device, -1, None, fence, cb, 0, table)
+        assert hal.fence_await(-1, 0, [fence]) == 0
+
+    def run(seed: int, inputs, out, out_offset: int = 0) -> None:
+        a, b = (np.random.default_rng(seed).standard_normal(32).astype(np.float32) for _ in range(2))
+        inputs.write_view(0, 256)[:] = np.concatenate([a, b]).view(np.uint8)
+        submit([(inputs, 0, 256), (out, out_offset, 256)])
+        got = np.array(out.read_view(out_offset + 64, 128)).view(np.float32)
+        np.testing.assert_allclose(got, a * b + np.abs(a), rtol=1e-6, atol=1e-6)
+
+    inputs, out, other_out = alloc(256), alloc(512), alloc(256)
+    run(1, inputs, out)
+    run(2, inputs, out)  # same addresses: the pointers are kept
+    run(3, inputs, other_out)  # another output buffer
+    run(4, inputs, out, out_offset=256)  # the same buffer at another offset
+    for table in ([(inputs, 0, 256), (alloc(128), 0, 128)], [(inputs, 4, 252), (out, 0, 256)]):
+        with pytest.raises(VmStatusError):  # too short for offset 64 + 128; a misaligned input
+            submit(table)
+    run(5, inputs, out)
+    assert device.native_calls >= 5

@@ -13,10 +13,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import iree_compile
-from support.traced import stop_at_every_dispatch
+from support import compile_for, iree_traced_tensors
+from support.traced import stop_at_every_dispatch, traced_by_dispatch
 
-from engine.compiler.targets import target_flags
 from engine.session.debug_session import DebugSession
 from engine.session.inprocess import InProcessSession
 from engine.session.protocol import (
@@ -37,50 +36,6 @@ MODELS = Path(__file__).resolve().parents[1] / ".." / "shared" / "models"
 TRACE = "--iree-flow-trace-dispatch-tensors"
 
 
-def _compile(source: Path, out: Path, *flags: str) -> Path:
-    proc = iree_compile(
-        [str(source), *target_flags("llvm-cpu"), *flags, "-o", str(out)],
-        text=True,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return out
-
-
-def iree_traced(vmfb: Path, function: str, args: list[np.ndarray]) -> dict[tuple[str, int], tuple[list, list]]:
-    """IREE's traced (inputs, outputs) of each dispatch by (export name, occurrence), without engine code."""
-    import iree.runtime as rt
-
-    seen: dict[tuple[str, str], list[list[np.ndarray]]] = {}
-
-    def sink(key, views):
-        head, _, kind = key.rpartition(" ")
-        arrays = [
-            np.array(bv.map().asarray(tuple(bv.shape), rt.HalElementType.map_to_dtype(bv.element_type)), copy=True)
-            .reshape(tuple(bv.shape))
-            for bv in views
-        ]
-        seen.setdefault((head.split("::")[1], kind), []).append(arrays)
-
-    instance = rt.VmInstance()
-    device = rt.get_device("local-sync")
-    debug_sink = rt.HalModuleDebugSink(sink)
-    hal = rt.create_hal_module(instance, device, debug_sink=debug_sink)
-    module = rt.VmModule.copy_buffer(instance, vmfb.read_bytes())
-    context = rt.VmContext(instance, [hal, module])
-    arg_list = rt.VmVariantList(len(args))
-    for a in args:
-        arg_list.push_ref(device.allocator.allocate_buffer_copy(
-            memory_type=rt.MemoryType.DEVICE_LOCAL, allowed_usage=rt.BufferUsage.DEFAULT, device=device,
-            buffer=a, element_type=rt.HalElementType.FLOAT_32))
-    context.invoke(module.lookup_function(function), arg_list, rt.VmVariantList(1))
-    del context, hal, debug_sink
-    return {
-        (name, n): (ins, seen[(name, "outputs")][n])
-        for (name, kind), lists in seen.items() if kind == "inputs"
-        for n, ins in enumerate(lists)
-    }
-
-
 @pytest.fixture(scope="module")
 def attention(tmp_path_factory):
     source = MODELS / "attention_block.mlir"
@@ -88,16 +43,16 @@ def attention(tmp_path_factory):
         pytest.skip(f"{source} is absent (the shared models are not on this machine)")
     root = tmp_path_factory.mktemp("typed")
     (root / "plain").mkdir()
-    plain = _compile(source, root / "plain" / "attention_block.vmfb")
+    plain = compile_for(source, root / "plain" / "attention_block.vmfb", "llvm-cpu")
     # The same module with its sources beside it (IREE's dump layout; the dump is the same IR whatever build
     # writes it, so a second compile provides it and the module stays byte for byte the plain one).
     with_sources = root / "with_sources"
     with_sources.mkdir()
     shutil.copy(plain, with_sources / "attention_block.vmfb")
-    _compile(source, root / "dumped.vmfb", f"--iree-hal-dump-executable-sources-to={with_sources / 'attention_block.sources'}")
-    traced = _compile(source, root / "traced.vmfb", TRACE)
+    compile_for(source, root / "dumped.vmfb", "llvm-cpu", f"--iree-hal-dump-executable-sources-to={with_sources / 'attention_block.sources'}")
+    traced = compile_for(source, root / "traced.vmfb", "llvm-cpu", TRACE)
     x = MODELS / "attention_block_x.npy"
-    return plain, with_sources / "attention_block.vmfb", iree_traced(traced, "attention_block", [np.load(x)]), x
+    return plain, with_sources / "attention_block.vmfb", traced_by_dispatch(iree_traced_tensors(traced, "attention_block", [np.load(x)])), x
 
 
 def test_with_sources_found_every_stop_has_iree_traced_tensors(attention):
@@ -190,7 +145,7 @@ def test_closing_a_session_stops_its_rebuild(tmp_path):
         pytest.skip(f"{source} is absent (the shared models are not on this machine)")
     program = tmp_path / "attention_block.mlir"  # a fresh path: no earlier rebuild of it is cached
     shutil.copy(source, program)
-    vmfb = _compile(program, tmp_path / "attention_block.vmfb")
+    vmfb = compile_for(program, tmp_path / "attention_block.vmfb", "llvm-cpu")
     events: queue.Queue = queue.Queue()
     session = InProcessSession(DebugSession, events.put)
     try:

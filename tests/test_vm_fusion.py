@@ -5,57 +5,16 @@ instructions, at a breakpoint inside a block, at the instruction of a block that
 from __future__ import annotations
 
 import pytest
-from support import iree_compile
+from support import VM_PROGRAMS, compile_vm_dialect
 
 from engine.errors import VmTrap
 from engine.runtime.vm.context import VmContext
 from engine.runtime.vmfb.module import open_vmfb
 
-PROGRAM = """
-vm.module @fuse {
-  vm.export @loop
-  vm.func @loop(%n: i32) -> i32 {
-    %c0 = vm.const.i32 0
-    %c1 = vm.const.i32 1
-    %c3 = vm.const.i32 3
-    vm.br ^bb1(%c0, %c0 : i32, i32)
-  ^bb1(%i: i32, %acc: i32):
-    %more = vm.cmp.lt.i32.s %i, %n : i32
-    vm.cond_br %more, ^bb2, ^bb3(%acc : i32)
-  ^bb2:
-    %t = vm.mul.i32 %i, %c3 : i32
-    %u = vm.xor.i32 %t, %acc : i32
-    %acc2 = vm.add.i32 %u, %i : i32
-    %i2 = vm.add.i32 %i, %c1 : i32
-    vm.br ^bb1(%i2, %acc2 : i32, i32)
-  ^bb3(%res: i32):
-    vm.return %res : i32
-  }
-  vm.export @divide
-  vm.func @divide(%a: i32, %b: i32) -> i32 {
-    %c1 = vm.const.i32 1
-    %x = vm.add.i32 %a, %c1 : i32
-    %y = vm.mul.i32 %x, %x : i32
-    %q = vm.div.i32.s %y, %b : i32
-    %r = vm.add.i32 %q, %c1 : i32
-    vm.return %r : i32
-  }
-}
-"""
-
 
 @pytest.fixture(scope="module")
 def fuse_vmfb(tmp_path_factory):
-    d = tmp_path_factory.mktemp("fuse")
-    (d / "fuse.mlir").write_text(PROGRAM)
-    out = d / "fuse.vmfb"
-    cmd = [
-        "--compile-from=vm",
-        "--output-format=vm-bytecode",
-        str(d / "fuse.mlir"),
-    ]
-    iree_compile([*cmd, "-o", str(out)], check=True)
-    return out
+    return compile_vm_dialect(VM_PROGRAMS / "fusion.mlir", tmp_path_factory.mktemp("fuse") / "fuse.vmfb")
 
 
 def _state(ctx: VmContext):

@@ -8,7 +8,7 @@ import threading
 import iree.runtime as rt
 import numpy as np
 import pytest
-from support import iree_compile, wait_until
+from support import VM_PROGRAMS, compile_vm_dialect, wait_until
 
 from engine.runtime import isa
 from engine.runtime.hal.convert import buffer_view_from_numpy, buffer_view_to_numpy
@@ -157,43 +157,11 @@ def test_controller_function_breakpoint_and_instruction_breakpoint(compiled):
     assert ctrl.continue_().reason == "done"
 
 
-LOOP_PROGRAM = """
-vm.module @spin {
-  vm.export @loop
-  vm.func @loop(%n: i32) -> i32 {
-    %c0 = vm.const.i32 0
-    %c1 = vm.const.i32 1
-    vm.br ^bb1(%c0, %c0 : i32, i32)
-  ^bb1(%i: i32, %acc: i32):
-    %more = vm.cmp.lt.i32.s %i, %n : i32
-    vm.cond_br %more, ^bb2, ^bb3(%acc : i32)
-  ^bb2:
-    %acc2 = vm.add.i32 %acc, %i : i32
-    %i2 = vm.add.i32 %i, %c1 : i32
-    vm.br ^bb1(%i2, %acc2 : i32, i32)
-  ^bb3(%res: i32):
-    vm.return %res : i32
-  }
-}
-"""
 
 
 @pytest.fixture(scope="module")
 def spin_vmfb(tmp_path_factory):
-    d = tmp_path_factory.mktemp("spin")
-    (d / "spin.mlir").write_text(LOOP_PROGRAM)
-    out = d / "spin.vmfb"
-    iree_compile(
-        [
-            "--compile-from=vm",
-            "--output-format=vm-bytecode",
-            str(d / "spin.mlir"),
-            "-o",
-            str(out),
-        ],
-        check=True,
-    )
-    return out
+    return compile_vm_dialect(VM_PROGRAMS / "counting_loop.mlir", tmp_path_factory.mktemp("spin") / "spin.vmfb")
 
 
 def test_pause_from_another_thread(spin_vmfb):

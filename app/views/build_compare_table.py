@@ -10,15 +10,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSortFilterProxyModel, Qt
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush, QColor
-from PySide6.QtWidgets import QHeaderView, QLabel, QTableView, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QLabel, QTableView, QVBoxLayout, QWidget
 
-from app.views.zones_by_source import short_op
+from app.views.zones_by_source import RowsModel, short_op, sortable_table
 from app.views.zones_timeline import format_ns
 from engine.trace.build_compare import BuildComparison, LineComparison
 
-_ROOT = QModelIndex()
 _CHANGE_COLOURS = {"slower": "#b03030", "faster": "#2d7d2d"}
 
 
@@ -33,28 +32,10 @@ def compare_builds_job(
     return compare_builds(module_a, module_b, function, list(inputs), repeat=5, rounds=3)
 
 
-class BuildCompareModel(QAbstractTableModel):
+class BuildCompareModel(RowsModel):
+    """Rows of ``LineComparison``; ``Qt.UserRole`` holds numbers for sorting."""
+
     COLUMNS = ("line", "op", "A n", "A bytes", "A time", "B n", "B bytes", "B time", "change", "outputs")
-
-    def __init__(self, parent=None):
-        super().__init__(parent)
-        self.rows: list[LineComparison] = []
-
-    def set_rows(self, rows: list[LineComparison]) -> None:
-        self.beginResetModel()
-        self.rows = list(rows)
-        self.endResetModel()
-
-    def rowCount(self, parent=_ROOT) -> int:  # noqa: N802
-        return 0 if parent.isValid() else len(self.rows)
-
-    def columnCount(self, parent=_ROOT) -> int:  # noqa: N802
-        return len(self.COLUMNS)
-
-    def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):  # noqa: N802
-        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
-            return self.COLUMNS[section]
-        return None
 
     def _values(self, r: LineComparison) -> tuple:
         def side(t):
@@ -98,22 +79,10 @@ class BuildCompareTable(QWidget):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.model = BuildCompareModel(self)
-        self.proxy = QSortFilterProxyModel(self)
-        self.proxy.setSourceModel(self.model)
-        self.proxy.setSortRole(Qt.ItemDataRole.UserRole)
-        self.table = QTableView()
-        self.table.setModel(self.proxy)
-        self.table.setSortingEnabled(True)
-        self.table.setSelectionBehavior(QTableView.SelectionBehavior.SelectRows)
-        self.table.verticalHeader().setVisible(False)
-        self.table.verticalHeader().setDefaultSectionSize(20)
-        header = self.table.horizontalHeader()
-        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
-        header.resizeSection(0, 150)
-        header.resizeSection(1, 150)
-        header.setDefaultSectionSize(72)
-        header.setStretchLastSection(True)
-        self.table.setWordWrap(False)
+        self.table, self.proxy = sortable_table(
+            self.model, (150, 150), 72, parent=self,
+            selection=QTableView.SelectionMode.ExtendedSelection, elide=Qt.TextElideMode.ElideRight,
+        )  # fmt: skip
         self.summary = QLabel(
             "Compare builds: the current compilation (A) against the one beside “Diff with” (B)."
         )

@@ -9,9 +9,11 @@ a module whose locations are unknown) the table is empty and says why.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSortFilterProxyModel, Qt, Signal
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, QSortFilterProxyModel, Qt, Signal
 from PySide6.QtWidgets import QHeaderView, QLabel, QTableView, QVBoxLayout, QWidget
 
 from app.views.zones_timeline import format_ns
@@ -23,20 +25,18 @@ NO_ATTRIBUTION = (
 )
 
 
-class BySourceModel(QAbstractTableModel):
-    """Rows of ``SourceTime``; ``Qt.UserRole`` holds numbers for sorting."""
+class RowsModel(QAbstractTableModel):
+    """A table over a list of plain rows; subclasses name the ``COLUMNS`` and say what ``data`` shows."""
 
-    COLUMNS = ("line", "op", "time", "share", "calls")
+    COLUMNS: tuple[str, ...] = ()
 
     def __init__(self, parent=None):
         super().__init__(parent)
-        self.rows: list[SourceTime] = []
-        self.total_ns = 0
+        self.rows: list[Any] = []
 
-    def set_attribution(self, attribution: Attribution | None) -> None:
+    def set_rows(self, rows: Iterable[Any]) -> None:
         self.beginResetModel()
-        self.rows = list(attribution.by_source) if attribution is not None else []
-        self.total_ns = attribution.dispatch_time_ns if attribution is not None else 0
+        self.rows = list(rows)
         self.endResetModel()
 
     def rowCount(self, parent=_ROOT) -> int:  # noqa: N802
@@ -49,6 +49,53 @@ class BySourceModel(QAbstractTableModel):
         if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
             return self.COLUMNS[section]
         return None
+
+
+def sortable_table(
+    model: QAbstractTableModel,
+    widths: Sequence[int],
+    default_width: int,
+    *,
+    parent: QObject | None = None,
+    selection: QTableView.SelectionMode = QTableView.SelectionMode.SingleSelection,
+    elide: Qt.TextElideMode = Qt.TextElideMode.ElideMiddle,
+) -> tuple[QTableView, QSortFilterProxyModel]:
+    """A table of whole rows over ``model``, sorted by the numbers ``model`` keeps in ``Qt.UserRole``:
+    the first columns ``widths`` wide, the others ``default_width``, the last taking what room is left,
+    rows one line of 20 px (a long name keeps its start and end by default; the tooltip has it all)."""
+    proxy = QSortFilterProxyModel(parent)
+    proxy.setSourceModel(model)
+    proxy.setSortRole(Qt.ItemDataRole.UserRole)
+    view = QTableView()
+    view.setModel(proxy)
+    view.setSortingEnabled(True)
+    view.setSelectionBehavior(QTableView.SelectionBehavior.SelectRows)
+    view.setSelectionMode(selection)
+    view.verticalHeader().setVisible(False)
+    view.verticalHeader().setDefaultSectionSize(20)
+    header = view.horizontalHeader()
+    header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+    for column, width in enumerate(widths):
+        header.resizeSection(column, width)
+    header.setDefaultSectionSize(default_width)
+    header.setStretchLastSection(True)
+    view.setTextElideMode(elide)
+    view.setWordWrap(False)
+    return view, proxy
+
+
+class BySourceModel(RowsModel):
+    """Rows of ``SourceTime``; ``Qt.UserRole`` holds numbers for sorting."""
+
+    COLUMNS = ("line", "op", "time", "share", "calls")
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.total_ns = 0
+
+    def set_attribution(self, attribution: Attribution | None) -> None:
+        self.total_ns = attribution.dispatch_time_ns if attribution is not None else 0
+        self.set_rows(attribution.by_source if attribution is not None else [])
 
     def share(self, row: SourceTime) -> float:
         return row.time_ns / self.total_ns if self.total_ns else 0.0
@@ -100,24 +147,7 @@ class BySourceTable(QWidget):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.model = BySourceModel(self)
-        self.proxy = QSortFilterProxyModel(self)
-        self.proxy.setSourceModel(self.model)
-        self.proxy.setSortRole(Qt.ItemDataRole.UserRole)
-        self.table = QTableView()
-        self.table.setModel(self.proxy)
-        self.table.setSortingEnabled(True)
-        self.table.setSelectionBehavior(QTableView.SelectionBehavior.SelectRows)
-        self.table.setSelectionMode(QTableView.SelectionMode.SingleSelection)
-        self.table.verticalHeader().setVisible(False)
-        self.table.verticalHeader().setDefaultSectionSize(20)
-        header = self.table.horizontalHeader()
-        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
-        header.resizeSection(0, 170)
-        header.resizeSection(1, 200)
-        header.setDefaultSectionSize(80)
-        header.setStretchLastSection(True)
-        self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
-        self.table.setWordWrap(False)
+        self.table, self.proxy = sortable_table(self.model, (170, 200), 80, parent=self)
         self.table.selectionModel().currentRowChanged.connect(self._on_row)
         self.note = QLabel(NO_ATTRIBUTION)
         self.note.setMinimumWidth(1)  # one line; the whole text is in the tooltip

@@ -19,7 +19,6 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
     QLineEdit,
     QProgressBar,
@@ -31,7 +30,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.views.zones_by_source import BySourceTable
+from app.views.zones_by_source import BySourceTable, RowsModel, sortable_table
 from app.views.zones_timeline import ZoneTimeline, format_ns
 from engine.trace.by_source import Attribution, SourceTime
 from engine.trace.model import Trace, ZoneInfo
@@ -40,7 +39,6 @@ from engine.trace.stats import ZoneDiff, ZoneStats, compare, durations_of, histo
 
 TRACE_FILTER = "Traces (*.json *.ireeprof *.jsonl *.lenstrace *.txt);;All files (*)"
 LOAD_TAG = "zones-load"
-_ROOT = QModelIndex()
 
 
 @dataclass(frozen=True)
@@ -76,33 +74,7 @@ def load_trace_job(path: str, task: Any = None) -> LoadedTrace:
     return LoadedTrace(trace, ZoneIndex(trace), stats)
 
 
-class _RowsModel(QAbstractTableModel):
-    """A table over a list of plain rows; subclasses name the ``COLUMNS`` and say what ``data`` shows."""
-
-    COLUMNS: tuple[str, ...] = ()
-
-    def __init__(self, parent=None):
-        super().__init__(parent)
-        self.rows: list[Any] = []
-
-    def set_rows(self, rows: list[Any]) -> None:
-        self.beginResetModel()
-        self.rows = list(rows)
-        self.endResetModel()
-
-    def rowCount(self, parent=_ROOT) -> int:  # noqa: N802
-        return 0 if parent.isValid() else len(self.rows)
-
-    def columnCount(self, parent=_ROOT) -> int:  # noqa: N802
-        return len(self.COLUMNS)
-
-    def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):  # noqa: N802
-        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
-            return self.COLUMNS[section]
-        return None
-
-
-class StatsModel(_RowsModel):
+class StatsModel(RowsModel):
     """Rows of ``ZoneStats``; ``Qt.UserRole`` holds numbers for sorting."""
 
     COLUMNS = ("name", "count", "total", "self", "mean", "min", "p50", "p90", "p99", "max")
@@ -137,7 +109,7 @@ class StatsModel(_RowsModel):
         return None
 
 
-class DiffModel(_RowsModel):
+class DiffModel(RowsModel):
     """Rows of ``ZoneDiff`` (A/B), slower-in-B first; the difference column is red when B is slower."""
 
     COLUMNS = ("name", "count A", "count B", "total A", "total B", "Δ total", "mean A", "mean B", "Δ mean")
@@ -172,28 +144,12 @@ NAME_COLUMN_WIDTH = 240
 
 
 def _table(model: QAbstractTableModel) -> tuple[QTableView, QSortFilterProxyModel]:
-    proxy = QSortFilterProxyModel()
-    proxy.setSourceModel(model)
-    proxy.setSortRole(Qt.ItemDataRole.UserRole)
+    # The name column keeps a readable width (stretched in a narrow 1366-px document it was ~40 px: "e...e");
+    # the numbers ("296.117 ms" whole) scroll sideways instead, and the last column takes what room is left.
+    view, proxy = sortable_table(model, (NAME_COLUMN_WIDTH,), 88)
     proxy.setFilterKeyColumn(0)
     proxy.setFilterCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
-    view = QTableView()
-    view.setModel(proxy)
-    view.setSortingEnabled(True)
-    view.setSelectionBehavior(QTableView.SelectionBehavior.SelectRows)
-    view.setSelectionMode(QTableView.SelectionMode.SingleSelection)
-    view.verticalHeader().setVisible(False)
-    # The name column keeps a readable width (stretched in a narrow 1366-px document it was ~40 px: "e...e");
-    # the numbers scroll sideways instead, and the last column takes what room is left.
-    view.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Interactive)
-    view.horizontalHeader().resizeSection(0, NAME_COLUMN_WIDTH)
-    view.horizontalHeader().setStretchLastSection(True)
-    view.horizontalHeader().setDefaultSectionSize(88)  # "296.117 ms" whole
-    # Long names (main$async_dispatch_12_conv_...) keep their start and their end; the tooltip has all.
-    view.setTextElideMode(Qt.TextElideMode.ElideMiddle)
     view.horizontalHeader().setMinimumSectionSize(40)
-    view.verticalHeader().setDefaultSectionSize(20)
-    view.setWordWrap(False)
     return view, proxy
 
 

@@ -163,17 +163,18 @@ def compare_with_iree(
 ) -> Agreement:
     """IREE Lens's timing and ``iree-benchmark-executable``'s of the same dispatch, alternating one
     repetition each for ``rounds`` rounds (same binary, workgroup count, bytes, batch and minimum time)."""
-    from engine.substitute.benchmark import benchmark_binary_clocks
+    from engine.substitute.benchmark import ExecutableBenchmark, benchmark_clocks
 
     timer = KernelTimer(run, batch_size)
     entry = timer.library.export(run.export_name).ordinal
+    bench = ExecutableBenchmark(
+        run.binary, run.executable_format, entry, run.bindings, run.workgroup_count, run.constants,
+        device=device, batch_size=batch_size, min_time_s=min_time_s,
+    )  # fmt: skip
     lens, iree = [], []
     try:
         for _ in range(max(1, rounds)):
-            iree += benchmark_binary_clocks(
-                run.binary, run.executable_format, entry, run.bindings, run.workgroup_count, run.constants,
-                device=device, batch_size=batch_size, repetitions=1, min_time_s=min_time_s,
-            )  # fmt: skip
+            iree += benchmark_clocks(bench, repetitions=1)
             lens.append(timer.repetition(min_time_s))
     finally:
         timer.close()

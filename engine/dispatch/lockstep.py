@@ -46,7 +46,7 @@ from engine.dispatch.numerics import (
     reduction_length_from_name,
     worst_verdict,
 )
-from engine.dispatch.snapshot import DispatchSnapshot
+from engine.dispatch.snapshot import DispatchSnapshot, mark_range
 from engine.dispatch.tensor_types import BindingInterface, element_dtype, name_candidates
 from engine.errors import LensError
 from engine.runtime.hal.buffers import allocation_span
@@ -83,21 +83,7 @@ class DefinedBytes:
         if buffer is None or length <= 0:
             return
         allocation, start, end = self._locate(buffer, offset, length)
-        self._mark(allocation, start, end)
-
-    def _mark(self, allocation, start: int, end: int) -> None:
-        try:
-            ranges = self._ranges.get(allocation, [])
-        except TypeError:
-            return
-        merged = []
-        for s, e in ranges:
-            if s <= end and start <= e:
-                start, end = min(s, start), max(e, end)
-            else:
-                merged.append((s, e))
-        merged.append((start, end))
-        self._ranges[allocation] = sorted(merged)
+        mark_range(self._ranges, allocation, start, end)
 
     def ranges(self, buffer, offset: int, length: int) -> list[tuple[int, int]]:
         """The defined ranges of ``[offset, offset + length)`` of ``buffer``, relative to ``offset``."""

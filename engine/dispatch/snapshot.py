@@ -213,22 +213,25 @@ class WrittenRanges:
             access.append(acc)
         for binding, acc in zip(record.bindings, access):
             if acc != "read":
-                self._mark(*self._key(binding))
+                mark_range(self._ranges, *self._key(binding))
         return tuple(access)
 
-    def _mark(self, key, start: int, end: int) -> None:
-        try:
-            ranges = self._ranges.get(key, ())
-        except TypeError:
-            return
-        merged = []
-        for s, e in ranges:
-            if s <= end and start <= e:
-                start, end = min(s, start), max(e, end)
-            else:
-                merged.append((s, e))
-        merged.append((start, end))
-        self._ranges[key] = sorted(merged)
+
+def mark_range(ranges: weakref.WeakKeyDictionary, key: object, start: int, end: int) -> None:
+    """Add ``[start, end)`` to ``key``'s sorted byte ranges in ``ranges``, merged with those it overlaps or
+    touches; a key that cannot be weakly referenced is not kept."""
+    try:
+        earlier = ranges.get(key, ())
+    except TypeError:
+        return
+    merged = []
+    for s, e in earlier:
+        if s <= end and start <= e:
+            start, end = min(s, start), max(e, end)
+        else:
+            merged.append((s, e))
+    merged.append((start, end))
+    ranges[key] = sorted(merged)
 
 
 class SnapshotSubscriber:

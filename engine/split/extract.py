@@ -280,83 +280,17 @@ def standalone_test(
         fn = function.clone(ip=ir.InsertionPoint(module.body))
         block = fn.regions[0].blocks[0]
         args = list(block.arguments)
-        n_operands = len(sig.operand_types)
-        if len(args) != n_operands + sum(1 for t in sig.tied if t < 0):
-            raise SplitError(
-                f"{sig.entry}: {len(args)} function arguments for {n_operands} operands and "
-                f"{len(sig.tied)} results"
-            )
-        # Results: which argument each is stored into.
-        result_args, next_out = [], n_operands
-        for t in sig.tied:
-            if t >= 0:
-                result_args.append(t)
-            else:
-                result_args.append(next_out)
-                next_out += 1
+        result_args = _result_arguments(sig, len(args))
         ops = list(block.operations)
         ret = ops[-1]
-        first = ops[0]
-        index = ir.IndexType.get()
-
-        # Tensor operands become tensor arguments.
+        # Tensor operands become tensor arguments; scalar operands, values derived at the top of the function.
         for i in sig.tensor_operands:
             args[i].set_type(ir.Type.parse(sig.operand_types[i]))
-        # Scalar operands: derived values at the top of the function.
-        scalar_values = {}
-        for i, source in sig.scalars.items():
-            with ir.InsertionPoint(first):
-                scalar_type = ir.Type.parse(sig.operand_types[i])
-                if source.kind == "dim":
-                    position = _constant(ir, index, source.dim)
-                    value = ir.Operation.create(
-                        "tensor.dim", results=[index], operands=[args[sig.tensor_operands[source.operand]], position]
-                    ).result
-                else:
-                    if source.kind == "result_dim":
-                        if result_shapes is None:
-                            raise SplitError(f"{sig.entry}: result {source.operand}'s shape is needed")
-                        number = int(result_shapes[source.operand][source.dim])
-                    else:
-                        number = source.value
-                    value = _constant(ir, scalar_type, number)
-                if str(scalar_type) != "index" and source.kind == "dim":
-                    value = ir.Operation.create("arith.index_cast", results=[scalar_type], operands=[value]).result
-            scalar_values[i] = value
-        for i, value in scalar_values.items():
-            args[i].replace_all_uses_with(value)
-
-        # workload ordinals only name their operand; a tie_shape only says its binding's dynamic sizes
-        for op in _all_ops(fn):
-            if op.name in (_ORDINAL, _TIE_SHAPE):
-                op.results[0].replace_all_uses_with(op.operands[0])
-                op.erase()
-
-        stores: dict[int, list] = {}
-        for op in _all_ops(fn):
-            if op.name == _LOAD:
-                _replace_load(ir, op, args)
-            elif op.name == _STORE:
-                target = _arg_number(args, op.operands[1])
-                stores.setdefault(target, []).append(op)
-
-        results = []
-        with ir.InsertionPoint(ret):
-            for r, target in enumerate(result_args):
-                results.append(_result_value(ir, sig, r, target, args, stores.get(target, []), result_shapes))
-        for target_stores in stores.values():
-            for op in target_stores:
-                op.erase()
-        with ir.InsertionPoint(ret):
-            ir.Operation.create("func.return", operands=results)
-        ret.erase()
-        # Drop the arguments that are not tensor operands (scalars, write-only outputs), last first.
-        keep = set(sig.tensor_operands)
-        for i in reversed(range(len(args))):
-            if i not in keep:
-                if list(args[i].uses):
-                    raise SplitError(f"{sig.entry}: argument {i} is still used after the rewrite")
-                block.erase_argument(i)
+        _derive_scalars(ir, sig, args, ops[0], result_shapes)
+        _drop_workload_markers(fn)
+        stores = _load_tensors_and_find_stores(ir, fn, args)
+        results = _return_stored_results(ir, sig, ret, result_args, args, stores, result_shapes)
+        _drop_non_tensor_arguments(sig, block, args)
         arg_types = [ir.Type.parse(sig.operand_types[i]) for i in sig.tensor_operands]
         result_types = [v.type for v in results]
         fn.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(arg_types, result_types))
@@ -367,6 +301,106 @@ def standalone_test(
             raise SplitError(f"{sig.entry}: the standalone function does not verify")
         text = module.operation.get_asm(enable_debug_info=False)
     return StandaloneTest(text, [str(t) for t in arg_types], [str(t) for t in result_types])
+
+
+def _result_arguments(sig: DispatchSignature, n_args: int) -> list[int]:
+    """The function argument each result is stored into: its tied operand, else the next output argument."""
+    n_operands = len(sig.operand_types)
+    if n_args != n_operands + sum(1 for t in sig.tied if t < 0):
+        raise SplitError(
+            f"{sig.entry}: {n_args} function arguments for {n_operands} operands and {len(sig.tied)} results"
+        )
+    result_args, next_out = [], n_operands
+    for t in sig.tied:
+        if t >= 0:
+            result_args.append(t)
+        else:
+            result_args.append(next_out)
+            next_out += 1
+    return result_args
+
+
+def _derive_scalars(
+    ir, sig: DispatchSignature, args: list, first, result_shapes: list[tuple[int, ...]] | None
+) -> None:
+    """Replace each scalar operand by its value made before ``first``: a tensor argument's dimension, a
+    captured result's dimension or a constant."""
+    index = ir.IndexType.get()
+    scalar_values = {}
+    for i, source in sig.scalars.items():
+        with ir.InsertionPoint(first):
+            scalar_type = ir.Type.parse(sig.operand_types[i])
+            if source.kind == "dim":
+                position = _constant(ir, index, source.dim)
+                value = ir.Operation.create(
+                    "tensor.dim", results=[index], operands=[args[sig.tensor_operands[source.operand]], position]
+                ).result
+            else:
+                if source.kind == "result_dim":
+                    if result_shapes is None:
+                        raise SplitError(f"{sig.entry}: result {source.operand}'s shape is needed")
+                    number = int(result_shapes[source.operand][source.dim])
+                else:
+                    number = source.value
+                value = _constant(ir, scalar_type, number)
+            if str(scalar_type) != "index" and source.kind == "dim":
+                value = ir.Operation.create("arith.index_cast", results=[scalar_type], operands=[value]).result
+        scalar_values[i] = value
+    for i, value in scalar_values.items():
+        args[i].replace_all_uses_with(value)
+
+
+def _drop_workload_markers(fn) -> None:
+    """Workload ordinals only name their operand; a tie_shape only says its binding's dynamic sizes."""
+    for op in _all_ops(fn):
+        if op.name in (_ORDINAL, _TIE_SHAPE):
+            op.results[0].replace_all_uses_with(op.operands[0])
+            op.erase()
+
+
+def _load_tensors_and_find_stores(ir, fn, args: list) -> dict[int, list]:
+    """Rewrite each binding load as a use of its tensor argument; the stores by the argument they write."""
+    stores: dict[int, list] = {}
+    for op in _all_ops(fn):
+        if op.name == _LOAD:
+            _replace_load(ir, op, args)
+        elif op.name == _STORE:
+            target = _arg_number(args, op.operands[1])
+            stores.setdefault(target, []).append(op)
+    return stores
+
+
+def _return_stored_results(
+    ir,
+    sig: DispatchSignature,
+    ret,
+    result_args: list[int],
+    args: list,
+    stores: dict[int, list],
+    result_shapes: list[tuple[int, ...]] | None,
+) -> list:
+    """Return what the stores wrote, in result order, instead of storing it; the stores are erased."""
+    results = []
+    with ir.InsertionPoint(ret):
+        for r, target in enumerate(result_args):
+            results.append(_result_value(ir, sig, r, target, args, stores.get(target, []), result_shapes))
+    for target_stores in stores.values():
+        for op in target_stores:
+            op.erase()
+    with ir.InsertionPoint(ret):
+        ir.Operation.create("func.return", operands=results)
+    ret.erase()
+    return results
+
+
+def _drop_non_tensor_arguments(sig: DispatchSignature, block, args: list) -> None:
+    """Drop the arguments that are not tensor operands (scalars, write-only outputs), last first."""
+    keep = set(sig.tensor_operands)
+    for i in reversed(range(len(args))):
+        if i not in keep:
+            if list(args[i].uses):
+                raise SplitError(f"{sig.entry}: argument {i} is still used after the rewrite")
+            block.erase_argument(i)
 
 
 def _all_ops(fn) -> list:

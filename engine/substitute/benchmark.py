@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -25,62 +26,30 @@ def benchmark_tool() -> str | None:
     return str(beside) if beside.exists() else shutil.which("iree-benchmark-executable")
 
 
-def benchmark_binary(
-    binary: bytes,
-    executable_format: str,
-    entry_point: int,
-    bindings: tuple[np.ndarray, ...],
-    workgroup_count: tuple[int, int, int],
-    constants: tuple[int, ...] = (),
-    *,
-    device: str = "local-sync",
-    batch_size: int = 16,
-    timeout_s: float = 120.0,
-) -> float:
-    """Seconds of one dispatch of ``entry_point`` of ``binary`` (batches of ``batch_size``), by IREE's tool."""
-    runs = benchmark_binary_runs(
-        binary, executable_format, entry_point, bindings, workgroup_count, constants,
-        device=device, batch_size=batch_size, timeout_s=timeout_s, repetitions=1,
-    )  # fmt: skip
-    return runs[0]
+@dataclass(frozen=True)
+class ExecutableBenchmark:
+    """One export of an executable binary as ``iree-benchmark-executable`` runs it: the binding bytes,
+    workgroup count and constants of a dispatch, on ``device``, ``batch_size`` dispatches per submission,
+    each repetition at least ``min_time_s`` long."""
+
+    binary: bytes
+    executable_format: str
+    entry_point: int
+    bindings: tuple[np.ndarray, ...]
+    workgroup_count: tuple[int, int, int]
+    constants: tuple[int, ...] = ()
+    device: str = "local-sync"
+    batch_size: int = 16
+    timeout_s: float = 120.0
+    min_time_s: float = 0.2
 
 
-def benchmark_binary_runs(
-    binary: bytes,
-    executable_format: str,
-    entry_point: int,
-    bindings: tuple[np.ndarray, ...],
-    workgroup_count: tuple[int, int, int],
-    constants: tuple[int, ...] = (),
-    *,
-    device: str = "local-sync",
-    batch_size: int = 16,
-    timeout_s: float = 120.0,
-    repetitions: int = 5,
-    min_time_s: float = 0.2,
-) -> list[float]:
+def benchmark_runs(bench: ExecutableBenchmark, repetitions: int = 5) -> list[float]:
     """Seconds per dispatch in each of ``repetitions`` runs of IREE's tool (its own run-to-run noise)."""
-    runs = benchmark_binary_clocks(
-        binary, executable_format, entry_point, bindings, workgroup_count, constants, device=device,
-        batch_size=batch_size, timeout_s=timeout_s, repetitions=repetitions, min_time_s=min_time_s,
-    )  # fmt: skip
-    return [real for real, _ in runs]
+    return [real for real, _ in benchmark_clocks(bench, repetitions)]
 
 
-def benchmark_binary_clocks(
-    binary: bytes,
-    executable_format: str,
-    entry_point: int,
-    bindings: tuple[np.ndarray, ...],
-    workgroup_count: tuple[int, int, int],
-    constants: tuple[int, ...] = (),
-    *,
-    device: str = "local-sync",
-    batch_size: int = 16,
-    timeout_s: float = 120.0,
-    repetitions: int = 5,
-    min_time_s: float = 0.2,
-) -> list[tuple[float, float]]:
+def benchmark_clocks(bench: ExecutableBenchmark, repetitions: int = 5) -> list[tuple[float, float]]:
     """(wall, CPU) seconds per dispatch in each of ``repetitions`` runs of IREE's tool: its ``real_time``
     and the ``cpu_time`` it reports beside it (on a loaded machine the wall time holds the scheduler's
     share, the CPU time the kernel's own)."""
@@ -89,25 +58,25 @@ def benchmark_binary_clocks(
         raise SubstitutionError("iree-benchmark-executable is not installed")
     with tempfile.TemporaryDirectory(prefix="iree-lens-bench-") as d:
         exe = Path(d) / "executable.bin"
-        exe.write_bytes(binary)
+        exe.write_bytes(bench.binary)
         args = [
             tool,
-            f"--device={device}",
-            f"--executable_format={executable_format}",
+            f"--device={bench.device}",
+            f"--executable_format={bench.executable_format}",
             f"--executable_file={exe}",
-            f"--entry_point={entry_point}",
-            f"--workgroup_count={','.join(str(int(c)) for c in workgroup_count)}",
-            f"--batch_size={batch_size}",
+            f"--entry_point={bench.entry_point}",
+            f"--workgroup_count={','.join(str(int(c)) for c in bench.workgroup_count)}",
+            f"--batch_size={bench.batch_size}",
             "--benchmark_format=json",
-            f"--benchmark_min_time={min_time_s}s",
+            f"--benchmark_min_time={bench.min_time_s}s",
             f"--benchmark_repetitions={max(1, repetitions)}",
         ]
-        args += [f"--constant={int(c) & 0xFFFFFFFF}" for c in constants]
-        for i, data in enumerate(bindings):
+        args += [f"--constant={int(c) & 0xFFFFFFFF}" for c in bench.constants]
+        for i, data in enumerate(bench.bindings):
             path = Path(d) / f"binding{i}.bin"
             np.ascontiguousarray(data, dtype=np.uint8).tofile(path)
             args.append(f"--binding={max(1, data.size)}xi8=@{path}")
-        proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout_s)
+        proc = subprocess.run(args, capture_output=True, text=True, timeout=bench.timeout_s)
         if proc.returncode != 0:
             raise SubstitutionError(f"iree-benchmark-executable failed: {proc.stderr.strip()[-500:]}")
         report = json.loads(proc.stdout[proc.stdout.index("{") :])

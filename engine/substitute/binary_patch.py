@@ -19,8 +19,9 @@ import struct
 import numpy as np
 
 from engine.runtime.vmfb.container import locate
+from engine.runtime.vmfb.executable_flatbuffer import HEADER_SIZE
 from engine.runtime.vmfb.flatbuffer import FlatBuffer
-from engine.runtime.vmfb.vke1 import HEADER_SIZE, SPIRV_MAGIC, VKE1_MAGIC
+from engine.runtime.vmfb.vke1 import SPIRV_MAGIC, VKE1_MAGIC
 from engine.substitute.errors import SubstitutionError
 
 SEGMENT_ALIGNMENT = 64

@@ -377,7 +377,7 @@ class LiveSubstitutions:
         """``iree-benchmark-executable`` on the dispatch's saved inputs and workgroup count (the edit's own
         count when its build resolved one), ``repetitions`` runs each: the module's binary, then the edit's
         (None without one); local-sync for CPU libraries, vulkan for SPIR-V."""
-        from engine.substitute.benchmark import benchmark_binary_runs
+        from engine.substitute.benchmark import ExecutableBenchmark, benchmark_runs
 
         snapshot = snapshot or self.snapshot_for()
         record = snapshot.record
@@ -389,9 +389,12 @@ class LiveSubstitutions:
         interface = self.interfaces[module_executable.ordinal]
         fmt = module_executable.format
         device = "vulkan" if interface.kind == "vke1" else "local-sync"
-        before = benchmark_binary_runs(
-            bytes(module_executable.data), fmt, interface.export_names.index(record.export_name),
-            snapshot.before, record.workgroup_count, record.constants, device=device, repetitions=repetitions,
+        before = benchmark_runs(
+            ExecutableBenchmark(
+                bytes(module_executable.data), fmt, interface.export_names.index(record.export_name),
+                snapshot.before, record.workgroup_count, record.constants, device=device,
+            ),
+            repetitions,
         )  # fmt: skip
         replacement = next(
             (r for r in self.active.values() if rodata_label(r) == record.executable and record.export_name in r.exports),
@@ -399,10 +402,13 @@ class LiveSubstitutions:
         )
         if replacement is None:
             return Timing(tuple(before)), None
-        after = benchmark_binary_runs(
-            replacement.data, fmt, replacement.interface.export_names.index(record.export_name), snapshot.before,
-            replacement.workgroup_count(record.export_name) or record.workgroup_count, record.constants,
-            device=device, repetitions=repetitions,
+        after = benchmark_runs(
+            ExecutableBenchmark(
+                replacement.data, fmt, replacement.interface.export_names.index(record.export_name),
+                snapshot.before, replacement.workgroup_count(record.export_name) or record.workgroup_count,
+                record.constants, device=device,
+            ),
+            repetitions,
         )  # fmt: skip
         return Timing(tuple(before)), Timing(tuple(after))
 

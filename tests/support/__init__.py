@@ -30,6 +30,22 @@ def iree_tool(name: str) -> str:
     return str(p) if p.exists() else name
 
 
+REPO = Path(__file__).resolve().parents[2]  # the repository (this worktree)
+
+
+def lens_argv() -> list[str]:
+    """The installed ``iree-lens`` launcher, or ``python -m app.launcher`` where none is installed."""
+    script = VENV_BIN / "iree-lens"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "app.launcher"]
+
+
+def lens_env() -> dict[str, str]:
+    """This environment with the worktree's code first on PYTHONPATH (so a launcher runs this code)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
 def lens_run(
     vmfb, function: str, inputs=(), engine: str = "debug", *extra: str, timeout: float | None = None
 ):
@@ -561,6 +577,16 @@ def compile_for(source: Path, out: Path, target: str, *flags: str) -> Path:
     from engine.compiler.targets import target_flags
 
     proc = iree_compile([str(source), *target_flags(target), *flags, "-o", str(out)], timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return out
+
+
+VM_PROGRAMS = Path(__file__).resolve().parents[1] / "vm_programs"  # programs written in the VM dialect
+
+
+def compile_vm_dialect(source: Path, out: Path) -> Path:
+    """A VM-dialect ``source`` (``vm.module``) compiled to bytecode at ``out`` (no HAL, no executables)."""
+    proc = iree_compile(["--compile-from=vm", "--output-format=vm-bytecode", str(source), "-o", str(out)])
     assert proc.returncode == 0, proc.stderr[-2000:]
     return out
 

@@ -31,37 +31,6 @@ from engine.session.protocol import (
 TRACE = "--iree-flow-trace-dispatch-tensors"
 
 
-def iree_traced(vmfb: Path, function: str, args: list[np.ndarray]) -> list[tuple[str, list[np.ndarray]]]:
-    """IREE's runtime with a HalModuleDebugSink, written without engine code: (key, arrays) in order, each
-    array in the dtype and shape of IREE's buffer view."""
-    import iree.runtime as rt
-
-    seen: list[tuple[str, list[np.ndarray]]] = []
-
-    def sink(key, views):
-        arrays = []
-        for bv in views:
-            dtype = rt.HalElementType.map_to_dtype(bv.element_type)
-            arrays.append(np.array(bv.map().asarray(tuple(bv.shape), dtype), copy=True).reshape(tuple(bv.shape)))
-        seen.append((key, arrays))
-
-    instance = rt.VmInstance()
-    device = rt.get_device("local-sync")
-    debug_sink = rt.HalModuleDebugSink(sink)
-    hal = rt.create_hal_module(instance, device, debug_sink=debug_sink)
-    module = rt.VmModule.copy_buffer(instance, vmfb.read_bytes())
-    context = rt.VmContext(instance, [hal, module])
-    fn = module.lookup_function(function)
-    arg_list = rt.VmVariantList(len(args))
-    for a in args:
-        arg_list.push_ref(device.allocator.allocate_buffer_copy(
-            memory_type=rt.MemoryType.DEVICE_LOCAL, allowed_usage=rt.BufferUsage.DEFAULT, device=device,
-            buffer=a, element_type=rt.HalElementType.FLOAT_32))
-    context.invoke(fn, arg_list, rt.VmVariantList(1))
-    del context, hal, debug_sink
-    return seen
-
-
 def traced_by_dispatch(traced) -> dict[tuple[str, int], tuple[list[np.ndarray], list[np.ndarray]]]:
     """(inputs, outputs) of each traced dispatch by (export name, occurrence): a traced build may schedule
     independent dispatches in another order than the plain build, so dispatches pair by name and count."""

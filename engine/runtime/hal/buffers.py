@@ -13,7 +13,7 @@ a subspan of a subspan refers to the allocated buffer directly. Range errors car
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -75,6 +75,48 @@ class Allocation:
 
     def checkpoint_refs(self) -> tuple:
         return (self.device,) if self.device is not None else ()
+
+
+class MirroredAllocation(Allocation):
+    """Host memory with a copy in a device's own memory (Vulkan, CUDA); ``host_newer``/``device_newer`` say
+    which side holds the latest bytes. A device subclass says how the host side is made current
+    (``sync_host``: copy back what the device wrote, or wait for work that still reads the bytes)."""
+
+    def __init__(self, data: np.ndarray, device: Device, origin: str):
+        super().__init__(data, device, origin)
+        self.host_newer = True
+        self.device_newer = False
+
+    def sync_host(self) -> None:
+        """Make the host bytes current before the host reads or writes them."""
+        raise NotImplementedError
+
+    def read_view(self, offset: int, length: int) -> np.ndarray:
+        self.sync_host()
+        return self.data[offset : offset + length]
+
+    def write_view(self, offset: int, length: int) -> np.ndarray:
+        self.sync_host()
+        self.host_newer = True
+        return self.data[offset : offset + length]
+
+    def restore_checkpoint(self, state: tuple[int, np.ndarray | None]) -> None:
+        if state[1] is not None:
+            self.device_newer = False  # the restored bytes replace the device's: no read-back first
+        super().restore_checkpoint(state)  # writes through write_view: the device copy is now stale
+
+
+MirroredT = TypeVar("MirroredT", bound=MirroredAllocation)
+
+
+def owned_allocation(device: Device, buffer: HalBuffer, kind: type[MirroredT]) -> MirroredT:
+    """The allocation of a dispatch binding's ``buffer``, which must be ``device``'s own memory."""
+    allocation = buffer.allocation
+    if not isinstance(allocation, kind) or allocation.device is not device:
+        raise VmStatusError(
+            StatusCode.INVALID_ARGUMENT, f"binding buffer {buffer!r} does not belong to {device.name}"
+        )
+    return allocation
 
 
 def calculate_range(base_offset: int, max_length: int, offset: int, length: int) -> tuple[int, int]:

@@ -237,7 +237,40 @@ class CpuBatchPlan:
         self._source = np.where(self._is_direct, self._max_slot + 1 + self._direct_of, self._slots)
         # A zero-length binding still gets an aligned pointer (the kernel reads nothing there).
         self._empty_address = base + at
+        self._fast = self._fast_binding(transfers)
         self.lock = threading.Lock()  # one submission at a time uses the arena
+
+    def _fast_binding(self, transfers: Sequence[cmd.Command]) -> _FastBinding | None:
+        """What ``bind`` needs per submission when every range is fixed at record time (no transfer, no
+        whole-buffer length, offsets 64-byte aligned): the lengths and empty bindings' pointers are
+        written here once; per call only each source's room and alignment is checked and the non-empty
+        bindings' pointers written. None: ``bind`` does the whole-array checks every time."""
+        offset, length = self._ref_offset, self._ref_length
+        if transfers or self._ref_whole.any() or (offset < 0).any() or (length < 0).any():
+            return None
+        if ((offset % BINDING_ALIGNMENT != 0) & self._aligned).any():
+            return None
+        sources = self._max_slot + 1 + len(self.direct)
+        need = np.full(sources, -1, np.int64)  # -1: no binding reads this source
+        np.maximum.at(need, self._source, offset + length)
+        used = np.flatnonzero(need >= 0)
+        nonempty = length != 0
+        words = self._words
+        words[self._len_at] = length.astype(np.uint64)
+        words[self._ptr_at[~nonempty]] = np.uint64(self._empty_address)
+        word_at = np.ascontiguousarray(self._ptr_at[nonempty], np.int64)
+        source = np.ascontiguousarray(self._source[nonempty], np.int64)
+        offsets = np.ascontiguousarray(offset[nonempty], np.int64)
+        addresses = np.zeros(max(sources, 1), np.int64)
+        return _FastBinding(
+            need=[(int(s), int(need[s])) for s in used],
+            aligned=[int(s) for s in np.unique(self._source[nonempty & self._aligned])],
+            count=len(word_at),
+            arrays=(word_at, source, offsets, addresses),
+            addresses=addresses,
+            pointers=(word_at.ctypes.data, source.ctypes.data, offsets.ctypes.data, addresses.ctypes.data,
+                      words.ctypes.data),
+        )  # fmt: skip
 
     @property
     def count(self) -> int:
@@ -259,6 +292,11 @@ class CpuBatchPlan:
         if slots > len(table) and slots > 0:
             return BindingFailure("binding table too small")
         # Per source (table slot or direct buffer): the address of its first byte and how many bytes follow.
+        fast = self._fast
+        if fast is not None:
+            if self._bind_fixed(table, slots, fast):
+                return None
+            # A check failed: the whole-array path below finds which (and refuses the same way).
         sources = slots + len(self.direct)
         address = np.zeros(sources, np.int64)
         available = np.zeros(sources, np.int64)
@@ -300,9 +338,47 @@ class CpuBatchPlan:
         if transfers and not self._transfers_allowed(source, offset, length, entry_offset, writable):
             return BindingFailure("a transfer IREE's checks refuse or the one-at-a-time path does otherwise")
         words = self._words
+        if fast is not None:
+            fast.bound = None  # written here, not by ``_bind_fixed``
         words[self._ptr_at] = pointers.astype(np.uint64)
         words[self._len_at] = length.astype(np.uint64)
         return None
+
+    def _bind_fixed(self, table: list[BindingTableEntry], slots: int, fast: _FastBinding) -> bool:
+        """``bind`` for a plan whose ranges are fixed (``_fast_binding``): each source's room is checked
+        against the furthest byte a binding of it reaches and its address against the alignment; then the
+        pointers are written. False (nothing written) when a check fails."""
+        address = []
+        available = []
+        for i in range(slots):
+            entry = table[i]
+            buffer = entry.buffer
+            if buffer is None:
+                address.append(0)
+                available.append(-1)
+                continue
+            room = buffer.byte_length - entry.offset
+            length = room if entry.length == _WHOLE else entry.length
+            if entry.offset < 0 or length < 0 or length > room:
+                address.append(0)
+                available.append(-1)
+                continue
+            address.append(buffer.allocation.address + buffer.byte_offset + entry.offset)
+            available.append(length)
+        for buffer in self.direct:
+            address.append(buffer.allocation.address + buffer.byte_offset)
+            available.append(buffer.byte_length)
+        for s, furthest in fast.need:
+            if available[s] < furthest:
+                return False
+        for s in fast.aligned:
+            if address[s] % BINDING_ALIGNMENT:
+                return False
+        if address != fast.bound:
+            fast.addresses[: len(address)] = address
+            native_loop().relocate(fast.count, *fast.pointers)
+            fast.bound = address
+        return True
 
     def _transfers_allowed(
         self,
@@ -362,6 +438,21 @@ class CpuBatchPlan:
         slot = self._dispatch_slot[index]
         at = int(self._descriptors[slot * 4 + 3]) - self._arena.ctypes.data
         return _WORKGROUP_ID.unpack_from(self._arena, at)
+
+
+@dataclass
+class _FastBinding:
+    """A plan's bindings when their ranges were fixed at record time (``CpuBatchPlan._fast_binding``)."""
+
+    need: list[tuple[int, int]]  # (source, the furthest byte a binding reaches in it) per source read
+    aligned: list[int]  # the sources a non-empty dispatch binding reads (their address must be aligned)
+    count: int  # how many non-empty bindings (pointers to write)
+    # Each non-empty binding's pointer word in the arena, its source (table slots, then direct buffers) and
+    # offset in it; and each source's address, written before ``relocate``.
+    arrays: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+    addresses: np.ndarray
+    pointers: tuple[int, int, int, int, int]  # the arrays' addresses and the arena's words', for ``relocate``
+    bound: list[int] | None = None  # the source addresses the pointers were last written for
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from engine.errors import DispatchError, HalError
 from engine.runtime.hal import commands as cmd
 from engine.runtime.hal.buffers import HalBuffer
 from engine.runtime.hal.commands import BindingTableEntry, HalCommandBuffer, ResolvedRange
-from engine.runtime.hal.cpu_batch import BatchSegments, CpuBatchPlan, plan_stretch
+from engine.runtime.hal.cpu_batch import BatchSegments, CpuBatchPlan, native_dispatch, plan_stretch
 from engine.runtime.hal.device import BUFFER_ALIGNMENT, BatchRecords, Device, HalExecutable, aligned_zeros
 from engine.runtime.vm.native import StatusCode, VmStatusError
 
@@ -72,6 +72,9 @@ class CpuDevice(Device):
             HalCommandBuffer, dict[tuple[int, int, bool], BatchSegments]
         ] = weakref.WeakKeyDictionary()
         self._native_calls = 0
+        # Where a watched dispatch's native call writes its index (0): not a batch's progress.
+        self._watched_progress = np.zeros(1, np.uint64)
+        self._watched_progress_address = int(self._watched_progress.ctypes.data)
 
     times_batch_dispatches = True
 
@@ -160,6 +163,38 @@ class CpuDevice(Device):
         finally:
             self.batch_progress_ended()
         self.batch_ran(records, started, time.perf_counter_ns())
+
+    def execute_watched(self, command_buffer: HalCommandBuffer, index: int, table: list[BindingTableEntry]) -> None:
+        """A watched dispatch runs from a one-dispatch plan kept for it (made the first time it is watched,
+        reused by later calls stopping there): binding it to the table and one native call, instead of
+        building IREE's dispatch state for it each time. Its observers are told as for any dispatch."""
+        command = command_buffer.commands[index]
+        if type(command) is not cmd.DispatchCommand or not native_dispatch(command):
+            super().execute_watched(command_buffer, index, table)
+            return
+        planned = self._segments(command_buffer, index, index + 1)
+        if len(planned.segments) != 1 or type(planned.segments[0]) is not CpuBatchPlan:
+            super().execute_watched(command_buffer, index, table)
+            return
+        plan: CpuBatchPlan = planned.segments[0]  # type: ignore[assignment]
+        workgroup_count, bindings = self.resolve_dispatch(command, table)
+        executable, ordinal, constants = command.executable, command.ordinal, command.constants
+
+        def kernel() -> None:
+            with plan.lock:
+                # An observer may have substituted the executable while the run was parked before it; a
+                # binding IREE's checks refuse raises their error: both run the dispatch the usual way.
+                if plan.still_valid() and plan.bind(table) is None:
+                    failure = plan.run(self._watched_progress_address)
+                    if failure is None:
+                        return
+                    error = DispatchError(
+                        plan.impls[0].name, plan.exports[0].name, plan.failed_workgroup(0), failure[1]
+                    )
+                    raise VmStatusError(StatusCode.INTERNAL, str(error))
+            self.run_dispatch(executable, ordinal, workgroup_count, constants, bindings)
+
+        self.dispatch(executable, ordinal, workgroup_count, constants, bindings, kernel)
 
     def _segments(self, command_buffer: HalCommandBuffer, start: int, end: int) -> BatchSegments:
         plans = self._plans.get(command_buffer)

@@ -369,27 +369,16 @@ class CpuExecutableLibrary:
         constants: Sequence[int] = (),
         bindings: Sequence[object] = (),
         *,
-        workgroup_size: Sequence[int] | None = None,
-        dynamic_local_memory: int = 0,
-        processor_id: int = 0,
-        min_alignment: int = BINDING_ALIGNMENT,
         native_loop: bool = True,
     ) -> None:
         """Run every workgroup of one dispatch, as local-sync does; ``DispatchError`` if one fails.
 
         ``native_loop`` runs the workgroup loop in machine code (fast, GIL released); ``False``
         calls each workgroup from Python (the reference path, and what a per-workgroup stepper uses).
+        A dispatch with another workgroup size, local memory, processor id or binding alignment is
+        ``prepare_dispatch(...).run()``.
         """
-        self.prepare_dispatch(
-            export,
-            workgroup_count,
-            constants,
-            bindings,
-            workgroup_size=workgroup_size,
-            dynamic_local_memory=dynamic_local_memory,
-            processor_id=processor_id,
-            min_alignment=min_alignment,
-        ).run(native_loop=native_loop)
+        self.prepare_dispatch(export, workgroup_count, constants, bindings).run(native_loop=native_loop)
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"{len(self.exports)} exports"

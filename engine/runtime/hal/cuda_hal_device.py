@@ -23,29 +23,27 @@ from typing import Any
 import numpy as np
 
 from engine.errors import ExecutableFormatError, HalError
-from engine.runtime.hal.buffers import Allocation
+from engine.runtime.hal.buffers import MirroredAllocation, owned_allocation
 from engine.runtime.hal.commands import BindingTableEntry, HalCommandBuffer, ResolvedRange
 from engine.runtime.hal.cuda.abi import BindingAddress, kernel_params, kernel_payload, launch_shape
 from engine.runtime.hal.cuda.context import CudaContext, CudaKernel
-from engine.runtime.hal.device import Device, HalExecutable, aligned_zeros
+from engine.runtime.hal.device import HalExecutable, MirroredMemoryDevice
 from engine.runtime.vm.native import StatusCode, VmStatusError
 from engine.runtime.vmfb.cda1 import CUDA_FORMAT, CudaExecutableDef, CudaExportDef, read_cda1
 
 
-class CudaAllocation(Allocation):
+class CudaAllocation(MirroredAllocation):
     """Host memory with a device copy; ``host_newer``/``device_newer`` say which side to copy from."""
 
     def __init__(self, data: np.ndarray, device: CudaHalDevice, origin: str):
         super().__init__(data, device, origin)
-        self.host_newer = True
-        self.device_newer = False
         self.device_pointer = 0  # 0: no device copy yet
 
     @property
     def cuda_device(self) -> CudaHalDevice:
         return self.device  # type: ignore[return-value]
 
-    def _host_side(self) -> None:
+    def sync_host(self) -> None:
         """Make the host bytes current: wait for queued work that reads them, copy back what the GPU wrote."""
         hal_device = self.cuda_device
         if self.device_newer:
@@ -55,20 +53,9 @@ class CudaAllocation(Allocation):
         else:
             hal_device.settle()  # a queued upload still reads these bytes
 
-    def read_view(self, offset: int, length: int) -> np.ndarray:
-        self._host_side()
-        return self.data[offset : offset + length]
-
-    def write_view(self, offset: int, length: int) -> np.ndarray:
-        self._host_side()
-        self.host_newer = True
-        return self.data[offset : offset + length]
-
     def restore_checkpoint(self, state: tuple[int, np.ndarray | None]) -> None:
         if state[1] is not None:
-            self.cuda_device.settle()
-            self.device_newer = False  # the restored bytes replace the device's: no read-back first
-            self.host_newer = True
+            self.cuda_device.settle()  # queued work that reads the bytes finishes before they change
         super().restore_checkpoint(state)
 
     def on_device(self) -> int:
@@ -100,10 +87,11 @@ class CudaExecutable:
         return self.definition.exports[ordinal]
 
 
-class CudaHalDevice(Device):
+class CudaHalDevice(MirroredMemoryDevice):
     """The HAL device over CUDA device ``index`` (``cuda://N``)."""
 
     identifier = "cuda"
+    allocation_type = CudaAllocation
 
     def __init__(self, index: int = 0, name: str | None = None, context: Any = None):
         self.cuda = context if context is not None else CudaContext(index)
@@ -121,12 +109,6 @@ class CudaHalDevice(Device):
                 self.cuda.synchronize()
             except HalError as e:
                 raise VmStatusError(StatusCode.INTERNAL, str(e)) from None
-
-    def new_allocation(self, size: int, origin: str) -> Allocation:
-        return CudaAllocation(aligned_zeros(size), self, origin)
-
-    def import_allocation(self, data: np.ndarray, origin: str) -> Allocation | None:
-        return None  # device memory cannot alias host memory: programs fall back to allocate + copy
 
     def load_executable_binary(
         self, executable_format: str, data: np.ndarray, constants: tuple[int, ...], label: str
@@ -166,11 +148,7 @@ class CudaHalDevice(Device):
             if b.buffer is None:
                 addresses.append(BindingAddress(0))
                 continue
-            allocation = b.buffer.allocation
-            if not isinstance(allocation, CudaAllocation) or allocation.device is not self:
-                raise VmStatusError(
-                    StatusCode.INVALID_ARGUMENT, f"binding buffer {b.buffer!r} does not belong to {self.name}"
-                )
+            allocation = owned_allocation(self, b.buffer, CudaAllocation)
             start, _ = b.buffer.resolve(b.offset, b.length)
             addresses.append(BindingAddress(allocation.on_device(), start))
             touched.append(allocation)

@@ -25,7 +25,7 @@ import numpy as np
 
 from engine.runtime.hal import commands as cmd
 from engine.runtime.hal import constants as c
-from engine.runtime.hal.buffers import Allocation, HalAllocator, HalBuffer
+from engine.runtime.hal.buffers import Allocation, HalAllocator, HalBuffer, MirroredAllocation
 from engine.runtime.hal.commands import BindingTableEntry, HalCommandBuffer, ResolvedRange, resolve_ref
 from engine.runtime.hal.sync import HalFence, fence_failure, fence_reached
 from engine.runtime.vm.native import StatusCode, VmStatusError
@@ -569,12 +569,17 @@ class Device:
         workgroup_count: tuple[int, int, int],
         constants: tuple[int, ...],
         bindings: list[ResolvedRange],
+        kernel: Callable[[], None] | None = None,
     ) -> None:
-        """Run one dispatch, telling the observers before and after."""
+        """Run one dispatch, telling the observers before and after. ``kernel``: what runs it, when the device
+        has a quicker way than ``run_dispatch`` with these arguments (a prepared plan); it is called after the
+        observers' ``before_dispatch``, so it must see what they changed (e.g. a substituted executable)."""
         self.check_dispatch(executable, ordinal, bindings)
+        if kernel is None:
+            kernel = lambda: self.run_dispatch(executable, ordinal, workgroup_count, constants, bindings)  # noqa: E731
         if not self.observers:
             self._dispatches += 1
-            self.run_dispatch(executable, ordinal, workgroup_count, constants, bindings)
+            kernel()
             return
         record = self.dispatch_record(executable, ordinal, workgroup_count, constants, bindings, self._dispatches)
         self._dispatches += 1
@@ -583,13 +588,9 @@ class Device:
         try:
             hook = self.kernel_hook
             if hook is None:
-                self.run_dispatch(executable, ordinal, workgroup_count, constants, bindings)
+                kernel()
             else:
-                hook(
-                    executable,
-                    record,
-                    lambda: self.run_dispatch(executable, ordinal, workgroup_count, constants, bindings),
-                )
+                hook(executable, record, kernel)
         except Exception as e:
             for observer in list(self.observers):
                 observer.dispatch_failed(record, e)
@@ -661,8 +662,13 @@ class Device:
             if watched > start:
                 self.run_batch(command_buffer, start, watched, table)
             if watched < end:
-                self.execute_command(commands[watched], table)
+                self.execute_watched(command_buffer, watched, table)
             start = watched + 1
+
+    def execute_watched(self, command_buffer: HalCommandBuffer, index: int, table: list[BindingTableEntry]) -> None:
+        """Run the watched dispatch ``command_buffer.commands[index]`` through ``dispatch`` (its observers told
+        before and after). A device may run its kernel from a plan kept for that command (the CPU device)."""
+        self.execute_command(command_buffer.commands[index], table)
 
     def next_watched(self, command_buffer: HalCommandBuffer, start: int) -> int:
         """The index of the first dispatch command at or after ``start`` that is watched (``len(commands)``
@@ -930,6 +936,19 @@ class Device:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name})"
+
+
+class MirroredMemoryDevice(Device):
+    """A device with memory of its own (Vulkan, CUDA): each allocation is host memory with a device copy
+    (``allocation_type``), and host memory cannot be aliased in place."""
+
+    allocation_type: type[MirroredAllocation]
+
+    def new_allocation(self, size: int, origin: str) -> Allocation:
+        return self.allocation_type(aligned_zeros(size), self, origin)
+
+    def import_allocation(self, data: np.ndarray, origin: str) -> Allocation | None:
+        return None  # device memory cannot alias host memory: programs fall back to allocate + copy
 
 
 def _watches_all(sequence: int, executable: HalExecutable, ordinal: int) -> bool:

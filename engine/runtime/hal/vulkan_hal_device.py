@@ -22,14 +22,9 @@ import numpy as np
 
 from engine.errors import HalError
 from engine.runtime.hal import commands as cmd
-from engine.runtime.hal.buffers import Allocation
+from engine.runtime.hal.buffers import MirroredAllocation, owned_allocation
 from engine.runtime.hal.commands import BindingTableEntry, HalCommandBuffer, ResolvedRange, resolve_ref
-from engine.runtime.hal.device import (
-    BatchRecords,
-    Device,
-    HalExecutable,
-    aligned_zeros,
-)
+from engine.runtime.hal.device import BatchRecords, HalExecutable, MirroredMemoryDevice
 from engine.runtime.vm.native import StatusCode, VmStatusError
 
 FORMAT_VULKAN_SPIRV = "vulkan-spirv-fb"
@@ -38,33 +33,14 @@ FORMAT_VULKAN_SPIRV = "vulkan-spirv-fb"
 FORMAT_VULKAN_SPIRV_BDA = "vulkan-spirv-bda-v1"
 
 
-class MirroredAllocation(Allocation):
-    """Host memory with a device copy; ``host_newer``/``device_newer`` say which side to copy from."""
+class VulkanAllocation(MirroredAllocation):
+    """Host memory with a ``VulkanBuffer`` copy (``device_state``)."""
 
-    def __init__(self, data: np.ndarray, device: VulkanHalDevice, origin: str):
-        super().__init__(data, device, origin)
-        self.host_newer = True
-        self.device_newer = False
-
-    def _download(self) -> None:
+    def sync_host(self) -> None:
         if self.device_newer:
             hal_device: VulkanHalDevice = self.device  # type: ignore[assignment]
             self.data[:] = hal_device.vulkan.read(self.device_state, 0, self.size)
             self.device_newer = False
-
-    def read_view(self, offset: int, length: int) -> np.ndarray:
-        self._download()
-        return self.data[offset : offset + length]
-
-    def write_view(self, offset: int, length: int) -> np.ndarray:
-        self._download()
-        self.host_newer = True
-        return self.data[offset : offset + length]
-
-    def restore_checkpoint(self, state: tuple[int, np.ndarray | None]) -> None:
-        if state[1] is not None:
-            self.device_newer = False  # the restored bytes replace the device's: no read-back first
-        super().restore_checkpoint(state)
 
     def device_buffer(self) -> Any:
         """The up-to-date device copy (created and uploaded as needed)."""
@@ -79,10 +55,11 @@ class MirroredAllocation(Allocation):
         return self.device_state
 
 
-class VulkanHalDevice(Device):
+class VulkanHalDevice(MirroredMemoryDevice):
     """The HAL device over a Vulkan physical device (``selector`` as ``VulkanDevice`` takes it)."""
 
     identifier = "vulkan"
+    allocation_type = VulkanAllocation
 
     def __init__(self, selector: int | str | None = None, name: str | None = None, vulkan_device: Any = None):
         if vulkan_device is None:
@@ -99,12 +76,6 @@ class VulkanHalDevice(Device):
         if getattr(self.vulkan, "buffer_device_address", False):
             return (FORMAT_VULKAN_SPIRV, FORMAT_VULKAN_SPIRV_BDA)
         return (FORMAT_VULKAN_SPIRV,)
-
-    def new_allocation(self, size: int, origin: str) -> Allocation:
-        return MirroredAllocation(aligned_zeros(size), self, origin)
-
-    def import_allocation(self, data: np.ndarray, origin: str) -> Allocation | None:
-        return None  # device memory cannot alias host memory: programs fall back to allocate + copy
 
     def load_executable_binary(
         self, executable_format: str, data: np.ndarray, constants: tuple[int, ...], label: str
@@ -126,7 +97,7 @@ class VulkanHalDevice(Device):
         ordinal: int,
         constants: tuple[int, ...],
         bindings: list[ResolvedRange],
-    ) -> tuple[Any, list[tuple[Any, int, int]], list[MirroredAllocation]]:
+    ) -> tuple[Any, list[tuple[Any, int, int]], list[VulkanAllocation]]:
         """The pipeline, the device ranges and the allocations of one dispatch (validated like IREE)."""
         try:
             pipeline = executable.impl.pipeline(ordinal)
@@ -144,19 +115,15 @@ class VulkanHalDevice(Device):
                 f"{len(constants)}",
             )
         ranges = []
-        touched: list[MirroredAllocation] = []
+        touched: list[VulkanAllocation] = []
         for b in bindings:
-            allocation = b.buffer.allocation  # type: ignore[union-attr]
-            if not isinstance(allocation, MirroredAllocation) or allocation.device is not self:
-                raise VmStatusError(
-                    StatusCode.INVALID_ARGUMENT, f"binding buffer {b.buffer!r} does not belong to {self.name}"
-                )
+            allocation = owned_allocation(self, b.buffer, VulkanAllocation)  # type: ignore[arg-type]
             start, length = b.buffer.resolve(b.offset, b.length)  # type: ignore[union-attr]
             ranges.append((allocation, start, length))
             touched.append(allocation)
         return pipeline, ranges, touched
 
-    def _record_uploads(self, cb: Any, allocations: list[MirroredAllocation]) -> None:
+    def _record_uploads(self, cb: Any, allocations: list[VulkanAllocation]) -> None:
         """Record the host → device copies of the allocations whose host side is newer, then a barrier.
 
         The bytes travel inside the command buffer (``vkCmdUpdateBuffer``, or an upload buffer of their own
@@ -179,7 +146,7 @@ class VulkanHalDevice(Device):
         if uploaded:
             cb.execution_barrier()
 
-    def _run_vulkan(self, cb: Any, touched: list[MirroredAllocation]) -> None:
+    def _run_vulkan(self, cb: Any, touched: list[VulkanAllocation]) -> None:
         try:
             cb.end()
             self.vulkan.submit(cb).wait()
@@ -253,7 +220,7 @@ class VulkanHalDevice(Device):
     ) -> None:
         """Dispatches and barriers in one submission (resolved and validated before anything is recorded)."""
         steps: list[Any] = []
-        touched: list[MirroredAllocation] = []
+        touched: list[VulkanAllocation] = []
         dispatches = 0
         for command in commands:
             if isinstance(command, cmd.BarrierCommand):

@@ -16,16 +16,18 @@ Every read is bounds-checked (``engine.runtime.vmfb.flatbuffer``); a malformed e
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
 import numpy as np
 
 from engine.errors import ExecutableFormatError
-from engine.runtime.vmfb.flatbuffer import FlatBuffer
+from engine.runtime.vmfb.executable_flatbuffer import (
+    SourceLocation,
+    open_headed_flatbuffer,
+    read_debug_info,
+)
 
 CDA1_MAGIC = b"CDA1"
-HEADER_SIZE = 64
 CUDA_FORMAT = "cuda-nvptx-fb"
 
 # BindingBits (bit flags of a uint64 per binding).
@@ -36,12 +38,6 @@ BINDING_INDIRECT = 1 << 1
 # them is refused when it is loaded.
 MAX_DISPATCH_BINDING_COUNT = 16
 MAX_DISPATCH_CONSTANT_COUNT = 64
-
-
-@dataclass(frozen=True)
-class SourceLocation:
-    filename: str
-    line: int
 
 
 @dataclass(frozen=True)
@@ -106,24 +102,7 @@ def is_cda1(data: bytes | memoryview) -> bool:
 
 def read_cda1(data: bytes | bytearray | memoryview | np.ndarray) -> CudaExecutableDef:
     """Parse a ``CDA1`` executable (header + FlatBuffer)."""
-    mv = memoryview(data).cast("B") if not isinstance(data, np.ndarray) else memoryview(data.view(np.uint8))
-    if len(mv) < HEADER_SIZE:
-        raise ExecutableFormatError(
-            f"CDA1 executable is {len(mv)} bytes, shorter than its {HEADER_SIZE}-byte header", where="byte 0"
-        )
-    magic = bytes(mv[:4])
-    if magic != CDA1_MAGIC:
-        raise ExecutableFormatError(f"not a CDA1 (CUDA) executable (magic {magic!r})", where="byte 0")
-    version, content_size = struct.unpack_from("<IQ", mv, 4)
-    if version != 0:
-        raise ExecutableFormatError(f"unsupported CDA1 header version {version}", where="byte 4")
-    if content_size > len(mv) - HEADER_SIZE or content_size < 8:
-        raise ExecutableFormatError(
-            f"CDA1 content size {content_size} does not fit the {len(mv) - HEADER_SIZE} bytes after the header",
-            where="byte 8",
-        )
-    fb = FlatBuffer(mv, HEADER_SIZE, HEADER_SIZE + content_size, error=ExecutableFormatError)
-    root = fb.root("ExecutableDef", expect_identifier=CDA1_MAGIC)
+    fb, root = open_headed_flatbuffer(data, CDA1_MAGIC, "CDA1 (CUDA)")
 
     exports = []
     for t in root.tables(0, "exports"):
@@ -134,13 +113,7 @@ def read_cda1(data: bytes | bytearray | memoryview | np.ndarray) -> CudaExecutab
         dims = (
             tuple(fb.u32(dims_pos + 4 * k, f"{t.path}.block_dims") for k in range(3)) if dims_pos else (1, 1, 1)
         )
-        debug_name = location = None
-        debug = t.table(6, "debug_info")
-        if debug is not None:
-            debug_name = debug.string(0, "name")
-            loc = debug.table(1, "location")
-            if loc is not None:
-                location = SourceLocation(loc.string(0, "filename") or "", loc.scalar(1, "i32", name="line"))
+        debug_name, location = read_debug_info(t.table(6, "debug_info"), "i32")
         exports.append(
             CudaExportDef(
                 module_ordinal=t.scalar(0, "u32", name="module_ordinal"),

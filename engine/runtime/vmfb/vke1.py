@@ -11,16 +11,19 @@ table path and byte offset, never an ``IndexError`` or ``struct.error``.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
 import numpy as np
 
 from engine.errors import ExecutableFormatError
-from engine.runtime.vmfb.flatbuffer import FlatBuffer
+from engine.runtime.vmfb.executable_flatbuffer import (
+    SourceLocation,
+    open_headed_flatbuffer,
+    read_debug_info,
+)
+from engine.runtime.vmfb.flatbuffer import Table
 
 VKE1_MAGIC = b"VKE1"
-HEADER_SIZE = 64
 
 # PipelineDef.dispatch_abi values.
 DISPATCH_ABI_DESCRIPTOR = 0
@@ -66,12 +69,6 @@ class PipelineLayoutDef:
 
 
 @dataclass(frozen=True)
-class SourceLocationDef:
-    filename: str
-    line: int
-
-
-@dataclass(frozen=True)
 class BdaDispatchLayoutDef:
     """``BdaDispatchLayoutDef``: where a ``BDA_V1`` pipeline takes its push-constant root and constants."""
 
@@ -102,7 +99,7 @@ class PipelineDef:
     subgroup_size: int  # 0: no required subgroup size
     dispatch_abi: int  # DISPATCH_ABI_DESCRIPTOR or DISPATCH_ABI_BDA_V1
     debug_name: str | None = None
-    location: SourceLocationDef | None = None
+    location: SourceLocation | None = None
     bda_layout: BdaDispatchLayoutDef | None = None  # set for DISPATCH_ABI_BDA_V1
 
 
@@ -151,72 +148,58 @@ def is_vke1(data: bytes | memoryview) -> bool:
 
 def read_vke1(data: bytes | bytearray | memoryview | np.ndarray) -> ExecutableDef:
     """Parse a ``VKE1`` executable (header + FlatBuffer). SPIR-V words are views into ``data``."""
-    mv = memoryview(data).cast("B") if not isinstance(data, np.ndarray) else memoryview(data.view(np.uint8))
-    if len(mv) < HEADER_SIZE:
-        raise ExecutableFormatError(
-            f"VKE1 executable is {len(mv)} bytes, shorter than its {HEADER_SIZE}-byte header", where="byte 0"
-        )
-    magic = bytes(mv[:4])
-    if magic != VKE1_MAGIC:
-        raise ExecutableFormatError(f"not a VKE1 executable (magic {magic!r})", where="byte 0")
-    version, content_size = struct.unpack_from("<IQ", mv, 4)
-    if version != 0:
-        raise ExecutableFormatError(f"unsupported VKE1 header version {version}", where="byte 4")
-    if content_size > len(mv) - HEADER_SIZE or content_size < 8:
-        raise ExecutableFormatError(
-            f"VKE1 content size {content_size} does not fit the {len(mv) - HEADER_SIZE} bytes after the header",
-            where="byte 8",
-        )
-    fb = FlatBuffer(mv, HEADER_SIZE, HEADER_SIZE + content_size, error=ExecutableFormatError)
-    root = fb.root("ExecutableDef", expect_identifier=VKE1_MAGIC)
+    _, root = open_headed_flatbuffer(data, VKE1_MAGIC, "VKE1")
+    exe = ExecutableDef(
+        tuple(_pipeline(t) for t in root.tables(0, "pipelines")),
+        tuple(_set_layout(t) for t in root.tables(1, "descriptor_set_layouts")),
+        tuple(_pipeline_layout(t) for t in root.tables(2, "pipeline_layouts")),
+        tuple(_shader_module(t) for t in root.tables(3, "shader_modules")),
+    )
+    _check_ordinals(exe)
+    return exe
 
-    pipelines = []
-    for t in root.tables(0, "pipelines"):
-        entry = t.string(1, "entry_point")
-        if entry is None:
+
+def _pipeline(t: Table) -> PipelineDef:
+    entry = t.string(1, "entry_point")
+    if entry is None:
+        raise ExecutableFormatError("malformed VKE1 executable: a pipeline has no entry_point", where=t.path)
+    debug_name, location = read_debug_info(t.table(4, "debug_info"), "u32")
+    dispatch_abi = t.scalar(5, "u8", name="dispatch_abi")
+    bda_layout = None
+    if dispatch_abi == DISPATCH_ABI_BDA_V1:
+        b = t.table(6, "bda_dispatch_layout")
+        if b is None:
             raise ExecutableFormatError(
-                "malformed VKE1 executable: a pipeline has no entry_point", where=t.path
+                "malformed VKE1 executable: a BDA_V1 pipeline has no bda_dispatch_layout", where=t.path
             )
-        debug = t.table(4, "debug_info")
-        debug_name = location = None
-        if debug is not None:
-            debug_name = debug.string(0, "name")
-            loc = debug.table(1, "location")
-            if loc is not None:
-                location = SourceLocationDef(loc.string(0, "filename") or "", loc.scalar(1, "u32", name="line"))
-        dispatch_abi = t.scalar(5, "u8", name="dispatch_abi")
-        bda_layout = None
-        if dispatch_abi == DISPATCH_ABI_BDA_V1:
-            b = t.table(6, "bda_dispatch_layout")
-            if b is None:
-                raise ExecutableFormatError(
-                    "malformed VKE1 executable: a BDA_V1 pipeline has no bda_dispatch_layout", where=t.path
-                )
-            bda_layout = BdaDispatchLayoutDef(
-                abi_version=b.scalar(0, "u32", 1, name="abi_version"),
-                root_push_constant_offset=b.scalar(1, "u32", 0, name="root_push_constant_offset"),
-                root_push_constant_length=b.scalar(2, "u32", 32, name="root_push_constant_length"),
-                constant_push_constant_offset=b.scalar(3, "u32", 32, name="constant_push_constant_offset"),
-                constant_count=b.scalar(4, "u32", 0, name="constant_count"),
-                binding_table_entry_type=b.scalar(5, "u8", 0, name="binding_table_entry_type"),
-                binding_count=b.scalar(6, "u32", 0, name="binding_count"),
-            )
-        pipelines.append(
-            PipelineDef(
-                entry_point=entry,
-                shader_module_ordinal=t.scalar(0, "u32", name="shader_module_ordinal"),
-                pipeline_layout_ordinal=t.scalar(2, "u32", name="pipeline_layout_ordinal"),
-                subgroup_size=t.scalar(3, "u32", name="subgroup_size"),
-                dispatch_abi=dispatch_abi,
-                bda_layout=bda_layout,
-                debug_name=debug_name,
-                location=location,
-            )
-        )
+        bda_layout = _bda_layout(b)
+    return PipelineDef(
+        entry_point=entry,
+        shader_module_ordinal=t.scalar(0, "u32", name="shader_module_ordinal"),
+        pipeline_layout_ordinal=t.scalar(2, "u32", name="pipeline_layout_ordinal"),
+        subgroup_size=t.scalar(3, "u32", name="subgroup_size"),
+        dispatch_abi=dispatch_abi,
+        bda_layout=bda_layout,
+        debug_name=debug_name,
+        location=location,
+    )
 
-    set_layouts = []
-    for t in root.tables(1, "descriptor_set_layouts"):
-        bindings = tuple(
+
+def _bda_layout(b: Table) -> BdaDispatchLayoutDef:
+    return BdaDispatchLayoutDef(
+        abi_version=b.scalar(0, "u32", 1, name="abi_version"),
+        root_push_constant_offset=b.scalar(1, "u32", 0, name="root_push_constant_offset"),
+        root_push_constant_length=b.scalar(2, "u32", 32, name="root_push_constant_length"),
+        constant_push_constant_offset=b.scalar(3, "u32", 32, name="constant_push_constant_offset"),
+        constant_count=b.scalar(4, "u32", 0, name="constant_count"),
+        binding_table_entry_type=b.scalar(5, "u8", 0, name="binding_table_entry_type"),
+        binding_count=b.scalar(6, "u32", 0, name="binding_count"),
+    )
+
+
+def _set_layout(t: Table) -> DescriptorSetLayoutDef:
+    return DescriptorSetLayoutDef(
+        tuple(
             DescriptorSetLayoutBindingDef(
                 binding=b.scalar(0, "u32", name="binding"),
                 descriptor_type=b.scalar(1, "u32", name="descriptor_type"),
@@ -225,34 +208,26 @@ def read_vke1(data: bytes | bytearray | memoryview | np.ndarray) -> ExecutableDe
             )
             for b in t.tables(0, "bindings")
         )
-        set_layouts.append(DescriptorSetLayoutDef(bindings))
+    )
 
-    layouts = []
-    for t in root.tables(2, "pipeline_layouts"):
-        ordinals = tuple(int(x) for x in t.scalars(0, "u32", "descriptor_set_layout_ordinals"))
-        ranges = t.structs(1, _PUSH_CONSTANT_RANGE, "push_constant_ranges")
-        layouts.append(
-            PipelineLayoutDef(
-                ordinals,
-                tuple(
-                    PushConstantRange(int(r["stage_flags"]), int(r["offset"]), int(r["size"])) for r in ranges
-                ),
-            )
+
+def _pipeline_layout(t: Table) -> PipelineLayoutDef:
+    ordinals = tuple(int(x) for x in t.scalars(0, "u32", "descriptor_set_layout_ordinals"))
+    ranges = t.structs(1, _PUSH_CONSTANT_RANGE, "push_constant_ranges")
+    return PipelineLayoutDef(
+        ordinals,
+        tuple(PushConstantRange(int(r["stage_flags"]), int(r["offset"]), int(r["size"])) for r in ranges),
+    )
+
+
+def _shader_module(t: Table) -> ShaderModuleDef:
+    words = t.scalars(0, "u32", "spirv_code")  # a zero-copy view
+    if words.size == 0 or int(words[0]) != SPIRV_MAGIC:
+        raise ExecutableFormatError(
+            "malformed VKE1 executable: shader module does not start with the SPIR-V magic number",
+            where=f"{t.path}.spirv_code",
         )
-
-    modules = []
-    for t in root.tables(3, "shader_modules"):
-        words = t.scalars(0, "u32", "spirv_code")  # a zero-copy view
-        if words.size == 0 or int(words[0]) != SPIRV_MAGIC:
-            raise ExecutableFormatError(
-                "malformed VKE1 executable: shader module does not start with the SPIR-V magic number",
-                where=f"{t.path}.spirv_code",
-            )
-        modules.append(ShaderModuleDef(words))
-
-    exe = ExecutableDef(tuple(pipelines), tuple(set_layouts), tuple(layouts), tuple(modules))
-    _check_ordinals(exe)
-    return exe
+    return ShaderModuleDef(words)
 
 
 def _check_ordinals(exe: ExecutableDef) -> None:

@@ -23,6 +23,10 @@ def _check_global_offset(inst, offset: int, size: int) -> None:
         )
 
 
+def _ref_ordinal_error(ordinal: int, refs: list) -> VmStatusError:
+    return VmStatusError(StatusCode.OUT_OF_RANGE, f"global ref ordinal out of range: {ordinal} (table={len(refs)})")
+
+
 @handler(
     "GlobalLoadI32",
     "GlobalLoadF32",
@@ -103,9 +107,7 @@ def _global_load_ref(ins, env: CompileEnv):
         k = i[s] if indirect else src
         refs = inst.global_refs
         if indirect and k >= len(refs):
-            raise VmStatusError(
-                StatusCode.OUT_OF_RANGE, f"global ref ordinal out of range: {k} (table={len(refs)})"
-            )
+            raise _ref_ordinal_error(k, refs)
         v = refs[k]
         check_ref_type(v, type_name)
         r[w] = v
@@ -127,9 +129,7 @@ def _global_store_ref(ins, env: CompileEnv):
         k = i[d] if indirect else dst
         refs = inst.global_refs
         if indirect and k >= len(refs):
-            raise VmStatusError(
-                StatusCode.OUT_OF_RANGE, f"global ref ordinal out of range: {k} (table={len(refs)})"
-            )
+            raise _ref_ordinal_error(k, refs)
         v = r[v_]
         check_ref_type(v, type_name)
         refs[k] = v
