@@ -249,3 +249,14 @@ def test_inputs_typed_while_the_first_module_compiles_are_kept(qtbot, main_windo
         assert window.workbench.run()
     expected = np.log(np.float32(4)) ** 2  # (a - b), its log, squared: the program's three dispatches
     assert f"{expected:.6g}"[:5] in done.args[0].results_text
+
+
+def test_the_paused_dispatch_tab_names_its_ordinal_first(qtbot, main_window, tmp_path):
+    """Walk, SqueezeNet at 1366x768: with six documents open the paused dispatch's tab read "Dispatch…",
+    which did not say which dispatch; its ordinal comes first, the full name stays in the tooltip."""
+    _stop_after_dispatch_1(qtbot, main_window, tmp_path)
+    documents = main_window.documents
+    document = documents.document("paused-dispatch")
+    index = documents.indexOf(document)
+    assert documents.tabText(index) == f"#1 {document.info.export}"
+    assert documents.tabToolTip(index) == f"Dispatch #1 {document.info.export}"
