@@ -10,7 +10,6 @@ the store's figures and the process's peak RSS. Usage:
 from __future__ import annotations
 
 import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -18,10 +17,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine.compiler.targets import target_flags  # noqa: E402
+from bench_support import compile_sample  # noqa: E402
+
 from engine.runtime.debug_runner import DebugRunner  # noqa: E402
 from engine.runtime.function_io import parse_inputs  # noqa: E402
-from engine.samples import sample_path  # noqa: E402
 from engine.session.capture import TensorCapture  # noqa: E402
 from engine.session.tensor_store import TensorStore  # noqa: E402
 
@@ -33,12 +32,7 @@ def peak_rss_mib() -> float:
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
     with tempfile.TemporaryDirectory() as tmp:
-        vmfb = Path(tmp) / "control_flow.vmfb"
-        compiler = Path(sys.executable).parent / "iree-compile"
-        subprocess.run(
-            [str(compiler), str(sample_path("control_flow")), *target_flags("llvm-cpu"), "-o", str(vmfb)],
-            check=True,
-        )
+        vmfb = compile_sample("control_flow", "llvm-cpu", Path(tmp) / "control_flow.vmfb")
         runner = DebugRunner(vmfb)
         store = TensorStore(memory_limit_bytes=64 << 20, spill_dir=Path(tmp) / "spill")
         capture = TensorCapture(store)
