@@ -47,7 +47,6 @@ from engine.session.module_queries import ModuleFile, ReadModuleFile
 from engine.session.persist import SavedSession, SessionStore, default_state_dir
 from engine.session.protocol import (
     Answer,
-    Bindings,
     Breakpoint,
     Call,
     Crashed,
@@ -132,8 +131,9 @@ class SessionBridge(QObject):
     ``starting`` (the session process is (re)starting).
 
     A stop at a dispatch also emits ``dispatchStopped(DispatchInfo)``; ``request_bindings()`` then answers
-    with ``bindingsRead(DispatchInfo, [uint8 arrays])``. The bridge keeps no state of the run: the window's
-    one run state (the stop, the paused dispatch, how the run ended) is ``app.workbench.Workbench.state``.
+    through ``answered`` with a ``Bindings`` (the paused dispatch's bound bytes). The bridge keeps no state
+    of the run: the window's one run state (the stop, the paused dispatch, how the run ended) is
+    ``app.workbench.Workbench.state``.
     """
 
     opened = Signal(object)  # Opened
@@ -148,7 +148,6 @@ class SessionBridge(QObject):
     callChanged = Signal(object)  # Call: the last call (function, inputs), e.g. restored
     progressed = Signal(object)  # Progress: what runs now (a dispatch), at most every PROGRESS_INTERVAL
     dispatchStopped = Signal(object)  # DispatchInfo: the run paused at this dispatch
-    bindingsRead = Signal(object, object)  # DispatchInfo, list[np.ndarray]: the paused dispatch's bindings
     historyChanged = Signal(object)  # History | None: asked after each stop (recorded span, dispatches)
     remoteModuleFetched = Signal(str, str)  # a remote module's local copy, its path on the remote side
     _event = Signal(object)  # from the session's thread to the GUI thread (queued)
@@ -290,9 +289,6 @@ class SessionBridge(QObject):
                 local = next((k for k, v in self._remote_copies.items() if v == message.path), None)
                 if local is not None:
                     self.remoteModuleFetched.emit(local, message.path)
-            if isinstance(message, Bindings) and self.client.last_stop is not None:
-                info = self.client.last_stop.location.dispatch_info
-                self.bindingsRead.emit(info, [ref.to_numpy() for ref in message.tensors])
             self.answered.emit(message)
         elif isinstance(message, HistoryChanged):
             self.historyChanged.emit(message.history)
@@ -495,7 +491,7 @@ class SessionBridge(QObject):
         self.client.query(query)
 
     def request_bindings(self) -> None:
-        """Ask for the bytes of every binding of the paused dispatch (answered by ``bindingsRead``)."""
+        """Ask for the bytes of every binding of the paused dispatch (a ``Bindings`` through ``answered``)."""
         self.client.request_bindings()
 
     # -- breakpoints ----------------------------------------------------------------------------

@@ -238,7 +238,9 @@ class Workbench(QObject):
             if runs_on is not None:
                 switched, device, mismatch = device, runs_on, None
                 self._remember_device(device)
-        self.state = WorkbenchState(device=device, run_state=self.state.run_state, mismatch=mismatch)
+        # Inputs typed while no module was open (while the first one compiled) are the user's for this module.
+        typed = self.state.inputs if previous is None and loaded is not None else ()
+        self.state = WorkbenchState(device=device, run_state=self.state.run_state, mismatch=mismatch, inputs=typed)
         self.state = replace(self.state, module=loaded)
         self.moduleReset.emit(loaded)
         self.context.set_module(loaded)

@@ -41,6 +41,7 @@ if os.environ.get("LENS_TEST_ISOLATED_HOME_OF") != _process:
 
 import pytest  # noqa: E402
 from support import iree_compile  # noqa: E402
+from support.schedule import longest_first  # noqa: E402
 
 from engine.compiler.targets import TARGETS  # noqa: E402
 from engine.samples import KNOWN_COMPILE_FAILURES, sample_names, sample_path  # noqa: E402
@@ -113,8 +114,17 @@ def _compiles_beyond_samples(module: Path) -> bool:
     return bool(_COMPILES_BEYOND_SAMPLES.search(module.read_text(encoding="utf-8")))
 
 
+# -- the full run: the longest tests first --------------------------------------------------------------
+
+# The parallel workers take tests in collection order, one at a time as each finishes one: a test of
+# minutes started last keeps one worker busy long after the other has run out of work. The known-slow tests
+# (tests/support/schedule.py) start first, so the short ones fill in beside them and both workers end
+# together.
+
+
 def pytest_collection_modifyitems(config, items):
     if not config.getoption("--quick"):
+        longest_first(items)
         return
     kept, left = [], []
     for item in items:

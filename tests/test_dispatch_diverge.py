@@ -8,21 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import broken_pair, iree_compile, lens_in_process
+from support import broken_pair, compile_for, lens_in_process
 
-from engine.compiler.targets import target_flags
 from engine.samples import sample_path
 
 MODELS = Path(__file__).resolve().parents[1] / ".." / "shared" / "models"
-
-
-def _compile(source: Path, out: Path, *flags: str) -> Path:
-    proc = iree_compile(
-        [str(source), *target_flags("llvm-cpu"), *flags, "-o", str(out)],
-        text=True,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return out
 
 
 def test_finder_names_the_broken_dispatch_and_the_reproducer_reproduces(tmp_path):
@@ -49,7 +39,7 @@ def test_finder_names_the_broken_dispatch_and_the_reproducer_reproduces(tmp_path
 
 
 def test_same_module_has_no_divergence_and_tolerance_hides_small_errors(tmp_path):
-    a = _compile(sample_path("mlp"), tmp_path / "a.vmfb")
+    a = compile_for(sample_path("mlp"), tmp_path / "a.vmfb", "llvm-cpu")
     proc = lens_in_process("diverge", a, a, "--function=main", "--input=2x16xf32=1", "--json")
     assert proc.returncode == 0 and json.loads(proc.stdout)["first_divergence"] is None, proc.stderr
     # maximumf -> minimumf in the first matmul's fused bias+relu would change results by a lot; a huge

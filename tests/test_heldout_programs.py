@@ -20,15 +20,13 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from support import iree_compile, iree_tool, iree_traced_tensors
+from support import iree_compile, iree_tool, iree_traced_tensors, lens_argv, lens_env
 from support.dap import DapClient
 
 from engine.compiler.targets import target_flags
@@ -45,17 +43,6 @@ INPUTS = {
     "masked_embedding": ("masked_embedding_ids.npy", "masked_embedding_mask.npy"),
 }
 SLOW = pytest.mark.slow
-
-
-def lens_argv() -> list[str]:
-    script = Path(sys.executable).parent / "iree-lens"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "app.launcher"]
-
-
-def lens_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
-    return env
 
 
 def lens(*args: str, timeout: float = 300, cwd: Path | None = None) -> subprocess.CompletedProcess:

@@ -16,12 +16,14 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import ml_dtypes
 import numpy as np
 import pytest
-from support import LocalSshd, cpu_seconds, wait_until
+from support import LocalSshd, cpu_seconds, lens_argv, lens_env, wait_until
 from support.session import Events, compile_program
 
 from engine.errors import LensError
@@ -51,17 +53,6 @@ from engine.session.wire import Compression, ConnectionLost, WireError, encode, 
 
 ROOT = Path(__file__).resolve().parents[1]
 HEALTHY = ["--input=4x8xf32=3", "--input=4x8xf32=1"]
-
-
-def lens_argv() -> list[str]:
-    script = Path(sys.executable).parent / "iree-lens"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "app.launcher"]
-
-
-def lens_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
-    return env
 
 
 def serve_command() -> str:
@@ -345,8 +336,9 @@ def test_ssh_connection_killed_mid_session_is_reported(modules, sshd):
         session.close()
 
 
-def test_pause_crosses_the_stream_while_a_run_runs(tmp_path):
-
+@contextmanager
+def spinning_server(tmp_path: Path, cpu_s: float) -> Iterator[tuple[StreamSession, Events]]:
+    """A stream session whose server runs spin's long loop (seen using ``cpu_s`` of CPU); closed after."""
     spin = compile_program("spin", "llvm-cpu", tmp_path)
     events = Events()
     session = StreamSession([*lens_argv(), "serve", "--stdio"], "debug", events, stderr=io.BytesIO())
@@ -355,14 +347,19 @@ def test_pause_crosses_the_stream_while_a_run_runs(tmp_path):
         assert isinstance(events.next(), Opened)
         idle = cpu_seconds(session.process.pid)
         session.send(Call("spin", ("1000000000",)))
-        wait_until(lambda: cpu_seconds(session.process.pid) - idle >= 0.5, 120, "the server to run the loop")
+        wait_until(lambda: cpu_seconds(session.process.pid) - idle >= cpu_s, 120, "the server to run the loop")
+        yield session, events
+    finally:
+        session.close()
+
+
+def test_pause_crosses_the_stream_while_a_run_runs(tmp_path):
+    with spinning_server(tmp_path, 0.5) as (session, events):
         session.pause()
         stop = events.next(timeout=30)
         assert isinstance(stop, Stopped) and stop.reason == "paused" and stop.location.frames[-1].function == "spin"
         session.send(ReadBindings())  # served after the pause (no dispatch: a clear failure, in order)
         assert not isinstance(events.next(), Stopped)
-    finally:
-        session.close()
     assert session.process.returncode == 0
 
 
@@ -454,21 +451,11 @@ def test_stop_kills_a_server_that_does_not_pause(tmp_path):
     (here frozen with SIGSTOP, as a kernel that never returns) is ended and reported."""
     import signal
 
-    spin = compile_program("spin", "llvm-cpu", tmp_path)
-    events = Events()
-    session = StreamSession([*lens_argv(), "serve", "--stdio"], "debug", events, stderr=io.BytesIO())
-    try:
-        session.send(Open(str(spin)))
-        assert isinstance(events.next(), Opened)
-        idle = cpu_seconds(session.process.pid)
-        session.send(Call("spin", ("1000000000",)))
-        wait_until(lambda: cpu_seconds(session.process.pid) - idle >= 0.3, 120, "the server to run the loop")
+    with spinning_server(tmp_path, 0.3) as (session, events):
         os.kill(session.process.pid, signal.SIGSTOP)
         assert session.stop(timeout=1.0) is False
         crashed = events.next(timeout=30)
         assert isinstance(crashed, Crashed) and crashed.exitcode == -9 and not session.alive
-    finally:
-        session.close()
 
 
 def test_a_blocking_client_reads_the_stream_on_its_own_thread(tmp_path):

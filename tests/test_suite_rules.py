@@ -55,3 +55,21 @@ def test_the_rule_checks_see_what_they_forbid():
     bad = ast.parse("from test_other import helper\nimport tests.support\nassert x < 0 or True\n")
     assert _imported_modules(bad) == ["test_other", "tests.support"]
     assert [n for n in ast.walk(bad) if isinstance(n, ast.Assert) and _always_true(n.test)]
+
+
+def test_each_known_slow_test_names_a_test_and_is_started_first():
+    from types import SimpleNamespace
+
+    from support.schedule import KNOWN_SLOW_SECONDS, longest_first
+
+    root = TESTS.parent
+    for nodeid in KNOWN_SLOW_SECONDS:
+        path, _, name = nodeid.partition("::")
+        function, _, params = name.partition("[")
+        text = (root / path).read_text()
+        assert f"def {function}(" in text, nodeid
+        assert all(f'"{p}"' in text for p in params.rstrip("]").split("-") if p), nodeid
+    slowest = max(KNOWN_SLOW_SECONDS, key=KNOWN_SLOW_SECONDS.get)
+    items = [SimpleNamespace(nodeid=n) for n in ("tests/test_a.py::x", "tests/test_a.py::y", slowest)]
+    longest_first(items)
+    assert [i.nodeid for i in items] == [slowest, "tests/test_a.py::x", "tests/test_a.py::y"]

@@ -11,10 +11,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import iree_compile, iree_traced_tensors, shared_model
+from support import compile_for, iree_traced_tensors, shared_model
 from support.traced import TRACE, assert_bundle_equals_traced
 
-from engine.compiler.targets import target_flags
 from engine.dispatch.bundle import Bundle, BundleWriter
 from engine.dispatch.tensor_types import TensorType, binding_interfaces
 from engine.dispatch.typed_tensors import (
@@ -27,15 +26,6 @@ from engine.dispatch.typed_tensors import (
 )
 
 MODELS = Path(__file__).resolve().parents[1] / ".." / "shared" / "models"
-
-
-def _compile(source: Path, out: Path, *flags: str) -> Path:
-    proc = iree_compile(
-        [str(source), *target_flags("llvm-cpu"), *flags, "-o", str(out)],
-        text=True,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return out
 
 
 def _model_source(model: str, tmp: Path) -> Path:
@@ -154,8 +144,8 @@ def _capture(vmfb: Path, function: str, x: Path, out: Path, *extra: str) -> Bund
 def test_capture_with_iree_dumped_sources_equals_iree_traced_tensors(model, function, tmp_path):
     source = _model_source(model, tmp_path)
     dump = tmp_path / "dump"
-    plain = _compile(source, tmp_path / "plain.vmfb", f"--iree-hal-dump-executable-sources-to={dump}")
-    traced = _compile(source, tmp_path / "traced.vmfb", TRACE)
+    plain = compile_for(source, tmp_path / "plain.vmfb", "llvm-cpu", f"--iree-hal-dump-executable-sources-to={dump}")
+    traced = compile_for(source, tmp_path / "traced.vmfb", "llvm-cpu", TRACE)
     x = MODELS / f"{model}_x.npy"
     bundle = _capture(plain, function, x, tmp_path / "bundle", f"--sources={dump}")
     assert_bundle_equals_traced(bundle, iree_traced_tensors(traced, function, [np.load(x)]))
@@ -168,7 +158,7 @@ def test_capture_finds_the_sources_of_iree_lens_own_compile(tmp_path):
     source = _model_source("small_cnn", tmp_path)
     compilation = compile_program(CompileRequest.from_file(source), out_dir=tmp_path / "lens")
     compilation.raise_if_failed()
-    traced = _compile(source, tmp_path / "traced.vmfb", TRACE)
+    traced = compile_for(source, tmp_path / "traced.vmfb", "llvm-cpu", TRACE)
     x = MODELS / "small_cnn_x.npy"
     expected = iree_traced_tensors(traced, "small_cnn", [np.load(x)])
     beside = _capture(compilation.vmfb_path, "small_cnn", x, tmp_path / "beside")  # no --sources

@@ -5,10 +5,10 @@ pipelines). Right, the text with MLIR highlighting (the IR viewer's tokenizer), 
 errors marked on their lines with the messages listed below (a click goes to the line). Edits are saved as
 the user types (atomically, in the app's state folder) and come back after a restart or a crash.
 
-Apply builds the edit off the GUI thread (``engine.substitute``): with a live debug session
-(``set_live``) it swaps the executable into the paused run and reruns the dispatch, showing the outputs
-before and after as a table (``output_view_factory`` is the hook for the tensor inspector); without one it
-builds and checks the interface against the module. Revert, Export (files + the ``iree-compile`` flags) and
+Apply builds the edit: with the window's debug session (``session``) it swaps the executable into the
+session's run and, paused at a dispatch, reruns it, showing the outputs before and after as a table
+(``output_view_factory`` is the hook for the tensor inspector); without one it builds the edit off the GUI
+thread (``engine.substitute``) and checks the interface against the module. Revert, Export (files + the ``iree-compile`` flags) and
 Benchmark (the dispatch before/after the edit) act on the same session.
 """
 
@@ -77,15 +77,14 @@ class ExecutableEditor(QWidget):
         self.scope = scope  # what the drafts belong to (the module or compilation path)
         self.module_path = Path(module_path) if module_path is not None else None
         self.drafts = drafts or DraftStore()
-        self.live = None  # engine.substitute.live.LiveSubstitutions of a paused debug run
-        # The window's session (executable_editor_session.SessionSubstitutions): used while it is paused at
-        # a dispatch, before ``live`` (the in-process path, for standalone use).
+        # The window's session (executable_editor_session.SessionSubstitutions): applies, reruns, reverts,
+        # exports and times the edits in the session's process.
         self.session = None
         # Hook for the tensor inspector: f(before, after, title) -> QWidget replaces the built-in table.
         self.output_view_factory: Callable[[np.ndarray, np.ndarray, str], QWidget] | None = None
         self.diagnostics: list[SourceDiagnostic] = []
         self.last_outputs: tuple[np.ndarray, np.ndarray] | None = None
-        self.modified: set[str] = set()  # documents applied in the session (or the live run), not reverted
+        self.modified: set[str] = set()  # documents applied in the session, not reverted
         self.benchmark_text = ""
         self._current = -1
         self._loading = False
@@ -327,18 +326,10 @@ class ExecutableEditor(QWidget):
         self.failed.emit(text)
 
     def rerun(self) -> None:
-        """Rerun the paused dispatch from its inputs (through the session; in-process with ``live``)."""
+        """Rerun the paused dispatch from its inputs (through the session)."""
         if self._through_session() and self.session.paused:
             self.session.ask(RerunDispatch(), then=self._rerun_answered)
             self.status.setText("Rerunning the dispatch in the session…")
-        elif self.live is not None:
-            live = self.live
-
-            def work():
-                snapshot = live.snapshots.pending() or live.snapshots.last()
-                return None, snapshot, live.rerun(snapshot) if snapshot is not None else None, 0.0
-
-            self._run(work, self._applied_live)
         else:
             self.status.setText("Rerun needs a run paused at a dispatch.")
 
@@ -396,10 +387,6 @@ class ExecutableEditor(QWidget):
                 self._types = NO_SOURCES
         return self._types
 
-    def set_live(self, live) -> None:
-        """Attach the paused debug run (``LiveSubstitutions``): Apply then swaps and reruns the dispatch."""
-        self.live = live
-
     def busy(self) -> bool:
         return self._job is not None
 
@@ -443,7 +430,8 @@ class ExecutableEditor(QWidget):
         self.failed.emit(text)
 
     def apply(self) -> None:
-        """Build the edit; with a live run swap it in and rerun the dispatch; otherwise check it builds and fits."""
+        """Build the edit; with the session swap it in (and rerun a paused dispatch); otherwise check it builds
+        and fits."""
         doc = self.document
         if doc is None:
             return
@@ -468,21 +456,6 @@ class ExecutableEditor(QWidget):
 
             self.session.ask(Substitute(doc.name, str(path)), then=applied)
             return
-        live = self.live
-        if live is not None:
-
-            def work():
-                import time
-
-                t0 = time.perf_counter()
-                replacement = live.apply(doc.name, path)
-                self.modified.add(doc.name)
-                snapshot = live.snapshots.pending() or live.snapshots.last()
-                outputs = live.rerun(snapshot) if snapshot is not None else None
-                return replacement, snapshot, outputs, time.perf_counter() - t0
-
-            self._run(work, self._applied_live)
-            return
         if self.module_path is None:
             self.status.setText("No module to apply to: open a module or start a debug run.")
             return
@@ -504,20 +477,6 @@ class ExecutableEditor(QWidget):
         )
         self.applied.emit(replacement.spec.name)
 
-    def _applied_live(self, result) -> None:
-        replacement, snapshot, outputs, seconds = result
-        self.show_diagnostics([])
-        message = f"Applied {replacement.spec.name} in {seconds:.2f} s"
-        if snapshot is not None and outputs is not None and snapshot.after is not None:
-            index = _changed_binding(snapshot.after, outputs)
-            before = snapshot.after[index]
-            after = outputs[index]
-            self.show_outputs(before, after, f"dispatch {snapshot.record.sequence} binding {index}")
-            message += f"; dispatch {snapshot.record.sequence} rerun"
-        self.status.setText(message + ".")
-        self._mark(replacement.spec.name, True)
-        self.applied.emit(replacement.spec.name)
-
     def show_outputs(self, before: np.ndarray, after: np.ndarray, title: str) -> None:
         """The dispatch's output before and after the edit (as f32 when the bytes allow)."""
         self.last_outputs = (before, after)
@@ -533,7 +492,7 @@ class ExecutableEditor(QWidget):
         self.outputs_layout.addWidget(output_table(before, after))
 
     def revert(self) -> None:
-        """Give the document its original text back (and the live run its original code)."""
+        """Give the document its original text back (and the session's run its original code)."""
         doc = self.document
         if doc is None:
             return
@@ -547,11 +506,6 @@ class ExecutableEditor(QWidget):
                     self.status.setText(f"Reverted {doc.name}: the next runs use the module's code.")
 
             self.session.ask(RevertSubstitution(doc.name), then=reverted)
-        elif self.live is not None and any(
-            r.spec.name == doc.name for r in getattr(self.live, "active", {}).values()
-        ):
-            self.live.revert(doc.name)
-            self._mark(doc.name, False)
         self.drafts.discard(self.scope, doc)
         self._loading = True
         self.text.setPlainText(doc.original)
@@ -573,22 +527,19 @@ class ExecutableEditor(QWidget):
             )
             self.status.setText(f"Exporting the session's edits to {folder}…")
             return folder / "substitutions.txt"
-        if self.live is not None and getattr(self.live, "active", None):
-            out = self.live.export(folder)
-        else:
-            doc = self.document
-            folder.mkdir(parents=True, exist_ok=True)
-            file = folder / f"{doc.name}{doc.suffix}" if doc else folder / "edit"
-            if doc is not None:
-                file.write_text(self.text.toPlainText())
-            lines = ["# Reproduce this edit outside IREE Lens (run from this folder)."]
-            if doc is not None and doc.kind == "mlir":
-                lines.append(f"--iree-hal-substitute-executable-source={doc.name}={file.name}")
-            if doc is not None:
-                module = self.module_path.name if self.module_path else "MODULE.vmfb"
-                lines.append(f"iree-lens run {module} --substitute={doc.name}={file.name} --function=... --input=...")
-            out = folder / "substitutions.txt"
-            out.write_text("\n".join(lines) + "\n")
+        doc = self.document
+        folder.mkdir(parents=True, exist_ok=True)
+        file = folder / f"{doc.name}{doc.suffix}" if doc else folder / "edit"
+        if doc is not None:
+            file.write_text(self.text.toPlainText())
+        lines = ["# Reproduce this edit outside IREE Lens (run from this folder)."]
+        if doc is not None and doc.kind == "mlir":
+            lines.append(f"--iree-hal-substitute-executable-source={doc.name}={file.name}")
+        if doc is not None:
+            module = self.module_path.name if self.module_path else "MODULE.vmfb"
+            lines.append(f"iree-lens run {module} --substitute={doc.name}={file.name} --function=... --input=...")
+        out = folder / "substitutions.txt"
+        out.write_text("\n".join(lines) + "\n")
         self.status.setText(f"Exported to {out}.")
         return out
 
@@ -598,23 +549,10 @@ class ExecutableEditor(QWidget):
             self.status.setText("Timing the paused dispatch in the session…")
             self.session.ask(BenchmarkDispatch(10), then=self._session_benchmarked)
             return
-        if self.live is None:
-            self.status.setText(
-                "Benchmark needs a run paused at a dispatch (its real bindings); or use "
-                "iree-lens benchmark MODULE.vmfb --dispatch=NAME --function=F --input=... [--substitute=...]."
-            )
-            return
-        live = self.live
-
-        def work():
-            emulated = live.benchmark()
-            try:
-                iree = live.benchmark_with_iree()
-            except LensError:
-                iree = None  # no edit on this dispatch, or no iree-benchmark-executable
-            return emulated, iree
-
-        self._run(work, self._benchmarked)
+        self.status.setText(
+            "Benchmark needs a run paused at a dispatch (its real bindings); or use "
+            "iree-lens benchmark MODULE.vmfb --dispatch=NAME --function=F --input=... [--substitute=...]."
+        )
 
     def _session_benchmarked(self, answer) -> None:
         info = self.session.paused_dispatch() if self.session is not None else None
@@ -637,16 +575,6 @@ class ExecutableEditor(QWidget):
         self.iree_benchmark_result = (answer.iree_original_s, answer.iree_edited_s)
         self.benchmark_text = text + "."
         self.status.setText(self.benchmark_text)
-
-    def _benchmarked(self, result) -> None:
-        (original, current), iree = result
-        self.benchmark_result = (original, current)
-        self.iree_benchmark_result = iree
-        text = f"Dispatch in the emulated HAL: original {original * 1e6:.1f} µs, edited {current * 1e6:.1f} µs"
-        if iree is not None:
-            edited = f" → {iree[1] * 1e6:.2f} µs" if iree[1] is not None else ""
-            text += f"; iree-benchmark-executable: {iree[0] * 1e6:.2f} µs{edited}"
-        self.status.setText(text + ".")
 
     def closeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
         if self._autosave.isActive():

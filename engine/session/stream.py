@@ -340,6 +340,8 @@ class StreamSession:
             watchdog.cancel()
             process.kill()
             process.wait(timeout=10)
+            self._ended = True  # nothing will be read from it: no reader thread starts on its closed pipes
+            _close_quietly(process.stdin, process.stdout)
             raise RemoteError(self._ended_text(e)) from None
         finally:
             watchdog.cancel()
@@ -433,6 +435,13 @@ class StreamSession:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=5)
+        if self._reader is None and self._read_lock.acquire(timeout=1.0):
+            # (pull, or never read) No reader thread closes the server's output: closed here, once no one reads.
+            try:
+                self._ended = True  # a later pump reads nothing
+                _close_quietly(process.stdout)
+            finally:
+                self._read_lock.release()
 
     # -- streams
 
@@ -462,7 +471,7 @@ class StreamSession:
 
     def _write(self, message: Any) -> None:
         with self._send_lock:
-            if self._reader is None and not self.pull:
+            if self._reader is None and not self.pull and not self._ended:
                 self._reader = threading.Thread(
                     target=self._read_events, args=(self.process, self._in), name="session-stream", daemon=True
                 )
@@ -479,6 +488,7 @@ class StreamSession:
     def _read_events(self, process: subprocess.Popen, stream: _FrameReader) -> None:
         while self._read_one(process, stream) is not None:
             pass
+        _close_quietly(stream.raw)  # the stream's end: nothing more will be read from this server
 
     def _read_one(self, process: subprocess.Popen, stream: _FrameReader) -> bool | None:
         """Read one frame and deliver its event: True when an event was delivered, None at the stream's end
@@ -536,6 +546,18 @@ class StreamSession:
                     self._stderr_sink.flush()
                 except (OSError, ValueError):
                     pass
+        _close_quietly(process.stderr)  # its end: the server and whatever it started have exited
+
+
+def _close_quietly(*pipes) -> None:
+    """Close a child's pipes (an unclosed one is a ResourceWarning when it is collected)."""
+    for pipe in pipes:
+        if pipe is None:
+            continue
+        try:
+            pipe.close()
+        except (OSError, ValueError):
+            pass
 
 
 class _CommandFrames(FrameMemo):

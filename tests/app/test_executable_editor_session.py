@@ -40,7 +40,6 @@ def test_apply_rerun_revert_through_the_session_and_continue(qtbot, main_window,
     qtbot.waitUntil(lambda: panel.editor is not None, timeout=TIMEOUT)
     editor = panel.editor
     assert editor.session is not None and editor.session.available
-    editor.live = None  # nothing in-process: only the session can do it
     editor.select("main_dispatch_0", "mlir")
     editor.text.setPlainText(edit.read_text())
     pid_before = bridge.session.pid if hasattr(bridge.session, "pid") else None

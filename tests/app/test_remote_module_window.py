@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.app import read_bindings
 
 from app.messages import Level
 from engine.session.client import SessionState
@@ -44,9 +45,8 @@ def test_a_module_only_the_remote_side_has(qtbot, main_window, remote_side):
     window = main_window
     bridge, workbench = window.session_bridge, window.workbench
     assert not Path("matmul.vmfb").exists()
-    crashes, bindings = [], []
+    crashes = []
     bridge.crashed.connect(crashes.append)
-    bridge.bindingsRead.connect(lambda info, arrays: bindings.append(arrays))
     bridge.attach_remote(command)
     try:
         assert window.open_remote_module("matmul.vmfb")
@@ -69,10 +69,9 @@ def test_a_module_only_the_remote_side_has(qtbot, main_window, remote_side):
         bridge.add_breakpoint(Breakpoint("dispatch", ordinal=0))
         with qtbot.waitSignal(bridge.dispatchStopped, timeout=TIMEOUT):
             bridge.continue_()
-        bridge.request_bindings()
-        qtbot.waitUntil(lambda: bool(bindings), timeout=TIMEOUT)
+        bindings = read_bindings(qtbot, bridge, TIMEOUT)
         lhs = np.full((4, 8), 0.5, np.float32).tobytes()
-        assert any(lhs in array.tobytes() for array in bindings[0])
+        assert any(lhs in array.tobytes() for array in bindings)
 
         # The connection drops: reported, and the window keeps its module, breakpoints and call; a fresh
         # server opens the remote path again (it is not valid here), and the call runs again.

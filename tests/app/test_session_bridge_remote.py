@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from support.app import read_bindings
 
 from app.session_bridge import SessionBridge
 from engine.session.client import SessionState
@@ -24,8 +25,7 @@ def test_remote_session_behind_the_bridge(qtbot, compiled, tmp_path, monkeypatch
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     bridge = SessionBridge(store=SessionStore(tmp_path / "state"))
     bridge.attach_remote(shlex.join([sys.executable, "-m", "app.launcher", "serve", "--stdio"]))
-    bindings, crashes = [], []
-    bridge.bindingsRead.connect(lambda info, arrays: bindings.append(arrays))
+    crashes = []
     bridge.crashed.connect(crashes.append)
     try:
         with qtbot.waitSignal(bridge.opened, timeout=TIMEOUT):
@@ -34,10 +34,9 @@ def test_remote_session_behind_the_bridge(qtbot, compiled, tmp_path, monkeypatch
         with qtbot.waitSignal(bridge.dispatchStopped, timeout=TIMEOUT) as blocker:
             bridge.call("main", ("4x8xf32=0.5", "8x16xf32=0.25"))
         assert blocker.args[0].ordinal == 0
-        bridge.client.request_bindings()
-        qtbot.waitUntil(lambda: bool(bindings), timeout=TIMEOUT)
+        bindings = read_bindings(qtbot, bridge, TIMEOUT)
         lhs = np.full((4, 8), 0.5, np.float32).tobytes()
-        assert any(lhs in array.tobytes() for array in bindings[0])
+        assert any(lhs in array.tobytes() for array in bindings)
         qtbot.waitUntil(lambda: bridge.history is not None, timeout=TIMEOUT)  # the server records (time travel)
         bridge.client.transport.process.kill()  # the connection drops
         qtbot.waitUntil(lambda: bool(crashes), timeout=TIMEOUT)

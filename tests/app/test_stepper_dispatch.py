@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from PySide6.QtCore import Qt
-from support.app import TIMEOUT, add_breakpoint, open_in_stepper
+from support.app import TIMEOUT, add_breakpoint, open_in_stepper, read_bindings
 from support.session import compile_program
 
 from app.session_bridge import DEVICE_KEY
@@ -60,10 +60,8 @@ def test_dispatch_breakpoint_next_dispatch_and_bindings(qtbot, main_window, prog
     running = [p.location.dispatch for p in progress if p.location.dispatch]
     assert running and running[0].startswith(("main_dispatch_0", "main_dispatch_1")), [p.location for p in progress]
     # The tensors of the paused dispatch, on request (the tensor inspector's path).
-    with qtbot.waitSignal(panel.bridge.bindingsRead, timeout=TIMEOUT) as read:
-        panel.bridge.request_bindings()
-    read_info, arrays = read.args
-    assert read_info == info
+    arrays = read_bindings(qtbot, panel.bridge, TIMEOUT)
+    assert panel.bridge.client.last_stop.location.dispatch_info == info  # read at the dispatch it stopped at
     assert np.allclose(arrays[1].view(np.float32), np.log(2.0))
     # F6: the next dispatch, before it runs.
     assert panel.next_dispatch_action.isEnabled()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from PySide6.QtCore import QPoint, Qt
+from support.app import read_bindings
 
 from engine.session.protocol import Breakpoint, WatchGlobalRef, WatchRegister
 
@@ -182,9 +183,7 @@ def test_timeline_jumps_to_positions_and_dispatches_after_the_run_finished(qtbot
     press(qtbot, panel, Qt.Key.Key_F6)
     second = press(qtbot, panel, Qt.Key.Key_F6)
     assert second.location.dispatch_info.ordinal == 1
-    with qtbot.waitSignal(panel.bridge.bindingsRead, timeout=TIMEOUT) as blocker:
-        panel.bridge.request_bindings()
-    reference = [np.array(a, copy=True) for a in blocker.args[1]]
+    reference = [np.array(a, copy=True) for a in read_bindings(qtbot, panel.bridge, TIMEOUT)]
     # Shift+F6: previous dispatch (parked in #0).
     prev = press(qtbot, panel, Qt.Key.Key_F6, Qt.KeyboardModifier.ShiftModifier)
     assert prev.location.dispatch_info.ordinal == 0 and str(prev.location.dispatch_info.when) == "before"
@@ -225,9 +224,7 @@ def test_timeline_jumps_to_positions_and_dispatches_after_the_run_finished(qtbot
     with qtbot.waitSignal(panel.bridge.dispatchStopped, timeout=TIMEOUT) as blocker:
         qtbot.mouseClick(timeline, Qt.MouseButton.LeftButton, pos=QPoint(int(timeline.x_of(position)), 12))
     assert blocker.args[0].ordinal == 1 and main_window.workbench.state.paused.ordinal == 1
-    with qtbot.waitSignal(panel.bridge.bindingsRead, timeout=TIMEOUT) as blocker:
-        panel.bridge.request_bindings()
-    travelled = blocker.args[1]
+    travelled = read_bindings(qtbot, panel.bridge, TIMEOUT)
     assert len(travelled) == len(reference)
     for a, b in zip(travelled, reference):
         np.testing.assert_array_equal(a, b)

@@ -30,6 +30,22 @@ def iree_tool(name: str) -> str:
     return str(p) if p.exists() else name
 
 
+REPO = Path(__file__).resolve().parents[2]  # the repository (this worktree)
+
+
+def lens_argv() -> list[str]:
+    """The installed ``iree-lens`` launcher, or ``python -m app.launcher`` where none is installed."""
+    script = VENV_BIN / "iree-lens"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "app.launcher"]
+
+
+def lens_env() -> dict[str, str]:
+    """This environment with the worktree's code first on PYTHONPATH (so a launcher runs this code)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
 def lens_run(
     vmfb, function: str, inputs=(), engine: str = "debug", *extra: str, timeout: float | None = None
 ):

@@ -54,3 +54,12 @@ def add_breakpoint(qtbot, panel, kind: str, name: str = "", when: str = "before"
     view.name.setText(name)
     with qtbot.waitSignal(panel.bridge.breakpointsChanged, timeout=TIMEOUT):
         qtbot.mouseClick(view.add_button, Qt.MouseButton.LeftButton)
+
+
+def read_bindings(qtbot, bridge, timeout: int = 60000) -> list:
+    """The paused dispatch's bound bytes (uint8 arrays): ``request_bindings()`` and its ``Bindings`` answer."""
+    from engine.session.protocol import Bindings
+
+    with qtbot.waitSignal(bridge.answered, timeout=timeout, check_params_cb=lambda a: isinstance(a, Bindings)) as got:
+        bridge.request_bindings()
+    return [ref.to_numpy() for ref in got.args[0].tensors]

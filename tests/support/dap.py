@@ -5,14 +5,14 @@ validated, for the tests that drive ``iree-lens dap``."""
 from __future__ import annotations
 
 import json
-import os
 import queue
 import subprocess
 import sys
 import threading
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]  # the repository
+from support import lens_env
+
 SCHEMA = json.loads((Path(__file__).parents[1] / "dap_schema" / "debugAdapterProtocol.json").read_text())
 _FORMATS = {name: (lambda value: True) for name in ("int32", "int64", "uint32", "uint64")}
 _validators: dict[str, object] = {}
@@ -35,12 +35,6 @@ def lens_command() -> list[str]:
     """The installed ``iree-lens`` launcher (this worktree's code through PYTHONPATH)."""
     script = Path(sys.executable).parent / "iree-lens"
     return [str(script)] if script.exists() else [sys.executable, "-c", "import sys; from engine.cli import main; sys.exit(main())"]
-
-
-def lens_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
-    return env
 
 
 class DapClient:

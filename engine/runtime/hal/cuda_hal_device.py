@@ -23,11 +23,11 @@ from typing import Any
 import numpy as np
 
 from engine.errors import ExecutableFormatError, HalError
-from engine.runtime.hal.buffers import Allocation, MirroredAllocation, owned_allocation
+from engine.runtime.hal.buffers import MirroredAllocation, owned_allocation
 from engine.runtime.hal.commands import BindingTableEntry, HalCommandBuffer, ResolvedRange
 from engine.runtime.hal.cuda.abi import BindingAddress, kernel_params, kernel_payload, launch_shape
 from engine.runtime.hal.cuda.context import CudaContext, CudaKernel
-from engine.runtime.hal.device import Device, HalExecutable, aligned_zeros
+from engine.runtime.hal.device import HalExecutable, MirroredMemoryDevice
 from engine.runtime.vm.native import StatusCode, VmStatusError
 from engine.runtime.vmfb.cda1 import CUDA_FORMAT, CudaExecutableDef, CudaExportDef, read_cda1
 
@@ -87,10 +87,11 @@ class CudaExecutable:
         return self.definition.exports[ordinal]
 
 
-class CudaHalDevice(Device):
+class CudaHalDevice(MirroredMemoryDevice):
     """The HAL device over CUDA device ``index`` (``cuda://N``)."""
 
     identifier = "cuda"
+    allocation_type = CudaAllocation
 
     def __init__(self, index: int = 0, name: str | None = None, context: Any = None):
         self.cuda = context if context is not None else CudaContext(index)
@@ -108,12 +109,6 @@ class CudaHalDevice(Device):
                 self.cuda.synchronize()
             except HalError as e:
                 raise VmStatusError(StatusCode.INTERNAL, str(e)) from None
-
-    def new_allocation(self, size: int, origin: str) -> Allocation:
-        return CudaAllocation(aligned_zeros(size), self, origin)
-
-    def import_allocation(self, data: np.ndarray, origin: str) -> Allocation | None:
-        return None  # device memory cannot alias host memory: programs fall back to allocate + copy
 
     def load_executable_binary(
         self, executable_format: str, data: np.ndarray, constants: tuple[int, ...], label: str

@@ -25,7 +25,7 @@ import numpy as np
 
 from engine.runtime.hal import commands as cmd
 from engine.runtime.hal import constants as c
-from engine.runtime.hal.buffers import Allocation, HalAllocator, HalBuffer
+from engine.runtime.hal.buffers import Allocation, HalAllocator, HalBuffer, MirroredAllocation
 from engine.runtime.hal.commands import BindingTableEntry, HalCommandBuffer, ResolvedRange, resolve_ref
 from engine.runtime.hal.sync import HalFence, fence_failure, fence_reached
 from engine.runtime.vm.native import StatusCode, VmStatusError
@@ -936,6 +936,19 @@ class Device:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name})"
+
+
+class MirroredMemoryDevice(Device):
+    """A device with memory of its own (Vulkan, CUDA): each allocation is host memory with a device copy
+    (``allocation_type``), and host memory cannot be aliased in place."""
+
+    allocation_type: type[MirroredAllocation]
+
+    def new_allocation(self, size: int, origin: str) -> Allocation:
+        return self.allocation_type(aligned_zeros(size), self, origin)
+
+    def import_allocation(self, data: np.ndarray, origin: str) -> Allocation | None:
+        return None  # device memory cannot alias host memory: programs fall back to allocate + copy
 
 
 def _watches_all(sequence: int, executable: HalExecutable, ordinal: int) -> bool:

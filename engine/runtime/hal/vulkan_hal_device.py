@@ -22,14 +22,9 @@ import numpy as np
 
 from engine.errors import HalError
 from engine.runtime.hal import commands as cmd
-from engine.runtime.hal.buffers import Allocation, MirroredAllocation, owned_allocation
+from engine.runtime.hal.buffers import MirroredAllocation, owned_allocation
 from engine.runtime.hal.commands import BindingTableEntry, HalCommandBuffer, ResolvedRange, resolve_ref
-from engine.runtime.hal.device import (
-    BatchRecords,
-    Device,
-    HalExecutable,
-    aligned_zeros,
-)
+from engine.runtime.hal.device import BatchRecords, HalExecutable, MirroredMemoryDevice
 from engine.runtime.vm.native import StatusCode, VmStatusError
 
 FORMAT_VULKAN_SPIRV = "vulkan-spirv-fb"
@@ -60,10 +55,11 @@ class VulkanAllocation(MirroredAllocation):
         return self.device_state
 
 
-class VulkanHalDevice(Device):
+class VulkanHalDevice(MirroredMemoryDevice):
     """The HAL device over a Vulkan physical device (``selector`` as ``VulkanDevice`` takes it)."""
 
     identifier = "vulkan"
+    allocation_type = VulkanAllocation
 
     def __init__(self, selector: int | str | None = None, name: str | None = None, vulkan_device: Any = None):
         if vulkan_device is None:
@@ -80,12 +76,6 @@ class VulkanHalDevice(Device):
         if getattr(self.vulkan, "buffer_device_address", False):
             return (FORMAT_VULKAN_SPIRV, FORMAT_VULKAN_SPIRV_BDA)
         return (FORMAT_VULKAN_SPIRV,)
-
-    def new_allocation(self, size: int, origin: str) -> Allocation:
-        return VulkanAllocation(aligned_zeros(size), self, origin)
-
-    def import_allocation(self, data: np.ndarray, origin: str) -> Allocation | None:
-        return None  # device memory cannot alias host memory: programs fall back to allocate + copy
 
     def load_executable_binary(
         self, executable_format: str, data: np.ndarray, constants: tuple[int, ...], label: str
