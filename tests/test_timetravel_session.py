@@ -116,7 +116,7 @@ def test_stops_name_their_breakpoints_as_described_forward_and_in_reverse(tmp_pa
     from engine.session.protocol import Breakpoint, BreakpointKind, Continue, SetBreakpoints
 
     module = compile_program("chain12", "llvm-cpu", tmp_path)
-    c = Client(module, "main", ["4x8xf32=0"])
+    c = TimeTravelClient(module, "main", ["4x8xf32=0"])
     execute = Breakpoint(BreakpointKind.IMPORT, import_name="hal.device.queue.execute.indirect")
     after3 = Breakpoint(BreakpointKind.DISPATCH, ordinal=3, when="after")
 
