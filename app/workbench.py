@@ -237,7 +237,9 @@ class Workbench(QObject):
             if runs_on is not None:
                 switched, device, mismatch = device, runs_on, None
                 self._remember_device(device)
-        self.state = WorkbenchState(device=device, run_state=self.state.run_state, mismatch=mismatch)
+        # Inputs typed while no module was open (while the first one compiled) are the user's for this module.
+        typed = self.state.inputs if previous is None and loaded is not None else ()
+        self.state = WorkbenchState(device=device, run_state=self.state.run_state, mismatch=mismatch, inputs=typed)
         self.state = replace(self.state, module=loaded)
         self.moduleReset.emit(loaded)
         self.context.set_module(loaded)
@@ -438,7 +440,7 @@ class Workbench(QObject):
         self._update(run_state=state, **({} if state in ("running", "stopped") else {"stop": None}))
 
     def _on_stopped(self, event: Any) -> None:
-        self._matched.update(event.detail.breakpoints)  # (described, or repr'd by the time-travel session)
+        self._matched.update(event.detail.breakpoints)  # (Breakpoint.describe of each)
         position = event.detail.position
         self._update(stop=event, position=position if position is not None else self.state.position)
 

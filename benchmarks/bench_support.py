@@ -9,12 +9,19 @@ import re
 import subprocess
 from pathlib import Path
 
-from engine.compiler.targets import TARGETS
+from engine.compiler.targets import TARGETS, target_flags
 from engine.samples import sample_path
 from engine.trace.ireeprof import iree_tool
 
 # The benchmarks' target words, as IREE Lens names its targets.
 TARGET_NAMES = {"cpu": "llvm-cpu", "vulkan": "vulkan-spirv", "vmvx": "vmvx"}
+
+
+def compile_sample(sample: str, target: str, out: Path) -> Path:
+    """A bundled sample compiled by iree-compile for ``target`` (IREE Lens's target names) to ``out``."""
+    subprocess.run([iree_tool("iree-compile"), str(sample_path(sample)), *target_flags(target), "-o", str(out)],
+                   check=True)  # fmt: skip
+    return out
 
 
 def compile_with_dumps(sample: str, target: str, out: Path) -> Path:

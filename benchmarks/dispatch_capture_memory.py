@@ -18,8 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine.compiler.targets import target_flags  # noqa: E402
-from engine.samples import sample_path  # noqa: E402
+from bench_support import compile_sample  # noqa: E402
 
 
 def child(vmfb: str, n: int, out: str) -> None:
@@ -41,12 +40,7 @@ def main() -> None:
     short = int(sys.argv[1]) if len(sys.argv) > 1 else 200
     long = int(sys.argv[2]) if len(sys.argv) > 2 else 20000
     with tempfile.TemporaryDirectory() as tmp:
-        vmfb = Path(tmp) / "control_flow.vmfb"
-        compiler = Path(sys.executable).parent / "iree-compile"
-        subprocess.run(
-            [str(compiler), str(sample_path("control_flow")), *target_flags("llvm-cpu"), "-o", str(vmfb)],
-            check=True,
-        )
+        vmfb = compile_sample("control_flow", "llvm-cpu", Path(tmp) / "control_flow.vmfb")
         for n in (short, long):
             subprocess.run([sys.executable, __file__, "--child", str(vmfb), str(n), str(Path(tmp) / f"b{n}")],
                            check=True)

@@ -12,7 +12,6 @@ IREE's vulkan driver), both on the same physical device (lavapipe where there is
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import tempfile
 import time
@@ -23,12 +22,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from engine.compiler.targets import TARGETS  # noqa: E402
+from bench_support import compile_sample  # noqa: E402
+
 from engine.runtime.debug_runner import DebugRunner  # noqa: E402
 from engine.runtime.function_io import Tensor  # noqa: E402
 from engine.runtime.hal.device import DispatchObserver, DispatchRecord  # noqa: E402
 from engine.runtime.reference import ReferenceRunner  # noqa: E402
-from engine.samples import sample_path  # noqa: E402
 
 
 class ReadEveryBinding(DispatchObserver):
@@ -40,14 +39,6 @@ class ReadEveryBinding(DispatchObserver):
 
     def after_dispatch(self, record: DispatchRecord) -> None:
         self.bytes_read += sum(len(b.data) for b in record.bindings)
-
-
-def compile_elementwise(out_dir: Path) -> Path:
-    out = out_dir / "elementwise.vulkan.vmfb"
-    tool = Path(sys.executable).parent / "iree-compile"
-    cmd = [str(tool), str(sample_path("elementwise")), *TARGETS["vulkan-spirv"].flags, "-o", str(out)]
-    subprocess.run(cmd, check=True)
-    return out
 
 
 def calls_per_second(runner, args: list, seconds: float) -> tuple[float, list]:
@@ -70,7 +61,7 @@ def main() -> int:
     rng = np.random.default_rng(0)
     inputs = [Tensor.from_numpy(rng.standard_normal((4, 8)).astype(np.float32)) for _ in range(2)]
     with tempfile.TemporaryDirectory() as tmp:
-        path = compile_elementwise(Path(tmp))
+        path = compile_sample("elementwise", "vulkan-spirv", Path(tmp) / "elementwise.vulkan.vmfb")
         debug = DebugRunner(path, args.device)
         reference = ReferenceRunner(path, args.device)
         print(

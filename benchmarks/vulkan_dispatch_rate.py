@@ -11,7 +11,6 @@ Measures our Vulkan device three ways, and IREE's own runtime on the same device
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import tempfile
 import time
@@ -22,18 +21,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from engine.compiler.targets import TARGETS  # noqa: E402
+from bench_support import compile_sample  # noqa: E402
+
 from engine.runtime.hal.device import DispatchObserver  # noqa: E402
 from engine.runtime.hal.vulkan import VulkanDevice  # noqa: E402
-from engine.samples import sample_path  # noqa: E402
-
-
-def compile_elementwise(out_dir: Path) -> Path:
-    out = out_dir / "elementwise.vulkan.vmfb"
-    tool = Path(sys.executable).parent / "iree-compile"
-    cmd = [str(tool), str(sample_path("elementwise")), *TARGETS["vulkan-spirv"].flags, "-o", str(out)]
-    subprocess.run(cmd, check=True)
-    return out
 
 
 def vke1(vmfb: Path) -> bytes:
@@ -108,7 +99,7 @@ def main() -> None:
     args = parser.parse_args()
     device = int(args.device) if args.device and args.device.isdigit() else args.device
     with tempfile.TemporaryDirectory() as tmp:
-        vmfb = compile_elementwise(Path(tmp))
+        vmfb = compile_sample("elementwise", "vulkan-spirv", Path(tmp) / "elementwise.vulkan.vmfb")
         r = ours(vmfb, args.count, device)
         ref = reference(vmfb, args.count)
     print(f"device: {r['device']}")

@@ -14,8 +14,8 @@ import re
 
 import numpy as np
 import pytest
+from support import argument_types, random_value
 
-from engine.runtime import element_types as et
 from engine.runtime.function_io import Scalar, Tensor
 from engine.runtime.hal.convert import buffer_view_from_tensor, tensor_from_buffer_view
 from engine.runtime.hal.cpu_device import CpuDevice
@@ -27,8 +27,6 @@ from engine.runtime.vmfb.module import open_vmfb
 
 CPU_TARGETS = ("llvm-cpu", "vmvx")
 ALL_TARGETS = (*CPU_TARGETS, "vulkan-spirv")
-DYNAMIC_DIM = 5
-SCALAR_INT = 3  # small: some samples loop that many times
 
 
 def _pairs():
@@ -49,40 +47,6 @@ def _device_for(target: str):
     from engine.runtime.hal.vulkan_hal_device import VulkanHalDevice
 
     return VulkanHalDevice(), "vulkan"
-
-
-_ARG = re.compile(r"%\w+:\s*(tensor<[^>]*>|[a-z]+\d+)")
-
-
-def _argument_types(declaration: str) -> list[str]:
-    inside = declaration[
-        declaration.index("(") + 1 : declaration.index(") ->") if ") ->" in declaration else None
-    ]
-    return _ARG.findall(inside)
-
-
-def _random_value(type_text: str, rng: np.random.Generator):
-    if not type_text.startswith("tensor<"):
-        element = et.parse_element_type(type_text)
-        if element.is_float:
-            return Scalar(
-                "f32" if element.bit_count == 32 else "f64", float(np.float32(rng.standard_normal()))
-            )
-        return Scalar("i64" if element.bit_count == 64 else "i32", SCALAR_INT)
-    parts = type_text[len("tensor<") : -1].split("x")
-    shape = tuple(DYNAMIC_DIM if d == "?" else int(d) for d in parts[:-1])
-    element = et.parse_element_type(parts[-1])
-    dtype = element.dtype
-    if element.numerical_type == et.BOOLEAN:
-        array = rng.integers(0, 2, shape).astype(dtype)
-    elif element.is_float:
-        array = rng.standard_normal(shape).astype(np.float64).astype(dtype) if dtype.kind == "f" else None
-        if array is None:  # bf16 and friends: random raw bits of small finite values
-            array = (rng.standard_normal(shape).astype(np.float32).view(np.uint32) >> 16).astype(dtype)
-    else:
-        info = np.iinfo(dtype)
-        array = rng.integers(max(info.min, -100), min(info.max, 100), shape, endpoint=True).astype(dtype)
-    return Tensor(np.ascontiguousarray(array), element)
 
 
 def _debug_args(device, args: list) -> list:
@@ -116,9 +80,9 @@ def test_debug_run_equals_reference(sample, target, compiled):
     functions = [e for e in module.exports if not e.name.startswith("__")]
     assert functions
     for export in functions:
-        types = _argument_types(export.signature.attrs["iree.abi.declaration"])
+        types = argument_types(export.signature.attrs["iree.abi.declaration"])
         for call in range(2):  # twice: programs with mutable globals must stay equal
-            args = [_random_value(t, rng) for t in types]
+            args = [random_value(t, rng) for t in types]
             expected = reference.invoke(export.name, args)
             got = context.invoke(export.name, _debug_args(device, args))
             assert len(got) == len(expected)

@@ -10,15 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support.session import compile_program
+from support.session import TimeTravelClient, compile_program
 
 from engine.session.protocol import (
     Bindings,
-    Call,
-    Failed,
     History,
     LastChange,
-    Open,
     ReadBindings,
     ReadHistory,
     Reverse,
@@ -28,26 +25,11 @@ from engine.session.protocol import (
     WatchRegister,
     WhenChanged,
 )
-from engine.session.timetravel_session import TimeTravelSession
-
-
-class Client:
-    def __init__(self, module, function, inputs):
-        self.events = []
-        self.session = TimeTravelSession(self.events.append)
-        self.send(Open(str(module), "local-sync"))
-        self.send(Call(function, tuple(inputs), True))
-
-    def send(self, command):
-        self.events.clear()
-        self.session.handle(command)
-        assert not any(isinstance(e, Failed) for e in self.events), self.events
-        return self.events[-1]
 
 
 def test_travel_to_positions_and_dispatches_and_the_history_query(compiled):
     module = compiled.path("control_flow", "llvm-cpu")
-    c = Client(module, "repeat_double", ["4xf32=1 2 3 4", "4"])
+    c = TimeTravelClient(module, "repeat_double", ["4xf32=1 2 3 4", "4"])
     stop = c.send(Step("into", 60))
     assert isinstance(stop, Stopped) and stop.detail.position == 60
     history = c.send(ReadHistory())
@@ -56,7 +38,7 @@ def test_travel_to_positions_and_dispatches_and_the_history_query(compiled):
     assert len(history.dispatches) >= 2
     assert [d.ordinal for d in history.dispatches] == list(range(len(history.dispatches)))
     back = c.send(Reverse("reverse-step", 35))
-    fresh = Client(module, "repeat_double", ["4xf32=1 2 3 4", "4"])
+    fresh = TimeTravelClient(module, "repeat_double", ["4xf32=1 2 3 4", "4"])
     ahead = fresh.send(Step("into", 25))
     assert back.detail.registers == ahead.detail.registers
     assert back.location.frames == ahead.location.frames
@@ -70,10 +52,10 @@ def test_travel_to_positions_and_dispatches_and_the_history_query(compiled):
 
 def test_when_changed_answers_the_last_write(compiled):
     module = compiled.path("control_flow", "llvm-cpu")
-    c = Client(module, "collatz_steps", ["27"])
+    c = TimeTravelClient(module, "collatz_steps", ["27"])
     c.send(Step("into", 300))
     # The expectation: a fresh session stepped one instruction at a time over the last 30 positions.
-    fresh = Client(module, "collatz_steps", ["27"])
+    fresh = TimeTravelClient(module, "collatz_steps", ["27"])
     states = {270: fresh.send(Step("into", 270)).detail.registers.i32}
     for n in range(271, 301):
         states[n] = fresh.send(Step("into", 1)).detail.registers.i32
@@ -102,7 +84,7 @@ def test_travel_to_each_dispatch_of_one_command_buffer_parks_in_that_dispatch(tm
         pytest.skip(f"{source} is absent (the shared models folder)")
     module = compile_program(str(source), "llvm-cpu", tmp_path)
     inputs = [f"@{models / 'small_cnn_x.npy'}"]
-    forward = Client(module, "small_cnn", inputs)
+    forward = TimeTravelClient(module, "small_cnn", inputs)
     seen = []
     while True:
         forward.events.clear()
@@ -112,7 +94,7 @@ def test_travel_to_each_dispatch_of_one_command_buffer_parks_in_that_dispatch(tm
             break
         seen.append([b.to_numpy() for b in forward.send(ReadBindings()).tensors])
     assert len(seen) >= 3
-    c = Client(module, "small_cnn", inputs)
+    c = TimeTravelClient(module, "small_cnn", inputs)
     c.send(Step("into", 10_000))  # to the end (fewer instructions than that)
     marks = c.send(ReadHistory()).dispatches
     assert len(marks) == len(seen) and all(m.exact for m in marks)
@@ -125,3 +107,36 @@ def test_travel_to_each_dispatch_of_one_command_buffer_parks_in_that_dispatch(tm
         assert len(got) == len(seen[k])
         for a, b in zip(got, seen[k]):
             np.testing.assert_array_equal(a, b)
+
+
+def test_stops_name_their_breakpoints_as_described_forward_and_in_reverse(tmp_path):
+    """One description everywhere (``Breakpoint.describe``, as the debug session, the reference session and
+    the replay debugger say it): a VM breakpoint's stop forward and found by reverse-continue, and a
+    dispatch breakpoint found by reverse-continue, name the breakpoint the same way."""
+    from engine.session.protocol import Breakpoint, BreakpointKind, Continue, SetBreakpoints
+
+    module = compile_program("chain12", "llvm-cpu", tmp_path)
+    c = TimeTravelClient(module, "main", ["4x8xf32=0"])
+    execute = Breakpoint(BreakpointKind.IMPORT, import_name="hal.device.queue.execute.indirect")
+    after3 = Breakpoint(BreakpointKind.DISPATCH, ordinal=3, when="after")
+
+    def set_breakpoints(*bps):
+        c.events.clear()
+        c.session.handle(SetBreakpoints(bps))
+        assert c.events == []  # taken: SetBreakpoints answers only a refusal
+
+    set_breakpoints(execute, after3)
+    first = c.send(Continue())
+    assert first.reason == "breakpoint" and first.detail.breakpoints == ("call of hal.device.queue.execute.indirect",)
+    set_breakpoints(after3)
+    stop = c.send(Continue())
+    assert stop.reason == "dispatch" and stop.detail.breakpoints == ("after dispatch #3",)
+    set_breakpoints(execute)
+    later = c.send(Continue())
+    assert later.detail.breakpoints == ("call of hal.device.queue.execute.indirect",)
+    set_breakpoints(execute, after3)
+    back = c.send(Reverse("reverse-continue", 1))
+    assert back.reason == "dispatch" and back.location.dispatch_info.ordinal == 3
+    assert back.detail.breakpoints == ("after dispatch #3",)
+    back = c.send(Reverse("reverse-continue", 1))
+    assert back.reason == "breakpoint" and back.detail.breakpoints == ("call of hal.device.queue.execute.indirect",)

@@ -13,32 +13,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support.session import compile_program
+from support.session import TimeTravelClient, compile_program
 
 from engine.runtime.hal.vulkan.loader import vulkan_available
-from engine.session.protocol import Call, Failed, Open, ReadBindings, Step, Stopped, TravelTo
-from engine.session.timetravel_session import TimeTravelSession
+from engine.session.protocol import Step, Stopped, TravelTo
 
 MODELS = Path(__file__).resolve().parents[1] / ".." / "shared" / "models"
-
-
-class Client:
-    def __init__(self, module, function, inputs, memo_seconds=None):
-        self.events = []
-        self.session = TimeTravelSession(self.events.append)
-        self.send(Open(str(module), "vulkan"))
-        if memo_seconds is not None:
-            self.session.travel.memo.min_seconds = memo_seconds  # lavapipe runs this small model's kernels fast
-        self.send(Call(function, tuple(inputs), True))
-
-    def send(self, command):
-        self.events.clear()
-        self.session.handle(command)
-        assert not any(isinstance(e, Failed) for e in self.events), self.events
-        return self.events[-1]
-
-    def bindings(self):
-        return [b.to_numpy() for b in self.send(ReadBindings()).tensors]
 
 
 @pytest.mark.vulkan
@@ -53,7 +33,7 @@ def test_previous_dispatch_inside_one_command_buffer_writes_kept_results(tmp_pat
     inputs = [f"@{MODELS / 'small_cnn_x.npy'}"]
 
     # The expectation: a fresh forward run stopped at each dispatch (Next Dispatch).
-    forward = Client(module, "small_cnn", inputs)
+    forward = TimeTravelClient(module, "small_cnn", inputs, "vulkan")
     seen = []
     while True:
         forward.events.clear()
@@ -63,7 +43,7 @@ def test_previous_dispatch_inside_one_command_buffer_writes_kept_results(tmp_pat
         seen.append(forward.bindings())
     assert len(seen) >= 3
 
-    c = Client(module, "small_cnn", inputs, memo_seconds=0.0)
+    c = TimeTravelClient(module, "small_cnn", inputs, "vulkan", memo_seconds=0.0)  # lavapipe runs its kernels fast
     memo = c.session.travel.memo
     last = len(seen) - 1
     for _ in range(last + 1):  # parked inside the last dispatch, as a user at dispatch N

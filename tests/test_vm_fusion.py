@@ -98,4 +98,8 @@ def test_trap_inside_a_block_names_its_instruction(fuse_vmfb):
         stepped.interpreter.step()
         count += 1
     assert ctx.interpreter.steps_executed - before == count
+    # The registers at the trap are those the instructions before it left (the fused code keeps registers
+    # in locals and writes them back when an instruction raises).
+    assert list(ctx.interpreter.frames[-1].i) == list(stepped.interpreter.frames[-1].i)
+    assert ctx.interpreter.frames[-1].pc == div_pc
     assert ctx.interpreter.frames[-1].pc == div_pc

@@ -17,7 +17,15 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, QSortFilterProxyModel, Qt, QTimer
+from PySide6.QtCore import (
+    QAbstractTableModel,
+    QEvent,
+    QModelIndex,
+    QObject,
+    QSortFilterProxyModel,
+    Qt,
+    QTimer,
+)
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import QHeaderView, QLineEdit, QTableView
 
@@ -29,6 +37,8 @@ SOURCE_COLUMN = "Source"
 PAUSED = QBrush(QColor("#fff3cd"))
 FILTER_DELAY_MS = 120  # typing in a filter applies once the keys pause (each pass reads every row)
 COLUMN_PADDING = 18  # pixels around a cell's text (margins and the sort arrow's room)
+NAME_SHARE = 0.4  # of a table's width kept for its stretched column (the dispatch's name) when others are wide
+MIN_SHARED_WIDTH = 60  # a fitted column is never narrowed below this (its header stays readable)
 
 
 @dataclass(frozen=True)
@@ -222,12 +232,18 @@ class NameFilter(QSortFilterProxyModel):
             self.invalidateFilter()
 
     def filterAcceptsRow(self, source_row: int, source_parent: QModelIndex) -> bool:  # noqa: N802
-        if not self.text:
-            return True
         number, name = self.sourceModel().filter_key(source_row)
-        if any(c in self.text for c in "*?["):
-            return fnmatch.fnmatchcase(name, self.text)
-        return self.text in name or self.text == number
+        return name_matches(self.text, name, number)
+
+
+def name_matches(text: str, name: str, number: str = "") -> bool:
+    """The dispatch lists' one filter rule: ``text`` (lower case, no leading ``#``) is empty, a glob the
+    lower-case ``name`` matches, a part of it, or the row's ordinal ``number``."""
+    if not text:
+        return True
+    if any(c in text for c in "*?["):
+        return fnmatch.fnmatchcase(name, text)
+    return text in name or text == number
 
 
 class FilterTyping(QObject):
@@ -252,7 +268,9 @@ class FilterTyping(QObject):
 class ColumnFitter(QObject):
     """Sizes a dispatch table's columns from the widest text each holds (``widest_text``), once per burst of
     changes. Qt's ResizeToContents measures rows on every change (seconds per keystroke at 2,000 rows) and
-    only the first 1,000 of them, so the ordinal column of #1000 and up showed "1…"."""
+    only the first 1,000 of them, so the ordinal column of #1000 and up showed "1…". A fitted column other
+    than the ordinal shares what leaves the stretched one (the dispatch's name) ``NAME_SHARE`` of the table's width:
+    in a 1366-px window the Source column's widest line left "main$as…" of every name."""
 
     def __init__(self, table: QTableView, model: DispatchListModel, stretch: int = 1, only: tuple[int, ...] = ()):
         super().__init__(table)
@@ -267,17 +285,36 @@ class ColumnFitter(QObject):
         self.timer.timeout.connect(self.fit)
         for signal in (model.modelReset, model.rowsInserted, model.dataChanged, model.layoutChanged):
             signal.connect(self.timer.start)
+        table.viewport().installEventFilter(self)  # a resized table refits (the cap follows its width)
         self.fit()
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt's name)
+        if event.type() == QEvent.Type.Resize:
+            self.timer.start()
+        return False
 
     def fit(self) -> None:
         metrics = self.table.fontMetrics()
         bold = self.table.horizontalHeader().fontMetrics()
+        widths: dict[int, int] = {}
         for column in range(self.model.columnCount()):
             if column == self.stretch or (self.only and column not in self.only):
                 continue
             text = self.model.widest_text(column)
-            width = max(metrics.horizontalAdvance(text), bold.horizontalAdvance(text)) + COLUMN_PADDING
+            widths[column] = max(metrics.horizontalAdvance(text), bold.horizontalAdvance(text)) + COLUMN_PADDING
+        # The ordinal keeps its width; the others share what leaves the stretched column NAME_SHARE of the table.
+        shared = [c for c in widths if c != 0]
+        room = int(self.table.viewport().width() * (1 - NAME_SHARE)) - widths.get(0, 0)
+        wanted = sum(widths[c] for c in shared)
+        if shared and room > 0 and wanted > room:
+            # Water-filling: narrow columns keep their width, the widest give up what does not fit.
+            for k, c in enumerate(sorted(shared, key=lambda c: widths[c])):
+                fair = room // (len(shared) - k)
+                widths[c] = min(widths[c], max(MIN_SHARED_WIDTH, fair))
+                room -= widths[c]
+        for column, width in widths.items():
             self.table.setColumnWidth(column, width)
+
 
 def source_lines_job(module_path: str, task=None) -> dict[str, str]:
     """Export name -> ``file.mlir:LINE op`` from the module's recorded export locations (runs on the

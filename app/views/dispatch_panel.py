@@ -16,6 +16,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QLabel,
+    QLineEdit,
     QListWidget,
     QListWidgetItem,
     QSplitter,
@@ -26,6 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.views.dispatch_list_model import name_matches
 from app.views.ir_viewer import IrViewer
 from engine.compiler.dispatch_index import Dispatch, DispatchIndex, IrLocation
 from engine.runtime.vmfb.call_sites import CallSite, dispatch_call_sites
@@ -55,6 +57,12 @@ class DispatchPanel(QWidget):
 
         self.summary = QLabel("No compilation or module yet: compile a program or open a .vmfb.", self)
         self.summary.setWordWrap(True)
+        self.listed = self.summary.text()  # what the summary says of the whole list (the filter adds how many it shows)
+        self.filter_edit = QLineEdit(self)
+        self.filter_edit.setObjectName("dispatchPanelFilter")
+        self.filter_edit.setPlaceholderText("Filter by dispatch or export name (conv, *softmax*)")
+        self.filter_edit.setClearButtonEnabled(True)
+        self.filter_edit.textChanged.connect(self.apply_filter)
         self.dispatch_list = QTreeWidget(self)
         self.dispatch_list.setHeaderLabels(["Dispatch", "Exports", "Executable", "Calls"])
         self.dispatch_list.setRootIsDecorated(False)
@@ -89,6 +97,7 @@ class DispatchPanel(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(2, 2, 2, 2)
         layout.addWidget(self.summary)
+        layout.addWidget(self.filter_edit)
         layout.addWidget(split, 1)
 
         self.dispatch_list.currentItemChanged.connect(self._dispatch_item_changed)
@@ -119,6 +128,7 @@ class DispatchPanel(QWidget):
         """Find the dispatch calls of the loaded module (a ``LoadedModule``; None clears)."""
         self.sites = []
         self.source_lines = {}
+        self.filter_edit.clear()  # another module's filter would hide this one's dispatches
         if loaded is not None:
             try:
                 self.sites = dispatch_call_sites(loaded.module)
@@ -177,12 +187,32 @@ class DispatchPanel(QWidget):
             self.summary.setText(f"{len(rows)} dispatches from the {source}{calls}.")
         if self.index is not None and self.index.notes:
             self.summary.setText(self.summary.text() + "  " + " ".join(self.index.notes))
+        self.listed = self.summary.text()
+        self.apply_filter(self.filter_edit.text())
         self.current = None
         names = [r[0] for r in rows]
         if keep in names:
             self.select(keep, publish=False)
         else:
             self._show(None)
+
+    def apply_filter(self, text: str) -> int:
+        """Show the dispatches whose name or an export's name matches ``text`` (a part of it, or a glob, as the
+        run's dispatch lists filter); the summary says how many of how many. Returns how many are shown."""
+        wanted = text.strip().lower()
+        count = self.dispatch_list.topLevelItemCount()
+        shown = 0
+        for i in range(count):
+            item = self.dispatch_list.topLevelItem(i)
+            names = [item.text(0).lower(), *(e.lower() for e in item.toolTip(1).split("\n") if e)]
+            hidden = not any(name_matches(wanted, n) for n in names)
+            item.setHidden(hidden)
+            shown += not hidden
+        if wanted and count:
+            self.summary.setText(f"{self.listed}  Showing {shown} of {count} that match {text.strip()!r}.")
+        else:
+            self.summary.setText(self.listed)
+        return shown
 
     def select(self, name: str, publish: bool = True) -> bool:
         """Pick dispatch ``name`` (IREE's name or an export name); ``publish`` sets it in the context."""

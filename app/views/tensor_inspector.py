@@ -711,9 +711,10 @@ def comparison_text(c: Comparison) -> str:
 
 
 def list_item_text(label: str, type_text: str) -> str:
-    """A tensor's list item: its binding label, then its type, on a line of its own (the label's note after an
-    em dash, "— 1024 bytes never written…", is in the header and the tooltip, not the list)."""
-    return f"{label.split(' — ')[0]}\n{type_text}"
+    """A tensor's list item: its binding label, then its type, then the label's note (after an em dash: "1024
+    bytes never written before this dispatch: undefined"), each on a line of its own (wrapped when long)."""
+    binding, _, note = label.partition(" — ")
+    return "\n".join([binding, type_text, *([note] if note else [])])
 
 
 def _type_text(array: np.ndarray) -> str:

@@ -13,6 +13,7 @@ import numpy as np
 
 from engine.kernel.dispatch_run import CapturedDispatch, KernelStepError
 from engine.kernel.llvm_instrument import Probe, TraceBuffer, defines_function, instrument
+from engine.kernel.program_rebuild import compiles, program_and_cache_folder
 from engine.kernel.source_lines import SourceFiles
 from engine.kernel.trace import KernelStep, KernelStore, KernelTrace, SourceLocation, StopAt, check_workgroup
 
@@ -93,24 +94,17 @@ def rebuild_with_locations(module_path: str | Path, timeout_s: float = 900) -> P
     after the module's and the program's bytes; the folder of IR files, or None when the program is gone or
     does not compile. The kernels are IREE Lens's llvm-cpu build of the program: whether they are the
     module's is judged afterwards, store by store, against the dispatch's real output."""
-    import hashlib
-    import tempfile
-
-    from engine.dispatch.rebuild_sources import program_named_by
     from engine.folder_lock import folder_lock
 
-    program = program_named_by(module_path)
-    if program is None:
+    found = program_and_cache_folder(module_path)
+    if found is None:
         return None
-    key = hashlib.sha256(Path(module_path).read_bytes() + program.read_bytes()).hexdigest()[:20]
-    out = Path(tempfile.gettempdir()) / "iree-lens-kernel" / key
+    program, out = found
     with folder_lock(out):  # another process rebuilding the same module: wait for its build
         return _rebuild_into(out, Path(module_path), program, timeout_s)
 
 
 def _rebuild_into(out: Path, module_path: Path, program: Path, timeout_s: float) -> Path | None:
-    import subprocess
-
     from engine.compiler.job import iree_compile_path
     from engine.compiler.targets import target_flags
 
@@ -121,11 +115,7 @@ def _rebuild_into(out: Path, module_path: Path, program: Path, timeout_s: float)
     cmd = [iree_compile_path(), str(program), *target_flags("llvm-cpu"),
            f"--iree-hal-dump-executable-sources-to={out / 'sources'}",
            f"--iree-hal-dump-executable-intermediates-to={ir}", "-o", str(out / "rebuilt.vmfb")]  # fmt: skip
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if proc.returncode != 0:
+    if not compiles(cmd, timeout_s):
         return None
     (out / "done").write_text(f"{module_path}\n{program}\n")
     return ir

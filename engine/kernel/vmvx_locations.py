@@ -12,11 +12,9 @@ has the same instructions at the same offsets as the module's.
 
 from __future__ import annotations
 
-import hashlib
-import subprocess
-import tempfile
 from pathlib import Path
 
+from engine.kernel.program_rebuild import compiles, program_and_cache_folder
 from engine.runtime.vmfb.module import Function, VmfbModule
 
 UNLINKED_FLAG = "--iree-hal-link-executables=false"
@@ -29,14 +27,12 @@ def _shape(module: VmfbModule, function: Function) -> list[tuple[int, str]]:
 
 
 def _unlinked_build(module_path: Path, timeout_s: float) -> Path | None:
-    from engine.dispatch.rebuild_sources import program_named_by
     from engine.folder_lock import folder_lock
 
-    program = program_named_by(module_path)
-    if program is None:
+    found = program_and_cache_folder(module_path, "vmvx-sources-")
+    if found is None:
         return None
-    key = hashlib.sha256(module_path.read_bytes() + program.read_bytes()).hexdigest()[:20]
-    out = Path(tempfile.gettempdir()) / "iree-lens-kernel" / f"vmvx-sources-{key}"
+    program, out = found
     with folder_lock(out):  # another process rebuilding the same module: wait for its build
         return _unlinked_build_into(out, program, timeout_s)
 
@@ -51,11 +47,7 @@ def _unlinked_build_into(out: Path, program: Path, timeout_s: float) -> Path | N
     out.mkdir(parents=True, exist_ok=True)
     cmd = [iree_compile_path(), str(program), *target_flags("vmvx"), UNLINKED_FLAG,
            f"--iree-hal-dump-executable-sources-to={out / 'sources'}", "-o", str(out / "partial.vmfb")]  # fmt: skip
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if proc.returncode != 0:
+    if not compiles(cmd, timeout_s):
         return None
     (out / "partial.vmfb").rename(vmfb)
     return vmfb

@@ -13,6 +13,7 @@ import subprocess
 
 import numpy as np
 import pytest
+from PySide6.QtCore import Qt
 from support import iree_tool
 from support.session import compile_program
 
@@ -175,3 +176,104 @@ def test_a_long_breakpoint_is_read_whole_in_a_1366_window(qtbot, main_window, tm
     assert view.list.fontMetrics().horizontalAdvance(item.text()) > view.list.viewport().width()  # it is long here
     assert rect.width() <= view.list.viewport().width() and rect.height() >= needed.height()
     assert item.toolTip() in item.text()
+
+
+def test_the_run_dispatch_list_keeps_room_for_the_dispatch_names_in_a_narrow_window(qtbot, main_window, tmp_path):
+    """Walk, EfficientViT at 1366x768: the Run Dispatch List's Source column (fitted to its widest line) left
+    the Dispatch column "main$as…" for every row."""
+    from PySide6.QtCore import Qt
+
+    window, bridge = main_window, main_window.session_bridge
+    window.resize(1100, 768)
+    window.resizeDocks([window.docks["stepper"]], [515], Qt.Orientation.Horizontal)
+    open_module(qtbot, window, compile_program("nan_log", "llvm-cpu", tmp_path))
+    window.workbench.set_inputs(HEALTHY)
+    with qtbot.waitSignal(bridge.finished, timeout=TIMEOUT):
+        assert window.workbench.run()
+    runs = window.panels["run_dispatch_list"]
+    window.docks["run_dispatch_list"].show()
+    window.docks["run_dispatch_list"].raise_()
+    qtbot.waitUntil(lambda: runs.model.rowCount() == 3 and "Source" in runs.model.shown_columns, timeout=TIMEOUT)
+    columns = runs.model.shown_columns
+    table = runs.table
+    qtbot.waitUntil(lambda: table.isVisible() and table.viewport().width() > 100, timeout=5_000)
+    metrics = table.fontMetrics()
+    widest_source = max(metrics.horizontalAdvance(runs.model.source_of(r)) for r in runs.model.rows)
+    widest_name = max(metrics.horizontalAdvance(r.name) for r in runs.model.rows)
+    room = table.viewport().width()
+    assert widest_source + widest_name > room  # the walk's condition: both cannot be whole at this width
+    qtbot.waitUntil(lambda: table.columnWidth(columns.index("Dispatch")) >= int(0.4 * room) - 2, timeout=5_000)
+
+
+def test_the_dispatches_panel_filters_and_forgets_its_filter_with_the_module(qtbot, main_window, tmp_path):
+    """Walk, EfficientViT: the Dispatches panel listed 123 dispatches (336 calls) with no way to find one by
+    name; its filter follows the run lists' rule (a part of the name or an export's, or a glob) and, like
+    them, does not carry over to the next module."""
+    window = main_window
+    panel = window.panels["dispatches"]
+    open_module(qtbot, window, compile_program("nan_log", "llvm-cpu", tmp_path))
+    qtbot.waitUntil(lambda: panel.dispatch_list.topLevelItemCount() == 3, timeout=TIMEOUT)
+    names = panel.names()
+
+    def shown() -> list[str]:
+        items = [panel.dispatch_list.topLevelItem(i) for i in range(panel.dispatch_list.topLevelItemCount())]
+        return [item.data(0, Qt.ItemDataRole.UserRole) for item in items if not item.isHidden()]
+
+    qtbot.keyClicks(panel.filter_edit, "DISPATCH_1")
+    assert shown() == [n for n in names if "dispatch_1" in n.lower()] and len(shown()) == 1
+    assert "Showing 1 of 3 that match 'DISPATCH_1'" in panel.summary.text()
+    panel.filter_edit.setText("*_2_*")
+    assert shown() == [n for n in names if "_2_" in n] and len(shown()) == 1
+    panel.filter_edit.setText("no_such_dispatch")
+    assert shown() == [] and "Showing 0 of 3" in panel.summary.text()
+    open_module(qtbot, window, compile_program("many_dispatches", "llvm-cpu", tmp_path))
+    qtbot.waitUntil(lambda: panel.names() and panel.names() != names, timeout=TIMEOUT)
+    assert panel.filter_edit.text() == "" and len(shown()) == panel.dispatch_list.topLevelItemCount()
+    assert "Showing" not in panel.summary.text()
+
+
+def test_inputs_typed_while_the_first_module_compiles_are_kept(qtbot, main_window, tmp_path):
+    """Walk, EfficientViT at 1920x1080: inputs typed into the run bar while the .mlir compiled (77 s) were
+    replaced, once it opened, by the inputs remembered from an earlier run of that file."""
+    window = main_window
+    panel = window.panels["stepper"]
+    vmfb = compile_program("nan_log", "llvm-cpu", tmp_path)
+    typed = '--input="4x8xf32=5" --input="4x8xf32=1"'
+    panel.inputs_edit.clear()
+    qtbot.keyClicks(panel.inputs_edit, typed)
+    assert window.workbench.module is None and window.workbench.state.inputs == ("4x8xf32=5", "4x8xf32=1")
+    open_module(qtbot, window, vmfb)
+    qtbot.wait(50)  # the inputs filler answers the module's function on the same turn of the event loop
+    assert window.workbench.state.inputs == ("4x8xf32=5", "4x8xf32=1"), window.workbench.state.inputs
+    with qtbot.waitSignal(window.session_bridge.finished, timeout=TIMEOUT) as done:
+        assert window.workbench.run()
+    expected = np.log(np.float32(4)) ** 2  # (a - b), its log, squared: the program's three dispatches
+    assert f"{expected:.6g}"[:5] in done.args[0].results_text
+
+
+def test_the_paused_dispatch_tab_names_its_ordinal_first(qtbot, main_window, tmp_path):
+    """Walk, SqueezeNet at 1366x768: with six documents open the paused dispatch's tab read "Dispatch…",
+    which did not say which dispatch; its ordinal comes first, the full name stays in the tooltip."""
+    _stop_after_dispatch_1(qtbot, main_window, tmp_path)
+    documents = main_window.documents
+    document = documents.document("paused-dispatch")
+    index = documents.indexOf(document)
+    assert documents.tabText(index) == f"#1 {document.info.export}"
+    assert documents.tabToolTip(index) == f"Dispatch #1 {document.info.export}"
+
+
+def test_results_are_offered_beside_the_program_and_the_saved_path_is_said(qtbot, main_window, tmp_path):
+    """Walk, EfficientViT at 1920x1080: Save results as .npy… opened in the application's working folder (the
+    repository here), not where the model was, and the status bar named only the file."""
+    window = main_window
+    vmfb = compile_program("nan_log", "llvm-cpu", tmp_path)
+    open_module(qtbot, window, vmfb)
+    window.workbench.set_inputs(HEALTHY)
+    with qtbot.waitSignal(window.session_bridge.finished, timeout=TIMEOUT):
+        assert window.workbench.run()
+    results = window.panels["stepper"].results
+    assert results.suggested_path() == vmfb.resolve().parent / "main_result.npy"
+    with qtbot.waitSignal(window.workbench.said, timeout=5_000) as said:
+        [path] = results.save_and_say(tmp_path / "out")
+    assert said.args[0] == f"Saved 1 result: {tmp_path / 'out.npy'}" and path == tmp_path / "out.npy"
+    assert np.array_equal(np.load(path), np.log(np.full((4, 8), 2, np.float32)) ** 2)

@@ -21,6 +21,7 @@ What stays exact:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from engine.runtime import isa
@@ -170,6 +171,89 @@ def build_block(instructions: dict, closures: list, start: int, namespace: dict)
     return Block(start, n, tuple(covered), tuple((t.replace("JUMP", jump), k) for t, k in lines))
 
 
+_REGISTER = re.compile(r"(?<![\w.\]])i\[(\d+)\]")
+_REGISTER_WRITE = re.compile(r"(?<![\w.\]])i\[(\d+)\] = ")
+
+
+def _promote_registers(source: list[str], owners: dict[int, tuple[int, int]]) -> list[str]:
+    """The region with its i32 registers held in Python locals (``i5`` for ``i[5]``): loaded once when the
+    region is entered, written back to the frame's registers at each ``return`` and when an instruction
+    raises (a trap shows the registers as the instructions before it left them). A local costs a fraction
+    of a list item's load or store, and loops between blocks then touch no list at all. Left as it is
+    when a block calls an instruction's closure (it reads and writes the registers itself) or indexes a
+    register some other way. ``owners`` (source line -> instruction) moves with the lines."""
+    text = "\n".join(source[2:])
+    if "(i, r, t)" in text or "i[" in _REGISTER.sub("", text):
+        return source
+    touched = sorted({int(m) for m in _REGISTER.findall(text)})
+    written = sorted({int(m) for m in _REGISTER_WRITE.findall(text)})
+    if not touched:
+        return source
+    flush = "; ".join(f"i[{k}] = i{k}" for k in written)
+
+    def promoted(line: str) -> str:
+        line = _REGISTER.sub(lambda m: f"i{m.group(1)}", line)
+        stripped = line.lstrip()
+        if flush and stripped.startswith("return "):
+            line = f"{line[: len(line) - len(stripped)]}{flush}; {stripped}"
+        return "    " + line
+
+    head = [*source[:2], "    " + "; ".join(f"i{k} = i[{k}]" for k in touched), "    try:"]
+    tail = ["    except BaseException:", f"        {flush or 'pass'}", "        raise"]
+    lines = [*head, *(promoted(line) for line in source[2:]), *tail]
+    shift = len(head) - 2  # the lines added above the loop
+    moved = {line + shift: owner for line, owner in owners.items()}
+    return _propagate_operands(lines, moved, owners)
+
+
+_OPERAND_LOAD = re.compile(r"^\s*([xyz]) = (i\d+)$")
+_ASSIGNED = re.compile(r"(?:^|;)\s*(\w+) = ")
+
+
+def _propagate_operands(lines: list[str], owners: dict[int, tuple[int, int]], out_owners: dict) -> list[str]:
+    """Drop an instruction's operand copies (``x = i3``) where its statements can read the register itself:
+    no statement of the instruction but the last assigns a register, and that one assigns one name.
+    ``owners`` maps 1-based line numbers of ``lines`` to instructions; ``out_owners`` gets the new map."""
+    keep = [True] * len(lines)
+    text = list(lines)
+    number = 1
+    while number <= len(lines):
+        owner = owners.get(number)
+        end = number
+        while owners.get(end + 1) == owner and owner is not None:
+            end += 1
+        if owner is not None:
+            group = list(range(number, end + 1))  # 1-based
+            loads = []
+            while group and (m := _OPERAND_LOAD.match(lines[group[0] - 1])):
+                loads.append((group.pop(0), m.group(1), m.group(2)))
+            rest = [lines[g - 1] for g in group]
+            assigned = [_ASSIGNED.findall(line) for line in rest]
+            names = {v for v, _ in [(v, r) for _, v, r in loads]}
+            registers = {r for _, _, r in loads}
+            ok = bool(loads and rest) and all(
+                not registers.intersection(a) and not names.intersection(a) for a in assigned[:-1]
+            )
+            ok = ok and len(assigned[-1]) == 1 and ";" not in rest[-1] and not names.intersection(assigned[-1])
+            if ok:
+                for g, _, _ in loads:
+                    keep[g - 1] = False
+                for g in group:
+                    line = text[g - 1]
+                    for _, var, register in loads:
+                        line = re.sub(rf"\b{var}\b", register, line)
+                    text[g - 1] = line
+        number = end + 1
+    out: list[str] = []
+    out_owners.clear()
+    for k, line in enumerate(text, 1):
+        if keep[k - 1]:
+            out.append(line)
+            if k in owners:
+                out_owners[len(out)] = owners[k]
+    return out
+
+
 class FusedCode:
     """One function's blocks and the ``region`` function made of those not excluded (by breakpoints)."""
 
@@ -227,6 +311,7 @@ class FusedCode:
             tree(blocks[mid:], indent + "    ")
 
         tree(sorted(enabled, key=lambda b: b.start), "        ")
+        source = _promote_registers(source, owners)
         self.source = "\n".join(source)  # what a debugger of this module may want to read
         exec(compile(self.source, f"<vm region {self.name}>", "exec"), self.namespace)
         self.region = self.namespace["region"]
