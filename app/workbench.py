@@ -441,7 +441,7 @@ class Workbench(QObject):
         self._update(run_state=state, **({} if state in ("running", "stopped") else {"stop": None}))
 
     def _on_stopped(self, event: Any) -> None:
-        self._matched.update(event.detail.breakpoints)  # (described, or repr'd by the time-travel session)
+        self._matched.update(event.detail.breakpoints)  # (Breakpoint.describe of each)
         position = event.detail.position
         self._update(stop=event, position=position if position is not None else self.state.position)
 

@@ -361,3 +361,32 @@ def test_every_served_request_has_a_handler_and_the_schema_knows_it():
         assert command[0].upper() + command[1:] + "Request" in SCHEMA["definitions"], command
         snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in command)
         assert callable(getattr(DebugAdapter, f"_on_{snake}", None)), command
+
+
+def test_a_refused_breakpoint_is_answered_unverified_with_its_reason(program, tmp_path):
+    """As the DAP specification says: a breakpoint the session cannot set (no dispatch of that name, a diverge
+    reference that is not a capture bundle or a module) is a Breakpoint with ``verified: false`` and the
+    reason in ``message``, in a successful response; the others are set and stop the run."""
+    vmfb, inputs = program
+    not_a_bundle = tmp_path / "notes.txt"
+    not_a_bundle.write_text("not a capture bundle")
+    client = DapClient([*lens_command(), "dap"])
+    try:
+        launch(client, vmfb, inputs)
+        reply = client.request("setFunctionBreakpoints", {"breakpoints": [{"name": "dispatch:*softmax*"},
+                                                                          {"name": "dispatch:1"}]})  # fmt: skip
+        refused, taken = reply["body"]["breakpoints"]
+        assert reply["success"] and refused["verified"] is False and taken["verified"] is True
+        assert f"no dispatch of {vmfb.name} is named so" in refused["message"], refused
+        reply = client.request("setExceptionBreakpoints", {"filters": ["nan"], "filterOptions": [
+            {"filterId": "divergence", "condition": str(not_a_bundle)},
+            {"filterId": "divergence", "condition": str(tmp_path / "absent.vmfb")}]})  # fmt: skip
+        nan, not_bundle, absent = reply["body"]["breakpoints"]
+        assert reply["success"] and nan["verified"] is True
+        assert not_bundle["verified"] is False and "is not a capture bundle" in not_bundle["message"]
+        assert absent["verified"] is False and "does not exist" in absent["message"]
+        client.request("configurationDone")
+        stop = client.stopped()  # the taken breakpoint stops the run; the refused ones were never set
+        assert stop["reason"] == "function breakpoint" and "dispatch #1" in client.top_frame()["name"]
+    finally:
+        client.close()

@@ -90,6 +90,14 @@ def test_plain_module_capture_without_sources_is_the_bound_bytes_equal_to_traced
     graph = dependency_graph(bundle.dispatches)
     assert [(e.source, e.target) for e in graph.edges] == [(0, 1)]
     assert "d0 -> d1" in graph.to_dot()
+    # Each slot's label is its binding label: the binding and what the dispatch did to it, no role guessed.
+    for d in bundle.dispatches:
+        slots = [f"input{k}" for k in range(len(d.inputs))] + [f"output{k}" for k in range(len(d.outputs))]
+        assert sorted(d.labels) == sorted(slots)
+        access = {b["index"]: b["access"] for b in d.bindings}
+        for slot, label in d.labels.items():
+            number, acc = label.removeprefix("binding ").split(", ")
+            assert access[int(number)] == acc and (acc == "read") == slot.startswith("input"), (slot, label)
 
 
 def test_reference_capture_without_trace_points_says_so(programs, tmp_path):
@@ -152,6 +160,10 @@ def test_plain_model_with_its_executable_sources_captures_each_tensor_exactly(tm
     assert proc.returncode == 0, proc.stderr
     bundle = Bundle(tmp_path / "plain_bundle")
     assert {d.tensors_from for d in bundle.dispatches} == {"interface"}
+    for d in bundle.dispatches:  # typed: each slot's label ends with its role, as the sources say it
+        for slot, label in d.labels.items():
+            role, position = slot.rstrip("0123456789"), slot[len(slot.rstrip("0123456789")) :]
+            assert label.startswith("binding ") and label.endswith(f", {role} {position}"), (slot, label)
     _check_against_iree(bundle, iree_traced_tensors(traced, "attention_block", [np.load(x)]))
 
 

@@ -410,3 +410,25 @@ def test_reverse_continue_finds_where_a_diverge_breakpoint_fired(capsys, tmp_pat
     # forward again from the start it fires there again (it is ahead again), once.
     assert got == [("dispatch", 1, "after"), ("finished",), ("dispatch", 1, "after"), ("history-start",),
                    ("dispatch", 1, "after"), ("finished",)]  # fmt: skip
+
+
+def test_reverse_continue_judges_a_diverge_breakpoint_set_after_its_dispatch_ran(capsys, tmp_path):
+    """gdb judges a breakpoint set late on the hits it finds going back: a diverge breakpoint set after the
+    broken dispatch ran (stopped further on, or once the program finished) is found by reverse-continue
+    where it would have fired forward: the first dispatch that diverges (#0, its subtraction for an
+    addition), not #1, which inherits the difference."""
+    from support import broken_pair
+
+    from engine.samples import sample_path
+
+    good, broken, _ = broken_pair(sample_path("mlp"), tmp_path, "main_dispatch_0", "arith.addf", "arith.subf")
+    args = ["--function=main", "--input=2x16xf32=0.25"]
+    got = stops(debug(capsys, tmp_path, broken, f"break dispatch 1 after\ncontinue\nbreak diverge {good}\n"
+                      "reverse-continue\ncontinue\ncontinue\n", *args))  # fmt: skip
+    # Back from after #1 to where it would have fired (after #0); forward from there: it fired already, so the
+    # next stop is the breakpoint after #1, then the end.
+    assert got == [("dispatch", 1, "after"), ("dispatch", 0, "after"), ("dispatch", 1, "after"), ("finished",)]
+    got = stops(debug(capsys, tmp_path, broken, f"continue\nbreak diverge {good}\nreverse-continue\n"
+                      "reverse-continue\ncontinue\ncontinue\n", *args))  # fmt: skip
+    assert got == [("finished",), ("dispatch", 0, "after"), ("history-start",), ("dispatch", 0, "after"),
+                   ("finished",)]  # fmt: skip

@@ -107,3 +107,36 @@ def test_travel_to_each_dispatch_of_one_command_buffer_parks_in_that_dispatch(tm
         assert len(got) == len(seen[k])
         for a, b in zip(got, seen[k]):
             np.testing.assert_array_equal(a, b)
+
+
+def test_stops_name_their_breakpoints_as_described_forward_and_in_reverse(tmp_path):
+    """One description everywhere (``Breakpoint.describe``, as the debug session, the reference session and
+    the replay debugger say it): a VM breakpoint's stop forward and found by reverse-continue, and a
+    dispatch breakpoint found by reverse-continue, name the breakpoint the same way."""
+    from engine.session.protocol import Breakpoint, BreakpointKind, Continue, SetBreakpoints
+
+    module = compile_program("chain12", "llvm-cpu", tmp_path)
+    c = TimeTravelClient(module, "main", ["4x8xf32=0"])
+    execute = Breakpoint(BreakpointKind.IMPORT, import_name="hal.device.queue.execute.indirect")
+    after3 = Breakpoint(BreakpointKind.DISPATCH, ordinal=3, when="after")
+
+    def set_breakpoints(*bps):
+        c.events.clear()
+        c.session.handle(SetBreakpoints(bps))
+        assert c.events == []  # taken: SetBreakpoints answers only a refusal
+
+    set_breakpoints(execute, after3)
+    first = c.send(Continue())
+    assert first.reason == "breakpoint" and first.detail.breakpoints == ("call of hal.device.queue.execute.indirect",)
+    set_breakpoints(after3)
+    stop = c.send(Continue())
+    assert stop.reason == "dispatch" and stop.detail.breakpoints == ("after dispatch #3",)
+    set_breakpoints(execute)
+    later = c.send(Continue())
+    assert later.detail.breakpoints == ("call of hal.device.queue.execute.indirect",)
+    set_breakpoints(execute, after3)
+    back = c.send(Reverse("reverse-continue", 1))
+    assert back.reason == "dispatch" and back.location.dispatch_info.ordinal == 3
+    assert back.detail.breakpoints == ("after dispatch #3",)
+    back = c.send(Reverse("reverse-continue", 1))
+    assert back.reason == "breakpoint" and back.detail.breakpoints == ("call of hal.device.queue.execute.indirect",)

@@ -330,7 +330,7 @@ class RunDispatchesPanel(QWidget):
         tabs = _tab_widget(view) if view is not None and shiboken6.isValid(view) else None
         if tabs is not None:
             view.show_pending(info)
-            tabs.setTabText(tabs.indexOf(view), f"Dispatch #{info.ordinal} {info.export}")
+            _name_tab(tabs, view, info)
         self.bridge.evaluate(ReadTensors())
 
     # -- the paused dispatch
@@ -351,17 +351,17 @@ class RunDispatchesPanel(QWidget):
     def show_paused(self, info, tensors: list[ShownTensor]) -> PausedDispatchView:
         """Show the paused dispatch in its document (one tab, reused and renamed for each stop; a closed
         tab is deleted by the window, so each stop offers a fresh view and gets the open one back)."""
-        title = f"Dispatch #{info.ordinal} {info.export}"
         view = self.paused_view
         tabs = _tab_widget(view) if view is not None and shiboken6.isValid(view) else None
         if tabs is not None and tabs.currentWidget() is not view:
             # Open but behind another document (the editor the user works in): update it, do not jump.
             view.show_dispatch(info, tensors)
-            index = tabs.indexOf(view)
-            tabs.setTabText(index, title)
-            tabs.setTabToolTip(index, title)
+            _name_tab(tabs, view, info)
             return view
-        view = self.services.open_document(PausedDispatchView(), title, "paused-dispatch")
+        view = self.services.open_document(PausedDispatchView(), tab_title(info), "paused-dispatch")
+        tabs = _tab_widget(view)
+        if tabs is not None:
+            _name_tab(tabs, view, info)
         view.show_dispatch(info, tensors)
         view.stepIntoRequested.connect(self.step_into)
         view.inspector.saved.connect(self._said_saved)
@@ -472,6 +472,18 @@ class RunDispatchesPanel(QWidget):
         view = self.services.open_document(view, f"Workgroup ({wg}) of #{trace.dispatch}", f"kernel:{trace.dispatch}:{wg}")
         self.kernelViewOpened.emit(view)
         return view
+
+
+def tab_title(info) -> str:
+    """The paused dispatch's tab: its ordinal first, so a tab cut to a few characters (six documents in a
+    1366-px window showed "Dispatch…") still says which dispatch it is."""
+    return f"#{info.ordinal} {info.export}"
+
+
+def _name_tab(tabs: QTabWidget, view: QWidget, info) -> None:
+    index = tabs.indexOf(view)
+    tabs.setTabText(index, tab_title(info))
+    tabs.setTabToolTip(index, f"Dispatch #{info.ordinal} {info.export}")
 
 
 def _how_the_run_moved_on(state) -> str:

@@ -37,6 +37,7 @@ class ReplayListing:
 def describe(path: str | Path) -> ReplayListing:
     """Read ``path`` (on the engine worker): the description and one row per host call."""
     from engine.replay.model import describe_replay
+    from engine.replay.payloads import ScopePayload
     from engine.replay.reader import open_replay
 
     replay = open_replay(path)
@@ -50,7 +51,7 @@ def describe(path: str | Path) -> ReplayListing:
             scopes.pop()
         scope = scopes[-1] if scopes else ""
         if r.operation == "replay.scope_begin" and r.status_code == 0:
-            scopes.append(replay.decode(r)["name"])
+            scopes.append(replay.decode_as(r, ScopePayload).name)
         target = f"{r.object_type_name} {r.object_id}" if r.object_id else ""
         calls.append(HostCall(r.sequence_ordinal, r.operation, target, scope, r.status))
     return ReplayListing(Path(path), description, calls)

@@ -78,16 +78,30 @@ class RunResults(QWidget):
             np.save(path, array)
         return paths
 
+    def suggested_path(self) -> Path:
+        """Where the save dialog starts: beside the program opened (the .mlir, else the .vmfb), named after the
+        function; the dialog opened in the application's working folder, wherever the model was."""
+        name = f"{self.function or 'result'}_result.npy"
+        loaded = self.workbench.module
+        if loaded is None:
+            return Path(name)
+        return Path(loaded.source or loaded.path).resolve().parent / name
+
     def _ask_and_save(self) -> None:
         if not self.results:
             return
-        name = f"{self.function or 'result'}_result.npy"
-        target, _ = QFileDialog.getSaveFileName(self, "Save results as .npy", name, "NumPy arrays (*.npy)")
-        if not target:
-            return
+        target, _ = QFileDialog.getSaveFileName(
+            self, "Save results as .npy", str(self.suggested_path()), "NumPy arrays (*.npy)"
+        )
+        if target:
+            self.save_and_say(target)
+
+    def save_and_say(self, target: str | Path) -> list[Path]:
+        """``save``, then say in the window where each result went (or why none was saved)."""
         try:
             paths = self.save(target)
         except OSError as e:
             self.workbench.say(f"Results not saved: {e}")
-            return
-        self.workbench.say(f"Saved {len(paths)} result{'s' if len(paths) != 1 else ''}: {', '.join(p.name for p in paths)}")
+            return []
+        self.workbench.say(f"Saved {len(paths)} result{'s' if len(paths) != 1 else ''}: {', '.join(map(str, paths))}")
+        return paths

@@ -154,13 +154,16 @@ def _read_replay(data: bytes) -> object:
     """An IREE HAL replay (``.ireereplay``) listed as iree-dump-replay lists it, described, and every
     executable's metadata read."""
     from engine.replay.model import describe_replay
+    from engine.replay.payloads import ExecutablePrepare
     from engine.replay.projection import jsonl_rows
     from engine.replay.reader import ReplayFile
 
     replay = ReplayFile.from_bytes(data)
     rows = list(jsonl_rows(replay))
     for r in replay.records():
-        replay.executable_metadata(r)
+        payload = replay.decode(r)
+        if isinstance(payload, ExecutablePrepare):
+            payload.functions  # noqa: B018 (read: the ABI metadata is checked when asked for)
     return rows, describe_replay(replay)
 
 

@@ -42,7 +42,8 @@ def add_parser(subparsers) -> None:
         action="append",
         default=[],
         metavar="ORDINAL:input|output:N=TYPE",
-        help="override a tensor's type, e.g. 3:output:0=4x16xf32",
+        help="override a tensor's type: dispatch ORDINAL's tensor filed as inputN/outputN (the bundle's "
+        "slot; the manifest's labels give its binding: binding 3, write, output 0), e.g. 3:output:0=4x16xf32",
     )
     p.add_argument("--dot", metavar="FILE", help="also write the dispatch dependency graph (Graphviz DOT)")
     p.set_defaults(func=run)

@@ -44,6 +44,7 @@ from engine.errors import LensError
 from engine.session.client import Notice, SessionClient, TransportFactory, in_process
 from engine.session.module_queries import ReadDisassembly, disassembly
 from engine.session.protocol import (
+    BREAKPOINT_REFUSED,
     Answer,
     BindingInfo,
     Breakpoint,
@@ -292,12 +293,13 @@ class DebugAdapter:
         for spec in args.get("breakpoints") or ():
             name = str(spec.get("name", "")).strip()
             try:
-                self._function_bps.append(function_breakpoint(name))
-                answers.append({"verified": True})
+                bp = function_breakpoint(name)
             except RequestError as e:
-                answers.append({"verified": False, "message": str(e)})
-        self._apply_breakpoints()
-        return {"breakpoints": answers}
+                answers.append(_unverified(str(e)))
+                continue
+            self._function_bps.append(bp)
+            answers.append((bp, {"verified": True}))
+        return {"breakpoints": _judged(answers, self._apply_breakpoints())}
 
     def _on_set_breakpoints(self, args: dict, request: dict) -> dict:
         """Source lines are not where a .vmfb's code lives: each is answered unverified, saying what to use."""
@@ -310,49 +312,46 @@ class DebugAdapter:
             try:
                 pc = _address(spec.get("instructionReference")) + int(spec.get("offset") or 0)
             except RequestError as e:
-                answers.append({"verified": False, "message": str(e)})
+                answers.append(_unverified(str(e)))
                 continue
             function = self._pc_functions.get(pc) or self._top_function()
-            self._instruction_bps.append(Breakpoint(BreakpointKind.INSTRUCTION, function=function, pc=pc))
-            answers.append({"verified": True, "instructionReference": f"0x{pc:x}"})
-        self._apply_breakpoints()
-        return {"breakpoints": answers}
+            bp = Breakpoint(BreakpointKind.INSTRUCTION, function=function, pc=pc)
+            self._instruction_bps.append(bp)
+            answers.append((bp, {"verified": True, "instructionReference": f"0x{pc:x}"}))
+        return {"breakpoints": _judged(answers, self._apply_breakpoints())}
 
     def _on_set_exception_breakpoints(self, args: dict, request: dict) -> dict:
         options = [{"filterId": f} for f in args.get("filters") or ()] + list(args.get("filterOptions") or ())
         self._exception_bps, answers = [], []
         for option in options:
-            kind = option.get("filterId")
-            if kind == "nan":
-                self._exception_bps.append(Breakpoint(BreakpointKind.NAN))
-                answers.append({"verified": True})
-            elif kind == "divergence":
-                words = str(option.get("condition") or "").split()
-                if not words:
-                    answers.append({"verified": False, "message": "the divergence filter needs a condition: "
-                                    "REFERENCE [ATOL [RTOL]] (a capture bundle or .vmfb)"})
-                    continue
-                try:
-                    tolerances = [float(w) for w in words[1:3]]
-                except ValueError:
-                    answers.append({"verified": False, "message": f"bad tolerance in {option.get('condition')!r}"})
-                    continue
-                atol, rtol = (tolerances + [None, None])[:2]
-                self._exception_bps.append(Breakpoint(BreakpointKind.DIVERGE, reference=words[0], atol=atol, rtol=rtol))
-                answers.append({"verified": True})
-            else:
-                answers.append({"verified": False, "message": f"no exception filter {kind!r} (nan, divergence)"})
-        self._apply_breakpoints()
-        return {"breakpoints": answers}
+            try:
+                bp = _exception_breakpoint(option)
+            except RequestError as e:
+                answers.append(_unverified(str(e)))
+                continue
+            self._exception_bps.append(bp)
+            answers.append((bp, {"verified": True}))
+        return {"breakpoints": _judged(answers, self._apply_breakpoints())}
 
-    def _apply_breakpoints(self) -> None:
+    def _apply_breakpoints(self) -> dict[Breakpoint, str]:
+        """Send every breakpoint to the session; the ones it refused (they could never stop a run: no
+        dispatch has that name, the diverge reference is not a bundle or module), each with its reason."""
         if self.client is None:
-            return  # sent once the session exists (launch comes first in VS Code, but not always)
-        self.client.set_breakpoints(self._function_bps + self._instruction_bps + self._exception_bps)
-        if self.state in ("launched", "stopped"):
-            answer = self._query(lambda: self.client.query(ReadDispatch()))  # SetBreakpoints only answers failures
-            if isinstance(answer, Failed):
-                raise RequestError(answer.message)
+            return {}  # sent once the session exists (launch comes first in VS Code, but not always)
+        breakpoints = self._function_bps + self._instruction_bps + self._exception_bps
+        if self.state not in ("launched", "stopped"):
+            self.client.set_breakpoints(breakpoints)
+            return {}
+
+        def send() -> Any:
+            self.client.set_breakpoints(breakpoints)
+            return self.client.query(ReadDispatch())  # SetBreakpoints answers only refusals: this comes after
+
+        refusals: list[Failed] = []
+        answer = self._query(send, refusals=refusals)
+        if isinstance(answer, Failed):
+            raise RequestError(answer.message)
+        return {r.breakpoint: r.reason for failed in refusals for r in failed.refused}
 
     # ------------------------------------------------------------------------------------ running
 
@@ -455,10 +454,15 @@ class DebugAdapter:
         self._event("terminated")
 
     def _query(
-        self, send: Callable[[], Any], *, until: tuple[type, ...] = (Answer, Opened, Failed, Crashed)
+        self,
+        send: Callable[[], Any],
+        *,
+        until: tuple[type, ...] = (Answer, Opened, Failed, Crashed),
+        refusals: list[Failed] | None = None,
     ) -> Event:
         """Send a command through the client (``send``) and wait for its answer (commands are served in
-        order). A client that refuses (``send`` returns False: not stopped, no history) is an error."""
+        order). A client that refuses (``send`` returns False: not stopped, no history) is an error.
+        ``refusals``: breakpoint refusals met on the way are kept there, and the wait goes on."""
         with self._waiting:
             self._query_pending = True
             try:
@@ -469,6 +473,9 @@ class DebugAdapter:
                         event = self._answers.get(timeout=_QUERY_TIMEOUT)
                     except queue.Empty:
                         raise RequestError(f"no answer from the session within {_QUERY_TIMEOUT:g} s") from None
+                    if refusals is not None and isinstance(event, Failed) and event.status == BREAKPOINT_REFUSED:
+                        refusals.append(event)
+                        continue
                     if isinstance(event, until) or isinstance(event, Failed | Crashed):
                         if isinstance(event, Crashed):
                             threading.Thread(target=self._on_session_event, args=(event,), daemon=True).start()
@@ -829,3 +836,36 @@ def _message(event: Any) -> str:
 
 def _snake(name: str) -> str:
     return "".join(f"_{c.lower()}" if c.isupper() else c for c in name)
+
+
+def _unverified(message: str) -> tuple[None, dict]:
+    return None, {"verified": False, "message": message}
+
+
+def _judged(answers: list[tuple[Breakpoint | None, dict]], refused: dict[Breakpoint, str]) -> list[dict]:
+    """DAP's Breakpoint answers in request order: one the session refused is unverified, with its reason
+    (the DAP specification's way to say a breakpoint cannot be set; the request itself succeeds)."""
+    out = []
+    for bp, answer in answers:
+        if bp is not None and bp in refused:
+            answer = {"verified": False, "message": refused[bp]}
+        out.append(answer)
+    return out
+
+
+def _exception_breakpoint(option: dict) -> Breakpoint:
+    """The breakpoint of one exception filter option (``nan``; ``divergence`` with REFERENCE [ATOL [RTOL]])."""
+    kind = option.get("filterId")
+    if kind == "nan":
+        return Breakpoint(BreakpointKind.NAN)
+    if kind != "divergence":
+        raise RequestError(f"no exception filter {kind!r} (nan, divergence)")
+    words = str(option.get("condition") or "").split()
+    if not words:
+        raise RequestError("the divergence filter needs a condition: REFERENCE [ATOL [RTOL]] (a capture bundle or .vmfb)")
+    try:
+        tolerances = [float(w) for w in words[1:3]]
+    except ValueError:
+        raise RequestError(f"bad tolerance in {option.get('condition')!r}") from None
+    atol, rtol = (tolerances + [None, None])[:2]
+    return Breakpoint(BreakpointKind.DIVERGE, reference=words[0], atol=atol, rtol=rtol)

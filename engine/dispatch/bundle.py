@@ -55,6 +55,11 @@ class DispatchEntry:
     # bytes the program had not all defined: "input0"/"output1"... -> the undefined byte ranges [start, end)
     # of that tensor. Their bytes there are whatever the memory held, not data (debug engine only).
     undefined: dict[str, list[list[int]]] = field(default_factory=dict)
+    # Each tensor slot ("input0"/"output1"...: the files of ``inputs``/``outputs`` by position) in the one
+    # vocabulary of a dispatch's tensors (``typed_tensors.binding_label``): "binding 3, write, output 0" when
+    # the sources typed it, "binding 3, write" when untyped (the slot's name is where the bytes are filed,
+    # not a role claimed). Debug engine only.
+    labels: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return {
@@ -71,6 +76,7 @@ class DispatchEntry:
             "tensors_from": self.tensors_from,
             "health": self.health,
             **({"undefined": self.undefined} if self.undefined else {}),
+            **({"labels": self.labels} if self.labels else {}),
         }
 
     @classmethod
@@ -89,6 +95,7 @@ class DispatchEntry:
             d.get("tensors_from", "bindings"),
             d.get("health", "ok"),
             {str(k): [list(map(int, r)) for r in v] for k, v in d.get("undefined", {}).items()},
+            {str(k): str(v) for k, v in d.get("labels", {}).items()},
         )
 
 

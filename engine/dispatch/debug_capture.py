@@ -192,6 +192,7 @@ class DispatchRecorder(SnapshotSubscriber):
             entry.ordinal, "output", [t.array for t in outs], [t.type for t in outs]
         )
         entry.undefined = self._in_place.undefined(snapshot, ins, outs)
+        entry.labels = {f"{t.role}{t.position}": t.binding_label for t in (*ins, *outs)}
         if tensors and tensors[0].provenance == Provenance.SOURCES:
             entry.health = health_of([t.array for t in outs])
         else:

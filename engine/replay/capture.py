@@ -19,6 +19,7 @@ from engine.dispatch.bundle import BundleWriter
 from engine.dispatch.debug_capture import DispatchRecorder
 from engine.replay import format as f
 from engine.replay.execute import ReplayExecutor, Substitution
+from engine.replay.payloads import BufferRange, BufferRangeData, ExecutablePrepare, ScopePayload
 from engine.replay.reader import Record, ReplayFile, open_replay
 from engine.replay.trace_capture import TracedReplayRecorder, host_reads, is_traced, map_repeat
 from engine.runtime.hal.devices import create_device
@@ -46,7 +47,7 @@ def replay_binding_elements(replay: ReplayFile) -> dict[str, dict[int, str]]:
             or r.payload_type != P.EXECUTABLE_PREPARE
         ):
             continue
-        data = bytes(replay.range_bytes(replay.decode(r)["data_range"]))
+        data = bytes(replay.range_bytes(replay.decode_as(r, ExecutablePrepare).data_range))
         try:
             if not is_vke1(data):
                 continue
@@ -76,16 +77,16 @@ class _HostTraffic:
         if r.status_code != 0 or r.record_type != f.RecordType.OPERATION:
             return
         if r.operation_code == f.OP["replay.scope_begin"] and r.payload_type == P.REPLAY_SCOPE:
-            self.scope.append(self.replay.decode(r)["name"])
+            self.scope.append(self.replay.decode_as(r, ScopePayload).name)
         elif r.operation_code == f.OP["replay.scope_end"] and self.scope:
             self.scope.pop()
         elif r.operation_code == f.OP["buffer.unmap_range"] and r.payload_type == P.BUFFER_RANGE_DATA:
             if not self.scope or self.scope[-1] == "execute":
-                self.written.append(self.replay.decode(r)["data_range"])
+                self.written.append(self.replay.decode_as(r, BufferRangeData).data_range)
         elif r.operation_code == f.OP["buffer.map_range"] and r.payload_type == P.BUFFER_RANGE:
-            p = self.replay.decode(r)
-            entry = (r.object_id, p["byte_offset"], p["byte_length"])
-            if p["memory_access"] == MAP_READ:
+            mapped = self.replay.decode_as(r, BufferRange)
+            entry = (r.object_id, mapped.byte_offset, mapped.byte_length)
+            if mapped.memory_access == MAP_READ:
                 self.last_read = entry
                 if entry not in self.read:
                     self.read.append(entry)

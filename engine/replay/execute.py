@@ -20,6 +20,29 @@ import numpy as np
 
 from engine.errors import HalError, ReplayFormatError
 from engine.replay import format as f
+from engine.replay.payloads import (
+    AllocateBuffer,
+    BufferRangeData,
+    CommandBufferCopy,
+    CommandBufferFill,
+    CommandBufferObject,
+    CommandBufferUpdate,
+    Dispatch,
+    ExecutablePrepare,
+    ExecutionBarrier,
+    FileObject,
+    ImportBuffer,
+    QueueAlloca,
+    QueueCopy,
+    QueueDealloca,
+    QueueExecute,
+    QueueFill,
+    QueueRead,
+    QueueSemaphores,
+    QueueUpdate,
+    ScopePayload,
+    SemaphoreObject,
+)
 from engine.replay.reader import BufferRef, FunctionMetadata, Record, ReplayFile
 from engine.runtime.hal import commands as cmd
 from engine.runtime.hal import constants as c
@@ -173,8 +196,8 @@ class ReplayExecutor:
         except KeyError:
             raise ReplayExecutionError(f"command buffer {object_id} was never created", r) from None
 
-    def signal(self, p: dict) -> None:
-        for t in self.replay.timepoints(p["signal_semaphores_range"]):
+    def signal(self, p: QueueSemaphores) -> None:
+        for t in p.signal_semaphores:
             self.state.semaphores[t.semaphore_id] = max(self.state.semaphores.get(t.semaphore_id, 0), t.value)
 
     def write(self, buffer: HalBuffer, offset: int, data) -> None:
@@ -192,7 +215,7 @@ class ReplayExecutor:
 
 
 def _scope_begin(x: ReplayExecutor, r: Record) -> None:
-    x.state.scopes.append(x.replay.decode_as(r, P.REPLAY_SCOPE)["name"])
+    x.state.scopes.append(x.replay.decode_as(r, ScopePayload).name)
 
 
 def _scope_end(x: ReplayExecutor, r: Record) -> None:
@@ -201,25 +224,25 @@ def _scope_end(x: ReplayExecutor, r: Record) -> None:
 
 
 def _allocate(x: ReplayExecutor, r: Record) -> None:
-    p = x.replay.decode_as(r, P.ALLOCATOR_ALLOCATE_BUFFER)
+    p = x.replay.decode_as(r, AllocateBuffer)
     x.state.buffers[r.related_object_id] = x.device.allocator.allocate(
-        p["type"], p["usage"], p["allocation_size"], origin=f"replay buffer {r.related_object_id}"
+        p.type, p.usage, p.allocation_size, origin=f"replay buffer {r.related_object_id}"
     )
 
 
 def _import_buffer(x: ReplayExecutor, r: Record) -> None:
-    p = x.replay.decode_as(r, P.ALLOCATOR_IMPORT_BUFFER)
-    if p["external_type"] != 1:  # IREE_HAL_EXTERNAL_BUFFER_TYPE_HOST_ALLOCATION
+    p = x.replay.decode_as(r, ImportBuffer)
+    if p.external_type != 1:  # IREE_HAL_EXTERNAL_BUFFER_TYPE_HOST_ALLOCATION
         raise ReplayExecutionError(
-            f"imported buffers of external type {p['external_type']} are not supported", r
+            f"imported buffers of external type {p.external_type} are not supported", r
         )
-    data = x.replay.range_bytes(p["data_range"])
-    if len(data) > p["allocation_size"]:
+    data = x.replay.range_bytes(p.data_range)
+    if len(data) > p.allocation_size:
         raise ReplayFormatError("replay import buffer data overflows allocation", path=x.replay.source)
     buffer = x.device.allocator.allocate(
-        p["type"] | c.MEMORY_TYPE_HOST_VISIBLE,
-        p["usage"],
-        p["allocation_size"],
+        p.type | c.MEMORY_TYPE_HOST_VISIBLE,
+        p.usage,
+        p.allocation_size,
         origin=f"replay import {r.related_object_id}",
     )
     x.write(buffer, 0, data)
@@ -229,51 +252,51 @@ def _import_buffer(x: ReplayExecutor, r: Record) -> None:
 def _buffer_data(x: ReplayExecutor, r: Record) -> None:
     if r.payload_type != P.BUFFER_RANGE_DATA:
         return  # a read mapping: nothing was written
-    p = x.replay.decode_as(r, P.BUFFER_RANGE_DATA)
-    data = x.replay.range_bytes(p["data_range"])
-    if len(data) > p["byte_length"]:
+    p = x.replay.decode_as(r, BufferRangeData)
+    data = x.replay.range_bytes(p.data_range)
+    if len(data) > p.byte_length:
         raise ReplayFormatError("replay buffer data overflows target range", path=x.replay.source)
     buffer = x.buffer(r.object_id, r)
     # The offset is within the underlying allocation (what the driver saw).
-    x.write(buffer.allocated_buffer, p["byte_offset"], data)
+    x.write(buffer.allocated_buffer, p.byte_offset, data)
 
 
 def _queue_alloca(x: ReplayExecutor, r: Record) -> None:
-    p = x.replay.decode_as(r, P.DEVICE_QUEUE_ALLOCA)
+    p = x.replay.decode_as(r, QueueAlloca)
     x.state.buffers[r.related_object_id] = x.device.allocator.allocate(
-        p["type"], p["usage"], p["allocation_size"], origin=f"replay queue buffer {r.related_object_id}"
+        p.type, p.usage, p.allocation_size, origin=f"replay queue buffer {r.related_object_id}"
     )
     x.signal(p)
 
 
 def _queue_dealloca(x: ReplayExecutor, r: Record) -> None:
-    x.signal(x.replay.decode_as(r, P.DEVICE_QUEUE_DEALLOCA))  # the buffer stays readable for inspection
+    x.signal(x.replay.decode_as(r, QueueDealloca))  # the buffer stays readable for inspection
 
 
 def _queue_fill(x: ReplayExecutor, r: Record) -> None:
-    p = x.replay.decode_as(r, P.DEVICE_QUEUE_FILL)
-    x.device.queue_fill(x.direct(p["target_ref"], r), bytes(x.replay.range_bytes(p["pattern_range"])))
+    p = x.replay.decode_as(r, QueueFill)
+    x.device.queue_fill(x.direct(p.target_ref, r), bytes(x.replay.range_bytes(p.pattern_range)))
     x.signal(p)
 
 
 def _queue_update(x: ReplayExecutor, r: Record) -> None:
-    p = x.replay.decode_as(r, P.DEVICE_QUEUE_UPDATE)
+    p = x.replay.decode_as(r, QueueUpdate)
     x.device.queue_update(
-        np.frombuffer(x.replay.range_bytes(p["data_range"]), np.uint8), x.direct(p["target_ref"], r)
+        np.frombuffer(x.replay.range_bytes(p.data_range), np.uint8), x.direct(p.target_ref, r)
     )
     x.signal(p)
 
 
 def _queue_copy(x: ReplayExecutor, r: Record) -> None:
-    p = x.replay.decode_as(r, P.DEVICE_QUEUE_COPY)
-    x.device.queue_copy(x.direct(p["source_ref"], r), x.direct(p["target_ref"], r))
+    p = x.replay.decode_as(r, QueueCopy)
+    x.device.queue_copy(x.direct(p.source_ref, r), x.direct(p.target_ref, r))
     x.signal(p)
 
 
 def _import_file(x: ReplayExecutor, r: Record) -> None:
-    p = x.replay.decode_as(r, P.FILE_OBJECT)
-    reference = x.replay.range_bytes(p["reference_range"])
-    kind = p["reference_type"]
+    p = x.replay.decode_as(r, FileObject)
+    reference = x.replay.range_bytes(p.reference_range)
+    kind = p.reference_type
     if kind == 2:  # inline bytes: the file is in the replay
         data = np.frombuffer(reference, dtype=np.uint8)
     elif kind == 1:  # external path (remapped like --replay_file_remap)
@@ -288,27 +311,27 @@ def _import_file(x: ReplayExecutor, r: Record) -> None:
             raise ReplayExecutionError(
                 f"cannot read the referenced file {path}: {e.strerror or e}", r
             ) from None
-        if len(data) < p["file_length"]:
+        if len(data) < p.file_length:
             raise ReplayExecutionError(f"the referenced file {path} is shorter than at capture", r)
     elif kind == 3:  # captured ranges: each queue_read carries its bytes
         data = np.zeros(0, np.uint8)
     else:
         raise ReplayExecutionError(f"file reference type {kind} is not supported", r)
     x.state.files[r.related_object_id] = HalFile(
-        data, p["access"], origin=f"replay file {r.related_object_id}"
+        data, p.access, origin=f"replay file {r.related_object_id}"
     )
 
 
 def _queue_read(x: ReplayExecutor, r: Record) -> None:
-    p = x.replay.decode_as(r, P.DEVICE_QUEUE_READ)
-    target = x.direct(p["target_ref"], r)
-    if p["captured_data_length"]:
-        if p["captured_data_length"] != target.length:
+    p = x.replay.decode_as(r, QueueRead)
+    target = x.direct(p.target_ref, r)
+    if p.captured_data_length:
+        if p.captured_data_length != target.length:
             raise ReplayFormatError("replay queue read captured data length does not match target length")
-        data = np.frombuffer(x.replay.range_bytes(p["captured_data_range"]), np.uint8)
+        data = np.frombuffer(x.replay.range_bytes(p.captured_data_range), np.uint8)
     else:
-        file = x.file_bytes(p["source_file_id"], r)
-        start = p["source_offset"]
+        file = x.file_bytes(p.source_file_id, r)
+        start = p.source_offset
         if start + target.length > file.length:
             raise ReplayExecutionError("queue read past the end of its file", r)
         data = file.data[start : start + target.length]
@@ -317,9 +340,9 @@ def _queue_read(x: ReplayExecutor, r: Record) -> None:
 
 
 def _create_command_buffer(x: ReplayExecutor, r: Record) -> None:
-    p = x.replay.decode_as(r, P.COMMAND_BUFFER_OBJECT)
+    p = x.replay.decode_as(r, CommandBufferObject)
     x.state.command_buffers[r.related_object_id] = HalCommandBuffer(
-        x.device, p["mode"], p["command_categories"], p["queue_affinity"], p["binding_capacity"]
+        x.device, p.mode, p.command_categories, p.queue_affinity, p.binding_capacity
     )
 
 
@@ -334,9 +357,9 @@ def _end(x: ReplayExecutor, r: Record) -> None:
 
 
 def _barrier(x: ReplayExecutor, r: Record) -> None:
-    p = x.replay.decode_as(r, P.COMMAND_BUFFER_EXECUTION_BARRIER)
+    p = x.replay.decode_as(r, ExecutionBarrier)
     x.command_buffer(r.object_id, r).record(
-        cmd.BarrierCommand(p["source_stage_mask"], p["target_stage_mask"], p["flags"])
+        cmd.BarrierCommand(p.source_stage_mask, p.target_stage_mask, p.flags)
     )
 
 
@@ -345,81 +368,81 @@ def _events(x: ReplayExecutor, r: Record) -> None:
 
 
 def _cb_fill(x: ReplayExecutor, r: Record) -> None:
-    p = x.replay.decode_as(r, P.COMMAND_BUFFER_FILL_BUFFER)
-    pattern = bytes(x.replay.range_bytes(p["pattern_range"]))
-    x.command_buffer(r.object_id, r).record(cmd.FillCommand(x.ref(p["target"], r), pattern, p["flags"]))
+    p = x.replay.decode_as(r, CommandBufferFill)
+    pattern = bytes(x.replay.range_bytes(p.pattern_range))
+    x.command_buffer(r.object_id, r).record(cmd.FillCommand(x.ref(p.target, r), pattern, p.flags))
 
 
 def _cb_update(x: ReplayExecutor, r: Record) -> None:
-    p = x.replay.decode_as(r, P.COMMAND_BUFFER_UPDATE_BUFFER)
-    data = bytes(x.replay.range_bytes(p["data_range"]))
-    x.command_buffer(r.object_id, r).record(cmd.UpdateCommand(data, x.ref(p["target"], r), p["flags"]))
+    p = x.replay.decode_as(r, CommandBufferUpdate)
+    data = bytes(x.replay.range_bytes(p.data_range))
+    x.command_buffer(r.object_id, r).record(cmd.UpdateCommand(data, x.ref(p.target, r), p.flags))
 
 
 def _cb_copy(x: ReplayExecutor, r: Record) -> None:
-    p = x.replay.decode_as(r, P.COMMAND_BUFFER_COPY_BUFFER)
+    p = x.replay.decode_as(r, CommandBufferCopy)
     x.command_buffer(r.object_id, r).record(
-        cmd.CopyCommand(x.ref(p["source"], r), x.ref(p["target"], r), p["flags"])
+        cmd.CopyCommand(x.ref(p.source, r), x.ref(p.target, r), p.flags)
     )
 
 
-def _dispatch_command(x: ReplayExecutor, r: Record, p: dict) -> cmd.DispatchCommand:
+def _dispatch_command(x: ReplayExecutor, r: Record, p: Dispatch) -> cmd.DispatchCommand:
     try:
-        replayed = x.state.executables[p["executable_id"]]
+        replayed = x.state.executables[p.executable_id]
     except KeyError:
-        raise ReplayExecutionError(f"executable {p['executable_id']} was never prepared", r) from None
-    ordinal = p["function_ordinal"]
+        raise ReplayExecutionError(f"executable {p.executable_id} was never prepared", r) from None
+    ordinal = p.function_ordinal
     if not 0 <= ordinal < len(replayed.function_map):
-        raise ReplayExecutionError(f"function {ordinal} is not in executable {p['executable_id']}", r)
-    wg_ref = p["workgroup_count_ref"]
-    indirect = wg_ref.buffer_id != 0 or wg_ref.length != 0
+        raise ReplayExecutionError(f"function {ordinal} is not in executable {p.executable_id}", r)
+    wg_ref = p.workgroup_count_ref
+    indirect = p.indirect
     return cmd.DispatchCommand(
         replayed.executable,
         replayed.function_map[ordinal],
-        None if indirect else tuple(p["workgroup_count"]),
+        None if indirect else p.workgroup_count,
         x.ref(wg_ref, r) if indirect else None,
-        x.replay.u32s(p["constants_range"]),
-        tuple(x.ref(b, r) for b in x.replay.buffer_refs(p["bindings_range"])),
-        p["flags"],
+        p.constants,
+        tuple(x.ref(b, r) for b in p.bindings),
+        p.flags,
     )
 
 
 def _cb_dispatch(x: ReplayExecutor, r: Record) -> None:
-    p = x.replay.decode_as(r, P.DISPATCH)
+    p = x.replay.decode_as(r, Dispatch)
     x.command_buffer(r.object_id, r).record(_dispatch_command(x, r, p))
 
 
 def _queue_dispatch(x: ReplayExecutor, r: Record) -> None:
-    p = x.replay.decode_as(r, P.DISPATCH)
+    p = x.replay.decode_as(r, Dispatch)
     command = _dispatch_command(x, r, p)
     x.device.execute_command(command, [])
     x.signal(p)
 
 
 def _queue_execute(x: ReplayExecutor, r: Record) -> None:
-    p = x.replay.decode_as(r, P.DEVICE_QUEUE_EXECUTE)
+    p = x.replay.decode_as(r, QueueExecute)
     table = []
-    for b in p["bindings"]:
+    for b in p.bindings:
         if b.buffer_id == 0:
             table.append(BindingTableEntry(None, b.offset, b.length))
         else:
             table.append(
                 BindingTableEntry(x.buffer(b.buffer_id, r), b.offset, -1 if b.length == WHOLE else b.length)
             )
-    if p["command_buffer_id"]:
-        x.device.queue_execute(x.command_buffer(p["command_buffer_id"], r), table)
+    if p.command_buffer_id:
+        x.device.queue_execute(x.command_buffer(p.command_buffer_id, r), table)
     x.signal(p)
 
 
 def _prepare_executable(x: ReplayExecutor, r: Record) -> None:
-    p = x.replay.decode_as(r, P.EXECUTABLE_PREPARE)
-    functions = x.replay.executable_metadata(r)
+    p = x.replay.decode_as(r, ExecutablePrepare)
+    functions = list(p.functions)
     if not functions:
         raise ReplayFormatError(
             "replay executable prepare records require function metadata", path=x.replay.source
         )
-    captured_format = bytes(x.replay.range_bytes(p["format_range"])).decode("utf-8", errors="replace")
-    constants = x.replay.u32s(p["constants_range"])
+    captured_format = p.format
+    constants = p.constants
     object_id = r.related_object_id
     label = f"replay executable {object_id}"
     substitution = next(
@@ -432,7 +455,7 @@ def _prepare_executable(x: ReplayExecutor, r: Record) -> None:
             fmt, np.frombuffer(substitution.data, np.uint8).copy(), constants, f"{label} (substituted)"
         )
     else:
-        data = np.frombuffer(x.replay.range_bytes(p["data_range"]), np.uint8).copy()
+        data = np.frombuffer(x.replay.range_bytes(p.data_range), np.uint8).copy()
         executable = x.device.create_executable(captured_format, data, constants, label)
     function_map = []
     for fn in functions:
@@ -448,8 +471,8 @@ def _prepare_executable(x: ReplayExecutor, r: Record) -> None:
 
 
 def _create_semaphore(x: ReplayExecutor, r: Record) -> None:
-    p = x.replay.decode_as(r, P.SEMAPHORE_OBJECT)
-    x.state.semaphores[r.related_object_id] = p["initial_value"]
+    p = x.replay.decode_as(r, SemaphoreObject)
+    x.state.semaphores[r.related_object_id] = p.initial_value
 
 
 def _nothing(x: ReplayExecutor, r: Record) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from engine.replay import format as f
+from engine.replay.payloads import BufferObject, Dispatch, ExecutablePrepare, QueueExecute, ScopePayload
 from engine.replay.reader import BufferRef, FileRange, Record, ReplayFile
 
 P = f.PayloadType
@@ -119,7 +120,7 @@ class ReplayDescription:
 def describe_replay(replay: ReplayFile) -> ReplayDescription:
     d = ReplayDescription(replay.source, replay.version)
     scope_stack: list[tuple[str, int]] = []
-    recorded: dict[int, list[tuple[Record, dict]]] = {}  # command buffer id -> its dispatch records
+    recorded: dict[int, list[tuple[Record, Dispatch]]] = {}  # command buffer id -> its dispatch records
     pending_executable: dict[int, ReplayExecutable] = {}
     for r in replay.records():
         d.record_count += 1
@@ -127,8 +128,8 @@ def describe_replay(replay: ReplayFile) -> ReplayDescription:
         if r.record_type == f.RecordType.OBJECT:
             details = {}
             if r.object_type == f.ObjectType.BUFFER and r.payload_type == P.BUFFER_OBJECT:
-                p = replay.decode(r)
-                details = {"byte_length": p["byte_length"], "memory_type": p["memory_type"]}
+                buffer = replay.decode_as(r, BufferObject)
+                details = {"byte_length": buffer.byte_length, "memory_type": buffer.memory_type}
             d.objects.append(
                 ReplayObject(r.object_id, r.object_type_name, r.sequence_ordinal, scope, details)
             )
@@ -144,57 +145,49 @@ def describe_replay(replay: ReplayFile) -> ReplayDescription:
             continue
         op = r.operation_code
         if op == f.OP["replay.scope_begin"]:
-            scope_stack.append((replay.decode_as(r, P.REPLAY_SCOPE)["name"], r.sequence_ordinal))
+            scope_stack.append((replay.decode_as(r, ScopePayload).name, r.sequence_ordinal))
         elif op == f.OP["replay.scope_end"]:
             if scope_stack:
                 name, begin = scope_stack.pop()
                 d.scopes.append((name, begin, r.sequence_ordinal))
         elif op == f.OP["executable_cache.prepare_executable"]:
-            p = replay.decode_as(r, P.EXECUTABLE_PREPARE)
-            functions = replay.executable_metadata(r) or []
+            prepared = replay.decode_as(r, ExecutablePrepare)
             pending_executable[r.related_object_id] = ReplayExecutable(
                 r.related_object_id,
                 r.sequence_ordinal,
-                bytes(replay.range_bytes(p["format_range"])).decode("utf-8", errors="replace"),
-                p["data_range"],
-                p["constants_range"],
-                [fn.name for fn in functions],
+                prepared.format,
+                prepared.data_range,
+                prepared.constants_range,
+                [fn.name for fn in prepared.functions],
             )
         elif op == f.OP["command_buffer.begin"]:
             recorded[r.object_id] = []
         elif op == f.OP["command_buffer.dispatch"]:
-            recorded.setdefault(r.object_id, []).append((r, replay.decode_as(r, P.DISPATCH)))
+            recorded.setdefault(r.object_id, []).append((r, replay.decode_as(r, Dispatch)))
         elif op == f.OP["device.queue_execute"]:
-            p = replay.decode_as(r, P.DEVICE_QUEUE_EXECUTE)
-            for dr, dp in recorded.get(p["command_buffer_id"], []):
-                d.dispatches.append(
-                    _dispatch(d, replay, dr, dp, r.sequence_ordinal, p["command_buffer_id"], scope)
-                )
+            cb = replay.decode_as(r, QueueExecute).command_buffer_id
+            for dr, dp in recorded.get(cb, []):
+                d.dispatches.append(_dispatch(d, dr, dp, r.sequence_ordinal, cb, scope))
         elif op == f.OP["device.queue_dispatch"]:
-            d.dispatches.append(
-                _dispatch(d, replay, r, replay.decode_as(r, P.DISPATCH), r.sequence_ordinal, 0, scope)
-            )
+            d.dispatches.append(_dispatch(d, r, replay.decode_as(r, Dispatch), r.sequence_ordinal, 0, scope))
     return d
 
 
-def _dispatch(
-    d: ReplayDescription, replay: ReplayFile, r: Record, p: dict, submission: int, cb: int, scope: str
-):
-    x = d.executable(p["executable_id"])
-    ordinal = p["function_ordinal"]
-    ref = p["workgroup_count_ref"]
+def _dispatch(d: ReplayDescription, r: Record, p: Dispatch, submission: int, cb: int, scope: str) -> ReplayDispatch:
+    x = d.executable(p.executable_id)
+    ordinal = p.function_ordinal
     return ReplayDispatch(
         index=len(d.dispatches),
         record=r.sequence_ordinal,
         submission=submission,
         command_buffer=cb,
-        executable_id=p["executable_id"],
+        executable_id=p.executable_id,
         function_ordinal=ordinal,
-        name=x.function_name(ordinal) if x else f"executable {p['executable_id']} #{ordinal}",
-        workgroup_count=tuple(p["workgroup_count"]),
-        workgroup_count_ref=ref if ref.buffer_id or ref.length else None,
-        constants=replay.u32s(p["constants_range"]),
-        bindings=replay.buffer_refs(p["bindings_range"]),
+        name=x.function_name(ordinal) if x else f"executable {p.executable_id} #{ordinal}",
+        workgroup_count=p.workgroup_count,
+        workgroup_count_ref=p.workgroup_count_ref if p.indirect else None,
+        constants=p.constants,
+        bindings=list(p.bindings),
         scope=scope,
     )
 

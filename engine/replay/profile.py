@@ -19,6 +19,7 @@ def profile_replay(path: str, device_uri: str, repeat: int = 1):
     track, every dispatch on the device track; ``repeat`` replays in one trace (a fresh device each)."""
     from engine.replay import format as f
     from engine.replay.execute import ReplayExecutor
+    from engine.replay.payloads import ScopePayload
     from engine.replay.reader import open_replay
     from engine.runtime.hal.devices import create_device
     from engine.trace.recorder import ZoneRecorder
@@ -37,7 +38,7 @@ def profile_replay(path: str, device_uri: str, repeat: int = 1):
             if r.record_type != f.RecordType.OPERATION or r.status_code != 0:
                 continue
             if r.operation_code == f.OP["replay.scope_begin"]:
-                name = replay.decode_as(r, f.PayloadType.REPLAY_SCOPE)["name"]
+                name = replay.decode_as(r, ScopePayload).name
                 recorder.call(scopes.setdefault(name, _Scope(name)), 0)
             elif r.operation_code == f.OP["replay.scope_end"]:
                 recorder.ret()

@@ -12,7 +12,8 @@ from dataclasses import dataclass, fields
 
 from engine.errors import ReplayFormatError
 from engine.replay import format as f
-from engine.replay.reader import BufferRef, FileRange, Record, ReplayFile, Timepoint
+from engine.replay.payloads import FileObject
+from engine.replay.reader import FileRange, Record, ReplayFile
 
 
 @dataclass
@@ -82,21 +83,21 @@ def summarize(replay: ReplayFile) -> Summary:
         if r.record_type == f.RecordType.OBJECT:
             s.object_count += 1
             if r.payload_type == P.FILE_OBJECT:
-                p = replay.decode(r)
+                file = replay.decode_as(r, FileObject)
                 s.file_object_count += 1
-                kind = p["reference_type"]
+                kind = file.reference_type
                 if kind == 1:
                     s.external_file_count += 1
-                    s.external_file_total_length += p["file_length"]
+                    s.external_file_total_length += file.file_length
                 elif kind == 2:
                     s.inline_file_count += 1
-                    s.inline_file_total_length += p["reference_length"]
+                    s.inline_file_total_length += file.reference_length
                 elif kind == 3:
                     s.range_file_count += 1
-                    s.range_file_total_length += p["file_length"]
+                    s.range_file_total_length += file.file_length
                 else:
                     s.unknown_file_reference_count += 1
-                v = p["validation_type"]
+                v = file.validation_type
                 if v == 0:
                     s.no_validation += 1
                 elif v == 1:
@@ -118,18 +119,6 @@ def summarize(replay: ReplayFile) -> Summary:
         elif r.record_type == f.RecordType.UNSUPPORTED:
             s.unsupported_count += 1
     return s
-
-
-def _json_value(value):
-    if isinstance(value, FileRange | BufferRef):
-        return value.to_json()
-    if isinstance(value, Timepoint):
-        return {"semaphore_id": value.semaphore_id, "value": value.value}
-    if isinstance(value, list):
-        return [_json_value(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _json_value(v) for k, v in value.items()}
-    return value
 
 
 def record_row(replay: ReplayFile, r: Record) -> dict:
@@ -158,7 +147,7 @@ def record_row(replay: ReplayFile, r: Record) -> dict:
     }
     payload = replay.decode(r)
     if payload is not None:
-        row["payload"] = _json_value(payload) if payload or r.payload_type in f.PAYLOAD_TYPE_NAMES else None
+        row["payload"] = payload.to_json()  # None (null) for a payload type this version does not know
     return row
 
 

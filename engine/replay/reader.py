@@ -1,7 +1,8 @@
 """Reading an IREE HAL replay (``.ireereplay``): memory-mapped, records parsed as they are walked.
 
 ``open_replay(path)`` maps the file; ``ReplayFile.records()`` walks the records one fixed header at a
-time (nothing is copied: payloads are views of the mapping); ``decode(record)`` interprets one payload.
+time (nothing is copied: payloads are views of the mapping); ``decode(record)`` gives one payload as its
+typed record (``payloads.py``).
 Every check IREE's reader (``file_reader.c``) and dumper (``dump.c``) make is made here, and a damaged
 file ends in ``ReplayFormatError`` naming the byte offset; counts in payloads are checked against the
 payload's length before anything is sized by them, so no input makes this allocate more than the file.
@@ -17,9 +18,15 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 from engine.errors import ReplayFormatError
 from engine.replay import format as f
+
+if TYPE_CHECKING:
+    from engine.replay.payload_base import Payload
+
+PayloadT = TypeVar("PayloadT", bound="Payload")
 
 
 @dataclass(frozen=True)
@@ -260,34 +267,27 @@ class ReplayFile:
 
     # -- payloads
 
-    def decode(self, record: Record) -> dict | None:
-        """The payload as ``iree-dump-replay --format=jsonl`` projects it (its ``"payload"`` value, with
-        file ranges as ``FileRange``), or ``None`` when the record has no payload type. Unknown payload
-        types decode to ``{}`` (IREE prints ``null``)."""
+    def decode(self, record: Record) -> Payload | None:
+        """The record's payload as its typed record (``engine.replay.payloads``): None when the record has
+        no payload type, ``UnknownPayload`` for one this version does not know (IREE prints ``null``)."""
         from engine.replay.payloads import decode_payload
 
         return decode_payload(self, record)
 
-    def decode_as(self, record: Record, payload_type: int) -> dict:
-        """``decode`` for a record whose operation implies its payload type (a scope marker carries a
-        ``replay_scope``...); another payload type is a damaged file."""
-        if record.payload_type != payload_type:
+    def decode_as(self, record: Record, kind: type[PayloadT]) -> PayloadT:
+        """``decode`` for a record whose operation implies its payload (a scope marker carries a
+        ``ScopePayload``...); another payload type is a damaged file."""
+        if record.payload_type != kind.PAYLOAD_TYPE:
             raise _err(
                 f"record #{record.sequence_ordinal} ({record.operation}) has a {record.payload_type_name} payload;"
-                f" expected {f.payload_type_name(payload_type)}",
+                f" expected {f.payload_type_name(kind.PAYLOAD_TYPE)}",
                 record.offset,
                 self.source,
             )
         out = self.decode(record)
-        assert out is not None  # payload_type is never NONE here
+        if not isinstance(out, kind):
+            raise _err(f"record #{record.sequence_ordinal} did not decode as {kind.__name__}", record.offset, self.source)
         return out
-
-    def executable_metadata(self, record: Record) -> list[FunctionMetadata] | None:
-        """The functions an ``executable_cache.prepare_executable`` record's ABI metadata names (None when
-        the capture has no metadata)."""
-        from engine.replay.payloads import decode_executable_metadata
-
-        return decode_executable_metadata(self, record)
 
 
 def open_replay(path: str | os.PathLike) -> ReplayFile:

@@ -34,6 +34,7 @@ from engine.dispatch.bundle import BundleWriter, DispatchEntry
 from engine.dispatch.debug_capture import entry_for, health_of
 from engine.dispatch.tensor_types import type_from_name, view_bytes
 from engine.replay import format as f
+from engine.replay.payloads import BufferRange
 from engine.replay.reader import ReplayFile
 from engine.runtime.hal.buffers import allocation_span
 from engine.runtime.hal.device import DispatchObserver, DispatchRecord
@@ -51,9 +52,9 @@ def host_reads(replay: ReplayFile) -> list[tuple[int, int, int, int]]:
             and r.status_code == 0
             and r.payload_type == P.BUFFER_RANGE
         ):
-            p = replay.decode(r)
-            if p["memory_access"] == MAP_READ:
-                out.append((r.sequence_ordinal, r.object_id, p["byte_offset"], p["byte_length"]))
+            mapped = replay.decode_as(r, BufferRange)
+            if mapped.memory_access == MAP_READ:
+                out.append((r.sequence_ordinal, r.object_id, mapped.byte_offset, mapped.byte_length))
     return out
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from engine.errors import ReplayFormatError
 from engine.replay import format as f
+from engine.replay.payloads import ExecutablePrepare
 from engine.replay.reader import Record, ReplayFile
 
 ANY_QUEUE = (1 << 64) - 1
@@ -116,12 +117,12 @@ def copied(replay: ReplayFile, r: Record, payload: bytes | None = None) -> NewRe
 def substituted_prepare(replay: ReplayFile, r: Record, data: bytes, executable_format: str | None) -> bytes:
     """The payload of prepare_executable record ``r`` with ``data`` as the executable binary (and another
     format string if given); the constants and the ABI metadata stay the capture's."""
-    p = replay.decode_as(r, f.PayloadType.EXECUTABLE_PREPARE)
-    fmt = executable_format.encode() if executable_format else bytes(replay.range_bytes(p["format_range"]))
-    constants = bytes(replay.range_bytes(p["constants_range"]))
-    metadata = bytes(replay.range_bytes(p["metadata_range"]))
+    p = replay.decode_as(r, ExecutablePrepare)
+    fmt = executable_format.encode() if executable_format else bytes(replay.range_bytes(p.format_range))
+    constants = bytes(replay.range_bytes(p.constants_range))
+    metadata = bytes(replay.range_bytes(p.metadata_range))
     head = f.EXECUTABLE_PREPARE.pack(
-        p["queue_affinity"], len(data), p["constant_count"], p["caching_mode"], len(fmt), len(metadata), 0
+        p.queue_affinity, len(data), p.constant_count, p.caching_mode, len(fmt), len(metadata), 0
     )
     return head + fmt + data + constants + metadata
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import bisect
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -76,6 +76,7 @@ from engine.session.protocol import (
     ReadGlobals,
     ReadRegisters,
     ReadTensors,
+    RefusedBreakpoint,
     RegisterFile,
     Registers,
     RunTo,
@@ -101,6 +102,7 @@ class DebugSession:
         self.controller: vmc.Controller | None = None
         self.gate: DispatchGate | None = None
         self.breakpoints: tuple[Breakpoint, ...] = ()
+        self._installed: dict[object, Breakpoint] = {}  # VM controller breakpoint -> the Breakpoint set
         self._function: str | None = None
         self._result_kinds = ""
         self._results_text = True  # the current call's ``Call.results_text``
@@ -148,6 +150,8 @@ class DebugSession:
         self.sources: SessionSources | None = None  # the executables' sources that type tensors
         self.snapshots: DispatchSnapshots | None = None  # the device's one snapshot observer
         self.park_reason: StopReason | None = None  # the reason of the next dispatch stop, when not its own
+        # The breakpoints a reverse-continue found at the place the next dispatch stop parks at.
+        self.park_breakpoints: tuple[Breakpoint, ...] = ()
 
     # ---------------------------------------------------------------------------------------- commands
 
@@ -230,7 +234,8 @@ class DebugSession:
         if self.controller is not None:
             self._install_breakpoints()
         if refused:  # the others are set; these could never stop a run
-            self.emit(Failed("; ".join(refused.values()), BREAKPOINT_REFUSED))
+            reasons = tuple(RefusedBreakpoint(b, why) for b, why in refused.items())
+            self.emit(Failed("; ".join(refused.values()), BREAKPOINT_REFUSED, refused=reasons))
 
     def _refused(self, breakpoints: tuple[Breakpoint, ...]) -> dict[Breakpoint, str]:
         """The breakpoints that can never match this module, each with the reason: a dispatch name no
@@ -384,7 +389,7 @@ class DebugSession:
             reason = self.park_reason
         detail = replace(
             self.stop_detail(),
-            breakpoints=tuple(b.describe() for b in why.breakpoints),
+            breakpoints=tuple(dict.fromkeys(b.describe() for b in (*why.breakpoints, *self.park_breakpoints))),
             nan_bindings=tuple(why.nan_bindings),
             nonfinite=tuple(why.nonfinite),
             divergence=why.divergence,
@@ -452,14 +457,24 @@ class DebugSession:
         for bp in c.breakpoints:
             c.remove_breakpoint(bp)
         module = self.runner.module.name
+        self._installed = {}
         for bp in self.breakpoints:
+            installed: object | None = None
             if bp.kind == BreakpointKind.INSTRUCTION and bp.function is not None and bp.pc is not None:
-                c.add_breakpoint(vmc.InstructionBreakpoint(bp.module or module, bp.function, bp.pc))
+                installed = vmc.InstructionBreakpoint(bp.module or module, bp.function, bp.pc)
             elif bp.kind == BreakpointKind.FUNCTION and bp.function:
-                c.add_breakpoint(vmc.FunctionBreakpoint(bp.function, bp.module))
+                installed = vmc.FunctionBreakpoint(bp.function, bp.module)
             elif bp.kind == BreakpointKind.IMPORT and bp.import_name:
-                c.add_breakpoint(vmc.ImportBreakpoint(bp.import_name))
+                installed = vmc.ImportBreakpoint(bp.import_name)
+            if installed is not None:
+                c.add_breakpoint(installed)
+                self._installed.setdefault(installed, bp)
         self.gate.breakpoints = tuple(bp for bp in self.breakpoints if is_dispatch_breakpoint(bp))
+
+    def describe_hits(self, hits: Iterable[object]) -> tuple[str, ...]:
+        """The breakpoints the VM controller stopped at, described as the session's ``Breakpoint`` they were
+        set as (``Breakpoint.describe``: one description in every stop report and list)."""
+        return tuple(self._installed[b].describe() if b in self._installed else str(b) for b in hits)
 
     def _report(self, stop: vmc.StopEvent) -> None:
         if stop.reason == "done":
@@ -484,7 +499,7 @@ class DebugSession:
             detail = replace(
                 self.stop_detail(),
                 import_call=import_call,
-                breakpoints=tuple(repr(b) for b in stop.breakpoints),
+                breakpoints=self.describe_hits(stop.breakpoints),
                 steps=stop.steps,
             )
             self.emit(Stopped(StopReason(stop.reason), self.location(), detail))

@@ -12,7 +12,7 @@ the client resumes it. Bindings stay readable while it is blocked (the device is
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from engine.dispatch.snapshot import DispatchSnapshot, SnapshotSubscriber
@@ -228,6 +228,23 @@ class DispatchGate(SnapshotSubscriber):
             fired = [o for o, v in (ref.verdicts.items() if ref is not None else ()) if str(v) == "diverged"]
             if not fired or min(fired) >= ordinal:
                 self._diverged.discard(bp)
+
+    def diverge_unjudged(self, ordinals: Iterable[int]) -> bool:
+        """Whether a diverge breakpoint that has not fired in this call has not judged some of the dispatches
+        ``ordinals`` (run ordinals): it was set after they ran, and reverse execution judges them first."""
+        pending = self._diverge_breakpoints()
+        wanted = set(ordinals)
+        return any(not wanted <= set(self._reference(bp).verdicts) for bp in pending)
+
+    def judge_replayed(self, snapshot: DispatchSnapshot) -> None:
+        """A dispatch replayed from the history, in the order the run ran them, judged by the diverge
+        breakpoints that had not judged it: each fires at the first that diverges, as it would have forward
+        (then ``first_diverged`` names it, and the run does not stop there again going forward)."""
+        ordinal = self.ordinal(snapshot.record)
+        for bp in self._diverge_breakpoints():
+            reference = self._reference(bp)
+            if ordinal not in reference.verdicts and reference.check_dispatch(ordinal, snapshot) is not None:
+                self._diverged.add(bp)
 
     def first_diverged(self) -> int | None:
         """The run ordinal of the dispatch where a diverge breakpoint fired in the current call (the first it

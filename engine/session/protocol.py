@@ -658,6 +658,15 @@ class Finished(Event):
 
 
 @dataclass(frozen=True)
+class RefusedBreakpoint:
+    """A breakpoint a SetBreakpoints could not set, and why (no dispatch has that name, the diverge reference
+    is not a capture bundle or a module...)."""
+
+    breakpoint: Breakpoint
+    reason: str
+
+
+@dataclass(frozen=True)
 class Failed(Event):
     """The program failed the way IREE's runtime would (a VM trap, a HAL error), or a command or query could
     not be done: the session lives on."""
@@ -665,6 +674,7 @@ class Failed(Event):
     message: str
     status: str | None = None  # IREE's status code name; BREAKPOINT_REFUSED: a breakpoint that cannot match
     location: Location = Location()
+    refused: tuple[RefusedBreakpoint, ...] = ()  # BREAKPOINT_REFUSED: each breakpoint refused, with its reason
 
 
 # ``Failed.status`` of a SetBreakpoints whose breakpoints could never stop a run (the others are set): a

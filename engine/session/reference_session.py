@@ -48,6 +48,7 @@ from engine.session.protocol import (
     ReadBindings,
     ReadDispatch,
     ReadTensors,
+    RefusedBreakpoint,
     SetBreakpoints,
     Step,
     StepMode,
@@ -164,7 +165,8 @@ class ReferenceSession:
             problems = {b: p for b in command.breakpoints if (p := unmatchable(b, self._dispatch_names[0], name))}
             if problems:  # the others are set; these could never stop a run
                 self.breakpoints = tuple(b for b in command.breakpoints if b not in problems)
-                self.emit(Failed("; ".join(problems.values()), BREAKPOINT_REFUSED))
+                reasons = tuple(RefusedBreakpoint(b, why) for b, why in problems.items())
+                self.emit(Failed("; ".join(problems.values()), BREAKPOINT_REFUSED, refused=reasons))
                 return
         self.breakpoints = command.breakpoints
 

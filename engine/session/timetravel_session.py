@@ -28,6 +28,7 @@ from engine.session.debug_session import DebugSession
 from engine.session.dispatch_gate import dispatch_matches, executable_name
 from engine.session.nonfinite import nonfinite_written
 from engine.session.protocol import (
+    Breakpoint,
     BreakpointKind,
     Change,
     DispatchMark,
@@ -104,12 +105,16 @@ class TimeTravelSession(DebugSession):
                 if mode in (ReverseMode.STEP, ReverseMode.NEXT):
                     self._reverse_steps(travel, mode, command.count, position, None)
                     return
+            matched: dict[tuple[int, str], tuple[Breakpoint, ...]] = {}
             if mode == ReverseMode.FINISH:
                 stop = travel.reverse_finish()
             else:
-                stop = travel.reverse_continue(self._dispatch_stop(inside), limit)
+                stop = travel.reverse_continue(self._dispatch_stop(inside, matched), limit)
             if stop.dispatch is not None and mode == ReverseMode.CONTINUE:
-                self._park_in(travel, stop.dispatch.ordinal, str(stop.when or "before"))  # its tensors readable
+                when = str(stop.when or "before")
+                # Parked there, its tensors readable, the stop naming the breakpoints found there.
+                found = matched.get((stop.dispatch.ordinal, when), ())
+                self._park_in(travel, stop.dispatch.ordinal, when, breakpoints=found)
                 return
         except TimeTravelError as e:
             self.emit(Failed(str(e), None, self.location()))
@@ -173,10 +178,18 @@ class TimeTravelSession(DebugSession):
             stop = travel.goto(position)
         self._report_travel(stop)
 
-    def _park_in(self, travel: TimeTravel, sequence: int, when: str, reason: StopReason | None = None) -> None:
+    def _park_in(
+        self,
+        travel: TimeTravel,
+        sequence: int,
+        when: str,
+        reason: StopReason | None = None,
+        breakpoints: tuple[Breakpoint, ...] = (),
+    ) -> None:
         """Replay into dispatch ``sequence`` and park there, before or after it ran (as the breakpoint that
         stopped it would have forward), so its bindings can be read and a forward command resumes from
-        there; ``reason``: the stop's reason (``dispatch`` unless given)."""
+        there; ``reason``: the stop's reason (``dispatch`` unless given); ``breakpoints``: those the stop
+        names (found there by reverse-continue)."""
         travel.goto_dispatch(sequence, "before")
         self.gate.rewind(sequence - self.gate.base + (when == "after"))
         self.gate.quiet_below = sequence  # the dispatches replayed before it pass
@@ -184,11 +197,11 @@ class TimeTravelSession(DebugSession):
             self.gate.park_after = sequence
         else:
             self.gate.stop_at_sequence = sequence
-        self.park_reason = reason
+        self.park_reason, self.park_breakpoints = reason, breakpoints
         try:
             self.start_run(self.need_controller().continue_)
         finally:
-            self.park_reason = None
+            self.park_reason, self.park_breakpoints = None, ()
 
     def _on_travel_to(self, command: TravelTo) -> None:
         travel = self.travel
@@ -324,41 +337,54 @@ class TimeTravelSession(DebugSession):
         mark = self.travel.locate_dispatch(record.sequence, whole_instruction=whole_instruction)
         return mark.position + 1, record.sequence
 
-    def _dispatch_stop(self, inside: tuple[int, str] | None):
-        """The dispatch breakpoints (and NaN stops) of the session as a reverse-continue predicate. NaN is
-        judged as forward (``engine.session.nonfinite``): on a snapshot of the replayed dispatch."""
+    def _dispatch_stop(self, inside: tuple[int, str] | None, matched: dict[tuple[int, str], tuple[Breakpoint, ...]]):
+        """The dispatch breakpoints (NaN and diverge stops too) of the session as a reverse-continue
+        predicate; ``matched`` gets the breakpoints of each hit, by (device sequence, when). NaN is judged as
+        forward (``engine.session.nonfinite``): on a snapshot of the replayed dispatch."""
         bps = tuple(bp for bp in self.breakpoints if bp.kind in (BreakpointKind.DISPATCH, BreakpointKind.NAN))
-        # A diverge breakpoint's hit is where it fired forward (the dispatches after it inherit the difference,
-        # so judging them again would name the last, not the first); one set later has not judged any yet.
-        diverged = self.gate.first_diverged() if any(bp.kind == BreakpointKind.DIVERGE for bp in self.breakpoints) else None
+        diverged = self._diverge_hit()
         if not bps and diverged is None:
             return None
         nan = any(bp.kind == BreakpointKind.NAN for bp in bps)
-        sources = self.snapshots
-        pending: dict[int, DispatchSnapshot] = {}
+        snapshots = _ReplayedSnapshots(self.snapshots)
 
         def stop(record: DispatchRecord, when: str) -> bool:
             if inside is not None and place(0, record.sequence, when) >= place(0, *inside):
                 return False  # where the run was parked, or later
             ordinal = self.gate.ordinal(record)
             executable = executable_name(record)
-            if any(dispatch_matches(bp, ordinal, executable, record.export_name, when) for bp in bps):
-                return True
+            hits = [bp for bp in bps if dispatch_matches(bp, ordinal, executable, record.export_name, when)]
             if diverged is not None and ordinal == diverged and when == "after":
-                return True
-            if not nan:
-                return False
-            if when == "before":
-                before = tuple(np.array(b.data, copy=True) for b in record.bindings)
-                pending[record.sequence] = DispatchSnapshot(record, before, lambda: sources.sources)
-                return False
-            snapshot = pending.pop(record.sequence, None)
-            if snapshot is None:
-                return False
-            snapshot.ran = True
-            return bool(nonfinite_written(snapshot))
+                hits += [bp for bp in self.breakpoints if bp.kind == BreakpointKind.DIVERGE]
+            snapshot = snapshots.see(record, when) if nan else None
+            if snapshot is not None and nonfinite_written(snapshot):
+                hits += [bp for bp in bps if bp.kind == BreakpointKind.NAN]
+            if hits:
+                matched[(record.sequence, when)] = tuple(hits)
+            return bool(hits)
 
         return stop
+
+    def _diverge_hit(self) -> int | None:
+        """The run ordinal where a diverge breakpoint fired (the dispatches after it inherit the difference,
+        so judging them again would name the last, not the first). One set after its dispatches ran has not
+        judged them: the history is replayed from its start, in order, for it to judge them as it would have
+        forward (gdb judges a condition set late on the hits it finds going back)."""
+        if not any(bp.kind == BreakpointKind.DIVERGE for bp in self.breakpoints):
+            return None
+        travel = self.travel
+        here, base = travel.position, self.gate.base
+        ran = [o - base for o, mark in travel.dispatch_log.items() if o >= base and mark.position < here]
+        if self.gate.diverge_unjudged(ran):
+            snapshots = _ReplayedSnapshots(self.snapshots)
+
+            def judge(record: DispatchRecord, when: str) -> None:
+                snapshot = snapshots.see(record, when)
+                if snapshot is not None:
+                    self.gate.judge_replayed(snapshot)
+
+            travel.replay_dispatches(judge)
+        return self.gate.first_diverged()
 
     def _report_travel(self, stop: TravelStop) -> None:
         self.gate.rewind(stop.dispatches - self.gate.base)  # what is ahead again may stop the run again
@@ -380,7 +406,7 @@ class TimeTravelSession(DebugSession):
                 dispatch_index=info.ordinal,
                 dispatch_info=info,
             )
-        detail = replace(self.stop_detail(), breakpoints=tuple(repr(b) for b in stop.breakpoints))
+        detail = replace(self.stop_detail(), breakpoints=self.describe_hits(stop.breakpoints))
         self.emit(Stopped(stop.reason, location, detail))
 
 
@@ -394,6 +420,26 @@ def _plain(value: Any) -> Any:
         return value
     ref = getattr(value, "ref", value)
     return None if ref is None else str(getattr(ref, "vm_type_name", type(ref).__name__))
+
+
+class _ReplayedSnapshots:
+    """Snapshots of dispatches a replay runs: the bindings' bytes kept before each, the snapshot handed out
+    after it ran (None before it, or when its before was not seen)."""
+
+    def __init__(self, sources_of):
+        self._sources_of = sources_of
+        self._pending: dict[int, DispatchSnapshot] = {}
+
+    def see(self, record: DispatchRecord, when: str) -> DispatchSnapshot | None:
+        if when == "before":
+            before = tuple(np.array(b.data, copy=True) for b in record.bindings)
+            sources = self._sources_of
+            self._pending[record.sequence] = DispatchSnapshot(record, before, lambda: sources.sources)
+            return None
+        snapshot = self._pending.pop(record.sequence, None)
+        if snapshot is not None:
+            snapshot.ran = True
+        return snapshot
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from typing import Any
 
 from engine.errors import LensError
 from engine.runtime.hal.buffers import Allocation
-from engine.runtime.hal.device import Device
+from engine.runtime.hal.device import Device, DispatchRecord
 from engine.runtime.vm.context import ModuleInstance, VmContext
 from engine.runtime.vm.controller import CHUNK, Controller, StopEvent
 from engine.runtime.vm.interpreter import FrameLocation, VmTrap
@@ -604,6 +604,33 @@ class TimeTravel:
                 return self._stop("breakpoint", breakpoints=best[1])
         self.goto(self.earliest)
         return self._stop("history-start")
+
+    def replay_dispatches(self, watch: Callable[[DispatchRecord, str], None], end: int | None = None) -> None:
+        """Replay the history from its start to ``end`` (the current position) in order, ``watch`` seeing
+        every dispatch before and after it runs (nothing stops the replay); the state is then put back where
+        it was. A condition set after its dispatches ran (a diverge breakpoint, whose verdicts depend on the
+        dispatches before) judges them here as it would have forward."""
+        self._need_history()
+        here = self.position
+        end = here if end is None else end
+        obs = self.marks_observer
+        t = self.interpreter
+        with self._back_here_if_interrupted(here):
+            self.restore(self.earliest)
+            saved = self.aside()
+            obs.hook = watch
+            try:
+                while t.position < end and not t.finished:
+                    if self.controller.pause_requested:
+                        raise TimeTravelInterrupted(f"interrupted while replaying (at position {t.position})")
+                    t.run(min(end - t.position, CHUNK), ignore_breakpoints=True)
+            except VmTrap:
+                pass  # the history ends with this trap: the dispatches before it were seen
+            finally:
+                obs.hook = None
+                self.back(saved)
+            self._dirty = True
+            self.goto(here)
 
     # -- when did this change? ----------------------------------------------------------------------------------
 

@@ -249,3 +249,31 @@ def test_inputs_typed_while_the_first_module_compiles_are_kept(qtbot, main_windo
         assert window.workbench.run()
     expected = np.log(np.float32(4)) ** 2  # (a - b), its log, squared: the program's three dispatches
     assert f"{expected:.6g}"[:5] in done.args[0].results_text
+
+
+def test_the_paused_dispatch_tab_names_its_ordinal_first(qtbot, main_window, tmp_path):
+    """Walk, SqueezeNet at 1366x768: with six documents open the paused dispatch's tab read "Dispatch…",
+    which did not say which dispatch; its ordinal comes first, the full name stays in the tooltip."""
+    _stop_after_dispatch_1(qtbot, main_window, tmp_path)
+    documents = main_window.documents
+    document = documents.document("paused-dispatch")
+    index = documents.indexOf(document)
+    assert documents.tabText(index) == f"#1 {document.info.export}"
+    assert documents.tabToolTip(index) == f"Dispatch #1 {document.info.export}"
+
+
+def test_results_are_offered_beside_the_program_and_the_saved_path_is_said(qtbot, main_window, tmp_path):
+    """Walk, EfficientViT at 1920x1080: Save results as .npy… opened in the application's working folder (the
+    repository here), not where the model was, and the status bar named only the file."""
+    window = main_window
+    vmfb = compile_program("nan_log", "llvm-cpu", tmp_path)
+    open_module(qtbot, window, vmfb)
+    window.workbench.set_inputs(HEALTHY)
+    with qtbot.waitSignal(window.session_bridge.finished, timeout=TIMEOUT):
+        assert window.workbench.run()
+    results = window.panels["stepper"].results
+    assert results.suggested_path() == vmfb.resolve().parent / "main_result.npy"
+    with qtbot.waitSignal(window.workbench.said, timeout=5_000) as said:
+        [path] = results.save_and_say(tmp_path / "out")
+    assert said.args[0] == f"Saved 1 result: {tmp_path / 'out.npy'}" and path == tmp_path / "out.npy"
+    assert np.array_equal(np.load(path), np.log(np.full((4, 8), 2, np.float32)) ** 2)
