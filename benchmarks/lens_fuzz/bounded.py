@@ -104,6 +104,7 @@ def _worker(conn, reader: Reader, memory_bytes: int) -> None:
     if hard != resource.RLIM_INFINITY:
         limit = min(limit, hard)
     resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    conn.send(("ready", ""))  # the parent starts a case's clock from here, not from the process's start
     while True:
         data = conn.recv()
         if data is None:
@@ -117,6 +118,9 @@ def _context():
     return ctx
 
 
+STARTUP_SECONDS = 120.0  # at most, for a worker to start (then its first case's clock starts anyway)
+
+
 class _Worker:
     def __init__(self, reader: Reader, limits: Limits):
         ctx = _context()
@@ -125,6 +129,14 @@ class _Worker:
         self.process.start()
         child.close()
         self.done = 0
+        # A case's time limit starts once the worker is ready: starting a process on a loaded machine can
+        # take longer than the limit itself (the first case of a worker that then died was called a hang).
+        # A worker that dies while starting fails its first case as a crash (its pipe is closed).
+        if self.conn.poll(STARTUP_SECONDS):
+            try:
+                self.conn.recv()
+            except EOFError:
+                pass
 
     def stop(self, kill: bool = False) -> None:
         if not kill:
