@@ -421,6 +421,10 @@ class StepperPanel(QWidget):
     def _on_run_started(self, call: Call) -> None:
         self.crash_banner.hide()
         self.output.appendPlainText(f"$ {call.function} {format_inputs_line(call.inputs)}".rstrip())
+        # The new run's line in view: a pane left scrolled into the last run's results showed them as if
+        # they were this run's (SqueezeNet walk: a NaN run paused at #0 under the last run's 1,000 numbers).
+        bar = self.output.verticalScrollBar()
+        bar.setValue(bar.maximum())
 
     def _on_run_refused(self, why: str) -> None:
         self.status_label.setText(why)
