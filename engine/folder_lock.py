@@ -10,23 +10,40 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+
+POLL_S = 0.25  # how often a cancellable wait looks at ``cancelled``
 
 
 @contextlib.contextmanager
-def folder_lock(out: Path) -> Iterator[None]:
-    """Hold the cache folder ``out`` alone while the block runs. Without ``fcntl`` (Windows) nothing is locked."""
+def folder_lock(out: Path, cancelled: Callable[[], bool] | None = None) -> Iterator[bool]:
+    """Hold the cache folder ``out`` alone while the block runs; yields True. With ``cancelled``, the wait
+    gives up once it answers True and yields False without the lock (the block must then not write ``out``).
+    Without ``fcntl`` (Windows) nothing is locked."""
     try:
         import fcntl
     except ImportError:
-        yield
+        yield True
         return
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(out.parent / f"{out.name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
+        if cancelled is None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield True
+            return
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if cancelled():
+                    yield False
+                    return
+                time.sleep(POLL_S)
+        yield True
     finally:
         os.close(fd)  # closing the descriptor releases the lock

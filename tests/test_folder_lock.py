@@ -47,3 +47,27 @@ def test_another_folder_is_not_held(tmp_path):
         t.start()
         assert entered.wait(timeout=5), "a lock on another folder waited for this one"
     t.join(timeout=5)
+
+
+def test_a_cancelled_wait_gives_up_without_the_lock(tmp_path):
+    # rebuild_sources waits this way: a session closed while another process rebuilds the same module must
+    # not wait for that whole compile.
+    out = tmp_path / "key"
+    stop = threading.Event()
+    answers: list[bool] = []
+
+    def waiter() -> None:
+        with folder_lock(out, stop.is_set) as held:
+            answers.append(held)
+
+    with folder_lock(out) as held:
+        assert held
+        t = threading.Thread(target=waiter)
+        t.start()
+        time.sleep(0.5)
+        assert not answers  # still waiting while the folder is held
+        stop.set()
+        t.join(timeout=5)
+        assert answers == [False]  # gave up while the first holder still held it
+    with folder_lock(out, stop.is_set) as held:
+        assert held  # a free folder is taken even when cancelled is already true
