@@ -13,8 +13,6 @@ switched off and a GUI-thread timer collects instead. Threads other than the GUI
 
 from __future__ import annotations
 
-import gc
-
 _collector = None
 
 
@@ -27,7 +25,3 @@ def collect_on_gui_thread(interval_s: float = 1.0):
         _collector = GarbageCollector(interval=interval_s)
     return _collector
 
-
-def collect_now() -> int:
-    """A full collection on the calling thread (call it on the GUI thread only)."""
-    return gc.collect()

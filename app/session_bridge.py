@@ -79,12 +79,6 @@ REMOTE_STOP_TIMEOUT = 5.0  # seconds a remote run may take to answer Stop (over 
 PROGRESS_INTERVAL = 0.05  # seconds between Progress events handed to the GUI thread (one per dispatch)
 
 
-def selected_device() -> str:
-    """The device URI debug runs use, from the settings (``local-sync`` until one is chosen)."""
-    value = open_settings().value(DEVICE_KEY, CPU_DEVICE)
-    return str(value) if value else CPU_DEVICE
-
-
 def state_dir() -> Path:
     """The folder of the saved session: ``$IREE_LENS_STATE_DIR`` or the engine's default."""
     return Path(os.environ.get(STATE_DIR_ENV) or default_state_dir())

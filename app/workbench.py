@@ -28,7 +28,6 @@ from app.settings import open_settings
 from engine.runtime.hal.devices import (
     compile_target_for,
     cuda_absence,
-    device_kind,
     formats_kind,
     runs_formats,
 )
@@ -502,6 +501,3 @@ class Workbench(QObject):
         if text:
             self.said.emit(text)
 
-
-def device_is_known(uri: str) -> bool:
-    return device_kind(uri) is not None

@@ -341,17 +341,20 @@ def test_disconnect_while_running_ends_the_adapter_promptly(tmp_path):
 
     spin = compile_program("spin", "llvm-cpu", tmp_path)
     client = DapClient([*lens_command(), "dap"])
-    client.request("initialize", {"adapterID": "iree-lens"})
-    client.request("launch", {"program": str(spin), "function": "spin", "inputs": ["1000000000"]})
-    client.wait_event("initialized")
-    idle = cpu_seconds(client.process.pid)
-    client.request("configurationDone")
-    wait_until(lambda: cpu_seconds(client.process.pid) - idle >= 0.3, 120, "the adapter to run the loop")
-    start = time.monotonic()
-    client.request("disconnect", {"terminateDebuggee": True})
-    client.process.stdin.close()
-    assert client.process.wait(timeout=30) == 0
-    assert time.monotonic() - start < 10
+    try:
+        client.request("initialize", {"adapterID": "iree-lens"})
+        client.request("launch", {"program": str(spin), "function": "spin", "inputs": ["1000000000"]})
+        client.wait_event("initialized")
+        idle = cpu_seconds(client.process.pid)
+        client.request("configurationDone")
+        wait_until(lambda: cpu_seconds(client.process.pid) - idle >= 0.3, 120, "the adapter to run the loop")
+        start = time.monotonic()
+        client.request("disconnect", {"terminateDebuggee": True})
+        client.process.stdin.close()
+        assert client.process.wait(timeout=30) == 0
+        assert time.monotonic() - start < 10
+    finally:
+        client.close()  # its output pipe (the adapter has ended: nothing is sent)
 
 
 def test_every_served_request_has_a_handler_and_the_schema_knows_it():

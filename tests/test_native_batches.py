@@ -451,3 +451,23 @@ def test_a_replayed_plan_rebinds_each_table_and_refuses_a_bad_one_like_iree(comp
             submit(table)
     run(5, inputs, out)
     assert device.native_calls >= 5
+
+
+def test_a_breakpoint_continued_to_call_after_call_runs_its_dispatch_from_a_kept_plan(chain):
+    """The dispatch a run stops at call after call runs natively from the second call on (one more native
+    call per call), stopping at the same place with the same outputs as IREE's runtime."""
+    runner = DebugRunner(str(chain), "local-sync")
+    parks: list[int] = []
+    gate = DispatchGate(lambda record, info, stop: parks.append(record.sequence), lambda: False, lambda r: None)
+    gate.breakpoints = (Breakpoint("dispatch", ordinal=4),)  # the last of the chain's five dispatches
+    DispatchSnapshots.for_device(runner.device).subscribe(gate)
+    expected = _reference(chain, "main", [X, W])
+    native_calls = []
+    for _ in range(3):
+        before = runner.device.native_calls
+        gate.begin_call(runner.device.dispatch_count)
+        (out,) = runner.invoke("main", _tensors([X, W]))
+        native_calls.append(runner.device.native_calls - before)
+        assert out.array.tobytes() == expected.tobytes()
+    assert parks == [4, 9, 14]
+    assert native_calls == [1, 2, 2]  # the batch before it; from the second call its own plan too

@@ -37,10 +37,6 @@ def selected_device_uri() -> str:
     return str(value) if value else CPU_URI
 
 
-def cpu_device_properties() -> list[tuple[str, str]]:
-    return cpu_choice().properties
-
-
 class DevicePanel(QWidget):
     deviceChanged = Signal(str)  # the device URI now selected
     devicesListed = Signal()  # the Vulkan listing arrived (with devices or with the reason there are none)

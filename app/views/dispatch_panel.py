@@ -257,6 +257,11 @@ class DispatchPanel(QWidget):
         self.call_sites.clear()
         self._clear_code()
         if name is None:
+            if self.dispatch_list.topLevelItemCount():
+                hint = QTreeWidgetItem(["Pick a dispatch above: where it appears in each phase, its code, its call sites"])
+                hint.setFlags(Qt.ItemFlag.NoItemFlags)
+                self.locations.addTopLevelItem(hint)
+                hint.setFirstColumnSpanned(True)
             return
         d = self.dispatch()
         exports = set(d.exports) if d is not None else {name}
@@ -300,6 +305,7 @@ class DispatchPanel(QWidget):
             self.code_tabs.removeTab(0)
             w.deleteLater()
         self.code_viewers = []
+        self.code_tabs.hide()  # no empty pane beside the list (a third of a 1366-px window's dock, blank)
 
     def _show_code(self, d: Dispatch) -> None:
         export = d.exports[0] if d.exports else d.name
@@ -316,6 +322,7 @@ class DispatchPanel(QWidget):
             line = f.symbol_line(text, export)
             if line is not None:
                 viewer.go_to_line(line - 1)
+        self.code_tabs.setVisible(self.code_tabs.count() > 0)
 
     def _location_clicked(self, item: QTreeWidgetItem) -> None:
         loc: IrLocation = item.data(0, _ROLE)

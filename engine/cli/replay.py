@@ -107,6 +107,7 @@ def _substitution_binary(data: bytes):
     """``data`` kept where ``iree-run-replay``'s substitution flag can name it, outside the user's folders:
     a file of the temporary directory named after its bytes."""
     import hashlib
+    import os
     import tempfile
     from pathlib import Path
 
@@ -114,7 +115,10 @@ def _substitution_binary(data: bytes):
     folder.mkdir(parents=True, exist_ok=True)
     binary = folder / f"{hashlib.sha256(data).hexdigest()[:20]}.bin"
     if not binary.exists():
-        binary.write_bytes(data)
+        # Whole or not at all: another process may find the file (by its name) while this one writes it.
+        partial = binary.with_suffix(f".{os.getpid()}.part")
+        partial.write_bytes(data)
+        partial.replace(binary)
     return binary
 
 

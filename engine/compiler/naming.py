@@ -49,9 +49,3 @@ def read_head(path: Path) -> str | None:
         return None
     return head.decode("utf-8", errors="replace")
 
-
-def module_name_of_file(path: Path) -> str:
-    """The name IREE will give the module compiled from the file at ``path``."""
-    head = read_head(path)
-    declared = declared_module_name(head) if head is not None else None
-    return declared or stem_module_name(path.name)

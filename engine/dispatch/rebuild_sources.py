@@ -20,15 +20,11 @@ A module whose executables no single target builds is not rebuilt at all.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import os
 import re
 import shutil
 import tempfile
-import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 from engine.dispatch.typed_tensors import NO_SOURCES, ExecutableSources, read_sources
@@ -172,38 +168,14 @@ def rebuild_sources(
     key.update(f"{program}\n{program.stat().st_mtime_ns}".encode())
     digest = key.hexdigest()[:20]
     out = Path(cache_dir) if cache_dir is not None else Path(tempfile.gettempdir()) / "iree-lens-rebuilt" / digest
-    with _rebuild_lock(out, task) as held:
+    from engine.folder_lock import folder_lock
+
+    # Two processes debugging the same module (two windows, a test run's workers) share ``out``: the second
+    # waits for the first's verdict instead of emptying its rebuild half way.
+    with folder_lock(out, (lambda: task.cancelled) if task is not None else None) as held:
         if not held:
             return _none("the rebuild was stopped while another process was rebuilding the same module")
         return _rebuild_or_reuse(module_path, program, target, original, out, task, timeout_s)
-
-
-@contextlib.contextmanager
-def _rebuild_lock(out: Path, task) -> Iterator[bool]:
-    """Hold the cache folder ``out`` alone: two processes debugging the same module (two windows, a test
-    run's workers) would otherwise empty each other's rebuild half way and leave the tensors untyped. The
-    second waits for the first's verdict, then reuses it. Yields False when ``task`` was cancelled while
-    waiting. Without ``fcntl`` (Windows) nothing is locked."""
-    try:
-        import fcntl
-    except ImportError:
-        yield True
-        return
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(out.parent / f"{out.name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if task is not None and task.cancelled:
-                    yield False
-                    return
-                time.sleep(WATCH_INTERVAL_S)
-        yield True
-    finally:
-        os.close(fd)  # closing the descriptor releases the lock
 
 
 def _rebuild_or_reuse(module_path: Path, program: Path, target: str, original, out: Path, task, timeout_s):

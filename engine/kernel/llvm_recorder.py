@@ -94,13 +94,20 @@ def rebuild_with_locations(module_path: str | Path, timeout_s: float = 900) -> P
     after the module's and the program's bytes; the folder of IR files, or None when the program is gone or
     does not compile. The kernels are IREE Lens's llvm-cpu build of the program: whether they are the
     module's is judged afterwards, store by store, against the dispatch's real output."""
-    from engine.compiler.job import iree_compile_path
-    from engine.compiler.targets import target_flags
+    from engine.folder_lock import folder_lock
 
     found = program_and_cache_folder(module_path)
     if found is None:
         return None
     program, out = found
+    with folder_lock(out):  # another process rebuilding the same module: wait for its build
+        return _rebuild_into(out, Path(module_path), program, timeout_s)
+
+
+def _rebuild_into(out: Path, module_path: Path, program: Path, timeout_s: float) -> Path | None:
+    from engine.compiler.job import iree_compile_path
+    from engine.compiler.targets import target_flags
+
     ir = out / "intermediates"
     if (out / "done").exists():
         return ir

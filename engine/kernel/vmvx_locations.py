@@ -27,13 +27,20 @@ def _shape(module: VmfbModule, function: Function) -> list[tuple[int, str]]:
 
 
 def _unlinked_build(module_path: Path, timeout_s: float) -> Path | None:
-    from engine.compiler.job import iree_compile_path
-    from engine.compiler.targets import target_flags
+    from engine.folder_lock import folder_lock
 
     found = program_and_cache_folder(module_path, "vmvx-sources-")
     if found is None:
         return None
     program, out = found
+    with folder_lock(out):  # another process rebuilding the same module: wait for its build
+        return _unlinked_build_into(out, program, timeout_s)
+
+
+def _unlinked_build_into(out: Path, program: Path, timeout_s: float) -> Path | None:
+    from engine.compiler.job import iree_compile_path
+    from engine.compiler.targets import target_flags
+
     vmfb = out / "unlinked.vmfb"
     if vmfb.exists():
         return vmfb

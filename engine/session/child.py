@@ -50,6 +50,7 @@ from engine.session.protocol import (
 )
 
 _PAUSE = "__pause__"
+KILL_WAIT_S = 30.0  # how long ``kill`` waits for a SIGKILLed session to be gone
 
 
 # ------------------------------------------------------------------------------------------------ child
@@ -256,7 +257,9 @@ class ChildSession:
         if process.is_alive():
             self._expected_exit = True  # the reader thread must not report this death a second time
             process.kill()
-            process.join(timeout=2)
+            # SIGKILL cannot be refused, but a large process takes a while to be torn down on a loaded
+            # machine: wait for it (2 s was too short at a load of 8), so ``alive`` is False once reported.
+            process.join(timeout=KILL_WAIT_S)
         if report:
             self._emit(
                 Crashed(reason or describe_exit(process.exitcode), self._crash_location(), process.exitcode)

@@ -81,6 +81,8 @@ def test_session_restored_after_a_killed_application(
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
+        proc.stdout.close()
+        proc.stderr.close()
     assert proc.returncode == -signal.SIGKILL
 
     # A new application offers the last session without blocking; restoring brings everything back.

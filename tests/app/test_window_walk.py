@@ -253,13 +253,13 @@ def test_inputs_typed_while_the_first_module_compiles_are_kept(qtbot, main_windo
 
 def test_the_paused_dispatch_tab_names_its_ordinal_first(qtbot, main_window, tmp_path):
     """Walk, SqueezeNet at 1366x768: with six documents open the paused dispatch's tab read "Dispatch…",
-    which did not say which dispatch; its ordinal comes first, the full name stays in the tooltip."""
+    which did not say which dispatch; its ordinal comes first (the tooltip holds the whole title)."""
     _stop_after_dispatch_1(qtbot, main_window, tmp_path)
     documents = main_window.documents
     document = documents.document("paused-dispatch")
     index = documents.indexOf(document)
     assert documents.tabText(index) == f"#1 {document.info.export}"
-    assert documents.tabToolTip(index) == f"Dispatch #1 {document.info.export}"
+    assert documents.tabToolTip(index) == documents.title(index)  # every tab's rule: the tooltip is its title
 
 
 def test_results_are_offered_beside_the_program_and_the_saved_path_is_said(qtbot, main_window, tmp_path):
@@ -277,3 +277,47 @@ def test_results_are_offered_beside_the_program_and_the_saved_path_is_said(qtbot
         [path] = results.save_and_say(tmp_path / "out")
     assert said.args[0] == f"Saved 1 result: {tmp_path / 'out.npy'}" and path == tmp_path / "out.npy"
     assert np.array_equal(np.load(path), np.log(np.full((4, 8), 2, np.float32)) ** 2)
+
+
+def test_the_dispatches_panel_shows_no_blank_pane_and_says_what_to_pick(qtbot, main_window):
+    """Walk, SqueezeNet at 1366x768: before a dispatch was picked, the Dispatches panel showed an empty
+    "Where it appears" table and a blank code pane taking a third of the dock."""
+    from engine.samples import sample_path
+
+    window = main_window
+    panel = window.panels["dispatches"]
+    window.docks["dispatches"].show()
+    window.docks["dispatches"].raise_()
+    with qtbot.waitSignal(window.session_bridge.opened, timeout=TIMEOUT):
+        window.open_file(sample_path("mlp"))  # compiled here: its phases and executables' code are known
+    qtbot.waitUntil(lambda: panel.dispatch_list.topLevelItemCount() > 0, timeout=TIMEOUT)
+    assert panel.current is None  # nothing picked yet
+    assert not panel.code_tabs.isVisibleTo(panel)
+    assert panel.locations.topLevelItemCount() == 1
+    assert panel.locations.topLevelItem(0).text(0).startswith("Pick a dispatch above")
+    assert panel.select(panel.names()[0])
+    assert panel.code_tabs.count() > 0 and panel.code_tabs.isVisibleTo(panel)
+    assert not any(
+        panel.locations.topLevelItem(i).text(0).startswith("Pick") for i in range(panel.locations.topLevelItemCount())
+    )
+
+
+def test_a_new_run_brings_its_command_into_view_over_the_last_results(qtbot, main_window, tmp_path):
+    """Walk, SqueezeNet at 1366x768: a second run paused at dispatch #0 with the VM Stepper's output still
+    showing the first run's results (the pane was scrolled into them), as if they were this run's."""
+    window, panel = main_window, main_window.panels["stepper"]
+    open_module(qtbot, window, compile_program("nan_log", "llvm-cpu", tmp_path))
+    panel.output.setFixedHeight(60)  # the pane as short as a 1366x768 window's: results outgrow it
+    window.workbench.set_inputs(HEALTHY)
+    for _ in range(2):
+        with qtbot.waitSignal(window.session_bridge.finished, timeout=TIMEOUT):
+            assert window.workbench.run()
+    bar = panel.output.verticalScrollBar()
+    assert bar.maximum() > 0
+    bar.setValue(0)  # the user reads the results from their start
+    window.session_bridge.add_breakpoint(Breakpoint(BreakpointKind.DISPATCH, ordinal=1))
+    window.workbench.set_inputs(("4x8xf32=1", "4x8xf32=3"))
+    with qtbot.waitSignal(window.session_bridge.stopped, timeout=TIMEOUT):
+        assert window.workbench.run()
+    assert panel.output.toPlainText().rstrip().endswith("$ main --input=4x8xf32=1 --input=4x8xf32=3")
+    assert bar.value() == bar.maximum()

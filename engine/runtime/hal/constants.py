@@ -82,15 +82,6 @@ _MEMORY_TYPE_NAMES = [
     (MEMORY_TYPE_HOST_CACHED, "HOST_CACHED"),
     (MEMORY_TYPE_DEVICE_VISIBLE, "DEVICE_VISIBLE"),
 ]
-_MEMORY_ACCESS_NAMES = [
-    (MEMORY_ACCESS_ALL, "ALL"),
-    (MEMORY_ACCESS_DISCARD | MEMORY_ACCESS_WRITE, "DISCARD_WRITE"),
-    (MEMORY_ACCESS_READ, "READ"),
-    (MEMORY_ACCESS_WRITE, "WRITE"),
-    (MEMORY_ACCESS_DISCARD, "DISCARD"),
-    (MEMORY_ACCESS_MAY_ALIAS, "MAY_ALIAS"),
-    (MEMORY_ACCESS_ANY, "ANY"),
-]
 _BUFFER_USAGE_NAMES = [
     (BUFFER_USAGE_TRANSFER, "TRANSFER"),
     (BUFFER_USAGE_DISPATCH, "DISPATCH"),
@@ -132,10 +123,6 @@ def _format_bitfield(value: int, names: list[tuple[int, str]]) -> str:
 
 def format_memory_type(value: int) -> str:
     return _format_bitfield(value, _MEMORY_TYPE_NAMES)
-
-
-def format_memory_access(value: int) -> str:
-    return _format_bitfield(value, _MEMORY_ACCESS_NAMES)
 
 
 def format_buffer_usage(value: int) -> str:

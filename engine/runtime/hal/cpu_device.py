@@ -26,6 +26,7 @@ from engine.runtime.vm.native import StatusCode, VmStatusError
 FORMAT_EMBEDDED_ELF = "embedded-elf-x86_64"
 FORMAT_VMVX = "vmvx-bytecode-fb"
 _PLANS_PER_COMMAND_BUFFER = 16  # stretches kept per command buffer (breakpoints moving cut new ones)
+_WATCHED_PLANS = 64  # watched commands remembered per command buffer (see CpuDevice._watched_plan)
 
 # iree/schemas/cpu_feature_bits.inl for x86-64: LLVM feature name -> bit of processor data word 0.
 X86_64_FEATURE_BITS = {
@@ -72,6 +73,10 @@ class CpuDevice(Device):
             HalCommandBuffer, dict[tuple[int, int, bool], BatchSegments]
         ] = weakref.WeakKeyDictionary()
         self._native_calls = 0
+        # Watched dispatches' one-dispatch plans (None: watched once so far), by command index.
+        self._watched_plans: weakref.WeakKeyDictionary[
+            HalCommandBuffer, dict[int, BatchSegments | None]
+        ] = weakref.WeakKeyDictionary()
         # Where a watched dispatch's native call writes its index (0): not a batch's progress.
         self._watched_progress = np.zeros(1, np.uint64)
         self._watched_progress_address = int(self._watched_progress.ctypes.data)
@@ -172,11 +177,10 @@ class CpuDevice(Device):
         if type(command) is not cmd.DispatchCommand or not native_dispatch(command):
             super().execute_watched(command_buffer, index, table)
             return
-        planned = self._segments(command_buffer, index, index + 1)
-        if len(planned.segments) != 1 or type(planned.segments[0]) is not CpuBatchPlan:
+        plan = self._watched_plan(command_buffer, index)
+        if plan is None:
             super().execute_watched(command_buffer, index, table)
             return
-        plan: CpuBatchPlan = planned.segments[0]  # type: ignore[assignment]
         workgroup_count, bindings = self.resolve_dispatch(command, table)
         executable, ordinal, constants = command.executable, command.ordinal, command.constants
 
@@ -185,6 +189,7 @@ class CpuDevice(Device):
                 # An observer may have substituted the executable while the run was parked before it; a
                 # binding IREE's checks refuse raises their error: both run the dispatch the usual way.
                 if plan.still_valid() and plan.bind(table) is None:
+                    self._native_calls += 1
                     failure = plan.run(self._watched_progress_address)
                     if failure is None:
                         return
@@ -195,6 +200,27 @@ class CpuDevice(Device):
             self.run_dispatch(executable, ordinal, workgroup_count, constants, bindings)
 
         self.dispatch(executable, ordinal, workgroup_count, constants, bindings, kernel)
+
+    def _watched_plan(self, command_buffer: HalCommandBuffer, index: int) -> CpuBatchPlan | None:
+        """The one-dispatch plan of command ``index`` once it is watched a second time (a breakpoint a run
+        continues to call after call); None the first time, or when it cannot be planned. A plan costs
+        several times what the usual path costs per run, so dispatches watched once (stepping, a watch
+        judging every dispatch) are not planned: at most ``_WATCHED_PLANS`` commands are remembered."""
+        watched = self._watched_plans.get(command_buffer)
+        if watched is None:
+            watched = self._watched_plans[command_buffer] = {}
+        found = watched.get(index)
+        if found is not None and found.still_valid(command_buffer.version):
+            segments = found.segments
+            return segments[0] if len(segments) == 1 and type(segments[0]) is CpuBatchPlan else None  # type: ignore[return-value]
+        if index not in watched:
+            if len(watched) >= _WATCHED_PLANS:
+                watched.clear()
+            watched[index] = None
+            return None
+        planned = watched[index] = plan_stretch(command_buffer.commands[index : index + 1], command_buffer.version)
+        segments = planned.segments
+        return segments[0] if len(segments) == 1 and type(segments[0]) is CpuBatchPlan else None  # type: ignore[return-value]
 
     def _segments(self, command_buffer: HalCommandBuffer, start: int, end: int) -> BatchSegments:
         plans = self._plans.get(command_buffer)

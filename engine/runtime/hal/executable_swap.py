@@ -117,6 +117,3 @@ def revert(executable: HalExecutable) -> bool:
     executable.impl, executable.export_names = original
     return True
 
-
-def is_swapped(executable: HalExecutable) -> bool:
-    return id(executable) in registry(executable.device).originals

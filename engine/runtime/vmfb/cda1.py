@@ -95,11 +95,6 @@ class CudaExecutableDef:
         return self.modules[self.exports[export_ordinal].module_ordinal].ptx
 
 
-def is_cda1(data: bytes | memoryview) -> bool:
-    """Whether ``data`` starts with a CDA1 executable header."""
-    return bytes(data[:4]) == CDA1_MAGIC
-
-
 def read_cda1(data: bytes | bytearray | memoryview | np.ndarray) -> CudaExecutableDef:
     """Parse a ``CDA1`` executable (header + FlatBuffer)."""
     fb, root = open_headed_flatbuffer(data, CDA1_MAGIC, "CDA1 (CUDA)")
