@@ -222,7 +222,7 @@ class CpuBatchPlan:
     ) -> None:
         """Each transfer's record (``TRANSFER_WORDS`` words) and descriptor: its target's pointer and length
         words are refs like a binding's (appended to ``refs``, ``ptr_at``, ``len_at``); what else it needs
-        comes from its kind's recorder (``_TRANSFER_RECORDERS``)."""
+        comes from its kind's recorder (``TRANSFER_RECORDERS``)."""
         self._update_data: list[np.ndarray] = []  # an update's bytes (copied at record time, like IREE)
         rows: list[_TransferRow] = []
         base = self._arena.ctypes.data
@@ -233,7 +233,7 @@ class CpuBatchPlan:
             ptr_at.append(record // 8)
             len_at.append(record // 8 + 1)
             refs.append(command.target)  # type: ignore[attr-defined]
-            row = self._TRANSFER_RECORDERS[type(command)](self, command, record // 8, target_ref, refs, ptr_at, len_at)
+            row = self.TRANSFER_RECORDERS[type(command)](self, command, record // 8, target_ref, refs, ptr_at, len_at)
             rows.append(row)
             self._descriptors[slot * 4 : slot * 4 + 4] = (0, row.kind, base + record, 0)
         # Per transfer: the index of its target ref, its kind, fill pattern size, an update's length.
@@ -273,13 +273,6 @@ class CpuBatchPlan:
         self._words[word + 2] = pattern[0] if uniform else int.from_bytes(pattern, "little")
         self._words[word + 3] = 1 if uniform else len(pattern)
         return _TransferRow(TRANSFER_FILL, target_ref, -1, len(pattern), -1)
-
-    # How each kind of transfer is recorded (``_record_transfers``): its type -> the method recording it.
-    _TRANSFER_RECORDERS = {
-        cmd.CopyCommand: _record_copy,
-        cmd.UpdateCommand: _record_update,
-        cmd.FillCommand: _record_fill,
-    }
 
     def _plan_sources(self, refs: list[BufferRef]) -> None:
         """Where each binding's bytes come from: a slot of the binding table, or a direct buffer (the plan's
@@ -496,6 +489,13 @@ class CpuBatchPlan:
         slot = self._dispatch_slot[index]
         at = int(self._descriptors[slot * 4 + 3]) - self._arena.ctypes.data
         return _WORKGROUP_ID.unpack_from(self._arena, at)
+
+    # How each kind of transfer is recorded in a plan (``_record_transfers``).
+    TRANSFER_RECORDERS = {
+        cmd.CopyCommand: _record_copy,
+        cmd.UpdateCommand: _record_update,
+        cmd.FillCommand: _record_fill,
+    }
 
 
 @dataclass

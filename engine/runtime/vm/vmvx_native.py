@@ -412,8 +412,8 @@ class _FunctionWriter:
         return f"L{marker.next_pc}"
 
     def _instruction(self, ins: Instruction, by_pc: dict) -> None:
-        """One instruction's IR: by its symbol's entry in ``_INSTRUCTIONS``, else a register operation."""
-        handler = self._INSTRUCTIONS.get(ins.symbol)
+        """One instruction's IR: by its symbol's entry in ``INSTRUCTIONS``, else a register operation."""
+        handler = self.INSTRUCTIONS.get(ins.symbol)
         if handler is not None:
             handler(self, ins, by_pc)
         else:
@@ -546,33 +546,6 @@ class _FunctionWriter:
     def _bitcast64(self, ins: Instruction, by_pc: dict) -> None:
         self.w64(ins.operands[1], self.r64(ins.operands[0]))
 
-    # Instructions other than register operations: symbol -> the writer's method translating it.
-    _INSTRUCTIONS = {
-        "Branch": _branch,
-        "CondBranch": _cond_branch,
-        "Return": _return,
-        "DiscardRefs": _discard_refs,
-        "ConstI32Zero": _const_zero32,
-        "ConstF32Zero": _const_zero32,
-        "ConstI64Zero": _const_zero64,
-        "ConstF64Zero": _const_zero64,
-        "ConstI32": _const32,
-        "ConstF32": _const32,
-        "ConstI64": _const64,
-        "ConstF64": _const64,
-        "ConstRefZero": _const_ref_zero,
-        "ConstRefRodata": _const_ref_rodata,
-        "ListGetRef": _list_get_ref,
-        **dict.fromkeys((*_LOADS, *_STORES), _memory_access),
-        "BufferLength": _buffer_length,
-        "BufferAlloc": _buffer_alloc,
-        **dict.fromkeys(("SelectI32", "SelectF32", "SelectI64", "SelectF64"), _select),
-        "BitcastI32F32": _bitcast32,
-        "BitcastF32I32": _bitcast32,
-        "BitcastI64F64": _bitcast64,
-        "BitcastF64I64": _bitcast64,
-    }
-
     def _memory(self, sym: str, ops, pc: int) -> None:
         load = sym in _LOADS
         if load:
@@ -638,6 +611,34 @@ class _FunctionWriter:
         else:
             self.emit(f"{v} = xor {ty} {x}, {'-' + sign}")
         (self.w64 if wide else self.w32)(wraw, v)
+
+    # Instructions other than register operations: symbol -> the writer's method translating it.
+    INSTRUCTIONS = {
+        "Branch": _branch,
+        "CondBranch": _cond_branch,
+        "Return": _return,
+        "DiscardRefs": _discard_refs,
+        "ConstI32Zero": _const_zero32,
+        "ConstF32Zero": _const_zero32,
+        "ConstI64Zero": _const_zero64,
+        "ConstF64Zero": _const_zero64,
+        "ConstI32": _const32,
+        "ConstF32": _const32,
+        "ConstI64": _const64,
+        "ConstF64": _const64,
+        "ConstRefZero": _const_ref_zero,
+        "ConstRefRodata": _const_ref_rodata,
+        "ListGetRef": _list_get_ref,
+        **dict.fromkeys((*_LOADS, *_STORES), _memory_access),  # (a comprehension cannot see class names)
+        "BufferLength": _buffer_length,
+        "BufferAlloc": _buffer_alloc,
+        **dict.fromkeys(("SelectI32", "SelectF32", "SelectI64", "SelectF64"), _select),
+        "BitcastI32F32": _bitcast32,
+        "BitcastF32I32": _bitcast32,
+        "BitcastI64F64": _bitcast64,
+        "BitcastF64I64": _bitcast64,
+    }
+
 
 @dataclass(frozen=True)
 class _Operation:
@@ -858,6 +859,8 @@ def _register_ops() -> dict[str, Callable[[_FunctionWriter, _Operation], None]]:
 
 _REGISTER_OPS = _register_ops()  # symbol -> emitter(writer, _Operation)
 _FLOAT_BITS = ("AbsF32", "NegF32", "AbsF64", "NegF64")
+
+
 
 def _driver(name: str, wg: str) -> str:
     """Every workgroup, z then y then x; stops at the first failed check and says which workgroup."""
