@@ -96,3 +96,33 @@ def test_the_session_marks_the_same_undefined_bytes_as_capture(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     saved = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith('{"saved"')]
     assert saved and saved[0]["undefined"] == {f"dispatch2_after_{k}.npy": v for k, v in captured[2].undefined.items()}
+
+
+PADDED_SQUARE = Path(__file__).parent / "diverge_programs" / "padded_square.mlir"
+
+
+def test_a_fill_defines_the_padding_the_copy_does_not_write(tmp_path):
+    """IREE zero-fills a padded tensor (``fill_buffer``) before copying the interior in place: the fill is a
+    write. Before transfers were followed, the copy's output called its 576 bytes of padding undefined, in
+    the capture and at the session's stop (EfficientViT's first dispatch, 612,912 bytes, in the window)."""
+    dump = tmp_path / "plain.sources"  # beside the module: the session types with them
+    proc = iree_compile([str(PADDED_SQUARE), *target_flags("llvm-cpu"), f"--iree-hal-dump-executable-sources-to={dump}",
+                         "-o", str(tmp_path / "plain.vmfb")], text=True)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    plain = tmp_path / "plain.vmfb"
+    x = np.arange(4 * 8 * 8, dtype=np.float32).reshape(1, 4, 8, 8)
+    np.save(tmp_path / "x.npy", x)
+    inputs = (f"@{tmp_path / 'x.npy'}",)
+    proc = lens_in_process(*["capture", str(plain), "--function=main", f"--input={inputs[0]}",
+                             f"--out={tmp_path / 'bundle'}", f"--sources={dump}"])  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    captured = Bundle(tmp_path / "bundle").dispatches
+    assert [d.name.rsplit("_", 1)[-1] for d in captured][:1] == ["memcpy"]  # the premise: an in-place copy first
+    assert [d.undefined for d in captured] == [{}, {}]
+    after = stop_at_every_dispatch(plain, "main", inputs, "after")
+    for answer in after:
+        assert all(t.undefined == () for t in answer.tensors), [(t.role, t.undefined) for t in answer.tensors]
+    # And the bytes are the padded input (the fill's zeros around the copy).
+    padded = next(t for t in after[0].tensors if t.role == "output")
+    expected = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    assert np.array_equal(padded.tensor.to_numpy().reshape(1, 4, 10, 10), expected)

@@ -393,3 +393,28 @@ def test_a_refused_breakpoint_is_answered_unverified_with_its_reason(program, tm
         assert stop["reason"] == "function breakpoint" and "dispatch #1" in client.top_frame()["name"]
     finally:
         client.close()
+
+
+def test_a_breakpoint_set_before_launch_and_refused_then_is_changed_to_unverified(program):
+    """Set before the launch, a breakpoint is answered before any module can judge it; once the module is
+    open the session refuses the one no dispatch has, and a "breakpoint" event (reason changed) says so by
+    its id. The other one stops the run."""
+    vmfb, inputs = program
+    client = DapClient([*lens_command(), "dap"])
+    try:
+        client.request("initialize", {"adapterID": "iree-lens", "clientID": "pytest", "pathFormat": "path"})
+        reply = client.request("setFunctionBreakpoints", {"breakpoints": [{"name": "dispatch:*softmax*"},
+                                                                          {"name": "dispatch:1"}]})  # fmt: skip
+        early, taken = reply["body"]["breakpoints"]
+        assert early["verified"] and taken["verified"] and early["id"] != taken["id"]
+        client.request("launch", {"program": str(vmfb), "function": "main", "inputs": inputs,
+                                  "device": "local-sync", "engine": "debug"})  # fmt: skip
+        changed = client.wait_event("breakpoint")["body"]
+        assert changed["reason"] == "changed" and changed["breakpoint"]["id"] == early["id"]
+        assert changed["breakpoint"]["verified"] is False
+        assert f"no dispatch of {vmfb.name} is named so" in changed["breakpoint"]["message"]
+        client.wait_event("initialized")
+        client.request("configurationDone")
+        assert client.stopped()["reason"] == "function breakpoint" and "dispatch #1" in client.top_frame()["name"]
+    finally:
+        client.close()

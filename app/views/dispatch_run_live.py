@@ -476,14 +476,15 @@ class RunDispatchesPanel(QWidget):
 
 def tab_title(info) -> str:
     """The paused dispatch's tab: its ordinal first, so a tab cut to a few characters (six documents in a
-    1366-px window showed "Dispatch…") still says which dispatch it is."""
+    1366-px window showed "Dispatch…") still says which dispatch it is; the header says "Dispatch #N" in full."""
     return f"#{info.ordinal} {info.export}"
 
 
 def _name_tab(tabs: QTabWidget, view: QWidget, info) -> None:
+    """Title and tooltip alike, as every document tab (the tooltip is the whole title of an elided tab)."""
     index = tabs.indexOf(view)
     tabs.setTabText(index, tab_title(info))
-    tabs.setTabToolTip(index, f"Dispatch #{info.ordinal} {info.export}")
+    tabs.setTabToolTip(index, tab_title(info))
 
 
 def _how_the_run_moved_on(state) -> str:

@@ -198,6 +198,15 @@ class StepperPanel(QWidget):
         )
 
     def _build_widgets(self) -> None:
+        self._build_banners()
+        run_bar = self._build_run_bar()
+        self._build_toolbar()
+        code = self._build_code()
+        self._build_state()
+        self._build_output()
+        self._lay_out(run_bar, code)
+
+    def _build_banners(self) -> None:
         # Restore offer and crash report: non-modal banners at the top.
         self.restore_banner = _banner("stepperRestoreBanner", "#cfe2ff", "#9ec5fe", "#052c65")
         self.restore_label = QLabel(self.restore_banner)
@@ -231,6 +240,7 @@ class StepperPanel(QWidget):
         buttons.addStretch(1)
         row.addLayout(buttons)
 
+    def _build_run_bar(self) -> QVBoxLayout:
         # Run bar: function, inputs, run buttons.
         self.function_combo = QComboBox(self)
         self.function_combo.setObjectName("stepperFunction")
@@ -268,7 +278,9 @@ class StepperPanel(QWidget):
         second.addWidget(self.entry_button)
         run_bar.addLayout(first)
         run_bar.addLayout(second)
+        return run_bar
 
+    def _build_toolbar(self) -> None:
         # Toolbar: the stepping actions and where the run is.
         # An ActionStrip, not a QToolBar: in a narrow dock (a 1366-px window) it wraps onto a second row
         # instead of hiding actions in a » menu.
@@ -300,6 +312,7 @@ class StepperPanel(QWidget):
         self.status_label = QLabel(self)
         self.status_label.setObjectName("stepperStatus")
 
+    def _build_code(self) -> QWidget:
         # Disassembly.
         self.function_title = QLabel(self)
         self.function_title.setObjectName("stepperFunctionTitle")
@@ -313,7 +326,9 @@ class StepperPanel(QWidget):
         code_layout.setSpacing(0)
         code_layout.addWidget(self.function_title)
         code_layout.addWidget(self.listing, 1)
+        return code
 
+    def _build_state(self) -> None:
         # State: registers; call stack / globals / breakpoints.
         self.registers = RegistersView(self)
         self.call_stack = CallStackView(self)
@@ -330,6 +345,8 @@ class StepperPanel(QWidget):
         self.state_tabs.addTab(self.call_stack, "Call Stack")
         self.state_tabs.addTab(self.breakpoints_view, "Breakpoints")
         self.state_tabs.addTab(self.globals_view, "Globals")
+
+    def _build_output(self) -> None:
         self.output = QPlainTextEdit(self)
         self.output.setObjectName("stepperOutput")
         self.output.setReadOnly(True)
@@ -337,6 +354,7 @@ class StepperPanel(QWidget):
         self.output.setMaximumBlockCount(20000)
         self.output.setPlaceholderText("Results and errors of runs appear here.")
 
+    def _lay_out(self, run_bar: QVBoxLayout, code: QWidget) -> None:
         right = QSplitter(Qt.Orientation.Vertical, self)
         right.addWidget(self.registers)
         right.addWidget(self.state_tabs)

@@ -156,6 +156,7 @@ class DebugAdapter:
         self._function_bps: list[Breakpoint] = []
         self._instruction_bps: list[Breakpoint] = []
         self._exception_bps: list[Breakpoint] = []
+        self._breakpoint_ids: dict[Breakpoint, int] = {}  # DAP's Breakpoint.id, for "breakpoint" events
         self._pc_functions: dict[int, str] = {}  # pc -> function, for instruction references
         self._disassembly: dict[str, list] = {}
         self._ended = False
@@ -245,9 +246,6 @@ class DebugAdapter:
         except LensError as e:
             self.client = None
             raise RequestError(str(e)) from None
-        breakpoints = self._function_bps + self._instruction_bps + self._exception_bps
-        if breakpoints:  # set before the launch (the client sends them with the module)
-            self.client.set_breakpoints(breakpoints)
         device = str(args.get("device") or "local-sync")
         opened = self._query(lambda: self.client.open(str(program), device))
         if not isinstance(opened, Opened):
@@ -262,7 +260,14 @@ class DebugAdapter:
             )
         self.function = function
         self.state = "launched"
+        # Breakpoints set before the launch were answered verified (no module to judge them by): sent now,
+        # those the session refuses are changed to unverified with the reason (a "breakpoint" event).
+        early = self._function_bps + self._instruction_bps + self._exception_bps
+        refused = self._apply_breakpoints() if early else {}
         self._respond(request)
+        for bp, reason in refused.items():
+            changed = {"id": self._breakpoint_ids[bp], "verified": False, "message": reason}
+            self._event("breakpoint", {"reason": "changed", "breakpoint": changed})
         self._event("initialized")
         return _ANSWERED
 
@@ -299,7 +304,7 @@ class DebugAdapter:
                 continue
             self._function_bps.append(bp)
             answers.append((bp, {"verified": True}))
-        return {"breakpoints": _judged(answers, self._apply_breakpoints())}
+        return {"breakpoints": self._judged(answers, self._apply_breakpoints())}
 
     def _on_set_breakpoints(self, args: dict, request: dict) -> dict:
         """Source lines are not where a .vmfb's code lives: each is answered unverified, saying what to use."""
@@ -318,7 +323,7 @@ class DebugAdapter:
             bp = Breakpoint(BreakpointKind.INSTRUCTION, function=function, pc=pc)
             self._instruction_bps.append(bp)
             answers.append((bp, {"verified": True, "instructionReference": f"0x{pc:x}"}))
-        return {"breakpoints": _judged(answers, self._apply_breakpoints())}
+        return {"breakpoints": self._judged(answers, self._apply_breakpoints())}
 
     def _on_set_exception_breakpoints(self, args: dict, request: dict) -> dict:
         options = [{"filterId": f} for f in args.get("filters") or ()] + list(args.get("filterOptions") or ())
@@ -331,7 +336,20 @@ class DebugAdapter:
                 continue
             self._exception_bps.append(bp)
             answers.append((bp, {"verified": True}))
-        return {"breakpoints": _judged(answers, self._apply_breakpoints())}
+        return {"breakpoints": self._judged(answers, self._apply_breakpoints())}
+
+    def _judged(self, answers: list[tuple[Breakpoint | None, dict]], refused: dict[Breakpoint, str]) -> list[dict]:
+        """DAP's Breakpoint answers in request order, each set one with its ``id``: one the session refused is
+        unverified, with its reason (the DAP specification's way to say a breakpoint cannot be set; the
+        request itself succeeds)."""
+        out = []
+        for bp, answer in answers:
+            if bp is not None:
+                answer = {"id": self._breakpoint_ids.setdefault(bp, len(self._breakpoint_ids) + 1), **answer}
+                if bp in refused:
+                    answer.update(verified=False, message=refused[bp])
+            out.append(answer)
+        return out
 
     def _apply_breakpoints(self) -> dict[Breakpoint, str]:
         """Send every breakpoint to the session; the ones it refused (they could never stop a run: no
@@ -840,17 +858,6 @@ def _snake(name: str) -> str:
 
 def _unverified(message: str) -> tuple[None, dict]:
     return None, {"verified": False, "message": message}
-
-
-def _judged(answers: list[tuple[Breakpoint | None, dict]], refused: dict[Breakpoint, str]) -> list[dict]:
-    """DAP's Breakpoint answers in request order: one the session refused is unverified, with its reason
-    (the DAP specification's way to say a breakpoint cannot be set; the request itself succeeds)."""
-    out = []
-    for bp, answer in answers:
-        if bp is not None and bp in refused:
-            answer = {"verified": False, "message": refused[bp]}
-        out.append(answer)
-    return out
 
 
 def _exception_breakpoint(option: dict) -> Breakpoint:

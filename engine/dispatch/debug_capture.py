@@ -103,6 +103,7 @@ class DispatchRecorder(SnapshotSubscriber):
         snapshots = DispatchSnapshots.for_device(device)
         snapshots.sources = self.sources
         snapshots.subscribe(self)
+        self._in_place.follow_transfers(device)
         return snapshots
 
     # -- the HAL module's trace sink
@@ -240,6 +241,7 @@ class InPlaceTensors:
 
     def __init__(self):
         self._defined: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # allocation -> {(start, length): ranges}
+        self._device = None  # whose transfers are followed (``follow_transfers``)
 
     def undefined(self, snapshot: DispatchSnapshot, ins, outs) -> dict[str, list[list[int]]]:
         """``"input1"``/``"output0"`` -> the undefined byte ranges of the dispatch's in-place tensors (inputs
@@ -291,6 +293,38 @@ class InPlaceTensors:
     def define_whole(self, binding, offset: int, length: int) -> None:
         """A write-only tensor at ``offset`` of ``binding`` (``length`` bytes) is defined whole."""
         self._set_span(binding, offset, length, [(0, length)])
+
+    def follow_transfers(self, device) -> None:
+        """Count the device's fills, updates and copies as writes (``Device.transfer_listeners``): IREE
+        zero-fills a padded tensor with ``fill_buffer`` and then copies the interior in place, so without
+        them the padding read as never written. A copy defines its target whole: its source is program data
+        (an import, a constant, a tensor a dispatch wrote) in the programs IREE 3.13 builds."""
+        self.stop_following()
+        self._device = device
+        device.transfer_listeners.append(self.transferred)
+
+    def stop_following(self) -> None:
+        device, self._device = self._device, None
+        if device is not None and self.transferred in device.transfer_listeners:
+            device.transfer_listeners.remove(self.transferred)
+
+    def transferred(self, transfer) -> None:
+        """``transfer`` (an ``engine.runtime.hal.device.Transfer``) wrote its target: every tensor span known
+        in that memory gets the written bytes, and the written range is a defined span of its own."""
+        target = transfer.target
+        if target.buffer is None or target.length <= 0:
+            return
+        allocation, start, _ = allocation_span(target.buffer, int(target.offset), int(target.length))
+        try:
+            spans = self._defined.setdefault(allocation, {})
+        except TypeError:  # not weak-referenceable
+            return
+        end = start + int(target.length)
+        for (s, n), ranges in list(spans.items()):
+            lo, hi = max(s, start), min(s + n, end)
+            if lo < hi:
+                spans[(s, n)] = _merged([*ranges, (lo - s, hi - s)])
+        spans[(start, int(target.length))] = [(0, int(target.length))]
 
     @staticmethod
     def _key(binding, offset: int, length: int) -> tuple[object, tuple[int, int]]:

@@ -1,12 +1,12 @@
 """The listing of a replay as ``iree-dump-replay`` prints it: its JSONL rows (``jsonl_rows``, equal to
-``iree-dump-replay --format=jsonl`` line for line once parsed) and its text (``text_lines``).
+``iree-dump-replay --format=jsonl`` line for line once parsed; each record's payload is its typed record's
+``to_json``).
 
 Rows stream: one record is decoded at a time, so listing a large capture holds one row in memory.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass, fields
 
@@ -169,8 +169,3 @@ def jsonl_rows(replay: ReplayFile) -> Iterator[dict]:
     yield summarize(replay).to_json()
     for r in replay.records():
         yield record_row(replay, r)
-
-
-def jsonl_text(replay: ReplayFile) -> Iterator[str]:
-    for row in jsonl_rows(replay):
-        yield json.dumps(row, separators=(",", ":"))

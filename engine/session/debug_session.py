@@ -223,6 +223,7 @@ class DebugSession:
         # Told before the gate (which parks the run): what the stopped dispatch's in-place tensors lack.
         self.undefined_bytes = UndefinedBytesWatch(lambda: snapshots.sources)
         snapshots.subscribe(self.undefined_bytes, first=True)
+        self.undefined_bytes.follow_transfers(self.runner.device)
         self.live = LiveSubstitutions.for_runner(self.runner)
         self._install_breakpoints()
         self.on_opened()

@@ -7,7 +7,9 @@ place holds, where no dispatch wrote it yet, the leftovers of the tensors that u
 run seen with its executable's sources (a write-only output defines its tensor whole) and, for a dispatch
 that works in place, its bytes before (what it changed): ``wants_before`` asks for them only for those.
 A dispatch seen without sources makes the answer unknown (``None``) from then on: what it defined is not
-known, and calling its bytes undefined would be a guess."""
+known, and calling its bytes undefined would be a guess. Fills, updates and copies write too
+(``follow_transfers``: IREE zero-fills a padded tensor before copying its interior in place); they are followed
+until the watch is blind, since a listener takes the device's transfers out of its native batches."""
 
 from __future__ import annotations
 
@@ -64,6 +66,18 @@ class UndefinedBytesWatch(SnapshotSubscriber):
             known[key] = write_only_spans(key[0], key[1], key[2], sources)
         return known[key]
 
+    def follow_transfers(self, device) -> None:
+        """Count ``device``'s fills, updates and copies as writes (``InPlaceTensors.follow_transfers``). Not
+        without sources: the first dispatch makes the watch blind then, and a listener that comes and goes
+        would change the device's plans between the first call and the next."""
+        if not self.blind and self._sources().found:
+            self._in_place.follow_transfers(device)
+
+    def _go_blind(self) -> None:
+        self.blind = True
+        self._after = None
+        self._in_place.stop_following()  # nothing to follow now: the device's transfers run natively again
+
     def wants_before(self, record: DispatchRecord) -> bool:
         return not self.blind and self._works_in_place(record.export_name)
 
@@ -98,8 +112,7 @@ class UndefinedBytesWatch(SnapshotSubscriber):
         of the run). False (and blind from now on) when the source does not say."""
         spans = self._write_only_spans(record)
         if spans is None and record.bindings:
-            self.blind = True
-            self._after = None
+            self._go_blind()
             return False
         for binding, offset, length in spans or ():
             self._in_place.define_whole(record.bindings[binding], offset, length)
@@ -115,8 +128,7 @@ class UndefinedBytesWatch(SnapshotSubscriber):
             return
         tensors = snapshot.tensors()
         if snapshot.record.bindings and any(t.provenance != Provenance.SOURCES for t in tensors):
-            self.blind = True
-            self._after = None
+            self._go_blind()
             return
         ins = [t for t in tensors if t.role == Role.INPUT]
         outs = [t for t in tensors if t.role == Role.OUTPUT]

@@ -46,7 +46,7 @@ def test_break_at_dispatch_1_without_sources_shows_exactly_the_bound_bytes(qtbot
     assert view is not None
     documents = main_window.documents
     assert documents.currentWidget() is view
-    assert documents.tabToolTip(documents.currentIndex()) == f"Dispatch #1 {view.info.export}"
+    assert documents.tabToolTip(documents.currentIndex()) == f"#1 {view.info.export}"  # ordinal first: read when cut
     # Dispatch 1 computes log(a - b). Without sources nothing says its shape: each binding is shown as the
     # bytes it binds, an input (unchanged) or an output (written), never a shape guessed from IREE's name.
     assert "untyped" in view.header.text() and "types from name" not in view.header.text()

@@ -83,6 +83,57 @@ class BindingFailure:
     reason: str
 
 
+def _checked_exports(
+    dispatches: Sequence[cmd.DispatchCommand], impls: Sequence[CpuExecutableLibrary]
+) -> tuple:
+    """Each dispatch's export; ValueError (run it one dispatch at a time, whose checks raise IREE's error)
+    when its counts differ from the export's or its workgroup count is out of range."""
+    exports = tuple(impl.export(d.ordinal) for impl, d in zip(impls, dispatches))
+    for d, export in zip(dispatches, exports):
+        attrs = export.attributes
+        if len(d.constants) != attrs.constant_count or len(d.bindings) != attrs.binding_count:
+            raise ValueError("counts differ from the export's: run it one dispatch at a time")
+        x, y, z = d.workgroup_count  # type: ignore[misc]
+        if not (0 <= x <= 0xFFFFFFFF and 0 <= y <= 0xFFFFFFFF and 0 <= z <= 0xFFFF):
+            raise ValueError("workgroup count out of range: run it one dispatch at a time")
+    return exports
+
+
+@dataclass(frozen=True)
+class _ArenaLayout:
+    """Where things go in a plan's arena: per dispatch [dispatch state][workgroup state][constants,
+    8-aligned][binding pointers][binding lengths], 64-byte aligned; then one record per transfer."""
+
+    dispatches: tuple[tuple[int, int, int], ...]  # (offset, constant count, binding count) per dispatch
+    transfers_at: int
+    size: int  # bytes before the empty binding and the scratch word
+    local: int  # bytes of local memory the largest export needs
+
+    @staticmethod
+    def of(dispatches: Sequence[cmd.DispatchCommand], transfers: int, exports: Sequence) -> _ArenaLayout:
+        sizes, at = [], 0
+        for d in dispatches:
+            m, b = len(d.constants), len(d.bindings)
+            sizes.append((at, m, b))
+            at += (_DS_SIZE + _WS_SIZE + ((4 * m + 7) & ~7) + 16 * b + 63) & ~63
+        transfers_at = at
+        at += (8 * TRANSFER_WORDS * transfers + 63) & ~63  # the empty binding after them stays aligned
+        local = max((e.attributes.local_memory_pages for e in exports), default=0) * LOCAL_MEMORY_PAGE_SIZE
+        return _ArenaLayout(tuple(sizes), transfers_at, at, local)
+
+
+@dataclass(frozen=True)
+class _TransferRow:
+    """What ``bind`` checks of one transfer: its kind, the ref index of its target and of a copy's source
+    (-1 otherwise), a fill's pattern size (1 otherwise) and an update's length (-1 otherwise)."""
+
+    kind: int
+    target_ref: int
+    source_ref: int
+    pattern_size: int
+    fixed_length: int
+
+
 class CpuBatchPlan:
     """Consecutive native dispatches and host transfers of one command buffer, prepared to run in one
     native call."""
@@ -96,45 +147,50 @@ class CpuBatchPlan:
         self.impls = tuple(d.executable.impl for d in self.dispatches)
         self._executables = tuple({id(d.executable): d.executable for d in self.dispatches}.values())
         self._executable_impls = tuple(e.impl for e in self._executables)
-        exports = [impl.export(d.ordinal) for impl, d in zip(self.impls, self.dispatches)]
-        for d, export in zip(self.dispatches, exports):
-            attrs = export.attributes
-            if len(d.constants) != attrs.constant_count or len(d.bindings) != attrs.binding_count:
-                raise ValueError("counts differ from the export's: run it one dispatch at a time")
-            x, y, z = d.workgroup_count  # type: ignore[misc]
-            if not (0 <= x <= 0xFFFFFFFF and 0 <= y <= 0xFFFFFFFF and 0 <= z <= 0xFFFF):
-                raise ValueError("workgroup count out of range: run it one dispatch at a time")
-        self.exports = tuple(exports)
-
-        # The arena: per dispatch [dispatch state][workgroup state][constants, 8-aligned][ptrs][lengths].
-        sizes, at = [], 0
-        for d in self.dispatches:
-            m, b = len(d.constants), len(d.bindings)
-            size = _DS_SIZE + _WS_SIZE + ((4 * m + 7) & ~7) + 16 * b
-            sizes.append((at, m, b))
-            at += (size + 63) & ~63
-        transfers_at = at  # one record of TRANSFER_WORDS u64 per transfer
-        at += (8 * TRANSFER_WORDS * len(transfers) + 63) & ~63  # the empty binding after them stays aligned
-        local = max((e.attributes.local_memory_pages for e in exports), default=0) * LOCAL_MEMORY_PAGE_SIZE
-        raw = np.zeros(at + 128 + BINDING_ALIGNMENT, np.uint8)
-        start = (-raw.ctypes.data) % 64
-        self._arena = raw[start : start + at + 128]  # + an empty binding's 64 bytes + a scratch word
-        self._local = np.zeros(local + BINDING_ALIGNMENT, np.uint8) if local else None
-        local_address = 0
-        if self._local is not None:
-            local_address = self._local.ctypes.data + (-self._local.ctypes.data) % BINDING_ALIGNMENT
-        base = self._arena.ctypes.data
-        words = self._arena[: (len(self._arena) // 8) * 8].view("<u8")
-        self._words = words
-
-        descriptors = np.zeros(len(self.commands) * DESCRIPTOR_WORDS, np.uint64)
-        # Each dispatch's descriptor index (transfers sit between them in command order).
+        self.exports = _checked_exports(self.dispatches, self.impls)
+        layout = _ArenaLayout.of(self.dispatches, len(transfers), self.exports)
+        self._allocate(layout)
+        # One descriptor per command; each dispatch's descriptor index (transfers sit between them).
+        self._descriptors = np.zeros(len(self.commands) * DESCRIPTOR_WORDS, np.uint64)
+        self._descriptors_address = self._descriptors.ctypes.data
         self._dispatch_slot = [i for i, c in enumerate(self.commands) if type(c) is cmd.DispatchCommand]
-        ptr_at: list[int] = []  # word index in the arena of each binding's pointer, in binding order
+        # Each binding's (then each transfer range's) pointer and length word in the arena, and its ref.
+        ptr_at: list[int] = []
         len_at: list[int] = []
-        arena = self._arena
+        self._write_dispatch_states(layout, ptr_at, len_at)
+        refs: list[BufferRef] = [ref for d in self.dispatches for ref in d.bindings]
+        dispatch_refs = len(refs)
+        self._record_transfers(transfers, layout, refs, ptr_at, len_at)
+        # Only a dispatch's bindings must be aligned (a transfer's ranges need not be).
+        self._aligned = np.arange(len(refs)) < dispatch_refs
+        # The clock after each dispatch (``run(timed=True)``; the native loop writes it).
+        self._ends = np.zeros(max(len(self.dispatches), 1), np.int64)
+        self._ends_address = self._ends.ctypes.data
+        self._ptr_at = np.asarray(ptr_at, np.int64)
+        self._len_at = np.asarray(len_at, np.int64)
+        self._plan_sources(refs)
+        # A zero-length binding still gets an aligned pointer (the kernel reads nothing there).
+        self._empty_address = self._arena.ctypes.data + layout.size
+        self._fast = self._fast_binding(transfers)
+        self.lock = threading.Lock()  # one submission at a time uses the arena
+
+    def _allocate(self, layout: _ArenaLayout) -> None:
+        """The arena (64-byte aligned, + an empty binding's 64 bytes + a scratch word) and local memory."""
+        raw = np.zeros(layout.size + 128 + BINDING_ALIGNMENT, np.uint8)
+        start = (-raw.ctypes.data) % 64
+        self._arena = raw[start : start + layout.size + 128]
+        self._local = np.zeros(layout.local + BINDING_ALIGNMENT, np.uint8) if layout.local else None
+        self._local_address = 0
+        if self._local is not None:
+            self._local_address = self._local.ctypes.data + (-self._local.ctypes.data) % BINDING_ALIGNMENT
+        self._words = self._arena[: (len(self._arena) // 8) * 8].view("<u8")
+
+    def _write_dispatch_states(self, layout: _ArenaLayout, ptr_at: list[int], len_at: list[int]) -> None:
+        """Each dispatch's dispatch and workgroup state and constants in the arena, its descriptor, and where
+        its binding pointers and lengths go (appended to ``ptr_at``/``len_at``, in binding order)."""
+        arena, base, descriptors = self._arena, self._arena.ctypes.data, self._descriptors
         for k, d, export, impl, (offset, m, b) in zip(
-            self._dispatch_slot, self.dispatches, exports, self.impls, sizes
+            self._dispatch_slot, self.dispatches, self.exports, self.impls, layout.dispatches
         ):
             constants_at = offset + _DS_SIZE + _WS_SIZE
             ptrs_at = constants_at + ((4 * m + 7) & ~7)
@@ -147,7 +203,7 @@ class CpuBatchPlan:
                 offset,
                 1, 1, 1, m, x, y, z, 1, b,  # workgroup size (1,1,1) and max_concurrency 1, like local-sync
                 base + constants_at, base + ptrs_at, base + lengths_at,
-                0, 0, 0, 0, 0, local_address if export_local else 0, export_local,
+                0, 0, 0, 0, 0, self._local_address if export_local else 0, export_local,
                 *(int(v) & 0xFFFFFFFF for v in d.constants),
             )  # fmt: skip
             ptr_at.extend(range(ptrs_at // 8, ptrs_at // 8 + b))
@@ -155,73 +211,72 @@ class CpuBatchPlan:
             descriptors[k * 4 : k * 4 + 4] = (
                 impl.export_address(d.ordinal), impl.environment_address, base + offset, base + offset + _DS_SIZE,
             )  # fmt: skip
-        refs: list[BufferRef] = [ref for d in self.dispatches for ref in d.bindings]
-        dispatch_refs = len(refs)
-        # Transfers: the target's pointer and length words of its record are refs like a binding's; a copy's
-        # source pointer too (its length goes to a scratch word, checked equal to the target's by ``bind``).
+
+    def _record_transfers(
+        self,
+        transfers: Sequence[cmd.Command],
+        layout: _ArenaLayout,
+        refs: list[BufferRef],
+        ptr_at: list[int],
+        len_at: list[int],
+    ) -> None:
+        """Each transfer's record (``TRANSFER_WORDS`` words) and descriptor: its target's pointer and length
+        words are refs like a binding's (appended to ``refs``, ``ptr_at``, ``len_at``); what else it needs
+        comes from its kind's recorder (``TRANSFER_RECORDERS``)."""
         self._update_data: list[np.ndarray] = []  # an update's bytes (copied at record time, like IREE)
-        kinds: list[int] = []
-        patterns: list[int] = []
-        fixed_lengths: list[int] = []
-        target_refs: list[int] = []  # per transfer: the ref index of its target
-        source_ref_of: list[int] = []  # per transfer: the ref index of a copy's source, -1 otherwise
-        scratch = (len(self._arena) // 8) - 1  # a word past the records: where a copy source's length goes
-        for t, command in enumerate(transfers):
-            record = transfers_at + 8 * TRANSFER_WORDS * t
-            target_refs.append(len(refs))
+        rows: list[_TransferRow] = []
+        base = self._arena.ctypes.data
+        transfer_slots = [i for i, c in enumerate(self.commands) if type(c) is not cmd.DispatchCommand]
+        for t, (slot, command) in enumerate(zip(transfer_slots, transfers)):
+            record = layout.transfers_at + 8 * TRANSFER_WORDS * t
+            target_ref = len(refs)
             ptr_at.append(record // 8)
             len_at.append(record // 8 + 1)
-            refs.append(command.target)
-            if type(command) is cmd.CopyCommand:
-                ptr_at.append(record // 8 + 2)
-                len_at.append(scratch)
-                source_ref_of.append(len(refs))
-                refs.append(command.source)
-                kinds.append(TRANSFER_COPY)
-                patterns.append(1)
-                fixed_lengths.append(-1)
-            elif type(command) is cmd.UpdateCommand:
-                data = np.frombuffer(bytes(command.data), np.uint8).copy()
-                self._update_data.append(data)
-                words[record // 8 + 2] = data.ctypes.data if len(data) else self._arena.ctypes.data
-                source_ref_of.append(-1)
-                kinds.append(TRANSFER_COPY)
-                patterns.append(1)
-                fixed_lengths.append(len(data))
-            else:
-                pattern = bytes(command.pattern)
-                value = int.from_bytes(pattern, "little")
-                uniform = len(pattern) > 0 and pattern == pattern[:1] * len(pattern)
-                # A pattern of one repeated byte is a memset whatever its size.
-                words[record // 8 + 2] = pattern[0] if uniform else value
-                words[record // 8 + 3] = 1 if uniform else len(pattern)
-                source_ref_of.append(-1)
-                kinds.append(TRANSFER_FILL)
-                patterns.append(len(pattern))
-                fixed_lengths.append(-1)
-        transfer_slots = [i for i, c in enumerate(self.commands) if type(c) is not cmd.DispatchCommand]
-        for t, (slot, kind) in enumerate(zip(transfer_slots, kinds)):
-            descriptors[slot * 4 : slot * 4 + 4] = (0, kind, base + transfers_at + 8 * TRANSFER_WORDS * t, 0)
+            refs.append(command.target)  # type: ignore[attr-defined]
+            row = self.TRANSFER_RECORDERS[type(command)](self, command, record // 8, target_ref, refs, ptr_at, len_at)
+            rows.append(row)
+            self._descriptors[slot * 4 : slot * 4 + 4] = (0, row.kind, base + record, 0)
         # Per transfer: the index of its target ref, its kind, fill pattern size, an update's length.
-        self._target_ref = np.asarray(target_refs, np.int64)
-        self._copy_source_ref = np.asarray(source_ref_of, np.int64)
-        self._transfer_kind = np.asarray(kinds, np.int64)
-        self._pattern_size = np.asarray(patterns, np.int64)
-        self._fixed_length = np.asarray(fixed_lengths, np.int64)
+        self._target_ref = np.asarray([r.target_ref for r in rows], np.int64)
+        self._copy_source_ref = np.asarray([r.source_ref for r in rows], np.int64)
+        self._transfer_kind = np.asarray([r.kind for r in rows], np.int64)
+        self._pattern_size = np.asarray([r.pattern_size for r in rows], np.int64)
+        self._fixed_length = np.asarray([r.fixed_length for r in rows], np.int64)
         self._is_fill = self._transfer_kind == TRANSFER_FILL
         self._is_update = self._fixed_length >= 0
         self._is_copy = self._copy_source_ref >= 0
-        # Only a dispatch's bindings must be aligned (a transfer's ranges need not be).
-        self._aligned = np.arange(len(refs)) < dispatch_refs
-        self._descriptors = descriptors
-        self._descriptors_address = descriptors.ctypes.data
-        # The clock after each dispatch (``run(timed=True)``; the native loop writes it).
-        self._ends = np.zeros(max(len(self.dispatches), 1), np.int64)
-        self._ends_address = self._ends.ctypes.data
-        self._ptr_at = np.asarray(ptr_at, np.int64)
-        self._len_at = np.asarray(len_at, np.int64)
-        # Where each binding's bytes come from: a slot of the binding table, or a direct buffer (the plan's
-        # own list, ``direct``): ``source`` indexes [table slots..., direct buffers...] once a table is known.
+
+    def _record_copy(
+        self, command: cmd.CopyCommand, word: int, target_ref: int, refs: list, ptr_at: list, len_at: list
+    ) -> _TransferRow:
+        # The source pointer is a ref too; its length goes to a scratch word (``bind`` checks it equals the
+        # target's).
+        ptr_at.append(word + 2)
+        len_at.append(len(self._words) - 1)
+        refs.append(command.source)
+        return _TransferRow(TRANSFER_COPY, target_ref, len(refs) - 1, 1, -1)
+
+    def _record_update(
+        self, command: cmd.UpdateCommand, word: int, target_ref: int, refs: list, ptr_at: list, len_at: list
+    ) -> _TransferRow:
+        data = np.frombuffer(bytes(command.data), np.uint8).copy()
+        self._update_data.append(data)
+        self._words[word + 2] = data.ctypes.data if len(data) else self._arena.ctypes.data
+        return _TransferRow(TRANSFER_COPY, target_ref, -1, 1, len(data))
+
+    def _record_fill(
+        self, command: cmd.FillCommand, word: int, target_ref: int, refs: list, ptr_at: list, len_at: list
+    ) -> _TransferRow:
+        pattern = bytes(command.pattern)
+        uniform = len(pattern) > 0 and pattern == pattern[:1] * len(pattern)
+        # A pattern of one repeated byte is a memset whatever its size.
+        self._words[word + 2] = pattern[0] if uniform else int.from_bytes(pattern, "little")
+        self._words[word + 3] = 1 if uniform else len(pattern)
+        return _TransferRow(TRANSFER_FILL, target_ref, -1, len(pattern), -1)
+
+    def _plan_sources(self, refs: list[BufferRef]) -> None:
+        """Where each binding's bytes come from: a slot of the binding table, or a direct buffer (the plan's
+        own list, ``direct``): ``_source`` indexes [table slots..., direct buffers...] once a table is known."""
         self.direct = tuple({id(r.buffer): r.buffer for r in refs if r.buffer is not None}.values())
         direct_index = {id(buf): i for i, buf in enumerate(self.direct)}
         self._slots = np.asarray([r.slot if r.buffer is None else _DIRECT for r in refs], np.int64)
@@ -235,10 +290,6 @@ class CpuBatchPlan:
         self._max_slot = int(self._slots.max(initial=-1))
         # Each binding's index into [table slots..., direct buffers...] (fixed: the plan knows both counts).
         self._source = np.where(self._is_direct, self._max_slot + 1 + self._direct_of, self._slots)
-        # A zero-length binding still gets an aligned pointer (the kernel reads nothing there).
-        self._empty_address = base + at
-        self._fast = self._fast_binding(transfers)
-        self.lock = threading.Lock()  # one submission at a time uses the arena
 
     def _fast_binding(self, transfers: Sequence[cmd.Command]) -> _FastBinding | None:
         """What ``bind`` needs per submission when every range is fixed at record time (no transfer, no
@@ -438,6 +489,13 @@ class CpuBatchPlan:
         slot = self._dispatch_slot[index]
         at = int(self._descriptors[slot * 4 + 3]) - self._arena.ctypes.data
         return _WORKGROUP_ID.unpack_from(self._arena, at)
+
+    # How each kind of transfer is recorded in a plan (``_record_transfers``).
+    TRANSFER_RECORDERS = {
+        cmd.CopyCommand: _record_copy,
+        cmd.UpdateCommand: _record_update,
+        cmd.FillCommand: _record_fill,
+    }
 
 
 @dataclass

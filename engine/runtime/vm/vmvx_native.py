@@ -28,6 +28,7 @@ import ctypes
 import ctypes.util
 import functools
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -410,135 +411,140 @@ class _FunctionWriter:
             raise NativeUnsupported(f"branch to pc {pc:#x}, not a block")
         return f"L{marker.next_pc}"
 
-    def _instruction(self, ins: Instruction, by_pc: dict) -> None:  # noqa: C901 - one table of cases
-        sym, ops, pc = ins.symbol, ins.operands, ins.pc
-        specs = ins.opcode.operands
-        if sym == "Branch":
-            self._remap(ops[1])
-            self.emit(f"br label %{self._target(ops[0], by_pc)}")
-            return
-        if sym == "CondBranch":
-            c = self.r32(ops[0])
-            cond = self.t()
-            self.emit(f"{cond} = icmp ne i32 {c}, 0")
-            tl, fl = f"ct{pc}", f"cf{pc}"
-            self.emit(f"br i1 {cond}, label %{tl}, label %{fl}")
-            self.label(tl)
-            self._remap(ops[2])
-            self.emit(f"br label %{self._target(ops[1], by_pc)}")
-            self.label(fl)
-            self._remap(ops[4])
-            self.emit(f"br label %{self._target(ops[3], by_pc)}")
-            return
-        if sym == "Return":
-            if ops[0]:
-                raise NativeUnsupported("a dispatch function returning values")
-            self._free_allocs()
-            self.emit("ret i32 0")
-            return
-        if sym == "DiscardRefs":
-            for raw in ops[0]:
-                self.set_ref(self._rreg(raw), "null", "0", "0", 0)
-            return
-        if sym in ("ConstI32Zero", "ConstF32Zero"):
-            self.w32(ops[0], "0")
-            return
-        if sym in ("ConstI64Zero", "ConstF64Zero"):
-            self.w64(ops[0], "0")
-            return
-        if sym in ("ConstI32", "ConstF32", "ConstI64", "ConstF64"):
-            bits = imm_bits(ins)
-            if sym in ("ConstI32", "ConstF32"):
-                self.w32(ops[1], str(bits))
-            else:
-                self.w64(ops[1], str(bits))
-            return
-        if sym == "ConstRefZero":
-            self.set_ref(self._rreg(ops[0]), "null", "0", "0", 0)
-            return
-        if sym == "ConstRefRodata":
-            ordinal, w = ops
-            if not 0 <= ordinal < self.rodata_count:
-                raise NativeUnsupported(f"rodata ordinal {ordinal} out of range")
-            base_p, base_l = self.ctx_field("ro_ptr", "ptr"), self.ctx_field("ro_len", "ptr")
-            pp, lp, p, ln = self.t(), self.t(), self.t(), self.t()
-            self.emit(f"{pp} = getelementptr ptr, ptr {base_p}, i64 {ordinal}")
-            self.emit(f"{p} = load ptr, ptr {pp}")
-            self.emit(f"{lp} = getelementptr i64, ptr {base_l}, i64 {ordinal}")
-            self.emit(f"{ln} = load i64, ptr {lp}")
-            self.set_ref(self._rreg(w), p, ln, "0", 1)
-            return
-        if sym == "ListGetRef":
-            lraw, xraw, _type, wraw = ops
-            if wraw & isa.REF_MOVE_BIT:
-                raise NativeUnsupported("moving a ref out of the bindings list")
-            lk, w = self._rreg(lraw), self._rreg(wraw)
-            flags, islist = self.t(), self.t()
-            self.emit(f"{flags} = load i32, ptr %rf{lk}")
-            bit = self.t()
-            self.emit(f"{bit} = and i32 {flags}, 4")
-            self.emit(f"{islist} = icmp eq i32 {bit}, 0")
-            self.trap_if(islist, pc)
-            k = self.r32(xraw)
-            k64, n, oob = self.t(), self.ctx_field("nbind", "i64"), self.t()
-            self.emit(f"{k64} = zext i32 {k} to i64")
-            self.emit(f"{oob} = icmp uge i64 {k64}, {n}")
-            self.trap_if(oob, pc)
-            base_p, base_l = self.ctx_field("bind_ptr", "ptr"), self.ctx_field("bind_len", "ptr")
-            pp, lp, p, ln = self.t(), self.t(), self.t(), self.t()
-            self.emit(f"{pp} = getelementptr ptr, ptr {base_p}, i64 {k64}")
-            self.emit(f"{p} = load ptr, ptr {pp}")
-            self.emit(f"{lp} = getelementptr i64, ptr {base_l}, i64 {k64}")
-            self.emit(f"{ln} = load i64, ptr {lp}")
-            self.set_ref(w, p, ln, ln, 3)
-            return
-        if sym in _LOADS or sym in _STORES:
-            self._memory(sym, ops, pc)
-            return
-        if sym == "BufferLength":
-            b = self._rreg(ops[0])
-            flags, bit, null, ln = self.t(), self.t(), self.t(), self.t()
-            self.emit(f"{flags} = load i32, ptr %rf{b}")
-            self.emit(f"{bit} = and i32 {flags}, 1")
-            self.emit(f"{null} = icmp eq i32 {bit}, 0")
-            self.trap_if(null, pc)
-            self.emit(f"{ln} = load i64, ptr %rl{b}")
-            self.w64(ops[1], ln)
-            return
-        if sym == "BufferAlloc":
-            length = self.r64(ops[0])
-            big = self.t()
-            self.emit(f"{big} = icmp ugt i64 {length}, {_MAX_ALLOC}")
-            self.trap_if(big, pc)
-            self.extern.add("declare ptr @calloc(i64, i64)")
-            n1, p, slot = self.t(), self.t(), self.allocs.index(pc)
-            self.emit(f"{n1} = add i64 {length}, 1")  # never calloc(0): a null result means failure
-            self.emit(f"{p} = call ptr @calloc(i64 {n1}, i64 1)")
-            failed = self.t()
-            self.emit(f"{failed} = icmp eq ptr {p}, null")
-            self.trap_if(failed, pc)
-            self.emit(f"store ptr {p}, ptr %al{slot}")
-            self.set_ref(self._rreg(ops[2]), p, length, length, 3)
-            return
-        if sym in ("SelectI32", "SelectF32", "SelectI64", "SelectF64"):
-            wide = sym.endswith("64")
-            c = self.r32(ops[0])
-            a = self.r64(ops[1]) if wide else self.r32(ops[1])
-            b = self.r64(ops[2]) if wide else self.r32(ops[2])
-            cond, v = self.t(), self.t()
-            self.emit(f"{cond} = icmp ne i32 {c}, 0")
-            self.emit(
-                f"{v} = select i1 {cond}, {'i64' if wide else 'i32'} {a}, {'i64' if wide else 'i32'} {b}"
-            )
-            (self.w64 if wide else self.w32)(ops[3], v)
-            return
-        if sym in ("BitcastI32F32", "BitcastF32I32"):
-            self.w32(ops[1], self.r32(ops[0]))
-            return
-        if sym in ("BitcastI64F64", "BitcastF64I64"):
-            self.w64(ops[1], self.r64(ops[0]))
-            return
-        self._register_op(sym, ops, specs, pc)
+    def _instruction(self, ins: Instruction, by_pc: dict) -> None:
+        """One instruction's IR: by its symbol's entry in ``INSTRUCTIONS``, else a register operation."""
+        handler = self.INSTRUCTIONS.get(ins.symbol)
+        if handler is not None:
+            handler(self, ins, by_pc)
+        else:
+            self._register_op(ins.symbol, ins.operands, ins.opcode.operands, ins.pc)
+
+    def _branch(self, ins: Instruction, by_pc: dict) -> None:
+        ops = ins.operands
+        self._remap(ops[1])
+        self.emit(f"br label %{self._target(ops[0], by_pc)}")
+
+    def _cond_branch(self, ins: Instruction, by_pc: dict) -> None:
+        ops, pc = ins.operands, ins.pc
+        c = self.r32(ops[0])
+        cond = self.t()
+        self.emit(f"{cond} = icmp ne i32 {c}, 0")
+        tl, fl = f"ct{pc}", f"cf{pc}"
+        self.emit(f"br i1 {cond}, label %{tl}, label %{fl}")
+        self.label(tl)
+        self._remap(ops[2])
+        self.emit(f"br label %{self._target(ops[1], by_pc)}")
+        self.label(fl)
+        self._remap(ops[4])
+        self.emit(f"br label %{self._target(ops[3], by_pc)}")
+
+    def _return(self, ins: Instruction, by_pc: dict) -> None:
+        if ins.operands[0]:
+            raise NativeUnsupported("a dispatch function returning values")
+        self._free_allocs()
+        self.emit("ret i32 0")
+
+    def _discard_refs(self, ins: Instruction, by_pc: dict) -> None:
+        for raw in ins.operands[0]:
+            self.set_ref(self._rreg(raw), "null", "0", "0", 0)
+
+    def _const_zero32(self, ins: Instruction, by_pc: dict) -> None:
+        self.w32(ins.operands[0], "0")
+
+    def _const_zero64(self, ins: Instruction, by_pc: dict) -> None:
+        self.w64(ins.operands[0], "0")
+
+    def _const32(self, ins: Instruction, by_pc: dict) -> None:
+        self.w32(ins.operands[1], str(imm_bits(ins)))
+
+    def _const64(self, ins: Instruction, by_pc: dict) -> None:
+        self.w64(ins.operands[1], str(imm_bits(ins)))
+
+    def _const_ref_zero(self, ins: Instruction, by_pc: dict) -> None:
+        self.set_ref(self._rreg(ins.operands[0]), "null", "0", "0", 0)
+
+    def _const_ref_rodata(self, ins: Instruction, by_pc: dict) -> None:
+        ordinal, w = ins.operands
+        if not 0 <= ordinal < self.rodata_count:
+            raise NativeUnsupported(f"rodata ordinal {ordinal} out of range")
+        p, ln = self._table_entry("ro_ptr", "ro_len", str(ordinal))
+        self.set_ref(self._rreg(w), p, ln, "0", 1)
+
+    def _table_entry(self, pointers: str, lengths: str, index: str) -> tuple[str, str]:
+        """Entry ``index`` (an i64 value) of the context's pointer and length tables: (pointer, length)."""
+        base_p, base_l = self.ctx_field(pointers, "ptr"), self.ctx_field(lengths, "ptr")
+        pp, lp, p, ln = self.t(), self.t(), self.t(), self.t()
+        self.emit(f"{pp} = getelementptr ptr, ptr {base_p}, i64 {index}")
+        self.emit(f"{p} = load ptr, ptr {pp}")
+        self.emit(f"{lp} = getelementptr i64, ptr {base_l}, i64 {index}")
+        self.emit(f"{ln} = load i64, ptr {lp}")
+        return p, ln
+
+    def _list_get_ref(self, ins: Instruction, by_pc: dict) -> None:
+        (lraw, xraw, _type, wraw), pc = ins.operands, ins.pc
+        if wraw & isa.REF_MOVE_BIT:
+            raise NativeUnsupported("moving a ref out of the bindings list")
+        lk, w = self._rreg(lraw), self._rreg(wraw)
+        flags, islist = self.t(), self.t()
+        self.emit(f"{flags} = load i32, ptr %rf{lk}")
+        bit = self.t()
+        self.emit(f"{bit} = and i32 {flags}, 4")
+        self.emit(f"{islist} = icmp eq i32 {bit}, 0")
+        self.trap_if(islist, pc)
+        k = self.r32(xraw)
+        k64, n, oob = self.t(), self.ctx_field("nbind", "i64"), self.t()
+        self.emit(f"{k64} = zext i32 {k} to i64")
+        self.emit(f"{oob} = icmp uge i64 {k64}, {n}")
+        self.trap_if(oob, pc)
+        p, ln = self._table_entry("bind_ptr", "bind_len", k64)
+        self.set_ref(w, p, ln, ln, 3)
+
+    def _memory_access(self, ins: Instruction, by_pc: dict) -> None:
+        self._memory(ins.symbol, ins.operands, ins.pc)
+
+    def _buffer_length(self, ins: Instruction, by_pc: dict) -> None:
+        ops, pc = ins.operands, ins.pc
+        b = self._rreg(ops[0])
+        flags, bit, null, ln = self.t(), self.t(), self.t(), self.t()
+        self.emit(f"{flags} = load i32, ptr %rf{b}")
+        self.emit(f"{bit} = and i32 {flags}, 1")
+        self.emit(f"{null} = icmp eq i32 {bit}, 0")
+        self.trap_if(null, pc)
+        self.emit(f"{ln} = load i64, ptr %rl{b}")
+        self.w64(ops[1], ln)
+
+    def _buffer_alloc(self, ins: Instruction, by_pc: dict) -> None:
+        ops, pc = ins.operands, ins.pc
+        length = self.r64(ops[0])
+        big = self.t()
+        self.emit(f"{big} = icmp ugt i64 {length}, {_MAX_ALLOC}")
+        self.trap_if(big, pc)
+        self.extern.add("declare ptr @calloc(i64, i64)")
+        n1, p, slot = self.t(), self.t(), self.allocs.index(pc)
+        self.emit(f"{n1} = add i64 {length}, 1")  # never calloc(0): a null result means failure
+        self.emit(f"{p} = call ptr @calloc(i64 {n1}, i64 1)")
+        failed = self.t()
+        self.emit(f"{failed} = icmp eq ptr {p}, null")
+        self.trap_if(failed, pc)
+        self.emit(f"store ptr {p}, ptr %al{slot}")
+        self.set_ref(self._rreg(ops[2]), p, length, length, 3)
+
+    def _select(self, ins: Instruction, by_pc: dict) -> None:
+        ops = ins.operands
+        wide = ins.symbol.endswith("64")
+        c = self.r32(ops[0])
+        a = self.r64(ops[1]) if wide else self.r32(ops[1])
+        b = self.r64(ops[2]) if wide else self.r32(ops[2])
+        cond, v = self.t(), self.t()
+        self.emit(f"{cond} = icmp ne i32 {c}, 0")
+        self.emit(f"{v} = select i1 {cond}, {'i64' if wide else 'i32'} {a}, {'i64' if wide else 'i32'} {b}")
+        (self.w64 if wide else self.w32)(ops[3], v)
+
+    def _bitcast32(self, ins: Instruction, by_pc: dict) -> None:
+        self.w32(ins.operands[1], self.r32(ins.operands[0]))
+
+    def _bitcast64(self, ins: Instruction, by_pc: dict) -> None:
+        self.w64(ins.operands[1], self.r64(ins.operands[0]))
 
     def _memory(self, sym: str, ops, pc: int) -> None:
         load = sym in _LOADS
@@ -575,157 +581,285 @@ class _FunctionWriter:
                 v = x
             self.emit(f"store {mem} {v}, ptr {addr}, align 1")
 
-    def _register_op(self, sym: str, ops, specs, pc: int) -> None:  # noqa: C901
+    def _register_op(self, sym: str, ops, specs, pc: int) -> None:
+        """An operation on registers writing one register: its IR from ``_REGISTER_OPS``."""
         reads = [(s.kind, raw) for s, raw in zip(specs, ops) if s.access == "read"]
         writes = [(s.kind, raw) for s, raw in zip(specs, ops) if s.access == "write"]
         if len(writes) != 1 or any(k not in _LLTYPE for k, _ in reads + writes):
             raise NativeUnsupported(f"instruction {sym}")
         wkind, wraw = writes[0]
-        # Bit operations on float registers (fabs, neg, min/max copy bits: NaN payloads kept).
-        if sym in ("AbsF32", "NegF32", "AbsF64", "NegF64"):
-            wide = sym.endswith("64")
-            x = self.r64(reads[0][1]) if wide else self.r32(reads[0][1])
-            ty = "i64" if wide else "i32"
-            sign = "9223372036854775808" if wide else "2147483648"
-            v = self.t()
-            if sym.startswith("Abs"):
-                self.emit(f"{v} = and {ty} {x}, {'9223372036854775807' if wide else '2147483647'}")
-            else:
-                self.emit(f"{v} = xor {ty} {x}, {'-' + sign if wide else '-' + sign}")
-            (self.w64 if wide else self.w32)(wraw, v)
+        if sym in _FLOAT_BITS:  # bit operations on float registers (NaN payloads kept)
+            self._float_bits(sym, reads[0][1], wraw)
             return
-        xs = [self.read(k, raw) for k, raw in reads]
-        ty = _LLTYPE[wkind]
-        v = self.t()
-        base, width = sym[:-3], sym[-3:]
-        if sym.endswith(("I32", "I64")) and base in _BIN:
-            self.emit(f"{v} = {_BIN[base]} {ty} {xs[0]}, {xs[1]}")
-        elif sym in ("FMAI32", "FMAI64"):
-            m = self.t()
-            self.emit(f"{m} = mul {ty} {xs[0]}, {xs[1]}")
-            self.emit(f"{v} = add {ty} {m}, {xs[2]}")
-        elif sym in ("NotI32", "NotI64"):
-            self.emit(f"{v} = xor {ty} {xs[0]}, -1")
-        elif sym in ("AbsI32", "AbsI64"):
-            neg, c = self.t(), self.t()
-            self.emit(f"{neg} = sub {ty} 0, {xs[0]}")
-            self.emit(f"{c} = icmp slt {ty} {xs[0]}, 0")
-            self.emit(f"{v} = select i1 {c}, {ty} {neg}, {ty} {xs[0]}")
-        elif sym[:-1] in ("MinI32", "MaxI32", "MinI64", "MaxI64"):
-            pred = ("s" if sym.endswith("S") else "u") + "lt"
-            c = self.t()
-            if sym.startswith("Min"):  # y if y < x else x
-                self.emit(f"{c} = icmp {pred} {ty} {xs[1]}, {xs[0]}")
-            else:  # y if x < y else x
-                self.emit(f"{c} = icmp {pred} {ty} {xs[0]}, {xs[1]}")
-            self.emit(f"{v} = select i1 {c}, {ty} {xs[1]}, {ty} {xs[0]}")
-        elif sym in ("ShlI32", "ShrI32S", "ShrI32U", "ShlI64", "ShrI64S", "ShrI64U"):
-            amount = xs[1]
-            mask = 31 if sym.endswith(("I32", "I32S", "I32U")) else 63
-            if ty == "i64":
-                z = self.t()
-                self.emit(f"{z} = zext i32 {amount} to i64")
-                amount = z
-            m = self.t()
-            self.emit(f"{m} = and {ty} {amount}, {mask}")
-            op = "shl" if sym.startswith("Shl") else ("ashr" if sym.endswith("S") else "lshr")
-            self.emit(f"{v} = {op} {ty} {xs[0]}, {m}")
-        elif sym[:-1] in ("DivI32", "RemI32", "DivI64", "RemI64"):
-            zero = self.t()
-            self.emit(f"{zero} = icmp eq {ty} {xs[1]}, 0")
-            self.trap_if(zero, pc)  # the interpreter raises (C: SIGFPE)
-            is_div = sym.startswith("Div")
-            if sym.endswith("U"):
-                self.emit(f"{v} = {'udiv' if is_div else 'urem'} {ty} {xs[0]}, {xs[1]}")
-            else:
-                # c_div/c_rem truncate toward zero; y == -1 gives -x (wrapping) and remainder 0, where C's
-                # sdiv/srem of INT_MIN by -1 is undefined.
-                m1, safe, q, alt = self.t(), self.t(), self.t(), self.t()
-                self.emit(f"{m1} = icmp eq {ty} {xs[1]}, -1")
-                self.emit(f"{safe} = select i1 {m1}, {ty} 1, {ty} {xs[1]}")
-                self.emit(f"{q} = {'sdiv' if is_div else 'srem'} {ty} {xs[0]}, {safe}")
-                if is_div:
-                    self.emit(f"{alt} = sub {ty} 0, {xs[0]}")
-                else:
-                    self.emit(f"{alt} = add {ty} 0, 0")
-                self.emit(f"{v} = select i1 {m1}, {ty} {alt}, {ty} {q}")
-        elif sym in ("CmpNZI32", "CmpNZI64"):
-            c = self.t()
-            self.emit(f"{c} = icmp ne {_LLTYPE[reads[0][0]]} {xs[0]}, 0")
-            self.emit(f"{v} = zext i1 {c} to i32")
-        elif any(sym == p.format(w) if "{}" in p else sym == p + w for p in _ICMP for w in ("I32", "I64")):
-            pred = next(
-                pr
-                for p, pr in _ICMP.items()
-                for w in ("I32", "I64")
-                if sym == (p.format(w) if "{}" in p else p + w)
-            )
-            c = self.t()
-            self.emit(f"{c} = icmp {pred} {_LLTYPE[reads[0][0]]} {xs[0]}, {xs[1]}")
-            self.emit(f"{v} = zext i1 {c} to i32")
-        elif any(sym == p.format(w) for p in _FCMP for w in ("F32", "F64")):
-            pred = next(pr for p, pr in _FCMP.items() for w in ("F32", "F64") if sym == p.format(w))
-            c = self.t()
-            self.emit(f"{c} = fcmp {pred} {_LLTYPE[reads[0][0]]} {xs[0]}, {xs[1]}")
-            self.emit(f"{v} = zext i1 {c} to i32")
-        elif sym in ("CmpNaNF32", "CmpNaNF64"):
-            c = self.t()
-            self.emit(f"{c} = fcmp uno {_LLTYPE[reads[0][0]]} {xs[0]}, {xs[0]}")
-            self.emit(f"{v} = zext i1 {c} to i32")
-        elif width in ("F32", "F64") and base in _FBIN:
-            self.emit(f"{v} = {_FBIN[base]} {ty} {xs[0]}, {xs[1]}")
-        elif sym in ("FMAF32", "FMAF64"):
-            # ops.h without FP_FAST_FMA: the product rounded, then the sum (two IEEE operations, not fused).
-            m = self.t()
-            self.emit(f"{m} = fmul {ty} {xs[0]}, {xs[1]}")
-            self.emit(f"{v} = fadd {ty} {m}, {xs[2]}")
-        elif sym in ("MinF32", "MaxF32", "MinF64", "MaxF64"):
-            c = self.t()
-            if sym.startswith("Min"):  # y if y < x else x
-                self.emit(f"{c} = fcmp olt {ty} {xs[1]}, {xs[0]}")
-            else:
-                self.emit(f"{c} = fcmp olt {ty} {xs[0]}, {xs[1]}")
-            self.emit(f"{v} = select i1 {c}, {ty} {xs[1]}, {ty} {xs[0]}")
-        elif sym in _LIBM_F32 or sym in _LIBM_F64:
-            fn = _LIBM_F32.get(sym) or _LIBM_F64[sym]
-            self.extern.add(f"declare {ty} @{fn}({ty})")
-            self.emit(f"{v} = call {ty} @{fn}({ty} {xs[0]})")
-        elif sym in ("RsqrtF32", "RsqrtF64"):
-            fn = "sqrtf" if ty == "float" else "sqrt"
-            self.extern.add(f"declare {ty} @{fn}({ty})")
-            s = self.t()
-            self.emit(f"{s} = call {ty} @{fn}({ty} {xs[0]})")
-            self.emit(f"{v} = fdiv {ty} 1.0, {s}")
-        elif sym in ("CastSI32F32", "CastSI64F32", "CastSI32F64", "CastSI64F64"):
-            self.emit(f"{v} = sitofp {_LLTYPE[reads[0][0]]} {xs[0]} to {ty}")
-        elif sym in ("CastUI32F32", "CastUI64F32", "CastUI32F64", "CastUI64F64"):
-            self.emit(f"{v} = uitofp {_LLTYPE[reads[0][0]]} {xs[0]} to {ty}")
-        elif sym in ("CastF32SI32", "CastF32UI32"):
-            # (int32_t)lroundf(x): the low 32 bits of llroundf (NaN/out of range: LONG_MIN, as on x86-64).
-            self.extern.add("declare i64 @llroundf(float)")
-            r = self.t()
-            self.emit(f"{r} = call i64 @llroundf(float {xs[0]})")
-            self.emit(f"{v} = trunc i64 {r} to i32")
-        elif sym in ("CastF32SI64",):
-            self.extern.add("declare i64 @llroundf(float)")
-            self.emit(f"{v} = call i64 @llroundf(float {xs[0]})")
-        elif sym in ("ExtI32I64S", "ExtI32I64U"):
-            self.emit(f"{v} = {'sext' if sym.endswith('S') else 'zext'} i32 {xs[0]} to i64")
-        elif sym == "TruncI64I32":
-            self.emit(f"{v} = trunc i64 {xs[0]} to i32")
-        elif sym in ("TruncI32I8", "TruncI32I16", "ExtI8I32U", "ExtI16I32U"):
-            self.emit(f"{v} = and i32 {xs[0]}, {'255' if '8' in sym else '65535'}")
-        elif sym in ("ExtI8I32S", "ExtI16I32S"):
-            small, x = ("i8" if "8" in sym else "i16"), self.t()
-            self.emit(f"{x} = trunc i32 {xs[0]} to {small}")
-            self.emit(f"{v} = sext {small} {x} to i32")
-        elif sym == "ExtF32F64":
-            self.emit(f"{v} = fpext float {xs[0]} to double")
-        elif sym == "TruncF64F32":
-            self.emit(f"{v} = fptrunc double {xs[0]} to float")
-        else:
+        emit = _REGISTER_OPS.get(sym)
+        if emit is None:
             raise NativeUnsupported(f"instruction {sym}")
+        xs = [self.read(k, raw) for k, raw in reads]
+        v = self.t()
+        emit(self, _Operation(sym, _LLTYPE[wkind], xs, _LLTYPE[reads[0][0]] if reads else "", v, pc))
         self.write(wkind, wraw, v)
+
+    def _float_bits(self, sym: str, raw: int, wraw: int) -> None:
+        """fabs and neg as bit operations (min/max likewise copy bits)."""
+        wide = sym.endswith("64")
+        x = self.r64(raw) if wide else self.r32(raw)
+        ty = "i64" if wide else "i32"
+        sign = "9223372036854775808" if wide else "2147483648"
+        v = self.t()
+        if sym.startswith("Abs"):
+            self.emit(f"{v} = and {ty} {x}, {'9223372036854775807' if wide else '2147483647'}")
+        else:
+            self.emit(f"{v} = xor {ty} {x}, {'-' + sign}")
+        (self.w64 if wide else self.w32)(wraw, v)
+
+    # Instructions other than register operations: symbol -> the writer's method translating it.
+    INSTRUCTIONS = {
+        "Branch": _branch,
+        "CondBranch": _cond_branch,
+        "Return": _return,
+        "DiscardRefs": _discard_refs,
+        "ConstI32Zero": _const_zero32,
+        "ConstF32Zero": _const_zero32,
+        "ConstI64Zero": _const_zero64,
+        "ConstF64Zero": _const_zero64,
+        "ConstI32": _const32,
+        "ConstF32": _const32,
+        "ConstI64": _const64,
+        "ConstF64": _const64,
+        "ConstRefZero": _const_ref_zero,
+        "ConstRefRodata": _const_ref_rodata,
+        "ListGetRef": _list_get_ref,
+        **dict.fromkeys((*_LOADS, *_STORES), _memory_access),  # (a comprehension cannot see class names)
+        "BufferLength": _buffer_length,
+        "BufferAlloc": _buffer_alloc,
+        **dict.fromkeys(("SelectI32", "SelectF32", "SelectI64", "SelectF64"), _select),
+        "BitcastI32F32": _bitcast32,
+        "BitcastF32I32": _bitcast32,
+        "BitcastI64F64": _bitcast64,
+        "BitcastF64I64": _bitcast64,
+    }
+
+
+@dataclass(frozen=True)
+class _Operation:
+    """A register operation being translated: its symbol, the written register's LLVM type, the operands'
+    values, the first operand's LLVM type, the result's name and the instruction's pc (for traps)."""
+
+    sym: str
+    ty: str
+    xs: list[str]
+    operand_ty: str
+    v: str
+    pc: int
+
+
+def _int_binary(w: _FunctionWriter, op: _Operation) -> None:
+    w.emit(f"{op.v} = {_BIN[op.sym[:-3]]} {op.ty} {op.xs[0]}, {op.xs[1]}")
+
+
+def _int_fma(w: _FunctionWriter, op: _Operation) -> None:
+    m = w.t()
+    w.emit(f"{m} = mul {op.ty} {op.xs[0]}, {op.xs[1]}")
+    w.emit(f"{op.v} = add {op.ty} {m}, {op.xs[2]}")
+
+
+def _int_not(w: _FunctionWriter, op: _Operation) -> None:
+    w.emit(f"{op.v} = xor {op.ty} {op.xs[0]}, -1")
+
+
+def _int_abs(w: _FunctionWriter, op: _Operation) -> None:
+    neg, c = w.t(), w.t()
+    w.emit(f"{neg} = sub {op.ty} 0, {op.xs[0]}")
+    w.emit(f"{c} = icmp slt {op.ty} {op.xs[0]}, 0")
+    w.emit(f"{op.v} = select i1 {c}, {op.ty} {neg}, {op.ty} {op.xs[0]}")
+
+
+def _int_min_max(w: _FunctionWriter, op: _Operation) -> None:
+    pred = ("s" if op.sym.endswith("S") else "u") + "lt"
+    _select_less(w, op, f"icmp {pred}")
+
+
+def _float_min_max(w: _FunctionWriter, op: _Operation) -> None:
+    _select_less(w, op, "fcmp olt")
+
+
+def _select_less(w: _FunctionWriter, op: _Operation, compare: str) -> None:
+    """min: y if y < x else x; max: y if x < y else x (the interpreter's order, NaN and -0 included)."""
+    c = w.t()
+    x, y = op.xs[0], op.xs[1]
+    w.emit(f"{c} = {compare} {op.ty} {y}, {x}" if op.sym.startswith("Min") else f"{c} = {compare} {op.ty} {x}, {y}")
+    w.emit(f"{op.v} = select i1 {c}, {op.ty} {y}, {op.ty} {x}")
+
+
+def _shift(w: _FunctionWriter, op: _Operation) -> None:
+    amount = op.xs[1]
+    mask = 31 if op.sym.endswith(("I32", "I32S", "I32U")) else 63
+    if op.ty == "i64":
+        z = w.t()
+        w.emit(f"{z} = zext i32 {amount} to i64")
+        amount = z
+    m = w.t()
+    w.emit(f"{m} = and {op.ty} {amount}, {mask}")
+    name = "shl" if op.sym.startswith("Shl") else ("ashr" if op.sym.endswith("S") else "lshr")
+    w.emit(f"{op.v} = {name} {op.ty} {op.xs[0]}, {m}")
+
+
+def _div_rem(w: _FunctionWriter, op: _Operation) -> None:
+    ty, xs, v = op.ty, op.xs, op.v
+    zero = w.t()
+    w.emit(f"{zero} = icmp eq {ty} {xs[1]}, 0")
+    w.trap_if(zero, op.pc)  # the interpreter raises (C: SIGFPE)
+    is_div = op.sym.startswith("Div")
+    if op.sym.endswith("U"):
+        w.emit(f"{v} = {'udiv' if is_div else 'urem'} {ty} {xs[0]}, {xs[1]}")
+        return
+    # c_div/c_rem truncate toward zero; y == -1 gives -x (wrapping) and remainder 0, where C's sdiv/srem of
+    # INT_MIN by -1 is undefined.
+    m1, safe, q, alt = w.t(), w.t(), w.t(), w.t()
+    w.emit(f"{m1} = icmp eq {ty} {xs[1]}, -1")
+    w.emit(f"{safe} = select i1 {m1}, {ty} 1, {ty} {xs[1]}")
+    w.emit(f"{q} = {'sdiv' if is_div else 'srem'} {ty} {xs[0]}, {safe}")
+    w.emit(f"{alt} = sub {ty} 0, {xs[0]}" if is_div else f"{alt} = add {ty} 0, 0")
+    w.emit(f"{v} = select i1 {m1}, {ty} {alt}, {ty} {q}")
+
+
+def _compare(condition: str):
+    """A comparison writing 0 or 1: ``condition`` is the compare, formatted with the operands' type and
+    values (``{t}``, ``{x}``, ``{y}``)."""
+
+    def emit(w: _FunctionWriter, op: _Operation) -> None:
+        c = w.t()
+        y = op.xs[1] if len(op.xs) > 1 else op.xs[0]
+        w.emit(f"{c} = " + condition.format(t=op.operand_ty, x=op.xs[0], y=y))
+        w.emit(f"{op.v} = zext i1 {c} to i32")
+
+    return emit
+
+
+def _float_binary(w: _FunctionWriter, op: _Operation) -> None:
+    w.emit(f"{op.v} = {_FBIN[op.sym[:-3]]} {op.ty} {op.xs[0]}, {op.xs[1]}")
+
+
+def _float_fma(w: _FunctionWriter, op: _Operation) -> None:
+    # ops.h without FP_FAST_FMA: the product rounded, then the sum (two IEEE operations, not fused).
+    m = w.t()
+    w.emit(f"{m} = fmul {op.ty} {op.xs[0]}, {op.xs[1]}")
+    w.emit(f"{op.v} = fadd {op.ty} {m}, {op.xs[2]}")
+
+
+def _libm(w: _FunctionWriter, op: _Operation) -> None:
+    fn = _LIBM_F32.get(op.sym) or _LIBM_F64[op.sym]
+    w.extern.add(f"declare {op.ty} @{fn}({op.ty})")
+    w.emit(f"{op.v} = call {op.ty} @{fn}({op.ty} {op.xs[0]})")
+
+
+def _rsqrt(w: _FunctionWriter, op: _Operation) -> None:
+    fn = "sqrtf" if op.ty == "float" else "sqrt"
+    w.extern.add(f"declare {op.ty} @{fn}({op.ty})")
+    s = w.t()
+    w.emit(f"{s} = call {op.ty} @{fn}({op.ty} {op.xs[0]})")
+    w.emit(f"{op.v} = fdiv {op.ty} 1.0, {s}")
+
+
+def _convert(instruction: str):
+    """A one-operand conversion: ``instruction`` formatted with the operand's type and value and the
+    result's type (``{t}``, ``{x}``, ``{ty}``)."""
+
+    def emit(w: _FunctionWriter, op: _Operation) -> None:
+        w.emit(f"{op.v} = " + instruction.format(t=op.operand_ty, x=op.xs[0], ty=op.ty))
+
+    return emit
+
+
+def _f32_to_i32(w: _FunctionWriter, op: _Operation) -> None:
+    # (int32_t)lroundf(x): the low 32 bits of llroundf (NaN/out of range: LONG_MIN, as on x86-64).
+    w.extern.add("declare i64 @llroundf(float)")
+    r = w.t()
+    w.emit(f"{r} = call i64 @llroundf(float {op.xs[0]})")
+    w.emit(f"{op.v} = trunc i64 {r} to i32")
+
+
+def _f32_to_i64(w: _FunctionWriter, op: _Operation) -> None:
+    w.extern.add("declare i64 @llroundf(float)")
+    w.emit(f"{op.v} = call i64 @llroundf(float {op.xs[0]})")
+
+
+def _sign_extend_small(w: _FunctionWriter, op: _Operation) -> None:
+    small, x = ("i8" if "8" in op.sym else "i16"), w.t()
+    w.emit(f"{x} = trunc i32 {op.xs[0]} to {small}")
+    w.emit(f"{op.v} = sext {small} {x} to i32")
+
+
+def _icmp_predicate(sym: str) -> str | None:
+    for pattern, pred in _ICMP.items():
+        for w in ("I32", "I64"):
+            if sym == (pattern.format(w) if "{}" in pattern else pattern + w):
+                return pred
+    return None
+
+
+def _fcmp_predicate(sym: str) -> str | None:
+    for pattern, pred in _FCMP.items():
+        for w in ("F32", "F64"):
+            if sym == pattern.format(w):
+                return pred
+    return None
+
+
+def _icmp(w: _FunctionWriter, op: _Operation) -> None:
+    _compare(f"icmp {_icmp_predicate(op.sym)} {{t}} {{x}}, {{y}}")(w, op)
+
+
+def _fcmp(w: _FunctionWriter, op: _Operation) -> None:
+    _compare(f"fcmp {_fcmp_predicate(op.sym)} {{t}} {{x}}, {{y}}")(w, op)
+
+
+# Register operations, in order: the first rule whose test takes a symbol translates it.
+_REGISTER_RULES: list[tuple[Callable[[str], bool], Callable[[_FunctionWriter, _Operation], None]]] = [
+    (lambda s: s.endswith(("I32", "I64")) and s[:-3] in _BIN, _int_binary),
+    (lambda s: s in ("FMAI32", "FMAI64"), _int_fma),
+    (lambda s: s in ("NotI32", "NotI64"), _int_not),
+    (lambda s: s in ("AbsI32", "AbsI64"), _int_abs),
+    (lambda s: s[:-1] in ("MinI32", "MaxI32", "MinI64", "MaxI64"), _int_min_max),
+    (lambda s: s in ("ShlI32", "ShrI32S", "ShrI32U", "ShlI64", "ShrI64S", "ShrI64U"), _shift),
+    (lambda s: s[:-1] in ("DivI32", "RemI32", "DivI64", "RemI64"), _div_rem),
+    (lambda s: s in ("CmpNZI32", "CmpNZI64"), _compare("icmp ne {t} {x}, 0")),
+    (lambda s: _icmp_predicate(s) is not None, _icmp),
+    (lambda s: _fcmp_predicate(s) is not None, _fcmp),
+    (lambda s: s in ("CmpNaNF32", "CmpNaNF64"), _compare("fcmp uno {t} {x}, {x}")),
+    (lambda s: s[-3:] in ("F32", "F64") and s[:-3] in _FBIN, _float_binary),
+    (lambda s: s in ("FMAF32", "FMAF64"), _float_fma),
+    (lambda s: s in ("MinF32", "MaxF32", "MinF64", "MaxF64"), _float_min_max),
+    (lambda s: s in _LIBM_F32 or s in _LIBM_F64, _libm),
+    (lambda s: s in ("RsqrtF32", "RsqrtF64"), _rsqrt),
+    (lambda s: s in ("CastSI32F32", "CastSI64F32", "CastSI32F64", "CastSI64F64"), _convert("sitofp {t} {x} to {ty}")),
+    (lambda s: s in ("CastUI32F32", "CastUI64F32", "CastUI32F64", "CastUI64F64"), _convert("uitofp {t} {x} to {ty}")),
+    (lambda s: s in ("CastF32SI32", "CastF32UI32"), _f32_to_i32),
+    (lambda s: s == "CastF32SI64", _f32_to_i64),
+    (lambda s: s == "ExtI32I64S", _convert("sext i32 {x} to i64")),
+    (lambda s: s == "ExtI32I64U", _convert("zext i32 {x} to i64")),
+    (lambda s: s == "TruncI64I32", _convert("trunc i64 {x} to i32")),
+    (lambda s: s in ("TruncI32I8", "ExtI8I32U"), _convert("and i32 {x}, 255")),
+    (lambda s: s in ("TruncI32I16", "ExtI16I32U"), _convert("and i32 {x}, 65535")),
+    (lambda s: s in ("ExtI8I32S", "ExtI16I32S"), _sign_extend_small),
+    (lambda s: s == "ExtF32F64", _convert("fpext float {x} to double")),
+    (lambda s: s == "TruncF64F32", _convert("fptrunc double {x} to float")),
+]
+
+
+def _register_ops() -> dict[str, Callable[[_FunctionWriter, _Operation], None]]:
+    table: dict[str, Callable[[_FunctionWriter, _Operation], None]] = {}
+    for sym in isa.BY_SYMBOL:
+        for test, emit in _REGISTER_RULES:
+            if test(sym):
+                table[sym] = emit
+                break
+    return table
+
+
+_REGISTER_OPS = _register_ops()  # symbol -> emitter(writer, _Operation)
+_FLOAT_BITS = ("AbsF32", "NegF32", "AbsF64", "NegF64")
+
 
 
 def _driver(name: str, wg: str) -> str:
