@@ -62,7 +62,8 @@ def save_lenstrace(trace: Trace, path: str | Path) -> None:
 def load_lenstrace(path: str | Path) -> Trace:
     path = Path(path)
     try:
-        with np.load(path, allow_pickle=False) as npz:
+        # The file opened here, not by np.load: np.load leaks its own handle when the archive is not a zip.
+        with open(path, "rb") as f, np.load(f, allow_pickle=False) as npz:
             data = {k: npz[k] for k in npz.files}
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as e:
         raise TraceFormatError(f"not a readable .lenstrace archive ({e})", path=str(path)) from None

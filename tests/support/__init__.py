@@ -513,6 +513,9 @@ class LocalSshd:
                 self.process.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 self.process.kill()
+                self.process.wait(timeout=10)
+        if self.process is not None and self.process.stderr is not None:
+            self.process.stderr.close()  # an unclosed pipe is a ResourceWarning when it is collected
 
 
 # -- a program with weights IREE folds into its dispatches (dense_resource blobs), as PyTorch exports have
