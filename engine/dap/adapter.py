@@ -294,16 +294,10 @@ class DebugAdapter:
     # --------------------------------------------------------------------------------- breakpoints
 
     def _on_set_function_breakpoints(self, args: dict, request: dict) -> dict:
-        self._function_bps, answers = [], []
-        for spec in args.get("breakpoints") or ():
-            name = str(spec.get("name", "")).strip()
-            try:
-                bp = function_breakpoint(name)
-            except RequestError as e:
-                answers.append(_unverified(str(e)))
-                continue
-            self._function_bps.append(bp)
-            answers.append((bp, {"verified": True}))
+        self._function_bps, answers = _parsed(
+            args.get("breakpoints") or (),
+            lambda spec: (function_breakpoint(str(spec.get("name", "")).strip()), {"verified": True}),
+        )
         return {"breakpoints": self._judged(answers, self._apply_breakpoints())}
 
     def _on_set_breakpoints(self, args: dict, request: dict) -> dict:
@@ -312,30 +306,18 @@ class DebugAdapter:
         return {"breakpoints": [{"verified": False, "message": message} for _ in args.get("breakpoints") or ()]}
 
     def _on_set_instruction_breakpoints(self, args: dict, request: dict) -> dict:
-        self._instruction_bps, answers = [], []
-        for spec in args.get("breakpoints") or ():
-            try:
-                pc = _address(spec.get("instructionReference")) + int(spec.get("offset") or 0)
-            except RequestError as e:
-                answers.append(_unverified(str(e)))
-                continue
+        def instruction(spec: dict) -> tuple[Breakpoint, dict]:
+            pc = _address(spec.get("instructionReference")) + int(spec.get("offset") or 0)
             function = self._pc_functions.get(pc) or self._top_function()
             bp = Breakpoint(BreakpointKind.INSTRUCTION, function=function, pc=pc)
-            self._instruction_bps.append(bp)
-            answers.append((bp, {"verified": True, "instructionReference": f"0x{pc:x}"}))
+            return bp, {"verified": True, "instructionReference": f"0x{pc:x}"}
+
+        self._instruction_bps, answers = _parsed(args.get("breakpoints") or (), instruction)
         return {"breakpoints": self._judged(answers, self._apply_breakpoints())}
 
     def _on_set_exception_breakpoints(self, args: dict, request: dict) -> dict:
         options = [{"filterId": f} for f in args.get("filters") or ()] + list(args.get("filterOptions") or ())
-        self._exception_bps, answers = [], []
-        for option in options:
-            try:
-                bp = _exception_breakpoint(option)
-            except RequestError as e:
-                answers.append(_unverified(str(e)))
-                continue
-            self._exception_bps.append(bp)
-            answers.append((bp, {"verified": True}))
+        self._exception_bps, answers = _parsed(options, lambda option: (_exception_breakpoint(option), {"verified": True}))
         return {"breakpoints": self._judged(answers, self._apply_breakpoints())}
 
     def _judged(self, answers: list[tuple[Breakpoint | None, dict]], refused: dict[Breakpoint, str]) -> list[dict]:
@@ -854,6 +836,23 @@ def _message(event: Any) -> str:
 
 def _snake(name: str) -> str:
     return "".join(f"_{c.lower()}" if c.isupper() else c for c in name)
+
+
+
+def _parsed(specs, make) -> tuple[list[Breakpoint], list[tuple[Breakpoint | None, dict]]]:
+    """Each DAP breakpoint spec made into a breakpoint by ``make`` (spec -> (breakpoint, its answer)); one
+    ``make`` refuses (``RequestError``) is answered unverified with the reason, in request order."""
+    bps: list[Breakpoint] = []
+    answers: list[tuple[Breakpoint | None, dict]] = []
+    for spec in specs:
+        try:
+            bp, answer = make(spec)
+        except RequestError as e:
+            answers.append(_unverified(str(e)))
+            continue
+        bps.append(bp)
+        answers.append((bp, answer))
+    return bps, answers
 
 
 def _unverified(message: str) -> tuple[None, dict]:
