@@ -10,7 +10,6 @@ from __future__ import annotations
 # fixture twice). A listed test that is renamed or gone only loses its place (tests/test_suite_rules.py
 # checks that each entry still names a test function).
 KNOWN_SLOW_SECONDS = {
-    "tests/test_dispatch_diverge_numerics.py::test_squeezenet_llvm_cpu_against_vulkan_has_no_divergence": 400,
     "tests/test_split.py::test_split_pytorch_models_every_test_agrees_on_vmvx[efficientvit_m0]": 229,
     "tests/test_executable_sources.py::"
     "test_pytorch_model_every_executable_substituted_and_an_edit_matches_iree[efficientvit_m0]": 162,
@@ -20,6 +19,7 @@ KNOWN_SLOW_SECONDS = {
     "tests/test_executable_sources.py::"
     "test_pytorch_model_every_executable_substituted_and_an_edit_matches_iree[squeezenet1_1]": 81,
     "tests/test_llvm_ir_real_models.py::test_pytorch_models_llvm_ir_parses_and_verifies[efficientvit_m0]": 67,
+    "tests/test_dispatch_diverge_numerics.py::test_squeezenet_llvm_cpu_against_vulkan_has_no_divergence": 65,
     "tests/test_executable_sources.py::"
     "test_squeezenet_folded_weight_sources_and_an_edit_that_changes_the_workgroup_count": 63,
     "tests/test_dispatch_diverge_break.py::test_break_diverge_efficientvit_across_cpu_builds_does_not_stop": 60,
