@@ -12,17 +12,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import compile_for, lens_in_process, tool_call_sites
+from support import compile_for, cuda_driver_present, lens_in_process, tool_call_sites
 
 from engine.errors import CudaUnavailableError, ExecutableFormatError, HalError
 from engine.runtime.hal.cuda.abi import BindingAddress, kernel_params, kernel_payload, launch_shape
-from engine.runtime.hal.cuda.driver import NO_DRIVER, driver_present, list_cuda_devices
+from engine.runtime.hal.cuda.driver import NO_DRIVER, list_cuda_devices
 from engine.runtime.hal.devices import create_device, device_kind, formats_kind, runs_formats
 from engine.runtime.vmfb.cda1 import read_cda1
 from engine.runtime.vmfb.executables import describe_executable
 from engine.runtime.vmfb.module import open_vmfb
 
-HAS_DRIVER = driver_present()
+HAS_DRIVER = cuda_driver_present()
 NEEDS_NO_DRIVER = pytest.mark.skipif(HAS_DRIVER, reason="a CUDA driver is present: the no-driver sentence cannot show")
 NEEDS_GPU = pytest.mark.skipif(not HAS_DRIVER, reason=NO_DRIVER)
 

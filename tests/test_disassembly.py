@@ -9,8 +9,8 @@ from support import iree_tool
 from engine.runtime.vmfb.describe import metadata_text
 from engine.runtime.vmfb.disassembler import (
     FunctionDisassembler,
-    disassemble_module,
     function_lines,
+    module_lines,
 )
 from engine.runtime.vmfb.module import open_vmfb
 
@@ -21,6 +21,12 @@ TOOL_BUG_MNEMONICS = ("vm.switch.ref", "vm.cast.ui64.f32")
 def dump_module(path, *args) -> str:
     proc = subprocess.run([iree_tool("iree-dump-module"), *args, str(path)], capture_output=True, text=True)
     return proc.stdout
+
+
+def disassemble_module(module, *, bytecode_offsets: bool = False) -> str:
+    """What ``iree-lens inspect --output=disassembly`` prints for ``module`` (its lines, as the command
+    writes them)."""
+    return "".join(line + "\n" for line in module_lines(module, bytecode_offsets=bytecode_offsets))
 
 
 def assert_same_disassembly(ours: str, theirs: str) -> None:

@@ -15,9 +15,13 @@ from engine.runtime.vmfb.isolated import (
     BoundedCall,
     BoundedCallError,
     CallLimits,
-    call_bounded,
     read_module_summary,
 )
+
+
+def call_bounded(fn, *args, limits: CallLimits):
+    """``fn(*args)`` in a child process under ``limits``, waited for as the window's module loader does."""
+    return BoundedCall(fn, *args, limits=limits).result()
 
 
 def test_a_module_summary_comes_back_as_plain_data(compiled):

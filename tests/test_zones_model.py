@@ -11,7 +11,7 @@ from engine.trace.chrome import chrome_trace_from_data, load_chrome_json, write_
 from engine.trace.model import TraceBuilder, TraceFormatError
 from engine.trace.open import load_trace
 from engine.trace.query import ZoneIndex
-from engine.trace.stats import compare_traces, durations_of, histogram, self_times, zone_statistics
+from engine.trace.stats import compare, durations_of, histogram, self_times, zone_statistics
 
 
 def random_nested_trace(seed: int = 0, n_roots: int = 2000, tracks: int = 3):
@@ -134,7 +134,7 @@ def test_compare_orders_slower_first():
 
     a = make({"cse": [10, 10], "canonicalize": [100], "gone": [5]})
     b = make({"cse": [10, 10, 10], "canonicalize": [400], "new": [7]})
-    diffs = compare_traces(a, b)
+    diffs = compare(zone_statistics(a), zone_statistics(b))
     assert [d.name for d in diffs][:2] == ["canonicalize", "cse"]
     d = {x.name: x for x in diffs}
     assert d["canonicalize"].total_diff_ns == 300 and d["cse"].count_diff == 1

@@ -187,8 +187,14 @@ class CompilePanel(QWidget):
         self._runners: list[CompileRunner] = []
         self._pair: dict[CompileRunner, Compilation | None] = {}
         self.shown_phase: str | None = None
+        top = self._build_options()
+        left = self._build_results()
+        self._lay_out(top, left)
+        self._connect(services)
+        self.load_settings()
 
-        # -- options ------------------------------------------------------------------------------------
+    def _build_options(self) -> QWidget:
+        """The source, the two option forms and the buttons: the panel's top section."""
         self.source = QLineEdit(self)
         self.source.setPlaceholderText("program to compile (.mlir / .mlirbc)")
         browse = QPushButton("…", self)
@@ -219,8 +225,26 @@ class CompilePanel(QWidget):
         btn_row.addWidget(self.cancel_button)
         btn_row.addWidget(self.debug_button)
         btn_row.addWidget(self.progress, 1)
+        self.status = QLabel(self)
+        self.status.setWordWrap(True)
+        top = QWidget(self)
+        tv = QVBoxLayout(top)
+        tv.setContentsMargins(0, 0, 0, 0)
+        tv.addLayout(src_row)
+        # The two option forms as tabs (side by side they needed more than a 1366-px window's document area).
+        self.options_tabs = QTabWidget(self)
+        self.options_tabs.setObjectName("compileOptionsTabs")
+        self.options_tabs.setDocumentMode(True)
+        self.options_tabs.addTab(self.options, "Options")
+        self.options_tabs.addTab(self.variant_b, "Variant B (for “Compile two variants”)")
+        tv.addWidget(self.options_tabs)
+        tv.addLayout(btn_row)
+        tv.addWidget(self.status)
+        return top
 
-        # -- results ------------------------------------------------------------------------------------
+    def _build_results(self) -> QWidget:
+        """The compilations, their phases and diagnostics (returned: the left column), the timeline and the
+        IR / diff / builds tabs."""
         self.compilation_box = QComboBox(self)
         self.other_box = QComboBox(self)
         self.phase_list = QListWidget(self)
@@ -243,9 +267,6 @@ class CompilePanel(QWidget):
             "Profile this compilation (A) and the one chosen beside “Diff with” (B) with the run's function and "
             "inputs: time, code size and outputs by source line"
         )
-        self.status = QLabel(self)
-        self.status.setWordWrap(True)
-
         left = QWidget(self)
         lv = QVBoxLayout(left)
         lv.setContentsMargins(0, 0, 0, 0)
@@ -261,19 +282,9 @@ class CompilePanel(QWidget):
         lv.addWidget(self.compare_builds_button)
         lv.addWidget(QLabel("Diagnostics", self))
         lv.addWidget(self.diagnostics, 1)
-        top = QWidget(self)
-        tv = QVBoxLayout(top)
-        tv.setContentsMargins(0, 0, 0, 0)
-        tv.addLayout(src_row)
-        # The two option forms as tabs (side by side they needed more than a 1366-px window's document area).
-        self.options_tabs = QTabWidget(self)
-        self.options_tabs.setObjectName("compileOptionsTabs")
-        self.options_tabs.setDocumentMode(True)
-        self.options_tabs.addTab(self.options, "Options")
-        self.options_tabs.addTab(self.variant_b, "Variant B (for “Compile two variants”)")
-        tv.addWidget(self.options_tabs)
-        tv.addLayout(btn_row)
-        tv.addWidget(self.status)
+        return left
+
+    def _lay_out(self, top: QWidget, left: QWidget) -> None:
         main_split = QSplitter(Qt.Orientation.Horizontal, self)
         main_split.addWidget(left)
         main_split.addWidget(self.tabs)
@@ -297,6 +308,7 @@ class CompilePanel(QWidget):
         lay.setContentsMargins(2, 2, 2, 2)
         lay.addWidget(scroll)
 
+    def _connect(self, services) -> None:
         self.compile_button.clicked.connect(lambda: self.compile())
         self.compile_two_button.clicked.connect(lambda: self.compile_two_variants())
         self.cancel_button.clicked.connect(self.cancel)
@@ -319,7 +331,6 @@ class CompilePanel(QWidget):
             self.phaseShown.connect(
                 lambda _ph: self.show_dispatch(services.context.dispatch, switch_phase=False)
             )
-        self.load_settings()
 
     # -- settings ---------------------------------------------------------------------------------------
     def load_settings(self) -> None:

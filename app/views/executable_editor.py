@@ -91,7 +91,19 @@ class ExecutableEditor(QWidget):
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="editor-build")
         self._job: concurrent.futures.Future | None = None
         self._job_done: Callable | None = None
+        self._build_widgets()
+        self._lay_out()
+        self._autosave = QTimer(self, singleShot=True, interval=AUTOSAVE_DELAY_MS)
+        self._autosave.timeout.connect(self.save_draft)
+        self._poll = QTimer(self, interval=20)
+        self._poll.timeout.connect(self._check_job)
+        self.text.textChanged.connect(self._text_changed)
+        self.list.currentRowChanged.connect(self.open_document)
+        if self.documents:
+            self.list.setCurrentRow(0)
 
+    def _build_widgets(self) -> None:
+        """The document list, the text with its find field, the errors, the buttons and the outputs."""
         self.list = QListWidget()
         # Executables share IREE's long prefix (main$async_dispatch_…): elide the middle, keep the ends.
         self.list.setTextElideMode(Qt.TextElideMode.ElideMiddle)
@@ -134,6 +146,7 @@ class ExecutableEditor(QWidget):
         self.list.setMinimumWidth(120)
         self.find_edit.setMinimumWidth(140)
 
+    def _lay_out(self) -> None:
         # The buttons wrap onto another row rather than shrink: squeezed beside the outputs after Apply at
         # 1920x1080 they read "Export." and "Benchma". The find field has a row of its own.
         buttons = ActionStrip()
@@ -157,15 +170,6 @@ class ExecutableEditor(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(2, 2, 2, 2)
         layout.addWidget(split)
-
-        self._autosave = QTimer(self, singleShot=True, interval=AUTOSAVE_DELAY_MS)
-        self._autosave.timeout.connect(self.save_draft)
-        self._poll = QTimer(self, interval=20)
-        self._poll.timeout.connect(self._check_job)
-        self.text.textChanged.connect(self._text_changed)
-        self.list.currentRowChanged.connect(self.open_document)
-        if self.documents:
-            self.list.setCurrentRow(0)
 
     # -- documents and drafts
 

@@ -184,6 +184,3 @@ def compare(a: list[ZoneStats], b: list[ZoneStats]) -> list[ZoneDiff]:
     out.sort(key=lambda d: (-d.total_diff_ns, d.name))
     return out
 
-
-def compare_traces(a: Trace, b: Trace) -> list[ZoneDiff]:
-    return compare(zone_statistics(a), zone_statistics(b))

@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support import compile_for
+from support import compile_for, cuda_driver_present
 
 from app import engine_adapter
-from engine.runtime.hal.cuda.driver import NO_DRIVER, driver_present
+from engine.runtime.hal.cuda.driver import NO_DRIVER
 from engine.runtime.vmfb.cda1 import read_cda1
 from engine.runtime.vmfb.module import open_vmfb
 
@@ -22,7 +22,7 @@ func.func @scale(%a: tensor<64xf32>) -> tensor<64xf32> {
 }
 """
 
-pytestmark = pytest.mark.skipif(driver_present(), reason="a CUDA driver is present: these check the no-driver window")
+pytestmark = pytest.mark.skipif(cuda_driver_present(), reason="a CUDA driver is present: these check the no-driver window")
 
 
 @pytest.fixture

@@ -13,10 +13,8 @@ import numpy as np
 import pytest
 from PySide6.QtCore import Qt
 from support import iree_compile
-from support.app import TIMEOUT, add_breakpoint, open_in_stepper
+from support.app import TIMEOUT, add_breakpoint, open_in_stepper, save_screenshot
 from support.session import PROGRAMS, compile_program
-
-SCREENSHOT = "/tmp/dispatch_ui_paused_dispatch.png"
 
 
 @pytest.fixture(autouse=True)
@@ -101,7 +99,7 @@ def test_a_program_compiled_in_the_app_is_typed_by_its_executable_sources(qtbot,
     view.inspector.tensor_list.setCurrentRow(view.tensors.index(o))
     main_window.resize(1400, 900)
     qtbot.wait(200)
-    main_window.grab().save(SCREENSHOT)
+    save_screenshot(main_window, "dispatch_ui_paused_dispatch")
     # The CLI at the same stop saves the same tensors (both show what the session typed).
     script = tmp_path / "commands.gdb"
     script.write_text(f"break dispatch 1 after\ncontinue\nsave-tensors {tmp_path / 'cli'}\n")

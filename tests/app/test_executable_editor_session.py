@@ -10,11 +10,9 @@ import numpy as np
 import pytest
 from PySide6.QtCore import Qt
 from support import compile_with_dumps, edited_source, iree_compile
-from support.app import TIMEOUT, add_breakpoint, open_in_stepper
+from support.app import TIMEOUT, add_breakpoint, open_in_stepper, save_screenshot
 
 from app.views.tensor_inspector import TensorInspector
-
-SCREENSHOT = "/tmp/dispatch_ui_editor_rerun.png"
 
 
 @pytest.fixture(autouse=True)
@@ -55,7 +53,7 @@ def test_apply_rerun_revert_through_the_session_and_continue(qtbot, main_window,
     main_window.show_panel("editor")
     main_window.resize(1400, 900)
     qtbot.wait(200)
-    main_window.grab().save(SCREENSHOT)
+    save_screenshot(main_window, "dispatch_ui_editor_rerun")
 
     # Rerun alone: the same edited outputs again.
     editor.last_outputs = None

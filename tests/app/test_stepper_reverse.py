@@ -11,13 +11,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from PySide6.QtCore import QPoint, Qt
-from support.app import read_bindings
+from support.app import read_bindings, save_screenshot
 
 from engine.session.protocol import Breakpoint, WatchGlobalRef, WatchRegister
 
 TIMEOUT = 120_000  # a child process opening Vulkan on a loaded 2-core machine can take a minute
 CTRL_SHIFT = Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier
-SHOTS = "/tmp/reverse_{}.png"
 
 
 @pytest.fixture(autouse=True)
@@ -101,7 +100,7 @@ def test_step_n_then_reverse_k_shows_the_state_after_n_minus_k_steps(qtbot, main
         assert shown(panel) == forward[n - j]
         assert stop.detail.registers == details[n - j].detail.registers
     wait_history(qtbot, panel, n - k)
-    panel.grab().save(SHOTS.format("step_back"))
+    save_screenshot(panel, "reverse_step_back")
     assert "@ 30" in panel.status_label.text()
     # A fresh run of the same call, N-K steps forward, shows the same (independent of the first history).
     to_entry(qtbot, panel)
@@ -154,7 +153,7 @@ def test_reverse_continue_returns_to_the_breakpoint_and_reverse_over_out(qtbot, 
     # Once more: nothing earlier than the breakpoint but the history's start.
     stop = press(qtbot, panel, Qt.Key.Key_F5, CTRL_SHIFT)
     assert stop.detail.position == 0 and panel.listing.current_pc == 0
-    panel.grab().save(SHOTS.format("continue"))
+    save_screenshot(panel, "reverse_continue")
     # Reverse step out of the outermost frame cannot be done: said, and the program stays.
     with qtbot.waitSignal(panel.bridge.failed, timeout=TIMEOUT):
         qtbot.keyClick(panel.listing, Qt.Key.Key_F11, Qt.KeyboardModifier.AltModifier | Qt.KeyboardModifier.ShiftModifier)
@@ -197,7 +196,7 @@ def test_timeline_jumps_to_positions_and_dispatches_after_the_run_finished(qtbot
     marks = panel.bridge.history.dispatches
     assert [m.ordinal for m in marks] == [0, 1, 2] and all(m.exact for m in marks)
     assert marks[0].position < marks[1].position < marks[2].position < latest
-    panel.grab().save(SHOTS.format("finished"))
+    save_screenshot(panel, "reverse_finished")
     # Click in the middle of the strip: the run travels to that instruction.
     ticks = [timeline.x_of(p) for p, _, _ in timeline.dispatches]
     x = next(
@@ -228,7 +227,7 @@ def test_timeline_jumps_to_positions_and_dispatches_after_the_run_finished(qtbot
     assert len(travelled) == len(reference)
     for a, b in zip(travelled, reference):
         np.testing.assert_array_equal(a, b)
-    panel.grab().save(SHOTS.format("timeline_dispatch"))
+    save_screenshot(panel, "reverse_timeline_dispatch")
 
 
 def test_when_did_this_change_runs_back_to_the_last_write(qtbot, main_window, compiled):
@@ -260,7 +259,7 @@ def test_when_did_this_change_runs_back_to_the_last_write(qtbot, main_window, co
     assert f"%i{reg} (frame 0) was last written at instruction {last - 1}" in text
     assert "→" in text
     wait_history(qtbot, panel, last - 1)
-    panel.grab().save(SHOTS.format("when_changed"))
+    save_screenshot(panel, "reverse_when_changed")
     # A global row of the globals view maps to a global watch.
     qtbot.waitUntil(lambda: panel.globals_view.topLevelItemCount() == 2, timeout=TIMEOUT)
     refs = panel.globals_view.topLevelItem(1)

@@ -7,6 +7,7 @@ import pytest
 from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
 from PySide6.QtGui import QDropEvent
 from support import iree_compile
+from support.app import save_screenshot
 
 from app.main import configure_pyqtgraph
 from app.views.dispatch_run_list import DispatchRunView
@@ -36,7 +37,7 @@ def mlp_bundle(tmp_path_factory):
 
 
 def _shot(widget, name: str) -> None:
-    widget.grab().save(f"/tmp/tensor_{name}.png")
+    save_screenshot(widget, f"tensor_{name}")
 
 
 def test_inspector_shows_stats_slices_and_hover_values(qtbot):

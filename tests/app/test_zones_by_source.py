@@ -18,6 +18,7 @@ from app.views.zones_view import ZonesView
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from support import SHARED_MODELS, compile_for  # noqa: E402
+from support.app import save_screenshot
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +71,7 @@ def test_by_source_table_select_and_open(qtbot, small_cnn_profile):
     line = int(row.loc.rpartition(":")[2])
     assert shown.view.cursor_position()[0] == line - 1
     assert "onnx." in shown.document().line(line - 1)
-    v.grab().save("/tmp/zones_by_source.png")
+    save_screenshot(v, "zones_by_source")
     v.shutdown()
 
 

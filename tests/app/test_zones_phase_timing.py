@@ -7,6 +7,7 @@ import subprocess
 
 import pytest
 from PySide6.QtCore import Qt
+from support.app import save_screenshot
 
 from engine.compiler import PHASES
 from engine.compiler.job import iree_compile_path
@@ -59,7 +60,7 @@ def test_open_in_zones_and_compare(main_window, qtbot, two_reports):
     assert set(stats) == set(expected)
     for name, seconds in expected.items():
         assert stats[name] == pytest.approx(seconds * 1e9, abs=2e3 + seconds * 1e3)
-    main_window.grab().save("/tmp/zones2_open_in_zones.png")
+    save_screenshot(main_window, "zones2_open_in_zones")
 
     # B was shown in this session too, so the compare menu offers it.
     other = timeline.__class__()
@@ -76,6 +77,6 @@ def test_open_in_zones_and_compare(main_window, qtbot, two_reports):
     # The table's first rows are the passes that got slower the most, in order.
     assert [by_name[n] for n in top] == sorted(by_name.values(), reverse=True)[: len(top)]
     assert set(by_name) == set(expected) | set(_pass_totals(two_reports[1]))
-    view.window().grab().save("/tmp/zones2_compile_ab.png")
+    save_screenshot(view.window(), "zones2_compile_ab")
     view.window().close()
     other.deleteLater()

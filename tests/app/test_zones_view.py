@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PySide6.QtCore import QPointF, Qt
+from support.app import save_screenshot
 
 from app.context import LensContext
 from app.views.zones_timeline import ROW_HEIGHT
@@ -19,7 +20,6 @@ from engine.trace.model import TraceBuilder
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-SHOTS = Path("/tmp")
 
 
 def big_trace(n_per_track: int = 100_000, tracks: int = 3, seed: int = 0):
@@ -92,7 +92,7 @@ def test_zoom_pan_keys_and_culling(view, qtbot):
     tl = view.timeline
     qtbot.wait(50)
     full = tl.x_range()
-    tl.grab().save(str(SHOTS / "zones_full.png"))
+    save_screenshot(tl, "zones_full")
     item = tl.item
     # Full zoom-out: 300k zones are drawn as a bounded number of boxes, most of them merged runs.
     assert 0 < item.painted_count < 20_000 and item.merged_count > 0
@@ -113,7 +113,7 @@ def test_zoom_pan_keys_and_culling(view, qtbot):
     qtbot.wait(50)
     tl.repaint()
     assert item.painted_count < 200 and item.merged_count == 0  # deep zoom: single zones with labels
-    tl.grab().save(str(SHOTS / "zones_deep.png"))
+    save_screenshot(tl, "zones_deep")
     c = vb.mapViewToScene(QPointF(5_000_000, 0.5))
     pos = tl.mapFromScene(c)
     r0 = tl.x_range()
@@ -158,7 +158,7 @@ def test_select_dispatch_moves_context_and_statistics(qtbot):
     assert counts.sum() == 1 and edges[0] <= 2000 <= edges[-1]
     # Hover text names the zone with its arguments.
     assert "workgroup_count: [2, 1, 1]" in v.timeline.item.describe(target)
-    v.grab().save(str(SHOTS / "zones_select.png"))
+    save_screenshot(v, "zones_select")
     v.shutdown()
 
 
@@ -184,7 +184,7 @@ def test_statistics_table_find_and_histogram(view, qtbot):
     assert view.timeline.item.selected == second.index
     view.find_edit.setText("")
     qtbot.wait(20)
-    view.grab().save(str(SHOTS / "zones_stats.png"))
+    save_screenshot(view, "zones_stats")
 
 
 def test_compare_traces_slower_first(qtbot):
@@ -210,7 +210,7 @@ def test_compare_traces_slower_first(qtbot):
     assert d["canonicalize"].total_diff_ns == 20_000 and d["cse"].total_diff_ns == -500
     v.table.selectRow(0)
     assert v.a.item.highlight_name == a.names.id_of("canonicalize")
-    v.grab().save(str(SHOTS / "zones_compare.png"))
+    save_screenshot(v, "zones_compare")
 
 
 def test_compile_ab_real_timing(qtbot, tmp_path):
@@ -237,7 +237,7 @@ def test_compile_ab_real_timing(qtbot, tmp_path):
     shown = v.top_names(len(diffs))
     by_name = {d.name: d.total_diff_ns for d in diffs}
     assert [by_name[n] for n in shown] == sorted(by_name.values(), reverse=True)
-    v.grab().save(str(SHOTS / "zones_compile_ab.png"))
+    save_screenshot(v, "zones_compile_ab")
 
 
 def test_open_files_on_the_worker(view, qtbot, tmp_path):

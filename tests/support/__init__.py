@@ -575,6 +575,18 @@ module @tiny {{
     return path
 
 
+def cuda_driver_present() -> bool:
+    """Whether ``libcuda.so.1`` loads and initialises here (tests that need a GPU skip when not)."""
+    from engine.errors import CudaUnavailableError
+    from engine.runtime.hal.cuda.driver import library
+
+    try:
+        library()
+    except CudaUnavailableError:
+        return False
+    return True
+
+
 def compile_for(source: Path, out: Path, target: str, *flags: str) -> Path:
     """``source`` compiled by iree-compile for ``target`` (IREE Lens's target names) to ``out``."""
     from engine.compiler.targets import target_flags

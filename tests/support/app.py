@@ -3,6 +3,7 @@ the stepper opened on a module with breakpoints added through its own widgets.""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
@@ -63,3 +64,15 @@ def read_bindings(qtbot, bridge, timeout: int = 60000) -> list:
     with qtbot.waitSignal(bridge.answered, timeout=timeout, check_params_cb=lambda a: isinstance(a, Bindings)) as got:
         bridge.request_bindings()
     return [ref.to_numpy() for ref in got.args[0].tensors]
+
+
+def save_screenshot(widget, name: str) -> None:
+    """``widget`` painted to an image (a painting error fails the test), kept as ``NAME.png`` in
+    ``$LENS_TEST_SCREENSHOTS`` when that is set (to look at what a test saw), else thrown away: never at a
+    fixed path that two runs at once would overwrite."""
+    image = widget.grab()
+    assert not image.isNull(), f"{name}: the widget painted nothing"
+    folder = os.environ.get("LENS_TEST_SCREENSHOTS")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        image.save(str(Path(folder) / f"{name}.png"))

@@ -64,13 +64,6 @@ def handler(*symbols: str) -> Callable[[HandlerFactory], HandlerFactory]:
     return register
 
 
-def missing_handlers() -> list[str]:
-    """Symbols of the table without a handler (prefix bytes are not instructions)."""
-    import engine.runtime.vm.ops  # noqa: F401  (registers every handler)
-
-    return [op.symbol for op in isa.ALL_OPCODES if not op.is_prefix and op.symbol not in HANDLERS]
-
-
 def reg(raw: int) -> int:
     """Index of a primitive register."""
     return raw & isa.PRIMITIVE_INDEX_MASK

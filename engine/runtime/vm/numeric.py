@@ -110,11 +110,6 @@ LIBM_F64["atan2"] = _libm_fn("atan2", 2, ctypes.c_double)
 LIBM_F64["pow"] = _libm_fn("pow", 2, ctypes.c_double)
 
 
-def f32_unary(name: str, x: float) -> float:
-    """A libm ``*f`` function of a float32 value (returned as the float32 result widened to double)."""
-    return LIBM_F32[name](x)
-
-
 # ---------------------------------------------------------------------------------------------------
 # Rounding and casts (ops.h L520-600).
 
@@ -168,10 +163,6 @@ def cast_f32_ui64(x: float) -> int:
     return int(r) & M64
 
 
-def cast_f64_ui64(x: float) -> int:
-    return llround(x) & M64
-
-
 def ctlz(value: int, width: int) -> int:
     return width - value.bit_length()
 
@@ -195,6 +186,3 @@ def ieee_remainder(a: float, b: float) -> float:
         return a
     return math.remainder(a, b)
 
-
-def float_lt(a: float, b: float) -> bool:
-    return a < b  # Python's < is C's isless for NaN (False)

@@ -405,13 +405,6 @@ def module_lines(
         yield from dis.function_text(f, bytecode_offsets=bytecode_offsets, locations=locations)
 
 
-def disassemble_module(module: VmfbModule, *, bytecode_offsets: bool = False, rodata: bool = True) -> str:
-    """The text ``iree-dump-module --output=disassembly`` prints for ``module``."""
-    return "".join(
-        line + "\n" for line in module_lines(module, bytecode_offsets=bytecode_offsets, rodata=rodata)
-    )
-
-
 def function_lines(module: VmfbModule, function: Function | int | str) -> list[DisassemblyLine]:
     """Structured disassembly of one function (by object, ordinal or name)."""
     if not isinstance(function, Function):

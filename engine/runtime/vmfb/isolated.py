@@ -122,11 +122,6 @@ class BoundedCall:
         return outcome
 
 
-def call_bounded(fn: Callable[..., Any], *args: Any, limits: CallLimits = CallLimits()) -> Any:
-    """``fn(*args)`` in a child process under ``limits``: its result, or BoundedCallError."""
-    return BoundedCall(fn, *args, limits=limits).result()
-
-
 def read_module_summary(path: str) -> dict[str, Any]:
     """Everything ``iree-lens inspect --output=json`` shows about a ``.vmfb`` (plain data)."""
     from engine.runtime.vmfb.describe import module_json

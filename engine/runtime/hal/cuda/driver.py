@@ -124,12 +124,3 @@ def _attribute(lib: ctypes.CDLL, device: ctypes.c_int, which: int, what: str) ->
     value = ctypes.c_int()
     check(lib, lib.cuDeviceGetAttribute(ctypes.byref(value), which, device), f"cuDeviceGetAttribute({what})")
     return value.value
-
-
-def driver_present() -> bool:
-    """Whether ``libcuda.so.1`` loads and initialises here (tests that need a GPU skip when not)."""
-    try:
-        library()
-    except CudaUnavailableError:
-        return False
-    return True
