@@ -243,6 +243,9 @@ def test_remote_session_same_stops(program):
         finally:
             client.close()
     assert seen[0] == seen[1]
+    # Typed on both sides (the variables wait for the sources rebuilt from nan_log.mlir, however long that
+    # takes next to other work): not an untyped answer that a later request would contradict.
+    assert all(not v["value"].startswith("untyped") for v in seen[0][2]["variables"]), seen[0][2]
     assert "dispatch #2" in seen[0][1][0][0] and seen[0][4]["exitCode"] == 0
 
 

@@ -567,7 +567,9 @@ class DebugAdapter:
     def _binding_variables(self, stop: _Stop, info: DispatchInfo) -> list[dict[str, Any]]:
         # The tensors in each binding as the session typed them (engine.dispatch.typed_tensors: the
         # executables' sources; without them a binding is untyped bytes, never a shape guessed from a name).
-        tensors = self._ask(ReadTensors()).tensors
+        # After a rebuild of the sources in progress, as a debug script waits: a variables request answers
+        # the same whenever it comes (a client cannot know to ask again once the rebuild is done).
+        tensors = self._ask(ReadTensors(wait_for_sources=True)).tensors
         out = []
         for binding in info.bindings:
             typed = "; ".join(
