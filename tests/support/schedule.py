@@ -10,12 +10,12 @@ from __future__ import annotations
 # fixture twice). A listed test that is renamed or gone only loses its place (tests/test_suite_rules.py
 # checks that each entry still names a test function).
 KNOWN_SLOW_SECONDS = {
-    "tests/test_split.py::test_split_pytorch_models_every_test_agrees_on_vmvx[efficientvit_m0]": 229,
+    "tests/test_split.py::test_split_pytorch_models_every_test_agrees_on_vmvx[efficientvit_m0]": 90,
     "tests/test_executable_sources.py::"
     "test_pytorch_model_every_executable_substituted_and_an_edit_matches_iree[efficientvit_m0]": 162,
     "tests/test_typed_tensors.py::"
     "test_capture_with_iree_dumped_sources_equals_iree_traced_tensors[efficientvit_m0-main]": 159,
-    "tests/test_split.py::test_split_pytorch_models_every_test_agrees_on_vmvx[squeezenet1_1]": 100,
+    "tests/test_split.py::test_split_pytorch_models_every_test_agrees_on_vmvx[squeezenet1_1]": 30,
     "tests/test_executable_sources.py::"
     "test_pytorch_model_every_executable_substituted_and_an_edit_matches_iree[squeezenet1_1]": 81,
     "tests/test_llvm_ir_real_models.py::test_pytorch_models_llvm_ir_parses_and_verifies[efficientvit_m0]": 67,
