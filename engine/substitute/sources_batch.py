@@ -15,6 +15,8 @@ caller then builds each alone, which also gives each file's diagnostics at its o
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import subprocess
 import tempfile
@@ -227,9 +229,65 @@ def flags_beside(paths: list[Path]) -> list[str]:
     return [f for f in flags if not any(f == p or f.startswith(p + "=") for p in _NOT_FOR_EXECUTABLES)]
 
 
+# Built combined modules, by the compiler's version, the flags and the text: the same edits applied again (the
+# reference engine and then the debug one, a rerun, a second window) are not built again.
+BUILDS_DIR = "iree-lens-batch-builds"
+
+
 def compile_combined(text: str, *, flags: list[str] | tuple[str, ...] = (), timeout_s: float = 900.0) -> BatchBuild:
     """Build a combined module: translate (``executable-targets``, where the workgroup counts are read),
-    then link and serialise (``hal``), where the binaries are."""
+    then link and serialise (``hal``), where the binaries are. Kept in the temporary directory's
+    ``iree-lens-batch-builds/KEY`` (one process builds, another asking for the same waits and reads it)."""
+    from importlib import metadata
+
+    from engine.folder_lock import folder_lock
+
+    try:
+        version = metadata.version("iree-base-compiler")
+    except metadata.PackageNotFoundError:
+        version = "unknown"
+    key = hashlib.sha256("\0".join([version, *flags, text]).encode()).hexdigest()[:32]
+    out = Path(tempfile.gettempdir()) / BUILDS_DIR / key
+    with folder_lock(out):
+        kept = _read_build(out)
+        if kept is not None:
+            return kept
+        build = _compile_combined(text, flags, timeout_s)
+        _write_build(build, out)
+        return build
+
+
+def _write_build(build: BatchBuild, out: Path) -> None:
+    """``build`` as plain files in ``out`` (written whole under another name, then renamed)."""
+    import shutil
+
+    part = out.with_name(out.name + ".part")
+    shutil.rmtree(part, ignore_errors=True)
+    part.mkdir(parents=True)
+    for i, binary in enumerate(build.binaries):
+        (part / f"{i}.bin").write_bytes(binary)
+    for i, ll in build.llvm_ir.items():
+        (part / f"{i}.ll").write_text(ll)
+    counts = {name: list(c) if c is not None else None for name, c in build.workgroup_counts.items()}
+    (part / "build.json").write_text(json.dumps({"binaries": len(build.binaries), "workgroup_counts": counts,
+                                                 "llvm_ir": sorted(build.llvm_ir)}))  # fmt: skip
+    shutil.rmtree(out, ignore_errors=True)
+    part.rename(out)
+
+
+def _read_build(out: Path) -> BatchBuild | None:
+    """The build kept in ``out``, or None when there is none (or it cannot be read: it is built again)."""
+    try:
+        meta = json.loads((out / "build.json").read_text())
+        binaries = [(out / f"{i}.bin").read_bytes() for i in range(meta["binaries"])]
+        counts = {name: tuple(c) if c is not None else None for name, c in meta["workgroup_counts"].items()}
+        llvm_ir = {i: (out / f"{i}.ll").read_text() for i in meta["llvm_ir"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return BatchBuild(binaries, counts, llvm_ir)
+
+
+def _compile_combined(text: str, flags: list[str] | tuple[str, ...], timeout_s: float) -> BatchBuild:
     from engine.compiler.substitution import hal_binaries
 
     with tempfile.TemporaryDirectory(prefix="iree-lens-batch-") as d:
