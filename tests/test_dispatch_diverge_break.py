@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import broken_build, broken_pair, compile_for, lens_in_process, shared_model
+from support import broken_build, broken_pair, compile_for, lens_in_process, model_cpu_build, shared_model
 
 from engine.samples import sample_path
 from engine.session.script import ScriptError, parse_script
@@ -182,7 +182,7 @@ def test_break_diverge_efficientvit_across_cpu_builds_does_not_stop(tmp_path):
     built for the host CPU and for a generic x86-64 (other vector code: rounding apart) never stops; the gate
     that judged only write-only bindings stopped at dispatch 1 ('it wrote 0 bytes, the reference 2488192')."""
     source = shared_model("efficientvit_m0")
-    host = compile_for(source, tmp_path / "host.vmfb", "llvm-cpu")
+    host, _ = model_cpu_build("efficientvit_m0", tmp_path / "host.vmfb")
     generic = compile_for(source, tmp_path / "generic.vmfb", "llvm-cpu", "--iree-llvmcpu-target-cpu=generic")
     stops = _debug_packed(host, generic, [f"--input=@{MODELS / 'efficientvit_m0_x.npy'}"], tmp_path, "main")
     assert [s["reason"] for s in stops] == ["finished"], stops[0].get("divergence")

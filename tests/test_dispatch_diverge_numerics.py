@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import broken_build, compile_for, lens_in_process, shared_model
+from support import broken_build, compile_for, lens_in_process, model_cpu_build, shared_model
 
 HERE = Path(__file__).resolve().parent
 PROGRAMS = HERE / "diverge_programs"
@@ -134,7 +134,7 @@ def test_small_cnn_llvm_cpu_against_vulkan_and_a_broken_vulkan_build(tmp_path):
 @pytest.mark.timeout(3600)  # two debug runs of SqueezeNet, one on lavapipe (minutes on a busy machine)
 def test_squeezenet_llvm_cpu_against_vulkan_has_no_divergence(tmp_path):
     source = shared_model("squeezenet1_1")
-    cpu = compile_for(source, tmp_path / "cpu.vmfb", "llvm-cpu")
+    cpu, _ = model_cpu_build("squeezenet1_1", tmp_path / "cpu.vmfb")
     # For Mali's Valhall profile, which lavapipe runs too: IREE's default Vulkan target tiles SqueezeNet's
     # odd-sized 3x3 convolutions (111x111, 55x55, 27x27, 13x13) so that lavapipe needs about 270 s of both
     # cores for one run (IREE's own runtime as much as ours); Valhall's tiles need a third of that.

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import TARGET_FLAGS, iree_compile, lens_run, shared_model
+from support import TARGET_FLAGS, iree_compile, lens_run, model_cpu_build, shared_model
 
 from engine.substitute.llvm_ir import parse_llvm_ir
 
@@ -101,4 +101,7 @@ def test_onnx_models_llvm_ir_parses_and_verifies(name, tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["squeezenet1_1", "efficientvit_m0"])
 def test_pytorch_models_llvm_ir_parses_and_verifies(name, tmp_path):
-    _parse_all(_dump_ll(_model(name, tmp_path), tmp_path)[1])
+    _, intermediates = model_cpu_build(name, tmp_path / f"{name}.vmfb")
+    files = sorted(intermediates.glob("*.ll"))
+    assert {f.name.split(".")[-2] for f in files} == {"codegen", "linked", "optimized"}
+    _parse_all(files)

@@ -767,6 +767,30 @@ def shared_model(name: str) -> Path:
 SHARED_MODELS = MODELS  # the name some test modules import
 
 
+def model_cpu_build(name: str, out: Path) -> tuple[Path, Path]:
+    """The shared model ``NAME`` built for llvm-cpu (the host CPU) once per test run, copied to ``out``, with
+    the folder of IREE's executable intermediates (``.ll``): ``(out, folder)``. The intermediates are dumped
+    beside a run-level copy, which leaves the module's bytes as a plain ``compile_for(..., "llvm-cpu")``
+    build's, so a test that needs a plain build and one that reads the LLVM IR share one compile (a whole
+    model's: EfficientViT-M0 takes about 25 s). The folder is read-only for the tests."""
+    import fcntl
+
+    run_dir = Path(os.environ.get("LENS_TEST_RUN_DIR") or tempfile.gettempdir())
+    build = run_dir / "model-builds" / name
+    build.parent.mkdir(parents=True, exist_ok=True)
+    with open(f"{build}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # parallel workers: one compiles, the others wait for it
+        if not (build / "done").exists():
+            shutil.rmtree(build, ignore_errors=True)
+            build.mkdir()
+            compile_for(shared_model(name), build / "module.vmfb", "llvm-cpu",
+                        f"--iree-hal-dump-executable-intermediates-to={build / 'intermediates'}")  # fmt: skip
+            (build / "done").touch()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(build / "module.vmfb", out)
+    return out, build / "intermediates"
+
+
 def shared_model_source(model: str, tmp: Path) -> Path:
     """The shared model's input program (see ``shared_model``: unpacked once per run, not into ``tmp``); the
     test is skipped where the shared models are not on this machine."""
