@@ -19,7 +19,9 @@ compiled here by the real iree-compile.
 from __future__ import annotations
 
 import base64
+import fcntl
 import json
+import os
 import shlex
 import subprocess
 from pathlib import Path
@@ -59,17 +61,20 @@ def input_arrays(program: str) -> list[np.ndarray]:
 
 
 class Builds:
-    """Each (program, target, kind) compiled once per test session, on demand."""
+    """Each (program, target, kind) compiled once per test run, on demand, in one folder that the parallel
+    workers share (a lock per module: the second worker waits for the first's compile, dumps included)."""
 
     def __init__(self, root: Path):
         self.root = root
 
     def compile(self, program: str, target: str, *flags: str, name: str = "plain") -> Path:
         out = self.root / f"{program}.{target}.{name}.vmfb"
-        if not out.exists():
-            proc = iree_compile([str(PROGRAMS / f"{program}.mlir"), *target_flags(target),
-                                   *flags, "-o", str(out)], text=True, timeout=600)  # fmt: skip
-            assert proc.returncode == 0, proc.stderr[-3000:]
+        with open(f"{out}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not out.exists():
+                proc = iree_compile([str(PROGRAMS / f"{program}.mlir"), *target_flags(target),
+                                       *flags, "-o", str(out)], text=True, timeout=600)  # fmt: skip
+                assert proc.returncode == 0, proc.stderr[-3000:]
         return out
 
     def plain(self, program: str, target: str = "llvm-cpu") -> Path:
@@ -77,8 +82,7 @@ class Builds:
 
     def sources(self, program: str, target: str = "llvm-cpu") -> Path:
         dump = self.root / f"{program}.{target}.sources"
-        if not dump.is_dir():
-            self.compile(program, target, f"--iree-hal-dump-executable-sources-to={dump}", name="dump")
+        self.compile(program, target, f"--iree-hal-dump-executable-sources-to={dump}", name="dump")  # once
         return dump
 
     def traced(self, program: str, target: str = "llvm-cpu") -> Path:
@@ -92,14 +96,19 @@ class Builds:
         program_text = (PROGRAMS / f"{program}.mlir").read_text()
         blobs = program_text[program_text.index("{-#"):] if "{-#" in program_text else ""
         edited = self.root / f"{program}.{target}.{executable}.edited.mlir"
-        edited.write_text(text.replace(old, new, 1) + "\n" + blobs)
+        part = edited.with_name(f"{edited.name}.{os.getpid()}")  # the same text from either worker, whole
+        part.write_text(text.replace(old, new, 1) + "\n" + blobs)
+        part.replace(edited)
         return self.compile(program, target, f"--iree-hal-substitute-executable-source={executable}={edited}",
                             name=f"broken_{executable}")  # fmt: skip
 
 
 @pytest.fixture(scope="module")
 def builds(tmp_path_factory) -> Builds:
-    return Builds(tmp_path_factory.mktemp("heldout"))
+    run_dir = os.environ.get("LENS_TEST_RUN_DIR")
+    root = Path(run_dir) / "heldout-builds" if run_dir else tmp_path_factory.mktemp("heldout")
+    root.mkdir(parents=True, exist_ok=True)
+    return Builds(root)
 
 
 def diverge(a: Path, b: Path, program: str, *extra: str) -> dict:
