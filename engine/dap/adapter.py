@@ -840,7 +840,6 @@ def _snake(name: str) -> str:
     return "".join(f"_{c.lower()}" if c.isupper() else c for c in name)
 
 
-
 def _parsed(specs, make) -> tuple[list[Breakpoint], list[tuple[Breakpoint | None, dict]]]:
     """Each DAP breakpoint spec made into a breakpoint by ``make`` (spec -> (breakpoint, its answer)); one
     ``make`` refuses (``RequestError``) is answered unverified with the reason, in request order."""

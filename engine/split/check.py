@@ -224,7 +224,7 @@ def compile_batch(folder: Path, tests: list[SplitTest], flags: list[str], work: 
                 ir.SymbolTable.replace_all_symbol_uses(name, prefix + name, module.operation)
                 op.attributes["sym_name"] = ir.StringAttr.get(prefix + name)
             for op in ops:
-                merged.body.append(op)  # moved: dense_resource blobs keep their (made unique) names
+                merged.body.append(op)  # moved; dense_resource names are the one program's, so never two blobs under one
             functions[test.dir] = f"{prefix}main"
         try:
             if len(functions) < 2 or not merged.operation.verify():
