@@ -119,6 +119,7 @@ def test_module_alone_attributes_each_dispatch_to_its_export_location(tmp_path):
 @pytest.mark.parametrize("model", ["squeezenet1_1", "efficientvit_m0"])
 def test_pytorch_export_is_90_percent_on_torch_aten_lines(tmp_path, model):
     source = shared_model_source(model, tmp_path)
+    # A plain build: one that dumps its executables' sources has their locations instead of the program's.
     vmfb = compile_for(source, tmp_path / f"{model}.vmfb", "llvm-cpu")
     chrome, attr = _profile_by_source(vmfb, "main", SHARED_MODELS / f"{model}_x.npy", tmp_path)
     _check(chrome, attr)

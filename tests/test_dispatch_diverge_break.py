@@ -182,7 +182,7 @@ def test_break_diverge_efficientvit_across_cpu_builds_does_not_stop(tmp_path):
     built for the host CPU and for a generic x86-64 (other vector code: rounding apart) never stops; the gate
     that judged only write-only bindings stopped at dispatch 1 ('it wrote 0 bytes, the reference 2488192')."""
     source = shared_model("efficientvit_m0")
-    host, _ = model_cpu_build("efficientvit_m0", tmp_path / "host.vmfb")
+    host = model_cpu_build("efficientvit_m0", tmp_path / "host.vmfb").module
     generic = compile_for(source, tmp_path / "generic.vmfb", "llvm-cpu", "--iree-llvmcpu-target-cpu=generic")
     stops = _debug_packed(host, generic, [f"--input=@{MODELS / 'efficientvit_m0_x.npy'}"], tmp_path, "main")
     assert [s["reason"] for s in stops] == ["finished"], stops[0].get("divergence")

@@ -19,7 +19,6 @@ compiled here by the real iree-compile.
 from __future__ import annotations
 
 import base64
-import fcntl
 import json
 import os
 import shlex
@@ -28,7 +27,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import iree_compile, iree_tool, iree_traced_tensors, lens_argv, lens_env
+from support import (
+    iree_compile,
+    iree_tool,
+    iree_traced_tensors,
+    lens_argv,
+    lens_env,
+    once_per_run,
+    run_folder,
+)
 from support.dap import DapClient
 
 from engine.compiler.targets import target_flags
@@ -69,13 +76,13 @@ class Builds:
 
     def compile(self, program: str, target: str, *flags: str, name: str = "plain") -> Path:
         out = self.root / f"{program}.{target}.{name}.vmfb"
-        with open(f"{out}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            if not out.exists():
-                proc = iree_compile([str(PROGRAMS / f"{program}.mlir"), *target_flags(target),
-                                       *flags, "-o", str(out)], text=True, timeout=600)  # fmt: skip
-                assert proc.returncode == 0, proc.stderr[-3000:]
-        return out
+
+        def compile_it() -> None:
+            proc = iree_compile([str(PROGRAMS / f"{program}.mlir"), *target_flags(target),
+                                 *flags, "-o", str(out)], text=True, timeout=600)  # fmt: skip
+            assert proc.returncode == 0, proc.stderr[-3000:]
+
+        return once_per_run(out, compile_it)
 
     def plain(self, program: str, target: str = "llvm-cpu") -> Path:
         return self.compile(program, target)
@@ -104,11 +111,8 @@ class Builds:
 
 
 @pytest.fixture(scope="module")
-def builds(tmp_path_factory) -> Builds:
-    run_dir = os.environ.get("LENS_TEST_RUN_DIR")
-    root = Path(run_dir) / "heldout-builds" if run_dir else tmp_path_factory.mktemp("heldout")
-    root.mkdir(parents=True, exist_ok=True)
-    return Builds(root)
+def builds() -> Builds:
+    return Builds(run_folder() / "heldout-builds")
 
 
 def diverge(a: Path, b: Path, program: str, *extra: str) -> dict:

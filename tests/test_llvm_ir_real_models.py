@@ -101,7 +101,6 @@ def test_onnx_models_llvm_ir_parses_and_verifies(name, tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["squeezenet1_1", "efficientvit_m0"])
 def test_pytorch_models_llvm_ir_parses_and_verifies(name, tmp_path):
-    _, intermediates = model_cpu_build(name, tmp_path / f"{name}.vmfb")
-    files = sorted(intermediates.glob("*.ll"))
+    files = sorted(model_cpu_build(name, tmp_path / f"{name}.vmfb").intermediates.glob("*.ll"))
     assert {f.name.split(".")[-2] for f in files} == {"codegen", "linked", "optimized"}
     _parse_all(files)

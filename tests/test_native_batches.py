@@ -8,13 +8,12 @@ runtime and between a batched run and a run where every dispatch is watched (ste
 
 from __future__ import annotations
 
-import lzma
 import re
 from pathlib import Path
 
 import numpy as np
 import pytest
-from support import patched_kernel_copy
+from support import model_cpu_build, patched_kernel_copy
 from support.session import Events, compile_program
 
 from engine.dispatch.snapshot import DispatchSnapshots
@@ -274,12 +273,7 @@ def test_profile_zones_come_from_the_native_loop_one_per_dispatch(tmp_path):
 
 @pytest.mark.slow
 def test_squeezenet_batched_and_stepped_are_bit_identical_and_match_iree(tmp_path):
-    source = MODELS / "squeezenet1_1.mlir.xz"
-    if not source.exists():
-        pytest.skip(f"no shared models at {MODELS}")
-    mlir = tmp_path / "squeezenet1_1.mlir"
-    mlir.write_bytes(lzma.decompress(source.read_bytes()))
-    vmfb = compile_program(str(mlir), "llvm-cpu", tmp_path)
+    vmfb = model_cpu_build("squeezenet1_1", tmp_path / "squeezenet1_1.vmfb").module
     x = np.load(MODELS / "squeezenet1_1_x.npy")
     log = BatchLog()
     _, batched = _run(vmfb, "main", [x], log)

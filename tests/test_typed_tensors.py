@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import compile_for, iree_traced_tensors, shared_model
+from support import compile_for, iree_traced_tensors, model_cpu_build, shared_model
 from support.traced import TRACE, assert_bundle_equals_traced
 
 from engine.dispatch.bundle import Bundle, BundleWriter
@@ -142,12 +142,10 @@ def _capture(vmfb: Path, function: str, x: Path, out: Path, *extra: str) -> Bund
      pytest.param("efficientvit_m0", "main", marks=pytest.mark.timeout(2400))],
 )
 def test_capture_with_iree_dumped_sources_equals_iree_traced_tensors(model, function, tmp_path):
-    source = _model_source(model, tmp_path)
-    dump = tmp_path / "dump"
-    plain = compile_for(source, tmp_path / "plain.vmfb", "llvm-cpu", f"--iree-hal-dump-executable-sources-to={dump}")
-    traced = compile_for(source, tmp_path / "traced.vmfb", "llvm-cpu", TRACE)
+    build = model_cpu_build(model, tmp_path / "plain.vmfb")  # its sources dumped by IREE
+    traced = compile_for(shared_model(model), tmp_path / "traced.vmfb", "llvm-cpu", TRACE)
     x = MODELS / f"{model}_x.npy"
-    bundle = _capture(plain, function, x, tmp_path / "bundle", f"--sources={dump}")
+    bundle = _capture(build.module, function, x, tmp_path / "bundle", f"--sources={build.sources}")
     assert_bundle_equals_traced(bundle, iree_traced_tensors(traced, function, [np.load(x)]))
 
 

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -737,11 +738,30 @@ def cpu_seconds(pid: int, *, descendants_only: bool = False) -> float:
     return sum(stats[p][1] for p in tree if p in stats)
 
 
+def run_folder() -> Path:
+    """The test run's own folder, which the parallel workers share (tests/conftest.py makes it)."""
+    return Path(os.environ.get("LENS_TEST_RUN_DIR") or tempfile.gettempdir())
+
+
+def once_per_run(done: Path, build) -> Path:
+    """``build()`` called unless ``done`` exists, under a lock beside it: the first worker that needs it
+    builds it, one that asks meanwhile waits for that build instead of repeating it. ``build`` makes ``done``
+    last (or it is touched after ``build`` returns), so a build that failed half way is built again."""
+    import fcntl
+
+    done.parent.mkdir(parents=True, exist_ok=True)
+    with open(f"{done}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            build()
+            done.touch()
+    return done
+
+
 def shared_model(name: str) -> Path:
     """The shared model ``NAME.mlir``: the plain file, or ``NAME.mlir.xz`` unpacked once per test run into
     the run's folder, at one path for every test, so that each (model, flags) compiles once
     (tests/support/compile_cache.py keys by the source's path). Skips the test where the model is absent."""
-    import fcntl
     import lzma
 
     import pytest
@@ -751,44 +771,53 @@ def shared_model(name: str) -> Path:
         return plain
     if not packed.exists():
         pytest.skip(f"{packed} is absent (the shared models are not on this machine)")
-    run_dir = Path(os.environ.get("LENS_TEST_RUN_DIR") or tempfile.gettempdir())
-    out = run_dir / "models" / f"{name}.mlir"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with open(f"{out}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # parallel workers: one unpacks, the others wait for it
-        if not out.exists():
-            partial = out.with_suffix(".partial")
-            with lzma.open(packed) as src, open(partial, "wb") as dst:
-                shutil.copyfileobj(src, dst)
-            partial.rename(out)
-    return out
+    out = run_folder() / "models" / f"{name}.mlir"
+
+    def unpack() -> None:
+        partial = out.with_suffix(".partial")
+        with lzma.open(packed) as src, open(partial, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        partial.rename(out)
+
+    return once_per_run(out, unpack)
 
 
 SHARED_MODELS = MODELS  # the name some test modules import
 
 
-def model_cpu_build(name: str, out: Path) -> tuple[Path, Path]:
-    """The shared model ``NAME`` built for llvm-cpu (the host CPU) once per test run, copied to ``out``, with
-    the folder of IREE's executable intermediates (``.ll``): ``(out, folder)``. The intermediates are dumped
-    beside a run-level copy, which leaves the module's bytes as a plain ``compile_for(..., "llvm-cpu")``
-    build's, so a test that needs a plain build and one that reads the LLVM IR share one compile (a whole
-    model's: EfficientViT-M0 takes about 25 s). The folder is read-only for the tests."""
-    import fcntl
+@dataclass(frozen=True)
+class ModelBuild:
+    """A shared model built for llvm-cpu (the host CPU) with IREE's dumps of its executables. ``module`` is
+    the test's own copy; ``sources`` (``--iree-hal-dump-executable-sources-to``) and ``intermediates`` (the
+    ``.ll`` files) are the run's, read-only."""
 
-    run_dir = Path(os.environ.get("LENS_TEST_RUN_DIR") or tempfile.gettempdir())
-    build = run_dir / "model-builds" / name
-    build.parent.mkdir(parents=True, exist_ok=True)
-    with open(f"{build}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # parallel workers: one compiles, the others wait for it
-        if not (build / "done").exists():
-            shutil.rmtree(build, ignore_errors=True)
-            build.mkdir()
-            compile_for(shared_model(name), build / "module.vmfb", "llvm-cpu",
-                        f"--iree-hal-dump-executable-intermediates-to={build / 'intermediates'}")  # fmt: skip
-            (build / "done").touch()
+    module: Path
+    sources: Path
+    intermediates: Path
+
+
+def model_cpu_build(name: str, out: Path, *, sources_beside: bool = False) -> ModelBuild:
+    """The shared model ``NAME`` built once per test run for llvm-cpu (the host CPU), its executables'
+    sources and LLVM IR dumped, copied to ``out``; with ``sources_beside``, the sources are copied beside it
+    too (a ``sources`` folder, which IREE Lens finds without being told). One compile of a whole model
+    (EfficientViT-M0: about 25 s) serves every test that needs the plain build, its sources or its IR. The
+    sources' dumped paths are written into the module's executables, so these are one module's bytes
+    wherever it is copied, but not a build without the dumps' bytes."""
+    build = run_folder() / "model-builds" / name
+
+    def compile_it() -> None:
+        shutil.rmtree(build, ignore_errors=True)
+        build.mkdir(parents=True)
+        compile_for(shared_model(name), build / "module.vmfb", "llvm-cpu",
+                    f"--iree-hal-dump-executable-sources-to={build / 'sources'}",
+                    f"--iree-hal-dump-executable-intermediates-to={build / 'intermediates'}")  # fmt: skip
+
+    once_per_run(build.with_name(f"{name}.done"), compile_it)  # (the lock beside it, not in ``build``)
     out.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(build / "module.vmfb", out)
-    return out, build / "intermediates"
+    if sources_beside:
+        shutil.copytree(build / "sources", out.parent / "sources", dirs_exist_ok=True)
+    return ModelBuild(out, build / "sources", build / "intermediates")
 
 
 def shared_model_source(model: str, tmp: Path) -> Path:
