@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from support import TARGET_FLAGS, iree_compile, lens_run, shared_model, tiny_program
+from support import TARGET_FLAGS, iree_compile, lens_run, once_per_run, run_folder, shared_model, tiny_program
 
 from engine.compiler.executables import extract_executables, split_snapshot
 
@@ -30,6 +31,25 @@ def _lens(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
 
 def _model(name: str, tmp: Path) -> Path:
     return shared_model(name)
+
+
+def _model_sources(name: str) -> tuple[Path, list[Path]]:
+    """``iree-lens sources`` of the shared model ``name``, written once per test run into the run's folder
+    (two SqueezeNet tests read the same): read-only for the tests, which write their edits elsewhere."""
+    out = run_folder() / "lens-sources" / name
+    listing = out.with_name(f"{name}.written")  # what the command printed: the files it wrote
+
+    def write() -> None:
+        shutil.rmtree(out, ignore_errors=True)
+        proc = _lens("sources", str(shared_model(name)), f"--out={out}")
+        assert proc.returncode == 0, proc.stderr
+        partial = listing.with_name(f"{listing.name}.partial")
+        partial.write_text(proc.stdout)
+        partial.rename(listing)
+
+    once_per_run(listing, write)
+    written = [Path(line) for line in listing.read_text().split()]
+    return next(p for p in written if p.suffix == ".vmfb"), sorted(p for p in written if p.suffix == ".mlir")
 
 
 def _write_sources(program: Path, out: Path) -> tuple[Path, list[Path]]:
@@ -151,8 +171,7 @@ def test_tiny_program_every_source_unmodified_is_bit_identical_and_an_edit_match
 
 
 def test_small_cnn_every_source_unmodified_is_bit_identical_on_both_engines(tmp_path):
-    program = _model("small_cnn", tmp_path)
-    vmfb, sources = _write_sources(program, tmp_path / "src")
+    vmfb, sources = _model_sources("small_cnn")
     assert len(sources) >= 5
     x = MODELS / "small_cnn_x.npy"
     plain = _run(vmfb, "small_cnn", x, tmp_path / "plain.npy", "reference")
@@ -163,7 +182,7 @@ def test_small_cnn_every_source_unmodified_is_bit_identical_on_both_engines(tmp_
 
 def _check_model(name: str, tmp_path: Path, subset: bool, edit: tuple[str, str, str], engines=("reference",)):
     program = _model(name, tmp_path)
-    vmfb, sources = _write_sources(program, tmp_path / "src")
+    vmfb, sources = _model_sources(name)
     folded = [p for p in sources if "dense_resource<" in p.read_text()]
     assert folded, "a PyTorch export folds weights into some dispatches"
     assert all(p.read_text().lstrip().startswith(("#", "hal.executable")) for p in sources)
@@ -173,7 +192,7 @@ def _check_model(name: str, tmp_path: Path, subset: bool, edit: tuple[str, str, 
         got = _run(vmfb, "main", x, tmp_path / f"all_{engine}.npy", engine, folded if subset else sources)
         assert got.tobytes() == plain.tobytes(), engine
     executable, pattern, repl = edit
-    source = tmp_path / "src" / f"{executable}.mlir"
+    source = vmfb.parent / f"{executable}.mlir"
     edited = _edit_first(source, pattern, repl, tmp_path / "edit" / source.name)
     expected = _run(_iree_build(program, {executable: edited}, tmp_path / "iree.vmfb"), "main", x,
                     tmp_path / "iree.npy", "reference")  # fmt: skip
@@ -220,7 +239,7 @@ def test_pytorch_model_every_executable_substituted_and_an_edit_matches_iree(nam
         assert got.tobytes() == expected.tobytes(), engine
     # The CPU library's LLVM IR, unmodified (normalised for llvmlite, code-generated, linked): the same outputs.
     plain = np.load(tmp_path / "plain.npy")
-    library = tmp_path / "src" / "module_linked.ll"
+    library = vmfb.parent / "module_linked.ll"
     assert _run(vmfb, "main", x, tmp_path / "ll.npy", "reference", [library]).tobytes() == plain.tobytes()
 
 

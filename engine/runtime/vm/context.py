@@ -52,11 +52,10 @@ class ImportBinding:
         return self.native is not None or self.target_instance is not None
 
 
-def _invalid_pc(pc: int):
-    def h(i, r, t):
-        raise VmStatusError(StatusCode.OUT_OF_RANGE, f"pc {pc:#06x} is not the start of an instruction")
-
-    return h
+def _invalid_pc(i, r, t):
+    """The handler of every pc that is not the start of an instruction: one for all of them (a closure per
+    byte of code would be most of a big module's objects), since the trap names the pc the frame was at."""
+    raise VmStatusError(StatusCode.OUT_OF_RANGE, "the pc is not the start of an instruction")
 
 
 class ModuleInstance:
@@ -157,7 +156,7 @@ class ModuleInstance:
                 code[pc] = HANDLERS[ins.opcode.symbol](ins, CompileEnv(self, ordinal, pc, ins.next_pc))
             for pc in range(length + 1):
                 if code[pc] is None:
-                    code[pc] = _invalid_pc(pc)
+                    code[pc] = _invalid_pc
             self._plain[ordinal] = code
             self._code[ordinal] = list(code)
         return code
