@@ -8,6 +8,7 @@ process is the cancel. Progress is the phase snapshot files appearing in the out
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
@@ -44,6 +45,18 @@ def iree_compile_path() -> str:
         if found is None:
             raise FileNotFoundError("iree-compile not found (install iree-base-compiler)") from None
         return found
+
+
+@functools.cache
+def compiler_version() -> str:
+    """The installed ``iree-base-compiler``'s version (``unknown`` where the package is not installed): part
+    of the key of anything kept from one compile for another (a build made by another IREE is not the same)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("iree-base-compiler")
+    except metadata.PackageNotFoundError:
+        return "unknown"
 
 
 def _start(cmd: list[str], **kwargs) -> subprocess.Popen:

@@ -238,15 +238,10 @@ def compile_combined(text: str, *, flags: list[str] | tuple[str, ...] = (), time
     """Build a combined module: translate (``executable-targets``, where the workgroup counts are read),
     then link and serialise (``hal``), where the binaries are. Kept in the temporary directory's
     ``iree-lens-batch-builds/KEY`` (one process builds, another asking for the same waits and reads it)."""
-    from importlib import metadata
-
+    from engine.compiler.job import compiler_version
     from engine.folder_lock import folder_lock
 
-    try:
-        version = metadata.version("iree-base-compiler")
-    except metadata.PackageNotFoundError:
-        version = "unknown"
-    key = hashlib.sha256("\0".join([version, *flags, text]).encode()).hexdigest()[:32]
+    key = hashlib.sha256("\0".join([compiler_version(), *flags, text]).encode()).hexdigest()[:32]
     out = Path(tempfile.gettempdir()) / BUILDS_DIR / key
     with folder_lock(out):
         kept = _read_build(out)

@@ -23,8 +23,9 @@ import subprocess
 import tempfile
 from collections.abc import Sequence
 from functools import cache
-from importlib import metadata
 from pathlib import Path
+
+from engine.compiler.job import compiler_version, iree_compile_path
 
 # Flags whose value is the output file: never part of the key, since IREE does not write it anywhere.
 _OUTPUT_FLAGS = ("-o", "--output-file")
@@ -34,14 +35,7 @@ _OUTPUT_FLAGS = ("-o", "--output-file")
 def native_iree_compile() -> str:
     """The native ``iree-compile`` (not the console script, a Python wrapper that costs an interpreter
     start and IREE's import on every call)."""
-    from engine.compiler.job import iree_compile_path
-
     return iree_compile_path()
-
-
-@cache
-def compiler_version() -> str:
-    return metadata.version("iree-base-compiler")
 
 
 def cache_root() -> Path | None:
