@@ -9,14 +9,21 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from support import TARGET_FLAGS, iree_compile, lens_run, once_per_run, run_folder, shared_model, tiny_program
+from support import (
+    TARGET_FLAGS,
+    compile_for,
+    iree_compile,
+    lens_run,
+    model_lens_sources,
+    shared_model,
+    tiny_program,
+)
 
 from engine.compiler.executables import extract_executables, split_snapshot
 
@@ -31,25 +38,6 @@ def _lens(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
 
 def _model(name: str, tmp: Path) -> Path:
     return shared_model(name)
-
-
-def _model_sources(name: str) -> tuple[Path, list[Path]]:
-    """``iree-lens sources`` of the shared model ``name``, written once per test run into the run's folder
-    (two SqueezeNet tests read the same): read-only for the tests, which write their edits elsewhere."""
-    out = run_folder() / "lens-sources" / name
-    listing = out.with_name(f"{name}.written")  # what the command printed: the files it wrote
-
-    def write() -> None:
-        shutil.rmtree(out, ignore_errors=True)
-        proc = _lens("sources", str(shared_model(name)), f"--out={out}")
-        assert proc.returncode == 0, proc.stderr
-        partial = listing.with_name(f"{listing.name}.partial")
-        partial.write_text(proc.stdout)
-        partial.rename(listing)
-
-    once_per_run(listing, write)
-    written = [Path(line) for line in listing.read_text().split()]
-    return next(p for p in written if p.suffix == ".vmfb"), sorted(p for p in written if p.suffix == ".mlir")
 
 
 def _write_sources(program: Path, out: Path) -> tuple[Path, list[Path]]:
@@ -171,7 +159,7 @@ def test_tiny_program_every_source_unmodified_is_bit_identical_and_an_edit_match
 
 
 def test_small_cnn_every_source_unmodified_is_bit_identical_on_both_engines(tmp_path):
-    vmfb, sources = _model_sources("small_cnn")
+    vmfb, sources = model_lens_sources("small_cnn")
     assert len(sources) >= 5
     x = MODELS / "small_cnn_x.npy"
     plain = _run(vmfb, "small_cnn", x, tmp_path / "plain.npy", "reference")
@@ -180,9 +168,18 @@ def test_small_cnn_every_source_unmodified_is_bit_identical_on_both_engines(tmp_
         assert got.tobytes() == plain.tobytes(), engine
 
 
+def test_lens_sources_module_is_a_plain_build(tmp_path):
+    # What support.model_lens_sources promises the tests that take its module as a plain build (the time by
+    # source of a whole PyTorch model): the phases, LLVM IR and binaries that the command dumps leave the
+    # module as a plain compile of the same program makes it, byte for byte.
+    vmfb, _ = model_lens_sources("small_cnn")
+    plain = compile_for(shared_model("small_cnn"), tmp_path / "plain.vmfb", "llvm-cpu")
+    assert vmfb.read_bytes() == plain.read_bytes()
+
+
 def _check_model(name: str, tmp_path: Path, subset: bool, edit: tuple[str, str, str], engines=("reference",)):
     program = _model(name, tmp_path)
-    vmfb, sources = _model_sources(name)
+    vmfb, sources = model_lens_sources(name)
     folded = [p for p in sources if "dense_resource<" in p.read_text()]
     assert folded, "a PyTorch export folds weights into some dispatches"
     assert all(p.read_text().lstrip().startswith(("#", "hal.executable")) for p in sources)

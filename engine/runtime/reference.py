@@ -51,7 +51,10 @@ class ReferenceRunner:
         self._rt = rt
         try:
             self.instance = rt.VmInstance()
-            self.device = rt.get_device(self.device_uri)
+            # A device of its own, released with the runner: not iree.runtime's process-wide cache, which keeps
+            # every device until the process exits, and IREE's Vulkan driver on lavapipe keeps two threads
+            # spinning at 100 % of a core each for as long as its device lives (12-50 ms to make one).
+            self.device = rt.get_device(self.device_uri, cache=False)
             hal = rt.create_hal_module(self.instance, self.device, debug_sink=self.debug_sink)
             # Loaded into writable memory, as IREE's tools do: some kernels write in place into buffers imported
             # from the module's constant data, and a read-only map makes them crash (architecture note).
@@ -88,15 +91,20 @@ class ReferenceRunner:
         arg_kinds, result_kinds = split_cconv(cconv)
         if len(args) != len(arg_kinds):
             raise ReferenceRunError(f"{function} takes {len(arg_kinds)} inputs ({cconv}); {len(args)} given")
-        arg_list = rt.VmVariantList(len(args))
-        for kind, value in zip(arg_kinds, args):
-            self._push(arg_list, kind, value)
-        ret_list = rt.VmVariantList(len(result_kinds))
+        arg_list, ret_list = rt.VmVariantList(len(args)), rt.VmVariantList(len(result_kinds))
         try:
-            self.context.invoke(fn, arg_list, ret_list)
-        except (RuntimeError, ValueError) as e:
-            raise ReferenceRunError(str(e)) from None
-        return [self._pull(ret_list, i, kind) for i, kind in enumerate(result_kinds)]
+            for kind, value in zip(arg_kinds, args):
+                self._push(arg_list, kind, value)
+            try:
+                self.context.invoke(fn, arg_list, ret_list)
+            except (RuntimeError, ValueError) as e:
+                raise ReferenceRunError(str(e)) from None
+            return [self._pull(ret_list, i, kind) for i, kind in enumerate(result_kinds)]
+        finally:
+            # IREE's buffers do not keep their device alive, and a returning frame lets go of ``self`` (which
+            # may hold the device's last reference: ``ReferenceRunner(...).invoke(...)``) before its other
+            # locals: the call's buffers go first.
+            del arg_list, ret_list
 
     # -- marshaling
 
@@ -129,7 +137,10 @@ class ReferenceRunner:
             return OpaqueRef(None if variant is None else type(variant).__name__)
         if bv is None:
             return OpaqueRef(None)
-        return Tensor(self.read_buffer_view(bv), ElementType(int(bv.element_type)))
+        try:
+            return Tensor(self.read_buffer_view(bv), ElementType(int(bv.element_type)))
+        finally:
+            del bv  # before ``self`` (see ``invoke``)
 
     def read_buffer_view(self, bv) -> np.ndarray:
         rt = self._rt
@@ -146,7 +157,10 @@ class ReferenceRunner:
                 allocation_size=max(nbytes, 1),
             )
             sem = self.device.create_semaphore(0)
-            self.device.queue_copy(bv.get_buffer(), staging, [(sem, 0)], [(sem, 1)])
-            sem.wait(1)
-            raw = np.array(staging.map().asarray([nbytes], np.dtype(np.uint8)), copy=True)
+            try:
+                self.device.queue_copy(bv.get_buffer(), staging, [(sem, 0)], [(sem, 1)])
+                sem.wait(1)
+                raw = np.array(staging.map().asarray([nbytes], np.dtype(np.uint8)), copy=True)
+            finally:
+                del staging, sem  # before ``self`` (see ``invoke``)
         return raw.view(element_type.dtype).reshape(shape)

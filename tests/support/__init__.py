@@ -123,7 +123,7 @@ def iree_traced_tensors(
         seen.append((key, arrays))
 
     instance = rt.VmInstance()
-    hal_device = rt.get_device(device)
+    hal_device = rt.get_device(device, cache=False)  # released below (engine.runtime.reference says why)
     debug_sink = rt.HalModuleDebugSink(sink)
     hal = rt.create_hal_module(instance, hal_device, debug_sink=debug_sink)
     module = rt.VmModule.copy_buffer(instance, Path(vmfb).read_bytes())
@@ -143,7 +143,8 @@ def iree_traced_tensors(
             )
         )
     context.invoke(module.lookup_function(function), arg_list, rt.VmVariantList(4))
-    del context, hal, debug_sink
+    # Every buffer before the device (IREE's buffers do not keep their device alive), the device last.
+    del arg_list, context, hal, debug_sink, module, hal_device
     return seen
 
 
@@ -820,10 +821,27 @@ def model_cpu_build(name: str, out: Path, *, sources_beside: bool = False) -> Mo
     return ModelBuild(out, build / "sources", build / "intermediates")
 
 
-def shared_model_source(model: str, tmp: Path) -> Path:
-    """The shared model's input program (see ``shared_model``: unpacked once per run, not into ``tmp``); the
-    test is skipped where the shared models are not on this machine."""
-    return shared_model(model)
+def model_lens_sources(name: str) -> tuple[Path, list[Path]]:
+    """``iree-lens sources`` of the shared model ``NAME``, written once per test run into the run's folder:
+    its module and its executables' sources (read-only: a test writes its edits elsewhere). The command
+    dumps IREE's compile phases and its executables' LLVM IR and binaries, none of which IREE writes into
+    the module, so this module has a plain host-CPU build's bytes (``test_lens_sources_module_is_a_plain_
+    build`` proves it): a test that needs a plain build of a whole model copies it instead of compiling one
+    (without its sources beside it, which IREE Lens would find)."""
+    out = run_folder() / "lens-sources" / name
+    listing = out.with_name(f"{name}.written")  # what the command printed: the files it wrote
+
+    def write() -> None:
+        shutil.rmtree(out, ignore_errors=True)
+        proc = lens_cli("sources", shared_model(name), f"--out={out}", timeout=900)
+        assert proc.returncode == 0, proc.stderr
+        partial = listing.with_name(f"{listing.name}.partial")
+        partial.write_text(proc.stdout)
+        partial.rename(listing)
+
+    once_per_run(listing, write)
+    written = [Path(line) for line in listing.read_text().split()]
+    return next(p for p in written if p.suffix == ".vmfb"), sorted(p for p in written if p.suffix == ".mlir")
 
 
 def slowed_build(source: Path, tmp: Path, executable: str) -> Path:
