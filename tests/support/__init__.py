@@ -266,12 +266,11 @@ def run_reference(vmfb: Path, function: str, inputs: list[np.ndarray]) -> np.nda
     """Run ``function`` with IREE's runtime on its vulkan driver; read the result through a staging buffer."""
     import iree.runtime as rt
 
-    config = rt.Config("vulkan")
-    ctx = rt.SystemContext(config=config)
+    dev = rt.get_device("vulkan", cache=False)  # released below (engine.runtime.reference says why)
+    ctx = rt.SystemContext(config=rt.Config(device=dev))
     ctx.add_vm_module(rt.VmModule.copy_buffer(ctx.instance, vmfb.read_bytes()))
     result = ctx.modules.module[function](*inputs)
     bv = result._buffer_view
-    dev = config.device
     n = bv.byte_length
     staging = dev.allocator.allocate_buffer(
         memory_type=rt.MemoryType.HOST_LOCAL | rt.MemoryType.DEVICE_VISIBLE,
@@ -282,7 +281,10 @@ def run_reference(vmfb: Path, function: str, inputs: list[np.ndarray]) -> np.nda
     dev.queue_copy(bv.get_buffer(), staging, [(sem, 0)], [(sem, 1)])
     sem.wait(1)
     raw = bytes(staging.map().asarray([n], np.dtype(np.uint8)))
-    return np.frombuffer(raw, dtype=rt.HalElementType.map_to_dtype(bv.element_type)).reshape(bv.shape)
+    dtype, shape = rt.HalElementType.map_to_dtype(bv.element_type), tuple(bv.shape)
+    del staging, sem, bv, result, ctx  # every buffer before the device, the device last
+    del dev
+    return np.frombuffer(raw, dtype=dtype).reshape(shape)
 
 
 _ARGUMENT = re.compile(r"%\w+:\s*(tensor<[^>]*>|[a-z]+\d+)")
