@@ -263,28 +263,12 @@ def hal_dispatches(sample: str, tmp_path: Path) -> dict[str, tuple[int, int, int
 
 
 def run_reference(vmfb: Path, function: str, inputs: list[np.ndarray]) -> np.ndarray:
-    """Run ``function`` with IREE's runtime on its vulkan driver; read the result through a staging buffer."""
-    import iree.runtime as rt
+    """Run ``function`` with IREE's runtime on its vulkan driver (``ReferenceRunner``, which reads a
+    device-local result through a staging buffer and gives its device back): its one result."""
+    from engine.runtime.reference import ReferenceRunner
 
-    dev = rt.get_device("vulkan", cache=False)  # released below (engine.runtime.reference says why)
-    ctx = rt.SystemContext(config=rt.Config(device=dev))
-    ctx.add_vm_module(rt.VmModule.copy_buffer(ctx.instance, vmfb.read_bytes()))
-    result = ctx.modules.module[function](*inputs)
-    bv = result._buffer_view
-    n = bv.byte_length
-    staging = dev.allocator.allocate_buffer(
-        memory_type=rt.MemoryType.HOST_LOCAL | rt.MemoryType.DEVICE_VISIBLE,
-        allowed_usage=rt.BufferUsage.TRANSFER | rt.BufferUsage.MAPPING,
-        allocation_size=n,
-    )
-    sem = dev.create_semaphore(0)
-    dev.queue_copy(bv.get_buffer(), staging, [(sem, 0)], [(sem, 1)])
-    sem.wait(1)
-    raw = bytes(staging.map().asarray([n], np.dtype(np.uint8)))
-    dtype, shape = rt.HalElementType.map_to_dtype(bv.element_type), tuple(bv.shape)
-    del staging, sem, bv, result, ctx  # every buffer before the device, the device last
-    del dev
-    return np.frombuffer(raw, dtype=dtype).reshape(shape)
+    (result,) = ReferenceRunner(vmfb, "vulkan").invoke(function, [Tensor.from_numpy(a) for a in inputs])
+    return result.array
 
 
 _ARGUMENT = re.compile(r"%\w+:\s*(tensor<[^>]*>|[a-z]+\d+)")
