@@ -208,12 +208,14 @@ class ExecutableEditor(QWidget):
 
     def document_for_dispatch(self, export: str) -> int | None:
         """The document of a dispatch's export: its dispatch executable's MLIR source (the longest name that
-        prefixes the export), else its SPIR-V, else its library's LLVM IR."""
+        prefixes the export), else its SPIR-V or the PTX module that defines its kernel, else its library's
+        LLVM IR."""
         best = None
         for i, doc in enumerate(self.documents):
-            if export != doc.name and not export.startswith(doc.name + "_"):
+            defines = doc.kind == "ptx" and bool(export) and f".entry {export}(" in doc.original
+            if export != doc.name and not export.startswith(doc.name + "_") and not defines:
                 continue
-            rank = ({"mlir": 0, "spirv": 1, "llvm": 2}[doc.kind], -len(doc.name))
+            rank = ({"mlir": 0, "spirv": 1, "ptx": 1, "llvm": 2}.get(doc.kind, 3), -len(doc.name))
             if best is None or rank < best[0]:
                 best = (rank, i)
         return best[1] if best is not None else None

@@ -35,7 +35,7 @@ def add_parser(subparsers) -> None:
         default=[],
         metavar="NAME=FILE",
         help="run an edited executable: NAME is an executable or export (main_dispatch_0), FILE its MLIR "
-        "source (.mlir), LLVM IR (.ll, CPU) or SPIR-V (.spv/.spvasm, Vulkan); repeatable",
+        "source (.mlir), LLVM IR (.ll, CPU), SPIR-V (.spv/.spvasm, Vulkan) or PTX (.ptx, CUDA); repeatable",
     )
     p.add_argument(
         "--sources",

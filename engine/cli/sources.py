@@ -1,6 +1,6 @@
 """``iree-lens sources``: compile a program and write an editable, self-contained source of every executable.
 
-    iree-lens sources PROGRAM.mlir --out=DIR [--target=llvm-cpu|vmvx|vulkan-spirv] [IREE flags...]
+    iree-lens sources PROGRAM.mlir --out=DIR [--target=llvm-cpu|vmvx|vulkan-spirv|cuda] [IREE flags...]
 
 Writes into DIR:
 
@@ -10,6 +10,7 @@ Writes into DIR:
 * ``<library>.ll`` for each CPU library (``module_linked.ll``): IREE's optimized LLVM IR of the linked
   executable;
 * ``<export>.spvasm`` for each Vulkan pipeline: its SPIR-V as text;
+* ``<executable>.ptx`` for each CUDA executable: the PTX of its linked kernels;
 * ``<module>.vmfb``: the compiled module those files belong to;
 * ``iree-compile-flags.txt``: the IREE flags they were compiled with, which ``--substitute`` builds them with.
 
@@ -39,7 +40,7 @@ def add_parser(subparsers) -> None:
     add_compile_parser(
         subparsers,
         "sources",
-        "write every executable's self-contained source (.mlir, .ll, .spvasm) for --substitute",
+        "write every executable's self-contained source (.mlir, .ll, .spvasm, .ptx) for --substitute",
         __doc__,
         add_compile_options,
         run,

@@ -3,7 +3,8 @@
 * ``install_on_device``: the device swaps each replaced executable as the program creates it, so the first
   dispatch already runs the edited code (whole executables swapped, single exports overlaid).
 * ``patched_module``: the module's bytes with each replaced executable's rodata segment rewritten; an edit of
-  one export of a linked CPU library is merged into the library first (``elf_merge``).
+  one export of a linked CPU library is merged into the library first (``elf_merge``), of a CUDA executable
+  as a PTX module of its own (``ptx.merge_exports``).
 """
 
 from __future__ import annotations
@@ -274,6 +275,11 @@ def patched_module(module: VmfbModule, replacements: Sequence[Replacement]) -> b
         base = current.get(ordinal, bytes(r.target.executable.data))
         if r.whole:
             current[ordinal] = r.data
+            continue
+        if r.target.interface.kind == "cda1":
+            from engine.substitute.ptx import merge_exports as merge_cuda_exports
+
+            current[ordinal] = merge_cuda_exports(base, r.data, r.exports)
             continue
         if r.target.interface.kind != "elf":
             raise SubstitutionError(

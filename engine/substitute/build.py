@@ -8,7 +8,8 @@ NAME is how IREE names things: an executable (``main_dispatch_0``, or a linked `
   alone with ``iree-compile --compile-mode=hal-executable`` (its variant names the target);
 * ``.ll``: LLVM IR of a CPU executable (IREE's ``*.linked.ll``/``*.optimized.ll``), built by ``llvm_ir``;
 * ``.spv``/``.spvasm``: SPIR-V of a Vulkan executable, put into the module's own ``VKE1`` in place of the
-  shader module of the replaced pipeline.
+  shader module of the replaced pipeline;
+* ``.ptx``: PTX of a CUDA executable, in place of the PTX module that holds the named exports (``ptx``).
 
 The result says which exports it replaces: all of them (the binary replaces the executable whole) or some
 (an executable of one dispatch built from the source of a linked executable's part: the debug engine
@@ -28,7 +29,7 @@ from engine.runtime.vmfb.module import Executable, VmfbModule
 from engine.substitute.errors import EditCompileError, SourceDiagnostic, SubstitutionError
 from engine.substitute.interface import ExecutableInterface, check_interface, read_interface
 
-SUFFIXES = (".mlir", ".ll", ".spv", ".spvasm")
+SUFFIXES = (".mlir", ".ll", ".spv", ".spvasm", ".ptx")
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,8 @@ def resolve(module: VmfbModule, name: str, interfaces: dict[int, ExecutableInter
         if name.startswith(prefix) and name[len(prefix) :] not in candidates:
             # A dump file's stem: IREE's <module>_main_dispatch_0, the compile job's module_main_dispatch_0.
             candidates.append(name[len(prefix) :])
+    # PTX has no '$' in names: IREE's CUDA kernels of `main$async_dispatch_0` are `main_async_dispatch_0_*`.
+    candidates += [n.replace("$", "_") for n in candidates if "$" in n]
     for n in candidates:
         for e in executables:
             if e.name == n:
@@ -233,6 +236,13 @@ def build_replacement(module: VmfbModule, spec: SubstitutionSpec, interfaces=Non
         from engine.substitute.llvm_ir import build_from_llvm_ir
 
         data = build_from_llvm_ir(spec.path.read_text(errors="replace"), str(spec.path)).library
+    elif suffix == ".ptx":
+        if target.interface.kind != "cda1":
+            raise SubstitutionError(f"{spec.path}: PTX replaces CUDA executables; {target.executable.name} is not one")
+        from engine.substitute.ptx import replace_module_ptx
+
+        text = spec.path.read_text(errors="replace")
+        data = replace_module_ptx(bytes(target.executable.data), target.exports, text, str(spec.path))
     else:
         data = _spirv_replacement(target, spec.path)
     return finish_replacement(spec, target, data, time.perf_counter() - t0)

@@ -19,14 +19,16 @@ from pathlib import Path
 from engine.runtime.vmfb.module import VmfbModule
 from engine.session.persist import atomic_write
 
-KIND_SUFFIX = {"mlir": ".mlir", "llvm": ".ll", "spirv": ".spvasm"}
-KIND_TITLE = {"mlir": "MLIR source", "llvm": "LLVM IR", "spirv": "SPIR-V"}
+KIND_SUFFIX = {"mlir": ".mlir", "llvm": ".ll", "spirv": ".spvasm", "ptx": ".ptx"}
+KIND_TITLE = {"mlir": "MLIR source", "llvm": "LLVM IR", "spirv": "SPIR-V", "ptx": "PTX"}
+# CUDA dumps: IREE's NVPTX LLVM IR is not rebuilt here (the PTX it becomes is the editable text).
+_NVPTX_TAIL = "_cuda_nvptx_fb"
 
 
 @dataclass(frozen=True)
 class EditableText:
     name: str  # what --substitute takes as NAME (a dispatch executable, a linked library, an export)
-    kind: str  # mlir, llvm or spirv
+    kind: str  # mlir, llvm, spirv or ptx
     original: str
     origin: str  # the file it came from, or where in the module
 
@@ -49,7 +51,7 @@ def _dispatch_name(path: Path, module_name: str | None) -> str:
 def _library_name(path: Path, module_name: str | None) -> str:
     # module_<module>_linked_embedded_elf_x86_64.optimized.ll -> <module>_linked; module_main_dispatch_0_... too.
     stem = _dispatch_name(path, module_name)
-    for tail in ("_embedded_elf_x86_64", "_embedded_elf_aarch64", "_embedded_elf_riscv_64"):
+    for tail in ("_embedded_elf_x86_64", "_embedded_elf_aarch64", "_embedded_elf_riscv_64", _NVPTX_TAIL):
         if tail in stem:
             return stem[: stem.index(tail)]
     return stem
@@ -69,6 +71,8 @@ def documents_from_dumps(dump_dir: Path, module_name: str | None = "module") -> 
     inter = dump_dir / "intermediates"
     if inter.is_dir():
         for p in sorted(inter.glob("*.optimized.ll"), key=_natural):
+            if _NVPTX_TAIL in p.name:
+                continue
             out.append(EditableText(_library_name(p, module_name), "llvm", p.read_text(errors="replace"), str(p)))
     binaries = dump_dir / "binaries"
     if binaries.is_dir():
@@ -81,14 +85,16 @@ def documents_from_dumps(dump_dir: Path, module_name: str | None = "module") -> 
             if text is not None:
                 names = entry_points(words)
                 out.append(EditableText(names[0] if names else p.stem, "spirv", text, str(p)))
+        for p in sorted(binaries.glob("*.ptx"), key=_natural):
+            out.append(EditableText(_library_name(p, module_name), "ptx", p.read_text(errors="replace"), str(p)))
     return out
 
 
 def documents_from_sources_dir(folder: Path) -> list[EditableText]:
-    """What ``iree-lens sources --out=FOLDER`` wrote: ``<executable>.mlir``, ``<library>.ll``, ``<export>.spvasm``
-    (each stem the NAME ``--substitute`` takes)."""
+    """What ``iree-lens sources --out=FOLDER`` wrote: ``<executable>.mlir``, ``<library>.ll``, ``<export>.spvasm``,
+    ``<executable>.ptx`` (each stem the NAME ``--substitute`` takes)."""
     out: list[EditableText] = []
-    for suffix, kind in ((".mlir", "mlir"), (".ll", "llvm"), (".spvasm", "spirv")):
+    for suffix, kind in ((".mlir", "mlir"), (".ll", "llvm"), (".spvasm", "spirv"), (".ptx", "ptx")):
         for p in sorted(folder.glob(f"*{suffix}"), key=_natural):
             text = p.read_text(errors="replace")
             if kind == "mlir":
@@ -103,7 +109,7 @@ def documents_from_sources_dir(folder: Path) -> list[EditableText]:
 def documents_for_module_file(path: Path, module: VmfbModule | None = None) -> list[EditableText]:
     """Every editable text known for a ``.vmfb``: a compile job's dumps beside it (``executables/``),
     IREE's own dump folders beside it, ``iree-lens sources`` files beside it, else what the module alone
-    offers (Vulkan SPIR-V). Empty when nothing is (a CPU module from elsewhere without its sources)."""
+    offers (Vulkan SPIR-V, CUDA PTX). Empty when nothing is (a CPU module from elsewhere without its sources)."""
     path = Path(path)
     for folder in (path.parent / "executables", path.parent):
         if (folder / "sources").is_dir() or (folder / "intermediates").is_dir():
@@ -121,12 +127,21 @@ def documents_for_module_file(path: Path, module: VmfbModule | None = None) -> l
 
 
 def documents_from_module(module: VmfbModule) -> list[EditableText]:
-    """What the module alone offers: each Vulkan pipeline's SPIR-V as text (CPU code has no editable text)."""
+    """What the module alone offers: each Vulkan pipeline's SPIR-V as text, each CUDA executable's PTX modules
+    (CPU code has no editable text)."""
+    from engine.runtime.vmfb.cda1 import CDA1_MAGIC, read_cda1
     from engine.runtime.vmfb.executables import spirv_disassembly
     from engine.runtime.vmfb.vke1 import is_vke1, read_vke1
 
     out = []
     for e in module.executables:
+        if bytes(e.data[:4]) == CDA1_MAGIC:
+            cuda = read_cda1(bytes(e.data))
+            for k, m in enumerate(cuda.modules):
+                # NAME: the executable when it has one module (IREE links them so), else a kernel of the module.
+                first = next(x.kernel_name for x in cuda.exports if x.module_ordinal == k) if len(cuda.modules) > 1 else None
+                out.append(EditableText(first or e.name, "ptx", m.ptx, f"{module.source}: executable {e.name}"))
+            continue
         if not is_vke1(e.data):
             continue
         exe = read_vke1(bytes(e.data))

@@ -79,12 +79,14 @@ class CudaExecutable:
     definition: CudaExecutableDef
     kernels: tuple[CudaKernel, ...]
 
-    def export(self, ordinal: int) -> CudaExportDef:
+    def launch_target(self, ordinal: int) -> tuple[CudaExportDef, CudaKernel]:
+        """Export ``ordinal``'s definition (block size, arguments) and its loaded kernel (an ``ExportOverlay``
+        of a substitution routes some ordinals to another executable's)."""
         if not 0 <= ordinal < len(self.kernels):
             raise VmStatusError(
                 StatusCode.INVALID_ARGUMENT, f"export ordinal {ordinal} out of range ({len(self.kernels)} exports)"
             )
-        return self.definition.exports[ordinal]
+        return self.definition.exports[ordinal], self.kernels[ordinal]
 
 
 class CudaHalDevice(MirroredMemoryDevice):
@@ -140,8 +142,7 @@ class CudaHalDevice(MirroredMemoryDevice):
         bindings: list[ResolvedRange],
     ) -> None:
         """Queue one launch on the stream (uploads first); the host waits only when it needs bytes."""
-        impl: CudaExecutable = executable.impl
-        export = impl.export(ordinal)
+        export, kernel = executable.impl.launch_target(ordinal)
         addresses = []
         touched: list[CudaAllocation] = []
         for b in bindings:
@@ -154,7 +155,7 @@ class CudaHalDevice(MirroredMemoryDevice):
             touched.append(allocation)
         try:
             payload = kernel_payload(export, addresses, constants)
-            self.cuda.launch(impl.kernels[ordinal], launch_shape(export, workgroup_count), kernel_params(payload))
+            self.cuda.launch(kernel, launch_shape(export, workgroup_count), kernel_params(payload))
         except HalError as e:
             raise VmStatusError(StatusCode.INVALID_ARGUMENT, str(e)) from None
         self.pending = True

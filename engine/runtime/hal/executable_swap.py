@@ -51,7 +51,7 @@ class ExportOverlay:
 
     ``routes`` maps an export ordinal of ``base`` to ``(impl, ordinal)`` of a replacement. It answers what
     the devices ask: ``exports`` and ``dispatch`` (CPU libraries), ``pipeline`` and ``entry_points``
-    (Vulkan); anything else is the base's.
+    (Vulkan), ``launch_target`` (CUDA); anything else is the base's.
     """
 
     def __init__(self, base: Any, routes: Mapping[int, tuple[Any, int]]):
@@ -78,6 +78,13 @@ class ExportOverlay:
             return self.base.pipeline(ordinal)
         impl, k = route
         return impl.pipeline(k)
+
+    def launch_target(self, ordinal: int) -> Any:
+        route = self.routes.get(ordinal)
+        if route is None:
+            return self.base.launch_target(ordinal)
+        impl, k = route
+        return impl.launch_target(k)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.base, name)

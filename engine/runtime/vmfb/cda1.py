@@ -16,6 +16,7 @@ Every read is bounds-checked (``engine.runtime.vmfb.flatbuffer``); a malformed e
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 
 import numpy as np
@@ -159,3 +160,52 @@ def _check(exe: CudaExecutableDef) -> None:
             )
         if 0 in e.block_dims:
             raise ExecutableFormatError(f"block_dims {e.block_dims} has a zero dimension", where=where)
+
+
+def write_cda1(exe: CudaExecutableDef) -> bytes:
+    """``exe`` as a ``CDA1`` executable (header + FlatBuffer) that ``read_cda1`` and IREE's CUDA HAL read.
+
+    Written from the parsed fields, so what ``read_cda1`` does not keep is not written: an export's
+    per-stage debug locations (``stage_locations``, debug level 3 builds) are dropped.
+    """
+    from engine.runtime.vmfb.executable_flatbuffer import HEADER_SIZE
+    from engine.runtime.vmfb.flatbuffer_writer import (
+        Scalar,
+        ScalarVector,
+        String,
+        Struct,
+        TableValue,
+        TableVector,
+        build,
+    )
+
+    def export(e: CudaExportDef) -> TableValue:
+        debug = None
+        if e.debug_name is not None or e.location is not None:
+            location = None
+            if e.location is not None:
+                location = TableValue([String(e.location.filename), Scalar("i32", int(e.location.line))])
+            debug = TableValue([String(e.debug_name) if e.debug_name is not None else None, location])
+        return TableValue(
+            [
+                Scalar("u32", e.module_ordinal),
+                String(e.kernel_name),
+                Struct(struct.pack("<3I", *e.block_dims)),
+                Scalar("u32", e.block_shared_memory_size),
+                Scalar("u32", e.constant_count),
+                ScalarVector("u64", e.binding_flags),
+                debug,
+            ]
+        )
+
+    _check(exe)
+    root = TableValue(
+        [
+            TableVector([export(e) for e in exe.exports]),
+            TableVector([TableValue([String(m.ptx)]) for m in exe.modules]),
+            TableVector([TableValue([String(s.path), ScalarVector("u8", s.content)]) for s in exe.source_files]),
+        ]
+    )
+    body = build(root, CDA1_MAGIC)
+    header = CDA1_MAGIC + struct.pack("<IQ", 0, len(body))
+    return header + bytes(HEADER_SIZE - len(header)) + body
