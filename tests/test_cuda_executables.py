@@ -17,7 +17,7 @@ from support import compile_for, cuda_driver_present, lens_in_process, tool_call
 from engine.errors import CudaUnavailableError, ExecutableFormatError, HalError
 from engine.runtime.hal.cuda.abi import BindingAddress, kernel_params, kernel_payload, launch_shape
 from engine.runtime.hal.cuda.driver import NO_DRIVER, list_cuda_devices
-from engine.runtime.hal.devices import create_device, device_kind, formats_kind, runs_formats
+from engine.runtime.hal.devices import create_device, cuda_index, device_kind, formats_kind, runs_formats
 from engine.runtime.vmfb.cda1 import read_cda1
 from engine.runtime.vmfb.executables import describe_executable
 from engine.runtime.vmfb.module import open_vmfb
@@ -143,15 +143,14 @@ def test_a_cuda_build_needs_a_cuda_device(cuda_build):
     assert not runs_formats("vulkan", formats)
     with pytest.raises(HalError, match="no HIP device"):
         create_device("hip")
-    with pytest.raises(HalError, match="by its index"):
-        create_device("cuda://a100")
 
 
 @NEEDS_NO_DRIVER
 def test_without_a_driver_one_sentence_says_so(cuda_build):
-    with pytest.raises(CudaUnavailableError) as raised:
-        create_device("cuda")
-    assert str(raised.value) == NO_DRIVER
+    for uri in ("cuda", "cuda://1", "cuda://h200", "cuda://GPU-8e7b6c2e-0000-0000-0000-000000000000"):
+        with pytest.raises(CudaUnavailableError) as raised:
+            create_device(uri)
+        assert str(raised.value) == NO_DRIVER
     with pytest.raises(CudaUnavailableError):
         list_cuda_devices()
     # The debug run of a CUDA build, with no --device (local-sync by default): the sentence, not IREE's trap.
@@ -180,6 +179,14 @@ def test_cuda_devices_are_listed_with_compute_capability():
     assert all(d.compute_capability[0] >= 3 and d.total_memory > 0 for d in devices)
     listing = lens_in_process("devices").stdout
     assert all(f"cuda://{d.index}  {d.name}" in listing for d in devices)
+    # Named as IREE names them (GPU-<uuid>) or by a part of the name.
+    first = devices[0]
+    assert first.uuid is not None and re.fullmatch(r"GPU-[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}", first.uuid)
+    assert cuda_index(first.uuid.upper()) == cuda_index(first.uuid) == 0
+    if sum(d.name == first.name for d in devices) == 1:
+        assert cuda_index(first.name.split()[-1].lower()) == 0
+    with pytest.raises(HalError, match="no CUDA device matches cuda://no-such-gpu"):
+        cuda_index("no-such-gpu")
 
 
 @NEEDS_GPU
@@ -191,3 +198,28 @@ def test_debug_run_on_cuda_equals_iree_runtime_bit_for_bit(cuda_build):
     assert debug.returncode == 0, debug.stderr
     assert reference.returncode == 0, reference.stderr
     assert debug.stdout.split("result[0]")[1] == reference.stdout.split("result[0]")[1]
+
+
+@NEEDS_GPU
+def test_cuda_zones_are_timed_by_events_and_keep_batches(cuda_build, tmp_path):
+    """A profile of a debug run on CUDA: every dispatch a zone of its own, timed by CUDA events (no "batch
+    share"), in order, inside its command buffer's zone, and the run still in batches (no zone watched)."""
+    from engine.runtime.debug_runner import DebugRunner
+    from engine.runtime.function_io import parse_inputs, split_cconv
+    from engine.trace.recorder import ZoneRecorder
+
+    runner = DebugRunner(cuda_build, "cuda")
+    values = parse_inputs(["16x32xf32=0.5", "32x8xf32=2"], split_cconv(runner.cconv("mm"))[0])
+    recorder = ZoneRecorder()
+    recorder.attach(runner.context.interpreter, runner.device)
+    result = runner.invoke("mm", values)
+    recorder.detach(runner.context.interpreter, runner.device)
+    assert np.array_equal(result[0].array, np.full((16, 8), 32.0, np.float32))  # 32 products of 0.5 * 2
+    trace = recorder.trace()
+    z = trace.zones
+    dispatches = [trace.zone(int(i)) for i in np.flatnonzero(z.category == trace.categories.id_of("dispatch"))]
+    assert dispatches and not any("timing" in d.args for d in dispatches)
+    queue = np.flatnonzero(z.category == trace.categories.id_of("queue"))
+    for d in dispatches:
+        assert d.end_ns >= d.start_ns
+        assert np.any((z.start[queue] <= d.start_ns) & (z.end[queue] >= d.end_ns))

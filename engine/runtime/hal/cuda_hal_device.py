@@ -17,12 +17,16 @@ is tested there. ``benchmarks/cuda_device_check.py`` is the check to run on a GP
 
 from __future__ import annotations
 
+import time
+import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from engine.errors import ExecutableFormatError, HalError
+from engine.runtime.hal import commands as cmd
 from engine.runtime.hal.buffers import MirroredAllocation, owned_allocation
 from engine.runtime.hal.commands import BindingTableEntry, HalCommandBuffer, ResolvedRange
 from engine.runtime.hal.cuda.abi import BindingAddress, kernel_params, kernel_payload, launch_shape
@@ -63,6 +67,8 @@ class CudaAllocation(MirroredAllocation):
         hal_device = self.cuda_device
         if not self.device_pointer:
             self.device_pointer = hal_device.cuda.allocate(self.size)
+            # Device memory goes with the allocation (the finalizer holds the context, not the allocation).
+            weakref.finalize(self, hal_device.cuda.release, self.device_pointer)
             self.host_newer = True
         if self.host_newer:
             if self.size:
@@ -89,15 +95,47 @@ class CudaExecutable:
         return self.definition.exports[ordinal], self.kernels[ordinal]
 
 
+class LaunchTimeline:
+    """CUDA events of one batch: one recorded before its first launch and one after each launch, which time
+    its dispatches on the GPU's clock (a profile's zones) without a synchronisation between them."""
+
+    def __init__(self, cuda: CudaContext):
+        self.cuda = cuda
+        self.start = cuda.record_event()
+        self.marks: list[int] = []
+
+    def mark(self) -> None:
+        self.marks.append(self.cuda.record_event())
+
+    def ends(self, started_ns: int, finished_ns: int) -> list[int]:
+        """Each launch's end on the host clock (``perf_counter_ns``): the GPU's times after the first event,
+        placed so that the last launch ends when the host saw the stream finish (``finished_ns``), and no
+        earlier than the batch started. Destroys the events."""
+        ms = self.cuda.elapsed_since(self.start, self.marks)
+        self.marks = []
+        if not ms:
+            return []
+        anchor = max(started_ns, finished_ns - round(ms[-1] * 1e6))
+        return [min(anchor + round(m * 1e6), finished_ns) for m in ms]
+
+    def discard(self) -> None:
+        self.cuda.destroy_events([self.start, *self.marks])
+        self.marks = []
+
+
 class CudaHalDevice(MirroredMemoryDevice):
     """The HAL device over CUDA device ``index`` (``cuda://N``)."""
 
     identifier = "cuda"
     allocation_type = CudaAllocation
+    # A profile's zones come from CUDA events around each launch of a batch (``LaunchTimeline``), so a
+    # profiled run keeps its batches: one synchronisation per stretch, as without the profile.
+    times_batch_dispatches = True
 
     def __init__(self, index: int = 0, name: str | None = None, context: Any = None):
         self.cuda = context if context is not None else CudaContext(index)
         self.pending = False  # work queued on the stream since its last synchronisation
+        self._timeline: LaunchTimeline | None = None  # while a profiled batch runs
         super().__init__(name or f"cuda ({self.cuda.info.name})")
 
     def supports_format(self, executable_format: str) -> bool:
@@ -159,18 +197,57 @@ class CudaHalDevice(MirroredMemoryDevice):
         except HalError as e:
             raise VmStatusError(StatusCode.INVALID_ARGUMENT, str(e)) from None
         self.pending = True
+        if self._timeline is not None:
+            self._timeline.mark()
         for allocation in touched:
             allocation.device_newer = True  # the kernel may have written any binding
 
     def run_batch(
         self, command_buffer: HalCommandBuffer, start: int, end: int, table: list[BindingTableEntry]
     ) -> None:
-        """The stretch's launches queued one after another on the stream, then one synchronisation."""
-        super().run_batch(command_buffer, start, end, table)
-        self.settle()
+        """The stretch's launches queued one after another on the stream, then one synchronisation, before the
+        observers hear of the batch (its end time is the GPU's, a launch's fault is the batch's). A profile
+        (an observer that ``wants_dispatch_times``) gets each launch's end from CUDA events."""
+        commands = command_buffer.commands[start:end]
+        records = self.batch_records(tuple(c for c in commands if type(c) is cmd.DispatchCommand), table)
+        timed = records is not None and any(getattr(o, "wants_dispatch_times", False) for o in self.observers)
+        started = time.perf_counter_ns()
+        timeline = self._timeline = LaunchTimeline(self.cuda) if timed else None
+        try:
+            for command in commands:
+                self.run_unwatched(command, table, records)
+            self.settle()
+        except Exception as e:
+            if timeline is not None:
+                timeline.discard()
+            self.batch_failed(records, e)
+            raise
+        finally:
+            self._timeline = None
+            self.batch_progress_ended()
+        finished = time.perf_counter_ns()
+        if timeline is not None:
+            try:
+                self.batch_dispatch_ends.extend(timeline.ends(started, finished))
+            except HalError:
+                pass  # untimed: the observers split the batch's host time among its dispatches
+        self.batch_ran(records, started, finished)
 
-    def dispatch(self, *args: Any, **kwargs: Any) -> Any:
-        """A watched dispatch: observers read its bindings (which waits for the stream); then wait for it."""
-        result = super().dispatch(*args, **kwargs)
-        self.settle()
-        return result
+    def dispatch(
+        self,
+        executable: HalExecutable,
+        ordinal: int,
+        workgroup_count: tuple[int, int, int],
+        constants: tuple[int, ...],
+        bindings: list[ResolvedRange],
+        kernel: Callable[[], None] | None = None,
+    ) -> None:
+        """A watched dispatch: its launch and the wait for it run between the observers' ``before_dispatch``
+        and ``after_dispatch``, so a zone spans the GPU's work and a fault is this dispatch's."""
+        launch = kernel or (lambda: self.run_dispatch(executable, ordinal, workgroup_count, constants, bindings))
+
+        def launch_and_wait() -> None:
+            launch()
+            self.settle()
+
+        super().dispatch(executable, ordinal, workgroup_count, constants, bindings, launch_and_wait)

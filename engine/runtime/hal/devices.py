@@ -59,17 +59,33 @@ def create_device(uri: str) -> Device:
         raise HalError(
             f"device {uri!r}: the debug engine has no HIP device (AMD GPUs); run HIP builds with --engine=reference"
         )
-    known = ", ".join([*CPU_DRIVERS, VULKAN_DRIVER, "vulkan://N", "vulkan://NAME", CUDA_DRIVER, "cuda://N"])
+    known = ", ".join([*CPU_DRIVERS, VULKAN_DRIVER, "vulkan://N", "vulkan://NAME", CUDA_DRIVER, "cuda://N", "cuda://NAME"])
     raise HalError(f"device {uri!r} is not available in the debug engine; known devices: {known}")
 
 
 def cuda_index(rest: str) -> int:
-    """The device index of a ``cuda`` / ``cuda://N`` URI (``HalError`` for anything else)."""
+    """The device index a ``cuda`` URI names: ``cuda`` (the first), ``cuda://N``, ``cuda://GPU-<uuid>`` (as
+    IREE's CUDA driver and ``nvidia-smi -L`` name a device) or ``cuda://NAME`` (a part of the device's name,
+    any case: ``cuda://h200``). ``HalError`` naming the devices when none or several match; without a
+    driver, its one sentence."""
     if not rest:
         return 0
-    if not rest.isdigit():
-        raise HalError(f"a CUDA device is named by its index: cuda://N, not cuda://{rest}")
-    return int(rest)
+    if rest.isdigit():
+        return int(rest)
+    from engine.runtime.hal.cuda.driver import list_cuda_devices
+
+    devices = list_cuda_devices()
+    wanted = rest.lower()
+    if wanted.startswith("gpu-"):
+        hits = [d for d in devices if d.uuid is not None and d.uuid.lower() == wanted]
+    else:
+        hits = [d for d in devices if wanted in d.name.lower()]
+    if len(hits) == 1:
+        return hits[0].index
+    listing = "; ".join(f"cuda://{d.index} {d.name} ({d.uuid or 'no UUID'})" for d in devices) or "none"
+    if hits:
+        raise HalError(f"cuda://{rest} matches {len(hits)} CUDA devices; name one by its index: {listing}")
+    raise HalError(f"no CUDA device matches cuda://{rest}; this machine has: {listing}")
 
 
 def device_uris() -> list[str]:
@@ -182,6 +198,7 @@ def cuda_device_properties(info) -> list[tuple[str, str]]:
         ("Name", info.name),
         ("Type", "cuda"),
         ("URI", f"cuda://{info.index}"),
+        ("UUID", info.uuid or "not reported"),
         ("Compute capability", f"{major}.{minor} ({info.sm})"),
         ("Memory", _bytes_text(info.total_memory)),
         ("Multiprocessors", str(info.multiprocessors)),

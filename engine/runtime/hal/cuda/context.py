@@ -12,6 +12,7 @@ UNVERIFIED ON HARDWARE: written against NVIDIA's documented driver API and IREE'
 from __future__ import annotations
 
 import ctypes
+import weakref
 from ctypes import POINTER, byref, c_char_p, c_float, c_int, c_size_t, c_uint, c_uint64, c_void_p
 from dataclasses import dataclass
 
@@ -35,6 +36,7 @@ _SIGNATURES = {
     "cuCtxSetCurrent": (c_int, [c_void_p]),
     "cuStreamCreate": (c_int, [POINTER(c_void_p), c_uint]),
     "cuStreamSynchronize": (c_int, [c_void_p]),
+    "cuStreamDestroy_v2": (c_int, [c_void_p]),
     "cuMemAlloc_v2": (c_int, [POINTER(c_uint64), c_size_t]),
     "cuMemFree_v2": (c_int, [c_uint64]),
     "cuMemcpyHtoDAsync_v2": (c_int, [c_uint64, c_void_p, c_size_t, c_void_p]),
@@ -92,6 +94,9 @@ class CudaContext:
         stream = c_void_p()
         check(self.lib, self.lib.cuStreamCreate(byref(stream), CU_STREAM_NON_BLOCKING), "cuStreamCreate")
         self.stream = stream
+        # The stream and the primary context's reference go with this object. Each allocation's finalizer
+        # holds the context (``release``), so the context outlives the memory it frees.
+        self._finalizer = weakref.finalize(self, _close, self.lib, context.value, stream.value, device.value)
 
     def current(self) -> None:
         """Make the context current on this thread (a session's run thread is not the one that opened it)."""
@@ -108,6 +113,14 @@ class CudaContext:
     def free(self, pointer: int) -> None:
         self.current()
         check(self.lib, self.lib.cuMemFree_v2(pointer), "cuMemFree")
+
+    def release(self, pointer: int) -> None:
+        """``cuMemFree`` for a finalizer: never raises (at exit the driver may already be shutting down)."""
+        try:
+            self.lib.cuCtxSetCurrent(self.context)
+            self.lib.cuMemFree_v2(pointer)
+        except Exception:  # noqa: BLE001 - a finalizer has no one to tell
+            pass
 
     def upload(self, pointer: int, data: np.ndarray) -> None:
         """Queue a host → device copy on the stream (``data`` must stay alive until ``synchronize``)."""
@@ -180,16 +193,39 @@ class CudaContext:
     # -- events (timing zones) ----------------------------------------------------------------------------
 
     def record_event(self) -> int:
+        """A new event recorded on the stream (it completes when the work queued before it has)."""
+        self.current()
         event = c_void_p()
         check(self.lib, self.lib.cuEventCreate(byref(event), 0), "cuEventCreate")
         check(self.lib, self.lib.cuEventRecord(event, self.stream), "cuEventRecord")
         return int(event.value or 0)
 
-    def elapsed_ms(self, start: int, end: int) -> float:
-        """Milliseconds between two recorded events (waits for ``end``); both are destroyed."""
-        check(self.lib, self.lib.cuEventSynchronize(end), "cuEventSynchronize")
-        ms = c_float()
-        check(self.lib, self.lib.cuEventElapsedTime(byref(ms), start, end), "cuEventElapsedTime")
-        for event in (start, end):
+    def elapsed_since(self, start: int, events: list[int]) -> list[float]:
+        """Milliseconds from ``start`` to each of ``events`` (recorded after it on the stream, in order; waits
+        for the last). Every event is destroyed, also when the driver fails to time one."""
+        self.current()
+        try:
+            times = []
+            if events:
+                check(self.lib, self.lib.cuEventSynchronize(events[-1]), "cuEventSynchronize")
+            for event in events:
+                ms = c_float()
+                check(self.lib, self.lib.cuEventElapsedTime(byref(ms), start, event), "cuEventElapsedTime")
+                times.append(float(ms.value))
+            return times
+        finally:
+            self.destroy_events([start, *events])
+
+    def destroy_events(self, events: list[int]) -> None:
+        for event in events:
             self.lib.cuEventDestroy_v2(event)
-        return float(ms.value)
+
+
+def _close(lib: ctypes.CDLL, context: int | None, stream: int | None, device: int) -> None:
+    """Destroy a context object's stream and release its primary context (a finalizer: never raises)."""
+    try:
+        lib.cuCtxSetCurrent(context)
+        lib.cuStreamDestroy_v2(stream)
+        lib.cuDevicePrimaryCtxRelease_v2(device)
+    except Exception:  # noqa: BLE001 - a finalizer has no one to tell
+        pass

@@ -46,6 +46,7 @@ class CudaDeviceInfo:
     compute_capability: tuple[int, int]
     total_memory: int  # bytes
     multiprocessors: int
+    uuid: str | None = None  # "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as nvidia-smi -L prints it
 
     @property
     def sm(self) -> str:
@@ -115,6 +116,7 @@ def list_cuda_devices() -> list[CudaDeviceInfo]:
                 ),
                 total_memory=memory.value,
                 multiprocessors=_attribute(lib, device, ATTRIBUTE_MULTIPROCESSOR_COUNT, "multiprocessor count"),
+                uuid=_uuid(lib, device),
             )
         )
     return devices
@@ -124,3 +126,15 @@ def _attribute(lib: ctypes.CDLL, device: ctypes.c_int, which: int, what: str) ->
     value = ctypes.c_int()
     check(lib, lib.cuDeviceGetAttribute(ctypes.byref(value), which, device), f"cuDeviceGetAttribute({what})")
     return value.value
+
+
+def _uuid(lib: ctypes.CDLL, device: ctypes.c_int) -> str | None:
+    """``cuDeviceGetUuid`` as ``nvidia-smi`` writes it; None where the driver does not say."""
+    raw = ctypes.create_string_buffer(16)  # CUuuid: 16 bytes
+    try:
+        if lib.cuDeviceGetUuid(raw, device) != CUDA_SUCCESS:
+            return None
+    except AttributeError:  # a driver older than CUDA 9.2
+        return None
+    h = raw.raw.hex()
+    return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
