@@ -4,7 +4,7 @@ driver), against each other, against IREE's llvm-cpu build and against PyTorch; 
 llvm-cpu vs CUDA. The checks of issue 34, to run on a GPU machine:
 
     python benchmarks/cuda_device_check.py DIR [--models small_cnn,squeezenet1_1] [--repeat 3] [--diverge]
-        [--build-from MODELS] [--json OUT.jsonl]
+        [--edit] [--zones] [--timetravel N] [--build-from MODELS] [--json OUT.jsonl]
 
 DIR as ``vulkan_device_check.py`` takes it (``MODEL.cuda.vmfb``, ``MODEL.cpu.vmfb``, ``MODEL_x.npy``,
 ``MODEL_torch_y.npy``; ``--build-from`` compiles a missing build with ``--iree-hal-target-device=cuda
@@ -12,7 +12,10 @@ DIR as ``vulkan_device_check.py`` takes it (``MODEL.cuda.vmfb``, ``MODEL.cpu.vmf
 memory), then per model: load and call times of both engines (first call, best of ``--repeat``), the debug
 engine's result against the reference's (must be exact: the same PTX on the same GPU), both against the
 llvm-cpu build and PyTorch (within rounding), the best-call ratio debug / reference (the issue asks for at
-most 1.5), and with ``--diverge`` the lockstep run llvm-cpu vs CUDA (first divergence must be null).
+most 1.5), and with ``--diverge`` the lockstep run llvm-cpu vs CUDA (first divergence must be null). ``--edit``
+runs the module with its own linked PTX substituted (``--substitute=EXECUTABLE=FILE.ptx``, both engines: the
+result must not change); ``--zones`` profiles a debug run (every dispatch a zone timed by CUDA events, none a
+"batch share"); ``--timetravel N`` steps to dispatch N and back in a time-travel session on the GPU.
 
 Without a CUDA driver it says so in one line and exits 2 (nothing was checked). NOT YET RUN ON A GPU: no
 figures are recorded here.
@@ -74,12 +77,84 @@ def best_call_ratio(model: str, report: shared.Report, json_path: Path | None) -
             report.fail(f"{model}.{VARIANT}: the debug engine's best call is {ratio:.2f}x IREE's (over {MAX_CALL_RATIO})")
 
 
+def check_ptx_edit(model: str, variant: str, folder: Path, device: str, report: shared.Report) -> None:
+    """The module's own linked PTX put back with ``--substitute``: the same result on both engines."""
+    import tempfile
+
+    import numpy as np
+
+    from engine.runtime.vmfb.module import open_vmfb
+    from engine.substitute.documents import documents_from_module
+
+    vmfb = folder / f"{model}.{variant}.vmfb"
+    x = folder / f"{model}_x.npy"
+    docs = [d for d in documents_from_module(open_vmfb(vmfb)) if d.kind == "ptx"]
+    if not docs:
+        report.fail(f"edit {model}.{variant}: the module offers no PTX")
+        return
+    with tempfile.TemporaryDirectory(prefix="lens-cuda-edit-") as tmp:
+        ptx = Path(tmp) / f"{docs[0].name}.ptx"
+        ptx.write_text(docs[0].original)
+        for engine in ("debug", "reference"):
+            outs = {}
+            for label, extra in (("plain", ()), ("edited", (f"--substitute={docs[0].name}={ptx}",))):
+                npy = Path(tmp) / f"{engine}-{label}.npy"
+                proc, wall = shared.lens("run", str(vmfb), f"--function={shared.function_of(vmfb)}", "--device=cuda",
+                                         f"--engine={engine}", f"--input=@{x}", f"--output=@{npy}", *extra)  # fmt: skip
+                if proc.returncode != 0:
+                    report.fail(f"edit {model}.{variant} {engine} {label}: exit {proc.returncode}: {proc.stderr[-2000:]}")
+                    break
+                outs[label] = (np.load(npy), wall)
+            else:
+                same = outs["edited"][0].tobytes() == outs["plain"][0].tobytes()
+                report.figure(
+                    "edit",
+                    f"{model}.{variant} on {device}, {engine} engine, {docs[0].name} replaced by its own PTX: "
+                    f"{outs['plain'][1]:.1f} s plain, {outs['edited'][1]:.1f} s edited; result "
+                    f"{'bit-identical' if same else 'CHANGED'}",
+                    model=model, engine=engine, identical=same,
+                )  # fmt: skip
+                if not same:
+                    report.fail(f"edit {model}.{variant} {engine}: the unmodified PTX changed the result")
+
+
+def check_zones(model: str, variant: str, folder: Path, device: str, report: shared.Report) -> None:
+    """``iree-lens profile --engine=debug --device=cuda``: one zone per dispatch, timed by CUDA events."""
+    import json
+    import tempfile
+
+    vmfb = folder / f"{model}.{variant}.vmfb"
+    with tempfile.TemporaryDirectory(prefix="lens-cuda-zones-") as tmp:
+        out = Path(tmp) / "trace.json"
+        proc, wall = shared.lens("profile", str(vmfb), f"--function={shared.function_of(vmfb)}", "--engine=debug",
+                                 "--device=cuda", f"--input=@{folder / f'{model}_x.npy'}", f"--out={out}")  # fmt: skip
+        if proc.returncode != 0:
+            report.fail(f"zones {model}.{variant}: exit {proc.returncode}: {proc.stderr[-2000:]}")
+            return
+        data = json.loads(out.read_text())
+    events = data["traceEvents"] if isinstance(data, dict) else data
+    dispatches = [e for e in events if e.get("cat") == "dispatch" and e.get("ph") == "X"]
+    shared_time = [e for e in dispatches if (e.get("args") or {}).get("timing") == "batch share"]
+    total_ms = sum(float(e.get("dur", 0)) for e in dispatches) / 1000
+    report.figure(
+        "zones",
+        f"{model}.{variant} on {device}: {len(dispatches)} dispatch zones, {len(shared_time)} of them a batch "
+        f"share, {total_ms:.2f} ms of dispatch time, profile run {wall:.1f} s",
+        model=model, dispatches=len(dispatches), batch_share=len(shared_time), dispatch_ms=total_ms,
+    )  # fmt: skip
+    if not dispatches or shared_time:
+        report.fail(f"zones {model}.{variant}: {len(shared_time)} of {len(dispatches)} zones not timed by CUDA events")
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("dir", type=Path, help="folder of MODEL.cuda.vmfb, MODEL.cpu.vmfb, MODEL_x.npy")
     p.add_argument("--models", default=",".join(DEFAULT_MODELS))
     p.add_argument("--repeat", type=int, default=3, help="timed calls after the first, per engine")
     p.add_argument("--diverge", action="store_true", help="iree-lens diverge llvm-cpu vs CUDA per model")
+    p.add_argument("--edit", action="store_true", help="run each model with its own PTX substituted (both engines)")
+    p.add_argument("--zones", action="store_true", help="profile a debug run: zones timed by CUDA events")
+    p.add_argument("--timetravel", type=int, default=0, metavar="N", help="step to dispatch N and back (0: skip)")
     p.add_argument("--build-from", type=Path, default=None, help="compile missing .vmfb from MODELS/MODEL.mlir[.xz]")
     p.add_argument("--json", type=Path, default=None, help="append one JSON object a figure (needed for the ratio)")
     a = p.parse_args()
@@ -96,6 +171,9 @@ def main() -> int:
         if not (a.dir / f"{model}.{VARIANT}.vmfb").exists():
             continue
         steps = [(shared.check_runs, (a.repeat,))] + ([(shared.check_diverge, ())] if a.diverge else [])
+        steps += [(check_ptx_edit, ())] if a.edit else []
+        steps += [(check_zones, ())] if a.zones else []
+        steps += [(shared.check_timetravel, (a.timetravel,))] if a.timetravel else []
         for step, extra in steps:
             try:
                 step(model, VARIANT, a.dir, *extra, device, report)

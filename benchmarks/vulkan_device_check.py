@@ -391,7 +391,7 @@ def check_timetravel(model: str, variant: str, folder: Path, dispatch: int, devi
             return events[-1]
 
         try:
-            send(Open(str(vmfb), "vulkan"))
+            send(Open(str(vmfb), "cuda" if variant.startswith("cuda") else "vulkan"))
             memo = session.travel.memo
             if not memo_on:
                 memo.min_seconds = float("inf")

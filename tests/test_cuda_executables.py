@@ -223,3 +223,27 @@ def test_cuda_zones_are_timed_by_events_and_keep_batches(cuda_build, tmp_path):
     for d in dispatches:
         assert d.end_ns >= d.start_ns
         assert np.any((z.start[queue] <= d.start_ns) & (z.end[queue] >= d.end_ns))
+
+
+@NEEDS_GPU
+def test_captured_cuda_dispatch_tensors_equal_iree_traced_tensors(tmp_path):
+    """Every dispatch of a CUDA build stopped at (a capture observes each) holds IREE's traced tensors of the
+    same build on IREE's CUDA driver, bit for bit."""
+    from support import iree_traced_tensors
+
+    from engine.dispatch.bundle import Bundle
+    from engine.dispatch.capture import capture_debug
+    from engine.samples import sample_path
+
+    vmfb = compile_for(sample_path("mlp"), tmp_path / "mlp.vmfb", "cuda", "--iree-flow-trace-dispatch-tensors")
+    x = np.linspace(-2, 2, 32, dtype=np.float32).reshape(2, 16)
+    np.save(tmp_path / "x.npy", x)
+    capture_debug(vmfb, "main", [f"@{tmp_path / 'x.npy'}"], tmp_path / "bundle", device="cuda")
+    bundle = Bundle(tmp_path / "bundle")
+    traced = iree_traced_tensors(vmfb, "main", [x], device="cuda")
+    for which in ("inputs", "outputs"):
+        theirs = [arrays for key, arrays in traced if key.endswith(f" {which}")]
+        assert len(theirs) == len(bundle.dispatches) > 0
+        for d, arrays in zip(bundle.dispatches, theirs):
+            ours = bundle.dispatch_tensors(d, which)
+            assert [np.asarray(t).tobytes() for t in ours] == [a.tobytes() for a in arrays], (d.name, which)

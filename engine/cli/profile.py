@@ -34,7 +34,7 @@ def add_parser(subparsers) -> None:
     p.add_argument(
         "--device",
         default=None,
-        help="local-sync, local-task or vulkan (default: vulkan for a Vulkan module, else local-sync)",
+        help="local-sync, local-task, vulkan or cuda (default: the device the module's executables need)",
     )
     p.add_argument("--repeat", type=int, default=1, help="call the function N times (default 1)")
     p.add_argument("--out", required=True, help="where the Chrome trace JSON goes")
