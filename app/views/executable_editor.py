@@ -600,7 +600,7 @@ def editor_for_compilation(compilation, drafts: DraftStore | None = None) -> Exe
 
 def editor_for_module(path: str | Path, drafts: DraftStore | None = None) -> ExecutableEditor:
     """An editor of every text known for a ``.vmfb`` (``documents_for_module_file``: dumps or ``iree-lens
-    sources`` files beside it, else the module's Vulkan SPIR-V); no documents when none is known."""
+    sources`` files beside it, else the module's Vulkan SPIR-V or CUDA PTX); no documents when none is known."""
     from engine.substitute.documents import documents_for_module_file
 
     path = Path(path)
@@ -609,7 +609,7 @@ def editor_for_module(path: str | Path, drafts: DraftStore | None = None) -> Exe
 
 NO_SOURCES = (
     "{name}: no editable text of its executables is known here. IREE Lens edits an executable's MLIR source, "
-    "its CPU library's LLVM IR or its Vulkan SPIR-V; a CPU module holds only machine code. Open the program "
+    "its CPU library's LLVM IR, its Vulkan SPIR-V or its CUDA PTX; a CPU module holds only machine code. Open the program "
     "(.mlir) instead, so IREE Lens compiles it and keeps its sources, or write them beside the module: "
     "iree-lens sources PROGRAM.mlir --out=DIR [the same IREE flags], then open DIR/<module>.vmfb."
 )

@@ -59,3 +59,30 @@ def test_opening_a_cuda_build_says_there_is_no_driver(qtbot, main_window, cuda_b
     assert "built for a CUDA device (cuda-nvptx-fb)" in text
     assert NO_DRIVER[0].upper() + NO_DRIVER[1:] in text
     assert window.workbench.device == "local-sync"  # nothing runs it here: it stays where it was
+
+
+def test_the_editor_offers_a_cuda_builds_ptx_and_checks_an_edit(qtbot, cuda_build, tmp_path):
+    """The module alone: its PTX is the editable text; an edit that keeps IREE's kernel arguments builds, one
+    that drops a parameter is refused with the reason, before any run."""
+    from app.views.executable_editor import editor_for_module
+    from engine.substitute.documents import DraftStore
+
+    editor = editor_for_module(cuda_build, drafts=DraftStore(tmp_path / "drafts"))
+    qtbot.addWidget(editor)
+    [doc] = editor.documents
+    assert doc.kind == "ptx" and doc.title.endswith("(PTX)")
+    [exe] = open_vmfb(cuda_build).executables
+    kernel = read_cda1(exe.data).export_names[0]
+    assert editor.document_for_dispatch(kernel) == 0  # a stop at the kernel's dispatch opens its PTX
+    editor.open_document(0)
+    assert "mul.rn.f32" in editor.text.toPlainText()
+    editor.text.setPlainText(editor.text.toPlainText().replace("mul.rn.f32", "add.rn.f32"))
+    editor.apply()
+    qtbot.waitUntil(lambda: not editor.busy(), timeout=TIMEOUT)
+    assert editor.status.text().startswith(f"Built {doc.name}"), editor.status.text()
+    text = editor.text.toPlainText()
+    first_param = text.index(".param", text.index(f".entry {kernel}("))
+    editor.text.setPlainText(text[:first_param] + text[text.index(".param", first_param + 1):])
+    editor.apply()
+    qtbot.waitUntil(lambda: not editor.busy(), timeout=TIMEOUT)
+    assert "interface mismatch" in editor.status.text() and "IREE passes" in editor.status.text()
