@@ -69,6 +69,8 @@ def text_title(x: Any) -> str:
         return "SPIR-V"
     if x.format.startswith("cuda"):
         return "PTX"
+    if x.format.startswith("rocm"):
+        return "HSACO"
     if "elf" in x.format:
         return "ELF"
     return "Decoded"
@@ -103,6 +105,8 @@ def executable_text(module: Any, x: Any) -> str:
         return spirv_summary(x.data, with_text=True)
     if x.format.startswith("cuda"):
         return ptx_summary(x.data, with_text=True)
+    if x.format.startswith("rocm"):
+        return hsaco_summary(x.data, with_text=True)
     if x.data[:4] == b"\x7fELF":
         return elf_summary(x.data)
     return f"{len(x.data):,} bytes in format {x.format}; see the Hex tab."
@@ -116,6 +120,10 @@ def executable_entry_points(x: Any) -> list[str]:
         return list(read_vke1(x.data).entry_points)
     if x.format.startswith("cuda"):
         return list(read_cda1(x.data).export_names)
+    if x.format.startswith("rocm"):
+        from engine.runtime.vmfb.hip1 import read_hip1
+
+        return list(read_hip1(x.data).export_names)
     if bytes(x.data[:4]) == b"\x7fELF":
         return elf_dispatch_names(x.data)
     return []
@@ -234,4 +242,34 @@ def ptx_summary(data: Any, with_text: bool = False) -> str:
         lines.append(f"PTX module [{i}]: {len(m.ptx):,} characters")
         if with_text:
             lines += ["", m.ptx, ""]
+    return "\n".join(lines)
+
+
+# -- HSACO (IREE's HIP executables) -----------------------------------------------------------------
+
+
+def hsaco_summary(data: Any, with_text: bool = False) -> str:
+    """A HIP executable's kernels and its AMDGPU code objects (target, sections and symbols with
+    ``with_text``: the code is machine code, shown as the ELF it is)."""
+    from engine.runtime.vmfb.hip1 import read_hip1
+
+    exe = read_hip1(data)
+    lines = ["HIP executable (HIP1)", "", "kernels:"]
+    for i, e in enumerate(exe.exports):
+        x, y, z = e.block_dims
+        access = ", ".join("read-only" if e.binding_read_only(b) else "read-write" for b in range(e.binding_count))
+        lines.append(
+            f"  [{i}] {e.kernel_name}: code object {e.module_ordinal}, block {x}x{y}x{z}, "
+            f"{e.block_shared_memory_size:,} B dynamic shared memory, {e.constant_count} constants, "
+            f"bindings ({access})"
+        )
+    for i, m in enumerate(exe.modules):
+        arch = m.architecture or "not an AMDGPU ELF"
+        lines.append(f"code object [{i}]: {len(m.hsaco):,} bytes, {arch}")
+        if with_text and m.architecture is not None:
+            info = read_elf(m.hsaco)
+            lines += ["", f"  {'section':<24} {'size':>10}"]
+            lines += [f"  {(s.name or '(null)'):<24} {s.size:>10,}" for s in info.sections]
+            lines += ["", "  symbols:"] + sorted({f"    {sym.name} ({sym.type})" for sym in info.symbols if sym.name})
+            lines.append("")
     return "\n".join(lines)

@@ -29,6 +29,7 @@ from engine.runtime.hal.devices import (
     compile_target_for,
     cuda_absence,
     formats_kind,
+    hip_absence,
     runs_formats,
 )
 from engine.session.protocol import Call
@@ -60,12 +61,14 @@ class DeviceMismatch:
     formats: tuple[str, ...]  # the module's executable formats
 
     def describe(self) -> str:
-        what = {"cpu": "a CPU device (local-sync)", "vulkan": "a Vulkan device", "cuda": "a CUDA device"}.get(
-            self.needs or "", "another device"
-        )
+        what = {
+            "cpu": "a CPU device (local-sync)", "vulkan": "a Vulkan device", "cuda": "a CUDA device",
+            "hip": "an AMD GPU (HIP)",
+        }.get(self.needs or "", "another device")  # fmt: skip
         text = f"This module was built for {what} ({', '.join(self.formats)}); {self.device} cannot run it."
-        if self.needs == "cuda":
-            absence = cuda_absence()  # no driver here: say so, in the driver's one sentence
+        if self.needs in ("cuda", "hip"):
+            # no driver here: say so, in the driver's one sentence
+            absence = cuda_absence() if self.needs == "cuda" else hip_absence()
             if absence is not None:
                 text += f" {absence[0].upper()}{absence[1:]}."
         return text

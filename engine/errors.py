@@ -69,16 +69,28 @@ class VulkanUnavailableError(VulkanError):
     """There is no usable Vulkan: no loader library, no driver (ICD), or no device."""
 
 
-class CudaError(HalError):
-    """A CUDA driver call failed; ``result`` is the ``CUresult`` name when the driver returned one."""
+class GpuDriverError(HalError):
+    """A GPU driver API call failed; ``result`` is the driver's name for its error when it returned one."""
 
     def __init__(self, message: str, result: str | None = None):
         self.result = result
         super().__init__(f"{message} ({result})" if result else message)
 
 
+class CudaError(GpuDriverError):
+    """A CUDA driver call failed; ``result`` is the ``CUresult`` name when the driver returned one."""
+
+
 class CudaUnavailableError(CudaError):
     """There is no usable CUDA: no driver library (libcuda.so.1), no device, or no such device."""
+
+
+class HipError(GpuDriverError):
+    """A HIP runtime call failed; ``result`` is the ``hipError_t`` name when the runtime returned one."""
+
+
+class HipUnavailableError(HipError):
+    """There is no usable HIP: no runtime library (libamdhip64.so), no device, or no such device."""
 
 
 class CompileCancelled(LensError):

@@ -140,9 +140,7 @@ def test_a_cuda_build_needs_a_cuda_device(cuda_build):
     assert formats_kind(formats) == "cuda"
     assert device_kind("cuda://0") == "cuda"
     assert runs_formats("cuda", formats) and not runs_formats("local-sync", formats)
-    assert not runs_formats("vulkan", formats)
-    with pytest.raises(HalError, match="no HIP device"):
-        create_device("hip")
+    assert not runs_formats("vulkan", formats) and not runs_formats("hip", formats)
 
 
 @NEEDS_NO_DRIVER

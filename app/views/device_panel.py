@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 
 from app.panels import PanelServices
 from app.settings import open_settings
-from engine.runtime.hal.devices import DeviceChoice, cpu_choice, cuda_absence, list_devices
+from engine.runtime.hal.devices import DeviceChoice, cpu_choice, cuda_absence, hip_absence, list_devices
 
 SETTINGS_KEY = "run/device"
 CPU_URI = "local-sync"
@@ -48,6 +48,8 @@ class DevicePanel(QWidget):
         self.vulkan_devices: list[DeviceChoice] = []
         self.cuda_devices: list[DeviceChoice] = []
         self.cuda_missing: str | None = None  # why no CUDA device is listed, once checked
+        self.hip_devices: list[DeviceChoice] = []
+        self.hip_missing: str | None = None  # why no HIP device is listed, once checked
         self.vulkan_missing: str | None = None
         self.listed = False
 
@@ -62,6 +64,10 @@ class DevicePanel(QWidget):
         self.cuda_status.setObjectName("cudaStatus")
         self.cuda_status.setWordWrap(True)
         self.cuda_status.setVisible(False)
+        self.hip_status = QLabel("", self)
+        self.hip_status.setObjectName("hipStatus")
+        self.hip_status.setWordWrap(True)
+        self.hip_status.setVisible(False)
         self.table = QTableWidget(0, 2, self)
         self.table.setObjectName("deviceProperties")
         self.table.setHorizontalHeaderLabels(["Property", "Value"])
@@ -79,6 +85,7 @@ class DevicePanel(QWidget):
         layout.addLayout(form)
         layout.addWidget(self.status)
         layout.addWidget(self.cuda_status)
+        layout.addWidget(self.hip_status)
         layout.addWidget(self.table, 1)
 
         self._show(CPU_URI)
@@ -93,6 +100,7 @@ class DevicePanel(QWidget):
             on_error=lambda error: self._on_listed(([], str(getattr(error, "message", error)))),
         )
         services.worker.submit(cuda_absence, tag="device-panel-cuda", on_result=self._on_cuda_checked)
+        services.worker.submit(hip_absence, tag="device-panel-hip", on_result=self._on_hip_checked)
 
     def sizeHint(self) -> QSize:
         return QSize(380, 420)
@@ -113,7 +121,8 @@ class DevicePanel(QWidget):
         choices, self.vulkan_missing = listed
         self.vulkan_devices = [c for c in choices if c.kind == "vulkan"]
         self.cuda_devices = [c for c in choices if c.kind == "cuda"]
-        for choice in self.vulkan_devices + self.cuda_devices:
+        self.hip_devices = [c for c in choices if c.kind == "hip"]
+        for choice in self.vulkan_devices + self.cuda_devices + self.hip_devices:
             self.choices[choice.uri] = choice
             self.combo.addItem(choice.name, choice.uri)
         if self.vulkan_missing:
@@ -124,6 +133,9 @@ class DevicePanel(QWidget):
         if self.cuda_devices:
             n = len(self.cuda_devices)
             self.status.setText(f"{self.status.text()} {n} CUDA device{'s' if n != 1 else ''} found.")
+        if self.hip_devices:
+            n = len(self.hip_devices)
+            self.status.setText(f"{self.status.text()} {n} HIP device{'s' if n != 1 else ''} found.")
         self.listed = True
         workbench = getattr(self.services, "workbench", None)
         wanted = workbench.device if workbench is not None else selected_device_uri()
@@ -136,6 +148,12 @@ class DevicePanel(QWidget):
         self.cuda_missing = absence
         self.cuda_status.setText(f"CUDA is not available: {absence}" if absence else "")
         self.cuda_status.setVisible(bool(absence))
+
+    def _on_hip_checked(self, absence: str | None) -> None:
+        """Say why no HIP device is listed (no ROCm here), under the CUDA status."""
+        self.hip_missing = absence
+        self.hip_status.setText(f"HIP is not available: {absence}" if absence else "")
+        self.hip_status.setVisible(bool(absence))
 
     def _on_choice(self, _index: int) -> None:
         uri = self.device_uri

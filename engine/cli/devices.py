@@ -8,7 +8,7 @@ from engine.errors import HalError
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("devices", help="list the Vulkan and CUDA devices and IREE's runtime drivers")
+    p = subparsers.add_parser("devices", help="list the Vulkan, CUDA and HIP devices and IREE's runtime drivers")
     p.add_argument("--all", action="store_true", help="every property, memory heaps and types included")
     p.set_defaults(func=run)
 
@@ -45,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
         for label, text in rows[3:]:  # name, type and URI are on the heading line
             print(f"      {label:<{width}}  {text}")
     _print_cuda()
+    _print_hip()
     print(f"IREE runtime drivers (--engine=reference): {_iree_drivers()}")
     return 0
 
@@ -61,3 +62,17 @@ def _print_cuda() -> None:
     for choice in cuda_choices():
         rows = dict(choice.properties)
         print(f"  {choice.uri}  {rows['Name']} (compute capability {rows['Compute capability']}, {rows['Memory']})")
+
+
+def _print_hip() -> None:
+    """The HIP devices (name, memory), or one line saying why there are none."""
+    from engine.runtime.hal.devices import hip_absence, hip_choices
+
+    print("HIP:")
+    absence = hip_absence()
+    if absence is not None:
+        print(f"  not available: {absence}")
+        return
+    for choice in hip_choices():
+        rows = dict(choice.properties)
+        print(f"  {choice.uri}  {rows['Name']} ({rows['Memory']}, UUID {rows['UUID']})")

@@ -34,7 +34,7 @@ def add_parser(subparsers) -> None:
     p.add_argument(
         "--device",
         default=None,
-        help="local-sync, local-task, vulkan or cuda (default: the device the module's executables need)",
+        help="local-sync, local-task, vulkan, cuda or hip (default: the device the module's executables need)",
     )
     p.add_argument("--repeat", type=int, default=1, help="call the function N times (default 1)")
     p.add_argument("--out", required=True, help="where the Chrome trace JSON goes")
@@ -100,7 +100,7 @@ def profile_debug(module: str, function: str, inputs: list[str], device: str, re
 
 def default_device(module: str) -> str:
     """The device a module was compiled for: vulkan when its executables are SPIR-V, cuda when they are
-    PTX, else local-sync."""
+    PTX, hip when they are HSACO, else local-sync."""
     from engine.runtime.vmfb.module import open_vmfb
 
     try:
@@ -109,6 +109,8 @@ def default_device(module: str) -> str:
         return "local-sync"  # the run itself reports what is wrong with the module
     if any(f.startswith("vulkan") for f in formats):
         return "vulkan"
+    if any(f.startswith("rocm") for f in formats):
+        return "hip"
     return "cuda" if any(f.startswith("cuda") for f in formats) else "local-sync"
 
 

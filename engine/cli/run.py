@@ -20,7 +20,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--input", action="append", default=[], help="an input, as iree-run-module takes it")
     p.add_argument("--output", action="append", default=[], help="where each result goes: -, @f.npy, +f.npy")
     p.add_argument(
-        "--device", default="local-sync", help="local-sync, local-task, vulkan or cuda (default local-sync; a CUDA build: cuda)"
+        "--device", default="local-sync", help="local-sync, local-task, vulkan, cuda or hip (default local-sync; a CUDA build: cuda, a HIP build: hip)"
     )
     p.add_argument(
         "--engine",
@@ -164,16 +164,17 @@ def _report_checks(checks: CheckRecorder | None) -> int:
 
 
 def _cuda_device_for_cuda_build(module_path, device: str) -> str:
-    """``cuda`` for a module built only for CUDA when the device given is not a CUDA one, so either engine
-    says plainly why it cannot run here (no driver) instead of IREE's "HAL device not found"; else ``device``."""
+    """``cuda`` (``hip``) for a module built only for CUDA (HIP) when the device given is not one, so either
+    engine says plainly why it cannot run here (no driver) instead of IREE's "HAL device not found"; else
+    ``device``."""
     from engine.errors import LensError
-    from engine.runtime.hal.devices import CUDA_DRIVER, device_kind, formats_kind
+    from engine.runtime.hal.devices import CUDA_DRIVER, HIP_DRIVER, device_kind, formats_kind
     from engine.runtime.vmfb.module import open_vmfb
 
-    if device_kind(device) == "cuda":
+    if device_kind(device) in ("cuda", "hip"):
         return device
     try:
         formats = {x.format for x in open_vmfb(module_path).executables}
     except (LensError, OSError, TypeError):
         return device  # the run itself reports what is wrong with the file
-    return CUDA_DRIVER if formats_kind(formats) == "cuda" else device
+    return {"cuda": CUDA_DRIVER, "hip": HIP_DRIVER}.get(formats_kind(formats) or "", device)

@@ -86,3 +86,32 @@ def test_the_editor_offers_a_cuda_builds_ptx_and_checks_an_edit(qtbot, cuda_buil
     editor.apply()
     qtbot.waitUntil(lambda: not editor.busy(), timeout=TIMEOUT)
     assert "interface mismatch" in editor.status.text() and "IREE passes" in editor.status.text()
+
+
+def test_a_hip_build_in_the_window_without_rocm(qtbot, main_window, tmp_path):
+    """The module view shows a HIP build's kernels and code objects; opening it says in the runtime's one
+    sentence why it cannot run here, and the Device panel says why no HIP device is listed."""
+    from engine.runtime.hal.devices import hip_absence
+    from engine.runtime.hal.hip.driver import NO_RUNTIME
+    from engine.runtime.vmfb.hip1 import read_hip1
+
+    if hip_absence() is None:
+        pytest.skip("a HIP device is present: this checks the window without ROCm")
+    source = tmp_path / "scale.mlir"
+    source.write_text(PROGRAM)
+    hip_build = compile_for(source, tmp_path / "scale_hip.vmfb", "rocm")
+    module = open_vmfb(hip_build)
+    [exe] = module.executables
+    assert engine_adapter.text_title(exe) == "HSACO"
+    assert engine_adapter.executable_entry_points(exe) == list(read_hip1(exe.data).export_names)
+    text = engine_adapter.executable_text(module, exe)
+    assert "code object [0]: " in text and "gfx942" in text and ".text" in text
+    window = main_window
+    devices = window.panels["device"]
+    qtbot.waitUntil(lambda: devices.listed and devices.hip_missing is not None, timeout=TIMEOUT)
+    assert devices.hip_status.text() == f"HIP is not available: {NO_RUNTIME}"
+    window.open_file(hip_build)
+    qtbot.waitUntil(lambda: window.workbench.state.mismatch is not None, timeout=TIMEOUT)
+    assert window.workbench.state.mismatch.needs == "hip"
+    bar = window.mismatch_bar.label.text()
+    assert "built for an AMD GPU (HIP) (rocm-hsaco-fb)" in bar and NO_RUNTIME[0].upper() + NO_RUNTIME[1:] in bar

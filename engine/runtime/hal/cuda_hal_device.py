@@ -33,7 +33,7 @@ from engine.runtime.hal.cuda.abi import BindingAddress, kernel_params, kernel_pa
 from engine.runtime.hal.cuda.context import CudaContext, CudaKernel
 from engine.runtime.hal.device import HalExecutable, MirroredMemoryDevice
 from engine.runtime.vm.native import StatusCode, VmStatusError
-from engine.runtime.vmfb.cda1 import CUDA_FORMAT, CudaExecutableDef, CudaExportDef, read_cda1
+from engine.runtime.vmfb.cda1 import CUDA_FORMAT, CudaExportDef, read_cda1
 
 
 class CudaAllocation(MirroredAllocation):
@@ -82,7 +82,7 @@ class CudaAllocation(MirroredAllocation):
 class CudaExecutable:
     """A loaded CDA1 executable: its definition and one kernel per export."""
 
-    definition: CudaExecutableDef
+    definition: Any  # CudaExecutableDef, HipExecutableDef
     kernels: tuple[CudaKernel, ...]
 
     def launch_target(self, ordinal: int) -> tuple[CudaExportDef, CudaKernel]:
@@ -124,22 +124,38 @@ class LaunchTimeline:
 
 
 class CudaHalDevice(MirroredMemoryDevice):
-    """The HAL device over CUDA device ``index`` (``cuda://N``)."""
+    """The HAL device over CUDA device ``index`` (``cuda://N``). ``HipHalDevice`` is this over HIP: the same
+    device through another driver API (``context``), with another executable container."""
 
     identifier = "cuda"
+    executable_format = CUDA_FORMAT
+    vendor = "CUDA"
     allocation_type = CudaAllocation
     # A profile's zones come from CUDA events around each launch of a batch (``LaunchTimeline``), so a
     # profiled run keeps its batches: one synchronisation per stretch, as without the profile.
     times_batch_dispatches = True
 
     def __init__(self, index: int = 0, name: str | None = None, context: Any = None):
-        self.cuda = context if context is not None else CudaContext(index)
+        self.cuda = context if context is not None else self.open_context(index)
         self.pending = False  # work queued on the stream since its last synchronisation
         self._timeline: LaunchTimeline | None = None  # while a profiled batch runs
-        super().__init__(name or f"cuda ({self.cuda.info.name})")
+        super().__init__(name or f"{self.identifier} ({self.cuda.info.name})")
+
+    @staticmethod
+    def open_context(index: int) -> Any:
+        return CudaContext(index)
+
+    @staticmethod
+    def read_definition(data: np.ndarray) -> Any:
+        """The executable's exports and modules (``CudaExecutableDef``)."""
+        return read_cda1(data)
+
+    @staticmethod
+    def module_image(module: Any) -> str | bytes:
+        return module.ptx
 
     def supports_format(self, executable_format: str) -> bool:
-        return executable_format == CUDA_FORMAT
+        return executable_format == self.executable_format
 
     def settle(self) -> None:
         """Wait for the stream (a launch's errors surface here, as IREE's do at a semaphore wait)."""
@@ -153,15 +169,16 @@ class CudaHalDevice(MirroredMemoryDevice):
     def load_executable_binary(
         self, executable_format: str, data: np.ndarray, constants: tuple[int, ...], label: str
     ) -> HalExecutable:
-        if executable_format != CUDA_FORMAT:
+        if executable_format != self.executable_format:
             return super().load_executable_binary(executable_format, data, constants, label)
         if constants:
             raise VmStatusError(
-                StatusCode.INVALID_ARGUMENT, f"executable {label}: CUDA executables take no executable constants"
+                StatusCode.INVALID_ARGUMENT,
+                f"executable {label}: {self.vendor} executables take no executable constants",
             )
         try:
-            definition = read_cda1(np.asarray(data, dtype=np.uint8))
-            modules = [self.cuda.load_module(m.ptx) for m in definition.modules]
+            definition = self.read_definition(np.asarray(data, dtype=np.uint8))
+            modules = [self.cuda.load_module(self.module_image(m)) for m in definition.modules]
             kernels = tuple(
                 self.cuda.kernel(modules[e.module_ordinal], e.kernel_name, e.block_shared_memory_size)
                 for e in definition.exports
@@ -181,6 +198,8 @@ class CudaHalDevice(MirroredMemoryDevice):
     ) -> None:
         """Queue one launch on the stream (uploads first); the host waits only when it needs bytes."""
         export, kernel = executable.impl.launch_target(ordinal)
+        if 0 in workgroup_count:
+            return  # no workgroups, no work: IREE's HIP HAL skips the launch too (a 0 grid is a launch error)
         addresses = []
         touched: list[CudaAllocation] = []
         for b in bindings:

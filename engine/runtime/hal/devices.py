@@ -6,8 +6,9 @@ so the task executor's device is the same thing here). ``vulkan``, ``vulkan://N`
 the Vulkan device. Without Vulkan, the ``vulkan`` URIs raise ``VulkanUnavailableError`` whose message
 names the packages to install; the CPU URIs never touch Vulkan. ``cuda`` and ``cuda://N`` name NVIDIA
 devices (``CudaHalDevice``, through ``libcuda``, loaded only then); without a driver they raise
-``CudaUnavailableError`` whose message is one sentence (``cuda.driver.NO_DRIVER``). ``hip`` says plainly
-that the debug engine has no HIP device.
+``CudaUnavailableError`` whose message is one sentence (``cuda.driver.NO_DRIVER``). ``hip`` and ``hip://N``
+name AMD devices the same way (``HipHalDevice``, through ``libamdhip64``; ``hip.driver.NO_RUNTIME`` without
+ROCm). A GPU is also named as IREE names it (``cuda://GPU-<uuid>``) or by a part of its name.
 """
 
 from __future__ import annotations
@@ -56,10 +57,13 @@ def create_device(uri: str) -> Device:
 
         return CudaHalDevice(cuda_index(rest))  # CudaUnavailableError (one sentence) without a driver
     if driver == HIP_DRIVER:
-        raise HalError(
-            f"device {uri!r}: the debug engine has no HIP device (AMD GPUs); run HIP builds with --engine=reference"
-        )
-    known = ", ".join([*CPU_DRIVERS, VULKAN_DRIVER, "vulkan://N", "vulkan://NAME", CUDA_DRIVER, "cuda://N", "cuda://NAME"])
+        from engine.runtime.hal.hip_hal_device import HipHalDevice
+
+        return HipHalDevice(hip_index(rest))  # HipUnavailableError (one sentence) without ROCm
+    known = ", ".join(
+        [*CPU_DRIVERS, VULKAN_DRIVER, "vulkan://N", "vulkan://NAME", CUDA_DRIVER, "cuda://N", "cuda://NAME",
+         HIP_DRIVER, "hip://N", "hip://NAME"]
+    )  # fmt: skip
     raise HalError(f"device {uri!r} is not available in the debug engine; known devices: {known}")
 
 
@@ -68,13 +72,24 @@ def cuda_index(rest: str) -> int:
     IREE's CUDA driver and ``nvidia-smi -L`` name a device) or ``cuda://NAME`` (a part of the device's name,
     any case: ``cuda://h200``). ``HalError`` naming the devices when none or several match; without a
     driver, its one sentence."""
+    from engine.runtime.hal.cuda.driver import list_cuda_devices
+
+    return _gpu_index(rest, list_cuda_devices, CUDA_DRIVER, "CUDA")
+
+
+def hip_index(rest: str) -> int:
+    """The device index a ``hip`` URI names, as ``cuda_index`` reads a ``cuda`` one."""
+    from engine.runtime.hal.hip.driver import list_hip_devices
+
+    return _gpu_index(rest, list_hip_devices, HIP_DRIVER, "HIP")
+
+
+def _gpu_index(rest: str, list_devices, scheme: str, vendor: str) -> int:
     if not rest:
         return 0
     if rest.isdigit():
         return int(rest)
-    from engine.runtime.hal.cuda.driver import list_cuda_devices
-
-    devices = list_cuda_devices()
+    devices = list_devices()
     wanted = rest.lower()
     if wanted.startswith("gpu-"):
         hits = [d for d in devices if d.uuid is not None and d.uuid.lower() == wanted]
@@ -82,10 +97,10 @@ def cuda_index(rest: str) -> int:
         hits = [d for d in devices if wanted in d.name.lower()]
     if len(hits) == 1:
         return hits[0].index
-    listing = "; ".join(f"cuda://{d.index} {d.name} ({d.uuid or 'no UUID'})" for d in devices) or "none"
+    listing = "; ".join(f"{scheme}://{d.index} {d.name} ({d.uuid or 'no UUID'})" for d in devices) or "none"
     if hits:
-        raise HalError(f"cuda://{rest} matches {len(hits)} CUDA devices; name one by its index: {listing}")
-    raise HalError(f"no CUDA device matches cuda://{rest}; this machine has: {listing}")
+        raise HalError(f"{scheme}://{rest} matches {len(hits)} {vendor} devices; name one by its index: {listing}")
+    raise HalError(f"no {vendor} device matches {scheme}://{rest}; this machine has: {listing}")
 
 
 def device_uris() -> list[str]:
@@ -97,7 +112,7 @@ def device_uris() -> list[str]:
         uris += [f"vulkan://{info.index}" for info in list_physical_devices()]
     except HalError:
         pass  # no Vulkan: the CPU alone
-    return uris + [choice.uri for choice in cuda_choices()]
+    return uris + [choice.uri for choice in cuda_choices() + hip_choices()]
 
 
 # Executable formats each kind of device runs (IREE's names, as a .vmfb's executables carry them), and the
@@ -105,9 +120,11 @@ def device_uris() -> list[str]:
 CPU_FORMATS = ("embedded-elf-x86_64", "vmvx-bytecode-fb")
 VULKAN_FORMATS = ("vulkan-spirv-fb", "vulkan-spirv-bda-v1")
 CUDA_FORMATS = ("cuda-nvptx-fb",)
+HIP_FORMATS = ("rocm-hsaco-fb",)
 CPU_TARGET = "llvm-cpu"
 VULKAN_TARGET = "vulkan-spirv"
 CUDA_TARGET = "cuda"
+HIP_TARGET = "rocm"
 
 
 @dataclass(frozen=True)
@@ -117,7 +134,7 @@ class DeviceChoice:
 
     uri: str
     name: str
-    kind: str  # "cpu", "vulkan" or "cuda"
+    kind: str  # "cpu", "vulkan", "cuda" or "hip"
     formats: tuple[str, ...]
     compile_target: str
     properties: list[tuple[str, str]] = field(default_factory=list)
@@ -151,13 +168,13 @@ def list_devices() -> tuple[list[DeviceChoice], str | None]:
     try:
         infos = list_physical_devices()
     except HalError as e:
-        return choices, str(e)
+        return choices + cuda_choices() + hip_choices(), str(e)  # a GPU's own driver needs no Vulkan
     for info in infos:
         uri = f"vulkan://{info.index}"
         choices.append(
             DeviceChoice(uri, f"{uri} — {info.name}", "vulkan", VULKAN_FORMATS, VULKAN_TARGET, vulkan_device_properties(info))
         )
-    return choices + cuda_choices(), None
+    return choices + cuda_choices() + hip_choices(), None
 
 
 def cuda_choices() -> list[DeviceChoice]:
@@ -178,6 +195,43 @@ def cuda_choices() -> list[DeviceChoice]:
             cuda_device_properties(info),
         )
         for info in infos
+    ]
+
+
+def hip_choices() -> list[DeviceChoice]:
+    """One choice per HIP device the runtime reports; none without ROCm (``hip_absence`` says why)."""
+    from engine.runtime.hal.hip.driver import list_hip_devices
+
+    try:
+        infos = list_hip_devices()
+    except HalError:
+        return []
+    return [
+        DeviceChoice(f"hip://{i.index}", f"hip://{i.index} — {i.name}", "hip", HIP_FORMATS, HIP_TARGET, hip_device_properties(i))
+        for i in infos
+    ]
+
+
+def hip_absence() -> str | None:
+    """Why no HIP device is listed (no runtime, no device), or None when the runtime reports devices."""
+    from engine.runtime.hal.hip.driver import list_hip_devices
+
+    try:
+        return None if list_hip_devices() else "the HIP runtime reports no device"
+    except HalError as e:
+        return str(e)
+
+
+def hip_device_properties(info) -> list[tuple[str, str]]:
+    """A ``HipDeviceInfo`` as (label, text) rows."""
+    return [
+        ("Name", info.name),
+        ("Type", "hip"),
+        ("URI", f"hip://{info.index}"),
+        ("UUID", info.uuid or "not reported"),
+        ("Architecture", "not reported by the HIP runtime's device queries; a build's code objects name theirs"),
+        ("Memory", _bytes_text(info.total_memory)),
+        ("Executable formats", ", ".join(HIP_FORMATS)),
     ]
 
 
@@ -207,7 +261,7 @@ def cuda_device_properties(info) -> list[tuple[str, str]]:
 
 
 def device_kind(uri: str) -> str | None:
-    """``cpu``, ``vulkan``, ``cuda``, or ``None`` for a URI the debug engine does not know."""
+    """``cpu``, ``vulkan``, ``cuda``, ``hip``, or ``None`` for a URI the debug engine does not know."""
     driver, _ = split_device_uri(uri)
     if driver in CPU_DRIVERS:
         return "cpu"
@@ -215,30 +269,33 @@ def device_kind(uri: str) -> str | None:
         return "vulkan"
     if driver == CUDA_DRIVER:
         return "cuda"
+    if driver == HIP_DRIVER:
+        return "hip"
     return None
 
 
 def compile_target_for(uri: str) -> str:
-    """The iree-compile target whose executables ``uri``'s device runs (``llvm-cpu``, ``vulkan-spirv``, ``cuda``)."""
+    """The iree-compile target whose executables ``uri``'s device runs (``llvm-cpu``, ``vulkan-spirv``, ``cuda``,
+    ``rocm``)."""
     kind = device_kind(uri)
-    return VULKAN_TARGET if kind == "vulkan" else CUDA_TARGET if kind == "cuda" else CPU_TARGET
+    return {"vulkan": VULKAN_TARGET, "cuda": CUDA_TARGET, "hip": HIP_TARGET}.get(kind or "", CPU_TARGET)
 
 
 def formats_kind(formats: set[str] | list[str] | tuple[str, ...]) -> str | None:
-    """The kind of device a module's executable formats need (``cpu``/``vulkan``/``cuda``), ``None`` when it
-    has no executables or formats of several kinds or of none."""
-    kinds = {
-        "cpu" if f in CPU_FORMATS else "vulkan" if f in VULKAN_FORMATS else "cuda" if f in CUDA_FORMATS else "other"
-        for f in formats
-    }
+    """The kind of device a module's executable formats need (``cpu``/``vulkan``/``cuda``/``hip``), ``None``
+    when it has no executables or formats of several kinds or of none."""
+    kinds = {next((kind for kind, known in _FORMATS.items() if f in known), "other") for f in formats}
     return next(iter(kinds)) if len(kinds) == 1 and "other" not in kinds else None
 
 
 def runs_formats(uri: str, formats: set[str] | list[str] | tuple[str, ...]) -> bool:
     """Whether ``uri``'s device runs every executable format in ``formats``."""
     kind = device_kind(uri)
-    supported = {"cpu": CPU_FORMATS, "vulkan": VULKAN_FORMATS, "cuda": CUDA_FORMATS}.get(kind or "", ())
+    supported = _FORMATS.get(kind or "", ())
     return all(f in supported for f in formats)
+
+
+_FORMATS = {"cpu": CPU_FORMATS, "vulkan": VULKAN_FORMATS, "cuda": CUDA_FORMATS, "hip": HIP_FORMATS}
 
 
 def _bytes_text(n: int) -> str:
@@ -288,6 +345,12 @@ __all__ = [
     "CUDA_FORMATS",
     "CUDA_TARGET",
     "HIP_DRIVER",
+    "HIP_FORMATS",
+    "HIP_TARGET",
+    "hip_absence",
+    "hip_choices",
+    "hip_device_properties",
+    "hip_index",
     "cuda_absence",
     "cuda_choices",
     "cuda_device_properties",

@@ -99,12 +99,24 @@ class CudaExecutableDef:
 def read_cda1(data: bytes | bytearray | memoryview | np.ndarray) -> CudaExecutableDef:
     """Parse a ``CDA1`` executable (header + FlatBuffer)."""
     fb, root = open_headed_flatbuffer(data, CDA1_MAGIC, "CDA1 (CUDA)")
+    modules = []
+    for t in root.tables(1, "modules"):
+        ptx = t.string(0, "ptx_image")
+        if not ptx:
+            raise ExecutableFormatError("malformed CDA1 executable: a module has no PTX image", where=t.path)
+        modules.append(CudaModuleDef(ptx))
+    exe = CudaExecutableDef(read_exports(fb, root, "CDA1"), tuple(modules), read_source_files(root))
+    _check(exe)
+    return exe
 
+
+def read_exports(fb, root, kind: str) -> tuple[CudaExportDef, ...]:
+    """``ExecutableDef.exports`` of a CDA1 or HIP1 executable (the two schemas' ``ExportDef`` are one table)."""
     exports = []
     for t in root.tables(0, "exports"):
         name = t.string(1, "kernel_name")
         if name is None:
-            raise ExecutableFormatError("malformed CDA1 executable: an export has no kernel_name", where=t.path)
+            raise ExecutableFormatError(f"malformed {kind} executable: an export has no kernel_name", where=t.path)
         dims_pos = t.field_pos(2)  # BlockDims is a struct stored inline in the table
         dims = (
             tuple(fb.u32(dims_pos + 4 * k, f"{t.path}.block_dims") for k in range(3)) if dims_pos else (1, 1, 1)
@@ -122,31 +134,28 @@ def read_cda1(data: bytes | bytearray | memoryview | np.ndarray) -> CudaExecutab
                 location=location,
             )
         )
+    return tuple(exports)
 
-    modules = []
-    for t in root.tables(1, "modules"):
-        ptx = t.string(0, "ptx_image")
-        if not ptx:
-            raise ExecutableFormatError("malformed CDA1 executable: a module has no PTX image", where=t.path)
-        modules.append(CudaModuleDef(ptx))
 
+def read_source_files(root) -> tuple[CudaSourceFile, ...]:
     sources = []
     for t in root.tables(2, "source_files"):
         content = t.byte_vector(1, "content")
         sources.append(CudaSourceFile(t.string(0, "path") or "", bytes(content) if content is not None else b""))
-
-    exe = CudaExecutableDef(tuple(exports), tuple(modules), tuple(sources))
-    _check(exe)
-    return exe
+    return tuple(sources)
 
 
 def _check(exe: CudaExecutableDef) -> None:
-    """IREE's load-time checks that need no device (native_executable.c)."""
-    for i, e in enumerate(exe.exports):
+    check_exports(exe.exports, len(exe.modules))
+
+
+def check_exports(exports: tuple[CudaExportDef, ...], module_count: int) -> None:
+    """IREE's load-time checks that need no device (CUDA's and HIP's native_executable.c)."""
+    for i, e in enumerate(exports):
         where = f"ExecutableDef.exports[{i}]"
-        if e.module_ordinal >= len(exe.modules):
+        if e.module_ordinal >= module_count:
             raise ExecutableFormatError(
-                f"module_ordinal {e.module_ordinal} out of range ({len(exe.modules)} modules)", where=where
+                f"module_ordinal {e.module_ordinal} out of range ({module_count} modules)", where=where
             )
         if e.constant_count > MAX_DISPATCH_CONSTANT_COUNT:
             raise ExecutableFormatError(
@@ -168,6 +177,14 @@ def write_cda1(exe: CudaExecutableDef) -> bytes:
     Written from the parsed fields, so what ``read_cda1`` does not keep is not written: an export's
     per-stage debug locations (``stage_locations``, debug level 3 builds) are dropped.
     """
+    _check(exe)
+    return write_headed_executable(CDA1_MAGIC, exe.exports, [m.ptx for m in exe.modules], exe.source_files)
+
+
+def write_headed_executable(
+    magic: bytes, exports: tuple[CudaExportDef, ...], images: list[str | bytes], sources: tuple[CudaSourceFile, ...]
+) -> bytes:
+    """A CDA1 or HIP1 executable: IREE's 64-byte header, then the FlatBuffer (each module one image string)."""
     from engine.runtime.vmfb.executable_flatbuffer import HEADER_SIZE
     from engine.runtime.vmfb.flatbuffer_writer import (
         Scalar,
@@ -198,14 +215,13 @@ def write_cda1(exe: CudaExecutableDef) -> bytes:
             ]
         )
 
-    _check(exe)
     root = TableValue(
         [
-            TableVector([export(e) for e in exe.exports]),
-            TableVector([TableValue([String(m.ptx)]) for m in exe.modules]),
-            TableVector([TableValue([String(s.path), ScalarVector("u8", s.content)]) for s in exe.source_files]),
+            TableVector([export(e) for e in exports]),
+            TableVector([TableValue([String(image)]) for image in images]),
+            TableVector([TableValue([String(f.path), ScalarVector("u8", f.content)]) for f in sources]),
         ]
     )
-    body = build(root, CDA1_MAGIC)
-    header = CDA1_MAGIC + struct.pack("<IQ", 0, len(body))
+    body = build(root, magic)
+    header = magic + struct.pack("<IQ", 0, len(body))
     return header + bytes(HEADER_SIZE - len(header)) + body

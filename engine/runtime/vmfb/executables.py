@@ -193,6 +193,19 @@ def executable_details(executable: Executable) -> dict[str, Any]:
             "ptx_images": [m.ptx for m in cu.modules],
             "source_files": [s.path for s in cu.source_files],
         }
+    if fmt.startswith("rocm") or bytes(executable.data[:4]) == b"HIP1":
+        from engine.runtime.vmfb.hip1 import read_hip1
+
+        try:
+            hip = read_hip1(executable.data)
+        except ExecutableFormatError as e:
+            raise VmfbFormatError(str(e), where=f"executable {name}") from None
+        return {
+            "kind": "hip-hsaco",
+            "exports": [asdict(e) for e in hip.exports],
+            "code_objects": [{"bytes": len(m.hsaco), "architecture": m.architecture} for m in hip.modules],
+            "source_files": [s.path for s in hip.source_files],
+        }
     return {"kind": "unknown"}
 
 
@@ -215,12 +228,15 @@ def describe_executable(executable: Executable) -> str:
             lines.append(
                 f"  pipeline {p['entry_point']} (shader {p['shader_module_ordinal']}, layout {p['pipeline_layout_ordinal']})"
             )
-    elif d["kind"] == "cuda-ptx":
+    elif d["kind"] in ("cuda-ptx", "hip-hsaco"):
+        module = "PTX module" if d["kind"] == "cuda-ptx" else "code object"
         for e in d["exports"]:
             x, y, z = e["block_dims"]
             lines.append(
-                f"  kernel {e['kernel_name']} (PTX module {e['module_ordinal']}, block {x}x{y}x{z}, "
+                f"  kernel {e['kernel_name']} ({module} {e['module_ordinal']}, block {x}x{y}x{z}, "
                 f"{len(e['binding_flags'])} bindings, {e['constant_count']} constants, "
                 f"{e['block_shared_memory_size']} B dynamic shared memory)"
             )
+        for i, c in enumerate(d.get("code_objects", ())):
+            lines.append(f"  code object {i}: {c['bytes']} bytes, {c['architecture'] or 'not an AMDGPU ELF'}")
     return "\n".join(lines)

@@ -1,0 +1,142 @@
+"""IREE's HIP (ROCm) builds without an AMD GPU: HIP1 executables read from real .vmfbs that iree-compile built
+here (kernels checked against iree-dump-module's dispatch sites and against the code object's own ELF
+symbols, the code object against IREE's dumped binary, its gfx target against the one it was built for),
+written back, refused when damaged; the device choice and the one sentence without ROCm. What needs an AMD
+GPU skips with the runtime's reason."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from support import compile_for, lens_in_process, tool_call_sites
+
+from engine.errors import ExecutableFormatError, HipUnavailableError
+from engine.runtime.hal.devices import (
+    compile_target_for,
+    create_device,
+    device_kind,
+    formats_kind,
+    hip_absence,
+    runs_formats,
+)
+from engine.runtime.hal.hip.driver import NO_RUNTIME, list_hip_devices
+from engine.runtime.vmfb.executables import describe_executable, read_elf
+from engine.runtime.vmfb.hip1 import read_hip1, write_hip1
+from engine.runtime.vmfb.module import open_vmfb
+
+HAS_RUNTIME = hip_absence() is None
+NEEDS_NO_RUNTIME = pytest.mark.skipif(HAS_RUNTIME, reason="a HIP device is present: the no-runtime sentence cannot show")
+NEEDS_GPU = pytest.mark.skipif(not HAS_RUNTIME, reason=hip_absence() or "")
+
+PROGRAM = """
+func.func @main(%a: tensor<?xf32>, %b: tensor<?xf32>) -> tensor<?xf32> {
+  %0 = arith.addf %a, %b : tensor<?xf32>
+  return %0 : tensor<?xf32>
+}
+func.func @mm(%a: tensor<16x32xf32>, %b: tensor<32x8xf32>) -> tensor<16x8xf32> {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<16x8xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<16x8xf32>) -> tensor<16x8xf32>
+  %r = linalg.matmul ins(%a, %b : tensor<16x32xf32>, tensor<32x8xf32>) outs(%f : tensor<16x8xf32>) -> tensor<16x8xf32>
+  return %r : tensor<16x8xf32>
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def hip_build(tmp_path_factory) -> tuple[Path, Path]:
+    """The program for gfx942 (MI300) with IREE's dumped binaries beside it."""
+    tmp = tmp_path_factory.mktemp("hip")
+    source = tmp / "program.mlir"
+    source.write_text(PROGRAM)
+    dumps = tmp / "binaries"
+    return compile_for(source, tmp / "program_hip.vmfb", "rocm", f"--iree-hal-dump-executable-binaries-to={dumps}"), dumps
+
+
+def test_hip1_kernels_are_the_code_objects_and_iree_dump_modules(hip_build):
+    vmfb, dumps = hip_build
+    module = open_vmfb(vmfb)
+    [exe] = module.executables
+    assert exe.format == "rocm-hsaco-fb"
+    hip = read_hip1(exe.data)
+    dispatched = {name for _, _, name, _ in tool_call_sites(vmfb)}
+    assert set(hip.export_names) == dispatched and len(dispatched) == 2
+    [dumped] = dumps.glob("*.hsaco")
+    assert [m.hsaco for m in hip.modules] == [dumped.read_bytes()]  # the code object IREE built, byte for byte
+    assert hip.modules[0].architecture == "gfx942"
+    functions = {s.name for s in read_elf(hip.modules[0].hsaco).symbols if s.type == "STT_FUNC"}
+    assert set(hip.export_names) <= functions  # each kernel is a function of the code object
+    elementwise = next(e for e in hip.exports if "elementwise" in e.kernel_name)
+    assert elementwise.constant_count > 0 and [elementwise.binding_read_only(b) for b in range(3)] == [True, True, False]
+    assert all(e.location is not None and Path(e.location.filename).name == "program.mlir" for e in hip.exports)
+    assert read_hip1(write_hip1(hip)) == hip
+    text = describe_executable(exe)
+    assert all(f"kernel {n}" in text for n in hip.export_names) and "gfx942" in text
+
+
+@pytest.mark.parametrize("target", ["gfx90a", "gfx1100", "gfx1201"])
+def test_a_code_object_names_the_target_it_was_built_for(tmp_path, target):
+    source = tmp_path / "p.mlir"
+    source.write_text(PROGRAM)
+    vmfb = compile_for(source, tmp_path / "p.vmfb", "rocm", f"--iree-rocm-target={target}")
+    [exe] = open_vmfb(vmfb).executables
+    assert [m.architecture for m in read_hip1(exe.data).modules] == [target]
+
+
+def test_damaged_hip1_is_a_format_error(hip_build):
+    data = bytes(open_vmfb(hip_build[0]).executables[0].data)
+    with pytest.raises(ExecutableFormatError, match="not a HIP1"):
+        read_hip1(b"CDA1" + data[4:])
+    with pytest.raises(ExecutableFormatError):
+        read_hip1(data[:200])
+    rng = np.random.default_rng(34)
+    for _ in range(1000):
+        damaged = bytearray(data)
+        for at in rng.integers(0, len(damaged), rng.integers(1, 8)):
+            damaged[at] = rng.integers(0, 256)
+        try:
+            read_hip1(bytes(damaged))
+        except ExecutableFormatError:
+            pass
+
+
+def test_a_hip_build_needs_a_hip_device(hip_build):
+    formats = {x.format for x in open_vmfb(hip_build[0]).executables}
+    assert formats_kind(formats) == "hip"
+    assert device_kind("hip://0") == "hip" and compile_target_for("hip") == "rocm"
+    assert runs_formats("hip", formats) and not runs_formats("cuda", formats) and not runs_formats("local-sync", formats)
+
+
+@NEEDS_NO_RUNTIME
+def test_without_rocm_one_sentence_says_so(hip_build):
+    for uri in ("hip", "hip://1", "hip://mi300"):
+        with pytest.raises(HipUnavailableError) as raised:
+            create_device(uri)
+        assert str(raised.value) == NO_RUNTIME
+    with pytest.raises(HipUnavailableError):
+        list_hip_devices()
+    run = lens_in_process("run", "--engine=debug", hip_build[0], "--function=mm",
+                          "--input=16x32xf32=1", "--input=32x8xf32=1")  # fmt: skip
+    assert run.returncode != 0 and NO_RUNTIME in run.stderr
+    devices = lens_in_process("devices")
+    assert devices.returncode == 0 and f"HIP:\n  not available: {NO_RUNTIME}" in devices.stdout
+
+
+@NEEDS_GPU
+def test_debug_run_on_hip_equals_iree_runtime_bit_for_bit(tmp_path):
+    """On an AMD GPU: the debug engine's HIP device against IREE's HIP driver, the same code object: the same
+    bits. The HIP runtime does not report a device's gfx target, so the build's is IREE_LENS_TEST_HIP_TARGET
+    (gfx942, MI300, unless set)."""
+    source = tmp_path / "p.mlir"
+    source.write_text(PROGRAM)
+    target = os.environ.get("IREE_LENS_TEST_HIP_TARGET", "gfx942")
+    vmfb = compile_for(source, tmp_path / "p.vmfb", "rocm", f"--iree-rocm-target={target}")
+    inputs = ["--function=mm", "--input=16x32xf32=0.3", "--input=32x8xf32=1.7"]
+    debug = lens_in_process("run", "--engine=debug", "--device=hip", vmfb, *inputs)
+    reference = lens_in_process("run", "--engine=reference", "--device=hip", vmfb, *inputs)
+    assert reference.returncode == 0, f"built for {target} (IREE_LENS_TEST_HIP_TARGET): {reference.stderr}"
+    assert debug.returncode == 0, debug.stderr
+    assert debug.stdout.split("result[0]")[1] == reference.stdout.split("result[0]")[1]
