@@ -140,3 +140,31 @@ def test_debug_run_on_hip_equals_iree_runtime_bit_for_bit(tmp_path):
     assert reference.returncode == 0, f"built for {target} (IREE_LENS_TEST_HIP_TARGET): {reference.stderr}"
     assert debug.returncode == 0, debug.stderr
     assert debug.stdout.split("result[0]")[1] == reference.stdout.split("result[0]")[1]
+
+
+def test_an_mlir_source_rebuilt_for_hip_becomes_a_code_object_of_its_own(tmp_path):
+    """``iree-lens sources --target=rocm`` of a real model: its dispatch sources, no AMDGPU LLVM IR offered;
+    one source rebuilt for HIP is merged into the linked executable as a second code object (the reference
+    engine's patched module), the other kernels unchanged."""
+    from support import shared_model
+
+    from engine.substitute.apply import build_all, patched_module
+    from engine.substitute.build import SubstitutionSpec
+
+    out = tmp_path / "sources"
+    proc = lens_in_process("sources", shared_model("small_cnn"), f"--out={out}", "--target=rocm")
+    assert proc.returncode == 0, proc.stderr
+    assert not list(out.glob("*.ll")) and len(list(out.glob("*.mlir"))) == 6
+    module = open_vmfb(out / "small_cnn.vmfb")
+    original = read_hip1(module.executables[0].data)
+    source = out / "small_cnn$async_dispatch_4.mlir"
+    [replacement] = build_all(module, [SubstitutionSpec.parse(f"small_cnn$async_dispatch_4={source}")])
+    assert replacement.interface.kind == "hip1" and not replacement.whole
+    [export] = replacement.exports
+    patched_path = tmp_path / "patched.vmfb"
+    patched_path.write_bytes(patched_module(module, [replacement]))
+    patched = read_hip1(open_vmfb(patched_path).executables[0].data)
+    i = patched.export_index(export)
+    assert len(patched.modules) == 2 and patched.exports[i].module_ordinal == 1
+    assert patched.modules[1].hsaco == read_hip1(replacement.data).modules[0].hsaco
+    assert [e for k, e in enumerate(patched.exports) if k != i] == [e for k, e in enumerate(original.exports) if k != i]

@@ -276,10 +276,10 @@ def patched_module(module: VmfbModule, replacements: Sequence[Replacement]) -> b
         if r.whole:
             current[ordinal] = r.data
             continue
-        if r.target.interface.kind == "cda1":
-            from engine.substitute.ptx import merge_exports as merge_cuda_exports
+        if r.target.interface.kind in ("cda1", "hip1"):
+            from engine.substitute.ptx import merge_exports as merge_gpu_exports
 
-            current[ordinal] = merge_cuda_exports(base, r.data, r.exports)
+            current[ordinal] = merge_gpu_exports(base, r.data, r.exports)
             continue
         if r.target.interface.kind != "elf":
             raise SubstitutionError(

@@ -21,8 +21,10 @@ from engine.session.persist import atomic_write
 
 KIND_SUFFIX = {"mlir": ".mlir", "llvm": ".ll", "spirv": ".spvasm", "ptx": ".ptx"}
 KIND_TITLE = {"mlir": "MLIR source", "llvm": "LLVM IR", "spirv": "SPIR-V", "ptx": "PTX"}
-# CUDA dumps: IREE's NVPTX LLVM IR is not rebuilt here (the PTX it becomes is the editable text).
+# GPU dumps: IREE's NVPTX and AMDGPU LLVM IR is not rebuilt here (a CUDA build's PTX is its editable text; a
+# HIP build's code objects are machine code, edited through the dispatches' MLIR sources).
 _NVPTX_TAIL = "_cuda_nvptx_fb"
+_GPU_IR_TAILS = (_NVPTX_TAIL, "_rocm_hsaco_fb")
 
 
 @dataclass(frozen=True)
@@ -71,7 +73,7 @@ def documents_from_dumps(dump_dir: Path, module_name: str | None = "module") -> 
     inter = dump_dir / "intermediates"
     if inter.is_dir():
         for p in sorted(inter.glob("*.optimized.ll"), key=_natural):
-            if _NVPTX_TAIL in p.name:
+            if any(tail in p.name for tail in _GPU_IR_TAILS):
                 continue
             out.append(EditableText(_library_name(p, module_name), "llvm", p.read_text(errors="replace"), str(p)))
     binaries = dump_dir / "binaries"

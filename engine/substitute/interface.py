@@ -16,6 +16,7 @@ from engine.substitute.errors import InterfaceMismatchError, SubstitutionError
 ELF_MAGIC = b"\x7fELF"
 VKE1_MAGIC = b"VKE1"
 CDA1_MAGIC = b"CDA1"
+HIP1_MAGIC = b"HIP1"
 
 
 @dataclass(frozen=True)
@@ -28,7 +29,7 @@ class ExportInterface:
 
 @dataclass(frozen=True)
 class ExecutableInterface:
-    kind: str  # "elf", "vke1", "cda1" or "vmvx"
+    kind: str  # "elf", "vke1", "cda1", "hip1" or "vmvx"
     exports: tuple[ExportInterface, ...]
     executable_constants: int = 0  # CPU: constants given to hal.executable.create
 
@@ -51,14 +52,16 @@ def binary_kind(data: bytes | memoryview) -> str:
         return "vke1"
     if head == CDA1_MAGIC:
         return "cda1"
+    if head == HIP1_MAGIC:
+        return "hip1"
     if head == b"PK\x03\x04" or bytes(data[8:12]) == b"IREE":
         return "vmvx"  # a VM bytecode module (VMVX executables are one)
     return "unknown"
 
 
 def read_interface(data: bytes | memoryview, label: str = "executable") -> ExecutableInterface:
-    """The interface of an embedded-ELF library (loaded to ask it), a ``VKE1`` (Vulkan) or ``CDA1`` (CUDA)
-    executable, or a VMVX module."""
+    """The interface of an embedded-ELF library (loaded to ask it), a ``VKE1`` (Vulkan), ``CDA1`` (CUDA) or
+    ``HIP1`` (HIP) executable, or a VMVX module."""
     kind = binary_kind(data)
     if kind == "elf":
         return _elf_interface(bytes(data), label)
@@ -76,19 +79,20 @@ def read_interface(data: bytes | memoryview, label: str = "executable") -> Execu
                 ExportInterface(p.entry_point, exe.binding_count(i), layout.push_constant_bytes // 4, p.dispatch_abi)
             )
         return ExecutableInterface("vke1", tuple(exports))
-    if kind == "cda1":
+    if kind in ("cda1", "hip1"):
         from engine.runtime.vmfb.cda1 import read_cda1
+        from engine.runtime.vmfb.hip1 import read_hip1
 
         try:
-            cuda = read_cda1(bytes(data))
+            gpu = (read_cda1 if kind == "cda1" else read_hip1)(bytes(data))
         except LensError as e:
             raise SubstitutionError(f"{label}: {e}") from None
         return ExecutableInterface(
-            "cda1", tuple(ExportInterface(e.kernel_name, e.binding_count, e.constant_count) for e in cuda.exports)
+            kind, tuple(ExportInterface(e.kernel_name, e.binding_count, e.constant_count) for e in gpu.exports)
         )
     if kind == "vmvx":
         return _vmvx_interface(bytes(data), label)
-    raise SubstitutionError(f"{label}: not an embedded-ELF, VKE1, CDA1 or VMVX executable (starts with {bytes(data[:4])!r})")
+    raise SubstitutionError(f"{label}: not an embedded-ELF, VKE1, CDA1, HIP1 or VMVX executable (starts with {bytes(data[:4])!r})")
 
 
 def _vmvx_interface(data: bytes, label: str) -> ExecutableInterface:
@@ -170,5 +174,6 @@ _KIND = {
     "vke1": "a Vulkan SPIR-V executable (VKE1)",
     "vmvx": "a VMVX bytecode module",
     "cda1": "a CUDA PTX executable (CDA1)",
+    "hip1": "a HIP code-object executable (HIP1)",
     "unknown": "unknown",
 }

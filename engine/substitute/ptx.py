@@ -7,8 +7,8 @@ IREE's parameters (a 64-bit pointer per binding, then one 32-bit word per consta
 read the wrong arguments: that is checked here, before anything runs. The PTX itself is compiled by the
 CUDA driver when the module loads (its JIT log is the error then).
 
-An MLIR source rebuilt for CUDA gives an executable of one dispatch; ``merge_exports`` puts its kernels
-into the linked executable as a module of their own, the other exports unchanged.
+An MLIR source rebuilt for CUDA (or HIP) gives an executable of one dispatch; ``merge_exports`` puts its
+kernels into the linked executable as a module of their own, the other exports unchanged.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from engine.errors import LensError
-from engine.runtime.vmfb.cda1 import CudaExecutableDef, CudaModuleDef, read_cda1, write_cda1
+from engine.runtime.vmfb.cda1 import CudaModuleDef, read_cda1, write_cda1
+from engine.runtime.vmfb.hip1 import HIP1_MAGIC, read_hip1, write_hip1
 from engine.substitute.errors import InterfaceMismatchError, SubstitutionError
 
 _ENTRY = re.compile(r"\.entry\s+([\w$.]+)\s*\((.*?)\)", re.DOTALL)
@@ -39,9 +40,9 @@ def ptx_entries(text: str) -> dict[str, PtxEntry]:
     return {m[1]: PtxEntry(m[1], tuple(_PARAM.findall(m[2]))) for m in _ENTRY.finditer(text)}
 
 
-def _parse(data: bytes, what: str) -> CudaExecutableDef:
+def _parse(data: bytes, what: str, hip: bool = False):
     try:
-        return read_cda1(data)
+        return read_hip1(data) if hip else read_cda1(data)
     except LensError as e:
         raise SubstitutionError(f"{what}: {e}") from None
 
@@ -86,10 +87,11 @@ def replace_module_ptx(cda1: bytes, export_names: Sequence[str], text: str, path
 
 
 def merge_exports(base: bytes, replacement: bytes, exports: Sequence[str]) -> bytes:
-    """``base`` (a CUDA executable) whose ``exports`` launch ``replacement``'s kernels of the same names: the
-    replacement's PTX modules are added to ``base``'s and those exports point at them."""
-    into = _parse(base, "the module's CUDA executable")
-    source = _parse(replacement, "the replacement")
+    """``base`` (a CUDA or HIP executable) whose ``exports`` launch ``replacement``'s kernels of the same names:
+    the replacement's modules (PTX, code objects) are added to ``base``'s and those exports point at them."""
+    hip = bytes(base[:4]) == HIP1_MAGIC
+    into = _parse(base, "the module's GPU executable", hip)
+    source = _parse(replacement, "the replacement", hip)
     modules = list(into.modules)
     added: dict[int, int] = {}  # the replacement's module ordinal -> its ordinal in the merged executable
     merged = list(into.exports)
@@ -99,4 +101,5 @@ def merge_exports(base: bytes, replacement: bytes, exports: Sequence[str]) -> by
             added[new.module_ordinal] = len(modules)
             modules.append(source.modules[new.module_ordinal])
         merged[into.export_index(name)] = replace(new, module_ordinal=added[new.module_ordinal])
-    return write_cda1(replace(into, exports=tuple(merged), modules=tuple(modules)))
+    merged_exe = replace(into, exports=tuple(merged), modules=tuple(modules))
+    return write_hip1(merged_exe) if hip else write_cda1(merged_exe)
