@@ -229,20 +229,26 @@ def spirv_text(words: np.ndarray) -> str:
 def ptx_summary(data: Any, with_text: bool = False) -> str:
     """A CUDA executable's kernels (block size, bindings, constants) and, with ``with_text``, its PTX."""
     exe = read_cda1(data)
-    lines = ["CUDA executable (CDA1)", "", "kernels:"]
-    for i, e in enumerate(exe.exports):
-        x, y, z = e.block_dims
-        access = ", ".join("read-only" if e.binding_read_only(b) else "read-write" for b in range(e.binding_count))
-        lines.append(
-            f"  [{i}] {e.kernel_name}: PTX module {e.module_ordinal}, block {x}x{y}x{z}, "
-            f"{e.block_shared_memory_size:,} B dynamic shared memory, {e.constant_count} constants, "
-            f"bindings ({access})"
-        )
+    lines = ["CUDA executable (CDA1)", "", "kernels:", *gpu_kernel_lines(exe.exports, "PTX module")]
     for i, m in enumerate(exe.modules):
         lines.append(f"PTX module [{i}]: {len(m.ptx):,} characters")
         if with_text:
             lines += ["", m.ptx, ""]
     return "\n".join(lines)
+
+
+def gpu_kernel_lines(exports: Any, module_word: str) -> list[str]:
+    """A CUDA or HIP executable's kernels, one line each: module, block, shared memory, arguments."""
+    lines = []
+    for i, e in enumerate(exports):
+        x, y, z = e.block_dims
+        access = ", ".join("read-only" if e.binding_read_only(b) else "read-write" for b in range(e.binding_count))
+        lines.append(
+            f"  [{i}] {e.kernel_name}: {module_word} {e.module_ordinal}, block {x}x{y}x{z}, "
+            f"{e.block_shared_memory_size:,} B dynamic shared memory, {e.constant_count} constants, "
+            f"bindings ({access})"
+        )
+    return lines
 
 
 # -- HSACO (IREE's HIP executables) -----------------------------------------------------------------
@@ -254,15 +260,7 @@ def hsaco_summary(data: Any, with_text: bool = False) -> str:
     from engine.runtime.vmfb.hip1 import read_hip1
 
     exe = read_hip1(data)
-    lines = ["HIP executable (HIP1)", "", "kernels:"]
-    for i, e in enumerate(exe.exports):
-        x, y, z = e.block_dims
-        access = ", ".join("read-only" if e.binding_read_only(b) else "read-write" for b in range(e.binding_count))
-        lines.append(
-            f"  [{i}] {e.kernel_name}: code object {e.module_ordinal}, block {x}x{y}x{z}, "
-            f"{e.block_shared_memory_size:,} B dynamic shared memory, {e.constant_count} constants, "
-            f"bindings ({access})"
-        )
+    lines = ["HIP executable (HIP1)", "", "kernels:", *gpu_kernel_lines(exe.exports, "code object")]
     for i, m in enumerate(exe.modules):
         arch = m.architecture or "not an AMDGPU ELF"
         lines.append(f"code object [{i}]: {len(m.hsaco):,} bytes, {arch}")

@@ -54,25 +54,22 @@ def _print_cuda() -> None:
     """The CUDA devices (name, compute capability, memory), or one line saying why there are none."""
     from engine.runtime.hal.devices import cuda_absence, cuda_choices
 
-    print("CUDA:")
-    absence = cuda_absence()
-    if absence is not None:
-        print(f"  not available: {absence}")
-        return
-    for choice in cuda_choices():
-        rows = dict(choice.properties)
-        print(f"  {choice.uri}  {rows['Name']} (compute capability {rows['Compute capability']}, {rows['Memory']})")
+    _print_gpus("CUDA", cuda_absence, cuda_choices, "compute capability {Compute capability}, {Memory}")
 
 
 def _print_hip() -> None:
-    """The HIP devices (name, memory), or one line saying why there are none."""
+    """The HIP devices (name, memory, UUID), or one line saying why there are none."""
     from engine.runtime.hal.devices import hip_absence, hip_choices
 
-    print("HIP:")
-    absence = hip_absence()
-    if absence is not None:
-        print(f"  not available: {absence}")
+    _print_gpus("HIP", hip_absence, hip_choices, "{Memory}, UUID {UUID}")
+
+
+def _print_gpus(title: str, absence, choices, details: str) -> None:
+    print(f"{title}:")
+    why = absence()
+    if why is not None:
+        print(f"  not available: {why}")
         return
-    for choice in hip_choices():
+    for choice in choices():
         rows = dict(choice.properties)
-        print(f"  {choice.uri}  {rows['Name']} ({rows['Memory']}, UUID {rows['UUID']})")
+        print(f"  {choice.uri}  {rows['Name']} ({details.format_map(rows)})")

@@ -199,7 +199,10 @@ class CudaHalDevice(MirroredMemoryDevice):
         """Queue one launch on the stream (uploads first); the host waits only when it needs bytes."""
         export, kernel = executable.impl.launch_target(ordinal)
         if 0 in workgroup_count:
-            return  # no workgroups, no work: IREE's HIP HAL skips the launch too (a 0 grid is a launch error)
+            # No workgroups, no work: IREE's HIP HAL skips the launch too (a 0 grid is a launch error).
+            if self._timeline is not None:
+                self._timeline.mark()  # its zone still ends somewhere: where the launch before it ended
+            return
         addresses = []
         touched: list[CudaAllocation] = []
         for b in bindings:

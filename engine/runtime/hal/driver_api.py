@@ -15,7 +15,9 @@ HALs (``runtime/src/iree/hal/drivers/{cuda,hip}``); the machine it was written o
 from __future__ import annotations
 
 import ctypes
+import threading
 import weakref
+from collections.abc import Callable
 from ctypes import POINTER, byref, c_char_p, c_float, c_int, c_size_t, c_uint, c_uint64, c_void_p
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +32,48 @@ JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6
 FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8  # CU_FUNC_ATTRIBUTE_... / hipFuncAttributeMaxDynamicSharedMemorySize
 STREAM_NON_BLOCKING = 1  # CU_STREAM_NON_BLOCKING / hipStreamNonBlocking
 JIT_LOG_BYTES = 8192
+
+
+class DriverLibrary:
+    """A vendor's driver library, loaded and initialised once, on first use; every later call after a failure
+    raises the same one-sentence error (``unavailable(message)``) without trying again."""
+
+    def __init__(
+        self,
+        names: tuple[str, ...],
+        missing: str,
+        unavailable: type[GpuDriverError],
+        initialise: Callable[[ctypes.CDLL], str | None],
+    ):
+        self.names = names
+        self.missing = missing  # the sentence when no library loads
+        self.unavailable = unavailable
+        self.initialise = initialise  # None when the library is ready, else why it is not
+        self._lock = threading.Lock()
+        self._library: ctypes.CDLL | None = None
+        self._error: str | None = None
+
+    def get(self) -> ctypes.CDLL:
+        with self._lock:
+            if self._library is not None:
+                return self._library
+            if self._error is None:
+                self._error = self._load()
+            if self._error is not None:
+                raise self.unavailable(self._error)
+            return self._library  # type: ignore[return-value]
+
+    def _load(self) -> str | None:
+        for name in self.names:
+            try:
+                lib = ctypes.CDLL(name)
+            except OSError:
+                continue
+            failure = self.initialise(lib)
+            if failure is None:
+                self._library = lib
+            return failure
+        return self.missing
 
 
 @dataclass(frozen=True)

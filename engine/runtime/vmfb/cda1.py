@@ -73,13 +73,10 @@ class CudaSourceFile:
     content: bytes
 
 
-@dataclass(frozen=True)
-class CudaExecutableDef:
-    """A parsed ``CDA1`` executable."""
+class KernelExports:
+    """Lookups by kernel name over ``exports`` (CDA1's and HIP1's executables)."""
 
     exports: tuple[CudaExportDef, ...]
-    modules: tuple[CudaModuleDef, ...]
-    source_files: tuple[CudaSourceFile, ...]
 
     @property
     def export_names(self) -> tuple[str, ...]:
@@ -90,6 +87,15 @@ class CudaExecutableDef:
             if e.kernel_name == name:
                 return i
         raise KeyError(f"no export {name!r}; this executable has {', '.join(self.export_names)}")
+
+
+@dataclass(frozen=True)
+class CudaExecutableDef(KernelExports):
+    """A parsed ``CDA1`` executable."""
+
+    exports: tuple[CudaExportDef, ...]
+    modules: tuple[CudaModuleDef, ...]
+    source_files: tuple[CudaSourceFile, ...]
 
     def ptx_of(self, export_ordinal: int) -> str:
         """The PTX text of the module holding export ``export_ordinal``."""

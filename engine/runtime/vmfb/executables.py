@@ -182,30 +182,24 @@ def executable_details(executable: Executable) -> dict[str, Any]:
             ],
             "shader_module_words": [int(m.spirv.size) for m in vk.shader_modules],
         }
-    if fmt.startswith("cuda") or bytes(executable.data[:4]) == b"CDA1":
-        try:
-            cu = read_cda1(executable.data)
-        except ExecutableFormatError as e:
-            raise VmfbFormatError(str(e), where=f"executable {name}") from None
-        return {
-            "kind": "cuda-ptx",
-            "exports": [asdict(e) for e in cu.exports],
-            "ptx_images": [m.ptx for m in cu.modules],
-            "source_files": [s.path for s in cu.source_files],
-        }
-    if fmt.startswith("rocm") or bytes(executable.data[:4]) == b"HIP1":
+    cuda = fmt.startswith("cuda") or bytes(executable.data[:4]) == b"CDA1"
+    if cuda or fmt.startswith("rocm") or bytes(executable.data[:4]) == b"HIP1":
         from engine.runtime.vmfb.hip1 import read_hip1
 
         try:
-            hip = read_hip1(executable.data)
+            gpu = (read_cda1 if cuda else read_hip1)(executable.data)
         except ExecutableFormatError as e:
             raise VmfbFormatError(str(e), where=f"executable {name}") from None
-        return {
-            "kind": "hip-hsaco",
-            "exports": [asdict(e) for e in hip.exports],
-            "code_objects": [{"bytes": len(m.hsaco), "architecture": m.architecture} for m in hip.modules],
-            "source_files": [s.path for s in hip.source_files],
+        details = {
+            "kind": "cuda-ptx" if cuda else "hip-hsaco",
+            "exports": [asdict(e) for e in gpu.exports],
+            "source_files": [s.path for s in gpu.source_files],
         }
+        if cuda:
+            details["ptx_images"] = [m.ptx for m in gpu.modules]
+        else:
+            details["code_objects"] = [{"bytes": len(m.hsaco), "architecture": m.architecture} for m in gpu.modules]
+        return details
     return {"kind": "unknown"}
 
 

@@ -19,6 +19,7 @@ from engine.errors import ExecutableFormatError
 from engine.runtime.vmfb.cda1 import (
     CudaExportDef,
     CudaSourceFile,
+    KernelExports,
     check_exports,
     read_exports,
     read_source_files,
@@ -43,22 +44,12 @@ class HipModuleDef:
 
 
 @dataclass(frozen=True)
-class HipExecutableDef:
+class HipExecutableDef(KernelExports):
     """A parsed ``HIP1`` executable."""
 
     exports: tuple[CudaExportDef, ...]
     modules: tuple[HipModuleDef, ...]
     source_files: tuple[CudaSourceFile, ...]
-
-    @property
-    def export_names(self) -> tuple[str, ...]:
-        return tuple(e.kernel_name for e in self.exports)
-
-    def export_index(self, name: str) -> int:
-        for i, e in enumerate(self.exports):
-            if e.kernel_name == name:
-                return i
-        raise KeyError(f"no export {name!r}; this executable has {', '.join(self.export_names)}")
 
 
 def read_hip1(data: bytes | bytearray | memoryview | np.ndarray) -> HipExecutableDef:

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import threading
 from dataclasses import dataclass
 
 from engine.errors import CudaError, CudaUnavailableError
+from engine.runtime.hal.driver_api import DriverLibrary
 
 LIBRARY = "libcuda.so.1"
 NO_DRIVER = (
@@ -32,9 +32,6 @@ ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
 ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
 ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
 
-_lock = threading.Lock()
-_library: ctypes.CDLL | None = None
-_load_error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -54,25 +51,19 @@ class CudaDeviceInfo:
         return f"sm_{self.compute_capability[0]}{self.compute_capability[1]}"
 
 
+def _initialise(lib: ctypes.CDLL) -> str | None:
+    result = lib.cuInit(0)
+    if result != CUDA_SUCCESS:
+        return f"the CUDA driver ({LIBRARY}) failed to initialise: cuInit returned {error_name(lib, result)}"
+    return None
+
+
+_LIBRARY = DriverLibrary((LIBRARY,), NO_DRIVER, CudaUnavailableError, _initialise)
+
+
 def library() -> ctypes.CDLL:
     """The driver library, initialised (``cuInit``) once; ``CudaUnavailableError`` when there is none."""
-    global _library, _load_error
-    with _lock:
-        if _library is not None:
-            return _library
-        if _load_error is not None:
-            raise CudaUnavailableError(_load_error)
-        try:
-            lib = ctypes.CDLL(LIBRARY)
-        except OSError:
-            _load_error = NO_DRIVER
-            raise CudaUnavailableError(NO_DRIVER) from None
-        result = lib.cuInit(0)
-        if result != CUDA_SUCCESS:
-            _load_error = f"the CUDA driver ({LIBRARY}) failed to initialise: cuInit returned {error_name(lib, result)}"
-            raise CudaUnavailableError(_load_error)
-        _library = lib
-        return lib
+    return _LIBRARY.get()
 
 
 def error_name(lib: ctypes.CDLL, result: int) -> str:

@@ -11,10 +11,10 @@ no AMD GPU and no ROCm, so only the no-runtime path is exercised by the tests he
 from __future__ import annotations
 
 import ctypes
-import threading
 from dataclasses import dataclass
 
 from engine.errors import HipError, HipUnavailableError
+from engine.runtime.hal.driver_api import DriverLibrary
 
 LIBRARIES = ("libamdhip64.so", "libamdhip64.so.7", "libamdhip64.so.6")
 NO_RUNTIME = (
@@ -25,9 +25,6 @@ NO_RUNTIME = (
 HIP_SUCCESS = 0
 HIP_ERROR_NO_DEVICE = 100
 
-_lock = threading.Lock()
-_library: ctypes.CDLL | None = None
-_load_error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -41,32 +38,21 @@ class HipDeviceInfo:
     uuid: str | None = None
 
 
+def _initialise(lib: ctypes.CDLL) -> str | None:
+    lib.hipGetErrorName.restype = ctypes.c_char_p
+    lib.hipGetErrorName.argtypes = [ctypes.c_int]
+    result = lib.hipInit(0)
+    if result != HIP_SUCCESS:
+        return f"the HIP runtime failed to initialise: hipInit returned {error_name(lib, result)}"
+    return None
+
+
+_LIBRARY = DriverLibrary(LIBRARIES, NO_RUNTIME, HipUnavailableError, _initialise)
+
+
 def library() -> ctypes.CDLL:
     """The runtime library, initialised (``hipInit``) once; ``HipUnavailableError`` when there is none."""
-    global _library, _load_error
-    with _lock:
-        if _library is not None:
-            return _library
-        if _load_error is not None:
-            raise HipUnavailableError(_load_error)
-        lib = None
-        for name in LIBRARIES:
-            try:
-                lib = ctypes.CDLL(name)
-                break
-            except OSError:
-                continue
-        if lib is None:
-            _load_error = NO_RUNTIME
-            raise HipUnavailableError(NO_RUNTIME)
-        lib.hipGetErrorName.restype = ctypes.c_char_p
-        lib.hipGetErrorName.argtypes = [ctypes.c_int]
-        result = lib.hipInit(0)
-        if result != HIP_SUCCESS:
-            _load_error = f"the HIP runtime failed to initialise: hipInit returned {error_name(lib, result)}"
-            raise HipUnavailableError(_load_error)
-        _library = lib
-        return lib
+    return _LIBRARY.get()
 
 
 def error_name(lib: ctypes.CDLL, result: int) -> str:
