@@ -1,4 +1,4 @@
-"""One line over the documents when the open module was built for another device than the selected one:
+"""A line (two where one does not hold it) over the documents when the open module was built for another device than the selected one:
 what it needs, and the two ways out (switch the device, or recompile the source for the selected one)."""
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ class DeviceMismatchBar(QFrame):
         self.setStyleSheet(_STYLE)
         self.label = QLabel(self)
         self.label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.label.setWordWrap(True)  # the whole reason, on two lines where one does not hold it (1366 wide)
         self.switch_button = QPushButton("Switch device", self)
         self.switch_button.setObjectName("mismatchSwitch")
         self.switch_button.clicked.connect(switch)

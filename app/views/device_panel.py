@@ -75,7 +75,9 @@ class DevicePanel(QWidget):
         self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 6)  # compact rows
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
+        # Property names fit their column up to half the table; the values get the rest (a narrow dock at
+        # 1366x768 would otherwise push the Value column out of sight).
+        self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Interactive)
         self.table.horizontalHeader().setStretchLastSection(True)
 
         form = QFormLayout()
@@ -146,14 +148,20 @@ class DevicePanel(QWidget):
     def _on_cuda_checked(self, absence: str | None) -> None:
         """Say why no CUDA device is listed (no driver here), under the Vulkan status."""
         self.cuda_missing = absence
-        self.cuda_status.setText(f"CUDA is not available: {absence}" if absence else "")
-        self.cuda_status.setVisible(bool(absence))
+        self._say_missing(self.cuda_status, "CUDA", absence)
 
     def _on_hip_checked(self, absence: str | None) -> None:
         """Say why no HIP device is listed (no ROCm here), under the CUDA status."""
         self.hip_missing = absence
-        self.hip_status.setText(f"HIP is not available: {absence}" if absence else "")
-        self.hip_status.setVisible(bool(absence))
+        self._say_missing(self.hip_status, "HIP", absence)
+
+    @staticmethod
+    def _say_missing(label: QLabel, what: str, absence: str | None) -> None:
+        """The reason's first clause (what is missing); the whole sentence, with what to do instead, is the
+        tooltip and what the mismatch bar says when a build for that device is opened."""
+        label.setText(f"{what} is not available: {absence.split(';')[0]}." if absence else "")
+        label.setToolTip(f"{what} is not available: {absence}" if absence else "")
+        label.setVisible(bool(absence))
 
     def _on_choice(self, _index: int) -> None:
         uri = self.device_uri
@@ -177,3 +185,14 @@ class DevicePanel(QWidget):
             item = QTableWidgetItem(text)
             item.setToolTip(text)
             self.table.setItem(r, 1, item)
+        self._fit_property_column()
+
+    def _fit_property_column(self) -> None:
+        self.table.resizeColumnToContents(0)
+        half = max(self.table.viewport().width() // 2, 60)
+        if self.table.columnWidth(0) > half:
+            self.table.setColumnWidth(0, half)
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        super().resizeEvent(event)
+        self._fit_property_column()

@@ -333,6 +333,17 @@ def executable_children(m: Any, x: Any) -> list[TreeNode]:
         nodes += [
             _leaf(f"shader module {i}", f"{mod.byte_size:,} bytes of SPIR-V") for i, mod in enumerate(exe.shader_modules)
         ]
+    elif x.format.startswith("cuda"):
+        from engine.runtime.vmfb.cda1 import read_cda1
+
+        nodes += [_leaf(f"PTX module {i}", f"{len(mod.ptx):,} characters") for i, mod in enumerate(read_cda1(x.data).modules)]
+    elif x.format.startswith("rocm"):
+        from engine.runtime.vmfb.hip1 import read_hip1
+
+        nodes += [
+            _leaf(f"code object {i}", f"{len(mod.hsaco):,} bytes, {mod.architecture or 'not an AMDGPU ELF'}")
+            for i, mod in enumerate(read_hip1(x.data).modules)
+        ]
     return nodes
 
 

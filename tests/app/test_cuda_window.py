@@ -44,13 +44,18 @@ def test_module_view_shows_cuda_kernels_and_their_ptx(cuda_build):
     x, y, z = cuda.exports[0].block_dims
     assert f"block {x}x{y}x{z}" in text
     assert "bindings (read-only, read-write)" in text
+    from app.views.module_tree import executable_children
+
+    children = {n.label: n.value for n in executable_children(module, exe)}
+    assert children["PTX module 0"] == f"{len(cuda.modules[0].ptx):,} characters"
 
 
 def test_opening_a_cuda_build_says_there_is_no_driver(qtbot, main_window, cuda_build):
     window = main_window
     devices = window.panels["device"]
     qtbot.waitUntil(lambda: devices.listed and devices.cuda_missing is not None, timeout=TIMEOUT)
-    assert devices.cuda_status.text() == f"CUDA is not available: {NO_DRIVER}"
+    assert devices.cuda_status.text() == "CUDA is not available: no CUDA driver (libcuda.so.1) on this machine."
+    assert devices.cuda_status.toolTip() == f"CUDA is not available: {NO_DRIVER}"  # and what to do instead
     assert all(not str(devices.combo.itemData(i)).startswith("cuda") for i in range(devices.combo.count()))
     window.open_file(cuda_build)
     qtbot.waitUntil(lambda: window.workbench.state.mismatch is not None, timeout=TIMEOUT)
@@ -106,10 +111,15 @@ def test_a_hip_build_in_the_window_without_rocm(qtbot, main_window, tmp_path):
     assert engine_adapter.executable_entry_points(exe) == list(read_hip1(exe.data).export_names)
     text = engine_adapter.executable_text(module, exe)
     assert "code object [0]: " in text and "gfx942" in text and ".text" in text
+    from app.views.module_tree import executable_children
+
+    children = {n.label: n.value for n in executable_children(module, exe)}
+    assert children["code object 0"].endswith("bytes, gfx942")
     window = main_window
     devices = window.panels["device"]
     qtbot.waitUntil(lambda: devices.listed and devices.hip_missing is not None, timeout=TIMEOUT)
-    assert devices.hip_status.text() == f"HIP is not available: {NO_RUNTIME}"
+    assert devices.hip_status.text() == "HIP is not available: no HIP runtime (libamdhip64.so, ROCm) on this machine."
+    assert devices.hip_status.toolTip() == f"HIP is not available: {NO_RUNTIME}"
     window.open_file(hip_build)
     qtbot.waitUntil(lambda: window.workbench.state.mismatch is not None, timeout=TIMEOUT)
     assert window.workbench.state.mismatch.needs == "hip"
