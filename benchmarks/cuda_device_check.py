@@ -4,7 +4,7 @@ driver), against each other, against IREE's llvm-cpu build and against PyTorch; 
 llvm-cpu vs CUDA. The checks of issue 34, to run on a GPU machine:
 
     python benchmarks/cuda_device_check.py DIR [--models small_cnn,squeezenet1_1] [--repeat 3] [--diverge]
-        [--edit] [--zones] [--timetravel N] [--build-from MODELS] [--json OUT.jsonl]
+        [--edit] [--zones] [--traced] [--timetravel N] [--build-from MODELS] [--stage-only] [--json OUT.jsonl]
 
 DIR as ``vulkan_device_check.py`` takes it (``MODEL.cuda.vmfb``, ``MODEL.cpu.vmfb``, ``MODEL_x.npy``,
 ``MODEL_torch_y.npy``; ``--build-from`` compiles a missing build with ``--iree-hal-target-device=cuda
@@ -15,7 +15,24 @@ llvm-cpu build and PyTorch (within rounding), the best-call ratio debug / refere
 most 1.5), and with ``--diverge`` the lockstep run llvm-cpu vs CUDA (first divergence must be null). ``--edit``
 runs the module with its own linked PTX substituted (``--substitute=EXECUTABLE=FILE.ptx``, both engines: the
 result must not change); ``--zones`` profiles a debug run (every dispatch a zone timed by CUDA events, none a
-"batch share"); ``--timetravel N`` steps to dispatch N and back in a time-travel session on the GPU.
+"batch share"); ``--traced`` stops at every dispatch of ``MODEL.cuda_traced.vmfb`` (a capture) and compares its
+tensors with those IREE's runtime reports at the same build's trace points on the GPU (must be bit-identical);
+``--timetravel N`` steps to dispatch N and back in a time-travel session on the GPU.
+
+A GPU machine has no iree-compile: stage the builds here (``--stage-only --build-from ../shared/models``:
+compiles ``cuda``, ``cuda_traced`` and ``cpu`` builds and copies the inputs; no device needed), download IREE's
+runtime wheel for the machine's Python (3.12 on this workplace's GPU machines)::
+
+    echo /.gpu/ >> .git/info/exclude
+    .venv/bin/python benchmarks/cuda_device_check.py .gpu/models --stage-only --build-from ../shared/models
+    python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+        --platform manylinux_2_28_x86_64 -d .gpu/whl iree-base-runtime==3.13.0 pyelftools==0.32
+
+then run, carrying ``.gpu``, in one call::
+
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .gpu/whl/*.whl &&
+    export PYTHONPATH=/tmp/site; set -o pipefail; PYTHONUNBUFFERED=1 python3 benchmarks/cuda_device_check.py
+    .gpu/models --diverge --edit --zones --traced --timetravel 3 --json $OUT/cuda.jsonl 2>&1 | tee $OUT/log
 
 Without a CUDA driver it says so in one line and exits 2 (nothing was checked). NOT YET RUN ON A GPU: no
 figures are recorded here.
@@ -37,6 +54,9 @@ import vulkan_device_check as shared  # noqa: E402 - the same staging, runs, com
 DEFAULT_MODELS = ("small_cnn", "attention_block", "squeezenet1_1", "efficientvit_m0")
 VARIANT = "cuda"
 MAX_CALL_RATIO = 1.5  # the debug engine's best call against IREE's runtime's (issue 34)
+# Models staged with a traced build too (--traced): small ones, so that the carried folder stays within a
+# device call's 64 MiB with IREE's runtime wheel beside it.
+TRACED_MODELS = ("small_cnn", "attention_block")
 
 
 def describe_cuda_devices(report: shared.Report) -> str | None:
@@ -118,6 +138,42 @@ def check_ptx_edit(model: str, variant: str, folder: Path, device: str, report: 
                     report.fail(f"edit {model}.{variant} {engine}: the unmodified PTX changed the result")
 
 
+def check_traced(model: str, variant: str, folder: Path, device: str, report: shared.Report) -> None:
+    """Every dispatch of the traced build stopped at by the debug engine on CUDA (a capture) against the
+    tensors IREE's runtime reports at the same build's trace points on the same GPU: bit-identical."""
+    import tempfile
+
+    import numpy as np
+
+    from engine.dispatch.bundle import Bundle
+    from engine.dispatch.capture import capture_debug, capture_reference
+
+    vmfb = folder / f"{model}.cuda_traced.vmfb"
+    if not vmfb.exists():
+        report.figure("skip", f"traced {model}: no {vmfb.name} (stage it with --stage-only --build-from)")
+        return
+    function, inputs = shared.function_of(vmfb), [f"@{folder / f'{model}_x.npy'}"]
+    with tempfile.TemporaryDirectory(prefix="lens-cuda-traced-") as tmp:
+        capture_debug(vmfb, function, inputs, Path(tmp) / "debug", device="cuda")
+        capture_reference(vmfb, function, inputs, Path(tmp) / "iree", device="cuda")
+        ours, theirs = Bundle(Path(tmp) / "debug"), Bundle(Path(tmp) / "iree")
+        differ = []
+        for a, b in zip(ours.dispatches, theirs.dispatches):
+            for which in ("inputs", "outputs"):
+                got, want = ours.dispatch_tensors(a, which), theirs.dispatch_tensors(b, which)
+                if [np.asarray(t).tobytes() for t in got] != [np.asarray(t).tobytes() for t in want]:
+                    differ.append(f"{a.ordinal} {a.name} {which}")
+        counts = (len(ours.dispatches), len(theirs.dispatches))
+    report.figure(
+        "traced",
+        f"{model}.cuda_traced on {device}: {counts[0]} dispatches stopped at, IREE traced {counts[1]}; "
+        f"{len(differ)} differ" + (f", first {differ[0]}" if differ else " (every tensor bit-identical)"),
+        model=model, dispatches=counts[0], iree_dispatches=counts[1], differing=differ[:20],
+    )  # fmt: skip
+    if differ or counts[0] != counts[1] or not counts[0]:
+        report.fail(f"traced {model}: the stops' tensors are not IREE's ({len(differ)} differ, counts {counts})")
+
+
 def check_zones(model: str, variant: str, folder: Path, device: str, report: shared.Report) -> None:
     """``iree-lens profile --engine=debug --device=cuda``: one zone per dispatch, timed by CUDA events."""
     import json
@@ -155,12 +211,20 @@ def main() -> int:
     p.add_argument("--edit", action="store_true", help="run each model with its own PTX substituted (both engines)")
     p.add_argument("--zones", action="store_true", help="profile a debug run: zones timed by CUDA events")
     p.add_argument("--timetravel", type=int, default=0, metavar="N", help="step to dispatch N and back (0: skip)")
+    p.add_argument("--traced", action="store_true", help="every dispatch's tensors against IREE's trace points")
+    p.add_argument("--stage-only", action="store_true", help="only build the models into DIR (no GPU needed)")
     p.add_argument("--build-from", type=Path, default=None, help="compile missing .vmfb from MODELS/MODEL.mlir[.xz]")
     p.add_argument("--json", type=Path, default=None, help="append one JSON object a figure (needed for the ratio)")
     a = p.parse_args()
     json_path = a.json or a.dir / "cuda_device_check.jsonl"
     report = shared.Report(json_path)
     a.dir.mkdir(parents=True, exist_ok=True)
+    if a.stage_only:
+        for model in [m for m in a.models.split(",") if m]:
+            traced = [f"{VARIANT}_traced"] if model in TRACED_MODELS else []
+            shared.stage_model(model, a.dir, a.build_from, [VARIANT, *traced, "cpu"], report)
+            (a.dir / f"{model}.mlir").unlink(missing_ok=True)  # an unpacked .mlir.xz: not needed there
+        return 0
     device = describe_cuda_devices(report)
     if device is None:
         print("nothing checked: no CUDA device here")
@@ -173,6 +237,7 @@ def main() -> int:
         steps = [(shared.check_runs, (a.repeat,))] + ([(shared.check_diverge, ())] if a.diverge else [])
         steps += [(check_ptx_edit, ())] if a.edit else []
         steps += [(check_zones, ())] if a.zones else []
+        steps += [(check_traced, ())] if a.traced else []
         steps += [(shared.check_timetravel, (a.timetravel,))] if a.timetravel else []
         for step, extra in steps:
             try:

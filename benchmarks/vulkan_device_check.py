@@ -82,6 +82,8 @@ VARIANT_FLAGS = {
     ),
     # IREE's CUDA target (benchmarks/cuda_device_check.py): sm_90 fails in iree-compile 3.13, sm_80 runs on Hopper.
     "cuda": ("--iree-hal-target-device=cuda", "--iree-cuda-target=sm_80"),
+    # The same with IREE's trace points around each dispatch (its runtime then reports every dispatch's tensors).
+    "cuda_traced": ("--iree-hal-target-device=cuda", "--iree-cuda-target=sm_80", "--iree-flow-trace-dispatch-tensors"),
     "cpu": (
         "--iree-hal-target-device=local",
         "--iree-hal-local-target-device-backends=llvm-cpu",
@@ -176,7 +178,7 @@ def stage_model(model: str, folder: Path, build_from: Path | None, variants: lis
         subprocess.run(
             [find_tool("iree-compile"), str(source), *VARIANT_FLAGS[variant],
              f"--iree-hal-dump-executable-sources-to={folder / f'{model}.{variant}.sources'}", "-o", str(vmfb)],
-            check=True,
+            check=True, stdout=subprocess.DEVNULL,  # a traced build's constant evaluation prints its tensors
         )  # fmt: skip
         report.figure("build", f"{vmfb.name}: compiled in {time.perf_counter() - start:.1f} s")
     return True
