@@ -222,9 +222,16 @@ class ExecutableEditor(QWidget):
 
     def follow_dispatch(self, info) -> None:
         """The run paused at a dispatch: open its executable's text."""
-        index = self.document_for_dispatch(getattr(info, "export", "") or "")
+        export = getattr(info, "export", "") or ""
+        index = self.document_for_dispatch(export)
         if index is not None and index != self._current:
             self.open_document(index)
+        if index is not None and self.documents[index].kind == "ptx":
+            # A linked PTX module holds every kernel: show the stopped dispatch's own.
+            text = self.text.toPlainText()
+            at = text.find(f".entry {export}(")
+            if at >= 0:
+                self.go_to_line(text.count("\n", 0, at) + 1)
 
     def select(self, name: str, kind: str | None = None) -> None:
         for i, doc in enumerate(self.documents):

@@ -79,6 +79,10 @@ def test_the_editor_offers_a_cuda_builds_ptx_and_checks_an_edit(qtbot, cuda_buil
     [exe] = open_vmfb(cuda_build).executables
     kernel = read_cda1(exe.data).export_names[0]
     assert editor.document_for_dispatch(kernel) == 0  # a stop at the kernel's dispatch opens its PTX
+    from types import SimpleNamespace
+
+    editor.follow_dispatch(SimpleNamespace(export=kernel))  # ...at the kernel's .entry line
+    assert editor.text.textCursor().block().text().startswith(f".visible .entry {kernel}(")
     editor.open_document(0)
     assert "mul.rn.f32" in editor.text.toPlainText()
     editor.text.setPlainText(editor.text.toPlainText().replace("mul.rn.f32", "add.rn.f32"))
