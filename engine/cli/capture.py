@@ -109,7 +109,13 @@ def report_bundle(result: CaptureResult | ReplayCaptureResult, what: str, dot: s
 
         with open(dot, "w") as f:
             f.write(dependency_graph(Bundle(result.directory).dispatches).to_dot())
+    before = getattr(result, "initializer_dispatches", 0)
     print(
-        f"captured {result.dispatches} dispatches of {what} into {result.directory} "
+        f"captured {_dispatches(result.dispatches)} of {what} into {result.directory} "
         f"({result.bytes_written} bytes of tensors)"
+        + (f"; the module's initializer ran {_dispatches(before)} before the call, not captured" if before else "")
     )
+
+
+def _dispatches(n: int) -> str:
+    return f"{n} dispatch" if n == 1 else f"{n} dispatches"

@@ -38,6 +38,7 @@ class CaptureResult:
     dispatches: int
     results: list[Value]
     bytes_written: int
+    initializer_dispatches: int = 0  # what the module's initializer ran before the call (not captured)
 
 
 def _write_program_values(writer: BundleWriter, kind: str, values: list[Value]) -> None:
@@ -99,9 +100,12 @@ def capture_debug(
     hal_device = create_device(device)
     snapshots = recorder.attach(hal_device)
     try:
+        recorder.in_initializer()
         runner = DebugRunner(module, device, hal_module=HalModule(hal_device, trace_sink=recorder.trace))
         args = parse_inputs(input_specs, split_cconv(runner.cconv(function))[0])
         _write_program_values(writer, "inputs", args)
+        recorder.start_call(hal_device.dispatch_count)
+        writer.manifest["initializer_dispatches"] = recorder.initializer_dispatches
         try:
             results = runner.invoke(function, args)
         except LensError as e:
@@ -112,7 +116,9 @@ def capture_debug(
         snapshots.unsubscribe(recorder)
     _write_program_values(writer, "outputs", results)
     writer.finish()
-    return CaptureResult(writer.directory, writer.dispatch_count, results, writer.bytes_written)
+    return CaptureResult(
+        writer.directory, writer.dispatch_count, results, writer.bytes_written, recorder.initializer_dispatches
+    )
 
 
 NO_TRACE_POINTS = (
@@ -134,11 +140,16 @@ def capture_reference(
     if not module_has_trace_points(module):
         raise CaptureError(NO_TRACE_POINTS.format(module=module))
     writer = BundleWriter(out, module=str(module), function=function, engine="reference", device=device)
-    state: dict = {"pending": None, "errors": []}
+    # The initializer's trace points (while the runner loads) are counted, not written: the bundle's
+    # dispatches are the call's, numbered from its first as the debugger numbers them.
+    state: dict = {"pending": None, "errors": [], "calling": False, "initializer": 0}
     runner_box: list[ReferenceRunner] = []
 
     def sink(key: str, buffer_views: list) -> None:
         try:
+            if not state["calling"]:
+                state["initializer"] += key.endswith(" outputs")
+                return
             runner = runner_box[0]
             executable, export, kind = parse_trace_key(key)
             arrays, types = [], []
@@ -180,6 +191,8 @@ def capture_reference(
     runner_box.append(runner)
     args = parse_inputs(input_specs, split_cconv(runner.cconv(function))[0])
     _write_program_values(writer, "inputs", args)
+    state["calling"] = True
+    writer.manifest["initializer_dispatches"] = state["initializer"]
     try:
         results = runner.invoke(function, args)  # IREE calls the sink on this thread
     except LensError as e:
@@ -193,7 +206,7 @@ def capture_reference(
         raise CaptureError(NO_TRACE_POINTS.format(module=module) + f" (none reached by {function})")
     _write_program_values(writer, "outputs", results)
     writer.finish()
-    return CaptureResult(writer.directory, writer.dispatch_count, results, writer.bytes_written)
+    return CaptureResult(writer.directory, writer.dispatch_count, results, writer.bytes_written, state["initializer"])
 
 
 def _failed_run(writer: BundleWriter, error: LensError) -> CaptureError:

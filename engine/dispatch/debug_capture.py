@@ -48,10 +48,11 @@ def parse_trace_key(key: str) -> tuple[str, str, str]:
     return executable, export, kind
 
 
-def entry_for(record: DispatchRecord) -> DispatchEntry:
-    """A bundle entry for the dispatch ``record`` describes, before its bindings and tensors are added."""
+def entry_for(record: DispatchRecord, first_sequence: int = 0) -> DispatchEntry:
+    """A bundle entry for the dispatch ``record`` describes, before its bindings and tensors are added. Its
+    ordinal counts from ``first_sequence``: the call's first dispatch, as ``break dispatch N`` counts."""
     return DispatchEntry(
-        ordinal=record.sequence,
+        ordinal=record.sequence - first_sequence,
         name=record.export_name,
         executable=executable_of(record.export_name),
         workgroups=list(record.workgroup_count),
@@ -97,6 +98,21 @@ class DispatchRecorder(SnapshotSubscriber):
         self._buffer_ids: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._next_buffer_id = 0
         self.traced = 0
+        # Dispatches are written from the call on and numbered from its first (``start_call``), as the debugger
+        # numbers them; what the module's initializer ran before (``in_initializer``) is only counted.
+        self.recording = True
+        self.first_sequence = 0
+        self.initializer_dispatches = 0
+
+    def in_initializer(self) -> None:
+        """The module's initializer is about to run: its dispatches are followed (what they define) but not
+        written."""
+        self.recording = False
+
+    def start_call(self, first_sequence: int) -> None:
+        """The call starts: its dispatches are written, numbered from the device's dispatch ``first_sequence``."""
+        self.recording = True
+        self.first_sequence = first_sequence
 
     def attach(self, device) -> DispatchSnapshots:
         """Subscribe to ``device``'s snapshot observer, typing with this recorder's sources."""
@@ -119,6 +135,8 @@ class DispatchRecorder(SnapshotSubscriber):
             array, tt = view_bytes(t.array, tt)
             tensors.append(np.array(array, copy=True))
             types.append(tt)
+        if not self.recording:
+            return  # an initializer's trace point
         point = TracePoint(key, export, kind, tuple(tensors), tuple(types))
         self.traced += 1
         if kind == "inputs":
@@ -147,6 +165,15 @@ class DispatchRecorder(SnapshotSubscriber):
 
     def after(self, snapshot: DispatchSnapshot) -> None:
         record = snapshot.record
+        if not self.recording:
+            # An initializer's dispatch: not written, but what it defines is followed (a call's in-place
+            # tensor may be a global the initializer filled).
+            self.initializer_dispatches += 1
+            tensors = snapshot.tensors()
+            self._in_place.undefined(
+                snapshot, [t for t in tensors if t.role == Role.INPUT], [t for t in tensors if t.role == Role.OUTPUT]
+            )
+            return
         # Outputs outlive the dispatch (the next one may change the memory): they are views of the copies
         # after it, made once for every subscriber.
         snapshot.keep_written()
@@ -155,7 +182,7 @@ class DispatchRecorder(SnapshotSubscriber):
             if t.role == Role.OUTPUT and t.binding not in snapshot.after_copied:
                 snapshot.after_copy(t.binding)  # the sources say written, though the bytes did not change
                 tensors = snapshot.tensors()
-        entry = entry_for(record)
+        entry = entry_for(record, self.first_sequence)
         # Each binding's access: the source's, else what the dispatch was seen to change.
         access = list(snapshot.observed_access())
         for t in tensors:

@@ -188,8 +188,9 @@ def dispatch_locations(module_path: str | Path) -> dict[str, str]:
 
 
 class _Snapshot(SnapshotSubscriber):
-    """Keeps every binding of dispatch ``ordinal`` before and after it runs (or overwrites them first); the
-    copies are the device's snapshot observer's."""
+    """Keeps every binding of dispatch ``ordinal`` of the call (counted from its first dispatch, as the finder
+    and ``break dispatch N`` count) before and after it runs (or overwrites them first); the copies are the
+    device's snapshot observer's. ``first_sequence`` is set when the call starts (None: the initializer)."""
 
     def __init__(self, ordinal: int, replace_before: list[np.ndarray] | None = None):
         self.ordinal = ordinal
@@ -197,12 +198,16 @@ class _Snapshot(SnapshotSubscriber):
         self.bytes_before: list[np.ndarray] = []
         self.bytes_after: list[np.ndarray] = []
         self.record: DispatchRecord | None = None
+        self.first_sequence: int | None = None
+
+    def _is_it(self, sequence: int) -> bool:
+        return self.first_sequence is not None and sequence - self.first_sequence == self.ordinal
 
     def wants_before(self, record: DispatchRecord) -> bool:
-        return record.sequence == self.ordinal
+        return self._is_it(record.sequence)
 
     def before_copy(self, record: DispatchRecord) -> None:
-        if record.sequence != self.ordinal or self.replace_before is None:
+        if not self._is_it(record.sequence) or self.replace_before is None:
             return
         if len(self.replace_before) != len(record.bindings):
             raise DivergenceError(
@@ -215,13 +220,13 @@ class _Snapshot(SnapshotSubscriber):
             b.buffer.write_view(b.offset, b.length)[...] = data.reshape(-1).view(np.uint8)
 
     def after(self, snapshot: DispatchSnapshot) -> None:
-        if snapshot.sequence == self.ordinal:
+        if self._is_it(snapshot.sequence):
             self.record = snapshot.record
             self.bytes_before = list(snapshot.before)
             self.bytes_after = [snapshot.after_copy(k) for k in range(len(snapshot.record.bindings))]
 
 
-def _run_with(observer: SnapshotSubscriber, module: str, function: str, inputs: list[str], device: str) -> None:
+def _run_with(observer: _Snapshot, module: str, function: str, inputs: list[str], device: str) -> None:
     from engine.runtime.debug_runner import DebugRunner
     from engine.runtime.function_io import parse_inputs, split_cconv
     from engine.runtime.hal.devices import create_device
@@ -231,6 +236,7 @@ def _run_with(observer: SnapshotSubscriber, module: str, function: str, inputs: 
     DispatchSnapshots.for_device(hal_device).subscribe(observer)
     runner = DebugRunner(module, device, hal_module=HalModule(hal_device))
     args = parse_inputs(inputs, split_cconv(runner.cconv(function))[0])
+    observer.first_sequence = hal_device.dispatch_count  # the call's dispatches count from here
     runner.invoke(function, args)
 
 

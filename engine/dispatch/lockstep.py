@@ -208,11 +208,21 @@ class _SideObserver(DispatchRecorder):
         """Called after each dispatch with this side's view of it."""
 
     def before_copy(self, record: DispatchRecord) -> None:
+        if not self.recording:
+            return  # an initializer's dispatch: not compared, nothing to prepare
         self._defined_before = [self.defined.ranges(b.buffer, b.offset, b.length) for b in record.bindings]
         self.prepare(record)
 
     def after(self, snapshot: DispatchSnapshot) -> None:
         record = snapshot.record
+        if not self.recording:
+            # The module's initializer: not compared (the runs are compared from the call on, numbered as the
+            # debugger numbers them), but what it wrote is defined for the call's dispatches that read it.
+            super().after(snapshot)
+            for b, access in zip(record.bindings, snapshot.observed_access()):
+                if access != "read":
+                    self.defined.mark(b.buffer, b.offset, b.length)
+            return
         before = list(snapshot.before)  # the device's snapshot observer's copies, shared
         super().after(snapshot)
         entry, ins, outs = self.sink.take()
@@ -441,13 +451,15 @@ class _Consumer(_SideObserver):
             return
         step = self._counterpart(record.export_name)
         if step is None and self.a_ended and not self._ahead:
-            self.notes.append(f"run A ended before dispatch {record.sequence} ({record.export_name}) of run B")
+            ordinal = record.sequence - self.first_sequence
+            self.notes.append(f"run A ended before dispatch {ordinal} ({record.export_name}) of run B")
             self.stopped = True
             return
         if step is None:
             self._unmatched += 1
             self.notes.append(
-                f"B's dispatch {record.sequence} {record.export_name} has no counterpart in A here; not compared"
+                f"B's dispatch {record.sequence - self.first_sequence} {record.export_name} has no counterpart in A "
+                "here; not compared"
             )
             if self._unmatched >= MAX_UNMATCHED:
                 self.notes.append("the runs went too far apart; compared up to there")
@@ -459,7 +471,7 @@ class _Consumer(_SideObserver):
         self._fed = self.feed and lengths == step.lengths
         if self.feed and not self._fed:
             self.notes.append(
-                f"dispatch {record.sequence} ({record.export_name}) binds other ranges in B "
+                f"dispatch {record.sequence - self.first_sequence} ({record.export_name}) binds other ranges in B "
                 f"({lengths} bytes vs {step.lengths}): compared on its own inputs"
             )
         if self._fed:
@@ -732,8 +744,10 @@ def run_lockstep(
         follow_locations(hal_device, locations["a" if observer is producer else "b"])
         snapshots = observer.attach(hal_device)  # the device's one snapshot observer copies the bindings
         try:
+            observer.in_initializer()
             runner = DebugRunner(module, device_uri, hal_module=HalModule(hal_device))
             args = parse_inputs(inputs, split_cconv(runner.cconv(function))[0])
+            observer.start_call(hal_device.dispatch_count)
             return runner.invoke(function, args)
         finally:
             snapshots.unsubscribe(observer)
@@ -767,6 +781,13 @@ def run_lockstep(
         e = consumer.error_a
         raise LockstepError(f"run A ({module_a} on {device_a}) failed: {e}") from e
     notes = list(consumer.notes)
+    if producer.initializer_dispatches or consumer.initializer_dispatches:
+        notes.append(
+            f"the modules' initializers ran {producer.initializer_dispatches} dispatches in A and "
+            f"{consumer.initializer_dispatches} in B before the call: not compared (dispatches are numbered from "
+            "the call, as break dispatch N counts; a difference they made shows in the inputs of the call's "
+            "dispatches that read it)"
+        )
     if producer.count != consumer.count:
         notes.append(f"dispatch counts differ: {producer.count} in A, {consumer.count} in B")
     outputs = _compare_results(results_a, results_b, tolerance, notes)
