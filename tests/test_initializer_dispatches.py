@@ -81,3 +81,16 @@ def test_the_divergence_finder_and_its_reproducer_count_from_the_call(builds, tm
     replayed = lens_in_process("diverge", "--replay", tmp_path / "repro")
     assert replayed.returncode in (0, 1), replayed.stderr
     assert "dispatch 0" in replayed.stdout + replayed.stderr
+
+
+def test_split_makes_tests_of_the_calls_dispatches(tmp_path):
+    """The split instruments the host functions' dispatches only: the initializer's make no test, and the
+    call's first is ordinal 0."""
+    program = tmp_path / "a.mlir"
+    program.write_text(PROGRAM)
+    made = lens_in_process("split", program, "--function=main", f"--input={INPUT}", f"--out={tmp_path / 'tests'}",
+                           "--json")  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    result = json.loads(made.stdout.strip().splitlines()[-1])
+    [test] = result["tests"]
+    assert test["dispatch"].startswith("main_dispatch_0") and test["ordinal"] == 0 and result["dispatches"] == 1
