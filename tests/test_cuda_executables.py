@@ -245,3 +245,25 @@ def test_captured_cuda_dispatch_tensors_equal_iree_traced_tensors(tmp_path):
         for d, arrays in zip(bundle.dispatches, theirs):
             ours = bundle.dispatch_tensors(d, which)
             assert [np.asarray(t).tobytes() for t in ours] == [a.tobytes() for a in arrays], (d.name, which)
+
+
+def test_a_cuda_device_gets_code_for_its_own_architecture(tmp_path):
+    """sm_80 code does not load on an older GPU: a device IREE 3.13 can build for gets its own compute
+    capability; 8.0 and GPUs newer than IREE 3.13 knows (Hopper, Blackwell) get sm_80, whose PTX the driver
+    compiles for them."""
+    from engine.compiler.targets import find_target
+    from engine.runtime.hal.cuda.driver import CudaDeviceInfo
+    from engine.runtime.hal.devices import cuda_compile_target
+
+    def target_of(major: int, minor: int) -> str:
+        return cuda_compile_target(CudaDeviceInfo(0, "gpu", (major, minor), 1 << 30, 1))
+
+    assert [target_of(*cc) for cc in ((7, 0), (7, 5), (8, 0), (8, 6), (8, 9), (9, 0), (10, 0))] == [
+        "cuda:sm_70", "cuda:sm_75", "cuda", "cuda:sm_86", "cuda:sm_89", "cuda", "cuda",
+    ]  # fmt: skip
+    assert find_target("cuda:sm_75").flags == ("--iree-hal-target-device=cuda", "--iree-cuda-target=sm_75")
+    source = tmp_path / "p.mlir"
+    source.write_text(PROGRAM)
+    built = compile_for(source, tmp_path / "t4.vmfb", "cuda:sm_75")
+    [exe] = open_vmfb(built).executables
+    assert ".target sm_75" in read_cda1(exe.data).modules[0].ptx

@@ -42,9 +42,24 @@ COMPILE_ONLY_TARGETS: dict[str, Target] = {
 }
 
 
+# A GPU target for one architecture: ``cuda:sm_75`` is ``cuda`` with ``--iree-cuda-target=sm_75`` (a device's own
+# compute capability), ``rocm:gfx1100`` is ``rocm`` with ``--iree-rocm-target=gfx1100``.
+ARCHITECTURE_FLAGS = {"cuda": "--iree-cuda-target", "rocm": "--iree-rocm-target"}
+# The CUDA architectures iree-compile 3.13 builds for (sm_90 and later fail with "missing GPU target"; their
+# GPUs run sm_80 code, whose PTX the driver compiles for them).
+IREE_CUDA_ARCHITECTURES = ("sm_60", "sm_61", "sm_62", "sm_70", "sm_72", "sm_75", "sm_80", "sm_86", "sm_87", "sm_89")
+
+
 def find_target(target: str) -> Target:
-    """The ``Target`` named ``target``, runnable (``TARGETS``) or compile-only (``COMPILE_ONLY_TARGETS``)."""
+    """The ``Target`` named ``target``, runnable (``TARGETS``) or compile-only (``COMPILE_ONLY_TARGETS``), or
+    ``cuda:ARCH`` / ``rocm:ARCH`` (``ARCHITECTURE_FLAGS``)."""
     found = TARGETS.get(target) or COMPILE_ONLY_TARGETS.get(target)
+    base, sep, arch = target.partition(":")
+    if found is None and sep and base in ARCHITECTURE_FLAGS and arch.replace("_", "").isalnum():
+        flag = ARCHITECTURE_FLAGS[base]
+        plain = COMPILE_ONLY_TARGETS[base]
+        flags = tuple(f for f in plain.flags if not f.startswith(flag + "=")) + (f"{flag}={arch}",)
+        return Target(target, flags, plain.device)
     if found is None:
         known = ", ".join([*TARGETS, *COMPILE_ONLY_TARGETS])
         raise ValueError(f"unknown target {target!r}; known targets: {known}")

@@ -576,8 +576,15 @@ def cuda_driver_present() -> bool:
 
 
 def compile_for(source: Path, out: Path, target: str, *flags: str) -> Path:
-    """``source`` compiled by iree-compile for ``target`` (IREE Lens's target names) to ``out``."""
+    """``source`` compiled by iree-compile for ``target`` (IREE Lens's target names) to ``out``; ``cuda`` on a
+    machine with a CUDA device is built for that device's architecture (sm_80 code does not load on an older
+    GPU)."""
     from engine.compiler.targets import target_flags
+
+    if target == "cuda" and cuda_driver_present():
+        from engine.runtime.hal.devices import compile_target_for
+
+        target = compile_target_for("cuda")
 
     proc = iree_compile([str(source), *target_flags(target), *flags, "-o", str(out)], timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -191,7 +191,7 @@ def cuda_choices() -> list[DeviceChoice]:
             f"cuda://{info.index} — {info.name}",
             "cuda",
             CUDA_FORMATS,
-            CUDA_TARGET,
+            cuda_compile_target(info),
             cuda_device_properties(info),
         )
         for info in infos
@@ -276,9 +276,28 @@ def device_kind(uri: str) -> str | None:
 
 def compile_target_for(uri: str) -> str:
     """The iree-compile target whose executables ``uri``'s device runs (``llvm-cpu``, ``vulkan-spirv``, ``cuda``,
-    ``rocm``)."""
+    ``rocm``); for a CUDA device the driver reports, its own architecture (``cuda_compile_target``)."""
     kind = device_kind(uri)
-    return {"vulkan": VULKAN_TARGET, "cuda": CUDA_TARGET, "hip": HIP_TARGET}.get(kind or "", CPU_TARGET)
+    if kind == "cuda":
+        from engine.runtime.hal.cuda.driver import list_cuda_devices
+
+        try:
+            index = cuda_index(split_device_uri(uri)[1])
+            return cuda_compile_target(list_cuda_devices()[index])
+        except (HalError, IndexError):
+            return CUDA_TARGET  # no driver, no such device: IREE Lens's default (sm_80)
+    return {"vulkan": VULKAN_TARGET, "hip": HIP_TARGET}.get(kind or "", CPU_TARGET)
+
+
+def cuda_compile_target(info) -> str:
+    """``cuda`` (sm_80) for a device of compute capability 8.0 or one newer than iree-compile 3.13 knows (the
+    driver compiles sm_80 PTX for it), else ``cuda:sm_XY``, the device's own: sm_80 code does not load on an
+    older GPU (a T4 is sm_75, a V100 sm_70)."""
+    from engine.compiler.targets import IREE_CUDA_ARCHITECTURES
+
+    if info.sm == "sm_80" or info.sm not in IREE_CUDA_ARCHITECTURES:
+        return CUDA_TARGET
+    return f"{CUDA_TARGET}:{info.sm}"
 
 
 def formats_kind(formats: set[str] | list[str] | tuple[str, ...]) -> str | None:
@@ -353,6 +372,7 @@ __all__ = [
     "hip_index",
     "cuda_absence",
     "cuda_choices",
+    "cuda_compile_target",
     "cuda_device_properties",
     "cuda_index",
     "VULKAN_FORMATS",
