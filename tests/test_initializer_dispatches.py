@@ -94,3 +94,16 @@ def test_split_makes_tests_of_the_calls_dispatches(tmp_path):
     result = json.loads(made.stdout.strip().splitlines()[-1])
     [test] = result["tests"]
     assert test["dispatch"].startswith("main_dispatch_0") and test["ordinal"] == 0 and result["dispatches"] == 1
+
+
+def test_profile_zones_number_each_calls_dispatches_from_its_first(builds, tmp_path):
+    """``iree-lens profile --engine=debug --repeat=2``: the module's load (its initializer's dispatch) and each
+    call number their dispatches from their first, as break dispatch N counts."""
+    out = tmp_path / "trace.json"
+    made = lens_in_process("profile", builds["a"], "--function=main", f"--input={INPUT}", "--engine=debug",
+                           "--repeat=2", f"--out={out}")  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    events = json.loads(out.read_text())["traceEvents"]
+    dispatches = [e for e in events if e.get("cat") == "dispatch" and e.get("ph") == "X"]
+    found = [(e["name"].split("_dispatch_")[0], e["args"]["ordinal"]) for e in sorted(dispatches, key=lambda e: e["ts"])]
+    assert found == [("_initializer_0", 0), ("main", 0), ("main", 0)]

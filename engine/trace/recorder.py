@@ -41,6 +41,8 @@ class ZoneRecorder(DispatchObserver):
         self.device_name = "device"
         self.aborted = 0
         self._device: Any = None  # the attached device, when it times each dispatch of a batch
+        self._hal_device: Any = None  # the attached device (its dispatch count starts each call's numbering)
+        self._call_first = 0  # the device's sequence of the current top-level call's first dispatch
 
     # -- wiring
 
@@ -50,6 +52,7 @@ class ZoneRecorder(DispatchObserver):
             device.observers.append(self)
         self.device_name = getattr(device, "name", "device")
         self._device = device if getattr(device, "times_batch_dispatches", False) else None
+        self._hal_device = device
 
     def detach(self, interpreter: Any, device: Any) -> None:
         if getattr(interpreter, "zone_hook", None) is self:
@@ -65,6 +68,9 @@ class ZoneRecorder(DispatchObserver):
         nid = self._fn_names.get(key)
         if nid is None:
             nid = self._fn_names[key] = self.names.intern(instance.function_name(ordinal))
+        if not self._stack and self._hal_device is not None:
+            # A top-level call: its dispatches are numbered from its first, as break dispatch N counts.
+            self._call_first = getattr(self._hal_device, "dispatch_count", 0)
         self._stack.append((self.clock(), nid, CAT_CALL))
 
     def ret(self) -> None:
@@ -153,10 +159,9 @@ class ZoneRecorder(DispatchObserver):
             self._close(at, end, 1, self.names.intern(r.export_name), CAT_DISPATCH, len(self.payloads) - 1)
             at = end
 
-    @staticmethod
-    def _args(record: DispatchRecord) -> dict:
+    def _args(self, record: DispatchRecord) -> dict:
         return {
-            "ordinal": record.sequence,
+            "ordinal": record.sequence - self._call_first,
             "executable": record.executable_id or record.executable,
             "executable_label": record.executable,
             "export_ordinal": record.export_ordinal,
