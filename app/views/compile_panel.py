@@ -38,7 +38,7 @@ from app.views.ir_viewer import IrViewer
 from app.views.phase_timeline import PhaseTimeline
 from engine.compiler import PHASES, TYPE_CONVERSIONS, Compilation, CompileRequest, Progress, TaskState
 from engine.compiler.request import selects_target
-from engine.compiler.targets import TARGETS
+from engine.compiler.targets import COMPILE_ONLY_TARGETS, TARGETS
 from engine.errors import CompileCancelled
 
 _SETTINGS_GROUP = "compile"
@@ -52,6 +52,8 @@ class CompileOptionsForm(QWidget):
         super().__init__(parent)
         self.target = QComboBox(self)
         self.target.addItems(list(TARGETS))
+        # Targets to compile for and read phase by phase (their modules run where such a device is: CUDA, HIP).
+        self.target.addItems(list(COMPILE_ONLY_TARGETS))
         self.target_cpu = QLineEdit(self)
         self.target_cpu.setPlaceholderText("host")
         self.conversions = {name: QCheckBox(name, self) for name in TYPE_CONVERSIONS}
@@ -116,7 +118,7 @@ class CompileOptionsForm(QWidget):
 
     def load(self, store: QSettings, prefix: str) -> None:
         target = str(store.value(f"{prefix}/target", "") or "")
-        if target in TARGETS:
+        if target in TARGETS or target in COMPILE_ONLY_TARGETS:
             self.target.setCurrentText(target)
         self.target_cpu.setText(str(store.value(f"{prefix}/target_cpu", "") or ""))
         chosen = set(str(store.value(f"{prefix}/conversions", "") or "").split(","))

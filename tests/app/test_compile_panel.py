@@ -129,3 +129,21 @@ def test_options_are_saved(qtbot, settings, tmp_path):
     req = b.options.request(sample_path("matmul"))
     assert "--iree-input-demote-f32-to-f16" in req.compiler_flags()
     assert "--iree-opt-level=O3" in req.compiler_flags()
+
+
+def test_a_gpu_target_compiles_phase_by_phase_without_the_gpu(qtbot, panel):
+    """CUDA and ROCm are offered: their phases and executables can be read where no such GPU is."""
+    from engine.runtime.vmfb.module import open_vmfb
+
+    offered = [panel.options.target.itemText(i) for i in range(panel.options.target.count())]
+    assert {"llvm-cpu", "vulkan-spirv", "cuda", "rocm"} <= set(offered)
+    panel.set_source(sample_path("matmul"))
+    panel.options.target.setCurrentText("cuda")
+    assert not panel.options.target_cpu.isEnabled()
+    with qtbot.waitSignal(panel.compilationFinished, timeout=60_000) as done:
+        panel.compile()
+    comp = done.args[0]
+    qtbot.waitUntil(lambda: not panel.is_busy())
+    assert comp.ok and comp.request.target == "cuda"
+    assert panel.phase_list.count() == len(PHASES)
+    assert {x.format for x in open_vmfb(comp.vmfb_path).executables} == {"cuda-nvptx-fb"}
