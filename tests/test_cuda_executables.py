@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import compile_for, cuda_driver_present, lens_in_process, tool_call_sites
+from support import GPU_PROGRAM, compile_for, cuda_driver_present, lens_in_process, tool_call_sites
 
 from engine.errors import CudaUnavailableError, ExecutableFormatError, HalError
 from engine.runtime.hal.cuda.abi import BindingAddress, kernel_params, kernel_payload, launch_shape
@@ -26,20 +26,7 @@ HAS_DRIVER = cuda_driver_present()
 NEEDS_NO_DRIVER = pytest.mark.skipif(HAS_DRIVER, reason="a CUDA driver is present: the no-driver sentence cannot show")
 NEEDS_GPU = pytest.mark.skipif(not HAS_DRIVER, reason=NO_DRIVER)
 
-# One dynamic-shape elementwise dispatch (push constants for the sizes) and one static matmul (a 2-D block).
-PROGRAM = """
-func.func @main(%a: tensor<?xf32>, %b: tensor<?xf32>) -> tensor<?xf32> {
-  %0 = arith.addf %a, %b : tensor<?xf32>
-  return %0 : tensor<?xf32>
-}
-func.func @mm(%a: tensor<16x32xf32>, %b: tensor<32x8xf32>) -> tensor<16x8xf32> {
-  %z = arith.constant 0.0 : f32
-  %e = tensor.empty() : tensor<16x8xf32>
-  %f = linalg.fill ins(%z : f32) outs(%e : tensor<16x8xf32>) -> tensor<16x8xf32>
-  %r = linalg.matmul ins(%a, %b : tensor<16x32xf32>, tensor<32x8xf32>) outs(%f : tensor<16x8xf32>) -> tensor<16x8xf32>
-  return %r : tensor<16x8xf32>
-}
-"""
+PROGRAM = GPU_PROGRAM
 
 
 @pytest.fixture(scope="module")

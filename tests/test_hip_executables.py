@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import compile_for, lens_in_process, tool_call_sites
+from support import GPU_PROGRAM, compile_for, lens_in_process, tool_call_sites
 
 from engine.errors import ExecutableFormatError, HipUnavailableError
 from engine.runtime.hal.devices import (
@@ -31,19 +31,7 @@ HAS_RUNTIME = hip_absence() is None
 NEEDS_NO_RUNTIME = pytest.mark.skipif(HAS_RUNTIME, reason="a HIP device is present: the no-runtime sentence cannot show")
 NEEDS_GPU = pytest.mark.skipif(not HAS_RUNTIME, reason=hip_absence() or "")
 
-PROGRAM = """
-func.func @main(%a: tensor<?xf32>, %b: tensor<?xf32>) -> tensor<?xf32> {
-  %0 = arith.addf %a, %b : tensor<?xf32>
-  return %0 : tensor<?xf32>
-}
-func.func @mm(%a: tensor<16x32xf32>, %b: tensor<32x8xf32>) -> tensor<16x8xf32> {
-  %z = arith.constant 0.0 : f32
-  %e = tensor.empty() : tensor<16x8xf32>
-  %f = linalg.fill ins(%z : f32) outs(%e : tensor<16x8xf32>) -> tensor<16x8xf32>
-  %r = linalg.matmul ins(%a, %b : tensor<16x32xf32>, tensor<32x8xf32>) outs(%f : tensor<16x8xf32>) -> tensor<16x8xf32>
-  return %r : tensor<16x8xf32>
-}
-"""
+PROGRAM = GPU_PROGRAM
 
 
 @pytest.fixture(scope="module")

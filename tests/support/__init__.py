@@ -575,6 +575,22 @@ def cuda_driver_present() -> bool:
     return True
 
 
+# One dynamic-shape elementwise dispatch (push constants for the sizes) and one static matmul (a 2-D block): what
+# the GPU builds' tests (CUDA, HIP) read both kinds of export from.
+GPU_PROGRAM = """
+func.func @main(%a: tensor<?xf32>, %b: tensor<?xf32>) -> tensor<?xf32> {
+  %0 = arith.addf %a, %b : tensor<?xf32>
+  return %0 : tensor<?xf32>
+}
+func.func @mm(%a: tensor<16x32xf32>, %b: tensor<32x8xf32>) -> tensor<16x8xf32> {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<16x8xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<16x8xf32>) -> tensor<16x8xf32>
+  %r = linalg.matmul ins(%a, %b : tensor<16x32xf32>, tensor<32x8xf32>) outs(%f : tensor<16x8xf32>) -> tensor<16x8xf32>
+  return %r : tensor<16x8xf32>
+}
+"""
+
 def compile_for(source: Path, out: Path, target: str, *flags: str) -> Path:
     """``source`` compiled by iree-compile for ``target`` (IREE Lens's target names) to ``out``; ``cuda`` on a
     machine with a CUDA device is built for that device's architecture (sm_80 code does not load on an older
