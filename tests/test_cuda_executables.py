@@ -12,7 +12,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import GPU_PROGRAM, compile_for, cuda_driver_present, lens_in_process, tool_call_sites
+from support import (
+    GPU_PROGRAM,
+    compile_for,
+    cuda_driver_present,
+    damage_at_random,
+    lens_in_process,
+    tool_call_sites,
+)
 
 from engine.errors import CudaUnavailableError, ExecutableFormatError, HalError
 from engine.runtime.hal.cuda.abi import BindingAddress, kernel_params, kernel_payload, launch_shape
@@ -85,15 +92,7 @@ def test_damaged_cda1_is_a_format_error(cuda_build):
     with pytest.raises(ExecutableFormatError):
         read_cda1(data[:200])  # the header promises more than is there
     # Random damage (seeded): a format error or a reading, never another exception.
-    rng = np.random.default_rng(34)
-    for _ in range(2000):
-        damaged = bytearray(data)
-        for at in rng.integers(0, len(damaged), rng.integers(1, 8)):
-            damaged[at] = rng.integers(0, 256)
-        try:
-            read_cda1(bytes(damaged))
-        except ExecutableFormatError:
-            pass
+    damage_at_random(data, read_cda1, ExecutableFormatError, 2000)
 
 
 def test_kernel_arguments_are_packed_as_iree_packs_them(cuda_build):

@@ -9,9 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import numpy as np
 import pytest
-from support import GPU_PROGRAM, compile_for, lens_in_process, tool_call_sites
+from support import GPU_PROGRAM, compile_for, damage_at_random, lens_in_process, tool_call_sites
 
 from engine.errors import ExecutableFormatError, HipUnavailableError
 from engine.runtime.hal.devices import (
@@ -80,15 +79,7 @@ def test_damaged_hip1_is_a_format_error(hip_build):
         read_hip1(b"CDA1" + data[4:])
     with pytest.raises(ExecutableFormatError):
         read_hip1(data[:200])
-    rng = np.random.default_rng(34)
-    for _ in range(1000):
-        damaged = bytearray(data)
-        for at in rng.integers(0, len(damaged), rng.integers(1, 8)):
-            damaged[at] = rng.integers(0, 256)
-        try:
-            read_hip1(bytes(damaged))
-        except ExecutableFormatError:
-            pass
+    damage_at_random(data, read_hip1, ExecutableFormatError, 1000)
 
 
 def test_a_hip_build_needs_a_hip_device(hip_build):

@@ -575,6 +575,20 @@ def cuda_driver_present() -> bool:
     return True
 
 
+def damage_at_random(data: bytes, read, error: type[Exception], times: int, seed: int = 34) -> None:
+    """``read`` of ``times`` copies of ``data``, each with 1 to 7 bytes set at random (seeded): a reading or
+    ``error``, never another exception (which fails the test)."""
+    rng = np.random.default_rng(seed)
+    for _ in range(times):
+        damaged = bytearray(data)
+        for at in rng.integers(0, len(damaged), rng.integers(1, 8)):
+            damaged[at] = rng.integers(0, 256)
+        try:
+            read(bytes(damaged))
+        except error:
+            pass
+
+
 # One dynamic-shape elementwise dispatch (push constants for the sizes) and one static matmul (a 2-D block): what
 # the GPU builds' tests (CUDA, HIP) read both kinds of export from.
 GPU_PROGRAM = """

@@ -17,7 +17,6 @@ is tested there. ``benchmarks/cuda_device_check.py`` is the check to run on a GP
 
 from __future__ import annotations
 
-import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,9 +25,8 @@ from typing import Any
 import numpy as np
 
 from engine.errors import ExecutableFormatError, HalError
-from engine.runtime.hal import commands as cmd
 from engine.runtime.hal.buffers import MirroredAllocation, owned_allocation
-from engine.runtime.hal.commands import BindingTableEntry, HalCommandBuffer, ResolvedRange
+from engine.runtime.hal.commands import BindingTableEntry, ResolvedRange
 from engine.runtime.hal.cuda.abi import BindingAddress, kernel_params, kernel_payload, launch_shape
 from engine.runtime.hal.cuda.context import CudaContext, CudaKernel
 from engine.runtime.hal.device import HalExecutable, MirroredMemoryDevice
@@ -224,36 +222,33 @@ class CudaHalDevice(MirroredMemoryDevice):
         for allocation in touched:
             allocation.device_newer = True  # the kernel may have written any binding
 
-    def run_batch(
-        self, command_buffer: HalCommandBuffer, start: int, end: int, table: list[BindingTableEntry]
-    ) -> None:
-        """The stretch's launches queued one after another on the stream, then one synchronisation, before the
-        observers hear of the batch (its end time is the GPU's, a launch's fault is the batch's). A profile
-        (an observer that ``wants_dispatch_times``) gets each launch's end from CUDA events."""
-        commands = command_buffer.commands[start:end]
-        records = self.batch_records(tuple(c for c in commands if type(c) is cmd.DispatchCommand), table)
-        timed = records is not None and any(getattr(o, "wants_dispatch_times", False) for o in self.observers)
-        started = time.perf_counter_ns()
-        timeline = self._timeline = LaunchTimeline(self.cuda) if timed else None
-        try:
-            for command in commands:
-                self.run_unwatched(command, table, records)
-            self.settle()
-        except Exception as e:
-            if timeline is not None:
-                timeline.discard()
-            self.batch_failed(records, e)
-            raise
-        finally:
-            self._timeline = None
-            self.batch_progress_ended()
-        finished = time.perf_counter_ns()
+    # A batch runs as ``Device.run_batch`` runs it, its launches queued on the stream: the hooks below time it
+    # (a profile: CUDA events around each launch) and wait for it before the observers hear of it.
+
+    def batch_records(self, dispatches: Any, table: list[BindingTableEntry]) -> Any:
+        records = super().batch_records(dispatches, table)
+        if records is not None and any(getattr(o, "wants_dispatch_times", False) for o in self.observers):
+            self._timeline = LaunchTimeline(self.cuda)
+        return records
+
+    def batch_queued(self) -> None:
+        """One synchronisation for the whole stretch (its faults are the batch's)."""
+        self.settle()
+
+    def batch_ran(self, records: Any, start_ns: int, end_ns: int) -> None:
+        timeline, self._timeline = self._timeline, None
         if timeline is not None:
             try:
-                self.batch_dispatch_ends.extend(timeline.ends(started, finished))
+                self.batch_dispatch_ends.extend(timeline.ends(start_ns, end_ns))
             except HalError:
                 pass  # untimed: the observers split the batch's host time among its dispatches
-        self.batch_ran(records, started, finished)
+        super().batch_ran(records, start_ns, end_ns)
+
+    def batch_failed(self, records: Any, error: Exception) -> None:
+        timeline, self._timeline = self._timeline, None
+        if timeline is not None:
+            timeline.discard()
+        super().batch_failed(records, error)
 
     def dispatch(
         self,

@@ -714,12 +714,17 @@ class Device:
         try:
             for command in commands:
                 self.run_unwatched(command, table, records)
+            self.batch_queued()
         except Exception as e:
             self.batch_failed(records, e)
             raise
         finally:
             self.batch_progress_ended()
         self.batch_ran(records, started, time.perf_counter_ns())
+
+    def batch_queued(self) -> None:
+        """Every command of the batch ``run_batch`` runs is queued: a device that runs them asynchronously (CUDA,
+        HIP) waits for them here, so that observers hear of the batch, its end time and its faults, once it ran."""
 
     def batch_records(
         self, dispatches: Sequence[cmd.DispatchCommand], table: list[BindingTableEntry]
