@@ -99,20 +99,23 @@ class DispatchRecorder(SnapshotSubscriber):
         self._next_buffer_id = 0
         self.traced = 0
         # Dispatches are written from the call on and numbered from its first (``start_call``), as the debugger
-        # numbers them; what the module's initializer ran before (``in_initializer``) is only counted.
-        self.recording = True
-        self.first_sequence = 0
+        # numbers them; what the module's initializer ran before (``in_initializer``: None here) is only counted.
+        self.first_sequence: int | None = 0
         self.initializer_dispatches = 0
 
     def in_initializer(self) -> None:
         """The module's initializer is about to run: its dispatches are followed (what they define) but not
         written."""
-        self.recording = False
+        self.first_sequence = None
 
     def start_call(self, first_sequence: int) -> None:
         """The call starts: its dispatches are written, numbered from the device's dispatch ``first_sequence``."""
-        self.recording = True
         self.first_sequence = first_sequence
+
+    @property
+    def recording(self) -> bool:
+        """Whether dispatches are written (the call's), not only followed (the initializer's)."""
+        return self.first_sequence is not None
 
     def attach(self, device) -> DispatchSnapshots:
         """Subscribe to ``device``'s snapshot observer, typing with this recorder's sources."""
@@ -182,7 +185,7 @@ class DispatchRecorder(SnapshotSubscriber):
             if t.role == Role.OUTPUT and t.binding not in snapshot.after_copied:
                 snapshot.after_copy(t.binding)  # the sources say written, though the bytes did not change
                 tensors = snapshot.tensors()
-        entry = entry_for(record, self.first_sequence)
+        entry = entry_for(record, self.first_sequence or 0)
         # Each binding's access: the source's, else what the dispatch was seen to change.
         access = list(snapshot.observed_access())
         for t in tensors:
