@@ -151,9 +151,42 @@ def test_without_a_driver_one_sentence_says_so(cuda_build):
     diverge = lens_in_process("diverge", cpu_build, cuda_build, "--function=mm",
                               "--input=16x32xf32=1", "--input=32x8xf32=1")  # fmt: skip
     assert diverge.returncode != 0 and NO_DRIVER in diverge.stderr
+    # debug and capture, with no --device, also take the build's device and say the same sentence.
+    commands = Path(cuda_build).with_name("commands.txt")
+    commands.write_text("break dispatch 0\ncontinue\n")
+    debug = lens_in_process("debug", cuda_build, "--function=mm", f"--commands={commands}",
+                            "--input=16x32xf32=1", "--input=32x8xf32=1")  # fmt: skip
+    assert debug.returncode != 0 and NO_DRIVER in debug.stderr
+    capture = lens_in_process("capture", cuda_build, "--function=mm", f"--out={commands.with_name('bundle')}",
+                              "--input=16x32xf32=1", "--input=32x8xf32=1")  # fmt: skip
+    assert capture.returncode != 0 and NO_DRIVER in capture.stderr
     devices = lens_in_process("devices")
     assert devices.returncode == 0
     assert f"CUDA:\n  not available: {NO_DRIVER}" in devices.stdout
+
+
+def test_a_device_that_runs_none_of_the_builds_executables_is_refused_by_name(cuda_build):
+    """A CUDA build given a CPU or Vulkan device: one sentence naming the formats and the device to give, from
+    every command that runs a module, instead of the initializer's trap with IREE's whole target attribute."""
+    commands = Path(cuda_build).with_name("commands.txt")
+    commands.write_text("continue\n")
+    inputs = ("--function=mm", "--input=16x32xf32=1", "--input=32x8xf32=1")
+    for device in ("local-sync", "local-task", "vulkan"):
+        runs = {
+            "run": lens_in_process("run", cuda_build, f"--device={device}", *inputs),
+            "debug": lens_in_process("debug", cuda_build, f"--device={device}", f"--commands={commands}", *inputs),
+            "capture": lens_in_process("capture", cuda_build, f"--device={device}", *inputs,
+                                       f"--out={commands.with_name('refused')}"),  # fmt: skip
+            "profile": lens_in_process("profile", cuda_build, f"--device={device}", "--engine=debug", *inputs,
+                                       f"--out={commands.with_name('refused.json')}"),  # fmt: skip
+        }
+        for command, result in runs.items():
+            assert result.returncode == 1, (command, result.stderr)
+            assert result.stderr.strip() == (
+                f"iree-lens {command}: program_cuda.vmfb holds cuda-nvptx-fb executables, which {device} does "
+                "not run: give --device=cuda (or leave --device out)"
+            ), command
+    assert not commands.with_name("refused").exists()
 
 
 @NEEDS_GPU

@@ -6,7 +6,13 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from engine.cli.program_arguments import add_program_arguments, is_replay, missing_function
+from engine.cli.program_arguments import (
+    add_device_argument,
+    add_program_arguments,
+    is_replay,
+    missing_function,
+    module_device,
+)
 from engine.errors import LensError
 
 if TYPE_CHECKING:
@@ -26,7 +32,7 @@ def add_parser(subparsers) -> None:
         help="debug: IREE Lens's VM (sees every dispatch); reference: IREE's runtime (needs a "
         "module compiled with --iree-flow-trace-dispatch-tensors)",
     )
-    p.add_argument("--device", default="local-sync", help="local-sync, local-task or vulkan")
+    add_device_argument(p)
     p.add_argument("--out", required=True, help="the bundle directory to write")
     p.add_argument(
         "--sources",
@@ -76,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
     from engine.dispatch.typed_tensors import find_sources
 
     try:
+        args.device = module_device(args.module, args.device)
         if args.engine == "reference":
             if args.sources or args.type:
                 print("iree-lens capture: --sources/--type apply to the debug engine only", file=sys.stderr)

@@ -63,7 +63,8 @@ def compare_builds(
 ):
     """The ``BuildComparison`` of two builds (see the module's docstring); each runs on ``device``, else on
     the device its module was compiled for (two targets: an llvm-cpu build against a Vulkan one)."""
-    from engine.cli.profile import default_device, profile_reference
+    from engine.cli.profile import profile_reference
+    from engine.cli.program_arguments import module_device
     from engine.trace.build_compare import BuildComparison, code_sizes, compare_lines, with_output_verdicts
     from engine.trace.by_source import export_locations, input_program_of, source_map, target_flags_of
     from engine.trace.source_ops import flow_with_locations
@@ -93,8 +94,8 @@ def compare_builds(
                 return source_map(module, flow_text="", timeout_s=timeout_s)
         return source_map(module, flow_text=flows[key])
 
-    device_a = device or default_device(module_a)
-    device_b = device or default_device(module_b)
+    device_a = module_device(module_a, device)
+    device_b = module_device(module_b, device)
     traces_a, traces_b = [], []
     for _ in range(rounds):  # alternating, so a change in the machine's load hits both builds alike
         traces_a.append(profile_reference(module_a, function, inputs, device_a, repeat, timeout_s))
@@ -130,7 +131,7 @@ def compare_builds(
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine.cli.profile import default_device
+    from engine.cli.program_arguments import module_device
 
     a, b = args.modules
     if args.repeat < 1 or args.rounds < 1:
@@ -146,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.as_dict()))
         return 0
-    devices = device or f"{default_device(a)} / {default_device(b)}"
+    devices = device or f"{module_device(a)} / {module_device(b)}"
     print(f"A: {a}\nB: {b}\n{devices}, {args.rounds} x {args.repeat} calls each; times are medians per call")
     header = f"{'source line':40} {'op':28} {'A n':>3} {'A bytes':>8} {'A us':>10} {'B n':>3} {'B bytes':>8} {'B us':>10}  change   outputs"
     print(header)

@@ -27,7 +27,13 @@ from typing import Any
 
 import numpy as np
 
-from engine.cli.program_arguments import add_program_arguments, is_replay, missing_function
+from engine.cli.program_arguments import (
+    add_device_argument,
+    add_program_arguments,
+    is_replay,
+    missing_function,
+    module_device,
+)
 from engine.dispatch.typed_tensors import binding_label
 from engine.errors import LensError
 from engine.session.client import SessionClient, TransportFactory, in_process
@@ -60,7 +66,7 @@ def add_parser(subparsers) -> None:
         "debug", help="run a debugger commands file on a function of a .vmfb (like gdb -batch -x)"
     )
     add_program_arguments(p, "the .vmfb to debug (or an .ireereplay: its HAL calls and dispatches)")
-    p.add_argument("--device", default="local-sync", help="local-sync, local-task or vulkan (default local-sync)")
+    add_device_argument(p)
     p.add_argument(
         "--engine",
         choices=("debug", "reference"),
@@ -102,6 +108,12 @@ def run(args) -> int:
     commands = read_commands(args.commands, check_for_reference if args.engine == "reference" else None)
     if commands is None:
         return 2
+    if not getattr(args, "remote", None):  # a remote module path is the server's
+        try:
+            args.device = module_device(args.module, args.device)
+        except LensError as e:
+            print(f"iree-lens debug: {e}", file=sys.stderr)
+            return 1
     return Debugger(args, commands).run()
 
 

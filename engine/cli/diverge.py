@@ -126,14 +126,14 @@ def _generated_inputs(module: str, function: str) -> list[str]:
 def _devices(args) -> tuple[str, str]:
     from pathlib import Path
 
-    from engine.cli.profile import default_device
+    from engine.cli.program_arguments import module_device
 
     module_a, module_b = args.modules
-    device_a = args.device_a or default_device(module_a)
+    device_a = module_device(module_a, args.device_a)
     if args.device_b:
-        return device_a, args.device_b
+        return device_a, module_device(module_b, args.device_b)
     same = Path(module_a).resolve() == Path(module_b).resolve()
-    return device_a, device_a if same else default_device(module_b)
+    return device_a, device_a if same else module_device(module_b)
 
 
 def _diverge(args) -> int:

@@ -16,7 +16,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-from engine.cli.program_arguments import add_program_arguments, is_replay, missing_function
+from engine.cli.program_arguments import (
+    add_device_argument,
+    add_program_arguments,
+    is_replay,
+    missing_function,
+    module_device,
+)
 from engine.errors import LensError
 from engine.trace.chrome import write_chrome_json
 from engine.trace.model import Trace
@@ -31,11 +37,7 @@ def add_parser(subparsers) -> None:
         default="reference",
         help="reference: IREE's runtime and HAL profiler; debug: IREE Lens's VM and emulated HAL",
     )
-    p.add_argument(
-        "--device",
-        default=None,
-        help="local-sync, local-task, vulkan, cuda or hip (default: the device the module's executables need)",
-    )
+    add_device_argument(p)
     p.add_argument("--repeat", type=int, default=1, help="call the function N times (default 1)")
     p.add_argument("--out", required=True, help="where the Chrome trace JSON goes")
     p.add_argument(
@@ -98,22 +100,6 @@ def profile_debug(module: str, function: str, inputs: list[str], device: str, re
     return trace
 
 
-def default_device(module: str) -> str:
-    """The device a module was compiled for: vulkan when its executables are SPIR-V, cuda when they are
-    PTX, hip when they are HSACO, else local-sync."""
-    from engine.runtime.vmfb.module import open_vmfb
-
-    try:
-        formats = {getattr(e, "format", "") or "" for e in open_vmfb(module).executables}
-    except (LensError, OSError):
-        return "local-sync"  # the run itself reports what is wrong with the module
-    if any(f.startswith("vulkan") for f in formats):
-        return "vulkan"
-    if any(f.startswith("rocm") for f in formats):
-        return "hip"
-    return "cuda" if any(f.startswith("cuda") for f in formats) else "local-sync"
-
-
 def run(args: argparse.Namespace) -> int:
     if is_replay(args.module):
         from engine.cli.replay import profile
@@ -126,12 +112,11 @@ def run(args: argparse.Namespace) -> int:
         return profile(args)
     if missing_function("profile", args):
         return 2
-    if args.device is None:
-        args.device = default_device(args.module)
     if args.repeat < 1:
         print("iree-lens profile: --repeat must be at least 1", file=sys.stderr)
         return 2
     try:
+        args.device = module_device(args.module, args.device)
         if args.engine == "reference":
             trace = profile_reference(
                 args.module, args.function, args.input, args.device, args.repeat, args.timeout

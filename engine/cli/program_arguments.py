@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 REPLAY_SUFFIX = ".ireereplay"
 
@@ -28,3 +29,42 @@ def missing_function(command: str, args: argparse.Namespace) -> bool:
         return False
     print(f"iree-lens {command}: --function is required for a module", file=sys.stderr)
     return True
+
+
+DEVICE_HELP = "local-sync, local-task, vulkan, cuda or hip (default: the device the module was compiled for)"
+
+
+def add_device_argument(p: argparse.ArgumentParser, help: str = DEVICE_HELP) -> None:
+    """``--device``; left out, the command runs on ``module_device`` (the kind the module's executables need)."""
+    p.add_argument("--device", default=None, help=help)
+
+
+def module_device(module: str, device: str | None = None) -> str:
+    """The device to run ``module`` on: ``device`` when given, else the kind its executables need (``vulkan``
+    for SPIR-V, ``cuda`` for PTX, ``hip`` for HSACO, else ``local-sync``).
+
+    Raises ``LensError`` when ``device`` runs none of the module's executable formats: otherwise the module's
+    initializer traps with IREE's "HAL device `__device_0` not found or unavailable" and the whole target
+    attribute, which does not say which device to give instead."""
+    from engine.errors import LensError
+    from engine.runtime.hal.devices import device_kind, formats_kind
+    from engine.runtime.vmfb.module import open_vmfb
+
+    try:
+        formats = sorted({getattr(e, "format", "") or "" for e in open_vmfb(module).executables})
+    except (LensError, OSError, TypeError):
+        return device or "local-sync"  # the run itself reports what is wrong with the file
+    kind = formats_kind(formats)  # None: no executables, or formats of several kinds or unknown ones
+    if device is None:
+        if kind is None:
+            # A build for several targets, Vulkan among them, runs on Vulkan; formats IREE Lens does not
+            # know (system-elf) are IREE's local devices' to run or refuse.
+            return "vulkan" if any(f.startswith("vulkan") for f in formats) else "local-sync"
+        return {"vulkan": "vulkan", "cuda": "cuda", "hip": "hip"}.get(kind, "local-sync")
+    if kind is not None and device_kind(device) not in (None, kind):
+        needed = {"vulkan": "vulkan", "cuda": "cuda", "hip": "hip"}.get(kind, "local-sync")
+        raise LensError(
+            f"{Path(module).name} holds {', '.join(formats)} executables, which {device} does not run: "
+            f"give --device={needed} (or leave --device out)"
+        )
+    return device

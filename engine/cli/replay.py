@@ -17,6 +17,9 @@ import sys
 
 from engine.errors import LensError
 
+# A replay records its executables but not the device it ran on; the CPU runs any llvm-cpu/VMVX replay.
+REPLAY_DEVICE = "local-sync"
+
 
 def inspect(args: argparse.Namespace) -> int:
     from engine.replay.model import describe_replay, description_lines
@@ -47,6 +50,7 @@ def inspect(args: argparse.Namespace) -> int:
 
 
 def capture(args: argparse.Namespace) -> int:
+    args.device = args.device or REPLAY_DEVICE
     from engine.replay.capture import capture_replay
     from engine.replay.execute import Substitution
 
@@ -175,6 +179,7 @@ def substitutions_from_specs(specs: list[str], replay_path: str) -> list:
 def run(args: argparse.Namespace) -> int:
     """``iree-lens run RUN.ireereplay [--device=] [--substitute=...] [--output=...]``: the replay on the
     debug engine; prints each buffer the host read at the end (raw bytes: a replay has no types)."""
+    args.device = args.device or REPLAY_DEVICE
     import hashlib
 
     import numpy as np
@@ -251,6 +256,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def profile(args: argparse.Namespace) -> int:
+    args.device = args.device or REPLAY_DEVICE
     if args.function or args.input:
         print(
             "iree-lens profile: a replay is a whole recorded run, profiled on the debug engine (--function and "
@@ -262,7 +268,7 @@ def profile(args: argparse.Namespace) -> int:
     from engine.replay.profile import profile_replay
 
     try:
-        write_profile(profile_replay(args.module, args.device or "local-sync", args.repeat), args.out)
+        write_profile(profile_replay(args.module, args.device, args.repeat), args.out)
     except (LensError, OSError) as e:
         print(f"iree-lens profile: {e}", file=sys.stderr)
         return 1
@@ -271,6 +277,7 @@ def profile(args: argparse.Namespace) -> int:
 
 def debug(args: argparse.Namespace) -> int:
     """``iree-lens debug RUN.ireereplay --commands=FILE [--json]`` (``engine/replay/debugger.py``)."""
+    args.device = args.device or REPLAY_DEVICE
     from engine.cli.debug import read_commands
     from engine.replay.debugger import ReplayDebugger, check_for_replay
 

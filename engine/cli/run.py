@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from engine.cli.program_arguments import is_replay
+from engine.cli.program_arguments import add_device_argument, is_replay, module_device
 from engine.dispatch.golden import add_golden_arguments, apply_golden, check_golden
 from engine.errors import LensError
 from engine.runtime.check import CheckRecorder, imports_check_module, reference_check_module
@@ -19,9 +19,7 @@ def add_parser(subparsers) -> None:
     add_golden_arguments(p)
     p.add_argument("--input", action="append", default=[], help="an input, as iree-run-module takes it")
     p.add_argument("--output", action="append", default=[], help="where each result goes: -, @f.npy, +f.npy")
-    p.add_argument(
-        "--device", default="local-sync", help="local-sync, local-task, vulkan, cuda or hip (default local-sync; a CUDA build: cuda, a HIP build: hip)"
-    )
+    add_device_argument(p)
     p.add_argument(
         "--engine",
         choices=("debug", "reference"),
@@ -56,7 +54,7 @@ def add_parser(subparsers) -> None:
 def _runner(args, checks: CheckRecorder | None):
     """The engine's runner; with ``checks``, the ``check`` module (IREE's e2e expectations) is linked in."""
     replacements = _replacements(args)
-    args.device = _cuda_device_for_cuda_build(args.module, args.device)
+    args.device = module_device(args.module, args.device)
     if args.engine == "reference":
         from engine.runtime.reference import ReferenceRunner
 
@@ -161,20 +159,3 @@ def _report_checks(checks: CheckRecorder | None) -> int:
     sys.stderr.write(checks.report())
     print(f"iree-lens run: {len(checks.failures)} expectation(s) failed", file=sys.stderr)
     return 1
-
-
-def _cuda_device_for_cuda_build(module_path, device: str) -> str:
-    """``cuda`` (``hip``) for a module built only for CUDA (HIP) when the device given is not one, so either
-    engine says plainly why it cannot run here (no driver) instead of IREE's "HAL device not found"; else
-    ``device``."""
-    from engine.errors import LensError
-    from engine.runtime.hal.devices import CUDA_DRIVER, HIP_DRIVER, device_kind, formats_kind
-    from engine.runtime.vmfb.module import open_vmfb
-
-    if device_kind(device) in ("cuda", "hip"):
-        return device
-    try:
-        formats = {x.format for x in open_vmfb(module_path).executables}
-    except (LensError, OSError, TypeError):
-        return device  # the run itself reports what is wrong with the file
-    return {"cuda": CUDA_DRIVER, "hip": HIP_DRIVER}.get(formats_kind(formats) or "", device)
