@@ -7,6 +7,8 @@ GPU skips with the runtime's reason."""
 from __future__ import annotations
 
 import os
+import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,11 +21,19 @@ from engine.runtime.hal.devices import (
     device_kind,
     formats_kind,
     hip_absence,
+    hip_compile_target,
+    hip_device_properties,
     runs_formats,
 )
-from engine.runtime.hal.hip.driver import NO_RUNTIME, list_hip_devices
+from engine.runtime.hal.driver_api import dashed_uuid
+from engine.runtime.hal.hip.driver import (
+    NO_RUNTIME,
+    HipDeviceInfo,
+    architecture_in_device_info,
+    list_hip_devices,
+)
 from engine.runtime.vmfb.executables import describe_executable, read_elf
-from engine.runtime.vmfb.hip1 import read_hip1, write_hip1
+from engine.runtime.vmfb.hip1 import other_architectures, read_hip1, write_hip1
 from engine.runtime.vmfb.module import open_vmfb
 
 HAS_RUNTIME = hip_absence() is None
@@ -68,9 +78,45 @@ def test_hip1_kernels_are_the_code_objects_and_iree_dump_modules(hip_build):
 def test_a_code_object_names_the_target_it_was_built_for(tmp_path, target):
     source = tmp_path / "p.mlir"
     source.write_text(PROGRAM)
-    vmfb = compile_for(source, tmp_path / "p.vmfb", "rocm", f"--iree-rocm-target={target}")
+    # The target a HIP device of that architecture compiles for in the window (hip_compile_target).
+    target_name = hip_compile_target(HipDeviceInfo(0, "an AMD GPU", 1 << 30, arch=target))
+    assert target_name == f"rocm:{target}"
+    vmfb = compile_for(source, tmp_path / "p.vmfb", target_name)
     [exe] = open_vmfb(vmfb).executables
-    assert [m.architecture for m in read_hip1(exe.data).modules] == [target]
+    hip = read_hip1(exe.data)
+    assert [m.architecture for m in hip.modules] == [target]
+    # A device of another architecture refuses it before the runtime's hipErrorNoBinaryForGpu.
+    assert other_architectures(hip, target) == [] and other_architectures(hip, "gfx942") == [target]
+
+
+def _iree_runtime_library() -> bytes:
+    import iree._runtime_libs as libs
+
+    [library] = Path(libs.__file__).parent.glob("_runtime*.so")
+    return library.read_bytes()
+
+
+def test_device_names_and_architectures_are_read_as_irees_hip_driver_writes_them():
+    """The UUID and gfx target come from the formats compiled into IREE 3.13's runtime library: the device
+    path (``hip://GPU-...``, both engines) printed from hipDeviceGetUuid's 16 bytes, and ``dump_device_info``'s
+    ``gpu-arch-name`` line, which is where IREE Lens reads a device's architecture."""
+    library = _iree_runtime_library()
+    uuid_format = b"GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x"
+    assert uuid_format in library
+    raw = bytes([0x5A, 0x01, 0xFF, 0x10, 0x00, 0x7E, 0x80, 0x09, 0xAB, 0xCD, 0xEF, 0x00, 0x12, 0x34, 0x56, 0x78])
+    assert dashed_uuid(raw) == (uuid_format.decode() % tuple(raw))
+    match = re.search(rb"\n?- gpu-arch-name: %s", library)
+    assert match is not None
+    line = match[0].decode().strip()
+    info = f"- amdhip64_dylib_path: /opt/rocm/lib/libamdhip64.so\n{line % 'gfx942:sramecc+:xnack-'}\n"
+    assert architecture_in_device_info(info) == "gfx942"
+    assert architecture_in_device_info(line % "gfx1100") == "gfx1100"
+    assert architecture_in_device_info("- gpu-compute-capability: 9.4\n") is None
+    # No architecture reported: the default target, and the Device panel says it is not known.
+    unknown = HipDeviceInfo(0, "an AMD GPU", 1 << 30)
+    assert hip_compile_target(unknown) == "rocm"
+    assert dict(hip_device_properties(unknown))["Architecture"] == "not reported by IREE's HIP driver"
+    assert dict(hip_device_properties(replace(unknown, arch="gfx90a")))["Architecture"] == "gfx90a"
 
 
 def test_damaged_hip1_is_a_format_error(hip_build):
@@ -107,16 +153,17 @@ def test_without_rocm_one_sentence_says_so(hip_build):
 @NEEDS_GPU
 def test_debug_run_on_hip_equals_iree_runtime_bit_for_bit(tmp_path):
     """On an AMD GPU: the debug engine's HIP device against IREE's HIP driver, the same code object: the same
-    bits. The HIP runtime does not report a device's gfx target, so the build's is IREE_LENS_TEST_HIP_TARGET
-    (gfx942, MI300, unless set)."""
+    bits. Built for the device's own gfx target as IREE's driver reports it (compile_target_for), unless
+    IREE_LENS_TEST_HIP_TARGET names another."""
     source = tmp_path / "p.mlir"
     source.write_text(PROGRAM)
-    target = os.environ.get("IREE_LENS_TEST_HIP_TARGET", "gfx942")
-    vmfb = compile_for(source, tmp_path / "p.vmfb", "rocm", f"--iree-rocm-target={target}")
+    target = os.environ.get("IREE_LENS_TEST_HIP_TARGET")
+    target_name = f"rocm:{target}" if target else compile_target_for("hip")
+    vmfb = compile_for(source, tmp_path / "p.vmfb", target_name)
     inputs = ["--function=mm", "--input=16x32xf32=0.3", "--input=32x8xf32=1.7"]
     debug = lens_in_process("run", "--engine=debug", "--device=hip", vmfb, *inputs)
     reference = lens_in_process("run", "--engine=reference", "--device=hip", vmfb, *inputs)
-    assert reference.returncode == 0, f"built for {target} (IREE_LENS_TEST_HIP_TARGET): {reference.stderr}"
+    assert reference.returncode == 0, f"built as {target_name}: {reference.stderr}"
     assert debug.returncode == 0, debug.stderr
     assert debug.stdout.split("result[0]")[1] == reference.stdout.split("result[0]")[1]
 

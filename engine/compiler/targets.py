@@ -48,6 +48,10 @@ ARCHITECTURE_FLAGS = {"cuda": "--iree-cuda-target", "rocm": "--iree-rocm-target"
 # The CUDA architectures iree-compile 3.13 builds for (sm_90 and later fail with "missing GPU target"; their
 # GPUs run sm_80 code, whose PTX the driver compiles for them).
 IREE_CUDA_ARCHITECTURES = ("sm_60", "sm_61", "sm_62", "sm_70", "sm_72", "sm_75", "sm_80", "sm_86", "sm_87", "sm_89")
+# The AMD architectures iree-compile 3.13 was seen to build for (gfx940, gfx941, gfx1030 and gfx1102 fail).
+IREE_ROCM_ARCHITECTURES = (
+    "gfx908", "gfx90a", "gfx942", "gfx950", "gfx1100", "gfx1101", "gfx1103", "gfx1150", "gfx1151", "gfx1200", "gfx1201",
+)  # fmt: skip
 
 
 def find_target(target: str) -> Target:

@@ -207,7 +207,10 @@ def hip_choices() -> list[DeviceChoice]:
     except HalError:
         return []
     return [
-        DeviceChoice(f"hip://{i.index}", f"hip://{i.index} — {i.name}", "hip", HIP_FORMATS, HIP_TARGET, hip_device_properties(i))
+        DeviceChoice(
+            f"hip://{i.index}", f"hip://{i.index} — {i.name}", "hip", HIP_FORMATS, hip_compile_target(i),
+            hip_device_properties(i),
+        )
         for i in infos
     ]
 
@@ -229,7 +232,7 @@ def hip_device_properties(info) -> list[tuple[str, str]]:
         ("Type", "hip"),
         ("URI", f"hip://{info.index}"),
         ("UUID", info.uuid or "not reported"),
-        ("Architecture", "not reported by the HIP runtime's device queries; a build's code objects name theirs"),
+        ("Architecture", info.arch or "not reported by IREE's HIP driver"),
         ("Memory", _bytes_text(info.total_memory)),
         ("Executable formats", ", ".join(HIP_FORMATS)),
     ]
@@ -286,7 +289,14 @@ def compile_target_for(uri: str) -> str:
             return cuda_compile_target(list_cuda_devices()[index])
         except (HalError, IndexError):
             return CUDA_TARGET  # no driver, no such device: IREE Lens's default (sm_80)
-    return {"vulkan": VULKAN_TARGET, "hip": HIP_TARGET}.get(kind or "", CPU_TARGET)
+    if kind == "hip":
+        from engine.runtime.hal.hip.driver import list_hip_devices
+
+        try:
+            return hip_compile_target(list_hip_devices()[hip_index(split_device_uri(uri)[1])])
+        except (HalError, IndexError):
+            return HIP_TARGET  # no runtime, no such device: IREE Lens's default (gfx942)
+    return {"vulkan": VULKAN_TARGET}.get(kind or "", CPU_TARGET)
 
 
 def cuda_compile_target(info) -> str:
@@ -298,6 +308,17 @@ def cuda_compile_target(info) -> str:
     if info.sm == "sm_80" or info.sm not in IREE_CUDA_ARCHITECTURES:
         return CUDA_TARGET
     return f"{CUDA_TARGET}:{info.sm}"
+
+
+def hip_compile_target(info) -> str:
+    """``rocm`` (gfx942) for a device whose architecture IREE's driver did not report or iree-compile 3.13 does
+    not build for, else ``rocm:gfxNNN``, the device's own: a code object loads only on the target it was built
+    for."""
+    from engine.compiler.targets import IREE_ROCM_ARCHITECTURES
+
+    if info.arch is None or info.arch == "gfx942" or info.arch not in IREE_ROCM_ARCHITECTURES:
+        return HIP_TARGET
+    return f"{HIP_TARGET}:{info.arch}"
 
 
 def formats_kind(formats: set[str] | list[str] | tuple[str, ...]) -> str | None:

@@ -34,6 +34,14 @@ STREAM_NON_BLOCKING = 1  # CU_STREAM_NON_BLOCKING / hipStreamNonBlocking
 JIT_LOG_BYTES = 8192
 
 
+def dashed_uuid(raw: bytes) -> str:
+    """16 UUID bytes as IREE's CUDA and HIP drivers name a device (``GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx``,
+    each byte in hex, as ``nvidia-smi -L`` prints it): the name ``cuda://GPU-...``/``hip://GPU-...`` take in
+    both engines."""
+    h = bytes(raw[:16]).hex()
+    return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
 class DriverLibrary:
     """A vendor's driver library, loaded and initialised once, on first use; every later call after a failure
     raises the same one-sentence error (``unavailable(message)``) without trying again."""

@@ -16,8 +16,11 @@ from typing import Any
 
 import numpy as np
 
+from engine.errors import ExecutableFormatError
 from engine.runtime.hal.cuda_hal_device import CudaHalDevice
-from engine.runtime.vmfb.hip1 import HIP_FORMAT, read_hip1
+from engine.runtime.hal.device import HalExecutable
+from engine.runtime.vm.native import StatusCode, VmStatusError
+from engine.runtime.vmfb.hip1 import HIP_FORMAT, other_architectures, read_hip1
 
 
 class HipHalDevice(CudaHalDevice):
@@ -40,3 +43,27 @@ class HipHalDevice(CudaHalDevice):
     @staticmethod
     def module_image(module: Any) -> str | bytes:
         return module.hsaco
+
+    def load_executable_binary(
+        self, executable_format: str, data: np.ndarray, constants: tuple[int, ...], label: str
+    ) -> HalExecutable:
+        """A code object loads only on the ``gfx`` target it was built for: one built for another is refused
+        with both targets named (the runtime's own answer is ``hipErrorNoBinaryForGpu``)."""
+        if executable_format == self.executable_format:
+            self._refuse_other_architecture(data, label)
+        return super().load_executable_binary(executable_format, data, constants, label)
+
+    def _refuse_other_architecture(self, data: np.ndarray, label: str) -> None:
+        device_arch = self.cuda.info.arch  # None where IREE's driver did not report it: the load decides
+        if device_arch is None:
+            return
+        try:
+            other = other_architectures(read_hip1(np.asarray(data, dtype=np.uint8)), device_arch)
+        except ExecutableFormatError:  # a damaged executable is the load's to report
+            return
+        if other:
+            raise VmStatusError(
+                StatusCode.INVALID_ARGUMENT,
+                f"cannot load executable {label}: it was built for {', '.join(other)}, and this device "
+                f"({self.cuda.info.name}) is {device_arch}: rebuild with --iree-rocm-target={device_arch}",
+            )

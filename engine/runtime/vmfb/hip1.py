@@ -66,6 +66,13 @@ def read_hip1(data: bytes | bytearray | memoryview | np.ndarray) -> HipExecutabl
     return exe
 
 
+def other_architectures(exe: HipExecutableDef, arch: str) -> list[str]:
+    """The ``gfx`` targets of ``exe``'s code objects other than ``arch`` (a device's), which will not load on
+    it. A code object whose target this reader cannot name (not in ``_AMDGPU_MACH``) is left to the load."""
+    named = {m.architecture for m in exe.modules if (m.architecture or "").startswith("gfx")}
+    return sorted(named - {arch})
+
+
 def write_hip1(exe: HipExecutableDef) -> bytes:
     """``exe`` as a ``HIP1`` executable (what ``read_hip1`` keeps; per-stage debug locations are dropped)."""
     check_exports(exe.exports, len(exe.modules))

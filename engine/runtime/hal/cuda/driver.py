@@ -17,7 +17,7 @@ import ctypes.util
 from dataclasses import dataclass
 
 from engine.errors import CudaError, CudaUnavailableError
-from engine.runtime.hal.driver_api import DriverLibrary
+from engine.runtime.hal.driver_api import DriverLibrary, dashed_uuid
 
 LIBRARY = "libcuda.so.1"
 NO_DRIVER = (
@@ -127,5 +127,4 @@ def _uuid(lib: ctypes.CDLL, device: ctypes.c_int) -> str | None:
             return None
     except AttributeError:  # a driver older than CUDA 9.2
         return None
-    h = raw.raw.hex()
-    return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    return dashed_uuid(raw.raw)

@@ -11,10 +11,11 @@ no AMD GPU and no ROCm, so only the no-runtime path is exercised by the tests he
 from __future__ import annotations
 
 import ctypes
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 
 from engine.errors import HipError, HipUnavailableError
-from engine.runtime.hal.driver_api import DriverLibrary
+from engine.runtime.hal.driver_api import DriverLibrary, dashed_uuid
 
 LIBRARIES = ("libamdhip64.so", "libamdhip64.so.7", "libamdhip64.so.6")
 NO_RUNTIME = (
@@ -26,16 +27,16 @@ HIP_SUCCESS = 0
 HIP_ERROR_NO_DEVICE = 100
 
 
-
 @dataclass(frozen=True)
 class HipDeviceInfo:
-    """One HIP device as ``hipDeviceGet*`` describes it (its ``gfx`` architecture is not among what the
-    runtime's plain functions report: a build's code objects name theirs)."""
+    """One HIP device as ``hipDeviceGet*`` describes it, with its ``gfx`` architecture as IREE's HIP driver
+    reports it (``iree_reported_architectures``); None where IREE's driver did not say."""
 
     index: int
     name: str
     total_memory: int  # bytes
-    uuid: str | None = None
+    uuid: str | None = None  # "GPU-xxxxxxxx-xxxx-...", as IREE's HIP driver names the device
+    arch: str | None = None  # "gfx942"
 
 
 def _initialise(lib: ctypes.CDLL) -> str | None:
@@ -88,18 +89,48 @@ def list_hip_devices() -> list[HipDeviceInfo]:
         devices.append(
             HipDeviceInfo(index, name.value.decode("utf-8", errors="replace"), memory.value, _uuid(lib, device))
         )
+    if devices:
+        architectures = iree_reported_architectures()
+        devices = [replace(d, arch=architectures.get(d.uuid or "")) for d in devices]
     return devices
 
 
+_ARCH_LINE = re.compile(r"^- gpu-arch-name: (gfx[0-9a-f]+)", re.MULTILINE)
+
+
+def architecture_in_device_info(text: str) -> str | None:
+    """The ``gfx`` target in IREE's HIP ``dump_device_info`` text (``- gpu-arch-name: gfx942:sramecc+:xnack-``,
+    from ``hipDeviceProp_t.gcnArchName``), without its feature flags; None when the text has none."""
+    match = _ARCH_LINE.search(text)
+    return match[1] if match else None
+
+
+def iree_reported_architectures() -> dict[str, str]:
+    """Each HIP device's ``gfx`` target by UUID, as IREE's own HIP driver reports it. ``hipDeviceProp_t``, where
+    the runtime keeps it, changes layout between HIP releases, so it is not read here; IREE's driver reads it
+    with the struct it was built against. Empty when IREE's driver cannot say."""
+    try:
+        import iree.runtime as rt
+
+        driver = rt.get_driver("hip")
+        found = {}
+        for device in driver.query_available_devices():
+            arch = architecture_in_device_info(driver.dump_device_info(device["device_id"]))
+            path = str(device.get("path", "")).lower()
+            if arch and path.startswith("gpu-"):
+                found["GPU-" + path[4:]] = arch
+        return found
+    except Exception:  # noqa: BLE001 - no IREE HIP driver here: the architecture is not reported
+        return {}
+
+
 def _uuid(lib: ctypes.CDLL, device: ctypes.c_int) -> str | None:
-    """``hipDeviceGetUuid`` as ``GPU-<hex>`` (ROCm prints the 16 bytes as text); None where not reported."""
+    """``hipDeviceGetUuid`` as IREE's HIP driver names the device (``hip://GPU-<uuid>``: each of the 16 bytes
+    in hex, dashed as a UUID); None where not reported."""
     raw = ctypes.create_string_buffer(16)
     try:
         if lib.hipDeviceGetUuid(raw, device) != HIP_SUCCESS:
             return None
     except AttributeError:  # an older runtime
         return None
-    text = raw.raw.rstrip(b"\0")
-    if text and all(32 < b < 127 for b in text):
-        return f"GPU-{text.decode('ascii')}"
-    return f"GPU-{raw.raw.hex()}"
+    return dashed_uuid(raw.raw)
