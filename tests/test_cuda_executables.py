@@ -24,7 +24,14 @@ from support import (
 from engine.errors import CudaUnavailableError, ExecutableFormatError, HalError
 from engine.runtime.hal.cuda.abi import BindingAddress, kernel_params, kernel_payload, launch_shape
 from engine.runtime.hal.cuda.driver import NO_DRIVER, list_cuda_devices
-from engine.runtime.hal.devices import create_device, cuda_index, device_kind, formats_kind, runs_formats
+from engine.runtime.hal.devices import (
+    create_device,
+    cuda_index,
+    device_kind,
+    formats_kind,
+    iree_device_uri,
+    runs_formats,
+)
 from engine.runtime.vmfb.cda1 import read_cda1
 from engine.runtime.vmfb.executables import describe_executable
 from engine.runtime.vmfb.module import open_vmfb
@@ -146,6 +153,12 @@ def test_without_a_driver_one_sentence_says_so(cuda_build):
     reference = lens_in_process("run", "--engine=reference", cuda_build, "--function=mm",
                                 "--input=16x32xf32=1", "--input=32x8xf32=1")  # fmt: skip
     assert reference.returncode != 0 and "on cuda" in reference.stderr and "CUDA driver library" in reference.stderr
+    # A device named by its name is IREE Lens's form: turned into IREE's (its UUID) through the driver, which
+    # is not here.
+    by_name = lens_in_process("run", "--engine=reference", "--device=cuda://h200", cuda_build, "--function=mm",
+                              "--input=16x32xf32=1", "--input=32x8xf32=1")  # fmt: skip
+    assert by_name.returncode != 0 and NO_DRIVER in by_name.stderr
+    assert iree_device_uri("cuda://0") == "cuda://0" and iree_device_uri("local-task") == "local-task"
     # diverge llvm-cpu vs CUDA: B defaults to the cuda device, which says the same sentence.
     cpu_build = compile_for(Path(cuda_build).with_name("program.mlir"), Path(cuda_build).with_name("cpu.vmfb"), "llvm-cpu")
     diverge = lens_in_process("diverge", cpu_build, cuda_build, "--function=mm",

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.errors import LensError
+from engine.errors import HalError, LensError
 from engine.runtime.element_types import ElementType
 from engine.runtime.function_io import OpaqueRef, Scalar, Tensor, Value, split_cconv
 
@@ -48,13 +48,15 @@ class ReferenceRunner:
     def __post_init__(self) -> None:
         import iree.runtime as rt  # the heavy import happens only when a reference run is wanted
 
+        from engine.runtime.hal.devices import iree_device_uri
+
         self._rt = rt
         try:
             self.instance = rt.VmInstance()
             # A device of its own, released with the runner: not iree.runtime's process-wide cache, which keeps
             # every device until the process exits, and IREE's Vulkan driver on lavapipe keeps two threads
             # spinning at 100 % of a core each for as long as its device lives (12-50 ms to make one).
-            self.device = rt.get_device(self.device_uri, cache=False)
+            self.device = rt.get_device(iree_device_uri(self.device_uri), cache=False)
             hal = rt.create_hal_module(self.instance, self.device, debug_sink=self.debug_sink)
             # Loaded into writable memory, as IREE's tools do: some kernels write in place into buffers imported
             # from the module's constant data, and a read-only map makes them crash (architecture note).
@@ -62,7 +64,7 @@ class ReferenceRunner:
                 self.module = rt.VmModule.copy_buffer(self.instance, fh.read())
             extra = [m(self.instance, self.device) if callable(m) else m for m in self.extra_modules]
             self.context = rt.VmContext(self.instance, [hal, *extra, self.module])
-        except (RuntimeError, ValueError, OSError) as e:
+        except (RuntimeError, ValueError, OSError, HalError) as e:
             raise ReferenceRunError(f"cannot load {self.module_path} on {self.device_uri}: {e}") from None
 
     @property

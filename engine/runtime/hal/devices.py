@@ -103,6 +103,25 @@ def _gpu_index(rest: str, list_devices, scheme: str, vendor: str) -> int:
     raise HalError(f"no {vendor} device matches {scheme}://{rest}; this machine has: {listing}")
 
 
+def iree_device_uri(uri: str) -> str:
+    """``uri`` as IREE's runtime takes it: a CUDA or HIP device named by a part of its name (``cuda://h200``,
+    IREE Lens's own form) becomes that device's ``cuda://GPU-<uuid>``; IREE's drivers take only an index or a
+    UUID. Other URIs are IREE's already."""
+    driver, rest = split_device_uri(uri)
+    if driver not in (CUDA_DRIVER, HIP_DRIVER) or not rest or rest.isdigit() or rest.lower().startswith("gpu-"):
+        return uri
+    if driver == CUDA_DRIVER:
+        from engine.runtime.hal.cuda.driver import list_cuda_devices as list_devices
+
+        index = cuda_index(rest)
+    else:
+        from engine.runtime.hal.hip.driver import list_hip_devices as list_devices
+
+        index = hip_index(rest)
+    device = list_devices()[index]
+    return f"{driver}://{device.uuid}" if device.uuid else f"{driver}://{index}"
+
+
 def device_uris() -> list[str]:
     """The device URIs a user can pick here: ``local-sync`` and one ``vulkan://N`` per Vulkan device."""
     from engine.runtime.hal.vulkan.loader import list_physical_devices
@@ -378,6 +397,7 @@ def vulkan_device_properties(info) -> list[tuple[str, str]]:
 
 
 __all__ = [
+    "iree_device_uri",
     "CPU_DRIVERS",
     "CPU_FORMATS",
     "CPU_TARGET",
