@@ -46,8 +46,15 @@ UNTYPED_HELP = (
 
 
 def _sentence(text: str) -> str:
+    """``text`` as a sentence: a capital first letter, unless its first word is a name (``t96.mlir rebuilt
+    for ...`` keeps its file name as it is), and a full stop."""
     text = text.strip()
-    return (text[:1].upper() + text[1:]).rstrip(".") + "." if text else text
+    if not text:
+        return text
+    first = text.split()[0]
+    if first.isalpha():
+        text = text[:1].upper() + text[1:]
+    return text.rstrip(".") + "."
 UNREAD = "-"  # health of a dispatch whose tensors were not read (seen running, not stopped at)
 
 
@@ -223,6 +230,7 @@ class RunDispatchesPanel(QWidget):
         self._rows: dict[int, int] = {}  # ordinal -> row
         if self.bridge is not None:
             self.bridge.dispatchStopped.connect(self._on_dispatch_stopped)
+            self.bridge.sourcesSettled.connect(self._on_sources_settled)
             self.bridge.answered.connect(self._on_answer)
             self.bridge.progressed.connect(self._on_progress)
             self.bridge.stateChanged.connect(self._on_state)
@@ -333,6 +341,13 @@ class RunDispatchesPanel(QWidget):
             _name_tab(tabs, view, info)
         self.bridge.evaluate(ReadTensors())
 
+    def _on_sources_settled(self) -> None:
+        """The rebuild of the sources ended: the paused dispatch's tensors, read untyped while it ran, are read
+        again (typed now, or with why not in place of "rebuilding...")."""
+        view = self.paused_view
+        if view is not None and shiboken6.isValid(view) and view.info is not None and view.left is None:
+            self.bridge.evaluate(ReadTensors())
+
     # -- the paused dispatch
 
     def _on_answer(self, answer) -> None:
@@ -358,13 +373,15 @@ class RunDispatchesPanel(QWidget):
             view.show_dispatch(info, tensors)
             _name_tab(tabs, view, info)
             return view
-        view = self.services.open_document(PausedDispatchView(), tab_title(info), "paused-dispatch")
+        fresh = PausedDispatchView()
+        view = self.services.open_document(fresh, tab_title(info), "paused-dispatch")  # the open one, if any
         tabs = _tab_widget(view)
         if tabs is not None:
             _name_tab(tabs, view, info)
         view.show_dispatch(info, tensors)
-        view.stepIntoRequested.connect(self.step_into)
-        view.inspector.saved.connect(self._said_saved)
+        if view is fresh:  # wired once: a reused tab wired again at each stop answered each click once per stop
+            view.stepIntoRequested.connect(self.step_into)
+            view.inspector.saved.connect(self._said_saved)
         self.paused_view = view
         return view
 

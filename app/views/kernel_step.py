@@ -127,7 +127,10 @@ class WorkgroupPicker(QDialog):
         if request.element is not None:
             self.note.setText(f"Finding the workgroup that wrote {request.element.label}…")
         else:
-            self.note.setText("No element is selected in the inspector: pick a workgroup.")
+            self.note.setText(
+                "No element is selected (click one in the Heatmap or the Table to have the workgroup that wrote "
+                "it proposed): pick a workgroup."
+            )
         self.buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel, Qt.Orientation.Horizontal, self
         )

@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
     QDoubleSpinBox,
     QFileDialog,
     QFormLayout,
+    QGraphicsRectItem,
     QHBoxLayout,
     QLabel,
     QLineEdit,
@@ -169,7 +170,8 @@ class PlaneModel(QAbstractTableModel):
 
 
 class Heatmap(pg.GraphicsLayoutWidget):
-    """A 2-D array as an image with a colour bar; hovering reports the index and value under the mouse.
+    """A 2-D array as an image with a colour bar; hovering reports the index and value under the mouse, a
+    click selects that element (outlined; the inspector's selected element, as a table cell is).
 
     NaN/Inf are painted over the colour map, explained by a legend under the image (the entries present,
     with counts) and by a tooltip over an overlay pixel (``−Inf at [r, c]``).
@@ -178,6 +180,7 @@ class Heatmap(pg.GraphicsLayoutWidget):
     """
 
     hovered = Signal(int, int, object)  # row, column, value
+    clicked = Signal(int, int)  # row, column
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -204,6 +207,13 @@ class Heatmap(pg.GraphicsLayoutWidget):
         self._resample.timeout.connect(self._sample_visible)
         self.view.sigRangeChanged.connect(lambda *_: self._resample.start())
         self.scene().sigMouseMoved.connect(self._mouse_moved)
+        # The selected element, outlined in white over black (seen on any colour of the map).
+        self.marker = QGraphicsRectItem()
+        self.marker.setPen(pg.mkPen("w", width=2, cosmetic=True))
+        self.marker.setZValue(2)
+        self.marker.hide()
+        self.view.addItem(self.marker)
+        self.scene().sigMouseClicked.connect(self._mouse_clicked)
 
     def set_values(
         self, values: np.ndarray, levels: tuple[float, float] | None = None, totals: dict[str, int] | None = None
@@ -225,6 +235,7 @@ class Heatmap(pg.GraphicsLayoutWidget):
         self.levels = levels
         self._sample(0, values.shape[0], 0, values.shape[1])
         self.view.setRange(QRectF(0, 0, values.shape[1], values.shape[0]), padding=0)
+        self.marker.hide()  # another slice or tensor: the selection was in the last one
 
     def _sample(self, r0: int, r1: int, c0: int, c1: int) -> None:
         rs = max(1, -(-(r1 - r0) // MAX_PIXELS))
@@ -253,18 +264,40 @@ class Heatmap(pg.GraphicsLayoutWidget):
         if (r0, r1, c0, c1) != (self.sampled[0], self.sampled[1], self.sampled[3], self.sampled[4]):
             self._sample(r0, r1, c0, c1)
 
-    def _mouse_moved(self, pos) -> None:
-        if not self.view.sceneBoundingRect().contains(pos):
+    def mark(self, r: int | None, c: int | None) -> None:
+        """Outline element [r, c] (None: no element is selected)."""
+        if r is None or c is None or not (0 <= r < self.values.shape[0] and 0 <= c < self.values.shape[1]):
+            self.marker.hide()
             return
+        self.marker.setRect(QRectF(c, r, 1, 1))
+        self.marker.show()
+
+    def _element_at(self, pos) -> tuple[int, int] | None:
+        if not self.view.sceneBoundingRect().contains(pos):
+            return None
         p = self.view.mapSceneToView(pos)
         r, c = int(np.floor(p.y())), int(np.floor(p.x()))
-        if 0 <= r < self.values.shape[0] and 0 <= c < self.values.shape[1]:
-            value = self.values[r, c]
-            # The overlay item's tooltip follows the mouse (Qt shows it when the mouse rests): cheap, since
-            # the value under the mouse is read anyway.
-            name = nonfinite_name(value)
-            self.nonfinite.setToolTip(f"{name} at [{r}, {c}]" if name else "")
-            self.hovered.emit(r, c, value)
+        return (r, c) if 0 <= r < self.values.shape[0] and 0 <= c < self.values.shape[1] else None
+
+    def _mouse_clicked(self, event) -> None:
+        if event.button() != Qt.MouseButton.LeftButton:
+            return
+        at = self._element_at(event.scenePos())
+        if at is not None:
+            self.mark(*at)
+            self.clicked.emit(*at)
+
+    def _mouse_moved(self, pos) -> None:
+        at = self._element_at(pos)
+        if at is None:
+            return
+        r, c = at
+        value = self.values[r, c]
+        # The overlay item's tooltip follows the mouse (Qt shows it when the mouse rests): cheap, since the
+        # value under the mouse is read anyway.
+        name = nonfinite_name(value)
+        self.nonfinite.setToolTip(f"{name} at [{r}, {c}]" if name else "")
+        self.hovered.emit(r, c, value)
 
 
 def _finite_levels(values: np.ndarray) -> tuple[float, float] | None:
@@ -342,6 +375,12 @@ class TensorInspector(QWidget):
         self.table.setModel(self.table_model)
         self.heatmap = Heatmap(self)
         self.heatmap.hovered.connect(self._hovered)
+        # One selected element, whichever view picked it: a heatmap click selects the table's cell, a table
+        # cell is outlined on the heatmap.
+        self.heatmap.clicked.connect(self._heatmap_clicked)
+        self.table.selectionModel().currentChanged.connect(
+            lambda cell, _previous: self.heatmap.mark(cell.row(), cell.column()) if cell.isValid() else self.heatmap.mark(None, None)
+        )
         self.histogram = pg.PlotWidget(self)
         self.histogram.setLabel("bottom", "value")
         self.histogram.setLabel("left", "count")
@@ -625,6 +664,9 @@ class TensorInspector(QWidget):
         self.heatmap.set_values(values, levels, totals)
         if self.current is not None and self.current.reference is not None:
             self._compare()
+
+    def _heatmap_clicked(self, r: int, c: int) -> None:
+        self.table.setCurrentIndex(self.table_model.index(r, c))
 
     def _hovered(self, r: int, c: int, value) -> None:
         text = str(value) if np.asarray(value).dtype.kind in "iub" else f"{float(value):.7g}"

@@ -217,7 +217,7 @@ class DebugSession:
         if self.progress_cell is not None:
             self.runner.device.set_progress_cell(self.progress_cell)
         snapshots = self.snapshots = DispatchSnapshots.for_device(self.runner.device)
-        tell = lambda text: self.emit(Log(text))  # noqa: E731
+        tell = lambda text: self.emit(Log(text, about="sources"))  # noqa: E731
         self.sources = SessionSources(snapshots, command.module_path, command.sources, command.rebuild_sources, tell)
         snapshots.subscribe(self.gate)
         # Told before the gate (which parks the run): what the stopped dispatch's in-place tensors lack.

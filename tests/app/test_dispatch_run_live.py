@@ -151,3 +151,59 @@ def test_the_inspector_says_which_bytes_of_an_in_place_tensor_are_undefined(qtbo
     assert not any("undefined" in t.label for t in view.tensors if t.role == "input" and t.position == 0)
     with qtbot.waitSignal(runs.bridge.finished, timeout=TIMEOUT):
         runs.bridge.continue_()
+
+
+def test_one_click_on_step_into_workgroup_offers_one_picker_after_many_stops(qtbot, main_window, tmp_path):
+    """The paused tab is reused at each stop; its signals are wired once. Wired again at each stop, one
+    click opened one picker per stop so far, and the picker left behind stayed over the workgroup view."""
+    from app.views.kernel_step import WorkgroupPicker
+
+    vmfb = compile_program("nan_log", "llvm-cpu", tmp_path)
+    np.save(tmp_path / "a.npy", np.full((4, 8), 3.0, np.float32))
+    np.save(tmp_path / "b.npy", np.full((4, 8), 1.0, np.float32))
+    panel = open_in_stepper(qtbot, main_window, vmfb)
+    runs = main_window.panels["run_dispatches"]
+    add_breakpoint(qtbot, panel, "dispatch", "*", "before")
+    panel.set_inputs((f"@{tmp_path / 'a.npy'}", f"@{tmp_path / 'b.npy'}"))
+    with qtbot.waitSignal(runs.tensorsShown, timeout=TIMEOUT):
+        qtbot.mouseClick(panel.run_button, Qt.MouseButton.LeftButton)
+    view = runs.paused_view
+    for _ in range(2):  # two more stops, the paused tab current at each
+        with qtbot.waitSignal(runs.tensorsShown, timeout=TIMEOUT):
+            qtbot.keyClick(panel.listing, Qt.Key.Key_F5)
+        assert runs.paused_view is view and main_window.documents.currentWidget() is view
+    qtbot.mouseClick(view.step_into_button, Qt.MouseButton.LeftButton)
+    pickers = [p for p in main_window.findChildren(WorkgroupPicker) if p.isVisible()]
+    assert pickers == [runs.picker]
+    picker = runs.picker
+    qtbot.waitUntil(picker.buttons.isEnabled, timeout=TIMEOUT)
+    with qtbot.waitSignal(runs.kernelViewOpened, timeout=TIMEOUT):
+        qtbot.mouseClick(picker.buttons.buttons()[0], Qt.MouseButton.LeftButton)
+    assert not [p for p in main_window.findChildren(WorkgroupPicker) if p.isVisible()]
+
+
+def test_a_dispatch_stopped_at_while_its_sources_are_rebuilt_is_typed_once_they_are(qtbot, main_window, tmp_path):
+    """No sources beside the module, but the program its debug locations name is here: the session rebuilds
+    the sources in the background. The stop shows the bound bytes and says so; when the rebuild ends, the
+    same stop is read again, typed, and "rebuilding" is gone from its header."""
+    copy = tmp_path / "prog" / "nan_log.mlir"
+    copy.parent.mkdir()
+    shutil.copy(PROGRAMS / "nan_log.mlir", copy)
+    vmfb = compile_program(str(copy), "llvm-cpu", tmp_path)
+    np.save(tmp_path / "a.npy", np.full((4, 8), 3.0, np.float32))
+    np.save(tmp_path / "b.npy", np.full((4, 8), 1.0, np.float32))
+    panel = open_in_stepper(qtbot, main_window, vmfb)
+    runs = main_window.panels["run_dispatches"]
+    add_breakpoint(qtbot, panel, "dispatch", "1", "after")
+    panel.set_inputs((f"@{tmp_path / 'a.npy'}", f"@{tmp_path / 'b.npy'}"))
+    shown = []
+    runs.tensorsShown.connect(lambda info: shown.append((info.ordinal, runs.paused_view.header.text())))
+    qtbot.mouseClick(panel.run_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: bool(shown) and "rebuilding" not in shown[-1][1].lower(), timeout=TIMEOUT)
+    view = runs.paused_view
+    assert "rebuilding" in shown[0][1].lower() and "untyped" in shown[0][1]
+    assert all(ordinal == 1 for ordinal, _ in shown)
+    assert "types from sources" in view.header.text()
+    output = next(t for t in view.tensors if t.role == "output")
+    assert output.source == "sources" and output.array.dtype == np.float32  # 32xf32: IREE flattened it
+    np.testing.assert_allclose(output.array.reshape(4, 8), np.log(np.full((4, 8), 2.0, np.float32)), rtol=1e-6)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import shiboken6
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QPushButton
 from support.session import compile_program
@@ -57,6 +58,7 @@ def test_from_a_nan_in_the_inspector_to_the_statement_that_made_it(qtbot, main_w
         qtbot.mouseClick(picker.buttons.buttons()[0], Qt.MouseButton.LeftButton)
     kernel = opened.args[0]
     assert main_window.documents.currentWidget() is kernel
+    assert not (shiboken6.isValid(picker) and picker.isVisible())  # the picker has done its work
 
     # Opened at the store that wrote the element: its value there is the inspector's NaN.
     store = kernel.cursor.current.store

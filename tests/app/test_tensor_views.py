@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
+from PySide6.QtCore import QMimeData, QPoint, QPointF, QRectF, Qt, QUrl
 from PySide6.QtGui import QDropEvent
 from support import iree_compile
 from support.app import save_screenshot
@@ -70,6 +70,16 @@ def test_inspector_shows_stats_slices_and_hover_values(qtbot):
     scene_pos = heat.view.mapViewToScene(QPointF(10.5, 20.5))
     heat.scene().sigMouseMoved.emit(scene_pos)
     assert view.hover.text() == f"[20, 10] = {a[2, 20, 10]:.7g}"
+    # A click there selects that element, as a table cell does (what Step Into Workgroup... asks for), and
+    # outlines it; a cell picked in the table is outlined on the heatmap.
+    assert view.selected_element() is None and not heat.marker.isVisible()
+    qtbot.mouseClick(heat.viewport(), Qt.MouseButton.LeftButton, pos=heat.mapFromScene(scene_pos))
+    assert view.selected_element() == (2, 20, 10)
+    assert heat.marker.isVisible() and heat.marker.rect() == QRectF(10, 20, 1, 1)
+    view.table.setCurrentIndex(view.table_model.index(3, 4))
+    assert view.selected_element() == (2, 3, 4) and heat.marker.rect() == QRectF(4, 3, 1, 1)
+    view.index_spins[0].setValue(1)  # another slice: nothing of it is selected yet
+    assert not heat.marker.isVisible()
     _shot(view, "inspector_heatmap")
     view.tabs.setCurrentIndex(1)
     _shot(view, "inspector_table")
