@@ -9,12 +9,15 @@ opens them as documents.
 from __future__ import annotations
 
 import hashlib
-import tempfile
+import shutil
 from pathlib import Path
 
 from app.context import LoadedModule
-from engine.compiler import Compilation, CompileRequest, TaskState, compile_program
-from engine.errors import CompileError, LensError
+from engine.compiler import Compilation, CompileRequest, TaskState, compile_program, load_compilation
+from engine.compiler.job import compiler_version
+from engine.errors import CompileCancelled, CompileError, LensError
+from engine.folder_lock import folder_lock
+from engine.temp_caches import cache_root
 
 MODULE_SUFFIXES = (".vmfb",)
 SOURCE_SUFFIXES = (".mlir", ".mlirbc")
@@ -70,20 +73,29 @@ def compile_source(source: Path, target: str = DEFAULT_SOURCE_TARGET, task: Task
     """Compile ``source`` for ``target`` through the engine's compile job (every phase snapshot, the
     executables and the pass timing are captured); returns the ``Compilation``.
 
-    The results go to a folder named by the source's content and the target; opening the same source
-    twice in one session compiles once. A failed compile raises ``CompileError`` with IREE's first error.
+    The results go to a folder named by the source's content, the flags and the compiler
+    (``$TMPDIR/iree-lens-compiled``, pruned of what is a week unused): opening the same source again, in
+    this process or another, reads that compile back instead of compiling again (and adds nothing to the
+    folder). A failed compile raises ``CompileError`` with IREE's first error.
     """
     request = CompileRequest.from_file(source, target=target)
-    digest = hashlib.sha256(source.read_bytes() + "\0".join(request.compiler_flags()).encode()).hexdigest()[:16]
+    # The path too: the build's debug locations name the file, which the window reads its lines from.
+    key = "\0".join([compiler_version(), str(source.resolve()), *request.compiler_flags()]).encode()
+    digest = hashlib.sha256(source.read_bytes() + b"\0" + key).hexdigest()[:16]
     cached = _CACHE.get(digest)
     if cached is not None and cached.vmfb_path is not None and cached.vmfb_path.exists():
         return cached
-    root = Path(tempfile.gettempdir()) / "iree-lens-compiled"
-    root.mkdir(parents=True, exist_ok=True)
-    out = Path(tempfile.mkdtemp(prefix=f"{request.module_name}.{target}.", dir=root))
-    if task is not None:
-        task.progress(0.0, f"compiling {source.name} for {target}")
-    compilation = compile_program(request, out_dir=out, task=task)
+    out = cache_root("iree-lens-compiled") / f"{request.module_name}.{target}.{digest}"
+    # Another window compiling the same source into the same folder: this one waits and reads it back.
+    with folder_lock(out, (lambda: task.cancelled) if task is not None else None) as held:
+        if not held:
+            raise CompileCancelled("cancelled")
+        compilation = load_compilation(request, out)
+        if compilation is None:
+            shutil.rmtree(out, ignore_errors=True)  # a compile that failed or did not finish
+            if task is not None:
+                task.progress(0.0, f"compiling {source.name} for {target}")
+            compilation = compile_program(request, out_dir=out, task=task)
     if not compilation.ok or compilation.vmfb_path is None:
         errors = [str(d) for d in compilation.errors] or [compilation.stderr().strip() or "no message"]
         raise CompileError(f"iree-compile failed on {source.name}: {errors[0]}", errors)

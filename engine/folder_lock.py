@@ -33,6 +33,7 @@ def folder_lock(out: Path, cancelled: Callable[[], bool] | None = None) -> Itera
     try:
         if cancelled is None:
             fcntl.flock(fd, fcntl.LOCK_EX)
+            _mark_used(fd, out)
             yield True
             return
         while True:
@@ -44,6 +45,17 @@ def folder_lock(out: Path, cancelled: Callable[[], bool] | None = None) -> Itera
                     yield False
                     return
                 time.sleep(POLL_S)
+        _mark_used(fd, out)
         yield True
     finally:
         os.close(fd)  # closing the descriptor releases the lock
+
+
+def _mark_used(fd: int, out: Path) -> None:
+    """The folder and its lock file are in use now: ``engine.temp_caches`` prunes what is unused for long."""
+    try:
+        os.utime(fd)
+        if out.exists():
+            os.utime(out)
+    except OSError:
+        pass

@@ -29,6 +29,13 @@ if "LENS_TEST_RUN_DIR" not in os.environ:
     os.environ["LENS_TEST_REAL_STATE_HOME"] = os.environ.get("XDG_STATE_HOME") or str(_real_home / ".local" / "state")
     # The run's compile cache (tests/support/compile_cache.py), shared by the parallel workers.
     os.environ.setdefault("LENS_TEST_COMPILE_CACHE", str(_run_dir / "compile-cache"))
+    # What the product keeps in the temporary folder (compiles the window opens, rebuilt sources, kernel
+    # builds...) goes into the run's folder, shared by the workers and removed with it: ten test runs had left
+    # gigabytes in /tmp. pytest's own tmp_path folders stay where pytest keeps them (the last runs' failures).
+    os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", tempfile.gettempdir())
+    (_run_dir / "tmp").mkdir()
+    os.environ["TMPDIR"] = str(_run_dir / "tmp")
+    tempfile.tempdir = None  # gettempdir() reads TMPDIR again
 _process = os.environ.get("PYTEST_XDIST_WORKER", "main")
 if os.environ.get("LENS_TEST_ISOLATED_HOME_OF") != _process:
     _isolated = Path(os.environ["LENS_TEST_RUN_DIR"]) / f"home-{_process}"

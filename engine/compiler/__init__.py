@@ -11,7 +11,7 @@ The public API, all plain Python (no Qt):
 from engine.compiler.compilation import Compilation, Replacement
 from engine.compiler.diagnostics import Diagnostic, parse_diagnostics
 from engine.compiler.executables import ExecutableArtifacts
-from engine.compiler.job import compile_program
+from engine.compiler.job import compile_program, load_compilation
 from engine.compiler.phases import PHASES, PhaseSnapshot
 from engine.compiler.request import TYPE_CONVERSIONS, CompileRequest
 from engine.compiler.resume import resume_from_phase
@@ -42,6 +42,7 @@ __all__ = [
     "TimingReport",
     "compile_program",
     "hal_binaries",
+    "load_compilation",
     "parse_diagnostics",
     "replace_hal_binary",
     "resume_from_phase",

@@ -200,19 +200,16 @@ def compile_program(
         diagnostics.append(Diagnostic("error", tail[0]))
 
     phases = _collect_phases(out, request)
-    names: list[str] = []
-    for phase in ("executable-sources", "hal"):
-        snapshot = next((p for p in phases if p.phase == phase), None)
-        if snapshot is not None:
-            names += [n for n in executable_names(snapshot.text()) if n not in names]
     if request.dump_executables:
         _write_executable_files(out, request.module_name, phases)
-    executables = collect_executables(out / "executables", names)
+    executables = _collect_executables(out, phases)
     vmfb = out / f"{request.module_name}.vmfb"
     executable_diagnostics: list[Diagnostic] = []
     failed: tuple[str, ...] = ()
     if proc.returncode > 0 and any(p.phase == "executable-sources" for p in phases):
         executable_diagnostics, failed = _locate_failure(request, source_path, out, task, timeout_s)
+    if proc.returncode == 0 and vmfb.exists() and _lineage == Lineage():
+        _write_record(out, request, cmd, source_path, elapsed)
     return Compilation(
         request=request,
         out_dir=out,
@@ -231,6 +228,69 @@ def compile_program(
         parent=_lineage.parent,
         resumed_from=_lineage.resumed_from,
         substitutions=_lineage.substitutions,
+    )
+
+
+RECORD = "compilation.json"  # written last, by a compile that succeeded: the folder is whole
+
+
+def _collect_executables(out: Path, phases: list[PhaseSnapshot]):
+    names: list[str] = []
+    for phase in ("executable-sources", "hal"):
+        snapshot = next((p for p in phases if p.phase == phase), None)
+        if snapshot is not None:
+            names += [n for n in executable_names(snapshot.text()) if n not in names]
+    return collect_executables(out / "executables", names)
+
+
+def _write_record(out: Path, request: CompileRequest, cmd: list[str], source_path: Path, elapsed: float) -> None:
+    import json
+
+    record = {"compiler": compiler_version(), "flags": list(request.compiler_flags()), "command": cmd,
+              "source_path": str(source_path), "elapsed_s": elapsed}  # fmt: skip
+    partial = out / f"{RECORD}.part"
+    partial.write_text(json.dumps(record, indent=1))
+    partial.replace(out / RECORD)
+
+
+def load_compilation(request: CompileRequest, out_dir: Path | str) -> Compilation | None:
+    """The successful compile of ``request`` that ``compile_program`` left in ``out_dir`` (its record names
+    the same compiler and flags), read back from its files; None when there is none there, or not whole."""
+    import json
+
+    out = Path(out_dir)
+    try:
+        record = json.loads((out / RECORD).read_text())
+        stderr = (out / "stderr.txt").read_text(errors="replace")
+    except (OSError, ValueError):
+        return None
+    vmfb = out / f"{request.module_name}.vmfb"
+    if record.get("compiler") != compiler_version() or record.get("flags") != list(request.compiler_flags()):
+        return None
+    if not vmfb.exists():
+        return None
+    timing = None
+    diagnostics = parse_diagnostics(stderr)
+    try:
+        timing = parse_timing(json.loads((out / "timing.json").read_text()))
+    except FileNotFoundError:
+        pass
+    except (OSError, ValueError, FormatError) as e:
+        diagnostics.append(Diagnostic("warning", f"timing.json: {e}"))
+    phases = _collect_phases(out, request)
+    return Compilation(
+        request=request,
+        out_dir=out,
+        module_name=request.module_name,
+        source_path=Path(record["source_path"]),
+        command=tuple(record["command"]),
+        returncode=0,
+        elapsed_s=float(record["elapsed_s"]),
+        phases=tuple(phases),
+        executables=tuple(_collect_executables(out, phases)),
+        timing=timing,
+        diagnostics=tuple(diagnostics),
+        vmfb_path=vmfb,
     )
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import hashlib
 import re
 import shutil
-import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -167,8 +166,10 @@ def rebuild_sources(
     key = hashlib.sha256(module_path.read_bytes())
     key.update(f"{program}\n{program.stat().st_mtime_ns}".encode())
     digest = key.hexdigest()[:20]
-    out = Path(cache_dir) if cache_dir is not None else Path(tempfile.gettempdir()) / "iree-lens-rebuilt" / digest
     from engine.folder_lock import folder_lock
+    from engine.temp_caches import cache_root
+
+    out = Path(cache_dir) if cache_dir is not None else cache_root("iree-lens-rebuilt") / digest
 
     # Two processes debugging the same module (two windows, a test run's workers) share ``out``: the second
     # waits for the first's verdict instead of emptying its rebuild half way.

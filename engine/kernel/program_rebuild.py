@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import subprocess
-import tempfile
 from pathlib import Path
 
 
@@ -22,7 +21,9 @@ def program_and_cache_folder(module_path: str | Path, prefix: str = "") -> tuple
     if program is None:
         return None
     key = hashlib.sha256(Path(module_path).read_bytes() + program.read_bytes()).hexdigest()[:20]
-    return program, Path(tempfile.gettempdir()) / "iree-lens-kernel" / f"{prefix}{key}"
+    from engine.temp_caches import cache_root
+
+    return program, cache_root("iree-lens-kernel") / f"{prefix}{key}"
 
 
 def compiles(cmd: list[str], timeout_s: float) -> bool:

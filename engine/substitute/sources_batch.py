@@ -240,12 +240,14 @@ def compile_combined(text: str, *, flags: list[str] | tuple[str, ...] = (), time
     ``iree-lens-batch-builds/KEY`` (one process builds, another asking for the same waits and reads it)."""
     from engine.compiler.job import compiler_version
     from engine.folder_lock import folder_lock
+    from engine.temp_caches import cache_root, mark_used
 
     key = hashlib.sha256("\0".join([compiler_version(), *flags, text]).encode()).hexdigest()[:32]
-    out = Path(tempfile.gettempdir()) / BUILDS_DIR / key
+    out = cache_root(BUILDS_DIR) / key
     with folder_lock(out):
         kept = _read_build(out)
         if kept is not None:
+            mark_used(out)
             return kept
         build = _compile_combined(text, flags, timeout_s)
         _write_build(build, out)

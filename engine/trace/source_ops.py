@@ -66,7 +66,6 @@ def flow_with_locations(source: str | Path, flags: list[str], timeout_s: float =
     Kept in the temporary folder by the program's path, size, modification time and the flags, so a second
     profile of the same program reads it back (EfficientViT-M0's takes ~40 s on a loaded 2-core machine)."""
     import hashlib
-    import tempfile
 
     from engine.compiler.job import iree_compile_path
 
@@ -78,9 +77,13 @@ def flow_with_locations(source: str | Path, flags: list[str], timeout_s: float =
                                  iree_compile_path())).encode()).hexdigest()  # fmt: skip
     except OSError as e:
         raise CompileError(f"cannot read {source}: {e}") from None
-    cache = Path(tempfile.gettempdir()) / "iree-lens-flow-locations" / f"{key}.mlir"
+    from engine.temp_caches import cache_root, mark_used
+
+    cache = cache_root("iree-lens-flow-locations") / f"{key}.mlir"
     try:
-        return cache.read_text()
+        text = cache.read_text()
+        mark_used(cache)
+        return text
     except OSError:
         pass  # not compiled yet
     text = _compile_flow(source, flags, timeout_s, iree_compile_path())
