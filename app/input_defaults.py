@@ -11,12 +11,13 @@ No Qt here: this runs in tests and on the worker.
 from __future__ import annotations
 
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from engine.temp_caches import scratch_dir
 
 FILLS = ("zeros", "ones", "random")
 DYNAMIC_DIM = 1  # what a ``?`` dimension becomes
@@ -127,7 +128,7 @@ def default_input(arg: Argument, fill: str = "zeros", seed: int = 0, folder: Pat
         return _literal(round(float(values[0]), 3), arg.element_type)
     dtype = _NUMPY_OF.get(arg.element_type)
     if count > MAX_INLINE_RANDOM and dtype is not None:
-        folder = folder or Path(tempfile.mkdtemp(prefix="iree-lens-inputs-"))
+        folder = folder or scratch_dir("iree-lens-inputs-")
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"random_{'x'.join(map(str, arg.shape))}x{arg.element_type}_{seed}.npy"
         np.save(path, values.astype(dtype).reshape(arg.shape))

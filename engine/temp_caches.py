@@ -58,3 +58,12 @@ def mark_used(entry: Path) -> None:
         os.utime(entry)
     except OSError:
         pass  # gone meanwhile: the caller reads what it already has
+
+
+def scratch_dir(prefix: str) -> Path:
+    """A new folder of its own for one job's files (a compile's phases, a bundle, generated inputs), in
+    ``$TMPDIR/iree-lens-scratch``: pruned, as the caches are, once a week unused, where ``tempfile.mkdtemp`` in
+    the temporary folder itself would stay there for good."""
+    root = cache_root("iree-lens-scratch")
+    root.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=root))

@@ -80,20 +80,14 @@ def program_of(module_path: str, source: Any = None):
 
 
 def build_for_cpu(program) -> str:
-    """(On the engine worker) ``program`` compiled for llvm-cpu (its executables' sources kept beside); the
-    new module's path, or ``LensError`` with the compiler's words."""
-    import tempfile
+    """(On the engine worker) ``program`` compiled for llvm-cpu (its executables' sources kept beside), as the
+    window compiles an .mlir it opens (a build made before is read back); the new module's path, or
+    ``LensError`` with the compiler's words."""
     from pathlib import Path
 
-    from engine.compiler.job import compile_program
-    from engine.compiler.request import CompileRequest
-    from engine.errors import LensError
+    from app.module_loader import compile_source
 
-    out = Path(tempfile.mkdtemp(prefix="iree-lens-cpu-build-"))
-    compilation = compile_program(CompileRequest.from_file(program, target="llvm-cpu"), out_dir=out)
-    if not compilation.ok or compilation.vmfb_path is None:
-        raise LensError(f"building {Path(program).name} for llvm-cpu failed: {compilation.stderr()[-500:]}")
-    return str(compilation.vmfb_path)
+    return str(compile_source(Path(program), target="llvm-cpu").vmfb_path)
 
 
 def record(request: KernelRequest, captured: Any, workgroup: tuple[int, int, int]):

@@ -14,6 +14,7 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QTableView, QTabWidget, QVBoxLayout, QWidget
 
 from engine.replay.model import ReplayDescription
+from engine.temp_caches import scratch_dir
 
 
 @dataclass(frozen=True)
@@ -164,11 +165,10 @@ class ReplayDocument(QWidget):
 
 def _capture(path: str) -> Path:
     """Replay ``path`` on the debug engine (local-sync) into a capture bundle beside the user's state."""
-    import tempfile
 
     from engine.replay.capture import capture_replay
 
-    out = Path(tempfile.mkdtemp(prefix=f"lens-replay-{Path(path).stem}-"))
+    out = scratch_dir(f"lens-replay-{Path(path).stem}-")
     return capture_replay(path, out).directory
 
 
@@ -209,12 +209,11 @@ def _start_capture(window, path: str) -> None:
 
 def _profile(path: str) -> Path:
     """Zones of the replay on the debug engine, written as Chrome trace JSON for the zones view."""
-    import tempfile
 
     from engine.replay.profile import profile_replay
     from engine.trace.chrome import write_chrome_json
 
-    out = Path(tempfile.mkdtemp(prefix=f"lens-replay-{Path(path).stem}-")) / "zones.json"
+    out = scratch_dir(f"lens-replay-{Path(path).stem}-") / "zones.json"
     write_chrome_json(profile_replay(path, "local-sync"), out)
     return out
 

@@ -11,6 +11,7 @@ import json
 import sys
 
 from engine.errors import LensError
+from engine.temp_caches import scratch_dir
 
 
 def add_parser(subparsers) -> None:
@@ -88,8 +89,6 @@ def _only_function(module: str) -> str | None:
 def _generated_inputs(module: str, function: str) -> list[str]:
     """Seeded random inputs (uniform in [-1, 1), small integers) shaped as the function's host code checks
     them, for a run without ``--input``; both runs get the same files. Empty when shapes are unknown."""
-    import tempfile
-    from pathlib import Path
 
     import numpy as np
 
@@ -103,7 +102,7 @@ def _generated_inputs(module: str, function: str) -> list[str]:
         return []
     if not found:
         return []
-    folder = Path(tempfile.mkdtemp(prefix="iree-lens-diverge-inputs-"))
+    folder = scratch_dir("iree-lens-diverge-inputs-")
     rng = np.random.default_rng(0)
     specs = []
     for arg in sorted(found, key=lambda a: a.index):

@@ -13,7 +13,6 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,7 @@ from engine.compiler.request import CompileRequest
 from engine.compiler.task import Progress, TaskState
 from engine.compiler.timing import parse_timing, split_timing_output
 from engine.errors import CompileCancelled, FormatError
+from engine.temp_caches import scratch_dir
 
 _POLL_S = 0.02  # cancel latency and progress granularity; a compile takes ~0.3 s and more
 
@@ -153,7 +153,7 @@ def compile_program(
     ``.raise_if_failed()``); a compiler crash is a failed compilation too. Raises ``CompileCancelled``
     when ``task`` is cancelled or ``timeout_s`` passes (the compiler process is killed at once).
     """
-    out = Path(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix="iree-lens-compile-"))
+    out = Path(out_dir) if out_dir is not None else scratch_dir("iree-lens-compile-")
     out.mkdir(parents=True, exist_ok=True)
     source_path = _write_source(request, out)
     cmd = build_command(request, source_path, out)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
-import tempfile
 from pathlib import Path
 
 from engine.compiler.compilation import Compilation, Replacement
@@ -12,6 +11,7 @@ from engine.compiler.executables import collect_executables
 from engine.compiler.job import Lineage, compile_program
 from engine.compiler.phases import PHASES, phase_index, snapshot_file_name
 from engine.compiler.task import TaskState
+from engine.temp_caches import scratch_dir
 
 
 def resume_from_phase(
@@ -37,7 +37,7 @@ def resume_from_phase(
     if phase == PHASES[-1]:
         raise ValueError(f"nothing follows phase {phase!r}: resume from an earlier one")
     base = parent.phase(phase)  # KeyError when the parent never reached it
-    out = Path(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix="iree-lens-compile-"))
+    out = Path(out_dir) if out_dir is not None else scratch_dir("iree-lens-compile-")
     out.mkdir(parents=True, exist_ok=True)
     module = parent.module_name
     for snapshot in parent.phases:

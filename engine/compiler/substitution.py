@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,7 @@ from engine.compiler.job import compile_program
 from engine.compiler.resume import resume_from_phase
 from engine.compiler.task import TaskState
 from engine.errors import FormatError
+from engine.temp_caches import scratch_dir
 
 _EXECUTABLE_OPEN = re.compile(
     r"^  hal\.executable(?: (?:private|public|nested))? @(?P<name>[\w$.-]+) \{$", re.MULTILINE
@@ -99,7 +99,7 @@ def substitute_executables(
     """
     if not replacements:
         return base
-    out = Path(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix="iree-lens-subst-"))
+    out = Path(out_dir) if out_dir is not None else scratch_dir("iree-lens-subst-")
     sources = [r for r in replacements if r.kind == "source"]
     binaries = [r for r in replacements if r.kind == "binary"]
     for r in replacements:
@@ -162,7 +162,7 @@ class ExecutableSubstitutions:
     def __init__(self, base: Compilation, work_dir: Path | str | None = None):
         self.base = base
         self.work_dir = (
-            Path(work_dir) if work_dir is not None else Path(tempfile.mkdtemp(prefix="iree-lens-repl-"))
+            Path(work_dir) if work_dir is not None else scratch_dir("iree-lens-repl-")
         )
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self._map: dict[str, Replacement] = {}

@@ -19,6 +19,7 @@ import numpy as np
 
 from engine.dispatch.tensor_types import TensorType, from_storage, to_storage
 from engine.errors import LensError
+from engine.temp_caches import scratch_dir
 
 MANIFEST = "manifest.json"
 ENTRIES = "dispatches.jsonl"  # written during a capture, folded into the manifest at the end
@@ -318,9 +319,8 @@ class Bundle:
 
 
 def _unzip(path: Path) -> Path:
-    import tempfile
 
-    target = Path(tempfile.mkdtemp(prefix="iree-lens-bundle-"))
+    target = scratch_dir("iree-lens-bundle-")
     try:
         with zipfile.ZipFile(path) as z:
             z.extractall(target)
