@@ -38,3 +38,29 @@ def test_a_commands_file_that_cannot_be_read_or_parsed_is_refused_with_status_2(
 
 def test_is_replay():
     assert is_replay("a/b.ireereplay") and not is_replay("a.vmfb") and not is_replay(None) and not is_replay("")
+
+
+ONE = "func.func @double(%x: tensor<4xf32>) -> tensor<4xf32> {\n  %y = arith.addf %x, %x : tensor<4xf32>\n  return %y : tensor<4xf32>\n}\n"
+TWO = ONE + ONE.replace("@double", "@twice")
+
+
+def test_a_module_of_one_function_is_run_without_naming_it(tmp_path, capsys):
+    """As iree-run-module does not: the module's only function (its $async twin aside) is called; a module
+    of several, none of them main, still needs --function, said in one sentence."""
+    from support import compile_for
+
+    for name, text in (("one", ONE), ("two", TWO)):
+        (tmp_path / f"{name}.mlir").write_text(text)
+    one = compile_for(tmp_path / "one.mlir", tmp_path / "one.vmfb", "llvm-cpu")
+    two = compile_for(tmp_path / "two.mlir", tmp_path / "two.vmfb", "llvm-cpu")
+    assert main(["run", str(one), "--input=4xf32=1 2 3 4"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("EXEC @double") and "4xf32=2 4 6 8" in out
+    commands = tmp_path / "c.txt"
+    commands.write_text("continue\n")
+    assert main(["debug", str(one), "--input=4xf32=1 2 3 4", f"--commands={commands}"]) == 0
+    assert "4xf32=2 4 6 8" in capsys.readouterr().out
+    assert main(["run", str(two), "--input=4xf32=1 2 3 4"]) == 1
+    assert "--function" in capsys.readouterr().err
+    assert main(["profile", str(two), "--input=4xf32=1", f"--out={tmp_path / 't.json'}"]) == 2
+    assert "exports several" in capsys.readouterr().err

@@ -10,6 +10,7 @@ import argparse
 import json
 import sys
 
+from engine.cli.program_arguments import only_function
 from engine.errors import LensError
 from engine.temp_caches import scratch_dir
 
@@ -64,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         if len(args.modules) != 2:
             print("iree-lens diverge: give A.vmfb B.vmfb [--function=F] [--input=...]", file=sys.stderr)
             return 2
-        args.function = args.function or _only_function(args.modules[0])
+        args.function = args.function or only_function(args.modules[0])
         if not args.function:
             print("iree-lens diverge: the module exports several functions; give --function", file=sys.stderr)
             return 2
@@ -74,16 +75,6 @@ def run(args: argparse.Namespace) -> int:
     except LensError as e:
         print(f"iree-lens diverge: {e}", file=sys.stderr)
         return 1
-
-
-def _only_function(module: str) -> str | None:
-    """The module's one exported function (its ``$async`` twin aside), or ``main`` when it has one."""
-    from engine.runtime.vmfb.module import open_vmfb
-
-    names = [e.name for e in open_vmfb(module).exports if not e.name.endswith("$async") and not e.name.startswith("__")]
-    if len(names) == 1:
-        return names[0]
-    return "main" if "main" in names else None
 
 
 def _generated_inputs(module: str, function: str) -> list[str]:

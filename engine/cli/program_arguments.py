@@ -8,6 +8,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from engine.errors import LensError
+
 REPLAY_SUFFIX = ".ireereplay"
 
 
@@ -24,11 +26,29 @@ def is_replay(path: str | None) -> bool:
 
 
 def missing_function(command: str, args: argparse.Namespace) -> bool:
-    """True, after saying so, when a module was given without ``--function`` (the command exits with 2)."""
+    """True, after saying so, when a module was given without ``--function`` and it exports several (the
+    command exits with 2); a module's only function (``only_function``) is called without being named."""
     if args.function:
         return False
-    print(f"iree-lens {command}: --function is required for a module", file=sys.stderr)
+    try:
+        args.function = only_function(args.module)
+    except (LensError, OSError):
+        args.function = None  # the run itself says what is wrong with the file
+    if args.function:
+        return False
+    print(f"iree-lens {command}: --function is required for a module that exports several", file=sys.stderr)
     return True
+
+
+def only_function(module: str) -> str | None:
+    """The module's one exported function (its ``$async`` twin and ``__init`` aside), or ``main`` when it
+    exports several and that is one of them; None otherwise."""
+    from engine.runtime.vmfb.module import open_vmfb
+
+    names = [e.name for e in open_vmfb(module).exports if not e.name.endswith("$async") and not e.name.startswith("__")]
+    if len(names) == 1:
+        return names[0]
+    return "main" if "main" in names else None
 
 
 DEVICE_HELP = "local-sync, local-task, vulkan, cuda or hip (default: the device the module was compiled for)"
@@ -46,7 +66,6 @@ def module_device(module: str, device: str | None = None) -> str:
     Raises ``LensError`` when ``device`` runs none of the module's executable formats: otherwise the module's
     initializer traps with IREE's "HAL device `__device_0` not found or unavailable" and the whole target
     attribute, which does not say which device to give instead."""
-    from engine.errors import LensError
     from engine.runtime.hal.devices import device_kind, formats_kind
     from engine.runtime.vmfb.module import open_vmfb
 

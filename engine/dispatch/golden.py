@@ -34,6 +34,10 @@ def add_golden_arguments(p) -> None:
 def apply_golden(args) -> None:
     """Fill what the command line left out (module, function, inputs) from the bundle ``args.golden``."""
     if not getattr(args, "golden", None) or _is_array_file(args.golden):
+        if args.module and not args.function:
+            from engine.cli.program_arguments import only_function
+
+            args.function = only_function(args.module)
         if not args.module or not args.function:
             raise LensError("give MODULE and --function (or --golden=DIR)")
         return
