@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from support import broken_pair, compile_for, lens_in_process
 
@@ -62,3 +63,45 @@ def test_finder_on_a_real_frontend_model(tmp_path):
     assert found is not None and found["executable"] == "attention_block$async_dispatch_10"
     rerun = lens_in_process("diverge", f"--replay={tmp_path / 'repro'}")
     assert rerun.returncode == 1, rerun.stdout + rerun.stderr
+
+
+def test_untyped_bytes_that_differ_are_said_so_not_named_a_divergence(tmp_path):
+    """Without the executables' sources (none beside the modules, and the program gone: nothing to rebuild)
+    a dispatch whose IREE name gives no element type (``slow_memcpy``) is bytes: bytes that differ cannot be
+    told rounding from error, so the finder says "bytes differ" with what would judge them, and names no
+    divergence. With --sources the same dispatch is typed and named."""
+    import shutil
+
+    from support import broken_build
+
+    program = tmp_path / "work" / "packed_concat.mlir"
+    program.parent.mkdir()
+    shutil.copy(Path(__file__).parent / "diverge_programs" / "packed_concat.mlir", program)
+
+    good = compile_for(program, tmp_path / "work" / "good.vmfb", "llvm-cpu",
+                       f"--iree-hal-dump-executable-sources-to={tmp_path / 'sources'}")  # fmt: skip
+    bad = broken_build(program, tmp_path / "work", "llvm-cpu", "main_dispatch_3", "offsets = [0, 24]", "offsets = [0, 23]")
+    clean = tmp_path / "clean"
+    clean.mkdir()
+    a, b = shutil.copy(good, clean / "a.vmfb"), shutil.copy(bad, clean / "b.vmfb")
+    shutil.rmtree(tmp_path / "work")  # the program the modules' locations name is gone
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "x.npy", (rng.standard_normal((16, 24)) * 2).astype(np.float32))
+    np.save(tmp_path / "y.npy", rng.standard_normal((16, 40)).astype(np.float32))
+    inputs = [f"--input=@{tmp_path / 'x.npy'}", f"--input=@{tmp_path / 'y.npy'}"]
+
+    proc = lens_in_process("diverge", a, b, "--function=main", *inputs, "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert "no executable sources" in proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["first_divergence"] is None, report["first_divergence"]
+    [differ] = [d for d in report["dispatches"] if d.get("untyped_bytes") and d["verdict"] == "diverged"]
+    assert differ["name"].endswith("slow_memcpy") and differ["ordinal"] == 3
+    assert report["verdicts"]["bytes_differ"] == 1
+    assert any("bytes of no known element type" in n and "--sources" in n for n in report["notes"]), report["notes"]
+    text = lens_in_process("diverge", a, b, "--function=main", *inputs)
+    assert "#3    bytes differ" in text.stdout and "first divergence" not in text.stdout
+
+    typed = json.loads(lens_in_process("diverge", a, b, "--function=main", *inputs, "--json",
+                                       f"--sources={tmp_path / 'sources'}").stdout)  # fmt: skip
+    assert typed["first_divergence"]["ordinal"] == 3 and "bytes_differ" not in typed["verdicts"]

@@ -109,19 +109,30 @@ def compare_builds(
     result = BuildComparison(lines, None, notes)
     if outputs:
         from engine.dispatch.lockstep import run_lockstep
-        from engine.dispatch.numerics import worst_verdict
+        from engine.dispatch.numerics import Verdict, worst_verdict
+        from engine.dispatch.rebuild_sources import found_or_rebuilt
 
+        # Typed as the debugger types them: untyped bytes cannot tell rounding from a divergence.
+        typing = found_or_rebuilt(module_a)
+        if not typing.found:
+            notes.append(f"outputs compared without executable sources: {typing.note}")
         try:
             lockstep = run_lockstep(
-                module_a, module_b, function, inputs, device_a=device_a, device_b=device_b
-            )
+                module_a, module_b, function, inputs, device_a=device_a, device_b=device_b,
+                interfaces=typing.interfaces or None,
+            )  # fmt: skip
         except LensError as e:
             notes.append(f"outputs not compared: {e}")
         else:
             verdicts: dict[str, list] = {}
             for report in lockstep.dispatches:
+                if report.untyped_bytes and report.verdict is Verdict.DIVERGED:
+                    continue
                 verdicts.setdefault(report.name, []).append(report.verdict)
+            # A dispatch whose untyped bytes differ is not judged: its lines show no verdict, the note says why.
             worst = {name: str(worst_verdict(v)) for name, v in verdicts.items()}
+            if lockstep.untyped_note():
+                notes.append(lockstep.untyped_note())
             result.lines = with_output_verdicts(lines, worst, sources_b)
             result.outputs = (
                 str(worst_verdict(c.verdict for c in lockstep.outputs)) if lockstep.outputs else None

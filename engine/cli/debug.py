@@ -108,7 +108,9 @@ def run(args) -> int:
     commands = read_commands(args.commands, check_for_reference if args.engine == "reference" else None)
     if commands is None:
         return 2
-    if not getattr(args, "remote", None):  # a remote module path is the server's
+    if getattr(args, "remote", None):  # the module path is the server's: its formats are not read here
+        args.device = args.device or "local-sync"
+    else:
         try:
             args.device = module_device(args.module, args.device)
         except LensError as e:

@@ -119,9 +119,9 @@ def _devices(args) -> tuple[str, str]:
     from engine.cli.program_arguments import module_device
 
     module_a, module_b = args.modules
-    device_a = module_device(module_a, args.device_a)
+    device_a = module_device(module_a, args.device_a, "--device-a")
     if args.device_b:
-        return device_a, module_device(module_b, args.device_b)
+        return device_a, module_device(module_b, args.device_b, "--device-b")
     same = Path(module_a).resolve() == Path(module_b).resolve()
     return device_a, device_a if same else module_device(module_b)
 
@@ -135,7 +135,7 @@ def _diverge(args) -> int:
     device_a, device_b = _devices(args)
     tolerance = Tolerance(args.atol, args.rtol, args.ulps)
     # Sources type the tensors and cut packed bindings into them (same interfaces in A and B).
-    interfaces = interfaces_from_files(args.sources) if args.sources else None
+    interfaces = interfaces_from_files(args.sources) if args.sources else _sources_found(module_a)
     if args.keep:
         return _diverge_bundles(args, device_a, device_b, interfaces)
     from engine.dispatch.lockstep import run_lockstep
@@ -145,6 +145,9 @@ def _diverge(args) -> int:
         tolerance=tolerance, feed=not args.own_inputs, interfaces=interfaces,
         on_report=None if args.json else _print_report,
     )  # fmt: skip
+    untyped = result.untyped_note()
+    if untyped:
+        result.notes.append(untyped)
     culprit = result.culprit
     divergence = None
     if culprit is not None:
@@ -180,7 +183,8 @@ def _diverge(args) -> int:
     golden = _golden(args.golden, result.results_a, result.results_b, tolerance) if args.golden else None
     counts: dict[str, int] = {}
     for d in result.dispatches:
-        counts[str(d.verdict)] = counts.get(str(d.verdict), 0) + 1
+        key = d.label.replace(" ", "_") if d.untyped_bytes else str(d.verdict)
+        counts[key] = counts.get(key, 0) + 1
     if args.json:
         obj = {
             "first_divergence": divergence.to_json() if divergence else None,
@@ -221,10 +225,24 @@ def _diverge(args) -> int:
     return 0
 
 
+def _sources_found(module: str) -> dict | None:
+    """The interfaces of the module's executable sources where no --sources were given: a sources folder
+    beside it, else a rebuild of the program its debug locations name (kept, checked to give the module's
+    own executables), as the debugger finds them; None (said on stderr) when neither is there."""
+    from engine.dispatch.rebuild_sources import found_or_rebuilt
+
+    sources = found_or_rebuilt(module)
+    if sources.found:
+        print(f"iree-lens diverge: tensors typed by {sources.describe()}", file=sys.stderr)
+        return sources.interfaces
+    print(f"iree-lens diverge: {sources.describe()}", file=sys.stderr)
+    return None
+
+
 def _print_report(d) -> None:
     """One line a dispatch, as the runs go (text mode)."""
     detail = f" {d.comparison.summary()}" if d.comparison is not None and str(d.verdict) != "exact" else ""
-    print(f"  #{d.ordinal:<4} {d.verdict.label:<16} {d.name}{detail}", flush=True)
+    print(f"  #{d.ordinal:<4} {d.label:<16} {d.name}{detail}", flush=True)
 
 
 def _binding_elements(step) -> dict[int, str]:

@@ -59,8 +59,8 @@ def add_device_argument(p: argparse.ArgumentParser, help: str = DEVICE_HELP) -> 
     p.add_argument("--device", default=None, help=help)
 
 
-def module_device(module: str, device: str | None = None) -> str:
-    """The device to run ``module`` on: ``device`` when given, else the kind its executables need (``vulkan``
+def module_device(module: str, device: str | None = None, option: str = "--device") -> str:
+    """The device to run ``module`` on (``option``: the flag that gives it, named in the refusal): ``device`` when given, else the kind its executables need (``vulkan``
     for SPIR-V, ``cuda`` for PTX, ``hip`` for HSACO, else ``local-sync``).
 
     Raises ``LensError`` when ``device`` runs none of the module's executable formats: otherwise the module's
@@ -84,6 +84,6 @@ def module_device(module: str, device: str | None = None) -> str:
         needed = {"vulkan": "vulkan", "cuda": "cuda", "hip": "hip"}.get(kind, "local-sync")
         raise LensError(
             f"{Path(module).name} holds {', '.join(formats)} executables, which {device} does not run: "
-            f"give --device={needed} (or leave --device out)"
+            f"give {option}={needed} (or leave {option} out)"
         )
     return device

@@ -277,6 +277,14 @@ class DispatchReport:
     undefined_input_bytes: int = 0  # read bytes no one defined (not compared)
     fingerprints: list[tuple[Fingerprint, Fingerprint]] = field(default_factory=list)
     note: str = ""
+    # Its outputs are bytes of no known element type (no sources, nothing in IREE's name): compared byte for
+    # byte, a rounding difference cannot be told from a divergence, so bytes that differ are not named one.
+    untyped_bytes: bool = False
+
+    @property
+    def label(self) -> str:
+        """What the comparison says, in words (``bytes differ`` where the bytes' type is not known)."""
+        return "bytes differ" if self.untyped_bytes and self.verdict is Verdict.DIVERGED else self.verdict.label
 
     def to_json(self, full: bool = False) -> dict:
         out = {
@@ -286,6 +294,8 @@ class DispatchReport:
             "inputs": str(self.inputs_verdict),
             "fed": self.fed,
         }
+        if self.untyped_bytes:
+            out["untyped_bytes"] = True
         if self.comparison is not None and self.verdict is not Verdict.EXACT:
             c = self.comparison
             out.update(
@@ -327,6 +337,19 @@ class LockstepResult:
     count_a: int = 0
     count_b: int = 0
     locations: dict[str, str] = field(default_factory=dict)  # export name -> source file:line
+    untyped_differences: list[int] = field(default_factory=list)  # ordinals whose untyped output bytes differ
+
+    def untyped_note(self) -> str | None:
+        """What the untyped dispatches whose bytes differ mean, or None when there are none."""
+        if not self.untyped_differences:
+            return None
+        first = next(d for d in self.dispatches if d.ordinal == self.untyped_differences[0])
+        return (
+            f"{len(self.untyped_differences)} dispatches' outputs are bytes of no known element type (no "
+            f"executable sources, and IREE's name gives none) and differ, first #{first.ordinal} {first.name}: "
+            "compared byte for byte, rounding cannot be told from a divergence, so none of them is named one; "
+            "give --sources (a --iree-hal-dump-executable-sources-to folder) to judge them"
+        )
 
 
 # ------------------------------------------------------------------------------------ the runs
@@ -406,6 +429,7 @@ class _Consumer(_SideObserver):
         self.culprit_step: Step | None = None
         self.culprit_record: tuple | None = None
         self.first_input_difference: int | None = None
+        self.untyped_differences: list[int] = []  # dispatches whose untyped output bytes differ
         self.error_a: BaseException | None = None
         self._ahead: deque[Step] = deque()  # A's steps taken while looking for a counterpart
         self._unmatched = 0
@@ -532,7 +556,9 @@ class _Consumer(_SideObserver):
         if in_verdict is Verdict.DIVERGED and self.first_input_difference is None:
             self.first_input_difference = report.ordinal
         own_inputs_agreed = self._fed or in_verdict is not Verdict.DIVERGED
-        if self.culprit is None and report.verdict is Verdict.DIVERGED and own_inputs_agreed:
+        if report.untyped_bytes and report.verdict is Verdict.DIVERGED:
+            self.untyped_differences.append(report.ordinal)
+        elif self.culprit is None and report.verdict is Verdict.DIVERGED and own_inputs_agreed:
             self.culprit = report
             self.culprit_step = step_a
             self.culprit_record = (list(record.workgroup_count), [int(c) for c in record.constants])
@@ -562,6 +588,7 @@ class _Consumer(_SideObserver):
             else None
         )
         report = self._new_report(step_a)
+        report.untyped_bytes = step_a.entry.tensors_from == "bindings" and name_element(step_a.entry.name) is None
         if comparisons is None:
             report.verdict = Verdict.DIVERGED
             report.note = (
@@ -584,6 +611,14 @@ class _Consumer(_SideObserver):
             self._next()
 
 
+def name_element(export_name: str) -> str | None:
+    """The element type IREE's dispatch name ends with (``…_matmul_4x8x16_f16xf16xf32``: the result's, listed
+    last; ``…_softmax_8x8xf32_dispatch_tensor_store``), or None when it names none (``…_attention_4x16x8``)."""
+    m = re.search(r"_(?:[a-z]+\d+x)*((?:b?f|u?i)\d+)$", export_name)
+    found = name_candidates(export_name)
+    return m[1] if m else (found[1] if found else None)
+
+
 def typed_by_name(arrays: list[np.ndarray], export_name: str) -> list[np.ndarray]:
     """Untyped (raw-byte) tensors read as the element type IREE's dispatch name ends with, flat: without the
     executables' sources a binding is only bytes, but comparing floats needs their type (``…_D_f32``:
@@ -591,10 +626,7 @@ def typed_by_name(arrays: list[np.ndarray], export_name: str) -> list[np.ndarray
     compared exactly."""
     if not any(a.dtype == np.uint8 for a in arrays):
         return arrays
-    # The name's last element type (``…_matmul_4x8x16_f16xf16xf32``: the result's, listed last).
-    m = re.search(r"_(?:[a-z]+\d+x)*((?:b?f|u?i)\d+)$", export_name)
-    found = name_candidates(export_name)  # ``…_softmax_8x8xf32_dispatch_tensor_store``
-    element = m[1] if m else (found[1] if found else None)
+    element = name_element(export_name)
     if element is None:
         return arrays
     try:
@@ -795,6 +827,7 @@ def run_lockstep(
         consumer.reports, consumer.culprit, consumer.culprit_step, consumer.culprit_record, outputs,
         results_a, results_b, notes, consumer.first_input_difference, producer.count, consumer.count,
         {**locations["b"], **locations["a"]},  # A's first: the reference build names the model's line
+        consumer.untyped_differences,
     )  # fmt: skip
 
 

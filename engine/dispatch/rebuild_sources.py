@@ -142,6 +142,15 @@ def _executables(module_path: str | Path) -> dict[str, tuple[str, bytes]]:
     return {e.name: (e.format, bytes(e.data)) for e in open_vmfb(module_path).executables}
 
 
+def found_or_rebuilt(module_path: str | Path, timeout_s: float | None = 900) -> ExecutableSources:
+    """The module's executable sources as the debugger finds them: a sources folder beside it, else a rebuild
+    of the program its debug locations name (``rebuild_sources``); none, with a note saying why, else."""
+    from engine.dispatch.typed_tensors import find_sources
+
+    found = find_sources(module_path)
+    return found if found.found else rebuild_sources(module_path, timeout_s=timeout_s)
+
+
 def rebuild_sources(
     module_path: str | Path, cache_dir: str | Path | None = None, timeout_s: float | None = 900, task=None
 ) -> ExecutableSources:
