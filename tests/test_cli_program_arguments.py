@@ -64,3 +64,23 @@ def test_a_module_of_one_function_is_run_without_naming_it(tmp_path, capsys):
     assert "--function" in capsys.readouterr().err
     assert main(["profile", str(two), "--input=4xf32=1", f"--out={tmp_path / 't.json'}"]) == 2
     assert "exports several" in capsys.readouterr().err
+
+
+def test_a_reader_that_stops_reading_is_not_an_error(tmp_path):
+    """``iree-lens inspect M --output=disassembly | head -2``: the command ends quietly, status 0, as a
+    pipeline's writer should, not with "[Errno 32] Broken pipe"."""
+    import subprocess
+    import sys
+
+    from support import compile_for
+
+    # More disassembly than a pipe holds (64 KiB), so the writer is still writing when the reader goes.
+    many = "".join(ONE.replace("@double", f"@double{k}") for k in range(100))
+    (tmp_path / "many.mlir").write_text(many)
+    module = compile_for(tmp_path / "many.mlir", tmp_path / "many.vmfb", "llvm-cpu")
+    lens = subprocess.Popen([sys.executable, "-m", "app.launcher", "inspect", str(module), "--output=disassembly"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    assert lens.stdout.readline().startswith(b"vm.module")
+    lens.stdout.close()  # the reader is gone before the rest is written
+    _, err = lens.communicate(timeout=120)
+    assert lens.returncode == 0 and b"Broken pipe" not in err, err

@@ -127,6 +127,14 @@ def test_cli_capture_and_run_golden(programs, tmp_path):
     bad = lens_in_process(*["run", f"--golden={out}",
                           f"--input=@{tmp_path / 'other.npy'}"])
     assert bad.returncode == 1 and "DIFFERS" in bad.stderr
+    # A framework's outputs of another shape but the same size match only flat: the line says so.
+    ok_run = lens_in_process("run", f"--golden={out}", "--output=@" + str(tmp_path / "result.npy"))
+    assert ok_run.returncode == 0, ok_run.stderr
+    expected = np.load(tmp_path / "result.npy")
+    np.save(tmp_path / "transposed.npy", expected.reshape(expected.shape[::-1]))
+    flat = lens_in_process("run", str(programs["softmax_traced"]), "--function=main", "--input=4x16xf32=0.5",
+                           f"--golden={tmp_path / 'transposed.npy'}")  # fmt: skip
+    assert flat.returncode == 0 and "compared flat: shape (4, 16) vs expected (16, 4)" in flat.stdout, flat
 
 
 @pytest.mark.parametrize("model,function", [("attention_block", "attention_block"), ("small_cnn", "small_cnn")])

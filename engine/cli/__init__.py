@@ -54,6 +54,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except BrokenPipeError:
+        # The reader stopped reading (``| head``), as it may: what is left of stdout goes nowhere, not into
+        # a "Broken pipe" complaint when Python flushes it at exit.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
         return 0
 
 

@@ -90,6 +90,8 @@ def run(args: argparse.Namespace) -> int:
     except KeyError as e:
         print(f"iree-lens inspect: {e.args[0] if e.args else e}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        raise  # the reader stopped (``| head``): not an error of the file (engine.cli.main)
     except OSError as e:
         print(f"iree-lens inspect: {e}", file=sys.stderr)
         return 1

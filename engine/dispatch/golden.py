@@ -68,8 +68,8 @@ def check_golden(args, results: list) -> int:
     for i, (got, want) in enumerate(zip(tensors, expected)):
         tolerance = Tolerance(args.golden_atol, args.golden_rtol, getattr(args, "golden_ulps", None))
         c = compare(got.array, np.asarray(want), tolerance=tolerance)
-        if c.ok:
-            print(f"golden: output {i} matches, {c.summary()}")
+        if c.ok:  # its note says what the match rests on (a shape that differs, compared flat)
+            print(f"golden: output {i} matches, {c.summary()}" + (f" ({c.note})" if c.note else ""))
         else:
             failed = 1
             note = c.note if c.shape_matches else ""  # the summary names a shape mismatch itself

@@ -250,7 +250,7 @@ class Reducer:
         verdict = worst_verdict(c.verdict for c in comparisons)
         if verdict is Verdict.DIVERGED:
             worst = next(c for c in comparisons if c.verdict is Verdict.DIVERGED)
-            return Outcome(True, "diverged", worst.summary())
+            return Outcome(True, "diverged", worst.summary().removeprefix("diverged: "))  # said once
         return Outcome(False, "agrees", str(verdict))
 
     def _still_fails(self, outcome: Outcome) -> bool:
