@@ -121,6 +121,27 @@ def test_sources_found_beside_given_or_none(tmp_path):
     assert read_sources([tmp_path]).found  # the compile output folder itself names its sources
 
 
+def test_another_programs_sources_beside_a_module_are_not_its_own(tmp_path):
+    """An edited dispatch of another program left in the module's folder declares none of the module's
+    dispatches: it is not taken for the module's sources (everything would stay untyped, and the debugger
+    would not rebuild the sources that type it); the module's own sources there are."""
+    from engine.samples import sample_path
+
+    module = compile_for(sample_path("mlp"), tmp_path / "mlp.vmfb", "llvm-cpu")
+    other = tmp_path / "other"
+    other.mkdir()
+    compile_for(sample_path("softmax"), other / "softmax.vmfb", "llvm-cpu",
+                f"--iree-hal-dump-executable-sources-to={other / 'dump'}")  # fmt: skip
+    for f in (other / "dump").glob("*.mlir"):
+        (tmp_path / f.name).write_text(f.read_text())  # beside the module: its folder (".")
+    found = find_sources(module)
+    assert not found.found and "declare none of its dispatches" in found.note
+    own = tmp_path / "sources"
+    compile_for(sample_path("mlp"), tmp_path / "again.vmfb", "llvm-cpu", f"--iree-hal-dump-executable-sources-to={own}")
+    found = find_sources(module)
+    assert found.found and found.path == str(own)
+
+
 # ------------------------------------------------------------------ the held-out check: iree-lens capture
 
 

@@ -190,13 +190,34 @@ def find_sources(module_path: str | Path, given: Sequence[str | Path] = ()) -> E
     if given:
         return read_sources(given, "given")
     module = Path(module_path)
+    exports = _dispatched_exports(module)
+    foreign = []
     for pattern in BESIDE:
         folder = module.parent / pattern.format(stem=module.stem)
         if folder.is_dir() and any(folder.glob("*.mlir")):
             found = read_sources([folder], "beside")
+            if found.found and exports and not exports & set(found.interfaces):
+                # Another program's executables (an edited dispatch left in the module's folder): used, they
+                # would type nothing and stand in the way of a rebuild that would.
+                foreign.append(str(folder))
+                continue
             if found.found:
                 return found
+    if foreign:
+        return ExecutableSources({}, note=f"the sources beside the module ({', '.join(foreign)}) declare none of "
+                                          "its dispatches")  # fmt: skip
     return NO_SOURCES
+
+
+def _dispatched_exports(module: Path) -> set[str]:
+    """The exports the module's host code dispatches (empty when it cannot be read: nothing is checked)."""
+    from engine.runtime.vmfb.call_sites import dispatch_call_sites
+    from engine.runtime.vmfb.module import open_vmfb
+
+    try:
+        return {site.export for site in dispatch_call_sites(open_vmfb(str(module))) if site.export}
+    except (LensError, OSError, IndexError, ValueError):
+        return set()
 
 
 # --------------------------------------------------------------------------------------------- typing
