@@ -90,3 +90,23 @@ def test_trace_from_the_command_line(compiled):
     assert out.returncode == 0, out.stderr
     assert "result[1]: i64=21" in out.stdout
     assert re.search(r"@module\.scalar_math\+0x[0-9a-f]+\s+vm\.mul\.i64", out.stdout)
+
+
+def test_a_truncated_module_is_refused_as_a_file_before_its_initializer_runs(tmp_path):
+    """Cut inside its external constant data, a module is refused where the file is read, naming the range
+    and the file, as ``inspect`` and IREE's runtime refuse it; it used to run ``__init`` and trap at its
+    first constant (``INTERNAL ... at vm.const.ref.rodata ... @module.__init``)."""
+    from support import compile_for
+
+    from engine.runtime.vmfb.module import open_vmfb
+    from engine.samples import sample_path
+
+    vmfb = compile_for(sample_path("large_constant"), tmp_path / "big.vmfb", "llvm-cpu")
+    external = [s for s in open_vmfb(vmfb).rodata_segments if not s.embedded]
+    assert external, "the sample keeps a constant outside the FlatBuffer"
+    cut = tmp_path / "cut.vmfb"
+    cut.write_bytes(vmfb.read_bytes()[: external[0].file_offset + 8])
+    with pytest.raises(DebugRunError) as raised:
+        DebugRunner(str(cut))
+    message = str(raised.value)
+    assert "runs past the end" in message and "cut.vmfb" in message and "__init" not in message, message

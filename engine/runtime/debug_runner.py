@@ -50,6 +50,8 @@ class DebugRunner:
         try:
             # Private copy-on-write mapping: kernels may write in place into buffers imported from rodata.
             self.module: VmfbModule = open_vmfb(module_path, writable=True)
+            # A truncated file is refused here, as a file: not halfway through __init at the first constant.
+            self.module.rodata_segments  # noqa: B018 - reading the table checks every segment's range
             self.device = hal_module.devices[0] if hal_module else create_device(device_uri)
             self.hal = hal_module or HalModule(self.device)
             self.context = VmContext([self.hal, *(extra_modules or []), self.module], call_init=False)
