@@ -114,6 +114,10 @@ def run(args: argparse.Namespace) -> int:
     temp = None
     try:
         temp = _from_bundle(args)
+        if args.module is not None and args.function is None:
+            from engine.cli.program_arguments import only_function
+
+            args.function = only_function(args.module)
         if args.module is None or args.function is None:
             raise LensError("benchmark needs a module and --function (or a --bundle that names them)")
         module, live, snapshot = _catch(args.module, args.device, args.function, args.input, args.dispatch,
@@ -133,12 +137,12 @@ def run(args: argparse.Namespace) -> int:
             against = (snapshot_b.record, _time(run_b, args))
         roofline = None
         if not args.no_roofline:
-            from engine.dispatch.roofline import Roofline, dispatch_flops, machine_limits
+            from engine.dispatch.roofline import Roofline, bytes_moved, dispatch_flops, machine_limits
 
             lens_s = timed[0][0].median_s
-            roofline = Roofline(sum(int(b.nbytes) for b in original.bindings),
-                                dispatch_flops(args.module, original.export_name, args.source), lens_s,
-                                machine_limits())  # fmt: skip
+            moved, counted = bytes_moved(args.module, original.export_name, original.constants, original.bindings)
+            roofline = Roofline(moved, dispatch_flops(args.module, original.export_name, args.source), lens_s,
+                                machine_limits(), counted)  # fmt: skip
     except (LensError, OSError, ValueError) as e:
         print(f"iree-lens benchmark: {e}", file=sys.stderr)
         return 1

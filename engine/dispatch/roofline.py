@@ -59,12 +59,19 @@ def machine_limits() -> MachineLimits:
     return MachineLimits(bandwidth, peak)
 
 
+# Bytes that stay in a core's caches between repetitions: the DRAM bandwidth measured does not bound them.
+CACHE_RESIDENT_BYTES = 1 << 20
+
+
 @dataclass(frozen=True)
 class Roofline:
     bytes_moved: int
     flops: float | None  # None where the dispatch's ops are not known (no input program here)
     seconds: float
     limits: MachineLimits
+    # ``tensors``: the bytes of the tensors the dispatch reads and writes (its executable's source says);
+    # ``bindings``: no source here, so the whole bound ranges (IREE binds whole slabs): an upper bound.
+    bytes_from: str = "tensors"
 
     @property
     def intensity(self) -> float | None:
@@ -112,7 +119,23 @@ class Roofline:
             "achieved_bytes_s": self.achieved_bytes_s,
             "bound": self.bound,
             "share_of_roof": self.share_of_roof,
+            "bytes_from": self.bytes_from,
+            "cache_resident": self.cache_resident,
         }
+
+    @property
+    def cache_resident(self) -> bool:
+        """Its bytes stay in cache from one repetition to the next: the memory roof (DRAM) does not bound it."""
+        return self.bytes_moved <= CACHE_RESIDENT_BYTES
+
+    def _caveats(self) -> str:
+        notes = []
+        if self.bytes_from == "bindings":
+            notes.append("bytes are the whole bound ranges (no executable source types its tensors: an upper bound)")
+        if self.cache_resident:
+            notes.append("its data stays in cache between repetitions, so the DRAM bandwidth measured does not bound "
+                         "it and a share above 100 % is expected")  # fmt: skip
+        return "".join(f"; {n}" for n in notes)
 
     def describe(self) -> str:
         mb = self.bytes_moved / 1e6
@@ -120,10 +143,27 @@ class Roofline:
                    f"{self.limits.peak_flops_s / 1e9:.1f} GFLOP/s on one core")  # fmt: skip
         if self.flops is None:
             return (f"{mb:.3f} MB moved, FLOPs unknown (its ops are not readable here or their shapes are dynamic); {machine}; "
-                    f"achieved {self.achieved_bytes_s / 1e9:.2f} GB/s = {self.share_of_roof * 100:.0f} % of bandwidth")  # fmt: skip
+                    f"achieved {self.achieved_bytes_s / 1e9:.2f} GB/s = {self.share_of_roof * 100:.0f} % of bandwidth"
+                    + self._caveats())  # fmt: skip
         return (f"{mb:.3f} MB moved, {self.flops / 1e6:.2f} MFLOP, {self.intensity:.2f} FLOP/byte; {machine}; "
                 f"{self.bound}-bound, attainable {self.attainable_flops_s / 1e9:.2f} GFLOP/s, achieved "
-                f"{self.achieved_flops_s / 1e9:.2f} GFLOP/s = {self.share_of_roof * 100:.0f} % of the roof")  # fmt: skip
+                f"{self.achieved_flops_s / 1e9:.2f} GFLOP/s = {self.share_of_roof * 100:.0f} % of the roof"
+                + self._caveats())  # fmt: skip
+
+
+def bytes_moved(module_path: str, export: str, constants, bindings) -> tuple[int, str]:
+    """The bytes one dispatch reads and writes, and where the figure comes from: the tensors its executable's
+    source declares (``tensors``: a tensor both read and written counts twice), else the whole bound ranges
+    (``bindings``; IREE binds whole slabs, several times the tensors)."""
+    from engine.dispatch.rebuild_sources import found_or_rebuilt
+    from engine.dispatch.typed_tensors import Provenance, dispatch_tensors
+
+    sources = found_or_rebuilt(module_path)
+    if sources.found:
+        tensors = dispatch_tensors(export, constants, list(bindings), None, sources)
+        if tensors and all(t.provenance == Provenance.SOURCES for t in tensors):
+            return sum(t.length for t in tensors), "tensors"
+    return sum(int(b.nbytes) for b in bindings), "bindings"
 
 
 def dispatch_flops(module_path: str, export: str, source: str | None = None) -> float | None:
