@@ -105,3 +105,10 @@ def test_untyped_bytes_that_differ_are_said_so_not_named_a_divergence(tmp_path):
     typed = json.loads(lens_in_process("diverge", a, b, "--function=main", *inputs, "--json",
                                        f"--sources={tmp_path / 'sources'}").stdout)  # fmt: skip
     assert typed["first_divergence"]["ordinal"] == 3 and "bytes_differ" not in typed["verdicts"]
+
+
+def test_a_module_that_is_not_there_is_named_first(tmp_path):
+    """Before anything is read from the other module (its inputs, its function): the missing one is named."""
+    other = compile_for(sample_path("mlp"), tmp_path / "mlp.vmfb", "llvm-cpu")
+    proc = lens_in_process("diverge", str(tmp_path / "absent.vmfb"), other)
+    assert proc.returncode == 1 and proc.stderr.strip() == f"iree-lens diverge: no such file: {tmp_path / 'absent.vmfb'}"

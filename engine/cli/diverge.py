@@ -65,6 +65,11 @@ def run(args: argparse.Namespace) -> int:
         if len(args.modules) != 2:
             print("iree-lens diverge: give A.vmfb B.vmfb [--function=F] [--input=...]", file=sys.stderr)
             return 2
+        from pathlib import Path
+
+        for module in args.modules:
+            if not Path(module).is_file():
+                raise LensError(f"no such file: {module}")
         args.function = args.function or only_function(args.modules[0])
         if not args.function:
             print("iree-lens diverge: the module exports several functions; give --function", file=sys.stderr)
