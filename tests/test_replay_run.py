@@ -390,6 +390,9 @@ def test_run_write_replay_of_a_module_and_refusals(compiled, tmp_path):
         == 0
     )
     assert len(describe_replay(open_replay(out)).dispatches) == 2
+    # Its results' read by the host is not in the replay: --output says there is nothing to write.
+    rerun = _lens("run", out, f"--output=@{tmp_path / 'result.npy'}")
+    assert rerun.returncode == 1 and "nothing to write to" in rerun.stderr, rerun.stderr
     vmvx = _lens(
         "run",
         compiled.path("mlp", "vmvx"),

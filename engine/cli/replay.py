@@ -235,6 +235,9 @@ def run(args: argparse.Namespace) -> int:
                 f"read[{i}]: buffer {buffer} [{offset}, +{length}] sha256={hashlib.sha256(data.tobytes()).hexdigest()[:16]}"
                 f" bytes={head}{' ...' if length > 16 else ''}" + (f" as {what}" if what else "")
             )
+        if len(args.output) > len(outputs):
+            missing = ", ".join(args.output[len(outputs):])
+            raise LensError(f"the replay records {len(outputs)} buffer read(s) by the host: nothing to write to {missing}")
         for target, (data, what) in zip(args.output, outputs):
             if target.startswith("@"):
                 np.save(target[1:], to_storage(data))
