@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import subprocess
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -282,7 +283,7 @@ def test_dap_over_ssh(program, tmp_path):
         sshd.stop()
         pytest.skip(reason)
     vmfb, inputs = program
-    serve = shlex.join(["env", f"PYTHONPATH={ROOT}", *lens_command(), "serve", "--stdio"])
+    serve = shlex.join(["env", f"PYTHONPATH={ROOT}", f"TMPDIR={tempfile.gettempdir()}", *lens_command(), "serve", "--stdio"])
     client = DapClient([*lens_command(), "dap", f"--remote={shlex.join([*sshd.ssh_argv(), serve])}"])
     try:
         launch(client, vmfb, inputs, stopOnEntry=True)

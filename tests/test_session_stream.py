@@ -14,6 +14,7 @@ import shlex
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -315,7 +316,7 @@ def sshd(tmp_path_factory):
 
 
 def test_debug_over_ssh(modules, tmp_path, sshd):
-    remote_serve = shlex.join(["env", f"PYTHONPATH={ROOT}", *lens_argv(), "serve", "--stdio"])
+    remote_serve = shlex.join(["env", f"PYTHONPATH={ROOT}", f"TMPDIR={tempfile.gettempdir()}", *lens_argv(), "serve", "--stdio"])
     remote = shlex.join([*sshd.ssh_argv(), remote_serve])
     local = run_debug(modules["plain"], SCRIPT, tmp_path / "local")
     over_ssh = run_debug(modules["plain"], SCRIPT, tmp_path / "ssh", f"--remote={remote}")
@@ -323,7 +324,7 @@ def test_debug_over_ssh(modules, tmp_path, sshd):
 
 
 def test_ssh_connection_killed_mid_session_is_reported(modules, sshd):
-    remote_serve = shlex.join(["env", f"PYTHONPATH={ROOT}", *lens_argv(), "serve", "--stdio"])
+    remote_serve = shlex.join(["env", f"PYTHONPATH={ROOT}", f"TMPDIR={tempfile.gettempdir()}", *lens_argv(), "serve", "--stdio"])
     events = Events()
     session = StreamSession([*sshd.ssh_argv(), remote_serve], "debug", events, stderr=io.BytesIO())
     try:
