@@ -145,3 +145,16 @@ def test_truncated_module_names_where(compiled):
             assert len(m.functions) + len(m.rodata_segments) + len(m.executables) >= 0
         except VmfbFormatError as e:
             assert e.where and "offset" in e.where
+
+
+def test_inspect_executables_names_a_cpu_librarys_exports_from_the_host_code(compiled):
+    """A CPU library exports only its query function; the dispatches it holds are named by the host code's
+    lookups, listed as iree-dump-module's disassembly dispatches them."""
+    from support import lens_in_process, tool_call_sites
+
+    vmfb = compiled.path("mlp", "llvm-cpu")
+    proc = lens_in_process("inspect", str(vmfb), "--output=executables")
+    assert proc.returncode == 0, proc.stderr
+    listed = [line.split("export ", 1)[1] for line in proc.stdout.splitlines() if line.startswith("  export ")]
+    expected = list(dict.fromkeys(name for _, _, name, _ in tool_call_sites(vmfb)))
+    assert listed == expected and len(listed) >= 2

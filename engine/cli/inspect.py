@@ -73,6 +73,14 @@ def run(args: argparse.Namespace) -> int:
 
             for x in module.executables:
                 out.write(describe_executable(x) + "\n")
+            if any(x.format.startswith("embedded-elf") for x in module.executables):
+                # A CPU library names its exports only to code that runs it: the host code's lookups name them.
+                from engine.runtime.vmfb.call_sites import dispatch_call_sites
+
+                names = list(dict.fromkeys(s.export for s in dispatch_call_sites(module) if s.export))
+                out.write(f"exports the host code dispatches (by name, hal.executable.lookup.function): {len(names)}\n")
+                for name in names:
+                    out.write(f"  export {name}\n")
         else:
             data = module_json(module)
             try:
