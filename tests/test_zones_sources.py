@@ -223,6 +223,9 @@ def test_bad_sources_are_clear_errors(tmp_path, compiled):
     (tmp_path / "empty.json").write_text("")
     with pytest.raises(TraceFormatError, match="empty"):
         load_trace(tmp_path / "empty.json")
+    (tmp_path / "p.mlir").write_text("func.func @main() {\n  return\n}\n")  # not IREE's "profile file magic"
+    with pytest.raises(TraceFormatError, match="a program is not a trace"):
+        load_trace(tmp_path / "p.mlir")
     (tmp_path / "t.txt").write_text("error: nothing timed here\n")
     with pytest.raises(TraceFormatError):
         load_trace(tmp_path / "t.txt")

@@ -40,6 +40,11 @@ def sniff(path: str | Path) -> str:
                 "a .vmfb module is not a trace (profile it with iree-lens profile)", path=str(path)
             )
         raise TraceFormatError("a zip archive that is not a .lenstrace", path=str(path))
+    if path.suffix in (".mlir", ".mlirbc"):
+        raise TraceFormatError(
+            "a program is not a trace (profile its build with iree-lens profile, or give its compile's "
+            "timing.json)", path=str(path),
+        )
     if path.suffix in IREEPROF_SUFFIXES or head.lstrip()[:1] not in (b"{", b"["):
         if path.suffix in IREEPROF_SUFFIXES:
             return "ireeprof"
