@@ -153,18 +153,23 @@ def test_the_inspector_says_which_bytes_of_an_in_place_tensor_are_undefined(qtbo
         runs.bridge.continue_()
 
 
+def _armed(qtbot, main_window, vmfb, tmp_path, ordinal: str, when: str):
+    """``vmfb`` (nan_log) open in the stepper with a dispatch breakpoint and inputs a = 3, b = 1 set; the
+    stepper panel and the run panel."""
+    np.save(tmp_path / "a.npy", np.full((4, 8), 3.0, np.float32))
+    np.save(tmp_path / "b.npy", np.full((4, 8), 1.0, np.float32))
+    panel = open_in_stepper(qtbot, main_window, vmfb)
+    add_breakpoint(qtbot, panel, "dispatch", ordinal, when)
+    panel.set_inputs((f"@{tmp_path / 'a.npy'}", f"@{tmp_path / 'b.npy'}"))
+    return panel, main_window.panels["run_dispatches"]
+
+
 def test_one_click_on_step_into_workgroup_offers_one_picker_after_many_stops(qtbot, main_window, tmp_path):
     """The paused tab is reused at each stop; its signals are wired once. Wired again at each stop, one
     click opened one picker per stop so far, and the picker left behind stayed over the workgroup view."""
     from app.views.kernel_step import WorkgroupPicker
 
-    vmfb = compile_program("nan_log", "llvm-cpu", tmp_path)
-    np.save(tmp_path / "a.npy", np.full((4, 8), 3.0, np.float32))
-    np.save(tmp_path / "b.npy", np.full((4, 8), 1.0, np.float32))
-    panel = open_in_stepper(qtbot, main_window, vmfb)
-    runs = main_window.panels["run_dispatches"]
-    add_breakpoint(qtbot, panel, "dispatch", "*", "before")
-    panel.set_inputs((f"@{tmp_path / 'a.npy'}", f"@{tmp_path / 'b.npy'}"))
+    panel, runs = _armed(qtbot, main_window, compile_program("nan_log", "llvm-cpu", tmp_path), tmp_path, "*", "before")
     with qtbot.waitSignal(runs.tensorsShown, timeout=TIMEOUT):
         qtbot.mouseClick(panel.run_button, Qt.MouseButton.LeftButton)
     view = runs.paused_view
@@ -189,13 +194,7 @@ def test_a_dispatch_stopped_at_while_its_sources_are_rebuilt_is_typed_once_they_
     copy = tmp_path / "prog" / "nan_log.mlir"
     copy.parent.mkdir()
     shutil.copy(PROGRAMS / "nan_log.mlir", copy)
-    vmfb = compile_program(str(copy), "llvm-cpu", tmp_path)
-    np.save(tmp_path / "a.npy", np.full((4, 8), 3.0, np.float32))
-    np.save(tmp_path / "b.npy", np.full((4, 8), 1.0, np.float32))
-    panel = open_in_stepper(qtbot, main_window, vmfb)
-    runs = main_window.panels["run_dispatches"]
-    add_breakpoint(qtbot, panel, "dispatch", "1", "after")
-    panel.set_inputs((f"@{tmp_path / 'a.npy'}", f"@{tmp_path / 'b.npy'}"))
+    panel, runs = _armed(qtbot, main_window, compile_program(str(copy), "llvm-cpu", tmp_path), tmp_path, "1", "after")
     shown = []
     runs.tensorsShown.connect(lambda info: shown.append((info.ordinal, runs.paused_view.header.text())))
     qtbot.mouseClick(panel.run_button, Qt.MouseButton.LeftButton)
