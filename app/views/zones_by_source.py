@@ -14,7 +14,15 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, QSortFilterProxyModel, Qt, Signal
-from PySide6.QtWidgets import QHeaderView, QLabel, QTableView, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QHeaderView,
+    QLabel,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
+    QTableView,
+    QVBoxLayout,
+    QWidget,
+)
 
 from app.views.zones_timeline import format_ns
 from engine.trace.by_source import Attribution, SourceTime
@@ -51,6 +59,29 @@ class RowsModel(QAbstractTableModel):
         return None
 
 
+class CutCellsElided(QStyledItemDelegate):
+    """Draws a cell the viewport's edge cuts as its visible part, elided ("906.9…"): a right-aligned number cut
+    at the edge otherwise shows its first digits only ("192" of "192 ns", "90" of "906.99 µs"), which reads as
+    another number. A table scrolled sideways always has such a cell."""
+
+    def __init__(self, view: QTableView):
+        super().__init__(view)
+        self.view = view
+
+    def clipped(self, option: QStyleOptionViewItem) -> QStyleOptionViewItem:
+        """``option`` for the part of its cell in view, elided where the cell is cut."""
+        visible = option.rect.intersected(self.view.viewport().rect())
+        if visible.width() >= option.rect.width() or visible.isEmpty():
+            return option
+        cut = QStyleOptionViewItem(option)
+        cut.rect = visible
+        cut.textElideMode = Qt.TextElideMode.ElideRight
+        return cut
+
+    def paint(self, painter, option, index) -> None:
+        super().paint(painter, self.clipped(option), index)
+
+
 def sortable_table(
     model: QAbstractTableModel,
     widths: Sequence[int],
@@ -81,6 +112,7 @@ def sortable_table(
     header.setStretchLastSection(True)
     view.setTextElideMode(elide)
     view.setWordWrap(False)
+    view.setItemDelegate(CutCellsElided(view))
     return view, proxy
 
 

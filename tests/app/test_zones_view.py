@@ -294,3 +294,34 @@ def test_a_histogram_of_three_zones_shows_each_inside_its_axis(view):
     (x0, x1), _ = view.histogram.getViewBox().viewRange()
     assert x0 <= durations.min() * 1e-9 and durations.max() * 1e-9 <= x1  # the longest inside the axis
     assert view.proxy.index(0, 0).data(Qt.ItemDataRole.ToolTipRole) == name
+
+
+def test_a_number_cut_by_the_tables_edge_is_drawn_elided(qtbot):
+    """The statistics scroll sideways in a 1366-px window: the right-aligned number the edge cuts showed its
+    first digits only ("906" of "906.99 µs", "1" of "150 ns"). It is drawn elided in its visible part."""
+    from PySide6.QtWidgets import QStyleOptionViewItem
+
+    from app.views.zones_by_source import CutCellsElided
+    from app.views.zones_view import StatsModel, _table
+    from engine.trace.stats import ZoneStats
+
+    model = StatsModel()
+    model.set_rows([ZoneStats("execute", 1, 906990.0, 229100.0, 906990.0, 150.0, 906990.0, 906990.0, 906990.0, 906990.0)])
+    view, _ = _table(model)
+    qtbot.addWidget(view)
+    view.resize(640, 120)
+    view.show()
+    qtbot.waitExposed(view)
+    delegate = view.itemDelegate()
+    assert isinstance(delegate, CutCellsElided)
+    edge = view.viewport().rect().right()
+    cells = [view.visualRect(view.model().index(0, c)) for c in range(model.columnCount())]
+    cut = next(c for c, r in enumerate(cells) if r.left() <= edge < r.right())
+    whole = cut - 1
+    for column, expect_cut in ((cut, True), (whole, False)):
+        option = QStyleOptionViewItem()
+        option.rect = cells[column]
+        option.textElideMode = Qt.TextElideMode.ElideMiddle
+        drawn = delegate.clipped(option)
+        assert (drawn.rect.right() <= edge and drawn.textElideMode == Qt.TextElideMode.ElideRight) is expect_cut
+        assert (drawn.rect == cells[column]) is not expect_cut
