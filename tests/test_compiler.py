@@ -64,22 +64,26 @@ def test_llvm_cpu_intermediates_and_binary(tmp_path):
     assert e.binaries[0].read_bytes().hex().upper() in c.phase("hal").text()
 
 
-def test_timing_adds_up_to_total(tmp_path):
+def test_timing_is_read_as_iree_wrote_it(tmp_path):
     start = time.monotonic()
     c = compile_program(CompileRequest(sample_path("mlp")), out_dir=tmp_path)
     measured = time.monotonic() - start
     t = c.timing
     assert t is not None and len(t.passes) > 50
-    # Top-level passes plus Rest make the Total; Rest may be negative (nested pipelines run in parallel).
-    # MLIR takes Rest and the passes' timers at slightly different moments: observed gaps up to 7 %.
-    assert abs(sum(p.wall_s for p in t.passes) + t.rest_wall_s - t.total_wall_s) <= 0.15 * t.total_wall_s
     # The compiler's own total lies within the compile as measured from outside.
     assert 0 < t.total_wall_s <= measured
     assert all(p.wall_s >= 0 for p in t.passes)
     import json
 
+    # Read as IREE wrote it: the top-level passes, Rest and Total of its JSON. Whether they add up is MLIR's
+    # business: Rest may be negative (nested pipelines run in parallel), and on a loaded 2-core machine
+    # MLIR's timers disagreed by 21 % (2.34 s of passes, Rest -1.29 s, Total 0.87 s).
     raw = json.loads((tmp_path / "timing.json").read_text())
-    assert raw[-1]["name"] == "Total" and raw[-1]["wall"]["duration"] == pytest.approx(t.total_wall_s)
+    top = {e["name"]: e["wall"]["duration"] for e in raw}
+    assert raw[-1]["name"] == "Total" and top["Total"] == pytest.approx(t.total_wall_s)
+    assert top["Rest"] == pytest.approx(t.rest_wall_s)
+    passes = [e["wall"]["duration"] for e in raw if e["name"] not in ("Rest", "Total")]
+    assert sum(p.wall_s for p in t.passes) == pytest.approx(sum(passes), abs=1e-3)
 
 
 def test_invalid_mlir_gives_located_diagnostic(tmp_path):
