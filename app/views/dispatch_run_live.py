@@ -345,7 +345,13 @@ class RunDispatchesPanel(QWidget):
         """The rebuild of the sources ended: the paused dispatch's tensors, read untyped while it ran, are read
         again (typed now, or with why not in place of "rebuilding...")."""
         view = self.paused_view
-        if view is not None and shiboken6.isValid(view) and view.info is not None and view.left is None:
+        if view is None or not shiboken6.isValid(view) or view.info is None or view.left is not None:
+            return
+        state = self.workbench.state if self.workbench is not None else None
+        paused = state.paused if state is not None else None
+        if _tab_widget(view) is None or paused is None:
+            return  # its tab was closed, or the run moved on (a new run closes it): nothing to read again
+        if int(paused.ordinal) == int(view.info.ordinal) and paused.when == view.info.when:
             self.bridge.evaluate(ReadTensors())
 
     # -- the paused dispatch
