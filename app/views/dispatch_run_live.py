@@ -230,7 +230,6 @@ class RunDispatchesPanel(QWidget):
         self._rows: dict[int, int] = {}  # ordinal -> row
         if self.bridge is not None:
             self.bridge.dispatchStopped.connect(self._on_dispatch_stopped)
-            self.bridge.sourcesSettled.connect(self._on_sources_settled)
             self.bridge.answered.connect(self._on_answer)
             self.bridge.progressed.connect(self._on_progress)
             self.bridge.stateChanged.connect(self._on_state)
@@ -340,19 +339,6 @@ class RunDispatchesPanel(QWidget):
             view.show_pending(info)
             _name_tab(tabs, view, info)
         self.bridge.evaluate(ReadTensors())
-
-    def _on_sources_settled(self) -> None:
-        """The rebuild of the sources ended: the paused dispatch's tensors, read untyped while it ran, are read
-        again (typed now, or with why not in place of "rebuilding...")."""
-        view = self.paused_view
-        if view is None or not shiboken6.isValid(view) or view.info is None or view.left is not None:
-            return
-        state = self.workbench.state if self.workbench is not None else None
-        paused = state.paused if state is not None else None
-        if _tab_widget(view) is None or paused is None:
-            return  # its tab was closed, or the run moved on (a new run closes it): nothing to read again
-        if int(paused.ordinal) == int(view.info.ordinal) and paused.when == view.info.when:
-            self.bridge.evaluate(ReadTensors())
 
     # -- the paused dispatch
 

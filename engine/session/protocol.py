@@ -694,8 +694,7 @@ class Crashed(Event):
 @dataclass(frozen=True)
 class Log(Event):
     """A note for the user. ``about`` says what it settles, for a client that acts on it: ``"sources"``, the
-    executables' sources were looked for or rebuilt and what types the tensors is now known (a paused
-    dispatch's tensors read before are re-read: typed now, or why not, in place of "rebuilding...")."""
+    executables' sources were looked for or rebuilt, and what types the tensors is now known."""
 
     text: str
     about: str = ""
