@@ -59,9 +59,14 @@ def add_device_argument(p: argparse.ArgumentParser, help: str = DEVICE_HELP) -> 
     p.add_argument("--device", default=None, help=help)
 
 
+# The device a module whose executables are all of one kind runs on by default (CPU builds: local-sync).
+_DEVICE_OF_KIND = {"vulkan": "vulkan", "cuda": "cuda", "hip": "hip"}
+
+
 def module_device(module: str, device: str | None = None, option: str = "--device") -> str:
-    """The device to run ``module`` on (``option``: the flag that gives it, named in the refusal): ``device`` when given, else the kind its executables need (``vulkan``
-    for SPIR-V, ``cuda`` for PTX, ``hip`` for HSACO, else ``local-sync``).
+    """The device to run ``module`` on: ``device`` when given, else the kind its executables need (``vulkan``
+    for SPIR-V, ``cuda`` for PTX, ``hip`` for HSACO, else ``local-sync``). ``option``: the flag that gives
+    it, named in the refusal.
 
     Raises ``LensError`` when ``device`` runs none of the module's executable formats: otherwise the module's
     initializer traps with IREE's "HAL device `__device_0` not found or unavailable" and the whole target
@@ -79,9 +84,9 @@ def module_device(module: str, device: str | None = None, option: str = "--devic
             # A build for several targets, Vulkan among them, runs on Vulkan; formats IREE Lens does not
             # know (system-elf) are IREE's local devices' to run or refuse.
             return "vulkan" if any(f.startswith("vulkan") for f in formats) else "local-sync"
-        return {"vulkan": "vulkan", "cuda": "cuda", "hip": "hip"}.get(kind, "local-sync")
+        return _DEVICE_OF_KIND.get(kind, "local-sync")
     if kind is not None and device_kind(device) not in (None, kind):
-        needed = {"vulkan": "vulkan", "cuda": "cuda", "hip": "hip"}.get(kind, "local-sync")
+        needed = _DEVICE_OF_KIND.get(kind, "local-sync")
         raise LensError(
             f"{Path(module).name} holds {', '.join(formats)} executables, which {device} does not run: "
             f"give {option}={needed} (or leave {option} out)"
