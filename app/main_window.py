@@ -145,10 +145,6 @@ class MainWindow(QMainWindow):
         # A stop at a dispatch comes to the front once its tensors are shown (the paused dispatch's document
         # opens when they arrive; the module inspector may have moved to the stop's function meanwhile).
         self.session_bridge.answered.connect(self._on_answer)
-        # The paused dispatch's document shows the session's typed tensors (ReadTensors): raise it with them.
-        self.session_bridge.answered.connect(
-            lambda answer: isinstance(answer, Tensors) and QTimer.singleShot(0, self.raise_paused_dispatch)
-        )
         # A new call: the previous run's error banner is history.
         self.session_bridge.callChanged.connect(lambda _call: self.banner.hide())
         # A module fetched from the remote side opens like a local one (the session runs the remote file).
@@ -533,9 +529,10 @@ class MainWindow(QMainWindow):
         return self.open_file(loaded.source)
 
     def _on_answer(self, answer) -> None:
-        from engine.session.protocol import Bindings, Tensors
+        from engine.session.protocol import Bindings
 
-        if isinstance(answer, (Tensors, Bindings)):
+        # A stop read again (``refresh``) stays where it is, behind the document the user works in.
+        if isinstance(answer, Bindings) or (isinstance(answer, Tensors) and not answer.query.refresh):
             QTimer.singleShot(0, self.raise_paused_dispatch)
 
     def raise_paused_dispatch(self) -> None:

@@ -137,6 +137,7 @@ class SessionBridge(QObject):
     crashed = Signal(object)  # Crashed (the report text is ``crash_report``)
     answered = Signal(object)  # an Answer (engine.session.protocol: one type per query)
     logged = Signal(str)
+    sourcesSettled = Signal()  # what types a dispatch's tensors is known now (a rebuild of the sources ended)
     stateChanged = Signal(str)
     breakpointsChanged = Signal(object)  # tuple[Breakpoint, ...]
     callChanged = Signal(object)  # Call: the last call (function, inputs), e.g. restored
@@ -294,6 +295,8 @@ class SessionBridge(QObject):
             self.progressed.emit(message)
         elif isinstance(message, Log):
             self.logged.emit(message.text)
+            if message.about == "sources":
+                self.sourcesSettled.emit()
 
     def _move_context(self, location: Location) -> None:
         if self.context is None or not location.frames:

@@ -230,6 +230,7 @@ class RunDispatchesPanel(QWidget):
         self._rows: dict[int, int] = {}  # ordinal -> row
         if self.bridge is not None:
             self.bridge.dispatchStopped.connect(self._on_dispatch_stopped)
+            self.bridge.sourcesSettled.connect(self._on_sources_settled)
             self.bridge.answered.connect(self._on_answer)
             self.bridge.progressed.connect(self._on_progress)
             self.bridge.stateChanged.connect(self._on_state)
@@ -340,9 +341,19 @@ class RunDispatchesPanel(QWidget):
             _name_tab(tabs, view, info)
         self.bridge.evaluate(ReadTensors())
 
+    def _on_sources_settled(self) -> None:
+        """The rebuild of the sources ended: the stop on show, read untyped while it ran, is read again (typed
+        now, or why not, in place of "rebuilding..."). Its answer only updates that view (``_on_refreshed``)."""
+        view = self.paused_view
+        if view is not None and shiboken6.isValid(view) and view.info is not None and view.left is None:
+            self.bridge.evaluate(ReadTensors(refresh=True))
+
     # -- the paused dispatch
 
     def _on_answer(self, answer) -> None:
+        if isinstance(answer, Tensors) and answer.query.refresh:
+            self._on_refreshed(answer)
+            return
         if not isinstance(answer, Tensors) or answer.info is None:
             return
         info = answer.info
@@ -353,6 +364,24 @@ class RunDispatchesPanel(QWidget):
         self.show_paused(info, tensors)
         if self.workbench is not None:  # an answer that came after the run moved on
             self._mark_if_left(self.workbench.state)
+        self.tensorsShown.emit(info)
+
+    def _on_refreshed(self, answer: Tensors) -> None:
+        """A stop read again: it updates the view that shows that same stop, if it is still open and the run
+        still paused there; otherwise the answer came after the run moved on (or the tab was closed) and is
+        dropped: a refresh never opens a tab nor brings one to the front."""
+        view, info = self.paused_view, answer.info
+        if info is None or view is None or not shiboken6.isValid(view) or _tab_widget(view) is None:
+            return
+        if view.info is None or view.left is not None:
+            return
+        if int(view.info.ordinal) != int(info.ordinal) or view.info.when != info.when:
+            return
+        tensors = [ShownTensor.from_protocol(t) for t in answer.tensors]
+        row = view.inspector.tensor_list.currentRow()
+        view.show_dispatch(info, tensors)
+        if 0 < row < len(tensors):  # the tensor the user was looking at stays chosen
+            view.inspector.tensor_list.setCurrentRow(row)
         self.tensorsShown.emit(info)
 
     def show_paused(self, info, tensors: list[ShownTensor]) -> PausedDispatchView:

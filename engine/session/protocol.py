@@ -467,9 +467,13 @@ class ReadTensors(Query):
     """The paused dispatch's bindings as tensors, typed in the session from the best source there is.
 
     ``wait_for_sources``: when the session is still rebuilding the executables' sources, answer once the
-    rebuild is done (the same tensors whenever a script asks) rather than at once, untyped until then."""
+    rebuild is done (the same tensors whenever a script asks) rather than at once, untyped until then.
+    ``refresh``: the client reads again a stop it already shows (the rebuild of the sources ended: typed now,
+    or why not). The run may have moved on since, which is no error: then the answer has no tensors and
+    ``info`` None, and the client updates only an open view of that same stop (it opens nothing)."""
 
     wait_for_sources: bool = False
+    refresh: bool = False
 
 
 @dataclass(frozen=True)
@@ -694,7 +698,8 @@ class Crashed(Event):
 @dataclass(frozen=True)
 class Log(Event):
     """A note for the user. ``about`` says what it settles, for a client that acts on it: ``"sources"``, the
-    executables' sources were looked for or rebuilt, and what types the tensors is now known."""
+    executables' sources were looked for or rebuilt, and what types the tensors is now known (a client
+    showing a stop read before reads it again: ``ReadTensors(refresh=True)``)."""
 
     text: str
     about: str = ""

@@ -186,3 +186,66 @@ def test_one_click_on_step_into_workgroup_offers_one_picker_after_many_stops(qtb
         qtbot.mouseClick(picker.buttons.buttons()[0], Qt.MouseButton.LeftButton)
     assert not [p for p in main_window.findChildren(WorkgroupPicker) if p.isVisible()]
 
+
+
+def test_a_dispatch_stopped_at_while_its_sources_are_rebuilt_is_typed_once_they_are(qtbot, main_window, tmp_path):
+    """No sources beside the module, but the program its debug locations name is here: the session rebuilds
+    the sources in the background. The stop shows the bound bytes and says so; when the rebuild ends, the
+    same stop is read again, typed, and "rebuilding" is gone from its header."""
+    copy = tmp_path / "prog" / "nan_log.mlir"
+    copy.parent.mkdir()
+    shutil.copy(PROGRAMS / "nan_log.mlir", copy)
+    panel, runs = _armed(qtbot, main_window, compile_program(str(copy), "llvm-cpu", tmp_path), tmp_path, "1", "after")
+    shown = []
+    runs.tensorsShown.connect(lambda info: shown.append((info.ordinal, runs.paused_view.header.text())))
+    qtbot.mouseClick(panel.run_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: bool(shown) and "rebuilding" not in shown[-1][1].lower(), timeout=TIMEOUT)
+    view = runs.paused_view
+    assert "rebuilding" in shown[0][1].lower() and "untyped" in shown[0][1]
+    assert all(ordinal == 1 for ordinal, _ in shown)
+    assert "types from sources" in view.header.text()
+    output = next(t for t in view.tensors if t.role == "output")
+    assert output.source == "sources" and output.array.dtype == np.float32  # 32xf32: IREE flattened it
+    np.testing.assert_allclose(output.array.reshape(4, 8), np.log(np.full((4, 8), 2.0, np.float32)), rtol=1e-6)
+    with qtbot.waitSignal(runs.bridge.finished, timeout=TIMEOUT):
+        runs.bridge.continue_()
+
+
+def test_a_stop_read_again_after_the_run_moved_on_opens_nothing(qtbot, main_window, tmp_path):
+    """A refresh (the stop read again once the sources' rebuild ended) can be answered after the run moved
+    on and its tab was closed: the session answers it without tensors (no error), and a late answer for the
+    old stop neither reopens its tab nor changes what the view says."""
+    from dataclasses import replace
+
+    from engine.session.protocol import Failed, ReadTensors, Tensors
+
+    panel, runs = _armed(qtbot, main_window, compile_program("nan_log", "llvm-cpu", tmp_path), tmp_path, "1", "after")
+    answers, failures = [], []
+    runs.bridge.answered.connect(lambda a: isinstance(a, Tensors) and answers.append(a))
+    runs.bridge.failed.connect(lambda f: failures.append(f))
+    with qtbot.waitSignal(runs.tensorsShown, timeout=TIMEOUT):
+        qtbot.mouseClick(panel.run_button, Qt.MouseButton.LeftButton)
+    stop_answer = answers[-1]
+    view = runs.paused_view
+    with qtbot.waitSignal(runs.bridge.finished, timeout=TIMEOUT):
+        runs.bridge.continue_()
+    assert view.left is not None  # the header says the run moved on
+    header = view.header.text()
+    # Asked now, the session answers that nothing is paused: no tensors, no Failed.
+    count = len(answers)
+    runs.bridge.evaluate(ReadTensors(refresh=True))
+    qtbot.waitUntil(lambda: len(answers) > count, timeout=TIMEOUT)
+    late = answers[-1]
+    assert isinstance(late, Tensors) and late.info is None and late.tensors == ()
+    assert not [f for f in failures if isinstance(f, Failed)]
+    assert view.header.text() == header and runs.paused_view is view
+    # The old stop's answer arriving late: the view that moved on keeps its header...
+    runs.bridge.answered.emit(replace(stop_answer, query=ReadTensors(refresh=True)))
+    assert view.header.text() == header
+    # ... and once its tab is closed, nothing opens again.
+    documents = main_window.documents
+    assert documents.close_document("paused-dispatch")
+    qtbot.waitUntil(lambda: documents.document("paused-dispatch") is None, timeout=TIMEOUT)
+    runs.bridge.answered.emit(replace(stop_answer, query=ReadTensors(refresh=True)))
+    qtbot.wait(50)  # the window's answer handlers queue their work
+    assert documents.document("paused-dispatch") is None
