@@ -203,3 +203,37 @@ def test_break_diverge_packed_binding_across_cpu_and_vulkan(tmp_path):
     first = _debug_packed(broken, cpu, [*inputs, "--device=vulkan"], tmp_path)[0]
     assert first["reason"] == "dispatch" and first["dispatch"]["ordinal"] == 1, first
     assert first["divergence"]["name"].startswith("main_dispatch_1_"), first
+
+
+def test_break_diverge_does_not_stop_at_untyped_bytes_that_differ(tmp_path):
+    """Two arguments copied into a result by ``slow_memcpy`` dispatches (IREE's name gives no element type,
+    and the bytes they read are the call's arguments: of no type the run knows). Without the executables'
+    sources such bytes that differ cannot be told rounding from error: the breakpoint judges them "bytes
+    differ" and does not stop (the divergence finder names no such dispatch either). With ``--sources``
+    the same dispatch is typed and stopped at."""
+    from support import broken_build
+
+    work = tmp_path / "work"
+    work.mkdir()
+    program = Path(shutil.copy(PROGRAMS / "concat_inner_arguments.mlir", work / "concat.mlir"))
+    sources = tmp_path / "sources"
+    good = compile_for(program, work / "good.vmfb", "llvm-cpu", f"--iree-hal-dump-executable-sources-to={sources}")
+    bad = broken_build(program, work, "llvm-cpu", "main_dispatch_1", "offsets = [0, 24]", "offsets = [0, 23]")
+    clean = tmp_path / "clean"
+    clean.mkdir()
+    good, bad = shutil.copy(good, clean / "good.vmfb"), shutil.copy(bad, clean / "bad.vmfb")
+    shutil.rmtree(work)  # the program the modules' locations name is gone: nothing rebuilds the sources
+    inputs = _packed_inputs(tmp_path)
+
+    stops = _debug_packed(bad, good, inputs, tmp_path)
+    assert [s["reason"] for s in stops] == ["finished"], stops[0].get("divergence")
+    verdicts = {o: v for o, _name, v in stops[-1]["verdicts"]}
+    assert verdicts == {0: "exact", 1: "bytes_differ"}, verdicts
+
+    script = tmp_path / "typed_commands.txt"
+    script.write_text(f"break diverge {good}\ncontinue\ncontinue\n")
+    proc = lens_in_process("debug", bad, "--function=main", *inputs, f"--commands={script}", "--json",
+                           f"--sources={sources}")  # fmt: skip
+    first = _stops(proc)[0]
+    assert first["reason"] == "dispatch" and first["dispatch"]["ordinal"] == 1, first
+    assert first["divergence"]["mismatches"] > 0 and "f32" in first["divergence"]["summary"], first

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from PySide6.QtGui import QColor
 
-from engine.dispatch.numerics import VERDICT_LABELS, Verdict
+from engine.dispatch.numerics import BYTES_DIFFER, BYTES_DIFFER_LABEL, VERDICT_LABELS, Verdict
 
 VERDICT_COLOURS = {
     Verdict.EXACT: QColor(46, 139, 87),  # sea green
@@ -17,10 +17,13 @@ VERDICT_COLOURS = {
 CULPRIT_COLOUR = QColor(200, 40, 40)
 INHERITED_COLOUR = QColor(210, 120, 30)  # diverged because its inputs did (after the culprit)
 UNKNOWN_COLOUR = QColor(128, 128, 128)
+BYTES_DIFFER_COLOUR = QColor(150, 120, 40)  # untyped bytes differ: not judged, but not "not compared" either
 
 
 def verdict_colour(verdict: str | None, inherited: bool = False) -> QColor:
     """The text colour of a verdict; ``inherited`` diverged rows (inputs already differed) are orange."""
+    if verdict == BYTES_DIFFER:
+        return BYTES_DIFFER_COLOUR
     try:
         v = Verdict(verdict)
     except ValueError:
@@ -31,7 +34,10 @@ def verdict_colour(verdict: str | None, inherited: bool = False) -> QColor:
 
 
 def verdict_label(verdict: str | None, inherited: bool = False) -> str:
-    """``exact``, ``within rounding``, ``diverged`` (``diverged (inputs differed)``), or ``not compared``."""
+    """``exact``, ``within rounding``, ``diverged`` (``diverged (inputs differed)``), ``bytes differ``
+    (untyped: not judged), or ``not compared``."""
+    if verdict == BYTES_DIFFER:
+        return BYTES_DIFFER_LABEL
     try:
         v = Verdict(verdict)
     except ValueError:
@@ -49,5 +55,6 @@ def legend_html(inherited: bool = False) -> str:
     parts = [(verdict_colour(str(v)), verdict_label(str(v))) for v in LEGEND_ORDER]
     if inherited:
         parts.append((INHERITED_COLOUR, verdict_label("diverged", inherited=True)))
+    parts.append((BYTES_DIFFER_COLOUR, BYTES_DIFFER_LABEL))
     parts.append((UNKNOWN_COLOUR, verdict_label(None)))
     return "Verdicts: " + " · ".join(f'<span style="color:{c.name()}">■ {label}</span>' for c, label in parts)

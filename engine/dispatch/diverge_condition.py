@@ -21,7 +21,10 @@ compared binding by binding; a bundle captured with types (sources, trace points
 tensor, the live dispatch's written and updated bindings against the bundle's outputs.
 
 Each dispatch checked gets a verdict (``verdicts``: exact, within rounding, within tolerance, diverged),
-which a stop reports so the window can colour its dispatch list.
+which a stop reports so the window can colour its dispatch list. Written bytes of no known element type
+(no sources, no type in IREE's name, none read) that differ are ``numerics.BYTES_DIFFER``, not diverged:
+compared byte for byte, rounding cannot be told from a divergence, so the breakpoint does not fire there
+(as the divergence finder never names such a dispatch); ``--sources`` judges them.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ import numpy as np
 from engine.dispatch.bundle import Bundle, BundleError
 from engine.dispatch.lockstep import typed_by_name
 from engine.dispatch.numerics import (
+    BYTES_DIFFER,
     Tolerance,
     Verdict,
     compare,
@@ -188,7 +192,8 @@ class DivergeReference:
             except BundleError as e:
                 raise DivergeError(f"break diverge: {self.source} is not a capture bundle: {e}") from None
         self._by_ordinal = {}
-        self.verdicts: dict[int, Verdict] = {}  # of each dispatch checked in the current call, by ordinal
+        # Of each dispatch checked in the current call, by ordinal (or BYTES_DIFFER: untyped bytes differ).
+        self.verdicts: dict[int, Verdict | str] = {}
         self.exports: dict[int, str] = {}  # the live export name of each dispatch checked, by ordinal
         self._types = ByteTypes()
         self._sources = None  # the reference bundle's executable sources (read when first needed)
@@ -249,6 +254,7 @@ class DivergeReference:
             labels = [binding_label(k, acc) for k, acc in kept]  # untyped: no role claimed
             return self.check(ordinal, name, [snapshot.after(k) for k, _ in kept], labels)
         verdicts: list[Verdict] = []
+        untyped_differ = False
         for k, (ref_before, ref_after) in enumerate(reference):
             live_before = snapshot.before[k].reshape(-1).view(np.uint8)
             live_after = np.asarray(snapshot.after(k)).reshape(-1).view(np.uint8)
@@ -268,8 +274,11 @@ class DivergeReference:
                 actual = live_after[offset:end].view(dtype)[elements]
                 expected = ref_after[offset:end].view(dtype)[elements]
                 c = compare(actual, expected, tolerance=self._tolerance(name))
-                verdicts.append(c.verdict)
                 self._types.mark(record.bindings[k], offset, end, dtype)
+                if not c.ok and dtype == np.uint8:  # bytes of no known type: not judged, said apart
+                    untyped_differ = True
+                    continue
+                verdicts.append(c.verdict)
                 if not c.ok:
                     first = None
                     if c.first_mismatch is not None:
@@ -279,7 +288,7 @@ class DivergeReference:
                     return self._hit(DivergeHit(ordinal, name, entry.name, k, c.max_abs_error, c.max_rel_error,
                                                 c.mismatches, first, summary=f"{where}: {c.summary()}",
                                                 label=label))  # fmt: skip
-        self.verdicts[ordinal] = worst_verdict(verdicts)
+        self.verdicts[ordinal] = BYTES_DIFFER if untyped_differ else worst_verdict(verdicts)
         return None
 
     def _check_typed(self, ordinal: int, entry, snapshot: DispatchSnapshot):
@@ -426,13 +435,17 @@ class DivergeReference:
                 dtype = np.uint8
             pairs = [(live.view(dtype), ref_raw.view(dtype))]
         verdicts: list[Verdict] = []
+        untyped_differ = False
         for k, (actual, expected) in enumerate(pairs):
             c = compare(actual, expected, tolerance=self._tolerance(name))
+            if not c.ok and actual.dtype == np.uint8:  # bytes of no known type: not judged, said apart
+                untyped_differ = True
+                continue
             verdicts.append(c.verdict)
             if not c.ok:
                 label = labels[k] if labels is not None and len(pairs) == len(labels) else ""
                 return self._hit(DivergeHit(ordinal, name, entry.name, k, c.max_abs_error, c.max_rel_error,
                                             c.mismatches, c.first_mismatch, summary=c.summary(),
                                             label=label))  # fmt: skip
-        self.verdicts[ordinal] = worst_verdict(verdicts)
+        self.verdicts[ordinal] = BYTES_DIFFER if untyped_differ else worst_verdict(verdicts)
         return None

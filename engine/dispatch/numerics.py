@@ -79,6 +79,11 @@ VERDICT_LABELS = {
     Verdict.DIVERGED: "diverged",
 }
 _VERDICT_ORDER = [Verdict.EXACT, Verdict.WITHIN_ROUNDING, Verdict.WITHIN_TOLERANCE, Verdict.DIVERGED]
+# Not a verdict: output bytes of no known element type (no sources, and IREE's name gives none) that differ.
+# Compared byte for byte, rounding cannot be told from a divergence, so such a dispatch is never judged
+# diverged (nor stopped at, nor named the first divergence); it is said apart, with what would judge it.
+BYTES_DIFFER = "bytes_differ"
+BYTES_DIFFER_LABEL = "bytes differ"
 
 
 def worst_verdict(verdicts) -> Verdict:

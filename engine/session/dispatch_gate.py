@@ -210,15 +210,21 @@ class DispatchGate(SnapshotSubscriber):
 
     def diverge_verdicts(self) -> tuple[tuple[int, str], ...]:
         """(ordinal, verdict) of each dispatch the diverge breakpoints judged in the current call (the least
-        agreeing where several judged one)."""
-        from engine.dispatch.numerics import worst_verdict
+        agreeing where several judged one; ``numerics.BYTES_DIFFER`` where untyped bytes differ and no typed
+        judgement found it diverged)."""
+        from engine.dispatch.numerics import BYTES_DIFFER, Verdict, worst_verdict
 
         found: dict[int, list] = {}
         for bp in self.breakpoints:
             ref = self._references.get(bp) if bp.kind == BreakpointKind.DIVERGE else None
             for o, v in (ref.verdicts.items() if ref is not None else ()):
                 found.setdefault(o, []).append(v)
-        return tuple((o, str(worst_verdict(vs))) for o, vs in sorted(found.items()))
+
+        def verdict(vs: list) -> str:
+            judged = worst_verdict(v for v in vs if v != BYTES_DIFFER)
+            return BYTES_DIFFER if BYTES_DIFFER in vs and judged is not Verdict.DIVERGED else str(judged)
+
+        return tuple((o, verdict(vs)) for o, vs in sorted(found.items()))
 
     def rewind(self, ordinal: int) -> None:
         """The run went back to before dispatch ``ordinal`` (a run ordinal) ran: a diverge breakpoint that fired

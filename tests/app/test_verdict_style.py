@@ -25,3 +25,15 @@ def test_the_legend_names_every_verdict_in_its_colour():
     for v in Verdict:
         assert f'color:{verdict_colour(str(v)).name()}">■ {verdict_label(str(v))}<' in text
     assert "diverged (inputs differed)" in text and "not compared" in text
+
+
+def test_untyped_bytes_that_differ_are_neither_diverged_nor_not_compared():
+    """``numerics.BYTES_DIFFER`` (a diverge breakpoint's or the finder's untyped bytes that differ): its own
+    label and colour, in the legend too."""
+    from app.views.verdict_style import legend_html
+    from engine.dispatch.numerics import BYTES_DIFFER
+
+    assert verdict_label(BYTES_DIFFER) == "bytes differ"
+    colour = verdict_colour(BYTES_DIFFER)
+    assert colour not in (UNKNOWN_COLOUR, verdict_colour("diverged"))
+    assert f'color:{colour.name()}">■ bytes differ<' in legend_html()
