@@ -84,3 +84,41 @@ def test_a_reader_that_stops_reading_is_not_an_error(tmp_path):
     lens.stdout.close()  # the reader is gone before the rest is written
     _, err = lens.communicate(timeout=120)
     assert lens.returncode == 0 and b"Broken pipe" not in err, err
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["diverge", "a.vmfb", "--device-a=local-task", "b.vmfb", "--input=4xf32=1"],
+         {"modules": ["a.vmfb", "b.vmfb"], "device_a": "local-task", "input": ["4xf32=1"]}),
+        (["diverge", "--json", "a.vmfb", "--function", "f", "b.vmfb", "--atol=0"],
+         {"modules": ["a.vmfb", "b.vmfb"], "json": True, "function": "f", "atol": 0.0}),
+        (["compare-builds", "a.vmfb", "--function=f", "b.vmfb", "--repeat=2", "--json"],
+         {"modules": ["a.vmfb", "b.vmfb"], "function": "f", "repeat": 2, "json": True}),
+        (["run", "--input=4xf32=1", "m.vmfb", "--function=f"], {"module": "m.vmfb", "input": ["4xf32=1"]}),
+        (["debug", "--commands=c.txt", "m.vmfb", "--json"], {"module": "m.vmfb", "commands": "c.txt", "json": True}),
+        (["inspect", "--output=json", "m.vmfb"], {"module": "m.vmfb", "output": "json"}),
+        (["zones", "--top=3", "t.json", "--json"], {"file": "t.json", "top": 3, "json": True}),
+    ],
+)
+def test_options_stand_anywhere_among_a_commands_positional_arguments(argv, expected):
+    """argparse's subparsers end a command's positionals at its first option: ``diverge a.vmfb --device-a=X
+    b.vmfb`` was refused ("unrecognized arguments: b.vmfb"). Each command's line is read intermixed."""
+    from engine.cli import build_parsers, parse_command_line
+
+    parser, commands = build_parsers()
+    args, unknown = parse_command_line(parser, commands, argv)
+    assert unknown == [] and args.command == argv[0]
+    assert {key: getattr(args, key) for key in expected} == expected
+
+
+def test_iree_flags_still_stand_anywhere_for_the_commands_that_pass_them():
+    """sources/phases/split/reduce keep their REMAINDER of IREE flags (which parse_intermixed_args refuses):
+    parsed as before, the flags before the program among the words left over, those after it kept."""
+    from engine.cli import build_parsers, parse_command_line
+
+    parser, commands = build_parsers()
+    argv = ["phases", "--iree-opt-level=O2", "--out=d", "p.mlir", "--iree-flag-b", "--target=vmvx"]
+    args, unknown = parse_command_line(parser, commands, argv)
+    assert unknown == ["--iree-opt-level=O2"] and str(args.source) == "p.mlir" and str(args.out) == "d"
+    assert args.iree_flags == ["--iree-flag-b", "--target=vmvx"]  # take_own_options picks --target out

@@ -13,6 +13,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Mapping
 
 # Sub-commands, in the order `iree-lens --help` lists them; each is the module of its name ("-" as "_").
 COMMAND_MODULES = (
@@ -22,6 +23,11 @@ COMMAND_MODULES = (
 
 
 def build_parser() -> argparse.ArgumentParser:
+    return build_parsers()[0]
+
+
+def build_parsers() -> tuple[argparse.ArgumentParser, Mapping[str, argparse.ArgumentParser]]:
+    """``iree-lens``'s parser, and each sub-command's own parser by its name."""
     parser = argparse.ArgumentParser(
         prog="iree-lens",
         description="Debugger and trace viewer for programs compiled by IREE. "
@@ -37,12 +43,34 @@ def build_parser() -> argparse.ArgumentParser:
                 raise
             continue  # not built yet
         module.add_parser(sub)
-    return parser
+    return parser, sub.choices
+
+
+def parse_command_line(
+    parser: argparse.ArgumentParser, commands: Mapping[str, argparse.ArgumentParser], argv: list[str]
+) -> tuple[argparse.Namespace, list[str]]:
+    """The parsed line and the words no option of it took (IREE's flags, for the commands that pass them on).
+
+    A sub-command's options may stand anywhere among its positional arguments (``diverge A.vmfb
+    --device-a=local-task B.vmfb --input=...``): its own parser reads the line with
+    ``parse_intermixed_args``, since argparse's subparsers parse a command's words in one pass where an
+    option between two positionals ends the first. The commands that pass IREE's flags through (``sources``,
+    ``phases``, ``split``, ``reduce``: the program and the flags are one REMAINDER, which
+    ``parse_intermixed_args`` refuses with a TypeError before reading a word) are parsed as before and pick
+    their own options out of the flags wherever they stand (``compile_arguments.take_own_options``)."""
+    command = commands.get(argv[0]) if argv else None
+    if command is not None:
+        try:
+            return command.parse_intermixed_args(argv[1:], argparse.Namespace(command=argv[0])), []
+        except TypeError:
+            pass
+    return parser.parse_known_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args, unknown = parser.parse_known_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser, commands = build_parsers()
+    args, unknown = parse_command_line(parser, commands, argv)
     if unknown:
         # Commands that pass flags through to IREE take them anywhere on the line (before SOURCE too).
         if not hasattr(args, "iree_flags"):
