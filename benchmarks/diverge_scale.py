@@ -120,8 +120,9 @@ def compile_mlir(text: str, out: Path, target: str) -> Path:
     return out
 
 
-def timed(command: list[str]) -> tuple[float, int, str]:
-    """Wall seconds, peak RSS (bytes) and stdout of ``command`` in a child process."""
+def timed(command: list[str], ok: tuple[int, ...] = (0,)) -> tuple[float, int, str]:
+    """Wall seconds, peak RSS (bytes) and stdout of ``command`` in a child process (whose exit status is
+    one of ``ok``)."""
     wrapper = (
         "import resource, subprocess, sys, time, json;"
         "t = time.perf_counter(); p = subprocess.run(sys.argv[1:], capture_output=True, text=True);"
@@ -132,7 +133,7 @@ def timed(command: list[str]) -> tuple[float, int, str]:
     proc = subprocess.run([sys.executable, "-c", wrapper, *command], capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
     wall, rss, code, stdout = json.loads(proc.stdout.strip().splitlines()[-1])
-    if code != 0:
+    if code not in ok:
         raise SystemExit(f"{' '.join(command[:4])}... failed: {proc.stderr[-2000:]}")
     return wall, rss, stdout
 
@@ -142,7 +143,7 @@ def bench(label: str, a: Path, b: Path, inputs: list[str]) -> dict:
     out = f"--output=@{a.parent / 'result.npy'}"
     run_a = timed([*lens, "run", str(a), "--engine=debug", "--function=main", *inputs, out])
     run_b = timed([*lens, "run", str(b), "--engine=debug", "--function=main", *inputs, out])
-    diverge = timed([*lens, "diverge", str(a), str(b), "--function=main", *inputs, "--json"])
+    diverge = timed([*lens, "diverge", str(a), str(b), "--function=main", *inputs, "--json"], ok=(0, 1))  # 1: diverged
     report = json.loads(diverge[2])
     plain = run_a[0] + run_b[0]
     row = {

@@ -8,8 +8,9 @@ import subprocess
 import sys
 
 import pytest
-from support import SHARED_MODELS, compile_for, slowed_build
+from support import SHARED_MODELS, broken_pair, compile_for, lens_in_process, slowed_build
 
+from engine.samples import sample_path
 from engine.trace.build_compare import LineTimes, change_of
 
 
@@ -65,3 +66,22 @@ def test_change_rule():
     noisy = LineTimes(("d",), 100, (5_000.0, 20_000.0, 9_000.0, 16_000.0))
     assert change_of(a, noisy) == "same"  # within twice its spread
     assert change_of(None, a) == "only in B" and change_of(a, None) == "only in A"
+
+
+def test_exit_status_says_whether_outputs_diverge_and_options_stand_anywhere(tmp_path):
+    """As diff and cmp: 0 when the outputs agree, 1 when a build's outputs diverge, 2 for trouble; the
+    options may stand between the two modules. A build with one dispatch's addf made a subf diverges."""
+    a, b, _ = broken_pair(sample_path("mlp"), tmp_path, "main_dispatch_1", "arith.addf", "arith.subf")
+    quick = ("--repeat=1", "--rounds=1")
+    broken = lens_in_process("compare-builds", a, "--function=main", "--input=2x16xf32=0.25", b, *quick, "--json")
+    assert broken.returncode == 1, broken.stderr[-2000:]
+    result = json.loads(broken.stdout)
+    assert result["outputs"] == "diverged" or any(r["outputs"] == "diverged" for r in result["lines"]), result
+    same = lens_in_process("compare-builds", a, "--input=2x16xf32=0.25", a, "--function=main", *quick)
+    assert same.returncode == 0, same.stderr[-2000:]
+    unjudged = lens_in_process("compare-builds", a, b, "--function=main", "--input=2x16xf32=0.25", *quick, "--no-outputs")
+    assert unjudged.returncode == 0, unjudged.stderr[-2000:]  # times alone are never a status
+    missing = lens_in_process("compare-builds", a, "--function=main", tmp_path / "absent.vmfb")
+    assert missing.returncode == 2 and f"no such file: {tmp_path / 'absent.vmfb'}" in missing.stderr
+    helped = lens_in_process("compare-builds", "--help")
+    assert "Exit status (as diff and cmp): 0 when nothing diverges, 1 when" in " ".join(helped.stdout.split())

@@ -21,7 +21,7 @@ def test_finder_names_the_broken_dispatch_and_the_reproducer_reproduces(tmp_path
     repro = tmp_path / "repro"
     proc = lens_in_process("diverge", a, b, "--function=main", "--input=2x16xf32=0.25", "--json", f"--repro={repro}",
                  f"--sources={dump}")
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1, proc.stderr  # a divergence named: 1, as diff and cmp say "they differ"
     found = json.loads(proc.stdout)["first_divergence"]
     assert found["ordinal"] == 1 and found["name"] == "main_dispatch_1_matmul_2x4x32_f32"
     assert found["executable"] == "main_dispatch_1" and found["max_abs_error"] > 0
@@ -58,7 +58,7 @@ def test_finder_on_a_real_frontend_model(tmp_path):
     x = MODELS / "attention_block_x.npy"
     proc = lens_in_process("diverge", a, b, "--function=attention_block", f"--input=@{x}", "--json",
                  "--atol=1e-6", f"--repro={tmp_path / 'repro'}")
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1, proc.stderr
     found = json.loads(proc.stdout)["first_divergence"]
     assert found is not None and found["executable"] == "attention_block$async_dispatch_10"
     rerun = lens_in_process("diverge", f"--replay={tmp_path / 'repro'}")
@@ -101,14 +101,40 @@ def test_untyped_bytes_that_differ_are_said_so_not_named_a_divergence(tmp_path):
     assert any("bytes of no known element type" in n and "--sources" in n for n in report["notes"]), report["notes"]
     text = lens_in_process("diverge", a, b, "--function=main", *inputs)
     assert "#3    bytes differ" in text.stdout and "first divergence" not in text.stdout
+    assert text.returncode == 0, text.stderr  # bytes that differ, not judged: no divergence named
 
-    typed = json.loads(lens_in_process("diverge", a, b, "--function=main", *inputs, "--json",
-                                       f"--sources={tmp_path / 'sources'}").stdout)  # fmt: skip
-    assert typed["first_divergence"]["ordinal"] == 3 and "bytes_differ" not in typed["verdicts"]
+    typed = lens_in_process("diverge", a, b, "--function=main", *inputs, "--json", f"--sources={tmp_path / 'sources'}")
+    assert typed.returncode == 1, typed.stderr
+    report = json.loads(typed.stdout)
+    assert report["first_divergence"]["ordinal"] == 3 and "bytes_differ" not in report["verdicts"]
 
 
 def test_a_module_that_is_not_there_is_named_first(tmp_path):
     """Before anything is read from the other module (its inputs, its function): the missing one is named."""
     other = compile_for(sample_path("mlp"), tmp_path / "mlp.vmfb", "llvm-cpu")
     proc = lens_in_process("diverge", str(tmp_path / "absent.vmfb"), other)
-    assert proc.returncode == 1 and proc.stderr.strip() == f"iree-lens diverge: no such file: {tmp_path / 'absent.vmfb'}"
+    assert proc.returncode == 2 and proc.stderr.strip() == f"iree-lens diverge: no such file: {tmp_path / 'absent.vmfb'}"
+
+
+def test_exit_status_is_diffs_and_options_stand_anywhere(tmp_path):
+    """0 when nothing diverges, 1 when a first divergence is named (lockstep, --keep's bundles, text or
+    --json), 2 for trouble; the options may stand between the two modules and after them."""
+    a, b, dump = broken_pair(sample_path("mlp"), tmp_path, "main_dispatch_1", "arith.addf", "arith.subf")
+    same = lens_in_process("diverge", a, "--input=2x16xf32=0.25", a, "--function=main")
+    assert same.returncode == 0 and "no divergence in" in same.stdout, same.stdout + same.stderr
+    found = lens_in_process("diverge", a, "--device-a=local-sync", "--input=2x16xf32=0.25", b,
+                            f"--sources={dump}", "--json", "--device-b=local-task")  # fmt: skip
+    assert found.returncode == 1, found.stderr
+    report = json.loads(found.stdout)
+    assert report["first_divergence"]["ordinal"] == 1 and report["devices"] == ["local-sync", "local-task"]
+    text = lens_in_process("diverge", "--function=main", a, b, "--input=2x16xf32=0.25", f"--sources={dump}")
+    assert text.returncode == 1 and "first divergence: dispatch 1" in text.stdout, text.stdout + text.stderr
+    kept = lens_in_process("diverge", a, f"--keep={tmp_path / 'kept'}", b, "--input=2x16xf32=0.25", "--json")
+    assert kept.returncode == 1 and json.loads(kept.stdout)["first_divergence"] is not None, kept.stderr
+    assert lens_in_process("diverge", a, f"--keep={tmp_path / 'kept_same'}", a, "--json").returncode == 0
+    usage = lens_in_process("diverge", a)
+    assert usage.returncode == 2 and "give A.vmfb B.vmfb" in usage.stderr
+    helped = lens_in_process("diverge", "--help")
+    assert "Exit status (as diff and cmp): 0 when nothing diverges, 1 when a first divergence is named" in " ".join(
+        helped.stdout.split()
+    )

@@ -11,6 +11,8 @@ size, the line's median time per call in A and B with its spread, and whether it
 (``engine.trace.build_compare``). The two builds also run in lockstep on the debug engine (``diverge``'s
 runs: B's dispatches fed A's inputs), so each line says whether its dispatches' outputs agree (the
 numerics verdicts), and the function's results are compared.
+
+Options may stand anywhere on the line, between the two modules too.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import argparse
 import json
 import sys
 
+from engine.cli.exit_status import DIFFERENT, SAME, TROUBLE, epilog, trouble
 from engine.errors import LensError
 
 
@@ -27,6 +30,11 @@ def add_parser(subparsers) -> None:
         "compare-builds",
         help="two builds of one program side by side: time, code size and outputs by source line",
         description=__doc__,
+        epilog=epilog(
+            "the lockstep run finds outputs that diverge, a line's dispatches' or the function's results' "
+            '(--json: "outputs", or a line\'s "outputs", is "diverged")',
+            "A change of time is reported, never a status: with --no-outputs the status is 0 or 2.",
+        ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("modules", nargs=2, metavar="MODULE", help="A.vmfb B.vmfb")
@@ -141,23 +149,35 @@ def compare_builds(
     return result
 
 
+def diverged(result) -> bool:
+    """Whether the lockstep comparison of a ``BuildComparison`` found outputs that diverge (exit status 1)."""
+    return result.outputs == "diverged" or any(line.outputs == "diverged" for line in result.lines)
+
+
 def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from engine.cli.program_arguments import module_device
 
     a, b = args.modules
     if args.repeat < 1 or args.rounds < 1:
         print("iree-lens compare-builds: --repeat and --rounds must be at least 1", file=sys.stderr)
-        return 2
+        return TROUBLE
     device = args.device
     try:
+        for module in (a, b):  # named before anything runs (iree-benchmark-module's words would say less)
+            if not Path(module).is_file():
+                raise LensError(f"no such file: {module}")
         result = compare_builds(a, b, args.function, args.input, device=device, repeat=args.repeat, rounds=args.rounds,
                                 source=args.source, outputs=not args.no_outputs, timeout_s=args.timeout)  # fmt: skip
-    except (LensError, OSError) as e:
-        print(f"iree-lens compare-builds: {e}", file=sys.stderr)
-        return 1
+    except BrokenPipeError:
+        raise
+    except Exception as e:  # trouble, never "they differ" (1): see engine.cli.exit_status
+        return trouble("compare-builds", e)
+    status = DIFFERENT if diverged(result) else SAME
     if args.json:
         print(json.dumps(result.as_dict()))
-        return 0
+        return status
     devices = device or f"{module_device(a)} / {module_device(b)}"
     print(f"A: {a}\nB: {b}\n{devices}, {args.rounds} x {args.repeat} calls each; times are medians per call")
     header = f"{'source line':40} {'op':28} {'A n':>3} {'A bytes':>8} {'A us':>10} {'B n':>3} {'B bytes':>8} {'B us':>10}  change   outputs"
@@ -168,7 +188,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"function results, B against A: {result.outputs}")
     for note in result.notes:
         print(f"  {note}")
-    return 0
+    return status
 
 
 def _row(line) -> str:

@@ -10,6 +10,7 @@ import argparse
 import json
 import sys
 
+from engine.cli.exit_status import DIFFERENT, SAME, TROUBLE, epilog, trouble
 from engine.cli.program_arguments import only_function
 from engine.errors import LensError
 from engine.temp_caches import scratch_dir
@@ -17,7 +18,14 @@ from engine.temp_caches import scratch_dir
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
-        "diverge", help="run two modules/devices and name the first dispatch whose outputs differ"
+        "diverge",
+        help="run two modules/devices and name the first dispatch whose outputs differ",
+        epilog=epilog(
+            "a first divergence is named (--json: first_divergence is not null; --replay: the reproducer "
+            "still diverges)",
+            "Options may stand anywhere on the line, between the two modules too.",
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("modules", nargs="*", metavar="MODULE", help="A.vmfb B.vmfb (B may equal A)")
     p.add_argument("--function", help="exported function to call")
@@ -54,7 +62,9 @@ def add_parser(subparsers) -> None:
         metavar="DIR",
         help="capture both runs to bundles (DIR/a, DIR/b) and compare those, each run on its own inputs",
     )
-    p.add_argument("--replay", metavar="DIR", help="rerun a reproducer; exit 1 while it still diverges")
+    p.add_argument(
+        "--replay", metavar="DIR", help="rerun a reproducer; exit 1 while it still diverges, 0 once it matches"
+    )
     p.set_defaults(func=run)
 
 
@@ -64,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
             return _replay(args)
         if len(args.modules) != 2:
             print("iree-lens diverge: give A.vmfb B.vmfb [--function=F] [--input=...]", file=sys.stderr)
-            return 2
+            return TROUBLE
         from pathlib import Path
 
         for module in args.modules:
@@ -73,13 +83,14 @@ def run(args: argparse.Namespace) -> int:
         args.function = args.function or only_function(args.modules[0])
         if not args.function:
             print("iree-lens diverge: the module exports several functions; give --function", file=sys.stderr)
-            return 2
+            return TROUBLE
         if not args.input:
             args.input = _generated_inputs(args.modules[0], args.function)
         return _diverge(args)
-    except LensError as e:
-        print(f"iree-lens diverge: {e}", file=sys.stderr)
-        return 1
+    except BrokenPipeError:
+        raise  # the reader stopped reading (``| head``): the command line's own affair
+    except Exception as e:  # trouble, never "it diverged" (1): see engine.cli.exit_status
+        return trouble("diverge", e)
 
 
 def _generated_inputs(module: str, function: str) -> list[str]:
@@ -206,7 +217,7 @@ def _diverge(args) -> int:
             "golden": golden,
         }
         print(json.dumps(obj))
-        return 0
+        return SAME if divergence is None else DIFFERENT
     for note in result.notes:
         print(f"note: {note}")
     summary = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in counts.items())
@@ -227,7 +238,7 @@ def _diverge(args) -> int:
         print(f"program output, B against A{fed}: {c.summary()}")
     for line in golden or []:
         print(f"golden {line['run']} output {line['output']}: {line['summary']}")
-    return 0
+    return SAME if divergence is None else DIFFERENT
 
 
 def _sources_found(module: str) -> dict | None:
@@ -313,7 +324,7 @@ def _diverge_bundles(args, device_a: str, device_b: str, interfaces) -> int:
             ],
         }
         print(json.dumps(obj))
-        return 0
+        return SAME if d is None else DIFFERENT
     for note in result.notes:
         print(f"note: {note}")
     if d is None:
@@ -324,7 +335,7 @@ def _diverge_bundles(args, device_a: str, device_b: str, interfaces) -> int:
             print(f"  output {d.output_index}: {d.comparison.summary()}")
         if repro_path:
             print(f"  reproducer: {repro_path.parent}")
-    return 0
+    return SAME if d is None else DIFFERENT
 
 
 def _replay(args) -> int:
@@ -349,4 +360,4 @@ def _replay(args) -> int:
         print(f"dispatch {result.ordinal} {result.name}: {state}")
         for i, c in result.comparisons.items():
             print(f"  binding {i}: {c.summary()}")
-    return 1 if result.reproduced else 0
+    return DIFFERENT if result.reproduced else SAME

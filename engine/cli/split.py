@@ -8,7 +8,11 @@ Splitting compiles the program (the flags as for ``phases``), runs it once on IR
 every distinct dispatch, ``DIR/<test>/dispatch.mlir`` (``func.func @main``: the dispatch's operations as the
 flow phase holds them, its tensor operands as arguments and its results as results), ``inputs/*.npy``,
 ``expected/*.npy`` and ``DIR/manifest.json``. Checking compiles each test with ``iree-compile`` and runs it
-with ``iree-run-module``; the exit status is 1 when any test diverged or failed.
+with ``iree-run-module``.
+
+Exit status (as diff and cmp): --check gives 0 when every test agrees, 1 when any diverged or failed to
+compile or run, 2 for trouble (bad usage, a folder that cannot be read); splitting gives 0, 1 when no
+dispatch could be written as a test, 2 for trouble.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from engine.cli.compile_arguments import (
     option_default,
     take_own_options,
 )
+from engine.cli.exit_status import TROUBLE, trouble
 from engine.errors import CompileCancelled, LensError
 
 
@@ -86,7 +91,11 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, FileNotFoundError, CompileCancelled, LensError) as e:
         # one line: IREE's runtime errors go on with its VM stack
         print(f"iree-lens split: {str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}", file=sys.stderr)
-        return 2
+        return TROUBLE
+    except BrokenPipeError:
+        raise
+    except Exception as e:  # trouble, never "a test diverged" (1): see engine.cli.exit_status
+        return trouble("split", e)
 
 
 def _split(args: argparse.Namespace, iree_flags: list[str]) -> int:
