@@ -25,3 +25,17 @@ def collect_on_gui_thread(interval_s: float = 1.0):
         _collector = GarbageCollector(interval=interval_s)
     return _collector
 
+
+
+def stop_collecting_on_gui_thread() -> None:
+    """Back to Python's automatic collection (idempotent): for a process whose GUI part is over, such as a
+    test run moving on from the window's tests to the engine's, which run no event loop to fire the timer."""
+    global _collector
+    if _collector is None:
+        return
+    import gc
+
+    _collector.timer.stop()
+    _collector = None
+    gc.collect()  # what the GUI part left is destroyed here, on the GUI thread, before threads may collect
+    gc.enable()

@@ -73,3 +73,12 @@ def test_each_known_slow_test_names_a_test_and_is_started_first():
     items = [SimpleNamespace(nodeid=n) for n in ("tests/test_a.py::x", "tests/test_a.py::y", slowest)]
     longest_first(items)
     assert [i.nodeid for i in items] == [slowest, "tests/test_a.py::x", "tests/test_a.py::y"]
+
+
+def test_engine_tests_run_with_automatic_garbage_collection():
+    """The window's tests collect cycles on the GUI thread only (tests/app/conftest.py, as the app does),
+    module by module: an engine test after them runs with Python's own collector, not with none (no event
+    loop fires the GUI's timer here)."""
+    import gc
+
+    assert gc.isenabled()

@@ -14,13 +14,17 @@ from app.qt_none_refcount import pin_none
 pin_none()
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="module", autouse=True)
 def gui_thread_gc(qapp):
-    """As in the application: the cyclic collector runs on the GUI thread only (app/gui_gc.py)."""
-    from app.gui_gc import collect_on_gui_thread
+    """As in the application: the cyclic collector runs on the GUI thread only (app/gui_gc.py), while a
+    module of the window's tests runs; the engine's tests after it get Python's automatic collection back
+    (they run no event loop, so the timer would never collect their cycles)."""
+    from app.gui_gc import collect_on_gui_thread, stop_collecting_on_gui_thread
 
     collect_on_gui_thread()
     yield
+    qapp.processEvents()
+    stop_collecting_on_gui_thread()
 
 
 @pytest.fixture(autouse=True)
