@@ -125,9 +125,11 @@ def _packed_inputs(tmp_path) -> list[str]:
     return [f"--input=@{a}", f"--input=@{b}"]
 
 
-def _debug_packed(module, reference, inputs, tmp_path, function: str = "main") -> list[dict]:
+def _debug_packed(module, reference, inputs, tmp_path, function: str = "main", stops: int = 0) -> list[dict]:
+    """The records of a run to the end that ``stops`` times at ``break diverge reference``: one ``continue``
+    more than the stops (a run command after the end is an error, as in gdb -batch -x)."""
     script = tmp_path / "packed_commands.txt"
-    script.write_text(f"break diverge {reference}\ncontinue\ncontinue\n")
+    script.write_text(f"break diverge {reference}\n" + "continue\n" * (stops + 1))
     proc = lens_in_process("debug", module, f"--function={function}", *inputs, f"--commands={script}", "--json")
     assert proc.returncode == 0, proc.stderr
     return _stops(proc)
@@ -163,7 +165,7 @@ def test_break_diverge_judges_tensors_packed_into_a_readwrite_binding(tmp_path):
         ("main_dispatch_3", "offsets = [0, 24]", "offsets = [0, 23]", 3),
     ):
         broken = broken_build(source, tmp_path, "llvm-cpu", executable, old, new)
-        stops = _debug_packed(broken, vmvx, inputs, tmp_path)
+        stops = _debug_packed(broken, vmvx, inputs, tmp_path, stops=1)
         first = stops[0]
         assert first["reason"] == "dispatch" and first["dispatch"]["ordinal"] == ordinal, stops
         assert first["divergence"]["name"].startswith(executable + "_"), first
@@ -200,7 +202,7 @@ def test_break_diverge_packed_binding_across_cpu_and_vulkan(tmp_path):
     assert [s["reason"] for s in _debug_packed(cpu, vk, inputs, tmp_path)] == ["finished"]
     assert [s["reason"] for s in _debug_packed(vk, cpu, [*inputs, "--device=vulkan"], tmp_path)] == ["finished"]
     broken = broken_build(source, tmp_path, "vulkan-spirv", "main_dispatch_1", "math.exp", "math.tanh")
-    first = _debug_packed(broken, cpu, [*inputs, "--device=vulkan"], tmp_path)[0]
+    first = _debug_packed(broken, cpu, [*inputs, "--device=vulkan"], tmp_path, stops=1)[0]
     assert first["reason"] == "dispatch" and first["dispatch"]["ordinal"] == 1, first
     assert first["divergence"]["name"].startswith("main_dispatch_1_"), first
 

@@ -18,7 +18,8 @@ from engine.cli import main as lens_main
 
 MODELS = Path(__file__).resolve().parents[1] / ".." / "shared" / "models"
 TRACE_FLAG = "--iree-flow-trace-dispatch-tensors"
-HEALTHY = ["--input=4x8xf32=3", "--input=4x8xf32=1"]
+HEALTHY_VALUES = ["4x8xf32=3", "4x8xf32=1"]
+HEALTHY = [f"--input={value}" for value in HEALTHY_VALUES]
 NAN = ["--input=4x8xf32=1", "--input=4x8xf32=2"]
 
 
@@ -146,9 +147,10 @@ def test_real_frontend_model_every_dispatch_in_both_engines(capsys, tmp_path, mo
             capsys, tmp_path, module, "break dispatch *\n" + "continue\n" * 200, f"--function={function}", x,
             f"--engine={engine}",
         )
-        assert code == 0, err  # the continues after the end are notes, not failures
+        # More continues than stops: the first after the end is an error that ends the script (gdb -batch -x).
+        assert code == 1 and err.count("'continue': the program is not being run (finished)") == 1, err
         stops = [line for line in lines if line["reason"] == "dispatch"]
-        assert lines[len(stops)]["reason"] == "finished"
+        assert lines[len(stops)]["reason"] == "finished" and len(lines) == len(stops) + 1
         names[engine] = [(s["dispatch"]["ordinal"], s["dispatch"]["name"]) for s in stops]
     assert names["debug"] == names["reference"] and len(names["debug"]) >= 3
 
@@ -162,9 +164,72 @@ def test_a_failing_program_prints_failed_and_exits_1(capsys, tmp_path, modules):
     assert "mismatch" in lines[-1]["message"]
 
 
-def test_continue_after_the_end_is_a_note(capsys, tmp_path, modules):
-    code, lines, err = debug(capsys, tmp_path, modules["plain"], "continue\ncontinue\n", "--function=main", *HEALTHY)
-    assert code == 0 and [x["reason"] for x in lines] == ["finished"] and "not being run" in err
+@pytest.mark.parametrize(
+    ("script", "printed", "line", "said"),
+    [
+        # A run command after the end: gdb's "The program is not being run." is an error, not a note.
+        ("continue\ncontinue\ninfo registers\n", ["finished"], 2, "'continue': the program is not being run (finished)"),
+        ("continue\nstep 2\ncontinue\n", ["finished"], 2, "'step 2': the program is not being run (finished)"),
+        ("continue\nfinish\n", ["finished"], 2, "'finish': the program is not being run (finished)"),
+        # Nothing to read: gdb's "The program has no registers now.", an error too.
+        ("info registers\ncontinue\n", [], 1, "no registers: the program is not stopped (not started)"),
+        ("continue\ninfo registers\n", ["finished"], 2, "no registers: the program is not stopped (finished)"),
+        ("save-tensors out\ncontinue\n", [], 1, "needs a stop at a dispatch, or the finished program's outputs"),
+        ("step\nsave-tensors out\ncontinue\n", ["step"], 2, "(stopped, not at a dispatch)"),
+    ],
+)
+def test_a_command_that_cannot_be_done_ends_the_script_with_status_1(
+    capsys, tmp_path, modules, script, printed, line, said
+):
+    """One rule for every verb, gdb -batch -x's: the error is said at its line, the commands after it are
+    not run, and the exit status is 1."""
+    script = script.replace("save-tensors out", f"save-tensors {tmp_path / 'out'}")
+    code, lines, err = debug(capsys, tmp_path, modules["plain"], script, "--function=main", *HEALTHY)
+    assert code == 1, err
+    assert [x["reason"] for x in lines] == printed  # nothing after the failing line ran
+    assert f"commands.gdb:{line}: " in err and said in err, err
+    later = len([x for x in script.splitlines() if x.strip()]) - line
+    assert (f"({later} later commands not run)" in err) == (later > 0), err
+    assert not (tmp_path / "out").exists()
+
+
+def test_notes_leave_the_status_alone(capsys, tmp_path, modules):
+    """A breakpoint that cannot be set is said '(not set)' and the script goes on (as gdb answers no to a
+    pending breakpoint); a dispatch breakpoint the program never reached is said at the end: status 0."""
+    code, lines, err = debug(
+        capsys, tmp_path, modules["plain"], "break dispatch *no_such_export*\nbreak dispatch 9\ncontinue\n",
+        "--function=main", *HEALTHY,
+    )  # fmt: skip
+    assert code == 0 and [x["reason"] for x in lines] == ["finished"], err
+    assert "(not set)" in err and "ended without stopping at" in err
+
+
+def test_the_rule_is_in_the_help(capsys):
+    with pytest.raises(SystemExit):
+        lens_main(["debug", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "Exit status, as gdb -batch -x FILE: 0 when every command did what it says. 1 when one could not" in text
+    assert "the commands file stops there" in text and "2: a commands file that cannot be read or parsed" in text
+
+
+@pytest.mark.parametrize(
+    ("script", "printed", "said"),
+    [
+        ("continue\ncontinue\n", ["finished"], "line 2: 'continue': the replay is not being run (finished)"),
+        ("info registers\ncontinue\n", [], "line 1: 'info registers': the replay is not stopped (not started)"),
+        ("save-tensors out\ncontinue\n", [], "line 1: save-tensors: not stopped at a dispatch"),
+    ],
+)
+def test_a_replays_debugger_follows_the_same_rule(capsys, tmp_path, modules, script, printed, said):
+    from support import record_replay
+
+    replay = record_replay(modules["plain"], "main", HEALTHY_VALUES, tmp_path / "run.ireereplay")
+    commands = tmp_path / "commands.gdb"
+    commands.write_text(script.replace("save-tensors out", f"save-tensors {tmp_path / 'out'}"))
+    code = lens_main(["debug", str(replay), f"--commands={commands}", "--json"])
+    out = capsys.readouterr()
+    lines = [json.loads(line) for line in out.out.splitlines() if line.strip()]
+    assert code == 1 and [x["reason"] for x in lines] == printed and said in out.err, out.err
 
 
 def test_a_command_ends_with_its_code_even_if_a_thread_lingers(tmp_path):

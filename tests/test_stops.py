@@ -136,7 +136,8 @@ def test_reverse_continue_goes_back_through_the_nan_writers_to_the_first(
             pytest.skip(f"no Vulkan: {reason}")
         args.append("--device=vulkan")
     module = compile_program("nan_matmul", target, programs)
-    forward = debug(capsys, tmp_path, module, "break nan\n" + "continue\n" * 8, *args)
+    # More continues than stops: the first after the end is an error that ends the script (gdb -batch -x).
+    forward = debug(capsys, tmp_path, module, "break nan\n" + "continue\n" * 8, *args, code=1)
     hits = [s for s in stops(forward) if s[0] == "dispatch"]
     assert hits[0] == ("dispatch", ordinal, "after") and stops(forward)[len(hits)] == ("finished",)
     script = "break nan\n" + "continue\n" * (len(hits) + 1) + "reverse-continue\n" * (len(hits) + 1)

@@ -87,6 +87,10 @@ def test_reverse_before_the_program_runs_is_an_error(capsys, tmp_path, compiled)
     code = lens_main(["debug", str(module), f"--commands={script}", "--json", "--function=collatz_steps", "--input=27"])
     err = capsys.readouterr().err
     assert code == 1 and "no history yet" in err
+    script.write_text("reverse-continue\ncontinue\n")  # as every error: the script stops at its line
+    code = lens_main(["debug", str(module), f"--commands={script}", "--json", "--function=collatz_steps", "--input=27"])
+    out = capsys.readouterr()
+    assert code == 1 and f"{script}:1: " in out.err and "no history yet" in out.err and out.out == ""
     script.write_text("reverse-step 0\n")
     code = lens_main(["debug", str(module), f"--commands={script}", "--function=collatz_steps", "--input=27"])
     assert code == 2 and "count must be at least 1" in capsys.readouterr().err
@@ -125,14 +129,15 @@ def test_reverse_continue_to_a_nan_stop(capsys, tmp_path):
     assert back[-1]["reason"] == "history-start"
 
 
-def test_a_reverse_command_that_cannot_be_done_leaves_the_program_where_it_was(capsys, tmp_path, compiled):
+def test_a_reverse_command_that_cannot_be_done_ends_the_script(capsys, tmp_path, compiled):
+    """reverse-finish in the outermost frame cannot move: an error, so (as gdb -batch -x) the commands
+    file stops at its line with status 1; the commands after it are not run."""
     module = compiled.path("control_flow", "llvm-cpu")
     script = tmp_path / "c.gdb"
     script.write_text("step 10\nreverse-finish\ninfo registers\nstep 1\n")
     code = lens_main(["debug", str(module), f"--commands={script}", "--json", "--function=collatz_steps", "--input=27"])
     out = capsys.readouterr()
-    assert code == 1 and "outermost frame" in out.err
-    stepped, info, after = [json.loads(line) for line in out.out.splitlines()]
-    assert info["registers"] == stepped["registers"] and info["pc"] == stepped["pc"]
-    expected = debug(capsys, tmp_path, module, "step 11\n", "--function=collatz_steps", "--input=27")
-    assert after == expected[0]
+    assert code == 1 and f"{script}:2: " in out.err and "outermost frame" in out.err
+    assert "(2 later commands not run)" in out.err
+    [stepped] = [json.loads(line) for line in out.out.splitlines()]
+    assert stepped["reason"] == "step"

@@ -12,15 +12,18 @@ start from the function's entry, which prints nothing). With ``--json`` each sto
     {"reason": ..., "function": ..., "pc": ..., "depth": ..., "dispatch": null | {"ordinal": N,
      "name": ..., "when": "before"|"after"}, "registers": {"i32": [...], "ref": [...]}}
 
-and the end of the program ``{"reason": "finished", ..., "results": TEXT, "outputs": [...]}``. Exit
-status: 0, 1 when the program failed (a trap, a HAL error) or a command could not be done (save-tensors
-with nothing to save), 2 for a bad commands file; a run command after the end is a note on stderr.
+and the end of the program ``{"reason": "finished", ..., "results": TEXT, "outputs": [...]}``.
+
+Errors, as ``gdb -batch -x FILE`` has them (``SCRIPT_RULE``): a command that cannot do what it says stops
+the commands file there, and the exit status is 1.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -58,12 +61,31 @@ from engine.session.script import ScriptCommand, ScriptError, check_for_referenc
 from engine.session.stream import add_remote_argument
 
 _STEP_MODES = {"step": StepMode.INTO, "next": StepMode.OVER, "finish": StepMode.OUT}
+
+# How a commands file ends, for every verb and both engines (and a replay's debugger): gdb -batch -x's rule
+# ("An error in any command terminates execution of the command file", exit status 1), which is also what a
+# CI job wants: a script that expected a stop it did not get fails, where it failed.
+SCRIPT_RULE = (
+    "Exit status, as gdb -batch -x FILE: 0 when every command did what it says. 1 when one could not: the "
+    "error is said on stderr as FILE:LINE: and the commands file stops there (later lines are not run). "
+    "Such errors: the program failed (a trap, a HAL error; --json prints its {\"reason\": \"failed\"} "
+    "record); continue, step, next or finish after the program ended or failed; info registers when the "
+    "program is not stopped; save-tensors with neither a stop at a dispatch nor the ended program's outputs; "
+    "a reverse command before the program ran, or one that cannot move (reverse-finish in the outermost "
+    "frame). 2: a commands file that cannot be read or parsed (nothing runs). Notes on stderr leave the "
+    "status alone: a breakpoint that cannot be set ('(not set)', as gdb answers no to a pending "
+    "breakpoint), dispatch breakpoints the program never reached; a reverse command that reaches the start "
+    "of the history stops there (reason history-start)."
+)
 _REVERSE_VERBS = ("reverse-step", "reverse-next", "reverse-finish", "reverse-continue")
 
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
-        "debug", help="run a debugger commands file on a function of a .vmfb (like gdb -batch -x)"
+        "debug",
+        help="run a debugger commands file on a function of a .vmfb (like gdb -batch -x)",
+        epilog=textwrap.fill(SCRIPT_RULE, 100),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_program_arguments(p, "the .vmfb to debug (or an .ireereplay: its HAL calls and dispatches)")
     add_device_argument(p)
@@ -204,6 +226,8 @@ class Debugger:
         print(json.dumps(obj) if isinstance(obj, dict) else obj, flush=True)
 
     def _error(self, command: ScriptCommand | None, message: str, *, fatal: bool = True) -> None:
+        """Say ``message`` at ``command``'s line; ``fatal`` (the command could not do what it says): the
+        exit status is 1 and the commands file stops after this command (``SCRIPT_RULE``)."""
         where = f"{self.args.commands}:{command.line}: " if command is not None else ""
         print(f"iree-lens debug: {where}{message}", file=sys.stderr, flush=True)
         if fatal:
@@ -262,9 +286,15 @@ class Debugger:
                     file=sys.stderr,
                 )
                 return 1
-            for command in self.commands:
+            for k, command in enumerate(self.commands):
                 self._do(command)
-                if self.status and self.state == "failed":
+                if self.status:  # as gdb -batch -x: an error ends the commands file there
+                    if k + 1 < len(self.commands):
+                        print(
+                            f"iree-lens debug: {self.args.commands}:{command.line}: the commands file stops at "
+                            f"this error ({len(self.commands) - k - 1} later commands not run)",
+                            file=sys.stderr,
+                        )
                     break
         except LensError as e:
             print(f"iree-lens debug: {e}", file=sys.stderr)
@@ -342,8 +372,8 @@ class Debugger:
     def _running_or_error(self, command: ScriptCommand) -> bool:
         if self.state == "stopped":
             return True
-        # As gdb says "The program is not being run.": a note, not a failure of the run.
-        self._error(command, f"{command.text!r}: the program is not being run ({self.state})", fatal=False)
+        # As gdb's "The program is not being run.", an error: the script expected a stop it cannot have.
+        self._error(command, f"{command.text!r}: the program is not being run ({self.state})")
         return False
 
     def _call(self, *, stop_at_entry: bool, command: ScriptCommand, quiet: bool = False) -> bool:
@@ -407,8 +437,8 @@ class Debugger:
             self._error(command, "the program ended without stopping at: " + "; ".join(never), fatal=False)
 
     def _info_registers(self, command: ScriptCommand) -> None:
-        if self.state != "stopped":
-            self._error(command, f"no registers: the program is not stopped ({self.state})", fatal=False)
+        if self.state != "stopped":  # gdb: "The program has no registers now.", an error
+            self._error(command, f"{command.text!r}: no registers: the program is not stopped ({self.state})")
             return
         registers = self.last_stop.detail.registers
         if self.args.json:  # not a stop: no "reason"
@@ -449,7 +479,11 @@ class Debugger:
                 if t.undefined:  # an in-place tensor's bytes nothing wrote yet (leftovers, not data)
                     undefined[path.name] = [list(r) for r in t.undefined]
         else:
-            self._error(command, "save-tensors needs a stop at a dispatch, or the finished program's outputs")
+            self._error(
+                command,
+                f"{command.text!r}: needs a stop at a dispatch, or the finished program's outputs ({self.state}"
+                + (", not at a dispatch)" if self.state == "stopped" else ")"),
+            )
             return
         if self.args.json:
             self._print({"saved": saved, **({"labels": labels} if labels else {}),

@@ -19,6 +19,9 @@ debugger's (``engine.session.script``) where they mean something for a replay:
 Each stop prints one line (``--json``: one JSON object: ``reason``, ``record``, ``operation``, ``scope``,
 ``dispatch`` null or ``{"ordinal", "name", "when"}``, ``nonfinite`` after a NaN stop; the end
 ``{"reason": "finished", "dispatches": N}``; save-tensors ``{"saved": [...]}``; notes go to stderr).
+Errors end the commands file with exit status 1 as the module debugger's do (``engine.cli.debug.SCRIPT_RULE``,
+gdb -batch -x's rule): a failed replay, a run command after the end, info registers or save-tensors with no
+stop to read.
 """
 
 from __future__ import annotations
@@ -285,10 +288,17 @@ class ReplayDebugger:
     def _note(self, text: str) -> None:
         print(json.dumps({"note": text}) if self.as_json else f"note: {text}", file=self.err)
 
+    def _fail(self, c: ScriptCommand, text: str) -> None:
+        """``c`` could not do what it says: said, exit status 1, and the commands file stops after it."""
+        print(f"iree-lens debug: line {c.line}: {text}", file=self.err)
+        self.status = 1
+
     def run(self) -> int:
         try:
             for c in self.commands:
                 self._do(c)
+                if self.status:  # an error ends the commands file there (gdb -batch -x)
+                    break
             if self.started and not self.finished:  # the end of the commands ends the run (gdb -batch)
                 self._free = True
                 self.run_thread.resume(True)
@@ -306,7 +316,7 @@ class ReplayDebugger:
             self.current.gate.breakpoints = tuple(self.breakpoints)
         elif c.verb in ("continue", "finish", "step", "next"):
             if self.finished:
-                self._note(f"{c.text}: the replay has finished")
+                self._fail(c, f"{c.text!r}: the replay is not being run (finished)")
                 return
             if c.verb == "finish":
                 self._free = True
@@ -317,7 +327,10 @@ class ReplayDebugger:
             self._reverse(c)
         elif c.verb == "info registers":
             r = self._record_now
-            text = "not started" if r is None else f"record #{r.sequence_ordinal} {r.operation}"
+            if r is None or self.finished:
+                self._fail(c, f"{c.text!r}: the replay is not stopped ({'finished' if self.finished else 'not started'})")
+                return
+            text = f"record #{r.sequence_ordinal} {r.operation}"
             print(json.dumps({"position": text, "scope": self._scope()}) if self.as_json else text, file=self.out)
         elif c.verb == "save-tensors":
             self._save(c)
@@ -372,8 +385,7 @@ class ReplayDebugger:
         stop = self.stop
         snapshot = self.current.gate.snapshot
         if stop is None or stop.dispatch is None or self.finished or snapshot is None:
-            print(f"iree-lens debug: save-tensors: not stopped at a dispatch (line {c.line})", file=self.err)
-            self.status = 1
+            self._fail(c, "save-tensors: not stopped at a dispatch")
             return
         out = Path(c.path or ".")
         out.mkdir(parents=True, exist_ok=True)
