@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.views.elided_label import ElidedLabel
 from app.views.zones_by_source import BySourceTable, RowsModel, sortable_table
 from app.views.zones_timeline import ZoneTimeline, format_ns
 from engine.trace.by_source import Attribution, SourceTime
@@ -200,6 +201,12 @@ class ZonesView(QWidget):
         self.histogram.setLabel("bottom", "duration", units="s")
         self.histogram.setLabel("left", "zones")
         self.histogram.setMinimumWidth(220)
+        # The selected name above the plot, elided to its width: as the plot's own title (a LabelItem as wide
+        # as its text) a long dispatch name widened the plot past its splitter and cut title and axis alike.
+        self.histogram_title = ElidedLabel("", mode=Qt.TextElideMode.ElideMiddle)
+        self.histogram_title.setObjectName("zonesHistogramTitle")
+        self.histogram_title.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.histogram_title.setStyleSheet("background: white; color: #404040")
         self._bars: pg.BarGraphItem | None = None
 
         bar = QHBoxLayout()
@@ -215,7 +222,13 @@ class ZonesView(QWidget):
         self.tables.addTab(self.by_source, "By source")
         lower = QSplitter(Qt.Orientation.Horizontal)
         lower.addWidget(self.tables)
-        lower.addWidget(self.histogram)
+        histogram_pane = QWidget()
+        pane = QVBoxLayout(histogram_pane)
+        pane.setContentsMargins(0, 0, 0, 0)
+        pane.setSpacing(0)
+        pane.addWidget(self.histogram_title)
+        pane.addWidget(self.histogram, 1)
+        lower.addWidget(histogram_pane)
         lower.setStretchFactor(0, 3)
         lower.setStretchFactor(1, 1)
         lower.setSizes([700, 300])
@@ -371,7 +384,7 @@ class ZonesView(QWidget):
         x0, x1 = edges[:-1] * 1e-9, edges[1:] * 1e-9
         self._bars = pg.BarGraphItem(x0=x0, x1=x1, height=counts, brush="#4e79a7", pen=pg.mkPen("#2b4a6b"))
         self.histogram.addItem(self._bars)
-        self.histogram.setTitle(name[:60], size="9pt")
+        self.histogram_title.setText(name)
         # The range of the data, not autoRange's guess: the longest zone's bar is inside the axis.
         span = float(x1[-1] - x0[0]) or float(x1[-1]) or 1e-9
         self.histogram.setXRange(float(x0[0]) - 0.05 * span, float(x1[-1]) + 0.05 * span, padding=0)

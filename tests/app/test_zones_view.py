@@ -325,3 +325,34 @@ def test_a_number_cut_by_the_tables_edge_is_drawn_elided(qtbot):
         drawn = delegate.clipped(option)
         assert (drawn.rect.right() <= edge and drawn.textElideMode == Qt.TextElideMode.ElideRight) is expect_cut
         assert (drawn.rect == cells[column]) is not expect_cut
+
+
+def test_a_long_name_is_elided_above_the_histogram_which_stays_inside_its_pane(view, qtbot):
+    """In a 1366-px window the histogram pane is ~220 px: the name as the plot's own title (a LabelItem as wide
+    as its text) widened the plot past its pane, cutting the name at both ends and the duration axis. The
+    name is elided to the pane above the plot, whole in its tooltip, and the plot fits its widget."""
+    name = "main$async_dispatch_2_matmul_like_16x96x32_f32_with_a_long_tail_of_words"
+    b = TraceBuilder("long.json")
+    track = b.track(("q",), "queue", "queue")
+    for k in range(4):
+        b.add_zone(k * 1_000, k * 1_000 + 500 + 100 * k, track, name, "dispatch")
+    view.set_trace(b.build())
+    view.resize(900, 600)
+    from PySide6.QtWidgets import QSplitter
+
+    lower = view.histogram.parentWidget()
+    while not isinstance(lower, QSplitter):
+        lower = lower.parentWidget()
+    lower.setSizes([680, 220])
+    qtbot.waitUntil(lambda: view.histogram.width() <= 240)
+    view.show_histogram(name)
+    qtbot.wait(50)
+    plot = view.histogram.plotItem
+    assert plot.titleLabel.isVisible() is False or not plot.titleLabel.text  # no title inside the plot
+    assert plot.geometry().width() <= view.histogram.viewport().width() + 1
+    title = view.histogram_title
+    assert title.text() == name and title.toolTip() == name
+    assert title.is_elided() and "…" in title.shown_text()
+    assert title.fontMetrics().horizontalAdvance(title.shown_text()) <= title.width()
+    save_screenshot(view, "zones_histogram_long_name")
+
