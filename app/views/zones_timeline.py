@@ -17,7 +17,7 @@ from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QFontMetrics, QImage, QPainter, QPen, QStaticText
 from PySide6.QtWidgets import QToolTip
 
-from engine.trace.model import Trace, ZoneInfo
+from engine.trace.model import Trace, Track, ZoneInfo
 from engine.trace.query import ZoneIndex
 
 _PALETTE = [
@@ -26,6 +26,7 @@ _PALETTE = [
 ]  # fmt: skip
 ROW_HEIGHT = 0.85
 TRACK_GAP = 0.6
+LABEL_CHARS = 28  # a track name on the left axis, per line
 
 
 def format_ns(ns: float) -> str:
@@ -310,6 +311,22 @@ class ZoneTimelineItem(pg.GraphicsObject):
         return info
 
 
+def _short(text: str, limit: int = LABEL_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def track_label(trace: Trace, track: Track) -> str:
+    """A track's name on the timeline's left axis. IREE's HAL profile names a track by physical device and queue
+    ordinals (``host execution, queue[0]`` of ``device[0]``) and records no device name: the HAL device is the
+    one the profile was taken on (``metadata["device"]``, e.g. ``local-sync``), or the label says it is not
+    known. A name longer than the axis is elided, never cut mid-word without a mark."""
+    if trace.metadata.get("kind") != "ireeprof" or not track.group:
+        return _short(track.name)
+    device = trace.metadata.get("device")
+    where = f"{device} {track.group}" if device else f"{track.group}, device not named"
+    return f"{_short(track.name)}\n{_short(where)}"
+
+
 class ZoneTimeline(pg.PlotWidget):
     """A plot holding one ``ZoneTimelineItem``, with Tracy's keys and track names on the left axis."""
 
@@ -339,7 +356,7 @@ class ZoneTimeline(pg.PlotWidget):
         self.addItem(self.item)
         rows = self.item.rows
         ticks = [
-            (float(rows.offset[t.id]) + ROW_HEIGHT / 2, t.name[:28])
+            (float(rows.offset[t.id]) + ROW_HEIGHT / 2, track_label(trace, t))
             for t in trace.tracks
             if t.id < len(rows.shown) and rows.shown[t.id]
         ]

@@ -106,8 +106,10 @@ def trace_from_jsonl_rows(rows: Iterable[dict], source: str = "") -> Trace:
     dispatches: list[tuple[int, int, int, str, dict]] = []  # start, end, track, name, args
 
     def queue_track(r: dict, what: str, kind: str) -> int:
+        # Named as iree-profile names them (device[0], queue[0]); the profile records no device name (the HAL
+        # device it ran on is the capture's --device: ``metadata["device"]`` where the caller knows it).
         dev, q = int(r.get("physical_device_ordinal", 0)), int(r.get("queue_ordinal", 0))
-        return b.track((what, dev, q), f"{what} {dev}.{q}", kind, f"device {dev}")
+        return b.track((what, dev, q), f"{what}, queue[{q}]", kind, f"device[{dev}]")
 
     for k, r in enumerate(rows):
         rt = r.get("record_type")
@@ -154,7 +156,7 @@ def trace_from_jsonl_rows(rows: Iterable[dict], source: str = "") -> Trace:
                     },
                 )
             elif rt == "queue_event":
-                t = queue_track(r, "queue", "queue")
+                t = queue_track(r, "queue operations", "queue")
                 b.add_instant(int(r["host_time_ns"]), t, str(r.get("op", "")), _queue_args(r))
             elif rt == "memory_event":
                 t = b.track(("memory",), "memory", "device", "memory")

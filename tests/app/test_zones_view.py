@@ -356,3 +356,24 @@ def test_a_long_name_is_elided_above_the_histogram_which_stays_inside_its_pane(v
     assert title.fontMetrics().horizontalAdvance(title.shown_text()) <= title.width()
     save_screenshot(view, "zones_histogram_long_name")
 
+
+def test_hal_profile_tracks_are_named_by_device_and_queue_as_iree_names_them():
+    """IREE's HAL profile tracks were labelled "queue 0.0" and "host execution 0.0" (physical device and queue
+    ordinals, unexplained). They are named as iree-profile names them (device[0], queue[0]) with the HAL device
+    the profile was taken on, or a plain statement that the profile does not name it."""
+    from app.views.zones_timeline import track_label
+    from engine.trace.ireeprof import trace_from_jsonl_rows
+
+    rows = [
+        {"record_type": "queue_event", "op": "execute", "physical_device_ordinal": 0, "queue_ordinal": 1,
+         "host_time_ns": 100},
+        {"record_type": "host_execution_event", "op": "execute", "physical_device_ordinal": 0, "queue_ordinal": 1,
+         "start_host_time_ns": 110, "end_host_time_ns": 900},
+    ]  # fmt: skip
+    trace = trace_from_jsonl_rows(rows, "x.ireeprof")
+    names = {t.name for t in trace.tracks}
+    assert names == {"queue operations, queue[1]", "host execution, queue[1]"}
+    labels = [track_label(trace, t) for t in trace.tracks]
+    assert all(label.endswith("\ndevice[0], device not named") for label in labels)
+    trace.metadata["device"] = "local-sync"
+    assert track_label(trace, trace.tracks[1]) == "host execution, queue[1]\nlocal-sync device[0]"
