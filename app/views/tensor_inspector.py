@@ -27,7 +27,6 @@ from PySide6.QtWidgets import (
     QListWidget,
     QPushButton,
     QScrollArea,
-    QSizePolicy,
     QSpinBox,
     QSplitter,
     QTableView,
@@ -36,6 +35,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.views.elided_label import ElidedLabel
 from app.views.verdict_style import verdict_colour
 from engine.dispatch.numerics import Comparison, Tolerance, compare, error_map, load_golden
 from engine.dispatch.statistics import TensorStats, histogram, plane, tensor_stats
@@ -338,10 +338,10 @@ class TensorInspector(QWidget):
         self.tensor_list.setWordWrap(True)
         self.tensor_list.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.tensor_list.currentRowChanged.connect(self._show_index)
-        self.summary = QLabel("No tensor.", self)
-        self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        # One line that the window cuts (full text in the tooltip), never one that widens the window.
-        self.summary.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        # One line elided with "…" where the window ends (it was cut mid-number at 1366 px), whole in its
+        # tooltip and its context menu's Copy; never one that widens the window.
+        self.summary = ElidedLabel("No tensor.", self)
+        self.summary.setObjectName("inspectorSummary")
         self.hover = QLabel("", self)
 
     def _build_slice_controls(self) -> None:
@@ -564,7 +564,6 @@ class TensorInspector(QWidget):
             where = ", ".join(map(str, self.first_bad))
             text += f"   first non-finite at [{where}] (NaN magenta, +Inf red, {MINUS}Inf orange)"
         self.summary.setText(text)
-        self.summary.setToolTip(text)
         self.first_nan_button.setEnabled(self.first_bad is not None)
         self.save_button.setEnabled(True)
         dims = [f"d{k} ({n})" for k, n in enumerate(a.shape)] or ["scalar"]

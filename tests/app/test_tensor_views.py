@@ -292,3 +292,30 @@ def test_type_field_shows_a_long_type_whole(qtbot):
     inner = edit.contentsRect().width() - edit.textMargins().left() - edit.textMargins().right()
     assert edit.fontMetrics().horizontalAdvance(edit.text()) < inner
     assert edit.cursorPosition() == 0 and "1024 bytes, untyped" in edit.toolTip()
+
+
+def test_a_long_summary_is_elided_at_the_inspectors_width_and_whole_in_its_tooltip(qtbot):
+    """At 1366x768 the dispatch tab's inspector is ~420 px right of its tensor list: the summary line (binding,
+    type, statistics) was cut mid-number at the edge ("std 0  Na"). It is elided with "…" there, the whole
+    line is its text, tooltip and Copy, and the line never widens the inspector."""
+    view = TensorInspector()
+    qtbot.addWidget(view)
+    view.resize(620, 500)
+    a = np.linspace(-1, 1, 2 * 16, dtype=np.float32).reshape(2, 16)
+    a[0, 3] = np.nan
+    view.set_tensors([InspectedTensor("binding 0, read, input 0", a, "2x16xf32")])
+    view.show()
+    qtbot.waitExposed(view)
+    summary = view.summary
+    whole = summary.text()
+    assert whole.startswith("binding 0, read, input 0: 2x16 f32") and "first non-finite at [0, 3]" in whole
+    assert summary.toolTip() == whole
+    shown = summary.shown_text()
+    assert summary.is_elided() and shown.endswith("…") and whole.startswith(shown[:-1])
+    assert summary.fontMetrics().horizontalAdvance(shown) <= summary.contentsRect().width()
+    assert view.minimumSizeHint().width() < summary.fontMetrics().horizontalAdvance(whole)
+    view.resize(2400, 500)
+    qtbot.waitUntil(lambda: not summary.is_elided())
+    assert summary.shown_text() == whole
+    view.resize(620, 500)
+    _shot(view, "inspector_long_summary")
