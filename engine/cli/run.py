@@ -101,7 +101,10 @@ def _runner(args, checks: CheckRecorder | None):
         from engine.runtime.check.debug_module import CheckModule
 
         extra_modules.append(CheckModule(checks))
-    return DebugRunner(args.module, args.device, trace=trace, extra_modules=extra_modules, hal_module=hal_module)
+    runner = DebugRunner(args.module, args.device, trace=trace, extra_modules=extra_modules, hal_module=hal_module)
+    if getattr(args, "replay_recorder", None) is not None:  # the results' read-back is in the replay too
+        runner.result_listeners.append(args.replay_recorder.read_results)
+    return runner
 
 
 def _replacements(args) -> list:

@@ -12,7 +12,13 @@ executable created) and ``queue_listeners`` (every command-buffer submission and
   ``buffer.unmap_range`` records with the bytes: before each queue operation, every allocation it uses
   whose bytes differ from what the replay has computed so far is written whole;
 * each command-buffer submission as a one-shot command buffer with direct buffer references (binding
-  tables resolved), then ``device.queue_execute``; queue fill/copy/update as ``device.queue_*``.
+  tables resolved), then ``device.queue_execute``; queue fill/copy/update as ``device.queue_*``;
+* the host's read-back of a call's results (``read_results``, a ``DebugRunner.result_listeners`` listener),
+  as ``iree-run-module`` reads them and IREE's recorder writes it: results not in host-local memory are
+  copied to staging buffers by one transfer command buffer (``iree_tooling_transfer_variants``), then each
+  result's bytes are mapped for reading and unmapped (``buffer.map_range``/``buffer.unmap_range`` with a
+  ``buffer_range`` payload: a read carries no bytes). ``iree-lens run OUT.ireereplay --output=`` writes
+  those reads, and ``iree-run-replay`` runs them.
 """
 
 from __future__ import annotations
@@ -26,14 +32,24 @@ from engine.errors import HalError
 from engine.replay import format as f
 from engine.replay.writer import ANY_QUEUE, NewRecord, ReplayWriter
 from engine.runtime.hal import commands as cmd
+from engine.runtime.hal import constants as hc
+from engine.runtime.hal.buffers import HalBuffer, HalBufferView
 from engine.runtime.hal.commands import ResolvedRange, resolve_ref
 from engine.runtime.hal.device import Device, HalExecutable, QueueListener, QueueOperation
+from engine.runtime.vm.values import VmList
 
 P = f.PayloadType
 OT = f.ObjectType
 DEVICE_ID, ALLOCATOR_ID, CACHE_ID = 1, 2, 3
 ONE_SHOT = 1
 CATEGORIES = 3  # transfer | dispatch
+# iree-run-module's results read back (run_module.c's target_params): memory the host reads as it is, else
+# a staging buffer of it that a one-shot, inline-executable transfer command buffer copies the result to.
+READBACK_TYPE = hc.MEMORY_TYPE_HOST_LOCAL | hc.MEMORY_TYPE_DEVICE_VISIBLE
+READBACK_USAGE = hc.BUFFER_USAGE_TRANSFER | hc.BUFFER_USAGE_MAPPING
+STAGING_ALLOWED_USAGE = READBACK_USAGE | hc.BUFFER_USAGE_MAPPING_PERSISTENT  # as IREE's recorded object says
+READBACK_MODE = hc.COMMAND_BUFFER_MODE_ONE_SHOT | hc.COMMAND_BUFFER_MODE_ALLOW_INLINE_EXECUTION
+MAPPING_MODE_SCOPED = 1
 
 
 def _op(
@@ -407,11 +423,86 @@ class RunRecorder(QueueListener):
             )
         # debug groups, advice, flush and invalidate change nothing the replay computes
 
+    # -- the host's read-back of a call's results
+
+    def read_results(self, results: list) -> None:
+        """Record the host reading ``results`` (a call's results as the VM returned them) back, as
+        iree-run-module does: top-level buffer views not in host-local memory (``READBACK_TYPE`` with
+        ``READBACK_USAGE``) are copied whole (their buffer's range) into staging buffers of their allocation's
+        size by one transfer command buffer submitted at once (``iree_tooling_transfer_variants``); then each
+        view's bytes ``[0, byte length)`` are mapped for reading and unmapped, as its ``.npy`` writer maps
+        them (a view inside a list is mapped where it is, as IREE's printer maps it). Empty views read nothing."""
+        views = [(v, top) for v, top in _result_views(results) if v.byte_length]
+        # The bytes the reads see are what the replay computes or the host wrote (an input returned as is).
+        self._sync_host_writes({id(v.buffer.allocation): v.buffer.allocation for v, _ in views}.values())
+        staged = [v for v, top in views if top and not _host_local(v.buffer)]
+        staging = self._stage(staged) if staged else {}
+        for view, _ in views:
+            if id(view) in staging:
+                buffer_id, offset = staging[id(view)], 0
+            else:
+                buffer_id, offset, _ = self.range_of(view.buffer, 0, view.byte_length)
+            length = view.byte_length
+            mapped = f.BUFFER_RANGE.pack(offset, length, MAPPING_MODE_SCOPED, hc.MEMORY_ACCESS_READ, 0, 0)
+            unmapped = f.BUFFER_RANGE.pack(offset, length, 0, hc.MEMORY_ACCESS_READ, 0, 0)
+            self.writer.append(_op("buffer.map_range", OT.BUFFER, buffer_id, mapped, P.BUFFER_RANGE))
+            self.writer.append(_op("buffer.unmap_range", OT.BUFFER, buffer_id, unmapped, P.BUFFER_RANGE))
+
+    def _stage(self, views: list[HalBufferView]) -> dict[int, int]:
+        """Copy each view's buffer into a new staging buffer (one transfer command buffer, executed);
+        returns id(view) -> the staging buffer's replay id."""
+        w = self.writer
+        cb_id = self._id()
+        obj = f.COMMAND_BUFFER_OBJECT.pack(READBACK_MODE, hc.COMMAND_CATEGORY_TRANSFER, ANY_QUEUE, 0)
+        w.append(
+            _op("device.create_command_buffer", OT.DEVICE, DEVICE_ID, obj, P.COMMAND_BUFFER_OBJECT, cb_id)
+        )
+        w.append(_object(OT.COMMAND_BUFFER, cb_id, obj, P.COMMAND_BUFFER_OBJECT))
+        w.append(_op("command_buffer.begin", OT.COMMAND_BUFFER, cb_id))
+        staging: dict[int, int] = {}
+        for view in views:
+            size = int(view.buffer.allocation.size)  # iree_hal_buffer_allocation_size of the result's buffer
+            target = self._id()
+            request = f.ALLOCATE_BUFFER.pack(size, ANY_QUEUE, 0, READBACK_USAGE, READBACK_TYPE, 0x7, 0, 0)
+            w.append(
+                _op("allocator.allocate_buffer", OT.ALLOCATOR, ALLOCATOR_ID, request,
+                    P.ALLOCATOR_ALLOCATE_BUFFER, target)
+            )  # fmt: skip
+            made = f.BUFFER_OBJECT.pack(size, 0, size, 0, 0, READBACK_TYPE, STAGING_ALLOWED_USAGE, 0x7, 0, 0)
+            w.append(_object(OT.BUFFER, target, made, P.BUFFER_OBJECT))
+            length = int(view.buffer.byte_length)  # the result's buffer whole, to the staging buffer's start
+            source = f.BUFFER_REF.unpack(self._ref(ResolvedRange(view.buffer, 0, length)))
+            copy = f.CB_COPY.pack(*source, target, 0, length, 0, 0, 0, 0, 0)
+            w.append(_op("command_buffer.copy_buffer", OT.COMMAND_BUFFER, cb_id, copy, P.COMMAND_BUFFER_COPY_BUFFER))  # fmt: skip
+            staging[id(view)] = target
+        w.append(_op("command_buffer.end", OT.COMMAND_BUFFER, cb_id))
+        w.append(
+            _op("device.queue_execute", OT.DEVICE, DEVICE_ID, f.QUEUE_EXECUTE.pack(cb_id, ANY_QUEUE, 0, 0, 0, 0),
+                P.DEVICE_QUEUE_EXECUTE, cb_id)
+        )  # fmt: skip
+        return staging
+
     def _queue_transfer(self, ranges: list[ResolvedRange], payload_of) -> Any:
         allocations = {id(r.buffer.allocation): r.buffer.allocation for r in ranges if r.buffer is not None}
         self._sync_host_writes(allocations.values())
         self.writer.append(payload_of())
         return allocations.values()
+
+
+def _result_views(values, top: bool = True):
+    """(buffer view, top level) of each buffer view among a call's results, in order (lists followed)."""
+    for value in values:
+        if isinstance(value, HalBufferView):
+            yield value, top
+        elif isinstance(value, VmList):
+            yield from _result_views(value.items, False)
+
+
+def _host_local(buffer: HalBuffer) -> bool:
+    """True when iree-run-module reads ``buffer`` as it is (``iree_tooling_requires_buffer_transfer``)."""
+    return (buffer.memory_type & READBACK_TYPE) == READBACK_TYPE and (
+        buffer.allowed_usage & READBACK_USAGE
+    ) == READBACK_USAGE
 
 
 def start_recording(device: Device, path) -> RunRecorder:

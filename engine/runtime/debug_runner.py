@@ -47,6 +47,9 @@ class DebugRunner:
     ):
         self.module_path = str(module_path)
         self.device_uri = device_uri
+        # Told of each call's results as the VM returned them (buffer views, lists, numbers), before the host
+        # reads them back: where ``run --write-replay`` records that read-back (engine/replay/record_run.py).
+        self.result_listeners: list[Callable[[list], Any]] = []
         try:
             # Private copy-on-write mapping: kernels may write in place into buffers imported from rodata.
             self.module: VmfbModule = open_vmfb(module_path, writable=True)
@@ -103,6 +106,8 @@ class DebugRunner:
         finally:
             # A trapped invocation leaves its frames for inspection; a runner starts the next call clean.
             self.context.interpreter.reset()
+        for listener in self.result_listeners:
+            listener(results)
         return [self.from_vm(kind, value) for kind, value in zip(result_kinds, results)]
 
     def to_vm(self, kind: str, value: Value):
