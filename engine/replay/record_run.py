@@ -12,7 +12,9 @@ executable created) and ``queue_listeners`` (every command-buffer submission and
   ``buffer.unmap_range`` records with the bytes: before each queue operation, every allocation it uses
   whose bytes differ from what the replay has computed so far is written whole;
 * each command-buffer submission as a one-shot command buffer with direct buffer references (binding
-  tables resolved), then ``device.queue_execute``; queue fill/copy/update as ``device.queue_*``;
+  tables resolved), then ``device.queue_execute``; queue fill/copy/update as ``device.queue_*``; every
+  queue operation signals the next value of one timeline semaphore, so ``iree-run-replay`` waits for it
+  before the next host call, as the run did (IREE's recorder writes the program's own semaphores);
 * the host's read-back of a call's results (``read_results``, a ``DebugRunner.result_listeners`` listener),
   as ``iree-run-module`` reads them and IREE's recorder writes it: results not in host-local memory are
   copied to staging buffers by one transfer command buffer (``iree_tooling_transfer_variants``), then each
@@ -40,7 +42,8 @@ from engine.runtime.vm.values import VmList
 
 P = f.PayloadType
 OT = f.ObjectType
-DEVICE_ID, ALLOCATOR_ID, CACHE_ID = 1, 2, 3
+DEVICE_ID, ALLOCATOR_ID, CACHE_ID, TIMELINE_ID = 1, 2, 3, 4
+SEMAPHORE_FLAG_DEFAULT = 0xA  # IREE_HAL_SEMAPHORE_FLAG_DEFAULT, as IREE's recorder writes it
 ONE_SHOT = 1
 CATEGORIES = 3  # transfer | dispatch
 # iree-run-module's results read back (run_module.c's target_params): memory the host reads as it is, else
@@ -92,7 +95,8 @@ class RunRecorder(QueueListener):
     def __init__(self, device: Device, writer: ReplayWriter):
         self.device = device
         self.writer = writer
-        self._next_id = CACHE_ID + 1
+        self._next_id = TIMELINE_ID + 1
+        self._timeline = 0  # the value the last queue operation signals on TIMELINE_ID
         self._buffers: dict[int, tuple[int, Any]] = {}  # id(allocation) -> (replay id, allocation)
         self._known: dict[int, np.ndarray] = {}  # replay buffer id -> bytes the replay holds
         self._executables: dict[int, int] = {}  # id(HalExecutable) -> replay id
@@ -113,6 +117,11 @@ class RunRecorder(QueueListener):
             )
         )
         w.append(_object(OT.EXECUTABLE_CACHE, CACHE_ID, cache, P.EXECUTABLE_CACHE_OBJECT))
+        timeline = f.SEMAPHORE_OBJECT.pack(ANY_QUEUE, 0, SEMAPHORE_FLAG_DEFAULT, 0)
+        w.append(
+            _op("device.create_semaphore", OT.DEVICE, DEVICE_ID, timeline, P.SEMAPHORE_OBJECT, TIMELINE_ID)
+        )
+        w.append(_object(OT.SEMAPHORE, TIMELINE_ID, timeline, P.SEMAPHORE_OBJECT))
         device.executable_listeners.append(self._created)
         device.queue_listeners.append(self)
 
@@ -135,6 +144,16 @@ class RunRecorder(QueueListener):
     def _id(self) -> int:
         self._next_id += 1
         return self._next_id - 1
+
+    def _timepoints(self) -> tuple[int, int, bytes]:
+        """(wait count, signal count, their timepoints) of the next queue operation: it signals the timeline's
+        next value. iree-run-replay waits for an operation's signals before the next host call, as IREE's tools
+        waited for the work (with none, an asynchronous device such as local-task ran a submission while the
+        one before it still wrote what it reads: the results' read-back raced the program). No waits: what
+        came before has finished, and an inline-executable command buffer (the read-back's) takes none.
+        """
+        self._timeline += 1
+        return 0, 1, f.TIMEPOINT.pack(TIMELINE_ID, self._timeline)
 
     # -- objects
 
@@ -279,21 +298,25 @@ class RunRecorder(QueueListener):
             allocations = self._before_execute(operation.command_buffer, list(operation.table))
         elif kind == "fill":
             target, pattern = operation.target, operation.pattern
-            allocations = self._queue_transfer(
-                [target],
-                lambda: _op("device.queue_fill", OT.DEVICE, DEVICE_ID,
-                            f.QUEUE_FILL.pack(*f.BUFFER_REF.unpack(self._ref(target)), ANY_QUEUE, 0, 0, 0,
-                                              len(pattern)) + bytes(pattern), P.DEVICE_QUEUE_FILL),
-            )  # fmt: skip
+
+            def fill():
+                waits, signals, timepoints = self._timepoints()
+                head = f.QUEUE_FILL.pack(*f.BUFFER_REF.unpack(self._ref(target)), ANY_QUEUE, 0, waits, signals,
+                                         len(pattern))  # fmt: skip
+                return _op("device.queue_fill", OT.DEVICE, DEVICE_ID, head + timepoints + bytes(pattern),
+                           P.DEVICE_QUEUE_FILL)  # fmt: skip
+
+            allocations = self._queue_transfer([target], fill)
         elif kind == "copy":
             source, target = operation.source, operation.target
-            allocations = self._queue_transfer(
-                [source, target],
-                lambda: _op("device.queue_copy", OT.DEVICE, DEVICE_ID,
-                            f.QUEUE_COPY.pack(*f.BUFFER_REF.unpack(self._ref(source)),
-                                              *f.BUFFER_REF.unpack(self._ref(target)), ANY_QUEUE, 0, 0, 0),
-                            P.DEVICE_QUEUE_COPY),
-            )  # fmt: skip
+
+            def copy():
+                waits, signals, timepoints = self._timepoints()
+                head = f.QUEUE_COPY.pack(*f.BUFFER_REF.unpack(self._ref(source)),
+                                         *f.BUFFER_REF.unpack(self._ref(target)), ANY_QUEUE, 0, waits, signals)  # fmt: skip
+                return _op("device.queue_copy", OT.DEVICE, DEVICE_ID, head + timepoints, P.DEVICE_QUEUE_COPY)
+
+            allocations = self._queue_transfer([source, target], copy)
         else:  # update
             data, target = operation.data, operation.target
             raw = bytes(
@@ -303,12 +326,15 @@ class RunRecorder(QueueListener):
                 .reshape(-1)
                 .view(np.uint8)
             )
-            allocations = self._queue_transfer(
-                [target],
-                lambda: _op("device.queue_update", OT.DEVICE, DEVICE_ID,
-                            f.QUEUE_UPDATE.pack(*f.BUFFER_REF.unpack(self._ref(target)), ANY_QUEUE, 0, 0, len(raw),
-                                                0, 0) + raw, P.DEVICE_QUEUE_UPDATE),
-            )  # fmt: skip
+
+            def update():
+                waits, signals, timepoints = self._timepoints()
+                head = f.QUEUE_UPDATE.pack(*f.BUFFER_REF.unpack(self._ref(target)), ANY_QUEUE, 0, 0, len(raw),
+                                           waits, signals)  # fmt: skip
+                return _op("device.queue_update", OT.DEVICE, DEVICE_ID, head + timepoints + raw,
+                           P.DEVICE_QUEUE_UPDATE)  # fmt: skip
+
+            allocations = self._queue_transfer([target], update)
         self._settling.append(list(allocations))
 
     def after_queue(self, operation: QueueOperation) -> None:
@@ -352,11 +378,15 @@ class RunRecorder(QueueListener):
         for c, refs, extra in resolved:
             self._command(cb_id, c, refs, extra)
         w.append(_op("command_buffer.end", OT.COMMAND_BUFFER, cb_id))
-        w.append(
-            _op("device.queue_execute", OT.DEVICE, DEVICE_ID, f.QUEUE_EXECUTE.pack(cb_id, ANY_QUEUE, 0, 0, 0, 0),
-                P.DEVICE_QUEUE_EXECUTE, cb_id)
-        )  # fmt: skip
+        self._queue_execute(cb_id)
         return allocations.values()
+
+    def _queue_execute(self, cb_id: int) -> None:
+        waits, signals, timepoints = self._timepoints()
+        execute = f.QUEUE_EXECUTE.pack(cb_id, ANY_QUEUE, 0, waits, signals, 0) + timepoints
+        self.writer.append(
+            _op("device.queue_execute", OT.DEVICE, DEVICE_ID, execute, P.DEVICE_QUEUE_EXECUTE, cb_id)
+        )
 
     def _command(self, cb_id: int, c, refs: list[ResolvedRange], extra: ResolvedRange | None) -> None:
         w = self.writer
@@ -476,10 +506,7 @@ class RunRecorder(QueueListener):
             w.append(_op("command_buffer.copy_buffer", OT.COMMAND_BUFFER, cb_id, copy, P.COMMAND_BUFFER_COPY_BUFFER))  # fmt: skip
             staging[id(view)] = target
         w.append(_op("command_buffer.end", OT.COMMAND_BUFFER, cb_id))
-        w.append(
-            _op("device.queue_execute", OT.DEVICE, DEVICE_ID, f.QUEUE_EXECUTE.pack(cb_id, ANY_QUEUE, 0, 0, 0, 0),
-                P.DEVICE_QUEUE_EXECUTE, cb_id)
-        )  # fmt: skip
+        self._queue_execute(cb_id)
         return staging
 
     def _queue_transfer(self, ranges: list[ResolvedRange], payload_of) -> Any:

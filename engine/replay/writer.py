@@ -5,7 +5,8 @@
 * ``rewrite_replay`` copies a capture record for record, replacing the binaries of substituted
   executables (what the debug run ran) and appending records (``readback_records``);
 * ``readback_records`` makes the replayed device write buffers to a file (``device.import_file`` of an
-  external path, then ``device.queue_write``): how a test reads what ``iree-run-replay`` computed.
+  external path, then ``device.queue_write``s that signal a semaphore ``iree-run-replay`` waits for): how a
+  test reads what ``iree-run-replay`` computed.
 """
 
 from __future__ import annotations
@@ -175,6 +176,10 @@ def readback_records(
     file_payload = (
         f.FILE_OBJECT.pack(ANY_QUEUE, total, 0, 0, 0, len(path), 0x3, 0, 0, 1, 0, 0, 0, 0, bytes(32)) + path
     )
+    # Each write signals a semaphore iree-run-replay then waits for: on an asynchronous device (local-task)
+    # a write nothing waited for could still be running when the replay ended, leaving the file short.
+    semaphore_id = file_id + 1
+    semaphore = f.SEMAPHORE_OBJECT.pack(ANY_QUEUE, 0, 0xA, 0)  # IREE_HAL_SEMAPHORE_FLAG_DEFAULT
     records = [
         NewRecord(
             f.RecordType.OPERATION,
@@ -195,10 +200,31 @@ def readback_records(
             device_id,
             file_id,
         ),
+        NewRecord(
+            f.RecordType.OPERATION,
+            semaphore,
+            f.PayloadType.SEMAPHORE_OBJECT,
+            f.ObjectType.DEVICE,
+            f.OP["device.create_semaphore"],
+            device_id,
+            device_object,
+            semaphore_id,
+        ),
+        NewRecord(
+            f.RecordType.OBJECT,
+            semaphore,
+            f.PayloadType.SEMAPHORE_OBJECT,
+            f.ObjectType.SEMAPHORE,
+            0,
+            device_id,
+            semaphore_id,
+        ),
     ]
     at = 0
-    for buffer_id, offset, length in ranges:
-        payload = f.QUEUE_WRITE.pack(buffer_id, offset, length, 0, 0, file_id, at, ANY_QUEUE, 0, 0, 0)
+    for i, (buffer_id, offset, length) in enumerate(ranges):
+        payload = f.QUEUE_WRITE.pack(
+            buffer_id, offset, length, 0, 0, file_id, at, ANY_QUEUE, 0, 0, 1
+        ) + f.TIMEPOINT.pack(semaphore_id, i + 1)
         records.append(
             NewRecord(
                 f.RecordType.OPERATION,
