@@ -14,8 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor, QKeySequence, QShortcut
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QSplitter, QToolButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QSplitter, QToolButton, QVBoxLayout, QWidget
 
+from app.views.elided_label import ElidedLabel
 from app.views.ir_document import IrDocument
 from app.views.ir_viewer import IrTextView
 
@@ -129,11 +130,16 @@ class IrDiffView(QWidget):
         super().__init__(parent)
         self.left = IrTextView(self)
         self.right = IrTextView(self)
-        self.left_title, self.right_title = QLabel(self), QLabel(self)
-        self.summary = QLabel("no diff", self)
+        # Elided, whole in their tooltips: as plain labels the summary (~450 px) and the buttons set the diff's
+        # minimum width, and opening a diff document squeezed the window's docks to make room for it.
+        self.left_title = ElidedLabel("", self, mode=Qt.TextElideMode.ElideMiddle)
+        self.right_title = ElidedLabel("", self, mode=Qt.TextElideMode.ElideMiddle)
+        self.summary = ElidedLabel("no diff", self)
         prev_btn, next_btn = QToolButton(self), QToolButton(self)
-        prev_btn.setText("▲ previous change")
-        next_btn.setText("▼ next change")
+        prev_btn.setText("▲ Previous")  # short: the summary beside them keeps the room
+        next_btn.setText("▼ Next")
+        prev_btn.setToolTip("Previous change (Shift+F7)")
+        next_btn.setToolTip("Next change (F7)")
         prev_btn.clicked.connect(self.previous_change)
         next_btn.clicked.connect(self.next_change)
         bar = QHBoxLayout()

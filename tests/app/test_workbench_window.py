@@ -190,3 +190,32 @@ def test_toolbar_compile_opens_the_phases(qtbot, main_window):
     document = phases_document(main_window)
     assert document.phases == list(PHASES) and document.compilation.request.target == "vmvx"
     assert main_window.documents.currentWidget() is document
+
+
+def test_opening_a_diff_keeps_the_docks_widths(qtbot, main_window, tmp_path):
+    """At 1366x768 the diff's summary line (~450 px) and its two buttons set its minimum width above what the
+    documents had: opening "Diff with previous phase" squeezed the module dock and the stepper to make room
+    (the docks jumped ~40 and ~65 px). The summary and the side titles are elided; the docks stay put."""
+    window = main_window
+    window.resize(1366, 768)
+    settle(qtbot, window)
+    source = tmp_path / "exported.mlir"
+    source.write_text(TORCH_STYLE)
+    window.open_file(source)
+    qtbot.waitUntil(lambda: phases_document(window) is not None, timeout=120_000)
+    settle(qtbot, window)
+    document = phases_document(window)
+    assert document.show_phase("vm")
+    QApplication.processEvents()
+    widths = {name: dock.width() for name, dock in window.docks.items() if dock.isVisible()}
+    document.diff_button.click()
+    diff = window.documents.currentWidget()
+    assert window.documents.title(window.documents.currentIndex()) == "Diff hal → vm"
+    QApplication.processEvents()
+    qtbot.wait(100)
+    after = {name: dock.width() for name, dock in window.docks.items() if dock.isVisible()}
+    assert after == widths
+    assert diff.summary.toolTip() == diff.summary.text() and "changed regions" in diff.summary.text()
+    assert diff.minimumSizeHint().width() <= window.documents.width()
+    out = Path(os.environ.get(SCREENSHOT_ENV) or tmp_path)
+    assert window.grab().save(str(out / "diff-1366x768.png"))
