@@ -79,3 +79,60 @@ def test_start_page_lists_samples_and_recent_files(qtbot, main_window, compiled)
     page.samples.itemActivated.emit(item)
     qtbot.waitUntil(lambda: any(t.startswith("Phases — elementwise") for t in main_window.documents.titles()), timeout=120000)
     assert main_window.context.module.source.name == "elementwise.mlir"
+
+
+def _whole_tabs_only(docs) -> list[str]:
+    """The tabs the bar shows in part only (cut by its edge or by Qt's scroll buttons), as 'title left..right'."""
+    from PySide6.QtWidgets import QToolButton
+
+    bar = docs.tabBar()
+    right = bar.width()
+    for button in bar.findChildren(QToolButton):  # Qt's scroll buttons, when they show
+        if button.isVisible():
+            right = min(right, button.geometry().left())
+    cut = []
+    for i in range(docs.count()):
+        rect = bar.tabRect(i)
+        if not bar.isTabVisible(i) or rect.right() < 0 or rect.left() >= right:
+            continue  # not shown at all
+        if rect.left() < 0 or rect.right() >= right or rect.width() < bar.minimumTabSizeHint(i).width():
+            cut.append(f"{docs.title(i)} {rect.left()}..{rect.right()}")
+    return cut
+
+
+def test_many_documents_show_whole_readable_tabs(qtbot, main_window):
+    """At 1366x768 after Step Into Workgroup… the bar held seven documents in ~600 px: QTabBar scrolled by
+    pixels to show the new tab and left the first one cut at the left edge, its title gone and only its
+    close button showing. The bar shows whole tabs of readable width around the current one; the others are
+    reached by ◂ ▸ and the corner's list."""
+    window = main_window
+    window.resize(1366, 768)
+    window.apply_default_sizes()
+    qtbot.wait(50)
+    docs = window.documents
+    titles = ["Compile & Phases", "Executable Editor", "@module", "Phases — mlp.mlir",
+              "#0 main_dispatch_0_matmul_2x32x16_f32", "Workgroup (0,0,0) of #0"]  # fmt: skip
+    for title in titles:
+        window.services.open_document(QLabel(title), title, key=title)
+        qtbot.wait(10)
+        assert _whole_tabs_only(docs) == [], (title, docs.width())
+    current = docs.currentIndex()
+    assert docs.title(current) == titles[-1] and docs.isTabVisible(current)
+    hidden = [i for i in range(docs.count()) if not docs.isTabVisible(i)]
+    assert hidden and docs.overflow.isVisible()  # ~600 px cannot hold 7+ tabs of 7em
+    # The first document: ◂ walks back to it, the bar follows, every tab still whole.
+    while docs.currentIndex() > 0:
+        docs.previous_button.click()
+        assert docs.isTabVisible(docs.currentIndex()) and _whole_tabs_only(docs) == []
+    menu = docs.list_button.menu()
+    menu.aboutToShow.emit()
+    assert [a.text() for a in menu.actions()] == docs.titles()
+    menu.actions()[-1].trigger()
+    assert docs.currentIndex() == docs.count() - 1 and _whole_tabs_only(docs) == []
+    # Wide enough for all: every tab shows and the corner goes.
+    window.resize(1920, 1080)
+    window.apply_default_sizes()
+    qtbot.wait(50)
+    window.resizeDocks([window.docks["stepper"]], [300], Qt.Orientation.Horizontal)
+    qtbot.waitUntil(lambda: all(docs.isTabVisible(i) for i in range(docs.count())) or docs.width() < 1000)
+    assert _whole_tabs_only(docs) == []
