@@ -212,6 +212,53 @@ def test_split_folded_weights_travel_with_the_dispatch(tmp_path):
     assert _assert_reproduces(out, ("llvm-cpu", "vmvx"), tmp_path) == 2
 
 
+# A constant weight transformed once: with const-eval off IREE hoists tanh(W) into the module's initializer,
+# a dispatch with no tensor operand that the call never runs.
+HOISTED = """
+#id = affine_map<(i, j) -> (i, j)>
+func.func @main(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  %w = arith.constant dense<[[0.1, 0.2, 0.3, 0.4], [1.1, 1.2, 1.3, 1.4]]> : tensor<2x4xf32>
+  %e = tensor.empty() : tensor<2x4xf32>
+  %t = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%w : tensor<2x4xf32>) outs(%e : tensor<2x4xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %q = math.tanh %v : f32
+    linalg.yield %q : f32
+  } -> tensor<2x4xf32>
+  %r = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %t : tensor<2x4xf32>, tensor<2x4xf32>) outs(%e : tensor<2x4xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %q = arith.mulf %a, %b : f32
+    linalg.yield %q : f32
+  } -> tensor<2x4xf32>
+  return %r : tensor<2x4xf32>
+}
+"""
+
+
+def test_split_makes_a_kernel_only_the_initializer_runs_a_test(tmp_path):
+    """With const-eval off the initializer runs tanh(W), a dispatch with no tensor operand (IREE drops its
+    empty inputs trace point). It is a test too, marked ``initializer``, numbered in the initializer's own
+    count, so the call's tests still count from the call's first dispatch (as capture and diverge do)."""
+    source = tmp_path / "hoisted.mlir"
+    source.write_text(HOISTED)
+    request = CompileRequest.from_file(source, extra_flags=("--iree-opt-const-eval=false",))
+    out = tmp_path / "split"
+    result = split_program(request, "main", ["2x4xf32=3"], out)
+    assert result.dispatches == 1 and result.initializer_dispatches == 1
+    manifest = json.loads((out / MANIFEST).read_text())
+    first, second = manifest["tests"]
+    assert first["initializer"] is True and first["dir"].startswith("initializer_0_dispatch_0")
+    assert first["inputs"] == [] and first["ordinal"] == 0 and first["output_shapes"] == [[2, 4]]
+    assert "initializer" not in second and second["ordinal"] == 0
+    w = np.array([[0.1, 0.2, 0.3, 0.4], [1.1, 1.2, 1.3, 1.4]], np.float32)
+    np.testing.assert_allclose(np.load(out / first["dir"] / "expected" / "result0.npy"), np.tanh(w), rtol=1e-6)
+    np.testing.assert_allclose(np.load(out / second["dir"] / "expected" / "result0.npy"), 3 * np.tanh(w).ravel(),
+                               rtol=1e-6)  # IREE flattened the elementwise dispatch
+    assert [t.initializer for t in read_manifest(out)] == [True, False]
+    assert _assert_reproduces(out, ("llvm-cpu",), tmp_path) == 2
+
+
 def _lens(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "app.launcher", *args], capture_output=True, text=True, timeout=600)
 
@@ -306,6 +353,11 @@ def test_split_pytorch_models_every_test_agrees_on_vmvx(tmp_path, name):
     out = tmp_path / "split"
     result = _split(source, "main", [f"@{MODELS / f'{name}_x.npy'}"], out, max_occurrences=1)
     assert not [t.error for t in result.tests if t.error]
+    # IREE orders trace points on the host, not around each dispatch (EfficientViT: two dispatches' outputs
+    # before their inputs): paired by dispatch, every test has its expected results (5 had none, checked
+    # vacuously) and the ordinal of the dispatch IREE's name numbers (its export's number, in this program).
+    assert not [t.dir for t in result.tests if not t.outputs]
+    assert not [t.dir for t in result.tests if t.occurrences[0] != int(re.search(r"dispatch_(\d+)", t.dispatch)[1])]
     assert any("dense_resource" in (out / t.dir / "dispatch.mlir").read_text() for t in result.tests)
     tests = read_manifest(out)
     for target in ("llvm-cpu", "vmvx"):

@@ -112,13 +112,15 @@ def _split(args: argparse.Namespace, iree_flags: list[str]) -> int:
     failed = [t for t in result.tests if t.error]
     if args.json:
         print(json.dumps({"out": str(result.directory), "tests": [t.to_json() for t in result.tests],
-                          "dispatches": result.dispatches, "compile_s": result.compile_s, "run_s": result.run_s,
+                          "dispatches": result.dispatches, "initializer_dispatches": result.initializer_dispatches,
+                          "compile_s": result.compile_s, "run_s": result.run_s,
                           "write_s": result.write_s}))  # fmt: skip
     else:
         for t in result.tests:
             runs = f" x{len(t.occurrences)}" if len(t.occurrences) > 1 else ""
             print(f"{t.dir}{runs}  {t.loc or '(no location)'}" + (f"  NOT WRITTEN: {t.error}" if t.error else ""))
-        print(f"{len(result.tests)} tests from {result.dispatches} dispatches in {result.directory} "
+        initializer = f" (and {result.initializer_dispatches} of the module's initializer)" if result.initializer_dispatches else ""
+        print(f"{len(result.tests)} tests from {result.dispatches} dispatches{initializer} in {result.directory} "
               f"(compile {result.compile_s:.2f} s, run {result.run_s:.2f} s, write {result.write_s:.2f} s)")  # fmt: skip
     if failed:
         print(f"iree-lens split: {len(failed)} dispatches not written as tests (manifest.json's not_written says why)",

@@ -44,6 +44,9 @@ class ReferenceRunner:
     # An ``iree.runtime.HalModuleDebugSink``: its callback receives each trace point (a module compiled
     # with ``--iree-flow-trace-dispatch-tensors``) on the invoking thread, and may block there.
     debug_sink: Any = None
+    # Called with the runner once its device exists, before the module's initializer runs: a debug sink that
+    # reads the initializer's trace points (``read_buffer_view``) needs the runner then.
+    on_loading: Any = None
 
     def __post_init__(self) -> None:
         import iree.runtime as rt  # the heavy import happens only when a reference run is wanted
@@ -63,6 +66,8 @@ class ReferenceRunner:
             with open(self.module_path, "rb") as fh:
                 self.module = rt.VmModule.copy_buffer(self.instance, fh.read())
             extra = [m(self.instance, self.device) if callable(m) else m for m in self.extra_modules]
+            if self.on_loading is not None:
+                self.on_loading(self)
             self.context = rt.VmContext(self.instance, [hal, *extra, self.module])
         except (RuntimeError, ValueError, OSError, HalError) as e:
             raise ReferenceRunError(f"cannot load {self.module_path} on {self.device_uri}: {e}") from None

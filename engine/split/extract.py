@@ -93,7 +93,8 @@ def _dynamic_positions(type_) -> list[int]:
 
 
 def dispatch_signatures(module) -> dict[str, DispatchSignature]:
-    """Every ``flow.dispatch`` of the host functions, by entry point (the first site of each)."""
+    """Every ``flow.dispatch`` of the host functions and initializers, by entry point (the first site of
+    each)."""
     ir = _ir()
     found: dict[str, DispatchSignature] = {}
 
@@ -106,13 +107,14 @@ def dispatch_signatures(module) -> dict[str, DispatchSignature]:
         return ir.WalkResult.ADVANCE
 
     for top in module.body.operations:
-        if top.operation.name in ("util.func", "func.func"):
+        # The initializers' dispatches too: with const-eval off, a kernel may run only there.
+        if top.operation.name in ("util.func", "func.func", "util.initializer"):
             top.operation.walk(visit)
     return found
 
 
 def instrument_dispatches(module) -> int:
-    """Trace points around every ``flow.dispatch`` of ``module``'s host functions, as IREE's
+    """Trace points around every ``flow.dispatch`` of ``module``'s host functions and initializers, as IREE's
     ``--iree-flow-trace-dispatch-tensors`` writes them (``flow.tensor.trace "exe::export inputs"`` with the
     tensor operands before, ``... outputs"`` with the results after), but at any depth: IREE's pass leaves
     the dispatches inside a loop (``scf.for``) without any. Returns how many dispatches were instrumented."""
@@ -127,7 +129,7 @@ def instrument_dispatches(module) -> int:
         return ir.WalkResult.ADVANCE
 
     for top in module.body.operations:
-        if top.operation.name in ("util.func", "func.func"):
+        if top.operation.name in ("util.func", "func.func", "util.initializer"):
             top.operation.walk(visit)
     for op in dispatches:
         with op.context, op.location:
@@ -147,8 +149,9 @@ def instrument_dispatches(module) -> int:
                 dims_of[i] = list(argument_dims[at : at + count])
                 at += count
                 values.append(v)
-            flow.TensorTraceOp(f"{key} inputs", values, [d for i in sorted(dims_of) for d in dims_of[i]],
-                               ip=ir.InsertionPoint(op))  # fmt: skip
+            if values:  # an empty trace prints as text iree-compile cannot parse: the split begins it at its outputs
+                flow.TensorTraceOp(f"{key} inputs", values, [d for i in sorted(dims_of) for d in dims_of[i]],
+                                   ip=ir.InsertionPoint(op))  # fmt: skip
             outputs, output_dims, at = [], [], 0
             for r, result in enumerate(op.results):
                 if not _is_tensor(str(result.type)):

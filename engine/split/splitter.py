@@ -8,7 +8,9 @@ rewritten as plain tensor functions (``extract.standalone_test``). Layout of the
 output folder::
 
     DIR/manifest.json               {"tests": [{"dir", "function", "dispatch", "ordinal", "loc",
-                                                "inputs", "outputs", "occurrences", ...}],
+                                                "inputs", "outputs", "occurrences", ...,
+                                                "initializer": true where the module's
+                                                initializer ran it (ordinals: its own count)}],
                                      "not_written": [the same, with "error": why no program]}
     DIR/<test>/dispatch.mlir        func.func @main(the dispatch's tensor operands) -> its results
     DIR/<test>/inputs/argN.npy      the first occurrence's operands (manifest "inputs": these names)
@@ -26,6 +28,7 @@ import re
 import shutil
 import tempfile
 import time
+from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -60,6 +63,9 @@ class SplitTest:
     occurrences: list[int] = field(default_factory=list)  # ordinals of every occurrence
     kept: int = 0  # how many occurrences' data are written
     error: str | None = None  # why no dispatch.mlir could be written
+    # Run by the module's initializer (before the call; const-eval off leaves kernels there): ``ordinal`` and
+    # ``occurrences`` then count the initializer's dispatches, as the call's count from its first.
+    initializer: bool = False
 
     def to_json(self) -> dict:
         return {
@@ -75,6 +81,7 @@ class SplitTest:
             "output_shapes": self.output_shapes,
             "occurrences": self.occurrences,
             "kept_occurrences": self.kept,
+            **({"initializer": True} if self.initializer else {}),
             **({"error": self.error} if self.error else {}),
         }
 
@@ -86,6 +93,7 @@ class SplitTest:
             outputs=list(entry["outputs"]), input_shapes=entry.get("input_shapes", []),
             output_shapes=entry.get("output_shapes", []), occurrences=entry.get("occurrences", []),
             kept=int(entry.get("kept_occurrences", 1)), error=entry.get("error"),
+            initializer=bool(entry.get("initializer", False)),
         )  # fmt: skip
 
 
@@ -93,10 +101,11 @@ class SplitTest:
 class SplitResult:
     directory: Path
     tests: list[SplitTest]
-    dispatches: int  # dispatches the run made
+    dispatches: int  # dispatches the call made
     compile_s: float
     run_s: float
     write_s: float
+    initializer_dispatches: int = 0  # dispatches the module's initializer made before the call
 
 
 def occurrence_dir(test_dir: Path, occurrence: int) -> Path:
@@ -117,7 +126,7 @@ def read_manifest(directory: Path) -> list[SplitTest]:
 
 def _test_name(export: str, taken: set[str]) -> str:
     # ``model$async_dispatch_3_conv_...``: the part from ``dispatch_`` on names it in its program
-    found = re.search(r"dispatch_\d+.*", export)
+    found = re.search(r"(initializer_\d+_)?dispatch_\d+.*", export)
     base = re.sub(r"[^A-Za-z0-9_.-]", "_", found.group(0) if found else export)[:120]
     name, n = base, 1
     while name in taken:
@@ -128,16 +137,30 @@ def _test_name(export: str, taken: set[str]) -> str:
 
 
 class _Collector:
-    """The trace-point sink: groups dispatches into tests and writes their tensors as they come."""
+    """The trace-point sink: groups dispatches into tests and writes their tensors as they come.
 
-    def __init__(self, out: Path, max_occurrences: int | None, only: set[str] | None = None):
+    IREE's stream scheduling orders the trace points on the host, not around each dispatch: a dispatch's
+    ``inputs`` can come after its ``outputs`` (EfficientViT: the outputs of two dispatches, two other
+    dispatches whole, then the two inputs). So each dispatch (``exe::export``) pairs its own traces, first
+    come first paired, and takes its ordinal when its first trace comes. A dispatch with no tensor operand
+    (``without_inputs``) has no ``inputs`` trace point at all (an empty one is not valid IR): its outputs
+    begin it."""
+
+    def __init__(self, out: Path, max_occurrences: int | None, only: set[str] | None = None,
+                 without_inputs: frozenset[str] = frozenset()):  # fmt: skip
         self.out = out
         self.max_occurrences = max_occurrences
         self.only = only
+        self.without_inputs = without_inputs
         self.tests: dict[tuple, SplitTest] = {}
         self.names: set[str] = set()
-        self.ordinal = 0
-        self.pending: tuple[SplitTest, int] | None = None
+        self.ordinal = 0  # of the call's dispatches (the initializer's: initializer_ordinal)
+        self.initializer_ordinal = 0
+        self.in_initializer = True  # until the call begins (``calling``)
+        # Per dispatch, first in first out: occurrences whose inputs came and outputs have not (None: not
+        # kept), and outputs that came before their inputs, with the ordinal they took.
+        self.awaiting_outputs: dict[str, deque] = {}
+        self.early_outputs: dict[str, deque] = {}
         self.errors: list[str] = []
         self.runner = None
 
@@ -150,38 +173,79 @@ class _Collector:
     def _arrays(self, buffer_views) -> list[np.ndarray]:
         return [self.runner.read_buffer_view(bv) for bv in buffer_views]
 
+    def calling(self) -> None:
+        """The call begins: what comes now is the call's, numbered from its first dispatch."""
+        self.in_initializer = False
+
+    def unpaired(self) -> list[str]:
+        """Dispatches one of whose traces never found its other half (said as an error: their data would be
+        half a test)."""
+        return sorted({h for q in (self.awaiting_outputs, self.early_outputs) for h, d in q.items() if d})
+
+    def _count(self) -> int:
+        """The ordinal of the dispatch seen now, in the initializer's count or the call's."""
+        if self.in_initializer:
+            self.initializer_ordinal += 1
+            return self.initializer_ordinal - 1
+        self.ordinal += 1
+        return self.ordinal - 1
+
+    def _kept(self, export: str) -> bool:
+        return self.only is None or export in self.only
+
     def _take(self, key: str, buffer_views: list) -> None:
         head, _, kind = key.rpartition(" ")
         executable, _, export = head.partition("::")
-        if self.only is not None and export not in self.only:
-            self.ordinal += kind == "inputs"  # counted, not kept
-            return
-        arrays = self._arrays(buffer_views)
         if kind == "inputs":
-            shapes = tuple((a.shape, a.dtype.str) for a in arrays)
-            test = self.tests.get((head, shapes))
-            if test is None:
-                test = SplitTest(
-                    _test_name(export, self.names), export, executable, self.ordinal, None,
-                    [f"arg{i}.npy" for i in range(len(arrays))], [],
-                    input_shapes=[list(a.shape) for a in arrays],
-                )  # fmt: skip
-                self.tests[(head, shapes)] = test
-            occurrence = len(test.occurrences)
-            test.occurrences.append(self.ordinal)
-            self.ordinal += 1
-            self.pending = (test, occurrence)
-            if self.max_occurrences is None or occurrence < self.max_occurrences:
-                test.kept = occurrence + 1
-                self._save(test, occurrence, "inputs", test.inputs, arrays)
-        elif kind == "outputs" and self.pending is not None:
-            test, occurrence = self.pending
-            self.pending = None
-            if occurrence == 0:
-                test.outputs = [f"result{i}.npy" for i in range(len(arrays))]
-                test.output_shapes = [list(a.shape) for a in arrays]
-            if occurrence < test.kept:
-                self._save(test, occurrence, "expected", test.outputs, arrays)
+            early = self.early_outputs.get(head)
+            if early:
+                ordinal, outputs = early.popleft()
+                self._outputs(self._begin(head, executable, export, buffer_views, ordinal), outputs)
+            else:
+                begun = self._begin(head, executable, export, buffer_views, self._count())
+                self.awaiting_outputs.setdefault(head, deque()).append(begun)
+        elif kind == "outputs":
+            outputs = self._arrays(buffer_views) if self._kept(export) else []
+            if head in self.without_inputs:
+                self._outputs(self._begin(head, executable, export, [], self._count()), outputs)
+            elif self.awaiting_outputs.get(head):
+                self._outputs(self.awaiting_outputs[head].popleft(), outputs)
+            else:  # its inputs come later
+                self.early_outputs.setdefault(head, deque()).append((self._count(), outputs))
+
+    def _begin(self, head: str, executable: str, export: str, buffer_views: list, ordinal: int):
+        """An occurrence of dispatch ``head`` with these inputs: (its test, which occurrence), its inputs kept;
+        None when ``only`` leaves it out."""
+        if not self._kept(export):
+            return None
+        arrays = self._arrays(buffer_views)
+        shapes = tuple((a.shape, a.dtype.str) for a in arrays)
+        key_of_test = (self.in_initializer, head, shapes)
+        test = self.tests.get(key_of_test)
+        if test is None:
+            test = SplitTest(
+                _test_name(export, self.names), export, executable, ordinal, None,
+                [f"arg{i}.npy" for i in range(len(arrays))], [],
+                input_shapes=[list(a.shape) for a in arrays], initializer=self.in_initializer,
+            )  # fmt: skip
+            self.tests[key_of_test] = test
+        occurrence = len(test.occurrences)
+        test.occurrences.append(ordinal)
+        test.ordinal = min(test.ordinal, ordinal)
+        if self.max_occurrences is None or occurrence < self.max_occurrences:
+            test.kept = occurrence + 1
+            self._save(test, occurrence, "inputs", test.inputs, arrays)
+        return test, occurrence
+
+    def _outputs(self, begun, arrays: list[np.ndarray]) -> None:
+        if begun is None:
+            return
+        test, occurrence = begun
+        if occurrence == 0:
+            test.outputs = [f"result{i}.npy" for i in range(len(arrays))]
+            test.output_shapes = [list(a.shape) for a in arrays]
+        if occurrence < test.kept:
+            self._save(test, occurrence, "expected", test.outputs, arrays)
 
     def _save(self, test: SplitTest, occurrence: int, kind: str, names: list[str], arrays) -> None:
         folder = occurrence_dir(self.out / test.dir, occurrence) / kind
@@ -221,22 +285,28 @@ def split_program(
         start = time.perf_counter()
         import iree.runtime as rt
 
-        collector = _Collector(out, max_occurrences, only)
+        without_inputs = frozenset(k for k, sig in dispatch_signatures(module).items() if not sig.tensor_operands)
+        collector = _Collector(out, max_occurrences, only, without_inputs)
         runner_device = device or (find_target(request.target).device if request.target in TARGETS else "local-sync")
-        runner = ReferenceRunner(vmfb, runner_device, debug_sink=rt.HalModuleDebugSink(collector))
-        collector.runner = runner
+        # The collector reads the initializer's trace points as the runner loads the module.
+        runner = ReferenceRunner(vmfb, runner_device, debug_sink=rt.HalModuleDebugSink(collector),
+                                 on_loading=lambda loading: setattr(collector, "runner", loading))  # fmt: skip
         try:
             args = parse_inputs(input_specs, split_cconv(runner.cconv(function))[0])
+            collector.calling()
             runner.invoke(function, args)
         finally:
             collector.runner = None  # the sink refers to the runner: break the cycle
         del runner
         if collector.errors:
             raise LensError("reading trace points failed: " + "; ".join(collector.errors[:3]))
+        if collector.unpaired():
+            raise LensError("trace points without their other half (inputs or outputs) for "
+                            + ", ".join(collector.unpaired()[:3]))  # fmt: skip
         run_s = time.perf_counter() - start
 
         start = time.perf_counter()
-        tests = sorted(collector.tests.values(), key=lambda t: t.ordinal)
+        tests = sorted(collector.tests.values(), key=lambda t: (not t.initializer, t.ordinal))
         _write_programs(module, tests, out)
         # "tests" lists only tests with a program (what a checker compiles); the rest say why not.
         manifest = {"tests": [t.to_json() for t in tests if not t.error],
@@ -245,7 +315,7 @@ def split_program(
         write_s = time.perf_counter() - start
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    return SplitResult(out, tests, collector.ordinal, compile_s, run_s, write_s)
+    return SplitResult(out, tests, collector.ordinal, compile_s, run_s, write_s, collector.initializer_ordinal)
 
 
 def _clear_previous(out: Path) -> None:
