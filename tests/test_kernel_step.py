@@ -189,6 +189,33 @@ def test_llvm_ir_without_locations_is_rebuilt_with_them(log_builds, tmp_path):
     assert found is not None and has_source_locations(found)
 
 
+def test_the_llvm_ir_is_compiled_from_the_executables_own_source_not_the_whole_program(tmp_path):
+    """With the module's executable sources at hand (beside it, or the session's checked rebuild of its
+    program), the stepper compiles that one executable (``--compile-mode=hal-executable``, under a second)
+    instead of rebuilding the whole program (minutes on a large model); its IR names the source's lines,
+    and the recorded workgroup's stores are the module's (the stepper checks them against its real output)."""
+    from engine.dispatch.rebuild_sources import rebuild_sources
+    from engine.kernel.llvm_recorder import find_llvm_ir, has_source_locations
+    from engine.kernel.program_rebuild import program_and_cache_folder
+
+    program = tmp_path / "prog" / "logneg.mlir"
+    program.parent.mkdir()
+    program.write_text(LOG_PROGRAM)
+    module = compile_for(program, tmp_path / "prog" / "logneg.vmfb", "llvm-cpu")
+    assert rebuild_sources(module).found  # what a session does at the first stop without sources
+    export = next(n for n in rebuild_sources(module).interfaces if n.startswith("main_dispatch_0"))
+    ir = find_llvm_ir(module, export)
+    assert ir is not None and has_source_locations(ir) and "executable-" in str(ir), ir
+    _, whole_program_rebuild = program_and_cache_folder(module)
+    assert not whole_program_rebuild.exists()
+    np.save(tmp_path / "x.npy", _input())
+    records = _records(kernel(str(module), "--function=main", f"--input=@{tmp_path / 'x.npy'}", "--dispatch=0",
+                              "--workgroup=0,0,0", "--json"))  # fmt: skip
+    file = records[0]["loc"].rsplit(":", 1)[0]
+    assert Path(file).resolve() == Path(rebuild_sources(module).files[export]).resolve(), file
+    assert _assert_stores_equal(records, _iree_output(module, "main", _input()), 1) > 0
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not (MODELS / "small_cnn.mlir").exists(), reason="../shared/models is not here")
 @pytest.mark.parametrize("target,dispatch,workgroup", [("llvm-cpu", 1, "3,0,0"), ("vmvx", 4, "0,0,0")])

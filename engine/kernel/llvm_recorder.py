@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.errors import LensError
 from engine.kernel.dispatch_run import CapturedDispatch, KernelStepError
 from engine.kernel.llvm_instrument import Probe, TraceBuffer, defines_function, instrument
 from engine.kernel.program_rebuild import compiles, program_and_cache_folder
@@ -124,8 +125,10 @@ def _rebuild_into(out: Path, module_path: Path, program: Path, timeout_s: float)
 def find_llvm_ir(module_path: str | Path, export: str, given: Sequence[str | Path] = ()) -> Path | None:
     """IREE's LLVM IR that defines ``export``, preferring IR whose debug locations name its sources: in
     ``given`` files or folders, beside the module (IREE Lens's compile folder ``executables/intermediates``,
-    ``iree-lens sources`` output, IREE's dump folders), else rebuilt (``rebuild_with_locations``); IR without
-    locations is the last resort."""
+    ``iree-lens sources`` output, IREE's dump folders); else compiled from the executable's own source
+    (``executable_llvm_ir``: one executable, under a second, where the debugger finds it: given, beside, or the
+    session's checked rebuild of the program); else the whole program rebuilt (``rebuild_with_locations``,
+    minutes on a large model); IR without locations is the last resort."""
     module = Path(module_path)
     folders = [Path(g) for g in given] or [
         module.parent / "executables" / "intermediates", module.parent, module.parent / f"{module.stem}.sources",
@@ -134,10 +137,58 @@ def find_llvm_ir(module_path: str | Path, export: str, given: Sequence[str | Pat
     found = _pick(_ir_files(folders), export)
     if found is not None and has_source_locations(found):
         return found
+    alone = executable_llvm_ir(module, export, given)
+    if alone is not None:
+        return alone
     rebuilt = rebuild_with_locations(module) if not given else None
     if rebuilt is not None:
         return _pick(_ir_files([rebuilt]), export) or found
     return found
+
+
+def executable_llvm_ir(module_path: str | Path, export: str, given: Sequence[str | Path] = (),
+                       timeout_s: float = 300) -> Path | None:  # fmt: skip
+    """The LLVM IR of ``export`` compiled from its executable's source alone (``iree-compile
+    --compile-mode=hal-executable``: its variant names the target; its IR's locations are that file's lines),
+    into a cache folder named after the source's bytes. The source is the one the debugger types tensors
+    with: ``given``, else beside the module, else the checked rebuild of its program (found in its cache when
+    the session made it). None when there is none, or it does not compile alone (an IREE dump whose weights
+    were elided)."""
+    import hashlib
+
+    from engine.compiler.job import iree_compile_path
+    from engine.dispatch.typed_tensors import find_sources, read_sources
+    from engine.folder_lock import folder_lock
+    from engine.temp_caches import cache_root
+
+    if given:
+        try:
+            sources = read_sources(given, "given")
+        except LensError:
+            return None
+    else:
+        from engine.dispatch.rebuild_sources import found_or_rebuilt
+
+        sources = find_sources(module_path)
+        if not sources.found:
+            sources = found_or_rebuilt(module_path)
+    source = sources.files.get(export)
+    if source is None or not Path(source).is_file():
+        return None
+    source = Path(source).resolve()  # the IR's !DIFile names it as given
+    key = hashlib.sha256(source.read_bytes() + str(source).encode() + iree_compile_path().encode()).hexdigest()[:20]
+    out = cache_root("iree-lens-kernel") / f"executable-{key}"
+    ir = out / "intermediates"
+    with folder_lock(out):  # another process compiling the same source: wait for its IR
+        if not (out / "done").exists():
+            out.mkdir(parents=True, exist_ok=True)
+            cmd = [iree_compile_path(), "--compile-mode=hal-executable", str(source), "-o",
+                   str(out / "executable.so"), f"--iree-hal-dump-executable-intermediates-to={ir}"]  # fmt: skip
+            if not compiles(cmd, timeout_s):
+                return None
+            (out / "done").write_text(f"{source}\n")
+    found = _pick(_ir_files([ir]), export)
+    return found if found is not None and has_source_locations(found) else None
 
 
 def record_llvm(
