@@ -227,10 +227,15 @@ def test_break_diverge_does_not_stop_at_untyped_bytes_that_differ(tmp_path):
     shutil.rmtree(work)  # the program the modules' locations name is gone: nothing rebuilds the sources
     inputs = _packed_inputs(tmp_path)
 
-    stops = _debug_packed(bad, good, inputs, tmp_path)
+    script = tmp_path / "commands.txt"
+    script.write_text(f"break diverge {good}\ncontinue\n")
+    proc = lens_in_process("debug", bad, "--function=main", *inputs, f"--commands={script}", "--json")
+    stops = _stops(proc)
     assert [s["reason"] for s in stops] == ["finished"], stops[0].get("divergence")
     verdicts = {o: v for o, _name, v in stops[-1]["verdicts"]}
     assert verdicts == {0: "exact", 1: "bytes_differ"}, verdicts
+    assert proc.returncode == 0 and "1 dispatches' outputs are bytes of no known element type" in proc.stderr
+    assert "--sources" in proc.stderr
 
     script = tmp_path / "typed_commands.txt"
     script.write_text(f"break diverge {good}\ncontinue\ncontinue\n")

@@ -398,6 +398,7 @@ class Debugger:
             self.finished = event
             self.last_stop = None
             self._note_unmatched(command)
+            self._note_bytes_differ(command, event)
             if self.args.json:
                 line = stop_json(None, self.args.function)
                 line.update(reason="finished", function=event.function, registers={})
@@ -435,6 +436,19 @@ class Debugger:
         ]
         if never:
             self._error(command, "the program ended without stopping at: " + "; ".join(never), fatal=False)
+
+    def _note_bytes_differ(self, command: ScriptCommand, event: Finished) -> None:
+        """A diverge breakpoint did not stop at dispatches whose output bytes are of no known type and differ
+        (``numerics.BYTES_DIFFER``): say so, with what would judge them (a note on stderr, as the finder's)."""
+        from engine.dispatch.numerics import BYTES_DIFFER
+
+        differ = [o for o, v in event.verdicts if v == BYTES_DIFFER]
+        if differ:
+            name = dict(event.exports).get(differ[0], "")
+            self._error(command, f"break diverge: {len(differ)} dispatches' outputs are bytes of no known element "
+                                 f"type and differ, first #{differ[0]} {name}: rounding cannot be told from a "
+                                 "divergence, so the breakpoint did not stop there; give --sources (a "
+                                 "--iree-hal-dump-executable-sources-to folder) to judge them", fatal=False)  # fmt: skip
 
     def _info_registers(self, command: ScriptCommand) -> None:
         if self.state != "stopped":  # gdb: "The program has no registers now.", an error
