@@ -23,6 +23,7 @@ from support import (
     edited_source,
     iree_compile,
     iree_dump_replay_rows,
+    iree_run_replay_reading,
     iree_tool,
     iree_traced_tensors,
     record_replay,
@@ -341,23 +342,6 @@ def _record_debug_run(vmfb: Path, function: str, inputs: list[str], out: Path):
     return results, ranges, ours
 
 
-def _readback(path: Path, ranges, tmp_path: Path) -> list[bytes]:
-    replay = open_replay(path)
-    out = tmp_path / "debug-run-readback.bin"
-    records, total = readback_records(replay, ranges, out)
-    out.write_bytes(bytes(total))
-    proc = subprocess.run(
-        [iree_tool("iree-run-replay"), "--device=local-sync", str(rewrite_replay(replay, tmp_path / "rb.ireereplay", append=records))],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    data, at, result = out.read_bytes(), 0, []
-    for _, _, length in ranges:
-        result.append(data[at : at + length])
-        at += length
-    return result
-
-
 @pytest.mark.parametrize("model", ["small_cnn", "attention_block"])
 def test_a_debug_run_written_as_a_replay_runs_the_same_on_iree_run_replay(model, tmp_path):
     source = MODELS / f"{model}.mlir"
@@ -366,7 +350,7 @@ def test_a_debug_run_written_as_a_replay_runs_the_same_on_iree_run_replay(model,
     vmfb = _compile(source, tmp_path / f"{model}.vmfb")
     path = tmp_path / "debug_run.ireereplay"
     results, ranges, ours = _record_debug_run(vmfb, model, [f"@{MODELS / f'{model}_x.npy'}"], path)
-    assert ranges and _readback(path, ranges, tmp_path) == ours
+    assert ranges and iree_run_replay_reading(path, ranges, tmp_path) == ours
     assert any(np.asarray(results[0].array).tobytes() in b for b in ours)  # the result is among them
     rows = iree_dump_replay_rows(path)
     assert [r for r in rows if r.get("operation") == "command_buffer.dispatch"]

@@ -20,12 +20,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import iree_compile, iree_dump_replay_rows, iree_tool, lens_argv
+from support import iree_compile, iree_dump_replay_rows, iree_run_replay_reading, iree_tool, lens_argv
 
 from engine.compiler.targets import target_flags
 from engine.replay.reader import open_replay
 from engine.replay.trace_capture import host_reads
-from engine.replay.writer import readback_records, rewrite_replay
 
 MODELS = Path(__file__).resolve().parents[1] / ".." / "shared" / "models"
 
@@ -123,21 +122,11 @@ def _readback_part(path: Path) -> list[tuple]:
 
 def _iree_run_replay_results(path: Path, device: str, tmp_path: Path) -> list[bytes]:
     """What ``iree-run-replay`` leaves in the buffers the host read (each read once, in order)."""
-    replay = open_replay(path)
     ranges: list[tuple[int, int, int]] = []
-    for _, buffer, offset, length in host_reads(replay):
+    for _, buffer, offset, length in host_reads(open_replay(path)):
         if (buffer, offset, length) not in ranges:
             ranges.append((buffer, offset, length))
-    out = tmp_path / f"readback-{device}.bin"
-    records, total = readback_records(replay, ranges, out)
-    out.write_bytes(bytes(total))
-    copy = rewrite_replay(replay, tmp_path / f"readback-{device}.ireereplay", append=records)
-    _run([iree_tool("iree-run-replay"), f"--device={device}", str(copy)])
-    data, at, result = out.read_bytes(), 0, []
-    for _, _, length in ranges:
-        result.append(data[at : at + length])
-        at += length
-    return result
+    return iree_run_replay_reading(path, ranges, tmp_path, device)
 
 
 @pytest.mark.parametrize("case", ["results", "attention_block"])

@@ -106,6 +106,27 @@ def iree_dump_replay_rows(path) -> list[dict]:
     return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
 
 
+def iree_run_replay_reading(replay_path, ranges, tmp, device: str = "local-sync") -> list[bytes]:
+    """The bytes ``iree-run-replay`` leaves in ``ranges`` ((replay buffer id, offset, length) each) after
+    running the replay at ``replay_path`` on ``device``: the replay with records appended that write each
+    range to a file (``readback_records``), read back in order."""
+    from engine.replay.reader import open_replay
+    from engine.replay.writer import readback_records, rewrite_replay
+
+    out = Path(tmp) / f"readback-{device}.bin"
+    records, total = readback_records(open_replay(replay_path), ranges, out)
+    out.write_bytes(bytes(total))
+    copy = rewrite_replay(open_replay(replay_path), Path(tmp) / f"readback-{device}.ireereplay", append=records)
+    proc = subprocess.run([iree_tool("iree-run-replay"), f"--device={device}", str(copy)], capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    data, at, found = out.read_bytes(), 0, []
+    for _, _, length in ranges:
+        found.append(data[at : at + length])
+        at += length
+    return found
+
+
 def iree_traced_tensors(
     vmfb, function: str, args: list[np.ndarray], device: str = "local-sync"
 ) -> list[tuple[str, list]]:
