@@ -84,15 +84,18 @@ def test_the_divergence_finder_and_its_reproducer_count_from_the_call(builds, tm
 
 
 def test_split_makes_tests_of_the_calls_dispatches(tmp_path):
-    """The split instruments the host functions' dispatches only: the initializer's make no test, and the
-    call's first is ordinal 0."""
+    """The initializer's dispatch is a test of its own, marked ``initializer`` and numbered in the
+    initializer's count; the call's first is ordinal 0 and ``dispatches`` counts the call's."""
     program = tmp_path / "a.mlir"
     program.write_text(PROGRAM)
     made = lens_in_process("split", program, "--function=main", f"--input={INPUT}", f"--out={tmp_path / 'tests'}",
                            "--json")  # fmt: skip
     assert made.returncode == 0, made.stderr
     result = json.loads(made.stdout.strip().splitlines()[-1])
-    [test] = result["tests"]
+    initializer, test = result["tests"]
+    assert initializer["initializer"] is True and initializer["dispatch"].startswith("_initializer_0_dispatch_0")
+    assert initializer["ordinal"] == 0 and result["initializer_dispatches"] == 1
+    assert "initializer" not in test
     assert test["dispatch"].startswith("main_dispatch_0") and test["ordinal"] == 0 and result["dispatches"] == 1
 
 
