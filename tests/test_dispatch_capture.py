@@ -257,3 +257,21 @@ def test_a_failing_run_keeps_the_dispatches_before_the_failure(tmp_path):
     assert "the square was not negative" in bundle.manifest["error"]
     [out] = bundle.dispatch_tensors(bundle.dispatches[0], "outputs")
     assert out.dtype == np.uint8 and np.array_equal(out.view(np.float32), [1, 4, 9, 16])  # untyped: its bytes
+
+
+def test_a_capture_that_fails_before_its_run_leaves_no_file_open(tmp_path):
+    """A module that does not load: the capture says so, and the bundle's entries file it had opened is
+    closed (it was left to the garbage collector: a ResourceWarning)."""
+    import gc
+    import warnings
+
+    from engine.errors import LensError
+
+    bad = tmp_path / "bad.vmfb"
+    bad.write_bytes(b"not a module at all" * 10)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(LensError):
+            capture_debug(bad, "main", [], tmp_path / "bundle")
+        gc.collect()
+    assert not [w for w in caught if issubclass(w.category, ResourceWarning)], [str(w.message) for w in caught]

@@ -226,6 +226,20 @@ class BundleWriter:
         for listener in list(self.dispatch_listeners):
             listener(entry)
 
+    def __enter__(self) -> BundleWriter:
+        return self
+
+    def __exit__(self, kind, error, trace) -> None:
+        if error is not None:
+            self.abandon()
+
+    def abandon(self) -> None:
+        """A capture that ends in an error before ``finish`` (no device, a module that does not load): the
+        files written so far stay, the entries file is closed (idempotent; nothing after ``finish``)."""
+        if not self._entries.closed:
+            self._drain()
+            self._entries.close()
+
     def finish(self, extra: dict | None = None) -> Path:
         """Write ``manifest.json``: the header, then the dispatches streamed from the entries file."""
         self._drain()

@@ -87,38 +87,38 @@ def capture_debug(
         sources = ExecutableSources(interfaces, "given")
     if sources is None:
         sources = find_sources(module)
-    writer = BundleWriter(out, module=str(module), function=function, engine="debug", device=device)
-    writer.manifest["sources"] = {"origin": sources.origin, "path": sources.path}
-    recorder = DispatchRecorder(writer, sources, overrides)
-    if on_dispatch is not None:
+    with BundleWriter(out, module=str(module), function=function, engine="debug", device=device) as writer:
+        writer.manifest["sources"] = {"origin": sources.origin, "path": sources.path}
+        recorder = DispatchRecorder(writer, sources, overrides)
+        if on_dispatch is not None:
 
-        def added(entry: DispatchEntry) -> None:
-            writer.wait_written()  # whoever is told can read the dispatch's files
-            on_dispatch(entry)
+            def added(entry: DispatchEntry) -> None:
+                writer.wait_written()  # whoever is told can read the dispatch's files
+                on_dispatch(entry)
 
-        writer.dispatch_listeners.append(added)
-    hal_device = create_device(device)
-    snapshots = recorder.attach(hal_device)
-    try:
-        recorder.in_initializer()
-        runner = DebugRunner(module, device, hal_module=HalModule(hal_device, trace_sink=recorder.trace))
-        args = parse_inputs(input_specs, split_cconv(runner.cconv(function))[0])
-        _write_program_values(writer, "inputs", args)
-        recorder.start_call(hal_device.dispatch_count)
-        writer.manifest["initializer_dispatches"] = recorder.initializer_dispatches
+            writer.dispatch_listeners.append(added)
+        hal_device = create_device(device)
+        snapshots = recorder.attach(hal_device)
         try:
-            results = runner.invoke(function, args)
-        except LensError as e:
+            recorder.in_initializer()
+            runner = DebugRunner(module, device, hal_module=HalModule(hal_device, trace_sink=recorder.trace))
+            args = parse_inputs(input_specs, split_cconv(runner.cconv(function))[0])
+            _write_program_values(writer, "inputs", args)
+            recorder.start_call(hal_device.dispatch_count)
+            writer.manifest["initializer_dispatches"] = recorder.initializer_dispatches
+            try:
+                results = runner.invoke(function, args)
+            except LensError as e:
+                recorder.flush()
+                raise _failed_run(writer, e) from e
             recorder.flush()
-            raise _failed_run(writer, e) from e
-        recorder.flush()
-    finally:
-        snapshots.unsubscribe(recorder)
-    _write_program_values(writer, "outputs", results)
-    writer.finish()
-    return CaptureResult(
-        writer.directory, writer.dispatch_count, results, writer.bytes_written, recorder.initializer_dispatches
-    )
+        finally:
+            snapshots.unsubscribe(recorder)
+        _write_program_values(writer, "outputs", results)
+        writer.finish()
+        return CaptureResult(
+            writer.directory, writer.dispatch_count, results, writer.bytes_written, recorder.initializer_dispatches
+        )
 
 
 NO_TRACE_POINTS = (
@@ -139,74 +139,74 @@ def capture_reference(
     """Run ``function`` on IREE's runtime and write the bundle from its trace points."""
     if not module_has_trace_points(module):
         raise CaptureError(NO_TRACE_POINTS.format(module=module))
-    writer = BundleWriter(out, module=str(module), function=function, engine="reference", device=device)
-    # The initializer's trace points (while the runner loads) are counted, not written: the bundle's
-    # dispatches are the call's, numbered from its first as the debugger numbers them.
-    state: dict = {"pending": None, "errors": [], "calling": False, "initializer": 0}
-    runner_box: list[ReferenceRunner] = []
+    with BundleWriter(out, module=str(module), function=function, engine="reference", device=device) as writer:
+        # The initializer's trace points (while the runner loads) are counted, not written: the bundle's
+        # dispatches are the call's, numbered from its first as the debugger numbers them.
+        state: dict = {"pending": None, "errors": [], "calling": False, "initializer": 0}
+        runner_box: list[ReferenceRunner] = []
 
-    def sink(key: str, buffer_views: list) -> None:
-        try:
-            if not state["calling"]:
-                state["initializer"] += key.endswith(" outputs")
-                return
-            runner = runner_box[0]
-            executable, export, kind = parse_trace_key(key)
-            arrays, types = [], []
-            for bv in buffer_views:
-                array = _map_buffer_view(runner, bv)
-                from engine.runtime.element_types import ElementType
+        def sink(key: str, buffer_views: list) -> None:
+            try:
+                if not state["calling"]:
+                    state["initializer"] += key.endswith(" outputs")
+                    return
+                runner = runner_box[0]
+                executable, export, kind = parse_trace_key(key)
+                arrays, types = [], []
+                for bv in buffer_views:
+                    array = _map_buffer_view(runner, bv)
+                    from engine.runtime.element_types import ElementType
 
-                tt = TensorType(
-                    tuple(int(d) for d in bv.shape), ElementType(int(bv.element_type)).name, Provenance.RUNTIME
-                )
-                array, tt = view_bytes(array, tt)
-                arrays.append(array)
-                types.append(tt)
-            ordinal = writer.dispatch_count  # the n-th traced dispatch
-            if kind == "inputs":
-                entry = DispatchEntry(ordinal, export, executable or executable_of(export), None)
-                entry.tensors_from = BUNDLE_PROVENANCE[Provenance.RUNTIME]
-                entry.inputs, entry.input_types = _write(writer, ordinal, "input", arrays, types)
-                state["pending"] = entry
-            elif kind == "outputs":
-                entry = state["pending"]
-                if entry is None or entry.name != export:
+                    tt = TensorType(
+                        tuple(int(d) for d in bv.shape), ElementType(int(bv.element_type)).name, Provenance.RUNTIME
+                    )
+                    array, tt = view_bytes(array, tt)
+                    arrays.append(array)
+                    types.append(tt)
+                ordinal = writer.dispatch_count  # the n-th traced dispatch
+                if kind == "inputs":
                     entry = DispatchEntry(ordinal, export, executable or executable_of(export), None)
                     entry.tensors_from = BUNDLE_PROVENANCE[Provenance.RUNTIME]
-                state["pending"] = None
-                entry.outputs, entry.output_types = _write(writer, entry.ordinal, "output", arrays, types)
-                entry.health = health_of(arrays)
-                writer.add_dispatch(entry)
-                if on_dispatch is not None:
-                    writer.wait_written()
-                    on_dispatch(entry)
-        except Exception as e:  # an exception must not cross into IREE's runtime
-            state["errors"].append(f"{key}: {e}")
+                    entry.inputs, entry.input_types = _write(writer, ordinal, "input", arrays, types)
+                    state["pending"] = entry
+                elif kind == "outputs":
+                    entry = state["pending"]
+                    if entry is None or entry.name != export:
+                        entry = DispatchEntry(ordinal, export, executable or executable_of(export), None)
+                        entry.tensors_from = BUNDLE_PROVENANCE[Provenance.RUNTIME]
+                    state["pending"] = None
+                    entry.outputs, entry.output_types = _write(writer, entry.ordinal, "output", arrays, types)
+                    entry.health = health_of(arrays)
+                    writer.add_dispatch(entry)
+                    if on_dispatch is not None:
+                        writer.wait_written()
+                        on_dispatch(entry)
+            except Exception as e:  # an exception must not cross into IREE's runtime
+                state["errors"].append(f"{key}: {e}")
 
-    import iree.runtime as rt
+        import iree.runtime as rt
 
-    # ReferenceRunner keeps the sink alive as long as its HAL module uses it (its ``debug_sink`` field).
-    runner = ReferenceRunner(module, device, debug_sink=rt.HalModuleDebugSink(sink))
-    runner_box.append(runner)
-    args = parse_inputs(input_specs, split_cconv(runner.cconv(function))[0])
-    _write_program_values(writer, "inputs", args)
-    state["calling"] = True
-    writer.manifest["initializer_dispatches"] = state["initializer"]
-    try:
-        results = runner.invoke(function, args)  # IREE calls the sink on this thread
-    except LensError as e:
-        raise _failed_run(writer, e) from e
-    finally:
-        runner_box.clear()  # the sink refers to the runner: break the cycle so IREE's objects die in order
-    del runner
-    if state["errors"]:
-        raise CaptureError("reading trace points failed: " + "; ".join(state["errors"][:3]))
-    if not writer.dispatch_count:
-        raise CaptureError(NO_TRACE_POINTS.format(module=module) + f" (none reached by {function})")
-    _write_program_values(writer, "outputs", results)
-    writer.finish()
-    return CaptureResult(writer.directory, writer.dispatch_count, results, writer.bytes_written, state["initializer"])
+        # ReferenceRunner keeps the sink alive as long as its HAL module uses it (its ``debug_sink`` field).
+        runner = ReferenceRunner(module, device, debug_sink=rt.HalModuleDebugSink(sink))
+        runner_box.append(runner)
+        args = parse_inputs(input_specs, split_cconv(runner.cconv(function))[0])
+        _write_program_values(writer, "inputs", args)
+        state["calling"] = True
+        writer.manifest["initializer_dispatches"] = state["initializer"]
+        try:
+            results = runner.invoke(function, args)  # IREE calls the sink on this thread
+        except LensError as e:
+            raise _failed_run(writer, e) from e
+        finally:
+            runner_box.clear()  # the sink refers to the runner: break the cycle so IREE's objects die in order
+        del runner
+        if state["errors"]:
+            raise CaptureError("reading trace points failed: " + "; ".join(state["errors"][:3]))
+        if not writer.dispatch_count:
+            raise CaptureError(NO_TRACE_POINTS.format(module=module) + f" (none reached by {function})")
+        _write_program_values(writer, "outputs", results)
+        writer.finish()
+        return CaptureResult(writer.directory, writer.dispatch_count, results, writer.bytes_written, state["initializer"])
 
 
 def _failed_run(writer: BundleWriter, error: LensError) -> CaptureError:
