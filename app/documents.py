@@ -83,7 +83,7 @@ class DocumentArea(QTabWidget):
     def _fill_list(self, menu: QMenu) -> None:
         menu.clear()
         for i in range(self.count()):
-            action = menu.addAction(self.title(i))
+            action = menu.addAction(self.tabText(i))  # "&" doubled, as the tab shows it (Qt's shortcut mark)
             action.setCheckable(True)
             action.triggered.connect(lambda _checked=False, i=i: self.setCurrentIndex(i))
             action.setChecked(i == self.currentIndex())
