@@ -5,6 +5,7 @@ output is the dispatch's) or the bytes the module's real kernel wrote; run-to-Na
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -214,6 +215,31 @@ def test_the_llvm_ir_is_compiled_from_the_executables_own_source_not_the_whole_p
     file = records[0]["loc"].rsplit(":", 1)[0]
     assert Path(file).resolve() == Path(rebuild_sources(module).files[export]).resolve(), file
     assert _assert_stores_equal(records, _iree_output(module, "main", _input()), 1) > 0
+
+
+@pytest.mark.skipif(not (MODELS / "small_cnn.mlir").exists(), reason="../shared/models is not here")
+def test_a_program_compiled_by_the_window_is_stepped_in_its_executables_source(tmp_path):
+    """IREE Lens's compile folder keeps LLVM IR located in the program itself: small_cnn's ONNX import puts
+    a whole convolution on one line (every statement at small_cnn.mlir:10). The executable's own source is
+    beside it, so the stepper compiles that and steps the kernel's ops line by line."""
+    from engine.compiler.job import compile_program
+    from engine.compiler.request import CompileRequest
+    from engine.kernel.llvm_recorder import find_llvm_ir
+
+    program = MODELS / "small_cnn.mlir"
+    compilation = compile_program(CompileRequest.from_file(program), out_dir=tmp_path / "compiled")
+    assert compilation.ok, compilation
+    module = compilation.vmfb_path
+    [beside] = (module.parent / "executables" / "intermediates").glob("*.optimized.ll")
+    assert 'filename: "small_cnn.mlir"' in beside.read_text()
+    export = re.search(r'^define internal [^@]*@"(small_cnn\$async_dispatch_1\w*)"\(', beside.read_text(), re.M)[1]
+    ir = find_llvm_ir(module, export)
+    assert ir is not None and ir != beside and "executable-" in str(ir), ir
+    records = _records(kernel(str(module), "--function=small_cnn", f"--input=@{MODELS / 'small_cnn_x.npy'}",
+                              "--dispatch=1", "--workgroup=3,0,0", "--json"))  # fmt: skip
+    files = {r["loc"].rsplit(":", 1)[0] for r in records} - {"unknown"}  # (a phi has no location)
+    assert files and all("hal.executable" in Path(f).read_text() for f in files), files
+    assert len({r["loc"] for r in records}) > 3  # the kernel's ops, line by line
 
 
 @pytest.mark.slow

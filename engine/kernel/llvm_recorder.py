@@ -135,9 +135,16 @@ def find_llvm_ir(module_path: str | Path, export: str, given: Sequence[str | Pat
         module.parent / "sources", module.parent / "intermediates",
     ]  # fmt: skip
     found = _pick(_ir_files(folders), export)
+    if found is not None and has_source_locations(found) and _located_in_executable_sources(found):
+        return found
+    # IR located in the program itself (IREE Lens's compile folder: the ops of a whole kernel on one line of
+    # an ONNX or torch import) steps better from the executable's source, when that is at hand.
+    alone = executable_llvm_ir(module, export, given, rebuild=False)
+    if alone is not None:
+        return alone
     if found is not None and has_source_locations(found):
         return found
-    alone = executable_llvm_ir(module, export, given)
+    alone = executable_llvm_ir(module, export, given) if not given else None
     if alone is not None:
         return alone
     rebuilt = rebuild_with_locations(module) if not given else None
@@ -146,14 +153,30 @@ def find_llvm_ir(module_path: str | Path, export: str, given: Sequence[str | Pat
     return found
 
 
+def _located_in_executable_sources(ir: Path) -> bool:
+    """Whether the IR's debug locations name ``hal.executable`` sources (lines of the kernel's own ops), not
+    the program the executables came from."""
+    files = {m.group(2) + "/" + m.group(1) if not m.group(1).startswith("/") else m.group(1)
+             for m in re.finditer(r'!DIFile\(filename: "([^"]*)", directory: "([^"]*)"', ir.read_text(errors="replace"))
+             if m.group(1) not in ("-", "") and not m.group(1).endswith(".h")}  # fmt: skip
+    for name in files:
+        try:
+            with open(name, errors="replace") as f:
+                if "hal.executable" in f.read(4096):
+                    return True
+        except OSError:
+            continue
+    return False
+
+
 def executable_llvm_ir(module_path: str | Path, export: str, given: Sequence[str | Path] = (),
-                       timeout_s: float = 300) -> Path | None:  # fmt: skip
+                       timeout_s: float = 300, rebuild: bool = True) -> Path | None:  # fmt: skip
     """The LLVM IR of ``export`` compiled from its executable's source alone (``iree-compile
     --compile-mode=hal-executable``: its variant names the target; its IR's locations are that file's lines),
     into a cache folder named after the source's bytes. The source is the one the debugger types tensors
     with: ``given``, else beside the module, else the checked rebuild of its program (found in its cache when
-    the session made it). None when there is none, or it does not compile alone (an IREE dump whose weights
-    were elided)."""
+    the session made it; with ``rebuild`` False only if the sources are at hand). None when there is none, or
+    it does not compile alone (an IREE dump whose weights were elided)."""
     import hashlib
 
     from engine.compiler.job import iree_compile_path
@@ -170,7 +193,7 @@ def executable_llvm_ir(module_path: str | Path, export: str, given: Sequence[str
         from engine.dispatch.rebuild_sources import found_or_rebuilt
 
         sources = find_sources(module_path)
-        if not sources.found:
+        if not sources.found and rebuild:
             sources = found_or_rebuilt(module_path)
     source = sources.files.get(export)
     if source is None or not Path(source).is_file():
