@@ -406,17 +406,20 @@ class RunDispatchesPanel(QWidget):
         self.paused_view = view
         return view
 
+    def _tell(self, text: str) -> None:
+        """A line for the status bar and the log."""
+        if self.workbench is not None:
+            self.workbench.say(text)
+        else:
+            self.services.messages.info(text)
+
     def _said_saved(self, path: str) -> None:
         """Where a tensor of the paused dispatch was saved, said in the status bar and the log."""
         view = self.paused_view
         current = view.inspector.current if view is not None else None
         what = current.label.split(" — ")[0] if current is not None else "the tensor"
         of = f" of dispatch #{view.info.ordinal}" if view is not None and view.info is not None else ""
-        text = f"Saved {what}{of} to {path}"
-        if self.workbench is not None:
-            self.workbench.say(text)
-        else:
-            self.services.messages.info(text)
+        self._tell(f"Saved {what}{of} to {path}")
 
     # -- stepping into a workgroup
 
@@ -492,8 +495,15 @@ class RunDispatchesPanel(QWidget):
     def _record(self, request, workgroup) -> None:
         from app.views.kernel_step import record
 
+        wg = ",".join(map(str, workgroup))
+        # The kernel's IR may need a compile (its executable's source: a second; the whole program rebuilt:
+        # minutes on a large model): said at once, not left to a bare progress bar.
+        self._tell(f"Stepping into workgroup ({wg}) of dispatch #{request.dispatch}: recording it (its kernel's "
+                   "LLVM IR is compiled first when none is kept: seconds, or minutes if the program is rebuilt)…")  # fmt: skip
+
         def opened(trace) -> None:
             self.kernel_view = self.open_kernel_view(trace, request.element)
+            self._tell(f"Workgroup ({wg}) of dispatch #{trace.dispatch}: {len(trace.steps)} statements recorded")
 
         self.services.worker.submit(
             record, request, self._captured, workgroup, tag="kernel-record", on_result=opened,

@@ -54,10 +54,15 @@ def test_from_a_nan_in_the_inspector_to_the_statement_that_made_it(qtbot, main_w
     picker = runs.picker
     qtbot.waitUntil(lambda: picker.buttons.isEnabled() and "wrote" in picker.note.text(), timeout=TIMEOUT)
     assert "Workgroup (" in picker.note.text()
+    said = []
+    main_window.workbench.said.connect(said.append)
     with qtbot.waitSignal(runs.kernelViewOpened, timeout=TIMEOUT) as opened:
         qtbot.mouseClick(picker.buttons.buttons()[0], Qt.MouseButton.LeftButton)
+        # Said at once, while the kernel is built and recorded (minutes when the program is rebuilt).
+        assert said and said[0].startswith("Stepping into workgroup (") and "dispatch #1" in said[0], said
     kernel = opened.args[0]
     assert main_window.documents.currentWidget() is kernel
+    qtbot.waitUntil(lambda: "statements recorded" in said[-1], timeout=TIMEOUT)
     assert not (shiboken6.isValid(picker) and picker.isVisible())  # the picker has done its work
 
     # Opened at the store that wrote the element: its value there is the inspector's NaN.
