@@ -217,6 +217,25 @@ def test_the_llvm_ir_is_compiled_from_the_executables_own_source_not_the_whole_p
     assert _assert_stores_equal(records, _iree_output(module, "main", _input()), 1) > 0
 
 
+def test_a_kernel_from_a_rebuild_unlike_the_module_says_so(tmp_path):
+    """The module was built with flags IREE Lens does not try (its executables differ from every checked
+    rebuild): the tensors stay untyped, and the kernel stepped is IREE Lens's own rebuild of the program,
+    which the trace says in its notes rather than passing it off as the module's."""
+    from engine.dispatch.rebuild_sources import rebuild_sources
+
+    program = tmp_path / "prog" / "logneg.mlir"
+    program.parent.mkdir()
+    program.write_text(LOG_PROGRAM)
+    module = compile_for(program, tmp_path / "prog" / "logneg.vmfb", "llvm-cpu",
+                         "--iree-llvmcpu-target-vector-width-in-bytes=16")  # fmt: skip
+    assert not rebuild_sources(module).found
+    np.save(tmp_path / "x.npy", _input())
+    proc = kernel(str(module), "--function=main", f"--input=@{tmp_path / 'x.npy'}", "--dispatch=0",
+                  "--workgroup=0,0,0")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "IREE Lens's llvm-cpu rebuild of logneg.mlir, not the module's own executable" in proc.stdout + proc.stderr
+
+
 @pytest.mark.skipif(not (MODELS / "small_cnn.mlir").exists(), reason="../shared/models is not here")
 def test_a_program_compiled_by_the_window_is_stepped_in_its_executables_source(tmp_path):
     """IREE Lens's compile folder keeps LLVM IR located in the program itself: small_cnn's ONNX import puts

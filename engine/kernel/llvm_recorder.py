@@ -123,12 +123,18 @@ def _rebuild_into(out: Path, module_path: Path, program: Path, timeout_s: float)
 
 
 def find_llvm_ir(module_path: str | Path, export: str, given: Sequence[str | Path] = ()) -> Path | None:
+    """``llvm_ir_and_note``'s IR alone."""
+    return llvm_ir_and_note(module_path, export, given)[0]
+
+
+def llvm_ir_and_note(module_path: str | Path, export: str, given: Sequence[str | Path] = ()) -> tuple[Path | None, str]:
     """IREE's LLVM IR that defines ``export``, preferring IR whose debug locations name its sources: in
     ``given`` files or folders, beside the module (IREE Lens's compile folder ``executables/intermediates``,
     ``iree-lens sources`` output, IREE's dump folders); else compiled from the executable's own source
     (``executable_llvm_ir``: one executable, under a second, where the debugger finds it: given, beside, or the
     session's checked rebuild of the program); else the whole program rebuilt (``rebuild_with_locations``,
-    minutes on a large model); IR without locations is the last resort."""
+    minutes on a large model), with a note that says the kernel is that rebuild's, not the module's own;
+    IR without locations is the last resort."""
     module = Path(module_path)
     folders = [Path(g) for g in given] or [
         module.parent / "executables" / "intermediates", module.parent, module.parent / f"{module.stem}.sources",
@@ -136,21 +142,27 @@ def find_llvm_ir(module_path: str | Path, export: str, given: Sequence[str | Pat
     ]  # fmt: skip
     found = _pick(_ir_files(folders), export)
     if found is not None and has_source_locations(found) and _located_in_executable_sources(found):
-        return found
+        return found, ""
     # IR located in the program itself (IREE Lens's compile folder: the ops of a whole kernel on one line of
     # an ONNX or torch import) steps better from the executable's source, when that is at hand.
     alone = executable_llvm_ir(module, export, given, rebuild=False)
     if alone is not None:
-        return alone
+        return alone, ""
     if found is not None and has_source_locations(found):
-        return found
+        return found, ""
     alone = executable_llvm_ir(module, export, given) if not given else None
     if alone is not None:
-        return alone
+        return alone, ""
     rebuilt = rebuild_with_locations(module) if not given else None
-    if rebuilt is not None:
-        return _pick(_ir_files([rebuilt]), export) or found
-    return found
+    picked = _pick(_ir_files([rebuilt]), export) if rebuilt is not None else None
+    if picked is not None:
+        program = program_and_cache_folder(module)
+        return picked, (
+            f"the kernel is IREE Lens's llvm-cpu rebuild of {program[0].name if program else 'the program'}, not "
+            "the module's own executable (its sources are not here, or a rebuild found its executables other "
+            "than the module's): what it records is checked against what the dispatch wrote"
+        )
+    return found, ""
 
 
 def _located_in_executable_sources(ir: Path) -> bool:

@@ -4,6 +4,7 @@ recorder of the executable's format, and check the record's stores against what 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -44,15 +45,17 @@ def record_captured(
 
         trace = record_vmvx(captured, executable_data(module, captured), workgroup, files, module, stop_at)
     elif captured.executable_format.startswith("embedded-elf"):
-        from engine.kernel.llvm_recorder import find_llvm_ir, record_llvm
+        from engine.kernel.llvm_recorder import llvm_ir_and_note, record_llvm
 
-        ir = find_llvm_ir(module, captured.export_name, sources)
+        ir, provenance = llvm_ir_and_note(module, captured.export_name, sources)
         if ir is None:
             raise KernelStepError(
                 f"no LLVM IR of {captured.export_name}: keep the module's executable sources beside it "
                 "(iree-lens sources PROGRAM.mlir --out=DIR) or keep the program its debug locations name"
             )
         trace = record_llvm(captured, ir, workgroup, files, stop_at)
+        if provenance:
+            trace = replace(trace, notes=(*trace.notes, provenance))
     else:
         raise KernelStepError(
             f"dispatch {captured.ordinal} runs a {captured.executable_format} executable: stepping needs the "
