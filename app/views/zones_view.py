@@ -8,6 +8,7 @@ the view and the current trace stays. Selecting a dispatch zone moves the shared
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,9 @@ from engine.trace.stats import ZoneDiff, ZoneStats, compare, durations_of, histo
 
 TRACE_FILTER = "Traces (*.json *.ireeprof *.jsonl *.lenstrace *.txt);;All files (*)"
 LOAD_TAG = "zones-load"
+
+
+HISTOGRAM_HINT = "Select a zone name in the table: its durations show here"
 
 
 @dataclass(frozen=True)
@@ -203,7 +207,7 @@ class ZonesView(QWidget):
         self.histogram.setMinimumWidth(220)
         # The selected name above the plot, elided to its width: as the plot's own title (a LabelItem as wide
         # as its text) a long dispatch name widened the plot past its splitter and cut title and axis alike.
-        self.histogram_title = ElidedLabel("", mode=Qt.TextElideMode.ElideMiddle)
+        self.histogram_title = ElidedLabel(HISTOGRAM_HINT, mode=Qt.TextElideMode.ElideMiddle)
         self.histogram_title.setObjectName("zonesHistogramTitle")
         self.histogram_title.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.histogram_title.setStyleSheet("background: white; color: #404040")
@@ -267,6 +271,10 @@ class ZonesView(QWidget):
         )
         self.error.setVisible(False)
         self._find_from = -1
+        if self._bars is not None:  # the last trace's zone is not this one's
+            self.histogram.removeItem(self._bars)
+            self._bars = None
+        self.histogram_title.setText(HISTOGRAM_HINT)
         self.traceLoaded.emit(trace)
 
     def open_path(self, path: str | Path) -> int:
@@ -385,10 +393,16 @@ class ZonesView(QWidget):
         self._bars = pg.BarGraphItem(x0=x0, x1=x1, height=counts, brush="#4e79a7", pen=pg.mkPen("#2b4a6b"))
         self.histogram.addItem(self._bars)
         self.histogram_title.setText(name)
-        # The range of the data, not autoRange's guess: the longest zone's bar is inside the axis.
-        span = float(x1[-1] - x0[0]) or float(x1[-1]) or 1e-9
-        self.histogram.setXRange(float(x0[0]) - 0.05 * span, float(x1[-1]) + 0.05 * span, padding=0)
-        self.histogram.setYRange(0, max(1, int(counts.max()) if len(counts) else 1) * 1.1, padding=0)
+        # The range of the data, not autoRange's guess: the longest zone's bar is inside the axis. Zones that
+        # all last the same (one zone) get a 1-ns bin: the axis then spans a fifth of the value around it,
+        # or its ticks print ten digits each, on top of one another.
+        span = max(float(x1[-1] - x0[0]), 0.2 * float(x1[-1])) or 1e-9
+        middle = (float(x0[0]) + float(x1[-1])) / 2
+        self.histogram.setXRange(middle - 0.55 * span, middle + 0.55 * span, padding=0)
+        top = max(1, int(counts.max()) if len(counts) else 1)
+        self.histogram.setYRange(0, top * 1.1, padding=0)
+        step = max(1, math.ceil(top / 5))  # counts are whole: no 0.2, 0.4 ticks
+        self.histogram.getAxis("left").setTickSpacing(step, step)
         return counts, edges
 
     def _filter(self, text: str) -> None:

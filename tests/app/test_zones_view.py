@@ -377,3 +377,29 @@ def test_hal_profile_tracks_are_named_by_device_and_queue_as_iree_names_them():
     assert all(label.endswith("\ndevice[0], device not named") for label in labels)
     trace.metadata["device"] = "local-sync"
     assert track_label(trace, trace.tracks[1]) == "host execution, queue[1]\nlocal-sync device[0]"
+
+
+def test_one_zone_gets_a_readable_axis_and_whole_counts(view, qtbot):
+    """A name seen once (one duration): its axis spans a fifth of the value around it, not the 1-ns bin whose
+    ticks printed ten digits each on top of one another; the count axis ticks whole numbers; before any name
+    is chosen the pane says what it is for, and a new trace clears the last one's bars."""
+    b = TraceBuilder("one.json")
+    track = b.track(("q",), "queue", "queue")
+    b.add_zone(0, 3_946_300, track, "once", "dispatch")
+    for k in range(7):
+        b.add_zone(5_000_000 + k * 1_000, 5_000_000 + k * 1_000 + 400, track, "often", "dispatch")
+    view.set_trace(b.build())
+    assert "Select a zone name" in view.histogram_title.text()
+    view.show_histogram("once")
+    (x_lo, x_hi), (_, y_hi) = view.histogram.viewRange()
+    assert x_lo < 3.9463e-3 < x_hi and x_hi - x_lo >= 0.2 * 3.9463e-3, (x_lo, x_hi)
+    ticks = view.histogram.getAxis("left").tickValues(0, y_hi, 200)
+    assert all(float(v).is_integer() for _, values in ticks for v in values), ticks
+    view.show_histogram("often")
+    ticks = view.histogram.getAxis("left").tickValues(0, view.histogram.viewRange()[1][1], 200)
+    assert all(float(v).is_integer() for _, values in ticks for v in values), ticks
+    view.set_trace(b.build())
+    import pyqtgraph as pg
+
+    assert not [i for i in view.histogram.plotItem.items if isinstance(i, pg.BarGraphItem)]
+    assert "Select a zone name" in view.histogram_title.text()
