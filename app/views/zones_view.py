@@ -15,7 +15,15 @@ from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSortFilterProxyModel, Qt, Signal
+from PySide6.QtCore import (
+    QAbstractTableModel,
+    QEvent,
+    QModelIndex,
+    QObject,
+    QSortFilterProxyModel,
+    Qt,
+    Signal,
+)
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QFileDialog,
@@ -146,15 +154,36 @@ class DiffModel(RowsModel):
 
 
 NAME_COLUMN_WIDTH = 240
+NAME_SHARE = 0.4  # of a narrow statistics table's width
+MIN_NAME_WIDTH = 120
+
+
+class _NameShare(QObject):
+    """Keeps the name column at ``NAME_SHARE`` of a narrow table's width (at least ``MIN_NAME_WIDTH``, at most
+    ``NAME_COLUMN_WIDTH``) as the table is resized: at 1366x768 the pane is ~370 px, and a fixed 240-px name
+    left room for the count alone, every time column behind the scroll bar. Names are elided in the middle."""
+
+    def __init__(self, view: QTableView):
+        super().__init__(view)
+        self.view = view
+        view.viewport().installEventFilter(self)
+
+    def eventFilter(self, watched, event) -> bool:  # noqa: N802 (Qt's name)
+        if event.type() == QEvent.Type.Resize:
+            width = int(self.view.viewport().width() * NAME_SHARE)
+            self.view.horizontalHeader().resizeSection(0, max(MIN_NAME_WIDTH, min(NAME_COLUMN_WIDTH, width)))
+        return False
 
 
 def _table(model: QAbstractTableModel) -> tuple[QTableView, QSortFilterProxyModel]:
-    # The name column keeps a readable width (stretched in a narrow 1366-px document it was ~40 px: "e...e");
-    # the numbers ("296.117 ms" whole) scroll sideways instead, and the last column takes what room is left.
+    # The name column keeps a readable width (stretched in a narrow 1366-px document it was ~40 px: "e...e"),
+    # a share of a narrow table (_NameShare); the numbers ("296.117 ms" whole) scroll sideways past that, and
+    # the last column takes what room is left.
     view, proxy = sortable_table(model, (NAME_COLUMN_WIDTH,), 88)
     proxy.setFilterKeyColumn(0)
     proxy.setFilterCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
     view.horizontalHeader().setMinimumSectionSize(40)
+    _NameShare(view)
     return view, proxy
 
 

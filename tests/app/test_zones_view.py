@@ -403,3 +403,22 @@ def test_one_zone_gets_a_readable_axis_and_whole_counts(view, qtbot):
 
     assert not [i for i in view.histogram.plotItem.items if isinstance(i, pg.BarGraphItem)]
     assert "Select a zone name" in view.histogram_title.text()
+
+
+def test_a_narrow_statistics_table_shows_its_times_beside_the_names(view, qtbot):
+    """At 1366x768 the statistics pane is ~370 px: the name column takes a share of it, so the count and the
+    total time show beside the names (a fixed 240-px name left the count alone, every time scrolled away)."""
+    b = TraceBuilder("names.json")
+    track = b.track(("q",), "queue", "queue")
+    for k in range(3):
+        b.add_zone(k * 1_000, k * 1_000 + 500, track, f"attention_block$async_dispatch_{k}_matmul_like_1x8x64x32_f32",
+                   "dispatch")  # fmt: skip
+    view.set_trace(b.build())
+    view.show()
+    view.table.resize(370, 200)
+    qtbot.waitUntil(lambda: view.table.viewport().width() < 380)
+    header = view.table.horizontalHeader()
+    visible = [c for c in range(header.count()) if header.sectionViewportPosition(c) + header.sectionSize(c)
+               <= view.table.viewport().width()]  # fmt: skip
+    assert len(visible) >= 3, [header.sectionSize(c) for c in range(header.count())]
+    assert header.sectionSize(0) >= 120
