@@ -51,7 +51,7 @@ TRACE_FILTER = "Traces (*.json *.ireeprof *.jsonl *.lenstrace *.txt);;All files 
 LOAD_TAG = "zones-load"
 
 
-HISTOGRAM_HINT = "Select a zone name in the table: its durations show here"
+HISTOGRAM_HINT = "Durations: select a name in the table"
 
 
 @dataclass(frozen=True)
