@@ -567,11 +567,16 @@ class TensorInspector(QWidget):
         self.first_nan_button.setEnabled(self.first_bad is not None)
         self.save_button.setEnabled(True)
         dims = [f"d{k} ({n})" for k, n in enumerate(a.shape)] or ["scalar"]
-        for combo, default in ((self.row_axis, max(0, a.ndim - 2)), (self.col_axis, max(0, a.ndim - 1))):
+        # Below two dimensions there is nothing to choose: a 1-D tensor is one row of its d0, a scalar one cell
+        # (offering d0 for the rows and the columns alike read as a choice that changed nothing).
+        row_items = dims if a.ndim >= 2 else ["one row" if a.ndim == 1 else "scalar"]
+        for combo, items, default in ((self.row_axis, row_items, max(0, a.ndim - 2)),
+                                      (self.col_axis, dims, max(0, a.ndim - 1))):  # fmt: skip
             combo.blockSignals(True)
             combo.clear()
-            combo.addItems(dims)
+            combo.addItems(items)
             combo.setCurrentIndex(default)
+            combo.setEnabled(a.ndim >= 2)
             combo.blockSignals(False)
         self._axes_changed()
         counts, edges = histogram(a)

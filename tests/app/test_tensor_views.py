@@ -87,6 +87,21 @@ def test_inspector_shows_stats_slices_and_hover_values(qtbot):
     _shot(view, "inspector_histogram")
 
 
+def test_a_one_dimensional_tensor_offers_no_axes_to_choose(qtbot):
+    """A 1-D tensor (an untyped binding's bytes, a bias) is one row of its d0: the rows axis says so and the
+    axes are not offered as a choice (d0 for rows and d0 for columns changed nothing); a 2-D one has both."""
+    view = TensorInspector()
+    qtbot.addWidget(view)
+    view.set_tensors([InspectedTensor("binding 0", np.arange(96, dtype=np.uint8), "96 bytes"),
+                      InspectedTensor("output 0", np.ones((4, 8), np.float32), "4x8xf32")])  # fmt: skip
+    view.tensor_list.setCurrentRow(0)
+    assert [view.row_axis.itemText(i) for i in range(view.row_axis.count())] == ["one row"]
+    assert not view.row_axis.isEnabled() and not view.col_axis.isEnabled()
+    assert view.table_model.rowCount() == 1 and view.table_model.columnCount() == 96
+    view.tensor_list.setCurrentRow(1)
+    assert view.row_axis.isEnabled() and view.row_axis.count() == 2 and view.table_model.rowCount() == 4
+
+
 @pytest.mark.qt_log_ignore("This plugin does not support raise")  # the tooltip window, offscreen
 def test_stats_split_inf_signs_and_the_heatmap_legend_names_the_overlay(qtbot):
     from PySide6.QtCore import QEvent
