@@ -8,7 +8,7 @@ function, an IR snapshot, a diff, the phase timeline of a compilation. A documen
 More tabs than the width holds at a readable size: QTabBar's own scrolling moves by pixels and left the
 first visible tab cut at the left edge (at 1366x768, after Step Into Workgroup…, only its close button
 showed). The area shows instead a run of whole tabs that holds the current one, the others hidden, and a
-corner with ◂ ▸ (the previous/next document) and a menu of every document.
+corner with arrows (the previous/next document) and a menu of every document.
 """
 
 from __future__ import annotations
@@ -60,11 +60,11 @@ class DocumentArea(QTabWidget):
         row.setContentsMargins(0, 0, 0, 0)
         row.setSpacing(0)
         self.previous_button, self.next_button, self.list_button = (QToolButton(self.overflow) for _ in range(3))
-        for button, text, tip, step in (
-            (self.previous_button, "◂", "The previous document", -1),
-            (self.next_button, "▸", "The next document", 1),
+        for button, arrow, tip, step in (
+            (self.previous_button, Qt.ArrowType.LeftArrow, "The previous document", -1),
+            (self.next_button, Qt.ArrowType.RightArrow, "The next document", 1),
         ):
-            button.setText(text)
+            button.setArrowType(arrow)  # the style's own arrows: the glyphs ◂ ▸ were tiny
             button.setToolTip(tip)
             button.setAutoRaise(True)
             button.clicked.connect(lambda _checked=False, s=step: self.setCurrentIndex(self.currentIndex() + s))
@@ -77,6 +77,7 @@ class DocumentArea(QTabWidget):
         menu.aboutToShow.connect(lambda: self._fill_list(menu))
         self.list_button.setMenu(menu)
         row.addWidget(self.list_button)
+        row.setAlignment(Qt.AlignmentFlag.AlignVCenter)
         self.setCornerWidget(self.overflow, Qt.Corner.TopRightCorner)
         self.overflow.setVisible(False)
 

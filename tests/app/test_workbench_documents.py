@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QTabWidget
+from support.app import save_screenshot
 
 
 def test_open_document_adds_a_closable_movable_tab(main_window):
@@ -104,7 +105,7 @@ def test_many_documents_show_whole_readable_tabs(qtbot, main_window):
     """At 1366x768 after Step Into Workgroup… the bar held seven documents in ~600 px: QTabBar scrolled by
     pixels to show the new tab and left the first one cut at the left edge, its title gone and only its
     close button showing. The bar shows whole tabs of readable width around the current one; the others are
-    reached by ◂ ▸ and the corner's list."""
+    reached by the corner's arrows and its's list."""
     window = main_window
     window.resize(1366, 768)
     window.apply_default_sizes()
@@ -130,6 +131,7 @@ def test_many_documents_show_whole_readable_tabs(qtbot, main_window):
     assert "Compile && Phases" in [a.text() for a in menu.actions()]
     menu.actions()[-1].trigger()
     assert docs.currentIndex() == docs.count() - 1 and _whole_tabs_only(docs) == []
+    save_screenshot(docs, "documents_overflow_corner")
     # Wide enough for all: every tab shows and the corner goes.
     window.resize(1920, 1080)
     window.apply_default_sizes()
