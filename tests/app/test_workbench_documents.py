@@ -105,7 +105,7 @@ def test_many_documents_show_whole_readable_tabs(qtbot, main_window):
     """At 1366x768 after Step Into Workgroup… the bar held seven documents in ~600 px: QTabBar scrolled by
     pixels to show the new tab and left the first one cut at the left edge, its title gone and only its
     close button showing. The bar shows whole tabs of readable width around the current one; the others are
-    reached by the corner's arrows and its's list."""
+    reached by the corner's arrows and its list."""
     window = main_window
     window.resize(1366, 768)
     window.apply_default_sizes()
