@@ -131,7 +131,7 @@ class KernelView(QWidget):
         self.timeline = pg.PlotWidget(self)
         self.timeline.setObjectName("kernelTimeline")
         self.timeline.setLabel("bottom", "statement")
-        self.timeline.setLabel("left", "source line")
+        self.timeline.setLabel("left", "line")  # "source line" was cut in its 100-px plot
         self.timeline.setMouseEnabled(x=True, y=False)
         self._plot_timeline()
         self.marker = pg.InfiniteLine(0, angle=90, pen=pg.mkPen("y", width=2))

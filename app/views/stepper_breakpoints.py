@@ -43,9 +43,15 @@ KINDS = (
 PLACEHOLDERS = {
     BreakpointKind.IMPORT: "hal.command_buffer.dispatch",
     BreakpointKind.FUNCTION: "main",
-    BreakpointKind.DISPATCH: "run ordinal (3), name (main_dispatch_1*), or * for every one",
+    BreakpointKind.DISPATCH: "3, main_dispatch_1*, or *",  # whole at 1366 px; the tooltip says more
     BreakpointKind.NAN: "(stops after the first dispatch that writes NaN or Inf)",
     BreakpointKind.DIVERGE: "capture bundle folder or reference .vmfb  [atol rtol]",
+}
+
+
+TOOLTIPS = {
+    BreakpointKind.DISPATCH: "A dispatch's run ordinal (3: the fourth dispatch of the call), IREE's name or a glob "
+    "of it (main_dispatch_1*), or * for every dispatch",
 }
 
 
@@ -129,6 +135,7 @@ class BreakpointsView(QWidget):
         completer.setFilterMode(Qt.MatchFlag.MatchContains)
         self.name.setCompleter(completer)
         self.name.setPlaceholderText(PLACEHOLDERS.get(kind, ""))
+        self.name.setToolTip(TOOLTIPS.get(kind, ""))
 
     def set_breakpoints(self, breakpoints: tuple[Breakpoint, ...]) -> None:
         self.breakpoints = tuple(breakpoints)
