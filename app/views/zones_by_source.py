@@ -16,7 +16,6 @@ from typing import Any
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, QSortFilterProxyModel, Qt, Signal
 from PySide6.QtWidgets import (
     QHeaderView,
-    QLabel,
     QStyledItemDelegate,
     QStyleOptionViewItem,
     QTableView,
@@ -24,6 +23,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.views.elided_label import ElidedLabel
 from app.views.zones_timeline import format_ns
 from engine.trace.by_source import Attribution, SourceTime
 
@@ -181,8 +181,7 @@ class BySourceTable(QWidget):
         self.model = BySourceModel(self)
         self.table, self.proxy = sortable_table(self.model, (170, 200), 80, parent=self)
         self.table.selectionModel().currentRowChanged.connect(self._on_row)
-        self.note = QLabel(NO_ATTRIBUTION)
-        self.note.setMinimumWidth(1)  # one line; the whole text is in the tooltip
+        self.note = ElidedLabel(NO_ATTRIBUTION)  # one line, "…" where cut; the whole text is in the tooltip
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self.note)
@@ -197,7 +196,7 @@ class BySourceTable(QWidget):
             return
         self.note.setText(
             f"{format_ns(attribution.dispatch_time_ns)} of dispatch time on {len(attribution.by_source)} lines, "
-            f"{attribution.coverage * 100:.1f} % on lines holding torch ops"
+            f"{attribution.coverage * 100:.1f} % on lines holding the frontend's ops (torch, ONNX)"
         )
         self.note.setToolTip("\n".join([self.note.text(), attribution.rule, *attribution.notes]))
 

@@ -151,7 +151,7 @@ def write_by_source(trace: Trace, module: str, out: str, source: str | None, tim
         print(f"  {note}")
     total = attribution.dispatch_time_ns
     print(f"{total / 1e3:.1f} us of dispatch time on {len(attribution.by_source)} source lines "
-          f"({attribution.coverage * 100:.1f} % on lines holding torch ops) -> {out}")  # fmt: skip
+          f"({attribution.coverage * 100:.1f} % on lines holding the frontend's ops: torch, ONNX) -> {out}")  # fmt: skip
     for row in attribution.by_source[:5]:
         share = row.time_ns / total * 100 if total else 0.0
         print(f"  {share:5.1f} %  {row.time_ns / 1e3:10.1f} us  {row.loc}  {row.op or '(op unknown)'}")
