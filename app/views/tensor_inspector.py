@@ -403,16 +403,23 @@ class TensorInspector(QWidget):
         self.error_heatmap = Heatmap(self)
         page = QWidget(self)
         column = QVBoxLayout(page)
+        # The file on one row, the tolerances on the next: in one row they needed ~700 px and the rtol field
+        # was cut at 1366x768 (the inspector has ~480 px there).
         row = QHBoxLayout()
         row.addWidget(self.golden_button)
-        for name, box in (("atol", self.atol), ("rtol", self.rtol), ("ulps", self.ulps)):
-            row.addWidget(QLabel(name))
-            row.addWidget(box)
+        row.addStretch(1)
         column.addLayout(row)
+        tolerances = QHBoxLayout()
+        for name, box in (("atol", self.atol), ("rtol", self.rtol), ("ulps", self.ulps)):
+            box.setMinimumWidth(90)  # not the width of 1e9 at 8 decimals, the hint Qt would ask for
+            tolerances.addWidget(QLabel(name))
+            tolerances.addWidget(box)
+        tolerances.addStretch(1)
+        column.addLayout(tolerances)
         column.addWidget(self.compare_summary)
         column.addWidget(self.error_heatmap, 1)
-        # The Compare controls need ~700 px in one row; in a scroll area they no longer set the document's
-        # minimum width (which squeezed the side docks to their floors in a 1366-px window at every stop).
+        # In a scroll area the controls never set the document's minimum width (which squeezed the side docks
+        # to their floors in a 1366-px window at every stop).
         scroll = QScrollArea(self)
         scroll.setWidgetResizable(True)
         scroll.setFrameShape(QScrollArea.Shape.NoFrame)

@@ -334,3 +334,22 @@ def test_a_long_summary_is_elided_at_the_inspectors_width_and_whole_in_its_toolt
     assert summary.shown_text() == whole
     view.resize(620, 500)
     _shot(view, "inspector_long_summary")
+
+
+def test_the_compare_controls_fit_a_narrow_inspector(qtbot):
+    """At 1366x768 the inspector's Compare page is ~480 px wide: the golden file and the tolerances fit
+    without a sideways scroll (in one row they needed ~700 px and the rtol field was cut)."""
+    view = TensorInspector()
+    qtbot.addWidget(view)
+    view.set_tensors([InspectedTensor("output 0", np.ones((4, 8), np.float32), "4x8xf32")])
+    view.resize(480, 500)
+    view.show()
+    qtbot.waitExposed(view)
+    view.tabs.setCurrentIndex(view.tabs.count() - 1)
+    assert view.tabs.tabText(view.tabs.currentIndex()) == "Compare"
+    page = view.rtol.parentWidget()
+    while page.parentWidget() is not None and page.parentWidget().objectName() != "qt_scrollarea_viewport":
+        page = page.parentWidget()
+    viewport = page.parentWidget()
+    qtbot.waitUntil(lambda: viewport.width() > 0)
+    assert page.minimumSizeHint().width() <= viewport.width(), (page.minimumSizeHint().width(), viewport.width())
