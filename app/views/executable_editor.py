@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QFont, QKeySequence, QShortcut, QTextCursor, QTextFormat
 from PySide6.QtWidgets import (
     QFileDialog,
@@ -107,9 +107,14 @@ class ExecutableEditor(QWidget):
         self.list = QListWidget()
         # Executables share IREE's long prefix (main$async_dispatch_…): elide the middle, keep the ends.
         self.list.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        # Items as wide as the list, not their text: a wider item scrolled sideways and was cut at the right
+        # end as well ("…cnn$async_dispatch_1 (MLI"); now the middle is elided and the tooltip has it all.
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        row_height = self.list.fontMetrics().height() + 4
         for doc, label in zip(self.documents, list_labels([d.title for d in self.documents])):
             item = QListWidgetItem(label)
             item.setToolTip(doc.title)
+            item.setSizeHint(QSize(1, row_height))
             self.list.addItem(item)
         self.text = QPlainTextEdit()
         self.text.setObjectName("executableText")

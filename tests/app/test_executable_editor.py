@@ -167,6 +167,12 @@ def test_labels_stay_readable_beside_the_outputs(qtbot, tmp_path):
     assert editor.list.textElideMode() == Qt.TextElideMode.ElideMiddle
     assert editor.list.item(3).toolTip() == docs[3].title
     assert editor.list.item(3).text().startswith("…dispatch_3_")  # the shared main$async_ is dropped
+    # A narrow list elides each item in its middle: no item is wider than the list (it was, and its end was
+    # cut too: "…cnn$async_dispatch_1 (MLI").
+    editor.list.resize(120, editor.list.height())
+    qtbot.wait(20)
+    assert all(editor.list.visualItemRect(editor.list.item(k)).width() <= editor.list.viewport().width()
+               for k in range(editor.list.count()))  # fmt: skip
     inspector = editor.outputs.findChild(QWidget, "outputsInspector")
     labels = [inspector.tensor_list.item(k).text() for k in range(2)]
     assert labels[0].startswith("after the edit") and labels[1].startswith("before the edit")
