@@ -43,7 +43,9 @@ class DocumentArea(QTabWidget):
         self.setUsesScrollButtons(True)
         self.setElideMode(Qt.TextElideMode.ElideRight)  # many tabs shrink before any is hidden
         # ... but never below a readable width: past that tabs are hidden; the full title is the tooltip.
-        self.tabBar().setStyleSheet("QTabBar::tab { min-width: 7em; max-width: 22em; }")
+        # At most 14em: Qt gives the room left over in proportion to how much a tab's title wants, so one long
+        # title (a dispatch's IREE name) kept 22em while the others were cut to five letters.
+        self.tabBar().setStyleSheet("QTabBar::tab { min-width: 7em; max-width: 14em; }")
         self.tabCloseRequested.connect(self.close_document)
         self._pinned: set[int] = set()  # ids of widgets without a close button (the start page)
         self._first_shown = 0  # the first tab of the run shown when not all fit

@@ -139,3 +139,4 @@ def test_many_documents_show_whole_readable_tabs(qtbot, main_window):
     window.resizeDocks([window.docks["stepper"]], [300], Qt.Orientation.Horizontal)
     qtbot.waitUntil(lambda: all(docs.isTabVisible(i) for i in range(docs.count())) or docs.width() < 1000)
     assert _whole_tabs_only(docs) == []
+    save_screenshot(docs, "documents_all_tabs_1920")
