@@ -211,13 +211,22 @@ class ReverseControls(QObject):
             self.position_label.setText("no history")
             return
         position = history.position
+        # Positions count VM instructions, not dispatches: hundreds of dispatches share the instruction that
+        # submits their command buffer ("@ 42 (recorded 0–42) · 962 dispatches" read as a puzzle).
+        instruction = position
         if position is not None:
-            where = f"@ {position:,}"
+            where = f"instr. {position:,}"
         else:  # parked inside a dispatch: its instruction is known once located (a fast run ran it)
             name = f"dispatch #{info.ordinal}" if info is not None else "a dispatch"
-            where = f"in {name}" + (f" @ {inside:,}" if inside is not None else "")
-        span = f"  (recorded {history.earliest:,}–{history.latest:,})" if history.latest else ""
+            instruction = inside
+            where = f"in {name}" + (f", instr. {inside:,}" if inside is not None else "")
+        recorded = f"{history.earliest:,}–{history.latest:,}"
+        span = "" if not history.latest else f" of {recorded}" if instruction is not None else f" (instr. {recorded} recorded)"
         self.position_label.setText(f"{where}{span} · {len(history.dispatches):,} dispatches")
+        self.position_label.setToolTip(
+            "Where the run is in its recorded history (instr.: VM instructions, of the span recorded); a command "
+            "buffer's dispatches all run inside the one instruction that submits it"
+        )
 
     def _on_answer(self, answer: Answer) -> None:
         if not isinstance(answer, LastChange):

@@ -102,6 +102,9 @@ def test_step_n_then_reverse_k_shows_the_state_after_n_minus_k_steps(qtbot, main
     wait_history(qtbot, panel, n - k)
     save_screenshot(panel, "reverse_step_back")
     assert "@ 30" in panel.status_label.text()
+    # The position is said in VM instructions, of the span recorded (dispatches share their command buffer's).
+    position = panel.reverse.position_label.text()
+    assert position.startswith("instr. 30 of 0–") and "dispatches" in position, position
     # A fresh run of the same call, N-K steps forward, shows the same (independent of the first history).
     to_entry(qtbot, panel)
     for _ in range(n - k):
