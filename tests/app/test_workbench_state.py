@@ -403,7 +403,7 @@ def test_break_on_divergence_from_a_module_and_profile_this_run(qtbot, main_wind
     trace = done.args[0]
     assert trace.metadata["function"] == "main" and str(trace.source) == str(vmfb)
     assert window.documents.currentWidget() is zones
-    assert zones.table.columnWidth(0) >= 200  # the zone names stay readable (not "m...2")
+    assert zones.table.columnWidth(0) >= 120  # the zone names stay readable (not "m...2"), 40 % of a narrow table
     names = {s.name for s in zones.stats}
     assert any("main_dispatch_1" in n for n in names), names
     # A new module: its profile (of the old module) goes.
