@@ -285,7 +285,8 @@ def split_program(
         start = time.perf_counter()
         import iree.runtime as rt
 
-        without_inputs = frozenset(k for k, sig in dispatch_signatures(module).items() if not sig.tensor_operands)
+        signatures = dispatch_signatures(module)  # read once: the collector's and the programs' (a walk of the IR)
+        without_inputs = frozenset(k for k, sig in signatures.items() if not sig.tensor_operands)
         collector = _Collector(out, max_occurrences, only, without_inputs)
         runner_device = device or (find_target(request.target).device if request.target in TARGETS else "local-sync")
         # The collector reads the initializer's trace points as the runner loads the module.
@@ -300,14 +301,14 @@ def split_program(
         del runner
         if collector.errors:
             raise LensError("reading trace points failed: " + "; ".join(collector.errors[:3]))
-        if collector.unpaired():
-            raise LensError("trace points without their other half (inputs or outputs) for "
-                            + ", ".join(collector.unpaired()[:3]))  # fmt: skip
+        unpaired = collector.unpaired()
+        if unpaired:
+            raise LensError("trace points without their other half (inputs or outputs) for " + ", ".join(unpaired[:3]))
         run_s = time.perf_counter() - start
 
         start = time.perf_counter()
         tests = sorted(collector.tests.values(), key=lambda t: (not t.initializer, t.ordinal))
-        _write_programs(module, tests, out)
+        _write_programs(module, signatures, tests, out)
         # "tests" lists only tests with a program (what a checker compiles); the rest say why not.
         manifest = {"tests": [t.to_json() for t in tests if not t.error],
                     "not_written": [t.to_json() for t in tests if t.error]}  # fmt: skip
@@ -362,8 +363,7 @@ def _compile_with_trace_points(request: CompileRequest, scratch: Path, timeout_s
     return module, compiled.vmfb_path
 
 
-def _write_programs(module, tests: list[SplitTest], out: Path) -> None:
-    signatures = dispatch_signatures(module)
+def _write_programs(module, signatures: dict, tests: list[SplitTest], out: Path) -> None:
     functions = executable_functions(module)
     for test in tests:
         entry = f"{test.executable}::{test.dispatch}"
