@@ -141,7 +141,7 @@ def llvm_ir_and_note(module_path: str | Path, export: str, given: Sequence[str |
         module.parent / "sources", module.parent / "intermediates",
     ]  # fmt: skip
     found = _pick(_ir_files(folders), export)
-    if found is not None and has_source_locations(found) and _located_in_executable_sources(found):
+    if found is not None and _located_in_executable_sources(found):  # (located, in the kernel's own source)
         return found, ""
     # IR located in the program itself (IREE Lens's compile folder: the ops of a whole kernel on one line of
     # an ONNX or torch import) steps better from the executable's source, when that is at hand.
@@ -204,9 +204,7 @@ def executable_llvm_ir(module_path: str | Path, export: str, given: Sequence[str
     else:
         from engine.dispatch.rebuild_sources import found_or_rebuilt
 
-        sources = find_sources(module_path)
-        if not sources.found and rebuild:
-            sources = found_or_rebuilt(module_path)
+        sources = found_or_rebuilt(module_path) if rebuild else find_sources(module_path)
     source = sources.files.get(export)
     if source is None or not Path(source).is_file():
         return None
@@ -215,11 +213,14 @@ def executable_llvm_ir(module_path: str | Path, export: str, given: Sequence[str
     out = cache_root("iree-lens-kernel") / f"executable-{key}"
     ir = out / "intermediates"
     with folder_lock(out):  # another process compiling the same source: wait for its IR
+        if (out / "failed").exists():  # the same source and compiler: it fails again
+            return None
         if not (out / "done").exists():
             out.mkdir(parents=True, exist_ok=True)
             cmd = [iree_compile_path(), "--compile-mode=hal-executable", str(source), "-o",
                    str(out / "executable.so"), f"--iree-hal-dump-executable-intermediates-to={ir}"]  # fmt: skip
             if not compiles(cmd, timeout_s):
+                (out / "failed").write_text(f"{source}\n")
                 return None
             (out / "done").write_text(f"{source}\n")
     found = _pick(_ir_files([ir]), export)
