@@ -606,9 +606,12 @@ class DebugSession:
     def _tensors(self, query: ReadTensors) -> Tensors:
         """The paused dispatch's tensors, typed here once (``engine.dispatch.typed_tensors``: the executables'
         sources, else exactly the bound bytes), each labelled with where its type came from."""
-        if query.refresh and (self.gate is None or self.gate.current is None or not self.run.parked):
-            return Tensors(query, None, ())  # the run moved on from the stop the client shows
-        self._paused_record()
+        try:
+            self._paused_record()
+        except DebugRunError:
+            if query.refresh:
+                return Tensors(query, None, ())  # the run moved on from the stop the client shows
+            raise
         self.sources.ensure()  # no sources: rebuild them from the program the module names (once, on a thread)
         if query.wait_for_sources:
             self.sources.wait()
