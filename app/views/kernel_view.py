@@ -315,9 +315,10 @@ class KernelView(QWidget):
             self.source.setCurrentCell(row, 1)
             self.source.scrollToItem(self.source.item(row, 1), QAbstractItemView.ScrollHint.PositionAtCenter)
         self.marker.setValue(position)
-        where = step.loc
+        # LLVM gives some statements (a phi, a value the optimizer merged) no location: say so, not "at unknown".
+        where = f"at {step.loc}" if step.location is not None else f"({step.op}, which carries no source location)"
         self.statement.setText(
-            f"Statement {position + 1} of {len(self.trace.steps)} at {where}: {values_text(step)}"
+            f"Statement {position + 1} of {len(self.trace.steps)} {where}: {values_text(step)}"
             + ("  — NaN/Inf" if step.nonfinite else "")
             + f"\n{step.instruction}"
         )

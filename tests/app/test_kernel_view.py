@@ -83,6 +83,15 @@ def test_from_a_nan_in_the_inspector_to_the_statement_that_made_it(qtbot, main_w
     assert kernel.source.item(row, 2).text().startswith("math.log: [")
     assert kernel.source.item(row, 0).background().color().name() == "#ffec96"  # the current line
     assert "NaN/Inf" in kernel.statement.text()
+    # A statement LLVM gave no location (a phi) is said to carry none, not placed "at unknown".
+    unlocated = next((s.index for s in kernel.trace.steps if s.location is None), None)
+    if unlocated is not None:
+        kernel.go(unlocated)
+        assert "which carries no source location" in kernel.statement.text()
+        assert "unknown" not in kernel.statement.text().splitlines()[0]
+        kernel.go(made)
+    else:
+        assert target == "vmvx", "the llvm-cpu kernel's loop phis carry no location"
 
     kernel.source.setFocus()
     here = kernel.cursor.position
