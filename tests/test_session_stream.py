@@ -220,12 +220,23 @@ def test_stream_session_runs_and_reports_a_dropped_connection(modules):
 def test_a_server_that_is_not_one_is_a_clear_error():
     with pytest.raises(RemoteError, match="lost"):
         StreamSession(["false"], "debug", lambda e: None, stderr=io.BytesIO())
-    with pytest.raises(RemoteError):
+    with pytest.raises(RemoteError) as echoed:
         StreamSession(["cat"], "debug", lambda e: None, stderr=io.BytesIO())  # echoes our own hello
+    assert str(echoed.value) == "'cat' did not answer as an iree-lens session server (iree-lens serve --stdio)"
     with pytest.raises(RemoteError, match="handler"):
         StreamSession([*lens_argv(), "serve", "--stdio"], "os:system", lambda e: None, stderr=io.BytesIO())
     with pytest.raises(LensError):
         StreamSession(["/nonexistent/iree-lens"], "debug", lambda e: None)
+
+
+def test_a_server_fed_what_is_not_a_client_says_so_in_one_line():
+    done = subprocess.run([*lens_argv(), "serve", "--stdio"], input=b"hello garbage\n", capture_output=True,
+                          env=lens_env(), timeout=120)  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.decode().strip().splitlines() == [
+        "iree-lens serve: the stream does not carry session messages (it begins 'hello garbag'); "
+        "a client starts this command (--remote=...)"
+    ]
 
 
 def test_finished_outputs_cross_the_stream(modules):

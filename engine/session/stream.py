@@ -103,6 +103,9 @@ def serve(reader: BinaryIO, writer: BinaryIO, *, compress: bool = True) -> int:
         hello = read_frame(reader)
     except ConnectionLost:
         return 0
+    except WireError as e:  # not a client at all (a person typing, another program): no frame would reach it
+        print(f"iree-lens serve: {e}; a client starts this command (--remote=...)", file=sys.stderr)
+        return 2
     if not (isinstance(hello, dict) and hello.get("k") == "hello"):
         send({"k": "error", "message": "the session stream must open with a hello"})
         return 2
@@ -346,9 +349,13 @@ class StreamSession:
         finally:
             watchdog.cancel()
         if not isinstance(hello, dict) or hello.get("k") != "hello" or hello.get("role") != "server":
-            message = hello.get("message") if isinstance(hello, dict) else repr(hello)
+            message = hello.get("message") if isinstance(hello, dict) else None
             self.close()
-            raise RemoteError(f"the session server refused: {message}")
+            if message:
+                raise RemoteError(f"the session server refused: {message}")
+            # Something answered, but not as a server does (``cat`` echoes the hello back).
+            raise RemoteError(f"{shlex.join(self.argv)!r} did not answer as an iree-lens session server "
+                              "(iree-lens serve --stdio)")  # fmt: skip
         self.server = hello
 
     def read_on_caller(self) -> None:
