@@ -295,6 +295,19 @@ def assert_same_run(local, remote, out_local: Path, out_remote: Path) -> None:
         assert saved_r[name].dtype == array.dtype and saved_r[name].tobytes() == array.tobytes(), name
 
 
+def test_a_connection_lost_while_saving_tensors_is_said_in_words(modules, tmp_path):
+    proxy = [sys.executable, str(ROOT / "tests" / "support" / "cutting_proxy.py"), '"ReadTensors"']
+    remote = shlex.join([*proxy, *lens_argv(), "serve", "--stdio"])
+    proc, saved = run_debug(modules["plain"], "break dispatch 1\ncontinue\nsave-tensors {out}/a\ncontinue\n",
+                            tmp_path / "out", f"--remote={remote}")  # fmt: skip
+    assert proc.returncode == 1 and not saved
+    errors = [line for line in proc.stderr.splitlines() if "commands.gdb:" in line]
+    where = f"iree-lens debug: {tmp_path / 'out' / 'commands.gdb'}:3: "
+    assert errors[0].startswith(f"{where}the connection to the session server was lost ("), proc.stderr
+    assert errors[1:] == [f"{where}the commands file stops at this error (1 later commands not run)"]
+    assert "Crashed(" not in proc.stderr and "Location(" not in proc.stderr
+
+
 @pytest.mark.parametrize("engine", ["debug", "reference"])
 def test_debug_remote_prints_and_saves_what_a_local_run_does(modules, tmp_path, engine):
     module = modules["plain" if engine == "debug" else "traced"]

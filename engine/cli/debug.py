@@ -412,7 +412,7 @@ class Debugger:
                 self._print(f"Finished {event.function}\n{event.results_text}")
             return False
         if isinstance(event, Failed | Crashed):
-            message = getattr(event, "message", None) or getattr(event, "reason", "")
+            message = _event_message(event)
             self.state = "failed"
             if self.args.json:
                 line = stop_json(None, self.args.function)
@@ -480,7 +480,9 @@ class Debugger:
             self.client.request_tensors(wait_for_sources=True)  # a script saves the same files every time
             answer = self._next()
             if not isinstance(answer, Tensors):
-                self._error(command, getattr(answer, "message", str(answer)))
+                if isinstance(answer, Crashed):  # the session is gone: nothing after this can run
+                    self.state = "failed"
+                self._error(command, _event_message(answer))
                 return
             out.mkdir(parents=True, exist_ok=True)
             # Typed in the session (engine.dispatch.typed_tensors): inputs, outputs, or untyped bindings.
@@ -507,6 +509,13 @@ class Debugger:
                 f"; {name}: {sum(e - s for s, e in r)} bytes never written before this dispatch, undefined"
                 for name, r in undefined.items()
             ))
+
+
+def _event_message(event) -> str:
+    """What went wrong, in words: a ``Failed``'s message, a ``Crashed``'s reason (never the event's repr)."""
+    if isinstance(event, Crashed):
+        return event.reason
+    return getattr(event, "message", None) or f"the session answered {type(event).__name__}, not tensors"
 
 
 def _output_json(array: np.ndarray, element_type: str) -> dict[str, Any]:
