@@ -272,6 +272,12 @@ def test_cli_zones_compare_json_and_errors(tmp_path):
     rows = json.loads(out.stdout)["zones"]
     assert len(rows) == 1 and rows[0]["name"] == "canonicalize"
     assert (rows[0]["total_a_ns"], rows[0]["total_b_ns"], rows[0]["total_diff_ns"]) == (1000, 5000, 4000)
+    # The largest change either way: B -> A saved 4000 ns in canonicalize, more than cse's 100 ns lost.
+    out = lens_in_process("zones", str(b), f"--compare={a}", "--json", "--top=1")
+    rows = json.loads(out.stdout)["zones"]
+    assert [(r["name"], r["total_diff_ns"]) for r in rows] == [("canonicalize", -4000)]
+    out = lens_in_process("zones", str(b), f"--compare={a}", "--json", "--top=2")
+    assert [r["name"] for r in json.loads(out.stdout)["zones"]] == ["cse", "canonicalize"]  # slower first
     out = lens_in_process("zones", str(a), "--json")
     rows = {r["name"]: r for r in json.loads(out.stdout)["zones"]}
     assert rows["cse"]["count"] == 2 and rows["cse"]["total_ns"] == 200 and rows["cse"]["mean_ns"] == 100

@@ -22,7 +22,7 @@ def add_parser(subparsers) -> None:
         "file", help="Chrome trace JSON, .ireeprof, ireeperf-jsonl, compile timing JSON or .lenstrace"
     )
     p.add_argument(
-        "--top", type=int, default=None, help="only the N names with the largest total (or change)"
+        "--top", type=int, default=None, help="only the N names with the largest total (with --compare: the largest change, slower or faster)"
     )
     p.add_argument("--compare", metavar="FILE2", default=None, help="compare with a second trace (B = FILE2)")
     p.add_argument("--category", default=None, help="only zones of this category (e.g. dispatch)")
@@ -57,8 +57,9 @@ def run(args: argparse.Namespace) -> int:
             from engine.trace.stats import compare
 
             diffs = compare(rows_a, _stats(args.compare, args.category))
-            if args.top is not None:
-                diffs = diffs[: max(args.top, 0)]
+            if args.top is not None:  # the largest changes either way (a saving is news too), slower first
+                largest = set(sorted(diffs, key=lambda d: (-abs(d.total_diff_ns), d.name))[: max(args.top, 0)])
+                diffs = [d for d in diffs if d in largest]
             if args.json:
                 print(json.dumps({"zones": [d.as_dict() for d in diffs]}, indent=1))
             else:
