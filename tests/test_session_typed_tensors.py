@@ -107,15 +107,16 @@ def test_without_sources_every_stop_has_exactly_the_bound_bytes(attention):
                 a = t.tensor.to_numpy()
                 assert a.dtype == np.uint8 and a.shape == (info.bindings[t.index].length,) and t.offset == 0
         # Before it runs nothing says what the dispatch reads or writes; after, what it changed is an output
-        # (and an input too when it held what an earlier dispatch wrote: in place).
+        # (and an input too when it held what an earlier dispatch wrote: in place), unless another binding
+        # over the same bytes changed too: then which one wrote is unknown (a binding, its bytes after).
         assert {(t.role, t.access) for t in at_before.tensors} == {("binding", "unknown")}
-        assert {(t.role, t.access) for t in at_after.tensors} <= {
-            ("input", "read"), ("output", "write"), ("input", "readwrite"), ("output", "readwrite")}
+        assert {(t.role, t.access) for t in at_after.tensors} <= {("input", "read"), ("output", "write"),
+            ("input", "readwrite"), ("output", "readwrite"), ("binding", "unknown")}  # fmt: skip
         # IREE's traced tensors lie, byte for byte, inside those ranges: inputs in the bytes before it ran,
         # outputs in what it wrote.
         ins, outs = traced[(info.export, n)]
         bound_before = b"".join(t.tensor.to_numpy().tobytes() for t in at_before.tensors)
-        written = b"".join(t.tensor.to_numpy().tobytes() for t in at_after.tensors if t.role == "output")
+        written = b"".join(t.tensor.to_numpy().tobytes() for t in at_after.tensors if t.role != "input")
         assert outs and all(w.tobytes() in written for w in outs), info.export
         assert ins and all(w.tobytes() in bound_before for w in ins), info.export
 

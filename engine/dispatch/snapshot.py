@@ -48,15 +48,19 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import numpy as np
 
 from engine.dispatch.typed_tensors import (
     NO_SOURCES,
     ExecutableSources,
+    Provenance,
+    Role,
     TypedTensor,
     dispatch_tensors,
 )
+from engine.runtime.hal.buffers import allocation_span
 from engine.runtime.hal.commands import DispatchCommand
 from engine.runtime.hal.device import Device, DispatchObserver, DispatchRecord, HalExecutable
 
@@ -65,7 +69,8 @@ class DispatchSnapshot:
     """One dispatch as its subscribers see it; ``ran`` once the kernel returned."""
 
     # One per dispatch, on the run's hot path: slots make it cheap to build.
-    __slots__ = ("record", "before", "_sources", "ran", "failed", "_after_copies", "_access", "_written", "_tensors")
+    __slots__ = ("record", "before", "_sources", "ran", "failed", "_after_copies", "_access", "_written", "_tensors",
+                 "_ambiguous")
 
     def __init__(
         self, record: DispatchRecord, before: tuple[np.ndarray | None, ...], sources: Callable[[], ExecutableSources]
@@ -78,6 +83,7 @@ class DispatchSnapshot:
         self._after_copies: dict[int, np.ndarray] = {}
         self._access: tuple[str, ...] | None = None
         self._written: dict[int, tuple[tuple[int, int], ...]] = {}
+        self._ambiguous: dict[int, tuple[int, ...]] | None = None
         self._tensors: tuple[ExecutableSources, list[TypedTensor]] | None = None
 
     @property
@@ -157,6 +163,52 @@ class DispatchSnapshot:
                     found = tuple((int(s), int(e)) for s, e in zip(starts, ends))
             self._written[index] = found
         return found
+
+    def ambiguous_writers(self) -> dict[int, tuple[int, ...]]:
+        """Bindings whose bytes changed only where other bindings that changed too cover the same memory (IREE
+        binds one buffer twice, e.g. an input and the output that overwrites it), each with those others:
+        which of them the dispatch wrote through cannot be told from the bytes."""
+        if self._ambiguous is None:
+            access = self.observed_access()
+            changed = [k for k, a in enumerate(access) if a in ("write", "readwrite")]
+            spans = {k: _span(self.record.bindings[k]) for k in changed}
+            found: dict[int, tuple[int, ...]] = {}
+            for k in changed:
+                allocation, start, end = spans[k]
+                others = [j for j in changed if j != k and spans[j][0] is allocation
+                          and spans[j][1] < end and start < spans[j][2]]  # fmt: skip
+                if others and all(_covered(start + a, start + b, [spans[j][1:] for j in others])
+                                  for a, b in self.written_ranges(k)):  # fmt: skip
+                    found[k] = tuple(others)
+            self._ambiguous = found
+        return self._ambiguous
+
+    def attributed_access(self) -> tuple[str, ...]:
+        """``observed_access`` as far as the bytes tell it per binding: ``unknown`` for an ambiguous writer
+        (``ambiguous_writers``), never the access of the binding that aliases it."""
+        ambiguous = self.ambiguous_writers()
+        return tuple("unknown" if k in ambiguous else a for k, a in enumerate(self.observed_access()))
+
+    def shown_tensors(self) -> list[TypedTensor]:
+        """``tensors`` as reports show them: an untyped binding that is an ambiguous writer is one binding of
+        access unknown (its bytes after the dispatch), not an output; the typed ones as the sources say."""
+        tensors = self.tensors()
+        ambiguous = self.ambiguous_writers() if self.ran else {}
+        if not ambiguous:
+            return tensors
+        shown: list[TypedTensor] = []
+        position = sum(t.role == Role.BINDING for t in tensors)
+        for t in tensors:
+            if t.provenance != Provenance.UNTYPED or t.binding not in ambiguous:
+                shown.append(t)
+            elif t.role == Role.OUTPUT:  # (its bytes before, a readwrite input, go: one entry per binding)
+                others = " and ".join(f"binding {j}" for j in ambiguous[t.binding])
+                why = (f"its bytes changed, but {others} cover{'s' if len(ambiguous[t.binding]) == 1 else ''} the "
+                       "same memory and changed too: which binding the dispatch wrote through is not known")  # fmt: skip
+                shown.append(replace(t, role=Role.BINDING, position=position, access="unknown",
+                                     note=f"{t.note}; {why}" if t.note else why))  # fmt: skip
+                position += 1
+        return shown
 
     def tensors(self) -> list[TypedTensor]:
         """The dispatch's typed tensors (inputs from the bytes before, outputs from the bytes after; before
@@ -404,3 +456,23 @@ class DispatchSnapshots(DispatchObserver):
         for s in self._told:
             s.failed(snapshot, error)
         self.current = None
+
+
+def _span(binding) -> tuple[object, int, int]:
+    """(allocation, start, end) of the bytes ``binding`` binds (a whole-buffer length resolved)."""
+    try:
+        start, length = binding.buffer.resolve(binding.offset, binding.length)
+        return getattr(binding.buffer, "allocation", binding.buffer), int(start), int(start) + int(length)
+    except Exception:  # an invalid range: the dispatch itself reports it
+        return allocation_span(binding.buffer, binding.offset, binding.length)
+
+
+def _covered(start: int, end: int, spans: Sequence[tuple[int, int]]) -> bool:
+    """Whether ``[start, end)`` lies inside the union of ``spans``."""
+    for s, e in sorted(spans):
+        if s > start:
+            return False
+        start = max(start, e)
+        if start >= end:
+            return True
+    return start >= end

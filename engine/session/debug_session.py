@@ -418,7 +418,7 @@ class DebugSession:
         return tuple(
             TensorDescriptor(t.binding_label, str(t.role), t.position, t.binding, t.access, t.type.element,
                              tuple(int(d) for d in t.type.shape), t.offset, t.length, str(t.provenance))  # fmt: skip
-            for t in snapshot.tensors()
+            for t in snapshot.shown_tensors()
         )
 
     def _progress(self, record: DispatchRecord) -> None:
@@ -632,7 +632,7 @@ class DebugSession:
                 (undefined or {}).get(f"{t.role}{t.position}", ())
                 if undefined is not None or t.access != "readwrite" else None,
             )
-            for t in (snapshot.tensors() if snapshot is not None else ())
+            for t in (snapshot.shown_tensors() if snapshot is not None else ())
         )
         return Tensors(query, self.gate.current_info, tensors)
 

@@ -411,7 +411,6 @@ class DispatchGate(SnapshotSubscriber):
         try:
             if not snapshot.before or self._passed_over(record) or not self._wants_after(record):
                 return
-            access = snapshot.observed_access()
             # NaN/Inf judged once on the snapshot: the outputs it wrote, typed (engine.session.nonfinite).
             nonfinite = nonfinite_written(snapshot) if self._watch_nan else ()
             nan = tuple(sorted({f.binding for f in nonfinite}))
@@ -436,7 +435,8 @@ class DispatchGate(SnapshotSubscriber):
             if step:
                 self.park_after = None
             if hit or step:
-                self.current_info = self.info(record, DispatchWhen.AFTER, access)
+                # Reported as far as the bytes tell which binding wrote (two bindings over one buffer: unknown).
+                self.current_info = self.info(record, DispatchWhen.AFTER, snapshot.attributed_access())
                 stop = GateStop(hit, nan, step=step, divergence=divergence, nonfinite=nonfinite)
                 self.park(record, self.current_info, stop)
         finally:
