@@ -83,12 +83,22 @@ class Roofline:
         return min(self.limits.peak_flops_s, i * self.limits.bandwidth_bytes_s) if i is not None else None
 
     @property
+    def bytes_exact(self) -> bool:
+        """False where the bytes are the whole bound ranges: an upper bound, so the intensity is a lower bound,
+        the attainable rate too, and the share of the roof an upper bound."""
+        return self.bytes_from != "bindings"
+
+    @property
     def bound(self) -> str | None:
-        """``memory`` or ``compute``: which roof is lower at the dispatch's intensity."""
+        """``memory`` or ``compute``: which roof is lower at the dispatch's intensity; None where that is not
+        known (FLOPs unknown, or bytes an upper bound that puts it under the memory roof: the true, higher
+        intensity may reach the compute roof)."""
         i = self.intensity
         if i is None:
             return None
-        return "memory" if i * self.limits.bandwidth_bytes_s < self.limits.peak_flops_s else "compute"
+        if i * self.limits.bandwidth_bytes_s >= self.limits.peak_flops_s:
+            return "compute"  # (an intensity that is a lower bound only moves further under the compute roof)
+        return "memory" if self.bytes_exact else None
 
     @property
     def achieved_flops_s(self) -> float | None:
@@ -100,12 +110,19 @@ class Roofline:
 
     @property
     def share_of_roof(self) -> float:
-        """Achieved over attainable: of FLOP/s where the FLOPs are known, else of bandwidth."""
+        """Achieved over attainable: of FLOP/s where the FLOPs are known, else of bandwidth. Where the bytes
+        are an upper bound, so is this share (``share_is_upper_bound``)."""
         attainable = self.attainable_flops_s
         achieved = self.achieved_flops_s
         if attainable and achieved is not None:
             return achieved / attainable
         return self.achieved_bytes_s / self.limits.bandwidth_bytes_s
+
+    @property
+    def share_is_upper_bound(self) -> bool:
+        """The share of the roof is at most the figure given: the bytes are an upper bound, and the roof it is
+        measured against is the memory roof at the intensity they give (the compute roof is exact)."""
+        return not self.bytes_exact and self.bound != "compute"
 
     def as_dict(self) -> dict:
         return {
@@ -119,6 +136,7 @@ class Roofline:
             "achieved_bytes_s": self.achieved_bytes_s,
             "bound": self.bound,
             "share_of_roof": self.share_of_roof,
+            "share_is_upper_bound": self.share_is_upper_bound,
             "bytes_from": self.bytes_from,
             "cache_resident": self.cache_resident,
         }
@@ -141,14 +159,21 @@ class Roofline:
         mb = self.bytes_moved / 1e6
         machine = (f"machine {self.limits.bandwidth_bytes_s / 1e9:.1f} GB/s, "
                    f"{self.limits.peak_flops_s / 1e9:.1f} GFLOP/s on one core")  # fmt: skip
+        at_most = "at most " if self.share_is_upper_bound else ""
+        moved = f"{mb:.3f} MB moved" if self.bytes_exact else f"at most {mb:.3f} MB moved"
         if self.flops is None:
-            return (f"{mb:.3f} MB moved, FLOPs unknown (its ops are not readable here or their shapes are dynamic); {machine}; "
-                    f"achieved {self.achieved_bytes_s / 1e9:.2f} GB/s = {self.share_of_roof * 100:.0f} % of bandwidth"
-                    + self._caveats())  # fmt: skip
-        return (f"{mb:.3f} MB moved, {self.flops / 1e6:.2f} MFLOP, {self.intensity:.2f} FLOP/byte; {machine}; "
-                f"{self.bound}-bound, attainable {self.attainable_flops_s / 1e9:.2f} GFLOP/s, achieved "
-                f"{self.achieved_flops_s / 1e9:.2f} GFLOP/s = {self.share_of_roof * 100:.0f} % of the roof"
-                + self._caveats())  # fmt: skip
+            return (f"{moved}, FLOPs unknown (its ops are not readable here or their shapes are dynamic); {machine}; "
+                    f"achieved {self.achieved_bytes_s / 1e9:.2f} GB/s = {at_most}{self.share_of_roof * 100:.0f} % of "
+                    "bandwidth" + self._caveats())  # fmt: skip
+        if self.bound is None:  # bytes an upper bound: the intensity, and the roof it meets, at least these
+            where = (f"at least {self.intensity:.2f} FLOP/byte; {machine}; memory- or compute-bound: not known (the "
+                     f"true intensity is higher), attainable at least {self.attainable_flops_s / 1e9:.2f} GFLOP/s")  # fmt: skip
+        else:
+            intensity = f"{self.intensity:.2f}" if self.bytes_exact else f"at least {self.intensity:.2f}"
+            where = (f"{intensity} FLOP/byte; {machine}; {self.bound}-bound, attainable "
+                     f"{self.attainable_flops_s / 1e9:.2f} GFLOP/s")  # fmt: skip
+        return (f"{moved}, {self.flops / 1e6:.2f} MFLOP, {where}, achieved {self.achieved_flops_s / 1e9:.2f} GFLOP/s"
+                f" = {at_most}{self.share_of_roof * 100:.0f} % of the roof" + self._caveats())  # fmt: skip
 
 
 def bytes_moved(module_path: str, export: str, constants, bindings) -> tuple[int, str]:
