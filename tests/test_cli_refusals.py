@@ -67,3 +67,19 @@ def test_substitute_of_an_unknown_executable_id_is_refused(program, tmp_path):
     proc = lens("run", str(replay), "--substitute=4242=" + str(binary))
     assert proc.returncode == 1
     assert "no executable 4242" in proc.stderr and "its executables are" in proc.stderr, proc.stderr
+
+
+def test_a_function_called_without_its_inputs_is_one_plain_line_in_every_command(program, tmp_path):
+    # Before: compare-builds printed iree-benchmark-module's banner and "expected 1 arguments but passed 0",
+    # profile "input list and function mismatch", debug IREE's status code, each differently.
+    vmfb = compile_for(program, tmp_path / "square.vmfb", "llvm-cpu")
+    (tmp_path / "c.gdb").write_text("continue\n")
+    said = "main takes 1 input and none was given: pass it with --input (as iree-run-module takes it)"
+    for command, extra, status in (("compare-builds", [str(vmfb)], 2), ("profile", [f"--out={tmp_path / 'p.json'}"], 1),
+                                   ("debug", [f"--commands={tmp_path / 'c.gdb'}"], 1),
+                                   ("capture", [f"--out={tmp_path / 'bundle'}"], 1)):  # fmt: skip
+        proc = lens(command, str(vmfb), "--function=main", *extra)
+        assert (proc.returncode, proc.stderr.strip()) == (status, f"iree-lens {command}: {said}"), command
+    assert not (tmp_path / "p.json").exists() and not (tmp_path / "bundle").exists()
+    proc = lens("profile", str(vmfb), "--function=main", f"--input={INPUT}", f"--out={tmp_path / 'p.json'}")
+    assert proc.returncode == 0, proc.stderr  # given its input, the same command runs

@@ -12,6 +12,7 @@ from engine.cli.program_arguments import (
     is_replay,
     missing_function,
     module_device,
+    no_inputs_problem,
 )
 from engine.errors import LensError
 
@@ -78,6 +79,10 @@ def run(args: argparse.Namespace) -> int:
         return capture(args)
     if missing_function("capture", args):
         return 2
+    problem = no_inputs_problem(args.module, args.function, args.input)
+    if problem:
+        print(f"iree-lens capture: {problem}", file=sys.stderr)
+        return 1
     from engine.dispatch.capture import capture_debug, capture_reference
     from engine.dispatch.typed_tensors import find_sources
 

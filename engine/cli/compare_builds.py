@@ -157,7 +157,7 @@ def diverged(result) -> bool:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from engine.cli.program_arguments import module_device
+    from engine.cli.program_arguments import module_device, no_inputs_problem
 
     a, b = args.modules
     if args.repeat < 1 or args.rounds < 1:
@@ -168,6 +168,9 @@ def run(args: argparse.Namespace) -> int:
         for module in (a, b):  # named before anything runs (iree-benchmark-module's words would say less)
             if not Path(module).is_file():
                 raise LensError(f"no such file: {module}")
+        problem = no_inputs_problem(a, args.function, args.input)
+        if problem:
+            raise LensError(problem)
         result = compare_builds(a, b, args.function, args.input, device=device, repeat=args.repeat, rounds=args.rounds,
                                 source=args.source, outputs=not args.no_outputs, timeout_s=args.timeout)  # fmt: skip
     except BrokenPipeError:

@@ -36,6 +36,7 @@ from engine.cli.program_arguments import (
     is_replay,
     missing_function,
     module_device,
+    no_inputs_problem,
 )
 from engine.dispatch.typed_tensors import binding_label
 from engine.errors import LensError
@@ -130,6 +131,10 @@ def run(args) -> int:
     commands = read_commands(args.commands, check_for_reference if args.engine == "reference" else None)
     if commands is None:
         return 2
+    problem = None if getattr(args, "remote", None) else no_inputs_problem(args.module, args.function, args.input)
+    if problem:  # the program cannot run: said before the session starts, as the other commands say it
+        print(f"iree-lens debug: {problem}", file=sys.stderr)
+        return 1
     if getattr(args, "remote", None):  # the module path is the server's: its formats are not read here
         args.device = args.device or "local-sync"
     else:

@@ -22,6 +22,7 @@ from engine.cli.program_arguments import (
     is_replay,
     missing_function,
     module_device,
+    no_inputs_problem,
 )
 from engine.errors import LensError
 from engine.trace.chrome import write_chrome_json
@@ -115,6 +116,10 @@ def run(args: argparse.Namespace) -> int:
     if args.repeat < 1:
         print("iree-lens profile: --repeat must be at least 1", file=sys.stderr)
         return 2
+    problem = no_inputs_problem(args.module, args.function, args.input)
+    if problem:
+        print(f"iree-lens profile: {problem}", file=sys.stderr)
+        return 1
     try:
         args.device = module_device(args.module, args.device)
         if args.engine == "reference":

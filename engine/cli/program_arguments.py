@@ -92,3 +92,21 @@ def module_device(module: str, device: str | None = None, option: str = "--devic
             f"give {option}={needed} (or leave {option} out)"
         )
     return device
+
+
+def no_inputs_problem(module: str, function: str | None, inputs: list[str] | None) -> str | None:
+    """What to say when ``function`` takes inputs and none was given (before IREE's tools run it and bury
+    that in their own output); None when inputs were given or the module cannot say (the run says why)."""
+    from engine.runtime.vmfb.module import open_vmfb
+
+    if inputs or not function:
+        return None
+    try:
+        export = next((e for e in open_vmfb(module).exports if e.name == function), None)
+        count = len(export.signature.cconv.arguments) if export is not None else 0
+    except (LensError, OSError, ValueError):
+        return None
+    if count == 0:
+        return None
+    return (f"{function} takes {count} input{'s' if count > 1 else ''} and none was given: pass "
+            f"{'each' if count > 1 else 'it'} with --input (as iree-run-module takes {'them' if count > 1 else 'it'})")  # fmt: skip
