@@ -74,3 +74,18 @@ def test_a_bundles_dispatch_against_another_build(tmp_path):
     # B's tiles are one element: many more workgroups, and its kernel far slower on the same bytes.
     assert report["against"]["workgroup_count"] != report["workgroup_count"]
     assert report["against"]["ratio"] > 3
+
+
+def test_dispatch_named_by_a_glob_and_a_name_that_matches_none_lists_the_run(tmp_path):
+    vmfb = compile_for(CONV, tmp_path / "conv.vmfb", "llvm-cpu")
+    report = _benchmark(vmfb, tmp_path, "--dispatch=*conv*", "--repetitions=1", "--min-time=0.02", "--no-iree",
+                        "--no-roofline")  # fmt: skip
+    assert "conv" in report["dispatch"] and "iree_original" not in report
+    x, w = tmp_path / "x.npy", tmp_path / "w.npy"
+    cmd = [sys.executable, "-m", "app.launcher", "benchmark", str(vmfb), "--function=conv", f"--input=@{x}",
+           f"--input=@{w}", "--dispatch=*nomatch*", "--no-iree", "--no-roofline"]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1
+    lines = proc.stderr.splitlines()
+    assert lines[0].startswith("iree-lens benchmark: no dispatch '*nomatch*' in a run of @conv") and "glob" in lines[0]
+    assert lines[1].startswith("  #0 conv_dispatch_0_conv") and len(lines) == 2, proc.stderr

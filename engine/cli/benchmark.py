@@ -18,6 +18,7 @@ and the ``--substitute`` edit are timed so. The dispatch is placed on the machin
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import sys
 
@@ -35,7 +36,7 @@ def add_parser(subparsers) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("module", nargs="?", default=None, help="the .vmfb (default: the --bundle's module)")
-    p.add_argument("--dispatch", required=True, help="an export name, a dispatch executable's name, or #K")
+    p.add_argument("--dispatch", required=True, help="#K (the K-th dispatch of the run), an export name or a prefix of it (main_dispatch_3), or a glob ('*conv*')")
     p.add_argument("--function", default=None, help="the function whose run reaches the dispatch")
     p.add_argument(
         "--bundle",
@@ -76,6 +77,9 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=run)
 
 
+_LISTED = 40  # exports listed when --dispatch names none
+
+
 class _FirstMatch(DispatchObserver):
     """Keeps the bindings of the first dispatch ``selector`` names (before it runs), as a snapshot."""
 
@@ -84,14 +88,18 @@ class _FirstMatch(DispatchObserver):
         self.selector = selector
         self.count = 0
         self.found = None
+        self.names: dict[str, int] = {}  # each export run, with its first ordinal (to list when none matched)
 
     def _matches(self, record: DispatchRecord) -> bool:
         if self.selector.startswith("#"):
             return self.count == int(self.selector[1:])
         name = record.export_name or ""
+        if any(c in self.selector for c in "*?["):  # a glob, as debug's and the window's breakpoints take
+            return fnmatch.fnmatchcase(name, self.selector)
         return name == self.selector or name.startswith(self.selector + "_")
 
     def before_dispatch(self, record: DispatchRecord) -> None:
+        self.names.setdefault(record.export_name or "", self.count)
         if self.found is None and self._matches(record):
             from engine.substitute.live import DispatchSnapshot, executable_of
 
@@ -176,8 +184,8 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"dispatch {record.export_name} on {args.device}, workgroups {'x'.join(map(str, record.workgroup_count))}"
     )
-    print(f"  {args.repetitions} rounds, IREE Lens and iree-benchmark-executable alternating; batches of "
-          f"{args.batch_size}, {args.min_time:g} s per repetition")  # fmt: skip
+    who = "IREE Lens alone (--no-iree)" if timed[0][1] is None else "IREE Lens and iree-benchmark-executable alternating"
+    print(f"  {args.repetitions} rounds, {who}; batches of {args.batch_size}, {args.min_time:g} s per repetition")
     for label, (ours, iree) in zip(("module's kernel", "edited kernel  "), timed):
         print(_kernel_line(f"  IREE Lens, {label}", ours))
         if iree is not None:
@@ -256,8 +264,11 @@ def _catch(
     runner.invoke(function, parse_inputs(list(inputs), arg_kinds))
     device.observers.remove(catch)
     if catch.found is None:
+        shown = [f"#{k} {name}" for name, k in list(catch.names.items())[:_LISTED]]
+        more = f"\n  ... and {len(catch.names) - _LISTED} more" if len(catch.names) > _LISTED else ""
         raise LensError(
-            f"no dispatch {selector!r} in a run of @{function} in {module_path} ({catch.count} dispatches)"
+            f"no dispatch {selector!r} in a run of @{function} in {module_path} ({catch.count} dispatches); "
+            "name one by #K, its export name or a prefix of it, or a glob (*conv*):\n  " + "\n  ".join(shown) + more
         )
     return module, live, catch.found
 
