@@ -200,7 +200,7 @@ class MainWindow(QMainWindow):
 
     def _document_action(self, panel_id: str) -> QAction:
         widget, title = self._document_panels[panel_id]
-        action = QAction(title, self)
+        action = QAction(title.replace("&", "&&"), self)  # "Compile & Phases": an "&" shown, not a mnemonic
         action.triggered.connect(lambda: self.show_panel(panel_id))
         return action
 

@@ -125,6 +125,8 @@ def test_view_menu_toggles_each_panel(main_window):
     assert main_window.docks["log"].isVisible() != was
     log.trigger()
     assert main_window.docks["log"].isVisible() == was
+    # A document panel's title with "&" reads as written ("Compile _Phases" before: "&" taken as a mnemonic).
+    assert "Compile && Phases" in toggles and "Compile & Phases" not in toggles
 
 
 def test_open_mlir_compiles_and_opens(qtbot, main_window):
