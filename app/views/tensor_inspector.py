@@ -124,11 +124,14 @@ def _fmt(value) -> str:
 
 
 def stats_text(s: TensorStats) -> str:
+    """The stats line. With NaN/Inf present their counts come first (the line is elided at its end) and the
+    statistics say they are of the finite values: "min 0 max 0" of a tensor full of -Inf read as all zeros."""
     shape = "x".join(str(d) for d in s.shape) or "scalar"
-    return (
-        f"{shape} {s.element}   min {_fmt(s.min)}   max {_fmt(s.max)}   mean {_fmt(s.mean)}   "
-        f"std {_fmt(s.std)}   NaN {s.nan}   +Inf {s.posinf}, {MINUS}Inf {s.neginf}"
-    )
+    nonfinite = f"NaN {s.nan}   +Inf {s.posinf}, {MINUS}Inf {s.neginf}"
+    numbers = f"min {_fmt(s.min)}   max {_fmt(s.max)}   mean {_fmt(s.mean)}   std {_fmt(s.std)}"
+    if s.healthy:
+        return f"{shape} {s.element}   {numbers}   {nonfinite}"
+    return f"{shape} {s.element}   {nonfinite}   of the {s.finite} finite values: {numbers}"
 
 
 class PlaneModel(QAbstractTableModel):
@@ -589,6 +592,9 @@ class TensorInspector(QWidget):
         counts, edges = histogram(a)
         self.histogram.clear()
         self.histogram.plot(edges, counts, stepMode="center", fillLevel=0, brush=(80, 140, 220, 160))
+        left_out = self.stats.count - self.stats.finite
+        # The bars are of the finite values only: say what they leave out rather than let it pass unseen.
+        self.histogram.setTitle(f"finite values only: {left_out} NaN/Inf not drawn" if left_out else None)
         self._compare()
 
     def _axes_changed(self) -> None:

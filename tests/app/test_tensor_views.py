@@ -125,6 +125,9 @@ def test_stats_split_inf_signs_and_the_heatmap_legend_names_the_overlay(qtbot):
     qtbot.waitExposed(view)
     # The stats line counts +Inf and -Inf apart (and NaN as before).
     assert "NaN 0   +Inf 1, \u2212Inf 34" in view.summary.text()
+    # ... before the statistics, which say they are of the finite values; the histogram says what it leaves out.
+    assert f"f32   NaN 0   +Inf 1, \u2212Inf 34   of the {a.size - 35} finite values: min 10 " in view.summary.text()
+    assert view.histogram.getPlotItem().titleLabel.text == "finite values only: 35 NaN/Inf not drawn"
     # The legend: only the colours present, with counts (the slice's, and the tensor's where they differ).
     heat = view.heatmap
     legend = heat.legend.text
