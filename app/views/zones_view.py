@@ -216,7 +216,7 @@ class ZonesView(QWidget):
         self.progress.setRange(0, 100)
         self.progress.setMaximumWidth(160)
         self.progress.setVisible(False)
-        self.summary = QLabel("no trace: open or drop a Chrome trace, .ireeprof or compile timing JSON")
+        self.summary = ElidedLabel("no trace: open or drop a Chrome trace, .ireeprof or compile timing JSON")
         self.error = QLabel()
         self.error.setStyleSheet("color: #b03030")
         self.error.setWordWrap(True)
@@ -294,9 +294,15 @@ class ZonesView(QWidget):
         self.table.sortByColumn(2, Qt.SortOrder.DescendingOrder)
         self.timeline.set_trace(trace, index)
         a, b = trace.span
+        tracks = f"{len(trace.tracks)} track{'s' if len(trace.tracks) != 1 else ''}"
+        span = format_ns(b - a)
+        wall = trace.metadata.get("total_wall_s") if trace.metadata.get("kind") == "compile-timing" else None
+        if wall is not None:  # MLIR's timing has durations, no start times: the axis is a layout, not a clock
+            span = (f"laid out end to end over {span} (MLIR reports no start times; parallel pipelines add up), "
+                    f"{format_ns(int(wall * 1e9))} wall")  # fmt: skip
         self.summary.setText(
-            f"{Path(trace.source).name or 'trace'}: {len(trace.zones):,} zones on {len(trace.tracks)} tracks, "
-            f"{len(self.stats)} names, {format_ns(b - a)}"
+            f"{Path(trace.source).name or 'trace'}: {len(trace.zones):,} zones on {tracks}, {len(self.stats)} names, "
+            + span
         )
         self.error.setVisible(False)
         self._find_from = -1

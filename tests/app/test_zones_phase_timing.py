@@ -55,6 +55,12 @@ def test_open_in_zones_and_compare(main_window, qtbot, two_reports):
     qtbot.mouseClick(timeline.zones_button, Qt.MouseButton.LeftButton)
     zones = main_window.show_panel("zones")
     assert zones.trace is not None and zones.trace.source == "default"
+    # The axis is MLIR's durations laid end to end, longer than the compile took: said, with the wall time.
+    from app.views.zones_timeline import format_ns
+
+    wall = f"{format_ns(int(ra.total_wall_s * 1e9))} wall"
+    assert "1 track, " in zones.summary.text() and "laid out end to end over" in zones.summary.text()
+    assert zones.summary.text().endswith(wall), (zones.summary.text(), wall)
     stats = {s.name: s.total_ns for s in zones.stats}
     expected = _pass_totals(two_reports[0])
     assert set(stats) == set(expected)
