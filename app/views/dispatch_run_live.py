@@ -91,7 +91,10 @@ class ShownTensor:
         where = f"binding {self.binding}" + (f" @{self.offset}" if self.offset else "")
         role = f", {self.role} {self.position}" if self.source != TypeSource.UNTYPED else ""
         access = self.access if self.access and self.access != "unknown" else "access unknown"
-        state = "" if self.written else ", not written yet"
+        # An output before its dispatch ran holds what the memory held then; an untyped binding's bytes may be
+        # an earlier dispatch's results, so they are only said to be as they were before this dispatch.
+        typed_output = self.source != TypeSource.UNTYPED and self.role == "output"
+        state = "" if self.written else (", not written yet" if typed_output else ", before the dispatch runs")
         undefined = self.undefined_text
         return f"{where}, {access}{role}{state}" + (f" — {undefined}" if undefined else "")
 
