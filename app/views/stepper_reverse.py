@@ -222,7 +222,8 @@ class ReverseControls(QObject):
             where = f"in {name}" + (f", instr. {inside:,}" if inside is not None else "")
         recorded = f"{history.earliest:,}–{history.latest:,}"
         span = "" if not history.latest else f" of {recorded}" if instruction is not None else f" (instr. {recorded} recorded)"
-        self.position_label.setText(f"{where}{span} · {len(history.dispatches):,} dispatches")
+        count = len(history.dispatches)
+        self.position_label.setText(f"{where}{span} · {count:,} dispatch{'es' if count != 1 else ''}")
         self.position_label.setToolTip(
             "Where the run is in its recorded history (instr.: VM instructions, of the span recorded); a command "
             "buffer's dispatches all run inside the one instruction that submits it"
