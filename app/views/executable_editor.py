@@ -105,8 +105,9 @@ class ExecutableEditor(QWidget):
     def _build_widgets(self) -> None:
         """The document list, the text with its find field, the errors, the buttons and the outputs."""
         self.list = QListWidget()
-        # Executables share IREE's long prefix (main$async_dispatch_…): elide the middle, keep the ends.
-        self.list.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        # Labels begin where the executables differ (``list_labels``: "…dispatch_12_conv_…"): what is cut at a
+        # narrow width is the end of the name, never the dispatch number (the kind is in the tooltip).
+        self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
         # Items as wide as the list, not their text: a wider item scrolled sideways and was cut at the right
         # end as well ("…cnn$async_dispatch_1 (MLI"); now the middle is elided and the tooltip has it all.
         self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
@@ -635,10 +636,15 @@ def list_labels(titles: list[str]) -> list[str]:
     if len(titles) < 2:
         return list(titles)
     common = os.path.commonprefix(titles)
-    cut = common.rfind("dispatch_")
-    if cut < 0:
-        cut = max(common.rfind("$"), common.rfind("_")) + 1
-    return [f"…{t[cut:]}" if cut > 3 else t for t in titles]
+    cut = max(common.rfind("$"), common.rfind("_")) + 1
+    labels = []
+    for t in titles:
+        # Each dispatch from its own "dispatch_N" (one linked library among them leaves no common prefix:
+        # every dispatch then read "main$async_…LIR source)" on squeezenet).
+        at = t.find("dispatch_")
+        start = at if at > 3 else cut
+        labels.append(f"…{t[start:]}" if start > 3 else t)
+    return labels
 
 
 def inspector_output_view(before: np.ndarray, after: np.ndarray, title: str) -> QWidget:

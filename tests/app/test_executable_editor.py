@@ -148,7 +148,7 @@ def test_labels_stay_readable_beside_the_outputs(qtbot, tmp_path):
     """At 1920x1080 after Apply (outputs shown beside the text): no button label is cut, the executables'
     shared prefix is elided in the middle, the before/after entries differ where the list shows them, and
     element types read as the inspector writes them (f32, not float32)."""
-    from app.views.executable_editor import inspector_output_view
+    from app.views.executable_editor import inspector_output_view, list_labels
     from engine.substitute.documents import EditableText
 
     names = [f"main$async_dispatch_{k}_elementwise_4x8_f32" for k in range(4)]
@@ -164,10 +164,13 @@ def test_labels_stay_readable_beside_the_outputs(qtbot, tmp_path):
     for button in (editor.apply_button, editor.revert_button, editor.rerun_button, editor.export_button,
                    editor.benchmark_button):  # fmt: skip
         assert button.width() >= button.sizeHint().width(), button.text()
-    assert editor.list.textElideMode() == Qt.TextElideMode.ElideMiddle
+    assert editor.list.textElideMode() == Qt.TextElideMode.ElideRight
     assert editor.list.item(3).toolTip() == docs[3].title
     assert editor.list.item(3).text().startswith("…dispatch_3_")  # the shared main$async_ is dropped
-    # A narrow list elides each item in its middle: no item is wider than the list (it was, and its end was
+    # A linked library among them leaves no common prefix; each dispatch still shows from its number.
+    assert list_labels(["main$async_dispatch_12_conv (MLIR source)", "module_linked (LLVM IR)"]) == [
+        "…dispatch_12_conv (MLIR source)", "module_linked (LLVM IR)"]
+    # A narrow list elides each item at its end: no item is wider than the list (it was, and its end was
     # cut too: "…cnn$async_dispatch_1 (MLI").
     editor.list.resize(120, editor.list.height())
     qtbot.wait(20)
