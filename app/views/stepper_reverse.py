@@ -60,6 +60,7 @@ class ReverseControls(QObject):
         self.bridge = b
         self.note: str | None = None  # said with the next stop (the answer of "when did this change?")
         self._retrying = False  # a Previous Dispatch waits for a fresh history answer
+        self._asked: tuple[Watch, str] | None = None  # the last "when did this change?" and its words
         a = panel.make_action
         self.reverse_continue_action = a(
             "◀ Rev Continue", "Ctrl+Shift+F5", b.reverse_continue, reverse_continue_tip(b.breakpoints)
@@ -167,12 +168,23 @@ class ReverseControls(QObject):
             return WatchGlobalRef(module, int(m.group(1)))
         return None
 
+    def watch_text(self, watch: Watch) -> str:
+        """``watch`` in the window's words: a register with its frame as the Call Stack numbers and names it
+        (innermost first, #0), not its depth from the call's entry ("frame 1" was the Call Stack's #0)."""
+        stop = self.panel.workbench.state.stop
+        frames = stop.location.frames if stop is not None else ()
+        if isinstance(watch, WatchRegister) and 0 <= watch.depth < len(frames):
+            frame = frames[watch.depth]
+            return f"%{watch.bank}{watch.index} of #{len(frames) - 1 - watch.depth} {frame.module}.{frame.function}"
+        return watch.describe()
+
     def when_changed(self, watch: Watch) -> None:
         """Ask when ``watch`` last changed; the answer travels there (see ``_on_answer``)."""
         if not self.bridge.can_reverse:
             self.panel.status_label.setText("When did this change? needs a recorded run (paused or finished)")
             return
-        self.panel.status_label.setText(f"Searching the history for the last change of {watch.describe()}…")
+        self._asked = (watch, self.watch_text(watch))  # named as it was asked (the answer moves the stop)
+        self.panel.status_label.setText(f"Searching the history for the last change of {self._asked[1]}…")
         self.bridge.when_changed(watch)
 
     def _context_menu(self, view: QTreeWidget, pos: QPoint) -> None:
@@ -180,8 +192,13 @@ class ReverseControls(QObject):
         if watch is None:
             return
         menu = QMenu(view)
-        action = menu.addAction(f"When did {watch.describe()} change?  (run back to the last write)")
-        action.setEnabled(self.bridge.can_reverse)
+        stop = self.panel.workbench.state.stop
+        what = self.watch_text(watch)
+        in_dispatch = stop is not None and stop.location.dispatch_info is not None
+        # The history is searched from the VM's instructions; a run parked inside a dispatch is mid-instruction.
+        why = "step or continue out of the dispatch first" if in_dispatch else "run back to the last write"
+        action = menu.addAction(f"When did {what} change?  ({why})")
+        action.setEnabled(self.bridge.can_reverse and not in_dispatch)
         action.triggered.connect(lambda: self.when_changed(watch))
         menu.popup(view.viewport().mapToGlobal(pos))
 
@@ -232,7 +249,8 @@ class ReverseControls(QObject):
     def _on_answer(self, answer: Answer) -> None:
         if not isinstance(answer, LastChange):
             return
-        what = answer.query.watch.describe()
+        asked = self._asked
+        what = asked[1] if asked is not None and asked[0] == answer.query.watch else answer.query.watch.describe()
         change = answer.change
         if change is None:
             earliest = self.bridge.history.earliest if self.bridge.history is not None else 0

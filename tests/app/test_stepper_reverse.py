@@ -259,7 +259,10 @@ def test_when_did_this_change_runs_back_to_the_last_write(qtbot, main_window, co
     assert stop.detail.position == last - 1
     assert stop.detail.registers.i32 == words[last - 1]
     text = panel.status_label.text()
-    assert f"%i{reg} (frame 0) was last written at instruction {last - 1}" in text
+    # The frame as the Call Stack numbers and names it (innermost first), not its depth from the entry.
+    frames = blocker.args[0].location.frames
+    assert len(frames) == 1
+    assert f"%i{reg} of #0 {frames[0].module}.{frames[0].function} was last written at instruction {last - 1}" in text
     assert "→" in text
     wait_history(qtbot, panel, last - 1)
     save_screenshot(panel, "reverse_when_changed")
