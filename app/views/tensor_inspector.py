@@ -200,6 +200,7 @@ class Heatmap(pg.GraphicsLayoutWidget):
         self.colorbar = pg.ColorBarItem(colorMap=pg.colormap.get("viridis"), interactive=False, width=12)
         self.colorbar.setImageItem(self.image)
         self.addItem(self.colorbar)
+        self.colorbar.setVisible(False)  # until values with a range are shown (no made-up 0..1 scale)
         self.nextRow()
         self.legend = pg.LabelItem("", justify="left", size="9pt")
         self.addItem(self.legend, colspan=2)
@@ -231,10 +232,18 @@ class Heatmap(pg.GraphicsLayoutWidget):
         self.legend.setVisible(bool(text))
         self.nonfinite.setToolTip("")
         if levels is None:
-            finite = _finite_levels(values)
-            levels = finite if finite is not None else (0.0, 1.0)
-        if levels[0] == levels[1]:
-            levels = (levels[0] - 0.5, levels[1] + 0.5)
+            levels = _finite_levels(values)
+        # One value, or none finite: a colour bar would show a made-up range (-0.5..0.5 around an all-zero
+        # tensor); the legend says what the map shows instead.
+        single = None if levels is None else levels[0] if levels[0] == levels[1] else False
+        self.colorbar.setVisible(single is False)
+        if single is not False:
+            said = "no finite value" if single is None else f"every finite value is {single:.6g}"
+            text = f"{said} (one colour)" + (f"   {text}" if text else "")
+            self.legend.setText(text)
+            self.legend.setMaximumHeight(16777215)
+            self.legend.setVisible(True)
+            levels = (0.0, 1.0) if single is None else (single - 0.5, single + 0.5)  # (any span: one colour)
         self.levels = levels
         self._sample(0, values.shape[0], 0, values.shape[1])
         self.view.setRange(QRectF(0, 0, values.shape[1], values.shape[0]), padding=0)

@@ -156,10 +156,16 @@ def test_stats_split_inf_signs_and_the_heatmap_legend_names_the_overlay(qtbot):
     heat.scene().sigMouseMoved.emit(heat.view.mapViewToScene(QPointF(5.5, 5.5)))
     assert heat.nonfinite.toolTip() == "" and view.hover.text() == f"[5, 5] = {a[0, 5, 5]:.7g}"
     _shot(view, "inspector_legend")
+    assert heat.colorbar.isVisible()
     # A finite tensor: no legend at all.
-    view.set_tensors([InspectedTensor("output 0", np.ones((4, 4), np.float32), "4x4xf32")])
-    assert heat.legend.text == "" and not heat.legend.isVisible()
+    view.set_tensors([InspectedTensor("output 0", np.arange(16, dtype=np.float32).reshape(4, 4), "4x4xf32")])
+    assert heat.legend.text == "" and not heat.legend.isVisible() and heat.colorbar.isVisible()
     assert "NaN 0   +Inf 0, \u2212Inf 0" in view.summary.text()
+    # One value: no colour bar with a made-up -0.5..0.5 range around it; the legend says what the map shows.
+    view.set_tensors([InspectedTensor("output 0", np.zeros((4, 4), np.float32), "4x4xf32")])
+    assert heat.legend.text == "every finite value is 0 (one colour)" and not heat.colorbar.isVisible()
+    view.set_tensors([InspectedTensor("output 0", np.full((2, 2), -np.inf, np.float32), "2x2xf32")])
+    assert heat.legend.text.startswith("no finite value (one colour)   ") and not heat.colorbar.isVisible()
 
 
 def test_type_override_and_golden_compare(qtbot, tmp_path):
