@@ -78,6 +78,17 @@ class CutCellsElided(QStyledItemDelegate):
         cut.textElideMode = Qt.TextElideMode.ElideRight
         return cut
 
+    def initStyleOption(self, option: QStyleOptionViewItem, index: QModelIndex) -> None:  # noqa: N802 (Qt's)
+        """An IREE dispatch name too long for its cell is shown from its ``dispatch_N`` and cut at its end:
+        elided in the middle, every row read "main$async_dis…x3x3_f32", the number cut out."""
+        super().initStyleOption(option, index)
+        text = option.text
+        at = text.find("dispatch_") if text else -1
+        room = option.rect.width() - 2 * option.fontMetrics.averageCharWidth()
+        if at > 3 and option.fontMetrics.horizontalAdvance(text) > room:
+            option.text = "…" + text[at:]
+            option.textElideMode = Qt.TextElideMode.ElideRight
+
     def paint(self, painter, option, index) -> None:
         super().paint(painter, self.clipped(option), index)
 

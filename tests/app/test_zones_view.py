@@ -422,3 +422,32 @@ def test_a_narrow_statistics_table_shows_its_times_beside_the_names(view, qtbot)
                <= view.table.viewport().width()]  # fmt: skip
     assert len(visible) >= 3, [header.sectionSize(c) for c in range(header.count())]
     assert header.sectionSize(0) >= 120
+
+
+def test_a_long_dispatch_name_keeps_its_number_in_a_narrow_column(qtbot):
+    from PySide6.QtGui import QStandardItem, QStandardItemModel
+    from PySide6.QtWidgets import QStyleOptionViewItem, QTableView
+
+    from app.views.zones_by_source import CutCellsElided
+
+    name = "main$async_dispatch_33_conv_256x13x13x64x3x3_f32"
+    model = QStandardItemModel()
+    model.appendRow([QStandardItem(name), QStandardItem("zone")])
+    table = QTableView()
+    qtbot.addWidget(table)
+    table.setModel(model)
+    delegate = CutCellsElided(table)
+    table.setItemDelegate(delegate)
+
+    def shown(width: int) -> str:
+        option = QStyleOptionViewItem()
+        option.initFrom(table)
+        option.rect.setWidth(width)
+        delegate.initStyleOption(option, model.index(0, column))
+        return option.text
+
+    column = 0
+    assert shown(2000) == name  # room for it all: as it is
+    assert shown(120) == "…dispatch_33_conv_256x13x13x64x3x3_f32"  # then cut at its end by the view
+    column = 1
+    assert shown(10) == "zone"  # not a dispatch name: the view's own eliding
