@@ -59,6 +59,7 @@ def build_main_toolbar(window: MainWindow) -> QToolBar:
         action = getattr(stepper, name, None)
         if action is not None:
             bar.addAction(action)
+    _add_run_menu(window, stepper)
     bar.addSeparator()
     inputs = QMenu("Inputs", window)
     for fill in FILLS:
@@ -73,3 +74,33 @@ def build_main_toolbar(window: MainWindow) -> QToolBar:
     bar.addWidget(button)
     window.inputs_menu = inputs
     return bar
+
+
+_RUN_MENU = (
+    ("continue_action", "step_over_action", "step_into_action", "step_out_action", "run_to_cursor_action",
+     "next_dispatch_action", "stop_action"),
+    ("reverse_continue_action", "reverse_step_over_action", "reverse_step_into_action", "reverse_step_out_action",
+     "previous_dispatch_action"),
+    ("toggle_bp_action",),
+)  # fmt: skip
+
+
+def _add_run_menu(window: MainWindow, stepper) -> None:
+    """A Run menu before Help with every run and step action and its key (on the toolbar and in the stepper
+    only, they were found by those who already knew them)."""
+    menu = QMenu("&Run", window)
+    for action in (window.compile_action, window.run_action, window.profile_action):
+        menu.addAction(action)
+    reverse = getattr(stepper, "reverse", None)
+    for group, owner in zip(_RUN_MENU, (stepper, reverse, stepper)):
+        found = [a for a in (getattr(owner, name, None) for name in group) if a is not None]
+        if found:
+            menu.addSeparator()
+            menu.addActions(found)
+    bar = window.menuBar()
+    help_menu = next((a for a in bar.actions() if a.text() == "&Help"), None)
+    if help_menu is not None:
+        bar.insertMenu(help_menu, menu)
+    else:
+        bar.addMenu(menu)
+    window.run_menu = menu

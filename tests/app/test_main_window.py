@@ -129,6 +129,18 @@ def test_view_menu_toggles_each_panel(main_window):
     assert "Compile && Phases" in toggles and "Compile & Phases" not in toggles
 
 
+def test_run_menu_lists_the_run_and_step_actions_with_their_keys(main_window):
+    titles = [a.text() for a in main_window.menuBar().actions()]
+    assert titles == ["&File", "&View", "&Run", "&Help"]
+    run_menu = main_window.menuBar().actions()[2].menu()
+    keys = {a.text(): a.shortcut().toString() for a in run_menu.actions() if a.text()}
+    assert keys["Profile"] == "Ctrl+Shift+R" and keys["▶ Run"] == "Ctrl+R" and keys["Compile"] == "Ctrl+B"
+    stepper = main_window.panels["stepper"]
+    for action in (stepper.step_over_action, stepper.next_dispatch_action, stepper.reverse.previous_dispatch_action,
+                   stepper.reverse.reverse_continue_action, stepper.toggle_bp_action):  # fmt: skip
+        assert action in run_menu.actions(), action.text()
+
+
 def test_open_mlir_compiles_and_opens(qtbot, main_window):
     from engine.samples import sample_path
 
