@@ -136,7 +136,7 @@ class MainWindow(QMainWindow):
 
         self.messages.messageAdded.connect(self._on_message)
         self.worker.started.connect(lambda _: self._show_busy())
-        self.worker.idle.connect(lambda: self._busy.setVisible(False))
+        self.worker.idle.connect(self._hide_busy)
         self.worker.progressed.connect(self._on_progress)
         self.context.moduleChanged.connect(self._on_module_changed)
         self.workbench.said.connect(self._say)
@@ -284,6 +284,7 @@ class MainWindow(QMainWindow):
         self._busy.setMaximumWidth(220)
         self._busy.setMaximumHeight(14)
         self._busy.setVisible(False)
+        self._progress_text = ""  # the running job's last step, shown in the status line
         self.statusBar().addPermanentWidget(self._busy)
         self.statusBar().addPermanentWidget(self.module_label)
         self.statusBar().showMessage("Drop a .vmfb or .mlir file on the window, or use File > Open.")
@@ -614,6 +615,12 @@ class MainWindow(QMainWindow):
         document = CompilationDocument(compilation, self.context, open_document=self.open_document)
         return self.open_document(document, f"Phases — {name}", key=f"compilation:{compilation.out_dir}")
 
+    def _hide_busy(self) -> None:
+        self._busy.setVisible(False)
+        if self._progress_text and self.statusBar().currentMessage() == self._progress_text:
+            self.statusBar().clearMessage()  # the job's last step, not a message said since
+        self._progress_text = ""
+
     def _show_busy(self) -> None:
         self._busy.setRange(0, 0)
         self._busy.setVisible(True)
@@ -623,9 +630,12 @@ class MainWindow(QMainWindow):
             self._busy.setRange(0, 1000)
             self._busy.setValue(round(progress.fraction * 1000))
         if progress.text:
-            self._busy.setFormat(progress.text)
-            self._busy.setTextVisible(True)
-            self.statusBar().showMessage(progress.text, 5000)
+            # Said in the status line, where it has room (inside the 14-px bar it wrapped onto two clipped
+            # lines); it stays until the next step or the end of the job, however long a phase takes.
+            self._busy.setTextVisible(False)
+            self._busy.setToolTip(progress.text)
+            self._progress_text = progress.text
+            self.statusBar().showMessage(progress.text)
 
     def _on_load_failed(self, path: Path, err: WorkError) -> None:
         self._loading = None

@@ -154,6 +154,27 @@ def test_open_mlir_compiles_and_opens(qtbot, main_window):
     ]
 
 
+def test_each_compile_phase_is_said_in_the_status_line(qtbot, main_window, tmp_path):
+    from PySide6.QtWidgets import QProgressBar
+
+    from engine.samples import sample_path
+
+    # A program of its own (a comment makes it one no earlier test compiled: compiles are cached).
+    source = tmp_path / "phases_said.mlir"
+    source.write_text(f"// {tmp_path.name}\n" + sample_path("elementwise").read_text())
+    said = []
+    main_window.worker.progressed.connect(lambda p: said.append((main_window.statusBar().currentMessage(), p.text)))
+    main_window.open_file(source)
+    qtbot.waitUntil(lambda: main_window.context.module is not None, timeout=120000)
+    # In the status line (inside the 14-px bar the text wrapped onto two clipped lines), and not after.
+    assert [text for _, text in said if text.startswith("phase ")], said
+    assert all(shown == text for shown, text in said if text), said
+    busy = main_window.findChild(QProgressBar, "busyProgress")
+    assert not busy.isTextVisible()
+    qtbot.waitUntil(lambda: not busy.isVisible(), timeout=30000)
+    assert not main_window.statusBar().currentMessage().startswith("phase ")
+
+
 def test_open_invalid_mlir_reports_compile_error(qtbot, main_window, tmp_path):
     bad = tmp_path / "bad.mlir"
     bad.write_text("func.func @f( {\n")
