@@ -10,7 +10,7 @@ which packages to install, and the CPU stays selectable.
 
 from __future__ import annotations
 
-from PySide6.QtCore import QSize, Signal
+from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -75,6 +75,8 @@ class DevicePanel(QWidget):
         self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 6)  # compact rows
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        # Cut in the middle: "Max workgroup count" and "Max workgroup size" both read "Max ..." cut at the end.
+        self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         # Property names fit their column up to half the table; the values get the rest (a narrow dock at
         # 1366x768 would otherwise push the Value column out of sight).
         self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Interactive)
@@ -181,7 +183,9 @@ class DevicePanel(QWidget):
         rows = self.properties_of(uri)
         self.table.setRowCount(len(rows))
         for r, (label, text) in enumerate(rows):
-            self.table.setItem(r, 0, QTableWidgetItem(label))
+            name = QTableWidgetItem(label)
+            name.setToolTip(label)
+            self.table.setItem(r, 0, name)
             item = QTableWidgetItem(text)
             item.setToolTip(text)
             self.table.setItem(r, 1, item)

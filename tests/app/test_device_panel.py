@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+from PySide6.QtCore import Qt
 
 from engine.runtime.hal.vulkan.loader import list_physical_devices, vulkan_available
 
@@ -66,6 +67,9 @@ def test_vulkan_devices_listed_with_their_limits(qtbot, main_window, tmp_path):
     assert rows["Min storage buffer offset alignment"] == str(info.min_storage_buffer_offset_alignment)
     assert rows["Extensions"] == str(len(info.extensions))
     assert selected_device_uri() == "vulkan://0"
+    # A narrow property column cuts names in their middle (three rows read "Max ..." cut at the end).
+    assert panel.table.textElideMode() == Qt.TextElideMode.ElideMiddle
+    assert all(panel.table.item(r, 0).toolTip() == panel.table.item(r, 0).text() for r in range(panel.table.rowCount()))
 
     # Look at it: the panel rendered offscreen (reviewed by eye; kept next to the test's tmp files).
     out = os.environ.get("LENS_DEVICE_PANEL_PNG") or str(tmp_path / "device_panel.png")
