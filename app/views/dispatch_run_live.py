@@ -17,12 +17,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import shiboken6
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtWidgets import (
+    QFrame,
     QHBoxLayout,
     QHeaderView,
     QLabel,
     QPushButton,
+    QScrollArea,
     QTableView,
     QTabWidget,
     QVBoxLayout,
@@ -55,6 +57,7 @@ def _sentence(text: str) -> str:
     if first.isalpha():
         text = text[:1].upper() + text[1:]
     return text.rstrip(".") + "."
+HEADER_LINES = 5  # the paused dispatch's header, at most (scrolled beyond)
 UNREAD = "-"  # health of a dispatch whose tensors were not read (seen running, not stopped at)
 
 
@@ -132,20 +135,44 @@ class PausedDispatchView(QWidget):
         )
         self.step_into_button.clicked.connect(lambda: self.stepIntoRequested.emit(self.selected_element()))
         self.inspector = TensorInspector(self)
+        # At most five lines tall, scrolled beyond: why a dispatch is untyped can take nine lines at 1366x768,
+        # which pushed the tensors down to a strip.
+        self.header_area = QScrollArea(self)
+        self.header_area.setWidget(self.header)
+        self.header_area.setWidgetResizable(True)
+        self.header_area.setFrameShape(QFrame.Shape.NoFrame)
+        self.header_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.header_max = self.header.fontMetrics().lineSpacing() * HEADER_LINES + 6
+        self.header_area.installEventFilter(self)  # its height follows its text at its width (_fit_header)
         top = QHBoxLayout()
-        top.addWidget(self.header, 1)
+        top.addWidget(self.header_area, 1)
         top.addWidget(self.step_into_button, 0, Qt.AlignmentFlag.AlignTop)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addLayout(top)
         layout.addWidget(self.inspector, 1)
 
+    def set_header(self, text: str) -> None:
+        self.header.setText(text)
+        self._fit_header()
+
+    def _fit_header(self) -> None:
+        """The header area as tall as its text at its width, up to ``HEADER_LINES`` (no empty band below)."""
+        width = self.header_area.viewport().width()
+        needed = self.header.heightForWidth(width) if width > 0 else self.header.sizeHint().height()
+        self.header_area.setFixedHeight(min(max(needed, 0) + 2, self.header_max))
+
+    def eventFilter(self, watched, event) -> bool:  # noqa: N802 (Qt's name)
+        if watched is self.header_area and event.type() == QEvent.Type.Resize:
+            self._fit_header()
+        return False
+
     def show_pending(self, info) -> None:
         """The run stopped at ``info``; its tensors are being read: the view names this dispatch at once and
         shows nothing of the one before (stepper, status bar and document agree from the stop on)."""
         self.info, self.tensors, self.left = info, [], None
         self.lines = [f"Dispatch #{info.ordinal} {info.export} ({info.when} it runs) — reading its tensors…"]
-        self.header.setText(self.lines[0])
+        self.set_header(self.lines[0])
         self.inspector.set_tensors([])
 
     def selected_element(self):
@@ -176,7 +203,7 @@ class PausedDispatchView(QWidget):
             f"The run {how}: it is no longer paused at dispatch #{self.info.ordinal}. Below is what this dispatch "
             f"held at that stop ({self.info.when} it ran)."
         )
-        self.header.setText("\n".join([notice, *self.lines]))
+        self.set_header("\n".join([notice, *self.lines]))
 
     def show_dispatch(self, info, tensors: list[ShownTensor], note: str = "") -> None:
         self.info, self.tensors, self.left = info, tensors, None
@@ -195,7 +222,7 @@ class PausedDispatchView(QWidget):
             *(f"{t.role} {t.position}: {t.undefined_text}" for t in tensors if t.undefined_text),
         ]
         self.lines = lines
-        self.header.setText("\n".join(lines))
+        self.set_header("\n".join(lines))
         self.inspector.set_tensors([InspectedTensor(t.label, t.array, t.type_text) for t in tensors])
 
 

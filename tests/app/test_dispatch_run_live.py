@@ -48,6 +48,14 @@ def test_break_at_dispatch_1_without_sources_shows_exactly_the_bound_bytes(qtbot
     # Dispatch 1 computes log(a - b). Without sources nothing says its shape: each binding is shown as the
     # bytes it binds, an input (unchanged) or an output (written), never a shape guessed from IREE's name.
     assert "untyped" in view.header.text() and "types from name" not in view.header.text()
+    # The header (why untyped, what would type it) is at most five lines tall, scrolled beyond.
+    assert view.header_area.height() <= view.header_max == view.header.fontMetrics().lineSpacing() * 5 + 6
+    # ... and no taller than its text: two lines take two lines' room, not five.
+    view.set_header("one\ntwo")
+    assert view.header_area.height() < view.header.fontMetrics().lineSpacing() * 3
+    view.set_header("\n".join(str(k) for k in range(9)))
+    assert view.header_area.height() == view.header_max
+    view.set_header("\n".join(view.lines))
     by_role = {t.role: t for t in view.tensors}
     assert set(by_role) == {"input", "output"}
     for role, expected in (("input", a - b), ("output", np.log(a - b))):
