@@ -410,6 +410,31 @@ def test_reduce_keeps_only_the_broken_op_and_its_inputs(tmp_path, small_cnn_spli
     assert not np.allclose(got, expected, atol=1e-3)
 
 
+def test_reduce_judges_every_candidate_by_the_whole_tests_rule(tmp_path, small_cnn_split):
+    """small_cnn's mean (a sum over 64 terms, then a division by 64) with its divisor made 64.1: the sum is
+    the same in A and B, so reduce keeps the division alone, and says the very difference the whole test
+    showed. (Judged by the scale of what each candidate was fed, the division fed the sum, 30 times the
+    inputs' scale, agreed and the innocent sum was kept.)"""
+    out = tmp_path / "split"
+    shutil.copytree(small_cnn_split, out)
+    [test] = [t for t in read_manifest(out) if "reduction_16x64" in t.dir]
+    program = out / test.dir / "dispatch.mlir"
+    original = tmp_path / "original.mlir"
+    original.write_text(program.read_text())
+    assert program.read_text().count("6.400000e+01") == 1
+    program.write_text(program.read_text().replace("6.400000e+01", "6.410000e+01"))
+    reduced = _lens("reduce", str(out / test.dir), "--against=llvm-cpu", f"--reference={original}", "--json")
+    assert reduced.returncode == 0, reduced.stderr
+    report = json.loads(reduced.stdout)
+    assert report["total"] == 3 and report["kept"] == ["#2 linalg.generic"], report
+    # the same output difference, the same verdict and count at every step as for the whole test
+    whole = check_test(out, test, list(TARGETS["llvm-cpu"].flags), "local-task")
+    assert whole.verdict == "diverged"
+    beyond = f"{whole.outputs[0]['mismatches']} of 16 beyond"
+    assert report["failure"].startswith("diverged") and beyond in report["failure"]
+    assert report["steps"] and all(beyond in step["detail"] for step in report["steps"])
+
+
 def test_reduce_a_compile_failure_keeps_one_op_failing_the_same_way(tmp_path, small_cnn_split):
     out = tmp_path / "split"
     shutil.copytree(small_cnn_split, out)

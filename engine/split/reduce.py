@@ -7,7 +7,7 @@ candidate keeps a subset of ``main``'s top-level operations; each removed operat
 arguments, fed with the values B computed for them in the whole test (one run of B with every intermediate
 tensor returned), so a kept operation sees exactly what it saw in the full test. What a kept operation
 produces that nothing kept consumes is a result. A candidate still fails when A and B disagree beyond
-rounding on some result (``numerics.compare``), or, for a test that crashes A's compiler or runtime, when A
+rounding on some result (``numerics.compare``, by one rule decided once from the whole test), or, for a test that crashes A's compiler or runtime, when A
 still fails with the same message (paths and numbers aside). ``ddmin`` removes chunks of operations, then
 single ones, keeping each removal that still fails; each kept step is reported.
 """
@@ -202,6 +202,11 @@ class Reducer:
         self.values: dict[tuple[int, int], Path] = {}
         self.tries = 0
         self.failure: Outcome | None = None
+        # One rule for the whole reduction, from the test as split wrote it (its reduction length and the
+        # scale of its inputs): judged by what each candidate is fed, an operation whose feed is an
+        # intermediate value (a sum, hundreds of times the inputs' scale) would get a rule that many times
+        # wider, and the same wrong output would agree in one candidate and diverge in another.
+        self.rule = tolerance_for(test, [np.load(p) for p in self.inputs], None)
 
     def close(self) -> None:
         shutil.rmtree(self.work, ignore_errors=True)
@@ -244,9 +249,7 @@ class Reducer:
         b_out, b_error = self._run(self.b, b_candidate.text, b_inputs, len(b_candidate.results), tag + "b")
         if b_out is None:
             return Outcome(False, "invalid", f"B failed: {b_error}")
-        arrays = [np.load(p) for p in inputs]
-        rule = tolerance_for(self.test, arrays, None)
-        comparisons = [compare(np.load(x), np.load(y), tolerance=rule) for x, y in zip(a_out, b_out)]
+        comparisons = [compare(np.load(x), np.load(y), tolerance=self.rule) for x, y in zip(a_out, b_out)]
         verdict = worst_verdict(c.verdict for c in comparisons)
         if verdict is Verdict.DIVERGED:
             worst = next(c for c in comparisons if c.verdict is Verdict.DIVERGED)
