@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
     QSplitter,
     QTableWidget,
     QTableWidgetItem,
+    QTabWidget,
     QTextEdit,
     QVBoxLayout,
     QWidget,
@@ -148,7 +149,7 @@ class ExecutableEditor(QWidget):
         self.outputs = QWidget()
         self.outputs_layout = QVBoxLayout(self.outputs)
         self.outputs_layout.setContentsMargins(0, 0, 0, 0)
-        self.outputs.hide()  # until a rerun has outputs to show
+
         self.list.setMinimumWidth(120)
         self.find_edit.setMinimumWidth(140)
 
@@ -159,20 +160,31 @@ class ExecutableEditor(QWidget):
         buttons.setObjectName("editorButtons")
         for b in (self.apply_button, self.revert_button, self.rerun_button, self.export_button, self.benchmark_button):
             buttons.addWidget(b)
+        source = QWidget()
+        sl = QVBoxLayout(source)
+        sl.setContentsMargins(0, 0, 0, 0)
+        sl.addWidget(self.find_edit)
+        sl.addWidget(self.text, 1)
+        sl.addWidget(self.errors)
+        # The outputs before and after the edit on a tab of their own, as wide as the text: beside it they
+        # had a third of the editor and the inspector's controls read "rows d", "colum d", "Histogran".
+        self.panes = QTabWidget()
+        self.panes.setObjectName("editorPanes")
+        self.panes.setDocumentMode(True)
+        self.panes.addTab(source, "Source")
+        self.panes.addTab(self.outputs, "Outputs (before / after the edit)")
+        self.panes.setTabVisible(1, False)  # until a rerun has outputs to show
         right = QWidget()
         rl = QVBoxLayout(right)
         rl.setContentsMargins(0, 0, 0, 0)
         rl.addWidget(buttons)
-        rl.addWidget(self.find_edit)
-        rl.addWidget(self.text, 1)
-        rl.addWidget(self.errors)
+        rl.addWidget(self.panes, 1)
         rl.addWidget(self.status)
         split = QSplitter(Qt.Orientation.Horizontal)
         split.addWidget(self.list)
         split.addWidget(right)
-        split.addWidget(self.outputs)
         split.setStretchFactor(1, 3)
-        split.setSizes([180, 620, 260])
+        split.setSizes([180, 880])
         layout = QVBoxLayout(self)
         layout.setContentsMargins(2, 2, 2, 2)
         layout.addWidget(split)
@@ -302,6 +314,8 @@ class ExecutableEditor(QWidget):
                     selections.append(sel)
         self.text.setExtraSelections(selections)
         self.errors.setVisible(bool(self.diagnostics))
+        if self.diagnostics:  # the messages are read beside their lines, on the source's tab
+            self.panes.setCurrentIndex(0)
 
     def error_lines(self) -> list[int]:
         return [s.cursor.blockNumber() + 1 for s in self.text.extraSelections()]
@@ -500,6 +514,8 @@ class ExecutableEditor(QWidget):
         """The dispatch's output before and after the edit (as f32 when the bytes allow)."""
         self.last_outputs = (before, after)
         self.outputs.show()
+        self.panes.setTabVisible(1, True)
+        self.panes.setCurrentIndex(1)
         while self.outputs_layout.count():
             w = self.outputs_layout.takeAt(0).widget()
             if w is not None:

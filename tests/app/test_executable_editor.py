@@ -177,6 +177,9 @@ def test_labels_stay_readable_beside_the_outputs(qtbot, tmp_path):
     assert all(editor.list.visualItemRect(editor.list.item(k)).width() <= editor.list.viewport().width()
                for k in range(editor.list.count()))  # fmt: skip
     inspector = editor.outputs.findChild(QWidget, "outputsInspector")
+    # The outputs come to the front on a tab of their own, as wide as the text (beside it: a third).
+    assert editor.panes.currentWidget() is editor.outputs and editor.panes.isTabVisible(1)
+    assert inspector.width() >= 0.7 * editor.width(), (inspector.width(), editor.width())
     labels = [inspector.tensor_list.item(k).text() for k in range(2)]
     assert labels[0].startswith("after the edit") and labels[1].startswith("before the edit")
     assert all("4x8xf32" in label or "f32" in label for label in labels) and not any("float32" in t for t in labels)
