@@ -66,14 +66,26 @@ def test_break_nan_stops_after_the_log(capsys, tmp_path, modules):
 
 
 def test_break_by_name_function_and_pc(capsys, tmp_path, modules):
+    """The entry of the called function is where gdb's ``break main`` then ``run`` stops: first there (both
+    breakpoints at pc 0), then at the dispatch, then the end."""
     code, lines, err = debug(
         capsys, tmp_path, modules["plain"],
-        "break dispatch *dispatch_2* after\nbreak pc main:0\nbreak function main\ncontinue\ncontinue\n",
+        "break dispatch *dispatch_2* after\nbreak pc main:0\nbreak function main\ncontinue\ncontinue\ncontinue\n",
         "--function=main", *HEALTHY,
     )
     assert code == 0, err
-    assert lines[0]["dispatch"]["ordinal"] == 2 and lines[0]["dispatch"]["when"] == "after"
-    assert lines[1]["reason"] == "finished"
+    assert [x["reason"] for x in lines] == ["breakpoint", "dispatch", "finished"], lines
+    assert lines[0]["function"] == "main" and lines[0]["pc"] == 0 and lines[0]["depth"] == 1
+    assert lines[1]["dispatch"]["ordinal"] == 2 and lines[1]["dispatch"]["when"] == "after"
+
+
+def test_break_function_of_the_called_function_stops_at_its_entry(capsys, tmp_path, modules):
+    code, lines, err = debug(
+        capsys, tmp_path, modules["plain"], "break function main\ncontinue\ncontinue\n", "--function=main", *HEALTHY
+    )
+    assert code == 0, err
+    assert [(x["reason"], x["function"], x["pc"]) for x in lines[:1]] == [("breakpoint", "main", 0)]
+    assert lines[1]["reason"] == "finished" and len(lines) == 2
 
 
 def test_step_n_is_exact_and_deterministic(capsys, tmp_path, modules):

@@ -271,7 +271,7 @@ class DebugSession:
         if command.stop_at_entry:
             self.emit(Stopped(StopReason.ENTRY, self.location(), self.stop_detail()))
         else:
-            self.start_run(self.controller.continue_)
+            self.start_run(self.controller.continue_from_entry)  # a breakpoint at the entry stops it there
 
     def _on_step(self, command: Step) -> None:
         try:

@@ -228,6 +228,16 @@ class Controller:
     def continue_(self) -> StopEvent:
         return self._continue_until(None)
 
+    def continue_from_entry(self) -> StopEvent:
+        """Continue a call just begun (its entry frame at pc 0). A breakpoint on that first instruction (``break
+        function`` of the called function) stops it before it runs: ``continue_`` would step over it, as
+        ``Interpreter.run`` steps over a stub at the pc it starts from (a resume from a stop must)."""
+        t = self.interpreter
+        hit = self.breakpoints_at(t) if not t.finished else ()
+        if hit:
+            return self.stop_event("breakpoint", breakpoints=hit)
+        return self.continue_()
+
     def run_to(self, module: str, function: str | int, pc: int) -> StopEvent:
         """Continue until the instruction at ``pc`` of ``module.function`` (or another stop)."""
         bp = InstructionBreakpoint(module, function, pc)
