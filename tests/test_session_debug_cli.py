@@ -88,6 +88,26 @@ def test_break_function_of_the_called_function_stops_at_its_entry(capsys, tmp_pa
     assert lines[1]["reason"] == "finished" and len(lines) == 2
 
 
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ("break function nosuchfn", "break function nosuchfn: no function of nan_log.llvm-cpu.vmfb is named so (its functions: "),
+        ("break pc nosuch:12", "break pc nosuch:0xc: no function of nan_log.llvm-cpu.vmfb is named so (its functions: "),
+        ("break pc main:99999", "break pc main:0x1869f: 0x1869f is not the pc of an instruction of main (its last "),
+        ("break pc main:2", "break pc main:0x2: 0x2 is not the pc of an instruction of main (the nearest: 0x1, 0x"),
+    ],
+)
+def test_a_vm_breakpoint_naming_no_instruction_is_not_set(capsys, tmp_path, modules, line, said):
+    """As a dispatch name no dispatch has: a '(not set)' note naming the module's functions (or the pcs near),
+    the script goes on, status 0, and no Python exception's name."""
+    code, lines, err = debug(capsys, tmp_path, modules["plain"], f"{line}\ncontinue\n", "--function=main", *HEALTHY)
+    assert code == 0 and [x["reason"] for x in lines] == ["finished"], err
+    assert f"commands.gdb:1: {said}" in err and "(not set)" in err, err
+    if "its functions" in said:
+        assert "main" in err.split("its functions: ")[-1], err
+    assert "KeyError" not in err and "OUT_OF_RANGE" not in err, err
+
+
 def test_step_n_is_exact_and_deterministic(capsys, tmp_path, modules):
     """step 7 lands where step 3 + step 4 lands, with the same registers, every time."""
     args = ("--function=main", *HEALTHY)

@@ -74,8 +74,9 @@ SCRIPT_RULE = (
     "program is not stopped; save-tensors with neither a stop at a dispatch nor the ended program's outputs; "
     "a reverse command before the program ran, or one that cannot move (reverse-finish in the outermost "
     "frame). 2: a commands file that cannot be read or parsed (nothing runs). Notes on stderr leave the "
-    "status alone: a breakpoint that cannot be set ('(not set)', as gdb answers no to a pending "
-    "breakpoint), dispatch breakpoints the program never reached; a reverse command that reaches the start "
+    "status alone: a breakpoint that cannot be set (a dispatch name, function or pc the module does not "
+    "have: '(not set)' at its line, as gdb answers no to a pending breakpoint), dispatch breakpoints the "
+    "program never reached; a reverse command that reaches the start "
     "of the history stops there (reason history-start)."
 )
 _REVERSE_VERBS = ("reverse-step", "reverse-next", "reverse-finish", "reverse-continue")

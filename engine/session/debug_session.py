@@ -240,7 +240,8 @@ class DebugSession:
 
     def _refused(self, breakpoints: tuple[Breakpoint, ...]) -> dict[Breakpoint, str]:
         """The breakpoints that can never match this module, each with the reason: a dispatch name no
-        dispatch has, a diverge reference that is not a capture bundle or a module."""
+        dispatch has, a VM function it lacks, a pc that starts none of that function's instructions, a
+        diverge reference that is not a capture bundle or a module."""
         from engine.dispatch.diverge_condition import DivergeError
 
         if self._dispatch_names is None:
@@ -248,6 +249,8 @@ class DebugSession:
         refused: dict[Breakpoint, str] = {}
         for bp in breakpoints:
             problem = unmatchable(bp, self._dispatch_names[0], os.path.basename(self.runner.module_path))
+            if problem is None and bp.kind in (BreakpointKind.FUNCTION, BreakpointKind.INSTRUCTION):
+                problem = self._unresolvable(bp)
             if problem is None and bp.kind == BreakpointKind.DIVERGE:
                 try:
                     self.gate.check_reference(bp)
@@ -256,6 +259,46 @@ class DebugSession:
             if problem is not None:
                 refused[bp] = problem
         return refused
+
+    def _unresolvable(self, bp: Breakpoint) -> str | None:
+        """Why a function or instruction breakpoint names no instruction of the program (None: it does)."""
+        installed = self._vm_breakpoint(bp)
+        if installed is None:
+            return None
+        spelled = f"break function {bp.function}" if bp.kind == BreakpointKind.FUNCTION else f"break pc {bp.function}:{bp.pc:#x}"
+        try:
+            if self.controller.resolve(installed):
+                return None
+        except KeyError:
+            pass  # no such function: said below, as for a function breakpoint
+        except LensError:  # the function is there, the pc starts none of its instructions
+            return f"{spelled}: {bp.pc:#x} is not the pc of an instruction of {bp.function} ({self._nearest_pcs(bp)})"
+        names = [f.name for inst in self.controller.instances if bp.module in (None, inst.name) for f in inst.functions]
+        shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+        module = os.path.basename(self.runner.module_path)
+        return f"{spelled}: no function of {module} is named so (its functions: {shown or 'none'})"
+
+    def _nearest_pcs(self, bp: Breakpoint) -> str:
+        """The pcs of the instructions around ``bp.pc`` in its function, to correct a pc by."""
+        module = bp.module or self.runner.module.name
+        for inst in self.controller.instances:
+            if inst.name == module:
+                pcs = sorted(inst.instructions(inst.function_ordinal(bp.function)))
+                k = bisect.bisect_left(pcs, bp.pc)
+                if k >= len(pcs):
+                    return f"its last instruction is at {pcs[-1]:#x}"
+                return "the nearest: " + ", ".join(f"{pc:#x}" for pc in pcs[max(k - 1, 0) : k + 1])
+        return "see its disassembly"
+
+    def _vm_breakpoint(self, bp: Breakpoint) -> vmc.Breakpoint | None:
+        """The VM controller's breakpoint of a session breakpoint (None: the gate's, or incomplete)."""
+        if bp.kind == BreakpointKind.INSTRUCTION and bp.function is not None and bp.pc is not None:
+            return vmc.InstructionBreakpoint(bp.module or self.runner.module.name, bp.function, bp.pc)
+        if bp.kind == BreakpointKind.FUNCTION and bp.function:
+            return vmc.FunctionBreakpoint(bp.function, bp.module)
+        if bp.kind == BreakpointKind.IMPORT and bp.import_name:
+            return vmc.ImportBreakpoint(bp.import_name)
+        return None
 
     def _on_call(self, command: Call) -> None:
         self.abandon_run()
@@ -457,16 +500,9 @@ class DebugSession:
         c = self.controller
         for bp in c.breakpoints:
             c.remove_breakpoint(bp)
-        module = self.runner.module.name
         self._installed = {}
         for bp in self.breakpoints:
-            installed: object | None = None
-            if bp.kind == BreakpointKind.INSTRUCTION and bp.function is not None and bp.pc is not None:
-                installed = vmc.InstructionBreakpoint(bp.module or module, bp.function, bp.pc)
-            elif bp.kind == BreakpointKind.FUNCTION and bp.function:
-                installed = vmc.FunctionBreakpoint(bp.function, bp.module)
-            elif bp.kind == BreakpointKind.IMPORT and bp.import_name:
-                installed = vmc.ImportBreakpoint(bp.import_name)
+            installed = self._vm_breakpoint(bp)
             if installed is not None:
                 c.add_breakpoint(installed)
                 self._installed.setdefault(installed, bp)

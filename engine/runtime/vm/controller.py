@@ -91,11 +91,17 @@ class Controller:
 
     def add_breakpoint(self, bp: Breakpoint) -> int:
         """Install a breakpoint; returns how many instruction locations it resolved to."""
+        self._install(bp, self.resolve(bp))
+        return len(self._breakpoints[bp])
+
+    def resolve(self, bp: Breakpoint) -> set[tuple[ModuleInstance, int, int]]:
+        """The instruction locations ``bp`` names, installing nothing (empty: none, e.g. no function has
+        that name). An ``InstructionBreakpoint`` raises ``KeyError`` for a function its module lacks and
+        ``VmStatusError`` for a pc that is not the start of one of its instructions."""
         locations: set[tuple[ModuleInstance, int, int]] = set()
         for inst in self.instances:
             locations |= self._resolve_in(bp, inst)
-        self._install(bp, locations)
-        return len(self._breakpoints[bp])
+        return locations
 
     def remove_breakpoint(self, bp: Breakpoint) -> None:
         for inst, ordinal, pc in self._breakpoints.pop(bp, set()):
