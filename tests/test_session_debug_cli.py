@@ -108,6 +108,21 @@ def test_a_vm_breakpoint_naming_no_instruction_is_not_set(capsys, tmp_path, modu
     assert "KeyError" not in err and "OUT_OF_RANGE" not in err, err
 
 
+def test_a_breakpoint_not_set_is_said_once_at_its_line(capsys, tmp_path, modules):
+    code, lines, err = debug(
+        capsys, tmp_path, modules["plain"],
+        "break dispatch *nomatch*\nbreak dispatch 1\nbreak function nosuchfn\nbreak dispatch 2\ncontinue\ncontinue\ncontinue\n",
+        "--function=main", *HEALTHY,
+    )  # fmt: skip
+    assert code == 0, err
+    assert [x["reason"] for x in lines] == ["dispatch", "dispatch", "finished"], err
+    notes = [n for n in err.splitlines() if "(not set)" in n]
+    assert len(notes) == 2, err
+    assert "commands.gdb:1: break dispatch *nomatch*" in notes[0] and "nosuchfn" not in notes[0]
+    assert "commands.gdb:3: break function nosuchfn" in notes[1] and "nomatch" not in notes[1]
+    assert "ended without stopping" not in err, err
+
+
 def test_step_n_is_exact_and_deterministic(capsys, tmp_path, modules):
     """step 7 lands where step 3 + step 4 lands, with the same registers, every time."""
     args = ("--function=main", *HEALTHY)

@@ -45,6 +45,7 @@ from engine.session.dispatch_gate import is_dispatch_breakpoint
 from engine.session.protocol import (
     BREAKPOINT_REFUSED,
     Answer,
+    Breakpoint,
     Crashed,
     Event,
     Failed,
@@ -225,6 +226,9 @@ class Debugger:
         self.finished: Finished | None = None
         self.status = 0
         self.matched: set[str] = set()  # the breakpoints (described) that stopped the program so far
+        # The breakpoints the session refused (said '(not set)' at their line): not sent again with later
+        # lines' breakpoints, which would have them refused, and said, once more at every later break.
+        self.refused: set[Breakpoint] = set()
 
     # -- output
 
@@ -318,7 +322,8 @@ class Debugger:
     def _do(self, command: ScriptCommand) -> None:
         verb = command.verb
         if verb == "break":
-            self.client.set_breakpoints((*self.client.breakpoints, command.breakpoint))
+            kept = tuple(b for b in self.client.breakpoints if b not in self.refused)
+            self.client.set_breakpoints((*kept, command.breakpoint))
             self._expect_no_failure(command)
         elif verb == "continue":
             if self.state == "not started":
@@ -368,6 +373,7 @@ class Debugger:
         while True:
             event = self._next()
             if isinstance(event, Failed) and event.status == BREAKPOINT_REFUSED:
+                self.refused.update(r.breakpoint for r in event.refused)
                 self._error(command, f"{event.message} (not set)", fatal=False)  # as gdb: said, and on
             elif isinstance(event, Failed):
                 self._error(command, event.message)
@@ -438,7 +444,7 @@ class Debugger:
         never = [
             bp.describe()
             for bp in self.client.breakpoints
-            if is_dispatch_breakpoint(bp) and bp.describe() not in self.matched
+            if is_dispatch_breakpoint(bp) and bp.describe() not in self.matched and bp not in self.refused
         ]
         if never:
             self._error(command, "the program ended without stopping at: " + "; ".join(never), fatal=False)
