@@ -82,12 +82,12 @@ def test_held_out_path(program):
         client.request("configurationDone")
         assert client.stopped()["reason"] == "entry"
         entry = client.top_frame()
-        assert entry["name"] == "main" and int(entry["instructionPointerReference"], 0) == 0
+        assert entry["name"] == "main" and entry["instructionPointerReference"] == "main:0x0"
 
         client.request("next", {"threadId": 1})
         assert client.stopped()["reason"] == "step"
         after = client.top_frame()
-        assert int(after["instructionPointerReference"], 0) > 0
+        assert int(after["instructionPointerReference"].rpartition(":")[2], 0) > 0
         client.request("stepBack", {"threadId": 1})
         assert client.stopped()["reason"] == "step"
         assert client.top_frame()["instructionPointerReference"] == entry["instructionPointerReference"]
@@ -395,6 +395,46 @@ def test_a_refused_breakpoint_is_answered_unverified_with_its_reason(program, tm
         client.request("configurationDone")
         stop = client.stopped()  # the taken breakpoint stops the run; the refused ones were never set
         assert stop["reason"] == "function breakpoint" and "dispatch #1" in client.top_frame()["name"]
+    finally:
+        client.close()
+
+
+def test_vm_breakpoints_each_answered_and_the_entry_function_stops(program):
+    """A function breakpoint on the called function stops at its entry; one on a
+    function the module lacks, and instruction breakpoints at no instruction, are each answered unverified
+    with the reason in a successful response, the others set. An instruction reference from a stack frame
+    (``FUNCTION:0xPC``), plus an offset as a disassembly view sends it, names that function's instruction."""
+    vmfb, inputs = program
+    client = DapClient([*lens_command(), "dap"])
+    try:
+        launch(client, vmfb, inputs)
+        reply = client.request("setFunctionBreakpoints", {"breakpoints": [{"name": "main"}, {"name": "nosuchfn"}]})
+        main, missing = reply["body"]["breakpoints"]
+        assert reply["success"] and main["verified"] is True and missing["verified"] is False, reply
+        assert "no function of" in missing["message"] and "main" in missing["message"].split("its functions")[1]
+        client.request("configurationDone")
+        assert client.stopped()["reason"] == "breakpoint"
+        frame = client.top_frame()
+        assert frame["name"] == "main" and frame["instructionPointerReference"] == "main:0x0"
+        listed = client.request("disassemble", {"memoryReference": frame["instructionPointerReference"],
+                                                "instructionCount": 3})["body"]["instructions"]  # fmt: skip
+        third = int(listed[2]["address"], 0)
+        reply = client.request("setInstructionBreakpoints", {"breakpoints": [
+            {"instructionReference": frame["instructionPointerReference"], "offset": third},
+            {"instructionReference": "main:0x2"},  # inside the first constant's instruction
+            {"instructionReference": "main:0x1869f"},
+            {"instructionReference": "nosuch:0x0"},
+            {"instructionReference": "__init:0x0"},  # another function's first instruction
+        ]})  # fmt: skip
+        answers = reply["body"]["breakpoints"]
+        assert reply["success"] and [a["verified"] for a in answers] == [True, False, False, False, True], reply
+        assert answers[0]["instructionReference"] == f"main:0x{third:x}"
+        assert "not the pc of an instruction of main" in answers[1]["message"]
+        assert "not the pc of an instruction of main" in answers[2]["message"]
+        assert "no function of" in answers[3]["message"]
+        client.request("continue", {"threadId": 1})
+        assert client.stopped()["reason"] == "breakpoint"
+        assert client.top_frame()["instructionPointerReference"] == f"main:0x{third:x}"
     finally:
         client.close()
 

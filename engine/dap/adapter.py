@@ -14,10 +14,13 @@ Mapping (the names the DAP specification uses):
   the call starts at ``configurationDone``.
 - function breakpoints: ``dispatch:ORDINAL`` or ``dispatch:GLOB`` (IREE's export names; ``... after`` to stop
   after it ran) are dispatch breakpoints, any other name a VM function's entry; instruction breakpoints take
-  an ``instructionReference`` (a pc, as stack frames and ``disassemble`` give them); the exception filters
-  ``nan`` (after a dispatch writes NaN/Inf) and ``divergence`` (condition: ``REFERENCE [ATOL [RTOL]]``).
-- ``stackTrace``: VM frames innermost first, ``instructionPointerReference`` the pc (``0x..``); at a
-  dispatch, the dispatch itself on top (its name holds IREE's export name).
+  an ``instructionReference`` (``FUNCTION:0xPC`` as stack frames give it, or a pc alone, of the function
+  ``disassemble`` or a frame last showed it in); each breakpoint that names nothing of the program is
+  answered unverified with the reason (the request succeeds); the exception filters ``nan`` (after a
+  dispatch writes NaN/Inf) and ``divergence`` (condition: ``REFERENCE [ATOL [RTOL]]``).
+- ``stackTrace``: VM frames innermost first, ``instructionPointerReference`` ``FUNCTION:0xPC``
+  (``disassemble`` takes it as its ``memoryReference``); at a dispatch, the dispatch itself on top (its name
+  holds IREE's export name).
 - ``scopes``: ``Dispatch`` (the paused dispatch's bindings; each has a ``memoryReference`` that
   ``readMemory`` reads, and expands to its place and elements), ``Registers``, ``Globals``.
 - ``next``/``stepIn``/``stepOut``/``continue``; ``stepBack`` is gdb's reverse-next, ``reverseContinue``
@@ -307,10 +310,9 @@ class DebugAdapter:
 
     def _on_set_instruction_breakpoints(self, args: dict, request: dict) -> dict:
         def instruction(spec: dict) -> tuple[Breakpoint, dict]:
-            pc = _address(spec.get("instructionReference")) + int(spec.get("offset") or 0)
-            function = self._pc_functions.get(pc) or self._top_function()
+            function, pc = self._instruction(spec.get("instructionReference"), spec.get("offset"))
             bp = Breakpoint(BreakpointKind.INSTRUCTION, function=function, pc=pc)
-            return bp, {"verified": True, "instructionReference": f"0x{pc:x}"}
+            return bp, {"verified": True, "instructionReference": instruction_reference(function, pc)}
 
         self._instruction_bps, answers = _parsed(args.get("breakpoints") or (), instruction)
         return {"breakpoints": self._judged(answers, self._apply_breakpoints())}
@@ -506,7 +508,7 @@ class DebugAdapter:
                 "name": frame.name,
                 "line": 0,
                 "column": 0,
-                "instructionPointerReference": f"0x{frame.pc:x}",
+                "instructionPointerReference": instruction_reference(frame.function, frame.pc),
             }
             if frame.dispatch is not None:
                 item["presentationHint"] = "label"
@@ -678,8 +680,7 @@ class DebugAdapter:
         return body
 
     def _on_disassemble(self, args: dict, request: dict) -> dict:
-        pc = _address(args.get("memoryReference")) + int(args.get("offset") or 0)
-        function = self._pc_functions.get(pc) or self._top_function()
+        function, pc = self._instruction(args.get("memoryReference"), args.get("offset"))
         lines = self._function_lines(function)
         at = max(bisect.bisect_right([line_pc for line_pc, _ in lines], pc) - 1, 0)
         start = at + int(args.get("instructionOffset") or 0)
@@ -751,6 +752,14 @@ class DebugAdapter:
         except (TypeError, ValueError, IndexError):
             raise RequestError(f"no frame {frame_id!r} in this stop") from None
 
+    def _instruction(self, reference: Any, offset: Any = 0) -> tuple[str, int]:
+        """The function and pc an instruction reference names: ``FUNCTION:0xPC`` (what stack frames and
+        breakpoints give: pcs alone are ambiguous, every function starts at 0), or a pc alone, of the
+        function it was last seen in (stack frames, disassembly), else of the innermost frame."""
+        function, pc = parse_instruction_reference(reference)
+        pc += int(offset or 0)
+        return function or self._pc_functions.get(pc) or self._top_function(), pc
+
     def _top_function(self) -> str:
         stop = self.stop
         for frame in stop.frames if stop else ():
@@ -801,11 +810,20 @@ def parse_memory_reference(text: str) -> tuple[int, int]:
         raise RequestError(f"{text!r} is not a binding's memory reference (dispatchN.bindingK)") from None
 
 
-def _address(reference: Any) -> int:
+def instruction_reference(function: str, pc: int) -> str:
+    """A stack frame's or breakpoint's instruction reference: ``FUNCTION:0xPC`` (``break pc``'s spelling)."""
+    return f"{function}:0x{pc:x}" if function else f"0x{pc:x}"
+
+
+def parse_instruction_reference(reference: Any) -> tuple[str | None, int]:
+    """``(function, pc)`` of ``FUNCTION:PC`` or a pc alone (function None)."""
+    function, _, pc = str(reference).rpartition(":")
     try:
-        return int(str(reference), 0)
+        return function or None, int(pc, 0)
     except ValueError:
-        raise RequestError(f"{reference!r} is not an instruction reference (a pc such as 0x1c)") from None
+        raise RequestError(
+            f"{reference!r} is not an instruction reference (FUNCTION:0xPC as stack frames give them, or a pc such as 0x1c)"
+        ) from None
 
 
 def _stop_reason(event: Stopped) -> tuple[str, str]:
