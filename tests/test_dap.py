@@ -399,6 +399,18 @@ def test_a_refused_breakpoint_is_answered_unverified_with_its_reason(program, tm
         client.close()
 
 
+def test_no_threads_before_launch(program):
+    vmfb, inputs = program
+    client = DapClient([*lens_command(), "dap"])
+    try:
+        client.request("initialize", {"adapterID": "iree-lens"})
+        assert client.request("threads")["body"]["threads"] == []
+        launch(client, vmfb, inputs)
+        assert [t["name"] for t in client.request("threads")["body"]["threads"]] == ["main"]
+    finally:
+        client.close()
+
+
 def test_vm_breakpoints_each_answered_and_the_entry_function_stops(program):
     """A function breakpoint on the called function stops at its entry; one on a
     function the module lacks, and instruction breakpoints at no instruction, are each answered unverified

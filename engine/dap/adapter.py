@@ -358,6 +358,8 @@ class DebugAdapter:
     # ------------------------------------------------------------------------------------ running
 
     def _on_threads(self, args: dict, request: dict) -> dict:
+        if self.client is None:  # nothing runs before launch (DAP clients ask early, and show what they get)
+            return {"threads": []}
         return {"threads": [{"id": THREAD_ID, "name": self.function or "main"}]}
 
     def _on_continue(self, args: dict, request: dict) -> Any:
