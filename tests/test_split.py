@@ -452,7 +452,30 @@ def test_reduce_refuses_a_test_that_agrees(tmp_path, small_cnn_split):
     out = tmp_path / "split"
     shutil.copytree(small_cnn_split, out)
     reduced = _lens("reduce", str(out / test.dir), "--against=vmvx")
-    assert reduced.returncode == 2 and "agree on the whole test" in reduced.stderr
+    # nothing to reduce is an answer (1, as grep's "nothing found"), not trouble (2)
+    assert reduced.returncode == 1 and "agree on the whole test" in reduced.stderr
+    assert "expected/" not in reduced.stderr  # A agrees with expected/ too: nothing more to say
+
+
+def test_reduce_of_a_test_that_only_disagrees_with_expected_says_what_it_compares(tmp_path, small_cnn_split):
+    """split --check judges a test by its expected/ outputs, reduce by build B: a test whose expected/ is
+    wrong (edited here) diverges under --check, and reduce, whose A and B agree, says that it compares two
+    builds and how to reduce against expected/, with an answer's exit status, not trouble's."""
+    [test] = [t for t in read_manifest(small_cnn_split) if "conv_16x8" in t.dir]
+    out = tmp_path / "split"
+    shutil.copytree(small_cnn_split, out)
+    expected = out / test.dir / "expected" / "result0.npy"
+    values = np.load(expected)
+    values.flat[5] += 1.0
+    np.save(expected, values)
+    [checked] = [v for v in check_split(out, list(TARGETS["llvm-cpu"].flags), "local-task") if v.dir == test.dir]
+    assert checked.verdict == "diverged"
+    reduced = _lens("reduce", str(out / test.dir), "--against=vmvx")
+    assert reduced.returncode == 1, reduced.stderr
+    assert "A (llvm-cpu on" in reduced.stderr and "B (vmvx on" in reduced.stderr
+    assert "reduce compares two builds, not the test's expected/ outputs" in reduced.stderr
+    assert "A disagrees with expected/ (diverged: max abs 1," in reduced.stderr
+    assert "give as B the build that wrote it" in reduced.stderr
 
 
 HELDOUT = Path(__file__).resolve().parent / "heldout_programs"

@@ -7,6 +7,13 @@ A is the build given by the flags (default llvm-cpu) and ``--device``. ``--again
 ``"--iree-opt-level=O0 --device=local-task"``); B's flags default to A's. ``--reference=FILE``: B compiles
 FILE (same operations, e.g. the test before a hand edit) instead of the test's dispatch.mlir. Writes
 ``DIR/<test>/reduced/``: reduced.mlir, inputs/, expected/, steps.json; prints each kept step.
+
+reduce compares two builds, not a build with the test's expected/ outputs (removed operations are fed B's
+values of them, which expected/ does not hold): to reduce what ``split --check`` found against expected/,
+give as B the build split ran (its compile flags and device), with ``--reference`` if the program was edited.
+
+Exit status (as grep, and as split): 0 when the test was reduced, 1 when there is nothing to reduce (A and B
+agree on the whole test), 2 for trouble (bad usage, a folder that cannot be read, B failing on the test).
 """
 
 from __future__ import annotations
@@ -23,7 +30,10 @@ from engine.cli.compile_arguments import (
     option_default,
     take_own_options,
 )
+from engine.cli.exit_status import TROUBLE
 from engine.errors import LensError
+
+NOTHING_TO_REDUCE = 1  # as grep's "no line selected" and split's "no dispatch written": not trouble
 
 
 def _own_options(parser: argparse.ArgumentParser, defaults: bool) -> None:
@@ -64,7 +74,7 @@ def against_build(text: str, a_flags: list[str], a_device: str, reference: Path 
 
 def run(args: argparse.Namespace) -> int:
     from engine.cli.split import check_flags_and_device
-    from engine.split.reduce import Build, reduce_test
+    from engine.split.reduce import Build, NothingToReduce, reduce_test
 
     iree_flags = take_own_options(args, _own_options)
     try:
@@ -75,10 +85,13 @@ def run(args: argparse.Namespace) -> int:
         b = against_build(args.against, flags, device, args.reference)
         log = None if args.json else (lambda line: print(line, flush=True))
         result = reduce_test(args.source, a, b, log=log)
+    except NothingToReduce as e:  # the answer, not trouble: said whole (how to reduce against expected/)
+        print(f"iree-lens reduce: {e}", file=sys.stderr)
+        return NOTHING_TO_REDUCE
     except (ValueError, FileNotFoundError, LensError) as e:
         # one line: IREE's runtime errors go on with its VM stack
         print(f"iree-lens reduce: {str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}", file=sys.stderr)
-        return 2
+        return TROUBLE
     if args.json:
         print(json.dumps(result.to_json()))
     else:

@@ -38,6 +38,10 @@ class ReduceError(LensError):
     """The test cannot be reduced (it does not fail, B fails, the programs do not line up...)."""
 
 
+class NothingToReduce(ReduceError):
+    """A and B agree on the whole test: there is no failure to shrink (not trouble: the answer)."""
+
+
 @dataclass(frozen=True)
 class Build:
     """One side of the comparison: iree-compile flags, the runtime device, and the program it compiles
@@ -266,7 +270,7 @@ class Reducer:
         everything = set(range(len(self.names)))
         self.failure = self.judge(everything)  # nothing removed: no feeds needed yet
         if not self.failure.failing:
-            raise ReduceError(f"A and B agree on the whole test ({self.failure.detail}): nothing to reduce")
+            raise NothingToReduce(self._nothing_to_reduce())
         self.reference_values()
         self.log(f"whole test: {self.failure.kind}: {self.failure.detail}")
         kept = sorted(everything)
@@ -297,6 +301,29 @@ class Reducer:
         final = self.judge(set(kept))
         return ReduceResult(out, [self.names[i] for i in kept], len(self.names), f"{final.kind}: {final.detail}",
                             steps, self.tries)  # fmt: skip
+
+    def _nothing_to_reduce(self) -> str:
+        """Why there is nothing to reduce, and, since ``split --check`` judges a test by its expected/
+        outputs and reduce by B, what A makes of expected/ and how to reduce against it."""
+        from engine.split.check import build_label
+
+        a, b = build_label(list(self.a.flags), self.a.device), build_label(list(self.b.flags), self.b.device)
+        if self.b.program is not None:
+            b += f" compiling {self.b.program.name}"
+        text = f"A ({a}) and B ({b}) agree on the whole test ({self.failure.detail}): nothing to reduce"
+        outputs, error = self._run(self.a, self.a_text, self.inputs, len(self.test.outputs), "expected")
+        if outputs is None:
+            return text
+        comparisons = [compare(np.load(x), np.load(self.test_dir / "expected" / name), tolerance=self.rule)
+                       for x, name in zip(outputs, self.test.outputs)]  # fmt: skip
+        differ = next((c for c in comparisons if not c.ok), None)
+        if differ is None:
+            return text
+        # expected/ came from split's own run; reduce needs a build that computes every intermediate value
+        # too (removed operations are fed B's), which saved outputs cannot, so it names the build to give.
+        return (f"{text}.\nreduce compares two builds, not the test's expected/ outputs, and A disagrees with "
+                f"expected/ ({differ.summary()}): to reduce against expected/, give as B the build that wrote it "
+                f"(split's own flags and device: --against=...), with --reference=FILE if the program was edited")
 
     def _write(self, kept: set[int]) -> Path:
         """``<test>/reduced/``: reduced.mlir (A's program), inputs/, expected/ (B's results) and, when B
