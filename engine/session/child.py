@@ -260,6 +260,12 @@ class ChildSession:
             # SIGKILL cannot be refused, but a large process takes a while to be torn down on a loaded
             # machine: wait for it (2 s was too short at a load of 8), so ``alive`` is False once reported.
             process.join(timeout=KILL_WAIT_S)
+            # The reader thread joins the dying process too: when it reaps it first, this join's waitpid
+            # fails (ECHILD) and returns before the reader has recorded the exit code, so ``is_alive`` would
+            # still say True for a moment after the Crashed below.
+            deadline = time.monotonic() + KILL_WAIT_S
+            while process.is_alive() and time.monotonic() < deadline:
+                time.sleep(0.005)
         if report:
             self._emit(
                 Crashed(reason or describe_exit(process.exitcode), self._crash_location(), process.exitcode)
