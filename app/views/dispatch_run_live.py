@@ -97,7 +97,7 @@ class ShownTensor:
         # An output before its dispatch ran holds what the memory held then; an untyped binding's bytes may be
         # an earlier dispatch's results, so they are only said to be as they were before this dispatch.
         typed_output = self.source != TypeSource.UNTYPED and self.role == "output"
-        state = "" if self.written else (", not written yet" if typed_output else ", before the dispatch runs")
+        state = "" if self.written else (", not written yet" if typed_output else ", before it runs")
         undefined = self.undefined_text
         return f"{where}, {access}{role}{state}" + (f" — {undefined}" if undefined else "")
 
