@@ -165,3 +165,24 @@ def test_a_sum_that_cancels_is_judged_against_what_it_summed():
     broken[5] = deviations[5, :-64].sum(dtype=np.float32)
     wrong = compare(broken, pairwise, tolerance=Tolerance(reduction_length=length, input_scale=finite_scale([deviations])))
     assert wrong.verdict is Verdict.DIVERGED and wrong.first_mismatch == (5,)
+
+
+def test_a_widened_rounding_is_reported_as_applied():
+    # A mean over 64 terms read from inputs twice the results' scale: the rule is widened to the inputs'
+    # scale, and the rounding reported is that widened allowance said against the results' own scale, so
+    # max_scaled_error beyond it is exactly a mismatch (the unwidened figure was reported: an error above
+    # "rounding" with no mismatch counted).
+    rng = np.random.default_rng(3)
+    expected = rng.uniform(0.5, 3.77, 16).astype(np.float32)
+    rule = Tolerance(reduction_length=64, input_scale=7.61)
+    for divisor, verdict in ((64.02, Verdict.WITHIN_ROUNDING), (64.1, Verdict.DIVERGED)):
+        actual = (expected * np.float32(64) / np.float32(divisor)).astype(np.float32)
+        judged = compare(actual, expected, tolerance=rule)
+        assert judged.verdict is verdict
+        assert (judged.mismatches == 0) == (judged.max_scaled_error <= judged.rounding)
+        assert judged.rounding_scale == 7.61
+        assert judged.rounding * judged.scale == pytest.approx(rounding_allowance(np.dtype(np.float32), 64) * 7.61)
+        assert "inputs' (7.61)" in judged.tolerance_text and judged.to_json()["rounding_scale"] == 7.61
+    # without a wider input scale, the rule is the dtype's allowance against the tensor's scale, as before
+    plain = compare(expected * np.float32(1.0001), expected)
+    assert plain.rounding == rounding_allowance(np.dtype(np.float32)) and plain.rounding_scale == plain.scale

@@ -325,6 +325,28 @@ def test_split_check_cli_reports_only_the_broken_test(tmp_path, small_cnn_split)
     assert reason["verdict"] == "failed" and "iree-compile failed" in reason["reason"]
 
 
+def test_split_check_reports_the_rounding_it_applied(tmp_path, small_cnn_split):
+    """small_cnn's mean over 64 terms with its divisor made 64.02 (3.1e-4 relative, ~5000 ulps): the rule is
+    2048 f32 eps measured against the larger of the result's scale and the inputs' (twice the mean's), and
+    the JSON says that rule: the rounding against the result's scale, the scale it was measured against,
+    so that max_scaled_error is beyond the reported rounding exactly when elements are counted beyond it
+    (it said rounding 2.4e-4 for an error of 3.1e-4 and no mismatch)."""
+    out = tmp_path / "split"
+    shutil.copytree(small_cnn_split, out)
+    [test] = [t for t in read_manifest(out) if "reduction_16x64" in t.dir]
+    program = out / test.dir / "dispatch.mlir"
+    inputs_scale = float(np.abs(np.load(out / test.dir / "inputs" / test.inputs[0])).max())
+    text = program.read_text()
+    for divisor, verdict in (("6.402000e+01", "within_rounding"), ("6.410000e+01", "diverged")):
+        program.write_text(text.replace("6.400000e+01", divisor))
+        [entry] = [t for t in check_split(out, list(TARGETS["llvm-cpu"].flags), "local-task") if t.dir == test.dir]
+        judged = entry.to_json()
+        assert judged["verdict"] == verdict
+        assert judged["rounding_scale"] == pytest.approx(inputs_scale) and inputs_scale > judged["scale"]
+        assert (judged["mismatches"] == 0) == (judged["max_scaled_error"] <= judged["rounding"]), judged
+        assert "64-term reduction's inputs'" in judged["tolerance"]
+
+
 def test_split_attention_block_reproduces_on_llvm_cpu_and_vmvx(tmp_path):
     source = MODELS / "attention_block.mlir"
     if not source.exists():

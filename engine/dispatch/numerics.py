@@ -111,6 +111,9 @@ class Tolerance:
     @functools.cache  # noqa: B019 (frozen and hashable: one text per rule)
     def describe(self) -> str:
         if not self.explicit:
+            if self.reduction_length and self.input_scale and math.isfinite(self.input_scale):
+                return (f"default: within rounding relative to the larger of the tensor's scale and its "
+                        f"{self.reduction_length}-term reduction's inputs' ({self.input_scale:.3g})")
             return "default: within rounding relative to the tensor's scale"
         parts = [f"{k}={v:g}" for k, v in (("atol", self.atol), ("rtol", self.rtol), ("ulps", self.ulps)) if v is not None]
         return ", ".join(parts)
@@ -140,7 +143,9 @@ class Comparison:
     scale: float = 0.0  # largest finite magnitude of either tensor (sentinels left out)
     rms: float = 0.0  # of the expected tensor's finite elements
     max_scaled_error: float = 0.0  # max abs error / scale
-    rounding: float | None = None  # the default rule's allowance relative to the scale (None: explicit/exact)
+    # The default rule's allowance relative to ``scale``, as applied: ``max_scaled_error`` beyond it is a
+    # mismatch (None: explicit/exact). A reduction's is widened where its inputs' scale is the larger.
+    rounding: float | None = None
     sqnr_db: float = math.inf  # 10 log10(sum b^2 / sum (a-b)^2) over elements finite on both sides
     cosine: float = 1.0
     nan_expected: int = 0
@@ -150,6 +155,9 @@ class Comparison:
     nonfinite_mismatches: int = 0  # positions where the NaN/Inf pattern differs
     tolerance_text: str = ""
     extra: dict = field(default_factory=dict)
+    # The magnitude the rounding was measured against: the tensor's scale, or a reduction's inputs' when
+    # larger (its allowance in absolute terms is rounding * scale = dtype's allowance * this).
+    rounding_scale: float = 0.0
 
     @property
     def ok(self) -> bool:
@@ -194,6 +202,7 @@ class Comparison:
             "scale": finite_or_text(self.scale),
             "rms": finite_or_text(self.rms),
             "rounding": self.rounding,
+            "rounding_scale": finite_or_text(self.rounding_scale),
             "sqnr_db": finite_or_text(self.sqnr_db),
             "cosine": finite_or_text(self.cosine),
             "nan": [self.nan_actual, self.nan_expected],
@@ -377,12 +386,17 @@ def compare(
     else:
         verdict = Verdict.WITHIN_TOLERANCE if tol.explicit or not floats else Verdict.WITHIN_ROUNDING
     max_abs = acc.max_abs
+    if rounding is not None and scale > 0 and rounding_scale > scale:
+        # Said against the tensor's own scale, like max_scaled_error: every element is within the scale, so
+        # max_scaled_error beyond this is exactly a mismatch (the inputs' scale would otherwise hide the widening).
+        rounding *= rounding_scale / scale
     return Comparison(
         True, a.size, acc.mismatches, max_abs, acc.max_rel, first_index, tol.atol, tol.rtol, note, verdict,
         element, tol.ulps, acc.max_ulps if floats else None, scale, rms,
         (max_abs / scale) if scale > 0 else (0.0 if max_abs == 0 else math.inf), rounding,
         _sqnr(acc.signal, acc.noise), _cosine(acc.dot, acc.norm_a, acc.norm_b),
         acc.nan_b, acc.nan_a, acc.inf_b, acc.inf_a, acc.nonfinite_mismatches, tol.describe(),
+        rounding_scale=rounding_scale if rounding is not None else 0.0,
     )  # fmt: skip
 
 
