@@ -250,8 +250,11 @@ class PhaseTimeline(QWidget):
         """Show an ``engine.compiler.TimingReport``; ``phase_names`` are the phases whose dumps it contains."""
         self.set_layout(layout_report(report, phase_names))
         if self.report is not report:
-            self.label = label or f"compilation {len(_RECENT) + 1} ({format_seconds(report.total_wall_s)})"
-            if not any(r is report for _, r in _RECENT):
+            # One compilation shown twice (the compile panel and its Phases document) keeps one name: the
+            # session's first compile was "compilation 2" in the document.
+            known = next((name for name, r in _RECENT if r is report), None)
+            self.label = label or known or f"compilation {len(_RECENT) + 1} ({format_seconds(report.total_wall_s)})"
+            if known is None:
                 _RECENT.append((self.label, report))
                 del _RECENT[:-_RECENT_MAX]
         self.report = report

@@ -68,6 +68,12 @@ def test_open_in_zones_and_compare(main_window, qtbot, two_reports):
         assert stats[name] == pytest.approx(seconds * 1e9, abs=2e3 + seconds * 1e3)
     save_screenshot(main_window, "zones2_open_in_zones")
 
+    # The same compilation shown by a second timeline (the compile panel and its Phases document) keeps its
+    # name: it was "compilation 2" the second time.
+    unnamed = timeline.__class__()
+    unnamed.set_timing(ra, list(PHASES))
+    assert unnamed.label == "default"
+
     # B was shown in this session too, so the compare menu offers it.
     other = timeline.__class__()
     other.set_timing(rb, list(PHASES), label="O0")
