@@ -164,6 +164,19 @@ def test_reference_engine_needs_trace_points(capsys, tmp_path, modules):
     assert code != 0 and "trace points" in err and "--iree-flow-trace-dispatch-tensors" in err
 
 
+def test_reference_engine_runs_a_module_without_trace_points_when_no_stop_is_asked(capsys, tmp_path, modules):
+    # A plain reference run: nothing asks for a dispatch stop, so no trace points are needed (it was refused
+    # at open); the result is the traced module's.
+    results = {}
+    for name in ("plain", "traced"):
+        (tmp_path / name).mkdir()
+        code, lines, err = debug(capsys, tmp_path / name, modules[name], "continue\n", "--function=main", *HEALTHY,
+                                 "--engine=reference")  # fmt: skip
+        assert code == 0, err
+        results[name] = lines[-1]["outputs"]
+    assert results["plain"] == results["traced"] and results["plain"]
+
+
 def test_reference_engine_refuses_vm_commands_by_line(capsys, tmp_path, modules):
     code, _, err = debug(
         capsys, tmp_path, modules["traced"], "break dispatch 0\n\nstep 2\n", "--function=main", *HEALTHY,

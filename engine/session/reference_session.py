@@ -99,6 +99,7 @@ class ReferenceSession:
         self._function = ""
         self._sink: Any = None
         self._module_path: str | None = None
+        self._traced = False  # the open module has dispatch trace points (stops need them)
         self._dispatch_names: tuple[tuple[str, ...] | None] | None = None  # the module's (worked out once)
         self._handlers: dict[type, Callable[[Any], None]] = {
             Open: self._on_open,
@@ -140,8 +141,9 @@ class ReferenceSession:
         from engine.runtime.reference import ReferenceRunner
 
         self.close()
-        if not has_trace_points(command.module_path):
-            raise ReferenceSessionError(NO_TRACE_POINTS.format(module=command.module_path))
+        # A module without trace points still runs (a plain reference run); it is refused where a stop at a
+        # dispatch is asked for (a breakpoint, a stop at the first dispatch), which only trace points give.
+        self._traced = has_trace_points(command.module_path)
         sink = rt.HalModuleDebugSink(self._trace)
         self.runner = ReferenceRunner(command.module_path, command.device, debug_sink=sink)
         self._sink = sink  # alive as long as the module
@@ -149,7 +151,13 @@ class ReferenceSession:
         self._dispatch_names = None
         self.emit(Opened(command.module_path, tuple(self.runner.function_names), command.device))
 
+    def _need_trace_points(self) -> None:
+        if not self._traced:
+            raise ReferenceSessionError(NO_TRACE_POINTS.format(module=self._module_path))
+
     def _on_set_breakpoints(self, command: SetBreakpoints) -> None:
+        if command.breakpoints and self._module_path is not None:
+            self._need_trace_points()
         refused = [b for b in command.breakpoints if b.kind not in (BreakpointKind.DISPATCH, BreakpointKind.NAN)]
         if refused:
             raise ReferenceSessionError(
@@ -176,6 +184,8 @@ class ReferenceSession:
             raise ReferenceSessionError("no module is open")
         arg_kinds, _ = split_cconv(self.runner.cconv(command.function))
         args = parse_inputs(list(command.inputs), arg_kinds)
+        if command.stop_at_entry or self.breakpoints:  # (breakpoints set before the module was opened too)
+            self._need_trace_points()
         self._function = command.function
         self._ordinal = -1
         self._stop_at_next = command.stop_at_entry  # no VM entry to stop at: the first dispatch
