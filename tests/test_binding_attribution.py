@@ -56,3 +56,37 @@ def test_a_binding_aliasing_another_is_never_called_written_by_guess(tmp_path):
                 assert t.binding_label == f"binding {t.binding}, access unknown"
         ambiguous_seen += len(ambiguous)
     assert ambiguous_seen  # small_cnn has such dispatches (its convolutions over one slab)
+
+
+def test_whole_buffer_bindings_are_located_to_the_end_of_their_buffer():
+    """A binding of a whole-buffer length (``-1``, as the VM passes it) covers its buffer's bytes from its
+    offset to its end: the ranges that decide in-place writes and byte types see the real span, not an
+    empty or negative one."""
+    from engine.dispatch.diverge_condition import ByteTypes
+    from engine.dispatch.snapshot import WrittenRanges
+    from engine.runtime.hal import constants as c
+    from engine.runtime.hal.buffers import Allocation, HalBuffer, allocation_span
+    from engine.runtime.hal.device import DispatchBinding
+
+    allocation = Allocation(np.zeros(256, np.uint8))
+    slab = HalBuffer(allocation, 0, 256, 0, 0)
+    part = slab.subspan(64, 128)  # bytes [64, 192) of the allocation
+    assert allocation_span(part, 16, c.WHOLE_BUFFER) == (allocation, 80, 192)
+    assert allocation_span(part, 16, 32) == (allocation, 80, 112)
+
+    class Record:  # what WrittenRanges and ByteTypes read of a dispatch: its bindings
+        def __init__(self, *bindings):
+            self.bindings = bindings
+
+    ranges = WrittenRanges()
+    first = Record(DispatchBinding(0, part, 100, c.WHOLE_BUFFER))  # writes [164, 192)
+    assert ranges.refine(first, ["write"]) == ("write",)
+    overlapping = Record(DispatchBinding(0, slab, 180, 8))  # [180, 188): inside the first write
+    assert ranges.refine(overlapping, ["write"]) == ("readwrite",)
+    apart = Record(DispatchBinding(0, slab, 0, 64))
+    assert ranges.refine(apart, ["write"]) == ("write",)
+
+    types = ByteTypes()
+    types.mark(DispatchBinding(0, part, 64, c.WHOLE_BUFFER), 0, 64, np.dtype(np.float32))  # [128, 192)
+    assert types.read_by(Record(DispatchBinding(0, slab, 150, c.WHOLE_BUFFER))) == np.float32
+    assert types.read_by(Record(DispatchBinding(0, slab, 0, 100))) == np.uint8

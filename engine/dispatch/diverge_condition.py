@@ -123,8 +123,8 @@ class ByteTypes:
 
     @staticmethod
     def _key(binding) -> tuple[object, int, int]:
-        allocation, start, _ = allocation_span(binding.buffer, binding.offset, binding.length)
-        return allocation, start, int(binding.length)
+        allocation, start, end = allocation_span(binding.buffer, binding.offset, binding.length)
+        return allocation, start, end - start
 
     def _get(self, allocation) -> list[tuple[int, int, np.dtype]]:
         try:

@@ -171,7 +171,7 @@ class DispatchSnapshot:
         if self._ambiguous is None:
             access = self.observed_access()
             changed = [k for k, a in enumerate(access) if a in ("write", "readwrite")]
-            spans = {k: _span(self.record.bindings[k]) for k in changed}
+            spans = {k: _span_of(self.record.bindings[k]) for k in changed}
             found: dict[int, tuple[int, ...]] = {}
             for k in changed:
                 allocation, start, end = spans[k]
@@ -244,19 +244,13 @@ class WrittenRanges:
     def __init__(self):
         self._ranges: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
-    @staticmethod
-    def _key(binding) -> tuple[object, int, int]:
-        allocation = getattr(binding.buffer, "allocation", binding.buffer)
-        start = int(getattr(binding.buffer, "byte_offset", 0)) + int(binding.offset)
-        return allocation, start, start + int(binding.length)
-
     def refine(self, record: DispatchRecord, changed: Sequence[str]) -> tuple[str, ...]:
         """``changed`` (read/write per binding) with ``readwrite`` where a written binding overlaps earlier
         writes; then remembers this dispatch's writes."""
         access = []
         for binding, acc in zip(record.bindings, changed):
             if acc == "write":
-                key, start, end = self._key(binding)
+                key, start, end = _span_of(binding)
                 try:
                     earlier = self._ranges.get(key, ())
                 except TypeError:  # not weak-referenceable
@@ -265,7 +259,7 @@ class WrittenRanges:
             access.append(acc)
         for binding, acc in zip(record.bindings, access):
             if acc != "read":
-                mark_range(self._ranges, *self._key(binding))
+                mark_range(self._ranges, *_span_of(binding))
         return tuple(access)
 
 
@@ -458,13 +452,9 @@ class DispatchSnapshots(DispatchObserver):
         self.current = None
 
 
-def _span(binding) -> tuple[object, int, int]:
-    """(allocation, start, end) of the bytes ``binding`` binds (a whole-buffer length resolved)."""
-    try:
-        start, length = binding.buffer.resolve(binding.offset, binding.length)
-        return getattr(binding.buffer, "allocation", binding.buffer), int(start), int(start) + int(length)
-    except Exception:  # an invalid range: the dispatch itself reports it
-        return allocation_span(binding.buffer, binding.offset, binding.length)
+def _span_of(binding) -> tuple[object, int, int]:
+    """(allocation, start, end) of the bytes ``binding`` binds, so bindings of different buffers compare."""
+    return allocation_span(binding.buffer, binding.offset, binding.length)
 
 
 def _covered(start: int, end: int, spans: Sequence[tuple[int, int]]) -> bool:

@@ -142,10 +142,15 @@ def calculate_range(base_offset: int, max_length: int, offset: int, length: int)
 
 def allocation_span(buffer: object, offset: int, length: int) -> tuple[object, int, int]:
     """(allocation, start, end): where ``length`` bytes at ``offset`` of ``buffer`` lie in its allocation (a
-    buffer-like object without one stands for itself), so ranges of different buffers can be compared."""
+    buffer-like object without one stands for itself), so ranges of different buffers can be compared.
+    A whole-buffer ``length`` (``-1``) is resolved to the end of a buffer whose length is known."""
     allocation = getattr(buffer, "allocation", buffer)
     start = int(getattr(buffer, "byte_offset", 0)) + int(offset)
-    return allocation, start, start + int(length)
+    length = int(length)
+    if length == c.WHOLE_BUFFER:
+        byte_length = getattr(buffer, "byte_length", None)
+        length = max(int(byte_length) - int(offset), 0) if byte_length is not None else 0
+    return allocation, start, start + length
 
 
 class HalBuffer:
