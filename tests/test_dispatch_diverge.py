@@ -133,7 +133,10 @@ def test_exit_status_is_diffs_and_options_stand_anywhere(tmp_path):
     assert kept.returncode == 1 and json.loads(kept.stdout)["first_divergence"] is not None, kept.stderr
     assert lens_in_process("diverge", a, f"--keep={tmp_path / 'kept_same'}", a, "--json").returncode == 0
     usage = lens_in_process("diverge", a)
-    assert usage.returncode == 2 and "give A.vmfb B.vmfb" in usage.stderr
+    assert usage.returncode == 2 and "give A.vmfb B.vmfb, or one module with --device-a/--device-b" in usage.stderr
+    one = lens_in_process("diverge", a, "--device-b=local-task", "--input=2x16xf32=0.25", "--json")
+    assert one.returncode == 0, one.stderr  # one module on two devices: A against itself on local-task
+    assert json.loads(one.stdout)["devices"] == ["local-sync", "local-task"]
     helped = lens_in_process("diverge", "--help")
     assert "Exit status (as diff and cmp): 0 when nothing diverges, 1 when a first divergence is named" in " ".join(
         helped.stdout.split()

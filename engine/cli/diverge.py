@@ -27,7 +27,12 @@ def add_parser(subparsers) -> None:
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("modules", nargs="*", metavar="MODULE", help="A.vmfb B.vmfb (B may equal A)")
+    p.add_argument(
+        "modules",
+        nargs="*",
+        metavar="MODULE",
+        help="A.vmfb B.vmfb (B may equal A; one module given with --device-a/--device-b runs on both devices)",
+    )
     p.add_argument("--function", help="exported function to call")
     p.add_argument("--input", action="append", default=[], help="an input, as iree-run-module takes it")
     p.add_argument("--device-a", default=None, help="device of run A (default: what module A was compiled for)")
@@ -72,8 +77,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.replay:
             return _replay(args)
+        if len(args.modules) == 1 and (args.device_a or args.device_b):
+            args.modules = [args.modules[0]] * 2  # one module on two devices
         if len(args.modules) != 2:
-            print("iree-lens diverge: give A.vmfb B.vmfb [--function=F] [--input=...]", file=sys.stderr)
+            print(
+                "iree-lens diverge: give A.vmfb B.vmfb, or one module with --device-a/--device-b "
+                "[--function=F] [--input=...]",
+                file=sys.stderr,
+            )
             return TROUBLE
         from pathlib import Path
 
