@@ -158,3 +158,20 @@ def test_inspect_executables_names_a_cpu_librarys_exports_from_the_host_code(com
     listed = [line.split("export ", 1)[1] for line in proc.stdout.splitlines() if line.startswith("  export ")]
     expected = list(dict.fromkeys(name for _, _, name, _ in tool_call_sites(vmfb)))
     assert listed == expected and len(listed) >= 2
+
+
+def test_a_module_cut_inside_its_flatbuffer_is_called_truncated(compiled):
+    """Every read past the end of a cut file, wherever it falls, says the file is truncated and how much of
+    the module flatbuffer its size prefix declares (not only an offset outside a range)."""
+    data = compiled.path("mlp", "vmvx").read_bytes()
+    layout = VmfbModule.from_bytes(data, name="whole").layout
+    declared = layout.flatbuffer_start + layout.size_prefix
+    failed = 0
+    for cut in range(layout.flatbuffer_start + 8, declared, max(1, declared // 40)):
+        try:
+            m = VmfbModule.from_bytes(data[:cut], name="cut")
+            _ = [f.name for f in m.functions], m.rodata_segments, m.executables
+        except VmfbFormatError as e:
+            failed += 1
+            assert f"the file is truncated: it ends at byte {cut} of the {declared}" in str(e), (cut, str(e))
+    assert failed  # cuts inside the flatbuffer do fail

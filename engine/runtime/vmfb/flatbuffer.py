@@ -55,7 +55,7 @@ class FlatBuffer:
     ``data`` plus ``origin`` (where ``data`` itself sits in the file, for nested buffers).
     """
 
-    __slots__ = ("buf", "start", "end", "error", "origin", "source", "budget")
+    __slots__ = ("buf", "start", "end", "error", "origin", "source", "budget", "declared_end")
 
     def __init__(
         self,
@@ -66,6 +66,7 @@ class FlatBuffer:
         error: type[FormatError] = VmfbFormatError,
         origin: int = 0,
         source: str | None = None,
+        declared_end: int | None = None,
     ):
         self.buf = data if isinstance(data, memoryview) else memoryview(data)
         if self.buf.ndim != 1 or self.buf.itemsize != 1:
@@ -76,6 +77,8 @@ class FlatBuffer:
         self.error = error
         self.origin = origin
         self.source = source
+        # Where the container says the flatbuffer ends; past ``end`` (the file's end) the file is truncated.
+        self.declared_end = self.end if declared_end is None else max(declared_end, self.end)
         if not (0 <= start <= self.end <= n):
             self.fail(f"flatbuffer extent [{start}, {end}) lies outside the {n}-byte buffer", start, "root")
         self.budget = READ_BUDGET_PER_BYTE * (self.end - self.start) + READ_BUDGET_MINIMUM
@@ -87,8 +90,11 @@ class FlatBuffer:
 
     def check(self, pos: int, size: int, path: str) -> None:
         if pos < self.start or size < 0 or pos + size > self.end:
+            truncated = pos + size > self.end and self.declared_end > self.end
             self.fail(
-                f"read of {size} bytes at offset {pos + self.origin} is outside the flatbuffer "
+                (f"the file is truncated: it ends at byte {self.end + self.origin} of the "
+                 f"{self.declared_end + self.origin} its module flatbuffer declares; " if truncated else "")
+                + f"read of {size} bytes at offset {pos + self.origin} is outside the flatbuffer "
                 f"[{self.start + self.origin}, {self.end + self.origin})",
                 pos,
                 path,

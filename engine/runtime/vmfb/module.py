@@ -265,6 +265,7 @@ class VmfbModule:
             self.layout.flatbuffer_end,
             error=VmfbFormatError,
             source=source,
+            declared_end=self.layout.flatbuffer_start + self.layout.size_prefix,
         )
         self._root = self._fb.root("BytecodeModuleDef", b"IREE")
         self.name: str = self._root.string(0, "name") or ""
