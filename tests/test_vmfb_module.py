@@ -122,6 +122,10 @@ def test_writable_mapping_is_private(compiled, tmp_path):
         (b"", "empty"),
         (b"PK\x03\x04" + bytes(26), "module.fb"),
         (b"\x10\x00\x00\x00" + bytes(12), "IREE"),
+        (b"func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {\n", r"this is MLIR text: compile it first"),
+        (b"ML\xefR\x00" + bytes(16), r"this is MLIR bytecode: compile it first"),
+        (b"\x93NUMPY\x01\x00v\x00{'descr': '<f4'}", r"NumPy \.npy array: give it as an input"),
+        (b"# Notes\n\nSome prose that is not a module.\n", r"a text file, not a compiled \.vmfb"),
     ],
 )
 def test_bad_inputs_raise_one_typed_error(data, match):

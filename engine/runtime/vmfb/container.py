@@ -68,7 +68,7 @@ def locate(buf: memoryview, source: str | None = None) -> ContainerLayout:
     if bytes(buf[start + 4 : start + 8]) != b"IREE":
         raise VmfbFormatError(
             f"not an IREE VM module: flatbuffer identifier is {bytes(buf[start + 4 : start + 8])!r}, "
-            "expected b'IREE'",
+            f"expected b'IREE'{_looks_like(buf, source)}",
             path=source,
             where=f"offset {start + 4}",
         )
@@ -82,6 +82,24 @@ def locate(buf: memoryview, source: str | None = None) -> ContainerLayout:
     rodata_base = align(start + size_prefix, SEGMENT_ALIGNMENT)
     entries = _zip_entries(buf) if is_zip else ()
     return ContainerLayout(is_zip, start, end, size_prefix, rodata_base, entries)
+
+
+def _looks_like(buf: memoryview, source: str | None) -> str:
+    """What a file that is not a module seems to be, as a hint to add to the error (or nothing)."""
+    head = bytes(buf[:4096])
+    if head.startswith(b"\x93NUMPY"):
+        return " (this is a NumPy .npy array: give it as an input, --input=@FILE)"
+    compile_first = ": compile it first, with iree-compile or iree-lens phases, then open the .vmfb)"
+    if head.startswith(b"ML\xefR"):
+        return " (this is MLIR bytecode" + compile_first
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError:
+        return ""
+    mlir_words = ("func.func", "util.func", "module @", "module {", "hal.executable", "torch.vtensor")
+    if (source or "").endswith(".mlir") or any(word in text for word in mlir_words):
+        return " (this is MLIR text" + compile_first
+    return " (this is a text file, not a compiled .vmfb)"
 
 
 def _zip_entries(buf: memoryview) -> tuple[tuple[str, int, int], ...]:
