@@ -96,7 +96,8 @@ class DebugRunner:
         arg_kinds, result_kinds = split_cconv(self.cconv(function))
         if len(args) != len(arg_kinds):
             raise DebugRunError(
-                f"{function} takes {len(arg_kinds)} inputs ({self.cconv(function)}); {len(args)} given"
+                f"{function} takes {len(arg_kinds)} input{'s' if len(arg_kinds) != 1 else ''} "
+                f"(calling convention {self.cconv(function)}); {len(args)} given"
             )
         vm_args = [self.to_vm(kind, value) for kind, value in zip(arg_kinds, args)]
         try:

@@ -97,7 +97,7 @@ class ReferenceRunner:
         cconv = self.cconv(function)
         arg_kinds, result_kinds = split_cconv(cconv)
         if len(args) != len(arg_kinds):
-            raise ReferenceRunError(f"{function} takes {len(arg_kinds)} inputs ({cconv}); {len(args)} given")
+            raise ReferenceRunError(f"{function} takes {len(arg_kinds)} input{'s' if len(arg_kinds) != 1 else ''} (calling convention {cconv}); {len(args)} given")
         arg_list, ret_list = rt.VmVariantList(len(args)), rt.VmVariantList(len(result_kinds))
         try:
             for kind, value in zip(arg_kinds, args):
