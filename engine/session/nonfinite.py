@@ -63,12 +63,18 @@ def _changed_elements(
     snapshot: DispatchSnapshot, binding: int, start: int, length: int, itemsize: int
 ) -> list[tuple[int, int]]:
     """The element ranges ``[first, end)`` of the tensor at bytes ``[start, start+length)`` of ``binding``
-    that the dispatch changed (a changed byte makes its whole element written)."""
-    found = []
+    that the dispatch changed (a changed byte makes its whole element written), each element once: runs of
+    changed bytes split inside one element (a NaN over 1.0000001 leaves its second byte as it was) give
+    overlapping element spans, merged here, else that element is counted twice."""
+    found: list[tuple[int, int]] = []
     for s, e in snapshot.written_ranges(binding):
         s, e = max(s, start), min(e, start + length)
         if s < e:
-            found.append(((s - start) // itemsize, -(-(e - start) // itemsize)))
+            first, end = (s - start) // itemsize, -(-(e - start) // itemsize)
+            if found and first < found[-1][1]:  # the ranges are sorted: only the last span can overlap
+                found[-1] = (found[-1][0], max(end, found[-1][1]))
+            else:
+                found.append((first, end))
     return found
 
 
