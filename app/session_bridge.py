@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 from PySide6.QtCore import QObject, Qt, Signal, Slot
 
-from app.settings import open_settings
+from app.settings import STATE_DIR_ENV, open_settings
 from engine.errors import LensError
 from engine.session.client import (
     BreakpointsChanged,
@@ -67,7 +67,6 @@ from engine.session.protocol import (
 
 # Every debug run records its history (engine.timetravel), so the window can step back and travel in time.
 HANDLER = "engine.session.timetravel_session:TimeTravelSession"
-STATE_DIR_ENV = "IREE_LENS_STATE_DIR"  # where the last session is saved (tests point it at a tmp dir)
 
 STOP_TIMEOUT_KEY = "session/stop_timeout_s"
 HANG_TIMEOUT_KEY = "session/hang_timeout_s"

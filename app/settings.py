@@ -1,11 +1,14 @@
 """Persistent user settings: recent files and the window layout, through ``QSettings``.
 
-Settings live in an INI file under the user's config location (organisation "IREE Lens"). Tests
-redirect that location with ``QSettings.setPath`` so they never touch the user's own settings.
+Settings live in an INI file under the user's config location (organisation "IREE Lens"), or, when
+``$IREE_LENS_STATE_DIR`` is set (tests, scripted walks of the window), in ``settings.ini`` inside that folder,
+beside the saved session: whatever points the saved session away from the user's own points the settings
+away too, so a walk or a test never reads or writes the user's recent files, layout or device choice.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from PySide6.QtCore import QByteArray, QSettings
@@ -13,6 +16,8 @@ from PySide6.QtCore import QByteArray, QSettings
 ORGANIZATION = "IREE Lens"
 APPLICATION = "IREE Lens"
 MAX_RECENT_FILES = 10
+STATE_DIR_ENV = "IREE_LENS_STATE_DIR"  # the saved session's folder; the settings file too when set
+SETTINGS_FILE = "settings.ini"
 
 _RECENT_KEY = "files/recent"
 _GEOMETRY_KEY = "window/geometry"
@@ -22,7 +27,11 @@ LAYOUT_VERSION = 2
 
 
 def open_settings() -> QSettings:
-    """The application's settings store (an INI file; the location follows ``QSettings.setPath``)."""
+    """The application's settings store: ``$IREE_LENS_STATE_DIR/settings.ini`` when that is set, else the
+    user's INI file (its location follows ``XDG_CONFIG_HOME`` and ``QSettings.setPath``)."""
+    state = os.environ.get(STATE_DIR_ENV)
+    if state:
+        return QSettings(str(Path(state) / SETTINGS_FILE), QSettings.Format.IniFormat)
     return QSettings(QSettings.Format.IniFormat, QSettings.Scope.UserScope, ORGANIZATION, APPLICATION)
 
 

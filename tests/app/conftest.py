@@ -37,9 +37,12 @@ def collect_garbage_on_gui_thread(qapp):
 
 @pytest.fixture(autouse=True)
 def isolated_settings(tmp_path_factory, monkeypatch):
-    """Every app test gets its own settings folder; the user's own settings are never read or written."""
+    """Every app test gets its own settings folder; the user's own settings are never read or written.
+    The settings file lives in the saved session's folder when ``IREE_LENS_STATE_DIR`` is set (app/settings.py),
+    so each test gets its own state folder too (a test may point it elsewhere, settings following)."""
     root = tmp_path_factory.mktemp("settings")
     monkeypatch.setenv("XDG_CONFIG_HOME", str(root / "xdg"))
+    monkeypatch.setenv("IREE_LENS_STATE_DIR", str(root / "state"))
     QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope, str(root))
     QSettings.setPath(QSettings.Format.NativeFormat, QSettings.Scope.UserScope, str(root))
     return root
