@@ -10,8 +10,9 @@ import sys
 import pytest
 from support import SHARED_MODELS, broken_pair, compile_for, lens_in_process, slowed_build
 
+from engine.cli.compare_builds import row_text
 from engine.samples import sample_path
-from engine.trace.build_compare import LineTimes, change_of
+from engine.trace.build_compare import LineComparison, LineTimes, change_of, judge_change
 
 
 def _compare(a, b, *extra: str) -> dict:
@@ -42,6 +43,7 @@ def test_a_slowed_kernel_shows_on_its_line_alone(tmp_path):
         == ["small_cnn$async_dispatch_3_conv_16x8x8x8x3x3_f32"]
     )
     assert slowed["a"]["code_bytes"] != slowed["b"]["code_bytes"]  # another kernel
+    assert slowed["rounds"] == {"count": 3, "slower": 3, "faster": 0} and slowed["noise"] is None
     others = [r for key, r in lines.items() if key != "13"]
     assert all(r["change"] == "same" for r in others), [(r["loc"], r["a"], r["b"]) for r in others]
     # Same arithmetic in smaller tiles: every line's outputs agree, the slowed one within rounding at worst.
@@ -54,9 +56,11 @@ def test_the_same_build_twice_changes_nothing(tmp_path):
     if not source.exists():
         pytest.skip(f"{source} is absent")
     a = compile_for(source, tmp_path / "a.vmfb", "llvm-cpu")
-    result = _compare(a, a, "--no-outputs")
+    result = _compare(a, a, "--no-outputs", "--rounds=4")
     assert result["lines"] and all(r["change"] == "same" for r in result["lines"])
     assert all(r["a"]["dispatch_count"] == r["b"]["dispatch_count"] for r in result["lines"])
+    # Every line was timed in each of the four rounds of both builds, each round judged on its own.
+    assert all(r["rounds"]["count"] == 4 and r["a"]["calls"] == r["b"]["calls"] == 40 for r in result["lines"])
 
 
 def test_change_rule():
@@ -66,6 +70,38 @@ def test_change_rule():
     noisy = LineTimes(("d",), 100, (5_000.0, 20_000.0, 9_000.0, 16_000.0))
     assert change_of(a, noisy) == "same"  # within twice its spread
     assert change_of(None, a) == "only in B" and change_of(a, None) == "only in A"
+
+
+def _rounds(*medians_us: float, calls: int = 10) -> LineTimes:
+    """A line's times: ``calls`` calls per round, each round's calls at its median (+/- 1 %)."""
+    times, rounds = [], []
+    for k, us in enumerate(medians_us):
+        times += [us * 1e3 * (1 + 0.01 * ((c % 3) - 1)) for c in range(calls)]
+        rounds += [k] * calls
+    return LineTimes(("d",), 100, tuple(times), tuple(rounds))
+
+
+def test_a_change_holds_in_every_round():
+    """One build against itself on a loaded machine, each process of small_cnn's first convolution ran at
+    about 2.7 us or 3.8 us per call, whichever core it got, for its whole life (measured: A 2.73, 2.73,
+    3.78, 3.72, 3.88 us in five rounds). Three fast processes of A in four rounds put A's calls apart from
+    B's, 1 us (38 %) below: the pooled rule called the same code slower. Per round, B was slower in three of
+    four, faster in the fourth: within noise, and said so."""
+    a, b = _rounds(2.73, 2.73, 2.74, 3.88), _rounds(3.82, 3.79, 3.80, 3.74)
+    assert b.quartiles_ns[0] > a.quartiles_ns[1] and b.median_ns - a.median_ns > 1000  # pooled: apart
+    judged = judge_change(a, b)
+    assert (judged.change, judged.rounds, judged.rounds_slower, judged.rounds_faster) == ("same", 4, 3, 1)
+    assert judged.noise == ("within noise: B +1.04 us (+38%) on the medians, but slower in only 3 of 4 rounds "
+                            "(a change holds in 4)"), judged.noise
+    line = LineComparison("m.mlir:10", "conv", a, b, judged.change, None, judged.noise, judged.rounds_slower,
+                          judged.rounds_faster, judged.rounds)
+    assert row_text(line).split()[-2:] == ["noise", "-"]
+    # The same rounds, B slower in each: a change, whatever the pooled median alone would say.
+    judged = judge_change(_rounds(3.0, 3.1, 2.9), _rounds(9.0, 9.2, 8.8))
+    assert (judged.change, judged.noise, judged.rounds_slower) == ("slower", None, 3)
+    # Four rounds in five are enough from five rounds on; three in three are needed below.
+    assert judge_change(_rounds(3, 3, 3, 3, 9.5), _rounds(9, 9, 9, 9, 9)).change == "slower"
+    assert judge_change(_rounds(3, 3, 9.5), _rounds(9, 9, 9)).change == "same"
 
 
 def test_exit_status_says_whether_outputs_diverge_and_options_stand_anywhere(tmp_path):

@@ -4,11 +4,14 @@
                              [--no-outputs] [--json]
 
 Both builds are profiled with IREE's HAL profiler (``--rounds`` runs of ``--repeat`` calls each, A and B
-alternating); their dispatches are matched
+alternating, neither always first); their dispatches are matched
 by the source line and op they came from (``profile --by-source``'s attribution: one dispatch of A can
 match several of B where fusion differs). Per line: how many dispatches hold it in each build, their code
 size, the line's median time per call in A and B with its spread, and whether it changed beyond noise
-(``engine.trace.build_compare``). The two builds also run in lockstep on the debug engine (``diverge``'s
+(``engine.trace.build_compare``): a line is slower or faster only when its medians differ by more than
+10 % and 1 us, B's calls sit apart from A's, and B was slower (faster) in every round (all but one in
+five from five rounds on); a difference that fails the last two reads "noise", and the notes say why.
+The two builds also run in lockstep on the debug engine (``diverge``'s
 runs: B's dispatches fed A's inputs), so each line says whether its dispatches' outputs agree (the
 numerics verdicts), and the function's results are compared.
 
@@ -105,9 +108,11 @@ def compare_builds(
     device_a = module_device(module_a, device)
     device_b = module_device(module_b, device)
     traces_a, traces_b = [], []
-    for _ in range(rounds):  # alternating, so a change in the machine's load hits both builds alike
-        traces_a.append(profile_reference(module_a, function, inputs, device_a, repeat, timeout_s))
-        traces_b.append(profile_reference(module_b, function, inputs, device_b, repeat, timeout_s))
+    for k in range(rounds):  # alternating, so a change in the machine's load hits both builds alike;
+        # A, B, B, A, ...: the one run second (in a process started as the other's ends) is not always B
+        order = ((traces_a, module_a, device_a), (traces_b, module_b, device_b))
+        for traces, module, device_of in order if k % 2 == 0 else order[::-1]:
+            traces.append(profile_reference(module, function, inputs, device_of, repeat, timeout_s))
     sources_a, sources_b = sources_of(module_a), sources_of(module_b)
     for label, sources in (("A", sources_a), ("B", sources_b)):
         notes += [f"{label}: {n}" for n in sources.notes]
@@ -186,7 +191,10 @@ def run(args: argparse.Namespace) -> int:
     header = f"{'source line':40} {'op':28} {'A n':>3} {'A bytes':>8} {'A us':>10} {'B n':>3} {'B bytes':>8} {'B us':>10}  change   outputs"
     print(header)
     for line in result.lines:
-        print(_row(line))
+        print(row_text(line))
+    for line in result.lines:
+        if line.noise:
+            print(f"  {line.loc}: {line.noise}")
     if result.outputs is not None:
         print(f"function results, B against A: {result.outputs}")
     for note in result.notes:
@@ -194,7 +202,8 @@ def run(args: argparse.Namespace) -> int:
     return status
 
 
-def _row(line) -> str:
+def row_text(line) -> str:
+    """One line of the text table: a "same" line whose difference did not hold up reads "noise"."""
     def side(t):
         if t is None:
             return f"{'-':>3} {'-':>8} {'-':>10}"
@@ -203,4 +212,5 @@ def _row(line) -> str:
 
     loc = line.loc if len(line.loc) <= 40 else "…" + line.loc[-39:]
     op = (line.op or "(op unknown)")[:28]
-    return f"{loc:40} {op:28} {side(line.a)} {side(line.b)}  {line.change:8} {line.outputs or '-'}"
+    change = "noise" if line.noise else line.change  # "same", with a difference that did not hold up
+    return f"{loc:40} {op:28} {side(line.a)} {side(line.b)}  {change:8} {line.outputs or '-'}"

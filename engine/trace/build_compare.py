@@ -4,18 +4,27 @@ Dispatches of the two builds are matched by the source line they came from (``by
 dispatch counts for each of its source ops' lines, so one dispatch of A can match several of B) and the
 op written there. For each line: the dispatches of each build that hold it, their code size, the line's
 time per call in each build (the median over the calls, its spread the interquartile range) and whether
-it changed beyond noise: B's calls sit apart from A's (B's first quartile above A's third: slower; B's
-third below A's first: faster), and the medians differ by more than ``CHANGE_RATIO`` and by more than
-``MIN_CHANGE_NS``. The builds are profiled in alternating rounds (A, B,
-A, B, ...: several processes each) and the calls of all rounds pooled, so the spread holds the noise
-between processes too, not only between calls of one.
+it changed beyond noise. The builds are profiled in alternating rounds (A, B, B, A, A, B, ...: one
+process each, neither build always first) and a line is slower (faster) only when all of these hold:
+
+* the medians over every round's calls differ by more than ``CHANGE_RATIO`` and ``MIN_CHANGE_NS``;
+* B's calls sit apart from A's (B's first quartile above A's third: slower; B's third below A's first:
+  faster);
+* B was slower (faster) than A in every round, or nearly (``AGREEING_ROUNDS``: 3 of 3, 4 of 5, 8 of 10),
+  each round's median against the same round's: a process lands on a faster or a slower core for its
+  whole life (small_cnn's convolution, one build twice under load: 2.7 us in two processes, 3.8 us in
+  three), so calls pooled over rounds can sit apart on the mean of a few processes alone.
+
+A line whose medians differ beyond the first rule and fail another is ``same`` with a ``noise`` sentence
+saying so (the difference seen, and the rounds that disagreed or the calls that overlapped).
 """
 
 from __future__ import annotations
 
 import io
+import math
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +36,9 @@ CHANGE_RATIO = 0.10  # a line whose medians differ by less is "same", whatever t
 # A CPU dispatch's profiled time moves by up to about 1 us between processes on a loaded machine
 # (small_cnn's global-average-pool, the same build twice at load ~12: 0.47 us in one, 1.47 us in the other).
 MIN_CHANGE_NS = 1000.0
+# The share of rounds whose own medians must differ in the line's direction (rounded up: every round of up
+# to four, then all but one in five).
+AGREEING_ROUNDS = 0.8
 
 
 @dataclass(frozen=True)
@@ -36,6 +48,15 @@ class LineTimes:
     dispatches: tuple[str, ...]  # export names holding the line
     code_bytes: int | None  # machine code (or SPIR-V) of those dispatches; None where unknown
     per_call_ns: tuple[float, ...]  # the line's time in each call
+    call_rounds: tuple[int, ...] = ()  # the round (profiled process) of each call; () when one round
+
+    def round_medians_ns(self) -> dict[int, float]:
+        """Round -> the median of the line's calls in that round."""
+        rounds = self.call_rounds or (0,) * len(self.per_call_ns)
+        by_round: dict[int, list[float]] = defaultdict(list)
+        for k, t in zip(rounds, self.per_call_ns):
+            by_round[k].append(t)
+        return {k: float(np.median(v)) for k, v in sorted(by_round.items())}
 
     @property
     def median_ns(self) -> float:
@@ -63,6 +84,11 @@ class LineComparison:
     b: LineTimes | None
     change: str  # slower | faster | same | only in A | only in B
     outputs: str | None = None  # the worst verdict of the line's dispatches (lockstep), when judged
+    # Why a difference beyond CHANGE_RATIO and MIN_CHANGE_NS is "same": within noise (None otherwise).
+    noise: str | None = None
+    rounds_slower: int = 0  # rounds whose B median is above A's (both builds in the line)
+    rounds_faster: int = 0
+    rounds: int = 0  # rounds holding the line in both builds
 
     def as_dict(self) -> dict:
         def side(t: LineTimes | None):
@@ -73,6 +99,8 @@ class LineComparison:
                     "calls": len(t.per_call_ns)}  # fmt: skip
 
         return {"loc": self.loc, "op": self.op, "a": side(self.a), "b": side(self.b), "change": self.change,
+                "noise": self.noise, "rounds": {"count": self.rounds, "slower": self.rounds_slower,
+                                                "faster": self.rounds_faster},
                 "outputs": self.outputs}  # fmt: skip
 
 
@@ -113,11 +141,12 @@ def per_call_zones(trace: Trace, repeat: int) -> list[np.ndarray]:
 
 def line_times(
     traces: list[Trace], sources: SourceMap, repeat: int
-) -> dict[str, tuple[list[str], list[float]]]:
-    """Source line -> (exports holding it, its time in each call of every trace)."""
-    calls = [(trace, zones) for trace in traces for zones in per_call_zones(trace, repeat)]
+) -> dict[str, tuple[list[str], list[float], list[int]]]:
+    """Source line -> (exports holding it, its time in each call of every trace, each call's trace)."""
+    calls = [(r, trace, zones) for r, trace in enumerate(traces) for zones in per_call_zones(trace, repeat)]
+    rounds = [r for r, _, _ in calls]
     out: dict[str, tuple[dict[str, None], list[float]]] = defaultdict(lambda: ({}, [0.0] * len(calls)))
-    for k, (trace, zones) in enumerate(calls):
+    for k, (_, trace, zones) in enumerate(calls):
         for index in zones:
             export = trace.names[int(trace.zones.name[index])]
             duration = float(trace.zones.end[index] - trace.zones.start[index])
@@ -125,7 +154,7 @@ def line_times(
                 names, times = out[part.loc]
                 names[export] = None
                 times[k] += duration * part.share
-    return {loc: (list(names), times) for loc, (names, times) in out.items()}
+    return {loc: (list(names), times, rounds) for loc, (names, times) in out.items()}
 
 
 def code_sizes(module_path: str | Path) -> dict[str, int]:
@@ -190,34 +219,68 @@ def compare_lines(
         ta = _times(a[la], sizes_a) if la is not None else None
         tb = _times(b[lb], sizes_b) if lb is not None else None
         loc = la or lb
-        rows.append(LineComparison(loc, program_op(loc), ta, tb, change_of(ta, tb)))
+        judged = judge_change(ta, tb)
+        rows.append(LineComparison(loc, program_op(loc), ta, tb, judged.change, None, judged.noise,
+                                   judged.rounds_slower, judged.rounds_faster, judged.rounds))  # fmt: skip
     rows.sort(key=lambda r: -max(r.a.median_ns if r.a else 0.0, r.b.median_ns if r.b else 0.0))
     return rows
 
 
-def _times(entry: tuple[list[str], list[float]], sizes: dict[str, int]) -> LineTimes:
-    names, times = entry
+def _times(entry: tuple[list[str], list[float], list[int]], sizes: dict[str, int]) -> LineTimes:
+    names, times, rounds = entry
     known = [sizes[n] for n in names if n in sizes]
-    return LineTimes(tuple(names), sum(known) if len(known) == len(names) else None, tuple(times))
+    return LineTimes(tuple(names), sum(known) if len(known) == len(names) else None, tuple(times), tuple(rounds))
+
+
+@dataclass(frozen=True)
+class ChangeJudgement:
+    change: str  # slower | faster | same | only in A | only in B
+    noise: str | None = None  # why a difference beyond the medians' bar is "same"
+    rounds_slower: int = 0
+    rounds_faster: int = 0
+    rounds: int = 0
+
+
+def agreeing_rounds_needed(rounds: int) -> int:
+    """How many of ``rounds`` must agree on a line's direction (every round up to four, then 80 %)."""
+    return max(1, math.ceil(AGREEING_ROUNDS * rounds - 1e-9))
+
+
+def judge_change(a: LineTimes | None, b: LineTimes | None) -> ChangeJudgement:
+    """The line's change and, where its medians differ beyond the bar but the difference is not a change,
+    why it is within noise (see the module's docstring). (A rule of twice the larger spread called a line
+    1,000x slower on VMVX "same": its calls spread as widely as they were slow; the quartiles alone called
+    a line of one build against itself 1 us faster under load: one round's processes were faster.)"""
+    if a is None:
+        return ChangeJudgement("only in B")
+    if b is None:
+        return ChangeJudgement("only in A")
+    medians_a, medians_b = a.round_medians_ns(), b.round_medians_ns()
+    paired = [k for k in medians_a if k in medians_b]
+    slower = sum(medians_b[k] > medians_a[k] for k in paired)
+    faster = sum(medians_b[k] < medians_a[k] for k in paired)
+    counts = {"rounds_slower": slower, "rounds_faster": faster, "rounds": len(paired)}
+    difference = b.median_ns - a.median_ns
+    if abs(difference) <= max(CHANGE_RATIO * max(a.median_ns, 1.0), MIN_CHANGE_NS):
+        return ChangeJudgement("same", **counts)
+    direction = "slower" if difference > 0 else "faster"
+    seen = (f"B {difference / 1e3:+.2f} us ({difference / max(a.median_ns, 1.0):+.0%}) on the medians")
+    (a1, a3), (b1, b3) = a.quartiles_ns, b.quartiles_ns
+    if (difference > 0 and not b1 > a3) or (difference < 0 and not b3 < a1):
+        return ChangeJudgement("same", f"within noise: {seen}, but B's calls overlap A's (quartiles)", **counts)
+    agreeing = slower if difference > 0 else faster
+    needed = agreeing_rounds_needed(len(paired))
+    if agreeing < needed:
+        return ChangeJudgement(
+            "same", f"within noise: {seen}, but {direction} in only {agreeing} of {len(paired)} rounds "
+            f"(a change holds in {needed})", **counts,
+        )  # fmt: skip
+    return ChangeJudgement(direction, **counts)
 
 
 def change_of(a: LineTimes | None, b: LineTimes | None) -> str:
-    """slower/faster when B's calls sit apart from A's (quartiles that do not overlap) and the medians differ
-    by more than CHANGE_RATIO and MIN_CHANGE_NS; else same. (A rule of twice the larger spread called a line
-    1,000x slower on VMVX "same": its calls spread as widely as they were slow.)"""
-    if a is None:
-        return "only in B"
-    if b is None:
-        return "only in A"
-    difference = b.median_ns - a.median_ns
-    if abs(difference) <= max(CHANGE_RATIO * max(a.median_ns, 1.0), MIN_CHANGE_NS):
-        return "same"
-    (a1, a3), (b1, b3) = a.quartiles_ns, b.quartiles_ns
-    if difference > 0 and b1 > a3:
-        return "slower"
-    if difference < 0 and b3 < a1:
-        return "faster"
-    return "same"
+    """slower | faster | same | only in A | only in B (``judge_change``'s verdict alone)."""
+    return judge_change(a, b).change
 
 
 def with_output_verdicts(
@@ -230,5 +293,5 @@ def with_output_verdicts(
     for line in lines:
         judged = [Verdict(verdicts[n]) for n in (line.b.dispatches if line.b else ()) if n in verdicts]
         outputs = str(worst_verdict(judged)) if judged else None
-        out.append(LineComparison(line.loc, line.op, line.a, line.b, line.change, outputs))
+        out.append(replace(line, outputs=outputs))
     return out
