@@ -87,19 +87,43 @@ class ShownTensor:
         return f"{count} bytes never written before this dispatch: undefined" if count else ""
 
     @property
-    def label(self) -> str:
+    def binding_text(self) -> str:
         """One vocabulary for every binding: its number (and offset), the access the dispatch declares, then
         its role in the dispatch's operands when the sources say it ("binding 3, write, output 0"); an
         untyped binding has no known role, and is never called an input or output by guess."""
         where = f"binding {self.binding}" + (f" @{self.offset}" if self.offset else "")
         role = f", {self.role} {self.position}" if self.source != TypeSource.UNTYPED else ""
         access = self.access if self.access and self.access != "unknown" else "access unknown"
-        # An output before its dispatch ran holds what the memory held then; an untyped binding's bytes may be
-        # an earlier dispatch's results, so they are only said to be as they were before this dispatch.
-        typed_output = self.source != TypeSource.UNTYPED and self.role == "output"
-        state = "" if self.written else (", not written yet" if typed_output else ", before it runs")
+        return f"{where}, {access}{role}"
+
+    @property
+    def state(self) -> str:
+        """What the bytes are at the stop: an output before its dispatch ran holds what the memory held then
+        ("not written yet"); an untyped binding's bytes may be an earlier dispatch's results, so they are only
+        said to be as they were before this dispatch ("before it runs"); "" once the dispatch ran."""
+        if self.written:
+            return ""
+        return "not written yet" if self.source != TypeSource.UNTYPED and self.role == "output" else "before it runs"
+
+    @property
+    def label(self) -> str:
+        """The binding, its state and what of it is undefined: "binding 3, write, output 0, not written yet"."""
+        state = f", {self.state}" if self.state else ""
         undefined = self.undefined_text
-        return f"{where}, {access}{role}{state}" + (f" — {undefined}" if undefined else "")
+        return f"{self.binding_text}{state}" + (f" — {undefined}" if undefined else "")
+
+    @property
+    def list_label(self) -> str:
+        """The label as the tensor list shows it: without the state, which goes beside the type (its second
+        line) where it tells the tensors apart ("not written yet": an output among inputs), and is left out
+        where the view's header says it for all of them ("(before it runs)"). Two lines in a 1366-px
+        window; the whole label was three or four, an untyped model's bindings a screen of wrapped text."""
+        undefined = self.undefined_text
+        return self.binding_text + (f" — {undefined}" if undefined else "")
+
+    @property
+    def list_state(self) -> str:
+        return self.state if self.state == "not written yet" else ""
 
     @classmethod
     def from_protocol(cls, t: DispatchTensor) -> ShownTensor:
@@ -223,7 +247,10 @@ class PausedDispatchView(QWidget):
         ]
         self.lines = lines
         self.set_header("\n".join(lines))
-        self.inspector.set_tensors([InspectedTensor(t.label, t.array, t.type_text) for t in tensors])
+        self.inspector.set_tensors(
+            [InspectedTensor(t.label, t.array, t.type_text, list_label=t.list_label, list_state=t.list_state)
+             for t in tensors]  # fmt: skip
+        )
 
 
 class RunDispatchesPanel(QWidget):

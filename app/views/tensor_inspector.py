@@ -53,6 +53,9 @@ class InspectedTensor:
     array: np.ndarray
     type_text: str = ""
     reference: np.ndarray | None = None  # the same tensor in another run / golden data
+    # The list item's first line when it is shorter than the label (""): what the view says elsewhere left out.
+    list_label: str = ""
+    list_state: str = ""  # said after the type on the item's second line ("not written yet")
 
 
 # Non-finite values in a colour no colour map uses (viridis runs purple-blue-green-yellow): NaN magenta,
@@ -370,7 +373,9 @@ class TensorInspector(QWidget):
         self.type_edit.returnPressed.connect(self._apply_type)
         self.type_edit.textChanged.connect(self._fit_type_edit)
         self.type_error = QLabel("", self)
-        self.first_nan_button = QPushButton("Go to first NaN/Inf", self)
+        # A short text: "Go to first NaN/Inf" made the slice row ~420 px, which left the tensor list 160 px of a
+        # 1366-px window's ~600 (every binding's label wrapped).
+        self.first_nan_button = QPushButton("First NaN/Inf", self)
         self.first_nan_button.setObjectName("inspectorFirstNaN")
         self.first_nan_button.setToolTip("Show the slice holding the first NaN or Inf and select it in the table")
         self.first_nan_button.setEnabled(False)
@@ -423,7 +428,7 @@ class TensorInspector(QWidget):
         column.addLayout(row)
         tolerances = QHBoxLayout()
         for name, box in (("atol", self.atol), ("rtol", self.rtol), ("ulps", self.ulps)):
-            box.setMinimumWidth(90)  # not the width of 1e9 at 8 decimals, the hint Qt would ask for
+            box.setMinimumWidth(80)  # not the width of 1e9 at 8 decimals, the hint Qt would ask for
             tolerances.addWidget(QLabel(name))
             tolerances.addWidget(box)
         tolerances.addStretch(1)
@@ -483,7 +488,7 @@ class TensorInspector(QWidget):
         self.tensors = list(tensors)
         self.tensor_list.clear()
         for t in self.tensors:
-            self.tensor_list.addItem(list_item_text(t.label, t.type_text))
+            self.tensor_list.addItem(list_item_text(t.list_label or t.label, t.type_text, t.list_state))
             self.tensor_list.item(self.tensor_list.count() - 1).setToolTip(f"{t.label}  {t.type_text}")
         self._fit_list()
         if self.tensors:
@@ -719,7 +724,7 @@ class TensorInspector(QWidget):
         self.array = typed
         item = self.tensor_list.currentItem()
         if item is not None:
-            item.setText(list_item_text(self.current.label, str(got)))
+            item.setText(list_item_text(self.current.list_label or self.current.label, str(got), self.current.list_state))
         self._show_array()
 
     # -- comparing
@@ -778,11 +783,13 @@ def comparison_text(c: Comparison) -> str:
     return "\n".join(lines)
 
 
-def list_item_text(label: str, type_text: str) -> str:
-    """A tensor's list item: its binding label, then its type, then the label's note (after an em dash: "1024
-    bytes never written before this dispatch: undefined"), each on a line of its own (wrapped when long)."""
+def list_item_text(label: str, type_text: str, state: str = "") -> str:
+    """A tensor's list item: its binding label, then its type (and ``state``: "4x8xf32, not written yet"), then
+    the label's note (after an em dash: "1024 bytes never written before this dispatch: undefined"), each on a
+    line of its own (wrapped when long)."""
     binding, _, note = label.partition(" — ")
-    return "\n".join([binding, type_text, *([note] if note else [])])
+    kind = f"{type_text}, {state}" if state else type_text
+    return "\n".join([binding, kind, *([note] if note else [])])
 
 
 def _type_text(array: np.ndarray) -> str:
