@@ -345,6 +345,12 @@ class StepperPanel(QWidget):
         self.state_tabs.addTab(self.call_stack, "Call Stack")
         self.state_tabs.addTab(self.breakpoints_view, "Breakpoints")
         self.state_tabs.addTab(self.globals_view, "Globals")
+        # In a 1366-px window's ~210-px pane the three names need ~270 px: elided ("Call St…"), every tab in
+        # sight, rather than scroll arrows hiding Globals; the whole name in each tab's tooltip.
+        self.state_tabs.setUsesScrollButtons(False)
+        self.state_tabs.setElideMode(Qt.TextElideMode.ElideRight)
+        for i in range(self.state_tabs.count()):
+            self.state_tabs.setTabToolTip(i, self.state_tabs.tabText(i))
 
     def _build_output(self) -> None:
         self.output = QPlainTextEdit(self)

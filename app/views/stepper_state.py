@@ -61,7 +61,11 @@ class RegistersView(QTreeWidget):
         refs = [str(r) for r in registers.ref]
         old_words = before.i32
         old_refs = before.ref
+        # A bank's row spans the columns and a ref's description spans the values (column 1 keeps it alone for
+        # value_text): the columns are sized by the i32 words, so "i32", "hex" and "f32" stay in sight in a
+        # 1366-px window's ~210-px pane (a ref's "1x3x16x16xf32..." made the i32 column 190 px wide).
         i32_bank = QTreeWidgetItem(self, [f"i32 bank ({len(words)})"])
+        i32_bank.setFirstColumnSpanned(True)
         for i, w in enumerate(words):
             row = [f"%i{i}", str(s32(w)), f"0x{w & 0xFFFFFFFF:08x}", f"{f32_of(w):.7g}", "", ""]
             if i % 2 == 0 and i + 1 < len(words):
@@ -75,17 +79,28 @@ class RegistersView(QTreeWidget):
                 for c in range(len(row)):
                     item.setForeground(c, CHANGED)
         ref_bank = QTreeWidgetItem(self, [f"ref bank ({len(refs)})"])
+        ref_bank.setFirstColumnSpanned(True)
         for i, r in enumerate(refs):
-            item = QTreeWidgetItem(ref_bank, [f"%r{i}", r])
-            item.setFirstColumnSpanned(False)
-            item.setToolTip(1, r)
+            item = QTreeWidgetItem(ref_bank, [f"%r{i} = {r}", r])
+            item.setFirstColumnSpanned(True)
+            item.setToolTip(0, r)
             if i < len(old_refs) and old_refs[i] != r:
                 item.setForeground(0, CHANGED)
                 item.setForeground(1, CHANGED)
         self.expandAll()
-        for c in range(len(self.COLUMNS)):
-            self.resizeColumnToContents(c)
+        self._fit_columns(i32_bank)
         self._previous = registers
+
+    def _fit_columns(self, bank: QTreeWidgetItem) -> None:
+        """Each column as wide as its header and the i32 words' texts (never the spanned rows' texts)."""
+        metrics = self.fontMetrics()
+        titles = self.header().fontMetrics()
+        pad = 2 * metrics.averageCharWidth()
+        for c, title in enumerate(self.COLUMNS):
+            texts = [bank.child(i).text(c) for i in range(bank.childCount())]
+            words = max((metrics.horizontalAdvance(t) for t in texts), default=0)
+            width = max(words + (self.indentation() if c == 0 else 0), titles.horizontalAdvance(title))
+            self.setColumnWidth(c, width + pad)
 
     def value_text(self, bank: str, index: int, column: int = 1) -> str:
         top = self.topLevelItem(0 if bank == "i32" else 1)
