@@ -83,3 +83,77 @@ def test_break_nan_counts_each_element_a_dispatch_wrote_once(capsys, tmp_path, p
         logs = np.log((x @ y) @ y)
     for f in log_stop["nonfinite"]:
         assert f["count"] == int(np.count_nonzero(~np.isfinite(logs))), log_stop["nonfinite"]
+
+
+# A max pool's -inf padding: IREE fills the padded tensor with -inf and the elementwise producer writes its
+# interior in place, so the producer's output at its trace point holds the border's -inf it never wrote.
+PADDED_POOL = """
+func.func @main(%x: tensor<1x4x8x8xf32>) -> tensor<1x4x4x4xf32> {
+  %e = tensor.empty() : tensor<1x4x8x8xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(n, c, h, w) -> (n, c, h, w)>, affine_map<(n, c, h, w) -> (n, c, h, w)>],
+                       iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+                       ins(%x : tensor<1x4x8x8xf32>) outs(%e : tensor<1x4x8x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %t = arith.mulf %in, %in : f32
+    linalg.yield %t : f32
+  } -> tensor<1x4x8x8xf32>
+  %ninf = arith.constant 0xFF800000 : f32
+  %p = tensor.pad %r low[0, 0, 1, 1] high[0, 0, 1, 1] {
+  ^bb0(%a: index, %b: index, %c: index, %d: index):
+    tensor.yield %ninf : f32
+  } : tensor<1x4x8x8xf32> to tensor<1x4x10x10xf32>
+  %w = tensor.empty() : tensor<3x3xf32>
+  %oe = tensor.empty() : tensor<1x4x4x4xf32>
+  %init = linalg.fill ins(%ninf : f32) outs(%oe : tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>
+  %m = linalg.pooling_nchw_max {dilations = dense<1> : vector<2xi64>, strides = dense<2> : vector<2xi64>}
+       ins(%p, %w : tensor<1x4x10x10xf32>, tensor<3x3xf32>) outs(%init : tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>
+  return %m : tensor<1x4x4x4xf32>
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def padded_pool(tmp_path_factory):
+    root = tmp_path_factory.mktemp("padded_pool")
+    source = root / "padded_pool.mlir"
+    source.write_text(PADDED_POOL)
+    modules = {}
+    for engine, flags in (("debug", ()), ("reference", ("--iree-flow-trace-dispatch-tensors",))):
+        modules[engine] = root / f"padded_pool.{engine}.vmfb"
+        iree_compile([str(source), *TARGETS["llvm-cpu"].flags, *flags, "-o", str(modules[engine])], check=True)
+    clean = np.random.default_rng(0).standard_normal((1, 4, 8, 8)).astype(np.float32)
+    one_nan = clean.copy()
+    one_nan[0, 2, 3, 5] = np.nan
+    np.save(root / "clean.npy", clean)
+    np.save(root / "one_nan.npy", one_nan)
+    return root, modules, clean
+
+
+def test_the_producer_of_a_padded_tensor_wrote_none_of_its_inf_border(padded_pool):
+    """IREE's own trace (no engine code): the producer's output holds the -inf border, its inputs the whole
+    padded tensor already -inf."""
+    from support import iree_traced_tensors
+
+    root, modules, clean = padded_pool
+    traced = iree_traced_tensors(modules["reference"], "main", [clean])
+    (inputs_key, inputs), (outputs_key, outputs) = traced[0], traced[1]
+    assert inputs_key.endswith(" inputs") and outputs_key.endswith(" outputs") and "elementwise" in inputs_key
+    assert [int(np.count_nonzero(np.isneginf(a))) for a in inputs] == [0, 4 * 10 * 10]
+    assert [int(np.count_nonzero(np.isneginf(a))) for a in outputs] == [4 * (10 * 10 - 8 * 8)]
+
+
+@pytest.mark.parametrize("engine", ["debug", "reference"])
+def test_break_nan_does_not_stop_at_a_tensor_padded_in_place(capsys, tmp_path, padded_pool, engine):
+    """Both engines: the clean input runs to the end; one NaN input element stops after the producer, which
+    wrote that one NaN (x*x), not the border's 144 -inf as well."""
+    root, modules, _ = padded_pool
+    script = tmp_path / "commands.gdb"
+    script.write_text("break nan\ncontinue\n")
+    args = ["debug", str(modules[engine]), "--function=main", f"--commands={script}", "--json", f"--engine={engine}"]
+    assert lens_main([*args, f"--input=@{root / 'clean.npy'}"]) == 0
+    out = capsys.readouterr()
+    assert [json.loads(line)["reason"] for line in out.out.splitlines()] == ["finished"], out.out
+    assert lens_main([*args, f"--input=@{root / 'one_nan.npy'}"]) == 0
+    stop = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert stop["dispatch"]["ordinal"] == 0 and "elementwise" in stop["dispatch"]["name"]
+    assert [(f["count"], f["nan"]) for f in stop["nonfinite"]] == [(1, 1)]

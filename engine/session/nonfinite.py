@@ -59,6 +59,27 @@ def nonfinite_in(
     return NonFinite(binding, count, nan, count - nan, base + int(np.argmax(bad)), label, access)
 
 
+def nonfinite_changed(
+    values: np.ndarray, earlier: list[np.ndarray], binding: int, label: str, access: str = ""
+) -> NonFinite | None:
+    """``nonfinite_in`` over the elements of ``values`` (a flat float array) that differ, bit for bit, from
+    the same element of each of ``earlier`` (flat arrays of its size and type): an element every one of
+    them already held is not counted as written. No ``earlier``: ``values`` whole."""
+    if not earlier:
+        return nonfinite_in(values, binding, label, access=access)
+    bits = np.dtype(f"u{values.dtype.itemsize}")
+    changed = np.ones(values.size, dtype=bool)
+    for before in earlier:
+        changed &= values.view(bits) != before.view(bits)
+    as_float = values.astype(np.float32) if values.dtype.kind != "f" else values
+    bad = ~np.isfinite(as_float) & changed
+    count = int(np.count_nonzero(bad))
+    if not count:
+        return None
+    nan = int(np.count_nonzero(np.isnan(as_float) & changed))
+    return NonFinite(binding, count, nan, count - nan, int(np.argmax(bad)), label, access)
+
+
 def _changed_elements(
     snapshot: DispatchSnapshot, binding: int, start: int, length: int, itemsize: int
 ) -> list[tuple[int, int]]:
@@ -135,4 +156,4 @@ def _typed(snapshot: DispatchSnapshot, outputs: list) -> tuple[NonFinite, ...]:
     return tuple(found)
 
 
-__all__ = ["name_float_dtype", "nonfinite_in", "nonfinite_written"]
+__all__ = ["name_float_dtype", "nonfinite_changed", "nonfinite_in", "nonfinite_written"]

@@ -21,7 +21,7 @@ from engine.dispatch.typed_tensors import binding_label
 from engine.errors import LensError
 from engine.runtime.function_io import Tensor, format_results, parse_inputs, split_cconv
 from engine.session.dispatch_gate import dispatch_matches, module_dispatch_names, unmatchable
-from engine.session.nonfinite import nonfinite_in
+from engine.session.nonfinite import nonfinite_changed
 from engine.session.parked_run import ParkedRun
 from engine.session.protocol import (
     BREAKPOINT_REFUSED,
@@ -96,6 +96,7 @@ class ReferenceSession:
         self._ordinal = -1
         self._info: DispatchInfo | None = None
         self._arrays: list[np.ndarray] = []
+        self._inputs: list[np.ndarray] = []  # the tensors of the last ``inputs`` trace point
         self._function = ""
         self._sink: Any = None
         self._module_path: str | None = None
@@ -255,11 +256,24 @@ class ReferenceSession:
         arrays = [self.runner.read_buffer_view(bv) for bv in buffer_views]
         hit = [b for b in self.breakpoints if dispatch_matches(b, self._ordinal, executable, export, when)]
         nonfinite: list = []
-        if when == DispatchWhen.AFTER and any(b.kind == BreakpointKind.NAN for b in self.breakpoints):
-            # A trace point's outputs are the tensors the dispatch wrote, typed by IREE's runtime: each whole,
-            # as a write-only output typed from its source (engine.session.nonfinite).
+        if when == DispatchWhen.BEFORE:
+            self._inputs = arrays  # what an output updated in place held before (below)
+        elif any(b.kind == BreakpointKind.NAN for b in self.breakpoints):
+            # A trace point's outputs are the tensors the dispatch wrote, typed by IREE's runtime. An output
+            # updated in place (a tied operand) is among the inputs too, whole, with what it held before: IREE
+            # writes a padded tensor's border (max-pool's -inf) with a fill and the producer's dispatch its
+            # interior, so judged whole, the elementwise producer "wrote" the border's -inf. The trace names
+            # no tied operand: an output is judged on the elements that differ from each input of its shape
+            # and type (none: whole), as the debug engine judges an output updated in place
+            # (engine.session.nonfinite).
             found = (
-                nonfinite_in(a.reshape(-1), k, f"output {k}", access="write")
+                nonfinite_changed(
+                    a.reshape(-1),
+                    [i.reshape(-1) for i in self._inputs if i.shape == a.shape and i.dtype == a.dtype],
+                    k,
+                    f"output {k}",
+                    access="write",
+                )
                 for k, a in enumerate(arrays)
                 if a.dtype.kind == "f"
             )
