@@ -99,7 +99,8 @@ class RegistersView(QTreeWidget):
         for c, title in enumerate(self.COLUMNS):
             texts = [bank.child(i).text(c) for i in range(bank.childCount())]
             words = max((metrics.horizontalAdvance(t) for t in texts), default=0)
-            width = max(words + (self.indentation() if c == 0 else 0), titles.horizontalAdvance(title))
+            # A register's name sits two indentations in: its bank's level and the root's expand arrows.
+            width = max(words + (2 * self.indentation() if c == 0 else 0), titles.horizontalAdvance(title))
             self.setColumnWidth(c, width + pad)
 
     def value_text(self, bank: str, index: int, column: int = 1) -> str:

@@ -25,6 +25,11 @@ def test_a_refs_description_does_not_widen_the_i32_column(qtbot):
     assert view.columnWidth(1) < metrics.horizontalAdvance(REF) / 2
     # The hex column starts inside the pane (its words begin in sight).
     assert view.header().sectionViewportPosition(2) < view.viewport().width() - metrics.horizontalAdvance("0x")
+    # Every register's name whole ("%i119", not "%i…"): two indentations in (its bank, the root's arrows).
+    view.set_registers(RegisterFile(i32=tuple(range(120)), ref=(REF,)), compare=False)
+    name = view.topLevelItem(0).child(119).text(0)
+    assert view.columnWidth(0) >= 2 * view.indentation() + metrics.horizontalAdvance(name), name
+    view.set_registers(RegisterFile(i32=(16, 1, 553648160, 3075, *range(20)), ref=(REF, "null")), compare=False)
     refs = view.topLevelItem(1)
     assert refs.child(0).isFirstColumnSpanned() and REF in refs.child(0).text(0)
     assert view.value_text("ref", 0) == REF and view.value_text("i32", 2) == "553648160"
