@@ -62,7 +62,9 @@ KEEP_ALIVE = "lensKeepAlive"  # app.documents.KEEP_ALIVE_PROPERTY: closing the t
 # The default layout, as fractions of the window (with a floor in pixels): docks small, documents the rest.
 LEFT_FRACTION, LEFT_MIN = 0.17, 200
 RIGHT_FRACTION, RIGHT_MIN = 0.38, 330
-BOTTOM_FRACTION, BOTTOM_MIN = 0.2, 175  # the log and the run list share it: a tab bar plus 130 px
+# The log and the run dispatch list share it: a tab bar, the dock's title, the list's one row of controls, then
+# five or six rows of dispatches at 1366x768 (175 px showed three), eight at 1920x1080.
+BOTTOM_FRACTION, BOTTOM_MIN = 0.24, 210
 
 
 class MainWindow(QMainWindow):

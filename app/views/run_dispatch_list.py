@@ -48,6 +48,7 @@ from app.views.dispatch_list_model import (
     VerdictMark,
     event_verdicts,
 )
+from app.views.elided_label import ElidedLabel
 from app.views.verdict_style import legend_html
 from engine.session.protocol import Breakpoint, BreakpointKind
 
@@ -148,8 +149,10 @@ class RunDispatchList(QWidget):
         self.bridge = getattr(services, "session_bridge", None)
         self.workbench = getattr(services, "workbench", None)
         self._run_to: Breakpoint | None = None  # the temporary breakpoint of "Run to here"
-        self.title = QLabel("Run a function: every dispatch it runs is listed here, in order.", self)
-        self.title.setWordWrap(True)
+        # One line, elided (the whole text in its tooltip), beside the filter: in a 1366x768 window the list's
+        # dock has ~175 px, and a title row of its own left three rows of dispatches.
+        self.title = ElidedLabel("Run a function: every dispatch it runs is listed here, in order.", self)
+        self.title.setObjectName("runDispatchTitle")
         self.filter_edit = QLineEdit(self)
         self.filter_edit.setObjectName("runDispatchFilter")
         self.filter_edit.setPlaceholderText("Filter by name (conv, *softmax*) or #ordinal")
@@ -174,13 +177,14 @@ class RunDispatchList(QWidget):
         self.break_button.clicked.connect(lambda: self.break_here(self.selected_ordinal()))
         self.run_to_button = QPushButton("Run to here", self)
         self.run_to_button.clicked.connect(lambda: self.run_to_here(self.selected_ordinal()))
+        self.filter_edit.setMinimumWidth(140)
         bar = QHBoxLayout()
-        bar.addWidget(self.filter_edit, 1)
+        bar.addWidget(self.title, 3)
+        bar.addWidget(self.filter_edit, 2)
         bar.addWidget(self.break_button)
         bar.addWidget(self.run_to_button)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
-        layout.addWidget(self.title)
         layout.addLayout(bar)
         layout.addWidget(self.table, 1)
         # What the row colours mean (a diverge breakpoint's stop gives the verdicts): never colour alone.
