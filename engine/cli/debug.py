@@ -357,6 +357,7 @@ class Debugger:
         if isinstance(event, Stopped):
             self.state = "stopped"
             self.last_stop = event
+            self.matched.update(event.detail.breakpoints)  # found going back: it stopped the program too
             if self.args.json:
                 self._print(stop_json(event, self.args.function))
             else:

@@ -191,7 +191,9 @@ class TimeTravelSession(DebugSession):
         there; ``reason``: the stop's reason (``dispatch`` unless given); ``breakpoints``: those the stop
         names (found there by reverse-continue)."""
         travel.goto_dispatch(sequence, "before")
-        self.gate.rewind(sequence - self.gate.base + (when == "after"))
+        # Before it, also to park after it: it runs again here, so a diverge breakpoint that fired there
+        # judges it again and the stop carries its finding (the tensor, the errors), as the forward stop did.
+        self.gate.rewind(sequence - self.gate.base)
         self.gate.quiet_below = sequence  # the dispatches replayed before it pass
         if when == "after":
             self.gate.park_after = sequence
