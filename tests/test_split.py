@@ -339,12 +339,52 @@ def test_split_check_reports_the_rounding_it_applied(tmp_path, small_cnn_split):
     text = program.read_text()
     for divisor, verdict in (("6.402000e+01", "within_rounding"), ("6.410000e+01", "diverged")):
         program.write_text(text.replace("6.400000e+01", divisor))
-        [entry] = [t for t in check_split(out, list(TARGETS["llvm-cpu"].flags), "local-task") if t.dir == test.dir]
+        # VMVX: another build than the split's (llvm-cpu), judged by the default rule
+        [entry] = [t for t in check_split(out, list(TARGETS["vmvx"].flags), "local-sync") if t.dir == test.dir]
         judged = entry.to_json()
         assert judged["verdict"] == verdict
         assert judged["rounding_scale"] == pytest.approx(inputs_scale) and inputs_scale > judged["scale"]
         assert (judged["mismatches"] == 0) == (judged["max_scaled_error"] <= judged["rounding"]), judged
         assert "64-term reduction's inputs'" in judged["tolerance"]
+
+
+def test_the_splits_own_build_is_judged_by_a_tight_rule(tmp_path, small_cnn_split):
+    """A check that is the split's own build (its flags, compiler, CPU; local-sync or local-task) re-runs each
+    kernel on its recorded inputs: bit for bit (every dispatch of four models measured so), so it is judged
+    within 16 eps of each output's scale, not the default 2048. small_cnn's mean with its divisor made
+    64.005 (7.8e-5 relative, about 650 eps): the default rule passes it as rounding, the split's own build
+    calls it diverged, with the allowance it applied. Another build, or a folder that does not say its build,
+    keeps the default rule."""
+    out = tmp_path / "split"
+    shutil.copytree(small_cnn_split, out)
+    build = json.loads((out / MANIFEST).read_text())["build"]
+    assert build["flags"] == list(TARGETS["llvm-cpu"].flags) and build["device"] == "local-sync"
+    checked = _lens("split", "--check", str(out), "--json")
+    assert checked.returncode == 0, checked.stderr
+    report = json.loads(checked.stdout)
+    assert report["same_build"] and report["rule"].startswith("the split's own build: within 16 eps")
+    assert [t["verdict"] for t in report["tests"]] == ["exact"] * 6  # the measured figure: bit for bit
+    [test] = [t for t in read_manifest(out) if "reduction_16x64" in t.dir]
+    program = out / test.dir / "dispatch.mlir"
+    program.write_text(program.read_text().replace("6.400000e+01", "6.400500e+01"))
+    flags = list(TARGETS["llvm-cpu"].flags)
+    for device in ("local-sync", "local-task"):  # the same code on either
+        [entry] = [t.to_json() for t in check_split(out, flags, device) if t.dir == test.dir]
+        assert entry["verdict"] == "diverged" and entry["mismatches"] > 0, entry
+        assert entry["rounding"] == pytest.approx(16 * np.finfo(np.float32).eps, rel=1e-6)
+        assert entry["max_scaled_error"] > entry["rounding"] and "split's own build" in entry["tolerance"]
+    text = _lens("split", "--check", str(out))
+    assert text.returncode == 1 and text.stdout.startswith("judged by the split's own build: within 16 eps")
+    # another build (VMVX), and the same build of a folder that does not say which made it: the default rule
+    [entry] = [t.to_json() for t in check_split(out, list(TARGETS["vmvx"].flags), "local-sync") if t.dir == test.dir]
+    assert entry["verdict"] == "within_rounding" and entry["rounding"] > 1e-4, entry
+    manifest = json.loads((out / MANIFEST).read_text())
+    del manifest["build"]
+    (out / MANIFEST).write_text(json.dumps(manifest))
+    [entry] = [t.to_json() for t in check_split(out, flags, "local-sync") if t.dir == test.dir]
+    assert entry["verdict"] == "within_rounding", entry
+    told = json.loads(_lens("split", "--check", str(out), "--json").stdout)
+    assert not told["same_build"] and "does not say which build" in told["rule"]
 
 
 def test_split_attention_block_reproduces_on_llvm_cpu_and_vmvx(tmp_path):

@@ -8,7 +8,9 @@ Splitting compiles the program (the flags as for ``phases``), runs it once on IR
 every distinct dispatch, ``DIR/<test>/dispatch.mlir`` (``func.func @main``: the dispatch's operations as the
 flow phase holds them, its tensor operands as arguments and its results as results), ``inputs/*.npy``,
 ``expected/*.npy`` and ``DIR/manifest.json``. Checking compiles each test with ``iree-compile`` and runs it
-with ``iree-run-module``.
+with ``iree-run-module``. The split's own build (the same flags, compiler, CPU and device: its kernels re-run on
+their recorded inputs) is judged within 16 epsilons of each output's scale, another build by the default
+rounding rule (2048 for f32, wider for a long reduction); --atol/--rtol/--ulps replace either.
 
 Exit status (as diff and cmp): --check gives 0 when every test agrees, 1 when any diverged or failed to
 compile or run, 2 for trouble (bad usage, a folder that cannot be read); splitting gives 0, 1 when no
@@ -130,10 +132,19 @@ def _split(args: argparse.Namespace, iree_flags: list[str]) -> int:
 
 def _check(args: argparse.Namespace, iree_flags: list[str]) -> int:
     from engine.dispatch.numerics import Tolerance
-    from engine.split.check import check_split, save_check
+    from engine.split.check import SAME_BUILD_RULE, check_split, same_build_as_split, save_check
 
     flags, device = check_flags_and_device(args, iree_flags)
     tolerance = Tolerance(args.atol, args.rtol, args.ulps)
+    other_build = same_build_as_split(args.source, flags, device)
+    if tolerance.explicit:
+        rule = tolerance.describe()
+    elif other_build is None:
+        rule = f"{SAME_BUILD_RULE} (its kernels re-run on their recorded inputs give them bit for bit)"
+    else:
+        rule = f"the default rounding rule: not the split's own build ({other_build})"
+    if not args.json:
+        print(f"judged by {rule}", flush=True)
 
     def report(verdict) -> None:
         if not args.json:
@@ -149,7 +160,8 @@ def _check(args: argparse.Namespace, iree_flags: list[str]) -> int:
     bad = [v for v in verdicts if not v.agrees]
     save_check(args.source, flags, device, verdicts)  # the window shows each build's verdicts
     if args.json:
-        print(json.dumps({"flags": flags, "device": device, "tests": [v.to_json() for v in verdicts]}))
+        print(json.dumps({"flags": flags, "device": device, "same_build": other_build is None, "rule": rule,
+                          "tests": [v.to_json() for v in verdicts]}))  # fmt: skip
     else:
         print(f"{len(verdicts)} tests, {len(bad)} diverged or failed ({' '.join(flags)} on {device})")
     return 1 if bad else 0

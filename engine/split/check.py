@@ -13,6 +13,13 @@ invocation (EfficientViT's 123 tests: 13 s for llvm-cpu instead of 61 s one by o
 ``diverged`` or ``failed`` from that module is compiled and judged again alone, so that every verdict that
 reports a problem is what that test's own ``iree-compile`` gives; a merged module that does not compile is
 dropped and every test compiled alone.
+
+A check that is the split's own build (``engine.split.build``: the same flags, compiler, host CPU and device)
+re-runs each dispatch's own kernel on its recorded inputs: every occurrence of 1,345 dispatches of four models
+(small_cnn, SqueezeNet 1.1, EfficientViT-M0, transformer96) re-ran bit for bit. Such a check is judged within
+``SAME_BUILD_EPS`` epsilons of each tensor's scale (f32: 1.9e-6; the default rule allows 2048, 2.4e-4, and
+widens it for a long reduction), so a kernel that went wrong by less than the default allowance is not
+passed as rounding. Another build (flags, device, CPU) keeps the default rule.
 """
 
 from __future__ import annotations
@@ -22,23 +29,32 @@ import re
 import subprocess
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
 from engine.compiler.job import iree_compile_path
 from engine.dispatch.numerics import (
+    Comparison,
     Tolerance,
+    Verdict,
     compare,
     finite_scale,
+    float_info,
     reduction_length_from_name,
+    rounding_allowance,
     worst_verdict,
 )
+from engine.split.build import read_build, this_build
 from engine.split.splitter import SplitTest, occurrence_dir, read_manifest
 from engine.trace.ireeprof import iree_tool
 
 FAILED = "failed"
+# The split's own build re-runs a dispatch's kernel on its recorded inputs: bit for bit in every case measured
+# (see the module's docstring). A few epsilons of room, against each tensor's scale, for what was not.
+SAME_BUILD_EPS = 16.0
+SAME_BUILD_RULE = f"the split's own build: within {SAME_BUILD_EPS:g} eps of the tensor's scale"
 
 
 @dataclass
@@ -127,12 +143,40 @@ def tolerance_for(test: SplitTest, inputs: list[np.ndarray], explicit: Tolerance
     return Tolerance(reduction_length=length, input_scale=finite_scale([a for a in inputs if a.dtype.kind == "f"]))
 
 
+def judge_output(actual: np.ndarray, expected: np.ndarray, rule: Tolerance, same_build: bool = False) -> Comparison:
+    """One output against its expectation: by ``rule``, or, for the split's own build (and no explicit rule),
+    within ``SAME_BUILD_EPS`` of the expected tensor's scale (the comparison says that rule and its allowance;
+    a float output within it is ``within_rounding``, as the default rule's would be)."""
+    info = float_info(expected.dtype)
+    if not same_build or rule.explicit or info is None:
+        return compare(actual, expected, tolerance=rule)
+    allowance = min(rounding_allowance(expected.dtype), SAME_BUILD_EPS * float(info.eps))
+    scale = finite_scale([expected])
+    judged = compare(actual, expected, tolerance=Tolerance(atol=allowance * scale, rtol=0.0))
+    verdict = Verdict.WITHIN_ROUNDING if judged.verdict is Verdict.WITHIN_TOLERANCE else judged.verdict
+    # Said against the comparison's scale (the larger of both sides'), as the default rule's rounding is.
+    rounding = allowance * scale / judged.scale if judged.scale > 0 else allowance
+    return replace(judged, verdict=verdict, atol=None, rtol=None, rounding=rounding, rounding_scale=scale,
+                   tolerance_text=SAME_BUILD_RULE)  # fmt: skip
+
+
+def same_build_as_split(folder: Path, flags: list[str], device: str) -> str | None:
+    """None when checking ``folder`` with ``flags`` on ``device`` is the split's own build; else why not (what
+    differs, or that the folder does not say its build)."""
+    recorded = read_build(folder)
+    if recorded is None:
+        return "the split folder does not say which build made it"
+    return this_build(flags, device).differs_from(recorded)
+
+
 def check_test(
     folder: Path, test: SplitTest, flags: list[str], device: str, *, tolerance: Tolerance | None = None,
     max_occurrences: int | None = 1, work: Path | None = None, batch: BatchModule | None = None,
+    same_build: bool = False,
 ) -> TestVerdict:  # fmt: skip
     """Compile and run one test, judging every kept occurrence (up to ``max_occurrences``); with ``batch``,
-    run its function of that already compiled module instead."""
+    run its function of that already compiled module instead; ``same_build``: judged by the split's own
+    build's rule (``judge_output``)."""
     test_dir = folder / test.dir
     if test.error:
         return TestVerdict(test.dir, FAILED, f"split wrote no program: {test.error}")
@@ -155,7 +199,7 @@ def check_test(
                 return TestVerdict(test.dir, FAILED, ran.message, occurrences=occurrence + 1)
             arrays = [np.load(p) for p in inputs]
             rule = tolerance_for(test, arrays, tolerance)
-            comparisons = [compare(np.load(r), np.load(where / "expected" / name), tolerance=rule)
+            comparisons = [judge_output(np.load(r), np.load(where / "expected" / name), rule, same_build)
                            for r, name in zip(results, test.outputs)]  # fmt: skip
             verdict = worst_verdict(c.verdict for c in comparisons)
             verdicts.append(verdict)
@@ -169,9 +213,11 @@ def check_split(
     folder: Path, flags: list[str], device: str, *, tolerance: Tolerance | None = None,
     max_occurrences: int | None = 1, jobs: int = 2, on_test=None,
 ) -> list[TestVerdict]:  # fmt: skip
-    """Every test of ``folder`` checked (``jobs`` at a time); ``on_test(verdict)`` as each one ends."""
+    """Every test of ``folder`` checked (``jobs`` at a time); ``on_test(verdict)`` as each one ends. The
+    split's own build (``same_build_as_split``) is judged by its tight rule, unless an explicit one is given."""
     folder = Path(folder)
     tests = read_manifest(folder)
+    same_build = same_build_as_split(folder, flags, device) is None
     with tempfile.TemporaryDirectory(prefix="lens-check-batch-") as work:
         batch = compile_batch(folder, tests, flags, Path(work)) if len(tests) > 1 else None
 
@@ -179,9 +225,10 @@ def check_split(
             verdict = None
             if batch is not None and test.dir in batch.functions:
                 verdict = check_test(folder, test, flags, device, tolerance=tolerance,
-                                     max_occurrences=max_occurrences, batch=batch)  # fmt: skip
+                                     max_occurrences=max_occurrences, batch=batch, same_build=same_build)  # fmt: skip
             if verdict is None or not verdict.agrees:  # a problem is reported as the test's own compile gives it
-                verdict = check_test(folder, test, flags, device, tolerance=tolerance, max_occurrences=max_occurrences)
+                verdict = check_test(folder, test, flags, device, tolerance=tolerance, max_occurrences=max_occurrences,
+                                     same_build=same_build)  # fmt: skip
             if on_test is not None:
                 on_test(verdict)
             return verdict

@@ -11,7 +11,9 @@ output folder::
                                                 "inputs", "outputs", "occurrences", ...,
                                                 "initializer": true where the module's
                                                 initializer ran it (ordinals: its own count)}],
-                                     "not_written": [the same, with "error": why no program]}
+                                     "not_written": [the same, with "error": why no program],
+                                     "build": {"flags", "device", "compiler", "host"}: what made
+                                               the expected outputs (engine.split.build)}
     DIR/<test>/dispatch.mlir        func.func @main(the dispatch's tensor operands) -> its results
     DIR/<test>/inputs/argN.npy      the first occurrence's operands (manifest "inputs": these names)
     DIR/<test>/expected/resultN.npy its results (manifest "outputs")
@@ -36,6 +38,7 @@ import numpy as np
 
 from engine.compiler import CompileRequest, compile_program
 from engine.errors import LensError
+from engine.split.build import this_build
 from engine.split.extract import (
     SplitError,
     dispatch_signatures,
@@ -311,12 +314,19 @@ def split_program(
         _write_programs(module, signatures, tests, out)
         # "tests" lists only tests with a program (what a checker compiles); the rest say why not.
         manifest = {"tests": [t.to_json() for t in tests if not t.error],
-                    "not_written": [t.to_json() for t in tests if t.error]}  # fmt: skip
+                    "not_written": [t.to_json() for t in tests if t.error],
+                    "build": this_build(_build_flags(request), runner_device).to_json()}  # fmt: skip
         (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
         write_s = time.perf_counter() - start
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return SplitResult(out, tests, collector.ordinal, compile_s, run_s, write_s, collector.initializer_ordinal)
+
+
+def _build_flags(request: CompileRequest) -> list[str]:
+    """The iree-compile flags of the split's build as ``split --check`` would give them: the target's and the
+    options, not the phases it was compiled through."""
+    return replace(request, compile_from=None, compile_to=None, trace_dispatch_tensors=False).compiler_flags()
 
 
 def _clear_previous(out: Path) -> None:
