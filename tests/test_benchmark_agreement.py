@@ -89,3 +89,20 @@ def test_dispatch_named_by_a_glob_and_a_name_that_matches_none_lists_the_run(tmp
     lines = proc.stderr.splitlines()
     assert lines[0].startswith("iree-lens benchmark: no dispatch '*nomatch*' in a run of @conv") and "glob" in lines[0]
     assert lines[1].startswith("  #0 conv_dispatch_0_conv") and len(lines) == 2, proc.stderr
+
+
+def test_dispatch_named_by_its_ordinal_alone_and_a_bad_ordinal_said_plainly(tmp_path):
+    """``--dispatch=0`` is ``#0``, as ``kernel --dispatch=0`` counts; ``#x`` is one line naming the option (it
+    was a ValueError raised inside the run, reported as a VM trap at hal.device.queue.execute)."""
+    vmfb = compile_for(CONV, tmp_path / "conv.vmfb", "llvm-cpu")
+    report = _benchmark(vmfb, tmp_path, "--dispatch=0", "--repetitions=1", "--min-time=0.02", "--no-iree",
+                        "--no-roofline")  # fmt: skip
+    assert report["dispatch"].startswith("conv_dispatch_0_conv")
+    x, w = tmp_path / "x.npy", tmp_path / "w.npy"
+    cmd = [sys.executable, "-m", "app.launcher", "benchmark", str(vmfb), "--function=conv", f"--input=@{x}",
+           f"--input=@{w}", "--dispatch=#x", "--no-iree", "--no-roofline"]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines() == [
+        "iree-lens benchmark: bad --dispatch '#x': #K takes the dispatch's ordinal in the run, from 0 (#3)"
+    ], proc.stderr

@@ -4,7 +4,7 @@
                         [--device=local-sync|vulkan] [--samples=20] [--repetitions=5] [--json]
 
 The function runs on the debug engine until the first dispatch NAME selects (an export, the dispatch
-executable it came from such as ``main$async_dispatch_3``, or ``#K``, the K-th dispatch of the call); its
+executable it came from such as ``main$async_dispatch_3``, or ``#K`` or ``K``, the K-th dispatch of the call); its
 bindings are kept. On the CPU that dispatch is then timed the way ``iree-benchmark-executable`` times it
 (``engine.dispatch.kernel_timing``: the same binary loaded once, the same workgroup count, one set of
 buffers holding its input bytes, a warm-up, batches of ``--batch-size`` dispatches until ``--min-time``
@@ -36,7 +36,7 @@ def add_parser(subparsers) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("module", nargs="?", default=None, help="the .vmfb (default: the --bundle's module)")
-    p.add_argument("--dispatch", required=True, help="#K (the K-th dispatch of the run), an export name or a prefix of it (main_dispatch_3), or a glob ('*conv*')")
+    p.add_argument("--dispatch", required=True, help="#K or K (the K-th dispatch of the run, from 0), an export name or a prefix of it (main_dispatch_3), or a glob ('*conv*')")
     p.add_argument("--function", default=None, help="the function whose run reaches the dispatch")
     p.add_argument(
         "--bundle",
@@ -80,19 +80,32 @@ def add_parser(subparsers) -> None:
 _LISTED = 40  # exports listed when --dispatch names none
 
 
+def dispatch_ordinal(selector: str) -> int | None:
+    """The ordinal ``--dispatch`` names (``#K``, or ``K`` alone as ``kernel --dispatch`` takes it), None for a name
+    or a glob; ``LensError`` for a ``#`` with no ordinal after it (an export name never starts with a digit)."""
+    text = selector.strip()
+    number = text[1:] if text.startswith("#") else text
+    if number.isdigit():
+        return int(number)
+    if text.startswith("#"):
+        raise LensError(f"bad --dispatch {selector!r}: #K takes the dispatch's ordinal in the run, from 0 (#3)")
+    return None
+
+
 class _FirstMatch(DispatchObserver):
     """Keeps the bindings of the first dispatch ``selector`` names (before it runs), as a snapshot."""
 
     def __init__(self, device, selector: str):
         self.device = device
         self.selector = selector
+        self.ordinal = dispatch_ordinal(selector)
         self.count = 0
         self.found = None
         self.names: dict[str, int] = {}  # each export run, with its first ordinal (to list when none matched)
 
     def _matches(self, record: DispatchRecord) -> bool:
-        if self.selector.startswith("#"):
-            return self.count == int(self.selector[1:])
+        if self.ordinal is not None:
+            return self.count == self.ordinal
         name = record.export_name or ""
         if any(c in self.selector for c in "*?["):  # a glob, as debug's and the window's breakpoints take
             return fnmatch.fnmatchcase(name, self.selector)
