@@ -14,7 +14,7 @@ import pytest
 from support import SHARED_MODELS, compile_for, iree_compile, model_lens_sources
 
 from engine.compiler.targets import target_flags
-from engine.trace.by_source import program_op
+from engine.trace.by_source import SourceMap, SourceShare, place_shares, program_op
 from engine.trace.source_ops import dispatch_source_ops, op_work
 
 
@@ -94,6 +94,36 @@ def test_attention_block_onnx_import_is_90_percent_on_torch_lines(tmp_path):
     _check(chrome, attr)
     assert _torch_share(attr) >= 0.9
     assert attr["torch_op_share"] >= 0.9
+    # The q, k and v projections (lines 17, 18, 19) are one deduplicated executable dispatched three times:
+    # each run's time is its own line's (all three went to line 17, whose ops' locations it kept).
+    rows = {r["loc"].rpartition(":")[2]: r for r in attr["by_source"]}
+    runs = sorted((e for e in chrome["traceEvents"] if e.get("cat") == "dispatch" and "dispatch_2_" in e["name"]),
+                  key=lambda e: e["ts"])  # fmt: skip
+    assert len(runs) == 3
+    for line, run in zip(("17", "18", "19"), runs):
+        assert rows[line]["calls"] == 1 and rows[line]["dispatches"] == [run["name"]], rows[line]
+        assert rows[line]["op"] == 'torch.operator "onnx.MatMul"'
+        assert abs(rows[line]["time_ns"] - round(run["dur"] * 1000)) <= 1
+    assert any("several places" in n for n in attr["notes"])
+
+
+def test_a_deduplicated_dispatchs_places_by_the_ops_their_lines_hold(tmp_path):
+    """Another place's lines are the kept place's moved by the distance between the two, where each moved
+    line holds the same op; where one does not, the whole run goes to the place's own line."""
+    program = tmp_path / "p.mlir"
+    program.write_text("\n".join([
+        "  %1 = torch.aten.conv2d %0", "  %2 = torch.aten.relu %1",
+        "  %3 = torch.aten.conv2d %2", "  %4 = torch.aten.relu %3",
+        "  %5 = torch.aten.conv2d %4", "  %6 = torch.aten.sigmoid %5",
+    ]) + "\n")  # fmt: skip
+    shares = (SourceShare(f"{program}:1", 0.9), SourceShare(f"{program}:2", 0.1))
+    places = place_shares(shares, (f"{program}:1", f"{program}:3", f"{program}:5"))
+    assert places[0] == shares
+    assert places[1] == (SourceShare(f"{program}:3", 0.9), SourceShare(f"{program}:4", 0.1))
+    assert places[2] == (SourceShare(f"{program}:5", 1.0),)  # line 6 is no relu
+    sources = SourceMap({"d": shares}, sites={"d": places})
+    assert [sources.locations_of_run("d", k, 6)[0].loc for k in range(6)] == [f"{program}:{n}" for n in (1, 3, 5) * 2]
+    assert sources.locations_of_run("d", 1, 4) == shares  # 4 runs of 3 places: which is which is not known
 
 
 def test_module_alone_attributes_each_dispatch_to_its_export_location(tmp_path):

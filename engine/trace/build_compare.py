@@ -147,10 +147,17 @@ def line_times(
     rounds = [r for r, _, _ in calls]
     out: dict[str, tuple[dict[str, None], list[float]]] = defaultdict(lambda: ({}, [0.0] * len(calls)))
     for k, (_, trace, zones) in enumerate(calls):
-        for index in zones:
-            export = trace.names[int(trace.zones.name[index])]
+        exports = [trace.names[int(trace.zones.name[index])] for index in zones]
+        runs: dict[str, int] = defaultdict(int)
+        for export in exports:
+            runs[export] += 1
+        seen: dict[str, int] = defaultdict(int)
+        for index, export in zip(zones, exports):
             duration = float(trace.zones.end[index] - trace.zones.start[index])
-            for part in sources.locations_of(export) or (SourceShare(NO_LOCATION, 1.0),):
+            # a deduplicated executable run from several places: this run's place (by_source)
+            parts = sources.locations_of_run(export, seen[export], runs[export])
+            seen[export] += 1
+            for part in parts or (SourceShare(NO_LOCATION, 1.0),):
                 names, times = out[part.loc]
                 names[export] = None
                 times[k] += duration * part.share

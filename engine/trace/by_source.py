@@ -25,7 +25,7 @@ import numpy as np
 
 from engine.errors import LensError
 from engine.trace.model import Trace
-from engine.trace.source_ops import SourceOp, dispatch_source_ops, flow_with_locations
+from engine.trace.source_ops import SourceOp, dispatch_sites, dispatch_source_ops, flow_with_locations
 
 NO_LOCATION = "(no location)"
 _OP_AT_LINE = re.compile(r'(?:^|=\s*|^\s*)(torch\.operator\s+"[^"]+"|[a-z_][\w]*(?:\.[\w]+)+)')
@@ -47,9 +47,21 @@ class SourceMap:
     shares: dict[str, tuple[SourceShare, ...]] = field(default_factory=dict)
     how: dict[str, str] = field(default_factory=dict)  # export -> "flow" | "export location"
     notes: list[str] = field(default_factory=list)
+    # An export dispatched from several places of the program (a deduplicated executable): each place's
+    # lines, in the flow phase's order (``place_shares``).
+    sites: dict[str, tuple[tuple[SourceShare, ...], ...]] = field(default_factory=dict)
 
     def locations_of(self, export: str) -> tuple[SourceShare, ...]:
         return self.shares.get(export, ())
+
+    def locations_of_run(self, export: str, index: int, runs: int) -> tuple[SourceShare, ...]:
+        """The lines of the ``index``-th of ``runs`` dispatches of ``export`` in one call (time order): for an
+        export dispatched from several places, the place that run came from, when ``runs`` is a whole number
+        of rounds of its places (the k-th run the k-th place, in program order); else ``locations_of``."""
+        places = self.sites.get(export)
+        if places and runs % len(places) == 0:
+            return places[index % len(places)]
+        return self.locations_of(export)
 
     def line_of(self, export: str) -> str | None:
         """The dispatch's main source line: the one with the largest share (its root op)."""
@@ -215,8 +227,10 @@ def source_map(
                 result.notes.append(f"source ops from the flow phase of {program}")
             except LensError as e:
                 result.notes.append(f"{e}: each dispatch by its export's location")
+    sites: dict[str, tuple[str | None, ...]] = {}
     if flow_text is not None:
         ops = dispatch_source_ops(flow_text)
+        sites = dispatch_sites(flow_text)
     dynamic: list[str] = []
     for export in set(exported) | set(ops):
         found = ops.get(export, ())
@@ -233,6 +247,17 @@ def source_map(
         elif export in exported:
             result.shares[export] = (SourceShare(exported[export], 1.0),)
             result.how[export] = "export location"
+    placed = 0
+    for export, locs in sites.items():
+        if export in result.shares and len(set(locs)) > 1:
+            result.sites[export] = place_shares(result.shares[export], locs)
+            placed += 1
+    if placed:
+        result.notes.append(
+            f"exports dispatched from several places of the program: {placed} (IREE deduplicated their "
+            "executables, which keep one place's op locations); each run's time goes to its own place, the k-th "
+            "run of a call to the k-th flow.dispatch, where the run count is a whole number of rounds of the places"
+        )  # fmt: skip
     if dynamic:
         result.notes.append(
             f"{len(dynamic)} dispatches with dynamic shapes: their time shared equally by their ops"
@@ -242,6 +267,35 @@ def source_map(
         result.notes.append(f"{len(unmatched)} of {len(exported)} exports not in the flow phase (another build?): "
                             "by their export's location")  # fmt: skip
     return result
+
+
+def place_shares(shares: tuple[SourceShare, ...], places: tuple[str | None, ...]) -> tuple[tuple[SourceShare, ...], ...]:
+    """Each place's lines of a dispatch whose ops' locations (``shares``) are those of one of its ``places``
+    (the ``flow.dispatch`` ops' own lines): that place's shares as they are; another place's moved by the
+    distance between the two places, where every moved line holds the same op as the original one (repeated
+    blocks of a model: the fire modules' conv and ReLU); else all of it on the place's own line, as a
+    dispatch known only by its location is attributed."""
+    lines = {share.loc for share in shares}
+    reference = next((p for p in places if p in lines), None)
+    out = []
+    for place in places:
+        if place is None or reference is None:
+            out.append(shares)
+            continue
+        ref_path, _, ref_line = reference.rpartition(":")
+        path, _, line = place.rpartition(":")
+        delta = int(line) - int(ref_line)
+        moved = []
+        for share in shares:
+            share_path, _, share_line = share.loc.rpartition(":")
+            target = f"{share_path}:{int(share_line) + delta}" if share_line.isdigit() else ""
+            op = program_op(share.loc)
+            if delta and (share_path != path or op is None or program_op(target) != op):
+                moved = None
+                break
+            moved.append(share if not delta else SourceShare(target, share.share))
+        out.append(tuple(moved) if moved is not None else (SourceShare(place, 1.0),))
+    return tuple(out)
 
 
 def _renamed(loc: str, program: Path) -> str:
@@ -260,11 +314,17 @@ def attribute(trace: Trace, sources: SourceMap) -> Attribution:
     calls: dict[tuple[str, str | None], int] = defaultdict(int)
     names: dict[tuple[str, str | None], dict[str, None]] = defaultdict(dict)
     total = 0
-    for index in trace.name_ids("dispatch"):
-        export = trace.names[int(trace.zones.name[index])]
+    order = trace.zones_in_time_order("dispatch")
+    exports = [trace.names[int(trace.zones.name[index])] for index in order]
+    runs: dict[str, int] = defaultdict(int)
+    for export in exports:
+        runs[export] += 1
+    seen: dict[str, int] = defaultdict(int)
+    for index, export in zip(order, exports):
         duration = int(trace.zones.end[index] - trace.zones.start[index])
         total += duration
-        parts = sources.locations_of(export) or (SourceShare(NO_LOCATION, 1.0),)
+        parts = sources.locations_of_run(export, seen[export], runs[export]) or (SourceShare(NO_LOCATION, 1.0),)
+        seen[export] += 1
         for part in parts:
             key = (part.loc, part.python)
             times[key] += duration * part.share

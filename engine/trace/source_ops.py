@@ -134,6 +134,26 @@ def dispatch_source_ops(text: str) -> dict[str, tuple[SourceOp, ...]]:
     return out
 
 
+_DISPATCH_SITE = re.compile(r"\bflow\.dispatch @[\w$.\-]+::@([\w$.\-]+)[(\[]")
+
+
+def dispatch_sites(text: str) -> dict[str, tuple[str | None, ...]]:
+    """Export name -> the input-program ``FILE:LINE`` of each ``flow.dispatch`` of it, in the flow phase's
+    order (None where a site has no program location). IREE deduplicates executables: one export dispatched
+    from several places (SqueezeNet's repeated fire modules, the q/k/v projections of an attention) keeps
+    the ops' locations of one of them, while each ``flow.dispatch`` keeps its own."""
+    aliases = _loc_aliases(text.splitlines())
+    sites: dict[str, list[str | None]] = {}
+    for line in text.splitlines():
+        m = _DISPATCH_SITE.search(line)
+        if m is None:
+            continue
+        loc_text = _last_loc(line, aliases)
+        where = _file_lines(loc_text) if loc_text else []
+        sites.setdefault(m.group(1), []).append(next((w for w in where if ".py:" not in w), None))
+    return {export: tuple(locs) for export, locs in sites.items()}
+
+
 def _ops_in(body: list[str], aliases: dict[str, str]):
     i = 0
     while i < len(body):
