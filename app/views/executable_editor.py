@@ -619,6 +619,18 @@ class ExecutableEditor(QWidget):
         super().closeEvent(event)
 
 
+def _builds(compilation, module) -> bool:
+    """Whether ``compilation`` built ``module`` (a LoadedModule; None: no module open, the compilation alone)."""
+    if module is None:
+        return True
+    if getattr(module, "compilation", None) is compilation:
+        return True
+    try:
+        return Path(compilation.vmfb_path).resolve() == Path(module.path).resolve()
+    except (OSError, TypeError):
+        return False
+
+
 def editor_for_compilation(compilation, drafts: DraftStore | None = None) -> ExecutableEditor:
     """An editor of a ``Compilation``'s executables (its dumps), applying to its module."""
     from engine.substitute.documents import documents_from_dumps
@@ -767,20 +779,21 @@ class ExecutableEditorPanel(QWidget):
         compilation = context.compilation
         module = context.module
         try:
-            if compilation is not None and getattr(compilation, "vmfb_path", None):
+            # The compile panel keeps its last compilation when another module opens: its executables are the
+            # module's only when it built that module (else the editor showed the first program's executables
+            # under the second module, and Apply would have built them against it).
+            if compilation is not None and getattr(compilation, "vmfb_path", None) and _builds(compilation, module):
                 editor = editor_for_compilation(compilation)
             elif module is not None:
                 editor = editor_for_module(module.path)
             else:
                 return
         except LensError as e:
+            self._drop_editor()
             self.placeholder.setText(f"Cannot list the executables: {e}")
+            self.placeholder.show()
             return
-        if self.editor is not None:
-            self._layout.removeWidget(self.editor)
-            self.editor.close()
-            self.editor.deleteLater()
-            self.editor = None
+        self._drop_editor()
         if not editor.documents:
             # Say what is missing rather than show an empty list.
             self.placeholder.setText(NO_SOURCES.format(name=Path(str(editor.module_path or "The module")).name))
@@ -792,3 +805,11 @@ class ExecutableEditorPanel(QWidget):
         self.editor = editor
         self.placeholder.hide()
         self._layout.addWidget(editor)
+
+    def _drop_editor(self) -> None:
+        """The editor of what was shown before goes (never left beside another module's placeholder)."""
+        if self.editor is not None:
+            self._layout.removeWidget(self.editor)
+            self.editor.close()
+            self.editor.deleteLater()
+            self.editor = None
