@@ -497,6 +497,22 @@ def test_reduce_judges_every_candidate_by_the_whole_tests_rule(tmp_path, small_c
     assert report["steps"] and all(beyond in step["detail"] for step in report["steps"])
 
 
+def test_reduce_says_trouble_when_b_cannot_run_or_the_folder_is_the_split(tmp_path, small_cnn_split):
+    """B that cannot run the test at all judges nothing: trouble (2) saying why, never "A and B agree"
+    (exit 1, 'agree on the whole test (B failed: ...)'). The split folder given instead of one of its
+    tests names a test to give (it said the parent folder was not a split folder)."""
+    out = tmp_path / "split"
+    shutil.copytree(small_cnn_split, out)
+    [test] = [t for t in read_manifest(out) if "conv_8x16x16" in t.dir]
+    reduced = _lens("reduce", str(out / test.dir), "--against=no-such-device")
+    assert reduced.returncode == 2, reduced.stderr
+    assert reduced.stderr.startswith("iree-lens reduce: B (llvm-cpu on no-such-device) cannot run the whole test")
+    assert "agree" not in reduced.stderr
+    whole = _lens("reduce", str(out), "--against=vmvx")
+    assert whole.returncode == 2
+    assert whole.stderr.strip() == f"iree-lens reduce: {out} is a split folder: give one of its tests (e.g. {out / read_manifest(out)[0].dir})"
+
+
 def test_reduce_a_compile_failure_keeps_one_op_failing_the_same_way(tmp_path, small_cnn_split):
     out = tmp_path / "split"
     shutil.copytree(small_cnn_split, out)

@@ -269,6 +269,12 @@ class Reducer:
     def reduce(self) -> ReduceResult:
         everything = set(range(len(self.names)))
         self.failure = self.judge(everything)  # nothing removed: no feeds needed yet
+        if self.failure.kind == "invalid":  # trouble, not an agreement: B judges nothing
+            detail = self.failure.detail
+            if detail.startswith("B failed: "):
+                raise ReduceError(f"B ({self._label(self.b)}) cannot run the whole test, so it judges nothing: "
+                                  f"{detail.removeprefix('B failed: ')}")  # fmt: skip
+            raise ReduceError(f"the whole test cannot be rewritten for reduction: {detail}")
         if not self.failure.failing:
             raise NothingToReduce(self._nothing_to_reduce())
         self.reference_values()
@@ -305,11 +311,7 @@ class Reducer:
     def _nothing_to_reduce(self) -> str:
         """Why there is nothing to reduce, and, since ``split --check`` judges a test by its expected/
         outputs and reduce by B, what A makes of expected/ and how to reduce against it."""
-        from engine.split.check import build_label
-
-        a, b = build_label(list(self.a.flags), self.a.device), build_label(list(self.b.flags), self.b.device)
-        if self.b.program is not None:
-            b += f" compiling {self.b.program.name}"
+        a, b = self._label(self.a), self._label(self.b)
         text = f"A ({a}) and B ({b}) agree on the whole test ({self.failure.detail}): nothing to reduce"
         outputs, error = self._run(self.a, self.a_text, self.inputs, len(self.test.outputs), "expected")
         if outputs is None:
@@ -324,6 +326,13 @@ class Reducer:
         return (f"{text}.\nreduce compares two builds, not the test's expected/ outputs, and A disagrees with "
                 f"expected/ ({differ.summary()}): to reduce against expected/, give as B the build that wrote it "
                 f"(split's own flags and device: --against=...), with --reference=FILE if the program was edited")
+
+    @staticmethod
+    def _label(build: Build) -> str:
+        from engine.split.check import build_label
+
+        label = build_label(list(build.flags), build.device)
+        return label + (f" compiling {build.program.name}" if build.program is not None else "")
 
     def _write(self, kept: set[int]) -> Path:
         """``<test>/reduced/``: reduced.mlir (A's program), inputs/, expected/ (B's results) and, when B
@@ -354,6 +363,10 @@ def reduce_test(test_dir: Path, a: Build, b: Build, *, log: Callable[[str], None
     """Reduce the test in ``test_dir`` (a folder of a split folder) with builds ``a`` and ``b``."""
     test_dir = Path(test_dir).resolve()
     folder = test_dir.parent
+    if (test_dir / "manifest.json").is_file():  # the split folder itself, not one of its tests
+        first = next(iter(read_manifest(test_dir)), None)
+        example = f" (e.g. {test_dir / first.dir})" if first is not None else ""
+        raise ReduceError(f"{test_dir} is a split folder: give one of its tests{example}")
     tests = [t for t in read_manifest(folder) if t.dir == test_dir.name]
     if not tests:
         raise ReduceError(f"{test_dir.name} is not a test of {folder}")
