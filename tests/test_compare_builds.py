@@ -121,3 +121,19 @@ def test_exit_status_says_whether_outputs_diverge_and_options_stand_anywhere(tmp
     assert missing.returncode == 2 and f"no such file: {tmp_path / 'absent.vmfb'}" in missing.stderr
     helped = lens_in_process("compare-builds", "--help")
     assert "Exit status (as diff and cmp): 0 when nothing diverges, 1 when" in " ".join(helped.stdout.split())
+
+
+def test_a_damaged_module_or_a_missing_function_is_named_before_anything_runs(tmp_path):
+    """Said with the build it concerns and our reader's words, not IREE's ('rodata[0] external reference out
+    of range', 'no function `main` exported by module', from iree-benchmark-module, naming neither A nor B)."""
+    a = compile_for(sample_path("mlp"), tmp_path / "a.vmfb", "llvm-cpu")
+    data = a.read_bytes()
+    truncated = tmp_path / "truncated.vmfb"
+    truncated.write_bytes(data[: len(data) // 2])
+    broken = lens_in_process("compare-builds", a, truncated, "--function=main", "--input=2x16xf32=0.25", "--no-outputs")
+    assert broken.returncode == 2
+    assert broken.stderr.startswith("iree-lens compare-builds: B: ") and "truncated.vmfb" in broken.stderr, broken.stderr
+    assert "iree-benchmark-module" not in broken.stderr
+    other = lens_in_process("compare-builds", a, a, "--function=nope", "--input=2x16xf32=0.25", "--no-outputs")
+    assert other.returncode == 2
+    assert other.stderr.startswith(f"iree-lens compare-builds: A: {a} exports no function 'nope' (it exports "), other.stderr
