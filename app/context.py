@@ -23,6 +23,18 @@ class LoadedModule:
     source: Path | None = None  # the .mlir it was compiled from, when it was
     compilation: Any = None  # engine.compiler.Compilation that produced it, when compiled here
 
+    def built_by(self, compilation: Any) -> bool:
+        """Whether ``compilation`` (the compile panel's, kept when another module opens) built this module:
+        only then are its phases, dispatches and executables this module's."""
+        if compilation is None:
+            return False
+        if self.compilation is compilation:
+            return True
+        try:
+            return Path(compilation.vmfb_path).resolve() == Path(self.path).resolve()
+        except (AttributeError, OSError, TypeError):
+            return False
+
 
 @dataclass(frozen=True)
 class Position:

@@ -149,10 +149,23 @@ class DispatchPanel(QWidget):
             for i in range(self.dispatch_list.topLevelItemCount())
         ]
 
+    @property
+    def compiled_index(self) -> DispatchIndex | None:
+        """The compilation's dispatch index when that compilation built the open module (or no module is
+        open): the compile panel keeps its last compilation when another module opens, whose dispatches
+        were listed under the new module ("10 dispatches from the compilation" of attention_block beside
+        small_cnn's 6 calls)."""
+        module = self.context.module
+        if self.index is None or not len(self.index):
+            return None
+        if module is not None and not module.built_by(self.context.compilation):
+            return None
+        return self.index
+
     def _rows(self) -> list[tuple[str, tuple[str, ...], str, list[CallSite]]]:
-        if self.index is not None and len(self.index):
+        if self.compiled_index is not None:
             rows = []
-            for d in self.index:
+            for d in self.compiled_index:
                 mine = [s for s in self.sites if s.export in d.exports]
                 rows.append((d.name, d.exports, d.hal_executable or "", mine))
             return rows
@@ -177,16 +190,15 @@ class DispatchPanel(QWidget):
         for col in range(3):
             self.dispatch_list.resizeColumnToContents(col)
         self.dispatch_list.blockSignals(False)
-        source = (
-            "compilation" if self.index is not None and len(self.index) else "module" if self.sites else None
-        )
+        index = self.compiled_index
+        source = "compilation" if index is not None else "module" if self.sites else None
         if source is None:
             self.summary.setText("No dispatches: compile a program or open a .vmfb that dispatches work.")
         else:
             calls = f", {len(self.sites)} dispatch calls in the loaded module" if self.sites else ""
             self.summary.setText(f"{len(rows)} dispatches from the {source}{calls}.")
-        if self.index is not None and self.index.notes:
-            self.summary.setText(self.summary.text() + "  " + " ".join(self.index.notes))
+        if index is not None and index.notes:
+            self.summary.setText(self.summary.text() + "  " + " ".join(index.notes))
         self.listed = self.summary.text()
         self.apply_filter(self.filter_edit.text())
         self.current = None
@@ -216,9 +228,10 @@ class DispatchPanel(QWidget):
 
     def select(self, name: str, publish: bool = True) -> bool:
         """Pick dispatch ``name`` (IREE's name or an export name); ``publish`` sets it in the context."""
-        if self.index is not None and name not in self.index:
+        index = self.compiled_index
+        if index is not None and name not in index:
             try:
-                name = self.index.get(name).name
+                name = index.get(name).name
             except KeyError:
                 pass
         for i in range(self.dispatch_list.topLevelItemCount()):
@@ -243,9 +256,10 @@ class DispatchPanel(QWidget):
 
     # -- details ----------------------------------------------------------------------------------------
     def dispatch(self) -> Dispatch | None:
-        if self.current is None or self.index is None or self.current not in self.index:
+        index = self.compiled_index
+        if self.current is None or index is None or self.current not in index:
             return None
-        return self.index.get(self.current)
+        return index.get(self.current)
 
     def shown_call_sites(self) -> list[CallSite]:
         items = [self.call_sites.item(i).data(_ROLE) for i in range(self.call_sites.count())]

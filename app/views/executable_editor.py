@@ -619,18 +619,6 @@ class ExecutableEditor(QWidget):
         super().closeEvent(event)
 
 
-def _builds(compilation, module) -> bool:
-    """Whether ``compilation`` built ``module`` (a LoadedModule; None: no module open, the compilation alone)."""
-    if module is None:
-        return True
-    if getattr(module, "compilation", None) is compilation:
-        return True
-    try:
-        return Path(compilation.vmfb_path).resolve() == Path(module.path).resolve()
-    except (OSError, TypeError):
-        return False
-
-
 def editor_for_compilation(compilation, drafts: DraftStore | None = None) -> ExecutableEditor:
     """An editor of a ``Compilation``'s executables (its dumps), applying to its module."""
     from engine.substitute.documents import documents_from_dumps
@@ -782,7 +770,8 @@ class ExecutableEditorPanel(QWidget):
             # The compile panel keeps its last compilation when another module opens: its executables are the
             # module's only when it built that module (else the editor showed the first program's executables
             # under the second module, and Apply would have built them against it).
-            if compilation is not None and getattr(compilation, "vmfb_path", None) and _builds(compilation, module):
+            ours = module is None or module.built_by(compilation)
+            if compilation is not None and getattr(compilation, "vmfb_path", None) and ours:
                 editor = editor_for_compilation(compilation)
             elif module is not None:
                 editor = editor_for_module(module.path)

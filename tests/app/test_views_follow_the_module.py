@@ -1,5 +1,5 @@
-"""The Executable Editor document follows the open module: another module opened after a compiled program
-shows its own executables (or says it has none), never the program's."""
+"""The views of a module's executables and dispatches follow the open module: another module opened after a
+compiled program shows its own (or says it has none), never the program's that the compile panel keeps."""
 
 from __future__ import annotations
 
@@ -7,7 +7,11 @@ import shutil
 from types import SimpleNamespace
 
 from app.context import LensContext, LoadedModule
+from app.messages import MessageLog
+from app.panels import PanelServices
+from app.views.dispatch_panel import DispatchPanel
 from app.views.executable_editor import ExecutableEditorPanel
+from app.workers import EngineWorker
 
 SOURCE = """hal.executable public @program$async_dispatch_0 {
 }
@@ -40,3 +44,31 @@ def test_another_module_after_a_compiled_program_never_shows_the_programs_execut
     # Back to the program (Open Recent): its executables again.
     context.set_position(module=LoadedModule(compilation.vmfb_path, None, compilation=compilation))
     assert panel.editor is not None and not panel.placeholder.isVisibleTo(panel)
+
+
+def test_the_dispatches_panel_lists_the_open_modules_dispatches_not_the_last_compilations(qtbot, tmp_path, compiled):
+    """Walk: attention_block.mlir, then small_cnn.vmfb: the Dispatches panel said "10 dispatches from the
+    compilation, 6 dispatch calls in the loaded module" and listed attention_block's dispatches."""
+    from engine.compiler import CompileRequest, compile_program
+    from engine.runtime.vmfb.module import open_vmfb
+    from engine.samples import sample_path
+
+    comp = compile_program(CompileRequest(sample_path("transpose_concat"), target="llvm-cpu"), out_dir=tmp_path / "c")
+    comp.raise_if_failed()
+    other = compiled.path("multi_function", "llvm-cpu")
+    context = LensContext()
+    worker = EngineWorker()
+    panel = DispatchPanel(PanelServices(context, worker, MessageLog(), lambda _path: None))
+    qtbot.addWidget(panel)
+    try:
+        context.set_position(module=LoadedModule(comp.vmfb_path, open_vmfb(comp.vmfb_path)), compilation=comp)
+        program = panel.names()
+        assert program and all(name.startswith("main_dispatch_") for name in program)
+        assert "from the compilation" in panel.summary.text()
+        context.set_position(module=LoadedModule(other, open_vmfb(other)))  # the compilation stays
+        assert context.compilation is comp
+        assert not set(panel.names()) & set(program)
+        assert "from the module" in panel.summary.text(), panel.summary.text()
+        assert panel.dispatch() is None
+    finally:
+        worker.shutdown()
