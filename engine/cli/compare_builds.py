@@ -162,6 +162,7 @@ def diverged(result) -> bool:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from engine.cli.profile import module_problem
     from engine.cli.program_arguments import module_device, no_inputs_problem
 
     a, b = args.modules
@@ -173,7 +174,7 @@ def run(args: argparse.Namespace) -> int:
         for label, module in (("A", a), ("B", b)):  # named before anything runs (IREE's tools would say less)
             if not Path(module).is_file():
                 raise LensError(f"no such file: {module}")
-            problem = _module_problem(module, args.function)
+            problem = module_problem(module, args.function)
             if problem:
                 raise LensError(f"{label}: {problem}")
         problem = no_inputs_problem(a, args.function, args.input)
@@ -203,23 +204,6 @@ def run(args: argparse.Namespace) -> int:
     for note in result.notes:
         print(f"  {note}")
     return status
-
-
-def _module_problem(module: str, function: str) -> str | None:
-    """Why ``module`` cannot be profiled calling ``function`` (a damaged file, no such export), or None: said
-    before IREE's tools run it (their 'rodata[0] external reference out of range' or 'no function exported'
-    does not name the module)."""
-    from engine.runtime.vmfb.module import open_vmfb
-
-    try:
-        opened = open_vmfb(module)
-        names = [e.name for e in opened.exports]
-        _ = opened.rodata_segments  # a truncated file ends inside them: said with the bytes missing
-    except (LensError, OSError, ValueError) as e:
-        return str(e)
-    if function not in names:
-        return f"{module} exports no function {function!r} (it exports {', '.join(names) or 'none'})"
-    return None
 
 
 def row_text(line) -> str:

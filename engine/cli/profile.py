@@ -101,6 +101,23 @@ def profile_debug(module: str, function: str, inputs: list[str], device: str, re
     return trace
 
 
+def module_problem(module: str, function: str) -> str | None:
+    """Why ``module`` cannot be profiled calling ``function`` (a damaged file, no such export), or None: said
+    before IREE's tools run it (their 'rodata[0] external reference out of range' or 'no function exported'
+    does not name the module)."""
+    from engine.runtime.vmfb.module import open_vmfb
+
+    try:
+        opened = open_vmfb(module)
+        names = [e.name for e in opened.exports]
+        _ = opened.rodata_segments  # a truncated file ends inside them: said with the bytes missing
+    except (LensError, OSError, ValueError) as e:
+        return str(e)
+    if function not in names:
+        return f"{module} exports no function {function!r} (it exports {', '.join(names) or 'none'})"
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     if is_replay(args.module):
         from engine.cli.replay import profile
@@ -116,7 +133,10 @@ def run(args: argparse.Namespace) -> int:
     if args.repeat < 1:
         print("iree-lens profile: --repeat must be at least 1", file=sys.stderr)
         return 2
-    problem = no_inputs_problem(args.module, args.function, args.input)
+    problem = module_problem(args.module, args.function) or no_inputs_problem(args.module, args.function, args.input)
+    for out in (args.out, args.by_source):
+        if not problem and out and not Path(out).resolve().parent.is_dir():
+            problem = f"no folder {Path(out).resolve().parent} to write {out} in"
     if problem:
         print(f"iree-lens profile: {problem}", file=sys.stderr)
         return 1
