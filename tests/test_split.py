@@ -325,6 +325,24 @@ def test_split_check_cli_reports_only_the_broken_test(tmp_path, small_cnn_split)
     assert reason["verdict"] == "failed" and "iree-compile failed" in reason["reason"]
 
 
+def test_split_check_of_a_device_or_flag_that_fails_every_test_is_trouble(tmp_path, small_cnn_split):
+    """Every test failing the same way is the build's or the device's doing: exit 2 with the reason once
+    (it was 1, 'N diverged or failed', as if each test were at fault). A compiled module given to split is
+    named as such (iree-compile said 'unexpected character')."""
+    out = tmp_path / "split"
+    shutil.copytree(small_cnn_split, out)
+    for option, said in (("--device=no-such-device", "no driver 'no-such-device'"),
+                         ("--iree-no-such-flag", "Unknown command line argument '--iree-no-such-flag'")):  # fmt: skip
+        checked = _lens("split", "--check", str(out), option)
+        assert checked.returncode == 2, checked.stderr
+        [line] = [x for x in checked.stderr.splitlines() if x.startswith("iree-lens split:")]
+        assert line.startswith("iree-lens split: every test failed the same way") and said in line, line
+    module = tmp_path / "m.vmfb"
+    module.write_bytes(b"\x00\x00\x00\x00IREE" + bytes(64))
+    split = _lens("split", str(module), "--function=main", f"--out={tmp_path / 'out'}")
+    assert split.returncode == 2 and f"{module} is a compiled module" in split.stderr, split.stderr
+
+
 def test_split_check_reports_the_rounding_it_applied(tmp_path, small_cnn_split):
     """small_cnn's mean over 64 terms with its divisor made 64.02 (3.1e-4 relative, ~5000 ulps): the rule is
     2048 f32 eps measured against the larger of the result's scale and the inputs' (twice the mean's), and

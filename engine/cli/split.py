@@ -13,7 +13,8 @@ their recorded inputs) is judged within 16 epsilons of each output's scale, anot
 rounding rule (2048 for f32, wider for a long reduction); --atol/--rtol/--ulps replace either.
 
 Exit status (as diff and cmp): --check gives 0 when every test agrees, 1 when any diverged or failed to
-compile or run, 2 for trouble (bad usage, a folder that cannot be read); splitting gives 0, 1 when no
+compile or run, 2 for trouble (bad usage, a folder that cannot be read, every test failing the same way: a
+flag iree-compile does not know, a device with no driver); splitting gives 0, 1 when no
 dispatch could be written as a test, 2 for trouble.
 """
 
@@ -101,8 +102,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _split(args: argparse.Namespace, iree_flags: list[str]) -> int:
+    from pathlib import Path
+
+    from engine.cli.sources import compiled_module
     from engine.split.splitter import split_program
 
+    if Path(args.source).is_file() and compiled_module(Path(args.source)):  # iree-compile's 'unexpected character' would say less
+        print(f"iree-lens split: {args.source} is a compiled module; split compiles the program itself: give the "
+              ".mlir (or .mlirbc) it was compiled from, with the IREE flags it was compiled with", file=sys.stderr)  # fmt: skip
+        return 2
     if args.out is None or args.function is None:
         print("iree-lens split: --out=DIR and --function=F are required (or --check DIR)", file=sys.stderr)
         return 2
@@ -132,7 +140,8 @@ def _split(args: argparse.Namespace, iree_flags: list[str]) -> int:
 
 def _check(args: argparse.Namespace, iree_flags: list[str]) -> int:
     from engine.dispatch.numerics import Tolerance
-    from engine.split.check import SAME_BUILD_RULE, check_split, same_build_as_split, save_check
+    from engine.split.check import FAILED, SAME_BUILD_RULE, check_split, same_build_as_split, save_check
+    from engine.split.reduce import same_message
 
     flags, device = check_flags_and_device(args, iree_flags)
     tolerance = Tolerance(args.atol, args.rtol, args.ulps)
@@ -158,6 +167,12 @@ def _check(args: argparse.Namespace, iree_flags: list[str]) -> int:
         max_occurrences=None if args.all_occurrences else 1, on_test=report,
     )  # fmt: skip
     bad = [v for v in verdicts if not v.agrees]
+    failed = [v for v in verdicts if v.verdict == FAILED]
+    if len(verdicts) > 1 and len(failed) == len(verdicts) and all(same_message(v.reason, failed[0].reason) for v in failed):
+        # Not the tests' doing: the flags or the device (an unknown flag, a device with no driver here).
+        print(f"iree-lens split: every test failed the same way, so the build or the device is at fault, not a "
+              f"test: {failed[0].reason}", file=sys.stderr)  # fmt: skip
+        return TROUBLE
     save_check(args.source, flags, device, verdicts)  # the window shows each build's verdicts
     if args.json:
         print(json.dumps({"flags": flags, "device": device, "same_build": other_build is None, "rule": rule,
