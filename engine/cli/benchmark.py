@@ -132,6 +132,13 @@ def _line(label: str, t) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    for name, value in (("--repetitions", args.repetitions), ("--batch-size", args.batch_size), ("--samples", args.samples)):
+        if value < 1:  # 0 repetitions printed '0 rounds' beside the one it ran
+            print(f"iree-lens benchmark: {name} must be at least 1", file=sys.stderr)
+            return 2
+    if not args.min_time > 0:
+        print("iree-lens benchmark: --min-time must be above 0 seconds", file=sys.stderr)
+        return 2
     temp = None
     try:
         temp = _from_bundle(args)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from engine.cli.program_arguments import add_device_argument, is_replay, module_device
 from engine.dispatch.golden import add_golden_arguments, apply_golden, check_golden
@@ -127,6 +128,11 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "write_replay", None) and args.engine == "reference":
         print("iree-lens run: IREE's runtime writes its own replays: iree-run-module --device_replay_output=", file=sys.stderr)
         return 2
+    for spec in args.output or []:  # said before the run, not as a traceback after it
+        if spec[:1] in ("@", "+") and not Path(spec[1:]).resolve().parent.is_dir():
+            print(f"iree-lens run: no folder {Path(spec[1:]).resolve().parent} to write --output={spec} in",
+                  file=sys.stderr)  # fmt: skip
+            return 1
     checks = None
     try:
         # The check imports are optional: without the module a program would skip its expectations silently.
@@ -142,7 +148,10 @@ def run(args: argparse.Namespace) -> int:
         if getattr(args, "replay_recorder", None) is not None:
             print(f"wrote {args.replay_recorder.close()} (iree-run-replay --device={args.device} ...)", file=sys.stderr)
         if args.output:
-            sys.stdout.write(write_outputs(args.output, results))
+            try:
+                sys.stdout.write(write_outputs(args.output, results))
+            except OSError as e:  # a full disk, a file not writable: one line, as IREE's tool says it
+                raise LensError(f"cannot write the results: {e}") from None
         else:
             sys.stdout.write(format_results(results))
         return max(_report_checks(checks), check_golden(args, results))

@@ -1,7 +1,9 @@
-"""``iree-lens profile`` says what is wrong with its module or its --out before IREE's profiler runs: a damaged
+"""What ``profile``, ``run`` and ``benchmark`` say about bad input before they run anything: ``profile`` a damaged
 module with our reader's words (iree-run-module said 'rodata[0] external reference out of range'), a function
 the module does not export with the ones it does, an --out folder that does not exist (it ran the program
-first, then said '[Errno 2] No such file or directory')."""
+first, then said '[Errno 2] No such file or directory'); ``run`` an --output folder that does not exist (a
+traceback after the run); ``benchmark`` counts below 1 (--repetitions=0 printed '0 rounds' beside the one it
+ran)."""
 
 from __future__ import annotations
 
@@ -28,3 +30,24 @@ def test_profile_refuses_a_damaged_module_a_missing_function_and_an_unwritable_o
     assert unwritable.stderr.strip() == f"iree-lens profile: no folder {nowhere.parent} to write {nowhere} in"
     ran = lens_in_process("profile", module, "--function=main", "--input=2x16xf32=0.25", f"--out={out}")
     assert ran.returncode == 0 and out.exists(), ran.stderr
+
+
+def test_run_refuses_an_output_folder_that_does_not_exist(tmp_path):
+    module = compile_for(sample_path("mlp"), tmp_path / "mlp.vmfb", "llvm-cpu")
+    nowhere = tmp_path / "absent" / "o.npy"
+    proc = lens_in_process("run", module, "--function=main", "--input=2x16xf32=0.25", f"--output=@{nowhere}")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip() == f"iree-lens run: no folder {nowhere.parent} to write --output=@{nowhere} in"
+    here = tmp_path / "o.npy"
+    proc = lens_in_process("run", module, "--function=main", "--input=2x16xf32=0.25", f"--output=@{here}")
+    assert proc.returncode == 0 and here.exists(), proc.stderr
+
+
+def test_benchmark_refuses_counts_below_one(tmp_path):
+    module = tmp_path / "never_opened.vmfb"
+    for option in ("--repetitions=0", "--batch-size=0", "--samples=-1"):
+        proc = lens_in_process("benchmark", module, "--function=main", "--dispatch=0", option)
+        assert proc.returncode == 2
+        assert proc.stderr.strip() == f"iree-lens benchmark: {option.split('=')[0]} must be at least 1"
+    proc = lens_in_process("benchmark", module, "--function=main", "--dispatch=0", "--min-time=0")
+    assert proc.returncode == 2 and proc.stderr.strip() == "iree-lens benchmark: --min-time must be above 0 seconds"
