@@ -51,3 +51,18 @@ def test_benchmark_refuses_counts_below_one(tmp_path):
         assert proc.stderr.strip() == f"iree-lens benchmark: {option.split('=')[0]} must be at least 1"
     proc = lens_in_process("benchmark", module, "--function=main", "--dispatch=0", "--min-time=0")
     assert proc.returncode == 2 and proc.stderr.strip() == "iree-lens benchmark: --min-time must be above 0 seconds"
+
+
+def test_zones_of_a_category_the_trace_does_not_hold_names_the_ones_it_does(tmp_path):
+    """An empty table read as 'no time there'; --top=0 or below printed the header alone."""
+    module = compile_for(sample_path("mlp"), tmp_path / "mlp.vmfb", "llvm-cpu")
+    trace = tmp_path / "p.json"
+    made = lens_in_process("profile", module, "--function=main", "--input=2x16xf32=0.25", f"--out={trace}")
+    assert made.returncode == 0, made.stderr
+    proc = lens_in_process("zones", trace, "--category=dispatches")
+    assert proc.returncode == 1
+    assert proc.stderr.startswith(f"iree-lens zones: no zones of category 'dispatches' in {trace}; its categories: ")
+    assert "dispatch" in proc.stderr.rpartition(": ")[2].split(", ")
+    assert lens_in_process("zones", trace, "--category=dispatch").returncode == 0
+    top = lens_in_process("zones", trace, "--top=0")
+    assert top.returncode == 2 and top.stderr.strip() == "iree-lens zones: --top must be at least 1"

@@ -46,11 +46,21 @@ def _stats(path: str, category: str | None):
     from engine.trace.stats import zone_statistics
 
     trace = load_trace(path)
-    selection = trace.name_ids(category) if category else None
+    selection = None
+    if category:
+        import numpy as np
+
+        present = sorted({trace.categories[int(c)] for c in np.unique(trace.zones.category)})
+        if category not in present:  # an empty table would read as "no time there"
+            raise LensError(f"no zones of category {category!r} in {path}; its categories: {', '.join(present) or 'none'}")
+        selection = trace.name_ids(category)
     return zone_statistics(trace, selection)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.top is not None and args.top < 1:
+        print("iree-lens zones: --top must be at least 1", file=sys.stderr)
+        return 2
     try:
         rows_a = _stats(args.file, args.category)
         if args.compare:
@@ -58,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
 
             diffs = compare(rows_a, _stats(args.compare, args.category))
             if args.top is not None:  # the largest changes either way (a saving is news too), slower first
-                largest = set(sorted(diffs, key=lambda d: (-abs(d.total_diff_ns), d.name))[: max(args.top, 0)])
+                largest = set(sorted(diffs, key=lambda d: (-abs(d.total_diff_ns), d.name))[: args.top])
                 diffs = [d for d in diffs if d in largest]
             if args.json:
                 print(json.dumps({"zones": [d.as_dict() for d in diffs]}, indent=1))
@@ -69,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"iree-lens zones: {e}", file=sys.stderr)
         return 1
     if args.top is not None:
-        rows_a = rows_a[: max(args.top, 0)]
+        rows_a = rows_a[: args.top]
     if args.json:
         print(json.dumps({"zones": [r.as_dict() for r in rows_a]}, indent=1))
     else:
