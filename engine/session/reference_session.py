@@ -12,6 +12,7 @@ function and import breakpoints and instruction steps are refused with a message
 from __future__ import annotations
 
 import os
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -86,6 +87,63 @@ def has_trace_points(module_path: str) -> bool:
     return any(imp.full_name == TRACE_IMPORT for imp in open_vmfb(module_path).imports)
 
 
+def heads_without_inputs(module_path: str) -> frozenset[str]:
+    """The dispatches (``executable::export``, as trace keys spell them) that have an ``outputs`` trace point and
+    no ``inputs`` one: a dispatch with no tensor operand (an empty trace is not valid IR). Read from the trace
+    keys among the module's rodata."""
+    from engine.runtime.vmfb.module import open_vmfb
+
+    kinds: dict[str, set[str]] = {}
+    for segment in open_vmfb(module_path).rodata_segments:
+        if segment.length > 4096:
+            continue
+        try:
+            text = bytes(segment.data).decode("ascii")
+        except UnicodeDecodeError:
+            continue
+        head, _, kind = text.rpartition(" ")
+        if kind in ("inputs", "outputs") and "::" in head:
+            kinds.setdefault(head, set()).add(kind)
+    return frozenset(h for h, k in kinds.items() if k == {"outputs"})
+
+
+class TracePairing:
+    """IREE's trace points paired into dispatches, each numbered once. IREE's stream scheduling orders the trace
+    points on the host, not around each dispatch: a dispatch's ``inputs`` can come after its ``outputs``
+    (EfficientViT: the outputs of two dispatches, two other dispatches whole, then those two's inputs), so each
+    dispatch (``executable::export``) pairs its own trace points, first come first paired, and takes its ordinal
+    when its first trace point comes (as ``iree-lens split`` pairs them). A dispatch with no ``inputs`` trace
+    point (``heads_without_inputs``) begins at its outputs."""
+
+    def __init__(self, without_inputs: frozenset[str] = frozenset()):
+        self.without_inputs = without_inputs
+        self.count = 0
+        self._awaiting: dict[str, deque] = {}  # head -> (ordinal, inputs) whose outputs have not come
+        self._early: dict[str, deque] = {}  # head -> ordinals whose outputs came before their inputs
+
+    def take(self, head: str, kind: str, arrays: list[np.ndarray]) -> tuple[int, list[np.ndarray] | None]:
+        """The ordinal of the dispatch a trace point belongs to; for an ``outputs`` one, the tensors of the same
+        dispatch's ``inputs`` trace point (None when they have not come, or never do)."""
+        if kind == "inputs":
+            early = self._early.get(head)
+            if early:
+                return early.popleft(), None
+            ordinal = self._next()
+            self._awaiting.setdefault(head, deque()).append((ordinal, arrays))
+            return ordinal, None
+        awaiting = self._awaiting.get(head)
+        if head not in self.without_inputs and awaiting:
+            return awaiting.popleft()
+        ordinal = self._next()
+        if head not in self.without_inputs:
+            self._early.setdefault(head, deque()).append(ordinal)
+        return ordinal, None
+
+    def _next(self) -> int:
+        self.count += 1
+        return self.count - 1
+
+
 class ReferenceSession:
     def __init__(self, emit: Callable[[Event], Any]):
         self.emit = emit
@@ -93,10 +151,10 @@ class ReferenceSession:
         self.breakpoints: tuple[Breakpoint, ...] = ()
         self.run = ParkedRun("reference-run")  # parked inside IREE's debug-sink callback at a stop
         self._stop_at_next = False
-        self._ordinal = -1
+        self._pairing = TracePairing()  # the call's trace points paired into numbered dispatches
+        self._without_inputs: frozenset[str] = frozenset()  # the open module's (heads_without_inputs)
         self._info: DispatchInfo | None = None
         self._arrays: list[np.ndarray] = []
-        self._inputs: list[np.ndarray] = []  # the tensors of the last ``inputs`` trace point
         self._function = ""
         self._sink: Any = None
         self._module_path: str | None = None
@@ -145,6 +203,7 @@ class ReferenceSession:
         # A module without trace points still runs (a plain reference run); it is refused where a stop at a
         # dispatch is asked for (a breakpoint, a stop at the first dispatch), which only trace points give.
         self._traced = has_trace_points(command.module_path)
+        self._without_inputs = heads_without_inputs(command.module_path) if self._traced else frozenset()
         sink = rt.HalModuleDebugSink(self._trace)
         self.runner = ReferenceRunner(command.module_path, command.device, debug_sink=sink)
         self._sink = sink  # alive as long as the module
@@ -188,7 +247,7 @@ class ReferenceSession:
         if command.stop_at_entry or self.breakpoints:  # (breakpoints set before the module was opened too)
             self._need_trace_points()
         self._function = command.function
-        self._ordinal = -1
+        self._pairing = TracePairing(self._without_inputs)
         self._stop_at_next = command.stop_at_entry  # no VM entry to stop at: the first dispatch
         self.run.start(lambda: self._run(command.function, args, command.results_text))
 
@@ -251,14 +310,11 @@ class ReferenceSession:
         parts = head.split("::")
         executable, export = parts[0], parts[1] if len(parts) > 1 else parts[0]
         when = DispatchWhen.AFTER if kind == "outputs" else DispatchWhen.BEFORE
-        if when == DispatchWhen.BEFORE:
-            self._ordinal += 1
         arrays = [self.runner.read_buffer_view(bv) for bv in buffer_views]
-        hit = [b for b in self.breakpoints if dispatch_matches(b, self._ordinal, executable, export, when)]
+        ordinal, inputs = self._pairing.take(head, kind, arrays)
+        hit = [b for b in self.breakpoints if dispatch_matches(b, ordinal, executable, export, when)]
         nonfinite: list = []
-        if when == DispatchWhen.BEFORE:
-            self._inputs = arrays  # what an output updated in place held before (below)
-        elif any(b.kind == BreakpointKind.NAN for b in self.breakpoints):
+        if when == DispatchWhen.AFTER and any(b.kind == BreakpointKind.NAN for b in self.breakpoints):
             # A trace point's outputs are the tensors the dispatch wrote, typed by IREE's runtime. An output
             # updated in place (a tied operand) is among the inputs too, whole, with what it held before: IREE
             # writes a padded tensor's border (max-pool's -inf) with a fill and the producer's dispatch its
@@ -269,7 +325,7 @@ class ReferenceSession:
             found = (
                 nonfinite_changed(
                     a.reshape(-1),
-                    [i.reshape(-1) for i in self._inputs if i.shape == a.shape and i.dtype == a.dtype],
+                    [i.reshape(-1) for i in inputs or () if i.shape == a.shape and i.dtype == a.dtype],
                     k,
                     f"output {k}",
                     access="write",
@@ -287,7 +343,7 @@ class ReferenceSession:
         bindings = tuple(
             BindingInfo(k, f"{kind}[{k}]", 0, int(a.nbytes), access) for k, a in enumerate(arrays)
         )
-        self._info = DispatchInfo(self._ordinal, executable, export, (0, 0, 0), (), bindings, when, self.runner.device_uri)
+        self._info = DispatchInfo(ordinal, executable, export, (0, 0, 0), (), bindings, when, self.runner.device_uri)
         self._arrays = arrays
         role = "output" if when == DispatchWhen.AFTER else "input"
         described = tuple(
