@@ -21,7 +21,7 @@ from support import iree_compile, iree_tool, tiny_program
 from engine.compiler import CompileRequest
 from engine.compiler.targets import TARGETS
 from engine.errors import LensError
-from engine.split.check import check_split, check_test, compile_batch
+from engine.split.check import check_split, check_test, compile_batch, same_build_as_split
 from engine.split.splitter import MANIFEST, read_manifest, split_program
 
 MODELS = Path(__file__).resolve().parents[1] / ".." / "shared" / "models"
@@ -403,6 +403,11 @@ def test_the_splits_own_build_is_judged_by_a_tight_rule(tmp_path, small_cnn_spli
     assert entry["verdict"] == "within_rounding", entry
     told = json.loads(_lens("split", "--check", str(out), "--json").stdout)
     assert not told["same_build"] and "does not say which build" in told["rule"]
+    # a GPU re-run of its own build was not measured: the default rule there
+    manifest["build"] = {**build, "device": "vulkan"}
+    (out / MANIFEST).write_text(json.dumps(manifest))
+    assert "not a local CPU device" in same_build_as_split(out, flags, "vulkan")
+    assert same_build_as_split(out, flags, "local-sync") == "another device (the split's vulkan, this local-sync)"
 
 
 def test_split_attention_block_reproduces_on_llvm_cpu_and_vmvx(tmp_path):

@@ -8,8 +8,8 @@ Splitting compiles the program (the flags as for ``phases``), runs it once on IR
 every distinct dispatch, ``DIR/<test>/dispatch.mlir`` (``func.func @main``: the dispatch's operations as the
 flow phase holds them, its tensor operands as arguments and its results as results), ``inputs/*.npy``,
 ``expected/*.npy`` and ``DIR/manifest.json``. Checking compiles each test with ``iree-compile`` and runs it
-with ``iree-run-module``. The split's own build (the same flags, compiler, CPU and device: its kernels re-run on
-their recorded inputs) is judged within 16 epsilons of each output's scale, another build by the default
+with ``iree-run-module``. The split's own build on a local CPU device (the same flags, compiler, CPU and device:
+its kernels re-run on their recorded inputs) is judged within 16 epsilons of each output's scale, another build by the default
 rounding rule (2048 for f32, wider for a long reduction); --atol/--rtol/--ulps replace either.
 
 Exit status (as diff and cmp): --check gives 0 when every test agrees, 1 when any diverged or failed to

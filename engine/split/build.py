@@ -6,8 +6,9 @@ means this machine's). ``split --check`` with the same flags, compiler and CPU o
 local CPU device: ``local-sync`` and ``local-task`` run the same code) re-runs each dispatch's own kernel on
 its recorded inputs, so its results are bit for bit the recorded ones: measured on small_cnn, SqueezeNet 1.1,
 EfficientViT-M0 and transformer96, all 1,345 dispatches' occurrences re-ran exactly, on local-sync and on
-local-task. Such a check is judged by a tight rule (``check.SAME_BUILD_EPS``) instead of the default rounding
-rule, which is wide enough for another backend's reassociated sums and drift through a network.
+local-task. Such a check on a local CPU device is judged by a tight rule (``check.SAME_BUILD_EPS``) instead of
+the default rounding rule, which is wide enough for another backend's reassociated sums and drift through a
+network.
 """
 
 from __future__ import annotations
