@@ -7,7 +7,8 @@ ran)."""
 
 from __future__ import annotations
 
-from support import compile_for, lens_in_process
+import pytest
+from support import SHARED_MODELS, compile_for, lens_in_process
 
 from engine.samples import sample_path
 
@@ -66,3 +67,16 @@ def test_zones_of_a_category_the_trace_does_not_hold_names_the_ones_it_does(tmp_
     assert lens_in_process("zones", trace, "--category=dispatch").returncode == 0
     top = lens_in_process("zones", trace, "--top=0")
     assert top.returncode == 2 and top.stderr.strip() == "iree-lens zones: --top must be at least 1"
+
+
+def test_benchmark_names_the_against_build_its_trouble_is_in(tmp_path):
+    """IREE's 'function not found in module' said of --against's module did not name it."""
+    module = compile_for(sample_path("mlp"), tmp_path / "mlp.vmfb", "llvm-cpu")
+    source = SHARED_MODELS / "small_cnn.mlir"
+    if not source.exists():
+        pytest.skip(f"{source} is absent")
+    other = compile_for(source, tmp_path / "small_cnn.vmfb", "llvm-cpu")  # exports small_cnn, not main
+    proc = lens_in_process("benchmark", module, "--function=main", "--input=2x16xf32=0.25", "--dispatch=0",
+                           f"--against={other}", "--no-iree", "--no-roofline", "--repetitions=1", "--min-time=0.01")  # fmt: skip
+    assert proc.returncode == 1
+    assert proc.stderr.startswith(f"iree-lens benchmark: --against {other}: "), proc.stderr

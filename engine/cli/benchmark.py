@@ -158,9 +158,12 @@ def run(args: argparse.Namespace) -> int:
             timed.append(_time(edited_run, args))
         against = None
         if args.against:
-            module_b, live_b, snapshot_b = _catch(
-                args.against, args.device, args.function, args.input, args.dispatch
-            )
+            try:
+                module_b, live_b, snapshot_b = _catch(
+                    args.against, args.device, args.function, args.input, args.dispatch
+                )
+            except LensError as e:  # said of B, which the message of its run does not name
+                raise LensError(f"--against {args.against}: {e}") from None
             run_b, _ = kernel_runs(module_b, live_b, snapshot_b)
             against = (snapshot_b.record, _time(run_b, args))
         roofline = None
