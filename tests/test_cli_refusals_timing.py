@@ -80,3 +80,12 @@ def test_benchmark_names_the_against_build_its_trouble_is_in(tmp_path):
                            f"--against={other}", "--no-iree", "--no-roofline", "--repetitions=1", "--min-time=0.01")  # fmt: skip
     assert proc.returncode == 1
     assert proc.stderr.startswith(f"iree-lens benchmark: --against {other}: "), proc.stderr
+
+
+def test_a_profile_past_its_timeout_says_the_limit_given(tmp_path):
+    """--timeout=0.05 read 'did not finish in 0 s'."""
+    module = compile_for(sample_path("mlp"), tmp_path / "mlp.vmfb", "llvm-cpu")
+    proc = lens_in_process("profile", module, "--function=main", "--input=2x16xf32=0.25", f"--out={tmp_path / 'p.json'}",
+                           "--timeout=0.001")  # fmt: skip
+    assert proc.returncode == 1
+    assert proc.stderr.strip().endswith("did not finish in 0.001 s"), proc.stderr

@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.compiler import CompileRequest, compile_program
-from engine.errors import LensError
+from engine.errors import CompileCancelled, LensError
 from engine.split.build import this_build
 from engine.split.extract import (
     SplitError,
@@ -368,8 +368,14 @@ def _compile_with_trace_points(request: CompileRequest, scratch: Path, timeout_s
     rest = replace(request, source_path=traced, source_text=None, name=None, compile_from="flow", dump_executables=False,
                    timing=False)  # fmt: skip
     left = None if deadline is None else max(1.0, deadline - time.monotonic())
-    compiled = compile_program(rest, out_dir=scratch / "rest", timeout_s=left)
-    compiled.raise_if_failed()
+    try:
+        compiled = compile_program(rest, out_dir=scratch / "rest", timeout_s=left)
+        compiled.raise_if_failed()
+    except CompileCancelled:
+        if timeout_s is None:
+            raise
+        # the limit the user gave, not what the flow leg left of it
+        raise CompileCancelled(f"compile ran past its {timeout_s:g} s limit") from None
     return module, compiled.vmfb_path
 
 

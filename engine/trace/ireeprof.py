@@ -281,7 +281,7 @@ def export_ireeprof(
             )
         except subprocess.TimeoutExpired:
             raise TraceFormatError(
-                f"iree-profile export took longer than {timeout_s:.0f} s", path=str(path)
+                f"iree-profile export took longer than {timeout_s:g} s", path=str(path)
             ) from None
         if proc.returncode != 0 or not out.exists():
             msg = (proc.stderr or proc.stdout).strip().splitlines()
@@ -332,7 +332,7 @@ def capture_ireeprof(
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        raise TraceFormatError(f"{tool} did not finish in {timeout_s:.0f} s") from None
+        raise TraceFormatError(f"{tool} did not finish in {timeout_s:g} s") from None
     if proc.returncode != 0:
         lines = (proc.stderr or proc.stdout).strip().splitlines()
         raise TraceFormatError(f"{tool} failed: {' '.join(lines[-3:]) if lines else proc.returncode}")
