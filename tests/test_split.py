@@ -337,6 +337,18 @@ def test_split_check_of_a_device_or_flag_that_fails_every_test_is_trouble(tmp_pa
         assert checked.returncode == 2, checked.stderr
         [line] = [x for x in checked.stderr.splitlines() if x.startswith("iree-lens split:")]
         assert line.startswith("iree-lens split: every test failed the same way") and said in line, line
+    # a folder split with no data kept: said as such (IREE said 'unable to open file .../inputs/arg0.npy')
+    empty = tmp_path / "empty"
+    shutil.copytree(small_cnn_split, empty)
+    manifest = json.loads((empty / MANIFEST).read_text())
+    for entry in manifest["tests"]:
+        entry["kept_occurrences"] = 0
+    (empty / MANIFEST).write_text(json.dumps(manifest))
+    checked = _lens("split", "--check", str(empty))
+    assert checked.returncode == 2 and "split kept no inputs or expected outputs of it" in checked.stderr
+    refused = _lens("split", str(MODELS / "small_cnn.mlir"), "--function=small_cnn", "--max-occurrences=0",
+                    f"--input=@{MODELS / 'small_cnn_x.npy'}", f"--out={tmp_path / 'none'}")  # fmt: skip
+    assert refused.returncode == 2 and "--max-occurrences must be at least 1" in refused.stderr
     module = tmp_path / "m.vmfb"
     module.write_bytes(b"\x00\x00\x00\x00IREE" + bytes(64))
     split = _lens("split", str(module), "--function=main", f"--out={tmp_path / 'out'}")

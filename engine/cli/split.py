@@ -114,6 +114,9 @@ def _split(args: argparse.Namespace, iree_flags: list[str]) -> int:
     if args.out is None or args.function is None:
         print("iree-lens split: --out=DIR and --function=F are required (or --check DIR)", file=sys.stderr)
         return 2
+    if args.max_occurrences is not None and args.max_occurrences < 1:  # tests without data check nothing
+        print("iree-lens split: --max-occurrences must be at least 1 (the data a test is checked with)", file=sys.stderr)
+        return 2
     request = compile_request(args, iree_flags)
     result = split_program(
         request, args.function, args.input, args.out, device=args.device,
@@ -170,8 +173,8 @@ def _check(args: argparse.Namespace, iree_flags: list[str]) -> int:
     failed = [v for v in verdicts if v.verdict == FAILED]
     if len(verdicts) > 1 and len(failed) == len(verdicts) and all(same_message(v.reason, failed[0].reason) for v in failed):
         # Not the tests' doing: the flags or the device (an unknown flag, a device with no driver here).
-        print(f"iree-lens split: every test failed the same way, so the build or the device is at fault, not a "
-              f"test: {failed[0].reason}", file=sys.stderr)  # fmt: skip
+        print(f"iree-lens split: every test failed the same way, so no test is at fault: {failed[0].reason}",
+              file=sys.stderr)  # fmt: skip
         return TROUBLE
     save_check(args.source, flags, device, verdicts)  # the window shows each build's verdicts
     if args.json:

@@ -186,6 +186,8 @@ def check_test(
     test_dir = folder / test.dir
     if test.error:
         return TestVerdict(test.dir, FAILED, f"split wrote no program: {test.error}")
+    if test.kept < 1:  # IREE's 'unable to open file ... inputs/arg0.npy' would say less
+        return TestVerdict(test.dir, FAILED, "split kept no inputs or expected outputs of it (--max-occurrences=0)")
     with tempfile.TemporaryDirectory(prefix="lens-check-", dir=work) as tmp:
         if batch is not None:
             vmfb, function = batch.vmfb, batch.functions[test.dir]
