@@ -7,6 +7,8 @@ ran)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from support import SHARED_MODELS, compile_for, lens_in_process
 
@@ -89,3 +91,26 @@ def test_a_profile_past_its_timeout_says_the_limit_given(tmp_path):
                            "--timeout=0.001")  # fmt: skip
     assert proc.returncode == 1
     assert proc.stderr.strip().endswith("did not finish in 0.001 s"), proc.stderr
+
+
+def test_benchmark_runs_a_build_on_the_device_it_was_compiled_for(tmp_path):
+    """--device left out is the module's device, as run, profile and debug take it: a Vulkan build trapped
+    with IREE's 'HAL device `__device_0` not found' and its whole target attribute on local-sync. A Vulkan
+    --against for a CPU build is refused naming both."""
+    cpu = compile_for(sample_path("mlp"), tmp_path / "mlp.vmfb", "llvm-cpu")
+    vulkan = compile_for(sample_path("mlp"), tmp_path / "mlp_vulkan.vmfb", "vulkan-spirv")
+    proc = lens_in_process("benchmark", cpu, "--function=main", "--input=2x16xf32=0.25", "--dispatch=0",
+                           f"--against={vulkan}", "--no-iree", "--no-roofline")  # fmt: skip
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == (f"iree-lens benchmark: --against {vulkan} does not run on local-sync, where A runs: "
+                                   "both builds are timed on one device")  # fmt: skip
+    from engine.runtime.hal.vulkan.loader import vulkan_available
+
+    missing = vulkan_available()
+    if missing is not None:
+        pytest.skip(f"no Vulkan: {missing}")
+    proc = lens_in_process("benchmark", vulkan, "--function=main", "--input=2x16xf32=0.25", "--dispatch=0",
+                           "--no-iree", "--samples=2", "--json")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["device"] == "vulkan" and report["original"]["samples"] == 2

@@ -1,7 +1,7 @@
 """``iree-lens benchmark``: time one dispatch of a run, the module's kernel against an edit of it.
 
     iree-lens benchmark MODULE.vmfb --dispatch=NAME --function=F [--input=...] [--substitute=NAME=FILE ...]
-                        [--device=local-sync|vulkan] [--samples=20] [--repetitions=5] [--json]
+                        [--device=local-sync|vulkan (default: the module's)] [--samples=20] [--repetitions=5] [--json]
 
 The function runs on the debug engine until the first dispatch NAME selects (an export, the dispatch
 executable it came from such as ``main$async_dispatch_3``, or ``#K`` or ``K``, the K-th dispatch of the call); its
@@ -54,7 +54,8 @@ def add_parser(subparsers) -> None:
     p.add_argument(
         "--substitute", action="append", default=[], metavar="NAME=FILE", help="an edit; repeatable"
     )
-    p.add_argument("--device", default="local-sync", help="local-sync (default) or vulkan")
+    p.add_argument("--device", default=None,
+                   help="local-sync or vulkan (default: the device the module was compiled for)")  # fmt: skip
     p.add_argument("--samples", type=int, default=20, help="Vulkan: timed batches per kernel (default 20)")
     p.add_argument(
         "--repetitions",
@@ -148,6 +149,16 @@ def run(args: argparse.Namespace) -> int:
             args.function = only_function(args.module)
         if args.module is None or args.function is None:
             raise LensError("benchmark needs a module and --function (or a --bundle that names them)")
+        from engine.cli.program_arguments import module_device
+
+        given = args.device
+        args.device = module_device(args.module, given)  # a Vulkan build on vulkan, unless --device says
+        if args.against:
+            try:
+                module_device(args.against, args.device)
+            except LensError:
+                raise LensError(f"--against {args.against} does not run on {args.device}, where A runs: both "
+                                "builds are timed on one device") from None  # fmt: skip
         module, live, snapshot = _catch(args.module, args.device, args.function, args.input, args.dispatch,
                                         args.substitute)  # fmt: skip
         if args.device.startswith("vulkan"):
