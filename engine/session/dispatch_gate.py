@@ -15,6 +15,8 @@ import fnmatch
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from engine.dispatch.snapshot import DispatchSnapshot, SnapshotSubscriber
 from engine.runtime.hal.commands import DispatchCommand
 from engine.runtime.hal.device import DispatchRecord, HalExecutable
@@ -405,6 +407,11 @@ class DispatchGate(SnapshotSubscriber):
             self.stop_at_sequence = None
             self.current_info = self.info(record, DispatchWhen.BEFORE)
             self.park(record, self.current_info, GateStop(hit, (), step, paused))
+            if not snapshot.before and self._wants_after(record):
+                # A breakpoint set while parked here stops after this dispatch (break dispatch N after, nan,
+                # diverge): its after stop judges what the dispatch wrote against its bytes before, which were
+                # not copied when it began (nothing was armed to look after it). They are still those now.
+                snapshot.before = tuple(np.array(b.data, copy=True) for b in record.bindings)
 
     def after(self, snapshot: DispatchSnapshot) -> None:
         record = snapshot.record
