@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QRectF, Qt, QTimer, Signal
+from PySide6.QtCore import QAbstractTableModel, QEvent, QModelIndex, QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (
     QComboBox,
@@ -43,6 +43,10 @@ from engine.dispatch.tensor_types import TensorType, element_name, view_bytes
 
 MAX_PIXELS = 1024
 _ROOT = QModelIndex()  # the invalid parent of a flat table
+
+
+COMPARE_SUMMARY_LINES = 3  # of the verdict and its metrics in sight (the rest scrolled)
+COMPARE_HEATMAP_MIN = 100  # pixels of the error heatmap, at least
 
 
 @dataclass
@@ -433,7 +437,19 @@ class TensorInspector(QWidget):
             tolerances.addWidget(box)
         tolerances.addStretch(1)
         column.addLayout(tolerances)
-        column.addWidget(self.compare_summary)
+        # The verdict and its metrics are six lines: at most three in sight (the verdict first, the rest scrolled)
+        # and the error heatmap at least COMPARE_HEATMAP_MIN tall; in a 1366x768 window the summary had squeezed
+        # it to a 60-px strip.
+        self.compare_summary.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        self.compare_summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.compare_summary_area = QScrollArea(self)
+        self.compare_summary_area.setWidget(self.compare_summary)
+        self.compare_summary_area.setWidgetResizable(True)
+        self.compare_summary_area.setFrameShape(QScrollArea.Shape.NoFrame)
+        self.compare_summary_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.compare_summary_area.installEventFilter(self)  # its height follows its text (_fit_compare_summary)
+        column.addWidget(self.compare_summary_area)
+        self.error_heatmap.setMinimumHeight(COMPARE_HEATMAP_MIN)
         column.addWidget(self.error_heatmap, 1)
         # In a scroll area the controls never set the document's minimum width (which squeezed the side docks
         # to their floors in a 1366-px window at every stop).
@@ -519,6 +535,19 @@ class TensorInspector(QWidget):
         super().resizeEvent(event)
         if self.tensor_list.count() and self.splitter.sizes()[0] < self._list_width:
             self._fit_list()
+
+    def _fit_compare_summary(self) -> None:
+        """The summary's area as tall as its text at its width, up to COMPARE_SUMMARY_LINES lines."""
+        width = self.compare_summary_area.viewport().width()
+        label = self.compare_summary
+        needed = label.heightForWidth(width) if width > 0 else label.sizeHint().height()
+        most = label.fontMetrics().lineSpacing() * COMPARE_SUMMARY_LINES + 2
+        self.compare_summary_area.setFixedHeight(min(max(needed, 0) + 2, most))
+
+    def eventFilter(self, watched, event) -> bool:  # noqa: N802 (Qt's name)
+        if watched is self.compare_summary_area and event.type() == QEvent.Type.Resize:
+            self._fit_compare_summary()
+        return False
 
     def save_current(self, path: str | Path) -> Path:
         """Write the current tensor, as typed now (the Type field's reading of its bytes), to ``path`` (``.npy``
@@ -739,6 +768,7 @@ class TensorInspector(QWidget):
         if ref is None:
             self.comparison = None
             self.compare_summary.setText("No reference: load golden data or open another run.")
+            self._fit_compare_summary()
             return
         a = self.array
         ref = np.asarray(ref)
@@ -747,8 +777,10 @@ class TensorInspector(QWidget):
         self.comparison = c = compare(a, ref, tolerance=self._tolerance())
         if not c.shape_matches:
             self.compare_summary.setText(f"Cannot compare: {c.note}")
+            self._fit_compare_summary()
             return
         self.compare_summary.setText(comparison_text(c))
+        self._fit_compare_summary()
         self.compare_summary.setStyleSheet(f"color: {verdict_colour(str(c.verdict)).name()}")
         errors = error_map(a, ref)
         self.error_heatmap.set_values(self.current_plane(errors))

@@ -58,3 +58,28 @@ def test_an_untyped_dispatchs_bindings_are_two_lines_each_in_a_1366_window(qtbot
     assert all(h < 3 * line for h in heights), (heights, line, view.inspector.splitter.sizes())
     assert "(before it runs)" in view.header.text()  # said once, for every binding
     assert listing.item(0).toolTip().startswith("binding 0, access unknown, before it runs")
+
+
+def test_the_compare_heatmap_keeps_its_height_under_a_long_verdict(qtbot):
+    """Walk at 1366x768, a paused dispatch compared with golden data: the verdict and its metrics (six lines)
+    squeezed the error heatmap to a ~60-px strip."""
+    from app.views.tensor_inspector import COMPARE_HEATMAP_MIN, COMPARE_SUMMARY_LINES, InspectedTensor
+
+    view = PausedDispatchView()
+    qtbot.addWidget(view)
+    view.resize(600, 420)
+    view.show()
+    qtbot.waitExposed(view)
+    view.set_header("\n".join(["Dispatch #2 main$async_dispatch_2_matmul_like_16x3025x64_f32 (before it runs)"] * 5))
+    a = np.random.default_rng(0).random((16, 64), dtype=np.float32)
+    reference = a.copy()
+    reference[3, 5] += 0.1
+    inspector = view.inspector
+    inspector.set_tensors([InspectedTensor("binding 0, read, input 0", a, "16x64xf32", reference=reference)])
+    inspector.tabs.setCurrentIndex(inspector.tabs.count() - 1)
+    qtbot.wait(50)
+    assert inspector.compare_summary.text().startswith("diverged")
+    assert len(inspector.compare_summary.text().splitlines()) > COMPARE_SUMMARY_LINES
+    assert inspector.error_heatmap.height() >= COMPARE_HEATMAP_MIN
+    line = inspector.compare_summary.fontMetrics().lineSpacing()
+    assert inspector.compare_summary_area.height() <= (COMPARE_SUMMARY_LINES + 1) * line
