@@ -9,8 +9,9 @@ by the source line and op they came from (``profile --by-source``'s attribution:
 match several of B where fusion differs). Per line: how many dispatches hold it in each build, their code
 size, the line's median time per call in A and B with its spread, and whether it changed beyond noise
 (``engine.trace.build_compare``): a line is slower or faster only when its medians differ by more than
-10 % and 1 us, B's calls sit apart from A's, and B was slower (faster) in every round (all but one in
-five from five rounds on); a difference that fails the last two reads "noise", and the notes say why.
+10 % and 1 us, B's calls sit apart from A's, B was slower (faster) in every round (all but one in five
+from five rounds on) and B's rounds are apart from A's by that bar, each round by its median and by its
+fastest call; a difference that fails reads "noise", and the notes say why.
 The two builds also run in lockstep on the debug engine (``diverge``'s
 runs: B's dispatches fed A's inputs), so each line says whether its dispatches' outputs agree (the
 numerics verdicts), and the function's results are compared.
