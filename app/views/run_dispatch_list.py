@@ -35,6 +35,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QMenu,
     QPushButton,
+    QSizePolicy,
     QTableView,
     QVBoxLayout,
     QWidget,
@@ -153,6 +154,8 @@ class RunDispatchList(QWidget):
         # dock has ~175 px, and a title row of its own left three rows of dispatches.
         self.title = ElidedLabel("Run a function: every dispatch it runs is listed here, in order.", self)
         self.title.setObjectName("runDispatchTitle")
+        # As wide as its text where there is room (the filter takes the rest), elided where there is not.
+        self.title.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
         self.filter_edit = QLineEdit(self)
         self.filter_edit.setObjectName("runDispatchFilter")
         self.filter_edit.setPlaceholderText("Filter by name (conv, *softmax*) or #ordinal")
@@ -179,8 +182,8 @@ class RunDispatchList(QWidget):
         self.run_to_button.clicked.connect(lambda: self.run_to_here(self.selected_ordinal()))
         self.filter_edit.setMinimumWidth(140)
         bar = QHBoxLayout()
-        bar.addWidget(self.title, 3)
-        bar.addWidget(self.filter_edit, 2)
+        bar.addWidget(self.title)
+        bar.addWidget(self.filter_edit, 1)
         bar.addWidget(self.break_button)
         bar.addWidget(self.run_to_button)
         layout = QVBoxLayout(self)

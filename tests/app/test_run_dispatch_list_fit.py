@@ -28,3 +28,9 @@ def test_the_run_dispatch_list_shows_five_rows_at_1366(qtbot, main_window, size,
     # The title on the filter's row, one line: its whole text in the tooltip where the width cuts it.
     assert runs.title.y() == pytest.approx(runs.filter_edit.y(), abs=8)
     assert runs.title.toolTip() == runs.title.text()
+    if size[0] == 1920:  # room for both: a finished run's title whole, the filter the rest
+        runs.title.setText("962 dispatches in execution order · finished")
+        QApplication.processEvents()
+        assert not runs.title.is_elided() and runs.filter_edit.width() > runs.title.width()
+    else:
+        assert runs.filter_edit.width() >= runs.filter_edit.minimumWidth()
