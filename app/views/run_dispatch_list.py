@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from PySide6.QtCore import QModelIndex, QPoint, Qt
-from PySide6.QtGui import QBrush, QColor
+from PySide6.QtGui import QBrush, QColor, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
@@ -176,6 +176,10 @@ class RunDispatchList(QWidget):
         self.table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.table.customContextMenuRequested.connect(self._context_menu)
         self.table.doubleClicked.connect(lambda index: self.go_to(self._ordinal(index)))
+        # Enter does what a double-click does (a keyboard user picked a row and pressed Enter: nothing happened).
+        for key in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
+            go = QShortcut(QKeySequence(key), self.table, context=Qt.ShortcutContext.WidgetShortcut)
+            go.activated.connect(lambda: self.go_to(self.selected_ordinal()))
         self.break_button = QPushButton("Break here", self)
         self.break_button.clicked.connect(lambda: self.break_here(self.selected_ordinal()))
         self.run_to_button = QPushButton("Run to here", self)

@@ -34,3 +34,19 @@ def test_the_run_dispatch_list_shows_five_rows_at_1366(qtbot, main_window, size,
         assert not runs.title.is_elided() and runs.filter_edit.width() > runs.title.width()
     else:
         assert runs.filter_edit.width() >= runs.filter_edit.minimumWidth()
+
+
+def test_enter_on_a_row_goes_to_that_dispatch(qtbot, main_window):
+    """Walk, efficientvit finished: a row picked and Enter pressed did nothing (only a double-click went)."""
+    from PySide6.QtCore import Qt
+
+    runs = main_window.docks["run_dispatch_list"].widget()
+    main_window.docks["run_dispatch_list"].raise_()
+    runs.model.set_rows([RunDispatch(i, f"model$async_dispatch_{i}_generic", 36) for i in range(10)])
+    asked = []
+    runs.go_to = asked.append  # what Enter asks for (travelling needs a recorded run: test_run_state)
+    runs.select_ordinal(4)
+    runs.table.setFocus()
+    qtbot.waitUntil(runs.table.hasFocus)
+    qtbot.keyClick(runs.table, Qt.Key.Key_Return)
+    assert asked == [4]
