@@ -395,7 +395,8 @@ class DebugSession:
                 self.gate.current_info = None
 
     def _steps(self, mode: StepMode, count: int) -> vmc.StopEvent:
-        """``count`` steps (a dispatch stop inside one ends them early; the stop's ``steps`` says how many)."""
+        """``count`` steps (a dispatch stop inside one, or a step that ends where a breakpoint is set, ends them
+        early, as gdb's ``step N``; the stop's ``steps`` says how many)."""
         c = self.controller
         if mode == StepMode.DISPATCH:
             self.gate.stop_at_next = True
@@ -403,7 +404,7 @@ class DebugSession:
         action = {StepMode.INTO: c.step_into, StepMode.OVER: c.step_over, StepMode.OUT: c.step_out}[mode]
         stop = action()
         for _ in range(count - 1):
-            if stop.reason != "step" or self._resumed is not None:
+            if stop.reason != "step" or stop.breakpoints or self._resumed is not None:
                 break
             stop = action()
         return stop
@@ -423,8 +424,8 @@ class DebugSession:
             return c.continue_()
         if mode == StepMode.OUT:
             return c.step_out()
-        # Finishing the native call the dispatch ran in was the first step.
-        return self._steps(mode, command.count - 1) if command.count > 1 else stop
+        # Finishing the native call the dispatch ran in was the first step (where a breakpoint is set: the stop).
+        return self._steps(mode, command.count - 1) if command.count > 1 and not stop.breakpoints else stop
 
     def _park(self, record: DispatchRecord, info: DispatchInfo, why: GateStop) -> None:
         """On the run thread, inside a dispatch: report the stop and wait for the command that resumes."""
@@ -533,13 +534,20 @@ class DebugSession:
             import_call = None
             if stop.record is not None and stop.record.import_call is not None:
                 import_call = stop.record.import_call.name
+            reason, hits = StopReason(stop.reason), tuple(stop.breakpoints)
+            if reason == StopReason.STEP and not hits and self.controller is not None:
+                hits = self.controller.breakpoints_at(self.runner.context.interpreter)
+            if reason == StopReason.STEP and hits:
+                # A step, next or finish that ends where a breakpoint is set stops at that breakpoint (gdb:
+                # "Breakpoint 2, ..."), as a continue to it would.
+                reason = StopReason.BREAKPOINT
             detail = replace(
                 self.stop_detail(),
                 import_call=import_call,
-                breakpoints=self.describe_hits(stop.breakpoints),
+                breakpoints=self.describe_hits(hits),
                 steps=stop.steps,
             )
-            self.emit(Stopped(StopReason(stop.reason), self.location(), detail))
+            self.emit(Stopped(reason, self.location(), detail))
 
     # ---------------------------------------------------------------------------------------- snapshots
 
