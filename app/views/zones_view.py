@@ -156,6 +156,7 @@ class DiffModel(RowsModel):
 NAME_COLUMN_WIDTH = 240
 NAME_SHARE = 0.4  # of a narrow statistics table's width
 MIN_NAME_WIDTH = 120
+COUNT_PADDING = 16  # pixels beside a count column's widest text (cell margins, the sort arrow)
 
 
 class _NameShare(QObject):
@@ -175,7 +176,7 @@ class _NameShare(QObject):
         return False
 
 
-def _table(model: QAbstractTableModel) -> tuple[QTableView, QSortFilterProxyModel]:
+def stats_table(model: QAbstractTableModel) -> tuple[QTableView, QSortFilterProxyModel]:
     # The name column keeps a readable width (stretched in a narrow 1366-px document it was ~40 px: "e...e"),
     # a share of a narrow table (_NameShare); the numbers ("296.117 ms" whole) scroll sideways past that, and
     # the last column takes what room is left.
@@ -183,6 +184,14 @@ def _table(model: QAbstractTableModel) -> tuple[QTableView, QSortFilterProxyMode
     proxy.setFilterKeyColumn(0)
     proxy.setFilterCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
     view.horizontalHeader().setMinimumSectionSize(40)
+    # Counts are short ("192"): their columns as wide as the header ("count A") and seven digits, not the 88 px
+    # of a time, so at 1366x768 "self" is in sight beside "total" instead of behind the scroll bar.
+    header = view.horizontalHeader()
+    digits = view.fontMetrics().horizontalAdvance("9,999,999")
+    for column in range(model.columnCount()):
+        title = str(model.headerData(column, Qt.Orientation.Horizontal, Qt.ItemDataRole.DisplayRole) or "")
+        if title.startswith("count"):
+            header.resizeSection(column, max(digits, header.fontMetrics().horizontalAdvance(title)) + COUNT_PADDING)
     _NameShare(view)
     return view, proxy
 
@@ -226,7 +235,7 @@ class ZonesView(QWidget):
         zoom_all.clicked.connect(self.timeline.zoom_all)
         self.timeline.zoneSelected.connect(self._on_zone)
         self.stats_model = StatsModel(self)
-        self.table, self.proxy = _table(self.stats_model)
+        self.table, self.proxy = stats_table(self.stats_model)
         self.table.selectionModel().currentRowChanged.connect(self._on_row)
         self.histogram = pg.PlotWidget(background="w")
         self.histogram.setMenuEnabled(False)
@@ -496,7 +505,7 @@ class ZonesCompareView(QWidget):
         self.label_a = QLabel("A")
         self.label_b = QLabel("B")
         self.diff_model = DiffModel(self)
-        self.table, self.proxy = _table(self.diff_model)
+        self.table, self.proxy = stats_table(self.diff_model)
         self.table.selectionModel().currentRowChanged.connect(self._on_row)
         left, right = QWidget(), QWidget()
         for w, lab, tl in ((left, self.label_a, self.a), (right, self.label_b, self.b)):

@@ -302,12 +302,12 @@ def test_a_number_cut_by_the_tables_edge_is_drawn_elided(qtbot):
     from PySide6.QtWidgets import QStyleOptionViewItem
 
     from app.views.zones_by_source import CutCellsElided
-    from app.views.zones_view import StatsModel, _table
+    from app.views.zones_view import StatsModel, stats_table
     from engine.trace.stats import ZoneStats
 
     model = StatsModel()
     model.set_rows([ZoneStats("execute", 1, 906990.0, 229100.0, 906990.0, 150.0, 906990.0, 906990.0, 906990.0, 906990.0)])
-    view, _ = _table(model)
+    view, _ = stats_table(model)
     qtbot.addWidget(view)
     view.resize(640, 120)
     view.show()
