@@ -36,3 +36,14 @@ def test_a_step_that_ends_at_a_breakpoint_stops_at_it(capsys, tmp_path):
     assert [(line["reason"], line["pc"]) for line in got] == [("step", walked[0]["pc"]), ("step", walked[1]["pc"])]
     got = run(capsys, tmp_path, module, f"break pc {function}:{third}\nnext 5\n")
     assert [(line["reason"], line["pc"]) for line in got] == [("breakpoint", third)]
+
+
+def test_a_reverse_step_that_reaches_a_breakpoint_stops_at_it(capsys, tmp_path):
+    """gdb's reverse-step N stops at a breakpoint it reaches going back (it went back past it to the count)."""
+    module = compile_program("chain12", "llvm-cpu", tmp_path)
+    walked = run(capsys, tmp_path, module, "step\nstep\nstep\nstep\nstep\n")
+    function, second, fifth = walked[1]["function"], walked[1]["pc"], walked[4]["pc"]
+    got = run(capsys, tmp_path, module, f"step 5\nbreak pc {function}:{second}\nreverse-step 4\nreverse-step\n")
+    assert [(line["reason"], line["pc"]) for line in got] == [
+        ("step", fifth), ("breakpoint", second), ("step", walked[0]["pc"])
+    ]

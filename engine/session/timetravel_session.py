@@ -162,6 +162,11 @@ class TimeTravelSession(DebugSession):
             stop = travel.reverse_step(1) if mode == ReverseMode.STEP else travel.reverse_next(1)
             if stop.reason != "step":
                 break
+            hits = self.need_controller().breakpoints_at(self.runner.context.interpreter)
+            if hits:  # gdb: a reverse step that reaches a breakpoint stops there, at the breakpoint
+                stop = replace(stop, reason="breakpoint", breakpoints=hits)
+                position = stop.position
+                break
             left = self._stepped_out_of
             if (
                 k == count - 1
