@@ -18,7 +18,7 @@ from app.views.zones_by_source import RowsModel, short_op, sortable_table
 from app.views.zones_timeline import format_ns
 from engine.trace.build_compare import BuildComparison, LineComparison
 
-_CHANGE_COLOURS = {"slower": "#b03030", "faster": "#2d7d2d"}
+_CHANGE_COLOURS = {"slower": "#b03030", "faster": "#2d7d2d", "noise": "#808080"}
 
 
 def compare_builds_job(
@@ -44,7 +44,8 @@ class BuildCompareModel(RowsModel):
             return (len(t.dispatches), t.code_bytes, t.median_ns)
 
         path, _, line = r.loc.rpartition(":")
-        return (f"{Path(path).name}:{line}" if path else r.loc, r.op or "", *side(r.a), *side(r.b), r.change,
+        change = "noise" if r.noise else r.change  # "same", with a difference that did not hold up (as the CLI)
+        return (f"{Path(path).name}:{line}" if path else r.loc, r.op or "", *side(r.a), *side(r.b), change,
                 r.outputs or "")  # fmt: skip
 
     def data(self, index, role=Qt.ItemDataRole.DisplayRole):
@@ -61,14 +62,16 @@ class BuildCompareModel(RowsModel):
             if col in (4, 7):
                 return format_ns(value)
             return str(value)
-        if role == Qt.ItemDataRole.ForegroundRole and col == 8 and r.change in _CHANGE_COLOURS:
-            return QBrush(QColor(_CHANGE_COLOURS[r.change]))
+        if role == Qt.ItemDataRole.ForegroundRole and col == 8 and value in _CHANGE_COLOURS:
+            return QBrush(QColor(_CHANGE_COLOURS[value]))
         if role == Qt.ItemDataRole.ToolTipRole:
             lines = [r.loc + (f"  {r.op}" if r.op else "")]
             for label, t in (("A", r.a), ("B", r.b)):
                 if t is not None:
                     lines.append(f"{label}: {format_ns(t.median_ns)} per call (IQR {format_ns(t.spread_ns)}, "
                                  f"{len(t.per_call_ns)} calls): {', '.join(t.dispatches)}")  # fmt: skip
+            if r.noise:
+                lines.append(f"same: {r.noise}")
             return "\n".join(lines)
         if role == Qt.ItemDataRole.TextAlignmentRole and 2 <= col <= 7:
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
