@@ -55,12 +55,33 @@ def add_parser(subparsers) -> None:
 def _clear_previous(out: Path, module: str, force: bool) -> None:
     previous = [s.path for s in find_snapshot_files(out) if s.module == module]
     previous += [out / name for name in _OWN_OUTPUTS if (out / name).exists()]
-    if (out / f"{module}.vmfb").exists():
-        previous.append(out / f"{module}.vmfb")
+    previous += [out / name for name in (f"{module}.vmfb", f"{module}.out.mlir") if (out / name).exists()]
     if previous and not force:
         raise FileExistsError(f"{out} already holds compile results (use --force to replace them)")
     for path in previous:
         shutil.rmtree(path) if path.is_dir() else path.unlink()
+
+
+def _take_phase_range(iree_flags: list[str]) -> tuple[list[str], dict[str, str]]:
+    """IREE's ``--compile-from=PHASE`` / ``--compile-to=PHASE`` (``=`` or a separate word), taken out of
+    the verbatim flags into the request's fields, which pass them on and know which snapshots to expect."""
+    rest: list[str] = []
+    phases: dict[str, str] = {}
+    words = iter(iree_flags)
+    for word in words:
+        for flag, field in (("--compile-from", "compile_from"), ("--compile-to", "compile_to")):
+            if word == flag:
+                value = next(words, None)
+                if value is None:
+                    raise ValueError(f"{flag} needs a phase")
+                phases[field] = value
+                break
+            if word.startswith(flag + "="):
+                phases[field] = word.split("=", 1)[1]
+                break
+        else:
+            rest.append(word)
+    return rest, phases
 
 
 def run(args: argparse.Namespace) -> int:
@@ -69,7 +90,8 @@ def run(args: argparse.Namespace) -> int:
         print("iree-lens phases: --out=DIR is required", file=sys.stderr)
         return 2
     try:
-        request = compile_request(args, iree_flags)
+        iree_flags, phase_range = _take_phase_range(iree_flags)
+        request = compile_request(args, iree_flags, **phase_range)
         args.out.mkdir(parents=True, exist_ok=True)
         _clear_previous(args.out, request.module_name, args.force)
         compilation = compile_program(request, out_dir=args.out, timeout_s=args.timeout)
@@ -91,5 +113,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"executable {executable.name}: {len([f for f in files if f])} files")
     if compilation.timing is not None:
         print(f"{args.out / 'timing.json'} (total {compilation.timing.total_wall_s:.3f} s wall)")
+    if request.compile_to not in (None, "end"):
+        # iree-compile stopped early: its -o output is that phase's MLIR, not a module to load
+        output = args.out / f"{request.module_name}.out.mlir"
+        Path(str(compilation.vmfb_path)).replace(output)
+        print(f"{output} (iree-compile's output: MLIR after phase {request.compile_to}, no .vmfb)")
+        return 0
     print(compilation.vmfb_path)
     return 0
