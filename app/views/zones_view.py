@@ -245,7 +245,9 @@ class ZonesView(QWidget):
         self.histogram.setMinimumWidth(220)
         # The selected name above the plot, elided to its width: as the plot's own title (a LabelItem as wide
         # as its text) a long dispatch name widened the plot past its splitter and cut title and axis alike.
-        self.histogram_title = ElidedLabel(HISTOGRAM_HINT, mode=Qt.TextElideMode.ElideMiddle)
+        # A name keeps its start and end (elided in the middle); the hint reads from its start ("Durations:
+        # selec…ame in the table" at 1366x768).
+        self.histogram_title = ElidedLabel(HISTOGRAM_HINT, mode=Qt.TextElideMode.ElideRight)
         self.histogram_title.setObjectName("zonesHistogramTitle")
         self.histogram_title.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.histogram_title.setStyleSheet("background: white; color: #404040")
@@ -318,6 +320,7 @@ class ZonesView(QWidget):
         if self._bars is not None:  # the last trace's zone is not this one's
             self.histogram.removeItem(self._bars)
             self._bars = None
+        self.histogram_title.mode = Qt.TextElideMode.ElideRight
         self.histogram_title.setText(HISTOGRAM_HINT)
         self.traceLoaded.emit(trace)
 
@@ -436,6 +439,7 @@ class ZonesView(QWidget):
         x0, x1 = edges[:-1] * 1e-9, edges[1:] * 1e-9
         self._bars = pg.BarGraphItem(x0=x0, x1=x1, height=counts, brush="#4e79a7", pen=pg.mkPen("#2b4a6b"))
         self.histogram.addItem(self._bars)
+        self.histogram_title.mode = Qt.TextElideMode.ElideMiddle
         self.histogram_title.setText(name)
         # The range of the data, not autoRange's guess: the longest zone's bar is inside the axis. Zones that
         # all last the same (one zone) get a 1-ns bin: the axis then spans a fifth of the value around it,
