@@ -275,3 +275,24 @@ def test_a_capture_that_fails_before_its_run_leaves_no_file_open(tmp_path):
             capture_debug(bad, "main", [], tmp_path / "bundle")
         gc.collect()
     assert not [w for w in caught if issubclass(w.category, ResourceWarning)], [str(w.message) for w in caught]
+
+
+def test_graph_counts_a_byte_read_through_two_bindings_once(tmp_path):
+    # small_cnn's max-pool reads one buffer through two bindings (input and the padded output it updates):
+    # the edge from the conv that wrote it said 30592 B, twice the 15296 B buffer.
+    source = MODELS / "small_cnn.mlir"
+    if not source.exists():
+        pytest.skip(f"{source} is absent (the shared models are not on this machine)")
+    vmfb = compile_for(source, tmp_path / "small_cnn.vmfb", "llvm-cpu")
+    capture_debug(vmfb, "small_cnn", [f"@{MODELS / 'small_cnn_x.npy'}"], tmp_path / "b")
+    dispatches = Bundle(tmp_path / "b").dispatches
+    graph = dependency_graph(dispatches)
+    shared = 0
+    for edge in graph.edges:
+        target = dispatches[edge.target]
+        reads = [b for b in target.bindings if b["buffer"] == edge.buffer and b["access"] != "write"]
+        shared += len(reads) > 1
+        lo = min(b["offset"] for b in reads)
+        hi = max(b["offset"] + b["length"] for b in reads)
+        assert edge.bytes <= hi - lo, (edge, reads)
+    assert shared > 0  # the program does read one buffer through two bindings

@@ -47,19 +47,33 @@ def _escape(text: str) -> str:
     return text.replace('"', '\\"')
 
 
+def _union(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(ranges):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
 def dependency_graph(dispatches: list[DispatchEntry]) -> DependencyGraph:
     """Edges from each read range to the latest earlier writers of its bytes."""
     # buffer -> list of (start, end, writer ordinal), newest last; older pieces are cut where newer overlap.
     written: dict[int, list[tuple[int, int, int]]] = {}
     edges: dict[tuple[int, int, int], int] = {}
     for d in dispatches:
+        # Bindings of one buffer may overlap (two views of one allocation): each byte read counts once.
+        reads: dict[int, list[tuple[int, int]]] = {}
         for b in d.bindings:
             if b.get("access") in ("read", "readwrite") and b.get("buffer", -1) >= 0:
-                start, end = b["offset"], b["offset"] + b["length"]
-                for s, e, writer in written.get(b["buffer"], ()):
+                reads.setdefault(b["buffer"], []).append((b["offset"], b["offset"] + b["length"]))
+        for buffer, ranges in reads.items():
+            for start, end in _union(ranges):
+                for s, e, writer in written.get(buffer, ()):
                     lo, hi = max(s, start), min(e, end)
                     if lo < hi and writer != d.ordinal:
-                        key = (writer, d.ordinal, b["buffer"])
+                        key = (writer, d.ordinal, buffer)
                         edges[key] = edges.get(key, 0) + (hi - lo)
         for b in d.bindings:
             if b.get("access") in ("write", "readwrite") and b.get("buffer", -1) >= 0:
