@@ -244,3 +244,31 @@ def test_break_diverge_does_not_stop_at_untyped_bytes_that_differ(tmp_path):
     first = _stops(proc)[0]
     assert first["reason"] == "dispatch" and first["dispatch"]["ordinal"] == 1, first
     assert first["divergence"]["mismatches"] > 0 and "f32" in first["divergence"]["summary"], first
+
+
+def test_break_diverge_against_traced_tensors_does_not_stop_at_a_binding_laid_out_otherwise(tmp_path):
+    """A reference captured by IREE's runtime at trace points holds tensors; the live run, untyped, judges
+    whole bindings. The padded copy's binding (3904 bytes) is larger than its traced tensor (3888): no
+    evidence of a divergence, so not judged ("bytes differ", said apart with --sources as the remedy). It
+    stopped there with 'it wrote 3904 bytes, the reference 3888'. A convolution made wrong still stops."""
+    program = PROGRAMS / "padded_conv.mlir"
+    inputs = ["--input=1x3x16x16xf32=0.5", "--input=4x3x3x3xf32=0.25"]
+    traced = compile_for(program, tmp_path / "traced.vmfb", "llvm-cpu", "--iree-flow-trace-dispatch-tensors")
+    bundle = tmp_path / "traced_bundle"
+    cap = lens_in_process("capture", traced, "--function=main", *inputs, "--engine=reference", f"--out={bundle}")
+    assert cap.returncode == 0, cap.stderr
+    good = compile_for(program, tmp_path / "good.vmfb", "llvm-cpu")
+    script = tmp_path / "commands.txt"
+    script.write_text(f"break diverge {bundle}\ncontinue\n")
+    proc = lens_in_process("debug", good, "--function=main", *inputs, f"--commands={script}", "--json")
+    stops = _stops(proc)
+    assert [s["reason"] for s in stops] == ["finished"], stops[0].get("divergence")
+    verdicts = {o: v for o, _name, v in stops[-1]["verdicts"]}
+    assert verdicts == {0: "bytes_differ", 1: "exact"}, verdicts
+    assert "laid out otherwise than its tensors" in proc.stderr and "--sources" in proc.stderr
+
+    wrong = broken_build(program, tmp_path, "llvm-cpu", "main_dispatch_1", "arith.addf", "arith.subf")
+    proc = lens_in_process("debug", wrong, "--function=main", *inputs, f"--commands={script}", "--json")
+    first = _stops(proc)[0]
+    assert first["reason"] == "dispatch" and first["dispatch"]["ordinal"] == 1, first
+    assert first["divergence"]["mismatches"] > 0, first

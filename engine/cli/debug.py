@@ -459,7 +459,8 @@ class Debugger:
         if differ:
             name = dict(event.exports).get(differ[0], "")
             self._error(command, f"break diverge: {len(differ)} dispatches' outputs are bytes of no known element "
-                                 f"type and differ, first #{differ[0]} {name}: rounding cannot be told from a "
+                                 f"type that do not match the reference's (they differ, or are laid out otherwise "
+                                 f"than its tensors), first #{differ[0]} {name}: rounding cannot be told from a "
                                  "divergence, so the breakpoint did not stop there; give --sources (a "
                                  "--iree-hal-dump-executable-sources-to folder) to judge them", fatal=False)  # fmt: skip
 
