@@ -40,6 +40,7 @@ def record_captured(
     module = Path(module_path)
     roots = [*(Path(s) if Path(s).is_dir() else Path(s).parent for s in sources), module.parent, Path.cwd()]
     files = SourceFiles(roots)
+    provenance = ""  # set where the kernel recorded is a rebuild, not the module's own executable
     if captured.executable_format == "vmvx-bytecode-fb":
         from engine.kernel.vmvx_stepper import record_vmvx
 
@@ -62,12 +63,18 @@ def record_captured(
             "llvm-cpu or VMVX build of the same program"
         )
     # A record stopped early may hold stores a later statement overwrote: only a whole one is judged.
-    differ = store_mismatches(trace, captured) if trace.complete else 0
+    places, differ = store_agreement(trace, captured) if trace.complete else (0, 0)
+    verdict = None
     if differ:
+        verdict = (f"{differ} recorded stores differ from what the dispatch wrote: the recorded kernel is not the "
+                   "module's (other sources or flags)")  # fmt: skip
+    elif provenance and not trace.complete:  # a rebuild, said to be checked: say it was not, and why
+        verdict = "not checked against the dispatch: the record stopped before the workgroup's end"
+    elif provenance and places:
+        verdict = f"checked: the {places} places it stores to hold what the dispatch wrote there"
+    if verdict is not None:
         trace = KernelTrace(trace.backend, trace.dispatch, trace.export, trace.workgroup, trace.workgroup_count,
-                            trace.steps, trace.source_files,
-                            (*trace.notes, f"{differ} recorded stores differ from what the dispatch wrote: "
-                             "the recorded kernel is not the module's (other sources or flags)"))  # fmt: skip
+                            trace.steps, trace.source_files, (*trace.notes, verdict))
     return trace
 
 
@@ -86,6 +93,11 @@ def stored_bytes(value, element_bytes: int, is_float: bool) -> bytes:
 def store_mismatches(trace: KernelTrace, captured: CapturedDispatch) -> int:
     """How many recorded stores are not what the dispatch left at their place (a later store of another
     workgroup or statement to the same bytes aside: only the last store to each place is judged)."""
+    return store_agreement(trace, captured)[1]
+
+
+def store_agreement(trace: KernelTrace, captured: CapturedDispatch) -> tuple[int, int]:
+    """(places judged, places whose last recorded store is not what the dispatch left there)."""
     last: dict[tuple[int, int], tuple[bytes, int]] = {}
     for step in trace.stores():
         s = step.store
@@ -99,7 +111,7 @@ def store_mismatches(trace: KernelTrace, captured: CapturedDispatch) -> int:
         real = captured.after[binding][offset : offset + size].tobytes()
         if real != data and not _both_nan(real, data, size):
             bad += 1
-    return bad
+    return len(last), bad
 
 
 def _both_nan(a: bytes, b: bytes, size: int) -> bool:
