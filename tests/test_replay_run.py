@@ -127,6 +127,10 @@ def test_plain_replay_captures_what_the_module_capture_does(tmp_path):
         np.asarray(a.program_tensors("outputs")[0]).tobytes()
         == np.asarray(b.program_tensors("outputs")[0]).tobytes()
     )
+    # Those bytes are untyped (a replay keeps no signature): the manifest says so in the word its untyped
+    # dispatch tensors use (u8), not as IREE's typed ui8.
+    manifest = json.loads((tmp_path / "from_replay" / "manifest.json").read_text())
+    assert manifest["output_types"] == ["40xu8"] and all(t.endswith("xu8") for t in manifest["input_types"])
 
 
 # -- against iree-run-replay

@@ -4,7 +4,7 @@ IREE's export names, its input and output tensors typed as for a module without 
 dispatch name, SPIR-V declarations on Vulkan), through the same ``DispatchRecorder``.
 
 A replay has no function signature: the bundle's program ``outputs`` are the bytes of the buffers the
-host mapped for reading at the end of the run (raw ``ui8``, the types are not in the capture), its
+host mapped for reading at the end of the run (raw ``u8``, the types are not in the capture), its
 ``inputs`` those the host wrote in the ``execute`` scope.
 """
 
@@ -17,6 +17,7 @@ import numpy as np
 
 from engine.dispatch.bundle import BundleWriter
 from engine.dispatch.debug_capture import DispatchRecorder
+from engine.dispatch.tensor_types import raw_type
 from engine.replay import format as f
 from engine.replay.execute import ReplayExecutor, Substitution
 from engine.replay.payloads import BufferRange, BufferRangeData, ExecutablePrepare, ScopePayload
@@ -95,7 +96,8 @@ class _HostTraffic:
 def _write_host_buffers(writer: BundleWriter, kind: str, blocks: list[np.ndarray]) -> None:
     names, types = [], []
     for i, data in enumerate(blocks):
-        name, text = writer.write_tensor(f"{kind[:-1]}_{i}", data)
+        # untyped bytes, in the bundle's word for them (``u8``), as the dispatches' untyped tensors say
+        name, text = writer.write_tensor(f"{kind[:-1]}_{i}", data, raw_type(data.nbytes))
         names.append(name)
         types.append(text)
     writer.manifest[kind] = names
