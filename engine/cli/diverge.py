@@ -207,7 +207,12 @@ def _diverge(args) -> int:
             after=step.after if step else None, record=result.culprit_record,
             elements=_binding_elements(step) if step else None,
         )  # fmt: skip
-    golden = _golden(args.golden, result.results_a, result.results_b, tolerance) if args.golden else None
+    golden = None
+    if args.golden:
+        # Fed, B's results are its last dispatches run on A's bytes: mostly A's own. Against the framework
+        # B is judged on what it computes alone.
+        results_b = result.results_b if args.own_inputs else _own_run(module_b, args.function, args.input, device_b)
+        golden = _golden(args.golden, result.results_a, results_b, tolerance)
     counts: dict[str, int] = {}
     for d in result.dispatches:
         key = d.label.replace(" ", "_") if d.untyped_bytes else str(d.verdict)
@@ -283,6 +288,15 @@ def _binding_elements(step) -> dict[int, str]:
             if t.nbytes == step.lengths[i]:
                 out[i] = element_of(t.dtype)
     return out
+
+
+def _own_run(module: str, function: str, inputs: list[str], device: str) -> list:
+    """The results of ``module`` run alone on the debug engine, as ``iree-lens run`` gives them."""
+    from engine.runtime.debug_runner import DebugRunner
+    from engine.runtime.function_io import parse_inputs, split_cconv
+
+    runner = DebugRunner(module, device)
+    return runner.invoke(function, parse_inputs(inputs, split_cconv(runner.cconv(function))[0]))
 
 
 def _golden(path: str, results_a: list, results_b: list, tolerance) -> list[dict]:
