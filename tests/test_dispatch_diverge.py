@@ -167,3 +167,10 @@ def test_golden_judges_b_on_its_own_run_not_on_a_inputs(tmp_path):
     golden = {g["run"]: g for g in report["golden"]}
     assert golden["A"]["ok"] and not golden["B"]["ok"], golden
     assert golden["B"]["max_abs_error"] == pytest.approx(float(np.abs(y_a - y_b).max()), rel=1e-6)
+    # --keep (both runs captured, each on its own inputs) compared nothing with --golden: it was dropped
+    proc = lens_in_process("diverge", a, b, "--function=small_cnn", f"--input=@{x}", "--json", f"--golden={outs['a']}",
+                           f"--keep={tmp_path / 'keep'}")  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    kept = {g["run"]: g for g in json.loads(proc.stdout)["golden"]}
+    assert kept["A"]["ok"] and not kept["B"]["ok"]
+    assert kept["B"]["max_abs_error"] == golden["B"]["max_abs_error"]

@@ -324,8 +324,8 @@ def _diverge_bundles(args, device_a: str, device_b: str, interfaces) -> int:
 
     module_a, module_b = args.modules
     root = Path(args.keep)
-    capture_debug(module_a, args.function, args.input, root / "a", device=device_a, interfaces=interfaces)
-    capture_debug(module_b, args.function, args.input, root / "b", device=device_b, interfaces=interfaces)
+    run_a = capture_debug(module_a, args.function, args.input, root / "a", device=device_a, interfaces=interfaces)
+    run_b = capture_debug(module_b, args.function, args.input, root / "b", device=device_b, interfaces=interfaces)
     result = walk(Bundle(root / "a"), Bundle(root / "b"), args.atol, args.rtol, args.ulps)
     repro_path = None
     if result.first_divergence is not None and args.repro:
@@ -334,10 +334,16 @@ def _diverge_bundles(args, device_a: str, device_b: str, interfaces) -> int:
             inputs=args.input, device_a=device_a, device_b=device_b, atol=args.atol, rtol=args.rtol,
             ulps=args.ulps, sources=args.sources,
         )  # fmt: skip
+    golden = None
+    if args.golden:  # each run on its own inputs: their results are their own
+        from engine.dispatch.numerics import Tolerance
+
+        golden = _golden(args.golden, run_a.results, run_b.results, Tolerance(args.atol, args.rtol, args.ulps))
     d = result.first_divergence
     if args.json:
         obj = {
             "first_divergence": d.to_json() if d else None,
+            "golden": golden,
             "dispatches_compared": result.compared,
             "first_input_difference": result.first_input_difference,
             "notes": result.notes,
@@ -360,6 +366,8 @@ def _diverge_bundles(args, device_a: str, device_b: str, interfaces) -> int:
             print(f"  output {d.output_index}: {d.comparison.summary()}")
         if repro_path:
             print(f"  reproducer: {repro_path.parent}")
+    for line in golden or []:
+        print(f"golden {line['run']} output {line['output']}: {line['summary']}")
     return SAME if d is None else DIFFERENT
 
 
