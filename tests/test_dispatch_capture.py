@@ -296,3 +296,25 @@ def test_graph_counts_a_byte_read_through_two_bindings_once(tmp_path):
         hi = max(b["offset"] + b["length"] for b in reads)
         assert edge.bytes <= hi - lo, (edge, reads)
     assert shared > 0  # the program does read one buffer through two bindings
+
+
+def test_a_type_override_that_cannot_apply_is_said(tmp_path):
+    # --type for a tensor too short for the type, or for a dispatch/slot the run does not have, was taken
+    # silently: the tensor stayed raw bytes (or nothing changed) and the user was not told.
+    source = MODELS / "small_cnn.mlir"
+    if not source.exists():
+        pytest.skip(f"{source} is absent (the shared models are not on this machine)")
+    vmfb = compile_for(source, tmp_path / "small_cnn.vmfb", "llvm-cpu")
+    x = f"--input=@{MODELS / 'small_cnn_x.npy'}"
+    fits = lens_in_process("capture", str(vmfb), "--function=small_cnn", x, f"--out={tmp_path / 'a'}",
+                           "--type=5:output:0=2x5xf32")  # fmt: skip
+    assert fits.returncode == 0 and "--type" not in fits.stderr, fits.stderr
+    [out] = Bundle(tmp_path / "a").dispatch_tensors(Bundle(tmp_path / "a").dispatches[5], "outputs")
+    assert out.shape == (2, 5) and out.dtype == np.float32
+    proc = lens_in_process("capture", str(vmfb), "--function=small_cnn", x, f"--out={tmp_path / 'b'}",
+                           "--type=5:output:0=11xf32", "--type=9:output:0=10xf32")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "5:output:0=11xf32: the type needs 44 bytes, the tensor has 40" in proc.stderr
+    assert "9:output:0=10xf32: the capture has no dispatch 9" in proc.stderr
+    manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    assert len(manifest["notes"]) == 2 and manifest["dispatches"][5]["output_types"] == ["40xu8"]

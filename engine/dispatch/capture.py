@@ -39,6 +39,7 @@ class CaptureResult:
     results: list[Value]
     bytes_written: int
     initializer_dispatches: int = 0  # what the module's initializer ran before the call (not captured)
+    notes: tuple[str, ...] = ()  # what the user asked that the capture could not do (a --type that did not fit)
 
 
 def _write_program_values(writer: BundleWriter, kind: str, values: list[Value]) -> None:
@@ -115,10 +116,12 @@ def capture_debug(
         finally:
             snapshots.unsubscribe(recorder)
         _write_program_values(writer, "outputs", results)
-        writer.finish()
+        notes = tuple(recorder.override_notes())
+        writer.finish(extra={"notes": list(notes)} if notes else None)
         return CaptureResult(
-            writer.directory, writer.dispatch_count, results, writer.bytes_written, recorder.initializer_dispatches
-        )
+            writer.directory, writer.dispatch_count, results, writer.bytes_written, recorder.initializer_dispatches,
+            notes,
+        )  # fmt: skip
 
 
 NO_TRACE_POINTS = (

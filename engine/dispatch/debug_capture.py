@@ -92,6 +92,8 @@ class DispatchRecorder(SnapshotSubscriber):
             sources = ExecutableSources(sources, "given") if sources else NO_SOURCES
         self.sources = sources
         self.overrides = overrides or {}  # (ordinal, "input"|"output", position) -> type
+        self._overrides_met: set[tuple[int, str, int]] = set()
+        self.override_problems: list[str] = []  # overrides that did not fit their tensor's bytes
         self._in_place = InPlaceTensors()
         self._pending_inputs: TracePoint | None = None
         self._awaiting_outputs: DispatchEntry | None = None
@@ -230,6 +232,15 @@ class DispatchRecorder(SnapshotSubscriber):
             entry.health = "-"  # untyped bytes: no values to judge
         self.writer.add_dispatch(entry)
 
+    def override_notes(self) -> list[str]:
+        """What became of ``overrides``: those that did not fit, and those no captured tensor had."""
+        unmet = [
+            f"--type {o}:{k}:{p}={t}: the capture has no dispatch {o} with an {k} {p}; nothing was typed"
+            for (o, k, p), t in sorted(self.overrides.items())
+            if (o, k, p) not in self._overrides_met
+        ]
+        return self.override_problems + unmet
+
     # -- helpers
 
     def _buffer_id(self, allocation) -> int:
@@ -248,7 +259,14 @@ class DispatchRecorder(SnapshotSubscriber):
         for position, (array, tt) in enumerate(zip(arrays, types)):
             override = self.overrides.get((ordinal, kind, position))
             if override is not None:
+                self._overrides_met.add((ordinal, kind, position))
+                nbytes = np.asarray(array).nbytes
                 array, tt = view_bytes(array, override)
+                if tt != override:
+                    self.override_problems.append(
+                        f"--type {ordinal}:{kind}:{position}={override}: the type needs {override.byte_length} "
+                        f"bytes, the tensor has {nbytes}; kept as its bytes ({tt})"
+                    )
             name, text = self.writer.write_tensor(f"d{ordinal:05d}_{kind}{position}", array, tt)
             names.append(name)
             texts.append(text)
