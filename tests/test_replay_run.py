@@ -447,3 +447,22 @@ def test_replay_debugger_goes_back_to_an_earlier_stop(compiled, tmp_path):
     first, again = sorted((tmp_path / "first").iterdir()), sorted((tmp_path / "again").iterdir())
     assert [p.name for p in first] == [p.name for p in again] and len(first) >= 2
     assert all(np.load(a).tobytes() == np.load(b).tobytes() for a, b in zip(first, again))
+
+
+def test_write_replay_of_a_substituted_run_is_refused_before_it_runs(tmp_path):
+    # It was refused from inside the run, as a VM trap ("INTERNAL; HalError: ... while calling import
+    # 'hal.executable.create' at: vm.call import#20"), with a replay file begun; now before anything runs.
+    source = MODELS / "small_cnn.mlir"
+    if not source.exists():
+        pytest.skip(f"{source} is not here (the shared models)")
+    dump = tmp_path / "sources"
+    vmfb = _compile(source, tmp_path / "plain.vmfb", f"--iree-hal-dump-executable-sources-to={dump}")
+    edited = tmp_path / "d5.mlir"
+    text = (dump / "module_small_cnn$async_dispatch_5.mlir").read_text()
+    assert "-1.573880e-01" in text  # a bias
+    edited.write_text(text.replace("-1.573880e-01", "8.426120e-01", 1))
+    out = tmp_path / "sub.ireereplay"
+    proc = _lens("run", vmfb, f"--input=@{MODELS / 'small_cnn_x.npy'}", f"--substitute=small_cnn$async_dispatch_5={edited}",
+                 f"--write-replay={out}")  # fmt: skip
+    assert proc.returncode != 0 and not out.exists()
+    assert "substituted executables" in proc.stderr and "INTERNAL" not in proc.stderr and "vm.call" not in proc.stderr

@@ -167,10 +167,7 @@ class RunRecorder(QueueListener):
         from engine.runtime.hal.executable_swap import registry
 
         if id(executable) in registry(self.device).originals:
-            raise HalError(
-                f"writing a replay: {executable.label} runs a live substitution; write the run without it, "
-                "then substitute in the replay (iree-lens run RUN.ireereplay --substitute=... --write-replay=...)"
-            )
+            raise HalError(f"{executable.label} runs a live substitution: {SUBSTITUTED_RUN}")
 
     def record_executable(self, executable: HalExecutable, data: bytes | None = None, constants=()) -> int:
         self._check_not_swapped(executable)
@@ -532,6 +529,18 @@ def _host_local(buffer: HalBuffer) -> bool:
     ) == READBACK_USAGE
 
 
+SUBSTITUTED_RUN = (
+    "a replay cannot be written of a run with substituted executables; write the run without them, then "
+    "substitute in the replay (iree-lens run RUN.ireereplay --substitute=... --write-replay=...)"
+)
+
+
 def start_recording(device: Device, path) -> RunRecorder:
-    """Record what ``device`` runs from now on into the replay ``path``; ``close()`` the recorder after."""
+    """Record what ``device`` runs from now on into the replay ``path``; ``close()`` the recorder after.
+    ``HalError`` before anything is written when substitutions are installed on ``device`` (a replay holds
+    the program's own executables)."""
+    from engine.runtime.hal.executable_swap import registry
+
+    if any(getattr(hook, "substitutes", False) for hook in registry(device).hooks):
+        raise HalError(SUBSTITUTED_RUN)
     return RunRecorder(device, ReplayWriter(path))

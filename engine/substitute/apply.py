@@ -253,6 +253,7 @@ def install_on_device(device: Device, replacements: Sequence[Replacement]) -> No
         for r in by_label.get(executable.label, ()):
             swap_into(executable, r)
 
+    hook.substitutes = True  # type: ignore[attr-defined]  # what a replay recorder refuses before the run
     reg = registry(device)
     for executable in list(reg.loaded):
         hook(executable)
