@@ -179,3 +179,7 @@ def test_compile_to_stops_where_iree_compile_stops(tmp_path, capsys):
     assert "after phase flow" in printed
     rc = cli_main(["phases", str(source), "--compile-to=bogus", f"--out={tmp_path / 'b'}"])
     assert rc == 2 and "bogus" in capsys.readouterr().err
+    # a flag IREE Lens sets itself is refused in the user's words, not the API's ("use the request's fields")
+    rc = cli_main(["phases", str(source), f"--dump-compilation-phases-to={tmp_path}", f"--out={tmp_path / 'c'}"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "sets this flag itself" in err and "request" not in err

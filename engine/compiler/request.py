@@ -166,7 +166,10 @@ class CompileRequest:
             raise FileNotFoundError(f"no such source file: {self.source_path}")
         for flag in self.extra_flags:
             if any(flag == p or flag.startswith(p + "=") for p in _RESERVED_FLAG_PREFIXES):
-                raise ValueError(f"{flag!r} is set by the compile job itself; use the request's fields")
+                raise ValueError(
+                    f"{flag!r}: IREE Lens sets this flag itself (it chooses the output file, the dump folders "
+                    "and the phases compiled)"
+                )
 
     @property
     def source(self) -> Path | str | bytes:
