@@ -311,3 +311,34 @@ def test_a_command_ends_with_its_code_even_if_a_thread_lingers(tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, env=env, timeout=60)
     assert (proc.returncode, proc.stdout) == (3, "complete\n"), proc.stderr
+
+
+@pytest.mark.skipif(not (MODELS / "small_cnn.mlir").exists(), reason="../shared/models is not here")
+def test_save_tensors_names_an_untyped_binding_by_its_index(capsys, tmp_path):
+    """Untyped (no sources, the program gone), each file saved at a stop holds one binding and is named by
+    its binding index: small_cnn's convolution shows binding 1 (read) before bindings 0 and 2 (one slab bound
+    twice, access unknown); a count of the shown bindings named them otherwise, one file overwriting another."""
+    import re
+    import shutil
+
+    from support import compile_for
+
+    work = tmp_path / "work"
+    work.mkdir()
+    program = Path(shutil.copy(MODELS / "small_cnn.mlir", work / "small_cnn.mlir"))
+    module = Path(shutil.copy(compile_for(program, work / "m.vmfb", "llvm-cpu"), tmp_path / "small_cnn.vmfb"))
+    shutil.rmtree(work)  # nothing can rebuild the executables' sources: the bindings stay untyped
+    checked = 0
+    for ordinal in range(6):
+        saved = tmp_path / f"saved{ordinal}"
+        code, lines, err = debug(capsys, tmp_path, module, f"break dispatch {ordinal} after\ncontinue\n"
+                                 f"save-tensors {saved}\n", "--function=small_cnn",
+                                 f"--input=@{MODELS / 'small_cnn_x.npy'}")  # fmt: skip
+        assert code == 0, err
+        [answer] = [line for line in lines if "saved" in line]
+        assert len(answer["saved"]) == len(answer["labels"]) == len(list(saved.iterdir())), answer
+        for name, label in answer["labels"].items():
+            index = int(re.fullmatch(rf"dispatch{ordinal}_after_binding(\d+)\.npy", name).group(1))
+            assert label.startswith(f"binding {index}, "), (name, label)
+            checked += 1
+    assert checked >= 14  # every binding of the six dispatches, none lost to a name taken twice

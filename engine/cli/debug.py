@@ -501,10 +501,13 @@ class Debugger:
             out.mkdir(parents=True, exist_ok=True)
             # Typed in the session (engine.dispatch.typed_tensors): inputs, outputs, or untyped bindings.
             for t in answer.tensors:
-                path = out / f"dispatch{info.ordinal}_{info.when}_{t.role}{t.position}.npy"
+                typed = t.type_source != TypeSource.UNTYPED  # an untyped binding gets no role by guess
+                # Untyped, a file is one binding: named by its binding index (a count of the shown bindings
+                # named binding 2's bytes binding1 where binding 1 was not shown).
+                what = f"{t.role}{t.position}" if typed else f"binding{t.index}"
+                path = out / f"dispatch{info.ordinal}_{info.when}_{what}.npy"
                 np.save(path, t.tensor.to_numpy())  # bf16/f8 as their bits, as in capture bundles
                 saved.append(str(path))
-                typed = t.type_source != TypeSource.UNTYPED  # an untyped binding gets no role by guess
                 labels[path.name] = binding_label(t.index, t.access, t.role if typed else None, t.position)
                 if t.undefined:  # an in-place tensor's bytes nothing wrote yet (leftovers, not data)
                     undefined[path.name] = [list(r) for r in t.undefined]
