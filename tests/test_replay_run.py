@@ -131,6 +131,11 @@ def test_plain_replay_captures_what_the_module_capture_does(tmp_path):
     # dispatch tensors use (u8), not as IREE's typed ui8.
     manifest = json.loads((tmp_path / "from_replay" / "manifest.json").read_text())
     assert manifest["output_types"] == ["40xu8"] and all(t.endswith("xu8") for t in manifest["input_types"])
+    # --type for a dispatch the replay does not have is said, not dropped
+    typed = _lens("capture", replay, f"--out={tmp_path / 'typed'}", "--type=9:output:0=10xf32",
+                  "--type=5:output:0=10xf32")  # fmt: skip
+    assert typed.returncode == 0 and "no dispatch 9 with an output 0" in typed.stderr, typed.stderr
+    assert Bundle(tmp_path / "typed").dispatches[5].output_types == ["10xf32"]
 
 
 # -- against iree-run-replay

@@ -77,6 +77,8 @@ def capture(args: argparse.Namespace) -> int:
     except LensError as e:
         print(f"iree-lens capture: {e}", file=sys.stderr)
         return 1
+    for note in result.notes:
+        print(f"iree-lens capture: {note}", file=sys.stderr)
     report_bundle(result, args.module, args.dot)
     return 0
 

@@ -34,6 +34,7 @@ class ReplayCaptureResult:
     directory: Path
     dispatches: int
     bytes_written: int
+    notes: tuple[str, ...] = ()  # what the user asked that the capture could not do (a --type that did not fit)
 
 
 def replay_binding_elements(replay: ReplayFile) -> dict[str, dict[int, str]]:
@@ -175,5 +176,13 @@ def capture_replay(
     extra = {"replay": str(Path(path).resolve())}
     if substitutions:
         extra["substitutions"] = [s.to_flag() for s in substitutions]
+    if not isinstance(recorder, TracedReplayRecorder):
+        notes = recorder.override_notes()
+    elif overrides:  # IREE's trace points type every tensor; an override has nothing to retype
+        notes = ["--type does not apply to a replay of a traced build (IREE's trace points type its tensors)"]
+    else:
+        notes = []
+    if notes:
+        extra["notes"] = notes
     writer.finish(extra)
-    return ReplayCaptureResult(writer.directory, writer.dispatch_count, writer.bytes_written)
+    return ReplayCaptureResult(writer.directory, writer.dispatch_count, writer.bytes_written, tuple(notes))
