@@ -318,3 +318,32 @@ def test_a_type_override_that_cannot_apply_is_said(tmp_path):
     assert "9:output:0=10xf32: the capture has no dispatch 9" in proc.stderr
     manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
     assert len(manifest["notes"]) == 2 and manifest["dispatches"][5]["output_types"] == ["40xu8"]
+
+
+def test_reference_capture_says_which_dispatches_iree_traced_outputs_first(tmp_path):
+    # IREE's stream scheduling moves some inputs trace points after their dispatch's outputs (efficientvit:
+    # 7 of 336). Those dispatches were written with no inputs, and nothing said so.
+    from support import shared_model
+
+    source = shared_model("efficientvit_m0")  # skips where it is absent
+    vmfb = compile_for(source, tmp_path / "ev.vmfb", "llvm-cpu", TRACE)
+    x = MODELS / "efficientvit_m0_x.npy"
+    seen: dict[str, int] = {}
+    late = []  # IREE's own order: the n-th outputs of an export before its n-th inputs
+    outputs_seen: dict[str, int] = {}
+    for key, _ in iree_traced_tensors(vmfb, "main", [np.load(x)]):
+        name, kind = key.split("::")[1].rsplit(" ", 1)
+        if kind == "outputs":
+            outputs_seen[name] = outputs_seen.get(name, 0) + 1
+            if outputs_seen[name] > seen.get(name, 0):
+                late.append(sum(outputs_seen.values()) - 1)
+        else:
+            seen[name] = seen.get(name, 0) + 1
+    assert late, "IREE traced every dispatch's inputs first: the case this test needs is gone"
+    proc = lens_in_process("capture", str(vmfb), "--function=main", f"--input=@{x}", "--engine=reference",
+                           f"--out={tmp_path / 'ref'}")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    bundle = Bundle(tmp_path / "ref")
+    assert [d.ordinal for d in bundle.dispatches if not d.inputs] == late
+    [note] = json.loads((tmp_path / "ref" / "manifest.json").read_text())["notes"]
+    assert f"outputs of {len(late)} dispatches before their inputs" in note and note in proc.stderr

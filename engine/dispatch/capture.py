@@ -145,7 +145,7 @@ def capture_reference(
     with BundleWriter(out, module=str(module), function=function, engine="reference", device=device) as writer:
         # The initializer's trace points (while the runner loads) are counted, not written: the bundle's
         # dispatches are the call's, numbered from its first as the debugger numbers them.
-        state: dict = {"pending": None, "errors": [], "calling": False, "initializer": 0}
+        state: dict = {"pending": None, "errors": [], "calling": False, "initializer": 0, "unpaired": []}
         runner_box: list[ReferenceRunner] = []
 
         def sink(key: str, buffer_views: list) -> None:
@@ -175,8 +175,11 @@ def capture_reference(
                 elif kind == "outputs":
                     entry = state["pending"]
                     if entry is None or entry.name != export:
+                        # IREE's stream scheduling can move a dispatch's inputs trace point after its
+                        # outputs (efficientvit): which later inputs are whose is not known, so none are kept
                         entry = DispatchEntry(ordinal, export, executable or executable_of(export), None)
                         entry.tensors_from = BUNDLE_PROVENANCE[Provenance.RUNTIME]
+                        state["unpaired"].append(ordinal)
                     state["pending"] = None
                     entry.outputs, entry.output_types = _write(writer, entry.ordinal, "output", arrays, types)
                     entry.health = health_of(arrays)
@@ -208,8 +211,17 @@ def capture_reference(
         if not writer.dispatch_count:
             raise CaptureError(NO_TRACE_POINTS.format(module=module) + f" (none reached by {function})")
         _write_program_values(writer, "outputs", results)
-        writer.finish()
-        return CaptureResult(writer.directory, writer.dispatch_count, results, writer.bytes_written, state["initializer"])
+        notes: tuple[str, ...] = ()
+        if state["unpaired"]:
+            shown = ", ".join(str(o) for o in state["unpaired"][:12]) + (", ..." if len(state["unpaired"]) > 12 else "")
+            notes = (
+                f"IREE traced the outputs of {len(state['unpaired'])} dispatches before their inputs (dispatches "
+                f"{shown}): their inputs are not in the bundle (the debug engine captures their bound bytes)",
+            )
+        writer.finish(extra={"notes": list(notes)} if notes else None)
+        return CaptureResult(
+            writer.directory, writer.dispatch_count, results, writer.bytes_written, state["initializer"], notes
+        )
 
 
 def _failed_run(writer: BundleWriter, error: LensError) -> CaptureError:
