@@ -205,7 +205,7 @@ def _diverge(args) -> int:
             inputs=args.input, device_a=device_a, device_b=device_b, atol=args.atol, rtol=args.rtol,
             ulps=args.ulps, sources=args.sources, before=step.before if step else None,
             after=step.after if step else None, record=result.culprit_record,
-            elements=_binding_elements(step) if step else None,
+            elements=_binding_elements(step) if step else None, tensors=_binding_tensors(step) if step else None,
         )  # fmt: skip
     golden = None
     if args.golden:
@@ -297,6 +297,22 @@ def _own_run(module: str, function: str, inputs: list[str], device: str) -> list
 
     runner = DebugRunner(module, device)
     return runner.invoke(function, parse_inputs(inputs, split_cconv(runner.cconv(function))[0]))
+
+
+def _binding_tensors(step) -> dict[int, list[tuple[int, str]]]:
+    """Where each typed output of the culprit lies in A's written bindings: binding -> [(byte offset, type)],
+    so the reproducer compares the tensor the finder compared, not the whole binding around it."""
+    import numpy as np
+
+    found: dict[int, list[tuple[int, str]]] = {}
+    if step.entry.tensors_from == "bindings":
+        return found
+    for array, type_text in zip(step.outputs, step.entry.output_types):
+        for i, after in step.after.items():
+            if array.flags.c_contiguous and np.shares_memory(array, after):
+                offset = array.__array_interface__["data"][0] - after.__array_interface__["data"][0]
+                found.setdefault(i, []).append((int(offset), type_text))
+    return found
 
 
 def _golden(path: str, results_a: list, results_b: list, tolerance) -> list[dict]:

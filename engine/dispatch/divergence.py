@@ -258,6 +258,7 @@ def write_reproducer(
     after: dict[int, np.ndarray] | None = None,
     record: tuple[list[int], list[int]] | None = None,
     elements: dict[int, str] | None = None,
+    tensors: dict[int, list[tuple[int, str]]] | None = None,
 ) -> Path:
     """Write the reproducer of ``divergence`` (see module doc); returns ``repro.json``. ``before``/``after``/
     ``record`` (A's bindings around the dispatch, its workgroups and constants), when the finder kept them,
@@ -313,6 +314,8 @@ def write_reproducer(
                 "before": f"binding{i}_before.npy",
                 "expected": f"binding{i}_expected.npy" if i in after else None,
                 "element": (elements or {}).get(i),
+                # the typed outputs the finder compared in this binding: byte offset and type
+                **({"tensors": [{"offset": o, "type": t} for o, t in tensors[i]]} if tensors and i in tensors else {}),
             }
             for i, data in enumerate(before)
         ],
@@ -419,6 +422,18 @@ def replay(directory: str | Path, device: str | None = None) -> ReplayResult:
         if b["expected"]:
             expected = np.load(d / b["expected"])
             got = snap.bytes_after[b["index"]]
+            tolerance = Tolerance(repro.get("atol"), repro.get("rtol"), repro.get("ulps"))
+            if len(b.get("tensors") or ()) == 1:  # the one typed output the finder compared
+                from engine.dispatch.tensor_types import TensorType, view_bytes
+
+                [where] = b["tensors"]
+                tt, start = TensorType.parse(where["type"]), int(where["offset"])
+                raw_got = np.ascontiguousarray(got).reshape(-1).view(np.uint8)[start:]
+                raw_expected = np.ascontiguousarray(expected).reshape(-1).view(np.uint8)[start:]
+                (typed_got, t1), (typed_expected, t2) = view_bytes(raw_got, tt), view_bytes(raw_expected, tt)
+                if t1 == tt and t2 == tt:
+                    comparisons[b["index"]] = compare(typed_got, typed_expected, tolerance=tolerance)
+                    continue
             if b.get("element"):
                 from engine.dispatch.tensor_types import element_dtype
 
