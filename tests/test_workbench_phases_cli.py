@@ -183,3 +183,16 @@ def test_compile_to_stops_where_iree_compile_stops(tmp_path, capsys):
     rc = cli_main(["phases", str(source), f"--dump-compilation-phases-to={tmp_path}", f"--out={tmp_path / 'c'}"])
     err = capsys.readouterr().err
     assert rc == 2 and "sets this flag itself" in err and "request" not in err
+
+
+def test_a_compile_stopped_by_its_timeout_leaves_no_empty_vmfb(tmp_path, capsys):
+    # iree-compile opens its output first: the killed compile left a 0-byte module.vmfb beside the snapshots
+    # it had written, which would pass for a module.
+    from support import shared_model
+
+    source = shared_model("squeezenet1_1")  # a compile of some seconds
+    out = tmp_path / "out"
+    rc = cli_main(["phases", str(source), f"--out={out}", "--timeout=3"])
+    assert rc == 2 and "limit" in capsys.readouterr().err
+    assert list(out.glob("*.vmfb")) == [] and not (out / "stderr.raw.txt").exists()
+    assert (out / "stderr.txt").exists() and list(out.glob("module.1.input.mlir"))

@@ -171,6 +171,14 @@ def compile_program(
                     pass
                 _stop_if_cancelled(task, start, timeout_s)
                 seen = _report_new_phases(task, out, seen, start)
+        except CompileCancelled:
+            _stop(proc)
+            # iree-compile opens its output at the start: a killed compile leaves an empty .vmfb behind,
+            # which would pass for a module. The snapshots it wrote stay; its stderr under the usual name.
+            (out / f"{request.module_name}.vmfb").unlink(missing_ok=True)
+            stderr_file.close()
+            stderr_path.replace(out / "stderr.txt")
+            raise
         finally:
             _stop(proc)
     elapsed = time.monotonic() - start
