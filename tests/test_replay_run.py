@@ -131,6 +131,9 @@ def test_plain_replay_captures_what_the_module_capture_does(tmp_path):
     # dispatch tensors use (u8), not as IREE's typed ui8.
     manifest = json.loads((tmp_path / "from_replay" / "manifest.json").read_text())
     assert manifest["output_types"] == ["40xu8"] and all(t.endswith("xu8") for t in manifest["input_types"])
+    # its capture is no golden for `run` (no function, raw bytes): said so, with what to run instead
+    golden = _lens("run", f"--golden={tmp_path / 'from_replay'}")
+    assert golden.returncode != 0 and f"iree-lens run {replay}" in golden.stderr, golden.stderr
     # --type for a dispatch the replay does not have is said, not dropped
     typed = _lens("capture", replay, f"--out={tmp_path / 'typed'}", "--type=9:output:0=10xf32",
                   "--type=5:output:0=10xf32")  # fmt: skip

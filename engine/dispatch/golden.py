@@ -42,6 +42,12 @@ def apply_golden(args) -> None:
             raise LensError("give MODULE and --function (or --golden=DIR)")
         return
     bundle = Bundle(args.golden)
+    replay = bundle.manifest.get("replay")
+    if replay:
+        raise LensError(
+            f"{args.golden} is a capture of the replay {replay}: a replay has no function to call and its "
+            f"program values are raw bytes; rerun the replay itself: iree-lens run {replay}"
+        )
     args.module = args.module or bundle.module
     args.function = args.function or bundle.function
     if not args.input:
