@@ -183,6 +183,10 @@ def test_compile_to_stops_where_iree_compile_stops(tmp_path, capsys):
     rc = cli_main(["phases", str(source), f"--dump-compilation-phases-to={tmp_path}", f"--out={tmp_path / 'c'}"])
     err = capsys.readouterr().err
     assert rc == 2 and "sets this flag itself" in err and "request" not in err
+    # and the target CPU is named as the command line names it
+    rc = cli_main(["phases", str(source), "--target-cpu=znver4", *flags, f"--out={tmp_path / 'd'}"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--target-cpu" in err and "--iree-llvmcpu-target-cpu=" in err
 
 
 def test_a_compile_stopped_by_its_timeout_leaves_no_empty_vmfb(tmp_path, capsys):

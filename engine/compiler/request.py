@@ -149,7 +149,10 @@ class CompileRequest:
         object.__setattr__(self, "extra_flags", tuple(self.extra_flags))
         if selects_target(self.extra_flags):
             if self.target_cpu is not None:
-                raise ValueError("target_cpu cannot be combined with IREE's own target flags; pass the CPU flag")
+                raise ValueError(
+                    "the target CPU (--target-cpu, target_cpu) cannot be combined with IREE's own target flags; "
+                    "give IREE's --iree-llvmcpu-target-cpu=... with them"
+                )
             object.__setattr__(self, "target", target_of_flags(self.extra_flags))
         else:
             find_target(self.target)  # raises ValueError for an unknown target
@@ -201,7 +204,7 @@ class CompileRequest:
         flags = [] if self.targets_from_flags else list(find_target(self.target).flags)
         if self.target_cpu is not None:
             if self.target != "llvm-cpu":
-                raise ValueError(f"target_cpu applies to llvm-cpu only, not {self.target}")
+                raise ValueError(f"the target CPU (--target-cpu, target_cpu) applies to llvm-cpu only, not {self.target}")
             flags = [f for f in flags if not f.startswith("--iree-llvmcpu-target-cpu=")]
             flags.append(f"--iree-llvmcpu-target-cpu={self.target_cpu}")
         flags += [f"--iree-input-{c}" for c in self.type_conversions]
