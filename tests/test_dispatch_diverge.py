@@ -172,6 +172,10 @@ def test_golden_judges_b_on_its_own_run_not_on_a_inputs(tmp_path):
                            f"--keep={tmp_path / 'keep'}")  # fmt: skip
     assert proc.returncode == 1, proc.stderr
     kept = {g["run"]: g for g in json.loads(proc.stdout)["golden"]}
+    # a B that lacks the function is named before either runs ("function 'small_cnn' not found in module")
+    other = compile_for(sample_path("mlp"), tmp_path / "mlp.vmfb", "llvm-cpu")
+    wrong = lens_in_process("diverge", a, other, "--function=small_cnn", f"--input=@{x}")
+    assert wrong.returncode == 2 and f"module B ({other}) has no function 'small_cnn'; it exports main" in wrong.stderr
     assert kept["A"]["ok"] and not kept["B"]["ok"]
     assert kept["B"]["max_abs_error"] == golden["B"]["max_abs_error"]
 

@@ -95,6 +95,15 @@ def run(args: argparse.Namespace) -> int:
         if not args.function:
             print("iree-lens diverge: the module exports several functions; give --function", file=sys.stderr)
             return TROUBLE
+        from engine.runtime.vmfb.module import open_vmfb
+
+        for side, module in zip("AB", args.modules):  # said before either runs, naming the module
+            vmfb = open_vmfb(module)
+            try:
+                vmfb.function(args.function)
+            except KeyError:
+                exports = ", ".join(e.name for e in vmfb.exports if not e.name.startswith("__"))
+                raise LensError(f"module {side} ({module}) has no function {args.function!r}; it exports {exports}") from None
         if not args.input:
             args.input = _generated_inputs(args.modules[0], args.function)
         return _diverge(args)
