@@ -251,3 +251,18 @@ def test_spirv_binding_outside_the_layout_is_refused(ew, capsys):
         rc, err, got = run_lens(vmfb, base, engine, "vulkan", f"main_dispatch_0={path}", capsys=capsys)
         assert rc == 1 and got is None
         assert "interface mismatch" in err and "binding(s) 5" in err
+
+
+def test_drafts_live_inside_the_given_state_folder(monkeypatch, tmp_path):
+    """With ``IREE_LENS_STATE_DIR`` set (tests, scripted walks of the window), edited drafts live inside that
+    folder, so two walks never share them; beside it (``/tmp/edits`` for a ``mktemp -d`` folder) every walk
+    did. Without it they live beside the saved session under ``XDG_STATE_HOME``."""
+    from engine.session.persist import default_state_dir
+    from engine.substitute.documents import default_drafts_dir
+
+    monkeypatch.setenv("IREE_LENS_STATE_DIR", str(tmp_path / "walk"))
+    assert default_drafts_dir() == tmp_path / "walk" / "edits"
+    monkeypatch.delenv("IREE_LENS_STATE_DIR")
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
+    assert default_drafts_dir() == tmp_path / "xdg" / "iree-lens" / "edits"
+    assert default_drafts_dir().parent == default_state_dir().parent

@@ -161,10 +161,12 @@ def _natural(p: Path) -> list:
 
 
 def default_drafts_dir() -> Path:
-    """``$IREE_LENS_STATE_DIR/../edits`` when set (tests), else ``$XDG_STATE_HOME/iree-lens/edits``."""
+    """``$IREE_LENS_STATE_DIR/edits`` when set (tests, scripted walks), else ``$XDG_STATE_HOME/iree-lens/edits``
+    (beside the saved session's ``last-session``). Inside the given folder, not beside it: beside a
+    ``mktemp -d`` folder is ``/tmp/edits``, which every test and walk would share."""
     state = os.environ.get("IREE_LENS_STATE_DIR")
     if state:
-        return Path(state).parent / "edits"
+        return Path(state) / "edits"
     base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
     return Path(base) / "iree-lens" / "edits"
 
