@@ -25,7 +25,7 @@ NOT_LOCATED = (
     "The run went forward at full speed to this stop: its instruction positions are located when it goes "
     "back (Previous Dispatch, Shift+F6; Reverse Step, Ctrl+Shift+F11; or a click here, which travels to the start)"
 )
-NOT_LOCATED_SHORT = "not located yet: Shift+F6 goes back"
+NOT_LOCATED_SHORT = "ran at full speed: where it is in the run is found once you go back (Shift+F6)"
 TICK_HIT = 4  # pixels either side of a dispatch tick that select it
 
 
