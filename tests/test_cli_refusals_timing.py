@@ -114,3 +114,9 @@ def test_benchmark_runs_a_build_on_the_device_it_was_compiled_for(tmp_path):
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert report["device"] == "vulkan" and report["original"]["samples"] == 2
+    # Beside IREE's own tool, the ratio of the medians is said, as on the CPU (it printed both times and no ratio).
+    proc = lens_in_process("benchmark", vulkan, "--function=main", "--input=2x16xf32=0.25", "--dispatch=0",
+                           "--repetitions=2", "--samples=2", "--json")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["agreement"] == pytest.approx(report["original"]["median_s"] / report["iree_original"]["median_s"])

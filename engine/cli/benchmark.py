@@ -21,6 +21,7 @@ import argparse
 import fnmatch
 import json
 import sys
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -132,89 +133,121 @@ def _line(label: str, t) -> str:
     return f"{label}: {t.median_s * 1e6:.2f} us per dispatch (p10 {low * 1e6:.2f}, p90 {high * 1e6:.2f}; {len(t.samples_s)} samples)"
 
 
+@dataclass
+class _Measured:
+    """What one benchmark measured on a CPU device: the dispatch, its kernel timings (the module's, then the
+    edit's, each as (IREE Lens, iree-benchmark-executable or None)), B's and the roofline."""
+
+    record: DispatchRecord
+    timed: list
+    against: tuple | None
+    roofline: object | None
+
+
 def run(args: argparse.Namespace) -> int:
-    for name, value in (("--repetitions", args.repetitions), ("--batch-size", args.batch_size), ("--samples", args.samples)):
-        if value < 1:  # 0 repetitions printed '0 rounds' beside the one it ran
-            print(f"iree-lens benchmark: {name} must be at least 1", file=sys.stderr)
-            return 2
-    if not args.min_time > 0:
-        print("iree-lens benchmark: --min-time must be above 0 seconds", file=sys.stderr)
+    refusal = _refusal(args)
+    if refusal is not None:
+        print(f"iree-lens benchmark: {refusal}", file=sys.stderr)
         return 2
     temp = None
     try:
         temp = _from_bundle(args)
-        if args.module is not None and args.function is None:
-            from engine.cli.program_arguments import only_function
-
-            args.function = only_function(args.module)
-        if args.module is None or args.function is None:
-            raise LensError("benchmark needs a module and --function (or a --bundle that names them)")
-        from engine.cli.program_arguments import module_device
-
-        given = args.device
-        args.device = module_device(args.module, given)  # a Vulkan build on vulkan, unless --device says
-        if args.against:
-            try:
-                module_device(args.against, args.device)
-            except LensError:
-                raise LensError(f"--against {args.against} does not run on {args.device}, where A runs: both "
-                                "builds are timed on one device") from None  # fmt: skip
-        module, live, snapshot = _catch(args.module, args.device, args.function, args.input, args.dispatch,
-                                        args.substitute)  # fmt: skip
+        module, live, snapshot = _catch_module_dispatch(args)
         if args.device.startswith("vulkan"):
             return _run_emulated(args, live, snapshot)
-        original, edited_run = kernel_runs(module, live, snapshot)
-        timed = [_time(original, args)]
-        if edited_run is not None:
-            timed.append(_time(edited_run, args))
-        against = None
-        if args.against:
-            try:
-                module_b, live_b, snapshot_b = _catch(
-                    args.against, args.device, args.function, args.input, args.dispatch
-                )
-            except LensError as e:  # said of B, which the message of its run does not name
-                raise LensError(f"--against {args.against}: {e}") from None
-            run_b, _ = kernel_runs(module_b, live_b, snapshot_b)
-            against = (snapshot_b.record, _time(run_b, args))
-        roofline = None
-        if not args.no_roofline:
-            from engine.dispatch.roofline import Roofline, bytes_moved, dispatch_flops, machine_limits
-
-            lens_s = timed[0][0].median_s
-            moved, counted = bytes_moved(args.module, original.export_name, original.constants, original.bindings)
-            roofline = Roofline(moved, dispatch_flops(args.module, original.export_name, args.source), lens_s,
-                                machine_limits(), counted)  # fmt: skip
+        measured = _measure(args, module, live, snapshot)
     except (LensError, OSError, ValueError) as e:
         print(f"iree-lens benchmark: {e}", file=sys.stderr)
         return 1
     finally:
         if temp is not None:
             temp.cleanup()
-    record = snapshot.record
     if args.json:
-        out = {
-            "dispatch": record.export_name,
-            "workgroup_count": list(record.workgroup_count),
-            "device": args.device,
-            "original": _timing_dict(timed[0][0]),
-            "edited": _timing_dict(timed[1][0]) if len(timed) > 1 else None,
-            "roofline": roofline.as_dict() if roofline is not None else None,
-        }
-        if timed[0][1] is not None:
-            out["iree_original"] = _timing_dict(timed[0][1])
-            out["iree_edited"] = _timing_dict(timed[1][1]) if len(timed) > 1 else None
-            out["agreement"] = timed[0][0].median_s / timed[0][1].median_s
-            out["paired_agreement"] = float(
-                np.median([a / b for a, b in zip(timed[0][0].samples_s, timed[0][1].samples_s)])
-            )
-        if against is not None:
-            out["against"] = {"module": args.against, "dispatch": against[0].export_name,
-                              "workgroup_count": list(against[0].workgroup_count),
-                              "timing": _timing_dict(against[1][0]),
-                              "ratio": against[1][0].median_s / timed[0][0].median_s}  # fmt: skip
-        print(json.dumps(out))
-        return 0
+        print(json.dumps(_report_json(args, measured)))
+    else:
+        _print_report(args, measured)
+    return 0
+
+
+def _refusal(args: argparse.Namespace) -> str | None:
+    """Why the arguments cannot be benchmarked, said before anything runs; None when they can."""
+    for name, value in (("--repetitions", args.repetitions), ("--batch-size", args.batch_size), ("--samples", args.samples)):
+        if value < 1:  # 0 repetitions printed '0 rounds' beside the one it ran
+            return f"{name} must be at least 1"
+    if not args.min_time > 0:
+        return "--min-time must be above 0 seconds"
+    return None
+
+
+def _catch_module_dispatch(args: argparse.Namespace):
+    """Settle the function and device (filling ``args``), check B can run there, and catch A's dispatch."""
+    from engine.cli.program_arguments import module_device, only_function
+
+    if args.module is not None and args.function is None:
+        args.function = only_function(args.module)
+    if args.module is None or args.function is None:
+        raise LensError("benchmark needs a module and --function (or a --bundle that names them)")
+    args.device = module_device(args.module, args.device)  # a Vulkan build on vulkan, unless --device says
+    if args.against:
+        try:
+            module_device(args.against, args.device)
+        except LensError:
+            raise LensError(f"--against {args.against} does not run on {args.device}, where A runs: both "
+                            "builds are timed on one device") from None  # fmt: skip
+    return _catch(args.module, args.device, args.function, args.input, args.dispatch, args.substitute)
+
+
+def _measure(args: argparse.Namespace, module, live, snapshot) -> _Measured:
+    original, edited_run = kernel_runs(module, live, snapshot)
+    timed = [_time(original, args)]
+    if edited_run is not None:
+        timed.append(_time(edited_run, args))
+    against = None
+    if args.against:
+        try:
+            module_b, live_b, snapshot_b = _catch(args.against, args.device, args.function, args.input, args.dispatch)
+        except LensError as e:  # said of B, which the message of its run does not name
+            raise LensError(f"--against {args.against}: {e}") from None
+        run_b, _ = kernel_runs(module_b, live_b, snapshot_b)
+        against = (snapshot_b.record, _time(run_b, args))
+    roofline = None
+    if not args.no_roofline:
+        from engine.dispatch.roofline import Roofline, bytes_moved, dispatch_flops, machine_limits
+
+        lens_s = timed[0][0].median_s
+        moved, counted = bytes_moved(args.module, original.export_name, original.constants, original.bindings)
+        roofline = Roofline(moved, dispatch_flops(args.module, original.export_name, args.source), lens_s,
+                            machine_limits(), counted)  # fmt: skip
+    return _Measured(snapshot.record, timed, against, roofline)
+
+
+def _report_json(args: argparse.Namespace, measured: _Measured) -> dict:
+    record, timed, against, roofline = measured.record, measured.timed, measured.against, measured.roofline
+    out = {
+        "dispatch": record.export_name,
+        "workgroup_count": list(record.workgroup_count),
+        "device": args.device,
+        "original": _timing_dict(timed[0][0]),
+        "edited": _timing_dict(timed[1][0]) if len(timed) > 1 else None,
+        "roofline": roofline.as_dict() if roofline is not None else None,
+    }
+    if timed[0][1] is not None:
+        out["iree_original"] = _timing_dict(timed[0][1])
+        out["iree_edited"] = _timing_dict(timed[1][1]) if len(timed) > 1 else None
+        out["agreement"] = timed[0][0].median_s / timed[0][1].median_s
+        out["paired_agreement"] = float(
+            np.median([a / b for a, b in zip(timed[0][0].samples_s, timed[0][1].samples_s)])
+        )
+    if against is not None:
+        out["against"] = {"module": args.against, "dispatch": against[0].export_name,
+                          "workgroup_count": list(against[0].workgroup_count),
+                          "timing": _timing_dict(against[1][0]),
+                          "ratio": against[1][0].median_s / timed[0][0].median_s}  # fmt: skip
+    return out
+
+
+def _print_report(args: argparse.Namespace, measured: _Measured) -> None:
+    record, timed, against = measured.record, measured.timed, measured.against
     print(
         f"dispatch {record.export_name} on {args.device}, workgroups {'x'.join(map(str, record.workgroup_count))}"
     )
@@ -245,9 +278,8 @@ def run(args: argparse.Namespace) -> int:
         if iree_b is not None:
             print(_kernel_line("  iree-benchmark-executable, B's kernel", iree_b))
         print(f"  B / A (IREE Lens): {ours_b.median_s / timed[0][0].median_s:.3f}")
-    if roofline is not None:
-        print(f"  roofline: {roofline.describe()}")
-    return 0
+    if measured.roofline is not None:
+        print(f"  roofline: {measured.roofline.describe()}")
 
 
 def _from_bundle(args):
@@ -388,6 +420,7 @@ def _run_emulated(args, live, snapshot) -> int:
         if iree is not None:
             out["iree_original"] = _timing(iree[0])
             out["iree_edited"] = _timing(iree[1]) if iree[1] is not None else None
+            out["agreement"] = timing.original.median_s / iree[0].median_s
         print(json.dumps(out))
         return 0
     print(
@@ -400,4 +433,6 @@ def _run_emulated(args, live, snapshot) -> int:
         print(_line("  iree-benchmark-executable, module's kernel", iree[0]))
         if iree[1] is not None:
             print(_line("  iree-benchmark-executable, edited kernel  ", iree[1]))
+        print(f"    IREE Lens / IREE: {timing.original.median_s / iree[0].median_s:.3f} of the medians "
+              "(the module's kernel)")  # fmt: skip
     return 0
