@@ -163,7 +163,6 @@ def _devices(args) -> tuple[str, str]:
 
 
 def _diverge(args) -> int:
-    from engine.dispatch.divergence import Divergence, dispatch_locations, source_line, write_reproducer
     from engine.dispatch.numerics import Tolerance
     from engine.dispatch.tensor_types import interfaces_from_files
 
@@ -184,38 +183,10 @@ def _diverge(args) -> int:
     untyped = result.untyped_note()
     if untyped:
         result.notes.append(untyped)
-    culprit = result.culprit
-    divergence = None
-    if culprit is not None:
-        c = culprit.comparison
-        location = result.locations.get(culprit.name) or dispatch_locations(module_b).get(culprit.name)
-        divergence = Divergence(
-            culprit.ordinal, culprit.name, culprit.executable,
-            c.max_abs_error if c else float("inf"), c.max_rel_error if c else float("inf"),
-            c.mismatches if c else 0, culprit.worst_output or 0, c.first_mismatch if c else None,
-            culprit.workgroups, culprit.inputs_verdict != "diverged" or culprit.fed, c,
-            str(culprit.inputs_verdict), culprit.fed, location, source_line(location),
-        )  # fmt: skip
-    if divergence is not None:
-        # A kernel that shares workgroup memory with no barrier diverges by scheduling on GPUs whose
-        # subgroup is smaller than its workgroup (IREE's default Vulkan target on an NVIDIA H100).
-        from engine.dispatch.spirv_hazards import race_note
-        from engine.runtime.vmfb.module import open_vmfb
-
-        for side, path in (("B", module_b), ("A", module_a)):
-            note = race_note(open_vmfb(path), culprit.name, side)
-            if note:
-                result.notes.append(note)
+    divergence = _first_divergence(result, module_a, module_b)
     repro_path = None
     if divergence is not None and args.repro:
-        step = result.culprit_step
-        repro_path = write_reproducer(
-            args.repro, divergence, module_a=module_a, module_b=module_b, function=args.function,
-            inputs=args.input, device_a=device_a, device_b=device_b, atol=args.atol, rtol=args.rtol,
-            ulps=args.ulps, sources=args.sources, before=step.before if step else None,
-            after=step.after if step else None, record=result.culprit_record,
-            elements=_binding_elements(step) if step else None, tensors=_binding_tensors(step) if step else None,
-        )  # fmt: skip
+        repro_path = _write_repro(args, result, divergence, device_a, device_b)
     golden = None
     if args.golden:
         # Fed, B's results are its last dispatches run on A's bytes: mostly A's own. Against the framework
@@ -242,7 +213,55 @@ def _diverge(args) -> int:
             "golden": golden,
         }
         print(json.dumps(obj))
-        return SAME if divergence is None else DIFFERENT
+    else:
+        _print_verdict(args, result, divergence, repro_path, golden, counts, tolerance)
+    return SAME if divergence is None else DIFFERENT
+
+
+def _first_divergence(result, module_a: str, module_b: str):
+    """The lockstep's culprit as a ``Divergence`` (None where A and B agree); a race hazard either build's
+    kernel has is added to the result's notes."""
+    from engine.dispatch.divergence import Divergence, dispatch_locations, source_line
+
+    culprit = result.culprit
+    if culprit is None:
+        return None
+    c = culprit.comparison
+    location = result.locations.get(culprit.name) or dispatch_locations(module_b).get(culprit.name)
+    divergence = Divergence(
+        culprit.ordinal, culprit.name, culprit.executable,
+        c.max_abs_error if c else float("inf"), c.max_rel_error if c else float("inf"),
+        c.mismatches if c else 0, culprit.worst_output or 0, c.first_mismatch if c else None,
+        culprit.workgroups, culprit.inputs_verdict != "diverged" or culprit.fed, c,
+        str(culprit.inputs_verdict), culprit.fed, location, source_line(location),
+    )  # fmt: skip
+    # A kernel that shares workgroup memory with no barrier diverges by scheduling on GPUs whose
+    # subgroup is smaller than its workgroup (IREE's default Vulkan target on an NVIDIA H100).
+    from engine.dispatch.spirv_hazards import race_note
+    from engine.runtime.vmfb.module import open_vmfb
+
+    for side, path in (("B", module_b), ("A", module_a)):
+        note = race_note(open_vmfb(path), culprit.name, side)
+        if note:
+            result.notes.append(note)
+    return divergence
+
+
+def _write_repro(args, result, divergence, device_a: str, device_b: str):
+    from engine.dispatch.divergence import write_reproducer
+
+    module_a, module_b = args.modules
+    step = result.culprit_step
+    return write_reproducer(
+        args.repro, divergence, module_a=module_a, module_b=module_b, function=args.function,
+        inputs=args.input, device_a=device_a, device_b=device_b, atol=args.atol, rtol=args.rtol,
+        ulps=args.ulps, sources=args.sources, before=step.before if step else None,
+        after=step.after if step else None, record=result.culprit_record,
+        elements=_binding_elements(step) if step else None, tensors=_binding_tensors(step) if step else None,
+    )  # fmt: skip
+
+
+def _print_verdict(args, result, divergence, repro_path, golden, counts: dict[str, int], tolerance) -> None:
     for note in result.notes:
         print(f"note: {note}")
     summary = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in counts.items())
@@ -263,7 +282,6 @@ def _diverge(args) -> int:
         print(f"program output, B against A{fed}: {c.summary()}")
     for line in golden or []:
         print(f"golden {line['run']} output {line['output']}: {line['summary']}")
-    return SAME if divergence is None else DIFFERENT
 
 
 def _sources_found(module: str) -> dict | None:
