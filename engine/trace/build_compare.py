@@ -39,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.trace.by_source import NO_LOCATION, SourceMap, SourceShare, program_op
+from engine.trace.by_source import SourceMap, program_op
 from engine.trace.model import Trace
 
 CHANGE_RATIO = 0.10  # a line whose medians differ by less is "same", whatever the noise
@@ -165,16 +165,10 @@ def line_times(
     out: dict[str, tuple[dict[str, None], list[float]]] = defaultdict(lambda: ({}, [0.0] * len(calls)))
     for k, (_, trace, zones) in enumerate(calls):
         exports = [trace.names[int(trace.zones.name[index])] for index in zones]
-        runs: dict[str, int] = defaultdict(int)
-        for export in exports:
-            runs[export] += 1
-        seen: dict[str, int] = defaultdict(int)
-        for index, export in zip(zones, exports):
+        # a deduplicated executable run from several places: each run's own place (by_source)
+        for index, export, parts in zip(zones, exports, sources.locations_of_runs(exports)):
             duration = float(trace.zones.end[index] - trace.zones.start[index])
-            # a deduplicated executable run from several places: this run's place (by_source)
-            parts = sources.locations_of_run(export, seen[export], runs[export])
-            seen[export] += 1
-            for part in parts or (SourceShare(NO_LOCATION, 1.0),):
+            for part in parts:
                 names, times = out[part.loc]
                 names[export] = None
                 times[k] += duration * part.share

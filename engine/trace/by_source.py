@@ -63,6 +63,19 @@ class SourceMap:
             return places[index % len(places)]
         return self.locations_of(export)
 
+    def locations_of_runs(self, exports: list[str]) -> list[tuple[SourceShare, ...]]:
+        """The lines of each dispatch of one call, ``exports`` in time order (``locations_of_run`` for each);
+        a dispatch with none found goes to ``NO_LOCATION`` whole."""
+        runs: dict[str, int] = defaultdict(int)
+        for export in exports:
+            runs[export] += 1
+        seen: dict[str, int] = defaultdict(int)
+        placed = []
+        for export in exports:
+            placed.append(self.locations_of_run(export, seen[export], runs[export]) or (SourceShare(NO_LOCATION, 1.0),))
+            seen[export] += 1
+        return placed
+
     def line_of(self, export: str) -> str | None:
         """The dispatch's main source line: the one with the largest share (its root op)."""
         parts = self.shares.get(export)
@@ -316,15 +329,9 @@ def attribute(trace: Trace, sources: SourceMap) -> Attribution:
     total = 0
     order = trace.zones_in_time_order("dispatch")
     exports = [trace.names[int(trace.zones.name[index])] for index in order]
-    runs: dict[str, int] = defaultdict(int)
-    for export in exports:
-        runs[export] += 1
-    seen: dict[str, int] = defaultdict(int)
-    for index, export in zip(order, exports):
+    for index, export, parts in zip(order, exports, sources.locations_of_runs(exports)):
         duration = int(trace.zones.end[index] - trace.zones.start[index])
         total += duration
-        parts = sources.locations_of_run(export, seen[export], runs[export]) or (SourceShare(NO_LOCATION, 1.0),)
-        seen[export] += 1
         for part in parts:
             key = (part.loc, part.python)
             times[key] += duration * part.share
