@@ -75,3 +75,25 @@ def test_two_rebuilds_of_one_module_at_once_both_get_the_sources(modules, tmp_pa
     for found in both:
         assert found.found and found.origin == "rebuilt", found.note
     assert both[0].files == both[1].files
+
+
+@pytest.mark.parametrize("opened_from", ["the program's folder", "elsewhere"])
+def test_a_module_compiled_by_a_relative_path_is_rebuilt_byte_for_byte(tmp_path, monkeypatch, opened_from):
+    # ``iree-compile model.mlir -o model.vmfb`` in the model's folder, the way most people compile: the kernels'
+    # debug information names ``model.mlir`` as given. The rebuild named it by its absolute path, so every such
+    # module read "gives other executables" and its tensors stayed untyped.
+    folder = tmp_path / "build"
+    folder.mkdir()
+    (folder / "nan_log.mlir").write_text(PROGRAM.read_text())
+    proc = iree_compile(["nan_log.mlir", *CPU, "--iree-llvmcpu-target-cpu=host", "-o", "nan_log.vmfb"],
+                        cwd=folder, text=True, timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    # The premise: the same program named by its absolute path compiles to other bytes.
+    proc = iree_compile([str(folder / "nan_log.mlir"), *CPU, "--iree-llvmcpu-target-cpu=host", "-o",
+                         str(tmp_path / "absolute.vmfb")], text=True, timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert executables(folder / "nan_log.vmfb") != executables(tmp_path / "absolute.vmfb")
+    monkeypatch.chdir(folder if opened_from == "the program's folder" else tmp_path)
+    found = rebuild_sources(folder / "nan_log.vmfb", cache_dir=tmp_path / "cache")
+    assert found.found and found.origin == "rebuilt", found.note
+    assert "identical" in found.note

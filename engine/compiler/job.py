@@ -153,15 +153,17 @@ def compile_program(
     ``.raise_if_failed()``); a compiler crash is a failed compilation too. Raises ``CompileCancelled``
     when ``task`` is cancelled or ``timeout_s`` passes (the compiler process is killed at once).
     """
-    out = Path(out_dir) if out_dir is not None else scratch_dir("iree-lens-compile-")
+    out = Path(out_dir).absolute() if out_dir is not None else scratch_dir("iree-lens-compile-")
     out.mkdir(parents=True, exist_ok=True)
     source_path = _write_source(request, out)
-    cmd = build_command(request, source_path, out)
+    # Named as the module's debug locations name it, from its folder (``CompileRequest.named_in``).
+    named = source_path.relative_to(request.named_in) if request.named_in is not None else source_path
+    cmd = build_command(request, named, out)
     stderr_path = out / "stderr.raw.txt"
     start = time.monotonic()
     seen = phase_index(request.compile_from) if request.compile_from not in (None, "start") else 0
     with stderr_path.open("wb") as stderr_file:
-        proc = _start(cmd, stderr=stderr_file)
+        proc = _start(cmd, stderr=stderr_file, cwd=request.named_in)
         try:
             while True:
                 try:

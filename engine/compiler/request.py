@@ -125,6 +125,10 @@ class CompileRequest:
     dump_executables: bool = True
     timing: bool = True
     source_text: str | bytes | None = None
+    # The folder the compiler runs in, given ``source_path`` relative to it: IREE records the path as given
+    # in the kernels' debug information, so rebuilding a module compiled as ``iree-compile model.mlir`` must
+    # name it so to give the same bytes.
+    named_in: Path | None = None
 
     @classmethod
     def from_file(cls, path: Path | str, **options) -> CompileRequest:
@@ -167,6 +171,13 @@ class CompileRequest:
             raise ValueError(f"unknown --compile-to phase {self.compile_to!r}")
         if self.source_path is not None and not self.source_path.is_file():
             raise FileNotFoundError(f"no such source file: {self.source_path}")
+        if self.named_in is not None:
+            if self.source_path is None or self.name is not None:
+                raise ValueError("named_in applies to a source file compiled under its own name")
+            object.__setattr__(self, "named_in", Path(self.named_in).absolute())
+            object.__setattr__(self, "source_path", self.source_path.absolute())
+            if not self.source_path.is_relative_to(self.named_in):
+                raise ValueError(f"{self.source_path} is not inside {self.named_in}")
         for flag in self.extra_flags:
             if any(flag == p or flag.startswith(p + "=") for p in _RESERVED_FLAG_PREFIXES):
                 raise ValueError(

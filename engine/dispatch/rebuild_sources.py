@@ -117,6 +117,15 @@ def _none(note: str) -> ExecutableSources:
 def program_named_by(module_path: str | Path) -> Path | None:
     """The source file the module's debug locations name most often, if it exists (absolute, or relative
     to the module's folder or the current folder)."""
+    found = program_as_named(module_path)
+    return found[0] if found is not None else None
+
+
+def program_as_named(module_path: str | Path) -> tuple[Path, Path | None] | None:
+    """``program_named_by``'s file, absolute, and the folder its compile ran in when the module names it by
+    a relative path (None for an absolute one): IREE records the path as the compile was given it in the
+    kernels' debug information, so a rebuild that names it otherwise gives other executables (a plain
+    ``iree-compile model.mlir`` in the model's folder was never rebuilt byte for byte)."""
     from engine.runtime.vmfb.module import open_vmfb
 
     try:
@@ -126,13 +135,15 @@ def program_named_by(module_path: str | Path) -> Path | None:
         return None
     names = Counter(m[1] for t in texts if (m := _FILE.match(t)))
     for name, _ in names.most_common():
-        # The path as the compile was given it (IREE records it in the kernels' debug information, so the
-        # rebuild must name it alike): absolute, or relative to the current folder; else beside the module.
+        # Absolute, or relative to the current folder; else beside the module.
         path = Path(name)
-        if path.is_file():
-            return path
-        if not path.is_absolute() and (Path(module_path).parent / path).is_file():
-            return Path(module_path).parent / path
+        if path.is_absolute():
+            if path.is_file():
+                return path, None
+            continue
+        for folder in (Path.cwd(), Path(module_path).parent.absolute()):
+            if (folder / path).is_file():
+                return folder / path, folder
     return None
 
 
@@ -159,9 +170,10 @@ def rebuild_sources(
     folder of the temporary directory named after the module's bytes), so a module is rebuilt once.
     ``task`` (an ``engine.compiler.task.TaskState``) cancels the rebuild: its compiler is killed at once."""
     module_path = Path(module_path)
-    program = program_named_by(module_path)
-    if program is None:
+    found = program_as_named(module_path)
+    if found is None:
         return _none("the program the module's debug locations name is not here")
+    program, named_in = found
     try:
         original = _executables(module_path)
     except LensError as e:
@@ -178,17 +190,19 @@ def rebuild_sources(
     from engine.folder_lock import folder_lock
     from engine.temp_caches import cache_root
 
-    out = Path(cache_dir) if cache_dir is not None else cache_root("iree-lens-rebuilt") / digest
+    out = Path(cache_dir).absolute() if cache_dir is not None else cache_root("iree-lens-rebuilt") / digest
 
     # Two processes debugging the same module (two windows, a test run's workers) share ``out``: the second
     # waits for the first's verdict instead of emptying its rebuild half way.
     with folder_lock(out, (lambda: task.cancelled) if task is not None else None) as held:
         if not held:
             return _none("the rebuild was stopped while another process was rebuilding the same module")
-        return _rebuild_or_reuse(module_path, program, target, original, out, task, timeout_s)
+        return _rebuild_or_reuse(module_path, program, named_in, target, original, out, task, timeout_s)
 
 
-def _rebuild_or_reuse(module_path: Path, program: Path, target: str, original, out: Path, task, timeout_s):
+def _rebuild_or_reuse(
+    module_path: Path, program: Path, named_in: Path | None, target: str, original, out: Path, task, timeout_s
+):
     """The verdict kept in ``out`` if there is one, else a rebuild judged now (``rebuild_sources``)."""
     sources = out / "executables" / "sources"
     verdict, differs = out / "identical", out / "differs"
@@ -197,7 +211,7 @@ def _rebuild_or_reuse(module_path: Path, program: Path, target: str, original, o
     if not verdict.exists():
         tried = []
         for cpu in CPU_CANDIDATES if target == "llvm-cpu" else (None,):
-            outcome = _rebuild_once(program, target, cpu, original, out, task, timeout_s)
+            outcome = _rebuild_once(program, named_in, target, cpu, original, out, task, timeout_s)
             if isinstance(outcome, ExecutableSources):
                 return outcome  # stopped by the caller, or the compiler failed: no verdict kept
             if outcome is None:
@@ -220,8 +234,11 @@ def _rebuild_or_reuse(module_path: Path, program: Path, target: str, original, o
                              f"rebuilt from {program} ({target}); executables identical to the module's")  # fmt: skip
 
 
-def _rebuild_once(program: Path, target: str, cpu: str | None, original, out: Path, task, timeout_s):
-    """One compile of ``program`` into ``out``: None when its executables are the module's; else what differed
+def _rebuild_once(
+    program: Path, named_in: Path | None, target: str, cpu: str | None, original, out: Path, task, timeout_s
+):
+    """One compile of ``program`` into ``out`` (run in ``named_in``, the program named relative to it, where
+    the module's locations name it so): None when its executables are the module's; else what differed
     (a short text); an ``ExecutableSources`` with a note when it could not be judged (cancelled, failed)."""
     from engine.compiler.job import compile_program
     from engine.compiler.request import CompileRequest
@@ -231,7 +248,7 @@ def _rebuild_once(program: Path, target: str, cpu: str | None, original, out: Pa
         shutil.rmtree(out, ignore_errors=True)
     how = f"{target}, {cpu_label(cpu)}" if cpu is not None else target
     own = TaskState()
-    request = CompileRequest.from_file(program, target=target, target_cpu=cpu)
+    request = CompileRequest.from_file(program, target=target, target_cpu=cpu, named_in=named_in)
     with BinaryWatch(out / "executables" / "binaries", original, own, outer=task) as watch:
         try:
             compilation = compile_program(request, out_dir=out, task=own, timeout_s=timeout_s)
