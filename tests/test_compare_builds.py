@@ -51,6 +51,43 @@ def test_a_slowed_kernel_shows_on_its_line_alone(tmp_path):
     assert result["outputs"] in ("exact", "within_rounding")
 
 
+# One matmul executable run from two lines (IREE deduplicates it): on integers the first is exact in any
+# order of summation, the second, on random floats, rounds otherwise on another CPU's vector width.
+TWICE = """func.func @main(%x: tensor<32x64xf32>, %w: tensor<64x64xf32>, %r: tensor<64x64xf32>) -> tensor<32x64xf32> {
+  %e = tensor.empty() : tensor<32x64xf32>
+  %z = arith.constant 0.0 : f32
+  %init = linalg.fill ins(%z : f32) outs(%e : tensor<32x64xf32>) -> tensor<32x64xf32>
+  %a = linalg.matmul ins(%x, %w : tensor<32x64xf32>, tensor<64x64xf32>) outs(%init : tensor<32x64xf32>) -> tensor<32x64xf32>
+  %b = linalg.matmul ins(%a, %r : tensor<32x64xf32>, tensor<64x64xf32>) outs(%init : tensor<32x64xf32>) -> tensor<32x64xf32>
+  return %b : tensor<32x64xf32>
+}
+"""
+
+
+def test_a_deduplicated_kernels_runs_are_judged_on_their_own_lines(tmp_path):
+    """Each run's output verdict goes to the line it ran from; both lines read the worst of the two runs."""
+    import numpy as np
+
+    source = tmp_path / "twice.mlir"
+    source.write_text(TWICE)
+    a = compile_for(source, tmp_path / "a.vmfb", "llvm-cpu")
+    b = compile_for(source, tmp_path / "b.vmfb", "llvm-cpu", "--iree-llvmcpu-target-cpu=generic")
+    rng = np.random.default_rng(0)
+    inputs = []
+    for name, array in (("x", rng.integers(-3, 4, (32, 64))), ("w", rng.integers(-3, 4, (64, 64))),
+                        ("r", rng.standard_normal((64, 64)))):  # fmt: skip
+        np.save(tmp_path / f"{name}.npy", array.astype(np.float32))
+        inputs.append(f"--input=@{tmp_path / f'{name}.npy'}")
+    proc = lens_in_process("compare-builds", a, b, "--function=main", *inputs, "--json", "--rounds=1", "--repeat=2")
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    by_line = {r["loc"].rpartition(":")[2]: r for r in result["lines"]}
+    assert by_line["5"]["a"]["dispatches"] == by_line["6"]["a"]["dispatches"]  # the premise: one executable
+    assert by_line["5"]["outputs"] == "exact"
+    assert by_line["6"]["outputs"] == "within_rounding"
+    assert result["outputs"] == "within_rounding"
+
+
 def test_the_same_build_twice_changes_nothing(tmp_path):
     source = SHARED_MODELS / "small_cnn.mlir"
     if not source.exists():

@@ -138,16 +138,12 @@ def compare_builds(
         except LensError as e:
             notes.append(f"outputs not compared: {e}")
         else:
-            verdicts: dict[str, list] = {}
-            for report in lockstep.dispatches:
-                if report.untyped_bytes and report.verdict is Verdict.DIVERGED:
-                    continue
-                verdicts.setdefault(report.name, []).append(report.verdict)
             # A dispatch whose untyped bytes differ is not judged: its lines show no verdict, the note says why.
-            worst = {name: str(worst_verdict(v)) for name, v in verdicts.items()}
+            runs = [(r.name, None if r.untyped_bytes and r.verdict is Verdict.DIVERGED else str(r.verdict))
+                    for r in lockstep.dispatches]  # fmt: skip
             if lockstep.untyped_note():
                 notes.append(lockstep.untyped_note())
-            result.lines = with_output_verdicts(lines, worst, sources_b)
+            result.lines = with_output_verdicts(lines, runs, sources_b)
             result.outputs = (
                 str(worst_verdict(c.verdict for c in lockstep.outputs)) if lockstep.outputs else None
             )

@@ -323,14 +323,21 @@ def change_of(a: LineTimes | None, b: LineTimes | None) -> str:
 
 
 def with_output_verdicts(
-    lines: list[LineComparison], verdicts: dict[str, str], sources_b: SourceMap
+    lines: list[LineComparison], runs: list[tuple[str, str | None]], sources_b: SourceMap
 ) -> list[LineComparison]:
-    """``lines`` with each line's worst verdict over the B dispatches holding it (``verdicts``: export -> verdict)."""
+    """``lines`` with each line's worst verdict over the B dispatches run from it. ``runs``: (export, verdict)
+    of every dispatch of B's call in order, verdict None where it was not judged. A deduplicated executable
+    run from several places gives each run's verdict to its own place (``SourceMap.locations_of_runs``), not
+    the worst of all its runs to every line it holds."""
     from engine.dispatch.numerics import Verdict, worst_verdict
 
+    judged: dict[str, list[Verdict]] = defaultdict(list)
+    for (_, verdict), parts in zip(runs, sources_b.locations_of_runs([name for name, _ in runs])):
+        if verdict is not None:
+            for part in parts:
+                judged[_key(part.loc)].append(Verdict(verdict))
     out = []
     for line in lines:
-        judged = [Verdict(verdicts[n]) for n in (line.b.dispatches if line.b else ()) if n in verdicts]
-        outputs = str(worst_verdict(judged)) if judged else None
-        out.append(replace(line, outputs=outputs))
+        found = judged.get(_key(line.loc))
+        out.append(replace(line, outputs=str(worst_verdict(found)) if found and line.b else None))
     return out
