@@ -362,6 +362,10 @@ class SessionBridge(QObject):
     def can_reverse(self) -> bool:
         return self.client.can_reverse
 
+    def ended_the_call(self, event: Failed) -> bool:
+        """Whether ``event`` is how the last call failed (not a command or query refused while it stood)."""
+        return self.client.failed_call is event
+
     @property
     def is_alive(self) -> bool:
         return self.client.alive

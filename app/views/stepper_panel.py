@@ -656,7 +656,8 @@ class StepperPanel(QWidget):
         self.status_label.setText(f"Finished {event.function}  (recorded: Ctrl+Shift+F11 steps back, or click the timeline)")
 
     def _on_failed(self, event: Failed) -> None:
-        if self.bridge.state == "stopped" or (self.bridge.state == "idle" and self.bridge.can_reverse):
+        refused = self.bridge.state == "stopped" or (self.bridge.state == "idle" and self.bridge.can_reverse)
+        if refused and not self.bridge.ended_the_call(event):
             # A reverse command or query that cannot be done: the program is where it was.
             self.output.appendPlainText(f"not done: {event.message}")
             self.status_label.setText(f"Not done: {event.message.splitlines()[0] if event.message else ''}")

@@ -27,6 +27,11 @@ Mapping (the names the DAP specification uses):
   reverse-continue; ``pause``; ``disassemble`` (iree-dump-module's text; the server's module with
   ``remote``); ``evaluate`` (registers ``i3``/``r0``, ``binding N``); the end: ``exited`` (0, or 1 when the
   program failed) then ``terminated``.
+- A program that fails (a VM trap such as a failed ``cf.assert``, a HAL error) stops with reason
+  ``exception`` where it failed, as gdb stops at a fatal signal: ``stackTrace`` gives the failing frames,
+  ``exceptionInfo`` IREE's status and message, ``stepBack``/``reverseContinue`` go back into the run's history
+  (debug engine). ``continue`` or a step from there ends the program (``exited`` 1), as gdb's does after a
+  fatal signal. ``exceptionInfo`` also describes the NaN/Inf and divergence stops.
 """
 
 from __future__ import annotations
@@ -99,6 +104,7 @@ CAPABILITIES = {
     "supportsStepBack": True,
     "supportsSteppingGranularity": False,
     "supportsTerminateRequest": True,
+    "supportsExceptionInfoRequest": True,
     "supportsExceptionFilterOptions": True,
     "exceptionBreakpointFilters": EXCEPTION_FILTERS,
 }
@@ -107,7 +113,7 @@ REQUESTS = frozenset((
     "initialize", "launch", "configurationDone", "setFunctionBreakpoints", "setBreakpoints",
     "setInstructionBreakpoints", "setExceptionBreakpoints", "threads", "continue", "next", "stepIn", "stepOut",
     "stepBack", "reverseContinue", "pause", "stackTrace", "scopes", "variables", "evaluate", "readMemory",
-    "disassemble", "disconnect", "terminate",
+    "disassemble", "exceptionInfo", "disconnect", "terminate",
 ))  # fmt: skip
 _QUERY_TIMEOUT = 300.0
 _MAX_ELEMENTS = 10_000  # elements one variables request returns when it names no count
@@ -135,6 +141,7 @@ class _Stop:
 
     event: Stopped
     frames: list[_Frame] = field(default_factory=list)
+    failure: Failed | None = None  # the program failed here: only going back or ending is possible
     variables: dict[int, Callable[[], list[dict[str, Any]]]] = field(default_factory=dict)
     bindings: dict[int, np.ndarray] = field(default_factory=dict)
     indexed: dict[int, Callable[[int, int], list[dict[str, Any]]]] = field(default_factory=dict)  # ref -> page
@@ -390,6 +397,12 @@ class DebugAdapter:
         if self.state != "stopped":
             raise RequestError(f"the program is not stopped ({self.state})")
         self._respond(request, body=body)
+        stop = self.stop
+        if stop is not None and stop.failure is not None:
+            # gdb after a fatal signal: the program cannot go on from where it failed, and ends.
+            self._output(f"the program failed ({stop.failure.status or 'failed'}) and ends here\n", "stderr")
+            self._end(1)
+            return _ANSWERED
         self._run(action)
         return _ANSWERED
 
@@ -431,7 +444,7 @@ class DebugAdapter:
         elif isinstance(event, Failed):
             self._output(f"{event.message}\n", "stderr")
             if self.state == "running":
-                self._end(1)
+                self._failed(event)
         elif isinstance(event, Crashed):
             self._output(f"{event.reason}\n", "stderr")
             self._end(event.exitcode if isinstance(event.exitcode, int) and event.exitcode > 0 else 1)
@@ -448,6 +461,18 @@ class DebugAdapter:
             body["description"] = description
             body["text"] = description
         self._event("stopped", body)
+
+    def _failed(self, event: Failed) -> None:
+        """The program failed: a stop where it failed (reason ``exception``), to inspect and go back from."""
+        location = event.location
+        stop = _Stop(Stopped("failed", location), frames=self._frames_of(Stopped("failed", location)), failure=event)
+        for frame in stop.frames:
+            self._pc_functions.setdefault(frame.pc, frame.function)
+        with self._state_lock:
+            self.stop, self.state = stop, "stopped"
+        first = event.message.splitlines()[0] if event.message else "the program failed"
+        self._event("stopped", {"reason": "exception", "threadId": THREAD_ID, "allThreadsStopped": True,
+                                "description": f"the program failed: {first}", "text": event.message})  # fmt: skip
 
     def _end(self, code: int) -> None:
         with self._state_lock:
@@ -714,6 +739,26 @@ class DebugAdapter:
         return lines
 
     # ------------------------------------------------------------------------------------- the end
+
+    def _on_exception_info(self, args: dict, request: dict) -> dict:
+        """What stopped the program: IREE's status and message where it failed; the NaN/Inf or divergence a
+        dispatch wrote where an exception filter stopped it."""
+        stop = self._need_stop()
+        failure = stop.failure
+        if failure is not None:
+            stack = "\n".join(f"{f.module}.{f.function} pc {f.pc:#x}" + (f" ({f.instruction})" if f.instruction else "")
+                              for f in reversed(failure.location.frames))  # fmt: skip
+            details: dict[str, Any] = {"message": failure.message, "typeName": f"IREE status {failure.status or 'unknown'}"}
+            if stack:
+                details["stackTrace"] = stack
+            first = failure.message.splitlines()[0] if failure.message else ""
+            return {"exceptionId": failure.status or "failed", "description": first, "breakMode": "always",
+                    "details": details}  # fmt: skip
+        reason, description = _stop_reason(stop.event)
+        if reason != "exception":
+            raise RequestError("the program is not stopped at an exception (a failure, NaN/Inf or divergence)")
+        kind = "nan" if stop.event.detail.nan_bindings else "divergence"
+        return {"exceptionId": kind, "description": description, "breakMode": "always"}
 
     def _on_disconnect(self, args: dict, request: dict) -> dict | None:
         self._close_session()

@@ -237,6 +237,7 @@ class SessionClient:
         self.last_call: Call | None = None
         self.last_stop: Stopped | None = None
         self.last_crash: Crashed | None = None
+        self.failed_call: Failed | None = None  # how the last call failed (it ended there); None: it did not
         self.crash_report = ""
         self.crash_count = 0
         self.history: History | None = None
@@ -330,6 +331,7 @@ class SessionClient:
         command = Call(function, tuple(inputs), stop_at_entry)
         self.last_call = command
         self.last_stop = None
+        self.failed_call = None
         self._forget_history()
         self._save(function=function, inputs=list(command.inputs))
         self.notify(CallChanged(command))
@@ -400,7 +402,7 @@ class SessionClient:
 
     @property
     def can_reverse(self) -> bool:
-        """A recorded call can be gone back in: paused, or finished (not failed, not crashed)."""
+        """A recorded call can be gone back in: paused, finished or failed (not crashed)."""
         return self._history_alive and self.state in (SessionState.STOPPED, SessionState.IDLE)
 
     def reverse(self, mode: str = ReverseMode.STEP, count: int = 1) -> bool:
@@ -553,8 +555,14 @@ class SessionClient:
                 self._set_state(state)
             elif self.state == SessionState.RUNNING:  # a failed call ends it; a rejected query does not
                 self.last_stop = None
-                self._history_alive = False
+                self.failed_call = event
+                # Its history up to the failure stays (gdb goes back from a fatal signal): a recording session
+                # moves back from where the program failed; one that records nothing says so.
+                self._history_alive = True
                 self._set_state(SessionState.IDLE)
+                self.notify(event)
+                self.refresh_history()
+                return
             self.notify(event)
         elif isinstance(event, Crashed):
             self._on_crashed(event)
