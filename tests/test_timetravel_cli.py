@@ -141,3 +141,42 @@ def test_a_reverse_command_that_cannot_be_done_ends_the_script(capsys, tmp_path,
     assert "(2 later commands not run)" in out.err
     [stepped] = [json.loads(line) for line in out.out.splitlines()]
     assert stepped["reason"] == "step"
+
+
+CALLS = """
+util.func private @bump(%x: i32) -> i32 attributes {inlining_policy = #util.inline.never} {
+  %c3 = arith.constant 3 : i32
+  %m = arith.muli %x, %c3 : i32
+  %c1 = arith.constant 1 : i32
+  %r = arith.addi %m, %c1 : i32
+  util.return %r : i32
+}
+func.func @twice(%x: i32) -> i32 {
+  %a = util.call @bump(%x) : (i32) -> i32
+  %b = util.call @bump(%a) : (i32) -> i32
+  return %b : i32
+}
+"""
+
+
+def test_reverse_next_stops_at_a_breakpoint_inside_the_call_it_steps_back_over(capsys, tmp_path):
+    """gdb: reverse-next, like next, stops at a breakpoint hit inside a call it steps over. Back from after the
+    second call of bump, the breakpoint at bump's entry stops it there (that call's argument, 16 = 3*5+1);
+    it stepped back over the whole call to the call instruction."""
+    from support import compile_for
+
+    source = tmp_path / "calls.mlir"
+    source.write_text(CALLS)
+    module = compile_for(source, tmp_path / "calls.vmfb", "llvm-cpu")
+    args = ["--function=twice", "--input=5"]
+    # IREE names the private callee __func_0 in the .vmfb (its only other function is twice).
+    lines = debug(capsys, tmp_path, module, "break function __func_0\ncontinue\ncontinue\nfinish\nreverse-next\n", *args)
+    first, second, after, back = lines
+    assert (first["function"], first["registers"]["i32"][0]) == ("__func_0", 5)
+    assert (second["function"], second["registers"]["i32"][0]) == ("__func_0", 16)
+    assert after["function"] == "twice" and after["depth"] == 1
+    assert back["reason"] == "breakpoint" and back == second
+    # Without the breakpoint, reverse-next steps back over the whole call to its call instruction in twice.
+    plain = debug(capsys, tmp_path, module, f"break pc twice:{after['pc']}\ncontinue\nreverse-next\n", *args)
+    assert plain[0]["registers"] == after["registers"]  # the same place, reached with no breakpoint in bump
+    assert plain[1]["reason"] == "step" and plain[1]["function"] == "twice" and plain[1]["pc"] < after["pc"]

@@ -162,6 +162,17 @@ class TimeTravelSession(DebugSession):
             stop = travel.reverse_step(1) if mode == ReverseMode.STEP else travel.reverse_next(1)
             if stop.reason != "step":
                 break
+            if mode == ReverseMode.NEXT and position - stop.position > 1:
+                # Back over a call: a breakpoint hit inside it stops the step there (gdb), as forward ``next``.
+                matched: dict[tuple[int, str], tuple[Breakpoint, ...]] = {}
+                hit = travel.breakpoint_between(stop.position, position, self._dispatch_stop(None, matched))
+                if hit is not None and hit.dispatch is not None:
+                    when = str(hit.when or "before")
+                    self._park_in(travel, hit.dispatch.ordinal, when, breakpoints=matched.get((hit.dispatch.ordinal, when), ()))
+                    return
+                if hit is not None:
+                    self._report_travel(hit)
+                    return
             hits = self.need_controller().breakpoints_at(self.runner.context.interpreter)
             if hits:  # gdb: a reverse step that reaches a breakpoint stops there, at the breakpoint
                 stop = replace(stop, reason="breakpoint", breakpoints=hits)

@@ -559,12 +559,34 @@ class TimeTravel:
             self.goto(self.earliest)
             return self._stop("history-start")
         with self._back_here_if_interrupted(here):
-            return self._reverse_continue(here, dispatch_stop, limit or place(here))
+            found = self._reverse_continue(here, dispatch_stop, limit or place(here))
+        if found is None:
+            self.goto(self.earliest)
+            return self._stop("history-start")
+        return found
 
-    def _reverse_continue(self, here: int, dispatch_stop: DispatchStop | None, limit: Place) -> TravelStop:
+    def breakpoint_between(self, floor: int, before: int, dispatch_stop: DispatchStop | None = None) -> TravelStop | None:
+        """The last breakpoint hit (as ``reverse_continue`` finds them) after position ``floor`` and before
+        ``before``, gone to; None when none was hit in between, the state then at ``floor``: gdb's reverse-next
+        stops at a breakpoint inside a call it steps back over."""
+        self._need_history()
+        if dispatch_stop is None and not self.controller.breakpoints:
+            return None
+        with self._back_here_if_interrupted(floor):
+            found = self._reverse_continue(before, dispatch_stop, place(before), floor)
+        if found is None:
+            self.goto(floor)
+        return found
+
+    def _reverse_continue(
+        self, here: int, dispatch_stop: DispatchStop | None, limit: Place, floor: int | None = None
+    ) -> TravelStop | None:
+        """The latest hit before ``limit`` (after ``floor`` when given), gone to; None when there is none."""
         obs = self.marks_observer
         t = self.interpreter
         for start, end in self.segments(here):
+            if floor is not None and end <= floor:
+                break  # this segment and the older ones end before the floor
             hits: list[tuple[int, tuple]] = []
             self.restore(start)
             saved = self.aside()
@@ -586,13 +608,15 @@ class TimeTravel:
             finally:
                 obs.predicate = None
                 self.back(saved)
+            if floor is not None:
+                hits = [h for h in hits if h[0] > floor]
             best = max(hits, key=lambda h: h[0]) if hits else None
             # The latest dispatch stop before the limit (marks found by a fast run are located exactly).
             dispatch_hit = None
             for ordinal, when in sorted(obs.hits, key=lambda h: (h[0], h[1] == "after"), reverse=True):
                 mark = self.locate_dispatch(ordinal)
                 key = place(mark.position, ordinal, when)
-                if key < limit:
+                if key < limit and (floor is None or mark.position > floor):
                     dispatch_hit = (key, mark, when)
                     break
             if dispatch_hit is not None and (best is None or dispatch_hit[0] > place(best[0])):
@@ -602,8 +626,7 @@ class TimeTravel:
             if best is not None:
                 self.goto(best[0])
                 return self._stop("breakpoint", breakpoints=best[1])
-        self.goto(self.earliest)
-        return self._stop("history-start")
+        return None
 
     def replay_dispatches(self, watch: Callable[[DispatchRecord, str], None], end: int | None = None) -> None:
         """Replay the history from its start to ``end`` (the current position) in order, ``watch`` seeing
