@@ -665,6 +665,13 @@ class StepperPanel(QWidget):
         where = f" at {event.location.describe()}" if event.location.frames else ""
         text = f"error{' ' + event.status if event.status else ''}{where}: {event.message}"
         self.output.appendPlainText(text)
+        frames = event.location.frames
+        if frames:  # where it failed, as a stop shows a place: its frames, its code, its registers
+            self.call_stack.set_frames(frames, event.location.dispatch)
+            failing = frames[-1]
+            self._show_function(failing.function, failing.ordinal, failing.module)
+            self.listing.set_current(failing.pc, True)
+            self.bridge.evaluate(ReadRegisters(-1))
         self.status_label.setText(f"Failed: {event.message.splitlines()[0] if event.message else ''}")
         self.services.messages.error(
             f"the run failed: {event.message.splitlines()[0] if event.message else ''}"

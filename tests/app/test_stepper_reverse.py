@@ -323,6 +323,10 @@ def test_a_failed_run_is_gone_back_in_from_where_it_failed(qtbot, main_window, t
     assert "the square was not negative" in failed.message
     assert "the run failed" in panel.status_label.text().lower() or panel.status_label.text().startswith("Failed")
     failed_pc = failed.location.frames[-1].pc
+    # Shown where it failed: the vm.fail line, the call stack, the failing frame's registers (vm.fail's status
+    # register holds 9, FAILED_PRECONDITION).
+    assert panel.listing.current_pc == failed_pc and panel.call_stack.topLevelItemCount() == 1
+    qtbot.waitUntil(lambda: 9 in tuple(panel.registers.registers.i32), timeout=TIMEOUT)
     qtbot.waitUntil(lambda: panel.bridge.can_reverse, timeout=TIMEOUT)
     back = press(qtbot, panel, Qt.Key.Key_F11, CTRL_SHIFT)  # reverse step into
     assert back.location.frames[-1].function == "main" and back.location.frames[-1].pc < failed_pc
