@@ -83,3 +83,35 @@ def test_a_function_called_without_its_inputs_is_one_plain_line_in_every_command
     assert not (tmp_path / "p.json").exists() and not (tmp_path / "bundle").exists()
     proc = lens("profile", str(vmfb), "--function=main", f"--input={INPUT}", f"--out={tmp_path / 'p.json'}")
     assert proc.returncode == 0, proc.stderr  # given its input, the same command runs
+
+
+@pytest.mark.parametrize("command", ["phases", "sources"])
+def test_a_file_that_is_not_a_program_is_named_before_compiling(program, tmp_path, command):
+    """phases (and sources) given a .vmfb, a .npy or random bytes printed iree-compile's errors with the file's
+    bytes in them; now one line names what the file seems to be, exit status 2, and no folder is written.
+    MLIR bytecode still compiles."""
+    import numpy as np
+
+    np.save(tmp_path / "x.npy", np.zeros(4, np.float32))
+    (tmp_path / "noise.bin").write_bytes(bytes(range(256)) * 8)
+    vmfb = compile_for(program, tmp_path / "square.vmfb", "llvm-cpu")
+    cases = {
+        vmfb: "is a compiled IREE module (.vmfb), not an MLIR program",
+        tmp_path / "x.npy": "is a NumPy .npy array, not an MLIR program",
+        tmp_path / "noise.bin": "is a binary file, not an MLIR program",
+    }
+    if command == "sources":
+        del cases[vmfb]  # sources says more of a module (test_sources_of_a_compiled_module_asks_for_the_program)
+    for path, said in cases.items():
+        out = tmp_path / f"out_{path.stem}"
+        proc = lens(command, str(path), f"--out={out}")
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.strip() == f"iree-lens {command}: {path} {said}" + proc.stderr.strip().split(said, 1)[1]
+        assert "\ufffd" not in proc.stderr and len(proc.stderr.splitlines()) == 1
+        assert not out.exists()
+    source = tmp_path / "square.mlir"
+    source.write_text(PROGRAM)
+    bytecode = tmp_path / "square.mlirbc"
+    subprocess.run([iree_tool("iree-ir-tool"), "cp", str(source), "--emit-bytecode", "-o", str(bytecode)], check=True)
+    proc = lens(command, str(bytecode), f"--out={tmp_path / 'from_bytecode'}")
+    assert proc.returncode == 0, proc.stderr

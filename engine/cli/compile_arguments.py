@@ -67,9 +67,13 @@ def take_own_options(args: argparse.Namespace, add_options: AddOptions) -> list[
 
 
 def compile_request(args: argparse.Namespace, iree_flags: list[str], **options: Any) -> CompileRequest:
-    """The request for ``args.source``; ``ValueError`` when ``--target`` and IREE's own flags both choose."""
+    """The request for ``args.source``; ``ValueError`` when ``--target`` and IREE's own flags both choose, or
+    the file is not an MLIR program (said before iree-compile prints its bytes back as errors)."""
     if args.target is not None and selects_target(iree_flags):
         raise ValueError("--target and IREE's own target flags both choose the target; give one of them")
+    refusal = not_a_program(Path(args.source))
+    if refusal:
+        raise ValueError(f"{args.source} {refusal}")
     return CompileRequest.from_file(
         args.source,
         target=args.target or "llvm-cpu",
@@ -77,3 +81,39 @@ def compile_request(args: argparse.Namespace, iree_flags: list[str], **options: 
         extra_flags=tuple(iree_flags),
         **options,
     )
+
+
+def not_a_program(path: Path) -> str | None:
+    """Why ``path`` is not an MLIR program (text or bytecode), naming what it seems to be; None when it may
+    be one (or cannot be read: the compile says so)."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return None
+    if head.startswith(b"ML\xefR"):  # MLIR bytecode
+        return None
+    if head.startswith(b"\x93NUMPY"):
+        return "is a NumPy .npy array, not an MLIR program (give it to run or debug as --input=@FILE)"
+    if compiled_module(path):
+        return ("is a compiled IREE module (.vmfb), not an MLIR program: give the .mlir it was compiled from (the "
+                "module itself opens in the window, and runs with run, inspect or debug)")
+    if b"\0" in head:
+        return "is a binary file, not an MLIR program (.mlir text or .mlirbc bytecode)"
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as e:
+        if e.start < len(head) - 4:  # not a character cut at the end of the 4 KB read
+            return "is not UTF-8 text, so not an MLIR program (.mlir text or .mlirbc bytecode)"
+    return None
+
+
+def compiled_module(path: Path) -> bool:
+    """Whether ``path`` is a compiled IREE module (``.vmfb``: a ZIP archive, or a bare FlatBuffer with IREE's
+    file identifier) rather than a program iree-compile reads."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8)
+    except OSError:
+        return False
+    return path.suffix == ".vmfb" or head[:4] == b"PK\x03\x04" or head[4:8] == b"IREE"

@@ -30,6 +30,7 @@ from engine.cli.compile_arguments import (
     add_compile_options,
     add_compile_parser,
     compile_request,
+    compiled_module,
     take_own_options,
 )
 from engine.compiler import compile_program
@@ -69,17 +70,6 @@ def write_sources(compilation, out: Path) -> list[Path]:
         shutil.copyfile(compilation.vmfb_path, vmfb)
         written.append(vmfb)
     return written
-
-
-def compiled_module(path: Path) -> bool:
-    """Whether ``path`` is a compiled IREE module (``.vmfb``: a ZIP archive, or a bare FlatBuffer with IREE's
-    file identifier) rather than a program iree-compile reads."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(8)
-    except OSError:
-        return False
-    return path.suffix == ".vmfb" or head[:4] == b"PK\x03\x04" or head[4:8] == b"IREE"
 
 
 def run(args: argparse.Namespace) -> int:

@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
 def _split(args: argparse.Namespace, iree_flags: list[str]) -> int:
     from pathlib import Path
 
-    from engine.cli.sources import compiled_module
+    from engine.cli.compile_arguments import compiled_module
     from engine.split.splitter import split_program
 
     if Path(args.source).is_file() and compiled_module(Path(args.source)):  # iree-compile's 'unexpected character' would say less
