@@ -320,30 +320,40 @@ def test_a_type_override_that_cannot_apply_is_said(tmp_path):
     assert len(manifest["notes"]) == 2 and manifest["dispatches"][5]["output_types"] == ["40xu8"]
 
 
-def test_reference_capture_says_which_dispatches_iree_traced_outputs_first(tmp_path):
+def test_reference_capture_pairs_the_dispatches_iree_traced_outputs_first(tmp_path):
     # IREE's stream scheduling moves some inputs trace points after their dispatch's outputs (efficientvit:
-    # 7 of 336). Those dispatches were written with no inputs, and nothing said so.
+    # 7 of 336). Those dispatches were written with no inputs (then flagged in a note); each export now pairs
+    # its own trace points, as the reference debugger numbers them: the n-th run of an export in the bundle
+    # holds the n-th inputs and outputs IREE traced for it, every one of them.
     from support import shared_model
 
     source = shared_model("efficientvit_m0")  # skips where it is absent
     vmfb = compile_for(source, tmp_path / "ev.vmfb", "llvm-cpu", TRACE)
     x = MODELS / "efficientvit_m0_x.npy"
+    traced: dict[tuple[str, str], list[list[np.ndarray]]] = {}
     seen: dict[str, int] = {}
-    late = []  # IREE's own order: the n-th outputs of an export before its n-th inputs
-    outputs_seen: dict[str, int] = {}
-    for key, _ in iree_traced_tensors(vmfb, "main", [np.load(x)]):
+    late = 0  # IREE's own order: the n-th outputs of an export before its n-th inputs
+    for key, arrays in iree_traced_tensors(vmfb, "main", [np.load(x)]):
         name, kind = key.split("::")[1].rsplit(" ", 1)
-        if kind == "outputs":
-            outputs_seen[name] = outputs_seen.get(name, 0) + 1
-            if outputs_seen[name] > seen.get(name, 0):
-                late.append(sum(outputs_seen.values()) - 1)
-        else:
-            seen[name] = seen.get(name, 0) + 1
+        traced.setdefault((name, kind), []).append(arrays)
+        if kind == "outputs" and len(traced[(name, "outputs")]) > len(traced.get((name, "inputs"), [])):
+            late += 1
+        seen[name] = seen.get(name, 0)
     assert late, "IREE traced every dispatch's inputs first: the case this test needs is gone"
     proc = lens_in_process("capture", str(vmfb), "--function=main", f"--input=@{x}", "--engine=reference",
                            f"--out={tmp_path / 'ref'}")  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     bundle = Bundle(tmp_path / "ref")
-    assert [d.ordinal for d in bundle.dispatches if not d.inputs] == late
-    [note] = json.loads((tmp_path / "ref" / "manifest.json").read_text())["notes"]
-    assert f"outputs of {len(late)} dispatches before their inputs" in note and note in proc.stderr
+    assert len(bundle.dispatches) == sum(len(v) for (_, kind), v in traced.items() if kind == "outputs")
+    assert [d.ordinal for d in bundle.dispatches] == list(range(len(bundle.dispatches)))
+    for d in bundle.dispatches:
+        n = seen[d.name]
+        seen[d.name] += 1
+        for kind in ("inputs", "outputs"):
+            expected = traced.get((d.name, kind), [])
+            got = bundle.dispatch_tensors(d, kind)
+            want = expected[n] if n < len(expected) else []
+            assert len(got) == len(want), (d.ordinal, d.name, kind)
+            for a, b in zip(got, want):
+                assert a.tobytes() == np.ascontiguousarray(b).tobytes(), (d.ordinal, d.name, kind)
+    assert "notes" not in json.loads((tmp_path / "ref" / "manifest.json").read_text())

@@ -22,6 +22,7 @@ from engine.dispatch.debug_capture import (
     parse_trace_key,
 )
 from engine.dispatch.tensor_types import BindingInterface, TensorType, view_bytes
+from engine.dispatch.trace_pairing import TracePairing, heads_without_inputs
 from engine.dispatch.typed_tensors import ExecutableSources, Provenance, find_sources
 from engine.errors import LensError
 from engine.runtime.function_io import Scalar, Tensor, Value, parse_inputs, split_cconv
@@ -145,8 +146,27 @@ def capture_reference(
     with BundleWriter(out, module=str(module), function=function, engine="reference", device=device) as writer:
         # The initializer's trace points (while the runner loads) are counted, not written: the bundle's
         # dispatches are the call's, numbered from its first as the debugger numbers them.
-        state: dict = {"pending": None, "errors": [], "calling": False, "initializer": 0, "unpaired": []}
+        state: dict = {"errors": [], "calling": False, "initializer": 0, "unpaired": []}
         runner_box: list[ReferenceRunner] = []
+        # IREE's stream scheduling can trace a dispatch's inputs after its outputs (EfficientViT: the outputs
+        # of two dispatches, two other dispatches whole, then those two's inputs): each dispatch pairs its own
+        # trace points (``TracePairing``, as the reference debugger numbers them), and entries go into the
+        # bundle in dispatch order once both halves are written.
+        without_inputs = heads_without_inputs(str(module))
+        pairing = TracePairing(without_inputs)
+        entries: dict[int, DispatchEntry] = {}  # by ordinal, until added to the bundle
+        complete: set[int] = set()
+        added = [0]  # the next ordinal to add
+
+        def add_ready() -> None:
+            while added[0] in complete:
+                entry = entries.pop(added[0])
+                complete.discard(added[0])
+                added[0] += 1
+                writer.add_dispatch(entry)
+                if on_dispatch is not None:
+                    writer.wait_written()
+                    on_dispatch(entry)
 
         def sink(key: str, buffer_views: list) -> None:
             try:
@@ -155,6 +175,7 @@ def capture_reference(
                     return
                 runner = runner_box[0]
                 executable, export, kind = parse_trace_key(key)
+                head = key.rpartition(" ")[0]
                 arrays, types = [], []
                 for bv in buffer_views:
                     array = _map_buffer_view(runner, bv)
@@ -166,29 +187,39 @@ def capture_reference(
                     array, tt = view_bytes(array, tt)
                     arrays.append(array)
                     types.append(tt)
-                ordinal = writer.dispatch_count  # the n-th traced dispatch
-                if kind == "inputs":
-                    entry = DispatchEntry(ordinal, export, executable or executable_of(export), None)
+                if kind not in ("inputs", "outputs"):
+                    return
+                ordinal, _ = pairing.take(head, kind, [])  # the tensors are written now: none are kept
+                entry = entries.get(ordinal)
+                if entry is None:
+                    entry = entries[ordinal] = DispatchEntry(ordinal, export, executable or executable_of(export), None)
                     entry.tensors_from = BUNDLE_PROVENANCE[Provenance.RUNTIME]
+                if kind == "inputs":
                     entry.inputs, entry.input_types = _write(writer, ordinal, "input", arrays, types)
-                    state["pending"] = entry
-                elif kind == "outputs":
-                    entry = state["pending"]
-                    if entry is None or entry.name != export:
-                        # IREE's stream scheduling can move a dispatch's inputs trace point after its
-                        # outputs (efficientvit): which later inputs are whose is not known, so none are kept
-                        entry = DispatchEntry(ordinal, export, executable or executable_of(export), None)
-                        entry.tensors_from = BUNDLE_PROVENANCE[Provenance.RUNTIME]
-                        state["unpaired"].append(ordinal)
-                    state["pending"] = None
-                    entry.outputs, entry.output_types = _write(writer, entry.ordinal, "output", arrays, types)
+                    if entry.outputs:  # its outputs came first
+                        complete.add(ordinal)
+                else:
+                    entry.outputs, entry.output_types = _write(writer, ordinal, "output", arrays, types)
                     entry.health = health_of(arrays)
-                    writer.add_dispatch(entry)
-                    if on_dispatch is not None:
-                        writer.wait_written()
-                        on_dispatch(entry)
+                    if entry.inputs or head in without_inputs:
+                        complete.add(ordinal)
+                add_ready()
             except Exception as e:  # an exception must not cross into IREE's runtime
                 state["errors"].append(f"{key}: {e}")
+
+        def add_rest() -> None:
+            """The dispatches still held when the run ended: those whose outputs came and whose inputs never
+            did (said in the notes); one whose outputs never came (the run failed in it) is left out."""
+            for ordinal in sorted(entries):
+                if entries[ordinal].outputs and ordinal not in complete:
+                    state["unpaired"].append(ordinal)
+                    complete.add(ordinal)
+            while entries:
+                if added[0] not in complete:
+                    entries.pop(added[0], None)
+                    added[0] += 1
+                    continue
+                add_ready()
 
         import iree.runtime as rt
 
@@ -202,10 +233,12 @@ def capture_reference(
         try:
             results = runner.invoke(function, args)  # IREE calls the sink on this thread
         except LensError as e:
+            add_rest()
             raise _failed_run(writer, e) from e
         finally:
             runner_box.clear()  # the sink refers to the runner: break the cycle so IREE's objects die in order
         del runner
+        add_rest()
         if state["errors"]:
             raise CaptureError("reading trace points failed: " + "; ".join(state["errors"][:3]))
         if not writer.dispatch_count:
@@ -215,7 +248,7 @@ def capture_reference(
         if state["unpaired"]:
             shown = ", ".join(str(o) for o in state["unpaired"][:12]) + (", ..." if len(state["unpaired"]) > 12 else "")
             notes = (
-                f"IREE traced the outputs of {len(state['unpaired'])} dispatches before their inputs (dispatches "
+                f"IREE traced the outputs of {len(state['unpaired'])} dispatches and never their inputs (dispatches "
                 f"{shown}): their inputs are not in the bundle (the debug engine captures their bound bytes)",
             )
         writer.finish(extra={"notes": list(notes)} if notes else None)
