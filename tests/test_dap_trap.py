@@ -2,8 +2,8 @@
 fatal signal, not the end of the session. The client inspects the failing frame, asks ``exceptionInfo``,
 goes back into the history and forward again; ``continue`` from the failure ends the program (exit code 1).
 
-The program squares its input in a dispatch, reads the first square back on the host and asserts it is
-negative (``cf.assert``: IREE's ``vm.fail`` with FAILED_PRECONDITION). Every message is validated against the
+The program (``session_programs/square_assert.mlir``) squares its input in a dispatch, reads the first square
+back on the host and asserts it is negative (``cf.assert``: IREE's ``vm.fail`` with FAILED_PRECONDITION). Every message is validated against the
 DAP schema (``support.dap``)."""
 
 from __future__ import annotations
@@ -11,37 +11,17 @@ from __future__ import annotations
 import re
 
 import pytest
-from support import compile_for
 from support.dap import DapClient, lens_command
+from support.session import compile_program
 
 pytest.importorskip("fastjsonschema", reason="fastjsonschema (the test extra) validates DAP messages")
 
-TRAP_PROGRAM = """
-func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
-  %e = tensor.empty() : tensor<4xf32>
-  %r = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i)>],
-                       iterator_types = ["parallel"]} ins(%x : tensor<4xf32>) outs(%e : tensor<4xf32>) {
-  ^bb0(%v: f32, %o: f32):
-    %s = arith.mulf %v, %v : f32
-    linalg.yield %s : f32
-  } -> tensor<4xf32>
-  %z = arith.constant 0 : index
-  %v = tensor.extract %r[%z] : tensor<4xf32>
-  %zero = arith.constant 0.0 : f32
-  %neg = arith.cmpf olt, %v, %zero : f32
-  cf.assert %neg, "the square was not negative"
-  return %r : tensor<4xf32>
-}
-"""
 FAILED_PRECONDITION = 9  # IREE's status code (iree/base/status.h), the one cf.assert fails with
 
 
 @pytest.fixture(scope="module")
 def trap(tmp_path_factory):
-    root = tmp_path_factory.mktemp("dap_trap")
-    source = root / "trap.mlir"
-    source.write_text(TRAP_PROGRAM)
-    return compile_for(source, root / "trap.vmfb", "llvm-cpu")
+    return compile_program("square_assert", "llvm-cpu", tmp_path_factory.mktemp("dap_trap"))
 
 
 def _launched(vmfb, **extra) -> DapClient:

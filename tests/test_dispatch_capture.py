@@ -227,29 +227,12 @@ def test_both_engines_capture_the_same_bits_on_vulkan(tmp_path):
     _assert_bundles_identical(a, b)
 
 
-TRAP_PROGRAM = """
-func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
-  %e = tensor.empty() : tensor<4xf32>
-  %r = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i)>],
-                       iterator_types = ["parallel"]} ins(%x : tensor<4xf32>) outs(%e : tensor<4xf32>) {
-  ^bb0(%v: f32, %o: f32):
-    %s = arith.mulf %v, %v : f32
-    linalg.yield %s : f32
-  } -> tensor<4xf32>
-  %z = arith.constant 0 : index
-  %v = tensor.extract %r[%z] : tensor<4xf32>
-  %zero = arith.constant 0.0 : f32
-  %neg = arith.cmpf olt, %v, %zero : f32
-  cf.assert %neg, "the square was not negative"
-  return %r : tensor<4xf32>
-}
-"""
 
 
 def test_a_failing_run_keeps_the_dispatches_before_the_failure(tmp_path):
-    src = tmp_path / "trap.mlir"
-    src.write_text(TRAP_PROGRAM)
-    vmfb = compile_for(src, tmp_path / "trap.vmfb", "llvm-cpu")
+    from support.session import compile_program
+
+    vmfb = compile_program("square_assert", "llvm-cpu", tmp_path)
     with pytest.raises(CaptureError, match="failed after 1 dispatches") as e:
         capture_debug(vmfb, "main", ["4xf32=1 2 3 4"], tmp_path / "b")
     assert "the square was not negative" in str(e.value)

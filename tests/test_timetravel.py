@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from support import RUN_CASES, iree_compile
+from support import RUN_CASES
 
-from engine.compiler.targets import TARGETS
 from engine.runtime.debug_runner import DebugRunner
 from engine.runtime.function_io import parse_inputs, split_cconv
 from engine.runtime.hal.buffers import HalBufferView
@@ -167,31 +166,13 @@ def test_reverse_continue_to_a_dispatch_stop(compiled):
     assert run.tt.position == run.tt.dispatch_log[last].position + 1
 
 
-CALLS = """
-util.func private @bump(%x: i32) -> i32 attributes {inlining_policy = #util.inline.never} {
-  %c3 = arith.constant 3 : i32
-  %m = arith.muli %x, %c3 : i32
-  %c1 = arith.constant 1 : i32
-  %r = arith.addi %m, %c1 : i32
-  util.return %r : i32
-}
-func.func @twice(%x: i32) -> i32 {
-  %a = util.call @bump(%x) : (i32) -> i32
-  %b = util.call @bump(%a) : (i32) -> i32
-  return %b : i32
-}
-"""
 
 
 @pytest.fixture(scope="module")
 def calls_vmfb(tmp_path_factory):
-    d = tmp_path_factory.mktemp("calls")
-    (d / "calls.mlir").write_text(CALLS)
-    flags = TARGETS["llvm-cpu"].flags
-    iree_compile(
-        [str(d / "calls.mlir"), *flags, "-o", str(d / "calls.vmfb")], check=True
-    )
-    return d / "calls.vmfb"
+    from support.session import compile_program
+
+    return compile_program("bump_twice", "llvm-cpu", tmp_path_factory.mktemp("calls"))
 
 
 def test_reverse_next_and_finish_over_bytecode_calls(calls_vmfb):

@@ -143,31 +143,15 @@ def test_a_reverse_command_that_cannot_be_done_ends_the_script(capsys, tmp_path,
     assert stepped["reason"] == "step"
 
 
-CALLS = """
-util.func private @bump(%x: i32) -> i32 attributes {inlining_policy = #util.inline.never} {
-  %c3 = arith.constant 3 : i32
-  %m = arith.muli %x, %c3 : i32
-  %c1 = arith.constant 1 : i32
-  %r = arith.addi %m, %c1 : i32
-  util.return %r : i32
-}
-func.func @twice(%x: i32) -> i32 {
-  %a = util.call @bump(%x) : (i32) -> i32
-  %b = util.call @bump(%a) : (i32) -> i32
-  return %b : i32
-}
-"""
 
 
 def test_reverse_next_stops_at_a_breakpoint_inside_the_call_it_steps_back_over(capsys, tmp_path):
     """gdb: reverse-next, like next, stops at a breakpoint hit inside a call it steps over. Back from after the
     second call of bump, the breakpoint at bump's entry stops it there (that call's argument, 16 = 3*5+1);
     it stepped back over the whole call to the call instruction."""
-    from support import compile_for
+    from support.session import compile_program
 
-    source = tmp_path / "calls.mlir"
-    source.write_text(CALLS)
-    module = compile_for(source, tmp_path / "calls.vmfb", "llvm-cpu")
+    module = compile_program("bump_twice", "llvm-cpu", tmp_path)
     args = ["--function=twice", "--input=5"]
     # IREE names the private callee __func_0 in the .vmfb (its only other function is twice).
     lines = debug(capsys, tmp_path, module, "break function __func_0\ncontinue\ncontinue\nfinish\nreverse-next\n", *args)

@@ -288,33 +288,14 @@ def test_a_forward_stop_timeline_says_its_positions_are_not_located_yet(qtbot):
     assert timeline.located and "instruction 34 of 40" in timeline.toolTip()
 
 
-FAILING_PROGRAM = """
-func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
-  %e = tensor.empty() : tensor<4xf32>
-  %r = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i)>],
-                       iterator_types = ["parallel"]} ins(%x : tensor<4xf32>) outs(%e : tensor<4xf32>) {
-  ^bb0(%v: f32, %o: f32):
-    %s = arith.mulf %v, %v : f32
-    linalg.yield %s : f32
-  } -> tensor<4xf32>
-  %z = arith.constant 0 : index
-  %v = tensor.extract %r[%z] : tensor<4xf32>
-  %zero = arith.constant 0.0 : f32
-  %neg = arith.cmpf olt, %v, %zero : f32
-  cf.assert %neg, "the square was not negative"
-  return %r : tensor<4xf32>
-}
-"""
 
 
 def test_a_failed_run_is_gone_back_in_from_where_it_failed(qtbot, main_window, tmp_path):
     """gdb goes back from a fatal signal: the run that failed (a cf.assert: vm.fail) is reverse-stepped from
     the failing instruction, and Run Dispatch List's history still has its dispatch."""
-    from support import compile_for
+    from support.session import compile_program
 
-    source = tmp_path / "fails.mlir"
-    source.write_text(FAILING_PROGRAM)
-    vmfb = compile_for(source, tmp_path / "fails.vmfb", "llvm-cpu")
+    vmfb = compile_program("square_assert", "llvm-cpu", tmp_path)
     panel = open_in_stepper(qtbot, main_window, vmfb, "main", ("4xf32=1 2 3 4",))
     to_entry(qtbot, panel)
     with qtbot.waitSignal(panel.bridge.failed, timeout=TIMEOUT) as blocker:
