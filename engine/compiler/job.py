@@ -112,8 +112,11 @@ def _write_source(request: CompileRequest, out_dir: Path) -> Path:
 
 
 def build_command(request: CompileRequest, source_path: Path, out_dir: Path) -> list[str]:
-    """The full ``iree-compile`` command line of a job writing its results under ``out_dir``."""
-    cmd = [iree_compile_path(), str(source_path), *request.compiler_flags()]
+    """The full ``iree-compile`` command line of a job writing its results under ``out_dir``: the program
+    named relative to ``request.named_in`` when set (as the module's debug locations name it; the compiler
+    runs there)."""
+    named = source_path.relative_to(request.named_in) if request.named_in is not None else source_path
+    cmd = [iree_compile_path(), str(named), *request.compiler_flags()]
     cmd.append(f"--dump-compilation-phases-to={out_dir}")
     if request.dump_executables:
         # Not sources/configurations: IREE re-locates the executables at their dump files, which changes
@@ -156,9 +159,66 @@ def compile_program(
     out = Path(out_dir).absolute() if out_dir is not None else scratch_dir("iree-lens-compile-")
     out.mkdir(parents=True, exist_ok=True)
     source_path = _write_source(request, out)
-    # Named as the module's debug locations name it, from its folder (``CompileRequest.named_in``).
-    named = source_path.relative_to(request.named_in) if request.named_in is not None else source_path
-    cmd = build_command(request, named, out)
+    cmd = build_command(request, source_path, out)
+    returncode, raw, elapsed = _run_compiler(request, cmd, out, task, timeout_s)
+    rest, timing_json = split_timing_output(raw)
+    (out / "stderr.txt").write_text(rest)
+    timing = None
+    timing_problem = None
+    if timing_json is not None:
+        import json
+
+        (out / "timing.json").write_text(json.dumps(timing_json, indent=1))
+        try:
+            timing = parse_timing(timing_json)
+        except FormatError as e:  # the compile itself is fine; say why the timeline is missing
+            timing_problem = str(e)
+    diagnostics = parse_diagnostics(rest)
+    if timing_problem:
+        diagnostics.append(Diagnostic("warning", timing_problem))
+    if returncode < 0:
+        diagnostics.append(Diagnostic("error", f"iree-compile crashed (signal {-returncode})"))
+    elif returncode != 0 and not any(d.severity == "error" for d in diagnostics):
+        tail = rest.strip().splitlines()[-1:] or [f"exit code {returncode}"]
+        diagnostics.append(Diagnostic("error", tail[0]))
+
+    phases = _collect_phases(out, request)
+    if request.dump_executables:
+        _write_executable_files(out, request.module_name, phases)
+    executables = _collect_executables(out, phases)
+    vmfb = out / f"{request.module_name}.vmfb"
+    executable_diagnostics: list[Diagnostic] = []
+    failed: tuple[str, ...] = ()
+    if returncode > 0 and any(p.phase == "executable-sources" for p in phases):
+        executable_diagnostics, failed = _locate_failure(request, source_path, out, task, timeout_s)
+    if returncode == 0 and vmfb.exists() and _lineage == Lineage():
+        _write_record(out, request, cmd, source_path, elapsed)
+    return Compilation(
+        request=request,
+        out_dir=out,
+        module_name=request.module_name,
+        source_path=source_path,
+        command=tuple(cmd),
+        returncode=returncode,
+        elapsed_s=elapsed,
+        phases=tuple(phases),
+        executables=tuple(executables),
+        timing=timing,
+        diagnostics=tuple(diagnostics),
+        vmfb_path=vmfb if returncode == 0 and vmfb.exists() else None,
+        failed_executables=failed,
+        executable_diagnostics=tuple(executable_diagnostics),
+        parent=_lineage.parent,
+        resumed_from=_lineage.resumed_from,
+        substitutions=_lineage.substitutions,
+    )
+
+
+def _run_compiler(
+    request: CompileRequest, cmd: list[str], out: Path, task: TaskState | None, timeout_s: float | None
+) -> tuple[int, str, float]:
+    """Run ``cmd`` (in ``request.named_in`` when set), reporting phases as they are written, until it ends or
+    is cancelled (``CompileCancelled``, the compiler killed): its return code, stderr and seconds taken."""
     stderr_path = out / "stderr.raw.txt"
     start = time.monotonic()
     seen = phase_index(request.compile_from) if request.compile_from not in (None, "start") else 0
@@ -185,60 +245,9 @@ def compile_program(
             _stop(proc)
     elapsed = time.monotonic() - start
     _report_new_phases(task, out, seen, start)
-
     raw = stderr_path.read_text(errors="replace")
     stderr_path.unlink()
-    rest, timing_json = split_timing_output(raw)
-    (out / "stderr.txt").write_text(rest)
-    timing = None
-    timing_problem = None
-    if timing_json is not None:
-        import json
-
-        (out / "timing.json").write_text(json.dumps(timing_json, indent=1))
-        try:
-            timing = parse_timing(timing_json)
-        except FormatError as e:  # the compile itself is fine; say why the timeline is missing
-            timing_problem = str(e)
-    diagnostics = parse_diagnostics(rest)
-    if timing_problem:
-        diagnostics.append(Diagnostic("warning", timing_problem))
-    if proc.returncode < 0:
-        diagnostics.append(Diagnostic("error", f"iree-compile crashed (signal {-proc.returncode})"))
-    elif proc.returncode != 0 and not any(d.severity == "error" for d in diagnostics):
-        tail = rest.strip().splitlines()[-1:] or [f"exit code {proc.returncode}"]
-        diagnostics.append(Diagnostic("error", tail[0]))
-
-    phases = _collect_phases(out, request)
-    if request.dump_executables:
-        _write_executable_files(out, request.module_name, phases)
-    executables = _collect_executables(out, phases)
-    vmfb = out / f"{request.module_name}.vmfb"
-    executable_diagnostics: list[Diagnostic] = []
-    failed: tuple[str, ...] = ()
-    if proc.returncode > 0 and any(p.phase == "executable-sources" for p in phases):
-        executable_diagnostics, failed = _locate_failure(request, source_path, out, task, timeout_s)
-    if proc.returncode == 0 and vmfb.exists() and _lineage == Lineage():
-        _write_record(out, request, cmd, source_path, elapsed)
-    return Compilation(
-        request=request,
-        out_dir=out,
-        module_name=request.module_name,
-        source_path=source_path,
-        command=tuple(cmd),
-        returncode=proc.returncode,
-        elapsed_s=elapsed,
-        phases=tuple(phases),
-        executables=tuple(executables),
-        timing=timing,
-        diagnostics=tuple(diagnostics),
-        vmfb_path=vmfb if proc.returncode == 0 and vmfb.exists() else None,
-        failed_executables=failed,
-        executable_diagnostics=tuple(executable_diagnostics),
-        parent=_lineage.parent,
-        resumed_from=_lineage.resumed_from,
-        substitutions=_lineage.substitutions,
-    )
+    return proc.returncode, raw, elapsed
 
 
 RECORD = "compilation.json"  # written last, by a compile that succeeded: the folder is whole
