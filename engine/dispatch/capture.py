@@ -146,27 +146,14 @@ def capture_reference(
     with BundleWriter(out, module=str(module), function=function, engine="reference", device=device) as writer:
         # The initializer's trace points (while the runner loads) are counted, not written: the bundle's
         # dispatches are the call's, numbered from its first as the debugger numbers them.
-        state: dict = {"errors": [], "calling": False, "initializer": 0, "unpaired": []}
+        state: dict = {"errors": [], "calling": False, "initializer": 0}
         runner_box: list[ReferenceRunner] = []
         # IREE's stream scheduling can trace a dispatch's inputs after its outputs (EfficientViT: the outputs
         # of two dispatches, two other dispatches whole, then those two's inputs): each dispatch pairs its own
-        # trace points (``TracePairing``, as the reference debugger numbers them), and entries go into the
-        # bundle in dispatch order once both halves are written.
+        # trace points (``TracePairing``, as the reference debugger numbers them).
         without_inputs = heads_without_inputs(str(module))
         pairing = TracePairing(without_inputs)
-        entries: dict[int, DispatchEntry] = {}  # by ordinal, until added to the bundle
-        complete: set[int] = set()
-        added = [0]  # the next ordinal to add
-
-        def add_ready() -> None:
-            while added[0] in complete:
-                entry = entries.pop(added[0])
-                complete.discard(added[0])
-                added[0] += 1
-                writer.add_dispatch(entry)
-                if on_dispatch is not None:
-                    writer.wait_written()
-                    on_dispatch(entry)
+        held = _HeldEntries(writer, on_dispatch)
 
         def sink(key: str, buffer_views: list) -> None:
             try:
@@ -190,36 +177,18 @@ def capture_reference(
                 if kind not in ("inputs", "outputs"):
                     return
                 ordinal, _ = pairing.take(head, kind, [])  # the tensors are written now: none are kept
-                entry = entries.get(ordinal)
-                if entry is None:
-                    entry = entries[ordinal] = DispatchEntry(ordinal, export, executable or executable_of(export), None)
-                    entry.tensors_from = BUNDLE_PROVENANCE[Provenance.RUNTIME]
+                entry = held.entry(ordinal, export, executable)
                 if kind == "inputs":
                     entry.inputs, entry.input_types = _write(writer, ordinal, "input", arrays, types)
-                    if entry.outputs:  # its outputs came first
-                        complete.add(ordinal)
+                    whole = bool(entry.outputs)  # its outputs came first
                 else:
                     entry.outputs, entry.output_types = _write(writer, ordinal, "output", arrays, types)
                     entry.health = health_of(arrays)
-                    if entry.inputs or head in without_inputs:
-                        complete.add(ordinal)
-                add_ready()
+                    whole = bool(entry.inputs) or head in without_inputs
+                if whole:
+                    held.complete(ordinal)
             except Exception as e:  # an exception must not cross into IREE's runtime
                 state["errors"].append(f"{key}: {e}")
-
-        def add_rest() -> None:
-            """The dispatches still held when the run ended: those whose outputs came and whose inputs never
-            did (said in the notes); one whose outputs never came (the run failed in it) is left out."""
-            for ordinal in sorted(entries):
-                if entries[ordinal].outputs and ordinal not in complete:
-                    state["unpaired"].append(ordinal)
-                    complete.add(ordinal)
-            while entries:
-                if added[0] not in complete:
-                    entries.pop(added[0], None)
-                    added[0] += 1
-                    continue
-                add_ready()
 
         import iree.runtime as rt
 
@@ -233,28 +202,73 @@ def capture_reference(
         try:
             results = runner.invoke(function, args)  # IREE calls the sink on this thread
         except LensError as e:
-            add_rest()
+            held.finish()
             raise _failed_run(writer, e) from e
         finally:
             runner_box.clear()  # the sink refers to the runner: break the cycle so IREE's objects die in order
         del runner
-        add_rest()
+        unpaired = held.finish()
         if state["errors"]:
             raise CaptureError("reading trace points failed: " + "; ".join(state["errors"][:3]))
         if not writer.dispatch_count:
             raise CaptureError(NO_TRACE_POINTS.format(module=module) + f" (none reached by {function})")
         _write_program_values(writer, "outputs", results)
         notes: tuple[str, ...] = ()
-        if state["unpaired"]:
-            shown = ", ".join(str(o) for o in state["unpaired"][:12]) + (", ..." if len(state["unpaired"]) > 12 else "")
+        if unpaired:
+            shown = ", ".join(str(o) for o in unpaired[:12]) + (", ..." if len(unpaired) > 12 else "")
             notes = (
-                f"IREE traced the outputs of {len(state['unpaired'])} dispatches and never their inputs (dispatches "
+                f"IREE traced the outputs of {len(unpaired)} dispatches and never their inputs (dispatches "
                 f"{shown}): their inputs are not in the bundle (the debug engine captures their bound bytes)",
             )
         writer.finish(extra={"notes": list(notes)} if notes else None)
         return CaptureResult(
             writer.directory, writer.dispatch_count, results, writer.bytes_written, state["initializer"], notes
         )
+
+
+class _HeldEntries:
+    """Reference capture entries held until both halves of their dispatch are written, then added to the bundle
+    in dispatch order (a dispatch whose inputs IREE traces after its outputs holds back the ones after it)."""
+
+    def __init__(self, writer: BundleWriter, on_dispatch: Callable[[DispatchEntry], None] | None):
+        self.writer = writer
+        self.on_dispatch = on_dispatch
+        self.entries: dict[int, DispatchEntry] = {}  # by ordinal, until added
+        self.whole: set[int] = set()
+        self.next = 0  # the next ordinal to add
+
+    def entry(self, ordinal: int, export: str, executable: str | None) -> DispatchEntry:
+        entry = self.entries.get(ordinal)
+        if entry is None:
+            entry = self.entries[ordinal] = DispatchEntry(ordinal, export, executable or executable_of(export), None)
+            entry.tensors_from = BUNDLE_PROVENANCE[Provenance.RUNTIME]
+        return entry
+
+    def complete(self, ordinal: int) -> None:
+        """Both halves of ``ordinal`` are written: add it, and the whole ones it held back."""
+        self.whole.add(ordinal)
+        while self.next in self.whole:
+            self.whole.discard(self.next)
+            self._add(self.entries.pop(self.next))
+            self.next += 1
+
+    def finish(self) -> list[int]:
+        """Add what the run left held, in order: a dispatch whose outputs came and inputs never did is added
+        without inputs (its ordinal returned, to be said); one whose outputs never came (the run failed in it)
+        is not."""
+        unpaired = [o for o in sorted(self.entries) if self.entries[o].outputs and o not in self.whole]
+        for ordinal in sorted(self.entries):
+            entry = self.entries.pop(ordinal)
+            if entry.outputs:
+                self._add(entry)
+        self.whole.clear()
+        return unpaired
+
+    def _add(self, entry: DispatchEntry) -> None:
+        self.writer.add_dispatch(entry)
+        if self.on_dispatch is not None:
+            self.writer.wait_written()
+            self.on_dispatch(entry)
 
 
 def _failed_run(writer: BundleWriter, error: LensError) -> CaptureError:
