@@ -111,15 +111,23 @@ class TimeTravelSession(DebugSession):
             else:
                 stop = travel.reverse_continue(self._dispatch_stop(inside, matched), limit)
             if stop.dispatch is not None and mode == ReverseMode.CONTINUE:
-                when = str(stop.when or "before")
-                # Parked there, its tensors readable, the stop naming the breakpoints found there.
-                found = matched.get((stop.dispatch.ordinal, when), ())
-                self._park_in(travel, stop.dispatch.ordinal, when, breakpoints=found)
+                self._land_on_hit(travel, stop, matched)
                 return
         except TimeTravelError as e:
             self.emit(Failed(str(e), None, self.location()))
             return
         self._report_travel(stop)
+
+    def _land_on_hit(
+        self, travel: TimeTravel, hit: TravelStop, matched: dict[tuple[int, str], tuple[Breakpoint, ...]]
+    ) -> None:
+        """Report a breakpoint hit a reverse move found: at a dispatch, parked there (its tensors readable, the
+        stop naming the breakpoints ``matched`` found there); else the instruction's stop."""
+        if hit.dispatch is None:
+            self._report_travel(hit)
+            return
+        when = str(hit.when or "before")
+        self._park_in(travel, hit.dispatch.ordinal, when, breakpoints=matched.get((hit.dispatch.ordinal, when), ()))
 
     def _on_step(self, command: Step) -> None:
         if self.run.parked and self.gate.current is not None:
@@ -166,12 +174,8 @@ class TimeTravelSession(DebugSession):
                 # Back over a call: a breakpoint hit inside it stops the step there (gdb), as forward ``next``.
                 matched: dict[tuple[int, str], tuple[Breakpoint, ...]] = {}
                 hit = travel.breakpoint_between(stop.position, position, self._dispatch_stop(None, matched))
-                if hit is not None and hit.dispatch is not None:
-                    when = str(hit.when or "before")
-                    self._park_in(travel, hit.dispatch.ordinal, when, breakpoints=matched.get((hit.dispatch.ordinal, when), ()))
-                    return
                 if hit is not None:
-                    self._report_travel(hit)
+                    self._land_on_hit(travel, hit, matched)
                     return
             hits = self.need_controller().breakpoints_at(self.runner.context.interpreter)
             if hits:  # gdb: a reverse step that reaches a breakpoint stops there, at the breakpoint
