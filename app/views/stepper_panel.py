@@ -778,6 +778,8 @@ class StepperPanel(QWidget):
             f = event.location.frames[-1]
             text += f" — {f.function} pc {f.pc:#x}"
         hits = event.detail.breakpoints
+        if info is not None:  # "before dispatch #4" says again what "(before #4 ...)" said
+            hits = tuple(h for h in hits if h != f"{info.when} dispatch #{info.ordinal}")
         if hits:
             text += f" [{', '.join(hits)}]"
         return text
