@@ -18,8 +18,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QEvent, QObject, QSize, Qt
-from PySide6.QtGui import QAction, QKeySequence, QShortcut
+from PySide6.QtCore import QEvent, QObject, QSize, Qt, QTimer
+from PySide6.QtGui import QAction, QFontMetrics, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QApplication,
     QComboBox,
@@ -81,6 +81,11 @@ def _banner(name: str, bg: str, border: str, fg: str) -> QFrame:
 
 
 __all__ = ["StepperPanel", "callable_first"]
+
+
+# The width of the side-by-side layout, in monospace characters: a listing line's pc and ~48 characters of its
+# instruction, and the registers' name, i32 and hex columns (StepperPanel.side_by_side_width).
+CODE_CHARS, STATE_CHARS = 58, 34
 
 
 class StepperPanel(QWidget):
@@ -365,6 +370,7 @@ class StepperPanel(QWidget):
         right.addWidget(self.registers)
         right.addWidget(self.state_tabs)
         right.setSizes([260, 160])
+        self.state_splitter = right
         left = QSplitter(Qt.Orientation.Vertical, self)
         left.addWidget(code)
         output_box = QWidget(self)
@@ -376,10 +382,12 @@ class StepperPanel(QWidget):
         output_layout.addWidget(self.results)
         left.addWidget(output_box)
         left.setSizes([320, 90])
+        self.code_splitter = left
         self.splitter = QSplitter(Qt.Orientation.Horizontal, self)
         self.splitter.addWidget(left)
         self.splitter.addWidget(right)
-        self.splitter.setSizes([600, 420])
+        self.splitter.setSizes([620, 380])
+        self.splitter.setObjectName("stepperSplitter")
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(2, 2, 2, 2)
@@ -406,6 +414,44 @@ class StepperPanel(QWidget):
         app = QApplication.instance()
         if app is not None:
             app.aboutToQuit.connect(self.bridge.shutdown)
+
+    # -- the code beside the state, or above it where the panel is narrow ---------------------------
+
+    def side_by_side_width(self) -> int:
+        """The narrowest panel that has the code beside the registers: a line of code (its pc, and about 48
+        characters of instruction) and the registers' name, i32 and hex columns."""
+        char = QFontMetrics(monospace_font()).horizontalAdvance("0")
+        return (CODE_CHARS + STATE_CHARS) * char
+
+    def resizeEvent(self, event) -> None:  # noqa: ANN001 - QResizeEvent
+        super().resizeEvent(event)
+        self._fit_orientation()
+
+    def _fit_orientation(self) -> None:
+        """Side by side (code | registers over the call stack) where the panel is wide enough for both; else
+        stacked, the code the panel's whole width over the registers beside the call stack. The right dock of
+        a 1366-px window is ~520 px: side by side cut the code to ~290 px (half of most instructions) and the
+        registers to ~210 (their hex column half hidden)."""
+        stacked = self.width() < self.side_by_side_width()
+        want = Qt.Orientation.Vertical if stacked else Qt.Orientation.Horizontal
+        if self.splitter.orientation() == want:
+            return
+        self.splitter.setOrientation(want)
+        self.state_splitter.setOrientation(Qt.Orientation.Horizontal if stacked else Qt.Orientation.Vertical)
+        # The splitters have their new sizes once the layout ran: share them out then.
+        QTimer.singleShot(0, self, self._share_out)
+
+    def _share_out(self) -> None:
+        """The default shares of the current orientation: the code keeps most of the room either way."""
+        stacked = self.splitter.orientation() == Qt.Orientation.Vertical
+        for splitter, shares in (
+            (self.splitter, (0.68, 0.32) if stacked else (0.62, 0.38)),
+            (self.code_splitter, (0.8, 0.2) if stacked else (0.78, 0.22)),
+            (self.state_splitter, (0.56, 0.44) if stacked else (0.62, 0.38)),
+        ):
+            total = sum(splitter.sizes())
+            if total > 0:
+                splitter.setSizes([round(total * share) for share in shares])
 
     # -- the window's life: the session ends with it ----------------------------------------------
 
