@@ -304,7 +304,7 @@ class CompilePanel(QWidget):
         # No fixed minimum size (a fixed 640x560 squeezed the options below their size hints): the sections'
         # own minimums, with room for the timeline and the IR; in a smaller dock the scroll area scrolls.
         vsplit.setChildrenCollapsible(False)
-        self.timeline.setMinimumHeight(120)
+        self.timeline.setMinimumHeight(150)  # a summary of up to three lines, and rows a label fits in
         main_split.setMinimumHeight(260)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(2, 2, 2, 2)

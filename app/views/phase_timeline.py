@@ -65,6 +65,7 @@ class PhaseTimelineItem(pg.GraphicsObject):
         self.layout = layout
         self.current_phase: str | None = None
         self.painted_count = 0  # rectangles drawn by the last paint (culling is tested on it)
+        self.labelled_count = 0  # labels drawn by the last paint (only where a row is as tall as the text)
         self.setAcceptHoverEvents(True)
         self._phase_brushes = [QColor(c) for c in _PHASE_COLORS]
         self._pass_brushes = [QColor(c).lighter(135) for c in _PHASE_COLORS]
@@ -99,7 +100,7 @@ class PhaseTimelineItem(pg.GraphicsObject):
         text_pen = QPen(QColor("#111111"))
         # sub-pixel rectangles of one row are merged into the pixel column they fall in
         last_px = {}
-        count = 0
+        count = labels = 0
         for j, i in enumerate(idx.tolist()):
             a, b = float(px0[j]), float(px1[j])
             row = int(lay.row[i])
@@ -122,11 +123,11 @@ class PhaseTimelineItem(pg.GraphicsObject):
                 p.setPen(QPen(QColor("black"), 2))
                 p.setBrush(Qt.BrushStyle.NoBrush)
                 p.drawRect(rect.adjusted(1, 1, -1, -1))
-            if b - a > 30:
-                label = (
-                    lay.names[i] if row != ROW_PHASE else f"{lay.names[i]}  {format_seconds(lay.duration[i])}"
-                )
-                text = fm.elidedText(label, Qt.TextElideMode.ElideRight, int(b - a) - 6)
+            # A label only where it fits its row: in a short plot (the compile panel at 1366x768) the rows are
+            # thinner than a line of text and the labels of three rows were drawn over each other.
+            if b - a > 30 and float(height[j]) >= 0.6 * fm.height():
+                labels += 1
+                text = fm.elidedText(self.label(i), Qt.TextElideMode.ElideRight, int(b - a) - 6)
                 p.setPen(text_pen)
                 p.drawText(
                     rect.adjusted(3, 0, -3, 0),
@@ -135,6 +136,15 @@ class PhaseTimelineItem(pg.GraphicsObject):
                 )
         p.restore()
         self.painted_count = count
+        self.labelled_count = labels
+
+    def label(self, i: int) -> str:
+        """A rectangle's label: a pass's name; a phase's name and the time IREE measured in its passes (never
+        the width it is drawn: that is scaled to the wall time where pipelines ran in parallel)."""
+        lay = self.layout
+        if int(lay.row[i]) != ROW_PHASE:
+            return lay.names[i]
+        return f"{lay.names[i]}  {format_seconds(lay.measured[i])}"
 
     # -- interaction -------------------------------------------------------------------------------------
     def index_at(self, pos: QPointF) -> int | None:
@@ -147,7 +157,14 @@ class PhaseTimelineItem(pg.GraphicsObject):
         lay = self.layout
         phase = lay.phase_names[int(lay.phase[i])] if lay.phase_names else ""
         if int(lay.row[i]) == ROW_PHASE:
-            return f"phase {lay.names[i]}: {format_seconds(lay.duration[i])}"
+            text = f"phase {lay.names[i]}: its passes took {format_seconds(lay.measured[i])} (IREE's timing)"
+            if lay.scaled[i]:
+                text += (
+                    f"\ndrawn {format_seconds(lay.duration[i])} wide: the passes add up to more than the compile's "
+                    f"{format_seconds(lay.total_wall_s)} wall time (pipelines ran on several threads, their times "
+                    "summed), so every phase is drawn scaled to fit it; IREE reports no phase's own wall time"
+                )
+            return text
         text = f"{lay.names[i]}: {format_seconds(lay.measured[i])} (phase {phase})"
         if lay.scaled[i]:
             text += "\nran in parallel with its siblings; drawn scaled to fit its parent"
@@ -192,7 +209,8 @@ class PhaseTimeline(QWidget):
         self.plot.setMenuEnabled(False)
         self.plot.hideButtons()
         self.plot.getPlotItem().hideAxis("left")
-        self.plot.setLabel("bottom", "time", units="s")
+        # IREE's timing has durations, not start times: the passes are laid end to end in report order.
+        self.plot.setLabel("bottom", "passes end to end (IREE reports durations, not start times)", units="s")
         vb = self.plot.getViewBox()
         vb.invertY(True)
         vb.setMouseEnabled(x=True, y=False)
