@@ -140,11 +140,12 @@ class PhaseTimelineItem(pg.GraphicsObject):
 
     def label(self, i: int) -> str:
         """A rectangle's label: a pass's name; a phase's name and the time IREE measured in its passes (never
-        the width it is drawn: that is scaled to the wall time where pipelines ran in parallel)."""
+        the width it is drawn: that is scaled to the wall time where pipelines ran in parallel), marked Σ where
+        it is their sum over threads and so wider than the rectangle."""
         lay = self.layout
         if int(lay.row[i]) != ROW_PHASE:
             return lay.names[i]
-        return f"{lay.names[i]}  {format_seconds(lay.measured[i])}"
+        return f"{lay.names[i]}  {'Σ ' if lay.scaled[i] else ''}{format_seconds(lay.measured[i])}"
 
     # -- interaction -------------------------------------------------------------------------------------
     def index_at(self, pos: QPointF) -> int | None:
@@ -159,6 +160,7 @@ class PhaseTimelineItem(pg.GraphicsObject):
         if int(lay.row[i]) == ROW_PHASE:
             text = f"phase {lay.names[i]}: its passes took {format_seconds(lay.measured[i])} (IREE's timing)"
             if lay.scaled[i]:
+                text = text.replace("took", "took Σ", 1)
                 text += (
                     f"\ndrawn {format_seconds(lay.duration[i])} wide: the passes add up to more than the compile's "
                     f"{format_seconds(lay.total_wall_s)} wall time (pipelines ran on several threads, their times "

@@ -50,7 +50,7 @@ def test_a_phase_reads_what_iree_measured(qtbot):
     phases = {lay.names[i]: int(i) for i in np.flatnonzero(lay.row == ROW_PHASE)}
     vm = phases["vm"]
     assert lay.scaled[vm] and lay.duration[vm] < 0.5  # drawn scaled: 2.5 s of wall for 5 s of passes
-    assert w.item.label(vm) == "vm  500.0 ms"  # ConvertToVMPass and its dump, as IREE timed them
+    assert w.item.label(vm) == "vm  Σ 500.0 ms"  # ConvertToVMPass and its dump, as IREE timed them (Σ: scaled)
     assert format_seconds(lay.duration[vm]) not in w.item.label(vm)
     tip = w.item.describe(vm)
     assert "500.0 ms" in tip and "scaled" in tip and format_seconds(lay.duration[vm]) in tip
