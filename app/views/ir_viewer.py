@@ -389,23 +389,35 @@ class IrTextView(QAbstractScrollArea):
             p.fillRect(QRectF(cx, r * self._lh, 1, self._lh), QColor("black"))
         p.end()
 
-    def _paint_line(self, p: QPainter, text: str, col0: int, ncols: int, x0: int, baseline: int) -> None:
-        lo = max(
-            0, col0 - 256
-        )  # start tokenizing a little before the left edge so tokens cut by it keep colour
-        seg = text[lo : col0 + ncols]
+    @staticmethod
+    def line_runs(text: str, col0: int, ncols: int) -> tuple[int, str, list[tuple[int, int, int]]]:
+        """What one line paints from column ``col0``, ``ncols`` wide: ``(lo, seg, runs)``, ``seg`` the text
+        tokenized from column ``lo`` and ``runs`` its ``(start, end, kind)`` spans in ``seg`` (kind -1: plain
+        text). The tokenizer reads a little beyond both edges, so a token the viewport's edge cuts keeps the
+        colour it has in full (``x.float32`` cut to ``x.flo`` or ``x`` still reads as one token)."""
+        lo = max(0, col0 - 256)
+        seg = text[lo : col0 + ncols + 256]
+        runs: list[tuple[int, int, int]] = []
         pos = 0
-        spans = tokenize(seg)
-        spans.append((len(seg), 0, -1))
-        for start, length, kind in spans:
+        for start, length, kind in [*tokenize(seg), (len(seg), 0, -1)]:
             if start > pos:
-                self._draw_run(p, seg, pos, start, lo, col0, x0, baseline, _TEXT_COLOR, self.font())
+                runs.append((pos, start, -1))
             if length:
-                font = self._bold if kind in KIND_BOLD else (self._italic if kind == 0 else self.font())
-                self._draw_run(
-                    p, seg, start, start + length, lo, col0, x0, baseline, self._colors[kind], font
-                )
+                runs.append((start, start + length, kind))
             pos = start + length
+        return lo, seg, runs
+
+    def _paint_line(self, p: QPainter, text: str, col0: int, ncols: int, x0: int, baseline: int) -> None:
+        lo, seg, runs = self.line_runs(text, col0, ncols)
+        end = col0 + ncols - lo  # nothing right of the viewport is drawn
+        for start, stop, kind in runs:
+            if start >= end:
+                break
+            if kind < 0:
+                self._draw_run(p, seg, start, min(stop, end), lo, col0, x0, baseline, _TEXT_COLOR, self.font())
+                continue
+            font = self._bold if kind in KIND_BOLD else (self._italic if kind == 0 else self.font())
+            self._draw_run(p, seg, start, min(stop, end), lo, col0, x0, baseline, self._colors[kind], font)
 
     def _draw_run(self, p, seg, a, b, lo, col0, x0, baseline, color, font) -> None:
         a2 = max(a, col0 - lo)
