@@ -60,7 +60,7 @@ class CompilationDocument(QWidget):
         request = compilation.request
         self.summary.setText(
             f"<b>{compilation.source_path.name}</b> · {request.target} · {len(compilation.phases)}/{len(PHASES)} phases"
-            f" · {len(compilation.executables)} executables · {compilation.elapsed_s:.2f} s"
+            f" · {len(compilation.executables)} executables · compiled in {compilation.elapsed_s:.2f} s"
             f" · <span style='color:#666'>{compilation.out_dir}</span>"
         )
         self.summary.setToolTip(str(compilation.out_dir))
