@@ -614,6 +614,11 @@ class MainWindow(QMainWindow):
         if panel is not None and all(c is not compilation for _, c in panel.compilations):
             panel.add_compilation(compilation, f"{compilation.request.target} (opened)")
         name = source.name if source is not None else compilation.module_name
+        # A compile from the panel is named as the panel lists it ("A: llvm-cpu", "B: llvm-cpu traced"): the two
+        # variants of one program were two documents of one title.
+        label = next((lab for lab, c in panel.compilations if c is compilation), "") if panel is not None else ""
+        if label and not label.endswith("(opened)"):
+            name += f" ({label})"
         document = CompilationDocument(compilation, self.context, open_document=self.open_document)
         return self.open_document(document, f"Phases — {name}", key=f"compilation:{compilation.out_dir}")
 

@@ -215,10 +215,11 @@ def test_opening_another_program_closes_the_previous_ones_phases(qtbot, main_win
     compile_panel.set_source(sample_path("mlp"))
     with qtbot.waitSignal(compile_panel.compilationFinished, timeout=TIMEOUT):
         compile_panel.compile()
-    qtbot.waitUntil(lambda: "Phases — mlp.mlir" in phases(), timeout=10_000)
+    # Named as the panel lists the compile (its options), beside the program's.
+    qtbot.waitUntil(lambda: "Phases — mlp.mlir (llvm-cpu)" in phases(), timeout=10_000)
     with qtbot.waitSignal(window.session_bridge.opened, timeout=TIMEOUT):
         compile_panel.debug_button.click()
-    assert phases() == ["Phases — mlp.mlir"]
+    assert phases() == ["Phases — mlp.mlir (llvm-cpu)"]
 
 
 @needs_models
