@@ -67,6 +67,19 @@ RIGHT_FRACTION, RIGHT_MIN = 0.38, 330
 BOTTOM_FRACTION, BOTTOM_MIN = 0.24, 210
 
 
+def load_error_details(err: WorkError) -> str:
+    """What the log shows under a file that did not open: a compile error's diagnostics (every one, the message
+    names only the first), nothing more for another typed error (its message names the problem), and the
+    traceback of anything else (a bug). A broken .mlir showed the loader's Python traceback."""
+    from engine.errors import CompileError, LensError
+
+    if isinstance(err.exception, CompileError):
+        return "\n".join(str(d) for d in err.exception.diagnostics)
+    if isinstance(err.exception, LensError):
+        return ""
+    return err.details
+
+
 class MainWindow(QMainWindow):
     def __init__(self, settings: LensSettings | None = None, panels: list[PanelSpec] | None = None):
         super().__init__()
@@ -646,7 +659,7 @@ class MainWindow(QMainWindow):
 
     def _on_load_failed(self, path: Path, err: WorkError) -> None:
         self._loading = None
-        self.messages.error(f"Cannot open {path.name}: {err.message}", err.details)
+        self.messages.error(f"Cannot open {path.name}: {err.message}", load_error_details(err))
 
     def _on_module_changed(self, loaded: LoadedModule | None) -> None:
         if loaded is None:
