@@ -96,6 +96,10 @@ class ModuleView(QWidget):
         self.hex = HexView(self)
         self.decoded = _text_view(self)
         self.disassembly.pcSelected.connect(self._on_pc_selected)
+        # Hidden until a node puts them in the detail tabs: with no module open they were drawn as four
+        # 100x30 boxes over the module dock's corner (children of this view, not yet in any layout).
+        for view in (self.info, self.disassembly, self.hex, self.decoded):
+            view.hide()
 
         self.splitter = QSplitter(Qt.Orientation.Horizontal, self)
         self.splitter.addWidget(left)
