@@ -594,11 +594,19 @@ class CompilePanel(QWidget):
             self._set_status(str(exc))
             return
         self.diff_view.set_texts(
-            pa.path.read_bytes(), pb.path.read_bytes(),
-            f"{phase} — {a.request.target} ({a.out_dir.name})", f"{phase} — {b.request.target} ({b.out_dir.name})",
-        )  # fmt: skip
+            pa.path.read_bytes(), pb.path.read_bytes(), f"{phase} — {self.name_of(a)}", f"{phase} — {self.name_of(b)}"
+        )
         self.tabs.setCurrentWidget(self.diff_view)
         self.diff_view.next_change()
+
+    def name_of(self, compilation: Compilation) -> str:
+        """A compilation as the Compilation and Diff-with boxes list it ("3. B: llvm-cpu traced"): the two sides
+        of a diff were named by their scratch folders ("llvm-cpu (iree-lens-compile-p8rxgvfr)"), nothing to
+        tell variant A from B."""
+        for k, (label, c) in enumerate(self.compilations):
+            if c is compilation:
+                return f"{k + 1}. {label}"
+        return f"{compilation.request.target} ({compilation.out_dir.name})"
 
     def diff_with_other(self) -> None:
         j = self.other_box.currentIndex()
