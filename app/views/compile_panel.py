@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
     QScrollArea,
     QSplitter,
     QTabWidget,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -217,10 +218,19 @@ class CompilePanel(QWidget):
         self.progress.setRange(0, len(PHASES))
         self.progress.setFormat("idle")
         self.progress.setValue(0)
+        # The options fold away once a compilation is shown (its phases, timeline and IR want the room: at 1366x768
+        # they were below the panel's fold); the button says the options set and shows them again.
+        self.options_button = QToolButton(self)
+        self.options_button.setObjectName("compileOptionsToggle")
+        self.options_button.setCheckable(True)
+        self.options_button.setChecked(True)
+        self.options_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+        self.options_button.toggled.connect(self.show_options)
         src_row = QHBoxLayout()
         src_row.addWidget(QLabel("Source", self))
         src_row.addWidget(self.source, 1)
         src_row.addWidget(browse)
+        src_row.addWidget(self.options_button)  # beside the source's stretch: the buttons' row has no room at 1366
         btn_row = QHBoxLayout()
         btn_row.addWidget(self.compile_button)
         btn_row.addWidget(self.compile_two_button)
@@ -241,8 +251,24 @@ class CompilePanel(QWidget):
         self.options_tabs.addTab(self.variant_b, "Variant B (for “Compile two variants”)")
         tv.addWidget(self.options_tabs)
         tv.addLayout(btn_row)
+        self._label_options()
         tv.addWidget(self.status)
         return top
+
+    def show_options(self, shown: bool = True) -> None:
+        """Show (or fold away) the option forms; the toggle button follows."""
+        if self.options_button.isChecked() != shown:
+            self.options_button.setChecked(shown)  # comes back here through ``toggled``
+            return
+        self.options_tabs.setVisible(shown)
+        self._label_options()
+
+    def _label_options(self) -> None:
+        shown = self.options_button.isChecked()
+        text = ("▾ " if shown else "▸ ") + ("Options" if shown else f"Options: {self.options.describe()}")
+        # Elided to a width (long flags would widen the panel past a 1366-px window's document), whole in the tip.
+        self.options_button.setText(self.options_button.fontMetrics().elidedText(text, Qt.TextElideMode.ElideRight, 240))
+        self.options_button.setToolTip(f"{text[2:]}\nShow or hide the compile options (target, types, flags, variant B)")
 
     def _build_results(self) -> QWidget:
         """The compilations, their phases and diagnostics (returned: the left column), the timeline and the
@@ -282,8 +308,11 @@ class CompilePanel(QWidget):
         other_row.addWidget(self.other_box, 1)
         lv.addLayout(other_row)
         lv.addWidget(self.compare_builds_button)
-        lv.addWidget(QLabel("Diagnostics", self))
+        # Shown when the compilation has diagnostics: empty, they took a third of the column from the phases.
+        self.diagnostics_label = QLabel("Diagnostics", self)
+        lv.addWidget(self.diagnostics_label)
         lv.addWidget(self.diagnostics, 1)
+        self._show_diagnostics()
         return left
 
     def _lay_out(self, top: QWidget, left: QWidget) -> None:
@@ -471,6 +500,7 @@ class CompilePanel(QWidget):
         """Add a finished compilation to the list and show it."""
         label = label or compilation.request.target
         self.compilations.append((label, compilation))
+        self.show_options(False)
         for box in (self.compilation_box, self.other_box):
             box.addItem(f"{len(self.compilations)}. {label}")
         self.compilation_box.setCurrentIndex(len(self.compilations) - 1)
@@ -505,6 +535,7 @@ class CompilePanel(QWidget):
             item.setData(Qt.ItemDataRole.UserRole, d)
             item.setToolTip(d.context or str(d))
             self.diagnostics.addItem(item)
+        self._show_diagnostics()
         if comp.timing is not None:
             compiled = [p.phase for p in comp.phases if p.origin == "compiled"]
             if not comp.ok:
@@ -518,6 +549,11 @@ class CompilePanel(QWidget):
         if not comp.ok and comp.diagnostics:
             self.diagnostics.setCurrentRow(0)
             self.open_diagnostic(comp.errors[0] if comp.errors else comp.diagnostics[0])
+
+    def _show_diagnostics(self) -> None:
+        shown = self.diagnostics.count() > 0
+        self.diagnostics_label.setVisible(shown)
+        self.diagnostics.setVisible(shown)
 
     def show_phase(self, phase: str) -> bool:
         """Show the IR of ``phase`` of the current compilation in the viewer; False if it has none."""

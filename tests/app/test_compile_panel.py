@@ -76,6 +76,7 @@ def test_invalid_mlir_gives_a_diagnostic_that_opens_the_source(qtbot, panel, tmp
     panel.set_source(bad)
     _compile(qtbot, panel)
     assert panel.compilations and not panel.current.ok
+    assert panel.diagnostics.isVisibleTo(panel)  # hidden while a compilation has none
     errors = [
         panel.diagnostics.item(i).data(Qt.ItemDataRole.UserRole) for i in range(panel.diagnostics.count())
     ]

@@ -194,6 +194,7 @@ def test_every_stepper_action_and_compile_option_is_visible(qtbot, main_window, 
     compile_panel = window.show_panel("compile")
     settle(qtbot, window)
     window.grab().save(str(tmp_path / f"compile_{size[0]}.png"))
+    compile_panel.show_options()  # folded away once a compilation is shown
     for form in (compile_panel.options, compile_panel.variant_b):
         compile_panel.options_tabs.setCurrentWidget(form)
         settle(qtbot, window)
