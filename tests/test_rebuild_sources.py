@@ -60,6 +60,7 @@ def test_a_module_no_try_rebuilds_is_refused_naming_what_differed(modules, tmp_p
     # Both tries are named; the first was judged on its first dumped binary.
     assert "IREE's default CPU: executable " + name + " differs" in found.note, found.note
     assert "target CPU host" in found.note and "not used" in found.note
+    assert "the module's kernels were built for target CPU generic, which no try targets" in found.note
     # The verdict is kept: asking again answers at once, without compiling.
     again = rebuild_sources(modules["generic"], cache_dir=tmp_path / "cache")
     assert again.note == found.note
@@ -97,3 +98,30 @@ def test_a_module_compiled_by_a_relative_path_is_rebuilt_byte_for_byte(tmp_path,
     found = rebuild_sources(folder / "nan_log.vmfb", cache_dir=tmp_path / "cache")
     assert found.found and found.origin == "rebuilt", found.note
     assert "identical" in found.note
+
+
+def recorded_cpu(vmfb: Path) -> str:
+    """The CPU a module's host code names in its device target (read here with a plain regex)."""
+    import re
+
+    return re.search(rb'"embedded-elf-x86_64", \{cpu = "([^"]*)"', vmfb.read_bytes())[1].decode()
+
+
+def test_a_module_built_for_another_cpu_says_so(modules, tmp_path):
+    # A module compiled with --iree-llvmcpu-target-cpu=host on another machine records that machine's CPU; no try
+    # here (IREE's default, this machine's host) rebuilds it. The note said "other flags or another IREE"; it now
+    # names the module's CPU and this machine's. Another machine's host build is a build for its CPU by name.
+    here = recorded_cpu(modules["host"])
+    other = "skylake-avx512" if here != "skylake-avx512" else "znver3"
+    vmfb = build(tmp_path / "other.vmfb", f"--iree-llvmcpu-target-cpu={other}")
+    assert recorded_cpu(vmfb) == other and executables(vmfb) != executables(modules["host"])
+    found = rebuild_sources(vmfb, cache_dir=tmp_path / "cache")
+    assert not found.found and "not used" in found.note
+    assert f"the module was built for CPU {other}, not this machine's {here}" in found.note, found.note
+    assert "likely --iree-llvmcpu-target-cpu=host on another machine" in found.note
+    assert "other flags or another IREE" not in found.note
+    # A module built for this machine's CPU that differs for another reason (other flags) names no CPU.
+    flagged = build(tmp_path / "flags.vmfb", "--iree-llvmcpu-target-cpu=host", "--iree-llvmcpu-debug-symbols=false")
+    assert recorded_cpu(flagged) == here and executables(flagged) != executables(modules["host"])
+    note = rebuild_sources(flagged, cache_dir=tmp_path / "cache_flags").note
+    assert "other flags or another IREE" in note and "built for CPU" not in note, note

@@ -8,9 +8,11 @@ executable with the rebuild's. Equal bytes mean the same kernels, so the rebuild
 module's dispatches; any difference (other flags, another IREE, an edited program) and the rebuild is not
 used: a source that does not match would present a guess as the tensor.
 
-A module does not say which CPU its llvm-cpu kernels were built for, so the rebuild tries the two a user's
-module most likely came from: IREE's default (a plain ``iree-compile``, no ``--iree-llvmcpu-target-cpu``),
-then ``host`` (IREE Lens's own compiles). Each try is judged as the compiler writes its executables
+The rebuild tries the two CPUs a user's llvm-cpu module most likely came from: IREE's default (a plain
+``iree-compile``, no ``--iree-llvmcpu-target-cpu``), then ``host`` (IREE Lens's own compiles). Where neither
+gives the module's bytes, the CPU the module's host code records (``module_cpu_targets``; ``host`` is recorded
+resolved, as the machine's CPU name and features) is compared with each try's: one built for another CPU (with
+``host`` on another machine, most often) is said to be the likely reason, instead of other flags. Each try is judged as the compiler writes its executables
 (``--iree-hal-dump-executable-binaries-to``): the first binary that differs from the module's stops that
 compile at once (``BinaryWatch``) instead of letting it write its phases and ``.vmfb``. That saves most where a
 module has several executables (Vulkan, VMVX); llvm-cpu links every dispatch into one executable whose binary
@@ -209,7 +211,7 @@ def _rebuild_or_reuse(
     if differs.exists():
         return _none(differs.read_text().strip())
     if not verdict.exists():
-        tried = []
+        tried, rebuilt_for = [], set()
         for cpu in CPU_CANDIDATES if target == "llvm-cpu" else (None,):
             outcome = _rebuild_once(program, named_in, target, cpu, original, out, task, timeout_s)
             if isinstance(outcome, ExecutableSources):
@@ -217,10 +219,12 @@ def _rebuild_or_reuse(
             if outcome is None:
                 break  # identical
             tried.append(outcome)
+            rebuilt_for |= cpu_targets(_phase_heads(out))
         else:
+            why = _other_cpu(module_path, rebuilt_for) if target == "llvm-cpu" else None
             note = (
                 f"{program.name} rebuilt for {target} gives other executables than the module's "
-                f"({'; '.join(tried)}: other flags or another IREE): its sources are not used"
+                f"({'; '.join(tried)}: {why or 'other flags or another IREE'}): its sources are not used"
             )
             shutil.rmtree(out, ignore_errors=True)
             out.mkdir(parents=True, exist_ok=True)
@@ -232,6 +236,71 @@ def _rebuild_or_reuse(
         return _none(f"the rebuild of {program.name} kept no executable sources")
     return ExecutableSources(found.interfaces, "rebuilt", str(program), found.files,
                              f"rebuilt from {program} ({target}); executables identical to the module's")  # fmt: skip
+
+
+# An llvm-cpu executable target as the module and IREE's dumped sources spell it (IREE resolves ``host`` to
+# the machine's CPU name and features when it compiles).
+_CPU_TARGET = re.compile(rb'#hal\.executable\.target<"llvm-cpu", "[^"]*", \{cpu = "([^"]*)", cpu_features = "([^"]*)"')
+
+
+def cpu_targets(texts) -> set[tuple[str, str]]:
+    """The llvm-cpu ``(cpu, cpu_features)`` pairs of the executable targets written in ``texts`` (bytes)."""
+    return {(m[1].decode(), m[2].decode()) for text in texts for m in _CPU_TARGET.finditer(text)}
+
+
+def module_cpu_targets(module_path: str | Path) -> set[tuple[str, str]]:
+    """The llvm-cpu targets a module records (its host code keeps the device target it was built for, in the
+    message it gives where no device can run it); empty when none is read."""
+    import mmap
+
+    try:
+        with open(module_path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            return cpu_targets([data])
+    except (OSError, ValueError):  # unreadable, or empty (mmap refuses a file of no bytes)
+        return set()
+
+
+def _phase_heads(out: Path):
+    """The beginnings of a try's phase snapshots (``<module>.<n>.<phase>.mlir``, written as the compile goes, so
+    there even where the watch stopped it): the device target, IREE's ``host`` resolved, comes first."""
+    for path in sorted(out.glob("*.mlir")):
+        with path.open("rb") as f:
+            yield f.read(1 << 18)
+
+
+def _features(cpu_features: str) -> set[str]:
+    """The features ``cpu_features`` enables, the last of ``+f``/``-f`` winning (as LLVM reads them: IREE's
+    ``host`` lists the CPU's own features, then every feature on or off)."""
+    enabled: set[str] = set()
+    for flag in cpu_features.split(","):
+        if flag[:1] == "+":
+            enabled.add(flag[1:])
+        elif flag[:1] == "-":
+            enabled.discard(flag[1:])
+    return enabled
+
+
+def _other_cpu(module_path: Path, rebuilt_for: set[tuple[str, str]]) -> str | None:
+    """Why no try rebuilt the module, where its recorded CPU says it: the module's kernels were built for
+    another CPU than any try's (a module compiled with ``--iree-llvmcpu-target-cpu=host`` on another machine
+    records that machine's CPU and features, which neither IREE's default nor this machine's host gives)."""
+    recorded = module_cpu_targets(module_path)
+    if len(recorded) != 1 or not rebuilt_for or recorded & rebuilt_for:
+        return None
+    [(cpu, features)] = recorded
+    hosts = [t for t in rebuilt_for if t[0] not in ("", "generic")]  # the host try's: this machine's CPU
+    if cpu in ("", "generic") or len(hosts) != 1:
+        return f"the module's kernels were built for target CPU {cpu or 'default'}, which no try targets"
+    here, here_features = hosts[0]
+    likely = "likely --iree-llvmcpu-target-cpu=host on another machine"
+    if cpu != here:
+        return f"the module was built for CPU {cpu}, not this machine's {here} ({likely})"
+    more, fewer = _features(features) - _features(here_features), _features(here_features) - _features(features)
+    if not more and not fewer:
+        return None
+    differ = [*(f"+{f}" for f in sorted(more)), *(f"-{f}" for f in sorted(fewer))]
+    shown = ", ".join(differ[:4]) + (", ..." if len(differ) > 4 else "")
+    return f"the module was built for CPU {cpu} with other CPU features than this machine's ({shown}; {likely})"
 
 
 def _rebuild_once(
