@@ -94,11 +94,13 @@ def test_a_file_that_is_not_a_program_is_named_before_compiling(program, tmp_pat
 
     np.save(tmp_path / "x.npy", np.zeros(4, np.float32))
     (tmp_path / "noise.bin").write_bytes(bytes(range(256)) * 8)
+    (tmp_path / "picture.png").write_bytes(png(2, 2))
     vmfb = compile_for(program, tmp_path / "square.vmfb", "llvm-cpu")
     cases = {
         vmfb: "is a compiled IREE module (.vmfb), not an MLIR program",
         tmp_path / "x.npy": "is a NumPy .npy array, not an MLIR program",
         tmp_path / "noise.bin": "is a binary file, not an MLIR program",
+        tmp_path / "picture.png": "is a PNG image, not an MLIR program",
     }
     if command == "sources":
         del cases[vmfb]  # sources says more of a module (test_sources_of_a_compiled_module_asks_for_the_program)
@@ -115,3 +117,16 @@ def test_a_file_that_is_not_a_program_is_named_before_compiling(program, tmp_pat
     subprocess.run([iree_tool("iree-ir-tool"), "cp", str(source), "--emit-bytecode", "-o", str(bytecode)], check=True)
     proc = lens(command, str(bytecode), f"--out={tmp_path / 'from_bytecode'}")
     assert proc.returncode == 0, proc.stderr
+
+
+def png(width: int, height: int) -> bytes:
+    """A grey PNG image, written by hand (zlib and the PNG chunk layout)."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    rows = b"".join(b"\0" + b"\x80" * width for _ in range(height))
+    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")

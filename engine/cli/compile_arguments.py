@@ -83,6 +83,17 @@ def compile_request(args: argparse.Namespace, iree_flags: list[str], **options: 
     )
 
 
+# Other files given by mistake, named by their first bytes.
+_MAGIC = (
+    (b"\x89PNG\r\n\x1a\n", "a PNG image"),
+    (b"\xff\xd8\xff", "a JPEG image"),
+    (b"GIF8", "a GIF image"),
+    (b"%PDF-", "a PDF document"),
+    (b"\x1f\x8b", "a gzip archive"),
+    (b"\x7fELF", "an ELF binary"),
+)
+
+
 def not_a_program(path: Path) -> str | None:
     """Why ``path`` is not an MLIR program (text or bytecode), naming what it seems to be; None when it may
     be one (or cannot be read: the compile says so)."""
@@ -98,6 +109,9 @@ def not_a_program(path: Path) -> str | None:
     if compiled_module(path):
         return ("is a compiled IREE module (.vmfb), not an MLIR program: give the .mlir it was compiled from (the "
                 "module itself opens in the window, and runs with run, inspect or debug)")
+    for magic, kind in _MAGIC:
+        if head.startswith(magic):
+            return f"is {kind}, not an MLIR program (.mlir text or .mlirbc bytecode)"
     if b"\0" in head:
         return "is a binary file, not an MLIR program (.mlir text or .mlirbc bytecode)"
     try:
