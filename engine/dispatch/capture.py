@@ -146,7 +146,7 @@ def capture_reference(
     with BundleWriter(out, module=str(module), function=function, engine="reference", device=device) as writer:
         # The initializer's trace points (while the runner loads) are counted, not written: the bundle's
         # dispatches are the call's, numbered from its first as the debugger numbers them.
-        state: dict = {"errors": [], "calling": False, "initializer": 0}
+        state: dict = {"errors": [], "calling": False, "initializer": 0, "ambiguous": []}
         runner_box: list[ReferenceRunner] = []
         # IREE's stream scheduling can trace a dispatch's inputs after its outputs (EfficientViT: the outputs
         # of two dispatches, two other dispatches whole, then those two's inputs): each dispatch pairs its own
@@ -178,7 +178,12 @@ def capture_reference(
                     return
                 ordinal, _ = pairing.take(head, kind, [])  # the tensors are written now: none are kept
                 entry = held.entry(ordinal, export, executable)
-                if kind == "inputs":
+                if kind == "inputs" and ordinal in pairing.ambiguous:
+                    # Its outputs came, then another run's of the same export, before either's inputs: which
+                    # inputs are whose is a guess, so none are written (said in the notes).
+                    state["ambiguous"].append(ordinal)
+                    whole = True
+                elif kind == "inputs":
                     entry.inputs, entry.input_types = _write(writer, ordinal, "input", arrays, types)
                     whole = bool(entry.outputs)  # its outputs came first
                 else:
@@ -213,17 +218,32 @@ def capture_reference(
         if not writer.dispatch_count:
             raise CaptureError(NO_TRACE_POINTS.format(module=module) + f" (none reached by {function})")
         _write_program_values(writer, "outputs", results)
-        notes: tuple[str, ...] = ()
-        if unpaired:
-            shown = ", ".join(str(o) for o in unpaired[:12]) + (", ..." if len(unpaired) > 12 else "")
-            notes = (
-                f"IREE traced the outputs of {len(unpaired)} dispatches and never their inputs (dispatches "
-                f"{shown}): their inputs are not in the bundle (the debug engine captures their bound bytes)",
-            )
+        notes = _pairing_notes(unpaired, state["ambiguous"])
         writer.finish(extra={"notes": list(notes)} if notes else None)
         return CaptureResult(
             writer.directory, writer.dispatch_count, results, writer.bytes_written, state["initializer"], notes
         )
+
+
+def _pairing_notes(unpaired: list[int], ambiguous: list[int]) -> tuple[str, ...]:
+    """What the manifest says of dispatches written without their inputs: ``unpaired``, whose inputs IREE never
+    traced; ``ambiguous``, whose inputs came after their outputs while another run of the same export also
+    waited for its inputs (``TracePairing.ambiguous``)."""
+
+    def shown(ordinals: list[int]) -> str:
+        ordinals = sorted(ordinals)
+        return ", ".join(str(o) for o in ordinals[:12]) + (", ..." if len(ordinals) > 12 else "")
+
+    debug = "(the debug engine captures their bound bytes)"
+    notes = []
+    if unpaired:
+        notes.append(f"IREE traced the outputs of {len(unpaired)} dispatches and never their inputs (dispatches "
+                     f"{shown(unpaired)}): their inputs are not in the bundle {debug}")  # fmt: skip
+    if ambiguous:
+        notes.append(f"IREE traced the inputs of {len(ambiguous)} dispatches after their outputs, while another run "
+                     f"of the same export also waited for its inputs (dispatches {shown(ambiguous)}): which inputs "
+                     f"are whose is not known, so theirs are not in the bundle {debug}")  # fmt: skip
+    return tuple(notes)
 
 
 class _HeldEntries:

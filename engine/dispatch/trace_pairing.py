@@ -35,13 +35,18 @@ class TracePairing:
     (EfficientViT: the outputs of two dispatches, two other dispatches whole, then those two's inputs), so each
     dispatch (``executable::export``) pairs its own trace points, first come first paired, and takes its ordinal
     when its first trace point comes (as ``iree-lens split`` pairs them). A dispatch with no ``inputs`` trace
-    point (``heads_without_inputs``) begins at its outputs."""
+    point (``heads_without_inputs``) begins at its outputs.
+
+    Pairing an ``inputs`` trace point that comes after its outputs is sound while one run of the export waits
+    for its inputs; when two or more do (their outputs came, then their inputs), which inputs are whose rests
+    on IREE keeping the runs' order, and those dispatches are in ``ambiguous``."""
 
     def __init__(self, without_inputs: frozenset[str] = frozenset()):
         self.without_inputs = without_inputs
         self.count = 0
         self._awaiting: dict[str, deque] = {}  # head -> (ordinal, inputs) whose outputs have not come
         self._early: dict[str, deque] = {}  # head -> ordinals whose outputs came before their inputs
+        self.ambiguous: set[int] = set()  # ordinals waiting for their inputs with another run of their export
 
     def take(self, head: str, kind: str, arrays: list[np.ndarray]) -> tuple[int, list[np.ndarray] | None]:
         """The ordinal of the dispatch a trace point belongs to; for an ``outputs`` one, the tensors of the same
@@ -58,7 +63,10 @@ class TracePairing:
             return awaiting.popleft()
         ordinal = self._next()
         if head not in self.without_inputs:
-            self._early.setdefault(head, deque()).append(ordinal)
+            early = self._early.setdefault(head, deque())
+            early.append(ordinal)
+            if len(early) > 1:
+                self.ambiguous.update(early)
         return ordinal, None
 
     def _next(self) -> int:
