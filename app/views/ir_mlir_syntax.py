@@ -22,11 +22,14 @@ _TOKEN_RE = re.compile(
     r"|(?P<b>\^[\w$.\-]+)"
     r"|(?P<t>![\w$.\-]+|\b(?:[fiu]\d+|bf16|index|tensor|memref|vector|tuple|none|complex)\b)"
     r"|(?P<a>#[\w$.\-]+)"
+    # A dialect resource's key (``dense_resource<torch_tensor_4_16_torch.float32>`` and its entry in the
+    # ``dialect_resources`` block): a name with dots in it, not an op.
+    r"|(?P<r>(?<=dense_resource<)[\w$.\-]+|(?<![\w$.\-])[\w$.\-]+(?=: \"0x))"
     r"|(?P<o>\b[a-z_][\w$]*(?:\.[\w$]+)+\b)"
-    r"|(?P<k>\b(?:module|func|attributes|private|public|nested|mutable|immutable|to|ins|outs|dense|true|false|loc|unit|affine_map|step|iter_args)\b)"
+    r"|(?P<k>\b(?:dense_resource|dialect_resources|module|func|attributes|private|public|nested|mutable|immutable|to|ins|outs|dense|true|false|loc|unit|affine_map|step|iter_args)\b)"
     r"|(?P<n>-?\b\d+(?:\.\d+)?(?:[eE][+-]?\d+)?\b|\b0x[0-9A-Fa-f]+\b)"
 )
-_GROUP_KIND = {"c": COMMENT, "s": STRING, "v": SSA, "y": SYMBOL, "b": BLOCK, "t": TYPE, "a": ATTRIBUTE}
+_GROUP_KIND = {"c": COMMENT, "s": STRING, "v": SSA, "y": SYMBOL, "b": BLOCK, "t": TYPE, "a": ATTRIBUTE, "r": ATTRIBUTE}
 _GROUP_KIND.update({"o": OP, "k": KEYWORD, "n": NUMBER})
 
 # A light theme close to common editors; the viewer paints on a white background.

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from app.views.ir_document import IrDocument
-from app.views.ir_mlir_syntax import OP, SSA, SYMBOL, tokenize
+from app.views.ir_mlir_syntax import ATTRIBUTE, KEYWORD, OP, SSA, SYMBOL, tokenize
 from app.views.ir_viewer import IrViewer
 from engine.compiler.job import iree_compile_path
 from engine.samples import sample_path
@@ -142,6 +142,20 @@ def test_tokenizer_classes():
     assert kinds["%0"] == SSA and kinds["%arg0"] == SSA
     assert kinds["vm.call"] == OP
     assert kinds["@foo"] == SYMBOL
+
+
+def test_a_dialect_resource_key_is_not_an_op():
+    # PyTorch's weights are dialect resources named like torch_tensor_4_16_torch.float32: the dot made the
+    # key read as an op (bold blue) on every line of EfficientViT's global lists and its resources block.
+    def kinds(text):
+        return {text[s : s + n]: k for s, n, k in tokenize(text)}
+
+    line = "    dense_resource<torch_tensor_4_16_16_torch.float32_1> : tensor<4x16x16xf32>,"
+    assert kinds(line)["torch_tensor_4_16_16_torch.float32_1"] == ATTRIBUTE
+    assert kinds(line)["dense_resource"] == KEYWORD
+    entry = '      __auto.constant_4_49_49_torch.float32$1: "0x0400000000000000",'
+    assert kinds(entry)["__auto.constant_4_49_49_torch.float32$1"] == ATTRIBUTE
+    assert kinds("%1 = util.global.load @x : tensor<4xf32>")["util.global.load"] == OP  # ops unchanged
 
 
 def test_big_file_opens_fast(qtbot, phase_dir, tmp_path):
