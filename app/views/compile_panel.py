@@ -239,6 +239,7 @@ class CompilePanel(QWidget):
         btn_row.addWidget(self.progress, 1)
         self.status = QLabel(self)
         self.status.setWordWrap(True)
+        self.status.hide()  # until there is something to say
         top = QWidget(self)
         tv = QVBoxLayout(top)
         tv.setContentsMargins(0, 0, 0, 0)
@@ -334,7 +335,9 @@ class CompilePanel(QWidget):
         # own minimums, with room for the timeline and the IR; in a smaller dock the scroll area scrolls.
         vsplit.setChildrenCollapsible(False)
         self.timeline.setMinimumHeight(150)  # a summary of up to three lines, and rows a label fits in
-        main_split.setMinimumHeight(260)
+        # The phase column's own minimum (its list scrolls): with more, a 1366x768 window's compile dock cut
+        # off "Diff with" and "Compare builds" below the fold of its scroll area.
+        main_split.setMinimumHeight(230)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(2, 2, 2, 2)
         lay.addWidget(scroll)
@@ -488,6 +491,7 @@ class CompilePanel(QWidget):
 
     def _set_status(self, text: str) -> None:
         self.status.setText(text)
+        self.status.setVisible(bool(text))  # empty, its line pushed the phase column's last buttons out of sight
         if self.services is not None and text:
             (
                 self.services.messages.error

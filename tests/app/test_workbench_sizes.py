@@ -194,6 +194,12 @@ def test_every_stepper_action_and_compile_option_is_visible(qtbot, main_window, 
     compile_panel = window.show_panel("compile")
     settle(qtbot, window)
     window.grab().save(str(tmp_path / f"compile_{size[0]}.png"))
+    # The phase column's buttons are on screen whole, not below the fold of the panel's scroll area (at 1366x768
+    # an empty status line and a 260-px floor under the timeline cut off "Diff with" and "Compare builds").
+    for button in (compile_panel.diff_phases_button, compile_panel.diff_other_button,
+                   compile_panel.compare_builds_button):  # fmt: skip
+        seen = button.visibleRegion().boundingRect().size()
+        assert button.isVisible() and seen == button.size(), (button.text(), seen, button.size())
     compile_panel.show_options()  # folded away once a compilation is shown
     for form in (compile_panel.options, compile_panel.variant_b):
         compile_panel.options_tabs.setCurrentWidget(form)
