@@ -212,9 +212,8 @@ class IrDiffView(QWidget):
         removed = int(np.count_nonzero(diff.left_kind == DELETED))
         added = int(np.count_nonzero(diff.right_kind == INSERTED))
         changed = int(np.count_nonzero(diff.left_kind == CHANGED))
-        text = (
-            f"{len(diff.changes)} changed regions: {changed} lines changed, {removed} removed, {added} added"
-        )
+        regions = len(diff.changes)
+        text = f"{regions} changed region{'s' * (regions != 1)}: {changed} lines changed, {removed} removed, {added} added"
         if not diff.changes:
             text = "the two texts are identical"
         if diff.truncated:

@@ -215,7 +215,7 @@ def test_opening_a_diff_keeps_the_docks_widths(qtbot, main_window, tmp_path):
     qtbot.wait(100)
     after = {name: dock.width() for name, dock in window.docks.items() if dock.isVisible()}
     assert after == widths
-    assert diff.summary.toolTip() == diff.summary.text() and "changed regions" in diff.summary.text()
+    assert diff.summary.toolTip() == diff.summary.text() and "changed region" in diff.summary.text()
     assert diff.minimumSizeHint().width() <= window.documents.width()
     out = Path(os.environ.get(SCREENSHOT_ENV) or tmp_path)
     assert window.grab().save(str(out / "diff-1366x768.png"))
