@@ -209,7 +209,6 @@ class ZoneTimelineItem(pg.GraphicsObject):
         if wide.shape[0] > 300:
             wide = wide[np.argsort(x0[wide] - x1[wide])[:300]]
         fm = QFontMetrics(p.font())
-        char_w = max(fm.averageCharWidth(), 1)
         text_top = (h - fm.height()) / 2
         p.setPen(QPen(QColor("#111111")))
         names = self.trace.names.strings
@@ -225,8 +224,7 @@ class ZoneTimelineItem(pg.GraphicsObject):
                 label = f"{int(boxes.count[j])} zones"
             else:
                 label = names[int(self.trace.zones.name[int(boxes.index[j])])]
-            fits = int((width - 6) / char_w)
-            text = label if len(label) <= fits else label[: max(fits - 1, 1)] + "…"
+            text = label_in_box(fm, label, width)
             static = cache.get(text)
             if static is None:
                 static = cache[text] = QStaticText(text)
@@ -313,6 +311,12 @@ class ZoneTimelineItem(pg.GraphicsObject):
 
 def _short(text: str, limit: int = LABEL_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def label_in_box(metrics: QFontMetrics, label: str, box_width: float) -> str:
+    """``label`` elided to the width of its box less a 3-px margin each side, by the font's own advances (a
+    count of average-width characters let capitals and wide letters run into the next zone's label)."""
+    return metrics.elidedText(label, Qt.TextElideMode.ElideRight, max(int(box_width) - 6, 0))
 
 
 def track_label(trace: Trace, track: Track) -> str:

@@ -451,3 +451,19 @@ def test_a_long_dispatch_name_keeps_its_number_in_a_narrow_column(qtbot):
     assert shown(120) == "…dispatch_33_conv_256x13x13x64x3x3_f32"  # then cut at its end by the view
     column = 1
     assert shown(10) == "zone"  # not a dispatch name: the view's own eliding
+
+
+def test_a_zone_label_never_runs_past_its_box(qtbot):
+    # Labels were cut to a count of average-width characters: capitals and wide letters ran into the next
+    # zone's label (EfficientViT's compile zones: "'hal.exe" over "Translat..." at 1366x768).
+    from PySide6.QtGui import QFont, QFontMetrics
+
+    from app.views.zones_timeline import label_in_box
+
+    metrics = QFontMetrics(QFont())
+    for label in ("WWWWWWWWWWWWWWWWWWWW", "TranslateTargetExecutableVariantsPass", "'hal.executable.variant' Pipeline"):
+        for width in (40, 61, 97, 150, 400):
+            text = label_in_box(metrics, label, width)
+            assert metrics.horizontalAdvance(text) <= width - 6, (label, width, text)
+            assert text == label or text.endswith("…")
+    assert label_in_box(metrics, "mlp", 400) == "mlp"
