@@ -361,3 +361,27 @@ def test_late_inputs_of_two_runs_of_one_export_are_not_attributed():
     assert two.ambiguous == {0, 2}
     [note] = _pairing_notes([], sorted(two.ambiguous))
     assert "inputs of 2 dispatches after their outputs" in note and "(dispatches 0, 2)" in note
+
+
+def test_cli_capture_types_tensors_by_the_checked_rebuild_as_the_debugger_does(programs, tmp_path):
+    # Given no --sources, capture typed only from a sources folder beside the module: a module compiled the
+    # usual way (no dump) was captured as raw binding bytes where the debugger, diverge and compare-builds
+    # type its tensors from a rebuild of the program it names (used only when it gives identical executables).
+    program = tmp_path / "prog" / "mlp.mlir"
+    program.parent.mkdir()
+    program.write_text(sample_path("mlp").read_text())
+    module = compile_for(program, tmp_path / "mlp.vmfb", "llvm-cpu")
+    x = "--input=2x16xf32=1"
+    proc = lens_in_process("capture", str(module), "--function=main", x, f"--out={tmp_path / 'typed'}")
+    assert proc.returncode == 0, proc.stderr
+    assert "tensors typed by executable sources rebuilt" in proc.stderr, proc.stderr
+    typed = Bundle(tmp_path / "typed")
+    assert {d.tensors_from for d in typed.dispatches} == {"interface"}
+    traced = iree_traced_tensors(programs["mlp_traced"], "main", [np.ones((2, 16), np.float32)])
+    _check_against_iree(typed, traced)
+    # The program gone, nothing types them: the bytes, and it is said.
+    program.unlink()
+    proc = lens_in_process("capture", str(module), "--function=main", x, f"--out={tmp_path / 'raw'}")
+    assert proc.returncode == 0, proc.stderr
+    assert "no executable sources" in proc.stderr and "not here" in proc.stderr, proc.stderr
+    assert {d.tensors_from for d in Bundle(tmp_path / "raw").dispatches} == {"bindings"}

@@ -41,8 +41,9 @@ def add_parser(subparsers) -> None:
         default=[],
         help="(debug engine) executable sources that type the tensors: a folder written by "
         "--iree-hal-dump-executable-sources-to, IREE Lens's compile output folder, .mlir files of hal.executable "
-        "ops or a hal-phase snapshot (default: a sources folder beside the module, e.g. executables/sources; "
-        "without sources each binding is captured as exactly its bytes)",
+        "ops or a hal-phase snapshot (default: a sources folder beside the module, e.g. executables/sources, "
+        "else a rebuild of the program the module's debug locations name, used only when it gives the module's "
+        "own executables, as the debugger does; without sources each binding is captured as exactly its bytes)",
     )
     p.add_argument(
         "--type",
@@ -84,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"iree-lens capture: {problem}", file=sys.stderr)
         return 1
     from engine.dispatch.capture import capture_debug, capture_reference
+    from engine.dispatch.rebuild_sources import found_or_rebuilt
     from engine.dispatch.typed_tensors import find_sources
 
     try:
@@ -93,9 +95,13 @@ def run(args: argparse.Namespace) -> int:
                 print("iree-lens capture: --sources/--type apply to the debug engine only", file=sys.stderr)
             result = capture_reference(args.module, args.function, args.input, args.out, device=args.device)
         else:
-            sources = find_sources(args.module, args.sources)
-            if args.sources and not sources.found:
-                raise LensError(f"no hal.executable sources in {', '.join(args.sources)}")
+            if args.sources:
+                sources = find_sources(args.module, args.sources)
+                if not sources.found:
+                    raise LensError(f"no hal.executable sources in {', '.join(args.sources)}")
+            else:  # as the debugger types them: beside the module, else the checked rebuild
+                sources = found_or_rebuilt(args.module)
+                print(f"iree-lens capture: {_typing_note(sources)}", file=sys.stderr)
             result = capture_debug(
                 args.module,
                 args.function,
@@ -112,6 +118,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"iree-lens capture: {note}", file=sys.stderr)
     report_bundle(result, f"@{args.function}", args.dot)
     return 0
+
+
+def _typing_note(sources) -> str:
+    """What types the tensors of a capture given no --sources (said on stderr, as diverge says it)."""
+    return f"tensors typed by {sources.describe()}" if sources.found else sources.describe()
 
 
 def report_bundle(result: CaptureResult | ReplayCaptureResult, what: str, dot: str | None) -> None:
