@@ -257,15 +257,25 @@ def test_break_diverge_against_traced_tensors_does_not_stop_at_a_binding_laid_ou
     bundle = tmp_path / "traced_bundle"
     cap = lens_in_process("capture", traced, "--function=main", *inputs, "--engine=reference", f"--out={bundle}")
     assert cap.returncode == 0, cap.stderr
-    good = compile_for(program, tmp_path / "good.vmfb", "llvm-cpu")
     script = tmp_path / "commands.txt"
     script.write_text(f"break diverge {bundle}\ncontinue\n")
+    # Untyped: built from a copy of the program that is gone, so no rebuild of its sources types the run.
+    gone = tmp_path / "gone" / program.name
+    gone.parent.mkdir()
+    gone.write_text(program.read_text())
+    good = compile_for(gone, tmp_path / "good.vmfb", "llvm-cpu")
+    gone.unlink()
     proc = lens_in_process("debug", good, "--function=main", *inputs, f"--commands={script}", "--json")
     stops = _stops(proc)
     assert [s["reason"] for s in stops] == ["finished"], stops[0].get("divergence")
     verdicts = {o: v for o, _name, v in stops[-1]["verdicts"]}
     assert verdicts == {0: "bytes_differ", 1: "exact"}, verdicts
     assert "laid out otherwise than its tensors" in proc.stderr and "--sources" in proc.stderr
+    # Where the program is there, the session rebuilds its sources before the run: the padded copy is judged.
+    typed = compile_for(program, tmp_path / "typed.vmfb", "llvm-cpu")
+    proc = lens_in_process("debug", typed, "--function=main", *inputs, f"--commands={script}", "--json")
+    verdicts = {o: v for o, _name, v in _stops(proc)[-1]["verdicts"]}
+    assert verdicts == {0: "exact", 1: "exact"}, verdicts
 
     wrong = broken_build(program, tmp_path, "llvm-cpu", "main_dispatch_1", "arith.addf", "arith.subf")
     proc = lens_in_process("debug", wrong, "--function=main", *inputs, f"--commands={script}", "--json")

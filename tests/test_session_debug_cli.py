@@ -342,3 +342,25 @@ def test_save_tensors_names_an_untyped_binding_by_its_index(capsys, tmp_path):
             assert label.startswith(f"binding {index}, "), (name, label)
             checked += 1
     assert checked >= 14  # every binding of the six dispatches, none lost to a name taken twice
+
+
+def test_the_first_stop_record_is_typed_as_save_tensors_types_it(capsys, tmp_path):
+    """A module compiled without its sources, its program still there: the session rebuilds the sources
+    before the run (``Open.wait_for_sources``), so the stop record's tensors are typed from the first stop,
+    as save-tensors types them. They were the bindings' u8 bytes until a save-tensors had waited for it."""
+    import shutil
+
+    from support import compile_for
+
+    from engine.samples import sample_path
+
+    program = Path(shutil.copy(sample_path("mlp"), tmp_path / "mlp.mlir"))
+    module = compile_for(program, tmp_path / "mlp.vmfb", "llvm-cpu")
+    code, lines, err = debug(capsys, tmp_path, module, f"break dispatch 0 after\ncontinue\nsave-tensors {tmp_path / 's'}\n",
+                             "--function=main", "--input=2x16xf32=1")  # fmt: skip
+    assert code == 0, err
+    assert "executables identical to the module's" in err, err
+    [stop, saved] = lines
+    described = [(t["label"], t["element"], t["type_source"]) for t in stop["tensors"]]
+    assert all(source == "sources" and element != "u8" for _, element, source in described), described
+    assert [label for label, _, _ in described] == list(saved["labels"].values())

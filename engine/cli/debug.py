@@ -284,7 +284,13 @@ class Debugger:
             print(f"iree-lens debug: {e}", file=sys.stderr)
             return 1
         try:
-            self.client.open(str(self.args.module), self.args.device, sources=tuple(getattr(self.args, "sources", ())))
+            # Typed from the first stop on, as save-tensors types them (sources waited for, not raced).
+            self.client.open(
+                str(self.args.module),
+                self.args.device,
+                sources=tuple(getattr(self.args, "sources", ())),
+                wait_for_sources=True,
+            )
             opened = self._next()
             if not isinstance(opened, Opened):
                 print(f"iree-lens debug: {getattr(opened, 'message', opened)}", file=sys.stderr)

@@ -232,6 +232,8 @@ class SessionClient:
         self.module_path: str | None = None
         self.source_path: str | None = None
         self.device = "local-sync"
+        self.sources: tuple[str, ...] = ()
+        self.wait_for_sources = False
         self.functions: tuple[str, ...] = ()
         self.breakpoints: tuple[Breakpoint, ...] = ()
         self.last_call: Call | None = None
@@ -312,20 +314,30 @@ class SessionClient:
     # -- commands --------------------------------------------------------------------------------------
 
     def open(
-        self, module_path: str, device: str = "local-sync", source_path: str | None = None, sources: tuple[str, ...] = ()
+        self,
+        module_path: str,
+        device: str = "local-sync",
+        source_path: str | None = None,
+        sources: tuple[str, ...] = (),
+        wait_for_sources: bool = False,
     ) -> None:
         """Open ``module_path`` on ``device``; the breakpoints set so far stay. ``sources``: the executables'
-        sources that type its tensors (``Open.sources``; by default those beside the module)."""
+        sources that type its tensors (``Open.sources``; by default those beside the module);
+        ``wait_for_sources``: opened once a rebuild of them is done (``Open.wait_for_sources``)."""
         self.module_path = str(module_path)
         self.source_path = str(source_path) if source_path else None
         self.device = device
         self.sources = tuple(str(s) for s in sources)
+        self.wait_for_sources = wait_for_sources
         self.last_stop = None
         self._forget_history()
         self._set_state(SessionState.STARTING)
-        self.send(Open(self.module_path, device, self.sources))
+        self.send(self._open_command())
         self.send(SetBreakpoints(self.breakpoints))
         self._save(module_path=self.module_path, source_path=self.source_path, device=device)
+
+    def _open_command(self) -> Open:
+        return Open(self.module_path, self.device, self.sources, wait_for_sources=self.wait_for_sources)
 
     def call(self, function: str, inputs: Iterable[str] = (), stop_at_entry: bool = False) -> None:
         command = Call(function, tuple(inputs), stop_at_entry)
@@ -586,7 +598,7 @@ class SessionClient:
             self._set_state(SessionState.STARTING if self.module_path else SessionState.CLOSED)
             transport.restart()
             if self.module_path:
-                self.send(Open(self.module_path, self.device, getattr(self, "sources", ())))
+                self.send(self._open_command())
                 self.send(SetBreakpoints(self.breakpoints))
         else:
             self._set_state(SessionState.IDLE if self.module_path else SessionState.CLOSED)

@@ -219,6 +219,9 @@ class DebugSession:
         snapshots = self.snapshots = DispatchSnapshots.for_device(self.runner.device)
         tell = lambda text: self.emit(Log(text, about="sources"))  # noqa: E731
         self.sources = SessionSources(snapshots, command.module_path, command.sources, command.rebuild_sources, tell)
+        if command.wait_for_sources:
+            self.sources.ensure()
+            self.sources.wait()
         snapshots.subscribe(self.gate)
         # Told before the gate (which parks the run): what the stopped dispatch's in-place tensors lack.
         self.undefined_bytes = UndefinedBytesWatch(lambda: snapshots.sources)

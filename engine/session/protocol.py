@@ -354,6 +354,9 @@ class Open(Command):
     device: str = "local-sync"
     sources: tuple[str, ...] = ()
     rebuild_sources: bool = True  # none found: rebuild them from the program the module's locations name
+    # Rebuild them now and answer Opened once it is known what types the tensors: a script's first stop
+    # record is then typed as its later ones (iree-lens debug); the window opens at once and types later.
+    wait_for_sources: bool = False
 
 
 @dataclass(frozen=True)
