@@ -1,5 +1,5 @@
 """Rebuilding a plain ``.vmfb``'s executable sources (engine/dispatch/rebuild_sources.py): the rebuild tries the
-CPUs a user's module most likely came from (IREE's default, then ``host``), keeps sources only when the
+CPUs a user's module most likely came from (IREE's default, ``host``, then the CPU it records), keeps sources only when the
 executables are byte for byte the module's, and a try whose first dumped binary differs stops there and
 says which executable differed. Real programs compiled with the real iree-compile; the executables compared
 are read from the .vmfb files, independently of the rebuild."""
@@ -46,23 +46,27 @@ def test_the_three_builds_differ(modules):
     assert default != host and default != generic
 
 
-@pytest.mark.parametrize("cpu", ["default", "host"])
+@pytest.mark.parametrize("cpu", ["default", "host", "generic"])
 def test_a_module_built_for_a_cpu_the_rebuild_tries_gets_typed(modules, tmp_path, cpu):
+    # generic: neither IREE's default nor host; the third try is the CPU and features the module records.
     found = rebuild_sources(modules[cpu], cache_dir=tmp_path / "cache")
     assert found.found and found.origin == "rebuilt", found.note
     assert "identical" in found.note
 
 
-def test_a_module_no_try_rebuilds_is_refused_naming_what_differed(modules, tmp_path):
-    found = rebuild_sources(modules["generic"], cache_dir=tmp_path / "cache")
+def test_a_module_no_try_rebuilds_is_refused_naming_what_differed(tmp_path):
+    # Built for generic with other flags: no try, the module's own CPU's included, gives its executables.
+    vmfb = build(tmp_path / "flags.vmfb", "--iree-llvmcpu-target-cpu=generic", "--iree-llvmcpu-debug-symbols=false")
+    found = rebuild_sources(vmfb, cache_dir=tmp_path / "cache")
     assert not found.found
-    [name] = executables(modules["generic"])
-    # Both tries are named; the first was judged on its first dumped binary.
+    [name] = executables(vmfb)
+    # The three tries are named; the first was judged on its first dumped binary.
     assert "IREE's default CPU: executable " + name + " differs" in found.note, found.note
     assert "target CPU host" in found.note and "not used" in found.note
-    assert "the module's kernels were built for target CPU generic, which no try targets" in found.note
+    assert "target CPU generic with the module's recorded features" in found.note
+    assert "other flags or another IREE" in found.note
     # The verdict is kept: asking again answers at once, without compiling.
-    again = rebuild_sources(modules["generic"], cache_dir=tmp_path / "cache")
+    again = rebuild_sources(vmfb, cache_dir=tmp_path / "cache")
     assert again.note == found.note
 
 
@@ -107,21 +111,18 @@ def recorded_cpu(vmfb: Path) -> str:
     return re.search(rb'"embedded-elf-x86_64", \{cpu = "([^"]*)"', vmfb.read_bytes())[1].decode()
 
 
-def test_a_module_built_for_another_cpu_says_so(modules, tmp_path):
-    # A module compiled with --iree-llvmcpu-target-cpu=host on another machine records that machine's CPU; no try
-    # here (IREE's default, this machine's host) rebuilds it. The note said "other flags or another IREE"; it now
-    # names the module's CPU and this machine's. Another machine's host build is a build for its CPU by name.
+def test_a_module_built_on_another_machine_is_rebuilt_for_the_cpu_it_records(modules, tmp_path):
+    # A module compiled with --iree-llvmcpu-target-cpu=host on another machine records that machine's CPU and
+    # features; neither IREE's default nor this machine's host rebuilds it, so it stayed untyped. The third try
+    # builds for what it records. Another machine's host build is a build for its CPU by name.
     here = recorded_cpu(modules["host"])
     other = "skylake-avx512" if here != "skylake-avx512" else "znver3"
     vmfb = build(tmp_path / "other.vmfb", f"--iree-llvmcpu-target-cpu={other}")
     assert recorded_cpu(vmfb) == other and executables(vmfb) != executables(modules["host"])
     found = rebuild_sources(vmfb, cache_dir=tmp_path / "cache")
-    assert not found.found and "not used" in found.note
-    assert f"the module was built for CPU {other}, not this machine's {here}" in found.note, found.note
-    assert "likely --iree-llvmcpu-target-cpu=host on another machine" in found.note
-    assert "other flags or another IREE" not in found.note
-    # A module built for this machine's CPU that differs for another reason (other flags) names no CPU.
+    assert found.found and "identical" in found.note, found.note
+    # A module built for this machine's CPU that differs for another reason (other flags) is refused.
     flagged = build(tmp_path / "flags.vmfb", "--iree-llvmcpu-target-cpu=host", "--iree-llvmcpu-debug-symbols=false")
     assert recorded_cpu(flagged) == here and executables(flagged) != executables(modules["host"])
     note = rebuild_sources(flagged, cache_dir=tmp_path / "cache_flags").note
-    assert "other flags or another IREE" in note and "built for CPU" not in note, note
+    assert "other flags or another IREE" in note and "recorded features" not in note, note

@@ -39,13 +39,27 @@ FORMAT_TARGETS = {
 }
 _FILE = re.compile(r'^"([^"]+\.mlir(?:bc)?)":\d+')
 # llvm-cpu target CPUs a rebuild tries, in order: IREE's default (no CPU flag: an empty value is the same),
-# then IREE Lens's own default.
+# then IREE Lens's own default; then the CPU and features the module records (``_cpu_tries``).
 CPU_CANDIDATES = ("", "host")
 WATCH_INTERVAL_S = 0.25
 
 
 def cpu_label(cpu: str) -> str:
     return "IREE's default CPU" if not cpu else f"target CPU {cpu}"
+
+
+def _cpu_tries(module_path: Path, rebuilt_for: set[tuple[str, str]]):
+    """``(cpu, features)`` of each llvm-cpu try, ``features`` None for the CPU's own: ``CPU_CANDIDATES``, then
+    the one CPU and its features the module records when no try so far built for them (``rebuilt_for``, read
+    as the tries go): a module compiled with ``--iree-llvmcpu-target-cpu=host`` on another machine records
+    that machine's CPU, which neither candidate gives here."""
+    for cpu in CPU_CANDIDATES:
+        yield cpu, None
+    recorded = module_cpu_targets(module_path)
+    if len(recorded) == 1 and not recorded & rebuilt_for:
+        [(cpu, features)] = recorded
+        if cpu:  # an empty CPU is IREE's default, tried first
+            yield cpu, features
 
 
 class BinaryWatch:
@@ -212,19 +226,20 @@ def _rebuild_or_reuse(
         return _none(differs.read_text().strip())
     if not verdict.exists():
         tried, rebuilt_for = [], set()
-        for cpu in CPU_CANDIDATES if target == "llvm-cpu" else (None,):
-            outcome = _rebuild_once(program, named_in, target, cpu, original, out, task, timeout_s)
-            if isinstance(outcome, ExecutableSources):
+        for cpu, features in _cpu_tries(module_path, rebuilt_for) if target == "llvm-cpu" else ((None, None),):
+            outcome = _rebuild_once(program, named_in, target, cpu, original, out, task, timeout_s, features)
+            if isinstance(outcome, ExecutableSources) and (features is None or (task is not None and task.cancelled)):
                 return outcome  # stopped by the caller, or the compiler failed: no verdict kept
+            if isinstance(outcome, ExecutableSources):  # the recorded CPU's features unknown to this LLVM, say
+                outcome = outcome.note
             if outcome is None:
                 break  # identical
             tried.append(outcome)
             rebuilt_for |= cpu_targets(_phase_heads(out))
         else:
-            why = _other_cpu(module_path, rebuilt_for) if target == "llvm-cpu" else None
             note = (
                 f"{program.name} rebuilt for {target} gives other executables than the module's "
-                f"({'; '.join(tried)}: {why or 'other flags or another IREE'}): its sources are not used"
+                f"({'; '.join(tried)}: other flags or another IREE): its sources are not used"
             )
             shutil.rmtree(out, ignore_errors=True)
             out.mkdir(parents=True, exist_ok=True)
@@ -268,47 +283,21 @@ def _phase_heads(out: Path):
             yield f.read(1 << 18)
 
 
-def _features(cpu_features: str) -> set[str]:
-    """The features ``cpu_features`` enables, the last of ``+f``/``-f`` winning (as LLVM reads them: IREE's
-    ``host`` lists the CPU's own features, then every feature on or off)."""
-    enabled: set[str] = set()
-    for flag in cpu_features.split(","):
-        if flag[:1] == "+":
-            enabled.add(flag[1:])
-        elif flag[:1] == "-":
-            enabled.discard(flag[1:])
-    return enabled
-
-
-def _other_cpu(module_path: Path, rebuilt_for: set[tuple[str, str]]) -> str | None:
-    """Why no try rebuilt the module, where its recorded CPU says it: the module's kernels were built for
-    another CPU than any try's (a module compiled with ``--iree-llvmcpu-target-cpu=host`` on another machine
-    records that machine's CPU and features, which neither IREE's default nor this machine's host gives)."""
-    recorded = module_cpu_targets(module_path)
-    if len(recorded) != 1 or not rebuilt_for or recorded & rebuilt_for:
-        return None
-    [(cpu, features)] = recorded
-    hosts = [t for t in rebuilt_for if t[0] not in ("", "generic")]  # the host try's: this machine's CPU
-    if cpu in ("", "generic") or len(hosts) != 1:
-        return f"the module's kernels were built for target CPU {cpu or 'default'}, which no try targets"
-    here, here_features = hosts[0]
-    likely = "likely --iree-llvmcpu-target-cpu=host on another machine"
-    if cpu != here:
-        return f"the module was built for CPU {cpu}, not this machine's {here} ({likely})"
-    more, fewer = _features(features) - _features(here_features), _features(here_features) - _features(features)
-    if not more and not fewer:
-        return None
-    differ = [*(f"+{f}" for f in sorted(more)), *(f"-{f}" for f in sorted(fewer))]
-    shown = ", ".join(differ[:4]) + (", ..." if len(differ) > 4 else "")
-    return f"the module was built for CPU {cpu} with other CPU features than this machine's ({shown}; {likely})"
-
-
 def _rebuild_once(
-    program: Path, named_in: Path | None, target: str, cpu: str | None, original, out: Path, task, timeout_s
+    program: Path,
+    named_in: Path | None,
+    target: str,
+    cpu: str | None,
+    original,
+    out: Path,
+    task,
+    timeout_s,
+    features: str | None = None,
 ):
     """One compile of ``program`` into ``out`` (run in ``named_in``, the program named relative to it, where
-    the module's locations name it so): None when its executables are the module's; else what differed
-    (a short text); an ``ExecutableSources`` with a note when it could not be judged (cancelled, failed)."""
+    the module's locations name it so; for ``cpu`` with its ``features`` if given): None when its executables
+    are the module's; else what differed (a short text); an ``ExecutableSources`` with a note when it could
+    not be judged (cancelled, failed)."""
     from engine.compiler.job import compile_program
     from engine.compiler.request import CompileRequest
     from engine.compiler.task import TaskState
@@ -316,8 +305,11 @@ def _rebuild_once(
     if out.exists():  # an interrupted or refused rebuild: start again (compile_program wants an empty folder)
         shutil.rmtree(out, ignore_errors=True)
     how = f"{target}, {cpu_label(cpu)}" if cpu is not None else target
+    if features is not None:
+        how += " with the module's recorded features"
     own = TaskState()
-    request = CompileRequest.from_file(program, target=target, target_cpu=cpu, named_in=named_in)
+    flags = (f"--iree-llvmcpu-target-cpu-features={features}",) if features is not None else ()
+    request = CompileRequest.from_file(program, target=target, target_cpu=cpu, named_in=named_in, extra_flags=flags)
     with BinaryWatch(out / "executables" / "binaries", original, own, outer=task) as watch:
         try:
             compilation = compile_program(request, out_dir=out, task=own, timeout_s=timeout_s)
