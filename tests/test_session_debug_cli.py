@@ -224,6 +224,25 @@ def test_a_failing_program_prints_failed_and_exits_1(capsys, tmp_path, modules):
     assert "mismatch" in lines[-1]["message"]
 
 
+def test_after_the_program_fails_the_script_looks_back_from_where_it_failed(capsys, tmp_path):
+    """A failed cf.assert (vm.fail, FAILED_PRECONDITION): as gdb after a fatal signal, the commands after the
+    failure run: info registers gives the failing frame's (the register vm.fail names holds 9), reverse-step
+    goes to the instruction before it; forward again from there fails at the same pc; a continue after the
+    failure is an error. The status is 1: the program failed. The commands file stopped at the failure."""
+    module = compile_program("square_assert", "llvm-cpu", tmp_path)
+    script = "continue\ninfo registers\nreverse-step\ninfo registers\ncontinue\ncontinue\nstep\n"
+    code, lines, err = debug(capsys, tmp_path, module, script, "--function=main", "--input=4xf32=1")
+    assert code == 1, err
+    failed, at_failure, back, before, again = lines
+    assert failed["reason"] == "failed" and failed["status"] == "FAILED_PRECONDITION", failed
+    assert at_failure["info"] == "registers" and at_failure["pc"] == failed["pc"]
+    assert at_failure["registers"]["i32"][0] == 9  # FAILED_PRECONDITION, the status vm.fail %i0 raises
+    assert back["reason"] == "step" and back["pc"] < failed["pc"] and before["pc"] == back["pc"]
+    assert again["reason"] == "failed" and again["pc"] == failed["pc"]
+    assert "commands.gdb:6: 'continue': the program is not being run (failed)" in err, err
+    assert "(1 later commands not run)" in err, err
+
+
 @pytest.mark.parametrize(
     ("script", "printed", "line", "said"),
     [

@@ -53,7 +53,9 @@ from engine.session.protocol import (
     Log,
     Opened,
     ReadDispatch,
+    ReadRegisters,
     RegisterFile,
+    Registers,
     StepMode,
     Stopped,
     Tensors,
@@ -70,8 +72,10 @@ _STEP_MODES = {"step": StepMode.INTO, "next": StepMode.OVER, "finish": StepMode.
 SCRIPT_RULE = (
     "Exit status, as gdb -batch -x FILE: 0 when every command did what it says. 1 when one could not: the "
     "error is said on stderr as FILE:LINE: and the commands file stops there (later lines are not run). "
-    "Such errors: the program failed (a trap, a HAL error; --json prints its {\"reason\": \"failed\"} "
-    "record); continue, step, next or finish after the program ended or failed; info registers when the "
+    "The program failing (a trap, a HAL error: said on stderr; --json prints its {\"reason\": \"failed\"} "
+    "record) makes the status 1 too, yet the commands after it run, as gdb goes on after a fatal signal: "
+    "info registers (the failing frame's) and reverse commands look back from where it failed. Errors: "
+    "continue, step, next or finish after the program ended or failed; info registers when the "
     "program is not stopped; save-tensors with neither a stop at a dispatch nor the ended program's outputs; "
     "a reverse command before the program ran, or one that cannot move (reverse-finish in the outermost "
     "frame). 2: a commands file that cannot be read or parsed (nothing runs). Notes on stderr leave the "
@@ -221,10 +225,13 @@ class Debugger:
         self.args = args
         self.commands = commands
         self.client: SessionClient | None = None
-        self.state = "not started"  # not started | stopped | finished
+        self.state = "not started"  # not started | stopped | finished | failed
         self.last_stop: Stopped | None = None
         self.finished: Finished | None = None
         self.status = 0
+        # The program failed (a trap, a HAL error): the exit status is 1, yet the commands after it run, as gdb
+        # goes on after a fatal signal: reverse commands and info registers look back from where it failed.
+        self.failure: Failed | None = None
         self.matched: set[str] = set()  # the breakpoints (described) that stopped the program so far
         # The breakpoints the session refused (said '(not set)' at their line): not sent again with later
         # lines' breakpoints, which would have them refused, and said, once more at every later break.
@@ -304,7 +311,7 @@ class Debugger:
                 return 1
             for k, command in enumerate(self.commands):
                 self._do(command)
-                if self.status:  # as gdb -batch -x: an error ends the commands file there
+                if self.status:  # as gdb -batch -x: an error ends the commands file there (not the program's)
                     if k + 1 < len(self.commands):
                         print(
                             f"iree-lens debug: {self.args.commands}:{command.line}: the commands file stops at "
@@ -323,7 +330,7 @@ class Debugger:
             import gc
 
             gc.collect()  # IREE's runtime objects go now, not during interpreter exit
-        return self.status
+        return self.status or int(self.failure is not None)
 
     def _do(self, command: ScriptCommand) -> None:
         verb = command.verb
@@ -352,8 +359,8 @@ class Debugger:
             self._save_tensors(command)
 
     def _reverse(self, command: ScriptCommand) -> None:
-        """reverse-step/next [N], reverse-finish, reverse-continue: also from the finished program."""
-        if self.state not in ("stopped", "finished"):
+        """reverse-step/next [N], reverse-finish, reverse-continue: also from the finished or failed program."""
+        if self.state not in ("stopped", "finished") and not (self.state == "failed" and self.failure):
             self._error(command, f"{command.text!r}: the program has no history yet ({self.state})")
             return
         if not self.client.reverse(command.verb, command.count):
@@ -433,6 +440,7 @@ class Debugger:
         if isinstance(event, Failed | Crashed):
             message = _event_message(event)
             self.state = "failed"
+            self.last_stop = None
             if self.args.json:
                 line = stop_json(None, self.args.function)
                 frames = event.location.frames
@@ -440,7 +448,11 @@ class Debugger:
                     line.update(function=frames[-1].function, pc=frames[-1].pc, depth=len(frames))
                 line.update(reason="failed", message=message, status=getattr(event, "status", None))
                 self._print(line)
-            self._error(command, message)
+            # A crash took the session with it: nothing after it can run. A failure is where the program
+            # stopped for good (exit status 1), with its history and failing frame still there to look at.
+            # A call refused before it ran (inputs that do not parse) has no frames: an error as any other.
+            self.failure = event if isinstance(event, Failed) and event.location.frames else None
+            self._error(command, message, fatal=self.failure is None)
             return False
         self._error(command, f"unexpected event {event!r}")
         return False
@@ -471,18 +483,33 @@ class Debugger:
                                  "--iree-hal-dump-executable-sources-to folder) to judge them", fatal=False)  # fmt: skip
 
     def _info_registers(self, command: ScriptCommand) -> None:
-        if self.state != "stopped":  # gdb: "The program has no registers now.", an error
+        if self.state == "failed" and self.failure is not None:
+            registers = self._failing_frame_registers(command)
+            if registers is None:
+                return
+        elif self.state != "stopped":  # gdb: "The program has no registers now.", an error
             self._error(command, f"{command.text!r}: no registers: the program is not stopped ({self.state})")
             return
-        registers = self.last_stop.detail.registers
+        else:
+            registers = self.last_stop.detail.registers
         if self.args.json:  # not a stop: no "reason"
-            line = stop_json(self.last_stop, self.args.function, registers)
+            stop = self.last_stop or Stopped("failed", self.failure.location)  # where it failed
+            line = stop_json(stop, self.args.function, registers)
             self._print({"info": "registers", **{k: line[k] for k in ("function", "pc", "depth", "registers")}})
             return
         i32 = registers.i32
         refs = registers.ref
         lines = [f"i{k} = {v}" for k, v in enumerate(i32)] + [f"r{k} = {v}" for k, v in enumerate(refs)]
         self._print("\n".join(lines) if lines else "(no registers)")
+
+    def _failing_frame_registers(self, command: ScriptCommand) -> RegisterFile | None:
+        """The registers of the frame the program failed in (the session keeps the failed call's frames)."""
+        self.client.send(ReadRegisters())
+        answer = self._next()
+        if isinstance(answer, Registers):
+            return answer.registers
+        self._error(command, f"{command.text!r}: no registers where the program failed: {_event_message(answer)}")
+        return None
 
     def _save_tensors(self, command: ScriptCommand) -> None:
         out = Path(command.path)
