@@ -383,3 +383,20 @@ def test_the_first_stop_record_is_typed_as_save_tensors_types_it(capsys, tmp_pat
     described = [(t["label"], t["element"], t["type_source"]) for t in stop["tensors"]]
     assert all(source == "sources" and element != "u8" for _, element, source in described), described
     assert [label for label, _, _ in described] == list(saved["labels"].values())
+
+
+def test_break_nan_stops_at_the_same_dispatches_on_both_engines(capsys, tmp_path, modules):
+    """nan_log's third dispatch squares the logs: its NaN are the second's, carried over bit for bit. The debug
+    engine counts them written there (the output is not updated in place); the reference engine judged every
+    output only on the elements that differ from a same-shape input, so it did not stop there, and said its
+    NaN breakpoint never stopped the program though it had. With the executables' sources (here: rebuilt)
+    telling the output is write-only, it is judged whole, as the debug engine judges it."""
+    script = "break nan\ncontinue\ncontinue\ncontinue\n"
+    seen = {}
+    for engine, module in (("debug", modules["plain"]), ("reference", modules["traced"])):
+        code, lines, err = debug(capsys, tmp_path, module, script, "--function=main", *NAN, f"--engine={engine}")
+        assert code == 0, err
+        assert "without stopping at" not in err, err
+        seen[engine] = [(x["dispatch"]["ordinal"], [(f["count"], f["nan"]) for f in x["nonfinite"]])
+                        for x in lines if x["reason"] == "dispatch"]  # fmt: skip
+    assert seen["debug"] == seen["reference"] == [(1, [(32, 32)]), (2, [(32, 32)])], seen

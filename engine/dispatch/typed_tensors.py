@@ -232,6 +232,18 @@ class _Subspan:
     mode: str  # readonly / writeonly / readwrite
 
 
+def output_modes(interface: dict[int, BindingInterface]) -> list[str]:
+    """The modes (``writeonly``, ``readwrite``: updated in place) of an export's outputs in IREE's operand
+    order, the order ``dispatch_tensors`` numbers them and IREE's trace points list a dispatch's results."""
+    found = []
+    for index, bi in interface.items():
+        for k in range(len(bi.tensors)):
+            position = bi.positions[k] if k < len(bi.positions) else index
+            found.append((position, bi.modes[k] if k < len(bi.modes) else ("readonly" if bi.read_only else "readwrite")))
+    found.sort(key=lambda placed: placed[0])
+    return [mode for _, mode in found if mode in ("writeonly", "readwrite")]
+
+
 def _subspans(
     interface: dict[int, BindingInterface], constants: Sequence[int], lengths: Sequence[int]
 ) -> tuple[list[_Subspan] | None, str]:

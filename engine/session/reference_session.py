@@ -18,11 +18,11 @@ from typing import Any
 import numpy as np
 
 from engine.dispatch.trace_pairing import TracePairing, heads_without_inputs
-from engine.dispatch.typed_tensors import binding_label
+from engine.dispatch.typed_tensors import binding_label, output_modes
 from engine.errors import LensError
 from engine.runtime.function_io import Tensor, format_results, parse_inputs, split_cconv
 from engine.session.dispatch_gate import dispatch_matches, module_dispatch_names, unmatchable
-from engine.session.nonfinite import nonfinite_changed
+from engine.session.nonfinite import nonfinite_changed, nonfinite_in
 from engine.session.parked_run import ParkedRun
 from engine.session.protocol import (
     BREAKPOINT_REFUSED,
@@ -41,6 +41,7 @@ from engine.session.protocol import (
     Failed,
     Finished,
     Location,
+    Log,
     Open,
     Opened,
     PausedDispatch,
@@ -102,6 +103,8 @@ class ReferenceSession:
         self._sink: Any = None
         self._module_path: str | None = None
         self._traced = False  # the open module has dispatch trace points (stops need them)
+        self._open: Open | None = None
+        self._interfaces: dict | None = None  # the executables' interfaces, looked for at the first NaN check
         self._dispatch_names: tuple[tuple[str, ...] | None] | None = None  # the module's (worked out once)
         self._handlers: dict[type, Callable[[Any], None]] = {
             Open: self._on_open,
@@ -151,12 +154,52 @@ class ReferenceSession:
         self.runner = ReferenceRunner(command.module_path, command.device, debug_sink=sink)
         self._sink = sink  # alive as long as the module
         self._module_path = command.module_path
+        self._open = command
+        self._interfaces = None
         self._dispatch_names = None
         self.emit(Opened(command.module_path, tuple(self.runner.function_names), command.device))
 
     def _need_trace_points(self) -> None:
         if not self._traced:
             raise ReferenceSessionError(NO_TRACE_POINTS.format(module=self._module_path))
+
+    def _nonfinite_written(self, export: str, arrays: list[np.ndarray], inputs) -> list:
+        """The NaN/Inf each float output of a trace point holds that the dispatch wrote. An output updated in
+        place (a tied operand) is among the inputs too, whole, with what it held before: IREE writes a padded
+        tensor's border (max-pool's -inf) with a fill and the producer's dispatch its interior, so judged whole,
+        the elementwise producer "wrote" the border's -inf. Such an output is judged on the elements that
+        differ from each input of its shape and type, as the debug engine judges an output updated in place
+        (engine.session.nonfinite). Where the executables' sources say an output is not updated in place
+        (``writeonly``), it is judged whole: a NaN an elementwise dispatch carried over from its input is
+        written there (the debug engine counts it); the trace alone does not tell, so without sources every
+        output is judged as if in place."""
+        modes = output_modes(self._export_interfaces().get(export) or {})
+        found = []
+        for k, a in enumerate(arrays):
+            if a.dtype.kind != "f":
+                continue
+            if len(modes) == len(arrays) and modes[k] == "writeonly":
+                found.append(nonfinite_in(a.reshape(-1), k, f"output {k}", access="write"))
+                continue
+            same = [i.reshape(-1) for i in inputs or () if i.shape == a.shape and i.dtype == a.dtype]
+            found.append(nonfinite_changed(a.reshape(-1), same, k, f"output {k}", access="write"))
+        return [f for f in found if f is not None]
+
+    def _export_interfaces(self) -> dict:
+        """The module's executable interfaces, found once (given, beside the module, else the checked rebuild
+        of its program, as the debug session finds them); empty when none."""
+        if self._interfaces is None:
+            from engine.dispatch.rebuild_sources import found_or_rebuilt
+            from engine.dispatch.typed_tensors import find_sources
+
+            command = self._open
+            found = find_sources(command.module_path, command.sources)
+            if not found.found and command.rebuild_sources:
+                found = found_or_rebuilt(command.module_path)
+            self._interfaces = found.interfaces if found.found else {}
+            what = "outputs updated in place told by " if found.found else "outputs updated in place not known: "
+            self.emit(Log(f"break nan: {what}{found.describe()}", about="sources"))
+        return self._interfaces
 
     def _on_set_breakpoints(self, command: SetBreakpoints) -> None:
         if command.breakpoints and self._module_path is not None:
@@ -258,25 +301,7 @@ class ReferenceSession:
         hit = [b for b in self.breakpoints if dispatch_matches(b, ordinal, executable, export, when)]
         nonfinite: list = []
         if when == DispatchWhen.AFTER and any(b.kind == BreakpointKind.NAN for b in self.breakpoints):
-            # A trace point's outputs are the tensors the dispatch wrote, typed by IREE's runtime. An output
-            # updated in place (a tied operand) is among the inputs too, whole, with what it held before: IREE
-            # writes a padded tensor's border (max-pool's -inf) with a fill and the producer's dispatch its
-            # interior, so judged whole, the elementwise producer "wrote" the border's -inf. The trace names
-            # no tied operand: an output is judged on the elements that differ from each input of its shape
-            # and type (none: whole), as the debug engine judges an output updated in place
-            # (engine.session.nonfinite).
-            found = (
-                nonfinite_changed(
-                    a.reshape(-1),
-                    [i.reshape(-1) for i in inputs or () if i.shape == a.shape and i.dtype == a.dtype],
-                    k,
-                    f"output {k}",
-                    access="write",
-                )
-                for k, a in enumerate(arrays)
-                if a.dtype.kind == "f"
-            )
-            nonfinite = [f for f in found if f is not None]
+            nonfinite = self._nonfinite_written(export, arrays, inputs)
         nan = [f.binding for f in nonfinite]
         step = self._stop_at_next and when == DispatchWhen.BEFORE
         if not (hit or nan or step):
@@ -294,6 +319,8 @@ class ReferenceSession:
                              int(a.nbytes), TypeSource.RUNTIME)  # fmt: skip
             for k, a in enumerate(arrays)
         )
+        if nan:  # the NaN breakpoint stopped it too (a script's "never stopped at" note reads these)
+            hit += [b for b in self.breakpoints if b.kind == BreakpointKind.NAN]
         detail = StopDetail(
             breakpoints=tuple(b.describe() for b in hit), nan_bindings=tuple(nan), nonfinite=tuple(nonfinite),
             tensors=described,
