@@ -144,10 +144,13 @@ class LiveCapture(QObject):
 
     def _run(self) -> None:
         from engine.dispatch.capture import capture_debug
+        from engine.dispatch.rebuild_sources import found_or_rebuilt
 
         module, function, inputs, out, device = self.args
         try:
-            capture_debug(module, function, inputs, out, device=device, on_dispatch=self.dispatched.emit)
+            # Typed as the debugger types them: sources beside the module, else the checked rebuild (cached).
+            sources = found_or_rebuilt(module)
+            capture_debug(module, function, inputs, out, device=device, sources=sources, on_dispatch=self.dispatched.emit)
         except LensError as e:
             self.failed.emit(str(e))
             return

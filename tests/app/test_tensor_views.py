@@ -262,6 +262,22 @@ def test_live_capture_lists_dispatches_as_they_run_then_reopens_the_bundle(qtbot
     assert view.open_bundle(archive) and view.model.rowCount() == 2
 
 
+def test_live_capture_types_tensors_by_the_checked_rebuild(qtbot, tmp_path):
+    # No sources beside the module: the window's capture typed nothing where its debugger types every tensor
+    # from the checked rebuild of the program the module names; it now finds them as the debugger does.
+    import json
+
+    vmfb = tmp_path / "plain.vmfb"
+    iree_compile([str(sample_path("mlp")), *target_flags("llvm-cpu"), "-o", str(vmfb)], check=True)
+    view = DispatchRunView()
+    qtbot.addWidget(view)
+    view.capture_live(str(vmfb), "main", ["2x16xf32=0.5"], str(tmp_path / "live"))
+    qtbot.waitUntil(lambda: "2 dispatches" in view.title.text(), timeout=120000)
+    manifest = json.loads((tmp_path / "live" / "manifest.json").read_text())
+    assert manifest["sources"]["origin"] == "rebuilt", manifest["sources"]
+    assert {d["tensors_from"] for d in manifest["dispatches"]} == {"interface"}
+
+
 def test_bundle_opens_as_a_main_window_document(make_main_window, mlp_bundle, tmp_path):
     from app.views.dispatch_run_list import open_bundle_document
 
