@@ -42,6 +42,7 @@ _FILE = re.compile(r'^"([^"]+\.mlir(?:bc)?)":\d+')
 # then IREE Lens's own default; then the CPU and features the module records (``_cpu_tries``).
 CPU_CANDIDATES = ("", "host")
 WATCH_INTERVAL_S = 0.25
+WAIT_SAID_AFTER_S = 3.0  # a wait for a rebuild longer than this is said (SessionSources.wait)
 
 
 def cpu_label(cpu: str) -> str:
@@ -374,8 +375,13 @@ class SessionSources:
         self.thread.start()
 
     def wait(self) -> None:
-        """Until a rebuild in progress is done (it is bounded by ``rebuild_sources``'s own time limit)."""
+        """Until a rebuild in progress is done (it is bounded by ``rebuild_sources``'s own time limit); one that
+        takes more than a moment is said, so a script waiting on it is not silent for minutes."""
         if self.thread:
+            self.thread.join(WAIT_SAID_AFTER_S)
+            if self.thread.is_alive() and self.tell is not None:
+                self.tell(f"waiting for the rebuild of the executables' sources from {program_named_by(self.module_path)}"
+                          " to type the tensors (minutes on a large model; kept for the next time)")  # fmt: skip
             self.thread.join()
 
     def close(self, timeout: float = 5.0) -> None:
