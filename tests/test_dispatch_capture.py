@@ -377,6 +377,10 @@ def test_cli_capture_types_tensors_by_the_checked_rebuild_as_the_debugger_does(p
     assert "tensors typed by executable sources rebuilt" in proc.stderr, proc.stderr
     typed = Bundle(tmp_path / "typed")
     assert {d.tensors_from for d in typed.dispatches} == {"interface"}
+    # --no-rebuild: only given or found sources type them.
+    proc = lens_in_process("capture", str(module), "--function=main", x, f"--out={tmp_path / 'bytes'}", "--no-rebuild")
+    assert proc.returncode == 0 and "rebuil" not in proc.stderr, proc.stderr
+    assert {d.tensors_from for d in Bundle(tmp_path / "bytes").dispatches} == {"bindings"}
     traced = iree_traced_tensors(programs["mlp_traced"], "main", [np.ones((2, 16), np.float32)])
     _check_against_iree(typed, traced)
     # The program gone, nothing types them: the bytes, and it is said.

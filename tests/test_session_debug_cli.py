@@ -383,6 +383,11 @@ def test_the_first_stop_record_is_typed_as_save_tensors_types_it(capsys, tmp_pat
     described = [(t["label"], t["element"], t["type_source"]) for t in stop["tensors"]]
     assert all(source == "sources" and element != "u8" for _, element, source in described), described
     assert [label for label, _, _ in described] == list(saved["labels"].values())
+    # --no-rebuild: only given or found sources type them (a large model's first rebuild takes minutes).
+    code, lines, err = debug(capsys, tmp_path, module, "break dispatch 0 after\ncontinue\n", "--function=main",
+                             "--input=2x16xf32=1", "--no-rebuild")  # fmt: skip
+    assert code == 0 and "rebuil" not in err, err
+    assert {(t["element"], t["type_source"]) for t in lines[0]["tensors"]} == {("u8", "untyped")}
 
 
 def test_break_nan_stops_at_the_same_dispatches_on_both_engines(capsys, tmp_path, modules):

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from engine.cli.program_arguments import (
     add_device_argument,
+    add_no_rebuild_argument,
     add_program_arguments,
     is_replay,
     missing_function,
@@ -45,6 +46,7 @@ def add_parser(subparsers) -> None:
         "else a rebuild of the program the module's debug locations name, used only when it gives the module's "
         "own executables, as the debugger does; without sources each binding is captured as exactly its bytes)",
     )
+    add_no_rebuild_argument(p)
     p.add_argument(
         "--type",
         action="append",
@@ -95,9 +97,9 @@ def run(args: argparse.Namespace) -> int:
                 print("iree-lens capture: --sources/--type apply to the debug engine only", file=sys.stderr)
             result = capture_reference(args.module, args.function, args.input, args.out, device=args.device)
         else:
-            if args.sources:
+            if args.sources or args.no_rebuild:
                 sources = find_sources(args.module, args.sources)
-                if not sources.found:
+                if args.sources and not sources.found:
                     raise LensError(f"no hal.executable sources in {', '.join(args.sources)}")
             else:  # as the debugger types them: beside the module, else the checked rebuild
                 sources = found_or_rebuilt(args.module)

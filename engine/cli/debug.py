@@ -32,6 +32,7 @@ import numpy as np
 
 from engine.cli.program_arguments import (
     add_device_argument,
+    add_no_rebuild_argument,
     add_program_arguments,
     is_replay,
     missing_function,
@@ -122,6 +123,7 @@ def add_parser(subparsers) -> None:
         "folder, IREE Lens's compile folder, .mlir files); default: a sources folder beside the module; "
         "without sources save-tensors writes each binding's bytes",
     )
+    add_no_rebuild_argument(p)
     p.add_argument("--json", action="store_true", help="one JSON object a line for each stop")
     add_remote_argument(p)
     p.set_defaults(func=run)
@@ -296,6 +298,7 @@ class Debugger:
                 str(self.args.module),
                 self.args.device,
                 sources=tuple(getattr(self.args, "sources", ())),
+                rebuild_sources=not getattr(self.args, "no_rebuild", False),
                 wait_for_sources=True,
             )
             opened = self._next()

@@ -54,6 +54,18 @@ def only_function(module: str) -> str | None:
 DEVICE_HELP = "local-sync, local-task, vulkan, cuda or hip (default: the device the module was compiled for)"
 
 
+def add_no_rebuild_argument(p: argparse.ArgumentParser) -> None:
+    """``--no-rebuild``: type tensors only from given or found sources, never from a rebuild of the program
+    (which takes minutes on a large model the first time)."""
+    p.add_argument(
+        "--no-rebuild",
+        action="store_true",
+        help="type tensors only from --sources or a sources folder beside the module; do not rebuild the program "
+        "the module names to type them (kept once built, but minutes on a large model the first time): the "
+        "other dispatches' tensors are their bindings' bytes",
+    )
+
+
 def add_device_argument(p: argparse.ArgumentParser, help: str = DEVICE_HELP) -> None:
     """``--device``; left out, the command runs on ``module_device`` (the kind the module's executables need)."""
     p.add_argument("--device", default=None, help=help)

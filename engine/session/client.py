@@ -234,6 +234,7 @@ class SessionClient:
         self.device = "local-sync"
         self.sources: tuple[str, ...] = ()
         self.wait_for_sources = False
+        self.rebuild_sources = True
         self.functions: tuple[str, ...] = ()
         self.breakpoints: tuple[Breakpoint, ...] = ()
         self.last_call: Call | None = None
@@ -320,15 +321,18 @@ class SessionClient:
         source_path: str | None = None,
         sources: tuple[str, ...] = (),
         wait_for_sources: bool = False,
+        rebuild_sources: bool = True,
     ) -> None:
         """Open ``module_path`` on ``device``; the breakpoints set so far stay. ``sources``: the executables'
         sources that type its tensors (``Open.sources``; by default those beside the module);
-        ``wait_for_sources``: opened once a rebuild of them is done (``Open.wait_for_sources``)."""
+        ``wait_for_sources``: opened once a rebuild of them is done (``Open.wait_for_sources``);
+        ``rebuild_sources``: False types only from given or found sources (``Open.rebuild_sources``)."""
         self.module_path = str(module_path)
         self.source_path = str(source_path) if source_path else None
         self.device = device
         self.sources = tuple(str(s) for s in sources)
         self.wait_for_sources = wait_for_sources
+        self.rebuild_sources = rebuild_sources
         self.last_stop = None
         self._forget_history()
         self._set_state(SessionState.STARTING)
@@ -337,7 +341,13 @@ class SessionClient:
         self._save(module_path=self.module_path, source_path=self.source_path, device=device)
 
     def _open_command(self) -> Open:
-        return Open(self.module_path, self.device, self.sources, wait_for_sources=self.wait_for_sources)
+        return Open(
+            self.module_path,
+            self.device,
+            self.sources,
+            rebuild_sources=self.rebuild_sources,
+            wait_for_sources=self.wait_for_sources,
+        )
 
     def call(self, function: str, inputs: Iterable[str] = (), stop_at_entry: bool = False) -> None:
         command = Call(function, tuple(inputs), stop_at_entry)
