@@ -120,8 +120,9 @@ def add_parser(subparsers) -> None:
         action="append",
         default=[],
         help="executable sources that type a stopped dispatch's tensors (a --iree-hal-dump-executable-sources-to "
-        "folder, IREE Lens's compile folder, .mlir files); default: a sources folder beside the module; "
-        "without sources save-tensors writes each binding's bytes",
+        "folder, IREE Lens's compile folder, .mlir files); default: a sources folder beside the module, else a "
+        "rebuild of the program the module names, used when it gives the module's own executables (see "
+        "--no-rebuild); without sources save-tensors writes each binding's bytes",
     )
     add_no_rebuild_argument(p)
     p.add_argument("--json", action="store_true", help="one JSON object a line for each stop")
