@@ -195,6 +195,8 @@ class ReferenceSession:
             command = self._open
             found = find_sources(command.module_path, command.sources)
             if not found.found and command.rebuild_sources:
+                self.emit(Log("break nan: looking for the executables' sources (a rebuild of the program, once) to "
+                              "tell which outputs are updated in place", about="sources"))  # fmt: skip
                 found = found_or_rebuilt(command.module_path)
             self._interfaces = found.interfaces if found.found else {}
             what = "outputs updated in place told by " if found.found else "outputs updated in place not known: "
