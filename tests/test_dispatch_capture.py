@@ -381,6 +381,10 @@ def test_cli_capture_types_tensors_by_the_checked_rebuild_as_the_debugger_does(p
     proc = lens_in_process("capture", str(module), "--function=main", x, f"--out={tmp_path / 'bytes'}", "--no-rebuild")
     assert proc.returncode == 0 and "rebuil" not in proc.stderr, proc.stderr
     assert {d.tensors_from for d in Bundle(tmp_path / "bytes").dispatches} == {"bindings"}
+    # diverge the same: typed by the rebuild, or with --no-rebuild by given or found sources only.
+    for extra, said in (((), "tensors typed by executable sources rebuilt"), (("--no-rebuild",), "no executable sources")):
+        proc = lens_in_process("diverge", str(module), str(module), "--function=main", x, *extra)
+        assert proc.returncode == 0 and said in proc.stderr, proc.stderr
     traced = iree_traced_tensors(programs["mlp_traced"], "main", [np.ones((2, 16), np.float32)])
     _check_against_iree(typed, traced)
     # The program gone, nothing types them: the bytes, and it is said.

@@ -11,7 +11,7 @@ import json
 import sys
 
 from engine.cli.exit_status import DIFFERENT, SAME, TROUBLE, epilog, trouble
-from engine.cli.program_arguments import only_function
+from engine.cli.program_arguments import add_no_rebuild_argument, only_function
 from engine.errors import LensError
 from engine.temp_caches import scratch_dir
 
@@ -62,6 +62,7 @@ def add_parser(subparsers) -> None:
         default=[],
         help="executable sources (files or a dump directory): type tensors, and the diverging one's source is copied into the reproducer",
     )
+    add_no_rebuild_argument(p)
     p.add_argument(
         "--keep",
         metavar="DIR",
@@ -170,7 +171,7 @@ def _diverge(args) -> int:
     device_a, device_b = _devices(args)
     tolerance = Tolerance(args.atol, args.rtol, args.ulps)
     # Sources type the tensors and cut packed bindings into them (same interfaces in A and B).
-    interfaces = interfaces_from_files(args.sources) if args.sources else _sources_found(module_a)
+    interfaces = interfaces_from_files(args.sources) if args.sources else _sources_found(module_a, not args.no_rebuild)
     if args.keep:
         return _diverge_bundles(args, device_a, device_b, interfaces)
     from engine.dispatch.lockstep import run_lockstep
@@ -284,13 +285,14 @@ def _print_verdict(args, result, divergence, repro_path, golden, counts: dict[st
         print(f"golden {line['run']} output {line['output']}: {line['summary']}")
 
 
-def _sources_found(module: str) -> dict | None:
+def _sources_found(module: str, rebuild: bool = True) -> dict | None:
     """The interfaces of the module's executable sources where no --sources were given: a sources folder
-    beside it, else a rebuild of the program its debug locations name (kept, checked to give the module's
-    own executables), as the debugger finds them; None (said on stderr) when neither is there."""
+    beside it, else (``rebuild``) a rebuild of the program its debug locations name (kept, checked to give the
+    module's own executables), as the debugger finds them; None (said on stderr) when neither is there."""
     from engine.dispatch.rebuild_sources import found_or_rebuilt
+    from engine.dispatch.typed_tensors import find_sources
 
-    sources = found_or_rebuilt(module)
+    sources = found_or_rebuilt(module) if rebuild else find_sources(module)
     if sources.found:
         print(f"iree-lens diverge: tensors typed by {sources.describe()}", file=sys.stderr)
         return sources.interfaces
