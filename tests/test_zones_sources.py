@@ -70,11 +70,18 @@ def test_ireeprof_imports_every_dispatch(attention, tmp_path, device):
     assert execs.size
     lo, hi = z.start[execs].min(), z.end[execs].max()
     assert np.all(z.start[disp] >= lo) and np.all(z.end[disp] <= hi)
-    # Below their execute operation; local-task may run independent dispatches at the same time on its
-    # workers, and a zone overlapping a sibling goes one lane deeper, so only Vulkan's queue is exactly 1.
+    # Below the execute operation that ran them; local-task may run independent dispatches at the same time on
+    # its workers, and a zone overlapping a sibling goes one lane deeper, so only on Vulkan's queue is each
+    # exactly one below its execute. (Two executes may overlap on a loaded machine: the later one's lane is
+    # deeper, and its dispatches with it; "depth 1" failed so under CI's load.)
     assert np.all(z.depth[disp] >= 1)
-    if device == "vulkan":
-        assert np.all(z.depth[disp] == 1)
+    for d in disp.tolist():
+        holders = [e for e in execs.tolist() if z.start[e] <= z.start[d] and z.end[d] <= z.end[e]]
+        assert holders, d
+        depth = int(z.depth[d])
+        assert any(depth > z.depth[e] for e in holders), (d, depth, [int(z.depth[e]) for e in holders])
+        if device == "vulkan":
+            assert any(depth == z.depth[e] + 1 for e in holders), (d, depth, [int(z.depth[e]) for e in holders])
 
 
 @pytest.mark.parametrize(
