@@ -8,11 +8,11 @@ executable with the rebuild's. Equal bytes mean the same kernels, so the rebuild
 module's dispatches; any difference (other flags, another IREE, an edited program) and the rebuild is not
 used: a source that does not match would present a guess as the tensor.
 
-The rebuild tries the two CPUs a user's llvm-cpu module most likely came from: IREE's default (a plain
-``iree-compile``, no ``--iree-llvmcpu-target-cpu``), then ``host`` (IREE Lens's own compiles). Where neither
-gives the module's bytes, the CPU the module's host code records (``module_cpu_targets``; ``host`` is recorded
-resolved, as the machine's CPU name and features) is compared with each try's: one built for another CPU (with
-``host`` on another machine, most often) is said to be the likely reason, instead of other flags. Each try is judged as the compiler writes its executables
+The rebuild tries the CPUs a user's llvm-cpu module most likely came from: IREE's default (a plain
+``iree-compile``, no ``--iree-llvmcpu-target-cpu``), then ``host`` (IREE Lens's own compiles), then, where neither
+gives the module's bytes, the CPU and features the module's host code records (``module_cpu_targets``; ``host``
+is recorded resolved, as the machine's CPU name and features: a ``host`` build from another machine is rebuilt
+for that machine's CPU). Each try is judged as the compiler writes its executables
 (``--iree-hal-dump-executable-binaries-to``): the first binary that differs from the module's stops that
 compile at once (``BinaryWatch``) instead of letting it write its phases and ``.vmfb``. That saves most where a
 module has several executables (Vulkan, VMVX); llvm-cpu links every dispatch into one executable whose binary

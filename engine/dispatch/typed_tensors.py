@@ -235,13 +235,16 @@ class _Subspan:
 def output_modes(interface: dict[int, BindingInterface]) -> list[str]:
     """The modes (``writeonly``, ``readwrite``: updated in place) of an export's outputs in IREE's operand
     order, the order ``dispatch_tensors`` numbers them and IREE's trace points list a dispatch's results."""
-    found = []
-    for index, bi in interface.items():
-        for k in range(len(bi.tensors)):
-            position = bi.positions[k] if k < len(bi.positions) else index
-            found.append((position, bi.modes[k] if k < len(bi.modes) else ("readonly" if bi.read_only else "readwrite")))
+    found = [_placed(bi, index, k) for index, bi in interface.items() for k in range(len(bi.tensors))]
     found.sort(key=lambda placed: placed[0])
     return [mode for _, mode in found if mode in ("writeonly", "readwrite")]
+
+
+def _placed(bi: BindingInterface, index: int, k: int) -> tuple[int, str]:
+    """Subspan ``k`` of binding ``index``'s place among the function's subspans (IREE's operand order) and its
+    mode (``readonly``/``writeonly``/``readwrite``)."""
+    position = bi.positions[k] if k < len(bi.positions) else index
+    return position, bi.modes[k] if k < len(bi.modes) else ("readonly" if bi.read_only else "readwrite")
 
 
 def _subspans(
@@ -268,8 +271,7 @@ def _subspans(
                 return None, (
                     f"binding {index}: {t} at byte {offset} does not fit the {lengths[index]} bytes bound"
                 )
-            position = bi.positions[k] if k < len(bi.positions) else index
-            mode = bi.modes[k] if k < len(bi.modes) else ("readonly" if bi.read_only else "readwrite")
+            position, mode = _placed(bi, index, k)
             found.append(_Subspan(position, index, offset, t, mode))
     found.sort(key=lambda s: s.position)
     return found, ""

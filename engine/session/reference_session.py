@@ -189,7 +189,7 @@ class ReferenceSession:
         """The module's executable interfaces, found once (given, beside the module, else the checked rebuild
         of its program, as the debug session finds them); empty when none."""
         if self._interfaces is None:
-            from engine.dispatch.rebuild_sources import found_or_rebuilt
+            from engine.dispatch.rebuild_sources import rebuild_sources
             from engine.dispatch.typed_tensors import find_sources
 
             command = self._open
@@ -197,7 +197,7 @@ class ReferenceSession:
             if not found.found and command.rebuild_sources:
                 self.emit(Log("break nan: looking for the executables' sources (a rebuild of the program, once) to "
                               "tell which outputs are updated in place", about="sources"))  # fmt: skip
-                found = found_or_rebuilt(command.module_path)
+                found = rebuild_sources(command.module_path)  # (the sources beside it were looked for above)
             self._interfaces = found.interfaces if found.found else {}
             what = "outputs updated in place told by " if found.found else "outputs updated in place not known: "
             self.emit(Log(f"break nan: {what}{found.describe()}", about="sources"))
