@@ -150,6 +150,7 @@ class MainWindow(QMainWindow):
         self._build_status_bar()
 
         self.messages.messageAdded.connect(self._on_message)
+        self.messages.messageRetired.connect(self.banner.retire)
         self.worker.started.connect(lambda _: self._show_busy())
         self.worker.idle.connect(self._hide_busy)
         self.worker.progressed.connect(self._on_progress)

@@ -27,6 +27,9 @@ class MessageLog(QObject):
     """Every message of the session, in order; ``messageAdded`` announces each new one."""
 
     messageAdded = Signal(object)  # Message
+    # A message no longer true of the present (a run's failure the user has stepped back from): the banner
+    # that shows it hides; the Log keeps it, as a record of what happened.
+    messageRetired = Signal(object)  # Message
 
     def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
@@ -37,6 +40,9 @@ class MessageLog(QObject):
         self.messages.append(msg)
         self.messageAdded.emit(msg)
         return msg
+
+    def retire(self, msg: Message) -> None:
+        self.messageRetired.emit(msg)
 
     def info(self, text: str, details: str = "") -> Message:
         return self.add(Level.INFO, text, details)

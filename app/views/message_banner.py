@@ -60,5 +60,10 @@ class MessageBanner(QFrame):
         self.label.setToolTip(tip[:6000])
         self.show()
 
+    def retire(self, msg: Message) -> None:
+        """Hides the banner if it still shows ``msg`` (a later message stays)."""
+        if self.message is msg:
+            self.hide()
+
     def text(self) -> str:
         return self.label.text() if self.isVisible() else ""

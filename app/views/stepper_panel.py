@@ -114,6 +114,7 @@ class StepperPanel(QWidget):
         self.selected_frame: int | None = None  # index in the stop's frames (0 = outermost)
         self._listings: dict[int, list] = {}
         self._pending_restore = None
+        self._failure_message = None  # the banner's "the run failed" while it is the present (Message)
         self._watching_window = False
         self._grown = False
 
@@ -490,6 +491,7 @@ class StepperPanel(QWidget):
 
     def _on_run_started(self, call: Call) -> None:
         self.crash_banner.hide()
+        self._retire_failure()
         self.output.appendPlainText(f"$ {call.function} {format_inputs_line(call.inputs)}".rstrip())
         # The new run's line in view: a pane left scrolled into the last run's results showed them as if
         # they were this run's (SqueezeNet walk: a NaN run paused at #0 under the last run's 1,000 numbers).
@@ -614,6 +616,7 @@ class StepperPanel(QWidget):
         self.globals_view.clear()
         self.listing.set_current(None)
         self.crash_banner.hide()
+        self._retire_failure()
         mismatch = self.workbench.state.mismatch
         self.status_label.setText("Opening…" if mismatch is None else f"Not opened: {mismatch.describe()}")
         self.shown_function = self.shown_ordinal = None
@@ -683,7 +686,15 @@ class StepperPanel(QWidget):
             cconv = self._cconv(name)
             self.inputs_edit.setToolTip(f"{name}: calling convention {cconv}" if cconv else "")
 
+    def _retire_failure(self) -> None:
+        """The window's banner stops saying "the run failed" once the program is elsewhere (stepped back into
+        its history, run again, another module): it read as the present. The Log keeps the message."""
+        if self._failure_message is not None:
+            self.services.messages.retire(self._failure_message)
+            self._failure_message = None
+
     def _on_stopped(self, event: Stopped) -> None:
+        self._retire_failure()
         frames = event.location.frames
         self.call_stack.set_frames(frames, event.location.dispatch)
         if frames:
@@ -696,6 +707,7 @@ class StepperPanel(QWidget):
         self._raise_dock()
 
     def _on_finished(self, event: Finished) -> None:
+        self._retire_failure()
         self.listing.set_current(None)
         self.call_stack.set_frames(())
         self.output.appendPlainText(event.results_text.rstrip() or f"{event.function}: no results")
@@ -719,7 +731,7 @@ class StepperPanel(QWidget):
             self.listing.set_current(failing.pc, True)
             self.bridge.evaluate(ReadRegisters(-1))
         self.status_label.setText(f"Failed: {event.message.splitlines()[0] if event.message else ''}")
-        self.services.messages.error(
+        self._failure_message = self.services.messages.error(
             f"the run failed: {event.message.splitlines()[0] if event.message else ''}"
         )
 

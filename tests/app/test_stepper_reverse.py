@@ -303,6 +303,7 @@ def test_a_failed_run_is_gone_back_in_from_where_it_failed(qtbot, main_window, t
     failed = blocker.args[0]
     assert "the square was not negative" in failed.message
     assert "the run failed" in panel.status_label.text().lower() or panel.status_label.text().startswith("Failed")
+    assert main_window.banner.text().startswith("the run failed")
     failed_pc = failed.location.frames[-1].pc
     # Shown where it failed: the vm.fail line, the call stack, the failing frame's registers (vm.fail's status
     # register holds 9, FAILED_PRECONDITION).
@@ -312,7 +313,11 @@ def test_a_failed_run_is_gone_back_in_from_where_it_failed(qtbot, main_window, t
     back = press(qtbot, panel, Qt.Key.Key_F11, CTRL_SHIFT)  # reverse step into
     assert back.location.frames[-1].function == "main" and back.location.frames[-1].pc < failed_pc
     assert panel.listing.current_pc == back.location.frames[-1].pc
+    # Stepped back: the banner no longer says the run failed as if it were the present (the Log keeps it).
+    assert main_window.banner.text() == ""
+    assert any(m.text.startswith("the run failed") for m in main_window.messages.messages)
     # Forward again: the same failure at the same instruction.
     with qtbot.waitSignal(panel.bridge.failed, timeout=TIMEOUT) as blocker:
         qtbot.keyClick(panel.listing, Qt.Key.Key_F5)
     assert blocker.args[0].location.frames[-1].pc == failed_pc
+    assert main_window.banner.text().startswith("the run failed")
