@@ -87,6 +87,14 @@ class ShownTensor:
         return f"{count} bytes never written before this dispatch: undefined" if count else ""
 
     @property
+    def undefined_short(self) -> str:
+        """The tensor list's few words for it ("2560 B undefined"): the header says what it means, once."""
+        if self.undefined is None:
+            return "defined bytes unknown"
+        count = sum(e - s for s, e in self.undefined)
+        return f"{count} B undefined" if count else ""
+
+    @property
     def binding_text(self) -> str:
         """One vocabulary for every binding: its number (and offset), the access the dispatch declares, then
         its role in the dispatch's operands when the sources say it ("binding 3, write, output 0"); an
@@ -117,8 +125,9 @@ class ShownTensor:
         """The label as the tensor list shows it: without the state, which goes beside the type (its second
         line) where it tells the tensors apart ("not written yet": an output among inputs), and is left out
         where the view's header says it for all of them ("(before it runs)"). Two lines in a 1366-px
-        window; the whole label was three or four, an untyped model's bindings a screen of wrapped text."""
-        undefined = self.undefined_text
+        window; the whole label was three or four, an untyped model's bindings a screen of wrapped text.
+        What of it is undefined in a few words: the header says what that means, once for all tensors."""
+        undefined = self.undefined_short
         return self.binding_text + (f" — {undefined}" if undefined else "")
 
     @property
@@ -134,6 +143,18 @@ class ShownTensor:
             type_text = "x".join([*(str(d) for d in array.shape), t.tensor.element_type])
         return cls(t.role, t.position, t.index, t.offset, array, type_text, t.type_source, t.access, t.written,
                    t.type_note, t.undefined)  # fmt: skip
+
+
+def _undefined_lines(tensors: list[ShownTensor]) -> list[str]:
+    """The header's one line on undefined bytes, for all the tensors: a line per in-place tensor ("input 1:
+    4096 bytes never written before this dispatch: undefined", again under each in the list) was wordy."""
+    unknown = [t for t in tensors if t.undefined is None]
+    counted = [(t, sum(e - s for s, e in t.undefined)) for t in tensors if t.undefined]
+    parts = [f"{t.role} {t.position} ({count} bytes)" for t, count in counted if count]
+    lines = [f"Never written before this dispatch, so undefined: {'; '.join(parts)}"] if parts else []
+    if unknown:
+        lines.append(_sentence(unknown[0].undefined_text))
+    return lines
 
 
 class PausedDispatchView(QWidget):
@@ -243,7 +264,7 @@ class PausedDispatchView(QWidget):
             *(_sentence(n) for n in notes),
             *([UNTYPED_HELP] if untyped else []),
             *([_sentence(note)] if note else []),
-            *(f"{t.role} {t.position}: {t.undefined_text}" for t in tensors if t.undefined_text),
+            *_undefined_lines(tensors),
         ]
         self.lines = lines
         self.set_header("\n".join(lines))
