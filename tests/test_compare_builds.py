@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from support import SHARED_MODELS, broken_pair, compile_for, lens_in_process, slowed_build
+from support import SHARED_MODELS, broken_pair, compile_for, iree_compile, lens_in_process, slowed_build
 
 from engine.cli.compare_builds import row_text
 from engine.samples import sample_path
@@ -201,3 +201,28 @@ def test_a_damaged_module_or_a_missing_function_is_named_before_anything_runs(tm
     other = lens_in_process("compare-builds", a, a, "--function=nope", "--input=2x16xf32=0.25", "--no-outputs")
     assert other.returncode == 2
     assert other.stderr.startswith(f"iree-lens compare-builds: A: {a} exports no function 'nope' (it exports "), other.stderr
+
+
+def test_outputs_are_typed_by_given_sources_and_no_rebuild_keeps_to_them(tmp_path):
+    """Like debug, capture and diverge: --sources types the compared outputs, --no-rebuild keeps to given or
+    found sources (a large model's first rebuild takes minutes) and says that the outputs were compared as
+    bytes; by default the program A names is rebuilt, so nothing is said."""
+    from engine.compiler.targets import target_flags
+
+    a = compile_for(sample_path("mlp"), tmp_path / "a.vmfb", "llvm-cpu")
+    dump = tmp_path / "other" / "dump"  # another build's dump, not beside A nor named by it: found only when given
+    dump.parent.mkdir()
+    proc = iree_compile([str(sample_path("mlp")), *target_flags("llvm-cpu"), "-o", str(tmp_path / "other" / "b.vmfb"),
+                         f"--iree-hal-dump-executable-sources-to={dump}"])  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    quick = ("--function=main", "--input=2x16xf32=0.25", "--repeat=1", "--rounds=1", "--json")
+
+    def notes(*extra) -> list[str]:
+        run = lens_in_process("compare-builds", a, a, *quick, *extra)
+        assert run.returncode == 0, run.stderr[-2000:]
+        return [n for n in json.loads(run.stdout)["notes"] if "executable sources" in n]
+
+    bare = notes("--no-rebuild")
+    assert len(bare) == 1 and "--no-rebuild: the program A names was not rebuilt" in bare[0], bare
+    assert notes("--no-rebuild", f"--sources={dump}") == []
+    assert notes() == []  # the default: the checked rebuild types them

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import compile_for, iree_traced_tensors, model_cpu_build, shared_model
+from support import compile_for, iree_compile, iree_traced_tensors, model_cpu_build, shared_model
 from support.traced import TRACE, assert_bundle_equals_traced
 
+from engine.compiler.targets import target_flags
 from engine.dispatch.bundle import Bundle, BundleWriter
 from engine.dispatch.tensor_types import TensorType, binding_interfaces
 from engine.dispatch.typed_tensors import (
@@ -184,3 +185,30 @@ def test_capture_finds_the_sources_of_iree_lens_own_compile(tmp_path):
     assert_bundle_equals_traced(beside, expected)
     named = _capture(compilation.vmfb_path, "small_cnn", x, tmp_path / "named", f"--sources={tmp_path / 'lens'}")
     assert_bundle_equals_traced(named, expected)
+
+
+def test_the_sources_a_module_was_dumped_with_are_found_where_its_exports_are_located(tmp_path, monkeypatch):
+    """``iree-compile --iree-hal-dump-executable-sources-to=DIR`` (DIR not a name looked for beside the module)
+    rewrites each export's location to its dumped file, so such a module is never rebuilt byte for byte: the
+    sources are the ones it names, found relative to the folder it was compiled in or beside the module, from
+    anywhere; the program's own file, also named, is not taken for them."""
+    import os
+
+    from engine.dispatch.rebuild_sources import found_or_rebuilt
+    from engine.samples import sample_path
+
+    work = tmp_path / "work"
+    work.mkdir()
+    proc = iree_compile([str(sample_path("mlp")), *target_flags("llvm-cpu"), "-o", "mlp.vmfb",
+                         "--iree-hal-dump-executable-sources-to=kernels"], cwd=work)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    monkeypatch.chdir(tmp_path)  # elsewhere: the dump is found beside the module by the relative name
+    found = find_sources(work / "mlp.vmfb")
+    assert found.found and found.origin == "named by the module", found
+    assert found.path == str(work / "kernels") and len(found.interfaces) == 2
+    assert found_or_rebuilt(work / "mlp.vmfb").origin == "named by the module"  # no rebuild that cannot match
+    # The module's own program named by an ordinary build is no source.
+    plain = compile_for(sample_path("mlp"), tmp_path / "plain.vmfb", "llvm-cpu")
+    assert not find_sources(plain).found
+    os.remove(work / "kernels" / "module_main_dispatch_0.mlir")  # one of two left: still the module's
+    assert set(find_sources(work / "mlp.vmfb").interfaces) == {"main_dispatch_1_matmul_2x4x32_f32"}

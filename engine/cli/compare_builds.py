@@ -1,7 +1,7 @@
 """``iree-lens compare-builds``: two builds of one program side by side, by source line.
 
     iree-lens compare-builds A.vmfb B.vmfb --function=F [--input=...] [--repeat=10] [--source=PROGRAM]
-                             [--no-outputs] [--json]
+                             [--no-outputs] [--sources=DIR] [--no-rebuild] [--json]
 
 Both builds are profiled with IREE's HAL profiler (``--rounds`` runs of ``--repeat`` calls each, A and B
 alternating, neither always first); their dispatches are matched
@@ -14,7 +14,9 @@ from five rounds on) and B's rounds are apart from A's by that bar, each round b
 fastest call; a difference that fails reads "noise", and the notes say why.
 The two builds also run in lockstep on the debug engine (``diverge``'s
 runs: B's dispatches fed A's inputs), so each line says whether its dispatches' outputs agree (the
-numerics verdicts), and the function's results are compared.
+numerics verdicts), and the function's results are compared. Those outputs are typed by A's executable
+sources (``--sources``, a sources folder beside A, else a rebuild of the program A names, kept once built;
+``--no-rebuild`` skips it: outputs are then compared as bytes, which cannot tell rounding from divergence).
 
 Options may stand anywhere on the line, between the two modules too.
 """
@@ -26,6 +28,7 @@ import json
 import sys
 
 from engine.cli.exit_status import DIFFERENT, SAME, TROUBLE, epilog, trouble
+from engine.cli.program_arguments import add_no_rebuild_argument
 from engine.errors import LensError
 
 
@@ -55,6 +58,14 @@ def add_parser(subparsers) -> None:
         "--source", default=None, help="the input program (default: the file the modules' locations name)"
     )
     p.add_argument("--no-outputs", action="store_true", help="skip the lockstep comparison of outputs")
+    p.add_argument(
+        "--sources",
+        action="append",
+        default=[],
+        help="executable sources of A (files or a dump directory) that type the compared outputs (default: a "
+        "sources folder beside A, else a rebuild of the program A names)",
+    )
+    add_no_rebuild_argument(p)
     p.add_argument("--timeout", type=float, default=600.0, help="seconds one profiled run may take")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
@@ -72,9 +83,13 @@ def compare_builds(
     source: str | None = None,
     outputs: bool = True,
     timeout_s: float = 600.0,
+    executable_sources: tuple[str, ...] = (),
+    rebuild: bool = True,
 ):
     """The ``BuildComparison`` of two builds (see the module's docstring); each runs on ``device``, else on
-    the device its module was compiled for (two targets: an llvm-cpu build against a Vulkan one)."""
+    the device its module was compiled for (two targets: an llvm-cpu build against a Vulkan one). The compared
+    outputs are typed by ``executable_sources`` of A, else as the debugger types them (sources beside A, else,
+    with ``rebuild``, the checked rebuild of the program A names)."""
     from engine.cli.profile import profile_reference
     from engine.cli.program_arguments import module_device
     from engine.trace.build_compare import BuildComparison, code_sizes, compare_lines, with_output_verdicts
@@ -125,11 +140,17 @@ def compare_builds(
         from engine.dispatch.lockstep import run_lockstep
         from engine.dispatch.numerics import Verdict, worst_verdict
         from engine.dispatch.rebuild_sources import found_or_rebuilt
+        from engine.dispatch.typed_tensors import find_sources
 
         # Typed as the debugger types them: untyped bytes cannot tell rounding from a divergence.
-        typing = found_or_rebuilt(module_a)
+        if executable_sources or not rebuild:
+            typing = find_sources(module_a, executable_sources)
+        else:
+            typing = found_or_rebuilt(module_a)
         if not typing.found:
-            notes.append(f"outputs compared without executable sources: {typing.note}")
+            why = typing.note or "none given or beside A" + ("; --no-rebuild: the program A names was not rebuilt"
+                                                           if not rebuild and not executable_sources else "")
+            notes.append(f"outputs compared without executable sources: {why}")
         try:
             lockstep = run_lockstep(
                 module_a, module_b, function, inputs, device_a=device_a, device_b=device_b,
@@ -178,7 +199,8 @@ def run(args: argparse.Namespace) -> int:
         if problem:
             raise LensError(problem)
         result = compare_builds(a, b, args.function, args.input, device=device, repeat=args.repeat, rounds=args.rounds,
-                                source=args.source, outputs=not args.no_outputs, timeout_s=args.timeout)  # fmt: skip
+                                source=args.source, outputs=not args.no_outputs, timeout_s=args.timeout,
+                                executable_sources=tuple(args.sources), rebuild=not args.no_rebuild)  # fmt: skip
     except BrokenPipeError:
         raise
     except Exception as e:  # trouble, never "they differ" (1): see engine.cli.exit_status

@@ -23,7 +23,7 @@ source), which is the order of IREE's own dispatch trace points.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 
@@ -110,7 +110,7 @@ class SourcesError(LensError):
 @dataclass(frozen=True)
 class ExecutableSources:
     """The executables' sources of one module: what each export's bindings hold (``interfaces``), where the
-    sources were found (``origin``: given, beside, none) and the folder or file (``path``)."""
+    sources were found (``origin``: given, beside, named by the module, rebuilt, none) and the folder or file (``path``)."""
 
     interfaces: dict[str, dict[int, BindingInterface]]
     origin: str = "none"
@@ -186,7 +186,8 @@ def _binds_anything(path: Path) -> bool:
 def find_sources(module_path: str | Path, given: Sequence[str | Path] = ()) -> ExecutableSources:
     """The best executable sources for the module at ``module_path``: those ``given`` (``--sources``), else
     a sources folder beside the ``.vmfb`` (``BESIDE``; ``.``: ``hal.executable`` files in the module's own
-    folder, as ``iree-lens sources`` writes them), else none."""
+    folder, as ``iree-lens sources`` writes them), else the dumped sources its exports are located in
+    (``_files_named_by_exports``), else none."""
     if given:
         return read_sources(given, "given")
     module = Path(module_path)
@@ -203,10 +204,39 @@ def find_sources(module_path: str | Path, given: Sequence[str | Path] = ()) -> E
                 continue
             if found.found:
                 return found
+    named = _files_named_by_exports(module)
+    if named:
+        found = read_sources(named, "named by the module")
+        if found.found and (not exports or exports & set(found.interfaces)):
+            return replace(found, path=", ".join(sorted({str(f.parent) for f in named})))  # the dump folder
     if foreign:
         return ExecutableSources({}, note=f"the sources beside the module ({', '.join(foreign)}) declare none of "
                                           "its dispatches")  # fmt: skip
     return NO_SOURCES
+
+
+def _files_named_by_exports(module: Path) -> list[Path]:
+    """The files the module's exports are located in, where they are here: a module compiled with
+    ``--iree-hal-dump-executable-sources-to=DIR`` locates each export in its dumped source (``DIR/<module>_<executable>.mlir``,
+    as the compile named DIR: relative to the folder it ran in, looked for here and beside the module).
+    IREE rewrites the locations so, hence such a module is never rebuilt byte for byte: these are its
+    sources. A program's own file is among them otherwise; ``read_sources`` skips it unread."""
+    from engine.trace.by_source import export_locations
+
+    try:
+        locations = export_locations(module)
+    except (LensError, OSError):
+        return []
+    files: set[Path] = set()
+    for location in locations.values():
+        name = Path(location.rpartition(":")[0])
+        if name.suffix != ".mlir":
+            continue
+        for path in (name,) if name.is_absolute() else (Path.cwd() / name, module.parent.absolute() / name):
+            if path.is_file():
+                files.add(path)
+                break
+    return sorted(files)
 
 
 def _dispatched_exports(module: Path) -> set[str]:
