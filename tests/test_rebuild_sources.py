@@ -126,3 +126,31 @@ def test_a_module_built_on_another_machine_is_rebuilt_for_the_cpu_it_records(mod
     assert recorded_cpu(flagged) == here and executables(flagged) != executables(modules["host"])
     note = rebuild_sources(flagged, cache_dir=tmp_path / "cache_flags").note
     assert "other flags or another IREE" in note and "recorded features" not in note, note
+
+
+def test_a_wait_for_the_rebuild_ends_when_given_up_and_closing_kills_it(tmp_path):
+    """The reference engine's first NaN check waits for the sources' rebuild (minutes on a large model): the
+    user's Stop gives the wait up at once (the rebuild goes on, for the next check), and closing the session
+    kills its compiler. A program no earlier rebuild has seen (its own constant), so the rebuild really runs."""
+    import time
+    import uuid
+    from types import SimpleNamespace
+
+    from engine.dispatch.rebuild_sources import SessionSources
+
+    program = tmp_path / "fresh.mlir"
+    scale = 1 + uuid.uuid4().int % 10_000 / 1e6  # bytes no cached rebuild has
+    program.write_text(PROGRAM.read_text().replace("%sq = arith.mulf %l, %l", f"%c = arith.constant dense<{scale}> : "
+                       "tensor<4x8xf32>\n  %m = arith.mulf %l, %c : tensor<4x8xf32>\n  %sq = arith.mulf %m, %l"))  # fmt: skip
+    module = tmp_path / "fresh.vmfb"
+    proc = iree_compile([str(program), *CPU, "-o", str(module)], text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    told: list[str] = []
+    sources = SessionSources(SimpleNamespace(sources=None), module, tell=told.append)
+    sources.ensure()
+    assert sources.thread and sources.thread.is_alive()  # the rebuild runs
+    started = time.monotonic()
+    assert sources.wait(lambda: True) is False  # given up
+    assert time.monotonic() - started < 1.0 and sources.thread.is_alive()
+    sources.close(timeout=30)
+    assert not sources.thread.is_alive() and not sources.sources.found

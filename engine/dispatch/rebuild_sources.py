@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import re
 import shutil
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -374,15 +375,25 @@ class SessionSources:
         self.thread = threading.Thread(target=self._rebuild, name="lens-rebuild-sources", daemon=True)
         self.thread.start()
 
-    def wait(self) -> None:
+    def wait(self, given_up=None, why: str = "to type the tensors") -> bool:
         """Until a rebuild in progress is done (it is bounded by ``rebuild_sources``'s own time limit); one that
-        takes more than a moment is said, so a script waiting on it is not silent for minutes."""
-        if self.thread:
-            self.thread.join(WAIT_SAID_AFTER_S)
-            if self.thread.is_alive() and self.tell is not None:
-                self.tell(f"waiting for the rebuild of the executables' sources from {program_named_by(self.module_path)}"
-                          " to type the tensors (minutes on a large model; kept for the next time)")  # fmt: skip
-            self.thread.join()
+        takes more than a moment is said, so a script waiting on it is not silent for minutes. ``given_up()``,
+        asked a few times a second, ends the wait early (a user's Stop): False then, the rebuild going on."""
+        if not self.thread:
+            return True
+        said = False
+        started = time.monotonic()
+        while self.thread.is_alive():
+            if given_up is not None and given_up():
+                return False
+            if not said and time.monotonic() - started >= WAIT_SAID_AFTER_S:
+                said = True
+                if self.tell is not None:
+                    self.tell(f"waiting for the rebuild of the executables' sources from "
+                              f"{program_named_by(self.module_path)} {why} (minutes on a large model; kept for "
+                              "the next time)")  # fmt: skip
+            self.thread.join(0.2)
+        return True
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop a rebuild still running (its compiler is killed) and wait for its thread: a session that

@@ -105,6 +105,7 @@ class ReferenceSession:
         self._traced = False  # the open module has dispatch trace points (stops need them)
         self._open: Open | None = None
         self._interfaces: dict | None = None  # the executables' interfaces, looked for at the first NaN check
+        self._sources: Any = None  # their SessionSources, made when a NaN breakpoint is set
         self._dispatch_names: tuple[tuple[str, ...] | None] | None = None  # the module's (worked out once)
         self._handlers: dict[type, Callable[[Any], None]] = {
             Open: self._on_open,
@@ -132,8 +133,14 @@ class ReferenceSession:
         """Abandon a paused run and let IREE's runtime objects go (before the interpreter exits)."""
         self._abandon()
         self.run.close()
+        self._close_sources()
         self.runner = None
         self._sink = None
+
+    def _close_sources(self) -> None:
+        if self._sources is not None:
+            self._sources.close()  # a rebuild still running: its compiler is killed
+            self._sources = None
 
     def _abandon(self) -> None:
         self.run.abandon()
@@ -156,6 +163,7 @@ class ReferenceSession:
         self._module_path = command.module_path
         self._open = command
         self._interfaces = None
+        self._close_sources()
         self._dispatch_names = None
         self.emit(Opened(command.module_path, tuple(self.runner.function_names), command.device))
 
@@ -186,22 +194,39 @@ class ReferenceSession:
         return [f for f in found if f is not None]
 
     def _export_interfaces(self) -> dict:
-        """The module's executable interfaces, found once (given, beside the module, else the checked rebuild
-        of its program, as the debug session finds them); empty when none."""
+        """The module's executable interfaces (given, beside the module, else the checked rebuild of its
+        program, as the debug session finds them; the rebuild started when the NaN breakpoint was set), waited
+        for at the first NaN check; empty when none, or when the user's Stop ended the wait (this check is then
+        judged as without sources, the safe rule, and the next one uses them once they are there)."""
         if self._interfaces is None:
-            from engine.dispatch.rebuild_sources import rebuild_sources
-            from engine.dispatch.typed_tensors import find_sources
-
-            command = self._open
-            found = find_sources(command.module_path, command.sources)
-            if not found.found and command.rebuild_sources:
-                self.emit(Log("break nan: looking for the executables' sources (a rebuild of the program, once) to "
-                              "tell which outputs are updated in place", about="sources"))  # fmt: skip
-                found = rebuild_sources(command.module_path)  # (the sources beside it were looked for above)
+            sources = self._sources_for_nan()
+            if not sources.wait(lambda: self._stop_at_next, "to tell which outputs are updated in place"):
+                self.emit(Log("break nan: stopped before the sources' rebuild was done: outputs judged as if "
+                              "updated in place", about="sources"))  # fmt: skip
+                return {}
+            found = sources.sources
             self._interfaces = found.interfaces if found.found else {}
             what = "outputs updated in place told by " if found.found else "outputs updated in place not known: "
             self.emit(Log(f"break nan: {what}{found.describe()}", about="sources"))
         return self._interfaces
+
+    def _sources_for_nan(self):
+        """The module's ``SessionSources``, made once: the rebuild (when needed) starts at once, on a thread,
+        so it runs while the program loads and runs to its first dispatch; closing the session kills it."""
+        if self._sources is None:
+            from types import SimpleNamespace
+
+            from engine.dispatch.rebuild_sources import SessionSources
+
+            command = self._open
+            tell = lambda text: self.emit(Log(f"break nan: {text}", about="sources"))  # noqa: E731
+            self._sources = SessionSources(SimpleNamespace(sources=None), command.module_path, command.sources,
+                                           command.rebuild_sources, tell)  # fmt: skip
+            if not self._sources.sources.found and command.rebuild_sources:
+                self.emit(Log("break nan: looking for the executables' sources (a rebuild of the program, once) to "
+                              "tell which outputs are updated in place", about="sources"))  # fmt: skip
+            self._sources.ensure()
+        return self._sources
 
     def _on_set_breakpoints(self, command: SetBreakpoints) -> None:
         if command.breakpoints and self._module_path is not None:
@@ -225,6 +250,13 @@ class ReferenceSession:
                 self.emit(Failed("; ".join(problems.values()), BREAKPOINT_REFUSED, refused=reasons))
                 return
         self.breakpoints = command.breakpoints
+        self._start_nan_sources()
+
+    def _start_nan_sources(self) -> None:
+        """A NaN breakpoint will need the executables' sources at its first check: they are looked for (and a
+        rebuild started) now, so the run does not wait for all of it at its first dispatch."""
+        if self._open is not None and any(b.kind == BreakpointKind.NAN for b in self.breakpoints):
+            self._sources_for_nan()
 
     def _on_call(self, command: Call) -> None:
         self._abandon()
@@ -235,6 +267,7 @@ class ReferenceSession:
         if command.stop_at_entry or self.breakpoints:  # (breakpoints set before the module was opened too)
             self._need_trace_points()
         self._function = command.function
+        self._start_nan_sources()  # (breakpoints set before the module was opened)
         self._pairing = TracePairing(self._without_inputs)
         self._stop_at_next = command.stop_at_entry  # no VM entry to stop at: the first dispatch
         self.run.start(lambda: self._run(command.function, args, command.results_text))
