@@ -126,3 +126,70 @@ def test_a_fill_defines_the_padding_the_copy_does_not_write(tmp_path):
     padded = next(t for t in after[0].tensors if t.role == "output")
     expected = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
     assert np.array_equal(padded.tensor.to_numpy().reshape(1, 4, 10, 10), expected)
+
+
+def test_the_fill_is_followed_while_the_sources_are_still_being_rebuilt(tmp_path):
+    """A module with no sources beside it (compiled the usual way): the session rebuilds them at the first
+    stop. The fill before the first copy ran before they were there; it was not followed (transfers were
+    followed only when sources were found at open), so the window said EfficientViT's first dispatch held
+    612,912 undefined bytes (the padding the fill had zeroed) and every later padded tensor the same.
+    After a dispatch that ran before the sources were there nothing is known (never called undefined) for
+    the rest of that call; the next call, with the sources, is known again."""
+    import queue
+
+    from engine.session.debug_session import DebugSession
+    from engine.session.inprocess import InProcessSession
+    from engine.session.protocol import (
+        Breakpoint,
+        Call,
+        Continue,
+        Finished,
+        Log,
+        Open,
+        Opened,
+        ReadTensors,
+        SetBreakpoints,
+        Stopped,
+        Tensors,
+    )  # fmt: skip
+
+    program = tmp_path / "padded_square.mlir"
+    program.write_text(PADDED_SQUARE.read_text())
+    plain = tmp_path / "plain.vmfb"
+    proc = iree_compile([str(program), *target_flags("llvm-cpu"), "-o", str(plain)], text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    np.save(tmp_path / "x.npy", np.arange(4 * 8 * 8, dtype=np.float32).reshape(1, 4, 8, 8))
+    inputs = (f"@{tmp_path / 'x.npy'}",)
+
+    def in_place(answer: Tensors) -> list:
+        assert answer.info.export.endswith("memcpy") and all(t.type_source == "sources" for t in answer.tensors)
+        found = [(t.role, t.undefined) for t in answer.tensors if t.access == "readwrite"]
+        assert [role for role, _ in found] == ["input", "output"], found  # the premise: copied in place
+        return [undefined for _, undefined in found]
+
+    before = stop_at_every_dispatch(plain, "main", inputs, "before", rebuild=True)
+    assert in_place(before[0]) == [(), ()]  # the fill's zeros are defined: it was followed
+    events: queue.Queue = queue.Queue()
+    session = InProcessSession(DebugSession, events.put)
+
+    def next_event(kind):
+        while isinstance(event := events.get(timeout=120), Log):
+            pass
+        assert isinstance(event, kind), event
+        return event
+
+    try:
+        session.send(Open(str(plain), rebuild_sources=True))
+        next_event(Opened)
+        session.send(SetBreakpoints((Breakpoint("dispatch", ordinal=0, when="after"),)))
+        undefined = []
+        for _ in range(2):
+            session.send(Call("main", inputs))
+            next_event(Stopped)
+            session.send(ReadTensors(wait_for_sources=True))
+            undefined.append(in_place(next_event(Tensors)))
+            session.send(Continue())
+            next_event(Finished)
+        assert undefined == [[None, None], [(), ()]], undefined
+    finally:
+        session.close()

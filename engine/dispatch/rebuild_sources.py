@@ -353,6 +353,12 @@ class SessionSources:
     def sources(self) -> ExecutableSources:
         return self.snapshots.sources
 
+    @property
+    def may_come(self) -> bool:
+        """Whether the sources are here or a rebuild may yet bring them (not tried, or running): what is
+        followed from the start of a run for them (the device's transfers) must be followed until then."""
+        return self.sources.found or (self.rebuild and (self.thread is None or bool(self.thread and self.thread.is_alive())))
+
     def ensure(self) -> None:
         """Start the rebuild if it may help and has not started (cheap to call at every request)."""
         import threading

@@ -226,7 +226,7 @@ class DebugSession:
         # Told before the gate (which parks the run): what the stopped dispatch's in-place tensors lack.
         self.undefined_bytes = UndefinedBytesWatch(lambda: snapshots.sources)
         snapshots.subscribe(self.undefined_bytes, first=True)
-        self.undefined_bytes.follow_transfers(self.runner.device)
+        self.undefined_bytes.follow_transfers(self.runner.device, self.sources.may_come)
         self.live = LiveSubstitutions.for_runner(self.runner)
         self._install_breakpoints()
         self.on_opened()
@@ -311,6 +311,7 @@ class DebugSession:
         vm_args = [runner.to_vm(kind, value) for kind, value in zip(arg_kinds, args)]
         runner.context.interpreter.reset()
         self.gate.begin_call(runner.device.dispatch_count, command.function, tuple(command.inputs))
+        self.undefined_bytes.begin_call(runner.device, self.sources.may_come)
         self._function = command.function
         self._results_text = command.results_text
         runner.context.begin_call(command.function, vm_args)

@@ -66,12 +66,23 @@ class UndefinedBytesWatch(SnapshotSubscriber):
             known[key] = write_only_spans(key[0], key[1], key[2], sources)
         return known[key]
 
-    def follow_transfers(self, device) -> None:
-        """Count ``device``'s fills, updates and copies as writes (``InPlaceTensors.follow_transfers``). Not
-        without sources: the first dispatch makes the watch blind then, and a listener that comes and goes
-        would change the device's plans between the first call and the next."""
-        if not self.blind and self._sources().found:
+    def follow_transfers(self, device, sources_may_come: bool = False) -> None:
+        """Count ``device``'s fills, updates and copies as writes (``InPlaceTensors.follow_transfers``): with
+        sources, or while a rebuild may bring them (``SessionSources.may_come``: the session rebuilds them
+        at the first stop, after the fills before it ran; not followed, the padding a fill zeroed read as
+        undefined). Not when none can come: the first dispatch would make the watch blind anyway."""
+        if not self.blind and (sources_may_come or self._sources().found):
             self._in_place.follow_transfers(device)
+
+    def begin_call(self, device, sources_may_come: bool) -> None:
+        """A new call starts with nothing defined (what its tensors' memory holds are an earlier call's
+        leftovers, as a capture's one call starts) and, sources found since, no longer blind: a first call
+        that ran before the sources' rebuild was done is not known, the next one is."""
+        self._in_place.stop_following()
+        self._in_place = InPlaceTensors()
+        self._after = None
+        self.blind = False
+        self.follow_transfers(device, sources_may_come)
 
     def _go_blind(self) -> None:
         self.blind = True
