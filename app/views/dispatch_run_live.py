@@ -82,7 +82,8 @@ class ShownTensor:
     @property
     def undefined_text(self) -> str:
         if self.undefined is None:
-            return "which bytes earlier dispatches defined is unknown (a dispatch ran untyped)"
+            return ("which bytes earlier dispatches defined is unknown: one ran before the executables' sources were "
+                    "there (known from the next run)")
         count = sum(e - s for s, e in self.undefined)
         return f"{count} bytes never written before this dispatch: undefined" if count else ""
 
