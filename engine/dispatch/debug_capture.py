@@ -16,6 +16,7 @@ the dispatch's tensors to a ``BundleWriter``:
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -291,16 +292,22 @@ class InPlaceTensors:
         self._defined: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # allocation -> {(start, length): ranges}
         self._device = None  # whose transfers are followed (``follow_transfers``)
 
-    def undefined(self, snapshot: DispatchSnapshot, ins, outs) -> dict[str, list[list[int]]]:
+    def undefined(
+        self, snapshot: DispatchSnapshot, ins, outs, written_ranges: Callable[[int], Sequence[tuple[int, int]]] | None = None
+    ) -> dict[str, list[list[int]]]:
         """``"input1"``/``"output0"`` -> the undefined byte ranges of the dispatch's in-place tensors (inputs
         as they were before it, outputs after it); records what it defined. A write-only output needs no
-        bytes; what an in-place dispatch changed needs the bytes before it (``snapshot.has_before``)."""
+        bytes; what an in-place dispatch changed needs the bytes before it: ``written_ranges(binding)`` (the
+        byte ranges of the binding it changed, at least over its in-place tensors), by default the
+        snapshot's (``snapshot.has_before``: every binding copied)."""
         bindings = snapshot.record.bindings
         for t in outs:
             if t.access == "write" and t.provenance == Provenance.SOURCES:
                 self._set(bindings[t.binding], t, [(0, t.length)])
-        if not snapshot.has_before:
-            return {}
+        if written_ranges is None:
+            if not snapshot.has_before:
+                return {}
+            written_ranges = snapshot.written_ranges
         found: dict[str, list[list[int]]] = {}
         done: dict[tuple[int, int], list[tuple[int, int]]] = {}
         for role, tensors in (("input", ins), ("output", outs)):
@@ -316,7 +323,7 @@ class InPlaceTensors:
                     if key not in done:
                         changed = [
                             (max(s - s % WORD, t.offset) - t.offset, min(-(-e // WORD) * WORD, t.offset + t.length) - t.offset)
-                            for s, e in snapshot.written_ranges(t.binding)
+                            for s, e in written_ranges(t.binding)
                             if s < t.offset + t.length and t.offset < e
                         ]
                         done[key] = _merged([*before, *changed])

@@ -152,15 +152,8 @@ class DispatchSnapshot:
         """The byte ranges ``[start, end)`` of binding ``index`` the dispatch changed (merged runs)."""
         found = self._written.get(index)
         if found is None:
-            found = ()
             before = self.before[index] if self.before else None
-            if self.ran and before is not None:
-                changed = np.flatnonzero(before != self.after(index))
-                if changed.size:
-                    breaks = np.flatnonzero(np.diff(changed) > 1)
-                    starts = np.concatenate(([changed[0]], changed[breaks + 1]))
-                    ends = np.concatenate((changed[breaks], [changed[-1]])) + 1
-                    found = tuple((int(s), int(e)) for s, e in zip(starts, ends))
+            found = changed_ranges(before, self.after(index)) if self.ran and before is not None else ()
             self._written[index] = found
         return found
 
@@ -232,6 +225,32 @@ class DispatchSnapshot:
         return dispatch_tensors(
             self.record.export_name, self.record.constants, [self.current(k) for k in range(n)], None, sources
         )
+
+
+def changed_ranges(before: np.ndarray, after: np.ndarray) -> tuple[tuple[int, int], ...]:
+    """The byte ranges ``[start, end)`` where ``after`` differs from ``before`` (merged runs)."""
+    changed = np.flatnonzero(before != after)
+    if not changed.size:
+        return ()
+    breaks = np.flatnonzero(np.diff(changed) > 1)
+    starts = np.concatenate(([changed[0]], changed[breaks + 1]))
+    ends = np.concatenate((changed[breaks], [changed[-1]])) + 1
+    return tuple((int(s), int(e)) for s, e in zip(starts, ends))
+
+
+def changed_word_ranges(before: np.ndarray, after: np.ndarray, word: int = 4) -> tuple[tuple[int, int], ...]:
+    """``changed_ranges`` in whole ``word``s (from the arrays' start; the last may be short): a float written
+    over another often keeps some of its bytes, and byte runs then number several per element (millions
+    for one of SqueezeNet's convolutions, where its words make a few thousand)."""
+    n = before.size
+    if not n:
+        return ()
+    pad = -n % word
+    if pad:
+        before = np.concatenate((before.reshape(-1), np.zeros(pad, before.dtype)))
+        after = np.concatenate((after.reshape(-1), np.zeros(pad, after.dtype)))
+    words = (before.reshape(-1, word) != after.reshape(-1, word)).any(axis=1)
+    return tuple((s * word, min(e * word, n)) for s, e in changed_ranges(words, np.zeros_like(words)))
 
 
 class WrittenRanges:

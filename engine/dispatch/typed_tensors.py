@@ -380,6 +380,20 @@ def write_only_spans(
     return [(s.binding, s.offset, s.tensor.byte_length) for s in subspans if s.mode == "writeonly"]
 
 
+def readwrite_spans(
+    export: str, constants: Sequence[int], lengths: Sequence[int], sources: ExecutableSources
+) -> list[tuple[int, int, int]] | None:
+    """(binding, byte offset, byte length) of each tensor a dispatch of ``export`` reads and writes in place,
+    from its source alone, as ``write_only_spans``; None when the sources do not type this dispatch."""
+    interface = sources.interfaces.get(export)
+    if not interface:
+        return None
+    subspans, _ = _subspans(interface, constants, lengths)
+    if subspans is None:
+        return None
+    return [(s.binding, s.offset, s.tensor.byte_length) for s in subspans if s.mode == "readwrite"]
+
+
 def _untyped(count: int, raw, ran: bool, observed_access: Sequence[str] | None, note: str) -> list[TypedTensor]:
     inputs: list[TypedTensor] = []
     outputs: list[TypedTensor] = []

@@ -16,13 +16,22 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Sequence
 
+import numpy as np
+
 from engine.dispatch.debug_capture import InPlaceTensors
-from engine.dispatch.snapshot import DispatchSnapshot, SnapshotSubscriber
-from engine.dispatch.typed_tensors import ExecutableSources, Provenance, Role, write_only_spans
+from engine.dispatch.snapshot import DispatchSnapshot, SnapshotSubscriber, changed_word_ranges
+from engine.dispatch.typed_tensors import (
+    ExecutableSources,
+    Provenance,
+    Role,
+    readwrite_spans,
+    write_only_spans,
+)
 from engine.runtime.hal.commands import DispatchCommand
 from engine.runtime.hal.device import DispatchRecord, HalExecutable
 
 Ranges = tuple[tuple[int, int], ...]
+Spans = list[tuple[int, int, int]]  # (binding, byte offset, byte length) of tensors
 
 
 class UndefinedBytesWatch(SnapshotSubscriber):
@@ -36,6 +45,8 @@ class UndefinedBytesWatch(SnapshotSubscriber):
         self._spans: tuple[ExecutableSources, dict[tuple, list[tuple[int, int, int]] | None]] | None = None
         self._after: tuple[int, dict[str, list[list[int]]]] | None = None  # the last dispatch's (sequence, answer)
         self._in_place_at: tuple | None = None  # (dispatches, sources, indices of those that work in place)
+        # The in-place tensors' bytes before the dispatch running now: (sequence, [(binding, offset, bytes)]).
+        self._before: tuple[int, list[tuple[int, int, np.ndarray]]] | None = None
 
     def _works_in_place(self, export: str) -> bool:
         sources = self._sources()
@@ -52,9 +63,9 @@ class UndefinedBytesWatch(SnapshotSubscriber):
             )
         return found
 
-    def _write_only_spans(self, record: DispatchRecord) -> list[tuple[int, int, int]] | None:
-        """``write_only_spans`` of the dispatch, remembered by (export, push constants, binding lengths): a
-        model's dispatches repeat them call after call."""
+    def _spans_of(self, record: DispatchRecord) -> tuple[Spans | None, Spans | None]:
+        """``write_only_spans`` and ``readwrite_spans`` of the dispatch, remembered by (export, push constants,
+        binding lengths): a model's dispatches repeat them call after call."""
         sources = self._sources()
         if self._spans is None or self._spans[0] is not sources:
             self._spans = (sources, {})
@@ -63,8 +74,11 @@ class UndefinedBytesWatch(SnapshotSubscriber):
         if key not in known:
             if len(known) > 4096:  # dynamic shapes: a bound on what is remembered
                 known.clear()
-            known[key] = write_only_spans(key[0], key[1], key[2], sources)
+            known[key] = (write_only_spans(*key, sources), readwrite_spans(*key, sources))
         return known[key]
+
+    def _write_only_spans(self, record: DispatchRecord) -> Spans | None:
+        return self._spans_of(record)[0]
 
     def follow_transfers(self, device, sources_may_come: bool = False) -> None:
         """Count ``device``'s fills, updates and copies as writes (``InPlaceTensors.follow_transfers``): with
@@ -89,11 +103,10 @@ class UndefinedBytesWatch(SnapshotSubscriber):
         self._after = None
         self._in_place.stop_following()  # nothing to follow now: the device's transfers run natively again
 
-    def wants_before(self, record: DispatchRecord) -> bool:
-        return not self.blind and self._works_in_place(record.export_name)
-
     def watches(self, sequence: int, executable: HalExecutable, ordinal: int) -> bool:
-        # Only a dispatch that works in place needs its bytes before; the rest are told in ``batch_ran``.
+        # Only a dispatch that works in place needs its bytes before (``before``: its in-place tensors' own,
+        # not every binding's, which the snapshots would copy whole: slabs of megabytes, at every such
+        # dispatch, made a typed EfficientViT run 7x slower); the rest are told in ``batch_ran``.
         return not self.blind and self._works_in_place(executable.export_name(ordinal))
 
     def first_watched(self, dispatches: Sequence[DispatchCommand], start: int, end: int, first_sequence: int) -> int:
@@ -129,6 +142,19 @@ class UndefinedBytesWatch(SnapshotSubscriber):
             self._in_place.define_whole(record.bindings[binding], offset, length)
         return True
 
+    def before(self, snapshot: DispatchSnapshot) -> None:
+        """Copies the bytes of the dispatch's in-place tensors (what it changed is told from them after)."""
+        self._before = None
+        record = snapshot.record
+        if self.blind or not self._works_in_place(record.export_name):
+            return
+        spans = self._spans_of(record)[1]
+        if spans is not None:
+            self._before = (snapshot.sequence, [
+                (binding, offset, np.array(record.bindings[binding].data[offset : offset + length], copy=True))
+                for binding, offset, length in spans
+            ])  # fmt: skip
+
     def after(self, snapshot: DispatchSnapshot) -> None:
         if self.blind:
             return
@@ -137,13 +163,23 @@ class UndefinedBytesWatch(SnapshotSubscriber):
             if self._defined_whole(record):
                 self._after = (snapshot.sequence, {})
             return
+        before, self._before = self._before, None
         tensors = snapshot.tensors()
-        if snapshot.record.bindings and any(t.provenance != Provenance.SOURCES for t in tensors):
+        if (snapshot.record.bindings and any(t.provenance != Provenance.SOURCES for t in tensors)) or (
+            before is None or before[0] != snapshot.sequence
+        ):  # untyped, or its bytes before were not copied (the sources came while it ran): not known
             self._go_blind()
             return
+        copies = before[1]
+
+        def written(binding: int) -> list[tuple[int, int]]:
+            data = record.bindings[binding].data
+            return [(offset + s, offset + e) for b, offset, old in copies if b == binding
+                    for s, e in changed_word_ranges(old, data[offset : offset + old.size])]  # fmt: skip
+
         ins = [t for t in tensors if t.role == Role.INPUT]
         outs = [t for t in tensors if t.role == Role.OUTPUT]
-        self._after = (snapshot.sequence, self._in_place.undefined(snapshot, ins, outs))
+        self._after = (snapshot.sequence, self._in_place.undefined(snapshot, ins, outs, written))
 
     def at(self, snapshot: DispatchSnapshot) -> dict[str, Ranges] | None:
         """``"input1"``/``"output0"`` -> the undefined byte ranges (relative to the tensor) of the dispatch's

@@ -27,7 +27,8 @@ from engine.runtime.vm.native import StatusCode, VmStatusError
 
 FORMAT_EMBEDDED_ELF = "embedded-elf-x86_64"
 FORMAT_VMVX = "vmvx-bytecode-fb"
-_PLANS_PER_COMMAND_BUFFER = 16  # stretches kept per command buffer (breakpoints moving cut new ones)
+_PLANS_PER_COMMAND_BUFFER = 512  # stretches kept per command buffer: a typed model's in-place dispatches and transfers cut
+# EfficientViT's into ~110 every call (16 were re-planned at every call); breakpoints moving cut new ones
 _WATCHED_PLANS = 64  # watched commands remembered per command buffer (see CpuDevice._watched_plan)
 
 # iree/schemas/cpu_feature_bits.inl for x86-64: LLVM feature name -> bit of processor data word 0.
