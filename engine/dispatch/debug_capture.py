@@ -16,7 +16,7 @@ the dispatch's tensors to a ``BundleWriter``:
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -286,52 +286,52 @@ class InPlaceTensors:
     written with the value it already held cannot be told from one left alone, and stays undefined). An
     in-place tensor no earlier dispatch defined starts undefined: what its memory holds are the leftovers
     of the tensors that used it before (IREE packs transient tensors into reused slabs; IREE's traced build
-    gives each tensor fresh zeroed memory instead), never the program's data."""
+    gives each tensor fresh zeroed memory instead), never the program's data.
+
+    What is defined of a span is ``WHOLE`` or a mask of its bytes (numpy: a convolution's changes over a
+    padded tensor make tens of thousands of runs, which as Python ranges cost 10x the run itself)."""
 
     def __init__(self):
-        self._defined: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # allocation -> {(start, length): ranges}
+        self._defined: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # allocation -> {(start, length): Defined}
         self._device = None  # whose transfers are followed (``follow_transfers``)
 
     def undefined(
-        self, snapshot: DispatchSnapshot, ins, outs, written_ranges: Callable[[int], Sequence[tuple[int, int]]] | None = None
-    ) -> dict[str, list[list[int]]]:
+        self, snapshot: DispatchSnapshot, ins, outs,
+        changed_bytes: Callable[[int, int, int], np.ndarray | None] | None = None,
+    ) -> dict[str, list[list[int]]]:  # fmt: skip
         """``"input1"``/``"output0"`` -> the undefined byte ranges of the dispatch's in-place tensors (inputs
         as they were before it, outputs after it); records what it defined. A write-only output needs no
-        bytes; what an in-place dispatch changed needs the bytes before it: ``written_ranges(binding)`` (the
-        byte ranges of the binding it changed, at least over its in-place tensors), by default the
-        snapshot's (``snapshot.has_before``: every binding copied)."""
+        bytes; what an in-place dispatch changed needs the bytes before it: ``changed_bytes(binding, offset,
+        length)`` (a bool per byte of that tensor: changed by the dispatch; None: not known), by default from
+        the snapshot (``snapshot.has_before``: every binding copied)."""
         bindings = snapshot.record.bindings
         for t in outs:
             if t.access == "write" and t.provenance == Provenance.SOURCES:
-                self._set(bindings[t.binding], t, [(0, t.length)])
-        if written_ranges is None:
+                self._set_span(bindings[t.binding], t.offset, t.length, WHOLE)
+        if changed_bytes is None:
             if not snapshot.has_before:
                 return {}
-            written_ranges = snapshot.written_ranges
+            changed_bytes = lambda b, offset, n: snapshot.before[b][offset : offset + n] != snapshot.after(b)[offset : offset + n]  # noqa: E731
         found: dict[str, list[list[int]]] = {}
-        done: dict[tuple[int, int], list[tuple[int, int]]] = {}
+        done: dict[tuple[int, int], Defined] = {}
         for role, tensors in (("input", ins), ("output", outs)):
             for k, t in enumerate(tensors):
                 if t.access != "readwrite" or t.provenance != Provenance.SOURCES:
                     continue
                 b = bindings[t.binding]
-                before = self._get(b, t)
-                if role == "input":
-                    ranges = before
-                else:
+                defined = self._get(b, t)
+                if role == "output":
                     key = (t.binding, t.offset)
                     if key not in done:
-                        changed = [
-                            (max(s - s % WORD, t.offset) - t.offset, min(-(-e // WORD) * WORD, t.offset + t.length) - t.offset)
-                            for s, e in written_ranges(t.binding)
-                            if s < t.offset + t.length and t.offset < e
-                        ]
-                        done[key] = _merged([*before, *changed])
-                        self._set(b, t, done[key])
-                    ranges = done[key]
-                gaps = _complement(ranges, t.length)
+                        changed = changed_bytes(t.binding, t.offset, t.length)
+                        if changed is not None:
+                            defined = _union(defined, _in_words(np.asarray(changed, bool), t.offset % WORD), t.length)
+                        done[key] = defined
+                        self._set_span(b, t.offset, t.length, defined)
+                    defined = done[key]
+                gaps = _gaps(defined, t.length)
                 if gaps:
-                    found[f"{role}{k}"] = [[s, e] for s, e in gaps]
+                    found[f"{role}{k}"] = gaps
         return found
 
     def undefined_before(self, snapshot: DispatchSnapshot, tensors) -> dict[str, list[list[int]]]:
@@ -340,14 +340,14 @@ class InPlaceTensors:
         found: dict[str, list[list[int]]] = {}
         for t in tensors:
             if t.access == "readwrite" and t.provenance == Provenance.SOURCES:
-                gaps = _complement(self._get(snapshot.record.bindings[t.binding], t), t.length)
+                gaps = _gaps(self._get(snapshot.record.bindings[t.binding], t), t.length)
                 if gaps:
-                    found[f"{t.role}{t.position}"] = [[s, e] for s, e in gaps]
+                    found[f"{t.role}{t.position}"] = gaps
         return found
 
     def define_whole(self, binding, offset: int, length: int) -> None:
         """A write-only tensor at ``offset`` of ``binding`` (``length`` bytes) is defined whole."""
-        self._set_span(binding, offset, length, [(0, length)])
+        self._set_span(binding, offset, length, WHOLE)
 
     def follow_transfers(self, device) -> None:
         """Count the device's fills, updates and copies as writes (``Device.transfer_listeners``): IREE
@@ -375,54 +375,74 @@ class InPlaceTensors:
         except TypeError:  # not weak-referenceable
             return
         end = start + int(target.length)
-        for (s, n), ranges in list(spans.items()):
+        for (s, n), defined in list(spans.items()):
             lo, hi = max(s, start), min(s + n, end)
-            if lo < hi:
-                spans[(s, n)] = _merged([*ranges, (lo - s, hi - s)])
-        spans[(start, int(target.length))] = [(0, int(target.length))]
+            if lo < hi and defined is not WHOLE:
+                mask = np.zeros(n, bool) if defined is None else defined.copy()
+                mask[lo - s : hi - s] = True
+                spans[(s, n)] = WHOLE if mask.all() else mask
+        spans[(start, int(target.length))] = WHOLE
 
     @staticmethod
     def _key(binding, offset: int, length: int) -> tuple[object, tuple[int, int]]:
         allocation, start, _ = allocation_span(binding.buffer, int(binding.offset) + int(offset), length)
         return allocation, (start, int(length))
 
-    def _get(self, binding, t) -> list[tuple[int, int]]:
+    def _get(self, binding, t) -> Defined:
         allocation, key = self._key(binding, t.offset, t.length)
         try:
-            return list(self._defined.get(allocation, {}).get(key, ()))
+            return self._defined.get(allocation, {}).get(key)
         except TypeError:  # not weak-referenceable
-            return []
+            return None
 
-    def _set(self, binding, t, ranges: list[tuple[int, int]]) -> None:
-        self._set_span(binding, t.offset, t.length, ranges)
-
-    def _set_span(self, binding, offset: int, length: int, ranges: list[tuple[int, int]]) -> None:
+    def _set_span(self, binding, offset: int, length: int, defined: Defined) -> None:
         allocation, key = self._key(binding, offset, length)
         try:
-            self._defined.setdefault(allocation, {})[key] = ranges
+            self._defined.setdefault(allocation, {})[key] = defined
         except TypeError:
             pass
 
 
-def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    for s, e in sorted(ranges):
-        if out and s <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], e))
-        else:
-            out.append((s, e))
-    return out
+class _Whole:
+    """Every byte of a span is defined (the common case: no mask is kept)."""
+
+    def __repr__(self) -> str:
+        return "WHOLE"
 
 
-def _complement(ranges: list[tuple[int, int]], length: int) -> list[tuple[int, int]]:
-    gaps, at = [], 0
-    for s, e in ranges:
-        if s > at:
-            gaps.append((at, s))
-        at = max(at, e)
-    if at < length:
-        gaps.append((at, length))
-    return gaps
+WHOLE = _Whole()
+Defined = _Whole | np.ndarray | None  # what of a span is defined: all, a mask of its bytes, or nothing
+
+
+def _in_words(changed: np.ndarray, shift: int) -> np.ndarray:
+    """``changed`` (a bool per byte of a tensor whose first byte is ``shift`` bytes into a ``WORD`` of its
+    binding) widened to whole words of the binding."""
+    n = changed.size
+    padded = np.zeros(shift + n + (-(shift + n)) % WORD, bool)
+    padded[shift : shift + n] = changed
+    return np.repeat(padded.reshape(-1, WORD).any(axis=1), WORD)[shift : shift + n]
+
+
+def _union(defined: Defined, mask: np.ndarray, length: int) -> Defined:
+    if defined is WHOLE:
+        return WHOLE
+    merged = mask if defined is None else (defined | mask)
+    return WHOLE if merged.all() else merged
+
+
+def _gaps(defined: Defined, length: int) -> list[list[int]]:
+    """The byte ranges ``[start, end)`` of a span of ``length`` bytes not defined."""
+    if defined is WHOLE or length <= 0:
+        return []
+    if defined is None:
+        return [[0, length]]
+    undefined = np.flatnonzero(~defined)
+    if not undefined.size:
+        return []
+    breaks = np.flatnonzero(np.diff(undefined) > 1)
+    starts = np.concatenate(([undefined[0]], undefined[breaks + 1]))
+    ends = np.concatenate((undefined[breaks], [undefined[-1]])) + 1
+    return [[int(s), int(e)] for s, e in zip(starts, ends)]
 
 
 def module_has_trace_points(module_path: str | Path) -> bool:

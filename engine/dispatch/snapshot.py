@@ -238,21 +238,6 @@ def changed_ranges(before: np.ndarray, after: np.ndarray) -> tuple[tuple[int, in
     return tuple((int(s), int(e)) for s, e in zip(starts, ends))
 
 
-def changed_word_ranges(before: np.ndarray, after: np.ndarray, word: int = 4) -> tuple[tuple[int, int], ...]:
-    """``changed_ranges`` in whole ``word``s (from the arrays' start; the last may be short): a float written
-    over another often keeps some of its bytes, and byte runs then number several per element (millions
-    for one of SqueezeNet's convolutions, where its words make a few thousand)."""
-    n = before.size
-    if not n:
-        return ()
-    pad = -n % word
-    if pad:
-        before = np.concatenate((before.reshape(-1), np.zeros(pad, before.dtype)))
-        after = np.concatenate((after.reshape(-1), np.zeros(pad, after.dtype)))
-    words = (before.reshape(-1, word) != after.reshape(-1, word)).any(axis=1)
-    return tuple((s * word, min(e * word, n)) for s, e in changed_ranges(words, np.zeros_like(words)))
-
-
 class WrittenRanges:
     """The byte ranges of each allocation that dispatches have written (weakly keyed: forgotten with it).
 
