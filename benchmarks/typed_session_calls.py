@@ -14,7 +14,7 @@ Each line: the median and best of ``--repeats`` calls after a first one, and the
 Measured on the 2-core development machine (untyped / typed, each model's own input): EfficientViT 9 / 36 ms,
 SqueezeNet 120 / 172 ms, transformer96 1.1 / 1.1 ms. Before the watch copied only the in-place tensors (it
 had every binding copied), kept what is defined as byte masks (Python ranges: tens of thousands a
-convolution) and did nothing for a program with no in-place dispatch: 137 ms, 1.05 s and 11 ms.
+convolution) and did nothing for a program with no in-place dispatch (3051e95): 149 ms, 0.99 s and 10.5 ms.
 
     .venv/bin/python benchmarks/typed_session_calls.py [--repeats N] [--cache DIR]
 """
