@@ -79,12 +79,13 @@ def test_untyped_bytes_that_differ_are_said_so_not_named_a_divergence(tmp_path):
     shutil.copy(Path(__file__).parent / "diverge_programs" / "packed_concat.mlir", program)
 
     good = compile_for(program, tmp_path / "work" / "good.vmfb", "llvm-cpu",
-                       f"--iree-hal-dump-executable-sources-to={tmp_path / 'sources'}")  # fmt: skip
+                       f"--iree-hal-dump-executable-sources-to={tmp_path / 'work' / 'sources'}")  # fmt: skip
     bad = broken_build(program, tmp_path / "work", "llvm-cpu", "main_dispatch_3", "offsets = [0, 24]", "offsets = [0, 23]")
     clean = tmp_path / "clean"
     clean.mkdir()
     a, b = shutil.copy(good, clean / "a.vmfb"), shutil.copy(bad, clean / "b.vmfb")
-    shutil.rmtree(tmp_path / "work")  # the program the modules' locations name is gone
+    shutil.copytree(tmp_path / "work" / "sources", tmp_path / "sources")  # given below, not where A names them
+    shutil.rmtree(tmp_path / "work")  # the program and the dumped sources the modules' locations name are gone
     rng = np.random.default_rng(0)
     np.save(tmp_path / "x.npy", (rng.standard_normal((16, 24)) * 2).astype(np.float32))
     np.save(tmp_path / "y.npy", rng.standard_normal((16, 40)).astype(np.float32))
