@@ -135,7 +135,8 @@ def test_the_fill_is_followed_while_the_sources_are_still_being_rebuilt(tmp_path
     followed only when sources were found at open), so the window said EfficientViT's first dispatch held
     612,912 undefined bytes (the padding the fill had zeroed) and every later padded tensor the same.
     After a dispatch that ran before the sources were there nothing is known (never called undefined) for
-    the rest of that call; the next call, with the sources, is known again."""
+    the rest of that call; the next call, with the sources, is known again where it wrote (the fill and the
+    copy define the whole padded tensor)."""
     import queue
 
     from engine.session.debug_session import DebugSession
@@ -241,3 +242,65 @@ def test_a_program_with_no_in_place_dispatch_has_nothing_undefined_and_follows_n
     assert len(after) == 2 and all(t.type_source == "sources" for a in after for t in a.tensors)
     assert all(t.undefined == () for a in after for t in a.tensors)
     assert followed == []
+
+
+def test_after_a_call_the_watch_did_not_see_whole_only_what_it_sees_written_is_known(tmp_path):
+    """packed_concat with its sources rebuilt at the first stop, after dispatch 2 (so dispatches 0-2 of the
+    first call ran untyped: nothing is known of that call). In the next call, the slab the two copies fill
+    held what the first call left, which the watch did not see: before the first copy and after it, what it
+    does not cover is not known (None), never called undefined; after the second copy every byte of it was
+    written in this call: known, nothing undefined."""
+    import queue
+
+    from engine.session.debug_session import DebugSession
+    from engine.session.inprocess import InProcessSession
+    from engine.session.protocol import (
+        Breakpoint,
+        Call,
+        Continue,
+        Finished,
+        Log,
+        Open,
+        Opened,
+        ReadTensors,
+        SetBreakpoints,
+        Stopped,
+        Tensors,
+    )  # fmt: skip
+
+    plain = _compile(tmp_path / "plain.vmfb")  # no sources beside it: rebuilt from the program it names
+    np.save(tmp_path / "a.npy", np.linspace(-1, 1, 16 * 24, dtype=np.float32).reshape(16, 24))
+    np.save(tmp_path / "b.npy", np.linspace(-2, 0, 16 * 40, dtype=np.float32).reshape(16, 40))
+    inputs = (f"@{tmp_path / 'a.npy'}", f"@{tmp_path / 'b.npy'}")
+    events: queue.Queue = queue.Queue()
+    session = InProcessSession(DebugSession, events.put)
+
+    def next_event(kind):
+        while isinstance(event := events.get(timeout=120), Log):
+            pass
+        assert isinstance(event, kind), event
+        return event
+
+    def in_place() -> dict[str, object]:
+        session.send(ReadTensors(wait_for_sources=True))
+        answer = next_event(Tensors)
+        assert answer.info.export.endswith("slow_memcpy") and all(t.type_source == "sources" for t in answer.tensors)
+        return {f"{t.role}{t.position}": t.undefined for t in answer.tensors if t.access == "readwrite"}
+
+    try:
+        session.send(Open(str(plain), rebuild_sources=True))
+        next_event(Opened)
+        session.send(SetBreakpoints(tuple(Breakpoint("dispatch", ordinal=k, when="after") for k in (2, 3))))
+        seen = []
+        for _ in range(2):
+            session.send(Call("main", inputs))
+            for _ in range(2):
+                next_event(Stopped)
+                seen.append(in_place())
+                session.send(Continue())
+            next_event(Finished)
+        assert seen[:2] == [{"input1": None, "output0": None}] * 2  # the first call: not known at all
+        assert seen[2] == {"input1": None, "output0": None}, seen[2]  # what the first copy left: not known
+        assert seen[3] == {"input1": None, "output0": ()}, seen[3]  # both copies wrote it all in this call
+    finally:
+        session.close()

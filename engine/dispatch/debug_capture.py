@@ -291,16 +291,20 @@ class InPlaceTensors:
     What is defined of a span is ``WHOLE`` or a mask of its bytes (numpy: a convolution's changes over a
     padded tensor make tens of thousands of runs, which as Python ranges cost 10x the run itself)."""
 
-    def __init__(self):
+    def __init__(self, unrecorded_known: bool = True):
         self._defined: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # allocation -> {(start, length): Defined}
         self._device = None  # whose transfers are followed (``follow_transfers``)
+        # False: followed from the middle of a run (earlier writes not seen), so a span no write was recorded
+        # for is not known (None in the answers) rather than undefined.
+        self.unrecorded_known = unrecorded_known
 
     def undefined(
         self, snapshot: DispatchSnapshot, ins, outs,
         changed_bytes: Callable[[int, int, int], np.ndarray | None] | None = None,
-    ) -> dict[str, list[list[int]]]:  # fmt: skip
+    ) -> dict[str, list[list[int]] | None]:  # fmt: skip
         """``"input1"``/``"output0"`` -> the undefined byte ranges of the dispatch's in-place tensors (inputs
-        as they were before it, outputs after it); records what it defined. A write-only output needs no
+        as they were before it, outputs after it; None: not known, see ``unrecorded_known``); records what it
+        defined. A write-only output needs no
         bytes; what an in-place dispatch changed needs the bytes before it: ``changed_bytes(binding, offset,
         length)`` (a bool per byte of that tensor: changed by the dispatch; None: not known), by default from
         the snapshot (``snapshot.has_before``: every binding copied)."""
@@ -312,7 +316,7 @@ class InPlaceTensors:
             if not snapshot.has_before:
                 return {}
             changed_bytes = lambda b, offset, n: snapshot.before[b][offset : offset + n] != snapshot.after(b)[offset : offset + n]  # noqa: E731
-        found: dict[str, list[list[int]]] = {}
+        found: dict[str, list[list[int]] | None] = {}
         done: dict[tuple[int, int], Defined] = {}
         for role, tensors in (("input", ins), ("output", outs)):
             for k, t in enumerate(tensors):
@@ -325,25 +329,45 @@ class InPlaceTensors:
                     if key not in done:
                         changed = changed_bytes(t.binding, t.offset, t.length)
                         if changed is not None:
-                            defined = _union(defined, _in_words(np.asarray(changed, bool), t.offset % WORD), t.length)
+                            defined = self._union(defined, _in_words(np.asarray(changed, bool), t.offset % WORD))
                         done[key] = defined
                         self._set_span(b, t.offset, t.length, defined)
                     defined = done[key]
-                gaps = _gaps(defined, t.length)
-                if gaps:
+                gaps = self._gaps(defined, t.length)
+                if gaps != []:
                     found[f"{role}{k}"] = gaps
         return found
 
-    def undefined_before(self, snapshot: DispatchSnapshot, tensors) -> dict[str, list[list[int]]]:
+    def undefined_before(self, snapshot: DispatchSnapshot, tensors) -> dict[str, list[list[int]] | None]:
         """The same keys and rule at a stop before the dispatch runs: each in-place tensor's bytes (input or
         output alike, both what the memory holds now) that no earlier dispatch defined. Records nothing."""
-        found: dict[str, list[list[int]]] = {}
+        found: dict[str, list[list[int]] | None] = {}
         for t in tensors:
             if t.access == "readwrite" and t.provenance == Provenance.SOURCES:
-                gaps = _gaps(self._get(snapshot.record.bindings[t.binding], t), t.length)
-                if gaps:
+                gaps = self._gaps(self._get(snapshot.record.bindings[t.binding], t), t.length)
+                if gaps != []:
                     found[f"{t.role}{t.position}"] = gaps
         return found
+
+    def _gaps(self, defined: Defined, length: int) -> list[list[int]] | None:
+        """``_gaps``, or None where the rest is not known: a span nothing was recorded for, when that is not
+        known (``unrecorded_known``), or one only partly written since (``_Unseen``)."""
+        if isinstance(defined, _Unseen) or (defined is None and not self.unrecorded_known):
+            return None
+        return _gaps(defined, length)
+
+    def _union(self, defined: Defined, mask: np.ndarray) -> Defined:
+        """``defined`` with the bytes of ``mask`` written too; over a span whose earlier writes were not seen,
+        the rest stays not known (``_Unseen``) until every byte is written."""
+        if defined is WHOLE:
+            return WHOLE
+        unseen = isinstance(defined, _Unseen) or (defined is None and not self.unrecorded_known)
+        if isinstance(defined, _Unseen):
+            defined = defined.mask
+        merged = mask if defined is None else (defined | mask)
+        if merged.all():
+            return WHOLE
+        return _Unseen(merged) if unseen else merged
 
     def define_whole(self, binding, offset: int, length: int) -> None:
         """A write-only tensor at ``offset`` of ``binding`` (``length`` bytes) is defined whole."""
@@ -378,9 +402,9 @@ class InPlaceTensors:
         for (s, n), defined in list(spans.items()):
             lo, hi = max(s, start), min(s + n, end)
             if lo < hi and defined is not WHOLE:
-                mask = np.zeros(n, bool) if defined is None else defined.copy()
+                mask = np.zeros(n, bool)
                 mask[lo - s : hi - s] = True
-                spans[(s, n)] = WHOLE if mask.all() else mask
+                spans[(s, n)] = self._union(defined, mask)
         spans[(start, int(target.length))] = WHOLE
 
     @staticmethod
@@ -411,7 +435,19 @@ class _Whole:
 
 
 WHOLE = _Whole()
-Defined = _Whole | np.ndarray | None  # what of a span is defined: all, a mask of its bytes, or nothing
+
+
+class _Unseen:
+    """The bytes of a span written since the watch began mid-run (``mask``); the others are not known."""
+
+    __slots__ = ("mask",)
+
+    def __init__(self, mask: np.ndarray):
+        self.mask = mask
+
+
+# What of a span is defined: all, a mask of its bytes, a mask over earlier writes not seen, or nothing.
+Defined = _Whole | np.ndarray | _Unseen | None
 
 
 def _in_words(changed: np.ndarray, shift: int) -> np.ndarray:
@@ -421,13 +457,6 @@ def _in_words(changed: np.ndarray, shift: int) -> np.ndarray:
     padded = np.zeros(shift + n + (-(shift + n)) % WORD, bool)
     padded[shift : shift + n] = changed
     return np.repeat(padded.reshape(-1, WORD).any(axis=1), WORD)[shift : shift + n]
-
-
-def _union(defined: Defined, mask: np.ndarray, length: int) -> Defined:
-    if defined is WHOLE:
-        return WHOLE
-    merged = mask if defined is None else (defined | mask)
-    return WHOLE if merged.all() else merged
 
 
 def _gaps(defined: Defined, length: int) -> list[list[int]]:

@@ -100,13 +100,15 @@ class UndefinedBytesWatch(SnapshotSubscriber):
             self._in_place.follow_transfers(device)
 
     def begin_call(self, device, sources_may_come: bool) -> None:
-        """A new call starts with nothing defined (what its tensors' memory holds are an earlier call's
-        leftovers, as a capture's one call starts) and, sources found since, no longer blind: a first call
-        that ran before the sources' rebuild was done is not known, the next one is."""
-        self._in_place.stop_following()
-        self._in_place = InPlaceTensors()
-        self._after = None
-        self.blind = False
+        """A call after one the watch was blind in (a dispatch ran before the sources' rebuild was done) is
+        followed again, from nothing: what the blind call wrote is not known, so a tensor no dispatch of
+        this call has written yet is "not known" (None), never called undefined (a global it updated in
+        place is program data). A watch that saw every dispatch keeps what it knows across calls."""
+        if self.blind:
+            self._in_place.stop_following()
+            self._in_place = InPlaceTensors(unrecorded_known=False)
+            self._after = None
+            self.blind = False
         self.follow_transfers(device, sources_may_come)
 
     def _go_blind(self) -> None:
@@ -195,10 +197,10 @@ class UndefinedBytesWatch(SnapshotSubscriber):
         outs = [t for t in tensors if t.role == Role.OUTPUT]
         self._after = (snapshot.sequence, self._in_place.undefined(snapshot, ins, outs, changed))
 
-    def at(self, snapshot: DispatchSnapshot) -> dict[str, Ranges] | None:
+    def at(self, snapshot: DispatchSnapshot) -> dict[str, Ranges | None] | None:
         """``"input1"``/``"output0"`` -> the undefined byte ranges (relative to the tensor) of the dispatch's
         in-place tensors at this stop (before it ran: what the memory holds; after: inputs before, outputs
-        after); None when not known (a dispatch ran untyped)."""
+        after), None for a tensor whose are not known; None when none are (a dispatch ran untyped)."""
         if self.blind:
             return None
         if snapshot.ran:
@@ -207,4 +209,4 @@ class UndefinedBytesWatch(SnapshotSubscriber):
             found = self._after[1]
         else:
             found = self._in_place.undefined_before(snapshot, snapshot.tensors())
-        return {k: tuple((int(s), int(e)) for s, e in v) for k, v in found.items()}
+        return {k: None if v is None else tuple((int(s), int(e)) for s, e in v) for k, v in found.items()}
