@@ -129,14 +129,10 @@ def test_a_fill_defines_the_padding_the_copy_does_not_write(tmp_path):
     assert np.array_equal(padded.tensor.to_numpy().reshape(1, 4, 10, 10), expected)
 
 
-def test_the_fill_is_followed_while_the_sources_are_still_being_rebuilt(tmp_path):
-    """A module with no sources beside it (compiled the usual way): the session rebuilds them at the first
-    stop. The fill before the first copy ran before they were there; it was not followed (transfers were
-    followed only when sources were found at open), so the window said EfficientViT's first dispatch held
-    612,912 undefined bytes (the padding the fill had zeroed) and every later padded tensor the same.
-    After a dispatch that ran before the sources were there nothing is known (never called undefined) for
-    the rest of that call; the next call, with the sources, is known again where it wrote (the fill and the
-    copy define the whole padded tensor)."""
+def _in_place_undefined_at_stops(module: Path, inputs: tuple[str, ...], after: tuple[int, ...], calls: int):
+    """A session opened without sources beside ``module`` (rebuilt at the first stop, as the window does),
+    stopped after each dispatch of ``after`` in each of ``calls`` calls: at each stop, the export and each
+    in-place tensor's ``undefined`` ("input1" -> ranges, or None when not known)."""
     import queue
 
     from engine.session.debug_session import DebugSession
@@ -150,27 +146,11 @@ def test_the_fill_is_followed_while_the_sources_are_still_being_rebuilt(tmp_path
         Open,
         Opened,
         ReadTensors,
-        SetBreakpoints,
+        SetBreakpoints,  # fmt: skip
         Stopped,
         Tensors,
-    )  # fmt: skip
+    )
 
-    program = tmp_path / "padded_square.mlir"
-    program.write_text(PADDED_SQUARE.read_text())
-    plain = tmp_path / "plain.vmfb"
-    proc = iree_compile([str(program), *target_flags("llvm-cpu"), "-o", str(plain)], text=True)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    np.save(tmp_path / "x.npy", np.arange(4 * 8 * 8, dtype=np.float32).reshape(1, 4, 8, 8))
-    inputs = (f"@{tmp_path / 'x.npy'}",)
-
-    def in_place(answer: Tensors) -> list:
-        assert answer.info.export.endswith("memcpy") and all(t.type_source == "sources" for t in answer.tensors)
-        found = [(t.role, t.undefined) for t in answer.tensors if t.access == "readwrite"]
-        assert [role for role, _ in found] == ["input", "output"], found  # the premise: copied in place
-        return [undefined for _, undefined in found]
-
-    before = stop_at_every_dispatch(plain, "main", inputs, "before", rebuild=True)
-    assert in_place(before[0]) == [(), ()]  # the fill's zeros are defined: it was followed
     events: queue.Queue = queue.Queue()
     session = InProcessSession(DebugSession, events.put)
 
@@ -180,21 +160,50 @@ def test_the_fill_is_followed_while_the_sources_are_still_being_rebuilt(tmp_path
         assert isinstance(event, kind), event
         return event
 
+    seen = []
     try:
-        session.send(Open(str(plain), rebuild_sources=True))
+        session.send(Open(str(module), rebuild_sources=True))
         next_event(Opened)
-        session.send(SetBreakpoints((Breakpoint("dispatch", ordinal=0, when="after"),)))
-        undefined = []
-        for _ in range(2):
+        session.send(SetBreakpoints(tuple(Breakpoint("dispatch", ordinal=k, when="after") for k in after)))
+        for _ in range(calls):
             session.send(Call("main", inputs))
-            next_event(Stopped)
-            session.send(ReadTensors(wait_for_sources=True))
-            undefined.append(in_place(next_event(Tensors)))
-            session.send(Continue())
+            for _ in after:
+                next_event(Stopped)
+                session.send(ReadTensors(wait_for_sources=True))
+                answer = next_event(Tensors)
+                assert all(t.type_source == "sources" for t in answer.tensors), answer.tensors
+                seen.append((answer.info.export, {f"{t.role}{t.position}": t.undefined for t in answer.tensors
+                                                  if t.access == "readwrite"}))  # fmt: skip
+                session.send(Continue())
             next_event(Finished)
-        assert undefined == [[None, None], [(), ()]], undefined
     finally:
         session.close()
+    return seen
+
+
+def test_the_fill_is_followed_while_the_sources_are_still_being_rebuilt(tmp_path):
+    """A module with no sources beside it (compiled the usual way): the session rebuilds them at the first
+    stop. The fill before the first copy ran before they were there; it was not followed (transfers were
+    followed only when sources were found at open), so the window said EfficientViT's first dispatch held
+    612,912 undefined bytes (the padding the fill had zeroed) and every later padded tensor the same.
+    After a dispatch that ran before the sources were there nothing is known (never called undefined) for
+    the rest of that call; the next call, with the sources, is known again where it wrote (the fill and the
+    copy define the whole padded tensor)."""
+    program = tmp_path / "padded_square.mlir"
+    program.write_text(PADDED_SQUARE.read_text())
+    plain = tmp_path / "plain.vmfb"
+    proc = iree_compile([str(program), *target_flags("llvm-cpu"), "-o", str(plain)], text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    np.save(tmp_path / "x.npy", np.arange(4 * 8 * 8, dtype=np.float32).reshape(1, 4, 8, 8))
+    inputs = (f"@{tmp_path / 'x.npy'}",)
+    before = stop_at_every_dispatch(plain, "main", inputs, "before", rebuild=True)
+    assert before[0].info.export.endswith("memcpy") and all(t.type_source == "sources" for t in before[0].tensors)
+    in_place = [(t.role, t.undefined) for t in before[0].tensors if t.access == "readwrite"]
+    assert [role for role, _ in in_place] == ["input", "output"], in_place  # the premise: copied in place
+    assert all(undefined == () for _, undefined in in_place), in_place  # the fill's zeros: it was followed
+    seen = _in_place_undefined_at_stops(plain, inputs, (0,), calls=2)
+    assert [export.endswith("memcpy") for export, _ in seen] == [True, True]
+    assert [undefined for _, undefined in seen] == [{"input1": None, "output0": None}, {"input1": (), "output0": ()}]
 
 
 @pytest.mark.slow
@@ -250,57 +259,13 @@ def test_after_a_call_the_watch_did_not_see_whole_only_what_it_sees_written_is_k
     held what the first call left, which the watch did not see: before the first copy and after it, what it
     does not cover is not known (None), never called undefined; after the second copy every byte of it was
     written in this call: known, nothing undefined."""
-    import queue
-
-    from engine.session.debug_session import DebugSession
-    from engine.session.inprocess import InProcessSession
-    from engine.session.protocol import (
-        Breakpoint,
-        Call,
-        Continue,
-        Finished,
-        Log,
-        Open,
-        Opened,
-        ReadTensors,
-        SetBreakpoints,
-        Stopped,
-        Tensors,
-    )  # fmt: skip
-
     plain = _compile(tmp_path / "plain.vmfb")  # no sources beside it: rebuilt from the program it names
     np.save(tmp_path / "a.npy", np.linspace(-1, 1, 16 * 24, dtype=np.float32).reshape(16, 24))
     np.save(tmp_path / "b.npy", np.linspace(-2, 0, 16 * 40, dtype=np.float32).reshape(16, 40))
     inputs = (f"@{tmp_path / 'a.npy'}", f"@{tmp_path / 'b.npy'}")
-    events: queue.Queue = queue.Queue()
-    session = InProcessSession(DebugSession, events.put)
-
-    def next_event(kind):
-        while isinstance(event := events.get(timeout=120), Log):
-            pass
-        assert isinstance(event, kind), event
-        return event
-
-    def in_place() -> dict[str, object]:
-        session.send(ReadTensors(wait_for_sources=True))
-        answer = next_event(Tensors)
-        assert answer.info.export.endswith("slow_memcpy") and all(t.type_source == "sources" for t in answer.tensors)
-        return {f"{t.role}{t.position}": t.undefined for t in answer.tensors if t.access == "readwrite"}
-
-    try:
-        session.send(Open(str(plain), rebuild_sources=True))
-        next_event(Opened)
-        session.send(SetBreakpoints(tuple(Breakpoint("dispatch", ordinal=k, when="after") for k in (2, 3))))
-        seen = []
-        for _ in range(2):
-            session.send(Call("main", inputs))
-            for _ in range(2):
-                next_event(Stopped)
-                seen.append(in_place())
-                session.send(Continue())
-            next_event(Finished)
-        assert seen[:2] == [{"input1": None, "output0": None}] * 2  # the first call: not known at all
-        assert seen[2] == {"input1": None, "output0": None}, seen[2]  # what the first copy left: not known
-        assert seen[3] == {"input1": None, "output0": ()}, seen[3]  # both copies wrote it all in this call
-    finally:
-        session.close()
+    seen = _in_place_undefined_at_stops(plain, inputs, (2, 3), calls=2)
+    assert all(export.endswith("slow_memcpy") for export, _ in seen), seen
+    undefined = [u for _, u in seen]
+    assert undefined[:2] == [{"input1": None, "output0": None}] * 2  # the first call: not known at all
+    assert undefined[2] == {"input1": None, "output0": None}, undefined[2]  # what the first copy left: not known
+    assert undefined[3] == {"input1": None, "output0": ()}, undefined[3]  # both copies wrote it all in this call

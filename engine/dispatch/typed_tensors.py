@@ -365,33 +365,23 @@ def dispatch_tensors(
     return _untyped(len(lengths), raw, ran, observed_access, note)
 
 
-def write_only_spans(
+def spans_by_mode(
     export: str, constants: Sequence[int], lengths: Sequence[int], sources: ExecutableSources
-) -> list[tuple[int, int, int]] | None:
-    """(binding, byte offset, byte length) of each write-only tensor of a dispatch of ``export`` with
-    bindings of ``lengths`` bytes, from its source alone (no bytes read or copied); None when the sources do
-    not type this dispatch. What a dispatch that works nowhere in place defines, cheaply."""
+) -> dict[str, list[tuple[int, int, int]]] | None:
+    """(binding, byte offset, byte length) of each tensor of a dispatch of ``export`` with bindings of
+    ``lengths`` bytes, by its mode (``writeonly``: what a dispatch defines whole; ``readwrite``: what it
+    updates in place; ``readonly``), from its source alone (no bytes read or copied); None when the sources
+    do not type this dispatch."""
     interface = sources.interfaces.get(export)
     if not interface:
         return None
     subspans, _ = _subspans(interface, constants, lengths)
     if subspans is None:
         return None
-    return [(s.binding, s.offset, s.tensor.byte_length) for s in subspans if s.mode == "writeonly"]
-
-
-def readwrite_spans(
-    export: str, constants: Sequence[int], lengths: Sequence[int], sources: ExecutableSources
-) -> list[tuple[int, int, int]] | None:
-    """(binding, byte offset, byte length) of each tensor a dispatch of ``export`` reads and writes in place,
-    from its source alone, as ``write_only_spans``; None when the sources do not type this dispatch."""
-    interface = sources.interfaces.get(export)
-    if not interface:
-        return None
-    subspans, _ = _subspans(interface, constants, lengths)
-    if subspans is None:
-        return None
-    return [(s.binding, s.offset, s.tensor.byte_length) for s in subspans if s.mode == "readwrite"]
+    found: dict[str, list[tuple[int, int, int]]] = {"readonly": [], "writeonly": [], "readwrite": []}
+    for s in subspans:
+        found.setdefault(s.mode, []).append((s.binding, s.offset, s.tensor.byte_length))
+    return found
 
 
 def _untyped(count: int, raw, ran: bool, observed_access: Sequence[str] | None, note: str) -> list[TypedTensor]:

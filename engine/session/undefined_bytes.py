@@ -24,8 +24,7 @@ from engine.dispatch.typed_tensors import (
     ExecutableSources,
     Provenance,
     Role,
-    readwrite_spans,
-    write_only_spans,
+    spans_by_mode,
 )
 from engine.runtime.hal.commands import DispatchCommand
 from engine.runtime.hal.device import DispatchRecord, HalExecutable
@@ -75,7 +74,7 @@ class UndefinedBytesWatch(SnapshotSubscriber):
         return known[None]
 
     def _spans_of(self, record: DispatchRecord) -> tuple[Spans | None, Spans | None]:
-        """``write_only_spans`` and ``readwrite_spans`` of the dispatch, remembered by (export, push constants,
+        """The write-only and in-place spans of the dispatch (``spans_by_mode``), remembered by (export, push constants,
         binding lengths): a model's dispatches repeat them call after call."""
         sources = self._sources()
         if self._spans is None or self._spans[0] is not sources:
@@ -85,7 +84,8 @@ class UndefinedBytesWatch(SnapshotSubscriber):
         if key not in known:
             if len(known) > 4096:  # dynamic shapes: a bound on what is remembered
                 known.clear()
-            known[key] = (write_only_spans(*key, sources), readwrite_spans(*key, sources))
+            found = spans_by_mode(*key, sources)
+            known[key] = (None, None) if found is None else (found["writeonly"], found["readwrite"])
         return known[key]
 
     def _write_only_spans(self, record: DispatchRecord) -> Spans | None:
