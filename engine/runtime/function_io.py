@@ -12,6 +12,7 @@ Both engines exchange values as the plain data below, so their outputs can be co
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -161,20 +162,27 @@ def _parse_tensor(spec: str) -> Tensor:
     return Tensor(array.reshape(shape), element_type)
 
 
+# numpy parses a .npy header with ast.literal_eval, and CPython 3.11's AST constructor keeps its recursion
+# depth in state the threads share: two threads parsing at once fail with "AST constructor recursion depth
+# mismatch" (diverge's runs A and B read their inputs on two threads; seen once in CI). One at a time.
+NPY_READ_LOCK = threading.Lock()
+
+
 def _load_numpy_file(path: str) -> list[Tensor]:
     if not Path(path).exists():
         raise InputError(f"input file {path} does not exist")
-    try:
-        loaded = np.load(path, allow_pickle=False)
-    except Exception as e:  # numpy raises several types for a bad file
-        raise InputError(f"cannot read {path} as a numpy file: {e}") from None
-    if isinstance(loaded, np.lib.npyio.NpzFile):
-        with loaded:
-            try:
-                # Members are read lazily: a damaged member fails here, with zipfile's or numpy's errors.
-                return [Tensor.from_numpy(loaded[k]) for k in loaded.files]
-            except Exception as e:  # noqa: BLE001 - numpy and zipfile raise several types
-                raise InputError(f"cannot read {path} as a numpy file: {e}") from None
+    with NPY_READ_LOCK:
+        try:
+            loaded = np.load(path, allow_pickle=False)
+        except Exception as e:  # numpy raises several types for a bad file
+            raise InputError(f"cannot read {path} as a numpy file: {e}") from None
+        if isinstance(loaded, np.lib.npyio.NpzFile):
+            with loaded:
+                try:
+                    # Members are read lazily: a damaged member fails here, with zipfile's or numpy's errors.
+                    return [Tensor.from_numpy(loaded[k]) for k in loaded.files]
+                except Exception as e:  # noqa: BLE001 - numpy and zipfile raise several types
+                    raise InputError(f"cannot read {path} as a numpy file: {e}") from None
     return [Tensor.from_numpy(loaded)]
 
 
