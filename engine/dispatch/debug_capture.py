@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.dispatch.bundle import BUNDLE_PROVENANCE, BundleWriter, DispatchEntry, executable_of
-from engine.dispatch.snapshot import DispatchSnapshot, DispatchSnapshots, SnapshotSubscriber
+from engine.dispatch.snapshot import DispatchSnapshot, DispatchSnapshots, SnapshotSubscriber, true_runs
 from engine.dispatch.statistics import tensor_stats
 from engine.dispatch.tensor_types import BindingInterface, TensorType, view_bytes
 from engine.dispatch.typed_tensors import NO_SOURCES, ExecutableSources, Provenance, Role
@@ -465,13 +465,7 @@ def _gaps(defined: Defined, length: int) -> list[list[int]]:
         return []
     if defined is None:
         return [[0, length]]
-    undefined = np.flatnonzero(~defined)
-    if not undefined.size:
-        return []
-    breaks = np.flatnonzero(np.diff(undefined) > 1)
-    starts = np.concatenate(([undefined[0]], undefined[breaks + 1]))
-    ends = np.concatenate((undefined[breaks], [undefined[-1]])) + 1
-    return [[int(s), int(e)] for s, e in zip(starts, ends)]
+    return [[s, e] for s, e in true_runs(~defined)]
 
 
 def module_has_trace_points(module_path: str | Path) -> bool:

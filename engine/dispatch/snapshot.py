@@ -229,12 +229,17 @@ class DispatchSnapshot:
 
 def changed_ranges(before: np.ndarray, after: np.ndarray) -> tuple[tuple[int, int], ...]:
     """The byte ranges ``[start, end)`` where ``after`` differs from ``before`` (merged runs)."""
-    changed = np.flatnonzero(before != after)
-    if not changed.size:
+    return true_runs(before != after)
+
+
+def true_runs(mask: np.ndarray) -> tuple[tuple[int, int], ...]:
+    """The index ranges ``[start, end)`` of ``mask``'s runs of True."""
+    at = np.flatnonzero(mask)
+    if not at.size:
         return ()
-    breaks = np.flatnonzero(np.diff(changed) > 1)
-    starts = np.concatenate(([changed[0]], changed[breaks + 1]))
-    ends = np.concatenate((changed[breaks], [changed[-1]])) + 1
+    breaks = np.flatnonzero(np.diff(at) > 1)
+    starts = np.concatenate(([at[0]], at[breaks + 1]))
+    ends = np.concatenate((at[breaks], [at[-1]])) + 1
     return tuple((int(s), int(e)) for s, e in zip(starts, ends))
 
 

@@ -41,6 +41,7 @@ class UndefinedBytesWatch(SnapshotSubscriber):
         self._in_place = InPlaceTensors()
         self.blind = False  # a dispatch ran untyped: what the program defined is not known from then on
         self._in_place_exports: tuple[ExecutableSources, dict[str, bool]] | None = None
+        self._none_in_place_for: tuple[ExecutableSources, bool] | None = None  # (sources, no export works in place)
         self._spans: tuple[ExecutableSources, dict[tuple, list[tuple[int, int, int]] | None]] | None = None
         self._after: tuple[int, dict[str, list[list[int]]]] | None = None  # the last dispatch's (sequence, answer)
         self._in_place_at: tuple | None = None  # (dispatches, sources, indices of those that work in place)
@@ -66,12 +67,10 @@ class UndefinedBytesWatch(SnapshotSubscriber):
         """Whether the sources are here and none of their exports works in place (the 96-layer transformer):
         then no tensor can be undefined, and nothing need be followed (11 us a dispatch: 10x its plain run)."""
         sources = self._sources()
-        if self._in_place_exports is None or self._in_place_exports[0] is not sources:
-            self._in_place_exports = (sources, {})
-        known = self._in_place_exports[1]
-        if None not in known:
-            known[None] = sources.found and not any(self._works_in_place(e) for e in sources.interfaces)
-        return known[None]
+        if self._none_in_place_for is None or self._none_in_place_for[0] is not sources:
+            none = sources.found and not any(self._works_in_place(e) for e in sources.interfaces)
+            self._none_in_place_for = (sources, none)
+        return self._none_in_place_for[1]
 
     def _spans_of(self, record: DispatchRecord) -> tuple[Spans | None, Spans | None]:
         """The write-only and in-place spans of the dispatch (``spans_by_mode``), remembered by (export, push constants,
