@@ -393,7 +393,10 @@ def _joined_lines(source: str):
         yield pending
 
 
-# Where a subspan starts: ("const", bytes), ("push", constant ordinal), or unknown.
+# Where a subspan starts (or how long a dynamic dimension is): ("const", bytes), ("push", constant ordinal),
+# ("push64", low ordinal, high ordinal) for an index IREE passes as two i32 push constants (a 64-bit index
+# whose range it cannot bound: a ``tensor.dim`` of a dynamic input), or unknown. ("push_high", ordinal) is
+# the high half on its way (``arith.shli`` by 32) to the ``arith.ori`` that joins them.
 Offset = tuple
 UNKNOWN_OFFSET: Offset = ("unknown",)
 _PASS_THROUGH = ("arith.index_castui", "arith.index_cast", "arith.extui", "arith.extsi",
@@ -418,6 +421,15 @@ def _track_value(line: str, values: dict[str, Offset]) -> None:
         src = re.match(r"\s*(%[\w#]+)", rest)
         if src and src[1] in values:
             values[name] = values[src[1]]
+    elif op == "arith.shli":  # the high half of a 64-bit index: extui(push) << 32
+        a = re.match(r"\s*(%[\w#]+)\s*,\s*(%[\w#]+)", rest)
+        if a and values.get(a[1], UNKNOWN_OFFSET)[0] == "push" and values.get(a[2]) == ("const", 32):
+            values[name] = ("push_high", values[a[1]][1])
+    elif op == "arith.ori":  # low | high << 32: the 64-bit index two push constants carry
+        a = re.match(r"\s*(%[\w#]+)\s*,\s*(%[\w#]+)", rest)
+        halves = sorted((values.get(a[1], UNKNOWN_OFFSET), values.get(a[2], UNKNOWN_OFFSET))) if a else []
+        if [h[0] for h in halves] == ["push", "push_high"]:
+            values[name] = ("push64", halves[0][1], halves[1][1])
     elif op == "util.assume.int":
         operands = re.findall(r"(%[\w#]+)<", rest) or re.findall(r"(%[\w#]+)\[", rest)
         for k, operand in enumerate(operands):
@@ -431,6 +443,8 @@ def resolve_offset(offset: Offset, constants: tuple[int, ...] | list[int]) -> in
         return int(offset[1])
     if offset[0] == "push" and offset[1] < len(constants):
         return int(constants[offset[1]]) & 0xFFFFFFFF
+    if offset[0] == "push64" and max(offset[1], offset[2]) < len(constants):
+        return (int(constants[offset[1]]) & 0xFFFFFFFF) | (int(constants[offset[2]]) & 0xFFFFFFFF) << 32
     return None
 
 
