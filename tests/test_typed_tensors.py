@@ -212,3 +212,64 @@ def test_the_sources_a_module_was_dumped_with_are_found_where_its_exports_are_lo
     assert not find_sources(plain).found
     os.remove(work / "kernels" / "module_main_dispatch_0.mlir")  # one of two left: still the module's
     assert set(find_sources(work / "mlp.vmfb").interfaces) == {"main_dispatch_1_matmul_2x4x32_f32"}
+
+
+SUB_BYTE_AND_COMPLEX = """
+func.func @nibbles() -> tensor<4xi8> {
+  %a = util.unfoldable_constant dense<[1, 2, 3, 4]> : tensor<4xi4>
+  %b = util.unfoldable_constant dense<[1, 1, 1, -1]> : tensor<4xi4>
+  %e = tensor.empty() : tensor<4xi8>
+  %r = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i)>, affine_map<(i) -> (i)>],
+                       iterator_types = ["parallel"]} ins(%a, %b : tensor<4xi4>, tensor<4xi4>) outs(%e : tensor<4xi8>) {
+  ^bb0(%x: i4, %y: i4, %o: i8):
+    %s = arith.addi %x, %y : i4
+    %w = arith.extsi %s : i4 to i8
+    linalg.yield %w : i8
+  } -> tensor<4xi8>
+  return %r : tensor<4xi8>
+}
+func.func @spectrum(%re: tensor<6xf32>, %im: tensor<6xf32>) -> tensor<6xf32> {
+  %e = tensor.empty() : tensor<6xcomplex<f32>>
+  %c = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i)>, affine_map<(i) -> (i)>],
+                       iterator_types = ["parallel"]} ins(%re, %im : tensor<6xf32>, tensor<6xf32>)
+                       outs(%e : tensor<6xcomplex<f32>>) {
+  ^bb0(%x: f32, %y: f32, %o: complex<f32>):
+    %z = complex.create %x, %y : complex<f32>
+    linalg.yield %z : complex<f32>
+  } -> tensor<6xcomplex<f32>>
+  %b = util.optimization_barrier %c : tensor<6xcomplex<f32>>
+  %f = tensor.empty() : tensor<6xf32>
+  %m = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i)>], iterator_types = ["parallel"]}
+                       ins(%b : tensor<6xcomplex<f32>>) outs(%f : tensor<6xf32>) {
+  ^bb0(%z: complex<f32>, %o: f32):
+    %a = complex.abs %z : complex<f32>
+    linalg.yield %a : f32
+  } -> tensor<6xf32>
+  return %m : tensor<6xf32>
+}
+"""
+
+
+def test_element_types_not_shown_typed_say_so_instead_of_a_missing_declaration(tmp_path):
+    # i4 (packed two to a byte) and complex<f32> tensors: their dispatches are shown as bytes, and the note
+    # says which tensor and why. Was: the subspans were dropped silently, and a dispatch of only such tensors
+    # read "the executable sources do not declare <export>" (they do).
+    source = tmp_path / "odd.mlir"
+    source.write_text(SUB_BYTE_AND_COMPLEX)
+    dump = tmp_path / "sources"
+    compile_for(source, tmp_path / "odd.vmfb", "llvm-cpu", f"--iree-hal-dump-executable-sources-to={dump}")
+    sources = read_sources([dump])
+    by_element = {}
+    for export, interface in sources.interfaces.items():
+        for bi in interface.values():
+            for text in bi.unshown:
+                by_element.setdefault(export, []).append(text)
+    # The nibbles' dispatch reads two i4 tensors; the spectrum's first writes a complex tensor, its second reads it.
+    assert sorted(by_element.values()) == [["4xi4", "4xi4"], ["6xcomplex<f32>"], ["6xcomplex<f32>"]]
+    for export, texts in by_element.items():
+        interface = sources.interfaces[export]
+        lengths = [64] * (max(interface) + 1)
+        tensors = dispatch_tensors(export, (), [np.zeros(n, np.uint8) for n in lengths],
+                                   [np.ones(n, np.uint8) for n in lengths], sources)
+        assert {t.provenance for t in tensors} == {Provenance.UNTYPED}
+        assert all(f"holds {texts[0]}, an element type IREE Lens does not show yet" in t.note for t in tensors)

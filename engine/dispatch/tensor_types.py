@@ -209,6 +209,10 @@ class BindingInterface:
     # Each subspan's dynamic dimensions: (axis, where its size comes from) for every ``?`` of its type, the
     # values after ``>>{...}`` (a push constant, usually through ``util.assume.int`` and the workload ordinal).
     dynamic_dims: tuple[tuple[tuple[int, tuple], ...], ...] = ()
+    # Subspans whose element type IREE Lens cannot show (``4xi4`` packed two to a byte, ``complex<f32>``,
+    # ``i1`` with ``#iree_encoding.packed_storage``), as the source spells them: a dispatch binding one is
+    # shown as bytes, with this said, rather than typed without it.
+    unshown: tuple[str, ...] = ()
 
     @property
     def access(self) -> str:
@@ -238,11 +242,14 @@ def binding_interfaces(source: str) -> dict[str, dict[int, BindingInterface]]:
     result: dict[str, dict[int, BindingInterface]] = {}
     current: str | None = None
     found: dict[int, list[tuple[str, TensorType, Offset, int, tuple]]] = {}
+    unshown: dict[int, list[tuple[str, str]]] = {}  # binding -> (mode, type text) of subspans not typed
     values: dict[str, Offset] = {}
 
     booleans = _Booleans()
 
     def close() -> None:
+        for index in unshown:  # a binding of only such subspans is still the source's
+            found.setdefault(index, [])
         if current is not None and found:
             for place in booleans.places():  # i1 tensors stored as bytes: IREE's trace calls them i1
                 for entries in found.values():
@@ -253,12 +260,13 @@ def binding_interfaces(source: str) -> dict[str, dict[int, BindingInterface]]:
             result[current] = {
                 i: BindingInterface(
                     i,
-                    all(e[0] == "readonly" for e in entries),
+                    all(e[0] == "readonly" for e in entries) and all(u[0] == "readonly" for u in unshown.get(i, ())),
                     tuple(e[1] for e in entries),
                     tuple(e[0] for e in entries),
                     tuple(e[2] for e in entries),
                     tuple(operand_order[e[3]] for e in entries),
                     tuple(e[4] for e in entries),
+                    tuple(u[1] for u in unshown.get(i, ())),
                 )
                 for i, entries in sorted(found.items())
             }
@@ -268,7 +276,7 @@ def binding_interfaces(source: str) -> dict[str, dict[int, BindingInterface]]:
         if m:
             close()
             current = m[1] if (m[1] in exports or not exports) else None
-            found, values = {}, {}
+            found, values, unshown = {}, {}, {}
             booleans = _Booleans()
             continue
         if current is None:
@@ -286,21 +294,37 @@ def binding_interfaces(source: str) -> dict[str, dict[int, BindingInterface]]:
             try:
                 t = TensorType.parse(s[3].replace("?", "0"), "interface")
             except ValueError:
+                unshown.setdefault(int(s[1]), []).append((s[2], _tensor_type_text(line, s.start(3))))
                 continue
             dims = _dynamic_dims(s[3], line[s.end():], values)
             found.setdefault(int(s[1]), []).append((s[2], t, offset, sum(map(len, found.values())), dims))
             continue
         mm = _MEMREF_SUBSPAN.search(line)
         if mm:  # after bufferization: memref<4x16xf32, ...> with the ReadOnly flag
+            mode = "readonly" if "ReadOnly" in mm[2] else "readwrite"
             try:
                 t = TensorType.parse(mm[3].replace("?", "0"), "interface")
             except ValueError:
+                unshown.setdefault(int(mm[1]), []).append((mode, _tensor_type_text(line, mm.start(3), memref=True)))
                 continue
-            mode = "readonly" if "ReadOnly" in mm[2] else "readwrite"
             dims = _dynamic_dims(mm[3], line[mm.end():], values)
             found.setdefault(int(mm[1]), []).append((mode, t, offset, sum(map(len, found.values())), dims))
     close()
     return result
+
+
+def _tensor_type_text(line: str, start: int, memref: bool = False) -> str:
+    """The shape and element type that starts at ``start`` of ``line``, to its bracket's end (``15xcomplex<f32>``,
+    ``8xi1, #iree_encoding.packed_storage``: the regexes stop at the first ``>``); a memref's to its layout."""
+    depth = 0
+    for k in range(start, len(line)):
+        if line[k] in "<([{":
+            depth += 1
+        elif depth == 0 and (line[k] in ">)]}" or (memref and line[k] == ",")):
+            return line[start:k].strip()
+        elif line[k] in ">)]}":
+            depth -= 1
+    return line[start:].strip()
 
 
 _SUBSPAN_BINDING = re.compile(r"binding\((\d+)\)")

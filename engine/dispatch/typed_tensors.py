@@ -285,6 +285,8 @@ def _subspans(
     for index, bi in interface.items():
         if index >= len(lengths):
             return None, f"the source binds binding {index}; the dispatch has {len(lengths)}"
+        if bi.unshown:
+            return None, f"binding {index} holds {bi.unshown[0]}, an element type IREE Lens does not show yet"
         for k, t in enumerate(bi.tensors):
             offset = resolve_offset(bi.offsets[k], constants) if k < len(bi.offsets) else 0
             if offset is None:
@@ -357,7 +359,7 @@ def dispatch_tensors(
                                     Provenance.SOURCES, array, ran, where)
                     )
             return inputs + outputs
-        note = f"the executable source does not fit this dispatch ({note}): shown as bytes"
+        note = f"the executable source does not type this dispatch ({note}): shown as bytes"
     elif sources.found:
         note = f"the executable sources do not declare {export}: shown as bytes"
     else:
