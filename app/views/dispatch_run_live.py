@@ -38,6 +38,7 @@ from app.views.verdict_style import legend_html
 from engine.dispatch.bundle import DispatchEntry
 from engine.dispatch.debug_capture import health_of
 from engine.dispatch.tensor_types import from_storage
+from engine.dispatch.typed_tensors import NOT_SHOWN_YET
 from engine.session.protocol import DispatchTensor, ReadTensors, Tensors, TypeSource
 
 # What would type an untyped dispatch (said with it, never a promise that it will be typed).
@@ -263,7 +264,7 @@ class PausedDispatchView(QWidget):
             f"Dispatch #{info.ordinal} {info.export} ({info.when} it runs) — executable {info.executable}, "
             f"workgroups {wg}, {len(info.bindings)} bindings; {typed}",
             *(_sentence(n) for n in notes),
-            *([UNTYPED_HELP] if untyped else []),
+            *([UNTYPED_HELP] if untyped and not any(NOT_SHOWN_YET in n for n in notes) else []),
             *([_sentence(note)] if note else []),
             *_undefined_lines(tensors),
         ]

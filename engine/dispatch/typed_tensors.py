@@ -129,6 +129,9 @@ class ExecutableSources:
 
 
 NO_SOURCES = ExecutableSources({})
+# Said of a dispatch whose source binds an element type not shown typed (``BindingInterface.unshown``): its
+# sources are here, so no other sources would type it.
+NOT_SHOWN_YET = "an element type IREE Lens does not show yet"
 
 # Where IREE Lens and people put a module's executable sources, relative to the .vmfb's folder: IREE Lens's
 # compile output (<out>/executables/sources beside <out>/<module>.vmfb), then common dump folder names.
@@ -286,7 +289,7 @@ def _subspans(
         if index >= len(lengths):
             return None, f"the source binds binding {index}; the dispatch has {len(lengths)}"
         if bi.unshown:
-            return None, f"binding {index} holds {bi.unshown[0]}, an element type IREE Lens does not show yet"
+            return None, f"binding {index} holds {bi.unshown[0]}, {NOT_SHOWN_YET}"
         for k, t in enumerate(bi.tensors):
             offset = resolve_offset(bi.offsets[k], constants) if k < len(bi.offsets) else 0
             if offset is None:

@@ -4,6 +4,7 @@ as if its bytes were garbage); a typed output before its dispatch is "not writte
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
@@ -83,3 +84,23 @@ def test_the_compare_heatmap_keeps_its_height_under_a_long_verdict(qtbot):
     assert inspector.error_heatmap.height() >= COMPARE_HEATMAP_MIN
     line = inspector.compare_summary.fontMetrics().lineSpacing()
     assert inspector.compare_summary_area.height() <= (COMPARE_SUMMARY_LINES + 1) * line
+
+
+def test_an_element_type_not_shown_yet_is_said_without_advice_to_find_sources(qtbot):
+    """Walk, an i4 program at 1366x768: its dispatch said why it was bytes ("binding 0 holds 4xi4, an element
+    type IREE Lens does not show yet") and then "To type it: open the .mlir it was compiled from", which the
+    window had already done."""
+    from app.views.dispatch_run_live import UNTYPED_HELP
+    from engine.dispatch.typed_tensors import NOT_SHOWN_YET
+
+    view = PausedDispatchView()
+    qtbot.addWidget(view)
+    info = SimpleNamespace(ordinal=0, export="nibbles_dispatch_0_elementwise_4_i4xi4xi8", when="before",
+                           executable="nibbles_dispatch_0", workgroup_count=(1, 1, 1), bindings=(0, 1))  # fmt: skip
+    note = f"the executable source does not type this dispatch (binding 0 holds 4xi4, {NOT_SHOWN_YET}): shown as bytes"
+    tensors = [ShownTensor("binding", 0, b, 0, np.zeros(2, np.uint8), "2 bytes, untyped", TypeSource.UNTYPED,
+                           "unknown", False, note) for b in (0, 1)]  # fmt: skip
+    view.show_dispatch(info, tensors)
+    assert "binding 0 holds 4xi4" in view.header.text() and UNTYPED_HELP not in view.header.text()
+    view.show_dispatch(info, [replace(t, note="") for t in tensors])  # no sources: what would type it is said
+    assert UNTYPED_HELP in view.header.text()
