@@ -134,7 +134,6 @@ def test_a_wait_for_the_rebuild_ends_when_given_up_and_closing_kills_it(tmp_path
     kills its compiler. A program no earlier rebuild has seen (its own constant), so the rebuild really runs."""
     import time
     import uuid
-    from types import SimpleNamespace
 
     from engine.dispatch.rebuild_sources import SessionSources
 
@@ -146,7 +145,7 @@ def test_a_wait_for_the_rebuild_ends_when_given_up_and_closing_kills_it(tmp_path
     proc = iree_compile([str(program), *CPU, "-o", str(module)], text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     told: list[str] = []
-    sources = SessionSources(SimpleNamespace(sources=None), module, tell=told.append)
+    sources = SessionSources(module, tell=told.append)
     sources.ensure()
     assert sources.thread and sources.thread.is_alive()  # the rebuild runs
     started = time.monotonic()

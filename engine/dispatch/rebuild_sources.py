@@ -336,22 +336,29 @@ class SessionSources:
     """The executable sources of a session's module: those named or found beside it at open; else, the
     first time a dispatch's tensors are asked for, rebuilt on a thread (``rebuild_sources``). Until then,
     and if the rebuild is not used, tensors are untyped and say why (``ExecutableSources.note``).
-    ``tell(text)`` reports the rebuild's outcome (a session's ``Log``)."""
+    ``tell(text)`` reports the rebuild's outcome (a session's ``Log``); ``holder`` (the debug session's
+    ``DispatchSnapshots``, which types every dispatch by them) gets each new value as its ``sources`` too."""
 
-    def __init__(self, snapshots, module_path: str | Path, given=(), rebuild: bool = True, tell=None):
+    def __init__(self, module_path: str | Path, given=(), rebuild: bool = True, tell=None, holder=None):
         from engine.dispatch.typed_tensors import find_sources
 
-        self.snapshots = snapshots
         self.module_path = Path(module_path)
         self.rebuild = rebuild
         self.tell = tell
+        self.holder = holder
         self.thread = None
         self._task = None  # the rebuild's TaskState: ``close`` cancels it
-        snapshots.sources = find_sources(module_path, given)
+        self.sources = find_sources(module_path, given)
 
     @property
     def sources(self) -> ExecutableSources:
-        return self.snapshots.sources
+        return self._sources
+
+    @sources.setter
+    def sources(self, found: ExecutableSources) -> None:
+        self._sources = found
+        if self.holder is not None:
+            self.holder.sources = found
 
     @property
     def may_come(self) -> bool:
@@ -367,13 +374,13 @@ class SessionSources:
             return
         program = program_named_by(self.module_path)
         if program is None:
-            self.snapshots.sources = _none("no sources beside the module, and the program its debug locations "
+            self.sources = _none("no sources beside the module, and the program its debug locations "
                                            "name is not here")  # fmt: skip
             self.thread = False  # nothing to rebuild
             return
         from engine.compiler.task import TaskState
 
-        self.snapshots.sources = _none(
+        self.sources = _none(
             f"rebuilding the executables' sources from {program} to check they are the module's; until that "
             "is known the tensors are untyped (a rebuild whose executables differ is not used)"
         )
@@ -414,6 +421,6 @@ class SessionSources:
             found = rebuild_sources(self.module_path, task=self._task)
         except Exception as e:  # noqa: BLE001 - a failed rebuild leaves the tensors untyped, said so
             found = _none(f"rebuilding the sources failed: {type(e).__name__}: {e}")
-        self.snapshots.sources = found
+        self.sources = found
         if self.tell is not None:
             self.tell(found.note if found.found else f"tensors stay untyped: {found.note}")

@@ -218,7 +218,7 @@ class DebugSession:
             self.runner.device.set_progress_cell(self.progress_cell)
         snapshots = self.snapshots = DispatchSnapshots.for_device(self.runner.device)
         tell = lambda text: self.emit(Log(text, about="sources"))  # noqa: E731
-        self.sources = SessionSources(snapshots, command.module_path, command.sources, command.rebuild_sources, tell)
+        self.sources = SessionSources(command.module_path, command.sources, command.rebuild_sources, tell, snapshots)
         if command.wait_for_sources:
             self.sources.ensure()
             self.sources.wait()

@@ -214,14 +214,11 @@ class ReferenceSession:
         """The module's ``SessionSources``, made once: the rebuild (when needed) starts at once, on a thread,
         so it runs while the program loads and runs to its first dispatch; closing the session kills it."""
         if self._sources is None:
-            from types import SimpleNamespace
-
             from engine.dispatch.rebuild_sources import SessionSources
 
             command = self._open
             tell = lambda text: self.emit(Log(f"break nan: {text}", about="sources"))  # noqa: E731
-            self._sources = SessionSources(SimpleNamespace(sources=None), command.module_path, command.sources,
-                                           command.rebuild_sources, tell)  # fmt: skip
+            self._sources = SessionSources(command.module_path, command.sources, command.rebuild_sources, tell)
             if not self._sources.sources.found and command.rebuild_sources:
                 self.emit(Log("break nan: looking for the executables' sources (a rebuild of the program, once) to "
                               "tell which outputs are updated in place", about="sources"))  # fmt: skip
