@@ -454,3 +454,16 @@ def test_cli_capture_types_tensors_by_the_checked_rebuild_as_the_debugger_does(p
     assert proc.returncode == 0, proc.stderr
     assert "no executable sources" in proc.stderr and "not here" in proc.stderr, proc.stderr
     assert {d.tensors_from for d in Bundle(tmp_path / "raw").dispatches} == {"bindings"}
+
+
+def test_reference_capture_keeps_packed_i4_trace_points_as_their_bytes(tmp_path):
+    # Was: "reading trace points failed: ... cannot reshape array of size 2 into shape (4,)": IREE traces a 4xi4
+    # tensor as 2 bytes. Now the bytes as they are (raw u8; numpy has no i4), packed low nibble first.
+    source = Path(__file__).parent / "e2e_programs" / "packed_i4.mlir"
+    traced = compile_for(source, tmp_path / "i4_t.vmfb", "llvm-cpu", TRACE)
+    capture_reference(traced, "ret4", [], tmp_path / "ref")
+    bundle = Bundle(tmp_path / "ref")
+    (d,) = bundle.dispatches
+    assert d.input_types == ["2xu8", "2xu8"] and d.output_types == ["2xu8"]
+    got = [np.asarray(a).tolist() for a in bundle.dispatch_tensors(d, "inputs") + bundle.dispatch_tensors(d, "outputs")]
+    assert got == [[0x21, 0x43], [0x11, 0xF1], [0x32, 0x34]]  # [1 2 3 4], [1 1 1 -1], their sum [2 3 4 3]

@@ -311,6 +311,8 @@ def _map_buffer_view(runner: ReferenceRunner, bv) -> np.ndarray:
         raw = bv.map().asarray([int(bv.byte_length)], np.dtype(np.uint8))
     except RuntimeError:
         return runner.read_buffer_view(bv)
+    if element.packed:  # i4, ui2...: several elements a byte; kept as the bytes they are (typed as raw bytes)
+        return np.asarray(raw)
     return np.asarray(raw).view(element.dtype).reshape(tuple(bv.shape))
 
 

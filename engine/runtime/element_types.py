@@ -43,6 +43,15 @@ class ElementType:
         return (self.bit_count + 7) // 8
 
     @property
+    def packed(self) -> bool:
+        """Several elements share a byte (``i4``, ``ui2``, a packed ``i1``): IREE packs them densely, low bits
+        first (``iree_hal_element_packed_byte_count``); numpy has no such dtype."""
+        return 0 < self.bit_count < 8
+
+    def packed_byte_count(self, element_count: int) -> int:
+        return (element_count * self.bit_count + 7) // 8
+
+    @property
     def name(self) -> str:
         nt = self.numerical_type
         if nt in _SPECIAL_NAMES:
@@ -76,6 +85,26 @@ class ElementType:
 
     def __str__(self) -> str:
         return self.name
+
+
+def unpack(raw: np.ndarray, element: ElementType, shape: tuple[int, ...]) -> np.ndarray:
+    """The packed elements in ``raw`` (IREE's layout: element k in bits ``k*b .. k*b+b-1``, low bits first),
+    one a byte and shaped: ``int8`` sign-extended for signed and signless integers, ``uint8`` for unsigned
+    and booleans. ``ValueError`` when ``raw`` is too short."""
+    bits = element.bit_count
+    count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    data = np.asarray(raw).reshape(-1).view(np.uint8)
+    if data.size < element.packed_byte_count(count):
+        raise ValueError(f"{count} {element.name} elements need {element.packed_byte_count(count)} bytes; {data.size} given")
+    at = np.arange(count, dtype=np.int64) * bits
+    window = data[at // 8].astype(np.uint16)
+    padded = np.concatenate([data, np.zeros(1, np.uint8)])
+    window |= padded[at // 8 + 1].astype(np.uint16) << 8  # an element that straddles two bytes (i3, i5...)
+    values = (window >> (at % 8).astype(np.uint16)) & ((1 << bits) - 1)
+    if element.numerical_type in (INTEGER, SINT):
+        signed = values.astype(np.int16)
+        return np.where(signed >= 1 << (bits - 1), signed - (1 << bits), signed).astype(np.int8).reshape(shape)
+    return values.astype(np.uint8).reshape(shape)
 
 
 def make(numerical_type: int, bit_count: int) -> ElementType:

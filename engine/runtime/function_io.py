@@ -130,6 +130,10 @@ def _parse_tensor(spec: str) -> Tensor:
     shape, element_type = _parse_shape_and_type(metadata)
     if element_type.dtype.kind == "V":  # e.g. i72: IREE can name it, numpy has no arithmetic type for it
         raise InputError(f"element type {element_type.name} cannot be parsed from text")
+    if element_type.packed:  # IREE packs them (two i4 a byte); its own parser refuses them too
+        raise InputError(f"`{metadata.strip()}`: {element_type.name} elements are packed several to a byte, and "
+                         "cannot be given as an input here (nor to iree-run-module); pass a wider type to the "
+                         "program and narrow it inside")  # fmt: skip
     count = int(np.prod(shape, dtype=np.int64))
     if contents.strip().startswith(("@", "+")):
         path = contents.strip()[1:]

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from engine.errors import HalError, LensError
-from engine.runtime.element_types import ElementType
+from engine.runtime.element_types import ElementType, unpack
 from engine.runtime.function_io import OpaqueRef, Scalar, Tensor, Value, split_cconv
 
 
@@ -145,7 +145,10 @@ class ReferenceRunner:
         if bv is None:
             return OpaqueRef(None)
         try:
-            return Tensor(self.read_buffer_view(bv), ElementType(int(bv.element_type)))
+            element = ElementType(int(bv.element_type))
+            if element.packed:  # a result of i4, ui2...: its values one a byte, as the debug engine gives them
+                return Tensor(unpack(self.read_buffer_view(bv), element, tuple(int(d) for d in bv.shape)), element)
+            return Tensor(self.read_buffer_view(bv), element)
         finally:
             del bv  # before ``self`` (see ``invoke``)
 
@@ -170,4 +173,6 @@ class ReferenceRunner:
                 raw = np.array(staging.map().asarray([nbytes], np.dtype(np.uint8)), copy=True)
             finally:
                 del staging, sem  # before ``self`` (see ``invoke``)
+        if element_type.packed:  # several elements a byte (i4...): numpy has no such dtype; the bytes as they are
+            return raw
         return raw.view(element_type.dtype).reshape(shape)

@@ -273,6 +273,16 @@ class HalBufferView:
         Types numpy lacks (bf16, f8...) come as unsigned integers of the same width (their raw bits).
         ``writable=True`` gives a view for writing (on devices that mirror memory, marks the device copy stale).
         """
+        if self.element.packed:  # i4, ui2...: numpy has no such dtype; the values one a byte, read only
+            if writable:
+                raise VmStatusError(StatusCode.UNIMPLEMENTED,
+                                    f"buffer view {self.describe()}: packed sub-byte elements cannot be written in place")  # fmt: skip
+            if self.byte_length > self.buffer.byte_length:
+                raise VmStatusError(
+                    StatusCode.OUT_OF_RANGE,
+                    f"buffer view {self.describe()} needs {self.byte_length} bytes; its buffer has {self.buffer.byte_length}",
+                )
+            return et.unpack(self.buffer.read_view(0, self.byte_length), self.element, self.shape)
         dtype = self.element.dtype
         nbytes = self.element_count * dtype.itemsize
         if nbytes > self.buffer.byte_length:
