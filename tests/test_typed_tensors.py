@@ -273,3 +273,37 @@ def test_element_types_not_shown_typed_say_so_instead_of_a_missing_declaration(t
                                    [np.ones(n, np.uint8) for n in lengths], sources)
         assert {t.provenance for t in tensors} == {Provenance.UNTYPED}
         assert all(f"holds {texts[0]}, an element type IREE Lens does not show yet" in t.note for t in tensors)
+
+
+def test_a_complex_output_iree_traced_is_bytes_whose_health_is_not_claimed(tmp_path):
+    # IREE traces complex<f32> as cf64, which IREE Lens keeps as its bytes; the capture said "ok" of them
+    # while they held a NaN (the input's). Their health is not known now ("-"); the next dispatch's f32 is.
+    from engine.dispatch.capture import capture_reference
+
+    source = tmp_path / "odd.mlir"
+    source.write_text(SUB_BYTE_AND_COMPLEX)
+    traced = compile_for(source, tmp_path / "traced.vmfb", "llvm-cpu", TRACE)
+    re = np.array([1, np.nan, 3, 4, 5, 6], np.float32)
+    np.save(tmp_path / "re.npy", re)
+    np.save(tmp_path / "im.npy", np.full(6, 4, np.float32))
+    capture_reference(traced, "spectrum", [f"@{tmp_path / 're.npy'}", f"@{tmp_path / 'im.npy'}"], tmp_path / "ref")
+    first, second = Bundle(tmp_path / "ref").dispatches
+    assert first.output_types == ["48xu8"] and first.health == "-"
+    assert second.output_types == ["6xf32"] and second.health == "1 NaN"
+
+
+def test_a_nan_in_an_imaginary_part_stops_both_engines_where_it_is_written(tmp_path):
+    # Was: the reference engine judged only float outputs (its trace gives complex64), and a complex output
+    # was widened to its real part: it stopped a dispatch late, where |z| carried the NaN on.
+    from support import lens_in_process
+
+    source = tmp_path / "odd.mlir"
+    source.write_text(SUB_BYTE_AND_COMPLEX)
+    traced = compile_for(source, tmp_path / "traced.vmfb", "llvm-cpu", TRACE)
+    commands = tmp_path / "nan.cmd"
+    commands.write_text("break nan\ncontinue\n")
+    for engine in ("reference", "debug"):
+        proc = lens_in_process("debug", str(traced), "--function=spectrum", "--input=6xf32=1",
+                               "--input=6xf32=4 4 nan 4 4 4", f"--commands={commands}", f"--engine={engine}")
+        stops = [line for line in proc.stdout.splitlines() if line.startswith("Stopped")]
+        assert stops and "after dispatch #0 spectrum_dispatch_0" in stops[0], (engine, proc.stdout, proc.stderr)

@@ -61,6 +61,25 @@ class InspectedTensor:
     list_label: str = ""
     list_state: str = ""  # said after the type on the item's second line ("not written yet")
 
+    def __post_init__(self) -> None:
+        # A complex tensor (IREE's trace of complex<f32>) as its (re, im) pairs, one more axis of 2: the
+        # statistics, heatmap and histogram are of real numbers, and widening complex to real would drop the
+        # imaginary part (and its NaN). Said in the type.
+        a = np.asarray(self.array)
+        if a.dtype.kind == "c":
+            element = "complex<f32>" if a.dtype.itemsize == 8 else "complex<f64>"
+            shown = self.type_text or "x".join([*(str(d) for d in a.shape), element])
+            self.type_text = f"{shown}, as (re, im) pairs"
+            self.array = _as_pairs(a)
+        if self.reference is not None and np.asarray(self.reference).dtype.kind == "c":
+            self.reference = _as_pairs(np.asarray(self.reference))
+
+
+def _as_pairs(a: np.ndarray) -> np.ndarray:
+    """A complex array as real pairs: shape + (2,), the real part first (numpy's layout, and IREE's)."""
+    part = np.float32 if a.dtype.itemsize == 8 else np.float64
+    return np.ascontiguousarray(a).view(part).reshape(*a.shape, 2)
+
 
 # Non-finite values in a colour no colour map uses (viridis runs purple-blue-green-yellow): NaN magenta,
 # +Inf red, -Inf orange, in the heatmap (an overlay) and the table (cell background).

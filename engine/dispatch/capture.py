@@ -188,7 +188,8 @@ def capture_reference(
                     whole = bool(entry.outputs)  # its outputs came first
                 else:
                     entry.outputs, entry.output_types = _write(writer, ordinal, "output", arrays, types)
-                    entry.health = health_of(arrays)
+                    # An output kept as raw bytes (complex, i4: no numpy view here) has no values to judge.
+                    entry.health = "-" if any(t.source == "raw" for t in types) else health_of(arrays)
                     whole = bool(entry.inputs) or head in without_inputs
                 if whole:
                     held.complete(ordinal)

@@ -65,7 +65,10 @@ def health_of(arrays: list[np.ndarray]) -> str:
     """``ok`` or the NaN/Inf counts over ``arrays`` (float tensors only)."""
     nan = inf = 0
     for a in arrays:
-        if a.dtype.kind == "f" or a.dtype.name in ("bfloat16",):
+        if a.dtype.kind == "c":  # an element is NaN (or Inf) when either part is
+            nan += int(np.count_nonzero(np.isnan(a)))
+            inf += int(np.count_nonzero(np.isinf(a) & ~np.isnan(a)))
+        elif a.dtype.kind == "f" or a.dtype.name in ("bfloat16",):
             s = tensor_stats(a)
             nan += s.nan
             inf += s.posinf + s.neginf

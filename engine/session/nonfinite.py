@@ -43,6 +43,12 @@ def name_float_dtype(export: str) -> np.dtype | None:
     return None if dtype is None else np.dtype(dtype)
 
 
+def _judged(values: np.ndarray) -> np.ndarray:
+    """``values`` as numpy tells NaN and Inf in: floats and complex as they are (a complex element is not
+    finite when either part is not: its imaginary part is not dropped), the others (bf16, f8) widened."""
+    return values if values.dtype.kind in "fc" else values.astype(np.float32)
+
+
 def nonfinite_in(
     values: np.ndarray, binding: int, label: str, base: int = 0, access: str = ""
 ) -> NonFinite | None:
@@ -50,7 +56,7 @@ def nonfinite_in(
     flat index of the first, plus ``base`` (where ``values`` start in the tensor)."""
     if values.size == 0:
         return None
-    as_float = values.astype(np.float32) if values.dtype.kind != "f" else values
+    as_float = _judged(values)
     bad = ~np.isfinite(as_float)
     count = int(np.count_nonzero(bad))
     if not count:
@@ -67,11 +73,11 @@ def nonfinite_changed(
     them already held is not counted as written. No ``earlier``: ``values`` whole."""
     if not earlier:
         return nonfinite_in(values, binding, label, access=access)
-    bits = np.dtype(f"u{values.dtype.itemsize}")
+    size = values.dtype.itemsize
     changed = np.ones(values.size, dtype=bool)
-    for before in earlier:
-        changed &= values.view(bits) != before.view(bits)
-    as_float = values.astype(np.float32) if values.dtype.kind != "f" else values
+    for before in earlier:  # bit for bit, whatever the width (complex<f64> is 16 bytes: no such unsigned type)
+        changed &= (values.view(np.uint8).reshape(-1, size) != before.view(np.uint8).reshape(-1, size)).any(axis=1)
+    as_float = _judged(values)
     bad = ~np.isfinite(as_float) & changed
     count = int(np.count_nonzero(bad))
     if not count:

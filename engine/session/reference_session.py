@@ -184,7 +184,7 @@ class ReferenceSession:
         modes = output_modes(self._export_interfaces().get(export) or {})
         found = []
         for k, a in enumerate(arrays):
-            if a.dtype.kind != "f":
+            if a.dtype.kind not in "fc":  # floats and complex hold NaN
                 continue
             if len(modes) == len(arrays) and modes[k] == "writeonly":
                 found.append(nonfinite_in(a.reshape(-1), k, f"output {k}", access="write"))

@@ -102,6 +102,21 @@ def test_a_one_dimensional_tensor_offers_no_axes_to_choose(qtbot):
     assert view.row_axis.isEnabled() and view.row_axis.count() == 2 and view.table_model.rowCount() == 4
 
 
+def test_a_complex_tensor_is_shown_as_its_real_and_imaginary_parts(qtbot):
+    """A complex tensor (IREE's runtime traces complex<f32> as complex64) was widened to its real part for the
+    statistics, histogram and heatmap: a NaN in an imaginary part was not seen, the numbers were of half the
+    values. Now (re, im) pairs, one more axis of 2, and the type says so."""
+    view = TensorInspector()
+    qtbot.addWidget(view)
+    z = np.array([1 + 2j, complex(3, np.nan), -4 - 5j], np.complex64)
+    view.set_tensors([InspectedTensor("output 0", z, "3xcomplex<f32>")])
+    view.tensor_list.setCurrentRow(0)
+    assert view.array.shape == (3, 2) and view.array.dtype == np.float32
+    assert view.array[:, 0].tolist() == [1, 3, -4] and view.array[0, 1] == 2 and view.array[2, 1] == -5
+    assert view.stats.nan == 1 and view.stats.min == -5 and view.stats.max == 3
+    assert view.first_bad == (1, 1) and view.type_edit.text() == "3xcomplex<f32>, as (re, im) pairs"
+
+
 @pytest.mark.qt_log_ignore("This plugin does not support raise")  # the tooltip window, offscreen
 def test_stats_split_inf_signs_and_the_heatmap_legend_names_the_overlay(qtbot):
     from PySide6.QtCore import QEvent
