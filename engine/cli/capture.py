@@ -14,6 +14,7 @@ from engine.cli.program_arguments import (
     missing_function,
     module_device,
     no_inputs_problem,
+    parameter_archives,
 )
 from engine.errors import LensError
 
@@ -95,7 +96,8 @@ def run(args: argparse.Namespace) -> int:
         if args.engine == "reference":
             if args.sources or args.type:
                 print("iree-lens capture: --sources/--type apply to the debug engine only", file=sys.stderr)
-            result = capture_reference(args.module, args.function, args.input, args.out, device=args.device)
+            result = capture_reference(args.module, args.function, args.input, args.out, device=args.device,
+                                       parameters=parameter_archives(args))
         else:
             if args.sources or args.no_rebuild:
                 sources = find_sources(args.module, args.sources)
@@ -112,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
                 device=args.device,
                 sources=sources,
                 overrides=parse_overrides(args.type),
+                parameters=parameter_archives(args),
             )
     except LensError as e:
         print(f"iree-lens capture: {e}", file=sys.stderr)

@@ -301,6 +301,7 @@ class Debugger:
                 sources=tuple(getattr(self.args, "sources", ())),
                 rebuild_sources=not getattr(self.args, "no_rebuild", False),
                 wait_for_sources=True,
+                parameters=tuple(getattr(self.args, "parameters", ())),
             )
             opened = self._next()
             if not isinstance(opened, Opened):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from engine.cli.program_arguments import (
@@ -59,7 +60,8 @@ def add_parser(subparsers) -> None:
 
 
 def profile_reference(
-    module: str, function: str, inputs: list[str], device: str, repeat: int = 1, timeout_s: float = 600.0
+    module: str, function: str, inputs: list[str], device: str, repeat: int = 1, timeout_s: float = 600.0,
+    parameters: Sequence[str] = (),
 ) -> Trace:
     """IREE's HAL profile of ``repeat`` calls in one process (``iree-run-module``, or
     ``iree-benchmark-module`` for several calls: the initializer runs once, as on the debug engine)."""
@@ -67,18 +69,22 @@ def profile_reference(
 
     with tempfile.TemporaryDirectory(prefix="lens-profile-") as d:
         out = Path(d) / "run.ireeprof"
-        capture_ireeprof(module, function, inputs, out, device=device, timeout_s=timeout_s, repeat=repeat)
+        capture_ireeprof(module, function, inputs, out, device=device, timeout_s=timeout_s, repeat=repeat,
+                         extra_flags=[f"--parameters={p}" for p in parameters])
         trace = load_ireeprof(out)
     trace.source = str(module)
     trace.metadata["device"] = device
     return trace
 
 
-def profile_debug(module: str, function: str, inputs: list[str], device: str, repeat: int = 1) -> Trace:
+def profile_debug(
+    module: str, function: str, inputs: list[str], device: str, repeat: int = 1, parameters: Sequence[str] = ()
+) -> Trace:
     """Zones of ``repeat`` calls on the debug engine (VM calls, imports, command buffers, dispatches)."""
     from engine.runtime.debug_runner import DebugRunner, create_device
     from engine.runtime.function_io import parse_inputs, split_cconv
     from engine.runtime.hal.module import HalModule
+    from engine.runtime.parameters import ParameterArchives
     from engine.trace.recorder import ZoneRecorder
 
     recorder = ZoneRecorder()
@@ -90,6 +96,7 @@ def profile_debug(module: str, function: str, inputs: list[str], device: str, re
         hal_module=HalModule(hal_device),
         # Record the module's initializer too: IREE's profile has its dispatches.
         before_init=lambda loaded: recorder.attach(loaded.context.interpreter, loaded.device),
+        parameters=ParameterArchives.open(parameters) if parameters else None,
     )
     arg_kinds, _ = split_cconv(runner.cconv(function))
     values = parse_inputs(inputs, arg_kinds)
@@ -144,10 +151,10 @@ def run(args: argparse.Namespace) -> int:
         args.device = module_device(args.module, args.device)
         if args.engine == "reference":
             trace = profile_reference(
-                args.module, args.function, args.input, args.device, args.repeat, args.timeout
+                args.module, args.function, args.input, args.device, args.repeat, args.timeout, args.parameters
             )
         else:
-            trace = profile_debug(args.module, args.function, args.input, args.device, args.repeat)
+            trace = profile_debug(args.module, args.function, args.input, args.device, args.repeat, args.parameters)
         write_profile(trace, args.out)
         if args.by_source:
             write_by_source(trace, args.module, args.by_source, args.source, args.timeout)

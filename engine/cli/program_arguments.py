@@ -18,6 +18,25 @@ def add_program_arguments(p: argparse.ArgumentParser, module_help: str) -> None:
     p.add_argument("module", help=module_help)
     p.add_argument("--function", default="", help="exported function to call (required for a .vmfb)")
     p.add_argument("--input", action="append", default=[], help="an input, as iree-run-module takes it")
+    add_parameters_argument(p)
+
+
+PARAMETERS_HELP = (
+    "[SCOPE=]FILE: a parameter archive (.irpa, .gguf, .safetensors) a program compiled with external "
+    "parameters loads its weights from, as iree-run-module takes it; repeatable"
+)
+
+
+def add_parameters_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--parameters", action="append", default=[], metavar="[SCOPE=]FILE", help=PARAMETERS_HELP)
+
+
+def parameter_archives(args: argparse.Namespace):
+    """The ``--parameters`` archives, opened (None when none was given)."""
+    from engine.runtime.parameters import ParameterArchives
+
+    given = getattr(args, "parameters", None) or []
+    return ParameterArchives.open(given) if given else None
 
 
 def is_replay(path: str | None) -> bool:

@@ -6,7 +6,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from engine.cli.program_arguments import add_device_argument, is_replay, module_device
+from engine.cli.program_arguments import (
+    add_device_argument,
+    add_parameters_argument,
+    is_replay,
+    module_device,
+    parameter_archives,
+)
 from engine.dispatch.golden import add_golden_arguments, apply_golden, check_golden
 from engine.errors import LensError
 from engine.runtime.check import CheckRecorder, imports_check_module, reference_check_module
@@ -19,6 +25,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--function", help="exported function to call")
     add_golden_arguments(p)
     p.add_argument("--input", action="append", default=[], help="an input, as iree-run-module takes it")
+    add_parameters_argument(p)
     p.add_argument("--output", action="append", default=[], help="where each result goes: -, @f.npy, +f.npy")
     add_device_argument(p)
     p.add_argument(
@@ -56,6 +63,7 @@ def _runner(args, checks: CheckRecorder | None):
     """The engine's runner; with ``checks``, the ``check`` module (IREE's e2e expectations) is linked in."""
     replacements = _replacements(args)
     args.device = module_device(args.module, args.device)
+    parameters = parameter_archives(args)
     if args.engine == "reference":
         from engine.runtime.reference import ReferenceRunner
 
@@ -68,10 +76,10 @@ def _runner(args, checks: CheckRecorder | None):
             patched = write_patched_module(open_vmfb(args.module), replacements)
             try:
                 # IREE's runtime copies the module into memory: the temporary file can go at once.
-                return ReferenceRunner(str(patched), args.device, extra_modules=extra)
+                return ReferenceRunner(str(patched), args.device, extra_modules=extra, parameters=parameters)
             finally:
                 patched.unlink(missing_ok=True)
-        return ReferenceRunner(module_path, args.device, extra_modules=extra)
+        return ReferenceRunner(module_path, args.device, extra_modules=extra, parameters=parameters)
     from engine.runtime.debug_runner import DebugRunner
 
     trace = (lambda line: print(line)) if args.trace else None
@@ -102,7 +110,8 @@ def _runner(args, checks: CheckRecorder | None):
         from engine.runtime.check.debug_module import CheckModule
 
         extra_modules.append(CheckModule(checks))
-    runner = DebugRunner(args.module, args.device, trace=trace, extra_modules=extra_modules, hal_module=hal_module)
+    runner = DebugRunner(args.module, args.device, trace=trace, extra_modules=extra_modules, hal_module=hal_module,
+                         parameters=parameters)
     if getattr(args, "replay_recorder", None) is not None:  # the results' read-back is in the replay too
         runner.result_listeners.append(args.replay_recorder.read_results)
     return runner

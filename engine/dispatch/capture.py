@@ -26,6 +26,7 @@ from engine.dispatch.trace_pairing import TracePairing, heads_without_inputs
 from engine.dispatch.typed_tensors import ExecutableSources, Provenance, find_sources
 from engine.errors import LensError
 from engine.runtime.function_io import Scalar, Tensor, Value, parse_inputs, split_cconv
+from engine.runtime.parameters import ParameterArchives
 from engine.runtime.reference import ReferenceRunner
 
 
@@ -75,6 +76,7 @@ def capture_debug(
     overrides: dict | None = None,
     on_dispatch: Callable[[DispatchEntry], None] | None = None,
     interfaces: dict[str, dict[int, BindingInterface]] | None = None,
+    parameters: ParameterArchives | None = None,
 ) -> CaptureResult:
     """Run ``function`` on the debug engine, every dispatch observed, and write the bundle to ``out``.
 
@@ -103,7 +105,8 @@ def capture_debug(
         snapshots = recorder.attach(hal_device)
         try:
             recorder.in_initializer()
-            runner = DebugRunner(module, device, hal_module=HalModule(hal_device, trace_sink=recorder.trace))
+            runner = DebugRunner(module, device, hal_module=HalModule(hal_device, trace_sink=recorder.trace),
+                                 parameters=parameters)
             args = parse_inputs(input_specs, split_cconv(runner.cconv(function))[0])
             _write_program_values(writer, "inputs", args)
             recorder.start_call(hal_device.dispatch_count)
@@ -139,6 +142,7 @@ def capture_reference(
     *,
     device: str = "local-sync",
     on_dispatch: Callable[[DispatchEntry], None] | None = None,
+    parameters: ParameterArchives | None = None,
 ) -> CaptureResult:
     """Run ``function`` on IREE's runtime and write the bundle from its trace points."""
     if not module_has_trace_points(module):
@@ -199,7 +203,7 @@ def capture_reference(
         import iree.runtime as rt
 
         # ReferenceRunner keeps the sink alive as long as its HAL module uses it (its ``debug_sink`` field).
-        runner = ReferenceRunner(module, device, debug_sink=rt.HalModuleDebugSink(sink))
+        runner = ReferenceRunner(module, device, debug_sink=rt.HalModuleDebugSink(sink), parameters=parameters)
         runner_box.append(runner)
         args = parse_inputs(input_specs, split_cconv(runner.cconv(function))[0])
         _write_program_values(writer, "inputs", args)

@@ -19,6 +19,8 @@ from engine.runtime.hal.buffers import HalBufferView
 from engine.runtime.hal.convert import buffer_view_from_tensor, tensor_from_buffer_view
 from engine.runtime.hal.devices import create_device
 from engine.runtime.hal.module import HalModule
+from engine.runtime.hal.parameters_module import IoParametersModule
+from engine.runtime.parameters import ParameterArchives, imports_parameters
 from engine.runtime.vm.context import VmContext
 from engine.runtime.vm.native import NativeModule, VmStatusError
 from engine.runtime.vm.trace import format_step
@@ -30,7 +32,8 @@ class DebugRunner:
     """One module loaded into our VM with the emulated HAL on one device.
 
     ``trace`` receives one line per executed instruction (``--trace``). ``extra_modules`` are native modules
-    (for example the ``check`` module) registered between ``hal`` and the program. ``before_init`` is called
+    (for example the ``check`` module) registered between ``hal`` and the program; ``parameters``: the
+    archives a program compiled with external parameters loads (``io_parameters``). ``before_init`` is called
     with the runner once the program is loaded and before its initializer (``__init``) runs, so that a
     profiler or tracer attached there sees the initializer's work too.
     """
@@ -44,6 +47,7 @@ class DebugRunner:
         extra_modules: list[NativeModule] | None = None,
         hal_module: HalModule | None = None,
         before_init: Callable[[DebugRunner], Any] | None = None,
+        parameters: ParameterArchives | None = None,
     ):
         self.module_path = str(module_path)
         self.device_uri = device_uri
@@ -57,7 +61,11 @@ class DebugRunner:
             self.module.rodata_segments  # noqa: B018 - reading the table checks every segment's range
             self.device = hal_module.devices[0] if hal_module else create_device(device_uri)
             self.hal = hal_module or HalModule(self.device)
-            self.context = VmContext([self.hal, *(extra_modules or []), self.module], call_init=False)
+            extra = list(extra_modules or [])
+            if parameters is not None or imports_parameters(self.module):
+                # Its weights from the archives given (none given: the first load names the one it wants).
+                extra.insert(0, IoParametersModule(parameters))
+            self.context = VmContext([self.hal, *extra, self.module], call_init=False)
             if trace is not None:
                 self.context.interpreter.trace_hook = lambda record: trace(format_step(record))
             if before_init is not None:

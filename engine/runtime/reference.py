@@ -18,6 +18,18 @@ from engine.runtime.element_types import ElementType, unpack
 from engine.runtime.function_io import OpaqueRef, Scalar, Tensor, Value, split_cconv
 
 
+def _imports_parameters(module_path: str | Path) -> bool:
+    """Whether the module depends on ``io_parameters`` (read from the .vmfb: IREE's Python module object
+    does not list its imports); False when the file is not a module we can read (IREE says why, next)."""
+    from engine.runtime.parameters import imports_parameters
+    from engine.runtime.vmfb.module import open_vmfb
+
+    try:
+        return imports_parameters(open_vmfb(module_path))
+    except LensError:
+        return False
+
+
 class ReferenceRunError(LensError):
     """IREE's runtime refused to load or run a program; the message is IREE's status text.
 
@@ -47,6 +59,9 @@ class ReferenceRunner:
     # Called with the runner once its device exists, before the module's initializer runs: a debug sink that
     # reads the initializer's trace points (``read_buffer_view``) needs the runner then.
     on_loading: Any = None
+    # The archives a program compiled with external parameters loads (IREE's ``io_parameters``, registered
+    # when given or when the program imports it: none given, IREE names the scope it wants).
+    parameters: Any = None
 
     def __post_init__(self) -> None:
         import iree.runtime as rt  # the heavy import happens only when a reference run is wanted
@@ -66,6 +81,10 @@ class ReferenceRunner:
             with open(self.module_path, "rb") as fh:
                 self.module = rt.VmModule.copy_buffer(self.instance, fh.read())
             extra = [m(self.instance, self.device) if callable(m) else m for m in self.extra_modules]
+            if self.parameters is not None or _imports_parameters(self.module_path):
+                from engine.runtime.parameters import ParameterArchives
+
+                extra.insert(0, (self.parameters or ParameterArchives()).io_parameters_module(self.instance))
             if self.on_loading is not None:
                 self.on_loading(self)
             self.context = rt.VmContext(self.instance, [hal, *extra, self.module])

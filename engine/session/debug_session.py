@@ -31,6 +31,7 @@ from engine.errors import FrameLocation, LensError
 from engine.runtime.debug_runner import DebugRunError, DebugRunner
 from engine.runtime.function_io import Tensor, format_results, parse_inputs, split_cconv
 from engine.runtime.hal.device import DispatchRecord
+from engine.runtime.parameters import ParameterArchives
 from engine.runtime.vm import controller as vmc
 from engine.runtime.vm.context import ModuleInstance
 from engine.runtime.vm.trace import describe_ref, format_instruction
@@ -201,7 +202,8 @@ class DebugSession:
         self.abandon_run()
         if self.sources is not None:  # the previous module's rebuild is of no use now
             self.sources.close()
-        self.runner = DebugRunner(command.module_path, command.device)
+        self.runner = DebugRunner(command.module_path, command.device,
+                                  parameters=ParameterArchives.open(command.parameters) if command.parameters else None)
         self._dispatch_names = None
         self.controller = vmc.Controller(self.runner.context)
         controller = self.controller

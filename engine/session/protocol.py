@@ -357,6 +357,9 @@ class Open(Command):
     # Rebuild them now and answer Opened once it is known what types the tensors: a script's first stop
     # record is then typed as its later ones (iree-lens debug); the window opens at once and types later.
     wait_for_sources: bool = False
+    # ``[SCOPE=]FILE`` parameter archives a program compiled with external parameters loads its weights from
+    # (``engine.runtime.parameters``), as iree-run-module's --parameters.
+    parameters: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

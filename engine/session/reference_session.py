@@ -21,6 +21,7 @@ from engine.dispatch.trace_pairing import TracePairing, heads_without_inputs
 from engine.dispatch.typed_tensors import binding_label, output_modes
 from engine.errors import LensError
 from engine.runtime.function_io import Tensor, format_results, parse_inputs, split_cconv
+from engine.runtime.parameters import ParameterArchives
 from engine.session.dispatch_gate import dispatch_matches, module_dispatch_names, unmatchable
 from engine.session.nonfinite import nonfinite_changed, nonfinite_in
 from engine.session.parked_run import ParkedRun
@@ -158,7 +159,8 @@ class ReferenceSession:
         self._traced = has_trace_points(command.module_path)
         self._without_inputs = heads_without_inputs(command.module_path) if self._traced else frozenset()
         sink = rt.HalModuleDebugSink(self._trace)
-        self.runner = ReferenceRunner(command.module_path, command.device, debug_sink=sink)
+        parameters = ParameterArchives.open(command.parameters) if command.parameters else None
+        self.runner = ReferenceRunner(command.module_path, command.device, debug_sink=sink, parameters=parameters)
         self._sink = sink  # alive as long as the module
         self._module_path = command.module_path
         self._open = command

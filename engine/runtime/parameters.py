@@ -1,0 +1,123 @@
+"""Parameter archives: the weights a program compiled with external parameters loads at run time.
+
+A program whose globals are ``#flow.parameter.named<"scope"::"key">`` (iree-turbine's externalized weights,
+sharktank's models) imports the ``io_parameters`` module and asks it for each key of a scope. The archives
+are given as iree-run-module takes them, ``--parameters=[SCOPE=]FILE`` (repeatable; several files of one
+scope form one index; no scope is the anonymous scope ""), in IREE's formats (``.irpa``, ``.gguf``,
+``.safetensors``), read by IREE's own index (``iree.runtime.ParameterIndex``: memory-mapped, nothing
+copied). The debug engine's ``io_parameters`` (``engine.runtime.hal.parameters_module``) and IREE's, for
+the reference engine (``io_parameters_module``), serve the same archives.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from engine.errors import LensError
+
+IO_PARAMETERS = "io_parameters"
+
+
+class ParameterError(LensError):
+    """An archive that cannot be read, or a parameter the program asks for that no archive holds."""
+
+
+@dataclass(frozen=True)
+class ParameterSpec:
+    """One ``--parameters=[SCOPE=]FILE``."""
+
+    scope: str
+    path: str
+
+    @classmethod
+    def parse(cls, text: str) -> ParameterSpec:
+        scope, sep, path = text.partition("=")
+        return cls(scope, path) if sep else cls("", text)
+
+    def __str__(self) -> str:
+        return f"{self.scope}={self.path}" if self.scope else self.path
+
+
+@dataclass
+class ParameterArchives:
+    """The archives of a run, by scope: ``bytes_of(scope, key)`` for the debug engine, ``providers`` for IREE's."""
+
+    specs: tuple[ParameterSpec, ...] = ()
+    indices: dict[str, Any] = field(default_factory=dict)  # scope -> iree.runtime.ParameterIndex
+    entries: dict[str, dict[str, Any]] = field(default_factory=dict)  # scope -> key -> ParameterIndexEntry
+
+    @classmethod
+    def open(cls, specs: list[str] | tuple[str, ...] | tuple[ParameterSpec, ...]) -> ParameterArchives:
+        """The archives ``specs`` name (``[SCOPE=]FILE`` texts or ``ParameterSpec``); ``ParameterError`` naming
+        the file when one does not exist or IREE cannot read it."""
+        parsed = tuple(s if isinstance(s, ParameterSpec) else ParameterSpec.parse(s) for s in specs)
+        archives = cls(parsed)
+        if not parsed:
+            return archives
+        import iree.runtime as rt
+
+        for spec in parsed:
+            if not Path(spec.path).is_file():
+                raise ParameterError(f"--parameters={spec}: no such file: {spec.path}")
+            index = archives.indices.get(spec.scope)
+            if index is None:
+                index = archives.indices[spec.scope] = rt.ParameterIndex()
+            try:
+                index.load(spec.path)
+            except (RuntimeError, ValueError) as e:
+                raise ParameterError(f"--parameters={spec}: IREE cannot read {spec.path} as a parameter archive "
+                                     f"(.irpa, .gguf, .safetensors): {e}") from None  # fmt: skip
+        for scope, index in archives.indices.items():
+            archives.entries[scope] = dict(index.items())
+        return archives
+
+    def describe(self) -> str:
+        return ", ".join(str(s) for s in self.specs) or "none"
+
+    def bytes_of(self, scope: str, key: str, offset: int, length: int) -> np.ndarray:
+        """``length`` bytes of parameter ``scope::key`` from ``offset`` (a splat's pattern repeated), as
+        ``iree_io_parameter_provider`` reads them; ``ParameterError`` saying what is missing otherwise."""
+        entry = self._entry(scope, key)
+        if offset < 0 or length < 0 or offset + length > int(entry.length):
+            raise ParameterError(f"parameter {_named(scope, key)} has {int(entry.length)} bytes; "
+                                 f"{length} asked from byte {offset}")  # fmt: skip
+        if entry.is_splat:
+            pattern = np.frombuffer(entry.splat_pattern, np.uint8)
+            start = offset % pattern.size
+            return np.resize(np.roll(pattern, -start), length)
+        return np.frombuffer(entry.file_view, np.uint8)[offset : offset + length]
+
+    def _entry(self, scope: str, key: str):
+        if scope not in self.entries:
+            given = f"the archives given: {self.describe()}" if self.specs else "none was given"
+            raise ParameterError(
+                f"the program loads parameter {_named(scope, key)}, and no archive was given for scope {scope!r} "
+                f"({given}): pass it as iree-run-module takes it, --parameters={scope + '=' if scope else ''}FILE "
+                "(.irpa, .gguf, .safetensors)"
+            )
+        found = self.entries[scope].get(key)
+        if found is None:
+            keys = sorted(self.entries[scope])
+            shown = ", ".join(keys[:8]) + (f" and {len(keys) - 8} more" if len(keys) > 8 else "")
+            raise ParameterError(f"no parameter {key!r} in scope {scope!r} ({self.describe()}; its keys: {shown})")
+        return found
+
+    def io_parameters_module(self, instance) -> Any:
+        """IREE's own ``io_parameters`` module serving these archives, for the reference engine."""
+        import iree.runtime as rt
+
+        providers = [index.create_provider(scope=scope) for scope, index in self.indices.items()]
+        return rt.create_io_parameters_module(instance, *providers)
+
+
+def _named(scope: str, key: str) -> str:
+    return f'"{scope}"::"{key}"'
+
+
+def imports_parameters(module) -> bool:
+    """Whether a loaded ``VmfbModule`` (or anything with ``dependencies``) depends on ``io_parameters``."""
+    return any(getattr(d, "name", None) == IO_PARAMETERS for d in getattr(module, "dependencies", ()) or ())

@@ -1,0 +1,107 @@
+"""Programs compiled with external parameters (``#flow.parameter.named``: iree-turbine's externalized
+weights) run with the archives given as iree-run-module takes them, ``--parameters=[SCOPE=]FILE``: on the
+debug engine (our ``io_parameters``: load, gather) and on IREE's runtime, equal to iree-run-module's own run
+with the same archive, in every command that runs a program. A missing archive is said by scope."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from support import compile_for, iree_tool, lens_in_process
+
+from engine.dispatch.bundle import Bundle
+from engine.runtime.parameters import ParameterArchives, ParameterError
+
+PROGRAM = Path(__file__).parent / "e2e_programs" / "parameters_mlp.mlir"
+WEIGHT = (np.arange(16, dtype=np.float32).reshape(4, 4) - 5) / 8
+BIAS = np.array([1, -2, 3, -4], np.float32)
+SCALE = 0.5  # a splat entry: its 4-byte pattern repeated
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    import iree.runtime as rt
+
+    root = tmp_path_factory.mktemp("parameters")
+    index = rt.ParameterIndex()
+    index.add_buffer("weight", WEIGHT.tobytes())
+    index.add_buffer("bias", BIAS.tobytes())
+    index.add_splat("scale", np.array([SCALE], np.float32).tobytes(), 16)
+    index.create_archive_file(str(root / "model.irpa"))
+    return {
+        # IREE loads each constant parameter into its own buffer (io_parameters.load) on a unified memory
+        # model, and gathers them into one allocation (io_parameters.gather) on a discrete one.
+        "load": compile_for(PROGRAM, root / "load.vmfb", "llvm-cpu"),
+        "gather": compile_for(PROGRAM, root / "gather.vmfb", "llvm-cpu", "--iree-stream-resource-memory-model=discrete",
+                              f"--iree-hal-dump-executable-sources-to={root / 'sources'}"),
+        "archive": root / "model.irpa",
+        "root": root,
+    }
+
+
+X = "2x4xf32=1 2 3 4 -1 0 0.5 2"
+
+
+def _iree_run_module(vmfb: Path, archive: Path) -> str:
+    proc = subprocess.run([iree_tool("iree-run-module"), f"--module={vmfb}", "--function=main", f"--input={X}",
+                           f"--parameters=model={archive}"], capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("variant", ["load", "gather"])
+def test_both_engines_run_with_the_archive_as_iree_run_module_does(built, variant):
+    vmfb = built[variant]
+    assert f"io_parameters.{variant}" in lens_in_process("inspect", str(vmfb)).stdout
+    want = _iree_run_module(vmfb, built["archive"])
+    x = np.array([[1, 2, 3, 4], [-1, 0, 0.5, 2]], np.float32)
+    assert want == "2x4xf32=" + "".join("[" + " ".join(f"{v:g}" for v in row) + "]" for row in (x @ WEIGHT + BIAS) * SCALE)
+    for engine in ("debug", "reference"):
+        proc = lens_in_process("run", str(vmfb), "--function=main", f"--input={X}",
+                               f"--parameters=model={built['archive']}", f"--engine={engine}")  # fmt: skip
+        assert proc.returncode == 0, (engine, proc.stderr)
+        assert proc.stdout.strip().splitlines()[-1] == want, engine
+
+
+def test_without_the_archive_each_engine_says_which_scope_it_wants(built):
+    debug = lens_in_process("run", str(built["load"]), "--function=main", f"--input={X}")
+    assert debug.returncode != 0 and 'parameter "model"::"weight"' in debug.stderr
+    assert "--parameters=model=FILE" in debug.stderr
+    reference = lens_in_process("run", str(built["load"]), "--function=main", f"--input={X}", "--engine=reference")
+    assert reference.returncode != 0 and "'model'" in reference.stderr  # IREE's own: no provider for the scope
+    wrong = lens_in_process("run", str(built["load"]), "--function=main", f"--input={X}",
+                            f"--parameters=other={built['archive']}")  # fmt: skip
+    assert wrong.returncode != 0 and f"the archives given: other={built['archive']}" in wrong.stderr
+    with pytest.raises(ParameterError, match="no such file"):
+        ParameterArchives.open([f"model={built['root'] / 'absent.irpa'}"])
+    with pytest.raises(ParameterError, match="cannot read"):
+        ParameterArchives.open([f"model={PROGRAM}"])
+
+
+def test_archives_read_a_splat_and_name_a_missing_key(built):
+    archives = ParameterArchives.open([f"model={built['archive']}"])
+    assert archives.bytes_of("model", "weight", 16, 16).view(np.float32).tolist() == WEIGHT[1].tolist()
+    assert archives.bytes_of("model", "scale", 0, 16).view(np.float32).tolist() == [SCALE] * 4
+    assert archives.bytes_of("model", "scale", 2, 4).tobytes() == np.array([SCALE, SCALE], np.float32).tobytes()[2:6]
+    with pytest.raises(ParameterError, match="no parameter 'nope' in scope 'model'.*its keys: bias, scale, weight"):
+        archives.bytes_of("model", "nope", 0, 4)
+
+
+def test_capture_and_the_debugger_see_the_weights_as_loaded(built, tmp_path):
+    out = tmp_path / "bundle"
+    sources = f"--sources={built['root'] / 'sources'}"  # (a rebuild without the memory-model flag differs)
+    proc = lens_in_process("capture", str(built["gather"]), "--function=main", f"--input={X}",
+                           f"--parameters=model={built['archive']}", f"--out={out}", sources)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    bundle = Bundle(out)
+    inputs = [np.asarray(a) for d in bundle.dispatches for a in bundle.dispatch_tensors(d, "inputs")]
+    assert any(a.shape == (4, 4) and np.array_equal(a, WEIGHT) for a in inputs)
+    commands = tmp_path / "stop.cmd"
+    commands.write_text("break dispatch 0\ncontinue\ncontinue\n")
+    proc = lens_in_process("debug", str(built["gather"]), "--function=main", f"--input={X}",
+                           f"--parameters=model={built['archive']}", f"--commands={commands}", sources)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "Stopped" in proc.stdout and _iree_run_module(built["gather"], built["archive"]) in proc.stdout
