@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from PySide6.QtWidgets import QApplication
 
@@ -43,6 +44,8 @@ def start_app(argv: list[str]):
 
     parser = argparse.ArgumentParser(prog="iree-lens", description="Open IREE Lens (on FILE if given).")
     parser.add_argument("file", nargs="?", help="a .vmfb module or an .mlir source")
+    parser.add_argument("--parameters", action="append", default=[], metavar="[SCOPE=]FILE",
+                        help="a parameter archive the program loads its weights from, as iree-run-module takes it")  # fmt: skip
     args, qt_args = parser.parse_known_args(argv)
     app = make_application(qt_args)
     from app.main_window import MainWindow
@@ -52,9 +55,19 @@ def start_app(argv: list[str]):
         window.show()
     else:
         window.showMaximized()  # a first start fills the screen, whatever its size
+    if args.parameters:
+        window.session_bridge.set_parameters([_absolute_archive(p) for p in args.parameters])
     if args.file:
         window.open_file(args.file)
     return app, window
+
+
+def _absolute_archive(spec: str) -> str:
+    """``[SCOPE=]FILE`` with FILE absolute (the session process may run elsewhere than this directory)."""
+    from engine.runtime.parameters import ParameterSpec
+
+    parsed = ParameterSpec.parse(spec)
+    return str(ParameterSpec(parsed.scope, str(Path(parsed.path).resolve())))
 
 
 def run_app(argv: list[str]) -> int:

@@ -252,6 +252,11 @@ class MainWindow(QMainWindow):
         self.attach_remote_action.setToolTip("Run debug sessions in 'iree-lens serve --stdio' started by a command")
         self.attach_remote_action.triggered.connect(self._attach_remote_dialog)
         file_menu.addAction(self.attach_remote_action)
+        self.parameters_action = QAction("Parameter &Archive...", self)
+        self.parameters_action.setToolTip("The archive (.irpa, .gguf, .safetensors) a program compiled with "
+                                          "external parameters loads its weights from (--parameters)")  # fmt: skip
+        self.parameters_action.triggered.connect(self._parameters_dialog)
+        file_menu.addAction(self.parameters_action)
         self.open_remote_action = QAction("Open Remote &Module...", self)
         self.open_remote_action.setToolTip("Open a .vmfb by its path on the remote side (File > Attach to Remote first)")
         self.open_remote_action.triggered.connect(self._open_remote_dialog)
@@ -320,6 +325,26 @@ class MainWindow(QMainWindow):
     def _clear_recent(self) -> None:
         self.settings.clear_recent_files()
         self._update_recent_menu()
+
+    def _parameters_dialog(self) -> None:
+        """An archive and its scope, as iree-run-module's ``--parameters=[SCOPE=]FILE``; the module reopens
+        with it (its initializer loads the weights). Several scopes: one archive at a time, each kept."""
+        from PySide6.QtWidgets import QFileDialog, QInputDialog
+
+        from engine.runtime.parameters import ParameterSpec
+
+        path, _ = QFileDialog.getOpenFileName(self, "Parameter Archive", "",
+                                              "Parameter archives (*.irpa *.gguf *.safetensors);;All files (*)")  # fmt: skip
+        if not path:
+            return
+        scope, ok = QInputDialog.getText(self, "Parameter Archive", "Its scope (the program's "
+                                         '#flow.parameter.named<"SCOPE"::"key">; empty: no scope):', text="model")  # fmt: skip
+        if not ok:
+            return
+        spec = str(ParameterSpec(scope.strip(), path))
+        kept = [p for p in self.session_bridge.parameters if ParameterSpec.parse(p).scope != scope.strip()]
+        self.session_bridge.set_parameters([*kept, spec])
+        self.statusBar().showMessage(f"Parameters: {', '.join(self.session_bridge.parameters)}", 10000)
 
     def _attach_remote_dialog(self) -> None:
         """Debug runs go to a server a command starts (``ssh HOST iree-lens serve --stdio``); empty: local."""

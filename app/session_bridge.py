@@ -161,6 +161,8 @@ class SessionBridge(QObject):
         self.in_process = in_process
         self.stop_requested = False  # Stop was asked and the run has not answered yet
         self.remote: str | None = None  # a server command (attach_remote): the session runs there
+        # ``[SCOPE=]FILE`` archives a program compiled with external parameters loads (``Open.parameters``).
+        self.parameters: tuple[str, ...] = ()
         self._remote_copies: dict[str, str] = {}  # local copy of a remote module -> its path there
         self._remote_dir: Path | None = None  # where the copies are kept (removed at shutdown)
         hang = hang_timeout if hang_timeout is not None else hang_timeout_setting()
@@ -399,9 +401,17 @@ class SessionBridge(QObject):
         of a remote module (``fetch_remote_module``) opens its path on the remote side."""
         remote_path = self.remote_path_of(module_path)
         if remote_path is not None:
-            self.client.open(remote_path, device)
+            self.client.open(remote_path, device, parameters=self.parameters)
             return
-        self.client.open(str(module_path), device, str(source_path) if source_path else None)
+        self.client.open(str(module_path), device, str(source_path) if source_path else None,
+                         parameters=self.parameters)  # fmt: skip
+
+    def set_parameters(self, specs: tuple[str, ...] | list[str]) -> None:
+        """The parameter archives of the module's runs (``--parameters=[SCOPE=]FILE``); the open module is
+        opened again with them (its initializer loads the weights)."""
+        self.parameters = tuple(specs)
+        if self.client.module_path and self.client.state != SessionState.CLOSED and not self.client.closed:
+            self.open(self.client.module_path, self.client.device, self.client.source_path)
 
     def call(self, function: str, inputs: tuple[str, ...] | list[str] = (), stop_at_entry: bool = False):
         self.client.call(function, inputs, stop_at_entry)

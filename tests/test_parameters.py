@@ -11,26 +11,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 from support import compile_for, iree_tool, lens_in_process
+from support.parameters import BIAS, PROGRAM, SCALE, WEIGHT, write_archive
 
 from engine.dispatch.bundle import Bundle
 from engine.runtime.parameters import ParameterArchives, ParameterError
 
-PROGRAM = Path(__file__).parent / "e2e_programs" / "parameters_mlp.mlir"
-WEIGHT = (np.arange(16, dtype=np.float32).reshape(4, 4) - 5) / 8
-BIAS = np.array([1, -2, 3, -4], np.float32)
-SCALE = 0.5  # a splat entry: its 4-byte pattern repeated
-
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    import iree.runtime as rt
-
     root = tmp_path_factory.mktemp("parameters")
-    index = rt.ParameterIndex()
-    index.add_buffer("weight", WEIGHT.tobytes())
-    index.add_buffer("bias", BIAS.tobytes())
-    index.add_splat("scale", np.array([SCALE], np.float32).tobytes(), 16)
-    index.create_archive_file(str(root / "model.irpa"))
+    write_archive(root / "model.irpa")
     return {
         # IREE loads each constant parameter into its own buffer (io_parameters.load) on a unified memory
         # model, and gathers them into one allocation (io_parameters.gather) on a discrete one.

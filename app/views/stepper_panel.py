@@ -54,6 +54,7 @@ from app.views.stepper_listing import StepperListing
 from app.views.stepper_reverse import ReverseControls
 from app.views.stepper_state import CallStackView, GlobalsView, RegistersView
 from app.workbench import Workbench, callable_first
+from engine.runtime.parameters import NO_ARCHIVE
 from engine.session.protocol import (
     Answer,
     Breakpoint,
@@ -730,10 +731,11 @@ class StepperPanel(QWidget):
             self._show_function(failing.function, failing.ordinal, failing.module)
             self.listing.set_current(failing.pc, True)
             self.bridge.evaluate(ReadRegisters(-1))
-        self.status_label.setText(f"Failed: {event.message.splitlines()[0] if event.message else ''}")
-        self._failure_message = self.services.messages.error(
-            f"the run failed: {event.message.splitlines()[0] if event.message else ''}"
-        )
+        first = event.message.splitlines()[0] if event.message else ""
+        if NO_ARCHIVE in first:  # the program's weights are in an archive: where the window takes one
+            first += " (here: File > Parameter Archive...)"
+        self.status_label.setText(f"Failed: {first}")
+        self._failure_message = self.services.messages.error(f"the run failed: {first}")
 
     def _on_crashed(self, event: Crashed) -> None:
         if self.bridge.stop_requested:  # the user's Stop ended a run that did not pause in time: not a crash

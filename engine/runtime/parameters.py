@@ -20,6 +20,7 @@ import numpy as np
 from engine.errors import LensError
 
 IO_PARAMETERS = "io_parameters"
+NO_ARCHIVE = "no archive was given for scope"  # said when the program loads from a scope none was given for
 
 
 class ParameterError(LensError):
@@ -95,7 +96,7 @@ class ParameterArchives:
         if scope not in self.entries:
             given = f"the archives given: {self.describe()}" if self.specs else "none was given"
             raise ParameterError(
-                f"the program loads parameter {_named(scope, key)}, and no archive was given for scope {scope!r} "
+                f"the program loads parameter {_named(scope, key)}, and {NO_ARCHIVE} {scope!r} "
                 f"({given}): pass it as iree-run-module takes it, --parameters={scope + '=' if scope else ''}FILE "
                 "(.irpa, .gguf, .safetensors)"
             )
