@@ -95,3 +95,16 @@ def test_capture_and_the_debugger_see_the_weights_as_loaded(built, tmp_path):
                            f"--parameters=model={built['archive']}", f"--commands={commands}", sources)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "Stopped" in proc.stdout and _iree_run_module(built["gather"], built["archive"]) in proc.stdout
+
+
+def test_diverge_and_break_diverge_run_both_builds_on_the_archive(built, tmp_path):
+    # The load build against the gather build: the same weights, so no dispatch diverges.
+    archive = f"--parameters=model={built['archive']}"
+    proc = lens_in_process("diverge", str(built["load"]), str(built["gather"]), "--function=main", f"--input={X}",
+                           archive)  # fmt: skip
+    assert proc.returncode == 0 and "no divergence" in proc.stdout, (proc.stdout, proc.stderr)
+    commands = tmp_path / "diverge.cmd"
+    commands.write_text(f"break diverge {built['gather']}\ncontinue\n")
+    proc = lens_in_process("debug", str(built["load"]), "--function=main", f"--input={X}", archive,
+                           f"--commands={commands}")  # fmt: skip
+    assert proc.returncode == 0 and "Finished main" in proc.stdout, (proc.stdout, proc.stderr)

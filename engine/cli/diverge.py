@@ -11,7 +11,12 @@ import json
 import sys
 
 from engine.cli.exit_status import DIFFERENT, SAME, TROUBLE, epilog, trouble
-from engine.cli.program_arguments import add_no_rebuild_argument, only_function
+from engine.cli.program_arguments import (
+    add_no_rebuild_argument,
+    add_parameters_argument,
+    only_function,
+    parameter_archives,
+)
 from engine.errors import LensError
 from engine.temp_caches import scratch_dir
 
@@ -35,6 +40,7 @@ def add_parser(subparsers) -> None:
     )
     p.add_argument("--function", help="exported function to call")
     p.add_argument("--input", action="append", default=[], help="an input, as iree-run-module takes it")
+    add_parameters_argument(p)  # both builds load their weights from the same archives
     p.add_argument("--device-a", default=None, help="device of run A (default: what module A was compiled for)")
     p.add_argument(
         "--device-b", default=None, help="device of run B (default: A's for the same module, else B's own)"
@@ -179,7 +185,7 @@ def _diverge(args) -> int:
     result = run_lockstep(
         module_a, module_b, args.function, args.input, device_a=device_a, device_b=device_b,
         tolerance=tolerance, feed=not args.own_inputs, interfaces=interfaces,
-        on_report=None if args.json else _print_report,
+        on_report=None if args.json else _print_report, parameters=parameter_archives(args),
     )  # fmt: skip
     untyped = result.untyped_note()
     if untyped:
@@ -192,7 +198,7 @@ def _diverge(args) -> int:
     if args.golden:
         # Fed, B's results are its last dispatches run on A's bytes: mostly A's own. Against the framework
         # B is judged on what it computes alone.
-        results_b = result.results_b if args.own_inputs else _own_run(module_b, args.function, args.input, device_b)
+        results_b = result.results_b if args.own_inputs else _own_run(module_b, args.function, args.input, device_b, args)
         golden = _golden(args.golden, result.results_a, results_b, tolerance)
     counts: dict[str, int] = {}
     for d in result.dispatches:
@@ -319,12 +325,12 @@ def _binding_elements(step) -> dict[int, str]:
     return out
 
 
-def _own_run(module: str, function: str, inputs: list[str], device: str) -> list:
+def _own_run(module: str, function: str, inputs: list[str], device: str, args: argparse.Namespace) -> list:
     """The results of ``module`` run alone on the debug engine, as ``iree-lens run`` gives them."""
     from engine.runtime.debug_runner import DebugRunner
     from engine.runtime.function_io import parse_inputs, split_cconv
 
-    runner = DebugRunner(module, device)
+    runner = DebugRunner(module, device, parameters=parameter_archives(args))
     return runner.invoke(function, parse_inputs(inputs, split_cconv(runner.cconv(function))[0]))
 
 
@@ -369,8 +375,11 @@ def _diverge_bundles(args, device_a: str, device_b: str, interfaces) -> int:
 
     module_a, module_b = args.modules
     root = Path(args.keep)
-    run_a = capture_debug(module_a, args.function, args.input, root / "a", device=device_a, interfaces=interfaces)
-    run_b = capture_debug(module_b, args.function, args.input, root / "b", device=device_b, interfaces=interfaces)
+    parameters = parameter_archives(args)
+    run_a = capture_debug(module_a, args.function, args.input, root / "a", device=device_a, interfaces=interfaces,
+                          parameters=parameters)  # fmt: skip
+    run_b = capture_debug(module_b, args.function, args.input, root / "b", device=device_b, interfaces=interfaces,
+                          parameters=parameters)  # fmt: skip
     result = walk(Bundle(root / "a"), Bundle(root / "b"), args.atol, args.rtol, args.ulps)
     repro_path = None
     if result.first_divergence is not None and args.repro:

@@ -175,8 +175,9 @@ class DivergeReference:
     """The reference run of one diverge breakpoint; ``prepare`` before a call, ``check`` after each dispatch."""
 
     def __init__(self, source: str | Path, atol: float | None = None, rtol: float | None = None,
-                 device: str | None = None, ulps: float | None = None):  # fmt: skip
+                 device: str | None = None, ulps: float | None = None, parameters=None):  # fmt: skip
         self.source = Path(source)
+        self.parameters = parameters  # the ParameterArchives a module reference loads (the session's own)
         self.atol = float(atol) if atol is not None else None
         self.rtol = float(rtol) if rtol is not None else None
         self.tolerance = Tolerance(self.atol, self.rtol, ulps)  # none given: the rounding rule (numerics)
@@ -217,7 +218,8 @@ class DivergeReference:
         self._tmp = tempfile.TemporaryDirectory(prefix="lens-diverge-")
         try:
             device = self.device or compiled_for(self.source)
-            capture_debug(self.source, function, list(inputs), self._tmp.name, device=device, sources=NO_SOURCES)
+            capture_debug(self.source, function, list(inputs), self._tmp.name, device=device, sources=NO_SOURCES,
+                          parameters=self.parameters)  # fmt: skip
             self.bundle = Bundle(self._tmp.name)
         except LensError as e:
             self.close()

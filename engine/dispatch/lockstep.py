@@ -32,6 +32,7 @@ import zlib
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -752,8 +753,10 @@ def run_lockstep(
     feed: bool = True,
     interfaces: dict[str, dict[int, BindingInterface]] | None = None,
     on_report: Callable[[DispatchReport], None] | None = None,
+    parameters: Any = None,
 ) -> LockstepResult:
-    """Run A (worker thread) and B (this thread) together and compare every dispatch (see the module doc)."""
+    """Run A (worker thread) and B (this thread) together and compare every dispatch (see the module doc);
+    ``parameters``: the ``ParameterArchives`` both builds load their weights from."""
     from engine.dispatch.spirv_types import module_binding_elements
     from engine.runtime.debug_runner import DebugRunner
     from engine.runtime.function_io import parse_inputs, split_cconv
@@ -777,7 +780,7 @@ def run_lockstep(
         snapshots = observer.attach(hal_device)  # the device's one snapshot observer copies the bindings
         try:
             observer.in_initializer()
-            runner = DebugRunner(module, device_uri, hal_module=HalModule(hal_device))
+            runner = DebugRunner(module, device_uri, hal_module=HalModule(hal_device), parameters=parameters)
             args = parse_inputs(inputs, split_cconv(runner.cconv(function))[0])
             observer.start_call(hal_device.dispatch_count)
             return runner.invoke(function, args)

@@ -202,8 +202,8 @@ class DebugSession:
         self.abandon_run()
         if self.sources is not None:  # the previous module's rebuild is of no use now
             self.sources.close()
-        self.runner = DebugRunner(command.module_path, command.device,
-                                  parameters=ParameterArchives.open(command.parameters) if command.parameters else None)
+        parameters = ParameterArchives.open(command.parameters) if command.parameters else None
+        self.runner = DebugRunner(command.module_path, command.device, parameters=parameters)
         self._dispatch_names = None
         self.controller = vmc.Controller(self.runner.context)
         controller = self.controller
@@ -216,6 +216,7 @@ class DebugSession:
             # Progress read by a client that cannot read the device's progress cell: one per dispatch.
             progress_per_dispatch=lambda: self.report_progress and self.progress_cell is None,
         )
+        self.gate.parameters = parameters  # a break diverge module reference loads the same weights
         if self.progress_cell is not None:
             self.runner.device.set_progress_cell(self.progress_cell)
         snapshots = self.snapshots = DispatchSnapshots.for_device(self.runner.device)

@@ -148,6 +148,7 @@ class DispatchGate(SnapshotSubscriber):
         self._buffers: dict[int, int] = {}
         # Diverge breakpoints: their reference runs (engine.dispatch.diverge_condition), by breakpoint.
         self._references: dict[Breakpoint, object] = {}
+        self.parameters = None  # the ParameterArchives of the session's module: a module reference loads them too
         self._call: tuple[str, tuple[str, ...]] | None = None
         self._diverged: set[Breakpoint] = set()  # fired in this call: later dispatches inherit the difference
 
@@ -204,7 +205,8 @@ class DispatchGate(SnapshotSubscriber):
 
         ref = self._references.get(bp)
         if ref is None:
-            ref = self._references[bp] = DivergeReference(bp.reference or "", bp.atol, bp.rtol)
+            ref = self._references[bp] = DivergeReference(bp.reference or "", bp.atol, bp.rtol,
+                                                          parameters=self.parameters)  # fmt: skip
             prepare = True
         if prepare and self._call is not None:
             ref.prepare(*self._call)
