@@ -468,6 +468,7 @@ class MainWindow(QMainWindow):
             function,
             list(self.workbench.state.inputs),
             device,
+            parameters=tuple(self.session_bridge.parameters),
             tag="profile-run",
             on_result=self._show_profile,
             on_error=lambda err: self.messages.error(f"Profiling failed: {err.message}", err.details),

@@ -11,7 +11,7 @@ from app.views.zones_view import LoadedTrace
 
 
 def profile_run_job(
-    module: str, function: str, inputs: list[str], device: str, task: Any = None
+    module: str, function: str, inputs: list[str], device: str, task: Any = None, parameters: tuple[str, ...] = ()
 ) -> LoadedTrace:
     from engine.cli.profile import profile_reference
     from engine.trace.query import ZoneIndex
@@ -19,7 +19,7 @@ def profile_run_job(
 
     if task is not None:
         task.progress(0.1, f"profiling {function} on {device}")
-    trace = profile_reference(module, function, list(inputs), device)
+    trace = profile_reference(module, function, list(inputs), device, parameters=parameters)
     trace.metadata["function"] = function
     if task is not None:
         task.progress(0.6, "time by source line")

@@ -21,12 +21,15 @@ from engine.runtime.parameters import ParameterArchives, ParameterError
 def built(tmp_path_factory):
     root = tmp_path_factory.mktemp("parameters")
     write_archive(root / "model.irpa")
+    (root / "gather").mkdir()
     return {
         # IREE loads each constant parameter into its own buffer (io_parameters.load) on a unified memory
         # model, and gathers them into one allocation (io_parameters.gather) on a discrete one.
         "load": compile_for(PROGRAM, root / "load.vmfb", "llvm-cpu"),
-        "gather": compile_for(PROGRAM, root / "gather.vmfb", "llvm-cpu", "--iree-stream-resource-memory-model=discrete",
-                              f"--iree-hal-dump-executable-sources-to={root / 'sources'}"),
+        # In a folder of its own: its sources dump beside the load build would be taken for that build's.
+        "gather": compile_for(PROGRAM, root / "gather" / "gather.vmfb", "llvm-cpu",
+                              "--iree-stream-resource-memory-model=discrete",
+                              f"--iree-hal-dump-executable-sources-to={root / 'gather' / 'sources'}"),
         "archive": root / "model.irpa",
         "root": root,
     }
@@ -82,7 +85,7 @@ def test_archives_read_a_splat_and_name_a_missing_key(built):
 
 def test_capture_and_the_debugger_see_the_weights_as_loaded(built, tmp_path):
     out = tmp_path / "bundle"
-    sources = f"--sources={built['root'] / 'sources'}"  # (a rebuild without the memory-model flag differs)
+    sources = f"--sources={built['root'] / 'gather' / 'sources'}"  # (a rebuild without its memory model differs)
     proc = lens_in_process("capture", str(built["gather"]), "--function=main", f"--input={X}",
                            f"--parameters=model={built['archive']}", f"--out={out}", sources)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -108,3 +111,12 @@ def test_diverge_and_break_diverge_run_both_builds_on_the_archive(built, tmp_pat
     proc = lens_in_process("debug", str(built["load"]), "--function=main", f"--input={X}", archive,
                            f"--commands={commands}")  # fmt: skip
     assert proc.returncode == 0 and "Finished main" in proc.stdout, (proc.stdout, proc.stderr)
+
+
+def test_a_workgroup_of_a_parameterized_program_is_stepped(built):
+    # iree-lens kernel runs the program again to the dispatch: the archive must come along.
+    proc = lens_in_process("kernel", str(built["load"]), "--function=main", f"--input={X}", "--dispatch=0",
+                           "--workgroup=0,0,0", f"--parameters=model={built['archive']}", "--json")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    stores = [line for line in proc.stdout.splitlines() if '"store"' in line]
+    assert stores, proc.stdout[-2000:]

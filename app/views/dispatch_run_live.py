@@ -521,7 +521,8 @@ class RunDispatchesPanel(QWidget):
             return None
         info = view.info
         request = KernelRequest(str(state.module.path), state.function, tuple(state.inputs), info.ordinal,
-                                tuple(info.workgroup_count), element)  # fmt: skip
+                                tuple(info.workgroup_count), element,
+                                tuple(getattr(self.bridge, "parameters", ())))  # fmt: skip
         picker = WorkgroupPicker(request, self)
         picker.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         self.picker = picker

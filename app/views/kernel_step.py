@@ -45,6 +45,7 @@ class KernelRequest:
     dispatch: int
     workgroup_count: tuple[int, int, int]
     element: SelectedElement | None = None
+    parameters: tuple[str, ...] = ()  # the session's parameter archives ([SCOPE=]FILE)
 
 
 def capture_and_find_writer(request: KernelRequest) -> tuple[Any, tuple[int, int, int] | None]:
@@ -53,7 +54,8 @@ def capture_and_find_writer(request: KernelRequest) -> tuple[Any, tuple[int, int
     from engine.kernel.dispatch_run import executable_data, run_to_dispatch
     from engine.kernel.writer import workgroup_that_wrote
 
-    captured = run_to_dispatch(request.module_path, request.function, request.inputs, request.dispatch)
+    captured = run_to_dispatch(request.module_path, request.function, request.inputs, request.dispatch,
+                               request.parameters)  # fmt: skip
     e = request.element
     if e is None:
         return captured, None

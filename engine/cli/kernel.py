@@ -20,6 +20,7 @@ import argparse
 import json
 import sys
 
+from engine.cli.program_arguments import add_parameters_argument
 from engine.errors import LensError
 
 
@@ -33,6 +34,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("module", help="the .vmfb to run")
     p.add_argument("--function", required=True, help="exported function to call")
     p.add_argument("--input", action="append", default=[], help="an input, as iree-run-module takes it")
+    add_parameters_argument(p)
     p.add_argument("--dispatch", type=int, required=True, help="the dispatch's ordinal in the call, from 0 (as the debugger counts)")
     p.add_argument("--workgroup", default="0,0,0", help="the workgroup id X,Y,Z (default 0,0,0)")
     p.add_argument("--until", help="nan: stop after the first NaN/Inf value; LINE: at that source line")
@@ -65,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         workgroup = parse_workgroup(args.workgroup)
         trace, _ = record_workgroup(args.module, args.function, args.input, args.dispatch, workgroup, args.sources,
-                                    stop_at)  # fmt: skip
+                                    stop_at, args.parameters)  # fmt: skip
     except (LensError, ValueError, OSError) as e:
         return _fail(str(e))
     steps = trace.steps

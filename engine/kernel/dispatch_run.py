@@ -64,7 +64,9 @@ def executable_formats(module_path: str | Path) -> set[str]:
     return {e.format for e in open_vmfb(module_path).executables}
 
 
-def run_to_dispatch(module_path: str | Path, function: str, inputs: Sequence[str], ordinal: int) -> CapturedDispatch:
+def run_to_dispatch(
+    module_path: str | Path, function: str, inputs: Sequence[str], ordinal: int, parameters: Sequence[str] = ()
+) -> CapturedDispatch:
     """Run ``function`` of the module on ``inputs`` (``--input`` strings) on the CPU debug device and keep
     dispatch ``ordinal``; ``KernelStepError`` when the run has no such dispatch."""
     from engine.runtime.debug_runner import DebugRunner
@@ -78,7 +80,10 @@ def run_to_dispatch(module_path: str | Path, function: str, inputs: Sequence[str
             "--target=llvm-cpu --out=DIR, or iree-compile --iree-hal-target-device=local "
             "--iree-hal-local-target-device-backends=vmvx)"
         )
-    runner = DebugRunner(module_path, "local-sync")
+    from engine.runtime.parameters import ParameterArchives
+
+    # ``parameters``: the [SCOPE=]FILE archives a program compiled with external parameters loads.
+    runner = DebugRunner(module_path, "local-sync", parameters=ParameterArchives.open(parameters) if parameters else None)
     # Ordinals count the call's dispatches, as the debugger's do (``break dispatch N``, the window's
     # "Dispatch #N"): those the module's initializer ran are not counted.
     base = runner.device.dispatch_count

@@ -22,10 +22,11 @@ def record_workgroup(
     workgroup: tuple[int, int, int],
     sources: Sequence[str | Path] = (),
     stop_at: StopAt | None = None,
+    parameters: Sequence[str] = (),
 ) -> tuple[KernelTrace, CapturedDispatch]:
     """Record ``workgroup`` of dispatch ``dispatch`` of ``function`` run on ``inputs`` (up to the first
     statement ``stop_at`` is true of, when given); ``KernelStepError`` (one line) when it cannot be done."""
-    captured = run_to_dispatch(module_path, function, inputs, dispatch)
+    captured = run_to_dispatch(module_path, function, inputs, dispatch, parameters)
     return record_captured(module_path, captured, workgroup, sources, stop_at), captured
 
 
