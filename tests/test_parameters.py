@@ -120,3 +120,21 @@ def test_a_workgroup_of_a_parameterized_program_is_stepped(built):
     assert proc.returncode == 0, proc.stderr
     stores = [line for line in proc.stdout.splitlines() if '"store"' in line]
     assert stores, proc.stdout[-2000:]
+
+
+def test_a_vs_code_launch_passes_the_archives(built):
+    # The DAP adapter's launch takes "parameters" as iree-run-module's flags: the module opens (its
+    # initializer loads the weights), which it cannot without them.
+    from support.dap import DapClient, lens_command
+
+    for given, opens in (([f"model={built['archive']}"], True), ([], False)):
+        client = DapClient([*lens_command(), "dap"])
+        try:
+            client.request("initialize", {"adapterID": "iree-lens"})
+            reply = client.request("launch", {"program": str(built["load"]), "function": "main", "inputs": [X],
+                                              "parameters": given}, ok=opens)  # fmt: skip
+            assert reply["success"] is opens, reply
+            if not opens:
+                assert 'parameter "model"::"weight"' in reply["message"]
+        finally:
+            client.close()

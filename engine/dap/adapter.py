@@ -257,7 +257,10 @@ class DebugAdapter:
             self.client = None
             raise RequestError(str(e)) from None
         device = str(args.get("device") or "local-sync")
-        opened = self._query(lambda: self.client.open(str(program), device))
+        parameters = args.get("parameters") or ()  # ["[SCOPE=]FILE", ...], as iree-run-module's --parameters
+        if isinstance(parameters, str):
+            parameters = [parameters]
+        opened = self._query(lambda: self.client.open(str(program), device, parameters=tuple(map(str, parameters))))
         if not isinstance(opened, Opened):
             raise RequestError(_message(opened))
         self.functions = opened.functions
