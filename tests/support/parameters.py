@@ -23,3 +23,32 @@ def write_archive(path: Path) -> Path:
     index.add_splat("scale", np.array([SCALE], np.float32).tobytes(), 16)
     index.create_archive_file(str(path))
     return path
+
+
+def externalize(source: Path, out_mlir: Path, out_archive: Path, scope: str = "model") -> int:
+    """A model with its weights moved out, as iree-turbine's ``externalize_module_parameters`` leaves one:
+    each ``util.global ... = dense_resource<KEY>`` becomes ``#flow.parameter.named<SCOPE::KEY>`` and the
+    resource's bytes (after the blob's 4-byte alignment header) go to an .irpa. Returns how many moved."""
+    import re
+
+    import iree.runtime as rt
+
+    text = source.read_text()
+    start = text.rfind("{-#")
+    blobs = dict(re.findall(r'^\s*([\w.$-]+):\s*"0x([0-9A-Fa-f]+)"', text[start:], re.M))
+    moved: set[str] = set()
+
+    def named(m: re.Match) -> str:
+        if m[2] not in blobs:
+            return m[0]
+        moved.add(m[2])
+        return f'util.global private @{m[1]} = #flow.parameter.named<"{scope}"::"{m[2]}"> : {m[3]}'
+
+    body = re.sub(r"util\.global private @([\w.$-]+) = dense_resource<([\w.$-]+)> : (tensor<[^>]+>)", named,
+                  text[:start])  # fmt: skip
+    index = rt.ParameterIndex()
+    for key in sorted(moved):
+        index.add_buffer(key, bytes.fromhex(blobs[key])[4:])
+    index.create_archive_file(str(out_archive))
+    out_mlir.write_text(body + text[start:])
+    return len(moved)
