@@ -167,3 +167,13 @@ def test_squeezenet_with_its_weights_in_an_archive_runs_as_pytorch_did(tmp_path)
         assert got.tobytes() == want.tobytes(), engine
     torch = np.load(SHARED_MODELS / "squeezenet1_1_torch_y.npy")
     assert np.allclose(want, torch, atol=1e-5, rtol=1e-4)
+
+
+def test_benchmark_and_compare_builds_load_the_archive(built):
+    archive = f"--parameters=model={built['archive']}"
+    proc = lens_in_process("benchmark", str(built["load"]), "--function=main", f"--input={X}", "--dispatch=0",
+                           "--no-iree", archive)  # fmt: skip
+    assert proc.returncode == 0 and "IREE Lens" in proc.stdout, proc.stderr
+    proc = lens_in_process("compare-builds", str(built["load"]), str(built["gather"]), "--function=main",
+                           f"--input={X}", "--repeat=2", "--rounds=1", archive)  # fmt: skip
+    assert proc.returncode == 0 and "function results, B against A: exact" in proc.stdout, (proc.stdout, proc.stderr)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine.cli.program_arguments import add_parameters_argument
 from engine.errors import LensError
 from engine.runtime.hal.device import DispatchObserver, DispatchRecord
 
@@ -52,6 +53,7 @@ def add_parser(subparsers) -> None:
         help="another build: the same dispatch of its run (its own binary, workgroups and bytes) timed beside",
     )
     p.add_argument("--input", action="append", default=[], help="an input, as iree-run-module takes it")
+    add_parameters_argument(p)
     p.add_argument(
         "--substitute", action="append", default=[], metavar="NAME=FILE", help="an edit; repeatable"
     )
@@ -194,7 +196,7 @@ def _catch_module_dispatch(args: argparse.Namespace):
         except LensError:
             raise LensError(f"--against {args.against} does not run on {args.device}, where A runs: both "
                             "builds are timed on one device") from None  # fmt: skip
-    return _catch(args.module, args.device, args.function, args.input, args.dispatch, args.substitute)
+    return _catch(args.module, args.device, args.function, args.input, args.dispatch, args.substitute, args.parameters)
 
 
 def _measure(args: argparse.Namespace, module, live, snapshot) -> _Measured:
@@ -205,7 +207,8 @@ def _measure(args: argparse.Namespace, module, live, snapshot) -> _Measured:
     against = None
     if args.against:
         try:
-            module_b, live_b, snapshot_b = _catch(args.against, args.device, args.function, args.input, args.dispatch)
+            module_b, live_b, snapshot_b = _catch(args.against, args.device, args.function, args.input, args.dispatch,
+                                                  parameters=args.parameters)  # fmt: skip
         except LensError as e:  # said of B, which the message of its run does not name
             raise LensError(f"--against {args.against}: {e}") from None
         run_b, _ = kernel_runs(module_b, live_b, snapshot_b)
@@ -305,7 +308,8 @@ def _from_bundle(args):
 
 
 def _catch(
-    module_path: str, device_name: str, function: str, inputs: list[str], selector: str, substitutes=()
+    module_path: str, device_name: str, function: str, inputs: list[str], selector: str, substitutes=(),
+    parameters=(),
 ):
     """Run ``function`` on the debug engine until the first dispatch ``selector`` names: (module, live
     substitutions, its snapshot)."""
@@ -317,7 +321,10 @@ def _catch(
 
     module = open_vmfb(module_path)
     device = create_device(device_name)
-    runner = DebugRunner(module_path, device_name, hal_module=HalModule(device))
+    from engine.runtime.parameters import ParameterArchives
+
+    runner = DebugRunner(module_path, device_name, hal_module=HalModule(device),
+                         parameters=ParameterArchives.open(parameters) if parameters else None)  # fmt: skip
     live = LiveSubstitutions(device, module)
     for text in substitutes:
         name, sep, path = text.partition("=")

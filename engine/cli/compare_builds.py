@@ -28,7 +28,7 @@ import json
 import sys
 
 from engine.cli.exit_status import DIFFERENT, SAME, TROUBLE, epilog, trouble
-from engine.cli.program_arguments import add_no_rebuild_argument
+from engine.cli.program_arguments import add_no_rebuild_argument, add_parameters_argument
 from engine.errors import LensError
 
 
@@ -47,6 +47,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("modules", nargs=2, metavar="MODULE", help="A.vmfb B.vmfb")
     p.add_argument("--function", required=True, help="exported function to call")
     p.add_argument("--input", action="append", default=[], help="an input, as iree-run-module takes it")
+    add_parameters_argument(p)
     p.add_argument(
         "--device", default=None, help="device of both runs (default: what module A was compiled for)"
     )
@@ -85,11 +86,13 @@ def compare_builds(
     timeout_s: float = 600.0,
     executable_sources: tuple[str, ...] = (),
     rebuild: bool = True,
+    parameters: tuple[str, ...] = (),
 ):
     """The ``BuildComparison`` of two builds (see the module's docstring); each runs on ``device``, else on
     the device its module was compiled for (two targets: an llvm-cpu build against a Vulkan one). The compared
     outputs are typed by ``executable_sources`` of A, else as the debugger types them (sources beside A, else,
-    with ``rebuild``, the checked rebuild of the program A names)."""
+    with ``rebuild``, the checked rebuild of the program A names). ``parameters``: the [SCOPE=]FILE archives
+    both builds load their weights from."""
     from engine.cli.profile import profile_reference
     from engine.cli.program_arguments import module_device
     from engine.trace.build_compare import BuildComparison, code_sizes, compare_lines, with_output_verdicts
@@ -128,7 +131,7 @@ def compare_builds(
         # A, B, B, A, ...: the one run second (in a process started as the other's ends) is not always B
         order = ((traces_a, module_a, device_a), (traces_b, module_b, device_b))
         for traces, module, device_of in order if k % 2 == 0 else order[::-1]:
-            traces.append(profile_reference(module, function, inputs, device_of, repeat, timeout_s))
+            traces.append(profile_reference(module, function, inputs, device_of, repeat, timeout_s, parameters))
     sources_a, sources_b = sources_of(module_a), sources_of(module_b)
     for label, sources in (("A", sources_a), ("B", sources_b)):
         notes += [f"{label}: {n}" for n in sources.notes]
@@ -141,6 +144,7 @@ def compare_builds(
         from engine.dispatch.numerics import Verdict, worst_verdict
         from engine.dispatch.rebuild_sources import found_or_rebuilt
         from engine.dispatch.typed_tensors import find_sources
+        from engine.runtime.parameters import ParameterArchives
 
         # Typed as the debugger types them: untyped bytes cannot tell rounding from a divergence.
         if executable_sources or not rebuild:
@@ -155,6 +159,7 @@ def compare_builds(
             lockstep = run_lockstep(
                 module_a, module_b, function, inputs, device_a=device_a, device_b=device_b,
                 interfaces=typing.interfaces or None,
+                parameters=ParameterArchives.open(parameters) if parameters else None,
             )  # fmt: skip
         except LensError as e:
             notes.append(f"outputs not compared: {e}")
@@ -200,7 +205,8 @@ def run(args: argparse.Namespace) -> int:
             raise LensError(problem)
         result = compare_builds(a, b, args.function, args.input, device=device, repeat=args.repeat, rounds=args.rounds,
                                 source=args.source, outputs=not args.no_outputs, timeout_s=args.timeout,
-                                executable_sources=tuple(args.sources), rebuild=not args.no_rebuild)  # fmt: skip
+                                executable_sources=tuple(args.sources), rebuild=not args.no_rebuild,
+                                parameters=tuple(args.parameters))  # fmt: skip
     except BrokenPipeError:
         raise
     except Exception as e:  # trouble, never "they differ" (1): see engine.cli.exit_status
