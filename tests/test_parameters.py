@@ -177,3 +177,16 @@ def test_benchmark_and_compare_builds_load_the_archive(built):
     proc = lens_in_process("compare-builds", str(built["load"]), str(built["gather"]), "--function=main",
                            f"--input={X}", "--repeat=2", "--rounds=1", archive)  # fmt: skip
     assert proc.returncode == 0 and "function results, B against A: exact" in proc.stdout, (proc.stdout, proc.stderr)
+
+
+def test_split_traces_a_parameterized_program_into_tests_that_hold_their_weights(tmp_path):
+    # The run that traces the dispatches loads the archive; each test then holds its inputs (the weights
+    # among them) and passes --check with no archive at all.
+    archive = write_archive(tmp_path / "model.irpa")
+    out = tmp_path / "tests"
+    proc = lens_in_process("split", str(PROGRAM), "--function=main", f"--input={X}", f"--out={out}",
+                           f"--parameters=model={archive}")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    archive.unlink()
+    proc = lens_in_process("split", "--check", str(out))
+    assert proc.returncode == 0 and ", 0 diverged or failed" in proc.stdout, (proc.stdout, proc.stderr)

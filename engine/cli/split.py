@@ -32,6 +32,7 @@ from engine.cli.compile_arguments import (
     take_own_options,
 )
 from engine.cli.exit_status import TROUBLE, trouble
+from engine.cli.program_arguments import PARAMETERS_HELP
 from engine.errors import CompileCancelled, LensError
 
 
@@ -41,6 +42,8 @@ def _own_options(parser: argparse.ArgumentParser, defaults: bool) -> None:
     parser.add_argument(
         "--input", action="append", default=option_default([], defaults), help="an input, as iree-run-module takes it"
     )
+    parser.add_argument("--parameters", action="append", default=option_default([], defaults), metavar="[SCOPE=]FILE",
+                        help=PARAMETERS_HELP + " (for the run that traces the dispatches; each test holds its data)")  # fmt: skip
     parser.add_argument(
         "--max-occurrences", type=int, default=option_default(None, defaults),
         help="keep the data of the first N runs of a repeated dispatch (default: every run)",
@@ -120,7 +123,7 @@ def _split(args: argparse.Namespace, iree_flags: list[str]) -> int:
     request = compile_request(args, iree_flags)
     result = split_program(
         request, args.function, args.input, args.out, device=args.device,
-        max_occurrences=args.max_occurrences, timeout_s=args.timeout,
+        max_occurrences=args.max_occurrences, timeout_s=args.timeout, parameters=tuple(args.parameters or ()),
     )  # fmt: skip
     failed = [t for t in result.tests if t.error]
     if args.json:

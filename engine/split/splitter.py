@@ -268,10 +268,12 @@ def split_program(
     timeout_s: float | None = None,
     work_dir: Path | None = None,
     only: set[str] | None = None,
+    parameters: tuple[str, ...] = (),
 ) -> SplitResult:
     """Compile ``request`` (with dispatch trace points), run ``function`` on ``input_specs`` once with IREE's
     runtime, and write one test per distinct dispatch into ``out`` (see the module doc); ``only``: the
-    tests of these dispatches (IREE's export names) alone (the window's Export as test)."""
+    tests of these dispatches (IREE's export names) alone (the window's Export as test); ``parameters``: the
+    [SCOPE=]FILE archives a program compiled with external parameters loads (the tests hold their data)."""
     from engine.compiler.targets import TARGETS, find_target
     from engine.runtime.function_io import parse_inputs, split_cconv
     from engine.runtime.reference import ReferenceRunner
@@ -293,8 +295,11 @@ def split_program(
         collector = _Collector(out, max_occurrences, only, without_inputs)
         runner_device = device or (find_target(request.target).device if request.target in TARGETS else "local-sync")
         # The collector reads the initializer's trace points as the runner loads the module.
+        from engine.runtime.parameters import ParameterArchives
+
         runner = ReferenceRunner(vmfb, runner_device, debug_sink=rt.HalModuleDebugSink(collector),
-                                 on_loading=lambda loading: setattr(collector, "runner", loading))  # fmt: skip
+                                 on_loading=lambda loading: setattr(collector, "runner", loading),
+                                 parameters=ParameterArchives.open(parameters) if parameters else None)  # fmt: skip
         try:
             args = parse_inputs(input_specs, split_cconv(runner.cconv(function))[0])
             collector.calling()
