@@ -190,3 +190,27 @@ def test_split_traces_a_parameterized_program_into_tests_that_hold_their_weights
     archive.unlink()
     proc = lens_in_process("split", "--check", str(out))
     assert proc.returncode == 0 and ", 0 diverged or failed" in proc.stdout, (proc.stdout, proc.stderr)
+
+
+def test_a_safetensors_file_serves_as_the_archive(built, tmp_path):
+    # Hugging Face's format, written here by hand (8-byte header length, JSON header, data): IREE's index
+    # reads it, and each engine runs as iree-run-module does with it.
+    import json
+    import struct
+
+    scale = np.full(4, SCALE, np.float32)
+    tensors = {"weight": WEIGHT, "bias": BIAS, "scale": scale}
+    header, offset = {}, 0
+    for key, array in tensors.items():
+        header[key] = {"dtype": "F32", "shape": list(array.shape), "data_offsets": [offset, offset + array.nbytes]}
+        offset += array.nbytes
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(struct.pack("<Q", len(text)) + text + b"".join(a.tobytes() for a in tensors.values()))
+    want = _iree_run_module(built["load"], path)
+    assert want == _iree_run_module(built["load"], built["archive"])  # the same weights as the .irpa
+    for engine in ("debug", "reference"):
+        proc = lens_in_process("run", str(built["load"]), "--function=main", f"--input={X}",
+                               f"--parameters=model={path}", f"--engine={engine}")  # fmt: skip
+        assert proc.returncode == 0 and proc.stdout.strip().splitlines()[-1] == want, (engine, proc.stderr)
