@@ -161,8 +161,10 @@ class SessionBridge(QObject):
         self.in_process = in_process
         self.stop_requested = False  # Stop was asked and the run has not answered yet
         self.remote: str | None = None  # a server command (attach_remote): the session runs there
-        # ``[SCOPE=]FILE`` archives a program compiled with external parameters loads (``Open.parameters``).
+        # ``[SCOPE=]FILE`` archives a program compiled with external parameters loads (``Open.parameters``),
+        # and the module they were given for (None: the next one opened); another module opens without them.
         self.parameters: tuple[str, ...] = ()
+        self._parameters_for: str | None = None
         self._remote_copies: dict[str, str] = {}  # local copy of a remote module -> its path there
         self._remote_dir: Path | None = None  # where the copies are kept (removed at shutdown)
         hang = hang_timeout if hang_timeout is not None else hang_timeout_setting()
@@ -399,6 +401,10 @@ class SessionBridge(QObject):
     def open(self, module_path: str | Path, device: str = "local-sync", source_path: str | Path | None = None):
         """Open ``module_path`` in the session on ``device``; the breakpoints set so far stay. The local copy
         of a remote module (``fetch_remote_module``) opens its path on the remote side."""
+        if self._parameters_for is None:
+            self._parameters_for = str(module_path)
+        elif self._parameters_for != str(module_path):
+            self.parameters, self._parameters_for = (), str(module_path)
         remote_path = self.remote_path_of(module_path)
         if remote_path is not None:
             self.client.open(remote_path, device, parameters=self.parameters)
@@ -410,6 +416,7 @@ class SessionBridge(QObject):
         """The parameter archives of the module's runs (``--parameters=[SCOPE=]FILE``); the open module is
         opened again with them (its initializer loads the weights)."""
         self.parameters = tuple(specs)
+        self._parameters_for = None  # for the module open now (reopened below), else the next one
         if self.client.module_path and self.client.state != SessionState.CLOSED and not self.client.closed:
             self.open(self.client.module_path, self.client.device, self.client.source_path)
 

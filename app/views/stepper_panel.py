@@ -597,6 +597,8 @@ class StepperPanel(QWidget):
         if saved is None:
             return False
         self.bridge.restore_setup(saved)
+        if saved.parameters:  # the archives its weights load from: before it opens
+            self.bridge.set_parameters(saved.parameters)
         if saved.inputs:
             self.set_inputs(saved.inputs)
         path = next((p for p in (saved.source_path, saved.module_path) if p and Path(p).exists()), None)

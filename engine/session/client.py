@@ -342,7 +342,8 @@ class SessionClient:
         self._set_state(SessionState.STARTING)
         self.send(self._open_command())
         self.send(SetBreakpoints(self.breakpoints))
-        self._save(module_path=self.module_path, source_path=self.source_path, device=device)
+        self._save(module_path=self.module_path, source_path=self.source_path, device=device,
+                   parameters=list(self.parameters))  # fmt: skip
 
     def _open_command(self) -> Open:
         return Open(

@@ -43,6 +43,7 @@ class SavedSession:
     compile_options: dict[str, Any] = field(default_factory=dict)
     edited_sources: dict[str, str] = field(default_factory=dict)  # name -> file under sources/
     traces: list[str] = field(default_factory=list)  # paths of saved captures
+    parameters: list[str] = field(default_factory=list)  # the module's [SCOPE=]FILE parameter archives
 
 
 class SessionStore:

@@ -8,6 +8,8 @@ import pytest
 from support import compile_for
 from support.parameters import BIAS, PROGRAM, SCALE, write_archive
 
+from engine.samples import sample_path
+
 TIMEOUT = 120_000
 
 
@@ -36,3 +38,9 @@ def test_the_archive_given_in_the_window_reopens_the_module_and_its_run_loads_th
         panel.bridge.call("main", ("2x4xf32=0",))
     want = " ".join(f"{v:g}" for v in BIAS * SCALE)  # x = 0: the bias, scaled
     assert f"2x4xf32=[{want}][{want}]" in finished.args[0].results_text
+    # Remembered with the session (a restart reopens the module with them); another module opens without.
+    assert window.session_bridge.saved_session().parameters == [f"model={tmp_path / 'model.irpa'}"]
+    other = compile_for(sample_path("mlp"), tmp_path / "other.vmfb", "llvm-cpu")
+    with qtbot.waitSignal(panel.bridge.opened, timeout=TIMEOUT):
+        window.open_file(other)
+    assert window.session_bridge.parameters == () and window.session_bridge.saved_session().parameters == []
