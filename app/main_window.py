@@ -344,7 +344,8 @@ class MainWindow(QMainWindow):
         spec = str(ParameterSpec(scope.strip(), path))
         kept = [p for p in self.session_bridge.parameters if ParameterSpec.parse(p).scope != scope.strip()]
         self.session_bridge.set_parameters([*kept, spec])
-        self.statusBar().showMessage(f"Parameters: {', '.join(self.session_bridge.parameters)}", 10000)
+        self.workbench.say(f"parameter archives: {', '.join(self.session_bridge.parameters)} (the module opens again "
+                           "with them)")  # fmt: skip
 
     def _attach_remote_dialog(self) -> None:
         """Debug runs go to a server a command starts (``ssh HOST iree-lens serve --stdio``); empty: local."""
