@@ -126,3 +126,27 @@ def test_unpack_follows_iree_packing_low_bits_first():
     assert et.unpack(np.array([0b11100101, 0b1], np.uint8), et.make(et.SINT, 3), (3,)).tolist() == [-3, -4, -1]
     with pytest.raises(ValueError):
         et.unpack(np.array([0x21], np.uint8), et.make(et.INTEGER, 4), (4,))
+
+
+NARROW_TYPES = Path(__file__).parent / "e2e_programs" / "narrow_types.mlir"
+
+
+def test_f8_and_i1_print_and_parse_as_iree_run_module_does(tmp_path):
+    """Was: an f8 result printed as its bits (``3xf8E4M3FN=60 170 121`` for 1.5 -0.3125 288), an f8 input was
+    parsed into uint8 (1.5 became the bits 1: another value; 300 was refused), and i1 printed ``1 0 1`` where
+    iree-run-module prints ``01 00 01``."""
+    from support import compile_for, lens_in_process
+
+    vmfb = compile_for(NARROW_TYPES, tmp_path / "narrow.vmfb", "llvm-cpu")
+    cases = [("f8", ["3xf32=1.5 -0.3 300"]), ("widen", ["3xf8E4M3FN=1.5 -0.3 300"]),
+             ("widen", ["3xf8E4M3FN=1000 -70000 0.0625"])]  # fmt: skip
+    for function, inputs in cases:
+        iree = iree_run_module(vmfb, function, inputs)
+        assert iree.returncode == 0, iree.stderr
+        want = [line for line in iree.stdout.splitlines() if "=" in line]
+        for engine in ("reference", "debug"):
+            proc = lens_in_process("run", str(vmfb), f"--function={function}", *[f"--input={i}" for i in inputs],
+                                   f"--engine={engine}")  # fmt: skip
+            assert proc.returncode == 0, proc.stderr
+            assert [line for line in proc.stdout.splitlines() if "=" in line] == want, (function, engine)
+    assert "3xf8E4M3FN=1.5 -0.3125 288" in iree_run_module(vmfb, "f8", cases[0][1]).stdout  # what was wrong

@@ -103,7 +103,33 @@ def _parse_element(token: str, element_type: ElementType):
         raise InputError(f"cannot parse `{token}` as {element_type.name}") from None
 
 
+# IREE's 8-bit float types and ml_dtypes' numpy types for them (numpy has none; the HAL's storage is their bits).
+_F8_DTYPES = {
+    et.F8_E5M2: "float8_e5m2",
+    et.F8_E4M3FN: "float8_e4m3fn",
+    et.F8_E5M2FNUZ: "float8_e5m2fnuz",
+    et.F8_E4M3FNUZ: "float8_e4m3fnuz",
+    et.F8_E8M0FNU: "float8_e8m0fnu",
+}
+
+
+def _f8_dtype(element_type: ElementType) -> np.dtype | None:
+    """The ml_dtypes type of an f8 element type (None for others)."""
+    name = _F8_DTYPES.get(element_type.numerical_type)
+    if name is None:
+        return None
+    import ml_dtypes
+
+    return np.dtype(getattr(ml_dtypes, name))
+
+
 def _float_to_storage(values: list[float], element_type: ElementType) -> np.ndarray:
+    f8 = _f8_dtype(element_type)
+    if f8 is not None:
+        # Parsed as IREE's tools parse them: to f32, then rounded to nearest even in the 8-bit type (its bits
+        # are what the HAL stores). Bit for bit iree-run-module's, but for an f8E4M3FN subnormal: IREE 3.13
+        # flushes 0.001 to 0 where rounding gives the smallest subnormal (its FNUZ twin rounds).
+        return np.asarray(values, dtype=np.float32).astype(f8).view(np.uint8)
     if element_type.numerical_type == et.FLOAT_BRAIN:
         # bf16 = the top 16 bits of the f32 pattern, rounded to nearest even.
         bits = np.asarray(values, dtype=np.float32).view(np.uint32).astype(np.uint64)
@@ -246,6 +272,9 @@ def format_tensor(tensor: Tensor, max_element_count: int = DEFAULT_MAX_ELEMENT_C
     shape = tensor.shape
     prefix = "".join(f"{d}x" for d in shape) + tensor.element_type.name
     flat = tensor.array.reshape(-1)
+    f8 = _f8_dtype(tensor.element_type)
+    if f8 is not None:  # stored as bits: their values, printed as IREE prints them (%G of the f32 they widen to)
+        flat = flat.view(np.uint8).view(f8).astype(np.float32)
     if tensor.element_type.numerical_type == et.BOOLEAN:
         flat = flat.view(np.uint8)
     budget = [max_element_count]
@@ -254,12 +283,15 @@ def format_tensor(tensor: Tensor, max_element_count: int = DEFAULT_MAX_ELEMENT_C
 
     element_type = tensor.element_type
     plain_float = element_type.is_float and element_type.numerical_type != et.FLOAT_BRAIN
+    boolean = element_type.numerical_type == et.BOOLEAN
 
     def leaf(offset: int, length: int) -> str:
         count = min(budget[0], length)
         budget[0] -= count
         if plain_float:  # the common case, without a call per element
             text = " ".join(["%G" % v for v in items[offset : offset + count]])
+        elif boolean:  # IREE formats i1 as any type it has no number format for: the byte in hex
+            text = " ".join(["%02X" % v for v in items[offset : offset + count]])
         else:
             text = " ".join(_element_to_text(items[offset + i], element_type) for i in range(count))
         return text + ("..." if count < length else "")
