@@ -150,3 +150,12 @@ def test_f8_and_i1_print_and_parse_as_iree_run_module_does(tmp_path):
             assert proc.returncode == 0, proc.stderr
             assert [line for line in proc.stdout.splitlines() if "=" in line] == want, (function, engine)
     assert "3xf8E4M3FN=1.5 -0.3125 288" in iree_run_module(vmfb, "f8", cases[0][1]).stdout  # what was wrong
+    # .npy has no f8 or bf16 (iree-run-module refuses to write them): their bits, and a note that says so.
+    outs = [f"--output=@{tmp_path / f'r{k}.npy'}" for k in range(4)]
+    proc = lens_in_process("run", str(vmfb), "--function=f8", *[f"--input={i}" for i in cases[0][1]], *outs)
+    assert proc.returncode == 0, proc.stderr
+    assert f"result[0] (3xf8E4M3FN) is in {tmp_path / 'r0.npy'} as its bits (uint8)" in proc.stderr
+    assert "result[1] (3xbf16)" in proc.stderr and "result[2]" not in proc.stderr
+    import ml_dtypes
+
+    assert np.load(tmp_path / "r0.npy").view(ml_dtypes.float8_e4m3fn).astype(np.float32).tolist() == [1.5, -0.3125, 288]

@@ -158,7 +158,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"wrote {args.replay_recorder.close()} (iree-run-replay --device={args.device} ...)", file=sys.stderr)
         if args.output:
             try:
-                sys.stdout.write(write_outputs(args.output, results))
+                notes: list[str] = []
+                sys.stdout.write(write_outputs(args.output, results, notes))
+                for note in notes:
+                    print(f"iree-lens run: {note}", file=sys.stderr)
             except OSError as e:  # a full disk, a file not writable: one line, as IREE's tool says it
                 raise LensError(f"cannot write the results: {e}") from None
         else:

@@ -113,6 +113,9 @@ _F8_DTYPES = {
 }
 
 
+_BITS_ONLY = {et.FLOAT_BRAIN: "bfloat16", **_F8_DTYPES}  # stored as bits in .npy: the ml_dtypes type to view them as
+
+
 def _f8_dtype(element_type: ElementType) -> np.dtype | None:
     """The ml_dtypes type of an f8 element type (None for others)."""
     name = _F8_DTYPES.get(element_type.numerical_type)
@@ -333,11 +336,12 @@ def format_results(values: list[Value], max_element_count: int = DEFAULT_MAX_ELE
 # ---------------------------------------------------------------------------------------------- writing
 
 
-def write_outputs(specs: list[str], values: list[Value]) -> str:
+def write_outputs(specs: list[str], values: list[Value], notes: list[str] | None = None) -> str:
     """Apply ``--output=`` specs to results in order; returns the text of results sent to stdout (``-``).
 
     ``@f.npy`` writes a new file, ``+f.npy`` appends to it (numpy reads consecutive arrays with repeated
-    ``np.load`` on one open file), ``-`` prints, an empty spec drops the result.
+    ``np.load`` on one open file), ``-`` prints, an empty spec drops the result. A type .npy cannot hold
+    (bf16, f8: iree-run-module refuses them) is written as its bits, and ``notes`` says so.
     """
     printed = []
     for i, value in enumerate(values):
@@ -351,6 +355,11 @@ def write_outputs(specs: list[str], values: list[Value]) -> str:
                 raise InputError(f"result[{i}] is not a tensor; only tensors can be written to {spec[1:]}")
             with open(spec[1:], "wb" if spec[0] == "@" else "ab") as f:
                 np.save(f, value.array, allow_pickle=False)
+            stored_as = _BITS_ONLY.get(value.element_type.numerical_type)
+            if stored_as is not None and notes is not None:
+                notes.append(f"result[{i}] ({format_tensor(value, 0).split('=')[0]}) is in {spec[1:]} as its bits "
+                             f"({value.array.dtype}): .npy has no {value.element_type.name}; read it with "
+                             f"ml_dtypes.{stored_as}")  # fmt: skip
         else:
             raise InputError(f"unsupported output specification `{spec}` (use -, @file.npy or +file.npy)")
     return "".join(printed)
