@@ -97,6 +97,8 @@ def _parse_element(token: str, element_type: ElementType):
         if element_type.is_float:
             return float(token)
         if element_type.numerical_type == et.BOOLEAN:
+            if len(token) == 2 and all(c in "0123456789abcdefABCDEF" for c in token):
+                return int(token, 16)  # IREE's own form: each byte as two hex digits (01 00), as it prints them
             return {"true": 1, "false": 0}.get(token.lower(), None) if token.isalpha() else int(token)
         return int(token, 10)
     except ValueError:
@@ -127,6 +129,11 @@ def _f8_dtype(element_type: ElementType) -> np.dtype | None:
 
 
 def _float_to_storage(values: list[float], element_type: ElementType) -> np.ndarray:
+    with np.errstate(over="ignore"):  # 70000 as f16 is INF, as IREE parses it: not a warning on stderr
+        return _narrowed(values, element_type)
+
+
+def _narrowed(values: list[float], element_type: ElementType) -> np.ndarray:
     f8 = _f8_dtype(element_type)
     if f8 is not None:
         # Parsed as IREE's tools parse them: to f32, then rounded to nearest even in the 8-bit type (its bits

@@ -37,3 +37,7 @@ func.func @widen(%a: tensor<3xf8E4M3FN>) -> tensor<3xf32> {
   } -> tensor<3xf32>
   return %r : tensor<3xf32>
 }
+func.func @id(%a: tensor<4xi1>, %b: tensor<3xbf16>, %c: tensor<3xf16>, %d: tensor<2xi8>, %e: tensor<2xui32>) -> (tensor<4xi1>, tensor<3xbf16>, tensor<3xf16>, tensor<2xi8>, tensor<2xui32>) {
+  %a2 = util.optimization_barrier %a : tensor<4xi1>
+  return %a2, %b, %c, %d, %e : tensor<4xi1>, tensor<3xbf16>, tensor<3xf16>, tensor<2xi8>, tensor<2xui32>
+}
