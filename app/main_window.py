@@ -337,8 +337,11 @@ class MainWindow(QMainWindow):
                                               "Parameter archives (*.irpa *.gguf *.safetensors);;All files (*)")  # fmt: skip
         if not path:
             return
+        wanted = self.parameter_scopes()  # what the open module's host code loads, if it says
+        hint = f"; the module loads scope {', '.join(repr(w) for w in wanted)}" if wanted else ""
         scope, ok = QInputDialog.getText(self, "Parameter Archive", "Its scope (the program's "
-                                         '#flow.parameter.named<"SCOPE"::"key">; empty: no scope):', text="model")  # fmt: skip
+                                         f'#flow.parameter.named<"SCOPE"::"key">; empty: no scope{hint}):',
+                                         text=wanted[0] if wanted else "model")  # fmt: skip
         if not ok:
             return
         spec = str(ParameterSpec(scope.strip(), path))
@@ -346,6 +349,20 @@ class MainWindow(QMainWindow):
         self.session_bridge.set_parameters([*kept, spec])
         self.workbench.say(f"parameter archives: {', '.join(self.session_bridge.parameters)} (the module opens again "
                            "with them)")  # fmt: skip
+
+    def parameter_scopes(self) -> list[str]:
+        """The scopes the open module's io_parameters calls name (``engine.runtime.vmfb.parameter_loads``)."""
+        from engine.errors import LensError
+        from engine.runtime.vmfb.parameter_loads import parameter_loads
+
+        loaded = self.workbench.state.module
+        if loaded is None:
+            return []
+        try:
+            loads = parameter_loads(loaded.module)
+        except LensError:
+            return []
+        return list(dict.fromkeys(load.scope for load in loads if load.scope is not None))
 
     def _attach_remote_dialog(self) -> None:
         """Debug runs go to a server a command starts (``ssh HOST iree-lens serve --stdio``); empty: local."""

@@ -39,8 +39,12 @@ X = "2x4xf32=1 2 3 4 -1 0 0.5 2"
 
 
 def _iree_run_module(vmfb: Path, archive: Path) -> str:
+    return _iree_run_module_with(vmfb, [f"--parameters=model={archive}"])
+
+
+def _iree_run_module_with(vmfb: Path, flags: list[str]) -> str:
     proc = subprocess.run([iree_tool("iree-run-module"), f"--module={vmfb}", "--function=main", f"--input={X}",
-                           f"--parameters=model={archive}"], capture_output=True, text=True, timeout=120)  # fmt: skip
+                           *flags], capture_output=True, text=True, timeout=120)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.strip().splitlines()[-1]
 
@@ -214,3 +218,30 @@ def test_a_safetensors_file_serves_as_the_archive(built, tmp_path):
         proc = lens_in_process("run", str(built["load"]), "--function=main", f"--input={X}",
                                f"--parameters=model={path}", f"--engine={engine}")  # fmt: skip
         assert proc.returncode == 0 and proc.stdout.strip().splitlines()[-1] == want, (engine, proc.stderr)
+
+
+def test_inspect_lists_the_parameters_each_scope_needs(built, tmp_path):
+    # Read from the host code's io_parameters calls (their rodata key tables and spans), before any run.
+    for variant in ("load", "gather"):
+        proc = lens_in_process("inspect", str(built[variant]), "--output=parameters")
+        assert proc.returncode == 0, proc.stderr
+        lines = proc.stdout.splitlines()
+        assert lines[0] == "scope 'model' (--parameters=model=FILE): 3 parameters, 96 bytes", (variant, lines)
+        assert sorted(lines[1:]) == ["  bias: 16 bytes", "  scale: 16 bytes", "  weight: 64 bytes"]
+    # The anonymous scope (#flow.parameter.named<"key">): --parameters=FILE, no scope.
+    anonymous = tmp_path / "anonymous.mlir"
+    anonymous.write_text(PROGRAM.read_text().replace('"model"::', ""))
+    vmfb = compile_for(anonymous, tmp_path / "anonymous.vmfb", "llvm-cpu")
+    proc = lens_in_process("inspect", str(vmfb), "--output=parameters")
+    assert proc.stdout.splitlines()[0] == "the anonymous scope (--parameters=FILE): 3 parameters, 96 bytes"
+    want = _iree_run_module_with(vmfb, [f"--parameters={built['archive']}"])
+    for engine in ("debug", "reference"):
+        proc = lens_in_process("run", str(vmfb), "--function=main", f"--input={X}",
+                               f"--parameters={built['archive']}", f"--engine={engine}")  # fmt: skip
+        assert proc.returncode == 0 and proc.stdout.strip().splitlines()[-1] == want, (engine, proc.stderr)
+
+
+def test_a_module_without_parameters_says_so(tmp_path):
+    vmfb = compile_for(PROGRAM.parent / "packed_i4.mlir", tmp_path / "plain.vmfb", "llvm-cpu")
+    proc = lens_in_process("inspect", str(vmfb), "--output=parameters")
+    assert proc.returncode == 0 and proc.stdout.startswith("the module loads no parameters"), proc.stdout

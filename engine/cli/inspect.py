@@ -21,7 +21,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("module", help="the .vmfb file (or an .ireereplay)")
     p.add_argument(
         "--output",
-        choices=("metadata", "disassembly", "json", "executables"),
+        choices=("metadata", "disassembly", "json", "executables", "parameters"),
         default="metadata",
         help="what to print (default: metadata)",
     )
@@ -68,6 +68,11 @@ def run(args: argparse.Namespace) -> int:
                     locations=args.locations,
                 ):
                     out.write(line + "\n")
+        elif args.output == "parameters":  # what a program compiled with external parameters loads
+            from engine.runtime.vmfb.parameter_loads import describe_parameter_loads, parameter_loads
+
+            for line in describe_parameter_loads(parameter_loads(module)):
+                out.write(line + "\n")
         elif args.output == "executables":
             from engine.runtime.vmfb.executables import describe_executable
 

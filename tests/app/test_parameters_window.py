@@ -44,3 +44,16 @@ def test_the_archive_given_in_the_window_reopens_the_module_and_its_run_loads_th
     with qtbot.waitSignal(panel.bridge.opened, timeout=TIMEOUT):
         window.open_file(other)
     assert window.session_bridge.parameters == () and window.session_bridge.saved_session().parameters == []
+
+
+def test_the_archive_dialog_offers_the_scope_the_module_loads(make_main_window, qtbot, tmp_path):
+    anonymous = tmp_path / "anonymous.mlir"
+    anonymous.write_text(PROGRAM.read_text().replace('"model"::', ""))
+    window = make_main_window()
+    panel = window.panels["stepper"]
+    for source, scopes in ((PROGRAM, ["model"]), (anonymous, [""])):
+        vmfb = compile_for(source, tmp_path / f"{source.stem}.vmfb", "llvm-cpu")
+        with qtbot.waitSignal(panel.bridge.failed, timeout=TIMEOUT):
+            window.open_file(vmfb)
+        qtbot.waitUntil(lambda: window.workbench.state.module is not None, timeout=TIMEOUT)
+        assert window.parameter_scopes() == scopes
