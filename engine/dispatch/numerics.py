@@ -583,14 +583,6 @@ def load_golden(path: str | Path) -> list[tuple[str, np.ndarray]]:
     p = Path(path)
     if not p.exists():
         raise GoldenError(f"golden file {p} does not exist")
-    from engine.runtime.function_io import NPY_READ_LOCK
+    from engine.runtime.function_io import read_numpy_arrays
 
-    with NPY_READ_LOCK:  # (numpy's header parse is not safe on two threads at once in CPython 3.11)
-        try:
-            loaded = np.load(p, allow_pickle=False)
-        except Exception as e:  # numpy raises many types for a bad file
-            raise GoldenError(f"cannot read {p} as .npy/.npz: {e}") from None
-        if isinstance(loaded, np.lib.npyio.NpzFile):
-            with loaded:
-                return [(k, loaded[k]) for k in loaded.files]
-    return [(p.name, loaded)]
+    return read_numpy_arrays(p, lambda e: GoldenError(f"cannot read {p} as .npy/.npz: {e}"))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -208,22 +209,30 @@ def _parse_tensor(spec: str) -> Tensor:
 NPY_READ_LOCK = threading.Lock()
 
 
-def _load_numpy_file(path: str) -> list[Tensor]:
-    if not Path(path).exists():
-        raise InputError(f"input file {path} does not exist")
+def read_numpy_arrays(path: str | Path, cannot_read: Callable[[Exception], Exception]) -> list[tuple[str, np.ndarray]]:
+    """The arrays of a ``.npy`` (one, named by the file) or ``.npz`` (each, by its key), in order, read one
+    file at a time (``NPY_READ_LOCK``); ``cannot_read(e)`` is raised when numpy cannot read the file or one
+    of its members (the caller's error, naming the file)."""
     with NPY_READ_LOCK:
         try:
             loaded = np.load(path, allow_pickle=False)
         except Exception as e:  # numpy raises several types for a bad file
-            raise InputError(f"cannot read {path} as a numpy file: {e}") from None
+            raise cannot_read(e) from None
         if isinstance(loaded, np.lib.npyio.NpzFile):
             with loaded:
                 try:
                     # Members are read lazily: a damaged member fails here, with zipfile's or numpy's errors.
-                    return [Tensor.from_numpy(loaded[k]) for k in loaded.files]
+                    return [(k, loaded[k]) for k in loaded.files]
                 except Exception as e:  # noqa: BLE001 - numpy and zipfile raise several types
-                    raise InputError(f"cannot read {path} as a numpy file: {e}") from None
-    return [Tensor.from_numpy(loaded)]
+                    raise cannot_read(e) from None
+    return [(Path(path).name, loaded)]
+
+
+def _load_numpy_file(path: str) -> list[Tensor]:
+    if not Path(path).exists():
+        raise InputError(f"input file {path} does not exist")
+    arrays = read_numpy_arrays(path, lambda e: InputError(f"cannot read {path} as a numpy file: {e}"))
+    return [Tensor.from_numpy(array) for _, array in arrays]
 
 
 def parse_inputs(specs: list[str], argument_kinds: str) -> list[Value]:
