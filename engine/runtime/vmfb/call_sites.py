@@ -13,17 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.errors import VmfbFormatError
-from engine.runtime.vmfb.decoder import iter_instructions
 from engine.runtime.vmfb.disassembler import FunctionDisassembler
 from engine.runtime.vmfb.module import VmfbModule
-from engine.runtime.vmfb.register_values import (
-    CALL_SYMBOLS,
-    call_arguments,
-    ref_key,
-    register_key,
-    walk_with_constants,
-)
+from engine.runtime.vmfb.register_values import import_calls, ref_key, register_key
 
 
 @dataclass(frozen=True)
@@ -56,38 +48,28 @@ def dispatch_call_sites(module: VmfbModule) -> list[CallSite]:
     segments = module.rodata_segments
     disassembler = FunctionDisassembler(module)
     sites: list[CallSite] = []
-    for function in module.functions:
-        # Registers hold ("rodata", ordinal), ("const", value) or ("export", name, lookup_pc).
-        try:
-            instructions = list(iter_instructions(function.code))
-        except VmfbFormatError:
-            continue
-        for ins, held in walk_with_constants(instructions):
-            if ins.opcode.symbol not in CALL_SYMBOLS:
-                continue
-            callee, args, results = call_arguments(ins)
-            if callee is None:
-                continue
-            if callee == lookup and len(args) >= 2 and results:
-                name_reg = held.get(ref_key(args[1]))
-                if name_reg and name_reg[0] == "rodata" and name_reg[1] < len(segments):
-                    name = segments[name_reg[1]].text()
-                    if name:
-                        held.record_result(register_key(results[0]), ("export", name, ins.pc))
-            elif callee == dispatch and len(args) >= 3:
-                fn = held.get(register_key(args[2]))
-                counts = [held.get(register_key(a)) if i < len(args) else None for i, a in enumerate(args[3:6], 3)]
-                workgroups = tuple(c[1] if c and c[0] == "const" else None for c in counts)
-                sites.append(
-                    CallSite(
-                        function_ordinal=function.ordinal,
-                        function_name=function.name,
-                        pc=ins.pc,
-                        export=fn[1] if fn and fn[0] == "export" else None,
-                        ordinal=fn[1] if fn and fn[0] == "const" else None,
-                        lookup_pc=fn[2] if fn and fn[0] == "export" else None,
-                        text=disassembler.instruction_text(ins, {}),
-                        workgroups=(*workgroups, None, None, None)[:3],  # type: ignore[arg-type]
-                    )
+    # Registers hold ("rodata", ordinal), ("const", value) or ("export", name, lookup_pc).
+    for function, ins, held, callee, args, results in import_calls(module, {dispatch, lookup}):
+        if callee == lookup and len(args) >= 2 and results:
+            name_reg = held.get(ref_key(args[1]))
+            if name_reg and name_reg[0] == "rodata" and name_reg[1] < len(segments):
+                name = segments[name_reg[1]].text()
+                if name:
+                    held.record_result(register_key(results[0]), ("export", name, ins.pc))
+        elif callee == dispatch and len(args) >= 3:
+            fn = held.get(register_key(args[2]))
+            counts = [held.get(register_key(a)) if i < len(args) else None for i, a in enumerate(args[3:6], 3)]
+            workgroups = tuple(c[1] if c and c[0] == "const" else None for c in counts)
+            sites.append(
+                CallSite(
+                    function_ordinal=function.ordinal,
+                    function_name=function.name,
+                    pc=ins.pc,
+                    export=fn[1] if fn and fn[0] == "export" else None,
+                    ordinal=fn[1] if fn and fn[0] == "const" else None,
+                    lookup_pc=fn[2] if fn and fn[0] == "export" else None,
+                    text=disassembler.instruction_text(ins, {}),
+                    workgroups=(*workgroups, None, None, None)[:3],  # type: ignore[arg-type]
                 )
+            )
     return sites

@@ -14,10 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.errors import VmfbFormatError
-from engine.runtime.vmfb.decoder import iter_instructions
 from engine.runtime.vmfb.module import VmfbModule
-from engine.runtime.vmfb.register_values import CALL_SYMBOLS, call_arguments, ref_key, walk_with_constants
+from engine.runtime.vmfb.register_values import import_calls, ref_key
 
 _STRING_ENTRY = np.dtype([("offset", "<u4"), ("length", "<u4")])
 _SPAN_ENTRY = np.dtype([("parameter_offset", "<u8"), ("buffer_offset", "<u8"), ("length", "<u8")])
@@ -40,33 +38,23 @@ class ParameterLoad:
 def parameter_loads(module: VmfbModule) -> list[ParameterLoad]:
     """Every ``io_parameters.load``/``gather`` call in ``module``'s functions, with what it names."""
     imports = {imp.ordinal: imp.full_name for imp in module.imports if imp.full_name in _ARGUMENTS}
-    if not imports:
+    if not imports:  # no need to decode the host code
         return []
     segments = module.rodata_segments
     found: list[ParameterLoad] = []
-    for function in module.functions:
-        try:
-            instructions = list(iter_instructions(function.code))
-        except VmfbFormatError:
+    for function, ins, held, callee, args, _ in import_calls(module, imports):
+        name = imports[callee]
+        if max(_ARGUMENTS[name]) >= len(args):
             continue
-        for ins, held in walk_with_constants(instructions):
-            if ins.opcode.symbol == "ConstRefZero":  # a null scope is the anonymous one: known, not unknown
-                held.record_result(ref_key(ins.operands[0]), ("null",))
-                continue
-            if ins.opcode.symbol not in CALL_SYMBOLS:
-                continue
-            callee, args, _ = call_arguments(ins)
-            name = imports.get(callee) if callee is not None else None
-            if name is None or max(_ARGUMENTS[name]) >= len(args):
-                continue
-            scope_ref, table, data, spans = (_rodata(held.get(ref_key(args[p])), segments) for p in _ARGUMENTS[name])
-            if scope_ref == "null":
-                scope = ""
-            else:
-                scope = bytes(scope_ref.data).decode("utf-8", "replace") if scope_ref is not None else None
-            keys = _keys(table, data, spans) if "null" not in (table, data, spans) and None not in (table, data, spans) else None
-            found.append(ParameterLoad(function.name, ins.pc, name.rsplit(".", 1)[1], scope, tuple(keys or ()),
-                                       keys is not None and scope is not None))  # fmt: skip
+        scope_ref, table, data, spans = (_rodata(held.get(ref_key(args[p])), segments) for p in _ARGUMENTS[name])
+        if scope_ref == "null":  # the anonymous scope
+            scope = ""
+        else:
+            scope = bytes(scope_ref.data).decode("utf-8", "replace") if scope_ref is not None else None
+        buffers = (table, data, spans)
+        keys = _keys(table, data, spans) if "null" not in buffers and None not in buffers else None
+        found.append(ParameterLoad(function.name, ins.pc, name.rsplit(".", 1)[1], scope, tuple(keys or ()),
+                                   keys is not None and scope is not None))  # fmt: skip
     return found
 
 

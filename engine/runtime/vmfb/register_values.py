@@ -10,11 +10,12 @@ the control flow, which is exactly how IREE's generated host code uses these reg
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from typing import Any
 
+from engine.errors import VmfbFormatError
 from engine.runtime import isa
-from engine.runtime.vmfb.decoder import Instruction
+from engine.runtime.vmfb.decoder import Instruction, iter_instructions
 
 RegisterKey = tuple[str, int]  # ("i", primitive index) or ("r", ref index)
 
@@ -66,6 +67,8 @@ class RegisterValues:
             self._held[("i", ins.operands[1] & isa.PRIMITIVE_INDEX_MASK)] = ("const", ins.operands[0])
         elif sym in ("ConstI64Zero", "ConstI32Zero"):
             self._held[("i", ins.operands[0] & isa.PRIMITIVE_INDEX_MASK)] = ("const", 0)
+        elif sym == "ConstRefZero":  # a null ref: known to be null, not unknown
+            self._held[ref_key(ins.operands[0])] = ("null",)
 
     def after(self, ins: Instruction) -> None:
         """Move past ``ins``: forget what it overwrote, then keep its recorded results and constants."""
@@ -110,3 +113,21 @@ def walk_with_constants(instructions: Iterable[Instruction]) -> Iterator[tuple[I
     for ins in instructions:
         yield ins, values
         values.after(ins)
+
+
+def import_calls(module: Any, callees: Collection[int]) -> Iterator[tuple[Any, Instruction, RegisterValues, int, tuple, tuple]]:
+    """``(function, instruction, register facts, import ordinal, argument registers, result registers)`` of
+    each call to one of the imports ``callees`` in ``module``'s functions; a function whose bytecode does not
+    decode is skipped (the analyses say nothing of it). The caller may record facts about the call's results
+    (``RegisterValues.record_result``) for the calls after it."""
+    for function in module.functions:
+        try:
+            instructions = list(iter_instructions(function.code))
+        except VmfbFormatError:
+            continue
+        for ins, held in walk_with_constants(instructions):
+            if ins.opcode.symbol not in CALL_SYMBOLS:
+                continue
+            callee, args, results = call_arguments(ins)
+            if callee is not None and callee in callees:
+                yield function, ins, held, callee, args, results
