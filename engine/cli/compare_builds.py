@@ -95,7 +95,7 @@ def compare_builds(
     both builds load their weights from."""
     from engine.cli.profile import profile_reference
     from engine.cli.program_arguments import module_device
-    from engine.trace.build_compare import BuildComparison, code_sizes, compare_lines, with_output_verdicts
+    from engine.trace.build_compare import BuildComparison, code_sizes, compare_lines
     from engine.trace.by_source import export_locations, input_program_of, source_map, target_flags_of
     from engine.trace.source_ops import flow_with_locations
 
@@ -140,41 +140,50 @@ def compare_builds(
     )
     result = BuildComparison(lines, None, notes)
     if outputs:
-        from engine.dispatch.lockstep import run_lockstep
-        from engine.dispatch.numerics import Verdict, worst_verdict
-        from engine.dispatch.rebuild_sources import found_or_rebuilt
-        from engine.dispatch.typed_tensors import find_sources
-        from engine.runtime.parameters import ParameterArchives
-
-        # Typed as the debugger types them: untyped bytes cannot tell rounding from a divergence.
-        if executable_sources or not rebuild:
-            typing = find_sources(module_a, executable_sources)
-        else:
-            typing = found_or_rebuilt(module_a)
-        if not typing.found:
-            why = typing.note or "none given or beside A" + ("; --no-rebuild: the program A names was not rebuilt"
-                                                           if not rebuild and not executable_sources else "")
-            notes.append(f"outputs compared without executable sources: {why}")
-        try:
-            lockstep = run_lockstep(
-                module_a, module_b, function, inputs, device_a=device_a, device_b=device_b,
-                interfaces=typing.interfaces or None,
-                parameters=ParameterArchives.open(parameters) if parameters else None,
-            )  # fmt: skip
-        except LensError as e:
-            notes.append(f"outputs not compared: {e}")
-        else:
-            # A dispatch whose untyped bytes differ is not judged: its lines show no verdict, the note says why.
-            runs = [(r.name, None if r.untyped_bytes and r.verdict is Verdict.DIVERGED else str(r.verdict))
-                    for r in lockstep.dispatches]  # fmt: skip
-            if lockstep.untyped_note():
-                notes.append(lockstep.untyped_note())
-            result.lines = with_output_verdicts(lines, runs, sources_b)
-            result.outputs = (
-                str(worst_verdict(c.verdict for c in lockstep.outputs)) if lockstep.outputs else None
-            )
-            notes += [f"lockstep: {n}" for n in lockstep.notes]
+        _compare_outputs(result, sources_b, module_a, module_b, function, inputs, (device_a, device_b),
+                         executable_sources, rebuild, parameters)  # fmt: skip
     return result
+
+
+def _compare_outputs(result, sources_b, module_a: str, module_b: str, function: str, inputs: list[str],
+                     devices: tuple[str, str], executable_sources: tuple[str, ...], rebuild: bool,
+                     parameters: tuple[str, ...]) -> None:  # fmt: skip
+    """The two builds run in lockstep, every dispatch's outputs judged: the verdicts go on ``result``'s lines
+    (``with_output_verdicts``), the function results' on ``result.outputs``, what was not judged in its notes."""
+    from engine.dispatch.lockstep import run_lockstep
+    from engine.dispatch.numerics import Verdict, worst_verdict
+    from engine.dispatch.rebuild_sources import found_or_rebuilt
+    from engine.dispatch.typed_tensors import find_sources
+    from engine.runtime.parameters import ParameterArchives
+    from engine.trace.build_compare import with_output_verdicts
+
+    notes = result.notes
+    # Typed as the debugger types them: untyped bytes cannot tell rounding from a divergence.
+    if executable_sources or not rebuild:
+        typing = find_sources(module_a, executable_sources)
+    else:
+        typing = found_or_rebuilt(module_a)
+    if not typing.found:
+        why = typing.note or "none given or beside A" + ("; --no-rebuild: the program A names was not rebuilt"
+                                                       if not rebuild and not executable_sources else "")
+        notes.append(f"outputs compared without executable sources: {why}")
+    try:
+        lockstep = run_lockstep(
+            module_a, module_b, function, inputs, device_a=devices[0], device_b=devices[1],
+            interfaces=typing.interfaces or None,
+            parameters=ParameterArchives.open(parameters) if parameters else None,
+        )  # fmt: skip
+    except LensError as e:
+        notes.append(f"outputs not compared: {e}")
+        return
+    # A dispatch whose untyped bytes differ is not judged: its lines show no verdict, the note says why.
+    runs = [(r.name, None if r.untyped_bytes and r.verdict is Verdict.DIVERGED else str(r.verdict))
+            for r in lockstep.dispatches]  # fmt: skip
+    if lockstep.untyped_note():
+        notes.append(lockstep.untyped_note())
+    result.lines = with_output_verdicts(result.lines, runs, sources_b)
+    result.outputs = str(worst_verdict(c.verdict for c in lockstep.outputs)) if lockstep.outputs else None
+    notes += [f"lockstep: {n}" for n in lockstep.notes]
 
 
 def diverged(result) -> bool:
