@@ -245,3 +245,19 @@ def test_a_module_without_parameters_says_so(tmp_path):
     vmfb = compile_for(PROGRAM.parent / "packed_i4.mlir", tmp_path / "plain.vmfb", "llvm-cpu")
     proc = lens_in_process("inspect", str(vmfb), "--output=parameters")
     assert proc.returncode == 0 and proc.stdout.startswith("the module loads no parameters"), proc.stdout
+
+
+def test_span_tables_read_as_iree_reads_them_and_bad_ones_are_said():
+    from engine.runtime.parameters import SpanTableError, named_spans
+
+    table = np.array([(0, 6), (6, 4)], dtype=[("o", "<u4"), ("n", "<u4")]).tobytes()
+    spans = np.array([(8, 0, 64), (0, 64, 16)], dtype=[("p", "<u8"), ("b", "<u8"), ("n", "<u8")]).tobytes()
+    assert named_spans(table, b"weightbias", spans) == [("weight", 8, 0, 64), ("bias", 0, 64, 16)]
+    with pytest.raises(SpanTableError, match="aligned") as e:
+        named_spans(table, b"weightbias", spans[:-1])
+    assert not e.value.out_of_range
+    with pytest.raises(SpanTableError, match="enough data"):
+        named_spans(table[:8], b"weightbias", spans)
+    with pytest.raises(SpanTableError, match="outside of the valid buffer range") as e:
+        named_spans(table, b"weightbia", spans)
+    assert e.value.out_of_range

@@ -27,6 +27,42 @@ class ParameterError(LensError):
     """An archive that cannot be read, or a parameter the program asks for that no archive holds."""
 
 
+class SpanTableError(LensError):
+    """An io_parameters call's key table, key data or spans that do not fit together (IREE's messages);
+    ``out_of_range``: a key runs past the key data (IREE's OUT_OF_RANGE), else a table too short for the
+    spans (INVALID_ARGUMENT)."""
+
+    def __init__(self, message: str, out_of_range: bool = False):
+        super().__init__(message)
+        self.out_of_range = out_of_range
+
+
+_STRING_ENTRY = np.dtype([("offset", "<u4"), ("length", "<u4")])
+_SPAN_ENTRY = np.dtype([("parameter_offset", "<u8"), ("buffer_offset", "<u8"), ("length", "<u8")])
+
+
+def named_spans(key_table: bytes, key_data: bytes, spans: bytes) -> list[tuple[str, int, int, int]]:
+    """(key, parameter offset, buffer offset, length) of each span of an ``io_parameters`` call, as IREE's
+    ``iree_io_parameters_prepare_indirect_args`` reads them: ``key_table`` holds ``{u32 offset, u32 length}``
+    per parameter into the ``key_data`` string bytes, ``spans`` holds ``{u64 parameter_offset, u64
+    buffer_offset, u64 length}`` (their count is its length over 24). ``SpanTableError`` when they do not fit."""
+    if len(spans) % _SPAN_ENTRY.itemsize:
+        raise SpanTableError("buffer span storage must be aligned to iree_io_parameters_span_entry_t")
+    count = len(spans) // _SPAN_ENTRY.itemsize
+    if len(key_table) < count * _STRING_ENTRY.itemsize:
+        raise SpanTableError("key string table must have enough data to service all defined spans")
+    keys = np.frombuffer(key_table[: count * _STRING_ENTRY.itemsize], _STRING_ENTRY)
+    found = []
+    for key, span in zip(keys, np.frombuffer(spans, _SPAN_ENTRY)):
+        start, length = int(key["offset"]), int(key["length"])
+        if start + length > len(key_data):
+            raise SpanTableError(f"attempted to access an address outside of the valid buffer range (offset={start}, "
+                                 f"length={length}, data_capacity={len(key_data)})", out_of_range=True)  # fmt: skip
+        found.append((key_data[start : start + length].decode("utf-8", errors="replace"),
+                      int(span["parameter_offset"]), int(span["buffer_offset"]), int(span["length"])))  # fmt: skip
+    return found
+
+
 @dataclass(frozen=True)
 class ParameterSpec:
     """One ``--parameters=[SCOPE=]FILE``."""

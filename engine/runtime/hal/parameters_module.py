@@ -1,9 +1,8 @@
 """The ``io_parameters`` native module for our VM: how a program compiled with external parameters loads its
 weights (``engine.runtime.parameters``), as ``runtime/src/iree/modules/io/parameters/module.c`` (IREE 3.13).
 
-Each call names its parameters indirectly: ``key_table`` holds ``{u32 offset, u32 length}`` per parameter
-into the ``key_data`` string bytes, ``spans`` holds ``{u64 parameter_offset, u64 buffer_offset, u64 length}``
-(the count is the spans' length over 24). ``load`` returns a list of new buffers, one a span; ``gather``
+Each call names its parameters indirectly, by a key table, key data and spans (``parameters.named_spans``,
+which the static ``vmfb.parameter_loads`` reads too). ``load`` returns a list of new buffers, one a span; ``gather``
 copies each span into one target buffer. Both are queue operations (wait fence, signal fence) on the device,
 whose writes the device's listeners see as host updates (``queue_update``), so a capture or the time travel
 sees the weights arrive. ``scatter`` writes an archive (exporting parameters): refused.
@@ -19,12 +18,15 @@ from engine.runtime.hal.buffers import HalBuffer
 from engine.runtime.hal.commands import ResolvedRange
 from engine.runtime.hal.device import Device
 from engine.runtime.hal.sync import HalFence
-from engine.runtime.parameters import IO_PARAMETERS, ParameterArchives, ParameterError
+from engine.runtime.parameters import (
+    IO_PARAMETERS,
+    ParameterArchives,
+    ParameterError,
+    SpanTableError,
+    named_spans,
+)
 from engine.runtime.vm.native import NativeModule, StatusCode, VmStatusError, export
 from engine.runtime.vm.values import VmBuffer, VmList, ref_type_name
-
-_STRING_ENTRY = np.dtype([("offset", "<u4"), ("length", "<u4")])
-_SPAN_ENTRY = np.dtype([("parameter_offset", "<u8"), ("buffer_offset", "<u8"), ("length", "<u8")])
 
 
 def _ref(value: Any, cls: type, type_name: str, null_ok: bool = False) -> Any:
@@ -42,29 +44,12 @@ def _scope(value: Any) -> str:
 
 
 def _named_spans(key_table: Any, key_data: Any, spans: Any) -> list[tuple[str, int, int, int]]:
-    """(key, parameter offset, buffer offset, length) of each span (``iree_io_parameters_prepare_indirect_args``)."""
-    table = _ref(key_table, VmBuffer, "vm.buffer").data
-    data = bytes(_ref(key_data, VmBuffer, "vm.buffer").data)
-    raw = _ref(spans, VmBuffer, "vm.buffer").data
-    if raw.size % _SPAN_ENTRY.itemsize:
-        raise VmStatusError(StatusCode.INVALID_ARGUMENT,
-                            "buffer span storage must be aligned to iree_io_parameters_span_entry_t")  # fmt: skip
-    count = raw.size // _SPAN_ENTRY.itemsize
-    if table.size < count * _STRING_ENTRY.itemsize:
-        raise VmStatusError(StatusCode.INVALID_ARGUMENT,
-                            "key string table must have enough data to service all defined spans")  # fmt: skip
-    keys = np.frombuffer(table[: count * _STRING_ENTRY.itemsize].tobytes(), _STRING_ENTRY)
-    entries = np.frombuffer(raw.tobytes(), _SPAN_ENTRY)
-    found = []
-    for key, span in zip(keys, entries):
-        start, length = int(key["offset"]), int(key["length"])
-        if start + length > len(data):
-            raise VmStatusError(StatusCode.OUT_OF_RANGE,
-                                f"attempted to access an address outside of the valid buffer range (offset={start}, "
-                                f"length={length}, data_capacity={len(data)})")  # fmt: skip
-        found.append((data[start : start + length].decode("utf-8", errors="replace"),
-                      int(span["parameter_offset"]), int(span["buffer_offset"]), int(span["length"])))  # fmt: skip
-    return found
+    """``parameters.named_spans`` of the call's three buffers, its errors as IREE's statuses."""
+    buffers = [bytes(_ref(b, VmBuffer, "vm.buffer").data) for b in (key_table, key_data, spans)]
+    try:
+        return named_spans(*buffers)
+    except SpanTableError as e:
+        raise VmStatusError(StatusCode.OUT_OF_RANGE if e.out_of_range else StatusCode.INVALID_ARGUMENT, str(e)) from None
 
 
 class IoParametersModule(NativeModule):

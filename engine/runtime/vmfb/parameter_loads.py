@@ -12,13 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
+from engine.runtime.parameters import SpanTableError, named_spans
 from engine.runtime.vmfb.module import VmfbModule
 from engine.runtime.vmfb.register_values import import_calls, ref_key
 
-_STRING_ENTRY = np.dtype([("offset", "<u4"), ("length", "<u4")])
-_SPAN_ENTRY = np.dtype([("parameter_offset", "<u8"), ("buffer_offset", "<u8"), ("length", "<u8")])
 # Argument positions of (scope, key table, key data, spans) in each call (module.c's cconvs).
 _ARGUMENTS = {"io_parameters.load": (4, 8, 9, 10), "io_parameters.gather": (4, 6, 7, 8)}
 
@@ -68,19 +65,11 @@ def _rodata(value, segments):
 
 
 def _keys(table, data, spans) -> list[tuple[str, int]] | None:
-    count = spans.length // _SPAN_ENTRY.itemsize
-    if spans.length % _SPAN_ENTRY.itemsize or table.length < count * _STRING_ENTRY.itemsize:
-        return None
-    entries = np.frombuffer(bytes(table.data[: count * _STRING_ENTRY.itemsize]), _STRING_ENTRY)
-    lengths = np.frombuffer(bytes(spans.data[: count * _SPAN_ENTRY.itemsize]), _SPAN_ENTRY)["length"]
-    text = bytes(data.data)
-    keys = []
-    for entry, length in zip(entries, lengths):
-        start, size = int(entry["offset"]), int(entry["length"])
-        if start + size > len(text):
-            return None
-        keys.append((text[start : start + size].decode("utf-8", "replace"), int(length)))
-    return keys
+    try:
+        named = named_spans(bytes(table.data), bytes(data.data), bytes(spans.data))
+    except SpanTableError:
+        return None  # not as IREE would read them: not listed rather than guessed
+    return [(key, length) for key, _, _, length in named]
 
 
 def describe_parameter_loads(loads: list[ParameterLoad]) -> list[str]:
