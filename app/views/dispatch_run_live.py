@@ -256,7 +256,8 @@ class PausedDispatchView(QWidget):
         self.info, self.tensors, self.left = info, tensors, None
         wg = "x".join(str(w) for w in info.workgroup_count)
         sources = sorted({t.source for t in tensors})
-        notes = sorted({t.note for t in tensors if t.note and t.source == TypeSource.UNTYPED})
+        # Why bytes are untyped, and what a typed tensor is shown as instead of its source's type (i4 as bytes).
+        notes = sorted({t.note for t in tensors if t.note and (t.source == TypeSource.UNTYPED or NOT_SHOWN_YET in t.note)})
         untyped = sources == [TypeSource.UNTYPED]
         typed = "untyped (each binding's bytes as bound)" if untyped else f"types from {', '.join(sources) or '-'}"
         # The dispatch on the first line; why it is untyped and what would type it, then notes, below.

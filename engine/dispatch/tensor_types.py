@@ -209,9 +209,12 @@ class BindingInterface:
     # Each subspan's dynamic dimensions: (axis, where its size comes from) for every ``?`` of its type, the
     # values after ``>>{...}`` (a push constant, usually through ``util.assume.int`` and the workload ordinal).
     dynamic_dims: tuple[tuple[tuple[int, tuple], ...], ...] = ()
-    # Subspans whose element type IREE Lens cannot show (``4xi4`` packed two to a byte, ``complex<f32>``,
-    # ``i1`` with ``#iree_encoding.packed_storage``), as the source spells them: a dispatch binding one is
-    # shown as bytes, with this said, rather than typed without it.
+    # Per subspan, the type the source declares where ``tensors`` holds another view of its bytes (``shown_instead``:
+    # ``64x32xi4`` shown as its 1024 bytes, ``15xcomplex<f32>`` as 15x2xf32), else "".
+    declared: tuple[str, ...] = ()
+    # Subspans whose element type IREE Lens cannot show even so (a packed type of dynamic shape, a type it does
+    # not know), as the source spells them: a dispatch binding one is shown as bytes, with this said, rather
+    # than typed without it.
     unshown: tuple[str, ...] = ()
 
     @property
@@ -241,7 +244,7 @@ def binding_interfaces(source: str) -> dict[str, dict[int, BindingInterface]]:
     exports = set(_EXPORT.findall(source))
     result: dict[str, dict[int, BindingInterface]] = {}
     current: str | None = None
-    found: dict[int, list[tuple[str, TensorType, Offset, int, tuple]]] = {}
+    found: dict[int, list[tuple[str, TensorType, Offset, int, tuple, str]]] = {}
     unshown: dict[int, list[tuple[str, str]]] = {}  # binding -> (mode, type text) of subspans not typed
     values: dict[str, Offset] = {}
 
@@ -266,6 +269,7 @@ def binding_interfaces(source: str) -> dict[str, dict[int, BindingInterface]]:
                     tuple(e[2] for e in entries),
                     tuple(operand_order[e[3]] for e in entries),
                     tuple(e[4] for e in entries),
+                    tuple(e[5] for e in entries),
                     tuple(u[1] for u in unshown.get(i, ())),
                 )
                 for i, entries in sorted(found.items())
@@ -290,27 +294,43 @@ def binding_interfaces(source: str) -> dict[str, dict[int, BindingInterface]]:
         offset_token = re.search(r"offset\((%[\w#]+)\)", line)
         offset = values.get(offset_token[1], UNKNOWN_OFFSET) if offset_token else ("const", 0)
         s = _SUBSPAN.search(line)
-        if s:
+        mm = None if s else _MEMREF_SUBSPAN.search(line)
+        if s or mm:  # mm: after bufferization, memref<4x16xf32, ...> with the ReadOnly flag
+            binding, text = (int(s[1]), s[3]) if s else (int(mm[1]), mm[3])
+            mode = s[2] if s else ("readonly" if "ReadOnly" in mm[2] else "readwrite")
+            declared = ""
             try:
-                t = TensorType.parse(s[3].replace("?", "0"), "interface")
+                t = TensorType.parse(text.replace("?", "0"), "interface")
             except ValueError:
-                unshown.setdefault(int(s[1]), []).append((s[2], _tensor_type_text(line, s.start(3))))
-                continue
-            dims = _dynamic_dims(s[3], line[s.end():], values)
-            found.setdefault(int(s[1]), []).append((s[2], t, offset, sum(map(len, found.values())), dims))
-            continue
-        mm = _MEMREF_SUBSPAN.search(line)
-        if mm:  # after bufferization: memref<4x16xf32, ...> with the ReadOnly flag
-            mode = "readonly" if "ReadOnly" in mm[2] else "readwrite"
-            try:
-                t = TensorType.parse(mm[3].replace("?", "0"), "interface")
-            except ValueError:
-                unshown.setdefault(int(mm[1]), []).append((mode, _tensor_type_text(line, mm.start(3), memref=True)))
-                continue
-            dims = _dynamic_dims(mm[3], line[mm.end():], values)
-            found.setdefault(int(mm[1]), []).append((mode, t, offset, sum(map(len, found.values())), dims))
+                declared = _tensor_type_text(line, s.start(3) if s else mm.start(3), memref=not s)
+                t = shown_instead(declared)
+                if t is None:
+                    unshown.setdefault(binding, []).append((mode, declared))
+                    continue
+            dims = _dynamic_dims(text, line[(s or mm).end():], values)
+            found.setdefault(binding, []).append((mode, t, offset, sum(map(len, found.values())), dims, declared))
     close()
     return result
+
+
+_COMPLEX = re.compile(r"((?:\d+x)*)complex<(f16|bf16|f32|f64)>")
+_PACKED = re.compile(r"((?:\d+x)*)(i|si|ui)([1-7])(,\s*#iree_encoding\.packed_storage)?")
+
+
+def shown_instead(declared: str) -> TensorType | None:
+    """How IREE Lens shows a tensor whose element type numpy cannot view in place, as a view of the same bytes:
+    ``15xcomplex<f32>`` as ``15x2xf32``, its (real, imaginary) pairs (``torch.view_as_real``'s layout, IREE's
+    memory); ``64x32xi4`` (packed, low bits first) or a packed-storage ``8xi1`` as its bytes. None for other
+    types and for dynamic shapes (a packed type's byte count needs every dimension)."""
+    m = _COMPLEX.fullmatch(declared)
+    if m:
+        return TensorType((*(int(d) for d in m[1].split("x")[:-1]), 2), m[2], "interface")
+    m = _PACKED.fullmatch(declared)
+    if m and (m[3] != "1" or m[4]):  # an i1 without packed storage is stored a byte each: typed as i1
+        bits = int(m[3])
+        count = int(np.prod([int(d) for d in m[1].split("x")[:-1]], dtype=np.int64))
+        return raw_type((count * bits + 7) // 8)
+    return None
 
 
 def _tensor_type_text(line: str, start: int, memref: bool = False) -> str:

@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.dispatch.tensor_types import (
+    RAW,
     BindingInterface,
     TensorType,
     binding_interfaces,
@@ -132,6 +133,16 @@ NO_SOURCES = ExecutableSources({})
 # Said of a dispatch whose source binds an element type not shown typed (``BindingInterface.unshown``): its
 # sources are here, so no other sources would type it.
 NOT_SHOWN_YET = "an element type IREE Lens does not show yet"
+
+
+def shown_instead_note(binding: int, declared: str, shown: TensorType) -> str:
+    """What is said of a tensor the source types as ``declared`` and IREE Lens shows as ``shown``, a view of
+    the same bytes (``tensor_types.shown_instead``); it names NOT_SHOWN_YET, so every view says it."""
+    if shown.element == RAW:
+        how = f"its {shown.byte_length} bytes (packed, low bits first)"
+    else:
+        how = f"{shown}, its (real, imaginary) pairs"
+    return f"binding {binding} holds {declared}, {NOT_SHOWN_YET}: shown as {how}"
 
 # Where IREE Lens and people put a module's executable sources, relative to the .vmfb's folder: IREE Lens's
 # compile output (<out>/executables/sources beside <out>/<module>.vmfb), then common dump folder names.
@@ -263,6 +274,7 @@ class _Subspan:
     offset: int
     tensor: TensorType
     mode: str  # readonly / writeonly / readwrite
+    declared: str = ""  # the source's type where ``tensor`` is another view of its bytes (``shown_instead``)
 
 
 def output_modes(interface: dict[int, BindingInterface]) -> list[str]:
@@ -307,7 +319,7 @@ def _subspans(
                     f"binding {index}: {t} at byte {offset} does not fit the {lengths[index]} bytes bound"
                 )
             position, mode = _placed(bi, index, k)
-            found.append(_Subspan(position, index, offset, t, mode))
+            found.append(_Subspan(position, index, offset, t, mode, bi.declared[k] if k < len(bi.declared) else ""))
     found.sort(key=lambda s: s.position)
     return found, ""
 
@@ -349,17 +361,18 @@ def dispatch_tensors(
                 access = {"readonly": "read", "writeonly": "write"}.get(s.mode, "readwrite")
                 end = s.offset + s.tensor.byte_length
                 tt = TensorType(s.tensor.shape, s.tensor.element, Provenance.SOURCES)
+                said = shown_instead_note(s.binding, s.declared, tt) if s.declared else where
                 if s.mode in ("readonly", "readwrite"):
                     array, _ = view_bytes(raw(s.binding, "before")[s.offset : end], tt)
                     inputs.append(
                         TypedTensor(Role.INPUT, len(inputs), s.binding, s.offset, tt.byte_length, access, tt,
-                                    Provenance.SOURCES, array, True, where)
+                                    Provenance.SOURCES, array, True, said)
                     )
                 if s.mode in ("writeonly", "readwrite"):
                     array, _ = view_bytes(raw(s.binding, "after" if ran else "before")[s.offset : end], tt)
                     outputs.append(
                         TypedTensor(Role.OUTPUT, len(outputs), s.binding, s.offset, tt.byte_length, access, tt,
-                                    Provenance.SOURCES, array, ran, where)
+                                    Provenance.SOURCES, array, ran, said)
                     )
             return inputs + outputs
         note = f"the executable source does not type this dispatch ({note}): shown as bytes"

@@ -104,3 +104,12 @@ def test_an_element_type_not_shown_yet_is_said_without_advice_to_find_sources(qt
     assert "binding 0 holds 4xi4" in view.header.text() and UNTYPED_HELP not in view.header.text()
     view.show_dispatch(info, [replace(t, note="") for t in tensors])  # no sources: what would type it is said
     assert UNTYPED_HELP in view.header.text()
+    # Typed by its source, an i4 tensor shown as its bytes says so in the header; a source file is not a note.
+    shown = f"binding 0 holds 4xi4, {NOT_SHOWN_YET}: shown as its 2 bytes (packed, low bits first)"
+    typed = [ShownTensor("input", 0, 0, 0, np.zeros(2, np.uint8), "2xu8", TypeSource.SOURCES, "read", True, shown),
+             ShownTensor("output", 0, 1, 0, np.zeros(4, np.int8), "4xi8", TypeSource.SOURCES, "write", True,
+                         "/tmp/sources/module_nibbles_dispatch_0.mlir")]  # fmt: skip
+    view.show_dispatch(info, typed)
+    header = view.header.text()
+    assert "types from sources" in header and "shown as its 2 bytes" in header
+    assert "module_nibbles_dispatch_0.mlir" not in header and UNTYPED_HELP not in header

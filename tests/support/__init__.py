@@ -139,7 +139,11 @@ def iree_traced_tensors(
     def sink(key, views):
         arrays = []
         for bv in views:
-            dtype = rt.HalElementType.map_to_dtype(bv.element_type)
+            try:
+                dtype = rt.HalElementType.map_to_dtype(bv.element_type)
+            except ValueError:  # a type numpy lacks (i4 packed two to a byte): its bytes
+                arrays.append(np.array(bv.map().asarray([int(bv.byte_length)], np.dtype(np.uint8)), copy=True))
+                continue
             arrays.append(np.array(bv.map().asarray(bv.shape, dtype), copy=True))
         seen.append((key, arrays))
 
