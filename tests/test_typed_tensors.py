@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from support import compile_for, iree_compile, iree_traced_tensors, model_cpu_build, shared_model
-from support.traced import TRACE, assert_bundle_equals_traced, traced_by_dispatch
+from support.traced import TRACE, assert_bundle_equals_traced, stop_at_every_dispatch, traced_by_dispatch
 
 from engine.compiler.targets import target_flags
 from engine.dispatch.bundle import Bundle, BundleWriter
@@ -299,6 +299,10 @@ def test_packed_and_complex_tensors_are_shown_as_views_of_their_bytes_and_the_ot
     assert a.dtype == np.uint8 and list(a) == [0x21, 0x43] and list(b) == [0x11, 0xF1]
     (total,) = bundle.dispatch_tensors(d, "outputs")
     assert total.dtype == np.int8 and list(total) == [2, 3, 4, 3]
+    # A session's paused dispatch says which tensors are views, and of what (the window unpacks i4 by it).
+    (stop,) = stop_at_every_dispatch(plain, "nibbles", ())
+    assert [(t.role, t.declared, t.tensor.to_numpy().tolist()) for t in stop.tensors] == [
+        ("input", "4xi4", [0x21, 0x43]), ("input", "4xi4", [0x11, 0xF1]), ("output", "", [2, 3, 4, 3])]
     # What a paused dispatch says of them.
     interface = sources.interfaces[d.name]
     lengths = [64] * (max(interface) + 1)

@@ -37,7 +37,7 @@ from app.views.tensor_inspector import InspectedTensor, TensorInspector
 from app.views.verdict_style import legend_html
 from engine.dispatch.bundle import DispatchEntry
 from engine.dispatch.debug_capture import health_of
-from engine.dispatch.tensor_types import from_storage
+from engine.dispatch.tensor_types import from_storage, unpacked_values
 from engine.dispatch.typed_tensors import NOT_SHOWN_YET
 from engine.session.protocol import DispatchTensor, ReadTensors, Tensors, TypeSource
 
@@ -79,6 +79,20 @@ class ShownTensor:
     # Byte ranges no dispatch defined before (an in-place tensor's leftovers: DispatchTensor.undefined);
     # None: not known.
     undefined: tuple[tuple[int, int], ...] | None = ()
+    declared: str = ""  # the source's type where ``array`` is another view of its bytes (i4 as its bytes)
+
+    def inspected(self) -> InspectedTensor:
+        """The tensor as the inspector shows it: a packed type (``64x32xi4``) unpacked from its bytes, one value
+        a cell; complex as its (re, im) pairs, named by the source's type; else the array as typed."""
+        array, type_text, element = self.array, self.type_text, ""
+        values = unpacked_values(self.array, self.declared) if self.declared else None
+        if values is not None:
+            array, type_text = values, f"{self.declared}, unpacked from its {self.array.nbytes} bytes"
+            element = self.declared.split(",")[0].rpartition("x")[2]
+        elif self.declared:
+            type_text = f"{self.declared}, as (re, im) pairs"
+        return InspectedTensor(self.label, array, type_text, list_label=self.list_label, list_state=self.list_state,
+                               element=element)
 
     @property
     def undefined_text(self) -> str:
@@ -144,7 +158,7 @@ class ShownTensor:
         else:
             type_text = "x".join([*(str(d) for d in array.shape), t.tensor.element_type])
         return cls(t.role, t.position, t.index, t.offset, array, type_text, t.type_source, t.access, t.written,
-                   t.type_note, t.undefined)  # fmt: skip
+                   t.type_note, t.undefined, t.declared)  # fmt: skip
 
 
 def _undefined_lines(tensors: list[ShownTensor]) -> list[str]:
@@ -256,8 +270,9 @@ class PausedDispatchView(QWidget):
         self.info, self.tensors, self.left = info, tensors, None
         wg = "x".join(str(w) for w in info.workgroup_count)
         sources = sorted({t.source for t in tensors})
-        # Why bytes are untyped, and what a typed tensor is shown as instead of its source's type (i4 as bytes).
-        notes = sorted({t.note for t in tensors if t.note and (t.source == TypeSource.UNTYPED or NOT_SHOWN_YET in t.note)})
+        # Why bytes are untyped; a packed tensor is unpacked here (the session's note says it is bytes there).
+        notes = sorted({t.note for t in tensors if t.note and t.source == TypeSource.UNTYPED})
+        packed = [t for t in tensors if t.declared and unpacked_values(t.array, t.declared) is not None]
         untyped = sources == [TypeSource.UNTYPED]
         typed = "untyped (each binding's bytes as bound)" if untyped else f"types from {', '.join(sources) or '-'}"
         # The dispatch on the first line; why it is untyped and what would type it, then notes, below.
@@ -265,16 +280,15 @@ class PausedDispatchView(QWidget):
             f"Dispatch #{info.ordinal} {info.export} ({info.when} it runs) — executable {info.executable}, "
             f"workgroups {wg}, {len(info.bindings)} bindings; {typed}",
             *(_sentence(n) for n in notes),
+            *(f"{t.binding_text.capitalize()} holds {t.declared}, which IREE packs low bits first: shown unpacked, "
+              "one value a cell." for t in packed),
             *([UNTYPED_HELP] if untyped and not any(NOT_SHOWN_YET in n for n in notes) else []),
             *([_sentence(note)] if note else []),
             *_undefined_lines(tensors),
         ]
         self.lines = lines
         self.set_header("\n".join(lines))
-        self.inspector.set_tensors(
-            [InspectedTensor(t.label, t.array, t.type_text, list_label=t.list_label, list_state=t.list_state)
-             for t in tensors]  # fmt: skip
-        )
+        self.inspector.set_tensors([t.inspected() for t in tensors])
 
 
 class RunDispatchesPanel(QWidget):

@@ -8,7 +8,7 @@ the visible region (re-sampled at full resolution when the user zooms in).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -60,6 +60,7 @@ class InspectedTensor:
     # The list item's first line when it is shorter than the label (""): what the view says elsewhere left out.
     list_label: str = ""
     list_state: str = ""  # said after the type on the item's second line ("not written yet")
+    element: str = ""  # the element type where the array's dtype only stores it (i4 unpacked to int8)
 
     def __post_init__(self) -> None:
         # A complex tensor (IREE's trace of complex<f32>) as its (re, im) pairs, one more axis of 2: the
@@ -630,6 +631,8 @@ class TensorInspector(QWidget):
     def _show_array(self) -> None:
         a = self.array
         self.stats = tensor_stats(a)
+        if self.current.element and a is self.current.array:  # not retyped: its element is the source's
+            self.stats = replace(self.stats, element=self.current.element)
         self.first_bad = first_nonfinite(a)
         text = f"{self.current.label}: {stats_text(self.stats)}"
         if self.first_bad is not None:

@@ -333,6 +333,23 @@ def shown_instead(declared: str) -> TensorType | None:
     return None
 
 
+def unpacked_values(data: np.ndarray, declared: str) -> np.ndarray | None:
+    """The values of a packed tensor of type ``declared`` (``64x32xi4``) from its bytes ``data``, one a byte
+    (``int8`` sign-extended, ``uint8`` for unsigned and i1), shaped: a copy, for showing; None when
+    ``declared`` is not a packed type ``shown_instead`` shows as bytes, or ``data`` is too short."""
+    from engine.runtime.element_types import BOOLEAN, make, parse_element_type, unpack
+
+    m = _PACKED.fullmatch(declared)
+    if not m or shown_instead(declared) is None:
+        return None
+    shape = tuple(int(d) for d in m[1].split("x")[:-1])
+    element = make(BOOLEAN, 1) if m[3] == "1" else parse_element_type(m[2] + m[3])  # i1: one bit each
+    try:
+        return unpack(np.asarray(data).reshape(-1).view(np.uint8), element, shape)
+    except ValueError:
+        return None
+
+
 def _tensor_type_text(line: str, start: int, memref: bool = False) -> str:
     """The shape and element type that starts at ``start`` of ``line``, to its bracket's end (``15xcomplex<f32>``,
     ``8xi1, #iree_encoding.packed_storage``: the regexes stop at the first ``>``); a memref's to its layout."""

@@ -76,6 +76,9 @@ class TypedTensor:
     array: np.ndarray = field(repr=False, compare=False)
     written: bool = True
     note: str = ""
+    # The source's type where ``type`` is another view of the same bytes (``tensor_types.shown_instead``:
+    # ``64x32xi4`` shown as its bytes, ``6xcomplex<f32>`` as 6x2xf32), else "".
+    declared: str = ""
 
     @property
     def label(self) -> str:
@@ -366,13 +369,13 @@ def dispatch_tensors(
                     array, _ = view_bytes(raw(s.binding, "before")[s.offset : end], tt)
                     inputs.append(
                         TypedTensor(Role.INPUT, len(inputs), s.binding, s.offset, tt.byte_length, access, tt,
-                                    Provenance.SOURCES, array, True, said)
+                                    Provenance.SOURCES, array, True, said, s.declared)
                     )
                 if s.mode in ("writeonly", "readwrite"):
                     array, _ = view_bytes(raw(s.binding, "after" if ran else "before")[s.offset : end], tt)
                     outputs.append(
                         TypedTensor(Role.OUTPUT, len(outputs), s.binding, s.offset, tt.byte_length, access, tt,
-                                    Provenance.SOURCES, array, ran, said)
+                                    Provenance.SOURCES, array, ran, said, s.declared)
                     )
             return inputs + outputs
         note = f"the executable source does not type this dispatch ({note}): shown as bytes"

@@ -682,6 +682,7 @@ class DebugSession:
                 t.written,
                 (undefined or {}).get(f"{t.role}{t.position}", ())
                 if undefined is not None or t.access != "readwrite" else None,
+                t.declared,
             )
             for t in (snapshot.shown_tensors() if snapshot is not None else ())
         )

@@ -790,6 +790,7 @@ class DispatchTensor:
     length: int = 0
     written: bool = True
     undefined: tuple[tuple[int, int], ...] | None = ()
+    declared: str = ""  # the source's type where the tensor is another view of its bytes (TypedTensor.declared)
 
     @property
     def label(self) -> str:

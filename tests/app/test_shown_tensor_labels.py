@@ -104,12 +104,21 @@ def test_an_element_type_not_shown_yet_is_said_without_advice_to_find_sources(qt
     assert "binding 0 holds 4xi4" in view.header.text() and UNTYPED_HELP not in view.header.text()
     view.show_dispatch(info, [replace(t, note="") for t in tensors])  # no sources: what would type it is said
     assert UNTYPED_HELP in view.header.text()
-    # Typed by its source, an i4 tensor shown as its bytes says so in the header; a source file is not a note.
+    # Typed by its source, an i4 tensor the session gives as its bytes is shown unpacked (1 2 3 4 from 0x21 0x43),
+    # said in the header and its type; a complex one as its (re, im) pairs, named by its type; a source file is no note.
     shown = f"binding 0 holds 4xi4, {NOT_SHOWN_YET}: shown as its 2 bytes (packed, low bits first)"
-    typed = [ShownTensor("input", 0, 0, 0, np.zeros(2, np.uint8), "2xu8", TypeSource.SOURCES, "read", True, shown),
+    typed = [ShownTensor("input", 0, 0, 0, np.array([0x21, 0x43], np.uint8), "2xu8", TypeSource.SOURCES, "read",
+                         True, shown, (), "4xi4"),
+             ShownTensor("input", 1, 2, 0, np.ones((3, 2), np.float32), "3x2xf32", TypeSource.SOURCES, "read", True,
+                         "binding 2 holds 3xcomplex<f32>, ...", (), "3xcomplex<f32>"),
              ShownTensor("output", 0, 1, 0, np.zeros(4, np.int8), "4xi8", TypeSource.SOURCES, "write", True,
                          "/tmp/sources/module_nibbles_dispatch_0.mlir")]  # fmt: skip
     view.show_dispatch(info, typed)
     header = view.header.text()
-    assert "types from sources" in header and "shown as its 2 bytes" in header
+    assert "types from sources" in header
+    assert "Binding 0, read, input 0 holds 4xi4, which IREE packs low bits first: shown unpacked" in header
+    assert list(view.inspector.array) == [1, 2, 3, 4] and view.inspector.array.dtype == np.int8
+    assert "4 i4" in view.inspector.summary.text()  # its statistics name the source's type, not int8's
+    items = [view.inspector.tensor_list.item(k).text() for k in range(view.inspector.tensor_list.count())]
+    assert "4xi4, unpacked from its 2 bytes" in items[0] and "3xcomplex<f32>, as (re, im) pairs" in items[1], items
     assert "module_nibbles_dispatch_0.mlir" not in header and UNTYPED_HELP not in header
