@@ -36,6 +36,7 @@ def _model_source(model: str, tmp: Path) -> Path:
 # ---------------------------------------------------------------------------------------------- units
 
 SOURCE = """
+#pipeline_layout = #hal.pipeline.layout<constants = 1, bindings = [#hal.pipeline.binding<storage_buffer, "ReadOnly|Indirect">, #hal.pipeline.binding<storage_buffer, Indirect>], flags = Indirect>
 hal.executable public @main_dispatch_0 {
   hal.executable.variant public @embedded_elf_x86_64 target(<"llvm-cpu", "embedded-elf-x86_64", {}>) {
     hal.executable.export public @main_dispatch_0_reduce_8_f32 ordinal(0) layout(#pipeline_layout) count(%arg0: !hal.device) -> (index, index, index) {
@@ -85,6 +86,35 @@ def test_sources_cut_rank0_and_packed_tensors_by_access_not_position():
     # A source that does not fit the dispatch (its offset past the bound bytes) is not used: bytes.
     misfit = dispatch_tensors(export, (4096,), [x.view(np.uint8), slab_before], None, sources)
     assert {t.provenance for t in misfit} == {Provenance.UNTYPED} and "does not fit" in misfit[0].note
+    # Nor one whose layout is not the dispatch's: another build's source, however well its tensors fit.
+    for constants, bindings in (((8,), [x.view(np.uint8), slab_before, slab_before]), ((8, 0), [x, slab_before])):
+        other = dispatch_tensors(export, constants, [b.view(np.uint8) for b in bindings], None, sources)
+        assert {t.provenance for t in other} == {Provenance.UNTYPED}, constants
+        assert "its layout declares 2 bindings and 1 push constants" in other[0].note, other[0].note
+
+
+ONE_INPUT = "func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {\n" \
+    "  %r = arith.mulf %a, %a : tensor<4xf32>\n  return %r : tensor<4xf32>\n}\n"
+TWO_INPUTS = "func.func @main(%a: tensor<4xf32>, %b: tensor<4xf32>) -> tensor<4xf32> {\n" \
+    "  %r = arith.mulf %a, %b : tensor<4xf32>\n  return %r : tensor<4xf32>\n}\n"
+
+
+def test_another_builds_sources_beside_a_module_do_not_type_its_dispatches(tmp_path):
+    # Two programs built into one folder, one's sources dumped there: their dispatches share IREE's name
+    # (main_dispatch_0_elementwise_4_f32), and the one-input program's source typed the other's second input
+    # as "output 0" (the bytes of b, called the result) and left its result out. Its layout says 2 bindings.
+    (tmp_path / "one.mlir").write_text(ONE_INPUT)
+    (tmp_path / "two.mlir").write_text(TWO_INPUTS)
+    compile_for(tmp_path / "one.mlir", tmp_path / "one.vmfb", "llvm-cpu",
+                f"--iree-hal-dump-executable-sources-to={tmp_path / 'sources'}")
+    two = compile_for(tmp_path / "two.mlir", tmp_path / "two.vmfb", "llvm-cpu")
+    found = find_sources(two)
+    assert found.origin == "beside" and "main_dispatch_0_elementwise_4_f32" in found.interfaces
+    (stop,) = stop_at_every_dispatch(two, "main", ("4xf32=1 2 3 4", "4xf32=2"))
+    assert {t.type_source for t in stop.tensors} == {"untyped"}
+    assert "its layout declares 2 bindings and 0 push constants; the dispatch binds 3" in stop.tensors[0].type_note
+    assert sorted(t.tensor.to_numpy().view(np.float32).tolist() for t in stop.tensors if t.role == "output") == [
+        [2.0, 4.0, 6.0, 8.0]]
 
 
 def test_without_sources_each_binding_is_exactly_its_bytes_with_the_access_seen():

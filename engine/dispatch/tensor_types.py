@@ -216,6 +216,9 @@ class BindingInterface:
     # not know), as the source spells them: a dispatch binding one is shown as bytes, with this said, rather
     # than typed without it.
     unshown: tuple[str, ...] = ()
+    # The export's pipeline layout: (bindings, push constants) it declares, the same for each of its bindings;
+    # None where the source does not say. A dispatch of another layout is not this source's.
+    layout: tuple[int, int] | None = None
 
     @property
     def access(self) -> str:
@@ -242,6 +245,7 @@ def binding_interfaces(source: str) -> dict[str, dict[int, BindingInterface]]:
     when it packs several tensors in one binding). Functions whose name is an export are attributed to it
     (IREE names them alike)."""
     exports = set(_EXPORT.findall(source))
+    layouts = _export_layouts(source)
     result: dict[str, dict[int, BindingInterface]] = {}
     current: str | None = None
     found: dict[int, list[tuple[str, TensorType, Offset, int, tuple, str]]] = {}
@@ -271,6 +275,7 @@ def binding_interfaces(source: str) -> dict[str, dict[int, BindingInterface]]:
                     tuple(e[4] for e in entries),
                     tuple(e[5] for e in entries),
                     tuple(u[1] for u in unshown.get(i, ())),
+                    layouts.get(current),
                 )
                 for i, entries in sorted(found.items())
             }
@@ -348,6 +353,43 @@ def unpacked_values(data: np.ndarray, declared: str) -> np.ndarray | None:
         return unpack(np.asarray(data).reshape(-1).view(np.uint8), element, shape)
     except ValueError:
         return None
+
+
+_LAYOUT_ALIAS = re.compile(r"^(#[\w$.-]+)\s*=\s*(#hal\.pipeline\.layout<.*)$", re.M)
+_EXPORT_LAYOUT = re.compile(r"hal\.executable\.export\s+(?:public\s+|private\s+)?@([\w$.-]+)[^\n]*?\blayout\((#[\w$.-]+)")
+
+
+def _export_layouts(source: str) -> dict[str, tuple[int, int]]:
+    """Each export's pipeline layout as (bindings, push constants): ``layout(#hal.pipeline.layout<constants = 2,
+    bindings = [#hal.pipeline.binding<...>, ...]>)`` on its line, or an alias defined at the top (``#pipeline_layout
+    = #hal.pipeline.layout<...>``, as IREE prints a module's)."""
+    aliases = {m[1]: m[2] for m in _LAYOUT_ALIAS.finditer(source)}
+    layouts = {}
+    for m in _EXPORT_LAYOUT.finditer(source):
+        if source.startswith("#hal.pipeline.layout<", m.start(2)):  # written out where it is used
+            end = source.find("\n", m.start(2))
+            text = source[m.start(2) : end if end >= 0 else len(source)]
+        else:
+            text = aliases.get(m[2], "")
+        if not text.startswith("#hal.pipeline.layout<"):
+            continue
+        bindings = text[: _closing(text, len("#hal.pipeline.layout"))]
+        constants = re.search(r"\bconstants\s*=\s*(\d+)", bindings)
+        layouts[m[1]] = (bindings.count("#hal.pipeline.binding<"), int(constants[1]) if constants else 0)
+    return layouts
+
+
+def _closing(text: str, start: int) -> int:
+    """The index just past the bracket that closes the one at ``text[start]`` (the text's end if none does)."""
+    depth = 0
+    for k in range(start, len(text)):
+        if text[k] in "<([{":
+            depth += 1
+        elif text[k] in ">)]}":
+            depth -= 1
+            if depth == 0:
+                return k + 1
+    return len(text)
 
 
 def _tensor_type_text(line: str, start: int, memref: bool = False) -> str:

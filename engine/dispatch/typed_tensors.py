@@ -300,6 +300,12 @@ def _subspans(
 ) -> tuple[list[_Subspan] | None, str]:
     """The source's subspans placed in this dispatch's bindings; None (and why) when one does not fit."""
     found = []
+    layout = next((bi.layout for bi in interface.values() if bi.layout), None)
+    if layout and (layout[0] != len(lengths) or (constants and layout[1] != len(constants))):
+        # Another build's source (two builds of a program in one folder, one dump): the sizes may fit all the
+        # same, and its types would be shown as this dispatch's.
+        return None, (f"its layout declares {layout[0]} bindings and {layout[1]} push constants; the dispatch "
+                      f"binds {len(lengths)} and passes {len(constants)}: another build's source")
     for index, bi in interface.items():
         if index >= len(lengths):
             return None, f"the source binds binding {index}; the dispatch has {len(lengths)}"
