@@ -333,6 +333,20 @@ def test_packed_and_complex_tensors_are_shown_as_views_of_their_bytes_and_the_ot
     (stop,) = stop_at_every_dispatch(plain, "nibbles", ())
     assert [(t.role, t.declared, t.tensor.to_numpy().tolist()) for t in stop.tensors] == [
         ("input", "4xi4", [0x21, 0x43]), ("input", "4xi4", [0x11, 0xF1]), ("output", "", [2, 3, 4, 3])]
+    # save-tensors writes what the source declares: i4 values (one a byte), complex<f32> as complex64.
+    script = tmp_path / "save.cmd"
+    script.write_text(f"break dispatch 0 after\ncontinue\nsave-tensors {tmp_path / 'saved'}\ncontinue\n")
+    for function, args in (("nibbles", ()), ("spectrum", ("--input=6xf32=1 -2 3 4 5 6", "--input=6xf32=4 4 0.5 4 4 4"))):
+        proc = lens_in_process("debug", str(plain), f"--function={function}", *args, f"--commands={script}",
+                               f"--sources={dump}")
+        assert proc.returncode == 0, proc.stderr
+        saved = {p.name: np.load(p) for p in (tmp_path / "saved").glob("*.npy")}
+        if function == "nibbles":
+            assert "dispatch0_after_input0.npy: 4xi4, unpacked" in proc.stdout, proc.stdout
+            assert saved["dispatch0_after_input1.npy"].tolist() == [1, 1, 1, -1]
+        else:
+            z = saved["dispatch0_after_output0.npy"]
+            assert z.dtype == np.complex64 and z.tolist() == [complex(a, b) for a, b in zip(re, im)]
     # What a paused dispatch says of them.
     interface = sources.interfaces[d.name]
     lengths = [64] * (max(interface) + 1)

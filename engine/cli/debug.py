@@ -39,6 +39,7 @@ from engine.cli.program_arguments import (
     module_device,
     no_inputs_problem,
 )
+from engine.dispatch.tensor_types import declared_array
 from engine.dispatch.typed_tensors import binding_label
 from engine.errors import LensError
 from engine.session.client import SessionClient, TransportFactory, in_process
@@ -521,6 +522,7 @@ class Debugger:
         saved: list[str] = []
         undefined: dict[str, list[list[int]]] = {}  # file -> byte ranges never written before the dispatch
         labels: dict[str, str] = {}  # file -> the tensor in the one vocabulary: binding 3, write, output 0
+        retyped: dict[str, str] = {}  # file -> the source's type it holds, where the session gave a view of it
         if self.state == "finished" and self.finished is not None:
             out.mkdir(parents=True, exist_ok=True)
             for k, ref in enumerate(self.finished.outputs):
@@ -544,7 +546,11 @@ class Debugger:
                 # named binding 2's bytes binding1 where binding 1 was not shown).
                 what = f"{t.role}{t.position}" if typed else f"binding{t.index}"
                 path = out / f"dispatch{info.ordinal}_{info.when}_{what}.npy"
-                np.save(path, t.tensor.to_numpy())  # bf16/f8 as their bits, as in capture bundles
+                array = t.tensor.to_numpy()  # bf16/f8 as their bits, as in capture bundles
+                declared = declared_array(array, t.declared) if t.declared else None
+                if declared is not None:  # i4 as its values (one a byte), complex<f32> as complex64
+                    array, retyped[path.name] = declared, t.declared
+                np.save(path, array)
                 saved.append(str(path))
                 labels[path.name] = binding_label(t.index, t.access, t.role if typed else None, t.position)
                 if t.undefined:  # an in-place tensor's bytes nothing wrote yet (leftovers, not data)
@@ -558,12 +564,14 @@ class Debugger:
             return
         if self.args.json:
             self._print({"saved": saved, **({"labels": labels} if labels else {}),
-                         **({"undefined": undefined} if undefined else {})})  # fmt: skip
+                         **({"undefined": undefined} if undefined else {}),
+                         **({"declared": retyped} if retyped else {})})  # fmt: skip
         else:
             self._print(f"saved {len(saved)} tensors to {out}" + "".join(
                 f"; {name}: {sum(e - s for s, e in r)} bytes never written before this dispatch, undefined"
                 for name, r in undefined.items()
-            ))
+            ) + "".join(f"; {name}: {declared}, {'as complex' if 'complex' in declared else 'unpacked, a value a byte'}"
+                        for name, declared in retyped.items()))
 
 
 def _event_message(event) -> str:

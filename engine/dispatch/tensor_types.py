@@ -392,6 +392,20 @@ def _closing(text: str, start: int) -> int:
     return len(text)
 
 
+def declared_array(data: np.ndarray, declared: str) -> np.ndarray | None:
+    """A tensor the source types as ``declared`` from the view ``shown_instead`` gave of its bytes, as a file
+    keeps it: a packed type's values (``unpacked_values``), complex<f32>/complex<f64> as numpy's complex
+    (the pairs' bytes, viewed); None where numpy has no such array (complex<f16>) or ``declared`` is neither."""
+    values = unpacked_values(data, declared)
+    if values is not None:
+        return values
+    m = _COMPLEX.fullmatch(declared)
+    pairs = np.asarray(data)
+    if not m or m[2] not in ("f32", "f64") or pairs.shape[-1:] != (2,):
+        return None
+    return np.ascontiguousarray(pairs).view(np.complex64 if m[2] == "f32" else np.complex128)[..., 0]
+
+
 def _tensor_type_text(line: str, start: int, memref: bool = False) -> str:
     """The shape and element type that starts at ``start`` of ``line``, to its bracket's end (``15xcomplex<f32>``,
     ``8xi1, #iree_encoding.packed_storage``: the regexes stop at the first ``>``); a memref's to its layout."""
