@@ -46,6 +46,7 @@ from engine.session.client import SessionClient, TransportFactory, in_process
 from engine.session.dispatch_gate import is_dispatch_breakpoint
 from engine.session.protocol import (
     BREAKPOINT_REFUSED,
+    INITIALIZER,
     Answer,
     Breakpoint,
     Crashed,
@@ -303,6 +304,7 @@ class Debugger:
                 rebuild_sources=not getattr(self.args, "no_rebuild", False),
                 wait_for_sources=True,
                 parameters=tuple(getattr(self.args, "parameters", ())),
+                initializer=self.args.function == INITIALIZER,  # stopped in as a call (Open.initializer)
             )
             opened = self._next()
             if not isinstance(opened, Opened):

@@ -35,7 +35,8 @@ class DebugRunner:
     (for example the ``check`` module) registered between ``hal`` and the program; ``parameters``: the
     archives a program compiled with external parameters loads (``io_parameters``). ``before_init`` is called
     with the runner once the program is loaded and before its initializer (``__init``) runs, so that a
-    profiler or tracer attached there sees the initializer's work too.
+    profiler or tracer attached there sees the initializer's work too. ``run_init`` False leaves the
+    initializer to the caller (``invoke("__init")``, or a debugger's call of it).
     """
 
     def __init__(
@@ -48,6 +49,7 @@ class DebugRunner:
         hal_module: HalModule | None = None,
         before_init: Callable[[DebugRunner], Any] | None = None,
         parameters: ParameterArchives | None = None,
+        run_init: bool = True,
     ):
         self.module_path = str(module_path)
         self.device_uri = device_uri
@@ -70,12 +72,17 @@ class DebugRunner:
                 self.context.interpreter.trace_hook = lambda record: trace(format_step(record))
             if before_init is not None:
                 before_init(self)
-            self._init()
+            if run_init:
+                self._init()
         except LensError as e:
             raise DebugRunError(self._message(e), self._status(e)) from e
 
+    @property
+    def has_initializer(self) -> bool:
+        return any(e.name == "__init" for e in self.module.exports)
+
     def _init(self) -> None:
-        if any(e.name == "__init" for e in self.module.exports):
+        if self.has_initializer:
             self.context.invoke("__init", [])
 
     @staticmethod

@@ -236,6 +236,7 @@ class SessionClient:
         self.wait_for_sources = False
         self.rebuild_sources = True
         self.parameters: tuple[str, ...] = ()
+        self.initializer = False  # opened with its initializer left to a call (Open.initializer)
         self.functions: tuple[str, ...] = ()
         self.breakpoints: tuple[Breakpoint, ...] = ()
         self.last_call: Call | None = None
@@ -324,12 +325,14 @@ class SessionClient:
         wait_for_sources: bool = False,
         rebuild_sources: bool = True,
         parameters: tuple[str, ...] = (),
+        initializer: bool = False,
     ) -> None:
         """Open ``module_path`` on ``device``; the breakpoints set so far stay. ``sources``: the executables'
         sources that type its tensors (``Open.sources``; by default those beside the module);
         ``wait_for_sources``: opened once a rebuild of them is done (``Open.wait_for_sources``);
         ``rebuild_sources``: False types only from given or found sources (``Open.rebuild_sources``);
-        ``parameters``: the archives its weights load from (``Open.parameters``)."""
+        ``parameters``: the archives its weights load from (``Open.parameters``); ``initializer``: its
+        initializer left to a call of ``__init`` (``Open.initializer``)."""
         self.module_path = str(module_path)
         self.source_path = str(source_path) if source_path else None
         self.device = device
@@ -337,6 +340,7 @@ class SessionClient:
         self.wait_for_sources = wait_for_sources
         self.rebuild_sources = rebuild_sources
         self.parameters = tuple(str(p) for p in parameters)
+        self.initializer = initializer
         self.last_stop = None
         self._forget_history()
         self._set_state(SessionState.STARTING)
@@ -353,6 +357,7 @@ class SessionClient:
             rebuild_sources=self.rebuild_sources,
             wait_for_sources=self.wait_for_sources,
             parameters=self.parameters,
+            initializer=self.initializer,
         )
 
     def call(self, function: str, inputs: Iterable[str] = (), stop_at_entry: bool = False) -> None:

@@ -46,6 +46,7 @@ from engine.session.parked_run import ParkedRun, RunState
 from engine.session.protocol import (
     BATCH_IDS_LIVE,
     BREAKPOINT_REFUSED,
+    INITIALIZER,
     SUBSTITUTION_QUERIES,
     Answer,
     BindingBytes,
@@ -105,6 +106,11 @@ class DebugSession:
         self.breakpoints: tuple[Breakpoint, ...] = ()
         self._installed: dict[object, Breakpoint] = {}  # VM controller breakpoint -> the Breakpoint set
         self._function: str | None = None
+        # Opened with the initializer left to a call (Open.initializer): it is called like a function, and
+        # until one such call finished, no other function can be.
+        self._initializer_deferred = False
+        self._initializer_pending = False
+        self._opened_with: Open | None = None
         self._result_kinds = ""
         self._results_text = True  # the current call's ``Call.results_text``
         self.run = ParkedRun()  # the run thread, parked inside a dispatch while the command loop serves
@@ -200,10 +206,15 @@ class DebugSession:
 
     def _on_open(self, command: Open) -> None:
         self.abandon_run()
+        self._opened_with = command
         if self.sources is not None:  # the previous module's rebuild is of no use now
             self.sources.close()
         parameters = ParameterArchives.open(command.parameters) if command.parameters else None
-        self.runner = DebugRunner(command.module_path, command.device, parameters=parameters)
+        self.runner = DebugRunner(command.module_path, command.device, parameters=parameters,
+                                  run_init=not command.initializer)
+        self._initializer_deferred = self._initializer_pending = command.initializer and self.runner.has_initializer
+        if command.initializer and not self.runner.has_initializer:
+            self.emit(Log(f"{self.runner.module.name} has no initializer (__init): its functions can be called now"))
         self._dispatch_names = None
         self.controller = vmc.Controller(self.runner.context)
         controller = self.controller
@@ -233,7 +244,8 @@ class DebugSession:
         self.live = LiveSubstitutions.for_runner(self.runner)
         self._install_breakpoints()
         self.on_opened()
-        self.emit(Opened(command.module_path, tuple(self.runner.function_names), command.device))
+        initializer = (INITIALIZER,) if self._initializer_pending else ()
+        self.emit(Opened(command.module_path, (*initializer, *self.runner.function_names), command.device))
 
     def _on_set_breakpoints(self, command: SetBreakpoints) -> None:
         refused = self._refused(command.breakpoints) if self.controller is not None else {}
@@ -308,7 +320,9 @@ class DebugSession:
 
     def _on_call(self, command: Call) -> None:
         self.abandon_run()
-        runner = self._need_runner()
+        self._need_runner()
+        self._ready_for(command.function)
+        runner = self.runner
         arg_kinds, self._result_kinds = split_cconv(runner.cconv(command.function))
         args = self._parsed_inputs(tuple(command.inputs), arg_kinds)
         vm_args = [runner.to_vm(kind, value) for kind, value in zip(arg_kinds, args)]
@@ -493,6 +507,21 @@ class DebugSession:
 
     # ------------------------------------------------------------------------------------------ helpers
 
+    def _ready_for(self, function: str) -> None:
+        """A module opened with its initializer left to a call runs it first; others ran it on opening. Called
+        again, the initializer runs on the module opened afresh (globals it has not set), as IREE runs it."""
+        if function == INITIALIZER and not self._initializer_deferred:
+            raise DebugRunError(
+                f"{INITIALIZER}, the module's initializer, ran when the module was opened: to stop in it, open the "
+                f"module with the initializer left to a call (iree-lens debug --function={INITIALIZER})"
+            )
+        if function == INITIALIZER and not self._initializer_pending:
+            self._on_open(self._opened_with)  # Opened again: the client sees a fresh module
+            return
+        if function != INITIALIZER and self._initializer_pending:
+            raise DebugRunError(f"the module's initializer ({INITIALIZER}) has not run, so its globals are not set: "
+                                f"call {INITIALIZER} first (the module was opened to debug its initializer)")
+
     def _need_runner(self) -> DebugRunner:
         if self.runner is None:
             raise DebugRunError("no module is open")
@@ -533,6 +562,8 @@ class DebugSession:
             text = format_results(values) if self._results_text else ""
             verdicts = self.gate.diverge_verdicts() if self.gate is not None else ()
             exports = self.gate.diverge_exports() if self.gate is not None else ()
+            if self._function == INITIALIZER:
+                self._initializer_pending = False  # the module's globals are set: its functions can be called
             self.emit(Finished(self._function or "", text, outputs, verdicts, exports))
         elif stop.reason == "trap":
             trap = stop.trap

@@ -343,6 +343,9 @@ class Command:
     pass
 
 
+INITIALIZER = "__init"  # IREE's export of a module's initializer (its globals), run as the module loads
+
+
 @dataclass(frozen=True)
 class Open(Command):
     """Open a module; ``sources``: its executables' sources named by the user (files or folders, see
@@ -360,6 +363,10 @@ class Open(Command):
     # ``[SCOPE=]FILE`` parameter archives a program compiled with external parameters loads its weights from
     # (``engine.runtime.parameters``), as iree-run-module's --parameters.
     parameters: tuple[str, ...] = ()
+    # Leave the module's initializer (``__init``: its globals, the weights IREE's const-expr hoisting
+    # transposes, packs or dequantizes) to a ``Call`` of ``__init``, so that it runs under the debugger, its
+    # dispatches stopped at and shown as a call's; until it ran, no other function can be called (debug engine).
+    initializer: bool = False
 
 
 @dataclass(frozen=True)

@@ -154,6 +154,11 @@ class ReferenceSession:
         from engine.runtime.reference import ReferenceRunner
 
         self.close()
+        if command.initializer:
+            raise ReferenceSessionError(
+                "the reference engine is IREE's runtime, which runs the module's initializer (__init) as it loads "
+                "the module: to stop in the initializer, use the debug engine (--engine=debug)"
+            )
         # A module without trace points still runs (a plain reference run); it is refused where a stop at a
         # dispatch is asked for (a breakpoint, a stop at the first dispatch), which only trace points give.
         self._traced = has_trace_points(command.module_path)
