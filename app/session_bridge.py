@@ -165,6 +165,7 @@ class SessionBridge(QObject):
         # and the module they were given for (None: the next one opened); another module opens without them.
         self.parameters: tuple[str, ...] = ()
         self._parameters_for: str | None = None
+        self._initializer_for: str | None = None  # the module opened with its initializer left to a call
         self._remote_copies: dict[str, str] = {}  # local copy of a remote module -> its path there
         self._remote_dir: Path | None = None  # where the copies are kept (removed at shutdown)
         hang = hang_timeout if hang_timeout is not None else hang_timeout_setting()
@@ -405,12 +406,22 @@ class SessionBridge(QObject):
             self._parameters_for = str(module_path)
         elif self._parameters_for != str(module_path):
             self.parameters, self._parameters_for = (), str(module_path)
+        if self._initializer_for != str(module_path):  # another module runs its initializer as it opens
+            self._initializer_for = None
+        initializer = self._initializer_for is not None
         remote_path = self.remote_path_of(module_path)
         if remote_path is not None:
-            self.client.open(remote_path, device, parameters=self.parameters)
+            self.client.open(remote_path, device, parameters=self.parameters, initializer=initializer)
             return
         self.client.open(str(module_path), device, str(source_path) if source_path else None,
-                         parameters=self.parameters)  # fmt: skip
+                         parameters=self.parameters, initializer=initializer)  # fmt: skip
+
+    def debug_initializer(self) -> None:
+        """Open the module again with its initializer (``__init``) left to a call (``Open.initializer``), so that
+        its dispatches stop like a call's; until another module opens."""
+        if self.client.module_path and self.client.state != SessionState.CLOSED and not self.client.closed:
+            self._initializer_for = self.client.module_path
+            self.open(self.client.module_path, self.client.device, self.client.source_path)
 
     def set_parameters(self, specs: tuple[str, ...] | list[str]) -> None:
         """The parameter archives of the module's runs (``--parameters=[SCOPE=]FILE``); the open module is

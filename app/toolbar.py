@@ -82,6 +82,7 @@ _RUN_MENU = (
     ("reverse_continue_action", "reverse_step_over_action", "reverse_step_into_action", "reverse_step_out_action",
      "previous_dispatch_action"),
     ("toggle_bp_action",),
+    ("debug_initializer_action",),
 )  # fmt: skip
 
 
@@ -92,7 +93,7 @@ def _add_run_menu(window: MainWindow, stepper) -> None:
     for action in (window.compile_action, window.run_action, window.profile_action):
         menu.addAction(action)
     reverse = getattr(stepper, "reverse", None)
-    for group, owner in zip(_RUN_MENU, (stepper, reverse, stepper)):
+    for group, owner in zip(_RUN_MENU, (stepper, reverse, stepper, stepper)):
         found = [a for a in (getattr(owner, name, None) for name in group) if a is not None]
         if found:
             menu.addSeparator()

@@ -56,6 +56,7 @@ from app.views.stepper_state import CallStackView, GlobalsView, RegistersView
 from app.workbench import Workbench, callable_first
 from engine.runtime.parameters import NO_ARCHIVE
 from engine.session.protocol import (
+    INITIALIZER,
     Answer,
     Breakpoint,
     Call,
@@ -203,6 +204,13 @@ class StepperPanel(QWidget):
         self.toggle_bp_action = self.make_action(
             "● Breakpoint", "F9", self.toggle_breakpoint_at_cursor, "Toggle a breakpoint on the cursor's line"
         )
+        self.debug_initializer_action = self.make_action(
+            "Debug the &Initializer", None, self.debug_initializer,
+            f"Open the module again with its initializer ({INITIALIZER}) left to a call: the dispatches IREE "
+            "runs as the module loads (weights it transposes, packs or dequantizes) stop and show like a call's. "
+            f"{INITIALIZER} runs first, then the other functions",
+        )  # fmt: skip
+        self.debug_initializer_action.setEnabled(False)  # a module with an initializer enables it
 
     def _build_widgets(self) -> None:
         self._build_banners()
@@ -660,9 +668,20 @@ class StepperPanel(QWidget):
         if not self._rendering:
             self.workbench.set_inputs(parse_inputs_line(text))
 
+    def debug_initializer(self) -> None:
+        """Open the module again with its initializer left to a call, and offer that call (``Open.initializer``)."""
+        self.bridge.debug_initializer()
+        self.workbench.set_function(INITIALIZER)
+        self.services.messages.info(
+            f"the module opened again with its initializer left to a call: run {INITIALIZER} (its dispatches stop "
+            "like a call's), then the other functions"
+        )
+
     def _on_module(self, loaded: LoadedModule | None) -> None:
         self._listings.clear()
         self.vmfb = loaded.module if loaded is not None else None
+        exports = getattr(self.vmfb, "exports", None) or []
+        self.debug_initializer_action.setEnabled(any(e.name == INITIALIZER for e in exports))
         if loaded is None:
             return
         names = []

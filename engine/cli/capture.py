@@ -143,7 +143,8 @@ def report_bundle(result: CaptureResult | ReplayCaptureResult, what: str, dot: s
     print(
         f"captured {_dispatches(result.dispatches)} of {what} into {result.directory} "
         f"({result.bytes_written} bytes of tensors)"
-        + (f"; the module's initializer ran {_dispatches(before)} before the call, not captured" if before else "")
+        + (f"; the module's initializer ran {_dispatches(before)} before the call, not captured (iree-lens debug "
+           "--function=__init stops in them)" if before else "")
     )
 
 
