@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from support import compile_for, lens_in_process
+from support.initializer import DEQUANTIZED, WEIGHTS, K, N, dequantizing_program
 from support.session import Events
 
 from engine.runtime.function_io import Tensor
@@ -40,46 +41,12 @@ from engine.session.protocol import (
 from engine.session.reference_session import ReferenceSession
 from engine.session.timetravel_session import TimeTravelSession
 
-K, N = 64, 16
-WEIGHTS = (np.add.outer(np.arange(K) * 5, np.arange(N) * 3) % 16) - 8  # int4's range, -8..7
-SCALES = (np.arange(N) % 4 + 1) * 0.25
-DEQUANTIZED = (WEIGHTS * SCALES).astype(np.float32)
-
-
-def _program() -> str:
-    rows = ", ".join("[" + ", ".join(map(str, r)) + "]" for r in WEIGHTS)
-    return f"""
-util.global private @weights = dense<[{rows}]> : tensor<{K}x{N}xi4>
-util.global private @scales = dense<[{", ".join(map(str, SCALES))}]> : tensor<{N}xf32>
-func.func @main(%x: tensor<2x{K}xf32>) -> tensor<2x{N}xf32> {{
-  %w = util.global.load @weights : tensor<{K}x{N}xi4>
-  %s = util.global.load @scales : tensor<{N}xf32>
-  %init = tensor.empty() : tensor<{K}x{N}xf32>
-  %dequantized = linalg.generic {{
-      indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (j)>, affine_map<(i, j) -> (i, j)>],
-      iterator_types = ["parallel", "parallel"]}}
-      ins(%w, %s : tensor<{K}x{N}xi4>, tensor<{N}xf32>) outs(%init : tensor<{K}x{N}xf32>) {{
-  ^bb0(%q: i4, %scale: f32, %out: f32):
-    %wide = arith.extsi %q : i4 to i32
-    %f = arith.sitofp %wide : i32 to f32
-    %v = arith.mulf %f, %scale : f32
-    linalg.yield %v : f32
-  }} -> tensor<{K}x{N}xf32>
-  %zero = arith.constant 0.0 : f32
-  %empty = tensor.empty() : tensor<2x{N}xf32>
-  %acc = linalg.fill ins(%zero : f32) outs(%empty : tensor<2x{N}xf32>) -> tensor<2x{N}xf32>
-  %y = linalg.matmul ins(%x, %dequantized : tensor<2x{K}xf32>, tensor<{K}x{N}xf32>)
-                     outs(%acc : tensor<2x{N}xf32>) -> tensor<2x{N}xf32>
-  return %y : tensor<2x{N}xf32>
-}}
-"""
-
 
 @pytest.fixture(scope="module")
 def module(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("initializer")
     source = folder / "dequantized.mlir"
-    source.write_text(_program())
+    source.write_text(dequantizing_program())
     return compile_for(source, folder / "dequantized.vmfb", "llvm-cpu",
                        f"--iree-hal-dump-executable-sources-to={folder / 'sources'}")
 
@@ -144,16 +111,20 @@ def test_the_initializer_runs_as_a_call_its_dispatch_stopped_and_typed_then_the_
         session.close()
 
 
-def test_without_the_initializer_left_to_a_call_calling_it_says_how(module):
+def test_the_initializer_called_on_a_module_opened_as_usual_opens_it_afresh_and_runs(module):
+    # IREE runs __init once, on globals it has not set: called after it ran as the module opened, the session
+    # opens the module again with it left to the call (Opened, __init listed), then stops in it.
     events = Events()
     session = InProcessSession(DebugSession, events)
     try:
         session.send(Open(str(module)))
         assert INITIALIZER not in _next(events).functions
+        session.send(SetBreakpoints((Breakpoint("dispatch", dispatch="*", when="after"),)))
         session.send(Call(INITIALIZER))
-        failed = _next(events)
-        assert isinstance(failed, Failed) and "ran when the module was opened" in failed.message
-        assert "--function=__init" in failed.message
+        opened = _next(events)
+        assert isinstance(opened, Opened) and opened.functions[0] == INITIALIZER
+        stop = _next(events)
+        assert isinstance(stop, Stopped) and stop.location.frames[0].function == INITIALIZER
     finally:
         session.close()
     events = Events()
@@ -190,3 +161,18 @@ def test_debug_function_init_stops_in_the_initializer_and_saves_its_values(modul
     assert "after dispatch #0 _initializer_0_dispatch_0" in proc.stdout and "Finished __init" in proc.stdout
     assert np.array_equal(np.load(tmp_path / "saved" / "dispatch0_after_input0.npy"), WEIGHTS)  # i4 values
     assert np.array_equal(np.load(tmp_path / "saved" / "dispatch0_after_output0.npy"), DEQUANTIZED)
+
+
+def test_a_vs_code_launch_of_the_initializer_stops_in_it(module):
+    # Was: "function '__init' is not exported" (the launch opened the module, which ran it).
+    from support.dap import DapClient, lens_command
+
+    client = DapClient([*lens_command(), "dap"])
+    try:
+        client.request("initialize", {"adapterID": "iree-lens"})
+        client.request("launch", {"program": str(module), "function": INITIALIZER, "stopOnEntry": True})
+        client.request("configurationDone")
+        assert client.stopped()["reason"] == "entry"
+        assert client.top_frame()["name"] == INITIALIZER
+    finally:
+        client.close()

@@ -53,6 +53,7 @@ from engine.session.client import Notice, SessionClient, TransportFactory, in_pr
 from engine.session.module_queries import ReadDisassembly, disassembly
 from engine.session.protocol import (
     BREAKPOINT_REFUSED,
+    INITIALIZER,
     Answer,
     BindingInfo,
     Breakpoint,
@@ -260,7 +261,9 @@ class DebugAdapter:
         parameters = args.get("parameters") or ()  # ["[SCOPE=]FILE", ...], as iree-run-module's --parameters
         if isinstance(parameters, str):
             parameters = [parameters]
-        opened = self._query(lambda: self.client.open(str(program), device, parameters=tuple(map(str, parameters))))
+        initializer = args.get("function") == INITIALIZER  # stopped in as a call (Open.initializer)
+        opened = self._query(lambda: self.client.open(str(program), device, parameters=tuple(map(str, parameters)),
+                                                      initializer=initializer))
         if not isinstance(opened, Opened):
             raise RequestError(_message(opened))
         self.functions = opened.functions

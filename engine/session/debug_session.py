@@ -106,9 +106,8 @@ class DebugSession:
         self.breakpoints: tuple[Breakpoint, ...] = ()
         self._installed: dict[object, Breakpoint] = {}  # VM controller breakpoint -> the Breakpoint set
         self._function: str | None = None
-        # Opened with the initializer left to a call (Open.initializer): it is called like a function, and
-        # until one such call finished, no other function can be.
-        self._initializer_deferred = False
+        # Opened with the initializer left to a call (Open.initializer) that has not finished: no other
+        # function can be called yet.
         self._initializer_pending = False
         self._opened_with: Open | None = None
         self._result_kinds = ""
@@ -212,7 +211,7 @@ class DebugSession:
         parameters = ParameterArchives.open(command.parameters) if command.parameters else None
         self.runner = DebugRunner(command.module_path, command.device, parameters=parameters,
                                   run_init=not command.initializer)
-        self._initializer_deferred = self._initializer_pending = command.initializer and self.runner.has_initializer
+        self._initializer_pending = command.initializer and self.runner.has_initializer
         if command.initializer and not self.runner.has_initializer:
             self.emit(Log(f"{self.runner.module.name} has no initializer (__init): its functions can be called now"))
         self._dispatch_names = None
@@ -508,15 +507,11 @@ class DebugSession:
     # ------------------------------------------------------------------------------------------ helpers
 
     def _ready_for(self, function: str) -> None:
-        """A module opened with its initializer left to a call runs it first; others ran it on opening. Called
-        again, the initializer runs on the module opened afresh (globals it has not set), as IREE runs it."""
-        if function == INITIALIZER and not self._initializer_deferred:
-            raise DebugRunError(
-                f"{INITIALIZER}, the module's initializer, ran when the module was opened: to stop in it, open the "
-                f"module with the initializer left to a call (iree-lens debug --function={INITIALIZER})"
-            )
-        if function == INITIALIZER and not self._initializer_pending:
-            self._on_open(self._opened_with)  # Opened again: the client sees a fresh module
+        """A module opened with its initializer left to a call runs it first. The initializer called once it ran
+        (on opening, or called before) runs on the module opened afresh with it left to the call (Opened
+        again): as IREE runs it, once, on globals it has not set."""
+        if function == INITIALIZER and not self._initializer_pending and self.runner.has_initializer:
+            self._on_open(replace(self._opened_with, initializer=True))
             return
         if function != INITIALIZER and self._initializer_pending:
             raise DebugRunError(f"the module's initializer ({INITIALIZER}) has not run, so its globals are not set: "

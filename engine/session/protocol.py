@@ -365,7 +365,8 @@ class Open(Command):
     parameters: tuple[str, ...] = ()
     # Leave the module's initializer (``__init``: its globals, the weights IREE's const-expr hoisting
     # transposes, packs or dequantizes) to a ``Call`` of ``__init``, so that it runs under the debugger, its
-    # dispatches stopped at and shown as a call's; until it ran, no other function can be called (debug engine).
+    # dispatches stopped at and shown as a call's; until it ran, no other function can be called (debug engine;
+    # a call of __init on a module opened without it opens the module so first).
     initializer: bool = False
 
 

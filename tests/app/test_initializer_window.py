@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from support import compile_for
+from support.initializer import DEQUANTIZED, WEIGHTS, dequantizing_program
 
 from engine.samples import sample_path
 from engine.session.protocol import INITIALIZER, Breakpoint
@@ -20,10 +21,8 @@ def state_dir(tmp_path, monkeypatch):
 
 
 def test_debug_the_initializer_stops_in_its_dispatch_then_the_module_runs(make_main_window, qtbot, tmp_path):
-    from test_initializer_debug import DEQUANTIZED, WEIGHTS, _program
-
     source = tmp_path / "dequantized.mlir"
-    source.write_text(_program())
+    source.write_text(dequantizing_program())
     vmfb = compile_for(source, tmp_path / "dequantized.vmfb", "llvm-cpu")
     window = make_main_window()
     panel = window.panels["stepper"]
