@@ -12,8 +12,9 @@ import functools
 import re
 from dataclasses import dataclass
 
-import ml_dtypes
 import numpy as np
+
+from engine.runtime.element_types import ML_DTYPE_NAMES, ml_dtype
 
 # Element type name (IREE's spelling) -> numpy dtype used for arithmetic on it.
 _DTYPES: dict[str, np.dtype] = {
@@ -32,13 +33,9 @@ _DTYPES: dict[str, np.dtype] = {
     "si64": np.dtype(np.int64),
     "ui64": np.dtype(np.uint64),
     "f16": np.dtype(np.float16),
-    "bf16": np.dtype(ml_dtypes.bfloat16),
     "f32": np.dtype(np.float32),
     "f64": np.dtype(np.float64),
-    "f8E4M3FN": np.dtype(ml_dtypes.float8_e4m3fn),
-    "f8E5M2": np.dtype(ml_dtypes.float8_e5m2),
-    "f8E4M3FNUZ": np.dtype(ml_dtypes.float8_e4m3fnuz),
-    "f8E5M2FNUZ": np.dtype(ml_dtypes.float8_e5m2fnuz),
+    **{name: ml_dtype(name) for name in ML_DTYPE_NAMES},  # bf16 and the f8 types
 }
 _NAMES = {
     np.dtype(np.bool_): "i1",
@@ -51,9 +48,9 @@ _NAMES = {
     np.dtype(np.int64): "i64",
     np.dtype(np.uint64): "ui64",
     np.dtype(np.float16): "f16",
-    np.dtype(ml_dtypes.bfloat16): "bf16",
     np.dtype(np.float32): "f32",
     np.dtype(np.float64): "f64",
+    **{ml_dtype(name): name for name in ML_DTYPE_NAMES},  # bf16 and the f8 types (an f8 array was "u8", bytes)
 }
 # Storage dtypes .npy files can hold without ml_dtypes (bf16 and f8 are kept as their bits).
 _STORAGE = {"bf16": np.dtype(np.uint16)} | {n: np.dtype(np.uint8) for n in _DTYPES if n.startswith("f8")}

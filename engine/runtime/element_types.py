@@ -107,6 +107,28 @@ def unpack(raw: np.ndarray, element: ElementType, shape: tuple[int, ...]) -> np.
     return values.astype(np.uint8).reshape(shape)
 
 
+# The ml_dtypes type of each element type numpy lacks, by IREE's name: the one table for the runtime's parsing
+# and printing (function_io) and the dispatch layer's typing (tensor_types). .npy keeps them as their bits.
+ML_DTYPE_NAMES = {
+    "bf16": "bfloat16",
+    "f8E5M2": "float8_e5m2",
+    "f8E4M3FN": "float8_e4m3fn",
+    "f8E5M2FNUZ": "float8_e5m2fnuz",
+    "f8E4M3FNUZ": "float8_e4m3fnuz",
+    "f8E8M0FNU": "float8_e8m0fnu",
+}
+
+
+def ml_dtype(name: str) -> np.dtype | None:
+    """The ml_dtypes type of the element type IREE names ``name`` (``bf16``, ``f8E4M3FN``...); None for others."""
+    attribute = ML_DTYPE_NAMES.get(name)
+    if attribute is None:
+        return None
+    import ml_dtypes
+
+    return np.dtype(getattr(ml_dtypes, attribute))
+
+
 def make(numerical_type: int, bit_count: int) -> ElementType:
     return ElementType((numerical_type << 24) | bit_count)
 

@@ -107,26 +107,9 @@ def _parse_element(token: str, element_type: ElementType):
 
 
 # IREE's 8-bit float types and ml_dtypes' numpy types for them (numpy has none; the HAL's storage is their bits).
-_F8_DTYPES = {
-    et.F8_E5M2: "float8_e5m2",
-    et.F8_E4M3FN: "float8_e4m3fn",
-    et.F8_E5M2FNUZ: "float8_e5m2fnuz",
-    et.F8_E4M3FNUZ: "float8_e4m3fnuz",
-    et.F8_E8M0FNU: "float8_e8m0fnu",
-}
-
-
-_BITS_ONLY = {et.FLOAT_BRAIN: "bfloat16", **_F8_DTYPES}  # stored as bits in .npy: the ml_dtypes type to view them as
-
-
 def _f8_dtype(element_type: ElementType) -> np.dtype | None:
     """The ml_dtypes type of an f8 element type (None for others)."""
-    name = _F8_DTYPES.get(element_type.numerical_type)
-    if name is None:
-        return None
-    import ml_dtypes
-
-    return np.dtype(getattr(ml_dtypes, name))
+    return et.ml_dtype(element_type.name) if element_type.name.startswith("f8") else None
 
 
 def _float_to_storage(values: list[float], element_type: ElementType) -> np.ndarray:
@@ -371,7 +354,7 @@ def write_outputs(specs: list[str], values: list[Value], notes: list[str] | None
                 raise InputError(f"result[{i}] is not a tensor; only tensors can be written to {spec[1:]}")
             with open(spec[1:], "wb" if spec[0] == "@" else "ab") as f:
                 np.save(f, value.array, allow_pickle=False)
-            stored_as = _BITS_ONLY.get(value.element_type.numerical_type)
+            stored_as = et.ML_DTYPE_NAMES.get(value.element_type.name)  # kept as bits: the type to view them as
             if stored_as is not None and notes is not None:
                 notes.append(f"result[{i}] ({format_tensor(value, 0).split('=')[0]}) is in {spec[1:]} as its bits "
                              f"({value.array.dtype}): .npy has no {value.element_type.name}; read it with "
