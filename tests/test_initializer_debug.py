@@ -176,3 +176,19 @@ def test_a_vs_code_launch_of_the_initializer_stops_in_it(module):
         assert client.top_frame()["name"] == INITIALIZER
     finally:
         client.close()
+
+
+def test_capture_of_the_initializer_keeps_its_dispatches(module, tmp_path):
+    from engine.dispatch.bundle import Bundle
+
+    proc = lens_in_process("capture", str(module), f"--function={INITIALIZER}", f"--out={tmp_path / 'init'}")
+    assert proc.returncode == 0, proc.stderr
+    (entry,) = Bundle(tmp_path / "init").dispatches
+    assert entry.name.startswith("_initializer_0_dispatch_0") and entry.tensors_from == "interface"
+    assert np.array_equal(Bundle(tmp_path / "init").dispatch_tensors(entry, "outputs")[0], DEQUANTIZED)
+    # The call's capture counts them and says how to keep them.
+    proc = lens_in_process("capture", str(module), "--function=main", "--input=2x64xf32=1", f"--out={tmp_path / 'main'}")
+    assert "initializer ran 1 dispatch before the call, not captured (--function=__init captures them)" in proc.stdout
+    proc = lens_in_process("capture", str(module), f"--function={INITIALIZER}", "--engine=reference",
+                           f"--out={tmp_path / 'reference'}")
+    assert proc.returncode == 1 and "capture it with --engine=debug" in proc.stderr

@@ -17,6 +17,7 @@ from engine.cli.program_arguments import (
     parameter_archives,
 )
 from engine.errors import LensError
+from engine.session.protocol import INITIALIZER
 
 if TYPE_CHECKING:
     from engine.dispatch.capture import CaptureResult
@@ -94,6 +95,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         args.device = module_device(args.module, args.device)
         if args.engine == "reference":
+            if args.function == INITIALIZER:
+                raise LensError("the reference engine is IREE's runtime, which runs the module's initializer "
+                                f"({INITIALIZER}) as it loads the module: capture it with --engine=debug")
             if args.sources or args.type:
                 print("iree-lens capture: --sources/--type apply to the debug engine only", file=sys.stderr)
             result = capture_reference(args.module, args.function, args.input, args.out, device=args.device,
@@ -115,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
                 sources=sources,
                 overrides=parse_overrides(args.type),
                 parameters=parameter_archives(args),
+                initializer=args.function == INITIALIZER,
             )
     except LensError as e:
         print(f"iree-lens capture: {e}", file=sys.stderr)
@@ -143,8 +148,8 @@ def report_bundle(result: CaptureResult | ReplayCaptureResult, what: str, dot: s
     print(
         f"captured {_dispatches(result.dispatches)} of {what} into {result.directory} "
         f"({result.bytes_written} bytes of tensors)"
-        + (f"; the module's initializer ran {_dispatches(before)} before the call, not captured (iree-lens debug "
-           "--function=__init stops in them)" if before else "")
+        + (f"; the module's initializer ran {_dispatches(before)} before the call, not captured (--function="
+           f"{INITIALIZER} captures them)" if before else "")
     )
 
 
