@@ -192,3 +192,21 @@ def test_capture_of_the_initializer_keeps_its_dispatches(module, tmp_path):
     proc = lens_in_process("capture", str(module), f"--function={INITIALIZER}", "--engine=reference",
                            f"--out={tmp_path / 'reference'}")
     assert proc.returncode == 1 and "capture it with --engine=debug" in proc.stderr
+
+
+def test_a_runner_made_to_call_the_initializer_runs_it_once_as_the_call(module, tmp_path):
+    # IREE runs __init once: a runner that ran it as the module loaded and then as the call ran it twice (every
+    # command given --function=__init did: run, profile, kernel, diverge, benchmark).
+    from engine.runtime.debug_runner import DebugRunner
+
+    loaded = DebugRunner(module)
+    assert loaded.device.dispatch_count == 1
+    deferred = DebugRunner(module, run_init=False)
+    assert deferred.device.dispatch_count == 0
+    deferred.invoke(INITIALIZER, [])
+    assert deferred.device.dispatch_count == 1
+    # kernel: a workgroup of its dispatch, stepped; its stores are the dequantized weights.
+    proc = lens_in_process("kernel", str(module), f"--function={INITIALIZER}", "--dispatch=0", "--workgroup=0,0,0",
+                           "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert any('"store"' in line for line in proc.stdout.splitlines()), proc.stdout[-2000:]

@@ -313,7 +313,7 @@ def _catch(
 ):
     """Run ``function`` on the debug engine until the first dispatch ``selector`` names: (module, live
     substitutions, its snapshot)."""
-    from engine.runtime.debug_runner import DebugRunner, create_device
+    from engine.runtime.debug_runner import INITIALIZER, DebugRunner, create_device
     from engine.runtime.function_io import parse_inputs, split_cconv
     from engine.runtime.hal.module import HalModule
     from engine.runtime.vmfb.module import open_vmfb
@@ -324,7 +324,8 @@ def _catch(
     from engine.runtime.parameters import ParameterArchives
 
     runner = DebugRunner(module_path, device_name, hal_module=HalModule(device),
-                         parameters=ParameterArchives.open(parameters) if parameters else None)  # fmt: skip
+                         parameters=ParameterArchives.open(parameters) if parameters else None,
+                         run_init=function != INITIALIZER)  # fmt: skip
     live = LiveSubstitutions(device, module)
     for text in substitutes:
         name, sep, path = text.partition("=")

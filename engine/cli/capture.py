@@ -119,7 +119,6 @@ def run(args: argparse.Namespace) -> int:
                 sources=sources,
                 overrides=parse_overrides(args.type),
                 parameters=parameter_archives(args),
-                initializer=args.function == INITIALIZER,
             )
     except LensError as e:
         print(f"iree-lens capture: {e}", file=sys.stderr)

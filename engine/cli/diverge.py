@@ -274,7 +274,8 @@ def _print_verdict(args, result, divergence, repro_path, golden, counts: dict[st
     summary = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in counts.items())
     how = "each on A's input bytes" if not args.own_inputs else "each run on its own inputs"
     if divergence is None:
-        print(f"no divergence in {len(result.dispatches)} dispatches ({summary}; {how}; {tolerance.describe()})")
+        said = "; ".join(part for part in (summary, how, tolerance.describe()) if part)  # no dispatches: no counts
+        print(f"no divergence in {len(result.dispatches)} dispatches ({said})")
     else:
         d = divergence
         print(f"first divergence: dispatch {d.ordinal} {d.name} (executable {d.executable})")
@@ -327,10 +328,10 @@ def _binding_elements(step) -> dict[int, str]:
 
 def _own_run(module: str, function: str, inputs: list[str], device: str, args: argparse.Namespace) -> list:
     """The results of ``module`` run alone on the debug engine, as ``iree-lens run`` gives them."""
-    from engine.runtime.debug_runner import DebugRunner
+    from engine.runtime.debug_runner import INITIALIZER, DebugRunner
     from engine.runtime.function_io import parse_inputs, split_cconv
 
-    runner = DebugRunner(module, device, parameters=parameter_archives(args))
+    runner = DebugRunner(module, device, parameters=parameter_archives(args), run_init=function != INITIALIZER)
     return runner.invoke(function, parse_inputs(inputs, split_cconv(runner.cconv(function))[0]))
 
 

@@ -81,7 +81,7 @@ def profile_debug(
     module: str, function: str, inputs: list[str], device: str, repeat: int = 1, parameters: Sequence[str] = ()
 ) -> Trace:
     """Zones of ``repeat`` calls on the debug engine (VM calls, imports, command buffers, dispatches)."""
-    from engine.runtime.debug_runner import DebugRunner, create_device
+    from engine.runtime.debug_runner import INITIALIZER, DebugRunner, create_device
     from engine.runtime.function_io import parse_inputs, split_cconv
     from engine.runtime.hal.module import HalModule
     from engine.runtime.parameters import ParameterArchives
@@ -97,6 +97,7 @@ def profile_debug(
         # Record the module's initializer too: IREE's profile has its dispatches.
         before_init=lambda loaded: recorder.attach(loaded.context.interpreter, loaded.device),
         parameters=ParameterArchives.open(parameters) if parameters else None,
+        run_init=function != INITIALIZER,
     )
     arg_kinds, _ = split_cconv(runner.cconv(function))
     values = parse_inputs(inputs, arg_kinds)

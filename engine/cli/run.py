@@ -80,7 +80,7 @@ def _runner(args, checks: CheckRecorder | None):
             finally:
                 patched.unlink(missing_ok=True)
         return ReferenceRunner(module_path, args.device, extra_modules=extra, parameters=parameters)
-    from engine.runtime.debug_runner import DebugRunner
+    from engine.runtime.debug_runner import INITIALIZER, DebugRunner
 
     trace = (lambda line: print(line)) if args.trace else None
     hal_module = None
@@ -111,7 +111,7 @@ def _runner(args, checks: CheckRecorder | None):
 
         extra_modules.append(CheckModule(checks))
     runner = DebugRunner(args.module, args.device, trace=trace, extra_modules=extra_modules, hal_module=hal_module,
-                         parameters=parameters)
+                         parameters=parameters, run_init=args.function != INITIALIZER)
     if getattr(args, "replay_recorder", None) is not None:  # the results' read-back is in the replay too
         runner.result_listeners.append(args.replay_recorder.read_results)
     return runner

@@ -77,15 +77,14 @@ def capture_debug(
     on_dispatch: Callable[[DispatchEntry], None] | None = None,
     interfaces: dict[str, dict[int, BindingInterface]] | None = None,
     parameters: ParameterArchives | None = None,
-    initializer: bool = False,
 ) -> CaptureResult:
     """Run ``function`` on the debug engine, every dispatch observed, and write the bundle to ``out``.
 
     ``sources`` type the tensors (``typed_tensors.read_sources``); by default those found beside the module
     (``find_sources``); without any, each binding is captured as exactly its bytes. ``interfaces``: already
-    parsed sources (``tensor_types.interfaces_from_files``), the same as ``sources``. ``initializer``:
-    ``function`` is the module's initializer (``__init``), run as the call rather than as the module loads."""
-    from engine.runtime.debug_runner import DebugRunner
+    parsed sources (``tensor_types.interfaces_from_files``), the same as ``sources``. The module's initializer
+    (``__init``) as ``function`` runs as the call, not as the module loads: its dispatches are the call's."""
+    from engine.runtime.debug_runner import INITIALIZER, DebugRunner
     from engine.runtime.hal.devices import create_device
     from engine.runtime.hal.module import HalModule
 
@@ -108,7 +107,7 @@ def capture_debug(
         try:
             recorder.in_initializer()
             runner = DebugRunner(module, device, hal_module=HalModule(hal_device, trace_sink=recorder.trace),
-                                 parameters=parameters, run_init=not initializer)
+                                 parameters=parameters, run_init=function != INITIALIZER)
             args = parse_inputs(input_specs, split_cconv(runner.cconv(function))[0])
             _write_program_values(writer, "inputs", args)
             recorder.start_call(hal_device.dispatch_count)

@@ -227,14 +227,14 @@ class _Snapshot(SnapshotSubscriber):
 
 
 def _run_with(observer: _Snapshot, module: str, function: str, inputs: list[str], device: str) -> None:
-    from engine.runtime.debug_runner import DebugRunner
+    from engine.runtime.debug_runner import INITIALIZER, DebugRunner
     from engine.runtime.function_io import parse_inputs, split_cconv
     from engine.runtime.hal.devices import create_device
     from engine.runtime.hal.module import HalModule
 
     hal_device = create_device(device)
     DispatchSnapshots.for_device(hal_device).subscribe(observer)
-    runner = DebugRunner(module, device, hal_module=HalModule(hal_device))
+    runner = DebugRunner(module, device, hal_module=HalModule(hal_device), run_init=function != INITIALIZER)
     args = parse_inputs(inputs, split_cconv(runner.cconv(function))[0])
     observer.first_sequence = hal_device.dispatch_count  # the call's dispatches count from here
     runner.invoke(function, args)

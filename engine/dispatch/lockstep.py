@@ -758,7 +758,7 @@ def run_lockstep(
     """Run A (worker thread) and B (this thread) together and compare every dispatch (see the module doc);
     ``parameters``: the ``ParameterArchives`` both builds load their weights from."""
     from engine.dispatch.spirv_types import module_binding_elements
-    from engine.runtime.debug_runner import DebugRunner
+    from engine.runtime.debug_runner import INITIALIZER, DebugRunner
     from engine.runtime.function_io import parse_inputs, split_cconv
     from engine.runtime.hal.devices import create_device
     from engine.runtime.hal.module import HalModule
@@ -780,7 +780,8 @@ def run_lockstep(
         snapshots = observer.attach(hal_device)  # the device's one snapshot observer copies the bindings
         try:
             observer.in_initializer()
-            runner = DebugRunner(module, device_uri, hal_module=HalModule(hal_device), parameters=parameters)
+            runner = DebugRunner(module, device_uri, hal_module=HalModule(hal_device), parameters=parameters,
+                                 run_init=function != INITIALIZER)
             args = parse_inputs(inputs, split_cconv(runner.cconv(function))[0])
             observer.start_call(hal_device.dispatch_count)
             return runner.invoke(function, args)

@@ -69,7 +69,7 @@ def run_to_dispatch(
 ) -> CapturedDispatch:
     """Run ``function`` of the module on ``inputs`` (``--input`` strings) on the CPU debug device and keep
     dispatch ``ordinal``; ``KernelStepError`` when the run has no such dispatch."""
-    from engine.runtime.debug_runner import DebugRunner
+    from engine.runtime.debug_runner import INITIALIZER, DebugRunner
     from engine.runtime.function_io import parse_inputs, split_cconv
 
     formats = executable_formats(module_path)
@@ -83,7 +83,8 @@ def run_to_dispatch(
     from engine.runtime.parameters import ParameterArchives
 
     # ``parameters``: the [SCOPE=]FILE archives a program compiled with external parameters loads.
-    runner = DebugRunner(module_path, "local-sync", parameters=ParameterArchives.open(parameters) if parameters else None)
+    runner = DebugRunner(module_path, "local-sync", parameters=ParameterArchives.open(parameters) if parameters else None,
+                         run_init=function != INITIALIZER)
     # Ordinals count the call's dispatches, as the debugger's do (``break dispatch N``, the window's
     # "Dispatch #N"): those the module's initializer ran are not counted.
     base = runner.device.dispatch_count

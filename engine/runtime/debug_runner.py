@@ -27,6 +27,10 @@ from engine.runtime.vm.trace import format_step
 from engine.runtime.vm.values import VmList, ref_type_name
 from engine.runtime.vmfb.module import VmfbModule, open_vmfb
 
+# IREE's export of a module's initializer (its globals). A runner made to call it leaves it to that call
+# (``run_init=False``): IREE runs it once, on globals it has not set.
+INITIALIZER = "__init"
+
 
 class DebugRunner:
     """One module loaded into our VM with the emulated HAL on one device.
@@ -79,11 +83,11 @@ class DebugRunner:
 
     @property
     def has_initializer(self) -> bool:
-        return any(e.name == "__init" for e in self.module.exports)
+        return any(e.name == INITIALIZER for e in self.module.exports)
 
     def _init(self) -> None:
         if self.has_initializer:
-            self.context.invoke("__init", [])
+            self.context.invoke(INITIALIZER, [])
 
     @staticmethod
     def _status(e: Exception) -> str | None:

@@ -343,7 +343,9 @@ class Command:
     pass
 
 
-INITIALIZER = "__init"  # IREE's export of a module's initializer (its globals), run as the module loads
+# IREE's export of a module's initializer (its globals), run as the module loads (the same name as
+# engine.runtime.debug_runner.INITIALIZER: the protocol imports no engine module).
+INITIALIZER = "__init"
 
 
 @dataclass(frozen=True)
