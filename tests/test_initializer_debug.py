@@ -107,6 +107,10 @@ def test_the_initializer_runs_as_a_call_its_dispatch_stopped_and_typed_then_the_
         assert isinstance(_next(events), Opened)
         again = _next(events)
         assert isinstance(again, Stopped) and again.location.frames[0].function == INITIALIZER
+        # Run again while paused in it: not on globals half set, on the module opened afresh.
+        session.send(Call(INITIALIZER))
+        assert isinstance(_next(events), Opened)
+        assert isinstance(_next(events), Stopped)
     finally:
         session.close()
 

@@ -107,8 +107,9 @@ class DebugSession:
         self._installed: dict[object, Breakpoint] = {}  # VM controller breakpoint -> the Breakpoint set
         self._function: str | None = None
         # Opened with the initializer left to a call (Open.initializer) that has not finished: no other
-        # function can be called yet.
+        # function can be called yet; started: a call of it began (another call of it opens the module afresh).
         self._initializer_pending = False
+        self._initializer_started = False
         self._opened_with: Open | None = None
         self._result_kinds = ""
         self._results_text = True  # the current call's ``Call.results_text``
@@ -212,6 +213,7 @@ class DebugSession:
         self.runner = DebugRunner(command.module_path, command.device, parameters=parameters,
                                   run_init=not command.initializer)
         self._initializer_pending = command.initializer and self.runner.has_initializer
+        self._initializer_started = False
         if command.initializer and not self.runner.has_initializer:
             self.emit(Log(f"{self.runner.module.name} has no initializer (__init): its functions can be called now"))
         self._dispatch_names = None
@@ -508,12 +510,14 @@ class DebugSession:
 
     def _ready_for(self, function: str) -> None:
         """A module opened with its initializer left to a call runs it first. The initializer called once it ran
-        (on opening, or called before) runs on the module opened afresh with it left to the call (Opened
-        again): as IREE runs it, once, on globals it has not set."""
-        if function == INITIALIZER and not self._initializer_pending and self.runner.has_initializer:
-            self._on_open(replace(self._opened_with, initializer=True))
+        or began (on opening, or called before, finished or not) runs on the module opened afresh with it left
+        to the call (Opened again): as IREE runs it, once, on globals it has not set."""
+        if function == INITIALIZER and self.runner.has_initializer:
+            if self._initializer_started or not self._initializer_pending:
+                self._on_open(replace(self._opened_with, initializer=True))
+            self._initializer_started = True
             return
-        if function != INITIALIZER and self._initializer_pending:
+        if self._initializer_pending:
             raise DebugRunError(f"the module's initializer ({INITIALIZER}) has not run, so its globals are not set: "
                                 f"call {INITIALIZER} first (the module was opened to debug its initializer)")
 
