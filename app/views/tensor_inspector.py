@@ -39,7 +39,14 @@ from app.views.elided_label import ElidedLabel
 from app.views.verdict_style import verdict_colour
 from engine.dispatch.numerics import Comparison, Tolerance, compare, error_map, load_golden
 from engine.dispatch.statistics import TensorStats, histogram, plane, tensor_stats
-from engine.dispatch.tensor_types import TensorType, element_name, view_bytes
+from engine.dispatch.tensor_types import (
+    RAW,
+    TensorType,
+    element_name,
+    shown_instead,
+    unpacked_values,
+    view_bytes,
+)
 
 MAX_PIXELS = 1024
 _ROOT = QModelIndex()  # the invalid parent of a flat table
@@ -760,10 +767,23 @@ class TensorInspector(QWidget):
     def _apply_type(self) -> None:
         if self.current is None:
             return
+        text = self.type_edit.text().split(",")[0].strip()  # "64x16xi4, unpacked from its 512 bytes": its type
+        if self.current.element and text == self.current.type_text.split(",")[0].strip():
+            self._show_typed(self.current.array, self.current.type_text)  # back to the type it came with
+            return
         try:
-            wanted = TensorType.parse(self.type_edit.text())
+            wanted = TensorType.parse(text)
         except ValueError as e:
-            self.type_error.setText(str(e))
+            data = np.asarray(self.current.array)
+            values = unpacked_values(data, text) if data.dtype == np.uint8 else None  # bytes read as i4, ui2...
+            packed = shown_instead(text)
+            if values is None and packed is not None and packed.element == RAW and data.dtype == np.uint8:
+                self.type_error.setText(f"{text} needs {packed.byte_length} bytes; the tensor has {data.nbytes}")
+                return
+            if values is None:
+                self.type_error.setText(str(e))
+                return
+            self._show_typed(values, f"{text}, unpacked from its {data.nbytes} bytes")
             return
         typed, got = view_bytes(np.asarray(self.current.array), wanted)
         if got.source == "raw":
@@ -771,11 +791,14 @@ class TensorInspector(QWidget):
                 f"{wanted} needs {wanted.byte_length} bytes; the tensor has {np.asarray(self.current.array).nbytes}"
             )
             return
+        self._show_typed(typed, str(got))
+
+    def _show_typed(self, array: np.ndarray, type_text: str) -> None:
         self.type_error.setText("")
-        self.array = typed
+        self.array = array
         item = self.tensor_list.currentItem()
         if item is not None:
-            item.setText(list_item_text(self.current.list_label or self.current.label, str(got), self.current.list_state))
+            item.setText(list_item_text(self.current.list_label or self.current.label, type_text, self.current.list_state))
         self._show_array()
 
     # -- comparing

@@ -183,6 +183,30 @@ def test_stats_split_inf_signs_and_the_heatmap_legend_names_the_overlay(qtbot):
     assert heat.legend.text.startswith("no finite value (one colour)   ") and not heat.colorbar.isVisible()
 
 
+def test_bytes_are_read_as_a_packed_type_and_an_unpacked_tensor_goes_back_to_its_type(qtbot):
+    # An untyped binding a user knows holds i4: 0x21 0x43 read as 4xi4 is 1 2 3 4 (IREE packs low bits first).
+    # Was: "unknown element type 'i4'". The unpacked view of a source's 4xi4 takes its own type back.
+    view = TensorInspector()
+    qtbot.addWidget(view)
+    view.set_tensors([InspectedTensor("binding 0", np.array([0x21, 0x43], np.uint8), "2xu8"),
+                      InspectedTensor("input 0", np.array([1, 2, 3, 4], np.int8), "4xi4, unpacked from its 2 bytes",
+                                      element="i4")])  # fmt: skip
+    view.type_edit.setText("2x2xi4")
+    view.type_edit.returnPressed.emit()
+    assert view.array.tolist() == [[1, 2], [3, 4]] and view.type_error.text() == ""
+    assert "2x2xi4, unpacked from its 2 bytes" in view.tensor_list.item(0).text()
+    view.type_edit.setText("5xi4")
+    view.type_edit.returnPressed.emit()
+    assert view.type_error.text() == "5xi4 needs 3 bytes; the tensor has 2" and view.array.shape == (2, 2)
+    view.tensor_list.setCurrentRow(1)
+    view.type_edit.setText("4xi8")  # its bytes are the unpacked values' now: retyped as any array is
+    view.type_edit.returnPressed.emit()
+    assert view.array.dtype == np.int8 and "i8" in view.summary.text()
+    view.type_edit.setText("4xi4, unpacked from its 2 bytes")
+    view.type_edit.returnPressed.emit()
+    assert view.array.tolist() == [1, 2, 3, 4] and "4 i4" in view.summary.text()
+
+
 def test_type_override_and_golden_compare(qtbot, tmp_path):
     view = TensorInspector()
     qtbot.addWidget(view)
