@@ -122,7 +122,8 @@ def test_the_initializer_called_on_a_module_opened_as_usual_opens_it_afresh_and_
     session = InProcessSession(DebugSession, events)
     try:
         session.send(Open(str(module)))
-        assert INITIALIZER not in _next(events).functions
+        opened = _next(events)
+        assert INITIALIZER not in opened.functions and opened.initializer_dispatches == 1
         session.send(SetBreakpoints((Breakpoint("dispatch", dispatch="*", when="after"),)))
         session.send(Call(INITIALIZER))
         opened = _next(events)
@@ -163,8 +164,13 @@ def test_debug_function_init_stops_in_the_initializer_and_saves_its_values(modul
     proc = lens_in_process("debug", str(module), f"--function={INITIALIZER}", f"--commands={script}")
     assert proc.returncode == 0, proc.stderr
     assert "after dispatch #0 _initializer_0_dispatch_0" in proc.stdout and "Finished __init" in proc.stdout
+    assert "not stopped at" not in proc.stderr  # its dispatches are the call's
     assert np.array_equal(np.load(tmp_path / "saved" / "dispatch0_after_input0.npy"), WEIGHTS)  # i4 values
     assert np.array_equal(np.load(tmp_path / "saved" / "dispatch0_after_output0.npy"), DEQUANTIZED)
+    # Debugging another function, the one the initializer ran is said, with how to stop in it.
+    proc = lens_in_process("debug", str(module), "--function=main", "--input=2x64xf32=1", f"--commands={script}")
+    assert ("the module's initializer (__init) ran 1 dispatch as the module loaded, not stopped at "
+            "(--function=__init stops in them)") in proc.stderr
 
 
 def test_a_vs_code_launch_of_the_initializer_stops_in_it(module):

@@ -695,8 +695,11 @@ class StepperPanel(QWidget):
         self.shown_function = self.shown_ordinal = None
         self._on_function_chosen(self.workbench.state.function or "")
 
-    def _on_opened(self, _event: Opened) -> None:
+    def _on_opened(self, event: Opened) -> None:
         self._pending_restore = None
+        note = event.initializer_note("Run > Debug the Initializer")
+        if note:
+            self.services.messages.info(note)
         self._on_function_chosen(self.workbench.state.function or "")
 
     def _on_function_chosen(self, name: str) -> None:

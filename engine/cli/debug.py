@@ -317,6 +317,8 @@ class Debugger:
                     file=sys.stderr,
                 )
                 return 1
+            if opened.initializer_dispatches:
+                print(f"iree-lens debug: {opened.initializer_note(f'--function={INITIALIZER}')}", file=sys.stderr)
             for k, command in enumerate(self.commands):
                 self._do(command)
                 if self.status:  # as gdb -batch -x: an error ends the commands file there (not the program's)

@@ -212,6 +212,7 @@ class DebugSession:
         parameters = ParameterArchives.open(command.parameters) if command.parameters else None
         self.runner = DebugRunner(command.module_path, command.device, parameters=parameters,
                                   run_init=not command.initializer)
+        loaded_dispatches = self.runner.device.dispatch_count  # the initializer's, as the module loaded
         self._initializer_pending = command.initializer and self.runner.has_initializer
         self._initializer_started = False
         if command.initializer and not self.runner.has_initializer:
@@ -246,7 +247,8 @@ class DebugSession:
         self._install_breakpoints()
         self.on_opened()
         initializer = (INITIALIZER,) if self._initializer_pending else ()
-        self.emit(Opened(command.module_path, (*initializer, *self.runner.function_names), command.device))
+        self.emit(Opened(command.module_path, (*initializer, *self.runner.function_names), command.device,
+                         loaded_dispatches))
 
     def _on_set_breakpoints(self, command: SetBreakpoints) -> None:
         refused = self._refused(command.breakpoints) if self.controller is not None else {}

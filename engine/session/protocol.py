@@ -618,6 +618,17 @@ class Opened(Event):
     module_path: str
     functions: tuple[str, ...]
     device: str
+    # Dispatches the module's initializer ran as it loaded (IREE's const-expr hoisting puts weight transforms
+    # there): unseen by the session, which stops in them only with the initializer left to a call.
+    initializer_dispatches: int = 0
+
+    def initializer_note(self, how: str) -> str:
+        """What a user is told of the initializer's dispatches ("" for none); ``how``: how to stop in them."""
+        n = self.initializer_dispatches
+        if not n:
+            return ""
+        return (f"the module's initializer ({INITIALIZER}) ran {n} dispatch{'es' if n != 1 else ''} as the module "
+                f"loaded, not stopped at ({how} stops in them)")
 
 
 @dataclass(frozen=True)

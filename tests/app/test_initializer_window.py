@@ -26,9 +26,14 @@ def test_debug_the_initializer_stops_in_its_dispatch_then_the_module_runs(make_m
     vmfb = compile_for(source, tmp_path / "dequantized.vmfb", "llvm-cpu")
     window = make_main_window()
     panel = window.panels["stepper"]
+    said = []
+    window.messages.messageAdded.connect(lambda m: said.append(m.text))
     with qtbot.waitSignal(panel.bridge.opened, timeout=TIMEOUT) as opened:
         window.open_file(vmfb)
     assert INITIALIZER not in opened.args[0].functions
+    # Told what it does not see, and how to see it.
+    assert ("the module's initializer (__init) ran 1 dispatch as the module loaded, not stopped at (Run > Debug "
+            "the Initializer stops in them)") in said
     assert panel.debug_initializer_action.isEnabled() and panel.debug_initializer_action in window.run_menu.actions()
 
     with qtbot.waitSignal(panel.bridge.opened, timeout=TIMEOUT) as opened:
