@@ -220,3 +220,13 @@ def test_a_runner_made_to_call_the_initializer_runs_it_once_as_the_call(module, 
                            "--json")
     assert proc.returncode == 0, proc.stderr
     assert any('"store"' in line for line in proc.stdout.splitlines()), proc.stdout[-2000:]
+
+
+def test_inspect_says_which_dispatches_the_initializer_runs(module):
+    proc = lens_in_process("inspect", str(module), "--output=executables")
+    assert proc.returncode == 0, proc.stderr
+    exports = [line for line in proc.stdout.splitlines() if line.startswith("  export ")]
+    assert len(exports) == 2
+    (init,) = [line for line in exports if "_initializer_0_dispatch_0" in line]
+    assert init.endswith("(in __init, run as the module loads: --function=__init stops in it)")
+    assert not [line for line in exports if "main_dispatch" in line][0].endswith(")")

@@ -14,6 +14,7 @@ import sys
 
 from engine.cli.program_arguments import is_replay
 from engine.errors import FormatError
+from engine.session.protocol import INITIALIZER
 
 
 def add_parser(subparsers) -> None:
@@ -82,10 +83,15 @@ def run(args: argparse.Namespace) -> int:
                 # A CPU library names its exports only to code that runs it: the host code's lookups name them.
                 from engine.runtime.vmfb.call_sites import dispatch_call_sites
 
-                names = list(dict.fromkeys(s.export for s in dispatch_call_sites(module) if s.export))
-                out.write(f"exports the host code dispatches (by name, hal.executable.lookup.function): {len(names)}\n")
-                for name in names:
-                    out.write(f"  export {name}\n")
+                callers: dict[str, set[str]] = {}  # export -> the functions that dispatch it
+                for site in dispatch_call_sites(module):
+                    if site.export:
+                        callers.setdefault(site.export, set()).add(site.function_name)
+                out.write(f"exports the host code dispatches (by name, hal.executable.lookup.function): {len(callers)}\n")
+                for name, functions in callers.items():
+                    # The initializer's run as the module loads, unseen by a call: said, with how to see them.
+                    where = f" (in {INITIALIZER}, run as the module loads: --function={INITIALIZER} stops in it)"
+                    out.write(f"  export {name}{where if functions == {INITIALIZER} else ''}\n")
         else:
             data = module_json(module)
             try:
