@@ -390,3 +390,47 @@ def test_a_nan_in_an_imaginary_part_stops_both_engines_where_it_is_written(tmp_p
                                "--input=6xf32=4 4 nan 4 4 4", f"--commands={commands}", f"--engine={engine}")
         stops = [line for line in proc.stdout.splitlines() if line.startswith("Stopped")]
         assert stops and "after dispatch #0 spectrum_dispatch_0" in stops[0], (engine, proc.stdout, proc.stderr)
+
+
+def test_the_reference_engine_says_which_traced_tensors_are_packed(tmp_path):
+    # IREE's trace gives an i4 tensor as its bytes; the session says it holds 4xi4, so the window unpacks it
+    # as it does the debug engine's (was: 2 bytes, untold).
+    import queue
+
+    from engine.session.inprocess import InProcessSession
+    from engine.session.protocol import (
+        Breakpoint,
+        Call,
+        Log,
+        Open,
+        ReadTensors,
+        SetBreakpoints,
+        Stopped,
+        Tensors,
+    )
+    from engine.session.reference_session import ReferenceSession
+
+    source = tmp_path / "odd.mlir"
+    source.write_text(SUB_BYTE_AND_COMPLEX)
+    traced = compile_for(source, tmp_path / "traced.vmfb", "llvm-cpu", TRACE)
+    events: queue.Queue = queue.Queue()
+    session = InProcessSession(ReferenceSession, events.put)
+
+    def next_event():
+        while isinstance(event := events.get(timeout=60), Log):
+            pass
+        return event
+
+    try:
+        session.send(Open(str(traced)))
+        next_event()
+        session.send(SetBreakpoints((Breakpoint("dispatch", dispatch="*", when="before"),)))
+        session.send(Call("nibbles"))
+        assert isinstance(next_event(), Stopped)
+        session.send(ReadTensors())
+        answer = next_event()
+        assert isinstance(answer, Tensors)
+        assert [(t.declared, t.tensor.to_numpy().tolist()) for t in answer.tensors] == [
+            ("4xi4", [0x21, 0x43]), ("4xi4", [0x11, 0xF1])]
+    finally:
+        session.close()

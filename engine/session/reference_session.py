@@ -20,6 +20,7 @@ import numpy as np
 from engine.dispatch.trace_pairing import TracePairing, heads_without_inputs
 from engine.dispatch.typed_tensors import binding_label, output_modes
 from engine.errors import LensError
+from engine.runtime.element_types import BOOLEAN, ElementType
 from engine.runtime.function_io import Tensor, format_results, parse_inputs, split_cconv
 from engine.runtime.parameters import ParameterArchives
 from engine.session.dispatch_gate import dispatch_matches, module_dispatch_names, unmatchable
@@ -100,6 +101,7 @@ class ReferenceSession:
         self._without_inputs: frozenset[str] = frozenset()  # the open module's (heads_without_inputs)
         self._info: DispatchInfo | None = None
         self._arrays: list[np.ndarray] = []
+        self._declared: list[str] = []  # per array, the packed type its bytes hold (i4), else ""
         self._function = ""
         self._sink: Any = None
         self._module_path: str | None = None
@@ -301,7 +303,8 @@ class ReferenceSession:
             after = self._info is not None and self._info.when == DispatchWhen.AFTER
             access, role = ("write", "output") if after else ("read", "input")
             tensors = tuple(
-                DispatchTensor(k, access, t, TypeSource.RUNTIME, "IREE's trace point", role, k, 0, t.to_numpy().nbytes)
+                DispatchTensor(k, access, t, TypeSource.RUNTIME, "IREE's trace point", role, k, 0, t.to_numpy().nbytes,
+                               declared=self._declared[k] if k < len(self._declared) else "")
                 for k, t in enumerate(self._bindings())
             )
             self.emit(Tensors(query, self._dispatch(), tensors))
@@ -352,6 +355,7 @@ class ReferenceSession:
         )
         self._info = DispatchInfo(ordinal, executable, export, (0, 0, 0), (), bindings, when, self.runner.device_uri)
         self._arrays = arrays
+        self._declared = [_packed_type(bv) for bv in buffer_views]
         role = "output" if when == DispatchWhen.AFTER else "input"
         described = tuple(
             TensorDescriptor(binding_label(k, access, role, k), role, k, k, access, _element(a), tuple(a.shape), 0,
@@ -397,3 +401,14 @@ class ReferenceSession:
     def _bindings(self) -> list[TensorRef]:
         self._need_parked()
         return [self._binding(k) for k in range(len(self._arrays))]
+
+
+def _packed_type(buffer_view) -> str:
+    """The type a traced buffer view's bytes hold where IREE packs it (``64x16xi4``; a packed i1 with IREE's
+    ``packed_storage`` encoding, as an executable's source spells it), else "": the window unpacks those."""
+    element = ElementType(int(buffer_view.element_type))
+    if not element.packed:
+        return ""
+    text = "x".join([*(str(int(d)) for d in buffer_view.shape), element.name])
+    return f"{text}, #iree_encoding.packed_storage" if element.numerical_type == BOOLEAN else text
+
