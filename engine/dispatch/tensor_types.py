@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.runtime.element_types import ML_DTYPE_NAMES, ml_dtype
+from engine.runtime.element_types import BOOLEAN, ML_DTYPE_NAMES, make, ml_dtype, parse_element_type, unpack
 
 # Element type name (IREE's spelling) -> numpy dtype used for arithmetic on it.
 _DTYPES: dict[str, np.dtype] = {
@@ -339,8 +339,6 @@ def unpacked_values(data: np.ndarray, declared: str) -> np.ndarray | None:
     """The values of a packed tensor of type ``declared`` (``64x32xi4``) from its bytes ``data``, one a byte
     (``int8`` sign-extended, ``uint8`` for unsigned and i1), shaped: a copy, for showing; None when
     ``declared`` is not a packed type ``shown_instead`` shows as bytes, or ``data`` is too short."""
-    from engine.runtime.element_types import BOOLEAN, make, parse_element_type, unpack
-
     m = _PACKED.fullmatch(declared)
     if not m or shown_instead(declared) is None:
         return None
