@@ -259,6 +259,43 @@ def test_split_makes_a_kernel_only_the_initializer_runs_a_test(tmp_path):
     assert _assert_reproduces(out, ("llvm-cpu",), tmp_path) == 2
 
 
+TO_I4_AND_BACK = """
+func.func @main(%x: tensor<8xf32>) -> tensor<8xf32> {
+  %e = tensor.empty() : tensor<8xi4>
+  %q = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i)>], iterator_types = ["parallel"]}
+      ins(%x : tensor<8xf32>) outs(%e : tensor<8xi4>) {
+  ^bb0(%v: f32, %o: i4):
+    %i = arith.fptosi %v : f32 to i4
+    linalg.yield %i : i4
+  } -> tensor<8xi4>
+  %b = util.optimization_barrier %q : tensor<8xi4>
+  %f = tensor.empty() : tensor<8xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i)>], iterator_types = ["parallel"]}
+      ins(%b : tensor<8xi4>) outs(%f : tensor<8xf32>) {
+  ^bb0(%v: i4, %o: f32):
+    %w = arith.sitofp %v : i4 to f32
+    linalg.yield %w : f32
+  } -> tensor<8xf32>
+  return %r : tensor<8xf32>
+}
+"""
+
+
+def test_split_tests_of_i4_tensors_are_checked_with_their_bytes(tmp_path):
+    # A test taking or giving an i4 tensor (packed, kept as its bytes) failed its check: iree-run-module takes
+    # no i4 .npy ("input0 element type mismatch; expected i4 but have ui8") and writes none. Its bytes go in
+    # and come out as a binary file (--input=8xi4=@arg0.bin, --output=@out.bin).
+    source = tmp_path / "i4.mlir"
+    source.write_text(TO_I4_AND_BACK)
+    out = tmp_path / "split"
+    split_program(CompileRequest.from_file(source), "main", ["8xf32=1 -2 3 -4 5 -6 7 -8"], out)
+    quantize, dequantize = sorted(read_manifest(out), key=lambda t: t.ordinal)
+    packed = np.load(out / quantize.dir / "expected" / "result0.npy")
+    assert packed.tolist() == [0xE1, 0xC3, 0xA5, 0x87]  # 1 -2 3 -4 5 -6 7 -8, low nibble first
+    verdicts = check_split(out, list(TARGETS["llvm-cpu"].flags), "local-sync")
+    assert [(v.verdict, v.reason) for v in verdicts] == [("exact", ""), ("exact", "")], verdicts
+
+
 def _lens(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "app.launcher", *args], capture_output=True, text=True, timeout=600)
 

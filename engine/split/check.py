@@ -48,6 +48,7 @@ from engine.dispatch.numerics import (
     rounding_allowance,
     worst_verdict,
 )
+from engine.dispatch.tensor_types import RAW, shown_instead
 from engine.split.build import CPU_DEVICES, read_build, this_build
 from engine.split.splitter import SplitTest, occurrence_dir, read_manifest
 from engine.trace.ireeprof import iree_tool
@@ -119,11 +120,14 @@ def compile_test(source: Path, flags: list[str], vmfb: Path, timeout_s: float = 
 
 
 def run_test(
-    vmfb: Path, device: str, inputs: list[Path], outputs: list[Path], timeout_s: float = 300, function: str = "main"
-) -> ToolRun:
-    """``iree-run-module --function=FUNCTION`` with ``inputs`` as ``--input=@file``, results to ``outputs``."""
+    vmfb: Path, device: str, inputs: list[Path | str], outputs: list[Path], timeout_s: float = 300,
+    function: str = "main",
+) -> ToolRun:  # fmt: skip
+    """``iree-run-module --function=FUNCTION`` with ``inputs`` as ``--input=@file`` (a ``str``: the whole
+    ``--input`` value, ``64x16xi4=@arg0.bin``), results to ``outputs`` (``.npy``; ``.bin``: the bytes)."""
     cmd = [iree_tool("iree-run-module"), f"--module={vmfb}", f"--device={device}", f"--function={function}"]
-    cmd += [f"--input=@{p}" for p in inputs] + [f"--output=@{p}" for p in outputs]
+    cmd += [f"--input={p}" if isinstance(p, str) else f"--input=@{p}" for p in inputs]
+    cmd += [f"--output=@{p}" for p in outputs]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -198,16 +202,20 @@ def check_test(
                 return TestVerdict(test.dir, FAILED, built.message)
         count = test.kept if max_occurrences is None else min(test.kept, max_occurrences)
         worst, worst_outputs, verdicts = None, [], []
+        argument_types, result_types = _signature(test_dir / "dispatch.mlir")
         for occurrence in range(max(count, 1)):
             where = occurrence_dir(test_dir, occurrence)
             inputs = [where / "inputs" / name for name in test.inputs]
-            results = [Path(tmp) / f"out{occurrence}_{i}.npy" for i in range(len(test.outputs))]
-            ran = run_test(vmfb, device, inputs, results, function=function)
+            given = [_packed_input(p, argument_types[k] if k < len(argument_types) else "", Path(tmp))
+                     for k, p in enumerate(inputs)]  # fmt: skip
+            results = [Path(tmp) / f"out{occurrence}_{i}.{'bin' if _packed(t) else 'npy'}"
+                       for i, t in enumerate((result_types + [""] * len(test.outputs))[: len(test.outputs)])]
+            ran = run_test(vmfb, device, given, results, function=function)
             if not ran.ok:
                 return TestVerdict(test.dir, FAILED, ran.message, occurrences=occurrence + 1)
             arrays = [np.load(p) for p in inputs]
             rule = tolerance_for(test, arrays, tolerance)
-            comparisons = [judge_output(np.load(r), np.load(where / "expected" / name), rule, same_build)
+            comparisons = [judge_output(_load_result(r), np.load(where / "expected" / name), rule, same_build)
                            for r, name in zip(results, test.outputs)]  # fmt: skip
             verdict = worst_verdict(c.verdict for c in comparisons)
             verdicts.append(verdict)
@@ -215,6 +223,43 @@ def check_test(
                 worst = verdict
                 worst_outputs = [dict(c.to_json(), name=name) for c, name in zip(comparisons, test.outputs)]
         return TestVerdict(test.dir, str(worst_verdict(verdicts)), "", worst_outputs, len(verdicts))
+
+
+_MAIN = re.compile(r"func\.func\s+@main\((.*?)\)\s*->\s*(\(.*?\)|tensor<[^>]*>|[\w<>]+)\s*\{", re.S)
+_TENSOR = re.compile(r"tensor<([^>]*)>")
+
+
+def _signature(source: Path) -> tuple[list[str], list[str]]:
+    """The argument and result tensor types of a test's ``@main`` (``64x16xi4``; "" for a scalar), as written."""
+    try:
+        m = _MAIN.search(source.read_text(errors="replace"))
+    except OSError:
+        return [], []
+    if not m:
+        return [], []
+    arguments = [(_TENSOR.search(a) or [None, ""])[1] for a in m[1].split(",") if a.strip()]
+    return arguments, _TENSOR.findall(m[2])
+
+
+def _packed(tensor_type: str) -> bool:
+    """Whether IREE packs the type's elements several to a byte (``i4``), which .npy cannot hold."""
+    shown = shown_instead(tensor_type) if tensor_type else None
+    return shown is not None and shown.element == RAW
+
+
+def _packed_input(path: Path, tensor_type: str, tmp: Path) -> Path | str:
+    """An input as iree-run-module takes it: a packed type (kept as its bytes) from a binary file of them,
+    ``64x16xi4=@arg0.bin`` (IREE's tools parse no i4 values and read no i4 .npy); else the .npy itself."""
+    if not _packed(tensor_type):
+        return path
+    data = tmp / f"{path.parent.parent.name}_{path.stem}.bin"
+    np.load(path).tofile(data)
+    return f"{tensor_type}=@{data}"
+
+
+def _load_result(path: Path) -> np.ndarray:
+    """A result file: a .npy, or a packed result's bytes (.bin, as the split keeps them)."""
+    return np.fromfile(path, np.uint8) if path.suffix == ".bin" else np.load(path)
 
 
 def check_split(
