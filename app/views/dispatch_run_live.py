@@ -37,7 +37,7 @@ from app.views.tensor_inspector import InspectedTensor, TensorInspector
 from app.views.verdict_style import legend_html
 from engine.dispatch.bundle import DispatchEntry
 from engine.dispatch.debug_capture import health_of
-from engine.dispatch.tensor_types import from_storage, unpacked_values
+from engine.dispatch.tensor_types import from_storage, packed_type, unpacked_values
 from engine.dispatch.typed_tensors import NOT_SHOWN_YET
 from engine.session.protocol import DispatchTensor, ReadTensors, Tensors, TypeSource
 
@@ -272,7 +272,7 @@ class PausedDispatchView(QWidget):
         sources = sorted({t.source for t in tensors})
         # Why bytes are untyped; a packed tensor is unpacked here (the session's note says it is bytes there).
         notes = sorted({t.note for t in tensors if t.note and t.source == TypeSource.UNTYPED})
-        packed = [t for t in tensors if t.declared and unpacked_values(t.array, t.declared) is not None]
+        packed = [t for t in tensors if packed_type(t.declared) is not None]
         untyped = sources == [TypeSource.UNTYPED]
         typed = "untyped (each binding's bytes as bound)" if untyped else f"types from {', '.join(sources) or '-'}"
         # The dispatch on the first line; why it is untyped and what would type it, then notes, below.

@@ -39,14 +39,7 @@ from app.views.elided_label import ElidedLabel
 from app.views.verdict_style import verdict_colour
 from engine.dispatch.numerics import Comparison, Tolerance, compare, error_map, load_golden
 from engine.dispatch.statistics import TensorStats, histogram, plane, tensor_stats
-from engine.dispatch.tensor_types import (
-    RAW,
-    TensorType,
-    element_name,
-    shown_instead,
-    unpacked_values,
-    view_bytes,
-)
+from engine.dispatch.tensor_types import TensorType, element_name, packed_type, unpacked_values, view_bytes
 
 MAX_PIXELS = 1024
 _ROOT = QModelIndex()  # the invalid parent of a flat table
@@ -776,9 +769,10 @@ class TensorInspector(QWidget):
         except ValueError as e:
             data = np.asarray(self.current.array)
             values = unpacked_values(data, text) if data.dtype == np.uint8 else None  # bytes read as i4, ui2...
-            packed = shown_instead(text)
-            if values is None and packed is not None and packed.element == RAW and data.dtype == np.uint8:
-                self.type_error.setText(f"{text} needs {packed.byte_length} bytes; the tensor has {data.nbytes}")
+            packed = packed_type(text)
+            if values is None and packed is not None and data.dtype == np.uint8:
+                needs = packed[1].packed_byte_count(int(np.prod(packed[0], dtype=np.int64)))
+                self.type_error.setText(f"{text} needs {needs} bytes; the tensor has {data.nbytes}")
                 return
             if values is None:
                 self.type_error.setText(str(e))

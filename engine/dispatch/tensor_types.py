@@ -14,7 +14,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.runtime.element_types import BOOLEAN, ML_DTYPE_NAMES, make, ml_dtype, parse_element_type, unpack
+from engine.runtime.element_types import (
+    BOOLEAN,
+    ML_DTYPE_NAMES,
+    ElementType,
+    make,
+    ml_dtype,
+    parse_element_type,
+    unpack,
+)
 
 # Element type name (IREE's spelling) -> numpy dtype used for arithmetic on it.
 _DTYPES: dict[str, np.dtype] = {
@@ -327,23 +335,31 @@ def shown_instead(declared: str) -> TensorType | None:
     m = _COMPLEX.fullmatch(declared)
     if m:
         return TensorType((*(int(d) for d in m[1].split("x")[:-1]), 2), m[2], "interface")
-    m = _PACKED.fullmatch(declared)
-    if m and (m[3] != "1" or m[4]):  # an i1 without packed storage is stored a byte each: typed as i1
-        bits = int(m[3])
-        count = int(np.prod([int(d) for d in m[1].split("x")[:-1]], dtype=np.int64))
-        return raw_type((count * bits + 7) // 8)
+    packed = packed_type(declared)
+    if packed is not None:
+        shape, element = packed
+        return raw_type(element.packed_byte_count(int(np.prod(shape, dtype=np.int64))))
     return None
+
+
+def packed_type(declared: str) -> tuple[tuple[int, ...], ElementType] | None:
+    """The static shape and element type of a type IREE packs several elements to a byte (``64x32xi4``, a
+    packed-storage ``8xi1``); None for any other type, or a dynamic shape."""
+    m = _PACKED.fullmatch(declared)
+    if not m or (m[3] == "1" and not m[4]):  # an i1 without packed storage is stored a byte each: typed as i1
+        return None
+    element = make(BOOLEAN, 1) if m[3] == "1" else parse_element_type(m[2] + m[3])  # i1: one bit each
+    return tuple(int(d) for d in m[1].split("x")[:-1]), element
 
 
 def unpacked_values(data: np.ndarray, declared: str) -> np.ndarray | None:
     """The values of a packed tensor of type ``declared`` (``64x32xi4``) from its bytes ``data``, one a byte
     (``int8`` sign-extended, ``uint8`` for unsigned and i1), shaped: a copy, for showing; None when
-    ``declared`` is not a packed type ``shown_instead`` shows as bytes, or ``data`` is too short."""
-    m = _PACKED.fullmatch(declared)
-    if not m or shown_instead(declared) is None:
+    ``declared`` is not a packed type (``packed_type``), or ``data`` is too short."""
+    packed = packed_type(declared)
+    if packed is None:
         return None
-    shape = tuple(int(d) for d in m[1].split("x")[:-1])
-    element = make(BOOLEAN, 1) if m[3] == "1" else parse_element_type(m[2] + m[3])  # i1: one bit each
+    shape, element = packed
     try:
         return unpack(np.asarray(data).reshape(-1).view(np.uint8), element, shape)
     except ValueError:

@@ -48,7 +48,7 @@ from engine.dispatch.numerics import (
     rounding_allowance,
     worst_verdict,
 )
-from engine.dispatch.tensor_types import RAW, shown_instead
+from engine.dispatch.tensor_types import packed_type
 from engine.split.build import CPU_DEVICES, read_build, this_build
 from engine.split.splitter import SplitTest, occurrence_dir, read_manifest
 from engine.trace.ireeprof import iree_tool
@@ -243,8 +243,7 @@ def _signature(source: Path) -> tuple[list[str], list[str]]:
 
 def _packed(tensor_type: str) -> bool:
     """Whether IREE packs the type's elements several to a byte (``i4``), which .npy cannot hold."""
-    shown = shown_instead(tensor_type) if tensor_type else None
-    return shown is not None and shown.element == RAW
+    return packed_type(tensor_type) is not None
 
 
 def _packed_input(path: Path, tensor_type: str, tmp: Path) -> Path | str:

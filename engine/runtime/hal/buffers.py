@@ -262,10 +262,9 @@ class HalBufferView:
     @property
     def byte_length(self) -> int:
         """Bytes the dense contents occupy (``iree_hal_buffer_view_byte_length``)."""
-        bits = self.element.bit_count
-        return (
-            (self.element_count * bits + 7) // 8 if bits < 8 else self.element_count * self.element.byte_size
-        )
+        if self.element.packed:
+            return self.element.packed_byte_count(self.element_count)
+        return self.element_count * self.element.byte_size
 
     def to_numpy(self, *, writable: bool = False) -> np.ndarray:
         """The contents as an array of the element type's dtype and this shape, a view of the buffer's memory.
