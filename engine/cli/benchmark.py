@@ -324,7 +324,7 @@ def _catch(
     from engine.runtime.parameters import ParameterArchives
 
     runner = DebugRunner(module_path, device_name, hal_module=HalModule(device),
-                         parameters=ParameterArchives.open(parameters) if parameters else None,
+                         parameters=ParameterArchives.open_given(parameters),
                          run_init=function != INITIALIZER)  # fmt: skip
     live = LiveSubstitutions(device, module)
     for text in substitutes:

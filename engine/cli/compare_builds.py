@@ -171,7 +171,7 @@ def _compare_outputs(result, sources_b, module_a: str, module_b: str, function: 
         lockstep = run_lockstep(
             module_a, module_b, function, inputs, device_a=devices[0], device_b=devices[1],
             interfaces=typing.interfaces or None,
-            parameters=ParameterArchives.open(parameters) if parameters else None,
+            parameters=ParameterArchives.open_given(parameters),
         )  # fmt: skip
     except LensError as e:
         notes.append(f"outputs not compared: {e}")

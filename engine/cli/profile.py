@@ -96,7 +96,7 @@ def profile_debug(
         hal_module=HalModule(hal_device),
         # Record the module's initializer too: IREE's profile has its dispatches.
         before_init=lambda loaded: recorder.attach(loaded.context.interpreter, loaded.device),
-        parameters=ParameterArchives.open(parameters) if parameters else None,
+        parameters=ParameterArchives.open_given(parameters),
         run_init=function != INITIALIZER,
     )
     arg_kinds, _ = split_cconv(runner.cconv(function))

@@ -36,7 +36,7 @@ def parameter_archives(args: argparse.Namespace):
     from engine.runtime.parameters import ParameterArchives
 
     given = getattr(args, "parameters", None) or []
-    return ParameterArchives.open(given) if given else None
+    return ParameterArchives.open_given(given)
 
 
 def is_replay(path: str | None) -> bool:

@@ -83,7 +83,7 @@ def run_to_dispatch(
     from engine.runtime.parameters import ParameterArchives
 
     # ``parameters``: the [SCOPE=]FILE archives a program compiled with external parameters loads.
-    runner = DebugRunner(module_path, "local-sync", parameters=ParameterArchives.open(parameters) if parameters else None,
+    runner = DebugRunner(module_path, "local-sync", parameters=ParameterArchives.open_given(parameters),
                          run_init=function != INITIALIZER)
     # Ordinals count the call's dispatches, as the debugger's do (``break dispatch N``, the window's
     # "Dispatch #N"): those the module's initializer ran are not counted.

@@ -88,6 +88,12 @@ class ParameterArchives:
     entries: dict[str, dict[str, Any]] = field(default_factory=dict)  # scope -> key -> ParameterIndexEntry
 
     @classmethod
+    def open_given(cls, specs) -> ParameterArchives | None:
+        """``open(specs)``, or None when none is given (a runner then registers io_parameters only for a
+        program that imports it, which then names the scope it wants)."""
+        return cls.open(specs) if specs else None
+
+    @classmethod
     def open(cls, specs: list[str] | tuple[str, ...] | tuple[ParameterSpec, ...]) -> ParameterArchives:
         """The archives ``specs`` name (``[SCOPE=]FILE`` texts or ``ParameterSpec``); ``ParameterError`` naming
         the file when one does not exist or IREE cannot read it."""

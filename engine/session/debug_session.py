@@ -209,7 +209,7 @@ class DebugSession:
         self._opened_with = command
         if self.sources is not None:  # the previous module's rebuild is of no use now
             self.sources.close()
-        parameters = ParameterArchives.open(command.parameters) if command.parameters else None
+        parameters = ParameterArchives.open_given(command.parameters)
         self.runner = DebugRunner(command.module_path, command.device, parameters=parameters,
                                   run_init=not command.initializer)
         loaded_dispatches = self.runner.device.dispatch_count  # the initializer's, as the module loaded

@@ -166,7 +166,7 @@ class ReferenceSession:
         self._traced = has_trace_points(command.module_path)
         self._without_inputs = heads_without_inputs(command.module_path) if self._traced else frozenset()
         sink = rt.HalModuleDebugSink(self._trace)
-        parameters = ParameterArchives.open(command.parameters) if command.parameters else None
+        parameters = ParameterArchives.open_given(command.parameters)
         self.runner = ReferenceRunner(command.module_path, command.device, debug_sink=sink, parameters=parameters)
         self._sink = sink  # alive as long as the module
         self._module_path = command.module_path

@@ -299,7 +299,7 @@ def split_program(
 
         runner = ReferenceRunner(vmfb, runner_device, debug_sink=rt.HalModuleDebugSink(collector),
                                  on_loading=lambda loading: setattr(collector, "runner", loading),
-                                 parameters=ParameterArchives.open(parameters) if parameters else None)  # fmt: skip
+                                 parameters=ParameterArchives.open_given(parameters))  # fmt: skip
         try:
             args = parse_inputs(input_specs, split_cconv(runner.cconv(function))[0])
             collector.calling()
