@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.runtime.hal.constants import format_shape_and_type
 from engine.temp_caches import scratch_dir
 
 FILLS = ("zeros", "ones", "random")
@@ -119,7 +120,7 @@ def default_input(arg: Argument, fill: str = "zeros", seed: int = 0, folder: Pat
         value = "1" if fill == "ones" else "0"
         if arg.element_type == "i1":
             value = "1" if fill == "ones" else "0"
-        return f"{'x'.join(map(str, arg.shape))}x{arg.element_type}={value}" if arg.is_tensor else value
+        return f"{format_shape_and_type(arg.shape, arg.element_type)}={value}" if arg.is_tensor else value
     rng = np.random.default_rng(seed)
     count = int(np.prod(arg.shape)) if arg.is_tensor else 1
     floating = arg.element_type.startswith(("f", "bf"))
@@ -130,11 +131,11 @@ def default_input(arg: Argument, fill: str = "zeros", seed: int = 0, folder: Pat
     if count > MAX_INLINE_RANDOM and dtype is not None:
         folder = folder or scratch_dir("iree-lens-inputs-")
         folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"random_{'x'.join(map(str, arg.shape))}x{arg.element_type}_{seed}.npy"
+        path = folder / f"random_{format_shape_and_type(arg.shape, arg.element_type)}_{seed}.npy"
         np.save(path, values.astype(dtype).reshape(arg.shape))
         return f"@{path}"
     text = " ".join(_literal(round(float(v), 3), arg.element_type) for v in values)
-    return f"{'x'.join(map(str, arg.shape))}x{arg.element_type}={text}"
+    return f"{format_shape_and_type(arg.shape, arg.element_type)}={text}"
 
 
 def default_inputs(

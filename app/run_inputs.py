@@ -18,6 +18,7 @@ from PySide6.QtCore import QObject, QSettings
 
 from app.input_defaults import Argument, default_inputs, function_arguments, numpy_inputs
 from app.views.stepper_inputs import format_inputs_line, parse_inputs_line
+from engine.runtime.hal.constants import format_shape_and_type
 
 _GROUP = "inputs"
 
@@ -40,10 +41,10 @@ def input_shape(value: str) -> tuple[tuple[int, ...] | None, str | None] | None:
             return None
         return tuple(array.shape), None
     if "=" in value:
-        head = value.split("=", 1)[0]
-        parts = head.split("x")
+        # The type follows the last ``x``; no shape (``i32=3``, or ``xi32=3``) is rank 0, as IREE reads it.
+        shape_text, _, element = value.split("=", 1)[0].rpartition("x")
         try:
-            return tuple(int(p) for p in parts[:-1]), parts[-1]
+            return (tuple(int(p) for p in shape_text.split("x")) if shape_text else ()), element
         except ValueError:
             return None
     return (None, None) if value else None
@@ -61,7 +62,7 @@ def misfit(args: list[Argument] | None, inputs: tuple[str, ...], function: str) 
             continue
         shape, element = found
         if arg.is_tensor and shape is not None and tuple(shape) != tuple(arg.shape):
-            return f"input {i} is {_dims(shape)}, {function} takes {_dims(arg.shape)}x{arg.element_type}"
+            return f"input {i} is {_dims(shape)}, {function} takes {format_shape_and_type(arg.shape, arg.element_type)}"
         if element is not None and arg.is_tensor and element != arg.element_type:
             return f"input {i} is {element}, {function} takes {arg.element_type}"
     return None

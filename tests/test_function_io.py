@@ -162,3 +162,39 @@ def test_f8_and_i1_print_and_parse_as_iree_run_module_does(tmp_path):
     import ml_dtypes
 
     assert np.load(tmp_path / "r0.npy").view(ml_dtypes.float8_e4m3fn).astype(np.float32).tolist() == [1.5, -0.3125, 288]
+
+
+RANK0_SCALE = """
+func.func @scale(%x: tensor<4xf32>, %s: tensor<f32>) -> tensor<4xf32> {
+  %e = tensor.empty() : tensor<4xf32>
+  %b = linalg.broadcast ins(%s : tensor<f32>) outs(%e : tensor<4xf32>) dimensions = [0]
+  %r = arith.mulf %x, %b : tensor<4xf32>
+  return %r : tensor<4xf32>
+}
+"""
+
+
+def test_a_rank0_argument_is_written_and_read_as_iree_run_module_does(tmp_path):
+    """A rank-0 tensor (JAX's loop bounds, ONNX's scalars) is ``f32=3``. Was: the window's inputs line offered
+    ``xf32=0``, which IREE's parser reads as rank 0 but ours refused ("invalid shape and element type `xf32`"),
+    so running a function with a rank-0 argument failed until its inputs were retyped."""
+    from support import compile_for, lens_in_process
+
+    from app.input_defaults import default_inputs
+    from engine.runtime.vmfb.module import open_vmfb
+
+    source = tmp_path / "rank0.mlir"
+    source.write_text(RANK0_SCALE)
+    vmfb = compile_for(source, tmp_path / "rank0.vmfb", "llvm-cpu")
+    defaults = default_inputs(open_vmfb(vmfb), "scale", "ones")
+    assert defaults == ("4xf32=1", "f32=1")
+    for inputs in (["4xf32=1 2 3 4", "f32=3"], ["4xf32=1 2 3 4", "xf32=3"]):
+        expected = iree_run_module(vmfb, "scale", inputs)
+        assert expected.returncode == 0, expected.stderr
+        assert expected.stdout.strip().endswith("4xf32=3 6 9 12")
+        for engine in ("reference", "debug"):
+            args = [f"--input={i}" for i in inputs]
+            proc = lens_in_process("run", str(vmfb), "--function=scale", f"--engine={engine}", *args)
+            assert proc.returncode == 0, proc.stderr
+            assert proc.stdout == expected.stdout, (engine, inputs)
+    assert parse_tensor("xi32=7").shape == () and parse_tensor("xi32=7").array.tolist() == 7

@@ -79,10 +79,12 @@ def split_cconv(cconv: str) -> tuple[str, str]:
 
 
 def _parse_shape_and_type(metadata: str) -> tuple[tuple[int, ...], ElementType]:
-    parts = metadata.strip().split("x")
+    # As iree_hal_parse_shape_and_element_type: the type follows the last ``x``; an empty shape (``i32``,
+    # or ``xi32`` as a rank-0 shape joined naively) is rank 0.
+    shape_text, _, type_text = metadata.strip().rpartition("x")
     try:
-        element_type = et.parse_element_type(parts[-1])
-        shape = tuple(int(p) for p in parts[:-1])
+        element_type = et.parse_element_type(type_text)
+        shape = tuple(int(p) for p in shape_text.split("x")) if shape_text else ()
     except ValueError as e:
         raise InputError(f"invalid shape and element type `{metadata}`: {e}") from None
     if any(d < 0 for d in shape):

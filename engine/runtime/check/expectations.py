@@ -23,6 +23,7 @@ from engine.errors import LensError
 from engine.runtime import element_types as et
 from engine.runtime.element_types import ElementType
 from engine.runtime.function_io import Tensor, format_tensor
+from engine.runtime.hal.constants import format_shape_and_type
 
 # What the compiler passes when ``check.expect_almost_eq`` is written without tolerances (CheckOps.td).
 DEFAULT_ATOL = 1e-4
@@ -153,7 +154,7 @@ def format_operand(operand: Operand) -> str:
     dtype = element_type.dtype
     if element_type.bit_count % 8 or dtype.itemsize * count != operand.data.size:
         # Sub-byte or odd-sized types: show the raw bytes.
-        return f"{'x'.join(map(str, shape))}x{element_type.name}=<{operand.data.tobytes().hex()}>"
+        return f"{format_shape_and_type(shape, element_type.name)}=<{operand.data.tobytes().hex()}>"
     array = operand.data.view(dtype).reshape(shape)
     return format_tensor(Tensor(array, element_type), FORMAT_MAX_ELEMENTS)
 

@@ -293,8 +293,7 @@ class HalBufferView:
         return raw.view(dtype).reshape(self.shape)
 
     def describe(self) -> str:
-        dims = "x".join(str(d) for d in self.shape)
-        return f"{dims}x{self.element.name}" if dims else self.element.name
+        return c.format_shape_and_type(self.shape, self.element.name)
 
     def checkpoint(self, keep: KeepBytes) -> None:
         return None  # shape and type never change; the bytes are the buffer's

@@ -169,3 +169,8 @@ def _match(value: str, pattern: str) -> bool:
 def format_shape(shape: tuple[int, ...] | list[int]) -> str:
     """``iree_hal_format_shape``: dims joined by ``x`` (empty for a scalar)."""
     return "x".join(str(int(d)) for d in shape)
+
+
+def format_shape_and_type(shape: tuple[int, ...] | list[int], element_type: str) -> str:
+    """``2x3xf32``, or ``i32`` for rank 0, as ``iree_hal_buffer_view_format`` writes a tensor's head."""
+    return f"{format_shape(shape)}x{element_type}" if len(shape) else element_type
