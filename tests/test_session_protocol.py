@@ -49,6 +49,7 @@ COMMANDS = [
 QUERIES = [
     p.ReadRegisters(1),
     p.ReadGlobals(),
+    p.ReadGlobalBuffer(3),
     p.ReadFrames(),
     p.ReadDispatch(),
     p.ReadBinding(1),
@@ -84,6 +85,8 @@ ANSWERS = [
     p.DispatchBenchmark(p.BenchmarkDispatch(), 1e-3, 2e-3),
     p.Disassembly(p.ReadDisassembly("main"), "main", ((0, "vm.return"),)),
     p.ModuleFile(p.ReadModuleFile("x.vmfb"), "/tmp/x.vmfb", np.arange(8, dtype=np.uint8)),
+    p.Globals(p.ReadGlobals(), b"", ("!hal.buffer",), (p.GlobalVariable("state", "ref", 0, "!hal.buffer", 32, "8xf32"),), "n"),
+    p.GlobalBuffer(p.ReadGlobalBuffer(0), "state", U8, "bytes"),
 ]
 EVENTS = [
     p.Opened("/tmp/x.vmfb", ("main",), "local-sync"),

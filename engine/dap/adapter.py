@@ -64,6 +64,7 @@ from engine.session.protocol import (
     Event,
     Failed,
     Finished,
+    GlobalVariable,
     Opened,
     Query,
     ReadBinding,
@@ -590,6 +591,9 @@ class DebugAdapter:
 
     def _global_variables(self) -> list[dict[str, Any]]:
         answer = self._ask(ReadGlobals())
+        if answer.variables:  # named by the compilation's VM phase: each global once, by its name
+            return [{"name": f"@{v.name}", "value": _global_value(v), "type": v.tensor_type or v.kind,
+                     "variablesReference": 0} for v in answer.variables]  # fmt: skip
         data = bytes(answer.rwdata)
         out = []
         for offset in range(0, len(data) - len(data) % 4, 4):
@@ -847,6 +851,13 @@ def function_breakpoint(name: str) -> Breakpoint:
     if target.isdigit():
         return Breakpoint(BreakpointKind.DISPATCH, ordinal=int(target), when=when)
     return Breakpoint(BreakpointKind.DISPATCH, dispatch=target, when=when)
+
+
+def _global_value(v: GlobalVariable) -> str:
+    """A named global's value: a number, or its ref's description with a buffer's size and tensor type."""
+    if v.byte_length is None:
+        return v.value
+    return f"{v.value} ({v.byte_length} bytes{', ' + v.tensor_type if v.tensor_type else ''})"
 
 
 def memory_reference(info: DispatchInfo, index: int) -> str:

@@ -63,6 +63,7 @@ from engine.session.protocol import (
     Finished,
     FrameInfo,
     Frames,
+    GlobalBuffer,
     Globals,
     Location,
     Log,
@@ -75,6 +76,7 @@ from engine.session.protocol import (
     ReadBindings,
     ReadDispatch,
     ReadFrames,
+    ReadGlobalBuffer,
     ReadGlobals,
     ReadRegisters,
     ReadTensors,
@@ -92,6 +94,7 @@ from engine.session.protocol import (
     TensorRef,
     Tensors,
 )
+from engine.session.session_globals import GlobalsError, SessionGlobals
 from engine.session.undefined_bytes import UndefinedBytesWatch
 from engine.substitute.live import LiveSubstitutions
 from engine.substitute.session_queries import answer as answer_substitution
@@ -111,6 +114,7 @@ class DebugSession:
         self._initializer_pending = False
         self._initializer_started = False
         self._opened_with: Open | None = None
+        self.globals: SessionGlobals | None = None  # the opened module's globals, made at the first question
         self._result_kinds = ""
         self._results_text = True  # the current call's ``Call.results_text``
         self.run = ParkedRun()  # the run thread, parked inside a dispatch while the command loop serves
@@ -144,6 +148,7 @@ class DebugSession:
         self._queries: dict[type[Query], Callable[[Any], Answer]] = {
             ReadRegisters: lambda q: Registers(q, self._registers(q.depth)),
             ReadGlobals: self._globals,
+            ReadGlobalBuffer: self._global_buffer,
             ReadFrames: lambda q: Frames(q, self._frames()),
             ReadDispatch: lambda q: PausedDispatch(q, self._dispatch_info()),
             ReadBinding: lambda q: BindingBytes(q, q.index, self._binding(q.index)),
@@ -207,6 +212,7 @@ class DebugSession:
     def _on_open(self, command: Open) -> None:
         self.abandon_run()
         self._opened_with = command
+        self.globals = None  # the new module's, made at the first question
         if self.sources is not None:  # the previous module's rebuild is of no use now
             self.sources.close()
         parameters = ParameterArchives.open_given(command.parameters)
@@ -651,8 +657,19 @@ class DebugSession:
         return RegisterFile(tuple(int(w) for w in frame.i), tuple(describe_ref(r) for r in frame.r))
 
     def _globals(self, query: ReadGlobals) -> Globals:
-        instance = self._need_runner().context.main
-        return Globals(query, bytes(instance.rwdata), tuple(describe_ref(r) for r in instance.global_refs))
+        return self._need_globals().answer(query)
+
+    def _global_buffer(self, query: ReadGlobalBuffer) -> GlobalBuffer:
+        try:
+            return self._need_globals().buffer(query, copy=self.copy_answers)
+        except GlobalsError as e:
+            raise DebugRunError(str(e)) from None
+
+    def _need_globals(self) -> SessionGlobals:
+        runner = self._need_runner()
+        if self.globals is None:
+            self.globals = SessionGlobals(self._opened_with.module_path, runner.context.main)
+        return self.globals
 
     # -- the paused dispatch (served while the run thread is parked)
 

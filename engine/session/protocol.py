@@ -457,6 +457,13 @@ class ReadGlobals(Query):
 
 
 @dataclass(frozen=True)
+class ReadGlobalBuffer(Query):
+    """The bytes of ref global ``ordinal`` now (a buffer or buffer view), typed when its tensor type is known."""
+
+    ordinal: int
+
+
+@dataclass(frozen=True)
 class ReadFrames(Query):
     """The call stack (outermost first)."""
 
@@ -748,11 +755,35 @@ class Registers(Answer):
 
 
 @dataclass(frozen=True)
+class GlobalVariable:
+    """One global of the main module by the name its compilation gave it (``engine.runtime.vm.global_names``)."""
+
+    name: str
+    kind: str  # "ref", or the primitive type: i32, i64, f32, f64
+    index: int  # the ref ordinal, or the byte offset in .rwdata
+    value: str  # the value now: a number, or the ref's description
+    byte_length: int | None = None  # a buffer's (or buffer view's) bytes, readable with ReadGlobalBuffer
+    tensor_type: str = ""  # the tensor a buffer holds (8xf32), when the program's flow phase says and it fits
+
+
+@dataclass(frozen=True)
 class Globals(Answer):
-    """The main module's ``.rwdata`` bytes and ref globals (descriptions)."""
+    """The main module's ``.rwdata`` bytes and ref globals (descriptions); ``variables`` by name when the
+    compilation's VM phase names them, ``names_note`` where the names come from or why there are none."""
 
     rwdata: bytes
     refs: tuple[str, ...]
+    variables: tuple[GlobalVariable, ...] = ()
+    names_note: str = ""
+
+
+@dataclass(frozen=True)
+class GlobalBuffer(Answer):
+    """A ref global's bytes now: typed (``tensor.element_type``) when its tensor type is known, else uint8."""
+
+    name: str  # its name, or ``.refs[N]``
+    tensor: TensorRef
+    type_note: str  # the type and where it comes from, or why the bytes are untyped
 
 
 @dataclass(frozen=True)
@@ -954,6 +985,7 @@ class ModuleFile(Answer):
 ANSWERS: dict[type[Query], type[Answer]] = {
     ReadRegisters: Registers,
     ReadGlobals: Globals,
+    ReadGlobalBuffer: GlobalBuffer,
     ReadFrames: Frames,
     ReadDispatch: PausedDispatch,
     ReadBinding: BindingBytes,

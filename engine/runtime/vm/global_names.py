@@ -1,0 +1,150 @@
+"""The names of a module's globals, read from the VM phase snapshot of its compilation, and the tensor type of
+each buffer global the flow phase declares as a tensor.
+
+A ``.vmfb`` keeps no global names: the bytecode says ``vm.global.load.ref .refs[3]`` and no more. The
+compiler's VM phase (``<module>.12.vm.mlir``, written by ``--dump-compilation-phases-to`` and by IREE Lens's
+compile) declares them, and IREE's serializer numbers them from that IR's order (``VM/Analysis/
+OrdinalAnalysis.cpp``): ref globals by position; i32/f32 globals then i64/f64 ones packed into ``.rwdata``,
+each naturally aligned. Between that phase and the bytes only pseudo-ops are rewritten. The names are used
+only when the counts the module records (``ModuleStateDef``: ref count, rwdata bytes) equal the snapshot's;
+a snapshot of another build says so instead.
+
+A buffer global holds the bytes of a tensor global of the program (``util.global @state : tensor<8xf32>``
+keeps its name through stream and HAL); its type is taken from the flow phase, the last one where globals are
+tensors, and only when the type is static, has no encoding (a data-tiled constant is laid out otherwise) and
+its byte size equals the buffer's. Otherwise the buffer is bytes, said.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PRIMITIVE_SIZES = {"i32": 4, "f32": 4, "i64": 8, "f64": 8}
+
+_VM_GLOBAL = re.compile(r"^\s*vm\.global\.(?P<kind>ref|i32|i64|f32|f64)\s(?P<rest>.*)$")
+_UTIL_GLOBAL = re.compile(r"^\s*util\.global\s(?P<rest>.*)$")
+_SYMBOL = re.compile(r'@(?P<name>"(?:[^"\\]|\\.)*"|[\w$.\-]+)')
+_TENSOR = re.compile(r":\s*tensor<(?P<body>[^<>]*)>\s*$")
+
+
+@dataclass(frozen=True)
+class NamedGlobal:
+    """One global of the module as its compilation declared it."""
+
+    name: str
+    kind: str  # "ref", or the primitive type: i32, i64, f32, f64
+    index: int  # the ref ordinal, or the byte offset in .rwdata
+    type_text: str  # the declared type: !vm.ref<!hal.buffer>, i32, ...
+
+
+@dataclass(frozen=True)
+class GlobalNames:
+    """The names of a module's globals, or why there are none (``note``)."""
+
+    globals: tuple[NamedGlobal, ...] = ()
+    note: str = ""  # where the names come from, or why the module's globals have none
+    tensor_types: dict[str, str] = field(default_factory=dict)  # a ref global's name -> its tensor (8xf32)
+
+
+def _symbol(rest: str) -> str | None:
+    m = _SYMBOL.search(rest)
+    if m is None:
+        return None
+    name = m["name"]
+    return name[1:-1] if name.startswith('"') else name
+
+
+def declared_globals(vm_text: str) -> Iterator[tuple[str, str, str]]:
+    """(kind, name, type) of each ``vm.global.*`` declaration of a VM phase text, in IR order."""
+    for line in vm_text.splitlines():
+        if "vm.global." not in line[:40]:
+            continue
+        m = _VM_GLOBAL.match(line)
+        if m is None:
+            continue
+        name = _symbol(m["rest"])
+        if name is not None:
+            yield m["kind"], name, m["rest"].rpartition(" : ")[2].strip()
+
+
+def number_globals(declared: list[tuple[str, str, str]]) -> tuple[tuple[NamedGlobal, ...], int, int]:
+    """The globals with IREE's ordinals (OrdinalAnalysis), the ref count and the .rwdata byte count."""
+    named: list[NamedGlobal] = []
+    refs = 0
+    by_size: dict[int, list[tuple[str, str, str]]] = {}
+    for kind, name, type_text in declared:
+        if kind == "ref":
+            named.append(NamedGlobal(name, kind, refs, type_text))
+            refs += 1
+        else:
+            by_size.setdefault(PRIMITIVE_SIZES[kind], []).append((kind, name, type_text))
+    offset = end = 0
+    for size in sorted(by_size):
+        offset = -(-offset // size) * size  # naturally aligned
+        for kind, name, type_text in by_size[size]:
+            named.append(NamedGlobal(name, kind, offset, type_text))
+            offset += size
+            end = max(end, offset)
+    return tuple(named), refs, end
+
+
+def flow_tensor_types(flow_text: str) -> dict[str, str]:
+    """``name -> 8xf32`` for each ``util.global`` the flow phase declares as a static tensor without encoding."""
+    types: dict[str, str] = {}
+    for line in flow_text.splitlines():
+        if "util.global " not in line[:30]:
+            continue
+        m = _UTIL_GLOBAL.match(line)
+        if m is None:
+            continue
+        name, typed = _symbol(m["rest"]), _TENSOR.search(m["rest"])
+        if name is None or typed is None:
+            continue
+        body = typed["body"]
+        if "," in body or "?" in body or "#" in body:
+            continue  # an encoding (a data-tiled layout) or a dynamic shape: its bytes are not this type's
+        types[name] = body
+    return types
+
+
+def phase_snapshot(module_path: str | Path, phase: str) -> Path | None:
+    """The ``*.<phase>.mlir`` snapshot in the folder of ``module_path`` (IREE Lens's compile output,
+    ``iree-lens phases``, a ``--dump-compilation-phases-to`` folder holding the .vmfb); one named after the
+    module's stem first when the folder holds several."""
+    folder = Path(module_path).parent
+    found = sorted(folder.glob(f"*.{phase}.mlir"))
+    stem = Path(module_path).stem
+    mine = [p for p in found if p.name.startswith(f"{stem}.")]
+    if len(mine) == 1:
+        return mine[0]
+    return found[0] if len(found) == 1 else None
+
+
+def read_global_names(module_path: str | Path, ref_count: int, byte_count: int) -> GlobalNames:
+    """The names of the globals of the module at ``module_path`` (whose ``ModuleStateDef`` records
+    ``ref_count`` refs and ``byte_count`` .rwdata bytes), from the VM phase snapshot beside it."""
+    vm_phase = phase_snapshot(module_path, "vm")
+    if vm_phase is None:
+        return GlobalNames(note="names unknown: a .vmfb keeps none, and no VM phase snapshot (*.vm.mlir) is beside it "
+                                "(compile the program in IREE Lens, or with --dump-compilation-phases-to)")  # fmt: skip
+    try:
+        declared = list(declared_globals(vm_phase.read_text(errors="replace")))
+    except OSError as e:
+        return GlobalNames(note=f"names unknown: {vm_phase} cannot be read ({e.strerror or e})")
+    named, refs, rwdata = number_globals(declared)
+    if (refs, rwdata) != (ref_count, byte_count):
+        return GlobalNames(
+            note=f"names unknown: {vm_phase.name} declares {refs} ref globals and {rwdata} bytes of others, the "
+            f"module has {ref_count} and {byte_count}: a snapshot of another build"
+        )
+    tensor_types: dict[str, str] = {}
+    flow_phase = phase_snapshot(module_path, "flow")
+    if flow_phase is not None:
+        try:
+            tensor_types = flow_tensor_types(flow_phase.read_text(errors="replace"))
+        except OSError:
+            tensor_types = {}
+    return GlobalNames(named, f"names from {vm_phase}", tensor_types)

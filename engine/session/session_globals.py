@@ -1,0 +1,105 @@
+"""The main module's globals as a debug session answers them: by the names its compilation gave them
+(``engine.runtime.vm.global_names``), each with its value now, and a buffer global's bytes, typed when the
+program declares the tensor it holds. State lives across calls (a KV cache, a step counter), so this is what
+a stateful program's user looks at between calls as much as at a stop.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+from engine.dispatch.tensor_types import RAW, TensorType
+from engine.runtime.hal.buffers import HalBuffer, HalBufferView
+from engine.runtime.vm.context import ModuleInstance
+from engine.runtime.vm.global_names import GlobalNames, NamedGlobal, read_global_names
+from engine.runtime.vm.trace import describe_ref
+from engine.session.protocol import (
+    GlobalBuffer,
+    Globals,
+    GlobalVariable,
+    ReadGlobalBuffer,
+    ReadGlobals,
+    TensorRef,
+)
+
+_FORMATS = {"i32": "<i", "i64": "<q", "f32": "<f", "f64": "<d"}
+
+
+class GlobalsError(Exception):
+    """A global that cannot be read as asked (no such ordinal, not a buffer)."""
+
+
+def _buffer_of(ref: object) -> HalBuffer | None:
+    if isinstance(ref, HalBufferView):
+        return ref.buffer
+    return ref if isinstance(ref, HalBuffer) else None
+
+
+class SessionGlobals:
+    """The globals of ``instance`` (the module opened from ``module_path``); names read at the first question."""
+
+    def __init__(self, module_path: str, instance: ModuleInstance):
+        self._module_path = module_path
+        self._instance = instance
+        self._names: GlobalNames | None = None
+
+    @property
+    def names(self) -> GlobalNames:
+        if self._names is None:
+            instance = self._instance
+            self._names = read_global_names(self._module_path, len(instance.global_refs), len(instance.rwdata))
+        return self._names
+
+    def answer(self, query: ReadGlobals) -> Globals:
+        instance = self._instance
+        refs = tuple(describe_ref(r) for r in instance.global_refs)
+        names = self.names
+        variables = tuple(self._variable(g, refs) for g in names.globals)
+        return Globals(query, bytes(instance.rwdata), refs, variables, names.note)
+
+    def _variable(self, named: NamedGlobal, refs: tuple[str, ...]) -> GlobalVariable:
+        if named.kind != "ref":
+            (value,) = struct.unpack_from(_FORMATS[named.kind], self._instance.rwdata, named.index)
+            text = f"{value:.9g}" if named.kind == "f32" else repr(value) if named.kind == "f64" else str(value)
+            return GlobalVariable(named.name, named.kind, named.index, text)
+        buffer = _buffer_of(self._instance.global_refs[named.index])
+        length = None if buffer is None else int(buffer.byte_length)
+        return GlobalVariable(named.name, "ref", named.index, refs[named.index], length,
+                              self.names.tensor_types.get(named.name, ""))  # fmt: skip
+
+    def buffer(self, query: ReadGlobalBuffer, copy: bool = True) -> GlobalBuffer:
+        """The bytes of ref global ``query.ordinal`` now, typed by the flow phase's tensor when they fit it."""
+        refs = self._instance.global_refs
+        if not 0 <= query.ordinal < len(refs):
+            raise GlobalsError(f"no ref global {query.ordinal}: the module has {len(refs)}")
+        named = {g.index: g.name for g in self.names.globals if g.kind == "ref"}
+        name = named.get(query.ordinal, f".refs[{query.ordinal}]")
+        buffer = _buffer_of(refs[query.ordinal])
+        if buffer is None:
+            raise GlobalsError(f"{name} holds {describe_ref(refs[query.ordinal])}, not a buffer")
+        data = buffer.read_view(0, buffer.byte_length)
+        data = np.array(data, copy=True) if copy else data
+        declared = self.names.tensor_types.get(name, "")
+        array, element, note = self._typed(data, name, declared)
+        return GlobalBuffer(query, name, TensorRef(array.shape, array.dtype.str, element, array=array), note)
+
+    def _typed(self, data: np.ndarray, name: str, declared: str) -> tuple[np.ndarray, str, str]:
+        """(array, element type, what it is): the bytes as ``declared`` when they are that tensor's, else
+        the bytes, with the reason."""
+        if not declared:
+            why = self.names.note if not self.names.globals else "the program declares no static tensor of this name"
+            return data, RAW, f"{data.size} bytes, untyped: {why}"
+        try:
+            tensor_type = TensorType.parse(declared, source="flow")
+            fits = tensor_type.byte_length == data.size
+        except ValueError:
+            return data, RAW, f"{data.size} bytes, untyped: the program declares @{name} as {declared}, not read here"
+        if not fits:
+            # Larger: IREE packs the program's constants into one buffer named after one of them.
+            held = "more (IREE packs constants together)" if data.size > tensor_type.byte_length else "another layout"
+            return data, RAW, (f"{data.size} bytes, untyped: the program declares @{name} as {declared} "
+                               f"({tensor_type.byte_length} bytes); this buffer holds {held}")  # fmt: skip
+        array = data.view(tensor_type.dtype).reshape(tensor_type.shape)
+        return array, tensor_type.element, f"{declared}, as the program declares @{name} (its flow phase)"

@@ -1,0 +1,173 @@
+"""A debug session's globals by the names the program gave them, with their values, against IREE's runtime.
+
+A stateful program (``session_programs/stateful.mlir``: a tensor global and i32/f32/i64 globals, each call
+updates and returns them) is compiled with its phase snapshots; IREE's runtime calls it in one context and
+its results are what the globals hold after each call.
+"""
+
+from __future__ import annotations
+
+import queue
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from support import lens_in_process
+from support.session import PROGRAMS
+
+from engine.session.debug_session import DebugSession
+from engine.session.inprocess import InProcessSession
+from engine.session.protocol import (
+    Call,
+    Continue,
+    Failed,
+    Finished,
+    GlobalBuffer,
+    Globals,
+    Log,
+    Open,
+    Opened,
+    ReadGlobalBuffer,
+    ReadGlobals,
+    Reverse,
+    ReverseMode,
+    Stopped,
+)
+from engine.session.timetravel_session import TimeTravelSession
+
+X = "8xf32=0 1 2 3 4 5 6 7"
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory) -> Path:
+    """The stateful program compiled by ``iree-lens phases``: the .vmfb beside its phase snapshots."""
+    out = tmp_path_factory.mktemp("stateful")
+    proc = lens_in_process("phases", str(PROGRAMS / "stateful.mlir"), f"--out={out}")
+    assert proc.returncode == 0, proc.stderr
+    (vmfb,) = out.glob("*.vmfb")
+    return vmfb
+
+
+def _iree_results(vmfb: Path, calls: int) -> list[tuple]:
+    import iree.runtime as rt
+
+    ctx = rt.SystemContext(config=rt.Config("local-sync"))
+    ctx.add_vm_module(rt.VmModule.copy_buffer(ctx.instance, vmfb.read_bytes()))
+    x = np.arange(8, dtype=np.float32)
+    out = []
+    for _ in range(calls):
+        state, count, scale, big = ctx.modules.module["accumulate"](x)
+        out.append((np.asarray(state).copy(), int(count), float(scale), int(big)))
+    return out
+
+
+class Driver:
+    def __init__(self, session_type=DebugSession):
+        self.events: queue.Queue = queue.Queue()
+        self.session = InProcessSession(session_type, self.events.put)
+
+    def ask(self, command, kind):
+        self.session.send(command)
+        while isinstance(event := self.events.get(timeout=120), Log):
+            pass
+        assert not isinstance(event, Failed) and isinstance(event, kind), event
+        return event
+
+    def close(self):
+        self.session.close()
+
+
+def test_globals_are_named_and_hold_what_iree_returns_after_each_call(compiled):
+    expected = _iree_results(compiled, 2)
+    d = Driver()
+    try:
+        d.ask(Open(str(compiled)), Opened)
+        for state, count, scale, big in expected:
+            d.ask(Call("accumulate", (X,)), Finished)
+            g = d.ask(ReadGlobals(), Globals)
+            assert "names from" in g.names_note and g.names_note.endswith(".vm.mlir")
+            by_name = {v.name: v for v in g.variables}
+            assert by_name["calls"].kind == "i32" and by_name["calls"].value == str(count)
+            assert float(by_name["scale"].value) == scale
+            assert by_name["big"].kind == "i64" and by_name["big"].value == str(big)
+            held = by_name["state"]
+            assert (held.kind, held.byte_length, held.tensor_type) == ("ref", 32, "8xf32")
+            assert g.refs[held.index] == held.value  # the same ordinal as the unnamed list
+            b = d.ask(ReadGlobalBuffer(held.index), GlobalBuffer)
+            assert b.name == "state" and b.tensor.element_type == "f32" and "8xf32" in b.type_note
+            np.testing.assert_array_equal(b.tensor.to_numpy(), state)
+        not_a_buffer = next(v for v in g.variables if v.kind == "ref" and v.byte_length is None)
+        d.session.send(ReadGlobalBuffer(not_a_buffer.index))
+        while isinstance(event := d.events.get(timeout=60), Log):
+            pass
+        assert isinstance(event, Failed) and "not a buffer" in event.message and not_a_buffer.name in event.message
+    finally:
+        d.close()
+
+
+def test_a_reverse_step_shows_the_globals_of_that_moment(compiled):
+    """Time travel restores the globals: stepped back to the second call's entry, ``calls`` is 1 again."""
+    d = Driver(TimeTravelSession)
+    try:
+        d.ask(Open(str(compiled)), Opened)
+        d.ask(Call("accumulate", (X,)), Finished)
+        d.ask(Call("accumulate", (X,), stop_at_entry=True), Stopped)
+        d.ask(Continue(), Finished)
+        after = {v.name: v.value for v in d.ask(ReadGlobals(), Globals).variables}
+        assert after["calls"] == "2"
+        assert d.ask(Reverse(ReverseMode.CONTINUE), Stopped).reason == "history-start"
+        back = {v.name: v.value for v in d.ask(ReadGlobals(), Globals).variables}
+        assert back["calls"] == "1" and back["big"] == "14"
+    finally:
+        d.close()
+
+
+def test_no_snapshot_or_another_builds_snapshot_gives_no_names(compiled, tmp_path):
+    alone = tmp_path / "alone" / compiled.name
+    alone.parent.mkdir()
+    shutil.copy(compiled, alone)
+    other = tmp_path / "other"
+    other.mkdir()
+    shutil.copy(compiled, other / compiled.name)
+    vm_text = next(compiled.parent.glob("*.vm.mlir")).read_text()
+    # Another build: one ref global fewer than the module holds.
+    dropped = "\n".join(line for line in vm_text.splitlines() if "@state__timepoint :" not in line)
+    (other / next(compiled.parent.glob("*.vm.mlir")).name).write_text(dropped)
+    d = Driver()
+    try:
+        for path, says in ((alone, "no VM phase snapshot"), (other / compiled.name, "another build")):
+            d.ask(Open(str(path)), Opened)
+            d.ask(Call("accumulate", (X,)), Finished)
+            g = d.ask(ReadGlobals(), Globals)
+            assert g.variables == () and says in g.names_note, g.names_note
+            assert len(g.refs) == 5 and len(g.rwdata) == 16  # still there, unnamed
+            state = g.refs.index("!hal.buffer")
+            b = d.ask(ReadGlobalBuffer(state), GlobalBuffer)
+            assert b.tensor.element_type == "u8" and "untyped" in b.type_note and b.name == f".refs[{state}]"
+            np.testing.assert_array_equal(b.tensor.to_numpy().view(np.float32), np.arange(8, dtype=np.float32))
+    finally:
+        d.close()
+
+
+def test_the_dap_globals_scope_names_them(compiled):
+    """VS Code's Globals scope: each global by its name with its value at the entry of the first call (the
+    initial values the program declares), not ``rwdata[0]``/``ref3``."""
+    from support.dap import DapClient, lens_command
+
+    client = DapClient([*lens_command(), "dap"])
+    try:
+        client.request("initialize", {"adapterID": "iree-lens"})
+        client.request("launch", {"program": str(compiled), "function": "accumulate", "inputs": [X],
+                                  "device": "local-sync", "engine": "debug", "stopOnEntry": True})  # fmt: skip
+        client.wait_event("initialized")
+        client.request("configurationDone")
+        assert client.stopped()["reason"] == "entry"
+        scopes = client.request("scopes", {"frameId": 1})["body"]["scopes"]
+        scope = next(s for s in scopes if s["name"] == "Globals")
+        variables = client.request("variables", {"variablesReference": scope["variablesReference"]})["body"]
+        values = {v["name"]: (v["value"], v["type"]) for v in variables["variables"]}
+        assert values["@calls"] == ("0", "i32") and values["@scale"] == ("2.5", "f32") and values["@big"] == ("7", "i64")
+        assert values["@state"] == ("!hal.buffer (32 bytes, 8xf32)", "8xf32")
+    finally:
+        client.close()
