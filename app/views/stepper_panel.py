@@ -63,8 +63,10 @@ from engine.session.protocol import (
     Crashed,
     Failed,
     Finished,
+    GlobalBuffer,
     Globals,
     Opened,
+    ReadGlobalBuffer,
     ReadGlobals,
     ReadRegisters,
     Registers,
@@ -349,6 +351,7 @@ class StepperPanel(QWidget):
         self.call_stack = CallStackView(self)
         self.call_stack.frameSelected.connect(self.select_frame)
         self.globals_view = GlobalsView(self)
+        self.globals_view.bufferRequested.connect(lambda ordinal: self.bridge.evaluate(ReadGlobalBuffer(ordinal)))
         self.breakpoints_view = BreakpointsView(self)
         self.breakpoints_view.addRequested.connect(self.bridge.add_breakpoint)
         self.breakpoints_view.removeRequested.connect(self.bridge.remove_breakpoint)
@@ -737,6 +740,7 @@ class StepperPanel(QWidget):
         self.call_stack.set_frames(())
         self.output.appendPlainText(event.results_text.rstrip() or f"{event.function}: no results")
         self.status_label.setText(f"Finished {event.function}  (recorded: Ctrl+Shift+F11 steps back, or click the timeline)")
+        self.bridge.evaluate(ReadGlobals())  # what the call left in the module's state (the next call starts there)
 
     def _on_failed(self, event: Failed) -> None:
         refused = self.bridge.state == "stopped" or (self.bridge.state == "idle" and self.bridge.can_reverse)
@@ -789,8 +793,25 @@ class StepperPanel(QWidget):
     def _on_answer(self, answer: Answer) -> None:
         if isinstance(answer, Globals):
             self.globals_view.set_globals(answer)
+        elif isinstance(answer, GlobalBuffer):
+            self._show_global_buffer(answer)
         elif isinstance(answer, Registers):
             self.registers.set_registers(answer.registers, compare=False)
+
+    def _show_global_buffer(self, answer: GlobalBuffer) -> None:
+        """A buffer global's bytes now, in the tensor inspector (typed when the program declares its tensor;
+        bytes otherwise, which the inspector's Type box can read as a type)."""
+        from app.views.tensor_inspector import InspectedTensor, TensorInspector
+
+        inspector = TensorInspector()
+        inspector.setObjectName("globalInspector")
+        where = self.status_label.text().split("  ")[0]  # the moment: "Finished main", "Stopped at ..."
+        tensor = answer.tensor
+        typed = tensor.element_type not in ("", "u8")
+        type_text = "x".join([*map(str, tensor.shape), tensor.element_type]) if typed else ""
+        inspector.set_tensors([InspectedTensor(f"@{answer.name} ({where})", tensor.to_numpy(), type_text)])
+        self.services.open_document(inspector, f"@{answer.name}")
+        self.services.messages.info(f"@{answer.name}: {answer.type_note} ({where})")
 
     def _on_progress(self, progress) -> None:
         """What a long run is doing (a few times a second): the dispatch it runs."""

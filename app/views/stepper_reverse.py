@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
 
 from app.views.action_strip import ActionStrip
 from app.views.run_timeline import RunTimeline
+from app.views.stepper_state import GLOBAL_PLACE_ROLE
 from engine.session.protocol import (
     Answer,
     BreakpointKind,
@@ -161,6 +162,9 @@ class ReverseControls(QObject):
         module = getattr(self.panel.vmfb, "name", None)
         if module is None:
             return None
+        place = item.data(0, GLOBAL_PLACE_ROLE)  # a row named by the compilation
+        if place is not None:
+            return WatchGlobalRef(module, place[1]) if place[0] == "ref" else WatchGlobal(module, place[1], place[2])
         name = item.text(0)
         if m := _RWDATA.match(name):
             return WatchGlobal(module, int(m.group(1)), 4)

@@ -157,8 +157,20 @@ class CallStackView(QTreeWidget):
             self.frameSelected.emit(int(index))
 
 
+MAX_NAME_WIDTH = 170  # px: the Globals tab's name column at most
+# A named global row's place: ("ref", ordinal) or ("bytes", .rwdata offset, size).
+GLOBAL_PLACE_ROLE = Qt.ItemDataRole.UserRole + 1
+
+
+def _byte_size(kind: str) -> int:
+    return 8 if kind in ("i64", "f64") else 4
+
+
 class GlobalsView(QTreeWidget):
-    """Module globals: the ``rwdata`` bytes (as i32 words, hex) and the ``refs`` (descriptions)."""
+    """Module globals: by the names the compilation gave them when its VM phase is known (a buffer's row
+    opens its bytes when activated: double-click or Enter), then the ``rwdata`` bytes (as i32 words, hex) and the ``refs``."""
+
+    bufferRequested = Signal(int)  # the ordinal of a ref global holding a buffer, to inspect
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -167,11 +179,19 @@ class GlobalsView(QTreeWidget):
         self.setUniformRowHeights(True)
         self.setFont(monospace_font())
         self.value: Globals | None = None
+        self.itemActivated.connect(self._on_activated)
 
     def set_globals(self, value: Globals) -> None:
         self.value = value
         self.clear()
         data = bytes(value.rwdata)
+        if value.variables:
+            self._add_named(value, data)
+        elif value.names_note:
+            note = QTreeWidgetItem(self, [value.names_note])
+            note.setFirstColumnSpanned(True)
+            note.setForeground(0, QBrush(QColor(110, 110, 110)))
+            note.setToolTip(0, value.names_note)
         rw = QTreeWidgetItem(self, [f".rwdata ({len(data)} bytes)"])
         for off in range(0, len(data) - len(data) % 4, 4):
             (word,) = struct.unpack_from("<I", data, off)
@@ -181,5 +201,41 @@ class GlobalsView(QTreeWidget):
         for i, r in enumerate(refs):
             QTreeWidgetItem(rf, [f".refs[{i}]", str(r), ""])
         self.expandAll()
+        if value.variables:  # named: the ordinal lists are the same globals again, folded away
+            rw.setExpanded(False)
+            rf.setExpanded(False)
         for c in range(3):
             self.resizeColumnToContents(c)
+        # The compiler's long names (@__device_0_executable_0_...) would push the values out of a narrow
+        # dock: the name column is capped and elided (its tooltip has it whole).
+        self.setColumnWidth(0, min(self.columnWidth(0), MAX_NAME_WIDTH))
+
+    def _add_named(self, value: Globals, data: bytes) -> None:
+        named = QTreeWidgetItem(self, [f"by name ({len(value.variables)})"])
+        named.setToolTip(0, value.names_note)
+        # The program's own globals first; the compiler's (``__device_0``, ``__..._memoize_...``) after.
+        ordered = sorted(value.variables, key=lambda v: v.name.startswith("__"))
+        for v in ordered:
+            if v.kind == "ref":
+                where, hex_text = f".refs[{v.index}]", ""
+                shown = v.value
+                if v.byte_length is not None:
+                    kind = f", {v.tensor_type}" if v.tensor_type else ""
+                    shown = f"{v.value}, {v.byte_length} bytes{kind} (double-click or Enter: inspect)"
+            else:
+                size = _byte_size(v.kind)
+                where = f".rwdata[{v.index}] {v.kind}"
+                shown = v.value
+                hex_text = "0x" + data[v.index : v.index + size][::-1].hex()
+            item = QTreeWidgetItem(named, [f"@{v.name}", shown, hex_text])
+            item.setToolTip(0, f"@{v.name}: {where}")
+            # What "When did this change?" watches: the ref, or the global's bytes.
+            place = ("ref", v.index) if v.kind == "ref" else ("bytes", v.index, _byte_size(v.kind))
+            item.setData(0, GLOBAL_PLACE_ROLE, place)
+            if v.kind == "ref" and v.byte_length is not None:
+                item.setData(0, Qt.ItemDataRole.UserRole, v.index)
+
+    def _on_activated(self, item: QTreeWidgetItem) -> None:
+        ordinal = item.data(0, Qt.ItemDataRole.UserRole)
+        if ordinal is not None:
+            self.bufferRequested.emit(int(ordinal))

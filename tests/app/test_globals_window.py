@@ -1,0 +1,80 @@
+"""The stepper's Globals tab on a stateful program compiled with its phases: the globals by name with their
+values after each call, and a buffer global's bytes opened in the tensor inspector, typed as the program
+declares it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from support import lens_in_process
+from support.session import PROGRAMS
+
+TIMEOUT = 120_000
+X = "8xf32=0 1 2 3 4 5 6 7"
+
+
+@pytest.fixture(autouse=True)
+def state_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("IREE_LENS_STATE_DIR", str(tmp_path / "state"))
+
+
+def _named_rows(view) -> dict[str, tuple[str, object]]:
+    top = [view.topLevelItem(i) for i in range(view.topLevelItemCount())]
+    named = next((t for t in top if t.text(0).startswith("by name")), None)
+    if named is None:
+        return {}
+    rows = [named.child(k) for k in range(named.childCount())]
+    return {r.text(0): (r.text(1), r) for r in rows}
+
+
+def test_globals_by_name_after_each_call_and_a_buffer_inspected(make_main_window, qtbot, tmp_path):
+    from app.views.tensor_inspector import TensorInspector
+
+    proc = lens_in_process("phases", str(PROGRAMS / "stateful.mlir"), f"--out={tmp_path / 'out'}")
+    assert proc.returncode == 0, proc.stderr
+    (vmfb,) = (tmp_path / "out").glob("*.vmfb")
+    window = make_main_window()
+    panel = window.panels["stepper"]
+    with qtbot.waitSignal(panel.bridge.opened, timeout=TIMEOUT):
+        window.open_file(vmfb)
+    view = panel.globals_view
+    for calls in (1, 2):
+        with qtbot.waitSignal(panel.bridge.finished, timeout=TIMEOUT):
+            panel.bridge.call("accumulate", (X,))
+        qtbot.waitUntil(lambda c=calls: _named_rows(view).get("@calls", ("",))[0] == str(c), timeout=TIMEOUT)
+    rows = _named_rows(view)
+    assert rows["@big"][0] == "28" and rows["@scale"][0] == "39.0625"
+    assert "32 bytes, 8xf32" in rows["@state"][0]
+    view.itemActivated.emit(rows["@state"][1], 0)
+    found = lambda: [w for w in window.findChildren(TensorInspector) if w.objectName() == "globalInspector"]  # noqa: E731
+    qtbot.waitUntil(lambda: bool(found()), timeout=TIMEOUT)
+    inspector = found()[-1]
+    assert np.array_equal(inspector.array, 2 * np.arange(8, dtype=np.float32))
+    assert inspector.array.dtype == np.float32
+
+
+def test_when_did_a_named_global_change(make_main_window, qtbot, tmp_path):
+    """A named row watches its global: "When did this change?" on @calls after a call runs back to the
+    instruction that stored it."""
+    from engine.session.protocol import WatchGlobal, WatchGlobalRef
+
+    proc = lens_in_process("phases", str(PROGRAMS / "stateful.mlir"), f"--out={tmp_path / 'out'}")
+    assert proc.returncode == 0, proc.stderr
+    (vmfb,) = (tmp_path / "out").glob("*.vmfb")
+    window = make_main_window()
+    panel = window.panels["stepper"]
+    with qtbot.waitSignal(panel.bridge.opened, timeout=TIMEOUT):
+        window.open_file(vmfb)
+    with qtbot.waitSignal(panel.bridge.finished, timeout=TIMEOUT):
+        panel.bridge.call("accumulate", (X,))
+    view = panel.globals_view
+    qtbot.waitUntil(lambda: "@big" in _named_rows(view), timeout=TIMEOUT)
+    rows = _named_rows(view)
+    assert panel.reverse.watch_of(view, rows["@big"][1]) == WatchGlobal(panel.vmfb.name, 8, 8)
+    assert panel.reverse.watch_of(view, rows["@calls"][1]) == WatchGlobal(panel.vmfb.name, 0, 4)
+    state = panel.reverse.watch_of(view, rows["@state"][1])
+    assert isinstance(state, WatchGlobalRef) and view.value.refs[state.index] == "!hal.buffer"
+    with qtbot.waitSignal(panel.bridge.stopped, timeout=TIMEOUT):
+        panel.reverse.when_changed(WatchGlobal(panel.vmfb.name, 0, 4))
+    line = panel.listing.document().findBlockByNumber(panel.listing.current_line()).text()
+    assert "vm.global.store.i32" in line and ".rwdata[0]" in line, line
