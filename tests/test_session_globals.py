@@ -7,6 +7,7 @@ its results are what the globals hold after each call.
 
 from __future__ import annotations
 
+import json
 import queue
 import shutil
 from pathlib import Path
@@ -171,3 +172,26 @@ def test_the_dap_globals_scope_names_them(compiled):
         assert values["@state"] == ("!hal.buffer (32 bytes, 8xf32)", "8xf32")
     finally:
         client.close()
+
+
+def test_info_globals_in_a_debug_script(compiled, tmp_path):
+    """``info globals`` before the call (the initial values the program declares) and after it (IREE's
+    results); --json gives the same as records; the reference engine cannot read globals and says so."""
+    commands = tmp_path / "globals.cmds"
+    commands.write_text("info globals\ncontinue\ninfo globals\n")
+    args = ["debug", str(compiled), "--function=accumulate", f"--input={X}", f"--commands={commands}"]
+    proc = lens_in_process(*args)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "@calls = 0  (i32 .rwdata[0])" in lines and "@big = 7  (i64 .rwdata[8])" in lines
+    (state, count, scale, big) = _iree_results(compiled, 1)[0]
+    after = lines[lines.index("Finished accumulate") :]
+    assert f"@calls = {count}  (i32 .rwdata[0])" in after and f"@big = {big}  (i64 .rwdata[8])" in after
+    assert f"@scale = {scale:.9g}  (f32 .rwdata[4])" in after
+    assert any(line.startswith("@state = !hal.buffer, 32 bytes, 8xf32") for line in after)
+    proc = lens_in_process(*args, "--json")
+    records = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith('{"info": "globals"')]
+    assert len(records) == 2 and records[1]["names"].startswith("names from")
+    assert {g["name"]: g["value"] for g in records[1]["globals"]}["calls"] == str(count)
+    proc = lens_in_process(*args, "--engine=reference")
+    assert proc.returncode == 2 and "'info globals': the reference engine" in proc.stderr

@@ -213,9 +213,7 @@ class GlobalsView(QTreeWidget):
     def _add_named(self, value: Globals, data: bytes) -> None:
         named = QTreeWidgetItem(self, [f"by name ({len(value.variables)})"])
         named.setToolTip(0, value.names_note)
-        # The program's own globals first; the compiler's (``__device_0``, ``__..._memoize_...``) after.
-        ordered = sorted(value.variables, key=lambda v: v.name.startswith("__"))
-        for v in ordered:
+        for v in value.variables:
             if v.kind == "ref":
                 where, hex_text = f".refs[{v.index}]", ""
                 shown = v.value

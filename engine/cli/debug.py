@@ -25,6 +25,7 @@ import json
 import sys
 import textwrap
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -53,9 +54,11 @@ from engine.session.protocol import (
     Event,
     Failed,
     Finished,
+    Globals,
     Log,
     Opened,
     ReadDispatch,
+    ReadGlobals,
     ReadRegisters,
     RegisterFile,
     Registers,
@@ -90,6 +93,21 @@ SCRIPT_RULE = (
 _REVERSE_VERBS = ("reverse-step", "reverse-next", "reverse-finish", "reverse-continue")
 
 
+def globals_lines(answer: Globals) -> list[str]:
+    """``info globals`` as text: each global by name, else by ordinal with why."""
+    if answer.variables:
+        lines = []
+        for v in answer.variables:
+            where = f".refs[{v.index}]" if v.kind == "ref" else f"{v.kind} .rwdata[{v.index}]"
+            size = f", {v.byte_length} bytes{', ' + v.tensor_type if v.tensor_type else ''}" if v.byte_length is not None else ""
+            lines.append(f"@{v.name} = {v.value}{size}  ({where})")
+        return lines
+    data = bytes(answer.rwdata)
+    lines = [f"({answer.names_note})"] if answer.names_note else []
+    lines += [f".rwdata[{k}] = {int.from_bytes(data[k : k + 4], 'little', signed=True)}" for k in range(0, len(data) - 3, 4)]
+    return lines + [f".refs[{k}] = {r}" for k, r in enumerate(answer.refs)]
+
+
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "debug",
@@ -115,7 +133,8 @@ def add_parser(subparsers) -> None:
         "from a reference run beyond the tolerance: a capture bundle of iree-lens capture, or a module run "
         "on the debug engine with the same function and inputs; debug engine only); break function NAME; "
         "break pc FUNCTION:PC; continue; step [N]; next [N]; finish; reverse-step [N]; reverse-next [N]; "
-        "reverse-finish; reverse-continue; info registers; save-tensors DIR",
+        "reverse-finish; reverse-continue; info registers; info globals (the module's globals now, by the "
+        "names of the VM phase snapshot beside the module; debug engine only); save-tensors DIR",
     )
     p.add_argument(
         "--sources",
@@ -365,6 +384,8 @@ class Debugger:
             self._reverse(command)
         elif verb == "info registers":
             self._info_registers(command)
+        elif verb == "info globals":
+            self._info_globals(command)
         elif verb == "save-tensors":
             self._save_tensors(command)
 
@@ -511,6 +532,19 @@ class Debugger:
         refs = registers.ref
         lines = [f"i{k} = {v}" for k, v in enumerate(i32)] + [f"r{k} = {v}" for k, v in enumerate(refs)]
         self._print("\n".join(lines) if lines else "(no registers)")
+
+    def _info_globals(self, command: ScriptCommand) -> None:
+        """The module's globals now: they outlive a call (state kept between calls), so any time after open."""
+        self.client.send(ReadGlobals())
+        answer = self._next()
+        if not isinstance(answer, Globals):
+            self._error(command, f"{command.text!r}: {_event_message(answer)}")
+            return
+        if self.args.json:
+            self._print({"info": "globals", "names": answer.names_note, "rwdata": answer.rwdata.hex(),
+                         "refs": list(answer.refs), "globals": [asdict(v) for v in answer.variables]})  # fmt: skip
+            return
+        self._print("\n".join(globals_lines(answer)))
 
     def _failing_frame_registers(self, command: ScriptCommand) -> RegisterFile | None:
         """The registers of the frame the program failed in (the session keeps the failed call's frames)."""

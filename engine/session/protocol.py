@@ -769,7 +769,8 @@ class GlobalVariable:
 @dataclass(frozen=True)
 class Globals(Answer):
     """The main module's ``.rwdata`` bytes and ref globals (descriptions); ``variables`` by name when the
-    compilation's VM phase names them, ``names_note`` where the names come from or why there are none."""
+    compilation's VM phase names them (the program's own first, the compiler's ``__...`` after),
+    ``names_note`` where the names come from or why there are none."""
 
     rwdata: bytes
     refs: tuple[str, ...]

@@ -11,7 +11,7 @@
     break pc FUNCTION:PC                           # an instruction (PC decimal or 0x...)
     continue | step [N] | next [N] | finish        # run
     reverse-step [N] | reverse-next [N] | reverse-finish | reverse-continue   # run backwards (history)
-    info registers | save-tensors DIR
+    info registers | info globals | save-tensors DIR   # info globals: by name (with the VM phase beside)
 
 ``#`` starts a comment; blank lines are ignored. ``parse_script`` turns a text into ``ScriptCommand``s or
 raises ``ScriptError`` naming the line.
@@ -36,8 +36,8 @@ class ScriptError(LensError):
 
 @dataclass(frozen=True)
 class ScriptCommand:
-    """One line: ``verb`` is ``break``, ``continue``, ``step``, ``next``, ``finish``, ``info registers``
-    or ``save-tensors``; ``count`` for steps, ``breakpoint`` for breaks, ``path`` for save-tensors."""
+    """One line: ``verb`` is ``break``, ``continue``, ``step``, ``next``, ``finish``, ``info registers``,
+    ``info globals`` or ``save-tensors``; ``count`` for steps, ``breakpoint`` for breaks, ``path`` for save-tensors."""
 
     line: int
     verb: str
@@ -123,16 +123,16 @@ def parse_line(number: int, line: str) -> ScriptCommand | None:
             raise ValueError(f"{verb} takes no arguments")
         return ScriptCommand(number, verb, text=text)
     if verb == "info":
-        if rest != ["registers"]:
-            raise ValueError("info takes 'registers'")
-        return ScriptCommand(number, "info registers", text=text)
+        if rest not in (["registers"], ["globals"]):
+            raise ValueError("info takes 'registers' or 'globals'")
+        return ScriptCommand(number, f"info {rest[0]}", text=text)
     if verb == "save-tensors":
         if len(rest) != 1:
             raise ValueError("save-tensors takes one DIR")
         return ScriptCommand(number, "save-tensors", path=rest[0], text=text)
     raise ValueError(
         f"unknown command {verb!r} (break, continue, step, next, finish, reverse-step, reverse-next, "
-        "reverse-finish, reverse-continue, info registers, save-tensors)"
+        "reverse-finish, reverse-continue, info registers, info globals, save-tensors)"
     )
 
 
