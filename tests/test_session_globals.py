@@ -138,7 +138,7 @@ def test_no_snapshot_or_another_builds_snapshot_gives_no_names(compiled, tmp_pat
     d = Driver()
     try:
         for path, says in ((alone, "no VM phase snapshot"), (other / compiled.name, "another build")):
-            d.ask(Open(str(path)), Opened)
+            d.ask(Open(str(path), rebuild_sources=False), Opened)
             d.ask(Call("accumulate", (X,)), Finished)
             g = d.ask(ReadGlobals(), Globals)
             assert g.variables == () and says in g.names_note, g.names_note
@@ -195,3 +195,19 @@ def test_info_globals_in_a_debug_script(compiled, tmp_path):
     assert {g["name"]: g["value"] for g in records[1]["globals"]}["calls"] == str(count)
     proc = lens_in_process(*args, "--engine=reference")
     assert proc.returncode == 2 and "'info globals': the reference engine" in proc.stderr
+
+
+def test_a_module_alone_is_named_by_the_rebuild_of_its_program(compiled, tmp_path):
+    """A .vmfb without its phases beside it, whose program is where its debug locations say: the session's
+    rebuild (identical executables) has the VM phase, which names the globals."""
+    alone = tmp_path / compiled.name
+    shutil.copy(compiled, alone)
+    d = Driver()
+    try:
+        d.ask(Open(str(alone), wait_for_sources=True), Opened)
+        d.ask(Call("accumulate", (X,)), Finished)
+        g = d.ask(ReadGlobals(), Globals)
+        assert "names from" in g.names_note and str(tmp_path) not in g.names_note, g.names_note
+        assert {v.name: v.value for v in g.variables}["calls"] == "1"
+    finally:
+        d.close()

@@ -252,7 +252,8 @@ def _rebuild_or_reuse(
     if not found.found:
         return _none(f"the rebuild of {program.name} kept no executable sources")
     return ExecutableSources(found.interfaces, "rebuilt", str(program), found.files,
-                             f"rebuilt from {program} ({target}); executables identical to the module's")  # fmt: skip
+                             f"rebuilt from {program} ({target}); executables identical to the module's",
+                             str(out))  # fmt: skip
 
 
 # An llvm-cpu executable target as the module and IREE's dumped sources spell it (IREE resolves ``host`` to

@@ -121,6 +121,7 @@ class ExecutableSources:
     path: str | None = None
     files: dict[str, str] = field(default_factory=dict)  # export -> the source file that declares it
     note: str = ""  # how they were found, or why there are none
+    folder: str | None = None  # a rebuild's compile folder (its phase snapshots are there too)
 
     @property
     def found(self) -> bool:

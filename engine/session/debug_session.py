@@ -668,7 +668,9 @@ class DebugSession:
     def _need_globals(self) -> SessionGlobals:
         runner = self._need_runner()
         if self.globals is None:
-            self.globals = SessionGlobals(self._opened_with.module_path, runner.context.main)
+            sources = self.sources
+            rebuilt = lambda: sources.sources.folder if sources is not None else None  # noqa: E731
+            self.globals = SessionGlobals(self._opened_with.module_path, runner.context.main, rebuilt)
         return self.globals
 
     # -- the paused dispatch (served while the run thread is parked)

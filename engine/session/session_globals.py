@@ -7,6 +7,8 @@ a stateful program's user looks at between calls as much as at a stop.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
@@ -38,18 +40,26 @@ def _buffer_of(ref: object) -> HalBuffer | None:
 
 
 class SessionGlobals:
-    """The globals of ``instance`` (the module opened from ``module_path``); names read at the first question."""
+    """The globals of ``instance`` (the module opened from ``module_path``). Names are read at the first
+    question, from the module's folder, or from the folder of a rebuild of its program (``rebuilt()``: the
+    session's rebuild of the executables' sources, once it found them identical), read again when one comes."""
 
-    def __init__(self, module_path: str, instance: ModuleInstance):
-        self._module_path = module_path
+    def __init__(self, module_path: str, instance: ModuleInstance, rebuilt: Callable[[], str | None] = lambda: None):
+        self._module_path = Path(module_path)
         self._instance = instance
+        self._rebuilt = rebuilt
         self._names: GlobalNames | None = None
+        self._read_from: tuple[Path, ...] = ()
 
     @property
     def names(self) -> GlobalNames:
-        if self._names is None:
+        rebuilt = self._rebuilt()
+        folders = (self._module_path.parent, *((Path(rebuilt),) if rebuilt else ()))
+        if self._names is None or (not self._names.globals and folders != self._read_from):
             instance = self._instance
-            self._names = read_global_names(self._module_path, len(instance.global_refs), len(instance.rwdata))
+            self._names = read_global_names(list(folders), self._module_path.stem, len(instance.global_refs),
+                                            len(instance.rwdata))  # fmt: skip
+            self._read_from = folders
         return self._names
 
     def answer(self, query: ReadGlobals) -> Globals:

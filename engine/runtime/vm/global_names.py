@@ -110,41 +110,42 @@ def flow_tensor_types(flow_text: str) -> dict[str, str]:
     return types
 
 
-def phase_snapshot(module_path: str | Path, phase: str) -> Path | None:
-    """The ``*.<phase>.mlir`` snapshot in the folder of ``module_path`` (IREE Lens's compile output,
-    ``iree-lens phases``, a ``--dump-compilation-phases-to`` folder holding the .vmfb); one named after the
-    module's stem first when the folder holds several."""
-    folder = Path(module_path).parent
+def phase_snapshot(folder: Path, stem: str, phase: str) -> Path | None:
+    """The ``*.<phase>.mlir`` snapshot in ``folder`` (IREE Lens's compile output, ``iree-lens phases``, a
+    ``--dump-compilation-phases-to`` folder); the one named after the module's ``stem`` where it holds several."""
     found = sorted(folder.glob(f"*.{phase}.mlir"))
-    stem = Path(module_path).stem
     mine = [p for p in found if p.name.startswith(f"{stem}.")]
     if len(mine) == 1:
         return mine[0]
     return found[0] if len(found) == 1 else None
 
 
-def read_global_names(module_path: str | Path, ref_count: int, byte_count: int) -> GlobalNames:
-    """The names of the globals of the module at ``module_path`` (whose ``ModuleStateDef`` records
-    ``ref_count`` refs and ``byte_count`` .rwdata bytes), from the VM phase snapshot beside it."""
-    vm_phase = phase_snapshot(module_path, "vm")
-    if vm_phase is None:
-        return GlobalNames(note="names unknown: a .vmfb keeps none, and no VM phase snapshot (*.vm.mlir) is beside it "
-                                "(compile the program in IREE Lens, or with --dump-compilation-phases-to)")  # fmt: skip
-    try:
-        declared = list(declared_globals(vm_phase.read_text(errors="replace")))
-    except OSError as e:
-        return GlobalNames(note=f"names unknown: {vm_phase} cannot be read ({e.strerror or e})")
-    named, refs, rwdata = number_globals(declared)
-    if (refs, rwdata) != (ref_count, byte_count):
-        return GlobalNames(
-            note=f"names unknown: {vm_phase.name} declares {refs} ref globals and {rwdata} bytes of others, the "
-            f"module has {ref_count} and {byte_count}: a snapshot of another build"
-        )
-    tensor_types: dict[str, str] = {}
-    flow_phase = phase_snapshot(module_path, "flow")
-    if flow_phase is not None:
+def read_global_names(folders: list[Path], stem: str, ref_count: int, byte_count: int) -> GlobalNames:
+    """The names of the globals of a module (file stem ``stem``; its ``ModuleStateDef`` records ``ref_count``
+    refs and ``byte_count`` .rwdata bytes), from the first VM phase snapshot in ``folders`` (the module's own
+    folder, then a rebuild's) that agrees with those counts."""
+    notes = []
+    for folder in folders:
+        vm_phase = phase_snapshot(folder, stem, "vm")
+        if vm_phase is None:
+            continue
         try:
-            tensor_types = flow_tensor_types(flow_phase.read_text(errors="replace"))
+            declared = list(declared_globals(vm_phase.read_text(errors="replace")))
+        except OSError as e:
+            notes.append(f"{vm_phase} cannot be read ({e.strerror or e})")
+            continue
+        named, refs, rwdata = number_globals(declared)
+        if (refs, rwdata) != (ref_count, byte_count):
+            notes.append(f"{vm_phase.name} declares {refs} ref globals and {rwdata} bytes of others, the module has "
+                         f"{ref_count} and {byte_count}: a snapshot of another build")  # fmt: skip
+            continue
+        flow_phase = phase_snapshot(folder, stem, "flow")
+        try:
+            tensor_types = flow_tensor_types(flow_phase.read_text(errors="replace")) if flow_phase else {}
         except OSError:
             tensor_types = {}
-    return GlobalNames(named, f"names from {vm_phase}", tensor_types)
+        return GlobalNames(named, f"names from {vm_phase}", tensor_types)
+    if not notes:
+        notes.append("a .vmfb keeps none, and no VM phase snapshot (*.vm.mlir) is beside it (compile the program in "
+                     "IREE Lens, or with --dump-compilation-phases-to)")  # fmt: skip
+    return GlobalNames(note="names unknown: " + "; ".join(notes))
