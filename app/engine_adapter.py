@@ -21,8 +21,10 @@ from engine.runtime.vmfb.vke1 import read_vke1
 # -- disassembly -----------------------------------------------------------------------------------
 
 
-def function_listing(module: Any, function: Any) -> list[ListingLine]:
-    """The disassembly of ``function`` of ``module``: the text ``iree-dump-module`` prints, with pcs."""
+def function_listing(module: Any, function: Any, names: Any = None) -> list[ListingLine]:
+    """The disassembly of ``function`` of ``module``: the text ``iree-dump-module`` prints, with pcs; with
+    ``names`` (``engine.runtime.vm.global_names.GlobalNames``) a global access ends ``// @name``."""
+    from engine.runtime.vm.global_names import accessed_global
     from engine.runtime.vmfb.disassembler import FunctionDisassembler
 
     dis = FunctionDisassembler(module)
@@ -30,7 +32,9 @@ def function_listing(module: Any, function: Any) -> list[ListingLine]:
     text = list(dis.function_text(function))
     header = len(text) - len(structured) - 1  # export lines + the vm.func line; "}" closes
     out = [ListingLine(t) for t in text[:header]]
-    out += [ListingLine(t, line.pc) for t, line in zip(text[header:-1], structured)]
+    for t, line in zip(text[header:-1], structured):
+        name = accessed_global(names, line.instruction) if names is not None and names.globals else None
+        out.append(ListingLine(f"{t}  // @{name}" if name else t, line.pc))
     out.append(ListingLine(text[-1]))
     return out
 

@@ -40,10 +40,23 @@ def load_file(
     if suffix in SOURCE_SUFFIXES:
         compilation = compile_source(path, target=target, task=task)
         vmfb = compilation.vmfb_path
-        return LoadedModule(path=vmfb, module=open_module(vmfb), source=path, compilation=compilation)
+        module = open_module(vmfb)
+        return LoadedModule(vmfb, module, source=path, compilation=compilation, global_names=_names(vmfb, module))
     if suffix in MODULE_SUFFIXES or _looks_like_vmfb(path):
-        return LoadedModule(path=path, module=open_module(path))
+        module = open_module(path)
+        return LoadedModule(path=path, module=module, global_names=_names(path, module))
     raise UnsupportedFileError(f"cannot open {path.name}: expected a .vmfb module or an .mlir source")
+
+
+def _names(path: Path, module):
+    """The names of the module's globals from the VM phase beside it (here, on the worker: a large model's
+    snapshot is tens of MB); None when the module cannot say its counts."""
+    from engine.runtime.vm.global_names import names_beside
+
+    try:
+        return names_beside(path, module)
+    except Exception:  # a module the reader lists but cannot walk: no names, the disassembly as IREE's
+        return None
 
 
 def open_module(path: Path):

@@ -350,6 +350,7 @@ def executable_children(m: Any, x: Any) -> list[TreeNode]:
 # -- disassembly ---------------------------------------------------------------------------------
 
 
-def function_listing(module: Any, function: Any) -> list[ListingLine]:
-    """The disassembly of ``function`` as listing lines (runs on the worker)."""
-    return executable_details.function_listing(module, function)
+def function_listing(module: Any, function: Any, names: Any = None) -> list[ListingLine]:
+    """The disassembly of ``function`` as listing lines (runs on the worker); ``names``: the module's
+    ``GlobalNames``, which end each global access with ``// @name``."""
+    return executable_details.function_listing(module, function, names)

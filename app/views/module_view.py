@@ -301,6 +301,7 @@ class ModuleView(QWidget):
             function_listing,
             module,
             node.payload,
+            self.loaded.global_names if self.loaded else None,
             tag=DISASSEMBLY_TAG,
             on_result=lambda lines, n=node: self._show_listing(n, lines),
             on_error=self._show_listing_error,

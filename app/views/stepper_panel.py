@@ -117,6 +117,7 @@ class StepperPanel(QWidget):
         self.shown_ordinal: int | None = None
         self.selected_frame: int | None = None  # index in the stop's frames (0 = outermost)
         self._listings: dict[int, list] = {}
+        self._loaded: LoadedModule | None = None
         self._pending_restore = None
         self._failure_message = None  # the banner's "the run failed" while it is the present (Message)
         self._watching_window = False
@@ -682,6 +683,7 @@ class StepperPanel(QWidget):
 
     def _on_module(self, loaded: LoadedModule | None) -> None:
         self._listings.clear()
+        self._loaded = loaded
         self.vmfb = loaded.module if loaded is not None else None
         exports = getattr(self.vmfb, "exports", None) or []
         self.debug_initializer_action.setEnabled(any(e.name == INITIALIZER for e in exports))
@@ -926,7 +928,8 @@ class StepperPanel(QWidget):
 
         lines = self._listings.get(function.ordinal)
         if lines is None:
-            lines = self._listings[function.ordinal] = function_listing(self.vmfb, function)
+            names = self._loaded.global_names if self._loaded is not None else None
+            lines = self._listings[function.ordinal] = function_listing(self.vmfb, function, names)
         self.shown_function, self.shown_ordinal = name, function.ordinal
         self.function_title.setText(
             f"@{main}.{name}   (function #{function.ordinal}, {len(function.code)} bytes)"

@@ -37,6 +37,12 @@ def test_globals_by_name_after_each_call_and_a_buffer_inspected(make_main_window
     panel = window.panels["stepper"]
     with qtbot.waitSignal(panel.bridge.opened, timeout=TIMEOUT):
         window.open_file(vmfb)
+    # The disassembly names what each global access reads or writes (IREE's text, then "// @name").
+    panel.workbench.set_function("accumulate")
+    qtbot.waitUntil(lambda: "// @calls" in panel.listing.toPlainText(), timeout=TIMEOUT)
+    listing = panel.listing.toPlainText().splitlines()
+    assert any("vm.global.load.i32 .rwdata[0]  // @calls" in line for line in listing)
+    assert any(".refs[3] : !hal.buffer  // @state" in line for line in listing)
     view = panel.globals_view
     for calls in (1, 2):
         with qtbot.waitSignal(panel.bridge.finished, timeout=TIMEOUT):

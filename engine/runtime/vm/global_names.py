@@ -120,6 +120,13 @@ def phase_snapshot(folder: Path, stem: str, phase: str) -> Path | None:
     return found[0] if len(found) == 1 else None
 
 
+def names_beside(module_path: str | Path, module) -> GlobalNames:
+    """The global names of ``module`` (a ``VmfbModule``) read from ``module_path``'s folder."""
+    state = module.module_state
+    path = Path(module_path)
+    return read_global_names([path.parent], path.stem, state.global_ref_count, state.global_bytes_capacity)
+
+
 def read_global_names(folders: list[Path], stem: str, ref_count: int, byte_count: int) -> GlobalNames:
     """The names of the globals of a module (file stem ``stem``; its ``ModuleStateDef`` records ``ref_count``
     refs and ``byte_count`` .rwdata bytes), from the first VM phase snapshot in ``folders`` (the module's own
@@ -149,3 +156,24 @@ def read_global_names(folders: list[Path], stem: str, ref_count: int, byte_count
         notes.append("a .vmfb keeps none, and no VM phase snapshot (*.vm.mlir) is beside it (compile the program in "
                      "IREE Lens, or with --dump-compilation-phases-to)")  # fmt: skip
     return GlobalNames(note="names unknown: " + "; ".join(notes))
+
+
+# The direct global accesses (an indirect one's global is in a register: known only when it runs).
+_DIRECT_REF = ("GlobalLoadRef", "GlobalStoreRef")
+_DIRECT_BYTES = tuple(f"Global{op}{t}" for op in ("Load", "Store") for t in ("I32", "I64", "F32", "F64"))
+
+
+def accessed_global(names: GlobalNames, instruction) -> str | None:
+    """The name of the global a ``vm.global.load/store`` instruction (a decoded ``Instruction``) reads or
+    writes, when ``names`` has it; None for other instructions and indirect accesses."""
+    symbol = instruction.symbol
+    if symbol in _DIRECT_REF:
+        kind, index = "ref", instruction.operand("global")
+    elif symbol in _DIRECT_BYTES:
+        kind, index = symbol[-3:].lower(), instruction.operand("byte_offset")
+    else:
+        return None
+    for g in names.globals:
+        if g.index == index and (g.kind == "ref") == (kind == "ref"):
+            return g.name
+    return None
