@@ -22,7 +22,7 @@ class LoadedModule:
     module: Any  # engine.runtime.vmfb.VmfbModule
     source: Path | None = None  # the .mlir it was compiled from, when it was
     compilation: Any = None  # engine.compiler.Compilation that produced it, when compiled here
-    # engine.runtime.vm.global_names.GlobalNames from the phases beside it (None: not read; names the
+    # engine.runtime.vmfb.global_names.GlobalNames from the phases beside it (None: not read; names the
     # disassembly's global accesses)
     global_names: Any = None
 

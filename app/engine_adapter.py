@@ -23,9 +23,9 @@ from engine.runtime.vmfb.vke1 import read_vke1
 
 def function_listing(module: Any, function: Any, names: Any = None) -> list[ListingLine]:
     """The disassembly of ``function`` of ``module``: the text ``iree-dump-module`` prints, with pcs; with
-    ``names`` (``engine.runtime.vm.global_names.GlobalNames``) a global access ends ``// @name``."""
-    from engine.runtime.vm.global_names import accessed_global
+    ``names`` (``engine.runtime.vmfb.global_names.GlobalNames``) a global access ends ``// @name``."""
     from engine.runtime.vmfb.disassembler import FunctionDisassembler
+    from engine.runtime.vmfb.global_names import accessed_global
 
     dis = FunctionDisassembler(module)
     structured = dis.lines(function)

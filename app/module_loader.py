@@ -51,7 +51,7 @@ def load_file(
 def _names(path: Path, module):
     """The names of the module's globals from the VM phase beside it (here, on the worker: a large model's
     snapshot is tens of MB); None when the module cannot say its counts."""
-    from engine.runtime.vm.global_names import names_beside
+    from engine.runtime.vmfb.global_names import names_beside
 
     try:
         return names_beside(path, module)

@@ -756,7 +756,7 @@ class Registers(Answer):
 
 @dataclass(frozen=True)
 class GlobalVariable:
-    """One global of the main module by the name its compilation gave it (``engine.runtime.vm.global_names``)."""
+    """One global of the main module by the name its compilation gave it (``engine.runtime.vmfb.global_names``)."""
 
     name: str
     kind: str  # "ref", or the primitive type: i32, i64, f32, f64

@@ -1,5 +1,5 @@
 """The main module's globals as a debug session answers them: by the names its compilation gave them
-(``engine.runtime.vm.global_names``), each with its value now, and a buffer global's bytes, typed when the
+(``engine.runtime.vmfb.global_names``), each with its value now, and a buffer global's bytes, typed when the
 program declares the tensor it holds. State lives across calls (a KV cache, a step counter), so this is what
 a stateful program's user looks at between calls as much as at a stop.
 """
@@ -15,8 +15,8 @@ import numpy as np
 from engine.dispatch.tensor_types import RAW, TensorType
 from engine.runtime.hal.buffers import HalBuffer, HalBufferView
 from engine.runtime.vm.context import ModuleInstance
-from engine.runtime.vm.global_names import GlobalNames, NamedGlobal, read_global_names
 from engine.runtime.vm.trace import describe_ref
+from engine.runtime.vmfb.global_names import GlobalNames, NamedGlobal, read_global_names
 from engine.session.protocol import (
     GlobalBuffer,
     Globals,
