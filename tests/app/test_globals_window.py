@@ -27,16 +27,28 @@ def _named_rows(view) -> dict[str, tuple[str, object]]:
     return {r.text(0): (r.text(1), r) for r in rows}
 
 
-def test_globals_by_name_after_each_call_and_a_buffer_inspected(make_main_window, qtbot, tmp_path):
-    from app.views.tensor_inspector import TensorInspector
-
-    proc = lens_in_process("phases", str(PROGRAMS / "stateful.mlir"), f"--out={tmp_path / 'out'}")
+@pytest.fixture(scope="module")
+def stateful(tmp_path_factory):
+    """The stateful program compiled by ``iree-lens phases``: its .vmfb beside the phase snapshots."""
+    out = tmp_path_factory.mktemp("stateful")
+    proc = lens_in_process("phases", str(PROGRAMS / "stateful.mlir"), f"--out={out}")
     assert proc.returncode == 0, proc.stderr
-    (vmfb,) = (tmp_path / "out").glob("*.vmfb")
+    (vmfb,) = out.glob("*.vmfb")
+    return vmfb
+
+
+def _opened(make_main_window, qtbot, vmfb):
     window = make_main_window()
     panel = window.panels["stepper"]
     with qtbot.waitSignal(panel.bridge.opened, timeout=TIMEOUT):
         window.open_file(vmfb)
+    return window, panel
+
+
+def test_globals_by_name_after_each_call_and_a_buffer_inspected(make_main_window, qtbot, stateful):
+    from app.views.tensor_inspector import TensorInspector
+
+    window, panel = _opened(make_main_window, qtbot, stateful)
     # The disassembly names what each global access reads or writes (IREE's text, then "// @name").
     panel.workbench.set_function("accumulate")
     qtbot.waitUntil(lambda: "// @calls" in panel.listing.toPlainText(), timeout=TIMEOUT)
@@ -59,18 +71,12 @@ def test_globals_by_name_after_each_call_and_a_buffer_inspected(make_main_window
     assert inspector.array.dtype == np.float32
 
 
-def test_when_did_a_named_global_change(make_main_window, qtbot, tmp_path):
+def test_when_did_a_named_global_change(make_main_window, qtbot, stateful):
     """A named row watches its global: "When did this change?" on @calls after a call runs back to the
     instruction that stored it."""
     from engine.session.protocol import WatchGlobal, WatchGlobalRef
 
-    proc = lens_in_process("phases", str(PROGRAMS / "stateful.mlir"), f"--out={tmp_path / 'out'}")
-    assert proc.returncode == 0, proc.stderr
-    (vmfb,) = (tmp_path / "out").glob("*.vmfb")
-    window = make_main_window()
-    panel = window.panels["stepper"]
-    with qtbot.waitSignal(panel.bridge.opened, timeout=TIMEOUT):
-        window.open_file(vmfb)
+    _, panel = _opened(make_main_window, qtbot, stateful)
     with qtbot.waitSignal(panel.bridge.finished, timeout=TIMEOUT):
         panel.bridge.call("accumulate", (X,))
     view = panel.globals_view
