@@ -135,9 +135,20 @@ def test_no_snapshot_or_another_builds_snapshot_gives_no_names(compiled, tmp_pat
     # Another build: one ref global fewer than the module holds.
     dropped = "\n".join(line for line in vm_text.splitlines() if "@state__timepoint :" not in line)
     (other / next(compiled.parent.glob("*.vm.mlir")).name).write_text(dropped)
+    # Another build with the same counts: two globals of the same size declared the other way round.
+    swapped = tmp_path / "swapped"
+    swapped.mkdir()
+    shutil.copy(compiled, swapped / compiled.name)
+    lines = vm_text.splitlines()
+    calls = next(k for k, line in enumerate(lines) if "vm.global.i32" in line and "@calls" in line)
+    scale = next(k for k, line in enumerate(lines) if "vm.global.f32" in line and "@scale" in line)
+    lines[calls], lines[scale] = lines[scale], lines[calls]
+    (swapped / next(compiled.parent.glob("*.vm.mlir")).name).write_text("\n".join(lines))
     d = Driver()
     try:
-        for path, says in ((alone, "no VM phase snapshot"), (other / compiled.name, "another build")):
+        cases = ((alone, "no VM phase snapshot"), (other / compiled.name, "another build"),
+                 (swapped / compiled.name, "the snapshot declares @calls as i32"))  # fmt: skip
+        for path, says in cases:
             d.ask(Open(str(path), rebuild_sources=False), Opened)
             d.ask(Call("accumulate", (X,)), Finished)
             g = d.ask(ReadGlobals(), Globals)

@@ -56,9 +56,7 @@ class SessionGlobals:
         rebuilt = self._rebuilt()
         folders = (self._module_path.parent, *((Path(rebuilt),) if rebuilt else ()))
         if self._names is None or (not self._names.globals and folders != self._read_from):
-            instance = self._instance
-            self._names = read_global_names(list(folders), self._module_path.stem, len(instance.global_refs),
-                                            len(instance.rwdata))  # fmt: skip
+            self._names = read_global_names(list(folders), self._module_path.stem, self._instance.module)
             self._read_from = folders
         return self._names
 

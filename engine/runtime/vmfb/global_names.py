@@ -122,15 +122,41 @@ def phase_snapshot(folder: Path, stem: str, phase: str) -> Path | None:
 
 def names_beside(module_path: str | Path, module) -> GlobalNames:
     """The global names of ``module`` (a ``VmfbModule``) read from ``module_path``'s folder."""
-    state = module.module_state
-    path = Path(module_path)
-    return read_global_names([path.parent], path.stem, state.global_ref_count, state.global_bytes_capacity)
+    return read_global_names([Path(module_path).parent], Path(module_path).stem, module)
 
 
-def read_global_names(folders: list[Path], stem: str, ref_count: int, byte_count: int) -> GlobalNames:
-    """The names of the globals of a module (file stem ``stem``; its ``ModuleStateDef`` records ``ref_count``
-    refs and ``byte_count`` .rwdata bytes), from the first VM phase snapshot in ``folders`` (the module's own
-    folder, then a rebuild's) that agrees with those counts."""
+def code_disagrees(named: tuple[NamedGlobal, ...], module) -> str | None:
+    """Where ``module``'s code accesses a global otherwise than ``named`` declares it (a ref of another type, a
+    byte offset holding no global of that kind), or None: each direct ``vm.global.load/store`` checked."""
+    from engine.runtime.vmfb.decoder import iter_instructions
+
+    refs = {g.index: g for g in named if g.kind == "ref"}
+    others = {g.index: g for g in named if g.kind != "ref"}
+    types = module.types
+    for function in module.functions:
+        for ins in iter_instructions(function.code):
+            symbol = ins.symbol
+            if symbol in _DIRECT_REF:
+                ordinal, type_id = ins.operand("global"), ins.operand("type_def")
+                used = types[type_id] if 0 <= type_id < len(types) else "?"
+                g = refs.get(ordinal)
+                if g is None or (used != "?" and f"!vm.ref<{used}>" != g.type_text):
+                    declared = f"@{g.name} as {g.type_text}" if g else "none"
+                    return f"the module's code uses .refs[{ordinal}] as {used}, the snapshot declares {declared}"
+            elif symbol in _DIRECT_BYTES:
+                offset, kind = ins.operand("byte_offset"), symbol[-3:].lower()
+                g = others.get(offset)
+                if g is None or g.kind != kind:
+                    declared = f"@{g.name} as {g.kind}" if g else "none"
+                    return f"the module's code uses .rwdata[{offset}] as {kind}, the snapshot declares {declared}"
+    return None
+
+
+def read_global_names(folders: list[Path], stem: str, module) -> GlobalNames:
+    """The names of the globals of ``module`` (a ``VmfbModule``, file stem ``stem``) from the first VM phase
+    snapshot in ``folders`` (the module's own folder, then a rebuild's) that agrees with it: the ref count
+    and .rwdata size its ``ModuleStateDef`` records, and the kind and type each global access of its code uses."""
+    ref_count, byte_count = module.module_state.global_ref_count, module.module_state.global_bytes_capacity
     notes = []
     for folder in folders:
         vm_phase = phase_snapshot(folder, stem, "vm")
@@ -145,6 +171,10 @@ def read_global_names(folders: list[Path], stem: str, ref_count: int, byte_count
         if (refs, rwdata) != (ref_count, byte_count):
             notes.append(f"{vm_phase.name} declares {refs} ref globals and {rwdata} bytes of others, the module has "
                          f"{ref_count} and {byte_count}: a snapshot of another build")  # fmt: skip
+            continue
+        disagreement = code_disagrees(named, module)
+        if disagreement is not None:
+            notes.append(f"{vm_phase.name} is a snapshot of another build: {disagreement}")
             continue
         flow_phase = phase_snapshot(folder, stem, "flow")
         try:
