@@ -222,3 +222,31 @@ def test_a_module_alone_is_named_by_the_rebuild_of_its_program(compiled, tmp_pat
         assert {v.name: v.value for v in g.variables}["calls"] == "1"
     finally:
         d.close()
+
+
+@pytest.mark.vulkan
+def test_a_buffer_global_on_a_vulkan_device(tmp_path):
+    """The state lives in device memory: read back from the Vulkan device (lavapipe without a GPU)."""
+    out = tmp_path / "vulkan"
+    proc = lens_in_process("phases", str(PROGRAMS / "stateful.mlir"), f"--out={out}", "--target=vulkan-spirv")
+    assert proc.returncode == 0, proc.stderr
+    (vmfb,) = out.glob("*.vmfb")
+    state, count, _, _ = _iree_results(_cpu_build(tmp_path), 2)[-1]  # IREE's runtime on the CPU
+    d = Driver()
+    try:
+        d.ask(Open(str(vmfb), "vulkan"), Opened)
+        for _ in range(2):
+            d.ask(Call("accumulate", (X,)), Finished)
+        g = d.ask(ReadGlobals(), Globals)
+        by_name = {v.name: v for v in g.variables}
+        assert by_name["calls"].value == str(count)
+        b = d.ask(ReadGlobalBuffer(by_name["state"].index), GlobalBuffer)
+        np.testing.assert_array_equal(b.tensor.to_numpy(), state)
+    finally:
+        d.close()
+
+
+def _cpu_build(tmp_path: Path) -> Path:
+    from support import compile_for
+
+    return compile_for(PROGRAMS / "stateful.mlir", tmp_path / "stateful_cpu.vmfb", "llvm-cpu")
