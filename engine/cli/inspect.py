@@ -22,9 +22,10 @@ def add_parser(subparsers) -> None:
     p.add_argument("module", help="the .vmfb file (or an .ireereplay)")
     p.add_argument(
         "--output",
-        choices=("metadata", "disassembly", "json", "executables", "parameters"),
+        choices=("metadata", "disassembly", "json", "executables", "parameters", "globals"),
         default="metadata",
-        help="what to print (default: metadata)",
+        help="what to print (default: metadata); globals: each global, by the name the VM phase snapshot "
+        "beside the module gives it, with the functions that load and store it",
     )
     p.add_argument("--bytecode_offsets", "--bytecode-offsets", action="store_true", help="prefix pcs")
     p.add_argument("--function", default="", help="disassemble only this function (name or ordinal)")
@@ -73,6 +74,11 @@ def run(args: argparse.Namespace) -> int:
             from engine.runtime.vmfb.parameter_loads import describe_parameter_loads, parameter_loads
 
             for line in describe_parameter_loads(parameter_loads(module)):
+                out.write(line + "\n")
+        elif args.output == "globals":
+            from engine.runtime.vmfb.global_names import describe_globals, names_beside
+
+            for line in describe_globals(module, names_beside(args.module, module)):
                 out.write(line + "\n")
         elif args.output == "executables":
             from engine.runtime.vmfb.executables import describe_executable

@@ -75,9 +75,12 @@ class SessionGlobals:
             text = f"{value:.9g}" if named.kind == "f32" else repr(value) if named.kind == "f64" else str(value)
             return GlobalVariable(named.name, named.kind, named.index, text)
         buffer = _buffer_of(self._instance.global_refs[named.index])
-        length = None if buffer is None else int(buffer.byte_length)
+        if buffer is None:
+            return GlobalVariable(named.name, "ref", named.index, refs[named.index])
+        length = int(buffer.byte_length)
+        tensor_type, _ = self._fitting(named.name, length)
         return GlobalVariable(named.name, "ref", named.index, refs[named.index], length,
-                              self.names.tensor_types.get(named.name, ""))  # fmt: skip
+                              str(tensor_type) if tensor_type is not None else "")  # fmt: skip
 
     def buffer(self, query: ReadGlobalBuffer, copy: bool = True) -> GlobalBuffer:
         """The bytes of ref global ``query.ordinal`` now, typed by the flow phase's tensor when they fit it."""
@@ -91,25 +94,30 @@ class SessionGlobals:
             raise GlobalsError(f"{name} holds {describe_ref(refs[query.ordinal])}, not a buffer")
         data = buffer.read_view(0, buffer.byte_length)
         data = np.array(data, copy=True) if copy else data
-        declared = self.names.tensor_types.get(name, "")
-        array, element, note = self._typed(data, name, declared)
+        array, element, note = self._typed(data, name)
         return GlobalBuffer(query, name, TensorRef(array.shape, array.dtype.str, element, array=array), note)
 
-    def _typed(self, data: np.ndarray, name: str, declared: str) -> tuple[np.ndarray, str, str]:
-        """(array, element type, what it is): the bytes as ``declared`` when they are that tensor's, else
-        the bytes, with the reason."""
+    def _fitting(self, name: str, nbytes: int) -> tuple[TensorType | None, str]:
+        """The tensor type the flow phase declares for buffer global ``name`` when a buffer of ``nbytes`` is
+        exactly that tensor; else None and why its bytes are not typed."""
+        declared = self.names.tensor_type(name)
         if not declared:
-            why = self.names.note if not self.names.globals else "the program declares no static tensor of this name"
-            return data, RAW, f"{data.size} bytes, untyped: {why}"
+            return None, self.names.note if not self.names.globals else "the program declares no static tensor of this name"
         try:
             tensor_type = TensorType.parse(declared, source="flow")
-            fits = tensor_type.byte_length == data.size
         except ValueError:
-            return data, RAW, f"{data.size} bytes, untyped: the program declares @{name} as {declared}, not read here"
-        if not fits:
+            return None, f"the program declares @{name} as {declared}, not read here"
+        if tensor_type.byte_length != nbytes:
             # Larger: IREE packs the program's constants into one buffer named after one of them.
-            held = "more (IREE packs constants together)" if data.size > tensor_type.byte_length else "another layout"
-            return data, RAW, (f"{data.size} bytes, untyped: the program declares @{name} as {declared} "
-                               f"({tensor_type.byte_length} bytes); this buffer holds {held}")  # fmt: skip
-        array = data.view(tensor_type.dtype).reshape(tensor_type.shape)
-        return array, tensor_type.element, f"{declared}, as the program declares @{name} (its flow phase)"
+            held = "more (IREE packs constants together)" if nbytes > tensor_type.byte_length else "another layout"
+            return None, (f"the program declares @{name} as {declared} ({tensor_type.byte_length} bytes); this "
+                          f"buffer holds {held}")  # fmt: skip
+        return tensor_type, f"{declared}, as the program declares @{name} (its flow phase)"
+
+    def _typed(self, data: np.ndarray, name: str) -> tuple[np.ndarray, str, str]:
+        """(array, element type, what it is): the bytes as the declared tensor when they are exactly that
+        tensor's, else the bytes, with the reason."""
+        tensor_type, why = self._fitting(name, data.size)
+        if tensor_type is None:
+            return data, RAW, f"{data.size} bytes, untyped: {why}"
+        return data.view(tensor_type.dtype).reshape(tensor_type.shape), tensor_type.element, why

@@ -301,13 +301,13 @@ class FunctionDisassembler:
         for export in self.module.exports:
             if export.internal_ordinal != function.ordinal:
                 continue
-            fname = _tool_function_name(self.module, function)
+            fname = tool_function_name(self.module, function)
             yield (
                 f"vm.export @{export.name}"
                 if export.name == fname
                 else f"vm.export @{export.name} = @{fname}"
             )
-        yield f"vm.func @{_tool_function_name(self.module, function)}{_signature_text(function)} {{"
+        yield f"vm.func @{tool_function_name(self.module, function)}{_signature_text(function)} {{"
         where = self.instruction_locations(function) if locations else {}
         for line in self.lines(function):
             indent = "" if line.is_block_label else "  "
@@ -338,7 +338,7 @@ def _block_ref(pc: int, blocks: dict[int, int]) -> str:
     return f"^bb{ordinal}" if ordinal is not None else f"^{pc:08X}"
 
 
-def _tool_function_name(module: VmfbModule, function: Function) -> str:
+def tool_function_name(module: VmfbModule, function: Function) -> str:
     """The name iree-dump-module gives a function: first export, else the debug name, else fnN."""
     if function.aliases:
         return function.aliases[0]

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 PRIMITIVE_SIZES = {"i32": 4, "f32": 4, "i64": 8, "f64": 8}
+CONSTANT = "constant"  # said after a tensor type the flow phase declares immutable
 
 _VM_GLOBAL = re.compile(r"^\s*vm\.global\.(?P<kind>ref|i32|i64|f32|f64)\s(?P<rest>.*)$")
 _UTIL_GLOBAL = re.compile(r"^\s*util\.global\s(?P<rest>.*)$")
@@ -46,7 +47,13 @@ class GlobalNames:
 
     globals: tuple[NamedGlobal, ...] = ()
     note: str = ""  # where the names come from, or why the module's globals have none
-    tensor_types: dict[str, str] = field(default_factory=dict)  # a ref global's name -> its tensor (8xf32)
+    # A ref global's name -> its tensor (8xf32; "8xf32 constant" for an immutable one: IREE may pack several
+    # constants into one buffer, so only a buffer of exactly that size holds that tensor alone).
+    tensor_types: dict[str, str] = field(default_factory=dict)
+
+    def tensor_type(self, name: str) -> str:
+        """The tensor type of ref global ``name`` (``8xf32``), or "" when the flow phase declares none."""
+        return self.tensor_types.get(name, "").removesuffix(f" {CONSTANT}")
 
 
 def _symbol(rest: str) -> str | None:
@@ -92,7 +99,8 @@ def number_globals(declared: list[tuple[str, str, str]]) -> tuple[tuple[NamedGlo
 
 
 def flow_tensor_types(flow_text: str) -> dict[str, str]:
-    """``name -> 8xf32`` for each ``util.global`` the flow phase declares as a static tensor without encoding."""
+    """``name -> 8xf32`` for each ``util.global`` the flow phase declares as a static tensor without encoding
+    (a constant's name ``-> "8xf32 constant"``: IREE may pack constants into one buffer named after one)."""
     types: dict[str, str] = {}
     for line in flow_text.splitlines():
         if "util.global " not in line[:30]:
@@ -106,7 +114,8 @@ def flow_tensor_types(flow_text: str) -> dict[str, str]:
         body = typed["body"]
         if "," in body or "?" in body or "#" in body:
             continue  # an encoding (a data-tiled layout) or a dynamic shape: its bytes are not this type's
-        types[name] = body
+        mutable = "mutable" in m["rest"].split("@", 1)[0].split()
+        types[name] = body if mutable else f"{body} {CONSTANT}"
     return types
 
 
@@ -207,3 +216,53 @@ def accessed_global(names: GlobalNames, instruction) -> str | None:
         if g.index == index and (g.kind == "ref") == (kind == "ref"):
             return g.name
     return None
+
+
+def global_accesses(module) -> dict[tuple[str, int], tuple[set[str], set[str]]]:
+    """``(kind, index) -> (functions that load it, functions that store it)`` over ``module``'s code, for each
+    direct global access (``kind`` "ref" with the ref ordinal, else the type with the .rwdata offset)."""
+    from engine.runtime.vmfb.decoder import iter_instructions
+    from engine.runtime.vmfb.disassembler import tool_function_name
+
+    out: dict[tuple[str, int], tuple[set[str], set[str]]] = {}
+    for function in module.functions:
+        for ins in iter_instructions(function.code):
+            symbol = ins.symbol
+            if symbol in _DIRECT_REF:
+                key = ("ref", ins.operand("global"))
+            elif symbol in _DIRECT_BYTES:
+                key = (symbol[-3:].lower(), ins.operand("byte_offset"))
+            else:
+                continue
+            loads, stores = out.setdefault(key, (set(), set()))
+            (loads if "Load" in symbol else stores).add(tool_function_name(module, function))
+    return out
+
+
+def describe_globals(module, names: GlobalNames) -> list[str]:
+    """``iree-lens inspect --output=globals``: each global with its place, type and the functions that load and
+    store it; by name where ``names`` has them (else by place, with why)."""
+    state = module.module_state
+    lines = [f"globals: {state.global_ref_count} refs, {state.global_bytes_capacity} bytes of others "
+             f"({names.note})"]  # fmt: skip
+    accesses = global_accesses(module)
+
+    def used(kind: str, index: int) -> str:
+        loads, stores = accesses.get(("ref" if kind == "ref" else kind, index), (set(), set()))
+        parts = [f"{what} by {', '.join(sorted(fns))}" for what, fns in (("loaded", loads), ("stored", stores)) if fns]
+        return "; ".join(parts) or "not accessed directly"
+
+    if names.globals:
+        for g in sorted(names.globals, key=lambda g: (g.name.startswith("__"), g.kind != "ref", g.index)):
+            place = f".refs[{g.index}]" if g.kind == "ref" else f".rwdata[{g.index}]"
+            tensor = names.tensor_types.get(g.name, "")
+            if tensor.endswith(CONSTANT):
+                held = f" (the flow phase declares a {tensor}; IREE may pack constants into one buffer)"
+            else:
+                held = f" (holds {tensor}, as the flow phase declares it)" if tensor else ""
+            lines.append(f"  @{g.name}  {place}  {g.type_text}{held}: {used(g.kind, g.index)}")
+        return lines
+    for (kind, index) in sorted(accesses, key=lambda k: (k[0] != "ref", k[1])):
+        place = f".refs[{index}]" if kind == "ref" else f".rwdata[{index}] {kind}"
+        lines.append(f"  {place}: {used(kind, index)}")
+    return lines
