@@ -628,7 +628,7 @@ class StepperPanel(QWidget):
         self.output.clear()
         self.registers.set_registers(None, compare=False)
         self.call_stack.set_frames(())
-        self.globals_view.clear()
+        self.globals_view.forget_module()
         self.listing.set_current(None)
         self.crash_banner.hide()
         self._retire_failure()

@@ -179,7 +179,14 @@ class GlobalsView(QTreeWidget):
         self.setUniformRowHeights(True)
         self.setFont(monospace_font())
         self.value: Globals | None = None
+        self._previous: dict[str, str] = {}  # name -> value at the last answer: what changed is drawn red
         self.itemActivated.connect(self._on_activated)
+
+    def forget_module(self) -> None:
+        """(Not ``reset``: Qt's item views call that one themselves.) Another module: nothing of the last one's globals, nor its values to compare with."""
+        self.clear()
+        self.value = None
+        self._previous = {}
 
     def set_globals(self, value: Globals) -> None:
         self.value = value
@@ -211,6 +218,11 @@ class GlobalsView(QTreeWidget):
         self.setColumnWidth(0, min(self.columnWidth(0), MAX_NAME_WIDTH))
 
     def _add_named(self, value: Globals, data: bytes) -> None:
+        """The named rows, red where a value differs from the last answer's (then remembered)."""
+        self._add_named_rows(value, data)
+        self._previous = {v.name: v.value for v in value.variables}
+
+    def _add_named_rows(self, value: Globals, data: bytes) -> None:
         named = QTreeWidgetItem(self, [f"by name ({len(value.variables)})"])
         named.setToolTip(0, value.names_note)
         for v in value.variables:
@@ -227,6 +239,10 @@ class GlobalsView(QTreeWidget):
                 hex_text = "0x" + data[v.index : v.index + size][::-1].hex()
             item = QTreeWidgetItem(named, [f"@{v.name}", shown, hex_text])
             item.setToolTip(0, f"@{v.name}: {where}")
+            if self._previous.get(v.name, v.value) != v.value:  # changed since the last stop or call
+                for c in range(3):
+                    item.setForeground(c, CHANGED)
+                item.setToolTip(1, f"was {self._previous[v.name]}")
             # What "When did this change?" watches: the ref, or the global's bytes.
             place = ("ref", v.index) if v.kind == "ref" else ("bytes", v.index, _byte_size(v.kind))
             item.setData(0, GLOBAL_PLACE_ROLE, place)

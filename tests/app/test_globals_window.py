@@ -62,6 +62,11 @@ def test_globals_by_name_after_each_call_and_a_buffer_inspected(make_main_window
         qtbot.waitUntil(lambda c=calls: _named_rows(view).get("@calls", ("",))[0] == str(c), timeout=TIMEOUT)
     rows = _named_rows(view)
     assert rows["@big"][0] == "28" and rows["@scale"][0] == "39.0625"
+    # What the second call changed is red, with the value before it; what it left alone is not.
+    from app.views.stepper_state import CHANGED
+
+    assert rows["@big"][1].foreground(1) == CHANGED and rows["@big"][1].toolTip(1) == "was 14"
+    assert rows["@__device_0"][1].foreground(1) != CHANGED
     assert "32 bytes, 8xf32" in rows["@state"][0]
     view.itemActivated.emit(rows["@state"][1], 0)
     found = lambda: [w for w in window.findChildren(TensorInspector) if w.objectName() == "globalInspector"]  # noqa: E731
