@@ -7,6 +7,7 @@ its results are what the globals hold after each call.
 
 from __future__ import annotations
 
+import base64
 import json
 import queue
 import shutil
@@ -181,6 +182,12 @@ def test_the_dap_globals_scope_names_them(compiled):
         values = {v["name"]: (v["value"], v["type"]) for v in variables["variables"]}
         assert values["@calls"] == ("0", "i32") and values["@scale"] == ("2.5", "f32") and values["@big"] == ("7", "i64")
         assert values["@state"] == ("!hal.buffer (32 bytes, 8xf32)", "8xf32")
+        # Its bytes as memory (VS Code's hex view): the initial zeros; a read past its 32 bytes is short.
+        state = next(v for v in variables["variables"] if v["name"] == "@state")
+        body = client.request("readMemory", {"memoryReference": state["memoryReference"], "count": 64})["body"]
+        assert base64.b64decode(body["data"]) == bytes(32) and body["unreadableBytes"] == 32
+        client.request("continue", {"threadId": 1})
+        client.wait_event("terminated")
     finally:
         client.close()
 

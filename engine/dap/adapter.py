@@ -69,6 +69,7 @@ from engine.session.protocol import (
     Query,
     ReadBinding,
     ReadDispatch,
+    ReadGlobalBuffer,
     ReadGlobals,
     ReadRegisters,
     ReadTensors,
@@ -591,9 +592,12 @@ class DebugAdapter:
 
     def _global_variables(self) -> list[dict[str, Any]]:
         answer = self._ask(ReadGlobals())
-        if answer.variables:  # named by the compilation's VM phase: each global once, by its name
+        if answer.variables:  # named by the compilation's VM phase: each global once, by its name; a
+            # buffer's bytes are readable memory (readMemory globalN: VS Code's hex view)
             return [{"name": f"@{v.name}", "value": _global_value(v), "type": v.tensor_type or v.kind,
-                     "variablesReference": 0} for v in answer.variables]  # fmt: skip
+                     "variablesReference": 0,
+                     **({"memoryReference": f"{GLOBAL_MEMORY}{v.index}"} if v.byte_length is not None else {})}
+                    for v in answer.variables]  # fmt: skip
         data = bytes(answer.rwdata)
         out = []
         for offset in range(0, len(data) - len(data) % 4, 4):
@@ -701,11 +705,19 @@ class DebugAdapter:
 
     def _on_read_memory(self, args: dict, request: dict) -> dict:
         stop = self._need_stop()
-        info = stop.event.location.dispatch_info
-        ordinal, index = parse_memory_reference(str(args.get("memoryReference", "")))
-        if info is None or info.ordinal != ordinal:
-            raise RequestError(f"dispatch #{ordinal} is not the paused dispatch: its bindings are gone")
-        data = self._binding_bytes(stop, index)
+        reference = str(args.get("memoryReference", ""))
+        if reference.startswith(GLOBAL_MEMORY):  # a buffer global's bytes now
+            try:
+                ordinal = int(reference[len(GLOBAL_MEMORY) :])
+            except ValueError:
+                raise RequestError(f"{reference!r} is not a global's memory reference (globalN)") from None
+            data = self._ask(ReadGlobalBuffer(ordinal)).tensor.to_numpy().reshape(-1).view(np.uint8)
+        else:
+            info = stop.event.location.dispatch_info
+            ordinal, index = parse_memory_reference(reference)
+            if info is None or info.ordinal != ordinal:
+                raise RequestError(f"dispatch #{ordinal} is not the paused dispatch: its bindings are gone")
+            data = self._binding_bytes(stop, index)
         offset, count = int(args.get("offset") or 0), int(args.get("count") or 0)
         start = max(offset, 0)
         end = min(offset + count, data.size)
@@ -858,6 +870,9 @@ def _global_value(v: GlobalVariable) -> str:
     if v.byte_length is None:
         return v.value
     return f"{v.value} ({v.byte_length} bytes{', ' + v.tensor_type if v.tensor_type else ''})"
+
+
+GLOBAL_MEMORY = "global"  # a buffer global's memory reference: global<ref ordinal>
 
 
 def memory_reference(info: DispatchInfo, index: int) -> str:
