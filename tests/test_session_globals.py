@@ -274,3 +274,29 @@ def test_inspect_lists_the_globals_and_who_loads_and_stores_them(compiled, tmp_p
     proc = lens_in_process("inspect", str(alone), "--output=globals")
     lines = proc.stdout.splitlines()
     assert "names unknown" in lines[0] and "  .rwdata[0] i32: loaded by accumulate; stored by accumulate" in lines
+
+
+def test_print_a_global_in_a_debug_script(compiled, tmp_path):
+    """``print @state`` prints the tensor as IREE prints a buffer view (its runtime's own result after the
+    call, formatted by iree-run-module); ``print`` of a name the module lacks is an error at its line."""
+    commands = tmp_path / "print.cmds"
+    commands.write_text("print @state\ncontinue\nprint @state\nprint @calls\nprint @missing\n")
+    args = ["debug", str(compiled), "--function=accumulate", f"--input={X}", f"--commands={commands}"]
+    proc = lens_in_process(*args)
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "@state = 8xf32=0 0 0 0 0 0 0 0"
+    import subprocess
+
+    from support import iree_tool
+
+    run = [iree_tool("iree-run-module"), f"--module={compiled}", "--function=accumulate", f"--input={X}"]
+    expected = subprocess.run(run, capture_output=True, text=True, check=True).stdout.splitlines()
+    assert f"@state = {expected[2]}" in lines and "@calls = 1" in lines  # result[0]'s line: 8xf32=0 1 2 ...
+    assert proc.returncode == 1 and "print.cmds:5: 'print @missing': no global named @missing" in proc.stderr
+    proc = lens_in_process(*args[:-1], f"--commands={_write(tmp_path / 'one.cmds', 'print @big')}", "--json")
+    assert json.loads(proc.stdout.splitlines()[-1]) == {"print": "@big", "value": "7", "kind": "i64"}
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text + "\n")
+    return path

@@ -43,6 +43,8 @@ from engine.cli.program_arguments import (
 from engine.dispatch.tensor_types import declared_array
 from engine.dispatch.typed_tensors import binding_label
 from engine.errors import LensError
+from engine.runtime.element_types import parse_element_type
+from engine.runtime.function_io import Tensor, format_tensor
 from engine.session.client import SessionClient, TransportFactory, in_process
 from engine.session.dispatch_gate import is_dispatch_breakpoint
 from engine.session.protocol import (
@@ -54,10 +56,12 @@ from engine.session.protocol import (
     Event,
     Failed,
     Finished,
+    GlobalBuffer,
     Globals,
     Log,
     Opened,
     ReadDispatch,
+    ReadGlobalBuffer,
     ReadGlobals,
     ReadRegisters,
     RegisterFile,
@@ -71,6 +75,7 @@ from engine.session.script import ScriptCommand, ScriptError, check_for_referenc
 from engine.session.stream import add_remote_argument
 
 _STEP_MODES = {"step": StepMode.INTO, "next": StepMode.OVER, "finish": StepMode.OUT}
+PRINT_BYTES = 64  # the first bytes print shows of a buffer whose type is not known
 
 # How a commands file ends, for every verb and both engines (and a replay's debugger): gdb -batch -x's rule
 # ("An error in any command terminates execution of the command file", exit status 1), which is also what a
@@ -134,7 +139,8 @@ def add_parser(subparsers) -> None:
         "on the debug engine with the same function and inputs; debug engine only); break function NAME; "
         "break pc FUNCTION:PC; continue; step [N]; next [N]; finish; reverse-step [N]; reverse-next [N]; "
         "reverse-finish; reverse-continue; info registers; info globals (the module's globals now, by the "
-        "names of the VM phase snapshot beside the module; debug engine only); save-tensors DIR",
+        "names of the VM phase snapshot beside the module; debug engine only); print @GLOBAL (its value; a "
+        "buffer's tensor as IREE prints it); save-tensors DIR",
     )
     p.add_argument(
         "--sources",
@@ -386,6 +392,8 @@ class Debugger:
             self._info_registers(command)
         elif verb == "info globals":
             self._info_globals(command)
+        elif verb == "print":
+            self._print_global(command)
         elif verb == "save-tensors":
             self._save_tensors(command)
 
@@ -545,6 +553,41 @@ class Debugger:
                          "refs": list(answer.refs), "globals": [asdict(v) for v in answer.variables]})  # fmt: skip
             return
         self._print("\n".join(globals_lines(answer)))
+
+    def _print_global(self, command: ScriptCommand) -> None:
+        """``print @NAME``: a global's value now; a buffer global's tensor as IREE prints a buffer view (its
+        bytes in hex when its type is not known)."""
+        self.client.send(ReadGlobals())
+        answer = self._next()
+        if not isinstance(answer, Globals):
+            self._error(command, f"{command.text!r}: {_event_message(answer)}")
+            return
+        found = next((v for v in answer.variables if v.name == command.name), None)
+        if found is None:
+            why = answer.names_note if not answer.variables else "info globals lists the module's"
+            self._error(command, f"{command.text!r}: no global named @{command.name} ({why})")
+            return
+        if found.byte_length is None:  # a number, or a ref that holds no buffer
+            self._emit_value(command.name, found.value, found.kind)
+            return
+        self.client.send(ReadGlobalBuffer(found.index))
+        buffer = self._next()
+        if not isinstance(buffer, GlobalBuffer):
+            self._error(command, f"{command.text!r}: {_event_message(buffer)}")
+            return
+        array = buffer.tensor.to_numpy()
+        if buffer.tensor.element_type == "u8":
+            shown = array[:PRINT_BYTES].tobytes().hex(" ") + (" ..." if array.size > PRINT_BYTES else "")
+            self._emit_value(command.name, f"{buffer.type_note}: {shown}", "bytes")
+        else:
+            tensor = Tensor(array, parse_element_type(buffer.tensor.element_type))
+            self._emit_value(command.name, format_tensor(tensor), buffer.tensor.element_type)
+
+    def _emit_value(self, name: str, value: str, kind: str) -> None:
+        if self.args.json:
+            self._print({"print": f"@{name}", "value": value, "kind": kind})
+        else:
+            self._print(f"@{name} = {value}")
 
     def _failing_frame_registers(self, command: ScriptCommand) -> RegisterFile | None:
         """The registers of the frame the program failed in (the session keeps the failed call's frames)."""

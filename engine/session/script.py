@@ -12,6 +12,7 @@
     continue | step [N] | next [N] | finish        # run
     reverse-step [N] | reverse-next [N] | reverse-finish | reverse-continue   # run backwards (history)
     info registers | info globals | save-tensors DIR   # info globals: by name (with the VM phase beside)
+    print @GLOBAL                                  # a global's value now (a buffer: its tensor, as IREE prints it)
 
 ``#`` starts a comment; blank lines are ignored. ``parse_script`` turns a text into ``ScriptCommand``s or
 raises ``ScriptError`` naming the line.
@@ -45,6 +46,7 @@ class ScriptCommand:
     breakpoint: Breakpoint | None = None
     path: str | None = None
     text: str = ""
+    name: str = ""  # print's global, without its @
 
 
 def _int(text: str) -> int:
@@ -126,13 +128,17 @@ def parse_line(number: int, line: str) -> ScriptCommand | None:
         if rest not in (["registers"], ["globals"]):
             raise ValueError("info takes 'registers' or 'globals'")
         return ScriptCommand(number, f"info {rest[0]}", text=text)
+    if verb == "print":
+        if len(rest) != 1 or not rest[0].startswith("@") or len(rest[0]) < 2:
+            raise ValueError("print takes one @GLOBAL (a name info globals lists)")
+        return ScriptCommand(number, "print", name=rest[0][1:], text=text)
     if verb == "save-tensors":
         if len(rest) != 1:
             raise ValueError("save-tensors takes one DIR")
         return ScriptCommand(number, "save-tensors", path=rest[0], text=text)
     raise ValueError(
         f"unknown command {verb!r} (break, continue, step, next, finish, reverse-step, reverse-next, "
-        "reverse-finish, reverse-continue, info registers, info globals, save-tensors)"
+        "reverse-finish, reverse-continue, info registers, info globals, print @GLOBAL, save-tensors)"
     )
 
 
