@@ -186,6 +186,10 @@ def test_the_dap_globals_scope_names_them(compiled):
         state = next(v for v in variables["variables"] if v["name"] == "@state")
         body = client.request("readMemory", {"memoryReference": state["memoryReference"], "count": 64})["body"]
         assert base64.b64decode(body["data"]) == bytes(32) and body["unreadableBytes"] == 32
+        # A watch expression names a global as the scope does.
+        watched = client.request("evaluate", {"expression": "@big", "frameId": 1, "context": "watch"})["body"]
+        assert watched["result"] == "7"
+        assert client.request("evaluate", {"expression": "@nope", "frameId": 1}, ok=False)["success"] is False
         client.request("continue", {"threadId": 1})
         client.wait_event("terminated")
     finally:

@@ -680,7 +680,8 @@ class DebugAdapter:
         return ref
 
     def _on_evaluate(self, args: dict, request: dict) -> dict:
-        """Watch and hover expressions: a register of the frame (``i3``, ``r0``) or a binding (``binding 1``)."""
+        """Watch and hover expressions: a register of the frame (``i3``, ``r0``), a global by name (``@state``)
+        or a binding (``binding 1``)."""
         stop = self._need_stop()
         expression = str(args.get("expression", "")).strip()
         frame = self._frame(stop, args["frameId"]) if args.get("frameId") is not None else stop.frames[0]
@@ -701,7 +702,14 @@ class DebugAdapter:
             variable = variables[int(words[1])]
             return {"result": variable["value"], "variablesReference": variable["variablesReference"],
                     "memoryReference": variable["memoryReference"]}
-        raise RequestError(f"{expression!r}: iree-lens evaluates registers (i3, r0) and, at a dispatch, bindings (binding 1)")
+        if expression.startswith("@"):  # a global by the name the Globals scope lists
+            found = next((v for v in self._global_variables() if v["name"] == expression), None)
+            if found is None:
+                raise RequestError(f"{expression}: no such global (the Globals scope lists the module's)")
+            return {"result": found["value"], "variablesReference": 0,
+                    **({"memoryReference": found["memoryReference"]} if "memoryReference" in found else {})}  # fmt: skip
+        raise RequestError(f"{expression!r}: iree-lens evaluates registers (i3, r0), globals (@state) and, at a "
+                           "dispatch, bindings (binding 1)")  # fmt: skip
 
     def _on_read_memory(self, args: dict, request: dict) -> dict:
         stop = self._need_stop()
