@@ -64,11 +64,35 @@ def _symbol(rest: str) -> str | None:
     return name[1:-1] if name.startswith('"') else name
 
 
-def declared_globals(vm_text: str) -> Iterator[tuple[str, str, str]]:
-    """(kind, name, type) of each ``vm.global.*`` declaration of a VM phase text, in IR order."""
-    for line in vm_text.splitlines():
-        if "vm.global." not in line[:40]:
-            continue
+_LINE_CAP = 4096  # a declaration's line is read whole up to this; a longer one (a constant inline) by its ends
+
+
+def declaration_lines(path: Path, start: bytes) -> Iterator[str]:
+    """Each line of ``path`` that begins (after indentation) with ``start``, found through a memory map so a
+    snapshot of hundreds of MB (weights inline as hex) is never read whole: the line's text, or for a longer
+    line its first and last bytes joined by `` ... `` (the name comes first, the type last)."""
+    import mmap
+
+    pattern = re.compile(rb"^[ \t]*" + re.escape(start), re.MULTILINE)
+    with open(path, "rb") as f:
+        try:
+            data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        except ValueError:  # an empty file cannot be mapped
+            return
+        with data:
+            for m in pattern.finditer(data):
+                end = data.find(b"\n", m.start())
+                end = len(data) if end < 0 else end
+                if end - m.start() <= _LINE_CAP:
+                    raw = data[m.start() : end]
+                else:
+                    raw = data[m.start() : m.start() + _LINE_CAP // 2] + b" ... " + data[end - _LINE_CAP // 2 : end]
+                yield raw.decode("utf-8", "replace")
+
+
+def declared_globals(vm_phase: Path) -> Iterator[tuple[str, str, str]]:
+    """(kind, name, type) of each ``vm.global.*`` declaration of a VM phase snapshot, in IR order."""
+    for line in declaration_lines(vm_phase, b"vm.global."):
         m = _VM_GLOBAL.match(line)
         if m is None:
             continue
@@ -98,13 +122,11 @@ def number_globals(declared: list[tuple[str, str, str]]) -> tuple[tuple[NamedGlo
     return tuple(named), refs, end
 
 
-def flow_tensor_types(flow_text: str) -> dict[str, str]:
+def flow_tensor_types(flow_phase: Path) -> dict[str, str]:
     """``name -> 8xf32`` for each ``util.global`` the flow phase declares as a static tensor without encoding
     (a constant's name ``-> "8xf32 constant"``: IREE may pack constants into one buffer named after one)."""
     types: dict[str, str] = {}
-    for line in flow_text.splitlines():
-        if "util.global " not in line[:30]:
-            continue
+    for line in declaration_lines(flow_phase, b"util.global "):
         m = _UTIL_GLOBAL.match(line)
         if m is None:
             continue
@@ -172,7 +194,7 @@ def read_global_names(folders: list[Path], stem: str, module) -> GlobalNames:
         if vm_phase is None:
             continue
         try:
-            declared = list(declared_globals(vm_phase.read_text(errors="replace")))
+            declared = list(declared_globals(vm_phase))
         except OSError as e:
             notes.append(f"{vm_phase} cannot be read ({e.strerror or e})")
             continue
@@ -187,7 +209,7 @@ def read_global_names(folders: list[Path], stem: str, module) -> GlobalNames:
             continue
         flow_phase = phase_snapshot(folder, stem, "flow")
         try:
-            tensor_types = flow_tensor_types(flow_phase.read_text(errors="replace")) if flow_phase else {}
+            tensor_types = flow_tensor_types(flow_phase) if flow_phase else {}
         except OSError:
             tensor_types = {}
         return GlobalNames(named, f"names from {vm_phase}", tensor_types)
