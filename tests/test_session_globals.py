@@ -304,3 +304,20 @@ def test_print_a_global_in_a_debug_script(compiled, tmp_path):
 def _write(path: Path, text: str) -> Path:
     path.write_text(text + "\n")
     return path
+
+
+def test_a_constant_inline_on_a_long_line_keeps_its_name_and_type(tmp_path):
+    """A flow snapshot declares weights inline (``= dense<"0x...">`` of MBs on one line): its name and type are
+    read from the line's ends."""
+    from engine.runtime.vmfb.global_names import flow_tensor_types
+
+    flow = tmp_path / "m.6.flow.mlir"
+    hex_digits = "AB" * 200_000
+    flow.write_text(
+        "module {\n"
+        f'  util.global private @weights = dense<"0x{hex_digits}"> : tensor<100000xf32>\n'
+        "  util.global private mutable @cache = dense<0.0> : tensor<4x8xf16>\n"
+        '  util.global private @tiled : tensor<8x8xf32, #iree_encoding.encoding<"x">>\n'
+        "}\n"
+    )
+    assert flow_tensor_types(flow) == {"weights": "100000xf32 constant", "cache": "4x8xf16"}
