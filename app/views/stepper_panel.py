@@ -420,6 +420,7 @@ class StepperPanel(QWidget):
         b.failed.connect(self._on_failed)
         b.crashed.connect(self._on_crashed)
         b.answered.connect(self._on_answer)
+        b.sourcesSettled.connect(self._on_sources_settled)
         b.logged.connect(lambda text: self.services.messages.info(text))
         b.stateChanged.connect(self._on_state)
         b.progressed.connect(self._on_progress)
@@ -799,6 +800,13 @@ class StepperPanel(QWidget):
             self._show_global_buffer(answer)
         elif isinstance(answer, Registers):
             self.registers.set_registers(answer.registers, compare=False)
+
+    def _on_sources_settled(self) -> None:
+        """A rebuild of the program ended: its phase snapshots may name the globals the module's folder did
+        not, so unnamed globals are asked for again."""
+        shown = self.globals_view.value
+        if shown is not None and not shown.variables:
+            self.bridge.evaluate(ReadGlobals())  # not sent while a run goes on; its next stop asks anyway
 
     def _show_global_buffer(self, answer: GlobalBuffer) -> None:
         """A buffer global's bytes now, in the tensor inspector (typed when the program declares its tensor;

@@ -95,3 +95,21 @@ def test_when_did_a_named_global_change(make_main_window, qtbot, stateful):
         panel.reverse.when_changed(WatchGlobal(panel.vmfb.name, 0, 4))
     line = panel.listing.document().findBlockByNumber(panel.listing.current_line()).text()
     assert "vm.global.store.i32" in line and ".rwdata[0]" in line, line
+
+
+def test_a_module_alone_gets_names_when_the_rebuild_lands(make_main_window, qtbot, stateful, tmp_path):
+    """The .vmfb without its phases: unnamed (said) until the rebuild a dispatch stop starts has found the
+    program's executables identical; then the Globals tab names them without another stop."""
+    import shutil
+
+    from engine.session.protocol import Breakpoint
+
+    alone = tmp_path / stateful.name
+    shutil.copy(stateful, alone)
+    window, panel = _opened(make_main_window, qtbot, alone)
+    panel.bridge.set_breakpoints([Breakpoint("dispatch", dispatch="*", when="after")])
+    with qtbot.waitSignal(panel.bridge.stopped, timeout=TIMEOUT):
+        panel.bridge.call("accumulate", (X,))
+    view = panel.globals_view
+    qtbot.waitUntil(lambda: "@calls" in _named_rows(view), timeout=TIMEOUT)
+    assert panel.bridge.state == "stopped"  # named at the same stop
