@@ -115,6 +115,16 @@ class StepperListing(QPlainTextEdit):
         self.setPlainText("\n".join(self._display(line) for line in self.lines))
         self._highlight()
 
+    def replace_text(self, lines: list[ListingLine]) -> None:
+        """The same function's lines with other text (global names added): the current line, its kind and the
+        scroll position stay."""
+        pc, innermost = self.current_pc, self.current_is_innermost
+        scroll = self.verticalScrollBar().value()
+        self.set_listing(lines)
+        self.current_pc, self.current_is_innermost = pc, innermost
+        self._highlight()
+        self.verticalScrollBar().setValue(scroll)
+
     @staticmethod
     def _display(line: ListingLine) -> str:
         prefix = f"{line.pc:06X}  " if line.pc is not None else " " * PREFIX

@@ -55,6 +55,7 @@ from app.views.stepper_reverse import ReverseControls
 from app.views.stepper_state import CallStackView, GlobalsView, RegistersView
 from app.workbench import Workbench, callable_first
 from engine.runtime.parameters import NO_ARCHIVE
+from engine.runtime.vmfb.global_names import GlobalNames, NamedGlobal
 from engine.session.protocol import (
     INITIALIZER,
     Answer,
@@ -118,6 +119,8 @@ class StepperPanel(QWidget):
         self.selected_frame: int | None = None  # index in the stop's frames (0 = outermost)
         self._listings: dict[int, list] = {}
         self._loaded: LoadedModule | None = None
+        # Global names the session found where the module's folder had none (a rebuild's phases).
+        self._session_names: GlobalNames | None = None
         self._pending_restore = None
         self._failure_message = None  # the banner's "the run failed" while it is the present (Message)
         self._watching_window = False
@@ -685,6 +688,7 @@ class StepperPanel(QWidget):
     def _on_module(self, loaded: LoadedModule | None) -> None:
         self._listings.clear()
         self._loaded = loaded
+        self._session_names = None
         self.vmfb = loaded.module if loaded is not None else None
         exports = getattr(self.vmfb, "exports", None) or []
         self.debug_initializer_action.setEnabled(any(e.name == INITIALIZER for e in exports))
@@ -796,10 +800,33 @@ class StepperPanel(QWidget):
     def _on_answer(self, answer: Answer) -> None:
         if isinstance(answer, Globals):
             self.globals_view.set_globals(answer)
+            self._name_listing(answer)
         elif isinstance(answer, GlobalBuffer):
             self._show_global_buffer(answer)
         elif isinstance(answer, Registers):
             self.registers.set_registers(answer.registers, compare=False)
+
+    def _global_names(self) -> GlobalNames | None:
+        """What names the listing's global accesses: the phases beside the module, else the session's."""
+        beside = self._loaded.global_names if self._loaded is not None else None
+        return beside if beside is not None and beside.globals else self._session_names
+
+    def _name_listing(self, answer: Globals) -> None:
+        """The session named the globals where the module's folder could not (a rebuild's phases came): the
+        listing shown is drawn again with them, where it was (its current line and scroll kept)."""
+        if not answer.variables or self._global_names() is not None:
+            return
+        named = tuple(NamedGlobal(v.name, v.kind, v.index, "") for v in answer.variables)
+        self._session_names = GlobalNames(named, answer.names_note)
+        self._listings.clear()
+        if self.shown_function is None or self.shown_ordinal is None:
+            return
+        from app.engine_adapter import function_listing
+
+        function = self._function_object(self.shown_function, self.shown_ordinal)
+        if function is not None:
+            lines = self._listings[function.ordinal] = function_listing(self.vmfb, function, self._session_names)
+            self.listing.replace_text(lines)
 
     def _on_sources_settled(self) -> None:
         """A rebuild of the program ended: its phase snapshots may name the globals the module's folder did
@@ -936,8 +963,7 @@ class StepperPanel(QWidget):
 
         lines = self._listings.get(function.ordinal)
         if lines is None:
-            names = self._loaded.global_names if self._loaded is not None else None
-            lines = self._listings[function.ordinal] = function_listing(self.vmfb, function, names)
+            lines = self._listings[function.ordinal] = function_listing(self.vmfb, function, self._global_names())
         self.shown_function, self.shown_ordinal = name, function.ordinal
         self.function_title.setText(
             f"@{main}.{name}   (function #{function.ordinal}, {len(function.code)} bytes)"

@@ -111,5 +111,10 @@ def test_a_module_alone_gets_names_when_the_rebuild_lands(make_main_window, qtbo
     with qtbot.waitSignal(panel.bridge.stopped, timeout=TIMEOUT):
         panel.bridge.call("accumulate", (X,))
     view = panel.globals_view
+    at = panel.listing.current_pc
+    assert at is not None and "// @calls" not in panel.listing.toPlainText()
     qtbot.waitUntil(lambda: "@calls" in _named_rows(view), timeout=TIMEOUT)
     assert panel.bridge.state == "stopped"  # named at the same stop
+    # The listing names the accesses too, still marking where the run stopped.
+    qtbot.waitUntil(lambda: "// @calls" in panel.listing.toPlainText(), timeout=TIMEOUT)
+    assert panel.listing.current_pc == at and panel.listing.current_line() == panel.listing.line_of_pc(at)
