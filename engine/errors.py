@@ -32,6 +32,14 @@ class FormatError(LensError):
             parts.append(f"in {path}")
         super().__init__(" ".join(parts))
 
+    @classmethod
+    def cannot_open(cls, path: object, error: OSError) -> FormatError:
+        """``cannot open PATH: <the system's reason>``, the path first as a shell says it (not "cannot open:
+        No such file or directory in PATH"); ``path`` is set as on every format error."""
+        e = cls(f"cannot open {path}: {error.strerror or error}")
+        e.path = str(path)
+        return e
+
 
 class VmfbFormatError(FormatError):
     """A ``.vmfb`` module cannot be read."""

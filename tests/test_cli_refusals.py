@@ -130,3 +130,15 @@ def png(width: int, height: int) -> bytes:
     rows = b"".join(b"\0" + b"\x80" * width for _ in range(height))
     header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+
+
+@pytest.mark.parametrize("command,name", [("run", "gone.vmfb"), ("inspect", "gone.ireereplay"), ("zones", "gone.json")])
+def test_a_missing_file_is_named_first(command, name, tmp_path):
+    """As a shell says it: ``cannot open PATH: No such file or directory`` (was "cannot open: No such file or
+    directory in PATH"), never a traceback."""
+    from support import lens_in_process
+
+    missing = tmp_path / name
+    proc = lens_in_process(command, str(missing))
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert f"cannot open {missing}: No such file or directory" in proc.stderr, proc.stderr

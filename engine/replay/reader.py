@@ -300,5 +300,5 @@ def open_replay(path: str | os.PathLike) -> ReplayFile:
                 return ReplayFile(b"", source=str(p))
             mapping = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
     except OSError as e:
-        raise ReplayFormatError(f"cannot open: {e.strerror or e}", path=str(p)) from e
+        raise ReplayFormatError.cannot_open(p, e) from e
     return ReplayFile(memoryview(mapping), source=str(p), _mapping=mapping)

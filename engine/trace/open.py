@@ -28,7 +28,7 @@ def sniff(path: str | Path) -> str:
         with open(path, "rb") as f:
             head = f.read(4096)
     except OSError as e:
-        raise TraceFormatError(f"cannot open: {e.strerror}", path=str(path)) from None
+        raise TraceFormatError.cannot_open(path, e) from None
     if not head:
         raise TraceFormatError("the file is empty", path=str(path))
     if head.startswith(LENSTRACE_MAGIC):

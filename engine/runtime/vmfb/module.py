@@ -598,5 +598,5 @@ def open_vmfb(path: str | os.PathLike, *, writable: bool = False) -> VmfbModule:
                 return VmfbModule(b"", source=str(p))
             mapping = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY if writable else mmap.ACCESS_READ)
     except OSError as e:
-        raise VmfbFormatError(f"cannot open: {e.strerror or e}", path=str(p)) from e
+        raise VmfbFormatError.cannot_open(p, e) from e
     return VmfbModule(memoryview(mapping), source=str(p), _mapping=mapping)
