@@ -321,3 +321,19 @@ def test_a_constant_inline_on_a_long_line_keeps_its_name_and_type(tmp_path):
         "}\n"
     )
     assert flow_tensor_types(flow) == {"weights": "100000xf32 constant", "cache": "4x8xf16"}
+
+
+def test_a_dispatch_tensor_names_the_global_that_holds_it(compiled):
+    """accumulate's dispatch reads @state's buffer (input 0, named) and x (an input's buffer: none); it writes a
+    new buffer that becomes @state only when the call stores it after the dispatch."""
+    from engine.session.protocol import Breakpoint, ReadTensors, SetBreakpoints, Tensors
+
+    d = Driver()
+    try:
+        d.ask(Open(str(compiled)), Opened)
+        d.session.send(SetBreakpoints((Breakpoint("dispatch", dispatch="*", when="after"),)))
+        d.ask(Call("accumulate", (X,)), Stopped)
+        tensors = d.ask(ReadTensors(wait_for_sources=True), Tensors).tensors
+        assert [(t.label, t.global_name) for t in tensors] == [("input 0", "@state"), ("input 1", ""), ("output 0", "")]
+    finally:
+        d.close()

@@ -80,6 +80,7 @@ class ShownTensor:
     # None: not known.
     undefined: tuple[tuple[int, int], ...] | None = ()
     declared: str = ""  # the source's type where ``array`` is another view of its bytes (i4 as its bytes)
+    global_name: str = ""  # the module global whose buffer holds it (``@state``): DispatchTensor.global_name
 
     def inspected(self) -> InspectedTensor:
         """The tensor as the inspector shows it: a packed type (``64x32xi4``) unpacked from its bytes, one value
@@ -134,7 +135,8 @@ class ShownTensor:
         """The binding, its state and what of it is undefined: "binding 3, write, output 0, not written yet"."""
         state = f", {self.state}" if self.state else ""
         undefined = self.undefined_text
-        return f"{self.binding_text}{state}" + (f" — {undefined}" if undefined else "")
+        held = f", in global {self.global_name}" if self.global_name else ""
+        return f"{self.binding_text}{state}{held}" + (f" — {undefined}" if undefined else "")
 
     @property
     def list_label(self) -> str:
@@ -148,7 +150,10 @@ class ShownTensor:
 
     @property
     def list_state(self) -> str:
-        return self.state if self.state == "not written yet" else ""
+        """Beside the type: "not written yet" (an output among inputs), and the global that holds it."""
+        parts = [self.state] if self.state == "not written yet" else []
+        parts += [f"in {self.global_name}"] if self.global_name else []
+        return ", ".join(parts)
 
     @classmethod
     def from_protocol(cls, t: DispatchTensor) -> ShownTensor:
@@ -158,7 +163,7 @@ class ShownTensor:
         else:
             type_text = "x".join([*(str(d) for d in array.shape), t.tensor.element_type])
         return cls(t.role, t.position, t.index, t.offset, array, type_text, t.type_source, t.access, t.written,
-                   t.type_note, t.undefined, t.declared)  # fmt: skip
+                   t.type_note, t.undefined, t.declared, t.global_name)  # fmt: skip
 
 
 def _undefined_lines(tensors: list[ShownTensor]) -> list[str]:

@@ -625,7 +625,9 @@ class DebugAdapter:
                 for t in tensors
                 if t.index == binding.index and t.type_source != TypeSource.UNTYPED
             ) or "untyped"
-            value = f"{typed}, {binding.length} bytes at {binding.buffer}+{binding.offset}, {binding.access}"
+            held = sorted({t.global_name for t in tensors if t.index == binding.index and t.global_name})
+            value = (f"{typed}, {binding.length} bytes at {binding.buffer}+{binding.offset}, {binding.access}"
+                     + (f", in global {', '.join(held)}" if held else ""))  # fmt: skip
             # Elements as the typed tensors' element when they agree on one, else bytes.
             elements = {t.tensor.element_type for t in tensors
                         if t.index == binding.index and t.type_source != TypeSource.UNTYPED}

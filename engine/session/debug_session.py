@@ -719,6 +719,7 @@ class DebugSession:
             self.sources.wait()
         snapshot = self.gate.snapshot
         undefined = self.undefined_bytes.at(snapshot) if snapshot is not None else None
+        held = self._global_holding(self._paused_record())
         tensors = tuple(
             DispatchTensor(
                 t.binding,
@@ -734,10 +735,33 @@ class DebugSession:
                 (undefined or {}).get(f"{t.role}{t.position}", ())
                 if undefined is not None or t.access != "readwrite" else None,
                 t.declared,
+                held(t.binding, t.offset, t.length),
             )
             for t in (snapshot.shown_tensors() if snapshot is not None else ())
         )
         return Tensors(query, self.gate.current_info, tensors)
+
+    def _global_holding(self, record: DispatchRecord) -> Callable[[int, int, int], str]:
+        """``(binding, offset, length) -> "@state"``: the global whose buffer holds those bytes of the paused
+        dispatch's binding ("" for none)."""
+        holders = self._need_globals().holders()
+        bound = {b.index: b for b in record.bindings}
+
+        def held(binding: int, offset: int, length: int) -> str:
+            b = bound.get(binding)
+            if b is None or not holders:
+                return ""
+            try:
+                start, _ = b.buffer.resolve(b.offset, b.length)
+            except Exception:  # an invalid range: the dispatch reports it
+                return ""
+            first, end = start + offset, start + offset + max(length, 1)
+            for allocation, g_start, g_end, name in holders:
+                if allocation is b.buffer.allocation and first < g_end and g_start < end:
+                    return name
+            return ""
+
+        return held
 
 
 def _tensor_ref(array: np.ndarray, element: str, copy: bool = True) -> TensorRef:

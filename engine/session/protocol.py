@@ -844,6 +844,9 @@ class DispatchTensor:
     written: bool = True
     undefined: tuple[tuple[int, int], ...] | None = ()
     declared: str = ""  # the source's type where the tensor is another view of its bytes (TypedTensor.declared)
+    # The module global whose buffer the tensor lies in (``@state``, ``.refs[3]`` unnamed): the program's state
+    # (a KV cache) or a hoisted constant, not a transient; "" for none.
+    global_name: str = ""
 
     @property
     def label(self) -> str:

@@ -82,6 +82,19 @@ class SessionGlobals:
         return GlobalVariable(named.name, "ref", named.index, refs[named.index], length,
                               str(tensor_type) if tensor_type is not None else "")  # fmt: skip
 
+    def holders(self) -> list[tuple[object, int, int, str]]:
+        """(allocation, start, end, name) of each buffer a ref global holds now: what a dispatch binding lying
+        in it is (``@state``; ``.refs[3]`` unnamed)."""
+        named = {g.index: g.name for g in self.names.globals if g.kind == "ref"}
+        out = []
+        for k, ref in enumerate(self._instance.global_refs):
+            buffer = _buffer_of(ref)
+            if buffer is not None:
+                start = int(buffer.byte_offset)
+                name = f"@{named[k]}" if k in named else f".refs[{k}]"
+                out.append((buffer.allocation, start, start + int(buffer.byte_length), name))
+        return out
+
     def buffer(self, query: ReadGlobalBuffer, copy: bool = True) -> GlobalBuffer:
         """The bytes of ref global ``query.ordinal`` now, typed by the flow phase's tensor when they fit it."""
         refs = self._instance.global_refs

@@ -118,3 +118,26 @@ def test_a_module_alone_gets_names_when_the_rebuild_lands(make_main_window, qtbo
     # The listing names the accesses too, still marking where the run stopped.
     qtbot.waitUntil(lambda: "// @calls" in panel.listing.toPlainText(), timeout=TIMEOUT)
     assert panel.listing.current_pc == at and panel.listing.current_line() == panel.listing.line_of_pc(at)
+
+
+def test_a_dispatch_tensor_held_by_a_global_says_so(make_main_window, qtbot, stateful):
+    """The paused dispatch's input that is the program's state says "in @state" beside its type; the
+    output (a new buffer, stored into @state only after the dispatch) says nothing."""
+    from app.views.dispatch_run_live import PausedDispatchView
+    from engine.session.protocol import Breakpoint
+
+    window, panel = _opened(make_main_window, qtbot, stateful)
+    panel.bridge.set_breakpoints([Breakpoint("dispatch", dispatch="*", when="after")])
+    with qtbot.waitSignal(panel.bridge.stopped, timeout=TIMEOUT):
+        panel.bridge.call("accumulate", (X,))
+
+    def items():
+        views = [v for v in window.findChildren(PausedDispatchView) if v.info is not None]
+        inspector = views[-1].inspector if views else None
+        if inspector is None:
+            return []
+        return [inspector.tensor_list.item(k).text() for k in range(inspector.tensor_list.count())]
+
+    qtbot.waitUntil(lambda: len(items()) == 3, timeout=TIMEOUT)
+    texts = items()
+    assert "in @state" in texts[0] and all("in @" not in t for t in texts[1:]), texts
