@@ -150,9 +150,13 @@ class ShownTensor:
 
     @property
     def list_state(self) -> str:
-        """Beside the type: "not written yet" (an output among inputs), and the global that holds it."""
+        """Beside the type: "not written yet" (an output among inputs), and the global that holds it: the
+        program's own by name ("in @state"); one the compiler made (a pool of hoisted constants,
+        ``@__constant_tensor_...``, whose long name said little in a narrow list) as "in a global", named in
+        full by the label above the tensor."""
         parts = [self.state] if self.state == "not written yet" else []
-        parts += [f"in {self.global_name}"] if self.global_name else []
+        if self.global_name:
+            parts.append("in a global" if self.global_name.startswith(("@__", ".refs")) else f"in {self.global_name}")
         return ", ".join(parts)
 
     @classmethod
