@@ -337,3 +337,13 @@ def test_a_dispatch_tensor_names_the_global_that_holds_it(compiled):
         assert [(t.label, t.global_name) for t in tensors] == [("input 0", "@state"), ("input 1", ""), ("output 0", "")]
     finally:
         d.close()
+
+
+def test_save_tensors_says_which_global_holds_a_tensor(compiled, tmp_path):
+    commands = _write(tmp_path / "save.cmds", f"break dispatch 0 after\ncontinue\nsave-tensors {tmp_path / 'out'}")
+    args = ["debug", str(compiled), "--function=accumulate", f"--input={X}", f"--commands={commands}"]
+    proc = lens_in_process(*args, "--json")
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads(proc.stdout.splitlines()[-1])
+    assert record["globals"] == {"dispatch0_after_input0.npy": "@state"}
+    assert lens_in_process(*args).stdout.splitlines()[-1].endswith("dispatch0_after_input0.npy: in global @state")

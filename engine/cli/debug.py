@@ -604,6 +604,7 @@ class Debugger:
         undefined: dict[str, list[list[int]]] = {}  # file -> byte ranges never written before the dispatch
         labels: dict[str, str] = {}  # file -> the tensor in the one vocabulary: binding 3, write, output 0
         retyped: dict[str, str] = {}  # file -> the source's type it holds, where the session gave a view of it
+        held: dict[str, str] = {}  # file -> the module global whose buffer holds it (@state)
         if self.state == "finished" and self.finished is not None:
             out.mkdir(parents=True, exist_ok=True)
             for k, ref in enumerate(self.finished.outputs):
@@ -636,6 +637,8 @@ class Debugger:
                 labels[path.name] = binding_label(t.index, t.access, t.role if typed else None, t.position)
                 if t.undefined:  # an in-place tensor's bytes nothing wrote yet (leftovers, not data)
                     undefined[path.name] = [list(r) for r in t.undefined]
+                if t.global_name:
+                    held[path.name] = t.global_name
         else:
             self._error(
                 command,
@@ -646,13 +649,15 @@ class Debugger:
         if self.args.json:
             self._print({"saved": saved, **({"labels": labels} if labels else {}),
                          **({"undefined": undefined} if undefined else {}),
-                         **({"declared": retyped} if retyped else {})})  # fmt: skip
+                         **({"declared": retyped} if retyped else {}),
+                         **({"globals": held} if held else {})})  # fmt: skip
         else:
             self._print(f"saved {len(saved)} tensors to {out}" + "".join(
                 f"; {name}: {sum(e - s for s, e in r)} bytes never written before this dispatch, undefined"
                 for name, r in undefined.items()
             ) + "".join(f"; {name}: {declared}, {'as complex' if 'complex' in declared else 'unpacked, a value a byte'}"
-                        for name, declared in retyped.items()))
+                        for name, declared in retyped.items())
+              + "".join(f"; {name}: in global {name_of}" for name, name_of in held.items()))
 
 
 def _event_message(event) -> str:
