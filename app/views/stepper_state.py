@@ -168,7 +168,8 @@ def _byte_size(kind: str) -> int:
 
 class GlobalsView(QTreeWidget):
     """Module globals: by the names the compilation gave them when its VM phase is known (a buffer's row
-    opens its bytes when activated: double-click or Enter), then the ``rwdata`` bytes (as i32 words, hex) and the ``refs``."""
+    opens its bytes when activated: double-click or Enter), then the ``rwdata`` bytes (as i32 words, hex)
+    and the ``refs``."""
 
     bufferRequested = Signal(int)  # the ordinal of a ref global holding a buffer, to inspect
 
@@ -183,7 +184,8 @@ class GlobalsView(QTreeWidget):
         self.itemActivated.connect(self._on_activated)
 
     def forget_module(self) -> None:
-        """(Not ``reset``: Qt's item views call that one themselves.) Another module: nothing of the last one's globals, nor its values to compare with."""
+        """Another module: nothing of the last one's globals, nor its values to compare with. (Not named
+        ``reset``: Qt's item views call that one themselves, from ``clear``.)"""
         self.clear()
         self.value = None
         self._previous = {}

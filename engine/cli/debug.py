@@ -104,7 +104,9 @@ def globals_lines(answer: Globals) -> list[str]:
         lines = []
         for v in answer.variables:
             where = f".refs[{v.index}]" if v.kind == "ref" else f"{v.kind} .rwdata[{v.index}]"
-            size = f", {v.byte_length} bytes{', ' + v.tensor_type if v.tensor_type else ''}" if v.byte_length is not None else ""
+            size = ""
+            if v.byte_length is not None:  # a buffer: its size, and its tensor where the program declares it
+                size = f", {v.byte_length} bytes" + (f", {v.tensor_type}" if v.tensor_type else "")
             lines.append(f"@{v.name} = {v.value}{size}  ({where})")
         return lines
     data = bytes(answer.rwdata)

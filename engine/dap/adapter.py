@@ -708,8 +708,8 @@ class DebugAdapter:
             found = next((v for v in self._global_variables() if v["name"] == expression), None)
             if found is None:
                 raise RequestError(f"{expression}: no such global (the Globals scope lists the module's)")
-            return {"result": found["value"], "variablesReference": 0,
-                    **({"memoryReference": found["memoryReference"]} if "memoryReference" in found else {})}  # fmt: skip
+            memory = {"memoryReference": found["memoryReference"]} if "memoryReference" in found else {}
+            return {"result": found["value"], "variablesReference": 0, **memory}
         raise RequestError(f"{expression!r}: iree-lens evaluates registers (i3, r0), globals (@state) and, at a "
                            "dispatch, bindings (binding 1)")  # fmt: skip
 

@@ -115,7 +115,9 @@ class SessionGlobals:
         exactly that tensor; else None and why its bytes are not typed."""
         declared = self.names.tensor_type(name)
         if not declared:
-            return None, self.names.note if not self.names.globals else "the program declares no static tensor of this name"
+            if not self.names.globals:
+                return None, self.names.note
+            return None, "the program declares no static tensor of this name"
         try:
             tensor_type = TensorType.parse(declared, source="flow")
         except ValueError:
