@@ -311,7 +311,10 @@ def test_live_capture_types_tensors_by_the_checked_rebuild(qtbot, tmp_path):
     view = DispatchRunView()
     qtbot.addWidget(view)
     view.capture_live(str(vmfb), "main", ["2x16xf32=0.5"], str(tmp_path / "live"))
-    qtbot.waitUntil(lambda: "2 dispatches" in view.title.text(), timeout=120000)
+    # Finished: the bundle reopened (the title "Capturing… 2 dispatches" comes while the manifest is unwritten:
+    # waiting for that alone read an empty manifest.json on a loaded machine).
+    finished = lambda: "2 dispatches" in view.title.text() and not view.title.text().startswith("Capturing")  # noqa: E731
+    qtbot.waitUntil(finished, timeout=120000)
     manifest = json.loads((tmp_path / "live" / "manifest.json").read_text())
     assert manifest["sources"]["origin"] == "rebuilt", manifest["sources"]
     assert {d["tensors_from"] for d in manifest["dispatches"]} == {"interface"}
