@@ -64,9 +64,7 @@ class SessionGlobals:
         instance = self._instance
         refs = tuple(describe_ref(r) for r in instance.global_refs)
         names = self.names
-        # The program's own globals first; the compiler's (``__device_0``, ``__main_memoize_...``) after.
-        ordered = sorted(names.globals, key=lambda g: g.name.startswith("__"))
-        variables = tuple(self._variable(g, refs) for g in ordered)
+        variables = tuple(self._variable(g, refs) for g in names.in_display_order)
         return Globals(query, bytes(instance.rwdata), refs, variables, names.note)
 
     def _variable(self, named: NamedGlobal, refs: tuple[str, ...]) -> GlobalVariable:

@@ -51,6 +51,12 @@ class GlobalNames:
     # constants into one buffer, so only a buffer of exactly that size holds that tensor alone).
     tensor_types: dict[str, str] = field(default_factory=dict)
 
+    @property
+    def in_display_order(self) -> tuple[NamedGlobal, ...]:
+        """The program's own globals first, the compiler's (``__device_0``, ``__main_memoize_...``) after; each
+        group as numbered (refs by ordinal, then the others by offset)."""
+        return tuple(sorted(self.globals, key=lambda g: g.name.startswith("__")))
+
     def tensor_type(self, name: str) -> str:
         """The tensor type of ref global ``name`` (``8xf32``), or "" when the flow phase declares none."""
         return self.tensor_types.get(name, "").removesuffix(f" {CONSTANT}")
@@ -159,27 +165,22 @@ def names_beside(module_path: str | Path, module) -> GlobalNames:
 def code_disagrees(named: tuple[NamedGlobal, ...], module) -> str | None:
     """Where ``module``'s code accesses a global otherwise than ``named`` declares it (a ref of another type, a
     byte offset holding no global of that kind), or None: each direct ``vm.global.load/store`` checked."""
-    from engine.runtime.vmfb.decoder import iter_instructions
-
     refs = {g.index: g for g in named if g.kind == "ref"}
     others = {g.index: g for g in named if g.kind != "ref"}
     types = module.types
-    for function in module.functions:
-        for ins in iter_instructions(function.code):
-            symbol = ins.symbol
-            if symbol in _DIRECT_REF:
-                ordinal, type_id = ins.operand("global"), ins.operand("type_def")
-                used = types[type_id] if 0 <= type_id < len(types) else "?"
-                g = refs.get(ordinal)
-                if g is None or (used != "?" and f"!vm.ref<{used}>" != g.type_text):
-                    declared = f"@{g.name} as {g.type_text}" if g else "none"
-                    return f"the module's code uses .refs[{ordinal}] as {used}, the snapshot declares {declared}"
-            elif symbol in _DIRECT_BYTES:
-                offset, kind = ins.operand("byte_offset"), symbol[-3:].lower()
-                g = others.get(offset)
-                if g is None or g.kind != kind:
-                    declared = f"@{g.name} as {g.kind}" if g else "none"
-                    return f"the module's code uses .rwdata[{offset}] as {kind}, the snapshot declares {declared}"
+    for _, ins, kind, index in _direct_accesses(module):
+        if kind == "ref":
+            type_id = ins.operand("type_def")
+            used = types[type_id] if 0 <= type_id < len(types) else "?"
+            g = refs.get(index)
+            if g is None or (used != "?" and f"!vm.ref<{used}>" != g.type_text):
+                declared = f"@{g.name} as {g.type_text}" if g else "none"
+                return f"the module's code uses .refs[{index}] as {used}, the snapshot declares {declared}"
+        else:
+            g = others.get(index)
+            if g is None or g.kind != kind:
+                declared = f"@{g.name} as {g.kind}" if g else "none"
+                return f"the module's code uses .rwdata[{index}] as {kind}, the snapshot declares {declared}"
     return None
 
 
@@ -224,16 +225,36 @@ _DIRECT_REF = ("GlobalLoadRef", "GlobalStoreRef")
 _DIRECT_BYTES = tuple(f"Global{op}{t}" for op in ("Load", "Store") for t in ("I32", "I64", "F32", "F64"))
 
 
-def accessed_global(names: GlobalNames, instruction) -> str | None:
-    """The name of the global a ``vm.global.load/store`` instruction (a decoded ``Instruction``) reads or
-    writes, when ``names`` has it; None for other instructions and indirect accesses."""
+def direct_access(instruction) -> tuple[str, int] | None:
+    """``(kind, index)`` of the global a ``vm.global.load/store`` instruction (a decoded ``Instruction``)
+    names: ``("ref", ordinal)`` or ``("i32", .rwdata offset)``...; None for other instructions and indirect
+    accesses."""
     symbol = instruction.symbol
     if symbol in _DIRECT_REF:
-        kind, index = "ref", instruction.operand("global")
-    elif symbol in _DIRECT_BYTES:
-        kind, index = symbol[-3:].lower(), instruction.operand("byte_offset")
-    else:
+        return "ref", instruction.operand("global")
+    if symbol in _DIRECT_BYTES:
+        return symbol[-3:].lower(), instruction.operand("byte_offset")
+    return None
+
+
+def _direct_accesses(module):
+    """``(function, instruction, kind, index)`` of every direct global access of ``module``'s code."""
+    from engine.runtime.vmfb.decoder import iter_instructions
+
+    for function in module.functions:
+        for ins in iter_instructions(function.code):
+            access = direct_access(ins)
+            if access is not None:
+                yield function, ins, *access
+
+
+def accessed_global(names: GlobalNames, instruction) -> str | None:
+    """The name of the global a ``vm.global.load/store`` instruction reads or writes, when ``names`` has it;
+    None for other instructions and indirect accesses."""
+    access = direct_access(instruction)
+    if access is None:
         return None
+    kind, index = access
     for g in names.globals:
         if g.index == index and (g.kind == "ref") == (kind == "ref"):
             return g.name
@@ -243,21 +264,12 @@ def accessed_global(names: GlobalNames, instruction) -> str | None:
 def global_accesses(module) -> dict[tuple[str, int], tuple[set[str], set[str]]]:
     """``(kind, index) -> (functions that load it, functions that store it)`` over ``module``'s code, for each
     direct global access (``kind`` "ref" with the ref ordinal, else the type with the .rwdata offset)."""
-    from engine.runtime.vmfb.decoder import iter_instructions
     from engine.runtime.vmfb.disassembler import tool_function_name
 
     out: dict[tuple[str, int], tuple[set[str], set[str]]] = {}
-    for function in module.functions:
-        for ins in iter_instructions(function.code):
-            symbol = ins.symbol
-            if symbol in _DIRECT_REF:
-                key = ("ref", ins.operand("global"))
-            elif symbol in _DIRECT_BYTES:
-                key = (symbol[-3:].lower(), ins.operand("byte_offset"))
-            else:
-                continue
-            loads, stores = out.setdefault(key, (set(), set()))
-            (loads if "Load" in symbol else stores).add(tool_function_name(module, function))
+    for function, ins, kind, index in _direct_accesses(module):
+        loads, stores = out.setdefault((kind, index), (set(), set()))
+        (loads if "Load" in ins.symbol else stores).add(tool_function_name(module, function))
     return out
 
 
@@ -270,12 +282,12 @@ def describe_globals(module, names: GlobalNames) -> list[str]:
     accesses = global_accesses(module)
 
     def used(kind: str, index: int) -> str:
-        loads, stores = accesses.get(("ref" if kind == "ref" else kind, index), (set(), set()))
+        loads, stores = accesses.get((kind, index), (set(), set()))
         parts = [f"{what} by {', '.join(sorted(fns))}" for what, fns in (("loaded", loads), ("stored", stores)) if fns]
         return "; ".join(parts) or "not accessed directly"
 
     if names.globals:
-        for g in sorted(names.globals, key=lambda g: (g.name.startswith("__"), g.kind != "ref", g.index)):
+        for g in names.in_display_order:
             place = f".refs[{g.index}]" if g.kind == "ref" else f".rwdata[{g.index}]"
             tensor = names.tensor_types.get(g.name, "")
             if tensor.endswith(CONSTANT):
