@@ -543,12 +543,19 @@ class Debugger:
         lines = [f"i{k} = {v}" for k, v in enumerate(i32)] + [f"r{k} = {v}" for k, v in enumerate(refs)]
         self._print("\n".join(lines) if lines else "(no registers)")
 
+    def _answer(self, command: ScriptCommand, query, kind: type):
+        """The session's answer to ``query`` (of type ``kind``), or None once its failure is said at ``command``."""
+        self.client.send(query)
+        answer = self._next()
+        if isinstance(answer, kind):
+            return answer
+        self._error(command, f"{command.text!r}: {_event_message(answer)}")
+        return None
+
     def _info_globals(self, command: ScriptCommand) -> None:
         """The module's globals now: they outlive a call (state kept between calls), so any time after open."""
-        self.client.send(ReadGlobals())
-        answer = self._next()
-        if not isinstance(answer, Globals):
-            self._error(command, f"{command.text!r}: {_event_message(answer)}")
+        answer = self._answer(command, ReadGlobals(), Globals)
+        if answer is None:
             return
         if self.args.json:
             self._print({"info": "globals", "names": answer.names_note, "rwdata": answer.rwdata.hex(),
@@ -559,10 +566,8 @@ class Debugger:
     def _print_global(self, command: ScriptCommand) -> None:
         """``print @NAME``: a global's value now; a buffer global's tensor as IREE prints a buffer view (its
         bytes in hex when its type is not known)."""
-        self.client.send(ReadGlobals())
-        answer = self._next()
-        if not isinstance(answer, Globals):
-            self._error(command, f"{command.text!r}: {_event_message(answer)}")
+        answer = self._answer(command, ReadGlobals(), Globals)
+        if answer is None:
             return
         found = next((v for v in answer.variables if v.name == command.name), None)
         if found is None:
@@ -572,10 +577,8 @@ class Debugger:
         if found.byte_length is None:  # a number, or a ref that holds no buffer
             self._emit_value(command.name, found.value, found.kind)
             return
-        self.client.send(ReadGlobalBuffer(found.index))
-        buffer = self._next()
-        if not isinstance(buffer, GlobalBuffer):
-            self._error(command, f"{command.text!r}: {_event_message(buffer)}")
+        buffer = self._answer(command, ReadGlobalBuffer(found.index), GlobalBuffer)
+        if buffer is None:
             return
         array = buffer.tensor.to_numpy()
         if buffer.tensor.element_type == "u8":
