@@ -18,6 +18,7 @@ from PySide6.QtCore import QObject, QSettings
 
 from app.input_defaults import Argument, default_inputs, function_arguments, numpy_inputs
 from app.views.stepper_inputs import format_inputs_line, parse_inputs_line
+from engine.runtime.function_io import split_shape_and_type
 from engine.runtime.hal.constants import format_shape_and_type
 
 _GROUP = "inputs"
@@ -41,10 +42,8 @@ def input_shape(value: str) -> tuple[tuple[int, ...] | None, str | None] | None:
             return None
         return tuple(array.shape), None
     if "=" in value:
-        # The type follows the last ``x``; no shape (``i32=3``, or ``xi32=3``) is rank 0, as IREE reads it.
-        shape_text, _, element = value.split("=", 1)[0].rpartition("x")
         try:
-            return (tuple(int(p) for p in shape_text.split("x")) if shape_text else ()), element
+            return split_shape_and_type(value.split("=", 1)[0])  # as IREE reads it: ``xi32=3`` is rank 0
         except ValueError:
             return None
     return (None, None) if value else None

@@ -54,6 +54,7 @@ from app.views.stepper_listing import StepperListing
 from app.views.stepper_reverse import ReverseControls
 from app.views.stepper_state import CallStackView, GlobalsView, RegistersView
 from app.workbench import Workbench, callable_first
+from engine.runtime.hal.constants import format_shape_and_type
 from engine.runtime.parameters import NO_ARCHIVE
 from engine.runtime.vmfb.global_names import GlobalNames, NamedGlobal
 from engine.session.protocol import (
@@ -821,12 +822,18 @@ class StepperPanel(QWidget):
         self._listings.clear()
         if self.shown_function is None or self.shown_ordinal is None:
             return
-        from app.engine_adapter import function_listing
-
         function = self._function_object(self.shown_function, self.shown_ordinal)
         if function is not None:
-            lines = self._listings[function.ordinal] = function_listing(self.vmfb, function, self._session_names)
-            self.listing.replace_text(lines)
+            self.listing.replace_text(self._listing_of(function))
+
+    def _listing_of(self, function) -> list:
+        """The listing of ``function`` (made once per module and names), its global accesses named."""
+        from app.engine_adapter import function_listing
+
+        lines = self._listings.get(function.ordinal)
+        if lines is None:
+            lines = self._listings[function.ordinal] = function_listing(self.vmfb, function, self._global_names())
+        return lines
 
     def _on_sources_settled(self) -> None:
         """A rebuild of the program ended: its phase snapshots may name the globals the module's folder did
@@ -845,7 +852,7 @@ class StepperPanel(QWidget):
         where = self.status_label.text().split("  ")[0]  # the moment: "Finished main", "Stopped at ..."
         tensor = answer.tensor
         typed = tensor.element_type not in ("", "u8")
-        type_text = "x".join([*map(str, tensor.shape), tensor.element_type]) if typed else ""
+        type_text = format_shape_and_type(tensor.shape, tensor.element_type) if typed else ""
         inspector.set_tensors([InspectedTensor(f"@{answer.name} ({where})", tensor.to_numpy(), type_text)])
         self.services.open_document(inspector, f"@{answer.name}")
         self.services.messages.info(f"@{answer.name}: {answer.type_note} ({where})")
@@ -959,11 +966,7 @@ class StepperPanel(QWidget):
             return
         if self.shown_ordinal == function.ordinal and self.shown_function == name:
             return
-        from app.engine_adapter import function_listing
-
-        lines = self._listings.get(function.ordinal)
-        if lines is None:
-            lines = self._listings[function.ordinal] = function_listing(self.vmfb, function, self._global_names())
+        lines = self._listing_of(function)
         self.shown_function, self.shown_ordinal = name, function.ordinal
         self.function_title.setText(
             f"@{main}.{name}   (function #{function.ordinal}, {len(function.code)} bytes)"

@@ -13,6 +13,7 @@ from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import QAbstractItemView, QTreeWidget, QTreeWidgetItem, QWidget
 
 from app.views.hex_view import monospace_font
+from engine.runtime.vmfb.global_names import PRIMITIVE_SIZES
 from engine.session.protocol import FrameInfo, Globals, RegisterFile
 
 CHANGED = QBrush(QColor("#c62828"))
@@ -162,10 +163,6 @@ MAX_NAME_WIDTH = 170  # px: the Globals tab's name column at most
 GLOBAL_PLACE_ROLE = Qt.ItemDataRole.UserRole + 1
 
 
-def _byte_size(kind: str) -> int:
-    return 8 if kind in ("i64", "f64") else 4
-
-
 class GlobalsView(QTreeWidget):
     """Module globals: by the names the compilation gave them when its VM phase is known (a buffer's row
     opens its bytes when activated: double-click or Enter), then the ``rwdata`` bytes (as i32 words, hex)
@@ -235,7 +232,7 @@ class GlobalsView(QTreeWidget):
                     kind = f", {v.tensor_type}" if v.tensor_type else ""
                     shown = f"{v.value}, {v.byte_length} bytes{kind} (double-click or Enter: inspect)"
             else:
-                size = _byte_size(v.kind)
+                size = PRIMITIVE_SIZES[v.kind]
                 where = f".rwdata[{v.index}] {v.kind}"
                 shown = v.value
                 hex_text = "0x" + data[v.index : v.index + size][::-1].hex()
@@ -246,7 +243,7 @@ class GlobalsView(QTreeWidget):
                     item.setForeground(c, CHANGED)
                 item.setToolTip(1, f"was {self._previous[v.name]}")
             # What "When did this change?" watches: the ref, or the global's bytes.
-            place = ("ref", v.index) if v.kind == "ref" else ("bytes", v.index, _byte_size(v.kind))
+            place = ("ref", v.index) if v.kind == "ref" else ("bytes", v.index, PRIMITIVE_SIZES[v.kind])
             item.setData(0, GLOBAL_PLACE_ROLE, place)
             if v.kind == "ref" and v.byte_length is not None:
                 item.setData(0, Qt.ItemDataRole.UserRole, v.index)

@@ -22,6 +22,7 @@ import numpy as np
 from engine.errors import LensError
 from engine.runtime import element_types as et
 from engine.runtime.element_types import ElementType
+from engine.runtime.hal.constants import format_shape_and_type
 
 DEFAULT_MAX_ELEMENT_COUNT = 1024  # iree-run-module --output_max_element_count
 
@@ -78,13 +79,18 @@ def split_cconv(cconv: str) -> tuple[str, str]:
     return ("" if args == "v" else args), ("" if results == "v" else results)
 
 
-def _parse_shape_and_type(metadata: str) -> tuple[tuple[int, ...], ElementType]:
-    # As iree_hal_parse_shape_and_element_type: the type follows the last ``x``; an empty shape (``i32``,
-    # or ``xi32`` as a rank-0 shape joined naively) is rank 0.
+def split_shape_and_type(metadata: str) -> tuple[tuple[int, ...], str]:
+    """``2x3xf32`` -> ((2, 3), "f32"), as iree_hal_parse_shape_and_element_type splits it: the type follows the
+    last ``x``; an empty shape (``i32``, or ``xi32`` as a rank-0 shape joined naively) is rank 0.
+    ``ValueError`` for a dimension that is not a number."""
     shape_text, _, type_text = metadata.strip().rpartition("x")
+    return (tuple(int(p) for p in shape_text.split("x")) if shape_text else ()), type_text
+
+
+def _parse_shape_and_type(metadata: str) -> tuple[tuple[int, ...], ElementType]:
     try:
+        shape, type_text = split_shape_and_type(metadata)
         element_type = et.parse_element_type(type_text)
-        shape = tuple(int(p) for p in shape_text.split("x")) if shape_text else ()
     except ValueError as e:
         raise InputError(f"invalid shape and element type `{metadata}`: {e}") from None
     if any(d < 0 for d in shape):
@@ -274,7 +280,7 @@ def _element_to_text(value, element_type: ElementType) -> str:
 def format_tensor(tensor: Tensor, max_element_count: int = DEFAULT_MAX_ELEMENT_COUNT) -> str:
     """``4x2xf32=[1 2][3 4]...``: IREE's ``iree_hal_buffer_view_format``."""
     shape = tensor.shape
-    prefix = "".join(f"{d}x" for d in shape) + tensor.element_type.name
+    prefix = format_shape_and_type(shape, tensor.element_type.name)
     flat = tensor.array.reshape(-1)
     f8 = _f8_dtype(tensor.element_type)
     if f8 is not None:  # stored as bits: their values, printed as IREE prints them (%G of the f32 they widen to)
