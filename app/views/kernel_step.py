@@ -24,6 +24,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine.runtime.hal.formats import CPU_FORMATS
+
 
 @dataclass(frozen=True)
 class SelectedElement:
@@ -63,7 +65,7 @@ def capture_and_find_writer(request: KernelRequest) -> tuple[Any, tuple[int, int
     return captured, workgroup_that_wrote(captured, data, e.binding, e.offset, e.size)
 
 
-STEPPABLE_FORMATS = ("embedded-elf-x86_64", "vmvx-bytecode-fb")
+STEPPABLE_FORMATS = CPU_FORMATS  # llvm-cpu libraries (embedded or system ELF) and VMVX
 
 
 def steppable(module: Any) -> bool:

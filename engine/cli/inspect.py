@@ -14,6 +14,7 @@ import sys
 
 from engine.cli.program_arguments import is_replay
 from engine.errors import FormatError
+from engine.runtime.hal.formats import is_cpu_elf
 from engine.session.protocol import INITIALIZER
 
 
@@ -85,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
 
             for x in module.executables:
                 out.write(describe_executable(x) + "\n")
-            if any(x.format.startswith("embedded-elf") for x in module.executables):
+            if any(is_cpu_elf(x.format) for x in module.executables):
                 # A CPU library names its exports only to code that runs it: the host code's lookups name them.
                 from engine.runtime.vmfb.call_sites import dispatch_call_sites
 

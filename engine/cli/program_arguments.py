@@ -113,7 +113,7 @@ def module_device(module: str, device: str | None = None, option: str = "--devic
     if device is None:
         if kind is None:
             # A build for several targets, Vulkan among them, runs on Vulkan; formats IREE Lens does not
-            # know (system-elf) are IREE's local devices' to run or refuse.
+            # know (embedded-elf-arm_64, say) are IREE's local devices' to run or refuse.
             return "vulkan" if any(f.startswith("vulkan") for f in formats) else "local-sync"
         return _DEVICE_OF_KIND.get(kind, "local-sync")
     if kind is not None and device_kind(device) not in (None, kind):

@@ -353,7 +353,7 @@ def _copy_source(out: Path, divergence: Divergence, sources: list[str]) -> str |
 
 SOURCE_DUMP_SECONDS = 300
 
-_TARGET_OF_FORMAT = {"embedded-elf": "llvm-cpu", "vmvx": "vmvx", "vulkan-spirv": "vulkan-spirv"}
+_TARGET_OF_FORMAT = {"embedded-elf": "llvm-cpu", "system-elf": "llvm-cpu", "vmvx": "vmvx", "vulkan-spirv": "vulkan-spirv"}
 
 
 def _source_from_model(out: Path, divergence: Divergence, module: str) -> str | None:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.errors import LensError
+from engine.runtime.hal.formats import is_native_cpu
 
 NOISE_LIMIT = 0.05  # a spread above this share of the median cannot tell a 5 % change
 
@@ -84,8 +85,8 @@ class KernelTimer:
     def __init__(self, run: KernelRun, batch_size: int = 16):
         from engine.runtime.hal.cpu_library import CpuExecutableLibrary, aligned_copy
 
-        if not run.executable_format.startswith("embedded-elf"):
-            raise LensError(f"time_kernel runs CPU libraries (embedded-elf), not {run.executable_format}")
+        if not is_native_cpu(run.executable_format):
+            raise LensError(f"time_kernel runs CPU libraries (embedded or system ELF), not {run.executable_format}")
         self.batch_size = max(1, batch_size)
         self.library = CpuExecutableLibrary.load(run.binary, run.export_name)
         self.buffers = [

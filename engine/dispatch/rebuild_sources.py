@@ -31,13 +31,16 @@ from pathlib import Path
 
 from engine.dispatch.typed_tensors import NO_SOURCES, ExecutableSources, read_sources
 from engine.errors import CompileCancelled, LensError
+from engine.runtime.hal.formats import SYSTEM_ELF_X86_64
 
 # The executable formats IREE Lens's compile targets produce (engine.compiler.targets keys).
 FORMAT_TARGETS = {
     "embedded-elf-x86_64": "llvm-cpu",
+    SYSTEM_ELF_X86_64: "llvm-cpu",  # rebuilt with SYSTEM_LINK_FLAG
     "vmvx-bytecode-fb": "vmvx",
     "vulkan-spirv-fb": "vulkan-spirv",
 }
+SYSTEM_LINK_FLAG = "--iree-llvmcpu-link-embedded=false"  # what builds system-elf libraries
 _FILE = re.compile(r'^"([^"]+\.mlir(?:bc)?)":\d+')
 # llvm-cpu target CPUs a rebuild tries, in order: IREE's default (no CPU flag: an empty value is the same),
 # then IREE Lens's own default; then the CPU and features the module records (``_cpu_tries``).
@@ -312,6 +315,8 @@ def _rebuild_once(
         how += " with the module's recorded features"
     own = TaskState()
     flags = (f"--iree-llvmcpu-target-cpu-features={features}",) if features is not None else ()
+    if any(fmt == SYSTEM_ELF_X86_64 for fmt, _ in original.values()):
+        flags += (SYSTEM_LINK_FLAG,)  # the module's CPU libraries are system-linked shared objects
     request = CompileRequest.from_file(program, target=target, target_cpu=cpu, named_in=named_in, extra_flags=flags)
     with BinaryWatch(out / "executables" / "binaries", original, own, outer=task) as watch:
         try:

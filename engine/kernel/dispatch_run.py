@@ -55,9 +55,6 @@ class _Keep(DispatchObserver):
             self.found.after = [np.array(b.data, dtype=np.uint8, copy=True) for b in record.bindings]
 
 
-CPU_FORMATS = ("embedded-elf-x86_64", "vmvx-bytecode-fb")
-
-
 def executable_formats(module_path: str | Path) -> set[str]:
     from engine.runtime.vmfb.module import open_vmfb
 
@@ -71,6 +68,7 @@ def run_to_dispatch(
     dispatch ``ordinal``; ``KernelStepError`` when the run has no such dispatch."""
     from engine.runtime.debug_runner import INITIALIZER, DebugRunner
     from engine.runtime.function_io import parse_inputs, split_cconv
+    from engine.runtime.hal.formats import CPU_FORMATS
 
     formats = executable_formats(module_path)
     if formats and not formats & set(CPU_FORMATS):

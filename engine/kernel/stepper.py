@@ -12,6 +12,7 @@ import numpy as np
 from engine.kernel.dispatch_run import CapturedDispatch, KernelStepError, executable_data, run_to_dispatch
 from engine.kernel.source_lines import SourceFiles
 from engine.kernel.trace import KernelTrace, StopAt
+from engine.runtime.hal.formats import is_native_cpu
 
 
 def record_workgroup(
@@ -46,7 +47,7 @@ def record_captured(
         from engine.kernel.vmvx_stepper import record_vmvx
 
         trace = record_vmvx(captured, executable_data(module, captured), workgroup, files, module, stop_at)
-    elif captured.executable_format.startswith("embedded-elf"):
+    elif is_native_cpu(captured.executable_format):
         from engine.kernel.llvm_recorder import llvm_ir_and_note, record_llvm
 
         ir, provenance = llvm_ir_and_note(module, captured.export_name, sources)

@@ -49,6 +49,7 @@ from engine.runtime.hal import constants as c
 from engine.runtime.hal.buffers import HalBuffer, HalFile
 from engine.runtime.hal.commands import BindingTableEntry, HalCommandBuffer, ResolvedRange
 from engine.runtime.hal.device import Device, HalExecutable
+from engine.runtime.hal.formats import EMBEDDED_ELF_X86_64, is_cpu_elf
 
 P = f.PayloadType
 WHOLE = (1 << 64) - 1  # IREE_HAL_WHOLE_BUFFER as stored in a replay (an unsigned device size)
@@ -119,7 +120,7 @@ class ReplayState:
 def _infer_format(data: bytes, captured: str) -> str:
     """What IREE's executable caches infer from a replacement's bytes (ELF, a VMVX module, a VKE1)."""
     if data[:4] == b"\x7fELF":
-        return captured if captured.startswith("embedded-elf") else "embedded-elf-x86_64"
+        return captured if is_cpu_elf(captured) else EMBEDDED_ELF_X86_64
     if data[4:8] == b"IREE":
         return "vmvx-bytecode-fb"
     if data[4:8] == b"VKE1":

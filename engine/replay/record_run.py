@@ -38,6 +38,7 @@ from engine.runtime.hal import constants as hc
 from engine.runtime.hal.buffers import HalBuffer, HalBufferView
 from engine.runtime.hal.commands import ResolvedRange, resolve_ref
 from engine.runtime.hal.device import Device, HalExecutable, QueueListener, QueueOperation
+from engine.runtime.hal.formats import is_native_cpu
 from engine.runtime.vm.values import VmList
 
 P = f.PayloadType
@@ -72,7 +73,7 @@ def _object(
 def executable_metadata(executable: HalExecutable) -> bytes:
     """IREE's executable ABI metadata for a loaded executable (what ``iree-run-replay`` checks)."""
     exports = getattr(executable.impl, "exports", None)
-    if executable.format.startswith("embedded-elf") and exports is not None:
+    if is_native_cpu(executable.format) and exports is not None:
         rows, names = [], b""
         for e in exports:
             a = e.attributes

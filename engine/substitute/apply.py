@@ -20,6 +20,7 @@ import numpy as np
 
 from engine.runtime.hal.device import Device, HalExecutable
 from engine.runtime.hal.executable_swap import registry, swap
+from engine.runtime.hal.formats import is_native_cpu
 from engine.runtime.vmfb.module import VmfbModule
 from engine.substitute.build import (
     Replacement,
@@ -148,7 +149,7 @@ def swap_into(executable: HalExecutable, replacement: Replacement) -> HalExecuta
         f"{executable.label} <- {replacement.spec.path.name}",
     )
     counts = {e: c for e, c in replacement.workgroup_counts if c is not None}
-    if counts and executable.format.startswith("embedded-elf"):
+    if counts and is_native_cpu(executable.format):
         # Honour the edit's own workgroup count (its tiling may differ from the compiled one's): the CPU
         # library is called with it whatever the host code computed.
         loaded.impl = WorkgroupCountOverride(loaded.impl, loaded.export_names, counts)

@@ -53,7 +53,7 @@ def _dispatch_name(path: Path, module_name: str | None) -> str:
 def _library_name(path: Path, module_name: str | None) -> str:
     # module_<module>_linked_embedded_elf_x86_64.optimized.ll -> <module>_linked; module_main_dispatch_0_... too.
     stem = _dispatch_name(path, module_name)
-    for tail in ("_embedded_elf_x86_64", "_embedded_elf_aarch64", "_embedded_elf_riscv_64", _NVPTX_TAIL):
+    for tail in ("_embedded_elf_x86_64", "_system_elf_x86_64", "_embedded_elf_aarch64", "_embedded_elf_riscv_64", _NVPTX_TAIL):
         if tail in stem:
             return stem[: stem.index(tail)]
     return stem

@@ -35,6 +35,7 @@ from engine.runtime.hal.device import (
     HalExecutable,
 )
 from engine.runtime.hal.executable_swap import registry, revert
+from engine.runtime.hal.formats import is_native_cpu
 from engine.runtime.vmfb.module import VmfbModule
 from engine.substitute.apply import build_all, refuse_workgroup_count_changes, rodata_label, swap_into
 from engine.substitute.build import (
@@ -266,7 +267,7 @@ class LiveSubstitutions:
         # The same build as ``iree-lens run --substitute`` (MLIR through IREE's executable pipeline, with the
         # edit's own workgroup count); the CPU device dispatches with that count, other devices refuse a change.
         (replacement,) = build_all(self.module, [spec], self.interfaces)
-        if not replacement.target.executable.format.startswith("embedded-elf"):
+        if not is_native_cpu(replacement.target.executable.format):
             refuse_workgroup_count_changes(self.module, [replacement], f"the {self.device.name} device")
         for executable in self._loaded(replacement):
             swap_into(executable, replacement)

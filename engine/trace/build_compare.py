@@ -39,6 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.runtime.hal.formats import is_cpu_elf
 from engine.trace.by_source import SourceMap, program_op
 from engine.trace.model import Trace
 
@@ -185,7 +186,7 @@ def code_sizes(module_path: str | Path) -> dict[str, int]:
     for executable in open_vmfb(str(module_path)).executables:
         data = bytes(executable.data)
         try:
-            if (executable.format or "").startswith("embedded-elf"):
+            if is_cpu_elf(executable.format):
                 from elftools.elf.elffile import ELFFile
 
                 elf = ELFFile(io.BytesIO(data))

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.errors import LensError
+from engine.runtime.hal.formats import is_native_cpu
 from engine.trace.model import Trace
 from engine.trace.source_ops import SourceOp, dispatch_sites, dispatch_source_ops, flow_with_locations
 
@@ -154,7 +155,7 @@ def export_locations(module_path: str | Path) -> dict[str, str]:
         fmt = executable.format or ""
         data = executable.data
         try:
-            if fmt.startswith("embedded-elf"):
+            if is_native_cpu(fmt):
                 from engine.runtime.hal.cpu_library import CpuExecutableLibrary
 
                 with CpuExecutableLibrary.load(bytes(data), executable.name) as library:

@@ -1,7 +1,7 @@
 """The CPU device: IREE's local-sync device emulated on host memory.
 
-It answers device queries like local-sync (id ``local-sync``, formats ``embedded-elf-x86_64`` and
-``vmvx-bytecode-fb``, concurrency 1, ``hal.cpu:<feature>`` bits), so a compiled module's ``__init`` selects it.
+It answers device queries like local-sync (id ``local-sync``, formats ``embedded-elf-x86_64``,
+``system-elf-x86_64`` and ``vmvx-bytecode-fb``, concurrency 1, ``hal.cpu:<feature>`` bits), so a compiled module's ``__init`` selects it.
 llvm-cpu executables run natively through ``CpuExecutableLibrary`` (ctypes); VMVX executables run in our
 own VM interpreter (``engine.runtime.vm.vmvx``). Bindings are views of the buffers' host memory: kernels
 read and write it in place.
@@ -21,12 +21,11 @@ from engine.runtime.hal.buffers import HalBuffer
 from engine.runtime.hal.commands import BindingTableEntry, HalCommandBuffer, ResolvedRange
 from engine.runtime.hal.cpu_batch import BatchSegments, CpuBatchPlan, native_dispatch, plan_stretch
 from engine.runtime.hal.device import BUFFER_ALIGNMENT, BatchRecords, Device, HalExecutable, aligned_zeros
+from engine.runtime.hal.formats import CPU_FORMATS, VMVX_BYTECODE, is_native_cpu
 from engine.runtime.hal.machine_code import machine_code
 from engine.runtime.hal.native_loop import native_loop
 from engine.runtime.vm.native import StatusCode, VmStatusError
 
-FORMAT_EMBEDDED_ELF = "embedded-elf-x86_64"
-FORMAT_VMVX = "vmvx-bytecode-fb"
 _PLANS_PER_COMMAND_BUFFER = 512  # stretches kept per command buffer: a typed model's in-place dispatches and transfers cut
 # EfficientViT's into ~110 every call (16 were re-planned at every call); breakpoints moving cut new ones
 _WATCHED_PLANS = 64  # watched commands remembered per command buffer (see CpuDevice._watched_plan)
@@ -67,7 +66,7 @@ class CpuDevice(Device):
     """``local-sync`` on the host: synchronous queue, native ELF dispatches, VMVX in our interpreter."""
 
     identifier = "local-sync"
-    formats = (FORMAT_EMBEDDED_ELF, FORMAT_VMVX)
+    formats = CPU_FORMATS
 
     def __init__(self, name: str | None = None) -> None:
         super().__init__(name)
@@ -111,7 +110,7 @@ class CpuDevice(Device):
         self, executable_format: str, data: np.ndarray, constants: tuple[int, ...], label: str
     ) -> HalExecutable:
         """Load an executable without telling the registry (what a substitution loads its replacement with)."""
-        if executable_format == FORMAT_EMBEDDED_ELF:
+        if is_native_cpu(executable_format):
             from engine.runtime.hal.cpu_library import CpuExecutableLibrary
 
             try:
@@ -124,7 +123,7 @@ class CpuDevice(Device):
                 ) from None
             names = [e.name for e in library.exports]
             return HalExecutable(self, executable_format, label, names, library)
-        if executable_format == FORMAT_VMVX:
+        if executable_format == VMVX_BYTECODE:
             from engine.runtime.vm.vmvx import VmvxExecutable  # another engineer's module; imported on demand
 
             try:
@@ -303,7 +302,7 @@ class CpuDevice(Device):
         bindings: list[ResolvedRange],
     ) -> None:
         impl = executable.impl
-        if executable.format == FORMAT_EMBEDDED_ELF:
+        if is_native_cpu(executable.format):
             attrs = impl.exports[ordinal].attributes
             expected_constants, expected_bindings = attrs.constant_count, attrs.binding_count
         else:

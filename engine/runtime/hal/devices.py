@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from engine.errors import HalError
 from engine.runtime.hal.device import Device
+from engine.runtime.hal.formats import CPU_FORMATS, CUDA_FORMATS, HIP_FORMATS, VULKAN_FORMATS
 
 CPU_DRIVERS = ("local-sync", "local-task", "local")
 VULKAN_DRIVER = "vulkan"
@@ -134,12 +135,7 @@ def device_uris() -> list[str]:
     return uris + [choice.uri for choice in cuda_choices() + hip_choices()]
 
 
-# Executable formats each kind of device runs (IREE's names, as a .vmfb's executables carry them), and the
-# iree-compile target that produces them.
-CPU_FORMATS = ("embedded-elf-x86_64", "vmvx-bytecode-fb")
-VULKAN_FORMATS = ("vulkan-spirv-fb", "vulkan-spirv-bda-v1")
-CUDA_FORMATS = ("cuda-nvptx-fb",)
-HIP_FORMATS = ("rocm-hsaco-fb",)
+# The iree-compile target that produces each kind of device's executable formats (engine.runtime.hal.formats).
 CPU_TARGET = "llvm-cpu"
 VULKAN_TARGET = "vulkan-spirv"
 CUDA_TARGET = "cuda"

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from engine.errors import ExecutableFormatError, VmfbFormatError
+from engine.runtime.hal.formats import is_cpu_elf
 from engine.runtime.vmfb.cda1 import read_cda1
 from engine.runtime.vmfb.module import Executable, VmfbModule
 from engine.runtime.vmfb.vke1 import read_vke1
@@ -144,7 +145,7 @@ def executable_details(executable: Executable) -> dict[str, Any]:
     """A JSON-able description of what the executable holds (exports, sections, pipelines...)."""
     fmt = executable.format
     name = executable.name
-    if fmt.startswith("embedded-elf") or bytes(executable.data[:4]) == b"\x7fELF":
+    if is_cpu_elf(fmt) or bytes(executable.data[:4]) == b"\x7fELF":
         info = read_elf(executable.data, name)
         return {
             "kind": "elf",
