@@ -311,6 +311,12 @@ class Bundle:
     def function(self) -> str:
         return self.manifest.get("function", "")
 
+    @property
+    def calls_before(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        """The calls the module instance ran before the captured one (``capture_debug``'s ``calls_before``):
+        none for a capture of a freshly loaded module."""
+        return tuple((str(f), tuple(map(str, specs))) for f, specs in self.manifest.get("calls_before", []))
+
     def load(self, name: str, type_text: str | None = None) -> np.ndarray:
         """The tensor in file ``name`` (memory-mapped), typed by ``type_text`` when that is bf16/f8."""
         p = self.directory / name

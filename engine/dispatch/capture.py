@@ -8,7 +8,7 @@ reports to a ``HalModuleDebugSink``. Both write the same manifest.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,8 +77,12 @@ def capture_debug(
     on_dispatch: Callable[[DispatchEntry], None] | None = None,
     interfaces: dict[str, dict[int, BindingInterface]] | None = None,
     parameters: ParameterArchives | None = None,
+    calls_before: Sequence[tuple[str, Sequence[str]]] = (),
 ) -> CaptureResult:
     """Run ``function`` on the debug engine, every dispatch observed, and write the bundle to ``out``.
+
+    ``calls_before``: ``(function, input specs)`` called first on the same module instance, not captured (a
+    stateful program's earlier calls: what its globals hold when ``function`` is called).
 
     ``sources`` type the tensors (``typed_tensors.read_sources``); by default those found beside the module
     (``find_sources``); without any, each binding is captured as exactly its bytes. ``interfaces``: already
@@ -108,10 +112,19 @@ def capture_debug(
             recorder.in_initializer()
             runner = DebugRunner(module, device, hal_module=HalModule(hal_device, trace_sink=recorder.trace),
                                  parameters=parameters, run_init=function != INITIALIZER)
+            initializer_dispatches = recorder.initializer_dispatches
+            for k, (earlier, specs) in enumerate(calls_before, 1):  # followed as the initializer is, not written
+                try:
+                    runner.invoke(earlier, parse_inputs(list(specs), split_cconv(runner.cconv(earlier))[0]))
+                except LensError as e:
+                    writer.finish(extra={"error": f"earlier call {k} ({earlier}): {e}"})
+                    raise CaptureError(f"call {k} of the {len(calls_before)} before {function} ({earlier}) failed: {e}") from e
+            if calls_before:
+                writer.manifest["calls_before"] = [[f, list(specs)] for f, specs in calls_before]
             args = parse_inputs(input_specs, split_cconv(runner.cconv(function))[0])
             _write_program_values(writer, "inputs", args)
             recorder.start_call(hal_device.dispatch_count)
-            writer.manifest["initializer_dispatches"] = recorder.initializer_dispatches
+            writer.manifest["initializer_dispatches"] = initializer_dispatches
             try:
                 results = runner.invoke(function, args)
             except LensError as e:
@@ -124,8 +137,7 @@ def capture_debug(
         notes = tuple(recorder.override_notes())
         writer.finish(extra={"notes": list(notes)} if notes else None)
         return CaptureResult(
-            writer.directory, writer.dispatch_count, results, writer.bytes_written, recorder.initializer_dispatches,
-            notes,
+            writer.directory, writer.dispatch_count, results, writer.bytes_written, initializer_dispatches, notes,
         )  # fmt: skip
 
 

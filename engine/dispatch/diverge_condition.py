@@ -171,6 +171,16 @@ def is_module(path: str | Path) -> bool:
     return Path(path).suffix == ".vmfb"
 
 
+@dataclass(frozen=True)
+class CallHistory:
+    """The calls a live module instance ran before the current one (``(function, input specs)``, the
+    initializer's not among them: it runs as a module loads), and the first call left before its end, if any
+    (its state is part way)."""
+
+    calls: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    unfinished: str | None = None
+
+
 class DivergeReference:
     """The reference run of one diverge breakpoint; ``prepare`` before a call, ``check`` after each dispatch."""
 
@@ -201,15 +211,34 @@ class DivergeReference:
         if self.bundle is not None:
             self._by_ordinal = {d.ordinal: d for d in self.bundle.dispatches}
 
-    def prepare(self, function: str, inputs: tuple[str, ...] | list[str]) -> None:
+    def prepare(self, function: str, inputs: tuple[str, ...] | list[str], earlier: CallHistory | None = None) -> None:
         """Before a call. For a module reference: capture its run of ``function`` with ``inputs``, untyped (each
-        binding's bytes: compared binding by binding, on the bytes the dispatch defined), once per inputs."""
+        binding's bytes: compared binding by binding, on the bytes the dispatch defined), once per inputs.
+
+        ``earlier``: for a program whose calls leave state (``global_names.calls_leave_state``: a KV cache, a
+        counter), the calls the live module instance ran before this one. A module reference runs them first, so
+        its call N meets the state the N-1 calls left, as the live call does; a bundle must have been captured
+        after the same calls. A history no reference can follow (a call left before its end) is refused, named,
+        rather than compared with another state."""
         self.verdicts = {}
         self.exports = {}
         self._types.clear()
+        calls_before = earlier.calls if earlier is not None else ()
+        if earlier is not None and earlier.unfinished is not None:
+            raise DivergeError(
+                f"break diverge: the module keeps state between calls (its functions store globals) and an "
+                f"earlier call ({earlier.unfinished}) was left before its end, so no reference run reaches the "
+                "state this call starts from: open the module again to compare from its first call"
+            )
         if not is_module(self.source):
+            if earlier is not None and self.bundle is not None and self.bundle.calls_before != calls_before:
+                raise DivergeError(
+                    f"break diverge: the module keeps state between calls and this is call {len(calls_before) + 1} "
+                    f"since it loaded; {self.source.name} was captured at call {len(self.bundle.calls_before) + 1}, "
+                    "from another state: give the module as the reference (it is run through the same calls)"
+                )
             return
-        key = (function, tuple(inputs))
+        key = (function, tuple(inputs), calls_before)
         if key == self._prepared_for:
             return
         from engine.dispatch.capture import capture_debug
@@ -219,7 +248,7 @@ class DivergeReference:
         try:
             device = self.device or compiled_for(self.source)
             capture_debug(self.source, function, list(inputs), self._tmp.name, device=device, sources=NO_SOURCES,
-                          parameters=self.parameters)  # fmt: skip
+                          parameters=self.parameters, calls_before=calls_before)  # fmt: skip
             self.bundle = Bundle(self._tmp.name)
         except LensError as e:
             self.close()

@@ -35,6 +35,7 @@ from engine.runtime.parameters import ParameterArchives
 from engine.runtime.vm import controller as vmc
 from engine.runtime.vm.context import ModuleInstance
 from engine.runtime.vm.trace import describe_ref, format_instruction
+from engine.runtime.vmfb.global_names import calls_leave_state
 from engine.session.dispatch_gate import (
     DispatchGate,
     GateStop,
@@ -236,6 +237,8 @@ class DebugSession:
             progress_per_dispatch=lambda: self.report_progress and self.progress_cell is None,
         )
         self.gate.parameters = parameters  # a break diverge module reference loads the same weights
+        # A break diverge reference of a program that keeps state is run through the same earlier calls.
+        self.gate.calls_leave_state = calls_leave_state(self.runner.module)
         if self.progress_cell is not None:
             self.runner.device.set_progress_cell(self.progress_cell)
         snapshots = self.snapshots = DispatchSnapshots.for_device(self.runner.device)
@@ -571,6 +574,8 @@ class DebugSession:
             exports = self.gate.diverge_exports() if self.gate is not None else ()
             if self._function == INITIALIZER:
                 self._initializer_pending = False  # the module's globals are set: its functions can be called
+            if self.gate is not None:
+                self.gate.end_call()
             self.emit(Finished(self._function or "", text, outputs, verdicts, exports))
         elif stop.reason == "trap":
             trap = stop.trap

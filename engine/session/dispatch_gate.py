@@ -22,6 +22,7 @@ from engine.runtime.hal.commands import DispatchCommand
 from engine.runtime.hal.device import DispatchRecord, HalExecutable
 from engine.session.nonfinite import nonfinite_written
 from engine.session.protocol import (
+    INITIALIZER,
     BindingInfo,
     Breakpoint,
     BreakpointKind,
@@ -150,6 +151,12 @@ class DispatchGate(SnapshotSubscriber):
         self._references: dict[Breakpoint, object] = {}
         self.parameters = None  # the ParameterArchives of the session's module: a module reference loads them too
         self._call: tuple[str, tuple[str, ...]] | None = None
+        # The calls this module instance ran before the current one (a diverge reference replays them: a
+        # stateful program's call N starts from what they left), and the first left before its end.
+        self.calls_leave_state = False  # the session's module stores globals in its calls (the session sets it)
+        self._earlier_calls: list[tuple[str, tuple[str, ...]]] = []
+        self._left_unfinished: str | None = None
+        self._call_ended = False
         self._diverged: set[Breakpoint] = set()  # fired in this call: later dispatches inherit the difference
 
     @property
@@ -183,9 +190,29 @@ class DispatchGate(SnapshotSubscriber):
         self._buffers.clear()
         self._diverged.clear()
         if function is not None:
+            self._remember_previous_call()
             self._call = (function, tuple(inputs))
-            for bp in self._diverge_breakpoints():
-                self._reference(bp, prepare=True)  # a module reference runs now: an error fails the call, named
+            self._call_ended = False
+            try:
+                for bp in self._diverge_breakpoints():
+                    self._reference(bp, prepare=True)  # a module reference runs now: an error fails the call, named
+            except BaseException:
+                self._call = None  # the call does not run: it leaves no state
+                raise
+
+    def end_call(self) -> None:
+        """The current call returned: the state it leaves is the whole call's."""
+        self._call_ended = True
+
+    def _remember_previous_call(self) -> None:
+        if self._call is None:
+            return
+        function, inputs = self._call
+        if not self._call_ended:
+            if self._left_unfinished is None:
+                self._left_unfinished = f"call {len(self._earlier_calls) + 1}, {function}"
+        elif function != INITIALIZER:  # a module reference runs its initializer as it loads
+            self._earlier_calls.append((function, inputs))
 
     def check_reference(self, bp: Breakpoint) -> None:
         """Read a diverge breakpoint's reference now (a ``DivergeError`` says why it is not a capture bundle
@@ -201,7 +228,7 @@ class DispatchGate(SnapshotSubscriber):
     def _reference(self, bp: Breakpoint, prepare: bool = False):
         """The breakpoint's reference; ``prepare``: a call begins (its verdicts start afresh, a module
         reference is captured for the call's inputs)."""
-        from engine.dispatch.diverge_condition import DivergeReference
+        from engine.dispatch.diverge_condition import CallHistory, DivergeReference
 
         ref = self._references.get(bp)
         if ref is None:
@@ -209,7 +236,8 @@ class DispatchGate(SnapshotSubscriber):
                                                           parameters=self.parameters)  # fmt: skip
             prepare = True
         if prepare and self._call is not None:
-            ref.prepare(*self._call)
+            earlier = CallHistory(tuple(self._earlier_calls), self._left_unfinished) if self.calls_leave_state else None
+            ref.prepare(*self._call, earlier)
         return ref
 
     def diverge_verdicts(self) -> tuple[tuple[int, str], ...]:

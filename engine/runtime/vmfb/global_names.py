@@ -300,3 +300,18 @@ def describe_globals(module, names: GlobalNames) -> list[str]:
         place = f".refs[{index}]" if kind == "ref" else f".rwdata[{index}] {kind}"
         lines.append(f"  {place}: {used(kind, index)}")
     return lines
+
+
+def calls_leave_state(module) -> bool:
+    """Whether a call of ``module`` can leave state for the next one: code other than the initializer stores a
+    global (a KV cache, a counter). IREE's initializer (``__init``) sets the globals once, as the module loads;
+    the functions of a stateless program only load them."""
+    from engine.runtime.vmfb.decoder import iter_instructions
+    from engine.runtime.vmfb.disassembler import tool_function_name
+
+    for function in module.functions:
+        if tool_function_name(module, function).startswith("__init"):
+            continue
+        if any("GlobalStore" in ins.symbol for ins in iter_instructions(function.code)):
+            return True
+    return False

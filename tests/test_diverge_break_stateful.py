@@ -1,0 +1,153 @@
+"""``break diverge`` on a program whose calls leave state (``session_programs/stateful.mlir``: each call adds its
+input to a tensor global and returns it, as a decoder's KV cache grows): a debug session's call N is compared
+with the reference's call N, reached through the same N-1 earlier calls, not with a fresh reference's first
+call (every later call of the module against itself then "diverged" at its first dispatch).
+
+The reference that goes apart is the same program with the sum capped at 2.5: with input 1 the state is 1, 2,
+3... after each call, so the two agree for two calls and part at the third.
+"""
+
+from __future__ import annotations
+
+import queue
+from pathlib import Path
+
+import pytest
+from support import compile_for, lens_in_process
+
+from engine.session.debug_session import DebugSession
+from engine.session.inprocess import InProcessSession
+from engine.session.protocol import (
+    Breakpoint,
+    Call,
+    Continue,
+    Failed,
+    Finished,
+    Log,
+    Open,
+    Opened,
+    SetBreakpoints,
+    Stopped,
+)
+
+PROGRAM = Path(__file__).resolve().parent / "session_programs" / "stateful.mlir"
+SUM = "%n = arith.addf %s, %x : tensor<8xf32>"
+CAPPED = """%sum = arith.addf %s, %x : tensor<8xf32>
+  %cap = arith.constant dense<2.5> : tensor<8xf32>
+  %n = arith.minimumf %sum, %cap : tensor<8xf32>"""
+INPUT = ("8xf32=1",)
+
+
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("stateful-diverge")
+    text = PROGRAM.read_text()
+    assert SUM in text
+    capped = out / "capped.mlir"
+    capped.write_text(text.replace(SUM, CAPPED))
+    return {
+        "live": compile_for(PROGRAM, out / "live.vmfb", "llvm-cpu"),
+        "same": compile_for(PROGRAM, out / "same.vmfb", "llvm-cpu"),
+        "capped": compile_for(capped, out / "capped.vmfb", "llvm-cpu"),
+    }
+
+
+class Session:
+    def __init__(self, module: Path, *breakpoints: Breakpoint):
+        self.events: queue.Queue = queue.Queue()
+        self.session = InProcessSession(DebugSession, self.events.put)
+        self.session.send(Open(str(module), rebuild_sources=False))
+        assert isinstance(self.next(), Opened)
+        self.session.send(SetBreakpoints(breakpoints))
+
+    def next(self):
+        while True:
+            event = self.events.get(timeout=120)
+            if not isinstance(event, Log):
+                return event
+
+    def call(self) -> list:
+        """One call of ``accumulate``, continued past every stop: the stops and the call's end."""
+        self.session.send(Call("accumulate", INPUT))
+        seen = []
+        while True:
+            event = self.next()
+            seen.append(event)
+            if isinstance(event, (Finished, Failed)):
+                return seen
+            if isinstance(event, Stopped):
+                self.session.send(Continue())
+
+    def close(self) -> None:
+        self.session.close()
+
+
+def diverged_stops(events: list) -> list[Stopped]:
+    return [e for e in events if isinstance(e, Stopped) and e.detail.divergence is not None]
+
+
+def test_the_module_against_itself_never_stops_however_many_calls(builds):
+    session = Session(builds["live"], Breakpoint("diverge", reference=str(builds["same"])))
+    try:
+        for call in range(4):
+            events = session.call()
+            assert isinstance(events[-1], Finished), (call, events[-1])
+            assert not diverged_stops(events), call
+            # Every dispatch judged, and judged equal: the reference ran the same calls before this one.
+            assert events[-1].verdicts and {v for _, v in events[-1].verdicts} == {"exact"}, events[-1].verdicts
+    finally:
+        session.close()
+
+
+def test_a_reference_that_parts_at_the_third_call_stops_there_first(builds):
+    session = Session(builds["live"], Breakpoint("diverge", reference=str(builds["capped"])))
+    try:
+        for call in (1, 2):
+            events = session.call()
+            assert isinstance(events[-1], Finished) and not diverged_stops(events), call
+        events = session.call()
+        (stop,) = diverged_stops(events)
+        assert stop.detail.divergence.ordinal == 0
+        assert isinstance(events[-1], Finished)
+    finally:
+        session.close()
+
+
+def test_after_a_call_left_part_way_the_reference_is_refused_saying_why(builds):
+    # Call 1 stops before its dispatch and is left there: the module's state is part way, no reference run
+    # reaches it, and the next call says so instead of comparing with another state.
+    session = Session(builds["live"], Breakpoint("dispatch", ordinal=0, when="before"),
+                      Breakpoint("diverge", reference=str(builds["same"])))  # fmt: skip
+    try:
+        session.session.send(Call("accumulate", INPUT))
+        assert isinstance(session.next(), Stopped)
+        session.session.send(Call("accumulate", INPUT))
+        event = session.next()
+        assert isinstance(event, Failed), event
+        assert "left before its end" in event.message and "call 1, accumulate" in event.message, event.message
+    finally:
+        session.close()
+
+
+def test_a_bundle_of_the_first_call_judges_the_first_call_and_refuses_the_second(builds, tmp_path):
+    bundle = tmp_path / "call1"
+    proc = lens_in_process("capture", str(builds["same"]), "--function=accumulate", f"--input={INPUT[0]}",
+                           f"--out={bundle}", "--no-rebuild")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    session = Session(builds["live"], Breakpoint("diverge", reference=str(bundle)))
+    try:
+        events = session.call()
+        assert isinstance(events[-1], Finished) and not diverged_stops(events)
+        assert {v for _, v in events[-1].verdicts} == {"exact"}
+        # Call 2 starts from the state call 1 left; the bundle holds a call from the fresh module's state.
+        event = session.call()[-1]
+        assert isinstance(event, Failed), event
+        assert "this is call 2" in event.message and "captured at call 1" in event.message, event.message
+        # The refused call did not run: against the module, the next call is the second, after one earlier call.
+        session.session.send(SetBreakpoints((Breakpoint("diverge", reference=str(builds["same"])),)))
+        events = session.call()
+        assert isinstance(events[-1], Finished), events[-1]
+        assert "8xf32=2 2 2 2 2 2 2 2" in events[-1].results_text
+        assert {v for _, v in events[-1].verdicts} == {"exact"}
+    finally:
+        session.close()
