@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from functools import partial
 
 from engine.cli.exit_status import DIFFERENT, SAME, TROUBLE, epilog, trouble
 from engine.cli.program_arguments import (
@@ -16,6 +17,7 @@ from engine.cli.program_arguments import (
     add_parameters_argument,
     only_function,
     parameter_archives,
+    positive_int,
 )
 from engine.errors import LensError
 from engine.temp_caches import scratch_dir
@@ -49,6 +51,14 @@ def add_parser(subparsers) -> None:
     p.add_argument("--rtol", type=float, default=None, help="relative tolerance (replaces the rounding rule)")
     p.add_argument(
         "--ulps", type=float, default=None, help="units in the last place allowed (replaces the rounding rule)"
+    )
+    p.add_argument(
+        "--calls",
+        type=positive_int,
+        default=1,
+        metavar="N",
+        help="call the function N times in each run, with the same inputs (a program that keeps state between "
+        "calls, a KV cache or a counter): dispatches are compared call by call (default 1)",
     )
     p.add_argument(
         "--own-inputs",
@@ -179,13 +189,16 @@ def _diverge(args) -> int:
     # Sources type the tensors and cut packed bindings into them (same interfaces in A and B).
     interfaces = interfaces_from_files(args.sources) if args.sources else _sources_found(module_a, not args.no_rebuild)
     if args.keep:
+        if args.calls > 1:
+            raise LensError("--keep captures one call of each run; --calls compares several in lockstep: give one")
         return _diverge_bundles(args, device_a, device_b, interfaces)
     from engine.dispatch.lockstep import run_lockstep
 
     result = run_lockstep(
         module_a, module_b, args.function, args.input, device_a=device_a, device_b=device_b,
         tolerance=tolerance, feed=not args.own_inputs, interfaces=interfaces,
-        on_report=None if args.json else _print_report, parameters=parameter_archives(args),
+        on_report=None if args.json else partial(_print_report, many_calls=args.calls > 1),
+        parameters=parameter_archives(args), calls=args.calls,
     )  # fmt: skip
     untyped = result.untyped_note()
     if untyped:
@@ -208,6 +221,7 @@ def _diverge(args) -> int:
         obj = {
             "first_divergence": divergence.to_json() if divergence else None,
             "dispatches_compared": len(result.dispatches),
+            "calls": args.calls,
             "first_input_difference": result.first_input_difference,
             "notes": result.notes,
             "repro": str(repro_path.parent) if repro_path else None,
@@ -240,7 +254,7 @@ def _first_divergence(result, module_a: str, module_b: str):
         c.max_abs_error if c else float("inf"), c.max_rel_error if c else float("inf"),
         c.mismatches if c else 0, culprit.worst_output or 0, c.first_mismatch if c else None,
         culprit.workgroups, culprit.inputs_verdict != "diverged" or culprit.fed, c,
-        str(culprit.inputs_verdict), culprit.fed, location, source_line(location),
+        str(culprit.inputs_verdict), culprit.fed, location, source_line(location), culprit.call,
     )  # fmt: skip
     # A kernel that shares workgroup memory with no barrier diverges by scheduling on GPUs whose
     # subgroup is smaller than its workgroup (IREE's default Vulkan target on an NVIDIA H100).
@@ -278,7 +292,8 @@ def _print_verdict(args, result, divergence, repro_path, golden, counts: dict[st
         print(f"no divergence in {len(result.dispatches)} dispatches ({said})")
     else:
         d = divergence
-        print(f"first divergence: dispatch {d.ordinal} {d.name} (executable {d.executable})")
+        call = f"call {d.call}, " if args.calls > 1 else ""
+        print(f"first divergence: {call}dispatch {d.ordinal} {d.name} (executable {d.executable})")
         if d.location:
             print(f"  from {d.location}" + (f": {d.source_line}" if d.source_line else ""))
         if d.comparison is not None:
@@ -307,10 +322,11 @@ def _sources_found(module: str, rebuild: bool = True) -> dict | None:
     return None
 
 
-def _print_report(d) -> None:
-    """One line a dispatch, as the runs go (text mode)."""
+def _print_report(d, many_calls: bool = False) -> None:
+    """One line a dispatch, as the runs go (text mode); ``many_calls``: each run makes several calls."""
     detail = f" {d.comparison.summary()}" if d.comparison is not None and str(d.verdict) != "exact" else ""
-    print(f"  #{d.ordinal:<4} {d.label:<16} {d.name}{detail}", flush=True)
+    call = f"call {d.call} " if many_calls else ""
+    print(f"  {call}#{d.ordinal:<4} {d.label:<16} {d.name}{detail}", flush=True)
 
 
 def _binding_elements(step) -> dict[int, str]:

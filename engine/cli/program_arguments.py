@@ -141,3 +141,14 @@ def no_inputs_problem(module: str, function: str | None, inputs: list[str] | Non
         return None
     return (f"{function} takes {count} input{'s' if count > 1 else ''} and none was given: pass "
             f"{'each' if count > 1 else 'it'} with --input (as iree-run-module takes {'them' if count > 1 else 'it'})")  # fmt: skip
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1 (``--calls=0`` is refused by the parser, named)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not at least 1")
+    return value

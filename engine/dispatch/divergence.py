@@ -48,9 +48,11 @@ class Divergence:
     fed: bool = False  # judged on A's input bytes (same inputs)
     location: str | None = None  # the source location of the dispatch (the frontend's line)
     source_line: str | None = None  # that line's text, where the file is readable here
+    call: int = 1  # which call of the runs (diverge --calls), from 1; ``ordinal`` counts from its first dispatch
 
     def to_json(self) -> dict:
         out = {
+            "call": self.call,
             "ordinal": self.ordinal,
             "name": self.name,
             "executable": self.executable,
@@ -294,6 +296,7 @@ def write_reproducer(
     shutil.copyfile(module_b, module_copy)
     source_file = _copy_source(out, divergence, sources or []) or _source_from_model(out, divergence, module_b)
     repro = {
+        "call": divergence.call,  # the dispatch is rerun in the first call, on these bytes
         "ordinal": divergence.ordinal,
         "name": divergence.name,
         "executable": divergence.executable,

@@ -164,6 +164,7 @@ class Step:
     after: dict[int, np.ndarray]  # written bindings' bytes after it
     defined: list[list[tuple[int, int]]]  # per binding, the defined ranges before the dispatch
     lengths: list[int]
+    call: int = 1  # which call of the run (``run_lockstep``'s ``calls``) ran it, from 1
 
 
 class _MemoryWriter:
@@ -201,6 +202,12 @@ class _SideObserver(DispatchRecorder):
         super().__init__(self.sink, interfaces, None, spirv)  # type: ignore[arg-type]
         self.defined = defined
         self._defined_before: list[list[tuple[int, int]]] = []
+        self.call = 1
+
+    def start_numbered_call(self, call: int, first_sequence: int) -> None:
+        """Call ``call`` (from 1) starts: its dispatches are numbered from the device's ``first_sequence``."""
+        self.call = call
+        self.start_call(first_sequence)
 
     def prepare(self, record: DispatchRecord) -> None:
         """Called before the bindings are copied (run B gives them A's bytes here)."""
@@ -237,7 +244,8 @@ class _SideObserver(DispatchRecorder):
                 self.defined.mark(b.buffer, b.offset, b.length)
                 if self.keep_after:
                     after[i] = snapshot.after_copy(i)  # the copy the capture's outputs are views of
-        step = Step(entry, ins, outs, before, after, self._defined_before, [int(b.length) for b in record.bindings])
+        step = Step(entry, ins, outs, before, after, self._defined_before, [int(b.length) for b in record.bindings],
+                    self.call)  # fmt: skip
         self.finished(record, step)
 
 
@@ -281,6 +289,7 @@ class DispatchReport:
     # Its outputs are bytes of no known element type (no sources, nothing in IREE's name): compared byte for
     # byte, a rounding difference cannot be told from a divergence, so bytes that differ are not named one.
     untyped_bytes: bool = False
+    call: int = 1  # which call of the run, from 1 (``ordinal`` counts from that call's first dispatch)
 
     @property
     def label(self) -> str:
@@ -289,6 +298,7 @@ class DispatchReport:
 
     def to_json(self, full: bool = False) -> dict:
         out = {
+            "call": self.call,
             "ordinal": self.ordinal,
             "name": self.name,
             "verdict": str(self.verdict),
@@ -434,6 +444,7 @@ class _Consumer(_SideObserver):
         self.error_a: BaseException | None = None
         self._ahead: deque[Step] = deque()  # A's steps taken while looking for a counterpart
         self._unmatched = 0
+        self.calls = 1  # how many calls each run makes (``run_lockstep``)
 
     def _counterpart(self, name: str) -> Step | None:
         """A's next dispatch named ``name``, within ``LOOKAHEAD`` of the next one; A's dispatches skipped on
@@ -476,14 +487,13 @@ class _Consumer(_SideObserver):
             return
         step = self._counterpart(record.export_name)
         if step is None and self.a_ended and not self._ahead:
-            ordinal = record.sequence - self.first_sequence
-            self.notes.append(f"run A ended before dispatch {ordinal} ({record.export_name}) of run B")
+            self.notes.append(f"run A ended before dispatch {self._numbered(record)} ({record.export_name}) of run B")
             self.stopped = True
             return
         if step is None:
             self._unmatched += 1
             self.notes.append(
-                f"B's dispatch {record.sequence - self.first_sequence} {record.export_name} has no counterpart in A "
+                f"B's dispatch {self._numbered(record)} {record.export_name} has no counterpart in A "
                 "here; not compared"
             )
             if self._unmatched >= MAX_UNMATCHED:
@@ -496,12 +506,17 @@ class _Consumer(_SideObserver):
         self._fed = self.feed and lengths == step.lengths
         if self.feed and not self._fed:
             self.notes.append(
-                f"dispatch {record.sequence - self.first_sequence} ({record.export_name}) binds other ranges in B "
+                f"dispatch {self._numbered(record)} ({record.export_name}) binds other ranges in B "
                 f"({lengths} bytes vs {step.lengths}): compared on its own inputs"
             )
         if self._fed:
             for b, data in zip(record.bindings, step.before):
                 b.buffer.write_view(b.offset, b.length)[...] = data
+
+    def _numbered(self, record: DispatchRecord) -> str:
+        """B's dispatch as the reports number it: from its call's first dispatch, naming the call if several."""
+        ordinal = record.sequence - (self.first_sequence or 0)
+        return f"{ordinal} of call {self.call}" if self.calls > 1 else str(ordinal)
 
     def _compare_inputs(self, step: Step, record: DispatchRecord) -> tuple[Verdict, Comparison | None, int]:
         """B's own bytes of the bindings A read, against A's, where both runs defined them."""
@@ -550,6 +565,7 @@ class _Consumer(_SideObserver):
         return DispatchReport(
             step_a.entry.ordinal, step_a.entry.name, step_a.entry.executable, step_a.entry.workgroups,
             Verdict.EXACT, in_verdict, self._fed, input_comparison=in_cmp, undefined_input_bytes=undefined,
+            call=step_a.call,
         )  # fmt: skip
 
     def _record(self, record: DispatchRecord, step_a: Step, report: DispatchReport) -> None:
@@ -754,9 +770,13 @@ def run_lockstep(
     interfaces: dict[str, dict[int, BindingInterface]] | None = None,
     on_report: Callable[[DispatchReport], None] | None = None,
     parameters: Any = None,
+    calls: int = 1,
 ) -> LockstepResult:
     """Run A (worker thread) and B (this thread) together and compare every dispatch (see the module doc);
-    ``parameters``: the ``ParameterArchives`` both builds load their weights from."""
+    ``parameters``: the ``ParameterArchives`` both builds load their weights from. ``calls``: each run calls
+    ``function`` that many times on its module instance, with the same inputs (a program that keeps state
+    between calls, a KV cache or a counter, meets call N with what the N-1 before left); dispatches are
+    compared call by call, each numbered from its call's start, and the results compared are the last call's."""
     from engine.dispatch.spirv_types import module_binding_elements
     from engine.runtime.debug_runner import INITIALIZER, DebugRunner
     from engine.runtime.function_io import parse_inputs, split_cconv
@@ -770,6 +790,7 @@ def run_lockstep(
     consumer = _Consumer(
         interfaces, module_binding_elements(module_b), DefinedBytes(), channel, tolerance, feed, on_report
     )
+    consumer.calls = calls
     results_a: list = []
     locations: dict[str, dict[str, str]] = {"a": {}, "b": {}}
 
@@ -783,8 +804,11 @@ def run_lockstep(
             runner = DebugRunner(module, device_uri, hal_module=HalModule(hal_device), parameters=parameters,
                                  run_init=function != INITIALIZER)
             args = parse_inputs(inputs, split_cconv(runner.cconv(function))[0])
-            observer.start_call(hal_device.dispatch_count)
-            return runner.invoke(function, args)
+            results = []
+            for call in range(1, calls + 1):
+                observer.start_numbered_call(call, hal_device.dispatch_count)
+                results = runner.invoke(function, args)
+            return results
         finally:
             snapshots.unsubscribe(observer)
             observer.defined.detach()
@@ -826,6 +850,8 @@ def run_lockstep(
         )
     if producer.count != consumer.count:
         notes.append(f"dispatch counts differ: {producer.count} in A, {consumer.count} in B")
+    if calls > 1:
+        notes.append(f"each run called {function} {calls} times with the same inputs; the results compared are call {calls}'s")
     outputs = _compare_results(results_a, results_b, tolerance, notes)
     return LockstepResult(
         consumer.reports, consumer.culprit, consumer.culprit_step, consumer.culprit_record, outputs,

@@ -1,7 +1,8 @@
-"""``break diverge`` on a program whose calls leave state (``session_programs/stateful.mlir``: each call adds its
+"""The divergence finder and ``break diverge`` on a program whose calls leave state (``session_programs/stateful.mlir``: each call adds its
 input to a tensor global and returns it, as a decoder's KV cache grows): a debug session's call N is compared
 with the reference's call N, reached through the same N-1 earlier calls, not with a fresh reference's first
-call (every later call of the module against itself then "diverged" at its first dispatch).
+call (every later call of the module against itself then "diverged" at its first dispatch); ``iree-lens
+diverge --calls=N`` compares N calls of each run in lockstep and names the call and dispatch where they part.
 
 The reference that goes apart is the same program with the sum capped at 2.5: with input 1 the state is 1, 2,
 3... after each call, so the two agree for two calls and part at the third.
@@ -9,6 +10,7 @@ The reference that goes apart is the same program with the sum capped at 2.5: wi
 
 from __future__ import annotations
 
+import json
 import queue
 from pathlib import Path
 
@@ -151,3 +153,39 @@ def test_a_bundle_of_the_first_call_judges_the_first_call_and_refuses_the_second
         assert {v for _, v in events[-1].verdicts} == {"exact"}
     finally:
         session.close()
+
+
+def diverge_json(builds, *args: str) -> tuple[int, dict]:
+    proc = lens_in_process("diverge", str(builds["live"]), str(builds["capped"]), "--function=accumulate",
+                           f"--input={INPUT[0]}", "--json", "--no-rebuild", *args)  # fmt: skip
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def test_diverge_calls_names_the_call_where_the_runs_part(builds):
+    # The premise: one call of each agrees.
+    status, report = diverge_json(builds)
+    assert status == 0 and report["first_divergence"] is None
+    status, report = diverge_json(builds, "--calls=4")
+    assert status == 1
+    first = report["first_divergence"]
+    assert (first["call"], first["ordinal"]) == (3, 0), first
+    # Each call's one dispatch, numbered from its call's start, as break dispatch N counts within a call.
+    assert [(d["call"], d["ordinal"]) for d in report["dispatches"]] == [(1, 0), (2, 0), (3, 0), (4, 0)]
+    assert [d["verdict"] for d in report["dispatches"][:2]] == ["exact", "exact"]
+
+
+def test_diverge_calls_reproducer_still_diverges_alone(builds, tmp_path):
+    status, report = diverge_json(builds, "--calls=3", f"--repro={tmp_path / 'repro'}")
+    assert status == 1 and report["repro"]
+    # The dispatch rerun alone in B's module on A's bytes of call 3: capped at 2.5 where A holds 3.
+    proc = lens_in_process("diverge", f"--replay={tmp_path / 'repro'}")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+
+
+def test_diverge_calls_is_refused_with_keep_and_below_one(builds, tmp_path):
+    proc = lens_in_process("diverge", str(builds["live"]), str(builds["capped"]), "--function=accumulate",
+                           f"--input={INPUT[0]}", "--calls=2", f"--keep={tmp_path}")  # fmt: skip
+    assert proc.returncode == 2 and "--keep captures one call" in proc.stderr, proc.stderr
+    proc = lens_in_process("diverge", str(builds["live"]), str(builds["capped"]), "--calls=0")
+    assert proc.returncode == 2 and "0 is not at least 1" in proc.stderr, proc.stderr
