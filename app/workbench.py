@@ -32,6 +32,7 @@ from engine.runtime.hal.devices import (
     hip_absence,
     runs_formats,
 )
+from engine.runtime.hal.formats import foreign_cpu_problem
 from engine.session.protocol import Call
 
 DEVICE_KEY = "run/device"  # the device URI debug runs use (shared with the Device panel and the bridge)
@@ -65,6 +66,9 @@ class DeviceMismatch:
             "cpu": "a CPU device (local-sync)", "vulkan": "a Vulkan device", "cuda": "a CUDA device",
             "hip": "an AMD GPU (HIP)",
         }.get(self.needs or "", "another device")  # fmt: skip
+        foreign = foreign_cpu_problem(self.formats) if self.needs is None else None
+        if foreign is not None:
+            return f"This module cannot run here: {foreign}."
         text = f"This module was built for {what} ({', '.join(self.formats)}); {self.device} cannot run it."
         if self.needs in ("cuda", "hip"):
             # no driver here: say so, in the driver's one sentence

@@ -142,3 +142,16 @@ def test_a_missing_file_is_named_first(command, name, tmp_path):
     proc = lens_in_process(command, str(missing))
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert f"cannot open {missing}: No such file or directory" in proc.stderr, proc.stderr
+
+
+def test_a_build_for_another_cpu_is_refused_naming_both_machines(program, tmp_path):
+    # Cross-compiled for arm64: no device here runs it; IREE's runtime says only "HAL device not found" with
+    # the whole target attribute. Both engines, and capture, say what it was built for and what this is.
+    vmfb = compile_for(program, tmp_path / "arm.vmfb", "llvm-cpu", "--iree-llvmcpu-target-triple=aarch64-unknown-linux-gnu")
+    for args in (("run", "--engine=debug"), ("run", "--engine=reference"), ("capture", f"--out={tmp_path / 'c'}")):
+        proc = lens(args[0], str(vmfb), f"--input={INPUT}", *args[1:])
+        assert proc.returncode != 0, args
+        message = proc.stderr.strip()
+        assert "embedded-elf-arm_64" in message and "this one is x86_64" in message, (args, message)
+        assert "not found or unavailable" not in message and len(message.splitlines()) == 1, (args, message)
+    assert not (tmp_path / "c").exists()

@@ -103,6 +103,7 @@ def module_device(module: str, device: str | None = None, option: str = "--devic
     initializer traps with IREE's "HAL device `__device_0` not found or unavailable" and the whole target
     attribute, which does not say which device to give instead."""
     from engine.runtime.hal.devices import device_kind, formats_kind
+    from engine.runtime.hal.formats import foreign_cpu_problem
     from engine.runtime.vmfb.module import open_vmfb
 
     try:
@@ -110,6 +111,9 @@ def module_device(module: str, device: str | None = None, option: str = "--devic
     except (LensError, OSError, TypeError):
         return device or "local-sync"  # the run itself reports what is wrong with the file
     kind = formats_kind(formats)  # None: no executables, or formats of several kinds or unknown ones
+    foreign = foreign_cpu_problem(formats) if kind is None else None
+    if foreign is not None:
+        raise LensError(f"{Path(module).name}: {foreign}")
     if device is None:
         if kind is None:
             # A build for several targets, Vulkan among them, runs on Vulkan; formats IREE Lens does not

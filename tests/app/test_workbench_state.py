@@ -469,3 +469,15 @@ def test_the_last_session_never_mixes_modules(qtbot, make_main_window, tmp_path)
     open_module(qtbot, window, other)
     saved = SessionStore(Path(window.session_bridge.store.root)).load()
     assert saved.module_path == str(other) and saved.function is None and saved.inputs == []
+
+
+def test_a_module_built_for_another_cpu_says_so_in_the_bar(qtbot, main_window, tmp_path):
+    # Cross-compiled for arm64: the bar names both machines (IREE's runtime would say only "HAL device not
+    # found"), and the module is not opened for a run.
+    window = main_window
+    vmfb = compile_program("nan_log", "llvm-cpu", tmp_path, "--iree-llvmcpu-target-triple=aarch64-unknown-linux-gnu")
+    window.open_file(vmfb)
+    qtbot.waitUntil(lambda: window.workbench.state.mismatch is not None, timeout=TIMEOUT)
+    text = window.workbench.state.mismatch.describe()
+    assert "embedded-elf-arm_64" in text and "this one is x86_64" in text, text
+    qtbot.waitUntil(lambda: window.mismatch_bar.isVisible(), timeout=TIMEOUT)

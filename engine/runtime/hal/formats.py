@@ -29,3 +29,26 @@ def is_cpu_elf(executable_format: str | None) -> bool:
     """Whether ``executable_format`` is an llvm-cpu ELF library for any machine (``embedded-elf-arm_64``,
     ``system-elf-riscv_64``...): what a reader may take apart even where it cannot run."""
     return bool(executable_format) and executable_format.startswith(("embedded-elf-", "system-elf-"))
+
+
+def host_elf_machine() -> str:
+    """This machine as IREE's CPU formats name machines (``x86_64``, ``arm_64``, ``riscv_64``)."""
+    import platform
+
+    machine = platform.machine().lower()
+    return {"amd64": "x86_64", "aarch64": "arm_64", "arm64": "arm_64", "riscv64": "riscv_64"}.get(machine, machine)
+
+
+def foreign_cpu_problem(formats) -> str | None:
+    """What to say of a module whose CPU libraries are all for another machine than this one (built with
+    ``--iree-llvmcpu-target-triple``): no device here runs them, and IREE's runtime says only "HAL device not
+    found" with the whole target attribute. None when a CPU library is for this machine or there are none."""
+    elf = sorted({f for f in formats if is_cpu_elf(f)})
+    host = host_elf_machine()
+    if not elf or any(f.endswith("-" + host) for f in elf):
+        return None
+    machines = sorted({f.split("-", 2)[2] for f in elf})
+    return (
+        f"its CPU executables ({', '.join(elf)}) are for {' and '.join(machines)} machines and this one is {host}: "
+        "no device here runs them (build it for this CPU: leave --iree-llvmcpu-target-triple out)"
+    )
