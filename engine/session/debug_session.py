@@ -238,7 +238,10 @@ class DebugSession:
         )
         self.gate.parameters = parameters  # a break diverge module reference loads the same weights
         # A break diverge reference of a program that keeps state is run through the same earlier calls.
-        self.gate.calls_leave_state = calls_leave_state(self.runner.module)
+        try:
+            self.gate.calls_leave_state = calls_leave_state(self.runner.module)
+        except LensError:  # code that does not decode: the run traps there and says so
+            self.gate.calls_leave_state = False
         if self.progress_cell is not None:
             self.runner.device.set_progress_cell(self.progress_cell)
         snapshots = self.snapshots = DispatchSnapshots.for_device(self.runner.device)
