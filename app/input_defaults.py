@@ -116,10 +116,11 @@ def default_input(arg: Argument, fill: str = "zeros", seed: int = 0, folder: Pat
     """One ``--input`` value for ``arg`` filled with ``fill`` (one of ``FILLS``)."""
     if fill not in FILLS:
         raise ValueError(f"unknown fill {fill!r}; one of {', '.join(FILLS)}")
+    if arg.is_tensor and arg.shape and 0 in arg.shape:
+        # No elements: IREE's parser refuses any value ("output data overflow: element_capacity=0").
+        return format_shape_and_type(arg.shape, arg.element_type)
     if fill != "random":
         value = "1" if fill == "ones" else "0"
-        if arg.element_type == "i1":
-            value = "1" if fill == "ones" else "0"
         return f"{format_shape_and_type(arg.shape, arg.element_type)}={value}" if arg.is_tensor else value
     rng = np.random.default_rng(seed)
     count = int(np.prod(arg.shape)) if arg.is_tensor else 1

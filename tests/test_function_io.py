@@ -198,3 +198,35 @@ def test_a_rank0_argument_is_written_and_read_as_iree_run_module_does(tmp_path):
             assert proc.returncode == 0, proc.stderr
             assert proc.stdout == expected.stdout, (engine, inputs)
     assert parse_tensor("xi32=7").shape == () and parse_tensor("xi32=7").array.tolist() == 7
+
+
+EMPTY_CONCAT = """func.func @main(%x: tensor<0x4xf32>, %y: tensor<3x4xf32>) -> (tensor<3x4xf32>, tensor<0x4xf32>) {
+  %b = arith.mulf %x, %x : tensor<0x4xf32>
+  %c = tensor.concat dim(0) %x, %y : (tensor<0x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+  return %c, %b : tensor<3x4xf32>, tensor<0x4xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("fill", ["zeros", "ones", "random"])
+def test_a_tensor_with_no_elements_gets_an_input_iree_run_module_takes(tmp_path, fill):
+    """A zero-size argument (an empty batch, a concatenation's empty half) is ``0x4xf32`` with no value. Was:
+    the window offered ``0x4xf32=0``, which IREE's parser refuses ("output data overflow:
+    element_capacity=0"), so the first Run of such a function failed."""
+    from support import compile_for, lens_in_process
+
+    from app.input_defaults import default_inputs
+    from engine.runtime.vmfb.module import open_vmfb
+
+    source = tmp_path / "empty.mlir"
+    source.write_text(EMPTY_CONCAT)
+    vmfb = compile_for(source, tmp_path / "empty.vmfb", "llvm-cpu")
+    defaults = default_inputs(open_vmfb(vmfb), "main", fill, folder=tmp_path)
+    assert defaults is not None and defaults[0] == "0x4xf32"
+    expected = iree_run_module(vmfb, "main", list(defaults))
+    assert expected.returncode == 0, expected.stderr
+    for engine in ("reference", "debug"):
+        proc = lens_in_process("run", str(vmfb), "--function=main", f"--engine={engine}",
+                               *[f"--input={i}" for i in defaults])  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout == expected.stdout, engine
