@@ -14,9 +14,11 @@ import json
 import queue
 from pathlib import Path
 
+import numpy as np
 import pytest
 from support import compile_for, lens_in_process
 
+from engine.dispatch.bundle import Bundle
 from engine.session.debug_session import DebugSession
 from engine.session.inprocess import InProcessSession
 from engine.session.protocol import (
@@ -189,3 +191,31 @@ def test_diverge_calls_is_refused_with_keep_and_below_one(builds, tmp_path):
     assert proc.returncode == 2 and "--keep captures one call" in proc.stderr, proc.stderr
     proc = lens_in_process("diverge", str(builds["live"]), str(builds["capped"]), "--calls=0")
     assert proc.returncode == 2 and "0 is not at least 1" in proc.stderr, proc.stderr
+
+
+def test_capture_calls_captures_the_nth_call_and_break_diverge_follows_it(builds, tmp_path):
+    # Call 3 of the module: its dispatch reads the state two calls left (2) and writes 3, on both engines
+    # (IREE's runtime through a trace-point build).
+    traced = compile_for(PROGRAM, tmp_path / "traced.vmfb", "llvm-cpu", "--iree-flow-trace-dispatch-tensors")
+    for engine, module in (("debug", builds["live"]), ("reference", traced)):
+        out = tmp_path / f"call3-{engine}"
+        proc = lens_in_process("capture", str(module), "--function=accumulate", f"--input={INPUT[0]}",
+                               f"--out={out}", "--calls=3", f"--engine={engine}", "--no-rebuild")  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        bundle = Bundle(out)
+        assert bundle.calls_before == (("accumulate", INPUT),) * 2
+        (dispatch,) = bundle.dispatches
+        written = [bundle.load(name) for name in dispatch.outputs]
+        assert any(np.array_equal(np.asarray(w).reshape(-1).view(np.float32), np.full(8, 3, np.float32))
+                   for w in written), (engine, written)  # fmt: skip
+    # A bundle of call 3 judges the live module's call 3 (after two calls with no breakpoint).
+    session = Session(builds["live"])
+    try:
+        for _ in range(2):
+            assert isinstance(session.call()[-1], Finished)
+        session.session.send(SetBreakpoints((Breakpoint("diverge", reference=str(tmp_path / "call3-debug")),)))
+        events = session.call()
+        assert isinstance(events[-1], Finished) and not diverged_stops(events), events[-1]
+        assert {v for _, v in events[-1].verdicts} == {"exact"}
+    finally:
+        session.close()

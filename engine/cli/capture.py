@@ -15,6 +15,7 @@ from engine.cli.program_arguments import (
     module_device,
     no_inputs_problem,
     parameter_archives,
+    positive_int,
 )
 from engine.errors import LensError
 from engine.session.protocol import INITIALIZER
@@ -58,6 +59,14 @@ def add_parser(subparsers) -> None:
         "slot; the manifest's labels give its binding: binding 3, write, output 0), e.g. 3:output:0=4x16xf32",
     )
     p.add_argument("--dot", metavar="FILE", help="also write the dispatch dependency graph (Graphviz DOT)")
+    p.add_argument(
+        "--calls",
+        type=positive_int,
+        default=1,
+        metavar="N",
+        help="capture call N of the function: the N-1 before run first with the same inputs, not captured (a "
+        "program that keeps state between calls: a KV cache, a counter); the manifest keeps them",
+    )
     p.set_defaults(func=run)
 
 
@@ -81,6 +90,10 @@ def run(args: argparse.Namespace) -> int:
     if is_replay(args.module):
         from engine.cli.replay import capture
 
+        if args.calls > 1:
+            print("iree-lens capture: a replay is one recorded run: --calls applies to a module", file=sys.stderr)
+            return 2
+
         return capture(args)
     if missing_function("capture", args):
         return 2
@@ -92,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
     from engine.dispatch.rebuild_sources import found_or_rebuilt
     from engine.dispatch.typed_tensors import find_sources
 
+    calls_before = [(args.function, tuple(args.input))] * (args.calls - 1)
     try:
         args.device = module_device(args.module, args.device)
         if args.engine == "reference":
@@ -101,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
             if args.sources or args.type:
                 print("iree-lens capture: --sources/--type apply to the debug engine only", file=sys.stderr)
             result = capture_reference(args.module, args.function, args.input, args.out, device=args.device,
-                                       parameters=parameter_archives(args))
+                                       parameters=parameter_archives(args), calls_before=calls_before)
         else:
             if args.sources or args.no_rebuild:
                 sources = find_sources(args.module, args.sources)
@@ -119,6 +133,7 @@ def run(args: argparse.Namespace) -> int:
                 sources=sources,
                 overrides=parse_overrides(args.type),
                 parameters=parameter_archives(args),
+                calls_before=calls_before,
             )
     except LensError as e:
         print(f"iree-lens capture: {e}", file=sys.stderr)

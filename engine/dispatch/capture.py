@@ -113,14 +113,7 @@ def capture_debug(
             runner = DebugRunner(module, device, hal_module=HalModule(hal_device, trace_sink=recorder.trace),
                                  parameters=parameters, run_init=function != INITIALIZER)
             initializer_dispatches = recorder.initializer_dispatches
-            for k, (earlier, specs) in enumerate(calls_before, 1):  # followed as the initializer is, not written
-                try:
-                    runner.invoke(earlier, parse_inputs(list(specs), split_cconv(runner.cconv(earlier))[0]))
-                except LensError as e:
-                    writer.finish(extra={"error": f"earlier call {k} ({earlier}): {e}"})
-                    raise CaptureError(f"call {k} of the {len(calls_before)} before {function} ({earlier}) failed: {e}") from e
-            if calls_before:
-                writer.manifest["calls_before"] = [[f, list(specs)] for f, specs in calls_before]
+            _call_first(runner, writer, function, calls_before)  # followed as the initializer is, not written
             args = parse_inputs(input_specs, split_cconv(runner.cconv(function))[0])
             _write_program_values(writer, "inputs", args)
             recorder.start_call(hal_device.dispatch_count)
@@ -156,8 +149,10 @@ def capture_reference(
     device: str = "local-sync",
     on_dispatch: Callable[[DispatchEntry], None] | None = None,
     parameters: ParameterArchives | None = None,
+    calls_before: Sequence[tuple[str, Sequence[str]]] = (),
 ) -> CaptureResult:
-    """Run ``function`` on IREE's runtime and write the bundle from its trace points."""
+    """Run ``function`` on IREE's runtime and write the bundle from its trace points; ``calls_before`` as
+    ``capture_debug`` takes them."""
     if not module_has_trace_points(module):
         raise CaptureError(NO_TRACE_POINTS.format(module=module))
     with BundleWriter(out, module=str(module), function=function, engine="reference", device=device) as writer:
@@ -218,10 +213,11 @@ def capture_reference(
         # ReferenceRunner keeps the sink alive as long as its HAL module uses it (its ``debug_sink`` field).
         runner = ReferenceRunner(module, device, debug_sink=rt.HalModuleDebugSink(sink), parameters=parameters)
         runner_box.append(runner)
+        writer.manifest["initializer_dispatches"] = state["initializer"]
+        _call_first(runner, writer, function, calls_before)  # their trace points are not written
         args = parse_inputs(input_specs, split_cconv(runner.cconv(function))[0])
         _write_program_values(writer, "inputs", args)
         state["calling"] = True
-        writer.manifest["initializer_dispatches"] = state["initializer"]
         try:
             results = runner.invoke(function, args)  # IREE calls the sink on this thread
         except LensError as e:
@@ -307,6 +303,19 @@ class _HeldEntries:
         if self.on_dispatch is not None:
             self.writer.wait_written()
             self.on_dispatch(entry)
+
+
+def _call_first(runner, writer: BundleWriter, function: str, calls_before) -> None:
+    """The calls the module instance runs before the captured one (a stateful program's state), kept in the
+    manifest (``Bundle.calls_before``); one that fails ends the capture, named."""
+    for k, (earlier, specs) in enumerate(calls_before, 1):
+        try:
+            runner.invoke(earlier, parse_inputs(list(specs), split_cconv(runner.cconv(earlier))[0]))
+        except LensError as e:
+            writer.finish(extra={"error": f"earlier call {k} ({earlier}): {e}"})
+            raise CaptureError(f"call {k} of the {len(calls_before)} before {function} ({earlier}) failed: {e}") from e
+    if calls_before:
+        writer.manifest["calls_before"] = [[f, list(specs)] for f, specs in calls_before]
 
 
 def _failed_run(writer: BundleWriter, error: LensError) -> CaptureError:

@@ -157,6 +157,7 @@ class DispatchGate(SnapshotSubscriber):
         self._earlier_calls: list[tuple[str, tuple[str, ...]]] = []
         self._left_unfinished: str | None = None
         self._call_ended = False
+        self._unready: set[Breakpoint] = set()  # diverge breakpoints set after a call they cannot judge
         self._diverged: set[Breakpoint] = set()  # fired in this call: later dispatches inherit the difference
 
     @property
@@ -194,7 +195,7 @@ class DispatchGate(SnapshotSubscriber):
             self._call = (function, tuple(inputs))
             self._call_ended = False
             try:
-                for bp in self._diverge_breakpoints():
+                for bp in self._diverge_breakpoints(judging=False):
                     self._reference(bp, prepare=True)  # a module reference runs now: an error fails the call, named
             except BaseException:
                 self._call = None  # the call does not run: it leaves no state
@@ -220,15 +221,18 @@ class DispatchGate(SnapshotSubscriber):
         if bp.kind == BreakpointKind.DIVERGE:
             self._reference(bp)
 
-    def _diverge_breakpoints(self) -> tuple[Breakpoint, ...]:
+    def _diverge_breakpoints(self, judging: bool = True) -> tuple[Breakpoint, ...]:
+        """The diverge breakpoints that have not fired in this call; ``judging``: only those ready to judge it
+        (not one set after the call that cannot judge it)."""
         if not self._has_diverge:
             return ()
-        return tuple(bp for bp in self.breakpoints if bp.kind == BreakpointKind.DIVERGE and bp not in self._diverged)
+        return tuple(bp for bp in self.breakpoints if bp.kind == BreakpointKind.DIVERGE and bp not in self._diverged
+                     and not (judging and bp in self._unready))  # fmt: skip
 
     def _reference(self, bp: Breakpoint, prepare: bool = False):
         """The breakpoint's reference; ``prepare``: a call begins (its verdicts start afresh, a module
         reference is captured for the call's inputs)."""
-        from engine.dispatch.diverge_condition import CallHistory, DivergeReference
+        from engine.dispatch.diverge_condition import CallHistory, DivergeError, DivergeReference
 
         ref = self._references.get(bp)
         if ref is None:
@@ -237,7 +241,15 @@ class DispatchGate(SnapshotSubscriber):
             prepare = True
         if prepare and self._call is not None:
             earlier = CallHistory(tuple(self._earlier_calls), self._left_unfinished) if self.calls_leave_state else None
-            ref.prepare(*self._call, earlier)
+            try:
+                ref.prepare(*self._call, earlier)
+                self._unready.discard(bp)
+            except DivergeError:
+                if not self._call_ended:
+                    raise
+                # Set after a call it cannot judge (a bundle of another call of a program that keeps state):
+                # it judges from the next call on, which prepares it again (and fails, named, if it still cannot).
+                self._unready.add(bp)
         return ref
 
     def diverge_verdicts(self) -> tuple[tuple[int, str], ...]:
