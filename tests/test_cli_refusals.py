@@ -155,13 +155,3 @@ def test_a_build_for_another_cpu_is_refused_naming_both_machines(program, tmp_pa
         assert "embedded-elf-arm_64" in message and "this one is x86_64" in message, (args, message)
         assert "not found or unavailable" not in message and len(message.splitlines()) == 1, (args, message)
     assert not (tmp_path / "c").exists()
-
-
-def test_an_inline_hal_build_is_refused_naming_its_execution_model(program, tmp_path):
-    # --iree-execution-model=inline-dynamic imports IREE's inline HAL (hal_inline, hal_loader), which neither
-    # engine registers: said with the flag to drop, not only "module 'hal_loader' is not registered".
-    vmfb = compile_for(program, tmp_path / "inline.vmfb", "vmvx", "--iree-execution-model=inline-dynamic")
-    for engine in ("debug", "reference"):
-        proc = lens("run", str(vmfb), f"--input={INPUT}", f"--engine={engine}")
-        assert proc.returncode != 0, engine
-        assert "--iree-execution-model=inline-dynamic" in proc.stderr and "hal_loader" in proc.stderr, proc.stderr

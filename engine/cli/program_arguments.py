@@ -104,18 +104,12 @@ def module_device(module: str, device: str | None = None, option: str = "--devic
     attribute, which does not say which device to give instead."""
     from engine.runtime.hal.devices import device_kind, formats_kind
     from engine.runtime.hal.formats import foreign_cpu_problem
-    from engine.runtime.vm.context import why_unregistered
     from engine.runtime.vmfb.module import open_vmfb
 
     try:
-        vmfb = open_vmfb(module)
-        formats = sorted({getattr(e, "format", "") or "" for e in vmfb.executables})
-        dependencies = [d.name for d in vmfb.dependencies if not d.optional]
+        formats = sorted({getattr(e, "format", "") or "" for e in open_vmfb(module).executables})
     except (LensError, OSError, TypeError):
         return device or "local-sync"  # the run itself reports what is wrong with the file
-    for name in dependencies:  # IREE's runtime would say only that the module is not registered
-        if why_unregistered(name):
-            raise LensError(f"{Path(module).name} depends on module '{name}'{why_unregistered(name)}")
     kind = formats_kind(formats)  # None: no executables, or formats of several kinds or unknown ones
     foreign = foreign_cpu_problem(formats) if kind is None else None
     if foreign is not None:

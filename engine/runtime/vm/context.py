@@ -23,19 +23,6 @@ from engine.runtime.vmfb.cconv import CallingConvention, parse_cconv
 from engine.runtime.vmfb.decoder import Instruction, iter_instructions
 from engine.runtime.vmfb.module import VmfbModule
 
-# Modules a program may import that the debug engine does not provide, and what that means for the user.
-_INLINE_HAL = (
-    ": the program was compiled with --iree-execution-model=inline-dynamic (IREE's inline HAL, hal_inline and "
-    "hal_loader); IREE Lens's engines run the default async HAL: compile it without that flag to debug it "
-    "(iree-run-module runs the inline build)"
-)
-_WHY_UNREGISTERED = {"hal_inline": _INLINE_HAL, "hal_loader": _INLINE_HAL}
-
-
-def why_unregistered(module_name: str) -> str:
-    """What it means that the engine has no module ``module_name`` ("": nothing more to say), said after the
-    link error's sentence."""
-    return _WHY_UNREGISTERED.get(module_name, "")
 
 class VmLinkError(LensError):
     """A context cannot be built: a missing dependency, an unresolved import, a cconv mismatch."""
@@ -279,7 +266,7 @@ class VmContext:
                     continue
                 raise VmLinkError(
                     f"module @{inst.name} depends on module '{dep.name}' (version >= {dep.minimum_version}), "
-                    f"which is not registered{why_unregistered(dep.name)}",
+                    "which is not registered",
                     module=inst.name,
                 )
             if have.version < dep.minimum_version and not dep.optional:
