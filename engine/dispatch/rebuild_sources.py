@@ -32,6 +32,7 @@ from pathlib import Path
 from engine.dispatch.typed_tensors import NO_SOURCES, ExecutableSources, read_sources
 from engine.errors import CompileCancelled, LensError
 from engine.runtime.hal.formats import SYSTEM_ELF_X86_64
+from engine.runtime.hal.inline_modules import INLINE_EXECUTION_FLAG, imports_inline_hal
 
 # The executable formats IREE Lens's compile targets produce (engine.compiler.targets keys).
 FORMAT_TARGETS = {
@@ -218,11 +219,29 @@ def rebuild_sources(
     with folder_lock(out, (lambda: task.cancelled) if task is not None else None) as held:
         if not held:
             return _none("the rebuild was stopped while another process was rebuilding the same module")
-        return _rebuild_or_reuse(module_path, program, named_in, target, original, out, task, timeout_s)
+        return _rebuild_or_reuse(module_path, program, named_in, target, original, out, task, timeout_s,
+                                 _build_flags(module_path, original))  # fmt: skip
+
+
+def _build_flags(module_path: Path, original) -> tuple[str, ...]:
+    """The flags besides the target that a module's own build was given, as far as the module shows them: a
+    system link of its CPU libraries, IREE's inline HAL (``--iree-execution-model=inline-dynamic``)."""
+    from engine.runtime.vmfb.module import open_vmfb
+
+    flags: tuple[str, ...] = ()
+    if any(fmt == SYSTEM_ELF_X86_64 for fmt, _ in original.values()):
+        flags += (SYSTEM_LINK_FLAG,)
+    try:
+        if imports_inline_hal(open_vmfb(module_path)):
+            flags += (INLINE_EXECUTION_FLAG,)
+    except LensError:
+        pass  # read already by _executables: not a module this rebuild reaches
+    return flags
 
 
 def _rebuild_or_reuse(
-    module_path: Path, program: Path, named_in: Path | None, target: str, original, out: Path, task, timeout_s
+    module_path: Path, program: Path, named_in: Path | None, target: str, original, out: Path, task, timeout_s,
+    build_flags: tuple[str, ...] = (),
 ):
     """The verdict kept in ``out`` if there is one, else a rebuild judged now (``rebuild_sources``)."""
     sources = out / "executables" / "sources"
@@ -232,7 +251,8 @@ def _rebuild_or_reuse(
     if not verdict.exists():
         tried, rebuilt_for = [], set()
         for cpu, features in _cpu_tries(module_path, rebuilt_for) if target == "llvm-cpu" else ((None, None),):
-            outcome = _rebuild_once(program, named_in, target, cpu, original, out, task, timeout_s, features)
+            outcome = _rebuild_once(program, named_in, target, cpu, original, out, task, timeout_s, features,
+                                    build_flags)  # fmt: skip
             if isinstance(outcome, ExecutableSources) and (features is None or (task is not None and task.cancelled)):
                 return outcome  # stopped by the caller, or the compiler failed: no verdict kept
             if isinstance(outcome, ExecutableSources):  # the recorded CPU's features unknown to this LLVM, say
@@ -253,7 +273,8 @@ def _rebuild_or_reuse(
         verdict.write_text(f"{module_path}\n{program}\n")
     found = read_sources([sources], "rebuilt") if sources.is_dir() else NO_SOURCES
     if not found.found:
-        return _none(f"the rebuild of {program.name} kept no executable sources")
+        why = " (IREE's inline-dynamic pipeline dumps none)" if INLINE_EXECUTION_FLAG in build_flags else ""
+        return _none(f"the rebuild of {program.name} kept no executable sources{why}")
     return ExecutableSources(found.interfaces, "rebuilt", str(program), found.files,
                              f"rebuilt from {program} ({target}); executables identical to the module's",
                              str(out))  # fmt: skip
@@ -299,6 +320,7 @@ def _rebuild_once(
     task,
     timeout_s,
     features: str | None = None,
+    build_flags: tuple[str, ...] = (),
 ):
     """One compile of ``program`` into ``out`` (run in ``named_in``, the program named relative to it, where
     the module's locations name it so; for ``cpu`` with its ``features`` if given): None when its executables
@@ -315,8 +337,7 @@ def _rebuild_once(
         how += " with the module's recorded features"
     own = TaskState()
     flags = (f"--iree-llvmcpu-target-cpu-features={features}",) if features is not None else ()
-    if any(fmt == SYSTEM_ELF_X86_64 for fmt, _ in original.values()):
-        flags += (SYSTEM_LINK_FLAG,)  # the module's CPU libraries are system-linked shared objects
+    flags += build_flags
     request = CompileRequest.from_file(program, target=target, target_cpu=cpu, named_in=named_in, extra_flags=flags)
     with BinaryWatch(out / "executables" / "binaries", original, own, outer=task) as watch:
         try:

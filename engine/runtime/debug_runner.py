@@ -18,6 +18,7 @@ from engine.runtime.function_io import OpaqueRef, Scalar, Tensor, Value, split_c
 from engine.runtime.hal.buffers import HalBufferView
 from engine.runtime.hal.convert import buffer_view_from_tensor, tensor_from_buffer_view
 from engine.runtime.hal.devices import create_device
+from engine.runtime.hal.inline_modules import imports_inline_hal, inline_modules
 from engine.runtime.hal.module import HalModule
 from engine.runtime.hal.parameters_module import IoParametersModule
 from engine.runtime.parameters import ParameterArchives, imports_parameters
@@ -71,6 +72,8 @@ class DebugRunner:
             if parameters is not None or imports_parameters(self.module):
                 # Its weights from the archives given (none given: the first load names the one it wants).
                 extra.insert(0, IoParametersModule(parameters))
+            if imports_inline_hal(self.module):  # an inline-dynamic build: hal_inline and hal_loader, not hal
+                extra[:0] = inline_modules(self.hal)
             self.context = VmContext([self.hal, *extra, self.module], call_init=False)
             if trace is not None:
                 self.context.interpreter.trace_hook = lambda record: trace(format_step(record))

@@ -30,6 +30,17 @@ def _imports_parameters(module_path: str | Path) -> bool:
         return False
 
 
+def _imports_inline_hal(module_path: str | Path) -> bool:
+    """Whether the module depends on IREE's inline HAL (False when the file is not a module we can read)."""
+    from engine.runtime.hal.inline_modules import imports_inline_hal
+    from engine.runtime.vmfb.module import open_vmfb
+
+    try:
+        return imports_inline_hal(open_vmfb(module_path))
+    except LensError:
+        return False
+
+
 class ReferenceRunError(LensError):
     """IREE's runtime refused to load or run a program; the message is IREE's status text.
 
@@ -89,6 +100,12 @@ class ReferenceRunner:
                 self.on_loading(self)
             self.context = rt.VmContext(self.instance, [hal, *extra, self.module])
         except (RuntimeError, ValueError, OSError, HalError) as e:
+            if _imports_inline_hal(self.module_path):
+                raise ReferenceRunError(
+                    f"cannot load {self.module_path}: it is an --iree-execution-model=inline-dynamic build, which "
+                    "imports IREE's inline HAL (hal_inline, hal_loader); IREE's Python runtime, the reference "
+                    "engine, does not register it: run it on the debug engine (or with iree-run-module)"
+                ) from None
             raise ReferenceRunError(f"cannot load {self.module_path} on {self.device_uri}: {e}") from None
 
     @property
