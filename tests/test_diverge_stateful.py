@@ -219,3 +219,33 @@ def test_capture_calls_captures_the_nth_call_and_break_diverge_follows_it(builds
         assert {v for _, v in events[-1].verdicts} == {"exact"}
     finally:
         session.close()
+
+
+def test_a_call_travelled_back_into_and_left_there_is_part_way(builds):
+    # After call 1 ends, a reverse step puts the run back inside it (its globals as they were there); a new
+    # call then starts from that part-way state, which no reference run reaches: said, not compared.
+    from engine.session.protocol import Reverse
+    from engine.session.timetravel_session import TimeTravelSession
+
+    events: queue.Queue = queue.Queue()
+    session = InProcessSession(TimeTravelSession, events.put)
+
+    def next_event():
+        while True:
+            event = events.get(timeout=120)
+            if not isinstance(event, Log):
+                return event
+
+    try:
+        session.send(Open(str(builds["live"]), rebuild_sources=False))
+        assert isinstance(next_event(), Opened)
+        session.send(SetBreakpoints((Breakpoint("diverge", reference=str(builds["same"])),)))
+        session.send(Call("accumulate", INPUT))
+        assert isinstance(next_event(), Finished)
+        session.send(Reverse("reverse-step"))
+        assert isinstance(next_event(), Stopped)
+        session.send(Call("accumulate", INPUT))
+        event = next_event()
+        assert isinstance(event, Failed) and "left before its end" in event.message, event
+    finally:
+        session.close()

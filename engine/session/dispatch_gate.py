@@ -272,7 +272,9 @@ class DispatchGate(SnapshotSubscriber):
 
     def rewind(self, ordinal: int) -> None:
         """The run went back to before dispatch ``ordinal`` (a run ordinal) ran: a diverge breakpoint that fired
-        there or later fires again when the run passes it forward (gdb: a breakpoint ahead is ahead)."""
+        there or later fires again when the run passes it forward (gdb: a breakpoint ahead is ahead). The call is
+        not ended any more: the module's state is part way until it returns again."""
+        self._call_ended = False
         for bp in list(self._diverged):
             ref = self._references.get(bp)
             fired = [o for o, v in (ref.verdicts.items() if ref is not None else ()) if str(v) == "diverged"]
