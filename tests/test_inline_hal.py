@@ -16,6 +16,7 @@ import pytest
 from support import iree_tool, lens_in_process
 from support.session import compile_program
 
+from engine.dispatch.bundle import Bundle
 from engine.runtime.vmfb.module import open_vmfb
 
 INLINE = "--iree-execution-model=inline-dynamic"
@@ -74,6 +75,27 @@ def test_every_dispatch_stops_and_its_output_is_the_chain_so_far(builds, tmp_pat
         # The output is a 4x4 slice of a binding (IREE may bind a slab that holds two tensors, at 64-byte steps).
         saved = [np.load(f).reshape(-1).view(np.float32) for f in sorted((tmp_path / str(k)).glob("*.npy"))]
         assert any(np.array_equal(s[i : i + 16].reshape(4, 4), x) for s in saved for i in range(0, s.size - 15, 16)), k
+
+
+def test_its_dispatches_are_typed_by_a_rebuild_whose_kernels_are_its_own(tmp_path):
+    # IREE's inline pipeline dumps no sources; the default build gives the same kernel bytes under other
+    # executable names, so its sources type the tensors: each output a 4x4xf32, the chain numpy computes.
+    program = tmp_path / "chain.mlir"  # its own folder: the module's debug locations name it, nothing beside
+    program.write_text((Path(__file__).parent / "session_programs" / "matmul_chain12.mlir").read_text())
+    vmfb = compile_program(str(program), "llvm-cpu", tmp_path, INLINE)
+    out = tmp_path / "bundle"
+    proc = lens_in_process("capture", str(vmfb), "--function=main", *[f"--input={i}" for i in CHAIN_INPUTS],
+                           f"--out={out}")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "typed by executable sources rebuilt" in proc.stderr, proc.stderr
+    bundle = Bundle(out)
+    assert len(bundle.dispatches) == 12
+    x = np.ones((4, 4), np.float32)
+    for d in bundle.dispatches:
+        x = x @ W
+        (output,) = bundle.dispatch_tensors(d, "outputs")
+        assert d.tensors_from == "interface" and np.asarray(output).dtype == np.float32
+        assert np.array_equal(np.asarray(output), x), d.ordinal
 
 
 def test_the_reference_engine_says_it_has_no_inline_hal(builds):

@@ -32,7 +32,6 @@ from pathlib import Path
 from engine.dispatch.typed_tensors import NO_SOURCES, ExecutableSources, read_sources
 from engine.errors import CompileCancelled, LensError
 from engine.runtime.hal.formats import SYSTEM_ELF_X86_64
-from engine.runtime.hal.inline_modules import INLINE_EXECUTION_FLAG, imports_inline_hal
 
 # The executable formats IREE Lens's compile targets produce (engine.compiler.targets keys).
 FORMAT_TARGETS = {
@@ -224,19 +223,18 @@ def rebuild_sources(
 
 
 def _build_flags(module_path: Path, original) -> tuple[str, ...]:
-    """The flags besides the target that a module's own build was given, as far as the module shows them: a
-    system link of its CPU libraries, IREE's inline HAL (``--iree-execution-model=inline-dynamic``)."""
-    from engine.runtime.vmfb.module import open_vmfb
+    """The flags besides the target that the rebuild needs to give the module's executables, as far as the
+    module shows them: a system link of its CPU libraries. (An inline-HAL build, ``--iree-execution-model=
+    inline-dynamic``, is rebuilt without that flag: IREE's inline pipeline dumps no sources, and the default
+    one gives the same kernels under other executable names, which ``_same_executables`` allows.)"""
+    return (SYSTEM_LINK_FLAG,) if any(fmt == SYSTEM_ELF_X86_64 for fmt, _ in original.values()) else ()
 
-    flags: tuple[str, ...] = ()
-    if any(fmt == SYSTEM_ELF_X86_64 for fmt, _ in original.values()):
-        flags += (SYSTEM_LINK_FLAG,)
-    try:
-        if imports_inline_hal(open_vmfb(module_path)):
-            flags += (INLINE_EXECUTION_FLAG,)
-    except LensError:
-        pass  # read already by _executables: not a module this rebuild reaches
-    return flags
+
+def _same_executables(rebuilt: dict[str, tuple[str, bytes]], original: dict[str, tuple[str, bytes]]) -> bool:
+    """Whether a rebuild gave the module's executables: the same (format, bytes) under the same names, or under
+    other names (an inline-HAL build names its executables after the variant: the kernels' export names, which
+    the sources are read by, are inside the bytes)."""
+    return rebuilt == original or sorted(rebuilt.values()) == sorted(original.values())
 
 
 def _rebuild_or_reuse(
@@ -273,8 +271,7 @@ def _rebuild_or_reuse(
         verdict.write_text(f"{module_path}\n{program}\n")
     found = read_sources([sources], "rebuilt") if sources.is_dir() else NO_SOURCES
     if not found.found:
-        why = " (IREE's inline-dynamic pipeline dumps none)" if INLINE_EXECUTION_FLAG in build_flags else ""
-        return _none(f"the rebuild of {program.name} kept no executable sources{why}")
+        return _none(f"the rebuild of {program.name} kept no executable sources")
     return ExecutableSources(found.interfaces, "rebuilt", str(program), found.files,
                              f"rebuilt from {program} ({target}); executables identical to the module's",
                              str(out))  # fmt: skip
@@ -354,7 +351,7 @@ def _rebuild_once(
     if compilation is None or not compilation.ok or compilation.vmfb_path is None:
         return _none(f"rebuilding {program.name} for {how} failed")
     rebuilt = _executables(compilation.vmfb_path)
-    if rebuilt != original:
+    if not _same_executables(rebuilt, original):
         return f"{how}: {sum(rebuilt.get(n) != v for n, v in original.items())} of {len(original)} executables differ"
     return None
 

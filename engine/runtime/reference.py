@@ -101,8 +101,10 @@ class ReferenceRunner:
             self.context = rt.VmContext(self.instance, [hal, *extra, self.module])
         except (RuntimeError, ValueError, OSError, HalError) as e:
             if _imports_inline_hal(self.module_path):
+                from engine.runtime.hal.inline_modules import INLINE_EXECUTION_FLAG
+
                 raise ReferenceRunError(
-                    f"cannot load {self.module_path}: it is an --iree-execution-model=inline-dynamic build, which "
+                    f"cannot load {self.module_path}: it is an {INLINE_EXECUTION_FLAG} build, which "
                     "imports IREE's inline HAL (hal_inline, hal_loader); IREE's Python runtime, the reference "
                     "engine, does not register it: run it on the debug engine (or with iree-run-module)"
                 ) from None
