@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
-from support import patched_kernel_copy
+from support import patched_kernel_copy, wait_until
 
 from engine.cli import debug as debug_cli
 from engine.cli import main as lens_main
@@ -179,5 +179,27 @@ def test_a_restarted_in_process_transport_is_a_fresh_session(compiled):
         assert client.query(ReadRegisters())  # the fresh handler has no module open
         failed = client.next_event(TIMEOUT)
         assert isinstance(failed, Failed) and "no module is open" in failed.message
+    finally:
+        client.shutdown()
+
+
+def test_a_command_sent_to_a_session_process_that_just_died_is_a_crash_not_an_error(compiled):
+    # A kernel can crash the session process between its last event and the client's next command (a query
+    # the client sends on its own when a stop or failure arrives): the send must not raise BrokenPipeError
+    # into the window or script; the reader reports the crash.
+    import os
+    import signal
+
+    from engine.session.protocol import ReadHistory
+
+    client = SessionClient(child_process("engine.session.debug_session:DebugSession"), blocking=True)
+    try:
+        client.open(str(compiled.path("elementwise", "llvm-cpu")))
+        _until(client, Opened)
+        os.kill(client.transport.pid, signal.SIGKILL)
+        wait_until(lambda: not client.transport.alive, 10, "the session process to die")
+        client.transport.send(ReadHistory())  # into a pipe whose reader is gone
+        crash = _until(client, Crashed)
+        assert "SIGKILL" in crash.reason or "killed" in crash.reason, crash.reason
     finally:
         client.shutdown()

@@ -277,10 +277,18 @@ class ChildSession:
         if isinstance(command, _RUNNING):
             self._running_since = time.monotonic()
             self._last_event_at = time.monotonic()
-        self._conn.send(command)
+        self._send(command)
 
     def pause(self) -> None:
-        self._conn.send(_PAUSE)
+        self._send(_PAUSE)
+
+    def _send(self, message: object) -> None:
+        try:
+            self._conn.send(message)
+        except (BrokenPipeError, ConnectionResetError):
+            # The session process is gone (a kernel crashed it between its last event and this command): the
+            # reader reports the crash when it reads the end of the pipe; the command is lost with the process.
+            pass
 
     def stop(self, timeout: float = 1.0) -> bool:
         """Pause the run; if the session does not stop within ``timeout`` s, kill it. True if it paused."""
