@@ -245,3 +245,53 @@ def test_sm80_build_on_a_narrower_subgroup_diverges_at_its_subgroup_reduction(tm
     assert flagged.subgroup_operations and flagged.spans_subgroups(subgroup)
     (note,) = [n for n in report["notes"] if n.startswith(f"B's {culprit['name']}: workgroup")]
     assert "a subgroup operation covers part of the workgroup" in note
+
+
+@pytest.mark.vulkan
+def test_a_run_is_warned_of_reductions_over_part_of_the_workgroup_and_a_default_build_is_not(tmp_path):
+    """Before a run on this device: the sm_80 build's row reduction (above: the wrong result, in both engines)
+    is named with the device's subgroup; IREE's default build, whose flagged kernels only share workgroup
+    memory and which lavapipe runs right, gets no warning (none of the shared models' default builds do)."""
+    import sys
+
+    from engine.dispatch.spirv_hazards import partial_subgroup_warning
+    from engine.runtime.hal.vulkan import VulkanDevice, vulkan_available
+
+    if (reason := vulkan_available()) is not None:
+        pytest.skip(f"no Vulkan: {reason}")
+    with VulkanDevice() as device:
+        subgroup, name = device.info.subgroup_size, device.info.name
+    if not 0 < subgroup < 32:
+        pytest.skip(f"the device's subgroup is {subgroup or 'unknown'}: an sm_80 build's reductions fit it")
+    source = MODELS / "small_cnn.mlir"
+    if not source.exists():
+        pytest.skip(f"{source} is absent (the shared models folder)")
+    narrow = _compile(source, tmp_path / "sm80.vmfb", "--iree-vulkan-target=sm_80")
+    default = _compile(source, tmp_path / "default.vmfb")
+    warning = partial_subgroup_warning(open_vmfb(narrow), subgroup, name)
+    assert warning is not None and "reduction" in warning and f"subgroup is {subgroup} invocations" in warning
+    assert partial_subgroup_warning(open_vmfb(default), subgroup, name) is None
+    assert partial_subgroup_warning(open_vmfb(narrow), 0, name) is None  # subgroup unknown: no guess
+    for vmfb, warned in ((narrow, True), (default, False)):
+        proc = subprocess.run([sys.executable, "-m", "app.launcher", "run", str(vmfb), "--device=vulkan",
+                               f"--input=@{MODELS / 'small_cnn_x.npy'}"],
+                              capture_output=True, text=True, timeout=600)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert ("iree-lens run: warning:" in proc.stderr) is warned, proc.stderr
+    # The window hears it as the session opens the module (its log).
+    import queue
+
+    from engine.session.debug_session import DebugSession
+    from engine.session.inprocess import InProcessSession
+    from engine.session.protocol import Log, Open, Opened
+
+    events: queue.Queue = queue.Queue()
+    session = InProcessSession(DebugSession, events.put)
+    try:
+        session.send(Open(str(narrow), "vulkan", rebuild_sources=False))
+        logs = []
+        while not isinstance(event := events.get(timeout=120), Opened):
+            logs.append(event.text if isinstance(event, Log) else "")
+        assert any(text.startswith("warning: ") and "reduction" in text for text in logs), logs
+    finally:
+        session.close()

@@ -16,6 +16,7 @@ from engine.cli.program_arguments import (
     no_inputs_problem,
     parameter_archives,
     positive_int,
+    warn_partial_subgroups,
 )
 from engine.errors import LensError
 from engine.session.protocol import INITIALIZER
@@ -108,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
     calls_before = [(args.function, tuple(args.input))] * (args.calls - 1)
     try:
         args.device = module_device(args.module, args.device)
+        warn_partial_subgroups("capture", args.module, args.device)
         if args.engine == "reference":
             if args.function == INITIALIZER:
                 raise LensError("the reference engine is IREE's runtime, which runs the module's initializer "

@@ -24,6 +24,7 @@ from engine.cli.program_arguments import (
     missing_function,
     module_device,
     no_inputs_problem,
+    warn_partial_subgroups,
 )
 from engine.errors import LensError
 from engine.trace.chrome import write_chrome_json
@@ -150,6 +151,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     try:
         args.device = module_device(args.module, args.device)
+        warn_partial_subgroups("profile", args.module, args.device)
         if args.engine == "reference":
             trace = profile_reference(
                 args.module, args.function, args.input, args.device, args.repeat, args.timeout, args.parameters

@@ -129,6 +129,24 @@ def module_device(module: str, device: str | None = None, option: str = "--devic
     return device
 
 
+def warn_partial_subgroups(command: str, module: str, device: str) -> None:
+    """Say on stderr, before a run on a Vulkan device, which kernels of ``module`` reduce over part of their
+    workgroup there (``spirv_hazards.partial_subgroup_warning``): a build for a GPU with larger subgroups."""
+    from engine.dispatch.spirv_hazards import partial_subgroup_warning
+    from engine.runtime.hal.devices import device_kind, vulkan_subgroup_size
+    from engine.runtime.vmfb.module import open_vmfb
+
+    if device_kind(device) != "vulkan":
+        return
+    size, name = vulkan_subgroup_size(device)
+    try:
+        warning = partial_subgroup_warning(open_vmfb(module), size, name or device)
+    except (LensError, OSError):
+        return  # the run itself says what is wrong with the file
+    if warning:
+        print(f"iree-lens {command}: warning: {warning}", file=sys.stderr)
+
+
 def no_inputs_problem(module: str, function: str | None, inputs: list[str] | None) -> str | None:
     """What to say when ``function`` takes inputs and none was given (before IREE's tools run it and bury
     that in their own output); None when inputs were given or the module cannot say (the run says why)."""

@@ -12,6 +12,7 @@ from engine.cli.program_arguments import (
     is_replay,
     module_device,
     parameter_archives,
+    warn_partial_subgroups,
 )
 from engine.dispatch.golden import add_golden_arguments, apply_golden, check_golden
 from engine.errors import LensError
@@ -63,6 +64,7 @@ def _runner(args, checks: CheckRecorder | None):
     """The engine's runner; with ``checks``, the ``check`` module (IREE's e2e expectations) is linked in."""
     replacements = _replacements(args)
     args.device = module_device(args.module, args.device)
+    warn_partial_subgroups("run", args.module, args.device)
     parameters = parameter_archives(args)
     if args.engine == "reference":
         from engine.runtime.reference import ReferenceRunner

@@ -140,3 +140,29 @@ def race_note(module, entry_point: str, side: str = "B") -> str | None:
            if found.workgroup_memory else "a subgroup operation covers part of the workgroup")
         + "; run diverge again, or build for this device's Vulkan target (--iree-vulkan-target)"
     )  # fmt: skip
+
+
+def partial_subgroup_warning(module, subgroup_size: int, device: str) -> str | None:
+    """What to say before running ``module`` on ``device``, whose subgroups have ``subgroup_size`` invocations:
+    its kernels that use subgroup operations with no barrier over a workgroup of several such subgroups (a build
+    for a GPU with larger subgroups, ``--iree-vulkan-target=rdna3`` run on lavapipe's 8): each operation then
+    covers part of the workgroup, and the result is wrong unless each subgroup works alone, in IREE's runtime
+    too. Kernels that only share workgroup memory are not named here: IREE's default build has many that
+    lavapipe runs right (a race shows by running again, not by reading the binary). None when there are none,
+    or the subgroup size is not known."""
+    if subgroup_size <= 0:
+        return None
+    try:
+        found = module_unsynchronised_workgroups(module)
+    except Exception:  # noqa: BLE001 - a warning is a hint: a module the reader cannot parse gives none
+        return None
+    partial = [f for f in found.values() if f.subgroup_operations and f.spans_subgroups(subgroup_size)]
+    if not partial:
+        return None
+    more = f" (and {len(partial) - 1} more)" if len(partial) > 1 else ""
+    return (
+        f"{partial[0].describe(subgroup_size)}{more}: its subgroup operations each cover part of the workgroup on "
+        f"{device}, whose subgroup is {subgroup_size} invocations, so its results may be wrong here (in IREE's "
+        "runtime too); the build targets a GPU with larger subgroups: build for this device, or compare with a "
+        "CPU build (iree-lens diverge)"
+    )

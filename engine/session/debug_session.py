@@ -26,6 +26,7 @@ import numpy as np
 
 from engine.dispatch.rebuild_sources import SessionSources
 from engine.dispatch.snapshot import DispatchSnapshots
+from engine.dispatch.spirv_hazards import partial_subgroup_warning
 from engine.dispatch.tensor_types import to_storage
 from engine.errors import FrameLocation, LensError
 from engine.runtime.debug_runner import DebugRunError, DebugRunner
@@ -224,6 +225,9 @@ class DebugSession:
         self._initializer_started = False
         if command.initializer and not self.runner.has_initializer:
             self.emit(Log(f"{self.runner.module.name} has no initializer (__init): its functions can be called now"))
+        warning = partial_subgroup_warning(self.runner.module, self.runner.device.subgroup_size, self.runner.device.name)
+        if warning:  # a build for a GPU with larger subgroups: said before its results are believed
+            self.emit(Log(f"warning: {warning}"))
         self._dispatch_names = None
         self.controller = vmc.Controller(self.runner.context)
         controller = self.controller

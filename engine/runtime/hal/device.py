@@ -347,6 +347,8 @@ class Device:
 
     vm_type_name = "hal.device"
     identifier = "device"  # what `hal.device.id` patterns match (IREE's driver name, e.g. local-sync)
+    # Invocations a GPU runs in lock step (Vulkan's subgroup, a warp); 0 where none or not reported.
+    subgroup_size = 0
 
     def __init__(self, name: str | None = None) -> None:
         self.name = name or self.identifier

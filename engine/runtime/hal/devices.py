@@ -336,6 +336,25 @@ def hip_compile_target(info) -> str:
     return f"{HIP_TARGET}:{info.arch}"
 
 
+def vulkan_subgroup_size(uri: str) -> tuple[int, str]:
+    """The subgroup size and name of the Vulkan device ``uri`` names (``vulkan``, ``vulkan://N``, by name);
+    ``(0, "")`` where it is not a Vulkan URI, there is no such device, or it does not report its subgroup."""
+    from engine.runtime.hal.vulkan.loader import list_physical_devices
+
+    scheme, rest = split_device_uri(uri)
+    if scheme != "vulkan":
+        return 0, ""
+    try:
+        devices = list_physical_devices()
+    except HalError:
+        return 0, ""
+    selector = vulkan_selector(rest)
+    for info in devices:
+        if selector is None and info.index == 0 or selector in (info.index, info.name):
+            return int(info.subgroup_size or 0), info.name
+    return 0, ""
+
+
 def formats_kind(formats: set[str] | list[str] | tuple[str, ...]) -> str | None:
     """The kind of device a module's executable formats need (``cpu``/``vulkan``/``cuda``/``hip``), ``None``
     when it has no executables or formats of several kinds or of none."""

@@ -69,6 +69,10 @@ class VulkanHalDevice(MirroredMemoryDevice):
         self.vulkan = vulkan_device
         super().__init__(name or f"vulkan ({getattr(vulkan_device.info, 'name', 'device')})")
 
+    @property
+    def subgroup_size(self) -> int:  # type: ignore[override]
+        return int(getattr(self.vulkan.info, "subgroup_size", 0) or 0)
+
     def supports_format(self, executable_format: str) -> bool:
         return executable_format in self._formats()
 
