@@ -208,6 +208,23 @@ def test_diverge_notes_a_culprit_that_shares_workgroup_memory_without_barrier(tm
     assert not any(n.startswith("A's ") for n in report["notes"])  # llvm-cpu has no SPIR-V
 
 
+def _narrow_subgroup_device() -> tuple[int, str, Path]:
+    """The Vulkan device's subgroup size and name, and small_cnn's source; skips where there is no Vulkan, the
+    subgroup is 32 or more (an sm_80 build's reductions fit it) or unknown, or the shared models are absent."""
+    from engine.runtime.hal.vulkan import VulkanDevice, vulkan_available
+
+    if (reason := vulkan_available()) is not None:
+        pytest.skip(f"no Vulkan: {reason}")
+    with VulkanDevice() as device:
+        subgroup, name = device.info.subgroup_size, device.info.name
+    if not 0 < subgroup < 32:
+        pytest.skip(f"the device's subgroup is {subgroup or 'unknown'}: an sm_80 build's reductions fit it")
+    source = MODELS / "small_cnn.mlir"
+    if not source.exists():
+        pytest.skip(f"{source} is absent (the shared models folder)")
+    return subgroup, name, source
+
+
 @pytest.mark.vulkan
 def test_sm80_build_on_a_narrower_subgroup_diverges_at_its_subgroup_reduction(tmp_path):
     """small_cnn built for sm_80 reduces each row with one subgroup operation over a 32-invocation workgroup.
@@ -217,17 +234,8 @@ def test_sm80_build_on_a_narrower_subgroup_diverges_at_its_subgroup_reduction(tm
     import sys
 
     from engine.compiler.targets import target_flags
-    from engine.runtime.hal.vulkan import VulkanDevice, vulkan_available
 
-    if (reason := vulkan_available()) is not None:
-        pytest.skip(f"no Vulkan: {reason}")
-    with VulkanDevice() as device:
-        subgroup = device.info.subgroup_size
-    if not 0 < subgroup < 32:
-        pytest.skip(f"the device's subgroup is {subgroup or 'unknown'}: an sm_80 build's reductions fit it")
-    source = MODELS / "small_cnn.mlir"
-    if not source.exists():
-        pytest.skip(f"{source} is absent (the shared models folder)")
+    subgroup, _, source = _narrow_subgroup_device()
     vulkan = _compile(source, tmp_path / "vk.vmfb", "--iree-vulkan-target=sm_80")
     cpu = tmp_path / "cpu.vmfb"
     cmd = [str(source), *target_flags("llvm-cpu"), "-o", str(cpu)]
@@ -255,17 +263,7 @@ def test_a_run_is_warned_of_reductions_over_part_of_the_workgroup_and_a_default_
     import sys
 
     from engine.dispatch.spirv_hazards import partial_subgroup_warning
-    from engine.runtime.hal.vulkan import VulkanDevice, vulkan_available
-
-    if (reason := vulkan_available()) is not None:
-        pytest.skip(f"no Vulkan: {reason}")
-    with VulkanDevice() as device:
-        subgroup, name = device.info.subgroup_size, device.info.name
-    if not 0 < subgroup < 32:
-        pytest.skip(f"the device's subgroup is {subgroup or 'unknown'}: an sm_80 build's reductions fit it")
-    source = MODELS / "small_cnn.mlir"
-    if not source.exists():
-        pytest.skip(f"{source} is absent (the shared models folder)")
+    subgroup, name, source = _narrow_subgroup_device()
     narrow = _compile(source, tmp_path / "sm80.vmfb", "--iree-vulkan-target=sm_80")
     default = _compile(source, tmp_path / "default.vmfb")
     warning = partial_subgroup_warning(open_vmfb(narrow), subgroup, name)
