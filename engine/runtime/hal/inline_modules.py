@@ -78,15 +78,19 @@ class InlineStorage:
         return found
 
 
-class HalInlineModule(NativeModule):
-    """``hal_inline``: buffers as host memory with ``!vm.buffer`` storage, buffer views, device queries."""
-
-    name = HAL_INLINE
-    version = 0
+class _InlineHalModule(NativeModule):
+    """One of the two modules, over the storage they share."""
 
     def __init__(self, shared: InlineStorage):
         super().__init__()
         self.shared = shared
+
+
+class HalInlineModule(_InlineHalModule):
+    """``hal_inline``: buffers as host memory with ``!vm.buffer`` storage, buffer views, device queries."""
+
+    name = HAL_INLINE
+    version = 0
 
     @export("buffer.allocate", "0iI_rr")
     def buffer_allocate(self, minimum_alignment, allocation_size):
@@ -157,15 +161,11 @@ class HalInlineModule(NativeModule):
         return self.shared.hal.device_query_i64(self.shared.device, category, key)
 
 
-class HalLoaderModule(NativeModule):
+class HalLoaderModule(_InlineHalModule):
     """``hal_loader``: executables loaded on the device and dispatched at once."""
 
     name = HAL_LOADER
     version = 1
-
-    def __init__(self, shared: InlineStorage):
-        super().__init__()
-        self.shared = shared
 
     @export("executable.query_support", "0r_i")
     def executable_query_support(self, executable_format):
