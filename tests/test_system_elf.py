@@ -84,3 +84,12 @@ def test_a_workgroup_of_it_steps_statement_by_statement(plain):
     assert any(re.search(r"\.mlir:\d+$", s["loc"]) for s in steps) and any("store" in s for s in steps)
     # The statements recorded are the module's kernel: every store it made to a binding is what ran.
     assert "not the module's" not in proc.stderr, proc.stderr[-2000:]
+
+
+def test_a_sanitizer_build_is_refused_naming_the_flag():
+    # --iree-llvmcpu-sanitize=address links kernels against ASan's runtime, which this process lacks (IREE's
+    # runtime refuses them too: "compiled with ASAN support but the host runtime is not"): said with the flag.
+    vmfb = build("asan", "--iree-llvmcpu-sanitize=address")
+    proc = lens_in_process("run", str(vmfb), "--function=main", f"--input=@{INPUT}")
+    assert proc.returncode != 0
+    assert "built with --iree-llvmcpu-sanitize=address" in proc.stderr, proc.stderr[-2000:]

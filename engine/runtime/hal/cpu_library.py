@@ -55,6 +55,20 @@ ImportFunction = (
 )  # an address, or a ctypes function ``int f(void* params, void* ctx, void* r)``
 
 
+# The runtime symbols of the sanitizers ``--iree-llvmcpu-sanitize`` builds kernels for (system-linked only).
+_SANITIZER_SYMBOLS = {"__asan_": "address", "__tsan_": "thread"}
+
+
+def _sanitizer_note(error: str) -> str:
+    """What a load failure on a sanitizer's missing runtime means (IREE's runtime refuses such a library with
+    "compiled with ASAN support but the host runtime is not")."""
+    for prefix, kind in _SANITIZER_SYMBOLS.items():
+        if f"undefined symbol: {prefix}" in error:
+            return (f" (the kernels were built with --iree-llvmcpu-sanitize={kind}, whose runtime this process does "
+                    "not have: rebuild without it to debug them here)")
+    return ""
+
+
 class CpuExecutableLibrary:
     """One loaded embedded-ELF executable library: its exports and a way to dispatch them.
 
@@ -107,7 +121,7 @@ class CpuExecutableLibrary:
                 self._dl_handle = _ctypes.dlopen(path, os.RTLD_NOW | os.RTLD_LOCAL)
                 self._dll = _c.CDLL(path, handle=self._dl_handle)
             except OSError as e:
-                raise ExecutableLoadError(f"executable {name!r} cannot be loaded: {e}") from None
+                raise ExecutableLoadError(f"executable {name!r} cannot be loaded: {e}{_sanitizer_note(str(e))}") from None
         finally:
             os.unlink(path)  # the loader keeps its mapping; nothing is left on disk
         try:
