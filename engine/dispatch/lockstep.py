@@ -778,10 +778,6 @@ def run_lockstep(
     between calls, a KV cache or a counter, meets call N with what the N-1 before left); dispatches are
     compared call by call, each numbered from its call's start, and the results compared are the last call's."""
     from engine.dispatch.spirv_types import module_binding_elements
-    from engine.runtime.debug_runner import INITIALIZER, DebugRunner
-    from engine.runtime.function_io import parse_inputs, split_cconv
-    from engine.runtime.hal.devices import create_device
-    from engine.runtime.hal.module import HalModule
 
     tolerance = tolerance or Tolerance()
     channel = _Channel()
@@ -795,24 +791,8 @@ def run_lockstep(
     locations: dict[str, dict[str, str]] = {"a": {}, "b": {}}
 
     def run(module, device_uri, observer):
-        hal_device = create_device(device_uri)
-        observer.defined.attach(hal_device)
-        follow_locations(hal_device, locations["a" if observer is producer else "b"])
-        snapshots = observer.attach(hal_device)  # the device's one snapshot observer copies the bindings
-        try:
-            observer.in_initializer()
-            runner = DebugRunner(module, device_uri, hal_module=HalModule(hal_device), parameters=parameters,
-                                 run_init=function != INITIALIZER)
-            args = parse_inputs(inputs, split_cconv(runner.cconv(function))[0])
-            results = []
-            for call in range(1, calls + 1):
-                observer.start_numbered_call(call, hal_device.dispatch_count)
-                results = runner.invoke(function, args)
-            return results
-        finally:
-            snapshots.unsubscribe(observer)
-            observer.defined.detach()
-            hal_device.__dict__.pop("create_executable", None)
+        where = locations["a" if observer is producer else "b"]
+        return _run_side(module, device_uri, observer, where, function, inputs, parameters, calls)
 
     def run_a():
         try:
@@ -840,6 +820,48 @@ def run_lockstep(
     if consumer.error_a is not None:
         e = consumer.error_a
         raise LockstepError(f"run A ({module_a} on {device_a}) failed: {e}") from e
+    notes = _run_notes(producer, consumer, function, calls)
+    outputs = _compare_results(results_a, results_b, tolerance, notes)
+    return LockstepResult(
+        consumer.reports, consumer.culprit, consumer.culprit_step, consumer.culprit_record, outputs,
+        results_a, results_b, notes, consumer.first_input_difference, producer.count, consumer.count,
+        {**locations["b"], **locations["a"]},  # A's first: the reference build names the model's line
+        consumer.untyped_differences,
+    )  # fmt: skip
+
+
+def _run_side(module: str, device_uri: str, observer: _SideObserver, locations: dict[str, str], function: str,
+              inputs: list[str], parameters: Any, calls: int) -> list:
+    """One run of the lockstep on its own device, ``observer`` told of every dispatch: ``function``'s results
+    after ``calls`` calls (dispatches numbered from each call's start); ``locations`` gets its dispatches'."""
+    from engine.runtime.debug_runner import INITIALIZER, DebugRunner
+    from engine.runtime.function_io import parse_inputs, split_cconv
+    from engine.runtime.hal.devices import create_device
+    from engine.runtime.hal.module import HalModule
+
+    hal_device = create_device(device_uri)
+    observer.defined.attach(hal_device)
+    follow_locations(hal_device, locations)
+    snapshots = observer.attach(hal_device)  # the device's one snapshot observer copies the bindings
+    try:
+        observer.in_initializer()
+        runner = DebugRunner(module, device_uri, hal_module=HalModule(hal_device), parameters=parameters,
+                             run_init=function != INITIALIZER)  # fmt: skip
+        args = parse_inputs(inputs, split_cconv(runner.cconv(function))[0])
+        results: list = []
+        for call in range(1, calls + 1):
+            observer.start_numbered_call(call, hal_device.dispatch_count)
+            results = runner.invoke(function, args)
+        return results
+    finally:
+        snapshots.unsubscribe(observer)
+        observer.defined.detach()
+        hal_device.__dict__.pop("create_executable", None)
+
+
+def _run_notes(producer: _Producer, consumer: _Consumer, function: str, calls: int) -> list[str]:
+    """What the report says besides the dispatches: the consumer's notes, the initializers' dispatches, counts
+    that differ, several calls."""
     notes = list(consumer.notes)
     if producer.initializer_dispatches or consumer.initializer_dispatches:
         notes.append(
@@ -851,14 +873,9 @@ def run_lockstep(
     if producer.count != consumer.count:
         notes.append(f"dispatch counts differ: {producer.count} in A, {consumer.count} in B")
     if calls > 1:
-        notes.append(f"each run called {function} {calls} times with the same inputs; the results compared are call {calls}'s")
-    outputs = _compare_results(results_a, results_b, tolerance, notes)
-    return LockstepResult(
-        consumer.reports, consumer.culprit, consumer.culprit_step, consumer.culprit_record, outputs,
-        results_a, results_b, notes, consumer.first_input_difference, producer.count, consumer.count,
-        {**locations["b"], **locations["a"]},  # A's first: the reference build names the model's line
-        consumer.untyped_differences,
-    )  # fmt: skip
+        notes.append(f"each run called {function} {calls} times with the same inputs; the results compared are "
+                     f"call {calls}'s")  # fmt: skip
+    return notes
 
 
 def _compare_results(results_a: list, results_b: list, tolerance: Tolerance, notes: list[str]) -> list[Comparison]:
