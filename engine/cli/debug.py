@@ -39,7 +39,6 @@ from engine.cli.program_arguments import (
     missing_function,
     module_device,
     no_inputs_problem,
-    warn_partial_subgroups,
 )
 from engine.dispatch.tensor_types import declared_array
 from engine.dispatch.typed_tensors import binding_label
@@ -179,7 +178,6 @@ def run(args) -> int:
     else:
         try:
             args.device = module_device(args.module, args.device)
-            warn_partial_subgroups("debug", args.module, args.device)
         except LensError as e:
             print(f"iree-lens debug: {e}", file=sys.stderr)
             return 1
