@@ -219,10 +219,10 @@ def rebuild_sources(
         if not held:
             return _none("the rebuild was stopped while another process was rebuilding the same module")
         return _rebuild_or_reuse(module_path, program, named_in, target, original, out, task, timeout_s,
-                                 _build_flags(module_path, original))  # fmt: skip
+                                 _build_flags(original))  # fmt: skip
 
 
-def _build_flags(module_path: Path, original) -> tuple[str, ...]:
+def _build_flags(original) -> tuple[str, ...]:
     """The flags besides the target that the rebuild needs to give the module's executables, as far as the
     module shows them: a system link of its CPU libraries. (An inline-HAL build, ``--iree-execution-model=
     inline-dynamic``, is rebuilt without that flag: IREE's inline pipeline dumps no sources, and the default

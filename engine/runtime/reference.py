@@ -7,6 +7,7 @@ be compared with these bit for bit and printed the same way.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,24 +20,26 @@ from engine.runtime.function_io import OpaqueRef, Scalar, Tensor, Value, split_c
 
 
 def _imports_parameters(module_path: str | Path) -> bool:
-    """Whether the module depends on ``io_parameters`` (read from the .vmfb: IREE's Python module object
-    does not list its imports); False when the file is not a module we can read (IREE says why, next)."""
+    """Whether the module depends on ``io_parameters``."""
     from engine.runtime.parameters import imports_parameters
-    from engine.runtime.vmfb.module import open_vmfb
 
-    try:
-        return imports_parameters(open_vmfb(module_path))
-    except LensError:
-        return False
+    return _module_says(module_path, imports_parameters)
 
 
 def _imports_inline_hal(module_path: str | Path) -> bool:
-    """Whether the module depends on IREE's inline HAL (False when the file is not a module we can read)."""
+    """Whether the module depends on IREE's inline HAL (``hal_inline``, ``hal_loader``)."""
     from engine.runtime.hal.inline_modules import imports_inline_hal
+
+    return _module_says(module_path, imports_inline_hal)
+
+
+def _module_says(module_path: str | Path, question: Callable[[Any], bool]) -> bool:
+    """``question`` of the module read from the .vmfb (IREE's Python module object does not list its imports);
+    False when the file is not a module we can read (IREE says why, next)."""
     from engine.runtime.vmfb.module import open_vmfb
 
     try:
-        return imports_inline_hal(open_vmfb(module_path))
+        return question(open_vmfb(module_path))
     except LensError:
         return False
 
