@@ -31,13 +31,13 @@ from pathlib import Path
 
 from engine.dispatch.typed_tensors import NO_SOURCES, ExecutableSources, read_sources
 from engine.errors import CompileCancelled, LensError
-from engine.runtime.hal.formats import SYSTEM_ELF_X86_64
+from engine.runtime.hal.formats import EMBEDDED_ELF_X86_64, SYSTEM_ELF_X86_64, VMVX_BYTECODE
 
 # The executable formats IREE Lens's compile targets produce (engine.compiler.targets keys).
 FORMAT_TARGETS = {
-    "embedded-elf-x86_64": "llvm-cpu",
+    EMBEDDED_ELF_X86_64: "llvm-cpu",
     SYSTEM_ELF_X86_64: "llvm-cpu",  # rebuilt with SYSTEM_LINK_FLAG
-    "vmvx-bytecode-fb": "vmvx",
+    VMVX_BYTECODE: "vmvx",
     "vulkan-spirv-fb": "vulkan-spirv",
 }
 SYSTEM_LINK_FLAG = "--iree-llvmcpu-link-embedded=false"  # what builds system-elf libraries
