@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import queue
+import re
 import shutil
 from pathlib import Path
 
@@ -299,6 +300,31 @@ def test_print_a_global_in_a_debug_script(compiled, tmp_path):
     assert proc.returncode == 1 and "print.cmds:5: 'print @missing': no global named @missing" in proc.stderr
     proc = lens_in_process(*args[:-1], f"--commands={_write(tmp_path / 'one.cmds', 'print @big')}", "--json")
     assert json.loads(proc.stdout.splitlines()[-1]) == {"print": "@big", "value": "7", "kind": "i64"}
+
+
+def test_when_changed_in_a_debug_script(compiled, tmp_path):
+    """``when-changed @NAME`` after the call: a number global's last store, as its kind reads (the call's
+    own results say the values), and a buffer global's bytes with the dispatch that made them; before the
+    program ran there is no history (an error at its line)."""
+    commands = _write(tmp_path / "when.cmds", "continue\nwhen-changed @big\nwhen-changed @state\nwhen-changed @__device_0")
+    args = ["debug", str(compiled), "--function=accumulate", f"--input={X}", f"--commands={commands}"]
+    proc = lens_in_process(*args)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "result[3]: i64=14" in lines  # the call's own result: @big after it
+    (big,) = [line for line in lines if line.startswith("@big ")]
+    assert re.fullmatch(r"@big was last written at instruction \d+ \(accumulate pc 0x[0-9a-f]+\): 7 → 14", big), big
+    (state,) = [line for line in lines if line.startswith("@state ")]
+    assert "by a copy from allocation #" in state and "written by dispatch #0 accumulate_dispatch_0" in state, state
+    assert ": 0 → 1 (element [1] of 8xf32; 7 of 8 elements differ;" in state, state
+    assert "@__device_0 did not change in the recorded history" in lines
+    early = _write(tmp_path / "early.cmds", "when-changed @big")
+    proc = lens_in_process(*args[:-1], f"--commands={early}")
+    assert proc.returncode == 1 and "early.cmds:1: 'when-changed @big': the program has no history yet" in proc.stderr
+    proc = lens_in_process(*args[:-1], f"--commands={_write(tmp_path / 'j.cmds', 'continue' + chr(10) + 'when-changed @big')}",
+                           "--json")  # fmt: skip
+    answer = json.loads(proc.stdout.splitlines()[-1])
+    assert answer["when-changed"] == "@big" and (answer["change"]["before"], answer["change"]["after"]) == ("7", "14")
 
 
 def _write(path: Path, text: str) -> Path:

@@ -33,7 +33,8 @@ DETAIL = p.StopDetail(
     position=100,
     earliest=0,
 )
-WATCHES = (p.WatchRegister(0, "i", 3), p.WatchGlobal("module", 8, 4), p.WatchGlobalRef("module", 1), p.WatchElement(0, 2, 5))
+WATCHES = (p.WatchRegister(0, "i", 3), p.WatchGlobal("module", 8, 4), p.WatchGlobalRef("module", 1), p.WatchElement(0, 2, 5),
+           p.WatchGlobalContents("module", 3))
 
 COMMANDS = [
     p.Open("/tmp/x.vmfb", "vulkan"),
@@ -75,6 +76,7 @@ ANSWERS = [
     p.Tensors(p.ReadTensors(), INFO, (p.DispatchTensor(0, "read", T, p.TypeSource.SOURCES, "sources/x.mlir"),)),
     p.History(p.ReadHistory(), True, 10, 0, 20, 4096, (p.DispatchMark(0, "d0", 5, True),)),
     p.LastChange(p.WhenChanged(WATCHES[0]), p.Change("%i3", 9, "module", "main", 4, None, 1, 2)),
+    p.LastChange(p.WhenChanged(WATCHES[4]), p.Change("c", 9, "m", "f", 4, None, "0", "2", "a copy", "element [1]")),
     p.SubstitutionRefused(
         p.Substitute("e", "/x"), "compile", "does not compile", (p.EditDiagnostic("/x", 3, 1, "error", "bad"),)
     ),

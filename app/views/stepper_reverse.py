@@ -42,6 +42,7 @@ from engine.session.protocol import (
     Stopped,
     Watch,
     WatchGlobal,
+    WatchGlobalContents,
     WatchGlobalRef,
     WatchRegister,
 )
@@ -164,7 +165,9 @@ class ReverseControls(QObject):
             return None
         place = item.data(0, GLOBAL_PLACE_ROLE)  # a row named by the compilation
         if place is not None:
-            return WatchGlobalRef(module, place[1]) if place[0] == "ref" else WatchGlobal(module, place[1], place[2])
+            if place[0] == "ref":
+                return WatchGlobalRef(module, place[1])
+            return WatchGlobal(module, place[1], place[2], place[3])
         name = item.text(0)
         if m := _RWDATA.match(name):
             return WatchGlobal(module, int(m.group(1)), 4)
@@ -172,39 +175,64 @@ class ReverseControls(QObject):
             return WatchGlobalRef(module, int(m.group(1)))
         return None
 
-    def watch_text(self, watch: Watch) -> str:
+    def contents_watch_of(self, view: QTreeWidget, item: QTreeWidgetItem | None) -> WatchGlobalContents | None:
+        """For a global row that holds a buffer: its bytes (a buffer written in place, or filled by a copy,
+        keeps its ref, so "when did the ref change?" does not answer what wrote them)."""
+        if view is self.panel.registers:
+            return None
+        watch = self.watch_of(view, item)
+        refs = getattr(getattr(view, "value", None), "refs", ())
+        if not isinstance(watch, WatchGlobalRef) or not 0 <= watch.index < len(refs):
+            return None
+        return WatchGlobalContents(watch.module, watch.index) if str(refs[watch.index]).startswith("!hal.buffer") else None
+
+    def watch_text(self, watch: Watch, name: str = "") -> str:
         """``watch`` in the window's words: a register with its frame as the Call Stack numbers and names it
-        (innermost first, #0), not its depth from the call's entry ("frame 1" was the Call Stack's #0)."""
+        (innermost first, #0), not its depth from the call's entry ("frame 1" was the Call Stack's #0); a
+        global by its row's ``name`` (``@state``) when given."""
         stop = self.panel.workbench.state.stop
         frames = stop.location.frames if stop is not None else ()
         if isinstance(watch, WatchRegister) and 0 <= watch.depth < len(frames):
             frame = frames[watch.depth]
             return f"%{watch.bank}{watch.index} of #{len(frames) - 1 - watch.depth} {frame.module}.{frame.function}"
-        return watch.describe()
+        if name and isinstance(watch, WatchGlobalContents):
+            return f"the contents of {name}"
+        return name or watch.describe()
 
-    def when_changed(self, watch: Watch) -> None:
-        """Ask when ``watch`` last changed; the answer travels there (see ``_on_answer``)."""
+    def when_changed(self, watch: Watch, name: str = "") -> None:
+        """Ask when ``watch`` (a row called ``name``) last changed; the answer travels there (``_on_answer``)."""
         if not self.bridge.can_reverse:
             self.panel.status_label.setText("When did this change? needs a recorded run (paused or finished)")
             return
-        self._asked = (watch, self.watch_text(watch))  # named as it was asked (the answer moves the stop)
+        self._asked = (watch, self.watch_text(watch, name))  # named as it was asked (the answer moves the stop)
         self.panel.status_label.setText(f"Searching the history for the last change of {self._asked[1]}…")
         self.bridge.when_changed(watch)
 
     def _context_menu(self, view: QTreeWidget, pos: QPoint) -> None:
-        watch = self.watch_of(view, view.itemAt(pos))
-        if watch is None:
-            return
+        menu = self.watch_menu(view, view.itemAt(pos))
+        if menu is not None:
+            menu.popup(view.viewport().mapToGlobal(pos))
+
+    def watch_menu(self, view: QTreeWidget, item: QTreeWidgetItem | None) -> QMenu | None:
+        """The "When did … change?" menu of a register or global row (None for other rows)."""
+        watch = self.watch_of(view, item)
+        if watch is None or item is None:
+            return None
         menu = QMenu(view)
         stop = self.panel.workbench.state.stop
-        what = self.watch_text(watch)
+        name = "" if view is self.panel.registers else item.text(0)
         in_dispatch = stop is not None and stop.location.dispatch_info is not None
         # The history is searched from the VM's instructions; a run parked inside a dispatch is mid-instruction.
         why = "step or continue out of the dispatch first" if in_dispatch else "run back to the last write"
-        action = menu.addAction(f"When did {what} change?  ({why})")
-        action.setEnabled(self.bridge.can_reverse and not in_dispatch)
-        action.triggered.connect(lambda: self.when_changed(watch))
-        menu.popup(view.viewport().mapToGlobal(pos))
+        contents = self.contents_watch_of(view, item)
+        for w in (watch, contents) if contents is not None else (watch,):
+            what = self.watch_text(w, name)
+            if w is watch and contents is not None:
+                what += " (the buffer it holds)"
+            action = menu.addAction(f"When did {what} change?  ({why})")
+            action.setEnabled(self.bridge.can_reverse and not in_dispatch)
+            action.triggered.connect(lambda _=False, w=w: self.when_changed(w, name))
+        return menu
 
     # -- events ---------------------------------------------------------------------------------------
 
@@ -260,10 +288,13 @@ class ReverseControls(QObject):
             earliest = self.bridge.history.earliest if self.bridge.history is not None else 0
             self.panel.status_label.setText(f"{what} did not change in the recorded history (since instruction {earliest:,})")
             return
-        by = f"dispatch #{change.dispatch}" if change.dispatch is not None else f"{change.function} pc {change.pc:#x}"
+        where = f"{change.function} pc {change.pc:#x}"
+        by = change.via or (f"dispatch #{change.dispatch}" if change.dispatch is not None else where)
+        at = f"instruction {change.position:,}" + (f" ({where})" if by != where else "")
+        detail = f" ({change.detail})" if change.detail else ""
         self.note = (
-            f"{what} was last written at instruction {change.position:,} by {by}: "
-            f"{format_value(change.before)} → {format_value(change.after)}"
+            f"{what} was last written at {at} by {by}: "
+            f"{format_value(change.before)} → {format_value(change.after)}{detail}"
         )
         self.panel.services.messages.info(self.note)
         self.bridge.travel_to(position=int(change.position))

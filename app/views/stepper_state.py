@@ -243,7 +243,7 @@ class GlobalsView(QTreeWidget):
                     item.setForeground(c, CHANGED)
                 item.setToolTip(1, f"was {self._previous[v.name]}")
             # What "When did this change?" watches: the ref, or the global's bytes.
-            place = ("ref", v.index) if v.kind == "ref" else ("bytes", v.index, PRIMITIVE_SIZES[v.kind])
+            place = ("ref", v.index) if v.kind == "ref" else ("bytes", v.index, PRIMITIVE_SIZES[v.kind], v.kind)
             item.setData(0, GLOBAL_PLACE_ROLE, place)
             if v.kind == "ref" and v.byte_length is not None:
                 item.setData(0, Qt.ItemDataRole.UserRole, v.index)

@@ -58,6 +58,8 @@ from engine.session.protocol import (
     Finished,
     GlobalBuffer,
     Globals,
+    GlobalVariable,
+    LastChange,
     Log,
     Opened,
     ReadDispatch,
@@ -70,6 +72,10 @@ from engine.session.protocol import (
     Stopped,
     Tensors,
     TypeSource,
+    Watch,
+    WatchGlobal,
+    WatchGlobalContents,
+    WatchGlobalRef,
 )
 from engine.session.script import ScriptCommand, ScriptError, check_for_reference, parse_script
 from engine.session.stream import add_remote_argument
@@ -95,7 +101,9 @@ SCRIPT_RULE = (
     "program never reached; a reverse command that reaches the start "
     "of the history stops there (reason history-start)."
 )
+_PRIMITIVE_BYTES = {"i32": 4, "f32": 4, "i64": 8, "f64": 8}
 _REVERSE_VERBS = ("reverse-step", "reverse-next", "reverse-finish", "reverse-continue")
+_HISTORY_VERBS = (*_REVERSE_VERBS, "when-changed")  # commands that need the run's recorded history
 
 
 def globals_lines(answer: Globals) -> list[str]:
@@ -142,7 +150,9 @@ def add_parser(subparsers) -> None:
         "break pc FUNCTION:PC; continue; step [N]; next [N]; finish; reverse-step [N]; reverse-next [N]; "
         "reverse-finish; reverse-continue; info registers; info globals (the module's globals now, by the "
         "names of the VM phase snapshot beside the module; debug engine only); print @GLOBAL (its value; a "
-        "buffer's tensor as IREE prints it); save-tensors DIR",
+        "buffer's tensor as IREE prints it); when-changed @GLOBAL (its last write in the recorded history and "
+        "what wrote it; a buffer global: the bytes it holds, followed back through copies to the dispatch that "
+        "made them); save-tensors DIR",
     )
     p.add_argument(
         "--sources",
@@ -289,8 +299,8 @@ class Debugger:
             from engine.session.reference_session import ReferenceSession
 
             return ReferenceSession
-        if any(c.verb in _REVERSE_VERBS for c in self.commands):
-            # Reverse commands need the run's history (engine.timetravel records it).
+        if any(c.verb in _HISTORY_VERBS for c in self.commands):
+            # Reverse commands and when-changed need the run's history (engine.timetravel records it).
             from engine.session.timetravel_session import TimeTravelSession
 
             return TimeTravelSession
@@ -302,7 +312,7 @@ class Debugger:
         if getattr(self.args, "remote", None):
             from engine.session.stream import remote
 
-            reverse = any(c.verb in _REVERSE_VERBS for c in self.commands)
+            reverse = any(c.verb in _HISTORY_VERBS for c in self.commands)
             handler = "reference" if self.args.engine == "reference" else "timetravel" if reverse else "debug"
             return remote(self.args.remote, handler)
         return in_process(self._handler())
@@ -396,6 +406,8 @@ class Debugger:
             self._info_globals(command)
         elif verb == "print":
             self._print_global(command)
+        elif verb == "when-changed":
+            self._when_changed(command)
         elif verb == "save-tensors":
             self._save_tensors(command)
 
@@ -563,16 +575,55 @@ class Debugger:
             return
         self._print("\n".join(globals_lines(answer)))
 
-    def _print_global(self, command: ScriptCommand) -> None:
-        """``print @NAME``: a global's value now; a buffer global's tensor as IREE prints a buffer view (its
-        bytes in hex when its type is not known)."""
+    def _named_global(self, command: ScriptCommand) -> GlobalVariable | None:
+        """The global ``command`` names, or None once why not is said."""
         answer = self._answer(command, ReadGlobals(), Globals)
         if answer is None:
-            return
+            return None
         found = next((v for v in answer.variables if v.name == command.name), None)
         if found is None:
             why = answer.names_note if not answer.variables else "info globals lists the module's"
             self._error(command, f"{command.text!r}: no global named @{command.name} ({why})")
+        return found
+
+    def _when_changed(self, command: ScriptCommand) -> None:
+        """``when-changed @NAME``: the last instruction in the recorded history that changed a global (a
+        buffer global: the bytes it holds, and the device operations that put them there); the program stays
+        where it is."""
+        if self.state not in ("stopped", "finished") and not (self.state == "failed" and self.failure):
+            self._error(command, f"{command.text!r}: the program has no history yet ({self.state})")
+            return
+        found = self._named_global(command)
+        if found is None:
+            return
+        if found.kind != "ref":
+            watch: Watch = WatchGlobal("", found.index, _PRIMITIVE_BYTES[found.kind], found.kind)
+        else:
+            watch = WatchGlobalContents("", found.index) if found.byte_length is not None else WatchGlobalRef("", found.index)
+        if not self.client.when_changed(watch):
+            self._error(command, f"{command.text!r}: no recorded history to search")
+            return
+        answer = self._next()
+        if not isinstance(answer, LastChange):
+            self._error(command, f"{command.text!r}: {_event_message(answer)}")
+            return
+        change = answer.change
+        if self.args.json:
+            self._print({"when-changed": f"@{command.name}", "change": asdict(change) if change else None})
+        elif change is None:
+            self._print(f"@{command.name} did not change in the recorded history")
+        else:
+            where = f"{change.function} pc {change.pc:#x}"
+            by = change.via or (f"dispatch #{change.dispatch}" if change.dispatch is not None else "")
+            detail = f" ({change.detail})" if change.detail else ""
+            self._print(f"@{command.name} was last written at instruction {change.position:,} ({where})"
+                        + (f" by {by}" if by else "") + f": {change.before} → {change.after}{detail}")  # fmt: skip
+
+    def _print_global(self, command: ScriptCommand) -> None:
+        """``print @NAME``: a global's value now; a buffer global's tensor as IREE prints a buffer view (its
+        bytes in hex when its type is not known)."""
+        found = self._named_global(command)
+        if found is None:
             return
         if found.byte_length is None:  # a number, or a ref that holds no buffer
             self._emit_value(command.name, found.value, found.kind)

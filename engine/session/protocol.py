@@ -542,11 +542,13 @@ class WatchRegister(Watch):
 
 @dataclass(frozen=True)
 class WatchGlobal(Watch):
-    """``length`` bytes at ``offset`` of module ``module``'s primitive globals (``.rwdata``)."""
+    """``length`` bytes at ``offset`` of module ``module``'s primitive globals (``.rwdata``; module "": the
+    opened module, as for ``WatchGlobalRef`` and ``WatchGlobalContents``)."""
 
     module: str
     offset: int
     length: int = 4
+    kind: str = ""  # i32, i64, f32, f64: the answer's values as that number ("": its bytes in hex)
 
     def describe(self) -> str:
         return f".rwdata[{self.offset}]"
@@ -561,6 +563,18 @@ class WatchGlobalRef(Watch):
 
     def describe(self) -> str:
         return f".refs[{self.index}]"
+
+
+@dataclass(frozen=True)
+class WatchGlobalContents(Watch):
+    """The bytes of the buffer ref global ``index`` of module ``module`` holds now (not the ref: a buffer
+    written in place, or filled by a copy, keeps its ref)."""
+
+    module: str
+    index: int
+
+    def describe(self) -> str:
+        return f"the contents of .refs[{self.index}]"
 
 
 @dataclass(frozen=True)
@@ -900,6 +914,10 @@ class Change:
     dispatch: int | None
     before: int | str | None
     after: int | str | None
+    # A buffer's bytes: where they came from ("dispatch #0 accumulate_dispatch_0…", "a copy from allocation
+    # #4 bytes [0, 32), written by dispatch #0 …"), and which element changed ("element [1] of 8xf32; …").
+    via: str = ""
+    detail: str = ""
 
 
 @dataclass(frozen=True)

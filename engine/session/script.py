@@ -13,6 +13,8 @@
     reverse-step [N] | reverse-next [N] | reverse-finish | reverse-continue   # run backwards (history)
     info registers | info globals | save-tensors DIR   # info globals: by name (with the VM phase beside)
     print @GLOBAL                                  # a global's value now (a buffer: its tensor, as IREE prints it)
+    when-changed @GLOBAL                           # its last write in the history, and what wrote it (a buffer
+                                                   # global: the bytes it holds, followed back through copies)
 
 ``#`` starts a comment; blank lines are ignored. ``parse_script`` turns a text into ``ScriptCommand``s or
 raises ``ScriptError`` naming the line.
@@ -132,13 +134,18 @@ def parse_line(number: int, line: str) -> ScriptCommand | None:
         if len(rest) != 1 or not rest[0].startswith("@") or len(rest[0]) < 2:
             raise ValueError("print takes one @GLOBAL (a name info globals lists)")
         return ScriptCommand(number, "print", name=rest[0][1:], text=text)
+    if verb == "when-changed":
+        if len(rest) != 1 or not rest[0].startswith("@") or len(rest[0]) < 2:
+            raise ValueError("when-changed takes one @GLOBAL (a name info globals lists)")
+        return ScriptCommand(number, "when-changed", name=rest[0][1:], text=text)
     if verb == "save-tensors":
         if len(rest) != 1:
             raise ValueError("save-tensors takes one DIR")
         return ScriptCommand(number, "save-tensors", path=rest[0], text=text)
     raise ValueError(
         f"unknown command {verb!r} (break, continue, step, next, finish, reverse-step, reverse-next, "
-        "reverse-finish, reverse-continue, info registers, info globals, print @GLOBAL, save-tensors)"
+        "reverse-finish, reverse-continue, info registers, info globals, print @GLOBAL, when-changed @GLOBAL, "
+        "save-tensors)"
     )
 
 

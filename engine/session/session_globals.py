@@ -29,6 +29,15 @@ from engine.session.protocol import (
 _FORMATS = {"i32": "<i", "i64": "<q", "f32": "<f", "f64": "<d"}
 
 
+def primitive_text(kind: str, data: object) -> str | None:
+    """A primitive global's bytes (``data``: bytes, at least the kind's size) as the number ``kind`` (i32,
+    i64, f32, f64) is; None when there are no bytes (a watch's absent side)."""
+    if not isinstance(data, bytes | bytearray | memoryview | np.ndarray):
+        return None
+    (value,) = struct.unpack_from(_FORMATS[kind], bytes(data))
+    return f"{value:.9g}" if kind == "f32" else repr(value) if kind == "f64" else str(value)
+
+
 class GlobalsError(Exception):
     """A global that cannot be read as asked (no such ordinal, not a buffer)."""
 
@@ -69,9 +78,8 @@ class SessionGlobals:
 
     def _variable(self, named: NamedGlobal, refs: tuple[str, ...]) -> GlobalVariable:
         if named.kind != "ref":
-            (value,) = struct.unpack_from(_FORMATS[named.kind], self._instance.rwdata, named.index)
-            text = f"{value:.9g}" if named.kind == "f32" else repr(value) if named.kind == "f64" else str(value)
-            return GlobalVariable(named.name, named.kind, named.index, text)
+            text = primitive_text(named.kind, self._instance.rwdata[named.index : named.index + 8])
+            return GlobalVariable(named.name, named.kind, named.index, text or "")
         buffer = _buffer_of(self._instance.global_refs[named.index])
         if buffer is None:
             return GlobalVariable(named.name, "ref", named.index, refs[named.index])
@@ -93,16 +101,22 @@ class SessionGlobals:
                 out.append((buffer.allocation, start, start + int(buffer.byte_length), name))
         return out
 
+    def held(self, ordinal: int) -> tuple[str, HalBuffer, TensorType | None]:
+        """(name, buffer, tensor type when the program declares one its bytes fit) of the buffer ref global
+        ``ordinal`` holds now."""
+        refs = self._instance.global_refs
+        if not 0 <= ordinal < len(refs):
+            raise GlobalsError(f"no ref global {ordinal}: the module has {len(refs)}")
+        named = {g.index: g.name for g in self.names.globals if g.kind == "ref"}
+        name = named.get(ordinal, f".refs[{ordinal}]")
+        buffer = _buffer_of(refs[ordinal])
+        if buffer is None:
+            raise GlobalsError(f"{name} holds {describe_ref(refs[ordinal])}, not a buffer")
+        return name, buffer, self._fitting(name, int(buffer.byte_length))[0]
+
     def buffer(self, query: ReadGlobalBuffer, copy: bool = True) -> GlobalBuffer:
         """The bytes of ref global ``query.ordinal`` now, typed by the flow phase's tensor when they fit it."""
-        refs = self._instance.global_refs
-        if not 0 <= query.ordinal < len(refs):
-            raise GlobalsError(f"no ref global {query.ordinal}: the module has {len(refs)}")
-        named = {g.index: g.name for g in self.names.globals if g.kind == "ref"}
-        name = named.get(query.ordinal, f".refs[{query.ordinal}]")
-        buffer = _buffer_of(refs[query.ordinal])
-        if buffer is None:
-            raise GlobalsError(f"{name} holds {describe_ref(refs[query.ordinal])}, not a buffer")
+        name, buffer, _ = self.held(query.ordinal)
         data = buffer.read_view(0, buffer.byte_length)
         data = np.array(data, copy=True) if copy else data
         array, element, note = self._typed(data, name)
@@ -134,3 +148,31 @@ class SessionGlobals:
         if tensor_type is None:
             return data, RAW, f"{data.size} bytes, untyped: {why}"
         return data.view(tensor_type.dtype).reshape(tensor_type.shape), tensor_type.element, why
+
+
+def describe_bytes_change(before: bytes | None, after: bytes | None, tensor_type: TensorType | None) -> tuple[str | None, str | None, str]:
+    """(element before, element after, which) for a buffer's bytes that changed: the first element whose
+    bytes differ (NaN-safe: bytes, not values), as ``tensor_type`` reads them or as bytes when the type is
+    not known; None for a side where the buffer did not exist."""
+    if before is None or after is None or len(before) != len(after):
+        which = "the buffer did not exist before (allocated here)" if before is None else "the buffer is gone"
+        return None, None, which
+    dtype = tensor_type.dtype if tensor_type is not None else np.dtype(np.uint8)
+    size = dtype.itemsize
+    count = len(after) // size
+    old = np.frombuffer(before, np.uint8, count * size).reshape(count, size)
+    new = np.frombuffer(after, np.uint8, count * size).reshape(count, size)
+    differ = np.flatnonzero((old != new).any(axis=1))
+    if differ.size == 0:
+        return None, None, "no whole element differs"
+    k = int(differ[0])
+    a, b = old[k].view(dtype)[0], new[k].view(dtype)[0]
+    if tensor_type is None:
+        return str(a), str(b), f"byte {k} (untyped); {differ.size} of {count} bytes differ"
+    index = ", ".join(str(int(i)) for i in np.unravel_index(k, tensor_type.shape)) if tensor_type.shape else ""
+    return (_element_text(a), _element_text(b),
+            f"element [{index}] of {tensor_type}; {differ.size} of {count} elements differ")  # fmt: skip
+
+
+def _element_text(value: np.generic) -> str:
+    return f"{float(value):.9g}" if np.issubdtype(value.dtype, np.floating) else str(value.item())

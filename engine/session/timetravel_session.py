@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from engine.dispatch.snapshot import DispatchSnapshot
+from engine.dispatch.tensor_types import TensorType
 from engine.runtime.hal.device import DispatchRecord
 from engine.session.debug_session import DebugSession
 from engine.session.dispatch_gate import dispatch_matches, executable_name
@@ -43,12 +44,15 @@ from engine.session.protocol import (
     Stopped,
     StopReason,
     TravelTo,
+    Watch,
     WatchElement,
     WatchGlobal,
+    WatchGlobalContents,
     WatchGlobalRef,
     WatchRegister,
     WhenChanged,
 )
+from engine.session.session_globals import GlobalsError, describe_bytes_change, primitive_text
 from engine.timetravel.engine import TimeTravel, TimeTravelError, TravelStop, place
 
 
@@ -294,48 +298,59 @@ class TimeTravelSession(DebugSession):
 
     def _when_changed(self, query: WhenChanged) -> LastChange:
         """The last change of a register (depth 0 = the call's entry frame), bytes of the primitive globals,
-        a ref global, or an element of the buffer view in a ref register. ``change`` None: no change in the
-        recorded history."""
-        from engine.timetravel.watch import GlobalWatch, RegisterWatch, watch_element
-
+        a ref global, the contents of the buffer a ref global holds, or an element of the buffer view in a
+        ref register. ``change`` None: no change in the recorded history."""
         travel = self.travel
         if travel is None or not travel.checkpoints:
             raise TimeTravelError("no call is being recorded")
         if self.run.parked:
             raise TimeTravelError("inside a dispatch: step or continue out of it first")
-        w = query.watch
-        try:
-            if isinstance(w, WatchRegister):
-                watch: Any = RegisterWatch(int(w.depth), str(w.bank), int(w.index))
-            elif isinstance(w, WatchGlobal):
-                watch = GlobalWatch(str(w.module), int(w.offset), int(w.length))
-            elif isinstance(w, WatchGlobalRef):
-                watch = GlobalWatch(str(w.module), int(w.index), ref=True)
-            elif isinstance(w, WatchElement):
-                t = travel.interpreter
-                frame = t.frames[t.base + int(w.depth)]
-                watch = watch_element(frame.r[int(w.register)], int(w.index))
-            else:
-                raise TimeTravelError(f"unknown watch {type(w).__name__} (register, global, global ref, element)")
-        except (IndexError, ValueError, TypeError) as e:
-            raise TimeTravelError(f"cannot watch {w}: {e}") from e
+        watch, tensor_type = self._engine_watch(query.watch)
         change = travel.last_change(watch)
         if change is None:
             return LastChange(query, None)
-        dispatch = None if change.dispatch is None else change.dispatch - self.gate.base
+        base = self.gate.base
+        dispatch = None if change.dispatch is None else change.dispatch - base
+        before, after, detail = _plain(change.before), _plain(change.after), ""
+        if isinstance(query.watch, WatchGlobal) and query.watch.kind:
+            before, after = (primitive_text(query.watch.kind, v) for v in (change.before, change.after))
+        if isinstance(query.watch, WatchGlobalContents):
+            before, after, detail = describe_bytes_change(_bytes(change.before), _bytes(change.after), tensor_type)
+            if change.allocated_at is not None:
+                detail += (f"; before: as allocated at instr. {change.allocated_at:,} (IREE leaves new memory "
+                           "undefined)")  # fmt: skip
+        via = ", written by ".join(w.describe(base, change.position) for w in change.via)
         return LastChange(
             query,
-            Change(
-                watch.describe(),
-                change.position,
-                change.module,
-                change.function,
-                change.pc,
-                dispatch,
-                _plain(change.before),
-                _plain(change.after),
-            ),
+            Change(watch.describe(), change.position, change.module, change.function, change.pc, dispatch,
+                   before, after, via, detail),  # fmt: skip
         )
+
+    def _engine_watch(self, w: Watch) -> tuple[Any, TensorType | None]:
+        """The time-travel engine's watch for a protocol one, with the tensor type of a global's buffer."""
+        from engine.timetravel.watch import GlobalWatch, RegisterWatch, watch_buffer, watch_element
+
+        travel = self.travel
+        assert travel is not None
+        # A global's module: the one the watch names, "" for the opened module (the CLI knows it by name only).
+        module = str(getattr(w, "module", "")) or self._need_runner().context.main.name
+        try:
+            if isinstance(w, WatchRegister):
+                return RegisterWatch(int(w.depth), str(w.bank), int(w.index)), None
+            if isinstance(w, WatchGlobal):
+                return GlobalWatch(module, int(w.offset), int(w.length)), None
+            if isinstance(w, WatchGlobalRef):
+                return GlobalWatch(module, int(w.index), ref=True), None
+            if isinstance(w, WatchGlobalContents):
+                _, buffer, tensor_type = self._need_globals().held(int(w.index))
+                return watch_buffer(buffer), tensor_type
+            if isinstance(w, WatchElement):
+                t = travel.interpreter
+                frame = t.frames[t.base + int(w.depth)]
+                return watch_element(frame.r[int(w.register)], int(w.index)), None
+        except (IndexError, ValueError, TypeError, GlobalsError) as e:
+            raise TimeTravelError(f"cannot watch {w.describe()}: {e}") from e
+        raise TimeTravelError(f"unknown watch {type(w).__name__} (register, global, global ref, contents, element)")
 
     def stop_detail(self) -> StopDetail:
         detail = super().stop_detail()
@@ -430,6 +445,10 @@ class TimeTravelSession(DebugSession):
             )
         detail = replace(self.stop_detail(), breakpoints=self.describe_hits(stop.breakpoints))
         self.emit(Stopped(stop.reason, location, detail))
+
+
+def _bytes(value: Any) -> bytes | None:
+    return value if isinstance(value, bytes) else None  # watch.ABSENT: the buffer did not exist
 
 
 def _plain(value: Any) -> Any:

@@ -64,10 +64,37 @@ Watch = RegisterWatch | GlobalWatch | BufferWatch
 
 
 @dataclass(frozen=True)
+class Write:
+    """A device operation that wrote a watched range, run by the instruction at ``position``: a
+    ``dispatch`` (its run ordinal, ``export`` its name) or a transfer (``fill``, ``update``, or ``copy``
+    from ``source``)."""
+
+    kind: str
+    position: int
+    dispatch: int | None = None
+    export: str = ""
+    source: BufferWatch | None = None
+
+    def describe(self, dispatch_base: int = 0, here: int | None = None) -> str:
+        """In words; dispatches numbered from ``dispatch_base``, and the instruction said when not ``here``."""
+        if self.kind == "dispatch":
+            text = f"dispatch #{(self.dispatch or 0) - dispatch_base}" + (f" {self.export}" if self.export else "")
+        elif self.kind == "copy" and self.source is not None:
+            text = f"a copy from {self.source.describe()}"
+        else:
+            text = {"fill": "a fill", "update": "an update from the host"}.get(self.kind, self.kind)
+        return text if here is None or self.position == here else f"{text} (instr. {self.position:,})"
+
+
+@dataclass(frozen=True)
 class Change:
     """The last change of a watched value before a position: the instruction at ``position`` (``function``
     and ``pc`` say where it was) changed it from ``before`` to ``after``; ``dispatch`` is the ordinal of
-    the dispatch that wrote it when a dispatch did."""
+    the dispatch that wrote it when a dispatch did. ``via``: for a buffer's bytes, the device operations
+    that put them there, the one that wrote them first, then, while that one was a copy, the one that
+    wrote the copy's source (ending at a dispatch, a fill, an update, or a source whose history is not
+    recorded). ``allocated_at``: the buffer's ``before`` bytes were as the instruction there allocated them
+    (unchanged since; IREE leaves new memory undefined, whatever this engine's HAL put there)."""
 
     watch: Watch
     position: int
@@ -77,6 +104,8 @@ class Change:
     before: Any
     after: Any
     dispatch: int | None = None
+    via: tuple[Write, ...] = ()
+    allocated_at: int | None = None
 
 
 class RefValue:
@@ -115,6 +144,18 @@ def watch_element(ref: Any, element: int) -> BufferWatch:
         raise ValueError("this buffer was not created under time travel; its history is unknown")
     start, _ = buffer.resolve(offset, size)
     return BufferWatch(serial, start, size)
+
+
+def watch_buffer(ref: Any) -> BufferWatch:
+    """A watch on all the bytes of a ``hal.buffer`` (or a buffer view's buffer): what a buffer global holds."""
+    buffer = ref.buffer if isinstance(ref, HalBufferView) else ref
+    if not isinstance(buffer, HalBuffer):
+        raise TypeError(f"{type(ref).__name__} is not a hal.buffer or hal.buffer_view")
+    serial = serial_of(buffer.allocation)
+    if serial is None:
+        raise ValueError("this buffer was not created under time travel; its history is unknown")
+    start, length = buffer.resolve(0, buffer.byte_length)
+    return BufferWatch(serial, start, length)
 
 
 def read_watch(

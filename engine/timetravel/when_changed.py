@@ -2,9 +2,11 @@
 
 The search replays the history one instruction at a time, from the latest checkpoint before the current
 position backwards segment by segment, reading the watch at every instruction boundary; the last
-boundary where the value differs from the one before names the instruction. When that instruction ran
-dispatches, it is replayed once more with an observer reading the watch before and after each, to name
-the dispatch that wrote it. Like gdb's software watchpoints, a write of the same value is not a change.
+boundary where the value differs from the one before names the instruction. For a buffer's bytes, that
+instruction is replayed once more with the device's dispatches and transfers observed, to name the
+operation that wrote them; a copy is followed back to what wrote its source (``origin``): a global's
+buffer filled by a copy of a dispatch's output names that dispatch. Like gdb's software watchpoints, a
+write of the same value is not a change.
 """
 
 from __future__ import annotations
@@ -13,47 +15,63 @@ import bisect
 from typing import TYPE_CHECKING, Any
 
 from engine.runtime.hal.buffers import Allocation
-from engine.runtime.hal.device import DispatchRecord
+from engine.runtime.hal.device import DispatchRecord, Transfer
 from engine.timetravel.snapshot import Snapshot
-from engine.timetravel.watch import Change, Watch, read_watch, serial_of
+from engine.timetravel.watch import ABSENT, BufferWatch, Change, Watch, Write, read_watch, serial_of
 
 if TYPE_CHECKING:
     from engine.timetravel.engine import TimeTravel
 
 
+MAX_HOPS = 8  # copies followed back from a buffer's bytes towards the operation that made them
+
+
 def last_change(travel: TimeTravel, watch: Watch) -> Change | None:
     """See ``TimeTravel.last_change``."""
     here = travel.position
-    t = travel.interpreter
     travel.controller.clear_pause()
     try:
-        for start, end in travel.segments(here):
-            # prev: the value at the last boundary, and where that boundary's instruction is
-            prev: list[Any] = [None, None]
-            last: list[tuple] = []
-
-            def visit(p: int, start: int = start, prev: list = prev, last: list = last) -> None:
-                value = read_watch(watch, t, travel.instances, travel.allocations)
-                count = travel.dispatch_count
-                if p > start and value != prev[0]:
-                    last[:] = [(p - 1, prev[0], value, prev[1], count)]
-                top = t.top
-                prev[0] = value
-                prev[1] = (top.instance, top.ordinal, top.pc, count) if top is not None else (None, -1, -1, count)
-
-            travel.allocations = allocations_of(travel.checkpoints[start])
-            travel.scan(start, end, visit)
-            if last:
-                p, before, after, (instance, ordinal, pc, d_before), d_after = last[0]
-                module = instance.name if instance is not None else ""
-                function = instance.function_name(ordinal) if instance is not None else ""
-                dispatch = dispatch_that_wrote(travel, watch, p) if d_after > d_before else None
-                return Change(watch, p, module, function, pc, before, after, dispatch)
-        return None
+        found = _last_change_before(travel, watch, here)
+        if found is None:
+            return None
+        p, before, after, (instance, ordinal, pc) = found
+        module = instance.name if instance is not None else ""
+        function = instance.function_name(ordinal) if instance is not None else ""
+        if not isinstance(watch, BufferWatch):
+            return Change(watch, p, module, function, pc, before, after)
+        via = origin(travel, watch, p)
+        dispatch = via[0].dispatch if via and via[0].kind == "dispatch" else None
+        prior = _last_change_before(travel, watch, p) if before is not ABSENT else None
+        allocated_at = prior[0] if prior is not None and prior[1] is ABSENT else None
+        return Change(watch, p, module, function, pc, before, after, dispatch, via, allocated_at)
     finally:
         travel.controller.clear_pause()
         travel.invalidate()
         travel.goto(here)
+
+
+def _last_change_before(travel: TimeTravel, watch: Watch, end: int) -> tuple | None:
+    """(position, before, after, (instance, function ordinal, pc)) of the last instruction before ``end``
+    that changed ``watch``, searched segment by segment backwards; None when none did."""
+    t = travel.interpreter
+    for start, stop in travel.segments(end):
+        # prev: the value at the last boundary, and where that boundary's instruction is
+        prev: list[Any] = [None, None]
+        last: list[tuple] = []
+
+        def visit(p: int, start: int = start, prev: list = prev, last: list = last) -> None:
+            value = read_watch(watch, t, travel.instances, travel.allocations)
+            if p > start and value != prev[0]:
+                last[:] = [(p - 1, prev[0], value, prev[1])]
+            top = t.top
+            prev[0] = value
+            prev[1] = (top.instance, top.ordinal, top.pc) if top is not None else (None, -1, -1)
+
+        travel.allocations = allocations_of(travel.checkpoints[start])
+        travel.scan(start, stop, visit)
+        if last:
+            return last[0]
+    return None
 
 
 def allocations_of(snap: Snapshot) -> dict[int, Allocation]:
@@ -65,27 +83,86 @@ def allocations_of(snap: Snapshot) -> dict[int, Allocation]:
     return out
 
 
-def dispatch_that_wrote(travel: TimeTravel, watch: Watch, position: int) -> int | None:
-    """Replays the instruction at ``position``; the last of its dispatches that changed the watched value."""
+def origin(travel: TimeTravel, watch: BufferWatch, position: int) -> tuple[Write, ...]:
+    """The device operations that put ``watch``'s bytes there, from the one in the instruction at
+    ``position`` that wrote them last, back through copies (a command buffer's copy of a dispatch's output
+    into a global's buffer) to the dispatch, fill or update that made them, or to a copy whose source did
+    not change in the recorded history (a call's input, a constant)."""
+    via: list[Write] = []
+    found = last_write(travel, watch, position)
+    while found is not None and len(via) < MAX_HOPS:
+        write, index = found
+        via.append(write)
+        if write.kind != "copy" or write.source is None:
+            break
+        # The copy's source was written earlier in the same instruction (the same command buffer), or by
+        # an earlier instruction.
+        found = last_write(travel, write.source, write.position, before=index)
+        if found is None:
+            earlier = _last_change_before(travel, write.source, write.position)
+            found = last_write(travel, write.source, earlier[0]) if earlier is not None else None
+    return tuple(via)
+
+
+def last_write(travel: TimeTravel, watch: BufferWatch, position: int, before: int | None = None) -> tuple[Write, int] | None:
+    """Replays the instruction at ``position``: the last of its device operations (dispatches, fills,
+    updates, copies; only those before its ``before``-th when given) that changed ``watch``'s bytes, and
+    its index among them; None when none did (a host write, an allocation)."""
     k = bisect.bisect_right(travel.positions, position) - 1
     travel.restore(travel.positions[k])
     travel.allocations = allocations_of(travel.checkpoints[travel.positions[k]])
     travel.run_to(position)
-    changed: list[int] = []
-    before: dict[int, Any] = {}
+
+    def read() -> Any:
+        return read_watch(watch, travel.interpreter, travel.instances, travel.allocations)
+
+    value = [read()]
+    count = [0]
+    last: list[tuple[Write, int]] = []
+
+    def seen(write: Write) -> None:
+        index = count[0]
+        count[0] += 1
+        if before is not None and index >= before:
+            return
+        now = read()
+        if now != value[0]:
+            value[0] = now
+            last[:] = [(write, index)]
 
     def hook(record: DispatchRecord, when: str) -> None:
-        value = read_watch(watch, travel.interpreter, travel.instances, travel.allocations)
-        if when == "before":
-            before[record.sequence] = value
-        elif value != before.get(record.sequence):
-            changed.append(record.sequence)
+        if when == "after":
+            seen(Write("dispatch", position, record.sequence, record.export_name))
+
+    def transferred(transfer: Transfer) -> None:
+        source = _copied_from(transfer, watch) if transfer.kind == "copy" else None
+        seen(Write(transfer.kind, position, source=source))
 
     travel.marks_observer.hook = hook
+    for device in travel.devices:
+        device.transfer_listeners.append(transferred)
     saved = travel.aside()
     try:
         travel.interpreter.run(1, ignore_breakpoints=True)
     finally:
         travel.back(saved)
         travel.marks_observer.hook = None
-    return changed[-1] if changed else None
+        for device in travel.devices:
+            device.transfer_listeners.remove(transferred)
+    return last[0] if last else None
+
+
+def _copied_from(transfer: Transfer, watch: BufferWatch) -> BufferWatch | None:
+    """The bytes of a copy's source that landed in ``watch``'s part of its target (None: not numbered)."""
+    target, source = transfer.target, transfer.source
+    if source is None or source.buffer is None or target.buffer is None:
+        return None
+    serial = serial_of(source.buffer.allocation)
+    if serial is None:
+        return None
+    t0, n = target.buffer.resolve(target.offset, target.length)
+    s0, _ = source.buffer.resolve(source.offset, source.length)
+    lo, hi = max(t0, watch.offset), min(t0 + n, watch.offset + watch.length)
+    if serial_of(target.buffer.allocation) != watch.serial or hi <= lo:
+        return None  # a copy elsewhere: it cannot be what wrote the watched bytes
+    return BufferWatch(serial, s0 + lo - t0, hi - lo)

@@ -87,14 +87,47 @@ def test_when_did_a_named_global_change(make_main_window, qtbot, stateful):
     view = panel.globals_view
     qtbot.waitUntil(lambda: "@big" in _named_rows(view), timeout=TIMEOUT)
     rows = _named_rows(view)
-    assert panel.reverse.watch_of(view, rows["@big"][1]) == WatchGlobal(panel.vmfb.name, 8, 8)
-    assert panel.reverse.watch_of(view, rows["@calls"][1]) == WatchGlobal(panel.vmfb.name, 0, 4)
+    assert panel.reverse.watch_of(view, rows["@big"][1]) == WatchGlobal(panel.vmfb.name, 8, 8, "i64")
+    assert panel.reverse.watch_of(view, rows["@calls"][1]) == WatchGlobal(panel.vmfb.name, 0, 4, "i32")
     state = panel.reverse.watch_of(view, rows["@state"][1])
     assert isinstance(state, WatchGlobalRef) and view.value.refs[state.index] == "!hal.buffer"
     with qtbot.waitSignal(panel.bridge.stopped, timeout=TIMEOUT):
-        panel.reverse.when_changed(WatchGlobal(panel.vmfb.name, 0, 4))
+        panel.reverse.when_changed(WatchGlobal(panel.vmfb.name, 0, 4, "i32"), "@calls")
     line = panel.listing.document().findBlockByNumber(panel.listing.current_line()).text()
     assert "vm.global.store.i32" in line and ".rwdata[0]" in line, line
+    # Named as its row is, its values as the number it is (the call's first: 0, then 1).
+    assert "@calls was last written at instruction" in panel.status_label.text()
+    assert ": 0 → 1" in panel.status_label.text(), panel.status_label.text()
+
+
+def test_when_did_a_buffer_globals_contents_change(make_main_window, qtbot, stateful):
+    """A buffer global's row also asks about the bytes it holds: the run goes back to the command buffer
+    whose copy wrote them (before the ref was stored), and the status names the dispatch that made them and
+    the first element that changed, typed as the program declares @state."""
+    from engine.session.protocol import WatchGlobalContents
+
+    _, panel = _opened(make_main_window, qtbot, stateful)
+    with qtbot.waitSignal(panel.bridge.finished, timeout=TIMEOUT):
+        panel.bridge.call("accumulate", (X,))
+    view = panel.globals_view
+    qtbot.waitUntil(lambda: "@state" in _named_rows(view), timeout=TIMEOUT)
+    rows = _named_rows(view)
+    contents = panel.reverse.contents_watch_of(view, rows["@state"][1])
+    assert contents == WatchGlobalContents(panel.vmfb.name, view.value.refs.index("!hal.buffer", 3))
+    assert panel.reverse.contents_watch_of(view, rows["@calls"][1]) is None
+    assert panel.reverse.contents_watch_of(view, rows["@__device_0"][1]) is None
+    # The row's menu offers both questions, named as the row is.
+    texts = [a.text() for a in panel.reverse.watch_menu(view, rows["@state"][1]).actions()]
+    assert texts[0].startswith("When did @state (the buffer it holds) change?")
+    assert texts[1].startswith("When did the contents of @state change?")
+    with qtbot.waitSignal(panel.bridge.stopped, timeout=TIMEOUT):
+        panel.reverse.when_changed(contents, "@state")
+    line = panel.listing.document().findBlockByNumber(panel.listing.current_line()).text()
+    assert "queue.execute" in line, line
+    text = panel.status_label.text()
+    assert "the contents of @state was last written at instruction" in text, text
+    assert "written by dispatch #0 accumulate_dispatch_0" in text and "element [1] of 8xf32" in text, text
+    assert ": 0 → 1 (" in text, text
 
 
 def test_a_module_alone_gets_names_when_the_rebuild_lands(make_main_window, qtbot, stateful, tmp_path):

@@ -1,0 +1,155 @@
+""""When did this change?" on the contents of a buffer global: the instruction that last wrote the bytes the
+global holds, and the device operations that put them there, followed back through copies.
+
+IREE rarely writes a global's buffer in place: a stateful program's call computes the new state into a
+transient buffer and copies it into the buffer it then stores into the global. So the ref changes at the
+store, while the bytes change in the command buffer's copy, and what made them is the dispatch before it.
+The expectations come from the programs' own VM code (the compiled ``vm`` dialect names each copy and
+dispatch) and from the values the calls compute.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from support import iree_compile, lens_in_process
+from support.session import PROGRAMS, TimeTravelClient
+
+from engine.session.module_queries import disassembly
+from engine.session.protocol import (
+    Call,
+    Disassembly,
+    Globals,
+    LastChange,
+    ReadDisassembly,
+    ReadGlobals,
+    Step,
+    WatchGlobalContents,
+    WatchGlobalRef,
+    WhenChanged,
+)
+
+X = np.arange(8, dtype=np.float32)
+
+
+def _phased(tmp_path_factory, name: str):
+    """``session_programs/NAME.mlir`` compiled by ``iree-lens phases`` (its globals named and typed) and its
+    VM code (``--compile-to=vm``)."""
+    out = tmp_path_factory.mktemp(name)
+    proc = lens_in_process("phases", str(PROGRAMS / f"{name}.mlir"), f"--out={out}")
+    assert proc.returncode == 0, proc.stderr
+    (vmfb,) = out.glob("*.vmfb")
+    vm = iree_compile(
+        [str(PROGRAMS / f"{name}.mlir"), "--iree-hal-target-device=local",
+         "--iree-hal-local-target-device-backends=llvm-cpu", "--compile-to=vm"]  # fmt: skip
+    )
+    assert vm.returncode == 0, vm.stderr
+    return vmfb, vm.stdout
+
+
+@pytest.fixture(scope="module")
+def stateful(tmp_path_factory):
+    return _phased(tmp_path_factory, "stateful")
+
+
+@pytest.fixture(scope="module")
+def kv_cache(tmp_path_factory):
+    return _phased(tmp_path_factory, "kv_cache")
+
+
+def _ref_index(c: TimeTravelClient, name: str) -> int:
+    globals_ = c.send(ReadGlobals())
+    assert isinstance(globals_, Globals)
+    (index,) = [v.index for v in globals_.variables if v.name == name and v.kind == "ref"]
+    return index
+
+
+def _line_at(vmfb, function: str, pc: int) -> str:
+    listing = disassembly(str(vmfb), ReadDisassembly(function))
+    assert isinstance(listing, Disassembly)
+    return dict(listing.lines)[pc]
+
+
+def _ask(c: TimeTravelClient, watch):
+    answer = c.send(WhenChanged(watch))
+    assert isinstance(answer, LastChange) and answer.change is not None
+    return answer.change
+
+
+def test_a_global_filled_by_a_copy_names_the_dispatch_that_made_its_bytes(stateful):
+    vmfb, vm = stateful
+    # The program as IREE compiles it: the dispatch's output is copied into the buffer stored into @state.
+    assert re.search(r"command_buffer\.dispatch.*\n.*\n?.*command_buffer\.copy_buffer", vm)
+    c = TimeTravelClient(vmfb, "accumulate", [f"8xf32={' '.join(str(int(v)) for v in X)}"])
+    c.send(Step("into", 100_000))  # to the end of the call
+    state = _ref_index(c, "state")
+    contents = _ask(c, WatchGlobalContents("module", state))
+    ref = _ask(c, WatchGlobalRef("module", state))
+    # The bytes changed where the command buffer ran (its copy), before the ref was stored.
+    assert "queue.execute" in _line_at(vmfb, contents.function, contents.pc)
+    assert "vm.global.store.ref" in _line_at(vmfb, ref.function, ref.pc)
+    assert contents.position < ref.position and ref.via == ""
+    assert re.fullmatch(
+        r"a copy from allocation #\d+ bytes \[0, 32\), written by dispatch #0 accumulate_dispatch_0\w*", contents.via
+    ), contents.via
+    # The first element that changed, as the program declares @state (8xf32): state 0 + x.
+    assert contents.detail.startswith("element [1] of 8xf32; 7 of 8 elements differ"), contents.detail
+    assert contents.after == "1"
+    assert "before: as allocated at instr." in contents.detail
+
+
+def test_a_copy_of_unchanged_bytes_is_followed_to_an_earlier_instruction(kv_cache):
+    """The second call writes the same row again: its dispatch changes nothing, so the new cache's bytes come
+    from the queue copy of the old cache, an instruction before the command buffer."""
+    vmfb, vm = kv_cache
+    assert "hal.device.queue.copy" in vm and "hal.command_buffer.copy_buffer" in vm
+    row = "1x8xf32=" + " ".join(str(int(v)) for v in X)
+    c = TimeTravelClient(vmfb, "step", [row, "0"])
+    c.send(Step("into", 100_000))
+    c.send(Call("step", (row, "0"), True))
+    c.send(Step("into", 100_000))
+    cache = _ref_index(c, "cache")
+    change = _ask(c, WatchGlobalContents("module", cache))
+    assert "queue.execute" in _line_at(vmfb, change.function, change.pc)
+    m = re.fullmatch(
+        r"a copy from allocation #\d+ bytes \[0, 128\), written by a copy from allocation #\d+ bytes \[0, 128\) "
+        r"\(instr\. (\d+)\)",
+        change.via,
+    )
+    assert m, change.via
+    assert int(m.group(1)) < change.position
+    # The earlier instruction is the queue copy.
+    fresh = TimeTravelClient(vmfb, "step", [row, "0"])
+    fresh.send(Step("into", 100_000))
+    fresh.send(Call("step", (row, "0"), True))
+    stop = fresh.send(Step("into", int(m.group(1))))
+    frame = stop.location.frames[-1]
+    assert "hal.device.queue.copy" in _line_at(vmfb, frame.function, frame.pc)
+    # Row 0 holds twice the input since the first call: element [0, 1] is the first that differs from the
+    # new buffer's first bytes.
+    assert change.detail.startswith("element [0, 1] of 4x8xf32; 7 of 32 elements differ"), change.detail
+    assert change.after == "2"
+
+
+def test_the_dispatch_writing_a_new_row_is_named(kv_cache):
+    vmfb, _ = kv_cache
+    c = TimeTravelClient(vmfb, "step", ["1x8xf32=" + " ".join(str(int(v)) for v in X), "2"])
+    c.send(Step("into", 100_000))
+    change = _ask(c, WatchGlobalContents("module", _ref_index(c, "cache")))
+    assert re.fullmatch(
+        r"a copy from allocation #\d+ bytes \[0, 128\), written by dispatch #0 step_dispatch_0\w*", change.via
+    ), change.via
+    assert change.detail.startswith("element [2, 1] of 4x8xf32; 7 of 32 elements differ"), change.detail
+
+
+def test_a_ref_global_that_holds_no_buffer_is_refused(stateful):
+    vmfb, _ = stateful
+    c = TimeTravelClient(vmfb, "accumulate", ["8xf32=1"])
+    c.send(Step("into", 20))
+    device = _ref_index(c, "__device_0")
+    c.events.clear()
+    c.session.handle(WhenChanged(WatchGlobalContents("module", device)))
+    (failed,) = [e for e in c.events if type(e).__name__ == "Failed"]
+    assert "__device_0 holds" in failed.message and "not a buffer" in failed.message
