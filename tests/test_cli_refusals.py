@@ -4,6 +4,7 @@ replay does not have."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -155,3 +156,21 @@ def test_a_build_for_another_cpu_is_refused_naming_both_machines(program, tmp_pa
         assert "embedded-elf-arm_64" in message and "this one is x86_64" in message, (args, message)
         assert "not found or unavailable" not in message and len(message.splitlines()) == 1, (args, message)
     assert not (tmp_path / "c").exists()
+
+
+def test_a_damaged_executable_is_named_as_the_module_names_it(program, tmp_path):
+    """An executable that does not load (its ELF header says another machine) is named by the name IREE's
+    dump of the module gives its rodata segment, beside its rodata ordinal."""
+    vmfb = compile_for(program, tmp_path / "square.vmfb", "llvm-cpu")
+    data = bytearray(vmfb.read_bytes())
+    elf = data.find(b"\x7fELF")
+    data[elf + 18 : elf + 20] = (0xB7).to_bytes(2, "little")  # e_machine: aarch64
+    damaged = tmp_path / "damaged.vmfb"
+    damaged.write_bytes(bytes(data))
+    dump = subprocess.run([iree_tool("iree-dump-module"), str(vmfb)], capture_output=True, text=True, check=True)
+    # IREE names the executable in the module's own words: its __init's "does not support any variant" message.
+    (name,) = set(re.findall(r"any variant of executable `([^`]+)`", dump.stdout))
+    proc = lens("run", str(damaged), f"--input={INPUT}")
+    assert proc.returncode != 0
+    first = proc.stderr.splitlines()[0]
+    assert re.search(rf"cannot load executable rodata \d+ \({re.escape(name)}\): .*ELF machine 183", first), first

@@ -764,7 +764,14 @@ class HalModule(NativeModule):
                 StatusCode.NOT_FOUND,
                 f"no executable loader registered for the format '{fmt}' on device {dev.name}",
             )
-        return dev.create_executable(fmt, data.data, values, data.origin or "executable")
+        label = data.origin or "executable"
+        try:
+            return dev.create_executable(fmt, data.data, values, label)
+        except VmStatusError as e:
+            if not data.name or data.name in e.message:
+                raise
+            # Said as the module names it (inspect lists it so), not only by its rodata ordinal.
+            raise VmStatusError(e.code, e.message.replace(label, f"{label} ({data.name})", 1)) from None
 
     @export("executable.lookup.function", "0rr_I")
     def executable_lookup_function(self, executable, function_name):

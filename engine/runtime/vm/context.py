@@ -123,7 +123,8 @@ class ModuleInstance:
                 raise VmStatusError(
                     StatusCode.OUT_OF_RANGE, f"rodata ordinal {ordinal} out of range ({len(segs)})"
                 )
-            buf = self._rodata[ordinal] = VmBuffer(segs[ordinal].array, False, f"rodata {ordinal}")
+            name = next((e.name for e in self.module.executables if e.rodata_ordinal == ordinal), "")
+            buf = self._rodata[ordinal] = VmBuffer(segs[ordinal].array, False, f"rodata {ordinal}", name)
         return buf
 
     # -- code -----------------------------------------------------------------------------------------------

@@ -81,6 +81,7 @@ class VmBuffer:
     data: np.ndarray
     mutable: bool = True
     origin: str = ""  # e.g. "rodata 3", "alloc", "clone"
+    name: str = ""  # what the module calls a rodata segment, where it does (an executable's name)
     vm_type_name = "vm.buffer"
 
     @classmethod
