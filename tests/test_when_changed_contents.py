@@ -153,3 +153,15 @@ def test_a_ref_global_that_holds_no_buffer_is_refused(stateful):
     c.session.handle(WhenChanged(WatchGlobalContents("module", device)))
     (failed,) = [e for e in c.events if type(e).__name__ == "Failed"]
     assert "__device_0 holds" in failed.message and "not a buffer" in failed.message
+
+
+def test_bytes_written_as_they_were_allocated_name_the_allocation(stateful):
+    """A call on zeros copies zeros into a new buffer that held zeros: by value (as gdb's software watchpoints)
+    the bytes last changed when the buffer came to be, and the answer says so rather than naming a write."""
+    vmfb, _ = stateful
+    c = TimeTravelClient(vmfb, "accumulate", ["8xf32=0"])
+    c.send(Step("into", 100_000))
+    change = _ask(c, WatchGlobalContents("module", _ref_index(c, "state")))
+    assert "queue.alloca" in _line_at(vmfb, change.function, change.pc)
+    assert (change.before, change.after, change.via) == (None, None, "")
+    assert change.detail == "a write of the same bytes is not a change"

@@ -290,12 +290,15 @@ class ReverseControls(QObject):
             return
         where = f"{change.function} pc {change.pc:#x}"
         by = change.via or (f"dispatch #{change.dispatch}" if change.dispatch is not None else where)
-        at = f"instruction {change.position:,}" + (f" ({where})" if by != where else "")
+        at = f"instruction {change.position:,}" + (f" ({where})" if by != where or change.before is None else "")
         detail = f" ({change.detail})" if change.detail else ""
-        self.note = (
-            f"{what} was last written at {at} by {by}: "
-            f"{format_value(change.before)} → {format_value(change.after)}{detail}"
-        )
+        if change.before is None and change.after is None and change.detail:  # a buffer allocated there
+            self.note = f"{what} has not changed since its buffer was allocated at {at}{detail}"
+        else:
+            self.note = (
+                f"{what} was last written at {at} by {by}: "
+                f"{format_value(change.before)} → {format_value(change.after)}{detail}"
+            )
         self.panel.services.messages.info(self.note)
         self.bridge.travel_to(position=int(change.position))
 

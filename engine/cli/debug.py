@@ -616,8 +616,12 @@ class Debugger:
             where = f"{change.function} pc {change.pc:#x}"
             by = change.via or (f"dispatch #{change.dispatch}" if change.dispatch is not None else "")
             detail = f" ({change.detail})" if change.detail else ""
-            self._print(f"@{command.name} was last written at instruction {change.position:,} ({where})"
-                        + (f" by {by}" if by else "") + f": {change.before} → {change.after}{detail}")  # fmt: skip
+            at = f"instruction {change.position:,} ({where})"
+            if change.before is None and change.after is None and change.detail:  # a buffer allocated there
+                self._print(f"@{command.name} has not changed since its buffer was allocated at {at}{detail}")
+            else:
+                self._print(f"@{command.name} was last written at {at}" + (f" by {by}" if by else "")
+                            + f": {change.before} → {change.after}{detail}")  # fmt: skip
 
     def _print_global(self, command: ScriptCommand) -> None:
         """``print @NAME``: a global's value now; a buffer global's tensor as IREE prints a buffer view (its

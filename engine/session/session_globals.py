@@ -155,7 +155,7 @@ def describe_bytes_change(before: bytes | None, after: bytes | None, tensor_type
     bytes differ (NaN-safe: bytes, not values), as ``tensor_type`` reads them or as bytes when the type is
     not known; None for a side where the buffer did not exist."""
     if before is None or after is None or len(before) != len(after):
-        which = "the buffer did not exist before (allocated here)" if before is None else "the buffer is gone"
+        which = "a write of the same bytes is not a change" if before is None else "the buffer is gone"
         return None, None, which
     dtype = tensor_type.dtype if tensor_type is not None else np.dtype(np.uint8)
     size = dtype.itemsize
