@@ -45,6 +45,16 @@ def _opened(make_main_window, qtbot, vmfb):
     return window, panel
 
 
+def _after_a_call(make_main_window, qtbot, vmfb):
+    """(panel, globals view, named rows) once a call of accumulate finished and the globals are named."""
+    _, panel = _opened(make_main_window, qtbot, vmfb)
+    with qtbot.waitSignal(panel.bridge.finished, timeout=TIMEOUT):
+        panel.bridge.call("accumulate", (X,))
+    view = panel.globals_view
+    qtbot.waitUntil(lambda: "@state" in _named_rows(view), timeout=TIMEOUT)
+    return panel, view, _named_rows(view)
+
+
 def test_globals_by_name_after_each_call_and_a_buffer_inspected(make_main_window, qtbot, stateful):
     from app.views.tensor_inspector import TensorInspector
 
@@ -81,12 +91,7 @@ def test_when_did_a_named_global_change(make_main_window, qtbot, stateful):
     instruction that stored it."""
     from engine.session.protocol import WatchGlobal, WatchGlobalRef
 
-    _, panel = _opened(make_main_window, qtbot, stateful)
-    with qtbot.waitSignal(panel.bridge.finished, timeout=TIMEOUT):
-        panel.bridge.call("accumulate", (X,))
-    view = panel.globals_view
-    qtbot.waitUntil(lambda: "@big" in _named_rows(view), timeout=TIMEOUT)
-    rows = _named_rows(view)
+    panel, view, rows = _after_a_call(make_main_window, qtbot, stateful)
     assert panel.reverse.watch_of(view, rows["@big"][1]) == WatchGlobal(panel.vmfb.name, 8, 8, "i64")
     assert panel.reverse.watch_of(view, rows["@calls"][1]) == WatchGlobal(panel.vmfb.name, 0, 4, "i32")
     state = panel.reverse.watch_of(view, rows["@state"][1])
@@ -106,12 +111,7 @@ def test_when_did_a_buffer_globals_contents_change(make_main_window, qtbot, stat
     the first element that changed, typed as the program declares @state."""
     from engine.session.protocol import WatchGlobalContents
 
-    _, panel = _opened(make_main_window, qtbot, stateful)
-    with qtbot.waitSignal(panel.bridge.finished, timeout=TIMEOUT):
-        panel.bridge.call("accumulate", (X,))
-    view = panel.globals_view
-    qtbot.waitUntil(lambda: "@state" in _named_rows(view), timeout=TIMEOUT)
-    rows = _named_rows(view)
+    panel, view, rows = _after_a_call(make_main_window, qtbot, stateful)
     contents = panel.reverse.contents_watch_of(view, rows["@state"][1])
     assert contents == WatchGlobalContents(panel.vmfb.name, view.value.refs.index("!hal.buffer", 3))
     assert panel.reverse.contents_watch_of(view, rows["@calls"][1]) is None
