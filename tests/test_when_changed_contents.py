@@ -165,3 +165,28 @@ def test_bytes_written_as_they_were_allocated_name_the_allocation(stateful):
     assert "queue.alloca" in _line_at(vmfb, change.function, change.pc)
     assert (change.before, change.after, change.via) == (None, None, "")
     assert change.detail == "a write of the same bytes is not a change"
+
+
+def test_one_element_of_a_global_is_followed_to_what_wrote_it(kv_cache):
+    """One element of the cache, its bytes named by offset: the row this call wrote comes from its dispatch;
+    a row an earlier call wrote comes, through both copies, from the old cache (unchanged in this call)."""
+    vmfb, _ = kv_cache
+    row = "1x8xf32=" + " ".join(str(int(v)) for v in X)
+    c = TimeTravelClient(vmfb, "step", [row, "0"])
+    c.send(Step("into", 100_000))
+    c.send(Call("step", (row, "1"), True))
+    c.send(Step("into", 100_000))
+    cache = _ref_index(c, "cache")
+    new_row = _ask(c, WatchGlobalContents("module", cache, (1 * 8 + 3) * 4, 4, "f32"))  # [1, 3]
+    assert (new_row.before, new_row.after) == ("0", "6")
+    assert re.fullmatch(r"before: as allocated at instr\. \d+ \(IREE leaves new memory undefined\)", new_row.detail)
+    assert re.fullmatch(
+        r"a copy from allocation #\d+ bytes \[44, 48\), written by dispatch #0 step_dispatch_0\w*", new_row.via
+    ), new_row.via
+    old_row = _ask(c, WatchGlobalContents("module", cache, 3 * 4, 4, "f32"))  # [0, 3]: the first call's
+    assert (old_row.before, old_row.after) == ("0", "6")
+    assert re.fullmatch(
+        r"a copy from allocation #\d+ bytes \[12, 16\), written by a copy from allocation #\d+ bytes \[12, 16\) "
+        r"\(instr\. \d+\)",
+        old_row.via,
+    ), old_row.via

@@ -73,6 +73,7 @@ from engine.session.protocol import (
     ReadRegisters,
     Registers,
     Stopped,
+    WatchGlobalContents,
 )
 
 _BANNER = "QFrame#{name} {{ background:{bg}; border:1px solid {border}; border-radius:3px; }} QLabel {{ color:{fg}; }}"
@@ -854,8 +855,24 @@ class StepperPanel(QWidget):
         typed = tensor.element_type not in ("", "u8")
         type_text = format_shape_and_type(tensor.shape, tensor.element_type) if typed else ""
         inspector.set_tensors([InspectedTensor(f"@{answer.name} ({where})", tensor.to_numpy(), type_text)])
+        inspector.ask_about_elements(f"When did @{answer.name}[{{}}] change?  (run back to the last write)")
+        inspector.elementQuestioned.connect(
+            lambda index, i=inspector, a=answer: self._ask_about_global_element(a, i, index)
+        )
         self.services.open_document(inspector, f"@{answer.name}")
         self.services.messages.info(f"@{answer.name}: {answer.type_note} ({where})")
+
+    def _ask_about_global_element(self, answer: GlobalBuffer, inspector, index: tuple[int, ...]) -> None:
+        """"When did @state[1] change?" from a buffer global's inspector: its bytes in the buffer the global
+        holds (as the inspector types them now), searched back from the run's position."""
+        name = f"@{answer.name}[{', '.join(str(i) for i in index)}]"
+        place = inspector.element_place(index)
+        module = getattr(self.vmfb, "name", None)
+        if place is None or module is None:
+            self.status_label.setText(f"When did {name} change? needs the element's own bytes (not unpacked ones)")
+            return
+        offset, length, element = place
+        self.reverse.when_changed(WatchGlobalContents(module, answer.query.ordinal, offset, length, element), name)
 
     def _on_progress(self, progress) -> None:
         """What a long run is doing (a few times a second): the dispatch it runs."""

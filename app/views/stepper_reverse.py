@@ -195,7 +195,7 @@ class ReverseControls(QObject):
         if isinstance(watch, WatchRegister) and 0 <= watch.depth < len(frames):
             frame = frames[watch.depth]
             return f"%{watch.bank}{watch.index} of #{len(frames) - 1 - watch.depth} {frame.module}.{frame.function}"
-        if name and isinstance(watch, WatchGlobalContents):
+        if name and isinstance(watch, WatchGlobalContents) and watch.length < 0:
             return f"the contents of {name}"
         return name or watch.describe()
 

@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QListWidget,
+    QMenu,
     QPushButton,
     QScrollArea,
     QSpinBox,
@@ -352,6 +353,7 @@ class TensorInspector(QWidget):
     """Tensors of one dispatch (or any arrays): pick one, see its numbers, compare it, save it."""
 
     saved = Signal(str)  # the .npy file a tensor was saved to
+    elementQuestioned = Signal(object)  # the index of an element asked about (``ask_about_elements``)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -361,6 +363,7 @@ class TensorInspector(QWidget):
         self.stats: TensorStats | None = None
         self.comparison: Comparison | None = None
         self.first_bad: tuple[int, ...] | None = None
+        self._question = ""  # what the table's context menu asks of an element (ask_about_elements)
         self._list_width = 0  # what the tensor list's lines need (set with the tensors)
         self._build_list()
         self._build_slice_controls()
@@ -702,6 +705,44 @@ class TensorInspector(QWidget):
         self.table.setCurrentIndex(cell)
         self.table.scrollTo(cell)
         return index
+
+    def ask_about_elements(self, question: str) -> None:
+        """Offer ``question`` in the table's context menu for the cell under the pointer ("When did {}
+        change?": {} is the element's index); its answer is the owner's, told by ``elementQuestioned``."""
+        self._question = question
+        self.table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.table.customContextMenuRequested.connect(self._element_menu)
+
+    def _element_menu(self, pos) -> None:
+        menu = self.element_menu(self.table.indexAt(pos))
+        if menu is not None:
+            menu.popup(self.table.viewport().mapToGlobal(pos))
+
+    def element_menu(self, cell: QModelIndex) -> QMenu | None:
+        """The table's context menu for ``cell`` (selected): the question asked of its element."""
+        if not cell.isValid() or not self._question:
+            return None
+        self.table.setCurrentIndex(cell)
+        index = self.selected_element()
+        if index is None:
+            return None
+        menu = QMenu(self.table)
+        action = menu.addAction(self._question.format(", ".join(str(i) for i in index)))
+        action.triggered.connect(lambda: self.elementQuestioned.emit(index))
+        return menu
+
+    def element_place(self, index: tuple[int, ...]) -> tuple[int, int, str] | None:
+        """(byte offset, byte length, element type) of element ``index`` of the tensor as typed now, in the
+        bytes it came with; None where it is not one run of them (a type unpacked from packed bytes)."""
+        if self.current is None:
+            return None
+        a, raw = self.array, np.asarray(self.current.array)
+        if self.current.element or a.nbytes != raw.nbytes or not a.flags.c_contiguous or a.size == 0:
+            return None
+        if not np.may_share_memory(a, raw) and not (a.dtype == raw.dtype and a.shape == raw.shape):
+            return None  # not a view of the bytes (an unpacked i4): where an element lies is not known
+        flat = int(np.ravel_multi_index(index, a.shape)) if a.ndim else 0
+        return flat * a.dtype.itemsize, a.dtype.itemsize, element_name(a.dtype)
 
     def selected_element(self) -> tuple[int, ...] | None:
         """The index (in the current tensor) of the table's selected cell, or None when none is selected."""

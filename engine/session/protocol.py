@@ -568,13 +568,18 @@ class WatchGlobalRef(Watch):
 @dataclass(frozen=True)
 class WatchGlobalContents(Watch):
     """The bytes of the buffer ref global ``index`` of module ``module`` holds now (not the ref: a buffer
-    written in place, or filled by a copy, keeps its ref)."""
+    written in place, or filled by a copy, keeps its ref): all of them, or ``length`` at ``offset`` (one
+    element, read as ``element``, e.g. ``f32``; "": as the program declares the global's tensor)."""
 
     module: str
     index: int
+    offset: int = 0
+    length: int = -1
+    element: str = ""
 
     def describe(self) -> str:
-        return f"the contents of .refs[{self.index}]"
+        part = "" if self.length < 0 else f" bytes [{self.offset}, {self.offset + self.length})"
+        return f"the contents of .refs[{self.index}]{part}"
 
 
 @dataclass(frozen=True)

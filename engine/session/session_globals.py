@@ -167,6 +167,8 @@ def describe_bytes_change(before: bytes | None, after: bytes | None, tensor_type
         return None, None, "no whole element differs"
     k = int(differ[0])
     a, b = old[k].view(dtype)[0], new[k].view(dtype)[0]
+    if tensor_type is not None and count == 1:  # one element watched: its values say it all
+        return _element_text(a), _element_text(b), ""
     if tensor_type is None:
         return str(a), str(b), f"byte {k} (untyped); {differ.size} of {count} bytes differ"
     index = ", ".join(str(int(i)) for i in np.unravel_index(k, tensor_type.shape)) if tensor_type.shape else ""

@@ -317,8 +317,8 @@ class TimeTravelSession(DebugSession):
         if isinstance(query.watch, WatchGlobalContents):
             before, after, detail = describe_bytes_change(_bytes(change.before), _bytes(change.after), tensor_type)
             if change.allocated_at is not None:
-                detail += (f"; before: as allocated at instr. {change.allocated_at:,} (IREE leaves new memory "
-                           "undefined)")  # fmt: skip
+                allocated = f"before: as allocated at instr. {change.allocated_at:,} (IREE leaves new memory undefined)"
+                detail = f"{detail}; {allocated}" if detail else allocated
         via = ", written by ".join(w.describe(base, change.position) for w in change.via)
         return LastChange(
             query,
@@ -328,7 +328,13 @@ class TimeTravelSession(DebugSession):
 
     def _engine_watch(self, w: Watch) -> tuple[Any, TensorType | None]:
         """The time-travel engine's watch for a protocol one, with the tensor type of a global's buffer."""
-        from engine.timetravel.watch import GlobalWatch, RegisterWatch, watch_buffer, watch_element
+        from engine.timetravel.watch import (
+            BufferWatch,
+            GlobalWatch,
+            RegisterWatch,
+            watch_buffer,
+            watch_element,
+        )
 
         travel = self.travel
         assert travel is not None
@@ -343,7 +349,16 @@ class TimeTravelSession(DebugSession):
                 return GlobalWatch(module, int(w.index), ref=True), None
             if isinstance(w, WatchGlobalContents):
                 _, buffer, tensor_type = self._need_globals().held(int(w.index))
-                return watch_buffer(buffer), tensor_type
+                whole = watch_buffer(buffer)
+                if w.length < 0:
+                    return whole, tensor_type
+                if not (0 <= w.offset and 0 < w.length and w.offset + w.length <= whole.length):
+                    raise ValueError(f"bytes [{w.offset}, {w.offset + w.length}) are not in its {whole.length}")
+                part = BufferWatch(whole.serial, whole.offset + int(w.offset), int(w.length))
+                element = TensorType.parse(str(w.element)) if w.element else tensor_type
+                if element is not None and int(w.length) % element.dtype.itemsize == 0:
+                    return part, TensorType((int(w.length) // element.dtype.itemsize,), element.element)
+                return part, None
             if isinstance(w, WatchElement):
                 t = travel.interpreter
                 frame = t.frames[t.base + int(w.depth)]

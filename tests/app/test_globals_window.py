@@ -130,6 +130,31 @@ def test_when_did_a_buffer_globals_contents_change(make_main_window, qtbot, stat
     assert ": 0 → 1 (" in text, text
 
 
+def test_when_did_an_element_of_a_buffer_global_change(make_main_window, qtbot, stateful):
+    """The global's tensor inspector asks about one element (its table's context menu): the run goes back to
+    the command buffer whose copy wrote its bytes, and the status names the element, the dispatch that made
+    it and its values."""
+    from app.views.tensor_inspector import TensorInspector
+
+    panel, view, rows = _after_a_call(make_main_window, qtbot, stateful)
+    window = panel.window()
+    view.itemActivated.emit(rows["@state"][1], 0)
+    found = lambda: [w for w in window.findChildren(TensorInspector) if w.objectName() == "globalInspector"]  # noqa: E731
+    qtbot.waitUntil(lambda: bool(found()), timeout=TIMEOUT)
+    inspector = found()[-1]
+    assert inspector.element_place((3,)) == (12, 4, "f32")
+    menu = inspector.element_menu(inspector.table_model.index(0, 3))
+    (action,) = menu.actions()
+    assert action.text().startswith("When did @state[3] change?")
+    with qtbot.waitSignal(panel.bridge.stopped, timeout=TIMEOUT):
+        action.trigger()
+    line = panel.listing.document().findBlockByNumber(panel.listing.current_line()).text()
+    assert "queue.execute" in line, line
+    text = panel.status_label.text()
+    assert "@state[3] was last written at instruction" in text and "written by dispatch #0 accumulate_dispatch_0" in text
+    assert "bytes [12, 16)" in text and ": 0 → 3 (before: as allocated" in text, text  # state 0 + x[3]
+
+
 def test_a_module_alone_gets_names_when_the_rebuild_lands(make_main_window, qtbot, stateful, tmp_path):
     """The .vmfb without its phases: unnamed (said) until the rebuild a dispatch stop starts has found the
     program's executables identical; then the Globals tab names them without another stop."""
