@@ -34,7 +34,8 @@ DETAIL = p.StopDetail(
     earliest=0,
 )
 WATCHES = (p.WatchRegister(0, "i", 3), p.WatchGlobal("module", 8, 4), p.WatchGlobalRef("module", 1), p.WatchElement(0, 2, 5),
-           p.WatchGlobalContents("module", 3))
+           p.WatchGlobalContents("module", 3), p.WatchGlobalContents("module", 3, 4, 4, "f32"),
+           p.WatchBinding(1, 8, 4, "f32"))
 
 COMMANDS = [
     p.Open("/tmp/x.vmfb", "vulkan"),

@@ -190,3 +190,45 @@ def test_one_element_of_a_global_is_followed_to_what_wrote_it(kv_cache):
         r"\(instr\. \d+\)",
         old_row.via,
     ), old_row.via
+
+
+def test_where_an_input_of_a_paused_dispatch_came_from(tmp_path):
+    """Parked before dispatch 5 of a chain (dispatch k adds k + 1): an element of its input came from
+    dispatch 4, which wrote the input plus 1 + ... + 5; the run is parked at dispatch 5 again after the
+    search, its bindings as they were. Dispatch 0's input is the call's own: no write in the history."""
+    from support.session import compile_program
+
+    from engine.session.protocol import (
+        Breakpoint,
+        Continue,
+        ReadBindings,
+        SetBreakpoints,
+        Stopped,
+        WatchBinding,
+    )
+
+    vmfb = compile_program("chain12", "llvm-cpu", tmp_path)
+    a = np.arange(32, dtype=np.float32)
+    c = TimeTravelClient(vmfb, "main", ["4x8xf32=" + " ".join(str(int(v)) for v in a)])
+    c.session.handle(SetBreakpoints((Breakpoint("dispatch", ordinal=5),)))
+    assert c.send(Continue()).location.dispatch_info.ordinal == 5
+    before = [t.to_numpy().copy() for t in c.send(ReadBindings()).tensors]
+    np.testing.assert_array_equal(before[0].view(np.float32), a + 15)
+    c.events.clear()
+    c.session.handle(WhenChanged(WatchBinding(0, 7 * 4, 4, "f32")))
+    (answer,) = [e for e in c.events if isinstance(e, LastChange)]
+    (stop,) = [e for e in c.events if isinstance(e, Stopped)]
+    change = answer.change
+    assert change.dispatch == 4 and change.after == str(7 + 15), change
+    assert re.fullmatch(r"dispatch #4 main_dispatch_4\w*", change.via), change.via
+    assert stop.location.dispatch_info.ordinal == 5 and str(stop.location.dispatch_info.when) == "before"
+    after = [t.to_numpy() for t in c.send(ReadBindings()).tensors]
+    assert all(np.array_equal(x, y) for x, y in zip(before, after))
+    # Dispatch 0 reads the call's input: written before the recorded history began.
+    first = TimeTravelClient(vmfb, "main", ["4x8xf32=1"])
+    first.session.handle(SetBreakpoints((Breakpoint("dispatch", ordinal=0),)))
+    first.send(Continue())
+    first.events.clear()
+    first.session.handle(WhenChanged(WatchBinding(0, 0, 4, "f32")))
+    (answer,) = [e for e in first.events if isinstance(e, LastChange)]
+    assert answer.change is None

@@ -39,7 +39,7 @@ from engine.dispatch.bundle import DispatchEntry
 from engine.dispatch.debug_capture import health_of
 from engine.dispatch.tensor_types import from_storage, packed_type, unpacked_values
 from engine.dispatch.typed_tensors import NOT_SHOWN_YET
-from engine.session.protocol import DispatchTensor, ReadTensors, Tensors, TypeSource
+from engine.session.protocol import DispatchTensor, LastChange, ReadTensors, Tensors, TypeSource, WatchBinding
 
 # What would type an untyped dispatch (said with it, never a promise that it will be typed).
 UNTYPED_HELP = (
@@ -187,6 +187,8 @@ class PausedDispatchView(QWidget):
     tensor inspector of its inputs and outputs; Step Into Workgroup… asks to step one of its workgroups."""
 
     stepIntoRequested = Signal(object)  # app.views.kernel_step.SelectedElement | None
+    # (WatchBinding, what it is in words): where did an element's bytes before the dispatch come from?
+    whereFromRequested = Signal(object, str)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -205,6 +207,8 @@ class PausedDispatchView(QWidget):
         )
         self.step_into_button.clicked.connect(lambda: self.stepIntoRequested.emit(self.selected_element()))
         self.inspector = TensorInspector(self)
+        self.inspector.ask_about_elements(self._where_from_question)
+        self.inspector.elementQuestioned.connect(self._ask_where_from)
         # At most five lines tall, scrolled beyond: why a dispatch is untyped can take nine lines at 1366x768,
         # which pushed the tensors down to a strip.
         self.header_area = QScrollArea(self)
@@ -261,6 +265,27 @@ class PausedDispatchView(QWidget):
         flat = int(np.ravel_multi_index(index, array.shape)) if index else 0
         size = array.dtype.itemsize
         return SelectedElement(t.binding, t.offset + flat * size, size, f"{t.role} {t.position} {list(index)}")
+
+    def _where_from_question(self, index: tuple[int, ...]) -> str:
+        """The table's question of an element whose bytes are as they were before the dispatch ran (an
+        input, or any binding before it ran): "" for an output it wrote (the answer would be itself)."""
+        t = self._current_tensor()
+        if t is None or self.left is not None or (t.role == "output" and t.written):
+            return ""
+        return f"Where did {t.binding_text} [{', '.join(str(i) for i in index)}] come from?  (what wrote it before)"
+
+    def _current_tensor(self) -> ShownTensor | None:
+        row = self.inspector.tensor_list.currentRow()
+        return self.tensors[row] if 0 <= row < len(self.tensors) else None
+
+    def _ask_where_from(self, index: tuple[int, ...]) -> None:
+        t = self._current_tensor()
+        place = self.inspector.element_place(index)
+        if t is None or place is None:
+            return
+        offset, length, element = place
+        what = f"{t.binding_text} [{', '.join(str(i) for i in index)}] of dispatch #{self.info.ordinal}"
+        self.whereFromRequested.emit(WatchBinding(t.binding, t.offset + offset, length, element), what)
 
     def show_left(self, how: str) -> None:
         """The run is no longer paused at this dispatch (``how``: "finished", "is running"...): the header says
@@ -331,6 +356,7 @@ class RunDispatchesPanel(QWidget):
         layout.addWidget(self.legend)
         self.setMinimumSize(1, 1)
         self.paused_view: PausedDispatchView | None = None
+        self._where_from: tuple[WatchBinding, str] | None = None  # the element asked about, in words
         self._rows: dict[int, int] = {}  # ordinal -> row
         if self.bridge is not None:
             self.bridge.dispatchStopped.connect(self._on_dispatch_stopped)
@@ -454,7 +480,36 @@ class RunDispatchesPanel(QWidget):
 
     # -- the paused dispatch
 
+    def _ask_where_from(self, watch: WatchBinding, what: str) -> None:
+        """Ask the session where the element's bytes came from (it goes back and parks here again)."""
+        if self.bridge is None or not self.bridge.can_reverse:
+            self._tell("Where did this come from? needs a recorded run, paused at this dispatch")
+            return
+        self._where_from = (watch, what)
+        self._tell(f"Searching the history for what wrote {what}…")
+        self.bridge.when_changed(watch)
+
+    def _on_where_from(self, answer: LastChange) -> None:
+        asked = self._where_from
+        if asked is None or asked[0] != answer.query.watch:
+            return
+        what = asked[1]
+        change = answer.change
+        if change is None:
+            self._tell(f"{what}: no write of its bytes in the recorded history (an input of the call, or a constant)")
+            return
+        by = change.via or f"{change.function} pc {change.pc:#x}"
+        detail = f" ({change.detail})" if change.detail else ""
+        if change.before is None and change.after is None:
+            self._tell(f"{what}: as its buffer was allocated at instruction {change.position:,}{detail}")
+            return
+        self._tell(f"{what} came from {by}, at instruction {change.position:,} ({change.function} pc "
+                   f"{change.pc:#x}): {change.before} → {change.after}{detail}")  # fmt: skip
+
     def _on_answer(self, answer) -> None:
+        if isinstance(answer, LastChange) and isinstance(answer.query.watch, WatchBinding):
+            self._on_where_from(answer)
+            return
         if isinstance(answer, Tensors) and answer.query.refresh:
             self._on_refreshed(answer)
             return
@@ -506,6 +561,7 @@ class RunDispatchesPanel(QWidget):
         view.show_dispatch(info, tensors)
         if view is fresh:  # wired once: a reused tab wired again at each stop answered each click once per stop
             view.stepIntoRequested.connect(self.step_into)
+            view.whereFromRequested.connect(self._ask_where_from)
             view.inspector.saved.connect(self._said_saved)
         self.paused_view = view
         return view

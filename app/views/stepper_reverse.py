@@ -41,6 +41,7 @@ from engine.session.protocol import (
     LastChange,
     Stopped,
     Watch,
+    WatchBinding,
     WatchGlobal,
     WatchGlobalContents,
     WatchGlobalRef,
@@ -279,8 +280,8 @@ class ReverseControls(QObject):
         )
 
     def _on_answer(self, answer: Answer) -> None:
-        if not isinstance(answer, LastChange):
-            return
+        if not isinstance(answer, LastChange) or isinstance(answer.query.watch, WatchBinding):
+            return  # a paused dispatch's element: the dispatch list answers it, and the run stays there
         asked = self._asked
         what = asked[1] if asked is not None and asked[0] == answer.query.watch else answer.query.watch.describe()
         change = answer.change

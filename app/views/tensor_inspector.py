@@ -8,6 +8,7 @@ the visible region (re-sampled at full resolution when the user zooms in).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -363,7 +364,8 @@ class TensorInspector(QWidget):
         self.stats: TensorStats | None = None
         self.comparison: Comparison | None = None
         self.first_bad: tuple[int, ...] | None = None
-        self._question = ""  # what the table's context menu asks of an element (ask_about_elements)
+        # What the table's context menu asks of an element (ask_about_elements).
+        self._question: str | Callable[[tuple[int, ...]], str] = ""
         self._list_width = 0  # what the tensor list's lines need (set with the tensors)
         self._build_list()
         self._build_slice_controls()
@@ -706,9 +708,10 @@ class TensorInspector(QWidget):
         self.table.scrollTo(cell)
         return index
 
-    def ask_about_elements(self, question: str) -> None:
+    def ask_about_elements(self, question: str | Callable[[tuple[int, ...]], str]) -> None:
         """Offer ``question`` in the table's context menu for the cell under the pointer ("When did {}
-        change?": {} is the element's index); its answer is the owner's, told by ``elementQuestioned``."""
+        change?": {} is the element's index; or a function of the index giving the text, "" for none); its
+        answer is the owner's, told by ``elementQuestioned``."""
         self._question = question
         self.table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.table.customContextMenuRequested.connect(self._element_menu)
@@ -726,8 +729,12 @@ class TensorInspector(QWidget):
         index = self.selected_element()
         if index is None:
             return None
+        question = self._question
+        text = question(index) if callable(question) else question.format(", ".join(str(i) for i in index))
+        if not text:
+            return None
         menu = QMenu(self.table)
-        action = menu.addAction(self._question.format(", ".join(str(i) for i in index)))
+        action = menu.addAction(text)
         action.triggered.connect(lambda: self.elementQuestioned.emit(index))
         return menu
 

@@ -583,6 +583,21 @@ class WatchGlobalContents(Watch):
 
 
 @dataclass(frozen=True)
+class WatchBinding(Watch):
+    """``length`` bytes at ``offset`` of binding ``binding`` of the dispatch the run is parked in, as they
+    were before it ran (one element of an input, read as ``element``): where did they come from? Asked
+    inside the dispatch; the session goes back in the history and parks there again."""
+
+    binding: int
+    offset: int
+    length: int
+    element: str = ""
+
+    def describe(self) -> str:
+        return f"binding {self.binding} bytes [{self.offset}, {self.offset + self.length})"
+
+
+@dataclass(frozen=True)
 class WatchElement(Watch):
     """Element ``index`` of the buffer view in ref register ``register`` of frame ``depth``."""
 

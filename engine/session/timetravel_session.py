@@ -45,6 +45,7 @@ from engine.session.protocol import (
     StopReason,
     TravelTo,
     Watch,
+    WatchBinding,
     WatchElement,
     WatchGlobal,
     WatchGlobalContents,
@@ -303,18 +304,22 @@ class TimeTravelSession(DebugSession):
         travel = self.travel
         if travel is None or not travel.checkpoints:
             raise TimeTravelError("no call is being recorded")
-        if self.run.parked:
+        if isinstance(query.watch, WatchBinding):
+            change, tensor_type = self._binding_change(query.watch)
+        elif self.run.parked:
             raise TimeTravelError("inside a dispatch: step or continue out of it first")
-        watch, tensor_type = self._engine_watch(query.watch)
-        change = travel.last_change(watch)
+        else:
+            watch, tensor_type = self._engine_watch(query.watch)
+            change = travel.last_change(watch)
         if change is None:
             return LastChange(query, None)
+        watch = change.watch
         base = self.gate.base
         dispatch = None if change.dispatch is None else change.dispatch - base
         before, after, detail = _plain(change.before), _plain(change.after), ""
         if isinstance(query.watch, WatchGlobal) and query.watch.kind:
             before, after = (primitive_text(query.watch.kind, v) for v in (change.before, change.after))
-        if isinstance(query.watch, WatchGlobalContents):
+        if isinstance(query.watch, WatchGlobalContents | WatchBinding):
             before, after, detail = describe_bytes_change(_bytes(change.before), _bytes(change.after), tensor_type)
             if change.allocated_at is not None:
                 allocated = f"before: as allocated at instr. {change.allocated_at:,} (IREE leaves new memory undefined)"
@@ -325,6 +330,39 @@ class TimeTravelSession(DebugSession):
             Change(watch.describe(), change.position, change.module, change.function, change.pc, dispatch,
                    before, after, via, detail),  # fmt: skip
         )
+
+    def _binding_change(self, w: WatchBinding) -> tuple[Any, TensorType | None]:
+        """Where the bytes of a binding of the parked dispatch came from, as they were before it ran: the
+        run leaves the dispatch, the history is searched back from it, and the run parks there again (a
+        ``Stopped`` as it was)."""
+        from engine.timetravel.watch import BufferWatch, serial_of
+        from engine.timetravel.when_changed import change_before_dispatch
+
+        record, info = self.gate.current, self.gate.current_info
+        if not self.run.parked or record is None or info is None:
+            raise TimeTravelError("stop at a dispatch first: a binding is a paused dispatch's")
+        bindings = record.bindings
+        if not 0 <= w.binding < len(bindings):
+            raise TimeTravelError(f"the dispatch has {len(bindings)} bindings; no binding {w.binding}")
+        b = bindings[w.binding]
+        serial = serial_of(b.buffer.allocation)
+        if serial is None or not (0 <= w.offset and 0 < w.length and w.offset + w.length <= b.length):
+            raise TimeTravelError(f"cannot watch {w.describe()} of binding {w.binding} ({b.length} bytes)")
+        start, _ = b.buffer.resolve(b.offset + int(w.offset), int(w.length))
+        watch = BufferWatch(serial, start, int(w.length))
+        element = TensorType.parse(str(w.element)) if w.element else None
+        count = int(w.length) // element.dtype.itemsize if element is not None else 0
+        tensor_type = TensorType((count,), element.element) if element is not None and count else None
+        travel = self.travel
+        assert travel is not None
+        when = str(info.when)
+        position, sequence = self._leave_dispatch()
+        try:
+            change = change_before_dispatch(travel, watch, position - 1, sequence)
+        finally:
+            travel.invalidate()
+            self._park_in(travel, sequence, when, StopReason.DISPATCH)
+        return change, tensor_type
 
     def _engine_watch(self, w: Watch) -> tuple[Any, TensorType | None]:
         """The time-travel engine's watch for a protocol one, with the tensor type of a global's buffer."""

@@ -12,6 +12,7 @@ write of the same value is not a change.
 from __future__ import annotations
 
 import bisect
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from engine.runtime.hal.buffers import Allocation
@@ -83,31 +84,77 @@ def allocations_of(snap: Snapshot) -> dict[int, Allocation]:
     return out
 
 
+@dataclass(frozen=True)
+class _Found:
+    """A device operation that changed a watched range: the ``index``-th of its instruction's operations,
+    and the range's value ``before`` and ``after`` it."""
+
+    write: Write
+    index: int
+    before: Any
+    after: Any
+
+
 def origin(travel: TimeTravel, watch: BufferWatch, position: int) -> tuple[Write, ...]:
     """The device operations that put ``watch``'s bytes there, from the one in the instruction at
     ``position`` that wrote them last, back through copies (a command buffer's copy of a dispatch's output
     into a global's buffer) to the dispatch, fill or update that made them, or to a copy whose source did
     not change in the recorded history (a call's input, a constant)."""
+    return _followed(travel, last_write(travel, watch, position))
+
+
+def _followed(travel: TimeTravel, found: _Found | None) -> tuple[Write, ...]:
+    """``found`` and, while it is a copy, what wrote the copy's source before it (see ``origin``)."""
     via: list[Write] = []
-    found = last_write(travel, watch, position)
     while found is not None and len(via) < MAX_HOPS:
-        write, index = found
+        write = found.write
         via.append(write)
         if write.kind != "copy" or write.source is None:
             break
         # The copy's source was written earlier in the same instruction (the same command buffer), or by
         # an earlier instruction.
-        found = last_write(travel, write.source, write.position, before=index)
+        source = write.source
+        found = last_write(travel, source, write.position, before=found.index)
         if found is None:
-            earlier = _last_change_before(travel, write.source, write.position)
-            found = last_write(travel, write.source, earlier[0]) if earlier is not None else None
+            earlier = _last_change_before(travel, source, write.position)
+            found = last_write(travel, source, earlier[0]) if earlier is not None else None
     return tuple(via)
 
 
-def last_write(travel: TimeTravel, watch: BufferWatch, position: int, before: int | None = None) -> tuple[Write, int] | None:
+def change_before_dispatch(travel: TimeTravel, watch: BufferWatch, position: int, sequence: int) -> Change | None:
+    """The last change of ``watch``'s bytes before dispatch ``sequence`` ran (in the instruction at
+    ``position``): by an operation of the same instruction before it (a command buffer's earlier dispatch or
+    copy), else by an earlier instruction; with the operations that made them (``Change.via``). The state
+    is left anywhere (the caller goes back where it was)."""
+    travel.controller.clear_pause()
+    found = last_write(travel, watch, position, before_dispatch=sequence)
+    if found is not None:
+        at, before, after = position, found.before, found.after
+        via = _followed(travel, found)
+    else:
+        earlier = _last_change_before(travel, watch, position)
+        if earlier is None:
+            return None
+        at, before, after, _ = earlier
+        via = origin(travel, watch, at)
+    travel.goto(at)
+    top = travel.interpreter.top
+    instance = top.instance if top is not None else None
+    module = instance.name if instance is not None else ""
+    function = instance.function_name(top.ordinal) if instance is not None and top is not None else ""
+    pc = top.pc if top is not None else -1
+    dispatch = via[0].dispatch if via and via[0].kind == "dispatch" else None
+    prior = _last_change_before(travel, watch, at) if before is not ABSENT else None
+    allocated_at = prior[0] if prior is not None and prior[1] is ABSENT else None
+    return Change(watch, at, module, function, pc, before, after, dispatch, via, allocated_at)
+
+
+def last_write(
+    travel: TimeTravel, watch: BufferWatch, position: int, before: int | None = None, before_dispatch: int | None = None
+) -> _Found | None:
     """Replays the instruction at ``position``: the last of its device operations (dispatches, fills,
-    updates, copies; only those before its ``before``-th when given) that changed ``watch``'s bytes, and
-    its index among them; None when none did (a host write, an allocation)."""
+    updates, copies; only those before its ``before``-th, or before dispatch ``before_dispatch`` runs, when
+    given) that changed ``watch``'s bytes; None when none did (a host write, an allocation)."""
     k = bisect.bisect_right(travel.positions, position) - 1
     travel.restore(travel.positions[k])
     travel.allocations = allocations_of(travel.checkpoints[travel.positions[k]])
@@ -118,20 +165,23 @@ def last_write(travel: TimeTravel, watch: BufferWatch, position: int, before: in
 
     value = [read()]
     count = [0]
-    last: list[tuple[Write, int]] = []
+    done = [False]
+    last: list[_Found] = []
 
     def seen(write: Write) -> None:
         index = count[0]
         count[0] += 1
-        if before is not None and index >= before:
+        if done[0] or before is not None and index >= before:
             return
         now = read()
         if now != value[0]:
+            last[:] = [_Found(write, index, value[0], now)]
             value[0] = now
-            last[:] = [(write, index)]
 
     def hook(record: DispatchRecord, when: str) -> None:
-        if when == "after":
+        if record.sequence == before_dispatch:
+            done[0] = True
+        elif when == "after":
             seen(Write("dispatch", position, record.sequence, record.export_name))
 
     def transferred(transfer: Transfer) -> None:

@@ -258,3 +258,51 @@ def test_a_stop_read_again_after_the_run_moved_on_opens_nothing(qtbot, main_wind
     runs.bridge.answered.emit(replace(stop_answer, query=ReadTensors(refresh=True)))
     qtbot.wait(50)  # the window's answer handlers queue their work
     assert documents.document("paused-dispatch") is None
+
+
+def test_where_did_an_input_element_come_from(qtbot, main_window, tmp_path):
+    """At dispatch 5 of a chain (dispatch k adds k + 1), the input's element menu asks where it came from:
+    the session names dispatch 4 and the value it wrote (the input plus 1 + 2 + ... + 5), and the run stays
+    parked at dispatch 5 with the same tensors."""
+    from support import lens_in_process
+
+    out = tmp_path / "phased"
+    proc = lens_in_process("phases", str(PROGRAMS / "chain12.mlir"), f"--out={out}")
+    assert proc.returncode == 0, proc.stderr
+    (vmfb,) = out.glob("*.vmfb")
+    panel = open_in_stepper(qtbot, main_window, vmfb)
+    runs = main_window.panels["run_dispatches"]
+    said: list[str] = []
+    main_window.workbench.said.connect(said.append)
+    add_breakpoint(qtbot, panel, "dispatch", "5", "before")
+    panel.set_inputs(("4x8xf32=" + " ".join(str(k) for k in range(32)),))
+    with qtbot.waitSignal(runs.tensorsShown, timeout=TIMEOUT):
+        qtbot.mouseClick(panel.run_button, Qt.MouseButton.LeftButton)
+    view = runs.paused_view
+    (row,) = [k for k, t in enumerate(view.tensors) if t.role == "input"]
+    before = view.tensors[row].array.copy()
+    np.testing.assert_array_equal(before.reshape(-1), np.arange(32, dtype=np.float32) + 15)
+    inspector = view.inspector
+    inspector.tensor_list.setCurrentRow(row)
+    menu = inspector.element_menu(inspector.table_model.index(0, 12))  # element [12] (IREE flattens it: 32xf32)
+    (action,) = menu.actions()
+    assert action.text().startswith(f"Where did {view.tensors[row].binding_text} [12] come from?"), action.text()
+    with qtbot.waitSignal(runs.tensorsShown, timeout=TIMEOUT):  # parked at dispatch 5 again
+        action.trigger()
+    qtbot.waitUntil(lambda: any("came from" in s for s in said), timeout=TIMEOUT)
+    (answer,) = [s for s in said if "came from" in s]
+    assert "[12] of dispatch #5 came from dispatch #4 main_dispatch_4" in answer, answer
+    assert f"→ {12 + 15}" in answer, answer  # element [12] is 12, plus 1 + ... + 5
+    view = runs.paused_view
+    assert view.info.ordinal == 5 and str(view.info.when) == "before"
+    (row,) = [k for k, t in enumerate(view.tensors) if t.role == "input"]
+    np.testing.assert_array_equal(view.tensors[row].array, before)
+    # The outputs a dispatch wrote are its own: no question of them after it ran.
+    add_breakpoint(qtbot, panel, "dispatch", "6", "after")
+    with qtbot.waitSignal(runs.tensorsShown, timeout=TIMEOUT):
+        panel.bridge.continue_()
+    view = runs.paused_view
+    assert view.info.ordinal == 6 and str(view.info.when) == "after"
+    (out_row,) = [k for k, t in enumerate(view.tensors) if t.role == "output" and t.written]
+    view.inspector.tensor_list.setCurrentRow(out_row)
+    assert view.inspector.element_menu(view.inspector.table_model.index(0, 0)) is None
