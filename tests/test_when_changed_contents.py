@@ -232,3 +232,44 @@ def test_where_an_input_of_a_paused_dispatch_came_from(tmp_path):
     first.session.handle(WhenChanged(WatchBinding(0, 0, 4, "f32")))
     (answer,) = [e for e in first.events if isinstance(e, LastChange)]
     assert answer.change is None
+
+
+def test_where_an_input_of_a_real_model_dispatch_came_from(tmp_path):
+    """EfficientViT's 336 dispatches share one command buffer: dispatch 200's input element was written by an
+    earlier dispatch of the same instruction, with the value the stop shows; bytes another dispatch wrote
+    before are never called "as allocated"."""
+    from support import SHARED_MODELS, model_cpu_build
+
+    from engine.session.protocol import (
+        Breakpoint,
+        Continue,
+        ReadTensors,
+        SetBreakpoints,
+        Tensors,
+        WatchBinding,
+    )
+
+    build = model_cpu_build("efficientvit_m0", tmp_path / "efficientvit_m0.vmfb", sources_beside=True)
+    c = TimeTravelClient(build.module, "main", [f"@{SHARED_MODELS / 'efficientvit_m0_x.npy'}"])
+    c.session.handle(SetBreakpoints((Breakpoint("dispatch", ordinal=200),)))
+    stop = c.send(Continue())
+    assert stop.location.dispatch_info.ordinal == 200
+    tensors = c.send(ReadTensors())
+    assert isinstance(tensors, Tensors)
+    checked = 0
+    for t in [t for t in tensors.tensors if t.role == "input" and t.tensor.element_type == "f32"]:
+        value = t.tensor.to_numpy().reshape(-1)[0]
+        c.events.clear()
+        c.session.handle(WhenChanged(WatchBinding(t.index, t.offset, 4, "f32")))
+        (answer,) = [e for e in c.events if isinstance(e, LastChange)]
+        change = answer.change
+        if change is None:
+            continue  # a weight: a constant of the module, never written in the call
+        assert change.after == f"{float(value):.9g}", (t.index, change)
+        assert change.dispatch is not None and change.dispatch < 200, change
+        assert change.via.startswith(f"dispatch #{change.dispatch} main$async_dispatch_{change.dispatch}_"), change.via
+        if "as allocated" in change.detail:
+            assert change.before == "0", change  # this engine's new memory is zeros
+        checked += 1
+    assert checked >= 1
+    assert c.send(ReadTensors()).info.ordinal == 200  # parked there again

@@ -87,12 +87,14 @@ def allocations_of(snap: Snapshot) -> dict[int, Allocation]:
 @dataclass(frozen=True)
 class _Found:
     """A device operation that changed a watched range: the ``index``-th of its instruction's operations,
-    and the range's value ``before`` and ``after`` it."""
+    and the range's value ``before`` and ``after`` it; ``first``: no operation of the instruction changed
+    it before (``before`` is its value when the instruction began)."""
 
     write: Write
     index: int
     before: Any
     after: Any
+    first: bool = True
 
 
 def origin(travel: TimeTravel, watch: BufferWatch, position: int) -> tuple[Write, ...]:
@@ -128,8 +130,9 @@ def change_before_dispatch(travel: TimeTravel, watch: BufferWatch, position: int
     is left anywhere (the caller goes back where it was)."""
     travel.controller.clear_pause()
     found = last_write(travel, watch, position, before_dispatch=sequence)
+    first = True  # ``before`` is the value when the instruction at ``at`` began
     if found is not None:
-        at, before, after = position, found.before, found.after
+        at, before, after, first = position, found.before, found.after, found.first
         via = _followed(travel, found)
     else:
         earlier = _last_change_before(travel, watch, position)
@@ -144,7 +147,7 @@ def change_before_dispatch(travel: TimeTravel, watch: BufferWatch, position: int
     function = instance.function_name(top.ordinal) if instance is not None and top is not None else ""
     pc = top.pc if top is not None else -1
     dispatch = via[0].dispatch if via and via[0].kind == "dispatch" else None
-    prior = _last_change_before(travel, watch, at) if before is not ABSENT else None
+    prior = _last_change_before(travel, watch, at) if before is not ABSENT and first else None
     allocated_at = prior[0] if prior is not None and prior[1] is ABSENT else None
     return Change(watch, at, module, function, pc, before, after, dispatch, via, allocated_at)
 
@@ -175,7 +178,7 @@ def last_write(
             return
         now = read()
         if now != value[0]:
-            last[:] = [_Found(write, index, value[0], now)]
+            last[:] = [_Found(write, index, value[0], now, not last)]
             value[0] = now
 
     def hook(record: DispatchRecord, when: str) -> None:
