@@ -491,10 +491,12 @@ class SessionBridge(QObject):
     def reverse_continue(self) -> None:
         self.reverse(ReverseMode.CONTINUE)
 
-    def travel_to(self, position: int | None = None, dispatch: int | None = None, when: str = "before") -> None:
+    def travel_to(
+        self, position: int | None = None, dispatch: int | None = None, when: str = "before", park: bool | None = None
+    ) -> None:
         """Go to a recorded moment: an instruction ``position``, or a dispatch (its run ordinal): before it
-        runs, parked inside it so its tensors can be read, or ``after`` it."""
-        self.client.travel_to(position, dispatch, when)
+        runs, parked inside it so its tensors can be read, or ``after`` it (parked after it ran with ``park``)."""
+        self.client.travel_to(position, dispatch, when, park)
 
     def previous_dispatch_ordinal(self) -> int | None:
         return self.client.previous_dispatch_ordinal()

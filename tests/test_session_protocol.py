@@ -77,7 +77,7 @@ ANSWERS = [
     p.Tensors(p.ReadTensors(), INFO, (p.DispatchTensor(0, "read", T, p.TypeSource.SOURCES, "sources/x.mlir"),)),
     p.History(p.ReadHistory(), True, 10, 0, 20, 4096, (p.DispatchMark(0, "d0", 5, True),)),
     p.LastChange(p.WhenChanged(WATCHES[0]), p.Change("%i3", 9, "module", "main", 4, None, 1, 2)),
-    p.LastChange(p.WhenChanged(WATCHES[4]), p.Change("c", 9, "m", "f", 4, None, "0", "2", "a copy", "element [1]")),
+    p.LastChange(p.WhenChanged(WATCHES[4]), p.Change("c", 9, "m", "f", 4, None, "0", "2", "a copy", "element [1]", 3)),
     p.SubstitutionRefused(
         p.Substitute("e", "/x"), "compile", "does not compile", (p.EditDiagnostic("/x", 3, 1, "error", "bad"),)
     ),

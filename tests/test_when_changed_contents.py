@@ -94,6 +94,7 @@ def test_a_global_filled_by_a_copy_names_the_dispatch_that_made_its_bytes(statef
     assert re.fullmatch(
         r"a copy from allocation #\d+ bytes \[0, 32\), written by dispatch #0 accumulate_dispatch_0\w*", contents.via
     ), contents.via
+    assert contents.dispatch is None and contents.made_by == 0  # a copy wrote them; dispatch 0 made them
     # The first element that changed, as the program declares @state (8xf32): state 0 + x.
     assert contents.detail.startswith("element [1] of 8xf32; 7 of 8 elements differ"), contents.detail
     assert contents.after == "1"
@@ -219,7 +220,7 @@ def test_where_an_input_of_a_paused_dispatch_came_from(tmp_path):
     (answer,) = [e for e in c.events if isinstance(e, LastChange)]
     (stop,) = [e for e in c.events if isinstance(e, Stopped)]
     change = answer.change
-    assert change.dispatch == 4 and change.after == str(7 + 15), change
+    assert change.dispatch == change.made_by == 4 and change.after == str(7 + 15), change
     assert re.fullmatch(r"dispatch #4 main_dispatch_4\w*", change.via), change.via
     assert stop.location.dispatch_info.ordinal == 5 and str(stop.location.dispatch_info.when) == "before"
     after = [t.to_numpy() for t in c.send(ReadBindings()).tensors]

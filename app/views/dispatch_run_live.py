@@ -189,6 +189,7 @@ class PausedDispatchView(QWidget):
     stepIntoRequested = Signal(object)  # app.views.kernel_step.SelectedElement | None
     # (WatchBinding, what it is in words): where did an element's bytes before the dispatch come from?
     whereFromRequested = Signal(object, str)
+    producerRequested = Signal(int)  # go to the dispatch that wrote the element asked about (parked after it)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -206,6 +207,12 @@ class PausedDispatchView(QWidget):
             "workgroup that wrote the element selected below"
         )
         self.step_into_button.clicked.connect(lambda: self.stepIntoRequested.emit(self.selected_element()))
+        # Where an element came from, once asked: a way there (hidden until an answer names a dispatch).
+        self.producer_button = QPushButton(self)
+        self.producer_button.setObjectName("goToProducer")
+        self.producer_button.setVisible(False)
+        self.producer_button.clicked.connect(lambda: self.producerRequested.emit(self.producer[1]))
+        self.producer: tuple[tuple[int, str], int] | None = None  # ((this dispatch, when), the one that wrote it)
         self.inspector = TensorInspector(self)
         self.inspector.ask_about_elements(self._where_from_question)
         self.inspector.elementQuestioned.connect(self._ask_where_from)
@@ -220,7 +227,11 @@ class PausedDispatchView(QWidget):
         self.header_area.installEventFilter(self)  # its height follows its text at its width (_fit_header)
         top = QHBoxLayout()
         top.addWidget(self.header_area, 1)
-        top.addWidget(self.step_into_button, 0, Qt.AlignmentFlag.AlignTop)
+        buttons = QVBoxLayout()
+        buttons.addWidget(self.step_into_button)
+        buttons.addWidget(self.producer_button)
+        buttons.addStretch(1)
+        top.addLayout(buttons)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addLayout(top)
@@ -245,6 +256,7 @@ class PausedDispatchView(QWidget):
         """The run stopped at ``info``; its tensors are being read: the view names this dispatch at once and
         shows nothing of the one before (stepper, status bar and document agree from the stop on)."""
         self.info, self.tensors, self.left = info, [], None
+        self._forget_producer(info)
         self.lines = [f"Dispatch #{info.ordinal} {info.export} ({info.when} it runs) — reading its tensors…"]
         self.set_header(self.lines[0])
         self.inspector.set_tensors([])
@@ -287,6 +299,22 @@ class PausedDispatchView(QWidget):
         what = f"{t.binding_text} [{', '.join(str(i) for i in index)}] of dispatch #{self.info.ordinal}"
         self.whereFromRequested.emit(WatchBinding(t.binding, t.offset + offset, length, element), what)
 
+    def show_producer(self, ordinal: int, what: str) -> None:
+        """Offer a way to dispatch ``ordinal``, which wrote ``what`` (an element of this stop's tensors)."""
+        if self.info is None:
+            return
+        self.producer = ((self.info.ordinal, str(self.info.when)), ordinal)
+        self.producer_button.setText(f"Go to #{ordinal}")
+        self.producer_button.setToolTip(f"Go back to dispatch #{ordinal}, which wrote {what}, parked after it ran")
+        self.producer_button.setVisible(True)
+
+    def _forget_producer(self, info) -> None:
+        """Another stop: the way to the last answer's dispatch is not this one's (the same stop, parked there
+        again after the search, keeps it)."""
+        if self.producer is not None and self.producer[0] != (info.ordinal, str(info.when)):
+            self.producer = None
+            self.producer_button.setVisible(False)
+
     def show_left(self, how: str) -> None:
         """The run is no longer paused at this dispatch (``how``: "finished", "is running"...): the header says
         so first, so the tensors below (kept as they were at the stop, for inspection) are never taken for the
@@ -302,6 +330,7 @@ class PausedDispatchView(QWidget):
 
     def show_dispatch(self, info, tensors: list[ShownTensor], note: str = "") -> None:
         self.info, self.tensors, self.left = info, tensors, None
+        self._forget_producer(info)
         wg = "x".join(str(w) for w in info.workgroup_count)
         sources = sorted({t.source for t in tensors})
         # Why bytes are untyped; a packed tensor is unpacked here (the session's note says it is bytes there).
@@ -505,6 +534,9 @@ class RunDispatchesPanel(QWidget):
             return
         self._tell(f"{what} came from {by}, at instruction {change.position:,} ({change.function} pc "
                    f"{change.pc:#x}): {change.before} → {change.after}{detail}")  # fmt: skip
+        view = self.paused_view
+        if view is not None and shiboken6.isValid(view) and change.made_by is not None:
+            view.show_producer(change.made_by, what)
 
     def _on_answer(self, answer) -> None:
         if isinstance(answer, LastChange) and isinstance(answer.query.watch, WatchBinding):
@@ -562,6 +594,7 @@ class RunDispatchesPanel(QWidget):
         if view is fresh:  # wired once: a reused tab wired again at each stop answered each click once per stop
             view.stepIntoRequested.connect(self.step_into)
             view.whereFromRequested.connect(self._ask_where_from)
+            view.producerRequested.connect(lambda k: self.bridge.travel_to(dispatch=k, when="after", park=True))
             view.inspector.saved.connect(self._said_saved)
         self.paused_view = view
         return view

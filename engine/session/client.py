@@ -446,13 +446,16 @@ class SessionClient:
         self._run(Reverse(str(mode), count))
         return True
 
-    def travel_to(self, position: int | None = None, dispatch: int | None = None, when: str = "before") -> bool:
+    def travel_to(
+        self, position: int | None = None, dispatch: int | None = None, when: str = "before", park: bool | None = None
+    ) -> bool:
         """Go to a recorded moment: an instruction ``position``, or a dispatch (its run ordinal): before it
-        runs, parked inside it so its tensors can be read, or ``after`` it."""
+        runs, parked inside it so its tensors can be read, or ``after`` it (after its instruction; parked
+        inside the dispatch after it ran with ``park``)."""
         if not self.can_reverse:
             return False
         self._reverse_from = self.state
-        park = dispatch is not None and when == "before"
+        park = dispatch is not None and (when == "before" if park is None else park)
         self._run(TravelTo(position, dispatch, when, park))
         return True
 

@@ -422,8 +422,8 @@ class Reverse(Command):
 class TravelTo(Command):
     """Go to a recorded moment: ``position`` (instructions since the call began), or ``dispatch`` (its
     run ordinal) ``before`` or ``after`` it ran. Answered with ``Stopped`` (reason ``step``/``dispatch``).
-    With ``dispatch``, ``when="before"`` and ``park``: run forward into the dispatch and park there, as a
-    forward dispatch stop does, so its bindings can be read (what a window shows)."""
+    With ``dispatch`` and ``park``: run forward into the dispatch and park there, before it runs or after it
+    ran (``when``), as a forward dispatch stop does, so its bindings can be read (what a window shows)."""
 
     position: int | None = None
     dispatch: int | None = None
@@ -938,6 +938,7 @@ class Change:
     # #4 bytes [0, 32), written by dispatch #0 …"), and which element changed ("element [1] of 8xf32; …").
     via: str = ""
     detail: str = ""
+    made_by: int | None = None  # the dispatch at the end of ``via`` (a run ordinal): it made the bytes
 
 
 @dataclass(frozen=True)

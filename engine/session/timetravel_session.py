@@ -238,6 +238,10 @@ class TimeTravelSession(DebugSession):
         if self.run.parked:
             self._leave_dispatch()
         try:
+            if command.dispatch is not None and command.park and command.when == "after":
+                # Parked after it ran: its outputs as it wrote them (where an input came from, say).
+                self._park_in(travel, command.dispatch + self.gate.base, "after", StopReason.DISPATCH)
+                return
             if command.dispatch is not None:
                 stop = travel.goto_dispatch(command.dispatch + self.gate.base, command.when)
                 if command.park and command.when == "before":
@@ -325,10 +329,12 @@ class TimeTravelSession(DebugSession):
                 allocated = f"before: as allocated at instr. {change.allocated_at:,} (IREE leaves new memory undefined)"
                 detail = f"{detail}; {allocated}" if detail else allocated
         via = ", written by ".join(w.describe(base, change.position) for w in change.via)
+        last = change.via[-1] if change.via else None
+        made_by = last.dispatch - base if last is not None and last.kind == "dispatch" and last.dispatch is not None else None
         return LastChange(
             query,
             Change(watch.describe(), change.position, change.module, change.function, change.pc, dispatch,
-                   before, after, via, detail),  # fmt: skip
+                   before, after, via, detail, made_by),  # fmt: skip
         )
 
     def _binding_change(self, w: WatchBinding) -> tuple[Any, TensorType | None]:

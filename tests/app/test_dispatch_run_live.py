@@ -297,10 +297,20 @@ def test_where_did_an_input_element_come_from(qtbot, main_window, tmp_path):
     assert view.info.ordinal == 5 and str(view.info.when) == "before"
     (row,) = [k for k, t in enumerate(view.tensors) if t.role == "input"]
     np.testing.assert_array_equal(view.tensors[row].array, before)
+    # A way to the dispatch that wrote it: parked after dispatch 4 ran, its output is the input asked about.
+    assert view.producer_button.isVisibleTo(view) and view.producer_button.text() == "Go to #4"
+    with qtbot.waitSignal(runs.tensorsShown, timeout=TIMEOUT):
+        qtbot.mouseClick(view.producer_button, Qt.MouseButton.LeftButton)
+    view = runs.paused_view
+    assert view.info.ordinal == 4 and str(view.info.when) == "after"
+    (written,) = [t for t in view.tensors if t.role == "output"]
+    np.testing.assert_array_equal(written.array, before)
+    assert not view.producer_button.isVisibleTo(view)  # another stop: the answer was dispatch 5's
     # The outputs a dispatch wrote are its own: no question of them after it ran.
     add_breakpoint(qtbot, panel, "dispatch", "6", "after")
-    with qtbot.waitSignal(runs.tensorsShown, timeout=TIMEOUT):
-        panel.bridge.continue_()
+    for _ in range(2):  # from dispatch 4: dispatch 5's breakpoint, then 6's
+        with qtbot.waitSignal(runs.tensorsShown, timeout=TIMEOUT):
+            panel.bridge.continue_()
     view = runs.paused_view
     assert view.info.ordinal == 6 and str(view.info.when) == "after"
     (out_row,) = [k for k, t in enumerate(view.tensors) if t.role == "output" and t.written]
