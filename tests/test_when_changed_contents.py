@@ -10,6 +10,7 @@ dispatch) and from the values the calls compute.
 
 from __future__ import annotations
 
+import json
 import re
 
 import numpy as np
@@ -274,3 +275,27 @@ def test_where_an_input_of_a_real_model_dispatch_came_from(tmp_path):
         checked += 1
     assert checked >= 1
     assert c.send(ReadTensors()).info.ordinal == 200  # parked there again
+
+
+def test_where_from_in_a_debug_script(tmp_path_factory, tmp_path):
+    """``where-from input 0 12`` at dispatch 5 of the chain names dispatch 4 and the value it wrote (12 plus
+    1 + ... + 5); the run goes on from dispatch 5 (the call's result is the input plus 1 + ... + 12);
+    dispatch 0's input is the call's own (no write; null in --json); an element out of range is an error."""
+    vmfb, _ = _phased(tmp_path_factory, "chain12")
+    commands = tmp_path / "where.cmds"
+    commands.write_text("break dispatch 5\ncontinue\nwhere-from input 0 12\ncontinue\n")
+    x = "4x8xf32=" + " ".join(str(k) for k in range(32))
+    args = ["debug", str(vmfb), "--function=main", f"--input={x}"]
+    proc = lens_in_process(*args, f"--commands={commands}")
+    assert proc.returncode == 0, proc.stderr
+    (line,) = [s for s in proc.stdout.splitlines() if s.startswith("input 0 [12]")]
+    assert re.fullmatch(
+        r"input 0 \[12\] of dispatch #5 came from dispatch #4 main_dispatch_4\w*, at instruction \d+: 0 → 27 \(.*\)", line
+    ), line
+    assert "4x8xf32=[78 79 80 81 82 83 84 85]" in proc.stdout  # 0 + 78: the run went on from dispatch 5
+    first = tmp_path / "first.cmds"
+    first.write_text("break dispatch 0\ncontinue\nwhere-from input 0 1\nwhere-from input 0 99\n")
+    proc = lens_in_process(*args, f"--commands={first}", "--json")
+    records = [json.loads(s) for s in proc.stdout.splitlines() if s.startswith("{")]
+    assert {"where-from": "input 0 [1] of dispatch #0", "change": None} in records
+    assert proc.returncode == 1 and "'where-from input 0 99': no element [99] in (32,)" in proc.stderr

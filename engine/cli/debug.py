@@ -73,6 +73,7 @@ from engine.session.protocol import (
     Tensors,
     TypeSource,
     Watch,
+    WatchBinding,
     WatchGlobal,
     WatchGlobalContents,
     WatchGlobalRef,
@@ -103,7 +104,21 @@ SCRIPT_RULE = (
 )
 _PRIMITIVE_BYTES = {"i32": 4, "f32": 4, "i64": 8, "f64": 8}
 _REVERSE_VERBS = ("reverse-step", "reverse-next", "reverse-finish", "reverse-continue")
-_HISTORY_VERBS = (*_REVERSE_VERBS, "when-changed")  # commands that need the run's recorded history
+_HISTORY_VERBS = (*_REVERSE_VERBS, "when-changed", "where-from")  # commands that need the run's recorded history
+
+
+def _tensor_named(answer: Tensors, kind: str, number: int):
+    """The paused dispatch's ``input``/``output`` ``number`` (typed) or ``binding`` ``number`` (its bytes), or
+    why there is none."""
+    if kind == "binding":
+        found = [t for t in answer.tensors if t.index == number]
+    else:
+        found = [t for t in answer.tensors if t.type_source != TypeSource.UNTYPED and t.role == kind and t.position == number]
+    if found:
+        return found[0]
+    known = ", ".join(f"{t.role} {t.position}" if t.type_source != TypeSource.UNTYPED else f"binding {t.index}"
+                      for t in answer.tensors)  # fmt: skip
+    return f"the dispatch has no {kind} {number} ({known or 'no tensors'})"
 
 
 def globals_lines(answer: Globals) -> list[str]:
@@ -152,7 +167,8 @@ def add_parser(subparsers) -> None:
         "names of the VM phase snapshot beside the module; debug engine only); print @GLOBAL (its value; a "
         "buffer's tensor as IREE prints it); when-changed @GLOBAL (its last write in the recorded history and "
         "what wrote it; a buffer global: the bytes it holds, followed back through copies to the dispatch that "
-        "made them); save-tensors DIR",
+        "made them); where-from input|output N [I J ...] or where-from binding B [BYTE] (at a dispatch stop: the "
+        "dispatch or copy that last wrote that element before the dispatch ran); save-tensors DIR",
     )
     p.add_argument(
         "--sources",
@@ -408,6 +424,8 @@ class Debugger:
             self._print_global(command)
         elif verb == "when-changed":
             self._when_changed(command)
+        elif verb == "where-from":
+            self._where_from(command)
         elif verb == "save-tensors":
             self._save_tensors(command)
 
@@ -622,6 +640,62 @@ class Debugger:
             else:
                 self._print(f"@{command.name} was last written at {at}" + (f" by {by}" if by else "")
                             + f": {change.before} → {change.after}{detail}")  # fmt: skip
+
+    def _where_from(self, command: ScriptCommand) -> None:
+        """``where-from input N I J ...``: at a dispatch stop, the dispatch (or copy) that last wrote that
+        element of the tensor before the dispatch ran; the session searches the history and parks there
+        again (an untyped ``binding B BYTE``: that byte)."""
+        info = self.last_stop.location.dispatch_info if self.state == "stopped" and self.last_stop else None
+        if info is None:
+            self._error(command, f"{command.text!r}: needs a stop at a dispatch")
+            return
+        self.client.request_tensors(wait_for_sources=True)
+        answer = self._next()
+        if not isinstance(answer, Tensors):
+            self._error(command, f"{command.text!r}: {_event_message(answer)}")
+            return
+        found = _tensor_named(answer, command.name, command.count)
+        if isinstance(found, str):
+            self._error(command, f"{command.text!r}: {found}")
+            return
+        array = found.tensor.to_numpy()
+        typed = command.name != "binding"
+        index = command.indices or (0,) * (array.ndim if typed else 1)
+        if typed and (len(index) != array.ndim or any(not 0 <= i < d for i, d in zip(index, array.shape))):
+            self._error(command, f"{command.text!r}: no element {list(index)} in {found.tensor.shape}")
+            return
+        if not typed and not 0 <= index[0] < found.length:
+            self._error(command, f"{command.text!r}: binding {found.index} has {found.length} bytes")
+            return
+        size = array.dtype.itemsize if typed else 1
+        if not typed:
+            flat = index[0]  # a byte
+        else:
+            flat = int(np.ravel_multi_index(index, array.shape)) if array.ndim else 0
+        watch = WatchBinding(found.index, found.offset + flat * size, size, found.tensor.element_type if typed else "")
+        self.client.when_changed(watch)
+        event = self._next()
+        if isinstance(event, Stopped):  # parked at the dispatch again, as it was
+            self.last_stop = event
+            event = self._next()
+        if not isinstance(event, LastChange):
+            self._error(command, f"{command.text!r}: {_event_message(event)}")
+            return
+        what = f"{command.name} {command.count} {list(index)} of dispatch #{info.ordinal}"
+        self._print_origin(what, event.change)
+
+    def _print_origin(self, what: str, change) -> None:
+        if self.args.json:
+            self._print({"where-from": what, "change": asdict(change) if change else None})
+        elif change is None:
+            self._print(f"{what}: no write of its bytes in the recorded history (an input of the call, or a constant)")
+        elif change.before is None and change.after is None:
+            self._print(f"{what}: as its buffer was allocated at instruction {change.position:,} ({change.detail})")
+        else:
+            detail = f" ({change.detail})" if change.detail else ""
+            by = change.via or f"{change.function} pc {change.pc:#x}"
+            self._print(f"{what} came from {by}, at instruction {change.position:,}: "
+                        f"{change.before} → {change.after}{detail}")  # fmt: skip
 
     def _print_global(self, command: ScriptCommand) -> None:
         """``print @NAME``: a global's value now; a buffer global's tensor as IREE prints a buffer view (its

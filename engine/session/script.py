@@ -15,6 +15,8 @@
     print @GLOBAL                                  # a global's value now (a buffer: its tensor, as IREE prints it)
     when-changed @GLOBAL                           # its last write in the history, and what wrote it (a buffer
                                                    # global: the bytes it holds, followed back through copies)
+    where-from input|output N [I J ...]            # at a dispatch stop: what wrote that element before the
+    where-from binding B [BYTE]                    # dispatch ran (an untyped binding: one byte of it)
 
 ``#`` starts a comment; blank lines are ignored. ``parse_script`` turns a text into ``ScriptCommand``s or
 raises ``ScriptError`` naming the line.
@@ -48,7 +50,8 @@ class ScriptCommand:
     breakpoint: Breakpoint | None = None
     path: str | None = None
     text: str = ""
-    name: str = ""  # print's global, without its @
+    name: str = ""  # print's global, without its @; where-from's tensor kind (input, output, binding)
+    indices: tuple[int, ...] = ()  # where-from's element index (an untyped binding: its byte)
 
 
 def _int(text: str) -> int:
@@ -138,6 +141,17 @@ def parse_line(number: int, line: str) -> ScriptCommand | None:
         if len(rest) != 1 or not rest[0].startswith("@") or len(rest[0]) < 2:
             raise ValueError("when-changed takes one @GLOBAL (a name info globals lists)")
         return ScriptCommand(number, "when-changed", name=rest[0][1:], text=text)
+    if verb == "where-from":
+        if len(rest) < 2 or rest[0] not in ("input", "output", "binding"):
+            raise ValueError("where-from takes input N, output N or binding B, then an element index")
+        try:
+            numbers = [int(w) for w in rest[1:]]
+        except ValueError:
+            raise ValueError(f"where-from {rest[0]}: {' '.join(rest[1:])!r} are not whole numbers") from None
+        if min(numbers) < 0 or rest[0] == "binding" and len(numbers) > 2:
+            raise ValueError("where-from takes non-negative numbers (a binding: its index, then one byte)")
+        return ScriptCommand(number, "where-from", count=numbers[0], name=rest[0], indices=tuple(numbers[1:]),
+                             text=text)  # fmt: skip
     if verb == "save-tensors":
         if len(rest) != 1:
             raise ValueError("save-tensors takes one DIR")
@@ -145,7 +159,7 @@ def parse_line(number: int, line: str) -> ScriptCommand | None:
     raise ValueError(
         f"unknown command {verb!r} (break, continue, step, next, finish, reverse-step, reverse-next, "
         "reverse-finish, reverse-continue, info registers, info globals, print @GLOBAL, when-changed @GLOBAL, "
-        "save-tensors)"
+        "where-from, save-tensors)"
     )
 
 
