@@ -299,3 +299,20 @@ def test_where_from_in_a_debug_script(tmp_path_factory, tmp_path):
     records = [json.loads(s) for s in proc.stdout.splitlines() if s.startswith("{")]
     assert {"where-from": "input 0 [1] of dispatch #0", "change": None} in records
     assert proc.returncode == 1 and "'where-from input 0 99': no element [99] in (32,)" in proc.stderr
+
+
+def test_where_from_on_a_vulkan_device(tmp_path):
+    """The same question of a Vulkan build (lavapipe without a GPU): the history of device memory names the
+    same dispatch and value."""
+    out = tmp_path / "vulkan"
+    proc = lens_in_process("phases", str(PROGRAMS / "chain12.mlir"), f"--out={out}", "--target=vulkan-spirv")
+    assert proc.returncode == 0, proc.stderr
+    (vmfb,) = out.glob("*.vmfb")
+    commands = tmp_path / "where.cmds"
+    commands.write_text("break dispatch 5\ncontinue\nwhere-from input 0 12\n")
+    x = "4x8xf32=" + " ".join(str(k) for k in range(32))
+    proc = lens_in_process("debug", str(vmfb), "--function=main", f"--input={x}", f"--commands={commands}")
+    assert proc.returncode == 0, proc.stderr
+    assert "Stopped (dispatch) before dispatch #5" in proc.stdout
+    (line,) = [s for s in proc.stdout.splitlines() if s.startswith("input 0 [12]")]
+    assert re.match(r"input 0 \[12\] of dispatch #5 came from dispatch #4 main_dispatch_4\w*, at instruction \d+: \S+ → 27", line), line
