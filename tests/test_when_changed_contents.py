@@ -73,6 +73,16 @@ def _line_at(vmfb, function: str, pc: int) -> str:
     return dict(listing.lines)[pc]
 
 
+def _two_steps(vmfb, first: str, second: str, instructions: int = 100_000):
+    """A session that ran the cache's ``step`` on the same row at row ``first``, then (recorded) ``second``
+    for ``instructions`` (to its end by default); and where the second stopped."""
+    row = "1x8xf32=" + " ".join(str(int(v)) for v in X)
+    c = TimeTravelClient(vmfb, "step", [row, first])
+    c.send(Step("into", 100_000))
+    c.send(Call("step", (row, second), True))
+    return c, c.send(Step("into", instructions))
+
+
 def _ask(c: TimeTravelClient, watch):
     answer = c.send(WhenChanged(watch))
     assert isinstance(answer, LastChange) and answer.change is not None
@@ -107,11 +117,7 @@ def test_a_copy_of_unchanged_bytes_is_followed_to_an_earlier_instruction(kv_cach
     from the queue copy of the old cache, an instruction before the command buffer."""
     vmfb, vm = kv_cache
     assert "hal.device.queue.copy" in vm and "hal.command_buffer.copy_buffer" in vm
-    row = "1x8xf32=" + " ".join(str(int(v)) for v in X)
-    c = TimeTravelClient(vmfb, "step", [row, "0"])
-    c.send(Step("into", 100_000))
-    c.send(Call("step", (row, "0"), True))
-    c.send(Step("into", 100_000))
+    c, _ = _two_steps(vmfb, "0", "0")
     cache = _ref_index(c, "cache")
     change = _ask(c, WatchGlobalContents("module", cache))
     assert "queue.execute" in _line_at(vmfb, change.function, change.pc)
@@ -123,10 +129,7 @@ def test_a_copy_of_unchanged_bytes_is_followed_to_an_earlier_instruction(kv_cach
     assert m, change.via
     assert int(m.group(1)) < change.position
     # The earlier instruction is the queue copy.
-    fresh = TimeTravelClient(vmfb, "step", [row, "0"])
-    fresh.send(Step("into", 100_000))
-    fresh.send(Call("step", (row, "0"), True))
-    stop = fresh.send(Step("into", int(m.group(1))))
+    _, stop = _two_steps(vmfb, "0", "0", int(m.group(1)))
     frame = stop.location.frames[-1]
     assert "hal.device.queue.copy" in _line_at(vmfb, frame.function, frame.pc)
     # Row 0 holds twice the input since the first call: element [0, 1] is the first that differs from the
@@ -173,11 +176,7 @@ def test_one_element_of_a_global_is_followed_to_what_wrote_it(kv_cache):
     """One element of the cache, its bytes named by offset: the row this call wrote comes from its dispatch;
     a row an earlier call wrote comes, through both copies, from the old cache (unchanged in this call)."""
     vmfb, _ = kv_cache
-    row = "1x8xf32=" + " ".join(str(int(v)) for v in X)
-    c = TimeTravelClient(vmfb, "step", [row, "0"])
-    c.send(Step("into", 100_000))
-    c.send(Call("step", (row, "1"), True))
-    c.send(Step("into", 100_000))
+    c, _ = _two_steps(vmfb, "0", "1")
     cache = _ref_index(c, "cache")
     new_row = _ask(c, WatchGlobalContents("module", cache, (1 * 8 + 3) * 4, 4, "f32"))  # [1, 3]
     assert (new_row.before, new_row.after) == ("0", "6")
