@@ -213,6 +213,7 @@ class Heatmap(pg.GraphicsLayoutWidget):
 
     hovered = Signal(int, int, object)  # row, column, value
     clicked = Signal(int, int)  # row, column
+    contextRequested = Signal(int, int, object)  # row, column, screen point: a right-click (ask_on_right_click)
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -320,13 +321,22 @@ class Heatmap(pg.GraphicsLayoutWidget):
         r, c = int(np.floor(p.y())), int(np.floor(p.x()))
         return (r, c) if 0 <= r < self.values.shape[0] and 0 <= c < self.values.shape[1] else None
 
+    def ask_on_right_click(self) -> None:
+        """A right-click on an element selects it and asks its owner for a menu (``contextRequested``), in
+        place of pyqtgraph's view menu (whose "View All" that menu offers)."""
+        self.view.setMenuEnabled(False)
+        self._asks = True
+
     def _mouse_clicked(self, event) -> None:
-        if event.button() != Qt.MouseButton.LeftButton:
+        right = event.button() == Qt.MouseButton.RightButton and getattr(self, "_asks", False)
+        if event.button() != Qt.MouseButton.LeftButton and not right:
             return
         at = self._element_at(event.scenePos())
         if at is not None:
             self.mark(*at)
             self.clicked.emit(*at)
+            if right:
+                self.contextRequested.emit(*at, event.screenPos().toPoint())
 
     def _mouse_moved(self, pos) -> None:
         at = self._element_at(pos)
@@ -715,6 +725,18 @@ class TensorInspector(QWidget):
         self._question = question
         self.table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.table.customContextMenuRequested.connect(self._element_menu)
+        self.heatmap.ask_on_right_click()
+        self.heatmap.contextRequested.connect(self._heatmap_menu)
+
+    def _heatmap_menu(self, r: int, c: int, where) -> None:
+        self.heatmap_menu(r, c).popup(where)
+
+    def heatmap_menu(self, r: int, c: int) -> QMenu:
+        """The heatmap's context menu for element [r, c] of the slice (selected): the question asked of it,
+        and View All (what pyqtgraph's own menu offered)."""
+        menu = self.element_menu(self.table_model.index(r, c)) or QMenu(self.heatmap)
+        menu.addAction("View All", self.heatmap.view.autoRange)
+        return menu
 
     def _element_menu(self, pos) -> None:
         menu = self.element_menu(self.table.indexAt(pos))

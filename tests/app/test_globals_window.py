@@ -146,6 +146,10 @@ def test_when_did_an_element_of_a_buffer_global_change(make_main_window, qtbot, 
     menu = inspector.element_menu(inspector.table_model.index(0, 3))
     (action,) = menu.actions()
     assert action.text().startswith("When did @state[3] change?")
+    # The heatmap asks the same on a right-click (pyqtgraph's own menu gives way; its View All stays).
+    assert not inspector.heatmap.view.menuEnabled()
+    assert [a.text() for a in inspector.heatmap_menu(0, 3).actions()] == [action.text(), "View All"]
+    assert inspector.selected_element() == (3,)
     with qtbot.waitSignal(panel.bridge.stopped, timeout=TIMEOUT):
         action.trigger()
     line = panel.listing.document().findBlockByNumber(panel.listing.current_line()).text()
