@@ -39,6 +39,7 @@ from engine.dispatch.bundle import DispatchEntry
 from engine.dispatch.debug_capture import health_of
 from engine.dispatch.tensor_types import from_storage, packed_type, unpacked_values
 from engine.dispatch.typed_tensors import NOT_SHOWN_YET
+from engine.session.change_text import origin_text
 from engine.session.protocol import DispatchTensor, LastChange, ReadTensors, Tensors, TypeSource, WatchBinding
 
 # What would type an untyped dispatch (said with it, never a promise that it will be typed).
@@ -284,6 +285,8 @@ class PausedDispatchView(QWidget):
         t = self._current_tensor()
         if t is None or self.left is not None or (t.role == "output" and t.written):
             return ""
+        if self.inspector.element_place(index) is None:
+            return ""  # unpacked from packed bytes: the element is not a run of bytes to watch
         return f"Where did {t.binding_text} [{', '.join(str(i) for i in index)}] come from?  (what wrote it before)"
 
     def _current_tensor(self) -> ShownTensor | None:
@@ -522,20 +525,10 @@ class RunDispatchesPanel(QWidget):
         asked = self._where_from
         if asked is None or asked[0] != answer.query.watch:
             return
-        what = asked[1]
-        change = answer.change
-        if change is None:
-            self._tell(f"{what}: no write of its bytes in the recorded history (an input of the call, or a constant)")
-            return
-        by = change.via or f"{change.function} pc {change.pc:#x}"
-        detail = f" ({change.detail})" if change.detail else ""
-        if change.before is None and change.after is None:
-            self._tell(f"{what}: as its buffer was allocated at instruction {change.position:,}{detail}")
-            return
-        self._tell(f"{what} came from {by}, at instruction {change.position:,} ({change.function} pc "
-                   f"{change.pc:#x}): {change.before} → {change.after}{detail}")  # fmt: skip
+        what, change = asked[1], answer.change
+        self._tell(origin_text(what, change))
         view = self.paused_view
-        if view is not None and shiboken6.isValid(view) and change.made_by is not None:
+        if change is not None and change.made_by is not None and view is not None and shiboken6.isValid(view):
             view.show_producer(change.made_by, what)
 
     def _on_answer(self, answer) -> None:

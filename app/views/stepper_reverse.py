@@ -34,6 +34,7 @@ from PySide6.QtWidgets import (
 from app.views.action_strip import ActionStrip
 from app.views.run_timeline import RunTimeline
 from app.views.stepper_state import GLOBAL_PLACE_ROLE
+from engine.session.change_text import last_write_text
 from engine.session.protocol import (
     Answer,
     BreakpointKind,
@@ -289,17 +290,7 @@ class ReverseControls(QObject):
             earliest = self.bridge.history.earliest if self.bridge.history is not None else 0
             self.panel.status_label.setText(f"{what} did not change in the recorded history (since instruction {earliest:,})")
             return
-        where = f"{change.function} pc {change.pc:#x}"
-        by = change.via or (f"dispatch #{change.dispatch}" if change.dispatch is not None else where)
-        at = f"instruction {change.position:,}" + (f" ({where})" if by != where or change.before is None else "")
-        detail = f" ({change.detail})" if change.detail else ""
-        if change.before is None and change.after is None and change.detail:  # a buffer allocated there
-            self.note = f"{what} has not changed since its buffer was allocated at {at}{detail}"
-        else:
-            self.note = (
-                f"{what} was last written at {at} by {by}: "
-                f"{format_value(change.before)} → {format_value(change.after)}{detail}"
-            )
+        self.note = last_write_text(what, change, format_value)
         self.panel.services.messages.info(self.note)
         self.bridge.travel_to(position=int(change.position))
 

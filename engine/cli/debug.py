@@ -45,6 +45,7 @@ from engine.dispatch.typed_tensors import binding_label
 from engine.errors import LensError
 from engine.runtime.element_types import parse_element_type
 from engine.runtime.function_io import Tensor, format_tensor
+from engine.session.change_text import last_write_text, origin_text
 from engine.session.client import SessionClient, TransportFactory, in_process
 from engine.session.dispatch_gate import is_dispatch_breakpoint
 from engine.session.protocol import (
@@ -631,15 +632,7 @@ class Debugger:
         elif change is None:
             self._print(f"@{command.name} did not change in the recorded history")
         else:
-            where = f"{change.function} pc {change.pc:#x}"
-            by = change.via or (f"dispatch #{change.dispatch}" if change.dispatch is not None else "")
-            detail = f" ({change.detail})" if change.detail else ""
-            at = f"instruction {change.position:,} ({where})"
-            if change.before is None and change.after is None and change.detail:  # a buffer allocated there
-                self._print(f"@{command.name} has not changed since its buffer was allocated at {at}{detail}")
-            else:
-                self._print(f"@{command.name} was last written at {at}" + (f" by {by}" if by else "")
-                            + f": {change.before} → {change.after}{detail}")  # fmt: skip
+            self._print(last_write_text(f"@{command.name}", change))
 
     def _where_from(self, command: ScriptCommand) -> None:
         """``where-from input N I J ...``: at a dispatch stop, the dispatch (or copy) that last wrote that
@@ -687,15 +680,8 @@ class Debugger:
     def _print_origin(self, what: str, change) -> None:
         if self.args.json:
             self._print({"where-from": what, "change": asdict(change) if change else None})
-        elif change is None:
-            self._print(f"{what}: no write of its bytes in the recorded history (an input of the call, or a constant)")
-        elif change.before is None and change.after is None:
-            self._print(f"{what}: as its buffer was allocated at instruction {change.position:,} ({change.detail})")
         else:
-            detail = f" ({change.detail})" if change.detail else ""
-            by = change.via or f"{change.function} pc {change.pc:#x}"
-            self._print(f"{what} came from {by}, at instruction {change.position:,}: "
-                        f"{change.before} → {change.after}{detail}")  # fmt: skip
+            self._print(origin_text(what, change))
 
     def _print_global(self, command: ScriptCommand) -> None:
         """``print @NAME``: a global's value now; a buffer global's tensor as IREE prints a buffer view (its
