@@ -341,7 +341,7 @@ class TimeTravelSession(DebugSession):
         """Where the bytes of a binding of the parked dispatch came from, as they were before it ran: the
         run leaves the dispatch, the history is searched back from it, and the run parks there again (a
         ``Stopped`` as it was)."""
-        from engine.timetravel.watch import BufferWatch, serial_of
+        from engine.timetravel.watch import watch_bytes
         from engine.timetravel.when_changed import change_before_dispatch
 
         record, info = self.gate.current, self.gate.current_info
@@ -351,14 +351,13 @@ class TimeTravelSession(DebugSession):
         if not 0 <= w.binding < len(bindings):
             raise TimeTravelError(f"the dispatch has {len(bindings)} bindings; no binding {w.binding}")
         b = bindings[w.binding]
-        serial = serial_of(b.buffer.allocation)
-        if serial is None or not (0 <= w.offset and 0 < w.length and w.offset + w.length <= b.length):
+        if not (0 <= w.offset and 0 < w.length and w.offset + w.length <= b.length):
             raise TimeTravelError(f"cannot watch {w.describe()} of binding {w.binding} ({b.length} bytes)")
-        start, _ = b.buffer.resolve(b.offset + int(w.offset), int(w.length))
-        watch = BufferWatch(serial, start, int(w.length))
-        element = TensorType.parse(str(w.element)) if w.element else None
-        count = int(w.length) // element.dtype.itemsize if element is not None else 0
-        tensor_type = TensorType((count,), element.element) if element is not None and count else None
+        try:
+            watch = watch_bytes(b.buffer, b.offset + int(w.offset), int(w.length))
+        except ValueError as e:
+            raise TimeTravelError(f"cannot watch {w.describe()}: {e}") from e
+        tensor_type = _elements(int(w.length), TensorType.parse(str(w.element)) if w.element else None)
         travel = self.travel
         assert travel is not None
         when = str(info.when)
@@ -373,10 +372,10 @@ class TimeTravelSession(DebugSession):
     def _engine_watch(self, w: Watch) -> tuple[Any, TensorType | None]:
         """The time-travel engine's watch for a protocol one, with the tensor type of a global's buffer."""
         from engine.timetravel.watch import (
-            BufferWatch,
             GlobalWatch,
             RegisterWatch,
             watch_buffer,
+            watch_bytes,
             watch_element,
         )
 
@@ -393,16 +392,10 @@ class TimeTravelSession(DebugSession):
                 return GlobalWatch(module, int(w.index), ref=True), None
             if isinstance(w, WatchGlobalContents):
                 _, buffer, tensor_type = self._need_globals().held(int(w.index))
-                whole = watch_buffer(buffer)
                 if w.length < 0:
-                    return whole, tensor_type
-                if not (0 <= w.offset and 0 < w.length and w.offset + w.length <= whole.length):
-                    raise ValueError(f"bytes [{w.offset}, {w.offset + w.length}) are not in its {whole.length}")
-                part = BufferWatch(whole.serial, whole.offset + int(w.offset), int(w.length))
+                    return watch_buffer(buffer), tensor_type
                 element = TensorType.parse(str(w.element)) if w.element else tensor_type
-                if element is not None and int(w.length) % element.dtype.itemsize == 0:
-                    return part, TensorType((int(w.length) // element.dtype.itemsize,), element.element)
-                return part, None
+                return watch_bytes(buffer, int(w.offset), int(w.length)), _elements(int(w.length), element)
             if isinstance(w, WatchElement):
                 t = travel.interpreter
                 frame = t.frames[t.base + int(w.depth)]
@@ -504,6 +497,13 @@ class TimeTravelSession(DebugSession):
             )
         detail = replace(self.stop_detail(), breakpoints=self.describe_hits(stop.breakpoints))
         self.emit(Stopped(stop.reason, location, detail))
+
+
+def _elements(length: int, element: TensorType | None) -> TensorType | None:
+    """``length`` bytes as a row of ``element``'s elements (None: no element type, or not a whole number)."""
+    if element is None or length % element.dtype.itemsize:
+        return None
+    return TensorType((length // element.dtype.itemsize,), element.element)
 
 
 def _bytes(value: Any) -> bytes | None:

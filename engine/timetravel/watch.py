@@ -134,16 +134,10 @@ def watch_element(ref: Any, element: int) -> BufferWatch:
     """A watch on element ``element`` (flat index) of a buffer view, or byte ``element`` of a buffer."""
     if isinstance(ref, HalBufferView):
         size = ref.element.byte_size or 1
-        buffer, offset = ref.buffer, element * size
-    elif isinstance(ref, HalBuffer):
-        buffer, offset, size = ref, element, 1
-    else:
-        raise TypeError(f"cannot watch an element of {type(ref).__name__}; a hal.buffer_view or hal.buffer")
-    serial = serial_of(buffer.allocation)
-    if serial is None:
-        raise ValueError("this buffer was not created under time travel; its history is unknown")
-    start, _ = buffer.resolve(offset, size)
-    return BufferWatch(serial, start, size)
+        return watch_bytes(ref.buffer, element * size, size)
+    if isinstance(ref, HalBuffer):
+        return watch_bytes(ref, element, 1)
+    raise TypeError(f"cannot watch an element of {type(ref).__name__}; a hal.buffer_view or hal.buffer")
 
 
 def watch_buffer(ref: Any) -> BufferWatch:
@@ -151,10 +145,18 @@ def watch_buffer(ref: Any) -> BufferWatch:
     buffer = ref.buffer if isinstance(ref, HalBufferView) else ref
     if not isinstance(buffer, HalBuffer):
         raise TypeError(f"{type(ref).__name__} is not a hal.buffer or hal.buffer_view")
+    return watch_bytes(buffer, 0, buffer.byte_length)
+
+
+def watch_bytes(buffer: HalBuffer, offset: int, length: int) -> BufferWatch:
+    """A watch on ``length`` bytes at ``offset`` of ``buffer`` (``ValueError`` outside it, or for a buffer made
+    before time travel numbered allocations)."""
     serial = serial_of(buffer.allocation)
     if serial is None:
         raise ValueError("this buffer was not created under time travel; its history is unknown")
-    start, length = buffer.resolve(0, buffer.byte_length)
+    if not (0 <= offset and 0 < length and offset + length <= buffer.byte_length):
+        raise ValueError(f"bytes [{offset}, {offset + length}) are not in its {buffer.byte_length}")
+    start, _ = buffer.resolve(offset, length)
     return BufferWatch(serial, start, length)
 
 

@@ -35,16 +35,10 @@ def last_change(travel: TimeTravel, watch: Watch) -> Change | None:
         found = _last_change_before(travel, watch, here)
         if found is None:
             return None
-        p, before, after, (instance, ordinal, pc) = found
-        module = instance.name if instance is not None else ""
-        function = instance.function_name(ordinal) if instance is not None else ""
+        p, before, after, where = found
         if not isinstance(watch, BufferWatch):
-            return Change(watch, p, module, function, pc, before, after)
-        via = origin(travel, watch, p)
-        dispatch = via[0].dispatch if via and via[0].kind == "dispatch" else None
-        prior = _last_change_before(travel, watch, p) if before is not ABSENT else None
-        allocated_at = prior[0] if prior is not None and prior[1] is ABSENT else None
-        return Change(watch, p, module, function, pc, before, after, dispatch, via, allocated_at)
+            return Change(watch, p, *_named(where), before, after)
+        return _buffer_change(travel, watch, p, where, before, after, origin(travel, watch, p))
     finally:
         travel.controller.clear_pause()
         travel.invalidate()
@@ -64,15 +58,19 @@ def _last_change_before(travel: TimeTravel, watch: Watch, end: int) -> tuple | N
             value = read_watch(watch, t, travel.instances, travel.allocations)
             if p > start and value != prev[0]:
                 last[:] = [(p - 1, prev[0], value, prev[1])]
-            top = t.top
             prev[0] = value
-            prev[1] = (top.instance, top.ordinal, top.pc) if top is not None else (None, -1, -1)
+            prev[1] = _place(t.top)
 
         travel.allocations = allocations_of(travel.checkpoints[start])
         travel.scan(start, stop, visit)
         if last:
             return last[0]
     return None
+
+
+def _place(top: Any) -> tuple:
+    """(instance, function ordinal, pc) of the instruction a frame is at ((None, -1, -1) without one)."""
+    return (top.instance, top.ordinal, top.pc) if top is not None else (None, -1, -1)
 
 
 def allocations_of(snap: Snapshot) -> dict[int, Allocation]:
@@ -88,13 +86,14 @@ def allocations_of(snap: Snapshot) -> dict[int, Allocation]:
 class _Found:
     """A device operation that changed a watched range: the ``index``-th of its instruction's operations,
     and the range's value ``before`` and ``after`` it; ``first``: no operation of the instruction changed
-    it before (``before`` is its value when the instruction began)."""
+    it before (``before`` is its value when the instruction began); ``where`` the instruction."""
 
     write: Write
     index: int
     before: Any
     after: Any
     first: bool = True
+    where: tuple = (None, -1, -1)  # the instruction's place: (instance, function ordinal, pc)
 
 
 def origin(travel: TimeTravel, watch: BufferWatch, position: int) -> tuple[Write, ...]:
@@ -130,26 +129,34 @@ def change_before_dispatch(travel: TimeTravel, watch: BufferWatch, position: int
     is left anywhere (the caller goes back where it was)."""
     travel.controller.clear_pause()
     found = last_write(travel, watch, position, before_dispatch=sequence)
-    first = True  # ``before`` is the value when the instruction at ``at`` began
     if found is not None:
-        at, before, after, first = position, found.before, found.after, found.first
         via = _followed(travel, found)
-    else:
-        earlier = _last_change_before(travel, watch, position)
-        if earlier is None:
-            return None
-        at, before, after, _ = earlier
-        via = origin(travel, watch, at)
-    travel.goto(at)
-    top = travel.interpreter.top
-    instance = top.instance if top is not None else None
-    module = instance.name if instance is not None else ""
-    function = instance.function_name(top.ordinal) if instance is not None and top is not None else ""
-    pc = top.pc if top is not None else -1
+        return _buffer_change(travel, watch, position, found.where, found.before, found.after, via, found.first)
+    earlier = _last_change_before(travel, watch, position)
+    if earlier is None:
+        return None
+    at, before, after, where = earlier
+    return _buffer_change(travel, watch, at, where, before, after, origin(travel, watch, at))
+
+
+def _named(where: tuple) -> tuple[str, str, int]:
+    """(module, function, pc) of an instruction's place (instance, function ordinal, pc)."""
+    instance, ordinal, pc = where
+    if instance is None:
+        return "", "", pc
+    return instance.name, instance.function_name(ordinal), pc
+
+
+def _buffer_change(
+    travel: TimeTravel, watch: BufferWatch, at: int, where: tuple, before: Any, after: Any,
+    via: tuple[Write, ...], first: bool = True,
+) -> Change:  # fmt: skip
+    """The change of a buffer's bytes by the instruction at ``at``, with the writes that made them; when
+    ``before`` is the value the instruction began with (``first``), whether it was the allocation's."""
     dispatch = via[0].dispatch if via and via[0].kind == "dispatch" else None
     prior = _last_change_before(travel, watch, at) if before is not ABSENT and first else None
     allocated_at = prior[0] if prior is not None and prior[1] is ABSENT else None
-    return Change(watch, at, module, function, pc, before, after, dispatch, via, allocated_at)
+    return Change(watch, at, *_named(where), before, after, dispatch, via, allocated_at)
 
 
 def last_write(
@@ -162,6 +169,7 @@ def last_write(
     travel.restore(travel.positions[k])
     travel.allocations = allocations_of(travel.checkpoints[travel.positions[k]])
     travel.run_to(position)
+    where = _place(travel.interpreter.top)
 
     def read() -> Any:
         return read_watch(watch, travel.interpreter, travel.instances, travel.allocations)
@@ -178,7 +186,7 @@ def last_write(
             return
         now = read()
         if now != value[0]:
-            last[:] = [_Found(write, index, value[0], now, not last)]
+            last[:] = [_Found(write, index, value[0], now, not last, where)]
             value[0] = now
 
     def hook(record: DispatchRecord, when: str) -> None:
