@@ -35,16 +35,16 @@ from engine.session.protocol import (
 X = np.arange(8, dtype=np.float32)
 
 
-def _phased(tmp_path_factory, name: str):
+def _phased(tmp_path_factory, name: str, *flags: str):
     """``session_programs/NAME.mlir`` compiled by ``iree-lens phases`` (its globals named and typed) and its
-    VM code (``--compile-to=vm``)."""
+    VM code (``--compile-to=vm``), both with IREE ``flags``."""
     out = tmp_path_factory.mktemp(name)
-    proc = lens_in_process("phases", str(PROGRAMS / f"{name}.mlir"), f"--out={out}")
+    proc = lens_in_process("phases", str(PROGRAMS / f"{name}.mlir"), f"--out={out}", *flags)
     assert proc.returncode == 0, proc.stderr
     (vmfb,) = out.glob("*.vmfb")
     vm = iree_compile(
         [str(PROGRAMS / f"{name}.mlir"), "--iree-hal-target-device=local",
-         "--iree-hal-local-target-device-backends=llvm-cpu", "--compile-to=vm"]  # fmt: skip
+         "--iree-hal-local-target-device-backends=llvm-cpu", "--compile-to=vm", *flags]  # fmt: skip
     )
     assert vm.returncode == 0, vm.stderr
     return vmfb, vm.stdout
@@ -147,6 +147,24 @@ def test_the_dispatch_writing_a_new_row_is_named(kv_cache):
         r"a copy from allocation #\d+ bytes \[0, 128\), written by dispatch #0 step_dispatch_0\w*", change.via
     ), change.via
     assert change.detail.startswith("element [2, 1] of 4x8xf32; 7 of 32 elements differ"), change.detail
+
+
+def test_an_inline_build_names_the_vm_instruction_that_stored_into_a_global(tmp_path_factory):
+    """An inline-dynamic build keeps its globals as ``!vm.buffer`` storage of HAL buffers and writes a scalar
+    element with the VM's own ``vm.buffer.fill``: no hal call is involved, and the search must still read
+    the bytes after that instruction (the Globals tab names and types the global too)."""
+    vmfb, vm = _phased(tmp_path_factory, "scalar_store", "--iree-execution-model=inline-dynamic")
+    assert "vm.global.ref private mutable @counter : !vm.buffer" in vm and "vm.buffer.fill.i32" in vm
+    c = TimeTravelClient(vmfb, "bump", ["2", "7"])
+    c.send(Step("into", 100_000))
+    globals_ = c.send(ReadGlobals())
+    assert isinstance(globals_, Globals)
+    (counter,) = globals_.variables
+    assert (counter.name, counter.kind, counter.tensor_type) == ("counter", "ref", "4xi32")
+    change = _ask(c, WatchGlobalContents("module", counter.index))
+    assert "vm.buffer.fill.i32" in _line_at(vmfb, change.function, change.pc)
+    assert (change.before, change.after) == ("0", "7")
+    assert change.detail.startswith("element [2] of 4xi32; 1 of 4 elements differ"), change.detail
 
 
 def test_a_ref_global_that_holds_no_buffer_is_refused(stateful):

@@ -15,7 +15,7 @@ from typing import Any
 
 from engine.errors import DebugRunError, LensError
 from engine.runtime.function_io import OpaqueRef, Scalar, Tensor, Value, split_cconv
-from engine.runtime.hal.buffers import HalBufferView
+from engine.runtime.hal.buffers import HalBuffer, HalBufferView
 from engine.runtime.hal.convert import buffer_view_from_tensor, tensor_from_buffer_view
 from engine.runtime.hal.devices import create_device
 from engine.runtime.hal.inline_modules import imports_inline_hal, inline_modules
@@ -72,8 +72,12 @@ class DebugRunner:
             if parameters is not None or imports_parameters(self.module):
                 # Its weights from the archives given (none given: the first load names the one it wants).
                 extra.insert(0, IoParametersModule(parameters))
+            # The HAL buffer behind a !vm.buffer (an inline build's storage views; None elsewhere).
+            self.storage_owner: Callable[[object], HalBuffer | None] = lambda view: None
             if imports_inline_hal(self.module):  # an inline-dynamic build: hal_inline and hal_loader, not hal
-                extra[:0] = inline_modules(self.hal)
+                inline = inline_modules(self.hal)
+                self.storage_owner = inline[0].shared.owner
+                extra[:0] = inline
             self.context = VmContext([self.hal, *extra, self.module], call_init=False)
             if trace is not None:
                 self.context.interpreter.trace_hook = lambda record: trace(format_step(record))

@@ -682,7 +682,9 @@ class DebugSession:
         if self.globals is None:
             sources = self.sources
             rebuilt = lambda: sources.sources.folder if sources is not None else None  # noqa: E731
-            self.globals = SessionGlobals(self._opened_with.module_path, runner.context.main, rebuilt)
+            self.globals = SessionGlobals(
+                self._opened_with.module_path, runner.context.main, rebuilt, runner.storage_owner
+            )
         return self.globals
 
     # -- the paused dispatch (served while the run thread is parked)

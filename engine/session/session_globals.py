@@ -42,10 +42,10 @@ class GlobalsError(Exception):
     """A global that cannot be read as asked (no such ordinal, not a buffer)."""
 
 
-def _buffer_of(ref: object) -> HalBuffer | None:
+def _buffer_of(ref: object, storage_owner: Callable[[object], HalBuffer | None]) -> HalBuffer | None:
     if isinstance(ref, HalBufferView):
         return ref.buffer
-    return ref if isinstance(ref, HalBuffer) else None
+    return ref if isinstance(ref, HalBuffer) else storage_owner(ref)
 
 
 class SessionGlobals:
@@ -53,10 +53,17 @@ class SessionGlobals:
     question, from the module's folder, or from the folder of a rebuild of its program (``rebuilt()``: the
     session's rebuild of the executables' sources, once it found them identical), read again when one comes."""
 
-    def __init__(self, module_path: str, instance: ModuleInstance, rebuilt: Callable[[], str | None] = lambda: None):
+    def __init__(
+        self,
+        module_path: str,
+        instance: ModuleInstance,
+        rebuilt: Callable[[], str | None] = lambda: None,
+        storage_owner: Callable[[object], HalBuffer | None] = lambda ref: None,
+    ):
         self._module_path = Path(module_path)
         self._instance = instance
         self._rebuilt = rebuilt
+        self._storage_owner = storage_owner  # an inline build's !vm.buffer globals are storage of HAL buffers
         self._names: GlobalNames | None = None
         self._read_from: tuple[Path, ...] = ()
 
@@ -80,7 +87,7 @@ class SessionGlobals:
         if named.kind != "ref":
             text = primitive_text(named.kind, self._instance.rwdata[named.index : named.index + 8])
             return GlobalVariable(named.name, named.kind, named.index, text or "")
-        buffer = _buffer_of(self._instance.global_refs[named.index])
+        buffer = _buffer_of(self._instance.global_refs[named.index], self._storage_owner)
         if buffer is None:
             return GlobalVariable(named.name, "ref", named.index, refs[named.index])
         length = int(buffer.byte_length)
@@ -94,7 +101,7 @@ class SessionGlobals:
         named = {g.index: g.name for g in self.names.globals if g.kind == "ref"}
         out = []
         for k, ref in enumerate(self._instance.global_refs):
-            buffer = _buffer_of(ref)
+            buffer = _buffer_of(ref, self._storage_owner)
             if buffer is not None:
                 start = int(buffer.byte_offset)
                 name = f"@{named[k]}" if k in named else f".refs[{k}]"
@@ -109,7 +116,7 @@ class SessionGlobals:
             raise GlobalsError(f"no ref global {ordinal}: the module has {len(refs)}")
         named = {g.index: g.name for g in self.names.globals if g.kind == "ref"}
         name = named.get(ordinal, f".refs[{ordinal}]")
-        buffer = _buffer_of(refs[ordinal])
+        buffer = _buffer_of(refs[ordinal], self._storage_owner)
         if buffer is None:
             raise GlobalsError(f"{name} holds {describe_ref(refs[ordinal])}, not a buffer")
         return name, buffer, self._fitting(name, int(buffer.byte_length))[0]

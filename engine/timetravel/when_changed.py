@@ -12,9 +12,11 @@ write of the same value is not a change.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from engine.runtime import isa
 from engine.runtime.hal.buffers import Allocation
 from engine.runtime.hal.device import DispatchRecord, Transfer
 from engine.timetravel.snapshot import Snapshot
@@ -49,12 +51,16 @@ def _last_change_before(travel: TimeTravel, watch: Watch, end: int) -> tuple | N
     """(position, before, after, (instance, function ordinal, pc)) of the last instruction before ``end``
     that changed ``watch``, searched segment by segment backwards; None when none did."""
     t = travel.interpreter
+    unchanged_by = _bytes_unchanged_by(travel, watch) if isinstance(watch, BufferWatch) else None
     for start, stop in travel.segments(end):
         # prev: the value at the last boundary, and where that boundary's instruction is
         prev: list[Any] = [None, None]
         last: list[tuple] = []
 
         def visit(p: int, start: int = start, prev: list = prev, last: list = last) -> None:
+            if p > start and unchanged_by is not None and unchanged_by(prev[1]):
+                prev[1] = _place(t.top)
+                return
             value = read_watch(watch, t, travel.instances, travel.allocations)
             if p > start and value != prev[0]:
                 last[:] = [(p - 1, prev[0], value, prev[1])]
@@ -66,6 +72,31 @@ def _last_change_before(travel: TimeTravel, watch: Watch, end: int) -> tuple | N
         if last:
             return last[0]
     return None
+
+
+def _bytes_unchanged_by(travel: TimeTravel, watch: BufferWatch) -> Callable[[tuple], bool]:
+    """Whether the instruction at a place (``_place``) certainly leaves ``watch``'s bytes as they were, so the
+    search need not read them after it: device memory changes only in calls of imports (the hal module's
+    dispatches, copies, fills, updates and reads, run when a command buffer or queue operation executes),
+    unless the VM's own buffer ops can write it too (``Allocation.vm_writable``). Reading a large buffer
+    (a KV cache) after every instruction would cost its size times the instructions searched."""
+    calls_import: dict[tuple, bool] = {}
+
+    def unchanged_by(where: tuple) -> bool:
+        instance, ordinal, pc = where
+        if instance is None:
+            return False
+        allocation = travel.allocations.get(watch.serial)
+        if allocation is not None and allocation.vm_writable:
+            return False
+        key = (id(instance), ordinal, pc)
+        found = calls_import.get(key)
+        if found is None:
+            ins = instance.instruction_at(ordinal, pc)
+            found = calls_import[key] = ins.opcode.symbol.startswith("Call") and bool(ins.operands[0] & isa.IMPORT_BIT)
+        return not found
+
+    return unchanged_by
 
 
 def _place(top: Any) -> tuple:

@@ -38,6 +38,9 @@ class Allocation:
         self.origin = origin  # "alloca", "allocate", "import rodata 3", "numpy"...
         self.owners = 1
         self.device_state: Any = None  # for devices that mirror the memory elsewhere
+        # The VM's own buffer ops may write these bytes: the memory is also a ``!vm.buffer``'s (an import of
+        # a mutable one, the inline HAL's storage). Otherwise only hal calls (dispatches, transfers) can.
+        self.vm_writable = False
         self._address: int | None = None
 
     @property
@@ -334,6 +337,7 @@ class HalAllocator:
         allocation = self.device.import_allocation(data, origin)
         if allocation is None:
             return None
+        allocation.vm_writable = bool(data.flags.writeable)
         self.device.allocation_made(allocation)
         return HalBuffer(allocation, 0, allocation.size, memory_type, usage, access)
 

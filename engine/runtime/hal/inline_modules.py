@@ -62,8 +62,13 @@ class InlineStorage:
     def storage(self, buffer: HalBuffer) -> VmBuffer:
         """A ``!vm.buffer`` over ``buffer``'s bytes (the same memory: what the program stores, kernels read)."""
         view = VmBuffer(buffer.write_view(0, c.WHOLE_BUFFER), True, f"storage of {buffer.allocation.origin}")
+        buffer.allocation.vm_writable = True
         self._buffers[view] = buffer
         return view
+
+    def owner(self, view: object) -> HalBuffer | None:
+        """The HAL buffer ``view`` is the storage of, or None (not a storage view: nothing is made here)."""
+        return self._buffers.get(view) if isinstance(view, VmBuffer) else None
 
     def hal_buffer(self, view: VmBuffer) -> HalBuffer:
         """The HAL buffer a binding's ``!vm.buffer`` is: the one a storage view was made of, else the view's

@@ -173,7 +173,8 @@ def code_disagrees(named: tuple[NamedGlobal, ...], module) -> str | None:
             type_id = ins.operand("type_def")
             used = types[type_id] if 0 <= type_id < len(types) else "?"
             g = refs.get(index)
-            if g is None or (used != "?" and f"!vm.ref<{used}>" != g.type_text):
+            # The VM dialect prints its own types bare (!vm.buffer, !vm.list<...>), others as !vm.ref<...>.
+            if g is None or (used != "?" and g.type_text not in (used, f"!vm.ref<{used}>")):
                 declared = f"@{g.name} as {g.type_text}" if g else "none"
                 return f"the module's code uses .refs[{index}] as {used}, the snapshot declares {declared}"
         else:
