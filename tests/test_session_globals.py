@@ -327,6 +327,26 @@ def test_when_changed_in_a_debug_script(compiled, tmp_path):
     assert answer["when-changed"] == "@big" and (answer["change"]["before"], answer["change"]["after"]) == ("7", "14")
 
 
+def test_when_changed_on_a_register_in_a_debug_script(compiled, tmp_path):
+    """``when-changed rN`` at the call's vm.return (one reverse step from its end): the ref register holding
+    the result's buffer view is watched by its bytes, written by the call's dispatch (x + the state's
+    zeros); a register past the frame's is an error at its line."""
+    listing = _write(tmp_path / "regs.cmds", "continue\nreverse-step\ninfo registers")
+    args = ["debug", str(compiled), "--function=accumulate", f"--input={X}"]
+    proc = lens_in_process(*args, f"--commands={listing}")
+    assert proc.returncode == 0, proc.stderr
+    (held,) = [line.split(" = ")[0] for line in proc.stdout.splitlines() if line.endswith(" = 8xf32")]
+    commands = _write(tmp_path / "when.cmds", f"continue\nreverse-step\nwhen-changed {held}\nwhen-changed r99")
+    proc = lens_in_process(*args, f"--commands={commands}")
+    (line,) = [line for line in proc.stdout.splitlines() if line.startswith(f"%{held} ")]
+    assert re.fullmatch(
+        rf"%{held} was last written at instruction \d+ \(accumulate pc 0x[0-9a-f]+\) by dispatch #0 "
+        r"accumulate_dispatch_0\w*: 0 → 1 \(element \[1\] of 8xf32; 7 of 8 elements differ; before: as allocated .*",
+        line,
+    ), line
+    assert proc.returncode == 1 and "when.cmds:4: 'when-changed r99': the frame has" in proc.stderr, proc.stderr
+
+
 def _write(path: Path, text: str) -> Path:
     path.write_text(text + "\n")
     return path

@@ -33,7 +33,7 @@ DETAIL = p.StopDetail(
     position=100,
     earliest=0,
 )
-WATCHES = (p.WatchRegister(0, "i", 3), p.WatchGlobal("module", 8, 4), p.WatchGlobalRef("module", 1), p.WatchElement(0, 2, 5),
+WATCHES = (p.WatchRegister(0, "i", 3), p.WatchGlobal("module", 8, 4), p.WatchGlobalRef("module", 1), p.WatchRegisterContents(0, 2, 5), p.WatchRegisterContents(1, 3),
            p.WatchGlobalContents("module", 3), p.WatchGlobalContents("module", 3, 4, 4, "f32"),
            p.WatchBinding(1, 8, 4, "f32"))
 

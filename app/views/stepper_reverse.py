@@ -34,7 +34,7 @@ from PySide6.QtWidgets import (
 from app.views.action_strip import ActionStrip
 from app.views.run_timeline import RunTimeline
 from app.views.stepper_state import GLOBAL_PLACE_ROLE
-from engine.session.change_text import last_write_text
+from engine.session.change_text import holds_bytes, last_write_text
 from engine.session.protocol import (
     Answer,
     BreakpointKind,
@@ -47,6 +47,7 @@ from engine.session.protocol import (
     WatchGlobalContents,
     WatchGlobalRef,
     WatchRegister,
+    WatchRegisterContents,
 )
 
 if TYPE_CHECKING:
@@ -177,12 +178,16 @@ class ReverseControls(QObject):
             return WatchGlobalRef(module, int(m.group(1)))
         return None
 
-    def contents_watch_of(self, view: QTreeWidget, item: QTreeWidgetItem | None) -> WatchGlobalContents | None:
-        """For a global row that holds a buffer: its bytes (a buffer written in place, or filled by a copy,
-        keeps its ref, so "when did the ref change?" does not answer what wrote them)."""
-        if view is self.panel.registers:
-            return None
+    def contents_watch_of(
+        self, view: QTreeWidget, item: QTreeWidgetItem | None
+    ) -> WatchGlobalContents | WatchRegisterContents | None:
+        """For a global or ref register row that holds a buffer: its bytes (a buffer written in place, or filled
+        by a copy, keeps its ref, so "when did the ref change?" does not answer what wrote them)."""
         watch = self.watch_of(view, item)
+        if view is self.panel.registers:
+            if not isinstance(watch, WatchRegister) or watch.bank != "r" or item is None:
+                return None
+            return WatchRegisterContents(watch.depth, watch.index) if holds_bytes(item.text(1)) else None
         refs = getattr(getattr(view, "value", None), "refs", ())
         if not isinstance(watch, WatchGlobalRef) or not 0 <= watch.index < len(refs):
             return None
@@ -199,6 +204,9 @@ class ReverseControls(QObject):
             return f"%{watch.bank}{watch.index} of #{len(frames) - 1 - watch.depth} {frame.module}.{frame.function}"
         if name and isinstance(watch, WatchGlobalContents) and watch.length < 0:
             return f"the contents of {name}"
+        if isinstance(watch, WatchRegisterContents) and watch.element < 0:
+            register = self.watch_text(WatchRegister(watch.depth, "r", watch.register))
+            return f"the contents of {register}"
         return name or watch.describe()
 
     def when_changed(self, watch: Watch, name: str = "") -> None:
@@ -230,7 +238,7 @@ class ReverseControls(QObject):
         for w in (watch, contents) if contents is not None else (watch,):
             what = self.watch_text(w, name)
             if w is watch and contents is not None:
-                what += " (the buffer it holds)"
+                what += " (the ref it holds)" if view is self.panel.registers else " (the buffer it holds)"
             action = menu.addAction(f"When did {what} change?  ({why})")
             action.setEnabled(self.bridge.can_reverse and not in_dispatch)
             action.triggered.connect(lambda _=False, w=w: self.when_changed(w, name))

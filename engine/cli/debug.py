@@ -25,7 +25,7 @@ import json
 import sys
 import textwrap
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,7 @@ from engine.dispatch.typed_tensors import binding_label
 from engine.errors import LensError
 from engine.runtime.element_types import parse_element_type
 from engine.runtime.function_io import Tensor, format_tensor
-from engine.session.change_text import last_write_text, origin_text
+from engine.session.change_text import holds_bytes, last_write_text, origin_text
 from engine.session.client import SessionClient, TransportFactory, in_process
 from engine.session.dispatch_gate import is_dispatch_breakpoint
 from engine.session.protocol import (
@@ -78,6 +78,8 @@ from engine.session.protocol import (
     WatchGlobal,
     WatchGlobalContents,
     WatchGlobalRef,
+    WatchRegister,
+    WatchRegisterContents,
 )
 from engine.session.script import ScriptCommand, ScriptError, check_for_reference, parse_script
 from engine.session.stream import add_remote_argument
@@ -168,7 +170,7 @@ def add_parser(subparsers) -> None:
         "names of the VM phase snapshot beside the module; debug engine only); print @GLOBAL (its value; a "
         "buffer's tensor as IREE prints it); when-changed @GLOBAL (its last write in the recorded history and "
         "what wrote it; a buffer global: the bytes it holds, followed back through copies to the dispatch that "
-        "made them); where-from input|output N [I J ...] or where-from binding B [BYTE] (at a dispatch stop: the "
+        "made them; when-changed i3 or r1: a register of the innermost frame, a buffer's bytes); where-from input|output N [I J ...] or where-from binding B [BYTE] (at a dispatch stop: the "
         "dispatch or copy that last wrote that element before the dispatch ran); save-tensors DIR",
     )
     p.add_argument(
@@ -612,13 +614,22 @@ class Debugger:
         if self.state not in ("stopped", "finished") and not (self.state == "failed" and self.failure):
             self._error(command, f"{command.text!r}: the program has no history yet ({self.state})")
             return
-        found = self._named_global(command)
-        if found is None:
-            return
-        if found.kind != "ref":
-            watch: Watch = WatchGlobal("", found.index, _PRIMITIVE_BYTES[found.kind], found.kind)
+        what = command.name
+        if what.startswith("@"):
+            found = self._named_global(replace(command, name=what[1:]))
+            if found is None:
+                return
+            if found.kind != "ref":
+                watch: Watch = WatchGlobal("", found.index, _PRIMITIVE_BYTES[found.kind], found.kind)
+            elif found.byte_length is not None:
+                watch = WatchGlobalContents("", found.index)
+            else:
+                watch = WatchGlobalRef("", found.index)
         else:
-            watch = WatchGlobalContents("", found.index) if found.byte_length is not None else WatchGlobalRef("", found.index)
+            register = self._register_watch(command)
+            if register is None:
+                return
+            watch = register
         if not self.client.when_changed(watch):
             self._error(command, f"{command.text!r}: no recorded history to search")
             return
@@ -628,11 +639,28 @@ class Debugger:
             return
         change = answer.change
         if self.args.json:
-            self._print({"when-changed": f"@{command.name}", "change": asdict(change) if change else None})
+            self._print({"when-changed": what, "change": asdict(change) if change else None})
         elif change is None:
-            self._print(f"@{command.name} did not change in the recorded history")
+            self._print(f"{what} did not change in the recorded history")
         else:
-            self._print(last_write_text(f"@{command.name}", change))
+            self._print(last_write_text(what if what.startswith("@") else f"%{what}", change))
+
+    def _register_watch(self, command: ScriptCommand) -> Watch | None:
+        """``when-changed i3`` / ``r1``: that register of the innermost frame (a ref holding a buffer: its
+        bytes, as the window's "the contents of %r1"); None once a stop without it is said."""
+        if self.state != "stopped" or self.last_stop is None or not self.last_stop.location.frames:
+            self._error(command, f"{command.text!r}: no registers: the program is not stopped in a frame ({self.state})")
+            return None
+        bank, index = command.name[0], int(command.name[1:])
+        registers = self.last_stop.detail.registers
+        values = registers.i32 if bank == "i" else registers.ref
+        if index >= len(values):
+            self._error(command, f"{command.text!r}: the frame has {len(values)} {bank} registers")
+            return None
+        depth = len(self.last_stop.location.frames) - 1
+        if bank == "r" and holds_bytes(str(values[index])):
+            return WatchRegisterContents(depth, index)
+        return WatchRegister(depth, bank, index)
 
     def _where_from(self, command: ScriptCommand) -> None:
         """``where-from input N I J ...``: at a dispatch stop, the dispatch (or copy) that last wrote that

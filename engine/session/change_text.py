@@ -10,6 +10,14 @@ from typing import Any
 from engine.session.protocol import Change
 
 
+def holds_bytes(ref_text: str) -> bool:
+    """Whether a ref register's text (as a stop describes it) is a buffer whose contents can be watched: a
+    buffer view reads as its type (``8xf32``), other refs as ``!type...`` (``null`` when empty)."""
+    if ref_text == "null":
+        return False
+    return not ref_text.startswith("!") or ref_text.startswith(("!hal.buffer", "!vm.buffer"))
+
+
 def _allocated_only(change: Change) -> bool:
     """Bytes unchanged since their buffer was allocated: neither side has a value (the detail says why)."""
     return change.before is None and change.after is None and bool(change.detail)

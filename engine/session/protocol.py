@@ -598,15 +598,17 @@ class WatchBinding(Watch):
 
 
 @dataclass(frozen=True)
-class WatchElement(Watch):
-    """Element ``index`` of the buffer view in ref register ``register`` of frame ``depth``."""
+class WatchRegisterContents(Watch):
+    """The bytes of the buffer (or buffer view) ref register ``register`` of frame ``depth`` holds now: all of
+    them, or element ``element`` (flat index) of a buffer view (byte ``element`` of a buffer)."""
 
     depth: int
     register: int
-    index: int
+    element: int = -1
 
     def describe(self) -> str:
-        return f"element {self.index} of %r{self.register} (frame {self.depth})"
+        what = "the contents" if self.element < 0 else f"element {self.element}"
+        return f"{what} of %r{self.register} (frame {self.depth})"
 
 
 @dataclass(frozen=True)

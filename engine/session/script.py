@@ -13,8 +13,10 @@
     reverse-step [N] | reverse-next [N] | reverse-finish | reverse-continue   # run backwards (history)
     info registers | info globals | save-tensors DIR   # info globals: by name (with the VM phase beside)
     print @GLOBAL                                  # a global's value now (a buffer: its tensor, as IREE prints it)
-    when-changed @GLOBAL                           # its last write in the history, and what wrote it (a buffer
-                                                   # global: the bytes it holds, followed back through copies)
+    when-changed @GLOBAL | iN | rN                 # its last write in the history, and what wrote it (a buffer
+                                                   # global: the bytes it holds, followed back through copies;
+                                                   # a register of the innermost frame, as info registers names
+                                                   # it: a buffer's bytes, else its value)
     where-from input|output N [I J ...]            # at a dispatch stop: what wrote that element before the
     where-from binding B [BYTE]                    # dispatch ran (an untyped binding: one byte of it)
 
@@ -24,6 +26,7 @@ raises ``ScriptError`` naming the line.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from engine.errors import LensError
@@ -50,7 +53,7 @@ class ScriptCommand:
     breakpoint: Breakpoint | None = None
     path: str | None = None
     text: str = ""
-    name: str = ""  # print's global, without its @; where-from's tensor kind (input, output, binding)
+    name: str = ""  # print's global, without its @; when-changed's @global or register (i3, r1); where-from's kind
     indices: tuple[int, ...] = ()  # where-from's element index (an untyped binding: its byte)
 
 
@@ -138,9 +141,11 @@ def parse_line(number: int, line: str) -> ScriptCommand | None:
             raise ValueError("print takes one @GLOBAL (a name info globals lists)")
         return ScriptCommand(number, "print", name=rest[0][1:], text=text)
     if verb == "when-changed":
+        if len(rest) == 1 and re.fullmatch(r"%?[ir]\d+", rest[0]):
+            return ScriptCommand(number, "when-changed", name=rest[0].lstrip("%"), text=text)
         if len(rest) != 1 or not rest[0].startswith("@") or len(rest[0]) < 2:
-            raise ValueError("when-changed takes one @GLOBAL (a name info globals lists)")
-        return ScriptCommand(number, "when-changed", name=rest[0][1:], text=text)
+            raise ValueError("when-changed takes one @GLOBAL (a name info globals lists) or a register (i3, r1)")
+        return ScriptCommand(number, "when-changed", name=rest[0], text=text)
     if verb == "where-from":
         if len(rest) < 2 or rest[0] not in ("input", "output", "binding"):
             raise ValueError("where-from takes input N, output N or binding B, then an element index")

@@ -24,6 +24,7 @@ import numpy as np
 
 from engine.dispatch.snapshot import DispatchSnapshot
 from engine.dispatch.tensor_types import TensorType
+from engine.runtime.hal.buffers import HalBufferView
 from engine.runtime.hal.device import DispatchRecord
 from engine.session.debug_session import DebugSession
 from engine.session.dispatch_gate import dispatch_matches, executable_name
@@ -46,11 +47,11 @@ from engine.session.protocol import (
     TravelTo,
     Watch,
     WatchBinding,
-    WatchElement,
     WatchGlobal,
     WatchGlobalContents,
     WatchGlobalRef,
     WatchRegister,
+    WatchRegisterContents,
     WhenChanged,
 )
 from engine.session.session_globals import GlobalsError, describe_bytes_change, primitive_text
@@ -323,7 +324,7 @@ class TimeTravelSession(DebugSession):
         before, after, detail = _plain(change.before), _plain(change.after), ""
         if isinstance(query.watch, WatchGlobal) and query.watch.kind:
             before, after = (primitive_text(query.watch.kind, v) for v in (change.before, change.after))
-        if isinstance(query.watch, WatchGlobalContents | WatchBinding):
+        if isinstance(query.watch, WatchGlobalContents | WatchBinding | WatchRegisterContents):
             before, after, detail = describe_bytes_change(_bytes(change.before), _bytes(change.after), tensor_type)
             if change.allocated_at is not None:
                 allocated = f"before: as allocated at instr. {change.allocated_at:,} (IREE leaves new memory undefined)"
@@ -396,10 +397,14 @@ class TimeTravelSession(DebugSession):
                     return watch_buffer(buffer), tensor_type
                 element = TensorType.parse(str(w.element)) if w.element else tensor_type
                 return watch_bytes(buffer, int(w.offset), int(w.length)), _elements(int(w.length), element)
-            if isinstance(w, WatchElement):
+            if isinstance(w, WatchRegisterContents):
                 t = travel.interpreter
-                frame = t.frames[t.base + int(w.depth)]
-                return watch_element(frame.r[int(w.register)], int(w.index)), None
+                ref = t.frames[t.base + int(w.depth)].r[int(w.register)]
+                ref = self._need_runner().storage_owner(ref) or ref  # an inline build's !vm.buffer storage
+                if w.element < 0:
+                    return watch_buffer(ref), _view_type(ref)
+                watch = watch_element(ref, int(w.element))
+                return watch, _elements(watch.length, _view_type(ref))
         except (IndexError, ValueError, TypeError, GlobalsError) as e:
             raise TimeTravelError(f"cannot watch {w.describe()}: {e}") from e
         raise TimeTravelError(f"unknown watch {type(w).__name__} (register, global, global ref, contents, element)")
@@ -497,6 +502,19 @@ class TimeTravelSession(DebugSession):
             )
         detail = replace(self.stop_detail(), breakpoints=self.describe_hits(stop.breakpoints))
         self.emit(Stopped(stop.reason, location, detail))
+
+
+def _view_type(ref: Any) -> TensorType | None:
+    """The tensor type of a buffer view whose buffer is exactly its elements (None for a plain buffer, or an
+    element type numpy cannot read)."""
+    if not isinstance(ref, HalBufferView):
+        return None
+    try:
+        found = TensorType(ref.shape, ref.element.name, "trace")
+        size = found.element_count * found.dtype.itemsize
+    except ValueError:
+        return None
+    return found if size == ref.buffer.byte_length else None
 
 
 def _elements(length: int, element: TensorType | None) -> TensorType | None:

@@ -203,3 +203,34 @@ def test_a_dispatch_tensor_held_by_a_global_says_so(make_main_window, qtbot, sta
     qtbot.waitUntil(lambda: len(items()) == 3, timeout=TIMEOUT)
     texts = items()
     assert "in @state" in texts[0] and all("in @" not in t for t in texts[1:]), texts
+
+
+def test_when_did_the_contents_of_a_register_change(make_main_window, qtbot, stateful):
+    """Back one instruction from the end of a call, at its vm.return: the ref register holding the result's
+    buffer view asks about its bytes too, and the answer names the dispatch that wrote them, typed as the
+    view is (8xf32); an empty ref register offers no such question."""
+    from engine.session.protocol import WatchRegister, WatchRegisterContents
+
+    panel, _, _ = _after_a_call(make_main_window, qtbot, stateful)
+    with qtbot.waitSignal(panel.bridge.stopped, timeout=TIMEOUT):
+        panel.bridge.reverse_step_into()
+    view = panel.registers
+    refs = view.topLevelItem(1)
+    rows = [refs.child(k) for k in range(refs.childCount())]
+    held = [k for k, row in enumerate(rows) if row.text(1) == "8xf32"]
+    assert held, [row.text(1) for row in rows]
+    row = rows[held[0]]
+    contents = panel.reverse.contents_watch_of(view, row)
+    assert contents == WatchRegisterContents(0, held[0])
+    empty = next(r for r in rows if r.text(1) == "null")
+    assert panel.reverse.contents_watch_of(view, empty) is None
+    assert isinstance(panel.reverse.watch_of(view, empty), WatchRegister)
+    texts = [a.text() for a in panel.reverse.watch_menu(view, row).actions()]
+    assert texts[1].startswith(f"When did the contents of %r{held[0]} of #0 "), texts
+    with qtbot.waitSignal(panel.bridge.stopped, timeout=TIMEOUT):
+        panel.reverse.when_changed(contents)
+    line = panel.listing.document().findBlockByNumber(panel.listing.current_line()).text()
+    assert "queue.execute" in line, line
+    text = panel.status_label.text()
+    assert f"the contents of %r{held[0]}" in text and "was last written at instruction" in text, text
+    assert "by dispatch #0 accumulate_dispatch_0" in text and "element [1] of 8xf32" in text, text
