@@ -1,7 +1,8 @@
 """"When did this change?": the last instruction (and dispatch) before now that changed a watched value.
 
 The search replays the history one instruction at a time, from the latest checkpoint before the current
-position backwards segment by segment, reading the watch at every instruction boundary; the last
+position backwards segment by segment, reading the watch at every instruction boundary (a buffer's bytes only
+after the instructions that can change them: calls of imports, see ``_bytes_unchanged_by``); the last
 boundary where the value differs from the one before names the instruction. For a buffer's bytes, that
 instruction is replayed once more with the device's dispatches and transfers observed, to name the
 operation that wrote them; a copy is followed back to what wrote its source (``origin``): a global's
