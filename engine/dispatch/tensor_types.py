@@ -147,6 +147,12 @@ def to_storage(array: np.ndarray) -> np.ndarray:
     return array
 
 
+def stored_as_bits(element: str) -> bool:
+    """Whether ``to_storage`` keeps ``element`` (bf16, the f8 types) as its bits: a .npy of them reads as
+    integers, so IREE's tools must be given their type and bytes instead."""
+    return element in _STORAGE
+
+
 def from_storage(array: np.ndarray, element: str | None) -> np.ndarray:
     """Undo ``to_storage``: stored bits seen as ``element`` (as named in a bundle's manifest)."""
     if element and element in _STORAGE and array.dtype == _STORAGE[element]:

@@ -48,7 +48,7 @@ from engine.dispatch.numerics import (
     rounding_allowance,
     worst_verdict,
 )
-from engine.dispatch.tensor_types import packed_type
+from engine.dispatch.tensor_types import from_storage, packed_type, stored_as_bits
 from engine.split.build import CPU_DEVICES, read_build, this_build
 from engine.split.splitter import SplitTest, occurrence_dir, read_manifest
 from engine.trace.ireeprof import iree_tool
@@ -208,15 +208,15 @@ def check_test(
             inputs = [where / "inputs" / name for name in test.inputs]
             given = [_packed_input(p, argument_types[k] if k < len(argument_types) else "", Path(tmp))
                      for k, p in enumerate(inputs)]  # fmt: skip
-            results = [Path(tmp) / f"out{occurrence}_{i}.{'bin' if _packed(t) else 'npy'}"
-                       for i, t in enumerate((result_types + [""] * len(test.outputs))[: len(test.outputs)])]
+            types = (result_types + [""] * len(test.outputs))[: len(test.outputs)]
+            results = [Path(tmp) / f"out{occurrence}_{i}.{'bin' if _as_bytes(t) else 'npy'}" for i, t in enumerate(types)]
             ran = run_test(vmfb, device, given, results, function=function)
             if not ran.ok:
                 return TestVerdict(test.dir, FAILED, ran.message, occurrences=occurrence + 1)
             arrays = [np.load(p) for p in inputs]
             rule = tolerance_for(test, arrays, tolerance)
-            comparisons = [judge_output(_load_result(r), np.load(where / "expected" / name), rule, same_build)
-                           for r, name in zip(results, test.outputs)]  # fmt: skip
+            comparisons = [judge_output(*_result_and_expected(r, where / "expected" / name, t), rule, same_build)
+                           for r, name, t in zip(results, test.outputs, types)]  # fmt: skip
             verdict = worst_verdict(c.verdict for c in comparisons)
             verdicts.append(verdict)
             if worst is None or worst_verdict([worst, verdict]) == verdict:
@@ -246,10 +246,17 @@ def _packed(tensor_type: str) -> bool:
     return packed_type(tensor_type) is not None
 
 
+def _as_bytes(tensor_type: str) -> bool:
+    """Whether IREE's tools must read and write the type as bytes: a packed type, or one the split keeps as
+    its bits (bf16, f8: a .npy of them holds ui16/ui8, which IREE's tools would pass as that, and they write
+    no .npy of them: "unsupported data encoding")."""
+    return _packed(tensor_type) or stored_as_bits(tensor_type.rpartition("x")[2])
+
+
 def _packed_input(path: Path, tensor_type: str, tmp: Path) -> Path | str:
-    """An input as iree-run-module takes it: a packed type (kept as its bytes) from a binary file of them,
+    """An input as iree-run-module takes it: a type read as bytes (``_as_bytes``) from a binary file of them,
     ``64x16xi4=@arg0.bin`` (IREE's tools parse no i4 values and read no i4 .npy); else the .npy itself."""
-    if not _packed(tensor_type):
+    if not _as_bytes(tensor_type):
         return path
     data = tmp / f"{path.parent.parent.name}_{path.stem}.bin"
     np.load(path).tofile(data)
@@ -259,6 +266,17 @@ def _packed_input(path: Path, tensor_type: str, tmp: Path) -> Path | str:
 def _load_result(path: Path) -> np.ndarray:
     """A result file: a .npy, or a packed result's bytes (.bin, as the split keeps them)."""
     return np.fromfile(path, np.uint8) if path.suffix == ".bin" else np.load(path)
+
+
+def _result_and_expected(result: Path, expected_path: Path, tensor_type: str) -> tuple[np.ndarray, np.ndarray]:
+    """A test's result and its expected values, both as their element type (a bf16 result's bytes and the
+    split's .npy of its bits seen as bf16)."""
+    expected = _load_result(expected_path)
+    element = tensor_type.rpartition("x")[2]
+    if not stored_as_bits(element) or result.suffix != ".bin":
+        return _load_result(result), expected
+    got = np.fromfile(result, expected.dtype).reshape(expected.shape)
+    return from_storage(got, element), from_storage(expected, element)
 
 
 def check_split(

@@ -367,9 +367,11 @@ def _compile_with_trace_points(request: CompileRequest, scratch: Path, timeout_s
     context = ir.Context()
     module = ir.Module.parse(flow.phase("flow").text(), context)
     instrument_dispatches(module)
-    traced = scratch / "traced.flow.mlir"
-    with open(traced, "w") as fh:
-        module.operation.print(file=fh, enable_debug_info=False)
+    # As bytecode: IREE 3.13 prints a trace of two dynamically shaped tensors as text its own parser refuses
+    # ("custom op 'flow.tensor.trace' expected 1 operands"; its --iree-flow-trace-dispatch-tensors output too).
+    traced = scratch / "traced.flow.mlirbc"
+    with open(traced, "wb") as fh:
+        module.operation.write_bytecode(fh)
     rest = replace(request, source_path=traced, source_text=None, name=None, compile_from="flow", dump_executables=False,
                    timing=False)  # fmt: skip
     left = None if deadline is None else max(1.0, deadline - time.monotonic())
