@@ -27,8 +27,11 @@ _RESULT = re.compile(r"^\s+(%[\w.$-]+|%\d+)\s*=")
 _INDEX_OPS = {"getelementptr", "alloca", "icmp", "ptrtoint", "inttoptr"}
 # A product LLVM may contract into a multiply-add with its one user: recording it would give it a second use,
 # keep it apart and round it twice, so the recorded kernel would no longer compute what the module's does.
-# Its value shows in the add that uses it.
+# Its value shows in the add that uses it. A product no add or subtraction uses (bf16 emulation: a bitcast of
+# it) cannot be contracted, and is recorded.
 _CONTRACTS = re.compile(r"=\s*fmul\s+(?:\w+\s+)*?(?:contract|fast)\b")
+_CONTRACTING_USER = re.compile(r"=\s*(?:fadd|fsub|fneg)\b(.*)")
+_VALUE_NAME = re.compile(r"%[-\w.$]+")
 
 
 @dataclass(frozen=True)
@@ -144,6 +147,8 @@ def instrument(text: str, export: str, trace_address: int) -> tuple[str, list[Pr
         raise KernelStepError(
             f"cannot line up @{export}'s {len(instructions)} instructions with its {len(body)} lines of text"
         )
+    # Values an add, subtraction or negation uses: a contractible product among them is not recorded.
+    summed = {name for k in body if (m := _CONTRACTING_USER.search(lines[k])) for name in _VALUE_NAME.findall(m.group(1))}
     probes: list[Probe] = []
     helpers: dict[str, int] = {}
     inserted: dict[int, list[str]] = {}  # line index -> lines to insert after it
@@ -201,7 +206,9 @@ def instrument(text: str, export: str, trace_address: int) -> tuple[str, list[Pr
             ])  # fmt: skip
             continue
         result = _RESULT.match(line)
-        if result is None or opcode in _INDEX_OPS or (opcode == "fmul" and _CONTRACTS.search(line)):
+        if result is None or opcode in _INDEX_OPS:
+            continue
+        if opcode == "fmul" and _CONTRACTS.search(line) and result.group(1) in summed:
             continue
         rtype = str(ins.type)
         layout = type_layout(rtype)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -305,7 +306,7 @@ def _decode(buffer: TraceBuffer, probes: list[Probe], locations, spans, files: S
             enabled = sum(1 for v in mask if v)
             if all(mask[:enabled]) and isinstance(last.store.value, list):
                 store = KernelStore(last.store.binding, last.store.offset, last.store.value[:enabled], last.store.element_bytes)
-                steps[-1] = KernelStep(last.index, last.location, last.op, last.instruction, last.values[:enabled], store)
+                steps[-1] = replace(last, values=last.values[:enabled], store=store)
             else:
                 notes.append(f"step {last.index}: a masked store with lanes off in the middle is shown whole")
             continue
@@ -322,7 +323,7 @@ def _decode(buffer: TraceBuffer, probes: list[Probe], locations, spans, files: S
                 size = np.dtype(probe.dtype).itemsize if probe.dtype != "bfloat" else 2
                 value = values[0] if probe.lanes == 1 else values
                 store = KernelStore(binding, address - spans[binding][0], value, size)
-        steps.append(KernelStep(len(steps), location, ops[pid], probe.text, tuple(values), store))
+        steps.append(KernelStep(len(steps), location, ops[pid], probe.text, tuple(values), store, probe.llvm_type))
     if unmapped:
         notes.append(f"{unmapped} stores went to the kernel's own memory (stack or workgroup memory), not a binding")
     return steps, notes, complete

@@ -46,6 +46,9 @@ class KernelStep:
     instruction: str  # the recorded instruction's own text (a VM instruction or an LLVM IR line)
     values: tuple[Number, ...]  # its result (every lane of a vector), or the stored value of a store
     store: KernelStore | None = None
+    # The values' type in the code recorded (an LLVM type: "<16 x i16>" says a bf16 product is its bits, as
+    # IREE's llvm-cpu code computes bf16 with integer operations); "" where the op's own type says it.
+    value_type: str = ""
 
     @property
     def loc(self) -> str:
@@ -59,6 +62,8 @@ class KernelStep:
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"step": self.index, "loc": self.loc, "op": self.op,
                                "values": [json_number(v) for v in self.values]}  # fmt: skip
+        if self.value_type:
+            out["type"] = self.value_type
         if self.store is not None:
             value = self.store.value
             out["store"] = {
@@ -71,7 +76,8 @@ class KernelStep:
     def text(self) -> str:
         """One line for people: ``step 12  file.mlir:17  math.log  -> nan``."""
         shown = ", ".join(_number_text(v) for v in self.values[:8]) + (", ..." if len(self.values) > 8 else "")
-        line = f"step {self.index:>6}  {self.loc:<32} {self.op:<24} [{shown}]"
+        typed = f" : {self.value_type}" if self.value_type else ""
+        line = f"step {self.index:>6}  {self.loc:<32} {self.op:<24} [{shown}]{typed}"
         if self.store is not None:
             line += f"  store binding {self.store.binding} offset {self.store.offset}"
         return line
