@@ -390,6 +390,43 @@ def test_the_first_stop_record_is_typed_as_save_tensors_types_it(capsys, tmp_pat
     assert {(t["element"], t["type_source"]) for t in lines[0]["tensors"]} == {("u8", "untyped")}
 
 
+BF16_SQUARE = """func.func @main(%x: tensor<6x7xbf16>) -> tensor<6x7xbf16> {
+  %e = tensor.empty() : tensor<6x7xbf16>
+  %r = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>],
+                       iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<6x7xbf16>) outs(%e : tensor<6x7xbf16>) {
+  ^bb0(%a: bf16, %o: bf16):
+    %s = arith.mulf %a, %a : bf16
+    linalg.yield %s : bf16
+  } -> tensor<6x7xbf16>
+  return %r : tensor<6x7xbf16>
+}
+"""
+
+
+def test_save_tensors_says_which_files_hold_bits(capsys, tmp_path):
+    """A bf16 tensor is saved as its bits (a .npy cannot hold bf16 without ml_dtypes): the answer says so, or
+    the file's uint16 16400 reads as a number rather than bf16 2.25."""
+    from support import compile_for
+
+    program = tmp_path / "bf16.mlir"
+    program.write_text(BF16_SQUARE)
+    module = compile_for(program, tmp_path / "bf16.vmfb", "llvm-cpu")
+    saved = tmp_path / "s"
+    code, lines, err = debug(capsys, tmp_path, module, f"break dispatch 0 after\ncontinue\nsave-tensors {saved}\n",
+                             "--function=main", "--input=6x7xbf16=1.5")  # fmt: skip
+    assert code == 0, err
+    answer = lines[-1]
+    assert answer["bits"] == {"dispatch0_after_input0.npy": "bf16", "dispatch0_after_output0.npy": "bf16"}, answer
+    out = np.load(saved / "dispatch0_after_output0.npy")
+    assert out.dtype == np.uint16 and set(out.ravel().tolist()) == {0x4010}  # bf16 2.25
+    script = tmp_path / "text.gdb"
+    script.write_text(f"break dispatch 0 after\ncontinue\nsave-tensors {saved}\n")
+    assert lens_main(["debug", str(module), f"--commands={script}", "--function=main", "--input=6x7xbf16=1.5"]) == 0
+    text = capsys.readouterr().out
+    assert "dispatch0_after_output0.npy: bf16 as its bits (uint16)" in text, text
+
+
 def test_break_nan_stops_at_the_same_dispatches_on_both_engines(capsys, tmp_path, modules):
     """nan_log's third dispatch squares the logs: its NaN are the second's, carried over bit for bit. The debug
     engine counts them written there (the output is not updated in place); the reference engine judged every

@@ -40,7 +40,7 @@ from engine.cli.program_arguments import (
     module_device,
     no_inputs_problem,
 )
-from engine.dispatch.tensor_types import declared_array
+from engine.dispatch.tensor_types import declared_array, stored_as_bits
 from engine.dispatch.typed_tensors import binding_label
 from engine.errors import LensError
 from engine.runtime.element_types import parse_element_type
@@ -753,6 +753,7 @@ class Debugger:
         labels: dict[str, str] = {}  # file -> the tensor in the one vocabulary: binding 3, write, output 0
         retyped: dict[str, str] = {}  # file -> the source's type it holds, where the session gave a view of it
         held: dict[str, str] = {}  # file -> the module global whose buffer holds it (@state)
+        bits: dict[str, tuple[str, str]] = {}  # file -> element type, dtype: a .npy of bits (bf16 as uint16)
         if self.state == "finished" and self.finished is not None:
             out.mkdir(parents=True, exist_ok=True)
             for k, ref in enumerate(self.finished.outputs):
@@ -782,6 +783,8 @@ class Debugger:
                     array, retyped[path.name] = declared, t.declared
                 np.save(path, array)
                 saved.append(str(path))
+                if declared is None and stored_as_bits(t.tensor.element_type):
+                    bits[path.name] = (t.tensor.element_type, str(array.dtype))
                 labels[path.name] = binding_label(t.index, t.access, t.role if typed else None, t.position)
                 if t.undefined:  # an in-place tensor's bytes nothing wrote yet (leftovers, not data)
                     undefined[path.name] = [list(r) for r in t.undefined]
@@ -798,14 +801,16 @@ class Debugger:
             self._print({"saved": saved, **({"labels": labels} if labels else {}),
                          **({"undefined": undefined} if undefined else {}),
                          **({"declared": retyped} if retyped else {}),
-                         **({"globals": held} if held else {})})  # fmt: skip
+                         **({"globals": held} if held else {}),
+                         **({"bits": {name: element for name, (element, _) in bits.items()}} if bits else {})})  # fmt: skip
         else:
             self._print(f"saved {len(saved)} tensors to {out}" + "".join(
                 f"; {name}: {sum(e - s for s, e in r)} bytes never written before this dispatch, undefined"
                 for name, r in undefined.items()
             ) + "".join(f"; {name}: {declared}, {'as complex' if 'complex' in declared else 'unpacked, a value a byte'}"
                         for name, declared in retyped.items())
-              + "".join(f"; {name}: in global {name_of}" for name, name_of in held.items()))
+              + "".join(f"; {name}: in global {name_of}" for name, name_of in held.items())
+              + "".join(f"; {name}: {element} as its bits ({dtype})" for name, (element, dtype) in bits.items()))
 
 
 def _event_message(event) -> str:
