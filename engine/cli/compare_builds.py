@@ -176,11 +176,11 @@ def _compare_outputs(result, sources_b, module_a: str, module_b: str, function: 
     except LensError as e:
         notes.append(f"outputs not compared: {e}")
         return
-    # A dispatch whose untyped bytes differ is not judged: its lines show no verdict, the note says why.
-    runs = [(r.name, None if r.untyped_bytes and r.verdict is Verdict.DIVERGED else str(r.verdict))
-            for r in lockstep.dispatches]  # fmt: skip
-    if lockstep.untyped_note():
-        notes.append(lockstep.untyped_note())
+    # A dispatch whose untyped bytes differ, or whose outputs A and B type otherwise, is not judged: its lines
+    # show no verdict, the note says why.
+    unjudged = lambda r: r.layout_differs or r.after_apart or (r.untyped_bytes and r.verdict is Verdict.DIVERGED)  # noqa: E731
+    runs = [(r.name, None if unjudged(r) else str(r.verdict)) for r in lockstep.dispatches]
+    notes += [note for note in (lockstep.untyped_note(), lockstep.layout_note(), lockstep.apart_note()) if note]
     result.lines = with_output_verdicts(result.lines, runs, sources_b)
     result.outputs = str(worst_verdict(c.verdict for c in lockstep.outputs)) if lockstep.outputs else None
     notes += [f"lockstep: {n}" for n in lockstep.notes]

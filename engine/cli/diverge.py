@@ -200,9 +200,9 @@ def _diverge(args) -> int:
         on_report=None if args.json else partial(_print_report, many_calls=args.calls > 1),
         parameters=parameter_archives(args), calls=args.calls,
     )  # fmt: skip
-    untyped = result.untyped_note()
-    if untyped:
-        result.notes.append(untyped)
+    for note in (result.untyped_note(), result.layout_note(), result.apart_note()):
+        if note:
+            result.notes.append(note)
     divergence = _first_divergence(result, module_a, module_b)
     repro_path = None
     if divergence is not None and args.repro:
@@ -215,7 +215,7 @@ def _diverge(args) -> int:
         golden = _golden(args.golden, result.results_a, results_b, tolerance)
     counts: dict[str, int] = {}
     for d in result.dispatches:
-        key = d.label.replace(" ", "_") if d.untyped_bytes else str(d.verdict)
+        key = d.label.replace(" ", "_") if d.untyped_bytes or d.layout_differs or d.after_apart else str(d.verdict)
         counts[key] = counts.get(key, 0) + 1
     if args.json:
         obj = {
@@ -289,7 +289,9 @@ def _print_verdict(args, result, divergence, repro_path, golden, counts: dict[st
     how = "each on A's input bytes" if not args.own_inputs else "each run on its own inputs"
     if divergence is None:
         said = "; ".join(part for part in (summary, how, tolerance.describe()) if part)  # no dispatches: no counts
-        print(f"no divergence in {len(result.dispatches)} dispatches ({said})")
+        # Where the builds formed their dispatches otherwise, the count compared is not the whole program's.
+        of = f" of B's {result.count_b}" if result.count_b != len(result.dispatches) else ""
+        print(f"no divergence in {len(result.dispatches)}{of} dispatches ({said})")
     else:
         d = divergence
         call = f"call {d.call}, " if args.calls > 1 else ""
@@ -325,6 +327,10 @@ def _sources_found(module: str, rebuild: bool = True) -> dict | None:
 def _print_report(d, many_calls: bool = False) -> None:
     """One line a dispatch, as the runs go (text mode); ``many_calls``: each run makes several calls."""
     detail = f" {d.comparison.summary()}" if d.comparison is not None and str(d.verdict) != "exact" else ""
+    if d.layout_differs:
+        detail = f" {d.note}"
+    elif d.structural:
+        detail += f" ({d.note})"
     call = f"call {d.call} " if many_calls else ""
     print(f"  {call}#{d.ordinal:<4} {d.label:<16} {d.name}{detail}", flush=True)
 

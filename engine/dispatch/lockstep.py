@@ -58,6 +58,18 @@ AHEAD_STEPS = 256  # and dispatches: small ones pass in batches, sparing a threa
 INPUT_SAMPLE = 1 << 18  # elements of each input binding compared when B runs on A's bytes (informational)
 LOOKAHEAD = 8  # A's dispatches searched for the counterpart of a B dispatch whose name differs
 MAX_UNMATCHED = 16  # B dispatches without a counterpart before the comparison stops
+# Where IREE's dispatch-creation put a dispatch (``main$async_dispatch_12``), then the description that the
+# optimization level may word otherwise (``matmul`` / ``matmul_like``) around the shapes and element types.
+_DISPATCH_PLACE = re.compile(r"^(.*_dispatch_\d+)_(.*)$")
+
+
+def _place_and_shapes(name: str) -> tuple[str, tuple[str, ...]] | None:
+    """(place, the description's words holding a digit: ``8x4x16``, ``f16``), or None when it has none."""
+    m = _DISPATCH_PLACE.match(name)
+    if m is None:
+        return None
+    shapes = tuple(word for word in m.group(2).split("_") if any(ch.isdigit() for ch in word))
+    return (m.group(1), shapes) if shapes else None
 # The program's own allocations (hal.allocator.allocate, queue.alloca's transients): defined only where written.
 HOST_DEFINED_ORIGINS_EXCLUDED = ("allocate", "alloca")
 
@@ -289,11 +301,26 @@ class DispatchReport:
     # Its outputs are bytes of no known element type (no sources, nothing in IREE's name): compared byte for
     # byte, a rounding difference cannot be told from a divergence, so bytes that differ are not named one.
     untyped_bytes: bool = False
+    # Its outputs are typed otherwise in A and B (another build formed the dispatch otherwise): not compared,
+    # and not named a divergence (``note`` says the two layouts).
+    layout_differs: bool = False
+    # It diverged after the runs' dispatch sequences went apart, on inputs that already differed: not named a
+    # divergence (a shared executable matched by name may run on other slices there).
+    after_apart: bool = False
+    # Why its diverged outputs may be the builds' structure rather than arithmetic (A's values in another
+    # arrangement; other binding ranges in B): a layout another build chose when the runs' dispatch sequences
+    # went apart somewhere (then ``layout_differs``), else a divergence (a kernel storing out of place).
+    structural: str = ""
     call: int = 1  # which call of the run, from 1 (``ordinal`` counts from that call's first dispatch)
 
     @property
     def label(self) -> str:
-        """What the comparison says, in words (``bytes differ`` where the bytes' type is not known)."""
+        """What the comparison says, in words (``bytes differ`` where the bytes' type is not known, ``layout
+        differs`` where the outputs could not be paired)."""
+        if self.layout_differs:
+            return "layout differs"
+        if self.after_apart:
+            return "apart"
         return "bytes differ" if self.untyped_bytes and self.verdict is Verdict.DIVERGED else self.verdict.label
 
     def to_json(self, full: bool = False) -> dict:
@@ -307,6 +334,10 @@ class DispatchReport:
         }
         if self.untyped_bytes:
             out["untyped_bytes"] = True
+        if self.layout_differs:
+            out["layout_differs"] = True
+        if self.after_apart:
+            out["after_apart"] = True
         if self.comparison is not None and self.verdict is not Verdict.EXACT:
             c = self.comparison
             out.update(
@@ -349,6 +380,32 @@ class LockstepResult:
     count_b: int = 0
     locations: dict[str, str] = field(default_factory=dict)  # export name -> source file:line
     untyped_differences: list[int] = field(default_factory=list)  # ordinals whose untyped output bytes differ
+    layout_differences: list[int] = field(default_factory=list)  # ordinals whose outputs could not be paired
+    apart_differences: list[int] = field(default_factory=list)  # diverged after the sequences went apart
+
+    def layout_note(self) -> str | None:
+        """What the dispatches whose outputs A and B type otherwise mean, or None when there are none."""
+        if not self.layout_differences:
+            return None
+        first = next(d for d in self.dispatches if d.ordinal == self.layout_differences[0])
+        return (
+            f"{len(self.layout_differences)} dispatches' outputs are laid out otherwise in A and B (typed "
+            f"otherwise, A's values in another arrangement, or other binding ranges), first #{first.ordinal} {first.name} ({first.note}): "
+            "the builds formed those dispatches otherwise (another optimization level or fusion; their dispatch "
+            "sequences went apart), so none of them is named a divergence; the function's results are compared"
+        )
+
+    def apart_note(self) -> str | None:
+        """What the dispatches that diverged after the runs' dispatch sequences went apart mean, or None."""
+        if not self.apart_differences:
+            return None
+        first = next(d for d in self.dispatches if d.ordinal == self.apart_differences[0])
+        return (
+            f"{len(self.apart_differences)} dispatches diverged after the runs' dispatches went apart, on inputs "
+            f"that already differed, first #{first.ordinal} {first.name}: where the builds run other dispatches, "
+            "one matched by name may be another run of a shared executable (other slices), so none of them is "
+            "named a divergence; the function's results are compared"
+        )
 
     def untyped_note(self) -> str | None:
         """What the untyped dispatches whose bytes differ mean, or None when there are none."""
@@ -441,33 +498,78 @@ class _Consumer(_SideObserver):
         self.culprit_record: tuple | None = None
         self.first_input_difference: int | None = None
         self.untyped_differences: list[int] = []  # dispatches whose untyped output bytes differ
+        self.layout_differences: list[int] = []  # dispatches whose outputs A and B type otherwise
+        # Where the dispatch sequences went apart (B's count), and the dispatches after it that diverged on inputs
+        # that already differed: a repeated executable matched by name may run on other slices there.
+        self.apart_at: int | None = None
+        self.apart_differences: list[int] = []
+        self._structural_first: tuple | None = None
+        self._ranges_differ = False  # the current dispatch binds ranges of other lengths in B than in A
         self.error_a: BaseException | None = None
         self._ahead: deque[Step] = deque()  # A's steps taken while looking for a counterpart
         self._unmatched = 0
         self.calls = 1  # how many calls each run makes (``run_lockstep``)
 
-    def _counterpart(self, name: str) -> Step | None:
-        """A's next dispatch named ``name``, within ``LOOKAHEAD`` of the next one; A's dispatches skipped on
-        the way (ones B does not run there: another target may split or merge work) are noted."""
+    def settle(self) -> None:
+        """Once both runs ended: dispatches whose outputs may differ by structure (``DispatchReport.structural``)
+        are a layout the other build chose where the dispatch sequences went apart somewhere (another
+        optimization level, fusion); where they never did (the same program, one kernel edited, another
+        device), the first is the divergence (a kernel storing out of place)."""
+        if self.apart_at is not None:
+            for report in self.reports:
+                if report.structural:
+                    report.layout_differs = True
+            self.layout_differences = [r.ordinal for r in self.reports if r.layout_differs]
+        elif self._structural_first is not None:
+            self.culprit, self.culprit_step, self.culprit_record = self._structural_first
+
+    def _counterpart(self, record: DispatchRecord) -> Step | None:
+        """A's next dispatch named as ``record`` is, within ``LOOKAHEAD`` of the next one, else one of the same
+        place in the program (``half_dispatch_0``) binding ranges of the same lengths: another optimization
+        level may name the same kernel otherwise (``matmul`` vs ``matmul_like``). A's dispatches skipped on the
+        way (ones B does not run there: another target may split or merge work) are noted."""
+        name = record.export_name
         i = 0
         while True:
             if i < len(self._ahead):
                 step = self._ahead[i]
             else:
-                if len(self._ahead) >= LOOKAHEAD:
-                    return None
-                step = self._next()
+                step = self._next() if len(self._ahead) < LOOKAHEAD else None
                 if step is None:
-                    return None
+                    return self._counterpart_by_place(record)
                 self._ahead.append(step)
             if step.entry.name == name:
-                skipped = [self._ahead.popleft() for _ in range(i)]
-                self._ahead.popleft()
-                if skipped:
-                    names = ", ".join(f"{s.entry.ordinal} {s.entry.name}" for s in skipped)
-                    self.notes.append(f"A's dispatches {names} have no counterpart in B; skipped")
-                return step
+                return self._take(i)
             i += 1
+
+    def _counterpart_by_place(self, record: DispatchRecord) -> Step | None:
+        """A's dispatch ahead at the same place in the program, with the same shapes and element types in its
+        name and binding ranges of the same lengths, named otherwise (the op word: ``matmul`` vs
+        ``matmul_like``). A place alone is not enough: where fusion differs, the builds number their dispatches
+        otherwise, and the same place holds another kernel."""
+        mine = _place_and_shapes(record.export_name)
+        if mine is None:
+            return None
+        lengths = [int(b.length) for b in record.bindings]
+        for i, step in enumerate(self._ahead):
+            if _place_and_shapes(step.entry.name) == mine and step.lengths == lengths:
+                self.notes.append(
+                    f"B's dispatch {self._numbered(record)} {record.export_name} compared with A's "
+                    f"{step.entry.ordinal} {step.entry.name}: the same place in the program, shapes and binding "
+                    "lengths, another name"
+                )
+                return self._take(i)
+        return None
+
+    def _take(self, i: int) -> Step:
+        """A's ``i``-th dispatch ahead, the ones before it noted as skipped."""
+        skipped = [self._ahead.popleft() for _ in range(i)]
+        step = self._ahead.popleft()
+        if skipped:
+            names = ", ".join(f"{s.entry.ordinal} {s.entry.name}" for s in skipped)
+            self.notes.append(f"A's dispatches {names} have no counterpart in B; skipped")
+            self._went_apart()
+        return step
 
     def _next(self) -> Step | None:
         if self.a_ended:
@@ -485,13 +587,14 @@ class _Consumer(_SideObserver):
         self._current = None
         if self.stopped:
             return
-        step = self._counterpart(record.export_name)
+        step = self._counterpart(record)
         if step is None and self.a_ended and not self._ahead:
             self.notes.append(f"run A ended before dispatch {self._numbered(record)} ({record.export_name}) of run B")
             self.stopped = True
             return
         if step is None:
             self._unmatched += 1
+            self._went_apart()
             self.notes.append(
                 f"B's dispatch {self._numbered(record)} {record.export_name} has no counterpart in A "
                 "here; not compared"
@@ -504,6 +607,7 @@ class _Consumer(_SideObserver):
         self._input = self._compare_inputs(step, record)
         lengths = [int(b.length) for b in record.bindings]
         self._fed = self.feed and lengths == step.lengths
+        self._ranges_differ = lengths != step.lengths
         if self.feed and not self._fed:
             self.notes.append(
                 f"dispatch {self._numbered(record)} ({record.export_name}) binds other ranges in B "
@@ -512,6 +616,11 @@ class _Consumer(_SideObserver):
         if self._fed:
             for b, data in zip(record.bindings, step.before):
                 b.buffer.write_view(b.offset, b.length)[...] = data
+
+    def _went_apart(self) -> None:
+        """The runs' dispatch sequences differ from here (one has dispatches the other has not)."""
+        if self.apart_at is None:
+            self.apart_at = self.count - 1
 
     def _numbered(self, record: DispatchRecord) -> str:
         """B's dispatch as the reports number it: from its call's first dispatch, naming the call if several."""
@@ -573,12 +682,19 @@ class _Consumer(_SideObserver):
         if in_verdict is Verdict.DIVERGED and self.first_input_difference is None:
             self.first_input_difference = report.ordinal
         own_inputs_agreed = self._fed or in_verdict is not Verdict.DIVERGED
-        if report.untyped_bytes and report.verdict is Verdict.DIVERGED:
+        if report.layout_differs:
+            self.layout_differences.append(report.ordinal)
+        elif self.apart_at is not None and report.verdict is Verdict.DIVERGED and in_verdict is Verdict.DIVERGED:
+            self.apart_differences.append(report.ordinal)
+            report.after_apart = True
+        elif report.untyped_bytes and report.verdict is Verdict.DIVERGED:
             self.untyped_differences.append(report.ordinal)
         elif self.culprit is None and report.verdict is Verdict.DIVERGED and own_inputs_agreed:
-            self.culprit = report
-            self.culprit_step = step_a
-            self.culprit_record = (list(record.workgroup_count), [int(c) for c in record.constants])
+            found = (report, step_a, (list(record.workgroup_count), [int(c) for c in record.constants]))
+            if not report.structural:
+                self.culprit, self.culprit_step, self.culprit_record = found
+            elif self._structural_first is None:
+                self._structural_first = found  # the culprit unless the runs go apart (``settle``)
         self.reports.append(report)
         if self.on_report is not None:
             self.on_report(report)
@@ -607,7 +723,7 @@ class _Consumer(_SideObserver):
         report = self._new_report(step_a)
         report.untyped_bytes = step_a.entry.tensors_from == "bindings" and name_element(step_a.entry.name) is None
         if comparisons is None:
-            report.verdict = Verdict.DIVERGED
+            report.verdict, report.layout_differs = Verdict.DIVERGED, True
             report.note = (
                 f"outputs differ in layout: {[o.nbytes for o in step_a.outputs]} bytes in A, "
                 f"{[o.nbytes for o in step_b.outputs]} in B"
@@ -617,6 +733,10 @@ class _Consumer(_SideObserver):
             if comparisons:
                 k = max(range(len(comparisons)), key=lambda j: (_rank(comparisons[j].verdict), comparisons[j].max_scaled_error))
                 report.worst_output, report.comparison = k, comparisons[k]
+            if report.verdict is Verdict.DIVERGED and self._ranges_differ:
+                report.structural = report.note = "B's dispatch binds other ranges"
+            elif report.verdict is Verdict.DIVERGED and _rearranged(pairs, comparisons, tolerance):
+                report.structural = report.note = "B's outputs hold A's values in another arrangement"
         if report.verdict is not Verdict.EXACT:  # an exact pair's fingerprints are equal: not worth a CRC
             report.fingerprints = [(Fingerprint.of(a), Fingerprint.of(b)) for a, b in zip(step_a.outputs, step_b.outputs)]
         self._record(record, step_a, report)
@@ -689,6 +809,23 @@ def _same_bindings(record: DispatchRecord, step: Step) -> bool:
             expected = step.before[i]
         got = b.data
         if got.size != expected.size or not np.array_equal(got, expected.reshape(-1).view(np.uint8)):
+            return False
+    return True
+
+
+def _rearranged(pairs: list, comparisons: list[Comparison], tolerance: Tolerance) -> bool:
+    """Whether every diverged output of B holds A's values in another order (their sorted values agree within
+    the rule): a layout another build chose, not arithmetic gone wrong. Only floats and integers of the same
+    size are sorted; a NaN anywhere says nothing about arrangement."""
+    for (a, b), c in zip(pairs, comparisons):
+        if c.verdict is not Verdict.DIVERGED:
+            continue
+        if a.shape != b.shape or a.dtype != b.dtype or a.dtype.kind not in "fiu" or a.size < 2:
+            return False
+        if a.dtype.kind == "f" and (np.isnan(a).any() or np.isnan(b).any()):
+            return False
+        flat_a, flat_b = np.sort(a, axis=None), np.sort(b, axis=None)
+        if compare(flat_b, flat_a, tolerance=tolerance, exact_stats=False).verdict is Verdict.DIVERGED:
             return False
     return True
 
@@ -817,6 +954,7 @@ def run_lockstep(
     finally:
         cancel.set()
         worker.join()
+    consumer.settle()
     if consumer.error_a is not None:
         e = consumer.error_a
         raise LockstepError(f"run A ({module_a} on {device_a}) failed: {e}") from e
@@ -826,7 +964,7 @@ def run_lockstep(
         consumer.reports, consumer.culprit, consumer.culprit_step, consumer.culprit_record, outputs,
         results_a, results_b, notes, consumer.first_input_difference, producer.count, consumer.count,
         {**locations["b"], **locations["a"]},  # A's first: the reference build names the model's line
-        consumer.untyped_differences,
+        consumer.untyped_differences, consumer.layout_differences, consumer.apart_differences,
     )  # fmt: skip
 
 
