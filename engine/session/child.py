@@ -333,6 +333,11 @@ class ChildSession:
                 continue
             self._emit(event)
         process.join(timeout=5)
+        # Another thread asking ``alive`` may have reaped the process a moment before this join's waitpid
+        # (ECHILD: join returns with no exit code yet); the code lands when that thread records it.
+        deadline = time.monotonic() + 1.0
+        while process.exitcode is None and time.monotonic() < deadline:
+            time.sleep(0.005)
         if not self._expected_exit and process is self._process:
             self._running_since = None
             self._emit(Crashed(describe_exit(process.exitcode), self._crash_location(), process.exitcode))
