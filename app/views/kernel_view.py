@@ -48,7 +48,9 @@ KEYS = {
 def values_text(step: KernelStep) -> str:
     shown = ", ".join(_number(v) for v in step.values[:MAX_VALUES_SHOWN])
     more = f", … ({len(step.values)} lanes)" if len(step.values) > MAX_VALUES_SHOWN else ""
-    text = f"{step.op}: [{shown}{more}]"
+    # The recorded value's own type (<16 x i16>: a bf16 product's bits, not a number of that size).
+    typed = f" : {step.value_type}" if step.value_type else ""
+    text = f"{step.op}: [{shown}{more}]{typed}"
     if step.store is not None:
         text += f" → binding {step.store.binding} @{step.store.offset}"
     return text
