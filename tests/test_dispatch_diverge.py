@@ -206,6 +206,19 @@ def test_reproducer_compares_the_tensor_the_finder_compared(tmp_path):
     assert f"binding {written['index']}: {said}" in rerun.stdout
 
 
+def _default_and_o3(source: Path, tmp: Path) -> tuple[Path, Path]:
+    """``source`` built for llvm-cpu as IREE builds it by default, and at ``--iree-opt-level=O3``."""
+    from support import iree_compile
+
+    a = compile_for(source, tmp / "a.vmfb", "llvm-cpu")
+    b = tmp / "b.vmfb"
+    flags = ["--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu",
+             "--iree-llvmcpu-target-cpu=host", "--iree-opt-level=O3"]  # fmt: skip
+    built = iree_compile([str(source), *flags, "-o", str(b)])
+    assert built.returncode == 0, built.stderr
+    return a, b
+
+
 HALF_MATMUL = """func.func @half(%a: tensor<8x16xf16>, %b: tensor<16x4xf16>) -> tensor<8x4xf16> {
   %z = arith.constant 0.0 : f16
   %e = tensor.empty() : tensor<8x4xf16>
@@ -220,16 +233,9 @@ def test_builds_that_name_a_kernel_otherwise_are_still_compared(tmp_path):
     """At O3 IREE 3.13 names the matmul's dispatch ``half_dispatch_0_matmul_like_8x4x16_f16``, the default
     build ``half_dispatch_0_matmul_8x4x16_f16``: matched by name alone nothing was compared ("no divergence
     in 0 dispatches"). The same place in the program with binding ranges of the same lengths pairs them."""
-    from support import iree_compile
-
     source = tmp_path / "half.mlir"
     source.write_text(HALF_MATMUL)
-    a = compile_for(source, tmp_path / "a.vmfb", "llvm-cpu")
-    b = tmp_path / "b.vmfb"
-    flags = ["--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu",
-             "--iree-llvmcpu-target-cpu=host", "--iree-opt-level=O3"]  # fmt: skip
-    built = iree_compile([str(source), *flags, "-o", str(b)])
-    assert built.returncode == 0, built.stderr
+    a, b = _default_and_o3(source, tmp_path)
     inputs = ("--function=half", "--input=8x16xf16=0.5", "--input=16x4xf16=0.25")
     proc = lens_in_process("diverge", a, b, *inputs, "--json")
     assert proc.returncode == 0, proc.stderr
@@ -244,17 +250,10 @@ def test_builds_that_form_their_dispatches_otherwise_name_no_divergence(tmp_path
     its first binds other ranges and computes something else under the same name), and the function's result
     agrees within rounding. Named by dispatch, the old finder called dispatch 0 the first divergence; the
     builds' structure differs, so no dispatch is named one and the notes say why."""
-    from support import iree_compile
-
     source = MODELS / "attention_block.mlir"
     if not source.exists():
         pytest.skip(f"{source} is absent (the shared models are not on this machine)")
-    a = compile_for(source, tmp_path / "a.vmfb", "llvm-cpu")
-    b = tmp_path / "b.vmfb"
-    flags = ["--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu",
-             "--iree-llvmcpu-target-cpu=host", "--iree-opt-level=O3"]  # fmt: skip
-    built = iree_compile([str(source), *flags, "-o", str(b)])
-    assert built.returncode == 0, built.stderr
+    a, b = _default_and_o3(source, tmp_path)
     x = MODELS / "attention_block_x.npy"
     proc = lens_in_process("diverge", a, b, "--function=attention_block", f"--input=@{x}", "--json")
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from support import compile_for
+from support.session import PROGRAMS
 
 MODELS = Path(__file__).resolve().parents[1] / ".." / "shared" / "models"
 
@@ -367,27 +368,13 @@ def test_recording_stops_at_the_statement_asked_for(log_builds, target):
     assert [repr(s.values) for s in stopped.steps] == [repr(s.values) for s in whole.steps[: first + 1]]  # NaN too
 
 
-BF16_SQUARE = """func.func @main(%x: tensor<6x7xbf16>) -> tensor<6x7xbf16> {
-  %e = tensor.empty() : tensor<6x7xbf16>
-  %r = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>],
-                       iterator_types = ["parallel", "parallel"]}
-      ins(%x : tensor<6x7xbf16>) outs(%e : tensor<6x7xbf16>) {
-  ^bb0(%a: bf16, %o: bf16):
-    %s = arith.mulf %a, %a : bf16
-    linalg.yield %s : bf16
-  } -> tensor<6x7xbf16>
-  return %r : tensor<6x7xbf16>
-}
-"""
 
 
 def test_a_bf16_product_is_shown_as_the_float_it_is_and_bits_say_their_type(tmp_path):
     """IREE's llvm-cpu code computes bf16 through f32 and integer bit operations: the f32 product (no add uses
     it, so it cannot be contracted) is recorded, every value says its LLVM type (so 16400 reads as the bits of
     bf16 2.25, not a product), and the stores hold IREE's own result bits."""
-    source = tmp_path / "bf16.mlir"
-    source.write_text(BF16_SQUARE)
-    vmfb = compile_for(source, tmp_path / "bf16.vmfb", "llvm-cpu")
+    vmfb = compile_for(PROGRAMS / "bf16_square.mlir", tmp_path / "bf16.vmfb", "llvm-cpu")
     records = _records(kernel(str(vmfb), "--function=main", "--input=6x7xbf16=1.5", "--dispatch=0", "--json"))
     squares = [r for r in records if r["op"] == "arith.mulf"]
     assert any(r["type"].endswith("float>") and set(r["values"]) == {2.25} for r in squares), squares

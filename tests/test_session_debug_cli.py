@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support.session import compile_program
+from support.session import PROGRAMS, compile_program
 
 from engine.cli import main as lens_main
 
@@ -390,18 +390,6 @@ def test_the_first_stop_record_is_typed_as_save_tensors_types_it(capsys, tmp_pat
     assert {(t["element"], t["type_source"]) for t in lines[0]["tensors"]} == {("u8", "untyped")}
 
 
-BF16_SQUARE = """func.func @main(%x: tensor<6x7xbf16>) -> tensor<6x7xbf16> {
-  %e = tensor.empty() : tensor<6x7xbf16>
-  %r = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>],
-                       iterator_types = ["parallel", "parallel"]}
-      ins(%x : tensor<6x7xbf16>) outs(%e : tensor<6x7xbf16>) {
-  ^bb0(%a: bf16, %o: bf16):
-    %s = arith.mulf %a, %a : bf16
-    linalg.yield %s : bf16
-  } -> tensor<6x7xbf16>
-  return %r : tensor<6x7xbf16>
-}
-"""
 
 
 def test_save_tensors_says_which_files_hold_bits(capsys, tmp_path):
@@ -409,9 +397,7 @@ def test_save_tensors_says_which_files_hold_bits(capsys, tmp_path):
     the file's uint16 16400 reads as a number rather than bf16 2.25."""
     from support import compile_for
 
-    program = tmp_path / "bf16.mlir"
-    program.write_text(BF16_SQUARE)
-    module = compile_for(program, tmp_path / "bf16.vmfb", "llvm-cpu")
+    module = compile_for(PROGRAMS / "bf16_square.mlir", tmp_path / "bf16.vmfb", "llvm-cpu")
     saved = tmp_path / "s"
     code, lines, err = debug(capsys, tmp_path, module, f"break dispatch 0 after\ncontinue\nsave-tensors {saved}\n",
                              "--function=main", "--input=6x7xbf16=1.5")  # fmt: skip

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from support import iree_compile, iree_tool, tiny_program
+from support.session import PROGRAMS
 
 from engine.compiler import CompileRequest
 from engine.compiler.targets import TARGETS
@@ -296,28 +297,14 @@ def test_split_tests_of_i4_tensors_are_checked_with_their_bytes(tmp_path):
     assert [(v.verdict, v.reason) for v in verdicts] == [("exact", ""), ("exact", "")], verdicts
 
 
-BF16_SQUARE = """
-func.func @main(%a: tensor<6x7xbf16>) -> tensor<6x7xbf16> {
-  %e = tensor.empty() : tensor<6x7xbf16>
-  %c = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>],
-                       iterator_types = ["parallel", "parallel"]} ins(%a : tensor<6x7xbf16>) outs(%e : tensor<6x7xbf16>) {
-  ^bb0(%x: bf16, %o: bf16):
-    %r = arith.mulf %x, %x : bf16
-    linalg.yield %r : bf16
-  } -> tensor<6x7xbf16>
-  return %c : tensor<6x7xbf16>
-}
-"""
 
 
 def test_split_tests_of_bf16_tensors_are_checked_as_bf16(tmp_path):
     # The split keeps bf16 as its bits (a ui16 .npy): given as that file, iree-run-module refused it ("input0
     # element type mismatch; expected bf16 but have ui16") and writes no bf16 .npy ("unsupported data
     # encoding"). They go in and come out as bytes with their type (--input=6x7xbf16=@arg0.bin).
-    source = tmp_path / "bf16.mlir"
-    source.write_text(BF16_SQUARE)
     out = tmp_path / "split"
-    split_program(CompileRequest.from_file(source), "main", ["6x7xbf16=1.5"], out)
+    split_program(CompileRequest.from_file(PROGRAMS / "bf16_square.mlir"), "main", ["6x7xbf16=1.5"], out)
     (test,) = read_manifest(out)
     bits = np.load(out / test.dir / "expected" / "result0.npy")
     assert bits.dtype == np.uint16 and set(bits.ravel().tolist()) == {0x4010}  # 2.25 as bf16

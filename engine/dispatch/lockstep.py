@@ -383,40 +383,43 @@ class LockstepResult:
     layout_differences: list[int] = field(default_factory=list)  # ordinals whose outputs could not be paired
     apart_differences: list[int] = field(default_factory=list)  # diverged after the sequences went apart
 
+    def _first_of(self, ordinals: list[int]) -> str:
+        first = next(d for d in self.dispatches if d.ordinal == ordinals[0])
+        return f"#{first.ordinal} {first.name}" + (f" ({first.note})" if first.note else "")
+
     def layout_note(self) -> str | None:
-        """What the dispatches whose outputs A and B type otherwise mean, or None when there are none."""
+        """What the dispatches whose outputs A and B lay out otherwise mean, or None when there are none."""
         if not self.layout_differences:
             return None
-        first = next(d for d in self.dispatches if d.ordinal == self.layout_differences[0])
         return (
             f"{len(self.layout_differences)} dispatches' outputs are laid out otherwise in A and B (typed "
-            f"otherwise, A's values in another arrangement, or other binding ranges), first #{first.ordinal} {first.name} ({first.note}): "
-            "the builds formed those dispatches otherwise (another optimization level or fusion; their dispatch "
-            "sequences went apart), so none of them is named a divergence; the function's results are compared"
+            f"otherwise, A's values in another arrangement, or other binding ranges), first "
+            f"{self._first_of(self.layout_differences)}: the builds formed those dispatches otherwise (another "
+            "optimization level or fusion; their dispatch sequences went apart), so none of them is named a "
+            "divergence; the function's results are compared"
         )
 
     def apart_note(self) -> str | None:
         """What the dispatches that diverged after the runs' dispatch sequences went apart mean, or None."""
         if not self.apart_differences:
             return None
-        first = next(d for d in self.dispatches if d.ordinal == self.apart_differences[0])
         return (
             f"{len(self.apart_differences)} dispatches diverged after the runs' dispatches went apart, on inputs "
-            f"that already differed, first #{first.ordinal} {first.name}: where the builds run other dispatches, "
-            "one matched by name may be another run of a shared executable (other slices), so none of them is "
-            "named a divergence; the function's results are compared"
+            f"that already differed, first {self._first_of(self.apart_differences)}: where the builds run other "
+            "dispatches, one matched by name may be another run of a shared executable (other slices), so none "
+            "of them is named a divergence; the function's results are compared"
         )
 
     def untyped_note(self) -> str | None:
         """What the untyped dispatches whose bytes differ mean, or None when there are none."""
         if not self.untyped_differences:
             return None
-        first = next(d for d in self.dispatches if d.ordinal == self.untyped_differences[0])
         return (
             f"{len(self.untyped_differences)} dispatches' outputs are bytes of no known element type (no "
-            f"executable sources, and IREE's name gives none) and differ, first #{first.ordinal} {first.name}: "
-            "compared byte for byte, rounding cannot be told from a divergence, so none of them is named one; "
-            "give --sources (a --iree-hal-dump-executable-sources-to folder) to judge them"
+            f"executable sources, and IREE's name gives none) and differ, first "
+            f"{self._first_of(self.untyped_differences)}: compared byte for byte, rounding cannot be told from a "
+            "divergence, so none of them is named one; give --sources (a --iree-hal-dump-executable-sources-to "
+            "folder) to judge them"
         )
 
 
