@@ -170,7 +170,8 @@ def add_parser(subparsers) -> None:
         "names of the VM phase snapshot beside the module; debug engine only); print @GLOBAL (its value; a "
         "buffer's tensor as IREE prints it); when-changed @GLOBAL (its last write in the recorded history and "
         "what wrote it; a buffer global: the bytes it holds, followed back through copies to the dispatch that "
-        "made them; when-changed i3 or r1: a register of the innermost frame, a buffer's bytes); where-from input|output N [I J ...] or where-from binding B [BYTE] (at a dispatch stop: the "
+        "made them; when-changed i3 or r1: a register of the innermost frame, a buffer's bytes); where-from "
+        "input|output N [I J ...] or where-from binding B [BYTE] (at a dispatch stop: the "
         "dispatch or copy that last wrote that element before the dispatch ran); save-tensors DIR",
     )
     p.add_argument(

@@ -61,6 +61,8 @@ MAX_UNMATCHED = 16  # B dispatches without a counterpart before the comparison s
 # Where IREE's dispatch-creation put a dispatch (``main$async_dispatch_12``), then the description that the
 # optimization level may word otherwise (``matmul`` / ``matmul_like``) around the shapes and element types.
 _DISPATCH_PLACE = re.compile(r"^(.*_dispatch_\d+)_(.*)$")
+# The program's own allocations (hal.allocator.allocate, queue.alloca's transients): defined only where written.
+HOST_DEFINED_ORIGINS_EXCLUDED = ("allocate", "alloca")
 
 
 def _place_and_shapes(name: str) -> tuple[str, tuple[str, ...]] | None:
@@ -70,8 +72,6 @@ def _place_and_shapes(name: str) -> tuple[str, tuple[str, ...]] | None:
         return None
     shapes = tuple(word for word in m.group(2).split("_") if any(ch.isdigit() for ch in word))
     return (m.group(1), shapes) if shapes else None
-# The program's own allocations (hal.allocator.allocate, queue.alloca's transients): defined only where written.
-HOST_DEFINED_ORIGINS_EXCLUDED = ("allocate", "alloca")
 
 
 class LockstepError(LensError):
