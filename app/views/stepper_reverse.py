@@ -189,9 +189,11 @@ class ReverseControls(QObject):
                 return None
             return WatchRegisterContents(watch.depth, watch.index) if holds_bytes(item.text(1)) else None
         refs = getattr(getattr(view, "value", None), "refs", ())
-        if not isinstance(watch, WatchGlobalRef) or not 0 <= watch.index < len(refs):
+        if not isinstance(watch, WatchGlobalRef) or not 0 <= watch.index < len(refs) or item is None:
             return None
-        return WatchGlobalContents(watch.module, watch.index) if str(refs[watch.index]).startswith("!hal.buffer") else None
+        # A named row the session could read as bytes (an inline build's !vm.buffer storage too), else a HAL buffer.
+        readable = item.data(0, Qt.ItemDataRole.UserRole) is not None or str(refs[watch.index]).startswith("!hal.buffer")
+        return WatchGlobalContents(watch.module, watch.index) if readable else None
 
     def watch_text(self, watch: Watch, name: str = "") -> str:
         """``watch`` in the window's words: a register with its frame as the Call Stack numbers and names it

@@ -234,3 +234,31 @@ def test_when_did_the_contents_of_a_register_change(make_main_window, qtbot, sta
     text = panel.status_label.text()
     assert f"the contents of %r{held[0]}" in text and "was last written at instruction" in text, text
     assert "by dispatch #0 accumulate_dispatch_0" in text and "element [1] of 8xf32" in text, text
+
+
+def test_an_inline_builds_vm_buffer_global_is_named_inspected_and_watched(make_main_window, qtbot, tmp_path):
+    """An inline-dynamic build keeps its tensor globals as !vm.buffer storage: the Globals tab names and types
+    @counter, and its menu asks about its contents too; the answer is the VM's own vm.buffer.fill (no hal call
+    writes it)."""
+    from engine.session.protocol import WatchGlobalContents
+
+    out = tmp_path / "inline"
+    proc = lens_in_process("phases", str(PROGRAMS / "scalar_store.mlir"), f"--out={out}",
+                           "--iree-execution-model=inline-dynamic")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    (vmfb,) = out.glob("*.vmfb")
+    _, panel = _opened(make_main_window, qtbot, vmfb)
+    with qtbot.waitSignal(panel.bridge.finished, timeout=TIMEOUT):
+        panel.bridge.call("bump", ("2", "7"))
+    view = panel.globals_view
+    qtbot.waitUntil(lambda: "@counter" in _named_rows(view), timeout=TIMEOUT)
+    shown, row = _named_rows(view)["@counter"]
+    assert "16 bytes, 4xi32" in shown, shown
+    contents = panel.reverse.contents_watch_of(view, row)
+    assert contents == WatchGlobalContents(panel.vmfb.name, 0)
+    with qtbot.waitSignal(panel.bridge.stopped, timeout=TIMEOUT):
+        panel.reverse.when_changed(contents, "@counter")
+    line = panel.listing.document().findBlockByNumber(panel.listing.current_line()).text()
+    assert "vm.buffer.fill.i32" in line, line
+    text = panel.status_label.text()
+    assert "the contents of @counter was last written at instruction" in text and ": 0 → 7 (element [2] of 4xi32" in text, text
