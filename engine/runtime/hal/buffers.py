@@ -337,7 +337,6 @@ class HalAllocator:
         allocation = self.device.import_allocation(data, origin)
         if allocation is None:
             return None
-        allocation.vm_writable = bool(data.flags.writeable)
         self.device.allocation_made(allocation)
         return HalBuffer(allocation, 0, allocation.size, memory_type, usage, access)
 

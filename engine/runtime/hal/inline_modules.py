@@ -79,6 +79,8 @@ class InlineStorage:
             if found is None:
                 found = self.allocate(view.length, f"copy of {view.origin}".strip())
                 found.write_view()[...] = view.data
+            else:
+                found.allocation.vm_writable = view.mutable  # the VM's buffer ops write the view's memory
             self._buffers[view] = found
         return found
 

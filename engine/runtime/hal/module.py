@@ -251,6 +251,8 @@ class HalModule(NativeModule):
         buffer = allocator.wrap(data, memory_types, buffer_usage, access, f"import {source.origin}".strip())
         if buffer is None and not is_try:
             raise VmStatusError(StatusCode.UNAVAILABLE, "the device cannot import this host memory in place")
+        if buffer is not None:
+            buffer.allocation.vm_writable = source.mutable  # the VM's buffer ops may write a mutable source
         return buffer
 
     @export("allocator.select", "0iiICrID_rI")
