@@ -17,7 +17,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from engine.runtime import isa
 from engine.runtime.hal.buffers import Allocation
 from engine.runtime.hal.device import DispatchRecord, Transfer
 from engine.timetravel.snapshot import Snapshot
@@ -93,8 +92,7 @@ def _bytes_unchanged_by(travel: TimeTravel, watch: BufferWatch) -> Callable[[tup
         key = (id(instance), ordinal, pc)
         found = calls_import.get(key)
         if found is None:
-            ins = instance.instruction_at(ordinal, pc)
-            found = calls_import[key] = ins.opcode.symbol.startswith("Call") and bool(ins.operands[0] & isa.IMPORT_BIT)
+            found = calls_import[key] = instance.instruction_at(ordinal, pc).called_import is not None
         return not found
 
     return unchanged_by

@@ -17,7 +17,6 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.runtime import isa
 from engine.runtime.vm.context import ModuleInstance, VmContext
 from engine.runtime.vm.interpreter import FrameLocation, Interpreter, StepRecord, VmTrap
 
@@ -145,10 +144,8 @@ class Controller:
         out = set()
         for ordinal in range(len(inst.functions)):
             for pc, ins in inst.instructions(ordinal).items():
-                if ins.opcode.symbol.startswith("Call"):
-                    func = ins.operands[0]
-                    if func & isa.IMPORT_BIT and (func & 0x7FFFFFFF) in targets:
-                        out.add((inst, ordinal, pc))
+                if ins.called_import in targets:
+                    out.add((inst, ordinal, pc))
         return out
 
     def breakpoints_at(self, t: Interpreter) -> tuple:

@@ -62,6 +62,14 @@ class Instruction:
     def symbol(self) -> str:
         return self.opcode.symbol
 
+    @property
+    def called_import(self) -> int | None:
+        """The import ordinal a call instruction calls (None: not a call, or a call of a bytecode function)."""
+        if not self.opcode.symbol.startswith("Call"):
+            return None
+        callee = self.operands[0]
+        return callee & ~isa.IMPORT_BIT if callee & isa.IMPORT_BIT else None
+
     def operand(self, name: str):
         """The value of the operand named ``name`` (IREE's field name, e.g. ``result``)."""
         for spec, value in zip(self.opcode.operands, self.operands):

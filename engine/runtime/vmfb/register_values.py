@@ -36,11 +36,9 @@ def register_key(register: int) -> RegisterKey:
 
 def call_arguments(ins: Instruction) -> tuple[int | None, tuple[int, ...], tuple[int, ...]]:
     """``(import ordinal or None, argument registers, result registers)`` of a call instruction."""
-    callee = ins.operands[0]
     args = ins.operands[2] if ins.opcode.symbol.startswith("CallVariadic") else ins.operands[1]
     results = ins.operands[-1]
-    ordinal = callee & ~isa.IMPORT_BIT if callee & isa.IMPORT_BIT else None
-    return ordinal, tuple(args), tuple(results)
+    return ins.called_import, tuple(args), tuple(results)
 
 
 class RegisterValues:
