@@ -151,7 +151,7 @@ def _compare_outputs(result, sources_b, module_a: str, module_b: str, function: 
     """The two builds run in lockstep, every dispatch's outputs judged: the verdicts go on ``result``'s lines
     (``with_output_verdicts``), the function results' on ``result.outputs``, what was not judged in its notes."""
     from engine.dispatch.lockstep import run_lockstep
-    from engine.dispatch.numerics import Verdict, worst_verdict
+    from engine.dispatch.numerics import worst_verdict
     from engine.dispatch.rebuild_sources import found_or_rebuilt
     from engine.dispatch.typed_tensors import find_sources
     from engine.runtime.parameters import ParameterArchives
@@ -178,9 +178,8 @@ def _compare_outputs(result, sources_b, module_a: str, module_b: str, function: 
         return
     # A dispatch whose untyped bytes differ, or whose outputs A and B type otherwise, is not judged: its lines
     # show no verdict, the note says why.
-    unjudged = lambda r: r.layout_differs or r.after_apart or (r.untyped_bytes and r.verdict is Verdict.DIVERGED)  # noqa: E731
-    runs = [(r.name, None if unjudged(r) else str(r.verdict)) for r in lockstep.dispatches]
-    notes += [note for note in (lockstep.untyped_note(), lockstep.layout_note(), lockstep.apart_note()) if note]
+    runs = [(r.name, str(r.verdict) if r.judged else None) for r in lockstep.dispatches]
+    notes += lockstep.unjudged_notes()
     result.lines = with_output_verdicts(result.lines, runs, sources_b)
     result.outputs = str(worst_verdict(c.verdict for c in lockstep.outputs)) if lockstep.outputs else None
     notes += [f"lockstep: {n}" for n in lockstep.notes]

@@ -200,9 +200,7 @@ def _diverge(args) -> int:
         on_report=None if args.json else partial(_print_report, many_calls=args.calls > 1),
         parameters=parameter_archives(args), calls=args.calls,
     )  # fmt: skip
-    for note in (result.untyped_note(), result.layout_note(), result.apart_note()):
-        if note:
-            result.notes.append(note)
+    result.notes += result.unjudged_notes()
     divergence = _first_divergence(result, module_a, module_b)
     repro_path = None
     if divergence is not None and args.repro:
@@ -215,7 +213,7 @@ def _diverge(args) -> int:
         golden = _golden(args.golden, result.results_a, results_b, tolerance)
     counts: dict[str, int] = {}
     for d in result.dispatches:
-        key = d.label.replace(" ", "_") if d.untyped_bytes or d.layout_differs or d.after_apart else str(d.verdict)
+        key = d.label.replace(" ", "_")  # the verdict's name, or what kept it from being judged
         counts[key] = counts.get(key, 0) + 1
     if args.json:
         obj = {

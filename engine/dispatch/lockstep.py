@@ -314,6 +314,12 @@ class DispatchReport:
     call: int = 1  # which call of the run, from 1 (``ordinal`` counts from that call's first dispatch)
 
     @property
+    def judged(self) -> bool:
+        """Whether its verdict judges the kernel's arithmetic (not outputs laid out otherwise, a divergence
+        after the runs went apart, or untyped bytes that differ)."""
+        return not (self.layout_differs or self.after_apart or (self.untyped_bytes and self.verdict is Verdict.DIVERGED))
+
+    @property
     def label(self) -> str:
         """What the comparison says, in words (``bytes differ`` where the bytes' type is not known, ``layout
         differs`` where the outputs could not be paired)."""
@@ -382,6 +388,10 @@ class LockstepResult:
     untyped_differences: list[int] = field(default_factory=list)  # ordinals whose untyped output bytes differ
     layout_differences: list[int] = field(default_factory=list)  # ordinals whose outputs could not be paired
     apart_differences: list[int] = field(default_factory=list)  # diverged after the sequences went apart
+
+    def unjudged_notes(self) -> list[str]:
+        """Why the dispatches that were not judged (``DispatchReport.judged``) are not named a divergence."""
+        return [note for note in (self.untyped_note(), self.layout_note(), self.apart_note()) if note]
 
     def _first_of(self, ordinals: list[int]) -> str:
         first = next(d for d in self.dispatches if d.ordinal == ordinals[0])
