@@ -55,7 +55,7 @@ def coverage(model: str, work: Path) -> None:
     found_s = time.perf_counter() - t
     result = attribute(trace, sources)
     split = sum(1 for how in sources.how.values() if how == "flow")
-    print(f"{model:16} {result.dispatch_time_ns / 3e6:9.2f} ms/call  {result.coverage * 100:6.1f} % on torch-op lines  "
+    print(f"{model:16} {result.dispatch_time_ns / 3e6:9.2f} ms/call  {result.coverage * 100:6.1f} % on frontend-op lines  "
           f"{len(result.by_source):4} lines  {split}/{len(sources.how)} exports split by their ops  "
           f"source ops found in {found_s:.1f} s")  # fmt: skip
 

@@ -5,11 +5,13 @@ program's lines it came from, the lines sum to the total dispatch time, and on r
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from support import SHARED_MODELS, compile_for, iree_compile, model_lens_sources
 
@@ -17,11 +19,14 @@ from engine.compiler.targets import target_flags
 from engine.trace.by_source import SourceMap, SourceShare, place_shares, program_op
 from engine.trace.source_ops import dispatch_source_ops, op_work
 
+JAX_PROGRAM = Path(__file__).parent / "session_programs" / "jax_mlp.mlir"
 
-def _profile_by_source(vmfb: Path, function: str, x: Path, tmp: Path, *extra: str) -> tuple[dict, dict]:
+
+def _profile_by_source(vmfb: Path, function: str, x: Path | None, tmp: Path, *extra: str) -> tuple[dict, dict]:
+    """``x``: the one input (None: the inputs are among ``extra``)."""
     trace, attr = tmp / f"{vmfb.stem}.json", tmp / f"{vmfb.stem}_by_source.json"
     cmd = [sys.executable, "-m", "app.launcher", "profile", str(vmfb), f"--function={function}",
-           f"--input=@{x}", f"--out={trace}", f"--by-source={attr}", *extra]  # fmt: skip
+           *([f"--input=@{x}"] if x else []), f"--out={trace}", f"--by-source={attr}", *extra]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(trace.read_text()), json.loads(attr.read_text())
@@ -93,7 +98,7 @@ def test_attention_block_onnx_import_is_90_percent_on_torch_lines(tmp_path):
     )
     _check(chrome, attr)
     assert _torch_share(attr) >= 0.9
-    assert attr["torch_op_share"] >= 0.9
+    assert attr["frontend_op_share"] >= 0.9
     # The q, k and v projections (lines 17, 18, 19) are one deduplicated executable dispatched three times:
     # each run's time is its own line's (all three went to line 17, whose ops' locations it kept).
     rows = {r["loc"].rpartition(":")[2]: r for r in attr["by_source"]}
@@ -293,3 +298,53 @@ def test_a_dynamic_shape_has_no_work_and_its_dispatch_is_shared_equally(tmp_path
     _check(chrome, attr)
     assert any("dynamic shapes" in n for n in attr["notes"])
     assert _torch_share(attr) >= 0.9
+
+
+def _jax_inputs(tmp: Path) -> list[str]:
+    rng = np.random.default_rng(0)
+    out = []
+    for k, shape in enumerate(((4, 16), (16, 32), (32,))):
+        np.save(tmp / f"a{k}.npy", rng.standard_normal(shape).astype(np.float32))
+        out.append(f"--input=@{tmp / f'a{k}.npy'}")
+    return out
+
+
+def test_a_jax_export_is_attributed_to_its_python_lines_by_its_op_names(tmp_path):
+    # IREE inlines a StableHLO program's function into a wrapper, so every op's location becomes
+    # callsite(JAX's located name at the function's line): the function's line is no op's; the Python lines are.
+    program = tmp_path / JAX_PROGRAM.name
+    shutil.copy(JAX_PROGRAM, program)
+    # Compiled by its relative name in its folder (the module records "jax_mlp.mlir"), read from elsewhere.
+    iree_compile([program.name, *target_flags("llvm-cpu"), "-o", "jax_mlp.vmfb"], cwd=tmp_path, check=True)
+    vmfb = tmp_path / "jax_mlp.vmfb"
+    chrome, attr = _profile_by_source(vmfb, "main", None, tmp_path, *_jax_inputs(tmp_path))
+    _check(chrome, attr)
+    # Independently: the names and Python lines the program's location aliases declare.
+    text = program.read_text()
+    declared = {
+        f"/home/user/jaxmodel.py:{line}": name
+        for name, alias in re.findall(r'^#l\d = loc\("([^"]+)"\((#loc\d)\)\)$', text, re.M)
+        for line in re.findall(rf'^{alias} = loc\("/home/user/jaxmodel.py":(\d+):0\)$', text, re.M)
+    }
+    assert len(declared) == 5
+    rows = {r["loc"]: r for r in attr["by_source"]}
+    assert set(rows) <= set(declared) and len(rows) >= 4  # the bias add fuses into the ReLU's op (line 12)
+    assert all(r["name"] == declared[loc] and r["op"] is None for loc, r in rows.items())
+    assert attr["frontend_op_share"] == 1.0
+    from app.views.dispatch_list_model import source_lines_job
+
+    # The module's own export locations are the function's line: the dispatch list says so.
+    assert {v.partition(" ")[2] for v in source_lines_job(str(vmfb)).values()} == {"(its function's line)"}
+
+
+def test_a_stablehlo_program_without_locations_is_on_its_stablehlo_lines(tmp_path):
+    program = tmp_path / "hlo.mlir"
+    stripped = re.sub(r" loc\(#l\d\)", "", JAX_PROGRAM.read_text())
+    program.write_text("\n".join(line for line in stripped.splitlines() if not line.startswith("#l")))
+    vmfb = compile_for(program, tmp_path / "hlo.vmfb", "llvm-cpu")
+    chrome, attr = _profile_by_source(vmfb, "main", None, tmp_path, *_jax_inputs(tmp_path))
+    _check(chrome, attr)
+    on_stablehlo = sum(r["time_ns"] for r in attr["by_source"] if "stablehlo." in _line_text(r["loc"]))
+    assert on_stablehlo == attr["dispatch_time_ns"]
+    assert attr["frontend_op_share"] == 1.0
+    assert {r["op"] for r in attr["by_source"]} >= {"stablehlo.dot_general", "stablehlo.reduce"}

@@ -318,14 +318,16 @@ class ColumnFitter(QObject):
 
 def source_lines_job(module_path: str, task=None) -> dict[str, str]:
     """Export name -> ``file.mlir:LINE op`` from the module's recorded export locations (runs on the
-    engine worker: it reads every executable's export table)."""
+    engine worker: it reads every executable's export table). Where IREE recorded the line of the function the
+    op is in (a StableHLO program's ops, inlined into a wrapper), that is said: it is no op's line."""
     from pathlib import Path
 
-    from engine.trace.by_source import export_locations, program_op
+    from engine.trace.by_source import FUNCTION_DEFINITIONS, program_op, readable_export_locations
 
     out = {}
-    for export, loc in export_locations(module_path).items():
+    for export, loc in readable_export_locations(module_path)[0].items():
         path, _, line = loc.rpartition(":")
         op = program_op(loc)
-        out[export] = f"{Path(path).name}:{line}" + (f" {op}" if op else "")
+        said = " (its function's line)" if op in FUNCTION_DEFINITIONS else f" {op}" if op else ""
+        out[export] = f"{Path(path).name}:{line}{said}"
     return out

@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 
 from app.views.elided_label import ElidedLabel
 from app.views.zones_timeline import format_ns
-from engine.trace.by_source import Attribution, SourceTime
+from engine.trace.by_source import FRONTEND_OPS_SAID, Attribution, SourceTime
 
 _ROOT = QModelIndex()
 NO_ATTRIBUTION = (
@@ -147,19 +147,22 @@ class BySourceModel(RowsModel):
         r = self.rows[index.row()]
         col = index.column()
         if role == Qt.ItemDataRole.UserRole:
-            return (line_label(r), r.op or "", r.time_ns, self.share(r), r.calls)[col]
+            return (line_label(r), r.op or r.name or "", r.time_ns, self.share(r), r.calls)[col]
         if role == Qt.ItemDataRole.DisplayRole:
             if col == 0:
                 return line_label(r)
             if col == 1:
-                return short_op(r.op) if r.op else "(op unknown: the program is not readable here)"
+                if r.op:
+                    return short_op(r.op)
+                return r.name or "(op unknown: the program is not readable here)"
             if col == 2:
                 return format_ns(r.time_ns)
             if col == 3:
                 return f"{self.share(r) * 100:.1f} %"
             return f"{r.calls:,}"
         if role == Qt.ItemDataRole.ToolTipRole:
-            where = r.loc + (f"  {r.op}" if r.op else "") + (f"\nPython: {r.python}" if r.python else "")
+            where = r.loc + (f"  {r.op or r.name}" if r.op or r.name else "")
+            where += f"\nPython: {r.python}" if r.python and r.python != r.loc else ""
             return f"{where}\n{len(r.dispatches)} dispatches:\n" + "\n".join(r.dispatches[:20])
         if role == Qt.ItemDataRole.TextAlignmentRole and col >= 2:
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
@@ -177,9 +180,9 @@ def line_label(row: SourceTime) -> str:
     """``file.mlir:39`` (the file's name and line; the tooltip has the whole path), and the Python line."""
     path, _, line = row.loc.rpartition(":")
     label = f"{Path(path).name}:{line}" if path else row.loc
-    return label + (
-        f" ({Path(row.python.rpartition(':')[0]).name}:{row.python.rpartition(':')[2]})" if row.python else ""
-    )
+    if not row.python or row.python == row.loc:
+        return label
+    return label + f" ({Path(row.python.rpartition(':')[0]).name}:{row.python.rpartition(':')[2]})"
 
 
 class BySourceTable(QWidget):
@@ -207,7 +210,7 @@ class BySourceTable(QWidget):
             return
         self.note.setText(
             f"{format_ns(attribution.dispatch_time_ns)} of dispatch time on {len(attribution.by_source)} lines, "
-            f"{attribution.coverage * 100:.1f} % on lines holding the frontend's ops (torch, ONNX)"
+            f"{attribution.coverage * 100:.1f} % on lines holding the frontend's ops ({FRONTEND_OPS_SAID})"
         )
         self.note.setToolTip("\n".join([self.note.text(), attribution.rule, *attribution.notes]))
 

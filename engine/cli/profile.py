@@ -178,7 +178,7 @@ def write_profile(trace: Trace, out: str) -> None:
 
 def write_by_source(trace: Trace, module: str, out: str, source: str | None, timeout_s: float) -> None:
     """Write the dispatch time of ``trace`` by source line to ``out`` and print the top lines."""
-    from engine.trace.by_source import attribute, source_map
+    from engine.trace.by_source import FRONTEND_OPS_SAID, attribute, source_map
 
     attribution = attribute(trace, source_map(module, source=source, timeout_s=timeout_s))
     attribution.write_json(out)
@@ -186,7 +186,7 @@ def write_by_source(trace: Trace, module: str, out: str, source: str | None, tim
         print(f"  {note}")
     total = attribution.dispatch_time_ns
     print(f"{total / 1e3:.1f} us of dispatch time on {len(attribution.by_source)} source lines "
-          f"({attribution.coverage * 100:.1f} % on lines holding the frontend's ops: torch, ONNX) -> {out}")  # fmt: skip
+          f"({attribution.coverage * 100:.1f} % on lines holding the frontend's ops: {FRONTEND_OPS_SAID}) -> {out}")  # fmt: skip
     for row in attribution.by_source[:5]:
         share = row.time_ns / total * 100 if total else 0.0
-        print(f"  {share:5.1f} %  {row.time_ns / 1e3:10.1f} us  {row.loc}  {row.op or '(op unknown)'}")
+        print(f"  {share:5.1f} %  {row.time_ns / 1e3:10.1f} us  {row.loc}  {row.op or row.name or '(op unknown)'}")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +29,13 @@ from engine.trace.model import Trace
 from engine.trace.source_ops import SourceOp, dispatch_sites, dispatch_source_ops, flow_with_locations
 
 NO_LOCATION = "(no location)"
+# Ops the frontends write (torch-mlir's torch and ONNX ops, JAX's StableHLO, TFLite's TOSA): the lines the
+# user's model is made of, as against what IREE itself added.
+FRONTEND_OP_PREFIXES = ("torch.", "stablehlo.", "mhlo.", "chlo.", "tosa.")
+FRONTEND_OPS_SAID = "torch, ONNX, StableHLO, TOSA"
+# Where IREE records a function's line for its ops (StableHLO's public function is inlined into a wrapper, its
+# ops' locations becoming ``callsite(op at function)``), the op's own line is its frontend's (Python), if any.
+FUNCTION_DEFINITIONS = frozenset({"func.func", "util.func"})
 _OP_AT_LINE = re.compile(r'(?:^|=\s*|^\s*)(torch\.operator\s+"[^"]+"|[a-z_][\w]*(?:\.[\w]+)+)')
 
 
@@ -39,6 +46,7 @@ class SourceShare:
     loc: str
     share: float
     python: str | None = None
+    name: str | None = None  # the frontend's name for the op (``SourceOp.name``)
 
 
 @dataclass
@@ -93,12 +101,21 @@ class SourceTime:
     calls: int  # dispatch executions that gave this line time
     dispatches: tuple[str, ...]  # the export names of those dispatches
     python: str | None = None
+    name: str | None = None  # the frontend's name for the op, where its location gave one (JAX's op path)
+
+    @property
+    def frontend_op(self) -> bool:
+        """Whether the line holds an op the frontend wrote (a torch, ONNX, StableHLO or TOSA op), or the
+        frontend named the op (JAX)."""
+        return self.name is not None or (self.op is not None and self.op.startswith(FRONTEND_OP_PREFIXES))
 
     def as_dict(self) -> dict:
         out = {"loc": self.loc, "op": self.op, "time_ns": self.time_ns, "calls": self.calls,
                "dispatches": list(self.dispatches)}  # fmt: skip
         if self.python:
             out["python"] = self.python
+        if self.name:
+            out["name"] = self.name
         return out
 
 
@@ -112,21 +129,22 @@ class Attribution:
     notes: tuple[str, ...] = ()
 
     @property
-    def torch_op_time_ns(self) -> int:
-        """Time on lines that hold a torch op (``torch.aten.*``, ``torch.operator "onnx.*"``, ...)."""
-        return sum(s.time_ns for s in self.by_source if s.op is not None and s.op.startswith("torch."))
+    def frontend_op_time_ns(self) -> int:
+        """Time on lines that hold a frontend's op (``torch.aten.*``, ``torch.operator "onnx.*"``,
+        ``stablehlo.*``, ``tosa.*``) or ops the frontend named (``SourceTime.frontend_op``)."""
+        return sum(s.time_ns for s in self.by_source if s.frontend_op)
 
     @property
     def coverage(self) -> float:
-        """The share of dispatch time on input-program lines holding torch ops (0 when no time)."""
-        return self.torch_op_time_ns / self.dispatch_time_ns if self.dispatch_time_ns else 0.0
+        """The share of dispatch time on lines holding the frontend's ops (0 when no time)."""
+        return self.frontend_op_time_ns / self.dispatch_time_ns if self.dispatch_time_ns else 0.0
 
     def as_dict(self) -> dict:
         return {
             "dispatch_time_ns": self.dispatch_time_ns,
             "by_source": [s.as_dict() for s in self.by_source],
             "rule": self.rule,
-            "torch_op_share": round(self.coverage, 6),
+            "frontend_op_share": round(self.coverage, 6),
             "notes": list(self.notes),
         }
 
@@ -175,6 +193,16 @@ def export_locations(module_path: str | Path) -> dict[str, str]:
     return out
 
 
+def readable_export_locations(module_path: str | Path) -> tuple[dict[str, str], Path | None]:
+    """``export_locations``, the input program's lines named as it is readable here (a relative name made
+    whole: found beside the module), and that program (None where it is not readable here)."""
+    exported = export_locations(module_path)
+    found = input_program_of(exported, module_path)
+    if found is not None:
+        exported = {e: _renamed(loc, found) for e, loc in exported.items()}
+    return exported, found
+
+
 def input_program_of(locations: dict[str, str], module_path: str | Path | None = None) -> Path | None:
     """The input program the module's locations name (the file most of them are in), if readable here: as
     named, or beside the module when the name is relative (compiled as ``iree-compile model.mlir``)."""
@@ -218,11 +246,8 @@ def source_map(
     (``flow_text``, else ``source`` compiled to flow, else the input program the module names), each
     dispatch the flow phase does not hold by its export's recorded location."""
     result = SourceMap()
-    exported = export_locations(module_path)
+    exported, found = readable_export_locations(module_path)
     ops: dict[str, tuple[SourceOp, ...]] = {}
-    found = input_program_of(exported, module_path)
-    if found is not None:  # name the program as it is readable here (a relative name made whole)
-        exported = {e: _renamed(loc, found) for e, loc in exported.items()}
     if flow_text is None:
         program = Path(source) if source is not None else found
         if program is None and not exported:
@@ -243,20 +268,24 @@ def source_map(
                 result.notes.append(f"{e}: each dispatch by its export's location")
     sites: dict[str, tuple[str | None, ...]] = {}
     if flow_text is not None:
-        ops = dispatch_source_ops(flow_text)
+        ops = {export: tuple(map(own_line, found)) for export, found in dispatch_source_ops(flow_text).items()}
         sites = dispatch_sites(flow_text)
     dynamic: list[str] = []
     for export in set(exported) | set(ops):
         found = ops.get(export, ())
         if any(o.work is None for o in found):  # a dynamic shape: the ops' sizes are the run's; share equally
-            found = tuple(SourceOp(o.loc, 1.0, o.ir_op, o.python, o.reduces) for o in found)
+            found = tuple(replace(o, work=1.0) for o in found)
             dynamic.append(export)
         total = sum(o.work for o in found)
         if found and total > 0:
             merged: dict[tuple[str, str | None], float] = defaultdict(float)
+            names: dict[tuple[str, str | None], str | None] = {}
             for o in found:
                 merged[(o.loc, o.python)] += o.work / total
-            result.shares[export] = tuple(SourceShare(loc, share, py) for (loc, py), share in merged.items())
+                names.setdefault((o.loc, o.python), o.name)
+            result.shares[export] = tuple(
+                SourceShare(loc, share, py, names[(loc, py)]) for (loc, py), share in merged.items()
+            )
             result.how[export] = "flow"
         elif export in exported:
             result.shares[export] = (SourceShare(exported[export], 1.0),)
@@ -283,6 +312,14 @@ def source_map(
     return result
 
 
+def own_line(op: SourceOp) -> SourceOp:
+    """``op`` at its own line: the frontend's (Python) where the program line IREE recorded is its function's
+    (``FUNCTION_DEFINITIONS``), which every op of that function shares."""
+    if op.python and op.loc != op.python and program_op(op.loc) in FUNCTION_DEFINITIONS:
+        return replace(op, loc=op.python)
+    return op
+
+
 def place_shares(shares: tuple[SourceShare, ...], places: tuple[str | None, ...]) -> tuple[tuple[SourceShare, ...], ...]:
     """Each place's lines of a dispatch whose ops' locations (``shares``) are those of one of its ``places``
     (the ``flow.dispatch`` ops' own lines): that place's shares as they are; another place's moved by the
@@ -307,7 +344,7 @@ def place_shares(shares: tuple[SourceShare, ...], places: tuple[str | None, ...]
             if delta and (share_path != path or op is None or program_op(target) != op):
                 moved = None
                 break
-            moved.append(share if not delta else SourceShare(target, share.share))
+            moved.append(share if not delta else replace(share, loc=target))
         out.append(tuple(moved) if moved is not None else (SourceShare(place, 1.0),))
     return tuple(out)
 
@@ -327,6 +364,7 @@ def attribute(trace: Trace, sources: SourceMap) -> Attribution:
     times: dict[tuple[str, str | None], float] = defaultdict(float)
     calls: dict[tuple[str, str | None], int] = defaultdict(int)
     names: dict[tuple[str, str | None], dict[str, None]] = defaultdict(dict)
+    frontend_names: dict[tuple[str, str | None], str | None] = {}
     total = 0
     order = trace.zones_in_time_order("dispatch")
     exports = [trace.names[int(trace.zones.name[index])] for index in order]
@@ -338,9 +376,11 @@ def attribute(trace: Trace, sources: SourceMap) -> Attribution:
             times[key] += duration * part.share
             calls[key] += 1
             names[key][export] = None
+            frontend_names.setdefault(key, part.name)
     rounded = _round_to_total(times, total)
     rows = [
-        SourceTime(loc, program_op(loc), rounded[(loc, py)], calls[(loc, py)], tuple(names[(loc, py)]), py)
+        SourceTime(loc, program_op(loc), rounded[(loc, py)], calls[(loc, py)], tuple(names[(loc, py)]), py,
+                   frontend_names.get((loc, py)))  # fmt: skip
         for loc, py in times
     ]
     rows.sort(key=lambda r: (-r.time_ns, r.loc))
@@ -364,7 +404,7 @@ def program_op(loc: str) -> str | None:
     """The op written at ``FILE:LINE`` (``torch.aten.conv2d``, ``torch.operator "onnx.Conv"``), or None
     where the file is not readable here or the line holds no op."""
     path, _, line = loc.rpartition(":")
-    if not path or not line.isdigit():
+    if not path or not line.isdigit() or path.endswith(".py"):  # a Python line holds no op of the program
         return None
     try:
         key = (path, Path(path).stat().st_mtime_ns)

@@ -33,6 +33,8 @@ _CONTRACTIONS = frozenset(
 )
 _FUNC = re.compile(r"^(\s*)func\.func (?:public |private )?@([\w$.\-]+)\(")
 _FILE_LOC = re.compile(r'"([^"]+)":(\d+):(\d+)')
+# A name location, ``"jit(f)/jit(main)/dot_general"(...)``: a quoted name followed by the location it names.
+_NAME_LOC = re.compile(r'"([^"]+)"\(')
 _LOC_ALIAS_DEF = re.compile(r"^(#loc\d*)\s*=\s*(loc\(.*\))\s*$")
 _TENSOR = re.compile(r"tensor<(.*)>")
 _MAPS = re.compile(r"affine_map<\(([^)]*)\)\s*->\s*\(([^)]*)\)>")
@@ -43,7 +45,9 @@ class SourceOp:
     """One compute op of a dispatch and where it came from.
 
     ``loc`` is ``FILE:LINE`` of the input program (the IR the frontend wrote); ``python`` the Python
-    ``FILE:LINE`` where the location held one; ``work`` the op's loop-nest size (see the module's rule).
+    ``FILE:LINE`` where the location held one; ``work`` the op's loop-nest size (see the module's rule);
+    ``name`` the frontend's own name for the op where its location carried one (JAX names every op by its
+    path in the traced program: ``jit(predict)/jit(main)/dot_general``).
     """
 
     loc: str
@@ -51,6 +55,7 @@ class SourceOp:
     ir_op: str  # the linalg op it became, e.g. linalg.generic
     python: str | None = None
     reduces: bool = False  # it has a reduction loop (a contraction: one multiply-add per point)
+    name: str | None = None
 
     @property
     def flops(self) -> float | None:
@@ -174,9 +179,9 @@ def _ops_in(body: list[str], aliases: dict[str, str]):
         if program is not None or python is not None:
             reduces = '"reduction"' in body[i] or m.group(1) in _CONTRACTIONS
             work = op_work(m.group(1), body[i])
-            yield SourceOp(
-                program or python, None if work is None else float(work), m.group(1), python, reduces
-            )
+            named = _NAME_LOC.search(loc_text or "")
+            yield SourceOp(program or python, None if work is None else float(work), m.group(1), python, reduces,
+                           named.group(1) if named else None)  # fmt: skip
         i = last + 1
 
 
