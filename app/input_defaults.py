@@ -24,7 +24,10 @@ FILLS = ("zeros", "ones", "random")
 DYNAMIC_DIM = 1  # what a ``?`` dimension becomes
 MAX_INLINE_RANDOM = 256  # random tensors with more elements are written to a .npy file
 
-_ARG = re.compile(r"%[\w$.-]+\s*:\s*(?P<type>tensor<[^>]*>|[a-z]+\d*)")
+_ARG = re.compile(r"%[\w$.-]+\s*:\s*(?P<type>tensor<(?:[^<>]|<[^<>]*>)*>|[a-z]+\d*)")
+_TENSOR = re.compile(r"tensor<(?P<dims>(?:(?:\d+|\?)x)*)(?P<element>.+)>")
+# The declaration's complex element types in IREE's spelling (a pair of floats: complex<f32> is cf64).
+_COMPLEX = {"complex<f32>": "cf64", "complex<f64>": "cf128"}
 _NUMPY_OF = {
     "f16": np.float16,
     "f32": np.float32,
@@ -43,6 +46,8 @@ _NUMPY_OF = {
     "ui16": np.uint16,
     "ui32": np.uint32,
     "ui64": np.uint64,
+    "cf64": np.complex64,
+    "cf128": np.complex128,
 }
 
 
@@ -66,10 +71,10 @@ def parse_declaration(declaration: str) -> list[Argument] | None:
     args: list[Argument] = []
     for a in _ARG.finditer(m["args"]):
         text = a["type"]
-        if text.startswith("tensor<"):
-            parts = text[len("tensor<") : -1].split("x")
-            dims = tuple(DYNAMIC_DIM if d == "?" else int(d) for d in parts[:-1] if d)
-            args.append(Argument(parts[-1], dims))
+        tensor = _TENSOR.fullmatch(text)
+        if tensor is not None:
+            dims = tuple(DYNAMIC_DIM if d == "?" else int(d) for d in tensor["dims"].split("x") if d)
+            args.append(Argument(_COMPLEX.get(tensor["element"], tensor["element"]), dims))
         else:
             args.append(Argument(text, None))
     return args
@@ -106,8 +111,12 @@ def _asserted(module: Any, function: str) -> list[Argument] | None:
     return None if found is None else [Argument(a.element_type, a.shape) for a in found]
 
 
+def _floating(element_type: str) -> bool:
+    return element_type.startswith(("f", "bf", "cf"))  # complex: its real parts (our parser reads 1 as 1+0j)
+
+
 def _literal(value: float, element_type: str) -> str:
-    if element_type.startswith(("f", "bf")):
+    if _floating(element_type):
         return f"{value:g}" if value != int(value) else f"{int(value)}"
     return str(int(value))
 
@@ -124,7 +133,7 @@ def default_input(arg: Argument, fill: str = "zeros", seed: int = 0, folder: Pat
         return f"{format_shape_and_type(arg.shape, arg.element_type)}={value}" if arg.is_tensor else value
     rng = np.random.default_rng(seed)
     count = int(np.prod(arg.shape)) if arg.is_tensor else 1
-    floating = arg.element_type.startswith(("f", "bf"))
+    floating = _floating(arg.element_type)
     values = rng.uniform(-1.0, 1.0, count) if floating else rng.integers(0, 8, count)
     if not arg.is_tensor:
         return _literal(round(float(values[0]), 3), arg.element_type)

@@ -230,3 +230,52 @@ def test_a_tensor_with_no_elements_gets_an_input_iree_run_module_takes(tmp_path,
                                *[f"--input={i}" for i in defaults])  # fmt: skip
         assert proc.returncode == 0, proc.stderr
         assert proc.stdout == expected.stdout, engine
+
+
+COMPLEX_PRODUCT = """
+func.func @main(%a: tensor<8xcomplex<f32>>, %b: tensor<8xcomplex<f32>>) -> (tensor<8xcomplex<f32>>, tensor<8xf32>) {
+  %0 = stablehlo.multiply %a, %b : tensor<8xcomplex<f32>>
+  %1 = stablehlo.abs %0 : (tensor<8xcomplex<f32>>) -> tensor<8xf32>
+  return %0, %1 : tensor<8xcomplex<f32>>, tensor<8xf32>
+}
+"""
+
+
+def test_complex_results_print_as_iree_run_module_does_and_defaults_run(tmp_path):
+    """Was: ``iree-lens run`` of a function returning complex<f32> (JAX's FFTs) died formatting it ("must be
+    real number, not complex"), in both engines; the window's default inputs died reading the declaration
+    ``tensor<8xcomplex<f32>>`` (its ``>`` ended the type early)."""
+    from support import compile_for, lens_in_process
+
+    from app.input_defaults import default_inputs
+    from engine.runtime.vmfb.module import open_vmfb
+
+    source = tmp_path / "complex.mlir"
+    source.write_text(COMPLEX_PRODUCT)
+    vmfb = compile_for(source, tmp_path / "complex.vmfb", "llvm-cpu")
+    rng = np.random.default_rng(1)
+    a, b = ((rng.standard_normal(8) + 1j * rng.standard_normal(8)).astype(np.complex64) for _ in range(2))
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "b.npy", b)
+    inputs = [f"@{tmp_path / 'a.npy'}", f"@{tmp_path / 'b.npy'}"]
+    expected = iree_run_module(vmfb, "main", inputs)
+    assert expected.returncode == 0, expected.stderr
+    assert "8xcf64=" in expected.stdout  # IREE prints complex as each element's bytes in hex
+    for engine in ("reference", "debug"):
+        args = [f"--engine={engine}", *[f"--input={i}" for i in inputs]]
+        proc = lens_in_process("run", str(vmfb), *args)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout == expected.stdout, engine
+        out = tmp_path / f"{engine}.npy"
+        assert lens_in_process("run", str(vmfb), *args, f"--output=@{out}").returncode == 0
+        np.testing.assert_allclose(np.load(out), a * b, rtol=1e-6)
+    defaults = default_inputs(open_vmfb(vmfb), "main", "random")
+    assert defaults is not None and all(d.startswith("8xcf64=") for d in defaults)
+    proc = lens_in_process("run", str(vmfb), *[f"--input={d}" for d in defaults])
+    assert proc.returncode == 0, proc.stderr
+    real = [np.array(d.partition("=")[2].split(), np.float32) for d in defaults]  # their imaginary parts are 0
+    assert proc.stdout.strip().endswith(format_results_line(np.abs(real[0] * real[1])))
+
+
+def format_results_line(values: np.ndarray) -> str:
+    return "8xf32=" + " ".join("%G" % v for v in values.astype(np.float32).tolist())

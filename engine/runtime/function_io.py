@@ -287,21 +287,25 @@ def format_tensor(tensor: Tensor, max_element_count: int = DEFAULT_MAX_ELEMENT_C
         flat = flat.view(np.uint8).view(f8).astype(np.float32)
     if tensor.element_type.numerical_type == et.BOOLEAN:
         flat = flat.view(np.uint8)
+    # IREE formats the types it has no number format for (i1, complex) as each element's bytes in hex.
+    as_bytes = tensor.element_type.numerical_type == et.BOOLEAN or flat.dtype.kind == "c"
+    if as_bytes and flat.dtype.itemsize > 1:
+        flat = np.ascontiguousarray(flat).view(np.uint8).reshape(flat.size, flat.dtype.itemsize)
     budget = [max_element_count]
     # Converting to Python scalars once keeps the per-element formatting cheap.
     items = flat[: min(flat.size, max_element_count + 1)].tolist() if flat.size else []
 
     element_type = tensor.element_type
-    plain_float = element_type.is_float and element_type.numerical_type != et.FLOAT_BRAIN
-    boolean = element_type.numerical_type == et.BOOLEAN
+    plain_float = element_type.is_float and element_type.numerical_type != et.FLOAT_BRAIN and not as_bytes
 
     def leaf(offset: int, length: int) -> str:
         count = min(budget[0], length)
         budget[0] -= count
         if plain_float:  # the common case, without a call per element
             text = " ".join(["%G" % v for v in items[offset : offset + count]])
-        elif boolean:  # IREE formats i1 as any type it has no number format for: the byte in hex
-            text = " ".join(["%02X" % v for v in items[offset : offset + count]])
+        elif as_bytes:
+            text = " ".join(["".join("%02X" % b for b in v) if isinstance(v, list) else "%02X" % v
+                             for v in items[offset : offset + count]])  # fmt: skip
         else:
             text = " ".join(_element_to_text(items[offset + i], element_type) for i in range(count))
         return text + ("..." if count < length else "")
