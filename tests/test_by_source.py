@@ -348,3 +348,30 @@ def test_a_stablehlo_program_without_locations_is_on_its_stablehlo_lines(tmp_pat
     assert on_stablehlo == attr["dispatch_time_ns"]
     assert attr["frontend_op_share"] == 1.0
     assert {r["op"] for r in attr["by_source"]} >= {"stablehlo.dot_general", "stablehlo.reduce"}
+
+
+def test_stablehlo_ops_in_the_generic_form_and_a_copy_dispatch_are_on_their_lines(tmp_path):
+    # "stablehlo.sort"(...) is an op as much as stablehlo.add is; the conv's padding (a dispatch of copies, no
+    # compute op) is the conv's line, where it was dispatched from, not the function's line IREE's export
+    # table records for it.
+    program = Path(__file__).parent / "session_programs" / "jax_ops.mlir"
+    vmfb = compile_for(program, tmp_path / "jax_ops.vmfb", "llvm-cpu")
+    rng = np.random.default_rng(2)
+    arrays = [rng.standard_normal((1, 8, 8, 3)), rng.standard_normal((3, 3, 3, 4)), rng.standard_normal(16),
+              np.array([[3], [0], [3], [15]], np.int32), rng.standard_normal(4), rng.integers(0, 2, 16).astype(bool)]  # fmt: skip
+    inputs = []
+    for k, a in enumerate(arrays):
+        np.save(tmp_path / f"x{k}.npy", a.astype(np.float32) if a.dtype == np.float64 else a)
+        inputs.append(f"--input=@{tmp_path / f'x{k}.npy'}")
+    chrome, attr = _profile_by_source(vmfb, "main", None, tmp_path, *inputs)
+    _check(chrome, attr)
+    lines = program.read_text().splitlines()
+    for row in attr["by_source"]:
+        text = _line_text(row["loc"])
+        assert "stablehlo." in text and "func.func" not in text, row
+        assert row["op"] in text and row["op"].startswith("stablehlo."), row
+    conv_line = next(i for i, t in enumerate(lines, 1) if "stablehlo.convolution" in t)
+    padding = next(r for r in attr["by_source"] if any("slow_memcpy" in d for d in r["dispatches"]))
+    assert padding["loc"] == f"{program}:{conv_line}"
+    assert {r["op"] for r in attr["by_source"]} >= {"stablehlo.sort", "stablehlo.scatter", "stablehlo.reduce_window"}
+    assert attr["frontend_op_share"] == 1.0

@@ -147,21 +147,19 @@ class BySourceModel(RowsModel):
         r = self.rows[index.row()]
         col = index.column()
         if role == Qt.ItemDataRole.UserRole:
-            return (line_label(r), r.op or r.name or "", r.time_ns, self.share(r), r.calls)[col]
+            return (line_label(r), r.op_said(""), r.time_ns, self.share(r), r.calls)[col]
         if role == Qt.ItemDataRole.DisplayRole:
             if col == 0:
                 return line_label(r)
             if col == 1:
-                if r.op:
-                    return short_op(r.op)
-                return r.name or "(op unknown: the program is not readable here)"
+                return short_op(r.op_said("(op unknown: the program is not readable here)"))
             if col == 2:
                 return format_ns(r.time_ns)
             if col == 3:
                 return f"{self.share(r) * 100:.1f} %"
             return f"{r.calls:,}"
         if role == Qt.ItemDataRole.ToolTipRole:
-            where = r.loc + (f"  {r.op or r.name}" if r.op or r.name else "")
+            where = r.loc + f"  {r.op_said('')}".rstrip()
             where += f"\nPython: {r.python}" if r.python and r.python != r.loc else ""
             return f"{where}\n{len(r.dispatches)} dispatches:\n" + "\n".join(r.dispatches[:20])
         if role == Qt.ItemDataRole.TextAlignmentRole and col >= 2:

@@ -189,4 +189,4 @@ def write_by_source(trace: Trace, module: str, out: str, source: str | None, tim
           f"({attribution.coverage * 100:.1f} % on lines holding the frontend's ops: {FRONTEND_OPS_SAID}) -> {out}")  # fmt: skip
     for row in attribution.by_source[:5]:
         share = row.time_ns / total * 100 if total else 0.0
-        print(f"  {share:5.1f} %  {row.time_ns / 1e3:10.1f} us  {row.loc}  {row.op or row.name or '(op unknown)'}")
+        print(f"  {share:5.1f} %  {row.time_ns / 1e3:10.1f} us  {row.loc}  {row.op_said()}")

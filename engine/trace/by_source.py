@@ -36,7 +36,9 @@ FRONTEND_OPS_SAID = "torch, ONNX, StableHLO, TOSA"
 # Where IREE records a function's line for its ops (StableHLO's public function is inlined into a wrapper, its
 # ops' locations becoming ``callsite(op at function)``), the op's own line is its frontend's (Python), if any.
 FUNCTION_DEFINITIONS = frozenset({"func.func", "util.func"})
-_OP_AT_LINE = re.compile(r'(?:^|=\s*|^\s*)(torch\.operator\s+"[^"]+"|[a-z_][\w]*(?:\.[\w]+)+)')
+# An op as a line writes it: torch-mlir's ``torch.operator "onnx.Conv"``, the custom form ``stablehlo.add``, or
+# the generic form ``"stablehlo.sort"(...)`` (an op with regions, as StableHLO prints some).
+_OP_AT_LINE = re.compile(r'(?:^|=\s*|^\s*)(torch\.operator\s+"[^"]+"|[a-z_][\w]*(?:\.[\w]+)+|"[a-z_]\w*(?:\.\w+)+"\()')
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,7 @@ class SourceMap:
     """Export name -> the source lines its dispatches' time goes to; ``how`` says where each was found."""
 
     shares: dict[str, tuple[SourceShare, ...]] = field(default_factory=dict)
-    how: dict[str, str] = field(default_factory=dict)  # export -> "flow" | "export location"
+    how: dict[str, str] = field(default_factory=dict)  # export -> "flow" | "dispatch site" | "export location"
     notes: list[str] = field(default_factory=list)
     # An export dispatched from several places of the program (a deduplicated executable): each place's
     # lines, in the flow phase's order (``place_shares``).
@@ -108,6 +110,13 @@ class SourceTime:
         """Whether the line holds an op the frontend wrote (a torch, ONNX, StableHLO or TOSA op), or the
         frontend named the op (JAX)."""
         return self.name is not None or (self.op is not None and self.op.startswith(FRONTEND_OP_PREFIXES))
+
+    def op_said(self, unknown: str = "(op unknown)") -> str:
+        """What the line holds, as shown: its op, the frontend's name for it, or that it is a function's line
+        (IREE recorded no op's line: the dispatch's ops are located at their function)."""
+        if self.op in FUNCTION_DEFINITIONS:
+            return "(its function's line)"
+        return self.op or self.name or unknown
 
     def as_dict(self) -> dict:
         out = {"loc": self.loc, "op": self.op, "time_ns": self.time_ns, "calls": self.calls,
@@ -287,6 +296,11 @@ def source_map(
                 SourceShare(loc, share, py, names[(loc, py)]) for (loc, py), share in merged.items()
             )
             result.how[export] = "flow"
+        elif any(sites.get(export, ())):
+            # No compute op (a copy: a convolution's padding, a concatenation): the line it was dispatched from
+            # (several: each run its own, below).
+            result.shares[export] = (SourceShare(next(p for p in sites[export] if p), 1.0),)
+            result.how[export] = "dispatch site"
         elif export in exported:
             result.shares[export] = (SourceShare(exported[export], 1.0),)
             result.how[export] = "export location"
@@ -418,4 +432,7 @@ def program_op(loc: str) -> str | None:
         return None
     text = lines[number - 1].strip()
     m = _OP_AT_LINE.search(text.split("=", 1)[1] if re.match(r"^%[\w#:, %]+=", text) else text)
-    return m.group(1).replace("  ", " ") if m else None
+    if m is None:
+        return None
+    op = m.group(1)
+    return op[1:-2] if op.startswith('"') else op.replace("  ", " ")
