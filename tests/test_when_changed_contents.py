@@ -297,7 +297,9 @@ def test_where_an_input_of_a_real_model_dispatch_came_from(tmp_path):
 def test_where_from_in_a_debug_script(tmp_path_factory, tmp_path):
     """``where-from input 0 12`` at dispatch 5 of the chain names dispatch 4 and the value it wrote (12 plus
     1 + ... + 5); the run goes on from dispatch 5 (the call's result is the input plus 1 + ... + 12);
-    dispatch 0's input is the call's own (no write; null in --json); an element out of range is an error."""
+    dispatch 0's input is the call's own (no write; null in --json); after dispatch 3, its output's element is
+    its own write (was: the search answered for the bytes before it ran, a value the output no longer shows);
+    an element out of range is an error."""
     vmfb, _ = _phased(tmp_path_factory, "chain12")
     commands = tmp_path / "where.cmds"
     commands.write_text("break dispatch 5\ncontinue\nwhere-from input 0 12\ncontinue\n")
@@ -311,10 +313,12 @@ def test_where_from_in_a_debug_script(tmp_path_factory, tmp_path):
     ), line
     assert "4x8xf32=[78 79 80 81 82 83 84 85]" in proc.stdout  # 0 + 78: the run went on from dispatch 5
     first = tmp_path / "first.cmds"
-    first.write_text("break dispatch 0\ncontinue\nwhere-from input 0 1\nwhere-from input 0 99\n")
+    first.write_text("break dispatch 0\ncontinue\nwhere-from input 0 1\nbreak dispatch 3 after\ncontinue\n"
+                     "where-from output 0 1\nwhere-from input 0 99\n")  # fmt: skip
     proc = lens_in_process(*args, f"--commands={first}", "--json")
     records = [json.loads(s) for s in proc.stdout.splitlines() if s.startswith("{")]
     assert {"where-from": "input 0 [1] of dispatch #0", "change": None} in records
+    assert {"where-from": "output 0 [1] of dispatch #3", "change": None, "written_by": 3} in records
     assert proc.returncode == 1 and "'where-from input 0 99': no element [99] in (32,)" in proc.stderr
 
 

@@ -54,6 +54,7 @@ from engine.session.protocol import (
     Answer,
     Breakpoint,
     Crashed,
+    DispatchWhen,
     Event,
     Failed,
     Finished,
@@ -689,6 +690,17 @@ class Debugger:
         if not typed and not 0 <= index[0] < found.length:
             self._error(command, f"{command.text!r}: binding {found.index} has {found.length} bytes")
             return
+        what = f"{command.name} {command.count} {list(index)} of dispatch #{info.ordinal}"
+        if str(info.when) == DispatchWhen.AFTER and (found.role == "output" and found.written or
+                                                     not typed and found.access != "read"):  # fmt: skip
+            # Its bytes shown are the ones the dispatch wrote (the search answers for the bytes before it ran,
+            # which are not these): the window does not ask this either.
+            if self.args.json:
+                self._print({"where-from": what, "change": None, "written_by": info.ordinal})
+            else:
+                self._print(f"{what}: written by dispatch #{info.ordinal} itself (this stop is after it ran; "
+                            "at the stop before it, where-from says what was there before)")  # fmt: skip
+            return
         size = array.dtype.itemsize if typed else 1
         if not typed:
             flat = index[0]  # a byte
@@ -703,7 +715,6 @@ class Debugger:
         if not isinstance(event, LastChange):
             self._error(command, f"{command.text!r}: {_event_message(event)}")
             return
-        what = f"{command.name} {command.count} {list(index)} of dispatch #{info.ordinal}"
         self._print_origin(what, event.change)
 
     def _print_origin(self, what: str, change) -> None:
