@@ -264,7 +264,17 @@ def test_builds_that_form_their_dispatches_otherwise_name_no_divergence(tmp_path
     assert any(n.startswith("dispatch counts differ") for n in report["notes"]), report["notes"]
     (result,) = report["outputs"]
     assert result["verdict"] in ("exact", "within_rounding"), result
-    # The same builds, one kernel's arithmetic broken by hand, still name it (the structure is the same).
+    # A's sources do not describe B's exports of the same names: B's dispatch 0 binds other ranges, and is shown
+    # as its bytes (its whole binding), not cut by A's interface (was: compared as A's 8xf32 output, "max abs
+    # error 3.98", values of another tensor); the typing of B is said.
+    assert "B dispatches 7 exports A does not (of 8)" in proc.stderr, proc.stderr
+    assert "B's by A's sources only where a dispatch binds the same ranges as its counterpart in A" in proc.stderr
+    first = report["dispatches"][0]
+    assert first["layout_differs"] and not first["fed"] and "max_abs_error" not in first, first
+    assert first["note"].startswith("outputs differ in layout"), first
+    # The same builds, one kernel's arithmetic broken by hand, still name it (the structure is the same: B is
+    # typed by A's sources throughout).
     _, broken, _ = broken_pair(source, tmp_path / "broken", "attention_block$async_dispatch_10", "math.erf", "math.tanh")
     proc = lens_in_process("diverge", a, broken, "--function=attention_block", f"--input=@{x}", "--json", "--atol=1e-6")
     assert proc.returncode == 1 and json.loads(proc.stdout)["first_divergence"]["ordinal"] == 10, proc.stderr
+    assert "B's as A's (B dispatches the same 10 exports)" in proc.stderr, proc.stderr

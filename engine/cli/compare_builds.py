@@ -152,7 +152,7 @@ def _compare_outputs(result, sources_b, module_a: str, module_b: str, function: 
     (``with_output_verdicts``), the function results' on ``result.outputs``, what was not judged in its notes."""
     from engine.dispatch.lockstep import run_lockstep
     from engine.dispatch.numerics import worst_verdict
-    from engine.dispatch.rebuild_sources import found_or_rebuilt
+    from engine.dispatch.rebuild_sources import found_or_rebuilt, other_build_sources
     from engine.dispatch.typed_tensors import find_sources
     from engine.runtime.parameters import ParameterArchives
     from engine.trace.build_compare import with_output_verdicts
@@ -167,10 +167,15 @@ def _compare_outputs(result, sources_b, module_a: str, module_b: str, function: 
         why = typing.note or "none given or beside A" + ("; --no-rebuild: the program A names was not rebuilt"
                                                        if not rebuild and not executable_sources else "")
         notes.append(f"outputs compared without executable sources: {why}")
+    typing_b = typing
+    if not executable_sources:  # given sources type both builds
+        typing_b, said = other_build_sources(module_a, module_b, typing, rebuild)
+        if said and typing_b is not typing:
+            notes.append(f"outputs typed: {said}")
     try:
         lockstep = run_lockstep(
             module_a, module_b, function, inputs, device_a=devices[0], device_b=devices[1],
-            interfaces=typing.interfaces or None,
+            interfaces=typing.interfaces or None, interfaces_b=typing_b.interfaces or None,
             parameters=ParameterArchives.open_given(parameters),
         )  # fmt: skip
     except LensError as e:

@@ -186,17 +186,21 @@ def _diverge(args) -> int:
     module_a, module_b = args.modules
     device_a, device_b = _devices(args)
     tolerance = Tolerance(args.atol, args.rtol, args.ulps)
-    # Sources type the tensors and cut packed bindings into them (same interfaces in A and B).
-    interfaces = interfaces_from_files(args.sources) if args.sources else _sources_found(module_a, not args.no_rebuild)
+    # Sources type the tensors and cut packed bindings into them: --sources both builds', else A's found or rebuilt,
+    # and B's as other_build_sources decides (A's where B formed the same dispatches).
+    if args.sources:
+        interfaces = interfaces_b = interfaces_from_files(args.sources)
+    else:
+        interfaces, interfaces_b = _sources_found(module_a, module_b, not args.no_rebuild)
     if args.keep:
         if args.calls > 1:
             raise LensError("--keep captures one call of each run; --calls compares several in lockstep: give one")
-        return _diverge_bundles(args, device_a, device_b, interfaces)
+        return _diverge_bundles(args, device_a, device_b, interfaces, interfaces_b)
     from engine.dispatch.lockstep import run_lockstep
 
     result = run_lockstep(
         module_a, module_b, args.function, args.input, device_a=device_a, device_b=device_b,
-        tolerance=tolerance, feed=not args.own_inputs, interfaces=interfaces,
+        tolerance=tolerance, feed=not args.own_inputs, interfaces=interfaces, interfaces_b=interfaces_b,
         on_report=None if args.json else partial(_print_report, many_calls=args.calls > 1),
         parameters=parameter_archives(args), calls=args.calls,
     )  # fmt: skip
@@ -307,19 +311,23 @@ def _print_verdict(args, result, divergence, repro_path, golden, counts: dict[st
         print(f"golden {line['run']} output {line['output']}: {line['summary']}")
 
 
-def _sources_found(module: str, rebuild: bool = True) -> dict | None:
-    """The interfaces of the module's executable sources where no --sources were given: a sources folder
+def _sources_found(module_a: str, module_b: str, rebuild: bool = True) -> tuple[dict | None, dict | None]:
+    """The interfaces of A's and B's executable sources where no --sources were given: A's a sources folder
     beside it, else (``rebuild``) a rebuild of the program its debug locations name (kept, checked to give the
-    module's own executables), as the debugger finds them; None (said on stderr) when neither is there."""
-    from engine.dispatch.rebuild_sources import found_or_rebuilt
+    module's own executables), as the debugger finds them; B's as ``other_build_sources`` decides. None (said
+    on stderr) where there are none."""
+    from engine.dispatch.rebuild_sources import found_or_rebuilt, other_build_sources
     from engine.dispatch.typed_tensors import find_sources
 
-    sources = found_or_rebuilt(module) if rebuild else find_sources(module)
+    sources = found_or_rebuilt(module_a) if rebuild else find_sources(module_a)
     if sources.found:
         print(f"iree-lens diverge: tensors typed by {sources.describe()}", file=sys.stderr)
-        return sources.interfaces
-    print(f"iree-lens diverge: {sources.describe()}", file=sys.stderr)
-    return None
+    else:
+        print(f"iree-lens diverge: {sources.describe()}", file=sys.stderr)
+    sources_b, said = other_build_sources(module_a, module_b, sources, rebuild)
+    if said:
+        print(f"iree-lens diverge: {said}", file=sys.stderr)
+    return sources.interfaces or None, sources_b.interfaces or None
 
 
 def _print_report(d, many_calls: bool = False) -> None:
@@ -386,7 +394,7 @@ def _golden(path: str, results_a: list, results_b: list, tolerance) -> list[dict
     return lines
 
 
-def _diverge_bundles(args, device_a: str, device_b: str, interfaces) -> int:
+def _diverge_bundles(args, device_a: str, device_b: str, interfaces, interfaces_b) -> int:
     """The capture path: both runs to bundles in ``--keep`` DIR, then compared (each on its own inputs)."""
     from pathlib import Path
 
@@ -399,7 +407,7 @@ def _diverge_bundles(args, device_a: str, device_b: str, interfaces) -> int:
     parameters = parameter_archives(args)
     run_a = capture_debug(module_a, args.function, args.input, root / "a", device=device_a, interfaces=interfaces,
                           parameters=parameters)  # fmt: skip
-    run_b = capture_debug(module_b, args.function, args.input, root / "b", device=device_b, interfaces=interfaces,
+    run_b = capture_debug(module_b, args.function, args.input, root / "b", device=device_b, interfaces=interfaces_b,
                           parameters=parameters)  # fmt: skip
     result = walk(Bundle(root / "a"), Bundle(root / "b"), args.atol, args.rtol, args.ulps)
     repro_path = None

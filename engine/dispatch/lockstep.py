@@ -47,8 +47,9 @@ from engine.dispatch.numerics import (
     reduction_length_from_name,
     worst_verdict,
 )
-from engine.dispatch.snapshot import DispatchSnapshot, mark_range
+from engine.dispatch.snapshot import DispatchSnapshot, DispatchSnapshots, mark_range
 from engine.dispatch.tensor_types import BindingInterface, element_dtype, name_candidates
+from engine.dispatch.typed_tensors import ExecutableSources
 from engine.errors import LensError
 from engine.runtime.hal.buffers import allocation_span
 from engine.runtime.hal.device import Device, DispatchRecord, Transfer
@@ -57,6 +58,7 @@ AHEAD_BYTES = 64 << 20  # binding bytes of A's dispatches waiting for B, at most
 AHEAD_STEPS = 256  # and dispatches: small ones pass in batches, sparing a thread switch each
 INPUT_SAMPLE = 1 << 18  # elements of each input binding compared when B runs on A's bytes (informational)
 LOOKAHEAD = 8  # A's dispatches searched for the counterpart of a B dispatch whose name differs
+AS_A = "as A"  # run_lockstep's interfaces_b: B's dispatches typed by A's interfaces
 MAX_UNMATCHED = 16  # B dispatches without a counterpart before the comparison stops
 # Where IREE's dispatch-creation put a dispatch (``main$async_dispatch_12``), then the description that the
 # optimization level may word otherwise (``matmul`` / ``matmul_like``) around the shapes and element types.
@@ -492,8 +494,14 @@ class _Producer(_SideObserver):
 class _Consumer(_SideObserver):
     keep_after = False
     def __init__(self, interfaces, spirv, defined, channel: _Channel, tolerance: Tolerance, feed: bool,
-                 keep: Callable[[DispatchReport], None] | None = None):  # fmt: skip
+                 keep: Callable[[DispatchReport], None] | None = None, interfaces_a=None):  # fmt: skip
         super().__init__(interfaces, spirv, defined)
+        # B formed its dispatches otherwise than A (``interfaces_a`` given: ``interfaces`` are B's own, or none):
+        # A's interface types a B dispatch its own do not only where it binds the same ranges as its counterpart
+        # in A (the same dispatch, fed A's bytes); elsewhere an export of A's name may bind other tensors.
+        self._own_sources = self.sources
+        self._a_sources = ExecutableSources(interfaces_a, "A's") if interfaces_a else None
+        self._snapshots: DispatchSnapshots | None = None
         self.channel = channel
         self.tolerance = tolerance
         self.feed = feed
@@ -595,9 +603,19 @@ class _Consumer(_SideObserver):
             return None
         return item
 
+    def attach(self, device: Device) -> DispatchSnapshots:
+        self._snapshots = super().attach(device)
+        return self._snapshots
+
+    def _typed_by_a(self, yes: bool) -> None:
+        """Type the dispatch about to run by A's interfaces (``yes``) or B's own (``_a_sources``)."""
+        if self._a_sources is not None and self._snapshots is not None:
+            self._snapshots.sources = self._a_sources if yes else self._own_sources
+
     def prepare(self, record: DispatchRecord) -> None:
         self.count += 1
         self._current = None
+        self._typed_by_a(False)
         if self.stopped:
             return
         step = self._counterpart(record)
@@ -621,6 +639,7 @@ class _Consumer(_SideObserver):
         lengths = [int(b.length) for b in record.bindings]
         self._fed = self.feed and lengths == step.lengths
         self._ranges_differ = lengths != step.lengths
+        self._typed_by_a(lengths == step.lengths and record.export_name not in self._own_sources.interfaces)
         if self.feed and not self._fed:
             self.notes.append(
                 f"dispatch {self._numbered(record)} ({record.export_name}) binds other ranges in B "
@@ -921,12 +940,15 @@ def run_lockstep(
     on_report: Callable[[DispatchReport], None] | None = None,
     parameters: Any = None,
     calls: int = 1,
+    interfaces_b: dict[str, dict[int, BindingInterface]] | None | str = AS_A,
 ) -> LockstepResult:
     """Run A (worker thread) and B (this thread) together and compare every dispatch (see the module doc);
     ``parameters``: the ``ParameterArchives`` both builds load their weights from. ``calls``: each run calls
     ``function`` that many times on its module instance, with the same inputs (a program that keeps state
     between calls, a KV cache or a counter, meets call N with what the N-1 before left); dispatches are
-    compared call by call, each numbered from its call's start, and the results compared are the last call's."""
+    compared call by call, each numbered from its call's start, and the results compared are the last call's.
+    ``interfaces`` type A's dispatches; ``interfaces_b`` B's (``rebuild_sources.other_build_sources``), by
+    default the same."""
     from engine.dispatch.spirv_types import module_binding_elements
 
     tolerance = tolerance or Tolerance()
@@ -934,8 +956,9 @@ def run_lockstep(
     cancel = threading.Event()
     producer = _Producer(interfaces, module_binding_elements(module_a), DefinedBytes(), channel, cancel)
     consumer = _Consumer(
-        interfaces, module_binding_elements(module_b), DefinedBytes(), channel, tolerance, feed, on_report
-    )
+        interfaces if interfaces_b == AS_A else interfaces_b, module_binding_elements(module_b), DefinedBytes(),
+        channel, tolerance, feed, on_report, None if interfaces_b == AS_A else interfaces,
+    )  # fmt: skip
     consumer.calls = calls
     results_a: list = []
     locations: dict[str, dict[str, str]] = {"a": {}, "b": {}}

@@ -209,7 +209,7 @@ def find_sources(module_path: str | Path, given: Sequence[str | Path] = ()) -> E
     if given:
         return read_sources(given, "given")
     module = Path(module_path)
-    exports = _dispatched_exports(module)
+    exports = dispatched_exports(module)
     foreign = []
     for pattern in BESIDE:
         folder = module.parent / pattern.format(stem=module.stem)
@@ -257,7 +257,7 @@ def _files_named_by_exports(module: Path) -> list[Path]:
     return sorted(files)
 
 
-def _dispatched_exports(module: Path) -> set[str]:
+def dispatched_exports(module: Path) -> set[str]:
     """The exports the module's host code dispatches (empty when it cannot be read: nothing is checked)."""
     from engine.runtime.vmfb.call_sites import dispatch_call_sites
     from engine.runtime.vmfb.module import open_vmfb
