@@ -110,6 +110,13 @@ def test_attention_block_onnx_import_is_90_percent_on_torch_lines(tmp_path):
         assert rows[line]["op"] == 'torch.operator "onnx.MatMul"'
         assert abs(rows[line]["time_ns"] - round(run["dur"] * 1000)) <= 1
     assert any("several places" in n for n in attr["notes"])
+    # The window's dispatch list knows only the line the module records (17) for all three runs: it says so.
+    from app.views.dispatch_list_model import source_lines_job
+
+    lines = source_lines_job(str(vmfb))
+    (projection,) = [v for e, v in lines.items() if e == runs[0]["name"]]
+    assert projection == 'attention_block.mlir:17 torch.operator "onnx.MatMul" (one of its 3 places)', projection
+    assert sum("places)" in v for v in lines.values()) == 1, lines
 
 
 def test_a_deduplicated_dispatchs_places_by_the_ops_their_lines_hold(tmp_path):

@@ -319,15 +319,27 @@ class ColumnFitter(QObject):
 def source_lines_job(module_path: str, task=None) -> dict[str, str]:
     """Export name -> ``file.mlir:LINE op`` from the module's recorded export locations (runs on the
     engine worker: it reads every executable's export table). Where IREE recorded the line of the function the
-    op is in (a StableHLO program's ops, inlined into a wrapper), that is said: it is no op's line."""
+    op is in (a StableHLO program's ops, inlined into a wrapper), that is said: it is no op's line. An export
+    the host code dispatches from several places (IREE deduplicated their executables: an attention's q, k and v
+    projections) records one place's line, so every run of it shows that line: said too."""
+    from collections import Counter
     from pathlib import Path
 
+    from engine.errors import LensError
+    from engine.runtime.vmfb.call_sites import dispatch_call_sites
+    from engine.runtime.vmfb.module import open_vmfb
     from engine.trace.by_source import FUNCTION_DEFINITIONS, program_op, readable_export_locations
 
+    try:
+        places = Counter(site.export for site in dispatch_call_sites(open_vmfb(module_path)))
+    except (LensError, ValueError, IndexError):
+        places = Counter()  # host code this reader cannot walk: nothing said of places
     out = {}
     for export, loc in readable_export_locations(module_path)[0].items():
         path, _, line = loc.rpartition(":")
         op = program_op(loc)
         said = " (its function's line)" if op in FUNCTION_DEFINITIONS else f" {op}" if op else ""
+        if places[export] > 1:
+            said += f" (one of its {places[export]} places)"
         out[export] = f"{Path(path).name}:{line}{said}"
     return out
