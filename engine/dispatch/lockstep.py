@@ -608,7 +608,8 @@ class _Consumer(_SideObserver):
         return self._snapshots
 
     def _typed_by_a(self, yes: bool) -> None:
-        """Type the dispatch about to run by A's interfaces (``yes``) or B's own (``_a_sources``)."""
+        """Type the dispatch about to run by A's interfaces (``yes``) or B's own; only where B formed its
+        dispatches otherwise (``_a_sources`` set: else B's own are A's already)."""
         if self._a_sources is not None and self._snapshots is not None:
             self._snapshots.sources = self._a_sources if yes else self._own_sources
 
