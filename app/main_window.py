@@ -333,7 +333,7 @@ class MainWindow(QMainWindow):
 
         from engine.runtime.parameters import ParameterSpec
 
-        path, _ = QFileDialog.getOpenFileName(self, "Parameter Archive", "",
+        path, _ = QFileDialog.getOpenFileName(self, "Parameter Archive", self.module_folder(),
                                               "Parameter archives (*.irpa *.gguf *.safetensors);;All files (*)")  # fmt: skip
         if not path:
             return
@@ -349,6 +349,11 @@ class MainWindow(QMainWindow):
         self.session_bridge.set_parameters([*kept, spec])
         self.workbench.say(f"parameter archives: {', '.join(self.session_bridge.parameters)} (the module opens again "
                            "with them)")  # fmt: skip
+
+    def module_folder(self) -> str:
+        """The open module's folder, where its weights and inputs most likely lie ("": the current folder)."""
+        loaded = self.workbench.state.module
+        return str(Path(loaded.path).parent) if loaded is not None else ""
 
     def parameter_scopes(self) -> list[str]:
         """The scopes the open module's io_parameters calls name (``engine.runtime.vmfb.parameter_loads``)."""
@@ -424,7 +429,7 @@ class MainWindow(QMainWindow):
             self.open_file(name)
 
     def load_numpy_dialog(self) -> None:
-        name, _ = QFileDialog.getOpenFileName(self, "Load inputs", "", "numpy arrays (*.npy *.npz)")
+        name, _ = QFileDialog.getOpenFileName(self, "Load inputs", self.module_folder(), "numpy arrays (*.npy *.npz)")
         if name:
             self.load_numpy_inputs(Path(name))
 
