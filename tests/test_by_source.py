@@ -382,3 +382,18 @@ def test_stablehlo_ops_in_the_generic_form_and_a_copy_dispatch_are_on_their_line
     assert padding["loc"] == f"{program}:{conv_line}"
     assert {r["op"] for r in attr["by_source"]} >= {"stablehlo.sort", "stablehlo.scatter", "stablehlo.reduce_window"}
     assert attr["frontend_op_share"] == 1.0
+
+
+def test_notes_count_only_the_exports_a_run_dispatched():
+    """A module's dynamic-shape, deduplicated and unmatched exports are said of a run only where it ran them
+    (was: module-wide, so compare-builds of one function named dispatches that function never ran)."""
+    sources = SourceMap(notes=["source ops from the flow phase of p.mlir"], dynamic={"d1", "d2"}, unmatched={"u"},
+                        exported=5, sites={"s": ((SourceShare("p.mlir:1", 1.0),), (SourceShare("p.mlir:2", 1.0),))})  # fmt: skip
+    whole = sources.notes_for()
+    assert whole[0] == "source ops from the flow phase of p.mlir" and len(whole) == 4
+    assert any(n.startswith("2 dispatches with dynamic shapes") for n in whole)
+    assert any(n.startswith("1 of 5 exports not in the flow phase") for n in whole)
+    ran = sources.notes_for({"d1", "x"})
+    assert ran == ["source ops from the flow phase of p.mlir",
+                   "1 dispatches with dynamic shapes: their time shared equally by their ops"]  # fmt: skip
+    assert sources.notes_for(set()) == ["source ops from the flow phase of p.mlir"]

@@ -96,7 +96,13 @@ def compare_builds(
     from engine.cli.profile import profile_reference
     from engine.cli.program_arguments import module_device
     from engine.trace.build_compare import BuildComparison, code_sizes, compare_lines
-    from engine.trace.by_source import export_locations, input_program_of, source_map, target_flags_of
+    from engine.trace.by_source import (
+        dispatched,
+        export_locations,
+        input_program_of,
+        source_map,
+        target_flags_of,
+    )
     from engine.trace.source_ops import flow_with_locations
 
     notes: list[str] = []
@@ -133,8 +139,9 @@ def compare_builds(
         for traces, module, device_of in order if k % 2 == 0 else order[::-1]:
             traces.append(profile_reference(module, function, inputs, device_of, repeat, timeout_s, parameters))
     sources_a, sources_b = sources_of(module_a), sources_of(module_b)
-    for label, sources in (("A", sources_a), ("B", sources_b)):
-        notes += [f"{label}: {n}" for n in sources.notes]
+    for label, sources, traces in (("A", sources_a, traces_a), ("B", sources_b, traces_b)):
+        ran = {export for trace in traces for export in dispatched(trace)}  # the function's, not the module's
+        notes += [f"{label}: {n}" for n in sources.notes_for(ran)]
     lines = compare_lines(
         traces_a, sources_a, code_sizes(module_a), traces_b, sources_b, code_sizes(module_b), repeat
     )

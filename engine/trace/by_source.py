@@ -57,10 +57,33 @@ class SourceMap:
 
     shares: dict[str, tuple[SourceShare, ...]] = field(default_factory=dict)
     how: dict[str, str] = field(default_factory=dict)  # export -> "flow" | "dispatch site" | "export location"
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # how the lines were found (``notes_for`` adds the rest)
     # An export dispatched from several places of the program (a deduplicated executable): each place's
     # lines, in the flow phase's order (``place_shares``).
     sites: dict[str, tuple[tuple[SourceShare, ...], ...]] = field(default_factory=dict)
+    dynamic: set[str] = field(default_factory=set)  # exports with dynamic shapes: their ops share equally
+    unmatched: set[str] = field(default_factory=set)  # exports the flow phase does not hold (another build?)
+    exported: int = 0  # exports with a recorded location
+
+    def notes_for(self, ran: set[str] | None = None) -> list[str]:
+        """``notes``, and what is said of particular exports (several places, dynamic shapes, not in the flow
+        phase), counting only those in ``ran`` (the dispatches a run made; None: the whole module's)."""
+        def count(exports) -> int:
+            return len([e for e in exports if ran is None or e in ran])
+
+        notes = list(self.notes)
+        if placed := count(self.sites):
+            notes.append(
+                f"exports dispatched from several places of the program: {placed} (IREE deduplicated their "
+                "executables, which keep one place's op locations); each run's time goes to its own place, the k-th "
+                "run of a call to the k-th flow.dispatch, where the run count is a whole number of rounds of the places"
+            )  # fmt: skip
+        if dynamic := count(self.dynamic):
+            notes.append(f"{dynamic} dispatches with dynamic shapes: their time shared equally by their ops")
+        if unmatched := count(self.unmatched):
+            of = f"{unmatched} of {self.exported}" if ran is None else f"{unmatched} run"
+            notes.append(f"{of} exports not in the flow phase (another build?): by their export's location")
+        return notes
 
     def locations_of(self, export: str) -> tuple[SourceShare, ...]:
         return self.shares.get(export, ())
@@ -304,25 +327,12 @@ def source_map(
         elif export in exported:
             result.shares[export] = (SourceShare(exported[export], 1.0),)
             result.how[export] = "export location"
-    placed = 0
     for export, locs in sites.items():
         if export in result.shares and len(set(locs)) > 1:
             result.sites[export] = place_shares(result.shares[export], locs)
-            placed += 1
-    if placed:
-        result.notes.append(
-            f"exports dispatched from several places of the program: {placed} (IREE deduplicated their "
-            "executables, which keep one place's op locations); each run's time goes to its own place, the k-th "
-            "run of a call to the k-th flow.dispatch, where the run count is a whole number of rounds of the places"
-        )  # fmt: skip
-    if dynamic:
-        result.notes.append(
-            f"{len(dynamic)} dispatches with dynamic shapes: their time shared equally by their ops"
-        )
-    unmatched = [e for e in exported if e not in ops]
-    if ops and unmatched:
-        result.notes.append(f"{len(unmatched)} of {len(exported)} exports not in the flow phase (another build?): "
-                            "by their export's location")  # fmt: skip
+    result.dynamic = set(dynamic)
+    result.unmatched = {e for e in exported if e not in ops} if ops else set()
+    result.exported = len(exported)
     return result
 
 
@@ -381,7 +391,7 @@ def attribute(trace: Trace, sources: SourceMap) -> Attribution:
     frontend_names: dict[tuple[str, str | None], str | None] = {}
     total = 0
     order = trace.zones_in_time_order("dispatch")
-    exports = [trace.names[int(trace.zones.name[index])] for index in order]
+    exports = dispatched(trace)
     for index, export, parts in zip(order, exports, sources.locations_of_runs(exports)):
         duration = int(trace.zones.end[index] - trace.zones.start[index])
         total += duration
@@ -398,7 +408,12 @@ def attribute(trace: Trace, sources: SourceMap) -> Attribution:
         for loc, py in times
     ]
     rows.sort(key=lambda r: (-r.time_ns, r.loc))
-    return Attribution(total, tuple(rows), SPLIT_RULE, tuple(sources.notes))
+    return Attribution(total, tuple(rows), SPLIT_RULE, tuple(sources.notes_for(set(exports))))
+
+
+def dispatched(trace: Trace) -> list[str]:
+    """The export of every dispatch zone of ``trace``, in time order."""
+    return [trace.names[int(trace.zones.name[index])] for index in trace.zones_in_time_order("dispatch")]
 
 
 def _round_to_total(times: dict, total: int) -> dict:
