@@ -59,7 +59,7 @@ AHEAD_STEPS = 256  # and dispatches: small ones pass in batches, sparing a threa
 INPUT_SAMPLE = 1 << 18  # elements of each input binding compared when B runs on A's bytes (informational)
 LOOKAHEAD = 8  # A's dispatches searched for the counterpart of a B dispatch whose name differs
 AS_A = "as A"  # run_lockstep's interfaces_b: B's dispatches typed by A's interfaces
-MAX_UNMATCHED = 16  # B dispatches without a counterpart before the comparison stops
+MAX_UNMATCHED = 16  # B dispatches in a row without a counterpart before the comparison stops
 # Where IREE's dispatch-creation put a dispatch (``main$async_dispatch_12``), then the description that the
 # optimization level may word otherwise (``matmul`` / ``matmul_like``) around the shapes and element types.
 _DISPATCH_PLACE = re.compile(r"^(.*_dispatch_\d+)_(.*)$")
@@ -529,6 +529,10 @@ class _Consumer(_SideObserver):
         self.error_a: BaseException | None = None
         self._ahead: deque[Step] = deque()  # A's steps taken while looking for a counterpart
         self._unmatched = 0
+        # Where the dispatch sequences differ: B's dispatches without a counterpart in A (not compared), as the
+        # reports number them, and A's passed over to reach a later counterpart (said once, in ranges).
+        self.unpaired_b: list[str] = []
+        self.skipped_a: list[int] = []
         self.calls = 1  # how many calls each run makes (``run_lockstep``)
 
     def settle(self) -> None:
@@ -587,8 +591,7 @@ class _Consumer(_SideObserver):
         skipped = [self._ahead.popleft() for _ in range(i)]
         step = self._ahead.popleft()
         if skipped:
-            names = ", ".join(f"{s.entry.ordinal} {s.entry.name}" for s in skipped)
-            self.notes.append(f"A's dispatches {names} have no counterpart in B; skipped")
+            self.skipped_a.extend(s.entry.ordinal for s in skipped)
             self._went_apart()
         return step
 
@@ -627,14 +630,12 @@ class _Consumer(_SideObserver):
         if step is None:
             self._unmatched += 1
             self._went_apart()
-            self.notes.append(
-                f"B's dispatch {self._numbered(record)} {record.export_name} has no counterpart in A "
-                "here; not compared"
-            )
+            self.unpaired_b.append(self._numbered(record))
             if self._unmatched >= MAX_UNMATCHED:
                 self.notes.append("the runs went too far apart; compared up to there")
                 self.stopped = True
             return
+        self._unmatched = 0  # counted in a row: the sequences came together again
         self._current = step
         self._input = self._compare_inputs(step, record)
         lengths = [int(b.length) for b in record.bindings]
@@ -1037,7 +1038,14 @@ def _run_side(module: str, device_uri: str, observer: _SideObserver, locations: 
 def _run_notes(producer: _Producer, consumer: _Consumer, function: str, calls: int) -> list[str]:
     """What the report says besides the dispatches: the consumer's notes, the initializers' dispatches, counts
     that differ, several calls."""
-    notes = list(consumer.notes)
+    notes = []
+    if consumer.unpaired_b:
+        notes.append(f"{len(consumer.unpaired_b)} of B's dispatches have no counterpart in A where they run, not "
+                     f"compared: {numbers_in_runs(consumer.unpaired_b)}")  # fmt: skip
+    if consumer.skipped_a:
+        notes.append(f"{len(consumer.skipped_a)} of A's dispatches have no counterpart in B, passed over: "
+                     f"{numbers_in_runs([str(n) for n in consumer.skipped_a])}")  # fmt: skip
+    notes += consumer.notes
     if producer.initializer_dispatches or consumer.initializer_dispatches:
         notes.append(
             f"the modules' initializers ran {producer.initializer_dispatches} dispatches in A and "
@@ -1051,6 +1059,24 @@ def _run_notes(producer: _Producer, consumer: _Consumer, function: str, calls: i
         notes.append(f"each run called {function} {calls} times with the same inputs; the results compared are "
                      f"call {calls}'s")  # fmt: skip
     return notes
+
+
+def numbers_in_runs(labels: list[str]) -> str:
+    """``18, 20-22, 25``: dispatch numbers, consecutive ones as a run (labels that are not plain numbers, as
+    ``3 of call 2``, listed as they are)."""
+    parts: list[str] = []
+    start = previous = None
+    for label in [*labels, None]:
+        number = int(label) if label is not None and label.isdigit() else None
+        if number is not None and previous is not None and number == previous + 1:
+            previous = number
+            continue
+        if start is not None:
+            parts.append(str(start) if start == previous else f"{start}-{previous}")
+        start = previous = number
+        if number is None and label is not None:
+            parts.append(label)
+    return ", ".join(parts)
 
 
 def _compare_results(results_a: list, results_b: list, tolerance: Tolerance, notes: list[str]) -> list[Comparison]:
