@@ -206,14 +206,15 @@ def test_reproducer_compares_the_tensor_the_finder_compared(tmp_path):
     assert f"binding {written['index']}: {said}" in rerun.stdout
 
 
-def _default_and_o3(source: Path, tmp: Path) -> tuple[Path, Path]:
-    """``source`` built for llvm-cpu as IREE builds it by default, and at ``--iree-opt-level=O3``."""
+def _default_and_o3(source: Path, tmp: Path, *extra: str) -> tuple[Path, Path]:
+    """``source`` built for llvm-cpu as IREE builds it by default, and at ``--iree-opt-level=O3`` (with
+    ``extra`` flags)."""
     from support import iree_compile
 
     a = compile_for(source, tmp / "a.vmfb", "llvm-cpu")
     b = tmp / "b.vmfb"
     flags = ["--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu",
-             "--iree-llvmcpu-target-cpu=host", "--iree-opt-level=O3"]  # fmt: skip
+             "--iree-llvmcpu-target-cpu=host", "--iree-opt-level=O3", *extra]  # fmt: skip
     built = iree_compile([str(source), *flags, "-o", str(b)])
     assert built.returncode == 0, built.stderr
     return a, b
@@ -280,3 +281,8 @@ def test_builds_that_form_their_dispatches_otherwise_name_no_divergence(tmp_path
     proc = lens_in_process("diverge", a, broken, "--function=attention_block", f"--input=@{x}", "--json", "--atol=1e-6")
     assert proc.returncode == 1 and json.loads(proc.stdout)["first_divergence"]["ordinal"] == 10, proc.stderr
     assert "B's as A's (B dispatches the same 10 exports)" in proc.stderr, proc.stderr
+    # B's own executable sources beside it (as b.sources/) type it; still no divergence named.
+    a, b = _default_and_o3(source, tmp_path / "own", f"--iree-hal-dump-executable-sources-to={tmp_path / 'own' / 'b.sources'}")
+    proc = lens_in_process("diverge", a, b, "--function=attention_block", f"--input=@{x}", "--json")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["first_divergence"] is None, proc.stderr
+    assert "B's by executable sources beside" in proc.stderr, proc.stderr

@@ -176,7 +176,7 @@ def _compare_outputs(result, sources_b, module_a: str, module_b: str, function: 
         notes.append(f"outputs compared without executable sources: {why}")
     typing_b = typing
     if not executable_sources:  # given sources type both builds
-        typing_b, said = other_build_sources(module_a, module_b, typing, rebuild)
+        typing_b, said = other_build_sources(module_a, module_b, typing)
         if said and typing_b is not typing:
             notes.append(f"outputs typed: {said}")
     try:

@@ -324,7 +324,7 @@ def _sources_found(module_a: str, module_b: str, rebuild: bool = True) -> tuple[
         print(f"iree-lens diverge: tensors typed by {sources.describe()}", file=sys.stderr)
     else:
         print(f"iree-lens diverge: {sources.describe()}", file=sys.stderr)
-    sources_b, said = other_build_sources(module_a, module_b, sources, rebuild)
+    sources_b, said = other_build_sources(module_a, module_b, sources)
     if said:
         print(f"iree-lens diverge: {said}", file=sys.stderr)
     return sources.interfaces or None, sources_b.interfaces or None

@@ -184,16 +184,17 @@ def found_or_rebuilt(module_path: str | Path, timeout_s: float | None = 900) -> 
 
 
 def other_build_sources(
-    module_a: str | Path, module_b: str | Path, sources_a: ExecutableSources, rebuild: bool = True
+    module_a: str | Path, module_b: str | Path, sources_a: ExecutableSources
 ) -> tuple[ExecutableSources, str]:
     """The sources that type build B's dispatches where it is compared with A (typed by ``sources_a``), and a
     sentence saying which. A's, where B dispatches exactly A's exports: the same dispatches were formed (the
     same program and flags for another target, or a kernel edited or substituted), and an export's interface
     is fixed before any target's code generation. Else B formed its dispatches otherwise (another optimization
     level, fusion flags), and an export of A's name may bind other tensors (a layout propagated, a producer
-    fused): B's own sources (beside it, or with ``rebuild`` its program rebuilt and checked against its
-    executables), else none; the lockstep then types by A's only a B dispatch that binds the same ranges as its
-    counterpart in A (``lockstep.run_lockstep``'s ``interfaces_b``)."""
+    fused): B's own sources found beside it, else none; the lockstep then types by A's only a B dispatch that
+    binds the same ranges as its counterpart in A (``lockstep.run_lockstep``'s ``interfaces_b``). B is not
+    rebuilt: built with other flags than its program's defaults, a rebuild would not give its executables, and
+    would learn that only at the end of up to three whole compiles (minutes for transformer96)."""
     from engine.dispatch.typed_tensors import dispatched_exports, find_sources
 
     if Path(module_a).resolve() == Path(module_b).resolve():
@@ -202,13 +203,14 @@ def other_build_sources(
     if exports_a and exports_a == exports_b:
         said = f"B's as A's (B dispatches the same {len(exports_b)} exports)" if sources_a.found else ""
         return sources_a, said
-    own = found_or_rebuilt(module_b) if rebuild else find_sources(module_b)
+    own = find_sources(module_b)
     other = len(exports_b - exports_a)
     why = f"B dispatches {other} exports A does not (of {len(exports_b)}): it formed its dispatches otherwise"
     if own.found:
         return own, f"B's by {own.describe()} ({why})"
     return own, (f"B's by A's sources only where a dispatch binds the same ranges as its counterpart in A, else "
-                 f"as their bytes ({why}; B's own: {own.describe()})")  # fmt: skip
+                 f"as their bytes ({why}; none of its own beside it, as {Path(module_b).stem}.sources/ from "
+                 "--iree-hal-dump-executable-sources-to, and such a build is not rebuilt)")  # fmt: skip
 
 
 def rebuild_sources(
