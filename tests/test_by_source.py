@@ -397,3 +397,4 @@ def test_notes_count_only_the_exports_a_run_dispatched():
     assert ran == ["source ops from the flow phase of p.mlir",
                    "1 dispatches with dynamic shapes: their time shared equally by their ops"]  # fmt: skip
     assert sources.notes_for(set()) == ["source ops from the flow phase of p.mlir"]
+    assert sources.notes_for({"u"})[1].startswith("1 exports the run dispatched not in the flow phase")

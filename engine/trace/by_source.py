@@ -81,8 +81,8 @@ class SourceMap:
         if dynamic := count(self.dynamic):
             notes.append(f"{dynamic} dispatches with dynamic shapes: their time shared equally by their ops")
         if unmatched := count(self.unmatched):
-            of = f"{unmatched} of {self.exported}" if ran is None else f"{unmatched} run"
-            notes.append(f"{of} exports not in the flow phase (another build?): by their export's location")
+            which = f"{unmatched} of {self.exported} exports" if ran is None else f"{unmatched} exports the run dispatched"
+            notes.append(f"{which} not in the flow phase (another build?): by their export's location")
         return notes
 
     def locations_of(self, export: str) -> tuple[SourceShare, ...]:
