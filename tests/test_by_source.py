@@ -1,6 +1,7 @@
 """Dispatch time by source line (``iree-lens profile --by-source``): every dispatch's time goes to the input
 program's lines it came from, the lines sum to the total dispatch time, and on real frontends' programs
-(ONNX imports, PyTorch exports) at least 90 % of it lands on lines holding the frontend's ops (torch, ONNX)."""
+(ONNX imports, PyTorch exports) at least 90 % of it lands on lines holding the frontend's ops (torch, ONNX; StableHLO
+and TOSA too)."""
 
 from __future__ import annotations
 

@@ -57,7 +57,7 @@ def test_by_source_table_select_and_open(qtbot, small_cnn_profile):
     assert table.proxy.index(0, 1).data().startswith("onnx.")  # torch.operator "onnx.Conv" shown as onnx.Conv
     assert table.proxy.index(0, 3).data().endswith("%")
     # An ONNX import's ops are the frontend's (torch.operator "onnx.*"), not "torch ops"; a narrow pane elides.
-    assert "% on lines holding the frontend's ops (torch, ONNX)" in table.note.text()
+    assert "% on lines holding the frontend's ops (torch, ONNX, StableHLO, TOSA)" in table.note.text()
     assert table.note.toolTip().startswith(table.note.text())
     table.note.resize(200, table.note.height())
     assert table.note.is_elided() and table.note.shown_text().endswith("…")
