@@ -86,6 +86,11 @@ class DispatchListModel(QAbstractTableModel):
         self.verdicts: dict[int, VerdictMark] = {}
         self.paused: int | None = None  # the ordinal the run is paused at (marked)
         self.source_lines: dict[str, str] = {}  # export name -> "file.mlir:39 torch.aten.conv2d"
+        # An export dispatched from several places -> each place's line, in program order (``source_places_job``);
+        # used once ``runs_complete`` (every dispatch of the call listed), as by-source applies them.
+        self.source_places: dict[str, tuple[str, ...]] = {}
+        self.runs_complete = False
+        self._occurrences: tuple[int, dict[int, int], dict[str, int]] | None = None
 
     # -- what a subclass says of its rows
 
@@ -117,8 +122,40 @@ class DispatchListModel(QAbstractTableModel):
         """The list's columns, Source where known, then the Verdict."""
         return (*self.columns, *((SOURCE_COLUMN,) if self.source_lines else ()), VERDICT_COLUMN)
 
+    def set_source_places(self, places: dict[str, tuple[str, ...]], runs_complete: bool | None = None) -> None:
+        """Each deduplicated export's places (``{}``: unknown), and whether the rows are every dispatch of the
+        call (None: as it was)."""
+        self.source_places = dict(places)
+        if runs_complete is not None:
+            self.runs_complete = runs_complete
+        if self.rows:
+            self.dataChanged.emit(self.index(0, 0), self.index(len(self.rows) - 1, self.columnCount() - 1))
+
     def source_of(self, row) -> str:
-        return self.source_lines.get(self.name_of(row), "")
+        """The row's source line: the place it was dispatched from where its export has several and the call's
+        runs of it are a whole number of rounds of them (the k-th run the k-th place, as by-source places
+        time), else the line the module records for the export."""
+        name = self.name_of(row)
+        places = self.source_places.get(name)
+        if places and self.runs_complete:
+            occurrence, runs = self._occurrence_of(row)
+            if runs % len(places) == 0:
+                k = occurrence % len(places)
+                return f"{places[k]} (place {k + 1} of {len(places)})"
+        return self.source_lines.get(name, "")
+
+    def _occurrence_of(self, row) -> tuple[int, int]:
+        """(how many rows of the row's export come before it, how many there are)."""
+        if self._occurrences is None or self._occurrences[0] != len(self.rows):
+            seen: dict[str, int] = {}
+            by_ordinal: dict[int, int] = {}
+            for r in self.rows:
+                n = self.name_of(r)
+                by_ordinal[self.ordinal_of(r)] = seen.get(n, 0)
+                seen[n] = seen.get(n, 0) + 1
+            self._occurrences = (len(self.rows), by_ordinal, seen)
+        _, by_ordinal, seen = self._occurrences
+        return by_ordinal.get(self.ordinal_of(row), 0), seen.get(self.name_of(row), 0)
 
     # -- verdicts
 
@@ -314,6 +351,40 @@ class ColumnFitter(QObject):
                 room -= widths[c]
         for column, width in widths.items():
             self.table.setColumnWidth(column, width)
+
+
+def source_places_job(module_path: str) -> dict[str, tuple[str, ...]]:
+    """Export name -> the source line of each place the program dispatches it from, in program order, for the
+    exports the host code dispatches from several places (deduplicated executables): read from the flow phase
+    of the input program compiled again with locations (``by_source.source_map``; a compile, kept), where the
+    program is readable here; {} otherwise. Not for the engine worker: a large model's flow phase takes a
+    while (transformer96: 14 s)."""
+    from collections import Counter
+    from pathlib import Path
+
+    from engine.errors import LensError
+    from engine.runtime.vmfb.call_sites import dispatch_call_sites
+    from engine.runtime.vmfb.module import open_vmfb
+    from engine.trace.by_source import program_op, readable_export_locations, source_map
+
+    try:
+        places = Counter(site.export for site in dispatch_call_sites(open_vmfb(module_path)))
+        if not any(n > 1 for n in places.values()) or readable_export_locations(module_path)[1] is None:
+            return {}
+        sources = source_map(module_path)
+    except (LensError, OSError, ValueError, IndexError):
+        return {}
+    out = {}
+    for export, shares_of_places in sources.sites.items():
+        labels = []
+        for shares in shares_of_places:
+            main = max(shares, key=lambda s: s.share)
+            path, _, line = main.loc.rpartition(":")
+            op = program_op(main.loc) or main.name
+            labels.append(f"{Path(path).name}:{line}" + (f" {op}" if op else ""))
+        if places[export] == len(labels):  # the host code's places are the flow phase's
+            out[export] = tuple(labels)
+    return out
 
 
 def source_lines_job(module_path: str, task=None) -> dict[str, str]:

@@ -22,10 +22,11 @@ The paused dispatch's document (its tensors, typed) stays the work of the live d
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from PySide6.QtCore import QModelIndex, QPoint, Qt
+from PySide6.QtCore import QModelIndex, QObject, QPoint, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QFileDialog,
@@ -60,6 +61,33 @@ class RunDispatch:
     name: str
     position: int | None  # the instruction that ran it (None: not placed exactly yet)
     reached: bool = True  # False: listed from a finished run of the same call, not reached by this one
+
+
+class SourcePlacesJob(QObject):
+    """``source_places_job`` on a thread of its own (a flow-phase compile: the engine worker is not held up by
+    it); the places arrive as a queued signal on the GUI thread, with the module they belong to."""
+
+    done = Signal(object)  # (module path, {export: places})
+
+    def __init__(self, module_path: str, parent: QObject | None = None):
+        super().__init__(parent)
+        self.module_path = module_path
+        self.thread = threading.Thread(target=self._run, name="lens-source-places", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _run(self) -> None:
+        from app.views.dispatch_list_model import source_places_job
+
+        try:
+            places = source_places_job(self.module_path)
+        except Exception:  # a courtesy: the list keeps the module's recorded lines
+            places = {}
+        try:
+            self.done.emit((self.module_path, places))
+        except RuntimeError:  # the list was closed meanwhile (its C++ object is gone): nobody to tell
+            pass
 
 
 NOT_REACHED = "not reached yet"
@@ -222,6 +250,7 @@ class RunDispatchList(QWidget):
         self._finished = False
         self._failed = False  # the run ended with an error (its list is what ran before it)
         self._complete = False  # the run finished (not failed): its list is every dispatch of the call
+        self._places_job: SourcePlacesJob | None = None  # the open module's places being read
         # Every dispatch (ordinal, name) of the last finished run of each call (``_call_key``): a later run
         # of the same call lists them from the start, those it has not reached marked so.
         self._known: dict[tuple, list[tuple[int, str]]] = {}
@@ -230,6 +259,7 @@ class RunDispatchList(QWidget):
         """A new module: drop the old list, and read the new module's source lines on the engine worker."""
         self.clear()
         self.model.set_source_lines({})
+        self.model.set_source_places({})
         worker = getattr(self.services, "worker", None)
         if loaded is None or worker is None:
             return
@@ -245,6 +275,16 @@ class RunDispatchList(QWidget):
         worker.submit(
             source_lines_job, path, tag="run-dispatch-sources", on_result=done, on_error=lambda _e: None
         )
+        # Each run's own place, for an export dispatched from several (a flow-phase compile, on its own thread).
+        self._places_job = SourcePlacesJob(path, self)
+        self._places_job.done.connect(self._on_places)
+        self._places_job.start()
+
+    def _on_places(self, found) -> None:
+        path, places = found
+        module = self.workbench.module if self.workbench is not None else None
+        if places and module is not None and str(module.path) == path:  # still the module they belong to
+            self.model.set_source_places(places)
 
     # -- the list ---------------------------------------------------------------------------------
 
@@ -270,6 +310,7 @@ class RunDispatchList(QWidget):
         self.model.set_paused(None)
         self.set_verdicts({})
         self._finished = self._complete = self._failed = False
+        self.model.set_source_places(self.model.source_places, runs_complete=False)
         self._retitle()
 
     def _on_run_state(self, state) -> None:
@@ -359,6 +400,7 @@ class RunDispatchList(QWidget):
             return  # a refused query, not the end of the run
         ended = self.bridge.state == "idle"
         self._complete = self._finished = ended and finished
+        self.model.set_source_places(self.model.source_places, runs_complete=self._complete)
         self._failed = ended and not finished
         if self._complete:
             self._remember()
