@@ -399,3 +399,24 @@ def test_notes_count_only_the_exports_a_run_dispatched():
                    "1 dispatches with dynamic shapes: their time shared equally by their ops"]  # fmt: skip
     assert sources.notes_for(set()) == ["source ops from the flow phase of p.mlir"]
     assert sources.notes_for({"u"})[1].startswith("1 exports the run dispatched not in the flow phase")
+
+
+def test_a_flow_compile_is_killed_when_cancelled(tmp_path):
+    """The dispatch list reads the flow phase on a thread of its own; another module opened, or the window
+    closed, kills that compile (EfficientViT's takes seconds) instead of leaving it to run."""
+    import threading
+    import time
+
+    from support import shared_model
+
+    from engine.errors import CompileCancelled
+    from engine.trace.source_ops import flow_with_locations
+
+    program = tmp_path / "efficientvit_m0.mlir"  # a path of its own: not read back from the cache
+    shutil.copy(shared_model("efficientvit_m0"), program)
+    cancel = threading.Event()
+    threading.Timer(0.5, cancel.set).start()
+    started = time.monotonic()
+    with pytest.raises(CompileCancelled, match="cancelled"):
+        flow_with_locations(program, target_flags("llvm-cpu"), cancel=cancel)
+    assert time.monotonic() - started < 3.0

@@ -15,6 +15,7 @@ line and op IREE recorded for it), a Source column before the Verdict names each
 from __future__ import annotations
 
 import fnmatch
+import threading
 from dataclasses import dataclass
 
 from PySide6.QtCore import (
@@ -353,12 +354,12 @@ class ColumnFitter(QObject):
             self.table.setColumnWidth(column, width)
 
 
-def source_places_job(module_path: str) -> dict[str, tuple[str, ...]]:
+def source_places_job(module_path: str, cancel: threading.Event | None = None) -> dict[str, tuple[str, ...]]:
     """Export name -> the source line of each place the program dispatches it from, in program order, for the
     exports the host code dispatches from several places (deduplicated executables): read from the flow phase
     of the input program compiled again with locations (``by_source.source_map``; a compile, kept), where the
     program is readable here; {} otherwise. Not for the engine worker: a large model's flow phase takes a
-    while (transformer96: 14 s)."""
+    while (transformer96: 14 s). ``cancel`` set: the compile is killed and {} returned."""
     from collections import Counter
     from pathlib import Path
 
@@ -371,8 +372,10 @@ def source_places_job(module_path: str) -> dict[str, tuple[str, ...]]:
         places = Counter(site.export for site in dispatch_call_sites(open_vmfb(module_path)))
         if not any(n > 1 for n in places.values()) or readable_export_locations(module_path)[1] is None:
             return {}
-        sources = source_map(module_path)
+        sources = source_map(module_path, cancel=cancel)
     except (LensError, OSError, ValueError, IndexError):
+        return {}
+    if cancel is not None and cancel.is_set():
         return {}
     out = {}
     for export, shares_of_places in sources.sites.items():

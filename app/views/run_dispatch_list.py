@@ -26,7 +26,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from PySide6.QtCore import QModelIndex, QObject, QPoint, Qt, Signal
+from PySide6.QtCore import QCoreApplication, QModelIndex, QObject, QPoint, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QFileDialog,
@@ -72,16 +72,21 @@ class SourcePlacesJob(QObject):
     def __init__(self, module_path: str, parent: QObject | None = None):
         super().__init__(parent)
         self.module_path = module_path
+        self.cancelled = threading.Event()
         self.thread = threading.Thread(target=self._run, name="lens-source-places", daemon=True)
 
     def start(self) -> None:
         self.thread.start()
 
+    def cancel(self) -> None:
+        """Kill its compile (another module opened, the application quitting): no compile outlives its use."""
+        self.cancelled.set()
+
     def _run(self) -> None:
         from app.views.dispatch_list_model import source_places_job
 
         try:
-            places = source_places_job(self.module_path)
+            places = source_places_job(self.module_path, self.cancelled)
         except Exception:  # a courtesy: the list keeps the module's recorded lines
             places = {}
         try:
@@ -260,6 +265,9 @@ class RunDispatchList(QWidget):
         self.clear()
         self.model.set_source_lines({})
         self.model.set_source_places({})
+        if self._places_job is not None:
+            self._places_job.cancel()
+            self._places_job = None
         worker = getattr(self.services, "worker", None)
         if loaded is None or worker is None:
             return
@@ -278,6 +286,9 @@ class RunDispatchList(QWidget):
         # Each run's own place, for an export dispatched from several (a flow-phase compile, on its own thread).
         self._places_job = SourcePlacesJob(path, self)
         self._places_job.done.connect(self._on_places)
+        app = QCoreApplication.instance()
+        if app is not None:
+            app.aboutToQuit.connect(self._places_job.cancel)
         self._places_job.start()
 
     def _on_places(self, found) -> None:

@@ -20,10 +20,14 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.errors import CompileError
+from engine.errors import CompileCancelled, CompileError
+
+CANCEL_POLL_S = 0.25  # how often a flow compile looks whether it was cancelled
 
 # Ops that do a dispatch's work; linalg.fill and tensor.empty only initialise what the root op fills.
 _COMPUTE_OP = re.compile(r"^\s*(?:%[\w#:, %]+=\s*)?((?:linalg|iree_linalg_ext)\.[\w.]+)")
@@ -65,11 +69,13 @@ class SourceOp:
         return 2.0 * self.work if self.reduces else self.work
 
 
-def flow_with_locations(source: str | Path, flags: list[str], timeout_s: float = 600.0) -> str:
+def flow_with_locations(source: str | Path, flags: list[str], timeout_s: float = 600.0,
+                        cancel: threading.Event | None = None) -> str:  # fmt: skip
     """The ``flow`` phase of ``source`` compiled with ``flags``, printed with every op's location.
 
     Kept in the temporary folder by the program's path, size, modification time and the flags, so a second
-    profile of the same program reads it back (EfficientViT-M0's takes ~40 s on a loaded 2-core machine)."""
+    profile of the same program reads it back (EfficientViT-M0's takes ~40 s on a loaded 2-core machine).
+    ``cancel`` set: the compile is killed (``CompileCancelled``)."""
     import hashlib
 
     from engine.compiler.job import iree_compile_path
@@ -91,7 +97,7 @@ def flow_with_locations(source: str | Path, flags: list[str], timeout_s: float =
         return text
     except OSError:
         pass  # not compiled yet
-    text = _compile_flow(source, flags, timeout_s, iree_compile_path())
+    text = _compile_flow(source, flags, timeout_s, iree_compile_path(), cancel)
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
         partial = cache.with_suffix(f".{os.getpid()}.part")
@@ -102,19 +108,33 @@ def flow_with_locations(source: str | Path, flags: list[str], timeout_s: float =
     return text
 
 
-def _compile_flow(source: str | Path, flags: list[str], timeout_s: float, compiler: str) -> str:
+def _compile_flow(source: str | Path, flags: list[str], timeout_s: float, compiler: str,
+                  cancel: threading.Event | None = None) -> str:  # fmt: skip
     cmd = [compiler, str(source), *flags, "--compile-to=flow", "--mlir-print-debuginfo",
            "--mlir-print-op-on-diagnostic=false", "-o", "-"]  # fmt: skip
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        raise CompileError(f"iree-compile --compile-to=flow of {source} ran past {timeout_s:g} s") from None
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     except OSError as e:  # no iree-compile here
         raise CompileError(f"cannot run iree-compile for {source}: {e}") from None
+    deadline = time.monotonic() + timeout_s
+    with proc:
+        while True:
+            try:
+                stdout, stderr = proc.communicate(timeout=CANCEL_POLL_S)
+                break
+            except subprocess.TimeoutExpired:
+                if cancel is not None and cancel.is_set():
+                    proc.kill()
+                    proc.communicate()
+                    raise CompileCancelled(f"iree-compile --compile-to=flow of {source} cancelled") from None
+                if time.monotonic() > deadline:
+                    proc.kill()
+                    proc.communicate()
+                    raise CompileError(f"iree-compile --compile-to=flow of {source} ran past {timeout_s:g} s") from None
     if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["(no message)"])[-1]
+        last = (stderr.strip().splitlines() or ["(no message)"])[-1]
         raise CompileError(f"iree-compile --compile-to=flow of {source} failed: {last}")
-    return proc.stdout
+    return stdout
 
 
 def dispatch_source_ops(text: str) -> dict[str, tuple[SourceOp, ...]]:
