@@ -409,14 +409,15 @@ def test_a_flow_compile_is_killed_when_cancelled(tmp_path):
 
     from support import shared_model
 
+    from engine.compiler.task import TaskState
     from engine.errors import CompileCancelled
     from engine.trace.source_ops import flow_with_locations
 
     program = tmp_path / "efficientvit_m0.mlir"  # a path of its own: not read back from the cache
     shutil.copy(shared_model("efficientvit_m0"), program)
-    cancel = threading.Event()
-    threading.Timer(0.5, cancel.set).start()
+    task = TaskState()
+    threading.Timer(0.5, task.cancel).start()
     started = time.monotonic()
     with pytest.raises(CompileCancelled, match="cancelled"):
-        flow_with_locations(program, target_flags("llvm-cpu"), cancel=cancel)
+        flow_with_locations(program, target_flags("llvm-cpu"), task=task)
     assert time.monotonic() - started < 3.0

@@ -15,8 +15,9 @@ line and op IREE recorded for it), a Source column before the Verdict names each
 from __future__ import annotations
 
 import fnmatch
-import threading
+from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 
 from PySide6.QtCore import (
     QAbstractTableModel,
@@ -31,6 +32,7 @@ from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import QHeaderView, QLineEdit, QTableView
 
 from app.views.verdict_style import verdict_colour, verdict_label
+from engine.compiler.task import TaskState
 
 _ROOT = QModelIndex()  # the invalid parent of a flat table
 VERDICT_COLUMN = "Verdict"
@@ -354,39 +356,30 @@ class ColumnFitter(QObject):
             self.table.setColumnWidth(column, width)
 
 
-def source_places_job(module_path: str, cancel: threading.Event | None = None) -> dict[str, tuple[str, ...]]:
+def source_places_job(module_path: str, task: TaskState | None = None) -> dict[str, tuple[str, ...]]:
     """Export name -> the source line of each place the program dispatches it from, in program order, for the
     exports the host code dispatches from several places (deduplicated executables): read from the flow phase
     of the input program compiled again with locations (``by_source.source_map``; a compile, kept), where the
     program is readable here; {} otherwise. Not for the engine worker: a large model's flow phase takes a
-    while (transformer96: 14 s). ``cancel`` set: the compile is killed and {} returned."""
-    from collections import Counter
-    from pathlib import Path
-
+    while (transformer96: 14 s). ``task`` cancelled: the compile is killed and {} returned."""
     from engine.errors import LensError
-    from engine.runtime.vmfb.call_sites import dispatch_call_sites
-    from engine.runtime.vmfb.module import open_vmfb
-    from engine.trace.by_source import program_op, readable_export_locations, source_map
+    from engine.trace.by_source import program_op, source_map
 
+    calls = _calls_per_export(module_path)
+    if not any(n > 1 for n in calls.values()):
+        return {}
     try:
-        places = Counter(site.export for site in dispatch_call_sites(open_vmfb(module_path)))
-        if not any(n > 1 for n in places.values()) or readable_export_locations(module_path)[1] is None:
-            return {}
-        sources = source_map(module_path, cancel=cancel)
+        sources = source_map(module_path, task=task)  # no places where the program is not readable here
     except (LensError, OSError, ValueError, IndexError):
         return {}
-    if cancel is not None and cancel.is_set():
+    if task is not None and task.cancelled:
         return {}
     out = {}
     for export, shares_of_places in sources.sites.items():
-        labels = []
-        for shares in shares_of_places:
-            main = max(shares, key=lambda s: s.share)
-            path, _, line = main.loc.rpartition(":")
-            op = program_op(main.loc) or main.name
-            labels.append(f"{Path(path).name}:{line}" + (f" {op}" if op else ""))
-        if places[export] == len(labels):  # the host code's places are the flow phase's
-            out[export] = tuple(labels)
+        mains = [max(shares, key=lambda s: s.share) for shares in shares_of_places]
+        labels = tuple(_short_line(m.loc, program_op(m.loc) or m.name) for m in mains)
+        if calls[export] == len(labels):  # the host code's places are the flow phase's
+            out[export] = labels
     return out
 
 
@@ -396,24 +389,32 @@ def source_lines_job(module_path: str, task=None) -> dict[str, str]:
     op is in (a StableHLO program's ops, inlined into a wrapper), that is said: it is no op's line. An export
     the host code dispatches from several places (IREE deduplicated their executables: an attention's q, k and v
     projections) records one place's line, so every run of it shows that line: said too."""
-    from collections import Counter
-    from pathlib import Path
-
-    from engine.errors import LensError
-    from engine.runtime.vmfb.call_sites import dispatch_call_sites
-    from engine.runtime.vmfb.module import open_vmfb
     from engine.trace.by_source import FUNCTION_DEFINITIONS, program_op, readable_export_locations
 
-    try:
-        places = Counter(site.export for site in dispatch_call_sites(open_vmfb(module_path)))
-    except (LensError, ValueError, IndexError):
-        places = Counter()  # host code this reader cannot walk: nothing said of places
+    calls = _calls_per_export(module_path)
     out = {}
     for export, loc in readable_export_locations(module_path)[0].items():
-        path, _, line = loc.rpartition(":")
         op = program_op(loc)
-        said = " (its function's line)" if op in FUNCTION_DEFINITIONS else f" {op}" if op else ""
-        if places[export] > 1:
-            said += f" (one of its {places[export]} places)"
-        out[export] = f"{Path(path).name}:{line}{said}"
+        said = "(its function's line)" if op in FUNCTION_DEFINITIONS else op
+        if calls[export] > 1:
+            said = f"{said or ''} (one of its {calls[export]} places)".lstrip()
+        out[export] = _short_line(loc, said)
     return out
+
+
+def _calls_per_export(module_path: str) -> Counter[str]:
+    """``call_sites.calls_per_export`` of the module; none where its host code cannot be walked here."""
+    from engine.errors import LensError
+    from engine.runtime.vmfb.call_sites import calls_per_export
+    from engine.runtime.vmfb.module import open_vmfb
+
+    try:
+        return calls_per_export(open_vmfb(module_path))
+    except (LensError, OSError, ValueError, IndexError):
+        return Counter()
+
+
+def _short_line(loc: str, said: str | None) -> str:
+    """``model.mlir:39 torch.aten.conv2d``: the file's name, the line, and what is said of it."""
+    path, _, line = loc.rpartition(":")
+    return f"{Path(path).name}:{line}" + (f" {said}" if said else "")

@@ -52,6 +52,7 @@ from app.views.dispatch_list_model import (
 )
 from app.views.elided_label import ElidedLabel
 from app.views.verdict_style import legend_html
+from engine.compiler.task import TaskState
 from engine.session.protocol import Breakpoint, BreakpointKind
 
 
@@ -72,7 +73,7 @@ class SourcePlacesJob(QObject):
     def __init__(self, module_path: str, parent: QObject | None = None):
         super().__init__(parent)
         self.module_path = module_path
-        self.cancelled = threading.Event()
+        self.task = TaskState()
         self.thread = threading.Thread(target=self._run, name="lens-source-places", daemon=True)
 
     def start(self) -> None:
@@ -80,13 +81,13 @@ class SourcePlacesJob(QObject):
 
     def cancel(self) -> None:
         """Kill its compile (another module opened, the application quitting): no compile outlives its use."""
-        self.cancelled.set()
+        self.task.cancel()
 
     def _run(self) -> None:
         from app.views.dispatch_list_model import source_places_job
 
         try:
-            places = source_places_job(self.module_path, self.cancelled)
+            places = source_places_job(self.module_path, self.task)
         except Exception:  # a courtesy: the list keeps the module's recorded lines
             places = {}
         try:

@@ -259,11 +259,11 @@ def _files_named_by_exports(module: Path) -> list[Path]:
 
 def dispatched_exports(module: Path) -> set[str]:
     """The exports the module's host code dispatches (empty when it cannot be read: nothing is checked)."""
-    from engine.runtime.vmfb.call_sites import dispatch_call_sites
+    from engine.runtime.vmfb.call_sites import calls_per_export
     from engine.runtime.vmfb.module import open_vmfb
 
     try:
-        return {site.export for site in dispatch_call_sites(open_vmfb(str(module))) if site.export}
+        return set(calls_per_export(open_vmfb(str(module))))
     except (LensError, OSError, IndexError, ValueError):
         return set()
 

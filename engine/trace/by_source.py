@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
+from engine.compiler.task import TaskState
 from engine.errors import LensError
 from engine.runtime.hal.formats import is_native_cpu
 from engine.trace.model import Trace
@@ -274,7 +274,7 @@ def source_map(
     flow_text: str | None = None,
     flags: list[str] | None = None,
     timeout_s: float = 600.0,
-    cancel: threading.Event | None = None,
+    task: TaskState | None = None,
 ) -> SourceMap:
     """Where each export of the module came from: its source ops from the flow phase with locations
     (``flow_text``, else ``source`` compiled to flow, else the input program the module names), each
@@ -296,7 +296,7 @@ def source_map(
         else:
             try:
                 flow_text = flow_with_locations(program, flags if flags is not None else target_flags_of(module_path),
-                                                timeout_s, cancel)  # fmt: skip
+                                                timeout_s, task)  # fmt: skip
                 result.notes.append(f"source ops from the flow phase of {program}")
             except LensError as e:
                 result.notes.append(f"{e}: each dispatch by its export's location")

@@ -20,11 +20,11 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.compiler.task import TaskState
 from engine.errors import CompileCancelled, CompileError
 
 CANCEL_POLL_S = 0.25  # how often a flow compile looks whether it was cancelled
@@ -70,12 +70,12 @@ class SourceOp:
 
 
 def flow_with_locations(source: str | Path, flags: list[str], timeout_s: float = 600.0,
-                        cancel: threading.Event | None = None) -> str:  # fmt: skip
+                        task: TaskState | None = None) -> str:  # fmt: skip
     """The ``flow`` phase of ``source`` compiled with ``flags``, printed with every op's location.
 
     Kept in the temporary folder by the program's path, size, modification time and the flags, so a second
     profile of the same program reads it back (EfficientViT-M0's takes ~40 s on a loaded 2-core machine).
-    ``cancel`` set: the compile is killed (``CompileCancelled``)."""
+    ``task`` cancelled: the compile is killed (``CompileCancelled``)."""
     import hashlib
 
     from engine.compiler.job import iree_compile_path
@@ -97,7 +97,7 @@ def flow_with_locations(source: str | Path, flags: list[str], timeout_s: float =
         return text
     except OSError:
         pass  # not compiled yet
-    text = _compile_flow(source, flags, timeout_s, iree_compile_path(), cancel)
+    text = _compile_flow(source, flags, timeout_s, iree_compile_path(), task)
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
         partial = cache.with_suffix(f".{os.getpid()}.part")
@@ -109,7 +109,7 @@ def flow_with_locations(source: str | Path, flags: list[str], timeout_s: float =
 
 
 def _compile_flow(source: str | Path, flags: list[str], timeout_s: float, compiler: str,
-                  cancel: threading.Event | None = None) -> str:  # fmt: skip
+                  task: TaskState | None = None) -> str:  # fmt: skip
     cmd = [compiler, str(source), *flags, "--compile-to=flow", "--mlir-print-debuginfo",
            "--mlir-print-op-on-diagnostic=false", "-o", "-"]  # fmt: skip
     try:
@@ -123,7 +123,7 @@ def _compile_flow(source: str | Path, flags: list[str], timeout_s: float, compil
                 stdout, stderr = proc.communicate(timeout=CANCEL_POLL_S)
                 break
             except subprocess.TimeoutExpired:
-                if cancel is not None and cancel.is_set():
+                if task is not None and task.cancelled:
                     proc.kill()
                     proc.communicate()
                     raise CompileCancelled(f"iree-compile --compile-to=flow of {source} cancelled") from None

@@ -11,6 +11,7 @@ lookup) is reported with that ordinal and no export name.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 from engine.runtime.vmfb.disassembler import FunctionDisassembler
@@ -36,6 +37,12 @@ class CallSite:
     text: str
     # The workgroup count the host code passes, where it is a constant the walk can see (None elsewhere).
     workgroups: tuple[int | None, int | None, int | None] = (None, None, None)
+
+
+def calls_per_export(module: VmfbModule) -> Counter[str]:
+    """How many ``hal.command_buffer.dispatch`` calls name each export: several where IREE deduplicated an
+    executable dispatched from several places of the program."""
+    return Counter(site.export for site in dispatch_call_sites(module) if site.export)
 
 
 def dispatch_call_sites(module: VmfbModule) -> list[CallSite]:
