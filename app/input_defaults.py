@@ -89,7 +89,7 @@ def function_arguments(module: Any, function: str) -> list[Argument] | None:
         declaration = attrs.get("iree.abi.declaration")
         if declaration:
             return parse_declaration(declaration)
-        cconv = export.signature.calling_convention or ""
+        cconv = export.signature.caller_calling_convention or ""
         args = cconv[1:].split("_", 1)[0] if cconv else ""
         if args in ("", "v"):
             return []

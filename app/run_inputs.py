@@ -208,7 +208,7 @@ class RunInputs(QObject):
         loaded = self.workbench.module
         for export in getattr(loaded.module, "exports", []) if loaded is not None else []:
             if export.name == function:
-                cconv = export.signature.calling_convention or ""
+                cconv = export.signature.caller_calling_convention or ""
                 return cconv[1:].split("_", 1)[0] not in ("", "v")
         return False
 

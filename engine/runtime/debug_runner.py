@@ -21,12 +21,13 @@ from engine.runtime.hal.devices import create_device
 from engine.runtime.hal.inline_modules import imports_inline_hal, inline_modules
 from engine.runtime.hal.module import HalModule
 from engine.runtime.hal.parameters_module import IoParametersModule
+from engine.runtime.hal.sync import HalFence
 from engine.runtime.parameters import ParameterArchives, imports_parameters
 from engine.runtime.vm.context import VmContext
 from engine.runtime.vm.native import NativeModule, VmStatusError
 from engine.runtime.vm.trace import format_step
 from engine.runtime.vm.values import VmList, ref_type_name
-from engine.runtime.vmfb.module import VmfbModule, open_vmfb
+from engine.runtime.vmfb.module import Signature, VmfbModule, open_vmfb
 
 # IREE's export of a module's initializer (its globals). A runner made to call it leaves it to that call
 # (``run_init=False``): IREE runs it once, on globals it has not set.
@@ -109,25 +110,57 @@ class DebugRunner:
     def function_names(self) -> list[str]:
         return [e.name for e in self.module.exports if not e.name.startswith("__")]
 
-    def cconv(self, function: str) -> str:
+    def _signature(self, function: str) -> Signature:
         for e in self.module.exports:
             if e.name == function:
-                return e.signature.calling_convention
+                return e.signature
         raise DebugRunError(
             f"function {function!r} not found in {self.module.name}; exports: {', '.join(self.function_names)}"
         )
 
-    def invoke(self, function: str, args: list[Value]) -> list[Value]:
-        """Call ``function``; results as plain values (tensors copied to the host)."""
-        arg_kinds, result_kinds = split_cconv(self.cconv(function))
+    def cconv(self, function: str) -> str:
+        """The calling convention as callers pass values: an async-external (coarse-fences) function's wait
+        and signal fences are the runner's (``vm_arguments``), as iree-run-module adds them."""
+        return self._signature(function).caller_calling_convention
+
+    def vm_arguments(self, function: str, args: list[Value]) -> tuple[list, HalFence | None]:
+        """The VM's arguments of a call of ``function`` with ``args`` (plain values, as ``cconv`` takes them),
+        and the fence the call signals when it is a coarse-fences function (else None), which ``finish_call``
+        checks. Its wait fence is null (nothing to wait for) and its signal fence a new semaphore's 0 -> 1, as
+        iree-run-module passes them."""
+        arg_kinds, _ = split_cconv(self.cconv(function))
         if len(args) != len(arg_kinds):
             raise DebugRunError(
                 f"{function} takes {len(arg_kinds)} input{'s' if len(arg_kinds) != 1 else ''} "
                 f"(calling convention {self.cconv(function)}); {len(args)} given"
             )
         vm_args = [self.to_vm(kind, value) for kind, value in zip(arg_kinds, args)]
+        if not self._signature(function).coarse_fences:
+            return vm_args, None
+        signal = HalFence.new()
+        return [*vm_args, None, signal], signal
+
+    @staticmethod
+    def finish_call(function: str, signal: HalFence | None) -> None:
+        """Check a coarse-fences call's signal fence once it returned: queue work runs synchronously here, so
+        a fence not reached by then never will be (IREE's tools would wait forever)."""
+        if signal is None or signal.reached:
+            return
+        failure = signal.failure
+        if failure is not None:
+            raise DebugRunError(f"{function} failed its signal fence: {failure}", failure.code.name)
+        raise DebugRunError(
+            f"{function} returned without signaling its fence (an async-external function signals it when its "
+            "work is done): waiting for it would never end"
+        )
+
+    def invoke(self, function: str, args: list[Value]) -> list[Value]:
+        """Call ``function``; results as plain values (tensors copied to the host)."""
+        _, result_kinds = split_cconv(self.cconv(function))
+        vm_args, signal = self.vm_arguments(function, args)
         try:
             results = self.context.invoke(function, vm_args)
+            self.finish_call(function, signal)
         except LensError as e:
             raise DebugRunError(self._message(e), self._status(e)) from e
         finally:

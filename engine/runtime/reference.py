@@ -17,6 +17,7 @@ import numpy as np
 from engine.errors import HalError, LensError
 from engine.runtime.element_types import ElementType, unpack
 from engine.runtime.function_io import OpaqueRef, Scalar, Tensor, Value, split_cconv
+from engine.runtime.vmfb.module import ABI_MODEL, COARSE_FENCES, without_fences
 
 
 def _imports_parameters(module_path: str | Path) -> bool:
@@ -125,11 +126,17 @@ class ReferenceRunner:
             )
         return fn
 
+    def _coarse_fences(self, function: str) -> bool:
+        return dict(self._lookup(function).reflection).get(ABI_MODEL) == COARSE_FENCES
+
     def cconv(self, function: str) -> str:
-        """The calling convention of an exported function, e.g. ``0rr_r``."""
+        """The calling convention of an exported function as callers pass values, e.g. ``0rr_r``: an
+        async-external (coarse-fences) function's wait and signal fences are the runner's, as iree-run-module
+        adds them (``invoke``)."""
         # VmFunction prints as `<VmFunction name(0rr_r), reflection = ...>`.
         text = repr(self._lookup(function))
-        return text[text.index("(") + 1 : text.index(")")]
+        cconv = text[text.index("(") + 1 : text.index(")")]
+        return without_fences(cconv) if self._coarse_fences(function) else cconv
 
     def invoke(self, function: str, args: list[Value]) -> list[Value]:
         """Call ``function`` with ``args``; returns its results as plain values (tensors copied to the host)."""
@@ -139,12 +146,20 @@ class ReferenceRunner:
         arg_kinds, result_kinds = split_cconv(cconv)
         if len(args) != len(arg_kinds):
             raise ReferenceRunError(f"{function} takes {len(arg_kinds)} input{'s' if len(arg_kinds) != 1 else ''} (calling convention {cconv}); {len(args)} given")
-        arg_list, ret_list = rt.VmVariantList(len(args)), rt.VmVariantList(len(result_kinds))
+        arg_list, ret_list = rt.VmVariantList(len(args) + 2), rt.VmVariantList(len(result_kinds))
+        signal = None
         try:
             for kind, value in zip(arg_kinds, args):
                 self._push(arg_list, kind, value)
+            if self._coarse_fences(function):
+                # As iree-run-module: an empty wait fence (nothing to wait for), a signal fence 0 -> 1 awaited.
+                signal = rt.HalFence.create_at(self.device.create_semaphore(0), 1)
+                arg_list.push_ref(rt.HalFence(1))
+                arg_list.push_ref(signal)
             try:
                 self.context.invoke(fn, arg_list, ret_list)
+                if signal is not None:
+                    signal.wait()
             except (RuntimeError, ValueError) as e:
                 raise ReferenceRunError(str(e)) from None
             return [self._pull(ret_list, i, kind) for i, kind in enumerate(result_kinds)]
@@ -152,7 +167,7 @@ class ReferenceRunner:
             # IREE's buffers do not keep their device alive, and a returning frame lets go of ``self`` (which
             # may hold the device's last reference: ``ReferenceRunner(...).invoke(...)``) before its other
             # locals: the call's buffers go first.
-            del arg_list, ret_list
+            del arg_list, ret_list, signal
 
     # -- marshaling
 

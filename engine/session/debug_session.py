@@ -118,6 +118,7 @@ class DebugSession:
         self._opened_with: Open | None = None
         self.globals: SessionGlobals | None = None  # the opened module's globals, made at the first question
         self._result_kinds = ""
+        self._signal_fence = None  # the current call's, when it is an async-external function's
         self._results_text = True  # the current call's ``Call.results_text``
         self.run = ParkedRun()  # the run thread, parked inside a dispatch while the command loop serves
         self._resumed: Command | None = None  # the latest command that resumed the current action
@@ -344,7 +345,7 @@ class DebugSession:
         runner = self.runner
         arg_kinds, self._result_kinds = split_cconv(runner.cconv(command.function))
         args = self._parsed_inputs(tuple(command.inputs), arg_kinds)
-        vm_args = [runner.to_vm(kind, value) for kind, value in zip(arg_kinds, args)]
+        vm_args, self._signal_fence = runner.vm_arguments(command.function, args)
         runner.context.interpreter.reset()
         self.gate.begin_call(runner.device.dispatch_count, command.function, tuple(command.inputs))
         self.undefined_bytes.begin_call(runner.device, self.sources.may_come)
@@ -570,6 +571,11 @@ class DebugSession:
     def _report(self, stop: vmc.StopEvent) -> None:
         if stop.reason == "done":
             runner = self.runner
+            try:
+                runner.finish_call(self._function or "", self._signal_fence)
+            except DebugRunError as e:
+                self.emit(Failed(str(e), e.status, self.location()))
+                return
             values = [runner.from_vm(kind, v) for kind, v in zip(self._result_kinds, stop.results or [])]
             outputs = tuple(
                 TensorRef(v.shape, v.array.dtype.str, v.element_type.name, array=v.array)

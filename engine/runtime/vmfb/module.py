@@ -68,6 +68,33 @@ class Signature:
     def cconv(self) -> CallingConvention:
         return parse_cconv(self.calling_convention)
 
+    @property
+    def coarse_fences(self) -> bool:
+        """IREE's async-external ABI (``iree.abi.model = coarse-fences``, ``--iree-execution-model=
+        async-external``): the last two arguments are a wait fence and a signal fence, which the caller
+        supplies (iree-run-module adds them itself, ``iree_tooling_append_async_fences``)."""
+        return self.attrs.get(ABI_MODEL) == COARSE_FENCES
+
+    @property
+    def caller_calling_convention(self) -> str:
+        """The calling convention as a caller passes values: a coarse-fences function's two fences left out
+        (``0rrr_r`` is called with one tensor), any other function's as it is."""
+        return without_fences(self.calling_convention) if self.coarse_fences else self.calling_convention
+
+
+ABI_MODEL = "iree.abi.model"
+COARSE_FENCES = "coarse-fences"
+
+
+def without_fences(calling_convention: str) -> str:
+    """``calling_convention`` less its last two arguments (a coarse-fences function's wait and signal
+    fences): ``0rrr_r`` -> ``0r_r``, ``0rr_v`` -> ``0v_v``."""
+    head, sep, results = calling_convention.partition("_")
+    version, arguments = head[:1], head[1:]
+    if not arguments.endswith("rr"):
+        return calling_convention  # not the shape IREE gives a coarse-fences function: left as it is
+    return f"{version}{arguments[:-2] or 'v'}{sep}{results}"
+
 
 @dataclass(frozen=True)
 class Dependency:
