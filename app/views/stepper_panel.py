@@ -118,9 +118,11 @@ class StepperPanel(QWidget):
         self.vmfb: Any = None  # the parsed module (engine.runtime.vmfb.VmfbModule) whose code is shown
         self.shown_function: str | None = None
         self.shown_ordinal: int | None = None
+        self.shown_module: str | None = None  # a module the program calls, when its function is shown
         self.selected_frame: int | None = None  # index in the stop's frames (0 = outermost)
-        self._listings: dict[int, list] = {}
+        self._listings: dict[tuple[str, int], list] = {}  # by module name and function ordinal
         self._loaded: LoadedModule | None = None
+        self._linked: dict[str, Any] | None = None  # the modules the program calls, by name (read when needed)
         # Global names the session found where the module's folder had none (a rebuild's phases).
         self._session_names: GlobalNames | None = None
         self._pending_restore = None
@@ -532,6 +534,8 @@ class StepperPanel(QWidget):
 
     def run_to_cursor(self) -> None:
         pc = self.listing.cursor_pc()
+        if self._in_called_module("Run to Cursor"):
+            return
         if pc is not None and self.shown_function:
             self.bridge.run_to(self.shown_function, pc)
 
@@ -543,9 +547,21 @@ class StepperPanel(QWidget):
         return self.toggle_breakpoint(pc)
 
     def toggle_breakpoint(self, pc: int | None) -> bool | None:
-        if pc is None or not self.shown_function:
+        if pc is None or not self.shown_function or self._in_called_module("An instruction breakpoint"):
             return None
         return self.bridge.toggle_instruction_breakpoint(self.shown_function, pc)
+
+    def _in_called_module(self, what: str) -> bool:
+        """Whether the listing shows a function of a module the program calls (said in the status line, for
+        ``what``): instruction breakpoints and Run to Cursor are the open module's."""
+        if self.shown_module is None:
+            return False
+        main = getattr(self.vmfb, "name", None)
+        self.status_label.setText(
+            f"{what} is set in @{main}'s own functions: @{self.shown_module}.{self.shown_function} is in a "
+            f"module it calls (a function breakpoint on {self.shown_module}.{self.shown_function} stops there)"
+        )
+        return True
 
     def _on_margin_clicked(self, line: int) -> None:
         self.toggle_breakpoint(self.listing.pc_of_line(line))
@@ -640,7 +656,7 @@ class StepperPanel(QWidget):
         self._retire_failure()
         mismatch = self.workbench.state.mismatch
         self.status_label.setText("Opening…" if mismatch is None else f"Not opened: {mismatch.describe()}")
-        self.shown_function = self.shown_ordinal = None
+        self.shown_function = self.shown_ordinal = self.shown_module = None
         if self._pending_restore is None:
             self.restore_banner.hide()  # the user opened a module: the offer to restore another is moot
 
@@ -689,6 +705,7 @@ class StepperPanel(QWidget):
 
     def _on_module(self, loaded: LoadedModule | None) -> None:
         self._listings.clear()
+        self._linked = None  # the modules it calls: found when a stop is in one of them
         self._loaded = loaded
         self._session_names = None
         self.vmfb = loaded.module if loaded is not None else None
@@ -704,7 +721,7 @@ class StepperPanel(QWidget):
         self.breakpoints_view.set_names(names, [f.name for f in getattr(self.vmfb, "functions", [])])
         if self.standalone and loaded is not self.workbench.module:
             self.workbench.open_module(loaded)  # a panel on its own: its own state opens the module
-        self.shown_function = self.shown_ordinal = None
+        self.shown_function = self.shown_ordinal = self.shown_module = None
         self._on_function_chosen(self.workbench.state.function or "")
 
     def _on_opened(self, event: Opened) -> None:
@@ -712,6 +729,9 @@ class StepperPanel(QWidget):
         note = event.initializer_note("Run > Debug the Initializer")
         if note:
             self.services.messages.info(note)
+        main = getattr(self.vmfb, "name", None)
+        for name, vmfb in self._linked_modules().items():  # not asked for: said, so a stale file is no surprise
+            self.services.messages.info(f"@{main} calls module @{name}: linked with {vmfb.source}, found beside it")
         self._on_function_chosen(self.workbench.state.function or "")
 
     def _on_function_chosen(self, name: str) -> None:
@@ -821,19 +841,23 @@ class StepperPanel(QWidget):
         named = tuple(NamedGlobal(v.name, v.kind, v.index, "") for v in answer.variables)
         self._session_names = GlobalNames(named, answer.names_note)
         self._listings.clear()
-        if self.shown_function is None or self.shown_ordinal is None:
+        if self.shown_function is None or self.shown_ordinal is None or self.shown_module is not None:
             return
         function = self._function_object(self.shown_function, self.shown_ordinal)
         if function is not None:
             self.listing.replace_text(self._listing_of(function))
 
-    def _listing_of(self, function) -> list:
-        """The listing of ``function`` (made once per module and names), its global accesses named."""
+    def _listing_of(self, function, vmfb=None) -> list:
+        """The listing of ``function`` of the open module (or of ``vmfb``, a module it calls), made once per
+        module and names; the open module's global accesses named."""
         from app.engine_adapter import function_listing
 
-        lines = self._listings.get(function.ordinal)
+        vmfb = vmfb or self.vmfb
+        key = (vmfb.name, function.ordinal)
+        lines = self._listings.get(key)
         if lines is None:
-            lines = self._listings[function.ordinal] = function_listing(self.vmfb, function, self._global_names())
+            names = self._global_names() if vmfb is self.vmfb else None
+            lines = self._listings[key] = function_listing(vmfb, function, names)
         return lines
 
     def _on_sources_settled(self) -> None:
@@ -941,8 +965,11 @@ class StepperPanel(QWidget):
             if divergence is not None:
                 text += f", diverged: {divergence.text or divergence.summary or divergence.name}"
         if event.location.frames:
-            f = event.location.frames[-1]
-            text += f" — {f.function} pc {f.pc:#x}"
+            frames = event.location.frames
+            f = frames[-1]
+            # A function of a module the program calls is named with its module (the program's are not).
+            name = f.function if f.module == frames[0].module else f"{f.module}.{f.function}"
+            text += f" — {name} pc {f.pc:#x}"
         hits = event.detail.breakpoints
         if info is not None:  # "before dispatch #4" says again what "(before #4 ...)" said
             hits = tuple(h for h in hits if h != f"{info.when} dispatch #{info.ordinal}")
@@ -955,13 +982,14 @@ class StepperPanel(QWidget):
         frames = stop.location.frames
         return frames[index].ordinal if 0 <= index < len(frames) else None
 
-    def _function_object(self, name: str, ordinal: int | None):
-        if self.vmfb is None:
+    def _function_object(self, name: str, ordinal: int | None, vmfb=None):
+        vmfb = vmfb or self.vmfb
+        if vmfb is None:
             return None
-        functions = self.vmfb.functions
+        functions = vmfb.functions
         if ordinal is not None and 0 <= ordinal < len(functions) and functions[ordinal].name == name:
             return functions[ordinal]
-        for export in self.vmfb.exports:
+        for export in vmfb.exports:
             if export.name == name:
                 return functions[export.internal_ordinal]
         return next((f for f in functions if f.name == name), None)
@@ -975,28 +1003,54 @@ class StepperPanel(QWidget):
 
     def _show_function(self, name: str, ordinal: int | None = None, module: str | None = None) -> None:
         main = getattr(self.vmfb, "name", None)
-        function = self._function_object(name, ordinal) if module in (None, main) else None
+        vmfb = self._module_named(module)
+        function = self._function_object(name, ordinal, vmfb) if vmfb is not None else None
         if function is None:
-            self.shown_function, self.shown_ordinal = name, None
+            self.shown_function, self.shown_ordinal, self.shown_module = name, None, None
             self.function_title.setText(f"{module or main}.{name}: no disassembly (not in the open module)")
             self.listing.set_listing([])
             return
-        if self.shown_ordinal == function.ordinal and self.shown_function == name:
+        called = None if vmfb is self.vmfb else vmfb.name  # a function of a module the program calls
+        if (self.shown_ordinal, self.shown_function, self.shown_module) == (function.ordinal, name, called):
             return
-        lines = self._listing_of(function)
-        self.shown_function, self.shown_ordinal = name, function.ordinal
-        self.function_title.setText(
-            f"@{main}.{name}   (function #{function.ordinal}, {len(function.code)} bytes)"
-        )
+        lines = self._listing_of(function, vmfb)
+        self.shown_function, self.shown_ordinal, self.shown_module = name, function.ordinal, called
+        title = f"@{vmfb.name}.{name}   (function #{function.ordinal}, {len(function.code)} bytes)"
+        if called is not None:
+            title += f"   a module @{main} calls"
+        self.function_title.setText(title)
         self.listing.set_listing(lines)
         self._refresh_margin()
+
+    def _module_named(self, name: str | None):
+        """The open module (``name`` None or its name), or the compiled module of that name the program
+        calls (``engine.runtime.module_dependencies``: given beside it, as the session linked it); None."""
+        if name in (None, getattr(self.vmfb, "name", None)):
+            return self.vmfb
+        return self._linked_modules().get(name)
+
+    def _linked_modules(self) -> dict[str, Any]:
+        """The compiled modules the open program calls, by name (found beside it, as the session links them;
+        read once per module)."""
+        if self._linked is None:
+            from engine.errors import LensError
+            from engine.runtime.module_dependencies import linked_modules
+            from engine.runtime.vmfb.module import open_vmfb
+
+            self._linked = {}
+            if self._loaded is not None:
+                try:
+                    self._linked = {m.name: open_vmfb(m.path) for m in linked_modules(self._loaded.path)}
+                except LensError:
+                    pass  # the session said why it could not link them
+        return self._linked
 
     def _refresh_margin(self) -> None:
         pcs = {
             bp.pc
             for bp in self.bridge.breakpoints
             if bp.kind == "instruction" and bp.function == self.shown_function and bp.pc is not None
-        }
+        } if self.shown_module is None else set()  # (breakpoints are set in the open module's functions)
         self.listing.set_breakpoint_pcs(pcs)
 
     def _raise_dock(self) -> None:

@@ -271,7 +271,9 @@ def describe_stop(stop: Stopped, function: str) -> str:
     frames = stop.location.frames
     if frames:
         f = frames[-1]
-        parts.append(f"in {f.function} pc {f.pc:#x}" + (f": {f.instruction}" if f.instruction else ""))
+        # A function of a compiled module the program calls is named with its module (the program's are not).
+        name = f.function if f.module == frames[0].module else f"{f.module}.{f.function}"
+        parts.append(f"in {name} pc {f.pc:#x}" + (f": {f.instruction}" if f.instruction else ""))
     else:
         parts.append(f"in {function}")
     if stop.detail.nan_bindings:

@@ -66,12 +66,14 @@ def profile_reference(
 ) -> Trace:
     """IREE's HAL profile of ``repeat`` calls in one process (``iree-run-module``, or
     ``iree-benchmark-module`` for several calls: the initializer runs once, as on the debug engine)."""
+    from engine.runtime.module_dependencies import linked_modules
     from engine.trace.ireeprof import capture_ireeprof, load_ireeprof
 
     with tempfile.TemporaryDirectory(prefix="lens-profile-") as d:
         out = Path(d) / "run.ireeprof"
         capture_ireeprof(module, function, inputs, out, device=device, timeout_s=timeout_s, repeat=repeat,
-                         extra_flags=[f"--parameters={p}" for p in parameters])
+                         extra_flags=[f"--parameters={p}" for p in parameters],
+                         modules=[m.path for m in linked_modules(module)])
         trace = load_ireeprof(out)
     trace.source = str(module)
     trace.metadata["device"] = device

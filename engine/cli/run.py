@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from engine.cli.program_arguments import (
-    add_device_argument,
+    DEVICE_HELP,
     add_parameters_argument,
     is_replay,
     module_device,
@@ -28,7 +28,14 @@ def add_parser(subparsers) -> None:
     p.add_argument("--input", action="append", default=[], help="an input, as iree-run-module takes it")
     add_parameters_argument(p)
     p.add_argument("--output", action="append", default=[], help="where each result goes: -, @f.npy, +f.npy")
-    add_device_argument(p)
+    p.add_argument("--device", action="append", default=None,
+                   help=DEVICE_HELP + "; once per device for a build for several (--iree-hal-target-device given "
+                   "more than once), in the order it selects them, as iree-run-module takes them (default: the "
+                   "devices it was compiled for)")  # fmt: skip
+    p.add_argument("--module", dest="modules", action="append", default=[], metavar="FILE.vmfb",
+                   help="a compiled module the program calls (its functions declared as @NAME.function), "
+                   "registered before it, as iree-run-module's --module; repeatable (default: the .vmfb files "
+                   "beside the program whose modules it names)")  # fmt: skip
     p.add_argument(
         "--engine",
         choices=("debug", "reference"),
@@ -63,6 +70,7 @@ def add_parser(subparsers) -> None:
 def _runner(args, checks: CheckRecorder | None):
     """The engine's runner; with ``checks``, the ``check`` module (IREE's e2e expectations) is linked in."""
     replacements = _replacements(args)
+    more_devices = _more_devices(args)
     args.device = module_device(args.module, args.device)
     warn_partial_subgroups("run", args.module, args.device)
     parameters = parameter_archives(args)
@@ -78,10 +86,12 @@ def _runner(args, checks: CheckRecorder | None):
             patched = write_patched_module(open_vmfb(args.module), replacements)
             try:
                 # IREE's runtime copies the module into memory: the temporary file can go at once.
-                return ReferenceRunner(str(patched), args.device, extra_modules=extra, parameters=parameters)
+                return ReferenceRunner(str(patched), args.device, extra_modules=extra, parameters=parameters,
+                                       more_device_uris=more_devices, modules=args.modules)  # fmt: skip
             finally:
                 patched.unlink(missing_ok=True)
-        return ReferenceRunner(module_path, args.device, extra_modules=extra, parameters=parameters)
+        return ReferenceRunner(module_path, args.device, extra_modules=extra, parameters=parameters,
+                               more_device_uris=more_devices, modules=args.modules)  # fmt: skip
     from engine.runtime.debug_runner import INITIALIZER, DebugRunner
 
     trace = (lambda line: print(line)) if args.trace else None
@@ -99,6 +109,18 @@ def _runner(args, checks: CheckRecorder | None):
             refuse_workgroup_count_changes(open_vmfb(args.module), replacements, f"the {args.device} device")
         install_on_device(device, replacements)
         hal_module = HalModule(device)
+    if more_devices:  # a multi-device build: the emulated HAL's devices, one per device the module selects
+        from engine.runtime.debug_runner import create_device
+        from engine.runtime.hal.module import HalModule
+
+        if getattr(args, "write_replay", None):
+            raise LensError("a replay records one device's queue: --write-replay runs a single-device build only")
+        first = hal_module.devices[0] if hal_module is not None else create_device(args.device)
+        others = [create_device(uri) for uri in more_devices]
+        if replacements:
+            for device in others:
+                install_on_device(device, replacements)
+        hal_module = HalModule([first, *others])
     if getattr(args, "write_replay", None):  # the debug run as an IREE HAL replay: engine/replay/record_run.py
         from engine.replay.record_run import start_recording
         from engine.runtime.debug_runner import create_device
@@ -113,10 +135,28 @@ def _runner(args, checks: CheckRecorder | None):
 
         extra_modules.append(CheckModule(checks))
     runner = DebugRunner(args.module, args.device, trace=trace, extra_modules=extra_modules, hal_module=hal_module,
-                         parameters=parameters, run_init=args.function != INITIALIZER)
+                         parameters=parameters, run_init=args.function != INITIALIZER, modules=args.modules)
     if getattr(args, "replay_recorder", None) is not None:  # the results' read-back is in the replay too
         runner.result_listeners.append(args.replay_recorder.read_results)
     return runner
+
+
+def _more_devices(args) -> list[str]:
+    """The devices after the first of a run: those ``--device`` gave after its first, else, when no device was
+    given, those a multi-device build selects after its first (``args.device`` set to its first)."""
+    if args.more_devices or args.device is not None:
+        return list(args.more_devices)
+    from engine.runtime.vmfb.declared_devices import declared_devices
+    from engine.runtime.vmfb.module import open_vmfb
+
+    try:
+        declared = declared_devices(open_vmfb(args.module))
+    except LensError:
+        return []  # the run itself says what is wrong with the file
+    if len(declared) < 2:
+        return []
+    args.device = declared[0].device_uri
+    return [d.device_uri for d in declared[1:]]
 
 
 def _replacements(args) -> list:
@@ -132,8 +172,14 @@ def _replacements(args) -> list:
 
 
 def run(args: argparse.Namespace) -> int:
+    devices = args.device or []
+    args.device, args.more_devices = (devices[0] if devices else None), devices[1:]
     if is_replay(args.module):
         from engine.cli.replay import run as run_replay
+
+        if args.more_devices:
+            print("iree-lens run: a replay is one device's queue: give one --device", file=sys.stderr)
+            return 2
 
         return run_replay(args)
     if getattr(args, "write_replay", None) and args.engine == "reference":
@@ -150,6 +196,10 @@ def run(args: argparse.Namespace) -> int:
         apply_golden(args)
         checks = CheckRecorder() if imports_check_module(args.module) else None
         runner = _runner(args, checks)
+        for linked in runner.linked:
+            if linked.found_beside:  # not asked for: said, so that a stale file beside is not a surprise
+                print(f"iree-lens run: linked with @{linked.name} from {linked.path} (beside the program; "
+                      "--module=FILE gives another)", file=sys.stderr)  # fmt: skip
         arg_kinds, _ = split_cconv(runner.cconv(args.function))
         inputs = parse_inputs(args.input, arg_kinds)
         print(f"EXEC @{args.function}", flush=True)

@@ -174,6 +174,19 @@ def _executables(module_path: str | Path) -> dict[str, tuple[str, bytes]]:
     return {e.name: (e.format, bytes(e.data)) for e in open_vmfb(module_path).executables}
 
 
+def _without_executables(module_path: Path) -> str:
+    """Why a module with no executables of its own has no sources: its dispatches, if any, are those of the
+    compiled modules it calls (engine.runtime.module_dependencies), whose sources are not looked for."""
+    from engine.runtime.module_dependencies import PROVIDED_MODULES
+    from engine.runtime.vmfb.module import open_vmfb
+
+    called = [d.name for d in open_vmfb(module_path).dependencies if d.name not in PROVIDED_MODULES]
+    if called:
+        return (f"the module holds no executables: its dispatches are those of the modules it calls "
+                f"({', '.join(called)}), whose sources are not looked for")  # fmt: skip
+    return "the module holds no executables"
+
+
 def found_or_rebuilt(module_path: str | Path, timeout_s: float | None = 900) -> ExecutableSources:
     """The module's executable sources as the debugger finds them: a sources folder beside it, else a rebuild
     of the program its debug locations name (``rebuild_sources``); none, with a note saying why, else."""
@@ -229,8 +242,10 @@ def rebuild_sources(
         original = _executables(module_path)
     except LensError as e:
         return _none(f"cannot read the module's executables: {e}")
+    if not original:
+        return _none(_without_executables(module_path))
     targets = {FORMAT_TARGETS.get(fmt) for fmt, _ in original.values()}
-    if not original or len(targets) != 1 or None in targets:
+    if len(targets) != 1 or None in targets:
         formats = ", ".join(sorted({fmt for fmt, _ in original.values()})) or "none"
         return _none(f"no single IREE Lens target builds these executables ({formats})")
     target = targets.pop()

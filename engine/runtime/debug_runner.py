@@ -22,12 +22,20 @@ from engine.runtime.hal.inline_modules import imports_inline_hal, inline_modules
 from engine.runtime.hal.module import HalModule
 from engine.runtime.hal.parameters_module import IoParametersModule
 from engine.runtime.hal.sync import HalFence
+from engine.runtime.module_dependencies import linked_modules
 from engine.runtime.parameters import ParameterArchives, imports_parameters
-from engine.runtime.vm.context import VmContext
+from engine.runtime.vm.context import ModuleInstance, VmContext
 from engine.runtime.vm.native import NativeModule, VmStatusError
 from engine.runtime.vm.trace import format_step
 from engine.runtime.vm.values import VmList, ref_type_name
+from engine.runtime.vmfb.declared_devices import several_devices_problem
 from engine.runtime.vmfb.module import Signature, VmfbModule, open_vmfb
+
+# What a multi-device build can be run with (``several_devices_problem``): the run command's devices are the
+# emulated HAL's, but the debugger's stops, tensors and timings follow a single device's dispatches.
+_ONE_DEVICE_COMMANDS = (
+    "; the debugger, capture, profile and diverge follow one device's dispatches and do not run such a build"
+)
 
 # IREE's export of a module's initializer (its globals). A runner made to call it leaves it to that call
 # (``run_init=False``): IREE runs it once, on globals it has not set.
@@ -42,7 +50,10 @@ class DebugRunner:
     archives a program compiled with external parameters loads (``io_parameters``). ``before_init`` is called
     with the runner once the program is loaded and before its initializer (``__init``) runs, so that a
     profiler or tracer attached there sees the initializer's work too. ``run_init`` False leaves the
-    initializer to the caller (``invoke("__init")``, or a debugger's call of it).
+    initializer to the caller (``invoke("__init")``, or a debugger's call of it). ``modules``: the compiled
+    modules the program calls (iree-run-module's ``--module``), registered before it, dependencies first; one
+    it needs and not given is looked for beside it (``engine.runtime.module_dependencies``), and its
+    initializer runs as the program loads.
     """
 
     def __init__(
@@ -56,6 +67,7 @@ class DebugRunner:
         before_init: Callable[[DebugRunner], Any] | None = None,
         parameters: ParameterArchives | None = None,
         run_init: bool = True,
+        modules: list[str | Path] | tuple = (),
     ):
         self.module_path = str(module_path)
         self.device_uri = device_uri
@@ -67,6 +79,10 @@ class DebugRunner:
             self.module: VmfbModule = open_vmfb(module_path, writable=True)
             # A truncated file is refused here, as a file: not halfway through __init at the first constant.
             self.module.rodata_segments  # noqa: B018 - reading the table checks every segment's range
+            given = len(hal_module.devices) if hal_module else 1
+            several = several_devices_problem(self.module, Path(module_path).name, given)
+            if several is not None:
+                raise DebugRunError(several + _ONE_DEVICE_COMMANDS, "INCOMPATIBLE")
             self.device = hal_module.devices[0] if hal_module else create_device(device_uri)
             self.hal = hal_module or HalModule(self.device)
             extra = list(extra_modules or [])
@@ -79,11 +95,19 @@ class DebugRunner:
                 inline = inline_modules(self.hal)
                 self.storage_owner = inline[0].shared.owner
                 extra[:0] = inline
-            self.context = VmContext([self.hal, *extra, self.module], call_init=False)
+            # The compiled modules it calls (``--module``, or found beside it): registered before it.
+            self.linked = linked_modules(module_path, modules)
+            linked = [open_vmfb(m.path, writable=True) for m in self.linked]
+            self.context = VmContext([self.hal, *extra, *linked, self.module], call_init=False)
             if trace is not None:
                 self.context.interpreter.trace_hook = lambda record: trace(format_step(record))
             if before_init is not None:
                 before_init(self)
+            for instance in self.context.instances:  # theirs first, as IREE initializes a context's modules
+                if isinstance(instance, ModuleInstance) and instance.module in linked and any(
+                    e.name == INITIALIZER for e in instance.module.exports
+                ):
+                    self.context.invoke_instance(instance, instance.function_ordinal(INITIALIZER), [])
             if run_init:
                 self._init()
         except LensError as e:

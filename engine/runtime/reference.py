@@ -34,6 +34,17 @@ def _imports_inline_hal(module_path: str | Path) -> bool:
     return _module_says(module_path, imports_inline_hal)
 
 
+def _several_devices_problem(module_path: str | Path, given: int) -> str | None:
+    """``declared_devices.several_devices_problem`` of the module file (None when it cannot be read)."""
+    from engine.runtime.vmfb.declared_devices import several_devices_problem
+    from engine.runtime.vmfb.module import open_vmfb
+
+    try:
+        return several_devices_problem(open_vmfb(module_path), Path(module_path).name, given)
+    except LensError:
+        return None
+
+
 def _module_says(module_path: str | Path, question: Callable[[Any], bool]) -> bool:
     """``question`` of the module read from the .vmfb (IREE's Python module object does not list its imports);
     False when the file is not a module we can read (IREE says why, next)."""
@@ -77,6 +88,11 @@ class ReferenceRunner:
     # The archives a program compiled with external parameters loads (IREE's ``io_parameters``, registered
     # when given or when the program imports it: none given, IREE names the scope it wants).
     parameters: Any = None
+    # A multi-device build's devices after the first (``device_uri``), in the order the module selects them.
+    more_device_uris: list[str] = field(default_factory=list)
+    # The compiled modules the program calls (iree-run-module's ``--module``), registered before it; those it
+    # needs and not given are looked for beside it (``engine.runtime.module_dependencies``).
+    modules: list = field(default_factory=list)
 
     def __post_init__(self) -> None:
         import iree.runtime as rt  # the heavy import happens only when a reference run is wanted
@@ -90,11 +106,22 @@ class ReferenceRunner:
             # every device until the process exits, and IREE's Vulkan driver on lavapipe keeps two threads
             # spinning at 100 % of a core each for as long as its device lives (12-50 ms to make one).
             self.device = rt.get_device(iree_device_uri(self.device_uri), cache=False)
-            hal = rt.create_hal_module(self.instance, self.device, debug_sink=self.debug_sink)
+            # A multi-device build's further devices (``--device`` once per device, as iree-run-module).
+            self.more_devices = [rt.get_device(iree_device_uri(uri), cache=False) for uri in self.more_device_uris]
+            if self.more_devices:
+                hal = rt.create_hal_module(self.instance, devices=[self.device, *self.more_devices],
+                                           debug_sink=self.debug_sink)  # fmt: skip
+            else:
+                hal = rt.create_hal_module(self.instance, self.device, debug_sink=self.debug_sink)
             # Loaded into writable memory, as IREE's tools do: some kernels write in place into buffers imported
             # from the module's constant data, and a read-only map makes them crash (architecture note).
             with open(self.module_path, "rb") as fh:
                 self.module = rt.VmModule.copy_buffer(self.instance, fh.read())
+            # The compiled modules it calls (``modules``, or found beside it), dependencies first.
+            from engine.runtime.module_dependencies import linked_modules
+
+            self.linked = linked_modules(self.module_path, self.modules)
+            linked = [rt.VmModule.copy_buffer(self.instance, m.path.read_bytes()) for m in self.linked]
             extra = [m(self.instance, self.device) if callable(m) else m for m in self.extra_modules]
             if self.parameters is not None or _imports_parameters(self.module_path):
                 from engine.runtime.parameters import ParameterArchives
@@ -102,7 +129,7 @@ class ReferenceRunner:
                 extra.insert(0, (self.parameters or ParameterArchives()).io_parameters_module(self.instance))
             if self.on_loading is not None:
                 self.on_loading(self)
-            self.context = rt.VmContext(self.instance, [hal, *extra, self.module])
+            self.context = rt.VmContext(self.instance, [hal, *extra, *linked, self.module])
         except (RuntimeError, ValueError, OSError, HalError) as e:
             if _imports_inline_hal(self.module_path):
                 from engine.runtime.hal.inline_modules import INLINE_EXECUTION_FLAG
@@ -112,6 +139,9 @@ class ReferenceRunner:
                     "imports IREE's inline HAL (hal_inline, hal_loader); IREE's Python runtime, the reference "
                     "engine, does not register it: run it on the debug engine (or with iree-run-module)"
                 ) from None
+            several = _several_devices_problem(self.module_path, 1 + len(self.more_device_uris))
+            if several is not None:  # said plainly, not as IREE's target attribute of a device not found
+                raise ReferenceRunError(f"cannot load {self.module_path}: INCOMPATIBLE; {several}") from None
             raise ReferenceRunError(f"cannot load {self.module_path} on {self.device_uri}: {e}") from None
 
     @property

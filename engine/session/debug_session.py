@@ -311,7 +311,10 @@ class DebugSession:
             pass  # no such function: said below, as for a function breakpoint
         except LensError:  # the function is there, the pc starts none of its instructions
             return f"{spelled}: {bp.pc:#x} is not the pc of an instruction of {bp.function} ({self._nearest_pcs(bp)})"
-        names = [f.name for inst in self.controller.instances if bp.module in (None, inst.name) for f in inst.functions]
+        bytecode = [inst for inst in self.controller.instances if hasattr(inst, "functions")]
+        several = len(bytecode) > 1  # the program and modules it calls: each function named with its module
+        names = [f"{inst.name}.{f.name}" if several else f.name
+                 for inst in bytecode if bp.module in (None, inst.name) for f in inst.functions]  # fmt: skip
         shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
         module = os.path.basename(self.runner.module_path)
         return f"{spelled}: no function of {module} is named so (its functions: {shown or 'none'})"
@@ -333,10 +336,20 @@ class DebugSession:
         if bp.kind == BreakpointKind.INSTRUCTION and bp.function is not None and bp.pc is not None:
             return vmc.InstructionBreakpoint(bp.module or self.runner.module.name, bp.function, bp.pc)
         if bp.kind == BreakpointKind.FUNCTION and bp.function:
-            return vmc.FunctionBreakpoint(bp.function, bp.module)
+            module, function = (bp.module, bp.function) if bp.module else self._module_and_function(bp.function)
+            return vmc.FunctionBreakpoint(function, module)
         if bp.kind == BreakpointKind.IMPORT and bp.import_name:
             return vmc.ImportBreakpoint(bp.import_name)
         return None
+
+    def _module_and_function(self, name: str) -> tuple[str | None, str]:
+        """``module_a.abs`` -> (``module_a``, ``abs``) when a module of the context (a compiled module the
+        program calls) has that name; else (None, ``name``): a function of any module."""
+        prefix, _, rest = name.partition(".")
+        instances = self.controller.instances if self.controller is not None else ()
+        if rest and any(getattr(inst, "name", None) == prefix for inst in instances):
+            return prefix, rest
+        return None, name
 
     def _on_call(self, command: Call) -> None:
         self.abandon_run()

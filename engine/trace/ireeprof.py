@@ -310,17 +310,20 @@ def capture_ireeprof(
     timeout_s: float = 600.0,
     extra_flags: Sequence[str] = (),
     repeat: int = 1,
+    modules: Sequence[str | Path] = (),
 ) -> subprocess.CompletedProcess:
     """Run ``iree-run-module`` with HAL profiling, writing ``out`` (.ireeprof). Raises on failure.
 
     With ``repeat`` > 1, ``iree-benchmark-module`` calls the function exactly ``repeat`` times in one
-    process (``--benchmark_min_time=Nx``), so the module's initializer runs once, as in a debug run."""
+    process (``--benchmark_min_time=Nx``), so the module's initializer runs once, as in a debug run.
+    ``modules``: the compiled modules the program calls, registered before it (``--module``, in order)."""
     tool = "iree-run-module"
     if repeat > 1:
         tool = "iree-benchmark-module"
         extra_flags = [f"--benchmark_min_time={repeat}x", "--benchmark_repetitions=1", *extra_flags]
     cmd = [
         iree_tool(tool),
+        *[f"--module={m}" for m in modules],
         f"--module={module}",
         f"--device={device}",
         f"--function={function}",
