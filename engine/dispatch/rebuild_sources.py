@@ -177,10 +177,10 @@ def _executables(module_path: str | Path) -> dict[str, tuple[str, bytes]]:
 def _without_executables(module_path: Path) -> str:
     """Why a module with no executables of its own has no sources: its dispatches, if any, are those of the
     compiled modules it calls (engine.runtime.module_dependencies), whose sources are not looked for."""
-    from engine.runtime.module_dependencies import PROVIDED_MODULES
+    from engine.runtime.module_dependencies import called_modules
     from engine.runtime.vmfb.module import open_vmfb
 
-    called = [d.name for d in open_vmfb(module_path).dependencies if d.name not in PROVIDED_MODULES]
+    called = called_modules(open_vmfb(module_path))
     if called:
         return (f"the module holds no executables: its dispatches are those of the modules it calls "
                 f"({', '.join(called)}), whose sources are not looked for")  # fmt: skip

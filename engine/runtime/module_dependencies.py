@@ -68,19 +68,20 @@ def linked_modules(program: str | Path, given: list[str | Path] | tuple = ()) ->
         if name in placed:
             return  # (a cycle is IREE's to refuse as it links)
         placed.add(name)
-        for dependency in _required_dependencies(_open(path)):
+        for dependency in called_modules(_open(path)):
             place(dependency, find(dependency, name))
         order.append(LinkedModule(path, name, found_beside=name not in given_by_name))
 
     for name, path in given_by_name.items():
         place(name, path)
     main = _open(program)
-    for dependency in _required_dependencies(main):
+    for dependency in called_modules(main):
         place(dependency, find(dependency, main.name))
     return order
 
 
-def _required_dependencies(module: VmfbModule) -> list[str]:
+def called_modules(module: VmfbModule) -> list[str]:
+    """The names of the compiled modules ``module`` needs registered before it (not the engines' own)."""
     return [d.name for d in module.dependencies if not d.optional and d.name not in PROVIDED_MODULES]
 
 

@@ -118,9 +118,11 @@ class ReferenceRunner:
             with open(self.module_path, "rb") as fh:
                 self.module = rt.VmModule.copy_buffer(self.instance, fh.read())
             # The compiled modules it calls (``modules``, or found beside it), dependencies first.
-            from engine.runtime.module_dependencies import linked_modules
+            from engine.runtime.module_dependencies import called_modules, linked_modules
 
-            self.linked = linked_modules(self.module_path, self.modules)
+            # (Only for a program that calls some: IREE reads and refuses a damaged file, next, in its words.)
+            calls = self.modules or _module_says(self.module_path, lambda m: bool(called_modules(m)))
+            self.linked = linked_modules(self.module_path, self.modules) if calls else []
             linked = [rt.VmModule.copy_buffer(self.instance, m.path.read_bytes()) for m in self.linked]
             extra = [m(self.instance, self.device) if callable(m) else m for m in self.extra_modules]
             if self.parameters is not None or _imports_parameters(self.module_path):
