@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from engine.runtime.hal.constants import format_shape_and_type
+from engine.runtime.vmfb.module import ASYNC_SUFFIX, caller_calling_convention, takes_fences
 from engine.temp_caches import scratch_dir
 
 FILLS = ("zeros", "ones", "random")
@@ -89,7 +90,10 @@ def function_arguments(module: Any, function: str) -> list[Argument] | None:
         declaration = attrs.get("iree.abi.declaration")
         if declaration:
             return parse_declaration(declaration)
-        cconv = export.signature.caller_calling_convention or ""
+        twin = function.removesuffix(ASYNC_SUFFIX)
+        if twin != function and takes_fences(module, function):
+            return function_arguments(module, twin)  # a torch import's F$async takes what F takes, and fences
+        cconv = caller_calling_convention(module, function)
         args = cconv[1:].split("_", 1)[0] if cconv else ""
         if args in ("", "v"):
             return []

@@ -20,6 +20,7 @@ from app.input_defaults import Argument, default_inputs, function_arguments, num
 from app.views.stepper_inputs import format_inputs_line, parse_inputs_line
 from engine.runtime.function_io import split_shape_and_type
 from engine.runtime.hal.constants import format_shape_and_type
+from engine.runtime.vmfb.module import caller_calling_convention
 
 _GROUP = "inputs"
 
@@ -208,7 +209,7 @@ class RunInputs(QObject):
         loaded = self.workbench.module
         for export in getattr(loaded.module, "exports", []) if loaded is not None else []:
             if export.name == function:
-                cconv = export.signature.caller_calling_convention or ""
+                cconv = caller_calling_convention(loaded.module, function)
                 return cconv[1:].split("_", 1)[0] not in ("", "v")
         return False
 

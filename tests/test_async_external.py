@@ -2,7 +2,7 @@
 last two arguments are a wait fence and a signal fence (``iree.abi.model = coarse-fences``), which
 iree-run-module adds itself (a null wait fence, a new semaphore's 0 -> 1 as the signal, awaited after the
 call). Both engines call them the same way, so ``iree-lens run``, ``debug``, ``capture`` and the window take
-the inputs the program declares, not its fences.
+the inputs the program declares, not its fences. A torch or ONNX import's ``F$async`` is that ABI too.
 """
 
 from __future__ import annotations
@@ -12,15 +12,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import iree_tool, lens_in_process
+from support import iree_tool, lens_in_process, model_cpu_build, shared_model
 from support.session import compile_program
 
+from app.input_defaults import function_arguments
 from engine.dispatch.bundle import Bundle
 from engine.runtime.debug_runner import DebugRunError, DebugRunner
 from engine.runtime.function_io import Scalar, Tensor
 from engine.runtime.hal.sync import HalFence
 from engine.runtime.reference import ReferenceRunner
-from engine.runtime.vmfb.module import open_vmfb, without_fences
+from engine.runtime.vmfb.module import open_vmfb, takes_fences, without_fences
 
 ASYNC = "--iree-execution-model=async-external"
 CHAIN_INPUT = "4x8xf32=1"
@@ -121,3 +122,23 @@ def test_capture_records_each_dispatch(builds, tmp_path):
     assert proc.returncode == 0, proc.stderr
     bundle = Bundle(tmp_path / "b")
     assert len(bundle.dispatches) == 12
+
+
+@pytest.mark.parametrize("engine", ["debug", "reference"])
+def test_a_torch_imports_async_half_takes_what_its_wrapper_takes(tmp_path, engine):
+    # IREE's torch/ONNX input conversion makes F$async (fences last, its iree.abi.model not kept in the
+    # module's reflection) and F, a synchronous wrapper: F$async is called as iree-run-module cannot.
+    build = model_cpu_build("attention_block", tmp_path / "attention_block.vmfb").module
+    x = shared_model("attention_block").with_name("attention_block_x.npy")
+    module = open_vmfb(build)
+    assert takes_fences(module, "attention_block$async") and not takes_fences(module, "attention_block")
+    assert function_arguments(module, "attention_block$async") == function_arguments(module, "attention_block")
+    outputs = []
+    for function in ("attention_block$async", "attention_block"):
+        out = tmp_path / f"{function}.npy"
+        proc = lens_in_process("run", str(build), f"--engine={engine}", f"--function={function}", f"--input=@{x}",
+                               f"--output=@{out}")  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        outputs.append(np.load(out))
+    np.testing.assert_array_equal(outputs[0], outputs[1])
+    assert outputs[0].shape == (1, 8, 32) and np.isfinite(outputs[0]).all()

@@ -29,7 +29,7 @@ from engine.runtime.vm.native import NativeModule, VmStatusError
 from engine.runtime.vm.trace import format_step
 from engine.runtime.vm.values import VmList, ref_type_name
 from engine.runtime.vmfb.declared_devices import several_devices_problem
-from engine.runtime.vmfb.module import Signature, VmfbModule, open_vmfb
+from engine.runtime.vmfb.module import VmfbModule, caller_calling_convention, open_vmfb, takes_fences
 
 # What a multi-device build can be run with (``several_devices_problem``): the run command's devices are the
 # emulated HAL's, but the debugger's stops, tensors and timings follow a single device's dispatches.
@@ -134,18 +134,15 @@ class DebugRunner:
     def function_names(self) -> list[str]:
         return [e.name for e in self.module.exports if not e.name.startswith("__")]
 
-    def _signature(self, function: str) -> Signature:
-        for e in self.module.exports:
-            if e.name == function:
-                return e.signature
-        raise DebugRunError(
-            f"function {function!r} not found in {self.module.name}; exports: {', '.join(self.function_names)}"
-        )
-
     def cconv(self, function: str) -> str:
-        """The calling convention as callers pass values: an async-external (coarse-fences) function's wait
-        and signal fences are the runner's (``vm_arguments``), as iree-run-module adds them."""
-        return self._signature(function).caller_calling_convention
+        """The calling convention as callers pass values: an async (coarse-fences) function's wait and signal
+        fences are the runner's (``vm_arguments``), as iree-run-module adds them."""
+        cconv = caller_calling_convention(self.module, function)
+        if not cconv:
+            raise DebugRunError(
+                f"function {function!r} not found in {self.module.name}; exports: {', '.join(self.function_names)}"
+            )
+        return cconv
 
     def vm_arguments(self, function: str, args: list[Value]) -> tuple[list, HalFence | None]:
         """The VM's arguments of a call of ``function`` with ``args`` (plain values, as ``cconv`` takes them),
@@ -159,7 +156,7 @@ class DebugRunner:
                 f"(calling convention {self.cconv(function)}); {len(args)} given"
             )
         vm_args = [self.to_vm(kind, value) for kind, value in zip(arg_kinds, args)]
-        if not self._signature(function).coarse_fences:
+        if not takes_fences(self.module, function):
             return vm_args, None
         signal = HalFence.new()
         return [*vm_args, None, signal], signal

@@ -17,7 +17,7 @@ import numpy as np
 from engine.errors import HalError, LensError
 from engine.runtime.element_types import ElementType, unpack
 from engine.runtime.function_io import OpaqueRef, Scalar, Tensor, Value, split_cconv
-from engine.runtime.vmfb.module import ABI_MODEL, COARSE_FENCES, without_fences
+from engine.runtime.vmfb.module import ABI_MODEL, ASYNC_SUFFIX, COARSE_FENCES, takes_fences, without_fences
 
 
 def _imports_parameters(module_path: str | Path) -> bool:
@@ -159,7 +159,10 @@ class ReferenceRunner:
         return fn
 
     def _coarse_fences(self, function: str) -> bool:
-        return dict(self._lookup(function).reflection).get(ABI_MODEL) == COARSE_FENCES
+        """``takes_fences``: the reflection says so, or the program is a torch import's ``F$async``."""
+        if dict(self._lookup(function).reflection).get(ABI_MODEL) == COARSE_FENCES:
+            return True
+        return function.endswith(ASYNC_SUFFIX) and _module_says(self.module_path, lambda m: takes_fences(m, function))
 
     def cconv(self, function: str) -> str:
         """The calling convention of an exported function as callers pass values, e.g. ``0rr_r``: an

@@ -75,15 +75,41 @@ class Signature:
         supplies (iree-run-module adds them itself, ``iree_tooling_append_async_fences``)."""
         return self.attrs.get(ABI_MODEL) == COARSE_FENCES
 
-    @property
-    def caller_calling_convention(self) -> str:
-        """The calling convention as a caller passes values: a coarse-fences function's two fences left out
-        (``0rrr_r`` is called with one tensor), any other function's as it is."""
-        return without_fences(self.calling_convention) if self.coarse_fences else self.calling_convention
-
 
 ABI_MODEL = "iree.abi.model"
 COARSE_FENCES = "coarse-fences"
+
+
+ASYNC_SUFFIX = "$async"
+
+
+def takes_fences(module, function: str) -> bool:
+    """Whether exported ``function`` of ``module`` takes IREE's coarse-fences ABI's wait and signal fences
+    last: its reflection says so (an async-external build), or it is the ``$async`` half of a torch or ONNX
+    import. IREE's torch input conversion (FuncConversion.cpp) makes each function ``F$async``, with the
+    fences and ``iree.abi.model = coarse-fences`` (which the module's reflection does not keep), and ``F``, a
+    synchronous wrapper that makes the fences and calls it: ``F`` exists and takes ``F$async``'s arguments
+    less two refs."""
+    exports = {e.name: e for e in module.exports}
+    export = exports.get(function)
+    if export is None:
+        return False
+    if export.signature.coarse_fences:
+        return True
+    twin = exports.get(function.removesuffix(ASYNC_SUFFIX)) if function.endswith(ASYNC_SUFFIX) else None
+    cconv = export.signature.calling_convention
+    stripped = without_fences(cconv)
+    return twin is not None and stripped != cconv and stripped == twin.signature.calling_convention
+
+
+def caller_calling_convention(module, function: str) -> str:
+    """Exported ``function``'s calling convention as a caller passes values (``takes_fences``: the fences
+    left out); "" for no such export."""
+    export = next((e for e in module.exports if e.name == function), None)
+    if export is None:
+        return ""
+    cconv = export.signature.calling_convention
+    return without_fences(cconv) if takes_fences(module, function) else cconv
 
 
 def without_fences(calling_convention: str) -> str:
