@@ -1,10 +1,12 @@
 """Programs compiled with external parameters (``#flow.parameter.named``: iree-turbine's externalized
 weights) run with the archives given as iree-run-module takes them, ``--parameters=[SCOPE=]FILE``: on the
 debug engine (our ``io_parameters``: load, gather) and on IREE's runtime, equal to iree-run-module's own run
-with the same archive, in every command that runs a program. A missing archive is said by scope."""
+with the same archive, in every command that runs a program. Given none, the archive beside the program that
+holds every key it loads is taken (and said); a missing archive is said by scope."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -14,7 +16,8 @@ from support import SHARED_MODELS, compile_for, iree_tool, lens_in_process, shar
 from support.parameters import BIAS, PROGRAM, SCALE, WEIGHT, externalize, write_archive
 
 from engine.dispatch.bundle import Bundle
-from engine.runtime.parameters import ParameterArchives, ParameterError
+from engine.runtime.parameters import ParameterArchives, ParameterError, ParameterSpec, archives_beside
+from engine.runtime.vmfb.module import open_vmfb
 
 
 @pytest.fixture(scope="module")
@@ -63,11 +66,12 @@ def test_both_engines_run_with_the_archive_as_iree_run_module_does(built, varian
         assert proc.stdout.strip().splitlines()[-1] == want, engine
 
 
-def test_without_the_archive_each_engine_says_which_scope_it_wants(built):
-    debug = lens_in_process("run", str(built["load"]), "--function=main", f"--input={X}")
+def test_without_the_archive_each_engine_says_which_scope_it_wants(built, tmp_path):
+    alone = shutil.copy(built["load"], tmp_path / "load.vmfb")  # no archive beside it
+    debug = lens_in_process("run", str(alone), "--function=main", f"--input={X}")
     assert debug.returncode != 0 and 'parameter "model"::"weight"' in debug.stderr
     assert "--parameters=model=FILE" in debug.stderr
-    reference = lens_in_process("run", str(built["load"]), "--function=main", f"--input={X}", "--engine=reference")
+    reference = lens_in_process("run", str(alone), "--function=main", f"--input={X}", "--engine=reference")
     assert reference.returncode != 0 and "'model'" in reference.stderr  # IREE's own: no provider for the scope
     wrong = lens_in_process("run", str(built["load"]), "--function=main", f"--input={X}",
                             f"--parameters=other={built['archive']}")  # fmt: skip
@@ -76,6 +80,30 @@ def test_without_the_archive_each_engine_says_which_scope_it_wants(built):
         ParameterArchives.open([f"model={built['root'] / 'absent.irpa'}"])
     with pytest.raises(ParameterError, match="cannot read"):
         ParameterArchives.open([f"model={PROGRAM}"])
+
+
+@pytest.mark.parametrize("engine", ["debug", "reference"])
+def test_given_none_the_archive_beside_that_holds_its_weights_is_taken_and_said(built, tmp_path, engine):
+    want = _iree_run_module(built["load"], built["archive"])
+    proc = lens_in_process("run", str(built["load"]), "--function=main", f"--input={X}", f"--engine={engine}")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == want
+    assert f"parameters of scope 'model' from {built['archive']}" in proc.stderr
+    # Two archives beside it that both hold its keys: neither is taken (which one is meant is not known).
+    folder = tmp_path / "two"
+    folder.mkdir()
+    vmfb = shutil.copy(built["load"], folder / "load.vmfb")
+    for name in ("a.irpa", "b.irpa"):
+        write_archive(folder / name)
+    assert archives_beside(vmfb, open_vmfb(vmfb)) == ()
+    # One that lacks a key it loads is not its archive either.
+    (folder / "b.irpa").unlink()
+    import iree.runtime as rt
+
+    index = rt.ParameterIndex()
+    index.add_buffer("weight", WEIGHT.tobytes())
+    index.create_archive_file(str(folder / "b.irpa"))
+    assert archives_beside(vmfb, open_vmfb(vmfb)) == (ParameterSpec("model", str(folder / "a.irpa")),)
 
 
 def test_archives_read_a_splat_and_name_a_missing_key(built):
@@ -131,11 +159,12 @@ def test_a_vs_code_launch_passes_the_archives(built):
     # initializer loads the weights), which it cannot without them.
     from support.dap import DapClient, lens_command
 
-    for given, opens in (([f"model={built['archive']}"], True), ([], False)):
+    # (The gather build has no archive beside it, which a launch given none would take.)
+    for program, given, opens in ((built["load"], [f"model={built['archive']}"], True), (built["gather"], [], False)):
         client = DapClient([*lens_command(), "dap"])
         try:
             client.request("initialize", {"adapterID": "iree-lens"})
-            reply = client.request("launch", {"program": str(built["load"]), "function": "main", "inputs": [X],
+            reply = client.request("launch", {"program": str(program), "function": "main", "inputs": [X],
                                               "parameters": given}, ok=opens)  # fmt: skip
             assert reply["success"] is opens, reply
             if not opens:

@@ -729,9 +729,6 @@ class StepperPanel(QWidget):
         note = event.initializer_note("Run > Debug the Initializer")
         if note:
             self.services.messages.info(note)
-        main = getattr(self.vmfb, "name", None)
-        for name, vmfb in self._linked_modules().items():  # not asked for: said, so a stale file is no surprise
-            self.services.messages.info(f"@{main} calls module @{name}: linked with {vmfb.source}, found beside it")
         self._on_function_chosen(self.workbench.state.function or "")
 
     def _on_function_chosen(self, name: str) -> None:

@@ -18,6 +18,7 @@ from engine.dispatch.golden import add_golden_arguments, apply_golden, check_gol
 from engine.errors import LensError
 from engine.runtime.check import CheckRecorder, imports_check_module, reference_check_module
 from engine.runtime.function_io import format_results, parse_inputs, split_cconv, write_outputs
+from engine.runtime.module_dependencies import found_beside
 
 
 def add_parser(subparsers) -> None:
@@ -196,10 +197,8 @@ def run(args: argparse.Namespace) -> int:
         apply_golden(args)
         checks = CheckRecorder() if imports_check_module(args.module) else None
         runner = _runner(args, checks)
-        for linked in runner.linked:
-            if linked.found_beside:  # not asked for: said, so that a stale file beside is not a surprise
-                print(f"iree-lens run: linked with @{linked.name} from {linked.path} (beside the program; "
-                      "--module=FILE gives another)", file=sys.stderr)  # fmt: skip
+        for line in found_beside(runner):  # not asked for: said, so that a stale file beside is no surprise
+            print(f"iree-lens run: {line}", file=sys.stderr)
         arg_kinds, _ = split_cconv(runner.cconv(args.function))
         inputs = parse_inputs(args.input, arg_kinds)
         print(f"EXEC @{args.function}", flush=True)

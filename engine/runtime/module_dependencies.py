@@ -105,3 +105,14 @@ def _modules_beside(program: Path, skip: set[Path]) -> dict[str, Path]:
             continue  # a damaged or foreign file beside the program is not what it needs
         found.setdefault(name, path)
     return found
+
+
+def found_beside(runner) -> list[str]:
+    """What a runner (either engine's) took from beside the program without being asked, one line each: the
+    parameter archives holding the weights it loads, the compiled modules it calls."""
+    lines = [f"parameters of scope {spec.scope!r} from {spec.path} (beside the program, holding every key it "
+             "loads there; --parameters=SCOPE=FILE or File > Parameter Archive gives another)"
+             for spec in runner.found_parameters]  # fmt: skip
+    lines += [f"linked with @{m.name} from {m.path} (beside the program; --module=FILE gives another)"
+              for m in runner.linked if m.found_beside]  # fmt: skip
+    return lines

@@ -164,3 +164,47 @@ def _named(scope: str, key: str) -> str:
 def imports_parameters(module) -> bool:
     """Whether a loaded ``VmfbModule`` (or anything with ``dependencies``) depends on ``io_parameters``."""
     return any(getattr(d, "name", None) == IO_PARAMETERS for d in getattr(module, "dependencies", ()) or ())
+
+
+# The formats IREE's ParameterIndex reads, and how many files beside a program are opened to find its
+# archives (a build folder, not a weights store: the search stays bounded).
+ARCHIVE_SUFFIXES = (".irpa", ".gguf", ".safetensors")
+MAX_ARCHIVES_BESIDE = 32
+
+
+def archives_beside(module_path: str | Path, module) -> tuple[ParameterSpec, ...]:
+    """For a program given no archives: for each scope its host code loads from, the one archive beside it
+    that holds every key it loads there (as ``SCOPE=FILE``), so that model.vmfb runs with the model.irpa
+    exported with it. A scope with no such archive, or several, gets none (its first load says what it
+    wants); a program whose loads cannot be read gets none."""
+    from engine.runtime.vmfb.parameter_loads import parameter_loads
+
+    try:
+        loads = parameter_loads(module)
+    except LensError:
+        return ()
+    wanted: dict[str, set[str]] = {}
+    for load in loads:
+        if not load.resolved or load.scope is None:
+            return ()  # a load it cannot name: which archive it needs is not known
+        wanted.setdefault(load.scope, set()).update(key for key, _ in load.keys)
+    if not wanted:
+        return ()
+    folder = Path(module_path).resolve().parent
+    candidates = sorted(p for p in folder.iterdir() if p.suffix in ARCHIVE_SUFFIXES and p.is_file())
+    import iree.runtime as rt
+
+    held: dict[Path, set[str]] = {}
+    for path in candidates[:MAX_ARCHIVES_BESIDE]:
+        index = rt.ParameterIndex()
+        try:
+            index.load(str(path))
+        except (RuntimeError, ValueError):
+            continue  # not an archive IREE reads: not the program's
+        held[path] = {key for key, _ in index.items()}
+    found = []
+    for scope, keys in sorted(wanted.items()):
+        holding = [path for path, have in held.items() if keys <= have]
+        if len(holding) == 1:
+            found.append(ParameterSpec(scope, str(holding[0])))
+    return tuple(found)

@@ -125,6 +125,15 @@ class ReferenceRunner:
             self.linked = linked_modules(self.module_path, self.modules) if calls else []
             linked = [rt.VmModule.copy_buffer(self.instance, m.path.read_bytes()) for m in self.linked]
             extra = [m(self.instance, self.device) if callable(m) else m for m in self.extra_modules]
+            self.found_parameters = ()
+            if self.parameters is None and _imports_parameters(self.module_path):
+                # Given none, a program that loads weights takes the archive beside it that holds them.
+                from engine.runtime.parameters import ParameterArchives, archives_beside
+                from engine.runtime.vmfb.module import open_vmfb
+
+                self.found_parameters = archives_beside(self.module_path, open_vmfb(self.module_path))
+                if self.found_parameters:
+                    self.parameters = ParameterArchives.open(self.found_parameters)
             if self.parameters is not None or _imports_parameters(self.module_path):
                 from engine.runtime.parameters import ParameterArchives
 

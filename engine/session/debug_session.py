@@ -32,6 +32,7 @@ from engine.errors import FrameLocation, LensError
 from engine.runtime.debug_runner import DebugRunError, DebugRunner
 from engine.runtime.function_io import Tensor, format_results, parse_inputs, split_cconv
 from engine.runtime.hal.device import DispatchRecord
+from engine.runtime.module_dependencies import found_beside
 from engine.runtime.parameters import ParameterArchives
 from engine.runtime.vm import controller as vmc
 from engine.runtime.vm.context import ModuleInstance
@@ -222,6 +223,8 @@ class DebugSession:
         self.runner = DebugRunner(command.module_path, command.device, parameters=parameters,
                                   run_init=not command.initializer)
         loaded_dispatches = self.runner.device.dispatch_count  # the initializer's, as the module loaded
+        for line in found_beside(self.runner):
+            self.emit(Log(line))
         self._initializer_pending = command.initializer and self.runner.has_initializer
         self._initializer_started = False
         if command.initializer and not self.runner.has_initializer:

@@ -22,6 +22,7 @@ from engine.dispatch.typed_tensors import binding_label, output_modes
 from engine.errors import LensError
 from engine.runtime.element_types import BOOLEAN, ElementType
 from engine.runtime.function_io import Tensor, format_results, parse_inputs, split_cconv
+from engine.runtime.module_dependencies import found_beside
 from engine.runtime.parameters import ParameterArchives
 from engine.session.dispatch_gate import dispatch_matches, module_dispatch_names, unmatchable
 from engine.session.nonfinite import nonfinite_changed, nonfinite_in
@@ -168,6 +169,8 @@ class ReferenceSession:
         sink = rt.HalModuleDebugSink(self._trace)
         parameters = ParameterArchives.open_given(command.parameters)
         self.runner = ReferenceRunner(command.module_path, command.device, debug_sink=sink, parameters=parameters)
+        for line in found_beside(self.runner):
+            self.emit(Log(line))
         self._sink = sink  # alive as long as the module
         self._module_path = command.module_path
         self._open = command

@@ -21,7 +21,8 @@ def state_dir(tmp_path, monkeypatch):
 def test_the_archive_given_in_the_window_reopens_the_module_and_its_run_loads_the_weights(make_main_window, qtbot,
                                                                                           tmp_path):  # fmt: skip
     vmfb = compile_for(PROGRAM, tmp_path / "mlp.vmfb", "llvm-cpu")
-    write_archive(tmp_path / "model.irpa")
+    (tmp_path / "weights").mkdir()  # not beside the module: the window would take it itself (next test)
+    write_archive(tmp_path / "weights" / "model.irpa")
 
     window = make_main_window()
     panel = window.panels["stepper"]
@@ -31,7 +32,7 @@ def test_the_archive_given_in_the_window_reopens_the_module_and_its_run_loads_th
     qtbot.waitUntil(lambda: "File > Parameter Archive" in panel.status_label.text(), timeout=TIMEOUT)
 
     with qtbot.waitSignal(panel.bridge.opened, timeout=TIMEOUT):
-        window.session_bridge.set_parameters([f"model={tmp_path / 'model.irpa'}"])
+        window.session_bridge.set_parameters([f"model={tmp_path / 'weights' / 'model.irpa'}"])
     panel.function_combo.setCurrentText("main")
     panel.set_inputs(["2x4xf32=0"])
     with qtbot.waitSignal(panel.bridge.finished, timeout=TIMEOUT) as finished:
@@ -39,11 +40,26 @@ def test_the_archive_given_in_the_window_reopens_the_module_and_its_run_loads_th
     want = " ".join(f"{v:g}" for v in BIAS * SCALE)  # x = 0: the bias, scaled
     assert f"2x4xf32=[{want}][{want}]" in finished.args[0].results_text
     # Remembered with the session (a restart reopens the module with them); another module opens without.
-    assert window.session_bridge.saved_session().parameters == [f"model={tmp_path / 'model.irpa'}"]
+    assert window.session_bridge.saved_session().parameters == [f"model={tmp_path / 'weights' / 'model.irpa'}"]
     other = compile_for(sample_path("mlp"), tmp_path / "other.vmfb", "llvm-cpu")
     with qtbot.waitSignal(panel.bridge.opened, timeout=TIMEOUT):
         window.open_file(other)
     assert window.session_bridge.parameters == () and window.session_bridge.saved_session().parameters == []
+
+
+def test_the_archive_beside_the_module_is_taken_and_said(make_main_window, qtbot, tmp_path):
+    vmfb = compile_for(PROGRAM, tmp_path / "mlp.vmfb", "llvm-cpu")
+    write_archive(tmp_path / "model.irpa")  # exported with it, as iree-turbine leaves them
+    window = make_main_window()
+    panel = window.panels["stepper"]
+    with qtbot.waitSignal(panel.bridge.opened, timeout=TIMEOUT):
+        window.open_file(vmfb)
+    said = [m.text for m in window.messages.messages]
+    assert any(f"parameters of scope 'model' from {tmp_path / 'model.irpa'}" in t for t in said), said
+    with qtbot.waitSignal(panel.bridge.finished, timeout=TIMEOUT) as finished:
+        panel.bridge.call("main", ("2x4xf32=0",))
+    want = " ".join(f"{v:g}" for v in BIAS * SCALE)
+    assert f"2x4xf32=[{want}][{want}]" in finished.args[0].results_text
 
 
 def test_the_archive_dialog_offers_the_scope_the_module_loads(make_main_window, qtbot, tmp_path):
