@@ -89,6 +89,10 @@ def test_given_none_the_archive_beside_that_holds_its_weights_is_taken_and_said(
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == want
     assert f"parameters of scope 'model' from {built['archive']}" in proc.stderr
+    # IREE's profiler (the reference engine's profile) is given it too.
+    proc = lens_in_process("profile", str(built["load"]), "--function=main", f"--input={X}", f"--engine={engine}",
+                           f"--out={tmp_path / 'profile.json'}")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
     # Two archives beside it that both hold its keys: neither is taken (which one is meant is not known).
     folder = tmp_path / "two"
     folder.mkdir()
