@@ -128,3 +128,18 @@ def test_profile_sees_their_dispatches(folder, tmp_path, engine):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("2 dispatches"), proc.stdout
     assert json.loads((tmp_path / "profile.json").read_text())
+
+
+@pytest.mark.parametrize("command", ["debug", "capture", "profile"])
+def test_the_modules_can_be_given_as_iree_run_module_takes_them(folder, tmp_path, command):
+    lone = shutil.copy(built(folder, "pipeline"), tmp_path / "pipeline.vmfb")  # nothing beside it
+    given = [f"--module={built(folder, 'module_a')}", f"--module={built(folder, 'module_b')}"]
+    extra = {"debug": [f"--commands={tmp_path / 'commands.txt'}"], "capture": [f"--out={tmp_path / 'bundle'}"],
+             "profile": [f"--out={tmp_path / 'profile.json'}"]}[command]  # fmt: skip
+    (tmp_path / "commands.txt").write_text("break function module_a.abs\ncontinue\ncontinue\n")
+    proc = lens_in_process(command, str(lone), *given, "--function=run", f"--input={INPUT}", *extra)
+    assert proc.returncode == 0, proc.stderr
+    if command == "debug":
+        assert "Stopped (breakpoint) in module_a.abs pc 0x0" in proc.stdout and "Finished run" in proc.stdout
+    without = lens_in_process(command, str(lone), "--function=run", f"--input={INPUT}", *extra)
+    assert without.returncode != 0 and "--module=FILE" in without.stderr + without.stdout

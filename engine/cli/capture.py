@@ -117,7 +117,8 @@ def run(args: argparse.Namespace) -> int:
             if args.sources or args.type:
                 print("iree-lens capture: --sources/--type apply to the debug engine only", file=sys.stderr)
             result = capture_reference(args.module, args.function, args.input, args.out, device=args.device,
-                                       parameters=parameter_archives(args), calls_before=calls_before)
+                                       parameters=parameter_archives(args), calls_before=calls_before,
+                                       modules=args.modules)  # fmt: skip
         else:
             if args.sources or args.no_rebuild:
                 sources = find_sources(args.module, args.sources)
@@ -136,6 +137,7 @@ def run(args: argparse.Namespace) -> int:
                 overrides=parse_overrides(args.type),
                 parameters=parameter_archives(args),
                 calls_before=calls_before,
+                modules=args.modules,
             )
     except LensError as e:
         print(f"iree-lens capture: {e}", file=sys.stderr)

@@ -364,6 +364,7 @@ class Debugger:
                 rebuild_sources=not getattr(self.args, "no_rebuild", False),
                 wait_for_sources=True,
                 parameters=tuple(getattr(self.args, "parameters", ())),
+                modules=tuple(getattr(self.args, "modules", ())),
                 initializer=self.args.function == INITIALIZER,  # stopped in as a call (Open.initializer)
             )
             opened = self._next()

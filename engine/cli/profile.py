@@ -62,7 +62,7 @@ def add_parser(subparsers) -> None:
 
 def profile_reference(
     module: str, function: str, inputs: list[str], device: str, repeat: int = 1, timeout_s: float = 600.0,
-    parameters: Sequence[str] = (),
+    parameters: Sequence[str] = (), modules: Sequence[str] = (),
 ) -> Trace:
     """IREE's HAL profile of ``repeat`` calls in one process (``iree-run-module``, or
     ``iree-benchmark-module`` for several calls: the initializer runs once, as on the debug engine)."""
@@ -78,7 +78,7 @@ def profile_reference(
         out = Path(d) / "run.ireeprof"
         capture_ireeprof(module, function, inputs, out, device=device, timeout_s=timeout_s, repeat=repeat,
                          extra_flags=[f"--parameters={p}" for p in parameters],
-                         modules=[m.path for m in linked_modules(module)])
+                         modules=[m.path for m in linked_modules(module, modules)])
         trace = load_ireeprof(out)
     trace.source = str(module)
     trace.metadata["device"] = device
@@ -86,7 +86,8 @@ def profile_reference(
 
 
 def profile_debug(
-    module: str, function: str, inputs: list[str], device: str, repeat: int = 1, parameters: Sequence[str] = ()
+    module: str, function: str, inputs: list[str], device: str, repeat: int = 1, parameters: Sequence[str] = (),
+    modules: Sequence[str] = (),
 ) -> Trace:
     """Zones of ``repeat`` calls on the debug engine (VM calls, imports, command buffers, dispatches)."""
     from engine.runtime.debug_runner import INITIALIZER, DebugRunner, create_device
@@ -106,6 +107,7 @@ def profile_debug(
         before_init=lambda loaded: recorder.attach(loaded.context.interpreter, loaded.device),
         parameters=ParameterArchives.open_given(parameters),
         run_init=function != INITIALIZER,
+        modules=tuple(modules),
     )
     arg_kinds, _ = split_cconv(runner.cconv(function))
     values = parse_inputs(inputs, arg_kinds)
@@ -161,10 +163,12 @@ def run(args: argparse.Namespace) -> int:
         warn_partial_subgroups("profile", args.module, args.device)
         if args.engine == "reference":
             trace = profile_reference(
-                args.module, args.function, args.input, args.device, args.repeat, args.timeout, args.parameters
+                args.module, args.function, args.input, args.device, args.repeat, args.timeout, args.parameters,
+                modules=args.modules,
             )
         else:
-            trace = profile_debug(args.module, args.function, args.input, args.device, args.repeat, args.parameters)
+            trace = profile_debug(args.module, args.function, args.input, args.device, args.repeat, args.parameters,
+                                  modules=args.modules)  # fmt: skip
         write_profile(trace, args.out)
         if args.by_source:
             write_by_source(trace, args.module, args.by_source, args.source, args.timeout)

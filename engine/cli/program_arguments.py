@@ -19,6 +19,15 @@ def add_program_arguments(p: argparse.ArgumentParser, module_help: str) -> None:
     p.add_argument("--function", default="", help="exported function to call (required for a .vmfb)")
     p.add_argument("--input", action="append", default=[], help="an input, as iree-run-module takes it")
     add_parameters_argument(p)
+    add_modules_argument(p)
+
+
+def add_modules_argument(p: argparse.ArgumentParser) -> None:
+    """``--module FILE``: a compiled module the program calls (``args.modules``)."""
+    p.add_argument("--module", dest="modules", action="append", default=[], metavar="FILE.vmfb",
+                   help="a compiled module the program calls (its functions declared as @NAME.function), "
+                   "registered before it, as iree-run-module's --module; repeatable (default: the .vmfb files "
+                   "beside the program whose modules it names)")  # fmt: skip
 
 
 PARAMETERS_HELP = (

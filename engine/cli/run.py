@@ -8,6 +8,7 @@ from pathlib import Path
 
 from engine.cli.program_arguments import (
     DEVICE_HELP,
+    add_modules_argument,
     add_parameters_argument,
     is_replay,
     module_device,
@@ -33,10 +34,7 @@ def add_parser(subparsers) -> None:
                    help=DEVICE_HELP + "; once per device for a build for several (--iree-hal-target-device given "
                    "more than once), in the order it selects them, as iree-run-module takes them (default: the "
                    "devices it was compiled for)")  # fmt: skip
-    p.add_argument("--module", dest="modules", action="append", default=[], metavar="FILE.vmfb",
-                   help="a compiled module the program calls (its functions declared as @NAME.function), "
-                   "registered before it, as iree-run-module's --module; repeatable (default: the .vmfb files "
-                   "beside the program whose modules it names)")  # fmt: skip
+    add_modules_argument(p)
     p.add_argument(
         "--engine",
         choices=("debug", "reference"),

@@ -78,6 +78,7 @@ def capture_debug(
     interfaces: dict[str, dict[int, BindingInterface]] | None = None,
     parameters: ParameterArchives | None = None,
     calls_before: Sequence[tuple[str, Sequence[str]]] = (),
+    modules: Sequence[str] = (),
 ) -> CaptureResult:
     """Run ``function`` on the debug engine, every dispatch observed, and write the bundle to ``out``.
 
@@ -111,7 +112,7 @@ def capture_debug(
         try:
             recorder.in_initializer()
             runner = DebugRunner(module, device, hal_module=HalModule(hal_device, trace_sink=recorder.trace),
-                                 parameters=parameters, run_init=function != INITIALIZER)
+                                 parameters=parameters, run_init=function != INITIALIZER, modules=tuple(modules))
             initializer_dispatches = recorder.initializer_dispatches
             _call_first(runner, writer, function, calls_before)  # followed as the initializer is, not written
             args = parse_inputs(input_specs, split_cconv(runner.cconv(function))[0])
@@ -150,6 +151,7 @@ def capture_reference(
     on_dispatch: Callable[[DispatchEntry], None] | None = None,
     parameters: ParameterArchives | None = None,
     calls_before: Sequence[tuple[str, Sequence[str]]] = (),
+    modules: Sequence[str] = (),
 ) -> CaptureResult:
     """Run ``function`` on IREE's runtime and write the bundle from its trace points; ``calls_before`` as
     ``capture_debug`` takes them."""
@@ -211,7 +213,8 @@ def capture_reference(
         import iree.runtime as rt
 
         # ReferenceRunner keeps the sink alive as long as its HAL module uses it (its ``debug_sink`` field).
-        runner = ReferenceRunner(module, device, debug_sink=rt.HalModuleDebugSink(sink), parameters=parameters)
+        runner = ReferenceRunner(module, device, debug_sink=rt.HalModuleDebugSink(sink), parameters=parameters,
+                                 modules=list(modules))  # fmt: skip
         runner_box.append(runner)
         writer.manifest["initializer_dispatches"] = state["initializer"]
         _call_first(runner, writer, function, calls_before)  # their trace points are not written

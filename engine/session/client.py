@@ -237,6 +237,7 @@ class SessionClient:
         self.rebuild_sources = True
         self.parameters: tuple[str, ...] = ()
         self.initializer = False  # opened with its initializer left to a call (Open.initializer)
+        self.modules: tuple[str, ...] = ()  # the compiled modules the program calls (Open.modules)
         self.functions: tuple[str, ...] = ()
         self.breakpoints: tuple[Breakpoint, ...] = ()
         self.last_call: Call | None = None
@@ -326,6 +327,7 @@ class SessionClient:
         rebuild_sources: bool = True,
         parameters: tuple[str, ...] = (),
         initializer: bool = False,
+        modules: tuple[str, ...] = (),
     ) -> None:
         """Open ``module_path`` on ``device``; the breakpoints set so far stay. ``sources``: the executables'
         sources that type its tensors (``Open.sources``; by default those beside the module);
@@ -340,6 +342,7 @@ class SessionClient:
         self.wait_for_sources = wait_for_sources
         self.rebuild_sources = rebuild_sources
         self.parameters = tuple(str(p) for p in parameters)
+        self.modules = tuple(str(m) for m in modules)
         self.initializer = initializer
         self.last_stop = None
         self._forget_history()
@@ -358,6 +361,7 @@ class SessionClient:
             wait_for_sources=self.wait_for_sources,
             parameters=self.parameters,
             initializer=self.initializer,
+            modules=self.modules,
         )
 
     def call(self, function: str, inputs: Iterable[str] = (), stop_at_entry: bool = False) -> None:

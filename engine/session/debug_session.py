@@ -221,7 +221,7 @@ class DebugSession:
             self.sources.close()
         parameters = ParameterArchives.open_given(command.parameters)
         self.runner = DebugRunner(command.module_path, command.device, parameters=parameters,
-                                  run_init=not command.initializer)
+                                  run_init=not command.initializer, modules=command.modules)
         loaded_dispatches = self.runner.device.dispatch_count  # the initializer's, as the module loaded
         for line in found_beside(self.runner):
             self.emit(Log(line))

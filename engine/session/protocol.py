@@ -370,6 +370,9 @@ class Open(Command):
     # dispatches stopped at and shown as a call's; until it ran, no other function can be called (debug engine;
     # a call of __init on a module opened without it opens the module so first).
     initializer: bool = False
+    # The compiled modules the program calls (iree-run-module's --module), registered before it; those not
+    # given are looked for beside it (``engine.runtime.module_dependencies``).
+    modules: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -168,7 +168,8 @@ class ReferenceSession:
         self._without_inputs = heads_without_inputs(command.module_path) if self._traced else frozenset()
         sink = rt.HalModuleDebugSink(self._trace)
         parameters = ParameterArchives.open_given(command.parameters)
-        self.runner = ReferenceRunner(command.module_path, command.device, debug_sink=sink, parameters=parameters)
+        self.runner = ReferenceRunner(command.module_path, command.device, debug_sink=sink, parameters=parameters,
+                                      modules=list(command.modules))  # fmt: skip
         for line in found_beside(self.runner):
             self.emit(Log(line))
         self._sink = sink  # alive as long as the module
