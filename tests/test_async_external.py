@@ -7,12 +7,11 @@ the inputs the program declares, not its fences. A torch or ONNX import's ``F$as
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
-from support import iree_tool, lens_in_process, model_cpu_build, shared_model
+from support import iree_run_module_stdout, lens_in_process, model_cpu_build, shared_model
 from support.session import compile_program
 
 from app.input_defaults import function_arguments
@@ -25,14 +24,6 @@ from engine.runtime.vmfb.module import open_vmfb, takes_fences, without_fences
 
 ASYNC = "--iree-execution-model=async-external"
 CHAIN_INPUT = "4x8xf32=1"
-
-
-def iree_run_module(vmfb: Path, function: str, inputs, device: str = "local-sync") -> str:
-    proc = subprocess.run([iree_tool("iree-run-module"), f"--module={vmfb}", f"--device={device}",
-                           f"--function={function}", *[f"--input={i}" for i in inputs]],
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +58,7 @@ def test_run_prints_what_iree_run_module_prints(builds, engine, target, name, fu
     proc = lens_in_process("run", str(vmfb), f"--engine={engine}", f"--device={device}", f"--function={function}",
                            *[f"--input={i}" for i in inputs])  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout == iree_run_module(vmfb, function, inputs, device)
+    assert proc.stdout == iree_run_module_stdout(vmfb, function, inputs, [device])
 
 
 def test_the_runners_agree_call_after_call(builds):

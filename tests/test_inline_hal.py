@@ -8,12 +8,11 @@ constant globals: the models of ../shared fail in iree-compile with "hal.devices
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
-from support import iree_tool, lens_in_process
+from support import iree_run_module_stdout, lens_in_process
 from support.session import compile_program
 
 from engine.dispatch.bundle import Bundle
@@ -22,13 +21,6 @@ from engine.runtime.vmfb.module import open_vmfb
 INLINE = "--iree-execution-model=inline-dynamic"
 W = np.diag(np.float32([0.5, 2, 0.25, 1]))
 CHAIN_INPUTS = ("4x4xf32=1", "4x4xf32=" + " ".join(f"{v:g}" for v in W.reshape(-1)))
-
-
-def iree_run_module(vmfb: Path, function: str, inputs) -> str:
-    proc = subprocess.run([iree_tool("iree-run-module"), f"--module={vmfb}", f"--function={function}",
-                           *[f"--input={i}" for i in inputs]], capture_output=True, text=True, timeout=300)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +46,7 @@ def test_the_debug_engine_prints_what_iree_run_module_prints(builds, target, nam
     vmfb = builds[(name, target)]
     proc = lens_in_process("run", str(vmfb), f"--function={function}", *[f"--input={i}" for i in inputs])
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout == iree_run_module(vmfb, function, inputs)
+    assert proc.stdout == iree_run_module_stdout(vmfb, function, inputs)
 
 
 def test_every_dispatch_stops_and_its_output_is_the_chain_so_far(builds, tmp_path):

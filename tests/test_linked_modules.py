@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
-from support import iree_tool, lens_in_process
+from support import iree_run_module_stdout, lens_in_process
 from support.session import PROGRAMS, compile_program
 
 from engine.dispatch.bundle import Bundle
@@ -42,11 +41,8 @@ def built(folder: Path, name: str) -> Path:
 
 
 def iree_run_module(folder: Path) -> str:
-    modules = [f"--module={built(folder, n)}" for n in ("module_a", "module_b", "pipeline")]
-    proc = subprocess.run([iree_tool("iree-run-module"), *modules, "--function=run", f"--input={INPUT}"],
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
+    modules = [built(folder, n) for n in ("module_a", "module_b", "pipeline")]
+    return iree_run_module_stdout(modules, "run", [INPUT])
 
 
 def test_the_modules_it_calls_are_found_beside_it_by_module_name(folder, tmp_path):

@@ -7,12 +7,11 @@ module needs instead of IREE's "HAL device `device_b` not found" and a page of t
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
-from support import iree_compile, iree_tool, lens_in_process
+from support import iree_compile, iree_run_module_stdout, lens_in_process
 from support.session import PROGRAMS, compile_program
 
 from engine.runtime.vmfb.declared_devices import DeclaredDevice, declared_devices
@@ -29,14 +28,6 @@ def two_devices(tmp_path_factory) -> Path:
     proc = iree_compile([str(PROGRAMS / "two_devices.mlir"), *TWO_LOCAL, "-o", str(out)])
     assert proc.returncode == 0, proc.stderr[-2000:]
     return out
-
-
-def iree_run_module(vmfb: Path, devices: list[str]) -> str:
-    proc = subprocess.run([iree_tool("iree-run-module"), f"--module={vmfb}", *[f"--device={d}" for d in devices],
-                           "--function=multi_device_mul", f"--input={INPUT}"],
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
 
 
 def test_the_devices_are_read_from_the_initializer(two_devices, tmp_path):
@@ -60,7 +51,7 @@ def test_run_gives_each_device_its_own(two_devices, engine, devices):
     assert proc.returncode == 0, proc.stderr
     expected = np.float32([10, 11, 12, 13]) * np.float32([0, 1, 2, 3]) * np.float32([4, 5, 6, 7])
     assert "4xf32=" + " ".join(f"{v:g}" for v in expected) in proc.stdout
-    assert proc.stdout == iree_run_module(two_devices, ["local-task", "local-task"])
+    assert proc.stdout == iree_run_module_stdout(two_devices, "multi_device_mul", [INPUT], ["local-task", "local-task"])
 
 
 @pytest.mark.parametrize("engine", ["debug", "reference"])
