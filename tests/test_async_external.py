@@ -20,7 +20,7 @@ from engine.runtime.debug_runner import DebugRunError, DebugRunner
 from engine.runtime.function_io import Scalar, Tensor
 from engine.runtime.hal.sync import HalFence
 from engine.runtime.reference import ReferenceRunner
-from engine.runtime.vmfb.module import open_vmfb, takes_fences, without_fences
+from engine.runtime.vmfb.module import caller_calling_convention, open_vmfb, takes_fences, without_fences
 
 ASYNC = "--iree-execution-model=async-external"
 CHAIN_INPUT = "4x8xf32=1"
@@ -43,9 +43,10 @@ def test_the_fences_are_the_callers_not_the_users():
 
 
 def test_the_build_exports_coarse_fences_functions(builds):
-    main = next(e for e in open_vmfb(builds[("chain12", "llvm-cpu")]).exports if e.name == "main")
-    assert main.signature.coarse_fences
-    assert (main.signature.calling_convention, main.signature.caller_calling_convention) == ("0rrr_r", "0r_r")
+    module = open_vmfb(builds[("chain12", "llvm-cpu")])
+    main = next(e for e in module.exports if e.name == "main")
+    assert main.signature.coarse_fences and takes_fences(module, "main") and not takes_fences(module, "__init")
+    assert (main.signature.calling_convention, caller_calling_convention(module, "main")) == ("0rrr_r", "0r_r")
 
 
 @pytest.mark.parametrize("target", ["llvm-cpu", "vulkan-spirv"])
