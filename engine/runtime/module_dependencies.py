@@ -60,7 +60,8 @@ def linked_modules(program: str | Path, given: list[str | Path] | tuple = ()) ->
         if name not in beside:
             raise ModuleDependencyError(
                 f"module @{needed_by} calls functions of module '{name}', which is not among the modules given "
-                f"and not a .vmfb beside {program.name}: give it with --module=FILE, as iree-run-module takes it"
+                f"and not a .vmfb beside {program.name}: give it with --module=FILE, as iree-run-module takes it "
+                "(a compiled module: native ones, such as a C++ custom module, are not loaded here)"
             )
         return beside[name]
 
