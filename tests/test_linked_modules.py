@@ -97,10 +97,12 @@ def test_the_debugger_stops_in_the_modules_it_calls(folder, tmp_path):
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("Stopped")]
     assert "after dispatch #0 abs_dispatch_0" in lines[0] and "in module_a.abs pc" in lines[0]
     assert lines[1].startswith("Stopped (breakpoint) in module_b.mul pc 0x0")
-    # The dispatch's output, saved at the stop, is |x| (its tensors are bytes: the program has no sources).
-    saved = [np.load(f).view(np.float32) for f in sorted((tmp_path / "abs").glob("*.npy"))]
-    assert any(np.array_equal(s.reshape(-1)[:8], np.abs(X)) for s in saved)
-    assert "its dispatches are those of the modules it calls" in proc.stderr
+    # The dispatch's tensors, saved at the stop, typed by the sources of the module it ran in (the program
+    # has none of its own): x in, |x| out.
+    assert "the sources of the modules it calls" in proc.stderr
+    saved = {f.name: np.load(f) for f in (tmp_path / "abs").glob("*.npy")}
+    np.testing.assert_array_equal(saved["dispatch0_after_input0.npy"], X)
+    np.testing.assert_array_equal(saved["dispatch0_after_output0.npy"], np.abs(X))
     # A module name that is not linked is refused with the functions there are, each with its module.
     script.write_text("break function module_c.abs\ncontinue\n")
     proc = lens_in_process("debug", str(built(folder, "pipeline")), "--function=run", f"--input={INPUT}",
@@ -112,8 +114,13 @@ def test_capture_records_their_dispatches(folder, tmp_path):
     proc = lens_in_process("capture", str(built(folder, "pipeline")), "--function=run", f"--input={INPUT}",
                            f"--out={tmp_path / 'bundle'}")  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    names = [d.name for d in Bundle(tmp_path / "bundle").dispatches]
+    bundle = Bundle(tmp_path / "bundle")
+    names = [d.name for d in bundle.dispatches]
     assert len(names) == 2 and names[0].startswith("abs_dispatch_0") and names[1].startswith("mul_dispatch_0")
+    # Typed by the sources of the modules it calls: mul's output is |x| * |x|.
+    mul = bundle.dispatches[1]
+    assert mul.output_types == ["8xf32"], mul.output_types
+    np.testing.assert_array_equal(bundle.load(mul.outputs[0]), np.abs(X) * np.abs(X))
 
 
 @pytest.mark.parametrize("engine", ["debug", "reference"])

@@ -174,17 +174,60 @@ def _executables(module_path: str | Path) -> dict[str, tuple[str, bytes]]:
     return {e.name: (e.format, bytes(e.data)) for e in open_vmfb(module_path).executables}
 
 
-def _without_executables(module_path: Path) -> str:
-    """Why a module with no executables of its own has no sources: its dispatches, if any, are those of the
-    compiled modules it calls (engine.runtime.module_dependencies), whose sources are not looked for."""
+def _calls_modules_only(module_path: str | Path) -> bool:
+    """Whether the module holds no executables and calls compiled modules (a pipeline of IREE's
+    samples/multiple_modules): its dispatches are theirs."""
     from engine.runtime.module_dependencies import called_modules
     from engine.runtime.vmfb.module import open_vmfb
 
-    called = called_modules(open_vmfb(module_path))
-    if called:
-        return (f"the module holds no executables: its dispatches are those of the modules it calls "
-                f"({', '.join(called)}), whose sources are not looked for")  # fmt: skip
-    return "the module holds no executables"
+    try:
+        module = open_vmfb(module_path)
+        return not module.executables and bool(called_modules(module))
+    except LensError:
+        return False
+
+
+def called_modules_sources(module_path: str | Path, timeout_s: float | None = 900, task=None) -> ExecutableSources:
+    """The sources of a module with no executables of its own: those of the compiled modules it calls (each
+    found beside it or rebuilt and checked, as its own would be: ``found_or_rebuilt``), one export table. An
+    export name two of them declare is left out, untyped (which module a dispatch of that name ran is not
+    known from its name)."""
+    from engine.dispatch.typed_tensors import find_sources
+    from engine.runtime.module_dependencies import linked_modules
+
+    try:
+        linked = linked_modules(module_path)
+    except LensError as e:
+        return _none(f"the module holds no executables, and the modules it calls are not here: {e}")
+    interfaces: dict = {}
+    files: dict[str, str] = {}
+    seen: dict[str, str] = {}
+    twice: set[str] = set()
+    notes, paths = [], []
+    for module in linked:
+        found = find_sources(module.path)
+        if not found.found:
+            found = rebuild_sources(module.path, timeout_s=timeout_s, task=task)
+        if not found.found:
+            notes.append(f"@{module.name}: {found.note}")
+            continue
+        paths.append(f"@{module.name}: {found.path}")
+        for export, interface in found.interfaces.items():
+            if export in seen and seen[export] != module.name:
+                twice.add(export)
+            seen[export] = module.name
+            interfaces[export] = interface
+            if export in found.files:
+                files[export] = found.files[export]
+    for export in twice:
+        interfaces.pop(export, None)
+        files.pop(export, None)
+    if twice:
+        notes.append(f"{len(twice)} export names declared by two modules are left untyped ({', '.join(sorted(twice)[:4])})")
+    if not interfaces:
+        return _none("the module holds no executables: " + ("; ".join(notes) or "the modules it calls hold none"))
+    note = f"the sources of the modules it calls ({'; '.join(paths)})" + (f"; {'; '.join(notes)}" if notes else "")
+    return ExecutableSources(interfaces, "of the modules it calls", "; ".join(paths), files, note)
 
 
 def found_or_rebuilt(module_path: str | Path, timeout_s: float | None = 900) -> ExecutableSources:
@@ -234,6 +277,8 @@ def rebuild_sources(
     folder of the temporary directory named after the module's bytes), so a module is rebuilt once.
     ``task`` (an ``engine.compiler.task.TaskState``) cancels the rebuild: its compiler is killed at once."""
     module_path = Path(module_path)
+    if _calls_modules_only(module_path):
+        return called_modules_sources(module_path, timeout_s, task)
     found = program_as_named(module_path)
     if found is None:
         return _none("the program the module's debug locations name is not here")
@@ -243,7 +288,7 @@ def rebuild_sources(
     except LensError as e:
         return _none(f"cannot read the module's executables: {e}")
     if not original:
-        return _none(_without_executables(module_path))
+        return _none("the module holds no executables")
     targets = {FORMAT_TARGETS.get(fmt) for fmt, _ in original.values()}
     if len(targets) != 1 or None in targets:
         formats = ", ".join(sorted({fmt for fmt, _ in original.values()})) or "none"
@@ -442,15 +487,16 @@ class SessionSources:
         if self.sources.found or not self.rebuild or self.thread is not None:
             return
         program = program_named_by(self.module_path)
-        if program is None:
+        if program is None and not _calls_modules_only(self.module_path):
             self.sources = _none("no sources beside the module, and the program its debug locations "
                                            "name is not here")  # fmt: skip
             self.thread = False  # nothing to rebuild
             return
         from engine.compiler.task import TaskState
 
+        what = program if program is not None else "the programs of the modules it calls"
         self.sources = _none(
-            f"rebuilding the executables' sources from {program} to check they are the module's; until that "
+            f"rebuilding the executables' sources from {what} to check they are the module's; until that "
             "is known the tensors are untyped (a rebuild whose executables differ is not used)"
         )
         self._task = TaskState()
@@ -471,9 +517,9 @@ class SessionSources:
             if not said and time.monotonic() - started >= WAIT_SAID_AFTER_S:
                 said = True
                 if self.tell is not None:
-                    self.tell(f"waiting for the rebuild of the executables' sources from "
-                              f"{program_named_by(self.module_path)} {why} (minutes on a large model; kept for "
-                              "the next time)")  # fmt: skip
+                    program = program_named_by(self.module_path) or "the programs of the modules it calls"
+                    self.tell(f"waiting for the rebuild of the executables' sources from {program} {why} "
+                              "(minutes on a large model; kept for the next time)")  # fmt: skip
             self.thread.join(0.2)
         return True
 
