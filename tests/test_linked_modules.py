@@ -103,6 +103,12 @@ def test_the_debugger_stops_in_the_modules_it_calls(folder, tmp_path):
     saved = {f.name: np.load(f) for f in (tmp_path / "abs").glob("*.npy")}
     np.testing.assert_array_equal(saved["dispatch0_after_input0.npy"], X)
     np.testing.assert_array_equal(saved["dispatch0_after_output0.npy"], np.abs(X))
+    # The --json stop record names the module too.
+    script.write_text("break function module_b.mul\ncontinue\ncontinue\n")
+    proc = lens_in_process("debug", str(built(folder, "pipeline")), "--function=run", f"--input={INPUT}",
+                           f"--commands={script}", "--json")  # fmt: skip
+    stop = json.loads(proc.stdout.splitlines()[0])
+    assert (stop["module"], stop["function"], stop["pc"]) == ("module_b", "mul", 0), stop
     # A module name that is not linked is refused with the functions there are, each with its module.
     script.write_text("break function module_c.abs\ncontinue\n")
     proc = lens_in_process("debug", str(built(folder, "pipeline")), "--function=run", f"--input={INPUT}",

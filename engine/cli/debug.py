@@ -254,6 +254,8 @@ def stop_json(stop: Stopped | None, function: str, registers: RegisterFile | Non
         if registers is not None or stop is not None
         else {},
     }
+    if top is not None and top.module != frames[0].module:  # a function of a compiled module the program calls
+        line["module"] = top.module
     if stop is not None and stop.detail.tensors:  # the stopped dispatch's typed tensors, described
         line["tensors"] = [t.to_json() for t in stop.detail.tensors]
     if stop is not None and stop.detail.nonfinite:  # break nan: what the dispatch wrote, per tensor
