@@ -263,9 +263,12 @@ class DebugAdapter:
         parameters = args.get("parameters") or ()  # ["[SCOPE=]FILE", ...], as iree-run-module's --parameters
         if isinstance(parameters, str):
             parameters = [parameters]
+        modules = args.get("modules") or ()  # ["a.vmfb", ...]: compiled modules it calls, as --module
+        if isinstance(modules, str):
+            modules = [modules]
         initializer = args.get("function") == INITIALIZER  # stopped in as a call (Open.initializer)
         opened = self._query(lambda: self.client.open(str(program), device, parameters=tuple(map(str, parameters)),
-                                                      initializer=initializer))
+                                                      initializer=initializer, modules=tuple(map(str, modules))))
         if not isinstance(opened, Opened):
             raise RequestError(_message(opened))
         self.functions = opened.functions
