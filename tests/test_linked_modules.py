@@ -169,3 +169,16 @@ def test_a_vs_code_launch_passes_the_modules(folder, tmp_path):
                 assert "--module=FILE" in reply["message"]
         finally:
             client.close()
+
+
+@pytest.mark.parametrize("engine", ["debug", "reference"])
+def test_an_asynchronous_pipeline_passes_fences_between_modules(tmp_path, engine):
+    # All three built async-external: @run takes the caller's fences (added as iree-run-module adds them) and
+    # passes a pair down on each call into the modules it calls.
+    for name in ("module_a", "module_b", "pipeline_async"):
+        compile_program(str(LINKED / f"{name}.mlir"), "llvm-cpu", tmp_path, "--iree-execution-model=async-external")
+    pipeline = tmp_path / "pipeline_async.llvm-cpu.traced.vmfb"
+    proc = lens_in_process("run", str(pipeline), f"--engine={engine}", "--function=run", f"--input={INPUT}")
+    assert proc.returncode == 0, proc.stderr
+    modules = [tmp_path / f"{n}.llvm-cpu.traced.vmfb" for n in ("module_a", "module_b", "pipeline_async")]
+    assert proc.stdout == iree_run_module_stdout(modules, "run", [INPUT])
