@@ -70,3 +70,12 @@ def test_the_debugger_says_it_follows_one_device(two_devices, tmp_path):
                            f"--commands={script}")  # fmt: skip
     assert proc.returncode != 0
     assert "compiled for 2 devices" in proc.stderr and "follow one device's dispatches" in proc.stderr
+
+
+@pytest.mark.parametrize("engine", ["debug", "reference"])
+def test_a_device_of_another_kind_is_named(two_devices, engine):
+    proc = lens_in_process("run", str(two_devices), f"--engine={engine}", "--device=local-sync", "--device=vulkan",
+                           "--function=multi_device_mul", f"--input={INPUT}")  # fmt: skip
+    assert proc.returncode == 1
+    assert "--device=vulkan (device 2 of 2) cannot be two_devices.vmfb's device_b: local[1]" in proc.stderr
+    assert "give --device=local-sync there" in proc.stderr

@@ -71,6 +71,13 @@ def _runner(args, checks: CheckRecorder | None):
     replacements = _replacements(args)
     more_devices = _more_devices(args)
     args.device = module_device(args.module, args.device)
+    if more_devices:
+        from engine.runtime.vmfb.declared_devices import mismatched_device
+        from engine.runtime.vmfb.module import open_vmfb
+
+        problem = mismatched_device(open_vmfb(args.module), Path(args.module).name, [args.device, *more_devices])
+        if problem is not None:
+            raise LensError(problem)
     warn_partial_subgroups("run", args.module, args.device)
     parameters = parameter_archives(args)
     if args.engine == "reference":

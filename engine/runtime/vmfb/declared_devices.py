@@ -75,3 +75,26 @@ def several_devices_problem(module, path: str, given: int) -> str | None:
         f"give a device for each, in that order (iree-lens run --device=... --device=..., as iree-run-module "
         f"takes them)"
     )
+
+
+# IREE's device kinds (``#hal.device.target<"local">``) as IREE Lens's device kinds (``device_kind``).
+_LENS_KIND = {"local": "cpu", "vulkan": "vulkan", "cuda": "cuda", "hip": "hip"}
+
+
+def mismatched_device(module, path: str, uris: list[str]) -> str | None:
+    """The sentence that says which of ``uris`` (one per device, in order) is not of a kind its device
+    accepts, or None (all fit, the count differs: ``several_devices_problem``'s, or unknown kinds)."""
+    from engine.runtime.hal.devices import device_kind
+
+    devices = declared_devices(module)
+    if len(devices) != len(uris) or len(uris) < 2:
+        return None
+    for position, (device, uri) in enumerate(zip(devices, uris), 1):
+        kinds = {_LENS_KIND.get(k) for k in device.kinds}
+        given = device_kind(uri)
+        if None in kinds or given is None or given in kinds:
+            continue
+        wanted = " or --device=".join(_URI_OF_KIND.get(k, k) for k in device.kinds)
+        return (f"--device={uri} (device {position} of {len(uris)}) cannot be {path}'s {device.describe()}: "
+                f"give --device={wanted} there, in the order the module selects its devices")  # fmt: skip
+    return None
