@@ -52,6 +52,8 @@ def test_run_gives_each_device_its_own(two_devices, engine, devices):
     expected = np.float32([10, 11, 12, 13]) * np.float32([0, 1, 2, 3]) * np.float32([4, 5, 6, 7])
     assert "4xf32=" + " ".join(f"{v:g}" for v in expected) in proc.stdout
     assert proc.stdout == iree_run_module_stdout(two_devices, "multi_device_mul", [INPUT], ["local-task", "local-task"])
+    if not devices:  # chosen, not given: said
+        assert "device_a: local[0] on local-sync, device_b: local[1] on local-sync" in proc.stderr
 
 
 @pytest.mark.parametrize("engine", ["debug", "reference"])

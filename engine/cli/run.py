@@ -162,6 +162,9 @@ def _more_devices(args) -> list[str]:
     if len(declared) < 2:
         return []
     args.device = declared[0].device_uri
+    chosen = ", ".join(f"{d.describe()} on {d.device_uri}" for d in declared)
+    print(f"iree-lens run: a build for {len(declared)} devices, each given its own: {chosen} (--device once per "
+          "device chooses others)", file=sys.stderr)  # fmt: skip
     return [d.device_uri for d in declared[1:]]
 
 
