@@ -60,8 +60,9 @@ def linked_modules(program: str | Path, given: list[str | Path] | tuple = ()) ->
         if name not in beside:
             raise ModuleDependencyError(
                 f"module @{needed_by} calls functions of module '{name}', which is not among the modules given "
-                f"and not a .vmfb beside {program.name}: give it with --module=FILE, as iree-run-module takes it "
-                "(a compiled module: native ones, such as a C++ custom module, are not loaded here)"
+                f"and not a .vmfb beside {program.name}: put its .vmfb beside the program, or give it with "
+                "--module=FILE as iree-run-module takes it (a compiled module: native ones, such as a C++ custom "
+                "module, are not loaded here)"
             )
         return beside[name]
 

@@ -57,3 +57,15 @@ def test_a_stop_in_a_called_module_shows_its_code(qtbot, main_window, folder):
     panel.call_stack.select_frame(0)
     assert panel.shown_function == "run" and panel.shown_module is None
     assert panel.function_title.text().startswith("@module.run")
+
+
+def test_a_module_it_calls_and_that_is_not_beside_it_is_named(qtbot, main_window, folder, tmp_path):
+    lone = tmp_path / "pipeline.vmfb"
+    lone.write_bytes((folder / "pipeline.llvm-cpu.vmfb").read_bytes())
+    panel = main_window.panels["stepper"]
+    main_window.docks["stepper"].show()
+    with qtbot.waitSignal(panel.bridge.failed, timeout=TIMEOUT) as failed:
+        main_window.open_file(lone)
+    message = failed.args[0].message
+    assert "calls functions of module 'module_" in message and "put its .vmfb beside the program" in message
+    qtbot.waitUntil(lambda: "module_" in panel.status_label.text(), timeout=TIMEOUT)
