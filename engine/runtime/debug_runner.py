@@ -23,7 +23,7 @@ from engine.runtime.hal.module import HalModule
 from engine.runtime.hal.parameters_module import IoParametersModule
 from engine.runtime.hal.sync import HalFence
 from engine.runtime.module_dependencies import linked_modules
-from engine.runtime.parameters import ParameterArchives, archives_beside, imports_parameters
+from engine.runtime.parameters import ParameterArchives, given_or_beside, imports_parameters
 from engine.runtime.vm.context import ModuleInstance, VmContext
 from engine.runtime.vm.native import NativeModule, VmStatusError
 from engine.runtime.vm.trace import format_step
@@ -87,10 +87,7 @@ class DebugRunner:
             self.hal = hal_module or HalModule(self.device)
             extra = list(extra_modules or [])
             # Given none, a program that loads weights takes the archive beside it that holds them.
-            self.found_parameters = ()
-            if parameters is None and imports_parameters(self.module):
-                self.found_parameters = archives_beside(module_path, self.module)
-                parameters = ParameterArchives.open(self.found_parameters) if self.found_parameters else None
+            parameters, self.found_parameters = given_or_beside(module_path, self.module, parameters)
             if parameters is not None or imports_parameters(self.module):
                 # Its weights from the archives given (none given: the first load names the one it wants).
                 extra.insert(0, IoParametersModule(parameters))

@@ -128,12 +128,12 @@ class ReferenceRunner:
             self.found_parameters = ()
             if self.parameters is None and _imports_parameters(self.module_path):
                 # Given none, a program that loads weights takes the archive beside it that holds them.
-                from engine.runtime.parameters import ParameterArchives, archives_beside
+                from engine.runtime.parameters import given_or_beside
                 from engine.runtime.vmfb.module import open_vmfb
 
-                self.found_parameters = archives_beside(self.module_path, open_vmfb(self.module_path))
-                if self.found_parameters:
-                    self.parameters = ParameterArchives.open(self.found_parameters)
+                self.parameters, self.found_parameters = given_or_beside(
+                    self.module_path, open_vmfb(self.module_path), None
+                )
             if self.parameters is not None or _imports_parameters(self.module_path):
                 from engine.runtime.parameters import ParameterArchives
 
