@@ -155,20 +155,14 @@ def test_the_modules_can_be_given_as_iree_run_module_takes_them(folder, tmp_path
 
 
 def test_a_vs_code_launch_passes_the_modules(folder, tmp_path):
-    from support.dap import DapClient, lens_command
+    from support.dap import launch_reply
 
     lone = shutil.copy(built(folder, "pipeline"), tmp_path / "pipeline.vmfb")
     for modules, opens in (([str(built(folder, "module_a")), str(built(folder, "module_b"))], True), ([], False)):
-        client = DapClient([*lens_command(), "dap"])
-        try:
-            client.request("initialize", {"adapterID": "iree-lens"})
-            reply = client.request("launch", {"program": str(lone), "function": "run", "inputs": [INPUT],
-                                              "modules": modules}, ok=opens)  # fmt: skip
-            assert reply["success"] is opens, reply
-            if not opens:
-                assert "--module=FILE" in reply["message"]
-        finally:
-            client.close()
+        reply = launch_reply({"program": str(lone), "function": "run", "inputs": [INPUT], "modules": modules}, opens)
+        assert reply["success"] is opens, reply
+        if not opens:
+            assert "--module=FILE" in reply["message"]
 
 
 @pytest.mark.parametrize("engine", ["debug", "reference"])

@@ -161,20 +161,14 @@ def test_a_workgroup_of_a_parameterized_program_is_stepped(built):
 def test_a_vs_code_launch_passes_the_archives(built):
     # The DAP adapter's launch takes "parameters" as iree-run-module's flags: the module opens (its
     # initializer loads the weights), which it cannot without them.
-    from support.dap import DapClient, lens_command
+    from support.dap import launch_reply
 
     # (The gather build has no archive beside it, which a launch given none would take.)
     for program, given, opens in ((built["load"], [f"model={built['archive']}"], True), (built["gather"], [], False)):
-        client = DapClient([*lens_command(), "dap"])
-        try:
-            client.request("initialize", {"adapterID": "iree-lens"})
-            reply = client.request("launch", {"program": str(program), "function": "main", "inputs": [X],
-                                              "parameters": given}, ok=opens)  # fmt: skip
-            assert reply["success"] is opens, reply
-            if not opens:
-                assert 'parameter "model"::"weight"' in reply["message"]
-        finally:
-            client.close()
+        reply = launch_reply({"program": str(program), "function": "main", "inputs": [X], "parameters": given}, opens)
+        assert reply["success"] is opens, reply
+        if not opens:
+            assert 'parameter "model"::"weight"' in reply["message"]
 
 
 @pytest.mark.slow

@@ -129,3 +129,14 @@ class DapClient:
             self.process.stdout.close()
         if not self.process.stdin.closed:
             self.process.stdin.close()
+
+
+def launch_reply(arguments: dict, opens: bool) -> dict:
+    """The reply of a fresh ``iree-lens dap`` to ``initialize`` then ``launch`` with ``arguments`` (``opens``:
+    whether it must succeed, as the reply's schema differs); the adapter is closed after."""
+    client = DapClient([*lens_command(), "dap"])
+    try:
+        client.request("initialize", {"adapterID": "iree-lens"})
+        return client.request("launch", arguments, ok=opens)
+    finally:
+        client.close()
