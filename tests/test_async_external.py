@@ -11,7 +11,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import iree_run_module_stdout, lens_in_process, model_cpu_build, shared_model
+from support import (
+    iree_run_module_stdout,
+    lens_in_process,
+    model_cpu_build,
+    save_after_each_dispatch,
+    shared_model,
+)
 from support.session import compile_program
 
 from app.input_defaults import function_arguments
@@ -92,11 +98,7 @@ def test_a_call_whose_fence_is_never_reached_says_so_instead_of_waiting(builds):
 def test_every_dispatch_stops_and_the_call_finishes(builds, tmp_path):
     # Dispatch k adds k + 1 to the running value (chain12.mlir): its output says which one wrote it.
     vmfb = builds[("chain12", "llvm-cpu")]
-    script = tmp_path / "commands.txt"
-    lines = []
-    for k in range(12):
-        lines += [f"break dispatch {k} after", "continue", f"save-tensors {tmp_path / str(k)}"]
-    script.write_text("\n".join([*lines, "continue", ""]))
+    script = save_after_each_dispatch(tmp_path, 12)
     proc = lens_in_process("debug", str(vmfb), "--function=main", f"--input={CHAIN_INPUT}", f"--commands={script}")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.count("Stopped (dispatch) after dispatch #") == 12

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import iree_run_module_stdout, lens_in_process
+from support import iree_run_module_stdout, lens_in_process, save_after_each_dispatch
 from support.session import compile_program
 
 from engine.dispatch.bundle import Bundle
@@ -52,11 +52,7 @@ def test_the_debug_engine_prints_what_iree_run_module_prints(builds, target, nam
 def test_every_dispatch_stops_and_its_output_is_the_chain_so_far(builds, tmp_path):
     # Dispatch k writes x @ w^(k+1), computed here by numpy from the inputs.
     vmfb = builds[("matmul_chain12", "llvm-cpu")]
-    script = tmp_path / "commands.txt"
-    lines = []
-    for k in range(12):
-        lines += [f"break dispatch {k} after", "continue", f"save-tensors {tmp_path / str(k)}"]
-    script.write_text("\n".join([*lines, "continue", ""]))
+    script = save_after_each_dispatch(tmp_path, 12)
     proc = lens_in_process("debug", str(vmfb), "--function=main", *[f"--input={i}" for i in CHAIN_INPUTS],
                            f"--commands={script}")  # fmt: skip
     assert proc.returncode == 0, proc.stderr

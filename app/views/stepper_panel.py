@@ -962,11 +962,7 @@ class StepperPanel(QWidget):
             if divergence is not None:
                 text += f", diverged: {divergence.text or divergence.summary or divergence.name}"
         if event.location.frames:
-            frames = event.location.frames
-            f = frames[-1]
-            # A function of a module the program calls is named with its module (the program's are not).
-            name = f.function if f.module == frames[0].module else f"{f.module}.{f.function}"
-            text += f" — {name} pc {f.pc:#x}"
+            text += f" — {event.location.function_name} pc {event.location.frames[-1].pc:#x}"
         hits = event.detail.breakpoints
         if info is not None:  # "before dispatch #4" says again what "(before #4 ...)" said
             hits = tuple(h for h in hits if h != f"{info.when} dispatch #{info.ordinal}")

@@ -254,8 +254,8 @@ def stop_json(stop: Stopped | None, function: str, registers: RegisterFile | Non
         if registers is not None or stop is not None
         else {},
     }
-    if top is not None and top.module != frames[0].module:  # a function of a compiled module the program calls
-        line["module"] = top.module
+    if stop is not None and stop.location.called_module:  # a function of a compiled module the program calls
+        line["module"] = stop.location.called_module
     if stop is not None and stop.detail.tensors:  # the stopped dispatch's typed tensors, described
         line["tensors"] = [t.to_json() for t in stop.detail.tensors]
     if stop is not None and stop.detail.nonfinite:  # break nan: what the dispatch wrote, per tensor
@@ -273,9 +273,7 @@ def describe_stop(stop: Stopped, function: str) -> str:
     frames = stop.location.frames
     if frames:
         f = frames[-1]
-        # A function of a compiled module the program calls is named with its module (the program's are not).
-        name = f.function if f.module == frames[0].module else f"{f.module}.{f.function}"
-        parts.append(f"in {name} pc {f.pc:#x}" + (f": {f.instruction}" if f.instruction else ""))
+        parts.append(f"in {stop.location.function_name} pc {f.pc:#x}" + (f": {f.instruction}" if f.instruction else ""))
     else:
         parts.append(f"in {function}")
     if stop.detail.nan_bindings:

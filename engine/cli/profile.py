@@ -67,13 +67,12 @@ def profile_reference(
     """IREE's HAL profile of ``repeat`` calls in one process (``iree-run-module``, or
     ``iree-benchmark-module`` for several calls: the initializer runs once, as on the debug engine)."""
     from engine.runtime.module_dependencies import linked_modules
-    from engine.runtime.parameters import archives_beside, imports_parameters
+    from engine.runtime.parameters import archives_beside
     from engine.runtime.vmfb.module import open_vmfb
     from engine.trace.ireeprof import capture_ireeprof, load_ireeprof
 
     if not parameters:  # as the debug engine takes them: the archive beside it that holds its weights
-        program = open_vmfb(module)
-        parameters = [str(s) for s in archives_beside(module, program)] if imports_parameters(program) else []
+        parameters = [str(s) for s in archives_beside(module, open_vmfb(module))]
     with tempfile.TemporaryDirectory(prefix="lens-profile-") as d:
         out = Path(d) / "run.ireeprof"
         capture_ireeprof(module, function, inputs, out, device=device, timeout_s=timeout_s, repeat=repeat,

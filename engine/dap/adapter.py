@@ -260,15 +260,11 @@ class DebugAdapter:
             self.client = None
             raise RequestError(str(e)) from None
         device = str(args.get("device") or "local-sync")
-        parameters = args.get("parameters") or ()  # ["[SCOPE=]FILE", ...], as iree-run-module's --parameters
-        if isinstance(parameters, str):
-            parameters = [parameters]
-        modules = args.get("modules") or ()  # ["a.vmfb", ...]: compiled modules it calls, as --module
-        if isinstance(modules, str):
-            modules = [modules]
+        parameters = _strings(args, "parameters")  # ["[SCOPE=]FILE", ...], as iree-run-module's --parameters
+        modules = _strings(args, "modules")  # ["a.vmfb", ...]: compiled modules it calls, as --module
         initializer = args.get("function") == INITIALIZER  # stopped in as a call (Open.initializer)
-        opened = self._query(lambda: self.client.open(str(program), device, parameters=tuple(map(str, parameters)),
-                                                      initializer=initializer, modules=tuple(map(str, modules))))
+        opened = self._query(lambda: self.client.open(str(program), device, parameters=parameters,
+                                                      initializer=initializer, modules=modules))
         if not isinstance(opened, Opened):
             raise RequestError(_message(opened))
         self.functions = opened.functions
@@ -986,3 +982,9 @@ def _exception_breakpoint(option: dict) -> Breakpoint:
         raise RequestError(f"bad tolerance in {option.get('condition')!r}") from None
     atol, rtol = (tolerances + [None, None])[:2]
     return Breakpoint(BreakpointKind.DIVERGE, reference=words[0], atol=atol, rtol=rtol)
+
+
+def _strings(args: dict, key: str) -> tuple[str, ...]:
+    """A launch argument that lists files (one string, or a list of them), as strings."""
+    value = args.get(key) or ()
+    return (str(value),) if isinstance(value, str) else tuple(str(v) for v in value)

@@ -192,7 +192,6 @@ def called_modules_sources(module_path: str | Path, timeout_s: float | None = 90
     found beside it or rebuilt and checked, as its own would be: ``found_or_rebuilt``), one export table. An
     export name two of them declare is left out, untyped (which module a dispatch of that name ran is not
     known from its name)."""
-    from engine.dispatch.typed_tensors import find_sources
     from engine.runtime.module_dependencies import linked_modules
 
     try:
@@ -205,9 +204,7 @@ def called_modules_sources(module_path: str | Path, timeout_s: float | None = 90
     twice: set[str] = set()
     notes, paths = [], []
     for module in linked:
-        found = find_sources(module.path)
-        if not found.found:
-            found = rebuild_sources(module.path, timeout_s=timeout_s, task=task)
+        found = found_or_rebuilt(module.path, timeout_s, task)
         if not found.found:
             notes.append(f"@{module.name}: {found.note}")
             continue
@@ -230,13 +227,14 @@ def called_modules_sources(module_path: str | Path, timeout_s: float | None = 90
     return ExecutableSources(interfaces, "of the modules it calls", "; ".join(paths), files, note)
 
 
-def found_or_rebuilt(module_path: str | Path, timeout_s: float | None = 900) -> ExecutableSources:
+def found_or_rebuilt(module_path: str | Path, timeout_s: float | None = 900, task=None) -> ExecutableSources:
     """The module's executable sources as the debugger finds them: a sources folder beside it, else a rebuild
-    of the program its debug locations name (``rebuild_sources``); none, with a note saying why, else."""
+    of the program its debug locations name (``rebuild_sources``; ``task`` cancels it); none, with a note
+    saying why, else."""
     from engine.dispatch.typed_tensors import find_sources
 
     found = find_sources(module_path)
-    return found if found.found else rebuild_sources(module_path, timeout_s=timeout_s)
+    return found if found.found else rebuild_sources(module_path, timeout_s=timeout_s, task=task)
 
 
 def other_build_sources(

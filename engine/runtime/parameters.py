@@ -212,8 +212,9 @@ def archives_beside(module_path: str | Path, module) -> tuple[ParameterSpec, ...
 
 def given_or_beside(module_path: str | Path, module, given: ParameterArchives | None):
     """The archives a runner serves: ``given``, else for a program that loads weights those beside it
-    (``archives_beside``); with the specs found beside (``()`` when given or none), which the runner says."""
-    if given is not None or not imports_parameters(module):
+    (``archives_beside``: none for a program that loads none); with the specs found beside (``()`` when given
+    or none), which the runner says."""
+    if given is not None:
         return given, ()
     found = archives_beside(module_path, module)
     return (ParameterArchives.open(found) if found else None), found

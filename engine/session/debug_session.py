@@ -314,10 +314,10 @@ class DebugSession:
             pass  # no such function: said below, as for a function breakpoint
         except LensError:  # the function is there, the pc starts none of its instructions
             return f"{spelled}: {bp.pc:#x} is not the pc of an instruction of {bp.function} ({self._nearest_pcs(bp)})"
-        bytecode = [inst for inst in self.controller.instances if hasattr(inst, "functions")]
-        several = len(bytecode) > 1  # the program and modules it calls: each function named with its module
+        instances = self.controller.instances  # the program's, and the modules' it calls
+        several = len(instances) > 1  # each function named with its module
         names = [f"{inst.name}.{f.name}" if several else f.name
-                 for inst in bytecode if bp.module in (None, inst.name) for f in inst.functions]  # fmt: skip
+                 for inst in instances if bp.module in (None, inst.name) for f in inst.functions]  # fmt: skip
         shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
         module = os.path.basename(self.runner.module_path)
         return f"{spelled}: no function of {module} is named so (its functions: {shown or 'none'})"
@@ -350,7 +350,7 @@ class DebugSession:
         program calls) has that name; else (None, ``name``): a function of any module."""
         prefix, _, rest = name.partition(".")
         instances = self.controller.instances if self.controller is not None else ()
-        if rest and any(getattr(inst, "name", None) == prefix for inst in instances):
+        if rest and any(inst.name == prefix for inst in instances):
             return prefix, rest
         return None, name
 

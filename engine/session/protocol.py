@@ -173,6 +173,23 @@ class Location:
             parts.append(f"dispatch #{self.dispatch_index} {self.dispatch}")
         return ", ".join(parts) or "not started"
 
+    @property
+    def called_module(self) -> str | None:
+        """The innermost frame's module when it is a compiled module the program calls (not the outermost
+        frame's, the program's own); None in the program, or with no frames."""
+        if not self.frames or self.frames[-1].module == self.frames[0].module:
+            return None
+        return self.frames[-1].module
+
+    @property
+    def function_name(self) -> str | None:
+        """The innermost frame's function as a stop names it: ``abs`` in the program, ``module_a.abs`` in a
+        module it calls; None with no frames."""
+        if not self.frames:
+            return None
+        module = self.called_module
+        return f"{module}.{self.frames[-1].function}" if module else self.frames[-1].function
+
 
 @dataclass
 class TensorRef:

@@ -16,11 +16,6 @@ from engine.runtime.vmfb.disassembler import function_lines
 from engine.runtime.vmfb.module import open_vmfb
 
 
-@pytest.fixture(autouse=True)
-def state_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("IREE_LENS_STATE_DIR", str(tmp_path / "state"))
-
-
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("linked_window")

@@ -42,6 +42,17 @@ def iree_run_module_stdout(modules, function: str, inputs=(), devices=()) -> str
     return proc.stdout
 
 
+def save_after_each_dispatch(folder: Path, count: int) -> Path:
+    """A ``debug`` commands file that stops after each of the first ``count`` dispatches and saves its tensors
+    in ``folder/K``, then finishes the call; written in ``folder``, its path returned."""
+    lines = []
+    for k in range(count):
+        lines += [f"break dispatch {k} after", "continue", f"save-tensors {folder / str(k)}"]
+    script = folder / "commands.txt"
+    script.write_text("\n".join([*lines, "continue", ""]))
+    return script
+
+
 REPO = Path(__file__).resolve().parents[2]  # the repository (this worktree)
 
 
