@@ -100,6 +100,7 @@ class ReferenceRunner:
         from engine.runtime.hal.devices import iree_device_uri
 
         self._rt = rt
+        self._takes_fences: dict[str, bool] = {}  # function -> whether it takes coarse fences (``_coarse_fences``)
         try:
             self.instance = rt.VmInstance()
             # A device of its own, released with the runner: not iree.runtime's process-wide cache, which keeps
@@ -168,10 +169,15 @@ class ReferenceRunner:
         return fn
 
     def _coarse_fences(self, function: str) -> bool:
-        """``takes_fences``: the reflection says so, or the program is a torch import's ``F$async``."""
-        if dict(self._lookup(function).reflection).get(ABI_MODEL) == COARSE_FENCES:
-            return True
-        return function.endswith(ASYNC_SUFFIX) and _module_says(self.module_path, lambda m: takes_fences(m, function))
+        """``takes_fences``: the reflection says so, or the program is a torch import's ``F$async`` (read from
+        the file once per function: ``cconv`` and ``invoke`` both ask, at every call)."""
+        known = self._takes_fences.get(function)
+        if known is None:
+            known = dict(self._lookup(function).reflection).get(ABI_MODEL) == COARSE_FENCES or (
+                function.endswith(ASYNC_SUFFIX) and _module_says(self.module_path, lambda m: takes_fences(m, function))
+            )
+            self._takes_fences[function] = known
+        return known
 
     def cconv(self, function: str) -> str:
         """The calling convention of an exported function as callers pass values, e.g. ``0rr_r``: an
