@@ -207,11 +207,10 @@ class RunInputs(QObject):
 
     def _takes_inputs(self, function: str) -> bool:
         loaded = self.workbench.module
-        for export in getattr(loaded.module, "exports", []) if loaded is not None else []:
-            if export.name == function:
-                cconv = caller_calling_convention(loaded.module, function)
-                return cconv[1:].split("_", 1)[0] not in ("", "v")
-        return False
+        if loaded is None or not hasattr(loaded.module, "exports"):
+            return False
+        cconv = caller_calling_convention(loaded.module, function)  # "": no such export
+        return cconv[1:].split("_", 1)[0] not in ("", "v")
 
     def _say(self, text: str) -> None:
         self.workbench.say(text)

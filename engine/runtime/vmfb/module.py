@@ -78,9 +78,7 @@ class Signature:
 
 ABI_MODEL = "iree.abi.model"
 COARSE_FENCES = "coarse-fences"
-
-
-ASYNC_SUFFIX = "$async"
+ASYNC_SUFFIX = "$async"  # a torch or ONNX import's asynchronous half of a function (``takes_fences``)
 
 
 def takes_fences(module, function: str) -> bool:
