@@ -31,6 +31,7 @@ from pathlib import Path
 
 from engine.dispatch.typed_tensors import NO_SOURCES, ExecutableSources, read_sources
 from engine.errors import CompileCancelled, LensError
+from engine.kernel.executable_objects import search_folders, search_path_flags
 from engine.runtime.hal.formats import EMBEDDED_ELF_X86_64, SYSTEM_ELF_X86_64, VMVX_BYTECODE
 
 # The executable formats IREE Lens's compile targets produce (engine.compiler.targets keys).
@@ -306,8 +307,9 @@ def rebuild_sources(
     with folder_lock(out, (lambda: task.cancelled) if task is not None else None) as held:
         if not held:
             return _none("the rebuild was stopped while another process was rebuilding the same module")
-        return _rebuild_or_reuse(module_path, program, named_in, target, original, out, task, timeout_s,
-                                 _build_flags(original))  # fmt: skip
+        # Object files the program's executables link (hal.executable.object) are looked for as they would be.
+        flags = _build_flags(original) + tuple(search_path_flags(search_folders(module_path, program)))
+        return _rebuild_or_reuse(module_path, program, named_in, target, original, out, task, timeout_s, flags)
 
 
 def _build_flags(original) -> tuple[str, ...]:

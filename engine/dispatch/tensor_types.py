@@ -244,8 +244,9 @@ _SUBSPAN = re.compile(
     r"hal\.interface\.binding\.subspan\b.*?binding\((\d+)\).*?:\s*"
     r"!(?:flow|iree_tensor_ext)\.dispatch\.tensor<(readonly|writeonly|readwrite):tensor<([^>]*)>>"
 )
+# flags(...) is absent from hand-written subspans (IREE's custom_dispatch samples): the layout's binding says.
 _MEMREF_SUBSPAN = re.compile(
-    r"hal\.interface\.binding\.subspan\b.*?binding\((\d+)\).*?flags\(\"?([\w|]+)\"?\).*?:\s*memref<([^,>]*)"
+    r"hal\.interface\.binding\.subspan\b.*?binding\((\d+)\)(?:.*?flags\(\"?([\w|]+)\"?\))?.*?:\s*memref<([^,>]*)"
 )
 
 
@@ -256,7 +257,8 @@ def binding_interfaces(source: str) -> dict[str, dict[int, BindingInterface]]:
     when it packs several tensors in one binding). Functions whose name is an export are attributed to it
     (IREE names them alike)."""
     exports = set(_EXPORT.findall(source))
-    layouts = _export_layouts(source)
+    aliases = _layout_aliases(source)
+    layouts = _export_layouts(source, aliases)
     result: dict[str, dict[int, BindingInterface]] = {}
     current: str | None = None
     found: dict[int, list[tuple[str, TensorType, Offset, int, tuple, str]]] = {}
@@ -313,7 +315,8 @@ def binding_interfaces(source: str) -> dict[str, dict[int, BindingInterface]]:
         mm = None if s else _MEMREF_SUBSPAN.search(line)
         if s or mm:  # mm: after bufferization, memref<4x16xf32, ...> with the ReadOnly flag
             binding, text = (int(s[1]), s[3]) if s else (int(mm[1]), mm[3])
-            mode = s[2] if s else ("readonly" if "ReadOnly" in mm[2] else "readwrite")
+            flags = mm[2] if mm and mm[2] else "" if s else _layout_binding_flags(line, binding, aliases)
+            mode = s[2] if s else ("readonly" if "ReadOnly" in flags else "readwrite")
             declared = ""
             try:
                 t = TensorType.parse(text.replace("?", "0"), "interface")
@@ -376,24 +379,43 @@ _LAYOUT_ALIAS = re.compile(r"^(#[\w$.-]+)\s*=\s*(#hal\.pipeline\.layout<.*)$", r
 _EXPORT_LAYOUT = re.compile(r"hal\.executable\.export\s+(?:public\s+|private\s+)?@([\w$.-]+)[^\n]*?\blayout\((#[\w$.-]+)")
 
 
-def _export_layouts(source: str) -> dict[str, tuple[int, int]]:
+def _layout_aliases(source: str) -> dict[str, str]:
+    """Each pipeline layout alias defined at the top (``#pipeline_layout = #hal.pipeline.layout<...>``, as IREE
+    prints a module's; by hand, often over several lines) -> its ``#hal.pipeline.layout<...>`` text."""
+    aliases = {}
+    for m in _LAYOUT_ALIAS.finditer(source):
+        start = m.start(2)
+        aliases[m[1]] = source[start : _closing(source, start + len("#hal.pipeline.layout"))]
+    return aliases
+
+
+def _layout_text(source: str, start: int, aliases: dict[str, str]) -> str:
+    """The ``#hal.pipeline.layout<...>`` a ``layout(`` names at ``start``: written out there, or an alias."""
+    if source.startswith("#hal.pipeline.layout<", start):
+        return source[start : _closing(source, start + len("#hal.pipeline.layout"))]
+    name = re.match(r"#[\w$.-]+", source[start:])
+    return aliases.get(name[0], "") if name else ""
+
+
+def _export_layouts(source: str, aliases: dict[str, str]) -> dict[str, tuple[int, int]]:
     """Each export's pipeline layout as (bindings, push constants): ``layout(#hal.pipeline.layout<constants = 2,
-    bindings = [#hal.pipeline.binding<...>, ...]>)`` on its line, or an alias defined at the top (``#pipeline_layout
-    = #hal.pipeline.layout<...>``, as IREE prints a module's)."""
-    aliases = {m[1]: m[2] for m in _LAYOUT_ALIAS.finditer(source)}
+    bindings = [#hal.pipeline.binding<...>, ...]>)`` on its line, or an alias (``_layout_aliases``)."""
     layouts = {}
     for m in _EXPORT_LAYOUT.finditer(source):
-        if source.startswith("#hal.pipeline.layout<", m.start(2)):  # written out where it is used
-            end = source.find("\n", m.start(2))
-            text = source[m.start(2) : end if end >= 0 else len(source)]
-        else:
-            text = aliases.get(m[2], "")
-        if not text.startswith("#hal.pipeline.layout<"):
+        text = _layout_text(source, m.start(2), aliases)
+        if not text:
             continue
-        bindings = text[: _closing(text, len("#hal.pipeline.layout"))]
-        constants = re.search(r"\bconstants\s*=\s*(\d+)", bindings)
-        layouts[m[1]] = (bindings.count("#hal.pipeline.binding<"), int(constants[1]) if constants else 0)
+        constants = re.search(r"\bconstants\s*=\s*(\d+)", text)
+        layouts[m[1]] = (text.count("#hal.pipeline.binding<"), int(constants[1]) if constants else 0)
     return layouts
+
+
+def _layout_binding_flags(line: str, binding: int, aliases: dict[str, str]) -> str:
+    """The flags (``ReadOnly``...) the subspan's layout gives ``binding``; "" when it gives none or is unknown."""
+    m = re.search(r"\blayout\(", line)
+    text = _layout_text(line, m.end(), aliases) if m else ""
+    declared = re.findall(r"#hal\.pipeline\.binding<([^>]*)>", text)
+    return declared[binding] if binding < len(declared) else ""
 
 
 def _closing(text: str, start: int) -> int:

@@ -211,6 +211,7 @@ def find_sources(module_path: str | Path, given: Sequence[str | Path] = ()) -> E
     module = Path(module_path)
     exports = dispatched_exports(module)
     foreign = []
+    partial = None  # the module's own folder's sources, where they declare only some of its dispatches
     for pattern in BESIDE:
         folder = module.parent / pattern.format(stem=module.stem)
         if folder.is_dir() and any(folder.glob("*.mlir")):
@@ -220,17 +221,41 @@ def find_sources(module_path: str | Path, given: Sequence[str | Path] = ()) -> E
                 # would type nothing and stand in the way of a rebuild that would.
                 foreign.append(str(folder))
                 continue
+            if found.found and _program_declares_part(module, exports, found):
+                partial = partial or found
+                continue
             if found.found:
                 return found
     named = _files_named_by_exports(module)
     if named:
         found = read_sources(named, "named by the module")
         if found.found and (not exports or exports & set(found.interfaces)):
-            return replace(found, path=", ".join(sorted({str(f.parent) for f in named})))  # the dump folder
+            found = replace(found, path=", ".join(sorted({str(f.parent) for f in named})))  # the dump folder
+            if not _program_declares_part(module, exports, found):
+                return found
+            partial = partial or found
+    if partial is not None and _rebuilt_program(module) is None:  # nothing to rebuild: some typed beat none
+        return partial
     if foreign:
         return ExecutableSources({}, note=f"the sources beside the module ({', '.join(foreign)}) declare none of "
                                           "its dispatches")  # fmt: skip
     return NO_SOURCES
+
+
+def _rebuilt_program(module: Path) -> Path | None:
+    from engine.dispatch.rebuild_sources import program_named_by
+
+    return program_named_by(module)
+
+
+def _program_declares_part(module: Path, exports: set[str], found: ExecutableSources) -> bool:
+    """Whether ``found`` types only some of the module's dispatches, out of the program itself: hand-written
+    executables beside those IREE forms (IREE's custom_dispatch samples) are in the program's file, the
+    others only in a rebuild of it, which declares them all."""
+    if not exports or exports <= set(found.interfaces):
+        return False
+    program = _rebuilt_program(module)
+    return program is not None and any(Path(f).resolve() == program.resolve() for f in found.files.values())
 
 
 def _files_named_by_exports(module: Path) -> list[Path]:

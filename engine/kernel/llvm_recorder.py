@@ -14,6 +14,7 @@ import numpy as np
 
 from engine.errors import LensError
 from engine.kernel.dispatch_run import CapturedDispatch, KernelStepError
+from engine.kernel.executable_objects import executable_source_of, search_folders, search_path_flags
 from engine.kernel.llvm_instrument import Probe, TraceBuffer, defines_function, instrument
 from engine.kernel.program_rebuild import compiles, program_and_cache_folder
 from engine.kernel.source_lines import SourceFiles
@@ -169,17 +170,7 @@ def llvm_ir_and_note(module_path: str | Path, export: str, given: Sequence[str |
 def _located_in_executable_sources(ir: Path) -> bool:
     """Whether the IR's debug locations name ``hal.executable`` sources (lines of the kernel's own ops), not
     the program the executables came from."""
-    files = {m.group(2) + "/" + m.group(1) if not m.group(1).startswith("/") else m.group(1)
-             for m in re.finditer(r'!DIFile\(filename: "([^"]*)", directory: "([^"]*)"', ir.read_text(errors="replace"))
-             if m.group(1) not in ("-", "") and not m.group(1).endswith(".h")}  # fmt: skip
-    for name in files:
-        try:
-            with open(name, errors="replace") as f:
-                if "hal.executable" in f.read(4096):
-                    return True
-        except OSError:
-            continue
-    return False
+    return executable_source_of(ir) is not None
 
 
 def executable_llvm_ir(module_path: str | Path, export: str, given: Sequence[str | Path] = (),
@@ -219,7 +210,8 @@ def executable_llvm_ir(module_path: str | Path, export: str, given: Sequence[str
         if not (out / "done").exists():
             out.mkdir(parents=True, exist_ok=True)
             cmd = [iree_compile_path(), "--compile-mode=hal-executable", str(source), "-o",
-                   str(out / "executable.so"), f"--iree-hal-dump-executable-intermediates-to={ir}"]  # fmt: skip
+                   str(out / "executable.so"), f"--iree-hal-dump-executable-intermediates-to={ir}",
+                   *search_path_flags(search_folders(module_path, source))]  # the objects it may link  # fmt: skip
             if not compiles(cmd, timeout_s):
                 (out / "failed").write_text(f"{source}\n")
                 return None
@@ -234,9 +226,10 @@ def record_llvm(
     workgroup: tuple[int, int, int],
     files: SourceFiles,
     stop_at: StopAt | None = None,
+    objects: Sequence[Path] = (),
 ) -> KernelTrace:
-    """Build ``ir_path`` instrumented for the captured dispatch's export, run ``workgroup`` and decode it (up
-    to the first statement ``stop_at`` is true of, when given)."""
+    """Build ``ir_path`` instrumented for the captured dispatch's export (linked with the ``objects`` its
+    executable names), run ``workgroup`` and decode it (up to the first statement ``stop_at`` is true of)."""
     from engine.runtime.hal.cpu_library import CpuExecutableLibrary, aligned_copy
     from engine.substitute.errors import SubstitutionError
     from engine.substitute.llvm_ir import build_from_llvm_ir, normalize_llvm24
@@ -249,7 +242,7 @@ def record_llvm(
     buffer = TraceBuffer(TRACE_BYTES)
     instrumented, probes = instrument(text, captured.export_name, buffer.address)
     try:
-        build = build_from_llvm_ir(instrumented, f"{ir_path.name} (instrumented)", optimize=False)
+        build = build_from_llvm_ir(instrumented, f"{ir_path.name} (instrumented)", optimize=False, objects=objects)
     except SubstitutionError as e:
         raise KernelStepError(f"cannot build the instrumented kernel from {ir_path}: {e}") from None
     library = CpuExecutableLibrary.load(build.library, f"{captured.export_name} (recording)")

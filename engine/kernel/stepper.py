@@ -56,9 +56,11 @@ def record_captured(
                 f"no LLVM IR of {captured.export_name}: keep the module's executable sources beside it "
                 "(iree-lens sources PROGRAM.mlir --out=DIR) or keep the program its debug locations name"
             )
-        trace = record_llvm(captured, ir, workgroup, files, stop_at)
-        if provenance:
-            trace = replace(trace, notes=(*trace.notes, provenance))
+        objects, linked_note = _linked_objects(module, captured, ir)
+        trace = record_llvm(captured, ir, workgroup, files, stop_at, objects)
+        notes = tuple(n for n in (linked_note, provenance) if n)
+        if notes:
+            trace = replace(trace, notes=(*trace.notes, *notes))
     else:
         raise KernelStepError(
             f"dispatch {captured.ordinal} runs a {captured.executable_format} executable: stepping needs the "
@@ -121,3 +123,31 @@ def _both_nan(a: bytes, b: bytes, size: int) -> bool:
         return False
     x, y = np.frombuffer(a, _FLOAT[size])[0], np.frombuffer(b, _FLOAT[size])[0]
     return bool(np.isnan(x) and np.isnan(y))
+
+
+def _linked_objects(module: Path, captured: CapturedDispatch, ir: Path) -> tuple[tuple[Path, ...], str]:
+    """The object files the kernel's executable links in (``executable_objects``) and a note saying their code
+    runs unrecorded; ``KernelStepError`` naming those not found here (the kernel cannot be built without)."""
+    from engine.kernel.executable_objects import executable_source_of, find_objects, search_folders
+
+    source = executable_source_of(ir)
+    if source is None:
+        return (), ""
+    folders = search_folders(module, source)
+    objects = find_objects(source, folders)
+    if objects.missing or objects.embedded:
+        named = ", ".join(objects.missing) or f"{objects.embedded} embedded in {source.name}"
+        raise KernelStepError(
+            f"{captured.export_name}'s executable links object files ({named}) that IREE Lens "
+            + ("cannot link (their bytes are in the source)" if not objects.missing else
+               f"did not find (looked in {', '.join(map(str, folders))})")
+            + ": the kernel cannot be built without them"
+        )  # fmt: skip
+    if not objects.found:
+        return (), ""
+    return objects.found, (
+        f"{captured.export_name} calls code linked from {', '.join(p.name for p in objects.found)}, which IREE did "
+        "not generate: it runs, unrecorded (what it stores is in the bindings after the workgroup, not among "
+        "the statements)"
+    )
+

@@ -22,6 +22,7 @@ import re
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -139,7 +140,7 @@ def resolve(module: VmfbModule, name: str, interfaces: dict[int, ExecutableInter
 # -- building -------------------------------------------------------------------------------------------
 
 
-def compile_executable_source(path: Path, *, timeout_s: float = 300.0) -> bytes:
+def compile_executable_source(path: Path, *, timeout_s: float = 300.0, extra_flags: Sequence[str] = ()) -> bytes:
     """``iree-compile --compile-mode=hal-executable``: the binary of one ``hal.executable`` source."""
     from engine.compiler.diagnostics import parse_diagnostics
     from engine.compiler.job import iree_compile_path
@@ -155,6 +156,7 @@ def compile_executable_source(path: Path, *, timeout_s: float = 300.0) -> bytes:
                     str(path),
                     "-o",
                     str(out),
+                    *extra_flags,
                 ],
                 capture_output=True,
                 text=True,
@@ -228,14 +230,25 @@ def build_replacement(module: VmfbModule, spec: SubstitutionSpec, interfaces=Non
     target = resolve(module, spec.name, interfaces)
     t0 = time.perf_counter()
     suffix = spec.path.suffix
+    # An executable may link object files (hal.executable.object): looked for where its compile most likely ran.
+    from engine.kernel.executable_objects import (
+        executable_source_of,
+        find_objects,
+        search_folders,
+        search_path_flags,
+    )
+
+    folders = search_folders(module.source, spec.path) if module.source else [spec.path.parent, Path.cwd()]
     if suffix == ".mlir":
-        data = compile_executable_source(spec.path)
+        data = compile_executable_source(spec.path, extra_flags=search_path_flags(folders))
     elif suffix == ".ll":
         if target.interface.kind != "elf":
             raise SubstitutionError(f"{spec.path}: LLVM IR replaces CPU executables; {target.executable.name} is not one")
         from engine.substitute.llvm_ir import build_from_llvm_ir
 
-        data = build_from_llvm_ir(spec.path.read_text(errors="replace"), str(spec.path)).library
+        source = executable_source_of(spec.path)
+        objects = find_objects(source, folders).found if source is not None else ()
+        data = build_from_llvm_ir(spec.path.read_text(errors="replace"), str(spec.path), objects=objects).library
     elif suffix == ".ptx":
         if target.interface.kind != "cda1":
             raise SubstitutionError(f"{spec.path}: PTX replaces CUDA executables; {target.executable.name} is not one")

@@ -22,6 +22,7 @@ import struct
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -212,14 +213,16 @@ def iree_lld() -> Path:
     return path
 
 
-def link_object(obj: bytes, *, extra_flags: tuple[str, ...] = ()) -> bytes:
-    """Link one relocatable object into an embedded-ELF executable library (IREE's command line)."""
+def link_object(obj: bytes, *, extra_flags: tuple[str, ...] = (), objects: Sequence[Path] = ()) -> bytes:
+    """Link one relocatable object into an embedded-ELF executable library (IREE's command line), with the
+    ``objects`` the executable's source names (``hal.executable.object``: code IREE did not generate)."""
     with tempfile.TemporaryDirectory(prefix="iree-lens-lld-") as d:
         o = Path(d) / "executable.o"
         so = Path(d) / "executable.so"
         o.write_bytes(obj)
         proc = subprocess.run(
-            [str(iree_lld()), *LINK_FLAGS[:2], "-o", str(so), *LINK_FLAGS[2:], *extra_flags, str(o)],
+            [str(iree_lld()), *LINK_FLAGS[:2], "-o", str(so), *LINK_FLAGS[2:], *extra_flags, str(o),
+             *map(str, objects)],  # fmt: skip
             capture_output=True,
             text=True,
             env={**os.environ, "LLD_VERSION": "IREE"},
@@ -308,8 +311,11 @@ def object_from_module(module, *, optimize: bool, keep_all: bool = False) -> tup
     return obj, t1 - t0, time.perf_counter() - t1
 
 
-def build_from_llvm_ir(text: str, path: str = "<llvm ir>", *, optimize: bool | None = None) -> LlvmBuild:
-    """An embedded-ELF library from IREE's LLVM IR of one executable (``*.linked.ll``/``*.optimized.ll``).
+def build_from_llvm_ir(
+    text: str, path: str = "<llvm ir>", *, optimize: bool | None = None, objects: Sequence[Path] = ()
+) -> LlvmBuild:
+    """An embedded-ELF library from IREE's LLVM IR of one executable (``*.linked.ll``/``*.optimized.ll``),
+    linked with the object files its source names (``objects``).
 
     ``optimize`` runs LLVM's O2 pipeline first (default: unless the file is IREE's ``optimized`` stage).
     """
@@ -326,7 +332,7 @@ def build_from_llvm_ir(text: str, path: str = "<llvm ir>", *, optimize: bool | N
     try:
         obj, optimize_s, codegen_s = object_from_module(module, optimize=optimize)
         t1 = time.perf_counter()
-        library = link_object(obj)
+        library = link_object(obj, objects=objects)
     except SubstitutionError as e:
         if "undefined symbol" not in str(e):
             raise
@@ -335,5 +341,5 @@ def build_from_llvm_ir(text: str, path: str = "<llvm ir>", *, optimize: bool | N
         module = parse_llvm_ir(text, path)
         obj, optimize_s, codegen_s = object_from_module(module, optimize=optimize, keep_all=True)
         t1 = time.perf_counter()
-        library = link_object(obj)
+        library = link_object(obj, objects=objects)
     return LlvmBuild(library, parse_s, optimize_s, codegen_s, time.perf_counter() - t1)
