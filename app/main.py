@@ -46,6 +46,10 @@ def start_app(argv: list[str]):
     parser.add_argument("file", nargs="?", help="a .vmfb module or an .mlir source")
     parser.add_argument("--parameters", action="append", default=[], metavar="[SCOPE=]FILE",
                         help="a parameter archive the program loads its weights from, as iree-run-module takes it")  # fmt: skip
+    parser.add_argument("--executable-plugin", "--executable_plugin", dest="executable_plugins", action="append",
+                        default=[], metavar="FILE.so",
+                        help="a library providing functions the program's CPU kernels import, as iree-run-module's "
+                        "--executable_plugin")  # fmt: skip
     args, qt_args = parser.parse_known_args(argv)
     app = make_application(qt_args)
     from app.main_window import MainWindow
@@ -57,6 +61,10 @@ def start_app(argv: list[str]):
         window.showMaximized()  # a first start fills the screen, whatever its size
     if args.parameters:
         window.session_bridge.set_parameters([_absolute_archive(p) for p in args.parameters])
+    if args.executable_plugins:
+        from engine.runtime.hal.executable_plugins import absolute_plugin
+
+        window.session_bridge.add_executable_plugins([absolute_plugin(p) for p in args.executable_plugins])
     if args.file:
         window.open_file(args.file)
     return app, window

@@ -257,6 +257,11 @@ class MainWindow(QMainWindow):
                                           "external parameters loads its weights from (--parameters)")  # fmt: skip
         self.parameters_action.triggered.connect(self._parameters_dialog)
         file_menu.addAction(self.parameters_action)
+        self.plugin_action = QAction("Executable &Plugin...", self)
+        self.plugin_action.setToolTip("A shared library providing functions the program's CPU kernels import "
+                                      "(--executable-plugin, iree-run-module's --executable_plugin)")  # fmt: skip
+        self.plugin_action.triggered.connect(self._plugin_dialog)
+        file_menu.addAction(self.plugin_action)
         self.open_remote_action = QAction("Open Remote &Module...", self)
         self.open_remote_action.setToolTip("Open a .vmfb by its path on the remote side (File > Attach to Remote first)")
         self.open_remote_action.triggered.connect(self._open_remote_dialog)
@@ -349,6 +354,17 @@ class MainWindow(QMainWindow):
         self.session_bridge.set_parameters([*kept, spec])
         self.workbench.say(f"parameter archives: {', '.join(self.session_bridge.parameters)} (the module opens again "
                            "with them)")  # fmt: skip
+
+    def _plugin_dialog(self) -> None:
+        """A plugin library (iree/hal/local/executable_plugin.h) for the kernels' imports; the module reopens."""
+        from PySide6.QtWidgets import QFileDialog
+
+        path, _ = QFileDialog.getOpenFileName(self, "Executable Plugin", self.module_folder(),
+                                              "Executable plugins (*.so *.sos);;All files (*)")  # fmt: skip
+        if path:
+            self.session_bridge.add_executable_plugins([path])
+            self.workbench.say(f"executable plugins: {', '.join(self.session_bridge.executable_plugins)} (the module "
+                               "opens again with them)")  # fmt: skip
 
     def module_folder(self) -> str:
         """The open module's folder, where its weights and inputs most likely lie ("": the current folder)."""

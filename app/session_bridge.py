@@ -164,6 +164,9 @@ class SessionBridge(QObject):
         # ``[SCOPE=]FILE`` archives a program compiled with external parameters loads (``Open.parameters``),
         # and the module they were given for (None: the next one opened); another module opens without them.
         self.parameters: tuple[str, ...] = ()
+        # Libraries providing functions CPU kernels import (``Open.executable_plugins``): as in IREE, for every
+        # module this window opens from now on.
+        self.executable_plugins: tuple[str, ...] = ()
         self._parameters_for: str | None = None
         self._initializer_for: str | None = None  # the module opened with its initializer left to a call
         self._remote_copies: dict[str, str] = {}  # local copy of a remote module -> its path there
@@ -411,10 +414,12 @@ class SessionBridge(QObject):
         initializer = self._initializer_for is not None
         remote_path = self.remote_path_of(module_path)
         if remote_path is not None:
-            self.client.open(remote_path, device, parameters=self.parameters, initializer=initializer)
+            self.client.open(remote_path, device, parameters=self.parameters, initializer=initializer,
+                             executable_plugins=self.executable_plugins)  # fmt: skip
             return
         self.client.open(str(module_path), device, str(source_path) if source_path else None,
-                         parameters=self.parameters, initializer=initializer)  # fmt: skip
+                         parameters=self.parameters, initializer=initializer,
+                         executable_plugins=self.executable_plugins)  # fmt: skip
 
     def debug_initializer(self) -> None:
         """Open the module again with its initializer (``__init``) left to a call (``Open.initializer``), so that
@@ -428,6 +433,13 @@ class SessionBridge(QObject):
         opened again with them (its initializer loads the weights)."""
         self.parameters = tuple(specs)
         self._parameters_for = None  # for the module open now (reopened below), else the next one
+        if self.client.module_path and self.client.state != SessionState.CLOSED and not self.client.closed:
+            self.open(self.client.module_path, self.client.device, self.client.source_path)
+
+    def add_executable_plugins(self, paths: tuple[str, ...] | list[str]) -> None:
+        """Plugins whose functions CPU kernels import (``--executable-plugin``), for this module and the next;
+        the open module is opened again with them (its initializer loads the executables)."""
+        self.executable_plugins = (*self.executable_plugins, *(p for p in paths if p not in self.executable_plugins))
         if self.client.module_path and self.client.state != SessionState.CLOSED and not self.client.closed:
             self.open(self.client.module_path, self.client.device, self.client.source_path)
 

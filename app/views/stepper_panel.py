@@ -55,6 +55,7 @@ from app.views.stepper_reverse import ReverseControls
 from app.views.stepper_state import CallStackView, GlobalsView, RegistersView
 from app.workbench import Workbench, callable_first
 from engine.runtime.hal.constants import format_shape_and_type
+from engine.runtime.hal.executable_plugins import NO_PLUGIN
 from engine.runtime.parameters import NO_ARCHIVE
 from engine.runtime.vmfb.global_names import GlobalNames, NamedGlobal
 from engine.session.protocol import (
@@ -788,6 +789,8 @@ class StepperPanel(QWidget):
         first = event.message.splitlines()[0] if event.message else ""
         if NO_ARCHIVE in first:  # the program's weights are in an archive: where the window takes one
             first += " (here: File > Parameter Archive...)"
+        elif NO_PLUGIN in first:  # its kernels import functions: where the window takes the plugin
+            first += " (here: File > Executable Plugin...)"
         self.status_label.setText(f"Failed: {first}")
         self._failure_message = self.services.messages.error(f"the run failed: {first}")
 

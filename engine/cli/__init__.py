@@ -43,7 +43,23 @@ def build_parsers() -> tuple[argparse.ArgumentParser, Mapping[str, argparse.Argu
                 raise
             continue  # not built yet
         module.add_parser(sub)
+    for name in RUNS_PROGRAMS:
+        if name in sub.choices:
+            add_plugin_argument(sub.choices[name])
     return parser, sub.choices
+
+
+# The commands that run a program: they take the executable plugins its CPU kernels import functions from.
+RUNS_PROGRAMS = ("run", "benchmark", "capture", "diverge", "profile", "debug", "kernel", "serve", "compare-builds", "split",
+                 "reduce")
+
+
+def add_plugin_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--executable-plugin", "--executable_plugin", dest="executable_plugins", action="append",
+                   default=[], metavar="FILE.so",
+                   help="a shared library that provides functions the program's CPU kernels import "
+                   "(iree/hal/local/executable_plugin.h), as iree-run-module's --executable_plugin; repeatable, "
+                   "the last given asked first")  # fmt: skip
 
 
 def parse_command_line(
@@ -79,6 +95,21 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    if hasattr(args, "executable_plugins") and getattr(args, "iree_flags", None):
+        # A command that passes IREE's flags on (split, reduce) took a plugin given after the program as one.
+        own = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+        add_plugin_argument(own)
+        picked, args.iree_flags = own.parse_known_args(args.iree_flags)
+        args.executable_plugins = [*args.executable_plugins, *picked.executable_plugins]
+    if getattr(args, "executable_plugins", None):
+        from engine.errors import LensError
+        from engine.runtime.hal.executable_plugins import register_plugins
+
+        try:
+            register_plugins(args.executable_plugins)
+        except LensError as e:
+            print(f"iree-lens {args.command}: {e}", file=sys.stderr)
+            return 1
     try:
         return int(args.func(args) or 0)
     except BrokenPipeError:

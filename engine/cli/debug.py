@@ -365,6 +365,7 @@ class Debugger:
                 wait_for_sources=True,
                 parameters=tuple(getattr(self.args, "parameters", ())),
                 modules=tuple(getattr(self.args, "modules", ())),
+                executable_plugins=tuple(getattr(self.args, "executable_plugins", ())),
                 initializer=self.args.function == INITIALIZER,  # stopped in as a call (Open.initializer)
             )
             opened = self._next()

@@ -262,9 +262,11 @@ class DebugAdapter:
         device = str(args.get("device") or "local-sync")
         parameters = _strings(args, "parameters")  # ["[SCOPE=]FILE", ...], as iree-run-module's --parameters
         modules = _strings(args, "modules")  # ["a.vmfb", ...]: compiled modules it calls, as --module
+        plugins = _strings(args, "executablePlugins")  # ["p.so", ...], as iree-run-module's --executable_plugin
         initializer = args.get("function") == INITIALIZER  # stopped in as a call (Open.initializer)
         opened = self._query(lambda: self.client.open(str(program), device, parameters=parameters,
-                                                      initializer=initializer, modules=modules))
+                                                      initializer=initializer, modules=modules,
+                                                      executable_plugins=plugins))
         if not isinstance(opened, Opened):
             raise RequestError(_message(opened))
         self.functions = opened.functions

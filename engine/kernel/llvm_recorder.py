@@ -246,6 +246,7 @@ def record_llvm(
     except SubstitutionError as e:
         raise KernelStepError(f"cannot build the instrumented kernel from {ir_path}: {e}") from None
     library = CpuExecutableLibrary.load(build.library, f"{captured.export_name} (recording)")
+    imported = [i.name for i in library.imports]
     try:
         bindings = [aligned_copy(b) for b in captured.before]
         prepared = library.prepare_dispatch(captured.export_name, captured.workgroup_count, captured.constants, bindings)
@@ -257,6 +258,12 @@ def record_llvm(
     steps, notes, complete = _decode(buffer, probes, locations, spans, files, stop_at)
     if buffer.overflowed:
         notes.append(f"the record stops after {len(steps)} statements: the {TRACE_BYTES >> 20} MiB trace buffer is full")
+    if imported:
+        from engine.runtime.hal.executable_plugins import registered_plugins
+
+        plugins = ", ".join(f"{p.name} ({p.path.name})" for p in registered_plugins())
+        notes.append(f"its executable imports {', '.join(imported)} from executable plugins ({plugins}): their code "
+                     "runs, unrecorded (what it stores is in the bindings after the workgroup)")  # fmt: skip
     return KernelTrace("llvm-cpu", captured.ordinal, captured.export_name, workgroup, captured.workgroup_count,
                        tuple(steps), dict(files.found), tuple(notes), complete)  # fmt: skip
 

@@ -103,6 +103,7 @@ class ReferenceRunner:
         self._takes_fences: dict[str, bool] = {}  # function -> whether it takes coarse fences (``_coarse_fences``)
         try:
             self.instance = rt.VmInstance()
+            _pass_plugins(rt)
             # A device of its own, released with the runner: not iree.runtime's process-wide cache, which keeps
             # every device until the process exits, and IREE's Vulkan driver on lavapipe keeps two threads
             # spinning at 100 % of a core each for as long as its device lives (12-50 ms to make one).
@@ -154,6 +155,9 @@ class ReferenceRunner:
             several = _several_devices_problem(self.module_path, 1 + len(self.more_device_uris))
             if several is not None:  # said plainly, not as IREE's target attribute of a device not found
                 raise ReferenceRunError(f"cannot load {self.module_path}: INCOMPATIBLE; {several}") from None
+            unresolved = _unresolved_imports(self.module_path) if "no executable loader registered" in str(e) else None
+            if unresolved is not None:  # IREE says "no loader" of an executable whose imports no plugin provides
+                raise ReferenceRunError(f"cannot load {self.module_path}: {unresolved}") from None
             raise ReferenceRunError(f"cannot load {self.module_path} on {self.device_uri}: {e}") from None
 
     @property
@@ -282,3 +286,42 @@ class ReferenceRunner:
         if element_type.packed:  # several elements a byte (i4...): numpy has no such dtype; the bytes as they are
             return raw
         return raw.view(element_type.dtype).reshape(shape)
+
+
+_passed_plugins: set[str] = set()
+
+
+def _pass_plugins(rt) -> None:
+    """Hand IREE's runtime the executable plugins registered since the last device it created: its local
+    drivers read ``--executable_plugin`` (process-wide, as the flag list it appends to) at device creation."""
+    from engine.runtime.hal.executable_plugins import iree_runtime_flags
+
+    new = [flag for flag in iree_runtime_flags() if flag not in _passed_plugins]
+    if new:
+        rt.flags.parse_flags(*new)
+        _passed_plugins.update(new)
+
+
+def _unresolved_imports(module_path: str) -> str | None:
+    """Why a CPU executable of the module cannot be loaded, where the reason is a function it imports that
+    no executable plugin provides (IREE's runtime reports that as no loader for the format); None else."""
+    from engine.errors import ExecutableLoadError
+    from engine.runtime.hal.cpu_library import CpuExecutableLibrary
+    from engine.runtime.hal.executable_plugins import NO_PLUGIN
+    from engine.runtime.hal.formats import is_native_cpu
+    from engine.runtime.vmfb.module import open_vmfb
+
+    try:
+        executables = [e for e in open_vmfb(module_path).executables if is_native_cpu(e.format)]
+    except LensError:
+        return None
+    for executable in executables:
+        try:
+            CpuExecutableLibrary.load(bytes(executable.data), executable.name).close()
+        except ExecutableLoadError as e:
+            if NO_PLUGIN in str(e):
+                return str(e)
+        except LensError:
+            continue
+    return None
+

@@ -238,6 +238,7 @@ class SessionClient:
         self.parameters: tuple[str, ...] = ()
         self.initializer = False  # opened with its initializer left to a call (Open.initializer)
         self.modules: tuple[str, ...] = ()  # the compiled modules the program calls (Open.modules)
+        self.executable_plugins: tuple[str, ...] = ()  # what its CPU kernels import from (Open.executable_plugins)
         self.functions: tuple[str, ...] = ()
         self.breakpoints: tuple[Breakpoint, ...] = ()
         self.last_call: Call | None = None
@@ -328,6 +329,7 @@ class SessionClient:
         parameters: tuple[str, ...] = (),
         initializer: bool = False,
         modules: tuple[str, ...] = (),
+        executable_plugins: tuple[str, ...] = (),
     ) -> None:
         """Open ``module_path`` on ``device``; the breakpoints set so far stay. ``sources``: the executables'
         sources that type its tensors (``Open.sources``; by default those beside the module);
@@ -343,6 +345,7 @@ class SessionClient:
         self.rebuild_sources = rebuild_sources
         self.parameters = tuple(str(p) for p in parameters)
         self.modules = tuple(str(m) for m in modules)
+        self.executable_plugins = tuple(str(p) for p in executable_plugins)
         self.initializer = initializer
         self.last_stop = None
         self._forget_history()
@@ -362,6 +365,7 @@ class SessionClient:
             parameters=self.parameters,
             initializer=self.initializer,
             modules=self.modules,
+            executable_plugins=self.executable_plugins,
         )
 
     def call(self, function: str, inputs: Iterable[str] = (), stop_at_entry: bool = False) -> None:

@@ -32,6 +32,7 @@ from engine.errors import FrameLocation, LensError
 from engine.runtime.debug_runner import DebugRunError, DebugRunner
 from engine.runtime.function_io import Tensor, format_results, parse_inputs, split_cconv
 from engine.runtime.hal.device import DispatchRecord
+from engine.runtime.hal.executable_plugins import register_plugins
 from engine.runtime.module_dependencies import found_beside
 from engine.runtime.parameters import ParameterArchives
 from engine.runtime.vm import controller as vmc
@@ -220,6 +221,7 @@ class DebugSession:
         if self.sources is not None:  # the previous module's rebuild is of no use now
             self.sources.close()
         parameters = ParameterArchives.open_given(command.parameters)
+        register_plugins(command.executable_plugins)  # the process's, as IREE's flag: kept for later opens
         self.runner = DebugRunner(command.module_path, command.device, parameters=parameters,
                                   run_init=not command.initializer, modules=command.modules)
         loaded_dispatches = self.runner.device.dispatch_count  # the initializer's, as the module loaded

@@ -390,6 +390,9 @@ class Open(Command):
     # The compiled modules the program calls (iree-run-module's --module), registered before it; those not
     # given are looked for beside it (``engine.runtime.module_dependencies``).
     modules: tuple[str, ...] = ()
+    # Shared libraries that provide functions its CPU kernels import (iree-run-module's --executable_plugin),
+    # registered for the session's process (``engine.runtime.hal.executable_plugins``) before it loads.
+    executable_plugins: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

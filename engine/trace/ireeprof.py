@@ -317,6 +317,8 @@ def capture_ireeprof(
     With ``repeat`` > 1, ``iree-benchmark-module`` calls the function exactly ``repeat`` times in one
     process (``--benchmark_min_time=Nx``), so the module's initializer runs once, as in a debug run.
     ``modules``: the compiled modules the program calls, registered before it (``--module``, in order)."""
+    from engine.runtime.hal.executable_plugins import iree_runtime_flags
+
     tool = "iree-run-module"
     if repeat > 1:
         tool = "iree-benchmark-module"
@@ -330,6 +332,7 @@ def capture_ireeprof(
         *[f"--input={i}" for i in inputs],
         f"--device_profiling_mode={mode or profiling_mode_for(device)}",
         f"--device_profiling_output={out}",
+        *iree_runtime_flags(),  # the executable plugins this process registered
         *extra_flags,
     ]
     try:

@@ -31,13 +31,14 @@ def iree_tool(name: str) -> str:
     return str(p) if p.exists() else name
 
 
-def iree_run_module_stdout(modules, function: str, inputs=(), devices=()) -> str:
+def iree_run_module_stdout(modules, function: str, inputs=(), devices=(), flags=()) -> str:
     """What ``iree-run-module`` prints for ``function`` of the last of ``modules`` (a .vmfb, or several in
-    load order: ``--module`` each), on ``devices`` (``--device`` each; none: its default); it must succeed."""
+    load order: ``--module`` each), on ``devices`` (``--device`` each; none: its default), with its own
+    ``flags``; it must succeed."""
     modules = [modules] if isinstance(modules, (str, Path)) else list(modules)
     proc = subprocess.run([iree_tool("iree-run-module"), *[f"--module={m}" for m in modules],
                            *[f"--device={d}" for d in devices], f"--function={function}",
-                           *[f"--input={i}" for i in inputs]], capture_output=True, text=True, timeout=300)  # fmt: skip
+                           *[f"--input={i}" for i in inputs], *flags], capture_output=True, text=True, timeout=300)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 

@@ -256,15 +256,27 @@ class CpuExecutableLibrary:
         contexts = (_c.c_void_p * count)()
         for imp in self.imports:
             fn = provided.get(imp.name)
-            if fn is None:
-                if not imp.optional:
-                    missing = imp.name
-                    self._unload()
-                    raise ExecutableLoadError(
-                        f"executable {self.name!r} needs the import {missing!r}, which was not provided"
-                    )
-                continue
-            funcs[imp.ordinal] = fn if isinstance(fn, int) else _c.cast(fn, _c.c_void_p).value
+            if fn is not None:
+                funcs[imp.ordinal] = fn if isinstance(fn, int) else _c.cast(fn, _c.c_void_p).value
+        # The rest from the executable plugins the process registered (iree-run-module's --executable_plugin).
+        from engine.runtime.hal.executable_plugins import NO_PLUGIN, registered_plugins, resolve_imports
+
+        symbols = [("?" if imp.optional else "") + imp.name for imp in self.imports]
+        try:
+            missing = resolve_imports(symbols, funcs, contexts)
+        except HalError as e:
+            self._unload()
+            raise ExecutableLoadError(f"executable {self.name!r}: {e}") from None
+        if missing:
+            self._unload()
+            plugins = registered_plugins()
+            given = (f"none of the executable plugins given ({', '.join(str(p.path) for p in plugins)}) provides it"
+                     if plugins else "no executable plugin was given")  # fmt: skip
+            raise ExecutableLoadError(
+                f"executable {self.name!r} imports {', '.join(repr(m) for m in missing)}, {NO_PLUGIN}: "
+                f"{given}; give the plugin that does with --executable-plugin=FILE (iree-run-module's "
+                "--executable_plugin)"
+            )
         self._import_tables = (funcs, contexts)
         self._environment.import_thunk = thunk_address
         self._environment.import_funcs = _c.addressof(funcs)
