@@ -25,7 +25,7 @@ FILLS = ("zeros", "ones", "random")
 DYNAMIC_DIM = 1  # what a ``?`` dimension becomes
 MAX_INLINE_RANDOM = 256  # random tensors with more elements are written to a .npy file
 
-_ARG = re.compile(r"%[\w$.-]+\s*:\s*(?P<type>tensor<(?:[^<>]|<[^<>]*>)*>|[a-z]+\d*)")
+_ARG = re.compile(r"%[\w$.-]+\s*:\s*(?P<type>tensor<(?:[^<>]|<[^<>]*>)*>|[a-z]+\d*|![\w.]+)")
 _TENSOR = re.compile(r"tensor<(?P<dims>(?:(?:\d+|\?)x)*)(?P<element>.+)>")
 # The declaration's complex element types in IREE's spelling (a pair of floats: complex<f32> is cf64).
 _COMPLEX = {"complex<f32>": "cf64", "complex<f64>": "cf128"}
@@ -56,8 +56,9 @@ _NUMPY_OF = {
 class Argument:
     """One argument: a tensor (``shape`` is a tuple) or a scalar (``shape`` is ``None``)."""
 
-    element_type: str  # IREE's spelling: f32, i32, si8, ...
+    element_type: str  # IREE's spelling: f32, i32, si8, ...; a ref type (``!hal.buffer``) when not a value
     shape: tuple[int, ...] | None
+    storage: bool = False  # a buffer alone (``--input=&512xi8``): a function's transients storage
 
     @property
     def is_tensor(self) -> bool:
@@ -89,7 +90,7 @@ def function_arguments(module: Any, function: str) -> list[Argument] | None:
         attrs = dict(getattr(export.signature, "attrs", {}) or {})
         declaration = attrs.get("iree.abi.declaration")
         if declaration:
-            return parse_declaration(declaration)
+            return _with_storage(parse_declaration(declaration), attrs)
         twin = function.removesuffix(ASYNC_SUFFIX)
         if twin != function and takes_fences(module, function):
             return function_arguments(module, twin)  # a torch import's F$async takes what F takes, and fences
@@ -101,6 +102,20 @@ def function_arguments(module: Any, function: str) -> list[Argument] | None:
             return _asserted(module, function)  # buffers: the shapes the host code checks, if it does
         return [Argument({"i": "i32", "I": "i64", "f": "f32", "F": "f64"}.get(c, "i32"), None) for c in args]
     return None
+
+
+def _with_storage(args: list[Argument] | None, attrs: dict[str, str]) -> list[Argument] | None:
+    """The declared arguments with the transients storage sized as the reflection says (``&512xi8``); None
+    when another ref argument (a buffer of unknown size, a list) leaves an input nobody can choose for it."""
+    from engine.runtime.vmfb.transients import transients_in
+
+    if args is None:
+        return None
+    transients = transients_in(attrs)
+    if transients is not None and transients.size is not None and transients.argument < len(args):
+        args = list(args)
+        args[transients.argument] = Argument("i8", (transients.size,), storage=True)
+    return None if any(a.element_type.startswith("!") for a in args) else args
 
 
 def _asserted(module: Any, function: str) -> list[Argument] | None:
@@ -129,6 +144,8 @@ def default_input(arg: Argument, fill: str = "zeros", seed: int = 0, folder: Pat
     """One ``--input`` value for ``arg`` filled with ``fill`` (one of ``FILLS``)."""
     if fill not in FILLS:
         raise ValueError(f"unknown fill {fill!r}; one of {', '.join(FILLS)}")
+    if arg.storage:  # storage the function writes before it reads: its size is all there is to give
+        return "&" + format_shape_and_type(arg.shape, arg.element_type)
     if arg.is_tensor and arg.shape and 0 in arg.shape:
         # No elements: IREE's parser refuses any value ("output data overflow: element_capacity=0").
         return format_shape_and_type(arg.shape, arg.element_type)

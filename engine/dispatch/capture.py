@@ -25,7 +25,15 @@ from engine.dispatch.tensor_types import BindingInterface, TensorType, view_byte
 from engine.dispatch.trace_pairing import TracePairing, heads_without_inputs
 from engine.dispatch.typed_tensors import ExecutableSources, Provenance, find_sources
 from engine.errors import LensError
-from engine.runtime.function_io import Scalar, Tensor, Value, parse_inputs, split_cconv
+from engine.runtime.function_io import (
+    Scalar,
+    Storage,
+    Tensor,
+    Value,
+    format_shape_and_type,
+    parse_inputs,
+    split_cconv,
+)
 from engine.runtime.parameters import ParameterArchives
 from engine.runtime.reference import ReferenceRunner
 
@@ -56,6 +64,11 @@ def _write_program_values(writer: BundleWriter, kind: str, values: list[Value]) 
                 v.value, dtype={"i32": np.int32, "i64": np.int64, "f32": np.float32}.get(v.kind, np.float64)
             )
             tt = TensorType((), v.kind, Provenance.RUNTIME)
+        elif isinstance(v, Storage):  # a buffer the function fills (its transients): given again by its size
+            spec = "&" + format_shape_and_type(v.tensor.shape, v.tensor.element_type.name)
+            names.append(spec)
+            types.append(spec)
+            continue
         else:
             continue  # opaque refs have no data
         name, text = writer.write_tensor(f"{kind[:-1]}_{i}", array, tt)

@@ -51,7 +51,9 @@ def apply_golden(args) -> None:
     args.module = args.module or bundle.module
     args.function = args.function or bundle.function
     if not args.input:
-        args.input = [f"@{bundle.directory / name}" for name in bundle.manifest.get("inputs", [])]
+        # Files, or storage given by its size (``&512xi8``: a function's transients, ``capture``).
+        args.input = [name if name.startswith("&") else f"@{bundle.directory / name}"
+                      for name in bundle.manifest.get("inputs", [])]  # fmt: skip
     if not args.module or not args.function:
         raise LensError(f"{args.golden}: the manifest names no module/function; give them")
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import DebugRunError, LensError
-from engine.runtime.function_io import OpaqueRef, Scalar, Tensor, Value, split_cconv
+from engine.runtime.function_io import OpaqueRef, Scalar, Storage, Tensor, Value, split_cconv
 from engine.runtime.hal.buffers import HalBuffer, HalBufferView
 from engine.runtime.hal.convert import buffer_view_from_tensor, tensor_from_buffer_view
 from engine.runtime.hal.devices import create_device
@@ -30,6 +30,7 @@ from engine.runtime.vm.trace import format_step
 from engine.runtime.vm.values import VmList, ref_type_name
 from engine.runtime.vmfb.declared_devices import several_devices_problem
 from engine.runtime.vmfb.module import VmfbModule, caller_calling_convention, open_vmfb, takes_fences
+from engine.runtime.vmfb.transients import reflection_of, transients_problem
 
 # What a multi-device build can be run with (``several_devices_problem``): the run command's devices are the
 # emulated HAL's, but the debugger's stops, tensors and timings follow a single device's dispatches.
@@ -157,6 +158,9 @@ class DebugRunner:
                 f"{function} takes {len(arg_kinds)} input{'s' if len(arg_kinds) != 1 else ''} "
                 f"(calling convention {self.cconv(function)}); {len(args)} given"
             )
+        problem = transients_problem(reflection_of(self.module, function), function, args)
+        if problem is not None:
+            raise DebugRunError(problem, "INVALID_ARGUMENT")
         vm_args = [self.to_vm(kind, value) for kind, value in zip(arg_kinds, args)]
         if not takes_fences(self.module, function):
             return vm_args, None
@@ -202,6 +206,8 @@ class DebugRunner:
             raise DebugRunError(f"expected a scalar for a '{kind}' argument, got {value!r}")
         if isinstance(value, Tensor):
             return buffer_view_from_tensor(self.device, value)
+        if isinstance(value, Storage):  # its buffer alone, as iree-run-module passes an ``&`` input
+            return buffer_view_from_tensor(self.device, value.tensor).buffer
         if isinstance(value, OpaqueRef) and value.type_name is None:
             return None
         raise DebugRunError(f"cannot pass {value!r} as a ref argument")

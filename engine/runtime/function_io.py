@@ -63,7 +63,16 @@ class OpaqueRef:
     type_name: str | None
 
 
-Value = Tensor | Scalar | OpaqueRef | list
+@dataclass(frozen=True)
+class Storage:
+    """``--input=&512xi8``: a HAL buffer sized and filled as ``tensor`` would be, passed without its shape
+    (``!hal.buffer``): the storage a function takes for its transients (``iree.abi.transients``) or for an
+    output, as iree-run-module's ``&`` prefix."""
+
+    tensor: Tensor
+
+
+Value = Tensor | Scalar | OpaqueRef | Storage | list
 
 CCONV_SCALAR_KINDS = {"i": "i32", "I": "i64", "f": "f32", "F": "f64"}
 
@@ -260,7 +269,10 @@ def parse_inputs(specs: list[str], argument_kinds: str) -> list[Value]:
                     raise InputError(
                         "invalid tensor specification, requires at least a shape/type (`4x2xf32=...`)"
                     )
-                values.append(parse_tensor(spec.lstrip("&")))
+                if spec.startswith("&"):
+                    values.append(Storage(parse_tensor(spec[1:])))
+                else:
+                    values.append(parse_tensor(spec))
         except InputError as e:
             raise InputError(f"{e}; parsing input `{spec}`") from None
     return values

@@ -16,8 +16,9 @@ import numpy as np
 
 from engine.errors import HalError, LensError
 from engine.runtime.element_types import ElementType, unpack
-from engine.runtime.function_io import OpaqueRef, Scalar, Tensor, Value, split_cconv
+from engine.runtime.function_io import OpaqueRef, Scalar, Storage, Tensor, Value, split_cconv
 from engine.runtime.vmfb.module import ABI_MODEL, ASYNC_SUFFIX, COARSE_FENCES, takes_fences, without_fences
+from engine.runtime.vmfb.transients import transients_problem
 
 
 def _imports_parameters(module_path: str | Path) -> bool:
@@ -200,6 +201,9 @@ class ReferenceRunner:
         arg_kinds, result_kinds = split_cconv(cconv)
         if len(args) != len(arg_kinds):
             raise ReferenceRunError(f"{function} takes {len(arg_kinds)} input{'s' if len(arg_kinds) != 1 else ''} (calling convention {cconv}); {len(args)} given")
+        problem = transients_problem(dict(fn.reflection), function, args)
+        if problem is not None:
+            raise ReferenceRunError(problem)
         arg_list, ret_list = rt.VmVariantList(len(args) + 2), rt.VmVariantList(len(result_kinds))
         signal = None
         try:
@@ -231,15 +235,17 @@ class ReferenceRunner:
             arg_list.push_int(int(value.value if isinstance(value, Scalar) else value))
         elif kind in "fF":
             arg_list.push_float(float(value.value if isinstance(value, Scalar) else value))
-        elif isinstance(value, Tensor):
+        elif isinstance(value, (Tensor, Storage)):
+            tensor = value.tensor if isinstance(value, Storage) else value
             bv = self.device.allocator.allocate_buffer_copy(
                 memory_type=rt.MemoryType.DEVICE_LOCAL,
                 allowed_usage=rt.BufferUsage.DEFAULT,
                 device=self.device,
-                buffer=np.asarray(value.array, order="C"),  # ascontiguousarray makes rank 0 rank 1
-                element_type=value.element_type.code,
+                buffer=np.asarray(tensor.array, order="C"),  # ascontiguousarray makes rank 0 rank 1
+                element_type=tensor.element_type.code,
             )
-            arg_list.push_ref(bv)
+            # A storage input is the buffer alone, as iree-run-module passes an ``&`` input.
+            arg_list.push_ref(bv.get_buffer() if isinstance(value, Storage) else bv)
         else:
             raise ReferenceRunError(f"cannot pass {value!r} as a ref argument")
 
