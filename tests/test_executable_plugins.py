@@ -97,3 +97,9 @@ def test_the_debugger_stops_at_the_dispatch_and_the_stepper_says_what_it_did_not
     steps = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     assert any("llvm.call" in json.dumps(step) for step in steps)  # the call into the plugin, as a statement
 
+
+
+def test_inspect_lists_the_functions_an_executable_imports(built):
+    proc = lens_in_process("inspect", str(built[0]), "--output=executables")
+    assert proc.returncode == 0, proc.stderr
+    assert f"imports (from executable plugins, --executable-plugin): {SYMBOL}" in proc.stdout

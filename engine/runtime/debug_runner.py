@@ -21,6 +21,7 @@ from engine.runtime.hal.devices import create_device
 from engine.runtime.hal.inline_modules import imports_inline_hal, inline_modules
 from engine.runtime.hal.module import HalModule
 from engine.runtime.hal.parameters_module import IoParametersModule
+from engine.runtime.hal.static_libraries import StaticLibraries, is_static_build, static_object
 from engine.runtime.hal.sync import HalFence
 from engine.runtime.module_dependencies import linked_modules
 from engine.runtime.parameters import ParameterArchives, given_or_beside, imports_parameters
@@ -75,6 +76,7 @@ class DebugRunner:
         # Told of each call's results as the VM returned them (buffer views, lists, numbers), before the host
         # reads them back: where ``run --write-replay`` records that read-back (engine/replay/record_run.py).
         self.result_listeners: list[Callable[[list], Any]] = []
+        self.static_object: Path | None = None  # a static-library build's object file, loaded for its kernels
         try:
             # Private copy-on-write mapping: kernels may write in place into buffers imported from rodata.
             self.module: VmfbModule = open_vmfb(module_path, writable=True)
@@ -85,6 +87,8 @@ class DebugRunner:
             if several is not None:
                 raise DebugRunError(several + _ONE_DEVICE_COMMANDS, "INCOMPATIBLE")
             self.device = hal_module.devices[0] if hal_module else create_device(device_uri)
+            if is_static_build(self.module):  # its kernels in an object file, loaded as its host would
+                self._give_static_libraries(module_path)
             self.hal = hal_module or HalModule(self.device)
             extra = list(extra_modules or [])
             # Given none, a program that loads weights takes the archive beside it that holds them.
@@ -115,6 +119,22 @@ class DebugRunner:
                 self._init()
         except LensError as e:
             raise DebugRunError(self._message(e), self._status(e)) from e
+
+    def _give_static_libraries(self, module_path) -> None:
+        from engine.runtime.hal.cpu_device import CpuDevice
+
+        found, looked = static_object(self.module, module_path)
+        if found is None:
+            raise DebugRunError(
+                f"{Path(module_path).name} is a static-library build (--iree-llvmcpu-link-static): its kernels are "
+                f"in the object file it wrote, not found here (looked for {', '.join(map(str, looked))}): keep it "
+                "beside the module", "NOT_FOUND"
+            )  # fmt: skip
+        if not isinstance(self.device, CpuDevice):
+            raise DebugRunError(f"a static-library build runs on the CPU (local-sync), not {self.device_uri}",
+                                "INCOMPATIBLE")  # fmt: skip
+        self.device.static_libraries = StaticLibraries(found)
+        self.static_object = found
 
     @property
     def has_initializer(self) -> bool:

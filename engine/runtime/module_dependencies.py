@@ -111,10 +111,14 @@ def _modules_beside(program: Path, skip: set[Path]) -> dict[str, Path]:
 
 def found_beside(runner) -> list[str]:
     """What a runner (either engine's) took from beside the program without being asked, one line each: the
-    parameter archives holding the weights it loads, the compiled modules it calls."""
+    parameter archives holding the weights it loads, the compiled modules it calls, a static-library build's
+    object."""
     lines = [f"parameters of scope {spec.scope!r} from {spec.path} (beside the program, holding every key it "
              "loads there; --parameters=SCOPE=FILE or File > Parameter Archive gives another)"
              for spec in runner.found_parameters]  # fmt: skip
     lines += [f"linked with @{m.name} from {m.path} (beside the program; --module=FILE gives another)"
               for m in runner.linked if m.found_beside]  # fmt: skip
+    static = getattr(runner, "static_object", None)  # the debug engine's, for a static-library build
+    if static is not None:
+        lines.append(f"kernels of the static-library build loaded from {static} (the object it wrote)")
     return lines

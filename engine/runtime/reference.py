@@ -17,6 +17,7 @@ import numpy as np
 from engine.errors import HalError, LensError
 from engine.runtime.element_types import ElementType, unpack
 from engine.runtime.function_io import OpaqueRef, Scalar, Storage, Tensor, Value, split_cconv
+from engine.runtime.hal.static_libraries import is_static_build
 from engine.runtime.vmfb.module import ABI_MODEL, ASYNC_SUFFIX, COARSE_FENCES, takes_fences, without_fences
 from engine.runtime.vmfb.transients import transients_problem
 
@@ -108,9 +109,9 @@ class ReferenceRunner:
             # A device of its own, released with the runner: not iree.runtime's process-wide cache, which keeps
             # every device until the process exits, and IREE's Vulkan driver on lavapipe keeps two threads
             # spinning at 100 % of a core each for as long as its device lives (12-50 ms to make one).
-            self.device = rt.get_device(iree_device_uri(self.device_uri), cache=False)
+            self.device = _new_device(rt, iree_device_uri(self.device_uri))
             # A multi-device build's further devices (``--device`` once per device, as iree-run-module).
-            self.more_devices = [rt.get_device(iree_device_uri(uri), cache=False) for uri in self.more_device_uris]
+            self.more_devices = [_new_device(rt, iree_device_uri(uri)) for uri in self.more_device_uris]
             if self.more_devices:
                 hal = rt.create_hal_module(self.instance, devices=[self.device, *self.more_devices],
                                            debug_sink=self.debug_sink)  # fmt: skip
@@ -152,6 +153,12 @@ class ReferenceRunner:
                     f"cannot load {self.module_path}: it is an {INLINE_EXECUTION_FLAG} build, which "
                     "imports IREE's inline HAL (hal_inline, hal_loader); IREE's Python runtime, the reference "
                     "engine, does not register it: run it on the debug engine (or with iree-run-module)"
+                ) from None
+            if _module_says(self.module_path, is_static_build):
+                raise ReferenceRunError(
+                    f"cannot load {self.module_path}: it is a static-library build (--iree-llvmcpu-link-static), "
+                    "whose kernels a host program links and registers; IREE's Python runtime, the reference engine, "
+                    "has none: run it on the debug engine, which loads them from the object file the build wrote"
                 ) from None
             several = _several_devices_problem(self.module_path, 1 + len(self.more_device_uris))
             if several is not None:  # said plainly, not as IREE's target attribute of a device not found
@@ -298,14 +305,25 @@ _passed_plugins: set[str] = set()
 
 
 def _pass_plugins(rt) -> None:
-    """Hand IREE's runtime the executable plugins registered since the last device it created: its local
-    drivers read ``--executable_plugin`` (process-wide, as the flag list it appends to) at device creation."""
+    """Hand IREE's runtime the executable plugins registered since the last device it created (its flags are
+    the process's; the list only grows)."""
     from engine.runtime.hal.executable_plugins import iree_runtime_flags
 
     new = [flag for flag in iree_runtime_flags() if flag not in _passed_plugins]
     if new:
         rt.flags.parse_flags(*new)
         _passed_plugins.update(new)
+
+
+def _new_device(rt, uri: str):
+    """A device of its own (not iree.runtime's process-wide cache). Where plugins were given, of a driver made
+    now too: IREE's local drivers read ``--executable_plugin`` when the driver is made, and iree.runtime keeps
+    the first one it made of each driver."""
+    if _passed_plugins and uri.split(":", 1)[0] in ("local-sync", "local-task"):
+        from iree.runtime._binding import create_hal_driver
+
+        return create_hal_driver(uri).create_device_by_uri(uri)
+    return rt.get_device(uri, cache=False)
 
 
 def _unresolved_imports(module_path: str) -> str | None:

@@ -32,7 +32,7 @@ import numpy as np
 
 from engine.dispatch.snapshot import DispatchSnapshots
 from engine.runtime.hal.device import DispatchRecord, HalExecutable
-from engine.runtime.hal.formats import is_native_cpu
+from engine.runtime.hal.formats import runs_natively
 from engine.timetravel.watch import serial_of
 
 MEMO_SECONDS = 0.05  # a kernel at least this slow is kept (CPU kernels rarely are)
@@ -88,7 +88,7 @@ class DispatchMemo:
         results are kept, and every dispatch of an executable whose kernels can be slow (all but native CPU
         code, whose kernels are rarely ``min_seconds`` slow and run in native batches instead, unless
         ``min_seconds`` is 0: then every dispatch is kept, native CPU ones too)."""
-        return sequence in self.kept or not is_native_cpu(executable.format) or self.min_seconds <= 0
+        return sequence in self.kept or not runs_natively(executable.format) or self.min_seconds <= 0
 
     def __call__(self, executable: HalExecutable, record: DispatchRecord, run: Callable[[], None]) -> None:
         key = _key(executable, record) if record.bindings else None

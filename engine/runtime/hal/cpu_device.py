@@ -21,9 +21,10 @@ from engine.runtime.hal.buffers import HalBuffer
 from engine.runtime.hal.commands import BindingTableEntry, HalCommandBuffer, ResolvedRange
 from engine.runtime.hal.cpu_batch import BatchSegments, CpuBatchPlan, native_dispatch, plan_stretch
 from engine.runtime.hal.device import BUFFER_ALIGNMENT, BatchRecords, Device, HalExecutable, aligned_zeros
-from engine.runtime.hal.formats import CPU_FORMATS, VMVX_BYTECODE, is_native_cpu
+from engine.runtime.hal.formats import CPU_FORMATS, VMVX_BYTECODE, is_native_cpu, runs_natively
 from engine.runtime.hal.machine_code import machine_code
 from engine.runtime.hal.native_loop import native_loop
+from engine.runtime.hal.static_libraries import STATIC_FORMAT, StaticLibraries
 from engine.runtime.vm.native import StatusCode, VmStatusError
 
 _PLANS_PER_COMMAND_BUFFER = 512  # stretches kept per command buffer: a typed model's in-place dispatches and transfers cut
@@ -70,6 +71,8 @@ class CpuDevice(Device):
 
     def __init__(self, name: str | None = None) -> None:
         super().__init__(name)
+        # The kernels of a static-library build, as its host links them (``static_libraries``); None: no such host.
+        self.static_libraries: StaticLibraries | None = None
         # Native plans of the command buffers this device ran, by stretch ``(start, end, transfers inside)``.
         self._plans: weakref.WeakKeyDictionary[
             HalCommandBuffer, dict[tuple[int, int, bool], BatchSegments]
@@ -92,7 +95,10 @@ class CpuDevice(Device):
         return self._native_calls
 
     def supports_format(self, executable_format: str) -> bool:
-        return executable_format in self.formats
+        # Static libraries: where the host gave their object, as IREE's static library loader is registered.
+        return executable_format in self.formats or (
+            executable_format == STATIC_FORMAT and self.static_libraries is not None
+        )
 
     def query_i64(self, category: str, key: str) -> int | None:
         if category == "hal.cpu":
@@ -123,6 +129,13 @@ class CpuDevice(Device):
                 ) from None
             names = [e.name for e in library.exports]
             return HalExecutable(self, executable_format, label, names, library)
+        if executable_format == STATIC_FORMAT and self.static_libraries is not None:
+            name = bytes(np.asarray(data, np.uint8)).rstrip(b"\0").decode("utf-8", "replace")  # what the module holds
+            try:
+                library = self.static_libraries.load(name, constants, label)
+            except HalError as e:
+                raise VmStatusError(StatusCode.INVALID_ARGUMENT, f"cannot load executable {label}: {e}") from None
+            return HalExecutable(self, executable_format, label, [e.name for e in library.exports], library)
         if executable_format == VMVX_BYTECODE:
             from engine.runtime.vm.vmvx import VmvxExecutable  # another engineer's module; imported on demand
 
@@ -302,7 +315,7 @@ class CpuDevice(Device):
         bindings: list[ResolvedRange],
     ) -> None:
         impl = executable.impl
-        if is_native_cpu(executable.format):
+        if runs_natively(executable.format):
             attrs = impl.exports[ordinal].attributes
             expected_constants, expected_bindings = attrs.constant_count, attrs.binding_count
         else:

@@ -96,6 +96,8 @@ class CpuExecutableLibrary:
         *,
         constants: Sequence[int] = (),
         imports: Mapping[str, ImportFunction] | None = None,
+        query_symbol: str = QUERY_SYMBOL,
+        bind: bool = True,
     ) -> CpuExecutableLibrary:
         """Load an embedded-ELF executable library.
 
@@ -103,7 +105,8 @@ class CpuExecutableLibrary:
         the library declares. ``imports`` resolves imported functions by name (without the ``?``);
         a required import that is missing fails the load, an optional one is passed as NULL.
         Raises ``ExecutableLoadError`` for a file that is not a loadable x86-64 library, lacks the
-        query symbol, or does not answer for ABI version 6.
+        query symbol, or does not answer for ABI version 6. ``query_symbol`` names the query function (a static
+        library's is its own); ``bind`` False only reads the library (``declared_imports``): never dispatch it.
         """
         data = memoryview(elf_bytes).cast("B")
         check_elf(data, name)
@@ -125,10 +128,11 @@ class CpuExecutableLibrary:
         finally:
             os.unlink(path)  # the loader keeps its mapping; nothing is left on disk
         try:
-            query = getattr(self._dll, QUERY_SYMBOL)
+            # A static library's query is named after its executable (``mm_dispatch_0_library_query``).
+            query = getattr(self._dll, query_symbol)
         except AttributeError:
             self._unload()
-            raise ExecutableLoadError(f"executable {name!r} has no {QUERY_SYMBOL} symbol") from None
+            raise ExecutableLoadError(f"executable {name!r} has no {query_symbol} symbol") from None
         query.restype = _c.c_void_p
         query.argtypes = (_c.c_uint32, _c.c_void_p)
         self.query_address = _c.cast(query, _c.c_void_p).value
@@ -171,6 +175,8 @@ class CpuExecutableLibrary:
         self._functions = [DISPATCH_FN(lib.exports_ptrs[i]) for i in range(len(self.exports))]
         self._export_addresses = [lib.exports_ptrs[i] for i in range(len(self.exports))]
 
+        if not bind:  # only read (``declared_imports``): neither its constants nor its imports are given
+            return self
         if len(constants) != self.constant_count:
             self._unload()
             raise ExecutableLoadError(
@@ -180,6 +186,15 @@ class CpuExecutableLibrary:
         self._environment.constants = _c.addressof(self._constants) if constants else None
         self._bind_imports(imports or {}, code.import_thunk_address)
         return self
+
+    @classmethod
+    def declared_imports(cls, elf_bytes: bytes | bytearray | memoryview, name: str = "executable") -> tuple[LibraryImport, ...]:
+        """The functions a library imports (from executable plugins, at load), read without resolving them:
+        what ``inspect`` shows; the library is unloaded again."""
+        library = cls.load(elf_bytes, name, bind=False)
+        imports = library.imports
+        library.close()
+        return imports
 
     def _read_imports(self, lib: LibraryV0Struct) -> tuple[LibraryImport, ...]:
         out = []

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from engine.errors import HalError
 from engine.runtime.hal.device import Device
-from engine.runtime.hal.formats import CPU_FORMATS, CUDA_FORMATS, HIP_FORMATS, VULKAN_FORMATS
+from engine.runtime.hal.formats import CPU_FORMATS, CUDA_FORMATS, HIP_FORMATS, STATIC_LIBRARY, VULKAN_FORMATS
 
 CPU_DRIVERS = ("local-sync", "local-task", "local")
 VULKAN_DRIVER = "vulkan"
@@ -369,7 +369,8 @@ def runs_formats(uri: str, formats: set[str] | list[str] | tuple[str, ...]) -> b
     return all(f in supported for f in formats)
 
 
-_FORMATS = {"cpu": CPU_FORMATS, "vulkan": VULKAN_FORMATS, "cuda": CUDA_FORMATS, "hip": HIP_FORMATS}
+# The CPU device runs a static-library build too, its kernels loaded from the object the build wrote.
+_FORMATS = {"cpu": (*CPU_FORMATS, STATIC_LIBRARY), "vulkan": VULKAN_FORMATS, "cuda": CUDA_FORMATS, "hip": HIP_FORMATS}
 
 
 def _bytes_text(n: int) -> str:

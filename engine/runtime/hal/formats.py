@@ -13,6 +13,10 @@ EMBEDDED_ELF_X86_64 = "embedded-elf-x86_64"
 SYSTEM_ELF_X86_64 = "system-elf-x86_64"
 VMVX_BYTECODE = "vmvx-bytecode-fb"
 
+# A static-library build's executables: only their names are in the module, their code in an object file
+# (engine.runtime.hal.static_libraries).
+STATIC_LIBRARY = "static"
+
 NATIVE_CPU_FORMATS = (EMBEDDED_ELF_X86_64, SYSTEM_ELF_X86_64)
 CPU_FORMATS = (*NATIVE_CPU_FORMATS, VMVX_BYTECODE)
 VULKAN_FORMATS = ("vulkan-spirv-fb", "vulkan-spirv-bda-v1")
@@ -23,6 +27,12 @@ HIP_FORMATS = ("rocm-hsaco-fb",)
 def is_native_cpu(executable_format: str | None) -> bool:
     """Whether ``executable_format`` is an llvm-cpu library (embedded or system ELF) for this host."""
     return executable_format in NATIVE_CPU_FORMATS
+
+
+def runs_natively(executable_format: str | None) -> bool:
+    """Whether a loaded executable of ``executable_format`` is a native library on the CPU device: an llvm-cpu
+    ELF, or a static library loaded from its object (whose module holds only its name, not its bytes)."""
+    return is_native_cpu(executable_format) or executable_format == STATIC_LIBRARY
 
 
 def is_cpu_elf(executable_format: str | None) -> bool:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from engine.errors import ExecutableFormatError, VmfbFormatError
-from engine.runtime.hal.formats import is_cpu_elf
+from engine.runtime.hal.formats import STATIC_LIBRARY, is_cpu_elf
 from engine.runtime.vmfb.cda1 import read_cda1
 from engine.runtime.vmfb.module import Executable, VmfbModule
 from engine.runtime.vmfb.vke1 import read_vke1
@@ -145,6 +145,9 @@ def executable_details(executable: Executable) -> dict[str, Any]:
     """A JSON-able description of what the executable holds (exports, sections, pipelines...)."""
     fmt = executable.format
     name = executable.name
+    if fmt == STATIC_LIBRARY:  # only its name is here: the code is in the object file the build wrote
+        library = bytes(executable.data).rstrip(b"\0").decode("utf-8", "replace")
+        return {"kind": "static", "library": library, "query": f"{library}_library_query"}
     if is_cpu_elf(fmt) or bytes(executable.data[:4]) == b"\x7fELF":
         info = read_elf(executable.data, name)
         return {
@@ -204,6 +207,21 @@ def executable_details(executable: Executable) -> dict[str, Any]:
     return {"kind": "unknown"}
 
 
+def _imports(executable: Executable) -> list[str]:
+    """The functions a CPU library for this machine imports (``?``: optional); [] when it cannot be read here."""
+    from engine.errors import LensError
+    from engine.runtime.hal.cpu_library import CpuExecutableLibrary
+    from engine.runtime.hal.formats import is_native_cpu
+
+    if not is_native_cpu(executable.format):
+        return []
+    try:
+        declared = CpuExecutableLibrary.declared_imports(bytes(executable.data), executable.name)
+    except LensError:
+        return []
+    return [("?" if i.optional else "") + i.name for i in declared]
+
+
 def describe_executable(executable: Executable) -> str:
     """A few lines of text about one executable (``iree-lens inspect --output=executables``)."""
     head = (
@@ -216,6 +234,12 @@ def describe_executable(executable: Executable) -> str:
         lines.append(
             f"  ELF {d['machine']}, {len(d['sections'])} sections; exports: {', '.join(d['exported_symbols'])}"
         )
+        imports = _imports(executable)
+        if imports:  # functions no code here defines: an executable plugin provides them when it loads
+            lines.append(f"  imports (from executable plugins, --executable-plugin): {', '.join(imports)}")
+    elif d["kind"] == "static":
+        lines.append(f"  static library {d['library']}: its code is in the object file the build wrote, for a host to "
+                     f"link and register ({d['query']})")  # fmt: skip
     elif d["kind"] == "vmvx":
         lines.extend(f"  export {e['name']} {e['attrs']}" for e in d["exports"])
     elif d["kind"] == "vulkan-spirv":
