@@ -6,6 +6,7 @@ engine (IREE's Python runtime has no host to link it), the refusal says why."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -78,3 +79,16 @@ def test_inspect_says_where_the_code_of_each_executable_is(builds):
     proc = lens_in_process("inspect", str(builds[0]), "--output=executables")
     assert proc.returncode == 0, proc.stderr
     assert "static library mlp_linked: its code is in the object file the build wrote" in proc.stdout
+
+
+def test_its_tensors_are_typed_and_its_kernels_stepped_from_the_program_rebuilt(builds, tmp_path):
+    # The rebuild is judged by the object it writes: byte for byte the build's.
+    out = tmp_path / "capture"
+    proc = lens_in_process("capture", str(builds[0]), "--function=main", f"--input={INPUT}", f"--out={out}")
+    assert proc.returncode == 0, proc.stderr
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert {d["tensors_from"] for d in manifest["dispatches"]} == {"interface"}
+    assert manifest["dispatches"][0]["input_types"][0] == "2x16xf32"
+    proc = lens_in_process("kernel", str(builds[0]), "--function=main", f"--input={INPUT}", "--dispatch=0")
+    assert proc.returncode == 0, proc.stderr
+    assert "differ" not in proc.stderr and "statements" in proc.stdout

@@ -195,10 +195,14 @@ class ExecutableSubstitutions:
         """Replace a CPU executable's binary by one built from its edited LLVM IR (``engine.substitute.llvm_ir``:
         IREE 3.13's syntax normalised for llvmlite, linked by iree-lld); raises ``EditCompileError`` with the
         line of a syntax error."""
+        from engine.dispatch.rebuild_sources import cpu_targets
         from engine.substitute.llvm_ir import build_from_llvm_ir
 
         text, name = (llvm_ir.read_text(), str(llvm_ir)) if isinstance(llvm_ir, Path) else (llvm_ir, "<llvm ir>")
-        return self.replace_binary(executable, build_from_llvm_ir(text, name).library, variant)
+        # Built for the CPU the compile targeted (IREE keeps it out of the IR; the host's may contract more).
+        cpus = cpu_targets([self.base.phase("hal").text().encode()])
+        cpu = next(iter(cpus)) if len(cpus) == 1 else None
+        return self.replace_binary(executable, build_from_llvm_ir(text, name, cpu=cpu).library, variant)
 
     def replace_spirv(self, executable: str, spirv: str | bytes | Path, variant: str | None = None) -> Replacement:
         """Replace the SPIR-V of a Vulkan executable's only shader module: words (``.spv`` bytes) or text

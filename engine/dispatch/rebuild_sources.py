@@ -32,7 +32,7 @@ from pathlib import Path
 from engine.dispatch.typed_tensors import NO_SOURCES, ExecutableSources, read_sources
 from engine.errors import CompileCancelled, LensError
 from engine.kernel.executable_objects import search_folders, search_path_flags
-from engine.runtime.hal.formats import EMBEDDED_ELF_X86_64, SYSTEM_ELF_X86_64, VMVX_BYTECODE
+from engine.runtime.hal.formats import EMBEDDED_ELF_X86_64, STATIC_LIBRARY, SYSTEM_ELF_X86_64, VMVX_BYTECODE
 
 # The executable formats IREE Lens's compile targets produce (engine.compiler.targets keys).
 FORMAT_TARGETS = {
@@ -40,8 +40,11 @@ FORMAT_TARGETS = {
     SYSTEM_ELF_X86_64: "llvm-cpu",  # rebuilt with SYSTEM_LINK_FLAG
     VMVX_BYTECODE: "vmvx",
     "vulkan-spirv-fb": "vulkan-spirv",
+    STATIC_LIBRARY: "llvm-cpu",  # rebuilt with STATIC_FLAGS, judged by the object it writes
 }
 SYSTEM_LINK_FLAG = "--iree-llvmcpu-link-embedded=false"  # what builds system-elf libraries
+STATIC_FLAGS = (SYSTEM_LINK_FLAG, "--iree-llvmcpu-link-static")
+STATIC_OBJECT = "static_library.o"  # a rebuild's object, in its folder
 _FILE = re.compile(r'^"([^"]+\.mlir(?:bc)?)":\d+')
 # llvm-cpu target CPUs a rebuild tries, in order: IREE's default (no CPU flag: an empty value is the same),
 # then IREE Lens's own default; then the CPU and features the module records (``_cpu_tries``).
@@ -170,9 +173,20 @@ def program_as_named(module_path: str | Path) -> tuple[Path, Path | None] | None
 
 
 def _executables(module_path: str | Path) -> dict[str, tuple[str, bytes]]:
+    """Each executable's (format, bytes); a static library's bytes are its name and its object's digest (the
+    code is in the object the build wrote, found as the debug engine finds it)."""
+    from engine.runtime.hal.static_libraries import static_object
     from engine.runtime.vmfb.module import open_vmfb
 
-    return {e.name: (e.format, bytes(e.data)) for e in open_vmfb(module_path).executables}
+    module = open_vmfb(module_path)
+    found: dict[str, tuple[str, bytes]] = {}
+    for e in module.executables:
+        data = bytes(e.data)
+        if e.format == STATIC_LIBRARY:
+            obj = static_object(module, module_path)[0]
+            data += b"\0object " + (hashlib.sha256(obj.read_bytes()).hexdigest().encode() if obj else b"none")
+        found[e.name] = (e.format, data)
+    return found
 
 
 def _calls_modules_only(module_path: str | Path) -> bool:
@@ -308,16 +322,20 @@ def rebuild_sources(
         if not held:
             return _none("the rebuild was stopped while another process was rebuilding the same module")
         # Object files the program's executables link (hal.executable.object) are looked for as they would be.
-        flags = _build_flags(original) + tuple(search_path_flags(search_folders(module_path, program)))
+        flags = _build_flags(original, out) + tuple(search_path_flags(search_folders(module_path, program)))
         return _rebuild_or_reuse(module_path, program, named_in, target, original, out, task, timeout_s, flags)
 
 
-def _build_flags(original) -> tuple[str, ...]:
+def _build_flags(original, out: Path) -> tuple[str, ...]:
     """The flags besides the target that the rebuild needs to give the module's executables, as far as the
-    module shows them: a system link of its CPU libraries. (An inline-HAL build, ``--iree-execution-model=
-    inline-dynamic``, is rebuilt without that flag: IREE's inline pipeline dumps no sources, and the default
-    one gives the same kernels under other executable names, which ``_same_executables`` allows.)"""
-    return (SYSTEM_LINK_FLAG,) if any(fmt == SYSTEM_ELF_X86_64 for fmt, _ in original.values()) else ()
+    module shows them: a system link of its CPU libraries; a static link, its object written in ``out``.
+    (An inline-HAL build, ``--iree-execution-model=inline-dynamic``, is rebuilt without that flag: IREE's
+    inline pipeline dumps no sources, and the default one gives the same kernels under other executable
+    names, which ``_same_executables`` allows.)"""
+    formats = {fmt for fmt, _ in original.values()}
+    if STATIC_LIBRARY in formats:
+        return (*STATIC_FLAGS, f"--iree-llvmcpu-static-library-output-path={out / STATIC_OBJECT}")
+    return (SYSTEM_LINK_FLAG,) if SYSTEM_ELF_X86_64 in formats else ()
 
 
 def _same_executables(rebuilt: dict[str, tuple[str, bytes]], original: dict[str, tuple[str, bytes]]) -> bool:

@@ -68,10 +68,10 @@ def run_to_dispatch(
     dispatch ``ordinal``; ``KernelStepError`` when the run has no such dispatch."""
     from engine.runtime.debug_runner import INITIALIZER, DebugRunner
     from engine.runtime.function_io import parse_inputs, split_cconv
-    from engine.runtime.hal.formats import CPU_FORMATS
+    from engine.runtime.hal.formats import CPU_FORMATS, STATIC_LIBRARY
 
     formats = executable_formats(module_path)
-    if formats and not formats & set(CPU_FORMATS):
+    if formats and not formats & {*CPU_FORMATS, STATIC_LIBRARY}:
         raise KernelStepError(
             f"the module's executables are {', '.join(sorted(formats))}: stepping a workgroup needs the "
             "llvm-cpu or VMVX build of the same program (build it with: iree-lens sources PROGRAM.mlir "

@@ -227,6 +227,7 @@ def record_llvm(
     files: SourceFiles,
     stop_at: StopAt | None = None,
     objects: Sequence[Path] = (),
+    module_path: str | Path | None = None,
 ) -> KernelTrace:
     """Build ``ir_path`` instrumented for the captured dispatch's export (linked with the ``objects`` its
     executable names), run ``workgroup`` and decode it (up to the first statement ``stop_at`` is true of)."""
@@ -238,11 +239,12 @@ def record_llvm(
         check_workgroup(workgroup, captured.workgroup_count)
     except ValueError as e:
         raise KernelStepError(str(e)) from None
-    text = normalize_llvm24(ir_path.read_text(errors="replace"))
+    text = _standard_query(normalize_llvm24(ir_path.read_text(errors="replace")))
     buffer = TraceBuffer(TRACE_BYTES)
     instrumented, probes = instrument(text, captured.export_name, buffer.address)
     try:
-        build = build_from_llvm_ir(instrumented, f"{ir_path.name} (instrumented)", optimize=False, objects=objects)
+        build = build_from_llvm_ir(instrumented, f"{ir_path.name} (instrumented)", optimize=False, objects=objects,
+                                   cpu=_built_for(ir_path, module_path))  # fmt: skip
     except SubstitutionError as e:
         raise KernelStepError(f"cannot build the instrumented kernel from {ir_path}: {e}") from None
     library = CpuExecutableLibrary.load(build.library, f"{captured.export_name} (recording)")
@@ -327,3 +329,32 @@ def _decode(buffer: TraceBuffer, probes: list[Probe], locations, spans, files: S
     if unmapped:
         notes.append(f"{unmapped} stores went to the kernel's own memory (stack or workgroup memory), not a binding")
     return steps, notes, complete
+
+
+_STATIC_QUERY = re.compile(r"@([\w$.-]+)_library_query\(")
+
+
+def _standard_query(text: str) -> str:
+    """IR of a static library (``--iree-llvmcpu-link-static``) names its query after its executable
+    (``@mm_dispatch_0_library_query``): renamed to the one query every library built here exports."""
+    if "@iree_hal_executable_library_query(" in text:
+        return text
+    m = _STATIC_QUERY.search(text)
+    return text.replace(f"@{m[1]}_library_query(", "@iree_hal_executable_library_query(") if m else text
+
+
+def _built_for(ir_path: Path, module_path: str | Path | None = None):
+    """The ``(cpu, cpu_features)`` the kernel's executable was built for (IREE keeps them out of the IR): from
+    the ``hal.executable`` source its locations name, else the module's record of its target; None (this
+    host's) when neither says one."""
+    from engine.dispatch.rebuild_sources import cpu_targets, module_cpu_targets
+
+    source = executable_source_of(ir_path)
+    try:
+        found = cpu_targets([source.read_bytes()]) if source is not None else set()
+    except OSError:
+        found = set()
+    if not found and module_path is not None:
+        found = module_cpu_targets(module_path)
+    return next(iter(found)) if len(found) == 1 else None
+

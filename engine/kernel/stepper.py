@@ -12,7 +12,7 @@ import numpy as np
 from engine.kernel.dispatch_run import CapturedDispatch, KernelStepError, executable_data, run_to_dispatch
 from engine.kernel.source_lines import SourceFiles
 from engine.kernel.trace import KernelTrace, StopAt
-from engine.runtime.hal.formats import is_native_cpu
+from engine.runtime.hal.formats import runs_natively
 
 
 def record_workgroup(
@@ -47,7 +47,7 @@ def record_captured(
         from engine.kernel.vmvx_stepper import record_vmvx
 
         trace = record_vmvx(captured, executable_data(module, captured), workgroup, files, module, stop_at)
-    elif is_native_cpu(captured.executable_format):
+    elif runs_natively(captured.executable_format):  # a static library too: its IR is an llvm-cpu kernel
         from engine.kernel.llvm_recorder import llvm_ir_and_note, record_llvm
 
         ir, provenance = llvm_ir_and_note(module, captured.export_name, sources)
@@ -57,7 +57,7 @@ def record_captured(
                 "(iree-lens sources PROGRAM.mlir --out=DIR) or keep the program its debug locations name"
             )
         objects, linked_note = _linked_objects(module, captured, ir)
-        trace = record_llvm(captured, ir, workgroup, files, stop_at, objects)
+        trace = record_llvm(captured, ir, workgroup, files, stop_at, objects, module)
         notes = tuple(n for n in (linked_note, provenance) if n)
         if notes:
             trace = replace(trace, notes=(*trace.notes, *notes))

@@ -210,6 +210,7 @@ def retile_for_host_counts(module: VmfbModule, replacements: Sequence[Replacemen
     trampolines (``workgroup_trampoline``) that run the edit's grid within the host's; each keeps only its
     other counts. Left as they are where a count is not constant, differs between call sites, or the edit
     has no LLVM IR (the caller then refuses)."""
+    from engine.substitute.build import source_cpu
     from engine.substitute.workgroup_trampoline import retiled_library
 
     changes = workgroup_count_changes(module, replacements)
@@ -224,7 +225,7 @@ def retile_for_host_counts(module: VmfbModule, replacements: Sequence[Replacemen
         if not mine or r.llvm_ir is None or r.interface.kind != "elf":
             out.append(r)
             continue
-        data = retiled_library(r.llvm_ir, mine)
+        data = retiled_library(r.llvm_ir, mine, source_cpu(r.spec.path))
         counts = tuple((e, None if e in mine else c) for e, c in r.workgroup_counts)
         out.append(dataclasses.replace(r, data=data, workgroup_counts=counts, notes=(*r.notes, "retiled")))
     return out

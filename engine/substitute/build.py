@@ -248,7 +248,8 @@ def build_replacement(module: VmfbModule, spec: SubstitutionSpec, interfaces=Non
 
         source = executable_source_of(spec.path)
         objects = find_objects(source, folders).found if source is not None else ()
-        data = build_from_llvm_ir(spec.path.read_text(errors="replace"), str(spec.path), objects=objects).library
+        data = build_from_llvm_ir(spec.path.read_text(errors="replace"), str(spec.path), objects=objects,
+                                  cpu=_module_cpu(module)).library  # fmt: skip
     elif suffix == ".ptx":
         if target.interface.kind != "cda1":
             raise SubstitutionError(f"{spec.path}: PTX replaces CUDA executables; {target.executable.name} is not one")
@@ -281,3 +282,24 @@ def executable_name_in_source(text: str) -> str | None:
     """The ``hal.executable`` name of an MLIR executable source (its first)."""
     m = _NAME.search(text)
     return m.group(1) if m else None
+
+
+def _module_cpu(module: VmfbModule):
+    """The ``(cpu, cpu_features)`` the module's CPU libraries were built for (an edit of their IR is built for
+    the same CPU: the host's may contract what the build kept apart); None (the host's) when unknown."""
+    from engine.dispatch.rebuild_sources import module_cpu_targets
+
+    found = module_cpu_targets(module.source) if module.source else set()
+    return next(iter(found)) if len(found) == 1 else None
+
+
+def source_cpu(path: Path):
+    """The ``(cpu, cpu_features)`` an executable source's llvm-cpu variant names; None when not exactly one."""
+    from engine.dispatch.rebuild_sources import cpu_targets
+
+    try:
+        found = cpu_targets([path.read_bytes()]) if path.suffix == ".mlir" else set()
+    except OSError:
+        return None
+    return next(iter(found)) if len(found) == 1 else None
+

@@ -213,15 +213,20 @@ def iree_lld() -> Path:
     return path
 
 
-def link_object(obj: bytes, *, extra_flags: tuple[str, ...] = (), objects: Sequence[Path] = ()) -> bytes:
+def link_object(
+    obj: bytes, *, extra_flags: tuple[str, ...] = (), objects: Sequence[Path] = (), system: bool = False
+) -> bytes:
     """Link one relocatable object into an embedded-ELF executable library (IREE's command line), with the
-    ``objects`` the executable's source names (``hal.executable.object``: code IREE did not generate)."""
+    ``objects`` the executable's source names (``hal.executable.object``: code IREE did not generate).
+    ``system``: a system library's code (IREE's system-ELF and static builds), which may call the C library's
+    math functions (``fmaf`` on a CPU without FMA): left to the loader, which finds them in this process."""
+    flags = (*LINK_FLAGS[:2], "-shared", "--build-id=none") if system else LINK_FLAGS
     with tempfile.TemporaryDirectory(prefix="iree-lens-lld-") as d:
         o = Path(d) / "executable.o"
         so = Path(d) / "executable.so"
         o.write_bytes(obj)
         proc = subprocess.run(
-            [str(iree_lld()), *LINK_FLAGS[:2], "-o", str(so), *LINK_FLAGS[2:], *extra_flags, str(o),
+            [str(iree_lld()), *flags[:2], "-o", str(so), *flags[2:], *extra_flags, str(o),
              *map(str, objects)],  # fmt: skip
             capture_output=True,
             text=True,
@@ -234,6 +239,8 @@ def link_object(obj: bytes, *, extra_flags: tuple[str, ...] = (), objects: Seque
 
 
 QUERY_FUNCTION = "iree_hal_executable_library_query"
+CpuTarget = tuple[str, str]  # IREE's (cpu, cpu_features) of an llvm-cpu executable target
+_SYSTEM_TRIPLE = re.compile(r'^target triple = "[^"]*-linux-[^"]*"', re.M)
 _LLVM_DIAG = re.compile(r"^<string>:(\d+):(\d+): (error|warning|note): (.*)$", re.MULTILINE)
 
 
@@ -279,14 +286,20 @@ def parse_llvm_ir(text: str, path: str = "<llvm ir>"):
     return module
 
 
-def object_from_module(module, *, optimize: bool, keep_all: bool = False) -> tuple[bytes, float, float]:
-    """Machine code of an llvmlite module for its own triple, for this host's CPU (like ``cpu=host``)."""
+def object_from_module(
+    module, *, optimize: bool, keep_all: bool = False, cpu: CpuTarget | None = None
+) -> tuple[bytes, float, float]:
+    """Machine code of an llvmlite module for its own triple, for ``cpu`` (the ``(cpu, cpu_features)`` its
+    executable was built for: IREE keeps them in the target machine, not in the IR; ``""`` is IREE's default,
+    LLVM's generic CPU) or, not given, this host's CPU (like ``cpu=host``). Another CPU than the build's may
+    contract a multiply and an add the build kept apart: other bits."""
     llvm = initialize_llvm()
     triple = module.triple or "x86_64-unknown-unknown-eabi-elf"
     target = llvm.Target.from_triple(triple)
+    name, features = (llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()) if cpu is None else cpu
     tm = target.create_target_machine(
-        cpu=llvm.get_host_cpu_name(),
-        features=llvm.get_host_cpu_features().flatten(),
+        cpu=name or "generic",
+        features=features,
         opt=3,
         reloc="pic",
         codemodel="default",
@@ -312,15 +325,17 @@ def object_from_module(module, *, optimize: bool, keep_all: bool = False) -> tup
 
 
 def build_from_llvm_ir(
-    text: str, path: str = "<llvm ir>", *, optimize: bool | None = None, objects: Sequence[Path] = ()
+    text: str, path: str = "<llvm ir>", *, optimize: bool | None = None, objects: Sequence[Path] = (),
+    cpu: CpuTarget | None = None,
 ) -> LlvmBuild:
     """An embedded-ELF library from IREE's LLVM IR of one executable (``*.linked.ll``/``*.optimized.ll``),
-    linked with the object files its source names (``objects``).
+    linked with the object files its source names (``objects``), for ``cpu`` (``object_from_module``).
 
     ``optimize`` runs LLVM's O2 pipeline first (default: unless the file is IREE's ``optimized`` stage).
     """
     if optimize is None:
         optimize = ".optimized." not in Path(path).name
+    system = bool(_SYSTEM_TRIPLE.search(text[:4096]))  # IREE's system-ELF and static builds: "...-linux-gnu"
     t0 = time.perf_counter()
     module = parse_llvm_ir(text, path)
     parse_s = time.perf_counter() - t0
@@ -330,16 +345,16 @@ def build_from_llvm_ir(
             "whole executable (the codegen stage is not linked yet)"
         )
     try:
-        obj, optimize_s, codegen_s = object_from_module(module, optimize=optimize)
+        obj, optimize_s, codegen_s = object_from_module(module, optimize=optimize, cpu=cpu)
         t1 = time.perf_counter()
-        library = link_object(obj, objects=objects)
+        library = link_object(obj, objects=objects, system=system)
     except SubstitutionError as e:
         if "undefined symbol" not in str(e):
             raise
         # Code generation called a runtime function (memcpy, a libcall) that dead-code elimination dropped:
         # build again keeping every function, as IREE does.
         module = parse_llvm_ir(text, path)
-        obj, optimize_s, codegen_s = object_from_module(module, optimize=optimize, keep_all=True)
+        obj, optimize_s, codegen_s = object_from_module(module, optimize=optimize, keep_all=True, cpu=cpu)
         t1 = time.perf_counter()
-        library = link_object(obj, objects=objects)
+        library = link_object(obj, objects=objects, system=system)
     return LlvmBuild(library, parse_s, optimize_s, codegen_s, time.perf_counter() - t1)

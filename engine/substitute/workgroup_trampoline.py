@@ -103,8 +103,11 @@ def retile_llvm_ir(text: str, changes: dict[str, tuple[tuple[int, int, int], tup
     return text + "\n" + "\n".join(added)
 
 
-def retiled_library(llvm_ir: str, changes: dict[str, tuple[tuple[int, int, int], tuple[int, int, int]]]) -> bytes:
-    """The edit's library rebuilt from its optimized LLVM IR with the trampolines (``llvm_ir`` route)."""
+def retiled_library(
+    llvm_ir: str, changes: dict[str, tuple[tuple[int, int, int], tuple[int, int, int]]], cpu=None
+) -> bytes:
+    """The edit's library rebuilt from its optimized LLVM IR with the trampolines (``llvm_ir`` route), for the
+    ``(cpu, cpu_features)`` the edit was built for (None: the host's)."""
     from engine.substitute.llvm_ir import build_from_llvm_ir
 
-    return build_from_llvm_ir(retile_llvm_ir(llvm_ir, changes), "edit.optimized.ll", optimize=False).library
+    return build_from_llvm_ir(retile_llvm_ir(llvm_ir, changes), "edit.optimized.ll", optimize=False, cpu=cpu).library
