@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from support import iree_run_module_stdout, iree_tool, lens_in_process
+from support.executable_plugin import MUL_ELEMENTS_IR, object_file
 from support.session import PROGRAMS
 
 from engine.dispatch.rebuild_sources import found_or_rebuilt
@@ -30,47 +31,14 @@ INPUTS = ["8xf32=" + " ".join(f"{v:g}" for v in X), "8xf32=" + " ".join(f"{v:g}"
 # simple_mul_workgroup of IREE's functions.c: binding2[o2 + i] = binding0[o0 + i] * binding1[o1 + i] for the
 # workgroup's 64 elements (fewer at the end).
 SIMPLE_MUL_IR = """
-define void @simple_mul_workgroup(ptr noalias %b0, i64 %o0, ptr noalias %b1, i64 %o1, ptr noalias %b2, i64 %o2,
-                                  i64 %dim, i64 %tid) {
-entry:
+define void @simple_mul_workgroup(ptr %b0, i64 %o0, ptr %b1, i64 %o1, ptr %b2, i64 %o2, i64 %dim, i64 %tid) {
   %full = add i64 %tid, 64
   %short = icmp ult i64 %dim, %full
   %end = select i1 %short, i64 %dim, i64 %full
-  br label %check
-check:
-  %i = phi i64 [ %tid, %entry ], [ %next, %body ]
-  %more = icmp ult i64 %i, %end
-  br i1 %more, label %body, label %done
-body:
-  %i0 = add i64 %o0, %i
-  %i1 = add i64 %o1, %i
-  %i2 = add i64 %o2, %i
-  %p0 = getelementptr float, ptr %b0, i64 %i0
-  %p1 = getelementptr float, ptr %b1, i64 %i1
-  %p2 = getelementptr float, ptr %b2, i64 %i2
-  %v0 = load float, ptr %p0
-  %v1 = load float, ptr %p1
-  %product = fmul float %v0, %v1
-  store float %product, ptr %p2
-  %next = add i64 %i, 1
-  br label %check
-done:
+  call void @mul_elements(ptr %b0, i64 %o0, ptr %b1, i64 %o1, ptr %b2, i64 %o2, i64 %tid, i64 %end)
   ret void
 }
-"""
-
-
-def object_file(ir: str) -> bytes:
-    """An x86-64 ELF relocatable object of ``ir`` (position independent, as embedded ELF links need)."""
-    import llvmlite.binding as llvm
-
-    from engine.substitute.llvm_ir import initialize_llvm
-
-    initialize_llvm()
-    module = llvm.parse_assembly(ir)
-    module.triple = "x86_64-unknown-unknown-elf"
-    machine = llvm.Target.from_triple(module.triple).create_target_machine(cpu="x86-64", reloc="pic")
-    return machine.emit_object(module)
+""" + MUL_ELEMENTS_IR
 
 
 @pytest.fixture(scope="module")

@@ -320,8 +320,10 @@ def _new_device(rt, uri: str):
     now too: IREE's local drivers read ``--executable_plugin`` when the driver is made, and iree.runtime keeps
     the first one it made of each driver."""
     if _passed_plugins and uri.split(":", 1)[0] in ("local-sync", "local-task"):
-        from iree.runtime._binding import create_hal_driver
-
+        try:  # iree.runtime (3.13) makes an uncached driver only through its binding module
+            from iree.runtime._binding import create_hal_driver
+        except ImportError:
+            return rt.get_device(uri, cache=False)  # the plugins reach drivers made after they were given
         return create_hal_driver(uri).create_device_by_uri(uri)
     return rt.get_device(uri, cache=False)
 

@@ -12,6 +12,35 @@ from pathlib import Path
 
 SYMBOL = "simple_mul_workgroup"
 
+# binding2[o2 + i] = binding0[o0 + i] * binding1[o1 + i] for i in [begin, end): the sample's work, shared by
+# the plugin here and the object file of test_custom_dispatch.
+MUL_ELEMENTS_IR = r"""
+define internal void @mul_elements(ptr noalias %b0, i64 %o0, ptr noalias %b1, i64 %o1, ptr noalias %b2, i64 %o2,
+                                   i64 %begin, i64 %end) {
+entry:
+  br label %check
+check:
+  %i = phi i64 [ %begin, %entry ], [ %next, %body ]
+  %more = icmp ult i64 %i, %end
+  br i1 %more, label %body, label %done
+body:
+  %i0 = add i64 %o0, %i
+  %i1 = add i64 %o1, %i
+  %i2 = add i64 %o2, %i
+  %p0 = getelementptr float, ptr %b0, i64 %i0
+  %p1 = getelementptr float, ptr %b1, i64 %i1
+  %p2 = getelementptr float, ptr %b2, i64 %i2
+  %v0 = load float, ptr %p0
+  %v1 = load float, ptr %p1
+  %product = fmul float %v0, %v1
+  store float %product, ptr %p2
+  %next = add i64 %i, 1
+  br label %check
+done:
+  ret void
+}
+"""
+
 PLUGIN_IR = r"""
 %header = type { i32, ptr, ptr, i32, i32, [8 x i64] }
 %plugin = type { ptr, ptr, ptr, ptr }
@@ -136,40 +165,29 @@ entry:
   %o2 = load i64, ptr %o2_at
   %size_at = getelementptr %params, ptr %params, i32 0, i32 6
   %size = load i64, ptr %size_at
-  br label %check
-check:
-  %i = phi i64 [ 0, %entry ], [ %next, %body ]
-  %more = icmp ult i64 %i, %size
-  br i1 %more, label %body, label %done
-body:
-  %i0 = add i64 %o0, %i
-  %i1 = add i64 %o1, %i
-  %i2 = add i64 %o2, %i
-  %p0 = getelementptr float, ptr %b0, i64 %i0
-  %p1 = getelementptr float, ptr %b1, i64 %i1
-  %p2 = getelementptr float, ptr %b2, i64 %i2
-  %v0 = load float, ptr %p0
-  %v1 = load float, ptr %p1
-  %product = fmul float %v0, %v1
-  store float %product, ptr %p2
-  %next = add i64 %i, 1
-  br label %check
-done:
+  call void @mul_elements(ptr %b0, i64 %o0, ptr %b1, i64 %o1, ptr %b2, i64 %o2, i64 0, i64 %size)
   ret i32 0
 }
-"""
+""" + MUL_ELEMENTS_IR
+
+
+def object_file(ir: str) -> bytes:
+    """An x86-64 ELF relocatable object of ``ir`` (position independent, as embedded ELF links need)."""
+    import llvmlite.binding as llvm
+
+    from engine.substitute.llvm_ir import initialize_llvm
+
+    initialize_llvm()
+    module = llvm.parse_assembly(ir)
+    module.triple = "x86_64-unknown-unknown-elf"
+    module.verify()
+    machine = llvm.Target.from_triple(module.triple).create_target_machine(cpu="x86-64", reloc="pic")
+    return machine.emit_object(module)
 
 
 def build_plugin(path: Path) -> Path:
     """Write the plugin to ``path`` (``.sos``: IREE's runtime loads it with its embedded-ELF loader)."""
-    import llvmlite.binding as llvm
+    from engine.substitute.llvm_ir import link_object
 
-    from engine.substitute.llvm_ir import initialize_llvm, link_object
-
-    initialize_llvm()
-    module = llvm.parse_assembly(PLUGIN_IR)
-    module.triple = "x86_64-unknown-unknown-elf"
-    module.verify()
-    machine = llvm.Target.from_triple(module.triple).create_target_machine(cpu="x86-64", reloc="pic")
-    path.write_bytes(link_object(machine.emit_object(module)))
+    path.write_bytes(link_object(object_file(PLUGIN_IR)))
     return path
