@@ -85,14 +85,17 @@ class ShownTensor:
 
     def inspected(self) -> InspectedTensor:
         """The tensor as the inspector shows it: a packed type (``64x32xi4``) unpacked from its bytes, one value
-        a cell; complex as its (re, im) pairs, named by the source's type; else the array as typed."""
+        a cell; complex as its (re, im) pairs, named by the source's type; an encoded tensor as its binding's
+        bytes, said so; else the array as typed."""
         array, type_text, element = self.array, self.type_text, ""
         values = unpacked_values(self.array, self.declared) if self.declared else None
         if values is not None:
             array, type_text = values, f"{self.declared}, unpacked from its {self.array.nbytes} bytes"
             element = self.declared.split(",")[0].rpartition("x")[2]
-        elif self.declared:
+        elif "complex<" in self.declared:
             type_text = f"{self.declared}, as (re, im) pairs"
+        elif self.declared:  # an encoded tensor (data tiling): the bytes of IREE's layout, not the tensor's
+            type_text = f"{self.declared}: {self.array.nbytes} bytes of its binding, in the layout its encoding chose"
         return InspectedTensor(self.label, array, type_text, list_label=self.list_label, list_state=self.list_state,
                                element=element)
 

@@ -322,7 +322,8 @@ def rebuild_sources(
         if not held:
             return _none("the rebuild was stopped while another process was rebuilding the same module")
         # Object files the program's executables link (hal.executable.object) are looked for as they would be.
-        flags = _build_flags(original, out) + tuple(search_path_flags(search_folders(module_path, program)))
+        flags = (*_build_flags(original, out), *recorded_flags(module_path),
+                 *search_path_flags(search_folders(module_path, program)))
         return _rebuild_or_reuse(module_path, program, named_in, target, original, out, task, timeout_s, flags)
 
 
@@ -336,6 +337,29 @@ def _build_flags(original, out: Path) -> tuple[str, ...]:
     if STATIC_LIBRARY in formats:
         return (*STATIC_FLAGS, f"--iree-llvmcpu-static-library-output-path={out / STATIC_OBJECT}")
     return (SYSTEM_LINK_FLAG,) if SYSTEM_ELF_X86_64 in formats else ()
+
+
+_UKERNELS = re.compile(rb'\bukernels = "([\w,-]+)"')  # in an llvm-cpu executable target the host code records
+# The exports of the dispatches data tiling adds (``mm_dispatch_0`` stays; ``_encoding_0_encode_...`` is new).
+_ENCODING_EXPORT = re.compile(rb"_encoding_\d+_(?:encode|set_encoding|unset_encoding)_")
+DATA_TILING_FLAG = "--iree-dispatch-creation-data-tiling"
+
+
+def recorded_flags(module_path: str | Path) -> tuple[str, ...]:
+    """Flags the module's build was given, as far as the module records them: microkernels (its llvm-cpu target
+    keeps ``ukernels = "all"``), data tiling (its encoding dispatches). A rebuild is judged by its bytes, so
+    a flag read wrongly costs a compile, never a wrong type."""
+    import mmap
+
+    try:
+        with open(module_path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            found = _UKERNELS.search(data)
+            ukernels = bytes(found[1]).decode() if found else None
+            tiled = _ENCODING_EXPORT.search(data) is not None
+    except (OSError, ValueError):
+        return ()
+    flags = (f"--iree-llvmcpu-enable-ukernels={ukernels}",) if ukernels else ()
+    return (*flags, DATA_TILING_FLAG) if tiled else flags
 
 
 def _same_executables(rebuilt: dict[str, tuple[str, bytes]], original: dict[str, tuple[str, bytes]]) -> bool:

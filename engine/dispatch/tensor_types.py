@@ -230,6 +230,10 @@ class BindingInterface:
     # The export's pipeline layout: (bindings, push constants) it declares, the same for each of its bindings;
     # None where the source does not say. A dispatch of another layout is not this source's.
     layout: tuple[int, int] | None = None
+    # Each ``unshown`` subspan's mode, place among the function's subspans (IREE's operand order) and offset.
+    unshown_modes: tuple[str, ...] = ()
+    unshown_positions: tuple[int, ...] = ()
+    unshown_offsets: tuple[tuple, ...] = ()
 
     @property
     def access(self) -> str:
@@ -262,7 +266,7 @@ def binding_interfaces(source: str) -> dict[str, dict[int, BindingInterface]]:
     result: dict[str, dict[int, BindingInterface]] = {}
     current: str | None = None
     found: dict[int, list[tuple[str, TensorType, Offset, int, tuple, str]]] = {}
-    unshown: dict[int, list[tuple[str, str]]] = {}  # binding -> (mode, type text) of subspans not typed
+    unshown: dict[int, list[tuple[str, str, int, Offset]]] = {}  # binding -> (mode, type, place, offset) not typed
     values: dict[str, Offset] = {}
 
     booleans = _Booleans()
@@ -276,7 +280,9 @@ def binding_interfaces(source: str) -> dict[str, dict[int, BindingInterface]]:
                     for k, e in enumerate(entries):
                         if e[3] == place and e[1].element in ("i8", "ui8", "si8"):
                             entries[k] = (e[0], TensorType(e[1].shape, "i1", e[1].source), *e[2:])
-            operand_order = _operand_order(found)
+            # Placed among all the function's subspans: those not typed are operands too.
+            operand_order = _operand_order({b: [*found.get(b, ()), *((None, None, None, u[2]) for u in unshown.get(b, ()))]
+                                            for b in {*found, *unshown}})  # fmt: skip
             result[current] = {
                 i: BindingInterface(
                     i,
@@ -289,6 +295,9 @@ def binding_interfaces(source: str) -> dict[str, dict[int, BindingInterface]]:
                     tuple(e[5] for e in entries),
                     tuple(u[1] for u in unshown.get(i, ())),
                     layouts.get(current),
+                    tuple(u[0] for u in unshown.get(i, ())),
+                    tuple(operand_order[u[2]] for u in unshown.get(i, ())),
+                    tuple(u[3] for u in unshown.get(i, ())),
                 )
                 for i, entries in sorted(found.items())
             }
@@ -307,8 +316,8 @@ def binding_interfaces(source: str) -> dict[str, dict[int, BindingInterface]]:
             _track_value(line, values)
             booleans.track(line)
             continue
-        booleans.subspan(line, int(_SUBSPAN_BINDING.search(line)[1]) if _SUBSPAN_BINDING.search(line) else -1,
-                         sum(map(len, found.values())))
+        seen = sum(map(len, found.values())) + sum(map(len, unshown.values()))  # this subspan's place
+        booleans.subspan(line, int(_SUBSPAN_BINDING.search(line)[1]) if _SUBSPAN_BINDING.search(line) else -1, seen)
         offset_token = re.search(r"offset\((%[\w#]+)\)", line)
         offset = values.get(offset_token[1], UNKNOWN_OFFSET) if offset_token else ("const", 0)
         s = _SUBSPAN.search(line)
@@ -324,10 +333,10 @@ def binding_interfaces(source: str) -> dict[str, dict[int, BindingInterface]]:
                 declared = _tensor_type_text(line, s.start(3) if s else mm.start(3), memref=not s)
                 t = shown_instead(declared)
                 if t is None:
-                    unshown.setdefault(binding, []).append((mode, declared))
+                    unshown.setdefault(binding, []).append((mode, declared, seen, offset))
                     continue
             dims = _dynamic_dims(text, line[(s or mm).end():], values)
-            found.setdefault(binding, []).append((mode, t, offset, sum(map(len, found.values())), dims, declared))
+            found.setdefault(binding, []).append((mode, t, offset, seen, dims, declared))
     close()
     return result
 

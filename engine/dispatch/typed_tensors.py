@@ -142,7 +142,10 @@ NOT_SHOWN_YET = "an element type IREE Lens does not show yet"
 def shown_instead_note(binding: int, declared: str, shown: TensorType) -> str:
     """What is said of a tensor the source types as ``declared`` and IREE Lens shows as ``shown``, a view of
     the same bytes (``tensor_types.shown_instead``); it names NOT_SHOWN_YET, so every view says it."""
-    if shown.element == RAW:
+    if shown.element == RAW and "#" in declared:  # an encoding: IREE's own layout (data tiling), not the tensor's
+        how = (f"the binding's {shown.byte_length} bytes from where it starts, in the layout its encoding chose "
+               "(where it ends is not known here)")
+    elif shown.element == RAW:
         how = f"its {shown.byte_length} bytes (packed, low bits first)"
     else:
         how = f"{shown}, its (real, imaginary) pairs"
@@ -335,8 +338,15 @@ def _subspans(
     for index, bi in interface.items():
         if index >= len(lengths):
             return None, f"the source binds binding {index}; the dispatch has {len(lengths)}"
-        if bi.unshown:
+        if bi.unshown and (bi.tensors or len(bi.unshown) > 1 or not bi.unshown_positions):
             return None, f"binding {index} holds {bi.unshown[0]}, {NOT_SHOWN_YET}"
+        if bi.unshown:  # the binding holds that one tensor: its bytes, said as such; the others typed
+            start = resolve_offset(bi.unshown_offsets[0], constants) if bi.unshown_offsets else None
+            if start is None or start > lengths[index]:
+                return None, f"binding {index} holds {bi.unshown[0]}, {NOT_SHOWN_YET}"
+            found.append(_Subspan(bi.unshown_positions[0], index, start, raw_type(lengths[index] - start),
+                                  bi.unshown_modes[0], bi.unshown[0]))  # fmt: skip
+            continue
         for k, t in enumerate(bi.tensors):
             offset = resolve_offset(bi.offsets[k], constants) if k < len(bi.offsets) else 0
             if offset is None:

@@ -1,0 +1,61 @@
+"""A data-tiled build (``--iree-dispatch-creation-data-tiling``, microkernels) is typed by a rebuild with the
+flags the module records (``recorded_flags``: its target's ``ukernels``, its encoding dispatches), judged by
+its bytes as any rebuild. A binding that holds one tensor in the layout its encoding chose is shown as its
+bytes, said so, and no longer leaves the dispatch's other tensors untyped."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from support import iree_tool, lens_in_process
+
+from engine.dispatch.rebuild_sources import DATA_TILING_FLAG, found_or_rebuilt, recorded_flags
+from engine.dispatch.typed_tensors import dispatch_tensors
+from engine.samples import sample_path
+
+FLAGS = ("--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu",
+         "--iree-llvmcpu-target-cpu=host", DATA_TILING_FLAG, "--iree-llvmcpu-enable-ukernels=all")  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("data_tiling")
+    rng = np.random.default_rng(5)
+    np.save(out / "lhs.npy", rng.standard_normal((4, 8)).astype(np.float32))
+    np.save(out / "rhs.npy", rng.standard_normal((8, 16)).astype(np.float32))
+    proc = subprocess.run([iree_tool("iree-compile"), str(sample_path("matmul")), *FLAGS, "-o", str(out / "dt.vmfb")],
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def test_the_flags_the_module_records_are_read(folder):
+    assert recorded_flags(folder / "dt.vmfb") == ("--iree-llvmcpu-enable-ukernels=all", DATA_TILING_FLAG)
+    assert recorded_flags(sample_path("matmul")) == ()  # a program, not a module: nothing recorded
+
+
+def test_the_encode_dispatches_type_what_they_read(folder, tmp_path):
+    out = tmp_path / "capture"
+    proc = lens_in_process("capture", str(folder / "dt.vmfb"), "--function=main", f"--input=@{folder / 'lhs.npy'}",
+                           f"--input=@{folder / 'rhs.npy'}", f"--out={out}")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "rebuilt" in proc.stderr
+    encode_lhs, encode_rhs, matmul = json.loads((out / "manifest.json").read_text())["dispatches"]
+    assert encode_lhs["tensors_from"] == encode_rhs["tensors_from"] == "interface"
+    assert (encode_lhs["input_types"], encode_rhs["input_types"]) == (["4x8xf32"], ["8x16xf32"])
+    np.testing.assert_array_equal(np.load(out / encode_lhs["inputs"][0]), np.load(folder / "lhs.npy"))
+    assert encode_lhs["output_types"][0].endswith("xu8")  # the encoded layout: bytes
+    # The matmul reads both encoded operands from one binding, where each ends is not known: bytes throughout.
+    assert matmul["tensors_from"] == "bindings"
+
+    sources = found_or_rebuilt(folder / "dt.vmfb")
+    data = np.load(out / encode_lhs["inputs"][0]).view(np.uint8).reshape(-1)
+    written = np.load(out / encode_lhs["outputs"][0]).reshape(-1)
+    tensors = dispatch_tensors(encode_lhs["name"], encode_lhs["constants"], [data, np.zeros_like(written)],
+                               [data, written], sources)  # fmt: skip
+    assert str(tensors[0].type) == "4x8xf32"
+    assert "in the layout its encoding chose (where it ends is not known here)" in tensors[1].note
