@@ -1,7 +1,8 @@
 """A data-tiled build (``--iree-dispatch-creation-data-tiling``, microkernels) is typed by a rebuild with the
 flags the module records (``recorded_flags``: its target's ``ukernels``, its encoding dispatches), judged by
 its bytes as any rebuild. A binding that holds one tensor in the layout its encoding chose is shown as its
-bytes, said so, and no longer leaves the dispatch's other tensors untyped."""
+bytes, said so (several in one binding: each from its offset to the next one's), and no longer leaves the
+dispatch's other tensors untyped."""
 
 from __future__ import annotations
 
@@ -49,8 +50,15 @@ def test_the_encode_dispatches_type_what_they_read(folder, tmp_path):
     assert (encode_lhs["input_types"], encode_rhs["input_types"]) == (["4x8xf32"], ["8x16xf32"])
     np.testing.assert_array_equal(np.load(out / encode_lhs["inputs"][0]), np.load(folder / "lhs.npy"))
     assert encode_lhs["output_types"][0].endswith("xu8")  # the encoded layout: bytes
-    # The matmul reads both encoded operands from one binding, where each ends is not known: bytes throughout.
-    assert matmul["tensors_from"] == "bindings"
+    # The matmul reads both encoded operands from one binding (bytes each, from its offset to the next one's)
+    # and writes the plain result: typed, the program's output.
+    assert matmul["tensors_from"] == "interface" and matmul["output_types"] == ["4x16xf32"]
+    assert [t.endswith("xu8") for t in matmul["input_types"]] == [True, True]
+    iree = tmp_path / "iree.npy"
+    subprocess.run([iree_tool("iree-run-module"), f"--module={folder / 'dt.vmfb'}", "--function=main",
+                    f"--input=@{folder / 'lhs.npy'}", f"--input=@{folder / 'rhs.npy'}", f"--output=@{iree}"],
+                   check=True, capture_output=True, timeout=300)  # fmt: skip
+    np.testing.assert_array_equal(np.load(out / matmul["outputs"][0]), np.load(iree))
 
     sources = found_or_rebuilt(folder / "dt.vmfb")
     data = np.load(out / encode_lhs["inputs"][0]).view(np.uint8).reshape(-1)

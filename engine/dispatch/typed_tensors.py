@@ -324,6 +324,21 @@ def _placed(bi: BindingInterface, index: int, k: int) -> tuple[int, str]:
     return position, bi.modes[k] if k < len(bi.modes) else ("readonly" if bi.read_only else "readwrite")
 
 
+def _unshown_ranges(bi: BindingInterface, constants: Sequence[int], length: int) -> list[tuple] | None:
+    """Where each tensor of a binding that holds only tensors IREE Lens does not show (encoded: data tiling)
+    lies: from its offset to the next one's, the last to the binding's end (where each really ends is not
+    known); (position, start, end, mode, declared) each, or None when the binding also holds typed tensors or
+    an offset is not known."""
+    if bi.tensors or len(bi.unshown_offsets) != len(bi.unshown) or len(bi.unshown_positions) != len(bi.unshown):
+        return None
+    starts = [resolve_offset(o, constants) for o in bi.unshown_offsets]
+    if any(s is None or s > length for s in starts):
+        return None
+    order = sorted(range(len(starts)), key=lambda k: starts[k])
+    ends = {k: starts[order[n + 1]] if n + 1 < len(order) else length for n, k in enumerate(order)}
+    return [(bi.unshown_positions[k], starts[k], ends[k], bi.unshown_modes[k], bi.unshown[k]) for k in order]
+
+
 def _subspans(
     interface: dict[int, BindingInterface], constants: Sequence[int], lengths: Sequence[int]
 ) -> tuple[list[_Subspan] | None, str]:
@@ -338,14 +353,12 @@ def _subspans(
     for index, bi in interface.items():
         if index >= len(lengths):
             return None, f"the source binds binding {index}; the dispatch has {len(lengths)}"
-        if bi.unshown and (bi.tensors or len(bi.unshown) > 1 or not bi.unshown_positions):
-            return None, f"binding {index} holds {bi.unshown[0]}, {NOT_SHOWN_YET}"
-        if bi.unshown:  # the binding holds that one tensor: its bytes, said as such; the others typed
-            start = resolve_offset(bi.unshown_offsets[0], constants) if bi.unshown_offsets else None
-            if start is None or start > lengths[index]:
+        if bi.unshown:
+            placed = _unshown_ranges(bi, constants, lengths[index])
+            if placed is None:
                 return None, f"binding {index} holds {bi.unshown[0]}, {NOT_SHOWN_YET}"
-            found.append(_Subspan(bi.unshown_positions[0], index, start, raw_type(lengths[index] - start),
-                                  bi.unshown_modes[0], bi.unshown[0]))  # fmt: skip
+            found += [_Subspan(position, index, start, raw_type(end - start), mode, declared)
+                      for position, start, end, mode, declared in placed]  # fmt: skip
             continue
         for k, t in enumerate(bi.tensors):
             offset = resolve_offset(bi.offsets[k], constants) if k < len(bi.offsets) else 0
