@@ -316,15 +316,23 @@ def rebuild_sources(
 
     out = Path(cache_dir).absolute() if cache_dir is not None else cache_root("iree-lens-rebuilt") / digest
 
-    # Two processes debugging the same module (two windows, a test run's workers) share ``out``: the second
-    # waits for the first's verdict instead of emptying its rebuild half way.
-    with folder_lock(out, (lambda: task.cancelled) if task is not None else None) as held:
-        if not held:
-            return _none("the rebuild was stopped while another process was rebuilding the same module")
-        # Object files the program's executables link (hal.executable.object) are looked for as they would be.
-        flags = (*_build_flags(original, out), *recorded_flags(module_path),
-                 *search_path_flags(search_folders(module_path, program)))
-        return _rebuild_or_reuse(module_path, program, named_in, target, original, out, task, timeout_s, flags)
+    # The flags the module records (microkernels, data tiling) are read from it, not known: where a rebuild with
+    # them differs, one without them is tried too (in a folder of its own, its verdict kept apart).
+    recorded = recorded_flags(module_path)
+    tries = [(out, recorded), (out.with_name(out.name + "-plain"), ())] if recorded else [(out, ())]
+    found = NO_SOURCES
+    for folder, extra in tries:
+        # Two processes debugging the same module (two windows, a test run's workers) share ``folder``: the
+        # second waits for the first's verdict instead of emptying its rebuild half way.
+        with folder_lock(folder, (lambda: task.cancelled) if task is not None else None) as held:
+            if not held:
+                return _none("the rebuild was stopped while another process was rebuilding the same module")
+            # Object files the program's executables link (hal.executable.object) are looked for as they would be.
+            flags = (*_build_flags(original, folder), *extra, *search_path_flags(search_folders(module_path, program)))
+            found = _rebuild_or_reuse(module_path, program, named_in, target, original, folder, task, timeout_s, flags)
+        if found.found or (task is not None and task.cancelled):
+            return found
+    return found
 
 
 def _build_flags(original, out: Path) -> tuple[str, ...]:
