@@ -21,10 +21,16 @@ from engine.runtime.hal.buffers import HalBuffer
 from engine.runtime.hal.commands import BindingTableEntry, HalCommandBuffer, ResolvedRange
 from engine.runtime.hal.cpu_batch import BatchSegments, CpuBatchPlan, native_dispatch, plan_stretch
 from engine.runtime.hal.device import BUFFER_ALIGNMENT, BatchRecords, Device, HalExecutable, aligned_zeros
-from engine.runtime.hal.formats import CPU_FORMATS, VMVX_BYTECODE, is_native_cpu, runs_natively
+from engine.runtime.hal.formats import (
+    CPU_FORMATS,
+    STATIC_LIBRARY,
+    VMVX_BYTECODE,
+    is_native_cpu,
+    runs_natively,
+)
 from engine.runtime.hal.machine_code import machine_code
 from engine.runtime.hal.native_loop import native_loop
-from engine.runtime.hal.static_libraries import STATIC_FORMAT, StaticLibraries
+from engine.runtime.hal.static_libraries import StaticLibraries
 from engine.runtime.vm.native import StatusCode, VmStatusError
 
 _PLANS_PER_COMMAND_BUFFER = 512  # stretches kept per command buffer: a typed model's in-place dispatches and transfers cut
@@ -97,7 +103,7 @@ class CpuDevice(Device):
     def supports_format(self, executable_format: str) -> bool:
         # Static libraries: where the host gave their object, as IREE's static library loader is registered.
         return executable_format in self.formats or (
-            executable_format == STATIC_FORMAT and self.static_libraries is not None
+            executable_format == STATIC_LIBRARY and self.static_libraries is not None
         )
 
     def query_i64(self, category: str, key: str) -> int | None:
@@ -129,7 +135,7 @@ class CpuDevice(Device):
                 ) from None
             names = [e.name for e in library.exports]
             return HalExecutable(self, executable_format, label, names, library)
-        if executable_format == STATIC_FORMAT and self.static_libraries is not None:
+        if executable_format == STATIC_LIBRARY and self.static_libraries is not None:
             name = bytes(np.asarray(data, np.uint8)).rstrip(b"\0").decode("utf-8", "replace")  # what the module holds
             try:
                 library = self.static_libraries.load(name, constants, label)

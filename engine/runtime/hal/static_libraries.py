@@ -17,14 +17,14 @@ import tempfile
 from pathlib import Path
 
 from engine.errors import ExecutableLoadError
-from engine.runtime.hal.formats import STATIC_LIBRARY as STATIC_FORMAT
+from engine.runtime.hal.formats import STATIC_LIBRARY
 
 _OUTPUT = re.compile(r'static_library_output\s*=\s*"((?:[^"\\]|\\.)*)"')
 
 
 def is_static_build(module) -> bool:
     """Whether a ``VmfbModule``'s executables are static libraries (their code outside the module)."""
-    return any(e.format == STATIC_FORMAT for e in module.executables)
+    return any(e.format == STATIC_LIBRARY for e in module.executables)
 
 
 def recorded_outputs(module) -> list[str]:
