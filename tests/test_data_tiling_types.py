@@ -1,8 +1,8 @@
 """A data-tiled build (``--iree-dispatch-creation-data-tiling``, microkernels) is typed by a rebuild with the
 flags the module records (``recorded_flags``: its target's ``ukernels``, its encoding dispatches), judged by
-its bytes as any rebuild. A binding that holds one tensor in the layout its encoding chose is shown as its
-bytes, said so (several in one binding: each from its offset to the next one's), and no longer leaves the
-dispatch's other tensors untyped."""
+its bytes as any rebuild. A tensor in the layout its encoding chose is shown as
+its tiles as the build's configured source lays them out (else as its bytes, said so: several in one binding
+each from its offset to the next one's), and no longer leaves the dispatch's other tensors untyped."""
 
 from __future__ import annotations
 
@@ -49,11 +49,15 @@ def test_the_encode_dispatches_type_what_they_read(folder, tmp_path):
     assert encode_lhs["tensors_from"] == encode_rhs["tensors_from"] == "interface"
     assert (encode_lhs["input_types"], encode_rhs["input_types"]) == (["4x8xf32"], ["8x16xf32"])
     np.testing.assert_array_equal(np.load(out / encode_lhs["inputs"][0]), np.load(folder / "lhs.npy"))
-    assert encode_lhs["output_types"][0].endswith("xu8")  # the encoded layout: bytes
-    # The matmul reads both encoded operands from one binding (bytes each, from its offset to the next one's)
-    # and writes the plain result: typed, the program's output.
+    # The encoded tensor in the layout the build's configured source gives it (data tiling's tiles): the same
+    # values, rearranged.
+    assert encode_lhs["output_types"] == ["1x8x4x1xf32"]
+    tiled = np.load(out / encode_lhs["outputs"][0])
+    np.testing.assert_array_equal(np.sort(tiled.ravel()), np.sort(np.load(folder / "lhs.npy").ravel()))
+    # The matmul reads both encoded operands from one binding (each at its own offset) and writes the plain
+    # result: typed, the program's output.
     assert matmul["tensors_from"] == "interface" and matmul["output_types"] == ["4x16xf32"]
-    assert [t.endswith("xu8") for t in matmul["input_types"]] == [True, True]
+    assert matmul["input_types"] == encode_lhs["output_types"] + encode_rhs["output_types"]
     iree = tmp_path / "iree.npy"
     subprocess.run([iree_tool("iree-run-module"), f"--module={folder / 'dt.vmfb'}", "--function=main",
                     f"--input=@{folder / 'lhs.npy'}", f"--input=@{folder / 'rhs.npy'}", f"--output=@{iree}"],
@@ -62,8 +66,21 @@ def test_the_encode_dispatches_type_what_they_read(folder, tmp_path):
 
     sources = found_or_rebuilt(folder / "dt.vmfb")
     data = np.load(out / encode_lhs["inputs"][0]).view(np.uint8).reshape(-1)
-    written = np.load(out / encode_lhs["outputs"][0]).reshape(-1)
+    written = np.load(out / encode_lhs["outputs"][0]).reshape(-1).view(np.uint8)
     tensors = dispatch_tensors(encode_lhs["name"], encode_lhs["constants"], [data, np.zeros_like(written)],
                                [data, written], sources)  # fmt: skip
     assert str(tensors[0].type) == "4x8xf32"
+    assert "the layout its encoding chose (its tiles)" in tensors[1].note
+
+    # Without the configured sources (a compile that kept only the executables' sources) the layout is not
+    # known: the encoded tensor is its binding's bytes, from its offset to the next one's, said so.
+    import shutil
+
+    bare = tmp_path / "bare"
+    shutil.copytree(Path(sources.files[encode_lhs["name"]]).parent, bare / "sources")
+    from engine.dispatch.typed_tensors import read_sources
+
+    tensors = dispatch_tensors(encode_lhs["name"], encode_lhs["constants"], [data, np.zeros_like(written)],
+                               [data, written], read_sources([bare / "sources"]))  # fmt: skip
+    assert tensors[1].type.element == "u8"
     assert "in the layout its encoding chose (where it ends is not known here)" in tensors[1].note

@@ -94,8 +94,10 @@ class ShownTensor:
             element = self.declared.split(",")[0].rpartition("x")[2]
         elif "complex<" in self.declared:
             type_text = f"{self.declared}, as (re, im) pairs"
-        elif self.declared:  # an encoded tensor (data tiling): the bytes of IREE's layout, not the tensor's
+        elif self.declared and self.array.dtype == np.uint8:  # an encoded tensor (data tiling), its layout unknown
             type_text = f"{self.declared}: {self.array.nbytes} bytes of its binding, in the layout its encoding chose"
+        elif self.declared:  # an encoded tensor as the kernel lays it out (its tiles)
+            type_text = f"{self.declared}, as {self.type_text}: the layout its encoding chose"
         return InspectedTensor(self.label, array, type_text, list_label=self.list_label, list_state=self.list_state,
                                element=element)
 

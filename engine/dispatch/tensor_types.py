@@ -234,6 +234,9 @@ class BindingInterface:
     unshown_modes: tuple[str, ...] = ()
     unshown_positions: tuple[int, ...] = ()
     unshown_offsets: tuple[tuple, ...] = ()
+    # The ``unshown`` tensors as the kernel lays them out, where a later phase of the same build says (IREE's
+    # configured sources: an encoded ``4x8xf32`` materialized as ``memref<1x8x4x1xf32>``, data tiling's tiles).
+    materialized: tuple[TensorType, ...] = ()
 
     @property
     def access(self) -> str:

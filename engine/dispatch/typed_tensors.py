@@ -142,6 +142,8 @@ NOT_SHOWN_YET = "an element type IREE Lens does not show yet"
 def shown_instead_note(binding: int, declared: str, shown: TensorType) -> str:
     """What is said of a tensor the source types as ``declared`` and IREE Lens shows as ``shown``, a view of
     the same bytes (``tensor_types.shown_instead``); it names NOT_SHOWN_YET, so every view says it."""
+    if shown.element != RAW and "#" in declared:  # an encoding, laid out as the kernel's memref says
+        return f"binding {binding} holds {declared}: shown as {shown}, the layout its encoding chose (its tiles)"
     if shown.element == RAW and "#" in declared:  # an encoding: IREE's own layout (data tiling), not the tensor's
         how = (f"the binding's {shown.byte_length} bytes from where it starts, in the layout its encoding chose "
                "(where it ends is not known here)")
@@ -184,11 +186,33 @@ def read_sources(paths: Sequence[str | Path], origin: str = "given") -> Executab
                 text = f.read_text(errors="replace")
             except OSError:
                 continue
-            for export, bindings in binding_interfaces(text).items():
+            for export, bindings in _with_materialized(binding_interfaces(text), f).items():
                 interfaces[export] = bindings
                 files[export] = str(f)
     label = ", ".join(str(p) for p in paths)
     return ExecutableSources(interfaces, origin if interfaces else "none", label, files)
+
+
+def _with_materialized(found: dict[str, dict[int, BindingInterface]], source: Path) -> dict:
+    """``found`` with the layout of each tensor it cannot show (an encoded one) read from the same executable's
+    configured source, where the compile kept it beside (``executables/configurations/configured_<name>``,
+    IREE's ``--iree-hal-dump-executable-configurations-to``: subspans as the kernel's memrefs)."""
+    if not any(bi.unshown for bindings in found.values() for bi in bindings.values()):
+        return found
+    configured = source.parent.parent / "configurations" / f"configured_{source.name}"
+    try:
+        later = binding_interfaces(configured.read_text(errors="replace")) if configured.is_file() else {}
+    except OSError:
+        return found
+    out = {}
+    for export, bindings in found.items():
+        laid = later.get(export, {})
+        out[export] = {
+            index: (replace(bi, materialized=laid[index].tensors)
+                    if bi.unshown and index in laid and len(laid[index].tensors) == len(bi.unshown) else bi)
+            for index, bi in bindings.items()
+        }  # fmt: skip
+    return out
 
 
 def _binds_anything(path: Path) -> bool:
@@ -327,8 +351,9 @@ def _placed(bi: BindingInterface, index: int, k: int) -> tuple[int, str]:
 def _unshown_ranges(bi: BindingInterface, constants: Sequence[int], length: int) -> list[tuple] | None:
     """Where each tensor of a binding that holds only tensors IREE Lens does not show (encoded: data tiling)
     lies: from its offset to the next one's, the last to the binding's end (where each really ends is not
-    known); (position, start, end, mode, declared) each, or None when the binding also holds typed tensors or
-    an offset is not known."""
+    known); (position, start, end, mode, declared, laid out) each, ``laid out`` its type as the kernel lays it
+    out where the build's configured source says (``materialized``) and it fits, else None; None in all when
+    the binding also holds typed tensors or an offset is not known."""
     if bi.tensors or len(bi.unshown_offsets) != len(bi.unshown) or len(bi.unshown_positions) != len(bi.unshown):
         return None
     starts = [resolve_offset(o, constants) for o in bi.unshown_offsets]
@@ -336,7 +361,9 @@ def _unshown_ranges(bi: BindingInterface, constants: Sequence[int], length: int)
         return None
     order = sorted(range(len(starts)), key=lambda k: starts[k])
     ends = {k: starts[order[n + 1]] if n + 1 < len(order) else length for n, k in enumerate(order)}
-    return [(bi.unshown_positions[k], starts[k], ends[k], bi.unshown_modes[k], bi.unshown[k]) for k in order]
+    laid = bi.materialized if len(bi.materialized) == len(bi.unshown) else ()
+    return [(bi.unshown_positions[k], starts[k], ends[k], bi.unshown_modes[k], bi.unshown[k],
+             laid[k] if laid and starts[k] + laid[k].byte_length <= ends[k] else None) for k in order]  # fmt: skip
 
 
 def _subspans(
@@ -357,8 +384,8 @@ def _subspans(
             placed = _unshown_ranges(bi, constants, lengths[index])
             if placed is None:
                 return None, f"binding {index} holds {bi.unshown[0]}, {NOT_SHOWN_YET}"
-            found += [_Subspan(position, index, start, raw_type(end - start), mode, declared)
-                      for position, start, end, mode, declared in placed]  # fmt: skip
+            found += [_Subspan(position, index, start, laid or raw_type(end - start), mode, declared)
+                      for position, start, end, mode, declared, laid in placed]  # fmt: skip
             continue
         for k, t in enumerate(bi.tensors):
             offset = resolve_offset(bi.offsets[k], constants) if k < len(bi.offsets) else 0
