@@ -84,3 +84,20 @@ def test_the_encode_dispatches_type_what_they_read(folder, tmp_path):
                                [data, written], read_sources([bare / "sources"]))  # fmt: skip
     assert tensors[1].type.element == "u8"
     assert "in the layout its encoding chose (where it ends is not known here)" in tensors[1].note
+
+
+def test_a_dump_of_every_file_types_it_alike(folder, tmp_path):
+    # IREE's --iree-hal-dump-executable-files-to: sources, configured sources and benchmarks in one folder, the
+    # encoding written out in the type (brackets inside brackets), not aliased.
+    files = tmp_path / "files"
+    proc = subprocess.run([iree_tool("iree-compile"), str(sample_path("matmul")), *FLAGS,
+                           f"--iree-hal-dump-executable-files-to={files}", "-o", str(tmp_path / "dt.vmfb")],
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    from engine.dispatch.typed_tensors import read_sources
+
+    sources = read_sources([files])
+    assert all(Path(f).name.startswith("module_") and "benchmark" not in f for f in sources.files.values())
+    encode = next(v for k, v in sources.interfaces.items() if k.startswith("_encoding_0_"))
+    assert encode[1].unshown == ("4x8xf32, #iree_encoding.layout<...>",)  # was dropped: no output at all
+    assert [t.shape for t in encode[1].materialized] == [(1, 8, 4, 1)]

@@ -325,6 +325,11 @@ def binding_interfaces(source: str) -> dict[str, dict[int, BindingInterface]]:
         offset = values.get(offset_token[1], UNKNOWN_OFFSET) if offset_token else ("const", 0)
         s = _SUBSPAN.search(line)
         mm = None if s else _MEMREF_SUBSPAN.search(line)
+        head = None if (s or mm) else _SUBSPAN_HEAD.search(line)
+        if head:  # a type with brackets inside (an encoding written out, not aliased): kept as what it is
+            declared = _short_type(_tensor_type_text(line, head.end()))
+            unshown.setdefault(int(head[1]), []).append((head[2], declared, seen, offset))
+            continue
         if s or mm:  # mm: after bufferization, memref<4x16xf32, ...> with the ReadOnly flag
             binding, text = (int(s[1]), s[3]) if s else (int(mm[1]), mm[3])
             flags = mm[2] if mm and mm[2] else "" if s else _layout_binding_flags(line, binding, aliases)
@@ -472,6 +477,18 @@ def _tensor_type_text(line: str, start: int, memref: bool = False) -> str:
 
 
 _SUBSPAN_BINDING = re.compile(r"binding\((\d+)\)")
+# A tensor subspan's mode and where its type starts, whatever brackets the type holds (``_SUBSPAN`` stops at the
+# first ``>``).
+_SUBSPAN_HEAD = re.compile(
+    r"hal\.interface\.binding\.subspan\b.*?binding\((\d+)\).*?:\s*"
+    r"!(?:flow|iree_tensor_ext)\.dispatch\.tensor<(readonly|writeonly|readwrite):tensor<"
+)
+
+
+def _short_type(text: str) -> str:
+    """A type as said to a user: an attribute's parameters left out (``4x8xf32, #iree_encoding.layout<...>``:
+    IREE writes out the whole encoding resolver, hundreds of characters)."""
+    return re.sub(r"(#[\w.]+)<.*$", r"\1<...>", text, flags=re.S)
 _RESULT = re.compile(r"\s*(%[\w]+)(?::\d+)? = ")
 
 

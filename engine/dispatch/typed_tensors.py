@@ -177,6 +177,10 @@ def read_sources(paths: Sequence[str | Path], origin: str = "given") -> Executab
             nested = path / "executables" / "sources"
             phase = sorted(path.glob("*.executable-sources.mlir"))
             found = sorted(nested.glob("*.mlir")) if nested.is_dir() else phase or sorted(path.glob("*.mlir"))
+            # IREE's --iree-hal-dump-executable-files-to puts later forms of each executable in the same folder:
+            # its configured source (read for encoded layouts, ``_with_materialized``) and a benchmark; the
+            # executables' own sources are the others.
+            found = [f for f in found if not f.name.startswith("configured_") and not f.name.endswith("_benchmark.mlir")]
         else:
             found = [path]
         for f in found:
@@ -195,13 +199,17 @@ def read_sources(paths: Sequence[str | Path], origin: str = "given") -> Executab
 
 def _with_materialized(found: dict[str, dict[int, BindingInterface]], source: Path) -> dict:
     """``found`` with the layout of each tensor it cannot show (an encoded one) read from the same executable's
-    configured source, where the compile kept it beside (``executables/configurations/configured_<name>``,
-    IREE's ``--iree-hal-dump-executable-configurations-to``: subspans as the kernel's memrefs)."""
+    configured source, where the compile kept it (IREE's ``--iree-hal-dump-executable-configurations-to``,
+    ``configured_<name>``: subspans as the kernel's memrefs)."""
     if not any(bi.unshown for bindings in found.values() for bi in bindings.values()):
         return found
-    configured = source.parent.parent / "configurations" / f"configured_{source.name}"
+    # IREE Lens's compile folder (executables/sources beside executables/configurations), or IREE's one folder
+    # of --iree-hal-dump-executable-files-to.
+    candidates = (source.parent.parent / "configurations" / f"configured_{source.name}",
+                  source.parent / f"configured_{source.name}")  # fmt: skip
+    configured = next((c for c in candidates if c.is_file()), None)
     try:
-        later = binding_interfaces(configured.read_text(errors="replace")) if configured.is_file() else {}
+        later = binding_interfaces(configured.read_text(errors="replace")) if configured is not None else {}
     except OSError:
         return found
     out = {}
