@@ -634,6 +634,8 @@ class StepperPanel(QWidget):
         self.bridge.restore_setup(saved)
         if saved.parameters:  # the archives its weights load from: before it opens
             self.bridge.set_parameters(saved.parameters)
+        if saved.executable_plugins:  # what its kernels import functions from: before it opens
+            self.bridge.add_executable_plugins(saved.executable_plugins)
         if saved.inputs:
             self.set_inputs(saved.inputs)
         path = next((p for p in (saved.source_path, saved.module_path) if p and Path(p).exists()), None)

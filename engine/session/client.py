@@ -353,7 +353,7 @@ class SessionClient:
         self.send(self._open_command())
         self.send(SetBreakpoints(self.breakpoints))
         self._save(module_path=self.module_path, source_path=self.source_path, device=device,
-                   parameters=list(self.parameters))  # fmt: skip
+                   parameters=list(self.parameters), executable_plugins=list(self.executable_plugins))  # fmt: skip
 
     def _open_command(self) -> Open:
         return Open(

@@ -44,6 +44,7 @@ class SavedSession:
     edited_sources: dict[str, str] = field(default_factory=dict)  # name -> file under sources/
     traces: list[str] = field(default_factory=list)  # paths of saved captures
     parameters: list[str] = field(default_factory=list)  # the module's [SCOPE=]FILE parameter archives
+    executable_plugins: list[str] = field(default_factory=list)  # what its CPU kernels import functions from
 
 
 class SessionStore:

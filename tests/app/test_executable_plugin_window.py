@@ -42,3 +42,22 @@ def test_the_plugin_given_in_the_window_reopens_the_module_and_it_runs(make_main
     assert "8xf32=" + " ".join(f"{v:g}" for v in X * Y + Y) in finished.args[0].results_text
     # Kept for the next module, as IREE keeps a plugin for the process.
     assert window.session_bridge.executable_plugins == (str(plugin),)
+
+
+def test_a_restored_session_opens_its_module_with_its_plugins(make_main_window, qtbot, tmp_path):
+    vmfb = compile_for(PROGRAMS / "custom_dispatch" / "mul_plugin.mlir", tmp_path / "mul_plugin.vmfb", "llvm-cpu")
+    plugin = build_plugin(tmp_path / "plugin.sos")
+    first = make_main_window()
+    first.session_bridge.add_executable_plugins([str(plugin)])
+    with qtbot.waitSignal(first.panels["stepper"].bridge.opened, timeout=TIMEOUT):
+        first.open_file(vmfb)
+    assert first.session_bridge.saved_session().executable_plugins == [str(plugin)]
+
+    forget_registered_plugins()  # a new application: none given yet
+    window = make_main_window()
+    panel = window.panels["stepper"]
+    with qtbot.waitSignal(panel.bridge.opened, timeout=TIMEOUT):
+        assert panel.restore_last_session()
+    with qtbot.waitSignal(panel.bridge.finished, timeout=TIMEOUT) as finished:
+        panel.bridge.call("mul_add", INPUTS)
+    assert "8xf32=" + " ".join(f"{v:g}" for v in X * Y + Y) in finished.args[0].results_text
