@@ -12,25 +12,20 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import iree_tool, lens_in_process
+from support import compile_for, iree_tool, lens_in_process, save_matmul_inputs
 
 from engine.dispatch.rebuild_sources import DATA_TILING_FLAG, found_or_rebuilt, recorded_flags
 from engine.dispatch.typed_tensors import dispatch_tensors
 from engine.samples import sample_path
 
-FLAGS = ("--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu",
-         "--iree-llvmcpu-target-cpu=host", DATA_TILING_FLAG, "--iree-llvmcpu-enable-ukernels=all")  # fmt: skip
+FLAGS = (DATA_TILING_FLAG, "--iree-llvmcpu-enable-ukernels=all")  # with IREE Lens's llvm-cpu target
 
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("data_tiling")
-    rng = np.random.default_rng(5)
-    np.save(out / "lhs.npy", rng.standard_normal((4, 8)).astype(np.float32))
-    np.save(out / "rhs.npy", rng.standard_normal((8, 16)).astype(np.float32))
-    proc = subprocess.run([iree_tool("iree-compile"), str(sample_path("matmul")), *FLAGS, "-o", str(out / "dt.vmfb")],
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
+    save_matmul_inputs(out, 5)
+    compile_for(sample_path("matmul"), out / "dt.vmfb", "llvm-cpu", *FLAGS)
     return out
 
 
@@ -90,10 +85,8 @@ def test_a_dump_of_every_file_types_it_alike(folder, tmp_path):
     # IREE's --iree-hal-dump-executable-files-to: sources, configured sources and benchmarks in one folder, the
     # encoding written out in the type (brackets inside brackets), not aliased.
     files = tmp_path / "files"
-    proc = subprocess.run([iree_tool("iree-compile"), str(sample_path("matmul")), *FLAGS,
-                           f"--iree-hal-dump-executable-files-to={files}", "-o", str(tmp_path / "dt.vmfb")],
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
+    compile_for(sample_path("matmul"), tmp_path / "dt.vmfb", "llvm-cpu", *FLAGS,
+                f"--iree-hal-dump-executable-files-to={files}")
     from engine.dispatch.typed_tensors import read_sources
 
     sources = read_sources([files])

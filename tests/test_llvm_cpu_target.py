@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import iree_tool, lens_in_process
+from support import iree_tool, lens_in_process, save_matmul_inputs
 
 from engine.samples import sample_path
 
@@ -22,9 +22,7 @@ BUILDS = {"default": (), "system": ("--iree-llvmcpu-link-embedded=false",)}  # n
 def folder(tmp_path_factory) -> Path:
     """The matmul sample built as plain iree-compile builds it (IREE's default CPU), with its LLVM IR kept."""
     out = tmp_path_factory.mktemp("cpu_target")
-    rng = np.random.default_rng(3)
-    np.save(out / "lhs.npy", rng.standard_normal((4, 8)).astype(np.float32))
-    np.save(out / "rhs.npy", rng.standard_normal((8, 16)).astype(np.float32))
+    save_matmul_inputs(out, 3)
     for name, flags in BUILDS.items():
         proc = subprocess.run([iree_tool("iree-compile"), str(sample_path("matmul")), "--iree-hal-target-device=local",
                                "--iree-hal-local-target-device-backends=llvm-cpu", *flags,

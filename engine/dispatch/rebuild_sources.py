@@ -179,14 +179,12 @@ def _executables(module_path: str | Path) -> dict[str, tuple[str, bytes]]:
     from engine.runtime.vmfb.module import open_vmfb
 
     module = open_vmfb(module_path)
-    found: dict[str, tuple[str, bytes]] = {}
-    for e in module.executables:
-        data = bytes(e.data)
-        if e.format == STATIC_LIBRARY:
-            obj = static_object(module, module_path)[0]
-            data += b"\0object " + (hashlib.sha256(obj.read_bytes()).hexdigest().encode() if obj else b"none")
-        found[e.name] = (e.format, data)
-    return found
+    digest = b""  # of the static libraries' one object, read once for all of them
+    if any(e.format == STATIC_LIBRARY for e in module.executables):
+        obj = static_object(module, module_path)[0]
+        digest = b"\0object " + (hashlib.sha256(obj.read_bytes()).hexdigest().encode() if obj else b"none")
+    return {e.name: (e.format, bytes(e.data) + (digest if e.format == STATIC_LIBRARY else b""))
+            for e in module.executables}  # fmt: skip
 
 
 def _calls_modules_only(module_path: str | Path) -> bool:
@@ -320,6 +318,8 @@ def rebuild_sources(
     # them differs, one without them is tried too (in a folder of its own, its verdict kept apart).
     recorded = recorded_flags(module_path)
     tries = [(out, recorded), (out.with_name(out.name + "-plain"), ())] if recorded else [(out, ())]
+    # Object files the program's executables link (hal.executable.object) are looked for as they would be.
+    objects = tuple(search_path_flags(search_folders(module_path, program)))
     found = NO_SOURCES
     for folder, extra in tries:
         # Two processes debugging the same module (two windows, a test run's workers) share ``folder``: the
@@ -327,8 +327,7 @@ def rebuild_sources(
         with folder_lock(folder, (lambda: task.cancelled) if task is not None else None) as held:
             if not held:
                 return _none("the rebuild was stopped while another process was rebuilding the same module")
-            # Object files the program's executables link (hal.executable.object) are looked for as they would be.
-            flags = (*_build_flags(original, folder), *extra, *search_path_flags(search_folders(module_path, program)))
+            flags = (*_build_flags(original, folder), *extra, *objects)
             found = _rebuild_or_reuse(module_path, program, named_in, target, original, folder, task, timeout_s, flags)
         if found.found or (task is not None and task.cancelled):
             return found

@@ -669,6 +669,13 @@ def compile_for(source: Path, out: Path, target: str, *flags: str) -> Path:
     return out
 
 
+def save_matmul_inputs(folder: Path, seed: int) -> None:
+    """Random ``lhs.npy`` (4x8) and ``rhs.npy`` (8x16) in ``folder``: inputs of the bundled matmul sample."""
+    rng = np.random.default_rng(seed)
+    np.save(folder / "lhs.npy", rng.standard_normal((4, 8)).astype(np.float32))
+    np.save(folder / "rhs.npy", rng.standard_normal((8, 16)).astype(np.float32))
+
+
 VM_PROGRAMS = Path(__file__).resolve().parents[1] / "vm_programs"  # programs written in the VM dialect
 
 
